@@ -1,0 +1,231 @@
+/*
+ * ir.h - the Graph IR of gcc-train.
+ *
+ * A graph holds values and nodes in SSA form: every value is produced by
+ * exactly one node output, or is a graph input, an initializer (parameter or
+ * constant) or a value created by a pass (gradient, optimizer state). Values
+ * and nodes live in growable arrays and are referred to by index (int), so
+ * adding nodes never invalidates a reference held by a pass.
+ *
+ * Shapes are row-major (C order); image tensors are NCHW. A dim of -1 in
+ * position 0 of a graph input is the symbolic batch size until
+ * gcc_graph_bind_batch() replaces it.
+ */
+#ifndef GCC_GRAPH_IR_H
+#define GCC_GRAPH_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GCC_MAX_DIMS 8
+#define GCC_BATCH_DIM (-1)
+
+/* Element types; numbering equals graph.proto's DataType. */
+typedef enum gcc_dtype {
+  GCC_DT_UNDEFINED = 0,
+  GCC_DT_FLOAT32 = 1,
+  GCC_DT_INT64 = 2,
+  GCC_DT_INT32 = 3,
+  GCC_DT_FLOAT16 = 4,
+  GCC_DT_BFLOAT16 = 5,
+  GCC_DT_FLOAT64 = 6,
+  GCC_DT_UINT8 = 7,
+  GCC_DT_COUNT
+} gcc_dtype;
+
+/* Size of one element in bytes (0 for UNDEFINED). */
+size_t gcc_dtype_size(gcc_dtype t);
+/* "float32", "int64", ... ("?" when out of range). */
+const char *gcc_dtype_name(gcc_dtype t);
+/* 1 for the dtypes this version can compute with (FLOAT32, INT64, INT32). */
+int gcc_dtype_supported(gcc_dtype t);
+
+typedef struct gcc_shape {
+  int ndim; /* 0 = scalar */
+  int64_t dims[GCC_MAX_DIMS];
+} gcc_shape;
+
+/* Number of elements; -1 when a dim is symbolic; sets *overflow (if not NULL)
+ * when the product does not fit in int64. */
+int64_t gcc_shape_numel(const gcc_shape *s, int *overflow);
+/* Writes "[64, 784]" into buf (always NUL-terminated); returns buf. */
+char *gcc_shape_str(const gcc_shape *s, char *buf, size_t cap);
+int gcc_shape_equal(const gcc_shape *a, const gcc_shape *b);
+
+/* What a value is, which decides where its storage lives. */
+typedef enum gcc_value_kind {
+  GCC_VALUE_ACTIVATION = 0, /* produced by a node, per-step arena */
+  GCC_VALUE_INPUT,          /* graph input fed per step (batch) */
+  GCC_VALUE_PARAM,          /* trainable FLOAT32 initializer: persistent arena */
+  GCC_VALUE_CONST,          /* non-trainable initializer or pass-made constant */
+  GCC_VALUE_GRAD,           /* gradient of a parameter: persistent arena */
+  GCC_VALUE_OPT_STATE,      /* optimizer state (momentum, Adam moments): persistent */
+  GCC_VALUE_KIND_COUNT
+} gcc_value_kind;
+
+const char *gcc_value_kind_name(gcc_value_kind k);
+
+typedef struct gcc_value {
+  char *name;
+  gcc_dtype dtype;
+  gcc_shape shape;
+  gcc_value_kind kind;
+  int producer;      /* node index, -1 if none */
+  int *consumers;    /* node indices (filled by gcc_graph_link) */
+  int n_consumers;
+  void *data;        /* PARAM/CONST: owned element data, row-major LE */
+  size_t data_bytes;
+  int param_of;      /* GRAD/OPT_STATE: value index of the parameter, else -1 */
+} gcc_value;
+
+typedef enum gcc_attr_type {
+  GCC_ATTR_UNDEFINED = 0,
+  GCC_ATTR_INT = 1,
+  GCC_ATTR_FLOAT = 2,
+  GCC_ATTR_STRING = 3,
+  GCC_ATTR_INTS = 4,
+  GCC_ATTR_FLOATS = 5,
+} gcc_attr_type;
+
+typedef struct gcc_attr {
+  char *name;
+  gcc_attr_type type;
+  int64_t i;
+  float f;
+  char *s;
+  int64_t *ints;
+  int n_ints;
+  float *floats;
+  int n_floats;
+} gcc_attr;
+
+/* Training-time role of a node. */
+typedef enum gcc_phase {
+  GCC_PHASE_FORWARD = 0,
+  GCC_PHASE_BACKWARD,
+  GCC_PHASE_OPTIMIZER,
+} gcc_phase;
+
+typedef struct gcc_node {
+  char *name;
+  int op;           /* gcc_op_id (graph/ops.h) */
+  int *inputs;      /* value indices; -1 = omitted optional input */
+  int n_inputs;
+  int *outputs;     /* value indices */
+  int n_outputs;
+  gcc_attr *attrs;  /* as written in the model */
+  int n_attrs;
+  /* Attributes resolved against the op's schema, in schema order, defaults
+   * filled in (see gcc_op_resolve_attrs); kernels read these, never names. */
+  gcc_attr *av;
+  int n_av;
+  char *device;     /* pin from the model, or NULL */
+  gcc_phase phase;
+} gcc_node;
+
+typedef enum gcc_opt_kind { GCC_OPT_NONE = 0, GCC_OPT_SGD, GCC_OPT_ADAM } gcc_opt_kind;
+
+typedef struct gcc_optimizer {
+  gcc_opt_kind kind;
+  float lr, momentum, dampening, weight_decay; /* SGD (weight_decay shared) */
+  int nesterov;
+  float beta1, beta2, eps;                     /* Adam */
+} gcc_optimizer;
+
+#define GCC_MAX_CHANNELS 4
+
+/* TrainingSpec of graph.proto, with defaults filled in. */
+typedef struct gcc_training {
+  int present;
+  char *loss, *prediction, *input, *target, *dataset;
+  gcc_optimizer opt;
+  int64_t batch_size, epochs;
+  int n_mean, n_std;
+  float mean[GCC_MAX_CHANNELS], std[GCC_MAX_CHANNELS];
+  uint64_t seed;
+  int inline_inputs, inline_targets; /* CONST value indices of the inline dataset, or -1 */
+} gcc_training;
+
+typedef struct gcc_graph {
+  char *name;
+  char *source;   /* file it came from, for messages ("<memory>" if none) */
+  char *producer;
+  gcc_value *values;
+  int n_values, cap_values;
+  gcc_node *nodes;
+  int n_nodes, cap_nodes;
+  int *inputs, n_inputs, cap_inputs;    /* graph input value indices */
+  int *outputs, n_outputs, cap_outputs; /* graph output value indices */
+  gcc_training training;
+  struct gcc_name_map *names;           /* value name -> index */
+} gcc_graph;
+
+/* Creates an empty graph; NULL on allocation failure. */
+gcc_graph *gcc_graph_new(const char *name, const char *source);
+void gcc_graph_free(gcc_graph *g);
+/* Deep copy (values, nodes, attributes, initializer data, training spec). */
+gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d);
+
+/* Index of the value called `name`, or -1. */
+int gcc_graph_find(const gcc_graph *g, const char *name);
+
+/* Adds a value; fails with GCC_ERR_INVALID_GRAPH if the name exists.
+ * `data` (may be NULL) is copied. Returns the index in *out_index. */
+gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
+                               const gcc_shape *shape, gcc_value_kind kind,
+                               const void *data, size_t data_bytes,
+                               int *out_index, gcc_diag *d);
+/* Adds a value whose name is made unique from `base` ("base", "base_1", ...). */
+gcc_status gcc_graph_add_temp(gcc_graph *g, const char *base, gcc_value_kind kind,
+                              int *out_index, gcc_diag *d);
+
+/* Adds a node with op `op`; inputs/outputs are value indices (outputs must
+ * not have a producer yet). Attributes are added with gcc_node_set_*. */
+gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op,
+                              const int *inputs, int n_inputs,
+                              const int *outputs, int n_outputs,
+                              int *out_index, gcc_diag *d);
+gcc_status gcc_node_set_int(gcc_graph *g, int node, const char *name, int64_t v);
+gcc_status gcc_node_set_float(gcc_graph *g, int node, const char *name, float v);
+gcc_status gcc_node_set_string(gcc_graph *g, int node, const char *name, const char *v);
+gcc_status gcc_node_set_ints(gcc_graph *g, int node, const char *name,
+                             const int64_t *v, int n);
+gcc_status gcc_node_set_floats(gcc_graph *g, int node, const char *name,
+                               const float *v, int n);
+/* Attribute `name` as written, or NULL. */
+const gcc_attr *gcc_node_attr(const gcc_node *n, const char *name);
+
+gcc_status gcc_graph_add_input(gcc_graph *g, int value);
+gcc_status gcc_graph_add_output(gcc_graph *g, int value);
+
+/* Recomputes every value's producer and consumers from the nodes. */
+gcc_status gcc_graph_link(gcc_graph *g, gcc_diag *d);
+
+/* Reorders nodes topologically (stable: among ready nodes, the earliest in
+ * the current order first). Fails with GCC_ERR_INVALID_GRAPH naming a node
+ * on the cycle if there is one, or a value used before it is defined. */
+gcc_status gcc_graph_toposort(gcc_graph *g, gcc_diag *d);
+
+/* Replaces the symbolic batch dim (-1) of every graph input by `batch`. */
+gcc_status gcc_graph_bind_batch(gcc_graph *g, int64_t batch, gcc_diag *d);
+
+/* Removes the nodes that do not contribute to any of the `keep` values (all
+ * graph outputs when keep is NULL). Values stay (unreferenced ones are
+ * harmless: only values of scheduled nodes get storage). Used to build the
+ * inference graph from a training graph. */
+gcc_status gcc_graph_prune(gcc_graph *g, const int *keep, int n_keep, gcc_diag *d);
+
+/* A one-line human description of a node: "node 'fc1' (Gemm)". */
+const char *gcc_node_desc(const gcc_graph *g, int node, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_GRAPH_IR_H */

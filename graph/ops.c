@@ -1,0 +1,564 @@
+/*
+ * ops.c - the op table: schemas, shape functions, and the links to each
+ * op's gradient builder (passes/grad_rules.c) and CPU kernel
+ * (runtime/cpu_kernels.c).
+ */
+#include "graph/ops.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/grad_rules.h"
+#include "runtime/cpu_kernels.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static gcc_value *in_val(gcc_graph *g, int node, int k) {
+  if (k >= g->nodes[node].n_inputs)
+    return NULL; /* an optional input left out */
+  int v = g->nodes[node].inputs[k];
+  return v >= 0 ? &g->values[v] : NULL;
+}
+
+static gcc_value *out_val(gcc_graph *g, int node, int k) {
+  return &g->values[g->nodes[node].outputs[k]];
+}
+
+static gcc_status shape_err(gcc_graph *g, int node, gcc_diag *d, const char *what,
+                            const gcc_shape *a, const gcc_shape *b) {
+  char desc[600], sa[128], sb[128];
+  gcc_shape_str(a, sa, sizeof sa);
+  if (b)
+    gcc_shape_str(b, sb, sizeof sb);
+  return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: %s %s%s%s", g->source,
+                      gcc_node_desc(g, node, desc, sizeof desc), what, sa, b ? " and " : "",
+                      b ? sb : "");
+}
+
+static gcc_status need_dtype(gcc_graph *g, int node, int k, gcc_dtype want, gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  if (v && v->dtype != want) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: input %d ('%s') has dtype %s, expected %s",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), k, v->name,
+                        gcc_dtype_name(v->dtype), gcc_dtype_name(want));
+  }
+  return GCC_OK;
+}
+
+static void set_out(gcc_graph *g, int node, int k, gcc_dtype dt, const gcc_shape *s) {
+  gcc_value *o = out_val(g, node, k);
+  o->dtype = dt;
+  o->shape = *s;
+}
+
+static const gcc_shape kScalar = {0, {0}};
+
+int gcc_broadcast_shapes(const gcc_shape *a, const gcc_shape *b, gcc_shape *out) {
+  int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+  gcc_shape r = {n, {0}};
+  for (int i = 0; i < n; i++) {
+    int ia = a->ndim - n + i, ib = b->ndim - n + i;
+    int64_t da = ia >= 0 ? a->dims[ia] : 1;
+    int64_t db = ib >= 0 ? b->dims[ib] : 1;
+    if (da == db || db == 1)
+      r.dims[i] = da;
+    else if (da == 1)
+      r.dims[i] = db;
+    else
+      return 0;
+  }
+  *out = r;
+  return 1;
+}
+
+/* ---- shape functions -------------------------------------------------- */
+
+static gcc_status shape_gemm(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1), *c = in_val(g, node, 2);
+  if (a->shape.ndim != 2 || b->shape.ndim != 2)
+    return shape_err(g, node, d, "Gemm takes 2-D A and B, got", &a->shape, &b->shape);
+  int ta = (int)n->av[GEMM_TRANS_A].i, tb = (int)n->av[GEMM_TRANS_B].i;
+  int64_t m = ta ? a->shape.dims[1] : a->shape.dims[0];
+  int64_t ka = ta ? a->shape.dims[0] : a->shape.dims[1];
+  int64_t kb = tb ? b->shape.dims[1] : b->shape.dims[0];
+  int64_t nn = tb ? b->shape.dims[0] : b->shape.dims[1];
+  if (ka != kb)
+    return shape_err(g, node, d, "inner dimensions of A and B (after transA/transB) differ:",
+                     &a->shape, &b->shape);
+  gcc_shape y = {2, {m, nn}};
+  if (c) {
+    gcc_shape r;
+    /* ONNX Gemm: C is unidirectionally broadcastable to (M, N) */
+    if (!gcc_broadcast_shapes(&y, &c->shape, &r) || !gcc_shape_equal(&r, &y))
+      return shape_err(g, node, d, "C does not broadcast to the output (M, N):", &c->shape, &y);
+  }
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  return GCC_OK;
+}
+
+static gcc_status shape_matmul(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1);
+  if (a->shape.ndim != 2 || b->shape.ndim != 2)
+    return shape_err(g, node, d, "MatMul supports 2-D operands only in this version, got",
+                     &a->shape, &b->shape);
+  if (a->shape.dims[1] != b->shape.dims[0])
+    return shape_err(g, node, d, "inner dimensions differ:", &a->shape, &b->shape);
+  gcc_shape y = {2, {a->shape.dims[0], b->shape.dims[1]}};
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  return GCC_OK;
+}
+
+static gcc_status shape_add(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1);
+  gcc_shape r;
+  if (!gcc_broadcast_shapes(&a->shape, &b->shape, &r))
+    return shape_err(g, node, d, "operands do not broadcast:", &a->shape, &b->shape);
+  set_out(g, node, 0, GCC_DT_FLOAT32, &r);
+  return GCC_OK;
+}
+
+static gcc_status shape_unary_same(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_value *x = in_val(g, node, 0);
+  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  return GCC_OK;
+}
+
+static gcc_status shape_relu_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_value *dy = in_val(g, node, 0), *y = in_val(g, node, 1);
+  if (!gcc_shape_equal(&dy->shape, &y->shape))
+    return shape_err(g, node, d, "dY and Y differ in shape:", &dy->shape, &y->shape);
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y->shape);
+  return GCC_OK;
+}
+
+static gcc_status shape_reshape(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  gcc_value *x = in_val(g, node, 0);
+  const gcc_attr *sa = &n->av[RESHAPE_SHAPE];
+  char desc[600];
+  if (sa->n_ints > GCC_MAX_DIMS)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: more than %d dims", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc), GCC_MAX_DIMS);
+  gcc_shape y = {sa->n_ints, {0}};
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < sa->n_ints; i++) {
+    int64_t v = sa->ints[i];
+    if (v == 0) { /* ONNX: 0 copies the input dim (allowzero = 0) */
+      if (i >= x->shape.ndim)
+        return shape_err(g, node, d, "shape entry 0 has no input dim to copy; input", &x->shape,
+                         NULL);
+      v = x->shape.dims[i];
+    } else if (v == -1) {
+      if (infer >= 0)
+        return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: more than one -1 in shape", g->source,
+                            gcc_node_desc(g, node, desc, sizeof desc));
+      infer = i;
+      continue;
+    } else if (v < 0) {
+      return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: invalid shape entry %" PRId64, g->source,
+                          gcc_node_desc(g, node, desc, sizeof desc), v);
+    }
+    y.dims[i] = v;
+    known *= v;
+  }
+  int64_t total = gcc_shape_numel(&x->shape, NULL);
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0) {
+      gcc_shape t = y;
+      t.dims[infer] = -1;
+      return shape_err(g, node, d, "cannot reshape", &x->shape, &t);
+    }
+    y.dims[infer] = total / known;
+  }
+  if (gcc_shape_numel(&y, NULL) != total)
+    return shape_err(g, node, d, "element counts differ when reshaping", &x->shape, &y);
+  set_out(g, node, 0, x->dtype, &y);
+  return GCC_OK;
+}
+
+static gcc_status shape_flatten(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_value *x = in_val(g, node, 0);
+  int64_t axis = g->nodes[node].av[FLATTEN_AXIS].i;
+  if (axis < 0)
+    axis += x->shape.ndim;
+  if (axis < 0 || axis > x->shape.ndim) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: axis %" PRId64 " out of range for rank %d",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc),
+                        g->nodes[node].av[FLATTEN_AXIS].i, x->shape.ndim);
+  }
+  gcc_shape y = {2, {1, 1}};
+  for (int i = 0; i < x->shape.ndim; i++)
+    y.dims[i < axis ? 0 : 1] *= x->shape.dims[i];
+  set_out(g, node, 0, x->dtype, &y);
+  return GCC_OK;
+}
+
+static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_value *x = in_val(g, node, 0);
+  const gcc_attr *sa = &g->nodes[node].av[REDUCE_SUM_TO_SHAPE];
+  gcc_shape y = {sa->n_ints, {0}};
+  if (sa->n_ints > GCC_MAX_DIMS)
+    return shape_err(g, node, d, "target shape has too many dims for input", &x->shape, NULL);
+  for (int i = 0; i < sa->n_ints; i++)
+    y.dims[i] = sa->ints[i];
+  gcc_shape r;
+  if (!gcc_broadcast_shapes(&x->shape, &y, &r) || !gcc_shape_equal(&r, &x->shape))
+    return shape_err(g, node, d, "target shape does not broadcast back to the input:",
+                     &y, &x->shape);
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  return GCC_OK;
+}
+
+static gcc_status check_reduction(gcc_graph *g, int node, int idx, gcc_diag *d) {
+  const char *r = g->nodes[node].av[idx].s;
+  if (strcmp(r, "mean") != 0 && strcmp(r, "sum") != 0) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: reduction '%s' is not supported (use \"mean\" or \"sum\")",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), r);
+  }
+  return GCC_OK;
+}
+
+static gcc_status check_sce_inputs(gcc_graph *g, int node, int first, gcc_diag *d) {
+  gcc_value *x = in_val(g, node, first), *t = in_val(g, node, first + 1),
+            *w = in_val(g, node, first + 2);
+  GCC_TRY(need_dtype(g, node, first, GCC_DT_FLOAT32, d));
+  char desc[600];
+  if (t->dtype != GCC_DT_INT64 && t->dtype != GCC_DT_INT32)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: labels '%s' must be int64 or int32 class indices, got %s",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), t->name,
+                        gcc_dtype_name(t->dtype));
+  if (x->shape.ndim != 2)
+    return shape_err(g, node, d, "logits must be 2-D (N, C), got", &x->shape, NULL);
+  if (t->shape.ndim != 1 || t->shape.dims[0] != x->shape.dims[0])
+    return shape_err(g, node, d, "labels must be (N) for logits (N, C):", &t->shape, &x->shape);
+  if (w) {
+    GCC_TRY(need_dtype(g, node, first + 2, GCC_DT_FLOAT32, d));
+    if (w->shape.ndim != 1 || w->shape.dims[0] != x->shape.dims[1])
+      return shape_err(g, node, d, "class weights must be (C) for logits (N, C):", &w->shape,
+                       &x->shape);
+  }
+  return check_reduction(g, node, SCE_REDUCTION, d);
+}
+
+static gcc_status shape_sce(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(check_sce_inputs(g, node, 0, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &kScalar);
+  return GCC_OK;
+}
+
+static gcc_status need_scalar(gcc_graph *g, int node, int k, gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  if (gcc_shape_numel(&v->shape, NULL) != 1)
+    return shape_err(g, node, d, "the loss gradient must be a scalar, got", &v->shape, NULL);
+  return GCC_OK;
+}
+
+static gcc_status shape_sce_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_scalar(g, node, 0, d));
+  GCC_TRY(check_sce_inputs(g, node, 1, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &in_val(g, node, 1)->shape);
+  return GCC_OK;
+}
+
+static gcc_status check_mse_inputs(gcc_graph *g, int node, int first, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, first, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_dtype(g, node, first + 1, GCC_DT_FLOAT32, d));
+  gcc_value *p = in_val(g, node, first), *t = in_val(g, node, first + 1);
+  if (!gcc_shape_equal(&p->shape, &t->shape))
+    return shape_err(g, node, d, "prediction and target differ in shape:", &p->shape, &t->shape);
+  return check_reduction(g, node, MSE_REDUCTION, d);
+}
+
+static gcc_status shape_mse(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(check_mse_inputs(g, node, 0, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &kScalar);
+  return GCC_OK;
+}
+
+static gcc_status shape_mse_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_scalar(g, node, 0, d));
+  GCC_TRY(check_mse_inputs(g, node, 1, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &in_val(g, node, 1)->shape);
+  return GCC_OK;
+}
+
+static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  gcc_value *p = in_val(g, node, 0);
+  for (int k = 0; k < n->n_inputs; k++) {
+    gcc_value *v = in_val(g, node, k);
+    if (!v)
+      continue;
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+    if (!gcc_shape_equal(&v->shape, &p->shape))
+      return shape_err(g, node, d, "parameter and its gradient/state differ in shape:",
+                       &p->shape, &v->shape);
+  }
+  return GCC_OK;
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+#define F(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL}
+#define I(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL}
+#define S(n, def) {n, GCC_ATTR_STRING, 0, 0, 0, def}
+#define INTS_REQ(n) {n, GCC_ATTR_INTS, 1, 0, 0, NULL}
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const gcc_attr_spec kGemmAttrs[] = {F("alpha", 1.0f), F("beta", 1.0f), I("transA", 0),
+                                           I("transB", 0)};
+static const gcc_attr_spec kReshapeAttrs[] = {INTS_REQ("shape")};
+static const gcc_attr_spec kFlattenAttrs[] = {I("axis", 1)};
+static const gcc_attr_spec kReduceSumToAttrs[] = {INTS_REQ("shape"), F("scale", 1.0f)};
+static const gcc_attr_spec kSceAttrs[] = {S("reduction", "mean"), I("ignore_index", -100)};
+static const gcc_attr_spec kMseAttrs[] = {S("reduction", "mean")};
+static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f),
+                                          F("dampening", 0.0f), F("weight_decay", 0.0f),
+                                          I("nesterov", 0)};
+static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
+                                           F("eps", 1e-8f), F("weight_decay", 0.0f)};
+
+static const gcc_op_desc kOps[GCC_OP_COUNT] = {
+    [GCC_OP_GEMM] = {"Gemm", 2, 3, 1, "A, B, C", kGemmAttrs, COUNT(kGemmAttrs), 0, shape_gemm,
+                     gcc_grad_gemm, gcc_cpu_gemm,
+                     "ONNX Gemm: Y = alpha * op(A) op(B) + beta * C, C broadcast to (M, N)"},
+    [GCC_OP_MATMUL] = {"MatMul", 2, 2, 1, "A, B", NULL, 0, 0, shape_matmul, gcc_grad_matmul,
+                       gcc_cpu_matmul, "ONNX MatMul (2-D)"},
+    [GCC_OP_ADD] = {"Add", 2, 2, 1, "A, B", NULL, 0, GCC_OPF_ELEMENTWISE, shape_add,
+                    gcc_grad_add, gcc_cpu_add, "ONNX Add with multidirectional broadcasting"},
+    [GCC_OP_RELU] = {"Relu", 1, 1, 1, "X", NULL, 0, GCC_OPF_ELEMENTWISE, shape_unary_same,
+                     gcc_grad_relu, gcc_cpu_relu, "ONNX Relu: max(x, 0)"},
+    [GCC_OP_RELU_GRAD] = {"ReluGrad", 2, 2, 1, "dY, Y", NULL, 0,
+                          GCC_OPF_ELEMENTWISE | GCC_OPF_INTERNAL, shape_relu_grad, NULL,
+                          gcc_cpu_relu_grad,
+                          "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)"},
+    [GCC_OP_IDENTITY] = {"Identity", 1, 1, 1, "X", NULL, 0, GCC_OPF_ELEMENTWISE,
+                         shape_unary_same, gcc_grad_identity, gcc_cpu_identity,
+                         "ONNX Identity (a copy into storage of its own)"},
+    [GCC_OP_RESHAPE] = {"Reshape", 1, 1, 1, "X", kReshapeAttrs, COUNT(kReshapeAttrs),
+                        GCC_OPF_ALIAS, shape_reshape, gcc_grad_reshape, NULL,
+                        "ONNX Reshape with the shape as an attribute (0 copies, -1 infers)"},
+    [GCC_OP_FLATTEN] = {"Flatten", 1, 1, 1, "X", kFlattenAttrs, COUNT(kFlattenAttrs),
+                        GCC_OPF_ALIAS, shape_flatten, gcc_grad_reshape, NULL, "ONNX Flatten"},
+    [GCC_OP_REDUCE_SUM_TO] = {"ReduceSumTo", 1, 1, 1, "X", kReduceSumToAttrs,
+                              COUNT(kReduceSumToAttrs), GCC_OPF_INTERNAL, shape_reduce_sum_to,
+                              NULL, gcc_cpu_reduce_sum_to,
+                              "scale * sum over the dims that broadcasting expanded "
+                              "(PyTorch sum_to_size)"},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropy", 2, 3, 1, "logits, labels, weight",
+                                      kSceAttrs, COUNT(kSceAttrs), GCC_OPF_LOSS, shape_sce,
+                                      gcc_grad_sce, gcc_cpu_sce,
+                                      "torch.nn.CrossEntropyLoss (class indices, weight, "
+                                      "ignore_index, reduction mean|sum)"},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {"SoftmaxCrossEntropyGrad", 3, 4, 1,
+                                           "dloss, logits, labels, weight", kSceAttrs,
+                                           COUNT(kSceAttrs), GCC_OPF_INTERNAL, shape_sce_grad,
+                                           NULL, gcc_cpu_sce_grad,
+                                           "gradient of CrossEntropyLoss w.r.t. the logits"},
+    [GCC_OP_MEAN_SQUARED_ERROR] = {"MeanSquaredError", 2, 2, 1, "prediction, target", kMseAttrs,
+                                   COUNT(kMseAttrs), GCC_OPF_LOSS, shape_mse, gcc_grad_mse,
+                                   gcc_cpu_mse, "torch.nn.MSELoss (reduction mean|sum)"},
+    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {"MeanSquaredErrorGrad", 3, 3, 1,
+                                        "dloss, prediction, target", kMseAttrs,
+                                        COUNT(kMseAttrs), GCC_OPF_INTERNAL, shape_mse_grad, NULL,
+                                        gcc_cpu_mse_grad,
+                                        "gradient of MSELoss w.r.t. the prediction"},
+    [GCC_OP_SGD] = {"SGD", 2, 3, 0, "param, grad, momentum_buffer", kSgdAttrs, COUNT(kSgdAttrs),
+                    GCC_OPF_OPTIMIZER, shape_optimizer, NULL, gcc_cpu_sgd,
+                    "torch.optim.SGD (momentum, dampening, weight_decay, nesterov)"},
+    [GCC_OP_ADAM] = {"Adam", 4, 4, 0, "param, grad, exp_avg, exp_avg_sq", kAdamAttrs,
+                     COUNT(kAdamAttrs), GCC_OPF_OPTIMIZER, shape_optimizer, NULL, gcc_cpu_adam,
+                     "torch.optim.Adam (L2 weight_decay, bias-corrected moments)"},
+};
+
+/* Every id of GCC_OP_LIST must have its entry, and names must match. */
+#define GCC_OP_NAME_STR(id, name) #name,
+static const char *const kOpNames[GCC_OP_COUNT] = {GCC_OP_LIST(GCC_OP_NAME_STR)};
+#undef GCC_OP_NAME_STR
+
+const gcc_op_desc *gcc_op(int op) {
+  if (op < 0 || op >= GCC_OP_COUNT)
+    return NULL;
+  return &kOps[op];
+}
+
+const char *gcc_op_name(int op) {
+  if (op < 0 || op >= GCC_OP_COUNT)
+    return "?";
+  return kOpNames[op];
+}
+
+int gcc_op_lookup(const char *name) {
+  for (int i = 0; i < GCC_OP_COUNT; i++)
+    if (kOps[i].name && strcmp(kOps[i].name, name) == 0 && strcmp(kOpNames[i], name) == 0)
+      return i;
+  return -1;
+}
+
+static const char *attr_type_name(gcc_attr_type t) {
+  switch (t) {
+  case GCC_ATTR_INT: return "int";
+  case GCC_ATTR_FLOAT: return "float";
+  case GCC_ATTR_STRING: return "string";
+  case GCC_ATTR_INTS: return "ints";
+  case GCC_ATTR_FLOATS: return "floats";
+  default: return "undefined";
+  }
+}
+
+gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_node *n = &g->nodes[node];
+  const gcc_op_desc *op = gcc_op(n->op);
+  char desc[600];
+  gcc_node_desc(g, node, desc, sizeof desc);
+  if (!op || !op->name)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s has no op descriptor", g->source, desc);
+  if (n->n_inputs < op->min_inputs || n->n_inputs > op->max_inputs) {
+    if (op->min_inputs == op->max_inputs)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s takes %d inputs (%s), got %d",
+                          g->source, desc, op->min_inputs, op->input_names, n->n_inputs);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s takes %d to %d inputs (%s), got %d",
+                        g->source, desc, op->min_inputs, op->max_inputs, op->input_names,
+                        n->n_inputs);
+  }
+  for (int k = 0; k < op->min_inputs; k++)
+    if (n->inputs[k] < 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: required input %d (of %s) is empty",
+                          g->source, desc, k, op->input_names);
+  if (n->n_outputs != op->n_outputs)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s has %d outputs, got %d", g->source,
+                        desc, op->n_outputs, n->n_outputs);
+  for (int k = 0; k < n->n_attrs; k++) {
+    int found = 0;
+    for (int j = 0; j < op->n_attrs; j++)
+      if (strcmp(op->attrs[j].name, n->attrs[k].name) == 0)
+        found = 1;
+    if (!found)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: unknown attribute '%s'", g->source,
+                          desc, n->attrs[k].name);
+  }
+  gcc_attr *av = calloc((size_t)(op->n_attrs ? op->n_attrs : 1), sizeof *av);
+  if (!av)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attributes)");
+  gcc_status s = GCC_OK;
+  for (int j = 0; j < op->n_attrs && s == GCC_OK; j++) {
+    const gcc_attr_spec *sp = &op->attrs[j];
+    const gcc_attr *a = gcc_node_attr(n, sp->name);
+    gcc_attr *r = &av[j];
+    r->type = sp->type;
+    r->name = strdup(sp->name);
+    if (!r->name) {
+      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attributes)");
+      break;
+    }
+    if (!a) {
+      if (sp->required) {
+        s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                         "%s: %s: missing required attribute '%s' (%s)", g->source, desc,
+                         sp->name, attr_type_name(sp->type));
+        break;
+      }
+      r->i = sp->def_i;
+      r->f = sp->def_f;
+      if (sp->def_s && !(r->s = strdup(sp->def_s)))
+        s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attributes)");
+      continue;
+    }
+    if (a->type != sp->type) {
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                       "%s: %s: attribute '%s' must be of type %s, got %s", g->source, desc,
+                       sp->name, attr_type_name(sp->type), attr_type_name(a->type));
+      break;
+    }
+    r->i = a->i;
+    r->f = a->f;
+    if (a->s && !(r->s = strdup(a->s)))
+      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attributes)");
+    if (a->type == GCC_ATTR_INTS) {
+      r->ints = malloc((size_t)(a->n_ints ? a->n_ints : 1) * sizeof *r->ints);
+      if (!r->ints)
+        s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attributes)");
+      else if (a->n_ints)
+        memcpy(r->ints, a->ints, (size_t)a->n_ints * sizeof *r->ints);
+      r->n_ints = a->n_ints;
+    }
+    if (a->type == GCC_ATTR_FLOATS) {
+      r->floats = malloc((size_t)(a->n_floats ? a->n_floats : 1) * sizeof *r->floats);
+      if (!r->floats)
+        s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attributes)");
+      else if (a->n_floats)
+        memcpy(r->floats, a->floats, (size_t)a->n_floats * sizeof *r->floats);
+      r->n_floats = a->n_floats;
+    }
+  }
+  if (s != GCC_OK) {
+    for (int j = 0; j < op->n_attrs; j++) {
+      free(av[j].name);
+      free(av[j].s);
+      free(av[j].ints);
+      free(av[j].floats);
+    }
+    free(av);
+    return s;
+  }
+  for (int j = 0; j < n->n_av; j++) {
+    free(n->av[j].name);
+    free(n->av[j].s);
+    free(n->av[j].ints);
+    free(n->av[j].floats);
+  }
+  free(n->av);
+  n->av = av;
+  n->n_av = op->n_attrs;
+  return GCC_OK;
+}
+
+gcc_status gcc_infer_shapes(gcc_graph *g, gcc_diag *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    GCC_TRY(gcc_op_resolve_attrs(g, i, d));
+    const gcc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v < 0)
+        continue;
+      if (g->values[v].dtype == GCC_DT_UNDEFINED) {
+        char desc[600];
+        return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                            "%s: %s: input '%s' has no dtype/shape (used before it is defined?)",
+                            g->source, gcc_node_desc(g, i, desc, sizeof desc),
+                            g->values[v].name);
+      }
+    }
+    GCC_TRY(gcc_op(n->op)->shape(g, i, d));
+    for (int k = 0; k < n->n_outputs; k++) {
+      gcc_value *o = &g->values[n->outputs[k]];
+      int overflow = 0;
+      if (gcc_shape_numel(&o->shape, &overflow) < 0 && overflow) {
+        char desc[600];
+        return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: output '%s' element count overflows",
+                            g->source, gcc_node_desc(g, i, desc, sizeof desc), o->name);
+      }
+    }
+  }
+  return GCC_OK;
+}

@@ -1,0 +1,133 @@
+/*
+ * ops.h - the one table of operators.
+ *
+ * Adding an op is one X(...) line in GCC_OP_LIST plus its attribute schema,
+ * shape function, gradient builder and CPU kernel (see README "Adding an
+ * op"). Nothing else in the tree switches over op names: stages look up the
+ * descriptor and call through it.
+ *
+ * Semantics follow ONNX operators where ONNX has one (Gemm, MatMul, Add,
+ * Relu, Reshape, Flatten) and PyTorch where the op is a training construct
+ * (SoftmaxCrossEntropy = nn.CrossEntropyLoss, MeanSquaredError =
+ * nn.MSELoss, SGD = torch.optim.SGD, Adam = torch.optim.Adam).
+ */
+#ifndef GCC_GRAPH_OPS_H
+#define GCC_GRAPH_OPS_H
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gcc_grad_ctx;
+struct gcc_kernel_args;
+
+/* Sets the dtype and shape of every output of `node` from its inputs (and
+ * checks them): GCC_ERR_SHAPE naming the node and both shapes on mismatch,
+ * GCC_ERR_UNSUPPORTED for a dtype the op does not take. */
+typedef gcc_status (*gcc_shape_fn)(gcc_graph *g, int node, gcc_diag *d);
+
+/* Builds the backward nodes of `node`. dy[k] is the gradient value of
+ * output k (-1 if no gradient flows into it). For every input k with
+ * gcc_grad_wanted(ctx, input), sets dx[k] to the value holding the
+ * gradient contribution (or -1). See passes/autodiff.h. */
+typedef gcc_status (*gcc_grad_fn)(struct gcc_grad_ctx *ctx, int node, const int *dy, int *dx,
+                                  gcc_diag *d);
+
+/* Runs the node on the CPU; tensors are bound by the executor. */
+typedef gcc_status (*gcc_cpu_fn)(const struct gcc_kernel_args *a);
+
+/* Schema of one attribute: name, type, whether required, default. */
+typedef struct gcc_attr_spec {
+  const char *name;
+  gcc_attr_type type;
+  int required;
+  int64_t def_i;
+  float def_f;
+  const char *def_s;
+} gcc_attr_spec;
+
+enum {
+  GCC_OPF_ALIAS = 1u << 0,       /* output 0 is a view of input 0 (no copy, no kernel) */
+  GCC_OPF_ELEMENTWISE = 1u << 1, /* pointwise with broadcasting (fusable) */
+  GCC_OPF_OPTIMIZER = 1u << 2,   /* no outputs; updates input 0 (param) and state in place */
+  GCC_OPF_INTERNAL = 1u << 3,    /* made by passes (gradients); accepted in files too */
+  GCC_OPF_LOSS = 1u << 4,        /* scalar loss of a training graph */
+};
+
+typedef struct gcc_op_desc {
+  const char *name;
+  int min_inputs, max_inputs, n_outputs;
+  const char *input_names; /* "A, B, C" for messages */
+  const gcc_attr_spec *attrs;
+  int n_attrs;
+  unsigned flags;
+  gcc_shape_fn shape;
+  gcc_grad_fn grad; /* NULL: not differentiable (gradient stops) */
+  gcc_cpu_fn cpu;   /* NULL only for GCC_OPF_ALIAS ops */
+  const char *semantics; /* where the definition comes from */
+} gcc_op_desc;
+
+/*   id          name                    in   out */
+#define GCC_OP_LIST(X)                                   \
+  X(GEMM, Gemm)                                          \
+  X(MATMUL, MatMul)                                      \
+  X(ADD, Add)                                            \
+  X(RELU, Relu)                                          \
+  X(RELU_GRAD, ReluGrad)                                 \
+  X(IDENTITY, Identity)                                  \
+  X(RESHAPE, Reshape)                                    \
+  X(FLATTEN, Flatten)                                    \
+  X(REDUCE_SUM_TO, ReduceSumTo)                          \
+  X(SOFTMAX_CROSS_ENTROPY, SoftmaxCrossEntropy)          \
+  X(SOFTMAX_CROSS_ENTROPY_GRAD, SoftmaxCrossEntropyGrad) \
+  X(MEAN_SQUARED_ERROR, MeanSquaredError)                \
+  X(MEAN_SQUARED_ERROR_GRAD, MeanSquaredErrorGrad)       \
+  X(SGD, SGD)                                            \
+  X(ADAM, Adam)
+
+typedef enum gcc_op_id {
+#define GCC_OP_ENUM(id, name) GCC_OP_##id,
+  GCC_OP_LIST(GCC_OP_ENUM)
+#undef GCC_OP_ENUM
+      GCC_OP_COUNT
+} gcc_op_id;
+
+/* Attribute positions in gcc_node.av, per op (schema order). */
+enum { GEMM_ALPHA, GEMM_BETA, GEMM_TRANS_A, GEMM_TRANS_B };
+enum { RESHAPE_SHAPE };
+enum { FLATTEN_AXIS };
+enum { REDUCE_SUM_TO_SHAPE, REDUCE_SUM_TO_SCALE };
+enum { SCE_REDUCTION, SCE_IGNORE_INDEX };
+enum { MSE_REDUCTION };
+enum { SGD_LR, SGD_MOMENTUM, SGD_DAMPENING, SGD_WEIGHT_DECAY, SGD_NESTEROV };
+enum { ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WEIGHT_DECAY };
+
+/* The descriptor of op `op` (0 <= op < GCC_OP_COUNT). */
+const gcc_op_desc *gcc_op(int op);
+/* The op's name ("Gemm"), "?" when out of range. */
+const char *gcc_op_name(int op);
+/* The op called `name` (exact, case-sensitive, as ONNX), or -1. */
+int gcc_op_lookup(const char *name);
+
+/* Checks `node`'s arity and attributes against its op's schema and fills
+ * node->av (schema order, defaults applied). Errors (GCC_ERR_INVALID_GRAPH):
+ * wrong number of inputs or outputs, a missing required attribute, an
+ * attribute of the wrong type, an unknown attribute. Messages name the node. */
+gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d);
+
+/* Runs gcc_op_resolve_attrs and the shape function of every node, in node
+ * order (the graph must be topologically sorted), then checks that every
+ * graph output has a known shape. */
+gcc_status gcc_infer_shapes(gcc_graph *g, gcc_diag *d);
+
+/* Numpy-style broadcast of a and b into out (ONNX multidirectional
+ * broadcasting); 0 if incompatible. */
+int gcc_broadcast_shapes(const gcc_shape *a, const gcc_shape *b, gcc_shape *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_GRAPH_OPS_H */

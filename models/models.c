@@ -1,0 +1,91 @@
+#include "models/models.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "graph/builder.h"
+#include "graph/ops.h"
+
+gcc_status gcc_model_mnist_mlp(uint64_t seed, gcc_graph **out, gcc_diag *d) {
+  gcc_builder *b = gcc_builder_new("mnist_mlp", seed);
+  if (!b)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  int64_t img_dims[4] = {GCC_BATCH_DIM, 1, 28, 28}, lbl_dims[1] = {GCC_BATCH_DIM};
+  int image = gcc_build_input(b, "image", GCC_DT_FLOAT32, 4, img_dims);
+  int label = gcc_build_input(b, "label", GCC_DT_INT64, 1, lbl_dims);
+  int x = gcc_build_flatten(b, "flatten", image, 1);
+  static const int64_t widths[] = {784, 512, 256, 128, 64, 10};
+  for (int i = 0; i < 5; i++) {
+    char name[16], act[16];
+    snprintf(name, sizeof name, "fc%d", i + 1);
+    x = gcc_build_linear(b, name, x, widths[i], widths[i + 1]);
+    if (i < 4) {
+      snprintf(act, sizeof act, "relu%d", i + 1);
+      x = gcc_build_relu(b, act, x);
+    }
+  }
+  int logits = x;
+  int loss = gcc_build_cross_entropy(b, "loss", logits, label, -1);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, logits);
+  gcc_build_training_spec t = {0};
+  t.loss = "loss";
+  t.prediction = "fc5.out";
+  t.input = "image";
+  t.target = "label";
+  t.dataset = "mnist";
+  t.opt.kind = GCC_OPT_SGD;
+  t.opt.lr = 0.1f;
+  t.opt.momentum = 0.5f;
+  t.batch_size = 64;
+  t.epochs = 5;
+  t.n_norm = 1;
+  t.mean[0] = 0.1307f;
+  t.std[0] = 0.3081f;
+  t.seed = seed;
+  gcc_build_training(b, &t);
+  return gcc_builder_finish(b, out, d);
+}
+
+gcc_status gcc_model_linear(uint64_t seed, gcc_graph **out, gcc_diag *d) {
+  enum { N = 256 };
+  gcc_builder *b = gcc_builder_new("linear", seed);
+  if (!b)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  int64_t xd[2] = {GCC_BATCH_DIM, 3}, yd[2] = {GCC_BATCH_DIM, 1};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, yd);
+  int pred = gcc_build_linear(b, "fc", x, 3, 1);
+  int loss = gcc_build_mse(b, "loss", pred, y);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, pred);
+  /* the data: its own stream of the same seed */
+  static float xs[N * 3], ys[N];
+  gcc_rng r;
+  gcc_rng_seed(&r, seed, 0xda7au);
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < 3; k++)
+      xs[i * 3 + k] = 2.0f * gcc_rng_uniform(&r) - 1.0f;
+    /* Box-Muller: one standard normal from two uniforms */
+    float u1 = gcc_rng_uniform(&r), u2 = gcc_rng_uniform(&r);
+    float noise = sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.2831853f * u2);
+    ys[i] = 2.0f * xs[i * 3] - 3.0f * xs[i * 3 + 1] + 0.5f * xs[i * 3 + 2] + 1.0f + 0.01f * noise;
+  }
+  gcc_build_training_spec t = {0};
+  t.loss = "loss";
+  t.prediction = "fc.out";
+  t.input = "x";
+  t.target = "y";
+  t.dataset = "inline";
+  t.opt.kind = GCC_OPT_SGD;
+  t.opt.lr = 0.1f;
+  t.batch_size = 16;
+  t.epochs = 20;
+  t.seed = seed;
+  t.inline_inputs = xs;
+  t.inline_inputs_shape = (gcc_shape){2, {N, 3}};
+  t.inline_targets = ys;
+  t.inline_targets_shape = (gcc_shape){2, {N, 1}};
+  gcc_build_training(b, &t);
+  return gcc_builder_finish(b, out, d);
+}

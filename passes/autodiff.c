@@ -1,0 +1,324 @@
+/*
+ * autodiff.c - reverse-mode automatic differentiation and optimizer nodes.
+ *
+ * The forward nodes are visited once in reverse topological order. Each
+ * value keeps the list of its gradient contributions; when a node is
+ * visited, the contributions of its outputs are summed (Add nodes, in a
+ * fixed order, so results are deterministic) and the op's gradient builder
+ * adds the backward nodes for its inputs. Finally each parameter's summed
+ * gradient is turned into the persistent GRAD value "<param>.grad" (the
+ * node producing it writes straight into the persistent arena; no copy),
+ * and one optimizer node per parameter is appended.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "passes/autodiff.h"
+#include "passes/passes.h"
+
+typedef struct contrib_list {
+  int *v;
+  int n, cap;
+} contrib_list;
+
+struct gcc_grad_ctx {
+  gcc_graph *g;
+  char *wanted;       /* per value: gradient needed */
+  int n_wanted;       /* size of `wanted` (values created later are not wanted) */
+  contrib_list *contrib;
+  int n_contrib;
+};
+
+gcc_graph *gcc_grad_graph(gcc_grad_ctx *c) { return c->g; }
+
+int gcc_grad_wanted(gcc_grad_ctx *c, int value) {
+  return value >= 0 && value < c->n_wanted && c->wanted[value];
+}
+
+gcc_status gcc_grad_add_node(gcc_grad_ctx *c, int op, const char *hint, const int *in, int n_in,
+                             int *node, int *out, gcc_diag *d) {
+  int v;
+  GCC_TRY(gcc_graph_add_temp(c->g, hint, GCC_VALUE_ACTIVATION, &v, d));
+  GCC_TRY(gcc_graph_add_node(c->g, hint, op, in, n_in, &v, 1, node, d));
+  c->g->nodes[*node].phase = GCC_PHASE_BACKWARD;
+  *out = v;
+  return GCC_OK;
+}
+
+gcc_status gcc_grad_finish(gcc_grad_ctx *c, int node, gcc_diag *d) {
+  GCC_TRY(gcc_op_resolve_attrs(c->g, node, d));
+  return gcc_op(c->g->nodes[node].op)->shape(c->g, node, d);
+}
+
+static gcc_status add_contrib(gcc_grad_ctx *c, int value, int grad, gcc_diag *d) {
+  contrib_list *l = &c->contrib[value];
+  if (l->n == l->cap) {
+    int nc = l->cap ? l->cap * 2 : 2;
+    int *nv = realloc(l->v, (size_t)nc * sizeof *nv);
+    if (!nv)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+    l->v = nv;
+    l->cap = nc;
+  }
+  l->v[l->n++] = grad;
+  return GCC_OK;
+}
+
+/* Sums the contributions of `value` into one value (or -1 if none). */
+static gcc_status total_grad(gcc_grad_ctx *c, int value, int *out, gcc_diag *d) {
+  contrib_list *l = &c->contrib[value];
+  *out = -1;
+  if (l->n == 0)
+    return GCC_OK;
+  int acc = l->v[0];
+  for (int i = 1; i < l->n; i++) {
+    char hint[512];
+    snprintf(hint, sizeof hint, "%s/grad_sum", c->g->values[value].name);
+    int in[2] = {acc, l->v[i]}, node, sum;
+    GCC_TRY(gcc_grad_add_node(c, GCC_OP_ADD, hint, in, 2, &node, &sum, d));
+    GCC_TRY(gcc_grad_finish(c, node, d));
+    acc = sum;
+  }
+  *out = acc;
+  return GCC_OK;
+}
+
+static void ctx_free(gcc_grad_ctx *c) {
+  for (int i = 0; i < c->n_contrib; i++)
+    free(c->contrib[i].v);
+  free(c->contrib);
+  free(c->wanted);
+}
+
+/* Renames value v (the name map is rebuilt by re-adding under the new name:
+ * the old entry becomes a tombstone-free miss because names are unique). */
+static gcc_status rename_value(gcc_graph *g, int v, const char *name, gcc_diag *d) {
+  /* Make a fresh value with the new name, move v's identity into it, and
+   * point every reference of v to it. */
+  int nv;
+  GCC_TRY(gcc_graph_add_value(g, name, g->values[v].dtype, &g->values[v].shape,
+                              g->values[v].kind, NULL, 0, &nv, d));
+  for (int i = 0; i < g->n_nodes; i++) {
+    gcc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] == v)
+        n->inputs[k] = nv;
+    for (int k = 0; k < n->n_outputs; k++)
+      if (n->outputs[k] == v)
+        n->outputs[k] = nv;
+  }
+  g->values[nv].param_of = g->values[v].param_of;
+  return GCC_OK;
+}
+
+/* Makes the summed gradient `grad` of parameter p the persistent value
+ * "<p>.grad". When `grad` is not a fresh activation of its own (it is an
+ * alias, shared with another parameter, or a constant), an Identity node
+ * copies it. Returns the GRAD value in *out. */
+static gcc_status make_param_grad(gcc_grad_ctx *c, int p, int grad, int *out, gcc_diag *d) {
+  gcc_graph *g = c->g;
+  char name[512];
+  snprintf(name, sizeof name, "%s.grad", g->values[p].name);
+  GCC_TRY(gcc_graph_link(g, d));
+  int prod = g->values[grad].producer;
+  int owned = g->values[grad].kind == GCC_VALUE_ACTIVATION && prod >= 0 &&
+              !(gcc_op(g->nodes[prod].op)->flags & GCC_OPF_ALIAS);
+  if (!owned) {
+    int node, copy;
+    GCC_TRY(gcc_grad_add_node(c, GCC_OP_IDENTITY, name, &grad, 1, &node, &copy, d));
+    GCC_TRY(gcc_grad_finish(c, node, d));
+    grad = copy;
+  }
+  g = c->g;
+  g->values[grad].kind = GCC_VALUE_GRAD;
+  g->values[grad].param_of = p;
+  GCC_TRY(rename_value(g, grad, name, d));
+  *out = gcc_graph_find(g, name);
+  /* the old value is now unreferenced; keep it out of every later pass */
+  g->values[grad].kind = GCC_VALUE_ACTIVATION;
+  g->values[grad].param_of = -1;
+  return GCC_OK;
+}
+
+static gcc_status add_state(gcc_graph *g, int p, const char *suffix, int *out, gcc_diag *d) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", g->values[p].name, suffix);
+  gcc_shape s = g->values[p].shape;
+  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &s, GCC_VALUE_OPT_STATE, NULL, 0, out, d));
+  g->values[*out].param_of = p;
+  return GCC_OK;
+}
+
+static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p, int grad,
+                                     gcc_diag *d) {
+  char name[512];
+  snprintf(name, sizeof name, "%s/update", g->values[p].name);
+  int in[4] = {p, grad, -1, -1}, n_in = 2, node;
+  int op = o->kind == GCC_OPT_ADAM ? GCC_OP_ADAM : GCC_OP_SGD;
+  if (o->kind == GCC_OPT_ADAM) {
+    GCC_TRY(add_state(g, p, "exp_avg", &in[2], d));
+    GCC_TRY(add_state(g, p, "exp_avg_sq", &in[3], d));
+    n_in = 4;
+  } else if (o->momentum != 0.0f) {
+    GCC_TRY(add_state(g, p, "momentum_buffer", &in[2], d));
+    n_in = 3;
+  }
+  GCC_TRY(gcc_graph_add_node(g, name, op, in, n_in, NULL, 0, &node, d));
+  g->nodes[node].phase = GCC_PHASE_OPTIMIZER;
+  if (o->kind == GCC_OPT_ADAM) {
+    GCC_TRY(gcc_node_set_float(g, node, "lr", o->lr));
+    GCC_TRY(gcc_node_set_float(g, node, "beta1", o->beta1));
+    GCC_TRY(gcc_node_set_float(g, node, "beta2", o->beta2));
+    GCC_TRY(gcc_node_set_float(g, node, "eps", o->eps));
+    GCC_TRY(gcc_node_set_float(g, node, "weight_decay", o->weight_decay));
+  } else {
+    GCC_TRY(gcc_node_set_float(g, node, "lr", o->lr));
+    GCC_TRY(gcc_node_set_float(g, node, "momentum", o->momentum));
+    GCC_TRY(gcc_node_set_float(g, node, "dampening", o->dampening));
+    GCC_TRY(gcc_node_set_float(g, node, "weight_decay", o->weight_decay));
+    GCC_TRY(gcc_node_set_int(g, node, "nesterov", o->nesterov));
+  }
+  GCC_TRY(gcc_op_resolve_attrs(g, node, d));
+  return gcc_op(g->nodes[node].op)->shape(g, node, d);
+}
+
+static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *opt,
+                                gcc_diag *d) {
+  gcc_graph *g = c->g;
+  int n_fwd = g->n_nodes, n_vals = g->n_values;
+
+  /* wanted = depends on a parameter AND the loss depends on it */
+  char *dep = calloc((size_t)n_vals, 1), *reach = calloc((size_t)n_vals, 1);
+  c->wanted = calloc((size_t)n_vals, 1);
+  c->contrib = calloc((size_t)n_vals, sizeof *c->contrib);
+  c->n_wanted = c->n_contrib = n_vals;
+  if (!dep || !reach || !c->wanted || !c->contrib) {
+    free(dep);
+    free(reach);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+  }
+  for (int v = 0; v < n_vals; v++)
+    dep[v] = g->values[v].kind == GCC_VALUE_PARAM;
+  for (int i = 0; i < n_fwd; i++) {
+    const gcc_node *n = &g->nodes[i];
+    int any = 0;
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0 && dep[n->inputs[k]] && gcc_op(n->op)->grad)
+        any = 1;
+    for (int k = 0; k < n->n_outputs; k++)
+      dep[n->outputs[k]] = (char)any;
+  }
+  reach[loss] = 1;
+  for (int i = n_fwd - 1; i >= 0; i--) {
+    const gcc_node *n = &g->nodes[i];
+    int any = 0;
+    for (int k = 0; k < n->n_outputs; k++)
+      any |= reach[n->outputs[k]];
+    if (any)
+      for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0)
+          reach[n->inputs[k]] = 1;
+  }
+  for (int v = 0; v < n_vals; v++)
+    c->wanted[v] = dep[v] && reach[v];
+  free(dep);
+  free(reach);
+  if (!c->wanted[loss])
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: the loss '%s' does not depend on any parameter: nothing to train",
+                        g->source, g->values[loss].name);
+
+  /* seed: dL/dL = 1 */
+  float one = 1.0f;
+  gcc_shape scalar = {0, {0}};
+  int seed;
+  char seed_name[512];
+  snprintf(seed_name, sizeof seed_name, "%s.grad_seed", g->values[loss].name);
+  GCC_TRY(gcc_graph_add_value(g, seed_name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_CONST, &one,
+                              sizeof one, &seed, d));
+  GCC_TRY(add_contrib(c, loss, seed, d));
+
+  for (int i = n_fwd - 1; i >= 0; i--) {
+    const gcc_node *n = &c->g->nodes[i];
+    int n_out = n->n_outputs, n_in = n->n_inputs, op = n->op;
+    int dy[8], dx[8], any = 0;
+    if (n_out > 8 || n_in > 8)
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "autodiff: node '%s' has too many inputs/outputs",
+                          n->name);
+    for (int k = 0; k < n_out; k++) {
+      int ov = c->g->nodes[i].outputs[k];
+      if (!c->wanted[ov]) {
+        dy[k] = -1;
+        continue;
+      }
+      GCC_TRY(total_grad(c, ov, &dy[k], d));
+      any |= dy[k] >= 0;
+    }
+    if (!any)
+      continue;
+    int need = 0;
+    for (int k = 0; k < n_in; k++) {
+      dx[k] = -1;
+      need |= gcc_grad_wanted(c, c->g->nodes[i].inputs[k]);
+    }
+    if (!need)
+      continue;
+    const gcc_op_desc *desc = gcc_op(op);
+    if (!desc->grad) {
+      char nd[600];
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has no gradient", c->g->source,
+                          gcc_node_desc(c->g, i, nd, sizeof nd));
+    }
+    GCC_TRY(desc->grad(c, i, dy, dx, d));
+    for (int k = 0; k < n_in; k++) {
+      int iv = c->g->nodes[i].inputs[k];
+      if (dx[k] >= 0 && gcc_grad_wanted(c, iv))
+        GCC_TRY(add_contrib(c, iv, dx[k], d));
+    }
+  }
+
+  /* parameters: persistent gradients, then one update node each */
+  for (int p = 0; p < n_vals; p++) {
+    if (c->g->values[p].kind != GCC_VALUE_PARAM || !c->wanted[p])
+      continue;
+    int grad;
+    GCC_TRY(total_grad(c, p, &grad, d));
+    if (grad < 0)
+      continue;
+    int pg;
+    GCC_TRY(make_param_grad(c, p, grad, &pg, d));
+    if (opt->kind != GCC_OPT_NONE)
+      GCC_TRY(add_optimizer_node(c->g, opt, p, pg, d));
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
+  if (opt->mode != GCC_MODE_TRAIN)
+    return GCC_OK;
+  if (!g->training.present || !g->training.loss)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: training.loss is not set: the model has no loss to train", g->source);
+  int loss = gcc_graph_find(g, g->training.loss);
+  if (loss < 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: training.loss names value '%s', which the graph does not define",
+                        g->source, g->training.loss);
+  if (g->values[loss].dtype != GCC_DT_FLOAT32 ||
+      gcc_shape_numel(&g->values[loss].shape, NULL) != 1) {
+    char s[128];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: the loss '%s' must be a float32 scalar, got %s %s", g->source,
+                        g->training.loss, gcc_dtype_name(g->values[loss].dtype),
+                        gcc_shape_str(&g->values[loss].shape, s, sizeof s));
+  }
+  gcc_grad_ctx c = {0};
+  c.g = g;
+  gcc_status s = differentiate(&c, loss, &opt->opt, d);
+  ctx_free(&c);
+  if (s != GCC_OK)
+    return s;
+  return gcc_graph_toposort(g, d);
+}

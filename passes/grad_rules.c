@@ -1,0 +1,210 @@
+/*
+ * grad_rules.c - the backward of each differentiable op, expressed with ops
+ * of the same table so that every backward node has a CPU kernel (and,
+ * later, a CUDA lowering) of its own.
+ */
+#include "passes/grad_rules.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "passes/autodiff.h"
+
+static const char *node_name(gcc_grad_ctx *c, int node) {
+  return gcc_grad_graph(c)->nodes[node].name;
+}
+
+/* One-output backward node with inputs `in`; returns its output in *out. */
+static gcc_status emit(gcc_grad_ctx *c, int op, int fwd, const char *what, const int *in,
+                       int n_in, int *node, int *out, gcc_diag *d) {
+  char hint[512];
+  snprintf(hint, sizeof hint, "%s/%s", node_name(c, fwd), what);
+  return gcc_grad_add_node(c, op, hint, in, n_in, node, out, d);
+}
+
+/* dY summed down to the shape of value `target` (broadcast reduction), or
+ * dY itself when the shapes already agree and scale == 1. */
+static gcc_status sum_to(gcc_grad_ctx *c, int fwd, const char *what, int dy, int target,
+                         float scale, int *out, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  if (scale == 1.0f && gcc_shape_equal(&g->values[dy].shape, &g->values[target].shape)) {
+    *out = dy;
+    return GCC_OK;
+  }
+  int node;
+  GCC_TRY(emit(c, GCC_OP_REDUCE_SUM_TO, fwd, what, &dy, 1, &node, out, d));
+  g = gcc_grad_graph(c);
+  const gcc_shape *ts = &g->values[target].shape;
+  GCC_TRY(gcc_node_set_ints(g, node, "shape", ts->dims, ts->ndim));
+  if (scale != 1.0f)
+    GCC_TRY(gcc_node_set_float(g, node, "scale", scale));
+  return gcc_grad_finish(c, node, d);
+}
+
+static gcc_status gemm_node(gcc_grad_ctx *c, int fwd, const char *what, int a, int b, int ta,
+                            int tb, float alpha, int *out, gcc_diag *d) {
+  int in[2] = {a, b}, node;
+  GCC_TRY(emit(c, GCC_OP_GEMM, fwd, what, in, 2, &node, out, d));
+  gcc_graph *g = gcc_grad_graph(c);
+  if (ta)
+    GCC_TRY(gcc_node_set_int(g, node, "transA", 1));
+  if (tb)
+    GCC_TRY(gcc_node_set_int(g, node, "transB", 1));
+  if (alpha != 1.0f)
+    GCC_TRY(gcc_node_set_float(g, node, "alpha", alpha));
+  return gcc_grad_finish(c, node, d);
+}
+
+/* Y = alpha op(A) op(B) + beta C. With G = dY:
+ *   dA = alpha G op(B)^T      (transposed back when transA)
+ *   dB = alpha op(A)^T G      (transposed back when transB)
+ *   dC = beta sum_to(G, shape(C))
+ * Each case below is one Gemm whose transposes realise the formula without
+ * materialising a transpose. */
+gcc_status gcc_grad_gemm(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int A = n->inputs[0], B = n->inputs[1], C = n->n_inputs > 2 ? n->inputs[2] : -1;
+  int ta = (int)n->av[GEMM_TRANS_A].i, tb = (int)n->av[GEMM_TRANS_B].i;
+  float alpha = n->av[GEMM_ALPHA].f, beta = n->av[GEMM_BETA].f;
+  int G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A)) {
+    if (!ta) /* dA[M,K] = G[M,N] op(B)^T */
+      GCC_TRY(gemm_node(c, node, "dA", G, B, 0, !tb, alpha, &dx[0], d));
+    else /* A[K,M]: dA = op(B) G^T */
+      GCC_TRY(gemm_node(c, node, "dA", B, G, tb, 1, alpha, &dx[0], d));
+  }
+  if (gcc_grad_wanted(c, B)) {
+    if (!tb) /* dB[K,N] = op(A)^T G */
+      GCC_TRY(gemm_node(c, node, "dB", A, G, !ta, 0, alpha, &dx[1], d));
+    else /* B[N,K]: dB = G^T op(A) */
+      GCC_TRY(gemm_node(c, node, "dB", G, A, 1, ta, alpha, &dx[1], d));
+  }
+  if (C >= 0 && gcc_grad_wanted(c, C))
+    GCC_TRY(sum_to(c, node, "dC", G, C, beta, &dx[2], d));
+  return GCC_OK;
+}
+
+/* Y = A B: dA = G B^T, dB = A^T G. */
+gcc_status gcc_grad_matmul(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A))
+    GCC_TRY(gemm_node(c, node, "dA", G, B, 0, 1, 1.0f, &dx[0], d));
+  if (gcc_grad_wanted(c, B))
+    GCC_TRY(gemm_node(c, node, "dB", A, G, 1, 0, 1.0f, &dx[1], d));
+  return GCC_OK;
+}
+
+/* Y = A + B (broadcast): dA = sum_to(G, A), dB = sum_to(G, B). */
+gcc_status gcc_grad_add(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A))
+    GCC_TRY(sum_to(c, node, "dA", G, A, 1.0f, &dx[0], d));
+  if (gcc_grad_wanted(c, B))
+    GCC_TRY(sum_to(c, node, "dB", G, B, 1.0f, &dx[1], d));
+  return GCC_OK;
+}
+
+/* Y = max(X, 0): dX = G * (Y > 0); PyTorch's threshold_backward on the
+ * result, so the mask is read from Y and X may be freed early. */
+gcc_status gcc_grad_relu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], Y = g->nodes[node].outputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int in[2] = {dy[0], Y}, n2;
+  GCC_TRY(emit(c, GCC_OP_RELU_GRAD, node, "dX", in, 2, &n2, &dx[0], d));
+  return gcc_grad_finish(c, n2, d);
+}
+
+gcc_status gcc_grad_identity(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  (void)d;
+  gcc_graph *g = gcc_grad_graph(c);
+  if (dy[0] >= 0 && gcc_grad_wanted(c, g->nodes[node].inputs[0]))
+    dx[0] = dy[0];
+  return GCC_OK;
+}
+
+/* Reshape and Flatten: the gradient is G viewed with X's shape. */
+gcc_status gcc_grad_reshape(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int n2;
+  GCC_TRY(emit(c, GCC_OP_RESHAPE, node, "dX", &dy[0], 1, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  const gcc_shape *xs = &g->values[X].shape;
+  GCC_TRY(gcc_node_set_ints(g, n2, "shape", xs->dims, xs->ndim));
+  return gcc_grad_finish(c, n2, d);
+}
+
+static gcc_status copy_attrs(gcc_graph *g, int from, int to) {
+  const gcc_node *f = &g->nodes[from];
+  for (int k = 0; k < f->n_av; k++) {
+    const gcc_attr a = g->nodes[from].av[k];
+    gcc_status s = GCC_OK;
+    if (a.type == GCC_ATTR_STRING)
+      s = gcc_node_set_string(g, to, a.name, a.s);
+    else if (a.type == GCC_ATTR_INT)
+      s = gcc_node_set_int(g, to, a.name, a.i);
+    else if (a.type == GCC_ATTR_FLOAT)
+      s = gcc_node_set_float(g, to, a.name, a.f);
+    if (s != GCC_OK)
+      return s;
+  }
+  return GCC_OK;
+}
+
+static gcc_status no_target_grad(gcc_grad_ctx *c, int node, int target, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  if (!gcc_grad_wanted(c, target))
+    return GCC_OK;
+  char desc[600];
+  return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                      "%s: %s: the gradient with respect to its target/labels input '%s' "
+                      "is not supported (targets must not depend on parameters)",
+                      g->source, gcc_node_desc(g, node, desc, sizeof desc),
+                      g->values[target].name);
+}
+
+/* CrossEntropyLoss: dlogits = SoftmaxCrossEntropyGrad(dL, logits, labels, w). */
+gcc_status gcc_grad_sce(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int X = n->inputs[0];
+  GCC_TRY(no_target_grad(c, node, n->inputs[1], d));
+  if (n->n_inputs > 2 && n->inputs[2] >= 0 && gcc_grad_wanted(c, n->inputs[2]))
+    GCC_TRY(no_target_grad(c, node, n->inputs[2], d));
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int in[4] = {dy[0], X, n->inputs[1], n->n_inputs > 2 ? n->inputs[2] : -1};
+  int n_in = n->n_inputs > 2 ? 4 : 3, n2;
+  GCC_TRY(emit(c, GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, node, "dlogits", in, n_in, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_attrs(g, node, n2));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* MSELoss: dpred = MeanSquaredErrorGrad(dL, pred, target). */
+gcc_status gcc_grad_mse(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int P = n->inputs[0], T = n->inputs[1];
+  GCC_TRY(no_target_grad(c, node, T, d));
+  if (dy[0] < 0 || !gcc_grad_wanted(c, P))
+    return GCC_OK;
+  int in[3] = {dy[0], P, T}, n2;
+  GCC_TRY(emit(c, GCC_OP_MEAN_SQUARED_ERROR_GRAD, node, "dpred", in, 3, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_attrs(g, node, n2));
+  return gcc_grad_finish(c, n2, d);
+}

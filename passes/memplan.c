@@ -1,0 +1,167 @@
+#include "passes/memplan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+
+static size_t align_up(size_t x) {
+  return (x + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
+}
+
+static int planned_kind(gcc_value_kind k) {
+  return k == GCC_VALUE_ACTIVATION; /* inputs are bound to the loader's buffers */
+}
+
+typedef struct item {
+  int v;
+  size_t bytes;
+} item;
+
+static int by_size_desc(const void *a, const void *b) {
+  const item *x = a, *y = b;
+  if (x->bytes != y->bytes)
+    return x->bytes < y->bytes ? 1 : -1;
+  return x->v - y->v; /* deterministic */
+}
+
+typedef struct placed {
+  int64_t off;
+  size_t bytes;
+} placed;
+
+static int by_offset(const void *a, const void *b) {
+  const placed *x = a, *y = b;
+  return (x->off > y->off) - (x->off < y->off);
+}
+
+void gcc_mem_plan_free(gcc_mem_plan *p) {
+  free(p->offset);
+  free(p->root);
+  free(p->first);
+  free(p->last);
+  memset(p, 0, sizeof *p);
+}
+
+gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
+                           gcc_mem_plan *out, gcc_diag *d) {
+  int nv = g->n_values, nn = g->n_nodes;
+  memset(out, 0, sizeof *out);
+  out->n_values = nv;
+  size_t cnt = (size_t)(nv ? nv : 1);
+  out->offset = malloc(cnt * sizeof *out->offset);
+  out->root = malloc(cnt * sizeof *out->root);
+  out->first = malloc(cnt * sizeof *out->first);
+  out->last = malloc(cnt * sizeof *out->last);
+  char *used = calloc(cnt, 1);
+  item *items = malloc(cnt * sizeof *items);
+  placed *busy = malloc(cnt * sizeof *busy);
+  if (!out->offset || !out->root || !out->first || !out->last || !used || !items || !busy) {
+    free(used);
+    free(items);
+    free(busy);
+    gcc_mem_plan_free(out);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (memory planning)");
+  }
+  for (int v = 0; v < nv; v++) {
+    out->offset[v] = -1;
+    out->root[v] = v;
+    out->first[v] = INT32_MAX;
+    out->last[v] = -1;
+  }
+  /* roots of views, and lifetimes (schedule indices; inputs start at -1) */
+  for (int i = 0; i < nn; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if ((gcc_op(n->op)->flags & GCC_OPF_ALIAS) && n->inputs[0] >= 0)
+      out->root[n->outputs[0]] = out->root[n->inputs[0]];
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v < 0)
+        continue;
+      int r = out->root[v];
+      used[r] = 1;
+      if (g->values[r].kind == GCC_VALUE_INPUT && out->first[r] > -1)
+        out->first[r] = -1;
+      if (out->last[r] < i)
+        out->last[r] = i;
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+      int r = out->root[n->outputs[k]];
+      used[r] = 1;
+      if (out->first[r] > i)
+        out->first[r] = i;
+      if (out->last[r] < i)
+        out->last[r] = i;
+    }
+  }
+  for (int k = 0; k < n_keep; k++)
+    if (keep_live[k] >= 0) {
+      int r = out->root[keep_live[k]];
+      used[r] = 1;
+      if (out->first[r] == INT32_MAX)
+        out->first[r] = -1;
+      out->last[r] = nn;
+    }
+  for (int i = 0; i < g->n_inputs; i++) {
+    int r = g->inputs[i];
+    if (used[r] && out->first[r] > -1)
+      out->first[r] = -1;
+  }
+
+  int n_items = 0;
+  for (int v = 0; v < nv; v++) {
+    if (out->root[v] != v || !used[v] || !planned_kind(g->values[v].kind))
+      continue;
+    int64_t numel = gcc_shape_numel(&g->values[v].shape, NULL);
+    size_t bytes = align_up((size_t)(numel > 0 ? numel : 1) * gcc_dtype_size(g->values[v].dtype));
+    items[n_items].v = v;
+    items[n_items].bytes = bytes;
+    n_items++;
+    out->total_bytes += bytes;
+  }
+  qsort(items, (size_t)n_items, sizeof *items, by_size_desc);
+
+  /* greedy by size: best fitting gap among already placed values whose
+   * lifetimes overlap */
+  for (int it = 0; it < n_items; it++) {
+    int v = items[it].v;
+    size_t bytes = items[it].bytes;
+    int nb = 0;
+    for (int j = 0; j < it; j++) {
+      int u = items[j].v;
+      if (out->first[u] <= out->last[v] && out->first[v] <= out->last[u]) {
+        busy[nb].off = out->offset[u];
+        busy[nb].bytes = items[j].bytes;
+        nb++;
+      }
+    }
+    qsort(busy, (size_t)nb, sizeof *busy, by_offset);
+    int64_t best = -1, cursor = 0;
+    size_t best_gap = SIZE_MAX;
+    for (int j = 0; j < nb; j++) {
+      if (busy[j].off > cursor) {
+        size_t gap = (size_t)(busy[j].off - cursor);
+        if (gap >= bytes && gap < best_gap) {
+          best = cursor;
+          best_gap = gap;
+        }
+      }
+      int64_t end = busy[j].off + (int64_t)busy[j].bytes;
+      if (end > cursor)
+        cursor = end;
+    }
+    if (best < 0)
+      best = cursor;
+    out->offset[v] = best;
+    if ((size_t)best + bytes > out->arena_bytes)
+      out->arena_bytes = (size_t)best + bytes;
+  }
+  /* views get their root's offset */
+  for (int v = 0; v < nv; v++)
+    if (out->root[v] != v)
+      out->offset[v] = out->offset[out->root[v]];
+  free(used);
+  free(items);
+  free(busy);
+  return GCC_OK;
+}

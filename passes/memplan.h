@@ -1,0 +1,49 @@
+/*
+ * memplan.h - memory planning of the per-step arena.
+ *
+ * Every per-step value (activations, backward temporaries)
+ * gets an offset in one arena, allocated once per plan: a step allocates
+ * nothing. Offsets come from liveness intervals over the node schedule and
+ * a greedy-by-size best-fit assignment (as TensorFlow Lite's arena planner
+ * and ggml's graph allocator do): values whose lifetimes do not overlap
+ * share bytes. Views (ops flagged GCC_OPF_ALIAS: Reshape, Flatten) share
+ * the storage of their input and extend its lifetime.
+ *
+ * Parameters, gradients and optimizer state are not planned here: they live
+ * in the session's persistent arena. Constants point at their data.
+ */
+#ifndef GCC_PASSES_MEMPLAN_H
+#define GCC_PASSES_MEMPLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GCC_ARENA_ALIGN 64 /* bytes; a cache line, and enough for float4/AVX-512 */
+
+typedef struct gcc_mem_plan {
+  int n_values;
+  int64_t *offset;  /* per value: byte offset in the step arena, -1 if not in it */
+  int *root;        /* per value: the value whose storage it uses (itself if none) */
+  int *first, *last; /* per root: first and last schedule index of its lifetime */
+  size_t arena_bytes; /* peak: the arena size to allocate */
+  size_t total_bytes; /* sum of all planned values without reuse (for reports) */
+} gcc_mem_plan;
+
+/* Plans `g` (nodes in execution order). `keep_live` values (the loss, the
+ * prediction) stay live to the end of the step so they can be read after
+ * it. Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
+                           gcc_mem_plan *out, gcc_diag *d);
+void gcc_mem_plan_free(gcc_mem_plan *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_PASSES_MEMPLAN_H */

@@ -1,0 +1,174 @@
+/*
+ * pass_manager.c - runs the passes in order, verifies the IR after each one
+ * and dumps it on request (--dump-after=PASS). Also holds the two small
+ * passes of this version: shape inference and placement.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "passes/passes.h"
+
+gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
+  GCC_TRY(gcc_graph_bind_batch(g, opt->batch_size, d));
+  GCC_TRY(gcc_graph_toposort(g, d));
+  GCC_TRY(gcc_infer_shapes(g, d));
+  if (opt->mode == GCC_MODE_EVAL && g->training.present) {
+    int keep[2], n = 0;
+    int loss = g->training.loss ? gcc_graph_find(g, g->training.loss) : -1;
+    int pred = g->training.prediction ? gcc_graph_find(g, g->training.prediction) : -1;
+    if (loss >= 0)
+      keep[n++] = loss;
+    if (pred >= 0)
+      keep[n++] = pred;
+    if (n > 0)
+      GCC_TRY(gcc_graph_prune(g, keep, n, d));
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
+  const char *dev = opt->device ? opt->device : "cpu";
+  if (strcmp(dev, "cpu") != 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "device '%s': only the cpu backend can run plans in this version", dev);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const char *pin = g->nodes[i].device;
+    if (pin && *pin && strcmp(pin, "cpu") != 0) {
+      char desc[600];
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: %s is pinned to device '%s', but only the cpu backend exists "
+                          "in this version",
+                          g->source, gcc_node_desc(g, i, desc, sizeof desc), pin);
+    }
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d) {
+  char desc[600];
+  int *defined_at = malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *defined_at);
+  int *last_read = malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *last_read);
+  if (!defined_at || !last_read) {
+    free(defined_at);
+    free(last_read);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (verify)");
+  }
+  gcc_status s = GCC_OK;
+  for (int v = 0; v < g->n_values; v++) {
+    gcc_value_kind k = g->values[v].kind;
+    defined_at[v] = (k == GCC_VALUE_ACTIVATION || k == GCC_VALUE_GRAD) ? INT32_MAX : -1;
+    last_read[v] = -1;
+  }
+  for (int i = 0; i < g->n_nodes && s == GCC_OK; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!gcc_op(n->op)) {
+      s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: node %d has op id %d", i, n->op);
+      break;
+    }
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v < 0)
+        continue;
+      if (v >= g->n_values || defined_at[v] > i) {
+        s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: %s reads value '%s' before it is defined",
+                         gcc_node_desc(g, i, desc, sizeof desc),
+                         v < g->n_values ? g->values[v].name : "?");
+        break;
+      }
+      if (g->values[v].dtype == GCC_DT_UNDEFINED) {
+        s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: %s reads value '%s' of unknown dtype",
+                         gcc_node_desc(g, i, desc, sizeof desc), g->values[v].name);
+        break;
+      }
+      if (!(gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER))
+        last_read[v] = i;
+    }
+    for (int k = 0; k < n->n_outputs && s == GCC_OK; k++) {
+      int v = n->outputs[k];
+      if (defined_at[v] != INT32_MAX) {
+        s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: %s writes value '%s' defined elsewhere",
+                         gcc_node_desc(g, i, desc, sizeof desc), g->values[v].name);
+        break;
+      }
+      defined_at[v] = i;
+    }
+  }
+  /* an optimizer update must come after every other reader of its parameter */
+  for (int i = 0; i < g->n_nodes && s == GCC_OK; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!(gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER))
+      continue;
+    int p = n->inputs[0];
+    if (last_read[p] > i)
+      s = gcc_diag_set(d, GCC_ERR_INTERNAL,
+                       "verify: %s updates '%s' before node '%s' reads it",
+                       gcc_node_desc(g, i, desc, sizeof desc), g->values[p].name,
+                       g->nodes[last_read[p]].name);
+  }
+  free(defined_at);
+  free(last_read);
+  return s;
+}
+
+void gcc_dump_graph(const gcc_graph *g, FILE *f) {
+  static const char *const phase[] = {"fwd", "bwd", "opt"};
+  fprintf(f, "graph %s (%s): %d nodes, %d values\n", g->name, g->source, g->n_nodes,
+          g->n_values);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    fprintf(f, "  %3d %s %-22s %-24s (", i, phase[n->phase], n->name, gcc_op_name(n->op));
+    for (int k = 0; k < n->n_inputs; k++)
+      fprintf(f, "%s%s", k ? ", " : "", n->inputs[k] >= 0 ? g->values[n->inputs[k]].name : "-");
+    fprintf(f, ") -> ");
+    for (int k = 0; k < n->n_outputs; k++) {
+      char s[128];
+      const gcc_value *v = &g->values[n->outputs[k]];
+      fprintf(f, "%s%s %s%s", k ? ", " : "", v->name, gcc_dtype_name(v->dtype),
+              gcc_shape_str(&v->shape, s, sizeof s));
+    }
+    fprintf(f, "\n");
+  }
+}
+
+typedef gcc_status (*pass_fn)(gcc_graph *, const gcc_options *, gcc_diag *);
+
+static const struct {
+  const char *name;
+  pass_fn fn;
+} kPasses[] = {
+    {"infer", gcc_pass_infer},
+    {"autodiff", gcc_pass_autodiff},
+    {"placement", gcc_pass_placement},
+};
+
+gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
+  int n = (int)(sizeof kPasses / sizeof kPasses[0]);
+  if (opt->dump_after && strcmp(opt->dump_after, "all") != 0) {
+    int found = 0;
+    for (int i = 0; i < n; i++)
+      found |= strcmp(kPasses[i].name, opt->dump_after) == 0;
+    if (!found)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--dump-after=%s: no such pass (passes: infer, autodiff, placement, "
+                          "all)",
+                          opt->dump_after);
+  }
+  for (int i = 0; i < n; i++) {
+    gcc_status s = kPasses[i].fn(g, opt, d);
+    if (s != GCC_OK)
+      return s;
+    s = gcc_verify(g, d);
+    if (s != GCC_OK)
+      return gcc_diag_prefix(d, "after pass %s", kPasses[i].name);
+    if (opt->dump_after &&
+        (strcmp(opt->dump_after, "all") == 0 || strcmp(opt->dump_after, kPasses[i].name) == 0)) {
+      FILE *f = opt->dump_file ? opt->dump_file : stderr;
+      fprintf(f, "; IR after pass %s\n", kPasses[i].name);
+      gcc_dump_graph(g, f);
+    }
+  }
+  return GCC_OK;
+}

@@ -1,0 +1,400 @@
+/*
+ * cpu_kernels.c - the CPU reference backend. Plain loops the compiler can
+ * vectorise, OpenBLAS for GEMM, float64 accumulation in the reductions
+ * whose result is a single number (losses).
+ */
+#include "runtime/cpu_kernels.h"
+
+#include <cblas.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "graph/ops.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static float *F32(const gcc_tensor *t) { return (float *)t->data; }
+
+/* Strides (in elements) of `in` broadcast to `out`: 0 on broadcast dims.
+ * Both padded to out->ndim. */
+static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st) {
+  int64_t s = 1;
+  for (int i = out->ndim - 1; i >= 0; i--) {
+    int j = in->ndim - out->ndim + i;
+    int64_t dim = j >= 0 ? in->dims[j] : 1;
+    st[i] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+}
+
+/* Visits every element of `out` shape with the matching offsets of up to
+ * two broadcast operands: calls f(o, ia, ib, user). */
+typedef void (*bcast_visit)(int64_t o, int64_t ia, int64_t ib, void *user);
+
+static void bcast_walk(const gcc_shape *out, const gcc_shape *a, const gcc_shape *b,
+                       bcast_visit f, void *user) {
+  int64_t sa[GCC_MAX_DIMS], sb[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0};
+  bcast_strides(a, out, sa);
+  if (b)
+    bcast_strides(b, out, sb);
+  else
+    memset(sb, 0, sizeof sb);
+  int64_t n = gcc_shape_numel(out, NULL), ia = 0, ib = 0;
+  int nd = out->ndim;
+  for (int64_t o = 0; o < n; o++) {
+    f(o, ia, ib, user);
+    for (int k = nd - 1; k >= 0; k--) {
+      idx[k]++;
+      ia += sa[k];
+      ib += sb[k];
+      if (idx[k] < out->dims[k])
+        break;
+      ia -= sa[k] * idx[k];
+      ib -= sb[k] * idx[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+static gcc_status data_error(const gcc_kernel_args *a, const char *fmt, int64_t x, int64_t row,
+                             int64_t c) {
+  char msg[256];
+  snprintf(msg, sizeof msg, fmt, x, row, c);
+  return gcc_diag_set(a->ctx->diag, GCC_ERR_INVALID_ARGUMENT, "%s: node '%s' (%s): %s",
+                      a->ctx->source ? a->ctx->source : "<model>", a->node->name,
+                      gcc_op_name(a->node->op), msg);
+}
+
+/* ---- GEMM ------------------------------------------------------------- */
+
+/* Below this many flops per GEMM a second OpenBLAS thread costs more in
+ * wake-up and synchronisation than it saves (measured with
+ * bench/gemm_threads on 2 cores). */
+#define GCC_GEMM_PARALLEL_FLOPS (16.0 * 1024 * 1024)
+
+int gcc_cpu_gemm_threads(int64_t m, int64_t n, int64_t k, int max_threads) {
+  double flops = 2.0 * (double)m * (double)n * (double)k;
+  if (max_threads <= 1 || flops < GCC_GEMM_PARALLEL_FLOPS)
+    return 1;
+  return max_threads;
+}
+
+static void set_blas_threads(gcc_cpu_ctx *ctx, int t) {
+  if (ctx->blas_threads != t) {
+    openblas_set_num_threads(t);
+    ctx->blas_threads = t;
+  }
+}
+
+static void gemm_rowmajor(gcc_cpu_ctx *ctx, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                          float alpha, const float *A, const float *B, float beta, float *Y) {
+  set_blas_threads(ctx, gcc_cpu_gemm_threads(m, n, k, ctx->max_threads));
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              (blasint)m, (blasint)n, (blasint)k, alpha, A, (blasint)(ta ? m : k), B,
+              (blasint)(tb ? k : n), beta, Y, (blasint)n);
+}
+
+typedef struct copy_ctx {
+  float *out;
+  const float *in;
+  float scale;
+} copy_ctx;
+
+static void visit_copy(int64_t o, int64_t ia, int64_t ib, void *u) {
+  (void)ib;
+  copy_ctx *c = u;
+  c->out[o] = c->in[ia];
+}
+
+gcc_status gcc_cpu_gemm(const gcc_kernel_args *a) {
+  const gcc_node *n = a->node;
+  const gcc_tensor *A = a->in[0], *B = a->in[1], *C = a->n_in > 2 ? a->in[2] : NULL;
+  gcc_tensor *Y = a->out[0];
+  int ta = (int)n->av[GEMM_TRANS_A].i, tb = (int)n->av[GEMM_TRANS_B].i;
+  int64_t m = Y->shape.dims[0], nn = Y->shape.dims[1];
+  int64_t k = ta ? A->shape.dims[0] : A->shape.dims[1];
+  float beta = 0.0f;
+  if (C) {
+    float *y = F32(Y);
+    const float *c = F32(C);
+    if (C->numel == nn && (C->shape.ndim == 1 || C->shape.dims[0] == 1)) {
+      for (int64_t i = 0; i < m; i++) /* bias row, the nn.Linear case */
+        memcpy(y + i * nn, c, (size_t)nn * sizeof *y);
+    } else if (C->numel == Y->numel) {
+      memcpy(y, c, (size_t)Y->numel * sizeof *y);
+    } else {
+      copy_ctx cc = {y, c, 1.0f};
+      bcast_walk(&Y->shape, &C->shape, NULL, visit_copy, &cc);
+    }
+    beta = n->av[GEMM_BETA].f;
+  }
+  gemm_rowmajor(a->ctx, ta, tb, m, nn, k, n->av[GEMM_ALPHA].f, F32(A), F32(B), beta, F32(Y));
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_matmul(const gcc_kernel_args *a) {
+  const gcc_tensor *A = a->in[0], *B = a->in[1];
+  gcc_tensor *Y = a->out[0];
+  gemm_rowmajor(a->ctx, 0, 0, Y->shape.dims[0], Y->shape.dims[1], A->shape.dims[1], 1.0f,
+                F32(A), F32(B), 0.0f, F32(Y));
+  return GCC_OK;
+}
+
+/* ---- elementwise ------------------------------------------------------ */
+
+typedef struct add_ctx {
+  float *y;
+  const float *a, *b;
+} add_ctx;
+
+static void visit_add(int64_t o, int64_t ia, int64_t ib, void *u) {
+  add_ctx *c = u;
+  c->y[o] = c->a[ia] + c->b[ib];
+}
+
+gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
+  const gcc_tensor *A = a->in[0], *B = a->in[1];
+  gcc_tensor *Y = a->out[0];
+  float *y = F32(Y);
+  const float *x0 = F32(A), *x1 = F32(B);
+  int64_t n = Y->numel;
+  if (A->numel == n && B->numel == n) {
+    for (int64_t i = 0; i < n; i++)
+      y[i] = x0[i] + x1[i];
+  } else if (A->numel == n && Y->shape.ndim >= 1 &&
+             B->numel == Y->shape.dims[Y->shape.ndim - 1] &&
+             (B->shape.ndim == 1 || B->numel == 1 ||
+              B->shape.dims[B->shape.ndim - 1] == B->numel)) {
+    int64_t cols = B->numel, rows = n / cols; /* row broadcast: x + bias */
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < cols; c++)
+        y[r * cols + c] = x0[r * cols + c] + x1[c];
+  } else {
+    add_ctx c = {y, x0, x1};
+    bcast_walk(&Y->shape, &A->shape, &B->shape, visit_add, &c);
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_relu(const gcc_kernel_args *a) {
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  int64_t n = a->out[0]->numel;
+  for (int64_t i = 0; i < n; i++)
+    y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN propagates, as torch.relu */
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_relu_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  int64_t n = a->out[0]->numel;
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_identity(const gcc_kernel_args *a) {
+  memcpy(a->out[0]->data, a->in[0]->data,
+         (size_t)a->out[0]->numel * gcc_dtype_size(a->out[0]->dtype));
+  return GCC_OK;
+}
+
+typedef struct sum_ctx {
+  float *out;
+  const float *in;
+} sum_ctx;
+
+static void visit_sum(int64_t o, int64_t ia, int64_t ib, void *u) {
+  (void)ib;
+  sum_ctx *c = u;
+  c->out[ia] += c->in[o];
+}
+
+gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
+  const gcc_tensor *X = a->in[0];
+  gcc_tensor *Y = a->out[0];
+  const float *x = F32(X);
+  float *y = F32(Y);
+  float scale = a->node->av[REDUCE_SUM_TO_SCALE].f;
+  memset(y, 0, (size_t)Y->numel * sizeof *y);
+  int64_t last = X->shape.ndim ? X->shape.dims[X->shape.ndim - 1] : 1;
+  if (Y->numel == last && X->shape.ndim >= 1 &&
+      (Y->shape.ndim == 0 || Y->shape.dims[Y->shape.ndim - 1] == last)) {
+    int64_t rows = X->numel / last; /* column sums: the bias gradient */
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < last; c++)
+        y[c] += x[r * last + c];
+  } else {
+    /* walk the input; the output is the broadcast operand */
+    sum_ctx c = {y, x};
+    bcast_walk(&X->shape, &Y->shape, NULL, visit_sum, &c);
+  }
+  if (scale != 1.0f)
+    for (int64_t i = 0; i < Y->numel; i++)
+      y[i] *= scale;
+  return GCC_OK;
+}
+
+/* ---- losses ----------------------------------------------------------- */
+
+static int64_t label_at(const gcc_tensor *t, int64_t i) {
+  return t->dtype == GCC_DT_INT64 ? ((const int64_t *)t->data)[i]
+                                  : (int64_t)((const int32_t *)t->data)[i];
+}
+
+/* Shared by forward and backward: checks labels, returns the weight sum
+ * (the mean's denominator). */
+static gcc_status sce_prepare(const gcc_kernel_args *a, int first, double *wsum) {
+  const gcc_tensor *X = a->in[first], *T = a->in[first + 1];
+  const gcc_tensor *W = a->n_in > first + 2 ? a->in[first + 2] : NULL;
+  int64_t n = X->shape.dims[0], c = X->shape.dims[1];
+  int64_t ignore = a->node->av[SCE_IGNORE_INDEX].i;
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t y = label_at(T, i);
+    if (y == ignore)
+      continue;
+    if (y < 0 || y >= c)
+      return data_error(a, "label %" PRId64 " in row %" PRId64 " is outside [0, %" PRId64 ")", y,
+                        i, c);
+    s += W ? (double)F32(W)[y] : 1.0;
+  }
+  *wsum = s;
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_sce(const gcc_kernel_args *a) {
+  const gcc_tensor *X = a->in[0], *T = a->in[1], *W = a->n_in > 2 ? a->in[2] : NULL;
+  int64_t n = X->shape.dims[0], c = X->shape.dims[1];
+  int64_t ignore = a->node->av[SCE_IGNORE_INDEX].i;
+  int mean = strcmp(a->node->av[SCE_REDUCTION].s, "mean") == 0;
+  double wsum;
+  GCC_TRY(sce_prepare(a, 0, &wsum));
+  double total = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t y = label_at(T, i);
+    if (y == ignore)
+      continue;
+    const float *row = F32(X) + i * c;
+    float mx = row[0];
+    for (int64_t j = 1; j < c; j++)
+      mx = row[j] > mx ? row[j] : mx;
+    double se = 0;
+    for (int64_t j = 0; j < c; j++)
+      se += exp((double)row[j] - mx);
+    double nll = log(se) + mx - row[y]; /* -log_softmax(x)[y] */
+    total += (W ? (double)F32(W)[y] : 1.0) * nll;
+  }
+  /* PyTorch: mean over zero samples (all ignored) is NaN */
+  F32(a->out[0])[0] = (float)(mean ? total / wsum : total);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_sce_grad(const gcc_kernel_args *a) {
+  const gcc_tensor *X = a->in[1], *T = a->in[2], *W = a->n_in > 3 ? a->in[3] : NULL;
+  float dl = F32(a->in[0])[0];
+  int64_t n = X->shape.dims[0], c = X->shape.dims[1];
+  int64_t ignore = a->node->av[SCE_IGNORE_INDEX].i;
+  int mean = strcmp(a->node->av[SCE_REDUCTION].s, "mean") == 0;
+  double wsum;
+  GCC_TRY(sce_prepare(a, 1, &wsum));
+  float *dx = F32(a->out[0]);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t y = label_at(T, i);
+    float *drow = dx + i * c;
+    if (y == ignore) {
+      memset(drow, 0, (size_t)c * sizeof *drow);
+      continue;
+    }
+    const float *row = F32(X) + i * c;
+    float mx = row[0];
+    for (int64_t j = 1; j < c; j++)
+      mx = row[j] > mx ? row[j] : mx;
+    double se = 0;
+    for (int64_t j = 0; j < c; j++)
+      se += exp((double)row[j] - mx);
+    double scale = (double)dl * (W ? (double)F32(W)[y] : 1.0) / (mean ? wsum : 1.0);
+    for (int64_t j = 0; j < c; j++) {
+      double p = exp((double)row[j] - mx) / se;
+      drow[j] = (float)(scale * (p - (j == y ? 1.0 : 0.0)));
+    }
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_mse(const gcc_kernel_args *a) {
+  const float *p = F32(a->in[0]), *t = F32(a->in[1]);
+  int64_t n = a->in[0]->numel;
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = (double)p[i] - t[i];
+    s += e * e;
+  }
+  int mean = strcmp(a->node->av[MSE_REDUCTION].s, "mean") == 0;
+  F32(a->out[0])[0] = (float)(mean ? s / (double)n : s);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a) {
+  float dl = F32(a->in[0])[0];
+  const float *p = F32(a->in[1]), *t = F32(a->in[2]);
+  float *dx = F32(a->out[0]);
+  int64_t n = a->in[1]->numel;
+  int mean = strcmp(a->node->av[MSE_REDUCTION].s, "mean") == 0;
+  float scale = 2.0f * dl / (mean ? (float)n : 1.0f);
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = scale * (p[i] - t[i]);
+  return GCC_OK;
+}
+
+/* ---- optimizers ------------------------------------------------------- */
+
+gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
+  const gcc_node *n = a->node;
+  float *p = F32(a->in[0]);
+  const float *g = F32(a->in[1]);
+  float *buf = a->n_in > 2 && a->in[2] ? F32(a->in[2]) : NULL;
+  float lr = n->av[SGD_LR].f, mom = n->av[SGD_MOMENTUM].f, damp = n->av[SGD_DAMPENING].f;
+  float wd = n->av[SGD_WEIGHT_DECAY].f;
+  int nesterov = (int)n->av[SGD_NESTEROV].i;
+  int first = a->ctx->optimizer_step == 0;
+  int64_t cnt = a->in[0]->numel;
+  for (int64_t i = 0; i < cnt; i++) {
+    float d = g[i];
+    if (wd != 0.0f)
+      d = d + wd * p[i];
+    if (buf) {
+      float b = first ? d : buf[i] * mom + (1.0f - damp) * d;
+      buf[i] = b;
+      d = nesterov ? d + mom * b : b;
+    }
+    p[i] = p[i] + (-lr) * d;
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
+  const gcc_node *n = a->node;
+  float *p = F32(a->in[0]), *m = F32(a->in[2]), *v = F32(a->in[3]);
+  const float *g = F32(a->in[1]);
+  float lr = n->av[ADAM_LR].f, b1 = n->av[ADAM_BETA1].f, b2 = n->av[ADAM_BETA2].f;
+  float eps = n->av[ADAM_EPS].f, wd = n->av[ADAM_WEIGHT_DECAY].f;
+  double step = (double)(a->ctx->optimizer_step + 1);
+  /* as torch.optim.Adam (1.13, single-tensor path): corrections in double */
+  double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
+  float step_size = (float)((double)lr / bc1);
+  float bc2_sqrt = (float)sqrt(bc2);
+  int64_t cnt = a->in[0]->numel;
+  for (int64_t i = 0; i < cnt; i++) {
+    float gi = g[i];
+    if (wd != 0.0f)
+      gi = gi + wd * p[i];
+    m[i] = m[i] * b1 + (1.0f - b1) * gi;
+    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
+    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+    p[i] = p[i] + (-step_size) * (m[i] / denom);
+  }
+  return GCC_OK;
+}

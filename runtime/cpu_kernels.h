@@ -1,0 +1,74 @@
+/*
+ * cpu_kernels.h - the CPU backend's kernels, one per op of graph/ops.h.
+ *
+ * Tensors are dense, row-major, float32 unless stated. GEMMs go to OpenBLAS
+ * (cblas_sgemm); the thread count of each GEMM is chosen from its size
+ * (gcc_cpu_gemm_threads), because small GEMMs run slower on two threads
+ * than on one on small machines.
+ *
+ * Kernels never allocate: everything they need is bound by the executor at
+ * plan time. They return GCC_OK, or GCC_ERR_INVALID_ARGUMENT when data is
+ * out of range (a class label outside [0, C)), with a message naming the
+ * node.
+ */
+#ifndef GCC_RUNTIME_CPU_KERNELS_H
+#define GCC_RUNTIME_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A bound tensor: dtype, shape, element count and the storage address. */
+typedef struct gcc_tensor {
+  gcc_dtype dtype;
+  gcc_shape shape;
+  int64_t numel;
+  void *data;
+} gcc_tensor;
+
+/* Per-plan execution context shared by all kernels of a run. */
+typedef struct gcc_cpu_ctx {
+  int max_threads;        /* upper bound for OpenBLAS threads (>= 1) */
+  int64_t optimizer_step; /* optimizer steps completed before this one (Adam bias
+                             correction, SGD's first-step momentum) */
+  int blas_threads;       /* OpenBLAS threads currently set (0 = unknown) */
+  gcc_diag *diag;         /* where kernels report data errors */
+  const char *source;     /* model file, for messages */
+} gcc_cpu_ctx;
+
+typedef struct gcc_kernel_args {
+  const gcc_node *node;
+  gcc_tensor *const *in; /* n_in entries; NULL for an omitted optional input */
+  int n_in;
+  gcc_tensor *const *out;
+  int n_out;
+  gcc_cpu_ctx *ctx;
+} gcc_kernel_args;
+
+/* OpenBLAS threads for an (m x k) @ (k x n) sgemm, at most max_threads:
+ * one thread below a measured work threshold (bench/gemm_threads). */
+int gcc_cpu_gemm_threads(int64_t m, int64_t n, int64_t k, int max_threads);
+
+gcc_status gcc_cpu_gemm(const gcc_kernel_args *a);
+gcc_status gcc_cpu_matmul(const gcc_kernel_args *a);
+gcc_status gcc_cpu_add(const gcc_kernel_args *a);
+gcc_status gcc_cpu_relu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_relu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_identity(const gcc_kernel_args *a);
+gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a);
+gcc_status gcc_cpu_sce(const gcc_kernel_args *a);
+gcc_status gcc_cpu_sce_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_mse(const gcc_kernel_args *a);
+gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_sgd(const gcc_kernel_args *a);
+gcc_status gcc_cpu_adam(const gcc_kernel_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_CPU_KERNELS_H */

@@ -1,0 +1,57 @@
+/*
+ * device.h - device names and the CUDA availability probe.
+ *
+ * Device strings follow PyTorch's torch.device: "cpu", "cuda" (= the
+ * current device, index 0), "cuda:N"; plus "auto" (CUDA when a usable GPU
+ * exists, else the CPU, saying why). The probe uses the CUDA runtime API
+ * only (cudaDriverGetVersion, cudaGetDeviceCount), never libcuda directly,
+ * so binaries start on machines without a driver.
+ */
+#ifndef GCC_RUNTIME_DEVICE_H
+#define GCC_RUNTIME_DEVICE_H
+
+#include <stddef.h>
+
+#include "graph/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gcc_device_kind {
+  GCC_DEVICE_CPU = 0,
+  GCC_DEVICE_CUDA,
+  GCC_DEVICE_AUTO,
+} gcc_device_kind;
+
+typedef struct gcc_device {
+  gcc_device_kind kind;
+  int index; /* CUDA ordinal (0 for "cuda"), 0 for the CPU */
+} gcc_device;
+
+/* Parses a device string. GCC_ERR_INVALID_ARGUMENT naming the string and
+ * the accepted forms if it is not one of them. */
+gcc_status gcc_device_parse(const char *s, gcc_device *out, gcc_diag *d);
+
+/* "cpu", "cuda:0", "auto". */
+const char *gcc_device_str(const gcc_device *dev, char *buf, size_t cap);
+
+/* Probes CUDA: returns the number of usable devices (0 if none) and, when
+ * there are none, the reason in `reason` (e.g. "no NVIDIA driver is loaded
+ * (cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime
+ * version)"). Never fails. */
+int gcc_cuda_device_count(char *reason, size_t cap);
+
+/* Resolves the device the user asked for into the device that will run:
+ * "auto" becomes cuda:0 when a GPU is usable, else cpu with *note set to
+ * the reason (for the user); "cuda"/"cuda:N" fail with GCC_ERR_DEVICE and a
+ * message saying why no usable GPU exists, or that this version has no
+ * CUDA execution backend yet. */
+gcc_status gcc_device_resolve(const gcc_device *want, gcc_device *out, char *note,
+                              size_t note_cap, gcc_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_DEVICE_H */

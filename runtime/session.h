@@ -1,0 +1,83 @@
+/*
+ * session.h - a training/inference session over one model: the persistent
+ * arena (parameters, then their gradients, then optimizer state, each
+ * section contiguous so that a data-parallel all-reduce can later run over
+ * the flat gradient section in one call) and the compiled plans, one per
+ * (mode, batch size) and compiled on first use (the last batch of an epoch
+ * is usually smaller).
+ *
+ * A training step is a function of the session and one batch, so that a
+ * data-parallel rank can call it.
+ */
+#ifndef GCC_RUNTIME_SESSION_H
+#define GCC_RUNTIME_SESSION_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "graph/ir.h"
+#include "runtime/executor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gcc_session_options {
+  int threads;              /* OpenBLAS threads at most (>= 1) */
+  gcc_optimizer opt;        /* the optimizer actually used (spec + flags) */
+  const char *dump_after;   /* --dump-after=PASS for the first plan compiled, or NULL */
+  FILE *dump_file;
+} gcc_session_options;
+
+typedef struct gcc_session gcc_session;
+
+/* Creates a session: allocates the persistent arena and copies the
+ * model's parameters into it. The model must outlive the session.
+ * Errors: GCC_ERR_OUT_OF_MEMORY; GCC_ERR_INVALID_GRAPH if the model has no
+ * training spec. */
+gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options *o,
+                              gcc_session **out, gcc_diag *d);
+void gcc_session_destroy(gcc_session *s);
+
+/* One optimizer step on a batch of `rows` samples. `input` holds rows x
+ * (input shape without its batch dim) elements of the input's dtype,
+ * `target` likewise for the target. Writes the batch loss (before the
+ * update) to *loss. Errors: compile errors (first batch of a size), data
+ * errors (GCC_ERR_INVALID_ARGUMENT: a label out of range), and
+ * GCC_ERR_NUMERIC if the loss is NaN or infinite (the parameters have then
+ * been updated with it: stop training). */
+gcc_status gcc_session_train_step(gcc_session *s, const void *input, const void *target,
+                                  int64_t rows, float *loss, gcc_diag *d);
+
+/* Forward only: the batch loss and, for classification (prediction of
+ * shape (N, C) with integer targets), the number of rows whose argmax
+ * equals the target in *correct (-1 otherwise). *pred_out, if not NULL,
+ * receives a pointer to the prediction tensor, valid until the next call. */
+gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void *target,
+                                  int64_t rows, float *loss, int64_t *correct,
+                                  const gcc_tensor **pred_out, gcc_diag *d);
+
+/* A copy of the model whose initializers hold the current parameters
+ * (the trained model to save). */
+gcc_status gcc_session_export(const gcc_session *s, gcc_graph **out, gcc_diag *d);
+
+/* The current value of parameter `name` (numel floats), or NULL. */
+float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel);
+
+/* Optimizer steps taken so far. */
+int64_t gcc_session_steps(const gcc_session *s);
+
+/* Bytes of the persistent arena (parameters + gradients + optimizer state)
+ * and of the largest per-step arena compiled so far. */
+size_t gcc_session_persistent_bytes(const gcc_session *s);
+size_t gcc_session_step_arena_bytes(const gcc_session *s);
+
+/* The training plan for batch `rows`, compiled if needed (for reports). */
+gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
+                            gcc_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_SESSION_H */

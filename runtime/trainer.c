@@ -1,0 +1,313 @@
+#include "runtime/trainer.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph/rng.h"
+#include "runtime/dataloader.h"
+#include "runtime/dataset.h"
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One batch from either source: input rows and targets. */
+typedef struct batch {
+  const void *x, *y;
+  int64_t rows;
+} batch;
+
+/* ---- data sources ----------------------------------------------------- */
+
+typedef struct source {
+  int is_inline;
+  /* mnist */
+  gcc_dataset train, test;
+  gcc_dataloader *train_dl, *test_dl;
+  /* inline: float rows, shuffled by permutation into batch buffers */
+  const float *x, *y;
+  int64_t n, xw, yw, batch_size, pos;
+  uint32_t *perm;
+  float *bx, *by;
+  uint64_t seed;
+  int eval_mode;
+} source;
+
+static void source_free(source *src) {
+  gcc_dataloader_destroy(src->train_dl);
+  gcc_dataloader_destroy(src->test_dl);
+  gcc_dataset_free(&src->train);
+  gcc_dataset_free(&src->test);
+  free(src->perm);
+  free(src->bx);
+  free(src->by);
+}
+
+static int64_t per_sample(const gcc_value *v) {
+  int64_t n = 1;
+  for (int i = 1; i < v->shape.ndim; i++)
+    n *= v->shape.dims[i];
+  return n;
+}
+
+static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_config *cfg,
+                              gcc_diag *d) {
+  const gcc_training *t = &m->training;
+  memset(src, 0, sizeof *src);
+  if (!t->input || !t->target)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: training.input and training.target must be set", m->source);
+  const gcc_value *in = &m->values[gcc_graph_find(m, t->input)];
+  const gcc_value *tg = &m->values[gcc_graph_find(m, t->target)];
+  if (in->shape.ndim < 1 || in->shape.dims[0] != GCC_BATCH_DIM ||
+      tg->shape.ndim < 1 || tg->shape.dims[0] != GCC_BATCH_DIM)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: inputs '%s' and '%s' need the batch dim (-1) first", m->source,
+                        in->name, tg->name);
+  if (strcmp(t->dataset, "inline") == 0) {
+    if (t->inline_inputs < 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: dataset 'inline' but the model carries no training.inline_data",
+                          m->source);
+    const gcc_value *xi = &m->values[t->inline_inputs], *yi = &m->values[t->inline_targets];
+    src->is_inline = 1;
+    src->x = xi->data;
+    src->y = yi->data;
+    src->n = xi->shape.dims[0];
+    src->xw = per_sample(xi);
+    src->yw = per_sample(yi);
+    if (src->xw != per_sample(in) || src->yw != per_sample(tg) ||
+        in->dtype != GCC_DT_FLOAT32 || tg->dtype != GCC_DT_FLOAT32)
+      return gcc_diag_set(d, GCC_ERR_SHAPE,
+                          "%s: training.inline_data has %" PRId64 " input and %" PRId64
+                          " target values per sample; inputs '%s' and '%s' take %" PRId64
+                          " and %" PRId64 " (float32)",
+                          m->source, src->xw, src->yw, in->name, tg->name, per_sample(in),
+                          per_sample(tg));
+    src->batch_size = cfg->batch_size;
+    src->seed = cfg->seed;
+    src->perm = malloc((size_t)src->n * sizeof *src->perm);
+    src->bx = malloc((size_t)(cfg->batch_size * src->xw) * sizeof(float));
+    src->by = malloc((size_t)(cfg->batch_size * src->yw) * sizeof(float));
+    if (!src->perm || !src->bx || !src->by)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (inline dataset)");
+    return GCC_OK;
+  }
+  if (strcmp(t->dataset, "mnist") != 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: training.dataset '%s' is not supported (mnist, inline)", m->source,
+                        t->dataset);
+  GCC_TRY(gcc_mnist_load(cfg->data_dir, 1, &src->train, d));
+  GCC_TRY(gcc_mnist_load(cfg->data_dir, 0, &src->test, d));
+  int64_t img = src->train.channels * src->train.height * src->train.width;
+  if (per_sample(in) != img || in->dtype != GCC_DT_FLOAT32)
+    return gcc_diag_set(d, GCC_ERR_SHAPE,
+                        "%s: input '%s' takes %" PRId64 " float32 values per sample, but MNIST "
+                        "images have %" PRId64 " (1x28x28)",
+                        m->source, in->name, per_sample(in), img);
+  if (tg->dtype != GCC_DT_INT64 || per_sample(tg) != 1)
+    return gcc_diag_set(d, GCC_ERR_SHAPE,
+                        "%s: target '%s' must be int64 class indices of shape (N) for MNIST",
+                        m->source, tg->name);
+  gcc_dataloader_options o = {0};
+  o.batch_size = cfg->batch_size;
+  o.shuffle = 1;
+  o.seed = cfg->seed;
+  o.mean = t->n_mean ? t->mean[0] : 0.0f;
+  o.std = t->n_std ? t->std[0] : 1.0f;
+  o.prefetch = 1;
+  GCC_TRY(gcc_dataloader_create(&src->train, &o, &src->train_dl, d));
+  o.batch_size = cfg->eval_batch;
+  o.shuffle = 0;
+  return gcc_dataloader_create(&src->test, &o, &src->test_dl, d);
+}
+
+static int64_t source_batches(const source *src, int eval) {
+  if (src->is_inline)
+    return (src->n + src->batch_size - 1) / src->batch_size;
+  return gcc_dataloader_num_batches(eval ? src->test_dl : src->train_dl);
+}
+
+static gcc_status source_start(source *src, int eval, int64_t epoch, gcc_diag *d) {
+  if (src->is_inline) {
+    src->pos = 0;
+    src->eval_mode = eval;
+    for (int64_t i = 0; i < src->n; i++)
+      src->perm[i] = (uint32_t)i;
+    if (!eval) { /* Fisher-Yates from (seed, epoch), as the MNIST loader */
+      gcc_rng r;
+      gcc_rng_seed(&r, src->seed, (uint64_t)epoch);
+      for (int64_t i = src->n - 1; i > 0; i--) {
+        uint32_t j = gcc_rng_below(&r, (uint32_t)(i + 1));
+        uint32_t tmp = src->perm[i];
+        src->perm[i] = src->perm[j];
+        src->perm[j] = tmp;
+      }
+    }
+    return GCC_OK;
+  }
+  return gcc_dataloader_start_epoch(eval ? src->test_dl : src->train_dl, epoch, d);
+}
+
+static gcc_status source_next(source *src, int eval, batch *b, int *has, gcc_diag *d) {
+  if (src->is_inline) {
+    int64_t rows = src->n - src->pos;
+    if (rows > src->batch_size)
+      rows = src->batch_size;
+    *has = rows > 0;
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t i = src->perm[src->pos + r];
+      memcpy(src->bx + r * src->xw, src->x + i * src->xw, (size_t)src->xw * sizeof(float));
+      memcpy(src->by + r * src->yw, src->y + i * src->yw, (size_t)src->yw * sizeof(float));
+    }
+    src->pos += rows;
+    b->x = src->bx;
+    b->y = src->by;
+    b->rows = rows;
+    return GCC_OK;
+  }
+  gcc_batch gb;
+  GCC_TRY(gcc_dataloader_next(eval ? src->test_dl : src->train_dl, &gb, has, d));
+  b->x = gb.images;
+  b->y = gb.labels;
+  b->rows = gb.rows;
+  return GCC_OK;
+}
+
+/* ---- the loop --------------------------------------------------------- */
+
+static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int64_t total,
+                     double loss, double sps) {
+  enum { W = 30 };
+  int fill = total > 0 ? (int)(W * done / total) : W;
+  char bar[W + 1];
+  for (int i = 0; i < W; i++)
+    bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
+  bar[W] = '\0';
+  fprintf(out, "\r epoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64 "  loss %.4f  %.0f samples/s ",
+          epoch, epochs, bar, done, total, loss, sps);
+  fflush(out);
+}
+
+static gcc_status evaluate(gcc_session *s, source *src, gcc_train_report *r, gcc_diag *d) {
+  GCC_TRY(source_start(src, 1, 0, d));
+  double loss_sum = 0;
+  int64_t correct = 0, n = 0, classification = 1;
+  for (;;) {
+    batch b;
+    int has;
+    GCC_TRY(source_next(src, 1, &b, &has, d));
+    if (!has)
+      break;
+    float loss;
+    int64_t ok;
+    GCC_TRY(gcc_session_eval_batch(s, b.x, b.y, b.rows, &loss, &ok, NULL, d));
+    loss_sum += (double)loss * (double)b.rows; /* batch means -> sample mean */
+    n += b.rows;
+    if (ok < 0)
+      classification = 0;
+    else
+      correct += ok;
+  }
+  r->test_samples = n;
+  r->test_loss = n ? loss_sum / (double)n : 0;
+  r->test_accuracy = classification && n ? (double)correct / (double)n : -1;
+  return GCC_OK;
+}
+
+gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train_config *cfg,
+                         gcc_train_report *report, gcc_diag *d) {
+  memset(report, 0, sizeof *report);
+  report->test_accuracy = -1;
+  source src;
+  gcc_status st = open_source(&src, model, cfg, d);
+  FILE *out = cfg->out ? cfg->out : stdout;
+  const char *test_name = src.is_inline ? "train-set" : "test";
+  for (int64_t epoch = 0; st == GCC_OK && epoch < cfg->epochs; epoch++) {
+    double t0 = now_seconds(), window = 0, epoch_loss = 0;
+    int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = 0, epoch_samples = 0;
+    st = source_start(&src, 0, epoch, d);
+    while (st == GCC_OK) {
+      if (cfg->stop && *cfg->stop) {
+        st = gcc_diag_set(d, GCC_ERR_INTERRUPTED, "interrupted after %" PRId64 " steps",
+                          report->steps);
+        break;
+      }
+      if (cfg->max_steps > 0 && report->steps >= cfg->max_steps)
+        break;
+      batch b;
+      int has;
+      st = source_next(&src, 0, &b, &has, d);
+      if (st != GCC_OK || !has)
+        break;
+      float loss;
+      st = gcc_session_train_step(s, b.x, b.y, b.rows, &loss, d);
+      if (st != GCC_OK)
+        break;
+      report->steps++;
+      report->samples += b.rows;
+      epoch_samples += b.rows;
+      epoch_batches++;
+      window += loss;
+      epoch_loss += loss;
+      in_window++;
+      if (!cfg->quiet && cfg->log_every > 0 && in_window == cfg->log_every) {
+        if (cfg->progress) {
+          double el = now_seconds() - t0;
+          draw_bar(out, epoch + 1, cfg->epochs, epoch_batches, nb, window / (double)in_window,
+                   el > 0 ? (double)epoch_samples / el : 0);
+        } else {
+          fprintf(out, "[%" PRId64 ", %5" PRId64 "] loss: %.4f\n", epoch + 1, epoch_batches,
+                  window / (double)in_window);
+        }
+        window = 0;
+        in_window = 0;
+      }
+    }
+    double secs = now_seconds() - t0;
+    report->train_seconds += secs;
+    if (st != GCC_OK && st != GCC_ERR_INTERRUPTED)
+      break;
+    if (epoch_batches == 0)
+      break;
+    report->epochs_done++;
+    report->last_epoch_seconds = secs;
+    report->final_train_loss = epoch_loss / (double)epoch_batches;
+    if (cfg->progress && !cfg->quiet)
+      fprintf(out, "\n");
+    if (st == GCC_ERR_INTERRUPTED)
+      break;
+    gcc_diag ed = {0};
+    gcc_status es = evaluate(s, &src, report, &ed);
+    if (es != GCC_OK) {
+      *d = ed;
+      st = es;
+      break;
+    }
+    if (!cfg->quiet) {
+      if (report->test_accuracy >= 0)
+        fprintf(out,
+                "epoch %" PRId64 ": %s accuracy %.2f%% (%" PRId64 "/%" PRId64
+                "), %s loss %.4f, train loss %.4f, %.2f s (%.0f samples/s)\n",
+                epoch + 1, test_name, 100.0 * report->test_accuracy,
+                (int64_t)(report->test_accuracy * (double)report->test_samples + 0.5),
+                report->test_samples, test_name, report->test_loss, report->final_train_loss,
+                secs, (double)epoch_samples / secs);
+      else
+        fprintf(out, "epoch %" PRId64 ": %s loss %.6f, train loss %.6f, %.2f s (%.0f samples/s)\n",
+                epoch + 1, test_name, report->test_loss, report->final_train_loss, secs,
+                (double)epoch_samples / secs);
+      fflush(out);
+    }
+    if (cfg->max_steps > 0 && report->steps >= cfg->max_steps)
+      break;
+  }
+  if (report->train_seconds > 0)
+    report->samples_per_sec = (double)report->samples / report->train_seconds;
+  source_free(&src);
+  return st;
+}

@@ -1,0 +1,60 @@
+/*
+ * trainer.h - the training loop of gcc-train: epochs of shuffled,
+ * normalised batches (MNIST from IDX files, or data carried inline in the
+ * model), a log line every N batches, evaluation of the forward graph on
+ * the test set after every epoch, and timing.
+ *
+ * Output imitates the PyTorch tutorials: "[epoch, batch] loss: x" lines,
+ * then per epoch the test accuracy and loss; a progress bar instead of the
+ * per-batch lines when `progress` is set (a TTY).
+ */
+#ifndef GCC_RUNTIME_TRAINER_H
+#define GCC_RUNTIME_TRAINER_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gcc_train_config {
+  const char *data_dir;   /* directory of the MNIST IDX files ("mnist" dataset) */
+  int64_t epochs;         /* >= 0 */
+  int64_t batch_size;     /* > 0 */
+  uint64_t seed;          /* shuffling */
+  int64_t log_every;      /* batches between loss lines; 0 = never */
+  int64_t max_steps;      /* stop after this many optimizer steps in all; 0 = no limit */
+  int64_t eval_batch;     /* batch size of evaluation (> 0) */
+  int quiet;              /* only the final line */
+  int progress;           /* draw a progress bar on `out` (a TTY) */
+  FILE *out;              /* where the log goes (stdout) */
+  volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): stop after this batch */
+} gcc_train_config;
+
+typedef struct gcc_train_report {
+  int64_t epochs_done, steps, samples;
+  double train_seconds;    /* training only: batching + steps, evaluation excluded */
+  double samples_per_sec;
+  double last_epoch_seconds;
+  double test_accuracy;    /* fraction, or -1 when not a classification task */
+  double test_loss;        /* mean over test samples */
+  int64_t test_samples;
+  double final_train_loss; /* mean loss of the last epoch */
+} gcc_train_report;
+
+/* Trains `s` (built from `model`) as `cfg` says. Errors: dataset errors
+ * (GCC_ERR_IO / GCC_ERR_PARSE naming the file), step errors, and
+ * GCC_ERR_INTERRUPTED when *cfg->stop was set (the report then covers the
+ * steps done). */
+gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train_config *cfg,
+                         gcc_train_report *report, gcc_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_TRAINER_H */

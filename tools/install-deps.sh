@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gcc-train needs to build and test, and checks
+# for the CUDA toolkit. Idempotent: silent (but for one line) when everything is
+# already there; runs apt-get only when something is missing.
+#
+# Do NOT add bazel-rules-cc: it is too new for Debian's Bazel 4.2.3 and breaks
+# the build (WORKSPACE uses in-tree stand-ins under third_party/bazel/).
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap
+  libgtest-dev
+  protobuf-c-compiler
+  libprotobuf-c-dev
+  libopenblas-dev
+  zlib1g-dev
+  libjansson-dev
+)
+CUDA_HOME_EXPECTED=/usr/local/cuda
+
+log() { printf 'install-deps: %s\n' "$*"; }
+die() { printf 'install-deps: ERROR: %s\n' "$*" >&2; exit 1; }
+
+is_installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
+}
+
+command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this script expects Debian 12."
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  is_installed "$pkg" || missing+=("$pkg")
+done
+
+if ((${#missing[@]} > 0)); then
+  log "installing missing packages: ${missing[*]}"
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and sudo is not available; install as root: apt-get install -y --no-install-recommends ${missing[*]}"
+    # Never prompt when there is no terminal (CI): fail instead of hanging.
+    if [[ -t 0 ]]; then SUDO=(sudo); else SUDO=(sudo -n); fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  for pkg in "${missing[@]}"; do
+    is_installed "$pkg" || die "package $pkg is still not installed"
+  done
+fi
+
+command -v bazel >/dev/null 2>&1 || die "bazel not on PATH after installing bazel-bootstrap"
+
+# CUDA 13 toolkit: not a Debian package; WORKSPACE's @cuda repository points at
+# /usr/local/cuda (headers, cudart, NVRTC, cuBLAS, cuDNN). No GPU is needed.
+cuda_problems=()
+if [[ ! -d $CUDA_HOME_EXPECTED ]]; then
+  cuda_problems+=("$CUDA_HOME_EXPECTED does not exist")
+fi
+for f in include/cuda_runtime.h include/nvrtc.h include/cublasLt.h include/cudnn.h \
+         lib64/libcudart.so lib64/libnvrtc.so lib64/libcublas.so lib64/libcublasLt.so lib64/libcudnn.so; do
+  if [[ -d $CUDA_HOME_EXPECTED && ! -e $CUDA_HOME_EXPECTED/$f ]]; then
+    cuda_problems+=("missing $CUDA_HOME_EXPECTED/$f")
+  fi
+done
+if ((${#cuda_problems[@]} > 0)); then
+  printf 'install-deps: ERROR: CUDA toolkit not usable:\n' >&2
+  printf '  - %s\n' "${cuda_problems[@]}" >&2
+  printf 'install-deps: the build needs the CUDA 13 toolkit with cuDNN 9 at %s\n' "$CUDA_HOME_EXPECTED" >&2
+  printf 'install-deps: (it is not a Debian package; this script does not install it).\n' >&2
+  exit 1
+fi
+
+if ((${#missing[@]} > 0)); then
+  log "done."
+else
+  log "all packages present; CUDA toolkit found at $CUDA_HOME_EXPECTED."
+fi
