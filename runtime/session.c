@@ -256,6 +256,15 @@ float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel) {
   return sl->data;
 }
 
+float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel) {
+  slot *sl = find_slot(s, name);
+  if (!sl)
+    return NULL;
+  if (numel)
+    *numel = (int64_t)sl->numel;
+  return sl->grad;
+}
+
 int64_t gcc_session_steps(const gcc_session *s) { return s->steps; }
 size_t gcc_session_persistent_bytes(const gcc_session *s) { return s->arena_bytes; }
 

@@ -64,6 +64,10 @@ gcc_status gcc_session_export(const gcc_session *s, gcc_graph **out, gcc_diag *d
 /* The current value of parameter `name` (numel floats), or NULL. */
 float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel);
 
+/* The gradient of parameter `name` from the last training step (numel
+ * floats), or NULL. */
+float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel);
+
 /* Optimizer steps taken so far. */
 int64_t gcc_session_steps(const gcc_session *s);
 

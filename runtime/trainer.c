@@ -255,15 +255,20 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       window += loss;
       epoch_loss += loss;
       in_window++;
-      if (!cfg->quiet && cfg->log_every > 0 && in_window == cfg->log_every) {
-        if (cfg->progress) {
+      if (cfg->quiet)
+        continue;
+      if (cfg->progress) { /* a TTY: one bar, redrawn about every 1% of the epoch */
+        int64_t every = nb / 100 > 0 ? nb / 100 : 1;
+        if (epoch_batches % every == 0 || epoch_batches == nb) {
           double el = now_seconds() - t0;
           draw_bar(out, epoch + 1, cfg->epochs, epoch_batches, nb, window / (double)in_window,
                    el > 0 ? (double)epoch_samples / el : 0);
-        } else {
-          fprintf(out, "[%" PRId64 ", %5" PRId64 "] loss: %.4f\n", epoch + 1, epoch_batches,
-                  window / (double)in_window);
+          window = 0;
+          in_window = 0;
         }
+      } else if (cfg->log_every > 0 && in_window == cfg->log_every) {
+        fprintf(out, "[%" PRId64 ", %5" PRId64 "] loss: %.4f\n", epoch + 1, epoch_batches,
+                window / (double)in_window);
         window = 0;
         in_window = 0;
       }
@@ -305,6 +310,16 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     }
     if (cfg->max_steps > 0 && report->steps >= cfg->max_steps)
       break;
+  }
+  if (st == GCC_OK && cfg->epochs == 0) { /* --epochs 0: evaluate the model as it is */
+    st = evaluate(s, &src, report, d);
+    if (st == GCC_OK && !cfg->quiet) {
+      if (report->test_accuracy >= 0)
+        fprintf(out, "untrained: %s accuracy %.2f%%, %s loss %.4f\n", test_name,
+                100.0 * report->test_accuracy, test_name, report->test_loss);
+      else
+        fprintf(out, "untrained: %s loss %.6f\n", test_name, report->test_loss);
+    }
   }
   if (report->train_seconds > 0)
     report->samples_per_sec = (double)report->samples / report->train_seconds;
