@@ -78,6 +78,16 @@ int gcc_shape_equal(const gcc_shape *a, const gcc_shape *b) {
   return 1;
 }
 
+const char *gcc_dev_name(int id, char *buf, size_t cap) {
+  if (id < 0)
+    snprintf(buf, cap, "?");
+  else if (id == GCC_DEV_CPU)
+    snprintf(buf, cap, "cpu");
+  else
+    snprintf(buf, cap, "cuda:%d", GCC_DEV_CUDA_INDEX(id));
+  return buf;
+}
+
 const char *gcc_value_kind_name(gcc_value_kind k) {
   static const char *const names[] = {"activation", "input", "param",
                                       "const",      "grad",  "opt-state"};
@@ -213,7 +223,7 @@ void gcc_graph_free(gcc_graph *g) {
     for (int k = 0; k < n->n_av; k++)
       attr_free(&n->av[k]);
     free(n->av);
-    free(n->device);
+    free(n->pin);
   }
   free(g->values);
   free(g->nodes);
@@ -259,6 +269,7 @@ gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
   v->kind = kind;
   v->producer = -1;
   v->param_of = -1;
+  v->device = -1;
   if (!v->name)
     return oom(d, "value name");
   if (data_bytes) {
@@ -308,6 +319,7 @@ gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op, const int 
   gcc_node *n = &g->nodes[g->n_nodes];
   memset(n, 0, sizeof *n);
   n->op = op;
+  n->device = -1;
   n->name = dupstr(name ? name : "");
   n->inputs = malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof(int));
   n->outputs = malloc((size_t)(n_outputs ? n_outputs : 1) * sizeof(int));
@@ -627,7 +639,7 @@ gcc_status gcc_graph_prune(gcc_graph *g, const int *keep, int n_keep, gcc_diag *
     for (int k = 0; k < n->n_av; k++)
       attr_free(&n->av[k]);
     free(n->av);
-    free(n->device);
+    free(n->pin);
   }
   g->n_nodes = w;
   free(live_v);
@@ -669,8 +681,10 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
     int idx;
     s = gcc_graph_add_value(c, v->name, v->dtype, &v->shape, v->kind, v->data, v->data_bytes,
                             &idx, d);
-    if (s == GCC_OK)
+    if (s == GCC_OK) {
       c->values[idx].param_of = v->param_of;
+      c->values[idx].device = v->device;
+    }
   }
   for (int i = 0; i < g->n_nodes && s == GCC_OK; i++) {
     const gcc_node *n = &g->nodes[i];
@@ -681,10 +695,12 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
       break;
     gcc_node *cn = &c->nodes[idx];
     cn->phase = n->phase;
-    cn->device = n->device ? dupstr(n->device) : NULL;
+    cn->device = n->device;
+    cn->reason = n->reason;
+    cn->pin = n->pin ? dupstr(n->pin) : NULL;
     cn->attrs = calloc((size_t)(n->n_attrs ? n->n_attrs : 1), sizeof *cn->attrs);
     cn->av = calloc((size_t)(n->n_av ? n->n_av : 1), sizeof *cn->av);
-    if (!cn->attrs || !cn->av || (n->device && !cn->device)) {
+    if (!cn->attrs || !cn->av || (n->pin && !cn->pin)) {
       s = oom(d, "clone");
       break;
     }

@@ -26,6 +26,15 @@ extern "C" {
 #define GCC_MAX_DIMS 8
 #define GCC_BATCH_DIM (-1)
 
+/* Device ids used by placement: the CPU (host) is 0, cuda:N is N + 1. */
+#define GCC_DEV_CPU 0
+#define GCC_DEV_CUDA(n) ((n) + 1)
+#define GCC_DEV_IS_CUDA(id) ((id) >= 1)
+#define GCC_DEV_CUDA_INDEX(id) ((id) - 1)
+
+/* "cpu", "cuda:0", ... into buf; returns buf ("?" for a negative id). */
+const char *gcc_dev_name(int id, char *buf, size_t cap);
+
 /* Element types; numbering equals graph.proto's DataType. */
 typedef enum gcc_dtype {
   GCC_DT_UNDEFINED = 0,
@@ -82,6 +91,7 @@ typedef struct gcc_value {
   void *data;        /* PARAM/CONST: owned element data, row-major LE */
   size_t data_bytes;
   int param_of;      /* GRAD/OPT_STATE: value index of the parameter, else -1 */
+  int device;        /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
 } gcc_value;
 
 typedef enum gcc_attr_type {
@@ -125,8 +135,10 @@ typedef struct gcc_node {
    * filled in (see gcc_op_resolve_attrs); kernels read these, never names. */
   gcc_attr *av;
   int n_av;
-  char *device;     /* pin from the model, or NULL */
+  char *pin;        /* device pin from the model ("cpu", "cuda:0"), or NULL */
   gcc_phase phase;
+  int device;       /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
+  int reason;       /* after placement: gcc_placement_reason (passes/passes.h) */
 } gcc_node;
 
 typedef enum gcc_opt_kind { GCC_OPT_NONE = 0, GCC_OPT_SGD, GCC_OPT_ADAM } gcc_opt_kind;

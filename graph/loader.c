@@ -321,7 +321,7 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     }
     int node;
     GCC_TRY(gcc_graph_add_node(g, nn, op, NULL, 0, outs, (int)pn->n_outputs, &node, d));
-    if (pn->device && *pn->device && !(g->nodes[node].device = dupstr(pn->device)))
+    if (pn->device && *pn->device && !(g->nodes[node].pin = dupstr(pn->device)))
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t k = 0; k < pn->n_attributes; k++)
       GCC_TRY(read_attr(g, node, pn->attributes[k], d));
@@ -573,7 +573,7 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
     gcc__node__init(pn);
     pn->name = n->name;
     pn->op_type = (char *)gcc_op_name(n->op);
-    pn->device = n->device;
+    pn->device = n->pin;
     pn->inputs = &w.names[si];
     for (int k = 0; k < n->n_inputs; k++)
       w.names[si++] = n->inputs[k] >= 0 ? g->values[n->inputs[k]].name : "";

@@ -134,6 +134,13 @@ static gcc_status shape_unary_same(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+static gcc_status shape_unary_any(gcc_graph *g, int node, gcc_diag *d) {
+  (void)d;
+  gcc_value *x = in_val(g, node, 0);
+  set_out(g, node, 0, x->dtype, &x->shape);
+  return GCC_OK;
+}
+
 static gcc_status shape_relu_grad(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
   GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
@@ -317,6 +324,58 @@ static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* ---- flops ---------------------------------------------------------- */
+
+static double numel_out(const gcc_graph *g, int node) {
+  const gcc_value *o = &g->values[g->nodes[node].outputs[0]];
+  return (double)gcc_shape_numel(&o->shape, NULL);
+}
+
+static double numel_in0(const gcc_graph *g, int node) {
+  const gcc_value *x = &g->values[g->nodes[node].inputs[0]];
+  return (double)gcc_shape_numel(&x->shape, NULL);
+}
+
+static double flops_gemm(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_value *a = &g->values[n->inputs[0]];
+  const gcc_shape *y = &g->values[n->outputs[0]].shape;
+  int64_t k = (n->n_av > GEMM_TRANS_A && n->av[GEMM_TRANS_A].i) ? a->shape.dims[0]
+                                                                 : a->shape.dims[1];
+  double f = 2.0 * (double)y->dims[0] * (double)y->dims[1] * (double)k;
+  if (n->n_inputs > 2 && n->inputs[2] >= 0)
+    f += (double)y->dims[0] * (double)y->dims[1];
+  return f;
+}
+
+static double flops_matmul(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_value *a = &g->values[n->inputs[0]];
+  const gcc_shape *y = &g->values[n->outputs[0]].shape;
+  return 2.0 * (double)y->dims[0] * (double)y->dims[1] * (double)a->shape.dims[1];
+}
+
+/* softmax + log + pick: about 5 per logit (max, sub, exp, sum, scale) */
+static double flops_sce(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  int logits = gcc_op(n->op)->flags & GCC_OPF_LOSS ? n->inputs[0] : n->inputs[1];
+  return 5.0 * (double)gcc_shape_numel(&g->values[logits].shape, NULL);
+}
+
+static double flops_mse(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  int pred = gcc_op(n->op)->flags & GCC_OPF_LOSS ? n->inputs[0] : n->inputs[1];
+  return 3.0 * (double)gcc_shape_numel(&g->values[pred].shape, NULL);
+}
+
+static double flops_sgd(const gcc_graph *g, int node) { return 5.0 * numel_in0(g, node); }
+static double flops_adam(const gcc_graph *g, int node) { return 14.0 * numel_in0(g, node); }
+
+double gcc_op_flops(const gcc_graph *g, int node) {
+  const gcc_op_desc *op = gcc_op(g->nodes[node].op);
+  return op && op->flops ? op->flops(g, node) : 0.0;
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define F(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL}
@@ -335,60 +394,66 @@ static const gcc_attr_spec kMseAttrs[] = {S("reduction", "mean")};
 static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f),
                                           F("dampening", 0.0f), F("weight_decay", 0.0f),
                                           I("nesterov", 0)};
+static const gcc_attr_spec kCopyAttrs[] = {I("once", 0)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
                                            F("eps", 1e-8f), F("weight_decay", 0.0f)};
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {"Gemm", 2, 3, 1, "A, B, C", kGemmAttrs, COUNT(kGemmAttrs), 0, shape_gemm,
                      gcc_grad_gemm, gcc_cpu_gemm,
-                     "ONNX Gemm: Y = alpha * op(A) op(B) + beta * C, C broadcast to (M, N)"},
+                     "ONNX Gemm: Y = alpha * op(A) op(B) + beta * C, C broadcast to (M, N)", GCC_CUDA_CUBLAS, flops_gemm},
     [GCC_OP_MATMUL] = {"MatMul", 2, 2, 1, "A, B", NULL, 0, 0, shape_matmul, gcc_grad_matmul,
-                       gcc_cpu_matmul, "ONNX MatMul (2-D)"},
+                       gcc_cpu_matmul, "ONNX MatMul (2-D)", GCC_CUDA_CUBLAS, flops_matmul},
     [GCC_OP_ADD] = {"Add", 2, 2, 1, "A, B", NULL, 0, GCC_OPF_ELEMENTWISE, shape_add,
-                    gcc_grad_add, gcc_cpu_add, "ONNX Add with multidirectional broadcasting"},
+                    gcc_grad_add, gcc_cpu_add, "ONNX Add with multidirectional broadcasting", GCC_CUDA_CODEGEN, numel_out},
     [GCC_OP_RELU] = {"Relu", 1, 1, 1, "X", NULL, 0, GCC_OPF_ELEMENTWISE, shape_unary_same,
-                     gcc_grad_relu, gcc_cpu_relu, "ONNX Relu: max(x, 0)"},
+                     gcc_grad_relu, gcc_cpu_relu, "ONNX Relu: max(x, 0)", GCC_CUDA_CODEGEN, numel_out},
     [GCC_OP_RELU_GRAD] = {"ReluGrad", 2, 2, 1, "dY, Y", NULL, 0,
                           GCC_OPF_ELEMENTWISE | GCC_OPF_INTERNAL, shape_relu_grad, NULL,
                           gcc_cpu_relu_grad,
-                          "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)"},
+                          "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)", GCC_CUDA_CODEGEN, numel_out},
     [GCC_OP_IDENTITY] = {"Identity", 1, 1, 1, "X", NULL, 0, GCC_OPF_ELEMENTWISE,
                          shape_unary_same, gcc_grad_identity, gcc_cpu_identity,
-                         "ONNX Identity (a copy into storage of its own)"},
+                         "ONNX Identity (a copy into storage of its own)", GCC_CUDA_CODEGEN, NULL},
     [GCC_OP_RESHAPE] = {"Reshape", 1, 1, 1, "X", kReshapeAttrs, COUNT(kReshapeAttrs),
                         GCC_OPF_ALIAS, shape_reshape, gcc_grad_reshape, NULL,
-                        "ONNX Reshape with the shape as an attribute (0 copies, -1 infers)"},
+                        "ONNX Reshape with the shape as an attribute (0 copies, -1 infers)", GCC_CUDA_VIEW, NULL},
     [GCC_OP_FLATTEN] = {"Flatten", 1, 1, 1, "X", kFlattenAttrs, COUNT(kFlattenAttrs),
-                        GCC_OPF_ALIAS, shape_flatten, gcc_grad_reshape, NULL, "ONNX Flatten"},
+                        GCC_OPF_ALIAS, shape_flatten, gcc_grad_reshape, NULL, "ONNX Flatten", GCC_CUDA_VIEW, NULL},
     [GCC_OP_REDUCE_SUM_TO] = {"ReduceSumTo", 1, 1, 1, "X", kReduceSumToAttrs,
                               COUNT(kReduceSumToAttrs), GCC_OPF_INTERNAL, shape_reduce_sum_to,
                               NULL, gcc_cpu_reduce_sum_to,
                               "scale * sum over the dims that broadcasting expanded "
-                              "(PyTorch sum_to_size)"},
+                              "(PyTorch sum_to_size)", GCC_CUDA_CODEGEN, numel_in0},
     [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropy", 2, 3, 1, "logits, labels, weight",
                                       kSceAttrs, COUNT(kSceAttrs), GCC_OPF_LOSS, shape_sce,
                                       gcc_grad_sce, gcc_cpu_sce,
                                       "torch.nn.CrossEntropyLoss (class indices, weight, "
-                                      "ignore_index, reduction mean|sum)"},
+                                      "ignore_index, reduction mean|sum)", GCC_CUDA_CODEGEN, flops_sce},
     [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {"SoftmaxCrossEntropyGrad", 3, 4, 1,
                                            "dloss, logits, labels, weight", kSceAttrs,
                                            COUNT(kSceAttrs), GCC_OPF_INTERNAL, shape_sce_grad,
                                            NULL, gcc_cpu_sce_grad,
-                                           "gradient of CrossEntropyLoss w.r.t. the logits"},
+                                           "gradient of CrossEntropyLoss w.r.t. the logits", GCC_CUDA_CODEGEN, flops_sce},
     [GCC_OP_MEAN_SQUARED_ERROR] = {"MeanSquaredError", 2, 2, 1, "prediction, target", kMseAttrs,
                                    COUNT(kMseAttrs), GCC_OPF_LOSS, shape_mse, gcc_grad_mse,
-                                   gcc_cpu_mse, "torch.nn.MSELoss (reduction mean|sum)"},
+                                   gcc_cpu_mse, "torch.nn.MSELoss (reduction mean|sum)", GCC_CUDA_CODEGEN, flops_mse},
     [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {"MeanSquaredErrorGrad", 3, 3, 1,
                                         "dloss, prediction, target", kMseAttrs,
                                         COUNT(kMseAttrs), GCC_OPF_INTERNAL, shape_mse_grad, NULL,
                                         gcc_cpu_mse_grad,
-                                        "gradient of MSELoss w.r.t. the prediction"},
+                                        "gradient of MSELoss w.r.t. the prediction", GCC_CUDA_CODEGEN, flops_mse},
     [GCC_OP_SGD] = {"SGD", 2, 3, 0, "param, grad, momentum_buffer", kSgdAttrs, COUNT(kSgdAttrs),
                     GCC_OPF_OPTIMIZER, shape_optimizer, NULL, gcc_cpu_sgd,
-                    "torch.optim.SGD (momentum, dampening, weight_decay, nesterov)"},
+                    "torch.optim.SGD (momentum, dampening, weight_decay, nesterov)", GCC_CUDA_CODEGEN, flops_sgd},
     [GCC_OP_ADAM] = {"Adam", 4, 4, 0, "param, grad, exp_avg, exp_avg_sq", kAdamAttrs,
                      COUNT(kAdamAttrs), GCC_OPF_OPTIMIZER, shape_optimizer, NULL, gcc_cpu_adam,
-                     "torch.optim.Adam (L2 weight_decay, bias-corrected moments)"},
+                     "torch.optim.Adam (L2 weight_decay, bias-corrected moments)", GCC_CUDA_CODEGEN, flops_adam},
+    [GCC_OP_COPY] = {"Copy", 1, 1, 1, "X", kCopyAttrs, COUNT(kCopyAttrs), GCC_OPF_COPY,
+                     shape_unary_any, NULL, gcc_cpu_identity,
+                     "a copy of X to the node's device (H2D, D2H or D2D by the devices); "
+                     "once = 1: done when the session starts, not per step",
+                     GCC_CUDA_COPY, NULL},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

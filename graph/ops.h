@@ -38,6 +38,19 @@ typedef gcc_status (*gcc_grad_fn)(struct gcc_grad_ctx *ctx, int node, const int 
 /* Runs the node on the CPU; tensors are bound by the executor. */
 typedef gcc_status (*gcc_cpu_fn)(const struct gcc_kernel_args *a);
 
+/* Floating-point operations of one execution of `node` (shapes inferred):
+ * 2MNK for a GEMM, about one per element for pointwise ops. For reports. */
+typedef double (*gcc_flops_fn)(const gcc_graph *g, int node);
+
+/* How an op runs on a CUDA device (what placement may rely on). */
+typedef enum gcc_cuda_lowering {
+  GCC_CUDA_NONE = 0, /* no CUDA implementation: soft placement moves it to the CPU */
+  GCC_CUDA_CODEGEN,  /* a generated kernel (pointwise, reduction, loss, optimizer) */
+  GCC_CUDA_CUBLAS,   /* cuBLAS / cuBLASLt GEMM */
+  GCC_CUDA_VIEW,     /* a view of its input: no kernel */
+  GCC_CUDA_COPY,     /* cudaMemcpyAsync on the copy stream */
+} gcc_cuda_lowering;
+
 /* Schema of one attribute: name, type, whether required, default. */
 typedef struct gcc_attr_spec {
   const char *name;
@@ -54,6 +67,7 @@ enum {
   GCC_OPF_OPTIMIZER = 1u << 2,   /* no outputs; updates input 0 (param) and state in place */
   GCC_OPF_INTERNAL = 1u << 3,    /* made by passes (gradients); accepted in files too */
   GCC_OPF_LOSS = 1u << 4,        /* scalar loss of a training graph */
+  GCC_OPF_COPY = 1u << 5,        /* a copy between devices, made by copy insertion */
 };
 
 typedef struct gcc_op_desc {
@@ -67,6 +81,8 @@ typedef struct gcc_op_desc {
   gcc_grad_fn grad; /* NULL: not differentiable (gradient stops) */
   gcc_cpu_fn cpu;   /* NULL only for GCC_OPF_ALIAS ops */
   const char *semantics; /* where the definition comes from */
+  gcc_cuda_lowering cuda; /* how the op runs on CUDA */
+  gcc_flops_fn flops;     /* NULL: none (views, copies) */
 } gcc_op_desc;
 
 /*   id          name                    in   out */
@@ -85,7 +101,8 @@ typedef struct gcc_op_desc {
   X(MEAN_SQUARED_ERROR, MeanSquaredError)                \
   X(MEAN_SQUARED_ERROR_GRAD, MeanSquaredErrorGrad)       \
   X(SGD, SGD)                                            \
-  X(ADAM, Adam)
+  X(ADAM, Adam)                                          \
+  X(COPY, Copy)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -103,6 +120,7 @@ enum { SCE_REDUCTION, SCE_IGNORE_INDEX };
 enum { MSE_REDUCTION };
 enum { SGD_LR, SGD_MOMENTUM, SGD_DAMPENING, SGD_WEIGHT_DECAY, SGD_NESTEROV };
 enum { ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WEIGHT_DECAY };
+enum { COPY_ONCE };
 
 /* The descriptor of op `op` (0 <= op < GCC_OP_COUNT). */
 const gcc_op_desc *gcc_op(int op);
@@ -121,6 +139,9 @@ gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d);
  * order (the graph must be topologically sorted), then checks that every
  * graph output has a known shape. */
 gcc_status gcc_infer_shapes(gcc_graph *g, gcc_diag *d);
+
+/* Floating-point operations of one run of `node` (0 if the op has none). */
+double gcc_op_flops(const gcc_graph *g, int node);
 
 /* Numpy-style broadcast of a and b into out (ONNX multidirectional
  * broadcasting); 0 if incompatible. */

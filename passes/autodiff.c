@@ -29,6 +29,7 @@ struct gcc_grad_ctx {
   int n_wanted;       /* size of `wanted` (values created later are not wanted) */
   contrib_list *contrib;
   int n_contrib;
+  int fwd; /* forward node being differentiated: backward nodes inherit its pin */
 };
 
 gcc_graph *gcc_grad_graph(gcc_grad_ctx *c) { return c->g; }
@@ -43,6 +44,9 @@ gcc_status gcc_grad_add_node(gcc_grad_ctx *c, int op, const char *hint, const in
   GCC_TRY(gcc_graph_add_temp(c->g, hint, GCC_VALUE_ACTIVATION, &v, d));
   GCC_TRY(gcc_graph_add_node(c->g, hint, op, in, n_in, &v, 1, node, d));
   c->g->nodes[*node].phase = GCC_PHASE_BACKWARD;
+  const char *pin = c->fwd >= 0 ? c->g->nodes[c->fwd].pin : NULL;
+  if (pin && !(c->g->nodes[*node].pin = strdup(pin)))
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
   *out = v;
   return GCC_OK;
 }
@@ -241,6 +245,7 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
   GCC_TRY(add_contrib(c, loss, seed, d));
 
   for (int i = n_fwd - 1; i >= 0; i--) {
+    c->fwd = i;
     const gcc_node *n = &c->g->nodes[i];
     int n_out = n->n_outputs, n_in = n->n_inputs, op = n->op;
     int dy[8], dx[8], any = 0;
@@ -280,6 +285,7 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
   }
 
   /* parameters: persistent gradients, then one update node each */
+  c->fwd = -1;
   for (int p = 0; p < n_vals; p++) {
     if (c->g->values[p].kind != GCC_VALUE_PARAM || !c->wanted[p])
       continue;
@@ -316,6 +322,7 @@ gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) 
   }
   gcc_grad_ctx c = {0};
   c.g = g;
+  c.fwd = -1;
   gcc_status s = differentiate(&c, loss, &opt->opt, d);
   ctx_free(&c);
   if (s != GCC_OK)

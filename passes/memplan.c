@@ -13,6 +13,10 @@ static int planned_kind(gcc_value_kind k) {
   return k == GCC_VALUE_ACTIVATION; /* inputs are bound to the loader's buffers */
 }
 
+static int dev_of(const gcc_graph *g, int v) {
+  return g->values[v].device >= 0 ? g->values[v].device : GCC_DEV_CPU;
+}
+
 typedef struct item {
   int v;
   size_t bytes;
@@ -40,6 +44,7 @@ void gcc_mem_plan_free(gcc_mem_plan *p) {
   free(p->root);
   free(p->first);
   free(p->last);
+  free(p->device_bytes);
   memset(p, 0, sizeof *p);
 }
 
@@ -56,7 +61,12 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
   char *used = calloc(cnt, 1);
   item *items = malloc(cnt * sizeof *items);
   placed *busy = malloc(cnt * sizeof *busy);
-  if (!out->offset || !out->root || !out->first || !out->last || !used || !items || !busy) {
+  out->n_devices = 1;
+  for (int v = 0; v < nv; v++)
+    if (dev_of(g, v) + 1 > out->n_devices)
+      out->n_devices = dev_of(g, v) + 1;
+  out->device_bytes = calloc((size_t)out->n_devices, sizeof *out->device_bytes);
+  if (!out->device_bytes || !out->offset || !out->root || !out->first || !out->last || !used || !items || !busy) {
     free(used);
     free(items);
     free(busy);
@@ -129,6 +139,8 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
     int nb = 0;
     for (int j = 0; j < it; j++) {
       int u = items[j].v;
+      if (dev_of(g, u) != dev_of(g, v))
+        continue;
       if (out->first[u] <= out->last[v] && out->first[v] <= out->last[u]) {
         busy[nb].off = out->offset[u];
         busy[nb].bytes = items[j].bytes;
@@ -153,9 +165,11 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
     if (best < 0)
       best = cursor;
     out->offset[v] = best;
-    if ((size_t)best + bytes > out->arena_bytes)
-      out->arena_bytes = (size_t)best + bytes;
+    size_t *peak = &out->device_bytes[dev_of(g, v)];
+    if ((size_t)best + bytes > *peak)
+      *peak = (size_t)best + bytes;
   }
+  out->arena_bytes = out->device_bytes[GCC_DEV_CPU];
   /* views get their root's offset */
   for (int v = 0; v < nv; v++)
     if (out->root[v] != v)

@@ -28,14 +28,19 @@ extern "C" {
 
 typedef struct gcc_mem_plan {
   int n_values;
-  int64_t *offset;  /* per value: byte offset in the step arena, -1 if not in it */
+  /* per value: byte offset in the step arena of its device (value->device,
+   * the CPU when unplaced), -1 if not in an arena */
+  int64_t *offset;
   int *root;        /* per value: the value whose storage it uses (itself if none) */
   int *first, *last; /* per root: first and last schedule index of its lifetime */
-  size_t arena_bytes; /* peak: the arena size to allocate */
+  size_t arena_bytes; /* peak of the CPU's step arena: the size to allocate */
   size_t total_bytes; /* sum of all planned values without reuse (for reports) */
+  int n_devices;      /* entries of device_bytes: max device id + 1 */
+  size_t *device_bytes; /* per device id: peak of its step arena */
 } gcc_mem_plan;
 
-/* Plans `g` (nodes in execution order). `keep_live` values (the loss, the
+/* Plans `g` (nodes in execution order), one arena per device: only values
+ * on the same device share bytes. `keep_live` values (the loss, the
  * prediction) stay live to the end of the step so they can be read after
  * it. Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,

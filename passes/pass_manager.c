@@ -1,7 +1,7 @@
 /*
  * pass_manager.c - runs the passes in order, verifies the IR after each one
  * and dumps it on request (--dump-after=PASS). Also holds the two small
- * passes of this version: shape inference and placement.
+ * pass of shape inference.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -25,24 +25,6 @@ gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
       keep[n++] = pred;
     if (n > 0)
       GCC_TRY(gcc_graph_prune(g, keep, n, d));
-  }
-  return GCC_OK;
-}
-
-gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
-  const char *dev = opt->device ? opt->device : "cpu";
-  if (strcmp(dev, "cpu") != 0)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "device '%s': only the cpu backend can run plans in this version", dev);
-  for (int i = 0; i < g->n_nodes; i++) {
-    const char *pin = g->nodes[i].device;
-    if (pin && *pin && strcmp(pin, "cpu") != 0) {
-      char desc[600];
-      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                          "%s: %s is pinned to device '%s', but only the cpu backend exists "
-                          "in this version",
-                          g->source, gcc_node_desc(g, i, desc, sizeof desc), pin);
-    }
   }
   return GCC_OK;
 }
@@ -119,7 +101,10 @@ void gcc_dump_graph(const gcc_graph *g, FILE *f) {
           g->n_values);
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    fprintf(f, "  %3d %s %-22s %-24s (", i, phase[n->phase], n->name, gcc_op_name(n->op));
+    char dev[32];
+    fprintf(f, "  %3d %s %-7s %-22s %-24s (", i, phase[n->phase],
+            n->device >= 0 ? gcc_dev_name(n->device, dev, sizeof dev) : "-", n->name,
+            gcc_op_name(n->op));
     for (int k = 0; k < n->n_inputs; k++)
       fprintf(f, "%s%s", k ? ", " : "", n->inputs[k] >= 0 ? g->values[n->inputs[k]].name : "-");
     fprintf(f, ") -> ");
@@ -142,6 +127,7 @@ static const struct {
     {"infer", gcc_pass_infer},
     {"autodiff", gcc_pass_autodiff},
     {"placement", gcc_pass_placement},
+    {"copy-insertion", gcc_pass_copy_insertion},
 };
 
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
@@ -153,7 +139,7 @@ gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
     if (!found)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                           "--dump-after=%s: no such pass (passes: infer, autodiff, placement, "
-                          "all)",
+                          "copy-insertion, all)",
                           opt->dump_after);
   }
   for (int i = 0; i < n; i++) {

@@ -24,11 +24,31 @@ typedef enum gcc_mode {
   GCC_MODE_EVAL,      /* forward only, up to the loss and the prediction */
 } gcc_mode;
 
+/* Why placement put a node where it is (shown by --dump-placement). */
+typedef enum gcc_placement_reason {
+  GCC_PLACED_DEFAULT = 0,     /* the default device (no --device given) */
+  GCC_PLACED_REQUESTED,       /* --device */
+  GCC_PLACED_PINNED,          /* the node's own `device` pin in the model */
+  GCC_PLACED_NO_KERNEL,       /* soft placement: no implementation on the requested device */
+  GCC_PLACED_HOST_COMPUTE,    /* shape or index computation (integer outputs) kept on the host */
+  GCC_PLACED_FOLLOWS_INPUT,   /* a view (Reshape, Flatten) stays with the value it views */
+  GCC_PLACED_WITH_PARAMETER,  /* an optimizer update runs where its parameter lives */
+  GCC_PLACED_COPY_DESTINATION, /* a copy node runs on (is issued for) its destination */
+  GCC_PLACEMENT_REASON_COUNT
+} gcc_placement_reason;
+
+/* Short stable name of a reason ("pinned", "no-kernel", ...). */
+const char *gcc_placement_reason_name(int reason);
+
 typedef struct gcc_options {
   gcc_mode mode;
   int64_t batch_size;   /* binds the symbolic batch dim of the inputs */
   gcc_optimizer opt;    /* optimizer and hyper-parameters (TRAIN) */
-  const char *device;   /* "cpu" (the only backend that runs in this version) */
+  int device;           /* GCC_DEV_CPU or GCC_DEV_CUDA(n): where unpinned nodes go */
+  int device_explicit;  /* 1 when the user chose it (--device), 0 for the default */
+  int n_cuda_devices;   /* CUDA devices of the target (probed, or 1 from --cuda-arch) */
+  int strict_placement; /* a soft fallback is an error instead */
+  FILE *warn_file;      /* placement warnings (a copy inside the step); NULL: stderr */
   const char *dump_after; /* pass name, or "all"; NULL: no dump */
   FILE *dump_file;      /* where dumps go (stderr if NULL) */
 } gcc_options;
@@ -51,18 +71,35 @@ gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
  * scalar; GCC_ERR_UNSUPPORTED for a gradient an op does not provide. */
 gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
-/* Device placement: records the device of every node. This version runs
- * everything on the CPU; a node pinned to another device is an error that
- * names it (the CUDA backend is not part of this version). */
+/* Device placement: gives every node and value a device and every node
+ * the reason for it. Precedence: the node's pin > --device > the default.
+ * Rules, in order: an optimizer update runs where its parameter lives; a
+ * view stays with its input; a node whose outputs are all integers
+ * (shape/index computation) stays on the host; an op without an
+ * implementation on the chosen device falls back to the CPU (an error
+ * naming the node, its op and both devices under strict placement).
+ * Graph inputs live on the host (the data loader fills them); a parameter
+ * lives on the device of its first consumer, with its gradient and
+ * optimizer state. Errors: GCC_ERR_INVALID_GRAPH for a pin naming a device
+ * the target lacks; GCC_ERR_UNSUPPORTED under strict placement. */
 gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
+/* Copy insertion: exactly one Copy node per (value, destination device),
+ * named "<value>@<device>" (e.g. "image@cuda:0"), on every edge that
+ * crosses devices, plus a copy to the host of the values read after a step
+ * (the loss; in EVAL also the prediction). Copies of constants are marked
+ * once (done when the session starts). A per-step copy of an activation
+ * inside the step (a CPU-only node between device nodes) is reported on
+ * opt->warn_file naming the nodes responsible. */
+gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
 /* Checks IR invariants: SSA (one producer per value), every input defined
  * before use, topological order, known dtypes and shapes of every value a
  * node touches. GCC_ERR_INTERNAL naming the offending node when one fails. */
 gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d);
 
-/* Runs infer, autodiff and placement in order (verifying after each and
- * dumping where asked). */
+/* Runs infer, autodiff, placement and copy insertion in order (verifying
+ * after each and dumping where asked). */
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
 /* Prints the IR: one line per node with phase, op, inputs, outputs, shapes. */

@@ -4,6 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "graph/ir.h"
 
 gcc_status gcc_device_parse(const char *s, gcc_device *out, gcc_diag *d) {
   out->index = 0;
@@ -106,4 +110,60 @@ gcc_status gcc_device_resolve(const gcc_device *want, gcc_device *out, char *not
                       "--device %s: this version of gcc-train cannot execute plans on CUDA yet "
                       "(the CUDA backend is not built); use --device cpu or --device auto",
                       ds);
+}
+
+void gcc_device_info_cpu(gcc_device_info *out) {
+  memset(out, 0, sizeof *out);
+  out->id = GCC_DEV_CPU;
+  struct utsname u;
+  snprintf(out->name, sizeof out->name, "%s CPU", uname(&u) == 0 ? u.machine : "host");
+  long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES),
+       page = sysconf(_SC_PAGESIZE);
+  out->units = cores > 0 ? (int)cores : 1;
+  out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+gcc_status gcc_device_info_cuda(int index, gcc_device_info *out, gcc_diag *d) {
+  memset(out, 0, sizeof *out);
+  struct cudaDeviceProp p;
+  cudaError_t e = cudaGetDeviceProperties(&p, index);
+  if (e != cudaSuccess)
+    return gcc_diag_set(d, GCC_ERR_DEVICE, "cuda:%d: cudaGetDeviceProperties failed: %s (%s)",
+                        index, cudaGetErrorString(e), cudaGetErrorName(e));
+  out->id = GCC_DEV_CUDA(index);
+  snprintf(out->name, sizeof out->name, "%s", p.name);
+  out->cc_major = p.major;
+  out->cc_minor = p.minor;
+  out->memory_bytes = (uint64_t)p.totalGlobalMem;
+  out->units = p.multiProcessorCount;
+  return GCC_OK;
+}
+
+gcc_status gcc_device_info_from_arch(const char *arch, int index, gcc_device_info *out,
+                                     gcc_diag *d) {
+  static const struct {
+    const char *arch, *name;
+    int major, minor, sms;
+    uint64_t gib;
+  } known[] = {
+      {"sm_80", "NVIDIA A100 80GB (assumed from sm_80)", 8, 0, 108, 80},
+      {"sm_86", "NVIDIA A10 (assumed from sm_86)", 8, 6, 72, 24},
+      {"sm_89", "NVIDIA L4 (assumed from sm_89)", 8, 9, 58, 24},
+      {"sm_90", "NVIDIA H100 80GB (assumed from sm_90)", 9, 0, 132, 80},
+  };
+  memset(out, 0, sizeof *out);
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (arch && strcmp(arch, known[i].arch) == 0) {
+      out->id = GCC_DEV_CUDA(index);
+      snprintf(out->name, sizeof out->name, "%s", known[i].name);
+      out->cc_major = known[i].major;
+      out->cc_minor = known[i].minor;
+      out->units = known[i].sms;
+      out->memory_bytes = known[i].gib << 30;
+      out->assumed = 1;
+      return GCC_OK;
+    }
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                      "--cuda-arch '%s': unknown architecture (known: sm_80, sm_86, sm_89, sm_90)",
+                      arch ? arch : "");
 }

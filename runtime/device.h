@@ -11,6 +11,7 @@
 #define GCC_RUNTIME_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "graph/status.h"
 
@@ -28,6 +29,30 @@ typedef struct gcc_device {
   gcc_device_kind kind;
   int index; /* CUDA ordinal (0 for "cuda"), 0 for the CPU */
 } gcc_device;
+
+/* What a device is, for placement reports and planning. */
+typedef struct gcc_device_info {
+  int id;                 /* GCC_DEV_CPU or GCC_DEV_CUDA(n) (graph/ir.h) */
+  char name[128];         /* "x86_64 CPU", "NVIDIA H100 80GB HBM3" */
+  int cc_major, cc_minor; /* CUDA compute capability; 0.0 for the CPU */
+  uint64_t memory_bytes;  /* host RAM or device memory, bytes */
+  int units;              /* CPU cores online, or CUDA streaming multiprocessors */
+  int assumed;            /* 1: described from --cuda-arch, not probed from hardware */
+} gcc_device_info;
+
+/* The host CPU: name from the architecture, cores online, physical RAM. */
+void gcc_device_info_cpu(gcc_device_info *out);
+
+/* CUDA device `index` probed through cudaGetDeviceProperties. Errors:
+ * GCC_ERR_DEVICE with the CUDA error when the device cannot be queried. */
+gcc_status gcc_device_info_cuda(int index, gcc_device_info *out, gcc_diag *d);
+
+/* A CUDA device described by its architecture, for compiling without a GPU:
+ * "sm_80" (A100 80GB, 108 SMs), "sm_86" (A10, 24 GB, 72), "sm_89" (L4, 24 GB,
+ * 58), "sm_90" (H100 80GB, 132). Errors: GCC_ERR_INVALID_ARGUMENT naming
+ * the string and the known architectures. */
+gcc_status gcc_device_info_from_arch(const char *arch, int index, gcc_device_info *out,
+                                     gcc_diag *d);
 
 /* Parses a device string. GCC_ERR_INVALID_ARGUMENT naming the string and
  * the accepted forms if it is not one of them. */

@@ -63,30 +63,56 @@ static gcc_status bind_values(gcc_plan *p, gcc_bind_fn bind, void *user, gcc_dia
   return GCC_OK;
 }
 
+/* The values read after a step: they must outlive it. */
+static int keep_values(const gcc_graph *g, int keep[2]) {
+  keep[0] = keep[1] = -1;
+  if (g->training.present) {
+    keep[0] = g->training.loss ? gcc_graph_find(g, g->training.loss) : -1;
+    keep[1] = g->training.prediction ? gcc_graph_find(g, g->training.prediction) : -1;
+  }
+  return 2;
+}
+
+gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc_graph **out,
+                             gcc_mem_plan *mem, gcc_diag *d) {
+  *out = NULL;
+  memset(mem, 0, sizeof *mem);
+  gcc_graph *g;
+  GCC_TRY(gcc_graph_clone(model, &g, d));
+  gcc_status s = gcc_run_passes(g, opt, d);
+  int keep[2];
+  if (s == GCC_OK)
+    s = gcc_plan_memory(g, keep, keep_values(g, keep), mem, d);
+  if (s != GCC_OK) {
+    gcc_graph_free(g);
+    return s;
+  }
+  *out = g;
+  return GCC_OK;
+}
+
 gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt, gcc_bind_fn bind,
                             void *user, int threads, gcc_plan **out, gcc_diag *d) {
   *out = NULL;
   gcc_plan *p = calloc(1, sizeof *p);
   if (!p)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
-  gcc_status s = gcc_graph_clone(model, &p->g, d);
-  if (s == GCC_OK)
-    s = gcc_run_passes(p->g, opt, d);
+  gcc_status s = gcc_compile_graph(model, opt, &p->g, &p->mem, d);
   if (s != GCC_OK) {
     gcc_plan_free(p);
     return s;
   }
   gcc_graph *g = p->g;
-  int keep[2] = {-1, -1};
-  if (g->training.present) {
-    keep[0] = g->training.loss ? gcc_graph_find(g, g->training.loss) : -1;
-    keep[1] = g->training.prediction ? gcc_graph_find(g, g->training.prediction) : -1;
-  }
-  s = gcc_plan_memory(g, keep, 2, &p->mem, d);
-  if (s != GCC_OK) {
-    gcc_plan_free(p);
-    return s;
-  }
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].device != GCC_DEV_CPU) {
+      char desc[600], dev[32];
+      gcc_diag_set(d, GCC_ERR_DEVICE,
+                   "%s: %s is placed on %s, but this version executes plans on the CPU only",
+                   g->source, gcc_node_desc(g, i, desc, sizeof desc),
+                   gcc_dev_name(g->nodes[i].device, dev, sizeof dev));
+      gcc_plan_free(p);
+      return GCC_ERR_DEVICE;
+    }
   size_t arena = p->mem.arena_bytes ? p->mem.arena_bytes : GCC_ARENA_ALIGN;
   p->arena = aligned_alloc(GCC_ARENA_ALIGN, arena);
   p->tensors = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *p->tensors);

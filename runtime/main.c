@@ -21,6 +21,7 @@
 
 #include "graph/loader.h"
 #include "runtime/device.h"
+#include "runtime/placement_report.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
@@ -58,7 +59,18 @@ static void usage(FILE *f) {
           "  --output FILE       trained model (default: MODEL with .pb replaced by\n"
           "                      .trained.pb); written atomically\n"
           "  --no-output         do not write the trained model\n"
-          "  --dump-after PASS   print the IR after PASS (infer, autodiff, placement, all)\n"
+          "  --dump-after PASS   print the IR after PASS (infer, autodiff, placement,\n"
+          "                      copy-insertion, all)\n"
+          "  --dump-placement[=FORMAT]\n"
+          "                      compile only and print where every node runs and why, every\n"
+          "                      host-device copy and the memory plan; FORMAT is text\n"
+          "                      (default), json or dot; needs no GPU\n"
+          "  --dump-placement-file FILE\n"
+          "                      write that report to FILE (atomically) instead of stdout\n"
+          "  --cuda-arch ARCH    the GPU to compile for when none is usable: sm_80, sm_86,\n"
+          "                      sm_89 or sm_90 (default sm_90)\n"
+          "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
+          "                      falling back to the CPU\n"
           "  --quiet             only errors and the final summary line\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -96,6 +108,85 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* --dump-placement: compile for the device asked for (an assumed one from
+ * --cuda-arch when no GPU is usable), print the report, run nothing. */
+static int dump_placement_main(const char *model_path, const gcc_device *want,
+                               int device_explicit, int strict, const char *cuda_arch,
+                               gcc_dump_format fmt, const char *file, int64_t epochs,
+                               int64_t batch, float lr) {
+  (void)epochs;
+  gcc_diag d = {0};
+  gcc_graph *model;
+  if (gcc_model_load(model_path, &model, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
+  }
+  gcc_device_info devs[2];
+  gcc_device_info_cpu(&devs[0]);
+  int n_devs = 1;
+  char reason[512] = "";
+  int count = gcc_cuda_device_count(reason, sizeof reason);
+  int dev = GCC_DEV_CPU;
+  if (want->kind == GCC_DEVICE_CUDA || (want->kind == GCC_DEVICE_AUTO && count > 0)) {
+    int index = want->kind == GCC_DEVICE_CUDA ? want->index : 0;
+    if (count > index) {
+      if (gcc_device_info_cuda(index, &devs[1], &d) != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        gcc_graph_free(model);
+        return EXIT_DEVICE;
+      }
+    } else {
+      gcc_device_info_from_arch(cuda_arch, index, &devs[1], &d);
+      fprintf(stderr, "gcc-train: no usable CUDA GPU (%s); compiling for an assumed %s device "
+                      "(--cuda-arch %s)\n",
+              count == 0 ? reason : "fewer devices than requested", devs[1].name, cuda_arch);
+    }
+    dev = devs[1].id;
+    n_devs = 2;
+  } else if (want->kind == GCC_DEVICE_AUTO) {
+    fprintf(stderr, "gcc-train: --device auto: no usable CUDA GPU (%s); placing on the CPU\n",
+            reason);
+  }
+  if (n_devs == 1) { /* pins to cuda:0 still compile, for an assumed device */
+    gcc_device_info_from_arch(cuda_arch, 0, &devs[1], &d);
+    n_devs = 2;
+  }
+  gcc_options o = {0};
+  o.mode = model->training.present ? GCC_MODE_TRAIN : GCC_MODE_EVAL;
+  o.batch_size = batch > 0 ? batch : (model->training.present ? model->training.batch_size : 1);
+  o.opt = model->training.opt;
+  if (lr >= 0.0f)
+    o.opt.lr = lr;
+  o.device = dev;
+  o.device_explicit = device_explicit;
+  o.n_cuda_devices = count > 0 ? count : 1;
+  o.strict_placement = strict;
+  gcc_graph *g;
+  gcc_mem_plan mem;
+  int rc = 0;
+  if (gcc_compile_graph(model, &o, &g, &mem, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    gcc_graph_free(model);
+    return d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
+  }
+  char *text = NULL;
+  gcc_status s = gcc_placement_report_string(g, &mem, devs, n_devs, o.mode, o.batch_size, fmt,
+                                             &text, &d);
+  if (s == GCC_OK && file)
+    s = gcc_write_file_atomic(file, text, strlen(text), &d);
+  else if (s == GCC_OK && (fputs(text, stdout) == EOF || fflush(stdout) != 0))
+    s = gcc_diag_set(&d, GCC_ERR_IO, "cannot write the report to stdout");
+  if (s != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    rc = EXIT_RUN;
+  }
+  free(text);
+  gcc_mem_plan_free(&mem);
+  gcc_graph_free(g);
+  gcc_graph_free(model);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
@@ -105,7 +196,8 @@ int main(int argc, char **argv) {
   enum {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
-    OPT_QUIET, OPT_VERSION, OPT_HELP
+    OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
+    OPT_CUDA_ARCH, OPT_STRICT
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -121,6 +213,10 @@ int main(int argc, char **argv) {
       {"output", required_argument, 0, OPT_OUTPUT},
       {"no-output", no_argument, 0, OPT_NO_OUTPUT},
       {"dump-after", required_argument, 0, OPT_DUMP_AFTER},
+      {"dump-placement", optional_argument, 0, OPT_DUMP_PLACEMENT},
+      {"dump-placement-file", required_argument, 0, OPT_DUMP_PLACEMENT_FILE},
+      {"cuda-arch", required_argument, 0, OPT_CUDA_ARCH},
+      {"strict-placement", no_argument, 0, OPT_STRICT},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -130,12 +226,26 @@ int main(int argc, char **argv) {
   int64_t epochs = -1, batch = -1, eval_batch = 1000, seed = -1, threads = 0, log_every = 100;
   int64_t max_steps = 0;
   float lr = -1.0f;
-  int quiet = 0, no_output = 0;
+  int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
+  const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
     switch (c) {
-    case OPT_DEVICE: device_str = optarg; break;
+    case OPT_DEVICE:
+      device_str = optarg;
+      device_explicit = 1;
+      break;
+    case OPT_DUMP_PLACEMENT:
+      dump_placement = 1;
+      dump_format = optarg;
+      break;
+    case OPT_DUMP_PLACEMENT_FILE:
+      dump_placement = 1;
+      dump_file = optarg;
+      break;
+    case OPT_CUDA_ARCH: cuda_arch = optarg; break;
+    case OPT_STRICT: strict = 1; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -181,6 +291,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
+  gcc_dump_format fmt;
+  if (gcc_dump_format_parse(dump_format, &fmt, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  gcc_device_info arch_info;
+  if (gcc_device_info_from_arch(cuda_arch, 0, &arch_info, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if (dump_placement)
+    return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch, fmt,
+                               dump_file, epochs, batch, lr);
+
   char note[768];
   if (gcc_device_resolve(&want, &dev, note, sizeof note, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);

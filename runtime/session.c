@@ -151,7 +151,7 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
   o.mode = mode;
   o.batch_size = rows;
   o.opt = s->opt.opt;
-  o.device = "cpu";
+  o.device = GCC_DEV_CPU;
   if (!s->dumped && s->opt.dump_after && mode == GCC_MODE_TRAIN) {
     o.dump_after = s->opt.dump_after;
     o.dump_file = s->opt.dump_file;

@@ -1,0 +1,425 @@
+#include "runtime/placement_report.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+
+gcc_status gcc_dump_format_parse(const char *s, gcc_dump_format *out, gcc_diag *d) {
+  if (!s || strcmp(s, "text") == 0)
+    *out = GCC_DUMP_TEXT;
+  else if (strcmp(s, "json") == 0)
+    *out = GCC_DUMP_JSON;
+  else if (strcmp(s, "dot") == 0)
+    *out = GCC_DUMP_DOT;
+  else
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--dump-placement=%s: unknown format (text, json, dot)", s);
+  return GCC_OK;
+}
+
+static const char *phase_name(gcc_phase p) {
+  return p == GCC_PHASE_BACKWARD ? "backward" : p == GCC_PHASE_OPTIMIZER ? "optimizer" : "forward";
+}
+
+static int64_t value_bytes(const gcc_value *v) {
+  return gcc_shape_numel(&v->shape, NULL) * (int64_t)gcc_dtype_size(v->dtype);
+}
+
+static const char *copy_kind(int from, int to) {
+  if (from == GCC_DEV_CPU)
+    return to == GCC_DEV_CPU ? "H2H" : "H2D";
+  return to == GCC_DEV_CPU ? "D2H" : "D2D";
+}
+
+static json_t *shape_json(const gcc_shape *s) {
+  json_t *a = json_array();
+  for (int i = 0; i < s->ndim; i++)
+    json_array_append_new(a, json_integer(s->dims[i]));
+  return a;
+}
+
+static json_t *dev_json(int id) {
+  char b[32];
+  return json_string(gcc_dev_name(id, b, sizeof b));
+}
+
+/* value index -> 1 if some scheduled node reads or writes it */
+static char *referenced(const gcc_graph *g) {
+  char *r = calloc((size_t)(g->n_values ? g->n_values : 1), 1);
+  if (!r)
+    return NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0)
+        r[n->inputs[k]] = 1;
+    for (int k = 0; k < n->n_outputs; k++)
+      r[n->outputs[k]] = 1;
+  }
+  return r;
+}
+
+static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_device_info *devs,
+                     int n_devs, gcc_mode mode, int64_t batch) {
+  char *ref = referenced(g);
+  if (!ref)
+    return NULL;
+  json_t *root = json_object();
+  json_object_set_new(root, "schema", json_string("gcc-train.placement/1"));
+  json_object_set_new(root, "model", json_string(g->source));
+  json_object_set_new(root, "mode", json_string(mode == GCC_MODE_EVAL ? "eval" : "train"));
+  json_object_set_new(root, "batch_size", json_integer(batch));
+
+  /* devices used: every id a node or value is on, plus those described */
+  int max_id = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    max_id = g->nodes[i].device > max_id ? g->nodes[i].device : max_id;
+  for (int i = 0; i < n_devs; i++)
+    max_id = devs[i].id > max_id ? devs[i].id : max_id;
+  json_t *devices = json_array();
+  int64_t total_launches = 0;
+  for (int id = 0; id <= max_id; id++) {
+    const gcc_device_info *info = NULL;
+    for (int i = 0; i < n_devs; i++)
+      if (devs[i].id == id)
+        info = &devs[i];
+    int64_t nodes = 0, launches = 0, persistent = 0;
+    double flops = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const gcc_node *n = &g->nodes[i];
+      if (n->device != id)
+        continue;
+      nodes++;
+      const gcc_op_desc *op = gcc_op(n->op);
+      int once = (op->flags & GCC_OPF_COPY) && n->n_av > COPY_ONCE && n->av[COPY_ONCE].i;
+      if (!(op->flags & (GCC_OPF_ALIAS | GCC_OPF_COPY)))
+        launches++;
+      if (!once)
+        flops += gcc_op_flops(g, i);
+    }
+    for (int v = 0; v < g->n_values; v++) {
+      const gcc_value *val = &g->values[v];
+      if (ref[v] && val->device == id &&
+          (val->kind == GCC_VALUE_PARAM || val->kind == GCC_VALUE_GRAD ||
+           val->kind == GCC_VALUE_OPT_STATE))
+        persistent += value_bytes(val);
+    }
+    if (!info && nodes == 0 && id != GCC_DEV_CPU)
+      continue;
+    total_launches += launches;
+    json_t *dj = json_object();
+    json_object_set_new(dj, "id", dev_json(id));
+    json_object_set_new(dj, "name", json_string(info ? info->name : "unknown"));
+    if (info && GCC_DEV_IS_CUDA(id)) {
+      char cc[16];
+      snprintf(cc, sizeof cc, "%d.%d", info->cc_major, info->cc_minor);
+      json_object_set_new(dj, "compute_capability", json_string(cc));
+    } else {
+      json_object_set_new(dj, "compute_capability", json_null());
+    }
+    json_object_set_new(dj, "memory_bytes", json_integer(info ? (json_int_t)info->memory_bytes : 0));
+    json_object_set_new(dj, "units", json_integer(info ? info->units : 0));
+    json_object_set_new(dj, "assumed", json_boolean(info && info->assumed));
+    json_object_set_new(dj, "nodes", json_integer(nodes));
+    json_object_set_new(dj, "launches_per_step", json_integer(launches));
+    json_object_set_new(dj, "flops_per_step", json_real(flops));
+    json_object_set_new(dj, "persistent_bytes", json_integer(persistent));
+    json_object_set_new(dj, "step_arena_bytes",
+                        json_integer(id < mem->n_devices ? (json_int_t)mem->device_bytes[id] : 0));
+    json_array_append_new(devices, dj);
+  }
+  json_object_set_new(root, "devices", devices);
+
+  json_t *nodes = json_array();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    json_t *nj = json_object();
+    json_object_set_new(nj, "name", json_string(n->name));
+    json_object_set_new(nj, "op", json_string(gcc_op_name(n->op)));
+    json_object_set_new(nj, "device", dev_json(n->device));
+    json_object_set_new(nj, "reason", json_string(gcc_placement_reason_name(n->reason)));
+    json_object_set_new(nj, "phase", json_string(phase_name(n->phase)));
+    json_object_set_new(nj, "flops", json_real(gcc_op_flops(g, i)));
+    json_t *outs = json_array();
+    for (int k = 0; k < n->n_outputs; k++) {
+      const gcc_value *v = &g->values[n->outputs[k]];
+      json_t *oj = json_object();
+      json_object_set_new(oj, "name", json_string(v->name));
+      json_object_set_new(oj, "dtype", json_string(gcc_dtype_name(v->dtype)));
+      json_object_set_new(oj, "shape", shape_json(&v->shape));
+      json_array_append_new(outs, oj);
+    }
+    json_object_set_new(nj, "outputs", outs);
+    json_array_append_new(nodes, nj);
+  }
+  json_object_set_new(root, "nodes", nodes);
+
+  json_t *copies = json_array();
+  int64_t n_step = 0, b_step = 0, n_once = 0, b_once = 0;
+  /* session-start uploads of parameters and constants read on a device */
+  for (int v = 0; v < g->n_values; v++) {
+    const gcc_value *val = &g->values[v];
+    if (!ref[v] || val->device == GCC_DEV_CPU ||
+        (val->kind != GCC_VALUE_PARAM && val->kind != GCC_VALUE_CONST))
+      continue;
+    json_t *cj = json_object();
+    json_object_set_new(cj, "value", json_string(val->name));
+    json_object_set_new(cj, "node", json_null());
+    json_object_set_new(cj, "from", dev_json(GCC_DEV_CPU));
+    json_object_set_new(cj, "to", dev_json(val->device));
+    json_object_set_new(cj, "kind", json_string(copy_kind(GCC_DEV_CPU, val->device)));
+    json_object_set_new(cj, "bytes", json_integer(value_bytes(val)));
+    json_object_set_new(cj, "when", json_string("once"));
+    json_array_append_new(copies, cj);
+    n_once++;
+    b_once += value_bytes(val);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!(gcc_op(n->op)->flags & GCC_OPF_COPY))
+      continue;
+    const gcc_value *src = &g->values[n->inputs[0]];
+    int once = n->n_av > COPY_ONCE && n->av[COPY_ONCE].i;
+    json_t *cj = json_object();
+    json_object_set_new(cj, "value", json_string(src->name));
+    json_object_set_new(cj, "node", json_string(n->name));
+    json_object_set_new(cj, "from", dev_json(src->device));
+    json_object_set_new(cj, "to", dev_json(n->device));
+    json_object_set_new(cj, "kind", json_string(copy_kind(src->device, n->device)));
+    json_object_set_new(cj, "bytes", json_integer(value_bytes(src)));
+    json_object_set_new(cj, "when", json_string(once ? "once" : "per_step"));
+    json_array_append_new(copies, cj);
+    if (once) {
+      n_once++;
+      b_once += value_bytes(src);
+    } else {
+      n_step++;
+      b_step += value_bytes(src);
+    }
+  }
+  json_object_set_new(root, "copies", copies);
+  json_t *totals = json_object();
+  json_object_set_new(totals, "copies_per_step", json_integer(n_step));
+  json_object_set_new(totals, "bytes_per_step", json_integer(b_step));
+  json_object_set_new(totals, "copies_once", json_integer(n_once));
+  json_object_set_new(totals, "bytes_once", json_integer(b_once));
+  json_object_set_new(totals, "launches_per_step", json_integer(total_launches));
+  json_object_set_new(root, "totals", totals);
+  free(ref);
+  return root;
+}
+
+/* ---- renderings ------------------------------------------------------- */
+
+static const char *str(const json_t *o, const char *k) {
+  const char *s = json_string_value(json_object_get(o, k));
+  return s ? s : "null";
+}
+
+static long long num(const json_t *o, const char *k) {
+  return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static void shape_text(const json_t *shape, char *buf, size_t cap) {
+  size_t used = (size_t)snprintf(buf, cap, "[");
+  size_t i;
+  json_t *dim;
+  json_array_foreach(shape, i, dim) {
+    if (used < cap)
+      used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "",
+                               (long long)json_integer_value(dim));
+  }
+  if (used < cap)
+    snprintf(buf + used, cap - used, "]");
+}
+
+static void render_text(const json_t *r, FILE *f) {
+  fprintf(f, "placement of %s (%s, batch %lld)\n\ndevices\n", str(r, "model"), str(r, "mode"),
+          num(r, "batch_size"));
+  size_t i;
+  json_t *dj;
+  json_array_foreach(json_object_get(r, "devices"), i, dj) {
+    const json_t *cc = json_object_get(dj, "compute_capability");
+    int cuda = json_is_string(cc);
+    fprintf(f, "  %-7s %s%s%s, %lld %s, %lld bytes of memory%s\n", str(dj, "id"), str(dj, "name"),
+            cuda ? ", compute capability " : "", cuda ? json_string_value(cc) : "",
+            num(dj, "units"), cuda ? "SMs" : "cores", num(dj, "memory_bytes"),
+            json_is_true(json_object_get(dj, "assumed")) ? " (no GPU probed: from --cuda-arch)"
+                                                         : "");
+    fprintf(f,
+            "          %lld nodes, %lld launches per step, %.1f MFLOP per step, persistent arena "
+            "%lld bytes, step arena %lld bytes\n",
+            num(dj, "nodes"), num(dj, "launches_per_step"),
+            json_real_value(json_object_get(dj, "flops_per_step")) / 1e6,
+            num(dj, "persistent_bytes"), num(dj, "step_arena_bytes"));
+  }
+  fprintf(f, "\nnodes\n  %-26s %-24s %-8s %-9s %-44s %s\n", "name", "op", "device", "phase",
+          "reason", "output");
+  json_t *nj;
+  json_array_foreach(json_object_get(r, "nodes"), i, nj) {
+    char sh[128] = "-";
+    const json_t *outs = json_object_get(nj, "outputs");
+    const json_t *o0 = json_array_get(outs, 0);
+    char out[256] = "-";
+    if (o0) {
+      shape_text(json_object_get(o0, "shape"), sh, sizeof sh);
+      snprintf(out, sizeof out, "%s %s%s", str(o0, "name"), str(o0, "dtype"), sh);
+    }
+    fprintf(f, "  %-26s %-24s %-8s %-9s %-44s %s\n", str(nj, "name"), str(nj, "op"),
+            str(nj, "device"), str(nj, "phase"), str(nj, "reason"), out);
+  }
+  const json_t *t = json_object_get(r, "totals");
+  fprintf(f,
+          "\ncopies: %lld per step (%lld bytes per step), %lld once (%lld bytes at session "
+          "start)\n  %-28s %-8s    %-8s %-5s %12s  %s\n",
+          num(t, "copies_per_step"), num(t, "bytes_per_step"), num(t, "copies_once"),
+          num(t, "bytes_once"), "value", "from", "to", "kind", "bytes", "when");
+  json_t *cj;
+  json_array_foreach(json_object_get(r, "copies"), i, cj) {
+    fprintf(f, "  %-28s %-8s -> %-8s %-5s %12lld  %s\n", str(cj, "value"), str(cj, "from"),
+            str(cj, "to"), str(cj, "kind"), num(cj, "bytes"),
+            strcmp(str(cj, "when"), "once") == 0 ? "once" : "per step");
+  }
+  fprintf(f, "\nlaunches per step (kernels and library calls, all devices): %lld\n",
+          num(t, "launches_per_step"));
+}
+
+/* DOT strings: escape quotes and backslashes */
+static void dot_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fputc('\\', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static const char *dev_color(int id) {
+  static const char *const c[] = {"#9ecae1", "#a1d99b", "#fdd0a2", "#dadaeb", "#fcbba1"};
+  return c[id < 0 ? 0 : id % 5];
+}
+
+static void render_dot(const gcc_graph *g, FILE *f) {
+  fprintf(f, "digraph placement {\n  rankdir=TB;\n  node [style=filled, fontname=\"Helvetica\", "
+             "fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=8];\n");
+  char dev[32], sh[128], label[1024];
+  /* legend: one node per device */
+  fprintf(f, "  subgraph cluster_legend {\n    label=\"devices\";\n");
+  int max_id = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    max_id = g->nodes[i].device > max_id ? g->nodes[i].device : max_id;
+  for (int id = 0; id <= max_id; id++)
+    fprintf(f, "    \"legend_%d\" [label=\"%s\", shape=box, fillcolor=\"%s\"];\n", id,
+            gcc_dev_name(id, dev, sizeof dev), dev_color(id));
+  fprintf(f, "  }\n");
+  char *ref = referenced(g);
+  for (int v = 0; v < g->n_values && ref; v++) {
+    const gcc_value *val = &g->values[v];
+    if (!ref[v] || val->producer >= 0)
+      continue;
+    snprintf(label, sizeof label, "%s\n%s %s%s", val->name, gcc_value_kind_name(val->kind),
+             gcc_dtype_name(val->dtype), gcc_shape_str(&val->shape, sh, sizeof sh));
+    fprintf(f, "  \"v%d\" [label=", v);
+    dot_str(f, label);
+    fprintf(f, ", shape=ellipse, fillcolor=\"%s\"];\n", dev_color(val->device));
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    int is_copy = gcc_op(n->op)->flags & GCC_OPF_COPY;
+    if (is_copy) {
+      const gcc_value *src = &g->values[n->inputs[0]];
+      char from[32];
+      snprintf(label, sizeof label, "%s\n%s %s -> %s\n%" PRId64 " bytes%s", n->name,
+               copy_kind(src->device, n->device), gcc_dev_name(src->device, from, sizeof from),
+               gcc_dev_name(n->device, dev, sizeof dev), value_bytes(src),
+               n->n_av > COPY_ONCE && n->av[COPY_ONCE].i ? " once" : " per step");
+      fprintf(f, "  \"n%d\" [label=", i);
+      dot_str(f, label);
+      fprintf(f, ", shape=box, style=\"filled,dashed\", fillcolor=\"#fd8d3c\"];\n");
+    } else {
+      snprintf(label, sizeof label, "%s\n%s\n%s", n->name, gcc_op_name(n->op),
+               gcc_dev_name(n->device, dev, sizeof dev));
+      fprintf(f, "  \"n%d\" [label=", i);
+      dot_str(f, label);
+      fprintf(f, ", shape=box, fillcolor=\"%s\"];\n", dev_color(n->device));
+    }
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v < 0)
+        continue;
+      int p = g->values[v].producer;
+      if (p >= 0)
+        fprintf(f, "  \"n%d\" -> \"n%d\" [label=", p, i);
+      else
+        fprintf(f, "  \"v%d\" -> \"n%d\" [label=", v, i);
+      dot_str(f, g->values[v].name);
+      fprintf(f, "];\n");
+    }
+  }
+  free(ref);
+  fprintf(f, "}\n");
+}
+
+gcc_status gcc_placement_report_string(const gcc_graph *g, const gcc_mem_plan *mem,
+                                       const gcc_device_info *devices, int n_devices,
+                                       gcc_mode mode, int64_t batch, gcc_dump_format fmt,
+                                       char **out, gcc_diag *d) {
+  *out = NULL;
+  json_t *r = build(g, mem, devices, n_devices, mode, batch);
+  if (!r)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (placement report)");
+  char *buf = NULL;
+  size_t len = 0;
+  if (fmt == GCC_DUMP_JSON) {
+    buf = json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  } else {
+    FILE *m = open_memstream(&buf, &len);
+    if (m) {
+      if (fmt == GCC_DUMP_TEXT)
+        render_text(r, m);
+      else
+        render_dot(g, m);
+      if (fclose(m) != 0) {
+        free(buf);
+        buf = NULL;
+      }
+    }
+  }
+  json_decref(r);
+  if (!buf)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (placement report)");
+  if (fmt == GCC_DUMP_JSON) { /* json_dumps has no final newline */
+    size_t n = strlen(buf);
+    char *nb = realloc(buf, n + 2);
+    if (!nb) {
+      free(buf);
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (placement report)");
+    }
+    nb[n] = '\n';
+    nb[n + 1] = '\0';
+    buf = nb;
+  }
+  *out = buf;
+  return GCC_OK;
+}
+
+gcc_status gcc_placement_report_write(const gcc_graph *g, const gcc_mem_plan *mem,
+                                      const gcc_device_info *devices, int n_devices,
+                                      gcc_mode mode, int64_t batch, gcc_dump_format fmt,
+                                      FILE *f, gcc_diag *d) {
+  char *s;
+  GCC_TRY(gcc_placement_report_string(g, mem, devices, n_devices, mode, batch, fmt, &s, d));
+  size_t n = strlen(s);
+  int ok = fwrite(s, 1, n, f) == n && fflush(f) == 0;
+  free(s);
+  if (!ok)
+    return gcc_diag_set(d, GCC_ERR_IO, "cannot write the placement report");
+  return GCC_OK;
+}
