@@ -57,6 +57,27 @@ int gcc_build_param(gcc_builder *b, const char *name, int ndim, const int64_t *d
   return st == GCC_OK ? v : fail(b, st);
 }
 
+int gcc_build_const(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
+                    const int64_t *dims, const void *data) {
+  if (b->status != GCC_OK)
+    return -1;
+  if (ndim < 0 || ndim > GCC_MAX_DIMS || !gcc_dtype_supported(dt))
+    return fail(b, gcc_diag_set(&b->diag, GCC_ERR_INVALID_ARGUMENT,
+                                "constant '%s': bad dtype or rank", name ? name : ""));
+  gcc_shape s = {ndim, {0}};
+  for (int i = 0; i < ndim; i++)
+    s.dims[i] = dims[i];
+  int64_t numel = gcc_shape_numel(&s, NULL);
+  if (numel <= 0)
+    return fail(b, gcc_diag_set(&b->diag, GCC_ERR_INVALID_ARGUMENT,
+                                "constant '%s': dims must be > 0", name ? name : ""));
+  size_t bytes = (size_t)numel * gcc_dtype_size(dt);
+  int v;
+  gcc_status st =
+      gcc_graph_add_value(b->g, name, dt, &s, GCC_VALUE_CONST, data, bytes, &v, &b->diag);
+  return st == GCC_OK ? v : fail(b, st);
+}
+
 int gcc_build_op(gcc_builder *b, int op, const char *node_name, const char *out_name,
                  const int *inputs, int n_inputs) {
   if (b->status != GCC_OK)

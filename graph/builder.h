@@ -42,6 +42,15 @@ int gcc_build_input(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
 int gcc_build_param(gcc_builder *b, const char *name, int ndim, const int64_t *dims,
                     const float *data);
 
+/* A constant initializer (not trained) of dtype `dt` and the given shape with
+ * `data` (numel elements of dt, copied; NULL = 0s): PyTorch's buffers, such
+ * as CrossEntropyLoss's class weights. Unlike gcc_build_param it gets no
+ * gradient, no optimizer state and no update; a float32 one is written with
+ * Tensor.constant = true so that it stays a constant when the file is read
+ * back (graph/graph.proto). Returns the value. */
+int gcc_build_const(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
+                    const int64_t *dims, const void *data);
+
 /* nn.Linear(in, out) on x of shape (N, in): parameters "<name>.weight"
  * (out, in) and "<name>.bias" (out), node Gemm(x, W, b, transB = 1) named
  * `name`. Returns the output (N, out). */

@@ -252,6 +252,11 @@ gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
   if (gcc_graph_find(g, name) >= 0)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: value '%s' is defined twice", g->source,
                         name);
+  /* `shape` may point into g->values (a pass copying the shape of another
+   * value): read it before growing the array moves it */
+  gcc_shape sh = {0};
+  if (shape)
+    sh = *shape;
   if (g->n_values == g->cap_values) {
     int nc = g->cap_values ? g->cap_values * 2 : 64;
     gcc_value *nv = realloc(g->values, (size_t)nc * sizeof *nv);
@@ -264,8 +269,7 @@ gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
   memset(v, 0, sizeof *v);
   v->name = dupstr(name);
   v->dtype = dt;
-  if (shape)
-    v->shape = *shape;
+  v->shape = sh;
   v->kind = kind;
   v->producer = -1;
   v->param_of = -1;

@@ -90,8 +90,11 @@ static gcc_status add_tensor(gcc_graph *g, const Gcc__Tensor *t, const char *wha
                         gcc_dtype_name((gcc_dtype)t->dtype),
                         gcc_dtype_size((gcc_dtype)t->dtype));
   }
-  gcc_value_kind kind =
-      (trainable && t->dtype == GCC__DATA_TYPE__DT_FLOAT32) ? GCC_VALUE_PARAM : GCC_VALUE_CONST;
+  /* Tensor.constant: a float32 initializer that is not trained (a buffer) */
+  int constant = t->has_constant && t->constant;
+  gcc_value_kind kind = (trainable && !constant && t->dtype == GCC__DATA_TYPE__DT_FLOAT32)
+                            ? GCC_VALUE_PARAM
+                            : GCC_VALUE_CONST;
   if (gcc_graph_find(g, name) >= 0)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: value '%s' is defined twice", src, name);
   return gcc_graph_add_value(g, name, (gcc_dtype)t->dtype, &s, kind,
@@ -357,6 +360,11 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     if (v < 0)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                           "%s: graph output '%s' is not defined by any node", src, on ? on : "");
+    /* declared dims are optional, but when given they follow ValueInfo's
+     * rule (> 0, or -1 as the batch dim 0), as an input's do */
+    gcc_shape declared;
+    GCC_TRY(read_dims(src, "graph output", on, pg->outputs[i]->n_dims, pg->outputs[i]->dims, 1,
+                      &declared, d));
     if (gcc_graph_add_output(g, v) != GCC_OK)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
   }
@@ -535,6 +543,10 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
         v == g->training.inline_inputs || v == g->training.inline_targets)
       continue;
     fill_tensor(&w.tensors[nt], val, dims);
+    /* a float32 constant would read back as a trainable parameter without
+     * the mark; other dtypes are constants anyway (and keep their bytes) */
+    if (val->kind == GCC_VALUE_CONST && val->dtype == GCC_DT_FLOAT32)
+      w.tensors[nt].has_constant = w.tensors[nt].constant = 1;
     dims += GCC_MAX_DIMS;
     w.tensor_ptrs[nt] = &w.tensors[nt];
     nt++;

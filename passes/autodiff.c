@@ -98,12 +98,19 @@ static void ctx_free(gcc_grad_ctx *c) {
 
 /* Renames value v (the name map is rebuilt by re-adding under the new name:
  * the old entry becomes a tombstone-free miss because names are unique). */
-static gcc_status rename_value(gcc_graph *g, int v, const char *name, gcc_diag *d) {
+static gcc_status rename_value(gcc_grad_ctx *c, int v, const char *name, gcc_diag *d) {
   /* Make a fresh value with the new name, move v's identity into it, and
-   * point every reference of v to it. */
+   * point every reference of v to it, pending gradient contributions
+   * included: another parameter may share the value (dA = dB = dY of an
+   * Add of two parameters of the same shape). */
+  gcc_graph *g = c->g;
   int nv;
   GCC_TRY(gcc_graph_add_value(g, name, g->values[v].dtype, &g->values[v].shape,
                               g->values[v].kind, NULL, 0, &nv, d));
+  for (int i = 0; i < c->n_contrib; i++)
+    for (int k = 0; k < c->contrib[i].n; k++)
+      if (c->contrib[i].v[k] == v)
+        c->contrib[i].v[k] = nv;
   for (int i = 0; i < g->n_nodes; i++) {
     gcc_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_inputs; k++)
@@ -130,15 +137,19 @@ static gcc_status make_param_grad(gcc_grad_ctx *c, int p, int grad, int *out, gc
   int owned = g->values[grad].kind == GCC_VALUE_ACTIVATION && prod >= 0 &&
               !(gcc_op(g->nodes[prod].op)->flags & GCC_OPF_ALIAS);
   if (!owned) {
+    /* the copy gets a temporary name of its own: "<p>.grad" is the name the
+     * rename below gives it */
+    char hint[520];
+    snprintf(hint, sizeof hint, "%s/grad_copy", g->values[p].name);
     int node, copy;
-    GCC_TRY(gcc_grad_add_node(c, GCC_OP_IDENTITY, name, &grad, 1, &node, &copy, d));
+    GCC_TRY(gcc_grad_add_node(c, GCC_OP_IDENTITY, hint, &grad, 1, &node, &copy, d));
     GCC_TRY(gcc_grad_finish(c, node, d));
     grad = copy;
   }
   g = c->g;
   g->values[grad].kind = GCC_VALUE_GRAD;
   g->values[grad].param_of = p;
-  GCC_TRY(rename_value(g, grad, name, d));
+  GCC_TRY(rename_value(c, grad, name, d));
   *out = gcc_graph_find(g, name);
   /* the old value is now unreferenced; keep it out of every later pass */
   g->values[grad].kind = GCC_VALUE_ACTIVATION;

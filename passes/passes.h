@@ -48,6 +48,11 @@ typedef struct gcc_options {
   int device_explicit;  /* 1 when the user chose it (--device), 0 for the default */
   int n_cuda_devices;   /* CUDA devices of the target (probed, or 1 from --cuda-arch) */
   int strict_placement; /* a soft fallback is an error instead */
+  /* Per op id (GCC_OP_COUNT entries), or NULL: non-zero treats the op as
+   * having no CUDA kernel on this target (a kernel missing for an
+   * architecture, or comparing placements); the tests of soft placement
+   * use it. */
+  const unsigned char *cuda_disabled;
   FILE *warn_file;      /* placement warnings (a copy inside the step); NULL: stderr */
   const char *dump_after; /* pass name, or "all"; NULL: no dump */
   FILE *dump_file;      /* where dumps go (stderr if NULL) */

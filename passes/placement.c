@@ -54,10 +54,11 @@ static int all_outputs_integer(const gcc_graph *g, const gcc_node *n) {
   return 1;
 }
 
-static int device_has_kernel(const gcc_op_desc *op, int dev) {
+static int device_has_kernel(const gcc_options *opt, int op_id, int dev) {
+  const gcc_op_desc *op = gcc_op(op_id);
   if (!GCC_DEV_IS_CUDA(dev))
     return op->cpu != NULL || (op->flags & GCC_OPF_ALIAS);
-  return op->cuda != GCC_CUDA_NONE;
+  return op->cuda != GCC_CUDA_NONE && !(opt->cuda_disabled && opt->cuda_disabled[op_id]);
 }
 
 gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
@@ -96,7 +97,7 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
       dev = GCC_DEV_CPU;
       reason = GCC_PLACED_HOST_COMPUTE;
     }
-    if (!device_has_kernel(op, dev)) {
+    if (!device_has_kernel(opt, n->op, dev)) {
       if (opt->strict_placement)
         return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                             "%s: %s has no implementation on %s; without --strict-placement it "
@@ -204,7 +205,7 @@ gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_dia
       int v = g->nodes[i].inputs[k];
       if (v < 0 || g->values[v].device == dst)
         continue;
-      int c, once = g->values[v].kind == GCC_VALUE_CONST, before = n_keys;
+      int c = -1, once = g->values[v].kind == GCC_VALUE_CONST, before = n_keys;
       s = add_copy(g, v, dst, once, &keys, &n_keys, &c, d);
       if (s != GCC_OK)
         break;

@@ -14,6 +14,77 @@
 
 /* ---- helpers ---------------------------------------------------------- */
 
+/* Hot pointwise loops are compiled twice, for AVX2 and for baseline x86-64,
+ * and the loader picks one at start-up (GCC function multi-versioning), so
+ * one binary is fast on current CPUs and still runs on old ones. Without
+ * -ffast-math and with ISO C (no FMA contraction) both clones give the same
+ * bits. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define GCC_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define GCC_HOT
+#endif
+
+GCC_HOT static void relu_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN propagates, as torch.relu */
+}
+
+GCC_HOT static void relu_grad_loop(const float *restrict dy, const float *restrict y,
+                                   float *restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+GCC_HOT static void add_loop(const float *restrict a, const float *restrict b, float *restrict y,
+                             int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = a[i] + b[i];
+}
+
+GCC_HOT static void add_row_loop(const float *restrict a, const float *restrict row,
+                                 float *restrict y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++)
+      y[r * cols + c] = a[r * cols + c] + row[c];
+}
+
+GCC_HOT static void col_sum_loop(const float *restrict x, float *restrict y, int64_t rows,
+                                 int64_t cols) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++)
+      y[c] += x[r * cols + c];
+}
+
+/* torch.optim.SGD for one parameter; `first` = no momentum history yet */
+GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *restrict buf,
+                             int64_t n, float lr, float mom, float damp, float wd, int nesterov,
+                             int first) {
+  if (!buf) {
+    for (int64_t i = 0; i < n; i++)
+      p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    float d = g[i] + wd * p[i];
+    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;
+    buf[i] = b;
+    p[i] = p[i] + (-lr) * (nesterov ? d + mom * b : b);
+  }
+}
+
+GCC_HOT static void adam_loop(float *restrict p, const float *restrict g, float *restrict m,
+                              float *restrict v, int64_t n, float b1, float b2, float eps,
+                              float wd, float step_size, float bc2_sqrt) {
+  for (int64_t i = 0; i < n; i++) {
+    float gi = g[i] + wd * p[i];
+    m[i] = m[i] * b1 + (1.0f - b1) * gi;
+    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
+    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+    p[i] = p[i] + (-step_size) * (m[i] / denom);
+  }
+}
+
 static float *F32(const gcc_tensor *t) { return (float *)t->data; }
 
 /* Strides (in elements) of `in` broadcast to `out`: 0 on broadcast dims.
@@ -80,11 +151,15 @@ int gcc_cpu_gemm_threads(int64_t m, int64_t n, int64_t k, int max_threads) {
   return max_threads;
 }
 
+/* The OpenBLAS thread count is process-wide, and every plan (training and
+ * evaluation plans of a session, other sessions) changes it: compare with
+ * what OpenBLAS has now, not with what this plan set last, or a GEMM runs
+ * with the count another plan left behind (and, as OpenBLAS partitions by
+ * thread count, gives bits that depend on which plans ran before). */
 static void set_blas_threads(gcc_cpu_ctx *ctx, int t) {
-  if (ctx->blas_threads != t) {
+  if (openblas_get_num_threads() != t)
     openblas_set_num_threads(t);
-    ctx->blas_threads = t;
-  }
+  ctx->blas_threads = t;
 }
 
 static void gemm_rowmajor(gcc_cpu_ctx *ctx, int ta, int tb, int64_t m, int64_t n, int64_t k,
@@ -160,16 +235,13 @@ gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
   const float *x0 = F32(A), *x1 = F32(B);
   int64_t n = Y->numel;
   if (A->numel == n && B->numel == n) {
-    for (int64_t i = 0; i < n; i++)
-      y[i] = x0[i] + x1[i];
+    add_loop(x0, x1, y, n);
   } else if (A->numel == n && Y->shape.ndim >= 1 &&
              B->numel == Y->shape.dims[Y->shape.ndim - 1] &&
              (B->shape.ndim == 1 || B->numel == 1 ||
               B->shape.dims[B->shape.ndim - 1] == B->numel)) {
-    int64_t cols = B->numel, rows = n / cols; /* row broadcast: x + bias */
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++)
-        y[r * cols + c] = x0[r * cols + c] + x1[c];
+    int64_t cols = B->numel; /* row broadcast: x + bias */
+    add_row_loop(x0, x1, y, n / cols, cols);
   } else {
     add_ctx c = {y, x0, x1};
     bcast_walk(&Y->shape, &A->shape, &B->shape, visit_add, &c);
@@ -180,18 +252,14 @@ gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
 gcc_status gcc_cpu_relu(const gcc_kernel_args *a) {
   const float *x = F32(a->in[0]);
   float *y = F32(a->out[0]);
-  int64_t n = a->out[0]->numel;
-  for (int64_t i = 0; i < n; i++)
-    y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN propagates, as torch.relu */
+  relu_loop(x, y, a->out[0]->numel);
   return GCC_OK;
 }
 
 gcc_status gcc_cpu_relu_grad(const gcc_kernel_args *a) {
   const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
   float *dx = F32(a->out[0]);
-  int64_t n = a->out[0]->numel;
-  for (int64_t i = 0; i < n; i++)
-    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  relu_grad_loop(dy, y, dx, a->out[0]->numel);
   return GCC_OK;
 }
 
@@ -222,10 +290,7 @@ gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
   int64_t last = X->shape.ndim ? X->shape.dims[X->shape.ndim - 1] : 1;
   if (Y->numel == last && X->shape.ndim >= 1 &&
       (Y->shape.ndim == 0 || Y->shape.dims[Y->shape.ndim - 1] == last)) {
-    int64_t rows = X->numel / last; /* column sums: the bias gradient */
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < last; c++)
-        y[c] += x[r * last + c];
+    col_sum_loop(x, y, X->numel / last, last); /* column sums: the bias gradient */
   } else {
     /* walk the input; the output is the broadcast operand */
     sum_ctx c = {y, x};
@@ -343,7 +408,7 @@ gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a) {
   float *dx = F32(a->out[0]);
   int64_t n = a->in[1]->numel;
   int mean = strcmp(a->node->av[MSE_REDUCTION].s, "mean") == 0;
-  float scale = 2.0f * dl / (mean ? (float)n : 1.0f);
+  float scale = (float)(2.0 * (double)dl / (mean ? (double)n : 1.0)); /* exact for any n */
   for (int64_t i = 0; i < n; i++)
     dx[i] = scale * (p[i] - t[i]);
   return GCC_OK;
@@ -359,19 +424,8 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   float lr = n->av[SGD_LR].f, mom = n->av[SGD_MOMENTUM].f, damp = n->av[SGD_DAMPENING].f;
   float wd = n->av[SGD_WEIGHT_DECAY].f;
   int nesterov = (int)n->av[SGD_NESTEROV].i;
-  int first = a->ctx->optimizer_step == 0;
-  int64_t cnt = a->in[0]->numel;
-  for (int64_t i = 0; i < cnt; i++) {
-    float d = g[i];
-    if (wd != 0.0f)
-      d = d + wd * p[i];
-    if (buf) {
-      float b = first ? d : buf[i] * mom + (1.0f - damp) * d;
-      buf[i] = b;
-      d = nesterov ? d + mom * b : b;
-    }
-    p[i] = p[i] + (-lr) * d;
-  }
+  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov,
+           a->ctx->optimizer_step == 0);
   return GCC_OK;
 }
 
@@ -386,15 +440,6 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
   float step_size = (float)((double)lr / bc1);
   float bc2_sqrt = (float)sqrt(bc2);
-  int64_t cnt = a->in[0]->numel;
-  for (int64_t i = 0; i < cnt; i++) {
-    float gi = g[i];
-    if (wd != 0.0f)
-      gi = gi + wd * p[i];
-    m[i] = m[i] * b1 + (1.0f - b1) * gi;
-    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
-    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] + (-step_size) * (m[i] / denom);
-  }
+  adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, wd, step_size, bc2_sqrt);
   return GCC_OK;
 }

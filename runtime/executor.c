@@ -63,14 +63,31 @@ static gcc_status bind_values(gcc_plan *p, gcc_bind_fn bind, void *user, gcc_dia
   return GCC_OK;
 }
 
-/* The values read after a step: they must outlive it. */
-static int keep_values(const gcc_graph *g, int keep[2]) {
-  keep[0] = keep[1] = -1;
-  if (g->training.present) {
-    keep[0] = g->training.loss ? gcc_graph_find(g, g->training.loss) : -1;
-    keep[1] = g->training.prediction ? gcc_graph_find(g, g->training.prediction) : -1;
+/* The values read after a step: they must outlive it. The host reads the
+ * loss and the prediction, or, where they live on a GPU, their copies to
+ * the host (copy insertion's "<value>@cpu"): those are kept too, or a value
+ * computed after them (the other host copy, in eval) could reuse their
+ * bytes before the host reads them. */
+static int keep_values(const gcc_graph *g, int keep[4]) {
+  int n = 0;
+  if (!g->training.present)
+    return 0;
+  const char *names[2] = {g->training.loss, g->training.prediction};
+  for (int j = 0; j < 2; j++) {
+    int v = names[j] ? gcc_graph_find(g, names[j]) : -1;
+    if (v < 0)
+      continue;
+    keep[n++] = v;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const gcc_node *c = &g->nodes[i];
+      if ((gcc_op(c->op)->flags & GCC_OPF_COPY) && c->inputs[0] == v &&
+          c->device == GCC_DEV_CPU) {
+        keep[n++] = c->outputs[0];
+        break;
+      }
+    }
   }
-  return 2;
+  return n;
 }
 
 gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc_graph **out,
@@ -80,7 +97,7 @@ gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc
   gcc_graph *g;
   GCC_TRY(gcc_graph_clone(model, &g, d));
   gcc_status s = gcc_run_passes(g, opt, d);
-  int keep[2];
+  int keep[4];
   if (s == GCC_OK)
     s = gcc_plan_memory(g, keep, keep_values(g, keep), mem, d);
   if (s != GCC_OK) {

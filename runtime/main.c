@@ -230,7 +230,9 @@ int main(int argc, char **argv) {
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
+   * value is missing, so that the message says so */
+  while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     switch (c) {
     case OPT_DEVICE:
       device_str = optarg;

@@ -287,10 +287,14 @@ static void render_text(const json_t *r, FILE *f) {
           num(t, "launches_per_step"));
 }
 
-/* DOT strings: escape quotes and backslashes */
+/* DOT strings: escape quotes and backslashes, newlines as \\n */
 static void dot_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
+    if (*s == '\n') { /* a DOT line break inside a label */
+      fputs("\\n", f);
+      continue;
+    }
     if (*s == '"' || *s == '\\')
       fputc('\\', f);
     fputc(*s, f);

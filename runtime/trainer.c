@@ -269,6 +269,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       } else if (cfg->log_every > 0 && in_window == cfg->log_every) {
         fprintf(out, "[%" PRId64 ", %5" PRId64 "] loss: %.4f\n", epoch + 1, epoch_batches,
                 window / (double)in_window);
+        fflush(out); /* a pipe or a log file sees each line as it comes */
         window = 0;
         in_window = 0;
       }

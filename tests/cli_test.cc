@@ -1,0 +1,597 @@
+// Tests of the gcc-train command line (runtime/main.c): the real binary is
+// run with fork/exec, its stdout, stderr and exit status captured. Checks
+// the documented exit codes (0 ok, 1 run-time failure, 2 bad command line,
+// 3 invalid model, 4 device unusable, 130 interrupted), that every error
+// message names the flag / file at fault, and short real runs: the linear
+// model trained and saved, the MNIST MLP for 50 steps, and SIGINT mid-run.
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "graph/ir.h"
+#include "graph/loader.h"
+#include "runtime/device.h"
+#include "runtime/session.h"
+
+namespace {
+
+bool Exists(const std::string &p) {
+  struct stat st;
+  return lstat(p.c_str(), &st) == 0;
+}
+
+// `rel` (from the repository root) in the Bazel runfiles tree, else relative
+// to the working directory; "" if absent.
+std::string Runfile(const std::string &rel) {
+  std::vector<std::string> candidates;
+  if (const char *srcdir = getenv("TEST_SRCDIR")) {
+    candidates.push_back(std::string(srcdir) + "/gcc_train/" + rel);
+    if (const char *ws = getenv("TEST_WORKSPACE"))
+      candidates.push_back(std::string(srcdir) + "/" + ws + "/" + rel);
+  }
+  candidates.push_back(rel);
+  for (const std::string &c : candidates)
+    if (Exists(c)) return c;
+  return "";
+}
+
+std::string ReadText(const std::string &path) {
+  std::string s;
+  FILE *f = fopen(path.c_str(), "rb");
+  if (f == nullptr) return s;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  fclose(f);
+  return s;
+}
+
+bool WriteText(const std::string &path, const std::string &s) {
+  FILE *f = fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  bool ok = s.empty() || fwrite(s.data(), 1, s.size(), f) == s.size();
+  return fclose(f) == 0 && ok;
+}
+
+std::vector<std::string> ListDir(const std::string &dir) {
+  std::vector<std::string> names;
+  DIR *d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (struct dirent *e = readdir(d))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+double Now() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    const char *base = getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
+                       "/gcc_cli_test_XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) != nullptr) path_ = buf.data();
+  }
+  ~TempDir() {
+    if (!path_.empty())
+      nftw(path_.c_str(), [](const char *p, const struct stat *, int, struct FTW *) {
+        return remove(p);
+      }, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  const std::string &path() const { return path_; }
+  std::string file(const std::string &name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct Result {
+  int exit_code = -1;  // -1: killed by a signal (see term_signal) or not run
+  int term_signal = 0;
+  bool timed_out = false;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::ostream &operator<<(std::ostream &os, const Result &r) {
+  os << "exit " << r.exit_code;
+  if (r.term_signal) os << " (signal " << r.term_signal << ")";
+  if (r.timed_out) os << " (timed out)";
+  return os << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err << "---";
+}
+
+// Runs gcc-train with `args`. `on_stdout` (if set) is called with the child's
+// pid and all of stdout so far whenever more arrives. The child is killed
+// after `timeout_s` seconds.
+Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
+           const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
+  Result r;
+  static const std::string bin = Runfile("gcc-train");
+  if (bin.empty()) {
+    r.err = "gcc-train binary not found in the runfiles";
+    return r;
+  }
+  int out_pipe[2], err_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
+    r.err = std::string("pipe: ") + strerror(errno);
+    return r;
+  }
+  std::vector<char *> argv;
+  argv.push_back(const_cast<char *>(bin.c_str()));
+  for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  double t0 = Now();
+  pid_t pid = fork();
+  if (pid < 0) {
+    r.err = std::string("fork: ") + strerror(errno);
+    return r;
+  }
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    unsetenv("BUILD_WORKING_DIRECTORY");
+    signal(SIGINT, SIG_DFL);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    double left = timeout_s - (Now() - t0);
+    if (left <= 0) {
+      r.timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    int n = poll(fds, 2, static_cast<int>(std::min(left, 0.2) * 1000) + 1);
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; i++) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(got));
+        if (i == 0 && on_stdout) on_stdout(pid, r.out);
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        open_fds--;
+      }
+    }
+  }
+  for (struct pollfd &p : fds)
+    if (p.fd >= 0) close(p.fd);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  r.seconds = Now() - t0;
+  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) r.term_signal = WTERMSIG(st);
+  return r;
+}
+
+bool Has(const std::string &s, const std::string &needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+int CudaDevices() {
+  char reason[512];
+  return gcc_cuda_device_count(reason, sizeof reason);
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mnist_ = Runfile("models/mnist_mlp.pb");
+    linear_ = Runfile("models/linear.pb");
+    data_ = Runfile("data/mnist");
+    ASSERT_FALSE(Runfile("gcc-train").empty()) << "gcc-train not in the runfiles";
+    ASSERT_FALSE(mnist_.empty());
+    ASSERT_FALSE(linear_.empty());
+    ASSERT_FALSE(data_.empty());
+  }
+  std::string mnist_, linear_, data_;
+  TempDir tmp_;
+};
+
+// ---- help, version, command-line errors (exit 2) ---------------------------------
+
+// The long options of main.c's `longopts` table, read from the source:
+// every entry {"name", no_argument | required_argument | optional_argument.
+std::vector<std::string> FlagsInMainC() {
+  std::vector<std::string> flags;
+  std::string src = ReadText(Runfile("runtime/main.c"));
+  size_t at = src.find("longopts[]");
+  size_t end = src.find("{0, 0, 0, 0}", at);
+  if (at == std::string::npos || end == std::string::npos) return flags;
+  for (size_t p = src.find("{\"", at); p < end; p = src.find("{\"", p + 1)) {
+    size_t q = src.find('"', p + 2);
+    if (q == std::string::npos || q > end) break;
+    std::string name = src.substr(p + 2, q - p - 2);
+    size_t kind = src.find_first_not_of(", \t\n", q + 1);
+    if (kind == std::string::npos) break;
+    for (const char *k : {"no_argument", "required_argument", "optional_argument"})
+      if (src.compare(kind, strlen(k), k) == 0) flags.push_back("--" + name);
+  }
+  return flags;
+}
+
+// Whether the help text has a line documenting `flag`: two spaces, the flag,
+// then a space, '=', '[' or the end of the line.
+bool Documents(const std::string &help, const std::string &flag) {
+  std::string key = "\n  " + flag;
+  for (size_t p = help.find(key); p != std::string::npos; p = help.find(key, p + 1)) {
+    size_t after = p + key.size();
+    if (after < help.size() && strchr(" =[\n", help[after]) != nullptr) return true;
+  }
+  return false;
+}
+
+// Numbers after each occurrence of `prefix` in `s`.
+std::vector<double> NumbersAfter(const std::string &s, const std::string &prefix) {
+  std::vector<double> v;
+  for (size_t p = s.find(prefix); p != std::string::npos; p = s.find(prefix, p + 1)) {
+    const char *start = s.c_str() + p + prefix.size();
+    char *end = nullptr;
+    double x = strtod(start, &end);
+    if (end != start) v.push_back(x);
+  }
+  return v;
+}
+
+TEST_F(CliTest, HelpDocumentsEveryFlag) {
+  Result r = RunCli({"--help"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "usage: gcc-train MODEL.pb")) << r;
+  EXPECT_TRUE(r.err.empty()) << r;
+  std::vector<std::string> flags = FlagsInMainC();
+  ASSERT_FALSE(flags.empty()) << "runtime/main.c not readable from the test";
+  EXPECT_GE(flags.size(), 20u);
+  for (const char *f : {"--device", "--data", "--epochs", "--batch-size",
+                               "--eval-batch-size", "--lr", "--seed", "--threads", "--log-every",
+                               "--max-steps", "--output", "--no-output", "--dump-after",
+                               "--dump-placement", "--dump-placement-file", "--cuda-arch",
+                               "--strict-placement", "--quiet", "--version", "--help"})
+    EXPECT_NE(std::find(flags.begin(), flags.end(), f), flags.end()) << f << " not in longopts";
+  for (const std::string &f : flags)
+    EXPECT_TRUE(Documents(r.out, f)) << f << " is not documented in --help";
+  // the exit codes are documented too
+  for (const char *code : {"0 ok", "1 run-time failure", "2 bad command line", "3 invalid model",
+                           "4 device unusable", "130 interrupted"})
+    EXPECT_TRUE(Has(r.out, code)) << code;
+}
+
+TEST_F(CliTest, Version) {
+  Result r = RunCli({"--version"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  // "gcc-train X.Y.Z\n"
+  ASSERT_EQ(r.out.rfind("gcc-train ", 0), 0u) << r;
+  std::string v = r.out.substr(10);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.back(), '\n') << r;
+  v.pop_back();
+  EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << r;
+  EXPECT_EQ(v.find_first_not_of("0123456789."), std::string::npos) << r;
+  EXPECT_TRUE(isdigit(static_cast<unsigned char>(v.front())) &&
+              isdigit(static_cast<unsigned char>(v.back())))
+      << r;
+  EXPECT_TRUE(r.err.empty()) << r;
+}
+
+TEST_F(CliTest, NoModel) {
+  Result r = RunCli({});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "no model given")) << r;
+  EXPECT_TRUE(Has(r.err, "usage:")) << r;
+  EXPECT_TRUE(r.out.empty()) << r;
+  Result two = RunCli({linear_, mnist_});
+  EXPECT_EQ(two.exit_code, 2) << two;
+  EXPECT_TRUE(Has(two.err, "exactly one model")) << two;
+}
+
+TEST_F(CliTest, UnknownFlag) {
+  Result r = RunCli({linear_, "--frobnicate", "--no-output"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "--frobnicate")) << r;
+  EXPECT_TRUE(Has(r.err, "unknown option")) << r;
+  Result s = RunCli({"-x", linear_});
+  EXPECT_EQ(s.exit_code, 2) << s;
+  EXPECT_TRUE(Has(s.err, "'-x'")) << s;
+}
+
+TEST_F(CliTest, BadNumbers) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string flag, value;
+  } cases[] = {
+      {{"--epochs", "-1"}, "--epochs", "-1"},
+      {{"--epochs", "3x"}, "--epochs", "3x"},
+      {{"--epochs", "99999999999999999999"}, "--epochs", "99999999999999999999"},
+      {{"--batch-size", "0"}, "--batch-size", "0"},
+      {{"--batch-size", ""}, "--batch-size", ""},
+      {{"--lr", "abc"}, "--lr", "abc"},
+      {{"--lr", "-0.5"}, "--lr", "-0.5"},
+      {{"--lr", "nan"}, "--lr", "nan"},
+      {{"--threads", "0"}, "--threads", "0"},
+      {{"--max-steps", "0"}, "--max-steps", "0"},
+      {{"--eval-batch-size", "-3"}, "--eval-batch-size", "-3"},
+      {{"--seed", "x"}, "--seed", "x"},
+      {{"--log-every", "1.5"}, "--log-every", "1.5"},
+  };
+  for (const Case &c : cases) {
+    std::vector<std::string> args = {linear_, "--no-output"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    Result r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << c.flag << " " << c.value << ": " << r;
+    EXPECT_TRUE(Has(r.err, c.flag + " '" + c.value + "'")) << r;
+    EXPECT_TRUE(r.out.empty()) << r;  // nothing ran
+  }
+  // a flag whose value is missing says so (not "unknown option")
+  Result r = RunCli({linear_, "--no-output", "--epochs"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "--epochs needs a value")) << r;
+}
+
+TEST_F(CliTest, BogusDevice) {
+  for (const char *dev : {"bogus", "gpu", "cuda:x", "cuda:-1", ""}) {
+    Result r = RunCli({linear_, "--no-output", "--device", dev});
+    EXPECT_EQ(r.exit_code, 2) << dev << ": " << r;
+    EXPECT_TRUE(Has(r.err, std::string("--device '") + dev + "'")) << r;
+    EXPECT_TRUE(Has(r.err, "cpu, cuda, cuda:N or auto")) << r;
+  }
+}
+
+// ---- devices -----------------------------------------------------------------------
+
+TEST_F(CliTest, DeviceCudaWithoutAUsableGpu) {
+  std::string out = tmp_.file("cuda.pb");
+  Result r = RunCli({linear_, "--device", "cuda", "--output", out});
+  EXPECT_EQ(r.exit_code, 4) << r;
+  if (CudaDevices() == 0) {
+    EXPECT_TRUE(Has(r.err, "no usable CUDA GPU")) << r;
+  } else {  // this build has no CUDA execution backend yet
+    EXPECT_TRUE(Has(r.err, "CUDA")) << r;
+  }
+  EXPECT_TRUE(Has(r.err, "--device cpu")) << r;
+  EXPECT_TRUE(Has(r.err, "--device auto")) << r;
+  EXPECT_FALSE(Exists(out));
+  Result n = RunCli({linear_, "--device", "cuda:7", "--output", out});
+  EXPECT_EQ(n.exit_code, 4) << n;
+  EXPECT_TRUE(Has(n.err, "cuda:7")) << n;
+}
+
+TEST_F(CliTest, DeviceAutoRunsOnTheCpuAndSaysWhy) {
+  Result r = RunCli({linear_, "--device", "auto", "--epochs", "1", "--no-output", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.err, "--device auto")) << r;
+  EXPECT_TRUE(Has(r.err, "running on the CPU")) << r;
+  if (CudaDevices() == 0) {
+    EXPECT_TRUE(Has(r.err, "no usable CUDA GPU (")) << r;
+  }
+  EXPECT_TRUE(Has(r.out, " on cpu,")) << r;
+  // the default is auto
+  Result d = RunCli({linear_, "--epochs", "1", "--no-output", "--threads", "1"});
+  ASSERT_EQ(d.exit_code, 0) << d;
+  EXPECT_TRUE(Has(d.err, "--device auto")) << d;
+  // an explicit cpu says nothing about CUDA
+  Result c = RunCli({linear_, "--device", "cpu", "--epochs", "1", "--no-output", "--threads", "1"});
+  ASSERT_EQ(c.exit_code, 0) << c;
+  EXPECT_FALSE(Has(c.err, "CUDA")) << c;
+  EXPECT_TRUE(Has(c.out, " on cpu,")) << c;
+}
+
+// ---- bad model files -----------------------------------------------------------------
+
+TEST_F(CliTest, MissingModelFile) {
+  std::string path = tmp_.file("no_such_model.pb");
+  Result r = RunCli({path, "--device", "cpu", "--no-output"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, path)) << r;
+  EXPECT_TRUE(Has(r.err, "cannot open")) << r;
+}
+
+TEST_F(CliTest, CorruptModelFile) {
+  std::string model = ReadText(linear_);
+  ASSERT_GT(model.size(), 100u);
+  std::string cut = tmp_.file("cut.pb");
+  ASSERT_TRUE(WriteText(cut, model.substr(0, model.size() / 2)));
+  Result r = RunCli({cut, "--device", "cpu", "--no-output"});
+  EXPECT_EQ(r.exit_code, 3) << r;
+  EXPECT_TRUE(Has(r.err, cut)) << r;
+  EXPECT_TRUE(Has(r.err, "not a gcc-train model")) << r;
+  std::string text = tmp_.file("text.pb");
+  ASSERT_TRUE(WriteText(text, "\xff not a model at all\n"));
+  Result t = RunCli({text, "--device", "cpu", "--no-output"});
+  EXPECT_EQ(t.exit_code, 3) << t;
+  EXPECT_TRUE(Has(t.err, text)) << t;
+  EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"cut.pb", "text.pb"}));
+}
+
+// ---- real runs ---------------------------------------------------------------------
+
+// Mean squared error of `g` over its inline data set, by the library.
+double InlineMse(const gcc_graph *g) {
+  gcc_diag d = {};
+  gcc_session_options so = {};
+  so.threads = 1;
+  so.opt = g->training.opt;
+  gcc_session *s = nullptr;
+  EXPECT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  if (s == nullptr) return NAN;
+  const gcc_value *x = &g->values[g->training.inline_inputs];
+  const gcc_value *y = &g->values[g->training.inline_targets];
+  float loss = NAN;
+  int64_t correct = 0;
+  EXPECT_EQ(gcc_session_eval_batch(s, x->data, y->data, x->shape.dims[0], &loss, &correct, nullptr,
+                                   &d),
+            GCC_OK)
+      << d.msg;
+  gcc_session_destroy(s);
+  return loss;
+}
+
+TEST_F(CliTest, LinearTrainsAndWritesALoadableModel) {
+  std::string out = tmp_.file("linear.trained.pb");
+  Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--output", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "epoch 20: train-set loss")) << r;
+  EXPECT_TRUE(Has(r.out, "trained 20 epochs (320 steps)")) << r;
+  EXPECT_TRUE(Has(r.out, "saved the trained model to " + out)) << r;
+  EXPECT_EQ(ListDir(tmp_.path()), std::vector<std::string>{"linear.trained.pb"});
+
+  gcc_diag d = {};
+  gcc_graph *before = nullptr, *after = nullptr;
+  ASSERT_EQ(gcc_model_load(linear_.c_str(), &before, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_model_load(out.c_str(), &after, &d), GCC_OK) << d.msg;
+  for (const char *p : {"fc.weight", "fc.bias"}) {
+    const gcc_value *a = &before->values[gcc_graph_find(before, p)];
+    int vb = gcc_graph_find(after, p);
+    ASSERT_GE(vb, 0) << p;
+    const gcc_value *b = &after->values[vb];
+    EXPECT_EQ(b->kind, GCC_VALUE_PARAM) << p;
+    ASSERT_EQ(a->data_bytes, b->data_bytes) << p;
+    EXPECT_NE(memcmp(a->data, b->data, a->data_bytes), 0) << p << " did not change";
+  }
+  const float *w = static_cast<const float *>(after->values[gcc_graph_find(after, "fc.weight")].data);
+  EXPECT_NEAR(w[0], 2.0, 0.02);
+  EXPECT_NEAR(w[1], -3.0, 0.02);
+  EXPECT_NEAR(w[2], 0.5, 0.02);
+  // same graph and data, lower loss
+  EXPECT_EQ(after->n_nodes, before->n_nodes);
+  ASSERT_GE(after->training.inline_inputs, 0);
+  double mse_before = InlineMse(before), mse_after = InlineMse(after);
+  EXPECT_LT(mse_after, 1e-3);
+  EXPECT_LT(mse_after, 0.01 * mse_before) << "before " << mse_before << ", after " << mse_after;
+  gcc_graph_free(before);
+  gcc_graph_free(after);
+}
+
+TEST_F(CliTest, NoOutputWritesNothingAndTheDefaultOutputIsNextToTheModel) {
+  std::string model = tmp_.file("linear.pb");
+  ASSERT_TRUE(WriteText(model, ReadText(linear_)));
+  Result r = RunCli({model, "--device", "cpu", "--threads", "1", "--epochs", "2", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_FALSE(Has(r.out, "saved")) << r;
+  EXPECT_EQ(ListDir(tmp_.path()), std::vector<std::string>{"linear.pb"});
+  // without --output: MODEL with .pb replaced by .trained.pb
+  Result d = RunCli({model, "--device", "cpu", "--threads", "1", "--epochs", "2"});
+  ASSERT_EQ(d.exit_code, 0) << d;
+  EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"linear.pb", "linear.trained.pb"}));
+  EXPECT_TRUE(Has(d.out, "saved the trained model to " + tmp_.file("linear.trained.pb"))) << d;
+}
+
+TEST_F(CliTest, OutputIntoAMissingDirectoryFails) {
+  std::string out = tmp_.file("no/such/dir/m.pb");
+  Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--output", out});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, out)) << r;
+  EXPECT_TRUE(ListDir(tmp_.path()).empty());
+}
+
+TEST_F(CliTest, MnistFiftySteps) {
+  Result r = RunCli({mnist_, "--device", "cpu", "--data", data_, "--max-steps", "50", "--epochs", "1",
+                  "--log-every", "10", "--threads", "1", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  // "[1,    10] loss: 2.2972" for batches 10, 20, ..., 50
+  std::vector<double> batches = NumbersAfter(r.out, "\n[1,");
+  std::vector<double> losses = NumbersAfter(r.out, "] loss: ");
+  ASSERT_EQ(batches, (std::vector<double>{10, 20, 30, 40, 50})) << r;
+  ASSERT_EQ(losses.size(), 5u) << r;
+  EXPECT_GT(losses.front(), 2.0) << r;  // about ln(10) at the start
+  EXPECT_LT(losses.back(), losses.front()) << r;
+  std::vector<double> acc = NumbersAfter(r.out, "epoch 1: test accuracy ");
+  ASSERT_EQ(acc.size(), 1u) << r;
+  EXPECT_GT(acc[0], 30.0) << r;  // 50 steps: well above chance (10%)
+  EXPECT_TRUE(Has(r.out, "/10000), test loss")) << r;
+  EXPECT_TRUE(Has(r.out, "trained 1 epochs (50 steps)")) << r;
+  EXPECT_TRUE(Has(r.out, "test accuracy")) << r;
+  EXPECT_FALSE(Has(r.out, "saved")) << r;
+}
+
+TEST_F(CliTest, MissingDataDirectory) {
+  std::string out = tmp_.file("m.pb");
+  Result r = RunCli({mnist_, "--device", "cpu", "--data", "/nonexistent", "--max-steps", "5",
+                  "--output", out});
+  EXPECT_NE(r.exit_code, 0) << r;
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "/nonexistent/train-images-idx3-ubyte")) << r;
+  EXPECT_FALSE(Exists(out));
+  // a directory without the files
+  Result e = RunCli({mnist_, "--device", "cpu", "--data", tmp_.path(), "--max-steps", "5",
+                  "--output", out});
+  EXPECT_EQ(e.exit_code, 1) << e;
+  EXPECT_TRUE(Has(e.err, tmp_.path() + "/train-images-idx3-ubyte")) << e;
+  EXPECT_FALSE(Exists(out));
+}
+
+TEST_F(CliTest, SigintStopsTheRunWithoutWritingAModel) {
+  std::string out = tmp_.file("interrupted.pb");
+  bool sent = false;
+  std::string seen_at_signal;
+  Result r = RunCli({mnist_, "--device", "cpu", "--data", data_, "--epochs", "1000", "--log-every",
+                  "20", "--threads", "1", "--output", out},
+                 60, [&](pid_t pid, const std::string &so_far) {
+                   if (!sent && Has(so_far, "[1,")) {
+                     seen_at_signal = so_far;
+                     kill(pid, SIGINT);
+                     sent = true;
+                   }
+                 });
+  ASSERT_TRUE(sent) << "no loss line before the end: " << r;
+  EXPECT_FALSE(r.timed_out) << r;
+  EXPECT_EQ(r.exit_code, 130) << r;
+  EXPECT_TRUE(Has(r.err, "interrupted after")) << r;
+  EXPECT_TRUE(Has(r.err, "no model written")) << r;
+  EXPECT_FALSE(Has(r.out, "saved")) << r;
+  EXPECT_FALSE(Exists(out));
+  EXPECT_TRUE(ListDir(tmp_.path()).empty()) << "a temporary file was left behind";
+  // Loss lines reach a pipe as they are printed, not when stdio's buffer
+  // fills or the epoch ends: a line every 20 steps fills 4 KiB only after
+  // about 3000 steps, more than the 938 of an epoch, so without a flush per
+  // line the first output would be the whole epoch with its "epoch 1:" line.
+  EXPECT_FALSE(Has(seen_at_signal, "epoch 1:")) << seen_at_signal;
+  // interrupted within the first epoch
+  std::vector<double> steps = NumbersAfter(r.err, "interrupted after ");
+  ASSERT_EQ(steps.size(), 1u) << r;
+  EXPECT_GE(steps[0], 20) << r;
+  EXPECT_LT(steps[0], 938) << r;
+}
+
+}  // namespace

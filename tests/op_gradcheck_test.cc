@@ -1,0 +1,1502 @@
+// Every op of the op table (graph/ops.h, GCC_OP_LIST) against an independent
+// float64 reference written here:
+//
+//  * differentiable ops: the CPU forward is compared with the float64
+//    reference, and the gradient the autodiff pass builds (with the gradient
+//    ops of passes/grad_rules.c, run by the CPU kernels) is compared with
+//    central finite differences of the float64 reference, on random shapes
+//    and several seeds;
+//  * internal gradient ops (ReluGrad, ReduceSumTo, SoftmaxCrossEntropyGrad,
+//    MeanSquaredErrorGrad) are covered through the ops whose backward uses
+//    them (each gradcheck asserts that they appear in the backward graph) and
+//    also directly, forward only, against their float64 formulas;
+//  * optimizers (SGD, Adam) are run through a session for one and several
+//    steps and compared with float64 re-implementations of torch.optim.SGD
+//    and torch.optim.Adam (PyTorch 1.13, as documented in graph/graph.proto).
+//
+// The gradcheck harness builds, with the builder API, a graph whose
+// differentiated inputs are PARAMETERS, then the op under test, then the
+// scalar loss MeanSquaredError(op output, random target) (or the op itself
+// when it is a loss). The plan is compiled with gcc_plan_compile() in TRAIN
+// mode with no optimizer (so nothing moves) and a bind function of the test
+// that owns parameter and gradient storage; gradients start as NaN so a
+// gradient that is never written fails. Extra graph inputs (targets, labels,
+// class weights) are bound with gcc_plan_bind_input().
+//
+// Tolerances (see the constants below):
+//  * forward vs float64 reference: |y - ref| <= 1e-6 + 1e-5 |ref|. Inputs are
+//    the same float32 numbers in both, so the only difference is float32
+//    rounding in the kernel (a handful of roundings of O(1) values, each
+//    <= 6e-8 relative, for reductions of at most ~30 terms).
+//  * gradient vs central differences: |g - fd| <= 2e-5 + 1e-4 |fd|, h = 1e-3.
+//    The float64 FD is essentially exact: MSE(linear in one element) is
+//    quadratic in every single element, so its central difference has no
+//    truncation error; for the cross-entropy the truncation error is
+//    h^2 f'''/6 < 1e-7. What remains is the float32 computation of the
+//    gradient itself (a few roundings of O(1) numbers: < 1e-6). The largest
+//    errors observed (printed at the end of the run) use ~2% of the gradient
+//    bound (max |g - fd| ~2e-6) and ~11% of the forward bound (max ~5e-7),
+//    yet any wrong factor (alpha, beta, 1/N, a missing term) is off by
+//    >= 1e-2.
+//  * optimizer parameters vs float64 re-implementation: |p - ref| <= 2e-6 +
+//    1e-5 |ref| after each step (float32 update arithmetic only: the
+//    reference is fed the gradient the library computed, which is itself
+//    checked against the float64 analytic gradient).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "graph/builder.h"
+#include "graph/ir.h"
+#include "graph/ops.h"
+#include "passes/passes.h"
+#include "runtime/executor.h"
+#include "runtime/session.h"
+
+namespace {
+
+// ---- tolerances -------------------------------------------------------------
+
+constexpr double kFwdAtol = 1e-6, kFwdRtol = 1e-5;
+constexpr double kGradAtol = 2e-5, kGradRtol = 1e-4;
+constexpr double kOptAtol = 2e-6, kOptRtol = 1e-5;
+constexpr double kFdStep = 1e-3;
+const uint64_t kSeeds[] = {1, 2, 3, 4, 5};
+
+// Largest errors seen, as a fraction of the tolerance and in absolute terms;
+// printed when the run ends so that the tolerances can be re-justified.
+struct ErrStat {
+  double worst_ratio = 0, worst_abs = 0;
+  long checks = 0;
+  void Add(double err, double tol) {
+    checks++;
+    if (err / tol > worst_ratio) worst_ratio = err / tol;
+    if (err > worst_abs) worst_abs = err;
+  }
+};
+ErrStat g_fwd, g_grad, g_direct, g_opt;
+
+class ReportErrors : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    auto line = [](const char *what, const ErrStat &s) {
+      std::printf("[op_gradcheck] %-28s %6ld checks, max |err| %.3g, max err/tol %.3f\n", what,
+                  s.checks, s.worst_abs, s.worst_ratio);
+    };
+    line("forward vs float64", g_fwd);
+    line("gradient vs float64 FD", g_grad);
+    line("internal ops vs float64", g_direct);
+    line("optimizers vs float64", g_opt);
+  }
+};
+::testing::Environment *const g_report = ::testing::AddGlobalTestEnvironment(new ReportErrors);
+
+// ---- shapes and float64 tensors -----------------------------------------------
+
+using Dims = std::vector<int64_t>;
+
+int64_t Numel(const Dims &d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+std::string Str(const Dims &d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+struct T64 {
+  Dims dims;
+  std::vector<double> v;
+};
+
+T64 Zeros(const Dims &d) {
+  T64 t;
+  t.dims = d;
+  t.v.assign(static_cast<size_t>(Numel(d)), 0.0);
+  return t;
+}
+
+T64 FromFloats(const Dims &d, const std::vector<float> &f) {
+  T64 t;
+  t.dims = d;
+  t.v.assign(f.begin(), f.end());
+  return t;
+}
+
+// numpy broadcasting of two shapes; false if incompatible.
+bool BroadcastDims(const Dims &a, const Dims &b, Dims *out) {
+  size_t n = std::max(a.size(), b.size());
+  Dims r(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i + a.size() >= n ? a[i + a.size() - n] : 1;
+    int64_t db = i + b.size() >= n ? b[i + b.size() - n] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    r[i] = da == 1 ? db : da;
+  }
+  *out = r;
+  return true;
+}
+
+// Flat offset in a tensor of shape `in` of the element that broadcasting
+// places at flat position `o` of shape `out` (in aligned to the right, size-1
+// dims repeated).
+int64_t BroadcastIndex(const Dims &in, const Dims &out, int64_t o) {
+  int64_t idx = 0, stride = 1;
+  for (size_t k = out.size(); k-- > 0;) {
+    int64_t coord = o % out[k];
+    o /= out[k];
+    size_t shift = out.size() - in.size();
+    if (k >= shift) {
+      int64_t dim = in[k - shift];
+      idx += (dim == 1 ? 0 : coord) * stride;
+      stride *= dim;
+    }
+  }
+  return idx;
+}
+
+// ---- float64 references ---------------------------------------------------------
+
+T64 RefAdd(const T64 &a, const T64 &b) {
+  Dims od;
+  EXPECT_TRUE(BroadcastDims(a.dims, b.dims, &od)) << Str(a.dims) << " + " << Str(b.dims);
+  T64 y = Zeros(od);
+  for (int64_t o = 0; o < Numel(od); ++o)
+    y.v[o] = a.v[BroadcastIndex(a.dims, od, o)] + b.v[BroadcastIndex(b.dims, od, o)];
+  return y;
+}
+
+// ONNX Gemm: alpha op(A) op(B) + beta C, C unidirectionally broadcast.
+T64 RefGemm(const T64 &A, const T64 &B, const T64 *C, double alpha, double beta, bool ta,
+            bool tb) {
+  int64_t M = ta ? A.dims[1] : A.dims[0], K = ta ? A.dims[0] : A.dims[1];
+  int64_t N = tb ? B.dims[0] : B.dims[1];
+  T64 y = Zeros({M, N});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double a = ta ? A.v[k * M + i] : A.v[i * K + k];
+        double b = tb ? B.v[j * K + k] : B.v[k * N + j];
+        s += a * b;
+      }
+      y.v[i * N + j] = alpha * s + (C ? beta * C->v[BroadcastIndex(C->dims, y.dims, i * N + j)] : 0);
+    }
+  return y;
+}
+
+T64 RefRelu(const T64 &x) {
+  T64 y = x;
+  for (double &v : y.v) v = v > 0 ? v : 0;
+  return y;
+}
+
+// ONNX Reshape (allowzero = 0): 0 copies the input dim, -1 is inferred.
+Dims ReshapeDims(const Dims &in, const Dims &spec) {
+  Dims r = spec;
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r[i] == 0) r[i] = in[i];
+    if (r[i] == -1)
+      infer = static_cast<int>(i);
+    else
+      known *= r[i];
+  }
+  if (infer >= 0) r[infer] = Numel(in) / known;
+  return r;
+}
+
+// ONNX Flatten: (prod(dims[:axis]), prod(dims[axis:])), negative axis from the end.
+Dims FlattenDims(const Dims &in, int64_t axis) {
+  if (axis < 0) axis += static_cast<int64_t>(in.size());
+  Dims r = {1, 1};
+  for (size_t i = 0; i < in.size(); ++i) r[static_cast<int64_t>(i) < axis ? 0 : 1] *= in[i];
+  return r;
+}
+
+// PyTorch sum_to_size, times scale.
+T64 RefSumTo(const T64 &x, const Dims &to, double scale) {
+  T64 y = Zeros(to);
+  for (int64_t o = 0; o < Numel(x.dims); ++o) y.v[BroadcastIndex(to, x.dims, o)] += x.v[o];
+  for (double &v : y.v) v *= scale;
+  return y;
+}
+
+// nn.MSELoss.
+double RefMse(const T64 &p, const T64 &t, bool mean) {
+  double s = 0;
+  for (size_t i = 0; i < p.v.size(); ++i) s += (p.v[i] - t.v[i]) * (p.v[i] - t.v[i]);
+  return mean ? s / static_cast<double>(p.v.size()) : s;
+}
+
+// -log_softmax(row)[j], computed stably.
+std::vector<double> LogSoftmax(const double *row, int64_t C) {
+  double mx = row[0];
+  for (int64_t j = 1; j < C; ++j) mx = std::max(mx, row[j]);
+  double se = 0;
+  for (int64_t j = 0; j < C; ++j) se += std::exp(row[j] - mx);
+  std::vector<double> r(static_cast<size_t>(C));
+  for (int64_t j = 0; j < C; ++j) r[j] = row[j] - mx - std::log(se);
+  return r;
+}
+
+// nn.CrossEntropyLoss(weight, ignore_index, reduction) with class indices.
+double RefSce(const T64 &x, const std::vector<int64_t> &labels, const T64 *w, int64_t ignore,
+              bool mean) {
+  int64_t N = x.dims[0], C = x.dims[1];
+  double total = 0, wsum = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    int64_t y = labels[i];
+    if (y == ignore) continue;
+    double wi = w ? w->v[y] : 1.0;
+    total += -wi * LogSoftmax(&x.v[i * C], C)[y];
+    wsum += wi;
+  }
+  return mean ? total / wsum : total;  // 0/0 = NaN when every row is ignored, as PyTorch
+}
+
+// ---- random data --------------------------------------------------------------
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : g_(seed * 0x9E3779B97F4A7C15ull + 12345) {}
+  double U(double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(g_() >> 11) * (1.0 / 9007199254740992.0);
+  }
+  int64_t I(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(g_() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  // n floats in [lo, hi) whose magnitude is at least `avoid` (for kinks).
+  std::vector<float> F(int64_t n, double lo = -1, double hi = 1, double avoid = 0) {
+    std::vector<float> r(static_cast<size_t>(n));
+    for (float &x : r) {
+      do {
+        x = static_cast<float>(U(lo, hi));
+      } while (std::fabs(x) < avoid);
+    }
+    return r;
+  }
+  Dims RandDims(int rank, int64_t lo, int64_t hi) {
+    Dims d(static_cast<size_t>(rank));
+    for (int64_t &x : d) x = I(lo, hi);
+    return d;
+  }
+
+ private:
+  std::mt19937_64 g_;
+};
+
+// ---- owning handles -------------------------------------------------------------
+
+struct GraphFree {
+  void operator()(gcc_graph *g) const { gcc_graph_free(g); }
+};
+struct PlanFree {
+  void operator()(gcc_plan *p) const { gcc_plan_free(p); }
+};
+struct SessionFree {
+  void operator()(gcc_session *s) const { gcc_session_destroy(s); }
+};
+using GraphPtr = std::unique_ptr<gcc_graph, GraphFree>;
+using PlanPtr = std::unique_ptr<gcc_plan, PlanFree>;
+using SessionPtr = std::unique_ptr<gcc_session, SessionFree>;
+
+// ---- graph inputs and parameters of a case ------------------------------------------
+
+struct ParamSpec {
+  std::string name;
+  Dims dims;
+  std::vector<float> data;
+};
+
+struct InputSpec {
+  std::string name;
+  gcc_dtype dt = GCC_DT_FLOAT32;
+  Dims dims;
+  std::vector<float> f;
+  std::vector<int64_t> i64;
+  std::vector<int32_t> i32;
+  const void *data() const {
+    if (dt == GCC_DT_INT64) return i64.data();
+    if (dt == GCC_DT_INT32) return i32.data();
+    return f.data();
+  }
+};
+
+InputSpec FloatInput(const std::string &name, const Dims &d, std::vector<float> v) {
+  InputSpec s;
+  s.name = name;
+  s.dims = d;
+  s.f = std::move(v);
+  return s;
+}
+
+InputSpec LabelInput(const std::string &name, gcc_dtype dt, const std::vector<int64_t> &v) {
+  InputSpec s;
+  s.name = name;
+  s.dt = dt;
+  s.dims = {static_cast<int64_t>(v.size())};
+  s.i64 = v;
+  for (int64_t x : v) s.i32.push_back(static_cast<int32_t>(x));
+  return s;
+}
+
+// float data of parameters and float inputs, by name, as float64.
+using Env = std::map<std::string, T64>;
+using Ids = std::map<std::string, int>;
+// Adds the op under test (and anything around it) and returns its output.
+using BuildFn = std::function<int(gcc_builder *, const Ids &)>;
+// The op output in float64 from the float64 environment.
+using RefFn = std::function<T64(const Env &)>;
+
+// Attribute setters on the node that produced value v (the builder API only
+// has int and float setters).
+void SetInts(gcc_builder *b, int v, const char *name, const Dims &d) {
+  if (v < 0) return;
+  EXPECT_EQ(gcc_node_set_ints(b->g, b->g->values[v].producer, name, d.data(),
+                              static_cast<int>(d.size())),
+            GCC_OK);
+}
+void SetString(gcc_builder *b, int v, const char *name, const char *s) {
+  if (v < 0) return;
+  EXPECT_EQ(gcc_node_set_string(b->g, b->g->values[v].producer, name, s), GCC_OK);
+}
+
+int Op(gcc_builder *b, int op, const char *name, std::vector<int> ins) {
+  std::string out = std::string(name) + ".out";
+  return gcc_build_op(b, op, name, out.c_str(), ins.data(), static_cast<int>(ins.size()));
+}
+
+// Persistent storage the test owns: parameters and their gradients.
+struct Storage {
+  std::map<std::string, std::vector<float>> param, grad;
+};
+
+void *BindPersistent(void *user, const gcc_graph *g, int v) {
+  auto *s = static_cast<Storage *>(user);
+  const gcc_value &val = g->values[v];
+  if (val.kind == GCC_VALUE_PARAM) {
+    auto it = s->param.find(val.name);
+    return it == s->param.end() ? nullptr : it->second.data();
+  }
+  if (val.kind == GCC_VALUE_GRAD && val.param_of >= 0) {
+    auto it = s->grad.find(g->values[val.param_of].name);
+    return it == s->grad.end() ? nullptr : it->second.data();
+  }
+  return nullptr;
+}
+
+bool Close(double got, double want, double atol, double rtol, ErrStat *st) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  double err = std::fabs(got - want), tol = atol + rtol * std::fabs(want);
+  st->Add(err, tol);
+  return err <= tol;
+}
+
+void ExpectTensor(const gcc_tensor *t, const T64 &want, ErrStat *st, const std::string &what,
+                  gcc_dtype want_dt = GCC_DT_FLOAT32) {
+  ASSERT_NE(t, nullptr) << what;
+  ASSERT_EQ(t->dtype, want_dt) << what;
+  ASSERT_EQ(t->shape.ndim, static_cast<int>(want.dims.size())) << what << " want " << Str(want.dims);
+  for (size_t k = 0; k < want.dims.size(); ++k)
+    ASSERT_EQ(t->shape.dims[k], want.dims[k]) << what << " dim " << k << " want " << Str(want.dims);
+  ASSERT_NE(t->data, nullptr) << what;
+  auto at = [t](size_t i) -> double {
+    if (t->dtype == GCC_DT_INT64) return static_cast<double>(static_cast<const int64_t *>(t->data)[i]);
+    if (t->dtype == GCC_DT_INT32) return static_cast<const int32_t *>(t->data)[i];
+    return static_cast<const float *>(t->data)[i];
+  };
+  int bad = 0;
+  for (size_t i = 0; i < want.v.size(); ++i)
+    if (!Close(at(i), want.v[i], kFwdAtol, kFwdRtol, st) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "] = " << at(i) << ", float64 reference "
+                    << want.v[i];
+}
+
+// ---- the gradcheck harness --------------------------------------------------------
+
+struct GradCase {
+  std::string label;
+  std::vector<ParamSpec> params;
+  std::vector<InputSpec> inputs;
+  BuildFn build;
+  RefFn ref;
+  bool is_loss = false;        // the op's output is the (scalar) loss itself
+  std::vector<int> bwd_ops;    // ops that must appear in the backward graph
+};
+
+const char *kLossName = "gc.loss";
+
+void RunGradCase(const GradCase &c, uint64_t seed) {
+  SCOPED_TRACE("case " + c.label + ", seed " + std::to_string(seed));
+  Rng rng(seed * 7919 + 17);
+  Env env;
+  for (const ParamSpec &p : c.params) env[p.name] = FromFloats(p.dims, p.data);
+  for (const InputSpec &in : c.inputs)
+    if (in.dt == GCC_DT_FLOAT32) env[in.name] = FromFloats(in.dims, in.f);
+  const T64 out_ref = c.ref(env);
+
+  // the loss: MSE against a random target, unless the op is a loss
+  InputSpec target;
+  T64 target64;
+  if (!c.is_loss) {
+    target = FloatInput("gc.target", out_ref.dims, rng.F(Numel(out_ref.dims)));
+    target64 = FromFloats(target.dims, target.f);
+  }
+  auto loss_of = [&](const Env &e) {
+    T64 y = c.ref(e);
+    return c.is_loss ? y.v[0] : RefMse(y, target64, true);
+  };
+
+  gcc_builder *b = gcc_builder_new("gradcheck", seed);
+  ASSERT_NE(b, nullptr);
+  Ids ids;
+  for (const InputSpec &in : c.inputs)
+    ids[in.name] = gcc_build_input(b, in.name.c_str(), in.dt, static_cast<int>(in.dims.size()),
+                                   in.dims.data());
+  for (const ParamSpec &p : c.params)
+    ids[p.name] = gcc_build_param(b, p.name.c_str(), static_cast<int>(p.dims.size()),
+                                  p.dims.data(), p.data.data());
+  int out = c.build(b, ids);
+  std::string out_name = out >= 0 ? b->g->values[out].name : "";
+  int loss = out;
+  if (!c.is_loss) {
+    int t = gcc_build_input(b, target.name.c_str(), GCC_DT_FLOAT32,
+                            static_cast<int>(target.dims.size()), target.dims.data());
+    loss = gcc_build_mse(b, kLossName, out, t);
+  }
+  std::string loss_name = loss >= 0 ? b->g->values[loss].name : "";
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = loss_name.c_str();
+  ts.prediction = c.is_loss ? nullptr : out_name.c_str();  // keeps the op output readable
+  ts.opt.kind = GCC_OPT_SGD;                               // the file needs one; unused here
+  ts.batch_size = 1;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *model_raw = nullptr;
+  gcc_diag d = {};
+  gcc_status st = gcc_builder_finish(b, &model_raw, &d);
+  GraphPtr model(model_raw);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+
+  Storage s;
+  for (const ParamSpec &p : c.params) {
+    s.param[p.name] = p.data;
+    s.grad[p.name].assign(p.data.size(), std::numeric_limits<float>::quiet_NaN());
+  }
+  gcc_options o = {};
+  o.mode = GCC_MODE_TRAIN;
+  o.batch_size = 1;
+  o.opt.kind = GCC_OPT_NONE;  // gradients only: no update node
+  // device: zero-initialised = the CPU
+  gcc_plan *plan_raw = nullptr;
+  st = gcc_plan_compile(model.get(), &o, BindPersistent, &s, 1, &plan_raw, &d);
+  PlanPtr plan(plan_raw);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  for (const InputSpec &in : c.inputs)
+    ASSERT_EQ(gcc_plan_bind_input(plan.get(), in.name.c_str(), in.data(), &d), GCC_OK) << d.msg;
+  if (!c.is_loss) {
+    ASSERT_EQ(gcc_plan_bind_input(plan.get(), target.name.c_str(), target.f.data(), &d), GCC_OK)
+        << d.msg;
+  }
+  ASSERT_EQ(gcc_plan_run(plan.get(), 0, &d), GCC_OK) << d.msg;
+
+  // the backward graph uses the gradient ops this case is meant to cover
+  const gcc_graph *cg = gcc_plan_graph(plan.get());
+  for (int op : c.bwd_ops) {
+    bool found = false;
+    for (int i = 0; i < cg->n_nodes; ++i)
+      found |= cg->nodes[i].op == op && cg->nodes[i].phase == GCC_PHASE_BACKWARD;
+    EXPECT_TRUE(found) << "no backward " << gcc_op_name(op) << " node";
+  }
+
+  // forward: the op output and the loss against float64
+  if (!c.is_loss) ExpectTensor(gcc_plan_tensor(plan.get(), out_name.c_str()), out_ref, &g_fwd, out_name);
+  const gcc_tensor *lt = gcc_plan_tensor(plan.get(), loss_name.c_str());
+  ASSERT_NE(lt, nullptr);
+  double lib_loss = static_cast<const float *>(lt->data)[0], ref_loss = loss_of(env);
+  EXPECT_TRUE(Close(lib_loss, ref_loss, kFwdAtol, kFwdRtol, &g_fwd))
+      << "loss " << lib_loss << ", float64 reference " << ref_loss;
+
+  // gradients against central differences of the float64 reference
+  Env e = env;
+  for (const ParamSpec &p : c.params) {
+    const std::vector<float> &g = s.grad[p.name];
+    int bad = 0;
+    for (size_t i = 0; i < p.data.size(); ++i) {
+      double x0 = e[p.name].v[i];
+      e[p.name].v[i] = x0 + kFdStep;
+      double lp = loss_of(e);
+      e[p.name].v[i] = x0 - kFdStep;
+      double lm = loss_of(e);
+      e[p.name].v[i] = x0;
+      double fd = (lp - lm) / (2 * kFdStep);
+      if (!Close(g[i], fd, kGradAtol, kGradRtol, &g_grad) && bad++ < 5)
+        ADD_FAILURE() << "d loss / d " << p.name << Str(p.dims) << "[" << i << "] = " << g[i]
+                      << ", float64 central difference " << fd;
+    }
+  }
+}
+
+// ---- direct (forward-only) harness for the internal ops ---------------------------------
+
+struct DirectCase {
+  std::string label;
+  std::vector<InputSpec> inputs;
+  BuildFn build;
+  T64 expect;
+  gcc_dtype expect_dt = GCC_DT_FLOAT32;
+  gcc_status run_status = GCC_OK;  // expected status of the run (data errors)
+};
+
+void RunDirect(const DirectCase &c) {
+  SCOPED_TRACE("case " + c.label);
+  gcc_builder *b = gcc_builder_new("direct", 1);
+  ASSERT_NE(b, nullptr);
+  Ids ids;
+  for (const InputSpec &in : c.inputs)
+    ids[in.name] = gcc_build_input(b, in.name.c_str(), in.dt, static_cast<int>(in.dims.size()),
+                                   in.dims.data());
+  int out = c.build(b, ids);
+  std::string out_name = out >= 0 ? b->g->values[out].name : "";
+  gcc_build_output(b, out);
+  gcc_graph *model_raw = nullptr;
+  gcc_diag d = {};
+  gcc_status st = gcc_builder_finish(b, &model_raw, &d);
+  GraphPtr model(model_raw);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  gcc_options o = {};
+  o.mode = GCC_MODE_EVAL;
+  o.batch_size = 1;
+  gcc_plan *plan_raw = nullptr;
+  st = gcc_plan_compile(model.get(), &o, nullptr, nullptr, 1, &plan_raw, &d);
+  PlanPtr plan(plan_raw);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  for (const InputSpec &in : c.inputs)
+    ASSERT_EQ(gcc_plan_bind_input(plan.get(), in.name.c_str(), in.data(), &d), GCC_OK) << d.msg;
+  st = gcc_plan_run(plan.get(), 0, &d);
+  ASSERT_EQ(st, c.run_status) << d.msg;
+  if (st != GCC_OK) {
+    EXPECT_NE(std::strstr(d.msg, "outside"), nullptr) << d.msg;
+    return;
+  }
+  ExpectTensor(gcc_plan_tensor(plan.get(), out_name.c_str()), c.expect, &g_direct, out_name,
+               c.expect_dt);
+}
+
+// ---- Gemm ---------------------------------------------------------------------------
+
+enum CMode { kNoC, kCN, kC1N, kCMN, kCM1, kC1, kCScalar, kCModes };
+const char *const kCModeName[] = {"noC", "C[N]", "C[1,N]", "C[M,N]", "C[M,1]", "C[1]", "C[]"};
+
+GradCase GemmCase(Rng &r, bool ta, bool tb, CMode cm, float alpha, float beta) {
+  int64_t M = r.I(1, 6), K = r.I(1, 7), N = r.I(1, 6);
+  GradCase c;
+  c.label = std::string("Gemm transA=") + (ta ? "1" : "0") + " transB=" + (tb ? "1" : "0") + " " +
+            kCModeName[cm] + " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
+            " M,K,N=" + std::to_string(M) + "," + std::to_string(K) + "," + std::to_string(N);
+  Dims ad = ta ? Dims{K, M} : Dims{M, K}, bd = tb ? Dims{N, K} : Dims{K, N}, cd;
+  switch (cm) {
+    case kCN: cd = {N}; break;
+    case kC1N: cd = {1, N}; break;
+    case kCMN: cd = {M, N}; break;
+    case kCM1: cd = {M, 1}; break;
+    case kC1: cd = {1}; break;
+    default: cd = {}; break;
+  }
+  c.params.push_back({"A", ad, r.F(Numel(ad))});
+  c.params.push_back({"B", bd, r.F(Numel(bd))});
+  bool has_c = cm != kNoC;
+  if (has_c) c.params.push_back({"C", cd, r.F(Numel(cd))});
+  c.build = [=](gcc_builder *b, const Ids &v) {
+    std::vector<int> ins = {v.at("A"), v.at("B")};
+    if (has_c) ins.push_back(v.at("C"));
+    int y = Op(b, GCC_OP_GEMM, "gemm", ins);
+    // defaults (alpha = beta = 1, no transpose) are left unset on purpose
+    if (alpha != 1.0f) gcc_build_set_float(b, y, "alpha", alpha);
+    if (beta != 1.0f) gcc_build_set_float(b, y, "beta", beta);
+    if (ta) gcc_build_set_int(b, y, "transA", 1);
+    if (tb) gcc_build_set_int(b, y, "transB", 1);
+    return y;
+  };
+  c.ref = [=](const Env &e) {
+    return RefGemm(e.at("A"), e.at("B"), has_c ? &e.at("C") : nullptr, alpha, beta, ta, tb);
+  };
+  c.bwd_ops = {GCC_OP_GEMM};
+  // dC = beta sum_to(dY): a ReduceSumTo unless C already has Y's shape and beta = 1
+  if (has_c && (cd != Dims{M, N} || beta != 1.0f)) c.bwd_ops.push_back(GCC_OP_REDUCE_SUM_TO);
+  return c;
+}
+
+TEST(GemmGrad, AllTransposesAndBiasShapes) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int cm = 0; cm < kCModes; ++cm) {
+          RunGradCase(GemmCase(r, ta, tb, static_cast<CMode>(cm), 1.0f, 1.0f), seed);
+          RunGradCase(GemmCase(r, ta, tb, static_cast<CMode>(cm), 0.75f, -1.25f), seed);
+        }
+  }
+}
+
+TEST(GemmGrad, LinearLayerWithInputActivations) {
+  // nn.Linear: x is a graph input (no gradient wanted), W and b parameters
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(1, 6), in = r.I(1, 6), out = r.I(1, 6);
+    GradCase c;
+    c.label = "Linear " + std::to_string(N) + "x" + std::to_string(in) + "->" + std::to_string(out);
+    c.inputs.push_back(FloatInput("x", {N, in}, r.F(N * in)));
+    c.params.push_back({"W", {out, in}, r.F(out * in)});
+    c.params.push_back({"bias", {out}, r.F(out)});
+    c.build = [](gcc_builder *b, const Ids &v) {
+      int y = Op(b, GCC_OP_GEMM, "fc", {v.at("x"), v.at("W"), v.at("bias")});
+      gcc_build_set_int(b, y, "transB", 1);
+      return y;
+    };
+    c.ref = [](const Env &e) {
+      return RefGemm(e.at("x"), e.at("W"), &e.at("bias"), 1, 1, false, true);
+    };
+    c.bwd_ops = {GCC_OP_GEMM, GCC_OP_REDUCE_SUM_TO};
+    RunGradCase(c, seed);
+  }
+}
+
+TEST(GemmGrad, SameParameterAsBothOperands) {
+  // Y = P P^T: the two contributions to dP must be summed
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t M = r.I(1, 5), K = r.I(1, 5);
+    GradCase c;
+    c.label = "Gemm(P, P, transB) " + Str({M, K});
+    c.params.push_back({"P", {M, K}, r.F(M * K)});
+    c.build = [](gcc_builder *b, const Ids &v) {
+      int y = Op(b, GCC_OP_GEMM, "gemm", {v.at("P"), v.at("P")});
+      gcc_build_set_int(b, y, "transB", 1);
+      return y;
+    };
+    c.ref = [](const Env &e) { return RefGemm(e.at("P"), e.at("P"), nullptr, 1, 1, false, true); };
+    c.bwd_ops = {GCC_OP_GEMM, GCC_OP_ADD};
+    RunGradCase(c, seed);
+  }
+}
+
+// ---- MatMul -------------------------------------------------------------------------
+
+TEST(MatMulGrad, RandomShapes) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 4; ++rep) {
+      int64_t M = r.I(1, 6), K = r.I(1, 6), N = r.I(1, 6);
+      GradCase c;
+      c.label = "MatMul " + Str({M, K}) + " x " + Str({K, N});
+      c.params.push_back({"A", {M, K}, r.F(M * K)});
+      c.params.push_back({"B", {K, N}, r.F(K * N)});
+      c.build = [](gcc_builder *b, const Ids &v) {
+        return Op(b, GCC_OP_MATMUL, "mm", {v.at("A"), v.at("B")});
+      };
+      c.ref = [](const Env &e) { return RefGemm(e.at("A"), e.at("B"), nullptr, 1, 0, false, false); };
+      c.bwd_ops = {GCC_OP_GEMM};
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(MatMulGrad, InputTimesParameterAndSquareOfParameter) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t M = r.I(1, 5), K = r.I(1, 5), N = r.I(1, 5);
+    GradCase c;
+    c.label = "MatMul(x, P)";
+    c.inputs.push_back(FloatInput("x", {M, K}, r.F(M * K)));
+    c.params.push_back({"P", {K, N}, r.F(K * N)});
+    c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_MATMUL, "mm", {v.at("x"), v.at("P")}); };
+    c.ref = [](const Env &e) { return RefGemm(e.at("x"), e.at("P"), nullptr, 1, 0, false, false); };
+    RunGradCase(c, seed);
+
+    GradCase sq;
+    sq.label = "MatMul(P, P)";
+    sq.params.push_back({"P", {K, K}, r.F(K * K)});
+    sq.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_MATMUL, "mm", {v.at("P"), v.at("P")}); };
+    sq.ref = [](const Env &e) { return RefGemm(e.at("P"), e.at("P"), nullptr, 1, 0, false, false); };
+    sq.bwd_ops = {GCC_OP_GEMM, GCC_OP_ADD};
+    RunGradCase(sq, seed);
+  }
+}
+
+// ---- Add ----------------------------------------------------------------------------
+
+GradCase AddCase(const std::string &what, const Dims &a, const Dims &b, Rng &r,
+                 bool a_is_input = false) {
+  GradCase c;
+  c.label = "Add " + what + " " + Str(a) + " + " + Str(b);
+  if (a_is_input)
+    c.inputs.push_back(FloatInput("A", a, r.F(Numel(a))));
+  else
+    c.params.push_back({"A", a, r.F(Numel(a))});
+  c.params.push_back({"B", b, r.F(Numel(b))});
+  c.build = [](gcc_builder *bl, const Ids &v) { return Op(bl, GCC_OP_ADD, "add", {v.at("A"), v.at("B")}); };
+  c.ref = [](const Env &e) { return RefAdd(e.at("A"), e.at("B")); };
+  Dims od;
+  BroadcastDims(a, b, &od);
+  if ((!a_is_input && a != od) || b != od) c.bwd_ops = {GCC_OP_REDUCE_SUM_TO};
+  return c;
+}
+
+TEST(AddGrad, Broadcasting) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 5), C = r.I(2, 5), A = r.I(2, 4), B = r.I(2, 4);
+    RunGradCase(AddCase("[N,C]+[C]", {N, C}, {C}, r), seed);
+    RunGradCase(AddCase("[C]+[N,C]", {C}, {N, C}, r), seed);
+    RunGradCase(AddCase("[N,1]+[1,C]", {N, 1}, {1, C}, r), seed);
+    RunGradCase(AddCase("[1]+[N,C]", {1}, {N, C}, r), seed);
+    RunGradCase(AddCase("[N,C]+[1]", {N, C}, {1}, r), seed);
+    RunGradCase(AddCase("[]+[N,C]", {}, {N, C}, r), seed);
+    RunGradCase(AddCase("[A,1,C]+[B,1]", {A, 1, C}, {B, 1}, r), seed);
+    RunGradCase(AddCase("[B,1]+[A,1,C]", {B, 1}, {A, 1, C}, r), seed);
+    RunGradCase(AddCase("[N,C]+[N,1]", {N, C}, {N, 1}, r), seed);
+    RunGradCase(AddCase("[N,C]+[1,C]", {N, C}, {1, C}, r), seed);
+    RunGradCase(AddCase("[C,C]+[C,1]", {C, C}, {C, 1}, r), seed);  // column vector == last dim
+    RunGradCase(AddCase("[A,B,C]+[A,1,C]", {A, B, C}, {A, 1, C}, r), seed);
+    RunGradCase(AddCase("[N,1]+[1]", {N, 1}, {1}, r), seed);
+    RunGradCase(AddCase("[N,C]+[N,C]", {N, C}, {N, C}, r, /*a_is_input=*/true), seed);
+    RunGradCase(AddCase("input[N,C]+[C]", {N, C}, {C}, r, /*a_is_input=*/true), seed);
+  }
+}
+
+TEST(AddGrad, SameParameterTwice) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    Dims d = r.RandDims(static_cast<int>(r.I(1, 3)), 1, 4);
+    GradCase c;
+    c.label = "Add(P, P) " + Str(d);
+    c.params.push_back({"P", d, r.F(Numel(d))});
+    c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_ADD, "add", {v.at("P"), v.at("P")}); };
+    c.ref = [](const Env &e) { return RefAdd(e.at("P"), e.at("P")); };
+    c.bwd_ops = {GCC_OP_ADD};
+    RunGradCase(c, seed);
+  }
+}
+
+TEST(AddGrad, TwoParametersOfTheSameShape) {
+  // Both gradients are the same value (dA = dB = dY): each parameter must
+  // still get it in its own gradient buffer.
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    Dims d = r.RandDims(static_cast<int>(r.I(1, 3)), 1, 4);
+    RunGradCase(AddCase("same shape", d, d, r), seed);
+  }
+}
+
+// ---- Relu, Identity -------------------------------------------------------------------
+
+TEST(ReluGrad, RandomShapesAwayFromTheKink) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 0; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      GradCase c;
+      c.label = "Relu " + Str(d);
+      // |x| >= 0.05 >> h: the finite difference never straddles 0
+      c.params.push_back({"X", d, r.F(Numel(d), -1, 1, 0.05)});
+      c.build = [](gcc_builder *b, const Ids &v) { return gcc_build_relu(b, "relu", v.at("X")); };
+      c.ref = [](const Env &e) { return RefRelu(e.at("X")); };
+      c.bwd_ops = {GCC_OP_RELU_GRAD};
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(IdentityGrad, RandomShapes) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 0; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      GradCase c;
+      c.label = "Identity " + Str(d);
+      c.params.push_back({"X", d, r.F(Numel(d))});
+      c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_IDENTITY, "id", {v.at("X")}); };
+      c.ref = [](const Env &e) { return e.at("X"); };
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+// ---- Reshape, Flatten -----------------------------------------------------------------
+
+TEST(ReshapeGrad, ZeroAndMinusOneEntries) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t a = r.I(1, 4), b = r.I(1, 4), c3 = r.I(1, 4);
+    Dims in = {a, b, c3};
+    const std::vector<Dims> specs = {
+        {-1}, {0, -1}, {-1, c3}, {0, 0, -1}, {0, 0, 0, -1}, {1, -1, 0}, {a * b, c3}, {c3, -1, 1},
+    };
+    for (const Dims &spec : specs) {
+      Dims od = ReshapeDims(in, spec);
+      GradCase c;
+      c.label = "Reshape " + Str(in) + " shape=" + Str(spec) + " -> " + Str(od);
+      c.params.push_back({"X", in, r.F(Numel(in))});
+      c.build = [spec](gcc_builder *bl, const Ids &v) {
+        int y = Op(bl, GCC_OP_RESHAPE, "reshape", {v.at("X")});
+        SetInts(bl, y, "shape", spec);
+        return y;
+      };
+      c.ref = [od](const Env &e) {
+        T64 y = e.at("X");
+        y.dims = od;
+        return y;
+      };
+      c.bwd_ops = {GCC_OP_RESHAPE};
+      RunGradCase(c, seed);
+    }
+    // a view feeding a computation: Reshape then a matmul with a parameter
+    GradCase c;
+    c.label = "MatMul(Reshape(X, [0,-1]), W)";
+    c.params.push_back({"X", in, r.F(Numel(in))});
+    c.params.push_back({"W", {b * c3, 2}, r.F(b * c3 * 2)});
+    c.build = [](gcc_builder *bl, const Ids &v) {
+      int y = Op(bl, GCC_OP_RESHAPE, "reshape", {v.at("X")});
+      SetInts(bl, y, "shape", {0, -1});
+      return Op(bl, GCC_OP_MATMUL, "mm", {y, v.at("W")});
+    };
+    c.ref = [a, b, c3](const Env &e) {
+      T64 x = e.at("X");
+      x.dims = {a, b * c3};
+      return RefGemm(x, e.at("W"), nullptr, 1, 0, false, false);
+    };
+    c.bwd_ops = {GCC_OP_RESHAPE, GCC_OP_GEMM};
+    RunGradCase(c, seed);
+  }
+}
+
+TEST(FlattenGrad, EveryAxis) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 0; rank <= 4; ++rank) {
+      Dims in = r.RandDims(rank, 1, 4);
+      for (int64_t axis = -rank; axis <= rank; ++axis) {
+        if (axis < 0 && seed != 1) continue;  // negative axes: one seed is enough
+        Dims od = FlattenDims(in, axis);
+        GradCase c;
+        c.label = "Flatten " + Str(in) + " axis=" + std::to_string(axis);
+        c.params.push_back({"X", in, r.F(Numel(in))});
+        c.build = [axis](gcc_builder *b, const Ids &v) {
+          return gcc_build_flatten(b, "flatten", v.at("X"), axis);
+        };
+        c.ref = [od](const Env &e) {
+          T64 y = e.at("X");
+          y.dims = od;
+          return y;
+        };
+        c.bwd_ops = {GCC_OP_RESHAPE};
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
+// ---- losses ---------------------------------------------------------------------------
+
+TEST(MeanSquaredErrorGrad, MeanAndSum) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 0; rank <= 3; ++rank)
+      for (int mean = 0; mean < 2; ++mean) {
+        Dims d = r.RandDims(rank, 1, 5);
+        GradCase c;
+        c.label = std::string("MeanSquaredError ") + (mean ? "mean " : "sum ") + Str(d);
+        c.params.push_back({"P", d, r.F(Numel(d))});
+        c.inputs.push_back(FloatInput("T", d, r.F(Numel(d))));
+        c.is_loss = true;
+        c.build = [mean](gcc_builder *b, const Ids &v) {
+          int l = gcc_build_mse(b, "mse", v.at("P"), v.at("T"));
+          if (!mean) SetString(b, l, "reduction", "sum");
+          return l;
+        };
+        c.ref = [mean](const Env &e) {
+          T64 l = Zeros({});
+          l.v[0] = RefMse(e.at("P"), e.at("T"), mean);
+          return l;
+        };
+        c.bwd_ops = {GCC_OP_MEAN_SQUARED_ERROR_GRAD};
+        RunGradCase(c, seed);
+      }
+  }
+}
+
+struct SceOpts {
+  bool weighted = false, mean = true, int32 = false, custom_ignore = false;
+  double offset = 0;  // added to every logit (numerical stability)
+};
+
+GradCase SceCase(Rng &r, const SceOpts &o) {
+  int64_t N = r.I(2, 6), C = r.I(2, 6);
+  int64_t ignore = o.custom_ignore ? r.I(0, C - 1) : -100;
+  std::vector<int64_t> labels(static_cast<size_t>(N));
+  for (int64_t &y : labels) y = r.I(0, C - 1);
+  // ignored rows: the default -100, or labels equal to a custom in-range index
+  for (size_t i = 1; i < labels.size(); i += 2)
+    if (r.U(0, 1) < 0.6) labels[i] = o.custom_ignore ? ignore : -100;
+  if (o.custom_ignore && labels[0] == ignore) labels[0] = (ignore + 1) % C;  // one row counts
+  GradCase c;
+  c.label = std::string("SoftmaxCrossEntropy ") + (o.mean ? "mean" : "sum") +
+            (o.weighted ? " weighted" : "") + (o.int32 ? " int32" : " int64") +
+            " ignore_index=" + std::to_string(ignore) + " offset=" + std::to_string(o.offset) +
+            " " + Str({N, C});
+  std::vector<float> x = r.F(N * C, -2, 2);
+  for (float &v : x) v = static_cast<float>(v + o.offset);
+  c.params.push_back({"X", {N, C}, x});
+  c.inputs.push_back(LabelInput("labels", o.int32 ? GCC_DT_INT32 : GCC_DT_INT64, labels));
+  if (o.weighted) c.inputs.push_back(FloatInput("w", {C}, r.F(C, 0.2, 2.0)));
+  c.is_loss = true;
+  c.build = [o, ignore](gcc_builder *b, const Ids &v) {
+    int l = gcc_build_cross_entropy(b, "sce", v.at("X"), v.at("labels"),
+                                    o.weighted ? v.at("w") : -1);
+    if (!o.mean) SetString(b, l, "reduction", "sum");
+    if (o.custom_ignore) gcc_build_set_int(b, l, "ignore_index", ignore);
+    return l;
+  };
+  c.ref = [o, labels, ignore](const Env &e) {
+    T64 l = Zeros({});
+    l.v[0] = RefSce(e.at("X"), labels, o.weighted ? &e.at("w") : nullptr, ignore, o.mean);
+    return l;
+  };
+  c.bwd_ops = {GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD};
+  return c;
+}
+
+TEST(SoftmaxCrossEntropyGrad, WeightsIgnoreIndexReductionsLabelTypes) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int weighted = 0; weighted < 2; ++weighted)
+      for (int mean = 0; mean < 2; ++mean)
+        for (int int32 = 0; int32 < 2; ++int32)
+          for (int custom = 0; custom < 2; ++custom) {
+            SceOpts o;
+            o.weighted = weighted;
+            o.mean = mean;
+            o.int32 = int32;
+            o.custom_ignore = custom;
+            RunGradCase(SceCase(r, o), seed);
+          }
+  }
+}
+
+TEST(SoftmaxCrossEntropyGrad, LargeLogitsAreStable) {
+  // exp(1000) overflows even float64: the max must be subtracted
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    SceOpts o;
+    o.offset = 1000;
+    o.weighted = seed % 2 == 0;
+    RunGradCase(SceCase(r, o), seed);
+  }
+}
+
+TEST(CompositeGrad, SmallNetworkWithSharedParameter) {
+  // Gemm -> Add (reusing the Gemm's bias) -> Reshape -> MatMul -> cross-entropy:
+  // the chain rule across ops and the accumulation of a parameter used twice.
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 5), F = r.I(2, 4), H = r.I(2, 4), C = r.I(2, 4);
+    std::vector<int64_t> labels(static_cast<size_t>(N));
+    for (int64_t &y : labels) y = r.I(0, C - 1);
+    GradCase c;
+    c.label = "composite";
+    c.inputs.push_back(FloatInput("x", {N, F}, r.F(N * F)));
+    c.inputs.push_back(LabelInput("labels", GCC_DT_INT64, labels));
+    c.params.push_back({"W1", {H, F}, r.F(H * F)});
+    c.params.push_back({"b1", {H}, r.F(H)});
+    c.params.push_back({"W2", {H, C}, r.F(H * C)});
+    c.is_loss = true;
+    c.build = [](gcc_builder *b, const Ids &v) {
+      int h = Op(b, GCC_OP_GEMM, "fc1", {v.at("x"), v.at("W1"), v.at("b1")});
+      gcc_build_set_int(b, h, "transB", 1);
+      gcc_build_set_float(b, h, "alpha", 0.5f);
+      int h2 = Op(b, GCC_OP_ADD, "add", {h, v.at("b1")});
+      int h3 = Op(b, GCC_OP_RESHAPE, "reshape", {h2});
+      SetInts(b, h3, "shape", {0, -1});
+      int logits = Op(b, GCC_OP_MATMUL, "fc2", {h3, v.at("W2")});
+      return gcc_build_cross_entropy(b, "sce", logits, v.at("labels"), -1);
+    };
+    c.ref = [labels](const Env &e) {
+      T64 h = RefGemm(e.at("x"), e.at("W1"), &e.at("b1"), 0.5, 1, false, true);
+      T64 h2 = RefAdd(h, e.at("b1"));
+      T64 logits = RefGemm(h2, e.at("W2"), nullptr, 1, 0, false, false);
+      T64 l = Zeros({});
+      l.v[0] = RefSce(logits, labels, nullptr, -100, true);
+      return l;
+    };
+    c.bwd_ops = {GCC_OP_GEMM, GCC_OP_ADD, GCC_OP_REDUCE_SUM_TO, GCC_OP_RESHAPE,
+                 GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD};
+    RunGradCase(c, seed);
+  }
+}
+
+// ---- internal gradient ops, directly --------------------------------------------------
+
+TEST(InternalOps, ReluGradMatchesThresholdBackward) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 0; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      int64_t n = Numel(d);
+      std::vector<float> dy = r.F(n), y = r.F(n);
+      for (int64_t i = 0; i < n; i += 3) y[i] = 0.0f;  // exactly 0: no gradient (PyTorch)
+      DirectCase c;
+      c.label = "ReluGrad " + Str(d);
+      c.inputs = {FloatInput("dY", d, dy), FloatInput("Y", d, y)};
+      c.build = [](gcc_builder *b, const Ids &v) {
+        return Op(b, GCC_OP_RELU_GRAD, "relu_grad", {v.at("dY"), v.at("Y")});
+      };
+      c.expect = Zeros(d);
+      for (int64_t i = 0; i < n; ++i) c.expect.v[i] = y[i] > 0 ? dy[i] : 0.0;
+      RunDirect(c);
+    }
+  }
+}
+
+TEST(InternalOps, ReduceSumToWithScale) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t A = r.I(2, 4), B = r.I(2, 4), C = r.I(2, 4), N = r.I(2, 5);
+    const std::vector<std::pair<Dims, Dims>> pairs = {
+        {{N, C}, {C}},       {{N, C}, {1, C}},      {{N, C}, {N, 1}},  {{N, C}, {1}},
+        {{N, C}, {}},        {{N, C}, {N, C}},      {{N, 1}, {1}},     {{A, B, C}, {B, 1}},
+        {{A, B, C}, {A, 1, C}}, {{A, B, C}, {C}},   {{A, B, C}, {1, 1, 1}}, {{C, C}, {C, 1}},
+        {{N}, {}},
+    };
+    for (const auto &pc : pairs)
+      for (float scale : {1.0f, -0.5f, 3.0f}) {
+        const Dims &xd = pc.first, &td = pc.second;
+        std::vector<float> x = r.F(Numel(xd));
+        DirectCase c;
+        c.label = "ReduceSumTo " + Str(xd) + " -> " + Str(td) + " scale=" + std::to_string(scale);
+        c.inputs = {FloatInput("X", xd, x)};
+        c.build = [td, scale](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_REDUCE_SUM_TO, "sum_to", {v.at("X")});
+          SetInts(b, y, "shape", td);
+          if (scale != 1.0f) gcc_build_set_float(b, y, "scale", scale);
+          return y;
+        };
+        c.expect = RefSumTo(FromFloats(xd, x), td, scale);
+        RunDirect(c);
+      }
+  }
+}
+
+TEST(InternalOps, SoftmaxCrossEntropyGradMatchesFormula) {
+  // dlogits[i, j] = dloss * w[y_i] / D * (softmax(x_i)[j] - [j == y_i]), 0 on
+  // ignored rows; D = sum of w[y_i] over kept rows (mean) or 1 (sum).
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int variant = 0; variant < 8; ++variant) {
+      bool weighted = variant & 1, mean = variant & 2, int32 = variant & 4;
+      int64_t N = r.I(2, 6), C = r.I(2, 6);
+      std::vector<int64_t> labels(static_cast<size_t>(N));
+      for (int64_t &y : labels) y = r.I(0, C - 1);
+      labels[1] = -100;
+      std::vector<float> x = r.F(N * C, -3, 3), w = r.F(C, 0.2, 2.0);
+      float dl = static_cast<float>(r.U(0.25, 2.0));
+      DirectCase c;
+      c.label = std::string("SoftmaxCrossEntropyGrad") + (weighted ? " weighted" : "") +
+                (mean ? " mean" : " sum") + (int32 ? " int32" : " int64");
+      c.inputs = {FloatInput("dl", {}, {dl}), FloatInput("X", {N, C}, x),
+                  LabelInput("labels", int32 ? GCC_DT_INT32 : GCC_DT_INT64, labels)};
+      if (weighted) c.inputs.push_back(FloatInput("w", {C}, w));
+      c.build = [weighted, mean](gcc_builder *b, const Ids &v) {
+        std::vector<int> ins = {v.at("dl"), v.at("X"), v.at("labels")};
+        if (weighted) ins.push_back(v.at("w"));
+        int y = Op(b, GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, "sce_grad", ins);
+        if (!mean) SetString(b, y, "reduction", "sum");
+        return y;
+      };
+      c.expect = Zeros({N, C});
+      double D = 0;
+      for (int64_t i = 0; i < N; ++i)
+        if (labels[i] != -100) D += weighted ? w[labels[i]] : 1.0;
+      if (!mean) D = 1;
+      for (int64_t i = 0; i < N; ++i) {
+        if (labels[i] == -100) continue;
+        std::vector<double> row(x.begin() + i * C, x.begin() + (i + 1) * C);
+        std::vector<double> ls = LogSoftmax(row.data(), C);
+        double s = dl * (weighted ? w[labels[i]] : 1.0) / D;
+        for (int64_t j = 0; j < C; ++j)
+          c.expect.v[i * C + j] = s * (std::exp(ls[j]) - (j == labels[i] ? 1.0 : 0.0));
+      }
+      RunDirect(c);
+    }
+  }
+}
+
+TEST(InternalOps, MeanSquaredErrorGradMatchesFormula) {
+  // dpred = dloss * 2 (p - t) / n (mean) or dloss * 2 (p - t) (sum)
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 0; rank <= 3; ++rank)
+      for (int mean = 0; mean < 2; ++mean) {
+        Dims d = r.RandDims(rank, 1, 5);
+        int64_t n = Numel(d);
+        std::vector<float> p = r.F(n), t = r.F(n);
+        float dl = static_cast<float>(r.U(0.25, 2.0));
+        DirectCase c;
+        c.label = std::string("MeanSquaredErrorGrad ") + (mean ? "mean " : "sum ") + Str(d);
+        c.inputs = {FloatInput("dl", {}, {dl}), FloatInput("P", d, p), FloatInput("T", d, t)};
+        c.build = [mean](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_MEAN_SQUARED_ERROR_GRAD, "mse_grad", {v.at("dl"), v.at("P"), v.at("T")});
+          if (!mean) SetString(b, y, "reduction", "sum");
+          return y;
+        };
+        c.expect = Zeros(d);
+        for (int64_t i = 0; i < n; ++i)
+          c.expect.v[i] = dl * 2.0 * (static_cast<double>(p[i]) - t[i]) / (mean ? n : 1);
+        RunDirect(c);
+      }
+  }
+}
+
+TEST(InternalOps, SoftmaxCrossEntropyEdgeCases) {
+  // every row ignored: mean is 0/0 = NaN (PyTorch), sum is 0
+  for (int mean = 0; mean < 2; ++mean) {
+    DirectCase c;
+    c.label = std::string("SoftmaxCrossEntropy all ignored ") + (mean ? "mean" : "sum");
+    c.inputs = {FloatInput("X", {2, 3}, {0.1f, 0.2f, 0.3f, -1, 0, 1}),
+                LabelInput("labels", GCC_DT_INT64, {-100, -100})};
+    c.build = [mean](gcc_builder *b, const Ids &v) {
+      int l = gcc_build_cross_entropy(b, "sce", v.at("X"), v.at("labels"), -1);
+      if (!mean) SetString(b, l, "reduction", "sum");
+      return l;
+    };
+    c.expect = Zeros({});
+    c.expect.v[0] = mean ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+    RunDirect(c);
+  }
+  // a label outside [0, C) is a data error naming the node
+  for (int64_t bad : {3, -1}) {
+    DirectCase c;
+    c.label = "SoftmaxCrossEntropy label " + std::to_string(bad);
+    c.inputs = {FloatInput("X", {2, 3}, {0.1f, 0.2f, 0.3f, -1, 0, 1}),
+                LabelInput("labels", GCC_DT_INT32, {0, bad})};
+    c.build = [](gcc_builder *b, const Ids &v) {
+      return gcc_build_cross_entropy(b, "sce", v.at("X"), v.at("labels"), -1);
+    };
+    c.run_status = GCC_ERR_INVALID_ARGUMENT;
+    RunDirect(c);
+  }
+}
+
+TEST(InternalOps, CopyIsAnExactCopyOfAnyDtype) {
+  // Copy is made by copy insertion between devices; on the CPU backend it
+  // runs as a plain copy (and is accepted in files like every op)
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 0; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      int64_t n = Numel(d);
+      for (gcc_dtype dt : {GCC_DT_FLOAT32, GCC_DT_INT64, GCC_DT_INT32}) {
+        DirectCase c;
+        c.label = std::string("Copy ") + gcc_dtype_name(dt) + " " + Str(d);
+        if (dt == GCC_DT_FLOAT32) {
+          std::vector<float> x = r.F(n, -1e3, 1e3);
+          c.inputs = {FloatInput("X", d, x)};
+          c.expect = FromFloats(d, x);
+        } else {
+          std::vector<int64_t> x(static_cast<size_t>(n));
+          for (int64_t &v : x) v = r.I(-100000, 100000);
+          InputSpec in = LabelInput("X", dt, x);
+          in.dims = d;
+          c.inputs = {in};
+          c.expect = Zeros(d);
+          for (int64_t i = 0; i < n; ++i) c.expect.v[i] = static_cast<double>(x[i]);
+        }
+        c.expect_dt = dt;
+        c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_COPY, "copy", {v.at("X")}); };
+        RunDirect(c);
+      }
+    }
+  }
+}
+
+// ---- optimizers, through a session -----------------------------------------------------
+
+// float64 torch.optim.SGD / torch.optim.Adam (1.13, single-tensor path) on one
+// parameter tensor; hyper-parameters are the float32 values the library uses.
+struct RefOptimizer {
+  gcc_optimizer o;
+  std::vector<double> buf, m, v;
+  bool has_buf = false;
+  int64_t step = 0;
+
+  void Step(std::vector<double> *p, const std::vector<double> &grad) {
+    const double lr = o.lr, wd = o.weight_decay;
+    step++;
+    if (buf.empty()) {
+      buf.assign(p->size(), 0.0);
+      m.assign(p->size(), 0.0);
+      v.assign(p->size(), 0.0);
+    }
+    if (o.kind == GCC_OPT_SGD) {
+      const double mom = o.momentum, damp = o.dampening;
+      for (size_t i = 0; i < p->size(); ++i) {
+        double d = grad[i];
+        if (wd != 0) d += wd * (*p)[i];
+        if (mom != 0) {
+          buf[i] = has_buf ? mom * buf[i] + (1 - damp) * d : d;  // first step: clone(d_p)
+          d = o.nesterov ? d + mom * buf[i] : buf[i];
+        }
+        (*p)[i] -= lr * d;
+      }
+      has_buf = true;
+    } else {
+      const double b1 = o.beta1, b2 = o.beta2, eps = o.eps;
+      const double bc1 = 1 - std::pow(b1, static_cast<double>(step));
+      const double bc2 = 1 - std::pow(b2, static_cast<double>(step));
+      for (size_t i = 0; i < p->size(); ++i) {
+        double g = grad[i];
+        if (wd != 0) g += wd * (*p)[i];
+        m[i] = b1 * m[i] + (1 - b1) * g;
+        v[i] = b2 * v[i] + (1 - b2) * g * g;
+        double denom = std::sqrt(v[i]) / std::sqrt(bc2) + eps;
+        (*p)[i] -= lr / bc1 * m[i] / denom;
+      }
+    }
+  }
+};
+
+gcc_optimizer Sgd(float lr, float mom, float damp, float wd, bool nesterov) {
+  gcc_optimizer o = {};
+  o.kind = GCC_OPT_SGD;
+  o.lr = lr;
+  o.momentum = mom;
+  o.dampening = damp;
+  o.weight_decay = wd;
+  o.nesterov = nesterov;
+  return o;
+}
+
+gcc_optimizer Adam(float lr, float b1, float b2, float eps, float wd) {
+  gcc_optimizer o = {};
+  o.kind = GCC_OPT_ADAM;
+  o.lr = lr;
+  o.beta1 = b1;
+  o.beta2 = b2;
+  o.eps = eps;
+  o.weight_decay = wd;
+  return o;
+}
+
+// Trains nn.Linear(In, Out) + MSELoss(mean) for `steps` steps on random
+// batches whose size alternates (5, 3, 5, ...: two plans share the
+// persistent state), checking after every step the loss and the gradients
+// against float64, and both parameters against the float64 optimizer fed
+// with the library's gradients.
+void RunOptimizer(const std::string &label, const gcc_optimizer &opt, int steps, uint64_t seed) {
+  SCOPED_TRACE(label + ", seed " + std::to_string(seed));
+  const int64_t In = 4, Out = 3;
+  gcc_builder *b = gcc_builder_new("optimizer", seed);
+  ASSERT_NE(b, nullptr);
+  int64_t xd[2] = {GCC_BATCH_DIM, In}, yd[2] = {GCC_BATCH_DIM, Out};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, yd);
+  int pred = gcc_build_linear(b, "fc", x, In, Out);
+  int loss = gcc_build_mse(b, "loss", pred, y);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.prediction = "fc.out";
+  ts.input = "x";
+  ts.target = "y";
+  ts.opt = opt;
+  ts.batch_size = 5;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *model_raw = nullptr;
+  gcc_diag d = {};
+  gcc_status st = gcc_builder_finish(b, &model_raw, &d);
+  GraphPtr model(model_raw);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  gcc_session_options so = {};
+  so.threads = 1;
+  so.opt = opt;
+  gcc_session *sess_raw = nullptr;
+  st = gcc_session_create(model.get(), &so, &sess_raw, &d);
+  SessionPtr sess(sess_raw);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+
+  const char *names[2] = {"fc.weight", "fc.bias"};
+  std::vector<double> ref[2];
+  RefOptimizer ro[2] = {{opt, {}, {}, {}, false, 0}, {opt, {}, {}, {}, false, 0}};
+  for (int k = 0; k < 2; ++k) {
+    int64_t n = 0;
+    float *p = gcc_session_param(sess.get(), names[k], &n);
+    ASSERT_NE(p, nullptr) << names[k];
+    ASSERT_EQ(n, k == 0 ? Out * In : Out);
+    ref[k].assign(p, p + n);
+  }
+  Rng r(seed);
+  for (int t = 0; t < steps; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t + 1));
+    const int64_t rows = t % 2 ? 3 : 5;
+    std::vector<float> xs = r.F(rows * In), ys = r.F(rows * Out, -2, 2);
+    // float64 loss and gradients at the library's current parameters
+    const float *W = gcc_session_param(sess.get(), names[0], nullptr);
+    const float *B = gcc_session_param(sess.get(), names[1], nullptr);
+    double want_loss = 0;
+    std::vector<double> gW(static_cast<size_t>(Out * In), 0.0), gB(static_cast<size_t>(Out), 0.0);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t o = 0; o < Out; ++o) {
+        double s = B[o];
+        for (int64_t k = 0; k < In; ++k) s += static_cast<double>(xs[i * In + k]) * W[o * In + k];
+        double e = s - ys[i * Out + o];
+        want_loss += e * e / static_cast<double>(rows * Out);
+        double de = 2 * e / static_cast<double>(rows * Out);
+        gB[o] += de;
+        for (int64_t k = 0; k < In; ++k) gW[o * In + k] += de * xs[i * In + k];
+      }
+    float got_loss = 0;
+    ASSERT_EQ(gcc_session_train_step(sess.get(), xs.data(), ys.data(), rows, &got_loss, &d), GCC_OK)
+        << d.msg;
+    EXPECT_TRUE(Close(got_loss, want_loss, kFwdAtol, kFwdRtol, &g_fwd))
+        << "loss " << got_loss << " vs " << want_loss;
+    const std::vector<double> *want_grad[2] = {&gW, &gB};
+    for (int k = 0; k < 2; ++k) {
+      int64_t n = 0;
+      const float *g = gcc_session_grad(sess.get(), names[k], &n);
+      ASSERT_NE(g, nullptr);
+      std::vector<double> gd(g, g + n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_TRUE(Close(g[i], (*want_grad[k])[i], kGradAtol, kGradRtol, &g_grad))
+            << names[k] << ".grad[" << i << "] = " << g[i] << " vs " << (*want_grad[k])[i];
+      ro[k].Step(&ref[k], gd);
+      const float *p = gcc_session_param(sess.get(), names[k], nullptr);
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i)
+        if (!Close(p[i], ref[k][i], kOptAtol, kOptRtol, &g_opt) && bad++ < 5)
+          ADD_FAILURE() << names[k] << "[" << i << "] = " << p[i] << " after the step, float64 "
+                        << "reference " << ref[k][i];
+    }
+  }
+  EXPECT_EQ(gcc_session_steps(sess.get()), steps);
+}
+
+TEST(SgdOptimizer, OneAndSeveralStepsMatchTorch) {
+  struct {
+    const char *what;
+    gcc_optimizer o;
+  } cases[] = {
+      {"plain", Sgd(0.1f, 0, 0, 0, false)},
+      {"weight_decay", Sgd(0.1f, 0, 0, 0.05f, false)},
+      {"momentum", Sgd(0.05f, 0.9f, 0, 0, false)},
+      {"momentum+dampening", Sgd(0.05f, 0.9f, 0.3f, 0, false)},
+      {"momentum+dampening+weight_decay", Sgd(0.05f, 0.8f, 0.5f, 0.01f, false)},
+      {"nesterov+weight_decay", Sgd(0.05f, 0.8f, 0, 0.02f, true)},
+  };
+  for (uint64_t seed : {1, 2})
+    for (const auto &c : cases)
+      for (int steps : {1, 6}) RunOptimizer(std::string("SGD ") + c.what, c.o, steps, seed);
+}
+
+TEST(SgdOptimizer, ZeroLearningRateLeavesParametersUnchanged) {
+  RunOptimizer("SGD lr=0 momentum", Sgd(0, 0.9f, 0, 0.1f, false), 3, 5);
+}
+
+TEST(AdamOptimizer, OneAndSeveralStepsMatchTorch) {
+  struct {
+    const char *what;
+    gcc_optimizer o;
+  } cases[] = {
+      {"defaults lr=1e-2", Adam(0.01f, 0.9f, 0.999f, 1e-8f, 0)},
+      {"weight_decay", Adam(0.02f, 0.9f, 0.999f, 1e-8f, 0.1f)},
+      {"betas (0.5, 0.9) eps 1e-3", Adam(0.05f, 0.5f, 0.9f, 1e-3f, 0)},
+      {"beta1 = 0", Adam(0.01f, 0.0f, 0.99f, 1e-6f, 0.01f)},
+  };
+  for (uint64_t seed : {1, 2})
+    for (const auto &c : cases)
+      for (int steps : {1, 6}) RunOptimizer(std::string("Adam ") + c.what, c.o, steps, seed);
+}
+
+// ---- coverage of the op table ------------------------------------------------------------
+
+// Every op of GCC_OP_LIST and the test that covers it. An op added to the
+// table without a test here makes OpCoverage fail.
+enum CoverKind { kGradcheck, kInternal, kOptimizer, kCopy };
+struct Covered {
+  int op;
+  const char *name;
+  CoverKind kind;
+  const char *tests;
+};
+const Covered kCovered[] = {
+    {GCC_OP_GEMM, "Gemm", kGradcheck, "GemmGrad.*, CompositeGrad"},
+    {GCC_OP_MATMUL, "MatMul", kGradcheck, "MatMulGrad.*, ReshapeGrad, CompositeGrad"},
+    {GCC_OP_ADD, "Add", kGradcheck, "AddGrad.*, CompositeGrad"},
+    {GCC_OP_RELU, "Relu", kGradcheck, "ReluGrad.RandomShapesAwayFromTheKink"},
+    {GCC_OP_RELU_GRAD, "ReluGrad", kInternal, "ReluGrad.*, InternalOps.ReluGrad*"},
+    {GCC_OP_IDENTITY, "Identity", kGradcheck, "IdentityGrad.RandomShapes"},
+    {GCC_OP_RESHAPE, "Reshape", kGradcheck, "ReshapeGrad.*, FlattenGrad (backward)"},
+    {GCC_OP_FLATTEN, "Flatten", kGradcheck, "FlattenGrad.EveryAxis"},
+    {GCC_OP_REDUCE_SUM_TO, "ReduceSumTo", kInternal, "AddGrad, GemmGrad, InternalOps.ReduceSumTo*"},
+    {GCC_OP_SOFTMAX_CROSS_ENTROPY, "SoftmaxCrossEntropy", kGradcheck,
+     "SoftmaxCrossEntropyGrad.*, InternalOps.SoftmaxCrossEntropyEdgeCases"},
+    {GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, "SoftmaxCrossEntropyGrad", kInternal,
+     "SoftmaxCrossEntropyGrad.*, InternalOps.SoftmaxCrossEntropyGrad*"},
+    {GCC_OP_MEAN_SQUARED_ERROR, "MeanSquaredError", kGradcheck, "MeanSquaredErrorGrad.*"},
+    {GCC_OP_MEAN_SQUARED_ERROR_GRAD, "MeanSquaredErrorGrad", kInternal,
+     "MeanSquaredErrorGrad.*, InternalOps.MeanSquaredErrorGrad*"},
+    {GCC_OP_SGD, "SGD", kOptimizer, "SgdOptimizer.*"},
+    {GCC_OP_ADAM, "Adam", kOptimizer, "AdamOptimizer.*"},
+    {GCC_OP_COPY, "Copy", kCopy, "InternalOps.CopyIsAnExactCopyOfAnyDtype"},
+};
+
+TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {
+  std::vector<int> seen(GCC_OP_COUNT, 0);
+  for (const Covered &c : kCovered) {
+    ASSERT_GE(c.op, 0);
+    ASSERT_LT(c.op, GCC_OP_COUNT) << c.name;
+    EXPECT_STREQ(gcc_op_name(c.op), c.name);
+    seen[c.op]++;
+    const gcc_op_desc *d = gcc_op(c.op);
+    ASSERT_NE(d, nullptr) << c.name;
+    // the kind of check must fit the op: a differentiable op needs a
+    // gradcheck, an optimizer an optimizer test
+    switch (c.kind) {
+      case kGradcheck: EXPECT_NE(d->grad, nullptr) << c.name << " is gradchecked but has no gradient"; break;
+      case kInternal:
+        EXPECT_EQ(d->grad, nullptr) << c.name << " became differentiable: add a gradcheck";
+        EXPECT_TRUE(d->flags & GCC_OPF_INTERNAL) << c.name;
+        break;
+      case kOptimizer: EXPECT_TRUE(d->flags & GCC_OPF_OPTIMIZER) << c.name; break;
+      case kCopy:
+        EXPECT_EQ(d->grad, nullptr) << c.name << " became differentiable: add a gradcheck";
+        EXPECT_TRUE(d->flags & GCC_OPF_COPY) << c.name;
+        break;
+    }
+  }
+  for (int op = 0; op < GCC_OP_COUNT; ++op)
+    EXPECT_EQ(seen[op], 1) << "op " << gcc_op_name(op) << " (id " << op
+                           << ") of GCC_OP_LIST is covered " << seen[op]
+                           << " times in tests/op_gradcheck_test.cc (kCovered): add its forward "
+                              "and gradient checks there";
+  EXPECT_EQ(sizeof kCovered / sizeof kCovered[0], static_cast<size_t>(GCC_OP_COUNT));
+}
+
+}  // namespace
