@@ -7,6 +7,16 @@
 
 #include "graph/ops.h"
 
+static char *dupstr(const char *s) {
+  if (!s)
+    return NULL;
+  size_t n = strlen(s) + 1;
+  char *r = malloc(n);
+  if (r)
+    memcpy(r, s, n);
+  return r;
+}
+
 /* ---- dtypes and shapes ------------------------------------------------- */
 
 size_t gcc_dtype_size(gcc_dtype t) {
@@ -88,6 +98,63 @@ const char *gcc_dev_name(int id, char *buf, size_t cap) {
   return buf;
 }
 
+const char *gcc_group_kind_name(gcc_group_kind k) {
+  static const char *const names[] = {"pointwise", "gemm", "loss", "optimizer", "copy"};
+  _Static_assert(sizeof names / sizeof names[0] == GCC_GROUP_KIND_COUNT, "group kinds");
+  return (unsigned)k < GCC_GROUP_KIND_COUNT ? names[k] : "?";
+}
+
+const char *gcc_epilogue_name(gcc_epilogue e) {
+  static const char *const names[] = {
+      "CUBLASLT_EPILOGUE_DEFAULT",  "CUBLASLT_EPILOGUE_BIAS",
+      "CUBLASLT_EPILOGUE_RELU_BIAS", "CUBLASLT_EPILOGUE_RELU_AUX_BIAS",
+      "CUBLASLT_EPILOGUE_DRELU",    "CUBLASLT_EPILOGUE_DRELU_BGRAD",
+      "CUBLASLT_EPILOGUE_BGRADA",
+  };
+  _Static_assert(sizeof names / sizeof names[0] == GCC_EPI_COUNT, "epilogues");
+  return (unsigned)e < GCC_EPI_COUNT ? names[e] : "?";
+}
+
+void gcc_graph_clear_groups(gcc_graph *g) {
+  for (int i = 0; i < g->n_groups; i++) {
+    free(g->groups[i].name);
+    free(g->groups[i].nodes);
+  }
+  free(g->groups);
+  g->groups = NULL;
+  g->n_groups = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    g->nodes[i].group = -1;
+}
+
+gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, gcc_group_kind kind, int device,
+                               const int *nodes, int n, gcc_epilogue epi, int *out, gcc_diag *d) {
+  gcc_group *ng = realloc(g->groups, (size_t)(g->n_groups + 1) * sizeof *ng);
+  if (!ng)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (fusion groups)");
+  g->groups = ng;
+  gcc_group *gr = &ng[g->n_groups];
+  memset(gr, 0, sizeof *gr);
+  gr->name = dupstr(name);
+  gr->nodes = malloc((size_t)(n > 0 ? n : 1) * sizeof *gr->nodes);
+  if (!gr->name || !gr->nodes) {
+    free(gr->name);
+    free(gr->nodes);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (fusion groups)");
+  }
+  memcpy(gr->nodes, nodes, (size_t)n * sizeof *nodes);
+  gr->n_nodes = n;
+  gr->kind = kind;
+  gr->device = device;
+  gr->epilogue = epi;
+  for (int i = 0; i < n; i++)
+    g->nodes[nodes[i]].group = g->n_groups;
+  if (out)
+    *out = g->n_groups;
+  g->n_groups++;
+  return GCC_OK;
+}
+
 const char *gcc_value_kind_name(gcc_value_kind k) {
   static const char *const names[] = {"activation", "input", "param",
                                       "const",      "grad",  "opt-state"};
@@ -164,15 +231,6 @@ static int map_insert(gcc_graph *g, int v) {
 
 /* ---- graph ------------------------------------------------------------ */
 
-static char *dupstr(const char *s) {
-  if (!s)
-    return NULL;
-  size_t n = strlen(s) + 1;
-  char *r = malloc(n);
-  if (r)
-    memcpy(r, s, n);
-  return r;
-}
 
 gcc_graph *gcc_graph_new(const char *name, const char *source) {
   gcc_graph *g = calloc(1, sizeof *g);
@@ -225,6 +283,11 @@ void gcc_graph_free(gcc_graph *g) {
     free(n->av);
     free(n->pin);
   }
+  for (int i = 0; i < g->n_groups; i++) {
+    free(g->groups[i].name);
+    free(g->groups[i].nodes);
+  }
+  free(g->groups);
   free(g->values);
   free(g->nodes);
   free(g->inputs);
@@ -324,6 +387,7 @@ gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op, const int 
   memset(n, 0, sizeof *n);
   n->op = op;
   n->device = -1;
+  n->group = -1;
   n->name = dupstr(name ? name : "");
   n->inputs = malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof(int));
   n->outputs = malloc((size_t)(n_outputs ? n_outputs : 1) * sizeof(int));

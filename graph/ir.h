@@ -139,7 +139,45 @@ typedef struct gcc_node {
   gcc_phase phase;
   int device;       /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
   int reason;       /* after placement: gcc_placement_reason (passes/passes.h) */
+  int group;        /* after fusion: index in gcc_graph.groups, -1 if none */
 } gcc_node;
+
+/* What one fused group becomes on a CUDA device (passes/fusion.c). */
+typedef enum gcc_group_kind {
+  GCC_GROUP_POINTWISE = 0, /* elementwise/broadcast ops, optionally ending in a
+                              reduction: one generated kernel */
+  GCC_GROUP_GEMM,          /* a GEMM with the epilogue folded into it: one cuBLASLt call */
+  GCC_GROUP_LOSS,          /* a loss and its gradient: one generated kernel */
+  GCC_GROUP_OPTIMIZER,     /* every update of one optimizer on a device: one generated
+                              kernel over the flat persistent arena */
+  GCC_GROUP_COPY,          /* a host-device copy: cudaMemcpyAsync, not a launch */
+  GCC_GROUP_KIND_COUNT
+} gcc_group_kind;
+
+/* cuBLASLt epilogues a GEMM group uses (cublasLtEpilogue_t values of the
+ * same names; CUDA 11.3+). */
+typedef enum gcc_epilogue {
+  GCC_EPI_DEFAULT = 0,   /* plain GEMM (beta * C added by the GEMM itself) */
+  GCC_EPI_BIAS,          /* + bias broadcast over rows */
+  GCC_EPI_RELU_BIAS,     /* relu(x + bias) */
+  GCC_EPI_RELU_AUX_BIAS, /* relu(x + bias), keeping the ReLU mask for DRELU */
+  GCC_EPI_DRELU,         /* dX masked by the forward ReLU */
+  GCC_EPI_DRELU_BGRAD,   /* dX masked by the forward ReLU, and its column sums (bias grad) */
+  GCC_EPI_BGRADA,        /* also the bias gradient: row sums of operand A */
+  GCC_EPI_COUNT
+} gcc_epilogue;
+
+typedef struct gcc_group {
+  char *name;          /* kernel / call name: "fused_relu1_grad_..." */
+  gcc_group_kind kind;
+  int device;
+  int *nodes;          /* node indices in schedule order */
+  int n_nodes;
+  gcc_epilogue epilogue; /* GCC_GROUP_GEMM */
+} gcc_group;
+
+const char *gcc_group_kind_name(gcc_group_kind k);
+const char *gcc_epilogue_name(gcc_epilogue e); /* "CUBLASLT_EPILOGUE_RELU_BIAS" */
 
 typedef enum gcc_opt_kind { GCC_OPT_NONE = 0, GCC_OPT_SGD, GCC_OPT_ADAM } gcc_opt_kind;
 
@@ -176,7 +214,17 @@ typedef struct gcc_graph {
   int *outputs, n_outputs, cap_outputs; /* graph output value indices */
   gcc_training training;
   struct gcc_name_map *names;           /* value name -> index */
+  gcc_group *groups;                    /* after fusion */
+  int n_groups;
 } gcc_graph;
+
+/* Drops every fusion group (node->group = -1). */
+void gcc_graph_clear_groups(gcc_graph *g);
+
+/* Appends a group of `n` nodes (copied) and sets their node->group;
+ * returns its index in *out. */
+gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, gcc_group_kind kind, int device,
+                               const int *nodes, int n, gcc_epilogue epi, int *out, gcc_diag *d);
 
 /* Creates an empty graph; NULL on allocation failure. */
 gcc_graph *gcc_graph_new(const char *name, const char *source);

@@ -114,6 +114,8 @@ void gcc_dump_graph(const gcc_graph *g, FILE *f) {
       fprintf(f, "%s%s %s%s", k ? ", " : "", v->name, gcc_dtype_name(v->dtype),
               gcc_shape_str(&v->shape, s, sizeof s));
     }
+    if (n->group >= 0)
+      fprintf(f, "  [%s]", g->groups[n->group].name);
     fprintf(f, "\n");
   }
 }
@@ -128,6 +130,7 @@ static const struct {
     {"autodiff", gcc_pass_autodiff},
     {"placement", gcc_pass_placement},
     {"copy-insertion", gcc_pass_copy_insertion},
+    {"fusion", gcc_pass_fusion},
 };
 
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
@@ -139,7 +142,7 @@ gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
     if (!found)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                           "--dump-after=%s: no such pass (passes: infer, autodiff, placement, "
-                          "copy-insertion, all)",
+                          "copy-insertion, fusion, all)",
                           opt->dump_after);
   }
   for (int i = 0; i < n; i++) {

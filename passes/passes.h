@@ -98,13 +98,21 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
  * opt->warn_file naming the nodes responsible. */
 gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
+/* Fusion (passes/fusion.c): groups the nodes placed on CUDA devices into
+ * launches (gcc_graph.groups; node->group): one optimizer kernel per
+ * device, one loss kernel, GEMMs with cuBLASLt epilogues (bias, ReLU,
+ * ReLU-backward mask, bias gradient), and maximal pointwise chains ending
+ * in at most one reduction. CPU-placed nodes are left ungrouped. A no-op
+ * for graphs with no CUDA node. */
+gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
 /* Checks IR invariants: SSA (one producer per value), every input defined
  * before use, topological order, known dtypes and shapes of every value a
  * node touches. GCC_ERR_INTERNAL naming the offending node when one fails. */
 gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d);
 
-/* Runs infer, autodiff, placement and copy insertion in order (verifying
- * after each and dumping where asked). */
+/* Runs infer, autodiff, placement, copy insertion and fusion in order
+ * (verifying after each and dumping where asked). */
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
 /* Prints the IR: one line per node with phase, op, inputs, outputs, shapes. */

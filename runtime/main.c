@@ -96,7 +96,7 @@ static int parse_f(const char *flag, const char *s, float *out) {
   errno = 0;
   double v = strtod(s, &end);
   if (errno || end == s || *end || !(v >= 0.0) || v > 1e6) {
-    fprintf(stderr, "gcc-train: %s '%s': expected a number >= 0\n", flag, s);
+    fprintf(stderr, "gcc-train: %s '%s': expected a number in [0, 1e6]\n", flag, s);
     return 0;
   }
   *out = (float)v;
@@ -113,7 +113,7 @@ static int is_dir(const char *p) {
 static int dump_placement_main(const char *model_path, const gcc_device *want,
                                int device_explicit, int strict, const char *cuda_arch,
                                gcc_dump_format fmt, const char *file, int64_t epochs,
-                               int64_t batch, float lr) {
+                               int64_t batch, float lr, const char *dump_after) {
   (void)epochs;
   gcc_diag d = {0};
   gcc_graph *model;
@@ -161,6 +161,8 @@ static int dump_placement_main(const char *model_path, const gcc_device *want,
   o.device_explicit = device_explicit;
   o.n_cuda_devices = count > 0 ? count : 1;
   o.strict_placement = strict;
+  o.dump_after = dump_after;
+  o.dump_file = stderr;
   gcc_graph *g;
   gcc_mem_plan mem;
   int rc = 0;
@@ -305,7 +307,7 @@ int main(int argc, char **argv) {
   }
   if (dump_placement)
     return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch, fmt,
-                               dump_file, epochs, batch, lr);
+                               dump_file, epochs, batch, lr, dump_after);
 
   char note[768];
   if (gcc_device_resolve(&want, &dev, note, sizeof note, &d) != GCC_OK) {

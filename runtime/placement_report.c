@@ -95,11 +95,14 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
       nodes++;
       const gcc_op_desc *op = gcc_op(n->op);
       int once = (op->flags & GCC_OPF_COPY) && n->n_av > COPY_ONCE && n->av[COPY_ONCE].i;
-      if (!(op->flags & (GCC_OPF_ALIAS | GCC_OPF_COPY)))
-        launches++;
+      if (!(op->flags & (GCC_OPF_ALIAS | GCC_OPF_COPY)) && n->group < 0)
+        launches++; /* an unfused node is a launch of its own */
       if (!once)
         flops += gcc_op_flops(g, i);
     }
+    for (int k = 0; k < g->n_groups; k++)
+      if (g->groups[k].device == id && g->groups[k].kind != GCC_GROUP_COPY)
+        launches++; /* a fused group is one launch */
     for (int v = 0; v < g->n_values; v++) {
       const gcc_value *val = &g->values[v];
       if (ref[v] && val->device == id &&
@@ -143,6 +146,8 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
     json_object_set_new(nj, "reason", json_string(gcc_placement_reason_name(n->reason)));
     json_object_set_new(nj, "phase", json_string(phase_name(n->phase)));
     json_object_set_new(nj, "flops", json_real(gcc_op_flops(g, i)));
+    json_object_set_new(nj, "group",
+                        n->group >= 0 ? json_string(g->groups[n->group].name) : json_null());
     json_t *outs = json_array();
     for (int k = 0; k < n->n_outputs; k++) {
       const gcc_value *v = &g->values[n->outputs[k]];
@@ -156,6 +161,24 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
     json_array_append_new(nodes, nj);
   }
   json_object_set_new(root, "nodes", nodes);
+
+  json_t *groups = json_array();
+  for (int k = 0; k < g->n_groups; k++) {
+    const gcc_group *gr = &g->groups[k];
+    json_t *gj = json_object();
+    json_object_set_new(gj, "name", json_string(gr->name));
+    json_object_set_new(gj, "kind", json_string(gcc_group_kind_name(gr->kind)));
+    json_object_set_new(gj, "device", dev_json(gr->device));
+    json_object_set_new(gj, "epilogue", gr->kind == GCC_GROUP_GEMM
+                                            ? json_string(gcc_epilogue_name(gr->epilogue))
+                                            : json_null());
+    json_t *members = json_array();
+    for (int m = 0; m < gr->n_nodes; m++)
+      json_array_append_new(members, json_string(g->nodes[gr->nodes[m]].name));
+    json_object_set_new(gj, "nodes", members);
+    json_array_append_new(groups, gj);
+  }
+  json_object_set_new(root, "groups", groups);
 
   json_t *copies = json_array();
   int64_t n_step = 0, b_step = 0, n_once = 0, b_once = 0;
@@ -282,6 +305,25 @@ static void render_text(const json_t *r, FILE *f) {
     fprintf(f, "  %-28s %-8s -> %-8s %-5s %12lld  %s\n", str(cj, "value"), str(cj, "from"),
             str(cj, "to"), str(cj, "kind"), num(cj, "bytes"),
             strcmp(str(cj, "when"), "once") == 0 ? "once" : "per step");
+  }
+  const json_t *groups = json_object_get(r, "groups");
+  if (json_array_size(groups) > 0) {
+    fprintf(f, "\nfused groups (one launch each, copies excepted)\n  %-40s %-9s %-8s %-32s %s\n",
+            "name", "kind", "device", "epilogue", "nodes");
+    json_t *gj;
+    json_array_foreach(groups, i, gj) {
+      char members[512] = "";
+      size_t m;
+      json_t *mj;
+      json_array_foreach(json_object_get(gj, "nodes"), m, mj) {
+        if (m)
+          strncat(members, ", ", sizeof members - strlen(members) - 1);
+        strncat(members, json_string_value(mj), sizeof members - strlen(members) - 1);
+      }
+      const char *epi = json_string_value(json_object_get(gj, "epilogue"));
+      fprintf(f, "  %-40s %-9s %-8s %-32s %s\n", str(gj, "name"), str(gj, "kind"),
+              str(gj, "device"), epi ? epi : "-", members);
+    }
   }
   fprintf(f, "\nlaunches per step (kernels and library calls, all devices): %lld\n",
           num(t, "launches_per_step"));

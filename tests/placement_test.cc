@@ -766,10 +766,16 @@ void CheckReport(const Compiled &c) {
         copies_step++;
         bytes_step += b;
       }
-    } else if (!IsView(g, i)) {
+    } else if (!IsView(g, i) && n->group < 0) {
+      // an unfused node is one launch; a fused group (below) is one launch
       launches_on[Dev(n->device)]++;
       launches++;
     }
+  }
+  for (int k = 0; k < g->n_groups; k++) {
+    if (g->groups[k].kind == GCC_GROUP_COPY) continue;
+    launches_on[Dev(g->groups[k].device)]++;
+    launches++;
   }
   for (int v = 0; v < g->n_values; v++) {
     const gcc_value *val = &g->values[v];

@@ -1,0 +1,94 @@
+/*
+ * emit.h - CUDA C code generation for fused groups (passes/fusion.c).
+ *
+ * Every group of kind POINTWISE, LOSS or OPTIMIZER placed on a CUDA device
+ * becomes one `extern "C" __global__` kernel. GEMM groups are cuBLASLt calls
+ * and COPY groups cudaMemcpyAsync: no code is generated for them. All
+ * kernels of a plan go into one translation unit (one NVRTC program).
+ *
+ * Conventions of the generated source:
+ *  - shapes are compile-time constants (the plan is compiled for one batch
+ *    size), indices are 64-bit (`long long`), loops are grid-stride, so any
+ *    grid covers any size;
+ *  - a kernel is named after what it fuses and starts with a comment
+ *    listing its nodes;
+ *  - pointwise kernels over equal-shaped, 16-byte aligned operands whose
+ *    element count is a multiple of 4 use float4 loads and stores;
+ *  - reductions are deterministic: no atomics; a loss kernel runs as one
+ *    block and reduces in shared memory in a fixed order;
+ *  - the same source compiles as host C++ with codegen/cuda_host_shim.h
+ *    (GCC_HOST_EMULATION defined), which is how the tests run generated
+ *    kernels without a GPU. For that build the source also defines, per
+ *    kernel, `extern "C" void <kernel>_launch(unsigned grid, unsigned block,
+ *    void **args)` that unpacks `args` exactly as cudaLaunchKernel would.
+ */
+#ifndef GCC_CODEGEN_EMIT_H
+#define GCC_CODEGEN_EMIT_H
+
+#include <stdint.h>
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever generated code changes for the same graph (part of the
+ * kernel cache key). */
+#define GCC_CODEGEN_VERSION 1
+
+typedef enum gcc_karg_kind {
+  GCC_KARG_INPUT = 0,   /* const pointer to a value's storage (its dtype) */
+  GCC_KARG_OUTPUT,      /* pointer to a value's storage, written */
+  GCC_KARG_PARAMS,      /* optimizer: float* base of the parameter section */
+  GCC_KARG_GRADS,       /* optimizer: const float* base of the gradient section */
+  GCC_KARG_STATE0,      /* optimizer: float* momentum buffer / Adam exp_avg section */
+  GCC_KARG_STATE1,      /* optimizer: float* Adam exp_avg_sq section */
+  GCC_KARG_NUMEL,       /* long long: elements of the flat sections */
+  GCC_KARG_FIRST_STEP,  /* int: 1 on the first optimizer step (SGD momentum) */
+  GCC_KARG_STEP_SIZE,   /* float: Adam lr / (1 - beta1^t) */
+  GCC_KARG_BC2_SQRT,    /* float: Adam sqrt(1 - beta2^t) */
+  GCC_KARG_BAD_LABEL,   /* int*: set by the host to -1; a loss kernel writes the
+                           row of a label outside [0, C) */
+  GCC_KARG_KIND_COUNT
+} gcc_karg_kind;
+
+typedef struct gcc_kernel_arg {
+  gcc_karg_kind kind;
+  int value;        /* INPUT / OUTPUT: value index in the graph, else -1 */
+  const char *name; /* the C parameter name (points into the kernel set) */
+} gcc_kernel_arg;
+
+typedef struct gcc_kernel_info {
+  char *name;            /* the kernel's symbol */
+  int group;             /* index in graph->groups */
+  gcc_kernel_arg *args;  /* in parameter order */
+  int n_args;
+  int64_t work_items;    /* elements the grid-stride loop covers */
+  int block_dim;         /* threads per block to launch with */
+  int grid_dim;          /* blocks for `work_items` on the target (<= 65535) */
+  int single_block;      /* 1: uses __syncthreads and must run as exactly one block */
+} gcc_kernel_info;
+
+typedef struct gcc_kernel_set {
+  char *source;          /* the whole translation unit, NUL-terminated */
+  gcc_kernel_info *kernels;
+  int n_kernels;
+  char **strings;        /* storage of argument names */
+  int n_strings;
+} gcc_kernel_set;
+
+/* Emits the kernels of every generated group on `device` of the fused graph
+ * `g`. `sm_count` sizes the grids (blocks = min(ceil(work / block),
+ * 32 * sm_count)). Errors: GCC_ERR_UNSUPPORTED naming the group and node
+ * whose op has no code generator; GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_codegen_emit(const gcc_graph *g, int device, int sm_count, gcc_kernel_set *out,
+                            gcc_diag *d);
+
+void gcc_kernel_set_free(gcc_kernel_set *ks);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_CODEGEN_EMIT_H */

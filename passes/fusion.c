@@ -1,0 +1,361 @@
+/*
+ * fusion.c - groups the nodes placed on CUDA devices into launches.
+ *
+ * In order:
+ *  1. every optimizer update of a device with the same op and
+ *     hyper-parameters -> one OPTIMIZER group (one kernel over the flat
+ *     persistent arena: parameters, gradients and state are parallel
+ *     arrays there);
+ *  2. a loss and its gradient node -> one LOSS group (one kernel);
+ *  3. GEMM epilogues, where cuBLASLt expresses them: Gemm + bias + Relu
+ *     (RELU_BIAS, or RELU_AUX_BIAS when the backward needs the mask);
+ *     dY W -> ReluGrad -> bias sum (DRELU_BGRAD); dW = dY^T X with the
+ *     bias sum of dY (BGRADA);
+ *  4. maximal chains of pointwise ops of one shape, each value consumed
+ *     once inside the chain, optionally ending in one reduction
+ *     (ReduceSumTo) -> one POINTWISE group;
+ *  5. everything else on a CUDA device is a group of its own (a Copy is a
+ *     COPY group: a transfer, not a launch).
+ * A group runs at one point of the schedule: a GEMM group at its first
+ * node (the epilogue consumes only what the GEMM consumes, plus the forward
+ * ReLU mask), the others at their last node. A candidate group is only
+ * formed when that point respects every dependency in and out of it.
+ * Nodes on the CPU are not grouped: the CPU backend runs them one by one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "passes/passes.h"
+
+typedef struct cand {
+  int nodes[64];
+  int n;
+  gcc_group_kind kind;
+  gcc_epilogue epi;
+  int closed; /* a pointwise group that ended in a reduction */
+} cand;
+
+static int is_cuda(const gcc_graph *g, int node) {
+  return node >= 0 && GCC_DEV_IS_CUDA(g->nodes[node].device);
+}
+
+static int only_consumer(const gcc_graph *g, int v) {
+  return g->values[v].n_consumers == 1 ? g->values[v].consumers[0] : -1;
+}
+
+static int kept(const gcc_graph *g, int v) {
+  const gcc_training *t = &g->training;
+  const char *n = g->values[v].name;
+  if ((t->loss && strcmp(n, t->loss) == 0) || (t->prediction && strcmp(n, t->prediction) == 0))
+    return 1;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v)
+      return 1;
+  return 0;
+}
+
+static int in_cand(const cand *c, int node) {
+  for (int i = 0; i < c->n; i++)
+    if (c->nodes[i] == node)
+      return 1;
+  return 0;
+}
+
+/* Does running all of `c` at one schedule point respect every edge? */
+static int placeable(const gcc_graph *g, const cand *c) {
+  int pos = c->nodes[0];
+  for (int i = 0; i < c->n; i++)
+    pos = c->kind == GCC_GROUP_GEMM ? (c->nodes[i] < pos ? c->nodes[i] : pos)
+                                    : (c->nodes[i] > pos ? c->nodes[i] : pos);
+  for (int i = 0; i < c->n; i++) {
+    const gcc_node *n = &g->nodes[c->nodes[i]];
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v < 0)
+        continue;
+      int p = g->values[v].producer;
+      if (p >= 0 && !in_cand(c, p) && p > pos)
+        return 0;
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+      const gcc_value *v = &g->values[n->outputs[k]];
+      for (int j = 0; j < v->n_consumers; j++) {
+        int u = v->consumers[j];
+        if (!in_cand(c, u) && u < pos)
+          return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+static void sanitize(char *dst, size_t cap, const char *src) {
+  size_t j = strlen(dst);
+  for (; *src && j + 1 < cap; src++)
+    dst[j++] = ((*src >= 'a' && *src <= 'z') || (*src >= 'A' && *src <= 'Z') ||
+                (*src >= '0' && *src <= '9'))
+                   ? *src
+                   : '_';
+  dst[j] = '\0';
+}
+
+static gcc_status commit(gcc_graph *g, const cand *c, const char *prefix, gcc_diag *d) {
+  char name[128];
+  snprintf(name, sizeof name, "%s", prefix);
+  for (int i = 0; i < c->n && strlen(name) < 80; i++) {
+    if (i)
+      strncat(name, "_", sizeof name - strlen(name) - 1);
+    sanitize(name, sizeof name, g->nodes[c->nodes[i]].name);
+  }
+  char uniq[160];
+  snprintf(uniq, sizeof uniq, "%s_k%d", name, g->n_groups);
+  int sorted[64];
+  memcpy(sorted, c->nodes, (size_t)c->n * sizeof(int));
+  for (int i = 1; i < c->n; i++) /* schedule order */
+    for (int j = i; j > 0 && sorted[j] < sorted[j - 1]; j--) {
+      int t = sorted[j];
+      sorted[j] = sorted[j - 1];
+      sorted[j - 1] = t;
+    }
+  return gcc_graph_add_group(g, uniq, c->kind, g->nodes[c->nodes[0]].device, sorted, c->n, c->epi,
+                             NULL, d);
+}
+
+static int grouped(const gcc_graph *g, int node) { return g->nodes[node].group >= 0; }
+
+static int same_attrs(const gcc_node *a, const gcc_node *b) {
+  if (a->op != b->op || a->n_av != b->n_av || a->device != b->device)
+    return 0;
+  for (int k = 0; k < a->n_av; k++)
+    if (a->av[k].i != b->av[k].i || a->av[k].f != b->av[k].f)
+      return 0;
+  return 1;
+}
+
+static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (!is_cuda(g, i) || grouped(g, i) || !(gcc_op(g->nodes[i].op)->flags & GCC_OPF_OPTIMIZER))
+      continue;
+    int *members = malloc((size_t)g->n_nodes * sizeof *members), n = 0;
+    if (!members)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (fusion)");
+    for (int j = i; j < g->n_nodes; j++)
+      if (!grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j]))
+        members[n++] = j;
+    char name[64];
+    snprintf(name, sizeof name, "optimizer_%s_all_k%d",
+             g->nodes[i].op == GCC_OP_ADAM ? "adam" : "sgd", g->n_groups);
+    gcc_status s = gcc_graph_add_group(g, name, GCC_GROUP_OPTIMIZER, g->nodes[i].device, members,
+                                       n, GCC_EPI_DEFAULT, NULL, d);
+    free(members);
+    GCC_TRY(s);
+  }
+  return GCC_OK;
+}
+
+static gcc_status fuse_losses(gcc_graph *g, gcc_diag *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *l = &g->nodes[i];
+    if (!is_cuda(g, i) || grouped(g, i) || !(gcc_op(l->op)->flags & GCC_OPF_LOSS))
+      continue;
+    int grad_op = l->op == GCC_OP_SOFTMAX_CROSS_ENTROPY ? GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD
+                                                        : GCC_OP_MEAN_SQUARED_ERROR_GRAD;
+    cand c = {.nodes = {i}, .n = 1, .kind = GCC_GROUP_LOSS};
+    const gcc_value *x = &g->values[l->inputs[0]];
+    for (int j = 0; j < x->n_consumers; j++) {
+      int u = x->consumers[j];
+      const gcc_node *gn = &g->nodes[u];
+      if (gn->op != grad_op || gn->device != l->device || grouped(g, u))
+        continue;
+      int same = gn->n_inputs == l->n_inputs + 1;
+      for (int k = 0; same && k < l->n_inputs; k++)
+        same = gn->inputs[k + 1] == l->inputs[k];
+      if (same) {
+        c.nodes[c.n++] = u;
+        break;
+      }
+    }
+    if (!placeable(g, &c))
+      c.n = 1;
+    GCC_TRY(commit(g, &c, "loss_", d));
+  }
+  return GCC_OK;
+}
+
+/* the ReduceSumTo that turns `v` (M, N) into its column sums (N) */
+static int bias_sum_of(const gcc_graph *g, int v) {
+  const gcc_value *val = &g->values[v];
+  if (val->shape.ndim != 2)
+    return -1;
+  for (int j = 0; j < val->n_consumers; j++) {
+    int u = val->consumers[j];
+    const gcc_node *n = &g->nodes[u];
+    if (n->op != GCC_OP_REDUCE_SUM_TO || grouped(g, u) || n->device != g->values[v].device)
+      continue;
+    const gcc_shape *s = &g->values[n->outputs[0]].shape;
+    if (n->av[REDUCE_SUM_TO_SCALE].f == 1.0f && gcc_shape_numel(s, NULL) == val->shape.dims[1] &&
+        (s->ndim == 1 || (s->ndim == 2 && s->dims[0] == 1)))
+      return u;
+  }
+  return -1;
+}
+
+static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
+  /* backward DRELU(_BGRAD) first: they claim the bias sums of ReLU layers */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!is_cuda(g, i) || grouped(g, i) || (n->op != GCC_OP_GEMM && n->op != GCC_OP_MATMUL) ||
+        (n->op == GCC_OP_GEMM && n->n_inputs > 2 && n->inputs[2] >= 0))
+      continue;
+    int r = only_consumer(g, n->outputs[0]);
+    if (r < 0 || grouped(g, r) || g->nodes[r].op != GCC_OP_RELU_GRAD ||
+        g->nodes[r].inputs[0] != n->outputs[0] || g->nodes[r].device != n->device ||
+        kept(g, n->outputs[0]))
+      continue;
+    cand c = {.nodes = {i, r}, .n = 2, .kind = GCC_GROUP_GEMM, .epi = GCC_EPI_DRELU};
+    int s = bias_sum_of(g, g->nodes[r].outputs[0]);
+    if (s >= 0) {
+      c.nodes[c.n++] = s;
+      c.epi = GCC_EPI_DRELU_BGRAD;
+      if (!placeable(g, &c)) {
+        c.n = 2;
+        c.epi = GCC_EPI_DRELU;
+      }
+    }
+    if (placeable(g, &c))
+      GCC_TRY(commit(g, &c, "gemm_", d));
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!is_cuda(g, i) || grouped(g, i) || (n->op != GCC_OP_GEMM && n->op != GCC_OP_MATMUL))
+      continue;
+    cand c = {.nodes = {i}, .n = 1, .kind = GCC_GROUP_GEMM, .epi = GCC_EPI_DEFAULT};
+    int bias = n->op == GCC_OP_GEMM && n->n_inputs > 2 && n->inputs[2] >= 0;
+    if (bias) {
+      const gcc_shape *cs = &g->values[n->inputs[2]].shape;
+      const gcc_shape *ys = &g->values[n->outputs[0]].shape;
+      int row = gcc_shape_numel(cs, NULL) == ys->dims[1] &&
+                (cs->ndim == 1 || (cs->ndim == 2 && cs->dims[0] == 1));
+      if (row && n->av[GEMM_BETA].f == 1.0f) {
+        c.epi = GCC_EPI_BIAS;
+        int r = only_consumer(g, n->outputs[0]);
+        if (r >= 0 && !grouped(g, r) && g->nodes[r].op == GCC_OP_RELU &&
+            g->nodes[r].device == n->device && !kept(g, n->outputs[0])) {
+          int aux = 0;
+          const gcc_value *y = &g->values[g->nodes[r].outputs[0]];
+          for (int j = 0; j < y->n_consumers; j++)
+            aux |= g->nodes[y->consumers[j]].op == GCC_OP_RELU_GRAD;
+          c.nodes[c.n++] = r;
+          c.epi = aux ? GCC_EPI_RELU_AUX_BIAS : GCC_EPI_RELU_BIAS;
+          if (!placeable(g, &c)) {
+            c.n = 1;
+            c.epi = GCC_EPI_BIAS;
+          }
+        }
+      }
+    } else if (n->op == GCC_OP_GEMM && n->av[GEMM_TRANS_A].i) {
+      /* dW = dY^T X: the bias gradient is the column sums of dY (operand A) */
+      int s = bias_sum_of(g, n->inputs[0]);
+      if (s >= 0) {
+        c.nodes[c.n++] = s;
+        c.epi = GCC_EPI_BGRADA;
+        if (!placeable(g, &c)) {
+          c.n = 1;
+          c.epi = GCC_EPI_DEFAULT;
+        }
+      }
+    }
+    GCC_TRY(commit(g, &c, "gemm_", d));
+  }
+  return GCC_OK;
+}
+
+static int pointwise(const gcc_graph *g, int node) {
+  return gcc_op(g->nodes[node].op)->flags & GCC_OPF_ELEMENTWISE;
+}
+
+static gcc_status fuse_pointwise(gcc_graph *g, gcc_diag *d) {
+  cand *open = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *open);
+  int *where = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *where);
+  int n_open = 0;
+  if (!open || !where) {
+    free(open);
+    free(where);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (fusion)");
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    where[i] = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    int red = n->op == GCC_OP_REDUCE_SUM_TO;
+    if (!is_cuda(g, i) || grouped(g, i) || (!pointwise(g, i) && !red))
+      continue;
+    int joined = -1;
+    for (int k = 0; k < n->n_inputs && joined < 0; k++) {
+      int v = n->inputs[k];
+      if (v < 0)
+        continue;
+      int p = g->values[v].producer;
+      if (p < 0 || where[p] < 0 || only_consumer(g, v) != i || kept(g, v))
+        continue;
+      cand *c = &open[where[p]];
+      if (c->closed || c->n >= 64 || g->nodes[p].device != n->device)
+        continue;
+      if (!red && !gcc_shape_equal(&g->values[v].shape, &g->values[n->outputs[0]].shape))
+        continue;
+      c->nodes[c->n++] = i;
+      if (placeable(g, c)) {
+        joined = where[p];
+        c->closed = red;
+      } else {
+        c->n--;
+      }
+    }
+    if (joined < 0) {
+      joined = n_open++;
+      open[joined].nodes[0] = i;
+      open[joined].n = 1;
+      open[joined].kind = GCC_GROUP_POINTWISE;
+      open[joined].closed = red;
+    }
+    where[i] = joined;
+  }
+  gcc_status s = GCC_OK;
+  for (int j = 0; j < n_open && s == GCC_OK; j++)
+    s = commit(g, &open[j], "fused_", d);
+  free(open);
+  free(where);
+  return s;
+}
+
+gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
+  (void)opt;
+  gcc_graph_clear_groups(g);
+  GCC_TRY(gcc_graph_link(g, d));
+  int any = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    any |= is_cuda(g, i);
+  if (!any)
+    return GCC_OK; /* the CPU backend runs nodes one by one */
+  GCC_TRY(fuse_optimizers(g, d));
+  GCC_TRY(fuse_losses(g, d));
+  GCC_TRY(fuse_gemms(g, d));
+  GCC_TRY(fuse_pointwise(g, d));
+  for (int i = 0; i < g->n_nodes; i++) { /* the rest: one group each */
+    if (!is_cuda(g, i) || grouped(g, i) || (gcc_op(g->nodes[i].op)->flags & GCC_OPF_ALIAS))
+      continue;
+    const gcc_op_desc *op = gcc_op(g->nodes[i].op);
+    cand c = {.nodes = {i}, .n = 1};
+    c.kind = (op->flags & GCC_OPF_COPY)                               ? GCC_GROUP_COPY
+             : op->cuda == GCC_CUDA_CUBLAS                            ? GCC_GROUP_GEMM
+             : (op->flags & (GCC_OPF_LOSS | GCC_OPF_INTERNAL)) &&
+                     (g->nodes[i].op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ||
+                      g->nodes[i].op == GCC_OP_MEAN_SQUARED_ERROR_GRAD)
+                 ? GCC_GROUP_LOSS
+                 : GCC_GROUP_POINTWISE;
+    GCC_TRY(commit(g, &c, c.kind == GCC_GROUP_COPY ? "copy_" : "k_", d));
+  }
+  return GCC_OK;
+}
