@@ -19,6 +19,7 @@
 
 #include <cblas.h>
 
+#include "codegen/emit.h"
 #include "graph/loader.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
@@ -71,6 +72,9 @@ static void usage(FILE *f) {
           "                      sm_89 or sm_90 (default sm_90)\n"
           "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
           "                      falling back to the CPU\n"
+          "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
+          "                      (DIR/kernels.cu, one NVRTC program) and its launch\n"
+          "                      manifest (DIR/manifest.json); needs --device cuda\n"
           "  --quiet             only errors and the final summary line\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -110,9 +114,12 @@ static int is_dir(const char *p) {
 
 /* --dump-placement: compile for the device asked for (an assumed one from
  * --cuda-arch when no GPU is usable), print the report, run nothing. */
+static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *info,
+                         const char *cuda_arch, const char *dir);
+
 static int dump_placement_main(const char *model_path, const gcc_device *want,
-                               int device_explicit, int strict, const char *cuda_arch,
-                               gcc_dump_format fmt, const char *file, int64_t epochs,
+                               int device_explicit, int strict, const char *cuda_arch, int fmt,
+                               const char *file, const char *kernels_dir, int64_t epochs,
                                int64_t batch, float lr, const char *dump_after) {
   (void)epochs;
   gcc_diag d = {0};
@@ -172,20 +179,69 @@ static int dump_placement_main(const char *model_path, const gcc_device *want,
     return d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
   }
   char *text = NULL;
-  gcc_status s = gcc_placement_report_string(g, &mem, devs, n_devs, o.mode, o.batch_size, fmt,
-                                             &text, &d);
-  if (s == GCC_OK && file)
-    s = gcc_write_file_atomic(file, text, strlen(text), &d);
-  else if (s == GCC_OK && (fputs(text, stdout) == EOF || fflush(stdout) != 0))
-    s = gcc_diag_set(&d, GCC_ERR_IO, "cannot write the report to stdout");
-  if (s != GCC_OK) {
-    fprintf(stderr, "gcc-train: %s\n", d.msg);
-    rc = EXIT_RUN;
+  gcc_status s = GCC_OK;
+  if (fmt >= 0) {
+    s = gcc_placement_report_string(g, &mem, devs, n_devs, o.mode, o.batch_size,
+                                    (gcc_dump_format)fmt, &text, &d);
+    if (s == GCC_OK && file)
+      s = gcc_write_file_atomic(file, text, strlen(text), &d);
+    else if (s == GCC_OK && (fputs(text, stdout) == EOF || fflush(stdout) != 0))
+      s = gcc_diag_set(&d, GCC_ERR_IO, "cannot write the report to stdout");
+    if (s != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      rc = EXIT_RUN;
+    }
   }
   free(text);
+  if (rc == 0 && kernels_dir)
+    rc = write_kernels(g, dev, &devs[1], cuda_arch, kernels_dir);
   gcc_mem_plan_free(&mem);
   gcc_graph_free(g);
   gcc_graph_free(model);
+  return rc;
+}
+
+/* --dump-kernels DIR: the generated program and its manifest */
+static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *info,
+                         const char *cuda_arch, const char *dir) {
+  gcc_diag d = {0};
+  if (!GCC_DEV_IS_CUDA(dev)) {
+    fprintf(stderr, "gcc-train: --dump-kernels: the plan is on the CPU, which runs no generated "
+                    "kernels; use --device cuda\n");
+    return EXIT_USAGE;
+  }
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "gcc-train: --dump-kernels %s: %s\n", dir, strerror(errno));
+    return EXIT_RUN;
+  }
+  gcc_kernel_set ks;
+  if (gcc_codegen_emit(g, dev, info->units, &ks, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_RUN;
+  }
+  char arch[16];
+  snprintf(arch, sizeof arch, "sm_%d%d", info->cc_major, info->cc_minor);
+  (void)cuda_arch;
+  char *manifest = NULL, path[4096];
+  int rc = 0;
+  gcc_status s = gcc_codegen_manifest(g, dev, arch, &ks, &manifest, &d);
+  if (s == GCC_OK) {
+    snprintf(path, sizeof path, "%s/kernels.cu", dir);
+    s = gcc_write_file_atomic(path, ks.source, strlen(ks.source), &d);
+  }
+  if (s == GCC_OK) {
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    s = gcc_write_file_atomic(path, manifest, strlen(manifest), &d);
+  }
+  if (s != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    rc = EXIT_RUN;
+  } else {
+    fprintf(stderr, "gcc-train: wrote %d generated kernels to %s/kernels.cu and %s/manifest.json\n",
+            ks.n_kernels, dir, dir);
+  }
+  free(manifest);
+  gcc_kernel_set_free(&ks);
   return rc;
 }
 
@@ -199,7 +255,7 @@ int main(int argc, char **argv) {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
-    OPT_CUDA_ARCH, OPT_STRICT
+    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -219,6 +275,7 @@ int main(int argc, char **argv) {
       {"dump-placement-file", required_argument, 0, OPT_DUMP_PLACEMENT_FILE},
       {"cuda-arch", required_argument, 0, OPT_CUDA_ARCH},
       {"strict-placement", no_argument, 0, OPT_STRICT},
+      {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -230,6 +287,7 @@ int main(int argc, char **argv) {
   float lr = -1.0f;
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
+  const char *dump_kernels = NULL;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -250,6 +308,7 @@ int main(int argc, char **argv) {
       break;
     case OPT_CUDA_ARCH: cuda_arch = optarg; break;
     case OPT_STRICT: strict = 1; break;
+    case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -305,9 +364,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if (dump_placement)
-    return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch, fmt,
-                               dump_file, epochs, batch, lr, dump_after);
+  if (dump_placement || dump_kernels)
+    return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch,
+                               dump_placement ? (int)fmt : -1, dump_file, dump_kernels, epochs,
+                               batch, lr, dump_after);
 
   char note[768];
   if (gcc_device_resolve(&want, &dev, note, sizeof note, &d) != GCC_OK) {

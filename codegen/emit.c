@@ -1,0 +1,684 @@
+/*
+ * emit.c - CUDA C for fused groups. See emit.h for the conventions.
+ *
+ * The generated code mirrors the CPU kernels of runtime/cpu_kernels.c
+ * operation for operation (same association order, same float64
+ * accumulation in losses), so the host-emulated kernels can be compared
+ * with the CPU backend at 1e-6.
+ */
+#include "codegen/emit.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+
+#define BLOCK 256
+
+/* ---- a string builder ------------------------------------------------- */
+
+typedef struct sb {
+  char *buf;
+  size_t len, cap;
+  int oom;
+} sb;
+
+__attribute__((format(printf, 2, 3))) static void out(sb *s, const char *fmt, ...) {
+  if (s->oom)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(s->buf ? s->buf + s->len : NULL, s->buf ? s->cap - s->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      s->oom = 1;
+      return;
+    }
+    if (s->buf && s->len + (size_t)n < s->cap) {
+      s->len += (size_t)n;
+      return;
+    }
+    size_t nc = s->cap ? s->cap * 2 : 4096;
+    while (nc < s->len + (size_t)n + 1)
+      nc *= 2;
+    char *nb = realloc(s->buf, nc);
+    if (!nb) {
+      s->oom = 1;
+      return;
+    }
+    s->buf = nb;
+    s->cap = nc;
+  }
+}
+
+/* ---- kernel bookkeeping ----------------------------------------------- */
+
+typedef struct emitter {
+  const gcc_graph *g;
+  int sm_count;
+  sb src;
+  gcc_kernel_set *ks;
+  gcc_diag *d;
+} emitter;
+
+static const char *keep_str(emitter *e, const char *s) {
+  char **ns = realloc(e->ks->strings, (size_t)(e->ks->n_strings + 1) * sizeof *ns);
+  if (!ns)
+    return NULL;
+  e->ks->strings = ns;
+  char *c = strdup(s);
+  if (!c)
+    return NULL;
+  ns[e->ks->n_strings++] = c;
+  return c;
+}
+
+static gcc_kernel_info *new_kernel(emitter *e, int group) {
+  gcc_kernel_info *nk = realloc(e->ks->kernels, (size_t)(e->ks->n_kernels + 1) * sizeof *nk);
+  if (!nk)
+    return NULL;
+  e->ks->kernels = nk;
+  gcc_kernel_info *k = &nk[e->ks->n_kernels++];
+  memset(k, 0, sizeof *k);
+  k->name = strdup(e->g->groups[group].name);
+  k->group = group;
+  k->block_dim = BLOCK;
+  return k->name ? k : NULL;
+}
+
+static int add_arg(emitter *e, gcc_kernel_info *k, gcc_karg_kind kind, int value, const char *name) {
+  gcc_kernel_arg *na = realloc(k->args, (size_t)(k->n_args + 1) * sizeof *na);
+  if (!na)
+    return 0;
+  k->args = na;
+  na[k->n_args].kind = kind;
+  na[k->n_args].value = value;
+  na[k->n_args].name = keep_str(e, name);
+  if (!na[k->n_args].name)
+    return 0;
+  k->n_args++;
+  return 1;
+}
+
+static void set_grid(emitter *e, gcc_kernel_info *k, int64_t work) {
+  int64_t blocks = (work + BLOCK - 1) / BLOCK, cap = 32 * (int64_t)(e->sm_count > 0 ? e->sm_count : 1);
+  if (blocks > cap)
+    blocks = cap;
+  if (blocks > 65535)
+    blocks = 65535;
+  k->work_items = work;
+  k->grid_dim = (int)(blocks > 0 ? blocks : 1);
+}
+
+static const char *ctype(gcc_dtype t) {
+  switch (t) {
+  case GCC_DT_INT64: return "long long";
+  case GCC_DT_INT32: return "int";
+  default: return "float";
+  }
+}
+
+static void comment_nodes(emitter *e, const gcc_group *gr) {
+  out(&e->src, "  /* fuses:");
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const gcc_node *n = &e->g->nodes[gr->nodes[i]];
+    out(&e->src, "%s %s (%s)", i ? "," : "", n->name, gcc_op_name(n->op));
+  }
+  out(&e->src, " */\n");
+}
+
+/* Host-emulation wrapper: unpacks cudaLaunchKernel-style args (args[i]
+ * points at argument i). */
+static void emit_wrapper(emitter *e, const gcc_kernel_info *k, const char *const *types) {
+  out(&e->src, "#ifdef GCC_HOST_EMULATION\nextern \"C\" void %s_launch(unsigned grid, unsigned block, void **args) {\n  GCC_EMU_LAUNCH(%s, grid, block",
+      k->name, k->name);
+  for (int i = 0; i < k->n_args; i++)
+    out(&e->src, ", *(%s *)args[%d]", types[i], i);
+  out(&e->src, ");\n}\n#endif\n\n");
+}
+
+static const char *float_lit(char *buf, size_t cap, float f) {
+  snprintf(buf, cap, "%.9ef", (double)f);
+  return buf;
+}
+
+/* ---- pointwise groups ------------------------------------------------- */
+
+static int member(const gcc_group *gr, int node) {
+  for (int i = 0; i < gr->n_nodes; i++)
+    if (gr->nodes[i] == node)
+      return 1;
+  return 0;
+}
+
+/* index into an operand of shape `in` broadcast to `s`, at linear index
+ * variable `var` of `s` */
+static void bcast_index(sb *o, const gcc_shape *in, const gcc_shape *s, const char *var) {
+  int64_t nin = gcc_shape_numel(in, NULL), ns = gcc_shape_numel(s, NULL);
+  if (nin == ns) {
+    out(o, "%s", var);
+    return;
+  }
+  if (nin == 1) {
+    out(o, "0LL");
+    return;
+  }
+  int first = 1;
+  int64_t in_stride = 1;
+  out(o, "(");
+  for (int j = s->ndim - 1; j >= 0; j--) {
+    int ji = in->ndim - s->ndim + j;
+    int64_t din = ji >= 0 ? in->dims[ji] : 1;
+    if (din != 1) {
+      int64_t st = 1;
+      for (int k = j + 1; k < s->ndim; k++)
+        st *= s->dims[k];
+      out(o, "%s((%s / %" PRId64 "LL) %% %" PRId64 "LL) * %" PRId64 "LL", first ? "" : " + ", var, st,
+          s->dims[j], in_stride);
+      first = 0;
+    }
+    in_stride *= din;
+  }
+  out(o, ")");
+}
+
+static gcc_status emit_pointwise(emitter *e, int gi) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  int tail = gr->nodes[gr->n_nodes - 1];
+  int red = g->nodes[tail].op == GCC_OP_REDUCE_SUM_TO ? tail : -1;
+  int chain_end = red >= 0 ? (gr->n_nodes >= 2 ? gr->nodes[gr->n_nodes - 2] : -1) : tail;
+  /* shape of the pointwise domain */
+  const gcc_shape *S = red >= 0 ? &g->values[g->nodes[red].inputs[0]].shape
+                                : &g->values[g->nodes[tail].outputs[0]].shape;
+  int64_t n = gcc_shape_numel(S, NULL);
+  /* external inputs, in first-use order */
+  int ext[64], n_ext = 0;
+  for (int m = 0; m < gr->n_nodes; m++) {
+    const gcc_node *nd = &g->nodes[gr->nodes[m]];
+    for (int k = 0; k < nd->n_inputs; k++) {
+      int v = nd->inputs[k];
+      if (v < 0 || (g->values[v].producer >= 0 && member(gr, g->values[v].producer)))
+        continue;
+      int seen = 0;
+      for (int j = 0; j < n_ext; j++)
+        seen |= ext[j] == v;
+      if (!seen && n_ext < 64)
+        ext[n_ext++] = v;
+    }
+  }
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  const char *types[70];
+  char pname[32];
+  int outv = g->nodes[tail].outputs[0];
+  int vec = red < 0 && n % 4 == 0;
+  for (int j = 0; j < n_ext && vec; j++)
+    vec = gcc_shape_numel(&g->values[ext[j]].shape, NULL) == n;
+
+  /* the element function: the chain at one element */
+  if (chain_end >= 0) {
+    out(&e->src, "__device__ __forceinline__ float %s_elem(", k->name);
+    for (int j = 0; j < n_ext; j++)
+      out(&e->src, "%sfloat in%d", j ? ", " : "", j);
+    out(&e->src, ") {\n");
+    for (int m = 0; m < gr->n_nodes; m++) {
+      int ni = gr->nodes[m];
+      if (ni == red)
+        continue;
+      const gcc_node *nd = &g->nodes[ni];
+      char a[2][32];
+      for (int q = 0; q < nd->n_inputs && q < 2; q++) {
+        int v = nd->inputs[q];
+        int p = g->values[v].producer;
+        if (p >= 0 && member(gr, p)) {
+          snprintf(a[q], sizeof a[q], "t%d", p);
+        } else {
+          for (int j = 0; j < n_ext; j++)
+            if (ext[j] == v)
+              snprintf(a[q], sizeof a[q], "in%d", j);
+        }
+      }
+      switch (nd->op) {
+      case GCC_OP_ADD: out(&e->src, "  float t%d = %s + %s; /* %s */\n", ni, a[0], a[1], nd->name); break;
+      case GCC_OP_RELU:
+        out(&e->src, "  float t%d = %s < 0.0f ? 0.0f : %s; /* %s */\n", ni, a[0], a[0], nd->name);
+        break;
+      case GCC_OP_RELU_GRAD:
+        out(&e->src, "  float t%d = %s > 0.0f ? %s : 0.0f; /* %s */\n", ni, a[1], a[0], nd->name);
+        break;
+      case GCC_OP_IDENTITY: out(&e->src, "  float t%d = %s; /* %s */\n", ni, a[0], nd->name); break;
+      default:
+        return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
+                            "%s: codegen: group '%s': node '%s' (%s) has no pointwise code generator",
+                            g->source, gr->name, nd->name, gcc_op_name(nd->op));
+      }
+    }
+    out(&e->src, "  return t%d;\n}\n\n", chain_end);
+  }
+
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  for (int j = 0; j < n_ext; j++) {
+    snprintf(pname, sizeof pname, "in%d", j);
+    out(&e->src, "%sconst float* __restrict__ %s", j ? ", " : "", pname);
+    if (!add_arg(e, k, GCC_KARG_INPUT, ext[j], pname))
+      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+    types[j] = "const float *";
+  }
+  out(&e->src, "%sfloat* __restrict__ out0) {\n", n_ext ? ", " : "");
+  if (!add_arg(e, k, GCC_KARG_OUTPUT, outv, "out0"))
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  types[n_ext] = "float *";
+  comment_nodes(e, gr);
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n");
+  if (red >= 0) {
+    /* one thread per output element; the reduced elements in ascending
+     * linear order, as the CPU backend, accumulating in float */
+    const gcc_shape *Y = &g->values[outv].shape;
+    int64_t ny = gcc_shape_numel(Y, NULL), nr = n / (ny > 0 ? ny : 1);
+    float scale = g->nodes[red].av[REDUCE_SUM_TO_SCALE].f;
+    char lit[32];
+    out(&e->src,
+        "  for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < %" PRId64
+        "LL; o += stride) {\n    float acc = 0.0f;\n    for (long long r = 0; r < %" PRId64
+        "LL; r++) {\n      long long i = ",
+        ny, nr);
+    /* i = base(o) + off(r): kept dims from o, reduced dims from r */
+    int first = 1;
+    int64_t ostride = 1, rstride = 1;
+    for (int j = S->ndim - 1; j >= 0; j--) {
+      int jy = Y->ndim - S->ndim + j;
+      int64_t dy = jy >= 0 ? Y->dims[jy] : 1, st = 1;
+      for (int q = j + 1; q < S->ndim; q++)
+        st *= S->dims[q];
+      if (dy == S->dims[j] && dy != 1) {
+        out(&e->src, "%s((o / %" PRId64 "LL) %% %" PRId64 "LL) * %" PRId64 "LL", first ? "" : " + ",
+            ostride, dy, st);
+        ostride *= dy;
+        first = 0;
+      } else if (S->dims[j] != 1) {
+        out(&e->src, "%s((r / %" PRId64 "LL) %% %" PRId64 "LL) * %" PRId64 "LL", first ? "" : " + ",
+            rstride, S->dims[j], st);
+        rstride *= S->dims[j];
+        first = 0;
+      }
+    }
+    out(&e->src, "%s;\n", first ? "0LL" : "");
+    if (chain_end >= 0) {
+      out(&e->src, "      acc += %s_elem(", k->name);
+      for (int j = 0; j < n_ext; j++) {
+        out(&e->src, "%sin%d[", j ? ", " : "", j);
+        bcast_index(&e->src, &g->values[ext[j]].shape, S, "i");
+        out(&e->src, "]");
+      }
+      out(&e->src, ");\n");
+    } else {
+      out(&e->src, "      acc += in0[i];\n");
+    }
+    out(&e->src, "    }\n    out0[o] = acc%s%s;\n  }\n}\n",
+        scale != 1.0f ? " * " : "", scale != 1.0f ? float_lit(lit, sizeof lit, scale) : "");
+    set_grid(e, k, ny);
+  } else if (vec) {
+    out(&e->src,
+        "  /* float4: every operand has the full %" PRId64 " elements */\n"
+        "  for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < %" PRId64
+        "LL; q += stride) {\n",
+        n, n / 4);
+    for (int j = 0; j < n_ext; j++)
+      out(&e->src, "    float4 a%d = reinterpret_cast<const float4*>(in%d)[q];\n", j, j);
+    out(&e->src, "    float4 r;\n");
+    const char *comp[4] = {"x", "y", "z", "w"};
+    for (int c = 0; c < 4; c++) {
+      out(&e->src, "    r.%s = %s_elem(", comp[c], k->name);
+      for (int j = 0; j < n_ext; j++)
+        out(&e->src, "%sa%d.%s", j ? ", " : "", j, comp[c]);
+      out(&e->src, ");\n");
+    }
+    out(&e->src, "    reinterpret_cast<float4*>(out0)[q] = r;\n  }\n}\n");
+    set_grid(e, k, n / 4);
+  } else {
+    out(&e->src,
+        "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64
+        "LL; i += stride)\n    out0[i] = %s_elem(",
+        n, k->name);
+    for (int j = 0; j < n_ext; j++) {
+      out(&e->src, "%sin%d[", j ? ", " : "", j);
+      bcast_index(&e->src, &g->values[ext[j]].shape, S, "i");
+      out(&e->src, "]");
+    }
+    out(&e->src, ");\n}\n");
+    set_grid(e, k, n);
+  }
+  emit_wrapper(e, k, types);
+  return GCC_OK;
+}
+
+/* ---- loss groups ------------------------------------------------------ */
+
+static gcc_status emit_sce(emitter *e, int gi, int fwd, int grad) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  const gcc_node *any = &g->nodes[fwd >= 0 ? fwd : grad];
+  int first = fwd >= 0 ? 0 : 1; /* where logits start in the node's inputs */
+  int X = any->inputs[first], T = any->inputs[first + 1];
+  int W = any->n_inputs > first + 2 ? any->inputs[first + 2] : -1;
+  int64_t N = g->values[X].shape.dims[0], C = g->values[X].shape.dims[1];
+  int mean = strcmp(any->av[SCE_REDUCTION].s, "mean") == 0;
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  const char *types[8];
+  int na = 0, ok = 1;
+  out(&e->src, "extern \"C\" __global__ void %s(const float* __restrict__ logits, const %s* __restrict__ labels",
+      k->name, ctype(g->values[T].dtype));
+  ok &= add_arg(e, k, GCC_KARG_INPUT, X, "logits");
+  types[na++] = "const float *";
+  ok &= add_arg(e, k, GCC_KARG_INPUT, T, "labels");
+  types[na++] = g->values[T].dtype == GCC_DT_INT64 ? "const long long *" : "const int *";
+  if (W >= 0) {
+    out(&e->src, ", const float* __restrict__ weight");
+    ok &= add_arg(e, k, GCC_KARG_INPUT, W, "weight");
+    types[na++] = "const float *";
+  }
+  if (grad >= 0) {
+    out(&e->src, ", const float* __restrict__ dloss");
+    ok &= add_arg(e, k, GCC_KARG_INPUT, g->nodes[grad].inputs[0], "dloss");
+    types[na++] = "const float *";
+  }
+  if (fwd >= 0) {
+    out(&e->src, ", float* __restrict__ loss");
+    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "loss");
+    types[na++] = "float *";
+  }
+  if (grad >= 0) {
+    out(&e->src, ", float* __restrict__ dlogits");
+    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[grad].outputs[0], "dlogits");
+    types[na++] = "float *";
+  }
+  out(&e->src, ", int* __restrict__ bad_label) {\n");
+  ok &= add_arg(e, k, GCC_KARG_BAD_LABEL, -1, "bad_label");
+  types[na++] = "int *";
+  if (!ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, gr);
+  out(&e->src,
+      "  /* one block: the loss is reduced in shared memory in a fixed order (deterministic) */\n"
+      "  const long long N = %" PRId64 "LL, C = %" PRId64 "LL, IGNORE = %" PRId64 "LL;\n"
+      "  __shared__ double s_sum[%d];\n  __shared__ double s_w[%d];\n"
+      "  if (blockIdx.x != 0) return;\n"
+      "  double acc = 0.0, wacc = 0.0;\n"
+      "  for (long long i = threadIdx.x; i < N; i += blockDim.x) {\n"
+      "    long long y = (long long)labels[i];\n"
+      "    if (y == IGNORE) continue;\n"
+      "    if (y < 0 || y >= C) { *bad_label = (int)i; continue; }\n"
+      "    double w = %s;\n"
+      "    wacc += w;\n",
+      N, C, any->av[SCE_IGNORE_INDEX].i, BLOCK, BLOCK, W >= 0 ? "(double)weight[y]" : "1.0");
+  if (fwd >= 0)
+    out(&e->src,
+        "    const float *row = logits + i * C;\n"
+        "    float mx = row[0];\n"
+        "    for (long long j = 1; j < C; j++) mx = row[j] > mx ? row[j] : mx;\n"
+        "    double se = 0.0;\n"
+        "    for (long long j = 0; j < C; j++) se += exp((double)row[j] - mx);\n"
+        "    acc += w * (log(se) + mx - row[y]); /* -log_softmax(x)[y] */\n");
+  out(&e->src,
+      "  }\n"
+      "  s_sum[threadIdx.x] = acc;\n  s_w[threadIdx.x] = wacc;\n  __syncthreads();\n"
+      "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {\n"
+      "    if (threadIdx.x < s) { s_sum[threadIdx.x] += s_sum[threadIdx.x + s]; s_w[threadIdx.x] += s_w[threadIdx.x + s]; }\n"
+      "    __syncthreads();\n  }\n"
+      "  const double wsum = s_w[0];\n");
+  if (fwd >= 0)
+    out(&e->src, "  if (threadIdx.x == 0) loss[0] = (float)(%s);\n",
+        mean ? "s_sum[0] / wsum" : "s_sum[0]");
+  if (grad >= 0)
+    out(&e->src,
+        "  const float dl = dloss[0];\n"
+        "  for (long long i = threadIdx.x; i < N; i += blockDim.x) {\n"
+        "    long long y = (long long)labels[i];\n"
+        "    float *drow = dlogits + i * C;\n"
+        "    if (y == IGNORE || y < 0 || y >= C) { for (long long j = 0; j < C; j++) drow[j] = 0.0f; continue; }\n"
+        "    const float *row = logits + i * C;\n"
+        "    float mx = row[0];\n"
+        "    for (long long j = 1; j < C; j++) mx = row[j] > mx ? row[j] : mx;\n"
+        "    double se = 0.0;\n"
+        "    for (long long j = 0; j < C; j++) se += exp((double)row[j] - mx);\n"
+        "    double scale = (double)dl * %s / %s;\n"
+        "    for (long long j = 0; j < C; j++) {\n"
+        "      double p = exp((double)row[j] - mx) / se;\n"
+        "      drow[j] = (float)(scale * (p - (j == y ? 1.0 : 0.0)));\n"
+        "    }\n  }\n",
+        W >= 0 ? "(double)weight[y]" : "1.0", mean ? "wsum" : "1.0");
+  out(&e->src, "}\n");
+  k->single_block = 1;
+  k->grid_dim = 1;
+  k->work_items = N;
+  emit_wrapper(e, k, types);
+  return GCC_OK;
+}
+
+static gcc_status emit_mse(emitter *e, int gi, int fwd, int grad) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  const gcc_node *any = &g->nodes[fwd >= 0 ? fwd : grad];
+  int first = fwd >= 0 ? 0 : 1;
+  int P = any->inputs[first], T = any->inputs[first + 1];
+  int64_t n = gcc_shape_numel(&g->values[P].shape, NULL);
+  int mean = strcmp(any->av[MSE_REDUCTION].s, "mean") == 0;
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  const char *types[8];
+  int na = 0, ok = 1;
+  out(&e->src, "extern \"C\" __global__ void %s(const float* __restrict__ pred, const float* __restrict__ target", k->name);
+  ok &= add_arg(e, k, GCC_KARG_INPUT, P, "pred");
+  types[na++] = "const float *";
+  ok &= add_arg(e, k, GCC_KARG_INPUT, T, "target");
+  types[na++] = "const float *";
+  if (grad >= 0) {
+    out(&e->src, ", const float* __restrict__ dloss");
+    ok &= add_arg(e, k, GCC_KARG_INPUT, g->nodes[grad].inputs[0], "dloss");
+    types[na++] = "const float *";
+  }
+  if (fwd >= 0) {
+    out(&e->src, ", float* __restrict__ loss");
+    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "loss");
+    types[na++] = "float *";
+  }
+  if (grad >= 0) {
+    out(&e->src, ", float* __restrict__ dpred");
+    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[grad].outputs[0], "dpred");
+    types[na++] = "float *";
+  }
+  out(&e->src, ") {\n");
+  if (!ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, gr);
+  out(&e->src,
+      "  const long long N = %" PRId64 "LL;\n"
+      "  __shared__ double s_sum[%d];\n"
+      "  if (blockIdx.x != 0) return;\n",
+      n, BLOCK);
+  if (fwd >= 0)
+    out(&e->src,
+        "  double acc = 0.0;\n"
+        "  for (long long i = threadIdx.x; i < N; i += blockDim.x) { double d = (double)pred[i] - target[i]; acc += d * d; }\n"
+        "  s_sum[threadIdx.x] = acc;\n  __syncthreads();\n"
+        "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {\n"
+        "    if (threadIdx.x < s) s_sum[threadIdx.x] += s_sum[threadIdx.x + s];\n"
+        "    __syncthreads();\n  }\n"
+        "  if (threadIdx.x == 0) loss[0] = (float)(%s);\n",
+        mean ? "s_sum[0] / (double)N" : "s_sum[0]");
+  if (grad >= 0)
+    out(&e->src,
+        "  const float scale = (float)(2.0 * (double)dloss[0] / %s);\n"
+        "  for (long long i = threadIdx.x; i < N; i += blockDim.x) dpred[i] = scale * (pred[i] - target[i]);\n",
+        mean ? "(double)N" : "1.0");
+  out(&e->src, "}\n");
+  k->single_block = 1;
+  k->grid_dim = 1;
+  k->work_items = n;
+  emit_wrapper(e, k, types);
+  return GCC_OK;
+}
+
+static gcc_status emit_loss(emitter *e, int gi) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  int fwd = -1, grad = -1;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    int op = g->nodes[gr->nodes[i]].op;
+    if (op == GCC_OP_SOFTMAX_CROSS_ENTROPY || op == GCC_OP_MEAN_SQUARED_ERROR)
+      fwd = gr->nodes[i];
+    else
+      grad = gr->nodes[i];
+  }
+  int op = g->nodes[fwd >= 0 ? fwd : grad].op;
+  if (op == GCC_OP_SOFTMAX_CROSS_ENTROPY || op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD)
+    return emit_sce(e, gi, fwd, grad);
+  return emit_mse(e, gi, fwd, grad);
+}
+
+/* ---- the optimizer ---------------------------------------------------- */
+
+/* the session's persistent layout pads each tensor to 64 bytes */
+static int64_t padded(int64_t n) { return (n + 15) / 16 * 16; }
+
+static gcc_status emit_optimizer(emitter *e, int gi) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  const gcc_node *n0 = &g->nodes[gr->nodes[0]];
+  int64_t total = 0;
+  for (int i = 0; i < gr->n_nodes; i++)
+    total += padded(gcc_shape_numel(&g->values[g->nodes[gr->nodes[i]].inputs[0]].shape, NULL));
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  const char *types[8];
+  int na = 0, ok = 1;
+  char l1[32], l2[32], l3[32], l4[32];
+  ok &= add_arg(e, k, GCC_KARG_PARAMS, -1, "p");
+  types[na++] = "float *";
+  ok &= add_arg(e, k, GCC_KARG_GRADS, -1, "g");
+  types[na++] = "const float *";
+  if (n0->op == GCC_OP_SGD) {
+    int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
+    if (has_buf) {
+      ok &= add_arg(e, k, GCC_KARG_STATE0, -1, "buf");
+      types[na++] = "float *";
+    }
+    ok &= add_arg(e, k, GCC_KARG_NUMEL, -1, "n");
+    types[na++] = "long long";
+    ok &= add_arg(e, k, GCC_KARG_FIRST_STEP, -1, "first");
+    types[na++] = "int";
+    if (!ok)
+      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+    out(&e->src, "extern \"C\" __global__ void %s(float* __restrict__ p, const float* __restrict__ g, %slong long n, int first) {\n",
+        k->name, has_buf ? "float* __restrict__ buf, " : "");
+    comment_nodes(e, gr);
+    out(&e->src,
+        "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
+        "     (parallel arrays, each tensor padded to 64 bytes): %" PRId64 " floats */\n"
+        "  const float lr = %s, mom = %s, damp = %s, wd = %s;\n"
+        "  (void)mom; (void)damp; (void)first;\n"
+        "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+        "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n",
+        total, float_lit(l1, sizeof l1, n0->av[SGD_LR].f), float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
+        float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f), float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
+    if (!has_buf)
+      out(&e->src, "    p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);\n  }\n}\n");
+    else
+      out(&e->src,
+          "    float d = g[i] + wd * p[i];\n"
+          "    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;\n"
+          "    buf[i] = b;\n"
+          "    p[i] = p[i] + (-lr) * (%s);\n  }\n}\n",
+          n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b");
+  } else {
+    ok &= add_arg(e, k, GCC_KARG_STATE0, -1, "m");
+    types[na++] = "float *";
+    ok &= add_arg(e, k, GCC_KARG_STATE1, -1, "v");
+    types[na++] = "float *";
+    ok &= add_arg(e, k, GCC_KARG_NUMEL, -1, "n");
+    types[na++] = "long long";
+    ok &= add_arg(e, k, GCC_KARG_STEP_SIZE, -1, "step_size");
+    types[na++] = "float";
+    ok &= add_arg(e, k, GCC_KARG_BC2_SQRT, -1, "bc2_sqrt");
+    types[na++] = "float";
+    if (!ok)
+      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+    out(&e->src, "extern \"C\" __global__ void %s(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v, long long n, float step_size, float bc2_sqrt) {\n",
+        k->name);
+    comment_nodes(e, gr);
+    out(&e->src,
+        "  /* torch.optim.Adam over the flat sections: %" PRId64 " floats; step_size = lr / (1 - beta1^t),\n"
+        "     bc2_sqrt = sqrt(1 - beta2^t), computed on the host in float64 each step */\n"
+        "  const float b1 = %s, b2 = %s, eps = %s, wd = %s;\n"
+        "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+        "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n"
+        "    float gi = g[i] + wd * p[i];\n"
+        "    m[i] = m[i] * b1 + (1.0f - b1) * gi;\n"
+        "    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;\n"
+        "    float denom = sqrtf(v[i]) / bc2_sqrt + eps;\n"
+        "    p[i] = p[i] + (-step_size) * (m[i] / denom);\n  }\n}\n",
+        total, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f), float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f),
+        float_lit(l3, sizeof l3, n0->av[ADAM_EPS].f), float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f));
+  }
+  set_grid(e, k, total);
+  emit_wrapper(e, k, types);
+  return GCC_OK;
+}
+
+/* ---- entry ------------------------------------------------------------ */
+
+gcc_status gcc_codegen_emit(const gcc_graph *g, int device, int sm_count, gcc_kernel_set *ks,
+                            gcc_diag *d) {
+  memset(ks, 0, sizeof *ks);
+  emitter e = {g, sm_count, {0}, ks, d};
+  out(&e.src,
+      "/* gcc-train generated kernels: %s, device %d, codegen version %d.\n"
+      " * Every kernel is `extern \"C\" __global__`, grid-stride, 64-bit indexed. */\n\n",
+      g->name, device, GCC_CODEGEN_VERSION);
+  gcc_status s = GCC_OK;
+  for (int gi = 0; gi < g->n_groups && s == GCC_OK; gi++) {
+    const gcc_group *gr = &g->groups[gi];
+    if (gr->device != device)
+      continue;
+    switch (gr->kind) {
+    case GCC_GROUP_POINTWISE: s = emit_pointwise(&e, gi); break;
+    case GCC_GROUP_LOSS: s = emit_loss(&e, gi); break;
+    case GCC_GROUP_OPTIMIZER: s = emit_optimizer(&e, gi); break;
+    default: break; /* GEMM: cuBLASLt; COPY: cudaMemcpyAsync */
+    }
+  }
+  if (s == GCC_OK && e.src.oom)
+    s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  if (s != GCC_OK) {
+    free(e.src.buf);
+    gcc_kernel_set_free(ks);
+    return s;
+  }
+  ks->source = e.src.buf;
+  return GCC_OK;
+}
+
+void gcc_kernel_set_free(gcc_kernel_set *ks) {
+  if (!ks)
+    return;
+  for (int i = 0; i < ks->n_kernels; i++) {
+    free(ks->kernels[i].name);
+    free(ks->kernels[i].args);
+  }
+  free(ks->kernels);
+  for (int i = 0; i < ks->n_strings; i++)
+    free(ks->strings[i]);
+  free(ks->strings);
+  free(ks->source);
+  memset(ks, 0, sizeof *ks);
+}
