@@ -1,0 +1,173 @@
+// Fusion of the plans placed on CUDA: which groups form, their cuBLASLt
+// epilogues, and the launch count of the MNIST MLP training step (the target
+// of the codegen issue: at most 16 launches, against ~40 for PyTorch eager).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+extern "C" {
+#include "codegen/emit.h"
+#include "graph/builder.h"
+#include "graph/ops.h"
+#include "models/models.h"
+#include "runtime/executor.h"
+}
+
+namespace {
+
+struct Compiled {
+  gcc_graph *g = nullptr;
+  gcc_mem_plan mem{};
+  ~Compiled() {
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+  }
+};
+
+void Compile(const gcc_graph *model, int device, gcc_mode mode, int64_t batch, Compiled *c) {
+  gcc_options o{};
+  o.mode = mode;
+  o.batch_size = batch;
+  o.opt = model->training.opt;
+  o.device = device;
+  o.device_explicit = 1;
+  o.n_cuda_devices = 1;
+  gcc_diag d{};
+  FILE *sink = fopen("/dev/null", "w");
+  o.warn_file = sink;
+  ASSERT_EQ(gcc_compile_graph(model, &o, &c->g, &c->mem, &d), GCC_OK) << d.msg;
+  fclose(sink);
+}
+
+int Launches(const gcc_graph *g) {
+  int n = 0;
+  for (int k = 0; k < g->n_groups; k++)
+    n += g->groups[k].kind != GCC_GROUP_COPY;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_op_desc *op = gcc_op(g->nodes[i].op);
+    if (g->nodes[i].group < 0 && !(op->flags & (GCC_OPF_ALIAS | GCC_OPF_COPY)))
+      n++;
+  }
+  return n;
+}
+
+std::map<std::string, std::string> EpilogueByFirstNode(const gcc_graph *g) {
+  std::map<std::string, std::string> m;
+  for (int k = 0; k < g->n_groups; k++)
+    if (g->groups[k].kind == GCC_GROUP_GEMM)
+      m[g->nodes[g->groups[k].nodes[0]].name] = gcc_epilogue_name(g->groups[k].epilogue);
+  return m;
+}
+
+TEST(Fusion, MnistMlpTrainingStepIsSixteenLaunches) {
+  gcc_graph *model;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &model, &d), GCC_OK) << d.msg;
+  Compiled c;
+  Compile(model, GCC_DEV_CUDA(0), GCC_MODE_TRAIN, 64, &c);
+  EXPECT_EQ(Launches(c.g), 16);
+  auto epi = EpilogueByFirstNode(c.g);
+  for (const char *fc : {"fc1", "fc2", "fc3", "fc4"})
+    EXPECT_EQ(epi[fc], "CUBLASLT_EPILOGUE_RELU_AUX_BIAS") << fc;
+  EXPECT_EQ(epi["fc5"], "CUBLASLT_EPILOGUE_BIAS");
+  for (const char *da : {"fc5/dA", "fc4/dA", "fc3/dA", "fc2/dA"})
+    EXPECT_EQ(epi[da], "CUBLASLT_EPILOGUE_DRELU_BGRAD") << da;
+  EXPECT_EQ(epi["fc5/dB"], "CUBLASLT_EPILOGUE_BGRADA");
+  for (const char *db : {"fc4/dB", "fc3/dB", "fc2/dB", "fc1/dB"})
+    EXPECT_EQ(epi[db], "CUBLASLT_EPILOGUE_DEFAULT") << db;
+  int loss = 0, opt = 0, opt_nodes = 0;
+  for (int k = 0; k < c.g->n_groups; k++) {
+    loss += c.g->groups[k].kind == GCC_GROUP_LOSS;
+    if (c.g->groups[k].kind == GCC_GROUP_OPTIMIZER) {
+      opt++;
+      opt_nodes = c.g->groups[k].n_nodes;
+    }
+  }
+  EXPECT_EQ(loss, 1);
+  EXPECT_EQ(opt, 1);
+  EXPECT_EQ(opt_nodes, 10);  // every parameter's update in one kernel
+  // every CUDA node is in a group, except views
+  for (int i = 0; i < c.g->n_nodes; i++) {
+    const gcc_node *n = &c.g->nodes[i];
+    if (GCC_DEV_IS_CUDA(n->device) && !(gcc_op(n->op)->flags & GCC_OPF_ALIAS)) {
+      EXPECT_GE(n->group, 0) << n->name;
+    }
+  }
+  // the generated program has exactly the two generated groups
+  gcc_kernel_set ks;
+  ASSERT_EQ(gcc_codegen_emit(c.g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ks.n_kernels, 2);
+  EXPECT_NE(std::string(ks.source).find("extern \"C\" __global__ void"), std::string::npos);
+  gcc_kernel_set_free(&ks);
+  gcc_graph_free(model);
+}
+
+TEST(Fusion, CpuPlansAreNotFused) {
+  gcc_graph *model;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &model, &d), GCC_OK) << d.msg;
+  Compiled c;
+  Compile(model, GCC_DEV_CPU, GCC_MODE_TRAIN, 64, &c);
+  EXPECT_EQ(c.g->n_groups, 0);
+  gcc_graph_free(model);
+}
+
+// x (N, C) -> Add bias (C) -> Relu -> Identity -> ReduceSumTo (C): one
+// pointwise group that ends in the reduction.
+TEST(Fusion, PointwiseChainEndsInOneReduction) {
+  gcc_builder *b = gcc_builder_new("chain", 1);
+  int64_t xd[2] = {GCC_BATCH_DIM, 8}, bd[1] = {8}, td[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 1, bd);
+  (void)td;
+  float bias[8] = {0};
+  int p = gcc_build_param(b, "bias", 1, bd, bias);
+  int ins[2] = {x, p};
+  int y = gcc_build_op(b, GCC_OP_ADD, "add", "add.out", ins, 2);
+  y = gcc_build_relu(b, "relu", y);
+  y = gcc_build_op(b, GCC_OP_IDENTITY, "id", "id.out", &y, 1);
+  y = gcc_build_op(b, GCC_OP_REDUCE_SUM_TO, "sum", "sum.out", &y, 1);
+  int64_t shape[1] = {8};
+  if (y >= 0)
+    gcc_node_set_ints(b->g, b->g->values[y].producer, "shape", shape, 1);
+  int loss = gcc_build_mse(b, "loss", y, t);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts{};
+  ts.loss = "loss";
+  ts.input = "x";
+  ts.target = "t";
+  ts.dataset = "inline";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.1f;
+  ts.batch_size = 4;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *model;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_builder_finish(b, &model, &d), GCC_OK) << d.msg;
+  Compiled c;
+  Compile(model, GCC_DEV_CUDA(0), GCC_MODE_EVAL, 4, &c);
+  int found = 0;
+  for (int k = 0; k < c.g->n_groups; k++) {
+    const gcc_group *gr = &c.g->groups[k];
+    if (gr->kind != GCC_GROUP_POINTWISE)
+      continue;
+    std::string names;
+    for (int m = 0; m < gr->n_nodes; m++)
+      names += std::string(c.g->nodes[gr->nodes[m]].name) + ",";
+    if (names == "add,relu,id,sum,")
+      found = 1;
+  }
+  EXPECT_TRUE(found);
+  gcc_kernel_set ks;
+  ASSERT_EQ(gcc_codegen_emit(c.g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
+  std::string src(ks.source);
+  EXPECT_NE(src.find("fuses: add (Add), relu (Relu), id (Identity), sum (ReduceSumTo)"),
+            std::string::npos)
+      << src;
+  gcc_kernel_set_free(&ks);
+  gcc_graph_free(model);
+}
+
+}  // namespace
