@@ -80,7 +80,7 @@ static gcc_status total_grad(gcc_grad_ctx *c, int value, int *out, gcc_diag *d) 
   for (int i = 1; i < l->n; i++) {
     char hint[512];
     snprintf(hint, sizeof hint, "%s/grad_sum", c->g->values[value].name);
-    int in[2] = {acc, l->v[i]}, node, sum;
+    int in[2] = {acc, l->v[i]}, node = -1, sum = -1;
     GCC_TRY(gcc_grad_add_node(c, GCC_OP_ADD, hint, in, 2, &node, &sum, d));
     GCC_TRY(gcc_grad_finish(c, node, d));
     acc = sum;

@@ -20,6 +20,7 @@
 #include <cblas.h>
 
 #include "codegen/emit.h"
+#include "codegen/kernel_cache.h"
 #include "graph/loader.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
@@ -31,6 +32,7 @@
 enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 130 };
 
 static volatile sig_atomic_t g_stop = 0;
+static int g_no_kernel_cache = 0; /* --no-kernel-cache */
 
 static void on_sigint(int sig) {
   (void)sig;
@@ -74,7 +76,11 @@ static void usage(FILE *f) {
           "                      falling back to the CPU\n"
           "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
           "                      (DIR/kernels.cu, one NVRTC program) and its launch\n"
-          "                      manifest (DIR/manifest.json); needs --device cuda\n"
+          "                      manifest (DIR/manifest.json), compiled by NVRTC to PTX\n"
+          "                      (DIR/kernels.ptx) and a cubin for the device's architecture\n"
+          "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
+          "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
+          "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
           "  --quiet             only errors and the final summary line\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -223,11 +229,25 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
   snprintf(arch, sizeof arch, "sm_%d%d", info->cc_major, info->cc_minor);
   (void)cuda_arch;
   char *manifest = NULL, path[4096];
-  int rc = 0;
-  gcc_status s = gcc_codegen_manifest(g, dev, arch, &ks, &manifest, &d);
+  int rc = 0, hit = 0;
+  gcc_nvrtc_output nv = {0};
+  char program[256];
+  snprintf(program, sizeof program, "%s kernels (%d)", g->name, ks.n_kernels);
+  gcc_status s = gcc_kernel_cache_compile(NULL, !g_no_kernel_cache, ks.source, program,
+                                          info->cc_major * 10 + info->cc_minor, &nv, &hit, &d);
+  if (s == GCC_OK)
+    s = gcc_codegen_manifest(g, dev, arch, &ks, &manifest, &d);
   if (s == GCC_OK) {
     snprintf(path, sizeof path, "%s/kernels.cu", dir);
     s = gcc_write_file_atomic(path, ks.source, strlen(ks.source), &d);
+  }
+  if (s == GCC_OK) {
+    snprintf(path, sizeof path, "%s/kernels.ptx", dir);
+    s = gcc_write_file_atomic(path, nv.ptx, nv.ptx_size, &d);
+  }
+  if (s == GCC_OK) {
+    snprintf(path, sizeof path, "%s/kernels.%s.cubin", dir, arch);
+    s = gcc_write_file_atomic(path, nv.cubin, nv.cubin_size, &d);
   }
   if (s == GCC_OK) {
     snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -237,9 +257,14 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     rc = EXIT_RUN;
   } else {
-    fprintf(stderr, "gcc-train: wrote %d generated kernels to %s/kernels.cu and %s/manifest.json\n",
-            ks.n_kernels, dir, dir);
+    fprintf(stderr,
+            "gcc-train: %d generated kernels in %s: kernels.cu, kernels.ptx, kernels.%s.cubin "
+            "(NVRTC %s, %.1f ms), manifest.json\n",
+            ks.n_kernels, dir, arch, hit ? "cache hit" : "compile", 1e3 * nv.seconds);
+    if (nv.cache_note[0])
+      fprintf(stderr, "gcc-train: kernel cache: %s\n", nv.cache_note);
   }
+  gcc_nvrtc_output_free(&nv);
   free(manifest);
   gcc_kernel_set_free(&ks);
   return rc;
@@ -255,7 +280,7 @@ int main(int argc, char **argv) {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
-    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS
+    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -276,6 +301,7 @@ int main(int argc, char **argv) {
       {"cuda-arch", required_argument, 0, OPT_CUDA_ARCH},
       {"strict-placement", no_argument, 0, OPT_STRICT},
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
+      {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -309,6 +335,7 @@ int main(int argc, char **argv) {
     case OPT_CUDA_ARCH: cuda_arch = optarg; break;
     case OPT_STRICT: strict = 1; break;
     case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
+    case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;

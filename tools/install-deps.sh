@@ -15,6 +15,7 @@ PACKAGES=(
   libopenblas-dev
   zlib1g-dev
   libjansson-dev
+  libssl-dev
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 
