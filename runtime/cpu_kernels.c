@@ -139,14 +139,16 @@ static gcc_status data_error(const gcc_kernel_args *a, const char *fmt, int64_t 
 
 /* ---- GEMM ------------------------------------------------------------- */
 
-/* Below this many flops per GEMM a second OpenBLAS thread costs more in
- * wake-up and synchronisation than it saves (measured with
- * bench/gemm_threads on 2 cores). */
-#define GCC_GEMM_PARALLEL_FLOPS (16.0 * 1024 * 1024)
+/* When a second OpenBLAS thread pays off (bench/gemm_threads on 2 cores,
+ * row-major Y (m x n) = A (m x k) B (k x n)): below ~4 MFLOP the wake-up and
+ * synchronisation cost more than they save, and OpenBLAS splits narrow
+ * outputs badly: n < 128, or n < 256 with a short k < 128, ran slower on
+ * two threads than on one at every size measured. */
+#define GCC_GEMM_PARALLEL_FLOPS (4.0 * 1000 * 1000)
 
 int gcc_cpu_gemm_threads(int64_t m, int64_t n, int64_t k, int max_threads) {
   double flops = 2.0 * (double)m * (double)n * (double)k;
-  if (max_threads <= 1 || flops < GCC_GEMM_PARALLEL_FLOPS)
+  if (max_threads <= 1 || flops < GCC_GEMM_PARALLEL_FLOPS || n < 128 || (k < 128 && n < 256))
     return 1;
   return max_threads;
 }
