@@ -5,11 +5,14 @@
  * compilation in a process also pays NVRTC's own start-up, so it is
  * reported on its own row.
  *
- *   bazel run //bench:nvrtc_compile -- [FILE.cu] [--sm 90] [--runs 9]
+ *   bazel run //bench:nvrtc_compile -- [FILE.cu | --sample] [--sm 90] [--runs 9]
  *
- * Without FILE it compiles a built-in sample: 8 kernels in the style of
- * codegen/emit.c (pointwise with float4 and broadcasts, a bias-gradient
- * reduction, two one-block losses, SGD and Adam updates). No GPU needed.
+ * Without FILE it compiles the kernels generated for the MNIST MLP training
+ * plan on cuda:0 (batch 64: the loss and the optimizer kernels; the GEMMs
+ * are cuBLASLt calls). --sample compiles a built-in sample instead: 8
+ * kernels in the style of codegen/emit.c (pointwise with float4 and
+ * broadcasts, a bias-gradient reduction, two one-block losses, SGD and Adam
+ * updates). No GPU needed.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -17,8 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "codegen/nvrtc.h"
+#include "models/models.h"
+#include "runtime/executor.h"
 
 static const char SAMPLE[] =
     "/* gcc-train generated kernels: bench sample (MLP training step), codegen version 1. */\n"
@@ -180,16 +186,46 @@ static int count(const char *s, const char *what) {
   return n;
 }
 
+/* The generated program of the MNIST MLP training plan on cuda:0. */
+static char *mlp_plan_source(void) {
+  gcc_diag d = {0};
+  gcc_graph *model = NULL, *g = NULL;
+  gcc_mem_plan mem = {0};
+  gcc_kernel_set ks = {0};
+  char *src = NULL;
+  if (gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &model, &d) == GCC_OK) {
+    gcc_options o = {0};
+    o.mode = GCC_MODE_TRAIN;
+    o.batch_size = 64;
+    o.opt = model->training.opt;
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    if (gcc_compile_graph(model, &o, &g, &mem, &d) == GCC_OK &&
+        gcc_codegen_emit(g, GCC_DEV_CUDA(0), 132, &ks, &d) == GCC_OK)
+      src = strdup(ks.source);
+  }
+  if (!src)
+    fprintf(stderr, "nvrtc_compile: %s\n", d.msg);
+  gcc_kernel_set_free(&ks);
+  gcc_mem_plan_free(&mem);
+  gcc_graph_free(g);
+  gcc_graph_free(model);
+  return src;
+}
+
 int main(int argc, char **argv) {
   const char *file = NULL;
-  int sm = 90, runs = 9;
+  int sm = 90, runs = 9, sample = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sm") && i + 1 < argc)
       sm = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
       runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--sample"))
+      sample = 1;
     else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: %s [FILE.cu] [--sm 90] [--runs 9]\n", argv[0]);
+      fprintf(stderr, "usage: %s [FILE.cu | --sample] [--sm 90] [--runs 9]\n", argv[0]);
       return 2;
     } else
       file = argv[i];
@@ -207,8 +243,13 @@ int main(int argc, char **argv) {
       return 1;
     }
     source = loaded;
+  } else if (!sample) {
+    loaded = mlp_plan_source();
+    if (!loaded)
+      return 1;
+    source = loaded;
   }
-  const char *name = file ? file : "bench_sample(8 kernels)";
+  const char *name = file ? file : sample ? "bench_sample(8 kernels)" : "mnist_mlp train plan";
   int major = 0, minor = 0;
   gcc_nvrtc_version(&major, &minor);
 
@@ -267,7 +308,7 @@ int main(int argc, char **argv) {
   double c = median(cold, runs), w = median(warm, runs);
   printf("NVRTC %d.%d, sm_%d (PTX + cubin from one compilation), %s: %d kernels, %zu bytes of "
          "source, %zu bytes of PTX, %zu bytes of cubin; median of %d runs\n\n",
-         major, minor, sm, file ? file : "built-in sample", kernels, strlen(source), ptx_size,
+         major, minor, sm, name, kernels, strlen(source), ptx_size,
          cubin_size, runs);
   printf("| case | time (ms) | per kernel (ms) |\n|---|---:|---:|\n");
   printf("| first compile in the process (NVRTC start-up included) | %.2f | %.2f |\n",
