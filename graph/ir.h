@@ -229,7 +229,8 @@ gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, gcc_group_kind ki
 /* Creates an empty graph; NULL on allocation failure. */
 gcc_graph *gcc_graph_new(const char *name, const char *source);
 void gcc_graph_free(gcc_graph *g);
-/* Deep copy (values, nodes, attributes, initializer data, training spec). */
+/* Deep copy (values, nodes, attributes, initializer data, training spec).
+ * Fusion groups are not copied: fusion runs last, on the compiled copy. */
 gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d);
 
 /* Index of the value called `name`, or -1. */
