@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "graph/ops.h"
+#include "passes/memplan.h"
 
 #define BLOCK 256
 
@@ -207,7 +208,11 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
       int seen = 0;
       for (int j = 0; j < n_ext; j++)
         seen |= ext[j] == v;
-      if (!seen && n_ext < 64)
+      if (!seen && n_ext == 64)
+        return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
+                            "%s: codegen: group '%s' reads more than 64 operands", g->source,
+                            gr->name);
+      if (!seen)
         ext[n_ext++] = v;
     }
   }
@@ -547,8 +552,11 @@ static gcc_status emit_loss(emitter *e, int gi) {
 
 /* ---- the optimizer ---------------------------------------------------- */
 
-/* the session's persistent layout pads each tensor to 64 bytes */
-static int64_t padded(int64_t n) { return (n + 15) / 16 * 16; }
+/* each tensor of the flat sections is padded to GCC_ARENA_ALIGN bytes */
+static int64_t padded(int64_t n) {
+  const int64_t per = GCC_ARENA_ALIGN / (int64_t)sizeof(float);
+  return (n + per - 1) / per * per;
+}
 
 static gcc_status emit_optimizer(emitter *e, int gi) {
   const gcc_graph *g = e->g;

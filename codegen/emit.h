@@ -40,6 +40,10 @@ extern "C" {
 typedef enum gcc_karg_kind {
   GCC_KARG_INPUT = 0,   /* const pointer to a value's storage (its dtype) */
   GCC_KARG_OUTPUT,      /* pointer to a value's storage, written */
+  /* The optimizer kernel's sections hold exactly the parameters of its
+   * group, in group order, each padded to GCC_ARENA_ALIGN bytes (the same
+   * offsets in every section): the runtime lays the device's persistent
+   * arena out that way per optimizer group. */
   GCC_KARG_PARAMS,      /* optimizer: float* base of the parameter section */
   GCC_KARG_GRADS,       /* optimizer: const float* base of the gradient section */
   GCC_KARG_STATE0,      /* optimizer: float* momentum buffer / Adam exp_avg section */
@@ -49,7 +53,9 @@ typedef enum gcc_karg_kind {
   GCC_KARG_STEP_SIZE,   /* float: Adam lr / (1 - beta1^t) */
   GCC_KARG_BC2_SQRT,    /* float: Adam sqrt(1 - beta2^t) */
   GCC_KARG_BAD_LABEL,   /* int*: set by the host to -1; a loss kernel writes the
-                           row of a label outside [0, C) */
+                           row of a label outside [0, C) (and zeroes that row's
+                           gradient); the host checks it after the step and
+                           fails as the CPU backend does */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 
@@ -65,7 +71,8 @@ typedef struct gcc_kernel_info {
   gcc_kernel_arg *args;  /* in parameter order */
   int n_args;
   int64_t work_items;    /* elements the grid-stride loop covers */
-  int block_dim;         /* threads per block to launch with */
+  int block_dim;         /* threads per block the kernel MUST be launched with
+                            (single-block kernels size shared memory by it) */
   int grid_dim;          /* blocks for `work_items` on the target (<= 65535) */
   int single_block;      /* 1: uses __syncthreads and must run as exactly one block */
 } gcc_kernel_info;

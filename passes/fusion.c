@@ -301,7 +301,8 @@ static gcc_status fuse_pointwise(gcc_graph *g, gcc_diag *d) {
       if (p < 0 || where[p] < 0 || only_consumer(g, v) != i || kept(g, v))
         continue;
       cand *c = &open[where[p]];
-      if (c->closed || c->n >= 64 || g->nodes[p].device != n->device)
+      /* at most 32 nodes: a kernel then has at most 33 operands (emit.c) */
+      if (c->closed || c->n >= 32 || g->nodes[p].device != n->device)
         continue;
       if (!red && !gcc_shape_equal(&g->values[v].shape, &g->values[n->outputs[0]].shape))
         continue;

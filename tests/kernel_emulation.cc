@@ -1,0 +1,234 @@
+#include "tests/kernel_emulation.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+extern char **environ;
+
+namespace gcc_emu_test {
+namespace {
+
+bool Exists(const std::string &p) { return !p.empty() && access(p.c_str(), R_OK) == 0; }
+
+std::string TmpDir() {
+  const char *t = getenv("TEST_TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+std::string ReadFile(const std::string &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Sanitize(const std::string &s) {
+  std::string o;
+  for (char c : s)
+    o += ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : '_';
+  return o.substr(0, 64);
+}
+
+// Runs argv with stdout and stderr into `log`; returns the exit status, or
+// -1 when it could not start / was killed.
+int Run(const std::vector<std::string> &argv, const std::string &log, std::string *why) {
+  std::vector<char *> av;
+  for (const std::string &a : argv)
+    av.push_back(const_cast<char *>(a.c_str()));
+  av.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    *why = "cannot start " + argv[0] + ": " + strerror(rc);
+    return -1;
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) {
+      *why = std::string("waitpid: ") + strerror(errno);
+      return -1;
+    }
+  }
+  if (!WIFEXITED(st)) {
+    *why = argv[0] + " was killed by signal " + std::to_string(WTERMSIG(st));
+    return -1;
+  }
+  return WEXITSTATUS(st);
+}
+
+}  // namespace
+
+std::string ShimPath() {
+  const char *env = getenv("GCC_CUDA_HOST_SHIM");
+  if (env && Exists(env))
+    return env;
+  const char *rel = "codegen/cuda_host_shim.h";
+  for (const char *var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    const char *root = getenv(var);
+    if (!root || !*root)
+      continue;
+    const char *ws = getenv("TEST_WORKSPACE");
+    for (std::string w : {std::string(ws ? ws : ""), std::string("gcc_train")}) {
+      if (w.empty())
+        continue;
+      std::string p = std::string(root) + "/" + w + "/" + rel;
+      if (Exists(p))
+        return p;
+    }
+  }
+  if (Exists(rel)) {  // the runfiles tree is the test's working directory
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd))
+      return std::string(cwd) + "/" + rel;
+    return rel;
+  }
+  return "";
+}
+
+std::string Compiler() {
+  const char *cxx = getenv("GCC_EMU_CXX");
+  return cxx && *cxx ? cxx : "/usr/bin/g++";
+}
+
+EmulatedModule::~EmulatedModule() {
+  if (handle_)
+    dlclose(handle_);
+}
+
+bool EmulatedModule::Compile(const std::string &source, const std::string &name,
+                             std::string *error) {
+  static std::atomic<int> counter{0};
+  if (handle_) {
+    *error = "module already loaded";
+    return false;
+  }
+  std::string shim = ShimPath();
+  if (shim.empty()) {
+    *error = "codegen/cuda_host_shim.h not found in the runfiles (TEST_SRCDIR=" +
+             std::string(getenv("TEST_SRCDIR") ? getenv("TEST_SRCDIR") : "") +
+             "); add //:codegen/cuda_host_shim.h to the test's data";
+    return false;
+  }
+  std::string cxx = Compiler();
+  if (access(cxx.c_str(), X_OK) != 0) {
+    *error = "host compiler " + cxx + " is not executable here (set GCC_EMU_CXX)";
+    return false;
+  }
+  std::string base = TmpDir() + "/" + Sanitize(name) + "_" + std::to_string(getpid()) + "_" +
+                     std::to_string(counter++);
+  std::string src = base + ".cc", so = base + ".so", logf = base + ".log";
+  {
+    std::ofstream out(src, std::ios::binary);
+    out << source;
+    if (!out) {
+      *error = "cannot write " + src;
+      return false;
+    }
+  }
+  std::vector<std::string> argv = {cxx,
+                                    "-std=c++17",
+                                    "-O1",
+                                    "-fPIC",
+                                    "-shared",
+                                    "-fno-strict-aliasing",
+                                    "-pthread",
+                                    "-Wall",
+                                    "-include",
+                                    shim,
+                                    "-DGCC_HOST_EMULATION",
+                                    "-x",
+                                    "c++",
+                                    src,
+                                    "-o",
+                                    so};
+  std::string cmd;
+  for (const std::string &a : argv)
+    cmd += (cmd.empty() ? "" : " ") + a;
+  std::string why;
+  int rc = Run(argv, logf, &why);
+  log_ = ReadFile(logf);
+  if (rc != 0) {
+    *error = "host compilation failed (" + (rc < 0 ? why : "exit status " + std::to_string(rc)) +
+             "):\n  " + cmd + "\n" + log_;
+    return false;
+  }
+  handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle_) {
+    const char *e = dlerror();
+    *error = "dlopen " + so + ": " + (e ? e : "?");
+    return false;
+  }
+  so_ = so;
+  return true;
+}
+
+LaunchFn EmulatedModule::Find(const std::string &kernel, std::string *error) const {
+  if (!handle_) {
+    *error = "no module loaded";
+    return nullptr;
+  }
+  std::string sym = kernel + "_launch";
+  dlerror();
+  void *f = dlsym(handle_, sym.c_str());
+  if (!f) {
+    const char *e = dlerror();
+    *error = "no symbol " + sym + " in " + so_ + (e ? std::string(": ") + e : "") +
+             " (the emitter must print the host-emulation wrapper for every kernel)";
+    return nullptr;
+  }
+  return reinterpret_cast<LaunchFn>(f);
+}
+
+bool EmulatedModule::Launch(const std::string &kernel, unsigned grid, unsigned block, void **args,
+                            std::string *error) const {
+  LaunchFn f = Find(kernel, error);
+  if (!f)
+    return false;
+  f(grid, block, args);
+  std::string e = LastError();
+  if (!e.empty()) {
+    *error = kernel + ": " + e;
+    return false;
+  }
+  return true;
+}
+
+std::string EmulatedModule::LastError() const {
+  if (!handle_)
+    return "no module loaded";
+  auto f = reinterpret_cast<const char *(*)()>(dlsym(handle_, "gcc_emu_last_error"));
+  return f ? std::string(f()) : "the module lacks gcc_emu_last_error (not built with the shim?)";
+}
+
+unsigned long EmulatedModule::BarrierMismatches() const {
+  auto f = handle_ ? reinterpret_cast<unsigned long (*)()>(
+                         dlsym(handle_, "gcc_emu_barrier_mismatches"))
+                   : nullptr;
+  return f ? f() : ~0ul;
+}
+
+void EmulatedModule::SetReversedThreadOrder(bool reversed) const {
+  auto f = handle_ ? reinterpret_cast<void (*)(int)>(dlsym(handle_, "gcc_emu_set_thread_order"))
+                   : nullptr;
+  if (f)
+    f(reversed ? 1 : 0);
+}
+
+}  // namespace gcc_emu_test
