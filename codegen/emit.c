@@ -115,14 +115,6 @@ static void set_grid(emitter *e, gcc_kernel_info *k, int64_t work) {
   k->grid_dim = (int)(blocks > 0 ? blocks : 1);
 }
 
-static const char *ctype(gcc_dtype t) {
-  switch (t) {
-  case GCC_DT_INT64: return "long long";
-  case GCC_DT_INT32: return "int";
-  default: return "float";
-  }
-}
-
 static void comment_nodes(emitter *e, const gcc_group *gr) {
   out(&e->src, "  /* fuses:");
   for (int i = 0; i < gr->n_nodes; i++) {
@@ -140,6 +132,25 @@ static void emit_wrapper(emitter *e, const gcc_kernel_info *k, const char *const
   for (int i = 0; i < k->n_args; i++)
     out(&e->src, ", *(%s *)args[%d]", types[i], i);
   out(&e->src, ");\n}\n#endif\n\n");
+}
+
+/* One kernel parameter: declared in the signature being printed, recorded
+ * in the kernel info, and its type kept for the host-emulation wrapper. */
+typedef struct sig {
+  gcc_kernel_info *k;
+  const char *types[72];
+  int n, ok;
+} sig;
+
+static void param(emitter *e, sig *s, gcc_karg_kind kind, int value, const char *type,
+                  const char *name) {
+  int ptr = strchr(type, '*') != NULL;
+  out(&e->src, "%s%s%s%s", s->n ? ", " : "", type, ptr ? " __restrict__ " : " ", name);
+  if (s->n < 72)
+    s->types[s->n++] = type;
+  else
+    s->ok = 0;
+  s->ok &= add_arg(e, s->k, kind, value, name);
 }
 
 static const char *float_lit(char *buf, size_t cap, float f) {
@@ -219,7 +230,6 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  const char *types[70];
   char pname[32];
   int outv = g->nodes[tail].outputs[0];
   int vec = red < 0 && n % 4 == 0;
@@ -267,18 +277,16 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
     out(&e->src, "  return t%d;\n}\n\n", chain_end);
   }
 
+  sig s = {.k = k, .ok = 1};
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
   for (int j = 0; j < n_ext; j++) {
     snprintf(pname, sizeof pname, "in%d", j);
-    out(&e->src, "%sconst float* __restrict__ %s", j ? ", " : "", pname);
-    if (!add_arg(e, k, GCC_KARG_INPUT, ext[j], pname))
-      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-    types[j] = "const float *";
+    param(e, &s, GCC_KARG_INPUT, ext[j], "const float*", pname);
   }
-  out(&e->src, "%sfloat* __restrict__ out0) {\n", n_ext ? ", " : "");
-  if (!add_arg(e, k, GCC_KARG_OUTPUT, outv, "out0"))
+  param(e, &s, GCC_KARG_OUTPUT, outv, "float*", "out0");
+  out(&e->src, ") {\n");
+  if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  types[n_ext] = "float *";
   comment_nodes(e, gr);
   out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n");
   if (red >= 0) {
@@ -359,7 +367,7 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
     out(&e->src, ");\n}\n");
     set_grid(e, k, n);
   }
-  emit_wrapper(e, k, types);
+  emit_wrapper(e, k, s.types);
   return GCC_OK;
 }
 
@@ -377,38 +385,22 @@ static gcc_status emit_sce(emitter *e, int gi, int fwd, int grad) {
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  const char *types[8];
-  int na = 0, ok = 1;
-  out(&e->src, "extern \"C\" __global__ void %s(const float* __restrict__ logits, const %s* __restrict__ labels",
-      k->name, ctype(g->values[T].dtype));
-  ok &= add_arg(e, k, GCC_KARG_INPUT, X, "logits");
-  types[na++] = "const float *";
-  ok &= add_arg(e, k, GCC_KARG_INPUT, T, "labels");
-  types[na++] = g->values[T].dtype == GCC_DT_INT64 ? "const long long *" : "const int *";
-  if (W >= 0) {
-    out(&e->src, ", const float* __restrict__ weight");
-    ok &= add_arg(e, k, GCC_KARG_INPUT, W, "weight");
-    types[na++] = "const float *";
-  }
-  if (grad >= 0) {
-    out(&e->src, ", const float* __restrict__ dloss");
-    ok &= add_arg(e, k, GCC_KARG_INPUT, g->nodes[grad].inputs[0], "dloss");
-    types[na++] = "const float *";
-  }
-  if (fwd >= 0) {
-    out(&e->src, ", float* __restrict__ loss");
-    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "loss");
-    types[na++] = "float *";
-  }
-  if (grad >= 0) {
-    out(&e->src, ", float* __restrict__ dlogits");
-    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[grad].outputs[0], "dlogits");
-    types[na++] = "float *";
-  }
-  out(&e->src, ", int* __restrict__ bad_label) {\n");
-  ok &= add_arg(e, k, GCC_KARG_BAD_LABEL, -1, "bad_label");
-  types[na++] = "int *";
-  if (!ok)
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, X, "const float*", "logits");
+  param(e, &s, GCC_KARG_INPUT, T,
+        g->values[T].dtype == GCC_DT_INT64 ? "const long long*" : "const int*", "labels");
+  if (W >= 0)
+    param(e, &s, GCC_KARG_INPUT, W, "const float*", "weight");
+  if (grad >= 0)
+    param(e, &s, GCC_KARG_INPUT, g->nodes[grad].inputs[0], "const float*", "dloss");
+  if (fwd >= 0)
+    param(e, &s, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "float*", "loss");
+  if (grad >= 0)
+    param(e, &s, GCC_KARG_OUTPUT, g->nodes[grad].outputs[0], "float*", "dlogits");
+  param(e, &s, GCC_KARG_BAD_LABEL, -1, "int*", "bad_label");
+  out(&e->src, ") {\n");
+  if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, gr);
   out(&e->src,
@@ -464,7 +456,7 @@ static gcc_status emit_sce(emitter *e, int gi, int fwd, int grad) {
   k->single_block = 1;
   k->grid_dim = 1;
   k->work_items = N;
-  emit_wrapper(e, k, types);
+  emit_wrapper(e, k, s.types);
   return GCC_OK;
 }
 
@@ -479,30 +471,18 @@ static gcc_status emit_mse(emitter *e, int gi, int fwd, int grad) {
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  const char *types[8];
-  int na = 0, ok = 1;
-  out(&e->src, "extern \"C\" __global__ void %s(const float* __restrict__ pred, const float* __restrict__ target", k->name);
-  ok &= add_arg(e, k, GCC_KARG_INPUT, P, "pred");
-  types[na++] = "const float *";
-  ok &= add_arg(e, k, GCC_KARG_INPUT, T, "target");
-  types[na++] = "const float *";
-  if (grad >= 0) {
-    out(&e->src, ", const float* __restrict__ dloss");
-    ok &= add_arg(e, k, GCC_KARG_INPUT, g->nodes[grad].inputs[0], "dloss");
-    types[na++] = "const float *";
-  }
-  if (fwd >= 0) {
-    out(&e->src, ", float* __restrict__ loss");
-    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "loss");
-    types[na++] = "float *";
-  }
-  if (grad >= 0) {
-    out(&e->src, ", float* __restrict__ dpred");
-    ok &= add_arg(e, k, GCC_KARG_OUTPUT, g->nodes[grad].outputs[0], "dpred");
-    types[na++] = "float *";
-  }
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, P, "const float*", "pred");
+  param(e, &s, GCC_KARG_INPUT, T, "const float*", "target");
+  if (grad >= 0)
+    param(e, &s, GCC_KARG_INPUT, g->nodes[grad].inputs[0], "const float*", "dloss");
+  if (fwd >= 0)
+    param(e, &s, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "float*", "loss");
+  if (grad >= 0)
+    param(e, &s, GCC_KARG_OUTPUT, g->nodes[grad].outputs[0], "float*", "dpred");
   out(&e->src, ") {\n");
-  if (!ok)
+  if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, gr);
   out(&e->src,
@@ -529,7 +509,7 @@ static gcc_status emit_mse(emitter *e, int gi, int fwd, int grad) {
   k->single_block = 1;
   k->grid_dim = 1;
   k->work_items = n;
-  emit_wrapper(e, k, types);
+  emit_wrapper(e, k, s.types);
   return GCC_OK;
 }
 
@@ -568,37 +548,32 @@ static gcc_status emit_optimizer(emitter *e, int gi) {
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  const char *types[8];
-  int na = 0, ok = 1;
+  sig s = {.k = k, .ok = 1};
   char l1[32], l2[32], l3[32], l4[32];
-  ok &= add_arg(e, k, GCC_KARG_PARAMS, -1, "p");
-  types[na++] = "float *";
-  ok &= add_arg(e, k, GCC_KARG_GRADS, -1, "g");
-  types[na++] = "const float *";
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_PARAMS, -1, "float*", "p");
+  param(e, &s, GCC_KARG_GRADS, -1, "const float*", "g");
   if (n0->op == GCC_OP_SGD) {
     int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
-    if (has_buf) {
-      ok &= add_arg(e, k, GCC_KARG_STATE0, -1, "buf");
-      types[na++] = "float *";
-    }
-    ok &= add_arg(e, k, GCC_KARG_NUMEL, -1, "n");
-    types[na++] = "long long";
-    ok &= add_arg(e, k, GCC_KARG_FIRST_STEP, -1, "first");
-    types[na++] = "int";
-    if (!ok)
+    if (has_buf)
+      param(e, &s, GCC_KARG_STATE0, -1, "float*", "buf");
+    param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
+    param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
+    out(&e->src, ") {\n");
+    if (!s.ok)
       return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-    out(&e->src, "extern \"C\" __global__ void %s(float* __restrict__ p, const float* __restrict__ g, %slong long n, int first) {\n",
-        k->name, has_buf ? "float* __restrict__ buf, " : "");
     comment_nodes(e, gr);
     out(&e->src,
         "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
-        "     (parallel arrays, each tensor padded to 64 bytes): %" PRId64 " floats */\n"
+        "     (parallel arrays, each tensor padded to %d bytes): %" PRId64 " floats */\n"
         "  const float lr = %s, mom = %s, damp = %s, wd = %s;\n"
         "  (void)mom; (void)damp; (void)first;\n"
         "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
         "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n",
-        total, float_lit(l1, sizeof l1, n0->av[SGD_LR].f), float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
-        float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f), float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
+        GCC_ARENA_ALIGN, total, float_lit(l1, sizeof l1, n0->av[SGD_LR].f),
+        float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
+        float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
+        float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
     if (!has_buf)
       out(&e->src, "    p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);\n  }\n}\n");
     else
@@ -609,20 +584,14 @@ static gcc_status emit_optimizer(emitter *e, int gi) {
           "    p[i] = p[i] + (-lr) * (%s);\n  }\n}\n",
           n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b");
   } else {
-    ok &= add_arg(e, k, GCC_KARG_STATE0, -1, "m");
-    types[na++] = "float *";
-    ok &= add_arg(e, k, GCC_KARG_STATE1, -1, "v");
-    types[na++] = "float *";
-    ok &= add_arg(e, k, GCC_KARG_NUMEL, -1, "n");
-    types[na++] = "long long";
-    ok &= add_arg(e, k, GCC_KARG_STEP_SIZE, -1, "step_size");
-    types[na++] = "float";
-    ok &= add_arg(e, k, GCC_KARG_BC2_SQRT, -1, "bc2_sqrt");
-    types[na++] = "float";
-    if (!ok)
+    param(e, &s, GCC_KARG_STATE0, -1, "float*", "m");
+    param(e, &s, GCC_KARG_STATE1, -1, "float*", "v");
+    param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
+    param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
+    param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
+    out(&e->src, ") {\n");
+    if (!s.ok)
       return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-    out(&e->src, "extern \"C\" __global__ void %s(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v, long long n, float step_size, float bc2_sqrt) {\n",
-        k->name);
     comment_nodes(e, gr);
     out(&e->src,
         "  /* torch.optim.Adam over the flat sections: %" PRId64 " floats; step_size = lr / (1 - beta1^t),\n"
@@ -635,11 +604,12 @@ static gcc_status emit_optimizer(emitter *e, int gi) {
         "    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;\n"
         "    float denom = sqrtf(v[i]) / bc2_sqrt + eps;\n"
         "    p[i] = p[i] + (-step_size) * (m[i] / denom);\n  }\n}\n",
-        total, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f), float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f),
-        float_lit(l3, sizeof l3, n0->av[ADAM_EPS].f), float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f));
+        total, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
+        float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f), float_lit(l3, sizeof l3, n0->av[ADAM_EPS].f),
+        float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f));
   }
   set_grid(e, k, total);
-  emit_wrapper(e, k, types);
+  emit_wrapper(e, k, s.types);
   return GCC_OK;
 }
 
