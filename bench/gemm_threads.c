@@ -3,7 +3,9 @@
  * shapes of the MNIST MLP training step (forward Y = X W^T, backward
  * dX = dY W and dW = dY^T X) at several batch sizes, and prints which thread
  * count gcc_cpu_gemm_threads() picks for each. This is where the threshold
- * GCC_GEMM_PARALLEL_FLOPS in runtime/cpu_kernels.c comes from.
+ * GCC_GEMM_PARALLEL_FLOPS in runtime/cpu_kernels.c comes from. A second
+ * table times the batch-1 forward GEMMs as sgemm and as sgemv on 1 and 2
+ * threads (GCC_GEMV_PARALLEL_ELEMS and the m == 1 path of the CPU GEMM).
  *
  *   bazel run //bench:gemm_threads
  */
@@ -42,6 +44,27 @@ static double time_gemm(int threads, int ta, int tb, int m, int n, int k, const 
       double x = t[j];
       t[j] = t[j - 1];
       t[j - 1] = x;
+    }
+  return t[REPS / 2];
+}
+
+/* median of `reps` timings of y = W x (W row-major [n,k]) as sgemv */
+static double time_gemv(int threads, int n, int k, const float *W, const float *x, float *y) {
+  enum { REPS = 41 };
+  double t[REPS];
+  openblas_set_num_threads(threads);
+  int inner = 1 + (int)(1e6 / (2.0 * n * k));
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now();
+    for (int i = 0; i < inner; i++)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, W, k, x, 1, 0.0f, y, 1);
+    t[r] = (now() - t0) / inner;
+  }
+  for (int i = 1; i < REPS; i++)
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      double v = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = v;
     }
   return t[REPS / 2];
 }
@@ -93,6 +116,15 @@ int main(void) {
   }
   printf("\ngcc_cpu_gemm_threads picks the faster thread count for %d of %d shapes\n", agree,
          total);
+
+  printf("\nbatch 1, forward Y = x W^T (median microseconds)\n\n");
+  printf("| layer | sgemm 1 thread | sgemv 1 thread | sgemv 2 threads |\n|---|---:|---:|---:|\n");
+  for (int l = 0; l < 5; l++) {
+    int in = widths[l], out = widths[l + 1];
+    printf("| %4d -> %4d | %14.2f | %14.2f | %15.2f |\n", in, out,
+           1e6 * time_gemm(1, 0, 1, 1, out, in, A, B, C), 1e6 * time_gemv(1, out, in, B, A, C),
+           1e6 * time_gemv(2, out, in, B, A, C));
+  }
   free(A);
   free(B);
   free(C);

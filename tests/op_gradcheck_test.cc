@@ -563,6 +563,7 @@ struct DirectCase {
   T64 expect;
   gcc_dtype expect_dt = GCC_DT_FLOAT32;
   gcc_status run_status = GCC_OK;  // expected status of the run (data errors)
+  int threads = 1;                 // the plan's CPU threads
 };
 
 void RunDirect(const DirectCase &c) {
@@ -585,7 +586,7 @@ void RunDirect(const DirectCase &c) {
   o.mode = GCC_MODE_EVAL;
   o.batch_size = 1;
   gcc_plan *plan_raw = nullptr;
-  st = gcc_plan_compile(model.get(), &o, nullptr, nullptr, 1, &plan_raw, &d);
+  st = gcc_plan_compile(model.get(), &o, nullptr, nullptr, c.threads, &plan_raw, &d);
   PlanPtr plan(plan_raw);
   ASSERT_EQ(st, GCC_OK) << d.msg;
   for (const InputSpec &in : c.inputs)
@@ -605,8 +606,8 @@ void RunDirect(const DirectCase &c) {
 enum CMode { kNoC, kCN, kC1N, kCMN, kCM1, kC1, kCScalar, kCModes };
 const char *const kCModeName[] = {"noC", "C[N]", "C[1,N]", "C[M,N]", "C[M,1]", "C[1]", "C[]"};
 
-GradCase GemmCase(Rng &r, bool ta, bool tb, CMode cm, float alpha, float beta) {
-  int64_t M = r.I(1, 6), K = r.I(1, 7), N = r.I(1, 6);
+GradCase GemmCaseShaped(Rng &r, bool ta, bool tb, CMode cm, float alpha, float beta, int64_t M,
+                        int64_t K, int64_t N) {
   GradCase c;
   c.label = std::string("Gemm transA=") + (ta ? "1" : "0") + " transB=" + (tb ? "1" : "0") + " " +
             kCModeName[cm] + " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
@@ -644,6 +645,11 @@ GradCase GemmCase(Rng &r, bool ta, bool tb, CMode cm, float alpha, float beta) {
   return c;
 }
 
+GradCase GemmCase(Rng &r, bool ta, bool tb, CMode cm, float alpha, float beta) {
+  int64_t M = r.I(1, 6), K = r.I(1, 7), N = r.I(1, 6);
+  return GemmCaseShaped(r, ta, tb, cm, alpha, beta, M, K, N);
+}
+
 TEST(GemmGrad, AllTransposesAndBiasShapes) {
   for (uint64_t seed : kSeeds) {
     Rng r(seed);
@@ -654,6 +660,64 @@ TEST(GemmGrad, AllTransposesAndBiasShapes) {
           RunGradCase(GemmCase(r, ta, tb, static_cast<CMode>(cm), 0.75f, -1.25f), seed);
         }
   }
+}
+
+// One output row (batch-1 inference) or one output column: the CPU GEMM runs
+// these as sgemv, with op(A) or op(B) as the matrix; backward then has
+// matrix-vector products and rank-1 updates. Every transpose and bias shape.
+TEST(GemmGrad, MatrixVectorShapes) {
+  const int64_t shapes[][3] = {{1, 5, 4}, {4, 5, 1}, {1, 3, 1}, {1, 1, 3}};
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (const auto &mkn : shapes)
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb)
+          for (int cm = 0; cm < kCModes; ++cm) {
+            RunGradCase(GemmCaseShaped(r, ta, tb, static_cast<CMode>(cm), 0.75f, -1.25f, mkn[0],
+                                       mkn[1], mkn[2]),
+                        seed);
+          }
+  }
+}
+
+// Large enough that the sgemv runs on two OpenBLAS threads (forward only:
+// finite differences over 10^5 parameters would be slow). The operands are
+// multiples of 1/8 in [-1, 1], so every float32 partial sum is exact and the
+// result is checked to float rounding whatever the summation order.
+TEST(GemmForward, MatrixVectorOnTwoThreads) {
+  const int64_t shapes[][3] = {{1, 700, 300}, {300, 700, 1}};
+  Rng r(42);
+  auto eighths = [&r](int64_t n) {
+    std::vector<float> v = r.F(n);
+    for (float &x : v) x = std::round(x * 8.0f) / 8.0f;
+    return v;
+  };
+  for (const auto &mkn : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        const int64_t M = mkn[0], K = mkn[1], N = mkn[2];
+        Dims ad = ta ? Dims{K, M} : Dims{M, K}, bd = tb ? Dims{N, K} : Dims{K, N};
+        DirectCase c;
+        c.label = "Gemm sgemv transA=" + std::to_string(ta) + " transB=" + std::to_string(tb) +
+                  " M,K,N=" + std::to_string(M) + "," + std::to_string(K) + "," +
+                  std::to_string(N);
+        c.threads = 2;
+        c.inputs.push_back(FloatInput("A", ad, eighths(Numel(ad))));
+        c.inputs.push_back(FloatInput("B", bd, eighths(Numel(bd))));
+        c.inputs.push_back(FloatInput("C", {N}, r.F(N)));
+        c.build = [=](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_GEMM, "gemm", {v.at("A"), v.at("B"), v.at("C")});
+          gcc_build_set_float(b, y, "alpha", 0.5f);
+          gcc_build_set_float(b, y, "beta", 2.0f);
+          if (ta) gcc_build_set_int(b, y, "transA", 1);
+          if (tb) gcc_build_set_int(b, y, "transB", 1);
+          return y;
+        };
+        T64 A = FromFloats(ad, c.inputs[0].f), B = FromFloats(bd, c.inputs[1].f),
+            C = FromFloats({N}, c.inputs[2].f);
+        c.expect = RefGemm(A, B, &C, 0.5, 2.0, ta, tb);
+        RunDirect(c);
+      }
 }
 
 TEST(GemmGrad, LinearLayerWithInputActivations) {

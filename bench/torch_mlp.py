@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""PyTorch reference for bench/mlp_bench.c: the same MNIST MLP measurements.
+
+Run with Debian's python3-torch and the OpenMP OpenBLAS (see
+/work/shared/TOOLCHAIN.md):
+
+  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
+      /usr/bin/python3 bench/torch_mlp.py [--threads 2] [--data data/mnist]
+
+Model: Flatten, Linear 784-512, ReLU, 512-256, ReLU, 256-128, ReLU, 128-64,
+ReLU, 64-10; CrossEntropyLoss; SGD lr 0.1 momentum 0.5. Initial weights:
+with --init FILE (written by `mlp_bench --dump-init FILE`) those of
+models/mnist_mlp.pb, so both sides start from the same parameters; without it
+PyTorch's default nn.Linear init with torch.manual_seed(20261122).
+
+What is timed (mirrors mlp_bench.c):
+  - train step, batch 64/256/1024: median of N (default 200) steps after 20
+    warm-up steps; one step = zero_grad(set_to_none=True), forward, loss,
+    backward, optimizer.step(). Batches come from a shuffled, pre-normalised
+    float32 tensor (index_select of a torch.randperm slice, drop_last),
+    made outside the timed region.
+  - the tutorial's training, 5 epochs at batch 64, on a fresh model from the
+    initial weights: per epoch a torch.randperm shuffle, then per batch
+    index_select of the uint8 images, conversion to float, /255,
+    (x - 0.1307) / 0.3081, and the step; the last partial batch (32 rows)
+    included. Epoch time = training seconds / 5; the test-set accuracy after
+    the 5 epochs is reported (its evaluation is not timed).
+  - inference under torch.inference_mode(): forward + argmax (gcc-train's
+    gcc_session_eval_batch also computes the loss and the correct count);
+    batch 1 latency median of 1000 calls after 50 warm-up; batch 64 and 1024
+    throughput median of 200 calls after 20 warm-up.
+  - peak RSS: resource.getrusage(RUSAGE_SELF).ru_maxrss at the end
+    (includes the Python interpreter and libtorch).
+
+Output: key=value lines on stdout.
+"""
+import argparse
+import gzip
+import os
+import resource
+import statistics
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def read_idx(path):
+    opener = gzip.open if os.path.exists(path + ".gz") else open
+    with opener(path + ".gz" if opener is gzip.open else path, "rb") as f:
+        raw = f.read()
+    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
+    assert zero == 0 and dtype == 8, path
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load_init(path):
+    """Parameters written by mlp_bench --dump-init, in graph order."""
+    out = []
+    with open(path, "rb") as f:
+        raw = f.read()
+    off = 0
+    while off < len(raw):
+        (n,) = struct.unpack_from("<I", raw, off)
+        name = raw[off + 4:off + 4 + n].decode()
+        off += 4 + n
+        (nd,) = struct.unpack_from("<I", raw, off)
+        dims = struct.unpack_from("<%dq" % nd, raw, off + 4)
+        off += 4 + 8 * nd
+        cnt = int(np.prod(dims))
+        out.append((name, np.frombuffer(raw, "<f4", cnt, off).reshape(dims)))
+        off += 4 * cnt
+    return out
+
+
+def make_model(init=None):
+    m = _make_model()
+    if init is not None:
+        params = list(m.named_parameters())
+        assert len(params) == len(init), (len(params), len(init))
+        with torch.no_grad():
+            for (tname, p), (gname, w) in zip(params, init):
+                assert tuple(p.shape) == w.shape, (tname, gname, p.shape, w.shape)
+                p.copy_(torch.from_numpy(w.copy()))
+    return m
+
+
+def _make_model():
+    return nn.Sequential(nn.Flatten(),
+                         nn.Linear(784, 512), nn.ReLU(),
+                         nn.Linear(512, 256), nn.ReLU(),
+                         nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 64), nn.ReLU(),
+                         nn.Linear(64, 10))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--data", default="data/mnist")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--init", help="initial parameters from mlp_bench --dump-init")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(20261122)
+    now = time.perf_counter
+
+    images = torch.from_numpy(read_idx(os.path.join(a.data, "train-images-idx3-ubyte")).copy())
+    labels = torch.from_numpy(read_idx(os.path.join(a.data, "train-labels-idx1-ubyte"))
+                              .astype(np.int64))
+    n = images.shape[0]
+    images = images.view(n, 1, 28, 28)
+    normed = (images.float() / 255.0 - 0.1307) / 0.3081
+
+    print(f"torch_version={torch.__version__}")
+    print(f"threads={torch.get_num_threads()}")
+    print(f"steps={a.steps}\nwarmup=20")
+    init = load_init(a.init) if a.init else None
+    print("init=" + ("models/mnist_mlp.pb" if init else "pytorch_default_seed_20261122"))
+    # the BLAS actually mapped into this process (Debian's torch links
+    # libblas.so.3, whichever alternative LD_LIBRARY_PATH / the system picks)
+    with open("/proc/self/maps") as f:
+        libs = sorted({l.split()[-1] for l in f if "blas" in l and "/" in l})
+    print("torch_blas=" + (",".join(libs) if libs else "unknown"))
+
+    loss_fn = nn.CrossEntropyLoss()
+    model = make_model(init)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for B in (64, 256, 1024):
+        perm = torch.randperm(n)
+        nb = n // B
+        ts = []
+        for i in range(20 + a.steps):
+            j = i % nb
+            if j == 0 and i:
+                perm = torch.randperm(n)
+            idx = perm[j * B:(j + 1) * B]
+            x, y = normed.index_select(0, idx), labels.index_select(0, idx)
+            t0 = now()
+            step(x, y)
+            if i >= 20:
+                ts.append(now() - t0)
+        m = statistics.median(ts)
+        print(f"train_step_ms_b{B}={1e3 * m:.4f}")
+        print(f"train_samples_per_s_b{B}={B / m:.1f}")
+
+    # inference as a deployment runs it: logits and the predicted class, no
+    # autograd (inference_mode), no loss (gcc_session_eval_batch computes
+    # the loss as well, so gcc-train does slightly more work here)
+    with torch.inference_mode():
+        idx = torch.randperm(n)[:1024]
+        x = normed.index_select(0, idx)
+
+        def ev(xb):
+            return model(xb).argmax(1)
+
+        ts = []
+        for i in range(1050):
+            k = i % 1024
+            t0 = now()
+            ev(x[k:k + 1])
+            if i >= 50:
+                ts.append(now() - t0)
+        print(f"infer_latency_us_b1={1e6 * statistics.median(ts):.2f}")
+        for B in (64, 1024):
+            ts = []
+            for i in range(220):
+                t0 = now()
+                ev(x[:B])
+                if i >= 20:
+                    ts.append(now() - t0)
+            print(f"infer_samples_per_s_b{B}={B / statistics.median(ts):.1f}")
+
+    # the tutorial's training: 5 epochs at batch 64 on a fresh model
+    model = make_model(init)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+    epochs, el = 5, 0.0
+    for _ in range(epochs):
+        t0 = now()
+        perm = torch.randperm(n)
+        for j in range(0, n, 64):
+            idx = perm[j:j + 64]
+            x = (images.index_select(0, idx).float() / 255.0 - 0.1307) / 0.3081
+            step(x, labels.index_select(0, idx))
+        el += now() - t0
+    print(f"epoch_b64_s={el / epochs:.3f}")
+    print(f"epoch_b64_samples_per_s={epochs * n / el:.1f}")
+    timg = torch.from_numpy(read_idx(os.path.join(a.data, "t10k-images-idx3-ubyte")).copy())
+    tlab = torch.from_numpy(read_idx(os.path.join(a.data, "t10k-labels-idx1-ubyte"))
+                            .astype(np.int64))
+    with torch.no_grad():
+        tx = (timg.view(-1, 1, 28, 28).float() / 255.0 - 0.1307) / 0.3081
+        acc = (model(tx).argmax(1) == tlab).float().mean().item()
+    print(f"test_accuracy_5_epochs={acc:.4f}")
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"peak_rss_mib={rss / 1024:.1f}")
+
+
+if __name__ == "__main__":
+    main()
