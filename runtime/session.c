@@ -17,8 +17,16 @@ typedef struct slot {
 typedef struct cached_plan {
   gcc_mode mode;
   int64_t rows;
-  gcc_plan *plan;
+  gcc_plan *plan;   /* CPU */
+  gcc_dplan *dplan; /* device */
 } cached_plan;
+
+typedef struct pending {
+  gcc_dplan *plan; /* NULL: the loss is in `loss` (CPU) */
+  int entry;
+  int64_t step;
+  float loss;
+} pending;
 
 struct gcc_session {
   const gcc_graph *model;
@@ -31,6 +39,12 @@ struct gcc_session {
   int n_plans;
   int dumped;
   int64_t steps;
+  /* device sessions */
+  int on_device;
+  void *dev_arena;  /* the mirror of `arena` */
+  int host_stale;   /* the device has newer parameters than `arena` */
+  pending *pend;
+  int n_pend, max_pend;
 };
 
 static size_t round_up(size_t n) {
@@ -42,6 +56,56 @@ static int n_state(const gcc_optimizer *o) {
   if (o->kind == GCC_OPT_ADAM)
     return 2;
   return o->momentum != 0.0f ? 1 : 0;
+}
+
+/* Device sessions: the persistent arena is mirrored on the device, uploaded
+ * once through pinned staging. */
+static gcc_status upload_arena(gcc_session *s, gcc_diag *d) {
+  const gcc_device_backend *be = s->opt.backend;
+  size_t bytes = s->arena_bytes ? s->arena_bytes : GCC_ARENA_ALIGN;
+  gcc_status st = be->alloc(be->self, bytes, &s->dev_arena, d);
+  if (st != GCC_OK) {
+    if (st == GCC_ERR_OUT_OF_MEMORY) {
+      size_t fr = 0, tot = 0;
+      gcc_diag ignore = {0};
+      if (be->mem_info)
+        be->mem_info(be->self, &fr, &tot, &ignore);
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                          "%s: out of memory on the GPU: the persistent arena (parameters, "
+                          "gradients, optimizer state) needs %zu bytes; %zu of %zu bytes are free",
+                          s->model->source, bytes, fr, tot);
+    }
+    return st;
+  }
+  s->on_device = 1;
+  void *stage = NULL;
+  GCC_TRY(be->host_alloc(be->self, bytes, &stage, d));
+  memcpy(stage, s->arena, s->arena_bytes);
+  st = be->copy(be->self, s->dev_arena, stage, s->arena_bytes, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
+  if (st == GCC_OK)
+    st = be->sync(be->self, d);
+  be->host_release(be->self, stage);
+  return st;
+}
+
+/* Refreshes the host arena from the device (after training steps). */
+static gcc_status download_arena(gcc_session *s, gcc_diag *d) {
+  if (!s->on_device || !s->host_stale)
+    return GCC_OK;
+  const gcc_device_backend *be = s->opt.backend;
+  GCC_TRY(be->sync(be->self, d));
+  void *stage = NULL;
+  GCC_TRY(be->host_alloc(be->self, s->arena_bytes ? s->arena_bytes : 1, &stage, d));
+  gcc_status st = be->copy(be->self, stage, s->dev_arena, s->arena_bytes, GCC_COPY_D2H,
+                           GCC_STREAM_COMPUTE, d);
+  if (st == GCC_OK)
+    st = be->sync(be->self, d);
+  if (st == GCC_OK) {
+    memcpy(s->arena, stage, s->arena_bytes);
+    s->host_stale = 0;
+  }
+  be->host_release(be->self, stage);
+  return st;
 }
 
 gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options *o,
@@ -83,6 +147,12 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
                         "out of memory: the persistent arena needs %zu bytes", b);
   }
   memset(s->arena, 0, s->arena_bytes);
+  s->max_pend = o->max_pending > 0 ? o->max_pending : 1;
+  s->pend = calloc((size_t)s->max_pend, sizeof *s->pend);
+  if (!s->pend) {
+    gcc_session_destroy(s);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (session)");
+  }
   /* [params][grads][state 0][state 1]: each section contiguous */
   size_t off = 0;
   for (int i = 0; i < s->n_slots; i++) {
@@ -94,6 +164,13 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
     memcpy(sl->data, model->values[sl->param].data, sl->numel * sizeof(float));
     off += round_up(sl->numel);
   }
+  if (o->backend) {
+    gcc_status st = upload_arena(s, d);
+    if (st != GCC_OK) {
+      gcc_session_destroy(s);
+      return st;
+    }
+  }
   *out = s;
   return GCC_OK;
 }
@@ -101,8 +178,16 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
 void gcc_session_destroy(gcc_session *s) {
   if (!s)
     return;
-  for (int i = 0; i < s->n_plans; i++)
+  for (int i = 0; i < s->n_plans; i++) {
     gcc_plan_free(s->plans[i].plan);
+    gcc_dplan_free(s->plans[i].dplan);
+  }
+  if (s->dev_arena) {
+    gcc_diag ignore = {0};
+    s->opt.backend->sync(s->opt.backend->self, &ignore);
+    s->opt.backend->release(s->opt.backend->self, s->dev_arena);
+  }
+  free(s->pend);
   free(s->slots);
   free(s->arena);
   free(s);
@@ -140,34 +225,97 @@ static void *bind_persistent(void *user, const gcc_graph *g, int v) {
   }
 }
 
-gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
-                            gcc_diag *d) {
+static void *bind_device(void *user, const gcc_graph *g, int v) {
+  gcc_session *s = user;
+  char *host = bind_persistent(user, g, v);
+  return host ? (char *)s->dev_arena + (host - (char *)s->arena) : NULL;
+}
+
+static cached_plan *find_plan(gcc_session *s, gcc_mode mode, int64_t rows) {
   for (int i = 0; i < s->n_plans; i++)
-    if (s->plans[i].mode == mode && s->plans[i].rows == rows) {
-      *out = s->plans[i].plan;
-      return GCC_OK;
+    if (s->plans[i].mode == mode && s->plans[i].rows == rows)
+      return &s->plans[i];
+  return NULL;
+}
+
+/* a free cache entry; evicts the oldest plan no pending step uses */
+static cached_plan *new_plan_entry(gcc_session *s, gcc_mode mode, int64_t rows) {
+  if (s->n_plans == MAX_PLANS) {
+    int victim = 0;
+    for (; victim < s->n_plans - 1; victim++) {
+      int busy = 0;
+      for (int j = 0; j < s->n_pend; j++)
+        busy |= s->pend[j].plan && s->pend[j].plan == s->plans[victim].dplan;
+      if (!busy)
+        break;
     }
+    gcc_plan_free(s->plans[victim].plan);
+    gcc_dplan_free(s->plans[victim].dplan);
+    memmove(&s->plans[victim], &s->plans[victim + 1],
+            (size_t)(MAX_PLANS - 1 - victim) * sizeof s->plans[0]);
+    s->n_plans--;
+  }
+  cached_plan *c = &s->plans[s->n_plans++];
+  memset(c, 0, sizeof *c);
+  c->mode = mode;
+  c->rows = rows;
+  return c;
+}
+
+static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   gcc_options o = {0};
   o.mode = mode;
   o.batch_size = rows;
   o.opt = s->opt.opt;
-  o.device = GCC_DEV_CPU;
+  o.device = s->on_device ? s->opt.device : GCC_DEV_CPU;
+  o.device_explicit = s->on_device;
+  o.n_cuda_devices = s->on_device ? GCC_DEV_CUDA_INDEX(s->opt.device) + 1 : 0;
   if (!s->dumped && s->opt.dump_after && mode == GCC_MODE_TRAIN) {
     o.dump_after = s->opt.dump_after;
     o.dump_file = s->opt.dump_file;
     s->dumped = 1;
   }
+  return o;
+}
+
+gcc_status gcc_session_device_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_dplan **out,
+                                   gcc_diag *d) {
+  if (!s->on_device)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: the session runs on the CPU",
+                        s->model->source);
+  cached_plan *c = find_plan(s, mode, rows);
+  if (c) {
+    *out = c->dplan;
+    return GCC_OK;
+  }
+  gcc_options o = plan_options(s, mode, rows);
+  gcc_dplan_config cfg = s->opt.dplan;
+  cfg.readback_ring = mode == GCC_MODE_TRAIN ? s->max_pend : 1;
+  cfg.threads = s->opt.threads;
+  gcc_dplan *p;
+  GCC_TRY(gcc_dplan_compile(s->model, &o, &cfg, s->opt.backend, bind_device, s, &p, d));
+  c = new_plan_entry(s, mode, rows);
+  c->dplan = p;
+  *out = p;
+  return GCC_OK;
+}
+
+gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
+                            gcc_diag *d) {
+  if (s->on_device)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: the session runs on a GPU: use gcc_session_device_plan",
+                        s->model->source);
+  cached_plan *c = find_plan(s, mode, rows);
+  if (c) {
+    *out = c->plan;
+    return GCC_OK;
+  }
+  gcc_options o = plan_options(s, mode, rows);
   gcc_plan *p;
   GCC_TRY(gcc_plan_compile(s->model, &o, bind_persistent, s, s->opt.threads, &p, d));
-  if (s->n_plans == MAX_PLANS) { /* evict the oldest */
-    gcc_plan_free(s->plans[0].plan);
-    memmove(&s->plans[0], &s->plans[1], (MAX_PLANS - 1) * sizeof s->plans[0]);
-    s->n_plans--;
-  }
-  s->plans[s->n_plans].mode = mode;
-  s->plans[s->n_plans].rows = rows;
-  s->plans[s->n_plans].plan = p;
-  s->n_plans++;
+  c = new_plan_entry(s, mode, rows);
+  c->plan = p;
   *out = p;
   return GCC_OK;
 }
@@ -189,33 +337,137 @@ static float read_loss(const gcc_plan *p, const gcc_training *t) {
   return ((const float *)l->data)[0];
 }
 
+static gcc_status bind_dbatch(gcc_session *s, gcc_dplan *p, const void *input, const void *target,
+                              gcc_diag *d) {
+  const gcc_training *t = &s->model->training;
+  if (!t->input || !t->target)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: training.input and training.target must name the graph inputs "
+                        "fed with data",
+                        s->model->source);
+  GCC_TRY(gcc_dplan_bind_input(p, t->input, input, d));
+  return gcc_dplan_bind_input(p, t->target, target, d);
+}
+
+gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const void *target,
+                                        int64_t rows, gcc_diag *d) {
+  if (s->n_pend >= s->max_pend)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: %d steps are pending: collect their losses first", s->model->source,
+                        s->n_pend);
+  pending *pe = &s->pend[s->n_pend];
+  memset(pe, 0, sizeof *pe);
+  pe->step = s->steps;
+  if (s->on_device) {
+    gcc_dplan *p;
+    GCC_TRY(gcc_session_device_plan(s, GCC_MODE_TRAIN, rows, &p, d));
+    GCC_TRY(bind_dbatch(s, p, input, target, d));
+    GCC_TRY(gcc_dplan_run(p, s->steps, d));
+    pe->plan = p;
+    pe->entry = (int)(s->steps % s->max_pend);
+    s->host_stale = 1;
+  } else {
+    gcc_plan *p;
+    GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
+    GCC_TRY(bind_batch(s, p, input, target, d));
+    GCC_TRY(gcc_plan_run(p, s->steps, d));
+    pe->loss = read_loss(p, &s->model->training);
+  }
+  s->steps++;
+  s->n_pend++;
+  return GCC_OK;
+}
+
+gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, int *n,
+                                      gcc_diag *d) {
+  *n = 0;
+  if (cap < s->n_pend)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %d losses pending, room for %d",
+                        s->model->source, s->n_pend, cap);
+  int done = 0;
+  gcc_status st = GCC_OK;
+  for (; done < s->n_pend; done++) {
+    pending *pe = &s->pend[done];
+    float l = pe->loss;
+    if (pe->plan) {
+      st = gcc_dplan_wait_readback(pe->plan, pe->entry, d);
+      if (st != GCC_OK)
+        break;
+      const gcc_tensor *t = gcc_dplan_readback(pe->plan, s->model->training.loss, pe->entry);
+      if (!t) {
+        st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
+                          s->model->source, s->model->training.loss);
+        break;
+      }
+      l = ((const float *)t->data)[0];
+    }
+    losses[(*n)++] = l;
+    if (!isfinite(l)) {
+      st = gcc_diag_set(d, GCC_ERR_NUMERIC,
+                        "%s: the loss became %f at optimizer step %lld (learning rate too high?)",
+                        s->model->source, (double)l, (long long)pe->step + 1);
+      done++;
+      break;
+    }
+  }
+  memmove(s->pend, s->pend + done, (size_t)(s->n_pend - done) * sizeof *s->pend);
+  s->n_pend -= done;
+  if (st != GCC_OK)
+    s->n_pend = 0; /* the rest is meaningless after a failure */
+  return st;
+}
+
+int gcc_session_max_pending(const gcc_session *s) { return s->max_pend; }
+
 gcc_status gcc_session_train_step(gcc_session *s, const void *input, const void *target,
                                   int64_t rows, float *loss, gcc_diag *d) {
-  gcc_plan *p;
-  GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
-  GCC_TRY(bind_batch(s, p, input, target, d));
-  GCC_TRY(gcc_plan_run(p, s->steps, d));
-  s->steps++;
-  *loss = read_loss(p, &s->model->training);
-  if (!isfinite(*loss))
-    return gcc_diag_set(d, GCC_ERR_NUMERIC,
-                        "%s: the loss became %f at optimizer step %lld (learning rate too high?)",
-                        s->model->source, (double)*loss, (long long)s->steps);
+  float buf[1];
+  int n = 0;
+  if (s->n_pend > 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: asynchronous steps are pending: collect their losses first",
+                        s->model->source);
+  GCC_TRY(gcc_session_train_step_async(s, input, target, rows, d));
+  GCC_TRY(gcc_session_collect_losses(s, buf, 1, &n, d));
+  *loss = buf[0];
   return GCC_OK;
 }
 
 gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void *target,
                                   int64_t rows, float *loss, int64_t *correct,
                                   const gcc_tensor **pred_out, gcc_diag *d) {
-  gcc_plan *p;
-  GCC_TRY(gcc_session_plan(s, GCC_MODE_EVAL, rows, &p, d));
-  GCC_TRY(bind_batch(s, p, input, target, d));
-  GCC_TRY(gcc_plan_run(p, s->steps, d));
   const gcc_training *t = &s->model->training;
-  *loss = read_loss(p, t);
+  const gcc_tensor *pred = NULL, *tgt = NULL;
+  gcc_tensor tgt_host;
+  if (s->on_device) {
+    gcc_dplan *p;
+    GCC_TRY(gcc_session_device_plan(s, GCC_MODE_EVAL, rows, &p, d));
+    GCC_TRY(bind_dbatch(s, p, input, target, d));
+    GCC_TRY(gcc_dplan_run(p, s->steps, d));
+    GCC_TRY(gcc_dplan_wait_readback(p, 0, d));
+    const gcc_tensor *l = gcc_dplan_readback(p, t->loss, 0);
+    if (!l)
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
+                          s->model->source, t->loss);
+    *loss = ((const float *)l->data)[0];
+    pred = t->prediction ? gcc_dplan_readback(p, t->prediction, 0) : NULL;
+    int tv = gcc_graph_find(gcc_dplan_graph(p), t->target);
+    if (tv >= 0) {
+      const gcc_value *val = &gcc_dplan_graph(p)->values[tv];
+      tgt_host = (gcc_tensor){val->dtype, val->shape, gcc_shape_numel(&val->shape, NULL),
+                              (void *)target};
+      tgt = &tgt_host;
+    }
+  } else {
+    gcc_plan *p;
+    GCC_TRY(gcc_session_plan(s, GCC_MODE_EVAL, rows, &p, d));
+    GCC_TRY(bind_batch(s, p, input, target, d));
+    GCC_TRY(gcc_plan_run(p, s->steps, d));
+    *loss = read_loss(p, t);
+    pred = t->prediction ? gcc_plan_tensor(p, t->prediction) : NULL;
+    tgt = gcc_plan_tensor(p, t->target);
+  }
   *correct = -1;
-  const gcc_tensor *pred = t->prediction ? gcc_plan_tensor(p, t->prediction) : NULL;
-  const gcc_tensor *tgt = gcc_plan_tensor(p, t->target);
   if (pred_out)
     *pred_out = pred;
   if (pred && tgt && pred->shape.ndim == 2 && pred->dtype == GCC_DT_FLOAT32 &&
@@ -236,7 +488,8 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
   return GCC_OK;
 }
 
-gcc_status gcc_session_export(const gcc_session *s, gcc_graph **out, gcc_diag *d) {
+gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d) {
+  GCC_TRY(download_arena(s, d));
   gcc_graph *g;
   GCC_TRY(gcc_graph_clone(s->model, &g, d));
   for (int i = 0; i < s->n_slots; i++) {
@@ -248,6 +501,9 @@ gcc_status gcc_session_export(const gcc_session *s, gcc_graph **out, gcc_diag *d
 }
 
 float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel) {
+  gcc_diag ignore = {0};
+  if (download_arena(s, &ignore) != GCC_OK)
+    return NULL;
   slot *sl = find_slot(s, name);
   if (!sl)
     return NULL;
@@ -257,6 +513,9 @@ float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel) {
 }
 
 float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel) {
+  gcc_diag ignore = {0};
+  if (download_arena(s, &ignore) != GCC_OK)
+    return NULL;
   slot *sl = find_slot(s, name);
   if (!sl)
     return NULL;
@@ -271,7 +530,8 @@ size_t gcc_session_persistent_bytes(const gcc_session *s) { return s->arena_byte
 size_t gcc_session_step_arena_bytes(const gcc_session *s) {
   size_t m = 0;
   for (int i = 0; i < s->n_plans; i++) {
-    size_t b = gcc_plan_arena_bytes(s->plans[i].plan);
+    size_t b = s->plans[i].plan ? gcc_plan_arena_bytes(s->plans[i].plan)
+                                : gcc_dplan_device_bytes(s->plans[i].dplan);
     m = b > m ? b : m;
   }
   return m;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "graph/ir.h"
+#include "runtime/device_plan.h"
 #include "runtime/executor.h"
 
 #ifdef __cplusplus
@@ -27,6 +28,17 @@ typedef struct gcc_session_options {
   gcc_optimizer opt;        /* the optimizer actually used (spec + flags) */
   const char *dump_after;   /* --dump-after=PASS for the first plan compiled, or NULL */
   FILE *dump_file;
+  /* A CUDA device: `backend` (runtime/cuda_backend.h, or a test backend)
+   * and `device` (GCC_DEV_CUDA(n)) with the plan configuration; NULL
+   * backend: the CPU. On a device the persistent arena is mirrored there
+   * (uploaded once at creation) and plans are device plans (device_plan.h);
+   * the host copy is refreshed on demand (gcc_session_param, _grad,
+   * _export). `max_pending` bounds the steps whose loss is not collected
+   * yet (gcc_session_train_step_async): the read-back ring of each plan. */
+  const gcc_device_backend *backend;
+  int device;
+  gcc_dplan_config dplan;
+  int max_pending;          /* >= 1; 0: 1 */
 } gcc_session_options;
 
 typedef struct gcc_session gcc_session;
@@ -49,6 +61,23 @@ void gcc_session_destroy(gcc_session *s);
 gcc_status gcc_session_train_step(gcc_session *s, const void *input, const void *target,
                                   int64_t rows, float *loss, gcc_diag *d);
 
+/* One optimizer step that does not wait for its loss (on a GPU the step is
+ * only queued). The losses come back, in step order, from
+ * gcc_session_collect_losses, which must be called before more than
+ * gcc_session_max_pending() steps are pending. Errors: as
+ * gcc_session_train_step except GCC_ERR_NUMERIC (reported when collected);
+ * GCC_ERR_INVALID_ARGUMENT when too many steps are pending. */
+gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const void *target,
+                                        int64_t rows, gcc_diag *d);
+
+/* Waits for the pending steps and writes their losses (step order) to
+ * losses[0 .. *n); `cap` must be >= gcc_session_max_pending(s). Errors:
+ * GCC_ERR_NUMERIC naming the step whose loss is NaN or infinite; a bad
+ * label found by a loss kernel (GCC_ERR_INVALID_ARGUMENT); device errors. */
+gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, int *n,
+                                      gcc_diag *d);
+int gcc_session_max_pending(const gcc_session *s);
+
 /* Forward only: the batch loss and, for classification (prediction of
  * shape (N, C) with integer targets), the number of rows whose argmax
  * equals the target in *correct (-1 otherwise). *pred_out, if not NULL,
@@ -59,9 +88,11 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
 
 /* A copy of the model whose initializers hold the current parameters
  * (the trained model to save). */
-gcc_status gcc_session_export(const gcc_session *s, gcc_graph **out, gcc_diag *d);
+gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d);
 
-/* The current value of parameter `name` (numel floats), or NULL. */
+/* The current value of parameter `name` (numel floats), or NULL. On a
+ * device session this waits for the device and refreshes the host copy
+ * (writes to it are not sent back to the device). */
 float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel);
 
 /* The gradient of parameter `name` from the last training step (numel
@@ -76,7 +107,14 @@ int64_t gcc_session_steps(const gcc_session *s);
 size_t gcc_session_persistent_bytes(const gcc_session *s);
 size_t gcc_session_step_arena_bytes(const gcc_session *s);
 
-/* The training plan for batch `rows`, compiled if needed (for reports). */
+/* Launches and copies per training step of the device plan for batch
+ * `rows` (compiled if needed), its device bytes and its CUDA Graph state
+ * (gcc_dplan_graph_note); GCC_ERR_INVALID_ARGUMENT on a CPU session. */
+gcc_status gcc_session_device_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_dplan **out,
+                                   gcc_diag *d);
+
+/* The training plan for batch `rows`, compiled if needed (for reports).
+ * CPU sessions only (GCC_ERR_INVALID_ARGUMENT on a device session). */
 gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
                             gcc_diag *d);
 

@@ -219,9 +219,27 @@ static gcc_status evaluate(gcc_session *s, source *src, gcc_train_report *r, gcc
   return GCC_OK;
 }
 
+/* Collects the losses of the issued steps into the log window and the epoch sum. */
+static gcc_status collect(gcc_session *s, float *losses, int *issued, double *window,
+                          double *epoch_loss, int64_t *in_window, gcc_diag *d) {
+  int n = 0;
+  gcc_status st = gcc_session_collect_losses(s, losses, gcc_session_max_pending(s), &n, d);
+  for (int i = 0; i < n; i++) {
+    *window += losses[i];
+    *epoch_loss += losses[i];
+    (*in_window)++;
+  }
+  *issued = 0;
+  return st;
+}
+
 gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train_config *cfg,
                          gcc_train_report *report, gcc_diag *d) {
   memset(report, 0, sizeof *report);
+  int max_pending = gcc_session_max_pending(s);
+  float *losses = malloc((size_t)max_pending * sizeof *losses);
+  if (!losses)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (losses)");
   report->test_accuracy = -1;
   source src;
   gcc_status st = open_source(&src, model, cfg, d);
@@ -230,6 +248,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   for (int64_t epoch = 0; st == GCC_OK && epoch < cfg->epochs; epoch++) {
     double t0 = now_seconds(), window = 0, epoch_loss = 0;
     int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = 0, epoch_samples = 0;
+    int issued = 0;
     st = source_start(&src, 0, epoch, d);
     while (st == GCC_OK) {
       if (cfg->stop && *cfg->stop) {
@@ -244,21 +263,26 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       st = source_next(&src, 0, &b, &has, d);
       if (st != GCC_OK || !has)
         break;
-      float loss;
-      st = gcc_session_train_step(s, b.x, b.y, b.rows, &loss, d);
+      st = gcc_session_train_step_async(s, b.x, b.y, b.rows, d);
       if (st != GCC_OK)
         break;
       report->steps++;
       report->samples += b.rows;
       epoch_samples += b.rows;
       epoch_batches++;
-      window += loss;
-      epoch_loss += loss;
-      in_window++;
+      issued++;
+      /* losses come back in groups (on a GPU, once per log interval) */
+      int64_t every = cfg->progress ? (nb / 100 > 0 ? nb / 100 : 1) : cfg->log_every;
+      int due = issued == max_pending || epoch_batches == nb ||
+                (!cfg->quiet && every > 0 && epoch_batches % every == 0);
+      if (!due)
+        continue;
+      st = collect(s, losses, &issued, &window, &epoch_loss, &in_window, d);
+      if (st != GCC_OK)
+        break;
       if (cfg->quiet)
         continue;
       if (cfg->progress) { /* a TTY: one bar, redrawn about every 1% of the epoch */
-        int64_t every = nb / 100 > 0 ? nb / 100 : 1;
         if (epoch_batches % every == 0 || epoch_batches == nb) {
           double el = now_seconds() - t0;
           draw_bar(out, epoch + 1, cfg->epochs, epoch_batches, nb, window / (double)in_window,
@@ -266,12 +290,20 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
           window = 0;
           in_window = 0;
         }
-      } else if (cfg->log_every > 0 && in_window == cfg->log_every) {
+      } else if (cfg->log_every > 0 && in_window >= cfg->log_every) {
         fprintf(out, "[%" PRId64 ", %5" PRId64 "] loss: %.4f\n", epoch + 1, epoch_batches,
                 window / (double)in_window);
         fflush(out); /* a pipe or a log file sees each line as it comes */
         window = 0;
         in_window = 0;
+      }
+    }
+    if (issued > 0) { /* interrupted, --max-steps or a failure: the steps already issued */
+      gcc_diag cd = {0};
+      gcc_status cs = collect(s, losses, &issued, &window, &epoch_loss, &in_window, &cd);
+      if (cs != GCC_OK && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
+        st = cs;
+        *d = cd;
       }
     }
     double secs = now_seconds() - t0;
@@ -325,5 +357,6 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   if (report->train_seconds > 0)
     report->samples_per_sec = (double)report->samples / report->train_seconds;
   source_free(&src);
+  free(losses);
   return st;
 }

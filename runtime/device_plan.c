@@ -1,0 +1,800 @@
+/* device_plan.c - runs plans compiled for a CUDA device through a backend (device_plan.h). */
+#include "runtime/device_plan.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/kernel_cache.h"
+#include "graph/ops.h"
+#include "passes/memplan.h"
+
+#define DALIGN 256
+
+typedef enum op_kind { OP_KERNEL, OP_GEMM, OP_COPY, OP_CPU, OP_CLEAR_BAD_LABEL } op_kind;
+
+typedef struct op {
+  op_kind kind;
+  int kernel;               /* OP_KERNEL: index in ks */
+  int group;                /* OP_KERNEL / OP_GEMM */
+  gcc_colmajor_gemm gemm;   /* OP_GEMM */
+  int src, dst;             /* OP_COPY: values */
+  size_t bytes;
+  gcc_copy_kind ck;
+  int node;                 /* OP_CPU / OP_COPY */
+  gcc_kernel_args cpu;      /* OP_CPU */
+  int needs_sync;           /* OP_CPU: wait for the device first */
+} op;
+
+typedef struct input_copy {
+  int src, dst; /* host input value, device copy value */
+  size_t bytes;
+  void *staging[2];   /* pinned */
+  void *slot[2];      /* device */
+  const void *host;   /* bound for the next run */
+} input_copy;
+
+typedef struct readback {
+  int src, dst; /* device value, its host copy ("<value>@cpu") */
+  int kept;     /* the model's value (loss / prediction) */
+  size_t bytes;
+} readback;
+
+struct gcc_dplan {
+  gcc_graph *g;
+  gcc_mem_plan mem;
+  gcc_device_backend be;
+  gcc_dplan_config cfg;
+  int device;
+  gcc_kernel_set ks;
+  void *module;
+  void **kernels;
+  op *ops;
+  int n_ops;
+  input_copy *inputs;
+  int n_inputs;
+  readback *rb;
+  int n_rb;
+  int ring;            /* entries */
+  void *ring_host;     /* pinned: ring * (rb bytes + bad-label int) */
+  size_t ring_stride;
+  size_t *rb_off;      /* per read-back: offset inside an entry */
+  gcc_tensor *rb_tensors; /* ring * n_rb */
+  void *dev;           /* the plan's device allocation */
+  size_t dev_bytes;
+  size_t off_arena, off_aux, off_const, off_bad;
+  size_t *aux_off;     /* per group: offset of its bit-mask, or SIZE_MAX */
+  void **addr;         /* per value: storage (device or host), NULL when none */
+  int *slot_of;        /* per value: input copy index whose slot it lives in, or -1 */
+  gcc_tensor *tensors; /* per value, for CPU nodes */
+  gcc_tensor **ptrs;
+  void *host_arena;
+  gcc_cpu_ctx ctx;
+  gcc_diag run_diag;
+  int has_cpu_nodes, varying_args, has_loss_kernel;
+  int64_t uses[2], replays;
+  int captured[2];
+  char graph_note[256];
+  int launches, copies;
+};
+
+static size_t up(size_t x) { return (x + DALIGN - 1) / DALIGN * DALIGN; }
+
+static size_t value_bytes(const gcc_graph *g, int v) {
+  return (size_t)gcc_shape_numel(&g->values[v].shape, NULL) * gcc_dtype_size(g->values[v].dtype);
+}
+
+/* ---- the out-of-memory message ---------------------------------------- */
+
+static gcc_status oom(gcc_dplan *p, size_t want, const char *what, gcc_diag *d) {
+  size_t fr = 0, tot = 0;
+  gcc_diag ignore = {0};
+  if (p->be.mem_info)
+    p->be.mem_info(p->be.self, &fr, &tot, &ignore);
+  /* the five largest device values */
+  const gcc_graph *g = p->g;
+  int top[5] = {-1, -1, -1, -1, -1};
+  for (int v = 0; v < g->n_values; v++) {
+    if (!GCC_DEV_IS_CUDA(g->values[v].device) || g->values[v].producer < 0 ||
+        p->mem.root[v] != v)
+      continue;
+    size_t b = value_bytes(g, v);
+    for (int j = 0; j < 5; j++)
+      if (top[j] < 0 || b > value_bytes(g, top[j])) {
+        memmove(&top[j + 1], &top[j], (size_t)(4 - j) * sizeof(int));
+        top[j] = v;
+        break;
+      }
+  }
+  char list[700] = "";
+  for (int j = 0; j < 5 && top[j] >= 0; j++) {
+    char item[160];
+    snprintf(item, sizeof item, "%s%s %zu", j ? ", " : "", g->values[top[j]].name,
+             value_bytes(g, top[j]));
+    strncat(list, item, sizeof list - strlen(list) - 1);
+  }
+  char dev[32];
+  return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                      "%s: out of memory on %s: %s needs %zu bytes; %zu of %zu bytes are free "
+                      "(largest values of the step, bytes: %s; the per-step arena is %zu bytes; "
+                      "try a smaller --batch-size)",
+                      g->source, gcc_dev_name(p->device, dev, sizeof dev), what, want, fr, tot,
+                      list[0] ? list : "none", p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0);
+}
+
+/* ---- compile ------------------------------------------------------------ */
+
+static int is_copy(const gcc_graph *g, int node) {
+  return (gcc_op(g->nodes[node].op)->flags & GCC_OPF_COPY) != 0;
+}
+
+/* where a group runs in the schedule: a GEMM group at its first node, others at their last */
+static int group_point(const gcc_group *gr) {
+  int pos = gr->nodes[0];
+  for (int i = 0; i < gr->n_nodes; i++)
+    pos = gr->kind == GCC_GROUP_GEMM ? (gr->nodes[i] < pos ? gr->nodes[i] : pos)
+                                     : (gr->nodes[i] > pos ? gr->nodes[i] : pos);
+  return pos;
+}
+
+static gcc_status add_op(gcc_dplan *p, const op *o, gcc_diag *d) {
+  op *n = realloc(p->ops, (size_t)(p->n_ops + 1) * sizeof *n);
+  if (!n)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  p->ops = n;
+  p->ops[p->n_ops++] = *o;
+  return GCC_OK;
+}
+
+/* the optimizer group's parameters, gradients and state must be
+ * consecutive in group order, each padded to GCC_ARENA_ALIGN (emit.h) */
+static gcc_status check_optimizer_layout(gcc_dplan *p, const gcc_group *gr, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  const gcc_node *n0 = &g->nodes[gr->nodes[0]];
+  for (int k = 0; k < n0->n_inputs; k++) {
+    if (n0->inputs[k] < 0)
+      continue;
+    char *base = p->addr[n0->inputs[k]];
+    size_t off = 0;
+    for (int i = 0; i < gr->n_nodes; i++) {
+      const gcc_node *n = &g->nodes[gr->nodes[i]];
+      int v = n->inputs[k];
+      if (!base || v < 0 || (char *)p->addr[v] != base + off)
+        return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                            "%s: optimizer kernel '%s': '%s' is not where the flat section "
+                            "layout puts it (parameters, gradients and state of one optimizer "
+                            "group must be consecutive in group order)",
+                            g->source, gr->name, v >= 0 ? g->values[v].name : "?");
+      size_t b = value_bytes(g, v);
+      off += (b + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
+    }
+  }
+  return GCC_OK;
+}
+
+static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
+  gcc_graph *g = p->g;
+  int n_args = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n_args += g->nodes[i].n_inputs + g->nodes[i].n_outputs;
+  p->ptrs = calloc((size_t)(n_args ? n_args : 1), sizeof *p->ptrs);
+  if (!p->ptrs)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  gcc_tensor **ptr = p->ptrs;
+  int device_work = 0, cleared = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    const gcc_op_desc *od = gcc_op(n->op);
+    if (od->flags & GCC_OPF_ALIAS)
+      continue;
+    if (is_copy(g, i)) {
+      int src = n->inputs[0], dst = n->outputs[0];
+      int input_copy_node = 0, rb = 0;
+      for (int k = 0; k < p->n_inputs; k++)
+        input_copy_node |= p->inputs[k].dst == dst;
+      for (int k = 0; k < p->n_rb; k++)
+        rb |= p->rb[k].dst == dst;
+      if (input_copy_node || rb || n->av[COPY_ONCE].i)
+        continue; /* issued around the step, or once at compile */
+      int sd = g->values[src].device, dd = g->values[dst].device;
+      op o = {.kind = OP_COPY, .src = src, .dst = dst, .node = i, .bytes = value_bytes(g, src)};
+      o.ck = GCC_DEV_IS_CUDA(sd) && GCC_DEV_IS_CUDA(dd) ? GCC_COPY_D2D
+             : GCC_DEV_IS_CUDA(dd)                     ? GCC_COPY_H2D
+                                                       : GCC_COPY_D2H;
+      GCC_TRY(add_op(p, &o, d));
+      device_work = 1;
+      continue;
+    }
+    if (n->device == GCC_DEV_CPU) {
+      op o = {.kind = OP_CPU, .node = i, .needs_sync = device_work};
+      o.cpu.node = n;
+      o.cpu.ctx = &p->ctx;
+      o.cpu.in = ptr;
+      o.cpu.n_in = n->n_inputs;
+      for (int k = 0; k < n->n_inputs; k++)
+        *ptr++ = n->inputs[k] >= 0 ? &p->tensors[n->inputs[k]] : NULL;
+      o.cpu.out = ptr;
+      o.cpu.n_out = n->n_outputs;
+      for (int k = 0; k < n->n_outputs; k++)
+        *ptr++ = &p->tensors[n->outputs[k]];
+      device_work = 0;
+      p->has_cpu_nodes = 1;
+      GCC_TRY(add_op(p, &o, d));
+      continue;
+    }
+    if (n->device != p->device) {
+      char dev[32];
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: node '%s' is placed on %s, but a plan runs on one CUDA device",
+                          g->source, n->name, gcc_dev_name(n->device, dev, sizeof dev));
+    }
+    int gi = n->group;
+    if (gi < 0)
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: node '%s' on the GPU belongs to no group",
+                          g->source, n->name);
+    const gcc_group *gr = &g->groups[gi];
+    if (group_point(gr) != i)
+      continue;
+    device_work = 1;
+    if (gr->kind == GCC_GROUP_GEMM) {
+      op o = {.kind = OP_GEMM, .group = gi};
+      GCC_TRY(gcc_gemm_map(g, gi, &o.gemm, d));
+      GCC_TRY(add_op(p, &o, d));
+      continue;
+    }
+    int k = -1;
+    for (int j = 0; j < p->ks.n_kernels; j++)
+      if (p->ks.kernels[j].group == gi)
+        k = j;
+    if (k < 0)
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has no generated kernel",
+                          g->source, gr->name);
+    if (gr->kind == GCC_GROUP_OPTIMIZER)
+      GCC_TRY(check_optimizer_layout(p, gr, d));
+    for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
+      gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
+      if (kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT)
+        p->varying_args = 1;
+      if (kk == GCC_KARG_BAD_LABEL && !cleared) {
+        op c = {.kind = OP_CLEAR_BAD_LABEL};
+        GCC_TRY(add_op(p, &c, d));
+        cleared = 1;
+        p->has_loss_kernel = 1;
+      }
+    }
+    op o = {.kind = OP_KERNEL, .kernel = k, .group = gi};
+    GCC_TRY(add_op(p, &o, d));
+  }
+  for (int i = 0; i < p->n_ops; i++) {
+    p->launches += p->ops[i].kind == OP_KERNEL || p->ops[i].kind == OP_GEMM;
+    p->copies += p->ops[i].kind == OP_COPY;
+  }
+  p->copies += p->n_inputs + p->n_rb;
+  return GCC_OK;
+}
+
+/* the values read after a step and the graph inputs copied per step */
+static gcc_status find_boundary_copies(gcc_dplan *p, gcc_diag *d) {
+  gcc_graph *g = p->g;
+  p->inputs = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->inputs);
+  p->rb = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->rb);
+  if (!p->inputs || !p->rb)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!is_copy(g, i) || n->av[COPY_ONCE].i)
+      continue;
+    int src = n->inputs[0], dst = n->outputs[0];
+    if (g->values[src].kind == GCC_VALUE_INPUT && GCC_DEV_IS_CUDA(g->values[dst].device)) {
+      input_copy *ic = &p->inputs[p->n_inputs++];
+      ic->src = src;
+      ic->dst = dst;
+      ic->bytes = value_bytes(g, src);
+    } else if (GCC_DEV_IS_CUDA(g->values[src].device) && g->values[dst].device == GCC_DEV_CPU &&
+               g->values[dst].n_consumers == 0) {
+      readback *r = &p->rb[p->n_rb++];
+      r->src = src;
+      r->dst = dst;
+      r->kept = src;
+      r->bytes = value_bytes(g, src);
+    }
+  }
+  return GCC_OK;
+}
+
+static gcc_status load_kernels(gcc_dplan *p, const gcc_dplan_config *cfg, gcc_diag *d) {
+  GCC_TRY(gcc_codegen_emit(p->g, p->device, cfg->sm_count, &p->ks, d));
+  if (p->ks.n_kernels == 0)
+    return GCC_OK;
+  p->kernels = calloc((size_t)p->ks.n_kernels, sizeof *p->kernels);
+  if (!p->kernels)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  gcc_nvrtc_output img = {0};
+  char prog[200];
+  snprintf(prog, sizeof prog, "%s.cu", p->g->name && *p->g->name ? p->g->name : "gcc_kernels");
+  gcc_status s = gcc_kernel_cache_compile(cfg->kernel_cache_dir, cfg->use_kernel_cache,
+                                          p->ks.source, prog, cfg->sm, &img, NULL, d);
+  if (s == GCC_OK)
+    s = p->be.load(p->be.self, &p->ks, &img, &p->module, p->kernels, d);
+  gcc_nvrtc_output_free(&img);
+  return s;
+}
+
+static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user, gcc_diag *d) {
+  gcc_graph *g = p->g;
+  int nv = g->n_values;
+  p->addr = calloc((size_t)(nv ? nv : 1), sizeof *p->addr);
+  p->slot_of = malloc((size_t)(nv ? nv : 1) * sizeof *p->slot_of);
+  p->tensors = calloc((size_t)(nv ? nv : 1), sizeof *p->tensors);
+  p->aux_off = malloc((size_t)(g->n_groups ? g->n_groups : 1) * sizeof *p->aux_off);
+  if (!p->addr || !p->slot_of || !p->tensors || !p->aux_off)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  for (int v = 0; v < nv; v++)
+    p->slot_of[v] = -1;
+  /* device layout: arena | input slots | bit-masks | constants | bad label */
+  size_t off = 0;
+  p->off_arena = off;
+  off += up(p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0);
+  size_t *slot_off = calloc((size_t)(p->n_inputs ? p->n_inputs : 1) * 2, sizeof *slot_off);
+  if (!slot_off)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  for (int k = 0; k < p->n_inputs; k++)
+    for (int s = 0; s < 2; s++) {
+      slot_off[2 * k + s] = off;
+      off += up(p->inputs[k].bytes);
+    }
+  p->off_aux = off;
+  for (int gi = 0; gi < g->n_groups; gi++) {
+    p->aux_off[gi] = SIZE_MAX;
+    if (g->groups[gi].kind != GCC_GROUP_GEMM || g->groups[gi].epilogue != GCC_EPI_RELU_AUX_BIAS ||
+        g->groups[gi].device != p->device)
+      continue;
+    gcc_colmajor_gemm m;
+    gcc_status s = gcc_gemm_map(g, gi, &m, d);
+    if (s != GCC_OK) {
+      free(slot_off);
+      return s;
+    }
+    p->aux_off[gi] = off;
+    off += up((size_t)m.aux_bytes);
+  }
+  if (off == 0)
+    off = DALIGN; /* const_off 0 means "none" below */
+  p->off_const = off;
+  size_t *const_off = calloc((size_t)(nv ? nv : 1), sizeof *const_off);
+  if (!const_off) {
+    free(slot_off);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  }
+  for (int v = 0; v < nv; v++) {
+    const gcc_value *val = &g->values[v];
+    int once_copy = val->producer >= 0 && is_copy(g, val->producer) &&
+                    g->nodes[val->producer].av[COPY_ONCE].i;
+    if (GCC_DEV_IS_CUDA(val->device) && (val->kind == GCC_VALUE_CONST || once_copy) &&
+        p->mem.root[v] == v && (val->n_consumers > 0 || val->producer >= 0)) {
+      const_off[v] = off;
+      off += up(value_bytes(g, v));
+    }
+  }
+  p->off_bad = off;
+  off += DALIGN;
+  p->dev_bytes = off;
+  gcc_status s = p->be.alloc(p->be.self, p->dev_bytes, &p->dev, d);
+  if (s == GCC_ERR_OUT_OF_MEMORY || (s != GCC_OK && !p->dev)) {
+    free(slot_off);
+    free(const_off);
+    if (s == GCC_ERR_OUT_OF_MEMORY)
+      return oom(p, p->dev_bytes, "the plan's device arena", d);
+    return s;
+  }
+  char *base = p->dev;
+  for (int k = 0; k < p->n_inputs; k++)
+    for (int sl = 0; sl < 2; sl++) {
+      p->inputs[k].slot[sl] = base + slot_off[2 * k + sl];
+      GCC_TRY(p->be.host_alloc(p->be.self, p->inputs[k].bytes ? p->inputs[k].bytes : 1,
+                               &p->inputs[k].staging[sl], d));
+    }
+  /* host arena for CPU nodes */
+  p->host_arena = aligned_alloc(GCC_ARENA_ALIGN, p->mem.arena_bytes ? (p->mem.arena_bytes + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN : GCC_ARENA_ALIGN);
+  if (!p->host_arena) {
+    free(slot_off);
+    free(const_off);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory: host arena of %zu bytes",
+                        p->mem.arena_bytes);
+  }
+  for (int v = 0; v < nv; v++) {
+    const gcc_value *val = &g->values[v];
+    gcc_tensor *t = &p->tensors[v];
+    t->dtype = val->dtype;
+    t->shape = val->shape;
+    t->numel = gcc_shape_numel(&val->shape, NULL);
+    if (p->mem.root[v] != v)
+      continue;
+    int cuda = GCC_DEV_IS_CUDA(val->device);
+    switch (val->kind) {
+    case GCC_VALUE_ACTIVATION:
+      if (const_off[v])
+        p->addr[v] = base + const_off[v];
+      else if (p->mem.offset[v] >= 0)
+        p->addr[v] = cuda ? (void *)(base + p->off_arena + p->mem.offset[v])
+                          : (void *)((char *)p->host_arena + p->mem.offset[v]);
+      break;
+    case GCC_VALUE_CONST: p->addr[v] = cuda ? (void *)(base + const_off[v]) : val->data; break;
+    case GCC_VALUE_PARAM:
+    case GCC_VALUE_GRAD:
+    case GCC_VALUE_OPT_STATE:
+      if (!cuda && (p->mem.last[v] >= 0 || val->producer >= 0)) {
+        free(slot_off);
+        free(const_off);
+        return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                            "%s: %s '%s' is placed on the CPU inside a CUDA plan; pin its "
+                            "layer to the GPU or run the whole model with --device cpu",
+                            g->source, gcc_value_kind_name(val->kind), val->name);
+      }
+      p->addr[v] = bind ? bind(user, g, v) : NULL;
+      if (!p->addr[v] && (p->mem.last[v] >= 0 || val->producer >= 0)) {
+        free(slot_off);
+        free(const_off);
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: no persistent storage for %s '%s'",
+                            g->source, gcc_value_kind_name(val->kind), val->name);
+      }
+      break;
+    default: break;
+    }
+  }
+  for (int k = 0; k < p->n_inputs; k++)
+    p->slot_of[p->inputs[k].dst] = k;
+  for (int v = 0; v < nv; v++)
+    if (p->mem.root[v] != v) {
+      p->addr[v] = p->addr[p->mem.root[v]];
+      p->slot_of[v] = p->slot_of[p->mem.root[v]];
+    }
+  for (int v = 0; v < nv; v++)
+    p->tensors[v].data = p->addr[v];
+  /* constants: upload once */
+  gcc_status st = GCC_OK;
+  for (int v = 0; v < nv && st == GCC_OK; v++) {
+    const gcc_value *val = &g->values[v];
+    if (!const_off[v])
+      continue;
+    const void *src = val->data;
+    if (val->producer >= 0) /* a once-copy: its source's data */
+      src = g->values[g->nodes[val->producer].inputs[0]].data;
+    if (!src) {
+      st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: constant '%s' has no data to upload", g->source,
+                        val->name);
+      break;
+    }
+    void *stage = NULL;
+    size_t b = value_bytes(g, v);
+    st = p->be.host_alloc(p->be.self, b ? b : 1, &stage, d);
+    if (st == GCC_OK) {
+      memcpy(stage, src, b);
+      st = p->be.copy(p->be.self, base + const_off[v], stage, b, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
+      if (st == GCC_OK)
+        st = p->be.sync(p->be.self, d);
+      p->be.host_release(p->be.self, stage);
+    }
+  }
+  free(slot_off);
+  free(const_off);
+  return st;
+}
+
+static gcc_status allocate_ring(gcc_dplan *p, gcc_diag *d) {
+  p->rb_off = calloc((size_t)(p->n_rb ? p->n_rb : 1), sizeof *p->rb_off);
+  p->rb_tensors = calloc((size_t)p->ring * (size_t)(p->n_rb ? p->n_rb : 1), sizeof *p->rb_tensors);
+  if (!p->rb_off || !p->rb_tensors)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  size_t off = 0;
+  for (int k = 0; k < p->n_rb; k++) {
+    p->rb_off[k] = off;
+    off += (p->rb[k].bytes + 63) / 64 * 64;
+  }
+  p->ring_stride = off + 64; /* + the bad-label flag */
+  GCC_TRY(p->be.host_alloc(p->be.self, p->ring_stride * (size_t)p->ring, &p->ring_host, d));
+  memset(p->ring_host, 0xff, p->ring_stride * (size_t)p->ring);
+  for (int e = 0; e < p->ring; e++)
+    for (int k = 0; k < p->n_rb; k++) {
+      gcc_tensor *t = &p->rb_tensors[e * p->n_rb + k];
+      *t = p->tensors[p->rb[k].src];
+      t->data = (char *)p->ring_host + (size_t)e * p->ring_stride + p->rb_off[k];
+    }
+  return GCC_OK;
+}
+
+gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
+                             const gcc_dplan_config *cfg, const gcc_device_backend *be,
+                             gcc_bind_fn bind, void *user, gcc_dplan **out, gcc_diag *d) {
+  *out = NULL;
+  if (!GCC_DEV_IS_CUDA(opt->device))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: a device plan needs a CUDA device",
+                        model->source);
+  gcc_dplan *p = calloc(1, sizeof *p);
+  if (!p)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  p->be = *be;
+  p->cfg = *cfg;
+  p->device = opt->device;
+  p->ring = cfg->readback_ring > 0 ? cfg->readback_ring : 1;
+  p->ctx.max_threads = cfg->threads > 0 ? cfg->threads : 1;
+  p->ctx.diag = &p->run_diag;
+  gcc_status s = gcc_compile_graph(model, opt, &p->g, &p->mem, d);
+  if (s == GCC_OK) {
+    p->ctx.source = p->g->source;
+    s = find_boundary_copies(p, d);
+  }
+  if (s == GCC_OK)
+    s = load_kernels(p, cfg, d);
+  if (s == GCC_OK)
+    s = layout_and_allocate(p, bind, user, d);
+  if (s == GCC_OK)
+    s = build_ops(p, d);
+  if (s == GCC_OK)
+    s = allocate_ring(p, d);
+  if (s != GCC_OK) {
+    gcc_dplan_free(p);
+    return s;
+  }
+  if (!cfg->cuda_graph)
+    snprintf(p->graph_note, sizeof p->graph_note, "disabled (--no-cuda-graph)");
+  else if (p->varying_args)
+    snprintf(p->graph_note, sizeof p->graph_note,
+             "not used: Adam's bias correction changes kernel arguments every step");
+  else if (p->has_cpu_nodes)
+    snprintf(p->graph_note, sizeof p->graph_note,
+             "not used: nodes on the CPU run inside the step");
+  *out = p;
+  return GCC_OK;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+static void *ptr_of(const gcc_dplan *p, int v, int slot) {
+  if (v < 0)
+    return NULL;
+  int k = p->slot_of[v];
+  return k >= 0 ? p->inputs[k].slot[slot] : p->addr[v];
+}
+
+typedef union argval {
+  void *p;
+  long long ll;
+  int i;
+  float f;
+} argval;
+
+static gcc_status issue_kernel(gcc_dplan *p, const op *o, int slot, int64_t step, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  const gcc_kernel_info *k = &p->ks.kernels[o->kernel];
+  const gcc_group *gr = &g->groups[k->group];
+  const gcc_node *n0 = &g->nodes[gr->nodes[0]];
+  argval vals[80];
+  void *args[80];
+  if (k->n_args > 80)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s has %d arguments", k->name, k->n_args);
+  long long numel = 0;
+  if (gr->kind == GCC_GROUP_OPTIMIZER)
+    for (int i = 0; i < gr->n_nodes; i++) {
+      long long b = (long long)value_bytes(g, g->nodes[gr->nodes[i]].inputs[0]);
+      numel += (b + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN / 4;
+    }
+  for (int a = 0; a < k->n_args; a++) {
+    const gcc_kernel_arg *ka = &k->args[a];
+    switch (ka->kind) {
+    case GCC_KARG_INPUT:
+    case GCC_KARG_OUTPUT: vals[a].p = ptr_of(p, ka->value, slot); break;
+    case GCC_KARG_PARAMS: vals[a].p = p->addr[n0->inputs[0]]; break;
+    case GCC_KARG_GRADS: vals[a].p = p->addr[n0->inputs[1]]; break;
+    case GCC_KARG_STATE0: vals[a].p = p->addr[n0->inputs[2]]; break;
+    case GCC_KARG_STATE1: vals[a].p = p->addr[n0->inputs[3]]; break;
+    case GCC_KARG_NUMEL: vals[a].ll = numel; break;
+    case GCC_KARG_FIRST_STEP: vals[a].i = step == 0; break;
+    case GCC_KARG_STEP_SIZE:
+    case GCC_KARG_BC2_SQRT: {
+      /* as gcc_cpu_adam: torch.optim.Adam's corrections in double */
+      double t = (double)(step + 1);
+      if (ka->kind == GCC_KARG_STEP_SIZE)
+        vals[a].f = (float)((double)n0->av[ADAM_LR].f / (1.0 - pow((double)n0->av[ADAM_BETA1].f, t)));
+      else
+        vals[a].f = (float)sqrt(1.0 - pow((double)n0->av[ADAM_BETA2].f, t));
+      break;
+    }
+    case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
+    default:
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name, a);
+    }
+    args[a] = &vals[a];
+  }
+  return p->be.launch(p->be.self, p->kernels[o->kernel], k, args, d);
+}
+
+static gcc_status issue_gemm(gcc_dplan *p, const op *o, int slot, gcc_diag *d) {
+  const gcc_colmajor_gemm *m = &o->gemm;
+  void *aux = m->aux_group >= 0 ? (char *)p->dev + p->aux_off[m->aux_group] : NULL;
+  return p->be.gemm(p->be.self, m, ptr_of(p, m->a_value, slot), ptr_of(p, m->b_value, slot),
+                    ptr_of(p, m->c_value, slot), ptr_of(p, m->d_value, slot),
+                    ptr_of(p, m->bias_value, slot), aux, d);
+}
+
+static gcc_status issue_ops(gcc_dplan *p, int slot, int64_t step, gcc_diag *d) {
+  for (int i = 0; i < p->n_ops; i++) {
+    const op *o = &p->ops[i];
+    switch (o->kind) {
+    case OP_KERNEL: GCC_TRY(issue_kernel(p, o, slot, step, d)); break;
+    case OP_GEMM: GCC_TRY(issue_gemm(p, o, slot, d)); break;
+    case OP_CLEAR_BAD_LABEL:
+      GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, 0xff, sizeof(int),
+                           GCC_STREAM_COMPUTE, d));
+      break;
+    case OP_COPY:
+      GCC_TRY(p->be.copy(p->be.self, ptr_of(p, o->dst, slot), ptr_of(p, o->src, slot), o->bytes,
+                         o->ck, GCC_STREAM_COMPUTE, d));
+      break;
+    case OP_CPU: {
+      if (o->needs_sync)
+        GCC_TRY(p->be.sync(p->be.self, d));
+      p->ctx.optimizer_step = step;
+      gcc_status s = gcc_op(o->cpu.node->op)->cpu(&o->cpu);
+      if (s != GCC_OK) {
+        if (d)
+          *d = p->run_diag;
+        return s;
+      }
+      break;
+    }
+    }
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_dplan_bind_input(gcc_dplan *p, const char *name, const void *data, gcc_diag *d) {
+  int v = gcc_graph_find(p->g, name);
+  if (v < 0 || p->g->values[v].kind != GCC_VALUE_INPUT)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: '%s' is not a graph input",
+                        p->g->source, name);
+  for (int k = 0; k < p->n_inputs; k++)
+    if (p->inputs[k].src == v)
+      p->inputs[k].host = data;
+  p->tensors[v].data = (void *)data;
+  return GCC_OK;
+}
+
+gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  int slot = (int)(p->uses[0] + p->uses[1]) % 2;
+  int entry = g->training.present && p->ring > 1 ? (int)(optimizer_step % p->ring) : 0;
+  if (p->n_rb == 0 && p->n_inputs == 0 && p->n_ops == 0)
+    return GCC_OK;
+  /* 1. inputs: host -> pinned staging -> the slot, on the copy stream,
+   *    once the step that last read this slot is done */
+  if (p->uses[slot] > 0)
+    GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_STEP_DONE + slot, d));
+  for (int k = 0; k < p->n_inputs; k++) {
+    input_copy *ic = &p->inputs[k];
+    if (!ic->host)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
+                          g->source, g->values[ic->src].name);
+    memcpy(ic->staging[slot], ic->host, ic->bytes);
+    GCC_TRY(p->be.copy(p->be.self, ic->slot[slot], ic->staging[slot], ic->bytes, GCC_COPY_H2D,
+                       GCC_STREAM_COPY, d));
+  }
+  if (p->n_inputs > 0) {
+    GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_INPUT_READY + slot, GCC_STREAM_COPY, d));
+    GCC_TRY(p->be.stream_wait(p->be.self, GCC_STREAM_COMPUTE, GCC_EVENT_INPUT_READY + slot, d));
+  }
+  /* 2. the step: replayed, captured or issued */
+  int can_graph = p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes;
+  if (can_graph && p->captured[slot]) {
+    GCC_TRY(p->be.graph_launch(p->be.self, slot, d));
+    p->replays++;
+  } else if (can_graph && p->uses[slot] >= 1 && optimizer_step > 0) {
+    /* warm: the first-step flag of SGD is 0 from here on */
+    GCC_TRY(p->be.capture_begin(p->be.self, d));
+    gcc_status s = issue_ops(p, slot, optimizer_step, d);
+    gcc_diag ignore = {0};
+    gcc_status e = p->be.capture_end(p->be.self, slot, s == GCC_OK ? d : &ignore);
+    GCC_TRY(s);
+    GCC_TRY(e);
+    p->captured[slot] = 1;
+    GCC_TRY(p->be.graph_launch(p->be.self, slot, d));
+    p->replays++;
+  } else {
+    GCC_TRY(issue_ops(p, slot, optimizer_step, d));
+  }
+  GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_STEP_DONE + slot, GCC_STREAM_COMPUTE, d));
+  p->uses[slot]++;
+  /* 3. read-back into the ring entry */
+  if (p->n_rb > 0 || p->has_loss_kernel) {
+    char *e = (char *)p->ring_host + (size_t)entry * p->ring_stride;
+    for (int k = 0; k < p->n_rb; k++)
+      GCC_TRY(p->be.copy(p->be.self, e + p->rb_off[k], ptr_of(p, p->rb[k].src, slot),
+                         p->rb[k].bytes, GCC_COPY_D2H, GCC_STREAM_COMPUTE, d));
+    if (p->has_loss_kernel)
+      GCC_TRY(p->be.copy(p->be.self, e + p->ring_stride - 64, (char *)p->dev + p->off_bad,
+                         sizeof(int), GCC_COPY_D2H, GCC_STREAM_COMPUTE, d));
+    GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_READBACK + entry, GCC_STREAM_COMPUTE, d));
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d) {
+  if (entry < 0 || entry >= p->ring)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "read-back entry %d outside [0, %d)", entry,
+                        p->ring);
+  if (p->n_rb == 0 && !p->has_loss_kernel)
+    return gcc_dplan_sync(p, d);
+  GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_READBACK + entry, d));
+  if (p->has_loss_kernel) {
+    int *bad = (int *)((char *)p->ring_host + (size_t)entry * p->ring_stride + p->ring_stride - 64);
+    if (*bad != -1) {
+      int row = *bad;
+      *bad = -1;
+      const char *loss = "the loss";
+      for (int i = 0; i < p->g->n_nodes; i++)
+        if (gcc_op(p->g->nodes[i].op)->flags & GCC_OPF_LOSS)
+          loss = p->g->nodes[i].name;
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "%s: node '%s': the label in row %d is outside [0, classes) (found by "
+                          "the loss kernel on the GPU)",
+                          p->g->source, loss, row);
+    }
+  }
+  return GCC_OK;
+}
+
+const gcc_tensor *gcc_dplan_readback(const gcc_dplan *p, const char *name, int entry) {
+  if (entry < 0 || entry >= p->ring)
+    return NULL;
+  for (int k = 0; k < p->n_rb; k++)
+    if (strcmp(p->g->values[p->rb[k].src].name, name) == 0 ||
+        strcmp(p->g->values[p->rb[k].dst].name, name) == 0)
+      return &p->rb_tensors[entry * p->n_rb + k];
+  return NULL;
+}
+
+gcc_status gcc_dplan_sync(gcc_dplan *p, gcc_diag *d) { return p->be.sync(p->be.self, d); }
+
+const gcc_graph *gcc_dplan_graph(const gcc_dplan *p) { return p->g; }
+int gcc_dplan_launches(const gcc_dplan *p) { return p->launches; }
+int gcc_dplan_copies(const gcc_dplan *p) { return p->copies; }
+size_t gcc_dplan_device_bytes(const gcc_dplan *p) { return p->dev_bytes; }
+int64_t gcc_dplan_graph_replays(const gcc_dplan *p) { return p->replays; }
+const char *gcc_dplan_graph_note(const gcc_dplan *p) { return p->graph_note; }
+
+void gcc_dplan_free(gcc_dplan *p) {
+  if (!p)
+    return;
+  if (p->dev || p->module || p->ring_host) {
+    gcc_diag ignore = {0};
+    p->be.sync(p->be.self, &ignore);
+  }
+  for (int k = 0; k < p->n_inputs; k++)
+    for (int s = 0; s < 2; s++)
+      if (p->inputs[k].staging[s])
+        p->be.host_release(p->be.self, p->inputs[k].staging[s]);
+  if (p->ring_host)
+    p->be.host_release(p->be.self, p->ring_host);
+  if (p->dev)
+    p->be.release(p->be.self, p->dev);
+  if (p->module)
+    p->be.unload(p->be.self, p->module);
+  gcc_kernel_set_free(&p->ks);
+  gcc_graph_free(p->g);
+  gcc_mem_plan_free(&p->mem);
+  free(p->kernels);
+  free(p->ops);
+  free(p->inputs);
+  free(p->rb);
+  free(p->rb_off);
+  free(p->rb_tensors);
+  free(p->aux_off);
+  free(p->addr);
+  free(p->slot_of);
+  free(p->tensors);
+  free(p->ptrs);
+  free(p->host_arena);
+  free(p);
+}
