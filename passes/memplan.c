@@ -79,9 +79,20 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
     out->first[v] = INT32_MAX;
     out->last[v] = -1;
   }
-  /* roots of views, and lifetimes (schedule indices; inputs start at -1) */
-  for (int i = 0; i < nn; i++) {
-    const gcc_node *n = &g->nodes[i];
+  /* roots of views, and lifetimes (schedule indices; inputs start at -1).
+   * A node of a fused group runs when its group runs (passes/fusion.c): a
+   * GEMM group at its first node, any other group at its last, so every
+   * input and output of the group lives at that point. */
+  for (int j = 0; j < nn; j++) {
+    const gcc_node *n = &g->nodes[j];
+    int i = j;
+    if (n->group >= 0 && n->group < g->n_groups) {
+      const gcc_group *gr = &g->groups[n->group];
+      i = gr->nodes[0];
+      for (int k = 0; k < gr->n_nodes; k++)
+        i = gr->kind == GCC_GROUP_GEMM ? (gr->nodes[k] < i ? gr->nodes[k] : i)
+                                       : (gr->nodes[k] > i ? gr->nodes[k] : i);
+    }
     if ((gcc_op(n->op)->flags & GCC_OPF_ALIAS) && n->inputs[0] >= 0)
       out->root[n->outputs[0]] = out->root[n->inputs[0]];
     for (int k = 0; k < n->n_inputs; k++) {

@@ -3,7 +3,9 @@
  *
  * Every per-step value (activations, backward temporaries)
  * gets an offset in one arena, allocated once per plan: a step allocates
- * nothing. Offsets come from liveness intervals over the node schedule and
+ * nothing. Offsets come from liveness intervals over the node schedule (a
+ * node of a fused group at the point where its group runs: a GEMM group at
+ * its first node, other groups at their last) and
  * a greedy-by-size best-fit assignment (as TensorFlow Lite's arena planner
  * and ggml's graph allocator do): values whose lifetimes do not overlap
  * share bytes. Views (ops flagged GCC_OPF_ALIAS: Reshape, Flatten) share

@@ -97,8 +97,22 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
   const int kNone = -2;
   std::vector<int> first(nv, kNone), last(nv, kNone);
   std::vector<char> ref(nv, 0);
-  for (int i = 0; i < nn; i++) {
-    const gcc_node *n = &g->nodes[i];
+  // when each node runs: a node of a fused group runs with its group, a
+  // GEMM group (one cuBLASLt call) where its first node stands, any other
+  // group where its last node stands
+  std::vector<int> when(nn);
+  for (int j = 0; j < nn; j++) {
+    when[j] = j;
+    int gi = g->nodes[j].group;
+    if (gi < 0) continue;
+    const gcc_group &gr = g->groups[gi];
+    std::vector<int> members(gr.nodes, gr.nodes + gr.n_nodes);
+    when[j] = gr.kind == GCC_GROUP_GEMM ? *std::min_element(members.begin(), members.end())
+                                         : *std::max_element(members.begin(), members.end());
+  }
+  for (int j = 0; j < nn; j++) {
+    const gcc_node *n = &g->nodes[j];
+    const int i = when[j];
     for (int k = 0; k < n->n_outputs; k++) {
       int r = root[n->outputs[k]];
       ref[r] = 1;
