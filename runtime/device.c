@@ -1,12 +1,14 @@
 #include "runtime/device.h"
 
 #include <cuda_runtime_api.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "codegen/nvrtc.h"
 #include "graph/ir.h"
 
 gcc_status gcc_device_parse(const char *s, gcc_device *out, gcc_diag *d) {
@@ -86,14 +88,22 @@ gcc_status gcc_device_resolve(const gcc_device *want, gcc_device *out, char *not
   if (want->kind == GCC_DEVICE_AUTO) {
     out->kind = GCC_DEVICE_CPU;
     out->index = 0;
-    if (count == 0)
+    if (count == 0) {
       snprintf(note, note_cap, "--device auto: no usable CUDA GPU (%s); running on the CPU",
                reason);
-    else
-      snprintf(note, note_cap,
-               "--device auto: %d CUDA GPU(s) found, but this version has no CUDA execution "
-               "backend yet; running on the CPU",
-               count);
+      return GCC_OK;
+    }
+    gcc_device_info info;
+    gcc_diag why = {0};
+    if (gcc_device_info_cuda(0, &info, &why) != GCC_OK ||
+        gcc_cuda_check_supported(&info, &why) != GCC_OK) {
+      snprintf(note, note_cap, "--device auto: cuda:0 is not usable (%s); running on the CPU",
+               why.msg);
+      return GCC_OK;
+    }
+    out->kind = GCC_DEVICE_CUDA;
+    out->index = 0;
+    snprintf(note, note_cap, "--device auto: running on cuda:0 (%s)", info.name);
     return GCC_OK;
   }
   char ds[32];
@@ -104,12 +114,77 @@ gcc_status gcc_device_resolve(const gcc_device *want, gcc_device *out, char *not
                         "to fall back to the CPU",
                         ds, reason);
   if (want->index >= count)
-    return gcc_diag_set(d, GCC_ERR_DEVICE, "--device %s: only %d CUDA device(s) are visible", ds,
-                        count);
+    return gcc_diag_set(d, GCC_ERR_DEVICE,
+                        "--device %s: only %d CUDA device(s) are visible (cuda:0 to cuda:%d; "
+                        "CUDA_VISIBLE_DEVICES=%s)",
+                        ds, count, count - 1,
+                        getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+  gcc_device_info info;
+  GCC_TRY(gcc_device_info_cuda(want->index, &info, d));
+  GCC_TRY(gcc_cuda_check_supported(&info, d));
+  *out = *want;
+  return GCC_OK;
+}
+
+void gcc_cuda_versions(int *driver, int *runtime) {
+  int dv = 0, rv = 0;
+  if (cudaDriverGetVersion(&dv) != cudaSuccess)
+    dv = 0;
+  if (cudaRuntimeGetVersion(&rv) != cudaSuccess)
+    rv = 0;
+  if (driver)
+    *driver = dv;
+  if (runtime)
+    *runtime = rv;
+}
+
+gcc_status gcc_cuda_check_supported(const gcc_device_info *info, gcc_diag *d) {
+  int sm = info->cc_major * 10 + info->cc_minor;
+  gcc_diag why = {0};
+  if (gcc_nvrtc_check_arch(sm, &why) == GCC_OK)
+    return GCC_OK;
+  char dev[32];
   return gcc_diag_set(d, GCC_ERR_DEVICE,
-                      "--device %s: this version of gcc-train cannot execute plans on CUDA yet "
-                      "(the CUDA backend is not built); use --device cpu or --device auto",
-                      ds);
+                      "%s (%s) has compute capability %d.%d, which this gcc-train cannot run "
+                      "kernels on: %s. Use --device cpu, or a gcc-train built with a CUDA "
+                      "toolkit that supports this GPU",
+                      gcc_dev_name(info->id, dev, sizeof dev), info->name, info->cc_major,
+                      info->cc_minor, why.msg);
+}
+
+int gcc_list_devices(FILE *out) {
+  gcc_device_info cpu;
+  gcc_device_info_cpu(&cpu);
+  fprintf(out, "cpu     %s, %d cores, %" PRIu64 " bytes of memory\n", cpu.name, cpu.units,
+          cpu.memory_bytes);
+  int driver = 0, runtime = 0;
+  gcc_cuda_versions(&driver, &runtime);
+  const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+  fprintf(out, "CUDA runtime %d.%d, driver %d.%d, CUDA_VISIBLE_DEVICES %s\n", runtime / 1000,
+          (runtime % 1000) / 10, driver / 1000, (driver % 1000) / 10, vis ? vis : "unset");
+  char reason[512] = "";
+  int count = gcc_cuda_device_count(reason, sizeof reason);
+  if (count == 0) {
+    fprintf(out, "no usable CUDA device: %s\n", reason);
+    return 0;
+  }
+  int usable = 0;
+  for (int i = 0; i < count; i++) {
+    gcc_device_info info;
+    gcc_diag d = {0};
+    if (gcc_device_info_cuda(i, &info, &d) != GCC_OK) {
+      fprintf(out, "cuda:%d  %s\n", i, d.msg);
+      continue;
+    }
+    gcc_diag why = {0};
+    int ok = gcc_cuda_check_supported(&info, &why) == GCC_OK;
+    usable += ok;
+    fprintf(out,
+            "cuda:%d  %s, compute capability %d.%d, %" PRIu64 " bytes of memory, %d SMs: %s\n", i,
+            info.name, info.cc_major, info.cc_minor, info.memory_bytes, info.units,
+            ok ? "usable" : why.msg);
+  }
+  return usable;
 }
 
 void gcc_device_info_cpu(gcc_device_info *out) {

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "graph/status.h"
 
@@ -67,11 +68,31 @@ const char *gcc_device_str(const gcc_device *dev, char *buf, size_t cap);
  * version)"). Never fails. */
 int gcc_cuda_device_count(char *reason, size_t cap);
 
+/* The CUDA driver's and runtime's versions (1000 * major + 10 * minor, as
+ * cudaDriverGetVersion; 0 when there is no driver). Either may be NULL. */
+void gcc_cuda_versions(int *driver, int *runtime);
+
+/* Checks that the probed CUDA device `info` can run gcc-train's generated
+ * kernels: NVRTC must compile for its sm_XY (gcc_nvrtc_check_arch). Errors:
+ * GCC_ERR_DEVICE naming the device, its compute capability and NVRTC's
+ * supported range, and saying what to do (the case PyTorch reports as
+ * "no longer supports this GPU"). */
+gcc_status gcc_cuda_check_supported(const gcc_device_info *info, gcc_diag *d);
+
+/* --list-devices: writes every device to `out`: the CPU, then per CUDA
+ * device (after CUDA_VISIBLE_DEVICES, whose value is shown) its index,
+ * name, compute capability, memory (bytes), SM count and whether this
+ * build can run on it, with the driver and runtime versions; or the exact
+ * reason no CUDA device is usable. Returns the number of usable CUDA
+ * devices. */
+int gcc_list_devices(FILE *out);
+
 /* Resolves the device the user asked for into the device that will run:
  * "auto" becomes cuda:0 when a GPU is usable, else cpu with *note set to
  * the reason (for the user); "cuda"/"cuda:N" fail with GCC_ERR_DEVICE and a
- * message saying why no usable GPU exists, or that this version has no
- * CUDA execution backend yet. */
+ * message saying why no usable GPU exists (no driver, driver older than
+ * the runtime, no device, an index past the visible devices, a GPU this
+ * build cannot target). */
 gcc_status gcc_device_resolve(const gcc_device *want, gcc_device *out, char *note,
                               size_t note_cap, gcc_diag *d);
 

@@ -22,6 +22,7 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
 #include "runtime/session.h"
@@ -81,6 +82,10 @@ static void usage(FILE *f) {
           "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
           "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
           "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
+          "  --no-cuda-graph     on a GPU, issue every step instead of capturing it into a\n"
+          "                      CUDA Graph and replaying it\n"
+          "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
+          "                      and exit\n"
           "  --quiet             only errors and the final summary line\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -280,7 +285,8 @@ int main(int argc, char **argv) {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
-    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE
+    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
+    OPT_LIST_DEVICES
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -302,6 +308,8 @@ int main(int argc, char **argv) {
       {"strict-placement", no_argument, 0, OPT_STRICT},
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
+      {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
+      {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -314,6 +322,7 @@ int main(int argc, char **argv) {
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   const char *dump_kernels = NULL;
+  int no_cuda_graph = 0;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -336,6 +345,8 @@ int main(int argc, char **argv) {
     case OPT_STRICT: strict = 1; break;
     case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
+    case OPT_NO_CUDA_GRAPH: no_cuda_graph = 1; break;
+    case OPT_LIST_DEVICES: gcc_list_devices(stdout); return 0;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -460,11 +471,31 @@ int main(int argc, char **argv) {
   so.opt = t->opt;
   so.dump_after = dump_after;
   so.dump_file = stderr;
+  gcc_cuda_backend *cuda = NULL;
+  gcc_device_info cuda_info;
+  if (dev.kind == GCC_DEVICE_CUDA) {
+    if (gcc_device_info_cuda(dev.index, &cuda_info, &d) != GCC_OK ||
+        gcc_cuda_backend_create(dev.index, &cuda, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      gcc_graph_free(model);
+      return EXIT_DEVICE;
+    }
+    so.backend = gcc_cuda_backend_table(cuda);
+    so.device = GCC_DEV_CUDA(dev.index);
+    so.dplan.sm = cuda_info.cc_major * 10 + cuda_info.cc_minor;
+    so.dplan.sm_count = cuda_info.units;
+    so.dplan.use_kernel_cache = !g_no_kernel_cache;
+    so.dplan.cuda_graph = !no_cuda_graph;
+    /* the losses come back once per log interval (or progress-bar tick) */
+    so.max_pending = log_every > 0 && log_every <= 4096 ? (int)log_every : 100;
+  }
   gcc_session *s;
   if (gcc_session_create(model, &so, &s, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
+    gcc_cuda_backend_destroy(cuda);
     gcc_graph_free(model);
-    return EXIT_MODEL;
+    return d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_DEVICE
+                                                                            : EXIT_MODEL;
   }
 
   if (!quiet) {
@@ -516,6 +547,17 @@ int main(int argc, char **argv) {
       printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; final "
              "loss %.6f\n",
              r.epochs_done, r.steps, r.train_seconds, r.samples_per_sec, r.test_loss);
+    if (cuda && !quiet) {
+      gcc_dplan *p = NULL;
+      gcc_diag pd = {0};
+      if (gcc_session_device_plan(s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
+        printf("%s: %d launches and %d copies per training step, %zu bytes of device memory "
+               "per step; CUDA Graph: %s (%" PRId64 " steps replayed)\n",
+               cuda_info.name, gcc_dplan_launches(p), gcc_dplan_copies(p),
+               gcc_dplan_device_bytes(p),
+               gcc_dplan_graph_note(p)[0] ? gcc_dplan_graph_note(p) : "captured",
+               gcc_dplan_graph_replays(p));
+    }
     if (!no_output) {
       gcc_graph *trained = NULL;
       if (gcc_session_export(s, &trained, &d) != GCC_OK ||
@@ -529,6 +571,7 @@ int main(int argc, char **argv) {
     }
   }
   gcc_session_destroy(s);
+  gcc_cuda_backend_destroy(cuda);
   gcc_graph_free(model);
   return rc;
 }

@@ -1,0 +1,408 @@
+/* cuda_backend.c - gcc_device_backend on the CUDA runtime API and cuBLASLt (cuda_backend.h). */
+#include "runtime/cuda_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda_check.h"
+
+#define MAX_EVENTS 4100 /* GCC_EVENT_READBACK + a read-back ring of 4096 */
+#define MAX_GEMMS 64
+
+typedef struct lt_key {
+  int trans_a, trans_b, epilogue;
+  int64_t m, n, k, lda, ldb, ldd, aux_ld;
+  float alpha, beta;
+  int has_c;
+} lt_key;
+
+typedef struct lt_entry {
+  lt_key key;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+} lt_entry;
+
+struct gcc_cuda_backend {
+  gcc_device_backend table;
+  int ordinal;
+  cudaStream_t stream[2];
+  cudaEvent_t events[MAX_EVENTS];
+  cublasLtHandle_t lt;
+  void *workspace;
+  lt_entry gemms[MAX_GEMMS];
+  int n_gemms;
+  cudaGraph_t graph[2];
+  cudaGraphExec_t exec[2];
+};
+
+static gcc_status set_device(gcc_cuda_backend *b, gcc_diag *d) {
+  GCC_CUDA_CHECK(cudaSetDevice(b->ordinal));
+  return GCC_OK;
+}
+
+static gcc_status be_alloc(void *self, size_t bytes, void **out, gcc_diag *d) {
+  GCC_TRY(set_device(self, d));
+  *out = NULL;
+  GCC_CUDA_CHECK(cudaMalloc(out, bytes ? bytes : 1)); /* 256-byte aligned at least */
+  return GCC_OK;
+}
+
+static void be_release(void *self, void *p) {
+  (void)self;
+  if (p)
+    (void)cudaFree(p);
+}
+
+static gcc_status be_mem_info(void *self, size_t *fr, size_t *tot, gcc_diag *d) {
+  GCC_TRY(set_device(self, d));
+  GCC_CUDA_CHECK(cudaMemGetInfo(fr, tot));
+  return GCC_OK;
+}
+
+static gcc_status be_host_alloc(void *self, size_t bytes, void **out, gcc_diag *d) {
+  (void)self;
+  *out = NULL;
+  GCC_CUDA_CHECK(cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocDefault));
+  return GCC_OK;
+}
+
+static void be_host_release(void *self, void *p) {
+  (void)self;
+  if (p)
+    (void)cudaFreeHost(p);
+}
+
+static gcc_status be_copy(void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
+                          int stream, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  enum cudaMemcpyKind k = kind == GCC_COPY_H2D   ? cudaMemcpyHostToDevice
+                          : kind == GCC_COPY_D2H ? cudaMemcpyDeviceToHost
+                                                 : cudaMemcpyDeviceToDevice;
+  if (bytes == 0)
+    return GCC_OK;
+  GCC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, b->stream[stream]));
+  return GCC_OK;
+}
+
+static gcc_status be_memset(void *self, void *dst, int byte, size_t bytes, int stream, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  GCC_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, b->stream[stream]));
+  return GCC_OK;
+}
+
+static gcc_status be_load(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *img,
+                          void **module, void **kernels, gcc_diag *d) {
+  GCC_TRY(set_device(self, d));
+  cudaLibrary_t lib = NULL;
+  cudaError_t e = cudaErrorInvalidValue;
+  if (img->cubin && img->cubin_size)
+    e = cudaLibraryLoadData(&lib, img->cubin, NULL, NULL, 0, NULL, NULL, 0);
+  if (e != cudaSuccess && img->ptx &&
+      (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidSource ||
+       e == cudaErrorUnsupportedPtxVersion || e == cudaErrorInvalidValue ||
+       e == cudaErrorInvalidKernelImage)) {
+    (void)cudaGetLastError();
+    GCC_CUDA_CHECK(cudaLibraryLoadData(&lib, img->ptx, NULL, NULL, 0, NULL, NULL, 0));
+  } else {
+    GCC_CUDA_CHECK(e);
+  }
+  for (int i = 0; i < ks->n_kernels; i++) {
+    cudaKernel_t k = NULL;
+    cudaError_t ke = cudaLibraryGetKernel(&k, lib, ks->kernels[i].name);
+    if (ke != cudaSuccess) {
+      (void)cudaLibraryUnload(lib);
+      return gcc_diag_set(d, GCC_ERR_DEVICE, "cudaLibraryGetKernel(%s) failed: %s (%s) at %s:%d",
+                          ks->kernels[i].name, cudaGetErrorName(ke), cudaGetErrorString(ke),
+                          __FILE__, __LINE__);
+    }
+    kernels[i] = (void *)k;
+  }
+  *module = lib;
+  return GCC_OK;
+}
+
+static void be_unload(void *self, void *module) {
+  (void)self;
+  if (module)
+    (void)cudaLibraryUnload((cudaLibrary_t)module);
+}
+
+static dim3 dim3_grid(const gcc_kernel_info *k) {
+  dim3 v = {(unsigned)k->grid_dim, 1, 1};
+  return v;
+}
+
+static dim3 dim3_block(const gcc_kernel_info *k) {
+  dim3 v = {(unsigned)k->block_dim, 1, 1};
+  return v;
+}
+
+static gcc_status be_launch(void *self, void *kernel, const gcc_kernel_info *k, void **args,
+                            gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  /* a cudaKernel_t is accepted by cudaLaunchKernel in place of a function */
+  GCC_CUDA_CHECK(cudaLaunchKernel((const void *)kernel, dim3_grid(k), dim3_block(k), args, 0,
+                                  b->stream[GCC_STREAM_COMPUTE]));
+  return GCC_OK;
+}
+
+/* ---- cuBLASLt ------------------------------------------------------------ */
+
+static void lt_free(lt_entry *e) {
+  if (e->op)
+    cublasLtMatmulDescDestroy(e->op);
+  if (e->a)
+    cublasLtMatrixLayoutDestroy(e->a);
+  if (e->b)
+    cublasLtMatrixLayoutDestroy(e->b);
+  if (e->c)
+    cublasLtMatrixLayoutDestroy(e->c);
+  memset(e, 0, sizeof *e);
+}
+
+static gcc_status lt_prepare(gcc_cuda_backend *b, const gcc_colmajor_gemm *g, lt_entry *e,
+                             gcc_diag *d) {
+  cublasOperation_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtEpilogue_t epi = (cublasLtEpilogue_t)g->epilogue;
+  GCC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (g->aux_ld > 0)
+    GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                    &g->aux_ld, sizeof g->aux_ld));
+  /* stored shapes: op(A) is m x k, so A is m x k (N) or k x m (T) */
+  GCC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&e->a, CUDA_R_32F, g->trans_a ? g->k : g->m,
+                                              g->trans_a ? g->m : g->k, g->lda));
+  GCC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&e->b, CUDA_R_32F, g->trans_b ? g->n : g->k,
+                                              g->trans_b ? g->k : g->n, g->ldb));
+  GCC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&e->c, CUDA_R_32F, g->m, g->n, g->ldd));
+  cublasLtMatmulPreference_t pref;
+  GCC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = GCC_CUBLASLT_WORKSPACE;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->a, e->b, e->c, e->c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  GCC_CUBLAS_CHECK(st);
+  if (found == 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
+                        "(trans %d%d) with %s on cuda:%d",
+                        (long long)g->m, (long long)g->n, (long long)g->k, g->trans_a, g->trans_b,
+                        gcc_lt_epilogue_name(g->epilogue), b->ordinal);
+  e->algo = res.algo;
+  return GCC_OK;
+}
+
+static gcc_status be_gemm(void *self, const gcc_colmajor_gemm *g, const void *a, const void *bm,
+                          const void *c, void *dst, void *bias, void *aux, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  lt_key key;
+  memset(&key, 0, sizeof key);
+  key.trans_a = g->trans_a;
+  key.trans_b = g->trans_b;
+  key.epilogue = (int)g->epilogue;
+  key.m = g->m;
+  key.n = g->n;
+  key.k = g->k;
+  key.lda = g->lda;
+  key.ldb = g->ldb;
+  key.ldd = g->ldd;
+  key.aux_ld = g->aux_ld;
+  key.alpha = g->alpha;
+  key.beta = g->beta;
+  key.has_c = g->c_value >= 0;
+  lt_entry *e = NULL;
+  for (int i = 0; i < b->n_gemms && !e; i++)
+    if (memcmp(&b->gemms[i].key, &key, sizeof key) == 0)
+      e = &b->gemms[i];
+  if (!e) {
+    if (b->n_gemms == MAX_GEMMS) /* rare: many shapes; drop the oldest */
+      lt_free(&b->gemms[--b->n_gemms]);
+    e = &b->gemms[b->n_gemms];
+    memset(e, 0, sizeof *e);
+    gcc_status s = lt_prepare(b, g, e, d);
+    if (s != GCC_OK) {
+      lt_free(e);
+      return s;
+    }
+    e->key = key;
+    b->n_gemms++;
+  }
+  if (bias)
+    GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias, sizeof bias));
+  if (aux)
+    GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                    &aux, sizeof aux));
+  float beta = key.has_c ? g->beta : 0.0f;
+  const void *cp = key.has_c && c ? c : dst;
+  GCC_CUBLAS_CHECK(cublasLtMatmul(b->lt, e->op, &g->alpha, a, e->a, bm, e->b, &beta, cp, e->c, dst,
+                                  e->c, &e->algo, b->workspace, GCC_CUBLASLT_WORKSPACE,
+                                  b->stream[GCC_STREAM_COMPUTE]));
+  return GCC_OK;
+}
+
+/* ---- events, synchronisation, graphs -------------------------------------- */
+
+static gcc_status event(gcc_cuda_backend *b, int id, cudaEvent_t *out, gcc_diag *d) {
+  if (id < 0 || id >= MAX_EVENTS)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "event %d outside [0, %d)", id, MAX_EVENTS);
+  if (!b->events[id])
+    GCC_CUDA_CHECK(cudaEventCreateWithFlags(&b->events[id], cudaEventDisableTiming));
+  *out = b->events[id];
+  return GCC_OK;
+}
+
+static gcc_status be_event_record(void *self, int id, int stream, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  cudaEvent_t e = NULL;
+  GCC_TRY(event(b, id, &e, d));
+  GCC_CUDA_CHECK(cudaEventRecord(e, b->stream[stream]));
+  return GCC_OK;
+}
+
+static gcc_status be_stream_wait(void *self, int stream, int id, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  cudaEvent_t e = NULL;
+  GCC_TRY(event(b, id, &e, d));
+  GCC_CUDA_CHECK(cudaStreamWaitEvent(b->stream[stream], e, 0));
+  return GCC_OK;
+}
+
+static gcc_status be_event_sync(void *self, int id, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  cudaEvent_t e = NULL;
+  GCC_TRY(event(b, id, &e, d));
+  GCC_CUDA_CHECK(cudaEventSynchronize(e)); /* an event never recorded: returns at once */
+  return GCC_OK;
+}
+
+static gcc_status be_sync(void *self, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  GCC_CUDA_CHECK(cudaStreamSynchronize(b->stream[GCC_STREAM_COPY]));
+  GCC_CUDA_CHECK(cudaStreamSynchronize(b->stream[GCC_STREAM_COMPUTE]));
+  return GCC_OK;
+}
+
+static gcc_status be_capture_begin(void *self, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  GCC_CUDA_CHECK(cudaStreamBeginCapture(b->stream[GCC_STREAM_COMPUTE],
+                                        cudaStreamCaptureModeThreadLocal));
+  return GCC_OK;
+}
+
+static gcc_status be_capture_end(void *self, int slot, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  cudaGraph_t g = NULL;
+  GCC_CUDA_CHECK(cudaStreamEndCapture(b->stream[GCC_STREAM_COMPUTE], &g));
+  if (b->exec[slot]) {
+    (void)cudaGraphExecDestroy(b->exec[slot]);
+    b->exec[slot] = NULL;
+  }
+  if (b->graph[slot])
+    (void)cudaGraphDestroy(b->graph[slot]);
+  b->graph[slot] = g;
+  GCC_CUDA_CHECK(cudaGraphInstantiate(&b->exec[slot], g, 0));
+  return GCC_OK;
+}
+
+static gcc_status be_graph_launch(void *self, int slot, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  if (!b->exec[slot])
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "CUDA Graph %d was never captured", slot);
+  GCC_CUDA_CHECK(cudaGraphLaunch(b->exec[slot], b->stream[GCC_STREAM_COMPUTE]));
+  return GCC_OK;
+}
+
+/* ---- lifetime -------------------------------------------------------------- */
+
+gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag *d) {
+  *out = NULL;
+  gcc_cuda_backend *b = calloc(1, sizeof *b);
+  if (!b)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (CUDA backend)");
+  b->ordinal = ordinal;
+  gcc_status s = set_device(b, d);
+  for (int i = 0; i < 2 && s == GCC_OK; i++) {
+    cudaError_t e = cudaStreamCreateWithFlags(&b->stream[i], cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+      s = gcc_diag_set(d, GCC_ERR_DEVICE, "cudaStreamCreateWithFlags failed: %s (%s) at %s:%d",
+                       cudaGetErrorName(e), cudaGetErrorString(e), __FILE__, __LINE__);
+  }
+  if (s == GCC_OK) {
+    cublasStatus_t bs = cublasLtCreate(&b->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+      s = gcc_diag_set(d, GCC_ERR_DEVICE, "cublasLtCreate failed: %s (%s) at %s:%d",
+                       cublasGetStatusName(bs), cublasGetStatusString(bs), __FILE__, __LINE__);
+  }
+  if (s == GCC_OK) {
+    cudaError_t e = cudaMalloc(&b->workspace, GCC_CUBLASLT_WORKSPACE);
+    if (e != cudaSuccess)
+      s = gcc_diag_set(d, e == cudaErrorMemoryAllocation ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,
+                       "cudaMalloc(cuBLASLt workspace, %u bytes) failed: %s (%s) at %s:%d",
+                       GCC_CUBLASLT_WORKSPACE, cudaGetErrorName(e), cudaGetErrorString(e),
+                       __FILE__, __LINE__);
+  }
+  if (s != GCC_OK) {
+    gcc_cuda_backend_destroy(b);
+    return s;
+  }
+  gcc_device_backend *t = &b->table;
+  t->self = b;
+  t->alloc = be_alloc;
+  t->release = be_release;
+  t->mem_info = be_mem_info;
+  t->host_alloc = be_host_alloc;
+  t->host_release = be_host_release;
+  t->copy = be_copy;
+  t->memset = be_memset;
+  t->load = be_load;
+  t->unload = be_unload;
+  t->launch = be_launch;
+  t->gemm = be_gemm;
+  t->event_record = be_event_record;
+  t->stream_wait = be_stream_wait;
+  t->event_sync = be_event_sync;
+  t->sync = be_sync;
+  t->capture_begin = be_capture_begin;
+  t->capture_end = be_capture_end;
+  t->graph_launch = be_graph_launch;
+  *out = b;
+  return GCC_OK;
+}
+
+const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b) { return &b->table; }
+
+void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
+  if (!b)
+    return;
+  for (int i = 0; i < 2; i++)
+    if (b->stream[i])
+      (void)cudaStreamSynchronize(b->stream[i]);
+  for (int i = 0; i < 2; i++) {
+    if (b->exec[i])
+      (void)cudaGraphExecDestroy(b->exec[i]);
+    if (b->graph[i])
+      (void)cudaGraphDestroy(b->graph[i]);
+  }
+  for (int i = 0; i < b->n_gemms; i++)
+    lt_free(&b->gemms[i]);
+  for (int i = 0; i < MAX_EVENTS; i++)
+    if (b->events[i])
+      (void)cudaEventDestroy(b->events[i]);
+  if (b->workspace)
+    (void)cudaFree(b->workspace);
+  if (b->lt)
+    (void)cublasLtDestroy(b->lt);
+  for (int i = 0; i < 2; i++)
+    if (b->stream[i])
+      (void)cudaStreamDestroy(b->stream[i]);
+  free(b);
+}

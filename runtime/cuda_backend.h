@@ -1,0 +1,57 @@
+/*
+ * cuda_backend.h - the CUDA implementation of gcc_device_backend
+ * (runtime/device_plan.h): CUDA runtime API only (never libcuda), two
+ * streams, cuBLASLt GEMMs with epilogues, NVRTC cubins loaded with
+ * cudaLibraryLoadData / cudaLibraryGetKernel and launched with
+ * cudaLaunchKernel, CUDA Graphs captured from the compute stream.
+ *
+ *  - Streams: a compute stream and a copy stream, both non-blocking (they
+ *    do not synchronise with the legacy default stream); events (timing
+ *    disabled) order them, created on first use.
+ *  - GEMMs: cublasLtMatmul in float32 with CUBLAS_COMPUTE_32F (no TF32, as
+ *    PyTorch's default torch.backends.cuda.matmul.allow_tf32 = False), the
+ *    epilogue from gemm_map.h, a 32 MiB workspace allocated once (so that a
+ *    GEMM can be captured into a CUDA Graph); the matmul descriptor, the
+ *    layouts and the heuristic's algorithm are cached per GEMM shape.
+ *  - Kernels: the cubin for the device's architecture; if the driver
+ *    rejects it (cudaErrorNoKernelImageForDevice, cudaErrorInvalidSource,
+ *    cudaErrorUnsupportedPtxVersion), the PTX, which the driver compiles.
+ *  - Every call is checked (runtime/cuda_check.h): errors are statuses with
+ *    the call, the error name and string, file and line.
+ * No GPU is needed to build or link this file; creating a backend without
+ * one fails with GCC_ERR_DEVICE and the reason (gcc_cuda_device_count).
+ */
+#ifndef GCC_RUNTIME_CUDA_BACKEND_H
+#define GCC_RUNTIME_CUDA_BACKEND_H
+
+#include "runtime/device_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gcc_cuda_backend gcc_cuda_backend;
+
+/* Bytes of the cuBLASLt workspace (32 MiB: NVIDIA's recommendation for Hopper). */
+#define GCC_CUBLASLT_WORKSPACE (32u << 20)
+
+/* Opens CUDA device `ordinal` (after CUDA_VISIBLE_DEVICES): sets it
+ * current, creates the streams, the cuBLASLt handle and the workspace.
+ * Errors: GCC_ERR_DEVICE naming the failing call (no driver, no device,
+ * ordinal out of range); GCC_ERR_OUT_OF_MEMORY for the workspace. */
+gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag *d);
+
+/* The function table for gcc_dplan_compile / gcc_session_options. Valid
+ * until gcc_cuda_backend_destroy. */
+const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b);
+
+/* Synchronises, then releases streams, events, graphs, cached GEMM
+ * descriptors, the workspace and the handle. Accepts NULL. Plans and
+ * sessions using the backend must be freed first. */
+void gcc_cuda_backend_destroy(gcc_cuda_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_CUDA_BACKEND_H */

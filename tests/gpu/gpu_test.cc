@@ -1,0 +1,172 @@
+// gpu_test: the CUDA backend on a real GPU. Every test skips, saying why,
+// when no usable CUDA device exists (this project's CI has none); on a
+// machine with a GPU, bench/gpu_check.sh runs them.
+//
+// The same comparisons as tests/device_plan_test.cc, on the device itself:
+// training steps of the MNIST MLP on cuda:0 against the CPU backend (losses
+// and parameters), CUDA Graph replay, evaluation, a bad label found by the
+// loss kernel, and the out-of-memory message of a plan that cannot fit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "models/models.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/device.h"
+#include "runtime/session.h"
+}
+
+namespace {
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char reason[512] = "";
+    if (gcc_cuda_device_count(reason, sizeof reason) == 0)
+      GTEST_SKIP() << "no usable CUDA device: " << reason;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_device_info_cuda(0, &info_, &d), GCC_OK) << d.msg;
+    if (gcc_cuda_check_supported(&info_, &d) != GCC_OK)
+      GTEST_SKIP() << d.msg;
+    ASSERT_EQ(gcc_cuda_backend_create(0, &backend_, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &model_, &d), GCC_OK) << d.msg;
+  }
+  void TearDown() override {
+    gcc_graph_free(model_);
+    gcc_cuda_backend_destroy(backend_);
+  }
+  gcc_session_options Options(bool on_gpu, bool graphs, int pending) const {
+    gcc_session_options so{};
+    so.threads = 2;
+    so.opt = model_->training.opt;
+    if (on_gpu) {
+      so.backend = gcc_cuda_backend_table(backend_);
+      so.device = GCC_DEV_CUDA(0);
+      so.dplan.sm = info_.cc_major * 10 + info_.cc_minor;
+      so.dplan.sm_count = info_.units;
+      so.dplan.use_kernel_cache = 1;
+      so.dplan.cuda_graph = graphs;
+      so.max_pending = pending;
+    }
+    return so;
+  }
+  gcc_device_info info_{};
+  gcc_cuda_backend *backend_ = nullptr;
+  gcc_graph *model_ = nullptr;
+};
+
+struct Batch {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+};
+
+Batch MakeBatch(int rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  Batch b{std::vector<float>(rows * 784), std::vector<int64_t>(rows)};
+  for (float &v : b.x) v = n(rng);
+  for (int64_t &v : b.y) v = rng() % 10;
+  return b;
+}
+
+double MaxRelErr(const float *a, const float *b, int64_t n) {
+  double m = 0, e = 0;
+  for (int64_t i = 0; i < n; i++) {
+    m = std::max(m, std::fabs((double)b[i]));
+    e = std::max(e, std::fabs((double)a[i] - (double)b[i]));
+  }
+  return m > 0 ? e / m : e;
+}
+
+void TrainBoth(const gcc_graph *model, const gcc_session_options &gpu_o,
+               const gcc_session_options &cpu_o, int steps, gcc_dplan **plan_out) {
+  gcc_diag d{};
+  gcc_session *gpu = nullptr, *cpu = nullptr;
+  ASSERT_EQ(gcc_session_create(model, &gpu_o, &gpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(model, &cpu_o, &cpu, &d), GCC_OK) << d.msg;
+  std::vector<float> gl, cl;
+  for (int s = 0; s < steps; s++) {
+    Batch b = MakeBatch(64, 1000 + s);
+    float l = 0;
+    ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 64, &l, &d), GCC_OK) << d.msg;
+    cl.push_back(l);
+    ASSERT_EQ(gcc_session_train_step_async(gpu, b.x.data(), b.y.data(), 64, &d), GCC_OK) << d.msg;
+    if ((s + 1) % gpu_o.max_pending == 0 || s == steps - 1) {
+      std::vector<float> got(gpu_o.max_pending);
+      int n = 0;
+      ASSERT_EQ(gcc_session_collect_losses(gpu, got.data(), (int)got.size(), &n, &d), GCC_OK)
+          << d.msg;
+      gl.insert(gl.end(), got.begin(), got.begin() + n);
+    }
+  }
+  ASSERT_EQ(gl.size(), cl.size());
+  for (size_t s = 0; s < gl.size(); s++)  // cuBLAS sums in another order: 1e-3 relative
+    EXPECT_NEAR(gl[s], cl[s], 1e-3 * std::max(1.0f, std::fabs(cl[s]))) << "step " << s;
+  for (int v = 0; v < model->n_values; v++) {
+    if (model->values[v].kind != GCC_VALUE_PARAM) continue;
+    int64_t n = 0;
+    const float *a = gcc_session_param(gpu, model->values[v].name, &n);
+    const float *b = gcc_session_param(cpu, model->values[v].name, &n);
+    ASSERT_TRUE(a && b);
+    EXPECT_LE(MaxRelErr(a, b, n), 1e-3) << model->values[v].name;
+  }
+  if (plan_out) {
+    ASSERT_EQ(gcc_session_device_plan(gpu, GCC_MODE_TRAIN, 64, plan_out, &d), GCC_OK);
+    EXPECT_GT(gcc_dplan_graph_replays(*plan_out), 0) << gcc_dplan_graph_note(*plan_out);
+  }
+  Batch e = MakeBatch(1000, 7);
+  float l1 = 0, l2 = 0;
+  int64_t c1 = 0, c2 = 0;
+  ASSERT_EQ(gcc_session_eval_batch(gpu, e.x.data(), e.y.data(), 1000, &l1, &c1, nullptr, &d), GCC_OK)
+      << d.msg;
+  ASSERT_EQ(gcc_session_eval_batch(cpu, e.x.data(), e.y.data(), 1000, &l2, &c2, nullptr, &d), GCC_OK)
+      << d.msg;
+  EXPECT_NEAR(l1, l2, 1e-3 * std::max(1.0f, std::fabs(l2)));
+  EXPECT_NEAR((double)c1, (double)c2, 3.0);
+  if (plan_out) *plan_out = nullptr;  // owned by the session, freed below
+  gcc_session_destroy(gpu);
+  gcc_session_destroy(cpu);
+}
+
+TEST_F(Gpu, MlpTrainingStepsMatchTheCpuBackend) {
+  TrainBoth(model_, Options(true, false, 1), Options(false, false, 1), 20, nullptr);
+}
+
+TEST_F(Gpu, CudaGraphReplayMatchesTheCpuBackend) {
+  gcc_dplan *p = nullptr;
+  TrainBoth(model_, Options(true, true, 10), Options(false, false, 1), 40, &p);
+}
+
+TEST_F(Gpu, ABadLabelIsReportedByTheLossKernel) {
+  gcc_diag d{};
+  gcc_session *gpu = nullptr;
+  gcc_session_options o = Options(true, false, 1);
+  ASSERT_EQ(gcc_session_create(model_, &o, &gpu, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(64, 3);
+  b.y[17] = 10;
+  float l = 0;
+  EXPECT_EQ(gcc_session_train_step(gpu, b.x.data(), b.y.data(), 64, &l, &d),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("row 17"), std::string::npos) << d.msg;
+  gcc_session_destroy(gpu);
+}
+
+TEST_F(Gpu, APlanLargerThanTheDeviceGetsTheOutOfMemoryMessage) {
+  gcc_diag d{};
+  gcc_session *gpu = nullptr;
+  gcc_session_options o = Options(true, false, 1);
+  ASSERT_EQ(gcc_session_create(model_, &o, &gpu, &d), GCC_OK) << d.msg;
+  gcc_dplan *p = nullptr;
+  // 2^26 rows x 784 floats: far beyond any GPU's memory
+  EXPECT_EQ(gcc_session_device_plan(gpu, GCC_MODE_TRAIN, (int64_t)1 << 26, &p, &d),
+            GCC_ERR_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(d.msg).find("bytes are free"), std::string::npos) << d.msg;
+  gcc_session_destroy(gpu);
+}
+
+}  // namespace
