@@ -56,6 +56,8 @@ typedef enum gcc_karg_kind {
                            row of a label outside [0, C) (and zeroes that row's
                            gradient); the host checks it after the step and
                            fails as the CPU backend does */
+  GCC_KARG_I64,         /* long long set by the runtime per launch (the gather
+                           kernel's first row, rows and 32-bit words per row) */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 
@@ -93,6 +95,18 @@ gcc_status gcc_codegen_emit(const gcc_graph *g, int device, int sm_count, gcc_ke
                             gcc_diag *d);
 
 void gcc_kernel_set_free(gcc_kernel_set *ks);
+
+/* The name of the row-gather kernel of gcc_codegen_gather. */
+#define GCC_GATHER_KERNEL "gcc_gather_rows"
+
+/* A kernel set of one kernel, GCC_GATHER_KERNEL, that batches a dataset
+ * held on the device (--dataset-on-device):
+ *   dst[r][w] = src[perm[first + r]][w]  for r < rows, w < row_words,
+ * rows of 32-bit words (a float32 image row, or an int64 label as 2 words).
+ * Arguments: src (INPUT), perm (INPUT, long long), first, rows, row_words
+ * (I64), dst (OUTPUT); grid-stride, so `max_work` (the largest rows x
+ * row_words) only sizes the grid. Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_codegen_gather(int sm_count, int64_t max_work, gcc_kernel_set *out, gcc_diag *d);
 
 /* The launch manifest of a kernel set as JSON (schema
  * "gcc-train.kernels/1"): per generated kernel its name, group kind, fused

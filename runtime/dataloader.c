@@ -397,3 +397,15 @@ void gcc_dataloader_destroy(gcc_dataloader *dl) {
   }
   free_buffers(dl);
 }
+
+void gcc_dataloader_materialize(const gcc_dataloader *dl, float *images, int64_t *labels) {
+  int64_t elems = dl->sample_elems;
+  for (int64_t i = 0; i < dl->ds.n; i++) {
+    const uint8_t *src = dl->ds.images + i * elems;
+    for (int64_t j = 0; j < elems; j++)
+      images[i * elems + j] = dl->lut[src[j]];
+    labels[i] = dl->ds.labels[i];
+  }
+}
+
+const int64_t *gcc_dataloader_order(const gcc_dataloader *dl) { return dl->perm; }

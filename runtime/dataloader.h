@@ -117,6 +117,15 @@ gcc_status gcc_dataloader_next(gcc_dataloader *dl, gcc_batch *out,
  * NULL is accepted. */
 void gcc_dataloader_destroy(gcc_dataloader *dl);
 
+/* The whole dataset in file order, normalised exactly as batches are:
+ * images gets n x (channels * height * width) float32, labels n int64
+ * (both caller-allocated). For --dataset-on-device. */
+void gcc_dataloader_materialize(const gcc_dataloader *dl, float *images, int64_t *labels);
+
+/* The sample order of the epoch last started (n indices; the order batches
+ * come in), valid until the next gcc_dataloader_start_epoch. */
+const int64_t *gcc_dataloader_order(const gcc_dataloader *dl);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,6 +34,10 @@ typedef struct input_copy {
   void *staging[2];   /* pinned */
   void *slot[2];      /* device */
   const void *host;   /* bound for the next run */
+  /* or gathered on the device (--dataset-on-device) */
+  const void *gsrc;   /* device rows */
+  const int64_t *gperm; /* device permutation */
+  int64_t gfirst;
 } input_copy;
 
 typedef struct readback {
@@ -60,6 +64,9 @@ struct gcc_dplan {
   int ring;            /* entries */
   void *ring_host;     /* pinned: ring * (rb bytes + bad-label int) */
   size_t ring_stride;
+  size_t off_ring;     /* the device copy of the ring, in the plan's allocation */
+  int64_t serial, fetched; /* steps issued; steps whose ring entries are on the host */
+  int64_t *entry_serial;   /* per entry: the step serial that wrote it */
   size_t *rb_off;      /* per read-back: offset inside an entry */
   gcc_tensor *rb_tensors; /* ring * n_rb */
   void *dev;           /* the plan's device allocation */
@@ -78,6 +85,8 @@ struct gcc_dplan {
   int captured[2];
   char graph_note[256];
   int launches, copies;
+  gcc_kernel_set gather_ks; /* the row-gather kernel, loaded on first use */
+  void *gather_module, *gather_kernel;
 };
 
 static size_t up(size_t x) { return (x + DALIGN - 1) / DALIGN * DALIGN; }
@@ -380,6 +389,8 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
   }
   p->off_bad = off;
   off += DALIGN;
+  p->off_ring = off;
+  off += up(p->ring_stride * (size_t)p->ring);
   p->dev_bytes = off;
   gcc_status s = p->be.alloc(p->be.self, p->dev_bytes, &p->dev, d);
   if (s == GCC_ERR_OUT_OF_MEMORY || (s != GCC_OK && !p->dev)) {
@@ -483,10 +494,11 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
   return st;
 }
 
-static gcc_status allocate_ring(gcc_dplan *p, gcc_diag *d) {
+/* an entry of the read-back ring: each read-back value, then the bad-label flag */
+static gcc_status ring_layout(gcc_dplan *p, gcc_diag *d) {
   p->rb_off = calloc((size_t)(p->n_rb ? p->n_rb : 1), sizeof *p->rb_off);
-  p->rb_tensors = calloc((size_t)p->ring * (size_t)(p->n_rb ? p->n_rb : 1), sizeof *p->rb_tensors);
-  if (!p->rb_off || !p->rb_tensors)
+  p->entry_serial = calloc((size_t)p->ring, sizeof *p->entry_serial);
+  if (!p->rb_off || !p->entry_serial)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   size_t off = 0;
   for (int k = 0; k < p->n_rb; k++) {
@@ -494,6 +506,13 @@ static gcc_status allocate_ring(gcc_dplan *p, gcc_diag *d) {
     off += (p->rb[k].bytes + 63) / 64 * 64;
   }
   p->ring_stride = off + 64; /* + the bad-label flag */
+  return GCC_OK;
+}
+
+static gcc_status allocate_ring(gcc_dplan *p, gcc_diag *d) {
+  p->rb_tensors = calloc((size_t)p->ring * (size_t)(p->n_rb ? p->n_rb : 1), sizeof *p->rb_tensors);
+  if (!p->rb_tensors)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   GCC_TRY(p->be.host_alloc(p->be.self, p->ring_stride * (size_t)p->ring, &p->ring_host, d));
   memset(p->ring_host, 0xff, p->ring_stride * (size_t)p->ring);
   for (int e = 0; e < p->ring; e++)
@@ -526,6 +545,8 @@ gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
     p->ctx.source = p->g->source;
     s = find_boundary_copies(p, d);
   }
+  if (s == GCC_OK)
+    s = ring_layout(p, d);
   if (s == GCC_OK)
     s = load_kernels(p, cfg, d);
   if (s == GCC_OK)
@@ -656,10 +677,62 @@ gcc_status gcc_dplan_bind_input(gcc_dplan *p, const char *name, const void *data
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: '%s' is not a graph input",
                         p->g->source, name);
   for (int k = 0; k < p->n_inputs; k++)
-    if (p->inputs[k].src == v)
+    if (p->inputs[k].src == v) {
       p->inputs[k].host = data;
+      p->inputs[k].gsrc = NULL;
+    }
   p->tensors[v].data = (void *)data;
   return GCC_OK;
+}
+
+static gcc_status load_gather(gcc_dplan *p, gcc_diag *d) {
+  int64_t max_work = 1;
+  for (int k = 0; k < p->n_inputs; k++)
+    max_work = (int64_t)p->inputs[k].bytes / 4 > max_work ? (int64_t)p->inputs[k].bytes / 4 : max_work;
+  GCC_TRY(gcc_codegen_gather(p->cfg.sm_count, max_work, &p->gather_ks, d));
+  gcc_nvrtc_output img = {0};
+  gcc_status s = gcc_kernel_cache_compile(p->cfg.kernel_cache_dir, p->cfg.use_kernel_cache,
+                                          p->gather_ks.source, "gcc_gather.cu", p->cfg.sm, &img,
+                                          NULL, d);
+  if (s == GCC_OK)
+    s = p->be.load(p->be.self, &p->gather_ks, &img, &p->gather_module, &p->gather_kernel, d);
+  gcc_nvrtc_output_free(&img);
+  return s;
+}
+
+gcc_status gcc_dplan_bind_input_gather(gcc_dplan *p, const char *name, const void *rows,
+                                       const int64_t *perm, int64_t first, gcc_diag *d) {
+  int v = gcc_graph_find(p->g, name);
+  int k = -1;
+  for (int j = 0; v >= 0 && j < p->n_inputs; j++)
+    if (p->inputs[j].src == v)
+      k = j;
+  if (k < 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: '%s' is not a graph input copied to the device", p->g->source, name);
+  if (p->inputs[k].bytes % 4 != 0 || p->g->values[v].shape.ndim < 1)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: input '%s' cannot be gathered in 32-bit words", p->g->source, name);
+  if (!p->gather_kernel)
+    GCC_TRY(load_gather(p, d));
+  p->inputs[k].host = NULL;
+  p->inputs[k].gsrc = rows;
+  p->inputs[k].gperm = perm;
+  p->inputs[k].gfirst = first;
+  return GCC_OK;
+}
+
+/* dst = the batch rows perm[first ..] of the device dataset, on the compute stream */
+static gcc_status gather_input(gcc_dplan *p, input_copy *ic, int slot, gcc_diag *d) {
+  const gcc_value *v = &p->g->values[ic->src];
+  long long rows = (long long)v->shape.dims[0];
+  long long words = (long long)(ic->bytes / 4) / (rows > 0 ? rows : 1);
+  const void *src = ic->gsrc;
+  const int64_t *perm = ic->gperm;
+  long long first = (long long)ic->gfirst;
+  void *dst = ic->slot[slot];
+  void *args[6] = {&src, &perm, &first, &rows, &words, &dst};
+  return p->be.launch(p->be.self, p->gather_kernel, &p->gather_ks.kernels[0], args, d);
 }
 
 gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d) {
@@ -672,16 +745,22 @@ gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d) {
    *    once the step that last read this slot is done */
   if (p->uses[slot] > 0)
     GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_STEP_DONE + slot, d));
+  int copied = 0;
   for (int k = 0; k < p->n_inputs; k++) {
     input_copy *ic = &p->inputs[k];
+    if (ic->gsrc) {
+      GCC_TRY(gather_input(p, ic, slot, d));
+      continue;
+    }
     if (!ic->host)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
                           g->source, g->values[ic->src].name);
+    copied++;
     memcpy(ic->staging[slot], ic->host, ic->bytes);
     GCC_TRY(p->be.copy(p->be.self, ic->slot[slot], ic->staging[slot], ic->bytes, GCC_COPY_H2D,
                        GCC_STREAM_COPY, d));
   }
-  if (p->n_inputs > 0) {
+  if (copied > 0) {
     GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_INPUT_READY + slot, GCC_STREAM_COPY, d));
     GCC_TRY(p->be.stream_wait(p->be.self, GCC_STREAM_COMPUTE, GCC_EVENT_INPUT_READY + slot, d));
   }
@@ -706,17 +785,29 @@ gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d) {
   }
   GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_STEP_DONE + slot, GCC_STREAM_COMPUTE, d));
   p->uses[slot]++;
-  /* 3. read-back into the ring entry */
+  /* 3. the values read after the step go to the device ring entry (D2D):
+   *    the ring comes back D2H in one copy when the host reads it */
+  p->serial++;
+  p->entry_serial[entry] = p->serial;
   if (p->n_rb > 0 || p->has_loss_kernel) {
-    char *e = (char *)p->ring_host + (size_t)entry * p->ring_stride;
+    char *e = (char *)p->dev + p->off_ring + (size_t)entry * p->ring_stride;
     for (int k = 0; k < p->n_rb; k++)
       GCC_TRY(p->be.copy(p->be.self, e + p->rb_off[k], ptr_of(p, p->rb[k].src, slot),
-                         p->rb[k].bytes, GCC_COPY_D2H, GCC_STREAM_COMPUTE, d));
+                         p->rb[k].bytes, GCC_COPY_D2D, GCC_STREAM_COMPUTE, d));
     if (p->has_loss_kernel)
       GCC_TRY(p->be.copy(p->be.self, e + p->ring_stride - 64, (char *)p->dev + p->off_bad,
-                         sizeof(int), GCC_COPY_D2H, GCC_STREAM_COMPUTE, d));
-    GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_READBACK + entry, GCC_STREAM_COMPUTE, d));
+                         sizeof(int), GCC_COPY_D2D, GCC_STREAM_COMPUTE, d));
   }
+  return GCC_OK;
+}
+
+/* one D2H of the whole ring, then wait for it */
+static gcc_status fetch_ring(gcc_dplan *p, gcc_diag *d) {
+  GCC_TRY(p->be.copy(p->be.self, p->ring_host, (char *)p->dev + p->off_ring,
+                     p->ring_stride * (size_t)p->ring, GCC_COPY_D2H, GCC_STREAM_COMPUTE, d));
+  GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_READBACK, GCC_STREAM_COMPUTE, d));
+  GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_READBACK, d));
+  p->fetched = p->serial;
   return GCC_OK;
 }
 
@@ -726,7 +817,8 @@ gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d) {
                         p->ring);
   if (p->n_rb == 0 && !p->has_loss_kernel)
     return gcc_dplan_sync(p, d);
-  GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_READBACK + entry, d));
+  if (p->entry_serial[entry] > p->fetched)
+    GCC_TRY(fetch_ring(p, d));
   if (p->has_loss_kernel) {
     int *bad = (int *)((char *)p->ring_host + (size_t)entry * p->ring_stride + p->ring_stride - 64);
     if (*bad != -1) {
@@ -781,6 +873,9 @@ void gcc_dplan_free(gcc_dplan *p) {
     p->be.release(p->be.self, p->dev);
   if (p->module)
     p->be.unload(p->be.self, p->module);
+  if (p->gather_module)
+    p->be.unload(p->be.self, p->gather_module);
+  gcc_kernel_set_free(&p->gather_ks);
   gcc_kernel_set_free(&p->ks);
   gcc_graph_free(p->g);
   gcc_mem_plan_free(&p->mem);
@@ -789,6 +884,7 @@ void gcc_dplan_free(gcc_dplan *p) {
   free(p->inputs);
   free(p->rb);
   free(p->rb_off);
+  free(p->entry_serial);
   free(p->rb_tensors);
   free(p->aux_off);
   free(p->addr);

@@ -26,9 +26,11 @@
  * and issues its H2D on the copy stream into this step's slot; the compute
  * stream waits for that copy, runs the step (or replays its CUDA Graph),
  * then copies the values read after the step (the loss; in EVAL the
- * prediction) D2H into a pinned read-back ring, one entry per step, which
- * the host reads when it wants (once per log interval). Nothing is
- * synchronised per step unless a node of the plan runs on the CPU.
+ * prediction) and the loss kernels' bad-label flag D2D into an entry of a
+ * read-back ring on the device, one entry per step. When the host reads an
+ * entry (once per log interval) the whole ring comes back in one D2H copy.
+ * Nothing is synchronised per step unless a node of the plan runs on the
+ * CPU.
  *
  * CUDA Graphs: with cfg.cuda_graph, the step of each input slot is
  * captured on its second use and replayed after that. Plans whose kernel
@@ -59,7 +61,7 @@ enum { GCC_STREAM_COMPUTE = 0, GCC_STREAM_COPY = 1 };
 enum {
   GCC_EVENT_INPUT_READY = 0, /* + slot (0, 1): the slot's H2D is done */
   GCC_EVENT_STEP_DONE = 2,   /* + slot: the step that read the slot is done */
-  GCC_EVENT_READBACK = 4,    /* + ring entry: that step's read-back copies are done */
+  GCC_EVENT_READBACK = 4,    /* the read-back ring is on the host */
 };
 
 /* A device, as the runner sees it. Every function returns GCC_OK or an
@@ -136,6 +138,18 @@ gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
  * GCC_ERR_INVALID_ARGUMENT if there is no such input. */
 gcc_status gcc_dplan_bind_input(gcc_dplan *p, const char *name, const void *data, gcc_diag *d);
 
+/* --dataset-on-device: the next runs take input `name` from rows of a
+ * dataset already on the device instead of host memory: batch row r is
+ * row perm[first + r] of `rows` (device memory, rows of the input's
+ * per-sample size), gathered by a generated kernel on the compute stream
+ * (no H2D). `perm` is a device array of int64 row indices. Binding host
+ * data again (gcc_dplan_bind_input) switches back. Errors:
+ * GCC_ERR_INVALID_ARGUMENT (no such input copied to the device);
+ * GCC_ERR_UNSUPPORTED (a sample size that is not a multiple of 4 bytes);
+ * NVRTC and backend errors loading the gather kernel. */
+gcc_status gcc_dplan_bind_input_gather(gcc_dplan *p, const char *name, const void *rows,
+                                       const int64_t *perm, int64_t first, gcc_diag *d);
+
 /* Issues one step. `optimizer_step` as gcc_plan_run's. The read-back
  * values of this step go to ring entry `optimizer_step % readback_ring`
  * (in EVAL: entry 0) and may be read after gcc_dplan_wait_readback of that
@@ -143,7 +157,8 @@ gcc_status gcc_dplan_bind_input(gcc_dplan *p, const char *name, const void *data
  * nodes. Errors: an unbound input; the backend's errors. */
 gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d);
 
-/* Waits until ring entry `entry` holds its step's values, then checks the
+/* Brings the ring to the host (one D2H) if `entry` was written after the
+ * last time, waits for it, then checks the
  * loss kernels' bad-label flag of that step: GCC_ERR_INVALID_ARGUMENT
  * naming the node and the row, as the CPU backend reports it. */
 gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d);

@@ -86,6 +86,11 @@ static void usage(FILE *f) {
           "                      CUDA Graph and replaying it\n"
           "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
           "                      and exit\n"
+          "  --dataset-on-device MODE\n"
+          "                      auto (default), on or off: on a GPU, upload the normalised\n"
+          "                      training set once and batch on the device (no H2D per\n"
+          "                      step); auto does so when it takes at most a quarter of\n"
+          "                      the free GPU memory\n"
           "  --quiet             only errors and the final summary line\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -286,7 +291,7 @@ int main(int argc, char **argv) {
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
     OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
-    OPT_LIST_DEVICES
+    OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -310,6 +315,7 @@ int main(int argc, char **argv) {
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
       {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
+      {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -322,7 +328,7 @@ int main(int argc, char **argv) {
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   const char *dump_kernels = NULL;
-  int no_cuda_graph = 0;
+  int no_cuda_graph = 0, dataset_on_device = 2;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -347,6 +353,18 @@ int main(int argc, char **argv) {
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_NO_CUDA_GRAPH: no_cuda_graph = 1; break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout); return 0;
+    case OPT_DATASET_ON_DEVICE:
+      if (strcmp(optarg, "off") == 0)
+        dataset_on_device = 0;
+      else if (strcmp(optarg, "on") == 0)
+        dataset_on_device = 1;
+      else if (strcmp(optarg, "auto") == 0)
+        dataset_on_device = 2;
+      else {
+        fprintf(stderr, "gcc-train: --dataset-on-device '%s': expected auto, on or off\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -525,6 +543,8 @@ int main(int argc, char **argv) {
   cfg.progress = !quiet && isatty(fileno(stdout));
   cfg.out = stdout;
   cfg.stop = &g_stop;
+  cfg.dataset_on_device = dataset_on_device;
+  cfg.note = stderr;
   gcc_train_report r;
   gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
   int rc = 0;

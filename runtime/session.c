@@ -45,6 +45,11 @@ struct gcc_session {
   int host_stale;   /* the device has newer parameters than `arena` */
   pending *pend;
   int n_pend, max_pend;
+  /* --dataset-on-device: [x rows | y | perm] on the device */
+  void *ds_dev;
+  int64_t ds_n, ds_xw;
+  void *ds_x, *ds_y;
+  int64_t *ds_perm;
 };
 
 static size_t round_up(size_t n) {
@@ -187,6 +192,8 @@ void gcc_session_destroy(gcc_session *s) {
     s->opt.backend->sync(s->opt.backend->self, &ignore);
     s->opt.backend->release(s->opt.backend->self, s->dev_arena);
   }
+  if (s->ds_dev)
+    s->opt.backend->release(s->opt.backend->self, s->ds_dev);
   free(s->pend);
   free(s->slots);
   free(s->arena);
@@ -375,6 +382,114 @@ gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const
   }
   s->steps++;
   s->n_pend++;
+  return GCC_OK;
+}
+
+static int64_t sample_numel(const gcc_value *v) {
+  int64_t n = 1;
+  for (int i = 1; i < v->shape.ndim; i++)
+    n *= v->shape.dims[i];
+  return n;
+}
+
+gcc_status gcc_session_device_memory(gcc_session *s, size_t *fr, size_t *tot, gcc_diag *d) {
+  if (!s->on_device)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: the session runs on the CPU",
+                        s->model->source);
+  return s->opt.backend->mem_info(s->opt.backend->self, fr, tot, d);
+}
+
+/* H2D through pinned staging, waited for */
+static gcc_status upload(gcc_session *s, void *dst, const void *src, size_t bytes, gcc_diag *d) {
+  const gcc_device_backend *be = s->opt.backend;
+  void *stage = NULL;
+  GCC_TRY(be->host_alloc(be->self, bytes ? bytes : 1, &stage, d));
+  memcpy(stage, src, bytes);
+  gcc_status st = be->copy(be->self, dst, stage, bytes, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
+  if (st == GCC_OK)
+    st = be->sync(be->self, d);
+  be->host_release(be->self, stage);
+  return st;
+}
+
+gcc_status gcc_session_upload_dataset(gcc_session *s, const float *x, const int64_t *y, int64_t n,
+                                      gcc_diag *d) {
+  const gcc_graph *m = s->model;
+  const gcc_training *t = &m->training;
+  if (!s->on_device)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: --dataset-on-device needs a GPU session", m->source);
+  int xv = t->input ? gcc_graph_find(m, t->input) : -1;
+  int yv = t->target ? gcc_graph_find(m, t->target) : -1;
+  if (xv < 0 || yv < 0 || m->values[xv].dtype != GCC_DT_FLOAT32 ||
+      m->values[yv].dtype != GCC_DT_INT64 || sample_numel(&m->values[yv]) != 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: --dataset-on-device needs a float32 input and int64 class labels",
+                        m->source);
+  const gcc_device_backend *be = s->opt.backend;
+  if (s->ds_dev) {
+    be->release(be->self, s->ds_dev);
+    s->ds_dev = NULL;
+  }
+  int64_t xw = sample_numel(&m->values[xv]);
+  size_t xb = (size_t)(n * xw) * sizeof(float), yb = (size_t)n * sizeof(int64_t);
+  size_t xo = 0, yo = (xb + 255) / 256 * 256, po = yo + (yb + 255) / 256 * 256;
+  size_t total = po + (yb + 255) / 256 * 256;
+  gcc_status st = be->alloc(be->self, total, &s->ds_dev, d);
+  if (st == GCC_ERR_OUT_OF_MEMORY) {
+    size_t fr = 0, tot = 0;
+    gcc_diag ignore = {0};
+    be->mem_info(be->self, &fr, &tot, &ignore);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                        "%s: --dataset-on-device: the training set needs %zu bytes on the GPU; "
+                        "%zu of %zu bytes are free (use --dataset-on-device off)",
+                        m->source, total, fr, tot);
+  }
+  GCC_TRY(st);
+  s->ds_n = n;
+  s->ds_xw = xw;
+  s->ds_x = (char *)s->ds_dev + xo;
+  s->ds_y = (char *)s->ds_dev + yo;
+  s->ds_perm = (int64_t *)(void *)((char *)s->ds_dev + po);
+  GCC_TRY(upload(s, s->ds_x, x, xb, d));
+  return upload(s, s->ds_y, y, yb, d);
+}
+
+gcc_status gcc_session_set_order(gcc_session *s, const int64_t *perm, gcc_diag *d) {
+  if (!s->ds_dev)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: no dataset uploaded",
+                        s->model->source);
+  GCC_TRY(s->opt.backend->sync(s->opt.backend->self, d)); /* steps still read the old order */
+  return upload(s, s->ds_perm, perm, (size_t)s->ds_n * sizeof(int64_t), d);
+}
+
+gcc_status gcc_session_train_step_uploaded(gcc_session *s, int64_t first, int64_t rows,
+                                           gcc_diag *d) {
+  if (!s->ds_dev)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: no dataset uploaded",
+                        s->model->source);
+  if (first < 0 || rows <= 0 || first + rows > s->ds_n)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: batch [%lld, %lld) is outside the %lld uploaded samples",
+                        s->model->source, (long long)first, (long long)(first + rows),
+                        (long long)s->ds_n);
+  if (s->n_pend >= s->max_pend)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: %d steps are pending: collect their losses first", s->model->source,
+                        s->n_pend);
+  const gcc_training *t = &s->model->training;
+  gcc_dplan *p;
+  GCC_TRY(gcc_session_device_plan(s, GCC_MODE_TRAIN, rows, &p, d));
+  GCC_TRY(gcc_dplan_bind_input_gather(p, t->input, s->ds_x, s->ds_perm, first, d));
+  GCC_TRY(gcc_dplan_bind_input_gather(p, t->target, s->ds_y, s->ds_perm, first, d));
+  GCC_TRY(gcc_dplan_run(p, s->steps, d));
+  pending *pe = &s->pend[s->n_pend++];
+  memset(pe, 0, sizeof *pe);
+  pe->step = s->steps;
+  pe->plan = p;
+  pe->entry = (int)(s->steps % s->max_pend);
+  s->host_stale = 1;
+  s->steps++;
   return GCC_OK;
 }
 

@@ -70,6 +70,26 @@ gcc_status gcc_session_train_step(gcc_session *s, const void *input, const void 
 gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const void *target,
                                         int64_t rows, gcc_diag *d);
 
+/* --dataset-on-device (device sessions only). Uploads the whole training
+ * set once: `x` holds n rows of the training input (its per-sample numel
+ * of float32, normalised as the data loader does), `y` n int64 targets.
+ * Errors: GCC_ERR_INVALID_ARGUMENT on a CPU session or an input/target
+ * that is not float32/int64; GCC_ERR_OUT_OF_MEMORY naming the bytes
+ * needed and free on the device; device errors. */
+gcc_status gcc_session_upload_dataset(gcc_session *s, const float *x, const int64_t *y, int64_t n,
+                                      gcc_diag *d);
+/* Uploads the epoch's sample order (n int64 indices into the uploaded
+ * set; one H2D per epoch). */
+gcc_status gcc_session_set_order(gcc_session *s, const int64_t *perm, gcc_diag *d);
+/* gcc_session_train_step_async on the batch of samples perm[first ..
+ * first + rows) of the uploaded set, gathered on the device. */
+gcc_status gcc_session_train_step_uploaded(gcc_session *s, int64_t first, int64_t rows,
+                                           gcc_diag *d);
+/* Free and total bytes of the session's device (GCC_ERR_INVALID_ARGUMENT
+ * on a CPU session). */
+gcc_status gcc_session_device_memory(gcc_session *s, size_t *free_bytes, size_t *total_bytes,
+                                     gcc_diag *d);
+
 /* Waits for the pending steps and writes their losses (step order) to
  * losses[0 .. *n); `cap` must be >= gcc_session_max_pending(s). Errors:
  * GCC_ERR_NUMERIC naming the step whose loss is NaN or infinite; a bad

@@ -233,6 +233,52 @@ static gcc_status collect(gcc_session *s, float *losses, int *issued, double *wi
   return st;
 }
 
+/* --dataset-on-device: decides, and uploads the normalised training set */
+static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const source *src,
+                               const gcc_train_config *cfg, int *on, gcc_diag *d) {
+  *on = 0;
+  if (cfg->dataset_on_device == 0)
+    return GCC_OK;
+  FILE *note = cfg->note ? cfg->note : stderr;
+  size_t fr = 0, tot = 0;
+  gcc_diag md = {0};
+  if (gcc_session_device_memory(s, &fr, &tot, &md) != GCC_OK || src->is_inline) {
+    if (cfg->dataset_on_device == 1)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--dataset-on-device on: %s",
+                          src->is_inline ? "the model's dataset is inline, not MNIST files"
+                                         : "training runs on the CPU");
+    return GCC_OK; /* auto: nothing to do on the CPU */
+  }
+  int64_t n = src->train.n, w = src->train.channels * src->train.height * src->train.width;
+  size_t bytes = (size_t)(n * w) * sizeof(float) + 2 * (size_t)n * sizeof(int64_t);
+  if (cfg->dataset_on_device == 2 && bytes > fr / 4) {
+    fprintf(note, "gcc-train: --dataset-on-device auto: the training set (%zu bytes) exceeds a "
+                  "quarter of the free GPU memory (%zu bytes); copying batches per step\n",
+            bytes, fr);
+    return GCC_OK;
+  }
+  float *x = malloc((size_t)(n * w) * sizeof *x);
+  int64_t *y = malloc((size_t)n * sizeof *y);
+  if (!x || !y) {
+    free(x);
+    free(y);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (dataset upload)");
+  }
+  (void)model;
+  gcc_dataloader_materialize(src->train_dl, x, y);
+  gcc_status st = gcc_session_upload_dataset(s, x, y, n, d);
+  free(x);
+  free(y);
+  if (st == GCC_OK) {
+    *on = 1;
+    fprintf(note, "gcc-train: --dataset-on-device: the training set (%" PRId64 " samples, %zu "
+                  "bytes) is on the GPU; batches are gathered there\n",
+            n, bytes);
+  }
+  return st;
+}
+
 gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train_config *cfg,
                          gcc_train_report *report, gcc_diag *d) {
   memset(report, 0, sizeof *report);
@@ -243,6 +289,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   report->test_accuracy = -1;
   source src;
   gcc_status st = open_source(&src, model, cfg, d);
+  int on_device = 0;
+  if (st == GCC_OK && cfg->epochs > 0)
+    st = maybe_upload(s, model, &src, cfg, &on_device, d);
+  report->dataset_on_device = on_device;
   FILE *out = cfg->out ? cfg->out : stdout;
   const char *test_name = src.is_inline ? "train-set" : "test";
   for (int64_t epoch = 0; st == GCC_OK && epoch < cfg->epochs; epoch++) {
@@ -250,6 +300,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = 0, epoch_samples = 0;
     int issued = 0;
     st = source_start(&src, 0, epoch, d);
+    if (st == GCC_OK && on_device)
+      st = gcc_session_set_order(s, gcc_dataloader_order(src.train_dl), d);
     while (st == GCC_OK) {
       if (cfg->stop && *cfg->stop) {
         st = gcc_diag_set(d, GCC_ERR_INTERRUPTED, "interrupted after %" PRId64 " steps",
@@ -260,10 +312,18 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         break;
       batch b;
       int has;
-      st = source_next(&src, 0, &b, &has, d);
-      if (st != GCC_OK || !has)
-        break;
-      st = gcc_session_train_step_async(s, b.x, b.y, b.rows, d);
+      if (on_device) { /* the batch is gathered on the GPU */
+        int64_t first = epoch_batches * cfg->batch_size;
+        b.rows = src.train.n - first < cfg->batch_size ? src.train.n - first : cfg->batch_size;
+        if (b.rows <= 0)
+          break;
+        st = gcc_session_train_step_uploaded(s, first, b.rows, d);
+      } else {
+        st = source_next(&src, 0, &b, &has, d);
+        if (st != GCC_OK || !has)
+          break;
+        st = gcc_session_train_step_async(s, b.x, b.y, b.rows, d);
+      }
       if (st != GCC_OK)
         break;
       report->steps++;

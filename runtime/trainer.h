@@ -33,6 +33,13 @@ typedef struct gcc_train_config {
   int progress;           /* draw a progress bar on `out` (a TTY) */
   FILE *out;              /* where the log goes (stdout) */
   volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): stop after this batch */
+  /* --dataset-on-device on a GPU session: 0 off, 1 on (an error if it does
+   * not fit), 2 auto (on when the normalised training set takes at most a
+   * quarter of the free device memory; MNIST's 188 MB does on any GPU).
+   * The set is uploaded once, each epoch's order once per epoch, and batches
+   * are gathered on the device: no H2D per step. MNIST datasets only. */
+  int dataset_on_device;
+  FILE *note;                  /* where the dataset-on-device decision is said (stderr) */
 } gcc_train_config;
 
 typedef struct gcc_train_report {
@@ -44,6 +51,7 @@ typedef struct gcc_train_report {
   double test_loss;        /* mean over test samples */
   int64_t test_samples;
   double final_train_loss; /* mean loss of the last epoch */
+  int dataset_on_device;   /* 1 when the training set was batched on the device */
 } gcc_train_report;
 
 /* Trains `s` (built from `model`) as `cfg` says. Errors: dataset errors

@@ -21,6 +21,7 @@
 #include <cblas.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -37,7 +38,9 @@ extern "C" {
 #include "runtime/device_plan.h"
 #include "runtime/gemm_map.h"
 #include "runtime/session.h"
+#include "runtime/trainer.h"
 }
+#include <sys/stat.h>
 #include "tests/kernel_emulation.h"
 
 namespace {
@@ -383,12 +386,16 @@ gcc_session_options CpuOptions(const gcc_graph *g) {
   return so;
 }
 
-gcc_session_options DeviceOptions(const gcc_graph *g, HostBackend *hb, bool graphs, int pending) {
+// sm_count sizes the grids: 132 (an H100) emulates 4224 blocks of 256
+// threads per launch, so the tests of big models use 4 (grids are
+// grid-stride: any size computes the same).
+gcc_session_options DeviceOptions(const gcc_graph *g, HostBackend *hb, bool graphs, int pending,
+                                  int sm_count = 4) {
   gcc_session_options so = CpuOptions(g);
   so.backend = &hb->be;
   so.device = GCC_DEV_CUDA(0);
   so.dplan.sm = 90;
-  so.dplan.sm_count = 132;
+  so.dplan.sm_count = sm_count;
   so.dplan.use_kernel_cache = 0;
   so.dplan.cuda_graph = graphs ? 1 : 0;
   so.max_pending = pending;
@@ -420,10 +427,10 @@ void ExpectSameParameters(const gcc_graph *g, gcc_session *dev, gcc_session *cpu
 // Trains `steps` steps (the last batch `last_rows` rows) on the device
 // session and on a CPU session; losses and parameters must agree.
 void TrainAndCompare(gcc_graph *g, bool graphs, int pending, int steps, int64_t rows,
-                     int64_t last_rows, HostBackend *hb, double tol) {
+                     int64_t last_rows, HostBackend *hb, double tol, int sm_count = 4) {
   gcc_diag d{};
   gcc_session *cpu = nullptr, *dev = nullptr;
-  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, hb, graphs, pending);
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, hb, graphs, pending, sm_count);
   ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
   ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
   std::vector<float> cpu_losses, dev_losses(steps);
@@ -479,7 +486,7 @@ class DevicePlan : public ::testing::Test {
 TEST_F(DevicePlan, SgdTrainingMatchesTheCpuBackendStepByStep) {
   HostBackend hb;
   gcc_graph *g = SmallMlp(GCC_OPT_SGD);
-  TrainAndCompare(g, /*graphs=*/false, /*pending=*/1, 6, 8, 5, &hb, 1e-5);
+  TrainAndCompare(g, /*graphs=*/false, /*pending=*/1, 6, 8, 5, &hb, 1e-5, /*sm_count=*/132);
   // every GEMM went through cuBLASLt epilogues, the forward ReLUs with bit-masks
   bool aux = false, drelu = false, bgradb = false;
   for (const std::string &e : hb.epilogues) {
@@ -580,6 +587,105 @@ TEST_F(DevicePlan, OutOfDeviceMemoryNamesRequestedFreeTotalAndTheLargestValues) 
   hb.limit = 1u << 20;
   EXPECT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_ERR_OUT_OF_MEMORY);
   EXPECT_NE(std::string(d.msg).find("persistent arena"), std::string::npos) << d.msg;
+  gcc_graph_free(g);
+}
+
+TEST_F(DevicePlan, BatchesGatheredFromAnUploadedDatasetTrainAsHostBatches) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_diag d{};
+  const int64_t n = 29;  // 3 batches of 8 and one of 5
+  Batch all = MakeBatch(n, 36, 5, 4242);
+  std::vector<int64_t> perm(n);
+  for (int64_t i = 0; i < n; i++) perm[i] = (i * 11) % n;  // 11 is prime to 29
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, true, 4);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_session_upload_dataset(cpu, all.x.data(), all.y.data(), n, &d),
+            GCC_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(gcc_session_upload_dataset(dev, all.x.data(), all.y.data(), n, &d), GCC_OK) << d.msg;
+  std::vector<float> cl, dl(8);
+  int got = 0;
+  for (int epoch = 0; epoch < 2; epoch++) {
+    if (epoch == 1) std::reverse(perm.begin(), perm.end());
+    ASSERT_EQ(gcc_session_set_order(dev, perm.data(), &d), GCC_OK) << d.msg;
+    for (int64_t first = 0; first < n; first += 8) {
+      int64_t rows = std::min<int64_t>(8, n - first);
+      Batch b{std::vector<float>(rows * 36), std::vector<int64_t>(rows), rows};
+      for (int64_t r = 0; r < rows; r++) {
+        std::memcpy(&b.x[r * 36], &all.x[perm[first + r] * 36], 36 * sizeof(float));
+        b.y[r] = all.y[perm[first + r]];
+      }
+      float l = 0;
+      ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), rows, &l, &d), GCC_OK) << d.msg;
+      cl.push_back(l);
+      ASSERT_EQ(gcc_session_train_step_uploaded(dev, first, rows, &d), GCC_OK) << d.msg;
+    }
+    int k = 0;
+    ASSERT_EQ(gcc_session_collect_losses(dev, dl.data() + got, 4, &k, &d), GCC_OK) << d.msg;
+    got += k;
+  }
+  ASSERT_EQ(got, 8);
+  for (int s = 0; s < 8; s++)
+    EXPECT_NEAR(dl[s], cl[s], 1e-5 * std::max(1.0f, std::fabs(cl[s]))) << "step " << s;
+  ExpectSameParameters(g, dev, cpu, 1e-5);
+  EXPECT_EQ(gcc_session_train_step_uploaded(dev, 25, 8, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("outside the 29 uploaded samples"), std::string::npos) << d.msg;
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  gcc_graph_free(g);
+}
+
+std::string MnistDir() {
+  for (const char *root : {(const char *)getenv("TEST_SRCDIR"), (const char *)"."}) {
+    if (!root) continue;
+    for (const char *ws : {"/gcc_train/", "/"}) {
+      std::string p = std::string(root) + ws + "data/mnist";
+      struct stat st;
+      if (stat(p.c_str(), &st) == 0) return p;
+    }
+  }
+  return "";
+}
+
+// The trainer on real MNIST (a slice of an epoch): the device session with
+// the dataset uploaded and batches gathered on the device, losses collected
+// every 10 steps, against the CPU session fed by the host data loader.
+TEST_F(DevicePlan, TrainerWithTheDatasetOnTheDeviceMatchesTheCpuTrainer) {
+  std::string data = MnistDir();
+  ASSERT_FALSE(data.empty()) << "data/mnist missing from the runfiles";
+  HostBackend hb;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &g, &d), GCC_OK) << d.msg;
+  gcc_train_report rep[2];
+  for (int dev = 0; dev < 2; dev++) {
+    gcc_session_options so = dev ? DeviceOptions(g, &hb, true, 10) : CpuOptions(g);
+    gcc_session *s = nullptr;
+    ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+    gcc_train_config cfg{};
+    cfg.data_dir = data.c_str();
+    cfg.epochs = 1;
+    cfg.batch_size = 64;
+    cfg.seed = 3;
+    cfg.log_every = 10;
+    cfg.max_steps = 40;
+    cfg.eval_batch = 1000;
+    cfg.quiet = 1;
+    cfg.out = stdout;
+    cfg.dataset_on_device = dev ? 1 : 2;  // auto on the CPU: nothing to do
+    cfg.note = stdout;
+    ASSERT_EQ(gcc_train_run(s, g, &cfg, &rep[dev], &d), GCC_OK) << d.msg;
+    EXPECT_EQ(rep[dev].dataset_on_device, dev);
+    gcc_session_destroy(s);
+  }
+  EXPECT_EQ(rep[0].steps, 40);
+  EXPECT_EQ(rep[1].steps, 40);
+  EXPECT_NEAR(rep[1].final_train_loss, rep[0].final_train_loss, 1e-5);
+  EXPECT_NEAR(rep[1].test_loss, rep[0].test_loss, 1e-5);
+  EXPECT_EQ(rep[1].test_accuracy, rep[0].test_accuracy);
+  EXPECT_GT(rep[0].test_accuracy, 0.3);  // 40 steps learn something (chance: 0.1)
   gcc_graph_free(g);
 }
 
