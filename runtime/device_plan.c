@@ -85,6 +85,7 @@ struct gcc_dplan {
   int captured[2];
   char graph_note[256];
   int launches, copies;
+  size_t *slot_off, *const_off; /* layout scratch (freed with the plan) */
   gcc_kernel_set gather_ks; /* the row-gather kernel, loaded on first use */
   void *gather_module, *gather_kernel;
 };
@@ -346,7 +347,7 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
   size_t off = 0;
   p->off_arena = off;
   off += up(p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0);
-  size_t *slot_off = calloc((size_t)(p->n_inputs ? p->n_inputs : 1) * 2, sizeof *slot_off);
+  size_t *slot_off = p->slot_off = calloc((size_t)(p->n_inputs ? p->n_inputs : 1) * 2, sizeof *slot_off);
   if (!slot_off)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   for (int k = 0; k < p->n_inputs; k++)
@@ -363,7 +364,6 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
     gcc_colmajor_gemm m;
     gcc_status s = gcc_gemm_map(g, gi, &m, d);
     if (s != GCC_OK) {
-      free(slot_off);
       return s;
     }
     p->aux_off[gi] = off;
@@ -372,9 +372,8 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
   if (off == 0)
     off = DALIGN; /* const_off 0 means "none" below */
   p->off_const = off;
-  size_t *const_off = calloc((size_t)(nv ? nv : 1), sizeof *const_off);
+  size_t *const_off = p->const_off = calloc((size_t)(nv ? nv : 1), sizeof *const_off);
   if (!const_off) {
-    free(slot_off);
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   }
   for (int v = 0; v < nv; v++) {
@@ -394,8 +393,6 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
   p->dev_bytes = off;
   gcc_status s = p->be.alloc(p->be.self, p->dev_bytes, &p->dev, d);
   if (s == GCC_ERR_OUT_OF_MEMORY || (s != GCC_OK && !p->dev)) {
-    free(slot_off);
-    free(const_off);
     if (s == GCC_ERR_OUT_OF_MEMORY)
       return oom(p, p->dev_bytes, "the plan's device arena", d);
     return s;
@@ -410,8 +407,6 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
   /* host arena for CPU nodes */
   p->host_arena = aligned_alloc(GCC_ARENA_ALIGN, p->mem.arena_bytes ? (p->mem.arena_bytes + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN : GCC_ARENA_ALIGN);
   if (!p->host_arena) {
-    free(slot_off);
-    free(const_off);
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory: host arena of %zu bytes",
                         p->mem.arena_bytes);
   }
@@ -437,8 +432,6 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
     case GCC_VALUE_GRAD:
     case GCC_VALUE_OPT_STATE:
       if (!cuda && (p->mem.last[v] >= 0 || val->producer >= 0)) {
-        free(slot_off);
-        free(const_off);
         return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                             "%s: %s '%s' is placed on the CPU inside a CUDA plan; pin its "
                             "layer to the GPU or run the whole model with --device cpu",
@@ -446,8 +439,6 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
       }
       p->addr[v] = bind ? bind(user, g, v) : NULL;
       if (!p->addr[v] && (p->mem.last[v] >= 0 || val->producer >= 0)) {
-        free(slot_off);
-        free(const_off);
         return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: no persistent storage for %s '%s'",
                             g->source, gcc_value_kind_name(val->kind), val->name);
       }
@@ -489,8 +480,6 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
       p->be.host_release(p->be.self, stage);
     }
   }
-  free(slot_off);
-  free(const_off);
   return st;
 }
 
@@ -885,6 +874,8 @@ void gcc_dplan_free(gcc_dplan *p) {
   free(p->rb);
   free(p->rb_off);
   free(p->entry_serial);
+  free(p->slot_off);
+  free(p->const_off);
   free(p->rb_tensors);
   free(p->aux_off);
   free(p->addr);
