@@ -24,6 +24,7 @@
 #include "graph/loader.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
+#include "runtime/profile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
@@ -81,7 +82,11 @@ static void usage(FILE *f) {
           "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
           "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
           "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
-          "  --quiet             only errors and the final summary line\n"
+          "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
+          "                      every step: each op, copy, data-loader batch, wait for a\n"
+          "                      batch and evaluation; print a per-op time table at the\n"
+          "                      end (also after Ctrl-C); FILE is written atomically\n"
+          "  --quiet             only errors, the final summary line (and the profile table)\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
           "\n"
@@ -280,7 +285,7 @@ int main(int argc, char **argv) {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
-    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE
+    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_PROFILE
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -302,6 +307,7 @@ int main(int argc, char **argv) {
       {"strict-placement", no_argument, 0, OPT_STRICT},
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
+      {"profile", required_argument, 0, OPT_PROFILE},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -313,7 +319,7 @@ int main(int argc, char **argv) {
   float lr = -1.0f;
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
-  const char *dump_kernels = NULL;
+  const char *dump_kernels = NULL, *profile_path = NULL;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -336,6 +342,7 @@ int main(int argc, char **argv) {
     case OPT_STRICT: strict = 1; break;
     case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
+    case OPT_PROFILE: profile_path = optarg; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -389,6 +396,11 @@ int main(int argc, char **argv) {
   gcc_device_info arch_info;
   if (gcc_device_info_from_arch(cuda_arch, 0, &arch_info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if ((dump_placement || dump_kernels) && profile_path) {
+    fprintf(stderr, "gcc-train: --profile traces a training run; --dump-placement and "
+                    "--dump-kernels only compile\n");
     return EXIT_USAGE;
   }
   if (dump_placement || dump_kernels)
@@ -455,6 +467,14 @@ int main(int argc, char **argv) {
     output = out_buf;
   }
 
+  /* --profile: fails now, before training, if FILE cannot be written */
+  gcc_profiler *prof = NULL;
+  if (profile_path && gcc_profiler_create(profile_path, &prof, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    gcc_graph_free(model);
+    return EXIT_RUN;
+  }
+
   gcc_session_options so = {0};
   so.threads = (int)threads;
   so.opt = t->opt;
@@ -463,6 +483,7 @@ int main(int argc, char **argv) {
   gcc_session *s;
   if (gcc_session_create(model, &so, &s, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
+    gcc_profiler_destroy(prof);
     gcc_graph_free(model);
     return EXIT_MODEL;
   }
@@ -494,6 +515,7 @@ int main(int argc, char **argv) {
   cfg.progress = !quiet && isatty(fileno(stdout));
   cfg.out = stdout;
   cfg.stop = &g_stop;
+  cfg.profiler = prof;
   gcc_train_report r;
   gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
   int rc = 0;
@@ -528,7 +550,19 @@ int main(int argc, char **argv) {
       gcc_graph_free(trained);
     }
   }
+  /* the trace of a completed or interrupted (Ctrl-C) run; none after a
+   * failure, whose message is the thing to read */
+  if (prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
+    gcc_diag pd = {0};
+    if (gcc_profiler_write(prof, &pd) != GCC_OK ||
+        gcc_profiler_print_table(prof, stdout, &pd) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", pd.msg);
+      if (rc == 0)
+        rc = EXIT_RUN;
+    }
+  }
   gcc_session_destroy(s);
+  gcc_profiler_destroy(prof);
   gcc_graph_free(model);
   return rc;
 }

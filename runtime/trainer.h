@@ -33,6 +33,10 @@ typedef struct gcc_train_config {
   int progress;           /* draw a progress bar on `out` (a TTY) */
   FILE *out;              /* where the log goes (stdout) */
   volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): stop after this batch */
+  gcc_profiler *profiler; /* --profile: non-NULL records the run on a "main" track
+                             (steps, ops, waits for a batch, epochs, evaluations)
+                             and on one track per data-loader thread; see
+                             profile.h. The caller writes it afterwards. */
 } gcc_train_config;
 
 typedef struct gcc_train_report {
