@@ -554,11 +554,17 @@ int main(int argc, char **argv) {
    * failure, whose message is the thing to read */
   if (prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
     gcc_diag pd = {0};
-    if (gcc_profiler_write(prof, &pd) != GCC_OK ||
-        gcc_profiler_print_table(prof, stdout, &pd) != GCC_OK) {
+    int64_t t0 = gcc_prof_now();
+    gcc_status ps = gcc_profiler_write(prof, &pd);
+    int64_t t1 = gcc_prof_now();
+    if (ps == GCC_OK)
+      ps = gcc_profiler_print_table(prof, stdout, &pd);
+    if (ps != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", pd.msg);
       if (rc == 0)
         rc = EXIT_RUN;
+    } else {
+      printf("trace written to %s in %.1f ms\n", profile_path, 1e-6 * (double)(t1 - t0));
     }
   }
   gcc_session_destroy(s);
