@@ -103,12 +103,19 @@ OMP_NUM_THREADS=$THREADS LD_LIBRARY_PATH=$OMP_BLAS \
 : >"$TMP/cnn_torch.txt"
 if [ -n "$CNN" ]; then
   echo "compare.sh: MNIST CNN ($CNN), both sides ..." >&2
-  "$BIN" --model "$CNN" --dump-init "$TMP/cnn_init.bin"
-  "$BIN" --model "$CNN" --threads "$THREADS" --steps "$STEPS" --data "$DATA" >"$TMP/cnn_gcc.txt"
-  OMP_NUM_THREADS=$THREADS LD_LIBRARY_PATH=$OMP_BLAS \
-    /usr/bin/python3 bench/torch_mlp.py --cnn --threads "$THREADS" --steps "$STEPS" \
-    --data "$DATA" --init "$TMP/cnn_init.bin" >"$TMP/cnn_torch.txt"
-  "$GT" "$CNN" --device cpu --batch-size 64 --dump-placement=json >"$TMP/cnn_plan.json" 2>/dev/null
+  # a failure here is reported in the table, and the rest still runs
+  if ! { "$BIN" --model "$CNN" --dump-init "$TMP/cnn_init.bin" &&
+         "$BIN" --model "$CNN" --threads "$THREADS" --steps "$STEPS" --data "$DATA" \
+           >"$TMP/cnn_gcc.txt" &&
+         OMP_NUM_THREADS=$THREADS LD_LIBRARY_PATH=$OMP_BLAS \
+           /usr/bin/python3 bench/torch_mlp.py --cnn --threads "$THREADS" --steps "$STEPS" \
+           --data "$DATA" --init "$TMP/cnn_init.bin" >"$TMP/cnn_torch.txt" &&
+         "$GT" "$CNN" --device cpu --batch-size 64 --dump-placement=json >"$TMP/cnn_plan.json"
+       } 2>"$TMP/cnn_err.txt"; then
+    cat "$TMP/cnn_err.txt" >&2
+    : >"$TMP/cnn_gcc.txt"
+    : >"$TMP/cnn_torch.txt"
+  fi
 fi
 # the compiled CUDA plan (no GPU needed): launches and copies per training step
 "$GT" models/mnist_mlp.pb --device cuda:0 --dump-placement=json >"$TMP/plan.json" 2>/dev/null

@@ -151,17 +151,21 @@ for name, k, fmt, fl in rows:
     w(f"| {name} | {fmt.format(f(g, k))} | {fmt.format(f(t, k))} | {f(g, k) / f(t, k):.2f}x "
       f"| {pct(g, k, fl)} | {pct(t, k, fl)} |")
 if cg and ct:
-    cplan = json.load(open(P("cnn_plan.json")))["totals"]
-    cfl = cplan["flops_per_step"] / 64
+    cplan = json.load(open(P("cnn_plan.json")))
+    cfl = sum(dv["flops_per_step"] for dv in cplan["devices"]) / cplan["batch_size"]
     k = "model_train_samples_per_s_b64"
     w(f"| MNIST CNN ({cnn}) training samples/s, batch 64 | {f(cg, k):,.0f} | {f(ct, k):,.0f} "
       f"| {f(cg, k) / f(ct, k):.2f}x | {100 * frac(f(cg, k), cfl):.1f}% "
       f"| {100 * frac(f(ct, k), cfl):.1f}% |")
 w("")
 if cg and ct:
-    w(f"MNIST CNN: {cfl:,.0f} FLOP per training sample (the plan's `flops_per_step` / 64, "
+    w(f"MNIST CNN: {cfl:,.0f} FLOP per training sample (the CPU plan's `flops_per_step` / 64, "
       "all ops counted); PyTorch runs the same layers (bench/torch_mlp.py --cnn) from the "
       "same initial weights, SGD momentum 0.9.")
+elif cnn:
+    err = open(P("cnn_err.txt")).read().strip().splitlines() if os.path.exists(P("cnn_err.txt")) \
+        else []
+    w(f"CNN: the measurement of {cnn} failed: {err[-1] if err else 'see the log'}")
 else:
     w("CNN: not available in this tree (no models/mnist_cnn.pb).")
 w("")

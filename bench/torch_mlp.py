@@ -85,12 +85,16 @@ def load_init(path):
 def make_model(init=None, cnn=False):
     m = _make_model(cnn)
     if init is not None:
+        # each PyTorch parameter takes the first unused gcc-train parameter
+        # of its shape (in graph order): the layers' shapes are all distinct
         params = list(m.named_parameters())
         assert len(params) == len(init), (len(params), len(init))
+        unused = list(init)
         with torch.no_grad():
-            for (tname, p), (gname, w) in zip(params, init):
-                assert tuple(p.shape) == w.shape, (tname, gname, p.shape, w.shape)
-                p.copy_(torch.from_numpy(w.copy()))
+            for tname, p in params:
+                k = next((i for i, (_, w) in enumerate(unused) if w.shape == tuple(p.shape)), None)
+                assert k is not None, f"no gcc-train parameter of shape {tuple(p.shape)} for {tname}"
+                p.copy_(torch.from_numpy(unused.pop(k)[1].copy()))
     return m
 
 
