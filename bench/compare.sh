@@ -58,7 +58,7 @@ done
 
 OMP_BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 missing=
-[ -e "$OMP_BLAS/libblas.so.3" ] || missing="libopenblas0-openmp"
+[ -e "$OMP_BLAS/libblas.so.3" ] || missing=" libopenblas0-openmp"
 /usr/bin/python3 -c 'import torch' 2>/dev/null || missing="$missing python3-torch"
 if [ -n "$missing" ]; then
   echo "compare.sh: the PyTorch side needs Debian packages that are not installed:$missing" >&2
