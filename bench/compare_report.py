@@ -21,8 +21,16 @@ def splice(report_path, readme_path):
     if i < 0 or j < i:
         sys.exit(f"compare_report: {readme_path} has no <!-- bench:begin --> ... "
                  "<!-- bench:end --> block")
+    # the README keeps the tables, the goals and the digests; the per-op
+    # tables stay in the full report (--out)
+    report = re.sub(r"<!-- profile tables -->.*?<!-- end of profile tables -->\n",
+                    "", report, flags=re.S)
     report = report.replace("## gcc-train vs", "### gcc-train vs", 1) \
         .replace("\n### Where", "\n#### Where")
+    report = re.sub(r"\n{3,}", "\n\n", report)
+    if "#### Where" in report:
+        report = report.rstrip("\n") + "\n\nThe per-op tables of these profiles are in the " \
+            "full report (`bench/compare.sh --out bench/RESULTS.md`).\n"
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(readme_path)),
                                prefix=os.path.basename(readme_path) + ".tmp.")
     with os.fdopen(fd, "w") as f:
@@ -197,11 +205,12 @@ for text, ok, _ in goals:
 w("")
 
 runs = {
-    "b64": "`gcc-train models/mnist_mlp.pb --epochs 1 --batch-size 64 --max-steps 400 --profile`",
-    "b1024": "`gcc-train models/mnist_mlp.pb --epochs 2 --batch-size 1024 --max-steps 100 "
-             "--profile`",
-    "b1": "`gcc-train models/mnist_mlp.pb --epochs 0 --eval-batch-size 1 --profile` "
-          "(10,000 batch-1 evaluations)",
+    "b64": ("training at batch 64", "`gcc-train models/mnist_mlp.pb --epochs 1 --batch-size 64 "
+            "--max-steps 400 --profile`"),
+    "b1024": ("training at batch 1024", "`gcc-train models/mnist_mlp.pb --epochs 2 "
+              "--batch-size 1024 --max-steps 100 --profile`"),
+    "b1": ("inference at batch 1", "`gcc-train models/mnist_mlp.pb --epochs 0 "
+           "--eval-batch-size 1 --profile` (10,000 batch-1 evaluations)"),
 }
 missed = []
 for _, ok, run in goals:
@@ -211,7 +220,10 @@ for _, ok, run in goals:
 def digest(run):
     """One paragraph from the run's trace: GEMM share and speed against the
     measured peak, the other ops, the time between ops, the data loader."""
-    ev = [e for e in json.load(open(P(f"{run}.json")))["traceEvents"] if e["ph"] == "X"]
+    trace = json.load(open(P(f"{run}.json")))["traceEvents"]
+    ev = [e for e in trace if e["ph"] == "X"]
+    thread = {e["tid"]: e["args"]["name"] for e in trace
+              if e["ph"] == "M" and e["name"] == "thread_name"}
     mode = "eval" if run == "b1" else "train"
     outer = [e for e in ev if e["cat"] == ("eval" if mode == "eval" else "step")]
     ops = [e for e in ev if e["cat"] in ("op", "copy")
@@ -222,16 +234,22 @@ def digest(run):
     g_us = sum(e["dur"] for e in gemm)
     g_fl = sum(e["args"].get("flops", 0) for e in gemm)
     o_us = sum(e["dur"] for e in ops) - g_us
+    by_op = {}
+    for e in ops:
+        if e["args"].get("op") != "Gemm":
+            by_op[e["args"].get("op")] = by_op.get(e["args"].get("op"), 0) + e["dur"]
+    top = max(by_op.items(), key=lambda kv: kv[1]) if by_op else None
     gf = g_fl / g_us / 1e3 if g_us else 0
     what = "evaluation batch" if mode == "eval" else "training step"
     txt = (f"Per {what}: {tot / n:.1f} µs. GEMMs take {100 * g_us / tot:.1f}% of it at "
            f"{gf:.1f} GFLOP/s ({100 * gf / peak:.0f}% of the {peak:.1f} GFLOP/s sgemm peak "
-           f"of this run); the other ops {100 * o_us / tot:.1f}% ({o_us / n:.1f} µs); "
+           f"of this run); the other ops {100 * o_us / tot:.1f}% ({o_us / n:.1f} µs"
+           + (f", the largest {top[0]} with {100 * top[1] / tot:.1f}%" if top else "") + "); "
            f"outside the ops (binding, loss check, timers) {100 * (tot - g_us - o_us) / tot:.1f}%.")
     if mode == "train":
         waits = [e for e in ev if e["cat"] == "wait" and "train" in e["name"]]
-        loads = [e for e in ev if e["cat"] == "loader" and e["tid"] != outer[0]["tid"]] \
-            if outer else []
+        loads = [e for e in ev
+                 if e["cat"] == "loader" and thread.get(e["tid"]) == "data loader (train)"]
         if waits:
             txt += (f" Waiting for the data loader: {sum(e['dur'] for e in waits) / len(waits):.1f} "
                     f"µs per batch on the main thread; the loader thread assembles a batch in "
@@ -239,14 +257,19 @@ def digest(run):
     return txt
 
 for run in missed:
-    w(f"### Where the time goes: {run} ({runs[run]}, --threads {threads}, same run)")
+    w(f"### Where the time goes: {runs[run][0]}")
+    w("")
+    w(f"From {runs[run][1]} with --threads {threads}, in the same run:")
     w("")
     w(digest(run))
     w("")
+    w("<!-- profile tables -->")
     text = open(P(f"prof_{run}.txt")).read()
     text = text[text.find("\nprofile:") + 1:] if "\nprofile:" in text else text
     text = re.sub(r"; trace \S+ \(", " (", text)
     for line in text.rstrip().splitlines():
-        w(line)
+        if not line.startswith("trace written to"):
+            w(line)
+    w("<!-- end of profile tables -->")
     w("")
 print("\n".join(out))

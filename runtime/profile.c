@@ -459,11 +459,26 @@ static void put_json_string(FILE *f, const char *str) {
   fputc('"', f);
 }
 
+/* a decimal integer */
+static void put_int(FILE *f, int64_t v) {
+  char buf[24], *q = buf + sizeof buf;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do
+    *--q = (char)('0' + u % 10);
+  while ((u /= 10) != 0);
+  if (v < 0)
+    *--q = '-';
+  fwrite(q, 1, (size_t)(buf + sizeof buf - q), f);
+}
+
 /* microseconds with exact nanoseconds: "12.345" */
 static void put_us(FILE *f, int64_t ns) {
   if (ns < 0)
     ns = 0;
-  fprintf(f, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+  put_int(f, ns / 1000);
+  char frac[4] = {'.', (char)('0' + ns % 1000 / 100), (char)('0' + ns % 100 / 10),
+                  (char)('0' + ns % 10)};
+  fwrite(frac, 1, sizeof frac, f);
 }
 
 static const char *index_key(gcc_prof_cat c) {
@@ -478,61 +493,101 @@ static const char *index_key(gcc_prof_cat c) {
   }
 }
 
-static void put_trace(const gcc_profiler *p, FILE *f, int pid) {
-  int64_t events = 0, dropped = 0;
-  fprintf(f, "{\"traceEvents\":[\n");
-  fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-             "\"args\":{\"name\":\"gcc-train\"}}",
+/* What every event of a site shares, rendered once: the head up to "tid":
+ * and the tail after the index arg. */
+typedef struct rendered {
+  char *head, *tail;
+  size_t head_len, tail_len;
+} rendered;
+
+static int render_site(const site *s, int pid, rendered *r) {
+  FILE *f = open_memstream(&r->head, &r->head_len);
+  if (!f)
+    return 0;
+  fputs("{\"name\":", f);
+  put_json_string(f, s->name);
+  fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":", gcc_prof_cat_name(s->cat),
           pid);
-  for (int i = 0; i < p->n_tracks; i++) {
-    const gcc_prof_track *t = p->tracks[i];
-    fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
-               "\"name\":",
-            pid, t->tid);
-    put_json_string(f, t->name);
-    fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-               "\"args\":{\"sort_index\":%d}}",
-            pid, t->tid, t->tid);
+  if (fclose(f) != 0)
+    return 0;
+  f = open_memstream(&r->tail, &r->tail_len);
+  if (!f)
+    return 0;
+  if (s->op) {
+    fputs(",\"op\":", f);
+    put_json_string(f, s->op);
   }
-  for (int i = 0; i < p->n_tracks; i++) {
-    const gcc_prof_track *t = p->tracks[i];
-    dropped += t->dropped;
-    for (const chunk *c = t->head; c; c = c->next)
-      for (int k = 0; k < c->n; k++) {
-        const event *e = &c->ev[k];
-        const site *s = &p->sites[e->site];
-        fputs(",\n{\"name\":", f);
-        put_json_string(f, s->name);
-        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":",
-                gcc_prof_cat_name(s->cat), pid, t->tid);
-        put_us(f, e->t0 - p->origin);
-        fputs(",\"dur\":", f);
-        put_us(f, e->dur);
-        fprintf(f, ",\"args\":{\"%s\":%lld", index_key(s->cat), (long long)e->index);
-        if (s->op) {
-          fputs(",\"op\":", f);
-          put_json_string(f, s->op);
-        }
-        if (s->plan) {
-          fputs(",\"plan\":", f);
-          put_json_string(f, s->plan);
-        }
-        if (s->flops > 0)
-          fprintf(f, ",\"flops\":%.0f", s->flops);
-        if (s->bytes > 0)
-          fprintf(f, ",\"bytes\":%.0f", s->bytes);
-        if (s->args && *s->args) {
-          fputc(',', f);
-          fputs(s->args, f);
-        }
-        fputs("}}", f);
-        events++;
-      }
+  if (s->plan) {
+    fputs(",\"plan\":", f);
+    put_json_string(f, s->plan);
   }
-  fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"gcc-train "
-             "--profile\",\"clock\":\"CLOCK_MONOTONIC\",\"events\":%lld,"
-             "\"dropped_events\":%lld}}\n",
-          (long long)events, (long long)dropped);
+  if (s->flops > 0)
+    fprintf(f, ",\"flops\":%.0f", s->flops);
+  if (s->bytes > 0)
+    fprintf(f, ",\"bytes\":%.0f", s->bytes);
+  if (s->args && *s->args) {
+    fputc(',', f);
+    fputs(s->args, f);
+  }
+  fputs("}}", f);
+  return fclose(f) == 0;
+}
+
+/* Streams the whole trace to f. Returns 0 when out of memory. */
+static int put_trace(const gcc_profiler *p, FILE *f, int pid) {
+  int64_t events = 0, dropped = 0;
+  rendered *r = calloc((size_t)(p->n_sites ? p->n_sites : 1), sizeof *r);
+  int ok = r != NULL;
+  for (int i = 0; ok && i < p->n_sites; i++)
+    ok = render_site(&p->sites[i], pid, &r[i]);
+  if (ok) {
+    fprintf(f, "{\"traceEvents\":[\n");
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+               "\"args\":{\"name\":\"gcc-train\"}}",
+            pid);
+    for (int i = 0; i < p->n_tracks; i++) {
+      const gcc_prof_track *t = p->tracks[i];
+      fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
+                 "\"name\":",
+              pid, t->tid);
+      put_json_string(f, t->name);
+      fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                 "\"args\":{\"sort_index\":%d}}",
+              pid, t->tid, t->tid);
+    }
+    for (int i = 0; i < p->n_tracks; i++) {
+      const gcc_prof_track *t = p->tracks[i];
+      dropped += t->dropped;
+      for (const chunk *c = t->head; c; c = c->next)
+        for (int k = 0; k < c->n; k++) {
+          const event *e = &c->ev[k];
+          const rendered *rs = &r[e->site];
+          fputs(",\n", f);
+          fwrite(rs->head, 1, rs->head_len, f);
+          put_int(f, t->tid);
+          fputs(",\"ts\":", f);
+          put_us(f, e->t0 - p->origin);
+          fputs(",\"dur\":", f);
+          put_us(f, e->dur);
+          fputs(",\"args\":{\"", f);
+          fputs(index_key(p->sites[e->site].cat), f);
+          fputs("\":", f);
+          put_int(f, e->index);
+          fwrite(rs->tail, 1, rs->tail_len, f);
+          events++;
+        }
+    }
+    fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"gcc-train "
+               "--profile\",\"clock\":\"CLOCK_MONOTONIC\",\"events\":%lld,"
+               "\"dropped_events\":%lld}}\n",
+            (long long)events, (long long)dropped);
+  }
+  for (int i = 0; r && i < p->n_sites; i++) {
+    free(r[i].head);
+    free(r[i].tail);
+  }
+  free(r);
+  return ok;
 }
 
 gcc_status gcc_profiler_write(const gcc_profiler *p, gcc_diag *d) {
@@ -563,8 +618,9 @@ gcc_status gcc_profiler_write(const gcc_profiler *p, gcc_diag *d) {
   } else {
     if (buf)
       setvbuf(f, buf, _IOFBF, 1 << 20);
-    put_trace(p, f, (int)getpid());
-    if (fflush(f) != 0 || ferror(f))
+    if (!put_trace(p, f, (int)getpid()))
+      err = ENOMEM;
+    else if (fflush(f) != 0 || ferror(f))
       err = errno ? errno : EIO;
     if (!err && fchmod(fd, 0644) != 0) /* mkstemp makes 0600; a trace is a plain file */
       err = errno;
