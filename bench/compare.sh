@@ -24,7 +24,8 @@
 # Needs Bazel, Debian's python3-torch and libopenblas0-openmp (PyTorch runs
 # with the OpenMP OpenBLAS via LD_LIBRARY_PATH for its process only, per
 # ../shared/TOOLCHAIN.md; the pthread build makes it 5-25x slower on 2
-# cores and the comparison worthless). About 2.5 minutes on 2 idle cores.
+# cores and the comparison worthless). About 3 minutes on 2 cores (183 s
+# measured while other jobs used 36% of the CPUs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

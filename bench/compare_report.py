@@ -131,6 +131,9 @@ w(f"- FLOP/sample: training 2 x (3 x {macs:,} - 784 x 512) = {flop:,} "
 w(f"- training-step and inference figures: median over {steps} timed calls after 20 warm-up; "
   f"the same initial weights on both sides ({t.get('init', '?')}), the same MNIST files, "
   f"batches of the same sizes, SGD lr 0.1 momentum 0.5")
+w("- inference: gcc-train's evaluation batch (gcc_session_eval_batch) computes the logits, the "
+  "loss and the count of correct argmaxes; PyTorch computes the logits and the argmax under "
+  "torch.inference_mode()")
 w("")
 
 rows = [

@@ -71,6 +71,8 @@ static char *dupstr(const char *s) {
 }
 
 gcc_status gcc_profiler_create(const char *path, gcc_profiler **out, gcc_diag *d) {
+  if (!out)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "gcc_profiler_create: out is NULL");
   *out = NULL;
   if (!path || !*path)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--profile: the trace file name is empty");

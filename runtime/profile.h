@@ -100,7 +100,7 @@ static inline int64_t gcc_prof_now(void) {
  * that a temporary file can be created next to `path` (and removes it), so
  * that a bad path fails before any training. Errors: GCC_ERR_IO naming the
  * path and the reason (no such directory, permission); GCC_ERR_OUT_OF_MEMORY;
- * GCC_ERR_INVALID_ARGUMENT for a NULL or empty path. */
+ * GCC_ERR_INVALID_ARGUMENT for a NULL or empty path, or a NULL out. */
 gcc_status gcc_profiler_create(const char *path, gcc_profiler **out, gcc_diag *d);
 
 /* Frees everything. Writes nothing: a profile that was not written leaves

@@ -450,6 +450,8 @@ TEST(ProfilerCreate, BadPathsFailBeforeAnythingRuns) {
   EXPECT_EQ(gcc_profiler_create(tmp.path().c_str(), &prof, &d), GCC_ERR_IO);
   EXPECT_NE(strstr(d.msg, "is a directory"), nullptr) << d.msg;
   EXPECT_EQ(gcc_profiler_create("", &prof, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gcc_profiler_create(tmp.file("t.json").c_str(), nullptr, &d),
+            GCC_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(ListDir(tmp.path()).empty()) << "the probe file was left behind";
 }
 
