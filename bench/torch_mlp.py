@@ -13,13 +13,19 @@ with --init FILE (written by `mlp_bench --dump-init FILE`) those of
 models/mnist_mlp.pb, so both sides start from the same parameters; without it
 PyTorch's default nn.Linear init with torch.manual_seed(20261122).
 
+With --cnn: only the training step at batch 64 of the MNIST CNN of
+models/mnist_cnn.pb (conv 1->6 5x5, ReLU, max-pool 2; conv 6->16 5x5, ReLU,
+max-pool 2; fc 256-120-84-10 with ReLU; cross-entropy; SGD momentum 0.9), from
+the --init parameters of that model (`mlp_bench --model models/mnist_cnn.pb
+--dump-init FILE`), printed as model_train_*_b64 like `mlp_bench --model`.
+
 What is timed (mirrors mlp_bench.c):
   - train step, batch 64/256/1024: median of N (default 200) steps after 20
     warm-up steps; one step = zero_grad(set_to_none=True), forward, loss,
     backward, optimizer.step(). Batches come from a shuffled, pre-normalised
     float32 tensor (index_select of a torch.randperm slice, drop_last),
     made outside the timed region.
-  - the tutorial's training, 5 epochs at batch 64, on a fresh model from the
+  - the tutorial's training, 5 epochs (--epochs) at batch 64, on a fresh model from the
     initial weights: per epoch a torch.randperm shuffle, then per batch
     index_select of the uint8 images, conversion to float, /255,
     (x - 0.1307) / 0.3081, and the step; the last partial batch (32 rows)
@@ -76,19 +82,30 @@ def load_init(path):
     return out
 
 
-def make_model(init=None):
-    m = _make_model()
+def make_model(init=None, cnn=False):
+    m = _make_model(cnn)
     if init is not None:
+        # each PyTorch parameter takes the first unused gcc-train parameter
+        # of its shape (in graph order): the layers' shapes are all distinct
         params = list(m.named_parameters())
         assert len(params) == len(init), (len(params), len(init))
+        unused = list(init)
         with torch.no_grad():
-            for (tname, p), (gname, w) in zip(params, init):
-                assert tuple(p.shape) == w.shape, (tname, gname, p.shape, w.shape)
-                p.copy_(torch.from_numpy(w.copy()))
+            for tname, p in params:
+                k = next((i for i, (_, w) in enumerate(unused) if w.shape == tuple(p.shape)), None)
+                assert k is not None, f"no gcc-train parameter of shape {tuple(p.shape)} for {tname}"
+                p.copy_(torch.from_numpy(unused.pop(k)[1].copy()))
     return m
 
 
-def _make_model():
+def _make_model(cnn=False):
+    if cnn:
+        return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(),
+                             nn.Linear(256, 120), nn.ReLU(),
+                             nn.Linear(120, 84), nn.ReLU(),
+                             nn.Linear(84, 10))
     return nn.Sequential(nn.Flatten(),
                          nn.Linear(784, 512), nn.ReLU(),
                          nn.Linear(512, 256), nn.ReLU(),
@@ -102,7 +119,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", default="data/mnist")
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--init", help="initial parameters from mlp_bench --dump-init")
+    ap.add_argument("--cnn", action="store_true",
+                    help="only the MNIST CNN's training step at batch 64")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(20261122)
@@ -115,10 +135,31 @@ def main():
     images = images.view(n, 1, 28, 28)
     normed = (images.float() / 255.0 - 0.1307) / 0.3081
 
+    init = load_init(a.init) if a.init else None
+    loss_fn = nn.CrossEntropyLoss()
+    if a.cnn:
+        model = make_model(init, cnn=True)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        ts = []
+        perm = torch.randperm(n)
+        for i in range(20 + a.steps):
+            j = i % (n // 64)
+            idx = perm[j * 64:(j + 1) * 64]
+            x, y = normed.index_select(0, idx), labels.index_select(0, idx)
+            t0 = now()
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(x), y).backward()
+            opt.step()
+            if i >= 20:
+                ts.append(now() - t0)
+        m = statistics.median(ts)
+        print(f"model_train_step_ms_b64={1e3 * m:.4f}")
+        print(f"model_train_samples_per_s_b64={64 / m:.1f}")
+        return
+
     print(f"torch_version={torch.__version__}")
     print(f"threads={torch.get_num_threads()}")
-    print(f"steps={a.steps}\nwarmup=20")
-    init = load_init(a.init) if a.init else None
+    print(f"steps={a.steps}\nwarmup=20\nepochs={a.epochs}")
     print("init=" + ("models/mnist_mlp.pb" if init else "pytorch_default_seed_20261122"))
     # the BLAS actually mapped into this process (Debian's torch links
     # libblas.so.3, whichever alternative LD_LIBRARY_PATH / the system picks)
@@ -126,7 +167,6 @@ def main():
         libs = sorted({l.split()[-1] for l in f if "blas" in l and "/" in l})
     print("torch_blas=" + (",".join(libs) if libs else "unknown"))
 
-    loss_fn = nn.CrossEntropyLoss()
     model = make_model(init)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
 
@@ -185,7 +225,7 @@ def main():
     # the tutorial's training: 5 epochs at batch 64 on a fresh model
     model = make_model(init)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
-    epochs, el = 5, 0.0
+    epochs, el = a.epochs, 0.0
     for _ in range(epochs):
         t0 = now()
         perm = torch.randperm(n)
@@ -202,7 +242,7 @@ def main():
     with torch.no_grad():
         tx = (timg.view(-1, 1, 28, 28).float() / 255.0 - 0.1307) / 0.3081
         acc = (model(tx).argmax(1) == tlab).float().mean().item()
-    print(f"test_accuracy_5_epochs={acc:.4f}")
+    print(f"test_accuracy={acc:.4f}")
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"peak_rss_mib={rss / 1024:.1f}")

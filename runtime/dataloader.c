@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,9 @@ struct gcc_dataloader {
   int busy;          /* the thread is filling a slot outside the lock */
   int quit;
   atomic_uint_fast64_t generation;
+
+  gcc_prof_track *track; /* profiling: batch assembly events, or NULL */
+  int site;
 
   int has_thread;
   pthread_t thread;
@@ -104,7 +108,10 @@ static void *producer_main(void *arg) {
     dl->busy = 1;
     pthread_mutex_unlock(&dl->mu);
 
+    int64_t t0 = dl->track ? gcc_prof_now() : 0;
     int complete = fill_slot(dl, s, k, gen);
+    if (dl->track)
+      gcc_prof_record(dl->track, dl->site, t0, gcc_prof_now(), k);
 
     pthread_mutex_lock(&dl->mu);
     dl->busy = 0;
@@ -211,6 +218,16 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
     dl->lut[p] = ((float)p / 255.0f - o->mean) / o->std;
   dl->held = -1;
   atomic_init(&dl->generation, 0);
+  if (o->profiler) { /* no track (out of memory): this loader is not profiled */
+    char args[96];
+    snprintf(args, sizeof args, "\"batch_size\":%lld,\"sample_floats\":%llu",
+             (long long)o->batch_size, (unsigned long long)elems);
+    dl->site = gcc_profiler_site(o->profiler, GCC_PROF_LOADER, "batch assembly", NULL, NULL,
+                                 args, 0, (double)(cap_rows * elems * (1 + sizeof(float))));
+    if (dl->site >= 0)
+      dl->track = gcc_profiler_track(o->profiler,
+                                     o->profile_name ? o->profile_name : "data loader");
+  }
 
   dl->perm = malloc((size_t)ds->n * sizeof *dl->perm);
   for (int s = 0; s < 2; s++) {
@@ -341,7 +358,10 @@ gcc_status gcc_dataloader_next(gcc_dataloader *dl, gcc_batch *out,
       return GCC_OK;
     int64_t k = dl->next_take++;
     int s = (int)(k % 2);
+    int64_t t0 = dl->track ? gcc_prof_now() : 0;
     fill_slot(dl, s, k, 0); /* generation never moves without a thread */
+    if (dl->track)
+      gcc_prof_record(dl->track, dl->site, t0, gcc_prof_now(), k);
     out->images = dl->images[s];
     out->labels = dl->labels[s];
     out->rows = dl->rows[s];

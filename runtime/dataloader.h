@@ -25,6 +25,7 @@
 
 #include "graph/status.h"
 #include "runtime/dataset.h"
+#include "runtime/profile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,6 +47,12 @@ typedef struct gcc_dataloader_options {
                          batch; zero: batches are made synchronously inside
                          gcc_dataloader_next (for tests and debugging).
                          Both give bit-identical batches. */
+  gcc_profiler *profiler; /* non-NULL: every batch assembly (gather +
+                             normalisation) is recorded as a "loader" event
+                             on a track of its own called profile_name
+                             (default "data loader"); the profiler must
+                             outlive the loader */
+  const char *profile_name;
 } gcc_dataloader_options;
 
 /* One batch. images is rows x (channels * height * width) float32, row r

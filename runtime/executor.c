@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 typedef struct step {
   gcc_cpu_fn fn;
   gcc_kernel_args args;
+  int site; /* profiler site, when profiling */
 } step;
 
 struct gcc_plan {
@@ -21,6 +23,7 @@ struct gcc_plan {
   void *arena;
   gcc_cpu_ctx ctx;
   gcc_diag run_diag;
+  gcc_prof_track *prof; /* non-NULL: profile every step (gcc_plan_set_profiler) */
 };
 
 static gcc_status bind_values(gcc_plan *p, gcc_bind_fn bind, void *user, gcc_diag *d) {
@@ -185,6 +188,24 @@ gcc_status gcc_plan_bind_input(gcc_plan *p, const char *name, const void *data, 
   return GCC_OK;
 }
 
+/* The profiled run loop: each kernel call timed (gcc_plan_set_profiler). */
+static gcc_status run_profiled(gcc_plan *p, gcc_diag *d) {
+  int64_t t0 = gcc_prof_now();
+  for (int i = 0; i < p->n_steps; i++) {
+    const step *st = &p->steps[i];
+    gcc_status s = st->fn(&st->args);
+    int64_t t1 = gcc_prof_now();
+    gcc_prof_record(p->prof, st->site, t0, t1, p->ctx.optimizer_step);
+    t0 = t1;
+    if (s != GCC_OK) {
+      if (d)
+        *d = p->run_diag;
+      return s;
+    }
+  }
+  return GCC_OK;
+}
+
 gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
   p->ctx.optimizer_step = optimizer_step;
   for (int i = 0; i < p->g->n_inputs; i++) {
@@ -193,6 +214,8 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
                           p->g->source, p->g->values[v].name);
   }
+  if (p->prof)
+    return run_profiled(p, d);
   for (int i = 0; i < p->n_steps; i++) {
     const step *st = &p->steps[i];
     gcc_status s = st->fn(&st->args);
@@ -202,6 +225,58 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
       return s;
     }
   }
+  return GCC_OK;
+}
+
+/* appends "[d0,d1,...]" for each tensor */
+static void put_shapes(FILE *f, gcc_tensor *const *t, int n, double *bytes) {
+  fputc('[', f);
+  for (int k = 0; k < n; k++) {
+    fputs(k ? ",[" : "[", f);
+    if (t[k]) {
+      for (int j = 0; j < t[k]->shape.ndim; j++)
+        fprintf(f, j ? ",%lld" : "%lld", (long long)t[k]->shape.dims[j]);
+      *bytes += (double)t[k]->numel * (double)gcc_dtype_size(t[k]->dtype);
+    }
+    fputc(']', f);
+  }
+  fputc(']', f);
+}
+
+gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track *track,
+                                 const char *label, gcc_diag *d) {
+  p->prof = NULL;
+  if (!prof || !track)
+    return GCC_OK;
+  const gcc_graph *g = p->g;
+  for (int i = 0; i < p->n_steps; i++) {
+    step *st = &p->steps[i];
+    const gcc_node *n = st->args.node;
+    const gcc_op_desc *op = gcc_op(n->op);
+    char name[512], *args = NULL;
+    size_t args_len = 0;
+    double bytes = 0;
+    FILE *f = open_memstream(&args, &args_len);
+    if (!f)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
+    fputs("\"inputs\":", f);
+    put_shapes(f, st->args.in, st->args.n_in, &bytes);
+    fputs(",\"outputs\":", f);
+    put_shapes(f, st->args.out, st->args.n_out, &bytes);
+    char dev[32];
+    fprintf(f, ",\"device\":\"%s\"", gcc_dev_name(n->device, dev, sizeof dev));
+    int bad = fclose(f) != 0;
+    snprintf(name, sizeof name, "%s (%s)", n->name, op->name);
+    st->site = bad ? -1
+                   : gcc_profiler_site(prof, (op->flags & GCC_OPF_COPY) ? GCC_PROF_COPY
+                                                                      : GCC_PROF_OP,
+                                       name, op->name, label, args,
+                                       gcc_op_flops(g, (int)(n - g->nodes)), bytes);
+    free(args);
+    if (st->site < 0)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
+  }
+  p->prof = track;
   return GCC_OK;
 }
 

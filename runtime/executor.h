@@ -17,6 +17,7 @@
 #include "passes/memplan.h"
 #include "passes/passes.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/profile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,16 @@ gcc_status gcc_plan_bind_input(gcc_plan *p, const char *name, const void *data, 
  * momentum step). Errors: GCC_ERR_INVALID_ARGUMENT for an unbound input or
  * bad data (a label out of range), naming the node. */
 gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d);
+
+/* Profiling (gcc-train --profile): from now on every run records one event
+ * per executed node on `track`: category "copy" for a copy node, "op"
+ * otherwise, named "<node> (<OpType>)", with the plan label `label` ("train
+ * b64"), the operand shapes, bytes and FLOPs as args (a site per node,
+ * registered here). A NULL profiler turns it off; then a run costs one
+ * branch more than without this hook. Errors: GCC_ERR_OUT_OF_MEMORY
+ * (profiling stays off). */
+gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track *track,
+                                 const char *label, gcc_diag *d);
 
 /* The bound tensor of value `name` (NULL if the compiled graph has none). */
 const gcc_tensor *gcc_plan_tensor(const gcc_plan *p, const char *name);

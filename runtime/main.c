@@ -25,6 +25,7 @@
 #include "runtime/cuda_backend.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
+#include "runtime/profile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
@@ -91,7 +92,11 @@ static void usage(FILE *f) {
           "                      training set once and batch on the device (no H2D per\n"
           "                      step); auto does so when it takes at most a quarter of\n"
           "                      the free GPU memory\n"
-          "  --quiet             only errors and the final summary line\n"
+          "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
+          "                      every step: each op, copy, data-loader batch, wait for a\n"
+          "                      batch and evaluation; print a per-op time table at the\n"
+          "                      end (also after Ctrl-C); FILE is written atomically\n"
+          "  --quiet             only errors, the final summary line (and the profile table)\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
           "\n"
@@ -291,7 +296,7 @@ int main(int argc, char **argv) {
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
     OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
-    OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE
+    OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -316,6 +321,7 @@ int main(int argc, char **argv) {
       {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
+      {"profile", required_argument, 0, OPT_PROFILE},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -327,7 +333,7 @@ int main(int argc, char **argv) {
   float lr = -1.0f;
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
-  const char *dump_kernels = NULL;
+  const char *dump_kernels = NULL, *profile_path = NULL;
   int no_cuda_graph = 0, dataset_on_device = 2;
   opterr = 0;
   int c;
@@ -365,6 +371,7 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
       }
       break;
+    case OPT_PROFILE: profile_path = optarg; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -418,6 +425,11 @@ int main(int argc, char **argv) {
   gcc_device_info arch_info;
   if (gcc_device_info_from_arch(cuda_arch, 0, &arch_info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if ((dump_placement || dump_kernels) && profile_path) {
+    fprintf(stderr, "gcc-train: --profile traces a training run; --dump-placement and "
+                    "--dump-kernels only compile\n");
     return EXIT_USAGE;
   }
   if (dump_placement || dump_kernels)
@@ -484,6 +496,14 @@ int main(int argc, char **argv) {
     output = out_buf;
   }
 
+  /* --profile: fails now, before training, if FILE cannot be written */
+  gcc_profiler *prof = NULL;
+  if (profile_path && gcc_profiler_create(profile_path, &prof, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    gcc_graph_free(model);
+    return EXIT_RUN;
+  }
+
   gcc_session_options so = {0};
   so.threads = (int)threads;
   so.opt = t->opt;
@@ -511,6 +531,7 @@ int main(int argc, char **argv) {
   if (gcc_session_create(model, &so, &s, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     gcc_cuda_backend_destroy(cuda);
+    gcc_profiler_destroy(prof);
     gcc_graph_free(model);
     return d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_DEVICE
                                                                             : EXIT_MODEL;
@@ -545,6 +566,7 @@ int main(int argc, char **argv) {
   cfg.stop = &g_stop;
   cfg.dataset_on_device = dataset_on_device;
   cfg.note = stderr;
+  cfg.profiler = prof;
   gcc_train_report r;
   gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
   int rc = 0;
@@ -590,8 +612,26 @@ int main(int argc, char **argv) {
       gcc_graph_free(trained);
     }
   }
+  /* the trace of a completed or interrupted (Ctrl-C) run; none after a
+   * failure, whose message is the thing to read */
+  if (prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
+    gcc_diag pd = {0};
+    int64_t t0 = gcc_prof_now();
+    gcc_status ps = gcc_profiler_write(prof, &pd);
+    int64_t t1 = gcc_prof_now();
+    if (ps == GCC_OK)
+      ps = gcc_profiler_print_table(prof, stdout, &pd);
+    if (ps != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", pd.msg);
+      if (rc == 0)
+        rc = EXIT_RUN;
+    } else {
+      printf("trace written to %s in %.1f ms\n", profile_path, 1e-6 * (double)(t1 - t0));
+    }
+  }
   gcc_session_destroy(s);
   gcc_cuda_backend_destroy(cuda);
+  gcc_profiler_destroy(prof);
   gcc_graph_free(model);
   return rc;
 }

@@ -1,6 +1,8 @@
 #include "runtime/session.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +52,11 @@ struct gcc_session {
   int64_t ds_n, ds_xw;
   void *ds_x, *ds_y;
   int64_t *ds_perm;
+  /* --profile: NULL track = off */
+  gcc_profiler *prof;
+  gcc_prof_track *track;
+  int site_step, site_eval;
+  int64_t eval_batches; /* evaluation batches run while profiling */
 };
 
 static size_t round_up(size_t n) {
@@ -232,6 +239,31 @@ static void *bind_persistent(void *user, const gcc_graph *g, int v) {
   }
 }
 
+static void plan_label(gcc_mode mode, int64_t rows, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s b%" PRId64, mode == GCC_MODE_TRAIN ? "train" : "eval", rows);
+}
+
+gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof_track *track,
+                                    gcc_diag *d) {
+  s->prof = NULL;
+  s->track = NULL;
+  for (int i = 0; i < s->n_plans; i++) {
+    char label[64];
+    plan_label(s->plans[i].mode, s->plans[i].rows, label, sizeof label);
+    if (s->plans[i].plan) /* device plans are profiled per step only */
+      GCC_TRY(gcc_plan_set_profiler(s->plans[i].plan, prof, track, label, d));
+  }
+  if (!prof || !track)
+    return GCC_OK;
+  s->site_step = gcc_profiler_site(prof, GCC_PROF_STEP, "train step", NULL, NULL, NULL, 0, 0);
+  s->site_eval = gcc_profiler_site(prof, GCC_PROF_EVAL, "eval batch", NULL, NULL, NULL, 0, 0);
+  if (s->site_step < 0 || s->site_eval < 0)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
+  s->prof = prof;
+  s->track = track;
+  return GCC_OK;
+}
+
 static void *bind_device(void *user, const gcc_graph *g, int v) {
   gcc_session *s = user;
   char *host = bind_persistent(user, g, v);
@@ -320,7 +352,22 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
   }
   gcc_options o = plan_options(s, mode, rows);
   gcc_plan *p;
+  int64_t t0 = s->track ? gcc_prof_now() : 0;
   GCC_TRY(gcc_plan_compile(s->model, &o, bind_persistent, s, s->opt.threads, &p, d));
+  if (s->track) {
+    char label[64];
+    plan_label(mode, rows, label, sizeof label);
+    gcc_status ps = gcc_plan_set_profiler(p, s->prof, s->track, label, d);
+    if (ps != GCC_OK) {
+      gcc_plan_free(p);
+      return ps;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "compile %s", label);
+    gcc_prof_record(s->track, gcc_profiler_site(s->prof, GCC_PROF_COMPILE, name, NULL, label,
+                                                NULL, 0, 0),
+                    t0, gcc_prof_now(), s->n_plans);
+  }
   c = new_plan_entry(s, mode, rows);
   c->plan = p;
   *out = p;
@@ -365,6 +412,7 @@ gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const
   pending *pe = &s->pend[s->n_pend];
   memset(pe, 0, sizeof *pe);
   pe->step = s->steps;
+  int64_t t0 = s->track ? gcc_prof_now() : 0;
   if (s->on_device) {
     gcc_dplan *p;
     GCC_TRY(gcc_session_device_plan(s, GCC_MODE_TRAIN, rows, &p, d));
@@ -380,6 +428,8 @@ gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const
     GCC_TRY(gcc_plan_run(p, s->steps, d));
     pe->loss = read_loss(p, &s->model->training);
   }
+  if (s->track) /* on a GPU: the time to issue the step */
+    gcc_prof_record(s->track, s->site_step, t0, gcc_prof_now(), s->steps);
   s->steps++;
   s->n_pend++;
   return GCC_OK;
@@ -551,6 +601,7 @@ gcc_status gcc_session_train_step(gcc_session *s, const void *input, const void 
 gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void *target,
                                   int64_t rows, float *loss, int64_t *correct,
                                   const gcc_tensor **pred_out, gcc_diag *d) {
+  int64_t t0 = s->track ? gcc_prof_now() : 0;
   const gcc_training *t = &s->model->training;
   const gcc_tensor *pred = NULL, *tgt = NULL;
   gcc_tensor tgt_host;
@@ -600,6 +651,8 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
     }
     *correct = ok;
   }
+  if (s->track)
+    gcc_prof_record(s->track, s->site_eval, t0, gcc_prof_now(), s->eval_batches++);
   return GCC_OK;
 }
 

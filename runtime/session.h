@@ -119,6 +119,16 @@ float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel);
  * floats), or NULL. */
 float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel);
 
+/* Profiling (gcc-train --profile): from now on, every training step and
+ * evaluation batch records a "step" / "eval" event on `track` (args: the
+ * optimizer step / a count of evaluation batches),
+ * every plan compile a "compile" event, and every plan (compiled already or
+ * later) its per-node events (gcc_plan_set_profiler, labelled "train bN" /
+ * "eval bN"). NULL turns it off; the profiler must outlive its use here.
+ * Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof_track *track,
+                                    gcc_diag *d);
+
 /* Optimizer steps taken so far. */
 int64_t gcc_session_steps(const gcc_session *s);
 

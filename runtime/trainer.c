@@ -35,6 +35,9 @@ typedef struct source {
   float *bx, *by;
   uint64_t seed;
   int eval_mode;
+  /* --profile: waits for a batch on the trainer's thread */
+  gcc_prof_track *track;
+  int site_wait[2]; /* train, eval */
 } source;
 
 static void source_free(source *src) {
@@ -120,9 +123,12 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
   o.mean = t->n_mean ? t->mean[0] : 0.0f;
   o.std = t->n_std ? t->std[0] : 1.0f;
   o.prefetch = 1;
+  o.profiler = cfg->profiler;
+  o.profile_name = "data loader (train)";
   GCC_TRY(gcc_dataloader_create(&src->train, &o, &src->train_dl, d));
   o.batch_size = cfg->eval_batch;
   o.shuffle = 0;
+  o.profile_name = "data loader (test)";
   return gcc_dataloader_create(&src->test, &o, &src->test_dl, d);
 }
 
@@ -153,7 +159,22 @@ static gcc_status source_start(source *src, int eval, int64_t epoch, gcc_diag *d
   return gcc_dataloader_start_epoch(eval ? src->test_dl : src->train_dl, epoch, d);
 }
 
-static gcc_status source_next(source *src, int eval, batch *b, int *has, gcc_diag *d) {
+static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, gcc_diag *d);
+
+/* The next batch; with --profile, the time the trainer waits for it (or
+ * assembles it, for inline data) is a "wait" event. */
+static gcc_status source_next(source *src, int eval, int64_t index, batch *b, int *has,
+                              gcc_diag *d) {
+  if (!src->track)
+    return source_next_batch(src, eval, b, has, d);
+  int64_t t0 = gcc_prof_now();
+  gcc_status s = source_next_batch(src, eval, b, has, d);
+  if (s == GCC_OK && *has)
+    gcc_prof_record(src->track, src->site_wait[eval], t0, gcc_prof_now(), index);
+  return s;
+}
+
+static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, gcc_diag *d) {
   if (src->is_inline) {
     int64_t rows = src->n - src->pos;
     if (rows > src->batch_size)
@@ -197,10 +218,10 @@ static gcc_status evaluate(gcc_session *s, source *src, gcc_train_report *r, gcc
   GCC_TRY(source_start(src, 1, 0, d));
   double loss_sum = 0;
   int64_t correct = 0, n = 0, classification = 1;
-  for (;;) {
+  for (int64_t k = 0;; k++) {
     batch b;
     int has;
-    GCC_TRY(source_next(src, 1, &b, &has, d));
+    GCC_TRY(source_next(src, 1, k, &b, &has, d));
     if (!has)
       break;
     float loss;
@@ -287,15 +308,30 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   if (!losses)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (losses)");
   report->test_accuracy = -1;
+  /* --profile: the "main" track first, so that it is the trace's first thread */
+  gcc_prof_track *track = cfg->profiler ? gcc_profiler_track(cfg->profiler, "main") : NULL;
   source src;
   gcc_status st = open_source(&src, model, cfg, d);
   int on_device = 0;
   if (st == GCC_OK && cfg->epochs > 0)
     st = maybe_upload(s, model, &src, cfg, &on_device, d);
   report->dataset_on_device = on_device;
+  int site_epoch = -1, site_evaluate = -1;
+  if (st == GCC_OK && track) {
+    gcc_profiler *pr = cfg->profiler;
+    src.track = track;
+    src.site_wait[0] = gcc_profiler_site(pr, GCC_PROF_WAIT, "wait for batch (train)", NULL, NULL,
+                                         NULL, 0, 0);
+    src.site_wait[1] = gcc_profiler_site(pr, GCC_PROF_WAIT, "wait for batch (eval)", NULL, NULL,
+                                         NULL, 0, 0);
+    site_epoch = gcc_profiler_site(pr, GCC_PROF_PHASE, "epoch", NULL, NULL, NULL, 0, 0);
+    site_evaluate = gcc_profiler_site(pr, GCC_PROF_PHASE, "evaluate", NULL, NULL, NULL, 0, 0);
+    st = gcc_session_set_profiler(s, pr, track, d);
+  }
   FILE *out = cfg->out ? cfg->out : stdout;
   const char *test_name = src.is_inline ? "train-set" : "test";
   for (int64_t epoch = 0; st == GCC_OK && epoch < cfg->epochs; epoch++) {
+    int64_t epoch_t0 = track ? gcc_prof_now() : 0;
     double t0 = now_seconds(), window = 0, epoch_loss = 0;
     int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = 0, epoch_samples = 0;
     int issued = 0;
@@ -319,7 +355,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
           break;
         st = gcc_session_train_step_uploaded(s, first, b.rows, d);
       } else {
-        st = source_next(&src, 0, &b, &has, d);
+        st = source_next(&src, 0, epoch_batches, &b, &has, d);
         if (st != GCC_OK || !has)
           break;
         st = gcc_session_train_step_async(s, b.x, b.y, b.rows, d);
@@ -368,6 +404,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     }
     double secs = now_seconds() - t0;
     report->train_seconds += secs;
+    if (track)
+      gcc_prof_record(track, site_epoch, epoch_t0, gcc_prof_now(), epoch);
     if (st != GCC_OK && st != GCC_ERR_INTERRUPTED)
       break;
     if (epoch_batches == 0)
@@ -380,7 +418,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     if (st == GCC_ERR_INTERRUPTED)
       break;
     gcc_diag ed = {0};
+    int64_t eval_t0 = track ? gcc_prof_now() : 0;
     gcc_status es = evaluate(s, &src, report, &ed);
+    if (track)
+      gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), epoch);
     if (es != GCC_OK) {
       *d = ed;
       st = es;
@@ -405,7 +446,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       break;
   }
   if (st == GCC_OK && cfg->epochs == 0) { /* --epochs 0: evaluate the model as it is */
+    int64_t eval_t0 = track ? gcc_prof_now() : 0;
     st = evaluate(s, &src, report, d);
+    if (track)
+      gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), 0);
     if (st == GCC_OK && !cfg->quiet) {
       if (report->test_accuracy >= 0)
         fprintf(out, "untrained: %s accuracy %.2f%%, %s loss %.4f\n", test_name,
@@ -418,5 +462,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     report->samples_per_sec = (double)report->samples / report->train_seconds;
   source_free(&src);
   free(losses);
+  if (track) /* the session may outlive the profiler: detach it */
+    gcc_session_set_profiler(s, NULL, NULL, NULL);
   return st;
 }

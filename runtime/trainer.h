@@ -40,6 +40,10 @@ typedef struct gcc_train_config {
    * are gathered on the device: no H2D per step. MNIST datasets only. */
   int dataset_on_device;
   FILE *note;                  /* where the dataset-on-device decision is said (stderr) */
+  gcc_profiler *profiler; /* --profile: non-NULL records the run on a "main" track
+                             (steps, ops, waits for a batch, epochs, evaluations)
+                             and on one track per data-loader thread; see
+                             profile.h. The caller writes it afterwards. */
 } gcc_train_config;
 
 typedef struct gcc_train_report {
