@@ -22,12 +22,11 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
+#include "runtime/bundle.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
-
-#define GCC_TRAIN_VERSION "0.1.0"
 
 enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 130 };
 
@@ -81,6 +80,13 @@ static void usage(FILE *f) {
           "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
           "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
           "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
+          "  --export FILE       after training (with --epochs 0: the model as it is), write\n"
+          "                      a .gccx deployment bundle for gcc-run (atomically)\n"
+          "  --export-archs LIST CUDA architectures to put cubins for in the bundle, e.g.\n"
+          "                      sm_80,sm_90 (default: the GPU's, else sm_80,sm_90), plus\n"
+          "                      PTX of the newest for later GPUs\n"
+          "  --predictions FILE  write the final evaluation's predicted class of every test\n"
+          "                      sample as CSV (index,class), atomically\n"
           "  --quiet             only errors and the final summary line\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -270,6 +276,58 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
   return rc;
 }
 
+/* --predictions: the predicted class (argmax of the prediction, the first
+ * on ties, as the accuracy counts it) of every sample of the last
+ * evaluation. */
+typedef struct predictions {
+  int64_t *cls;
+  int64_t n, cap;
+} predictions;
+
+static void collect_predictions(void *user, int64_t first_row, const gcc_tensor *pred,
+                                int64_t rows) {
+  predictions *p = user;
+  if (first_row == 0)
+    p->n = 0;
+  if (pred->dtype != GCC_DT_FLOAT32 || pred->shape.ndim != 2)
+    return;
+  if (first_row + rows > p->cap) {
+    int64_t cap = (first_row + rows) * 2;
+    int64_t *c = realloc(p->cls, (size_t)cap * sizeof *c);
+    if (!c)
+      return; /* write_predictions reports the shortfall */
+    p->cls = c;
+    p->cap = cap;
+  }
+  int64_t c = pred->shape.dims[1];
+  const float *x = pred->data;
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; j++)
+      if (x[i * c + j] > x[i * c + best])
+        best = j;
+    p->cls[first_row + i] = best;
+  }
+  p->n = first_row + rows;
+}
+
+static gcc_status write_predictions(const predictions *p, const char *path, gcc_diag *d) {
+  if (p->n == 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--predictions %s: no evaluation ran (or the model is no classifier)",
+                        path);
+  size_t cap = 16 + (size_t)p->n * 24, len = 0;
+  char *buf = malloc(cap);
+  if (!buf)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (--predictions)");
+  len += (size_t)snprintf(buf, cap, "index,class\n");
+  for (int64_t i = 0; i < p->n; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%" PRId64 ",%" PRId64 "\n", i, p->cls[i]);
+  gcc_status s = gcc_write_file_atomic(path, buf, len, d);
+  free(buf);
+  return s;
+}
+
 int main(int argc, char **argv) {
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
@@ -280,7 +338,8 @@ int main(int argc, char **argv) {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
-    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE
+    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_EXPORT,
+    OPT_EXPORT_ARCHS, OPT_PREDICTIONS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -302,6 +361,9 @@ int main(int argc, char **argv) {
       {"strict-placement", no_argument, 0, OPT_STRICT},
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
+      {"export", required_argument, 0, OPT_EXPORT},
+      {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
+      {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -313,7 +375,8 @@ int main(int argc, char **argv) {
   float lr = -1.0f;
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
-  const char *dump_kernels = NULL;
+  const char *dump_kernels = NULL, *export_path = NULL, *export_archs = NULL;
+  const char *predictions_path = NULL;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -336,6 +399,9 @@ int main(int argc, char **argv) {
     case OPT_STRICT: strict = 1; break;
     case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
+    case OPT_EXPORT: export_path = optarg; break;
+    case OPT_EXPORT_ARCHS: export_archs = optarg; break;
+    case OPT_PREDICTIONS: predictions_path = optarg; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -390,6 +456,39 @@ int main(int argc, char **argv) {
   if (gcc_device_info_from_arch(cuda_arch, 0, &arch_info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
+  }
+  gcc_export_options eo = {0};
+  eo.use_kernel_cache = !g_no_kernel_cache;
+  if (export_archs && gcc_export_parse_archs(export_archs, &eo, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if (export_archs && !export_path) {
+    fprintf(stderr, "gcc-train: --export-archs needs --export FILE\n");
+    return EXIT_USAGE;
+  }
+  if ((export_path || predictions_path) && (dump_placement || dump_kernels)) {
+    fprintf(stderr, "gcc-train: --export and --predictions run after training; they do not "
+                    "combine with --dump-placement or --dump-kernels\n");
+    return EXIT_USAGE;
+  }
+  if (export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
+    char why[512];
+    gcc_device_info gi;
+    gcc_diag ignore = {0};
+    if (gcc_cuda_device_count(why, sizeof why) > 0 &&
+        gcc_device_info_cuda(0, &gi, &ignore) == GCC_OK) {
+      char list[32];
+      snprintf(list, sizeof list, "sm_%d%d", gi.cc_major, gi.cc_minor);
+      if (gcc_export_parse_archs(list, &eo, &d) != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        return EXIT_USAGE;
+      }
+    } else {
+      eo.archs[0] = 80;
+      eo.archs[1] = 90;
+      eo.n_archs = 2;
+    }
   }
   if (dump_placement || dump_kernels)
     return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch,
@@ -494,6 +593,11 @@ int main(int argc, char **argv) {
   cfg.progress = !quiet && isatty(fileno(stdout));
   cfg.out = stdout;
   cfg.stop = &g_stop;
+  predictions preds = {0};
+  if (predictions_path) {
+    cfg.on_eval_batch = collect_predictions;
+    cfg.eval_user = &preds;
+  }
   gcc_train_report r;
   gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
   int rc = 0;
@@ -516,18 +620,42 @@ int main(int argc, char **argv) {
       printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; final "
              "loss %.6f\n",
              r.epochs_done, r.steps, r.train_seconds, r.samples_per_sec, r.test_loss);
-    if (!no_output) {
-      gcc_graph *trained = NULL;
-      if (gcc_session_export(s, &trained, &d) != GCC_OK ||
-          gcc_model_save(trained, output, &d) != GCC_OK) {
+    gcc_graph *trained = NULL;
+    if ((!no_output || export_path) && gcc_session_export(s, &trained, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      rc = EXIT_RUN;
+    }
+    if (rc == 0 && !no_output) {
+      if (gcc_model_save(trained, output, &d) != GCC_OK) {
         fprintf(stderr, "gcc-train: %s\n", d.msg);
         rc = EXIT_RUN;
       } else if (!quiet) {
         printf("saved the trained model to %s\n", output);
       }
-      gcc_graph_free(trained);
     }
+    if (rc == 0 && predictions_path) {
+      if (write_predictions(&preds, predictions_path, &d) != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        rc = EXIT_RUN;
+      } else if (!quiet) {
+        printf("wrote %" PRId64 " predictions to %s\n", preds.n, predictions_path);
+      }
+    }
+    if (rc == 0 && export_path) {
+      gcc_status es = gcc_export_bundle(trained, &eo, export_path, &d);
+      if (es != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        rc = es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+      } else if (!quiet) {
+        printf("exported the inference graph to %s (cubin for", export_path);
+        for (int i = 0; i < eo.n_archs; i++)
+          printf("%s sm_%d", i ? "," : "", eo.archs[i]);
+        printf(", PTX for compute_%d)\n", eo.archs[eo.n_archs - 1]);
+      }
+    }
+    gcc_graph_free(trained);
   }
+  free(preds.cls);
   gcc_session_destroy(s);
   gcc_graph_free(model);
   return rc;

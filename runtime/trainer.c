@@ -193,7 +193,8 @@ static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int
   fflush(out);
 }
 
-static gcc_status evaluate(gcc_session *s, source *src, gcc_train_report *r, gcc_diag *d) {
+static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *cfg,
+                           gcc_train_report *r, gcc_diag *d) {
   GCC_TRY(source_start(src, 1, 0, d));
   double loss_sum = 0;
   int64_t correct = 0, n = 0, classification = 1;
@@ -205,7 +206,10 @@ static gcc_status evaluate(gcc_session *s, source *src, gcc_train_report *r, gcc
       break;
     float loss;
     int64_t ok;
-    GCC_TRY(gcc_session_eval_batch(s, b.x, b.y, b.rows, &loss, &ok, NULL, d));
+    const gcc_tensor *pred = NULL;
+    GCC_TRY(gcc_session_eval_batch(s, b.x, b.y, b.rows, &loss, &ok, &pred, d));
+    if (cfg->on_eval_batch && pred)
+      cfg->on_eval_batch(cfg->eval_user, n, pred, b.rows);
     loss_sum += (double)loss * (double)b.rows; /* batch means -> sample mean */
     n += b.rows;
     if (ok < 0)
@@ -288,7 +292,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     if (st == GCC_ERR_INTERRUPTED)
       break;
     gcc_diag ed = {0};
-    gcc_status es = evaluate(s, &src, report, &ed);
+    gcc_status es = evaluate(s, &src, cfg, report, &ed);
     if (es != GCC_OK) {
       *d = ed;
       st = es;
@@ -313,7 +317,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       break;
   }
   if (st == GCC_OK && cfg->epochs == 0) { /* --epochs 0: evaluate the model as it is */
-    st = evaluate(s, &src, report, d);
+    st = evaluate(s, &src, cfg, report, d);
     if (st == GCC_OK && !cfg->quiet) {
       if (report->test_accuracy >= 0)
         fprintf(out, "untrained: %s accuracy %.2f%%, %s loss %.4f\n", test_name,

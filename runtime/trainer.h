@@ -33,6 +33,13 @@ typedef struct gcc_train_config {
   int progress;           /* draw a progress bar on `out` (a TTY) */
   FILE *out;              /* where the log goes (stdout) */
   volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): stop after this batch */
+  /* If not NULL, called for every batch of every evaluation with the
+   * prediction tensor (float32 (rows, C) for a classifier; valid during the
+   * call only). `first_row` is the index of the batch's first test sample:
+   * 0 starts a new evaluation, so the last calls describe the final one
+   * (gcc-train --predictions). */
+  void (*on_eval_batch)(void *user, int64_t first_row, const gcc_tensor *pred, int64_t rows);
+  void *eval_user;
 } gcc_train_config;
 
 typedef struct gcc_train_report {
