@@ -47,17 +47,18 @@ int main(int argc, char **argv) {
   gccx_bundle *b = NULL;
   gccx_session *s = NULL;
   gccx_session_options o = {"cpu", 1, 1}; /* the CPU, one thread, one image per run */
-  const float *probs = NULL;
+  const float *probs = NULL, *logits = NULL;
   int64_t rows = 0, classes = 0;
   int rc = 1;
   if (gccx_bundle_open(argv[1], &b, &d) == GCC_OK &&
       gccx_session_create(b, &o, &s, NULL, 0, &d) == GCC_OK &&
       gccx_set_input_images(s, images + index * dims[1] * dims[2], 1, &d) == GCC_OK &&
       gccx_run(s, &d) == GCC_OK &&
+      gccx_get_output(s, "logits", &logits, &rows, &classes, &d) == GCC_OK &&
       gccx_get_output(s, "probabilities", &probs, &rows, &classes, &d) == GCC_OK) {
-    int64_t best = 0;
+    int64_t best = 0; /* argmax of the logits, the first on ties (as gcc-run) */
     for (int64_t j = 1; j < classes; j++)
-      if (probs[j] > probs[best])
+      if (logits[j] > logits[best])
         best = j;
     printf("image %lld: class %" PRId64 " (probability %.4f)\n", index, best,
            (double)probs[best]);

@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
   uint8_t *pixels = NULL, *labels = NULL;
   float *floats = NULL;
   int64_t n = 0;
-  char sh[128];
+  char sh[128], sh2[128];
   if (sniff_npy(input)) {
     gcc_shape s;
     if (gcc_npy_read_f32(input, &s, &floats, &d) != GCC_OK) {
@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
       if (per != per_sample || s.ndim < 2) {
         fprintf(stderr, "gcc-run: %s: array of shape %s, but input '%s' takes %s (n first)\n",
                 input, gcc_shape_str(&s, sh, sizeof sh), info->input.name,
-                gcc_shape_str(&info->input.shape, sh + 64, 64));
+                gcc_shape_str(&info->input.shape, sh2, sizeof sh2));
         rc = EXIT_RUN;
       }
     }
