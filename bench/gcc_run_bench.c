@@ -8,7 +8,10 @@
  *   - batch-1 latency: 2000 timed runs after 100 warm-up runs, one test
  *     image each (cycling through the test set); median and p90 in µs;
  *   - batch-1024 throughput: 60 timed runs after 5 warm-up runs over
- *     consecutive 1024-image slices; images/s from the median run time.
+ *     consecutive 1024-image slices; images/s from the median run time;
+ *   - for reference, batch-1 latency of the same forward pass through
+ *     gcc-train's evaluation (gcc_session_eval_batch on models/mnist_mlp.pb:
+ *     logits and the loss, no softmax), measured the same way.
  *
  *   bazel run -c opt //bench:gcc_run_bench -- [BUNDLE.gccx] [--threads N] [--data DIR]
  *
@@ -26,6 +29,7 @@
 #include "graph/loader.h"
 #include "runtime/dataset.h"
 #include "runtime/gcc_api.h"
+#include "runtime/session.h"
 
 static double now(void) {
   struct timespec ts;
@@ -64,6 +68,42 @@ static int time_runs(gccx_session *s, const gcc_dataset *ds, int64_t rows, int w
     at += rows;
   }
   return 1;
+}
+
+/* gcc-train's evaluation forward at batch 1 (median seconds), or -1. */
+static double session_latency(const gcc_dataset *ds, int threads, int runs, double *t) {
+  gcc_diag d = {0};
+  gcc_graph *m = NULL;
+  gcc_session *s = NULL;
+  double r = -1;
+  if (gcc_model_load("models/mnist_mlp.pb", &m, &d) == GCC_OK) {
+    gcc_session_options so = {0};
+    so.threads = threads;
+    so.opt = m->training.opt;
+    if (gcc_session_create(m, &so, &s, &d) == GCC_OK) {
+      float x[784], loss;
+      int64_t label = 0, correct;
+      int ok = 1;
+      for (int i = -100; i < runs && ok; i++) {
+        const uint8_t *px = ds->images + (size_t)((i + 100) % ds->n) * 784;
+        double t0 = now();
+        for (int k = 0; k < 784; k++) /* the data loader's normalization */
+          x[k] = ((float)px[k] / 255.0f - m->training.mean[0]) / m->training.std[0];
+        ok = gcc_session_eval_batch(s, x, &label, 1, &loss, &correct, NULL, &d) == GCC_OK;
+        if (i >= 0)
+          t[i] = now() - t0;
+      }
+      if (ok) {
+        qsort(t, (size_t)runs, sizeof t[0], cmp_double);
+        r = t[runs / 2];
+      }
+    }
+  }
+  if (r < 0)
+    fprintf(stderr, "gcc_run_bench: session reference: %s\n", d.msg);
+  gcc_session_destroy(s);
+  gcc_graph_free(m);
+  return r;
 }
 
 int main(int argc, char **argv) {
@@ -130,6 +170,10 @@ int main(int argc, char **argv) {
     printf("| batch-1 latency, p90 | %.1f us |\n", 1e6 * lat[LAT_RUNS * 9 / 10]);
     printf("| batch-%d run, median | %.2f ms |\n", BIG, 1e3 * tput[TPUT_RUNS / 2]);
     printf("| batch-%d throughput | %.0f images/s |\n", BIG, BIG / tput[TPUT_RUNS / 2]);
+    double ref = session_latency(&ds, threads, LAT_RUNS, lat);
+    if (ref >= 0)
+      printf("| reference: gcc-train evaluation forward, batch 1, median | %.1f us |\n",
+             1e6 * ref);
     rc = 0;
   } else {
     fail(&d);

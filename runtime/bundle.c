@@ -237,10 +237,13 @@ static gcc_status read_manifest(gcc_bundle *b, gcc_diag *d) {
   if (!json_is_string(schema) || strcmp(json_string_value(schema), "gcc-train.bundle/1") != 0)
     return bad(b, d, "manifest: schema is not gcc-train.bundle/1", NULL);
   json_t *fv = json_object_get(m, "format_version");
-  if (!json_is_integer(fv) || json_integer_value(fv) != GCC_BUNDLE_FORMAT_VERSION)
+  if (!json_is_integer(fv))
+    return bad(b, d, "manifest: missing format_version", NULL);
+  if (json_integer_value(fv) != GCC_BUNDLE_FORMAT_VERSION)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: manifest: format version %s, this gcc-run reads version %u",
-                        b->source, json_is_integer(fv) ? "other than the header's" : "missing",
+                        "%s: manifest: bundle format version %" PRId64 ", but this gcc-train (%s) "
+                        "reads version %u",
+                        b->source, (int64_t)json_integer_value(fv), GCC_TRAIN_VERSION,
                         GCC_BUNDLE_FORMAT_VERSION);
   b->info.format_version = GCC_BUNDLE_FORMAT_VERSION;
   const char *keys[3] = {"gcc_train_version", "created", "model"};

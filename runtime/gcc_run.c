@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "graph/loader.h"
 #include "runtime/dataset.h"
@@ -68,14 +67,15 @@ static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) 
   return 1;
 }
 
-/* The first bytes of a file, through zlib so that .gz is seen decompressed. */
+/* 1 if the file starts with the .npy magic (anything else is read as IDX,
+ * gz or plain, whose reader names what is wrong). */
 static int sniff_npy(const char *path) {
-  gzFile f = gzopen(path, "rb");
+  FILE *f = fopen(path, "rb");
   if (!f)
     return 0;
   uint8_t head[6];
-  int n = gzread(f, head, sizeof head);
-  gzclose(f);
+  size_t n = fread(head, 1, sizeof head, f);
+  fclose(f);
   return n == 6 && gcc_npy_is_npy(head, 6);
 }
 
