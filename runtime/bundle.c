@@ -283,6 +283,20 @@ static gcc_status read_manifest(gcc_bundle *b, gcc_diag *d) {
       return bad(b, d, "manifest: malformed cubin_archs", NULL);
     b->info.cubin_archs[i] = a;
   }
+  json_t *batches = json_object_get(m, "batch_sizes");
+  if (!json_is_array(batches) || json_array_size(batches) > GCC_BUNDLE_MAX_BATCHES)
+    return bad(b, d, "manifest: malformed batch_sizes", NULL);
+  b->info.n_batch_sizes = (int)json_array_size(batches);
+  for (int i = 0; i < b->info.n_batch_sizes; i++) {
+    json_t *v = json_array_get(batches, (size_t)i);
+    if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+        json_integer_value(v) > INT32_MAX ||
+        (i > 0 && json_integer_value(v) <= b->info.batch_sizes[i - 1]))
+      return bad(b, d, "manifest: malformed batch_sizes", NULL);
+    b->info.batch_sizes[i] = json_integer_value(v);
+  }
+  if (b->info.n_cubin_archs > 0 && b->info.n_batch_sizes == 0)
+    return bad(b, d, "manifest: cubins without batch_sizes", NULL);
   json_t *ptx = json_object_get(m, "ptx");
   if (json_is_string(ptx)) {
     b->info.ptx_arch = parse_arch(json_string_value(ptx), "compute_");
@@ -350,17 +364,21 @@ static gcc_status read_manifest(gcc_bundle *b, gcc_diag *d) {
   for (int i = 0; i < 3; i++)
     if (!find_section(b, req[i]))
       return gcc_diag_set(d, GCC_ERR_PARSE, "%s: missing section '%s'", b->source, req[i]);
-  for (int i = 0; i < b->info.n_cubin_archs; i++) {
-    const char *kinds[3] = {"cubin", "kernels", "plan"};
-    for (int k = 0; k < 3; k++) {
-      char name[64];
-      snprintf(name, sizeof name, "%s.sm_%d", kinds[k], b->info.cubin_archs[i]);
-      if (!find_section(b, name))
-        return gcc_diag_set(d, GCC_ERR_PARSE, "%s: missing section '%s'", b->source, name);
+  for (int j = 0; j < b->info.n_batch_sizes; j++) {
+    int64_t n = b->info.batch_sizes[j];
+    char name[64];
+    for (int i = 0; i < b->info.n_cubin_archs; i++) {
+      const char *kinds[3] = {"cubin", "kernels", "plan"};
+      for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof name, "%s.sm_%d.b%" PRId64, kinds[k], b->info.cubin_archs[i], n);
+        if (!find_section(b, name))
+          return gcc_diag_set(d, GCC_ERR_PARSE, "%s: missing section '%s'", b->source, name);
+      }
     }
+    snprintf(name, sizeof name, "ptx.b%" PRId64, n);
+    if (b->info.ptx_arch && !find_section(b, name))
+      return gcc_diag_set(d, GCC_ERR_PARSE, "%s: missing section '%s'", b->source, name);
   }
-  if (b->info.ptx_arch && !find_section(b, "ptx"))
-    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: missing section 'ptx'", b->source);
   return GCC_OK;
 }
 
@@ -638,19 +656,41 @@ gcc_status gcc_kernel_image_select(const int *cubin_archs, int n_cubins, int ptx
                       why_ptx, device_arch);
 }
 
-gcc_status gcc_bundle_kernel_image(const gcc_bundle *b, int device_arch, const char *device,
-                                   gcc_kernel_image *img, const void **image, size_t *image_size,
-                                   const char **launches, gcc_diag *d) {
+int64_t gcc_bundle_batch_for(const gcc_bundle *b, int64_t rows) {
+  for (int i = 0; i < b->info.n_batch_sizes; i++)
+    if (b->info.batch_sizes[i] >= rows)
+      return b->info.batch_sizes[i];
+  return 0;
+}
+
+gcc_status gcc_bundle_kernel_image(const gcc_bundle *b, int device_arch, int64_t batch,
+                                   const char *device, gcc_kernel_image *img, const void **image,
+                                   size_t *image_size, const char **launches, gcc_diag *d) {
+  int known = 0;
+  char list[256] = "";
+  size_t o = 0;
+  for (int i = 0; i < b->info.n_batch_sizes; i++) {
+    known |= b->info.batch_sizes[i] == batch;
+    if (o < sizeof list)
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s%" PRId64, i ? ", " : "",
+                            b->info.batch_sizes[i]);
+  }
+  if (!known)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: the bundle has CUDA kernels for batch sizes %s, not %" PRId64
+                        " (pad the batch to one of them, or re-export with "
+                        "--export-batch-sizes)",
+                        b->source, list[0] ? list : "(none)", batch);
   GCC_TRY(gcc_kernel_image_select(b->info.cubin_archs, b->info.n_cubin_archs, b->info.ptx_arch,
                                   device_arch, device, img, d));
   char name[64], kname[64];
   if (img->kind == GCC_IMAGE_CUBIN)
-    snprintf(name, sizeof name, "cubin.sm_%d", img->arch);
+    snprintf(name, sizeof name, "cubin.sm_%d.b%" PRId64, img->arch, batch);
   else
-    snprintf(name, sizeof name, "ptx");
+    snprintf(name, sizeof name, "ptx.b%" PRId64, batch);
   /* the PTX comes from the newest architecture's compilation: its launch
    * manifest is that architecture's */
-  snprintf(kname, sizeof kname, "kernels.sm_%d", img->arch);
+  snprintf(kname, sizeof kname, "kernels.sm_%d.b%" PRId64, img->arch, batch);
   const section *s = find_section(b, name), *k = find_section(b, kname);
   if (!s || !k)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: section '%s' or '%s' vanished", b->source, name,

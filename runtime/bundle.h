@@ -30,13 +30,20 @@
  *                  their data (float32 parameters and constants)
  *   plan.cpu       the CPU plan's placement and memory report (JSON, schema
  *                  of runtime/placement_report.h), batch 1
- *   plan.sm_XX     the same for a CUDA device of architecture sm_XX
- *   kernels.sm_XX  the launch manifest of the plan's generated kernels
- *                  (codegen/emit.h, schema "gcc-train.kernels/1")
- *   cubin.sm_XX    the kernels compiled by NVRTC to SASS for sm_XX
- *   ptx            the same kernels as PTX for compute_XX of the newest
- *                  architecture, which the driver JIT-compiles on newer GPUs
- *   source         the CUDA C they were compiled from (for inspection)
+ *
+ * and, because generated kernels have their shapes as compile-time
+ * constants (codegen/emit.h), per CUDA architecture sm_XX and per batch
+ * size N of the manifest's batch_sizes:
+ *   plan.sm_XX.bN     the CUDA plan's placement and memory report
+ *   kernels.sm_XX.bN  the launch manifest of its generated kernels
+ *                     (codegen/emit.h, schema "gcc-train.kernels/1")
+ *   cubin.sm_XX.bN    the kernels compiled by NVRTC to SASS for sm_XX
+ *   ptx.bN            the same kernels as PTX for compute_XX of the newest
+ *                     architecture, which the driver JIT-compiles on newer
+ *                     GPUs
+ *   source.bN         the CUDA C they were compiled from (for inspection)
+ * A CUDA executor runs a batch of another size padded to the next larger
+ * exported size (gcc_bundle_batch_for); the CPU compiles any batch size.
  *
  * Reading rejects, with GCC_ERR_PARSE and a message naming the file and,
  * where one is at fault, the section: a file shorter than the header, a
@@ -67,6 +74,7 @@ extern "C" {
 #define GCC_BUNDLE_MAGIC "GCCX\r\n\x1a\n"
 #define GCC_BUNDLE_HEADER_BYTES 24
 #define GCC_BUNDLE_MAX_ARCHS 16
+#define GCC_BUNDLE_MAX_BATCHES 8
 
 /* ---- the inference graph ------------------------------------------------ */
 
@@ -90,6 +98,10 @@ typedef struct gcc_export_options {
    * largest. */
   int archs[GCC_BUNDLE_MAX_ARCHS];
   int n_archs;
+  /* Batch sizes to generate CUDA kernels for, ascending, n_batch_sizes in
+   * [0, GCC_BUNDLE_MAX_BATCHES]; 0 sizes: 1 and 1000 (gcc-run's default). */
+  int64_t batch_sizes[GCC_BUNDLE_MAX_BATCHES];
+  int n_batch_sizes;
   int use_kernel_cache; /* read/write the NVRTC kernel cache (codegen/kernel_cache.h) */
   int64_t created;      /* creation time, seconds since the epoch (0: now) */
 } gcc_export_options;
@@ -99,6 +111,11 @@ typedef struct gcc_export_options {
  * Errors: GCC_ERR_INVALID_ARGUMENT naming the flag and the bad entry;
  * GCC_ERR_UNSUPPORTED for an architecture NVRTC cannot target. */
 gcc_status gcc_export_parse_archs(const char *list, gcc_export_options *o, gcc_diag *d);
+
+/* Parses "1,1000" (comma-separated integers in [1, 2^31), no duplicates)
+ * into o->batch_sizes / o->n_batch_sizes (sorted). Errors:
+ * GCC_ERR_INVALID_ARGUMENT naming --export-batch-sizes and the entry. */
+gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o, gcc_diag *d);
 
 /* Writes the bundle of `model` (a trained model with its training spec;
  * its initializers hold the weights to ship) to `path`, atomically (temp
@@ -132,6 +149,8 @@ typedef struct gcc_bundle_info {
   int cubin_archs[GCC_BUNDLE_MAX_ARCHS]; /* 10 * major + minor, ascending */
   int n_cubin_archs;
   int ptx_arch;                  /* compute_XX of the PTX, 0 if none */
+  int64_t batch_sizes[GCC_BUNDLE_MAX_BATCHES]; /* of the CUDA kernels, ascending */
+  int n_batch_sizes;
 } gcc_bundle_info;
 
 /* Parses and verifies `size` bytes of a bundle (see the top of this file
@@ -183,17 +202,24 @@ gcc_status gcc_kernel_image_select(const int *cubin_archs, int n_cubins, int ptx
                                    int device_arch, const char *device, gcc_kernel_image *out,
                                    gcc_diag *d);
 
+/* The smallest exported batch size >= `rows` (the batch a CUDA executor
+ * pads `rows` rows to), or 0 if rows exceeds them all. */
+int64_t gcc_bundle_batch_for(const gcc_bundle *b, int64_t rows);
+
 /* The hook for the CUDA executor: selects the image for a device of
- * `device_arch` from the bundle (gcc_kernel_image_select) and returns its
+ * `device_arch` and kernels compiled for batch size `batch` (one of the
+ * manifest's batch_sizes) from the bundle (gcc_kernel_image_select) and
+ * returns its
  * bytes (`image`: cubin ELF, or NUL-terminated PTX text; `image_size`
  * without the NUL) and the launch manifest JSON of those kernels
  * (`launches`, NUL-terminated, schema "gcc-train.kernels/1", naming every
  * kernel with its grid, block and arguments). The bytes are owned by the
  * bundle. Load them with cudaLibraryLoadData; NVRTC is not needed. Errors:
- * those of gcc_kernel_image_select. */
-gcc_status gcc_bundle_kernel_image(const gcc_bundle *b, int device_arch, const char *device,
-                                   gcc_kernel_image *img, const void **image, size_t *image_size,
-                                   const char **launches, gcc_diag *d);
+ * those of gcc_kernel_image_select; GCC_ERR_UNSUPPORTED naming the
+ * exported batch sizes when `batch` is not one of them. */
+gcc_status gcc_bundle_kernel_image(const gcc_bundle *b, int device_arch, int64_t batch,
+                                   const char *device, gcc_kernel_image *img, const void **image,
+                                   size_t *image_size, const char **launches, gcc_diag *d);
 
 #ifdef __cplusplus
 }

@@ -155,11 +155,52 @@ gcc_status gcc_export_parse_archs(const char *list, gcc_export_options *o, gcc_d
   return GCC_OK;
 }
 
+gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o, gcc_diag *d) {
+  o->n_batch_sizes = 0;
+  const char *p = list ? list : "";
+  if (!*p)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--export-batch-sizes: empty list");
+  for (;;) {
+    char *end;
+    if (*p < '0' || *p > '9')
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--export-batch-sizes '%s': expected a comma-separated list of "
+                          "batch sizes like 1,1000",
+                          list);
+    long long v = strtoll(p, &end, 10);
+    if (v < 1 || v > INT32_MAX || (*end && *end != ','))
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--export-batch-sizes '%s': each batch size must be an integer in "
+                          "[1, 2^31)",
+                          list);
+    for (int i = 0; i < o->n_batch_sizes; i++)
+      if (o->batch_sizes[i] == v)
+        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                            "--export-batch-sizes: %lld is listed twice", v);
+    if (o->n_batch_sizes == GCC_BUNDLE_MAX_BATCHES)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--export-batch-sizes: more than %d batch sizes",
+                          GCC_BUNDLE_MAX_BATCHES);
+    o->batch_sizes[o->n_batch_sizes++] = v;
+    if (!*end)
+      break;
+    p = end + 1;
+  }
+  for (int i = 1; i < o->n_batch_sizes; i++) /* ascending */
+    for (int j = i; j > 0 && o->batch_sizes[j - 1] > o->batch_sizes[j]; j--) {
+      int64_t t = o->batch_sizes[j];
+      o->batch_sizes[j] = o->batch_sizes[j - 1];
+      o->batch_sizes[j - 1] = t;
+    }
+  return GCC_OK;
+}
+
 /* Owned section bytes, freed at the end of the export. */
+#define MAX_SECTIONS (8 + (3 * GCC_BUNDLE_MAX_ARCHS + 2) * GCC_BUNDLE_MAX_BATCHES)
 typedef struct sections {
-  gcc_bundle_section_ref ref[8 + 4 * GCC_BUNDLE_MAX_ARCHS];
-  void *own[8 + 4 * GCC_BUNDLE_MAX_ARCHS];
-  char names[8 + 4 * GCC_BUNDLE_MAX_ARCHS][32];
+  gcc_bundle_section_ref ref[MAX_SECTIONS];
+  void *own[MAX_SECTIONS];
+  char names[MAX_SECTIONS][32];
   int n;
 } sections;
 
@@ -219,13 +260,14 @@ static gcc_status split_model(const gcc_graph *g, sections *secs, gcc_diag *d) {
   return GCC_OK;
 }
 
-/* Compiles the inference graph for `info`'s device (batch 1) and returns
- * the compiled graph and its JSON placement report. */
+/* Compiles the inference graph for device `dev` and `batch` rows and
+ * returns the compiled graph and its JSON placement report. */
 static gcc_status compile_for(const gcc_graph *ig, const gcc_device_info *devs, int n_devs,
-                              int dev, gcc_graph **cg, char **report, gcc_diag *d) {
+                              int dev, int64_t batch, gcc_graph **cg, char **report,
+                              gcc_diag *d) {
   gcc_options o = {0};
   o.mode = GCC_MODE_EVAL;
-  o.batch_size = 1;
+  o.batch_size = batch;
   o.device = dev;
   o.device_explicit = 1;
   o.n_cuda_devices = 1;
@@ -236,7 +278,7 @@ static gcc_status compile_for(const gcc_graph *ig, const gcc_device_info *devs, 
   if (quiet)
     fclose(quiet);
   GCC_TRY(s);
-  s = gcc_placement_report_string(*cg, &mem, devs, n_devs, GCC_MODE_EVAL, 1, GCC_DUMP_JSON,
+  s = gcc_placement_report_string(*cg, &mem, devs, n_devs, GCC_MODE_EVAL, batch, GCC_DUMP_JSON,
                                   report, d);
   gcc_mem_plan_free(&mem);
   if (s != GCC_OK) {
@@ -257,70 +299,83 @@ static json_t *tensor_json(const gcc_value *v, const char *name) {
   return t;
 }
 
-static gcc_status export_cuda(const gcc_graph *ig, const gcc_export_options *o, sections *secs,
+/* Per architecture and batch size: the CUDA plan's report, its kernels'
+ * launch manifest and cubin; per batch size the PTX and the source of the
+ * newest architecture. */
+static gcc_status export_cuda(const gcc_graph *ig, const gcc_export_options *o,
+                              const int64_t *batches, int n_batches, sections *secs,
                               gcc_diag *d) {
-  char *source = NULL;
   gcc_status s = GCC_OK;
-  for (int i = 0; i < o->n_archs && s == GCC_OK; i++) {
-    int sm = o->archs[i];
-    char arch[16], name[64];
-    snprintf(arch, sizeof arch, "sm_%d", sm);
-    gcc_device_info devs[2];
-    gcc_device_info_cpu(&devs[0]);
-    gcc_diag ignore = {0};
-    if (gcc_device_info_from_arch(arch, 0, &devs[1], &ignore) != GCC_OK) {
-      /* an architecture without a reference device: its compute capability
-       * and the SM count of the largest part we describe (grids only) */
-      gcc_device_info_from_arch("sm_90", 0, &devs[1], &ignore);
-      snprintf(devs[1].name, sizeof devs[1].name, "CUDA device (assumed from %s)", arch);
-      devs[1].cc_major = sm / 10;
-      devs[1].cc_minor = sm % 10;
-    }
-    gcc_graph *cg = NULL;
-    char *report = NULL, *launches = NULL;
-    gcc_kernel_set ks = {0};
-    gcc_nvrtc_output nv = {0};
-    int hit = 0;
-    s = compile_for(ig, devs, 2, GCC_DEV_CUDA(0), &cg, &report, d);
-    if (s == GCC_OK)
-      s = gcc_codegen_emit(cg, GCC_DEV_CUDA(0), devs[1].units, &ks, d);
-    if (s == GCC_OK) {
-      char program[256];
-      snprintf(program, sizeof program, "%s inference kernels (%d)", ig->name, ks.n_kernels);
-      s = gcc_kernel_cache_compile(NULL, o->use_kernel_cache, ks.source, program, sm, &nv, &hit,
-                                   d);
-    }
-    if (s == GCC_OK)
-      s = gcc_codegen_manifest(cg, GCC_DEV_CUDA(0), arch, &ks, &launches, d);
-    if (s == GCC_OK) {
-      snprintf(name, sizeof name, "plan.%s", arch);
-      add_section(secs, name, report, strlen(report), 1);
-      report = NULL;
-      snprintf(name, sizeof name, "kernels.%s", arch);
-      add_section(secs, name, launches, strlen(launches), 1);
-      launches = NULL;
-      snprintf(name, sizeof name, "cubin.%s", arch);
-      add_section(secs, name, nv.cubin, nv.cubin_size, 1);
-      nv.cubin = NULL;
-      if (i == o->n_archs - 1) { /* the newest: its PTX runs on later GPUs */
-        add_section(secs, "ptx", nv.ptx, nv.ptx_size, 1);
-        nv.ptx = NULL;
-        source = ks.source;
-        ks.source = NULL;
+  for (int j = 0; j < n_batches && s == GCC_OK; j++) {
+    int64_t batch = batches[j];
+    char *source = NULL;
+    for (int i = 0; i < o->n_archs && s == GCC_OK; i++) {
+      int sm = o->archs[i];
+      char arch[16], name[64];
+      snprintf(arch, sizeof arch, "sm_%d", sm);
+      gcc_device_info devs[2];
+      gcc_device_info_cpu(&devs[0]);
+      gcc_diag ignore = {0};
+      if (gcc_device_info_from_arch(arch, 0, &devs[1], &ignore) != GCC_OK) {
+        /* an architecture without a reference device: its compute
+         * capability and the SM count of the largest part we describe
+         * (grids only: every generated loop is grid-stride) */
+        gcc_device_info_from_arch("sm_90", 0, &devs[1], &ignore);
+        snprintf(devs[1].name, sizeof devs[1].name, "CUDA device (assumed from %s)", arch);
+        devs[1].cc_major = sm / 10;
+        devs[1].cc_minor = sm % 10;
       }
-    } else {
-      gcc_diag_prefix(d, "export for %s", arch);
+      gcc_graph *cg = NULL;
+      char *report = NULL, *launches = NULL;
+      gcc_kernel_set ks = {0};
+      gcc_nvrtc_output nv = {0};
+      int hit = 0;
+      s = compile_for(ig, devs, 2, GCC_DEV_CUDA(0), batch, &cg, &report, d);
+      if (s == GCC_OK)
+        s = gcc_codegen_emit(cg, GCC_DEV_CUDA(0), devs[1].units, &ks, d);
+      if (s == GCC_OK) {
+        char program[256];
+        snprintf(program, sizeof program, "%s inference kernels (%d, batch %" PRId64 ")",
+                 ig->name, ks.n_kernels, batch);
+        s = gcc_kernel_cache_compile(NULL, o->use_kernel_cache, ks.source, program, sm, &nv,
+                                     &hit, d);
+      }
+      if (s == GCC_OK)
+        s = gcc_codegen_manifest(cg, GCC_DEV_CUDA(0), arch, &ks, &launches, d);
+      if (s == GCC_OK) {
+        snprintf(name, sizeof name, "plan.%s.b%" PRId64, arch, batch);
+        add_section(secs, name, report, strlen(report), 1);
+        report = NULL;
+        snprintf(name, sizeof name, "kernels.%s.b%" PRId64, arch, batch);
+        add_section(secs, name, launches, strlen(launches), 1);
+        launches = NULL;
+        snprintf(name, sizeof name, "cubin.%s.b%" PRId64, arch, batch);
+        add_section(secs, name, nv.cubin, nv.cubin_size, 1);
+        nv.cubin = NULL;
+        if (i == o->n_archs - 1) { /* the newest: its PTX runs on later GPUs */
+          snprintf(name, sizeof name, "ptx.b%" PRId64, batch);
+          add_section(secs, name, nv.ptx, nv.ptx_size, 1);
+          nv.ptx = NULL;
+          source = ks.source;
+          ks.source = NULL;
+        }
+      } else {
+        gcc_diag_prefix(d, "export for %s, batch %" PRId64, arch, batch);
+      }
+      free(report);
+      free(launches);
+      gcc_nvrtc_output_free(&nv);
+      gcc_kernel_set_free(&ks);
+      gcc_graph_free(cg);
     }
-    free(report);
-    free(launches);
-    gcc_nvrtc_output_free(&nv);
-    gcc_kernel_set_free(&ks);
-    gcc_graph_free(cg);
+    if (s == GCC_OK && source) {
+      char name[64];
+      snprintf(name, sizeof name, "source.b%" PRId64, batch);
+      add_section(secs, name, source, strlen(source), 1);
+    } else {
+      free(source);
+    }
   }
-  if (s == GCC_OK && source)
-    add_section(secs, "source", source, strlen(source), 1);
-  else
-    free(source);
   return s;
 }
 
@@ -329,6 +384,16 @@ gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o
   if (o->n_archs < 1 || o->n_archs > GCC_BUNDLE_MAX_ARCHS)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d architectures (1 to %d)",
                         o->n_archs, GCC_BUNDLE_MAX_ARCHS);
+  static const int64_t default_batches[2] = {1, 1000};
+  const int64_t *batches = o->n_batch_sizes ? o->batch_sizes : default_batches;
+  int n_batches = o->n_batch_sizes ? o->n_batch_sizes : 2;
+  if (n_batches < 0 || n_batches > GCC_BUNDLE_MAX_BATCHES)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d batch sizes (0 to %d)",
+                        n_batches, GCC_BUNDLE_MAX_BATCHES);
+  for (int j = 0; j < n_batches; j++)
+    if (batches[j] < 1 || batches[j] > INT32_MAX || (j > 0 && batches[j] <= batches[j - 1]))
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "export: batch sizes must be ascending integers in [1, 2^31)");
   gcc_graph *ig;
   GCC_TRY(gcc_inference_graph(model, &ig, d));
   sections *secs = calloc(1, sizeof *secs);
@@ -343,12 +408,12 @@ gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o
     gcc_device_info cpu;
     gcc_device_info_cpu(&cpu);
     char *report = NULL;
-    s = compile_for(ig, &cpu, 1, GCC_DEV_CPU, &cg, &report, d);
+    s = compile_for(ig, &cpu, 1, GCC_DEV_CPU, 1, &cg, &report, d);
     if (s == GCC_OK)
       add_section(secs, "plan.cpu", report, strlen(report), 1);
   }
   if (s == GCC_OK)
-    s = export_cuda(ig, o, secs, d);
+    s = export_cuda(ig, o, batches, n_batches, secs, d);
 
   char *manifest = NULL;
   if (s == GCC_OK) {
@@ -390,6 +455,10 @@ gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o
     json_object_set_new(m, "cubin_archs", archs);
     snprintf(a, sizeof a, "compute_%d", o->archs[o->n_archs - 1]);
     json_object_set_new(m, "ptx", json_string(a));
+    json_t *bj = json_array();
+    for (int j = 0; j < n_batches; j++)
+      json_array_append_new(bj, json_integer(batches[j]));
+    json_object_set_new(m, "batch_sizes", bj);
     json_t *list = json_array();
     for (int i = 1; i < secs->n; i++) {
       uint8_t h[32];

@@ -173,7 +173,10 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
     if (st == GCC_OK) {
       char desc[200];
       snprintf(desc, sizeof desc, "%s (%s)", s->device_name, gi.name);
-      st = gcc_bundle_kernel_image(b->b, gi.cc_major * 10 + gi.cc_minor, desc, &s->image,
+      /* kernels for the exported batch size that max_batch pads to */
+      int64_t batch = gcc_bundle_batch_for(b->b, s->max_batch);
+      st = gcc_bundle_kernel_image(b->b, gi.cc_major * 10 + gi.cc_minor,
+                                   batch ? batch : s->max_batch, desc, &s->image,
                                    &s->image_bytes, &s->image_size, &s->launches, d);
       s->has_image = st == GCC_OK;
     }

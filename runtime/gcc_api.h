@@ -86,11 +86,14 @@ typedef struct gccx_session_options {
  * CPU, and says why in `note` (may be NULL; "" when there is nothing to
  * say). On a CUDA device the session first chooses the kernel image
  * (gcc_bundle_kernel_image: a cubin for the device's architecture, else the
- * PTX; NVRTC is never used) and hands the plan to the executor.
+ * PTX; NVRTC is never used) compiled for the smallest exported batch size
+ * >= max_batch (runs of fewer rows are padded to it), and hands the plan to
+ * the executor.
  * Errors: GCC_ERR_INVALID_ARGUMENT (NULL handle, bad device string);
  * GCC_ERR_DEVICE (a CUDA device that is missing or cannot run plans, with
  * the device's reason); GCC_ERR_UNSUPPORTED (no kernel image fits the
- * device: the message names the bundle's architectures and the device's);
+ * device: the message names the bundle's architectures and the device's;
+ * or max_batch exceeds every exported batch size);
  * compile errors of the bundle's graph; GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
                                gccx_session **out, char *note, size_t note_cap, gcc_diag *d);

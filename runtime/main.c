@@ -85,6 +85,9 @@ static void usage(FILE *f) {
           "  --export-archs LIST CUDA architectures to put cubins for in the bundle, e.g.\n"
           "                      sm_80,sm_90 (default: the GPU's, else sm_80,sm_90), plus\n"
           "                      PTX of the newest for later GPUs\n"
+          "  --export-batch-sizes LIST\n"
+          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
+          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
           "  --predictions FILE  write the final evaluation's predicted class of every test\n"
           "                      sample as CSV (index,class), atomically\n"
           "  --quiet             only errors and the final summary line\n"
@@ -339,7 +342,7 @@ int main(int argc, char **argv) {
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
     OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_EXPORT,
-    OPT_EXPORT_ARCHS, OPT_PREDICTIONS
+    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -363,6 +366,7 @@ int main(int argc, char **argv) {
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
       {"export", required_argument, 0, OPT_EXPORT},
       {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
+      {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
@@ -376,7 +380,7 @@ int main(int argc, char **argv) {
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   const char *dump_kernels = NULL, *export_path = NULL, *export_archs = NULL;
-  const char *predictions_path = NULL;
+  const char *predictions_path = NULL, *export_batches = NULL;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -401,6 +405,7 @@ int main(int argc, char **argv) {
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_EXPORT: export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
+    case OPT_EXPORT_BATCHES: export_batches = optarg; break;
     case OPT_PREDICTIONS: predictions_path = optarg; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
@@ -463,8 +468,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if (export_archs && !export_path) {
-    fprintf(stderr, "gcc-train: --export-archs needs --export FILE\n");
+  if (export_batches && gcc_export_parse_batch_sizes(export_batches, &eo, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if ((export_archs || export_batches) && !export_path) {
+    fprintf(stderr, "gcc-train: %s needs --export FILE\n",
+            export_archs ? "--export-archs" : "--export-batch-sizes");
     return EXIT_USAGE;
   }
   if ((export_path || predictions_path) && (dump_placement || dump_kernels)) {
@@ -650,7 +660,12 @@ int main(int argc, char **argv) {
         printf("exported the inference graph to %s (cubin for", export_path);
         for (int i = 0; i < eo.n_archs; i++)
           printf("%s sm_%d", i ? "," : "", eo.archs[i]);
-        printf(", PTX for compute_%d)\n", eo.archs[eo.n_archs - 1]);
+        printf(", PTX for compute_%d; batch sizes", eo.archs[eo.n_archs - 1]);
+        if (eo.n_batch_sizes == 0)
+          printf(" 1, 1000)\n");
+        for (int i = 0; i < eo.n_batch_sizes; i++)
+          printf("%s %" PRId64 "%s", i ? "," : "", eo.batch_sizes[i],
+                 i == eo.n_batch_sizes - 1 ? ")\n" : "");
       }
     }
     gcc_graph_free(trained);

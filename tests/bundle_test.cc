@@ -57,7 +57,8 @@ std::vector<uint8_t> ReadBytes(const std::string &path) {
 }
 
 // One bundle of the MNIST MLP (its committed initial weights), cubins for
-// sm_80 and sm_90, exported once for the whole suite.
+// sm_80 and sm_90 at batch sizes 1 and 1000 (the defaults), exported once for
+// the whole suite.
 class BundleTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -107,9 +108,13 @@ class BundleTest : public ::testing::Test {
     gcc_diag d = {};
     gcc_bundle *b = nullptr;
     EXPECT_EQ(gcc_bundle_parse(bytes_.data(), bytes_.size(), "good", &b, &d), GCC_OK) << d.msg;
-    const char *names[] = {"manifest", "graph", "weights", "plan.cpu", "plan.sm_80",
-                           "kernels.sm_80", "cubin.sm_80", "plan.sm_90", "kernels.sm_90",
-                           "cubin.sm_90", "ptx", "source"};
+    const char *names[] = {"manifest",          "graph",           "weights",
+                           "plan.cpu",          "plan.sm_80.b1",   "kernels.sm_80.b1",
+                           "cubin.sm_80.b1",    "plan.sm_90.b1",   "kernels.sm_90.b1",
+                           "cubin.sm_90.b1",    "ptx.b1",          "source.b1",
+                           "plan.sm_80.b1000",  "kernels.sm_80.b1000", "cubin.sm_80.b1000",
+                           "plan.sm_90.b1000",  "kernels.sm_90.b1000", "cubin.sm_90.b1000",
+                           "ptx.b1000",         "source.b1000"};
     for (const char *n : names) {
       const void *p;
       size_t size;
@@ -193,6 +198,13 @@ TEST_F(BundleTest, RoundTripManifestAndSections) {
   EXPECT_EQ(i->cubin_archs[0], 80);
   EXPECT_EQ(i->cubin_archs[1], 90);
   EXPECT_EQ(i->ptx_arch, 90);
+  ASSERT_EQ(i->n_batch_sizes, 2);
+  EXPECT_EQ(i->batch_sizes[0], 1);
+  EXPECT_EQ(i->batch_sizes[1], 1000);
+  EXPECT_EQ(gcc_bundle_batch_for(b, 1), 1);
+  EXPECT_EQ(gcc_bundle_batch_for(b, 2), 1000);
+  EXPECT_EQ(gcc_bundle_batch_for(b, 1000), 1000);
+  EXPECT_EQ(gcc_bundle_batch_for(b, 1001), 0);
   // the weights came through bit for bit
   const gcc_graph *g = gcc_bundle_graph(b);
   int checked = 0;
@@ -207,7 +219,7 @@ TEST_F(BundleTest, RoundTripManifestAndSections) {
   EXPECT_EQ(checked, 10);
   const void *p;
   size_t n;
-  ASSERT_EQ(gcc_bundle_section(b, "cubin.sm_90", &p, &n, &d), GCC_OK);
+  ASSERT_EQ(gcc_bundle_section(b, "cubin.sm_90.b1000", &p, &n, &d), GCC_OK);
   EXPECT_EQ(memcmp(p, "\x7f" "ELF", 4), 0);
   EXPECT_EQ(gcc_bundle_section(b, "cubin.sm_70", &p, &n, &d), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(strstr(d.msg, "cubin.sm_70"), nullptr);
@@ -408,18 +420,37 @@ TEST_F(BundleTest, KernelImageHookReturnsTheBytes) {
   const void *p = nullptr;
   size_t n = 0;
   const char *launches = nullptr;
-  ASSERT_EQ(gcc_bundle_kernel_image(b, 90, "cuda:0", &img, &p, &n, &launches, &d), GCC_OK);
+  ASSERT_EQ(gcc_bundle_kernel_image(b, 90, 1000, "cuda:0", &img, &p, &n, &launches, &d), GCC_OK);
   EXPECT_EQ(img.kind, GCC_IMAGE_CUBIN);
   EXPECT_EQ(memcmp(p, "\x7f" "ELF", 4), 0);
   EXPECT_NE(strstr(launches, "gcc-train.kernels/1"), nullptr);
-  ASSERT_EQ(gcc_bundle_kernel_image(b, 103, "cuda:0", &img, &p, &n, &launches, &d), GCC_OK);
+  // the first kernel of the launch manifest is in the cubin and the PTX,
+  // compiled for 1000 rows
+  std::string cubin(static_cast<const char *>(p), n), lj(launches);
+  size_t k = lj.find("\"kernels\": [");
+  ASSERT_NE(k, std::string::npos);
+  size_t q = lj.find("\"name\": \"", k) + 9;
+  std::string first = lj.substr(q, lj.find('"', q) - q);
+  EXPECT_NE(cubin.find(first), std::string::npos) << first;
+  EXPECT_NE(lj.find("1000,"), std::string::npos);  // the logits' shape: [1000, 10]
+  const void *p1;
+  size_t n1;
+  const char *l1;
+  ASSERT_EQ(gcc_bundle_kernel_image(b, 90, 1, "cuda:0", &img, &p1, &n1, &l1, &d), GCC_OK);
+  EXPECT_EQ(std::string(l1).find("1000,"), std::string::npos);  // [1, 10]
+  EXPECT_NE(p1, p);
+  ASSERT_EQ(gcc_bundle_kernel_image(b, 103, 1000, "cuda:0", &img, &p, &n, &launches, &d), GCC_OK);
   EXPECT_EQ(img.kind, GCC_IMAGE_PTX);
   std::string ptx(static_cast<const char *>(p), n);
   EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
+  EXPECT_NE(ptx.find(".entry " + first), std::string::npos) << first;
   EXPECT_EQ(strlen(static_cast<const char *>(p)), n);  // NUL-terminated text
-  EXPECT_EQ(gcc_bundle_kernel_image(b, 75, "cuda:0 (NVIDIA T4)", &img, &p, &n, &launches, &d),
+  EXPECT_EQ(gcc_bundle_kernel_image(b, 75, 1, "cuda:0 (NVIDIA T4)", &img, &p, &n, &launches, &d),
             GCC_ERR_UNSUPPORTED);
   EXPECT_NE(strstr(d.msg, "device cuda:0 (NVIDIA T4) is sm_75"), nullptr) << d.msg;
+  EXPECT_EQ(gcc_bundle_kernel_image(b, 90, 64, "cuda:0", &img, &p, &n, &launches, &d),
+            GCC_ERR_UNSUPPORTED);
+  EXPECT_NE(strstr(d.msg, "CUDA kernels for batch sizes 1, 1000, not 64"), nullptr) << d.msg;
   gcc_bundle_free(b);
 }
 
@@ -438,6 +469,21 @@ TEST(ExportArchs, ParsesSortsAndRejects) {
   }
   EXPECT_EQ(gcc_export_parse_archs("sm_70", &o, &d), GCC_ERR_UNSUPPORTED);  // NVRTC 13 dropped it
   EXPECT_NE(strstr(d.msg, "sm_70"), nullptr) << d.msg;
+}
+
+TEST(ExportBatchSizes, ParsesSortsAndRejects) {
+  gcc_export_options o = {};
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_export_parse_batch_sizes("1000,1,64", &o, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(o.n_batch_sizes, 3);
+  EXPECT_EQ(o.batch_sizes[0], 1);
+  EXPECT_EQ(o.batch_sizes[1], 64);
+  EXPECT_EQ(o.batch_sizes[2], 1000);
+  for (const char *bad : {"", "0", "-1", "1,", ",1", "1,,2", "1;2", "64,64", "2147483648", "x",
+                          "1,2,3,4,5,6,7,8,9"}) {
+    EXPECT_EQ(gcc_export_parse_batch_sizes(bad, &o, &d), GCC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(strstr(d.msg, "--export-batch-sizes"), nullptr) << d.msg;
+  }
 }
 
 // ---- .npy ---------------------------------------------------------------------

@@ -141,7 +141,7 @@ std::string ExportCli::images_, ExportCli::labels_, ExportCli::data_dir_, Export
 
 TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
   EXPECT_NE(train_.out.find("exported the inference graph to " + bundle_ +
-                            " (cubin for sm_80, sm_90, PTX for compute_90)"),
+                            " (cubin for sm_80, sm_90, PTX for compute_90; batch sizes 1, 1000)"),
             std::string::npos)
       << train_;
   Result run = Exec("gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device", "cpu",
@@ -257,6 +257,10 @@ TEST_F(ExportCli, ExitCodesAndMessages) {
   r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export-archs", "sm_80"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--export-archs needs --export FILE"), std::string::npos) << r;
+  r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
+                         "--export-batch-sizes", "0"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_NE(r.err.find("--export-batch-sizes '0'"), std::string::npos) << r;
 }
 
 TEST_F(ExportCli, CudaWithoutAGpu) {
