@@ -2,6 +2,7 @@
  * reader and the executor. */
 #include "runtime/gcc_api.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 
 struct gccx_bundle {
   gcc_bundle *b;
-  int refs; /* the caller's handle (until closed) + one per session */
+  atomic_int refs; /* the caller's handle (until closed) + one per session */
 };
 
 typedef struct plan_slot {
@@ -42,7 +43,7 @@ static gcc_status null_arg(gcc_diag *d, const char *fn, const char *what) {
 }
 
 static void bundle_unref(gccx_bundle *b) {
-  if (b && --b->refs == 0) {
+  if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
     gcc_bundle_free(b->b);
     free(b);
   }
@@ -55,7 +56,7 @@ static gcc_status wrap(gcc_bundle *raw, gccx_bundle **out, gcc_diag *d) {
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (bundle)");
   }
   b->b = raw;
-  b->refs = 1;
+  atomic_init(&b->refs, 1);
   *out = b;
   return GCC_OK;
 }
@@ -152,7 +153,7 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
   if (!s)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (session)");
   s->bundle = b;
-  b->refs++;
+  atomic_fetch_add(&b->refs, 1);
   s->device = dev.kind == GCC_DEVICE_CUDA ? GCC_DEV_CUDA(dev.index) : GCC_DEV_CPU;
   gcc_dev_name(s->device, s->device_name, sizeof s->device_name);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);

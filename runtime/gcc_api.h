@@ -29,9 +29,11 @@
  *    bundle while sessions exist is allowed (they keep working, and the
  *    bundle's memory goes with the last of them). Pointers returned by
  *    getters are owned by the bundle or session and stay valid as stated.
- *  - Thread safety: distinct sessions may run concurrently (the bundle is
- *    read-only after opening); one session must not be used by two threads
- *    at once.
+ *  - Thread safety: the bundle is read-only after opening and its
+ *    reference count is atomic, so sessions of one bundle may be created,
+ *    run and destroyed on different threads at once; one session must not
+ *    be used by two threads at once. (OpenBLAS's thread count is process
+ *    wide: concurrent CPU sessions with different `threads` share it.)
  */
 #ifndef GCC_RUNTIME_GCC_API_H
 #define GCC_RUNTIME_GCC_API_H

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -249,6 +250,36 @@ TEST_F(ApiTest, SessionOutlivesItsClosedBundle) {
   EXPECT_EQ(p[0], want[0]);
   gccx_session_destroy(&s_);  // frees the bundle too (LeakSanitizer checks)
   EXPECT_EQ(s_, nullptr);
+}
+
+TEST_F(ApiTest, SessionsOnSeveralThreads) {
+  // four threads create, run and destroy sessions of one bundle at once
+  // (the bundle's reference count is atomic; ASan watches the frees)
+  std::vector<float> want = SessionLogits();
+  std::vector<int> ok(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++)
+    threads.emplace_back([this, t, &ok, &want] {
+      for (int round = 0; round < 3; round++) {
+        gcc_diag d = {};
+        gccx_session *s = nullptr;
+        gccx_session_options o = {"cpu", 1, kRows};
+        const float *p = nullptr;
+        if (gccx_session_create(b_, &o, &s, nullptr, 0, &d) != GCC_OK ||
+            gccx_set_input_images(s, pixels_.data(), kRows, &d) != GCC_OK ||
+            gccx_run(s, &d) != GCC_OK ||
+            gccx_get_output(s, "logits", &p, nullptr, nullptr, &d) != GCC_OK) {
+          gccx_session_destroy(&s);
+          return;
+        }
+        bool same = memcmp(p, want.data(), want.size() * sizeof(float)) == 0;
+        gccx_session_destroy(&s);
+        if (!same) return;
+      }
+      ok[static_cast<size_t>(t)] = 1;
+    });
+  for (std::thread &t : threads) t.join();
+  for (int t = 0; t < 4; t++) EXPECT_EQ(ok[static_cast<size_t>(t)], 1) << "thread " << t;
 }
 
 TEST_F(ApiTest, CorruptBytesAndMissingFiles) {
