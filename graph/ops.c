@@ -141,6 +141,26 @@ static gcc_status shape_unary_any(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* Softmax: X float32 of rank >= 1, axis in [-rank, rank). */
+static gcc_status check_softmax_axis(gcc_graph *g, int node, const gcc_value *x, gcc_diag *d) {
+  int64_t axis = g->nodes[node].av[SOFTMAX_AXIS].i;
+  if (x->shape.ndim < 1 || axis < -x->shape.ndim || axis >= x->shape.ndim) {
+    char desc[600], sx[128];
+    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: axis %" PRId64 " is out of range for %s",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), axis,
+                        gcc_shape_str(&x->shape, sx, sizeof sx));
+  }
+  return GCC_OK;
+}
+
+static gcc_status shape_softmax(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_value *x = in_val(g, node, 0);
+  GCC_TRY(check_softmax_axis(g, node, x, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  return GCC_OK;
+}
+
 static gcc_status shape_relu_grad(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
   GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
@@ -149,6 +169,11 @@ static gcc_status shape_relu_grad(gcc_graph *g, int node, gcc_diag *d) {
     return shape_err(g, node, d, "dY and Y differ in shape:", &dy->shape, &y->shape);
   set_out(g, node, 0, GCC_DT_FLOAT32, &y->shape);
   return GCC_OK;
+}
+
+static gcc_status shape_softmax_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(shape_relu_grad(g, node, d)); /* dY and Y: float32, same shape */
+  return check_softmax_axis(g, node, in_val(g, node, 1), d);
 }
 
 static gcc_status shape_reshape(gcc_graph *g, int node, gcc_diag *d) {
@@ -395,6 +420,7 @@ static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f),
                                           F("dampening", 0.0f), F("weight_decay", 0.0f),
                                           I("nesterov", 0)};
 static const gcc_attr_spec kCopyAttrs[] = {I("once", 0)};
+static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
                                            F("eps", 1e-8f), F("weight_decay", 0.0f)};
 
@@ -454,6 +480,17 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                      "a copy of X to the node's device (H2D, D2H or D2D by the devices); "
                      "once = 1: done when the session starts, not per step",
                      GCC_CUDA_COPY, NULL},
+    [GCC_OP_SOFTMAX] = {"Softmax", 1, 1, 1, "X", kSoftmaxAttrs, COUNT(kSoftmaxAttrs), 0,
+                        shape_softmax, gcc_grad_softmax, gcc_cpu_softmax,
+                        "ONNX Softmax (opset 13): exp(x - max) / sum exp(x - max) along axis "
+                        "(torch.softmax)",
+                        GCC_CUDA_NONE, numel_out},
+    [GCC_OP_SOFTMAX_GRAD] = {"SoftmaxGrad", 2, 2, 1, "dY, Y", kSoftmaxAttrs,
+                             COUNT(kSoftmaxAttrs), GCC_OPF_INTERNAL, shape_softmax_grad, NULL,
+                             gcc_cpu_softmax_grad,
+                             "dX = Y * (dY - sum(dY * Y) along axis) (PyTorch "
+                             "_softmax_backward_data)",
+                             GCC_CUDA_NONE, numel_out},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

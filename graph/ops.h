@@ -9,7 +9,9 @@
  * Semantics follow ONNX operators where ONNX has one (Gemm, MatMul, Add,
  * Relu, Reshape, Flatten) and PyTorch where the op is a training construct
  * (SoftmaxCrossEntropy = nn.CrossEntropyLoss, MeanSquaredError =
- * nn.MSELoss, SGD = torch.optim.SGD, Adam = torch.optim.Adam).
+ * nn.MSELoss, SGD = torch.optim.SGD, Adam = torch.optim.Adam). Softmax is
+ * ONNX Softmax (opset 13: one axis, default -1); export adds it after the
+ * logits of an inference graph (the `probabilities` output).
  */
 #ifndef GCC_GRAPH_OPS_H
 #define GCC_GRAPH_OPS_H
@@ -102,7 +104,9 @@ typedef struct gcc_op_desc {
   X(MEAN_SQUARED_ERROR_GRAD, MeanSquaredErrorGrad)       \
   X(SGD, SGD)                                            \
   X(ADAM, Adam)                                          \
-  X(COPY, Copy)
+  X(COPY, Copy)                                          \
+  X(SOFTMAX, Softmax)                                    \
+  X(SOFTMAX_GRAD, SoftmaxGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -121,6 +125,7 @@ enum { MSE_REDUCTION };
 enum { SGD_LR, SGD_MOMENTUM, SGD_DAMPENING, SGD_WEIGHT_DECAY, SGD_NESTEROV };
 enum { ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WEIGHT_DECAY };
 enum { COPY_ONCE };
+enum { SOFTMAX_AXIS }; /* Softmax and SoftmaxGrad */
 
 /* The descriptor of op `op` (0 <= op < GCC_OP_COUNT). */
 const gcc_op_desc *gcc_op(int op);

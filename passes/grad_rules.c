@@ -194,6 +194,20 @@ gcc_status gcc_grad_sce(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_d
   return gcc_grad_finish(c, n2, d);
 }
 
+/* Y = softmax(X): dX = SoftmaxGrad(dY, Y) = Y * (dY - sum(dY * Y)) along
+ * the same axis (read from Y, so X may be freed early). */
+gcc_status gcc_grad_softmax(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], Y = g->nodes[node].outputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int in[2] = {dy[0], Y}, n2;
+  GCC_TRY(emit(c, GCC_OP_SOFTMAX_GRAD, node, "dX", in, 2, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_attrs(g, node, n2));
+  return gcc_grad_finish(c, n2, d);
+}
+
 /* MSELoss: dpred = MeanSquaredErrorGrad(dL, pred, target). */
 gcc_status gcc_grad_mse(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
   gcc_graph *g = gcc_grad_graph(c);

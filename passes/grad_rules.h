@@ -22,6 +22,8 @@ gcc_status gcc_grad_identity(struct gcc_grad_ctx *c, int node, const int *dy, in
 gcc_status gcc_grad_reshape(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
                             gcc_diag *d);
 gcc_status gcc_grad_sce(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
+gcc_status gcc_grad_softmax(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                            gcc_diag *d);
 gcc_status gcc_grad_mse(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 
 #ifdef __cplusplus

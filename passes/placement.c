@@ -225,7 +225,16 @@ gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_dia
       g->nodes[i].inputs[k] = c;
     }
   }
-  /* values the host reads after a step */
+  /* values the host reads after a step: the graph outputs of an inference
+   * graph (no training spec; an exported bundle's logits and probabilities) */
+  for (int j = 0; s == GCC_OK && !g->training.present && j < g->n_outputs; j++) {
+    int v = g->outputs[j];
+    if (g->values[v].device != GCC_DEV_CPU && g->values[v].producer >= 0) {
+      int c;
+      s = add_copy(g, v, GCC_DEV_CPU, 0, &keys, &n_keys, &c, d);
+    }
+  }
+  /* ... and the loss and prediction of a training model */
   if (s == GCC_OK && g->training.present) {
     const char *names[2] = {g->training.loss,
                             opt->mode == GCC_MODE_EVAL ? g->training.prediction : NULL};

@@ -468,3 +468,59 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, wd, step_size, bc2_sqrt);
   return GCC_OK;
 }
+
+/* ---- Softmax ------------------------------------------------------------ */
+
+/* The (outer, axis, inner) factorisation of a shape around `axis`. */
+static void softmax_dims(const gcc_tensor *t, int64_t axis, int64_t *outer, int64_t *len,
+                         int64_t *inner) {
+  int nd = t->shape.ndim;
+  if (axis < 0)
+    axis += nd;
+  *outer = 1;
+  *inner = 1;
+  for (int i = 0; i < axis; i++)
+    *outer *= t->shape.dims[i];
+  *len = t->shape.dims[axis];
+  for (int i = (int)axis + 1; i < nd; i++)
+    *inner *= t->shape.dims[i];
+}
+
+gcc_status gcc_cpu_softmax(const gcc_kernel_args *a) {
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  int64_t outer, len, inner;
+  softmax_dims(a->in[0], a->node->av[SOFTMAX_AXIS].i, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      const float *xr = x + o * len * inner + i;
+      float *yr = y + o * len * inner + i;
+      float mx = xr[0];
+      for (int64_t j = 1; j < len; j++)
+        mx = xr[j * inner] > mx ? xr[j * inner] : mx;
+      double se = 0;
+      for (int64_t j = 0; j < len; j++)
+        se += exp((double)xr[j * inner] - mx);
+      for (int64_t j = 0; j < len; j++)
+        yr[j * inner] = (float)(exp((double)xr[j * inner] - mx) / se);
+    }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  int64_t outer, len, inner;
+  softmax_dims(a->in[1], a->node->av[SOFTMAX_AXIS].i, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      int64_t base = o * len * inner + i;
+      double dot = 0;
+      for (int64_t j = 0; j < len; j++)
+        dot += (double)dy[base + j * inner] * (double)y[base + j * inner];
+      for (int64_t j = 0; j < len; j++)
+        dx[base + j * inner] =
+            (float)((double)y[base + j * inner] * ((double)dy[base + j * inner] - dot));
+    }
+  return GCC_OK;
+}

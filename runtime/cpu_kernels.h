@@ -66,6 +66,12 @@ gcc_status gcc_cpu_mse(const gcc_kernel_args *a);
 gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_sgd(const gcc_kernel_args *a);
 gcc_status gcc_cpu_adam(const gcc_kernel_args *a);
+/* Softmax along node attribute `axis` (negative counts from the end); the
+ * max is subtracted first, exp and the sum are taken in float64, so a row of
+ * huge logits neither overflows nor loses its smallest terms. */
+gcc_status gcc_cpu_softmax(const gcc_kernel_args *a);
+/* dX = Y * (dY - sum(dY * Y)) along `axis`, the sum in float64. */
+gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a);
 
 #ifdef __cplusplus
 }

@@ -67,17 +67,22 @@ static gcc_status bind_values(gcc_plan *p, gcc_bind_fn bind, void *user, gcc_dia
 }
 
 /* The values read after a step: they must outlive it. The host reads the
- * loss and the prediction, or, where they live on a GPU, their copies to
- * the host (copy insertion's "<value>@cpu"): those are kept too, or a value
- * computed after them (the other host copy, in eval) could reuse their
- * bytes before the host reads them. */
-static int keep_values(const gcc_graph *g, int keep[4]) {
+ * loss and the prediction of a training model, or the graph outputs of an
+ * inference graph (no training spec: an exported bundle's logits and
+ * probabilities), or, where they live on a GPU, their copies to the host
+ * (copy insertion's "<value>@cpu"): those are kept too, or a value computed
+ * after them (the other host copy, in eval) could reuse their bytes before
+ * the host reads them. `keep` has room for 2 * (2 + g->n_outputs). */
+static int keep_values(const gcc_graph *g, int *keep) {
   int n = 0;
-  if (!g->training.present)
-    return 0;
-  const char *names[2] = {g->training.loss, g->training.prediction};
-  for (int j = 0; j < 2; j++) {
-    int v = names[j] ? gcc_graph_find(g, names[j]) : -1;
+  for (int j = 0; j < 2 + g->n_outputs; j++) {
+    int v = -1;
+    if (j < 2 && g->training.present) {
+      const char *name = j == 0 ? g->training.loss : g->training.prediction;
+      v = name ? gcc_graph_find(g, name) : -1;
+    } else if (j >= 2 && !g->training.present) {
+      v = g->outputs[j - 2];
+    }
     if (v < 0)
       continue;
     keep[n++] = v;
@@ -100,9 +105,12 @@ gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc
   gcc_graph *g;
   GCC_TRY(gcc_graph_clone(model, &g, d));
   gcc_status s = gcc_run_passes(g, opt, d);
-  int keep[4];
+  int *keep = malloc((size_t)(2 * (2 + g->n_outputs)) * sizeof *keep);
+  if (s == GCC_OK && !keep)
+    s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
   if (s == GCC_OK)
     s = gcc_plan_memory(g, keep, keep_values(g, keep), mem, d);
+  free(keep);
   if (s != GCC_OK) {
     gcc_graph_free(g);
     return s;

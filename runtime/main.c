@@ -23,13 +23,12 @@
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/bundle.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
-
-#define GCC_TRAIN_VERSION "0.1.0"
 
 enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 130 };
 
@@ -96,6 +95,16 @@ static void usage(FILE *f) {
           "                      every step: each op, copy, data-loader batch, wait for a\n"
           "                      batch and evaluation; print a per-op time table at the\n"
           "                      end (also after Ctrl-C); FILE is written atomically\n"
+          "  --export FILE       after training (with --epochs 0: the model as it is), write\n"
+          "                      a .gccx deployment bundle for gcc-run (atomically)\n"
+          "  --export-archs LIST CUDA architectures to put cubins for in the bundle, e.g.\n"
+          "                      sm_80,sm_90 (default: the GPU's, else sm_80,sm_90), plus\n"
+          "                      PTX of the newest for later GPUs\n"
+          "  --export-batch-sizes LIST\n"
+          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
+          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+          "  --predictions FILE  write the final evaluation's predicted class of every test\n"
+          "                      sample as CSV (index,class), atomically\n"
           "  --quiet             only errors, the final summary line (and the profile table)\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -285,6 +294,58 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
   return rc;
 }
 
+/* --predictions: the predicted class (argmax of the prediction, the first
+ * on ties, as the accuracy counts it) of every sample of the last
+ * evaluation. */
+typedef struct predictions {
+  int64_t *cls;
+  int64_t n, cap;
+} predictions;
+
+static void collect_predictions(void *user, int64_t first_row, const gcc_tensor *pred,
+                                int64_t rows) {
+  predictions *p = user;
+  if (first_row == 0)
+    p->n = 0;
+  if (pred->dtype != GCC_DT_FLOAT32 || pred->shape.ndim != 2)
+    return;
+  if (first_row + rows > p->cap) {
+    int64_t cap = (first_row + rows) * 2;
+    int64_t *c = realloc(p->cls, (size_t)cap * sizeof *c);
+    if (!c)
+      return; /* write_predictions reports the shortfall */
+    p->cls = c;
+    p->cap = cap;
+  }
+  int64_t c = pred->shape.dims[1];
+  const float *x = pred->data;
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; j++)
+      if (x[i * c + j] > x[i * c + best])
+        best = j;
+    p->cls[first_row + i] = best;
+  }
+  p->n = first_row + rows;
+}
+
+static gcc_status write_predictions(const predictions *p, const char *path, gcc_diag *d) {
+  if (p->n == 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--predictions %s: no evaluation ran (or the model is no classifier)",
+                        path);
+  size_t cap = 16 + (size_t)p->n * 24, len = 0;
+  char *buf = malloc(cap);
+  if (!buf)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (--predictions)");
+  len += (size_t)snprintf(buf, cap, "index,class\n");
+  for (int64_t i = 0; i < p->n; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%" PRId64 ",%" PRId64 "\n", i, p->cls[i]);
+  gcc_status s = gcc_write_file_atomic(path, buf, len, d);
+  free(buf);
+  return s;
+}
+
 int main(int argc, char **argv) {
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
@@ -296,7 +357,9 @@ int main(int argc, char **argv) {
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
     OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
     OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
-    OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE
+    OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE,
+    OPT_EXPORT,
+    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -322,6 +385,10 @@ int main(int argc, char **argv) {
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
       {"profile", required_argument, 0, OPT_PROFILE},
+      {"export", required_argument, 0, OPT_EXPORT},
+      {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
+      {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
+      {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -335,6 +402,8 @@ int main(int argc, char **argv) {
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   const char *dump_kernels = NULL, *profile_path = NULL;
   int no_cuda_graph = 0, dataset_on_device = 2;
+  const char *export_path = NULL, *export_archs = NULL;
+  const char *predictions_path = NULL, *export_batches = NULL;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -372,6 +441,10 @@ int main(int argc, char **argv) {
       }
       break;
     case OPT_PROFILE: profile_path = optarg; break;
+    case OPT_EXPORT: export_path = optarg; break;
+    case OPT_EXPORT_ARCHS: export_archs = optarg; break;
+    case OPT_EXPORT_BATCHES: export_batches = optarg; break;
+    case OPT_PREDICTIONS: predictions_path = optarg; break;
     case OPT_DATA: data_dir = optarg; break;
     case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
@@ -431,6 +504,44 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-train: --profile traces a training run; --dump-placement and "
                     "--dump-kernels only compile\n");
     return EXIT_USAGE;
+  }
+  gcc_export_options eo = {0};
+  eo.use_kernel_cache = !g_no_kernel_cache;
+  if (export_archs && gcc_export_parse_archs(export_archs, &eo, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if (export_batches && gcc_export_parse_batch_sizes(export_batches, &eo, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if ((export_archs || export_batches) && !export_path) {
+    fprintf(stderr, "gcc-train: %s needs --export FILE\n",
+            export_archs ? "--export-archs" : "--export-batch-sizes");
+    return EXIT_USAGE;
+  }
+  if ((export_path || predictions_path) && (dump_placement || dump_kernels)) {
+    fprintf(stderr, "gcc-train: --export and --predictions run after training; they do not "
+                    "combine with --dump-placement or --dump-kernels\n");
+    return EXIT_USAGE;
+  }
+  if (export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
+    char why[512];
+    gcc_device_info gi;
+    gcc_diag ignore = {0};
+    if (gcc_cuda_device_count(why, sizeof why) > 0 &&
+        gcc_device_info_cuda(0, &gi, &ignore) == GCC_OK) {
+      char list[32];
+      snprintf(list, sizeof list, "sm_%d%d", gi.cc_major, gi.cc_minor);
+      if (gcc_export_parse_archs(list, &eo, &d) != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        return EXIT_USAGE;
+      }
+    } else {
+      eo.archs[0] = 80;
+      eo.archs[1] = 90;
+      eo.n_archs = 2;
+    }
   }
   if (dump_placement || dump_kernels)
     return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch,
@@ -567,6 +678,11 @@ int main(int argc, char **argv) {
   cfg.dataset_on_device = dataset_on_device;
   cfg.note = stderr;
   cfg.profiler = prof;
+  predictions preds = {0};
+  if (predictions_path) {
+    cfg.on_eval_batch = collect_predictions;
+    cfg.eval_user = &preds;
+  }
   gcc_train_report r;
   gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
   int rc = 0;
@@ -600,17 +716,45 @@ int main(int argc, char **argv) {
                gcc_dplan_graph_note(p)[0] ? gcc_dplan_graph_note(p) : "captured",
                gcc_dplan_graph_replays(p));
     }
-    if (!no_output) {
-      gcc_graph *trained = NULL;
-      if (gcc_session_export(s, &trained, &d) != GCC_OK ||
-          gcc_model_save(trained, output, &d) != GCC_OK) {
+    gcc_graph *trained = NULL;
+    if ((!no_output || export_path) && gcc_session_export(s, &trained, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      rc = EXIT_RUN;
+    }
+    if (rc == 0 && !no_output) {
+      if (gcc_model_save(trained, output, &d) != GCC_OK) {
         fprintf(stderr, "gcc-train: %s\n", d.msg);
         rc = EXIT_RUN;
       } else if (!quiet) {
         printf("saved the trained model to %s\n", output);
       }
-      gcc_graph_free(trained);
     }
+    if (rc == 0 && predictions_path) {
+      if (write_predictions(&preds, predictions_path, &d) != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        rc = EXIT_RUN;
+      } else if (!quiet) {
+        printf("wrote %" PRId64 " predictions to %s\n", preds.n, predictions_path);
+      }
+    }
+    if (rc == 0 && export_path) {
+      gcc_status es = gcc_export_bundle(trained, &eo, export_path, &d);
+      if (es != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        rc = es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+      } else if (!quiet) {
+        printf("exported the inference graph to %s (cubin for", export_path);
+        for (int i = 0; i < eo.n_archs; i++)
+          printf("%s sm_%d", i ? "," : "", eo.archs[i]);
+        printf(", PTX for compute_%d; batch sizes", eo.archs[eo.n_archs - 1]);
+        if (eo.n_batch_sizes == 0)
+          printf(" 1, 1000)\n");
+        for (int i = 0; i < eo.n_batch_sizes; i++)
+          printf("%s %" PRId64 "%s", i ? "," : "", eo.batch_sizes[i],
+                 i == eo.n_batch_sizes - 1 ? ")\n" : "");
+      }
+    }
+    gcc_graph_free(trained);
   }
   /* the trace of a completed or interrupted (Ctrl-C) run; none after a
    * failure, whose message is the thing to read */
@@ -629,6 +773,7 @@ int main(int argc, char **argv) {
       printf("trace written to %s in %.1f ms\n", profile_path, 1e-6 * (double)(t1 - t0));
     }
   }
+  free(preds.cls);
   gcc_session_destroy(s);
   gcc_cuda_backend_destroy(cuda);
   gcc_profiler_destroy(prof);

@@ -214,7 +214,8 @@ static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int
   fflush(out);
 }
 
-static gcc_status evaluate(gcc_session *s, source *src, gcc_train_report *r, gcc_diag *d) {
+static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *cfg,
+                           gcc_train_report *r, gcc_diag *d) {
   GCC_TRY(source_start(src, 1, 0, d));
   double loss_sum = 0;
   int64_t correct = 0, n = 0, classification = 1;
@@ -226,7 +227,10 @@ static gcc_status evaluate(gcc_session *s, source *src, gcc_train_report *r, gcc
       break;
     float loss;
     int64_t ok;
-    GCC_TRY(gcc_session_eval_batch(s, b.x, b.y, b.rows, &loss, &ok, NULL, d));
+    const gcc_tensor *pred = NULL;
+    GCC_TRY(gcc_session_eval_batch(s, b.x, b.y, b.rows, &loss, &ok, &pred, d));
+    if (cfg->on_eval_batch && pred)
+      cfg->on_eval_batch(cfg->eval_user, n, pred, b.rows);
     loss_sum += (double)loss * (double)b.rows; /* batch means -> sample mean */
     n += b.rows;
     if (ok < 0)
@@ -419,7 +423,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       break;
     gcc_diag ed = {0};
     int64_t eval_t0 = track ? gcc_prof_now() : 0;
-    gcc_status es = evaluate(s, &src, report, &ed);
+    gcc_status es = evaluate(s, &src, cfg, report, &ed);
     if (track)
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), epoch);
     if (es != GCC_OK) {
@@ -447,7 +451,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   }
   if (st == GCC_OK && cfg->epochs == 0) { /* --epochs 0: evaluate the model as it is */
     int64_t eval_t0 = track ? gcc_prof_now() : 0;
-    st = evaluate(s, &src, report, d);
+    st = evaluate(s, &src, cfg, report, d);
     if (track)
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), 0);
     if (st == GCC_OK && !cfg->quiet) {

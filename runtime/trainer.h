@@ -44,6 +44,13 @@ typedef struct gcc_train_config {
                              (steps, ops, waits for a batch, epochs, evaluations)
                              and on one track per data-loader thread; see
                              profile.h. The caller writes it afterwards. */
+  /* If not NULL, called for every batch of every evaluation with the
+   * prediction tensor (float32 (rows, C) for a classifier; valid during the
+   * call only). `first_row` is the index of the batch's first test sample:
+   * 0 starts a new evaluation, so the last calls describe the final one
+   * (gcc-train --predictions). */
+  void (*on_eval_batch)(void *user, int64_t first_row, const gcc_tensor *pred, int64_t rows);
+  void *eval_user;
 } gcc_train_config;
 
 typedef struct gcc_train_report {

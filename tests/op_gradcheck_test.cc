@@ -904,6 +904,102 @@ TEST(IdentityGrad, RandomShapes) {
   }
 }
 
+// ---- Softmax ---------------------------------------------------------------------------
+
+// torch.softmax along `axis` in float64 (max subtracted first).
+T64 RefSoftmax(const T64 &x, int64_t axis) {
+  const int nd = static_cast<int>(x.dims.size());
+  if (axis < 0) axis += nd;
+  int64_t outer = 1, inner = 1, len = x.dims[axis];
+  for (int i = 0; i < axis; ++i) outer *= x.dims[i];
+  for (int i = static_cast<int>(axis) + 1; i < nd; ++i) inner *= x.dims[i];
+  T64 y = x;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = o * len * inner + i;
+      double mx = x.v[base];
+      for (int64_t j = 1; j < len; ++j) mx = std::max(mx, x.v[base + j * inner]);
+      double se = 0;
+      for (int64_t j = 0; j < len; ++j) se += std::exp(x.v[base + j * inner] - mx);
+      for (int64_t j = 0; j < len; ++j) y.v[base + j * inner] = std::exp(x.v[base + j * inner] - mx) / se;
+    }
+  return y;
+}
+
+TEST(SoftmaxGrad, EveryAxisOfRandomShapes) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      for (int64_t axis = -rank; axis < rank; ++axis) {
+        GradCase c;
+        c.label = "Softmax " + Str(d) + " axis=" + std::to_string(axis);
+        c.params.push_back({"X", d, r.F(Numel(d), -3, 3)});
+        c.build = [axis](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_SOFTMAX, "softmax", {v.at("X")});
+          gcc_build_set_int(b, y, "axis", axis);
+          return y;
+        };
+        c.ref = [axis](const Env &e) { return RefSoftmax(e.at("X"), axis); };
+        c.bwd_ops = {GCC_OP_SOFTMAX_GRAD};
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
+TEST(InternalOps, SoftmaxOfHugeLogitsDoesNotOverflow) {
+  // exp(1000) overflows float and double: the max must be subtracted first
+  Dims d = {2, 3};
+  std::vector<float> x = {1000.0f, 999.0f, 998.0f, -1000.0f, -1000.0f, -1000.0f};
+  DirectCase c;
+  c.label = "Softmax of huge logits";
+  c.inputs = {FloatInput("X", d, x)};
+  c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_SOFTMAX, "softmax", {v.at("X")}); };
+  c.expect = RefSoftmax(FromFloats(d, x), -1);
+  EXPECT_NEAR(c.expect.v[0], 0.66524096, 1e-7);
+  EXPECT_NEAR(c.expect.v[3], 1.0 / 3.0, 1e-12);
+  RunDirect(c);
+}
+
+TEST(InternalOps, SoftmaxGradMatchesTheJacobianProduct) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    Dims d = {r.I(1, 4), r.I(2, 6)};
+    for (int64_t axis : {0, 1, -1}) {
+      std::vector<float> dy = r.F(Numel(d)), x = r.F(Numel(d), -2, 2);
+      T64 y = RefSoftmax(FromFloats(d, x), axis);
+      std::vector<float> yf(y.v.begin(), y.v.end());
+      DirectCase c;
+      c.label = "SoftmaxGrad " + Str(d) + " axis=" + std::to_string(axis);
+      c.inputs = {FloatInput("dY", d, dy), FloatInput("Y", d, yf)};
+      c.build = [axis](gcc_builder *b, const Ids &v) {
+        int o = Op(b, GCC_OP_SOFTMAX_GRAD, "softmax_grad", {v.at("dY"), v.at("Y")});
+        gcc_build_set_int(b, o, "axis", axis);
+        return o;
+      };
+      // dX_i = sum_j J_ji dY_j with J_ji = Y_j (delta_ij - Y_i), over each slice along axis
+      c.expect = Zeros(d);
+      const int64_t rows = d[0], cols = d[1];
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          double acc = 0;
+          if (axis == 0) {
+            for (int64_t k = 0; k < rows; ++k)
+              acc += (double)dy[k * cols + j] * (double)yf[k * cols + j] *
+                     ((k == i ? 1.0 : 0.0) - (double)yf[i * cols + j]);
+          } else {
+            for (int64_t k = 0; k < cols; ++k)
+              acc += (double)dy[i * cols + k] * (double)yf[i * cols + k] *
+                     ((k == j ? 1.0 : 0.0) - (double)yf[i * cols + j]);
+          }
+          c.expect.v[i * cols + j] = acc;
+        }
+      RunDirect(c);
+    }
+  }
+}
+
 // ---- Reshape, Flatten -----------------------------------------------------------------
 
 TEST(ReshapeGrad, ZeroAndMinusOneEntries) {
@@ -1529,6 +1625,9 @@ const Covered kCovered[] = {
     {GCC_OP_SGD, "SGD", kOptimizer, "SgdOptimizer.*"},
     {GCC_OP_ADAM, "Adam", kOptimizer, "AdamOptimizer.*"},
     {GCC_OP_COPY, "Copy", kCopy, "InternalOps.CopyIsAnExactCopyOfAnyDtype"},
+    {GCC_OP_SOFTMAX, "Softmax", kGradcheck, "SoftmaxGrad.*, InternalOps.SoftmaxOfHugeLogits*"},
+    {GCC_OP_SOFTMAX_GRAD, "SoftmaxGrad", kInternal,
+     "SoftmaxGrad.*, InternalOps.SoftmaxGradMatchesTheJacobianProduct"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

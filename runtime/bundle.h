@@ -1,0 +1,228 @@
+/*
+ * bundle.h - .gccx deployment bundles: export of a trained model's
+ * inference graph, and the checked reader that gcc-run and the C API
+ * (runtime/gcc_api.h) load.
+ *
+ * File layout (all integers little-endian):
+ *
+ *   offset 0   8 bytes  magic "GCCX\r\n\x1a\n" (the PNG trick: a text-mode
+ *                       transfer or a truncation to 7 bits breaks it)
+ *   offset 8   uint32   format version (GCC_BUNDLE_FORMAT_VERSION)
+ *   offset 12  uint32   0 (reserved; a non-zero value is rejected)
+ *   offset 16  uint64   payload size P
+ *   offset 24  P bytes  one serialized gccx.Bundle (runtime/bundle.proto):
+ *                       sections, each a name, bytes and the SHA-256 of
+ *                       name + NUL + bytes
+ *
+ * Sections:
+ *   manifest       JSON (schema "gcc-train.bundle/1"): format version,
+ *                  gcc-train version, creation time (UTC, ISO 8601), the
+ *                  source model, inputs and outputs (name, dtype, shape with
+ *                  -1 for the batch), normalization (mean/std per channel of
+ *                  x = (byte / 255 - mean) / std, the trainer's data loader),
+ *                  the CUDA architectures with a cubin, the PTX target, and
+ *                  every other section's name, size and SHA-256
+ *   graph          a graph.proto Model: the inference graph (backward,
+ *                  optimizer and loss pruned; outputs `logits` and
+ *                  `probabilities` = Softmax(logits)), initializers without
+ *                  their data
+ *   weights        a graph.proto Graph holding only the initializers with
+ *                  their data (float32 parameters and constants)
+ *   plan.cpu       the CPU plan's placement and memory report (JSON, schema
+ *                  of runtime/placement_report.h), batch 1
+ *
+ * and, because generated kernels have their shapes as compile-time
+ * constants (codegen/emit.h), per CUDA architecture sm_XX and per batch
+ * size N of the manifest's batch_sizes:
+ *   plan.sm_XX.bN     the CUDA plan's placement and memory report
+ *   kernels.sm_XX.bN  the launch manifest of its generated kernels
+ *                     (codegen/emit.h, schema "gcc-train.kernels/1")
+ *   cubin.sm_XX.bN    the kernels compiled by NVRTC to SASS for sm_XX
+ *   ptx.bN            the same kernels as PTX for compute_XX of the newest
+ *                     architecture, which the driver JIT-compiles on newer
+ *                     GPUs
+ *   source.bN         the CUDA C they were compiled from (for inspection)
+ * A CUDA executor runs a batch of another size padded to the next larger
+ * exported size (gcc_bundle_batch_for); the CPU compiles any batch size.
+ *
+ * Reading rejects, with GCC_ERR_PARSE and a message naming the file and,
+ * where one is at fault, the section: a file shorter than the header, a
+ * wrong magic, a non-zero reserved word, a payload size that disagrees with
+ * the file's size (truncated, or bytes after the payload), a payload that is
+ * not a Bundle, a section without a name or a checksum, a duplicated
+ * section, a checksum mismatch, a manifest that is not the expected JSON, a
+ * section the manifest does not list or lists with another size or SHA-256,
+ * a section the manifest lists that is missing, and a graph or weights
+ * section the model loader rejects. A format version other than ours is
+ * GCC_ERR_UNSUPPORTED naming both versions. Nothing is trusted before its
+ * checksum is verified, and nothing crashes on any byte string.
+ */
+#ifndef GCC_RUNTIME_BUNDLE_H
+#define GCC_RUNTIME_BUNDLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GCC_TRAIN_VERSION "0.1.0"
+#define GCC_BUNDLE_FORMAT_VERSION 1u
+#define GCC_BUNDLE_MAGIC "GCCX\r\n\x1a\n"
+#define GCC_BUNDLE_HEADER_BYTES 24
+#define GCC_BUNDLE_MAX_ARCHS 16
+#define GCC_BUNDLE_MAX_BATCHES 8
+
+/* ---- the inference graph ------------------------------------------------ */
+
+/* Builds the inference graph of a (trained) model: a copy of `model` with
+ * everything that does not lead to the training spec's prediction removed
+ * (the loss, the target input; backward and optimizer nodes are never part
+ * of a model), the prediction exposed as graph output `logits` (an Identity
+ * node when the prediction has another name) and `probabilities` =
+ * Softmax(logits, axis 1) added as the second output. The copy has no
+ * training spec. Errors: GCC_ERR_INVALID_GRAPH when the model has no
+ * training spec or no prediction, the prediction is not float32 (N, C), or
+ * the names `logits`/`probabilities` are taken by other values;
+ * GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d);
+
+/* ---- export ------------------------------------------------------------- */
+
+typedef struct gcc_export_options {
+  /* CUDA architectures to compile cubins for, as 10 * major + minor (80 =
+   * sm_80), n_archs in [1, GCC_BUNDLE_MAX_ARCHS]; the PTX is made for the
+   * largest. */
+  int archs[GCC_BUNDLE_MAX_ARCHS];
+  int n_archs;
+  /* Batch sizes to generate CUDA kernels for, ascending, n_batch_sizes in
+   * [0, GCC_BUNDLE_MAX_BATCHES]; 0 sizes: 1 and 1000 (gcc-run's default). */
+  int64_t batch_sizes[GCC_BUNDLE_MAX_BATCHES];
+  int n_batch_sizes;
+  int use_kernel_cache; /* read/write the NVRTC kernel cache (codegen/kernel_cache.h) */
+  int64_t created;      /* creation time, seconds since the epoch (0: now) */
+} gcc_export_options;
+
+/* Parses "sm_80,sm_90" (comma-separated, each sm_XY or sm_XYZ that NVRTC
+ * can target, no duplicates) into o->archs / o->n_archs (sorted).
+ * Errors: GCC_ERR_INVALID_ARGUMENT naming the flag and the bad entry;
+ * GCC_ERR_UNSUPPORTED for an architecture NVRTC cannot target. */
+gcc_status gcc_export_parse_archs(const char *list, gcc_export_options *o, gcc_diag *d);
+
+/* Parses "1,1000" (comma-separated integers in [1, 2^31), no duplicates)
+ * into o->batch_sizes / o->n_batch_sizes (sorted). Errors:
+ * GCC_ERR_INVALID_ARGUMENT naming --export-batch-sizes and the entry. */
+gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o, gcc_diag *d);
+
+/* Writes the bundle of `model` (a trained model with its training spec;
+ * its initializers hold the weights to ship) to `path`, atomically (temp
+ * file, fsync, rename). Compiles the inference graph for the CPU and, per
+ * architecture, for an assumed CUDA device of it (no GPU needed; NVRTC
+ * produces the cubin and the PTX). Errors: those of gcc_inference_graph,
+ * compilation (GCC_ERR_UNSUPPORTED / GCC_ERR_INTERNAL from codegen or
+ * NVRTC, naming the architecture), GCC_ERR_IO naming `path`. */
+gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
+                             const char *path, gcc_diag *d);
+
+/* ---- reading ------------------------------------------------------------ */
+
+typedef struct gcc_bundle gcc_bundle;
+
+/* One tensor of the bundle's signature. */
+typedef struct gcc_bundle_tensor {
+  const char *name;
+  gcc_dtype dtype;
+  gcc_shape shape; /* dims[0] = -1: the batch */
+} gcc_bundle_tensor;
+
+/* What the manifest says (strings owned by the bundle). */
+typedef struct gcc_bundle_info {
+  uint32_t format_version;
+  const char *gcc_train_version, *created, *model;
+  gcc_bundle_tensor input;       /* the one input (float32, [-1, ...]) */
+  gcc_bundle_tensor outputs[2];  /* logits, probabilities: float32 [-1, C] */
+  int n_mean, n_std;             /* normalization of raw image bytes */
+  float mean[GCC_MAX_CHANNELS], std[GCC_MAX_CHANNELS];
+  int cubin_archs[GCC_BUNDLE_MAX_ARCHS]; /* 10 * major + minor, ascending */
+  int n_cubin_archs;
+  int ptx_arch;                  /* compute_XX of the PTX, 0 if none */
+  int64_t batch_sizes[GCC_BUNDLE_MAX_BATCHES]; /* of the CUDA kernels, ascending */
+  int n_batch_sizes;
+} gcc_bundle_info;
+
+/* Parses and verifies `size` bytes of a bundle (see the top of this file
+ * for every check); `source` names it in messages. On success the caller
+ * frees *out with gcc_bundle_free. The bytes are copied. */
+gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *source,
+                            gcc_bundle **out, gcc_diag *d);
+
+/* Reads the file at `path` and parses it (GCC_ERR_IO naming the path when
+ * it cannot be read). */
+gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d);
+
+void gcc_bundle_free(gcc_bundle *b);
+
+const gcc_bundle_info *gcc_bundle_get_info(const gcc_bundle *b);
+
+/* The inference graph with its weights (owned by the bundle). */
+const gcc_graph *gcc_bundle_graph(const gcc_bundle *b);
+
+/* The bytes of section `name` (owned by the bundle, valid until it is
+ * freed). GCC_ERR_INVALID_ARGUMENT naming the section when there is none. */
+gcc_status gcc_bundle_section(const gcc_bundle *b, const char *name, const void **data,
+                              size_t *size, gcc_diag *d);
+
+/* ---- kernel image choice ------------------------------------------------ */
+
+typedef enum gcc_image_kind {
+  GCC_IMAGE_CUBIN = 0, /* SASS: loaded as is, no JIT, no NVRTC */
+  GCC_IMAGE_PTX,       /* PTX: the driver JIT-compiles it for the device */
+} gcc_image_kind;
+
+typedef struct gcc_kernel_image {
+  gcc_image_kind kind;
+  int arch; /* the cubin's sm_XX or the PTX's compute_XX, as 10 * major + minor */
+} gcc_kernel_image;
+
+/* Chooses the kernel image for a device of compute capability
+ * `device_arch` (10 * major + minor) by the CUDA binary compatibility
+ * rules: a cubin for sm_XY runs on a device of the same major version X and
+ * a minor >= Y (the largest such minor wins); otherwise PTX for compute_XY
+ * runs on any device with arch >= XY. A pure function.
+ * `cubin_archs` may be NULL when n_cubins is 0; `ptx_arch` is 0 for none;
+ * `device` describes the device in the message ("cuda:0 (NVIDIA A10)").
+ * Errors: GCC_ERR_UNSUPPORTED when neither fits, e.g. "bundle has cubin for
+ * sm_80, sm_90 and PTX for compute_90; device cuda:0 (NVIDIA V100) is sm_70:
+ * no cubin for sm_7x with a minor <= 0, and PTX for compute_90 needs sm_90
+ * or newer"; GCC_ERR_INVALID_ARGUMENT for a device_arch <= 0. */
+gcc_status gcc_kernel_image_select(const int *cubin_archs, int n_cubins, int ptx_arch,
+                                   int device_arch, const char *device, gcc_kernel_image *out,
+                                   gcc_diag *d);
+
+/* The smallest exported batch size >= `rows` (the batch a CUDA executor
+ * pads `rows` rows to), or 0 if rows exceeds them all. */
+int64_t gcc_bundle_batch_for(const gcc_bundle *b, int64_t rows);
+
+/* The hook for the CUDA executor: selects the image for a device of
+ * `device_arch` and kernels compiled for batch size `batch` (one of the
+ * manifest's batch_sizes) from the bundle (gcc_kernel_image_select) and
+ * returns its
+ * bytes (`image`: cubin ELF, or NUL-terminated PTX text; `image_size`
+ * without the NUL) and the launch manifest JSON of those kernels
+ * (`launches`, NUL-terminated, schema "gcc-train.kernels/1", naming every
+ * kernel with its grid, block and arguments). The bytes are owned by the
+ * bundle. Load them with cudaLibraryLoadData; NVRTC is not needed. Errors:
+ * those of gcc_kernel_image_select; GCC_ERR_UNSUPPORTED naming the
+ * exported batch sizes when `batch` is not one of them. */
+gcc_status gcc_bundle_kernel_image(const gcc_bundle *b, int device_arch, int64_t batch,
+                                   const char *device, gcc_kernel_image *img, const void **image,
+                                   size_t *image_size, const char **launches, gcc_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_BUNDLE_H */

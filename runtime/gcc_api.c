@@ -1,0 +1,337 @@
+/* gcc_api.c - the deployment C API (runtime/gcc_api.h) over the bundle
+ * reader and the executor. */
+#include "runtime/gcc_api.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/device.h"
+#include "runtime/executor.h"
+
+struct gccx_bundle {
+  gcc_bundle *b;
+  atomic_int refs; /* the caller's handle (until closed) + one per session */
+};
+
+typedef struct plan_slot {
+  int64_t rows;
+  gcc_plan *plan;
+} plan_slot;
+
+struct gccx_session {
+  gccx_bundle *bundle;
+  int device;       /* GCC_DEV_CPU or GCC_DEV_CUDA(n) */
+  char device_name[32];
+  int threads;
+  int64_t max_batch, per_sample, rows;
+  float *input;     /* max_batch x per_sample */
+  plan_slot plans[2]; /* [0]: max_batch rows, [1]: the last other row count */
+  gcc_plan *last;   /* the plan of the last run, NULL before one (or after new input) */
+  int has_image;
+  gcc_kernel_image image;
+  const void *image_bytes;
+  size_t image_size;
+  const char *launches;
+};
+
+static gcc_status null_arg(gcc_diag *d, const char *fn, const char *what) {
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is NULL%s", fn, what,
+                      strstr(what, "handle") ? " (closed or never opened?)" : "");
+}
+
+static void bundle_unref(gccx_bundle *b) {
+  if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
+    gcc_bundle_free(b->b);
+    free(b);
+  }
+}
+
+static gcc_status wrap(gcc_bundle *raw, gccx_bundle **out, gcc_diag *d) {
+  gccx_bundle *b = calloc(1, sizeof *b);
+  if (!b) {
+    gcc_bundle_free(raw);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (bundle)");
+  }
+  b->b = raw;
+  atomic_init(&b->refs, 1);
+  *out = b;
+  return GCC_OK;
+}
+
+gcc_status gccx_bundle_open(const char *path, gccx_bundle **out, gcc_diag *d) {
+  if (!out)
+    return null_arg(d, "gccx_bundle_open", "out");
+  *out = NULL;
+  if (!path)
+    return null_arg(d, "gccx_bundle_open", "path");
+  gcc_bundle *raw;
+  GCC_TRY(gcc_bundle_read(path, &raw, d));
+  return wrap(raw, out, d);
+}
+
+gcc_status gccx_bundle_open_memory(const void *bytes, size_t size, const char *name,
+                                   gccx_bundle **out, gcc_diag *d) {
+  if (!out)
+    return null_arg(d, "gccx_bundle_open_memory", "out");
+  *out = NULL;
+  if (!bytes)
+    return null_arg(d, "gccx_bundle_open_memory", "bytes");
+  gcc_bundle *raw;
+  GCC_TRY(gcc_bundle_parse(bytes, size, name ? name : "<memory>", &raw, d));
+  return wrap(raw, out, d);
+}
+
+void gccx_bundle_close(gccx_bundle **b) {
+  if (!b || !*b)
+    return;
+  bundle_unref(*b);
+  *b = NULL;
+}
+
+gcc_status gccx_bundle_info(const gccx_bundle *b, const gcc_bundle_info **info, gcc_diag *d) {
+  if (!b)
+    return null_arg(d, "gccx_bundle_info", "bundle handle");
+  if (!info)
+    return null_arg(d, "gccx_bundle_info", "info");
+  *info = gcc_bundle_get_info(b->b);
+  return GCC_OK;
+}
+
+const gcc_bundle *gccx_bundle_raw(const gccx_bundle *b) { return b ? b->b : NULL; }
+
+/* Parameters and constants are the bundle graph's initializers: the
+ * compiled graph's value is found there by name (read only in inference). */
+static void *bind_weights(void *user, const gcc_graph *g, int v) {
+  const gcc_graph *m = user;
+  int mv = gcc_graph_find(m, g->values[v].name);
+  return mv >= 0 && m->values[mv].kind == GCC_VALUE_PARAM ? m->values[mv].data : NULL;
+}
+
+static gcc_status plan_for(gccx_session *s, int64_t rows, gcc_plan **out, gcc_diag *d) {
+  int slot = rows == s->max_batch ? 0 : 1;
+  if (s->plans[slot].plan && s->plans[slot].rows == rows) {
+    *out = s->plans[slot].plan;
+    return GCC_OK;
+  }
+  gcc_plan_free(s->plans[slot].plan);
+  s->plans[slot].plan = NULL;
+  gcc_options o = {0};
+  o.mode = GCC_MODE_EVAL;
+  o.batch_size = rows;
+  o.device = s->device;
+  o.device_explicit = 1;
+  o.n_cuda_devices = GCC_DEV_IS_CUDA(s->device) ? GCC_DEV_CUDA_INDEX(s->device) + 1 : 1;
+  const gcc_graph *g = gcc_bundle_graph(s->bundle->b);
+  GCC_TRY(gcc_plan_compile(g, &o, bind_weights, (void *)g, s->threads, &s->plans[slot].plan, d));
+  s->plans[slot].rows = rows;
+  *out = s->plans[slot].plan;
+  return GCC_OK;
+}
+
+gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
+                               gccx_session **out, char *note, size_t note_cap, gcc_diag *d) {
+  if (!out)
+    return null_arg(d, "gccx_session_create", "out");
+  *out = NULL;
+  if (note && note_cap)
+    note[0] = '\0';
+  if (!b)
+    return null_arg(d, "gccx_session_create", "bundle handle");
+  gccx_session_options defaults = {"auto", 0, 1};
+  if (!o)
+    o = &defaults;
+  gcc_device want, dev;
+  GCC_TRY(gcc_device_parse(o->device ? o->device : "auto", &want, d));
+  char why[768] = "";
+  GCC_TRY(gcc_device_resolve(&want, &dev, why, sizeof why, d));
+  if (note && note_cap && why[0])
+    snprintf(note, note_cap, "%s", why);
+  gccx_session *s = calloc(1, sizeof *s);
+  if (!s)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (session)");
+  s->bundle = b;
+  atomic_fetch_add(&b->refs, 1);
+  s->device = dev.kind == GCC_DEVICE_CUDA ? GCC_DEV_CUDA(dev.index) : GCC_DEV_CPU;
+  gcc_dev_name(s->device, s->device_name, sizeof s->device_name);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  s->threads = o->threads > 0 ? o->threads : (cpus > 0 ? (int)cpus : 1);
+  s->max_batch = o->max_batch > 0 ? o->max_batch : 1;
+  const gcc_bundle_info *info = gcc_bundle_get_info(b->b);
+  s->per_sample = 1;
+  for (int i = 1; i < info->input.shape.ndim; i++)
+    s->per_sample *= info->input.shape.dims[i];
+  gcc_status st = GCC_OK;
+  if (s->max_batch > ((int64_t)1 << 40) / (s->per_sample > 0 ? s->per_sample : 1))
+    st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "gccx_session_create: max_batch %lld is too "
+                      "large", (long long)s->max_batch);
+  if (st == GCC_OK && GCC_DEV_IS_CUDA(s->device)) {
+    /* the kernels: a cubin for this GPU, else the PTX; never NVRTC */
+    gcc_device_info gi;
+    st = gcc_device_info_cuda(dev.index, &gi, d);
+    if (st == GCC_OK) {
+      char desc[200];
+      snprintf(desc, sizeof desc, "%s (%s)", s->device_name, gi.name);
+      /* kernels for the exported batch size that max_batch pads to */
+      int64_t batch = gcc_bundle_batch_for(b->b, s->max_batch);
+      st = gcc_bundle_kernel_image(b->b, gi.cc_major * 10 + gi.cc_minor,
+                                   batch ? batch : s->max_batch, desc, &s->image,
+                                   &s->image_bytes, &s->image_size, &s->launches, d);
+      s->has_image = st == GCC_OK;
+    }
+  }
+  if (st == GCC_OK) {
+    s->input = malloc((size_t)(s->max_batch * s->per_sample) * sizeof *s->input);
+    if (!s->input)
+      st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                        "out of memory: the input buffer of %lld rows", (long long)s->max_batch);
+  }
+  if (st == GCC_OK) { /* compile the full-batch plan now: errors surface here */
+    gcc_plan *p;
+    st = plan_for(s, s->max_batch, &p, d);
+  }
+  if (st != GCC_OK) {
+    gccx_session_destroy(&s);
+    return st;
+  }
+  *out = s;
+  return GCC_OK;
+}
+
+void gccx_session_destroy(gccx_session **sp) {
+  if (!sp || !*sp)
+    return;
+  gccx_session *s = *sp;
+  for (int i = 0; i < 2; i++)
+    gcc_plan_free(s->plans[i].plan);
+  free(s->input);
+  bundle_unref(s->bundle);
+  free(s);
+  *sp = NULL;
+}
+
+const char *gccx_session_device(const gccx_session *s) { return s ? s->device_name : NULL; }
+
+static gcc_status check_rows(const gccx_session *s, const char *fn, int64_t rows, gcc_diag *d) {
+  if (rows < 1 || rows > s->max_batch)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: %lld rows; the session takes 1 to %lld (its max_batch)", fn,
+                        (long long)rows, (long long)s->max_batch);
+  return GCC_OK;
+}
+
+gcc_status gccx_set_input(gccx_session *s, const char *name, const float *data, int64_t rows,
+                          gcc_diag *d) {
+  if (!s)
+    return null_arg(d, "gccx_set_input", "session handle");
+  if (!name || !data)
+    return null_arg(d, "gccx_set_input", !name ? "name" : "data");
+  const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
+  if (strcmp(name, info->input.name) != 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gccx_set_input: the bundle has no input '%s' (its input is '%s')", name,
+                        info->input.name);
+  GCC_TRY(check_rows(s, "gccx_set_input", rows, d));
+  memcpy(s->input, data, (size_t)(rows * s->per_sample) * sizeof *data);
+  s->rows = rows;
+  s->last = NULL;
+  return GCC_OK;
+}
+
+gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t rows,
+                                 gcc_diag *d) {
+  if (!s)
+    return null_arg(d, "gccx_set_input_images", "session handle");
+  if (!pixels)
+    return null_arg(d, "gccx_set_input_images", "pixels");
+  GCC_TRY(check_rows(s, "gccx_set_input_images", rows, d));
+  const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
+  int64_t channels = info->input.shape.ndim == 4 ? info->input.shape.dims[1] : 1;
+  int64_t plane = s->per_sample / channels;
+  /* one lookup table per channel, computed as runtime/dataloader.c does */
+  float lut[GCC_MAX_CHANNELS][256];
+  int nc = channels < GCC_MAX_CHANNELS ? (int)channels : GCC_MAX_CHANNELS;
+  for (int c = 0; c < nc; c++) {
+    float mean = info->n_mean == 0 ? 0.0f : info->mean[info->n_mean == 1 ? 0 : c];
+    float std = info->n_std == 0 ? 1.0f : info->std[info->n_std == 1 ? 0 : c];
+    for (int p = 0; p < 256; p++)
+      lut[c][p] = ((float)p / 255.0f - mean) / std;
+  }
+  if (channels > GCC_MAX_CHANNELS && (info->n_mean > 1 || info->n_std > 1))
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "gccx_set_input_images: %lld channels with per-channel normalization",
+                        (long long)channels);
+  for (int64_t i = 0; i < rows * s->per_sample; i++) {
+    int64_t c = (i / plane) % channels;
+    s->input[i] = lut[c < nc ? c : 0][pixels[i]];
+  }
+  s->rows = rows;
+  s->last = NULL;
+  return GCC_OK;
+}
+
+gcc_status gccx_run(gccx_session *s, gcc_diag *d) {
+  if (!s)
+    return null_arg(d, "gccx_run", "session handle");
+  if (s->rows < 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gccx_run: no input set (call gccx_set_input or gccx_set_input_images)");
+  gcc_plan *p;
+  GCC_TRY(plan_for(s, s->rows, &p, d));
+  const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
+  GCC_TRY(gcc_plan_bind_input(p, info->input.name, s->input, d));
+  GCC_TRY(gcc_plan_run(p, 0, d));
+  s->last = p;
+  return GCC_OK;
+}
+
+gcc_status gccx_get_output(const gccx_session *s, const char *name, const float **data,
+                           int64_t *rows, int64_t *cols, gcc_diag *d) {
+  if (!s)
+    return null_arg(d, "gccx_get_output", "session handle");
+  if (!name || !data)
+    return null_arg(d, "gccx_get_output", !name ? "name" : "data");
+  const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
+  if (strcmp(name, info->outputs[0].name) != 0 && strcmp(name, info->outputs[1].name) != 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gccx_get_output: the bundle has no output '%s' (its outputs are '%s' "
+                        "and '%s')",
+                        name, info->outputs[0].name, info->outputs[1].name);
+  if (!s->last)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gccx_get_output: no results: gccx_run has not run since the input "
+                        "was set");
+  const gcc_tensor *t = gcc_plan_tensor(s->last, name);
+  if (!t || !t->data || t->shape.ndim != 2)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "gccx_get_output: output '%s' is not in the plan",
+                        name);
+  *data = t->data;
+  if (rows)
+    *rows = t->shape.dims[0];
+  if (cols)
+    *cols = t->shape.dims[1];
+  return GCC_OK;
+}
+
+gcc_status gccx_session_kernel_image(const gccx_session *s, gcc_kernel_image *img,
+                                     const void **image, size_t *image_size,
+                                     const char **launches, gcc_diag *d) {
+  if (!s)
+    return null_arg(d, "gccx_session_kernel_image", "session handle");
+  if (!s->has_image)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gccx_session_kernel_image: the session runs on %s, which loads no "
+                        "kernel image",
+                        s->device_name);
+  if (img)
+    *img = s->image;
+  if (image)
+    *image = s->image_bytes;
+  if (image_size)
+    *image_size = s->image_size;
+  if (launches)
+    *launches = s->launches;
+  return GCC_OK;
+}

@@ -1,0 +1,150 @@
+/*
+ * gcc_api.h - the C API for deploying exported models: open a .gccx bundle
+ * (written by `gcc-train MODEL.pb --export OUT.gccx`, format in
+ * runtime/bundle.h), create an inference session on a device, set the
+ * input, run, read the outputs, close.
+ *
+ *   gccx_bundle *b;  gccx_session *s;  gcc_diag d = {0};
+ *   gccx_bundle_open("mnist.gccx", &b, &d);
+ *   gccx_session_options o = {"cpu", 1, 0};
+ *   gccx_session_create(b, &o, &s, &d);
+ *   gccx_set_input_images(s, pixels, 1, &d);        // or gccx_set_input
+ *   gccx_run(s, &d);
+ *   gccx_get_output(s, "probabilities", &p, &rows, &cols, &d);
+ *   gccx_session_destroy(&s);  gccx_bundle_close(&b);
+ *
+ * Semantics: the bundle's inference graph is the trained model's forward
+ * pass up to its logits (float32 (N, C)), plus probabilities =
+ * Softmax(logits) along the classes (ONNX Softmax / torch.softmax, dim 1).
+ *
+ * Conventions:
+ *  - Every fallible function returns a gcc_status (graph/status.h) and, on
+ *    failure, fills the caller's gcc_diag (which may be NULL) with a message
+ *    naming the bundle, input, output or device at fault. Nothing prints
+ *    or exits.
+ *  - Handles are opaque. A NULL handle is GCC_ERR_INVALID_ARGUMENT, and the
+ *    close/destroy functions take the handle's address and set it to NULL,
+ *    so a closed handle reads as NULL afterwards instead of dangling.
+ *  - Ownership: a session holds a reference to its bundle; closing the
+ *    bundle while sessions exist is allowed (they keep working, and the
+ *    bundle's memory goes with the last of them). Pointers returned by
+ *    getters are owned by the bundle or session and stay valid as stated.
+ *  - Thread safety: the bundle is read-only after opening and its
+ *    reference count is atomic, so sessions of one bundle may be created,
+ *    run and destroyed on different threads at once; one session must not
+ *    be used by two threads at once. (OpenBLAS's thread count is process
+ *    wide: concurrent CPU sessions with different `threads` share it.)
+ */
+#ifndef GCC_RUNTIME_GCC_API_H
+#define GCC_RUNTIME_GCC_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/status.h"
+#include "runtime/bundle.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gccx_bundle gccx_bundle;
+typedef struct gccx_session gccx_session;
+
+/* Opens and verifies the bundle at `path` (every check of runtime/bundle.h:
+ * magic, version, sizes, SHA-256 of every section, manifest, graph).
+ * Errors: GCC_ERR_INVALID_ARGUMENT (NULL path or out); GCC_ERR_IO (cannot
+ * read the file); GCC_ERR_PARSE (corrupt, truncated or inconsistent,
+ * naming the section); GCC_ERR_UNSUPPORTED (another format version);
+ * GCC_ERR_OUT_OF_MEMORY. On failure *out is NULL. */
+gcc_status gccx_bundle_open(const char *path, gccx_bundle **out, gcc_diag *d);
+
+/* The same from `size` bytes in memory (copied; `name` names them in
+ * messages, NULL: "<memory>"). */
+gcc_status gccx_bundle_open_memory(const void *bytes, size_t size, const char *name,
+                                   gccx_bundle **out, gcc_diag *d);
+
+/* Drops the caller's reference and sets *b to NULL. NULL and *b == NULL are
+ * accepted. */
+void gccx_bundle_close(gccx_bundle **b);
+
+/* The bundle's manifest: input (name, float32, shape [-1, C, H, W] or
+ * [-1, F]), outputs (logits and probabilities, float32 [-1, classes]),
+ * normalization, CUDA architectures, versions. Owned by the bundle, valid
+ * until it is freed. Errors: GCC_ERR_INVALID_ARGUMENT for a NULL bundle. */
+gcc_status gccx_bundle_info(const gccx_bundle *b, const gcc_bundle_info **info, gcc_diag *d);
+
+/* The underlying bundle (sections, graph; runtime/bundle.h), owned by `b`;
+ * NULL for a NULL handle. */
+const gcc_bundle *gccx_bundle_raw(const gccx_bundle *b);
+
+typedef struct gccx_session_options {
+  const char *device; /* "cpu", "cuda", "cuda:N" or "auto" (NULL: "auto") */
+  int threads;        /* OpenBLAS threads at most on the CPU (<= 0: online CPUs) */
+  int64_t max_batch;  /* most rows one run takes (<= 0: 1) */
+} gccx_session_options;
+
+/* Creates a session on o->device. "auto" uses a usable CUDA GPU, else the
+ * CPU, and says why in `note` (may be NULL; "" when there is nothing to
+ * say). On a CUDA device the session first chooses the kernel image
+ * (gcc_bundle_kernel_image: a cubin for the device's architecture, else the
+ * PTX; NVRTC is never used) compiled for the smallest exported batch size
+ * >= max_batch (runs of fewer rows are padded to it), and hands the plan to
+ * the executor.
+ * Errors: GCC_ERR_INVALID_ARGUMENT (NULL handle, bad device string);
+ * GCC_ERR_DEVICE (a CUDA device that is missing or cannot run plans, with
+ * the device's reason); GCC_ERR_UNSUPPORTED (no kernel image fits the
+ * device: the message names the bundle's architectures and the device's;
+ * or max_batch exceeds every exported batch size);
+ * compile errors of the bundle's graph; GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
+                               gccx_session **out, char *note, size_t note_cap, gcc_diag *d);
+
+/* Frees the session (and the bundle, if it was closed and this was its last
+ * session) and sets *s to NULL. NULL and *s == NULL are accepted. */
+void gccx_session_destroy(gccx_session **s);
+
+/* The device the session runs on ("cpu", "cuda:0"); NULL for NULL. */
+const char *gccx_session_device(const gccx_session *s);
+
+/* Copies `rows` samples of input `name` (float32, C order, rows x the
+ * input's per-sample shape, already normalized) into the session.
+ * Errors: GCC_ERR_INVALID_ARGUMENT for a NULL handle or data, an unknown
+ * input name (the message names the bundle's input), or rows outside
+ * [1, max_batch]. */
+gcc_status gccx_set_input(gccx_session *s, const char *name, const float *data, int64_t rows,
+                          gcc_diag *d);
+
+/* Sets the input from raw image bytes (uint8, rows x C x H x W, NCHW, 0 =
+ * background), normalized exactly as the trainer's data loader does:
+ * x = ((float)byte / 255.0f - mean[c]) / std[c] in float32, with mean[0]
+ * and std[0] for every channel when the bundle has one of each, and 0 / 1
+ * when it has none. Errors: as gccx_set_input. */
+gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t rows,
+                                 gcc_diag *d);
+
+/* Runs the inference graph on the rows last set. Errors:
+ * GCC_ERR_INVALID_ARGUMENT (NULL handle, no input set yet); compile errors
+ * for a new row count; GCC_ERR_DEVICE from the device. */
+gcc_status gccx_run(gccx_session *s, gcc_diag *d);
+
+/* Output `name` ("logits" or "probabilities") of the last run: *data points
+ * at rows x cols float32 values in C order, owned by the session and valid
+ * until the next gccx_set_input*, gccx_run or gccx_session_destroy.
+ * Errors: GCC_ERR_INVALID_ARGUMENT for a NULL handle or pointer, an unknown
+ * output name (the message lists the outputs), or no run yet. */
+gcc_status gccx_get_output(const gccx_session *s, const char *name, const float **data,
+                           int64_t *rows, int64_t *cols, gcc_diag *d);
+
+/* The kernel image a CUDA session loaded (the CUDA executor's hook):
+ * what gcc_bundle_kernel_image returned for the session's device. Errors:
+ * GCC_ERR_INVALID_ARGUMENT for a NULL handle or a CPU session. */
+gcc_status gccx_session_kernel_image(const gccx_session *s, gcc_kernel_image *img,
+                                     const void **image, size_t *image_size,
+                                     const char **launches, gcc_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_GCC_API_H */

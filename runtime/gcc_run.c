@@ -1,0 +1,286 @@
+/*
+ * gcc-run: inference from an exported .gccx bundle.
+ *
+ *   gcc-run OUT.gccx --input FILE [--labels FILE] [--device DEV] [--output FILE]
+ *                    [--batch-size N] [--threads N] [--quiet]
+ *
+ * FILE is an IDX file of uint8 images (n, height, width), gz or plain, such
+ * as MNIST's t10k-images-idx3-ubyte.gz, normalized as the trainer did; or a
+ * float32 .npy of shape (n, ...) matching the bundle's input, fed as is.
+ * Writes one CSV line per sample (index,class,probability[,label]) to
+ * --output (atomically) or stdout, and with --labels the accuracy.
+ *
+ * Exit status: 0 success; 1 a run-time failure (input files, I/O);
+ * 2 a bad command line; 3 an invalid bundle (corrupt, truncated, another
+ * format version); 4 the device is unusable (no GPU, or no kernel image in
+ * the bundle fits it).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/loader.h"
+#include "runtime/dataset.h"
+#include "runtime/device.h"
+#include "runtime/gcc_api.h"
+#include "runtime/npy.h"
+
+enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_BUNDLE = 3, EXIT_DEVICE = 4 };
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gcc-run BUNDLE.gccx --input FILE [options]\n"
+          "\n"
+          "Runs the inference graph of a bundle written by gcc-train --export.\n"
+          "\n"
+          "  --input FILE        IDX images (n, height, width; .gz or plain), normalized as\n"
+          "                      in training, or a float32 .npy of shape (n, ...) fed as is\n"
+          "  --labels FILE       IDX labels (n): print the accuracy and add a label column\n"
+          "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
+          "                      else the CPU, saying why)\n"
+          "  --output FILE       write the predictions there (atomically), not to stdout\n"
+          "  --batch-size N      rows per run (default 1000)\n"
+          "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
+          "  --quiet             no summary line\n"
+          "  --version, --help\n"
+          "\n"
+          "Output: CSV with a header, one line per sample: index,class,probability[,label]\n"
+          "(class = argmax of the logits, the first on ties; probability = its softmax).\n"
+          "\n"
+          "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid bundle,\n"
+          "4 device unusable.\n");
+}
+
+static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo) {
+    fprintf(stderr, "gcc-run: %s '%s': expected an integer >= %" PRId64 "\n", flag, s, lo);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* 1 if the file starts with the .npy magic (anything else is read as IDX,
+ * gz or plain, whose reader names what is wrong). */
+static int sniff_npy(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return 0;
+  uint8_t head[6];
+  size_t n = fread(head, 1, sizeof head, f);
+  fclose(f);
+  return n == 6 && gcc_npy_is_npy(head, 6);
+}
+
+int main(int argc, char **argv) {
+  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
+  if (bwd && chdir(bwd) != 0)
+    fprintf(stderr, "gcc-run: warning: cannot enter %s: %s\n", bwd, strerror(errno));
+  enum { OPT_INPUT = 256, OPT_LABELS, OPT_DEVICE, OPT_OUTPUT, OPT_BATCH, OPT_THREADS, OPT_QUIET,
+         OPT_VERSION, OPT_HELP };
+  static const struct option longopts[] = {
+      {"input", required_argument, 0, OPT_INPUT},
+      {"labels", required_argument, 0, OPT_LABELS},
+      {"device", required_argument, 0, OPT_DEVICE},
+      {"output", required_argument, 0, OPT_OUTPUT},
+      {"batch-size", required_argument, 0, OPT_BATCH},
+      {"threads", required_argument, 0, OPT_THREADS},
+      {"quiet", no_argument, 0, OPT_QUIET},
+      {"version", no_argument, 0, OPT_VERSION},
+      {"help", no_argument, 0, OPT_HELP},
+      {0, 0, 0, 0},
+  };
+  const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL;
+  int64_t batch = 1000, threads = 0;
+  int quiet = 0, c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+    switch (c) {
+    case OPT_INPUT: input = optarg; break;
+    case OPT_LABELS: labels_path = optarg; break;
+    case OPT_DEVICE: device = optarg; break;
+    case OPT_OUTPUT: output = optarg; break;
+    case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
+    case OPT_THREADS: if (!parse_i64("--threads", optarg, 1, &threads)) return EXIT_USAGE; break;
+    case OPT_QUIET: quiet = 1; break;
+    case OPT_VERSION: printf("gcc-run %s (bundle format %u)\n", GCC_TRAIN_VERSION,
+                             GCC_BUNDLE_FORMAT_VERSION); return 0;
+    case OPT_HELP: usage(stdout); return 0;
+    case ':':
+      fprintf(stderr, "gcc-run: %s needs a value\n", argv[optind - 1]);
+      return EXIT_USAGE;
+    default:
+      fprintf(stderr, "gcc-run: unknown option '%s' (see --help)\n", argv[optind - 1]);
+      return EXIT_USAGE;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, optind >= argc ? "gcc-run: no bundle given\n"
+                                   : "gcc-run: exactly one bundle expected\n");
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  if (!input) {
+    fprintf(stderr, "gcc-run: --input FILE is required\n");
+    return EXIT_USAGE;
+  }
+  gcc_diag d = {0};
+  gcc_device want;
+  if (gcc_device_parse(device, &want, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-run: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  gccx_bundle *b = NULL;
+  if (gccx_bundle_open(argv[optind], &b, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-run: %s\n", d.msg);
+    return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_BUNDLE;
+  }
+  const gcc_bundle_info *info;
+  gccx_bundle_info(b, &info, &d);
+  int64_t per_sample = 1;
+  for (int i = 1; i < info->input.shape.ndim; i++)
+    per_sample *= info->input.shape.dims[i];
+
+  /* the input: raw IDX images or a float32 .npy */
+  int rc = 0;
+  uint8_t *pixels = NULL, *labels = NULL;
+  float *floats = NULL;
+  int64_t n = 0;
+  char sh[128], sh2[128];
+  if (sniff_npy(input)) {
+    gcc_shape s;
+    if (gcc_npy_read_f32(input, &s, &floats, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      rc = EXIT_RUN;
+    } else {
+      int64_t per = 1;
+      for (int i = 1; i < s.ndim; i++)
+        per *= s.dims[i];
+      n = s.dims[0];
+      if (per != per_sample || s.ndim < 2) {
+        fprintf(stderr, "gcc-run: %s: array of shape %s, but input '%s' takes %s (n first)\n",
+                input, gcc_shape_str(&s, sh, sizeof sh), info->input.name,
+                gcc_shape_str(&info->input.shape, sh2, sizeof sh2));
+        rc = EXIT_RUN;
+      }
+    }
+  } else {
+    int64_t dims[4];
+    if (gcc_idx_read(input, 3, dims, &pixels, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      rc = EXIT_RUN;
+    } else if (dims[1] * dims[2] != per_sample) {
+      fprintf(stderr,
+              "gcc-run: %s: images of %" PRId64 "x%" PRId64 " pixels, but input '%s' takes %s "
+              "(n first)\n",
+              input, dims[1], dims[2], info->input.name,
+              gcc_shape_str(&info->input.shape, sh, sizeof sh));
+      rc = EXIT_RUN;
+    }
+    n = dims[0];
+  }
+  if (rc == 0 && labels_path) {
+    int64_t ld[4];
+    if (gcc_idx_read(labels_path, 1, ld, &labels, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      rc = EXIT_RUN;
+    } else if (ld[0] != n) {
+      fprintf(stderr, "gcc-run: %s has %" PRId64 " labels but %s has %" PRId64 " samples\n",
+              labels_path, ld[0], input, n);
+      rc = EXIT_RUN;
+    }
+  }
+
+  gccx_session *s = NULL;
+  if (rc == 0) {
+    gccx_session_options o = {device, (int)threads, batch < n ? batch : (n > 0 ? n : 1)};
+    char note[768];
+    if (gccx_session_create(b, &o, &s, note, sizeof note, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      rc = d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_UNSUPPORTED ? EXIT_DEVICE
+                                                                          : EXIT_BUNDLE;
+    } else if (note[0] && !quiet) {
+      fprintf(stderr, "gcc-run: %s\n", note);
+    }
+    batch = o.max_batch;
+  }
+
+  /* run, batch by batch; the CSV grows in memory and is written at once */
+  size_t cap = 64 + (size_t)n * 48, len = 0;
+  char *csv = rc == 0 ? malloc(cap) : NULL;
+  if (rc == 0 && !csv) {
+    fprintf(stderr, "gcc-run: out of memory (%" PRId64 " predictions)\n", n);
+    rc = EXIT_RUN;
+  }
+  int64_t correct = 0;
+  if (rc == 0)
+    len += (size_t)snprintf(csv, cap, "index,class,probability%s\n", labels ? ",label" : "");
+  for (int64_t first = 0; rc == 0 && first < n; first += batch) {
+    int64_t rows = n - first < batch ? n - first : batch;
+    gcc_status st = pixels ? gccx_set_input_images(s, pixels + first * per_sample, rows, &d)
+                           : gccx_set_input(s, info->input.name, floats + first * per_sample,
+                                            rows, &d);
+    const float *logits = NULL, *probs = NULL;
+    int64_t r = 0, classes = 0;
+    if (st == GCC_OK)
+      st = gccx_run(s, &d);
+    if (st == GCC_OK)
+      st = gccx_get_output(s, "logits", &logits, &r, &classes, &d);
+    if (st == GCC_OK)
+      st = gccx_get_output(s, "probabilities", &probs, &r, &classes, &d);
+    if (st != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      rc = st == GCC_ERR_DEVICE ? EXIT_DEVICE : EXIT_RUN;
+      break;
+    }
+    for (int64_t i = 0; i < rows; i++) {
+      const float *x = logits + i * classes;
+      int64_t best = 0;
+      for (int64_t j = 1; j < classes; j++) /* argmax as the trainer's accuracy: first on ties */
+        if (x[j] > x[best])
+          best = j;
+      len += (size_t)snprintf(csv + len, cap - len, "%" PRId64 ",%" PRId64 ",%.9g", first + i,
+                              best, (double)probs[i * classes + best]);
+      if (labels) {
+        len += (size_t)snprintf(csv + len, cap - len, ",%d", labels[first + i]);
+        correct += best == labels[first + i];
+      }
+      len += (size_t)snprintf(csv + len, cap - len, "\n");
+    }
+  }
+  if (rc == 0) {
+    if (output) {
+      if (gcc_write_file_atomic(output, csv, len, &d) != GCC_OK) {
+        fprintf(stderr, "gcc-run: %s\n", d.msg);
+        rc = EXIT_RUN;
+      }
+    } else if (fwrite(csv, 1, len, stdout) != len || fflush(stdout) != 0) {
+      fprintf(stderr, "gcc-run: cannot write the predictions to stdout\n");
+      rc = EXIT_RUN;
+    }
+  }
+  if (rc == 0 && !quiet) {
+    FILE *f = output ? stdout : stderr; /* never mixed into CSV on stdout */
+    fprintf(f, "gcc-run: %" PRId64 " samples on %s", n, gccx_session_device(s));
+    if (labels)
+      fprintf(f, "; accuracy %.2f%% (%" PRId64 "/%" PRId64 ")", n ? 100.0 * (double)correct / (double)n : 0.0,
+              correct, n);
+    if (output)
+      fprintf(f, "; predictions in %s", output);
+    fprintf(f, "\n");
+  }
+  free(csv);
+  free(pixels);
+  free(labels);
+  free(floats);
+  gccx_session_destroy(&s);
+  gccx_bundle_close(&b);
+  return rc;
+}

@@ -1,0 +1,48 @@
+/*
+ * npy.h - reading float32 arrays from NumPy .npy files (gcc-run --input).
+ *
+ * Format (NumPy's "NEP 1" / numpy.lib.format): the magic "\x93NUMPY", a
+ * major and a minor version byte, the header length (uint16 little-endian
+ * for version 1.0, uint32 for 2.0 and 3.0), then that many bytes of a
+ * Python dict literal padded with spaces and ending in '\n':
+ *     {'descr': '<f4', 'fortran_order': False, 'shape': (10000, 1, 28, 28), }
+ * then the data, C order when fortran_order is False.
+ *
+ * Accepted: versions 1.0, 2.0 and 3.0; descr '<f4' (little-endian float32;
+ * '=f4' too, on this little-endian host); fortran_order False; a shape of
+ * 1 to 8 dims, each > 0; exactly numel * 4 data bytes.
+ */
+#ifndef GCC_RUNTIME_NPY_H
+#define GCC_RUNTIME_NPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parses `size` bytes of a .npy file (`source` names it in messages). On
+ * success *shape is the array's shape and *data a malloc'ed copy of its
+ * numel float32 values (the caller frees it). Errors, with *data = NULL:
+ * GCC_ERR_PARSE (bad magic, version, header or dict, a missing key, data
+ * shorter or longer than the shape needs); GCC_ERR_UNSUPPORTED (a dtype
+ * other than float32, big-endian data, fortran_order True, more than 8
+ * dims); GCC_ERR_OUT_OF_MEMORY. Messages name the source. */
+gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *source,
+                             gcc_shape *shape, float **data, gcc_diag *d);
+
+/* Reads the file at `path` (GCC_ERR_IO when it cannot be read) and parses
+ * it. */
+gcc_status gcc_npy_read_f32(const char *path, gcc_shape *shape, float **data, gcc_diag *d);
+
+/* 1 if the bytes start with the .npy magic. */
+int gcc_npy_is_npy(const uint8_t *bytes, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_NPY_H */

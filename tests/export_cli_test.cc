@@ -1,0 +1,278 @@
+// train -> export -> gcc-run, with the real binaries (fork/exec): a short
+// MNIST training (200 SGD steps on real MNIST) exported with --export, then
+// gcc-run on the MNIST test set must give exactly the predicted classes of
+// gcc-train's final evaluation (--predictions) and the same accuracy; the
+// C API example classifies one image as gcc-run does; gcc-run's exit codes
+// (2 command line, 1 run-time, 3 invalid bundle, 4 device) and messages.
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/device.h"
+
+namespace {
+
+std::string Runfile(const std::string &rel) {
+  std::vector<std::string> c;
+  if (const char *s = getenv("TEST_SRCDIR")) {
+    c.push_back(std::string(s) + "/gcc_train/" + rel);
+    if (const char *ws = getenv("TEST_WORKSPACE")) c.push_back(std::string(s) + "/" + ws + "/" + rel);
+  }
+  c.push_back(rel);
+  for (const std::string &p : c) {
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0) return p;
+  }
+  return "";
+}
+
+std::string Tmp(const std::string &name) {
+  const char *t = getenv("TEST_TMPDIR");
+  return std::string(t && *t ? t : "/tmp") + "/" + name;
+}
+
+std::string ReadText(const std::string &path) {
+  std::string s;
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) return s;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  fclose(f);
+  return s;
+}
+
+void WriteText(const std::string &path, const std::string &s) {
+  FILE *f = fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(fwrite(s.data(), 1, s.size(), f), s.size());
+  fclose(f);
+}
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::ostream &operator<<(std::ostream &os, const Result &r) {
+  return os << "exit " << r.code << "\n--- stdout ---\n" << r.out.substr(0, 2000)
+            << "--- stderr ---\n" << r.err << "---";
+}
+
+// Runs binary `rel` (a runfile) with `args`; stdout and stderr go to files.
+Result Exec(const std::string &rel, const std::vector<std::string> &args) {
+  Result r;
+  std::string bin = Runfile(rel);
+  if (bin.empty()) {
+    r.err = rel + " not found in the runfiles";
+    return r;
+  }
+  static int n = 0;
+  std::string out = Tmp("out" + std::to_string(n)), err = Tmp("err" + std::to_string(n));
+  n++;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    unsetenv("BUILD_WORKING_DIRECTORY");
+    std::vector<char *> argv = {const_cast<char *>(bin.c_str())};
+    for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadText(out);
+  r.err = ReadText(err);
+  return r;
+}
+
+// The class column (column 1) of a CSV with a header line.
+std::vector<int> Classes(const std::string &csv) {
+  std::vector<int> c;
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    size_t a = line.find(',');
+    c.push_back(atoi(line.c_str() + a + 1));
+  }
+  return c;
+}
+
+class ExportCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string img = Runfile("data/mnist/t10k-images-idx3-ubyte.gz");
+    ASSERT_FALSE(img.empty());
+    images_ = img;
+    labels_ = Runfile("data/mnist/t10k-labels-idx1-ubyte.gz");
+    std::vector<char> buf(img.begin(), img.end());
+    buf.push_back('\0');
+    data_dir_ = dirname(buf.data());
+    bundle_ = Tmp("mlp.gccx");
+    train_ = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_dir_,
+                               "--max-steps", "200", "--threads", "1", "--no-output",
+                               "--no-kernel-cache", "--device", "cpu", "--export", bundle_,
+                               "--predictions", Tmp("train_predictions.csv")});
+    ASSERT_EQ(train_.code, 0) << train_;
+  }
+  static Result train_;
+  static std::string images_, labels_, data_dir_, bundle_;
+};
+Result ExportCli::train_;
+std::string ExportCli::images_, ExportCli::labels_, ExportCli::data_dir_, ExportCli::bundle_;
+
+TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
+  EXPECT_NE(train_.out.find("exported the inference graph to " + bundle_ +
+                            " (cubin for sm_80, sm_90, PTX for compute_90; batch sizes 1, 1000)"),
+            std::string::npos)
+      << train_;
+  Result run = Exec("gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device", "cpu",
+                               "--threads", "1", "--output", Tmp("run.csv")});
+  ASSERT_EQ(run.code, 0) << run;
+  std::vector<int> want = Classes(ReadText(Tmp("train_predictions.csv")));
+  std::vector<int> got = Classes(ReadText(Tmp("run.csv")));
+  ASSERT_EQ(want.size(), 10000u);
+  ASSERT_EQ(got.size(), want.size());
+  int differ = 0;
+  for (size_t i = 0; i < want.size(); i++) differ += want[i] != got[i];
+  EXPECT_EQ(differ, 0);
+  // the same accuracy, as both print it
+  size_t at = train_.out.find("test accuracy ");
+  ASSERT_NE(at, std::string::npos) << train_;
+  std::string acc = train_.out.substr(at + 14, train_.out.find('%', at) - at - 14);
+  EXPECT_NE(run.out.find("accuracy " + acc + "% ("), std::string::npos) << acc << "\n" << run;
+  EXPECT_NE(ReadText(Tmp("run.csv")).find("index,class,probability,label\n0,"), std::string::npos);
+}
+
+TEST_F(ExportCli, ClassifyOneAgreesWithGccRun) {
+  Result run = Exec("gcc-run", {bundle_, "--input", images_, "--device", "cpu", "--batch-size", "1"});
+  ASSERT_EQ(run.code, 0) << run;
+  std::vector<int> classes = Classes(run.out);  // CSV on stdout, the summary on stderr
+  ASSERT_EQ(classes.size(), 10000u);
+  EXPECT_NE(run.err.find("gcc-run: 10000 samples on cpu"), std::string::npos) << run;
+  for (int index : {0, 1, 9999}) {
+    Result one = Exec("examples/classify_one", {bundle_, images_, std::to_string(index)});
+    ASSERT_EQ(one.code, 0) << one;
+    EXPECT_NE(one.out.find("image " + std::to_string(index) + ": class " +
+                           std::to_string(classes[static_cast<size_t>(index)]) + " "),
+              std::string::npos)
+        << one;
+  }
+  Result bad = Exec("examples/classify_one", {bundle_, images_, "10000"});
+  EXPECT_EQ(bad.code, 1) << bad;
+  EXPECT_NE(bad.err.find("out of range"), std::string::npos) << bad;
+}
+
+TEST_F(ExportCli, NpyInput) {
+  // five images as float32, normalized the way the bundle says (MNIST)
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 1, 28, 28), }";
+  while ((10 + dict.size() + 1) % 64) dict += ' ';
+  dict += '\n';
+  std::string npy = std::string("\x93NUMPY\x01\x00", 8);
+  npy += static_cast<char>(dict.size());
+  npy += '\0';
+  npy += dict;
+  std::vector<float> x(5 * 784);
+  for (size_t i = 0; i < x.size(); i++) x[i] = (i % 29 == 0) ? 2.5f : -0.4242f;
+  npy.append(reinterpret_cast<const char *>(x.data()), x.size() * sizeof(float));
+  WriteText(Tmp("x.npy"), npy);
+  Result run = Exec("gcc-run", {bundle_, "--input", Tmp("x.npy"), "--device", "cpu"});
+  ASSERT_EQ(run.code, 0) << run;
+  EXPECT_EQ(Classes(run.out).size(), 5u);
+  // the wrong shape for the model's input
+  std::string bad = npy;
+  bad.replace(bad.find("(5, 1, 28, 28)"), 14, "(5, 1, 28, 27)");
+  bad.resize(bad.size() - 5 * 28 * 4);
+  WriteText(Tmp("bad.npy"), bad);
+  run = Exec("gcc-run", {bundle_, "--input", Tmp("bad.npy"), "--device", "cpu"});
+  EXPECT_EQ(run.code, 1) << run;
+  EXPECT_NE(run.err.find("array of shape [5, 1, 28, 27], but input 'image' takes [N, 1, 28, 28]"),
+            std::string::npos)
+      << run;
+}
+
+TEST_F(ExportCli, ExitCodesAndMessages) {
+  Result r = Exec("gcc-run", {});
+  EXPECT_EQ(r.code, 2) << r;
+  r = Exec("gcc-run", {bundle_});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_NE(r.err.find("--input FILE is required"), std::string::npos) << r;
+  r = Exec("gcc-run", {bundle_, "--input", images_, "--batch-size", "0"});
+  EXPECT_EQ(r.code, 2) << r;
+  r = Exec("gcc-run", {bundle_, "--input", images_, "--device", "tpu"});
+  EXPECT_EQ(r.code, 2) << r;
+  r = Exec("gcc-run", {bundle_, "--input", images_, "--frobnicate"});
+  EXPECT_EQ(r.code, 2) << r;
+  r = Exec("gcc-run", {Tmp("missing.gccx"), "--input", images_});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find("missing.gccx: cannot open"), std::string::npos) << r;
+  r = Exec("gcc-run", {bundle_, "--input", labels_, "--device", "cpu"});  // IDX1 is no image file
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find(labels_), std::string::npos) << r;
+  // corrupt and truncated bundles: exit 3, the file and the fault named, no output written
+  std::string good = ReadText(bundle_);
+  std::string flipped = good;
+  flipped[flipped.size() / 3] ^= 0x10;
+  WriteText(Tmp("flipped.gccx"), flipped);
+  r = Exec("gcc-run", {Tmp("flipped.gccx"), "--input", images_, "--output", Tmp("never.csv")});
+  EXPECT_EQ(r.code, 3) << r;
+  EXPECT_NE(r.err.find("flipped.gccx: section '"), std::string::npos) << r;
+  EXPECT_NE(r.err.find("is corrupt"), std::string::npos) << r;
+  struct stat st;
+  EXPECT_NE(stat(Tmp("never.csv").c_str(), &st), 0);
+  WriteText(Tmp("short.gccx"), good.substr(0, good.size() - 100));
+  r = Exec("gcc-run", {Tmp("short.gccx"), "--input", images_});
+  EXPECT_EQ(r.code, 3) << r;
+  EXPECT_NE(r.err.find("short.gccx: the header promises"), std::string::npos) << r;
+  EXPECT_NE(r.err.find("(truncated)"), std::string::npos) << r;
+  std::string future = good;
+  future[8] = 9;
+  WriteText(Tmp("future.gccx"), future);
+  r = Exec("gcc-run", {Tmp("future.gccx"), "--input", images_});
+  EXPECT_EQ(r.code, 3) << r;
+  EXPECT_NE(r.err.find("bundle format version 9"), std::string::npos) << r;
+  // gcc-train's own flags
+  r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"), "--export-archs",
+                        "sm_80,sm_8"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_NE(r.err.find("--export-archs: 'sm_8'"), std::string::npos) << r;
+  r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export-archs", "sm_80"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_NE(r.err.find("--export-archs needs --export FILE"), std::string::npos) << r;
+  r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
+                         "--export-batch-sizes", "0"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_NE(r.err.find("--export-batch-sizes '0'"), std::string::npos) << r;
+}
+
+TEST_F(ExportCli, CudaWithoutAGpu) {
+  char why[512];
+  if (gcc_cuda_device_count(why, sizeof why) > 0)
+    GTEST_SKIP() << "a CUDA GPU is present: the no-GPU behaviour is not testable here";
+  Result r = Exec("gcc-run", {bundle_, "--input", images_, "--device", "cuda"});
+  EXPECT_EQ(r.code, 4) << r;
+  EXPECT_NE(r.err.find("no usable CUDA GPU"), std::string::npos) << r;
+  r = Exec("gcc-run", {bundle_, "--input", images_, "--device", "auto", "--output", Tmp("auto.csv")});
+  EXPECT_EQ(r.code, 0) << r;
+  EXPECT_NE(r.err.find("running on the CPU"), std::string::npos) << r;
+}
+
+}  // namespace

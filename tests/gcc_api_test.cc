@@ -1,0 +1,315 @@
+// The deployment C API (runtime/gcc_api.h): a bundle exported from the
+// MNIST MLP must compute exactly the logits of the model's own CPU plan
+// (a training session's forward pass), probabilities that are the float64
+// softmax of those logits, normalize raw pixels exactly as the trainer's
+// data loader, and reject every misuse (NULL and closed handles, wrong
+// input or output names, row counts, runs without input, devices) with a
+// message, never a crash.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "graph/loader.h"
+#include "runtime/dataloader.h"
+#include "runtime/dataset.h"
+#include "runtime/device.h"
+#include "runtime/gcc_api.h"
+#include "runtime/session.h"
+
+namespace {
+
+std::string Runfile(const std::string &rel) {
+  std::vector<std::string> c;
+  if (const char *s = getenv("TEST_SRCDIR")) {
+    c.push_back(std::string(s) + "/gcc_train/" + rel);
+    if (const char *ws = getenv("TEST_WORKSPACE")) c.push_back(std::string(s) + "/" + ws + "/" + rel);
+  }
+  c.push_back(rel);
+  for (const std::string &p : c) {
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0) return p;
+  }
+  return "";
+}
+
+constexpr int64_t kRows = 7, kPixels = 784;
+
+class ApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string model = Runfile("models/mnist_mlp.pb");
+    ASSERT_FALSE(model.empty());
+    gcc_diag d = {};
+    ASSERT_EQ(gcc_model_load(model.c_str(), &model_, &d), GCC_OK) << d.msg;
+    gcc_export_options o = {};
+    o.archs[0] = 90;
+    o.n_archs = 1;
+    const char *t = getenv("TEST_TMPDIR");
+    path_ = std::string(t && *t ? t : "/tmp") + "/api.gccx";
+    ASSERT_EQ(gcc_export_bundle(model_, &o, path_.c_str(), &d), GCC_OK) << d.msg;
+    // images with every pixel value, different per row
+    pixels_.resize(kRows * kPixels);
+    for (int64_t i = 0; i < kRows * kPixels; i++)
+      pixels_[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 37 + i / 784 * 11) % 256);
+    // what the trainer's data loader feeds: ((float)p / 255 - mean) / std
+    normalized_.resize(pixels_.size());
+    float mean = model_->training.mean[0], sd = model_->training.std[0];
+    for (size_t i = 0; i < pixels_.size(); i++)
+      normalized_[i] = (static_cast<float>(pixels_[i]) / 255.0f - mean) / sd;
+  }
+  static void TearDownTestSuite() {
+    gcc_graph_free(model_);
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    gcc_diag d = {};
+    ASSERT_EQ(gccx_bundle_open(path_.c_str(), &b_, &d), GCC_OK) << d.msg;
+  }
+  void TearDown() override {
+    gccx_session_destroy(&s_);
+    gccx_bundle_close(&b_);
+  }
+  void Create(int64_t max_batch = kRows, const char *device = "cpu") {
+    gccx_session_options o = {device, 1, max_batch};
+    gcc_diag d = {};
+    ASSERT_EQ(gccx_session_create(b_, &o, &s_, nullptr, 0, &d), GCC_OK) << d.msg;
+  }
+  // The model's logits from a training session's evaluation plan.
+  static std::vector<float> SessionLogits() {
+    gcc_session_options so = {};
+    so.threads = 1;
+    so.opt = model_->training.opt;
+    gcc_session *s = nullptr;
+    gcc_diag d = {};
+    EXPECT_EQ(gcc_session_create(model_, &so, &s, &d), GCC_OK) << d.msg;
+    std::vector<int64_t> labels(kRows, 0);
+    float loss;
+    int64_t correct;
+    const gcc_tensor *pred = nullptr;
+    EXPECT_EQ(gcc_session_eval_batch(s, normalized_.data(), labels.data(), kRows, &loss, &correct,
+                                     &pred, &d),
+              GCC_OK)
+        << d.msg;
+    const float *p = static_cast<const float *>(pred->data);
+    std::vector<float> out(p, p + kRows * 10);
+    gcc_session_destroy(s);
+    return out;
+  }
+
+  static gcc_graph *model_;
+  static std::string path_;
+  static std::vector<uint8_t> pixels_;
+  static std::vector<float> normalized_;
+  gccx_bundle *b_ = nullptr;
+  gccx_session *s_ = nullptr;
+};
+gcc_graph *ApiTest::model_ = nullptr;
+std::string ApiTest::path_;
+std::vector<uint8_t> ApiTest::pixels_;
+std::vector<float> ApiTest::normalized_;
+
+TEST_F(ApiTest, OutputsAreTheModelsCpuPlanAndItsSoftmax) {
+  Create();
+  gcc_diag d = {};
+  ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), kRows, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_run(s_, &d), GCC_OK) << d.msg;
+  const float *logits = nullptr, *probs = nullptr;
+  int64_t rows = 0, cols = 0;
+  ASSERT_EQ(gccx_get_output(s_, "logits", &logits, &rows, &cols, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(rows, kRows);
+  EXPECT_EQ(cols, 10);
+  std::vector<float> want = SessionLogits();
+  for (int64_t i = 0; i < kRows * 10; i++)
+    EXPECT_EQ(logits[i], want[static_cast<size_t>(i)]) << "logit " << i;  // bit for bit
+  ASSERT_EQ(gccx_get_output(s_, "probabilities", &probs, &rows, &cols, &d), GCC_OK) << d.msg;
+  for (int64_t r = 0; r < kRows; r++) {
+    double mx = -INFINITY, se = 0, sum = 0;
+    for (int64_t j = 0; j < 10; j++) mx = std::max(mx, static_cast<double>(logits[r * 10 + j]));
+    for (int64_t j = 0; j < 10; j++) se += std::exp(static_cast<double>(logits[r * 10 + j]) - mx);
+    for (int64_t j = 0; j < 10; j++) {
+      double ref = std::exp(static_cast<double>(logits[r * 10 + j]) - mx) / se;
+      EXPECT_NEAR(probs[r * 10 + j], ref, 1e-7 + 1e-6 * ref) << r << "," << j;
+      sum += probs[r * 10 + j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+TEST_F(ApiTest, FloatInputAndImageInputAgree) {
+  Create();
+  gcc_diag d = {};
+  const float *a = nullptr, *b = nullptr;
+  ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), kRows, &d), GCC_OK);
+  ASSERT_EQ(gccx_run(s_, &d), GCC_OK);
+  ASSERT_EQ(gccx_get_output(s_, "logits", &a, nullptr, nullptr, &d), GCC_OK);
+  std::vector<float> first(a, a + kRows * 10);
+  ASSERT_EQ(gccx_set_input(s_, "image", normalized_.data(), kRows, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_run(s_, &d), GCC_OK);
+  ASSERT_EQ(gccx_get_output(s_, "logits", &b, nullptr, nullptr, &d), GCC_OK);
+  for (int64_t i = 0; i < kRows * 10; i++) EXPECT_EQ(first[static_cast<size_t>(i)], b[i]);
+}
+
+TEST_F(ApiTest, FewerRowsThanTheBatch) {
+  Create();
+  gcc_diag d = {};
+  const float *full = nullptr, *part = nullptr;
+  int64_t rows = 0;
+  ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), kRows, &d), GCC_OK);
+  ASSERT_EQ(gccx_run(s_, &d), GCC_OK);
+  ASSERT_EQ(gccx_get_output(s_, "probabilities", &full, &rows, nullptr, &d), GCC_OK);
+  std::vector<float> keep(full, full + kRows * 10);
+  for (int64_t n : {3, 1, 3}) {
+    ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), n, &d), GCC_OK);
+    ASSERT_EQ(gccx_run(s_, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gccx_get_output(s_, "probabilities", &part, &rows, nullptr, &d), GCC_OK);
+    EXPECT_EQ(rows, n);
+    // other GEMM shapes (a GEMV for one row) may round differently
+    for (int64_t i = 0; i < n * 10; i++) EXPECT_NEAR(part[i], keep[static_cast<size_t>(i)], 1e-6);
+  }
+}
+
+TEST_F(ApiTest, MisuseIsReportedNotCrashed) {
+  Create();
+  gcc_diag d = {};
+  const float *p = nullptr;
+  EXPECT_EQ(gccx_run(s_, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "no input set"), nullptr) << d.msg;
+  EXPECT_EQ(gccx_get_output(s_, "logits", &p, nullptr, nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "no results"), nullptr) << d.msg;
+  EXPECT_EQ(gccx_set_input(s_, "pixels", normalized_.data(), 1, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "no input 'pixels' (its input is 'image')"), nullptr) << d.msg;
+  EXPECT_EQ(gccx_set_input(s_, "image", normalized_.data(), 0, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "0 rows"), nullptr) << d.msg;
+  EXPECT_EQ(gccx_set_input_images(s_, pixels_.data(), kRows + 1, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "1 to 7"), nullptr) << d.msg;
+  EXPECT_EQ(gccx_set_input(s_, "image", nullptr, 1, &d), GCC_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), 2, &d), GCC_OK);
+  ASSERT_EQ(gccx_run(s_, &d), GCC_OK);
+  EXPECT_EQ(gccx_get_output(s_, "loss", &p, nullptr, nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "no output 'loss' (its outputs are 'logits' and 'probabilities')"),
+            nullptr)
+      << d.msg;
+  EXPECT_EQ(gccx_get_output(s_, "logits", nullptr, nullptr, nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  // new input invalidates the old results
+  ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), 2, &d), GCC_OK);
+  EXPECT_EQ(gccx_get_output(s_, "logits", &p, nullptr, nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gccx_session_kernel_image(s_, nullptr, nullptr, nullptr, nullptr, &d),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "runs on cpu"), nullptr) << d.msg;
+  EXPECT_STREQ(gccx_session_device(s_), "cpu");
+}
+
+TEST_F(ApiTest, NullAndClosedHandles) {
+  gcc_diag d = {};
+  gccx_bundle *closed = nullptr;
+  ASSERT_EQ(gccx_bundle_open(path_.c_str(), &closed, &d), GCC_OK);
+  gccx_bundle_close(&closed);
+  EXPECT_EQ(closed, nullptr);
+  gccx_bundle_close(&closed);  // twice: harmless
+  gccx_bundle_close(nullptr);
+  gccx_session *s = nullptr;
+  gccx_session_options o = {"cpu", 1, 1};
+  EXPECT_EQ(gccx_session_create(closed, &o, &s, nullptr, 0, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "closed or never opened"), nullptr) << d.msg;
+  EXPECT_EQ(s, nullptr);
+  const gcc_bundle_info *info = nullptr;
+  EXPECT_EQ(gccx_bundle_info(nullptr, &info, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gccx_bundle_raw(nullptr), nullptr);
+  const float *p;
+  EXPECT_EQ(gccx_set_input(nullptr, "image", normalized_.data(), 1, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gccx_set_input_images(nullptr, pixels_.data(), 1, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gccx_run(nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "gccx_run: session handle is NULL"), nullptr) << d.msg;
+  EXPECT_EQ(gccx_get_output(nullptr, "logits", &p, nullptr, nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gccx_session_device(nullptr), nullptr);
+  gccx_session_destroy(&s);
+  gccx_session_destroy(nullptr);
+  EXPECT_EQ(gccx_bundle_open(nullptr, &closed, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gccx_bundle_open(path_.c_str(), nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gccx_run(nullptr, nullptr), GCC_ERR_INVALID_ARGUMENT);  // a NULL diag is allowed
+}
+
+TEST_F(ApiTest, SessionOutlivesItsClosedBundle) {
+  Create();
+  gccx_bundle_close(&b_);  // the session keeps the bundle alive
+  gcc_diag d = {};
+  const float *p = nullptr;
+  ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), kRows, &d), GCC_OK);
+  ASSERT_EQ(gccx_run(s_, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_get_output(s_, "logits", &p, nullptr, nullptr, &d), GCC_OK);
+  std::vector<float> want = SessionLogits();
+  EXPECT_EQ(p[0], want[0]);
+  gccx_session_destroy(&s_);  // frees the bundle too (LeakSanitizer checks)
+  EXPECT_EQ(s_, nullptr);
+}
+
+TEST_F(ApiTest, SessionsOnSeveralThreads) {
+  // four threads create, run and destroy sessions of one bundle at once
+  // (the bundle's reference count is atomic; ASan watches the frees)
+  std::vector<float> want = SessionLogits();
+  std::vector<int> ok(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++)
+    threads.emplace_back([this, t, &ok, &want] {
+      for (int round = 0; round < 3; round++) {
+        gcc_diag d = {};
+        gccx_session *s = nullptr;
+        gccx_session_options o = {"cpu", 1, kRows};
+        const float *p = nullptr;
+        if (gccx_session_create(b_, &o, &s, nullptr, 0, &d) != GCC_OK ||
+            gccx_set_input_images(s, pixels_.data(), kRows, &d) != GCC_OK ||
+            gccx_run(s, &d) != GCC_OK ||
+            gccx_get_output(s, "logits", &p, nullptr, nullptr, &d) != GCC_OK) {
+          gccx_session_destroy(&s);
+          return;
+        }
+        bool same = memcmp(p, want.data(), want.size() * sizeof(float)) == 0;
+        gccx_session_destroy(&s);
+        if (!same) return;
+      }
+      ok[static_cast<size_t>(t)] = 1;
+    });
+  for (std::thread &t : threads) t.join();
+  for (int t = 0; t < 4; t++) EXPECT_EQ(ok[static_cast<size_t>(t)], 1) << "thread " << t;
+}
+
+TEST_F(ApiTest, CorruptBytesAndMissingFiles) {
+  gcc_diag d = {};
+  gccx_bundle *b = reinterpret_cast<gccx_bundle *>(&d);
+  EXPECT_EQ(gccx_bundle_open("/nonexistent.gccx", &b, &d), GCC_ERR_IO);
+  EXPECT_EQ(b, nullptr);
+  const char junk[] = "GCCX but not really a bundle";
+  EXPECT_EQ(gccx_bundle_open_memory(junk, sizeof junk, "junk.gccx", &b, &d), GCC_ERR_PARSE);
+  EXPECT_NE(strstr(d.msg, "junk.gccx"), nullptr) << d.msg;
+  EXPECT_EQ(b, nullptr);
+}
+
+TEST_F(ApiTest, Devices) {
+  gcc_diag d = {};
+  gccx_session_options o = {"tpu", 1, 1};
+  EXPECT_EQ(gccx_session_create(b_, &o, &s_, nullptr, 0, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(strstr(d.msg, "tpu"), nullptr) << d.msg;
+  char why[512];
+  if (gcc_cuda_device_count(why, sizeof why) > 0)
+    GTEST_SKIP() << "a CUDA GPU is present: the no-GPU device behaviour is not testable here";
+  o.device = "cuda";
+  EXPECT_EQ(gccx_session_create(b_, &o, &s_, nullptr, 0, &d), GCC_ERR_DEVICE);
+  EXPECT_NE(strstr(d.msg, "no usable CUDA GPU"), nullptr) << d.msg;
+  EXPECT_EQ(s_, nullptr);
+  o.device = "auto";
+  char note[768];
+  ASSERT_EQ(gccx_session_create(b_, &o, &s_, note, sizeof note, &d), GCC_OK) << d.msg;
+  EXPECT_STREQ(gccx_session_device(s_), "cpu");
+  EXPECT_NE(strstr(note, "running on the CPU"), nullptr) << note;
+}
+
+}  // namespace
