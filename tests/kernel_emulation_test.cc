@@ -771,7 +771,7 @@ gcc_status RunReference(const gcc_graph *g, const gcc_group *gr, const GroupRun 
       tensor(v, b.data());
       outs[q] = &t[v];
     }
-    gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx};
+    gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx, nullptr, 0};
     gcc_status s = op->cpu(&a);
     if (s != GCC_OK)
       return s;
@@ -1051,7 +1051,7 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
         t[q].data = bases[q] + off[m];
         tp[q] = &t[q];
       }
-      gcc_kernel_args a{n, tp.data(), n->n_inputs, nullptr, 0, &ctx};
+      gcc_kernel_args a{n, tp.data(), n->n_inputs, nullptr, 0, &ctx, nullptr, 0};
       ASSERT_EQ(gcc_op(n->op)->cpu(&a), GCC_OK) << d.msg;
     }
     const char *names[3] = {"parameters", adam ? "exp_avg" : "momentum_buffer", "exp_avg_sq"};
