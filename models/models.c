@@ -149,10 +149,10 @@ gcc_status gcc_model_mnist_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d) {
   t.target = "label";
   t.dataset = "mnist";
   t.opt.kind = GCC_OPT_SGD;
-  t.opt.lr = 0.05f;
+  t.opt.lr = 0.02f;
   t.opt.momentum = 0.9f;
   t.batch_size = 64;
-  t.epochs = 3;
+  t.epochs = 4;
   t.n_norm = 1;
   t.mean[0] = 0.1307f;
   t.std[0] = 0.3081f;
