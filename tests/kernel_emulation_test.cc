@@ -1382,6 +1382,28 @@ TEST_F(Generated, MnistMlpKernelsMatchTheCpuBackend) {
   gcc_graph_free(mlp);
 }
 
+TEST_F(Generated, CnnKernelsMatchTheCpuBackend) {
+  // the generated groups of the CNN plans: ReLU and its gradient over
+  // NCHW activations (the convolutions and poolings are cuDNN calls), the
+  // fully connected layers' epilogue-free parts, the loss and the SGD
+  // momentum update
+  gcc_graph *cifar = nullptr, *mcnn = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cifar, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &mcnn, &d), GCC_OK) << d.msg;
+  const PlanCase cases[] = {
+      {"cifar_cnn_train_b4", cifar, GCC_MODE_TRAIN, 4, cifar->training.opt, 132, 4},
+      {"cifar_cnn_train_b64_2sm", cifar, GCC_MODE_TRAIN, 64, cifar->training.opt, 2, 4},
+      {"cifar_cnn_eval_b100", cifar, GCC_MODE_EVAL, 100, cifar->training.opt, 132, 2},
+      {"mnist_cnn_train_b64", mcnn, GCC_MODE_TRAIN, 64, mcnn->training.opt, 132, 4},
+      {"mnist_cnn_eval_b100", mcnn, GCC_MODE_EVAL, 100, mcnn->training.opt, 132, 2},
+  };
+  for (const PlanCase &c : cases)
+    CheckPlan(c);
+  gcc_graph_free(cifar);
+  gcc_graph_free(mcnn);
+}
+
 TEST_F(Generated, LinearModelKernelsMatchTheCpuBackend) {
   gcc_graph *lin = nullptr;
   gcc_diag d{};
