@@ -183,7 +183,7 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
                         "gcc_dataloader_create: batch_size must be > 0, "
                         "got %lld",
                         (long long)o->batch_size);
-  if (!(o->std > 0.0f) || !isfinite(o->std) || !isfinite(o->mean))
+  if (o->n_channel_norm == 0 && (!(o->std > 0.0f) || !isfinite(o->std) || !isfinite(o->mean)))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_dataloader_create: normalisation needs a finite "
                         "mean and a finite std > 0, got mean=%g std=%g",

@@ -45,7 +45,8 @@ typedef struct gcc_dataloader_options {
                          ((float)p / 255.0f - mean) / std; std > 0, both
                          finite (torchvision ToTensor then Normalize) */
   int n_channel_norm; /* 0: mean and std above apply to every channel;
-                         else it must equal the data set's channels and
+                         otherwise mean and std are ignored, it must
+                         equal the data set's channels, and
                          pixel p of channel c becomes
                          ((float)p / 255.0f - channel_mean[c]) /
                          channel_std[c] (Normalize with one value per
@@ -84,7 +85,8 @@ typedef struct gcc_dataloader gcc_dataloader;
  *   GCC_ERR_INVALID_ARGUMENT  ds, o or out is NULL; the data set is empty
  *                             (n <= 0), has a non-positive channels, height
  *                             or width, or NULL arrays; batch_size <= 0;
- *                             std <= 0 or not finite; mean not finite;
+ *                             (without per-channel values) std <= 0 or
+ *                             not finite, or mean not finite;
  *                             n_channel_norm not 0 and not the data set's
  *                             channels (or above
  *                             GCC_DATALOADER_MAX_CHANNELS), or a per-channel
