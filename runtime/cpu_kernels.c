@@ -535,8 +535,24 @@ static gcc_status conv_setup(const gcc_kernel_args *a, conv_geom *cg, float **co
   return GCC_OK;
 }
 
+/* floor(a / b) and ceil(a / b) for b > 0 and any sign of a (C division
+ * truncates toward zero). */
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
+
+/* The outputs o in [*lo, *hi) of [0, n_out) whose input o * stride + off
+ * lies in [0, n_in): the rest of the row reads padding. */
+static void valid_range(int64_t off, int64_t stride, int64_t n_in, int64_t n_out, int64_t *lo,
+                        int64_t *hi) {
+  int64_t a = ceil_div(-off, stride), b = floor_div(n_in - 1 - off, stride) + 1;
+  *lo = a < 0 ? 0 : (a > n_out ? n_out : a);
+  *hi = b < *lo ? *lo : (b > n_out ? n_out : b);
+}
+
 /* col[(ci*kh + i)*kw + j][s*p + oy*ow + ox] = X[n0+s][ci][iy][ix] or 0 in
- * the padding, for samples n0 .. n0+cn-1 (Caffe's im2col, batched). */
+ * the padding, for samples n0 .. n0+cn-1 (Caffe's im2col, batched). The
+ * in-bounds part of each output row is found once, so the inner loop has no
+ * bounds test (a plain copy when the stride is 1). */
 static void im2col(const conv_geom *g, const float *x, int64_t n0, int64_t cn, float *col) {
   const gcc_window2d *w = &g->win;
   int64_t row_len = cn * g->p;
@@ -544,6 +560,8 @@ static void im2col(const conv_geom *g, const float *x, int64_t n0, int64_t cn, f
     for (int64_t i = 0; i < w->kh; i++)
       for (int64_t j = 0; j < w->kw; j++) {
         float *row = col + ((ci * w->kh + i) * w->kw + j) * row_len;
+        int64_t xoff = j * w->dw - w->pl, lo, hi;
+        valid_range(xoff, w->sw, g->w, g->ow, &lo, &hi);
         for (int64_t s = 0; s < cn; s++) {
           const float *plane = x + ((n0 + s) * g->c + ci) * g->h * g->w;
           float *out = row + s * g->p;
@@ -554,11 +572,18 @@ static void im2col(const conv_geom *g, const float *x, int64_t n0, int64_t cn, f
               memset(o, 0, (size_t)g->ow * sizeof *o);
               continue;
             }
+            /* element ox of this row is src[ox * sw + xoff]; xoff may be
+             * negative, so index from the row start (no pointer before it) */
             const float *src = plane + iy * g->w;
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-              int64_t ix = ox * w->sw - w->pl + j * w->dw;
-              o[ox] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
-            }
+            for (int64_t ox = 0; ox < lo; ox++)
+              o[ox] = 0.0f;
+            if (w->sw == 1 && hi > lo)
+              memcpy(o + lo, src + lo + xoff, (size_t)(hi - lo) * sizeof *o);
+            else
+              for (int64_t ox = lo; ox < hi; ox++)
+                o[ox] = src[ox * w->sw + xoff];
+            for (int64_t ox = hi; ox < g->ow; ox++)
+              o[ox] = 0.0f;
           }
         }
       }
@@ -572,6 +597,8 @@ static void col2im(const conv_geom *g, const float *col, int64_t n0, int64_t cn,
     for (int64_t i = 0; i < w->kh; i++)
       for (int64_t j = 0; j < w->kw; j++) {
         const float *row = col + ((ci * w->kh + i) * w->kw + j) * row_len;
+        int64_t xoff = j * w->dw - w->pl, lo, hi;
+        valid_range(xoff, w->sw, g->w, g->ow, &lo, &hi);
         for (int64_t s = 0; s < cn; s++) {
           float *plane = dx + ((n0 + s) * g->c + ci) * g->h * g->w;
           const float *in = row + s * g->p;
@@ -581,11 +608,8 @@ static void col2im(const conv_geom *g, const float *col, int64_t n0, int64_t cn,
               continue;
             float *dst = plane + iy * g->w;
             const float *c = in + oy * g->ow;
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-              int64_t ix = ox * w->sw - w->pl + j * w->dw;
-              if (ix >= 0 && ix < g->w)
-                dst[ix] += c[ox];
-            }
+            for (int64_t ox = lo; ox < hi; ox++)
+              dst[ox * w->sw + xoff] += c[ox];
           }
         }
       }
@@ -689,23 +713,36 @@ static void pool_geom_make(const gcc_node *node, const gcc_shape *x, const gcc_s
   g->ow = y->dims[3];
 }
 
-/* Flat index in the (h, w) plane of the first maximum of window (oy, ox). */
-static int64_t max_pool_argmax(const pool_geom *g, const float *plane, int64_t oy, int64_t ox) {
+/* The kernel taps t in [*lo, *hi) of window o whose input o * stride - pad
+ * + t * dil lies in [0, n). */
+static void tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n,
+                      int64_t *lo, int64_t *hi) {
+  int64_t start = o * stride - pad;
+  int64_t a = ceil_div(-start, dil), b = floor_div(n - 1 - start, dil) + 1;
+  *lo = a < 0 ? 0 : (a > k ? k : a);
+  *hi = b < *lo ? *lo : (b > k ? k : b);
+}
+
+/* Flat index in the (h, w) plane of the first maximum of window (oy, ox),
+ * in row-major window order; NaN counts as the maximum (PyTorch). */
+static inline int64_t max_pool_argmax(const pool_geom *g, const float *plane, int64_t oy, int64_t ox) {
   const gcc_window2d *w = &g->win;
+  int64_t y0 = oy * w->sh - w->pt, x0 = ox * w->sw - w->pl;
+  int64_t i0 = 0, i1 = w->kh, j0 = 0, j1 = w->kw;
+  /* the common case, a window inside the input, needs no division */
+  if (y0 < 0 || y0 + (w->kh - 1) * w->dh >= g->h)
+    tap_range(oy, w->sh, w->pt, w->dh, w->kh, g->h, &i0, &i1);
+  if (x0 < 0 || x0 + (w->kw - 1) * w->dw >= g->w)
+    tap_range(ox, w->sw, w->pl, w->dw, w->kw, g->w, &j0, &j1);
   int64_t best_i = -1;
   float best = 0.0f;
-  for (int64_t i = 0; i < w->kh; i++) {
-    int64_t iy = oy * w->sh - w->pt + i * w->dh;
-    if (iy < 0 || iy >= g->h)
-      continue;
-    for (int64_t j = 0; j < w->kw; j++) {
-      int64_t ix = ox * w->sw - w->pl + j * w->dw;
-      if (ix < 0 || ix >= g->w)
-        continue;
-      float v = plane[iy * g->w + ix];
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t row = (y0 + i * w->dh) * g->w + x0; /* + j * dw >= 0 for j in [j0, j1) */
+    for (int64_t j = j0; j < j1; j++) {
+      float v = plane[row + j * w->dw];
       if (best_i < 0 || v > best || isnan(v)) {
         best = v;
-        best_i = iy * g->w + ix;
+        best_i = row + j * w->dw;
       }
     }
   }
