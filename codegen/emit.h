@@ -111,8 +111,9 @@ gcc_status gcc_codegen_gather(int sm_count, int64_t max_work, gcc_kernel_set *ou
 /* The launch manifest of a kernel set as JSON (schema
  * "gcc-train.kernels/1"): per generated kernel its name, group kind, fused
  * nodes, grid and block, whether it must run as one block, and its
- * arguments (kind, value name, dtype, shape); per library call (GEMM
- * groups) the cuBLASLt epilogue and nodes; and launches per step. A
+ * arguments (kind, value name, dtype, shape); per library call the library
+ * ("cublasLt" for GEMM groups, with the epilogue; "cudnn" for CUDNN groups,
+ * with the cuDNN function in "call") and nodes; and launches per step. A
  * malloc'ed string. Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_codegen_manifest(const gcc_graph *g, int device, const char *arch,
                                 const gcc_kernel_set *ks, char **json, gcc_diag *d);

@@ -70,12 +70,18 @@ gcc_status gcc_codegen_manifest(const gcc_graph *g, int device, const char *arch
   int launches = ks->n_kernels;
   for (int i = 0; i < g->n_groups; i++) {
     const gcc_group *gr = &g->groups[i];
-    if (gr->device != device || gr->kind != GCC_GROUP_GEMM)
+    if (gr->device != device || (gr->kind != GCC_GROUP_GEMM && gr->kind != GCC_GROUP_CUDNN))
       continue;
     json_t *cj = json_object();
     json_object_set_new(cj, "name", json_string(gr->name));
-    json_object_set_new(cj, "library", json_string("cublasLt"));
-    json_object_set_new(cj, "epilogue", json_string(gcc_epilogue_name(gr->epilogue)));
+    if (gr->kind == GCC_GROUP_GEMM) {
+      json_object_set_new(cj, "library", json_string("cublasLt"));
+      json_object_set_new(cj, "epilogue", json_string(gcc_epilogue_name(gr->epilogue)));
+    } else { /* one node: its op names the cuDNN function */
+      const gcc_op_desc *op = gcc_op(g->nodes[gr->nodes[0]].op);
+      json_object_set_new(cj, "library", json_string("cudnn"));
+      json_object_set_new(cj, "call", json_string(op->cuda_call ? op->cuda_call : "?"));
+    }
     json_object_set_new(cj, "nodes", node_names(g, gr));
     json_array_append_new(calls, cj);
     launches++;

@@ -120,6 +120,53 @@ int gcc_build_linear(gcc_builder *b, const char *name, int x, int64_t in, int64_
   return y;
 }
 
+int gcc_build_conv2d(gcc_builder *b, const char *name, int x, int64_t in_c, int64_t out_c,
+                     int64_t k, int64_t stride, int64_t padding) {
+  if (b->status != GCC_OK)
+    return -1;
+  int64_t fan_in = in_c * k * k;
+  size_t nw = (size_t)(out_c * fan_in);
+  float *w = malloc(nw * sizeof *w), *bias = malloc((size_t)out_c * sizeof *bias);
+  if (!w || !bias) {
+    free(w);
+    free(bias);
+    return fail(b, gcc_diag_set(&b->diag, GCC_ERR_OUT_OF_MEMORY, "out of memory"));
+  }
+  /* kaiming_uniform_(a = sqrt(5)) gives bound sqrt(6 / ((1 + 5) fan_in)) */
+  float bound = 1.0f / sqrtf((float)fan_in);
+  for (size_t i = 0; i < nw; i++)
+    w[i] = (2.0f * gcc_rng_uniform(&b->rng) - 1.0f) * bound;
+  for (int64_t i = 0; i < out_c; i++)
+    bias[i] = (2.0f * gcc_rng_uniform(&b->rng) - 1.0f) * bound;
+  char wn[256], bn[256], on[256];
+  snprintf(wn, sizeof wn, "%s.weight", name);
+  snprintf(bn, sizeof bn, "%s.bias", name);
+  snprintf(on, sizeof on, "%s.out", name);
+  int64_t wd[4] = {out_c, in_c, k, k}, bd[1] = {out_c};
+  int W = gcc_build_param(b, wn, 4, wd, w);
+  int B = gcc_build_param(b, bn, 1, bd, bias);
+  free(w);
+  free(bias);
+  int ins[3] = {x, W, B};
+  int y = gcc_build_op(b, GCC_OP_CONV, name, on, ins, 3);
+  int64_t strides[2] = {stride, stride}, pads[4] = {padding, padding, padding, padding};
+  if (stride != 1)
+    gcc_build_set_ints(b, y, "strides", strides, 2);
+  if (padding != 0)
+    gcc_build_set_ints(b, y, "pads", pads, 4);
+  return y;
+}
+
+int gcc_build_max_pool2d(gcc_builder *b, const char *name, int x, int64_t k, int64_t stride) {
+  char on[256];
+  snprintf(on, sizeof on, "%s.out", name);
+  int y = gcc_build_op(b, GCC_OP_MAX_POOL, name, on, &x, 1);
+  int64_t ks[2] = {k, k}, st[2] = {stride, stride};
+  gcc_build_set_ints(b, y, "kernel_shape", ks, 2);
+  gcc_build_set_ints(b, y, "strides", st, 2);
+  return y;
+}
+
 static int unary(gcc_builder *b, int op, const char *name, int x) {
   char on[256];
   snprintf(on, sizeof on, "%s.out", name);
@@ -158,6 +205,13 @@ void gcc_build_set_float(gcc_builder *b, int v, const char *attr, float x) {
   if (b->status != GCC_OK || v < 0)
     return;
   if (gcc_node_set_float(b->g, b->g->values[v].producer, attr, x) != GCC_OK)
+    fail(b, gcc_diag_set(&b->diag, GCC_ERR_OUT_OF_MEMORY, "out of memory"));
+}
+
+void gcc_build_set_ints(gcc_builder *b, int v, const char *attr, const int64_t *x, int n) {
+  if (b->status != GCC_OK || v < 0)
+    return;
+  if (gcc_node_set_ints(b->g, b->g->values[v].producer, attr, x, n) != GCC_OK)
     fail(b, gcc_diag_set(&b->diag, GCC_ERR_OUT_OF_MEMORY, "out of memory"));
 }
 

@@ -56,6 +56,17 @@ int gcc_build_const(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
  * `name`. Returns the output (N, out). */
 int gcc_build_linear(gcc_builder *b, const char *name, int x, int64_t in, int64_t out);
 
+/* nn.Conv2d(in_c, out_c, kernel_size = k, stride, padding) on x (N, in_c,
+ * H, W), NCHW: parameters "<name>.weight" (out_c, in_c, k, k) and
+ * "<name>.bias" (out_c), both U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
+ * fan_in = in_c * k * k (PyTorch's Conv2d.reset_parameters), node
+ * Conv(x, W, b) named `name`. Returns the output (N, out_c, oh, ow). */
+int gcc_build_conv2d(gcc_builder *b, const char *name, int x, int64_t in_c, int64_t out_c,
+                     int64_t k, int64_t stride, int64_t padding);
+
+/* nn.MaxPool2d(k, stride) on NCHW x: node MaxPool named `name`. */
+int gcc_build_max_pool2d(gcc_builder *b, const char *name, int x, int64_t k, int64_t stride);
+
 /* A node of op `op` (graph/ops.h) with one output called `out_name`. */
 int gcc_build_op(gcc_builder *b, int op, const char *node_name, const char *out_name,
                  const int *inputs, int n_inputs);
@@ -71,6 +82,7 @@ int gcc_build_mse(gcc_builder *b, const char *name, int pred, int target);
 /* Sets attributes of the node that produced value `v`. */
 void gcc_build_set_int(gcc_builder *b, int v, const char *attr, int64_t x);
 void gcc_build_set_float(gcc_builder *b, int v, const char *attr, float x);
+void gcc_build_set_ints(gcc_builder *b, int v, const char *attr, const int64_t *x, int n);
 
 void gcc_build_output(gcc_builder *b, int v);
 

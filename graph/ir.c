@@ -99,7 +99,8 @@ const char *gcc_dev_name(int id, char *buf, size_t cap) {
 }
 
 const char *gcc_group_kind_name(gcc_group_kind k) {
-  static const char *const names[] = {"pointwise", "gemm", "loss", "optimizer", "copy"};
+  static const char *const names[] = {"pointwise", "gemm", "loss", "optimizer", "copy",
+                                       "cudnn"};
   _Static_assert(sizeof names / sizeof names[0] == GCC_GROUP_KIND_COUNT, "group kinds");
   return (unsigned)k < GCC_GROUP_KIND_COUNT ? names[k] : "?";
 }

@@ -151,6 +151,9 @@ typedef enum gcc_group_kind {
   GCC_GROUP_OPTIMIZER,     /* every update of one optimizer on a device: one generated
                               kernel over the flat persistent arena */
   GCC_GROUP_COPY,          /* a host-device copy: cudaMemcpyAsync, not a launch */
+  GCC_GROUP_CUDNN,         /* one cuDNN call (convolution or pooling, forward or backward;
+                              gcc_op_desc.cuda_call names it): a launch of its own, never
+                              fused with generated kernels */
   GCC_GROUP_KIND_COUNT
 } gcc_group_kind;
 

@@ -349,6 +349,277 @@ static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+
+/* ---- convolution and pooling (2-D, NCHW) ---------------------------- */
+
+static int64_t ints_at(const gcc_attr *a, int k, int64_t def) {
+  return a->n_ints > k ? a->ints[k] : def;
+}
+
+void gcc_window2d_of(const gcc_node *n, const gcc_shape *filter, gcc_window2d *w) {
+  int is_pool = filter == NULL;
+  const gcc_attr *st = &n->av[is_pool ? POOL_STRIDES : CONV_STRIDES];
+  const gcc_attr *pd = &n->av[is_pool ? POOL_PADS : CONV_PADS];
+  const gcc_attr *dl = &n->av[is_pool ? POOL_DILATIONS : CONV_DILATIONS];
+  if (is_pool) {
+    w->kh = ints_at(&n->av[POOL_KERNEL_SHAPE], 0, 1);
+    w->kw = ints_at(&n->av[POOL_KERNEL_SHAPE], 1, 1);
+  } else {
+    w->kh = filter->ndim == 4 ? filter->dims[2] : 1;
+    w->kw = filter->ndim == 4 ? filter->dims[3] : 1;
+  }
+  w->sh = ints_at(st, 0, 1);
+  w->sw = ints_at(st, 1, 1);
+  w->pt = ints_at(pd, 0, 0);
+  w->pl = ints_at(pd, 1, 0);
+  w->pb = ints_at(pd, 2, 0);
+  w->pr = ints_at(pd, 3, 0);
+  w->dh = ints_at(dl, 0, 1);
+  w->dw = ints_at(dl, 1, 1);
+}
+
+int64_t gcc_window_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad0, int64_t pad1,
+                           int64_t dil) {
+  int64_t span = in + pad0 + pad1 - dil * (k - 1) - 1;
+  if (span < 0 || stride <= 0)
+    return 0;
+  return span / stride + 1;
+}
+
+/* Checks the attribute lists of a 2-D window (2 strides, 4 pads, 2
+ * dilations when given; all in range) and returns the output (H, W) for
+ * input (H, W) in *oh, *ow. */
+static gcc_status window_check(gcc_graph *g, int node, const gcc_window2d *w, int is_pool,
+                               int64_t h, int64_t wd, int64_t *oh, int64_t *ow, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  char desc[600];
+  gcc_node_desc(g, node, desc, sizeof desc);
+  struct {
+    int pos, len;
+    const char *name;
+  } lists[3] = {{is_pool ? POOL_STRIDES : CONV_STRIDES, 2, "strides"},
+                {is_pool ? POOL_PADS : CONV_PADS, 4, "pads"},
+                {is_pool ? POOL_DILATIONS : CONV_DILATIONS, 2, "dilations"}};
+  for (int i = 0; i < 3; i++) {
+    const gcc_attr *a = &n->av[lists[i].pos];
+    if (a->n_ints != 0 && a->n_ints != lists[i].len)
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: %s: '%s' needs %d entries for a 2-D window, got %d", g->source,
+                          desc, lists[i].name, lists[i].len, a->n_ints);
+  }
+  if (w->kh < 1 || w->kw < 1 || w->sh < 1 || w->sw < 1 || w->dh < 1 || w->dw < 1 || w->pt < 0 ||
+      w->pl < 0 || w->pb < 0 || w->pr < 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: kernel, strides and dilations must be >= 1 and pads >= 0 "
+                        "(kernel %" PRId64 "x%" PRId64 ", strides %" PRId64 ",%" PRId64
+                        ", pads %" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+                        ", dilations %" PRId64 ",%" PRId64 ")",
+                        g->source, desc, w->kh, w->kw, w->sh, w->sw, w->pt, w->pl, w->pb, w->pr,
+                        w->dh, w->dw);
+  *oh = gcc_window_out_dim(h, w->kh, w->sh, w->pt, w->pb, w->dh);
+  *ow = gcc_window_out_dim(wd, w->kw, w->sw, w->pl, w->pr, w->dw);
+  if (*oh <= 0 || *ow <= 0)
+    return gcc_diag_set(d, GCC_ERR_SHAPE,
+                        "%s: %s: the %" PRId64 "x%" PRId64 " window (dilations %" PRId64
+                        ",%" PRId64 ") does not fit the padded %" PRId64 "x%" PRId64 " input",
+                        g->source, desc, w->kh, w->kw, w->dh, w->dw, h + w->pt + w->pb,
+                        wd + w->pl + w->pr);
+  return GCC_OK;
+}
+
+static gcc_status need_rank(gcc_graph *g, int node, int k, int rank, const char *what,
+                            gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  if (v && v->shape.ndim != rank)
+    return shape_err(g, node, d, what, &v->shape, NULL);
+  return GCC_OK;
+}
+
+static gcc_status need_group1(gcc_graph *g, int node, gcc_diag *d) {
+  if (g->nodes[node].av[CONV_GROUP].i != 1) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: group = %" PRId64
+                        " is not supported (only group = 1)", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc),
+                        g->nodes[node].av[CONV_GROUP].i);
+  }
+  return GCC_OK;
+}
+
+/* ONNX Conv, 2-D: X [N, C, H, W], W [M, C, kh, kw], B [M] -> Y [N, M, oh, ow]. */
+static gcc_status shape_conv(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_group1(g, node, d));
+  GCC_TRY(need_rank(g, node, 0, 4, "Conv takes a 4-D NCHW input X, got", d));
+  GCC_TRY(need_rank(g, node, 1, 4, "Conv takes a 4-D filter W [M, C, kh, kw], got", d));
+  gcc_value *x = in_val(g, node, 0), *w = in_val(g, node, 1), *b = in_val(g, node, 2);
+  if (x->shape.dims[1] != w->shape.dims[1])
+    return shape_err(g, node, d, "input channels of X and W differ:", &x->shape, &w->shape);
+  const gcc_attr *ks = &n->av[CONV_KERNEL_SHAPE];
+  if (ks->n_ints && (ks->n_ints != 2 || ks->ints[0] != w->shape.dims[2] ||
+                     ks->ints[1] != w->shape.dims[3])) {
+    gcc_shape k = {ks->n_ints > GCC_MAX_DIMS ? GCC_MAX_DIMS : ks->n_ints, {0}};
+    for (int i = 0; i < k.ndim; i++)
+      k.dims[i] = ks->ints[i];
+    return shape_err(g, node, d, "kernel_shape does not match the filter:", &k, &w->shape);
+  }
+  if (b && (b->shape.ndim != 1 || b->shape.dims[0] != w->shape.dims[0]))
+    return shape_err(g, node, d, "bias B must be [M] for filter", &b->shape, &w->shape);
+  gcc_window2d win;
+  gcc_window2d_of(n, &w->shape, &win);
+  int64_t oh = 0, ow = 0;
+  GCC_TRY(window_check(g, node, &win, 0, x->shape.dims[2], x->shape.dims[3], &oh, &ow, d));
+  gcc_shape y = {4, {x->shape.dims[0], w->shape.dims[0], oh, ow}};
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  return GCC_OK;
+}
+
+/* A shape attribute (input_shape / filter_shape) of 4 positive dims. */
+static gcc_status shape_attr4(gcc_graph *g, int node, int pos, const char *name, gcc_shape *s,
+                              gcc_diag *d) {
+  const gcc_attr *a = &g->nodes[node].av[pos];
+  int ok = a->n_ints == 4;
+  for (int i = 0; ok && i < 4; i++)
+    ok = a->ints[i] > 0;
+  if (!ok) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: '%s' must be 4 dims > 0", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc), name);
+  }
+  s->ndim = 4;
+  for (int i = 0; i < 4; i++)
+    s->dims[i] = a->ints[i];
+  return GCC_OK;
+}
+
+/* Checks that dY has the shape the forward op gives for X and the window. */
+static gcc_status check_dy(gcc_graph *g, int node, const gcc_shape *x, const gcc_window2d *w,
+                           int is_pool, int64_t out_c, gcc_diag *d) {
+  gcc_value *dy = in_val(g, node, 0);
+  int64_t oh = 0, ow = 0;
+  GCC_TRY(window_check(g, node, w, is_pool, x->dims[2], x->dims[3], &oh, &ow, d));
+  gcc_shape want = {4, {x->dims[0], out_c, oh, ow}};
+  if (!gcc_shape_equal(&dy->shape, &want))
+    return shape_err(g, node, d, "dY does not have the forward output's shape:", &dy->shape,
+                     &want);
+  return GCC_OK;
+}
+
+/* ConvGradData(dY, W): dX of shape input_shape. */
+static gcc_status shape_conv_grad_data(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_group1(g, node, d));
+  GCC_TRY(need_rank(g, node, 1, 4, "ConvGradData takes a 4-D filter W, got", d));
+  gcc_value *w = in_val(g, node, 1);
+  gcc_shape xs;
+  GCC_TRY(shape_attr4(g, node, CONV_SHAPE, "input_shape", &xs, d));
+  if (xs.dims[1] != w->shape.dims[1])
+    return shape_err(g, node, d, "input_shape channels differ from the filter's:", &xs,
+                     &w->shape);
+  gcc_window2d win;
+  gcc_window2d_of(&g->nodes[node], &w->shape, &win);
+  GCC_TRY(check_dy(g, node, &xs, &win, 0, w->shape.dims[0], d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &xs);
+  return GCC_OK;
+}
+
+/* ConvGradFilter(dY, X): dW of shape filter_shape. */
+static gcc_status shape_conv_grad_filter(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_group1(g, node, d));
+  GCC_TRY(need_rank(g, node, 1, 4, "ConvGradFilter takes a 4-D NCHW input X, got", d));
+  gcc_value *x = in_val(g, node, 1);
+  gcc_shape ws;
+  GCC_TRY(shape_attr4(g, node, CONV_SHAPE, "filter_shape", &ws, d));
+  if (x->shape.dims[1] != ws.dims[1])
+    return shape_err(g, node, d, "input channels of X and filter_shape differ:", &x->shape,
+                     &ws);
+  gcc_window2d win;
+  gcc_window2d_of(&g->nodes[node], &ws, &win);
+  GCC_TRY(check_dy(g, node, &x->shape, &win, 0, ws.dims[0], d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &ws);
+  return GCC_OK;
+}
+
+/* ConvGradBias(dY): [M], the sum of dY over N, H and W. */
+static gcc_status shape_conv_grad_bias(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_rank(g, node, 0, 4, "ConvGradBias takes a 4-D NCHW dY, got", d));
+  gcc_shape y = {1, {in_val(g, node, 0)->shape.dims[1]}};
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  return GCC_OK;
+}
+
+static gcc_status pool_common(gcc_graph *g, int node, const gcc_shape *x, gcc_window2d *w,
+                              int64_t *oh, int64_t *ow, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  char desc[600];
+  if (n->av[POOL_KERNEL_SHAPE].n_ints != 2)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: kernel_shape needs 2 entries, got %d",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc),
+                        n->av[POOL_KERNEL_SHAPE].n_ints);
+  if (n->av[POOL_CEIL_MODE].i != 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: ceil_mode = 1 is not supported",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+  gcc_window2d_of(n, NULL, w);
+  GCC_TRY(window_check(g, node, w, 1, x->dims[2], x->dims[3], oh, ow, d));
+  /* PyTorch's rule: a pad may be at most half the kernel, so that every
+   * window holds at least one element of the input */
+  if (2 * w->pt > w->kh || 2 * w->pb > w->kh || 2 * w->pl > w->kw || 2 * w->pr > w->kw)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: pads must be at most half the kernel (PyTorch's rule)",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+  return GCC_OK;
+}
+
+/* ONNX MaxPool / AveragePool, 2-D: X [N, C, H, W] -> Y [N, C, oh, ow]. */
+static gcc_status shape_pool(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_rank(g, node, 0, 4, "pooling takes a 4-D NCHW input X, got", d));
+  gcc_value *x = in_val(g, node, 0);
+  gcc_window2d w;
+  int64_t oh = 0, ow = 0;
+  GCC_TRY(pool_common(g, node, &x->shape, &w, &oh, &ow, d));
+  gcc_shape y = {4, {x->shape.dims[0], x->shape.dims[1], oh, ow}};
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  return GCC_OK;
+}
+
+/* MaxPoolGrad(dY, X, Y) -> dX [shape of X]. */
+static gcc_status shape_max_pool_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_rank(g, node, 1, 4, "MaxPoolGrad takes a 4-D NCHW X, got", d));
+  gcc_value *x = in_val(g, node, 1);
+  gcc_window2d w;
+  int64_t oh = 0, ow = 0;
+  GCC_TRY(pool_common(g, node, &x->shape, &w, &oh, &ow, d));
+  GCC_TRY(check_dy(g, node, &x->shape, &w, 1, x->shape.dims[1], d));
+  GCC_TRY(need_dtype(g, node, 2, GCC_DT_FLOAT32, d));
+  gcc_value *y = in_val(g, node, 2), *dy = in_val(g, node, 0);
+  if (!gcc_shape_equal(&y->shape, &dy->shape))
+    return shape_err(g, node, d, "Y and dY differ in shape:", &y->shape, &dy->shape);
+  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  return GCC_OK;
+}
+
+/* AveragePoolGrad(dY) -> dX [input_shape]. */
+static gcc_status shape_avg_pool_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_shape xs;
+  GCC_TRY(shape_attr4(g, node, POOL_SHAPE, "input_shape", &xs, d));
+  gcc_window2d w;
+  int64_t oh = 0, ow = 0;
+  GCC_TRY(pool_common(g, node, &xs, &w, &oh, &ow, d));
+  GCC_TRY(check_dy(g, node, &xs, &w, 1, xs.dims[1], d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &xs);
+  return GCC_OK;
+}
+
 /* ---- flops ---------------------------------------------------------- */
 
 static double numel_out(const gcc_graph *g, int node) {
@@ -396,6 +667,38 @@ static double flops_mse(const gcc_graph *g, int node) {
 static double flops_sgd(const gcc_graph *g, int node) { return 5.0 * numel_in0(g, node); }
 static double flops_adam(const gcc_graph *g, int node) { return 14.0 * numel_in0(g, node); }
 
+/* 2 * N * M * oh * ow * C * kh * kw (+ the bias) for Conv; the gradients do
+ * the same multiply-adds. */
+static double conv_macs(const gcc_shape *y, const gcc_shape *w) {
+  return (double)y->dims[0] * (double)w->dims[0] * (double)y->dims[2] * (double)y->dims[3] *
+         (double)w->dims[1] * (double)w->dims[2] * (double)w->dims[3];
+}
+
+static double flops_conv(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  return 2.0 * conv_macs(&g->values[n->outputs[0]].shape, &g->values[n->inputs[1]].shape);
+}
+
+static double flops_conv_grad_data(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  return 2.0 * conv_macs(&g->values[n->inputs[0]].shape, &g->values[n->inputs[1]].shape);
+}
+
+static double flops_conv_grad_filter(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  return 2.0 * conv_macs(&g->values[n->inputs[0]].shape, &g->values[n->outputs[0]].shape);
+}
+
+/* one compare or add per window element */
+static double flops_pool(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_attr *k = &n->av[POOL_KERNEL_SHAPE];
+  int is_grad = gcc_op(n->op)->flags & GCC_OPF_INTERNAL;
+  const gcc_shape *y = &g->values[is_grad ? n->inputs[0] : n->outputs[0]].shape;
+  double kk = k->n_ints == 2 ? (double)(k->ints[0] * k->ints[1]) : 1.0;
+  return (double)gcc_shape_numel(y, NULL) * kk;
+}
+
 double gcc_op_flops(const gcc_graph *g, int node) {
   const gcc_op_desc *op = gcc_op(g->nodes[node].op);
   return op && op->flops ? op->flops(g, node) : 0.0;
@@ -423,6 +726,28 @@ static const gcc_attr_spec kCopyAttrs[] = {I("once", 0)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
                                            F("eps", 1e-8f), F("weight_decay", 0.0f)};
+
+#define INTS(n) {n, GCC_ATTR_INTS, 0, 0, 0, NULL}
+static const gcc_attr_spec kConvAttrs[] = {INTS("strides"), INTS("pads"), INTS("dilations"),
+                                           I("group", 1), INTS("kernel_shape")};
+static const gcc_attr_spec kConvGradDataAttrs[] = {INTS("strides"), INTS("pads"),
+                                                   INTS("dilations"), I("group", 1),
+                                                   INTS("kernel_shape"),
+                                                   INTS_REQ("input_shape")};
+static const gcc_attr_spec kConvGradFilterAttrs[] = {INTS("strides"), INTS("pads"),
+                                                     INTS("dilations"), I("group", 1),
+                                                     INTS("kernel_shape"),
+                                                     INTS_REQ("filter_shape")};
+static const gcc_attr_spec kMaxPoolAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
+                                              INTS("pads"), INTS("dilations"),
+                                              I("ceil_mode", 0)};
+static const gcc_attr_spec kAvgPoolAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
+                                              INTS("pads"), INTS("dilations"),
+                                              I("ceil_mode", 0), I("count_include_pad", 0)};
+static const gcc_attr_spec kAvgPoolGradAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
+                                                  INTS("pads"), INTS("dilations"),
+                                                  I("ceil_mode", 0), I("count_include_pad", 0),
+                                                  INTS_REQ("input_shape")};
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {"Gemm", 2, 3, 1, "A, B, C", kGemmAttrs, COUNT(kGemmAttrs), 0, shape_gemm,
@@ -491,6 +816,52 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                              "dX = Y * (dY - sum(dY * Y) along axis) (PyTorch "
                              "_softmax_backward_data)",
                              GCC_CUDA_NONE, numel_out},
+    [GCC_OP_CONV] = {"Conv", 2, 3, 1, "X, W, B", kConvAttrs, COUNT(kConvAttrs), 0, shape_conv,
+                     gcc_grad_conv, gcc_cpu_conv,
+                     "ONNX Conv, 2-D NCHW, group = 1 (torch.nn.Conv2d): strides, pads "
+                     "(top, left, bottom, right), dilations, optional bias",
+                     GCC_CUDA_CUDNN, flops_conv, gcc_cpu_conv_workspace, "cudnnConvolutionForward"},
+    [GCC_OP_CONV_GRAD_DATA] = {"ConvGradData", 2, 2, 1, "dY, W", kConvGradDataAttrs,
+                               COUNT(kConvGradDataAttrs), GCC_OPF_INTERNAL,
+                               shape_conv_grad_data, NULL, gcc_cpu_conv_grad_data,
+                               "gradient of Conv w.r.t. X (PyTorch convolution_backward "
+                               "grad_input; cudnnConvolutionBackwardData)",
+                               GCC_CUDA_CUDNN, flops_conv_grad_data, gcc_cpu_conv_workspace, "cudnnConvolutionBackwardData"},
+    [GCC_OP_CONV_GRAD_FILTER] = {"ConvGradFilter", 2, 2, 1, "dY, X", kConvGradFilterAttrs,
+                                 COUNT(kConvGradFilterAttrs), GCC_OPF_INTERNAL,
+                                 shape_conv_grad_filter, NULL, gcc_cpu_conv_grad_filter,
+                                 "gradient of Conv w.r.t. W (PyTorch convolution_backward "
+                                 "grad_weight; cudnnConvolutionBackwardFilter)",
+                                 GCC_CUDA_CUDNN, flops_conv_grad_filter, gcc_cpu_conv_workspace, "cudnnConvolutionBackwardFilter"},
+    [GCC_OP_CONV_GRAD_BIAS] = {"ConvGradBias", 1, 1, 1, "dY", NULL, 0, GCC_OPF_INTERNAL,
+                               shape_conv_grad_bias, NULL, gcc_cpu_conv_grad_bias,
+                               "gradient of Conv w.r.t. B: dY summed over N, H, W "
+                               "(cudnnConvolutionBackwardBias)",
+                               GCC_CUDA_CUDNN, numel_in0, NULL, "cudnnConvolutionBackwardBias"},
+    [GCC_OP_MAX_POOL] = {"MaxPool", 1, 1, 1, "X", kMaxPoolAttrs, COUNT(kMaxPoolAttrs), 0,
+                         shape_pool, gcc_grad_max_pool, gcc_cpu_max_pool,
+                         "ONNX MaxPool, 2-D NCHW, ceil_mode = 0 (torch.nn.MaxPool2d; padding "
+                         "is -inf)",
+                         GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingForward"},
+    [GCC_OP_MAX_POOL_GRAD] = {"MaxPoolGrad", 3, 3, 1, "dY, X, Y", kMaxPoolAttrs,
+                              COUNT(kMaxPoolAttrs), GCC_OPF_INTERNAL, shape_max_pool_grad, NULL,
+                              gcc_cpu_max_pool_grad,
+                              "gradient of MaxPool: dY routed to the first maximum of each "
+                              "window, recomputed from X (PyTorch max_pool2d_with_indices_"
+                              "backward); Y, the forward output, is read by "
+                              "cudnnPoolingBackward",
+                              GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingBackward"},
+    [GCC_OP_AVERAGE_POOL] = {"AveragePool", 1, 1, 1, "X", kAvgPoolAttrs, COUNT(kAvgPoolAttrs),
+                             0, shape_pool, gcc_grad_average_pool, gcc_cpu_average_pool,
+                             "ONNX AveragePool, 2-D NCHW, ceil_mode = 0 (torch.nn.AvgPool2d; "
+                             "count_include_pad as ONNX, default 0)",
+                             GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingForward"},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {"AveragePoolGrad", 1, 1, 1, "dY", kAvgPoolGradAttrs,
+                                  COUNT(kAvgPoolGradAttrs), GCC_OPF_INTERNAL,
+                                  shape_avg_pool_grad, NULL, gcc_cpu_average_pool_grad,
+                                  "gradient of AveragePool: dY / divisor spread over each "
+                                  "window (PyTorch avg_pool2d_backward)",
+                                  GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingBackward"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -40,6 +40,12 @@ typedef gcc_status (*gcc_grad_fn)(struct gcc_grad_ctx *ctx, int node, const int 
 /* Runs the node on the CPU; tensors are bound by the executor. */
 typedef gcc_status (*gcc_cpu_fn)(const struct gcc_kernel_args *a);
 
+/* Bytes of scratch memory one CPU execution of `node` needs (shapes
+ * inferred), or 0. The memory planner reserves them in the step arena for
+ * the node's lifetime only, and the executor hands them to the kernel
+ * (gcc_kernel_args.workspace): kernels never allocate. */
+typedef size_t (*gcc_workspace_fn)(const gcc_graph *g, int node);
+
 /* Floating-point operations of one execution of `node` (shapes inferred):
  * 2MNK for a GEMM, about one per element for pointwise ops. For reports. */
 typedef double (*gcc_flops_fn)(const gcc_graph *g, int node);
@@ -51,6 +57,8 @@ typedef enum gcc_cuda_lowering {
   GCC_CUDA_CUBLAS,   /* cuBLAS / cuBLASLt GEMM */
   GCC_CUDA_VIEW,     /* a view of its input: no kernel */
   GCC_CUDA_COPY,     /* cudaMemcpyAsync on the copy stream */
+  GCC_CUDA_CUDNN,    /* a cuDNN call (runtime/cudnn_conv.h): a launch of its own, never
+                        fused into generated kernels */
 } gcc_cuda_lowering;
 
 /* Schema of one attribute: name, type, whether required, default. */
@@ -85,6 +93,9 @@ typedef struct gcc_op_desc {
   const char *semantics; /* where the definition comes from */
   gcc_cuda_lowering cuda; /* how the op runs on CUDA */
   gcc_flops_fn flops;     /* NULL: none (views, copies) */
+  gcc_workspace_fn workspace; /* NULL: the CPU kernel needs no scratch */
+  const char *cuda_call;  /* GCC_CUDA_CUDNN: the cuDNN function that runs it, for reports
+                             and the launch manifest ("cudnnConvolutionForward") */
 } gcc_op_desc;
 
 /*   id          name                    in   out */
@@ -106,7 +117,15 @@ typedef struct gcc_op_desc {
   X(ADAM, Adam)                                          \
   X(COPY, Copy)                                          \
   X(SOFTMAX, Softmax)                                    \
-  X(SOFTMAX_GRAD, SoftmaxGrad)
+  X(SOFTMAX_GRAD, SoftmaxGrad)                           \
+  X(CONV, Conv)                                          \
+  X(CONV_GRAD_DATA, ConvGradData)                        \
+  X(CONV_GRAD_FILTER, ConvGradFilter)                    \
+  X(CONV_GRAD_BIAS, ConvGradBias)                        \
+  X(MAX_POOL, MaxPool)                                   \
+  X(MAX_POOL_GRAD, MaxPoolGrad)                          \
+  X(AVERAGE_POOL, AveragePool)                           \
+  X(AVERAGE_POOL_GRAD, AveragePoolGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -126,6 +145,33 @@ enum { SGD_LR, SGD_MOMENTUM, SGD_DAMPENING, SGD_WEIGHT_DECAY, SGD_NESTEROV };
 enum { ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, ADAM_WEIGHT_DECAY };
 enum { COPY_ONCE };
 enum { SOFTMAX_AXIS }; /* Softmax and SoftmaxGrad */
+
+/* Conv and its gradients share the first four; ConvGradData adds the input
+ * shape, ConvGradFilter the filter shape (the backward cannot infer them:
+ * with stride > 1 several input sizes give the same output size). */
+enum { CONV_STRIDES, CONV_PADS, CONV_DILATIONS, CONV_GROUP, CONV_KERNEL_SHAPE, CONV_SHAPE };
+/* MaxPool / AveragePool and their gradients (AveragePoolGrad adds the input
+ * shape; MaxPoolGrad reads X). */
+enum { POOL_KERNEL_SHAPE, POOL_STRIDES, POOL_PADS, POOL_DILATIONS, POOL_CEIL_MODE,
+       POOL_COUNT_INCLUDE_PAD, POOL_SHAPE };
+
+/* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
+ * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads
+ * (top, left, bottom, right) and dilations. For Conv the kernel comes from
+ * the filter W [M, C, kh, kw] (`kernel` argument: its dims 2 and 3). */
+typedef struct gcc_window2d {
+  int64_t kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+} gcc_window2d;
+
+/* Fills *w from node `node`'s resolved attributes; kh/kw from kernel_shape
+ * (pools) or from `filter` (conv ops, may be NULL for pools). */
+void gcc_window2d_of(const gcc_node *n, const gcc_shape *filter, gcc_window2d *w);
+
+/* ONNX/PyTorch output size of one spatial dim (ceil_mode = 0):
+ * floor((in + pad0 + pad1 - dil * (k - 1) - 1) / stride) + 1; <= 0 when the
+ * (dilated) kernel does not fit in the padded input. */
+int64_t gcc_window_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad0, int64_t pad1,
+                           int64_t dil);
 
 /* The descriptor of op `op` (0 <= op < GCC_OP_COUNT). */
 const gcc_op_desc *gcc_op(int op);

@@ -1,6 +1,7 @@
 /*
  * make_models - writes the reference models:
- *   make_models OUTDIR        -> OUTDIR/mnist_mlp.pb, OUTDIR/linear.pb
+ *   make_models OUTDIR        -> OUTDIR/mnist_mlp.pb, OUTDIR/linear.pb,
+ *                                OUTDIR/cifar_cnn.pb, OUTDIR/mnist_cnn.pb
  * The files are deterministic (fixed seeds, own RNG), so the committed model
  * files can be checked against a fresh run (tests/models_test).
  */
@@ -31,5 +32,7 @@ int main(int argc, char **argv) {
   }
   int rc = write_model(argv[1], "mnist_mlp", gcc_model_mnist_mlp, GCC_MNIST_MLP_SEED);
   rc |= write_model(argv[1], "linear", gcc_model_linear, GCC_LINEAR_SEED);
+  rc |= write_model(argv[1], "cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED);
+  rc |= write_model(argv[1], "mnist_cnn", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED);
   return rc;
 }

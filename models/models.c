@@ -89,3 +89,73 @@ gcc_status gcc_model_linear(uint64_t seed, gcc_graph **out, gcc_diag *d) {
   gcc_build_training(b, &t);
   return gcc_builder_finish(b, out, d);
 }
+
+/* The tutorial CNN on (channels, side, side) images; `flat` = 16 * 4 * 4
+ * for 28x28 inputs, 16 * 5 * 5 for 32x32. */
+static gcc_status lenet(const char *name, uint64_t seed, int64_t channels, int64_t side,
+                        const gcc_build_training_spec *t, gcc_graph **out, gcc_diag *d) {
+  gcc_builder *b = gcc_builder_new(name, seed);
+  if (!b)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  int64_t img_dims[4] = {GCC_BATCH_DIM, channels, side, side}, lbl_dims[1] = {GCC_BATCH_DIM};
+  int image = gcc_build_input(b, "image", GCC_DT_FLOAT32, 4, img_dims);
+  int label = gcc_build_input(b, "label", GCC_DT_INT64, 1, lbl_dims);
+  int x = gcc_build_conv2d(b, "conv1", image, channels, 6, 5, 1, 0);
+  x = gcc_build_relu(b, "relu1", x);
+  x = gcc_build_max_pool2d(b, "pool1", x, 2, 2);
+  x = gcc_build_conv2d(b, "conv2", x, 6, 16, 5, 1, 0);
+  x = gcc_build_relu(b, "relu2", x);
+  x = gcc_build_max_pool2d(b, "pool2", x, 2, 2);
+  x = gcc_build_flatten(b, "flatten", x, 1);
+  int64_t s = ((side - 4) / 2 - 4) / 2;
+  x = gcc_build_linear(b, "fc1", x, 16 * s * s, 120);
+  x = gcc_build_relu(b, "relu3", x);
+  x = gcc_build_linear(b, "fc2", x, 120, 84);
+  x = gcc_build_relu(b, "relu4", x);
+  int logits = gcc_build_linear(b, "fc3", x, 84, 10);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, label, -1);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, logits);
+  gcc_build_training(b, t);
+  return gcc_builder_finish(b, out, d);
+}
+
+gcc_status gcc_model_cifar_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d) {
+  gcc_build_training_spec t = {0};
+  t.loss = "loss";
+  t.prediction = "fc3.out";
+  t.input = "image";
+  t.target = "label";
+  t.dataset = "cifar10";
+  t.opt.kind = GCC_OPT_SGD;
+  t.opt.lr = 0.001f;
+  t.opt.momentum = 0.9f;
+  t.batch_size = 4;
+  t.epochs = 2;
+  t.n_norm = 3;
+  for (int c = 0; c < 3; c++) {
+    t.mean[c] = 0.5f;
+    t.std[c] = 0.5f;
+  }
+  t.seed = seed;
+  return lenet("cifar_cnn", seed, 3, 32, &t, out, d);
+}
+
+gcc_status gcc_model_mnist_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d) {
+  gcc_build_training_spec t = {0};
+  t.loss = "loss";
+  t.prediction = "fc3.out";
+  t.input = "image";
+  t.target = "label";
+  t.dataset = "mnist";
+  t.opt.kind = GCC_OPT_SGD;
+  t.opt.lr = 0.02f;
+  t.opt.momentum = 0.9f;
+  t.batch_size = 64;
+  t.epochs = 4;
+  t.n_norm = 1;
+  t.mean[0] = 0.1307f;
+  t.std[0] = 0.3081f;
+  t.seed = seed;
+  return lenet("mnist_cnn", seed, 1, 28, &t, out, d);
+}

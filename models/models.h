@@ -17,6 +17,8 @@ extern "C" {
 /* Seeds the committed models/...pb files files were written with. */
 #define GCC_MNIST_MLP_SEED 20261122u
 #define GCC_LINEAR_SEED 3u
+#define GCC_CIFAR_CNN_SEED 20261123u
+#define GCC_MNIST_CNN_SEED 20261124u
 
 /* The MNIST MLP of the tutorial: image (N, 1, 28, 28) float32 -> Flatten
  * -> Linear 784-512 -> ReLU -> 512-256 -> ReLU -> 256-128 -> ReLU -> 128-64
@@ -32,6 +34,22 @@ gcc_status gcc_model_mnist_mlp(uint64_t seed, gcc_graph **out, gcc_diag *d);
  * y = 2 x0 - 3 x1 + 0.5 x2 + 1 + 0.01 * noise (noise ~ N(0, 1)). Training:
  * SGD lr 0.1, batch 16, 20 epochs. */
 gcc_status gcc_model_linear(uint64_t seed, gcc_graph **out, gcc_diag *d);
+
+/* The CNN of PyTorch's CIFAR-10 tutorial ("Training a classifier"):
+ * image (N, 3, 32, 32) -> conv1 Conv2d(3, 6, 5) -> ReLU -> MaxPool2d(2, 2)
+ * -> conv2 Conv2d(6, 16, 5) -> ReLU -> MaxPool2d(2, 2) -> Flatten (400)
+ * -> fc1 400-120 -> ReLU -> fc2 120-84 -> ReLU -> fc3 84-10 = logits;
+ * loss = CrossEntropyLoss(logits, label). PyTorch initialisation from
+ * `seed`. Training: SGD lr 0.001 momentum 0.9, batch 4, 2 epochs, dataset
+ * "cifar10" normalised per channel with mean 0.5 and std 0.5. */
+gcc_status gcc_model_cifar_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d);
+
+/* The same network for MNIST: image (N, 1, 28, 28) -> conv1 Conv2d(1, 6, 5)
+ * -> ReLU -> pool -> conv2 Conv2d(6, 16, 5) -> ReLU -> pool -> Flatten (256)
+ * -> fc1 256-120 -> ReLU -> fc2 120-84 -> ReLU -> fc3 84-10. Training
+ * recipe (measured in the README): SGD lr 0.02 momentum 0.9, batch 64,
+ * 4 epochs, MNIST normalised with mean 0.1307 std 0.3081. */
+gcc_status gcc_model_mnist_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d);
 
 #ifdef __cplusplus
 }

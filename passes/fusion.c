@@ -15,7 +15,8 @@
  *     once inside the chain, optionally ending in one reduction
  *     (ReduceSumTo) -> one POINTWISE group;
  *  5. everything else on a CUDA device is a group of its own (a Copy is a
- *     COPY group: a transfer, not a launch).
+ *     COPY group: a transfer, not a launch; a convolution or pooling node
+ *     is a CUDNN group: one cuDNN call, as a cuBLAS GEMM is one call).
  * A group runs at one point of the schedule: a GEMM group at its first
  * node (the epilogue consumes only what the GEMM consumes, plus the forward
  * ReLU mask), the others at their last node. A candidate group is only
@@ -351,12 +352,15 @@ gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
     cand c = {.nodes = {i}, .n = 1};
     c.kind = (op->flags & GCC_OPF_COPY)                               ? GCC_GROUP_COPY
              : op->cuda == GCC_CUDA_CUBLAS                            ? GCC_GROUP_GEMM
+             : op->cuda == GCC_CUDA_CUDNN                             ? GCC_GROUP_CUDNN
              : (op->flags & (GCC_OPF_LOSS | GCC_OPF_INTERNAL)) &&
                      (g->nodes[i].op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ||
                       g->nodes[i].op == GCC_OP_MEAN_SQUARED_ERROR_GRAD)
                  ? GCC_GROUP_LOSS
                  : GCC_GROUP_POINTWISE;
-    GCC_TRY(commit(g, &c, c.kind == GCC_GROUP_COPY ? "copy_" : "k_", d));
+    GCC_TRY(commit(g, &c,
+                   c.kind == GCC_GROUP_COPY ? "copy_" : c.kind == GCC_GROUP_CUDNN ? "cudnn_" : "k_",
+                   d));
   }
   return GCC_OK;
 }

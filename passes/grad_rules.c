@@ -222,3 +222,85 @@ gcc_status gcc_grad_mse(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_d
   GCC_TRY(copy_attrs(g, node, n2));
   return gcc_grad_finish(c, n2, d);
 }
+
+/* Copies the resolved window attributes (ints and int lists that were set
+ * or defaulted) of forward node `from` to backward node `to`. */
+static gcc_status copy_window_attrs(gcc_graph *g, int from, int to) {
+  int n_av = g->nodes[from].n_av;
+  for (int k = 0; k < n_av; k++) {
+    gcc_attr a = g->nodes[from].av[k];
+    gcc_status s = GCC_OK;
+    if (a.type == GCC_ATTR_INTS && a.n_ints > 0)
+      s = gcc_node_set_ints(g, to, a.name, a.ints, a.n_ints);
+    else if (a.type == GCC_ATTR_INT)
+      s = gcc_node_set_int(g, to, a.name, a.i);
+    if (s != GCC_OK)
+      return s;
+  }
+  return GCC_OK;
+}
+
+static gcc_status set_shape_attr(gcc_graph *g, int node, const char *name, int value) {
+  const gcc_shape *s = &g->values[value].shape;
+  return gcc_node_set_ints(g, node, name, s->dims, s->ndim);
+}
+
+/* Y = conv(X, W) + B (cross-correlation, as PyTorch and ONNX):
+ *   dX = the transposed convolution of dY with W (ConvGradData),
+ *   dW = the correlation of X with dY (ConvGradFilter),
+ *   dB = dY summed over N, H, W (ConvGradBias). */
+gcc_status gcc_grad_conv(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int X = n->inputs[0], W = n->inputs[1], B = n->n_inputs > 2 ? n->inputs[2] : -1, G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, X)) {
+    int in[2] = {G, W}, n2;
+    GCC_TRY(emit(c, GCC_OP_CONV_GRAD_DATA, node, "dX", in, 2, &n2, &dx[0], d));
+    g = gcc_grad_graph(c);
+    GCC_TRY(copy_window_attrs(g, node, n2));
+    GCC_TRY(set_shape_attr(g, n2, "input_shape", X));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  if (gcc_grad_wanted(c, W)) {
+    int in[2] = {G, X}, n2;
+    GCC_TRY(emit(c, GCC_OP_CONV_GRAD_FILTER, node, "dW", in, 2, &n2, &dx[1], d));
+    g = gcc_grad_graph(c);
+    GCC_TRY(copy_window_attrs(g, node, n2));
+    GCC_TRY(set_shape_attr(g, n2, "filter_shape", W));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  if (B >= 0 && gcc_grad_wanted(c, B)) {
+    int n2;
+    GCC_TRY(emit(c, GCC_OP_CONV_GRAD_BIAS, node, "dB", &G, 1, &n2, &dx[2], d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_grad_max_pool(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int in[3] = {dy[0], X, g->nodes[node].outputs[0]}, n2;
+  GCC_TRY(emit(c, GCC_OP_MAX_POOL_GRAD, node, "dX", in, 3, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_window_attrs(g, node, n2));
+  return gcc_grad_finish(c, n2, d);
+}
+
+gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                 gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int n2;
+  GCC_TRY(emit(c, GCC_OP_AVERAGE_POOL_GRAD, node, "dX", &dy[0], 1, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_window_attrs(g, node, n2));
+  GCC_TRY(set_shape_attr(g, n2, "input_shape", X));
+  return gcc_grad_finish(c, n2, d);
+}

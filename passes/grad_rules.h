@@ -25,6 +25,15 @@ gcc_status gcc_grad_sce(struct gcc_grad_ctx *c, int node, const int *dy, int *dx
 gcc_status gcc_grad_softmax(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
                             gcc_diag *d);
 gcc_status gcc_grad_mse(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
+/* Conv: dX = ConvGradData(dY, W), dW = ConvGradFilter(dY, X), dB = ConvGradBias(dY). */
+gcc_status gcc_grad_conv(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
+/* MaxPool: dX = MaxPoolGrad(dY, X, Y) (the CPU recomputes the argmax from X;
+ * cuDNN's pooling backward reads Y too). */
+gcc_status gcc_grad_max_pool(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                             gcc_diag *d);
+/* AveragePool: dX = AveragePoolGrad(dY). */
+gcc_status gcc_grad_average_pool(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                 gcc_diag *d);
 
 #ifdef __cplusplus
 }

@@ -17,9 +17,12 @@ static int dev_of(const gcc_graph *g, int v) {
   return g->values[v].device >= 0 ? g->values[v].device : GCC_DEV_CPU;
 }
 
+/* A block to place: value v (v < n_values) or the workspace of node
+ * v - n_values, with its lifetime and device. */
 typedef struct item {
   int v;
   size_t bytes;
+  int first, last, dev;
 } item;
 
 static int by_size_desc(const void *a, const void *b) {
@@ -45,6 +48,8 @@ void gcc_mem_plan_free(gcc_mem_plan *p) {
   free(p->first);
   free(p->last);
   free(p->device_bytes);
+  free(p->ws_offset);
+  free(p->ws_bytes);
   memset(p, 0, sizeof *p);
 }
 
@@ -59,14 +64,19 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
   out->first = malloc(cnt * sizeof *out->first);
   out->last = malloc(cnt * sizeof *out->last);
   char *used = calloc(cnt, 1);
-  item *items = malloc(cnt * sizeof *items);
-  placed *busy = malloc(cnt * sizeof *busy);
+  size_t icnt = cnt + (size_t)nn;
+  item *items = malloc(icnt * sizeof *items);
+  placed *busy = malloc(icnt * sizeof *busy);
+  out->n_nodes = nn;
+  out->ws_offset = malloc((size_t)(nn ? nn : 1) * sizeof *out->ws_offset);
+  out->ws_bytes = calloc((size_t)(nn ? nn : 1), sizeof *out->ws_bytes);
   out->n_devices = 1;
   for (int v = 0; v < nv; v++)
     if (dev_of(g, v) + 1 > out->n_devices)
       out->n_devices = dev_of(g, v) + 1;
   out->device_bytes = calloc((size_t)out->n_devices, sizeof *out->device_bytes);
-  if (!out->device_bytes || !out->offset || !out->root || !out->first || !out->last || !used || !items || !busy) {
+  if (!out->device_bytes || !out->offset || !out->root || !out->first || !out->last || !used ||
+      !items || !busy || !out->ws_offset || !out->ws_bytes) {
     free(used);
     free(items);
     free(busy);
@@ -135,8 +145,23 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
       continue;
     int64_t numel = gcc_shape_numel(&g->values[v].shape, NULL);
     size_t bytes = align_up((size_t)(numel > 0 ? numel : 1) * gcc_dtype_size(g->values[v].dtype));
-    items[n_items].v = v;
-    items[n_items].bytes = bytes;
+    items[n_items] = (item){v, bytes, out->first[v], out->last[v], dev_of(g, v)};
+    n_items++;
+    out->total_bytes += bytes;
+  }
+  for (int i = 0; i < nn; i++) {
+    const gcc_node *n = &g->nodes[i];
+    const gcc_op_desc *op = gcc_op(n->op);
+    int dev = n->device >= 0 ? n->device : GCC_DEV_CPU;
+    out->ws_offset[i] = -1;
+    if (!op->workspace || dev != GCC_DEV_CPU)
+      continue;
+    size_t bytes = op->workspace(g, i);
+    if (!bytes)
+      continue;
+    bytes = align_up(bytes);
+    out->ws_bytes[i] = bytes;
+    items[n_items] = (item){nv + i, bytes, i, i, dev};
     n_items++;
     out->total_bytes += bytes;
   }
@@ -145,16 +170,16 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
   /* greedy by size: best fitting gap among already placed values whose
    * lifetimes overlap */
   for (int it = 0; it < n_items; it++) {
-    int v = items[it].v;
-    size_t bytes = items[it].bytes;
+    const item *cur = &items[it];
+    size_t bytes = cur->bytes;
     int nb = 0;
     for (int j = 0; j < it; j++) {
-      int u = items[j].v;
-      if (dev_of(g, u) != dev_of(g, v))
+      const item *o = &items[j];
+      if (o->dev != cur->dev)
         continue;
-      if (out->first[u] <= out->last[v] && out->first[v] <= out->last[u]) {
-        busy[nb].off = out->offset[u];
-        busy[nb].bytes = items[j].bytes;
+      if (o->first <= cur->last && cur->first <= o->last) {
+        busy[nb].off = o->v < nv ? out->offset[o->v] : out->ws_offset[o->v - nv];
+        busy[nb].bytes = o->bytes;
         nb++;
       }
     }
@@ -175,8 +200,11 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
     }
     if (best < 0)
       best = cursor;
-    out->offset[v] = best;
-    size_t *peak = &out->device_bytes[dev_of(g, v)];
+    if (cur->v < nv)
+      out->offset[cur->v] = best;
+    else
+      out->ws_offset[cur->v - nv] = best;
+    size_t *peak = &out->device_bytes[cur->dev];
     if ((size_t)best + bytes > *peak)
       *peak = (size_t)best + bytes;
   }

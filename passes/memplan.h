@@ -11,6 +11,9 @@
  * share bytes. Views (ops flagged GCC_OPF_ALIAS: Reshape, Flatten) share
  * the storage of their input and extend its lifetime.
  *
+ * A node whose op declares a workspace (im2col for Conv) gets scratch bytes
+ * in the same arena, live during its own step only.
+ *
  * Parameters, gradients and optimizer state are not planned here: they live
  * in the session's persistent arena. Constants point at their data.
  */
@@ -39,6 +42,13 @@ typedef struct gcc_mem_plan {
   size_t total_bytes; /* sum of all planned values without reuse (for reports) */
   int n_devices;      /* entries of device_bytes: max device id + 1 */
   size_t *device_bytes; /* per device id: peak of its step arena */
+  /* per node: scratch the node's CPU kernel needs (gcc_op_desc.workspace),
+   * planned in its device's step arena for that node's step only; offset -1
+   * and 0 bytes when it needs none (or runs on a device whose library
+   * manages its own workspace, as cuDNN's algorithms do) */
+  int n_nodes;
+  int64_t *ws_offset;
+  size_t *ws_bytes;
 } gcc_mem_plan;
 
 /* Plans `g` (nodes in execution order), one arena per device: only values

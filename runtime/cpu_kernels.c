@@ -524,3 +524,395 @@ gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a) {
     }
   return GCC_OK;
 }
+
+/* ---- convolution: im2col + sgemm ---------------------------------------- */
+
+/* Sizes of one Conv (or of its gradients): X [n, c, h, w], W [m, c, kh, kw],
+ * Y [n, m, oh, ow]; k = c * kh * kw rows of the column matrix, p = oh * ow
+ * output pixels per sample, `chunk` samples per GEMM. */
+typedef struct conv_geom {
+  int64_t n, c, h, w, m, oh, ow, k, p, chunk;
+  gcc_window2d win;
+} conv_geom;
+
+static void conv_geom_make(const gcc_node *node, const gcc_shape *x, const gcc_shape *wt,
+                           const gcc_shape *y, conv_geom *g) {
+  gcc_window2d_of(node, wt, &g->win);
+  g->n = x->dims[0];
+  g->c = x->dims[1];
+  g->h = x->dims[2];
+  g->w = x->dims[3];
+  g->m = wt->dims[0];
+  g->oh = y->dims[2];
+  g->ow = y->dims[3];
+  g->k = g->c * g->win.kh * g->win.kw;
+  g->p = g->oh * g->ow;
+  size_t per_sample = (size_t)((g->k + g->m) * g->p) * sizeof(float);
+  int64_t fit = (int64_t)(GCC_CONV_CHUNK_BYTES / (per_sample ? per_sample : 1));
+  g->chunk = fit < 1 ? 1 : (fit > g->n ? g->n : fit);
+}
+
+/* The X, W and Y shapes of a conv-family node, by op. */
+static void conv_shapes(int op, const gcc_shape *in0, const gcc_shape *in1,
+                        const gcc_shape *out0, const gcc_shape **x, const gcc_shape **wt,
+                        const gcc_shape **y) {
+  if (op == GCC_OP_CONV) { /* (X, W) -> Y */
+    *x = in0, *wt = in1, *y = out0;
+  } else if (op == GCC_OP_CONV_GRAD_DATA) { /* (dY, W) -> dX */
+    *x = out0, *wt = in1, *y = in0;
+  } else { /* ConvGradFilter: (dY, X) -> dW */
+    *x = in1, *wt = out0, *y = in0;
+  }
+}
+
+size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_shape *x, *wt, *y;
+  conv_shapes(n->op, &g->values[n->inputs[0]].shape, &g->values[n->inputs[1]].shape,
+              &g->values[n->outputs[0]].shape, &x, &wt, &y);
+  conv_geom cg;
+  conv_geom_make(n, x, wt, y, &cg);
+  return (size_t)(cg.chunk * cg.p * (cg.k + cg.m)) * sizeof(float);
+}
+
+static gcc_status conv_setup(const gcc_kernel_args *a, conv_geom *cg, float **col,
+                             float **tmp) {
+  const gcc_shape *x, *wt, *y;
+  conv_shapes(a->node->op, &a->in[0]->shape, &a->in[1]->shape, &a->out[0]->shape, &x, &wt, &y);
+  conv_geom_make(a->node, x, wt, y, cg);
+  size_t need = (size_t)(cg->chunk * cg->p * (cg->k + cg->m)) * sizeof(float);
+  if (!a->workspace || a->workspace_bytes < need)
+    return gcc_diag_set(a->ctx->diag, GCC_ERR_INTERNAL,
+                        "%s: node '%s' (%s): the planned workspace has %zu bytes, it needs %zu",
+                        a->ctx->source ? a->ctx->source : "<model>", a->node->name,
+                        gcc_op_name(a->node->op), a->workspace_bytes, need);
+  *col = a->workspace;
+  *tmp = *col + cg->chunk * cg->p * cg->k;
+  return GCC_OK;
+}
+
+/* floor(a / b) and ceil(a / b) for b > 0 and any sign of a (C division
+ * truncates toward zero). */
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
+
+/* The outputs o in [*lo, *hi) of [0, n_out) whose input o * stride + off
+ * lies in [0, n_in): the rest of the row reads padding. */
+static void valid_range(int64_t off, int64_t stride, int64_t n_in, int64_t n_out, int64_t *lo,
+                        int64_t *hi) {
+  int64_t a = ceil_div(-off, stride), b = floor_div(n_in - 1 - off, stride) + 1;
+  *lo = a < 0 ? 0 : (a > n_out ? n_out : a);
+  *hi = b < *lo ? *lo : (b > n_out ? n_out : b);
+}
+
+/* col[(ci*kh + i)*kw + j][s*p + oy*ow + ox] = X[n0+s][ci][iy][ix] or 0 in
+ * the padding, for samples n0 .. n0+cn-1 (Caffe's im2col, batched). The
+ * in-bounds part of each output row is found once, so the inner loop has no
+ * bounds test (a plain copy when the stride is 1). */
+static void im2col(const conv_geom *g, const float *x, int64_t n0, int64_t cn, float *col) {
+  const gcc_window2d *w = &g->win;
+  int64_t row_len = cn * g->p;
+  for (int64_t ci = 0; ci < g->c; ci++)
+    for (int64_t i = 0; i < w->kh; i++)
+      for (int64_t j = 0; j < w->kw; j++) {
+        float *row = col + ((ci * w->kh + i) * w->kw + j) * row_len;
+        int64_t xoff = j * w->dw - w->pl, lo, hi;
+        valid_range(xoff, w->sw, g->w, g->ow, &lo, &hi);
+        for (int64_t s = 0; s < cn; s++) {
+          const float *plane = x + ((n0 + s) * g->c + ci) * g->h * g->w;
+          float *out = row + s * g->p;
+          for (int64_t oy = 0; oy < g->oh; oy++) {
+            int64_t iy = oy * w->sh - w->pt + i * w->dh;
+            float *o = out + oy * g->ow;
+            if (iy < 0 || iy >= g->h) {
+              memset(o, 0, (size_t)g->ow * sizeof *o);
+              continue;
+            }
+            /* element ox of this row is src[ox * sw + xoff]; xoff may be
+             * negative, so index from the row start (no pointer before it) */
+            const float *src = plane + iy * g->w;
+            for (int64_t ox = 0; ox < lo; ox++)
+              o[ox] = 0.0f;
+            if (w->sw == 1 && hi > lo)
+              memcpy(o + lo, src + lo + xoff, (size_t)(hi - lo) * sizeof *o);
+            else
+              for (int64_t ox = lo; ox < hi; ox++)
+                o[ox] = src[ox * w->sw + xoff];
+            for (int64_t ox = hi; ox < g->ow; ox++)
+              o[ox] = 0.0f;
+          }
+        }
+      }
+}
+
+/* The adjoint of im2col: dX[n0+s][ci][iy][ix] += col[...] (dX zeroed by the caller). */
+static void col2im(const conv_geom *g, const float *col, int64_t n0, int64_t cn, float *dx) {
+  const gcc_window2d *w = &g->win;
+  int64_t row_len = cn * g->p;
+  for (int64_t ci = 0; ci < g->c; ci++)
+    for (int64_t i = 0; i < w->kh; i++)
+      for (int64_t j = 0; j < w->kw; j++) {
+        const float *row = col + ((ci * w->kh + i) * w->kw + j) * row_len;
+        int64_t xoff = j * w->dw - w->pl, lo, hi;
+        valid_range(xoff, w->sw, g->w, g->ow, &lo, &hi);
+        for (int64_t s = 0; s < cn; s++) {
+          float *plane = dx + ((n0 + s) * g->c + ci) * g->h * g->w;
+          const float *in = row + s * g->p;
+          for (int64_t oy = 0; oy < g->oh; oy++) {
+            int64_t iy = oy * w->sh - w->pt + i * w->dh;
+            if (iy < 0 || iy >= g->h)
+              continue;
+            float *dst = plane + iy * g->w;
+            const float *c = in + oy * g->ow;
+            for (int64_t ox = lo; ox < hi; ox++)
+              dst[ox * w->sw + xoff] += c[ox];
+          }
+        }
+      }
+}
+
+/* tmp[mi][s*p + q] = y[n0+s][mi][q]: a chunk of NCHW dY as one [M, cn*p] matrix. */
+static void gather_chunk(const conv_geom *g, const float *y, int64_t n0, int64_t cn, float *tmp) {
+  for (int64_t s = 0; s < cn; s++)
+    for (int64_t mi = 0; mi < g->m; mi++)
+      memcpy(tmp + mi * cn * g->p + s * g->p, y + ((n0 + s) * g->m + mi) * g->p,
+             (size_t)g->p * sizeof *tmp);
+}
+
+gcc_status gcc_cpu_conv(const gcc_kernel_args *a) {
+  conv_geom g;
+  float *col, *tmp;
+  GCC_TRY(conv_setup(a, &g, &col, &tmp));
+  const float *x = F32(a->in[0]), *wt = F32(a->in[1]);
+  const float *b = a->n_in > 2 && a->in[2] ? F32(a->in[2]) : NULL;
+  float *y = F32(a->out[0]);
+  for (int64_t n0 = 0; n0 < g.n; n0 += g.chunk) {
+    int64_t cn = g.n - n0 < g.chunk ? g.n - n0 : g.chunk;
+    im2col(&g, x, n0, cn, col);
+    gemm_rowmajor(a->ctx, 0, 0, g.m, cn * g.p, g.k, 1.0f, wt, col, 0.0f, tmp);
+    for (int64_t s = 0; s < cn; s++)
+      for (int64_t mi = 0; mi < g.m; mi++) {
+        const float *src = tmp + mi * cn * g.p + s * g.p;
+        float *dst = y + ((n0 + s) * g.m + mi) * g.p;
+        float bias = b ? b[mi] : 0.0f;
+        for (int64_t q = 0; q < g.p; q++)
+          dst[q] = src[q] + bias;
+      }
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a) {
+  conv_geom g;
+  float *col, *tmp;
+  GCC_TRY(conv_setup(a, &g, &col, &tmp));
+  const float *dy = F32(a->in[0]), *wt = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  memset(dx, 0, (size_t)a->out[0]->numel * sizeof *dx);
+  for (int64_t n0 = 0; n0 < g.n; n0 += g.chunk) {
+    int64_t cn = g.n - n0 < g.chunk ? g.n - n0 : g.chunk;
+    gather_chunk(&g, dy, n0, cn, tmp);
+    /* col [K, cn*p] = W^T [K, M] tmp [M, cn*p] */
+    gemm_rowmajor(a->ctx, 1, 0, g.k, cn * g.p, g.m, 1.0f, wt, tmp, 0.0f, col);
+    col2im(&g, col, n0, cn, dx);
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_conv_grad_filter(const gcc_kernel_args *a) {
+  conv_geom g;
+  float *col, *tmp;
+  GCC_TRY(conv_setup(a, &g, &col, &tmp));
+  const float *dy = F32(a->in[0]), *x = F32(a->in[1]);
+  float *dw = F32(a->out[0]);
+  for (int64_t n0 = 0; n0 < g.n; n0 += g.chunk) {
+    int64_t cn = g.n - n0 < g.chunk ? g.n - n0 : g.chunk;
+    im2col(&g, x, n0, cn, col);
+    gather_chunk(&g, dy, n0, cn, tmp);
+    /* dW [M, K] (+)= tmp [M, cn*p] col^T [cn*p, K] */
+    gemm_rowmajor(a->ctx, 0, 1, g.m, g.k, cn * g.p, 1.0f, tmp, col, n0 == 0 ? 0.0f : 1.0f, dw);
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_conv_grad_bias(const gcc_kernel_args *a) {
+  const gcc_shape *s = &a->in[0]->shape;
+  int64_t n = s->dims[0], m = s->dims[1], p = s->dims[2] * s->dims[3];
+  const float *dy = F32(a->in[0]);
+  float *db = F32(a->out[0]);
+  for (int64_t mi = 0; mi < m; mi++) {
+    double acc = 0.0; /* N*H*W terms: accumulate in double, round once */
+    for (int64_t i = 0; i < n; i++) {
+      const float *row = dy + (i * m + mi) * p;
+      for (int64_t q = 0; q < p; q++)
+        acc += row[q];
+    }
+    db[mi] = (float)acc;
+  }
+  return GCC_OK;
+}
+
+/* ---- pooling ------------------------------------------------------------- */
+
+typedef struct pool_geom {
+  int64_t nc, h, w, oh, ow;
+  gcc_window2d win;
+} pool_geom;
+
+static void pool_geom_make(const gcc_node *node, const gcc_shape *x, const gcc_shape *y,
+                           pool_geom *g) {
+  gcc_window2d_of(node, NULL, &g->win);
+  g->nc = x->dims[0] * x->dims[1];
+  g->h = x->dims[2];
+  g->w = x->dims[3];
+  g->oh = y->dims[2];
+  g->ow = y->dims[3];
+}
+
+/* The kernel taps t in [*lo, *hi) of window o whose input o * stride - pad
+ * + t * dil lies in [0, n). */
+static void tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t n,
+                      int64_t *lo, int64_t *hi) {
+  int64_t start = o * stride - pad;
+  int64_t a = ceil_div(-start, dil), b = floor_div(n - 1 - start, dil) + 1;
+  *lo = a < 0 ? 0 : (a > k ? k : a);
+  *hi = b < *lo ? *lo : (b > k ? k : b);
+}
+
+/* Flat index in the (h, w) plane of the first maximum of window (oy, ox),
+ * in row-major window order; NaN counts as the maximum (PyTorch). */
+static inline int64_t max_pool_argmax(const pool_geom *g, const float *plane, int64_t oy, int64_t ox) {
+  const gcc_window2d *w = &g->win;
+  int64_t y0 = oy * w->sh - w->pt, x0 = ox * w->sw - w->pl;
+  int64_t i0 = 0, i1 = w->kh, j0 = 0, j1 = w->kw;
+  /* the common case, a window inside the input, needs no division */
+  if (y0 < 0 || y0 + (w->kh - 1) * w->dh >= g->h)
+    tap_range(oy, w->sh, w->pt, w->dh, w->kh, g->h, &i0, &i1);
+  if (x0 < 0 || x0 + (w->kw - 1) * w->dw >= g->w)
+    tap_range(ox, w->sw, w->pl, w->dw, w->kw, g->w, &j0, &j1);
+  int64_t best_i = -1;
+  float best = 0.0f;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t row = (y0 + i * w->dh) * g->w + x0; /* + j * dw >= 0 for j in [j0, j1) */
+    for (int64_t j = j0; j < j1; j++) {
+      float v = plane[row + j * w->dw];
+      if (best_i < 0 || v > best || isnan(v)) {
+        best = v;
+        best_i = row + j * w->dw;
+      }
+    }
+  }
+  return best_i; /* >= 0: pads are at most half the kernel (shape check) */
+}
+
+gcc_status gcc_cpu_max_pool(const gcc_kernel_args *a) {
+  pool_geom g;
+  pool_geom_make(a->node, &a->in[0]->shape, &a->out[0]->shape, &g);
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  for (int64_t pc = 0; pc < g.nc; pc++) {
+    const float *plane = x + pc * g.h * g.w;
+    float *out = y + pc * g.oh * g.ow;
+    for (int64_t oy = 0; oy < g.oh; oy++)
+      for (int64_t ox = 0; ox < g.ow; ox++) {
+        int64_t i = max_pool_argmax(&g, plane, oy, ox);
+        out[oy * g.ow + ox] = i >= 0 ? plane[i] : -INFINITY;
+      }
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_max_pool_grad(const gcc_kernel_args *a) {
+  pool_geom g;
+  pool_geom_make(a->node, &a->in[1]->shape, &a->in[0]->shape, &g);
+  const float *dy = F32(a->in[0]), *x = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  memset(dx, 0, (size_t)a->out[0]->numel * sizeof *dx);
+  for (int64_t pc = 0; pc < g.nc; pc++) {
+    const float *plane = x + pc * g.h * g.w;
+    const float *d = dy + pc * g.oh * g.ow;
+    float *o = dx + pc * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; oy++)
+      for (int64_t ox = 0; ox < g.ow; ox++) {
+        int64_t i = max_pool_argmax(&g, plane, oy, ox);
+        if (i >= 0)
+          o[i] += d[oy * g.ow + ox];
+      }
+  }
+  return GCC_OK;
+}
+
+/* The divisor of window (oy, ox): the whole window with count_include_pad,
+ * else the input elements it covers. */
+static int64_t avg_divisor(const pool_geom *g, int include_pad, int64_t oy, int64_t ox) {
+  const gcc_window2d *w = &g->win;
+  if (include_pad)
+    return w->kh * w->kw;
+  int64_t cnt = 0;
+  for (int64_t i = 0; i < w->kh; i++) {
+    int64_t iy = oy * w->sh - w->pt + i * w->dh;
+    for (int64_t j = 0; j < w->kw; j++) {
+      int64_t ix = ox * w->sw - w->pl + j * w->dw;
+      cnt += iy >= 0 && iy < g->h && ix >= 0 && ix < g->w;
+    }
+  }
+  return cnt;
+}
+
+gcc_status gcc_cpu_average_pool(const gcc_kernel_args *a) {
+  pool_geom g;
+  pool_geom_make(a->node, &a->in[0]->shape, &a->out[0]->shape, &g);
+  int include_pad = (int)a->node->av[POOL_COUNT_INCLUDE_PAD].i;
+  const gcc_window2d *w = &g.win;
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  for (int64_t pc = 0; pc < g.nc; pc++) {
+    const float *plane = x + pc * g.h * g.w;
+    float *out = y + pc * g.oh * g.ow;
+    for (int64_t oy = 0; oy < g.oh; oy++)
+      for (int64_t ox = 0; ox < g.ow; ox++) {
+        float sum = 0.0f;
+        for (int64_t i = 0; i < w->kh; i++) {
+          int64_t iy = oy * w->sh - w->pt + i * w->dh;
+          if (iy < 0 || iy >= g.h)
+            continue;
+          for (int64_t j = 0; j < w->kw; j++) {
+            int64_t ix = ox * w->sw - w->pl + j * w->dw;
+            if (ix >= 0 && ix < g.w)
+              sum += plane[iy * g.w + ix];
+          }
+        }
+        out[oy * g.ow + ox] = sum / (float)avg_divisor(&g, include_pad, oy, ox);
+      }
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_average_pool_grad(const gcc_kernel_args *a) {
+  pool_geom g;
+  pool_geom_make(a->node, &a->out[0]->shape, &a->in[0]->shape, &g);
+  int include_pad = (int)a->node->av[POOL_COUNT_INCLUDE_PAD].i;
+  const gcc_window2d *w = &g.win;
+  const float *dy = F32(a->in[0]);
+  float *dx = F32(a->out[0]);
+  memset(dx, 0, (size_t)a->out[0]->numel * sizeof *dx);
+  for (int64_t pc = 0; pc < g.nc; pc++) {
+    const float *d = dy + pc * g.oh * g.ow;
+    float *o = dx + pc * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; oy++)
+      for (int64_t ox = 0; ox < g.ow; ox++) {
+        float v = d[oy * g.ow + ox] / (float)avg_divisor(&g, include_pad, oy, ox);
+        for (int64_t i = 0; i < w->kh; i++) {
+          int64_t iy = oy * w->sh - w->pt + i * w->dh;
+          if (iy < 0 || iy >= g.h)
+            continue;
+          for (int64_t j = 0; j < w->kw; j++) {
+            int64_t ix = ox * w->sw - w->pl + j * w->dw;
+            if (ix >= 0 && ix < g.w)
+              o[iy * g.w + ix] += v;
+          }
+        }
+      }
+  }
+  return GCC_OK;
+}

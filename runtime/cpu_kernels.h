@@ -47,6 +47,8 @@ typedef struct gcc_kernel_args {
   gcc_tensor *const *out;
   int n_out;
   gcc_cpu_ctx *ctx;
+  void *workspace;        /* scratch planned for this node (gcc_op_desc.workspace), or NULL */
+  size_t workspace_bytes; /* its size */
 } gcc_kernel_args;
 
 /* OpenBLAS threads for an (m x k) @ (k x n) sgemm, at most max_threads:
@@ -72,6 +74,36 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a);
 gcc_status gcc_cpu_softmax(const gcc_kernel_args *a);
 /* dX = Y * (dY - sum(dY * Y)) along `axis`, the sum in float64. */
 gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a);
+
+/* Convolution (ONNX Conv, 2-D, NCHW, group = 1) by im2col + sgemm, and its
+ * gradients. The batch is processed in chunks of samples: one chunk's
+ * column matrix col [C*kh*kw, chunk*oh*ow] and one GEMM output
+ * [M, chunk*oh*ow] live in the node's planned workspace, whose size
+ * gcc_cpu_conv_workspace gives (the chunk is as many samples as fit in
+ * GCC_CONV_CHUNK_BYTES, at least one). So a GEMM is large enough for
+ * OpenBLAS while the workspace stays bounded for big evaluation batches.
+ *   Conv(X [N,C,H,W], W [M,C,kh,kw], B [M]?) -> Y [N,M,oh,ow]
+ *   ConvGradData(dY, W) -> dX [input_shape]          (col2im of W^T dY)
+ *   ConvGradFilter(dY, X) -> dW [filter_shape]       (sum over chunks of dY col^T)
+ *   ConvGradBias(dY) -> dB [M]                       (no workspace) */
+#define GCC_CONV_CHUNK_BYTES ((size_t)4 << 20)
+size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node);
+gcc_status gcc_cpu_conv(const gcc_kernel_args *a);
+gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a);
+gcc_status gcc_cpu_conv_grad_filter(const gcc_kernel_args *a);
+gcc_status gcc_cpu_conv_grad_bias(const gcc_kernel_args *a);
+
+/* Pooling (ONNX MaxPool / AveragePool, 2-D, NCHW, ceil_mode = 0).
+ * MaxPool's backward recomputes each window's argmax from X instead of
+ * storing indices: the first maximal element in row-major window order
+ * (NaN counts as the maximum), as PyTorch's CPU max_pool2d picks it, so
+ * the gradient goes where PyTorch sends it. AveragePool divides by the
+ * window size (count_include_pad = 1) or by the number of input elements
+ * in the window (0). */
+gcc_status gcc_cpu_max_pool(const gcc_kernel_args *a);
+gcc_status gcc_cpu_max_pool_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_average_pool(const gcc_kernel_args *a);
+gcc_status gcc_cpu_average_pool_grad(const gcc_kernel_args *a);
 
 #ifdef __cplusplus
 }

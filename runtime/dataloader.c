@@ -39,7 +39,8 @@ struct gcc_dataloader {
   int64_t sample_elems; /* channels * height * width */
   int64_t cap_rows;     /* rows per slot: min(batch_size, n) */
   int64_t num_batches;
-  float lut[256]; /* normalised value of every pixel value */
+  /* normalised value of every pixel value, per channel */
+  float lut[GCC_DATALOADER_MAX_CHANNELS][256];
 
   int64_t *perm; /* sample order of the current epoch */
   float *images[2];
@@ -72,7 +73,9 @@ static int fill_slot(gcc_dataloader *dl, int s, int64_t k, uint64_t gen) {
   int64_t first = k * bs;
   int64_t rows = dl->ds.n - first < bs ? dl->ds.n - first : bs;
   int64_t elems = dl->sample_elems;
-  const float *lut = dl->lut;
+  int64_t plane = dl->ds.height * dl->ds.width;
+  int64_t channels = dl->ds.channels;
+  int per_channel = dl->opt.n_channel_norm > 0;
   float *img = dl->images[s];
   int64_t *lab = dl->labels[s];
   for (int64_t r = 0; r < rows; r++) {
@@ -82,8 +85,11 @@ static int fill_slot(gcc_dataloader *dl, int s, int64_t k, uint64_t gen) {
     int64_t i = dl->perm[first + r];
     const uint8_t *src = dl->ds.images + i * elems;
     float *dst = img + r * elems;
-    for (int64_t j = 0; j < elems; j++)
-      dst[j] = lut[src[j]];
+    for (int64_t c = 0; c < channels; c++) {
+      const float *lut = dl->lut[per_channel ? c : 0];
+      for (int64_t j = c * plane; j < (c + 1) * plane; j++)
+        dst[j] = lut[src[j]];
+    }
     lab[r] = dl->ds.labels[i];
   }
   dl->rows[s] = rows;
@@ -184,11 +190,25 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
                         "gcc_dataloader_create: batch_size must be > 0, "
                         "got %lld",
                         (long long)o->batch_size);
-  if (!(o->std > 0.0f) || !isfinite(o->std) || !isfinite(o->mean))
+  if (o->n_channel_norm == 0 && (!(o->std > 0.0f) || !isfinite(o->std) || !isfinite(o->mean)))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_dataloader_create: normalisation needs a finite "
                         "mean and a finite std > 0, got mean=%g std=%g",
                         (double)o->mean, (double)o->std);
+  if (o->n_channel_norm != 0 &&
+      (o->n_channel_norm != ds->channels || o->n_channel_norm > GCC_DATALOADER_MAX_CHANNELS))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gcc_dataloader_create: %d per-channel mean/std values for "
+                        "images of %lld channels (at most %d)",
+                        o->n_channel_norm, (long long)ds->channels,
+                        GCC_DATALOADER_MAX_CHANNELS);
+  for (int c = 0; c < o->n_channel_norm; c++)
+    if (!(o->channel_std[c] > 0.0f) || !isfinite(o->channel_std[c]) ||
+        !isfinite(o->channel_mean[c]))
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "gcc_dataloader_create: channel %d: normalisation needs a "
+                          "finite mean and a finite std > 0, got mean=%g std=%g",
+                          c, (double)o->channel_mean[c], (double)o->channel_std[c]);
   if ((uint64_t)ds->n > UINT32_MAX)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "gcc_dataloader_create: %lld samples: shuffling "
@@ -214,8 +234,12 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
   dl->cap_rows = (int64_t)cap_rows;
   dl->num_batches = o->drop_last ? ds->n / o->batch_size
                                  : (ds->n + o->batch_size - 1) / o->batch_size;
-  for (int p = 0; p < 256; p++)
-    dl->lut[p] = ((float)p / 255.0f - o->mean) / o->std;
+  for (int c = 0; c < (o->n_channel_norm > 0 ? o->n_channel_norm : 1); c++) {
+    float mean = o->n_channel_norm > 0 ? o->channel_mean[c] : o->mean;
+    float sd = o->n_channel_norm > 0 ? o->channel_std[c] : o->std;
+    for (int p = 0; p < 256; p++)
+      dl->lut[c][p] = ((float)p / 255.0f - mean) / sd;
+  }
   dl->held = -1;
   atomic_init(&dl->generation, 0);
   if (o->profiler) { /* no track (out of memory): this loader is not profiled */
@@ -419,11 +443,16 @@ void gcc_dataloader_destroy(gcc_dataloader *dl) {
 }
 
 void gcc_dataloader_materialize(const gcc_dataloader *dl, float *images, int64_t *labels) {
-  int64_t elems = dl->sample_elems;
-  for (int64_t i = 0; i < dl->ds.n; i++) {
+  int64_t elems = dl->sample_elems, plane = dl->ds.height * dl->ds.width;
+  int per_channel = dl->opt.n_channel_norm > 0;
+  for (int64_t i = 0; i < dl->ds.n; i++) { /* as fill_slot */
     const uint8_t *src = dl->ds.images + i * elems;
-    for (int64_t j = 0; j < elems; j++)
-      images[i * elems + j] = dl->lut[src[j]];
+    float *dst = images + i * elems;
+    for (int64_t c = 0; c < dl->ds.channels; c++) {
+      const float *lut = dl->lut[per_channel ? c : 0];
+      for (int64_t j = c * plane; j < (c + 1) * plane; j++)
+        dst[j] = lut[src[j]];
+    }
     labels[i] = dl->ds.labels[i];
   }
 }

@@ -31,6 +31,8 @@
 extern "C" {
 #endif
 
+#define GCC_DATALOADER_MAX_CHANNELS 4
+
 typedef struct gcc_dataloader_options {
   int64_t batch_size; /* samples per batch, > 0 */
   int shuffle;        /* non-zero: a new permutation every epoch;
@@ -43,6 +45,15 @@ typedef struct gcc_dataloader_options {
   float mean, std;    /* every pixel p becomes, in float32,
                          ((float)p / 255.0f - mean) / std; std > 0, both
                          finite (torchvision ToTensor then Normalize) */
+  int n_channel_norm; /* 0: mean and std above apply to every channel;
+                         otherwise mean and std are ignored, it must
+                         equal the data set's channels, and
+                         pixel p of channel c becomes
+                         ((float)p / 255.0f - channel_mean[c]) /
+                         channel_std[c] (Normalize with one value per
+                         channel, as the CIFAR-10 tutorial) */
+  float channel_mean[GCC_DATALOADER_MAX_CHANNELS];
+  float channel_std[GCC_DATALOADER_MAX_CHANNELS];
   int prefetch;       /* non-zero: a background thread prepares the next
                          batch; zero: batches are made synchronously inside
                          gcc_dataloader_next (for tests and debugging).
@@ -81,7 +92,12 @@ typedef struct gcc_dataloader gcc_dataloader;
  *   GCC_ERR_INVALID_ARGUMENT  ds, o or out is NULL; the data set is empty
  *                             (n <= 0), has a non-positive channels, height
  *                             or width, or NULL arrays; batch_size <= 0;
- *                             std <= 0 or not finite; mean not finite;
+ *                             (without per-channel values) std <= 0 or
+ *                             not finite, or mean not finite;
+ *                             n_channel_norm not 0 and not the data set's
+ *                             channels (or above
+ *                             GCC_DATALOADER_MAX_CHANNELS), or a per-channel
+ *                             mean/std that is not finite (std > 0);
  *   GCC_ERR_UNSUPPORTED       n >= 2^32 (the permutation draws with
  *                             gcc_rng_below, a 32-bit generator);
  *   GCC_ERR_OUT_OF_MEMORY     a buffer could not be allocated, its size

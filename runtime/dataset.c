@@ -333,6 +333,110 @@ gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out,
   return GCC_OK;
 }
 
+/* ---- CIFAR-10 binary version ---------------------------------------------- */
+
+enum { CIFAR_SIDE = 32, CIFAR_CHANNELS = 3, CIFAR_PIXELS = 3072, CIFAR_RECORD = 3073,
+       CIFAR_TRAIN_FILES = 5 };
+
+const char *const gcc_cifar10_classes[10] = {"plane", "car",  "bird",  "cat",  "deer",
+                                             "dog",   "frog", "horse", "ship", "truck"};
+
+static const char kCifarFiles[] =
+    "(CIFAR-10 binary version: data_batch_1.bin ... data_batch_5.bin and test_batch.bin)";
+
+/* Size in records of CIFAR-10 file `path`, checked. */
+static gcc_status cifar_records(const char *path, int64_t *records, gcc_diag *d) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s %s", path, strerror(errno),
+                        kCifarFiles);
+  if (!S_ISREG(st.st_mode))
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: not a regular file %s", path, kCifarFiles);
+  if (st.st_size <= 0 || st.st_size % CIFAR_RECORD != 0)
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: %lld bytes is not a whole, positive number of %d-byte CIFAR-10 "
+                        "records (1 label byte + 3072 pixel bytes); truncated, or not the "
+                        "binary version?",
+                        path, (long long)st.st_size, CIFAR_RECORD);
+  *records = st.st_size / CIFAR_RECORD;
+  return GCC_OK;
+}
+
+/* Reads `records` records of `path` into images/labels (room for them). */
+static gcc_status cifar_read(const char *path, int64_t records, uint8_t *images,
+                             uint8_t *labels, gcc_diag *d) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s %s", path, strerror(errno),
+                        kCifarFiles);
+  uint8_t rec[CIFAR_RECORD];
+  for (int64_t i = 0; i < records; i++) {
+    if (fread(rec, 1, sizeof rec, f) != sizeof rec) {
+      int err = ferror(f) ? errno : 0;
+      fclose(f);
+      return gcc_diag_set(d, err ? GCC_ERR_IO : GCC_ERR_PARSE,
+                          "%s: record %lld: %s", path, (long long)i,
+                          err ? strerror(err) : "the file ends early (it shrank while read?)");
+    }
+    if (rec[0] >= 10) {
+      fclose(f);
+      return gcc_diag_set(d, GCC_ERR_PARSE,
+                          "%s: record %lld has label %d, not a class in [0, 10)", path,
+                          (long long)i, rec[0]);
+    }
+    labels[i] = rec[0];
+    memcpy(images + i * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);
+  }
+  fclose(f);
+  return GCC_OK;
+}
+
+gcc_status gcc_cifar10_load(const char *dir, int train, gcc_dataset *out, gcc_diag *d) {
+  if (out != NULL)
+    memset(out, 0, sizeof *out);
+  if (dir == NULL || out == NULL)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gcc_cifar10_load: dir and out must not be NULL");
+  int n_files = train ? CIFAR_TRAIN_FILES : 1;
+  char paths[CIFAR_TRAIN_FILES][PATH_CAP];
+  int64_t records[CIFAR_TRAIN_FILES], total = 0;
+  for (int k = 0; k < n_files; k++) {
+    int len = train ? snprintf(paths[k], PATH_CAP, "%s/data_batch_%d.bin", dir, k + 1)
+                    : snprintf(paths[k], PATH_CAP, "%s/test_batch.bin", dir);
+    if (len < 0 || len >= PATH_CAP)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "gcc_cifar10_load: the path under '%.200s...' is too long", dir);
+    GCC_TRY(cifar_records(paths[k], &records[k], d));
+    total += records[k];
+  }
+  uint8_t *images = malloc((size_t)total * CIFAR_PIXELS);
+  uint8_t *labels = malloc((size_t)total);
+  if (!images || !labels) {
+    free(images);
+    free(labels);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld images", dir,
+                        (long long)total);
+  }
+  int64_t at = 0;
+  for (int k = 0; k < n_files; k++) {
+    gcc_status s = cifar_read(paths[k], records[k], images + at * CIFAR_PIXELS, labels + at, d);
+    if (s != GCC_OK) {
+      free(images);
+      free(labels);
+      return s;
+    }
+    at += records[k];
+  }
+  out->n = total;
+  out->channels = CIFAR_CHANNELS;
+  out->height = CIFAR_SIDE;
+  out->width = CIFAR_SIDE;
+  out->images = images;
+  out->labels = labels;
+  out->num_classes = 10;
+  return GCC_OK;
+}
+
 void gcc_dataset_free(gcc_dataset *ds) {
   if (ds == NULL)
     return;

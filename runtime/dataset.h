@@ -114,6 +114,38 @@ gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
 gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out,
                           gcc_diag *d);
 
+/* Loads CIFAR-10 in its binary version (A. Krizhevsky, "Learning Multiple
+ * Layers of Features from Tiny Images", 2009; the "CIFAR-10 binary version"
+ * of https://www.cs.toronto.edu/~kriz/cifar.html) from directory `dir`:
+ * the training set if `train` is non-zero (data_batch_1.bin ...
+ * data_batch_5.bin, concatenated in that order), otherwise the test set
+ * (test_batch.bin). Each file is a sequence of 3073-byte records: one label
+ * byte (0-9), then 3072 pixel bytes, the 1024 red, then green, then blue
+ * values of a 32x32 image, rows first. The official files hold 10000
+ * records each; any positive whole number of records is accepted (so tests
+ * can write small files in the same format).
+ *
+ * On success returns GCC_OK and fills *out: channels = 3, height = width =
+ * 32, the images in NCHW order (the record layout), num_classes = 10.
+ *
+ * On failure *out is zeroed, d (may be NULL) gets a message that names the
+ * file at fault, and the status is:
+ *   GCC_ERR_INVALID_ARGUMENT  dir or out is NULL, or a path would be longer
+ *                             than 4095 bytes;
+ *   GCC_ERR_IO                a file is missing, not a regular file, or
+ *                             cannot be read (the message lists the files
+ *                             the data set needs);
+ *   GCC_ERR_PARSE             a file is empty or its size is not a whole
+ *                             number of 3073-byte records (truncated or not
+ *                             CIFAR-10), or a label byte is >= 10 (the
+ *                             message names the record);
+ *   GCC_ERR_OUT_OF_MEMORY     an allocation failed. */
+gcc_status gcc_cifar10_load(const char *dir, int train, gcc_dataset *out, gcc_diag *d);
+
+/* The CIFAR-10 class names in label order, as the PyTorch tutorial spells
+ * them: plane car bird cat deer dog frog horse ship truck. */
+extern const char *const gcc_cifar10_classes[10];
+
 /* Frees the arrays of ds and zeroes it. NULL and already-freed (zeroed)
  * data sets are accepted. */
 void gcc_dataset_free(gcc_dataset *ds);

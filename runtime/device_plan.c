@@ -229,6 +229,10 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
       o.cpu.n_out = n->n_outputs;
       for (int k = 0; k < n->n_outputs; k++)
         *ptr++ = &p->tensors[n->outputs[k]];
+      if (p->mem.ws_bytes && p->mem.ws_bytes[i]) { /* im2col scratch in the host arena */
+        o.cpu.workspace = (char *)p->host_arena + p->mem.ws_offset[i];
+        o.cpu.workspace_bytes = p->mem.ws_bytes[i];
+      }
       device_work = 0;
       p->has_cpu_nodes = 1;
       GCC_TRY(add_op(p, &o, d));

@@ -180,6 +180,10 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt, gcc_
     st->args.n_out = n->n_outputs;
     for (int k = 0; k < n->n_outputs; k++)
       *ptr++ = &p->tensors[n->outputs[k]];
+    if (p->mem.ws_bytes[i]) {
+      st->args.workspace = (char *)p->arena + p->mem.ws_offset[i];
+      st->args.workspace_bytes = p->mem.ws_bytes[i];
+    }
   }
   *out = p;
   return GCC_OK;

@@ -50,8 +50,10 @@ static void usage(FILE *f) {
           "\n"
           "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
           "                      else the CPU, saying why)\n"
-          "  --data DIR          MNIST IDX files (.gz or plain) (default: data/mnist, then\n"
-          "                      ../data/mnist next to the model)\n"
+          "  --data DIR          the data set's folder: MNIST IDX files (.gz or plain), or\n"
+          "                      the CIFAR-10 binary batches (default: data/mnist or\n"
+          "                      data/cifar-10-batches-bin, then the same under ../ next to\n"
+          "                      the model)\n"
           "  --epochs N          epochs to train (N >= 0)\n"
           "  --batch-size N      training batch size (N > 0)\n"
           "  --eval-batch-size N evaluation batch size (default 1000)\n"
@@ -60,6 +62,9 @@ static void usage(FILE *f) {
           "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
           "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
           "  --max-steps N       stop after N optimizer steps in all (default: no limit)\n"
+          "  --show-predictions N\n"
+          "                      after the last evaluation, print the ground truth and the\n"
+          "                      predicted class of the first N test images\n"
           "  --output FILE       trained model (default: MODEL with .pb replaced by\n"
           "                      .trained.pb); written atomically\n"
           "  --no-output         do not write the trained model\n"
@@ -359,7 +364,7 @@ int main(int argc, char **argv) {
     OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
     OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE,
     OPT_EXPORT,
-    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS
+    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS, OPT_SHOW_PREDICTIONS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -389,6 +394,7 @@ int main(int argc, char **argv) {
       {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
+      {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -396,7 +402,7 @@ int main(int argc, char **argv) {
   };
   const char *device_str = "auto", *data_dir = NULL, *output = NULL, *dump_after = NULL;
   int64_t epochs = -1, batch = -1, eval_batch = 1000, seed = -1, threads = 0, log_every = 100;
-  int64_t max_steps = 0;
+  int64_t max_steps = 0, show_predictions = 0;
   float lr = -1.0f;
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
@@ -461,6 +467,9 @@ int main(int argc, char **argv) {
       break;
     case OPT_MAX_STEPS:
       if (!parse_i64("--max-steps", optarg, 1, &max_steps)) return EXIT_USAGE;
+      break;
+    case OPT_SHOW_PREDICTIONS:
+      if (!parse_i64("--show-predictions", optarg, 0, &show_predictions)) return EXIT_USAGE;
       break;
     case OPT_OUTPUT: output = optarg; break;
     case OPT_NO_OUTPUT: no_output = 1; break;
@@ -584,16 +593,21 @@ int main(int argc, char **argv) {
 
   char data_buf[4096];
   if (!data_dir) {
-    data_dir = "data/mnist";
+    const char *sub = t->dataset && strcmp(t->dataset, "cifar10") == 0
+                          ? "cifar-10-batches-bin" /* the folder of the official tarball */
+                          : "mnist";
+    snprintf(data_buf, sizeof data_buf, "data/%s", sub);
+    data_dir = data_buf;
     if (!is_dir(data_dir)) {
       char copy[4096];
       snprintf(copy, sizeof copy, "%s", model_path);
       char *slash = strrchr(copy, '/');
       if (slash)
         *slash = '\0';
-      snprintf(data_buf, sizeof data_buf, "%s/../data/mnist", slash ? copy : ".");
-      if (is_dir(data_buf))
-        data_dir = data_buf;
+      static char near_model[4096 + 64];
+      snprintf(near_model, sizeof near_model, "%s/../data/%s", slash ? copy : ".", sub);
+      if (is_dir(near_model))
+        data_dir = near_model;
     }
   }
 
@@ -683,6 +697,7 @@ int main(int argc, char **argv) {
     cfg.on_eval_batch = collect_predictions;
     cfg.eval_user = &preds;
   }
+  cfg.show_predictions = show_predictions;
   gcc_train_report r;
   gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
   int rc = 0;

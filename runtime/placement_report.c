@@ -172,6 +172,9 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
     json_object_set_new(gj, "epilogue", gr->kind == GCC_GROUP_GEMM
                                             ? json_string(gcc_epilogue_name(gr->epilogue))
                                             : json_null());
+    const char *call = gr->kind == GCC_GROUP_CUDNN ? gcc_op(g->nodes[gr->nodes[0]].op)->cuda_call
+                                                   : NULL;
+    json_object_set_new(gj, "call", call ? json_string(call) : json_null());
     json_t *members = json_array();
     for (int m = 0; m < gr->n_nodes; m++)
       json_array_append_new(members, json_string(g->nodes[gr->nodes[m]].name));
@@ -309,7 +312,7 @@ static void render_text(const json_t *r, FILE *f) {
   const json_t *groups = json_object_get(r, "groups");
   if (json_array_size(groups) > 0) {
     fprintf(f, "\nfused groups (one launch each, copies excepted)\n  %-40s %-9s %-8s %-32s %s\n",
-            "name", "kind", "device", "epilogue", "nodes");
+            "name", "kind", "device", "epilogue / library call", "nodes");
     json_t *gj;
     json_array_foreach(groups, i, gj) {
       char members[512] = "";
@@ -321,6 +324,8 @@ static void render_text(const json_t *r, FILE *f) {
         strncat(members, json_string_value(mj), sizeof members - strlen(members) - 1);
       }
       const char *epi = json_string_value(json_object_get(gj, "epilogue"));
+      if (!epi)
+        epi = json_string_value(json_object_get(gj, "call"));
       fprintf(f, "  %-40s %-9s %-8s %-32s %s\n", str(gj, "name"), str(gj, "kind"),
               str(gj, "device"), epi ? epi : "-", members);
     }

@@ -38,6 +38,10 @@ typedef struct source {
   /* --profile: waits for a batch on the trainer's thread */
   gcc_prof_track *track;
   int site_wait[2]; /* train, eval */
+  int is_cifar;
+  /* --show-predictions: the first n_show test samples' labels and argmax */
+  int64_t n_show, n_shown;
+  int64_t *show_truth, *show_pred;
 } source;
 
 static void source_free(source *src) {
@@ -48,6 +52,8 @@ static void source_free(source *src) {
   free(src->perm);
   free(src->bx);
   free(src->by);
+  free(src->show_truth);
+  free(src->show_pred);
 }
 
 static int64_t per_sample(const gcc_value *v) {
@@ -100,31 +106,58 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (inline dataset)");
     return GCC_OK;
   }
-  if (strcmp(t->dataset, "mnist") != 0)
+  src->is_cifar = strcmp(t->dataset, "cifar10") == 0;
+  if (strcmp(t->dataset, "mnist") != 0 && !src->is_cifar)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: training.dataset '%s' is not supported (mnist, inline)", m->source,
-                        t->dataset);
-  GCC_TRY(gcc_mnist_load(cfg->data_dir, 1, &src->train, d));
-  GCC_TRY(gcc_mnist_load(cfg->data_dir, 0, &src->test, d));
+                        "%s: training.dataset '%s' is not supported (mnist, cifar10, inline)",
+                        m->source, t->dataset);
+  const char *ds_name = src->is_cifar ? "CIFAR-10" : "MNIST";
+  if (src->is_cifar) {
+    GCC_TRY(gcc_cifar10_load(cfg->data_dir, 1, &src->train, d));
+    GCC_TRY(gcc_cifar10_load(cfg->data_dir, 0, &src->test, d));
+  } else {
+    GCC_TRY(gcc_mnist_load(cfg->data_dir, 1, &src->train, d));
+    GCC_TRY(gcc_mnist_load(cfg->data_dir, 0, &src->test, d));
+  }
   int64_t img = src->train.channels * src->train.height * src->train.width;
   if (per_sample(in) != img || in->dtype != GCC_DT_FLOAT32)
     return gcc_diag_set(d, GCC_ERR_SHAPE,
-                        "%s: input '%s' takes %" PRId64 " float32 values per sample, but MNIST "
-                        "images have %" PRId64 " (1x28x28)",
-                        m->source, in->name, per_sample(in), img);
+                        "%s: input '%s' takes %" PRId64 " float32 values per sample, but %s "
+                        "images have %" PRId64 " (%" PRId64 "x%" PRId64 "x%" PRId64 ")",
+                        m->source, in->name, per_sample(in), ds_name, img, src->train.channels,
+                        src->train.height, src->train.width);
   if (tg->dtype != GCC_DT_INT64 || per_sample(tg) != 1)
     return gcc_diag_set(d, GCC_ERR_SHAPE,
-                        "%s: target '%s' must be int64 class indices of shape (N) for MNIST",
-                        m->source, tg->name);
+                        "%s: target '%s' must be int64 class indices of shape (N) for %s",
+                        m->source, tg->name, ds_name);
   gcc_dataloader_options o = {0};
   o.batch_size = cfg->batch_size;
   o.shuffle = 1;
   o.seed = cfg->seed;
   o.mean = t->n_mean ? t->mean[0] : 0.0f;
   o.std = t->n_std ? t->std[0] : 1.0f;
+  if (t->n_mean > 1 || t->n_std > 1) { /* one mean and std per channel */
+    if (t->n_mean != t->n_std || t->n_mean != src->train.channels)
+      return gcc_diag_set(d, GCC_ERR_SHAPE,
+                          "%s: training normalisation has %d means and %d stds, but %s images "
+                          "have %" PRId64 " channels",
+                          m->source, t->n_mean, t->n_std, ds_name, src->train.channels);
+    o.n_channel_norm = t->n_mean;
+    for (int c = 0; c < t->n_mean; c++) {
+      o.channel_mean[c] = t->mean[c];
+      o.channel_std[c] = t->std[c];
+    }
+  }
   o.prefetch = 1;
   o.profiler = cfg->profiler;
   o.profile_name = "data loader (train)";
+  if (cfg->show_predictions > 0) {
+    src->n_show = cfg->show_predictions < src->test.n ? cfg->show_predictions : src->test.n;
+    src->show_truth = malloc((size_t)src->n_show * sizeof *src->show_truth);
+    src->show_pred = malloc((size_t)src->n_show * sizeof *src->show_pred);
+    if (!src->show_truth || !src->show_pred)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (--show-predictions)");
+  }
   GCC_TRY(gcc_dataloader_create(&src->train, &o, &src->train_dl, d));
   o.batch_size = cfg->eval_batch;
   o.shuffle = 0;
@@ -214,9 +247,41 @@ static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int
   fflush(out);
 }
 
+/* Keeps the label and argmax of the test samples first .. of this batch
+ * that are among the first n_show (the test set is not shuffled). */
+static void record_predictions(source *src, int64_t first, const batch *b,
+                               const gcc_tensor *pred) {
+  if (!src->n_show || !pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32)
+    return;
+  int64_t c = pred->shape.dims[1];
+  const float *x = pred->data;
+  for (int64_t i = 0; i < b->rows && first + i < src->n_show; i++) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; j++)
+      if (x[i * c + j] > x[i * c + best])
+        best = j;
+    src->show_truth[first + i] = ((const int64_t *)b->y)[i];
+    src->show_pred[first + i] = best;
+    src->n_shown = first + i + 1;
+  }
+}
+
+static void print_class_line(FILE *out, const char *what, const source *src,
+                             const int64_t *cls) {
+  fprintf(out, "%s", what);
+  for (int64_t i = 0; i < src->n_shown; i++) {
+    if (src->is_cifar && cls[i] >= 0 && cls[i] < 10)
+      fprintf(out, " %-5s", gcc_cifar10_classes[cls[i]]);
+    else
+      fprintf(out, " %-5" PRId64, cls[i]);
+  }
+  fprintf(out, "\n");
+}
+
 static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *cfg,
                            gcc_train_report *r, gcc_diag *d) {
   GCC_TRY(source_start(src, 1, 0, d));
+  src->n_shown = 0;
   double loss_sum = 0;
   int64_t correct = 0, n = 0, classification = 1;
   for (int64_t k = 0;; k++) {
@@ -231,6 +296,7 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
     GCC_TRY(gcc_session_eval_batch(s, b.x, b.y, b.rows, &loss, &ok, &pred, d));
     if (cfg->on_eval_batch && pred)
       cfg->on_eval_batch(cfg->eval_user, n, pred, b.rows);
+    record_predictions(src, n, &b, pred);
     loss_sum += (double)loss * (double)b.rows; /* batch means -> sample mean */
     n += b.rows;
     if (ok < 0)
@@ -464,6 +530,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   }
   if (report->train_seconds > 0)
     report->samples_per_sec = (double)report->samples / report->train_seconds;
+  if (st == GCC_OK && src.n_shown > 0) { /* the tutorial's two lines */
+    print_class_line(out, "GroundTruth:", &src, src.show_truth);
+    print_class_line(out, "Predicted:  ", &src, src.show_pred);
+  }
   source_free(&src);
   free(losses);
   if (track) /* the session may outlive the profiler: detach it */

@@ -1,7 +1,7 @@
 /*
  * trainer.h - the training loop of gcc-train: epochs of shuffled,
- * normalised batches (MNIST from IDX files, or data carried inline in the
- * model), a log line every N batches, evaluation of the forward graph on
+ * normalised batches (MNIST from IDX files, CIFAR-10 from its binary
+ * batches, or data carried inline in the model), a log line every N batches, evaluation of the forward graph on
  * the test set after every epoch, and timing.
  *
  * Output imitates the PyTorch tutorials: "[epoch, batch] loss: x" lines,
@@ -22,7 +22,8 @@ extern "C" {
 #endif
 
 typedef struct gcc_train_config {
-  const char *data_dir;   /* directory of the MNIST IDX files ("mnist" dataset) */
+  const char *data_dir;   /* directory of the MNIST IDX files ("mnist" dataset) or of the
+                             CIFAR-10 binary batches ("cifar10") */
   int64_t epochs;         /* >= 0 */
   int64_t batch_size;     /* > 0 */
   uint64_t seed;          /* shuffling */
@@ -51,6 +52,10 @@ typedef struct gcc_train_config {
    * (gcc-train --predictions). */
   void (*on_eval_batch)(void *user, int64_t first_row, const gcc_tensor *pred, int64_t rows);
   void *eval_user;
+  int64_t show_predictions; /* > 0: after the last evaluation, print the ground truth and
+                               the predicted class of the first N test images, with class
+                               names ("GroundTruth:  cat ship ship plane", then
+                               "Predicted:  ..."), as the CIFAR-10 tutorial does */
 } gcc_train_config;
 
 typedef struct gcc_train_report {

@@ -467,6 +467,83 @@ double InlineMse(const gcc_graph *g) {
   return loss;
 }
 
+// ---- the CNNs: CIFAR-10 files written here, --show-predictions -----------------
+
+// Writes `n` CIFAR-10 binary records (label byte + 3072 pixel bytes) with
+// labels (seed + i) % 10 and a label-dependent pattern into `path`.
+void WriteCifar(const std::string &path, int n, int seed) {
+  FILE *f = fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  for (int i = 0; i < n; i++) {
+    int label = (seed + i) % 10;
+    fputc(label, f);
+    for (int j = 0; j < 3072; j++) fputc((label * 25 + j * (seed + 3) + i) % 256, f);
+  }
+  fclose(f);
+}
+
+TEST_F(CliTest, CifarCnnTrainsOnCifarFormatFilesAndShowsPredictions) {
+  std::string dir = tmp_.file("cifar");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  for (int k = 1; k <= 5; k++) WriteCifar(dir + "/data_batch_" + std::to_string(k) + ".bin", 8, k);
+  WriteCifar(dir + "/test_batch.bin", 6, 3);  // labels 3 4 5 6 7 8
+  Result r = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--threads", "1",
+                     "--data", dir, "--epochs", "1", "--no-output", "--show-predictions", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "epoch 1: test accuracy")) << r;
+  EXPECT_TRUE(Has(r.out, "trained 1 epochs (10 steps)")) << r;  // 40 images, batch 4
+  // the tutorial's lines: class names of the first 4 test images, then predictions
+  EXPECT_TRUE(Has(r.out, "GroundTruth: cat   deer  dog   frog")) << r;
+  size_t p = r.out.find("Predicted:   ");
+  ASSERT_NE(p, std::string::npos) << r;
+  std::string line = r.out.substr(p + 13, r.out.find('\n', p) - p - 13);
+  int names = 0;
+  for (const char *c : {"plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+                        "truck"})
+    for (size_t q = line.find(c); q != std::string::npos; q = line.find(c, q + 1))
+      if ((q == 0 || line[q - 1] == ' ') &&
+          (q + strlen(c) == line.size() || line[q + strlen(c)] == ' '))
+        names++;
+  EXPECT_EQ(names, 4) << line;
+  // more than the test set holds: all 6
+  Result all = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--threads", "1",
+                       "--data", dir, "--epochs", "0", "--no-output", "--show-predictions", "50"});
+  ASSERT_EQ(all.exit_code, 0) << all;
+  EXPECT_TRUE(Has(all.out, "GroundTruth: cat   deer  dog   frog  horse ship \n")) << all;
+}
+
+TEST_F(CliTest, CifarDataErrorsNameTheFile) {
+  std::string dir = tmp_.file("cifar_bad");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  Result missing = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--data", dir,
+                           "--no-output"});
+  EXPECT_EQ(missing.exit_code, 1) << missing;
+  EXPECT_TRUE(Has(missing.err, dir + "/data_batch_1.bin: cannot open")) << missing;
+  for (int k = 1; k <= 5; k++) WriteCifar(dir + "/data_batch_" + std::to_string(k) + ".bin", 2, k);
+  WriteCifar(dir + "/test_batch.bin", 2, 0);
+  ASSERT_EQ(truncate((dir + "/test_batch.bin").c_str(), 3073 + 100), 0);
+  Result cut = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--data", dir,
+                       "--no-output"});
+  EXPECT_EQ(cut.exit_code, 1) << cut;
+  EXPECT_TRUE(Has(cut.err, dir + "/test_batch.bin: 3173 bytes")) << cut;
+  EXPECT_TRUE(Has(cut.err, "3073-byte")) << cut;
+  // MNIST files are not CIFAR-10: the CNN for 3x32x32 on --data data/mnist
+  Result wrong = RunCli({Runfile("models/mnist_cnn.pb"), "--device", "cpu", "--data", dir,
+                         "--no-output"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong;
+  EXPECT_TRUE(Has(wrong.err, "train-images-idx3-ubyte")) << wrong;
+}
+
+TEST_F(CliTest, MnistCnnShowsDigitPredictions) {
+  Result r = RunCli({Runfile("models/mnist_cnn.pb"), "--device", "cpu", "--threads", "1",
+                     "--data", data_, "--max-steps", "30", "--no-output", "--log-every", "0",
+                     "--show-predictions", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  // the first four MNIST test digits
+  EXPECT_TRUE(Has(r.out, "GroundTruth: 7     2     1     0    \n")) << r;
+  EXPECT_TRUE(Has(r.out, "Predicted:   ")) << r;
+}
+
 TEST_F(CliTest, LinearTrainsAndWritesALoadableModel) {
   std::string out = tmp_.file("linear.trained.pb");
   Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--output", out});

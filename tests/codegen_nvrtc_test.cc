@@ -1,6 +1,7 @@
 // Every kernel the code generator emits for the reference plans compiles
 // with NVRTC to PTX and to a cubin for sm_80 and sm_90, and ptxas accepts
 // the PTX. Plans: the MNIST MLP (training at batch 64 and 13, evaluation,
+// the CNNs cifar_cnn and mnist_cnn (training and evaluation),
 // SGD and Adam), the nn.Linear MSE model, and a pointwise chain ending in
 // a reduction (broadcast, float4 and reduction code paths).
 #include <gtest/gtest.h>
@@ -141,6 +142,22 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
   };
   for (const Case &c : cases)
     CompileAll(c);
+  // the CNNs: the generated groups around the cuDNN calls (ReLU and its
+  // gradient, bias epilogues, loss, optimizer)
+  gcc_graph *cifar = nullptr, *mcnn = nullptr;
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cifar, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &mcnn, &d), GCC_OK) << d.msg;
+  const Case cnn_cases[] = {
+      {"cifar_cnn_train_b4", cifar, GCC_MODE_TRAIN, 4, 4},
+      {"cifar_cnn_train_b64", cifar, GCC_MODE_TRAIN, 64, 4},
+      {"cifar_cnn_eval_b1000", cifar, GCC_MODE_EVAL, 1000, 2},
+      {"mnist_cnn_train_b64", mcnn, GCC_MODE_TRAIN, 64, 4},
+      {"mnist_cnn_eval_b1000", mcnn, GCC_MODE_EVAL, 1000, 2},
+  };
+  for (const Case &c : cnn_cases)
+    CompileAll(c);
+  gcc_graph_free(cifar);
+  gcc_graph_free(mcnn);
   gcc_graph_free(mlp);
   gcc_graph_free(mlp_adam);
   gcc_graph_free(lin);

@@ -241,6 +241,32 @@ TEST_P(DataloaderModes, NormalisationIsExact) {
   gcc_dataloader_destroy(dl);
 }
 
+TEST_P(DataloaderModes, PerChannelNormalisation) {
+  // 3 channels of 2x2: each channel gets its own mean and std
+  // (torchvision Normalize((m0, m1, m2), (s0, s1, s2)))
+  Synthetic data(5, 3, 2, 2);
+  gcc_dataloader_options o = Options(5, 0, GetParam());
+  o.n_channel_norm = 3;
+  const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, sd[3] = {0.2470f, 0.2435f, 0.2616f};
+  for (int c = 0; c < 3; c++) {
+    o.channel_mean[c] = mean[c];
+    o.channel_std[c] = sd[c];
+  }
+  gcc_dataloader *dl = Create(data, o);
+  ASSERT_NE(dl, nullptr);
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_dataloader_start_epoch(dl, 0, &d), GCC_OK);
+  gcc_batch b;
+  int has = 0;
+  ASSERT_EQ(gcc_dataloader_next(dl, &b, &has, &d), GCC_OK);
+  ASSERT_EQ(has, 1);
+  for (int64_t i = 0; i < 5; i++)
+    for (int64_t j = 0; j < 12; j++)
+      EXPECT_EQ(b.images[i * 12 + j], Normalised(Synthetic::Pixel(i, j), mean[j / 4], sd[j / 4]))
+          << "sample " << i << " element " << j;
+  gcc_dataloader_destroy(dl);
+}
+
 TEST_P(DataloaderModes, LastPartialBatch) {
   Synthetic data(10, 1, 1, 2);
   gcc_dataloader_options o = Options(4, 1, GetParam());
@@ -459,6 +485,13 @@ TEST(DataloaderTest, CreateRejectsBadArguments) {
   bad = o;
   bad.mean = INFINITY;
   expect(data.ds(), &bad, GCC_ERR_INVALID_ARGUMENT, "mean");
+  bad = o;
+  bad.n_channel_norm = 3;  // the images have 1 channel
+  expect(data.ds(), &bad, GCC_ERR_INVALID_ARGUMENT, "channels");
+  bad.n_channel_norm = 1;
+  bad.channel_mean[0] = 0.5f;
+  bad.channel_std[0] = 0.0f;
+  expect(data.ds(), &bad, GCC_ERR_INVALID_ARGUMENT, "channel 0");
   gcc_dataset empty = {};
   expect(&empty, &o, GCC_ERR_INVALID_ARGUMENT, "non-empty");
   gcc_dataset no_images = *data.ds();

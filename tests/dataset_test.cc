@@ -479,6 +479,125 @@ TEST_F(MnistLoadTest, InvalidArguments) {
 }
 
 // ---------------------------------------------------------------------------
+// gcc_cifar10_load on files written here in the CIFAR-10 binary format.
+
+class Cifar10LoadTest : public IdxReadTest {
+ protected:
+  // A record: the label byte, then R, G, B planes of 32x32; pixel (c, y, x)
+  // of record `r` of file `f` holds (f * 31 + r * 7 + c * 5 + y * 3 + x) % 256.
+  static Bytes Records(int f, const Bytes &labels) {
+    Bytes b;
+    for (size_t r = 0; r < labels.size(); r++) {
+      b.push_back(labels[r]);
+      for (int c = 0; c < 3; c++)
+        for (int y = 0; y < 32; y++)
+          for (int x = 0; x < 32; x++)
+            b.push_back(static_cast<uint8_t>((f * 31 + r * 7 + c * 5 + y * 3 + x) % 256));
+    }
+    return b;
+  }
+  void WriteTrain(const std::vector<Bytes> &labels) {
+    for (int k = 0; k < 5; k++)
+      ASSERT_TRUE(WritePlain(dir_.file("data_batch_" + std::to_string(k + 1) + ".bin"),
+                             Records(k, labels[k])));
+  }
+  std::string ExpectLoadError(bool train, gcc_status want) {
+    gcc_diag d = {};
+    gcc_dataset ds;
+    memset(&ds, 0x5a, sizeof ds);
+    gcc_status s = gcc_cifar10_load(dir_.path().c_str(), train, &ds, &d);
+    EXPECT_EQ(s, want) << gcc_status_name(s) << ": " << d.msg;
+    EXPECT_EQ(ds.n, 0);
+    EXPECT_EQ(ds.images, nullptr);
+    EXPECT_EQ(ds.labels, nullptr);
+    gcc_dataset_free(&ds);
+    return d.msg;
+  }
+};
+
+TEST_F(Cifar10LoadTest, LoadsTheFiveTrainingBatchesInOrderAsNchw) {
+  WriteTrain({{3, 0}, {9}, {1, 2, 3}, {4}, {5, 6}});
+  gcc_diag d = {};
+  gcc_dataset ds = {};
+  ASSERT_EQ(gcc_cifar10_load(dir_.path().c_str(), 1, &ds, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ds.n, 9);
+  EXPECT_EQ(ds.channels, 3);
+  EXPECT_EQ(ds.height, 32);
+  EXPECT_EQ(ds.width, 32);
+  EXPECT_EQ(ds.num_classes, 10);
+  const Bytes want_labels = {3, 0, 9, 1, 2, 3, 4, 5, 6};
+  const int file_of[] = {0, 0, 1, 2, 2, 2, 3, 4, 4}, rec_of[] = {0, 1, 0, 0, 1, 2, 0, 0, 1};
+  for (int i = 0; i < 9; i++) {
+    EXPECT_EQ(ds.labels[i], want_labels[i]) << i;
+    for (int c = 0; c < 3; c++)
+      for (int y = 0; y < 32; y += 7)
+        for (int x = 0; x < 32; x += 5)
+          ASSERT_EQ(ds.images[((i * 3 + c) * 32 + y) * 32 + x],
+                    (file_of[i] * 31 + rec_of[i] * 7 + c * 5 + y * 3 + x) % 256)
+              << "sample " << i << " pixel " << c << "," << y << "," << x;
+  }
+  gcc_dataset_free(&ds);
+}
+
+TEST_F(Cifar10LoadTest, LoadsTheTestBatch) {
+  ASSERT_TRUE(WritePlain(dir_.file("test_batch.bin"), Records(7, {8, 1, 0})));
+  gcc_diag d = {};
+  gcc_dataset ds = {};
+  ASSERT_EQ(gcc_cifar10_load(dir_.path().c_str(), 0, &ds, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ds.n, 3);
+  EXPECT_EQ(ds.labels[0], 8);
+  EXPECT_EQ(ds.images[3072 + 1024 * 2 + 32 * 4 + 6], (7 * 31 + 7 + 10 + 12 + 6) % 256);
+  gcc_dataset_free(&ds);
+  EXPECT_STREQ(gcc_cifar10_classes[0], "plane");
+  EXPECT_STREQ(gcc_cifar10_classes[3], "cat");
+  EXPECT_STREQ(gcc_cifar10_classes[8], "ship");
+  EXPECT_STREQ(gcc_cifar10_classes[9], "truck");
+}
+
+TEST_F(Cifar10LoadTest, MissingFileNamesItAndTheExpectedFiles) {
+  std::string msg = ExpectLoadError(false, GCC_ERR_IO);
+  EXPECT_NE(msg.find(dir_.file("test_batch.bin")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("data_batch_1.bin"), std::string::npos) << msg;
+  WriteTrain({{1}, {1}, {1}, {1}, {1}});
+  ASSERT_EQ(remove(dir_.file("data_batch_4.bin").c_str()), 0);
+  msg = ExpectLoadError(true, GCC_ERR_IO);
+  EXPECT_NE(msg.find(dir_.file("data_batch_4.bin")), std::string::npos) << msg;
+  ASSERT_EQ(mkdir(dir_.file("data_batch_4.bin").c_str(), 0700), 0);  // a directory
+  msg = ExpectLoadError(true, GCC_ERR_IO);
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+}
+
+TEST_F(Cifar10LoadTest, WrongSizesAreParseErrors) {
+  Bytes rec = Records(0, {2, 3});
+  ASSERT_TRUE(WritePlain(dir_.file("test_batch.bin"), Bytes(rec.begin(), rec.end() - 1)));
+  std::string msg = ExpectLoadError(false, GCC_ERR_PARSE);
+  EXPECT_NE(msg.find(dir_.file("test_batch.bin")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("6145 bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("3073-byte"), std::string::npos) << msg;
+  ASSERT_TRUE(WritePlain(dir_.file("test_batch.bin"), Bytes()));  // empty
+  ExpectLoadError(false, GCC_ERR_PARSE);
+  // an MNIST IDX file is not CIFAR-10
+  ASSERT_TRUE(WritePlain(dir_.file("test_batch.bin"), Idx(0x08, {2, 28, 28}, Pattern(2 * 784))));
+  ExpectLoadError(false, GCC_ERR_PARSE);
+}
+
+TEST_F(Cifar10LoadTest, LabelOutOfRangeNamesTheRecord) {
+  WriteTrain({{1}, {2}, {3, 10}, {4}, {5}});
+  std::string msg = ExpectLoadError(true, GCC_ERR_PARSE);
+  EXPECT_NE(msg.find(dir_.file("data_batch_3.bin")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("record 1 has label 10"), std::string::npos) << msg;
+}
+
+TEST_F(Cifar10LoadTest, InvalidArguments) {
+  gcc_diag d = {};
+  gcc_dataset ds = {};
+  EXPECT_EQ(gcc_cifar10_load(nullptr, 1, &ds, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gcc_cifar10_load(dir_.path().c_str(), 1, nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
+  std::string long_dir(5000, 'a');
+  EXPECT_EQ(gcc_cifar10_load(long_dir.c_str(), 0, &ds, &d), GCC_ERR_INVALID_ARGUMENT);
+}
+
+// ---------------------------------------------------------------------------
 // The real MNIST files (data/mnist, see its README.md for their provenance).
 
 bool IsDir(const std::string &p) {

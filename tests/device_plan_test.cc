@@ -747,7 +747,7 @@ TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
         gcc_cpu_ctx ctx{};
         ctx.max_threads = 1;
         ctx.diag = &d;
-        gcc_kernel_args ka{&g->nodes[node], in, withc ? 3 : 2, out, 1, &ctx};
+        gcc_kernel_args ka{&g->nodes[node], in, withc ? 3 : 2, out, 1, &ctx, nullptr, 0};
         ASSERT_EQ(gcc_cpu_gemm(&ka), GCC_OK) << d.msg;
         EXPECT_LE(MaxRelErr(got.data(), want.data(), M * N), 1e-6)
             << "transA " << ta << " transB " << tb << " C " << withc;

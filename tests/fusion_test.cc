@@ -170,4 +170,54 @@ TEST(Fusion, PointwiseChainEndsInOneReduction) {
   gcc_graph_free(model);
 }
 
+
+// The CIFAR-10 CNN on cuda:0: every convolution and pooling (forward and
+// backward) is a cuDNN call of its own, never fused into a generated
+// kernel; the ReLUs around them are generated kernels; the manifest lists
+// each cuDNN call by name.
+TEST(Fusion, CifarCnnConvolutionsArecuDnnCallsOfTheirOwn) {
+  gcc_graph *model = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &model, &d), GCC_OK) << d.msg;
+  Compiled c;
+  Compile(model, GCC_DEV_CUDA(0), GCC_MODE_TRAIN, 4, &c);
+  if (HasFatalFailure()) return;
+  std::map<std::string, std::string> calls;  // node -> cuDNN call
+  for (int k = 0; k < c.g->n_groups; k++) {
+    const gcc_group *gr = &c.g->groups[k];
+    for (int m = 0; m < gr->n_nodes; m++) {
+      const gcc_node *n = &c.g->nodes[gr->nodes[m]];
+      bool cudnn_op = gcc_op(n->op)->cuda == GCC_CUDA_CUDNN;
+      EXPECT_EQ(cudnn_op, gr->kind == GCC_GROUP_CUDNN) << n->name << " in " << gr->name;
+    }
+    if (gr->kind == GCC_GROUP_CUDNN) {
+      ASSERT_EQ(gr->n_nodes, 1) << gr->name;
+      calls[c.g->nodes[gr->nodes[0]].name] = gcc_op(c.g->nodes[gr->nodes[0]].op)->cuda_call;
+    }
+  }
+  const std::map<std::string, std::string> want = {
+      {"conv1", "cudnnConvolutionForward"},       {"pool1", "cudnnPoolingForward"},
+      {"conv2", "cudnnConvolutionForward"},       {"pool2", "cudnnPoolingForward"},
+      {"pool2/dX", "cudnnPoolingBackward"},       {"conv2/dX", "cudnnConvolutionBackwardData"},
+      {"conv2/dW", "cudnnConvolutionBackwardFilter"}, {"conv2/dB", "cudnnConvolutionBackwardBias"},
+      {"pool1/dX", "cudnnPoolingBackward"},       {"conv1/dW", "cudnnConvolutionBackwardFilter"},
+      {"conv1/dB", "cudnnConvolutionBackwardBias"}};
+  EXPECT_EQ(calls, want);
+  // 11 cuDNN calls, 9 cuBLASLt GEMMs, 4 ReLU kernels, the loss and the
+  // optimizer kernel
+  EXPECT_EQ(Launches(c.g), 26);
+  gcc_kernel_set ks;
+  ASSERT_EQ(gcc_codegen_emit(c.g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ks.n_kernels, 6);
+  char *json = nullptr;
+  ASSERT_EQ(gcc_codegen_manifest(c.g, GCC_DEV_CUDA(0), "sm_90", &ks, &json, &d), GCC_OK) << d.msg;
+  std::string m(json);
+  EXPECT_NE(m.find("\"library\": \"cudnn\""), std::string::npos);
+  EXPECT_NE(m.find("\"call\": \"cudnnConvolutionBackwardFilter\""), std::string::npos);
+  EXPECT_NE(m.find("\"launches_per_step\": 26"), std::string::npos) << m.substr(m.size() - 200);
+  free(json);
+  gcc_kernel_set_free(&ks);
+  gcc_graph_free(model);
+}
+
 }  // namespace

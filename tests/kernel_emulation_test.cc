@@ -771,7 +771,7 @@ gcc_status RunReference(const gcc_graph *g, const gcc_group *gr, const GroupRun 
       tensor(v, b.data());
       outs[q] = &t[v];
     }
-    gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx};
+    gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx, nullptr, 0};
     gcc_status s = op->cpu(&a);
     if (s != GCC_OK)
       return s;
@@ -1051,7 +1051,7 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
         t[q].data = bases[q] + off[m];
         tp[q] = &t[q];
       }
-      gcc_kernel_args a{n, tp.data(), n->n_inputs, nullptr, 0, &ctx};
+      gcc_kernel_args a{n, tp.data(), n->n_inputs, nullptr, 0, &ctx, nullptr, 0};
       ASSERT_EQ(gcc_op(n->op)->cpu(&a), GCC_OK) << d.msg;
     }
     const char *names[3] = {"parameters", adam ? "exp_avg" : "momentum_buffer", "exp_avg_sq"};
@@ -1380,6 +1380,28 @@ TEST_F(Generated, MnistMlpKernelsMatchTheCpuBackend) {
   EXPECT_TRUE(Emitted("float* __restrict__ buf"));  // SGD momentum
   EXPECT_TRUE(Emitted("bc2_sqrt"));                 // Adam
   gcc_graph_free(mlp);
+}
+
+TEST_F(Generated, CnnKernelsMatchTheCpuBackend) {
+  // the generated groups of the CNN plans: ReLU and its gradient over
+  // NCHW activations (the convolutions and poolings are cuDNN calls), the
+  // fully connected layers' epilogue-free parts, the loss and the SGD
+  // momentum update
+  gcc_graph *cifar = nullptr, *mcnn = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cifar, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &mcnn, &d), GCC_OK) << d.msg;
+  const PlanCase cases[] = {
+      {"cifar_cnn_train_b4", cifar, GCC_MODE_TRAIN, 4, cifar->training.opt, 132, 4},
+      {"cifar_cnn_train_b64_2sm", cifar, GCC_MODE_TRAIN, 64, cifar->training.opt, 2, 4},
+      {"cifar_cnn_eval_b100", cifar, GCC_MODE_EVAL, 100, cifar->training.opt, 132, 2},
+      {"mnist_cnn_train_b64", mcnn, GCC_MODE_TRAIN, 64, mcnn->training.opt, 132, 4},
+      {"mnist_cnn_eval_b100", mcnn, GCC_MODE_EVAL, 100, mcnn->training.opt, 132, 2},
+  };
+  for (const PlanCase &c : cases)
+    CheckPlan(c);
+  gcc_graph_free(cifar);
+  gcc_graph_free(mcnn);
 }
 
 TEST_F(Generated, LinearModelKernelsMatchTheCpuBackend) {

@@ -68,7 +68,11 @@ bool IsView(const gcc_graph *g, int node) {
 //     intervals: a node's inputs and outputs are live together) never share
 //     a byte; offsets are GCC_ARENA_ALIGN-aligned; every value fits below its
 //     device's peak; the peak is at most the sum of the aligned sizes and at
-//     least the bytes live at any one point of the schedule.
+//     least the bytes live at any one point of the schedule;
+//   - a node on the CPU whose op declares a workspace (gcc_op_desc.workspace,
+//     im2col for Conv) has that many bytes (aligned) in the CPU's arena,
+//     live during its own step only, under the same rules as a value; other
+//     nodes have none.
 std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
                                 const gcc_mem_plan &p) {
   std::vector<std::string> bad;
@@ -174,38 +178,72 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
   }
   if (!bad.empty()) return bad;
 
-  // no two values live at the same time on the same device share a byte
-  for (size_t a = 0; a < planned.size(); a++)
-    for (size_t b = a + 1; b < planned.size(); b++) {
-      int u = planned[a], v = planned[b];
-      if (DevOf(g, u) != DevOf(g, v)) continue;
-      if (first[u] > last[v] || first[v] > last[u]) continue;
-      if (p.offset[u] < p.offset[v] + size[v] && p.offset[v] < p.offset[u] + size[u])
-        fail(std::string(g->values[u].name) + " [" + std::to_string(p.offset[u]) + ", +" +
-             std::to_string(size[u]) + ") life [" + std::to_string(first[u]) + ", " +
-             std::to_string(last[u]) + "] overlaps " + g->values[v].name + " [" +
-             std::to_string(p.offset[v]) + ", +" + std::to_string(size[v]) + ") life [" +
-             std::to_string(first[v]) + ", " + std::to_string(last[v]) + "]");
+  // every planned block: the values, then the node workspaces
+  struct Block {
+    std::string name;
+    int64_t off, size;
+    int first, last, dev;
+  };
+  std::vector<Block> blocks;
+  for (int v : planned)
+    blocks.push_back({g->values[v].name, p.offset[v], size[v], first[v], last[v], DevOf(g, v)});
+  if (p.n_nodes != nn) {
+    fail("n_nodes " + std::to_string(p.n_nodes) + " != " + std::to_string(nn));
+    return bad;
+  }
+  for (int i = 0; i < nn; i++) {
+    const gcc_op_desc *op = gcc_op(g->nodes[i].op);
+    bool cpu = g->nodes[i].device < 0 || g->nodes[i].device == GCC_DEV_CPU;
+    int64_t want = op->workspace && cpu ? AlignUp(static_cast<int64_t>(op->workspace(g, i))) : 0;
+    const std::string name = std::string("workspace of ") + g->nodes[i].name;
+    if (static_cast<int64_t>(p.ws_bytes[i]) != want) {
+      fail(name + ": " + std::to_string(p.ws_bytes[i]) + " bytes, expected " +
+           std::to_string(want));
+      continue;
+    }
+    if (want == 0) {
+      if (p.ws_offset[i] != -1) fail(name + ": none expected, offset " + std::to_string(p.ws_offset[i]));
+      continue;
+    }
+    if (p.ws_offset[i] < 0 || p.ws_offset[i] % GCC_ARENA_ALIGN != 0 ||
+        p.ws_offset[i] + want > static_cast<int64_t>(p.device_bytes[GCC_DEV_CPU]))
+      fail(name + ": bad offset " + std::to_string(p.ws_offset[i]));
+    blocks.push_back({name, p.ws_offset[i], want, i, i, GCC_DEV_CPU});
+  }
+  if (!bad.empty()) return bad;
+
+  // no two blocks live at the same time on the same device share a byte
+  for (size_t a = 0; a < blocks.size(); a++)
+    for (size_t b = a + 1; b < blocks.size(); b++) {
+      const Block &u = blocks[a], &v = blocks[b];
+      if (u.dev != v.dev) continue;
+      if (u.first > v.last || v.first > u.last) continue;
+      if (u.off < v.off + v.size && v.off < u.off + u.size)
+        fail(u.name + " [" + std::to_string(u.off) + ", +" + std::to_string(u.size) +
+             ") life [" + std::to_string(u.first) + ", " + std::to_string(u.last) +
+             "] overlaps " + v.name + " [" + std::to_string(v.off) + ", +" +
+             std::to_string(v.size) + ") life [" + std::to_string(v.first) + ", " +
+             std::to_string(v.last) + "]");
     }
 
   // peaks
   if (p.n_devices != max_dev + 1)
     fail("n_devices " + std::to_string(p.n_devices) + ", expected " + std::to_string(max_dev + 1));
   int64_t total = 0;
-  for (int v : planned) total += size[v];
+  for (const Block &b : blocks) total += b.size;
   if (static_cast<int64_t>(p.total_bytes) != total)
     fail("total_bytes " + std::to_string(p.total_bytes) + ", expected " + std::to_string(total));
   for (int dev = 0; dev < std::min(p.n_devices, max_dev + 1); dev++) {
     int64_t sum = 0, largest = 0, live_peak = 0;
-    for (int v : planned)
-      if (DevOf(g, v) == dev) {
-        sum += size[v];
-        largest = std::max(largest, size[v]);
+    for (const Block &b : blocks)
+      if (b.dev == dev) {
+        sum += b.size;
+        largest = std::max(largest, b.size);
       }
     for (int t = -1; t <= nn; t++) {
       int64_t live = 0;
-      for (int v : planned)
-        if (DevOf(g, v) == dev && first[v] <= t && t <= last[v]) live += size[v];
+      for (const Block &b : blocks)
+        if (b.dev == dev && b.first <= t && t <= b.last) live += b.size;
       live_peak = std::max(live_peak, live);
     }
     int64_t peak = static_cast<int64_t>(p.device_bytes[dev]);
@@ -731,15 +769,18 @@ std::vector<int> HostReads(const gcc_graph *g, gcc_mode mode) {
 }
 
 TEST(MemplanModels, CompiledPlansAreValidAndKeepWhatTheHostReads) {
-  gcc_graph *mlp = nullptr, *lin = nullptr;
+  gcc_graph *mlp = nullptr, *lin = nullptr, *cnn = nullptr;
   gcc_diag d = {};
   ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &mlp, &d), GCC_OK) << d.msg;
   GraphPtr mlp_g(mlp);
   ASSERT_EQ(gcc_model_linear(GCC_LINEAR_SEED, &lin, &d), GCC_OK) << d.msg;
   GraphPtr lin_g(lin);
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cnn, &d), GCC_OK) << d.msg;
+  GraphPtr cnn_g(cnn);  // convolutions: im2col workspaces on the CPU
   unsigned char disabled[GCC_OP_COUNT] = {};
   disabled[GCC_OP_RELU] = 1;
-  for (const gcc_graph *model : {static_cast<const gcc_graph *>(mlp), static_cast<const gcc_graph *>(lin)})
+  for (const gcc_graph *model : {static_cast<const gcc_graph *>(mlp), static_cast<const gcc_graph *>(lin),
+                                 static_cast<const gcc_graph *>(cnn)})
     for (int device : {GCC_DEV_CPU, GCC_DEV_CUDA(0)})
       for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL})
         for (int soft : {0, 1}) {
@@ -783,6 +824,41 @@ TEST(MemplanModels, CompiledPlansAreValidAndKeepWhatTheHostReads) {
             EXPECT_GT(p.device_bytes[GCC_DEV_CUDA(0)], 0u);
           }
         }
+}
+
+
+// Conv workspaces: one per CPU convolution node, sized by the op, and the
+// verifier catches one moved onto a live value or resized.
+TEST(MemplanModels, ConvWorkspacesArePlannedAndCheckedByTheVerifier) {
+  gcc_graph *cnn = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cnn, &d), GCC_OK) << d.msg;
+  GraphPtr cnn_g(cnn);
+  gcc_options o = Options(cnn, GCC_DEV_CPU, GCC_MODE_TRAIN);
+  Compiled c;
+  ASSERT_EQ(gcc_compile_graph(cnn, &o, &c.g, &c.mem, &d), GCC_OK) << d.msg;
+  const gcc_graph *g = c.g;
+  int with_ws = 0, conv2 = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    int op = g->nodes[i].op;
+    bool conv = op == GCC_OP_CONV || op == GCC_OP_CONV_GRAD_DATA || op == GCC_OP_CONV_GRAD_FILTER;
+    EXPECT_EQ(c.mem.ws_bytes[i] > 0, conv) << g->nodes[i].name;
+    with_ws += c.mem.ws_bytes[i] > 0;
+    if (std::string(g->nodes[i].name) == "conv2") conv2 = i;
+  }
+  EXPECT_EQ(with_ws, 5);  // conv1, conv1/dW, conv2, conv2/dX, conv2/dW
+  ASSERT_GE(conv2, 0);
+  // gcc_compile_graph keeps the loss and the prediction live to the end
+  std::vector<int> keep = {gcc_graph_find(g, g->training.loss),
+                           gcc_graph_find(g, g->training.prediction)};
+  ASSERT_EQ(Join(Verify(g, keep.data(), 2, c.mem)), "");
+  // conv2's workspace onto conv2's input, which is live during conv2
+  int64_t saved = c.mem.ws_offset[conv2];
+  c.mem.ws_offset[conv2] = c.mem.offset[c.mem.root[g->nodes[conv2].inputs[0]]];
+  EXPECT_NE(Join(Verify(g, keep.data(), 2, c.mem)), "");
+  c.mem.ws_offset[conv2] = saved;
+  c.mem.ws_bytes[conv2] -= GCC_ARENA_ALIGN;
+  EXPECT_NE(Join(Verify(g, keep.data(), 2, c.mem)), "");
 }
 
 }  // namespace

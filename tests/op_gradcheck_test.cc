@@ -564,6 +564,7 @@ struct DirectCase {
   gcc_dtype expect_dt = GCC_DT_FLOAT32;
   gcc_status run_status = GCC_OK;  // expected status of the run (data errors)
   int threads = 1;                 // the plan's CPU threads
+  double abs_tol = 0;              // > 0: |got - want| <= abs_tol instead of the forward bound
 };
 
 void RunDirect(const DirectCase &c) {
@@ -595,6 +596,19 @@ void RunDirect(const DirectCase &c) {
   ASSERT_EQ(st, c.run_status) << d.msg;
   if (st != GCC_OK) {
     EXPECT_NE(std::strstr(d.msg, "outside"), nullptr) << d.msg;
+    return;
+  }
+  if (c.abs_tol > 0) {
+    const gcc_tensor *t = gcc_plan_tensor(plan.get(), out_name.c_str());
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->numel, Numel(c.expect.dims));
+    int bad = 0;
+    for (size_t i = 0; i < c.expect.v.size(); ++i) {
+      double got = static_cast<const float *>(t->data)[i], err = std::fabs(got - c.expect.v[i]);
+      g_direct.Add(err, c.abs_tol);
+      if (!(err <= c.abs_tol) && bad++ < 5)
+        ADD_FAILURE() << out_name << "[" << i << "] = " << got << ", float64 " << c.expect.v[i];
+    }
     return;
   }
   ExpectTensor(gcc_plan_tensor(plan.get(), out_name.c_str()), c.expect, &g_direct, out_name,
@@ -1594,6 +1608,289 @@ TEST(AdamOptimizer, OneAndSeveralStepsMatchTorch) {
       for (int steps : {1, 6}) RunOptimizer(std::string("Adam ") + c.what, c.o, steps, seed);
 }
 
+// ---- Conv, MaxPool, AveragePool (2-D, NCHW) ---------------------------------------------
+
+// A 2-D window: kernel, strides, ONNX pads (top, left, bottom, right), dilations.
+struct Win {
+  int64_t kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+  int64_t Out(int64_t in, bool rows) const {
+    int64_t k = rows ? kh : kw, s = rows ? sh : sw, p = rows ? pt + pb : pl + pr,
+            d = rows ? dh : dw;
+    return (in + p - d * (k - 1) - 1) / s + 1;
+  }
+  std::string Str() const {
+    char b[160];
+    std::snprintf(b, sizeof b, "k%lldx%lld s%lld,%lld p%lld,%lld,%lld,%lld d%lld,%lld",
+                  (long long)kh, (long long)kw, (long long)sh, (long long)sw, (long long)pt,
+                  (long long)pl, (long long)pb, (long long)pr, (long long)dh, (long long)dw);
+    return b;
+  }
+};
+
+void SetWindow(gcc_builder *b, int y, const Win &w, bool pool) {
+  if (pool) SetInts(b, y, "kernel_shape", {w.kh, w.kw});
+  SetInts(b, y, "strides", {w.sh, w.sw});
+  SetInts(b, y, "pads", {w.pt, w.pl, w.pb, w.pr});
+  SetInts(b, y, "dilations", {w.dh, w.dw});
+}
+
+// Cross-correlation as torch.nn.functional.conv2d, in float64, straight from
+// the definition: Y[n,m,oy,ox] = B[m] + sum_{c,i,j} X[n,c,oy*sh-pt+i*dh,
+// ox*sw-pl+j*dw] W[m,c,i,j], zero outside X.
+T64 RefConv(const T64 &X, const T64 &W, const T64 *B, const Win &w) {
+  int64_t N = X.dims[0], C = X.dims[1], H = X.dims[2], Wd = X.dims[3], M = W.dims[0];
+  int64_t oh = w.Out(H, true), ow = w.Out(Wd, false);
+  T64 y = Zeros({N, M, oh, ow});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double s = B ? B->v[m] : 0.0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < w.kh; ++i)
+              for (int64_t j = 0; j < w.kw; ++j) {
+                int64_t iy = oy * w.sh - w.pt + i * w.dh, ix = ox * w.sw - w.pl + j * w.dw;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= Wd) continue;
+                s += X.v[((n * C + c) * H + iy) * Wd + ix] * W.v[((m * C + c) * w.kh + i) * w.kw + j];
+              }
+          y.v[((n * M + m) * oh + oy) * ow + ox] = s;
+        }
+  return y;
+}
+
+// MaxPool (first maximum of the window) or AveragePool (count_include_pad
+// or not), float64.
+T64 RefPool(const T64 &X, const Win &w, bool is_max, bool include_pad) {
+  int64_t N = X.dims[0], C = X.dims[1], H = X.dims[2], Wd = X.dims[3];
+  int64_t oh = w.Out(H, true), ow = w.Out(Wd, false);
+  T64 y = Zeros({N, C, oh, ow});
+  for (int64_t p = 0; p < N * C; ++p)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double best = -INFINITY, sum = 0;
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < w.kh; ++i)
+          for (int64_t j = 0; j < w.kw; ++j) {
+            int64_t iy = oy * w.sh - w.pt + i * w.dh, ix = ox * w.sw - w.pl + j * w.dw;
+            if (iy < 0 || iy >= H || ix < 0 || ix >= Wd) continue;
+            double v = X.v[(p * H + iy) * Wd + ix];
+            best = std::max(best, v);
+            sum += v;
+            cnt++;
+          }
+        y.v[(p * oh + oy) * ow + ox] = is_max ? best : sum / (include_pad ? w.kh * w.kw : cnt);
+      }
+  return y;
+}
+
+// A random window that fits an input of h x w; pads at most half the kernel
+// when `pool` (PyTorch's rule for pooling).
+Win RandomWindow(Rng &r, int64_t h, int64_t wd, bool pool) {
+  for (;;) {
+    Win w;
+    w.kh = r.I(1, 3);
+    w.kw = r.I(1, 3);
+    w.sh = r.I(1, 3);
+    w.sw = r.I(1, 3);
+    w.dh = r.I(1, 2);
+    w.dw = r.I(1, 2);
+    int64_t ph = pool ? w.kh / 2 : 2, pw = pool ? w.kw / 2 : 2;
+    w.pt = r.I(0, ph);
+    w.pb = r.I(0, ph);
+    w.pl = r.I(0, pw);
+    w.pr = r.I(0, pw);
+    if (w.Out(h, true) >= 1 && w.Out(wd, false) >= 1 && h + w.pt + w.pb >= w.dh * (w.kh - 1) + 1 &&
+        wd + w.pl + w.pr >= w.dw * (w.kw - 1) + 1)
+      return w;
+  }
+}
+
+TEST(ConvGrad, RandomShapesStridesPadsDilations) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 4; ++rep) {
+      int64_t N = r.I(1, 3), C = r.I(1, 3), M = r.I(1, 4), H = r.I(3, 7), Wd = r.I(3, 8);
+      Win w = RandomWindow(r, H, Wd, false);
+      bool bias = rep != 3;
+      GradCase c;
+      c.label = "Conv X" + Str({N, C, H, Wd}) + " W" + Str({M, C, w.kh, w.kw}) + " " + w.Str() +
+                (bias ? " +B" : "");
+      c.params.push_back({"X", {N, C, H, Wd}, r.F(N * C * H * Wd)});
+      c.params.push_back({"W", {M, C, w.kh, w.kw}, r.F(M * C * w.kh * w.kw)});
+      if (bias) c.params.push_back({"B", {M}, r.F(M)});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        std::vector<int> ins = {v.at("X"), v.at("W")};
+        if (bias) ins.push_back(v.at("B"));
+        int y = Op(b, GCC_OP_CONV, "conv", ins);
+        SetWindow(b, y, w, false);
+        return y;
+      };
+      c.ref = [=](const Env &e) { return RefConv(e.at("X"), e.at("W"), bias ? &e.at("B") : nullptr, w); };
+      c.bwd_ops = {GCC_OP_CONV_GRAD_DATA, GCC_OP_CONV_GRAD_FILTER};
+      if (bias) c.bwd_ops.push_back(GCC_OP_CONV_GRAD_BIAS);
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(ConvGrad, DefaultAttributesAndInputActivation) {
+  // no strides/pads/dilations attributes (ONNX defaults); X an input, so
+  // only dW and dB are built
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    GradCase c;
+    c.label = "Conv defaults";
+    c.inputs.push_back(FloatInput("x", {2, 2, 5, 6}, r.F(2 * 2 * 5 * 6)));
+    c.params.push_back({"W", {3, 2, 3, 2}, r.F(3 * 2 * 3 * 2)});
+    c.params.push_back({"B", {3}, r.F(3)});
+    c.build = [](gcc_builder *b, const Ids &v) {
+      return Op(b, GCC_OP_CONV, "conv", {v.at("x"), v.at("W"), v.at("B")});
+    };
+    Win w{3, 2, 1, 1, 0, 0, 0, 0, 1, 1};
+    c.ref = [=](const Env &e) { return RefConv(e.at("x"), e.at("W"), &e.at("B"), w); };
+    c.bwd_ops = {GCC_OP_CONV_GRAD_FILTER, GCC_OP_CONV_GRAD_BIAS};
+    RunGradCase(c, seed);
+  }
+}
+
+// n distinct values, at least 0.02 apart (>> the FD step), shuffled: no
+// window has a tie, so the finite difference never moves a maximum.
+std::vector<float> DistinctValues(Rng &r, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(-1.0 + 0.02 * static_cast<double>(i));
+  for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[r.I(0, i)]);
+  return v;
+}
+
+TEST(MaxPoolGrad, RandomShapesStridesPadsDilations) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 4; ++rep) {
+      int64_t N = r.I(1, 2), C = r.I(1, 3), H = r.I(2, 7), Wd = r.I(2, 7);
+      Win w = RandomWindow(r, H, Wd, true);
+      GradCase c;
+      c.label = "MaxPool X" + Str({N, C, H, Wd}) + " " + w.Str();
+      c.params.push_back({"X", {N, C, H, Wd}, DistinctValues(r, N * C * H * Wd)});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_MAX_POOL, "pool", {v.at("X")});
+        SetWindow(b, y, w, true);
+        return y;
+      };
+      c.ref = [=](const Env &e) { return RefPool(e.at("X"), w, true, false); };
+      c.bwd_ops = {GCC_OP_MAX_POOL_GRAD};
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(AveragePoolGrad, RandomShapesBothPadCounts) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 4; ++rep) {
+      int64_t N = r.I(1, 2), C = r.I(1, 3), H = r.I(2, 7), Wd = r.I(2, 7);
+      Win w = RandomWindow(r, H, Wd, true);
+      bool include_pad = rep % 2;
+      GradCase c;
+      c.label = "AveragePool X" + Str({N, C, H, Wd}) + " " + w.Str() +
+                (include_pad ? " count_include_pad" : "");
+      c.params.push_back({"X", {N, C, H, Wd}, r.F(N * C * H * Wd)});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_AVERAGE_POOL, "pool", {v.at("X")});
+        SetWindow(b, y, w, true);
+        if (include_pad) gcc_build_set_int(b, y, "count_include_pad", 1);
+        return y;
+      };
+      c.ref = [=](const Env &e) { return RefPool(e.at("X"), w, false, include_pad); };
+      c.bwd_ops = {GCC_OP_AVERAGE_POOL_GRAD};
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+// The gradient of a window's maximum goes to its first maximal element when
+// there are ties (PyTorch's CPU max_pool2d), and overlapping windows add up.
+TEST(InternalOps, MaxPoolGradTiesGoToTheFirstMaximum) {
+  // X 1x1x2x3, all equal; kernel 2x2 stride 1 -> two windows, both pick (0, 0)
+  // and (0, 1) respectively (the first element of each window)
+  DirectCase c;
+  c.label = "MaxPoolGrad ties";
+  c.inputs.push_back(FloatInput("dY", {1, 1, 1, 2}, {2.0f, 3.0f}));
+  c.inputs.push_back(FloatInput("X", {1, 1, 2, 3}, {1, 1, 1, 1, 1, 1}));
+  c.inputs.push_back(FloatInput("Y", {1, 1, 1, 2}, {1, 1}));
+  c.build = [](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_MAX_POOL_GRAD, "mpg", {v.at("dY"), v.at("X"), v.at("Y")});
+    SetInts(b, y, "kernel_shape", {2, 2});
+    return y;
+  };
+  c.expect = FromFloats({1, 1, 2, 3}, {2, 3, 0, 0, 0, 0});
+  RunDirect(c);
+}
+
+// Batches large enough for several im2col chunks (GCC_CONV_CHUNK_BYTES): the
+// three conv kernels against float64 formulas, directly.
+TEST(InternalOps, ConvKernelsOverSeveralChunks) {
+  Rng r(11);
+  // per sample (K + M) * P * 4 = (400 + 4) * 900 * 4 bytes = 1.45 MB: chunks of 2 samples
+  const Dims xd = {3, 16, 34, 34}, wd = {4, 16, 5, 5}, yd = {3, 4, 30, 30};
+  Win w{5, 5, 1, 1, 0, 0, 0, 0, 1, 1};
+  ASSERT_GT(3 * (400 + 4) * 900 * 4, static_cast<int>(GCC_CONV_CHUNK_BYTES));
+  std::vector<float> x = r.F(Numel(xd)), wt = r.F(Numel(wd)), dy = r.F(Numel(yd));
+  T64 X = FromFloats(xd, x), W = FromFloats(wd, wt), DY = FromFloats(yd, dy);
+  // dX and dW from the definition: the adjoints of RefConv
+  T64 dX = Zeros(xd), dW = Zeros(wd);
+  for (int64_t n = 0; n < 3; ++n)
+    for (int64_t m = 0; m < 4; ++m)
+      for (int64_t oy = 0; oy < 30; ++oy)
+        for (int64_t ox = 0; ox < 30; ++ox) {
+          double g = DY.v[((n * 4 + m) * 30 + oy) * 30 + ox];
+          for (int64_t c = 0; c < 16; ++c)
+            for (int64_t i = 0; i < 5; ++i)
+              for (int64_t j = 0; j < 5; ++j) {
+                int64_t xi = ((n * 16 + c) * 34 + oy + i) * 34 + ox + j;
+                int64_t wi = ((m * 16 + c) * 5 + i) * 5 + j;
+                dX.v[xi] += g * W.v[wi];
+                dW.v[wi] += g * X.v[xi];
+              }
+        }
+  struct K {
+    const char *label;
+    int op;
+    std::vector<InputSpec> in;
+    const char *shape_attr;
+    Dims shape;
+    T64 expect;
+  };
+  K ks[] = {
+      {"Conv", GCC_OP_CONV, {FloatInput("a", xd, x), FloatInput("b", wd, wt)}, nullptr, {},
+       RefConv(X, W, nullptr, w)},
+      {"ConvGradData", GCC_OP_CONV_GRAD_DATA, {FloatInput("a", yd, dy), FloatInput("b", wd, wt)},
+       "input_shape", xd, dX},
+      {"ConvGradFilter", GCC_OP_CONV_GRAD_FILTER, {FloatInput("a", yd, dy), FloatInput("b", xd, x)},
+       "filter_shape", wd, dW},
+  };
+  for (const K &k : ks) {
+    DirectCase c;
+    c.label = k.label;
+    c.inputs = k.in;
+    c.threads = 2;
+    int op = k.op;
+    const char *attr = k.shape_attr;
+    Dims shape = k.shape;
+    c.build = [=](gcc_builder *b, const Ids &v) {
+      int y = Op(b, op, "conv", {v.at("a"), v.at("b")});
+      if (attr) SetInts(b, y, attr, shape);
+      return y;
+    };
+    // sums of up to 2700 float32 products: compare at 1e-5 of the largest
+    // magnitude (float32 accumulation over thousands of terms)
+    double mx = 0;
+    for (double v : k.expect.v) mx = std::max(mx, std::fabs(v));
+    c.expect = k.expect;
+    c.abs_tol = 1e-5 * mx;
+    RunDirect(c);
+  }
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -1628,6 +1925,17 @@ const Covered kCovered[] = {
     {GCC_OP_SOFTMAX, "Softmax", kGradcheck, "SoftmaxGrad.*, InternalOps.SoftmaxOfHugeLogits*"},
     {GCC_OP_SOFTMAX_GRAD, "SoftmaxGrad", kInternal,
      "SoftmaxGrad.*, InternalOps.SoftmaxGradMatchesTheJacobianProduct"},
+    {GCC_OP_CONV, "Conv", kGradcheck, "ConvGrad.*, InternalOps.ConvKernelsOverSeveralChunks"},
+    {GCC_OP_CONV_GRAD_DATA, "ConvGradData", kInternal,
+     "ConvGrad.RandomShapes*, InternalOps.ConvKernelsOverSeveralChunks"},
+    {GCC_OP_CONV_GRAD_FILTER, "ConvGradFilter", kInternal,
+     "ConvGrad.*, InternalOps.ConvKernelsOverSeveralChunks"},
+    {GCC_OP_CONV_GRAD_BIAS, "ConvGradBias", kInternal, "ConvGrad.*"},
+    {GCC_OP_MAX_POOL, "MaxPool", kGradcheck, "MaxPoolGrad.*"},
+    {GCC_OP_MAX_POOL_GRAD, "MaxPoolGrad", kInternal,
+     "MaxPoolGrad.*, InternalOps.MaxPoolGradTiesGoToTheFirstMaximum"},
+    {GCC_OP_AVERAGE_POOL, "AveragePool", kGradcheck, "AveragePoolGrad.*"},
+    {GCC_OP_AVERAGE_POOL_GRAD, "AveragePoolGrad", kInternal, "AveragePoolGrad.*"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

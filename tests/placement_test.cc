@@ -1044,6 +1044,48 @@ TEST(PlacementCli, DumpPlacementFormats) {
   EXPECT_EQ(yaml.out, "");
 }
 
+// Both CNNs on --device cuda: every convolution and pooling node, forward
+// and backward, stays on cuda:0 (cuDNN), none falls back to the CPU, also
+// under --strict-placement; the JSON names each group's cuDNN call.
+TEST(PlacementCli, CnnConvolutionsGoToCudaThroughCudnn) {
+  for (const char *name : {"models/cifar_cnn.pb", "models/mnist_cnn.pb"}) {
+    SCOPED_TRACE(name);
+    std::string model = Runfile(name);
+    CliRun json = Cli({model, "--device", "cuda", "--strict-placement", "--dump-placement=json"});
+    ASSERT_EQ(json.rc, 0) << json.err;
+    json_error_t err;
+    json_t *r = json_loads(json.out.c_str(), 0, &err);
+    ASSERT_NE(r, nullptr) << err.text;
+    size_t i;
+    json_t *nj;
+    int cudnn_nodes = 0;
+    json_array_foreach(json_object_get(r, "nodes"), i, nj) {
+      std::string op = json_string_value(json_object_get(nj, "op"));
+      if (op.find("Conv") == 0 || op.find("Pool") != std::string::npos) {
+        cudnn_nodes++;
+        EXPECT_STREQ(json_string_value(json_object_get(nj, "device")), "cuda:0")
+            << json_string_value(json_object_get(nj, "name"));
+      }
+    }
+    EXPECT_EQ(cudnn_nodes, 4 + 7);  // conv1, pool1, conv2, pool2 and their 7 gradients
+    int cudnn_groups = 0;
+    json_t *gj;
+    json_array_foreach(json_object_get(r, "groups"), i, gj) {
+      if (std::string(json_string_value(json_object_get(gj, "kind"))) != "cudnn") continue;
+      cudnn_groups++;
+      const char *call = json_string_value(json_object_get(gj, "call"));
+      ASSERT_NE(call, nullptr);
+      EXPECT_EQ(std::string(call).find("cudnn"), 0u) << call;
+    }
+    EXPECT_EQ(cudnn_groups, 11);
+    json_decref(r);
+    CliRun text = Cli({model, "--device", "cuda", "--dump-placement"});
+    ASSERT_EQ(text.rc, 0) << text.err;
+    EXPECT_TRUE(Contains(text.out, "cudnnConvolutionBackwardData")) << text.out;
+    EXPECT_FALSE(Contains(text.out, "soft placement")) << text.out;  // no CPU fallback
+  }
+}
+
 TEST(PlacementCli, DumpPlacementFileAndCudaArch) {
   std::string model = Runfile("models/mnist_mlp.pb");
   char reason[512];

@@ -1,0 +1,601 @@
+/*
+ * cudnn_conv.c - convolution and pooling through cuDNN's legacy API; see
+ * cudnn_conv.h for the contract.
+ */
+#include "runtime/cudnn_conv.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+gcc_status gcc_cudnn_status(cudnnStatus_t st, const char *call, const char *file, int line,
+                            gcc_diag *d) {
+  gcc_status s = st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ? GCC_ERR_OUT_OF_MEMORY
+                                                                          : GCC_ERR_DEVICE;
+  return gcc_diag_set(d, s, "%s:%d: %s failed: %s (%d)", file, line, call,
+                      cudnnGetErrorString(st), (int)st);
+}
+
+gcc_status gcc_cudnn_handle_create(cudnnHandle_t *out, gcc_diag *d) {
+  *out = NULL;
+  GCC_CUDNN_TRY(cudnnCreate(out), d);
+  return GCC_OK;
+}
+
+void gcc_cudnn_handle_destroy(cudnnHandle_t h) {
+  if (h)
+    cudnnDestroy(h);
+}
+
+/* ---- shared checks ------------------------------------------------------ */
+
+static int fits_int(int64_t v) { return v > 0 && v <= INT32_MAX; }
+
+static gcc_status check_window(const gcc_window2d *w, const char *what, gcc_diag *d) {
+  if (!fits_int(w->kh) || !fits_int(w->kw) || !fits_int(w->sh) || !fits_int(w->sw) ||
+      !fits_int(w->dh) || !fits_int(w->dw) || w->pt < 0 || w->pl < 0 || w->pt > INT32_MAX ||
+      w->pl > INT32_MAX)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: kernel, strides and dilations must be in [1, 2^31), pads >= 0",
+                        what);
+  if (w->pt != w->pb || w->pl != w->pr)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: pads (%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                        ") are asymmetric; cuDNN takes one pad per dimension",
+                        what, w->pt, w->pl, w->pb, w->pr);
+  return GCC_OK;
+}
+
+static gcc_status check_out(const char *what, const int64_t ours[4], const int theirs[4],
+                            gcc_diag *d) {
+  for (int i = 0; i < 4; i++)
+    if (ours[i] != theirs[i])
+      return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                          "%s: cuDNN's output shape [%d, %d, %d, %d] differs from shape "
+                          "inference's [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
+                          what, theirs[0], theirs[1], theirs[2], theirs[3], ours[0], ours[1],
+                          ours[2], ours[3]);
+  return GCC_OK;
+}
+
+static gcc_status need_ptr(const void *p, const char *name, const char *fn, gcc_diag *d) {
+  if (!p)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
+  return GCC_OK;
+}
+
+/* ---- convolution ------------------------------------------------------ */
+
+struct gcc_cudnn_conv {
+  gcc_conv2d_shape shape;
+  int64_t y[4];
+  cudnnTensorDescriptor_t x_desc, y_desc, b_desc;
+  cudnnFilterDescriptor_t w_desc;
+  cudnnConvolutionDescriptor_t conv_desc;
+  int prepared;
+  cudnnConvolutionFwdAlgo_t fwd;
+  cudnnConvolutionBwdDataAlgo_t bwd_data;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+  size_t ws_fwd, ws_bwd_data, ws_bwd_filter;
+};
+
+gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out,
+                               gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_shape *x, *w;
+  switch (n->op) {
+  case GCC_OP_CONV: /* (X, W, B) -> Y */
+    x = &g->values[n->inputs[0]].shape, w = &g->values[n->inputs[1]].shape;
+    break;
+  case GCC_OP_CONV_GRAD_DATA: /* (dY, W) -> dX */
+    x = &g->values[n->outputs[0]].shape, w = &g->values[n->inputs[1]].shape;
+    break;
+  case GCC_OP_CONV_GRAD_FILTER: /* (dY, X) -> dW */
+    x = &g->values[n->inputs[1]].shape, w = &g->values[n->outputs[0]].shape;
+    break;
+  default: {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is not a convolution",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  }
+  memset(out, 0, sizeof *out);
+  out->n = x->dims[0];
+  out->c = x->dims[1];
+  out->h = x->dims[2];
+  out->w = x->dims[3];
+  out->m = w->dims[0];
+  gcc_window2d_of(n, w, &out->win);
+  return GCC_OK;
+}
+
+void gcc_cudnn_conv_destroy(gcc_cudnn_conv *c) {
+  if (!c)
+    return;
+  if (c->x_desc)
+    cudnnDestroyTensorDescriptor(c->x_desc);
+  if (c->y_desc)
+    cudnnDestroyTensorDescriptor(c->y_desc);
+  if (c->b_desc)
+    cudnnDestroyTensorDescriptor(c->b_desc);
+  if (c->w_desc)
+    cudnnDestroyFilterDescriptor(c->w_desc);
+  if (c->conv_desc)
+    cudnnDestroyConvolutionDescriptor(c->conv_desc);
+  free(c);
+}
+
+static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
+  const gcc_conv2d_shape *s = &c->shape;
+  const gcc_window2d *w = &s->win;
+  GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x_desc), d);
+  GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y_desc), d);
+  GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->b_desc), d);
+  GCC_CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w_desc), d);
+  GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc), d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                           (int)s->n, (int)s->c, (int)s->h, (int)s->w),
+                d);
+  GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                           (int)s->m, (int)s->c, (int)w->kh, (int)w->kw),
+                d);
+  GCC_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv_desc, (int)w->pt, (int)w->pl,
+                                                (int)w->sh, (int)w->sw, (int)w->dh, (int)w->dw,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                d);
+  /* plain float32 FMA: no TF32 tensor cores, so results match the CPU
+   * backend to float32 rounding (PyTorch with allow_tf32 = False) */
+  GCC_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv_desc, CUDNN_FMA_MATH), d);
+  int y[4];
+  GCC_CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(c->conv_desc, c->x_desc, c->w_desc, &y[0],
+                                                      &y[1], &y[2], &y[3]),
+                d);
+  c->y[0] = s->n;
+  c->y[1] = s->m;
+  c->y[2] = gcc_window_out_dim(s->h, w->kh, w->sh, w->pt, w->pb, w->dh);
+  c->y[3] = gcc_window_out_dim(s->w, w->kw, w->sw, w->pl, w->pr, w->dw);
+  GCC_TRY(check_out("Conv", c->y, y, d));
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, y[0],
+                                           y[1], y[2], y[3]),
+                d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                           (int)s->m, 1, 1),
+                d);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_conv_create(const gcc_conv2d_shape *shape, gcc_cudnn_conv **out,
+                                 gcc_diag *d) {
+  *out = NULL;
+  if (!fits_int(shape->n) || !fits_int(shape->c) || !fits_int(shape->h) || !fits_int(shape->w) ||
+      !fits_int(shape->m))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "Conv: sizes must be in [1, 2^31): X [%" PRId64 ", %" PRId64
+                        ", %" PRId64 ", %" PRId64 "], %" PRId64 " filters",
+                        shape->n, shape->c, shape->h, shape->w, shape->m);
+  GCC_TRY(check_window(&shape->win, "Conv", d));
+  gcc_cudnn_conv *c = calloc(1, sizeof *c);
+  if (!c)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuDNN convolution)");
+  c->shape = *shape;
+  c->fwd = (cudnnConvolutionFwdAlgo_t)-1;
+  c->bwd_data = (cudnnConvolutionBwdDataAlgo_t)-1;
+  c->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)-1;
+  gcc_status s = conv_descriptors(c, d);
+  if (s != GCC_OK) {
+    gcc_cudnn_conv_destroy(c);
+    return s;
+  }
+  *out = c;
+  return GCC_OK;
+}
+
+void gcc_cudnn_conv_output_dims(const gcc_cudnn_conv *c, int64_t dims[4]) {
+  memcpy(dims, c->y, sizeof c->y);
+}
+
+const gcc_conv2d_shape *gcc_cudnn_conv_shape(const gcc_cudnn_conv *c) { return &c->shape; }
+
+enum { MAX_ALGOS = 16 };
+
+static gcc_status no_algo(const char *dir, int n, size_t smallest, size_t cap, gcc_diag *d) {
+  return gcc_diag_set(d, GCC_ERR_DEVICE,
+                      "cuDNN: no %s convolution algorithm fits a %zu-byte workspace (%d "
+                      "candidates; the smallest usable needs %zu bytes)",
+                      dir, cap, n, smallest);
+}
+
+gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_t workspace_cap,
+                                  gcc_diag *d) {
+  GCC_TRY(need_ptr(handle, "the cuDNN handle", "gcc_cudnn_conv_prepare", d));
+  if (c->prepared)
+    return GCC_OK;
+  int n = 0;
+  size_t smallest = SIZE_MAX;
+  /* candidates come sorted by cuDNN's expected time: take the first that
+   * works and fits */
+  cudnnConvolutionFwdAlgoPerf_t fp[MAX_ALGOS];
+  GCC_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(handle, c->x_desc, c->w_desc, c->conv_desc,
+                                                       c->y_desc, MAX_ALGOS, &n, fp),
+                d);
+  int found = -1;
+  for (int i = 0; i < n && found < 0; i++)
+    if (fp[i].status == CUDNN_STATUS_SUCCESS) {
+      if (fp[i].memory <= workspace_cap)
+        found = i;
+      else if (fp[i].memory < smallest)
+        smallest = fp[i].memory;
+    }
+  if (found < 0)
+    return no_algo("forward", n, smallest, workspace_cap, d);
+  cudnnConvolutionFwdAlgo_t fwd = fp[found].algo;
+  size_t ws_fwd = fp[found].memory;
+
+  cudnnConvolutionBwdDataAlgoPerf_t dp[MAX_ALGOS];
+  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, c->w_desc, c->y_desc,
+                                                            c->conv_desc, c->x_desc, MAX_ALGOS,
+                                                            &n, dp),
+                d);
+  found = -1;
+  smallest = SIZE_MAX;
+  for (int i = 0; i < n && found < 0; i++)
+    if (dp[i].status == CUDNN_STATUS_SUCCESS) {
+      if (dp[i].memory <= workspace_cap)
+        found = i;
+      else if (dp[i].memory < smallest)
+        smallest = dp[i].memory;
+    }
+  if (found < 0)
+    return no_algo("backward-data", n, smallest, workspace_cap, d);
+  cudnnConvolutionBwdDataAlgo_t bwd_data = dp[found].algo;
+  size_t ws_bwd_data = dp[found].memory;
+
+  cudnnConvolutionBwdFilterAlgoPerf_t wp[MAX_ALGOS];
+  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, c->x_desc, c->y_desc,
+                                                              c->conv_desc, c->w_desc,
+                                                              MAX_ALGOS, &n, wp),
+                d);
+  found = -1;
+  smallest = SIZE_MAX;
+  for (int i = 0; i < n && found < 0; i++)
+    if (wp[i].status == CUDNN_STATUS_SUCCESS) {
+      if (wp[i].memory <= workspace_cap)
+        found = i;
+      else if (wp[i].memory < smallest)
+        smallest = wp[i].memory;
+    }
+  if (found < 0)
+    return no_algo("backward-filter", n, smallest, workspace_cap, d);
+  /* all three chosen: commit them together */
+  c->fwd = fwd;
+  c->ws_fwd = ws_fwd;
+  c->bwd_data = bwd_data;
+  c->ws_bwd_data = ws_bwd_data;
+  c->bwd_filter = wp[found].algo;
+  c->ws_bwd_filter = wp[found].memory;
+  c->prepared = 1;
+  return GCC_OK;
+}
+
+int gcc_cudnn_conv_prepared(const gcc_cudnn_conv *c) { return c->prepared; }
+
+size_t gcc_cudnn_conv_workspace_bytes(const gcc_cudnn_conv *c) {
+  size_t m = c->ws_fwd;
+  if (c->ws_bwd_data > m)
+    m = c->ws_bwd_data;
+  if (c->ws_bwd_filter > m)
+    m = c->ws_bwd_filter;
+  return m;
+}
+
+int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data,
+                              int *bwd_filter) {
+  *fwd = c->prepared ? (int)c->fwd : -1;
+  *bwd_data = c->prepared ? (int)c->bwd_data : -1;
+  *bwd_filter = c->prepared ? (int)c->bwd_filter : -1;
+  return c->prepared;
+}
+
+/* The checks every run function makes before calling cuDNN. */
+static gcc_status run_checks(const gcc_cudnn_conv *c, cudnnHandle_t handle, const char *fn,
+                             size_t need, void *workspace, size_t workspace_bytes,
+                             gcc_diag *d) {
+  GCC_TRY(need_ptr(handle, "the cuDNN handle", fn, d));
+  if (!c->prepared)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: the convolution's algorithms were not chosen "
+                        "(call gcc_cudnn_conv_prepare once first)",
+                        fn);
+  if (workspace_bytes < need || (need && !workspace))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: the algorithm needs a %zu-byte workspace, got %zu bytes at %p", fn,
+                        need, workspace_bytes, workspace);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle, const float *x,
+                                  const float *w, const float *b, float *y, void *workspace,
+                                  size_t workspace_bytes, gcc_diag *d) {
+  const char *fn = "gcc_cudnn_conv_forward";
+  GCC_TRY(run_checks(c, handle, fn, c->ws_fwd, workspace, workspace_bytes, d));
+  GCC_TRY(need_ptr(x, "X", fn, d));
+  GCC_TRY(need_ptr(w, "W", fn, d));
+  GCC_TRY(need_ptr(y, "Y", fn, d));
+  const float one = 1.0f, zero = 0.0f;
+  GCC_CUDNN_TRY(cudnnConvolutionForward(handle, &one, c->x_desc, x, c->w_desc, w, c->conv_desc,
+                                        c->fwd, workspace, workspace_bytes, &zero, c->y_desc, y),
+                d);
+  if (b)
+    GCC_CUDNN_TRY(cudnnAddTensor(handle, &one, c->b_desc, b, &one, c->y_desc, y), d);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                        const float *dy, const float *w, float *dx,
+                                        void *workspace, size_t workspace_bytes, gcc_diag *d) {
+  const char *fn = "gcc_cudnn_conv_backward_data";
+  GCC_TRY(run_checks(c, handle, fn, c->ws_bwd_data, workspace, workspace_bytes, d));
+  GCC_TRY(need_ptr(dy, "dY", fn, d));
+  GCC_TRY(need_ptr(w, "W", fn, d));
+  GCC_TRY(need_ptr(dx, "dX", fn, d));
+  const float one = 1.0f, zero = 0.0f;
+  GCC_CUDNN_TRY(cudnnConvolutionBackwardData(handle, &one, c->w_desc, w, c->y_desc, dy,
+                                             c->conv_desc, c->bwd_data, workspace,
+                                             workspace_bytes, &zero, c->x_desc, dx),
+                d);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_conv_backward_filter(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                          const float *dy, const float *x, float *dw,
+                                          void *workspace, size_t workspace_bytes,
+                                          gcc_diag *d) {
+  const char *fn = "gcc_cudnn_conv_backward_filter";
+  GCC_TRY(run_checks(c, handle, fn, c->ws_bwd_filter, workspace, workspace_bytes, d));
+  GCC_TRY(need_ptr(dy, "dY", fn, d));
+  GCC_TRY(need_ptr(x, "X", fn, d));
+  GCC_TRY(need_ptr(dw, "dW", fn, d));
+  const float one = 1.0f, zero = 0.0f;
+  GCC_CUDNN_TRY(cudnnConvolutionBackwardFilter(handle, &one, c->x_desc, x, c->y_desc, dy,
+                                               c->conv_desc, c->bwd_filter, workspace,
+                                               workspace_bytes, &zero, c->w_desc, dw),
+                d);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_conv_backward_bias(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                        const float *dy, float *db, gcc_diag *d) {
+  const char *fn = "gcc_cudnn_conv_backward_bias";
+  GCC_TRY(need_ptr(handle, "the cuDNN handle", fn, d));
+  GCC_TRY(need_ptr(dy, "dY", fn, d));
+  GCC_TRY(need_ptr(db, "dB", fn, d));
+  const float one = 1.0f, zero = 0.0f;
+  GCC_CUDNN_TRY(cudnnConvolutionBackwardBias(handle, &one, c->y_desc, dy, &zero, c->b_desc, db),
+                d);
+  return GCC_OK;
+}
+
+/* ---- pooling ---------------------------------------------------------- */
+
+struct gcc_cudnn_pool {
+  gcc_pool2d_shape shape;
+  int64_t y[4];
+  cudnnTensorDescriptor_t x_desc, y_desc;
+  cudnnPoolingDescriptor_t pool_desc;
+};
+
+gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *out,
+                               gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_shape *x;
+  switch (n->op) {
+  case GCC_OP_MAX_POOL:
+  case GCC_OP_AVERAGE_POOL: x = &g->values[n->inputs[0]].shape; break;
+  case GCC_OP_MAX_POOL_GRAD: x = &g->values[n->inputs[1]].shape; break;
+  case GCC_OP_AVERAGE_POOL_GRAD: x = &g->values[n->outputs[0]].shape; break;
+  default: {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is not a pooling", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  }
+  memset(out, 0, sizeof *out);
+  out->n = x->dims[0];
+  out->c = x->dims[1];
+  out->h = x->dims[2];
+  out->w = x->dims[3];
+  gcc_window2d_of(n, NULL, &out->win);
+  if (n->op == GCC_OP_MAX_POOL || n->op == GCC_OP_MAX_POOL_GRAD)
+    out->mode = GCC_POOL_MAX;
+  else
+    out->mode = n->av[POOL_COUNT_INCLUDE_PAD].i ? GCC_POOL_AVG_INCLUDE_PAD
+                                                : GCC_POOL_AVG_EXCLUDE_PAD;
+  return GCC_OK;
+}
+
+void gcc_cudnn_pool_destroy(gcc_cudnn_pool *p) {
+  if (!p)
+    return;
+  if (p->x_desc)
+    cudnnDestroyTensorDescriptor(p->x_desc);
+  if (p->y_desc)
+    cudnnDestroyTensorDescriptor(p->y_desc);
+  if (p->pool_desc)
+    cudnnDestroyPoolingDescriptor(p->pool_desc);
+  free(p);
+}
+
+static gcc_status pool_descriptors(gcc_cudnn_pool *p, gcc_diag *d) {
+  const gcc_pool2d_shape *s = &p->shape;
+  const gcc_window2d *w = &s->win;
+  static const cudnnPoolingMode_t modes[] = {CUDNN_POOLING_MAX_DETERMINISTIC,
+                                             CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
+                                             CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING};
+  GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&p->x_desc), d);
+  GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&p->y_desc), d);
+  GCC_CUDNN_TRY(cudnnCreatePoolingDescriptor(&p->pool_desc), d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                           (int)s->n, (int)s->c, (int)s->h, (int)s->w),
+                d);
+  /* NaN propagates through max pooling, as in PyTorch */
+  GCC_CUDNN_TRY(cudnnSetPooling2dDescriptor(p->pool_desc, modes[s->mode], CUDNN_PROPAGATE_NAN,
+                                            (int)w->kh, (int)w->kw, (int)w->pt, (int)w->pl,
+                                            (int)w->sh, (int)w->sw),
+                d);
+  int y[4];
+  GCC_CUDNN_TRY(
+      cudnnGetPooling2dForwardOutputDim(p->pool_desc, p->x_desc, &y[0], &y[1], &y[2], &y[3]), d);
+  p->y[0] = s->n;
+  p->y[1] = s->c;
+  p->y[2] = gcc_window_out_dim(s->h, w->kh, w->sh, w->pt, w->pb, 1);
+  p->y[3] = gcc_window_out_dim(s->w, w->kw, w->sw, w->pl, w->pr, 1);
+  GCC_TRY(check_out(s->mode == GCC_POOL_MAX ? "MaxPool" : "AveragePool", p->y, y, d));
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, y[0],
+                                           y[1], y[2], y[3]),
+                d);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_pool_create(const gcc_pool2d_shape *shape, gcc_cudnn_pool **out,
+                                 gcc_diag *d) {
+  *out = NULL;
+  const char *what = shape->mode == GCC_POOL_MAX ? "MaxPool" : "AveragePool";
+  if (!fits_int(shape->n) || !fits_int(shape->c) || !fits_int(shape->h) || !fits_int(shape->w) ||
+      (unsigned)shape->mode > GCC_POOL_AVG_EXCLUDE_PAD)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: sizes must be in [1, 2^31) and the mode known", what);
+  GCC_TRY(check_window(&shape->win, what, d));
+  if (shape->win.dh != 1 || shape->win.dw != 1)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: dilations (%" PRId64 ", %" PRId64 ") are not supported by cuDNN's "
+                        "pooling",
+                        what, shape->win.dh, shape->win.dw);
+  gcc_cudnn_pool *p = calloc(1, sizeof *p);
+  if (!p)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuDNN pooling)");
+  p->shape = *shape;
+  gcc_status s = pool_descriptors(p, d);
+  if (s != GCC_OK) {
+    gcc_cudnn_pool_destroy(p);
+    return s;
+  }
+  *out = p;
+  return GCC_OK;
+}
+
+void gcc_cudnn_pool_output_dims(const gcc_cudnn_pool *p, int64_t dims[4]) {
+  memcpy(dims, p->y, sizeof p->y);
+}
+
+gcc_status gcc_cudnn_pool_forward(const gcc_cudnn_pool *p, cudnnHandle_t handle, const float *x,
+                                  float *y, gcc_diag *d) {
+  const char *fn = "gcc_cudnn_pool_forward";
+  GCC_TRY(need_ptr(handle, "the cuDNN handle", fn, d));
+  GCC_TRY(need_ptr(x, "X", fn, d));
+  GCC_TRY(need_ptr(y, "Y", fn, d));
+  const float one = 1.0f, zero = 0.0f;
+  GCC_CUDNN_TRY(cudnnPoolingForward(handle, p->pool_desc, &one, p->x_desc, x, &zero, p->y_desc, y),
+                d);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_pool_backward(const gcc_cudnn_pool *p, cudnnHandle_t handle, const float *y,
+                                   const float *dy, const float *x, float *dx, gcc_diag *d) {
+  const char *fn = "gcc_cudnn_pool_backward";
+  GCC_TRY(need_ptr(handle, "the cuDNN handle", fn, d));
+  GCC_TRY(need_ptr(y, "Y", fn, d));
+  GCC_TRY(need_ptr(dy, "dY", fn, d));
+  GCC_TRY(need_ptr(x, "X", fn, d));
+  GCC_TRY(need_ptr(dx, "dX", fn, d));
+  const float one = 1.0f, zero = 0.0f;
+  GCC_CUDNN_TRY(cudnnPoolingBackward(handle, p->pool_desc, &one, p->y_desc, y, p->y_desc, dy,
+                                     p->x_desc, x, &zero, p->x_desc, dx),
+                d);
+  return GCC_OK;
+}
+
+/* ---- cache ------------------------------------------------------------ */
+
+struct gcc_cudnn_cache {
+  gcc_cudnn_conv **convs;
+  int n_convs, cap_convs;
+  gcc_cudnn_pool **pools;
+  int n_pools, cap_pools;
+};
+
+gcc_status gcc_cudnn_cache_create(gcc_cudnn_cache **out, gcc_diag *d) {
+  *out = calloc(1, sizeof **out);
+  if (!*out)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuDNN cache)");
+  return GCC_OK;
+}
+
+void gcc_cudnn_cache_destroy(gcc_cudnn_cache *c) {
+  if (!c)
+    return;
+  for (int i = 0; i < c->n_convs; i++)
+    gcc_cudnn_conv_destroy(c->convs[i]);
+  for (int i = 0; i < c->n_pools; i++)
+    gcc_cudnn_pool_destroy(c->pools[i]);
+  free(c->convs);
+  free(c->pools);
+  free(c);
+}
+
+/* Shapes compare field by field (the structs may have padding). */
+static int same_window(const gcc_window2d *a, const gcc_window2d *b) {
+  return a->kh == b->kh && a->kw == b->kw && a->sh == b->sh && a->sw == b->sw && a->pt == b->pt &&
+         a->pl == b->pl && a->pb == b->pb && a->pr == b->pr && a->dh == b->dh && a->dw == b->dw;
+}
+
+/* realloc of an array of `elem`-byte entries to hold n + 1: the new array
+ * (NULL on failure, `arr` then unchanged), capacity in *cap. */
+static void *grow(void *arr, size_t elem, int *cap, int n) {
+  if (n < *cap)
+    return arr;
+  int nc = *cap ? 2 * *cap : 8;
+  void *p = realloc(arr, (size_t)nc * elem);
+  if (p)
+    *cap = nc;
+  return p;
+}
+
+gcc_status gcc_cudnn_cache_conv(gcc_cudnn_cache *c, const gcc_conv2d_shape *shape,
+                                gcc_cudnn_conv **out, gcc_diag *d) {
+  for (int i = 0; i < c->n_convs; i++) {
+    const gcc_conv2d_shape *s = &c->convs[i]->shape;
+    if (s->n == shape->n && s->c == shape->c && s->h == shape->h && s->w == shape->w &&
+        s->m == shape->m && same_window(&s->win, &shape->win)) {
+      *out = c->convs[i];
+      return GCC_OK;
+    }
+  }
+  gcc_cudnn_conv **convs = grow(c->convs, sizeof *convs, &c->cap_convs, c->n_convs);
+  if (!convs)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuDNN cache)");
+  c->convs = convs;
+  GCC_TRY(gcc_cudnn_conv_create(shape, out, d));
+  c->convs[c->n_convs++] = *out;
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_cache_pool(gcc_cudnn_cache *c, const gcc_pool2d_shape *shape,
+                                gcc_cudnn_pool **out, gcc_diag *d) {
+  for (int i = 0; i < c->n_pools; i++) {
+    const gcc_pool2d_shape *s = &c->pools[i]->shape;
+    if (s->n == shape->n && s->c == shape->c && s->h == shape->h && s->w == shape->w &&
+        s->mode == shape->mode && same_window(&s->win, &shape->win)) {
+      *out = c->pools[i];
+      return GCC_OK;
+    }
+  }
+  gcc_cudnn_pool **pools = grow(c->pools, sizeof *pools, &c->cap_pools, c->n_pools);
+  if (!pools)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuDNN cache)");
+  c->pools = pools;
+  GCC_TRY(gcc_cudnn_pool_create(shape, out, d));
+  c->pools[c->n_pools++] = *out;
+  return GCC_OK;
+}
+
+int gcc_cudnn_cache_size(const gcc_cudnn_cache *c) { return c->n_convs + c->n_pools; }

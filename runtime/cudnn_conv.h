@@ -1,0 +1,198 @@
+/*
+ * cudnn_conv.h - convolution and pooling on a CUDA device through cuDNN 9
+ * (the lowering GCC_CUDA_CUDNN of graph/ops.h), for the CUDA executor.
+ *
+ * Semantics: ONNX Conv / MaxPool / AveragePool in 2-D, NCHW, float32,
+ * group = 1, as graph/ops.h defines them (cross-correlation, as PyTorch's
+ * Conv2d and cuDNN's CUDNN_CROSS_CORRELATION). The calls are cuDNN's legacy
+ * ("v7") API, still in cuDNN 9 (cudnn_cnn.h, cudnn_ops.h; NVIDIA, "cuDNN API
+ * Reference", version 9): cudnnConvolutionForward, ...BackwardData,
+ * ...BackwardFilter, ...BackwardBias, cudnnPoolingForward/Backward.
+ *
+ * One gcc_cudnn_conv (or gcc_cudnn_pool) describes one shape: its tensor,
+ * filter and convolution descriptors are made once, and the output shape
+ * cuDNN computes is checked against our shape inference
+ * (gcc_window_out_dim). The algorithms are chosen once per shape, with a
+ * handle, by gcc_cudnn_conv_prepare (cudnnGetConvolution*Algorithm_v7: the
+ * fastest one cuDNN predicts whose status is success and whose workspace
+ * fits the caller's cap), and kept with their workspace sizes. A
+ * gcc_cudnn_cache holds one gcc_cudnn_conv per distinct shape, so a plan
+ * with several convolutions of the same shape (or a training and an
+ * evaluation plan) shares them.
+ *
+ * Every cuDNN call is checked by GCC_CUDNN_TRY, which names the call, the
+ * file and the line in a GCC_ERR_DEVICE diagnostic. Nothing here exits or
+ * prints.
+ *
+ * Preconditions of the functions that run on the device (they return
+ * GCC_ERR_INVALID_ARGUMENT, naming what is wrong, instead of calling cuDNN
+ * when a checkable one fails):
+ *  - `handle` is a cudnnHandle_t made by gcc_cudnn_handle_create (or
+ *    cudnnCreate) and bound to the stream the caller runs on
+ *    (cudnnSetStream); calls are asynchronous on that stream;
+ *  - tensors are device pointers of float32 in the shapes the descriptor
+ *    was made for (X [n, c, h, w], W [m, c, kh, kw], B [m], Y [n, m, oh,
+ *    ow]), not NULL;
+ *  - the convolution was prepared (gcc_cudnn_conv_prepare) with a handle of
+ *    the same device, and `workspace` holds at least
+ *    gcc_cudnn_conv_workspace_bytes() bytes of device memory (NULL is
+ *    accepted when that is 0).
+ */
+#ifndef GCC_RUNTIME_CUDNN_CONV_H
+#define GCC_RUNTIME_CUDNN_CONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cudnn.h>
+
+#include "graph/ir.h"
+#include "graph/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Evaluates a cuDNN call; on failure, returns from the enclosing function
+ * GCC_ERR_DEVICE with "FILE:LINE: CALL failed: cuDNN status (code)". */
+#define GCC_CUDNN_TRY(call, diag)                                                              \
+  do {                                                                                         \
+    cudnnStatus_t gcc_cudnn_st_ = (call);                                                      \
+    if (gcc_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                                 \
+      return gcc_cudnn_status(gcc_cudnn_st_, #call, __FILE__, __LINE__, (diag));               \
+  } while (0)
+
+/* The diagnostic of a failed cuDNN call (GCC_ERR_DEVICE; GCC_ERR_OUT_OF_MEMORY
+ * for CUDNN_STATUS_ALLOC_FAILED). */
+gcc_status gcc_cudnn_status(cudnnStatus_t st, const char *call, const char *file, int line,
+                            gcc_diag *d);
+
+/* cudnnCreate. Without a usable GPU (no driver) cuDNN answers
+ * CUDNN_STATUS_NOT_INITIALIZED: GCC_ERR_DEVICE naming cudnnCreate. */
+gcc_status gcc_cudnn_handle_create(cudnnHandle_t *out, gcc_diag *d);
+void gcc_cudnn_handle_destroy(cudnnHandle_t h);
+
+/* ---- convolution ------------------------------------------------------ */
+
+/* The shape of one convolution: X [n, c, h, w] and W [m, c, kh, kw] with
+ * the window's strides, pads and dilations (the kernel size of `win` is
+ * that of W). */
+typedef struct gcc_conv2d_shape {
+  int64_t n, c, h, w, m;
+  gcc_window2d win;
+} gcc_conv2d_shape;
+
+/* The shape of a Conv, ConvGradData or ConvGradFilter node of a graph with
+ * inferred shapes (X, W and the window from its inputs, outputs and
+ * attributes). GCC_ERR_INVALID_ARGUMENT for another op. */
+gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out,
+                               gcc_diag *d);
+
+typedef struct gcc_cudnn_conv gcc_cudnn_conv;
+
+/* Makes the descriptors of `shape` (needs no GPU) and checks cuDNN's output
+ * dims (cudnnGetConvolution2dForwardOutputDim) against ours. Errors:
+ * GCC_ERR_INVALID_ARGUMENT (a size <= 0 or above INT32_MAX),
+ * GCC_ERR_UNSUPPORTED (asymmetric pads: cuDNN takes one pad per dimension),
+ * GCC_ERR_INTERNAL (cuDNN's output shape differs from ours; both named),
+ * GCC_ERR_DEVICE (a descriptor call failed), GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_cudnn_conv_create(const gcc_conv2d_shape *shape, gcc_cudnn_conv **out,
+                                 gcc_diag *d);
+void gcc_cudnn_conv_destroy(gcc_cudnn_conv *c);
+
+/* Y's dims [n, m, oh, ow], as cuDNN computed them. */
+void gcc_cudnn_conv_output_dims(const gcc_cudnn_conv *c, int64_t dims[4]);
+const gcc_conv2d_shape *gcc_cudnn_conv_shape(const gcc_cudnn_conv *c);
+
+/* Chooses the forward, backward-data and backward-filter algorithms for
+ * this shape, once (later calls return at once), among those whose
+ * workspace is at most `workspace_cap` bytes, and records each one's
+ * workspace size. Needs a handle (a GPU). Errors: GCC_ERR_INVALID_ARGUMENT
+ * (NULL handle), GCC_ERR_DEVICE (a cuDNN call failed, or no algorithm fits
+ * the cap: the message names the direction and the smallest workspace). */
+gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_t workspace_cap,
+                                  gcc_diag *d);
+int gcc_cudnn_conv_prepared(const gcc_cudnn_conv *c);
+/* The largest workspace of the three chosen algorithms (0 before prepare). */
+size_t gcc_cudnn_conv_workspace_bytes(const gcc_cudnn_conv *c);
+/* The chosen algorithms (-1 before prepare). */
+int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data, int *bwd_filter);
+
+/* Y = conv(X, W) (+ B broadcast over n, h, w when B is not NULL,
+ * cudnnAddTensor). */
+gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle, const float *x,
+                                  const float *w, const float *b, float *y, void *workspace,
+                                  size_t workspace_bytes, gcc_diag *d);
+/* dX = ConvGradData(dY, W). */
+gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                        const float *dy, const float *w, float *dx,
+                                        void *workspace, size_t workspace_bytes, gcc_diag *d);
+/* dW = ConvGradFilter(dY, X) (overwritten, not accumulated). */
+gcc_status gcc_cudnn_conv_backward_filter(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                          const float *dy, const float *x, float *dw,
+                                          void *workspace, size_t workspace_bytes,
+                                          gcc_diag *d);
+/* dB = ConvGradBias(dY): dY summed over n, oh, ow. Needs no workspace and
+ * no prepare. */
+gcc_status gcc_cudnn_conv_backward_bias(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                        const float *dy, float *db, gcc_diag *d);
+
+/* ---- pooling ---------------------------------------------------------- */
+
+typedef enum gcc_pool_mode {
+  GCC_POOL_MAX = 0,           /* MaxPool: CUDNN_POOLING_MAX_DETERMINISTIC, NaN propagated */
+  GCC_POOL_AVG_INCLUDE_PAD,   /* AveragePool, count_include_pad = 1 */
+  GCC_POOL_AVG_EXCLUDE_PAD,   /* AveragePool, count_include_pad = 0 */
+} gcc_pool_mode;
+
+typedef struct gcc_pool2d_shape {
+  int64_t n, c, h, w; /* X */
+  gcc_window2d win;
+  gcc_pool_mode mode;
+} gcc_pool2d_shape;
+
+/* The shape of a MaxPool, MaxPoolGrad, AveragePool or AveragePoolGrad node
+ * (shapes inferred). GCC_ERR_INVALID_ARGUMENT for another op. */
+gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *out,
+                               gcc_diag *d);
+
+typedef struct gcc_cudnn_pool gcc_cudnn_pool;
+
+/* Descriptors of `shape` (no GPU needed), output dims checked against ours
+ * (cudnnGetPooling2dForwardOutputDim). Errors as gcc_cudnn_conv_create;
+ * GCC_ERR_UNSUPPORTED also for dilations other than 1 (cuDNN's pooling
+ * has none). */
+gcc_status gcc_cudnn_pool_create(const gcc_pool2d_shape *shape, gcc_cudnn_pool **out,
+                                 gcc_diag *d);
+void gcc_cudnn_pool_destroy(gcc_cudnn_pool *p);
+void gcc_cudnn_pool_output_dims(const gcc_cudnn_pool *p, int64_t dims[4]);
+
+/* Y = pool(X). */
+gcc_status gcc_cudnn_pool_forward(const gcc_cudnn_pool *p, cudnnHandle_t handle, const float *x,
+                                  float *y, gcc_diag *d);
+/* dX from dY; cuDNN reads the forward's X and Y too (for average pooling
+ * they are not used, but must be valid device pointers of their shapes). */
+gcc_status gcc_cudnn_pool_backward(const gcc_cudnn_pool *p, cudnnHandle_t handle, const float *y,
+                                   const float *dy, const float *x, float *dx, gcc_diag *d);
+
+/* ---- per-shape cache -------------------------------------------------- */
+
+/* Convolutions and poolings by shape: one descriptor set (and one choice of
+ * algorithms) per distinct shape. Not thread-safe. */
+typedef struct gcc_cudnn_cache gcc_cudnn_cache;
+
+gcc_status gcc_cudnn_cache_create(gcc_cudnn_cache **out, gcc_diag *d);
+void gcc_cudnn_cache_destroy(gcc_cudnn_cache *c);
+/* The entry of `shape`, made on first use; owned by the cache. */
+gcc_status gcc_cudnn_cache_conv(gcc_cudnn_cache *c, const gcc_conv2d_shape *shape,
+                                gcc_cudnn_conv **out, gcc_diag *d);
+gcc_status gcc_cudnn_cache_pool(gcc_cudnn_cache *c, const gcc_pool2d_shape *shape,
+                                gcc_cudnn_pool **out, gcc_diag *d);
+/* Distinct shapes held (convolutions + poolings). */
+int gcc_cudnn_cache_size(const gcc_cudnn_cache *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_CUDNN_CONV_H */

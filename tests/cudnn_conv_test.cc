@@ -1,0 +1,243 @@
+// The cuDNN module (runtime/cudnn_conv.h) without a GPU: descriptor set-up
+// and the output shapes cuDNN computes (cudnnGetConvolution2dForwardOutputDim,
+// cudnnGetPooling2dForwardOutputDim need no device) against our shape
+// inference for several stride / padding / dilation cases; the per-shape
+// cache over the convolutions of both CNN plans; the handle and the
+// functions that need a device refusing to run when called wrongly
+// (NULL handle, no algorithms chosen, short workspace) with a clear status.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+extern "C" {
+#include "graph/builder.h"
+#include "graph/ops.h"
+#include "models/models.h"
+#include "runtime/cudnn_conv.h"
+#include "runtime/executor.h"
+}
+
+namespace {
+
+bool HasGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// Our shape inference on one Conv node of X [n, c, h, w], W [m, c, kh, kw].
+void InferConv(const gcc_conv2d_shape &s, int64_t y[4]) {
+  gcc_builder *b = gcc_builder_new("conv", 1);
+  ASSERT_NE(b, nullptr);
+  int64_t xd[4] = {s.n, s.c, s.h, s.w}, wd[4] = {s.m, s.c, s.win.kh, s.win.kw};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 4, xd);
+  int w = gcc_build_input(b, "w", GCC_DT_FLOAT32, 4, wd);
+  int ins[2] = {x, w};
+  int out = gcc_build_op(b, GCC_OP_CONV, "conv", "y", ins, 2);
+  int64_t st[2] = {s.win.sh, s.win.sw}, pd[4] = {s.win.pt, s.win.pl, s.win.pb, s.win.pr},
+          dl[2] = {s.win.dh, s.win.dw};
+  gcc_build_set_ints(b, out, "strides", st, 2);
+  gcc_build_set_ints(b, out, "pads", pd, 4);
+  gcc_build_set_ints(b, out, "dilations", dl, 2);
+  gcc_build_output(b, out);
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_infer_shapes(g, &d), GCC_OK) << d.msg;
+  const gcc_value *v = &g->values[gcc_graph_find(g, "y")];
+  ASSERT_EQ(v->shape.ndim, 4);
+  for (int i = 0; i < 4; i++) y[i] = v->shape.dims[i];
+  gcc_graph_free(g);
+}
+
+gcc_conv2d_shape ConvShape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m, int64_t kh,
+                           int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+                           int64_t dw) {
+  gcc_conv2d_shape s{};
+  s.n = n, s.c = c, s.h = h, s.w = w, s.m = m;
+  s.win = {kh, kw, sh, sw, ph, pw, ph, pw, dh, dw};
+  return s;
+}
+
+TEST(CudnnConv, DescriptorOutputShapesAgreeWithShapeInference) {
+  const gcc_conv2d_shape cases[] = {
+      ConvShape(64, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 1, 1),   // cifar_cnn conv1 at batch 64
+      ConvShape(4, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, 1, 1),   // conv2
+      ConvShape(2, 3, 17, 23, 8, 3, 3, 2, 2, 1, 1, 1, 1),    // stride 2, pad 1, odd sizes
+      ConvShape(2, 4, 20, 15, 5, 3, 2, 1, 3, 2, 0, 2, 1),    // dilation 2, non-square kernel
+      ConvShape(1, 1, 9, 9, 1, 3, 3, 3, 2, 2, 1, 3, 2),      // everything at once
+      ConvShape(3, 2, 7, 5, 4, 1, 1, 1, 1, 0, 0, 1, 1),      // 1x1
+      ConvShape(1, 2, 5, 5, 3, 5, 5, 1, 1, 0, 0, 1, 1),      // output 1x1
+  };
+  for (const gcc_conv2d_shape &s : cases) {
+    SCOPED_TRACE("X " + std::to_string(s.n) + "x" + std::to_string(s.c) + "x" +
+                 std::to_string(s.h) + "x" + std::to_string(s.w) + " k" + std::to_string(s.win.kh) +
+                 "x" + std::to_string(s.win.kw) + " s" + std::to_string(s.win.sh) + "," +
+                 std::to_string(s.win.sw) + " d" + std::to_string(s.win.dh) + "," +
+                 std::to_string(s.win.dw));
+    int64_t ours[4];
+    InferConv(s, ours);
+    if (HasFatalFailure()) return;
+    gcc_cudnn_conv *c = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+    int64_t theirs[4];
+    gcc_cudnn_conv_output_dims(c, theirs);
+    for (int i = 0; i < 4; i++) EXPECT_EQ(theirs[i], ours[i]) << "dim " << i;
+    EXPECT_FALSE(gcc_cudnn_conv_prepared(c));
+    EXPECT_EQ(gcc_cudnn_conv_workspace_bytes(c), 0u);
+    int f, bd, bf;
+    EXPECT_EQ(gcc_cudnn_conv_algorithms(c, &f, &bd, &bf), 0);
+    EXPECT_EQ(f, -1);
+    gcc_cudnn_conv_destroy(c);
+  }
+}
+
+TEST(CudnnConv, RejectsWhatCudnnCannotExpress) {
+  gcc_diag d{};
+  gcc_cudnn_conv *c = reinterpret_cast<gcc_cudnn_conv *>(&d);
+  gcc_conv2d_shape s = ConvShape(1, 1, 8, 8, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+  s.win.pb = 0;  // ONNX pads (1, 1, 0, 1): asymmetric
+  EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_ERR_UNSUPPORTED);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(d.msg).find("asymmetric"), std::string::npos) << d.msg;
+  s = ConvShape(0, 1, 8, 8, 1, 3, 3, 1, 1, 0, 0, 1, 1);
+  EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_ERR_INVALID_ARGUMENT);
+  s = ConvShape(1, 1, 8, 8, 1, 3, 3, 0, 1, 0, 0, 1, 1);  // stride 0
+  EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_ERR_INVALID_ARGUMENT);
+  gcc_pool2d_shape p{};
+  p.n = 1, p.c = 1, p.h = 8, p.w = 8, p.mode = GCC_POOL_MAX;
+  p.win = {2, 2, 2, 2, 0, 0, 0, 0, 2, 1};
+  gcc_cudnn_pool *pool = nullptr;
+  EXPECT_EQ(gcc_cudnn_pool_create(&p, &pool, &d), GCC_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(d.msg).find("dilations"), std::string::npos) << d.msg;
+}
+
+TEST(CudnnConv, HandleWithoutGpuIsAClearDeviceError) {
+  cudnnHandle_t h = nullptr;
+  gcc_diag d{};
+  gcc_status s = gcc_cudnn_handle_create(&h, &d);
+  if (HasGpu()) {
+    ASSERT_EQ(s, GCC_OK) << d.msg;
+    EXPECT_NE(h, nullptr);
+    gcc_cudnn_handle_destroy(h);
+    return;
+  }
+  EXPECT_EQ(s, GCC_ERR_DEVICE);
+  EXPECT_EQ(h, nullptr);
+  std::string msg = d.msg;
+  EXPECT_NE(msg.find("cudnnCreate"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cudnn_conv.c:"), std::string::npos) << msg;  // file:line of the call
+  EXPECT_NE(msg.find("CUDNN_STATUS_NOT_INITIALIZED"), std::string::npos) << msg;
+}
+
+TEST(CudnnConv, DeviceFunctionsRefuseWrongCalls) {
+  gcc_conv2d_shape s = ConvShape(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1);
+  gcc_cudnn_conv *c = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+  float buf[4];  // never read: every call below fails its checks first
+  auto expect = [&](gcc_status got, const char *needle) {
+    EXPECT_EQ(got, GCC_ERR_INVALID_ARGUMENT) << d.msg;
+    EXPECT_NE(std::string(d.msg).find(needle), std::string::npos) << d.msg;
+  };
+  expect(gcc_cudnn_conv_prepare(c, nullptr, 1 << 20, &d), "handle");
+  expect(gcc_cudnn_conv_forward(c, nullptr, buf, buf, buf, buf, nullptr, 0, &d), "handle");
+  expect(gcc_cudnn_conv_backward_data(c, nullptr, buf, buf, buf, nullptr, 0, &d), "handle");
+  expect(gcc_cudnn_conv_backward_filter(c, nullptr, buf, buf, buf, nullptr, 0, &d), "handle");
+  expect(gcc_cudnn_conv_backward_bias(c, nullptr, buf, buf, &d), "handle");
+  // a handle, but no algorithms chosen: refused before cuDNN is called
+  // (the handle value is never dereferenced)
+  cudnnHandle_t fake = reinterpret_cast<cudnnHandle_t>(&buf[0]);
+  expect(gcc_cudnn_conv_forward(c, fake, buf, buf, buf, buf, nullptr, 0, &d), "prepare");
+  expect(gcc_cudnn_conv_backward_data(c, fake, buf, buf, buf, nullptr, 0, &d), "prepare");
+  expect(gcc_cudnn_conv_backward_filter(c, fake, buf, buf, buf, nullptr, 0, &d), "prepare");
+  expect(gcc_cudnn_conv_backward_bias(c, fake, nullptr, buf, &d), "dY");
+  gcc_cudnn_conv_destroy(c);
+
+  gcc_pool2d_shape p{};
+  p.n = 1, p.c = 2, p.h = 6, p.w = 6, p.mode = GCC_POOL_AVG_EXCLUDE_PAD;
+  p.win = {3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+  gcc_cudnn_pool *pool = nullptr;
+  ASSERT_EQ(gcc_cudnn_pool_create(&p, &pool, &d), GCC_OK) << d.msg;
+  int64_t y[4];
+  gcc_cudnn_pool_output_dims(pool, y);
+  EXPECT_EQ(y[2], 3);  // floor((6 + 2 - 3) / 2) + 1
+  EXPECT_EQ(y[3], 3);
+  expect(gcc_cudnn_pool_forward(pool, nullptr, buf, buf, &d), "handle");
+  expect(gcc_cudnn_pool_backward(pool, fake, buf, buf, nullptr, buf, &d), "X");
+  gcc_cudnn_pool_destroy(pool);
+}
+
+// Every convolution and pooling node of both CNNs' training and evaluation
+// plans on cuda:0: its cuDNN descriptors give the shapes shape inference
+// gave, and the cache holds one entry per distinct shape.
+TEST(CudnnConv, EveryCnnPlanNodeThroughTheCache) {
+  struct M {
+    const char *name;
+    gcc_status (*build)(uint64_t, gcc_graph **, gcc_diag *);
+    uint64_t seed;
+  } models[] = {{"cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED},
+                {"mnist_cnn", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED}};
+  for (const M &m : models) {
+    gcc_graph *model = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(m.build(m.seed, &model, &d), GCC_OK) << d.msg;
+    gcc_cudnn_cache *cache = nullptr;
+    ASSERT_EQ(gcc_cudnn_cache_create(&cache, &d), GCC_OK);
+    int nodes = 0;
+    for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL}) {
+      gcc_options o{};
+      o.mode = mode;
+      o.batch_size = mode == GCC_MODE_TRAIN ? model->training.batch_size : 1000;
+      o.opt = model->training.opt;
+      o.device = GCC_DEV_CUDA(0);
+      o.device_explicit = 1;
+      o.n_cuda_devices = 1;
+      FILE *sink = fopen("/dev/null", "w");
+      o.warn_file = sink;
+      gcc_graph *g = nullptr;
+      gcc_mem_plan mem{};
+      ASSERT_EQ(gcc_compile_graph(model, &o, &g, &mem, &d), GCC_OK) << d.msg;
+      fclose(sink);
+      for (int i = 0; i < g->n_nodes; i++) {
+        const gcc_node *n = &g->nodes[i];
+        if (gcc_op(n->op)->cuda != GCC_CUDA_CUDNN || n->op == GCC_OP_CONV_GRAD_BIAS) continue;
+        SCOPED_TRACE(std::string(m.name) + " " + n->name);
+        EXPECT_EQ(n->device, GCC_DEV_CUDA(0));
+        nodes++;
+        int64_t dims[4];
+        const gcc_shape *y;  // the forward output of the node's op family
+        gcc_conv2d_shape cs;
+        gcc_pool2d_shape ps;
+        if (gcc_conv2d_shape_of(g, i, &cs, &d) == GCC_OK) {
+          gcc_cudnn_conv *c = nullptr;
+          ASSERT_EQ(gcc_cudnn_cache_conv(cache, &cs, &c, &d), GCC_OK) << d.msg;
+          gcc_cudnn_conv_output_dims(c, dims);
+          y = &g->values[n->op == GCC_OP_CONV ? n->outputs[0] : n->inputs[0]].shape;
+        } else {
+          ASSERT_EQ(gcc_pool2d_shape_of(g, i, &ps, &d), GCC_OK) << d.msg;
+          gcc_cudnn_pool *p = nullptr;
+          ASSERT_EQ(gcc_cudnn_cache_pool(cache, &ps, &p, &d), GCC_OK) << d.msg;
+          gcc_cudnn_pool_output_dims(p, dims);
+          bool fwd = n->op == GCC_OP_MAX_POOL || n->op == GCC_OP_AVERAGE_POOL;
+          y = &g->values[fwd ? n->outputs[0] : n->inputs[0]].shape;
+        }
+        ASSERT_EQ(y->ndim, 4);
+        for (int k = 0; k < 4; k++) EXPECT_EQ(dims[k], y->dims[k]) << "dim " << k;
+      }
+      gcc_mem_plan_free(&mem);
+      gcc_graph_free(g);
+    }
+    // train: conv1 (forward, filter grad), conv2 (forward, data and filter
+    // grads), pool1 and pool2 (forward, grad) at the training batch; eval:
+    // the same four shapes at batch 1000
+    EXPECT_EQ(nodes, 2 + 3 + 2 + 2 + 4);
+    EXPECT_EQ(gcc_cudnn_cache_size(cache), 8);
+    gcc_cudnn_cache_destroy(cache);
+    gcc_graph_free(model);
+  }
+}
+
+}  // namespace
