@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/ops.h"
 #include "runtime/cuda_check.h"
+#include "runtime/cudnn_conv.h"
 
 #define MAX_EVENTS 8 /* device_plan.h: input-ready and step-done per slot, read-back */
 #define MAX_GEMMS 64
@@ -34,6 +36,11 @@ struct gcc_cuda_backend {
   int n_gemms;
   cudaGraph_t graph[2];
   cudaGraphExec_t exec[2];
+  /* cuDNN, created on the first convolution or pooling */
+  cudnnHandle_t cudnn;
+  gcc_cudnn_cache *cudnn_cache;
+  void *cudnn_ws;        /* workspace of the chosen algorithms, grown before capture */
+  size_t cudnn_ws_bytes;
 };
 
 static gcc_status set_device(gcc_cuda_backend *b, gcc_diag *d) {
@@ -249,6 +256,87 @@ static gcc_status be_gemm(void *self, const gcc_colmajor_gemm *g, const void *a,
   return GCC_OK;
 }
 
+/* ---- cuDNN ------------------------------------------------------------------ */
+
+static gcc_status cudnn_ready(gcc_cuda_backend *b, gcc_diag *d) {
+  if (b->cudnn)
+    return GCC_OK;
+  GCC_TRY(gcc_cudnn_handle_create(&b->cudnn, d));
+  GCC_CUDNN_TRY(cudnnSetStream(b->cudnn, b->stream[GCC_STREAM_COMPUTE]), d);
+  return gcc_cudnn_cache_create(&b->cudnn_cache, d);
+}
+
+/* cuDNN's algorithm choice caps the workspace at this (bytes) */
+#define GCC_CUDNN_WORKSPACE_CAP ((size_t)256 << 20)
+
+static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *const *in,
+                                void *const *out, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  GCC_TRY(cudnn_ready(b, d));
+  const gcc_node *n = &g->nodes[node];
+  int op = n->op;
+  if (op == GCC_OP_CONV || op == GCC_OP_CONV_GRAD_DATA || op == GCC_OP_CONV_GRAD_FILTER ||
+      op == GCC_OP_CONV_GRAD_BIAS) {
+    gcc_conv2d_shape sh;
+    if (op == GCC_OP_CONV_GRAD_BIAS) {
+      /* dB reads only dY [n, m, oh, ow]: any convolution with that output
+       * describes it; a 1x1 one of unit stride does */
+      const gcc_shape *y = &g->values[n->inputs[0]].shape;
+      memset(&sh, 0, sizeof sh);
+      sh.n = y->dims[0];
+      sh.c = 1;
+      sh.m = y->dims[1];
+      sh.h = y->dims[2];
+      sh.w = y->dims[3];
+      sh.win.kh = sh.win.kw = sh.win.sh = sh.win.sw = sh.win.dh = sh.win.dw = 1;
+    } else {
+      GCC_TRY(gcc_conv2d_shape_of(g, node, &sh, d));
+    }
+    gcc_cudnn_conv *c = NULL;
+    GCC_TRY(gcc_cudnn_cache_conv(b->cudnn_cache, &sh, &c, d));
+    if (op == GCC_OP_CONV_GRAD_BIAS)
+      return gcc_cudnn_conv_backward_bias(c, b->cudnn, in[0], out[0], d);
+    if (!gcc_cudnn_conv_prepared(c)) { /* first use: before any capture */
+      GCC_TRY(gcc_cudnn_conv_prepare(c, b->cudnn, GCC_CUDNN_WORKSPACE_CAP, d));
+      size_t need = gcc_cudnn_conv_workspace_bytes(c);
+      if (need > b->cudnn_ws_bytes) {
+        GCC_CUDA_CHECK(cudaStreamSynchronize(b->stream[GCC_STREAM_COMPUTE]));
+        if (b->cudnn_ws)
+          GCC_CUDA_CHECK(cudaFree(b->cudnn_ws));
+        b->cudnn_ws = NULL;
+        b->cudnn_ws_bytes = 0;
+        GCC_CUDA_CHECK(cudaMalloc(&b->cudnn_ws, need));
+        b->cudnn_ws_bytes = need;
+      }
+    }
+    if (op == GCC_OP_CONV)
+      return gcc_cudnn_conv_forward(c, b->cudnn, in[0], in[1], n->n_inputs > 2 ? in[2] : NULL,
+                                    out[0], b->cudnn_ws, b->cudnn_ws_bytes, d);
+    if (op == GCC_OP_CONV_GRAD_DATA)
+      return gcc_cudnn_conv_backward_data(c, b->cudnn, in[0], in[1], out[0], b->cudnn_ws,
+                                          b->cudnn_ws_bytes, d);
+    return gcc_cudnn_conv_backward_filter(c, b->cudnn, in[0], in[1], out[0], b->cudnn_ws,
+                                          b->cudnn_ws_bytes, d);
+  }
+  if (op == GCC_OP_MAX_POOL || op == GCC_OP_AVERAGE_POOL || op == GCC_OP_MAX_POOL_GRAD ||
+      op == GCC_OP_AVERAGE_POOL_GRAD) {
+    gcc_pool2d_shape sh;
+    GCC_TRY(gcc_pool2d_shape_of(g, node, &sh, d));
+    gcc_cudnn_pool *pl = NULL;
+    GCC_TRY(gcc_cudnn_cache_pool(b->cudnn_cache, &sh, &pl, d));
+    if (op == GCC_OP_MAX_POOL || op == GCC_OP_AVERAGE_POOL)
+      return gcc_cudnn_pool_forward(pl, b->cudnn, in[0], out[0], d);
+    if (op == GCC_OP_MAX_POOL_GRAD) /* (dY, X, Y) -> dX */
+      return gcc_cudnn_pool_backward(pl, b->cudnn, in[2], in[0], in[1], out[0], d);
+    /* AveragePoolGrad (dY) -> dX: cuDNN reads neither X nor Y for averages,
+     * but wants pointers of their shapes: dX and dY are */
+    return gcc_cudnn_pool_backward(pl, b->cudnn, in[0], in[0], out[0], out[0], d);
+  }
+  char desc[600];
+  return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s has no library call on CUDA", g->source,
+                      gcc_node_desc(g, node, desc, sizeof desc));
+}
+
 /* ---- events, synchronisation, graphs -------------------------------------- */
 
 static gcc_status event(gcc_cuda_backend *b, int id, cudaEvent_t *out, gcc_diag *d) {
@@ -367,6 +455,7 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   t->unload = be_unload;
   t->launch = be_launch;
   t->gemm = be_gemm;
+  t->library_op = be_library_op;
   t->event_record = be_event_record;
   t->stream_wait = be_stream_wait;
   t->event_sync = be_event_sync;
@@ -394,6 +483,11 @@ void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   }
   for (int i = 0; i < b->n_gemms; i++)
     lt_free(&b->gemms[i]);
+  gcc_cudnn_cache_destroy(b->cudnn_cache);
+  if (b->cudnn)
+    gcc_cudnn_handle_destroy(b->cudnn);
+  if (b->cudnn_ws)
+    (void)cudaFree(b->cudnn_ws);
   for (int i = 0; i < MAX_EVENTS; i++)
     if (b->events[i])
       (void)cudaEventDestroy(b->events[i]);

@@ -13,7 +13,7 @@
 
 #define DALIGN 256
 
-typedef enum op_kind { OP_KERNEL, OP_GEMM, OP_COPY, OP_CPU, OP_CLEAR_BAD_LABEL } op_kind;
+typedef enum op_kind { OP_KERNEL, OP_GEMM, OP_COPY, OP_CPU, OP_CLEAR_BAD_LABEL, OP_LIBRARY } op_kind;
 
 typedef struct op {
   op_kind kind;
@@ -252,6 +252,11 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
     if (group_point(gr) != i)
       continue;
     device_work = 1;
+    if (gr->kind == GCC_GROUP_CUDNN) { /* one library call */
+      op o = {.kind = OP_LIBRARY, .group = gi, .node = gr->nodes[0]};
+      GCC_TRY(add_op(p, &o, d));
+      continue;
+    }
     if (gr->kind == GCC_GROUP_GEMM) {
       op o = {.kind = OP_GEMM, .group = gi};
       GCC_TRY(gcc_gemm_map(g, gi, &o.gemm, d));
@@ -282,7 +287,8 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
     GCC_TRY(add_op(p, &o, d));
   }
   for (int i = 0; i < p->n_ops; i++) {
-    p->launches += p->ops[i].kind == OP_KERNEL || p->ops[i].kind == OP_GEMM;
+    p->launches += p->ops[i].kind == OP_KERNEL || p->ops[i].kind == OP_GEMM ||
+                   p->ops[i].kind == OP_LIBRARY;
     p->copies += p->ops[i].kind == OP_COPY;
   }
   p->copies += p->n_inputs + p->n_rb;
@@ -639,6 +645,16 @@ static gcc_status issue_ops(gcc_dplan *p, int slot, int64_t step, gcc_diag *d) {
     switch (o->kind) {
     case OP_KERNEL: GCC_TRY(issue_kernel(p, o, slot, step, d)); break;
     case OP_GEMM: GCC_TRY(issue_gemm(p, o, slot, d)); break;
+    case OP_LIBRARY: {
+      const gcc_node *n = &p->g->nodes[o->node];
+      void *in[8] = {0}, *outp[4] = {0};
+      for (int k = 0; k < n->n_inputs && k < 8; k++)
+        in[k] = ptr_of(p, n->inputs[k], slot);
+      for (int k = 0; k < n->n_outputs && k < 4; k++)
+        outp[k] = ptr_of(p, n->outputs[k], slot);
+      GCC_TRY(p->be.library_op(p->be.self, p->g, o->node, in, outp, d));
+      break;
+    }
     case OP_CLEAR_BAD_LABEL:
       GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, 0xff, sizeof(int),
                            GCC_STREAM_COMPUTE, d));

@@ -4,7 +4,7 @@
  *
  * The runner is device-independent: it lays out memory, binds every value,
  * turns fused groups into launches (generated kernels, cuBLASLt GEMMs with
- * their epilogue, copies) and issues them in schedule order through a table
+ * their epilogue, cuDNN convolutions and poolings, copies) and issues them in schedule order through a table
  * of functions, gcc_device_backend. runtime/cuda_backend.c implements the
  * table with the CUDA runtime API, cuBLASLt and kernels loaded from NVRTC
  * cubins; the tests implement it on the host (generated kernels compiled
@@ -96,6 +96,12 @@ typedef struct gcc_device_backend {
    * needs them, else NULL. */
   gcc_status (*gemm)(void *self, const gcc_colmajor_gemm *g, const void *a, const void *b,
                      const void *c, void *dst, void *bias, void *aux, gcc_diag *d);
+  /* Runs node `node` of `g`, whose op is lowered to a library on the
+   * device (GCC_CUDA_CUDNN: convolutions and poolings, forward and
+   * backward), on the compute stream; in[k] / out[k] are the device
+   * addresses of its inputs and outputs (NULL for an omitted input). */
+  gcc_status (*library_op)(void *self, const gcc_graph *g, int node, void *const *in,
+                           void *const *out, gcc_diag *d);
   gcc_status (*event_record)(void *self, int event, int stream, gcc_diag *d);
   gcc_status (*stream_wait)(void *self, int stream, int event, gcc_diag *d);
   gcc_status (*event_sync)(void *self, int event, gcc_diag *d);

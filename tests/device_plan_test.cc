@@ -117,7 +117,10 @@ void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float *B, co
 // ---- the host backend ---------------------------------------------------
 
 struct Recorded {
-  enum Kind { kLaunch, kGemm, kMemset, kCopy } kind = kLaunch;
+  enum Kind { kLaunch, kGemm, kMemset, kCopy, kLibrary } kind = kLaunch;
+  const gcc_graph *graph = nullptr;  // kLibrary: the node, and its operands
+  int node = -1;
+  std::vector<void *> lib_in, lib_out;
   LaunchFn fn = nullptr;
   unsigned grid = 0, block = 0;
   std::vector<uint64_t> args;  // argument values, 8 bytes each
@@ -138,7 +141,7 @@ struct HostBackend {
   bool capturing = false;
   std::vector<Recorded> rec;
   std::vector<Recorded> graphs[2];
-  int launches = 0, gemms = 0, captures = 0, replays = 0;
+  int launches = 0, gemms = 0, captures = 0, replays = 0, library_calls = 0;
   std::vector<std::string> epilogues;
   std::string failure;
 
@@ -268,6 +271,25 @@ struct HostBackend {
       }
       return h->Run(r, d);
     };
+    // cuDNN's convolutions and poolings: the node's own CPU kernel on the
+    // device (here: host) addresses, with its workspace
+    be.library_op = [](void *self, const gcc_graph *g, int node, void *const *in,
+                       void *const *out, gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      Recorded r;
+      r.kind = Recorded::kLibrary;
+      r.graph = g;
+      r.node = node;
+      const gcc_node *n = &g->nodes[node];
+      r.lib_in.assign(in, in + n->n_inputs);
+      r.lib_out.assign(out, out + n->n_outputs);
+      h->library_calls++;
+      if (h->capturing) {
+        h->rec.push_back(r);
+        return GCC_OK;
+      }
+      return h->Run(r, d);
+    };
     be.event_record = [](void *, int, int, gcc_diag *) -> gcc_status { return GCC_OK; };
     be.stream_wait = [](void *, int, int, gcc_diag *) -> gcc_status { return GCC_OK; };
     be.event_sync = [](void *, int, gcc_diag *) -> gcc_status { return GCC_OK; };
@@ -311,6 +333,30 @@ struct HostBackend {
       return GCC_OK;
     case Recorded::kMemset: std::memset(r.dst, r.byte, r.bytes); return GCC_OK;
     case Recorded::kCopy: std::memcpy(r.dst, r.src, r.bytes); return GCC_OK;
+    case Recorded::kLibrary: {
+      const gcc_node *n = &r.graph->nodes[r.node];
+      const gcc_op_desc *od = gcc_op(n->op);
+      std::vector<gcc_tensor> ts(n->n_inputs + n->n_outputs);
+      std::vector<gcc_tensor *> in(n->n_inputs), out(n->n_outputs);
+      for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+        int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+        void *ptr = k < n->n_inputs ? r.lib_in[k] : r.lib_out[k - n->n_inputs];
+        if (v < 0) continue;
+        const gcc_value *val = &r.graph->values[v];
+        ts[k] = gcc_tensor{val->dtype, val->shape, gcc_shape_numel(&val->shape, nullptr), ptr};
+      }
+      for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
+      for (int k = 0; k < n->n_outputs; k++) out[k] = &ts[n->n_inputs + k];
+      size_t ws = od->workspace ? od->workspace(r.graph, r.node) : 0;
+      std::vector<float> scratch(ws / sizeof(float) + 1);
+      gcc_cpu_ctx ctx{};
+      ctx.max_threads = 1;
+      ctx.diag = d;
+      ctx.source = r.graph->source;
+      gcc_kernel_args ka{n, in.data(), n->n_inputs, out.data(), n->n_outputs, &ctx,
+                         ws ? scratch.data() : nullptr, ws};
+      return od->cpu(&ka);
+    }
     }
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "unknown recorded work");
   }
@@ -540,6 +586,44 @@ TEST_F(DevicePlan, MnistMlpPlanRunsTheSixteenLaunchesAndMatchesTheCpu) {
   }
   EXPECT_GE(gcc_dplan_graph_replays(p), 1);
   ExpectSameParameters(g, dev, cpu, 2e-5);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  gcc_graph_free(g);
+}
+
+// The CIFAR-10 tutorial CNN on the device: convolutions and poolings go to
+// the backend's library calls (cuDNN on a GPU), the rest to cuBLASLt and
+// generated kernels; a few SGD steps and an evaluation against the CPU.
+TEST_F(DevicePlan, CifarCnnWithLibraryConvolutionsMatchesTheCpuBackend) {
+  HostBackend hb;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, true, 2);
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (int s = 0; s < 4; s++) {
+    Batch b = MakeBatch(8, 3 * 32 * 32, 10, 77 + (uint32_t)s);
+    float l1 = 0, l2 = 0;
+    ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l1, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 8, &l2, &d), GCC_OK) << d.msg;
+    EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2))) << "step " << s;
+  }
+  EXPECT_GT(hb.library_calls, 0);
+  gcc_dplan *p = nullptr;
+  ASSERT_EQ(gcc_session_device_plan(dev, GCC_MODE_TRAIN, 8, &p, &d), GCC_OK) << d.msg;
+  EXPECT_GE(gcc_dplan_graph_replays(p), 1) << gcc_dplan_graph_note(p);
+  ExpectSameParameters(g, dev, cpu, 1e-5);
+  Batch e = MakeBatch(16, 3 * 32 * 32, 10, 5);
+  float l1 = 0, l2 = 0;
+  int64_t c1 = -1, c2 = -2;
+  ASSERT_EQ(gcc_session_eval_batch(dev, e.x.data(), e.y.data(), 16, &l1, &c1, nullptr, &d), GCC_OK)
+      << d.msg;
+  ASSERT_EQ(gcc_session_eval_batch(cpu, e.x.data(), e.y.data(), 16, &l2, &c2, nullptr, &d), GCC_OK)
+      << d.msg;
+  EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2)));
+  EXPECT_EQ(c1, c2);
   gcc_session_destroy(dev);
   gcc_session_destroy(cpu);
   gcc_graph_free(g);

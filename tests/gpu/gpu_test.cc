@@ -142,6 +142,34 @@ TEST_F(Gpu, CudaGraphReplayMatchesTheCpuBackend) {
   TrainBoth(model_, Options(true, true, 10), Options(false, false, 1), 40, &p);
 }
 
+// The CIFAR-10 CNN through cuDNN (convolutions, poolings and their
+// gradients), cuBLASLt and the generated kernels, against the CPU backend.
+TEST_F(Gpu, CifarCnnThroughCudnnMatchesTheCpuBackend) {
+  gcc_graph *cnn = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cnn, &d), GCC_OK) << d.msg;
+  gcc_session_options go = Options(true, true, 1), co = Options(false, false, 1);
+  go.opt = co.opt = cnn->training.opt;
+  gcc_session *gpu = nullptr, *cpu = nullptr;
+  ASSERT_EQ(gcc_session_create(cnn, &go, &gpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(cnn, &co, &cpu, &d), GCC_OK) << d.msg;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int s = 0; s < 10; s++) {
+    std::vector<float> x(64 * 3 * 32 * 32);
+    std::vector<int64_t> y(64);
+    for (float &v : x) v = nd(rng);
+    for (int64_t &v : y) v = rng() % 10;
+    float l1 = 0, l2 = 0;
+    ASSERT_EQ(gcc_session_train_step(gpu, x.data(), y.data(), 64, &l1, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_train_step(cpu, x.data(), y.data(), 64, &l2, &d), GCC_OK) << d.msg;
+    EXPECT_NEAR(l1, l2, 1e-3 * std::max(1.0f, std::fabs(l2))) << "step " << s;
+  }
+  gcc_session_destroy(gpu);
+  gcc_session_destroy(cpu);
+  gcc_graph_free(cnn);
+}
+
 TEST_F(Gpu, ABadLabelIsReportedByTheLossKernel) {
   gcc_diag d{};
   gcc_session *gpu = nullptr;
