@@ -181,6 +181,25 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
                                    &s->image_bytes, &s->image_size, &s->launches, d);
       s->has_image = st == GCC_OK;
     }
+    if (st == GCC_OK) {
+      /* Bundles run on the CPU plan in this version: the device plan
+       * runner compiles its kernels with NVRTC and cannot load the image
+       * chosen above yet. "auto" says so and uses the CPU; "cuda" is an
+       * error. */
+      if (want.kind != GCC_DEVICE_AUTO) {
+        st = gcc_diag_set(d, GCC_ERR_DEVICE,
+                          "--device %s: the bundle has kernels for this GPU, but this version "
+                          "executes bundles on the CPU only; use --device cpu or auto",
+                          s->device_name);
+      } else {
+        if (note && note_cap)
+          snprintf(note, note_cap, "--device auto: %s is usable, but this version executes "
+                   "bundles on the CPU only; running on the CPU", s->device_name);
+        s->device = GCC_DEV_CPU;
+        s->has_image = 0;
+        gcc_dev_name(s->device, s->device_name, sizeof s->device_name);
+      }
+    }
   }
   if (st == GCC_OK) {
     s->input = malloc((size_t)(s->max_batch * s->per_sample) * sizeof *s->input);
