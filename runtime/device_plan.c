@@ -331,6 +331,8 @@ static gcc_status load_kernels(gcc_dplan *p, const gcc_dplan_config *cfg, gcc_di
   p->kernels = calloc((size_t)p->ks.n_kernels, sizeof *p->kernels);
   if (!p->kernels)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  if (cfg->image) /* prebuilt (an exported bundle): no NVRTC */
+    return p->be.load(p->be.self, &p->ks, cfg->image, &p->module, p->kernels, d);
   gcc_nvrtc_output img = {0};
   char prog[200];
   snprintf(prog, sizeof prog, "%s.cu", p->g->name && *p->g->name ? p->g->name : "gcc_kernels");
@@ -857,6 +859,23 @@ const gcc_tensor *gcc_dplan_readback(const gcc_dplan *p, const char *name, int e
 }
 
 gcc_status gcc_dplan_sync(gcc_dplan *p, gcc_diag *d) { return p->be.sync(p->be.self, d); }
+
+const gcc_tensor *gcc_dplan_host_tensor(gcc_dplan *p, const char *name, gcc_diag *d) {
+  if (gcc_dplan_wait_readback(p, 0, d) != GCC_OK || gcc_dplan_sync(p, d) != GCC_OK)
+    return NULL;
+  int v = gcc_graph_find(p->g, name);
+  if (v < 0)
+    return NULL;
+  if (p->g->values[v].device == GCC_DEV_CPU)
+    return p->tensors[v].data ? &p->tensors[v] : NULL;
+  const gcc_tensor *t = gcc_dplan_readback(p, name, 0);
+  if (t)
+    return t;
+  char host[512];
+  snprintf(host, sizeof host, "%s@cpu", name);
+  int h = gcc_graph_find(p->g, host);
+  return h >= 0 && p->tensors[h].data ? &p->tensors[h] : NULL;
+}
 
 const gcc_graph *gcc_dplan_graph(const gcc_dplan *p) { return p->g; }
 int gcc_dplan_launches(const gcc_dplan *p) { return p->launches; }

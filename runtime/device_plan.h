@@ -121,6 +121,10 @@ typedef struct gcc_dplan_config {
   int cuda_graph;               /* 1: capture and replay the step (--no-cuda-graph: 0) */
   int readback_ring;            /* entries of the read-back ring (>= 1): steps between reads */
   int threads;                  /* OpenBLAS threads of CPU nodes */
+  /* A prebuilt image of the plan's generated kernels (a .gccx bundle's
+   * cubin or PTX for this plan's graph and batch size): loaded as is,
+   * NVRTC is not called. NULL: compile with NVRTC (through the cache). */
+  const gcc_nvrtc_output *image;
 } gcc_dplan_config;
 
 typedef struct gcc_dplan gcc_dplan;
@@ -172,6 +176,12 @@ gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d);
 /* The host copy in ring entry `entry` of value `name` (the loss or the
  * prediction, by their names in the model), or NULL if it is not read back. */
 const gcc_tensor *gcc_dplan_readback(const gcc_dplan *p, const char *name, int entry);
+
+/* After a run: waits for it, then returns the host tensor of value `name`:
+ * a value computed on the CPU, or the host copy ("<name>@cpu") of one
+ * computed on the device. NULL when the plan has neither (or on a device
+ * error, which *d then describes). For inference plans (gcc-run). */
+const gcc_tensor *gcc_dplan_host_tensor(gcc_dplan *p, const char *name, gcc_diag *d);
 
 /* Waits for all work of the plan. */
 gcc_status gcc_dplan_sync(gcc_dplan *p, gcc_diag *d);

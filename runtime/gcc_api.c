@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/cuda_backend.h"
 #include "runtime/device.h"
+#include "runtime/device_plan.h"
 #include "runtime/executor.h"
 
 struct gccx_bundle {
@@ -35,6 +37,18 @@ struct gccx_session {
   const void *image_bytes;
   size_t image_size;
   const char *launches;
+  /* CUDA: the backend, the bundle's weights on the device, and one device
+   * plan per exported batch size used (runs are padded to it), built from
+   * the bundle's kernel images */
+  gcc_cuda_backend *cuda;
+  const gcc_device_backend *be;
+  gcc_device_info gpu;
+  void *dev_weights;
+  size_t *weight_off;     /* per value of the bundle graph */
+  gcc_dplan *dplans[2];
+  int64_t dplan_batch[2];
+  float *padded;          /* the input, padded to the plan's batch */
+  gcc_dplan *dlast;       /* the device plan of the last run */
 };
 
 static gcc_status null_arg(gcc_diag *d, const char *fn, const char *what) {
@@ -110,6 +124,93 @@ static void *bind_weights(void *user, const gcc_graph *g, int v) {
   return mv >= 0 && m->values[mv].kind == GCC_VALUE_PARAM ? m->values[mv].data : NULL;
 }
 
+/* Device sessions: parameters are uploaded once; the compiled graph's
+ * value is found in the bundle graph by name. */
+static void *bind_device_weights(void *user, const gcc_graph *g, int v) {
+  const gccx_session *s = user;
+  const gcc_graph *m = gcc_bundle_graph(s->bundle->b);
+  int mv = gcc_graph_find(m, g->values[v].name);
+  return mv >= 0 && m->values[mv].kind == GCC_VALUE_PARAM
+             ? (char *)s->dev_weights + s->weight_off[mv]
+             : NULL;
+}
+
+static gcc_status upload_weights(gccx_session *s, gcc_diag *d) {
+  const gcc_graph *m = gcc_bundle_graph(s->bundle->b);
+  s->weight_off = calloc((size_t)(m->n_values ? m->n_values : 1), sizeof *s->weight_off);
+  if (!s->weight_off)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (weights)");
+  size_t total = 0;
+  for (int v = 0; v < m->n_values; v++)
+    if (m->values[v].kind == GCC_VALUE_PARAM) {
+      s->weight_off[v] = total;
+      total += (m->values[v].data_bytes + 255) / 256 * 256;
+    }
+  GCC_TRY(s->be->alloc(s->be->self, total ? total : 256, &s->dev_weights, d));
+  void *stage = NULL;
+  GCC_TRY(s->be->host_alloc(s->be->self, total ? total : 256, &stage, d));
+  for (int v = 0; v < m->n_values; v++)
+    if (m->values[v].kind == GCC_VALUE_PARAM)
+      memcpy((char *)stage + s->weight_off[v], m->values[v].data, m->values[v].data_bytes);
+  gcc_status st = s->be->copy(s->be->self, s->dev_weights, stage, total, GCC_COPY_H2D,
+                              GCC_STREAM_COMPUTE, d);
+  if (st == GCC_OK)
+    st = s->be->sync(s->be->self, d);
+  s->be->host_release(s->be->self, stage);
+  return st;
+}
+
+/* The device plan for `rows` rows: the exported batch size they pad to,
+ * its kernels loaded from the bundle's image (no NVRTC). */
+static gcc_status dplan_for(gccx_session *s, int64_t rows, gcc_dplan **out, gcc_diag *d) {
+  int64_t batch = gcc_bundle_batch_for(s->bundle->b, rows);
+  if (batch <= 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "gccx_run: %lld rows exceed every batch size the bundle has kernels for",
+                        (long long)rows);
+  for (int i = 0; i < 2; i++)
+    if (s->dplans[i] && s->dplan_batch[i] == batch) {
+      *out = s->dplans[i];
+      return GCC_OK;
+    }
+  int slot = s->dplans[0] ? 1 : 0;
+  gcc_dplan_free(s->dplans[slot]);
+  s->dplans[slot] = NULL;
+  char desc[200];
+  snprintf(desc, sizeof desc, "%s (%s)", s->device_name, s->gpu.name);
+  gcc_kernel_image img;
+  const void *bytes;
+  size_t size;
+  const char *launches;
+  GCC_TRY(gcc_bundle_kernel_image(s->bundle->b, s->gpu.cc_major * 10 + s->gpu.cc_minor, batch,
+                                  desc, &img, &bytes, &size, &launches, d));
+  gcc_nvrtc_output image = {0};
+  if (img.kind == GCC_IMAGE_CUBIN) {
+    image.cubin = (void *)bytes;
+    image.cubin_size = size;
+  } else {
+    image.ptx = (char *)bytes;
+    image.ptx_size = size;
+  }
+  gcc_options o = {0};
+  o.mode = GCC_MODE_EVAL;
+  o.batch_size = batch;
+  o.device = s->device;
+  o.device_explicit = 1;
+  o.n_cuda_devices = GCC_DEV_CUDA_INDEX(s->device) + 1;
+  gcc_dplan_config cfg = {0};
+  cfg.sm = s->gpu.cc_major * 10 + s->gpu.cc_minor;
+  cfg.sm_count = s->gpu.units;
+  cfg.readback_ring = 1;
+  cfg.threads = s->threads;
+  cfg.image = &image;
+  GCC_TRY(gcc_dplan_compile(gcc_bundle_graph(s->bundle->b), &o, &cfg, s->be,
+                            bind_device_weights, s, &s->dplans[slot], d));
+  s->dplan_batch[slot] = batch;
+  *out = s->dplans[slot];
+  return GCC_OK;
+}
+
 static gcc_status plan_for(gccx_session *s, int64_t rows, gcc_plan **out, gcc_diag *d) {
   int slot = rows == s->max_batch ? 0 : 1;
   if (s->plans[slot].plan && s->plans[slot].rows == rows) {
@@ -182,23 +283,18 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
       s->has_image = st == GCC_OK;
     }
     if (st == GCC_OK) {
-      /* Bundles run on the CPU plan in this version: the device plan
-       * runner compiles its kernels with NVRTC and cannot load the image
-       * chosen above yet. "auto" says so and uses the CPU; "cuda" is an
-       * error. */
-      if (want.kind != GCC_DEVICE_AUTO) {
-        st = gcc_diag_set(d, GCC_ERR_DEVICE,
-                          "--device %s: the bundle has kernels for this GPU, but this version "
-                          "executes bundles on the CPU only; use --device cpu or auto",
-                          s->device_name);
-      } else {
-        if (note && note_cap)
-          snprintf(note, note_cap, "--device auto: %s is usable, but this version executes "
-                   "bundles on the CPU only; running on the CPU", s->device_name);
-        s->device = GCC_DEV_CPU;
-        s->has_image = 0;
-        gcc_dev_name(s->device, s->device_name, sizeof s->device_name);
-      }
+      s->gpu = gi;
+      st = gcc_cuda_backend_create(dev.index, &s->cuda, d);
+    }
+    if (st == GCC_OK) {
+      s->be = gcc_cuda_backend_table(s->cuda);
+      st = upload_weights(s, d);
+    }
+    if (st == GCC_OK) {
+      int64_t batch = gcc_bundle_batch_for(b->b, s->max_batch);
+      s->padded = calloc((size_t)((batch ? batch : s->max_batch) * s->per_sample), sizeof(float));
+      if (!s->padded)
+        st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (padded input)");
     }
   }
   if (st == GCC_OK) {
@@ -207,7 +303,10 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
       st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
                         "out of memory: the input buffer of %lld rows", (long long)s->max_batch);
   }
-  if (st == GCC_OK) { /* compile the full-batch plan now: errors surface here */
+  if (st == GCC_OK && s->be) { /* compile the full-batch plan now: errors surface here */
+    gcc_dplan *p;
+    st = dplan_for(s, s->max_batch, &p, d);
+  } else if (st == GCC_OK) {
     gcc_plan *p;
     st = plan_for(s, s->max_batch, &p, d);
   }
@@ -223,8 +322,15 @@ void gccx_session_destroy(gccx_session **sp) {
   if (!sp || !*sp)
     return;
   gccx_session *s = *sp;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 2; i++) {
     gcc_plan_free(s->plans[i].plan);
+    gcc_dplan_free(s->dplans[i]);
+  }
+  if (s->dev_weights)
+    s->be->release(s->be->self, s->dev_weights);
+  gcc_cuda_backend_destroy(s->cuda);
+  free(s->weight_off);
+  free(s->padded);
   free(s->input);
   bundle_unref(s->bundle);
   free(s);
@@ -256,6 +362,7 @@ gcc_status gccx_set_input(gccx_session *s, const char *name, const float *data, 
   memcpy(s->input, data, (size_t)(rows * s->per_sample) * sizeof *data);
   s->rows = rows;
   s->last = NULL;
+  s->dlast = NULL;
   return GCC_OK;
 }
 
@@ -288,6 +395,7 @@ gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t
   }
   s->rows = rows;
   s->last = NULL;
+  s->dlast = NULL;
   return GCC_OK;
 }
 
@@ -297,9 +405,23 @@ gcc_status gccx_run(gccx_session *s, gcc_diag *d) {
   if (s->rows < 1)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gccx_run: no input set (call gccx_set_input or gccx_set_input_images)");
+  const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
+  if (s->be) { /* on the GPU: the rows, padded with zeros to the plan's batch */
+    gcc_dplan *dp;
+    GCC_TRY(dplan_for(s, s->rows, &dp, d));
+    int64_t batch = gcc_bundle_batch_for(s->bundle->b, s->rows);
+    memcpy(s->padded, s->input, (size_t)(s->rows * s->per_sample) * sizeof(float));
+    memset(s->padded + s->rows * s->per_sample, 0,
+           (size_t)((batch - s->rows) * s->per_sample) * sizeof(float));
+    GCC_TRY(gcc_dplan_bind_input(dp, info->input.name, s->padded, d));
+    GCC_TRY(gcc_dplan_run(dp, 0, d));
+    GCC_TRY(gcc_dplan_sync(dp, d));
+    s->dlast = dp;
+    s->last = NULL;
+    return GCC_OK;
+  }
   gcc_plan *p;
   GCC_TRY(plan_for(s, s->rows, &p, d));
-  const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
   GCC_TRY(gcc_plan_bind_input(p, info->input.name, s->input, d));
   GCC_TRY(gcc_plan_run(p, 0, d));
   s->last = p;
@@ -318,17 +440,18 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
                         "gccx_get_output: the bundle has no output '%s' (its outputs are '%s' "
                         "and '%s')",
                         name, info->outputs[0].name, info->outputs[1].name);
-  if (!s->last)
+  if (!s->last && !s->dlast)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gccx_get_output: no results: gccx_run has not run since the input "
                         "was set");
-  const gcc_tensor *t = gcc_plan_tensor(s->last, name);
+  const gcc_tensor *t = s->dlast ? gcc_dplan_host_tensor(s->dlast, name, d)
+                                 : gcc_plan_tensor(s->last, name);
   if (!t || !t->data || t->shape.ndim != 2)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "gccx_get_output: output '%s' is not in the plan",
                         name);
   *data = t->data;
-  if (rows)
-    *rows = t->shape.dims[0];
+  if (rows) /* a device plan's batch is padded: the first s->rows rows are the answer */
+    *rows = s->dlast ? s->rows : t->shape.dims[0];
   if (cols)
     *cols = t->shape.dims[1];
   return GCC_OK;

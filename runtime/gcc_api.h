@@ -89,13 +89,13 @@ typedef struct gccx_session_options {
  * say). On a CUDA device the session first chooses the kernel image
  * (gcc_bundle_kernel_image: a cubin for the device's architecture, else the
  * PTX; NVRTC is never used) compiled for the smallest exported batch size
- * >= max_batch (runs of fewer rows are padded to it). This version then
- * runs the session on the CPU: "auto" says so in `note`, an explicit
- * "cuda" / "cuda:N" is GCC_ERR_DEVICE (the device plan runner cannot load
- * a prebuilt image yet).
+ * >= max_batch (runs of fewer rows are padded to it), uploads the weights
+ * once, and runs the device plan (runtime/device_plan.h) with the kernels
+ * loaded from that image. A run of R rows uses the smallest exported batch
+ * size >= R, padded with zeros; outputs then have R rows.
  * Errors: GCC_ERR_INVALID_ARGUMENT (NULL handle, bad device string);
  * GCC_ERR_DEVICE (a CUDA device that is missing or cannot run plans, with
- * the device's reason; an explicit CUDA device, see above); GCC_ERR_UNSUPPORTED (no kernel image fits the
+ * the device's reason); GCC_ERR_UNSUPPORTED (no kernel image fits the
  * device: the message names the bundle's architectures and the device's;
  * or max_batch exceeds every exported batch size);
  * compile errors of the bundle's graph; GCC_ERR_OUT_OF_MEMORY. */

@@ -16,7 +16,9 @@
 
 extern "C" {
 #include "models/models.h"
+#include "runtime/bundle.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/gcc_api.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
 }
@@ -168,6 +170,44 @@ TEST_F(Gpu, CifarCnnThroughCudnnMatchesTheCpuBackend) {
   gcc_session_destroy(gpu);
   gcc_session_destroy(cpu);
   gcc_graph_free(cnn);
+}
+
+// gcc-run's path: a bundle exported with a cubin for this GPU runs on it
+// without NVRTC (the kernels come from the bundle) and gives the CPU
+// session's logits; 10 rows are padded to the exported batch of 64.
+TEST_F(Gpu, ExportedBundleRunsOnTheGpuFromItsCubin) {
+  gcc_diag d{};
+  gcc_export_options eo{};
+  eo.archs[0] = info_.cc_major * 10 + info_.cc_minor;
+  eo.n_archs = 1;
+  eo.batch_sizes[0] = 1;
+  eo.batch_sizes[1] = 64;
+  eo.n_batch_sizes = 2;
+  std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
+                     "/gpu_test.gccx";
+  ASSERT_EQ(gcc_export_bundle(model_, &eo, path.c_str(), &d), GCC_OK) << d.msg;
+  gccx_bundle *b = nullptr;
+  ASSERT_EQ(gccx_bundle_open(path.c_str(), &b, &d), GCC_OK) << d.msg;
+  gccx_session_options go{"cuda", 1, 64}, co{"cpu", 1, 64};  // device, threads, max_batch
+  gccx_session *gs = nullptr, *cs = nullptr;
+  char note[256];
+  ASSERT_EQ(gccx_session_create(b, &go, &gs, note, sizeof note, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_session_create(b, &co, &cs, note, sizeof note, &d), GCC_OK) << d.msg;
+  Batch x = MakeBatch(10, 5);
+  const float *lg = nullptr, *lc = nullptr;
+  int64_t rg = 0, rc = 0, cols = 0;
+  for (gccx_session *s : {gs, cs}) {
+    ASSERT_EQ(gccx_set_input(s, "image", x.x.data(), 10, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gccx_run(s, &d), GCC_OK) << d.msg;
+  }
+  ASSERT_EQ(gccx_get_output(gs, "logits", &lg, &rg, &cols, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_get_output(cs, "logits", &lc, &rc, &cols, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(rg, 10);
+  EXPECT_EQ(rc, 10);
+  EXPECT_LE(MaxRelErr(lg, lc, 10 * cols), 1e-4);
+  gccx_session_destroy(&gs);
+  gccx_session_destroy(&cs);
+  gccx_bundle_close(&b);
 }
 
 TEST_F(Gpu, ABadLabelIsReportedByTheLossKernel) {
