@@ -125,7 +125,9 @@ int main(int argc, char **argv) {
     }
   }
   gcc_diag d = {0};
-  char tmp[] = "/tmp/gcc_run_bench_XXXXXX.gccx";
+  char tmp[4096];
+  const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  snprintf(tmp, sizeof tmp, "%s/gcc_run_bench_XXXXXX.gccx", tmpdir);
   if (!bundle_path) {
     gcc_graph *m;
     if (gcc_model_load("models/mnist_mlp.pb", &m, &d) != GCC_OK)

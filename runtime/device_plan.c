@@ -23,7 +23,8 @@ typedef struct op {
   int src, dst;             /* OP_COPY: values */
   size_t bytes;
   gcc_copy_kind ck;
-  int node;                 /* OP_CPU / OP_COPY */
+  int node;                 /* OP_CPU / OP_COPY / OP_LIBRARY */
+  long long numel;          /* OP_KERNEL of an optimizer: floats of its flat sections */
   gcc_kernel_args cpu;      /* OP_CPU */
   int needs_sync;           /* OP_CPU: wait for the device first */
 } op;
@@ -284,6 +285,10 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
       }
     }
     op o = {.kind = OP_KERNEL, .kernel = k, .group = gi};
+    if (gr->kind == GCC_GROUP_OPTIMIZER) /* each tensor padded to GCC_ARENA_ALIGN (emit.h) */
+      for (int j = 0; j < gr->n_nodes; j++)
+        o.numel += (long long)((value_bytes(g, g->nodes[gr->nodes[j]].inputs[0]) +
+                                GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN / 4);
     GCC_TRY(add_op(p, &o, d));
   }
   for (int i = 0; i < p->n_ops; i++) {
@@ -597,12 +602,6 @@ static gcc_status issue_kernel(gcc_dplan *p, const op *o, int slot, int64_t step
   void *args[80];
   if (k->n_args > 80)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s has %d arguments", k->name, k->n_args);
-  long long numel = 0;
-  if (gr->kind == GCC_GROUP_OPTIMIZER)
-    for (int i = 0; i < gr->n_nodes; i++) {
-      long long b = (long long)value_bytes(g, g->nodes[gr->nodes[i]].inputs[0]);
-      numel += (b + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN / 4;
-    }
   for (int a = 0; a < k->n_args; a++) {
     const gcc_kernel_arg *ka = &k->args[a];
     switch (ka->kind) {
@@ -612,7 +611,7 @@ static gcc_status issue_kernel(gcc_dplan *p, const op *o, int slot, int64_t step
     case GCC_KARG_GRADS: vals[a].p = p->addr[n0->inputs[1]]; break;
     case GCC_KARG_STATE0: vals[a].p = p->addr[n0->inputs[2]]; break;
     case GCC_KARG_STATE1: vals[a].p = p->addr[n0->inputs[3]]; break;
-    case GCC_KARG_NUMEL: vals[a].ll = numel; break;
+    case GCC_KARG_NUMEL: vals[a].ll = o->numel; break;
     case GCC_KARG_FIRST_STEP: vals[a].i = step == 0; break;
     case GCC_KARG_STEP_SIZE:
     case GCC_KARG_BC2_SQRT: {

@@ -70,6 +70,19 @@ static int n_state(const gcc_optimizer *o) {
   return o->momentum != 0.0f ? 1 : 0;
 }
 
+/* H2D through pinned staging, waited for */
+static gcc_status upload(gcc_session *s, void *dst, const void *src, size_t bytes, gcc_diag *d) {
+  const gcc_device_backend *be = s->opt.backend;
+  void *stage = NULL;
+  GCC_TRY(be->host_alloc(be->self, bytes ? bytes : 1, &stage, d));
+  memcpy(stage, src, bytes);
+  gcc_status st = be->copy(be->self, dst, stage, bytes, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
+  if (st == GCC_OK)
+    st = be->sync(be->self, d);
+  be->host_release(be->self, stage);
+  return st;
+}
+
 /* Device sessions: the persistent arena is mirrored on the device, uploaded
  * once through pinned staging. */
 static gcc_status upload_arena(gcc_session *s, gcc_diag *d) {
@@ -90,14 +103,7 @@ static gcc_status upload_arena(gcc_session *s, gcc_diag *d) {
     return st;
   }
   s->on_device = 1;
-  void *stage = NULL;
-  GCC_TRY(be->host_alloc(be->self, bytes, &stage, d));
-  memcpy(stage, s->arena, s->arena_bytes);
-  st = be->copy(be->self, s->dev_arena, stage, s->arena_bytes, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
-  if (st == GCC_OK)
-    st = be->sync(be->self, d);
-  be->host_release(be->self, stage);
-  return st;
+  return upload(s, s->dev_arena, s->arena, s->arena_bytes, d);
 }
 
 /* Refreshes the host arena from the device (after training steps). */
@@ -447,19 +453,6 @@ gcc_status gcc_session_device_memory(gcc_session *s, size_t *fr, size_t *tot, gc
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: the session runs on the CPU",
                         s->model->source);
   return s->opt.backend->mem_info(s->opt.backend->self, fr, tot, d);
-}
-
-/* H2D through pinned staging, waited for */
-static gcc_status upload(gcc_session *s, void *dst, const void *src, size_t bytes, gcc_diag *d) {
-  const gcc_device_backend *be = s->opt.backend;
-  void *stage = NULL;
-  GCC_TRY(be->host_alloc(be->self, bytes ? bytes : 1, &stage, d));
-  memcpy(stage, src, bytes);
-  gcc_status st = be->copy(be->self, dst, stage, bytes, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
-  if (st == GCC_OK)
-    st = be->sync(be->self, d);
-  be->host_release(be->self, stage);
-  return st;
 }
 
 gcc_status gcc_session_upload_dataset(gcc_session *s, const float *x, const int64_t *y, int64_t n,
