@@ -1,6 +1,6 @@
 /*
  * gcc_run_bench - CPU inference speed of an exported bundle, through the C
- * API that gcc-run uses (runtime/gcc_api.h): per run, the raw MNIST test
+ * API that gcc-run uses (deploy/gcc_api.h): per run, the raw MNIST test
  * images are normalized into the session (gccx_set_input_images), the
  * inference graph runs (gccx_run: 5 GEMMs with ReLU, the Softmax) and both
  * outputs are fetched (gccx_get_output).
@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "graph/loader.h"
-#include "runtime/dataset.h"
-#include "runtime/gcc_api.h"
+#include "datasets/dataset.h"
+#include "deploy/gcc_api.h"
 #include "runtime/session.h"
 
 static double now(void) {

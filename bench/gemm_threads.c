@@ -3,7 +3,7 @@
  * shapes of the MNIST MLP training step (forward Y = X W^T, backward
  * dX = dY W and dW = dY^T X) at several batch sizes, and prints which thread
  * count gcc_cpu_gemm_threads() picks for each. This is where the threshold
- * GCC_GEMM_PARALLEL_FLOPS in runtime/cpu_kernels.c comes from. A second
+ * GCC_GEMM_PARALLEL_FLOPS in runtime/cpu/cpu_kernels.c comes from. A second
  * table times the batch-1 forward GEMMs as sgemm and as sgemv on 1 and 2
  * threads (GCC_GEMV_PARALLEL_ELEMS and the m == 1 path of the CPU GEMM).
  *
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "runtime/cpu_kernels.h"
+#include "runtime/cpu/cpu_kernels.h"
 
 static double now(void) {
   struct timespec ts;

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "models/models.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
 

@@ -45,8 +45,8 @@
 
 #include "graph/loader.h"
 #include "models/models.h"
-#include "runtime/dataloader.h"
-#include "runtime/dataset.h"
+#include "datasets/dataloader.h"
+#include "datasets/dataset.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 

@@ -1,7 +1,7 @@
 /*
  * emit.c - CUDA C for fused groups. See emit.h for the conventions.
  *
- * The generated code mirrors the CPU kernels of runtime/cpu_kernels.c
+ * The generated code mirrors the CPU kernels of runtime/cpu/cpu_kernels.c
  * operation for operation (same association order, same float64
  * accumulation in losses), so the host-emulated kernels can be compared
  * with the CPU backend at 1e-6.

@@ -1,5 +1,5 @@
 /*
- * emit.h - CUDA C code generation for fused groups (passes/fusion.c).
+ * emit.h - CUDA C code generation for fused groups (codegen/fusion.c).
  *
  * Every group of kind POINTWISE, LOSS or OPTIMIZER placed on a CUDA device
  * becomes one `extern "C" __global__` kernel. GEMM groups are cuBLASLt calls
@@ -16,7 +16,7 @@
  *    element count is a multiple of 4 use float4 loads and stores;
  *  - reductions are deterministic: no atomics; a loss kernel runs as one
  *    block and reduces in shared memory in a fixed order;
- *  - the same source compiles as host C++ with codegen/cuda_host_shim.h
+ *  - the same source compiles as host C++ with tests/cuda_host_shim.h
  *    (GCC_HOST_EMULATION defined), which is how the tests run generated
  *    kernels without a GPU. For that build the source also defines, per
  *    kernel, `extern "C" void <kernel>_launch(unsigned grid, unsigned block,

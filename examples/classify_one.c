@@ -1,6 +1,6 @@
 /*
  * classify_one: classifies one image of an IDX file with an exported
- * bundle, through the C API (runtime/gcc_api.h).
+ * bundle, through the C API (deploy/gcc_api.h).
  *
  *   classify_one BUNDLE.gccx IMAGES.idx[.gz] INDEX
  *
@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/dataset.h"
-#include "runtime/gcc_api.h"
+#include "datasets/dataset.h"
+#include "deploy/gcc_api.h"
 
 int main(int argc, char **argv) {
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY"); /* bazel run */

@@ -142,7 +142,7 @@ typedef struct gcc_node {
   int group;        /* after fusion: index in gcc_graph.groups, -1 if none */
 } gcc_node;
 
-/* What one fused group becomes on a CUDA device (passes/fusion.c). */
+/* What one fused group becomes on a CUDA device (codegen/fusion.c). */
 typedef enum gcc_group_kind {
   GCC_GROUP_POINTWISE = 0, /* elementwise/broadcast ops, optionally ending in a
                               reduction: one generated kernel */

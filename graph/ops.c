@@ -1,7 +1,7 @@
 /*
  * ops.c - the op table: schemas, shape functions, and the links to each
  * op's gradient builder (passes/grad_rules.c) and CPU kernel
- * (runtime/cpu_kernels.c).
+ * (runtime/cpu/cpu_kernels.c).
  */
 #include "graph/ops.h"
 
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "passes/grad_rules.h"
-#include "runtime/cpu_kernels.h"
+#include "runtime/cpu/cpu_kernels.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 

@@ -57,7 +57,7 @@ typedef enum gcc_cuda_lowering {
   GCC_CUDA_CUBLAS,   /* cuBLAS / cuBLASLt GEMM */
   GCC_CUDA_VIEW,     /* a view of its input: no kernel */
   GCC_CUDA_COPY,     /* cudaMemcpyAsync on the copy stream */
-  GCC_CUDA_CUDNN,    /* a cuDNN call (runtime/cudnn_conv.h): a launch of its own, never
+  GCC_CUDA_CUDNN,    /* a cuDNN call (runtime/cuda/cudnn_conv.h): a launch of its own, never
                         fused into generated kernels */
 } gcc_cuda_lowering;
 

@@ -90,7 +90,7 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
     out->last[v] = -1;
   }
   /* roots of views, and lifetimes (schedule indices; inputs start at -1).
-   * A node of a fused group runs when its group runs (passes/fusion.c): a
+   * A node of a fused group runs when its group runs (codegen/fusion.c): a
    * GEMM group at its first node, any other group at its last, so every
    * input and output of the group lives at that point. */
   for (int j = 0; j < nn; j++) {

@@ -98,7 +98,7 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
  * opt->warn_file naming the nodes responsible. */
 gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
-/* Fusion (passes/fusion.c): groups the nodes placed on CUDA devices into
+/* Fusion (codegen/fusion.c): groups the nodes placed on CUDA devices into
  * launches (gcc_graph.groups; node->group): one optimizer kernel per
  * device, one loss kernel, GEMMs with cuBLASLt epilogues (bias, ReLU,
  * ReLU-backward mask, bias gradient), and maximal pointwise chains ending

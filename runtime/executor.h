@@ -16,7 +16,7 @@
 
 #include "passes/memplan.h"
 #include "passes/passes.h"
-#include "runtime/cpu_kernels.h"
+#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/profile.h"
 
 #ifdef __cplusplus

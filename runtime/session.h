@@ -16,7 +16,7 @@
 #include <stdio.h>
 
 #include "graph/ir.h"
-#include "runtime/device_plan.h"
+#include "runtime/plan.h"
 #include "runtime/executor.h"
 
 #ifdef __cplusplus
@@ -28,7 +28,7 @@ typedef struct gcc_session_options {
   gcc_optimizer opt;        /* the optimizer actually used (spec + flags) */
   const char *dump_after;   /* --dump-after=PASS for the first plan compiled, or NULL */
   FILE *dump_file;
-  /* A CUDA device: `backend` (runtime/cuda_backend.h, or a test backend)
+  /* A CUDA device: `backend` (runtime/cuda/cuda_backend.h, or a test backend)
    * and `device` (GCC_DEV_CUDA(n)) with the plan configuration; NULL
    * backend: the CPU. On a device the persistent arena is mirrored there
    * (uploaded once at creation) and plans are device plans (device_plan.h);

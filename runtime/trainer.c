@@ -6,8 +6,8 @@
 #include <time.h>
 
 #include "graph/rng.h"
-#include "runtime/dataloader.h"
-#include "runtime/dataset.h"
+#include "datasets/dataloader.h"
+#include "datasets/dataset.h"
 
 static double now_seconds(void) {
   struct timespec ts;

@@ -1,4 +1,4 @@
-// The .gccx bundle (runtime/bundle.h): the inference graph, export, the
+// The .gccx bundle (deploy/bundle.h): the inference graph, export, the
 // checked reader against corrupt, truncated, bit-flipped, wrong-magic,
 // future-version, missing-section and inconsistent files (every case must
 // be rejected with a message naming the file and, where one is at fault,
@@ -20,9 +20,9 @@
 
 #include "graph/loader.h"
 #include "graph/ops.h"
-#include "runtime/bundle.h"
-#include "runtime/bundle_internal.h"
-#include "runtime/npy.h"
+#include "deploy/bundle.h"
+#include "deploy/bundle_internal.h"
+#include "datasets/npy.h"
 
 namespace {
 

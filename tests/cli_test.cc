@@ -1,4 +1,4 @@
-// Tests of the gcc-train command line (runtime/main.c): the real binary is
+// Tests of the gcc-train command line (cli/gcc_train.c): the real binary is
 // run with fork/exec, its stdout, stderr and exit status captured. Checks
 // the documented exit codes (0 ok, 1 run-time failure, 2 bad command line,
 // 3 invalid model, 4 device unusable, 130 interrupted), that every error
@@ -237,7 +237,7 @@ class CliTest : public ::testing::Test {
 // every entry {"name", no_argument | required_argument | optional_argument.
 std::vector<std::string> FlagsInMainC() {
   std::vector<std::string> flags;
-  std::string src = ReadText(Runfile("runtime/main.c"));
+  std::string src = ReadText(Runfile("cli/gcc_train.c"));
   size_t at = src.find("longopts[]");
   size_t end = src.find("{0, 0, 0, 0}", at);
   if (at == std::string::npos || end == std::string::npos) return flags;
@@ -282,7 +282,7 @@ TEST_F(CliTest, HelpDocumentsEveryFlag) {
   EXPECT_TRUE(Has(r.out, "usage: gcc-train MODEL.pb")) << r;
   EXPECT_TRUE(r.err.empty()) << r;
   std::vector<std::string> flags = FlagsInMainC();
-  ASSERT_FALSE(flags.empty()) << "runtime/main.c not readable from the test";
+  ASSERT_FALSE(flags.empty()) << "cli/gcc_train.c not readable from the test";
   EXPECT_GE(flags.size(), 20u);
   for (const char *f : {"--device", "--data", "--epochs", "--batch-size",
                                "--eval-batch-size", "--lr", "--seed", "--threads", "--log-every",

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/cuda_check.h"  // includes the CUDA headers: not inside extern "C"
+#include "runtime/cuda/cuda_check.h"  // includes the CUDA headers: not inside extern "C"
 extern "C" {
-#include "runtime/cuda_backend.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
 }
 

@@ -1,4 +1,4 @@
-// The cuDNN module (runtime/cudnn_conv.h) without a GPU: descriptor set-up
+// The cuDNN module (runtime/cuda/cudnn_conv.h) without a GPU: descriptor set-up
 // and the output shapes cuDNN computes (cudnnGetConvolution2dForwardOutputDim,
 // cudnnGetPooling2dForwardOutputDim need no device) against our shape
 // inference for several stride / padding / dilation cases; the per-shape
@@ -15,7 +15,7 @@ extern "C" {
 #include "graph/builder.h"
 #include "graph/ops.h"
 #include "models/models.h"
-#include "runtime/cudnn_conv.h"
+#include "runtime/cuda/cudnn_conv.h"
 #include "runtime/executor.h"
 }
 

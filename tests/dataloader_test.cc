@@ -1,7 +1,7 @@
-// Tests of runtime/dataloader.h on synthetic data sets whose pixels encode
+// Tests of datasets/dataloader.h on synthetic data sets whose pixels encode
 // the sample index, so that every batch row can be traced back to its sample
 // and checked value by value.
-#include "runtime/dataloader.h"
+#include "datasets/dataloader.h"
 
 #include <math.h>
 #include <time.h>

@@ -1,7 +1,7 @@
-// Tests of the IDX reader and the MNIST loader (runtime/dataset.h): small
+// Tests of the IDX reader and the MNIST loader (datasets/dataset.h): small
 // files written here, plain and gzip, every error path, and the real MNIST
 // files of data/mnist.
-#include "runtime/dataset.h"
+#include "datasets/dataset.h"
 
 #include <errno.h>
 #include <ftw.h>

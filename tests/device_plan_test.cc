@@ -1,15 +1,15 @@
 // device_plan_test: the CUDA execution path without a GPU.
 //
-// runtime/device_plan.c (the runner every CUDA plan goes through: memory
+// runtime/plan.c (the runner every CUDA plan goes through: memory
 // layout, argument binding, optimizer sections, ReLU bit-masks, input
 // double-buffering, the read-back ring, CUDA Graph capture and replay) is
 // driven here through a host backend that implements gcc_device_backend
 // exactly as the CUDA backend's contract says:
 //  - generated kernels: the plan's CUDA C compiled with the host compiler and
-//    codegen/cuda_host_shim.h (tests/kernel_emulation.h) and launched through
+//    tests/cuda_host_shim.h (tests/kernel_emulation.h) and launched through
 //    the same argument arrays cudaLaunchKernel would get; the cubin NVRTC made
 //    for sm_90 is required to exist;
-//  - GEMMs: the column-major call of runtime/gemm_map.h executed by OpenBLAS
+//  - GEMMs: the column-major call of codegen/gemm_map.h executed by OpenBLAS
 //    in column-major mode (cblas_sgemm(CblasColMajor, ...) has cuBLAS's
 //    semantics) plus the cuBLASLt epilogue written out in loops (bias, ReLU,
 //    ReLU bit-mask, DRELU, bias gradients);
@@ -35,8 +35,8 @@ extern "C" {
 #include "graph/builder.h"
 #include "graph/ops.h"
 #include "models/models.h"
-#include "runtime/device_plan.h"
-#include "runtime/gemm_map.h"
+#include "runtime/plan.h"
+#include "codegen/gemm_map.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 }
@@ -525,7 +525,7 @@ class DevicePlan : public ::testing::Test {
  protected:
   void SetUp() override {
     if (gcc_emu_test::ShimPath().empty())
-      GTEST_FAIL() << "codegen/cuda_host_shim.h missing from the runfiles";
+      GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
   }
 };
 

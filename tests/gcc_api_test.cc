@@ -1,4 +1,4 @@
-// The deployment C API (runtime/gcc_api.h): a bundle exported from the
+// The deployment C API (deploy/gcc_api.h): a bundle exported from the
 // MNIST MLP must compute exactly the logits of the model's own CPU plan
 // (a training session's forward pass), probabilities that are the float64
 // softmax of those logits, normalize raw pixels exactly as the trainer's
@@ -19,10 +19,10 @@
 #include <gtest/gtest.h>
 
 #include "graph/loader.h"
-#include "runtime/dataloader.h"
-#include "runtime/dataset.h"
+#include "datasets/dataloader.h"
+#include "datasets/dataset.h"
 #include "runtime/device.h"
-#include "runtime/gcc_api.h"
+#include "deploy/gcc_api.h"
 #include "runtime/session.h"
 
 namespace {

@@ -79,7 +79,7 @@ std::string ShimPath() {
   const char *env = getenv("GCC_CUDA_HOST_SHIM");
   if (env && Exists(env))
     return env;
-  const char *rel = "codegen/cuda_host_shim.h";
+  const char *rel = "tests/cuda_host_shim.h";
   for (const char *var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
     const char *root = getenv(var);
     if (!root || !*root)
@@ -121,9 +121,9 @@ bool EmulatedModule::Compile(const std::string &source, const std::string &name,
   }
   std::string shim = ShimPath();
   if (shim.empty()) {
-    *error = "codegen/cuda_host_shim.h not found in the runfiles (TEST_SRCDIR=" +
+    *error = "tests/cuda_host_shim.h not found in the runfiles (TEST_SRCDIR=" +
              std::string(getenv("TEST_SRCDIR") ? getenv("TEST_SRCDIR") : "") +
-             "); add //:codegen/cuda_host_shim.h to the test's data";
+             "); add :cuda_host_shim.h to the test's data";
     return false;
   }
   std::string cxx = Compiler();

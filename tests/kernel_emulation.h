@@ -1,15 +1,15 @@
 // kernel_emulation.h - runs generated CUDA C on the CPU (test support).
 //
 // A kernel-set source (codegen/emit.h) is written to $TEST_TMPDIR,
-// compiled with the host C++ compiler and codegen/cuda_host_shim.h
+// compiled with the host C++ compiler and tests/cuda_host_shim.h
 //
 //   /usr/bin/g++ -std=c++17 -O1 -fPIC -shared -fno-strict-aliasing -pthread
-//       -include codegen/cuda_host_shim.h -DGCC_HOST_EMULATION src.cc -o src.so
+//       -include tests/cuda_host_shim.h -DGCC_HOST_EMULATION src.cc -o src.so
 //
 // into a shared object, which is dlopen'ed; each kernel is then called
 // through the `<kernel>_launch(grid, block, args)` wrapper the emitter
 // prints (args[i] points at argument i, as cudaLaunchKernel's). The shim is
-// found in the test's runfiles (data dependency //:codegen/cuda_host_shim.h)
+// found in the test's runfiles (data dependency :cuda_host_shim.h)
 // or at $GCC_CUDA_HOST_SHIM; the compiler is $GCC_EMU_CXX or /usr/bin/g++.
 // The shared object is not sanitized under --config=asan (it need not be).
 #ifndef GCC_TESTS_KERNEL_EMULATION_H
@@ -21,7 +21,7 @@ namespace gcc_emu_test {
 
 using LaunchFn = void (*)(unsigned grid, unsigned block, void **args);
 
-// Absolute or runfiles-relative path of codegen/cuda_host_shim.h; empty when
+// Absolute or runfiles-relative path of tests/cuda_host_shim.h; empty when
 // it cannot be found.
 std::string ShimPath();
 

@@ -1,4 +1,4 @@
-// Generated CUDA kernels run on the CPU through codegen/cuda_host_shim.h
+// Generated CUDA kernels run on the CPU through tests/cuda_host_shim.h
 // and must match the CPU backend.
 //
 // (a) The shim itself, with hand-written kernels in the emitter's style:
@@ -41,7 +41,7 @@ extern "C" {
 #include "graph/builder.h"
 #include "graph/ops.h"
 #include "models/models.h"
-#include "runtime/cpu_kernels.h"
+#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/executor.h"
 }
 

@@ -22,8 +22,8 @@
 #include "graph/ir.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
-#include "runtime/dataloader.h"
-#include "runtime/dataset.h"
+#include "datasets/dataloader.h"
+#include "datasets/dataset.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 

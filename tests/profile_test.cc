@@ -33,7 +33,7 @@
 
 #include "graph/ops.h"
 #include "models/models.h"
-#include "runtime/dataloader.h"
+#include "datasets/dataloader.h"
 #include "runtime/executor.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"

@@ -33,8 +33,8 @@
 #include "graph/builder.h"
 #include "graph/ir.h"
 #include "models/models.h"
-#include "runtime/dataloader.h"
-#include "runtime/dataset.h"
+#include "datasets/dataloader.h"
+#include "datasets/dataset.h"
 #include "runtime/session.h"
 #include "tests/fixture.h"
 

@@ -16,9 +16,9 @@
 
 extern "C" {
 #include "models/models.h"
-#include "runtime/bundle.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/gcc_api.h"
+#include "deploy/bundle.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "deploy/gcc_api.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
 }

@@ -5,10 +5,10 @@
  * The runner is device-independent: it lays out memory, binds every value,
  * turns fused groups into launches (generated kernels, cuBLASLt GEMMs with
  * their epilogue, cuDNN convolutions and poolings, copies) and issues them in schedule order through a table
- * of functions, gcc_device_backend. runtime/cuda_backend.c implements the
+ * of functions, gcc_device_backend. runtime/cuda/cuda_backend.c implements the
  * table with the CUDA runtime API, cuBLASLt and kernels loaded from NVRTC
  * cubins; the tests implement it on the host (generated kernels compiled
- * with codegen/cuda_host_shim.h, GEMMs with OpenBLAS in column-major mode),
+ * with tests/cuda_host_shim.h, GEMMs with OpenBLAS in column-major mode),
  * which is how this file is exercised without a GPU.
  *
  * Memory. One device allocation per plan holds, 256-byte aligned:
@@ -46,7 +46,7 @@
 #include "codegen/emit.h"
 #include "codegen/nvrtc.h"
 #include "runtime/executor.h"
-#include "runtime/gemm_map.h"
+#include "codegen/gemm_map.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,10 +24,10 @@
 #include <unistd.h>
 
 #include "graph/loader.h"
-#include "runtime/dataset.h"
+#include "datasets/dataset.h"
 #include "runtime/device.h"
-#include "runtime/gcc_api.h"
-#include "runtime/npy.h"
+#include "deploy/gcc_api.h"
+#include "datasets/npy.h"
 
 enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_BUNDLE = 3, EXIT_DEVICE = 4 };
 

@@ -1,12 +1,12 @@
 /* cuda_backend.c - gcc_device_backend on the CUDA runtime API and cuBLASLt (cuda_backend.h). */
-#include "runtime/cuda_backend.h"
+#include "runtime/cuda/cuda_backend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/ops.h"
-#include "runtime/cuda_check.h"
-#include "runtime/cudnn_conv.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cudnn_conv.h"
 
 #define MAX_EVENTS 8 /* device_plan.h: input-ready and step-done per slot, read-back */
 #define MAX_GEMMS 64

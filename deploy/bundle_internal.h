@@ -1,6 +1,6 @@
 /*
  * bundle_internal.h - pieces of the .gccx container shared by the reader
- * (runtime/bundle.c) and export (runtime/export.c); tests use them to
+ * (deploy/bundle.c) and export (deploy/export.c); tests use them to
  * build deliberately inconsistent bundles.
  */
 #ifndef GCC_RUNTIME_BUNDLE_INTERNAL_H

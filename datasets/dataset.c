@@ -2,7 +2,7 @@
  * dataset.c - IDX reader (plain or gzip, through zlib's gzread) and MNIST
  * loader. The format is described in dataset.h.
  */
-#include "runtime/dataset.h"
+#include "datasets/dataset.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /*
  * bundle.h - .gccx deployment bundles: export of a trained model's
  * inference graph, and the checked reader that gcc-run and the C API
- * (runtime/gcc_api.h) load.
+ * (deploy/gcc_api.h) load.
  *
  * File layout (all integers little-endian):
  *
@@ -10,7 +10,7 @@
  *   offset 8   uint32   format version (GCC_BUNDLE_FORMAT_VERSION)
  *   offset 12  uint32   0 (reserved; a non-zero value is rejected)
  *   offset 16  uint64   payload size P
- *   offset 24  P bytes  one serialized gccx.Bundle (runtime/bundle.proto):
+ *   offset 24  P bytes  one serialized gccx.Bundle (deploy/bundle.proto):
  *                       sections, each a name, bytes and the SHA-256 of
  *                       name + NUL + bytes
  *

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "graph/status.h"
-#include "runtime/dataset.h"
+#include "datasets/dataset.h"
 #include "runtime/profile.h"
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /*
  * cuda_backend.h - the CUDA implementation of gcc_device_backend
- * (runtime/device_plan.h): CUDA runtime API only (never libcuda), two
+ * (runtime/plan.h): CUDA runtime API only (never libcuda), two
  * streams, cuBLASLt GEMMs with epilogues, NVRTC cubins loaded with
  * cudaLibraryLoadData / cudaLibraryGetKernel and launched with
  * cudaLaunchKernel, CUDA Graphs captured from the compute stream.
@@ -16,7 +16,7 @@
  *  - Kernels: the cubin for the device's architecture; if the driver
  *    rejects it (cudaErrorNoKernelImageForDevice, cudaErrorInvalidSource,
  *    cudaErrorUnsupportedPtxVersion), the PTX, which the driver compiles.
- *  - Every call is checked (runtime/cuda_check.h): errors are statuses with
+ *  - Every call is checked (runtime/cuda/cuda_check.h): errors are statuses with
  *    the call, the error name and string, file and line.
  * No GPU is needed to build or link this file; creating a backend without
  * one fails with GCC_ERR_DEVICE and the reason (gcc_cuda_device_count).
@@ -24,7 +24,7 @@
 #ifndef GCC_RUNTIME_CUDA_BACKEND_H
 #define GCC_RUNTIME_CUDA_BACKEND_H
 
-#include "runtime/device_plan.h"
+#include "runtime/plan.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,5 +1,5 @@
-/* npy.c - float32 .npy arrays (runtime/npy.h). */
-#include "runtime/npy.h"
+/* npy.c - float32 .npy arrays (datasets/npy.h). */
+#include "datasets/npy.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * gcc_api.h - the C API for deploying exported models: open a .gccx bundle
  * (written by `gcc-train MODEL.pb --export OUT.gccx`, format in
- * runtime/bundle.h), create an inference session on a device, set the
+ * deploy/bundle.h), create an inference session on a device, set the
  * input, run, read the outputs, close.
  *
  *   gccx_bundle *b;  gccx_session *s;  gcc_diag d = {0};
@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 #include "graph/status.h"
-#include "runtime/bundle.h"
+#include "deploy/bundle.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,7 +51,7 @@ extern "C" {
 typedef struct gccx_bundle gccx_bundle;
 typedef struct gccx_session gccx_session;
 
-/* Opens and verifies the bundle at `path` (every check of runtime/bundle.h:
+/* Opens and verifies the bundle at `path` (every check of deploy/bundle.h:
  * magic, version, sizes, SHA-256 of every section, manifest, graph).
  * Errors: GCC_ERR_INVALID_ARGUMENT (NULL path or out); GCC_ERR_IO (cannot
  * read the file); GCC_ERR_PARSE (corrupt, truncated or inconsistent,
@@ -74,7 +74,7 @@ void gccx_bundle_close(gccx_bundle **b);
  * until it is freed. Errors: GCC_ERR_INVALID_ARGUMENT for a NULL bundle. */
 gcc_status gccx_bundle_info(const gccx_bundle *b, const gcc_bundle_info **info, gcc_diag *d);
 
-/* The underlying bundle (sections, graph; runtime/bundle.h), owned by `b`;
+/* The underlying bundle (sections, graph; deploy/bundle.h), owned by `b`;
  * NULL for a NULL handle. */
 const gcc_bundle *gccx_bundle_raw(const gccx_bundle *b);
 
@@ -90,7 +90,7 @@ typedef struct gccx_session_options {
  * (gcc_bundle_kernel_image: a cubin for the device's architecture, else the
  * PTX; NVRTC is never used) compiled for the smallest exported batch size
  * >= max_batch (runs of fewer rows are padded to it), uploads the weights
- * once, and runs the device plan (runtime/device_plan.h) with the kernels
+ * once, and runs the device plan (runtime/plan.h) with the kernels
  * loaded from that image. A run of R rows uses the smallest exported batch
  * size >= R, padded with zeros; outputs then have R rows.
  * Errors: GCC_ERR_INVALID_ARGUMENT (NULL handle, bad device string);

@@ -1,5 +1,5 @@
 /* export.c - the inference graph of a trained model and its .gccx bundle
- * (runtime/bundle.h). */
+ * (deploy/bundle.h). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -13,8 +13,8 @@
 #include "graph/graph.pb-c.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
-#include "runtime/bundle.h"
-#include "runtime/bundle_internal.h"
+#include "deploy/bundle.h"
+#include "deploy/bundle_internal.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/placement_report.h"

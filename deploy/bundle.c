@@ -1,6 +1,6 @@
 /* bundle.c - the .gccx container: checked reading, the kernel image choice,
- * and the section writer used by export (runtime/export.c). */
-#include "runtime/bundle.h"
+ * and the section writer used by export (deploy/export.c). */
+#include "deploy/bundle.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,8 +12,8 @@
 
 #include "graph/graph.pb-c.h"
 #include "graph/loader.h"
-#include "runtime/bundle.pb-c.h"
-#include "runtime/bundle_internal.h"
+#include "deploy/bundle.pb-c.h"
+#include "deploy/bundle_internal.h"
 
 /* ---- SHA-256 --------------------------------------------------------------- */
 

@@ -2,7 +2,7 @@
  * cudnn_conv.c - convolution and pooling through cuDNN's legacy API; see
  * cudnn_conv.h for the contract.
  */
-#include "runtime/cudnn_conv.h"
+#include "runtime/cuda/cudnn_conv.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

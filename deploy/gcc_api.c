@@ -1,6 +1,6 @@
-/* gcc_api.c - the deployment C API (runtime/gcc_api.h) over the bundle
+/* gcc_api.c - the deployment C API (deploy/gcc_api.h) over the bundle
  * reader and the executor. */
-#include "runtime/gcc_api.h"
+#include "deploy/gcc_api.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/cuda_backend.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
-#include "runtime/device_plan.h"
+#include "runtime/plan.h"
 #include "runtime/executor.h"
 
 struct gccx_bundle {
@@ -376,7 +376,7 @@ gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t
   const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
   int64_t channels = info->input.shape.ndim == 4 ? info->input.shape.dims[1] : 1;
   int64_t plane = s->per_sample / channels;
-  /* one lookup table per channel, computed as runtime/dataloader.c does */
+  /* one lookup table per channel, computed as datasets/dataloader.c does */
   float lut[GCC_MAX_CHANNELS][256];
   int nc = channels < GCC_MAX_CHANNELS ? (int)channels : GCC_MAX_CHANNELS;
   for (int c = 0; c < nc; c++) {

@@ -4,7 +4,7 @@
  * compare it with the CPU backend (tests/kernel_emulation.h).
  *
  *   g++ -std=c++17 -O1 -fPIC -shared -fno-strict-aliasing -pthread \
- *       -include codegen/cuda_host_shim.h -DGCC_HOST_EMULATION kernels.cu.cc -o k.so
+ *       -include tests/cuda_host_shim.h -DGCC_HOST_EMULATION kernels.cu.cc -o k.so
  *
  * Include it once per translation unit (it defines the emulator's state
  * there). Not used by the library itself, never by NVRTC.

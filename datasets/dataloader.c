@@ -16,7 +16,7 @@
  * only so that the thread can poll it while filling a large batch and give
  * up early when the batch has become useless.
  */
-#include "runtime/dataloader.h"
+#include "datasets/dataloader.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
  * vectorise, OpenBLAS for GEMM, float64 accumulation in the reductions
  * whose result is a single number (losses).
  */
-#include "runtime/cpu_kernels.h"
+#include "runtime/cpu/cpu_kernels.h"
 
 #include <cblas.h>
 #include <inttypes.h>

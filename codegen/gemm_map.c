@@ -1,5 +1,5 @@
 /* gemm_map.c - row-major GEMM groups onto column-major cuBLASLt calls (see gemm_map.h). */
-#include "runtime/gemm_map.h"
+#include "codegen/gemm_map.h"
 
 #include "graph/ops.h"
 

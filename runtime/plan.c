@@ -1,5 +1,5 @@
 /* device_plan.c - runs plans compiled for a CUDA device through a backend (device_plan.h). */
-#include "runtime/device_plan.h"
+#include "runtime/plan.h"
 
 #include <inttypes.h>
 #include <math.h>
