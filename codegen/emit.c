@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/emit_kernels.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "passes/memplan.h"
 
@@ -58,7 +60,7 @@ __attribute__((format(printf, 2, 3))) static void out(sb *s, const char *fmt, ..
 
 /* ---- kernel bookkeeping ----------------------------------------------- */
 
-typedef struct emitter {
+typedef struct gcc_emitter {
   const gcc_graph *g;
   int sm_count;
   sb src;
@@ -202,7 +204,7 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   int tail = gr->nodes[gr->n_nodes - 1];
-  int red = g->nodes[tail].op == GCC_OP_REDUCE_SUM_TO ? tail : -1;
+  int red = gcc_lowering_of(g->nodes[tail].op)->kind == GCC_LOWER_REDUCTION ? tail : -1;
   int chain_end = red >= 0 ? (gr->n_nodes >= 2 ? gr->nodes[gr->n_nodes - 2] : -1) : tail;
   /* shape of the pointwise domain */
   const gcc_shape *S = red >= 0 ? &g->values[g->nodes[red].inputs[0]].shape
@@ -259,20 +261,20 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
               snprintf(a[q], sizeof a[q], "in%d", j);
         }
       }
-      switch (nd->op) {
-      case GCC_OP_ADD: out(&e->src, "  float t%d = %s + %s; /* %s */\n", ni, a[0], a[1], nd->name); break;
-      case GCC_OP_RELU:
-        out(&e->src, "  float t%d = %s < 0.0f ? 0.0f : %s; /* %s */\n", ni, a[0], a[0], nd->name);
-        break;
-      case GCC_OP_RELU_GRAD:
-        out(&e->src, "  float t%d = %s > 0.0f ? %s : 0.0f; /* %s */\n", ni, a[1], a[0], nd->name);
-        break;
-      case GCC_OP_IDENTITY: out(&e->src, "  float t%d = %s; /* %s */\n", ni, a[0], nd->name); break;
-      default:
+      const gcc_lowering *lw = gcc_lowering_of(nd->op);
+      if (lw->kind != GCC_LOWER_POINTWISE || !lw->expr)
         return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
                             "%s: codegen: group '%s': node '%s' (%s) has no pointwise code generator",
                             g->source, gr->name, nd->name, gcc_op_name(nd->op));
-      }
+      out(&e->src, "  float t%d = ", ni);
+      for (const char *c = lw->expr; *c; c++) /* {k}: operand k */
+        if (c[0] == '{' && (c[1] == '0' || c[1] == '1') && c[2] == '}') {
+          out(&e->src, "%s", a[c[1] - '0']);
+          c += 2;
+        } else {
+          out(&e->src, "%c", *c);
+        }
+      out(&e->src, "; /* %s */\n", nd->name);
     }
     out(&e->src, "  return t%d;\n}\n\n", chain_end);
   }
@@ -373,7 +375,7 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
 
 /* ---- loss groups ------------------------------------------------------ */
 
-static gcc_status emit_sce(emitter *e, int gi, int fwd, int grad) {
+gcc_status gcc_emit_sce(emitter *e, int gi, int fwd, int grad) {
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   const gcc_node *any = &g->nodes[fwd >= 0 ? fwd : grad];
@@ -460,7 +462,7 @@ static gcc_status emit_sce(emitter *e, int gi, int fwd, int grad) {
   return GCC_OK;
 }
 
-static gcc_status emit_mse(emitter *e, int gi, int fwd, int grad) {
+gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   const gcc_node *any = &g->nodes[fwd >= 0 ? fwd : grad];
@@ -518,16 +520,16 @@ static gcc_status emit_loss(emitter *e, int gi) {
   const gcc_group *gr = &g->groups[gi];
   int fwd = -1, grad = -1;
   for (int i = 0; i < gr->n_nodes; i++) {
-    int op = g->nodes[gr->nodes[i]].op;
-    if (op == GCC_OP_SOFTMAX_CROSS_ENTROPY || op == GCC_OP_MEAN_SQUARED_ERROR)
+    if (gcc_lowering_of(g->nodes[gr->nodes[i]].op)->kind == GCC_LOWER_LOSS)
       fwd = gr->nodes[i];
     else
       grad = gr->nodes[i];
   }
-  int op = g->nodes[fwd >= 0 ? fwd : grad].op;
-  if (op == GCC_OP_SOFTMAX_CROSS_ENTROPY || op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD)
-    return emit_sce(e, gi, fwd, grad);
-  return emit_mse(e, gi, fwd, grad);
+  const gcc_lowering *lw = gcc_lowering_of(g->nodes[fwd >= 0 ? fwd : grad].op);
+  if (!lw->emit)
+    return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED, "%s: codegen: loss group '%s' has no emitter",
+                        g->source, gr->name);
+  return lw->emit(e, gi, fwd, grad);
 }
 
 /* ---- the optimizer ---------------------------------------------------- */
@@ -538,79 +540,118 @@ static int64_t padded(int64_t n) {
   return (n + per - 1) / per * per;
 }
 
-static gcc_status emit_optimizer(emitter *e, int gi) {
+/* The optimizer kernel of group `gi`: its signature starts with the flat
+ * parameter and gradient sections; *total is the floats they hold. */
+static gcc_status optimizer_begin(emitter *e, int gi, gcc_kernel_info **kp, sig *s,
+                                  int64_t *total) {
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
-  const gcc_node *n0 = &g->nodes[gr->nodes[0]];
-  int64_t total = 0;
+  *total = 0;
   for (int i = 0; i < gr->n_nodes; i++)
-    total += padded(gcc_shape_numel(&g->values[g->nodes[gr->nodes[i]].inputs[0]].shape, NULL));
+    *total += padded(gcc_shape_numel(&g->values[g->nodes[gr->nodes[i]].inputs[0]].shape, NULL));
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  sig s = {.k = k, .ok = 1};
-  char l1[32], l2[32], l3[32], l4[32];
+  *s = (sig){.k = k, .ok = 1};
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
-  param(e, &s, GCC_KARG_PARAMS, -1, "float*", "p");
-  param(e, &s, GCC_KARG_GRADS, -1, "const float*", "g");
-  if (n0->op == GCC_OP_SGD) {
-    int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
-    if (has_buf)
-      param(e, &s, GCC_KARG_STATE0, -1, "float*", "buf");
-    param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
-    param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
-    out(&e->src, ") {\n");
-    if (!s.ok)
-      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-    comment_nodes(e, gr);
-    out(&e->src,
-        "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
-        "     (parallel arrays, each tensor padded to %d bytes): %" PRId64 " floats */\n"
-        "  const float lr = %s, mom = %s, damp = %s, wd = %s;\n"
-        "  (void)mom; (void)damp; (void)first;\n"
-        "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
-        "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n",
-        GCC_ARENA_ALIGN, total, float_lit(l1, sizeof l1, n0->av[SGD_LR].f),
-        float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
-        float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
-        float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
-    if (!has_buf)
-      out(&e->src, "    p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);\n  }\n}\n");
-    else
-      out(&e->src,
-          "    float d = g[i] + wd * p[i];\n"
-          "    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;\n"
-          "    buf[i] = b;\n"
-          "    p[i] = p[i] + (-lr) * (%s);\n  }\n}\n",
-          n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b");
-  } else {
-    param(e, &s, GCC_KARG_STATE0, -1, "float*", "m");
-    param(e, &s, GCC_KARG_STATE1, -1, "float*", "v");
-    param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
-    param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
-    param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
-    out(&e->src, ") {\n");
-    if (!s.ok)
-      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-    comment_nodes(e, gr);
-    out(&e->src,
-        "  /* torch.optim.Adam over the flat sections: %" PRId64 " floats; step_size = lr / (1 - beta1^t),\n"
-        "     bc2_sqrt = sqrt(1 - beta2^t), computed on the host in float64 each step */\n"
-        "  const float b1 = %s, b2 = %s, eps = %s, wd = %s;\n"
-        "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
-        "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n"
-        "    float gi = g[i] + wd * p[i];\n"
-        "    m[i] = m[i] * b1 + (1.0f - b1) * gi;\n"
-        "    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;\n"
-        "    float denom = sqrtf(v[i]) / bc2_sqrt + eps;\n"
-        "    p[i] = p[i] + (-step_size) * (m[i] / denom);\n  }\n}\n",
-        total, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
-        float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f), float_lit(l3, sizeof l3, n0->av[ADAM_EPS].f),
-        float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f));
-  }
-  set_grid(e, k, total);
-  emit_wrapper(e, k, s.types);
+  param(e, s, GCC_KARG_PARAMS, -1, "float*", "p");
+  param(e, s, GCC_KARG_GRADS, -1, "const float*", "g");
+  *kp = k;
   return GCC_OK;
+}
+
+static gcc_status optimizer_end(emitter *e, gcc_kernel_info *k, const sig *s, int64_t total) {
+  set_grid(e, k, total);
+  emit_wrapper(e, k, s->types);
+  return GCC_OK;
+}
+
+gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
+  (void)fwd;
+  (void)grad;
+  const gcc_group *gr = &e->g->groups[gi];
+  const gcc_node *n0 = &e->g->nodes[gr->nodes[0]];
+  gcc_kernel_info *k;
+  sig s;
+  int64_t total;
+  char l1[32], l2[32], l3[32], l4[32];
+  GCC_TRY(optimizer_begin(e, gi, &k, &s, &total));
+  int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
+  if (has_buf)
+    param(e, &s, GCC_KARG_STATE0, -1, "float*", "buf");
+  param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
+  param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, gr);
+  out(&e->src,
+      "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
+      "     (parallel arrays, each tensor padded to %d bytes): %" PRId64 " floats */\n"
+      "  const float lr = %s, mom = %s, damp = %s, wd = %s;\n"
+      "  (void)mom; (void)damp; (void)first;\n"
+      "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n",
+      GCC_ARENA_ALIGN, total, float_lit(l1, sizeof l1, n0->av[SGD_LR].f),
+      float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
+      float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
+      float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
+  if (!has_buf)
+    out(&e->src, "    p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);\n  }\n}\n");
+  else
+    out(&e->src,
+        "    float d = g[i] + wd * p[i];\n"
+        "    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;\n"
+        "    buf[i] = b;\n"
+        "    p[i] = p[i] + (-lr) * (%s);\n  }\n}\n",
+        n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b");
+  return optimizer_end(e, k, &s, total);
+}
+
+gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
+  (void)fwd;
+  (void)grad;
+  const gcc_group *gr = &e->g->groups[gi];
+  const gcc_node *n0 = &e->g->nodes[gr->nodes[0]];
+  gcc_kernel_info *k;
+  sig s;
+  int64_t total;
+  char l1[32], l2[32], l3[32], l4[32];
+  GCC_TRY(optimizer_begin(e, gi, &k, &s, &total));
+  param(e, &s, GCC_KARG_STATE0, -1, "float*", "m");
+  param(e, &s, GCC_KARG_STATE1, -1, "float*", "v");
+  param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
+  param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
+  param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, gr);
+  out(&e->src,
+      "  /* torch.optim.Adam over the flat sections: %" PRId64 " floats; step_size = lr / (1 - beta1^t),\n"
+      "     bc2_sqrt = sqrt(1 - beta2^t), computed on the host in float64 each step */\n"
+      "  const float b1 = %s, b2 = %s, eps = %s, wd = %s;\n"
+      "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n"
+      "    float gi = g[i] + wd * p[i];\n"
+      "    m[i] = m[i] * b1 + (1.0f - b1) * gi;\n"
+      "    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;\n"
+      "    float denom = sqrtf(v[i]) / bc2_sqrt + eps;\n"
+      "    p[i] = p[i] + (-step_size) * (m[i] / denom);\n  }\n}\n",
+      total, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
+      float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f), float_lit(l3, sizeof l3, n0->av[ADAM_EPS].f),
+      float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f));
+  return optimizer_end(e, k, &s, total);
+}
+
+static gcc_status emit_optimizer(emitter *e, int gi) {
+  const gcc_group *gr = &e->g->groups[gi];
+  const gcc_lowering *lw = gcc_lowering_of(e->g->nodes[gr->nodes[0]].op);
+  if (!lw->emit)
+    return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
+                        "%s: codegen: optimizer group '%s' has no emitter", e->g->source,
+                        gr->name);
+  return lw->emit(e, gi, -1, -1);
 }
 
 /* ---- entry ------------------------------------------------------------ */

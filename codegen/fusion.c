@@ -1,5 +1,7 @@
 /*
- * fusion.c - groups the nodes placed on CUDA devices into launches.
+ * fusion.c - groups the nodes placed on CUDA devices into launches: the
+ * first step of the CUDA lowering. Which ops may join which group comes
+ * from the lowering table (codegen/lowering.h), never from op names.
  *
  * In order:
  *  1. every optimizer update of a device with the same op and
@@ -27,8 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/fusion.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
-#include "passes/passes.h"
 
 typedef struct cand {
   int nodes[64];
@@ -37,6 +40,10 @@ typedef struct cand {
   gcc_epilogue epi;
   int closed; /* a pointwise group that ended in a reduction */
 } cand;
+
+static const gcc_lowering *lower(const gcc_graph *g, int node) {
+  return gcc_lowering_of(g->nodes[node].op);
+}
 
 static int is_cuda(const gcc_graph *g, int node) {
   return node >= 0 && GCC_DEV_IS_CUDA(g->nodes[node].device);
@@ -66,10 +73,8 @@ static int in_cand(const cand *c, int node) {
 
 /* Does running all of `c` at one schedule point respect every edge? */
 static int placeable(const gcc_graph *g, const cand *c) {
-  int pos = c->nodes[0];
-  for (int i = 0; i < c->n; i++)
-    pos = c->kind == GCC_GROUP_GEMM ? (c->nodes[i] < pos ? c->nodes[i] : pos)
-                                    : (c->nodes[i] > pos ? c->nodes[i] : pos);
+  gcc_group gr = {.nodes = (int *)c->nodes, .n_nodes = c->n, .at_first = c->kind == GCC_GROUP_GEMM};
+  int pos = gcc_group_point(&gr);
   for (int i = 0; i < c->n; i++) {
     const gcc_node *n = &g->nodes[c->nodes[i]];
     for (int k = 0; k < n->n_inputs; k++) {
@@ -120,8 +125,11 @@ static gcc_status commit(gcc_graph *g, const cand *c, const char *prefix, gcc_di
       sorted[j] = sorted[j - 1];
       sorted[j - 1] = t;
     }
-  return gcc_graph_add_group(g, uniq, c->kind, g->nodes[c->nodes[0]].device, sorted, c->n, c->epi,
-                             NULL, d);
+  int gi;
+  GCC_TRY(gcc_graph_add_group(g, uniq, c->kind, g->nodes[c->nodes[0]].device, sorted, c->n,
+                              c->epi, &gi, d));
+  g->groups[gi].at_first = c->kind == GCC_GROUP_GEMM; /* the GEMM runs where it is */
+  return GCC_OK;
 }
 
 static int grouped(const gcc_graph *g, int node) { return g->nodes[node].group >= 0; }
@@ -137,7 +145,7 @@ static int same_attrs(const gcc_node *a, const gcc_node *b) {
 
 static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
   for (int i = 0; i < g->n_nodes; i++) {
-    if (!is_cuda(g, i) || grouped(g, i) || !(gcc_op(g->nodes[i].op)->flags & GCC_OPF_OPTIMIZER))
+    if (!is_cuda(g, i) || grouped(g, i) || lower(g, i)->kind != GCC_LOWER_OPTIMIZER)
       continue;
     int *members = malloc((size_t)g->n_nodes * sizeof *members), n = 0;
     if (!members)
@@ -145,9 +153,11 @@ static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
     for (int j = i; j < g->n_nodes; j++)
       if (!grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j]))
         members[n++] = j;
-    char name[64];
-    snprintf(name, sizeof name, "optimizer_%s_all_k%d",
-             g->nodes[i].op == GCC_OP_ADAM ? "adam" : "sgd", g->n_groups);
+    char name[64], op[32];
+    snprintf(op, sizeof op, "%s", gcc_op_name(g->nodes[i].op));
+    for (char *ch = op; *ch; ch++)
+      *ch = *ch >= 'A' && *ch <= 'Z' ? (char)(*ch - 'A' + 'a') : *ch;
+    snprintf(name, sizeof name, "optimizer_%s_all_k%d", op, g->n_groups);
     gcc_status s = gcc_graph_add_group(g, name, GCC_GROUP_OPTIMIZER, g->nodes[i].device, members,
                                        n, GCC_EPI_DEFAULT, NULL, d);
     free(members);
@@ -159,10 +169,9 @@ static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
 static gcc_status fuse_losses(gcc_graph *g, gcc_diag *d) {
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *l = &g->nodes[i];
-    if (!is_cuda(g, i) || grouped(g, i) || !(gcc_op(l->op)->flags & GCC_OPF_LOSS))
+    if (!is_cuda(g, i) || grouped(g, i) || lower(g, i)->kind != GCC_LOWER_LOSS)
       continue;
-    int grad_op = l->op == GCC_OP_SOFTMAX_CROSS_ENTROPY ? GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD
-                                                        : GCC_OP_MEAN_SQUARED_ERROR_GRAD;
+    int grad_op = lower(g, i)->loss_grad;
     cand c = {.nodes = {i}, .n = 1, .kind = GCC_GROUP_LOSS};
     const gcc_value *x = &g->values[l->inputs[0]];
     for (int j = 0; j < x->n_consumers; j++) {
@@ -193,7 +202,8 @@ static int bias_sum_of(const gcc_graph *g, int v) {
   for (int j = 0; j < val->n_consumers; j++) {
     int u = val->consumers[j];
     const gcc_node *n = &g->nodes[u];
-    if (n->op != GCC_OP_REDUCE_SUM_TO || grouped(g, u) || n->device != g->values[v].device)
+    if (lower(g, u)->epilogue != GCC_EPIROLE_BIAS_GRAD || grouped(g, u) ||
+        n->device != g->values[v].device)
       continue;
     const gcc_shape *s = &g->values[n->outputs[0]].shape;
     if (n->av[REDUCE_SUM_TO_SCALE].f == 1.0f && gcc_shape_numel(s, NULL) == val->shape.dims[1] &&
@@ -207,11 +217,11 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
   /* backward DRELU(_BGRAD) first: they claim the bias sums of ReLU layers */
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (!is_cuda(g, i) || grouped(g, i) || (n->op != GCC_OP_GEMM && n->op != GCC_OP_MATMUL) ||
-        (n->op == GCC_OP_GEMM && n->n_inputs > 2 && n->inputs[2] >= 0))
+    if (!is_cuda(g, i) || grouped(g, i) || lower(g, i)->kind != GCC_LOWER_GEMM ||
+        (lower(g, i)->gemm_attrs && n->n_inputs > 2 && n->inputs[2] >= 0))
       continue;
     int r = only_consumer(g, n->outputs[0]);
-    if (r < 0 || grouped(g, r) || g->nodes[r].op != GCC_OP_RELU_GRAD ||
+    if (r < 0 || grouped(g, r) || lower(g, r)->epilogue != GCC_EPIROLE_RELU_GRAD ||
         g->nodes[r].inputs[0] != n->outputs[0] || g->nodes[r].device != n->device ||
         kept(g, n->outputs[0]))
       continue;
@@ -230,10 +240,11 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (!is_cuda(g, i) || grouped(g, i) || (n->op != GCC_OP_GEMM && n->op != GCC_OP_MATMUL))
+    if (!is_cuda(g, i) || grouped(g, i) || lower(g, i)->kind != GCC_LOWER_GEMM)
       continue;
     cand c = {.nodes = {i}, .n = 1, .kind = GCC_GROUP_GEMM, .epi = GCC_EPI_DEFAULT};
-    int bias = n->op == GCC_OP_GEMM && n->n_inputs > 2 && n->inputs[2] >= 0;
+    int attrs = lower(g, i)->gemm_attrs;
+    int bias = attrs && n->n_inputs > 2 && n->inputs[2] >= 0;
     if (bias) {
       const gcc_shape *cs = &g->values[n->inputs[2]].shape;
       const gcc_shape *ys = &g->values[n->outputs[0]].shape;
@@ -242,12 +253,12 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
       if (row && n->av[GEMM_BETA].f == 1.0f) {
         c.epi = GCC_EPI_BIAS;
         int r = only_consumer(g, n->outputs[0]);
-        if (r >= 0 && !grouped(g, r) && g->nodes[r].op == GCC_OP_RELU &&
+        if (r >= 0 && !grouped(g, r) && lower(g, r)->epilogue == GCC_EPIROLE_RELU &&
             g->nodes[r].device == n->device && !kept(g, n->outputs[0])) {
           int aux = 0;
           const gcc_value *y = &g->values[g->nodes[r].outputs[0]];
           for (int j = 0; j < y->n_consumers; j++)
-            aux |= g->nodes[y->consumers[j]].op == GCC_OP_RELU_GRAD;
+            aux |= lower(g, y->consumers[j])->epilogue == GCC_EPIROLE_RELU_GRAD;
           c.nodes[c.n++] = r;
           c.epi = aux ? GCC_EPI_RELU_AUX_BIAS : GCC_EPI_RELU_BIAS;
           if (!placeable(g, &c)) {
@@ -256,7 +267,7 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
           }
         }
       }
-    } else if (n->op == GCC_OP_GEMM && n->av[GEMM_TRANS_A].i) {
+    } else if (attrs && n->av[GEMM_TRANS_A].i) {
       /* dW = dY^T X: the bias gradient is the column sums of dY (operand A) */
       int s = bias_sum_of(g, n->inputs[0]);
       if (s >= 0) {
@@ -274,7 +285,7 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
 }
 
 static int pointwise(const gcc_graph *g, int node) {
-  return gcc_op(g->nodes[node].op)->flags & GCC_OPF_ELEMENTWISE;
+  return lower(g, node)->kind == GCC_LOWER_POINTWISE;
 }
 
 static gcc_status fuse_pointwise(gcc_graph *g, gcc_diag *d) {
@@ -290,7 +301,7 @@ static gcc_status fuse_pointwise(gcc_graph *g, gcc_diag *d) {
     where[i] = -1;
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    int red = n->op == GCC_OP_REDUCE_SUM_TO;
+    int red = lower(g, i)->kind == GCC_LOWER_REDUCTION;
     if (!is_cuda(g, i) || grouped(g, i) || (!pointwise(g, i) && !red))
       continue;
     int joined = -1;
@@ -346,18 +357,15 @@ gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
   GCC_TRY(fuse_gemms(g, d));
   GCC_TRY(fuse_pointwise(g, d));
   for (int i = 0; i < g->n_nodes; i++) { /* the rest: one group each */
-    if (!is_cuda(g, i) || grouped(g, i) || (gcc_op(g->nodes[i].op)->flags & GCC_OPF_ALIAS))
+    gcc_lowering_kind k = lower(g, i)->kind;
+    if (!is_cuda(g, i) || grouped(g, i) || k == GCC_LOWER_VIEW)
       continue;
-    const gcc_op_desc *op = gcc_op(g->nodes[i].op);
     cand c = {.nodes = {i}, .n = 1};
-    c.kind = (op->flags & GCC_OPF_COPY)                               ? GCC_GROUP_COPY
-             : op->cuda == GCC_CUDA_CUBLAS                            ? GCC_GROUP_GEMM
-             : op->cuda == GCC_CUDA_CUDNN                             ? GCC_GROUP_CUDNN
-             : (op->flags & (GCC_OPF_LOSS | GCC_OPF_INTERNAL)) &&
-                     (g->nodes[i].op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ||
-                      g->nodes[i].op == GCC_OP_MEAN_SQUARED_ERROR_GRAD)
-                 ? GCC_GROUP_LOSS
-                 : GCC_GROUP_POINTWISE;
+    c.kind = k == GCC_LOWER_COPY                                   ? GCC_GROUP_COPY
+             : k == GCC_LOWER_GEMM                                 ? GCC_GROUP_GEMM
+             : k == GCC_LOWER_LIBRARY                              ? GCC_GROUP_CUDNN
+             : k == GCC_LOWER_LOSS || k == GCC_LOWER_LOSS_GRAD     ? GCC_GROUP_LOSS
+                                                                   : GCC_GROUP_POINTWISE;
     GCC_TRY(commit(g, &c,
                    c.kind == GCC_GROUP_COPY ? "copy_" : c.kind == GCC_GROUP_CUDNN ? "cudnn_" : "k_",
                    d));

@@ -3,25 +3,14 @@
 
 #include "graph/ops.h"
 
-const char *gcc_lt_epilogue_name(gcc_lt_epilogue e) {
-  switch (e) {
-  case GCC_LT_DEFAULT: return "CUBLASLT_EPILOGUE_DEFAULT";
-  case GCC_LT_BIAS: return "CUBLASLT_EPILOGUE_BIAS";
-  case GCC_LT_RELU_BIAS: return "CUBLASLT_EPILOGUE_RELU_BIAS";
-  case GCC_LT_RELU_AUX_BIAS: return "CUBLASLT_EPILOGUE_RELU_AUX_BIAS";
-  case GCC_LT_DRELU: return "CUBLASLT_EPILOGUE_DRELU";
-  case GCC_LT_DRELU_BGRAD: return "CUBLASLT_EPILOGUE_DRELU_BGRAD";
-  case GCC_LT_BGRADA: return "CUBLASLT_EPILOGUE_BGRADA";
-  case GCC_LT_BGRADB: return "CUBLASLT_EPILOGUE_BGRADB";
-  }
-  return "?";
-}
-
-/* the group's node of op `op`, or -1 */
-static int member(const gcc_graph *g, const gcc_group *gr, int op) {
-  for (int i = 0; i < gr->n_nodes; i++)
-    if (g->nodes[gr->nodes[i]].op == op)
+/* the group's node lowered as `kind` with epilogue role `role`, or -1 */
+static int member(const gcc_graph *g, const gcc_group *gr, gcc_lowering_kind kind,
+                  gcc_epilogue_role role) {
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const gcc_lowering *lw = gcc_lowering_of(g->nodes[gr->nodes[i]].op);
+    if (lw->kind == kind && lw->epilogue == role)
       return gr->nodes[i];
+  }
   return -1;
 }
 
@@ -36,16 +25,14 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: group %d is not a GEMM group", g->source,
                         group);
   const gcc_group *gr = &g->groups[group];
-  int gn = member(g, gr, GCC_OP_GEMM);
-  if (gn < 0)
-    gn = member(g, gr, GCC_OP_MATMUL);
+  int gn = member(g, gr, GCC_LOWER_GEMM, GCC_EPIROLE_NONE);
   if (gn < 0)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: GEMM group '%s' has no Gemm or MatMul node",
                         g->source, gr->name);
   const gcc_node *n = &g->nodes[gn];
   char desc[600];
   gcc_node_desc(g, gn, desc, sizeof desc);
-  int gemm = n->op == GCC_OP_GEMM;
+  int gemm = gcc_lowering_of(n->op)->gemm_attrs;
   int ta = gemm ? (int)n->av[GEMM_TRANS_A].i : 0, tb = gemm ? (int)n->av[GEMM_TRANS_B].i : 0;
   int A = n->inputs[0], B = n->inputs[1];
   int C = gemm && n->n_inputs > 2 ? n->inputs[2] : -1;
@@ -77,16 +64,17 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
   o->bias_value = -1;
   o->aux_group = -1;
 
-  int relu = member(g, gr, GCC_OP_RELU), rgrad = member(g, gr, GCC_OP_RELU_GRAD);
-  int rsum = member(g, gr, GCC_OP_REDUCE_SUM_TO);
+  int relu = member(g, gr, GCC_LOWER_POINTWISE, GCC_EPIROLE_RELU);
+  int rgrad = member(g, gr, GCC_LOWER_POINTWISE, GCC_EPIROLE_RELU_GRAD);
+  int rsum = member(g, gr, GCC_LOWER_REDUCTION, GCC_EPIROLE_BIAS_GRAD);
   switch (gr->epilogue) {
-  case GCC_EPI_DEFAULT: o->epilogue = GCC_LT_DEFAULT; break;
-  case GCC_EPI_BIAS: o->epilogue = GCC_LT_BIAS; break;
-  case GCC_EPI_RELU_BIAS: o->epilogue = GCC_LT_RELU_BIAS; break;
-  case GCC_EPI_RELU_AUX_BIAS: o->epilogue = GCC_LT_RELU_AUX_BIAS; break;
-  case GCC_EPI_DRELU: o->epilogue = GCC_LT_DRELU; break;
-  case GCC_EPI_DRELU_BGRAD: o->epilogue = GCC_LT_DRELU_BGRAD; break;
-  case GCC_EPI_BGRADA: o->epilogue = GCC_LT_BGRADB; break; /* the operand swap */
+  case GCC_EPI_DEFAULT:
+  case GCC_EPI_BIAS:
+  case GCC_EPI_RELU_BIAS:
+  case GCC_EPI_RELU_AUX_BIAS:
+  case GCC_EPI_DRELU:
+  case GCC_EPI_DRELU_BGRAD: o->epilogue = (gcc_epilogue)gr->epilogue; break;
+  case GCC_EPI_BGRADA: o->epilogue = GCC_EPI_BGRADB; break; /* the operand swap */
   default:
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: group '%s': epilogue %s has no cuBLASLt mapping",
                         g->source, gr->name, gcc_epilogue_name(gr->epilogue));
@@ -97,8 +85,8 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
     int64_t cn = gcc_shape_numel(cs, NULL);
     int row = cn == N && (cs->ndim == 1 || (cs->ndim == 2 && cs->dims[0] == 1));
     int full = cs->ndim == 2 && cs->dims[0] == M && cs->dims[1] == N;
-    if (o->epilogue == GCC_LT_BIAS || o->epilogue == GCC_LT_RELU_BIAS ||
-        o->epilogue == GCC_LT_RELU_AUX_BIAS) {
+    if (o->epilogue == GCC_EPI_BIAS || o->epilogue == GCC_EPI_RELU_BIAS ||
+        o->epilogue == GCC_EPI_RELU_AUX_BIAS) {
       if (!row || n->av[GEMM_BETA].f != 1.0f)
         return gcc_diag_set(d, GCC_ERR_INTERNAL,
                             "%s: %s: a bias epilogue needs a row-vector C and beta = 1", g->source,
@@ -116,18 +104,18 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
                           (long long)N, gr->name);
     }
   }
-  if (o->epilogue == GCC_LT_RELU_BIAS || o->epilogue == GCC_LT_RELU_AUX_BIAS) {
+  if (o->epilogue == GCC_EPI_RELU_BIAS || o->epilogue == GCC_EPI_RELU_AUX_BIAS) {
     if (relu < 0)
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has a ReLU epilogue but no Relu",
                           g->source, gr->name);
     o->d_value = g->nodes[relu].outputs[0];
   }
-  if (o->epilogue == GCC_LT_RELU_AUX_BIAS) {
+  if (o->epilogue == GCC_EPI_RELU_AUX_BIAS) {
     o->aux_group = group;
     o->aux_ld = round128(o->m);
     o->aux_bytes = o->aux_ld / 8 * o->n;
   }
-  if (o->epilogue == GCC_LT_DRELU || o->epilogue == GCC_LT_DRELU_BGRAD) {
+  if (o->epilogue == GCC_EPI_DRELU || o->epilogue == GCC_EPI_DRELU_BGRAD) {
     if (rgrad < 0)
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has a DRELU epilogue but no ReluGrad",
                           g->source, gr->name);
@@ -136,7 +124,8 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
     int y = r->inputs[1], p = g->values[y].producer;
     int fg = p >= 0 ? g->nodes[p].group : -1;
     gcc_colmajor_gemm f;
-    int ok = fg >= 0 && g->nodes[p].op == GCC_OP_RELU && g->groups[fg].kind == GCC_GROUP_GEMM &&
+    int ok = fg >= 0 && gcc_lowering_of(g->nodes[p].op)->epilogue == GCC_EPIROLE_RELU &&
+             g->groups[fg].kind == GCC_GROUP_GEMM &&
              g->groups[fg].epilogue == GCC_EPI_RELU_AUX_BIAS &&
              gcc_gemm_map(g, fg, &f, NULL) == GCC_OK && f.m == o->m && f.n == o->n;
     if (!ok)
@@ -149,12 +138,12 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
     o->aux_ld = f.aux_ld;
     o->aux_bytes = f.aux_bytes;
   }
-  if (o->epilogue == GCC_LT_DRELU_BGRAD || o->epilogue == GCC_LT_BGRADB) {
+  if (o->epilogue == GCC_EPI_DRELU_BGRAD || o->epilogue == GCC_EPI_BGRADB) {
     if (rsum < 0)
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has a BGRAD epilogue but no ReduceSumTo",
                           g->source, gr->name);
     o->bias_value = g->nodes[rsum].outputs[0];
-    int64_t want = o->epilogue == GCC_LT_DRELU_BGRAD ? o->m : o->n;
+    int64_t want = o->epilogue == GCC_EPI_DRELU_BGRAD ? o->m : o->n;
     if (gcc_shape_numel(&g->values[o->bias_value].shape, NULL) != want)
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s': bias gradient '%s' is not %lld long",
                           g->source, gr->name, g->values[o->bias_value].name, (long long)want);

@@ -34,26 +34,12 @@
 
 #include <stdint.h>
 
+#include "codegen/lowering.h"
 #include "graph/ir.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* cuBLASLt epilogues in column-major terms (values of cublasLtEpilogue_t). */
-typedef enum gcc_lt_epilogue {
-  GCC_LT_DEFAULT = 1,
-  GCC_LT_BIAS = 4,
-  GCC_LT_RELU_BIAS = 6,
-  GCC_LT_RELU_AUX_BIAS = 134,
-  GCC_LT_DRELU = 136,
-  GCC_LT_DRELU_BGRAD = 152,
-  GCC_LT_BGRADA = 256,
-  GCC_LT_BGRADB = 512,
-} gcc_lt_epilogue;
-
-/* "CUBLASLT_EPILOGUE_BGRADB", ... ("?" for another value). */
-const char *gcc_lt_epilogue_name(gcc_lt_epilogue e);
 
 /* One column-major matmul: D (m x n, ldd) = epilogue(alpha * op(A) op(B) +
  * beta * C). Operands are named by graph value index; the runtime binds
@@ -68,7 +54,7 @@ typedef struct gcc_colmajor_gemm {
   int d_value;            /* the output D (ldd) */
   int64_t ldd;
   float alpha, beta;
-  gcc_lt_epilogue epilogue;
+  gcc_epilogue epilogue;  /* in column-major terms (BGRADB where fusion formed BGRADA) */
   int bias_value;         /* BIAS variants: the bias input (m floats); BGRAD
                              variants: the bias-gradient output (m floats for
                              DRELU_BGRAD, n for BGRADB); else -1 */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "codegen/emit.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 
 static const char *arg_kind_name(gcc_karg_kind k) {
@@ -78,9 +79,9 @@ gcc_status gcc_codegen_manifest(const gcc_graph *g, int device, const char *arch
       json_object_set_new(cj, "library", json_string("cublasLt"));
       json_object_set_new(cj, "epilogue", json_string(gcc_epilogue_name(gr->epilogue)));
     } else { /* one node: its op names the cuDNN function */
-      const gcc_op_desc *op = gcc_op(g->nodes[gr->nodes[0]].op);
+      const gcc_lowering *lw = gcc_lowering_of(g->nodes[gr->nodes[0]].op);
       json_object_set_new(cj, "library", json_string("cudnn"));
-      json_object_set_new(cj, "call", json_string(op->cuda_call ? op->cuda_call : "?"));
+      json_object_set_new(cj, "call", json_string(lw->call ? lw->call : "?"));
     }
     json_object_set_new(cj, "nodes", node_names(g, gr));
     json_array_append_new(calls, cj);

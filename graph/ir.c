@@ -98,22 +98,12 @@ const char *gcc_dev_name(int id, char *buf, size_t cap) {
   return buf;
 }
 
-const char *gcc_group_kind_name(gcc_group_kind k) {
-  static const char *const names[] = {"pointwise", "gemm", "loss", "optimizer", "copy",
-                                       "cudnn"};
-  _Static_assert(sizeof names / sizeof names[0] == GCC_GROUP_KIND_COUNT, "group kinds");
-  return (unsigned)k < GCC_GROUP_KIND_COUNT ? names[k] : "?";
-}
-
-const char *gcc_epilogue_name(gcc_epilogue e) {
-  static const char *const names[] = {
-      "CUBLASLT_EPILOGUE_DEFAULT",  "CUBLASLT_EPILOGUE_BIAS",
-      "CUBLASLT_EPILOGUE_RELU_BIAS", "CUBLASLT_EPILOGUE_RELU_AUX_BIAS",
-      "CUBLASLT_EPILOGUE_DRELU",    "CUBLASLT_EPILOGUE_DRELU_BGRAD",
-      "CUBLASLT_EPILOGUE_BGRADA",
-  };
-  _Static_assert(sizeof names / sizeof names[0] == GCC_EPI_COUNT, "epilogues");
-  return (unsigned)e < GCC_EPI_COUNT ? names[e] : "?";
+int gcc_group_point(const gcc_group *gr) {
+  int pos = gr->nodes[0];
+  for (int i = 0; i < gr->n_nodes; i++)
+    pos = gr->at_first ? (gr->nodes[i] < pos ? gr->nodes[i] : pos)
+                       : (gr->nodes[i] > pos ? gr->nodes[i] : pos);
+  return pos;
 }
 
 void gcc_graph_clear_groups(gcc_graph *g) {
@@ -128,8 +118,8 @@ void gcc_graph_clear_groups(gcc_graph *g) {
     g->nodes[i].group = -1;
 }
 
-gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, gcc_group_kind kind, int device,
-                               const int *nodes, int n, gcc_epilogue epi, int *out, gcc_diag *d) {
+gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, int kind, int device,
+                               const int *nodes, int n, int epi, int *out, gcc_diag *d) {
   gcc_group *ng = realloc(g->groups, (size_t)(g->n_groups + 1) * sizeof *ng);
   if (!ng)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (fusion groups)");

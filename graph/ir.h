@@ -142,45 +142,24 @@ typedef struct gcc_node {
   int group;        /* after fusion: index in gcc_graph.groups, -1 if none */
 } gcc_node;
 
-/* What one fused group becomes on a CUDA device (codegen/fusion.c). */
-typedef enum gcc_group_kind {
-  GCC_GROUP_POINTWISE = 0, /* elementwise/broadcast ops, optionally ending in a
-                              reduction: one generated kernel */
-  GCC_GROUP_GEMM,          /* a GEMM with the epilogue folded into it: one cuBLASLt call */
-  GCC_GROUP_LOSS,          /* a loss and its gradient: one generated kernel */
-  GCC_GROUP_OPTIMIZER,     /* every update of one optimizer on a device: one generated
-                              kernel over the flat persistent arena */
-  GCC_GROUP_COPY,          /* a host-device copy: cudaMemcpyAsync, not a launch */
-  GCC_GROUP_CUDNN,         /* one cuDNN call (convolution or pooling, forward or backward;
-                              gcc_op_desc.cuda_call names it): a launch of its own, never
-                              fused with generated kernels */
-  GCC_GROUP_KIND_COUNT
-} gcc_group_kind;
-
-/* cuBLASLt epilogues a GEMM group uses (cublasLtEpilogue_t values of the
- * same names; CUDA 11.3+). */
-typedef enum gcc_epilogue {
-  GCC_EPI_DEFAULT = 0,   /* plain GEMM (beta * C added by the GEMM itself) */
-  GCC_EPI_BIAS,          /* + bias broadcast over rows */
-  GCC_EPI_RELU_BIAS,     /* relu(x + bias) */
-  GCC_EPI_RELU_AUX_BIAS, /* relu(x + bias), keeping the ReLU mask for DRELU */
-  GCC_EPI_DRELU,         /* dX masked by the forward ReLU */
-  GCC_EPI_DRELU_BGRAD,   /* dX masked by the forward ReLU, and its column sums (bias grad) */
-  GCC_EPI_BGRADA,        /* also the bias gradient: row sums of operand A */
-  GCC_EPI_COUNT
-} gcc_epilogue;
-
+/* A group of nodes that runs as one launch on a device: a fused kernel, a
+ * library call. The lowering pass that forms groups (CUDA: codegen/fusion.c)
+ * gives them their meaning; the IR only records them, and when they run. */
 typedef struct gcc_group {
-  char *name;          /* kernel / call name: "fused_relu1_grad_..." */
-  gcc_group_kind kind;
+  char *name;     /* kernel / call name: "fused_relu1_grad_..." */
+  int kind;       /* what the lowering makes of it (codegen/lowering.h gcc_group_kind) */
   int device;
-  int *nodes;          /* node indices in schedule order */
+  int *nodes;     /* node indices in schedule order */
   int n_nodes;
-  gcc_epilogue epilogue; /* GCC_GROUP_GEMM */
+  int epilogue;   /* GEMM groups: the epilogue (codegen/lowering.h gcc_epilogue) */
+  int at_first;   /* 1: the group runs at its first node in schedule order (a GEMM whose
+                     epilogue consumes only what the GEMM consumes), 0: at its last */
 } gcc_group;
 
-const char *gcc_group_kind_name(gcc_group_kind k);
-const char *gcc_epilogue_name(gcc_epilogue e); /* "CUBLASLT_EPILOGUE_RELU_BIAS" */
+/* The schedule index (node) at which group `gr` runs, reading every input
+ * of its nodes and writing every output there: its first node if
+ * gr->at_first, else its last. */
+int gcc_group_point(const gcc_group *gr);
 
 typedef enum gcc_opt_kind { GCC_OPT_NONE = 0, GCC_OPT_SGD, GCC_OPT_ADAM } gcc_opt_kind;
 
@@ -224,10 +203,11 @@ typedef struct gcc_graph {
 /* Drops every fusion group (node->group = -1). */
 void gcc_graph_clear_groups(gcc_graph *g);
 
-/* Appends a group of `n` nodes (copied) and sets their node->group;
- * returns its index in *out. */
-gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, gcc_group_kind kind, int device,
-                               const int *nodes, int n, gcc_epilogue epi, int *out, gcc_diag *d);
+/* Appends a group of `n` nodes (copied) of lowering kind `kind` with
+ * epilogue `epi` (both the lowering's), running at its last node, and sets
+ * their node->group; returns its index in *out (out may be NULL). */
+gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, int kind, int device,
+                               const int *nodes, int n, int epi, int *out, gcc_diag *d);
 
 /* Creates an empty graph; NULL on allocation failure. */
 gcc_graph *gcc_graph_new(const char *name, const char *source);

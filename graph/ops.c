@@ -1,7 +1,8 @@
 /*
- * ops.c - the op table: schemas, shape functions, and the links to each
- * op's gradient builder (passes/grad_rules.c) and CPU kernel
- * (runtime/cpu/cpu_kernels.c).
+ * ops.c - the bottom op table: per op its name, arity, attribute schema,
+ * shape and dtype inference, FLOPs and the source of its semantics. The
+ * layers above keep their own tables keyed by the same enum (see ops.h);
+ * nothing here knows about gradients, kernels or devices.
  */
 #include "graph/ops.h"
 
@@ -10,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "passes/grad_rules.h"
-#include "runtime/cpu/cpu_kernels.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -749,119 +748,166 @@ static const gcc_attr_spec kAvgPoolGradAttrs[] = {INTS_REQ("kernel_shape"), INTS
                                                   I("ceil_mode", 0), I("count_include_pad", 0),
                                                   INTS_REQ("input_shape")};
 
+/* Every entry names its fields. Adding an op to GCC_OP_LIST changes
+ * GCC_OP_COUNT, which fails the _Static_assert below (and the one of every
+ * other per-op table: passes/grad_rules.c, runtime/cpu/cpu_ops.c,
+ * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
+ * given the op's entry; tests/op_tables_test checks that no entry is left
+ * empty. */
+_Static_assert(GCC_OP_COUNT == 26, "a new op: add its entry to kOps (and to every per-op table)");
+
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
-    [GCC_OP_GEMM] = {"Gemm", 2, 3, 1, "A, B, C", kGemmAttrs, COUNT(kGemmAttrs), 0, shape_gemm,
-                     gcc_grad_gemm, gcc_cpu_gemm,
-                     "ONNX Gemm: Y = alpha * op(A) op(B) + beta * C, C broadcast to (M, N)", GCC_CUDA_CUBLAS, flops_gemm},
-    [GCC_OP_MATMUL] = {"MatMul", 2, 2, 1, "A, B", NULL, 0, 0, shape_matmul, gcc_grad_matmul,
-                       gcc_cpu_matmul, "ONNX MatMul (2-D)", GCC_CUDA_CUBLAS, flops_matmul},
-    [GCC_OP_ADD] = {"Add", 2, 2, 1, "A, B", NULL, 0, GCC_OPF_ELEMENTWISE, shape_add,
-                    gcc_grad_add, gcc_cpu_add, "ONNX Add with multidirectional broadcasting", GCC_CUDA_CODEGEN, numel_out},
-    [GCC_OP_RELU] = {"Relu", 1, 1, 1, "X", NULL, 0, GCC_OPF_ELEMENTWISE, shape_unary_same,
-                     gcc_grad_relu, gcc_cpu_relu, "ONNX Relu: max(x, 0)", GCC_CUDA_CODEGEN, numel_out},
-    [GCC_OP_RELU_GRAD] = {"ReluGrad", 2, 2, 1, "dY, Y", NULL, 0,
-                          GCC_OPF_ELEMENTWISE | GCC_OPF_INTERNAL, shape_relu_grad, NULL,
-                          gcc_cpu_relu_grad,
-                          "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)", GCC_CUDA_CODEGEN, numel_out},
-    [GCC_OP_IDENTITY] = {"Identity", 1, 1, 1, "X", NULL, 0, GCC_OPF_ELEMENTWISE,
-                         shape_unary_same, gcc_grad_identity, gcc_cpu_identity,
-                         "ONNX Identity (a copy into storage of its own)", GCC_CUDA_CODEGEN, NULL},
-    [GCC_OP_RESHAPE] = {"Reshape", 1, 1, 1, "X", kReshapeAttrs, COUNT(kReshapeAttrs),
-                        GCC_OPF_ALIAS, shape_reshape, gcc_grad_reshape, NULL,
-                        "ONNX Reshape with the shape as an attribute (0 copies, -1 infers)", GCC_CUDA_VIEW, NULL},
-    [GCC_OP_FLATTEN] = {"Flatten", 1, 1, 1, "X", kFlattenAttrs, COUNT(kFlattenAttrs),
-                        GCC_OPF_ALIAS, shape_flatten, gcc_grad_reshape, NULL, "ONNX Flatten", GCC_CUDA_VIEW, NULL},
-    [GCC_OP_REDUCE_SUM_TO] = {"ReduceSumTo", 1, 1, 1, "X", kReduceSumToAttrs,
-                              COUNT(kReduceSumToAttrs), GCC_OPF_INTERNAL, shape_reduce_sum_to,
-                              NULL, gcc_cpu_reduce_sum_to,
-                              "scale * sum over the dims that broadcasting expanded "
-                              "(PyTorch sum_to_size)", GCC_CUDA_CODEGEN, numel_in0},
-    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {"SoftmaxCrossEntropy", 2, 3, 1, "logits, labels, weight",
-                                      kSceAttrs, COUNT(kSceAttrs), GCC_OPF_LOSS, shape_sce,
-                                      gcc_grad_sce, gcc_cpu_sce,
-                                      "torch.nn.CrossEntropyLoss (class indices, weight, "
-                                      "ignore_index, reduction mean|sum)", GCC_CUDA_CODEGEN, flops_sce},
-    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {"SoftmaxCrossEntropyGrad", 3, 4, 1,
-                                           "dloss, logits, labels, weight", kSceAttrs,
-                                           COUNT(kSceAttrs), GCC_OPF_INTERNAL, shape_sce_grad,
-                                           NULL, gcc_cpu_sce_grad,
-                                           "gradient of CrossEntropyLoss w.r.t. the logits", GCC_CUDA_CODEGEN, flops_sce},
-    [GCC_OP_MEAN_SQUARED_ERROR] = {"MeanSquaredError", 2, 2, 1, "prediction, target", kMseAttrs,
-                                   COUNT(kMseAttrs), GCC_OPF_LOSS, shape_mse, gcc_grad_mse,
-                                   gcc_cpu_mse, "torch.nn.MSELoss (reduction mean|sum)", GCC_CUDA_CODEGEN, flops_mse},
-    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {"MeanSquaredErrorGrad", 3, 3, 1,
-                                        "dloss, prediction, target", kMseAttrs,
-                                        COUNT(kMseAttrs), GCC_OPF_INTERNAL, shape_mse_grad, NULL,
-                                        gcc_cpu_mse_grad,
-                                        "gradient of MSELoss w.r.t. the prediction", GCC_CUDA_CODEGEN, flops_mse},
-    [GCC_OP_SGD] = {"SGD", 2, 3, 0, "param, grad, momentum_buffer", kSgdAttrs, COUNT(kSgdAttrs),
-                    GCC_OPF_OPTIMIZER, shape_optimizer, NULL, gcc_cpu_sgd,
-                    "torch.optim.SGD (momentum, dampening, weight_decay, nesterov)", GCC_CUDA_CODEGEN, flops_sgd},
-    [GCC_OP_ADAM] = {"Adam", 4, 4, 0, "param, grad, exp_avg, exp_avg_sq", kAdamAttrs,
-                     COUNT(kAdamAttrs), GCC_OPF_OPTIMIZER, shape_optimizer, NULL, gcc_cpu_adam,
-                     "torch.optim.Adam (L2 weight_decay, bias-corrected moments)", GCC_CUDA_CODEGEN, flops_adam},
-    [GCC_OP_COPY] = {"Copy", 1, 1, 1, "X", kCopyAttrs, COUNT(kCopyAttrs), GCC_OPF_COPY,
-                     shape_unary_any, NULL, gcc_cpu_identity,
-                     "a copy of X to the node's device (H2D, D2H or D2D by the devices); "
-                     "once = 1: done when the session starts, not per step",
-                     GCC_CUDA_COPY, NULL},
-    [GCC_OP_SOFTMAX] = {"Softmax", 1, 1, 1, "X", kSoftmaxAttrs, COUNT(kSoftmaxAttrs), 0,
-                        shape_softmax, gcc_grad_softmax, gcc_cpu_softmax,
-                        "ONNX Softmax (opset 13): exp(x - max) / sum exp(x - max) along axis "
-                        "(torch.softmax)",
-                        GCC_CUDA_NONE, numel_out},
-    [GCC_OP_SOFTMAX_GRAD] = {"SoftmaxGrad", 2, 2, 1, "dY, Y", kSoftmaxAttrs,
-                             COUNT(kSoftmaxAttrs), GCC_OPF_INTERNAL, shape_softmax_grad, NULL,
-                             gcc_cpu_softmax_grad,
-                             "dX = Y * (dY - sum(dY * Y) along axis) (PyTorch "
-                             "_softmax_backward_data)",
-                             GCC_CUDA_NONE, numel_out},
-    [GCC_OP_CONV] = {"Conv", 2, 3, 1, "X, W, B", kConvAttrs, COUNT(kConvAttrs), 0, shape_conv,
-                     gcc_grad_conv, gcc_cpu_conv,
-                     "ONNX Conv, 2-D NCHW, group = 1 (torch.nn.Conv2d): strides, pads "
-                     "(top, left, bottom, right), dilations, optional bias",
-                     GCC_CUDA_CUDNN, flops_conv, gcc_cpu_conv_workspace, "cudnnConvolutionForward"},
-    [GCC_OP_CONV_GRAD_DATA] = {"ConvGradData", 2, 2, 1, "dY, W", kConvGradDataAttrs,
-                               COUNT(kConvGradDataAttrs), GCC_OPF_INTERNAL,
-                               shape_conv_grad_data, NULL, gcc_cpu_conv_grad_data,
-                               "gradient of Conv w.r.t. X (PyTorch convolution_backward "
-                               "grad_input; cudnnConvolutionBackwardData)",
-                               GCC_CUDA_CUDNN, flops_conv_grad_data, gcc_cpu_conv_workspace, "cudnnConvolutionBackwardData"},
-    [GCC_OP_CONV_GRAD_FILTER] = {"ConvGradFilter", 2, 2, 1, "dY, X", kConvGradFilterAttrs,
-                                 COUNT(kConvGradFilterAttrs), GCC_OPF_INTERNAL,
-                                 shape_conv_grad_filter, NULL, gcc_cpu_conv_grad_filter,
-                                 "gradient of Conv w.r.t. W (PyTorch convolution_backward "
-                                 "grad_weight; cudnnConvolutionBackwardFilter)",
-                                 GCC_CUDA_CUDNN, flops_conv_grad_filter, gcc_cpu_conv_workspace, "cudnnConvolutionBackwardFilter"},
-    [GCC_OP_CONV_GRAD_BIAS] = {"ConvGradBias", 1, 1, 1, "dY", NULL, 0, GCC_OPF_INTERNAL,
-                               shape_conv_grad_bias, NULL, gcc_cpu_conv_grad_bias,
-                               "gradient of Conv w.r.t. B: dY summed over N, H, W "
-                               "(cudnnConvolutionBackwardBias)",
-                               GCC_CUDA_CUDNN, numel_in0, NULL, "cudnnConvolutionBackwardBias"},
-    [GCC_OP_MAX_POOL] = {"MaxPool", 1, 1, 1, "X", kMaxPoolAttrs, COUNT(kMaxPoolAttrs), 0,
-                         shape_pool, gcc_grad_max_pool, gcc_cpu_max_pool,
-                         "ONNX MaxPool, 2-D NCHW, ceil_mode = 0 (torch.nn.MaxPool2d; padding "
-                         "is -inf)",
-                         GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingForward"},
-    [GCC_OP_MAX_POOL_GRAD] = {"MaxPoolGrad", 3, 3, 1, "dY, X, Y", kMaxPoolAttrs,
-                              COUNT(kMaxPoolAttrs), GCC_OPF_INTERNAL, shape_max_pool_grad, NULL,
-                              gcc_cpu_max_pool_grad,
-                              "gradient of MaxPool: dY routed to the first maximum of each "
-                              "window, recomputed from X (PyTorch max_pool2d_with_indices_"
-                              "backward); Y, the forward output, is read by "
-                              "cudnnPoolingBackward",
-                              GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingBackward"},
-    [GCC_OP_AVERAGE_POOL] = {"AveragePool", 1, 1, 1, "X", kAvgPoolAttrs, COUNT(kAvgPoolAttrs),
-                             0, shape_pool, gcc_grad_average_pool, gcc_cpu_average_pool,
-                             "ONNX AveragePool, 2-D NCHW, ceil_mode = 0 (torch.nn.AvgPool2d; "
-                             "count_include_pad as ONNX, default 0)",
-                             GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingForward"},
-    [GCC_OP_AVERAGE_POOL_GRAD] = {"AveragePoolGrad", 1, 1, 1, "dY", kAvgPoolGradAttrs,
-                                  COUNT(kAvgPoolGradAttrs), GCC_OPF_INTERNAL,
-                                  shape_avg_pool_grad, NULL, gcc_cpu_average_pool_grad,
-                                  "gradient of AveragePool: dY / divisor spread over each "
-                                  "window (PyTorch avg_pool2d_backward)",
-                                  GCC_CUDA_CUDNN, flops_pool, NULL, "cudnnPoolingBackward"},
+    [GCC_OP_GEMM] = {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
+                     .input_names = "A, B, C", .attrs = kGemmAttrs, .n_attrs = COUNT(kGemmAttrs),
+                     .shape = shape_gemm, .flops = flops_gemm,
+                     .semantics = "ONNX Gemm: Y = alpha * op(A) op(B) + beta * C, C broadcast to "
+                                  "(M, N)"},
+    [GCC_OP_MATMUL] = {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+                       .input_names = "A, B", .shape = shape_matmul, .flops = flops_matmul,
+                       .semantics = "ONNX MatMul (2-D)"},
+    [GCC_OP_ADD] = {.name = "Add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+                    .semantics = "ONNX Add with multidirectional broadcasting"},
+    [GCC_OP_RELU] = {.name = "Relu", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                     .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+                     .semantics = "ONNX Relu: max(x, 0)"},
+    [GCC_OP_RELU_GRAD] = {.name = "ReluGrad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+                          .input_names = "dY, Y", .flags = GCC_OPF_INTERNAL,
+                          .shape = shape_relu_grad, .flops = numel_out,
+                          .semantics = "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)"},
+    [GCC_OP_IDENTITY] = {.name = "Identity", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                         .input_names = "X", .shape = shape_unary_same,
+                         .semantics = "ONNX Identity (a copy into storage of its own)"},
+    [GCC_OP_RESHAPE] = {.name = "Reshape", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                        .input_names = "X", .attrs = kReshapeAttrs,
+                        .n_attrs = COUNT(kReshapeAttrs), .flags = GCC_OPF_ALIAS,
+                        .shape = shape_reshape,
+                        .semantics = "ONNX Reshape with the shape as an attribute (0 copies, -1 "
+                                     "infers)"},
+    [GCC_OP_FLATTEN] = {.name = "Flatten", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                        .input_names = "X", .attrs = kFlattenAttrs,
+                        .n_attrs = COUNT(kFlattenAttrs), .flags = GCC_OPF_ALIAS,
+                        .shape = shape_flatten, .semantics = "ONNX Flatten"},
+    [GCC_OP_REDUCE_SUM_TO] = {.name = "ReduceSumTo", .min_inputs = 1, .max_inputs = 1,
+                              .n_outputs = 1, .input_names = "X", .attrs = kReduceSumToAttrs,
+                              .n_attrs = COUNT(kReduceSumToAttrs), .flags = GCC_OPF_INTERNAL,
+                              .shape = shape_reduce_sum_to, .flops = numel_in0,
+                              .semantics = "scale * sum over the dims that broadcasting expanded "
+                                           "(PyTorch sum_to_size)"},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.name = "SoftmaxCrossEntropy", .min_inputs = 2,
+                                      .max_inputs = 3, .n_outputs = 1,
+                                      .input_names = "logits, labels, weight",
+                                      .attrs = kSceAttrs, .n_attrs = COUNT(kSceAttrs),
+                                      .flags = GCC_OPF_LOSS, .shape = shape_sce,
+                                      .flops = flops_sce,
+                                      .semantics = "torch.nn.CrossEntropyLoss (class indices, "
+                                                   "weight, ignore_index, reduction mean|sum)"},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.name = "SoftmaxCrossEntropyGrad", .min_inputs = 3,
+                                           .max_inputs = 4, .n_outputs = 1,
+                                           .input_names = "dloss, logits, labels, weight",
+                                           .attrs = kSceAttrs, .n_attrs = COUNT(kSceAttrs),
+                                           .flags = GCC_OPF_INTERNAL, .shape = shape_sce_grad,
+                                           .flops = flops_sce,
+                                           .semantics = "gradient of CrossEntropyLoss w.r.t. "
+                                                        "the logits"},
+    [GCC_OP_MEAN_SQUARED_ERROR] = {.name = "MeanSquaredError", .min_inputs = 2,
+                                   .max_inputs = 2, .n_outputs = 1,
+                                   .input_names = "prediction, target", .attrs = kMseAttrs,
+                                   .n_attrs = COUNT(kMseAttrs), .flags = GCC_OPF_LOSS,
+                                   .shape = shape_mse, .flops = flops_mse,
+                                   .semantics = "torch.nn.MSELoss (reduction mean|sum)"},
+    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {.name = "MeanSquaredErrorGrad", .min_inputs = 3,
+                                        .max_inputs = 3, .n_outputs = 1,
+                                        .input_names = "dloss, prediction, target",
+                                        .attrs = kMseAttrs, .n_attrs = COUNT(kMseAttrs),
+                                        .flags = GCC_OPF_INTERNAL, .shape = shape_mse_grad,
+                                        .flops = flops_mse,
+                                        .semantics = "gradient of MSELoss w.r.t. the "
+                                                     "prediction"},
+    [GCC_OP_SGD] = {.name = "SGD", .min_inputs = 2, .max_inputs = 3, .n_outputs = 0,
+                    .input_names = "param, grad, momentum_buffer", .attrs = kSgdAttrs,
+                    .n_attrs = COUNT(kSgdAttrs), .flags = GCC_OPF_OPTIMIZER,
+                    .shape = shape_optimizer, .flops = flops_sgd,
+                    .semantics = "torch.optim.SGD (momentum, dampening, weight_decay, "
+                                 "nesterov)"},
+    [GCC_OP_ADAM] = {.name = "Adam", .min_inputs = 4, .max_inputs = 4, .n_outputs = 0,
+                     .input_names = "param, grad, exp_avg, exp_avg_sq", .attrs = kAdamAttrs,
+                     .n_attrs = COUNT(kAdamAttrs), .flags = GCC_OPF_OPTIMIZER,
+                     .shape = shape_optimizer, .flops = flops_adam,
+                     .semantics = "torch.optim.Adam (L2 weight_decay, bias-corrected moments)"},
+    [GCC_OP_COPY] = {.name = "Copy", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                     .input_names = "X", .attrs = kCopyAttrs, .n_attrs = COUNT(kCopyAttrs),
+                     .flags = GCC_OPF_COPY, .shape = shape_unary_any,
+                     .semantics = "a copy of X to the node's device (H2D, D2H or D2D by the "
+                                  "devices); once = 1: done when the session starts, not per "
+                                  "step"},
+    [GCC_OP_SOFTMAX] = {.name = "Softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                        .input_names = "X", .attrs = kSoftmaxAttrs,
+                        .n_attrs = COUNT(kSoftmaxAttrs), .shape = shape_softmax,
+                        .flops = numel_out,
+                        .semantics = "ONNX Softmax (opset 13): exp(x - max) / sum exp(x - max) "
+                                     "along axis (torch.softmax)"},
+    [GCC_OP_SOFTMAX_GRAD] = {.name = "SoftmaxGrad", .min_inputs = 2, .max_inputs = 2,
+                             .n_outputs = 1, .input_names = "dY, Y", .attrs = kSoftmaxAttrs,
+                             .n_attrs = COUNT(kSoftmaxAttrs), .flags = GCC_OPF_INTERNAL,
+                             .shape = shape_softmax_grad, .flops = numel_out,
+                             .semantics = "dX = Y * (dY - sum(dY * Y) along axis) (PyTorch "
+                                          "_softmax_backward_data)"},
+    [GCC_OP_CONV] = {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
+                     .input_names = "X, W, B", .attrs = kConvAttrs, .n_attrs = COUNT(kConvAttrs),
+                     .shape = shape_conv, .flops = flops_conv,
+                     .semantics = "ONNX Conv, 2-D NCHW, group = 1 (torch.nn.Conv2d): strides, "
+                                  "pads (top, left, bottom, right), dilations, optional bias"},
+    [GCC_OP_CONV_GRAD_DATA] = {.name = "ConvGradData", .min_inputs = 2, .max_inputs = 2,
+                               .n_outputs = 1, .input_names = "dY, W",
+                               .attrs = kConvGradDataAttrs,
+                               .n_attrs = COUNT(kConvGradDataAttrs), .flags = GCC_OPF_INTERNAL,
+                               .shape = shape_conv_grad_data, .flops = flops_conv_grad_data,
+                               .semantics = "gradient of Conv w.r.t. X (PyTorch "
+                                            "convolution_backward grad_input; "
+                                            "cudnnConvolutionBackwardData)"},
+    [GCC_OP_CONV_GRAD_FILTER] = {.name = "ConvGradFilter", .min_inputs = 2, .max_inputs = 2,
+                                 .n_outputs = 1, .input_names = "dY, X",
+                                 .attrs = kConvGradFilterAttrs,
+                                 .n_attrs = COUNT(kConvGradFilterAttrs),
+                                 .flags = GCC_OPF_INTERNAL, .shape = shape_conv_grad_filter,
+                                 .flops = flops_conv_grad_filter,
+                                 .semantics = "gradient of Conv w.r.t. W (PyTorch "
+                                              "convolution_backward grad_weight; "
+                                              "cudnnConvolutionBackwardFilter)"},
+    [GCC_OP_CONV_GRAD_BIAS] = {.name = "ConvGradBias", .min_inputs = 1, .max_inputs = 1,
+                               .n_outputs = 1, .input_names = "dY", .flags = GCC_OPF_INTERNAL,
+                               .shape = shape_conv_grad_bias, .flops = numel_in0,
+                               .semantics = "gradient of Conv w.r.t. B: dY summed over N, H, W "
+                                            "(cudnnConvolutionBackwardBias)"},
+    [GCC_OP_MAX_POOL] = {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                         .input_names = "X", .attrs = kMaxPoolAttrs,
+                         .n_attrs = COUNT(kMaxPoolAttrs), .shape = shape_pool,
+                         .flops = flops_pool,
+                         .semantics = "ONNX MaxPool, 2-D NCHW, ceil_mode = 0 "
+                                      "(torch.nn.MaxPool2d; padding is -inf)"},
+    [GCC_OP_MAX_POOL_GRAD] = {.name = "MaxPoolGrad", .min_inputs = 3, .max_inputs = 3,
+                              .n_outputs = 1, .input_names = "dY, X, Y", .attrs = kMaxPoolAttrs,
+                              .n_attrs = COUNT(kMaxPoolAttrs), .flags = GCC_OPF_INTERNAL,
+                              .shape = shape_max_pool_grad, .flops = flops_pool,
+                              .semantics = "gradient of MaxPool: dY routed to the first maximum "
+                                           "of each window, recomputed from X (PyTorch "
+                                           "max_pool2d_with_indices_backward); Y, the forward "
+                                           "output, is read by cudnnPoolingBackward"},
+    [GCC_OP_AVERAGE_POOL] = {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1,
+                             .n_outputs = 1, .input_names = "X", .attrs = kAvgPoolAttrs,
+                             .n_attrs = COUNT(kAvgPoolAttrs), .shape = shape_pool,
+                             .flops = flops_pool,
+                             .semantics = "ONNX AveragePool, 2-D NCHW, ceil_mode = 0 "
+                                          "(torch.nn.AvgPool2d; count_include_pad as ONNX, "
+                                          "default 0)"},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {.name = "AveragePoolGrad", .min_inputs = 1, .max_inputs = 1,
+                                  .n_outputs = 1, .input_names = "dY",
+                                  .attrs = kAvgPoolGradAttrs,
+                                  .n_attrs = COUNT(kAvgPoolGradAttrs), .flags = GCC_OPF_INTERNAL,
+                                  .shape = shape_avg_pool_grad, .flops = flops_pool,
+                                  .semantics = "gradient of AveragePool: dY / divisor spread "
+                                               "over each window (PyTorch avg_pool2d_backward)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -1,10 +1,25 @@
 /*
- * ops.h - the one table of operators.
+ * ops.h - the op enum and the bottom op table.
  *
- * Adding an op is one X(...) line in GCC_OP_LIST plus its attribute schema,
- * shape function, gradient builder and CPU kernel (see README "Adding an
- * op"). Nothing else in the tree switches over op names: stages look up the
- * descriptor and call through it.
+ * GCC_OP_LIST is the one list of operators. This layer describes each op
+ * by what it means: name, arity, attribute schema, shape and dtype
+ * inference, FLOPs and the source of its semantics. Each layer above keeps
+ * its own table keyed by the same enum, as ggml keeps `enum ggml_op` in
+ * its core and each backend's dispatch in the backend (and tinygrad hangs
+ * its gradient and code tables off its `Ops` enum):
+ *
+ *   graph/ops.c              this table (semantics)
+ *   passes/grad_rules.c      the gradient rule of each op (autodiff)
+ *   runtime/cpu/cpu_ops.c    the CPU backend's kernel and workspace size
+ *   codegen/lowering.c       how an op lowers to CUDA: a pointwise
+ *                            expression, a GEMM, a library call, a view, a
+ *                            copy, a loss or optimizer kernel, or none
+ *   runtime/cuda/cuda_ops.c  the CUDA backend's library calls (cuDNN)
+ *
+ * Every table is written with designated initializers and pinned to
+ * GCC_OP_COUNT by a _Static_assert, so adding an op to the list fails to
+ * compile until each table has its entry; tests/op_tables_test checks that
+ * no entry is left empty. Nothing outside these tables switches over ops.
  *
  * Semantics follow ONNX operators where ONNX has one (Gemm, MatMul, Add,
  * Relu, Reshape, Flatten) and PyTorch where the op is a training construct
@@ -22,44 +37,14 @@
 extern "C" {
 #endif
 
-struct gcc_grad_ctx;
-struct gcc_kernel_args;
-
 /* Sets the dtype and shape of every output of `node` from its inputs (and
  * checks them): GCC_ERR_SHAPE naming the node and both shapes on mismatch,
  * GCC_ERR_UNSUPPORTED for a dtype the op does not take. */
 typedef gcc_status (*gcc_shape_fn)(gcc_graph *g, int node, gcc_diag *d);
 
-/* Builds the backward nodes of `node`. dy[k] is the gradient value of
- * output k (-1 if no gradient flows into it). For every input k with
- * gcc_grad_wanted(ctx, input), sets dx[k] to the value holding the
- * gradient contribution (or -1). See passes/autodiff.h. */
-typedef gcc_status (*gcc_grad_fn)(struct gcc_grad_ctx *ctx, int node, const int *dy, int *dx,
-                                  gcc_diag *d);
-
-/* Runs the node on the CPU; tensors are bound by the executor. */
-typedef gcc_status (*gcc_cpu_fn)(const struct gcc_kernel_args *a);
-
-/* Bytes of scratch memory one CPU execution of `node` needs (shapes
- * inferred), or 0. The memory planner reserves them in the step arena for
- * the node's lifetime only, and the executor hands them to the kernel
- * (gcc_kernel_args.workspace): kernels never allocate. */
-typedef size_t (*gcc_workspace_fn)(const gcc_graph *g, int node);
-
 /* Floating-point operations of one execution of `node` (shapes inferred):
  * 2MNK for a GEMM, about one per element for pointwise ops. For reports. */
 typedef double (*gcc_flops_fn)(const gcc_graph *g, int node);
-
-/* How an op runs on a CUDA device (what placement may rely on). */
-typedef enum gcc_cuda_lowering {
-  GCC_CUDA_NONE = 0, /* no CUDA implementation: soft placement moves it to the CPU */
-  GCC_CUDA_CODEGEN,  /* a generated kernel (pointwise, reduction, loss, optimizer) */
-  GCC_CUDA_CUBLAS,   /* cuBLAS / cuBLASLt GEMM */
-  GCC_CUDA_VIEW,     /* a view of its input: no kernel */
-  GCC_CUDA_COPY,     /* cudaMemcpyAsync on the copy stream */
-  GCC_CUDA_CUDNN,    /* a cuDNN call (runtime/cuda/cudnn_conv.h): a launch of its own, never
-                        fused into generated kernels */
-} gcc_cuda_lowering;
 
 /* Schema of one attribute: name, type, whether required, default. */
 typedef struct gcc_attr_spec {
@@ -72,33 +57,27 @@ typedef struct gcc_attr_spec {
 } gcc_attr_spec;
 
 enum {
-  GCC_OPF_ALIAS = 1u << 0,       /* output 0 is a view of input 0 (no copy, no kernel) */
-  GCC_OPF_ELEMENTWISE = 1u << 1, /* pointwise with broadcasting (fusable) */
-  GCC_OPF_OPTIMIZER = 1u << 2,   /* no outputs; updates input 0 (param) and state in place */
-  GCC_OPF_INTERNAL = 1u << 3,    /* made by passes (gradients); accepted in files too */
-  GCC_OPF_LOSS = 1u << 4,        /* scalar loss of a training graph */
-  GCC_OPF_COPY = 1u << 5,        /* a copy between devices, made by copy insertion */
+  GCC_OPF_ALIAS = 1u << 0,     /* output 0 is a view of input 0 (no copy, no kernel) */
+  GCC_OPF_OPTIMIZER = 1u << 2, /* no outputs; updates input 0 (param) and state in place */
+  GCC_OPF_INTERNAL = 1u << 3,  /* made by passes (gradients); accepted in files too */
+  GCC_OPF_LOSS = 1u << 4,      /* scalar loss of a training graph */
+  GCC_OPF_COPY = 1u << 5,      /* a copy between devices, made by copy insertion */
 };
 
+/* One op as this layer describes it (entries of graph/ops.c). */
 typedef struct gcc_op_desc {
   const char *name;
   int min_inputs, max_inputs, n_outputs;
   const char *input_names; /* "A, B, C" for messages */
   const gcc_attr_spec *attrs;
   int n_attrs;
-  unsigned flags;
+  unsigned flags;          /* GCC_OPF_* */
   gcc_shape_fn shape;
-  gcc_grad_fn grad; /* NULL: not differentiable (gradient stops) */
-  gcc_cpu_fn cpu;   /* NULL only for GCC_OPF_ALIAS ops */
-  const char *semantics; /* where the definition comes from */
-  gcc_cuda_lowering cuda; /* how the op runs on CUDA */
-  gcc_flops_fn flops;     /* NULL: none (views, copies) */
-  gcc_workspace_fn workspace; /* NULL: the CPU kernel needs no scratch */
-  const char *cuda_call;  /* GCC_CUDA_CUDNN: the cuDNN function that runs it, for reports
-                             and the launch manifest ("cudnnConvolutionForward") */
+  gcc_flops_fn flops;      /* NULL: none (views, copies) */
+  const char *semantics;   /* where the definition comes from */
 } gcc_op_desc;
 
-/*   id          name                    in   out */
+/* X(ID, Name): the enum id and the name used in model files. */
 #define GCC_OP_LIST(X)                                   \
   X(GEMM, Gemm)                                          \
   X(MATMUL, MatMul)                                      \

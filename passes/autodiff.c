@@ -16,6 +16,7 @@
 
 #include "graph/ops.h"
 #include "passes/autodiff.h"
+#include "passes/grad_rules.h"
 #include "passes/passes.h"
 
 typedef struct contrib_list {
@@ -220,7 +221,7 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     const gcc_node *n = &g->nodes[i];
     int any = 0;
     for (int k = 0; k < n->n_inputs; k++)
-      if (n->inputs[k] >= 0 && dep[n->inputs[k]] && gcc_op(n->op)->grad)
+      if (n->inputs[k] >= 0 && dep[n->inputs[k]] && gcc_grad_rule_of(n->op)->fn)
         any = 1;
     for (int k = 0; k < n->n_outputs; k++)
       dep[n->outputs[k]] = (char)any;
@@ -281,13 +282,13 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     }
     if (!need)
       continue;
-    const gcc_op_desc *desc = gcc_op(op);
-    if (!desc->grad) {
+    const gcc_grad_rule *rule = gcc_grad_rule_of(op);
+    if (!rule->fn) {
       char nd[600];
       return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has no gradient", c->g->source,
                           gcc_node_desc(c->g, i, nd, sizeof nd));
     }
-    GCC_TRY(desc->grad(c, i, dy, dx, d));
+    GCC_TRY(rule->fn(c, i, dy, dx, d));
     for (int k = 0; k < n_in; k++) {
       int iv = c->g->nodes[i].inputs[k];
       if (dx[k] >= 0 && gcc_grad_wanted(c, iv))

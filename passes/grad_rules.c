@@ -1,7 +1,7 @@
 /*
- * grad_rules.c - the backward of each differentiable op, expressed with ops
- * of the same table so that every backward node has a CPU kernel (and,
- * later, a CUDA lowering) of its own.
+ * grad_rules.c - the gradient table and the backward of each differentiable
+ * op, expressed with ops of the same enum so that every backward node has
+ * a kernel of its own on each backend.
  */
 #include "passes/grad_rules.h"
 
@@ -303,4 +303,45 @@ gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *
   GCC_TRY(copy_window_attrs(g, node, n2));
   GCC_TRY(set_shape_attr(g, n2, "input_shape", X));
   return gcc_grad_finish(c, n2, d);
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+#define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
+
+_Static_assert(GCC_OP_COUNT == 26, "a new op: add its gradient rule to kGradRules");
+
+static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
+    [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
+    [GCC_OP_MATMUL] = {.fn = gcc_grad_matmul},
+    [GCC_OP_ADD] = {.fn = gcc_grad_add},
+    [GCC_OP_RELU] = {.fn = gcc_grad_relu},
+    [GCC_OP_RELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_IDENTITY] = {.fn = gcc_grad_identity},
+    [GCC_OP_RESHAPE] = {.fn = gcc_grad_reshape},
+    [GCC_OP_FLATTEN] = {.fn = gcc_grad_reshape},
+    [GCC_OP_REDUCE_SUM_TO] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.fn = gcc_grad_sce},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_MEAN_SQUARED_ERROR] = {.fn = gcc_grad_mse},
+    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SGD] = {.none = "an optimizer update: runs after the backward"},
+    [GCC_OP_ADAM] = {.none = "an optimizer update: runs after the backward"},
+    [GCC_OP_COPY] = {.none = "made by copy insertion, after autodiff"},
+    [GCC_OP_SOFTMAX] = {.fn = gcc_grad_softmax},
+    [GCC_OP_SOFTMAX_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_CONV] = {.fn = gcc_grad_conv},
+    [GCC_OP_CONV_GRAD_DATA] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_CONV_GRAD_FILTER] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_CONV_GRAD_BIAS] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_MAX_POOL] = {.fn = gcc_grad_max_pool},
+    [GCC_OP_MAX_POOL_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_AVERAGE_POOL] = {.fn = gcc_grad_average_pool},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {.none = NO_GRAD_INTERNAL},
+};
+
+const gcc_grad_rule *gcc_grad_rule_of(int op) {
+  if (op < 0 || op >= GCC_OP_COUNT)
+    return NULL;
+  return &kGradRules[op];
 }

@@ -1,7 +1,7 @@
 /*
- * grad_rules.h - gradient builders, one per differentiable op (the `grad`
- * column of graph/ops.h). Each adds backward nodes to the graph through the
- * autodiff context (passes/autodiff.h); see gcc_grad_fn for the contract.
+ * grad_rules.h - the gradient table: per op of graph/ops.h its gradient
+ * rule (a builder that adds the backward nodes through the autodiff
+ * context, passes/autodiff.h) or the reason it has none.
  */
 #ifndef GCC_PASSES_GRAD_RULES_H
 #define GCC_PASSES_GRAD_RULES_H
@@ -11,6 +11,24 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+struct gcc_grad_ctx;
+
+/* Builds the backward nodes of `node`. dy[k] is the gradient value of
+ * output k (-1 if no gradient flows into it). For every input k with
+ * gcc_grad_wanted(ctx, input), sets dx[k] to the value holding the
+ * gradient contribution (or -1). See passes/autodiff.h. */
+typedef gcc_status (*gcc_grad_fn)(struct gcc_grad_ctx *ctx, int node, const int *dy, int *dx,
+                                  gcc_diag *d);
+
+/* One entry of the table: exactly one of the two is set. */
+typedef struct gcc_grad_rule {
+  gcc_grad_fn fn;   /* the builder */
+  const char *none; /* no gradient (it stops here), and why */
+} gcc_grad_rule;
+
+/* The entry of op `op`; NULL when `op` is out of range. */
+const gcc_grad_rule *gcc_grad_rule_of(int op);
 
 gcc_status gcc_grad_gemm(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 gcc_status gcc_grad_matmul(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,

@@ -54,7 +54,7 @@ void gcc_mem_plan_free(gcc_mem_plan *p) {
 }
 
 gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
-                           gcc_mem_plan *out, gcc_diag *d) {
+                           gcc_node_workspace_fn workspace, gcc_mem_plan *out, gcc_diag *d) {
   int nv = g->n_values, nn = g->n_nodes;
   memset(out, 0, sizeof *out);
   out->n_values = nv;
@@ -96,13 +96,8 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
   for (int j = 0; j < nn; j++) {
     const gcc_node *n = &g->nodes[j];
     int i = j;
-    if (n->group >= 0 && n->group < g->n_groups) {
-      const gcc_group *gr = &g->groups[n->group];
-      i = gr->nodes[0];
-      for (int k = 0; k < gr->n_nodes; k++)
-        i = gr->kind == GCC_GROUP_GEMM ? (gr->nodes[k] < i ? gr->nodes[k] : i)
-                                       : (gr->nodes[k] > i ? gr->nodes[k] : i);
-    }
+    if (n->group >= 0 && n->group < g->n_groups)
+      i = gcc_group_point(&g->groups[n->group]);
     if ((gcc_op(n->op)->flags & GCC_OPF_ALIAS) && n->inputs[0] >= 0)
       out->root[n->outputs[0]] = out->root[n->inputs[0]];
     for (int k = 0; k < n->n_inputs; k++) {
@@ -151,12 +146,11 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
   }
   for (int i = 0; i < nn; i++) {
     const gcc_node *n = &g->nodes[i];
-    const gcc_op_desc *op = gcc_op(n->op);
     int dev = n->device >= 0 ? n->device : GCC_DEV_CPU;
     out->ws_offset[i] = -1;
-    if (!op->workspace || dev != GCC_DEV_CPU)
+    if (!workspace || dev != GCC_DEV_CPU)
       continue;
-    size_t bytes = op->workspace(g, i);
+    size_t bytes = workspace(g, i);
     if (!bytes)
       continue;
     bytes = align_up(bytes);

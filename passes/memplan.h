@@ -4,8 +4,8 @@
  * Every per-step value (activations, backward temporaries)
  * gets an offset in one arena, allocated once per plan: a step allocates
  * nothing. Offsets come from liveness intervals over the node schedule (a
- * node of a fused group at the point where its group runs: a GEMM group at
- * its first node, other groups at their last) and
+ * node of a fused group at the point where its group runs, gcc_group_point)
+ * and
  * a greedy-by-size best-fit assignment (as TensorFlow Lite's arena planner
  * and ggml's graph allocator do): values whose lifetimes do not overlap
  * share bytes. Views (ops flagged GCC_OPF_ALIAS: Reshape, Flatten) share
@@ -42,7 +42,7 @@ typedef struct gcc_mem_plan {
   size_t total_bytes; /* sum of all planned values without reuse (for reports) */
   int n_devices;      /* entries of device_bytes: max device id + 1 */
   size_t *device_bytes; /* per device id: peak of its step arena */
-  /* per node: scratch the node's CPU kernel needs (gcc_op_desc.workspace),
+  /* per node: scratch the node's CPU kernel needs (the `workspace` answer),
    * planned in its device's step arena for that node's step only; offset -1
    * and 0 bytes when it needs none (or runs on a device whose library
    * manages its own workspace, as cuDNN's algorithms do) */
@@ -51,12 +51,17 @@ typedef struct gcc_mem_plan {
   size_t *ws_bytes;
 } gcc_mem_plan;
 
+/* Bytes of scratch memory node `node` needs where it runs (0: none): the
+ * backend's answer (runtime/cpu: the CPU kernel's workspace). */
+typedef size_t (*gcc_node_workspace_fn)(const gcc_graph *g, int node);
+
 /* Plans `g` (nodes in execution order), one arena per device: only values
  * on the same device share bytes. `keep_live` values (the loss, the
  * prediction) stay live to the end of the step so they can be read after
- * it. Errors: GCC_ERR_OUT_OF_MEMORY. */
+ * it. `workspace` (NULL: none) sizes the scratch of CPU-placed nodes.
+ * Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
-                           gcc_mem_plan *out, gcc_diag *d);
+                           gcc_node_workspace_fn workspace, gcc_mem_plan *out, gcc_diag *d);
 void gcc_mem_plan_free(gcc_mem_plan *p);
 
 #ifdef __cplusplus

@@ -120,42 +120,44 @@ void gcc_dump_graph(const gcc_graph *g, FILE *f) {
   }
 }
 
-typedef gcc_status (*pass_fn)(gcc_graph *, const gcc_options *, gcc_diag *);
-
-static const struct {
-  const char *name;
-  pass_fn fn;
-} kPasses[] = {
+static const gcc_pass kPasses[] = {
     {"infer", gcc_pass_infer},
     {"autodiff", gcc_pass_autodiff},
     {"placement", gcc_pass_placement},
     {"copy-insertion", gcc_pass_copy_insertion},
-    {"fusion", gcc_pass_fusion},
 };
 
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
-  int n = (int)(sizeof kPasses / sizeof kPasses[0]);
+  const gcc_target *t = opt->target;
+  if (!t || !t->supports_op)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: no compilation target (gcc_options.target)", g->source);
+  int n_fixed = (int)(sizeof kPasses / sizeof kPasses[0]), n = n_fixed + t->n_lower;
   if (opt->dump_after && strcmp(opt->dump_after, "all") != 0) {
     int found = 0;
-    for (int i = 0; i < n; i++)
-      found |= strcmp(kPasses[i].name, opt->dump_after) == 0;
+    char names[512] = "";
+    for (int i = 0; i < n; i++) {
+      const char *name = i < n_fixed ? kPasses[i].name : t->lower[i - n_fixed].name;
+      found |= strcmp(name, opt->dump_after) == 0;
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", name);
+    }
     if (!found)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "--dump-after=%s: no such pass (passes: infer, autodiff, placement, "
-                          "copy-insertion, fusion, all)",
-                          opt->dump_after);
+                          "--dump-after=%s: no such pass (passes: %sall)", opt->dump_after,
+                          names);
   }
   for (int i = 0; i < n; i++) {
-    gcc_status s = kPasses[i].fn(g, opt, d);
+    const gcc_pass *p = i < n_fixed ? &kPasses[i] : &t->lower[i - n_fixed];
+    gcc_status s = p->fn(g, opt, d);
     if (s != GCC_OK)
       return s;
     s = gcc_verify(g, d);
     if (s != GCC_OK)
-      return gcc_diag_prefix(d, "after pass %s", kPasses[i].name);
+      return gcc_diag_prefix(d, "after pass %s", p->name);
     if (opt->dump_after &&
-        (strcmp(opt->dump_after, "all") == 0 || strcmp(opt->dump_after, kPasses[i].name) == 0)) {
+        (strcmp(opt->dump_after, "all") == 0 || strcmp(opt->dump_after, p->name) == 0)) {
       FILE *f = opt->dump_file ? opt->dump_file : stderr;
-      fprintf(f, "; IR after pass %s\n", kPasses[i].name);
+      fprintf(f, "; IR after pass %s\n", p->name);
       gcc_dump_graph(g, f);
     }
   }

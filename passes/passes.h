@@ -1,7 +1,7 @@
 /*
  * passes.h - the compiler passes and the pass manager.
  *
- * Every pass has the same entry shape,
+ * Every pass has the same entry shape (gcc_pass_fn),
  *     gcc_status gcc_pass_NAME(gcc_graph *g, const gcc_options *opt, gcc_diag *d),
  * transforms the graph in place and leaves it topologically sorted and
  * linked. gcc_run_passes() runs the pipeline in order, verifies the IR after
@@ -40,7 +40,31 @@ typedef enum gcc_placement_reason {
 /* Short stable name of a reason ("pinned", "no-kernel", ...). */
 const char *gcc_placement_reason_name(int reason);
 
+struct gcc_options;
+
+/* A pass: transforms the graph in place (see the top of this file). */
+typedef gcc_status (*gcc_pass_fn)(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
+
+typedef struct gcc_pass {
+  const char *name; /* for --dump-after and messages */
+  gcc_pass_fn fn;
+} gcc_pass;
+
+/* What the passes need to know about the devices they compile for. The
+ * layers above answer: runtime/compile.c fills it from each backend's
+ * supports_op (runtime/cpu, codegen/lowering.h for CUDA devices), the CPU
+ * backend's workspace sizes, and codegen's fusion pass. */
+typedef struct gcc_target {
+  /* 1 if `device` (GCC_DEV_CPU or GCC_DEV_CUDA(n)) can run op `op`; placement asks it */
+  int (*supports_op)(int device, int op);
+  /* passes that lower the placed graph for its devices (CUDA: fusion), run after copy
+   * insertion, in order */
+  const gcc_pass *lower;
+  int n_lower;
+} gcc_target;
+
 typedef struct gcc_options {
+  const gcc_target *target; /* the devices' answers (required by gcc_run_passes) */
   gcc_mode mode;
   int64_t batch_size;   /* binds the symbolic batch dim of the inputs */
   gcc_optimizer opt;    /* optimizer and hyper-parameters (TRAIN) */
@@ -98,21 +122,15 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
  * opt->warn_file naming the nodes responsible. */
 gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
-/* Fusion (codegen/fusion.c): groups the nodes placed on CUDA devices into
- * launches (gcc_graph.groups; node->group): one optimizer kernel per
- * device, one loss kernel, GEMMs with cuBLASLt epilogues (bias, ReLU,
- * ReLU-backward mask, bias gradient), and maximal pointwise chains ending
- * in at most one reduction. CPU-placed nodes are left ungrouped. A no-op
- * for graphs with no CUDA node. */
-gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
-
 /* Checks IR invariants: SSA (one producer per value), every input defined
  * before use, topological order, known dtypes and shapes of every value a
  * node touches. GCC_ERR_INTERNAL naming the offending node when one fails. */
 gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d);
 
-/* Runs infer, autodiff, placement, copy insertion and fusion in order
- * (verifying after each and dumping where asked). */
+/* Runs infer, autodiff, placement, copy insertion, then the target's
+ * lowering passes (opt->target->lower: fusion) in order, verifying after
+ * each and dumping where asked. GCC_ERR_INVALID_ARGUMENT without a target
+ * or for a --dump-after naming no pass. */
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
 /* Prints the IR: one line per node with phase, op, inputs, outputs, shapes. */

@@ -54,11 +54,12 @@ static int all_outputs_integer(const gcc_graph *g, const gcc_node *n) {
   return 1;
 }
 
+/* The backend's answer (opt->target->supports_op), unless the caller
+ * disabled the op on CUDA devices (opt->cuda_disabled). */
 static int device_has_kernel(const gcc_options *opt, int op_id, int dev) {
-  const gcc_op_desc *op = gcc_op(op_id);
-  if (!GCC_DEV_IS_CUDA(dev))
-    return op->cpu != NULL || (op->flags & GCC_OPF_ALIAS);
-  return op->cuda != GCC_CUDA_NONE && !(opt->cuda_disabled && opt->cuda_disabled[op_id]);
+  if (GCC_DEV_IS_CUDA(dev) && opt->cuda_disabled && opt->cuda_disabled[op_id])
+    return 0;
+  return opt->target->supports_op(dev, op_id);
 }
 
 gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {

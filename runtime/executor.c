@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "graph/ops.h"
+#include "runtime/compile.h"
 #include "passes/memplan.h"
 
 typedef struct step {
@@ -66,59 +67,6 @@ static gcc_status bind_values(gcc_plan *p, gcc_bind_fn bind, void *user, gcc_dia
   return GCC_OK;
 }
 
-/* The values read after a step: they must outlive it. The host reads the
- * loss and the prediction of a training model, or the graph outputs of an
- * inference graph (no training spec: an exported bundle's logits and
- * probabilities), or, where they live on a GPU, their copies to the host
- * (copy insertion's "<value>@cpu"): those are kept too, or a value computed
- * after them (the other host copy, in eval) could reuse their bytes before
- * the host reads them. `keep` has room for 2 * (2 + g->n_outputs). */
-static int keep_values(const gcc_graph *g, int *keep) {
-  int n = 0;
-  for (int j = 0; j < 2 + g->n_outputs; j++) {
-    int v = -1;
-    if (j < 2 && g->training.present) {
-      const char *name = j == 0 ? g->training.loss : g->training.prediction;
-      v = name ? gcc_graph_find(g, name) : -1;
-    } else if (j >= 2 && !g->training.present) {
-      v = g->outputs[j - 2];
-    }
-    if (v < 0)
-      continue;
-    keep[n++] = v;
-    for (int i = 0; i < g->n_nodes; i++) {
-      const gcc_node *c = &g->nodes[i];
-      if ((gcc_op(c->op)->flags & GCC_OPF_COPY) && c->inputs[0] == v &&
-          c->device == GCC_DEV_CPU) {
-        keep[n++] = c->outputs[0];
-        break;
-      }
-    }
-  }
-  return n;
-}
-
-gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc_graph **out,
-                             gcc_mem_plan *mem, gcc_diag *d) {
-  *out = NULL;
-  memset(mem, 0, sizeof *mem);
-  gcc_graph *g;
-  GCC_TRY(gcc_graph_clone(model, &g, d));
-  gcc_status s = gcc_run_passes(g, opt, d);
-  int *keep = malloc((size_t)(2 * (2 + g->n_outputs)) * sizeof *keep);
-  if (s == GCC_OK && !keep)
-    s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
-  if (s == GCC_OK)
-    s = gcc_plan_memory(g, keep, keep_values(g, keep), mem, d);
-  free(keep);
-  if (s != GCC_OK) {
-    gcc_graph_free(g);
-    return s;
-  }
-  *out = g;
-  return GCC_OK;
-}
-
 gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt, gcc_bind_fn bind,
                             void *user, int threads, gcc_plan **out, gcc_diag *d) {
   *out = NULL;
@@ -169,7 +117,7 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt, gcc_
     if (op->flags & GCC_OPF_ALIAS)
       continue; /* a view: nothing to run */
     step *st = &p->steps[p->n_steps++];
-    st->fn = op->cpu;
+    st->fn = gcc_cpu_op_of(n->op)->kernel;
     st->args.node = n;
     st->args.ctx = &p->ctx;
     st->args.in = ptr;

@@ -16,6 +16,7 @@
 
 #include "passes/memplan.h"
 #include "passes/passes.h"
+#include "runtime/compile.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/profile.h"
 
@@ -24,13 +25,6 @@ extern "C" {
 #endif
 
 typedef struct gcc_plan gcc_plan;
-
-/* Compiles without binding storage or running anything: clones `model`,
- * runs the passes and plans the step arenas. Works for any target device
- * (a CUDA plan compiles on a machine without a GPU), which is what
- * --dump-placement shows. The caller frees *out and the plan. */
-gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc_graph **out,
-                             gcc_mem_plan *mem, gcc_diag *d);
 
 /* Returns the persistent storage (float32, the value's numel elements) of
  * a PARAM, GRAD or OPT_STATE value of the compiled graph, or NULL if the

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 
 gcc_status gcc_dump_format_parse(const char *s, gcc_dump_format *out, gcc_diag *d) {
@@ -172,7 +173,7 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
     json_object_set_new(gj, "epilogue", gr->kind == GCC_GROUP_GEMM
                                             ? json_string(gcc_epilogue_name(gr->epilogue))
                                             : json_null());
-    const char *call = gr->kind == GCC_GROUP_CUDNN ? gcc_op(g->nodes[gr->nodes[0]].op)->cuda_call
+    const char *call = gr->kind == GCC_GROUP_CUDNN ? gcc_lowering_of(g->nodes[gr->nodes[0]].op)->call
                                                    : NULL;
     json_object_set_new(gj, "call", call ? json_string(call) : json_null());
     json_t *members = json_array();

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "codegen/kernel_cache.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "passes/memplan.h"
 
@@ -141,15 +142,6 @@ static int is_copy(const gcc_graph *g, int node) {
   return (gcc_op(g->nodes[node].op)->flags & GCC_OPF_COPY) != 0;
 }
 
-/* where a group runs in the schedule: a GEMM group at its first node, others at their last */
-static int group_point(const gcc_group *gr) {
-  int pos = gr->nodes[0];
-  for (int i = 0; i < gr->n_nodes; i++)
-    pos = gr->kind == GCC_GROUP_GEMM ? (gr->nodes[i] < pos ? gr->nodes[i] : pos)
-                                     : (gr->nodes[i] > pos ? gr->nodes[i] : pos);
-  return pos;
-}
-
 static gcc_status add_op(gcc_dplan *p, const op *o, gcc_diag *d) {
   op *n = realloc(p->ops, (size_t)(p->n_ops + 1) * sizeof *n);
   if (!n)
@@ -250,7 +242,7 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: node '%s' on the GPU belongs to no group",
                           g->source, n->name);
     const gcc_group *gr = &g->groups[gi];
-    if (group_point(gr) != i)
+    if (gcc_group_point(gr) != i)
       continue;
     device_work = 1;
     if (gr->kind == GCC_GROUP_CUDNN) { /* one library call */
@@ -668,7 +660,7 @@ static gcc_status issue_ops(gcc_dplan *p, int slot, int64_t step, gcc_diag *d) {
       if (o->needs_sync)
         GCC_TRY(p->be.sync(p->be.self, d));
       p->ctx.optimizer_step = step;
-      gcc_status s = gcc_op(o->cpu.node->op)->cpu(&o->cpu);
+      gcc_status s = gcc_cpu_op_of(o->cpu.node->op)->kernel(&o->cpu);
       if (s != GCC_OK) {
         if (d)
           *d = p->run_diag;

@@ -33,6 +33,7 @@
 
 extern "C" {
 #include "graph/builder.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
 #include "runtime/plan.h"
@@ -68,15 +69,15 @@ void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float *B, co
     return (aux[idx / 8] >> (idx % 8)) & 1;
   };
   switch (m.epilogue) {
-  case GCC_LT_DEFAULT: break;
-  case GCC_LT_BIAS:
-  case GCC_LT_RELU_BIAS:
-  case GCC_LT_RELU_AUX_BIAS:
+  case GCC_EPI_DEFAULT: break;
+  case GCC_EPI_BIAS:
+  case GCC_EPI_RELU_BIAS:
+  case GCC_EPI_RELU_AUX_BIAS:
     for (int64_t j = 0; j < m.n; j++)
       for (int64_t i = 0; i < m.m; i++) {
         float x = D[i + j * ldd] + bias[i];
-        if (m.epilogue != GCC_LT_BIAS) {
-          if (m.epilogue == GCC_LT_RELU_AUX_BIAS) {
+        if (m.epilogue != GCC_EPI_BIAS) {
+          if (m.epilogue == GCC_EPI_RELU_AUX_BIAS) {
             int64_t idx = j * m.aux_ld + i;
             if (x > 0.0f)
               aux[idx / 8] |= (uint8_t)(1u << (idx % 8));
@@ -88,13 +89,13 @@ void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float *B, co
         D[i + j * ldd] = x;
       }
     break;
-  case GCC_LT_DRELU:
-  case GCC_LT_DRELU_BGRAD:
+  case GCC_EPI_DRELU:
+  case GCC_EPI_DRELU_BGRAD:
     for (int64_t j = 0; j < m.n; j++)
       for (int64_t i = 0; i < m.m; i++)
         if (!bit(i, j))
           D[i + j * ldd] = 0.0f;
-    if (m.epilogue == GCC_LT_DRELU_BGRAD)
+    if (m.epilogue == GCC_EPI_DRELU_BGRAD)
       for (int64_t i = 0; i < m.m; i++) {
         double s = 0;
         for (int64_t j = 0; j < m.n; j++)
@@ -102,7 +103,7 @@ void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float *B, co
         bias[i] = (float)s;
       }
     break;
-  case GCC_LT_BGRADB:
+  case GCC_EPI_BGRADB:
     for (int64_t j = 0; j < m.n; j++) {
       double s = 0;
       for (int64_t kk = 0; kk < m.k; kk++)
@@ -110,7 +111,7 @@ void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float *B, co
       bias[j] = (float)s;
     }
     break;
-  default: ADD_FAILURE() << "epilogue " << gcc_lt_epilogue_name(m.epilogue); break;
+  default: ADD_FAILURE() << "epilogue " << gcc_epilogue_name(m.epilogue); break;
   }
 }
 
@@ -264,7 +265,7 @@ struct HostBackend {
       r.bias = bias;
       r.aux = aux;
       h->gemms++;
-      h->epilogues.push_back(gcc_lt_epilogue_name(g->epilogue));
+      h->epilogues.push_back(gcc_epilogue_name(g->epilogue));
       if (h->capturing) {
         h->rec.push_back(r);
         return GCC_OK;
@@ -335,7 +336,6 @@ struct HostBackend {
     case Recorded::kCopy: std::memcpy(r.dst, r.src, r.bytes); return GCC_OK;
     case Recorded::kLibrary: {
       const gcc_node *n = &r.graph->nodes[r.node];
-      const gcc_op_desc *od = gcc_op(n->op);
       std::vector<gcc_tensor> ts(n->n_inputs + n->n_outputs);
       std::vector<gcc_tensor *> in(n->n_inputs), out(n->n_outputs);
       for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
@@ -347,7 +347,7 @@ struct HostBackend {
       }
       for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
       for (int k = 0; k < n->n_outputs; k++) out[k] = &ts[n->n_inputs + k];
-      size_t ws = od->workspace ? od->workspace(r.graph, r.node) : 0;
+      size_t ws = gcc_cpu_workspace(r.graph, r.node);
       std::vector<float> scratch(ws / sizeof(float) + 1);
       gcc_cpu_ctx ctx{};
       ctx.max_threads = 1;
@@ -355,7 +355,7 @@ struct HostBackend {
       ctx.source = r.graph->source;
       gcc_kernel_args ka{n, in.data(), n->n_inputs, out.data(), n->n_outputs, &ctx,
                          ws ? scratch.data() : nullptr, ws};
-      return od->cpu(&ka);
+      return gcc_cpu_op_of(n->op)->kernel(&ka);
     }
     }
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "unknown recorded work");
@@ -860,18 +860,18 @@ TEST(GemmMap, BiasGradientOfOperandABecomesBgradbAfterTheSwap) {
     gcc_colmajor_gemm m{};
     ASSERT_EQ(gcc_gemm_map(c, gi, &m, &d), GCC_OK) << d.msg;
     if (c->groups[gi].epilogue == GCC_EPI_BGRADA) {
-      EXPECT_EQ(m.epilogue, GCC_LT_BGRADB);
+      EXPECT_EQ(m.epilogue, GCC_EPI_BGRADB);
       EXPECT_EQ(m.n, 10);  // fc5.bias.grad: the columns of D^T = dW^T (64 x 10)
       bgrad++;
     }
-    if (m.epilogue == GCC_LT_DRELU_BGRAD) {
+    if (m.epilogue == GCC_EPI_DRELU_BGRAD) {
       EXPECT_GE(m.aux_group, 0);
       EXPECT_EQ(c->groups[m.aux_group].epilogue, GCC_EPI_RELU_AUX_BIAS);
       EXPECT_EQ(m.aux_ld % 128, 0);
       EXPECT_GE(m.aux_ld, m.m);
       drelu++;
     }
-    relu_aux += m.epilogue == GCC_LT_RELU_AUX_BIAS;
+    relu_aux += m.epilogue == GCC_EPI_RELU_AUX_BIAS;
   }
   EXPECT_EQ(bgrad, 1);
   EXPECT_EQ(drelu, 4);

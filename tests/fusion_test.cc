@@ -9,6 +9,7 @@
 extern "C" {
 #include "codegen/emit.h"
 #include "graph/builder.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
 #include "runtime/executor.h"
@@ -187,12 +188,12 @@ TEST(Fusion, CifarCnnConvolutionsArecuDnnCallsOfTheirOwn) {
     const gcc_group *gr = &c.g->groups[k];
     for (int m = 0; m < gr->n_nodes; m++) {
       const gcc_node *n = &c.g->nodes[gr->nodes[m]];
-      bool cudnn_op = gcc_op(n->op)->cuda == GCC_CUDA_CUDNN;
+      bool cudnn_op = gcc_lowering_of(n->op)->kind == GCC_LOWER_LIBRARY;
       EXPECT_EQ(cudnn_op, gr->kind == GCC_GROUP_CUDNN) << n->name << " in " << gr->name;
     }
     if (gr->kind == GCC_GROUP_CUDNN) {
       ASSERT_EQ(gr->n_nodes, 1) << gr->name;
-      calls[c.g->nodes[gr->nodes[0]].name] = gcc_op(c.g->nodes[gr->nodes[0]].op)->cuda_call;
+      calls[c.g->nodes[gr->nodes[0]].name] = gcc_lowering_of(c.g->nodes[gr->nodes[0]].op)->call;
     }
   }
   const std::map<std::string, std::string> want = {

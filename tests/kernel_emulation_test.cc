@@ -39,6 +39,7 @@
 extern "C" {
 #include "codegen/emit.h"
 #include "graph/builder.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
 #include "runtime/cpu/cpu_kernels.h"
@@ -772,7 +773,7 @@ gcc_status RunReference(const gcc_graph *g, const gcc_group *gr, const GroupRun 
       outs[q] = &t[v];
     }
     gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx, nullptr, 0};
-    gcc_status s = op->cpu(&a);
+    gcc_status s = gcc_cpu_op_of(n->op)->kernel(&a);
     if (s != GCC_OK)
       return s;
   }
@@ -1052,7 +1053,7 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
         tp[q] = &t[q];
       }
       gcc_kernel_args a{n, tp.data(), n->n_inputs, nullptr, 0, &ctx, nullptr, 0};
-      ASSERT_EQ(gcc_op(n->op)->cpu(&a), GCC_OK) << d.msg;
+      ASSERT_EQ(gcc_cpu_op_of(n->op)->kernel(&a), GCC_OK) << d.msg;
     }
     const char *names[3] = {"parameters", adam ? "exp_avg" : "momentum_buffer", "exp_avg_sq"};
     const Buf *got[3] = {&P, &S[0], &S[1]}, *want[3] = {&refP, &refS[0], &refS[1]};

@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/ir.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
 #include "passes/memplan.h"
@@ -192,9 +193,8 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
     return bad;
   }
   for (int i = 0; i < nn; i++) {
-    const gcc_op_desc *op = gcc_op(g->nodes[i].op);
     bool cpu = g->nodes[i].device < 0 || g->nodes[i].device == GCC_DEV_CPU;
-    int64_t want = op->workspace && cpu ? AlignUp(static_cast<int64_t>(op->workspace(g, i))) : 0;
+    int64_t want = cpu ? AlignUp(static_cast<int64_t>(gcc_cpu_workspace(g, i))) : 0;
     const std::string name = std::string("workspace of ") + g->nodes[i].name;
     if (static_cast<int64_t>(p.ws_bytes[i]) != want) {
       fail(name + ": " + std::to_string(p.ws_bytes[i]) + " bytes, expected " +
@@ -465,7 +465,7 @@ TEST_P(RandomGraphs, PlansAreValid) {
     const gcc_graph *g = rg.g.get();
     Plan plan;
     gcc_diag d = {};
-    ASSERT_EQ(gcc_plan_memory(g, rg.keep.data(), (int)rg.keep.size(), &plan.p, &d), GCC_OK)
+    ASSERT_EQ(gcc_plan_memory(g, rg.keep.data(), (int)rg.keep.size(), gcc_cpu_workspace, &plan.p, &d), GCC_OK)
         << d.msg;
     auto bad = Verify(g, rg.keep.data(), (int)rg.keep.size(), plan.p);
     if (!bad.empty()) {
@@ -531,7 +531,7 @@ TEST(MemplanVerifier, CatchesBrokenPlans) {
   GraphPtr g = Chain(6);
   Plan plan;
   gcc_diag d = {};
-  ASSERT_EQ(gcc_plan_memory(g.get(), nullptr, 0, &plan.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(g.get(), nullptr, 0, gcc_cpu_workspace, &plan.p, &d), GCC_OK) << d.msg;
   ASSERT_EQ(Join(Verify(g.get(), nullptr, 0, plan.p)), "");
   // two buffers suffice for a chain, reused in turn
   EXPECT_EQ(plan.p.arena_bytes, 2u * 192u);
@@ -563,7 +563,7 @@ TEST(MemplanVerifier, CatchesBrokenPlans) {
   int keep = gcc_graph_find(g.get(), "r0");
   EXPECT_NE(Join(Verify(g.get(), &keep, 1, plan.p)), "");
   Plan kept;
-  ASSERT_EQ(gcc_plan_memory(g.get(), &keep, 1, &kept.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(g.get(), &keep, 1, gcc_cpu_workspace, &kept.p, &d), GCC_OK) << d.msg;
   EXPECT_EQ(Join(Verify(g.get(), &keep, 1, kept.p)), "");
   EXPECT_EQ(kept.p.last[keep], g->n_nodes);
   EXPECT_EQ(kept.p.arena_bytes, 3u * 192u);
@@ -658,10 +658,10 @@ TEST(MemplanDevices, ArenasArePlannedIndependently) {
   GraphPtr same = TwoChains(true, true, cpu, cpu);
   Plan pm, pa, pb, ps;
   gcc_diag d = {};
-  ASSERT_EQ(gcc_plan_memory(mixed.get(), nullptr, 0, &pm.p, &d), GCC_OK) << d.msg;
-  ASSERT_EQ(gcc_plan_memory(only_a.get(), nullptr, 0, &pa.p, &d), GCC_OK) << d.msg;
-  ASSERT_EQ(gcc_plan_memory(only_b.get(), nullptr, 0, &pb.p, &d), GCC_OK) << d.msg;
-  ASSERT_EQ(gcc_plan_memory(same.get(), nullptr, 0, &ps.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(mixed.get(), nullptr, 0, gcc_cpu_workspace, &pm.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(only_a.get(), nullptr, 0, gcc_cpu_workspace, &pa.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(only_b.get(), nullptr, 0, gcc_cpu_workspace, &pb.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(same.get(), nullptr, 0, gcc_cpu_workspace, &ps.p, &d), GCC_OK) << d.msg;
   for (auto *x : {&mixed, &only_a, &only_b, &same}) {
     const Plan &p = x == &mixed ? pm : x == &only_a ? pa : x == &only_b ? pb : ps;
     EXPECT_EQ(Join(Verify(x->get(), nullptr, 0, p.p)), "") << (*x)->name;
@@ -702,7 +702,7 @@ TEST(MemplanDevices, ArenasArePlannedIndependently) {
   // moving one chain's values to another device never changes the other's plan
   GraphPtr moved = TwoChains(true, true, cpu, GCC_DEV_CUDA(1));
   Plan pv;
-  ASSERT_EQ(gcc_plan_memory(moved.get(), nullptr, 0, &pv.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(moved.get(), nullptr, 0, gcc_cpu_workspace, &pv.p, &d), GCC_OK) << d.msg;
   EXPECT_EQ(Join(Verify(moved.get(), nullptr, 0, pv.p)), "");
   ASSERT_EQ(pv.p.n_devices, 3);
   EXPECT_EQ(pv.p.device_bytes[cpu], pm.p.device_bytes[cpu]);
@@ -716,7 +716,7 @@ TEST(MemplanDevices, AlternatingDevicesInOneChain) {
   GraphPtr g = Chain(8, GCC_DEV_CUDA(0));
   Plan plan;
   gcc_diag d = {};
-  ASSERT_EQ(gcc_plan_memory(g.get(), nullptr, 0, &plan.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(g.get(), nullptr, 0, gcc_cpu_workspace, &plan.p, &d), GCC_OK) << d.msg;
   EXPECT_EQ(Join(Verify(g.get(), nullptr, 0, plan.p)), "");
   EXPECT_EQ(plan.p.device_bytes[GCC_DEV_CPU], 192u);
   EXPECT_EQ(plan.p.device_bytes[GCC_DEV_CUDA(0)], 192u);

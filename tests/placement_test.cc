@@ -24,6 +24,7 @@
 
 #include "graph/ir.h"
 #include "graph/loader.h"
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
 #include "passes/memplan.h"

@@ -552,33 +552,52 @@ static void conv_geom_make(const gcc_node *node, const gcc_shape *x, const gcc_s
   g->chunk = fit < 1 ? 1 : (fit > g->n ? g->n : fit);
 }
 
-/* The X, W and Y shapes of a conv-family node, by op. */
-static void conv_shapes(int op, const gcc_shape *in0, const gcc_shape *in1,
+/* Which of the three convolutions a kernel computes: it decides where X, W
+ * and Y are among the node's operands. */
+typedef enum conv_role {
+  CONV_FORWARD,     /* Conv: (X, W) -> Y */
+  CONV_GRAD_DATA,   /* ConvGradData: (dY, W) -> dX */
+  CONV_GRAD_FILTER, /* ConvGradFilter: (dY, X) -> dW */
+} conv_role;
+
+static void conv_shapes(conv_role role, const gcc_shape *in0, const gcc_shape *in1,
                         const gcc_shape *out0, const gcc_shape **x, const gcc_shape **wt,
                         const gcc_shape **y) {
-  if (op == GCC_OP_CONV) { /* (X, W) -> Y */
+  if (role == CONV_FORWARD) {
     *x = in0, *wt = in1, *y = out0;
-  } else if (op == GCC_OP_CONV_GRAD_DATA) { /* (dY, W) -> dX */
+  } else if (role == CONV_GRAD_DATA) {
     *x = out0, *wt = in1, *y = in0;
-  } else { /* ConvGradFilter: (dY, X) -> dW */
+  } else {
     *x = in1, *wt = out0, *y = in0;
   }
 }
 
-size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node) {
+static size_t conv_workspace(const gcc_graph *g, int node, conv_role role) {
   const gcc_node *n = &g->nodes[node];
   const gcc_shape *x, *wt, *y;
-  conv_shapes(n->op, &g->values[n->inputs[0]].shape, &g->values[n->inputs[1]].shape,
+  conv_shapes(role, &g->values[n->inputs[0]].shape, &g->values[n->inputs[1]].shape,
               &g->values[n->outputs[0]].shape, &x, &wt, &y);
   conv_geom cg;
   conv_geom_make(n, x, wt, y, &cg);
   return (size_t)(cg.chunk * cg.p * (cg.k + cg.m)) * sizeof(float);
 }
 
-static gcc_status conv_setup(const gcc_kernel_args *a, conv_geom *cg, float **col,
+size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node) {
+  return conv_workspace(g, node, CONV_FORWARD);
+}
+
+size_t gcc_cpu_conv_grad_data_workspace(const gcc_graph *g, int node) {
+  return conv_workspace(g, node, CONV_GRAD_DATA);
+}
+
+size_t gcc_cpu_conv_grad_filter_workspace(const gcc_graph *g, int node) {
+  return conv_workspace(g, node, CONV_GRAD_FILTER);
+}
+
+static gcc_status conv_setup(const gcc_kernel_args *a, conv_role role, conv_geom *cg, float **col,
                              float **tmp) {
   const gcc_shape *x, *wt, *y;
-  conv_shapes(a->node->op, &a->in[0]->shape, &a->in[1]->shape, &a->out[0]->shape, &x, &wt, &y);
+  conv_shapes(role, &a->in[0]->shape, &a->in[1]->shape, &a->out[0]->shape, &x, &wt, &y);
   conv_geom_make(a->node, x, wt, y, cg);
   size_t need = (size_t)(cg->chunk * cg->p * (cg->k + cg->m)) * sizeof(float);
   if (!a->workspace || a->workspace_bytes < need)
@@ -682,7 +701,7 @@ static void gather_chunk(const conv_geom *g, const float *y, int64_t n0, int64_t
 gcc_status gcc_cpu_conv(const gcc_kernel_args *a) {
   conv_geom g;
   float *col, *tmp;
-  GCC_TRY(conv_setup(a, &g, &col, &tmp));
+  GCC_TRY(conv_setup(a, CONV_FORWARD, &g, &col, &tmp));
   const float *x = F32(a->in[0]), *wt = F32(a->in[1]);
   const float *b = a->n_in > 2 && a->in[2] ? F32(a->in[2]) : NULL;
   float *y = F32(a->out[0]);
@@ -705,7 +724,7 @@ gcc_status gcc_cpu_conv(const gcc_kernel_args *a) {
 gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a) {
   conv_geom g;
   float *col, *tmp;
-  GCC_TRY(conv_setup(a, &g, &col, &tmp));
+  GCC_TRY(conv_setup(a, CONV_GRAD_DATA, &g, &col, &tmp));
   const float *dy = F32(a->in[0]), *wt = F32(a->in[1]);
   float *dx = F32(a->out[0]);
   memset(dx, 0, (size_t)a->out[0]->numel * sizeof *dx);
@@ -722,7 +741,7 @@ gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a) {
 gcc_status gcc_cpu_conv_grad_filter(const gcc_kernel_args *a) {
   conv_geom g;
   float *col, *tmp;
-  GCC_TRY(conv_setup(a, &g, &col, &tmp));
+  GCC_TRY(conv_setup(a, CONV_GRAD_FILTER, &g, &col, &tmp));
   const float *dy = F32(a->in[0]), *x = F32(a->in[1]);
   float *dw = F32(a->out[0]);
   for (int64_t n0 = 0; n0 < g.n; n0 += g.chunk) {

@@ -1,5 +1,6 @@
 /*
- * cpu_kernels.h - the CPU backend's kernels, one per op of graph/ops.h.
+ * cpu_kernels.h - the CPU backend's kernels and its per-op table (which
+ * kernel runs each op of graph/ops.h, and the scratch memory it needs).
  *
  * Tensors are dense, row-major, float32 unless stated. GEMMs go to OpenBLAS
  * (cblas_sgemm); the thread count of each GEMM is chosen from its size
@@ -17,18 +18,11 @@
 #include <stdint.h>
 
 #include "graph/ir.h"
+#include "runtime/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A bound tensor: dtype, shape, element count and the storage address. */
-typedef struct gcc_tensor {
-  gcc_dtype dtype;
-  gcc_shape shape;
-  int64_t numel;
-  void *data;
-} gcc_tensor;
 
 /* Per-plan execution context shared by all kernels of a run. */
 typedef struct gcc_cpu_ctx {
@@ -50,6 +44,32 @@ typedef struct gcc_kernel_args {
   void *workspace;        /* scratch planned for this node (gcc_op_desc.workspace), or NULL */
   size_t workspace_bytes; /* its size */
 } gcc_kernel_args;
+
+/* Runs the node on the CPU; tensors are bound by the plan runner. */
+typedef gcc_status (*gcc_cpu_fn)(const gcc_kernel_args *a);
+
+/* Bytes of scratch memory one CPU execution of `node` needs (shapes
+ * inferred), or 0. The memory planner reserves them in the step arena for
+ * the node's lifetime only, and the runner hands them to the kernel
+ * (gcc_kernel_args.workspace): kernels never allocate. */
+typedef size_t (*gcc_workspace_fn)(const gcc_graph *g, int node);
+
+/* One entry of the CPU backend's op table (runtime/cpu/cpu_ops.c). */
+typedef struct gcc_cpu_op {
+  gcc_cpu_fn kernel;          /* the kernel, or NULL */
+  gcc_workspace_fn workspace; /* NULL: the kernel needs no scratch */
+  int view;                   /* 1: a view of its input, nothing to run (no kernel) */
+  const char *none;           /* no kernel and no view: why the CPU cannot run the op */
+} gcc_cpu_op;
+
+/* The entry of op `op`; NULL when `op` is out of range. */
+const gcc_cpu_op *gcc_cpu_op_of(int op);
+
+/* 1 if the CPU backend runs op `op` (a kernel, or a view that needs none). */
+int gcc_cpu_supports_op(int op);
+
+/* Scratch bytes of node `node` on the CPU (its entry's workspace, or 0). */
+size_t gcc_cpu_workspace(const gcc_graph *g, int node);
 
 /* OpenBLAS threads for an (m x k) @ (k x n) sgemm, at most max_threads:
  * one thread below a measured work threshold (bench/gemm_threads). */
@@ -88,6 +108,8 @@ gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a);
  *   ConvGradBias(dY) -> dB [M]                       (no workspace) */
 #define GCC_CONV_CHUNK_BYTES ((size_t)4 << 20)
 size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node);
+size_t gcc_cpu_conv_grad_data_workspace(const gcc_graph *g, int node);
+size_t gcc_cpu_conv_grad_filter_workspace(const gcc_graph *g, int node);
 gcc_status gcc_cpu_conv(const gcc_kernel_args *a);
 gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a);
 gcc_status gcc_cpu_conv_grad_filter(const gcc_kernel_args *a);

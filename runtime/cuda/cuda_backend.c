@@ -6,6 +6,7 @@
 
 #include "graph/ops.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_conv.h"
 
 #define MAX_EVENTS 8 /* device_plan.h: input-ready and step-done per slot, read-back */
@@ -202,7 +203,7 @@ static gcc_status lt_prepare(gcc_cuda_backend *b, const gcc_colmajor_gemm *g, lt
                         "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
                         "(trans %d%d) with %s on cuda:%d",
                         (long long)g->m, (long long)g->n, (long long)g->k, g->trans_a, g->trans_b,
-                        gcc_lt_epilogue_name(g->epilogue), b->ordinal);
+                        gcc_epilogue_name(g->epilogue), b->ordinal);
   e->algo = res.algo;
   return GCC_OK;
 }
@@ -269,16 +270,23 @@ static gcc_status cudnn_ready(gcc_cuda_backend *b, gcc_diag *d) {
 /* cuDNN's algorithm choice caps the workspace at this (bytes) */
 #define GCC_CUDNN_WORKSPACE_CAP ((size_t)256 << 20)
 
+/* The device address at operand slot `slot` (cuda_ops.h), NULL for none. */
+static void *slot_ptr(int slot, void *const *in, void *const *out) {
+  return slot > 0 ? in[slot - 1] : slot < 0 ? out[-slot - 1] : NULL;
+}
+
 static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *const *in,
                                 void *const *out, gcc_diag *d) {
   gcc_cuda_backend *b = self;
   GCC_TRY(cudnn_ready(b, d));
   const gcc_node *n = &g->nodes[node];
-  int op = n->op;
-  if (op == GCC_OP_CONV || op == GCC_OP_CONV_GRAD_DATA || op == GCC_OP_CONV_GRAD_FILTER ||
-      op == GCC_OP_CONV_GRAD_BIAS) {
+  const gcc_cuda_op *co = gcc_cuda_op_of(n->op);
+  gcc_cuda_call call = co ? co->call : GCC_CUDA_CALL_NONE;
+#define P(slot) slot_ptr(co->slot, in, out)
+  if (call == GCC_CUDA_CALL_CONV_FORWARD || call == GCC_CUDA_CALL_CONV_BACKWARD_DATA ||
+      call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER || call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS) {
     gcc_conv2d_shape sh;
-    if (op == GCC_OP_CONV_GRAD_BIAS) {
+    if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS) {
       /* dB reads only dY [n, m, oh, ow]: any convolution with that output
        * describes it; a 1x1 one of unit stride does */
       const gcc_shape *y = &g->values[n->inputs[0]].shape;
@@ -294,8 +302,8 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
     }
     gcc_cudnn_conv *c = NULL;
     GCC_TRY(gcc_cudnn_cache_conv(b->cudnn_cache, &sh, &c, d));
-    if (op == GCC_OP_CONV_GRAD_BIAS)
-      return gcc_cudnn_conv_backward_bias(c, b->cudnn, in[0], out[0], d);
+    if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS)
+      return gcc_cudnn_conv_backward_bias(c, b->cudnn, P(dy), P(db), d);
     if (!gcc_cudnn_conv_prepared(c)) { /* first use: before any capture */
       GCC_TRY(gcc_cudnn_conv_prepare(c, b->cudnn, GCC_CUDNN_WORKSPACE_CAP, d));
       size_t need = gcc_cudnn_conv_workspace_bytes(c);
@@ -309,29 +317,25 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
         b->cudnn_ws_bytes = need;
       }
     }
-    if (op == GCC_OP_CONV)
-      return gcc_cudnn_conv_forward(c, b->cudnn, in[0], in[1], n->n_inputs > 2 ? in[2] : NULL,
-                                    out[0], b->cudnn_ws, b->cudnn_ws_bytes, d);
-    if (op == GCC_OP_CONV_GRAD_DATA)
-      return gcc_cudnn_conv_backward_data(c, b->cudnn, in[0], in[1], out[0], b->cudnn_ws,
+    if (call == GCC_CUDA_CALL_CONV_FORWARD)
+      return gcc_cudnn_conv_forward(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
+                                    P(y), b->cudnn_ws, b->cudnn_ws_bytes, d);
+    if (call == GCC_CUDA_CALL_CONV_BACKWARD_DATA)
+      return gcc_cudnn_conv_backward_data(c, b->cudnn, P(dy), P(w), P(dx), b->cudnn_ws,
                                           b->cudnn_ws_bytes, d);
-    return gcc_cudnn_conv_backward_filter(c, b->cudnn, in[0], in[1], out[0], b->cudnn_ws,
+    return gcc_cudnn_conv_backward_filter(c, b->cudnn, P(dy), P(x), P(dw), b->cudnn_ws,
                                           b->cudnn_ws_bytes, d);
   }
-  if (op == GCC_OP_MAX_POOL || op == GCC_OP_AVERAGE_POOL || op == GCC_OP_MAX_POOL_GRAD ||
-      op == GCC_OP_AVERAGE_POOL_GRAD) {
+  if (call == GCC_CUDA_CALL_POOL_FORWARD || call == GCC_CUDA_CALL_POOL_BACKWARD) {
     gcc_pool2d_shape sh;
     GCC_TRY(gcc_pool2d_shape_of(g, node, &sh, d));
     gcc_cudnn_pool *pl = NULL;
     GCC_TRY(gcc_cudnn_cache_pool(b->cudnn_cache, &sh, &pl, d));
-    if (op == GCC_OP_MAX_POOL || op == GCC_OP_AVERAGE_POOL)
-      return gcc_cudnn_pool_forward(pl, b->cudnn, in[0], out[0], d);
-    if (op == GCC_OP_MAX_POOL_GRAD) /* (dY, X, Y) -> dX */
-      return gcc_cudnn_pool_backward(pl, b->cudnn, in[2], in[0], in[1], out[0], d);
-    /* AveragePoolGrad (dY) -> dX: cuDNN reads neither X nor Y for averages,
-     * but wants pointers of their shapes: dX and dY are */
-    return gcc_cudnn_pool_backward(pl, b->cudnn, in[0], in[0], out[0], out[0], d);
+    if (call == GCC_CUDA_CALL_POOL_FORWARD)
+      return gcc_cudnn_pool_forward(pl, b->cudnn, P(x), P(y), d);
+    return gcc_cudnn_pool_backward(pl, b->cudnn, P(y), P(dy), P(x), P(dx), d);
   }
+#undef P
   char desc[600];
   return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s has no library call on CUDA", g->source,
                       gcc_node_desc(g, node, desc, sizeof desc));

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/cuda/cuda_ops.h"
+
 gcc_status gcc_cudnn_status(cudnnStatus_t st, const char *call, const char *file, int line,
                             gcc_diag *d) {
   gcc_status s = st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ? GCC_ERR_OUT_OF_MEMORY
@@ -79,26 +81,21 @@ struct gcc_cudnn_conv {
   size_t ws_fwd, ws_bwd_data, ws_bwd_filter;
 };
 
+/* The shape of the value at operand slot `slot` (cuda_ops.h) of node `n`. */
+static const gcc_shape *slot_shape(const gcc_graph *g, const gcc_node *n, int slot) {
+  return &g->values[slot > 0 ? n->inputs[slot - 1] : n->outputs[-slot - 1]].shape;
+}
+
 gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out,
                                gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
-  const gcc_shape *x, *w;
-  switch (n->op) {
-  case GCC_OP_CONV: /* (X, W, B) -> Y */
-    x = &g->values[n->inputs[0]].shape, w = &g->values[n->inputs[1]].shape;
-    break;
-  case GCC_OP_CONV_GRAD_DATA: /* (dY, W) -> dX */
-    x = &g->values[n->outputs[0]].shape, w = &g->values[n->inputs[1]].shape;
-    break;
-  case GCC_OP_CONV_GRAD_FILTER: /* (dY, X) -> dW */
-    x = &g->values[n->inputs[1]].shape, w = &g->values[n->outputs[0]].shape;
-    break;
-  default: {
+  const gcc_cuda_op *co = gcc_cuda_op_of(n->op);
+  if (!co || !co->xs || !co->ws) { /* the table says where X and W are */
     char desc[600];
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is not a convolution",
                         g->source, gcc_node_desc(g, node, desc, sizeof desc));
   }
-  }
+  const gcc_shape *x = slot_shape(g, n, co->xs), *w = slot_shape(g, n, co->ws);
   memset(out, 0, sizeof *out);
   out->n = x->dims[0];
   out->c = x->dims[1];
@@ -387,25 +384,21 @@ struct gcc_cudnn_pool {
 gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *out,
                                gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
-  const gcc_shape *x;
-  switch (n->op) {
-  case GCC_OP_MAX_POOL:
-  case GCC_OP_AVERAGE_POOL: x = &g->values[n->inputs[0]].shape; break;
-  case GCC_OP_MAX_POOL_GRAD: x = &g->values[n->inputs[1]].shape; break;
-  case GCC_OP_AVERAGE_POOL_GRAD: x = &g->values[n->outputs[0]].shape; break;
-  default: {
+  const gcc_cuda_op *co = gcc_cuda_op_of(n->op);
+  if (!co || !co->xs ||
+      (co->call != GCC_CUDA_CALL_POOL_FORWARD && co->call != GCC_CUDA_CALL_POOL_BACKWARD)) {
     char desc[600];
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is not a pooling", g->source,
                         gcc_node_desc(g, node, desc, sizeof desc));
   }
-  }
+  const gcc_shape *x = slot_shape(g, n, co->xs);
   memset(out, 0, sizeof *out);
   out->n = x->dims[0];
   out->c = x->dims[1];
   out->h = x->dims[2];
   out->w = x->dims[3];
   gcc_window2d_of(n, NULL, &out->win);
-  if (n->op == GCC_OP_MAX_POOL || n->op == GCC_OP_MAX_POOL_GRAD)
+  if (co->max_pool)
     out->mode = GCC_POOL_MAX;
   else
     out->mode = n->av[POOL_COUNT_INCLUDE_PAD].i ? GCC_POOL_AVG_INCLUDE_PAD

@@ -1,6 +1,6 @@
 /*
  * cudnn_conv.h - convolution and pooling on a CUDA device through cuDNN 9
- * (the lowering GCC_CUDA_CUDNN of graph/ops.h), for the CUDA executor.
+ * (the LIBRARY lowering of codegen/lowering.h, calls by runtime/cuda/cuda_ops.h).
  *
  * Semantics: ONNX Conv / MaxPool / AveragePool in 2-D, NCHW, float32,
  * group = 1, as graph/ops.h defines them (cross-correlation, as PyTorch's

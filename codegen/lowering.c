@@ -1,0 +1,81 @@
+/*
+ * lowering.c - codegen's per-op table: what each op of graph/ops.h becomes
+ * on a CUDA device (see lowering.h), and the names of group kinds and
+ * epilogues.
+ */
+#include "codegen/lowering.h"
+
+#include "codegen/emit_kernels.h"
+#include "graph/ops.h"
+
+#define NO_CUDA_SOFTMAX "no CUDA kernel in this version: runs on the CPU after a D2H copy"
+
+_Static_assert(GCC_OP_COUNT == 26, "a new op: add its CUDA lowering to kLowering");
+
+static const gcc_lowering kLowering[GCC_OP_COUNT] = {
+    [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
+    [GCC_OP_MATMUL] = {.kind = GCC_LOWER_GEMM},
+    [GCC_OP_ADD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} + {1}"},
+    [GCC_OP_RELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} < 0.0f ? 0.0f : {0}",
+                     .epilogue = GCC_EPIROLE_RELU},
+    [GCC_OP_RELU_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{1} > 0.0f ? {0} : 0.0f",
+                          .epilogue = GCC_EPIROLE_RELU_GRAD},
+    [GCC_OP_IDENTITY] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0}"},
+    [GCC_OP_RESHAPE] = {.kind = GCC_LOWER_VIEW},
+    [GCC_OP_FLATTEN] = {.kind = GCC_LOWER_VIEW},
+    [GCC_OP_REDUCE_SUM_TO] = {.kind = GCC_LOWER_REDUCTION, .epilogue = GCC_EPIROLE_BIAS_GRAD},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.kind = GCC_LOWER_LOSS,
+                                      .loss_grad = GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD,
+                                      .emit = gcc_emit_sce},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.kind = GCC_LOWER_LOSS_GRAD, .emit = gcc_emit_sce},
+    [GCC_OP_MEAN_SQUARED_ERROR] = {.kind = GCC_LOWER_LOSS,
+                                   .loss_grad = GCC_OP_MEAN_SQUARED_ERROR_GRAD,
+                                   .emit = gcc_emit_mse},
+    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {.kind = GCC_LOWER_LOSS_GRAD, .emit = gcc_emit_mse},
+    [GCC_OP_SGD] = {.kind = GCC_LOWER_OPTIMIZER, .emit = gcc_emit_sgd},
+    [GCC_OP_ADAM] = {.kind = GCC_LOWER_OPTIMIZER, .emit = gcc_emit_adam},
+    [GCC_OP_COPY] = {.kind = GCC_LOWER_COPY},
+    [GCC_OP_SOFTMAX] = {.kind = GCC_LOWER_NONE, .none = NO_CUDA_SOFTMAX},
+    [GCC_OP_SOFTMAX_GRAD] = {.kind = GCC_LOWER_NONE, .none = NO_CUDA_SOFTMAX},
+    [GCC_OP_CONV] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionForward"},
+    [GCC_OP_CONV_GRAD_DATA] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardData"},
+    [GCC_OP_CONV_GRAD_FILTER] = {.kind = GCC_LOWER_LIBRARY,
+                                 .call = "cudnnConvolutionBackwardFilter"},
+    [GCC_OP_CONV_GRAD_BIAS] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardBias"},
+    [GCC_OP_MAX_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward"},
+    [GCC_OP_MAX_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
+    [GCC_OP_AVERAGE_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward"},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
+};
+
+const gcc_lowering *gcc_lowering_of(int op) {
+  if (op < 0 || op >= GCC_OP_COUNT)
+    return NULL;
+  return &kLowering[op];
+}
+
+int gcc_cuda_supports_op(int op) {
+  const gcc_lowering *l = gcc_lowering_of(op);
+  return l && l->kind != GCC_LOWER_UNSET && l->kind != GCC_LOWER_NONE;
+}
+
+const char *gcc_group_kind_name(int kind) {
+  static const char *const names[] = {"pointwise", "gemm", "loss", "optimizer", "copy",
+                                       "cudnn"};
+  _Static_assert(sizeof names / sizeof names[0] == GCC_GROUP_KIND_COUNT, "group kinds");
+  return (unsigned)kind < GCC_GROUP_KIND_COUNT ? names[kind] : "?";
+}
+
+const char *gcc_epilogue_name(int epilogue) {
+  switch ((gcc_epilogue)epilogue) {
+  case GCC_EPI_DEFAULT: return "CUBLASLT_EPILOGUE_DEFAULT";
+  case GCC_EPI_BIAS: return "CUBLASLT_EPILOGUE_BIAS";
+  case GCC_EPI_RELU_BIAS: return "CUBLASLT_EPILOGUE_RELU_BIAS";
+  case GCC_EPI_RELU_AUX_BIAS: return "CUBLASLT_EPILOGUE_RELU_AUX_BIAS";
+  case GCC_EPI_DRELU: return "CUBLASLT_EPILOGUE_DRELU";
+  case GCC_EPI_DRELU_BGRAD: return "CUBLASLT_EPILOGUE_DRELU_BGRAD";
+  case GCC_EPI_BGRADA: return "CUBLASLT_EPILOGUE_BGRADA";
+  case GCC_EPI_BGRADB: return "CUBLASLT_EPILOGUE_BGRADB";
+  }
+  return "?";
+}

@@ -1,0 +1,57 @@
+/*
+ * cpu_ops.c - the CPU backend's op table: the kernel (runtime/cpu/cpu_kernels.c)
+ * that runs each op of graph/ops.h, and the scratch memory it needs.
+ */
+#include <stddef.h>
+
+#include "graph/ops.h"
+#include "runtime/cpu/cpu_kernels.h"
+
+_Static_assert(GCC_OP_COUNT == 26, "a new op: add its CPU kernel to kCpuOps");
+
+static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
+    [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm},
+    [GCC_OP_MATMUL] = {.kernel = gcc_cpu_matmul},
+    [GCC_OP_ADD] = {.kernel = gcc_cpu_add},
+    [GCC_OP_RELU] = {.kernel = gcc_cpu_relu},
+    [GCC_OP_RELU_GRAD] = {.kernel = gcc_cpu_relu_grad},
+    [GCC_OP_IDENTITY] = {.kernel = gcc_cpu_identity},
+    [GCC_OP_RESHAPE] = {.view = 1},
+    [GCC_OP_FLATTEN] = {.view = 1},
+    [GCC_OP_REDUCE_SUM_TO] = {.kernel = gcc_cpu_reduce_sum_to},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.kernel = gcc_cpu_sce},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.kernel = gcc_cpu_sce_grad},
+    [GCC_OP_MEAN_SQUARED_ERROR] = {.kernel = gcc_cpu_mse},
+    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {.kernel = gcc_cpu_mse_grad},
+    [GCC_OP_SGD] = {.kernel = gcc_cpu_sgd},
+    [GCC_OP_ADAM] = {.kernel = gcc_cpu_adam},
+    [GCC_OP_COPY] = {.kernel = gcc_cpu_identity},
+    [GCC_OP_SOFTMAX] = {.kernel = gcc_cpu_softmax},
+    [GCC_OP_SOFTMAX_GRAD] = {.kernel = gcc_cpu_softmax_grad},
+    [GCC_OP_CONV] = {.kernel = gcc_cpu_conv, .workspace = gcc_cpu_conv_workspace},
+    [GCC_OP_CONV_GRAD_DATA] = {.kernel = gcc_cpu_conv_grad_data,
+                               .workspace = gcc_cpu_conv_grad_data_workspace},
+    [GCC_OP_CONV_GRAD_FILTER] = {.kernel = gcc_cpu_conv_grad_filter,
+                                 .workspace = gcc_cpu_conv_grad_filter_workspace},
+    [GCC_OP_CONV_GRAD_BIAS] = {.kernel = gcc_cpu_conv_grad_bias},
+    [GCC_OP_MAX_POOL] = {.kernel = gcc_cpu_max_pool},
+    [GCC_OP_MAX_POOL_GRAD] = {.kernel = gcc_cpu_max_pool_grad},
+    [GCC_OP_AVERAGE_POOL] = {.kernel = gcc_cpu_average_pool},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {.kernel = gcc_cpu_average_pool_grad},
+};
+
+const gcc_cpu_op *gcc_cpu_op_of(int op) {
+  if (op < 0 || op >= GCC_OP_COUNT)
+    return NULL;
+  return &kCpuOps[op];
+}
+
+int gcc_cpu_supports_op(int op) {
+  const gcc_cpu_op *e = gcc_cpu_op_of(op);
+  return e && (e->kernel || e->view);
+}
+
+size_t gcc_cpu_workspace(const gcc_graph *g, int node) {
+  const gcc_cpu_op *e = gcc_cpu_op_of(g->nodes[node].op);
+  return e && e->workspace ? e->workspace(g, node) : 0;
+}
