@@ -17,6 +17,9 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
+#include "codegen/kernel_cache.h"
+
+static const gcc_kernel_cache_config kKernelCache = {NULL, 1};
 
 static double now(void) {
   struct timespec t;
@@ -31,10 +34,11 @@ static int run(const gcc_graph *model, gcc_cuda_backend *be, const gcc_device_in
   so.opt = model->training.opt;
   so.backend = gcc_cuda_backend_table(be);
   so.device = GCC_DEV_CUDA(0);
-  so.dplan.sm = info->cc_major * 10 + info->cc_minor;
-  so.dplan.sm_count = info->units;
-  so.dplan.use_kernel_cache = 1;
-  so.dplan.cuda_graph = graphs;
+  so.plan.sm = info->cc_major * 10 + info->cc_minor;
+  so.plan.sm_count = info->units;
+  so.plan.compile = gcc_kernel_cache_hook;
+  so.plan.compile_user = (void *)&kKernelCache;
+  so.plan.cuda_graph = graphs;
   so.max_pending = 100;
   gcc_diag d = {0};
   gcc_session *s = NULL;
@@ -63,14 +67,14 @@ static int run(const gcc_graph *model, gcc_cuda_backend *be, const gcc_device_in
       goto fail;
   }
   double sec = now() - t0;
-  gcc_dplan *p = NULL;
-  if (gcc_session_device_plan(s, GCC_MODE_TRAIN, batch, &p, &d) != GCC_OK)
+  gcc_plan *p = NULL;
+  if (gcc_session_plan(s, GCC_MODE_TRAIN, batch, &p, &d) != GCC_OK)
     goto fail;
   printf("batch=%" PRId64 " cuda_graph=%s step_us=%.1f samples_per_s=%.0f launches=%d copies=%d "
          "replays=%" PRId64 "%s%s\n",
          batch, graphs ? "on" : "off", 1e6 * sec / steps, (double)batch * steps / sec,
-         gcc_dplan_launches(p), gcc_dplan_copies(p), gcc_dplan_graph_replays(p),
-         gcc_dplan_graph_note(p)[0] ? " note=" : "", gcc_dplan_graph_note(p));
+         gcc_plan_launches(p), gcc_plan_copies(p), gcc_plan_graph_replays(p),
+         gcc_plan_graph_note(p)[0] ? " note=" : "", gcc_plan_graph_note(p));
   goto done;
 fail:
   fprintf(stderr, "gpu_step: %s\n", d.msg);

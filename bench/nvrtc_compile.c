@@ -24,7 +24,7 @@
 #include "codegen/kernel_cache.h"
 #include "codegen/nvrtc.h"
 #include "models/models.h"
-#include "runtime/executor.h"
+#include "runtime/compile.h"
 
 static const char SAMPLE[] =
     "/* gcc-train generated kernels: bench sample (MLP training step), codegen version 1. */\n"

@@ -636,6 +636,7 @@ int main(int argc, char **argv) {
   so.dump_file = stderr;
   gcc_cuda_backend *cuda = NULL;
   gcc_device_info cuda_info;
+  gcc_kernel_cache_config kernel_cache = {NULL, !g_no_kernel_cache};
   if (dev.kind == GCC_DEVICE_CUDA) {
     if (gcc_device_info_cuda(dev.index, &cuda_info, &d) != GCC_OK ||
         gcc_cuda_backend_create(dev.index, &cuda, &d) != GCC_OK) {
@@ -645,10 +646,11 @@ int main(int argc, char **argv) {
     }
     so.backend = gcc_cuda_backend_table(cuda);
     so.device = GCC_DEV_CUDA(dev.index);
-    so.dplan.sm = cuda_info.cc_major * 10 + cuda_info.cc_minor;
-    so.dplan.sm_count = cuda_info.units;
-    so.dplan.use_kernel_cache = !g_no_kernel_cache;
-    so.dplan.cuda_graph = !no_cuda_graph;
+    so.plan.sm = cuda_info.cc_major * 10 + cuda_info.cc_minor;
+    so.plan.sm_count = cuda_info.units;
+    so.plan.compile = gcc_kernel_cache_hook; /* NVRTC through the kernel cache */
+    so.plan.compile_user = &kernel_cache;
+    so.plan.cuda_graph = !no_cuda_graph;
     /* the losses come back once per log interval (or progress-bar tick) */
     so.max_pending = log_every > 0 && log_every <= 4096 ? (int)log_every : 100;
   }
@@ -721,15 +723,15 @@ int main(int argc, char **argv) {
              "loss %.6f\n",
              r.epochs_done, r.steps, r.train_seconds, r.samples_per_sec, r.test_loss);
     if (cuda && !quiet) {
-      gcc_dplan *p = NULL;
+      gcc_plan *p = NULL;
       gcc_diag pd = {0};
-      if (gcc_session_device_plan(s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
+      if (gcc_session_plan(s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
         printf("%s: %d launches and %d copies per training step, %zu bytes of device memory "
                "per step; CUDA Graph: %s (%" PRId64 " steps replayed)\n",
-               cuda_info.name, gcc_dplan_launches(p), gcc_dplan_copies(p),
-               gcc_dplan_device_bytes(p),
-               gcc_dplan_graph_note(p)[0] ? gcc_dplan_graph_note(p) : "captured",
-               gcc_dplan_graph_replays(p));
+               cuda_info.name, gcc_plan_launches(p), gcc_plan_copies(p),
+               gcc_plan_device_bytes(p),
+               gcc_plan_graph_note(p)[0] ? gcc_plan_graph_note(p) : "captured",
+               gcc_plan_graph_replays(p));
     }
     gcc_graph *trained = NULL;
     if ((!no_output || export_path) && gcc_session_export(s, &trained, &d) != GCC_OK) {

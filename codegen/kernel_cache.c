@@ -463,3 +463,10 @@ gcc_status gcc_kernel_cache_compile(const char *cache_dir, int use_cache, const 
   out->seconds = now_seconds() - t0;
   return s;
 }
+
+gcc_status gcc_kernel_cache_hook(void *config, const char *source, const char *program_name,
+                                 int sm, gcc_nvrtc_output *out, gcc_diag *d) {
+  const gcc_kernel_cache_config *c = config;
+  return gcc_kernel_cache_compile(c ? c->dir : NULL, c ? c->use_cache : 1, source, program_name,
+                                  sm, out, NULL, d);
+}

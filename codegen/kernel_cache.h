@@ -62,6 +62,17 @@ gcc_status gcc_kernel_cache_compile(const char *cache_dir, int use_cache, const 
                                     const char *program_name, int sm, gcc_nvrtc_output *out,
                                     int *hit, gcc_diag *d);
 
+/* The kernel compiler the plan runner calls (runtime/plan.h
+ * gcc_plan_config.compile): gcc_kernel_cache_compile with the directory and
+ * switch of `config`, a gcc_kernel_cache_config. Errors: as
+ * gcc_kernel_cache_compile. */
+typedef struct gcc_kernel_cache_config {
+  const char *dir; /* NULL: the default directory */
+  int use_cache;   /* 0: --no-kernel-cache */
+} gcc_kernel_cache_config;
+gcc_status gcc_kernel_cache_hook(void *config, const char *source, const char *program_name,
+                                 int sm, gcc_nvrtc_output *out, gcc_diag *d);
+
 /* The cache key, as 64 lowercase hex digits plus NUL, of `source` named
  * `program_name` (NULL: as gcc_nvrtc_compile) compiled for sm_XX with
  * `opts` (NULL: the options gcc_nvrtc_compile uses, gcc_nvrtc_options).

@@ -54,15 +54,6 @@ static gcc_status nvrtc_fail(nvrtcResult r, const char *call, const char *file, 
       return nvrtc_fail(nvrtc_r_, #call, __FILE__, __LINE__, NULL, (d));      \
   } while (0)
 
-void gcc_nvrtc_output_free(gcc_nvrtc_output *out) {
-  if (!out)
-    return;
-  free(out->ptx);
-  free(out->cubin);
-  free(out->log);
-  memset(out, 0, sizeof *out);
-}
-
 gcc_status gcc_nvrtc_version(int *major, int *minor) {
   int ma = 0, mi = 0;
   NVRTC_CHECK_RETURN(nvrtcVersion(&ma, &mi), NULL);

@@ -42,7 +42,7 @@
  *                     architecture, which the driver JIT-compiles on newer
  *                     GPUs
  *   source.bN         the CUDA C they were compiled from (for inspection)
- * A CUDA executor runs a batch of another size padded to the next larger
+ * A plan on a GPU runs a batch of another size padded to the next larger
  * exported size (gcc_bundle_batch_for); the CPU compiles any batch size.
  *
  * Reading rejects, with GCC_ERR_PARSE and a message naming the file and,
@@ -202,11 +202,11 @@ gcc_status gcc_kernel_image_select(const int *cubin_archs, int n_cubins, int ptx
                                    int device_arch, const char *device, gcc_kernel_image *out,
                                    gcc_diag *d);
 
-/* The smallest exported batch size >= `rows` (the batch a CUDA executor
+/* The smallest exported batch size >= `rows` (the batch a plan on a GPU
  * pads `rows` rows to), or 0 if rows exceeds them all. */
 int64_t gcc_bundle_batch_for(const gcc_bundle *b, int64_t rows);
 
-/* The hook for the CUDA executor: selects the image for a device of
+/* The hook for plans on a GPU: selects the image for a device of
  * `device_arch` and kernels compiled for batch size `batch` (one of the
  * manifest's batch_sizes) from the bundle (gcc_kernel_image_select) and
  * returns its

@@ -16,7 +16,7 @@
 #include "deploy/bundle.h"
 #include "deploy/bundle_internal.h"
 #include "runtime/device.h"
-#include "runtime/executor.h"
+#include "runtime/compile.h"
 #include "runtime/placement_report.h"
 
 /* ---- the inference graph ---------------------------------------------------- */

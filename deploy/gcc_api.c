@@ -1,5 +1,5 @@
 /* gcc_api.c - the deployment C API (deploy/gcc_api.h) over the bundle
- * reader and the executor. */
+ * reader and the plan runner. */
 #include "deploy/gcc_api.h"
 
 #include <stdatomic.h>
@@ -11,15 +11,16 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
 #include "runtime/plan.h"
-#include "runtime/executor.h"
 
 struct gccx_bundle {
   gcc_bundle *b;
   atomic_int refs; /* the caller's handle (until closed) + one per session */
 };
 
+/* A compiled plan and the batch it runs: the rows themselves on the CPU,
+ * the exported batch size they pad to on a GPU. */
 typedef struct plan_slot {
-  int64_t rows;
+  int64_t batch;
   gcc_plan *plan;
 } plan_slot;
 
@@ -30,25 +31,22 @@ struct gccx_session {
   int threads;
   int64_t max_batch, per_sample, rows;
   float *input;     /* max_batch x per_sample */
-  plan_slot plans[2]; /* [0]: max_batch rows, [1]: the last other row count */
+  plan_slot plans[2]; /* [0]: the batch of max_batch rows, [1]: the last other one */
   gcc_plan *last;   /* the plan of the last run, NULL before one (or after new input) */
   int has_image;
   gcc_kernel_image image;
   const void *image_bytes;
   size_t image_size;
   const char *launches;
-  /* CUDA: the backend, the bundle's weights on the device, and one device
-   * plan per exported batch size used (runs are padded to it), built from
-   * the bundle's kernel images */
+  /* CUDA: the backend, the bundle's weights on the device; plans are built
+   * per exported batch size used (runs are padded to it), from the bundle's
+   * kernel images */
   gcc_cuda_backend *cuda;
   const gcc_device_backend *be;
   gcc_device_info gpu;
   void *dev_weights;
   size_t *weight_off;     /* per value of the bundle graph */
-  gcc_dplan *dplans[2];
-  int64_t dplan_batch[2];
   float *padded;          /* the input, padded to the plan's batch */
-  gcc_dplan *dlast;       /* the device plan of the last run */
 };
 
 static gcc_status null_arg(gcc_diag *d, const char *fn, const char *what) {
@@ -116,23 +114,16 @@ gcc_status gccx_bundle_info(const gccx_bundle *b, const gcc_bundle_info **info, 
 
 const gcc_bundle *gccx_bundle_raw(const gccx_bundle *b) { return b ? b->b : NULL; }
 
-/* Parameters and constants are the bundle graph's initializers: the
- * compiled graph's value is found there by name (read only in inference). */
+/* Parameters are the bundle graph's initializers: the compiled graph's
+ * value is found there by name (read only in inference); on a GPU, in the
+ * weights uploaded once. */
 static void *bind_weights(void *user, const gcc_graph *g, int v) {
-  const gcc_graph *m = user;
-  int mv = gcc_graph_find(m, g->values[v].name);
-  return mv >= 0 && m->values[mv].kind == GCC_VALUE_PARAM ? m->values[mv].data : NULL;
-}
-
-/* Device sessions: parameters are uploaded once; the compiled graph's
- * value is found in the bundle graph by name. */
-static void *bind_device_weights(void *user, const gcc_graph *g, int v) {
   const gccx_session *s = user;
   const gcc_graph *m = gcc_bundle_graph(s->bundle->b);
   int mv = gcc_graph_find(m, g->values[v].name);
-  return mv >= 0 && m->values[mv].kind == GCC_VALUE_PARAM
-             ? (char *)s->dev_weights + s->weight_off[mv]
-             : NULL;
+  if (mv < 0 || m->values[mv].kind != GCC_VALUE_PARAM)
+    return NULL;
+  return s->be ? (char *)s->dev_weights + s->weight_off[mv] : m->values[mv].data;
 }
 
 static gcc_status upload_weights(gccx_session *s, gcc_diag *d) {
@@ -160,60 +151,21 @@ static gcc_status upload_weights(gccx_session *s, gcc_diag *d) {
   return st;
 }
 
-/* The device plan for `rows` rows: the exported batch size they pad to,
- * its kernels loaded from the bundle's image (no NVRTC). */
-static gcc_status dplan_for(gccx_session *s, int64_t rows, gcc_dplan **out, gcc_diag *d) {
-  int64_t batch = gcc_bundle_batch_for(s->bundle->b, rows);
-  if (batch <= 0)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "gccx_run: %lld rows exceed every batch size the bundle has kernels for",
-                        (long long)rows);
-  for (int i = 0; i < 2; i++)
-    if (s->dplans[i] && s->dplan_batch[i] == batch) {
-      *out = s->dplans[i];
-      return GCC_OK;
-    }
-  int slot = s->dplans[0] ? 1 : 0;
-  gcc_dplan_free(s->dplans[slot]);
-  s->dplans[slot] = NULL;
-  char desc[200];
-  snprintf(desc, sizeof desc, "%s (%s)", s->device_name, s->gpu.name);
-  gcc_kernel_image img;
-  const void *bytes;
-  size_t size;
-  const char *launches;
-  GCC_TRY(gcc_bundle_kernel_image(s->bundle->b, s->gpu.cc_major * 10 + s->gpu.cc_minor, batch,
-                                  desc, &img, &bytes, &size, &launches, d));
-  gcc_nvrtc_output image = {0};
-  if (img.kind == GCC_IMAGE_CUBIN) {
-    image.cubin = (void *)bytes;
-    image.cubin_size = size;
-  } else {
-    image.ptx = (char *)bytes;
-    image.ptx_size = size;
-  }
-  gcc_options o = {0};
-  o.mode = GCC_MODE_EVAL;
-  o.batch_size = batch;
-  o.device = s->device;
-  o.device_explicit = 1;
-  o.n_cuda_devices = GCC_DEV_CUDA_INDEX(s->device) + 1;
-  gcc_dplan_config cfg = {0};
-  cfg.sm = s->gpu.cc_major * 10 + s->gpu.cc_minor;
-  cfg.sm_count = s->gpu.units;
-  cfg.readback_ring = 1;
-  cfg.threads = s->threads;
-  cfg.image = &image;
-  GCC_TRY(gcc_dplan_compile(gcc_bundle_graph(s->bundle->b), &o, &cfg, s->be,
-                            bind_device_weights, s, &s->dplans[slot], d));
-  s->dplan_batch[slot] = batch;
-  *out = s->dplans[slot];
-  return GCC_OK;
-}
-
+/* The plan for `rows` rows: on the CPU, compiled for exactly that batch;
+ * on a GPU, for the exported batch size they pad to, its kernels loaded
+ * from the bundle's image (no NVRTC). */
 static gcc_status plan_for(gccx_session *s, int64_t rows, gcc_plan **out, gcc_diag *d) {
-  int slot = rows == s->max_batch ? 0 : 1;
-  if (s->plans[slot].plan && s->plans[slot].rows == rows) {
+  int64_t batch = rows;
+  if (s->be) {
+    batch = gcc_bundle_batch_for(s->bundle->b, rows);
+    if (batch <= 0)
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "gccx_run: %lld rows exceed every batch size the bundle has kernels for",
+                          (long long)rows);
+  }
+  int64_t full = s->be ? gcc_bundle_batch_for(s->bundle->b, s->max_batch) : s->max_batch;
+  int slot = batch == full ? 0 : 1;
+  if (s->plans[slot].plan && s->plans[slot].batch == batch) {
     *out = s->plans[slot].plan;
     return GCC_OK;
   }
@@ -221,13 +173,38 @@ static gcc_status plan_for(gccx_session *s, int64_t rows, gcc_plan **out, gcc_di
   s->plans[slot].plan = NULL;
   gcc_options o = {0};
   o.mode = GCC_MODE_EVAL;
-  o.batch_size = rows;
+  o.batch_size = batch;
   o.device = s->device;
   o.device_explicit = 1;
   o.n_cuda_devices = GCC_DEV_IS_CUDA(s->device) ? GCC_DEV_CUDA_INDEX(s->device) + 1 : 1;
-  const gcc_graph *g = gcc_bundle_graph(s->bundle->b);
-  GCC_TRY(gcc_plan_compile(g, &o, bind_weights, (void *)g, s->threads, &s->plans[slot].plan, d));
-  s->plans[slot].rows = rows;
+  gcc_plan_config cfg = {0};
+  cfg.threads = s->threads;
+  cfg.readback_ring = 1;
+  gcc_nvrtc_output image = {0};
+  if (s->be) {
+    char desc[200];
+    snprintf(desc, sizeof desc, "%s (%s)", s->device_name, s->gpu.name);
+    gcc_kernel_image img;
+    const void *bytes;
+    size_t size;
+    const char *launches;
+    GCC_TRY(gcc_bundle_kernel_image(s->bundle->b, s->gpu.cc_major * 10 + s->gpu.cc_minor, batch,
+                                    desc, &img, &bytes, &size, &launches, d));
+    if (img.kind == GCC_IMAGE_CUBIN) {
+      image.cubin = (void *)bytes;
+      image.cubin_size = size;
+    } else {
+      image.ptx = (char *)bytes;
+      image.ptx_size = size;
+    }
+    cfg.device = s->be;
+    cfg.sm = s->gpu.cc_major * 10 + s->gpu.cc_minor;
+    cfg.sm_count = s->gpu.units;
+    cfg.image = &image;
+  }
+  GCC_TRY(gcc_plan_compile(gcc_bundle_graph(s->bundle->b), &o, &cfg, bind_weights, s,
+                           &s->plans[slot].plan, d));
+  s->plans[slot].batch = batch;
   *out = s->plans[slot].plan;
   return GCC_OK;
 }
@@ -303,10 +280,7 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
       st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
                         "out of memory: the input buffer of %lld rows", (long long)s->max_batch);
   }
-  if (st == GCC_OK && s->be) { /* compile the full-batch plan now: errors surface here */
-    gcc_dplan *p;
-    st = dplan_for(s, s->max_batch, &p, d);
-  } else if (st == GCC_OK) {
+  if (st == GCC_OK) { /* compile the full-batch plan now: errors surface here */
     gcc_plan *p;
     st = plan_for(s, s->max_batch, &p, d);
   }
@@ -322,10 +296,8 @@ void gccx_session_destroy(gccx_session **sp) {
   if (!sp || !*sp)
     return;
   gccx_session *s = *sp;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 2; i++)
     gcc_plan_free(s->plans[i].plan);
-    gcc_dplan_free(s->dplans[i]);
-  }
   if (s->dev_weights)
     s->be->release(s->be->self, s->dev_weights);
   gcc_cuda_backend_destroy(s->cuda);
@@ -362,7 +334,6 @@ gcc_status gccx_set_input(gccx_session *s, const char *name, const float *data, 
   memcpy(s->input, data, (size_t)(rows * s->per_sample) * sizeof *data);
   s->rows = rows;
   s->last = NULL;
-  s->dlast = NULL;
   return GCC_OK;
 }
 
@@ -395,7 +366,6 @@ gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t
   }
   s->rows = rows;
   s->last = NULL;
-  s->dlast = NULL;
   return GCC_OK;
 }
 
@@ -406,24 +376,19 @@ gcc_status gccx_run(gccx_session *s, gcc_diag *d) {
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gccx_run: no input set (call gccx_set_input or gccx_set_input_images)");
   const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
-  if (s->be) { /* on the GPU: the rows, padded with zeros to the plan's batch */
-    gcc_dplan *dp;
-    GCC_TRY(dplan_for(s, s->rows, &dp, d));
+  gcc_plan *p;
+  GCC_TRY(plan_for(s, s->rows, &p, d));
+  const float *in = s->input;
+  if (s->be) { /* on a GPU: the rows, padded with zeros to the plan's batch */
     int64_t batch = gcc_bundle_batch_for(s->bundle->b, s->rows);
     memcpy(s->padded, s->input, (size_t)(s->rows * s->per_sample) * sizeof(float));
     memset(s->padded + s->rows * s->per_sample, 0,
            (size_t)((batch - s->rows) * s->per_sample) * sizeof(float));
-    GCC_TRY(gcc_dplan_bind_input(dp, info->input.name, s->padded, d));
-    GCC_TRY(gcc_dplan_run(dp, 0, d));
-    GCC_TRY(gcc_dplan_sync(dp, d));
-    s->dlast = dp;
-    s->last = NULL;
-    return GCC_OK;
+    in = s->padded;
   }
-  gcc_plan *p;
-  GCC_TRY(plan_for(s, s->rows, &p, d));
-  GCC_TRY(gcc_plan_bind_input(p, info->input.name, s->input, d));
+  GCC_TRY(gcc_plan_bind_input(p, info->input.name, in, d));
   GCC_TRY(gcc_plan_run(p, 0, d));
+  GCC_TRY(gcc_plan_sync(p, d));
   s->last = p;
   return GCC_OK;
 }
@@ -440,18 +405,17 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
                         "gccx_get_output: the bundle has no output '%s' (its outputs are '%s' "
                         "and '%s')",
                         name, info->outputs[0].name, info->outputs[1].name);
-  if (!s->last && !s->dlast)
+  if (!s->last)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gccx_get_output: no results: gccx_run has not run since the input "
                         "was set");
-  const gcc_tensor *t = s->dlast ? gcc_dplan_host_tensor(s->dlast, name, d)
-                                 : gcc_plan_tensor(s->last, name);
+  const gcc_tensor *t = gcc_plan_host_tensor(s->last, name, d);
   if (!t || !t->data || t->shape.ndim != 2)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "gccx_get_output: output '%s' is not in the plan",
                         name);
   *data = t->data;
   if (rows) /* a device plan's batch is padded: the first s->rows rows are the answer */
-    *rows = s->dlast ? s->rows : t->shape.dims[0];
+    *rows = s->rows;
   if (cols)
     *cols = t->shape.dims[1];
   return GCC_OK;

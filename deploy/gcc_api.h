@@ -138,7 +138,7 @@ gcc_status gccx_run(gccx_session *s, gcc_diag *d);
 gcc_status gccx_get_output(const gccx_session *s, const char *name, const float **data,
                            int64_t *rows, int64_t *cols, gcc_diag *d);
 
-/* The kernel image a CUDA session loaded (the CUDA executor's hook):
+/* The kernel image a CUDA session loaded (the CUDA plan runner's hook):
  * what gcc_bundle_kernel_image returned for the session's device. Errors:
  * GCC_ERR_INVALID_ARGUMENT for a NULL handle or a CPU session. */
 gcc_status gccx_session_kernel_image(const gccx_session *s, gcc_kernel_image *img,

@@ -1,4 +1,8 @@
-/* device_plan.c - runs plans compiled for a CUDA device through a backend (device_plan.h). */
+/*
+ * plan.c - the plan runner (plan.h): one plan type for every device; the
+ * nodes on the CPU run through the CPU backend one by one, the groups on a
+ * CUDA device through that device's backend.
+ */
 #include "runtime/plan.h"
 
 #include <inttypes.h>
@@ -7,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/kernel_cache.h"
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "passes/memplan.h"
+#include "runtime/cpu/cpu_backend.h"
 
 #define DALIGN 256
 
-typedef enum op_kind { OP_KERNEL, OP_GEMM, OP_COPY, OP_CPU, OP_CLEAR_BAD_LABEL, OP_LIBRARY } op_kind;
+typedef enum op_kind { OP_KERNEL, OP_GEMM, OP_COPY, OP_NODE, OP_CLEAR_BAD_LABEL, OP_LIBRARY } op_kind;
 
 typedef struct op {
   op_kind kind;
@@ -24,10 +28,11 @@ typedef struct op {
   int src, dst;             /* OP_COPY: values */
   size_t bytes;
   gcc_copy_kind ck;
-  int node;                 /* OP_CPU / OP_COPY / OP_LIBRARY */
+  int node;                 /* OP_NODE / OP_COPY / OP_LIBRARY */
   long long numel;          /* OP_KERNEL of an optimizer: floats of its flat sections */
-  gcc_kernel_args cpu;      /* OP_CPU */
-  int needs_sync;           /* OP_CPU: wait for the device first */
+  gcc_kernel_args cpu;      /* OP_NODE: the node, run by the CPU backend */
+  int needs_sync;           /* OP_NODE: wait for the device first */
+  int site;                 /* OP_NODE: profiler site, when profiling */
 } op;
 
 typedef struct input_copy {
@@ -48,11 +53,13 @@ typedef struct readback {
   size_t bytes;
 } readback;
 
-struct gcc_dplan {
+struct gcc_plan {
   gcc_graph *g;
   gcc_mem_plan mem;
-  gcc_device_backend be;
-  gcc_dplan_config cfg;
+  const gcc_device_backend *cpu; /* the CPU backend: runs the nodes on the host */
+  int has_be;                    /* 1: a CUDA device runs (part of) the plan ... */
+  gcc_device_backend be;         /* ... through this backend */
+  gcc_plan_config cfg;
   int device;
   gcc_kernel_set ks;
   void *module;
@@ -63,6 +70,9 @@ struct gcc_dplan {
   int n_inputs;
   readback *rb;
   int n_rb;
+  int *hrb;            /* values read after a step that are computed on the host */
+  int n_hrb;
+  gcc_tensor *hring;   /* ring > 1: their copies, ring * n_hrb (data after the tensors) */
   int ring;            /* entries */
   void *ring_host;     /* pinned: ring * (rb bytes + bad-label int) */
   size_t ring_stride;
@@ -90,6 +100,7 @@ struct gcc_dplan {
   size_t *slot_off, *const_off; /* layout scratch (freed with the plan) */
   gcc_kernel_set gather_ks; /* the row-gather kernel, loaded on first use */
   void *gather_module, *gather_kernel;
+  gcc_prof_track *prof;     /* non-NULL: profile every node run on the CPU */
 };
 
 static size_t up(size_t x) { return (x + DALIGN - 1) / DALIGN * DALIGN; }
@@ -100,7 +111,7 @@ static size_t value_bytes(const gcc_graph *g, int v) {
 
 /* ---- the out-of-memory message ---------------------------------------- */
 
-static gcc_status oom(gcc_dplan *p, size_t want, const char *what, gcc_diag *d) {
+static gcc_status oom(gcc_plan *p, size_t want, const char *what, gcc_diag *d) {
   size_t fr = 0, tot = 0;
   gcc_diag ignore = {0};
   if (p->be.mem_info)
@@ -142,7 +153,7 @@ static int is_copy(const gcc_graph *g, int node) {
   return (gcc_op(g->nodes[node].op)->flags & GCC_OPF_COPY) != 0;
 }
 
-static gcc_status add_op(gcc_dplan *p, const op *o, gcc_diag *d) {
+static gcc_status add_op(gcc_plan *p, const op *o, gcc_diag *d) {
   op *n = realloc(p->ops, (size_t)(p->n_ops + 1) * sizeof *n);
   if (!n)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
@@ -153,7 +164,7 @@ static gcc_status add_op(gcc_dplan *p, const op *o, gcc_diag *d) {
 
 /* the optimizer group's parameters, gradients and state must be
  * consecutive in group order, each padded to GCC_ARENA_ALIGN (emit.h) */
-static gcc_status check_optimizer_layout(gcc_dplan *p, const gcc_group *gr, gcc_diag *d) {
+static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_diag *d) {
   const gcc_graph *g = p->g;
   const gcc_node *n0 = &g->nodes[gr->nodes[0]];
   for (int k = 0; k < n0->n_inputs; k++) {
@@ -177,7 +188,7 @@ static gcc_status check_optimizer_layout(gcc_dplan *p, const gcc_group *gr, gcc_
   return GCC_OK;
 }
 
-static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
+static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
   gcc_graph *g = p->g;
   int n_args = 0;
   for (int i = 0; i < g->n_nodes; i++)
@@ -192,7 +203,9 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
     const gcc_op_desc *od = gcc_op(n->op);
     if (od->flags & GCC_OPF_ALIAS)
       continue;
-    if (is_copy(g, i)) {
+    if (is_copy(g, i) && (GCC_DEV_IS_CUDA(g->values[n->inputs[0]].device) ||
+                          GCC_DEV_IS_CUDA(g->values[n->outputs[0]].device))) {
+      /* a host-device copy (a copy on the host is a CPU node) */
       int src = n->inputs[0], dst = n->outputs[0];
       int input_copy_node = 0, rb = 0;
       for (int k = 0; k < p->n_inputs; k++)
@@ -211,7 +224,7 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
       continue;
     }
     if (n->device == GCC_DEV_CPU) {
-      op o = {.kind = OP_CPU, .node = i, .needs_sync = device_work};
+      op o = {.kind = OP_NODE, .node = i, .needs_sync = device_work, .site = -1};
       o.cpu.node = n;
       o.cpu.ctx = &p->ctx;
       o.cpu.in = ptr;
@@ -230,6 +243,14 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
       p->has_cpu_nodes = 1;
       GCC_TRY(add_op(p, &o, d));
       continue;
+    }
+    if (!p->has_be) {
+      char desc[600], dev[32];
+      return gcc_diag_set(d, GCC_ERR_DEVICE,
+                          "%s: %s is placed on %s, but the plan has no backend for it (a plan "
+                          "for the CPU)",
+                          g->source, gcc_node_desc(g, i, desc, sizeof desc),
+                          gcc_dev_name(n->device, dev, sizeof dev));
     }
     if (n->device != p->device) {
       char dev[32];
@@ -292,8 +313,36 @@ static gcc_status build_ops(gcc_dplan *p, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* The values the host reads after a step that are computed on the host
+ * (the ones copy insertion brings back from a device, gcc_pass_copy_insertion:
+ * the loss, in EVAL the prediction; an inference graph's outputs). */
+static gcc_status find_host_readbacks(gcc_plan *p, gcc_mode mode, gcc_diag *d) {
+  gcc_graph *g = p->g;
+  p->hrb = calloc((size_t)(2 + g->n_outputs), sizeof *p->hrb);
+  if (!p->hrb)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+  for (int j = 0; j < 2 + g->n_outputs; j++) {
+    int v = -1;
+    if (j < 2 && g->training.present) {
+      const char *name = j == 0 ? g->training.loss
+                                : mode == GCC_MODE_EVAL ? g->training.prediction : NULL;
+      v = name ? gcc_graph_find(g, name) : -1;
+    } else if (j >= 2 && !g->training.present) {
+      v = g->outputs[j - 2];
+    }
+    if (v < 0 || g->values[v].device != GCC_DEV_CPU || g->values[v].producer < 0)
+      continue;
+    int dup = 0;
+    for (int k = 0; k < p->n_hrb; k++)
+      dup |= p->hrb[k] == v;
+    if (!dup)
+      p->hrb[p->n_hrb++] = v;
+  }
+  return GCC_OK;
+}
+
 /* the values read after a step and the graph inputs copied per step */
-static gcc_status find_boundary_copies(gcc_dplan *p, gcc_diag *d) {
+static gcc_status find_boundary_copies(gcc_plan *p, gcc_diag *d) {
   gcc_graph *g = p->g;
   p->inputs = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->inputs);
   p->rb = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->rb);
@@ -321,7 +370,21 @@ static gcc_status find_boundary_copies(gcc_dplan *p, gcc_diag *d) {
   return GCC_OK;
 }
 
-static gcc_status load_kernels(gcc_dplan *p, const gcc_dplan_config *cfg, gcc_diag *d) {
+/* NVRTC through the caller's hook: a program that only runs prebuilt
+ * images (gcc-run) links no compiler */
+static gcc_status compile_kernels(const gcc_plan *p, const char *source, const char *program,
+                                  gcc_nvrtc_output *out, gcc_diag *d) {
+  if (!p->cfg.compile)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: the plan needs generated kernels, and this program has no kernel "
+                        "compiler (only prebuilt kernel images)",
+                        p->g->source);
+  return p->cfg.compile(p->cfg.compile_user, source, program, p->cfg.sm, out, d);
+}
+
+static gcc_status load_kernels(gcc_plan *p, const gcc_plan_config *cfg, gcc_diag *d) {
+  if (!p->has_be)
+    return GCC_OK; /* the CPU runs no generated kernels */
   GCC_TRY(gcc_codegen_emit(p->g, p->device, cfg->sm_count, &p->ks, d));
   if (p->ks.n_kernels == 0)
     return GCC_OK;
@@ -333,25 +396,19 @@ static gcc_status load_kernels(gcc_dplan *p, const gcc_dplan_config *cfg, gcc_di
   gcc_nvrtc_output img = {0};
   char prog[200];
   snprintf(prog, sizeof prog, "%s.cu", p->g->name && *p->g->name ? p->g->name : "gcc_kernels");
-  gcc_status s = gcc_kernel_cache_compile(cfg->kernel_cache_dir, cfg->use_kernel_cache,
-                                          p->ks.source, prog, cfg->sm, &img, NULL, d);
+  gcc_status s = compile_kernels(p, p->ks.source, prog, &img, d);
   if (s == GCC_OK)
     s = p->be.load(p->be.self, &p->ks, &img, &p->module, p->kernels, d);
   gcc_nvrtc_output_free(&img);
   return s;
 }
 
-static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user, gcc_diag *d) {
+/* The plan's device allocation: arena | input slots | bit-masks | constants
+ * | bad label | read-back ring; and the pinned staging of the input copies. */
+static gcc_status layout_device(gcc_plan *p, gcc_diag *d) {
   gcc_graph *g = p->g;
   int nv = g->n_values;
-  p->addr = calloc((size_t)(nv ? nv : 1), sizeof *p->addr);
-  p->slot_of = malloc((size_t)(nv ? nv : 1) * sizeof *p->slot_of);
-  p->tensors = calloc((size_t)(nv ? nv : 1), sizeof *p->tensors);
-  p->aux_off = malloc((size_t)(g->n_groups ? g->n_groups : 1) * sizeof *p->aux_off);
-  if (!p->addr || !p->slot_of || !p->tensors || !p->aux_off)
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
-  for (int v = 0; v < nv; v++)
-    p->slot_of[v] = -1;
+  size_t *const_off = p->const_off;
   /* device layout: arena | input slots | bit-masks | constants | bad label */
   size_t off = 0;
   p->off_arena = off;
@@ -381,10 +438,6 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
   if (off == 0)
     off = DALIGN; /* const_off 0 means "none" below */
   p->off_const = off;
-  size_t *const_off = p->const_off = calloc((size_t)(nv ? nv : 1), sizeof *const_off);
-  if (!const_off) {
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
-  }
   for (int v = 0; v < nv; v++) {
     const gcc_value *val = &g->values[v];
     int once_copy = val->producer >= 0 && is_copy(g, val->producer) &&
@@ -413,12 +466,30 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
       GCC_TRY(p->be.host_alloc(p->be.self, p->inputs[k].bytes ? p->inputs[k].bytes : 1,
                                &p->inputs[k].staging[sl], d));
     }
-  /* host arena for CPU nodes */
-  p->host_arena = aligned_alloc(GCC_ARENA_ALIGN, p->mem.arena_bytes ? (p->mem.arena_bytes + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN : GCC_ARENA_ALIGN);
-  if (!p->host_arena) {
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory: host arena of %zu bytes",
-                        p->mem.arena_bytes);
-  }
+  return GCC_OK;
+}
+
+static gcc_status layout_and_allocate(gcc_plan *p, gcc_bind_fn bind, void *user, gcc_diag *d) {
+  gcc_graph *g = p->g;
+  int nv = g->n_values;
+  p->addr = calloc((size_t)(nv ? nv : 1), sizeof *p->addr);
+  p->slot_of = malloc((size_t)(nv ? nv : 1) * sizeof *p->slot_of);
+  p->tensors = calloc((size_t)(nv ? nv : 1), sizeof *p->tensors);
+  p->aux_off = malloc((size_t)(g->n_groups ? g->n_groups : 1) * sizeof *p->aux_off);
+  if (!p->addr || !p->slot_of || !p->tensors || !p->aux_off)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  for (int v = 0; v < nv; v++)
+    p->slot_of[v] = -1;
+  size_t *const_off = p->const_off = calloc((size_t)(nv ? nv : 1), sizeof *const_off);
+  if (!const_off)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  if (p->has_be)
+    GCC_TRY(layout_device(p, d));
+  char *base = p->dev;
+  /* the host arena of the CPU nodes, from the CPU backend */
+  if (p->cpu->alloc(p->cpu->self, p->mem.arena_bytes, &p->host_arena, d) != GCC_OK)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                        "out of memory: the per-step arena needs %zu bytes", p->mem.arena_bytes);
   for (int v = 0; v < nv; v++) {
     const gcc_value *val = &g->values[v];
     gcc_tensor *t = &p->tensors[v];
@@ -440,7 +511,7 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
     case GCC_VALUE_PARAM:
     case GCC_VALUE_GRAD:
     case GCC_VALUE_OPT_STATE:
-      if (!cuda && (p->mem.last[v] >= 0 || val->producer >= 0)) {
+      if (!cuda && p->has_be && (p->mem.last[v] >= 0 || val->producer >= 0)) {
         return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                             "%s: %s '%s' is placed on the CPU inside a CUDA plan; pin its "
                             "layer to the GPU or run the whole model with --device cpu",
@@ -493,7 +564,7 @@ static gcc_status layout_and_allocate(gcc_dplan *p, gcc_bind_fn bind, void *user
 }
 
 /* an entry of the read-back ring: each read-back value, then the bad-label flag */
-static gcc_status ring_layout(gcc_dplan *p, gcc_diag *d) {
+static gcc_status ring_layout(gcc_plan *p, gcc_diag *d) {
   p->rb_off = calloc((size_t)(p->n_rb ? p->n_rb : 1), sizeof *p->rb_off);
   p->entry_serial = calloc((size_t)p->ring, sizeof *p->entry_serial);
   if (!p->rb_off || !p->entry_serial)
@@ -507,32 +578,75 @@ static gcc_status ring_layout(gcc_dplan *p, gcc_diag *d) {
   return GCC_OK;
 }
 
-static gcc_status allocate_ring(gcc_dplan *p, gcc_diag *d) {
+static gcc_status allocate_ring(gcc_plan *p, gcc_diag *d) {
   p->rb_tensors = calloc((size_t)p->ring * (size_t)(p->n_rb ? p->n_rb : 1), sizeof *p->rb_tensors);
   if (!p->rb_tensors)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
-  GCC_TRY(p->be.host_alloc(p->be.self, p->ring_stride * (size_t)p->ring, &p->ring_host, d));
-  memset(p->ring_host, 0xff, p->ring_stride * (size_t)p->ring);
+  if (p->has_be) {
+    GCC_TRY(p->be.host_alloc(p->be.self, p->ring_stride * (size_t)p->ring, &p->ring_host, d));
+    memset(p->ring_host, 0xff, p->ring_stride * (size_t)p->ring);
+  }
   for (int e = 0; e < p->ring; e++)
     for (int k = 0; k < p->n_rb; k++) {
       gcc_tensor *t = &p->rb_tensors[e * p->n_rb + k];
       *t = p->tensors[p->rb[k].src];
       t->data = (char *)p->ring_host + (size_t)e * p->ring_stride + p->rb_off[k];
     }
+  /* values computed on the host: copied after each step when several steps
+   * may be pending (with one entry, their tensor is the entry) */
+  if (p->ring > 1 && p->n_hrb > 0) {
+    size_t stride = 0;
+    for (int k = 0; k < p->n_hrb; k++)
+      stride += (value_bytes(p->g, p->hrb[k]) + 63) / 64 * 64;
+    size_t n = (size_t)p->ring * (size_t)p->n_hrb;
+    p->hring = calloc(1, n * sizeof *p->hring + stride * (size_t)p->ring + 64);
+    if (!p->hring)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (read-back ring)");
+    char *data = (char *)(p->hring + n);
+    data += (64 - (uintptr_t)data % 64) % 64;
+    for (int e = 0; e < p->ring; e++)
+      for (int k = 0; k < p->n_hrb; k++) {
+        gcc_tensor *t = &p->hring[e * p->n_hrb + k];
+        *t = p->tensors[p->hrb[k]];
+        t->data = data;
+        data += (value_bytes(p->g, p->hrb[k]) + 63) / 64 * 64;
+      }
+  }
   return GCC_OK;
 }
 
-gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
-                             const gcc_dplan_config *cfg, const gcc_device_backend *be,
-                             gcc_bind_fn bind, void *user, gcc_dplan **out, gcc_diag *d) {
+/* Every node runs on the CPU or on the plan's device, which needs a backend. */
+static gcc_status check_devices(const gcc_plan *p, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].device != GCC_DEV_CPU && !p->has_be) {
+      char desc[600], dev[32];
+      return gcc_diag_set(d, GCC_ERR_DEVICE,
+                          "%s: %s is placed on %s, but the plan runs on the CPU only (no "
+                          "backend for that device)",
+                          g->source, gcc_node_desc(g, i, desc, sizeof desc),
+                          gcc_dev_name(g->nodes[i].device, dev, sizeof dev));
+    }
+  return GCC_OK;
+}
+
+gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
+                            const gcc_plan_config *cfg, gcc_bind_fn bind, void *user,
+                            gcc_plan **out, gcc_diag *d) {
   *out = NULL;
-  if (!GCC_DEV_IS_CUDA(opt->device))
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: a device plan needs a CUDA device",
-                        model->source);
-  gcc_dplan *p = calloc(1, sizeof *p);
+  static const gcc_plan_config kCpuPlan = {0};
+  if (!cfg)
+    cfg = &kCpuPlan;
+  if (cfg->device && !GCC_DEV_IS_CUDA(opt->device))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: a device backend was given for a plan on the CPU", model->source);
+  gcc_plan *p = calloc(1, sizeof *p);
   if (!p)
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
-  p->be = *be;
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+  p->cpu = gcc_cpu_backend();
+  p->has_be = cfg->device != NULL;
+  if (p->has_be)
+    p->be = *cfg->device;
   p->cfg = *cfg;
   p->device = opt->device;
   p->ring = cfg->readback_ring > 0 ? cfg->readback_ring : 1;
@@ -541,8 +655,12 @@ gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
   gcc_status s = gcc_compile_graph(model, opt, &p->g, &p->mem, d);
   if (s == GCC_OK) {
     p->ctx.source = p->g->source;
-    s = find_boundary_copies(p, d);
+    s = check_devices(p, d);
   }
+  if (s == GCC_OK)
+    s = find_boundary_copies(p, d);
+  if (s == GCC_OK)
+    s = find_host_readbacks(p, opt->mode, d);
   if (s == GCC_OK)
     s = ring_layout(p, d);
   if (s == GCC_OK)
@@ -554,10 +672,12 @@ gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
   if (s == GCC_OK)
     s = allocate_ring(p, d);
   if (s != GCC_OK) {
-    gcc_dplan_free(p);
+    gcc_plan_free(p);
     return s;
   }
-  if (!cfg->cuda_graph)
+  if (!p->has_be)
+    p->graph_note[0] = '\0'; /* nothing to capture on the CPU */
+  else if (!cfg->cuda_graph)
     snprintf(p->graph_note, sizeof p->graph_note, "disabled (--no-cuda-graph)");
   else if (p->varying_args)
     snprintf(p->graph_note, sizeof p->graph_note,
@@ -571,7 +691,7 @@ gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
 
 /* ---- run ---------------------------------------------------------------- */
 
-static void *ptr_of(const gcc_dplan *p, int v, int slot) {
+static void *ptr_of(const gcc_plan *p, int v, int slot) {
   if (v < 0)
     return NULL;
   int k = p->slot_of[v];
@@ -585,7 +705,7 @@ typedef union argval {
   float f;
 } argval;
 
-static gcc_status issue_kernel(gcc_dplan *p, const op *o, int slot, int64_t step, gcc_diag *d) {
+static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step, gcc_diag *d) {
   const gcc_graph *g = p->g;
   const gcc_kernel_info *k = &p->ks.kernels[o->kernel];
   const gcc_group *gr = &g->groups[k->group];
@@ -624,7 +744,7 @@ static gcc_status issue_kernel(gcc_dplan *p, const op *o, int slot, int64_t step
   return p->be.launch(p->be.self, p->kernels[o->kernel], k, args, d);
 }
 
-static gcc_status issue_gemm(gcc_dplan *p, const op *o, int slot, gcc_diag *d) {
+static gcc_status issue_gemm(gcc_plan *p, const op *o, int slot, gcc_diag *d) {
   const gcc_colmajor_gemm *m = &o->gemm;
   void *aux = m->aux_group >= 0 ? (char *)p->dev + p->aux_off[m->aux_group] : NULL;
   return p->be.gemm(p->be.self, m, ptr_of(p, m->a_value, slot), ptr_of(p, m->b_value, slot),
@@ -632,7 +752,9 @@ static gcc_status issue_gemm(gcc_dplan *p, const op *o, int slot, gcc_diag *d) {
                     ptr_of(p, m->bias_value, slot), aux, d);
 }
 
-static gcc_status issue_ops(gcc_dplan *p, int slot, int64_t step, gcc_diag *d) {
+static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
+  p->ctx.optimizer_step = step;
+  int64_t t0 = p->prof ? gcc_prof_now() : 0; /* profiling: node events end to end */
   for (int i = 0; i < p->n_ops; i++) {
     const op *o = &p->ops[i];
     switch (o->kind) {
@@ -656,24 +778,30 @@ static gcc_status issue_ops(gcc_dplan *p, int slot, int64_t step, gcc_diag *d) {
       GCC_TRY(p->be.copy(p->be.self, ptr_of(p, o->dst, slot), ptr_of(p, o->src, slot), o->bytes,
                          o->ck, GCC_STREAM_COMPUTE, d));
       break;
-    case OP_CPU: {
+    case OP_NODE: {
       if (o->needs_sync)
         GCC_TRY(p->be.sync(p->be.self, d));
-      p->ctx.optimizer_step = step;
-      gcc_status s = gcc_cpu_op_of(o->cpu.node->op)->kernel(&o->cpu);
+      gcc_status s = p->cpu->run_node(p->cpu->self, &o->cpu);
+      if (p->prof) {
+        int64_t t1 = gcc_prof_now();
+        gcc_prof_record(p->prof, o->site, t0, t1, step);
+        t0 = t1;
+      }
       if (s != GCC_OK) {
         if (d)
           *d = p->run_diag;
         return s;
       }
-      break;
+      continue;
     }
     }
+    if (p->prof)
+      t0 = gcc_prof_now();
   }
   return GCC_OK;
 }
 
-gcc_status gcc_dplan_bind_input(gcc_dplan *p, const char *name, const void *data, gcc_diag *d) {
+gcc_status gcc_plan_bind_input(gcc_plan *p, const char *name, const void *data, gcc_diag *d) {
   int v = gcc_graph_find(p->g, name);
   if (v < 0 || p->g->values[v].kind != GCC_VALUE_INPUT)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: '%s' is not a graph input",
@@ -683,26 +811,26 @@ gcc_status gcc_dplan_bind_input(gcc_dplan *p, const char *name, const void *data
       p->inputs[k].host = data;
       p->inputs[k].gsrc = NULL;
     }
-  p->tensors[v].data = (void *)data;
+  for (int u = 0; u < p->g->n_values; u++) /* the input and every view of it */
+    if (p->mem.root[u] == v)
+      p->tensors[u].data = (void *)data;
   return GCC_OK;
 }
 
-static gcc_status load_gather(gcc_dplan *p, gcc_diag *d) {
+static gcc_status load_gather(gcc_plan *p, gcc_diag *d) {
   int64_t max_work = 1;
   for (int k = 0; k < p->n_inputs; k++)
     max_work = (int64_t)p->inputs[k].bytes / 4 > max_work ? (int64_t)p->inputs[k].bytes / 4 : max_work;
   GCC_TRY(gcc_codegen_gather(p->cfg.sm_count, max_work, &p->gather_ks, d));
   gcc_nvrtc_output img = {0};
-  gcc_status s = gcc_kernel_cache_compile(p->cfg.kernel_cache_dir, p->cfg.use_kernel_cache,
-                                          p->gather_ks.source, "gcc_gather.cu", p->cfg.sm, &img,
-                                          NULL, d);
+  gcc_status s = compile_kernels(p, p->gather_ks.source, "gcc_gather.cu", &img, d);
   if (s == GCC_OK)
     s = p->be.load(p->be.self, &p->gather_ks, &img, &p->gather_module, &p->gather_kernel, d);
   gcc_nvrtc_output_free(&img);
   return s;
 }
 
-gcc_status gcc_dplan_bind_input_gather(gcc_dplan *p, const char *name, const void *rows,
+gcc_status gcc_plan_bind_input_gather(gcc_plan *p, const char *name, const void *rows,
                                        const int64_t *perm, int64_t first, gcc_diag *d) {
   int v = gcc_graph_find(p->g, name);
   int k = -1;
@@ -725,7 +853,7 @@ gcc_status gcc_dplan_bind_input_gather(gcc_dplan *p, const char *name, const voi
 }
 
 /* dst = the batch rows perm[first ..] of the device dataset, on the compute stream */
-static gcc_status gather_input(gcc_dplan *p, input_copy *ic, int slot, gcc_diag *d) {
+static gcc_status gather_input(gcc_plan *p, input_copy *ic, int slot, gcc_diag *d) {
   const gcc_value *v = &p->g->values[ic->src];
   long long rows = (long long)v->shape.dims[0];
   long long words = (long long)(ic->bytes / 4) / (rows > 0 ? rows : 1);
@@ -737,10 +865,47 @@ static gcc_status gather_input(gcc_dplan *p, input_copy *ic, int slot, gcc_diag 
   return p->be.launch(p->be.self, p->gather_kernel, &p->gather_ks.kernels[0], args, d);
 }
 
-gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d) {
+/* Graph inputs read on the host must be bound (those copied to a device are
+ * checked as they are staged). */
+static gcc_status check_host_inputs(const gcc_plan *p, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  for (int i = 0; i < g->n_inputs; i++) {
+    int v = g->inputs[i], copied = 0;
+    if (p->tensors[v].data || p->mem.last[v] < 0)
+      continue;
+    for (int k = 0; k < p->n_inputs; k++)
+      copied |= p->inputs[k].src == v;
+    if (!copied)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "%s: graph input '%s' is not bound to data", g->source,
+                          g->values[v].name);
+  }
+  return GCC_OK;
+}
+
+/* the read-back values computed on the host, into the host ring's entry */
+static void copy_host_readbacks(gcc_plan *p, int entry) {
+  if (!p->hring)
+    return;
+  for (int k = 0; k < p->n_hrb; k++) {
+    gcc_tensor *t = &p->hring[entry * p->n_hrb + k];
+    memcpy(t->data, p->tensors[p->hrb[k]].data, value_bytes(p->g, p->hrb[k]));
+  }
+}
+
+gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
   const gcc_graph *g = p->g;
   int slot = (int)(p->uses[0] + p->uses[1]) % 2;
   int entry = g->training.present && p->ring > 1 ? (int)(optimizer_step % p->ring) : 0;
+  GCC_TRY(check_host_inputs(p, d));
+  if (!p->has_be) { /* on the CPU: run the nodes, done */
+    GCC_TRY(issue_ops(p, 0, optimizer_step, d));
+    copy_host_readbacks(p, entry);
+    p->serial++;
+    p->entry_serial[entry] = p->serial;
+    p->fetched = p->serial;
+    return GCC_OK;
+  }
   if (p->n_rb == 0 && p->n_inputs == 0 && p->n_ops == 0)
     return GCC_OK;
   /* 1. inputs: host -> pinned staging -> the slot, on the copy stream,
@@ -787,6 +952,7 @@ gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d) {
   }
   GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_STEP_DONE + slot, GCC_STREAM_COMPUTE, d));
   p->uses[slot]++;
+  copy_host_readbacks(p, entry);
   /* 3. the values read after the step go to the device ring entry (D2D):
    *    the ring comes back D2H in one copy when the host reads it */
   p->serial++;
@@ -804,7 +970,7 @@ gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d) {
 }
 
 /* one D2H of the whole ring, then wait for it */
-static gcc_status fetch_ring(gcc_dplan *p, gcc_diag *d) {
+static gcc_status fetch_ring(gcc_plan *p, gcc_diag *d) {
   GCC_TRY(p->be.copy(p->be.self, p->ring_host, (char *)p->dev + p->off_ring,
                      p->ring_stride * (size_t)p->ring, GCC_COPY_D2H, GCC_STREAM_COMPUTE, d));
   GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_READBACK, GCC_STREAM_COMPUTE, d));
@@ -813,12 +979,14 @@ static gcc_status fetch_ring(gcc_dplan *p, gcc_diag *d) {
   return GCC_OK;
 }
 
-gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d) {
+gcc_status gcc_plan_wait_readback(gcc_plan *p, int entry, gcc_diag *d) {
   if (entry < 0 || entry >= p->ring)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "read-back entry %d outside [0, %d)", entry,
                         p->ring);
+  if (!p->has_be)
+    return GCC_OK; /* the CPU is done when gcc_plan_run returns */
   if (p->n_rb == 0 && !p->has_loss_kernel)
-    return gcc_dplan_sync(p, d);
+    return gcc_plan_sync(p, d);
   if (p->entry_serial[entry] > p->fetched)
     GCC_TRY(fetch_ring(p, d));
   if (p->has_loss_kernel) {
@@ -839,27 +1007,32 @@ gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d) {
   return GCC_OK;
 }
 
-const gcc_tensor *gcc_dplan_readback(const gcc_dplan *p, const char *name, int entry) {
+const gcc_tensor *gcc_plan_readback(const gcc_plan *p, const char *name, int entry) {
   if (entry < 0 || entry >= p->ring)
     return NULL;
   for (int k = 0; k < p->n_rb; k++)
     if (strcmp(p->g->values[p->rb[k].src].name, name) == 0 ||
         strcmp(p->g->values[p->rb[k].dst].name, name) == 0)
       return &p->rb_tensors[entry * p->n_rb + k];
+  for (int k = 0; k < p->n_hrb; k++)
+    if (strcmp(p->g->values[p->hrb[k]].name, name) == 0)
+      return p->hring ? &p->hring[entry * p->n_hrb + k] : &p->tensors[p->hrb[k]];
   return NULL;
 }
 
-gcc_status gcc_dplan_sync(gcc_dplan *p, gcc_diag *d) { return p->be.sync(p->be.self, d); }
+gcc_status gcc_plan_sync(gcc_plan *p, gcc_diag *d) {
+  return p->has_be ? p->be.sync(p->be.self, d) : GCC_OK;
+}
 
-const gcc_tensor *gcc_dplan_host_tensor(gcc_dplan *p, const char *name, gcc_diag *d) {
-  if (gcc_dplan_wait_readback(p, 0, d) != GCC_OK || gcc_dplan_sync(p, d) != GCC_OK)
+const gcc_tensor *gcc_plan_host_tensor(gcc_plan *p, const char *name, gcc_diag *d) {
+  if (gcc_plan_wait_readback(p, 0, d) != GCC_OK || gcc_plan_sync(p, d) != GCC_OK)
     return NULL;
   int v = gcc_graph_find(p->g, name);
   if (v < 0)
     return NULL;
   if (p->g->values[v].device == GCC_DEV_CPU)
     return p->tensors[v].data ? &p->tensors[v] : NULL;
-  const gcc_tensor *t = gcc_dplan_readback(p, name, 0);
+  const gcc_tensor *t = gcc_plan_readback(p, name, 0);
   if (t)
     return t;
   char host[512];
@@ -868,17 +1041,82 @@ const gcc_tensor *gcc_dplan_host_tensor(gcc_dplan *p, const char *name, gcc_diag
   return h >= 0 && p->tensors[h].data ? &p->tensors[h] : NULL;
 }
 
-const gcc_graph *gcc_dplan_graph(const gcc_dplan *p) { return p->g; }
-int gcc_dplan_launches(const gcc_dplan *p) { return p->launches; }
-int gcc_dplan_copies(const gcc_dplan *p) { return p->copies; }
-size_t gcc_dplan_device_bytes(const gcc_dplan *p) { return p->dev_bytes; }
-int64_t gcc_dplan_graph_replays(const gcc_dplan *p) { return p->replays; }
-const char *gcc_dplan_graph_note(const gcc_dplan *p) { return p->graph_note; }
+/* appends "[d0,d1,...]" for each tensor */
+static void put_shapes(FILE *f, gcc_tensor *const *t, int n, double *bytes) {
+  fputc('[', f);
+  for (int k = 0; k < n; k++) {
+    fputs(k ? ",[" : "[", f);
+    if (t[k]) {
+      for (int j = 0; j < t[k]->shape.ndim; j++)
+        fprintf(f, j ? ",%lld" : "%lld", (long long)t[k]->shape.dims[j]);
+      *bytes += (double)t[k]->numel * (double)gcc_dtype_size(t[k]->dtype);
+    }
+    fputc(']', f);
+  }
+  fputc(']', f);
+}
 
-void gcc_dplan_free(gcc_dplan *p) {
+gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track *track,
+                                 const char *label, gcc_diag *d) {
+  p->prof = NULL;
+  if (!prof || !track)
+    return GCC_OK;
+  const gcc_graph *g = p->g;
+  for (int i = 0; i < p->n_ops; i++) {
+    op *o = &p->ops[i];
+    if (o->kind != OP_NODE)
+      continue;
+    const gcc_node *n = o->cpu.node;
+    const gcc_op_desc *od = gcc_op(n->op);
+    char name[512], *args = NULL;
+    size_t args_len = 0;
+    double bytes = 0;
+    FILE *f = open_memstream(&args, &args_len);
+    if (!f)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
+    fputs("\"inputs\":", f);
+    put_shapes(f, o->cpu.in, o->cpu.n_in, &bytes);
+    fputs(",\"outputs\":", f);
+    put_shapes(f, o->cpu.out, o->cpu.n_out, &bytes);
+    char dev[32];
+    fprintf(f, ",\"device\":\"%s\"", gcc_dev_name(n->device, dev, sizeof dev));
+    int bad = fclose(f) != 0;
+    snprintf(name, sizeof name, "%s (%s)", n->name, od->name);
+    o->site = bad ? -1
+                  : gcc_profiler_site(prof, (od->flags & GCC_OPF_COPY) ? GCC_PROF_COPY
+                                                                      : GCC_PROF_OP,
+                                      name, od->name, label, args,
+                                      gcc_op_flops(g, (int)(n - g->nodes)), bytes);
+    free(args);
+    if (o->site < 0)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
+  }
+  p->prof = track;
+  return GCC_OK;
+}
+
+const gcc_tensor *gcc_plan_tensor(const gcc_plan *p, const char *name) {
+  int v = gcc_graph_find(p->g, name);
+  return v >= 0 ? &p->tensors[v] : NULL;
+}
+
+const gcc_graph *gcc_plan_graph(const gcc_plan *p) { return p->g; }
+size_t gcc_plan_arena_bytes(const gcc_plan *p) { return p->mem.arena_bytes; }
+size_t gcc_plan_unshared_bytes(const gcc_plan *p) { return p->mem.total_bytes; }
+size_t gcc_plan_step_bytes(const gcc_plan *p) {
+  return p->has_be ? p->dev_bytes : p->mem.arena_bytes;
+}
+int gcc_plan_num_steps(const gcc_plan *p) { return p->n_ops; }
+int gcc_plan_launches(const gcc_plan *p) { return p->launches; }
+int gcc_plan_copies(const gcc_plan *p) { return p->copies; }
+size_t gcc_plan_device_bytes(const gcc_plan *p) { return p->dev_bytes; }
+int64_t gcc_plan_graph_replays(const gcc_plan *p) { return p->replays; }
+const char *gcc_plan_graph_note(const gcc_plan *p) { return p->graph_note; }
+
+void gcc_plan_free(gcc_plan *p) {
   if (!p)
     return;
-  if (p->dev || p->module || p->ring_host) {
+  if (p->has_be && (p->dev || p->module || p->ring_host)) {
     gcc_diag ignore = {0};
     p->be.sync(p->be.self, &ignore);
   }
@@ -912,6 +1150,9 @@ void gcc_dplan_free(gcc_dplan *p) {
   free(p->slot_of);
   free(p->tensors);
   free(p->ptrs);
-  free(p->host_arena);
+  free(p->hrb);
+  free(p->hring);
+  if (p->host_arena)
+    p->cpu->release(p->cpu->self, p->host_arena);
   free(p);
 }

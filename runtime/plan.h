@@ -1,206 +1,211 @@
 /*
- * device_plan.h - executes a plan compiled for a CUDA device through a
- * device backend.
+ * plan.h - the plan runner: compiles a model for a device, binds every
+ * value to storage once, and runs steps through the device's backend
+ * (runtime/backend.h). One runner for every device: a CPU plan is a plan
+ * whose nodes all run on the CPU backend.
  *
  * The runner is device-independent: it lays out memory, binds every value,
- * turns fused groups into launches (generated kernels, cuBLASLt GEMMs with
- * their epilogue, cuDNN convolutions and poolings, copies) and issues them in schedule order through a table
- * of functions, gcc_device_backend. runtime/cuda/cuda_backend.c implements the
- * table with the CUDA runtime API, cuBLASLt and kernels loaded from NVRTC
- * cubins; the tests implement it on the host (generated kernels compiled
- * with tests/cuda_host_shim.h, GEMMs with OpenBLAS in column-major mode),
- * which is how this file is exercised without a GPU.
+ * turns the nodes on the CPU into node-by-node calls of the CPU backend
+ * (its kernels, runtime/cpu) and the fused groups on a CUDA device into
+ * launches (generated kernels, cuBLASLt GEMMs with their epilogue, cuDNN
+ * convolutions and poolings, copies), and issues them in schedule order.
+ * runtime/cuda/cuda_backend.c implements the device table with the CUDA
+ * runtime API, cuBLASLt, cuDNN and kernels loaded from NVRTC cubins; the
+ * tests implement it on the host (generated kernels compiled with
+ * tests/cuda_host_shim.h, GEMMs with OpenBLAS in column-major mode), which
+ * is how the CUDA path is exercised without a GPU.
  *
- * Memory. One device allocation per plan holds, 256-byte aligned:
- *   the step arena (passes/memplan.c, the device's peak), two slots per
- *   per-step input copy (double buffering: step i reads slot i % 2 while
- *   the copy stream fills the other), the ReLU bit-masks of RELU_AUX_BIAS
- *   GEMMs (gemm_map.h), the constants placed on the device (uploaded once,
- *   at compile), and the loss kernels' bad-label flag.
+ * Memory. The host arena (the CPU backend's allocation) holds the CPU's
+ * step arena (passes/memplan.c) with the CPU kernels' workspaces. On a
+ * CUDA device, one device allocation per plan holds, 256-byte aligned:
+ *   the device's step arena, two slots per per-step input copy (double
+ *   buffering: step i reads slot i % 2 while the copy stream fills the
+ *   other), the ReLU bit-masks of RELU_AUX_BIAS GEMMs (gemm_map.h), the
+ *   constants placed on the device (uploaded once, at compile), and the
+ *   loss kernels' bad-label flag.
  * Parameters, gradients and optimizer state are bound through `bind` (the
- * session's device mirror of its persistent arena); an optimizer group's
- * parameters must be consecutive there, in group order, with each tensor
- * padded to GCC_ARENA_ALIGN bytes (the contract of codegen/emit.h).
+ * caller's persistent storage, on the device that runs the plan); an
+ * optimizer group's parameters on a CUDA device must be consecutive there,
+ * in group order, with each tensor padded to GCC_ARENA_ALIGN bytes (the
+ * contract of codegen/emit.h). Constants on the host point at their data;
+ * graph inputs consumed on the host point at whatever buffer the caller
+ * binds before each run (zero copy).
  *
- * A step: the host copies each input batch into a pinned staging buffer
- * and issues its H2D on the copy stream into this step's slot; the compute
- * stream waits for that copy, runs the step (or replays its CUDA Graph),
- * then copies the values read after the step (the loss; in EVAL the
- * prediction) and the loss kernels' bad-label flag D2D into an entry of a
- * read-back ring on the device, one entry per step. When the host reads an
- * entry (once per log interval) the whole ring comes back in one D2H copy.
- * Nothing is synchronised per step unless a node of the plan runs on the
- * CPU.
+ * A step: the host copies each input batch consumed on the device into a
+ * pinned staging buffer and issues its H2D on the copy stream into this
+ * step's slot; the compute stream waits for that copy, runs the step (or
+ * replays its CUDA Graph), then copies the values read after the step (the
+ * loss; in EVAL the prediction) and the loss kernels' bad-label flag D2D
+ * into an entry of a read-back ring on the device, one entry per step.
+ * When the host reads an entry (once per log interval) the whole ring
+ * comes back in one D2H copy. Nothing is synchronised per step unless a
+ * node of the plan runs on the CPU. A CPU plan runs its nodes in order and
+ * returns when they are done; it allocates nothing per step.
  *
  * CUDA Graphs: with cfg.cuda_graph, the step of each input slot is
  * captured on its second use and replayed after that. Plans whose kernel
  * arguments change every step (Adam's bias correction) or that have CPU
- * nodes inside the step are never captured (gcc_dplan_graph_note says why).
+ * nodes inside the step are never captured (gcc_plan_graph_note says why).
  */
-#ifndef GCC_RUNTIME_DEVICE_PLAN_H
-#define GCC_RUNTIME_DEVICE_PLAN_H
+#ifndef GCC_RUNTIME_PLAN_H
+#define GCC_RUNTIME_PLAN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/emit.h"
-#include "codegen/nvrtc.h"
-#include "runtime/executor.h"
-#include "codegen/gemm_map.h"
+#include "passes/memplan.h"
+#include "passes/passes.h"
+#include "runtime/backend.h"
+#include "runtime/compile.h"
+#include "runtime/profile.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum gcc_copy_kind { GCC_COPY_H2D = 0, GCC_COPY_D2H, GCC_COPY_D2D } gcc_copy_kind;
+/* Returns the persistent storage (float32, the value's numel elements, on
+ * the device that runs the plan) of a PARAM, GRAD or OPT_STATE value of the
+ * compiled graph, or NULL if the caller has none (an error naming the value
+ * follows). */
+typedef void *(*gcc_bind_fn)(void *user, const gcc_graph *g, int value);
 
-/* Streams of a backend. */
-enum { GCC_STREAM_COMPUTE = 0, GCC_STREAM_COPY = 1 };
+/* Compiles a plan's generated kernels for sm_XX (NVRTC through the kernel
+ * cache: codegen/kernel_cache.h gcc_kernel_cache_hook). Fills `out` as
+ * gcc_nvrtc_compile does. */
+typedef gcc_status (*gcc_kernel_compile_fn)(void *user, const char *source, const char *program,
+                                            int sm, gcc_nvrtc_output *out, gcc_diag *d);
 
-/* Events a plan uses (backends create them on first use). */
-enum {
-  GCC_EVENT_INPUT_READY = 0, /* + slot (0, 1): the slot's H2D is done */
-  GCC_EVENT_STEP_DONE = 2,   /* + slot: the step that read the slot is done */
-  GCC_EVENT_READBACK = 4,    /* the read-back ring is on the host */
-};
-
-/* A device, as the runner sees it. Every function returns GCC_OK or an
- * error with a message naming the call (the CUDA backend: the CUDA,
- * cuBLAS or cuDNN call, its error string, file and line). Asynchronous
- * operations are ordered on `stream`; host pointers given to copies are
- * pinned (host_alloc) unless stated. */
-typedef struct gcc_device_backend {
-  void *self;
-  /* Device memory, at least 256-byte aligned. */
-  gcc_status (*alloc)(void *self, size_t bytes, void **out, gcc_diag *d);
-  void (*release)(void *self, void *p);
-  /* Free and total device memory, bytes. */
-  gcc_status (*mem_info)(void *self, size_t *free_bytes, size_t *total_bytes, gcc_diag *d);
-  /* Pinned (page-locked) host memory. */
-  gcc_status (*host_alloc)(void *self, size_t bytes, void **out, gcc_diag *d);
-  void (*host_release)(void *self, void *p);
-  gcc_status (*copy)(void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
-                     int stream, gcc_diag *d);
-  gcc_status (*memset)(void *self, void *dst, int byte, size_t bytes, int stream, gcc_diag *d);
-  /* Loads a plan's kernels (NVRTC output `image`: cubin, else PTX) and
-   * returns one handle per kernel of `ks` in kernels[]. */
-  gcc_status (*load)(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *image,
-                     void **module, void **kernels, gcc_diag *d);
-  void (*unload)(void *self, void *module);
-  /* Launches kernel `k` (grid k->grid_dim, block k->block_dim) on the
-   * compute stream; args[i] points at argument i (cudaLaunchKernel). */
-  gcc_status (*launch)(void *self, void *kernel, const gcc_kernel_info *k, void **args,
-                       gcc_diag *d);
-  /* One column-major matmul on the compute stream (gemm_map.h): D =
-   * epilogue(alpha op(A) op(B) + beta C); bias and aux as the epilogue
-   * needs them, else NULL. */
-  gcc_status (*gemm)(void *self, const gcc_colmajor_gemm *g, const void *a, const void *b,
-                     const void *c, void *dst, void *bias, void *aux, gcc_diag *d);
-  /* Runs node `node` of `g`, whose op is lowered to a library on the
-   * device (GCC_CUDA_CUDNN: convolutions and poolings, forward and
-   * backward), on the compute stream; in[k] / out[k] are the device
-   * addresses of its inputs and outputs (NULL for an omitted input). */
-  gcc_status (*library_op)(void *self, const gcc_graph *g, int node, void *const *in,
-                           void *const *out, gcc_diag *d);
-  gcc_status (*event_record)(void *self, int event, int stream, gcc_diag *d);
-  gcc_status (*stream_wait)(void *self, int stream, int event, gcc_diag *d);
-  gcc_status (*event_sync)(void *self, int event, gcc_diag *d);
-  gcc_status (*sync)(void *self, gcc_diag *d); /* both streams */
-  /* CUDA Graphs: capture the compute stream's work between begin and end
-   * into graph `slot`; replay it. */
-  gcc_status (*capture_begin)(void *self, gcc_diag *d);
-  gcc_status (*capture_end)(void *self, int slot, gcc_diag *d);
-  gcc_status (*graph_launch)(void *self, int slot, gcc_diag *d);
-} gcc_device_backend;
-
-typedef struct gcc_dplan_config {
-  int sm;                       /* NVRTC target, 10 * major + minor (90 for sm_90) */
-  int sm_count;                 /* streaming multiprocessors (grid sizes) */
-  const char *kernel_cache_dir; /* NULL: the default (codegen/kernel_cache.h) */
-  int use_kernel_cache;         /* 0: --no-kernel-cache */
-  int cuda_graph;               /* 1: capture and replay the step (--no-cuda-graph: 0) */
-  int readback_ring;            /* entries of the read-back ring (>= 1): steps between reads */
-  int threads;                  /* OpenBLAS threads of CPU nodes */
-  /* A prebuilt image of the plan's generated kernels (a .gccx bundle's
-   * cubin or PTX for this plan's graph and batch size): loaded as is,
-   * NVRTC is not called. NULL: compile with NVRTC (through the cache). */
+typedef struct gcc_plan_config {
+  int threads; /* OpenBLAS threads of CPU nodes (<= 0: 1) */
+  /* The backend of opt->device when it is a CUDA device (the CUDA backend,
+   * or a test's emulation); NULL for a plan on the CPU. The CPU's backend
+   * is always gcc_cpu_backend(). */
+  const gcc_device_backend *device;
+  int sm;            /* kernels' target, 10 * major + minor (90 for sm_90) */
+  int sm_count;      /* streaming multiprocessors (grid sizes) */
+  int cuda_graph;    /* 1: capture and replay the step (--no-cuda-graph: 0) */
+  int readback_ring; /* entries of the read-back ring (>= 1): steps between reads */
+  /* The plan's generated kernels: a prebuilt image (a .gccx bundle's cubin
+   * or PTX for this plan's graph and batch size), loaded as is; else
+   * compiled by `compile` (NULL: a CUDA plan that needs kernels fails with
+   * GCC_ERR_UNSUPPORTED, as a program without NVRTC must). */
   const gcc_nvrtc_output *image;
-} gcc_dplan_config;
+  gcc_kernel_compile_fn compile;
+  void *compile_user;
+} gcc_plan_config;
 
-typedef struct gcc_dplan gcc_dplan;
+typedef struct gcc_plan gcc_plan;
 
-/* Compiles `model` for opt->device (a CUDA device) and prepares it on `be`:
- * passes, memory plan, code generation, NVRTC (through the kernel cache),
- * kernel loading, the device allocation, constant upload. `bind` returns
- * the device address of PARAM / GRAD / OPT_STATE values (as gcc_plan_compile's).
- * Errors: those of the passes and of gcc_gemm_map; GCC_ERR_UNSUPPORTED for
- * a plan over several CUDA devices or an optimizer group whose parameters
- * are not laid out as emit.h requires; GCC_ERR_OUT_OF_MEMORY with the
- * requested, free and total device bytes and the largest consumers; the
- * backend's errors. */
-gcc_status gcc_dplan_compile(const gcc_graph *model, const gcc_options *opt,
-                             const gcc_dplan_config *cfg, const gcc_device_backend *be,
-                             gcc_bind_fn bind, void *user, gcc_dplan **out, gcc_diag *d);
+/* Compiles `model` for opt->device (runtime/compile.h) and prepares it:
+ * memory plan, for a CUDA device code generation, kernel loading (cfg.image
+ * or cfg.compile), the device allocation and the constant upload; then
+ * binds every value. `bind` returns the storage of PARAM / GRAD /
+ * OPT_STATE values (may be NULL when the graph has none). Errors: those of
+ * the passes and of gcc_gemm_map; GCC_ERR_DEVICE for a node placed on a
+ * CUDA device without cfg.device; GCC_ERR_UNSUPPORTED for a plan over
+ * several CUDA devices, a persistent value placed on the CPU inside a CUDA
+ * plan, or an optimizer group whose parameters are not laid out as emit.h
+ * requires; GCC_ERR_OUT_OF_MEMORY with the requested, free and total device
+ * bytes and the largest consumers; the backends' errors. */
+gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
+                            const gcc_plan_config *cfg, gcc_bind_fn bind, void *user,
+                            gcc_plan **out, gcc_diag *d);
 
-/* Points graph input `name` at host memory `data` (the input's numel
- * elements) for the next gcc_dplan_run; it is copied into pinned staging
- * during that call, so it may be reused when the call returns.
+/* Points graph input `name` (and every view of it) at host memory `data`
+ * (the input's numel elements of its dtype) for the next gcc_plan_run.
+ * Where the input is consumed on the host, the data is read in place and
+ * must stay valid during the run; where it is copied to a device, it is
+ * staged during gcc_plan_run, so it may be reused when that returns.
  * GCC_ERR_INVALID_ARGUMENT if there is no such input. */
-gcc_status gcc_dplan_bind_input(gcc_dplan *p, const char *name, const void *data, gcc_diag *d);
+gcc_status gcc_plan_bind_input(gcc_plan *p, const char *name, const void *data, gcc_diag *d);
 
 /* --dataset-on-device: the next runs take input `name` from rows of a
  * dataset already on the device instead of host memory: batch row r is
  * row perm[first + r] of `rows` (device memory, rows of the input's
  * per-sample size), gathered by a generated kernel on the compute stream
  * (no H2D). `perm` is a device array of int64 row indices. Binding host
- * data again (gcc_dplan_bind_input) switches back. Errors:
+ * data again (gcc_plan_bind_input) switches back. Errors:
  * GCC_ERR_INVALID_ARGUMENT (no such input copied to the device);
- * GCC_ERR_UNSUPPORTED (a sample size that is not a multiple of 4 bytes);
- * NVRTC and backend errors loading the gather kernel. */
-gcc_status gcc_dplan_bind_input_gather(gcc_dplan *p, const char *name, const void *rows,
-                                       const int64_t *perm, int64_t first, gcc_diag *d);
+ * GCC_ERR_UNSUPPORTED (a sample size that is not a multiple of 4 bytes, or
+ * no kernel compiler); compile and backend errors loading the gather
+ * kernel. */
+gcc_status gcc_plan_bind_input_gather(gcc_plan *p, const char *name, const void *rows,
+                                      const int64_t *perm, int64_t first, gcc_diag *d);
 
-/* Issues one step. `optimizer_step` as gcc_plan_run's. The read-back
- * values of this step go to ring entry `optimizer_step % readback_ring`
- * (in EVAL: entry 0) and may be read after gcc_dplan_wait_readback of that
- * entry. Returns without waiting for the device unless the plan has CPU
- * nodes. Errors: an unbound input; the backend's errors. */
-gcc_status gcc_dplan_run(gcc_dplan *p, int64_t optimizer_step, gcc_diag *d);
+/* Runs (on the CPU) or issues (on a device) one step. `optimizer_step` is
+ * the number of optimizer updates done before this run (Adam's bias
+ * correction, SGD's first momentum step). The read-back values of this
+ * step go to ring entry `optimizer_step % readback_ring` (in EVAL: entry
+ * 0) and may be read after gcc_plan_wait_readback of that entry. Returns
+ * without waiting for the device unless the plan has CPU nodes. Errors:
+ * GCC_ERR_INVALID_ARGUMENT for an unbound input or bad data (a label out of
+ * range, found by a CPU kernel), naming the node; the backends' errors. */
+gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d);
 
 /* Brings the ring to the host (one D2H) if `entry` was written after the
- * last time, waits for it, then checks the
- * loss kernels' bad-label flag of that step: GCC_ERR_INVALID_ARGUMENT
- * naming the node and the row, as the CPU backend reports it. */
-gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d);
+ * last time, waits for it, then checks the loss kernels' bad-label flag of
+ * that step: GCC_ERR_INVALID_ARGUMENT naming the node and the row, as the
+ * CPU backend reports it. Returns at once for a CPU plan. */
+gcc_status gcc_plan_wait_readback(gcc_plan *p, int entry, gcc_diag *d);
 
 /* The host copy in ring entry `entry` of value `name` (the loss or the
- * prediction, by their names in the model), or NULL if it is not read back. */
-const gcc_tensor *gcc_dplan_readback(const gcc_dplan *p, const char *name, int entry);
+ * prediction, by their names in the model), or NULL if it is not read
+ * back. A value computed on the host is read back too: its tensor when the
+ * ring has one entry, else its copy in the host ring. */
+const gcc_tensor *gcc_plan_readback(const gcc_plan *p, const char *name, int entry);
 
 /* After a run: waits for it, then returns the host tensor of value `name`:
  * a value computed on the CPU, or the host copy ("<name>@cpu") of one
  * computed on the device. NULL when the plan has neither (or on a device
  * error, which *d then describes). For inference plans (gcc-run). */
-const gcc_tensor *gcc_dplan_host_tensor(gcc_dplan *p, const char *name, gcc_diag *d);
+const gcc_tensor *gcc_plan_host_tensor(gcc_plan *p, const char *name, gcc_diag *d);
 
 /* Waits for all work of the plan. */
-gcc_status gcc_dplan_sync(gcc_dplan *p, gcc_diag *d);
+gcc_status gcc_plan_sync(gcc_plan *p, gcc_diag *d);
 
-const gcc_graph *gcc_dplan_graph(const gcc_dplan *p);
-/* Launches (kernels and GEMMs) and copies issued per step. */
-int gcc_dplan_launches(const gcc_dplan *p);
-int gcc_dplan_copies(const gcc_dplan *p);
-/* Bytes of the plan's device allocation. */
-size_t gcc_dplan_device_bytes(const gcc_dplan *p);
+/* Profiling (gcc-train --profile): from now on every run records one event
+ * per node run on the CPU on `track`: category "copy" for a copy node, "op"
+ * otherwise, named "<node> (<OpType>)", with the plan label `label` ("train
+ * b64"), the operand shapes, bytes and FLOPs as args (a site per node,
+ * registered here). A NULL profiler turns it off; then a run costs one
+ * branch more than without this hook. Errors: GCC_ERR_OUT_OF_MEMORY
+ * (profiling stays off). */
+gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track *track,
+                                 const char *label, gcc_diag *d);
+
+/* The bound tensor of value `name` (NULL if the compiled graph has none);
+ * its data is host memory for values on the CPU, device memory else. */
+const gcc_tensor *gcc_plan_tensor(const gcc_plan *p, const char *name);
+
+/* The compiled graph (after all passes). */
+const gcc_graph *gcc_plan_graph(const gcc_plan *p);
+
+/* Size of the host (CPU) step arena in bytes, and the bytes its values
+ * would take without reuse. */
+size_t gcc_plan_arena_bytes(const gcc_plan *p);
+size_t gcc_plan_unshared_bytes(const gcc_plan *p);
+/* Bytes of the plan's per-step memory on its device: the device
+ * allocation of a CUDA plan, the host arena of a CPU plan. */
+size_t gcc_plan_step_bytes(const gcc_plan *p);
+
+/* Work issued per run: nodes run one by one, kernels, GEMMs, library
+ * calls and copies (a CPU plan: its nodes minus views). */
+int gcc_plan_num_steps(const gcc_plan *p);
+/* Launches (kernels, GEMMs, library calls) and copies issued per step on
+ * the device. */
+int gcc_plan_launches(const gcc_plan *p);
+int gcc_plan_copies(const gcc_plan *p);
+/* Bytes of the plan's device allocation (0 for a CPU plan). */
+size_t gcc_plan_device_bytes(const gcc_plan *p);
 /* Steps replayed from a CUDA Graph so far, and why the plan is not
  * captured ("" when it is, or will be on its next steps). */
-int64_t gcc_dplan_graph_replays(const gcc_dplan *p);
-const char *gcc_dplan_graph_note(const gcc_dplan *p);
+int64_t gcc_plan_graph_replays(const gcc_plan *p);
+const char *gcc_plan_graph_note(const gcc_plan *p);
 
-void gcc_dplan_free(gcc_dplan *p);
+void gcc_plan_free(gcc_plan *p);
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* GCC_RUNTIME_DEVICE_PLAN_H */
+#endif /* GCC_RUNTIME_PLAN_H */

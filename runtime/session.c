@@ -19,15 +19,14 @@ typedef struct slot {
 typedef struct cached_plan {
   gcc_mode mode;
   int64_t rows;
-  gcc_plan *plan;   /* CPU */
-  gcc_dplan *dplan; /* device */
+  gcc_plan *plan;
 } cached_plan;
 
+/* a step whose loss is not collected yet: ring entry `entry` of `plan` */
 typedef struct pending {
-  gcc_dplan *plan; /* NULL: the loss is in `loss` (CPU) */
+  gcc_plan *plan;
   int entry;
   int64_t step;
-  float loss;
 } pending;
 
 struct gcc_session {
@@ -196,10 +195,8 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
 void gcc_session_destroy(gcc_session *s) {
   if (!s)
     return;
-  for (int i = 0; i < s->n_plans; i++) {
+  for (int i = 0; i < s->n_plans; i++)
     gcc_plan_free(s->plans[i].plan);
-    gcc_dplan_free(s->plans[i].dplan);
-  }
   if (s->dev_arena) {
     gcc_diag ignore = {0};
     s->opt.backend->sync(s->opt.backend->self, &ignore);
@@ -256,7 +253,7 @@ gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof
   for (int i = 0; i < s->n_plans; i++) {
     char label[64];
     plan_label(s->plans[i].mode, s->plans[i].rows, label, sizeof label);
-    if (s->plans[i].plan) /* device plans are profiled per step only */
+    if (!s->on_device) /* device plans are profiled per step only */
       GCC_TRY(gcc_plan_set_profiler(s->plans[i].plan, prof, track, label, d));
   }
   if (!prof || !track)
@@ -270,10 +267,14 @@ gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof
   return GCC_OK;
 }
 
-static void *bind_device(void *user, const gcc_graph *g, int v) {
+/* The persistent arena where the plans run: the host arena, or its device
+ * mirror (the same offsets). */
+static void *bind_storage(void *user, const gcc_graph *g, int v) {
   gcc_session *s = user;
   char *host = bind_persistent(user, g, v);
-  return host ? (char *)s->dev_arena + (host - (char *)s->arena) : NULL;
+  if (!host || !s->on_device)
+    return host;
+  return (char *)s->dev_arena + (host - (char *)s->arena);
 }
 
 static cached_plan *find_plan(gcc_session *s, gcc_mode mode, int64_t rows) {
@@ -290,12 +291,11 @@ static cached_plan *new_plan_entry(gcc_session *s, gcc_mode mode, int64_t rows) 
     for (; victim < s->n_plans - 1; victim++) {
       int busy = 0;
       for (int j = 0; j < s->n_pend; j++)
-        busy |= s->pend[j].plan && s->pend[j].plan == s->plans[victim].dplan;
+        busy |= s->pend[j].plan == s->plans[victim].plan;
       if (!busy)
         break;
     }
     gcc_plan_free(s->plans[victim].plan);
-    gcc_dplan_free(s->plans[victim].dplan);
     memmove(&s->plans[victim], &s->plans[victim + 1],
             (size_t)(MAX_PLANS - 1 - victim) * sizeof s->plans[0]);
     s->n_plans--;
@@ -323,44 +323,23 @@ static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   return o;
 }
 
-gcc_status gcc_session_device_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_dplan **out,
-                                   gcc_diag *d) {
-  if (!s->on_device)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: the session runs on the CPU",
-                        s->model->source);
-  cached_plan *c = find_plan(s, mode, rows);
-  if (c) {
-    *out = c->dplan;
-    return GCC_OK;
-  }
-  gcc_options o = plan_options(s, mode, rows);
-  gcc_dplan_config cfg = s->opt.dplan;
-  cfg.readback_ring = mode == GCC_MODE_TRAIN ? s->max_pend : 1;
-  cfg.threads = s->opt.threads;
-  gcc_dplan *p;
-  GCC_TRY(gcc_dplan_compile(s->model, &o, &cfg, s->opt.backend, bind_device, s, &p, d));
-  c = new_plan_entry(s, mode, rows);
-  c->dplan = p;
-  *out = p;
-  return GCC_OK;
-}
-
 gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
                             gcc_diag *d) {
-  if (s->on_device)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "%s: the session runs on a GPU: use gcc_session_device_plan",
-                        s->model->source);
   cached_plan *c = find_plan(s, mode, rows);
   if (c) {
     *out = c->plan;
     return GCC_OK;
   }
   gcc_options o = plan_options(s, mode, rows);
+  gcc_plan_config cfg = s->opt.plan;
+  cfg.device = s->on_device ? s->opt.backend : NULL;
+  cfg.readback_ring = mode == GCC_MODE_TRAIN ? s->max_pend : 1;
+  cfg.threads = s->opt.threads;
   gcc_plan *p;
-  int64_t t0 = s->track ? gcc_prof_now() : 0;
-  GCC_TRY(gcc_plan_compile(s->model, &o, bind_persistent, s, s->opt.threads, &p, d));
-  if (s->track) {
+  int profile = s->track && !s->on_device; /* device plans are profiled per step only */
+  int64_t t0 = profile ? gcc_prof_now() : 0;
+  GCC_TRY(gcc_plan_compile(s->model, &o, &cfg, bind_storage, s, &p, d));
+  if (profile) {
     char label[64];
     plan_label(mode, rows, label, sizeof label);
     gcc_status ps = gcc_plan_set_profiler(p, s->prof, s->track, label, d);
@@ -392,23 +371,6 @@ static gcc_status bind_batch(gcc_session *s, gcc_plan *p, const void *input, con
   return gcc_plan_bind_input(p, t->target, target, d);
 }
 
-static float read_loss(const gcc_plan *p, const gcc_training *t) {
-  const gcc_tensor *l = gcc_plan_tensor(p, t->loss);
-  return ((const float *)l->data)[0];
-}
-
-static gcc_status bind_dbatch(gcc_session *s, gcc_dplan *p, const void *input, const void *target,
-                              gcc_diag *d) {
-  const gcc_training *t = &s->model->training;
-  if (!t->input || !t->target)
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                        "%s: training.input and training.target must name the graph inputs "
-                        "fed with data",
-                        s->model->source);
-  GCC_TRY(gcc_dplan_bind_input(p, t->input, input, d));
-  return gcc_dplan_bind_input(p, t->target, target, d);
-}
-
 gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const void *target,
                                         int64_t rows, gcc_diag *d) {
   if (s->n_pend >= s->max_pend)
@@ -419,21 +381,13 @@ gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const
   memset(pe, 0, sizeof *pe);
   pe->step = s->steps;
   int64_t t0 = s->track ? gcc_prof_now() : 0;
-  if (s->on_device) {
-    gcc_dplan *p;
-    GCC_TRY(gcc_session_device_plan(s, GCC_MODE_TRAIN, rows, &p, d));
-    GCC_TRY(bind_dbatch(s, p, input, target, d));
-    GCC_TRY(gcc_dplan_run(p, s->steps, d));
-    pe->plan = p;
-    pe->entry = (int)(s->steps % s->max_pend);
-    s->host_stale = 1;
-  } else {
-    gcc_plan *p;
-    GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
-    GCC_TRY(bind_batch(s, p, input, target, d));
-    GCC_TRY(gcc_plan_run(p, s->steps, d));
-    pe->loss = read_loss(p, &s->model->training);
-  }
+  gcc_plan *p;
+  GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
+  GCC_TRY(bind_batch(s, p, input, target, d));
+  GCC_TRY(gcc_plan_run(p, s->steps, d));
+  pe->plan = p;
+  pe->entry = (int)(s->steps % s->max_pend);
+  s->host_stale = s->on_device;
   if (s->track) /* on a GPU: the time to issue the step */
     gcc_prof_record(s->track, s->site_step, t0, gcc_prof_now(), s->steps);
   s->steps++;
@@ -521,11 +475,11 @@ gcc_status gcc_session_train_step_uploaded(gcc_session *s, int64_t first, int64_
                         "%s: %d steps are pending: collect their losses first", s->model->source,
                         s->n_pend);
   const gcc_training *t = &s->model->training;
-  gcc_dplan *p;
-  GCC_TRY(gcc_session_device_plan(s, GCC_MODE_TRAIN, rows, &p, d));
-  GCC_TRY(gcc_dplan_bind_input_gather(p, t->input, s->ds_x, s->ds_perm, first, d));
-  GCC_TRY(gcc_dplan_bind_input_gather(p, t->target, s->ds_y, s->ds_perm, first, d));
-  GCC_TRY(gcc_dplan_run(p, s->steps, d));
+  gcc_plan *p;
+  GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
+  GCC_TRY(gcc_plan_bind_input_gather(p, t->input, s->ds_x, s->ds_perm, first, d));
+  GCC_TRY(gcc_plan_bind_input_gather(p, t->target, s->ds_y, s->ds_perm, first, d));
+  GCC_TRY(gcc_plan_run(p, s->steps, d));
   pending *pe = &s->pend[s->n_pend++];
   memset(pe, 0, sizeof *pe);
   pe->step = s->steps;
@@ -546,19 +500,16 @@ gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, in
   gcc_status st = GCC_OK;
   for (; done < s->n_pend; done++) {
     pending *pe = &s->pend[done];
-    float l = pe->loss;
-    if (pe->plan) {
-      st = gcc_dplan_wait_readback(pe->plan, pe->entry, d);
-      if (st != GCC_OK)
-        break;
-      const gcc_tensor *t = gcc_dplan_readback(pe->plan, s->model->training.loss, pe->entry);
-      if (!t) {
-        st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
-                          s->model->source, s->model->training.loss);
-        break;
-      }
-      l = ((const float *)t->data)[0];
+    st = gcc_plan_wait_readback(pe->plan, pe->entry, d);
+    if (st != GCC_OK)
+      break;
+    const gcc_tensor *t = gcc_plan_readback(pe->plan, s->model->training.loss, pe->entry);
+    if (!t) {
+      st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
+                        s->model->source, s->model->training.loss);
+      break;
     }
+    float l = ((const float *)t->data)[0];
     losses[(*n)++] = l;
     if (!isfinite(l)) {
       st = gcc_diag_set(d, GCC_ERR_NUMERIC,
@@ -598,33 +549,23 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
   const gcc_training *t = &s->model->training;
   const gcc_tensor *pred = NULL, *tgt = NULL;
   gcc_tensor tgt_host;
-  if (s->on_device) {
-    gcc_dplan *p;
-    GCC_TRY(gcc_session_device_plan(s, GCC_MODE_EVAL, rows, &p, d));
-    GCC_TRY(bind_dbatch(s, p, input, target, d));
-    GCC_TRY(gcc_dplan_run(p, s->steps, d));
-    GCC_TRY(gcc_dplan_wait_readback(p, 0, d));
-    const gcc_tensor *l = gcc_dplan_readback(p, t->loss, 0);
-    if (!l)
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
-                          s->model->source, t->loss);
-    *loss = ((const float *)l->data)[0];
-    pred = t->prediction ? gcc_dplan_readback(p, t->prediction, 0) : NULL;
-    int tv = gcc_graph_find(gcc_dplan_graph(p), t->target);
-    if (tv >= 0) {
-      const gcc_value *val = &gcc_dplan_graph(p)->values[tv];
-      tgt_host = (gcc_tensor){val->dtype, val->shape, gcc_shape_numel(&val->shape, NULL),
-                              (void *)target};
-      tgt = &tgt_host;
-    }
-  } else {
-    gcc_plan *p;
-    GCC_TRY(gcc_session_plan(s, GCC_MODE_EVAL, rows, &p, d));
-    GCC_TRY(bind_batch(s, p, input, target, d));
-    GCC_TRY(gcc_plan_run(p, s->steps, d));
-    *loss = read_loss(p, t);
-    pred = t->prediction ? gcc_plan_tensor(p, t->prediction) : NULL;
-    tgt = gcc_plan_tensor(p, t->target);
+  gcc_plan *p;
+  GCC_TRY(gcc_session_plan(s, GCC_MODE_EVAL, rows, &p, d));
+  GCC_TRY(bind_batch(s, p, input, target, d));
+  GCC_TRY(gcc_plan_run(p, s->steps, d));
+  GCC_TRY(gcc_plan_wait_readback(p, 0, d));
+  const gcc_tensor *l = gcc_plan_readback(p, t->loss, 0);
+  if (!l)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
+                        s->model->source, t->loss);
+  *loss = ((const float *)l->data)[0];
+  pred = t->prediction ? gcc_plan_readback(p, t->prediction, 0) : NULL;
+  int tv = gcc_graph_find(gcc_plan_graph(p), t->target);
+  if (tv >= 0) { /* the labels the caller passed, as the plan sees them */
+    const gcc_value *val = &gcc_plan_graph(p)->values[tv];
+    tgt_host = (gcc_tensor){val->dtype, val->shape, gcc_shape_numel(&val->shape, NULL),
+                            (void *)target};
+    tgt = &tgt_host;
   }
   *correct = -1;
   if (pred_out)
@@ -691,8 +632,7 @@ size_t gcc_session_persistent_bytes(const gcc_session *s) { return s->arena_byte
 size_t gcc_session_step_arena_bytes(const gcc_session *s) {
   size_t m = 0;
   for (int i = 0; i < s->n_plans; i++) {
-    size_t b = s->plans[i].plan ? gcc_plan_arena_bytes(s->plans[i].plan)
-                                : gcc_dplan_device_bytes(s->plans[i].dplan);
+    size_t b = gcc_plan_step_bytes(s->plans[i].plan);
     m = b > m ? b : m;
   }
   return m;

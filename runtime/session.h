@@ -17,7 +17,6 @@
 
 #include "graph/ir.h"
 #include "runtime/plan.h"
-#include "runtime/executor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,15 +28,16 @@ typedef struct gcc_session_options {
   const char *dump_after;   /* --dump-after=PASS for the first plan compiled, or NULL */
   FILE *dump_file;
   /* A CUDA device: `backend` (runtime/cuda/cuda_backend.h, or a test backend)
-   * and `device` (GCC_DEV_CUDA(n)) with the plan configuration; NULL
-   * backend: the CPU. On a device the persistent arena is mirrored there
-   * (uploaded once at creation) and plans are device plans (device_plan.h);
-   * the host copy is refreshed on demand (gcc_session_param, _grad,
-   * _export). `max_pending` bounds the steps whose loss is not collected
-   * yet (gcc_session_train_step_async): the read-back ring of each plan. */
+   * and `device` (GCC_DEV_CUDA(n)) with the plan configuration (its sm,
+   * kernel compiler, CUDA Graphs; the session sets the device, threads and
+   * the ring); NULL backend: the CPU. On a device the persistent arena is
+   * mirrored there (uploaded once at creation); the host copy is refreshed
+   * on demand (gcc_session_param, _grad, _export). `max_pending` bounds the
+   * steps whose loss is not collected yet (gcc_session_train_step_async):
+   * the read-back ring of each plan. */
   const gcc_device_backend *backend;
   int device;
-  gcc_dplan_config dplan;
+  gcc_plan_config plan;
   int max_pending;          /* >= 1; 0: 1 */
 } gcc_session_options;
 
@@ -124,7 +124,7 @@ float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel);
  * optimizer step / a count of evaluation batches),
  * every plan compile a "compile" event, and every plan (compiled already or
  * later) its per-node events (gcc_plan_set_profiler, labelled "train bN" /
- * "eval bN"). NULL turns it off; the profiler must outlive its use here.
+ * "eval bN"; on a GPU session per step only). NULL turns it off; the profiler must outlive its use here.
  * Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof_track *track,
                                     gcc_diag *d);
@@ -137,14 +137,9 @@ int64_t gcc_session_steps(const gcc_session *s);
 size_t gcc_session_persistent_bytes(const gcc_session *s);
 size_t gcc_session_step_arena_bytes(const gcc_session *s);
 
-/* Launches and copies per training step of the device plan for batch
- * `rows` (compiled if needed), its device bytes and its CUDA Graph state
- * (gcc_dplan_graph_note); GCC_ERR_INVALID_ARGUMENT on a CPU session. */
-gcc_status gcc_session_device_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_dplan **out,
-                                   gcc_diag *d);
-
-/* The training plan for batch `rows`, compiled if needed (for reports).
- * CPU sessions only (GCC_ERR_INVALID_ARGUMENT on a device session). */
+/* The plan for `mode` and batch `rows`, compiled if needed (for reports:
+ * launches and copies per step, device bytes, CUDA Graph state); owned by
+ * the session. Errors: compile errors. */
 gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
                             gcc_diag *d);
 

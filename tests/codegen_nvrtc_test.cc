@@ -20,7 +20,7 @@ extern "C" {
 #include "graph/builder.h"
 #include "graph/ops.h"
 #include "models/models.h"
-#include "runtime/executor.h"
+#include "runtime/plan.h"
 }
 
 namespace {

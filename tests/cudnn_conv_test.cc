@@ -17,7 +17,7 @@ extern "C" {
 #include "graph/ops.h"
 #include "models/models.h"
 #include "runtime/cuda/cudnn_conv.h"
-#include "runtime/executor.h"
+#include "runtime/plan.h"
 }
 
 namespace {

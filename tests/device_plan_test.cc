@@ -36,15 +36,20 @@ extern "C" {
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
+#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/plan.h"
 #include "codegen/gemm_map.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
+#include "codegen/kernel_cache.h"
 }
 #include <sys/stat.h>
 #include "tests/kernel_emulation.h"
 
 namespace {
+
+// NVRTC without the on-disk cache (the plans' kernel compiler)
+const gcc_kernel_cache_config kNoKernelCache = {nullptr, 0};
 
 using gcc_emu_test::EmulatedModule;
 using gcc_emu_test::LaunchFn;
@@ -148,6 +153,9 @@ struct HostBackend {
 
   HostBackend() {
     be.self = this;
+    be.name = "host-emulation";
+    be.supports_op = [](void *, int op) -> int { return gcc_cuda_supports_op(op); };
+    be.run_node = nullptr;
     be.alloc = [](void *self, size_t bytes, void **out, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       if (h->used + bytes > h->limit)
@@ -440,10 +448,11 @@ gcc_session_options DeviceOptions(const gcc_graph *g, HostBackend *hb, bool grap
   gcc_session_options so = CpuOptions(g);
   so.backend = &hb->be;
   so.device = GCC_DEV_CUDA(0);
-  so.dplan.sm = 90;
-  so.dplan.sm_count = sm_count;
-  so.dplan.use_kernel_cache = 0;
-  so.dplan.cuda_graph = graphs ? 1 : 0;
+  so.plan.sm = 90;
+  so.plan.sm_count = sm_count;
+  so.plan.compile = gcc_kernel_cache_hook;
+  so.plan.compile_user = (void *)&kNoKernelCache;
+  so.plan.cuda_graph = graphs ? 1 : 0;
   so.max_pending = pending;
   return so;
 }
@@ -572,11 +581,11 @@ TEST_F(DevicePlan, MnistMlpPlanRunsTheSixteenLaunchesAndMatchesTheCpu) {
   gcc_session *cpu = nullptr, *dev = nullptr;
   ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
   ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
-  gcc_dplan *p = nullptr;
-  ASSERT_EQ(gcc_session_device_plan(dev, GCC_MODE_TRAIN, 16, &p, &d), GCC_OK) << d.msg;
-  EXPECT_EQ(gcc_dplan_launches(p), 16);  // 14 cuBLASLt GEMMs, the loss and the optimizer kernel
-  EXPECT_EQ(gcc_dplan_copies(p), 3);     // image and label H2D, loss D2H
-  EXPECT_STREQ(gcc_dplan_graph_note(p), "");
+  gcc_plan *p = nullptr;
+  ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 16, &p, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_plan_launches(p), 16);  // 14 cuBLASLt GEMMs, the loss and the optimizer kernel
+  EXPECT_EQ(gcc_plan_copies(p), 3);     // image and label H2D, loss D2H
+  EXPECT_STREQ(gcc_plan_graph_note(p), "");
   for (int s = 0; s < 4; s++) {
     Batch b = MakeBatch(16, 784, 10, 7 + (uint32_t)s);
     float l1 = 0, l2 = 0;
@@ -584,7 +593,7 @@ TEST_F(DevicePlan, MnistMlpPlanRunsTheSixteenLaunchesAndMatchesTheCpu) {
     ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 16, &l2, &d), GCC_OK) << d.msg;
     EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2))) << "step " << s;
   }
-  EXPECT_GE(gcc_dplan_graph_replays(p), 1);
+  EXPECT_GE(gcc_plan_graph_replays(p), 1);
   ExpectSameParameters(g, dev, cpu, 2e-5);
   gcc_session_destroy(dev);
   gcc_session_destroy(cpu);
@@ -611,9 +620,9 @@ TEST_F(DevicePlan, CifarCnnWithLibraryConvolutionsMatchesTheCpuBackend) {
     EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2))) << "step " << s;
   }
   EXPECT_GT(hb.library_calls, 0);
-  gcc_dplan *p = nullptr;
-  ASSERT_EQ(gcc_session_device_plan(dev, GCC_MODE_TRAIN, 8, &p, &d), GCC_OK) << d.msg;
-  EXPECT_GE(gcc_dplan_graph_replays(p), 1) << gcc_dplan_graph_note(p);
+  gcc_plan *p = nullptr;
+  ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 8, &p, &d), GCC_OK) << d.msg;
+  EXPECT_GE(gcc_plan_graph_replays(p), 1) << gcc_plan_graph_note(p);
   ExpectSameParameters(g, dev, cpu, 1e-5);
   Batch e = MakeBatch(16, 3 * 32 * 32, 10, 5);
   float l1 = 0, l2 = 0;
@@ -657,8 +666,8 @@ TEST_F(DevicePlan, OutOfDeviceMemoryNamesRequestedFreeTotalAndTheLargestValues) 
   gcc_session_options dso = DeviceOptions(g, &hb, false, 1);
   gcc_session *dev = nullptr;
   ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
-  gcc_dplan *p = nullptr;
-  EXPECT_EQ(gcc_session_device_plan(dev, GCC_MODE_TRAIN, 4096, &p, &d), GCC_ERR_OUT_OF_MEMORY);
+  gcc_plan *p = nullptr;
+  EXPECT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 4096, &p, &d), GCC_ERR_OUT_OF_MEMORY);
   std::string m = d.msg;
   EXPECT_NE(m.find("out of memory on cuda:0"), std::string::npos) << m;
   EXPECT_NE(m.find("bytes are free"), std::string::npos) << m;

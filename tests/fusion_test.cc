@@ -12,7 +12,7 @@ extern "C" {
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
-#include "runtime/executor.h"
+#include "runtime/plan.h"
 }
 
 namespace {

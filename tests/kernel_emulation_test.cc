@@ -43,7 +43,7 @@ extern "C" {
 #include "graph/ops.h"
 #include "models/models.h"
 #include "runtime/cpu/cpu_kernels.h"
-#include "runtime/executor.h"
+#include "runtime/plan.h"
 }
 
 #include "tests/kernel_emulation.h"

@@ -27,7 +27,8 @@
 #include "models/models.h"
 #include "passes/memplan.h"
 #include "passes/passes.h"
-#include "runtime/executor.h"
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/plan.h"
 
 namespace {
 

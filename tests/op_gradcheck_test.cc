@@ -61,8 +61,9 @@
 #include "graph/ir.h"
 #include "graph/ops.h"
 #include "passes/grad_rules.h"
+#include "runtime/cpu/cpu_kernels.h"
 #include "passes/passes.h"
-#include "runtime/executor.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
 
 namespace {
@@ -507,7 +508,9 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   o.opt.kind = GCC_OPT_NONE;  // gradients only: no update node
   // device: zero-initialised = the CPU
   gcc_plan *plan_raw = nullptr;
-  st = gcc_plan_compile(model.get(), &o, BindPersistent, &s, 1, &plan_raw, &d);
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  st = gcc_plan_compile(model.get(), &o, &cfg, BindPersistent, &s, &plan_raw, &d);
   PlanPtr plan(plan_raw);
   ASSERT_EQ(st, GCC_OK) << d.msg;
   for (const InputSpec &in : c.inputs)
@@ -588,7 +591,9 @@ void RunDirect(const DirectCase &c) {
   o.mode = GCC_MODE_EVAL;
   o.batch_size = 1;
   gcc_plan *plan_raw = nullptr;
-  st = gcc_plan_compile(model.get(), &o, nullptr, nullptr, c.threads, &plan_raw, &d);
+  gcc_plan_config cfg{};
+  cfg.threads = c.threads;
+  st = gcc_plan_compile(model.get(), &o, &cfg, nullptr, nullptr, &plan_raw, &d);
   PlanPtr plan(plan_raw);
   ASSERT_EQ(st, GCC_OK) << d.msg;
   for (const InputSpec &in : c.inputs)

@@ -30,7 +30,7 @@
 #include "passes/memplan.h"
 #include "passes/passes.h"
 #include "runtime/device.h"
-#include "runtime/executor.h"
+#include "runtime/plan.h"
 #include "runtime/placement_report.h"
 
 namespace {

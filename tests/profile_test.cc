@@ -1,5 +1,5 @@
 // Tests of the --profile tracer (runtime/profile.h) and its hooks in the
-// executor, the session, the data loader and the trainer: a few MNIST MLP
+// plan runner, the session, the data loader and the trainer: a few MNIST MLP
 // steps are profiled and the Chrome trace is parsed back with jansson. The
 // structure is checked (every executed node of the plan once per step, in
 // plan order, inside its step, op events of a thread never overlapping,
@@ -34,7 +34,7 @@
 #include "graph/ops.h"
 #include "models/models.h"
 #include "datasets/dataloader.h"
-#include "runtime/executor.h"
+#include "runtime/plan.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
@@ -159,7 +159,7 @@ bool ParseTrace(const std::string &path, std::vector<Ev> *evs, std::map<int, std
   return true;
 }
 
-// The names the executor gives the executed nodes of a plan, in order.
+// The names the plan runner gives the executed nodes of a plan, in order.
 std::vector<std::string> PlanSteps(gcc_plan *p) {
   std::vector<std::string> names;
   const gcc_graph *g = gcc_plan_graph(p);

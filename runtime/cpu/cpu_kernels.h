@@ -7,8 +7,8 @@
  * (gcc_cpu_gemm_threads), because small GEMMs run slower on two threads
  * than on one on small machines.
  *
- * Kernels never allocate: everything they need is bound by the executor at
- * plan time. They return GCC_OK, or GCC_ERR_INVALID_ARGUMENT when data is
+ * Kernels never allocate: everything they need is bound by the plan runner
+ * when it builds the plan. They return GCC_OK, or GCC_ERR_INVALID_ARGUMENT when data is
  * out of range (a class label outside [0, C)), with a message naming the
  * node.
  */
@@ -18,32 +18,12 @@
 #include <stdint.h>
 
 #include "graph/ir.h"
-#include "runtime/tensor.h"
+#include "runtime/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Per-plan execution context shared by all kernels of a run. */
-typedef struct gcc_cpu_ctx {
-  int max_threads;        /* upper bound for OpenBLAS threads (>= 1) */
-  int64_t optimizer_step; /* optimizer steps completed before this one (Adam bias
-                             correction, SGD's first-step momentum) */
-  int blas_threads;       /* OpenBLAS threads currently set (0 = unknown) */
-  gcc_diag *diag;         /* where kernels report data errors */
-  const char *source;     /* model file, for messages */
-} gcc_cpu_ctx;
-
-typedef struct gcc_kernel_args {
-  const gcc_node *node;
-  gcc_tensor *const *in; /* n_in entries; NULL for an omitted optional input */
-  int n_in;
-  gcc_tensor *const *out;
-  int n_out;
-  gcc_cpu_ctx *ctx;
-  void *workspace;        /* scratch planned for this node (gcc_op_desc.workspace), or NULL */
-  size_t workspace_bytes; /* its size */
-} gcc_kernel_args;
 
 /* Runs the node on the CPU; tensors are bound by the plan runner. */
 typedef gcc_status (*gcc_cpu_fn)(const gcc_kernel_args *a);

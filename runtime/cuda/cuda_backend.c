@@ -4,12 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_conv.h"
 
-#define MAX_EVENTS 8 /* device_plan.h: input-ready and step-done per slot, read-back */
+#define MAX_EVENTS 8 /* backend.h: input-ready and step-done per slot, read-back */
 #define MAX_GEMMS 64
 
 typedef struct lt_key {
@@ -413,6 +414,11 @@ static gcc_status be_graph_launch(void *self, int slot, gcc_diag *d) {
   return GCC_OK;
 }
 
+static int be_supports_op(void *self, int op) {
+  (void)self;
+  return gcc_cuda_supports_op(op); /* codegen's lowering decides */
+}
+
 /* ---- lifetime -------------------------------------------------------------- */
 
 gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag *d) {
@@ -448,6 +454,7 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   }
   gcc_device_backend *t = &b->table;
   t->self = b;
+  t->name = "cuda";
   t->alloc = be_alloc;
   t->release = be_release;
   t->mem_info = be_mem_info;
@@ -467,6 +474,8 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   t->capture_begin = be_capture_begin;
   t->capture_end = be_capture_end;
   t->graph_launch = be_graph_launch;
+  t->supports_op = be_supports_op;
+  t->run_node = NULL; /* plans on a GPU are lowered: kernels, GEMMs, library calls */
   *out = b;
   return GCC_OK;
 }

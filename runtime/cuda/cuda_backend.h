@@ -1,6 +1,6 @@
 /*
  * cuda_backend.h - the CUDA implementation of gcc_device_backend
- * (runtime/plan.h): CUDA runtime API only (never libcuda), two
+ * (runtime/backend.h): CUDA runtime API only (never libcuda), two
  * streams, cuBLASLt GEMMs with epilogues, NVRTC cubins loaded with
  * cudaLibraryLoadData / cudaLibraryGetKernel and launched with
  * cudaLaunchKernel, CUDA Graphs captured from the compute stream.
@@ -24,7 +24,7 @@
 #ifndef GCC_RUNTIME_CUDA_BACKEND_H
 #define GCC_RUNTIME_CUDA_BACKEND_H
 
-#include "runtime/plan.h"
+#include "runtime/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,7 +41,7 @@ typedef struct gcc_cuda_backend gcc_cuda_backend;
  * ordinal out of range); GCC_ERR_OUT_OF_MEMORY for the workspace. */
 gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag *d);
 
-/* The function table for gcc_dplan_compile / gcc_session_options. Valid
+/* The function table for gcc_plan_config.device / gcc_session_options. Valid
  * until gcc_cuda_backend_destroy. */
 const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b);
 

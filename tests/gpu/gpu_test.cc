@@ -21,9 +21,12 @@ extern "C" {
 #include "deploy/gcc_api.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
+#include "codegen/kernel_cache.h"
 }
 
 namespace {
+
+const gcc_kernel_cache_config kKernelCache = {nullptr, 1};
 
 class Gpu : public ::testing::Test {
  protected:
@@ -49,10 +52,11 @@ class Gpu : public ::testing::Test {
     if (on_gpu) {
       so.backend = gcc_cuda_backend_table(backend_);
       so.device = GCC_DEV_CUDA(0);
-      so.dplan.sm = info_.cc_major * 10 + info_.cc_minor;
-      so.dplan.sm_count = info_.units;
-      so.dplan.use_kernel_cache = 1;
-      so.dplan.cuda_graph = graphs;
+      so.plan.sm = info_.cc_major * 10 + info_.cc_minor;
+      so.plan.sm_count = info_.units;
+      so.plan.compile = gcc_kernel_cache_hook;
+      so.plan.compile_user = (void *)&kKernelCache;
+      so.plan.cuda_graph = graphs;
       so.max_pending = pending;
     }
     return so;
@@ -86,7 +90,7 @@ double MaxRelErr(const float *a, const float *b, int64_t n) {
 }
 
 void TrainBoth(const gcc_graph *model, const gcc_session_options &gpu_o,
-               const gcc_session_options &cpu_o, int steps, gcc_dplan **plan_out) {
+               const gcc_session_options &cpu_o, int steps, gcc_plan **plan_out) {
   gcc_diag d{};
   gcc_session *gpu = nullptr, *cpu = nullptr;
   ASSERT_EQ(gcc_session_create(model, &gpu_o, &gpu, &d), GCC_OK) << d.msg;
@@ -118,8 +122,8 @@ void TrainBoth(const gcc_graph *model, const gcc_session_options &gpu_o,
     EXPECT_LE(MaxRelErr(a, b, n), 1e-3) << model->values[v].name;
   }
   if (plan_out) {
-    ASSERT_EQ(gcc_session_device_plan(gpu, GCC_MODE_TRAIN, 64, plan_out, &d), GCC_OK);
-    EXPECT_GT(gcc_dplan_graph_replays(*plan_out), 0) << gcc_dplan_graph_note(*plan_out);
+    ASSERT_EQ(gcc_session_plan(gpu, GCC_MODE_TRAIN, 64, plan_out, &d), GCC_OK);
+    EXPECT_GT(gcc_plan_graph_replays(*plan_out), 0) << gcc_plan_graph_note(*plan_out);
   }
   Batch e = MakeBatch(1000, 7);
   float l1 = 0, l2 = 0;
@@ -140,7 +144,7 @@ TEST_F(Gpu, MlpTrainingStepsMatchTheCpuBackend) {
 }
 
 TEST_F(Gpu, CudaGraphReplayMatchesTheCpuBackend) {
-  gcc_dplan *p = nullptr;
+  gcc_plan *p = nullptr;
   TrainBoth(model_, Options(true, true, 10), Options(false, false, 1), 40, &p);
 }
 
@@ -229,9 +233,9 @@ TEST_F(Gpu, APlanLargerThanTheDeviceGetsTheOutOfMemoryMessage) {
   gcc_session *gpu = nullptr;
   gcc_session_options o = Options(true, false, 1);
   ASSERT_EQ(gcc_session_create(model_, &o, &gpu, &d), GCC_OK) << d.msg;
-  gcc_dplan *p = nullptr;
+  gcc_plan *p = nullptr;
   // 2^26 rows x 784 floats: far beyond any GPU's memory
-  EXPECT_EQ(gcc_session_device_plan(gpu, GCC_MODE_TRAIN, (int64_t)1 << 26, &p, &d),
+  EXPECT_EQ(gcc_session_plan(gpu, GCC_MODE_TRAIN, (int64_t)1 << 26, &p, &d),
             GCC_ERR_OUT_OF_MEMORY);
   EXPECT_NE(std::string(d.msg).find("bytes are free"), std::string::npos) << d.msg;
   gcc_session_destroy(gpu);

@@ -1,0 +1,128 @@
+/*
+ * backend.h - the device interface of the plan runner (runtime/plan.h): a
+ * table of functions every device implements. The CPU
+ * (runtime/cpu/cpu_backend.h) runs nodes one by one with its kernels; the
+ * CUDA backend (runtime/cuda/cuda_backend.h) runs the lowered plan
+ * (generated kernels, cuBLASLt GEMMs, cuDNN calls) on streams; the tests
+ * add a third implementation that emulates a GPU on the host
+ * (tests/host_backend.h). As ggml's backends and tinygrad's devices, a
+ * device is allocator + copies + program loading and launch + sync.
+ */
+#ifndef GCC_RUNTIME_BACKEND_H
+#define GCC_RUNTIME_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/emit.h"
+#include "codegen/gemm_map.h"
+#include "codegen/kernel_image.h"
+#include "graph/ir.h"
+#include "runtime/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-plan execution context shared by the nodes a backend runs one by
+ * one. */
+typedef struct gcc_cpu_ctx {
+  int max_threads;        /* upper bound for OpenBLAS threads (>= 1) */
+  int64_t optimizer_step; /* optimizer steps completed before this one (Adam bias
+                             correction, SGD's first-step momentum) */
+  int blas_threads;       /* OpenBLAS threads currently set (0 = unknown) */
+  gcc_diag *diag;         /* where kernels report data errors */
+  const char *source;     /* model file, for messages */
+} gcc_cpu_ctx;
+
+/* One node with its bound tensors, as a node-by-node backend runs it. */
+typedef struct gcc_kernel_args {
+  const gcc_node *node;
+  gcc_tensor *const *in; /* n_in entries; NULL for an omitted optional input */
+  int n_in;
+  gcc_tensor *const *out;
+  int n_out;
+  gcc_cpu_ctx *ctx;
+  void *workspace;        /* scratch planned for this node (the backend's workspace answer), or NULL */
+  size_t workspace_bytes; /* its size */
+} gcc_kernel_args;
+
+typedef enum gcc_copy_kind { GCC_COPY_H2D = 0, GCC_COPY_D2H, GCC_COPY_D2D } gcc_copy_kind;
+
+/* Streams of a backend. */
+enum { GCC_STREAM_COMPUTE = 0, GCC_STREAM_COPY = 1 };
+
+/* Events a plan uses (backends create them on first use). */
+enum {
+  GCC_EVENT_INPUT_READY = 0, /* + slot (0, 1): the slot's H2D is done */
+  GCC_EVENT_STEP_DONE = 2,   /* + slot: the step that read the slot is done */
+  GCC_EVENT_READBACK = 4,    /* the read-back ring is on the host */
+};
+
+/* A device, as the plan runner sees it. Every function returns GCC_OK or
+ * an error with a message naming the call (the CUDA backend: the CUDA,
+ * cuBLAS or cuDNN call, its error string, file and line). Asynchronous
+ * operations are ordered on `stream`; host pointers given to copies are
+ * pinned (host_alloc) unless stated. A backend that cannot do something
+ * (the CPU launches no generated kernels) returns GCC_ERR_UNSUPPORTED
+ * naming it; the runner only asks what supports_op and the lowering allow. */
+typedef struct gcc_device_backend {
+  void *self;
+  /* "cpu", "cuda", "host-emulation": for messages */
+  const char *name;
+  /* Device memory, at least 256-byte aligned. */
+  gcc_status (*alloc)(void *self, size_t bytes, void **out, gcc_diag *d);
+  void (*release)(void *self, void *p);
+  /* Free and total device memory, bytes. */
+  gcc_status (*mem_info)(void *self, size_t *free_bytes, size_t *total_bytes, gcc_diag *d);
+  /* Pinned (page-locked) host memory. */
+  gcc_status (*host_alloc)(void *self, size_t bytes, void **out, gcc_diag *d);
+  void (*host_release)(void *self, void *p);
+  gcc_status (*copy)(void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
+                     int stream, gcc_diag *d);
+  gcc_status (*memset)(void *self, void *dst, int byte, size_t bytes, int stream, gcc_diag *d);
+  /* Loads a plan's kernels (NVRTC output `image`: cubin, else PTX) and
+   * returns one handle per kernel of `ks` in kernels[]. */
+  gcc_status (*load)(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *image,
+                     void **module, void **kernels, gcc_diag *d);
+  void (*unload)(void *self, void *module);
+  /* Launches kernel `k` (grid k->grid_dim, block k->block_dim) on the
+   * compute stream; args[i] points at argument i (cudaLaunchKernel). */
+  gcc_status (*launch)(void *self, void *kernel, const gcc_kernel_info *k, void **args,
+                       gcc_diag *d);
+  /* One column-major matmul on the compute stream (gemm_map.h): D =
+   * epilogue(alpha op(A) op(B) + beta C); bias and aux as the epilogue
+   * needs them, else NULL. */
+  gcc_status (*gemm)(void *self, const gcc_colmajor_gemm *g, const void *a, const void *b,
+                     const void *c, void *dst, void *bias, void *aux, gcc_diag *d);
+  /* Runs node `node` of `g`, whose op is lowered to a library on the
+   * device (GCC_CUDA_CUDNN: convolutions and poolings, forward and
+   * backward), on the compute stream; in[k] / out[k] are the device
+   * addresses of its inputs and outputs (NULL for an omitted input). */
+  gcc_status (*library_op)(void *self, const gcc_graph *g, int node, void *const *in,
+                           void *const *out, gcc_diag *d);
+  gcc_status (*event_record)(void *self, int event, int stream, gcc_diag *d);
+  gcc_status (*stream_wait)(void *self, int stream, int event, gcc_diag *d);
+  gcc_status (*event_sync)(void *self, int event, gcc_diag *d);
+  gcc_status (*sync)(void *self, gcc_diag *d); /* both streams */
+  /* CUDA Graphs: capture the compute stream's work between begin and end
+   * into graph `slot`; replay it. */
+  gcc_status (*capture_begin)(void *self, gcc_diag *d);
+  gcc_status (*capture_end)(void *self, int slot, gcc_diag *d);
+  gcc_status (*graph_launch)(void *self, int slot, gcc_diag *d);
+  /* 1 if the device runs op `op` (graph/ops.h) at all: the CPU from its op
+   * table (runtime/cpu/cpu_ops.c), a CUDA device from codegen's lowering
+   * (codegen/lowering.h). Placement asks the same question
+   * (runtime/compile.c), without needing a backend instance. */
+  int (*supports_op)(void *self, int op);
+  /* Backends that execute nodes one by one (the CPU): runs one node with
+   * its bound tensors, synchronously. NULL for a device whose plans are
+   * lowered into kernels, GEMMs and library calls (CUDA). */
+  gcc_status (*run_node)(void *self, const gcc_kernel_args *a);
+} gcc_device_backend;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_RUNTIME_BACKEND_H */
