@@ -28,6 +28,7 @@
 
 #include "graph/loader.h"
 #include "datasets/dataset.h"
+#include "deploy/export.h"
 #include "deploy/gcc_api.h"
 #include "runtime/session.h"
 

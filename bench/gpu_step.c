@@ -16,6 +16,8 @@
 #include "models/models.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/arch_check.h"
 #include "runtime/session.h"
 #include "codegen/kernel_cache.h"
 

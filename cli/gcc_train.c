@@ -22,8 +22,11 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
+#include "runtime/cuda/arch_check.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_device.h"
 #include "deploy/bundle.h"
+#include "deploy/export.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
@@ -433,7 +436,7 @@ int main(int argc, char **argv) {
     case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_NO_CUDA_GRAPH: no_cuda_graph = 1; break;
-    case OPT_LIST_DEVICES: gcc_list_devices(stdout); return 0;
+    case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
       if (strcmp(optarg, "off") == 0)
         dataset_on_device = 0;
@@ -558,7 +561,7 @@ int main(int argc, char **argv) {
                                batch, lr, dump_after);
 
   char note[768];
-  if (gcc_device_resolve(&want, &dev, note, sizeof note, &d) != GCC_OK) {
+  if (gcc_device_resolve(&want, gcc_cuda_check_supported, &dev, note, sizeof note, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_DEVICE;
   }

@@ -13,7 +13,7 @@
 #include "graph/graph.pb-c.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
-#include "deploy/bundle.h"
+#include "deploy/export.h"
 #include "deploy/bundle_internal.h"
 #include "runtime/device.h"
 #include "runtime/compile.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "runtime/plan.h"
 
@@ -224,7 +225,9 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
   gcc_device want, dev;
   GCC_TRY(gcc_device_parse(o->device ? o->device : "auto", &want, d));
   char why[768] = "";
-  GCC_TRY(gcc_device_resolve(&want, &dev, why, sizeof why, d));
+  /* no NVRTC check here: a bundle carries its kernels; whether they fit
+   * the GPU is the image choice below */
+  GCC_TRY(gcc_device_resolve(&want, NULL, &dev, why, sizeof why, d));
   if (note && note_cap && why[0])
     snprintf(note, note_cap, "%s", why);
   gccx_session *s = calloc(1, sizeof *s);
@@ -254,20 +257,32 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
       snprintf(desc, sizeof desc, "%s (%s)", s->device_name, gi.name);
       /* kernels for the exported batch size that max_batch pads to */
       int64_t batch = gcc_bundle_batch_for(b->b, s->max_batch);
+      gcc_diag img = {0};
       st = gcc_bundle_kernel_image(b->b, gi.cc_major * 10 + gi.cc_minor,
                                    batch ? batch : s->max_batch, desc, &s->image,
-                                   &s->image_bytes, &s->image_size, &s->launches, d);
+                                   &s->image_bytes, &s->image_size, &s->launches, &img);
       s->has_image = st == GCC_OK;
+      if (st == GCC_ERR_UNSUPPORTED && want.kind == GCC_DEVICE_AUTO) {
+        /* "auto" and a GPU the bundle has no kernels for: the CPU, saying why */
+        if (note && note_cap)
+          snprintf(note, note_cap, "--device auto: %s is not usable (%s); running on the CPU",
+                   s->device_name, img.msg);
+        s->device = GCC_DEV_CPU;
+        gcc_dev_name(s->device, s->device_name, sizeof s->device_name);
+        st = GCC_OK;
+      } else if (st != GCC_OK && d) {
+        *d = img;
+      }
     }
-    if (st == GCC_OK) {
+    if (st == GCC_OK && GCC_DEV_IS_CUDA(s->device)) {
       s->gpu = gi;
       st = gcc_cuda_backend_create(dev.index, &s->cuda, d);
     }
-    if (st == GCC_OK) {
+    if (st == GCC_OK && s->cuda) {
       s->be = gcc_cuda_backend_table(s->cuda);
       st = upload_weights(s, d);
     }
-    if (st == GCC_OK) {
+    if (st == GCC_OK && s->cuda) {
       int64_t batch = gcc_bundle_batch_for(b->b, s->max_batch);
       s->padded = calloc((size_t)((batch ? batch : s->max_batch) * s->per_sample), sizeof(float));
       if (!s->padded)

@@ -21,6 +21,7 @@
 #include "graph/loader.h"
 #include "graph/ops.h"
 #include "deploy/bundle.h"
+#include "deploy/export.h"
 #include "deploy/bundle_internal.h"
 #include "datasets/npy.h"
 

@@ -32,6 +32,7 @@
 #include "graph/ir.h"
 #include "graph/loader.h"
 #include "runtime/device.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/session.h"
 
 namespace {
@@ -135,7 +136,7 @@ std::ostream &operator<<(std::ostream &os, const Result &r) {
 Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
            const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
   Result r;
-  static const std::string bin = Runfile("gcc-train");
+  static const std::string bin = Runfile("cli/gcc-train");
   if (bin.empty()) {
     r.err = "gcc-train binary not found in the runfiles";
     return r;
@@ -222,7 +223,7 @@ class CliTest : public ::testing::Test {
     mnist_ = Runfile("models/mnist_mlp.pb");
     linear_ = Runfile("models/linear.pb");
     data_ = Runfile("data/mnist");
-    ASSERT_FALSE(Runfile("gcc-train").empty()) << "gcc-train not in the runfiles";
+    ASSERT_FALSE(Runfile("cli/gcc-train").empty()) << "gcc-train not in the runfiles";
     ASSERT_FALSE(mnist_.empty());
     ASSERT_FALSE(linear_.empty());
     ASSERT_FALSE(data_.empty());

@@ -12,6 +12,8 @@
 extern "C" {
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/arch_check.h"
 }
 
 namespace {
@@ -27,7 +29,7 @@ std::string ListDevices() {
   char *buf = nullptr;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  gcc_list_devices(f);
+  gcc_list_devices(f, gcc_cuda_check_supported);
   fclose(f);
   std::string s(buf, len);
   free(buf);
@@ -87,13 +89,13 @@ TEST(CudaRuntime, ResolveCudaFailsAndAutoFallsBackWithTheReason) {
   gcc_device want{GCC_DEVICE_CUDA, 1}, got{};
   char note[768];
   gcc_diag d{};
-  EXPECT_EQ(gcc_device_resolve(&want, &got, note, sizeof note, &d), GCC_ERR_DEVICE);
+  EXPECT_EQ(gcc_device_resolve(&want, gcc_cuda_check_supported, &got, note, sizeof note, &d), GCC_ERR_DEVICE);
   EXPECT_NE(std::string(d.msg).find("--device cuda:1: no usable CUDA GPU: " + why),
             std::string::npos)
       << d.msg;
   EXPECT_NE(std::string(d.msg).find("--device cpu"), std::string::npos) << d.msg;
   want.kind = GCC_DEVICE_AUTO;
-  EXPECT_EQ(gcc_device_resolve(&want, &got, note, sizeof note, &d), GCC_OK);
+  EXPECT_EQ(gcc_device_resolve(&want, gcc_cuda_check_supported, &got, note, sizeof note, &d), GCC_OK);
   EXPECT_EQ(got.kind, GCC_DEVICE_CPU);
   EXPECT_NE(std::string(note).find("running on the CPU"), std::string::npos) << note;
   EXPECT_NE(std::string(note).find(why), std::string::npos) << note;

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/device.h"
+#include "runtime/cuda/cuda_device.h"
 
 namespace {
 
@@ -127,7 +128,7 @@ class ExportCli : public ::testing::Test {
     buf.push_back('\0');
     data_dir_ = dirname(buf.data());
     bundle_ = Tmp("mlp.gccx");
-    train_ = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_dir_,
+    train_ = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_dir_,
                                "--max-steps", "200", "--threads", "1", "--no-output",
                                "--no-kernel-cache", "--device", "cpu", "--export", bundle_,
                                "--predictions", Tmp("train_predictions.csv")});
@@ -144,7 +145,7 @@ TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
                             " (cubin for sm_80, sm_90, PTX for compute_90; batch sizes 1, 1000)"),
             std::string::npos)
       << train_;
-  Result run = Exec("gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device", "cpu",
+  Result run = Exec("cli/gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device", "cpu",
                                "--threads", "1", "--output", Tmp("run.csv")});
   ASSERT_EQ(run.code, 0) << run;
   std::vector<int> want = Classes(ReadText(Tmp("train_predictions.csv")));
@@ -163,7 +164,7 @@ TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
 }
 
 TEST_F(ExportCli, ClassifyOneAgreesWithGccRun) {
-  Result run = Exec("gcc-run", {bundle_, "--input", images_, "--device", "cpu", "--batch-size", "1"});
+  Result run = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "cpu", "--batch-size", "1"});
   ASSERT_EQ(run.code, 0) << run;
   std::vector<int> classes = Classes(run.out);  // CSV on stdout, the summary on stderr
   ASSERT_EQ(classes.size(), 10000u);
@@ -194,7 +195,7 @@ TEST_F(ExportCli, NpyInput) {
   for (size_t i = 0; i < x.size(); i++) x[i] = (i % 29 == 0) ? 2.5f : -0.4242f;
   npy.append(reinterpret_cast<const char *>(x.data()), x.size() * sizeof(float));
   WriteText(Tmp("x.npy"), npy);
-  Result run = Exec("gcc-run", {bundle_, "--input", Tmp("x.npy"), "--device", "cpu"});
+  Result run = Exec("cli/gcc-run", {bundle_, "--input", Tmp("x.npy"), "--device", "cpu"});
   ASSERT_EQ(run.code, 0) << run;
   EXPECT_EQ(Classes(run.out).size(), 5u);
   // the wrong shape for the model's input
@@ -202,7 +203,7 @@ TEST_F(ExportCli, NpyInput) {
   bad.replace(bad.find("(5, 1, 28, 28)"), 14, "(5, 1, 28, 27)");
   bad.resize(bad.size() - 5 * 28 * 4);
   WriteText(Tmp("bad.npy"), bad);
-  run = Exec("gcc-run", {bundle_, "--input", Tmp("bad.npy"), "--device", "cpu"});
+  run = Exec("cli/gcc-run", {bundle_, "--input", Tmp("bad.npy"), "--device", "cpu"});
   EXPECT_EQ(run.code, 1) << run;
   EXPECT_NE(run.err.find("array of shape [5, 1, 28, 27], but input 'image' takes [N, 1, 28, 28]"),
             std::string::npos)
@@ -210,21 +211,21 @@ TEST_F(ExportCli, NpyInput) {
 }
 
 TEST_F(ExportCli, ExitCodesAndMessages) {
-  Result r = Exec("gcc-run", {});
+  Result r = Exec("cli/gcc-run", {});
   EXPECT_EQ(r.code, 2) << r;
-  r = Exec("gcc-run", {bundle_});
+  r = Exec("cli/gcc-run", {bundle_});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--input FILE is required"), std::string::npos) << r;
-  r = Exec("gcc-run", {bundle_, "--input", images_, "--batch-size", "0"});
+  r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--batch-size", "0"});
   EXPECT_EQ(r.code, 2) << r;
-  r = Exec("gcc-run", {bundle_, "--input", images_, "--device", "tpu"});
+  r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "tpu"});
   EXPECT_EQ(r.code, 2) << r;
-  r = Exec("gcc-run", {bundle_, "--input", images_, "--frobnicate"});
+  r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--frobnicate"});
   EXPECT_EQ(r.code, 2) << r;
-  r = Exec("gcc-run", {Tmp("missing.gccx"), "--input", images_});
+  r = Exec("cli/gcc-run", {Tmp("missing.gccx"), "--input", images_});
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_NE(r.err.find("missing.gccx: cannot open"), std::string::npos) << r;
-  r = Exec("gcc-run", {bundle_, "--input", labels_, "--device", "cpu"});  // IDX1 is no image file
+  r = Exec("cli/gcc-run", {bundle_, "--input", labels_, "--device", "cpu"});  // IDX1 is no image file
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_NE(r.err.find(labels_), std::string::npos) << r;
   // corrupt and truncated bundles: exit 3, the file and the fault named, no output written
@@ -232,32 +233,32 @@ TEST_F(ExportCli, ExitCodesAndMessages) {
   std::string flipped = good;
   flipped[flipped.size() / 3] ^= 0x10;
   WriteText(Tmp("flipped.gccx"), flipped);
-  r = Exec("gcc-run", {Tmp("flipped.gccx"), "--input", images_, "--output", Tmp("never.csv")});
+  r = Exec("cli/gcc-run", {Tmp("flipped.gccx"), "--input", images_, "--output", Tmp("never.csv")});
   EXPECT_EQ(r.code, 3) << r;
   EXPECT_NE(r.err.find("flipped.gccx: section '"), std::string::npos) << r;
   EXPECT_NE(r.err.find("is corrupt"), std::string::npos) << r;
   struct stat st;
   EXPECT_NE(stat(Tmp("never.csv").c_str(), &st), 0);
   WriteText(Tmp("short.gccx"), good.substr(0, good.size() - 100));
-  r = Exec("gcc-run", {Tmp("short.gccx"), "--input", images_});
+  r = Exec("cli/gcc-run", {Tmp("short.gccx"), "--input", images_});
   EXPECT_EQ(r.code, 3) << r;
   EXPECT_NE(r.err.find("short.gccx: the header promises"), std::string::npos) << r;
   EXPECT_NE(r.err.find("(truncated)"), std::string::npos) << r;
   std::string future = good;
   future[8] = 9;
   WriteText(Tmp("future.gccx"), future);
-  r = Exec("gcc-run", {Tmp("future.gccx"), "--input", images_});
+  r = Exec("cli/gcc-run", {Tmp("future.gccx"), "--input", images_});
   EXPECT_EQ(r.code, 3) << r;
   EXPECT_NE(r.err.find("bundle format version 9"), std::string::npos) << r;
   // gcc-train's own flags
-  r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"), "--export-archs",
+  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"), "--export-archs",
                         "sm_80,sm_8"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--export-archs: 'sm_8'"), std::string::npos) << r;
-  r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export-archs", "sm_80"});
+  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export-archs", "sm_80"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--export-archs needs --export FILE"), std::string::npos) << r;
-  r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
+  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
                          "--export-batch-sizes", "0"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--export-batch-sizes '0'"), std::string::npos) << r;
@@ -267,10 +268,10 @@ TEST_F(ExportCli, CudaWithoutAGpu) {
   char why[512];
   if (gcc_cuda_device_count(why, sizeof why) > 0)
     GTEST_SKIP() << "a CUDA GPU is present: the no-GPU behaviour is not testable here";
-  Result r = Exec("gcc-run", {bundle_, "--input", images_, "--device", "cuda"});
+  Result r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "cuda"});
   EXPECT_EQ(r.code, 4) << r;
   EXPECT_NE(r.err.find("no usable CUDA GPU"), std::string::npos) << r;
-  r = Exec("gcc-run", {bundle_, "--input", images_, "--device", "auto", "--output", Tmp("auto.csv")});
+  r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "auto", "--output", Tmp("auto.csv")});
   EXPECT_EQ(r.code, 0) << r;
   EXPECT_NE(r.err.find("running on the CPU"), std::string::npos) << r;
 }

@@ -22,6 +22,8 @@
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
 #include "runtime/device.h"
+#include "runtime/cuda/cuda_device.h"
+#include "deploy/export.h"
 #include "deploy/gcc_api.h"
 #include "runtime/session.h"
 

@@ -30,6 +30,7 @@
 #include "passes/memplan.h"
 #include "passes/passes.h"
 #include "runtime/device.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/plan.h"
 #include "runtime/placement_report.h"
 
@@ -979,7 +980,7 @@ struct CliRun {
 CliRun Cli(const std::vector<std::string> &args) {
   CliRun r;
   std::string out = TmpPath("cli.out"), err = TmpPath("cli.err");
-  std::string bin = Runfile("gcc-train");
+  std::string bin = Runfile("cli/gcc-train");
   pid_t pid = fork();
   if (pid == 0) {
     int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

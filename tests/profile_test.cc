@@ -501,7 +501,7 @@ struct Result {
 Result RunCli(const std::vector<std::string> &args,
               const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
   Result r;
-  static const std::string bin = Runfile("gcc-train");
+  static const std::string bin = Runfile("cli/gcc-train");
   if (bin.empty()) {
     r.err = "gcc-train binary not found in the runfiles";
     return r;
@@ -575,7 +575,7 @@ class ProfileCliTest : public ::testing::Test {
     mnist_ = Runfile("models/mnist_mlp.pb");
     linear_ = Runfile("models/linear.pb");
     data_ = Runfile("data/mnist");
-    ASSERT_FALSE(Runfile("gcc-train").empty());
+    ASSERT_FALSE(Runfile("cli/gcc-train").empty());
     ASSERT_FALSE(mnist_.empty());
     ASSERT_FALSE(linear_.empty());
     ASSERT_FALSE(data_.empty());

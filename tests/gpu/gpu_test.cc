@@ -17,9 +17,12 @@
 extern "C" {
 #include "models/models.h"
 #include "deploy/bundle.h"
+#include "deploy/export.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "deploy/gcc_api.h"
 #include "runtime/device.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/arch_check.h"
 #include "runtime/session.h"
 #include "codegen/kernel_cache.h"
 }
