@@ -599,7 +599,7 @@ gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d) {
   }
   fclose(f);
   if (st == GCC_OK)
-    st = gcc_bundle_parse(buf, n, path, out, d);
+    st = gcc_bundle_open_bytes(buf, n, path, out, d);
   free(buf);
   return st;
 }
@@ -675,6 +675,12 @@ gcc_status gcc_bundle_kernel_image(const gcc_bundle *b, int device_arch, int64_t
       o += (size_t)snprintf(list + o, sizeof list - o, "%s%" PRId64, i ? ", " : "",
                             b->info.batch_sizes[i]);
   }
+  if (b->info.n_cubin_archs == 0 && b->info.ptx_arch == 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: no CUDA kernels (a CPU-only bundle, such as the one made from a "
+                        "model file given instead of a bundle); for a GPU, export one with "
+                        "gcc-train MODEL --export OUT.gccx",
+                        b->source);
   if (!known)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: the bundle has CUDA kernels for batch sizes %s, not %" PRId64

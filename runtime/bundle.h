@@ -127,6 +127,15 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
 gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
                              const char *path, gcc_diag *d);
 
+/* The same bundle in memory: *out (malloc'ed, the caller frees it) holds
+ * *out_size bytes; `source` names it in messages. Here o->n_archs may be 0:
+ * a CPU-only bundle (no cubin, no PTX, no batch-size kernels; a CUDA
+ * session of it reports that no kernel image fits), which is what the C API
+ * makes of a model file it is given instead of a bundle. */
+gcc_status gcc_export_bundle_bytes(const gcc_graph *model, const gcc_export_options *o,
+                                   const char *source, uint8_t **out, size_t *out_size,
+                                   gcc_diag *d);
+
 /* ---- reading ------------------------------------------------------------ */
 
 typedef struct gcc_bundle gcc_bundle;
@@ -159,8 +168,17 @@ typedef struct gcc_bundle_info {
 gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *source,
                             gcc_bundle **out, gcc_diag *d);
 
-/* Reads the file at `path` and parses it (GCC_ERR_IO naming the path when
- * it cannot be read). */
+/* gcc_bundle_parse, or, for bytes that are a model file rather than a
+ * bundle (an ONNX model or a gcc-train .pb, recognised by content:
+ * onnx/model_file.h), the CPU-only bundle of its inference graph
+ * (gcc_inference_graph, gcc_export_bundle_bytes with no architectures).
+ * Errors: those of the bundle reader for anything that is not a model
+ * file; the model loader's and gcc_inference_graph's for a model. */
+gcc_status gcc_bundle_open_bytes(const uint8_t *bytes, size_t size, const char *source,
+                                 gcc_bundle **out, gcc_diag *d);
+
+/* Reads the file at `path` and opens it with gcc_bundle_open_bytes
+ * (GCC_ERR_IO naming the path when it cannot be read). */
 gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d);
 
 void gcc_bundle_free(gcc_bundle *b);

@@ -18,21 +18,41 @@
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/placement_report.h"
+#include "onnx/model_file.h"
 
 /* ---- the inference graph ---------------------------------------------------- */
 
 gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d) {
   *out = NULL;
   const gcc_training *t = &model->training;
-  if (!t->present || !t->prediction || !t->input)
+  int pred, in;
+  if (!t->present && model->n_inputs == 1 && model->n_outputs == 1) {
+    /* an inference model (an imported ONNX classifier): its one input and
+     * its one output */
+    in = model->inputs[0];
+    pred = model->outputs[0];
+  } else {
+    if (!t->present || !t->prediction || !t->input)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: export needs a training spec naming the input and the prediction "
+                          "(the logits), or a model of one input and one output",
+                          model->source);
+    pred = gcc_graph_find(model, t->prediction);
+    in = gcc_graph_find(model, t->input);
+    if (pred < 0 || in < 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: the training spec names '%s' or '%s', "
+                          "which the graph lacks", model->source, t->prediction, t->input);
+  }
+  const char *pred_name = model->values[pred].name, *in_name = model->values[in].name;
+  const gcc_shape *ins = &model->values[in].shape;
+  if (ins->ndim < 1 || ins->dims[0] != GCC_BATCH_DIM) {
+    char sh[128];
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                        "%s: export needs a training spec naming the input and the prediction "
-                        "(the logits)",
-                        model->source);
-  int pred = gcc_graph_find(model, t->prediction), in = gcc_graph_find(model, t->input);
-  if (pred < 0 || in < 0)
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: the training spec names '%s' or '%s', "
-                        "which the graph lacks", model->source, t->prediction, t->input);
+                        "%s: input '%s' has the fixed shape %s; a bundle (and gcc-run) needs a "
+                        "symbolic batch as dim 0 (in ONNX a dim_param, e.g. torch.onnx.export(..., "
+                        "dynamic_axes={'%s': {0: 'batch'}}))",
+                        model->source, in_name, gcc_shape_str(ins, sh, sizeof sh), in_name);
+  }
   const char *taken[2] = {"logits", "probabilities"};
   for (int i = 0; i < 2; i++) {
     int v = gcc_graph_find(model, taken[i]);
@@ -58,7 +78,7 @@ gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag
   if (s == GCC_OK)
     s = gcc_node_set_int(g, node, "axis", 1);
   if (s == GCC_OK) {
-    int input = gcc_graph_find(g, t->input);
+    int input = gcc_graph_find(g, in_name);
     g->n_inputs = 0;
     g->n_outputs = 0;
     s = gcc_graph_add_input(g, input);
@@ -92,7 +112,7 @@ gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag
         s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                          "%s: the prediction '%s' must be float32 logits of shape (N, C) to "
                          "export a classifier",
-                         model->source, t->prediction);
+                         model->source, pred_name);
       gcc_graph_free(probe);
     }
   }
@@ -379,10 +399,13 @@ static gcc_status export_cuda(const gcc_graph *ig, const gcc_export_options *o,
   return s;
 }
 
-gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
-                             const char *path, gcc_diag *d) {
-  if (o->n_archs < 1 || o->n_archs > GCC_BUNDLE_MAX_ARCHS)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d architectures (1 to %d)",
+gcc_status gcc_export_bundle_bytes(const gcc_graph *model, const gcc_export_options *o,
+                                   const char *source, uint8_t **out, size_t *out_size,
+                                   gcc_diag *d) {
+  *out = NULL;
+  *out_size = 0;
+  if (o->n_archs < 0 || o->n_archs > GCC_BUNDLE_MAX_ARCHS)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d architectures (0 to %d)",
                         o->n_archs, GCC_BUNDLE_MAX_ARCHS);
   static const int64_t default_batches[2] = {1, 1000};
   const int64_t *batches = o->n_batch_sizes ? o->batch_sizes : default_batches;
@@ -453,10 +476,14 @@ gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o
       json_array_append_new(archs, json_string(a));
     }
     json_object_set_new(m, "cubin_archs", archs);
-    snprintf(a, sizeof a, "compute_%d", o->archs[o->n_archs - 1]);
-    json_object_set_new(m, "ptx", json_string(a));
+    if (o->n_archs > 0) {
+      snprintf(a, sizeof a, "compute_%d", o->archs[o->n_archs - 1]);
+      json_object_set_new(m, "ptx", json_string(a));
+    } else { /* a CPU-only bundle */
+      json_object_set_new(m, "ptx", json_null());
+    }
     json_t *bj = json_array();
-    for (int j = 0; j < n_batches; j++)
+    for (int j = 0; o->n_archs > 0 && j < n_batches; j++)
       json_array_append_new(bj, json_integer(batches[j]));
     json_object_set_new(m, "batch_sizes", bj);
     json_t *list = json_array();
@@ -488,14 +515,17 @@ gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o
     s = gcc_bundle_pack(secs->ref, secs->n, &bytes, &size, d);
     if (s == GCC_OK) { /* what we write must read back */
       gcc_bundle *b;
-      s = gcc_bundle_parse(bytes, size, path, &b, d);
+      s = gcc_bundle_parse(bytes, size, source, &b, d);
       if (s != GCC_OK)
         d->status = s = GCC_ERR_INTERNAL;
       gcc_bundle_free(b);
     }
-    if (s == GCC_OK)
-      s = gcc_write_file_atomic(path, bytes, size, d);
-    free(bytes);
+    if (s == GCC_OK) {
+      *out = bytes;
+      *out_size = size;
+    } else {
+      free(bytes);
+    }
   }
   free(manifest);
   for (int i = 0; i < secs->n; i++)
@@ -503,5 +533,52 @@ gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o
   free(secs);
   gcc_graph_free(cg);
   gcc_graph_free(ig);
+  return s;
+}
+
+gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
+                             const char *path, gcc_diag *d) {
+  if (o->n_archs < 1 || o->n_archs > GCC_BUNDLE_MAX_ARCHS)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d architectures (1 to %d)",
+                        o->n_archs, GCC_BUNDLE_MAX_ARCHS);
+  uint8_t *bytes;
+  size_t size;
+  GCC_TRY(gcc_export_bundle_bytes(model, o, path, &bytes, &size, d));
+  gcc_status s = gcc_write_file_atomic(path, bytes, size, d);
+  free(bytes);
+  return s;
+}
+
+/* A model file given where a bundle is expected (gcc-run, the C API). */
+static int is_model_file(const uint8_t *bytes, size_t size) {
+  gcc_model_format f = gcc_model_sniff(bytes, size);
+  if (f == GCC_MODEL_FORMAT_ONNX)
+    return 1;
+  if (f != GCC_MODEL_FORMAT_GCC)
+    return 0;
+  Gcc__Model *m = gcc__model__unpack(NULL, size, bytes);
+  int yes = m && m->has_format_version && m->graph;
+  if (m)
+    gcc__model__free_unpacked(m, NULL);
+  return yes;
+}
+
+gcc_status gcc_bundle_open_bytes(const uint8_t *bytes, size_t size, const char *source,
+                                 gcc_bundle **out, gcc_diag *d) {
+  *out = NULL;
+  if (!is_model_file(bytes, size))
+    return gcc_bundle_parse(bytes, size, source, out, d);
+  gcc_graph *m;
+  GCC_TRY(gcc_model_open_memory(bytes, size, source, &m, NULL, d));
+  gcc_export_options eo;
+  memset(&eo, 0, sizeof eo); /* no architectures: CPU only, nothing for NVRTC */
+  uint8_t *b;
+  size_t n;
+  gcc_status s = gcc_export_bundle_bytes(m, &eo, source, &b, &n, d);
+  gcc_graph_free(m);
+  if (s != GCC_OK)
+    return s;
+  s = gcc_bundle_parse(b, n, source, out, d);
+  free(b);
   return s;
 }

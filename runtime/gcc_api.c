@@ -94,7 +94,7 @@ gcc_status gccx_bundle_open_memory(const void *bytes, size_t size, const char *n
   if (!bytes)
     return null_arg(d, "gccx_bundle_open_memory", "bytes");
   gcc_bundle *raw;
-  GCC_TRY(gcc_bundle_parse(bytes, size, name ? name : "<memory>", &raw, d));
+  GCC_TRY(gcc_bundle_open_bytes(bytes, size, name ? name : "<memory>", &raw, d));
   return wrap(raw, out, d);
 }
 

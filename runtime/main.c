@@ -22,6 +22,7 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
+#include "onnx/model_file.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/bundle.h"
 #include "runtime/device.h"
@@ -159,7 +160,7 @@ static int dump_placement_main(const char *model_path, const gcc_device *want,
   (void)epochs;
   gcc_diag d = {0};
   gcc_graph *model;
-  if (gcc_model_load(model_path, &model, &d) != GCC_OK) {
+  if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
@@ -566,12 +567,23 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-train: %s\n", note);
 
   gcc_graph *model;
-  if (gcc_model_load(model_path, &model, &d) != GCC_OK) {
+  if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
+  if (!model->training.present && export_path) {
+    /* an inference model (an imported ONNX file): export it as it is */
+    gcc_status es = gcc_export_bundle(model, &eo, export_path, &d);
+    if (es != GCC_OK)
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+    else if (!quiet)
+      printf("exported the inference graph of %s to %s\n", model_path, export_path);
+    gcc_graph_free(model);
+    return es == GCC_OK ? 0 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+  }
   if (!model->training.present) {
-    fprintf(stderr, "gcc-train: %s: the model has no training spec; nothing to train\n",
+    fprintf(stderr, "gcc-train: %s: the model has no training spec; nothing to train (it can "
+                    "be exported with --export or inspected with --dump-placement)\n",
             model_path);
     gcc_graph_free(model);
     return EXIT_MODEL;

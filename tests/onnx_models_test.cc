@@ -1,0 +1,204 @@
+// onnx_models_test: whole networks through the ONNX importer and the CPU
+// backend, against references computed by others:
+//  - ONNX's model-zoo architectures (tests/onnx/light, from the onnx
+//    package): the output of ONNX's reference evaluator for the input its
+//    test runner generates (generate_dummy_data(seed=0, random=False)),
+//    compared as the runner does (rtol 1e-3, atol 1e-7);
+//  - ResNet-18 and MobileNetV2-style networks exported by PyTorch
+//    (tests/onnx/make_onnx_models.py): ONNX Runtime's logits, within
+//    1e-4 x max |logit|.
+// Each prints its max abs error. A model with an op outside the importer's
+// table must be listed in kMissing with that op (until the op set grows).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "onnx/import.h"
+#include "runtime/executor.h"
+#include "runtime/npy.h"
+}
+
+namespace {
+
+// Models refused for an op the importer does not map yet, and that op.
+struct Missing {
+  const char *model, *op;
+};
+const Missing kMissing[] = {
+    {"light_bvlc_alexnet", "'LRN'"},     {"light_densenet121", "'Mul'"},
+    {"light_inception_v1", "'LRN'"},     {"light_inception_v2", "'Mul'"},
+    {"light_shufflenet", "'Transpose'"}, {"light_squeezenet", "'Concat'"},
+    {"light_zfnet512", "'LRN'"},         {"mobilenet_small", "'Clip'"},
+};
+
+std::string Runfile(const std::string &rel) {
+  std::vector<std::string> c;
+  if (const char *s = getenv("TEST_SRCDIR")) {
+    c.push_back(std::string(s) + "/gcc_train/" + rel);
+    if (const char *ws = getenv("TEST_WORKSPACE"))
+      c.push_back(std::string(s) + "/" + ws + "/" + rel);
+  }
+  c.push_back(rel);
+  for (const std::string &p : c) {
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0) return p;
+  }
+  return rel;
+}
+
+std::vector<uint8_t> ReadBytes(const std::string &path) {
+  std::vector<uint8_t> b;
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) return b;
+  uint8_t buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) b.insert(b.end(), buf, buf + n);
+  fclose(f);
+  return b;
+}
+
+void *BindWeights(void *user, const gcc_graph *g, int v) {
+  const gcc_graph *m = static_cast<const gcc_graph *>(user);
+  int mv = gcc_graph_find(m, g->values[v].name);
+  return mv >= 0 ? m->values[mv].data : nullptr;
+}
+
+// Imports `path`; nullptr (and a check against kMissing) when refused.
+gcc_graph *Import(const std::string &name, const std::string &path) {
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  gcc_status s = gcc_onnx_import_file(path.c_str(), &g, nullptr, &d);
+  const Missing *miss = nullptr;
+  for (const Missing &m : kMissing)
+    if (name == m.model) miss = &m;
+  if (s == GCC_OK) {
+    EXPECT_EQ(miss, nullptr) << name << " imports now: remove it from kMissing";
+    return g;
+  }
+  EXPECT_NE(miss, nullptr) << name << ": " << d.msg;
+  if (miss) {
+    EXPECT_EQ(s, GCC_ERR_UNSUPPORTED) << d.msg;
+    EXPECT_NE(std::string(d.msg).find(std::string("op ") + miss->op + " is not supported"),
+              std::string::npos)
+        << d.msg;
+    printf("%s: not run: %s\n", name.c_str(), d.msg);
+  }
+  return nullptr;
+}
+
+// Runs `g` on the CPU (input 0 = x, at batch `batch`) and returns output 0.
+std::vector<float> RunCpu(const gcc_graph *g, const std::vector<float> &x, int64_t batch) {
+  gcc_options o{};
+  o.mode = GCC_MODE_EVAL;
+  o.batch_size = batch;
+  o.device = GCC_DEV_CPU;
+  o.n_cuda_devices = 1;
+  gcc_plan *p = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_plan_compile(g, &o, BindWeights, const_cast<gcc_graph *>(g), 2, &p, &d), GCC_OK)
+      << d.msg;
+  std::vector<float> out;
+  if (!p) return out;
+  EXPECT_EQ(gcc_plan_bind_input(p, g->values[g->inputs[0]].name, x.data(), &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_plan_run(p, 0, &d), GCC_OK) << d.msg;
+  const gcc_tensor *t = gcc_plan_tensor(p, g->values[g->outputs[0]].name);
+  if (t) out.assign((const float *)t->data, (const float *)t->data + t->numel);
+  gcc_plan_free(p);
+  return out;
+}
+
+class LightModel : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(LightModel, MatchesOnnxReference) {
+  std::string name = GetParam();
+  gcc_graph *g = Import(name, Runfile("tests/onnx/light/" + name + ".onnx"));
+  if (!g) return;
+  ASSERT_EQ(g->n_inputs, 1);
+  const gcc_value *in = &g->values[g->inputs[0]];
+  int64_t n = 1;
+  for (int i = 0; i < in->shape.ndim; i++) n *= in->shape.dims[i] > 0 ? in->shape.dims[i] : 1;
+  std::vector<float> x((size_t)n);
+  for (int64_t i = 0; i < n; i++) x[(size_t)i] = (float)((double)i / (double)n);
+  std::vector<float> y = RunCpu(g, x, 1);
+  gcc_graph_free(g);
+  std::vector<uint8_t> ref = ReadBytes(Runfile("tests/onnx/light/" + name + "_output_0.pb"));
+  int dt = 0;
+  gcc_shape rs{};
+  void *rd = nullptr;
+  size_t rb = 0;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_onnx_parse_tensor(ref.data(), ref.size(), "ref", &dt, &rs, &rd, &rb, &d), GCC_OK)
+      << d.msg;
+  const float *r = static_cast<const float *>(rd);
+  ASSERT_EQ(y.size(), rb / sizeof(float));
+  double worst = 0, ref_max = 0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < y.size(); i++) {
+    double e = std::fabs((double)y[i] - r[i]);
+    worst = std::max(worst, e);
+    ref_max = std::max(ref_max, std::fabs((double)r[i]));
+    bad += !(e <= 1e-7 + 1e-3 * std::fabs((double)r[i]));
+  }
+  free(rd);
+  printf("%s: %zu outputs, max abs error %.3g (max |reference| %.3g)\n", name.c_str(), y.size(),
+         worst, ref_max);
+  EXPECT_EQ(bad, 0) << name << ": elements outside rtol 1e-3, atol 1e-7";
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, LightModel,
+                         ::testing::Values("light_bvlc_alexnet", "light_densenet121",
+                                           "light_inception_v1", "light_inception_v2",
+                                           "light_resnet50", "light_shufflenet",
+                                           "light_squeezenet", "light_vgg19", "light_zfnet512"));
+
+// make_onnx_models.py's input: ((i * 2654435761) mod 2^32) / 2^32 - 0.5.
+std::vector<float> FormulaInput(int64_t n) {
+  std::vector<float> x((size_t)n);
+  for (int64_t i = 0; i < n; i++)
+    x[(size_t)i] = (float)((double)(((uint64_t)i * 2654435761ull) % (1ull << 32)) /
+                               (double)(1ull << 32) -
+                           0.5);
+  return x;
+}
+
+class ExportedModel : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(ExportedModel, MatchesOnnxRuntime) {
+  std::string name = GetParam();
+  gcc_graph *g = Import(name, Runfile("tests/onnx/" + name + ".onnx"));
+  if (!g) return;
+  const int64_t batch = 4;
+  std::vector<float> y = RunCpu(g, FormulaInput(batch * 3 * 224 * 224), batch);
+  gcc_graph_free(g);
+  gcc_shape s{};
+  float *ref = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_npy_read_f32(Runfile("tests/onnx/" + name + ".ort_logits.npy").c_str(), &s, &ref,
+                             &d),
+            GCC_OK)
+      << d.msg;
+  ASSERT_EQ(y.size(), (size_t)(s.dims[0] * s.dims[1]));
+  double worst = 0, ref_max = 0;
+  for (size_t i = 0; i < y.size(); i++) {
+    worst = std::max(worst, std::fabs((double)y[i] - ref[i]));
+    ref_max = std::max(ref_max, std::fabs((double)ref[i]));
+  }
+  free(ref);
+  printf("%s: max abs error against ONNX Runtime %.3g, max |logit| %.3g (ratio %.3g)\n",
+         name.c_str(), worst, ref_max, worst / ref_max);
+  EXPECT_LE(worst, 1e-4 * ref_max) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(PyTorch, ExportedModel,
+                         ::testing::Values("resnet18_small", "mobilenet_small"));
+
+}  // namespace
