@@ -10,6 +10,7 @@
  * documentation (docs/Operators.md and docs/Changelog.md of the ONNX
  * repository) for each version.
  */
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +56,17 @@ static gcc_status need_float(nctx *c, int k, gcc_diag *d) {
   if (dt != F32)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "input %d ('%s') has dtype %s; this op is supported for float only", k,
+                    imp_val(c->I, in_idx(c, k))->name, onnx_dtype_name(dt));
+  return GCC_OK;
+}
+
+/* float, int64 or int32 (what Concat, Transpose, Pad and the integer
+ * arithmetic of Add / Sub / Mul / Div take). */
+static gcc_status need_computable(nctx *c, int k, gcc_diag *d) {
+  int dt = in_dt(c, k);
+  if (onnx_to_gcc_dtype(dt) == GCC_DT_UNDEFINED)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "input %d ('%s') has dtype %s (supported: float, int64, int32)", k,
                     imp_val(c->I, in_idx(c, k))->name, onnx_dtype_name(dt));
   return GCC_OK;
 }
@@ -257,12 +269,17 @@ static gcc_status no_consumed_inputs(nctx *c, gcc_diag *d) {
   return GCC_OK;
 }
 
-static gcc_status unary(nctx *c, int op, gcc_diag *d) {
+static gcc_status unary_node(nctx *c, int op, int *node, gcc_diag *d) {
   GCC_TRY(need_inputs(c, 1, 1, d));
   GCC_TRY(need_float(c, 0, d));
-  int x, node;
+  int x;
   GCC_TRY(in_ir(c, 0, &x, d));
-  return emit(c, op, &x, 1, 0, F32, in_sh(c, 0), NULL, &node, d);
+  return emit(c, op, &x, 1, 0, F32, in_sh(c, 0), NULL, node, d);
+}
+
+static gcc_status unary(nctx *c, int op, gcc_diag *d) {
+  int node;
+  return unary_node(c, op, &node, d);
 }
 
 static gcc_status cv_relu(nctx *c, gcc_diag *d) {
@@ -321,8 +338,12 @@ static gcc_status binary(nctx *c, int op, gcc_diag *d) {
     GCC_TRY(allow_attrs(c, d, (char *)NULL));
   GCC_TRY(no_consumed_inputs(c, d));
   GCC_TRY(need_inputs(c, 2, 2, d));
-  GCC_TRY(need_float(c, 0, d));
-  GCC_TRY(need_float(c, 1, d));
+  GCC_TRY(need_computable(c, 0, d));
+  GCC_TRY(need_computable(c, 1, d));
+  int dt = in_dt(c, 0);
+  if (in_dt(c, 1) != dt)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "A is %s but B is %s", onnx_dtype_name(dt),
+                    onnx_dtype_name(in_dt(c, 1)));
   int ins[2];
   tshape s;
   GCC_TRY(in_ir(c, 0, &ins[0], d));
@@ -337,10 +358,67 @@ static gcc_status binary(nctx *c, int op, gcc_diag *d) {
     }
   }
   int node;
-  return emit(c, op, ins, 2, 0, F32, &s, NULL, &node, d);
+  return emit(c, op, ins, 2, 0, dt, &s, NULL, &node, d);
 }
 
 static gcc_status cv_add(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_ADD, d); }
+static gcc_status cv_sub(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_SUB, d); }
+static gcc_status cv_mul(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_MUL, d); }
+static gcc_status cv_div(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_DIV, d); }
+
+static gcc_status cv_sigmoid(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  return unary(c, GCC_OP_SIGMOID, d);
+}
+
+static gcc_status cv_tanh(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  return unary(c, GCC_OP_TANH, d);
+}
+
+static gcc_status cv_leaky_relu(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "alpha", c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  float alpha;
+  GCC_TRY(a_float(c, "alpha", 0.01f, &alpha, d));
+  int node;
+  GCC_TRY(unary_node(c, GCC_OP_LEAKY_RELU, &node, d));
+  return gcc_node_set_float(c->I->g, node, "alpha", alpha) ? oom(d) : GCC_OK;
+}
+
+/* Clip: min and max are attributes before opset 11, optional (constant)
+ * inputs from 11; absent bounds are the float limits. */
+static gcc_status cv_clip(nctx *c, gcc_diag *d) {
+  double lo = -FLT_MAX, hi = FLT_MAX;
+  if (c->ver < 11) {
+    GCC_TRY(allow_attrs(c, d, "min", "max", c->ver == 1 ? "consumed_inputs" : NULL,
+                        (char *)NULL));
+    GCC_TRY(no_consumed_inputs(c, d));
+    GCC_TRY(need_inputs(c, 1, 1, d));
+    float f;
+    GCC_TRY(a_float(c, "min", -FLT_MAX, &f, d));
+    lo = f;
+    GCC_TRY(a_float(c, "max", FLT_MAX, &f, d));
+    hi = f;
+  } else {
+    GCC_TRY(allow_attrs(c, d, (char *)NULL));
+    GCC_TRY(need_inputs(c, 1, 3, d));
+    if (in_idx(c, 1) >= 0)
+      GCC_TRY(const_scalar(c, in_idx(c, 1), "min input", &lo, d));
+    if (in_idx(c, 2) >= 0)
+      GCC_TRY(const_scalar(c, in_idx(c, 2), "max input", &hi, d));
+  }
+  GCC_TRY(need_float(c, 0, d));
+  int x, node;
+  GCC_TRY(in_ir(c, 0, &x, d));
+  GCC_TRY(emit(c, GCC_OP_CLIP, &x, 1, 0, F32, in_sh(c, 0), NULL, &node, d));
+  if (gcc_node_set_float(c->I->g, node, "min", (float)lo) ||
+      gcc_node_set_float(c->I->g, node, "max", (float)hi))
+    return oom(d);
+  return GCC_OK;
+}
 
 /* Sum of n inputs: a chain of Adds (broadcasting from opset 8; before, the
  * shapes must be equal). */
@@ -699,6 +777,29 @@ static gcc_status cv_conv(nctx *c, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* An IR Pad of 4-D IR value `x` (tracked shape `xs`) by pads[8] (ONNX
+ * order: begins, then ends) with `value`; the result in *out, its shape in
+ * *os. */
+static gcc_status emit_pad4(nctx *c, int x, const tshape *xs, const int64_t *pads, float value,
+                            int *out, tshape *os, gcc_diag *d) {
+  *os = *xs;
+  for (int i = 0; i < 4; i++)
+    os->d[i].v += pads[i] + pads[i + 4];
+  int node;
+  GCC_TRY(emit(c, GCC_OP_PAD, &x, 1, -1, F32, os, out, &node, d));
+  if (gcc_node_set_ints(c->I->g, node, "pads", pads, 8) ||
+      gcc_node_set_float(c->I->g, node, "value", value))
+    return oom(d);
+  return GCC_OK;
+}
+
+/* MaxPool / AveragePool. The IR pools take floor rounding and pads of at
+ * most half the kernel (PyTorch's rule); other windows (ceil_mode that
+ * adds an output, larger pads) become an explicit Pad (-inf for MaxPool, 0
+ * for AveragePool), the pool without padding, and for AveragePool a Mul by
+ * the constant kh kw / divisor of each output position, the divisor
+ * counting the window's taps inside the input (count_include_pad = 0) or
+ * inside the explicitly padded input (1), as ONNX and PyTorch define it. */
 static gcc_status pool(nctx *c, int op, int is_max, gcc_diag *d) {
   GCC_TRY(need_inputs(c, 1, 1, d));
   GCC_TRY(need_float(c, 0, d));
@@ -727,14 +828,109 @@ static gcc_status pool(nctx *c, int op, int is_max, gcc_diag *d) {
   tshape out = {x->ndim, {x->d[0], x->d[1]}};
   for (int i = 0; i < nsp; i++)
     out.d[2 + i] = (sdim){win.out[i], 0};
+  int direct = 1;
+  int64_t span[2], pe2[2];
+  for (int i = 0; i < nsp; i++) {
+    span[i] = (win.k[i] - 1) * win.dl[i] + 1;
+    int64_t floor_out = (in[i] + win.pb[i] + win.pe[i] - span[i]) / win.s[i] + 1;
+    pe2[i] = (win.out[i] - 1) * win.s[i] + span[i] - in[i] - win.pb[i];
+    direct &= floor_out == win.out[i] && 2 * win.pb[i] <= win.k[i] && 2 * win.pe[i] <= win.k[i];
+  }
   int xi, node;
   GCC_TRY(as_4d(c, 0, nsp, &xi, d));
-  GCC_TRY(emit_window_op(c, op, &xi, 1, nsp, &out, &node, d));
-  GCC_TRY(set_window_attrs(c->I->g, node, &win, 1, d));
-  if ((ceil_mode && gcc_node_set_int(c->I->g, node, "ceil_mode", 1)) ||
-      (cip && gcc_node_set_int(c->I->g, node, "count_include_pad", 1)))
+  if (direct) {
+    GCC_TRY(emit_window_op(c, op, &xi, 1, nsp, &out, &node, d));
+    GCC_TRY(set_window_attrs(c->I->g, node, &win, 1, d));
+    if (cip && gcc_node_set_int(c->I->g, node, "count_include_pad", 1))
+      return oom(d);
+    return GCC_OK;
+  }
+  /* Pad + pool without padding (+ the divisor correction) */
+  int off = nsp == 1 ? 1 : 0;
+  int64_t pads[8] = {0};
+  for (int i = 0; i < nsp; i++) {
+    pads[2 + off + i] = win.pb[i];
+    pads[6 + off + i] = pe2[i];
+  }
+  tshape x4 = {4, {x->d[0], x->d[1], {1, 0}, {1, 0}}}, xp;
+  for (int i = 0; i < nsp; i++)
+    x4.d[2 + off + i] = (sdim){in[i], 0};
+  int padded;
+  GCC_TRY(emit_pad4(c, xi, &x4, pads, is_max ? -INFINITY : 0.0f, &padded, &xp, d));
+  window w0 = win;
+  for (int i = 0; i < nsp; i++)
+    w0.pb[i] = w0.pe[i] = 0;
+  tshape o4 = {4, {x->d[0], x->d[1], {1, 0}, {1, 0}}};
+  for (int i = 0; i < nsp; i++)
+    o4.d[2 + off + i] = out.d[2 + i];
+  /* the divisor correction of AveragePool, separable per dim */
+  float *corr = NULL;
+  int needs_corr = 0;
+  int64_t oh = o4.d[2].v, ow = o4.d[3].v;
+  if (!is_max) {
+    int64_t cnt[2][4096];
+    for (int i = 0; i < nsp; i++) {
+      if (win.out[i] > 4096)
+        return node_err(c, d, GCC_ERR_UNSUPPORTED, "more than 4096 outputs along a dim");
+      int64_t lo = cip ? -win.pb[i] : 0, hi = cip ? in[i] + win.pe[i] : in[i];
+      for (int64_t o = 0; o < win.out[i]; o++) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < win.k[i]; j++) {
+          int64_t t = o * win.s[i] - win.pb[i] + j * win.dl[i];
+          n += t >= lo && t < hi;
+        }
+        if (n == 0)
+          return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                          "an averaging window lies entirely outside the %s",
+                          cip ? "padded input" : "input");
+        cnt[i][o] = n;
+      }
+    }
+    corr = malloc((size_t)(oh * ow) * sizeof *corr);
+    if (!corr)
+      return oom(d);
+    double full = (double)win.k[0] * (nsp == 2 ? (double)win.k[1] : 1.0);
+    for (int64_t yy = 0; yy < oh; yy++)
+      for (int64_t xx = 0; xx < ow; xx++) {
+        double n = nsp == 2 ? (double)cnt[0][yy] * (double)cnt[1][xx] : (double)cnt[0][xx];
+        corr[yy * ow + xx] = (float)(full / n);
+        needs_corr |= corr[yy * ow + xx] != 1.0f;
+      }
+  }
+  int pooled;
+  int last = is_max || !needs_corr;
+  if (nsp == 2 && last) {
+    GCC_TRY(emit(c, op, &padded, 1, 0, F32, &out, NULL, &node, d));
+  } else {
+    GCC_TRY(emit(c, op, &padded, 1, -1, F32, &o4, &pooled, &node, d));
+  }
+  GCC_TRY(set_window_attrs(c->I->g, node, &w0, 1, d));
+  if (!is_max && gcc_node_set_int(c->I->g, node, "count_include_pad", 1)) {
+    free(corr);
     return oom(d);
-  return GCC_OK;
+  }
+  if (last) {
+    free(corr);
+    return nsp == 2 ? GCC_OK : emit_reshape(c, pooled, &out, 0, F32, NULL, d);
+  }
+  /* Mul by the correction [oh, ow] */
+  char base[600], name[620];
+  snprintf(base, sizeof base, "%s/divisor_correction", c->ir_name);
+  snprintf(name, sizeof name, "%s", base);
+  for (int k = 1; gcc_graph_find(c->I->g, name) >= 0; k++)
+    snprintf(name, sizeof name, "%s_%d", base, k);
+  gcc_shape cs = {2, {oh, ow}};
+  int cv;
+  gcc_status st = gcc_graph_add_value(c->I->g, name, GCC_DT_FLOAT32, &cs, GCC_VALUE_CONST, corr,
+                                      (size_t)(oh * ow) * sizeof *corr, &cv, d);
+  free(corr);
+  GCC_TRY(st);
+  int ins[2] = {pooled, cv};
+  if (nsp == 2)
+    return emit(c, GCC_OP_MUL, ins, 2, 0, F32, &out, NULL, &node, d);
+  int scaled;
+  GCC_TRY(emit(c, GCC_OP_MUL, ins, 2, -1, F32, &o4, &scaled, &node, d));
+  return emit_reshape(c, scaled, &out, 0, F32, NULL, d);
 }
 
 static gcc_status cv_maxpool(nctx *c, gcc_diag *d) {
@@ -794,6 +990,42 @@ static gcc_status cv_global_maxpool(nctx *c, gcc_diag *d) {
   return global_pool(c, GCC_OP_MAX_POOL, d);
 }
 
+/* BatchNormalization whose statistics are computed at run time (graph
+ * inputs): Y = (X - mean) * (scale / sqrt(var + eps)) + B with IR ops, the
+ * [C] vectors viewed as [C, 1, ...]. */
+static gcc_status batchnorm_runtime(nctx *c, float eps, gcc_diag *d) {
+  const tshape *x = in_sh(c, 0);
+  int64_t ch = x->d[1].v;
+  tshape cs = {x->ndim - 1, {{ch, 0}}};
+  for (int i = 1; i < cs.ndim; i++)
+    cs.d[i] = (sdim){1, 0};
+  int p[4]; /* scale, B, mean, var as [C, 1, ...] */
+  for (int k = 0; k < 4; k++)
+    GCC_TRY(reshaped(c, in_idx(c, k + 1), &cs, &p[k], d));
+  gcc_graph *g = c->I->g;
+  char base[600], name[620];
+  snprintf(base, sizeof base, "%s/epsilon", c->ir_name);
+  snprintf(name, sizeof name, "%s", base);
+  for (int j = 1; gcc_graph_find(g, name) >= 0; j++)
+    snprintf(name, sizeof name, "%s_%d", base, j);
+  gcc_shape one = {0, {0}};
+  int ev, t1, t2, t3, t4, t5, node, xi;
+  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &one, GCC_VALUE_CONST, &eps, sizeof eps,
+                              &ev, d));
+  GCC_TRY(in_ir(c, 0, &xi, d));
+  int a1[2] = {p[3], ev};
+  GCC_TRY(emit(c, GCC_OP_ADD, a1, 2, -1, F32, &cs, &t1, &node, d));
+  GCC_TRY(emit(c, GCC_OP_SQRT, &t1, 1, -1, F32, &cs, &t2, &node, d));
+  int a2[2] = {p[0], t2};
+  GCC_TRY(emit(c, GCC_OP_DIV, a2, 2, -1, F32, &cs, &t3, &node, d));
+  int a3[2] = {xi, p[2]};
+  GCC_TRY(emit(c, GCC_OP_SUB, a3, 2, -1, F32, x, &t4, &node, d));
+  int a4[2] = {t4, t3};
+  GCC_TRY(emit(c, GCC_OP_MUL, a4, 2, -1, F32, x, &t5, &node, d));
+  int a5[2] = {t5, p[1]};
+  return emit(c, GCC_OP_ADD, a5, 2, 0, F32, x, NULL, &node, d);
+}
+
 /* BatchNormalization, inference form: Y = (X - mean) / sqrt(var + eps) *
  * scale + B per channel (dim 1). Folded into the Conv that produces X when
  * nothing else reads X and the statistics are constants. */
@@ -848,8 +1080,7 @@ static gcc_status cv_batchnorm(nctx *c, gcc_diag *d) {
     p[k] = pv->data;
   }
   if (!all_const)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                    "scale, B, mean and var must be constants (inference form)");
+    return batchnorm_runtime(c, eps, d);
   /* s = scale / sqrt(var + eps), t = B - mean * s, in double */
   double *s = malloc((size_t)ch * 2 * sizeof *s);
   if (!s)
@@ -917,10 +1148,39 @@ static gcc_status cv_batchnorm(nctx *c, gcc_diag *d) {
       return GCC_OK;
     }
   }
-  return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                  "BatchNormalization is supported folded into the Conv before it; here its "
-                  "input '%s' is not (only) a Conv's output",
-                  xv->name);
+  /* not foldable: Y = X * s + t with s, t of shape [C, 1, ...] */
+  tshape cs = {x->ndim - 1, {{ch, 0}}};
+  for (int i = 1; i < cs.ndim; i++)
+    cs.d[i] = (sdim){1, 0};
+  gcc_shape gs = {cs.ndim, {ch}};
+  for (int i = 1; i < cs.ndim; i++)
+    gs.dims[i] = 1;
+  float *sf = malloc((size_t)ch * 2 * sizeof *sf);
+  if (!sf)
+    return oom(d);
+  for (int64_t i = 0; i < ch; i++) {
+    sf[i] = (float)s[i];
+    sf[ch + i] = (float)t[i];
+  }
+  int sv = -1, tv = -1;
+  char base[600], name[620];
+  gcc_status st = GCC_OK;
+  for (int k = 0; k < 2 && st == GCC_OK; k++) {
+    snprintf(base, sizeof base, "%s/%s", c->ir_name, k ? "shift" : "scale");
+    snprintf(name, sizeof name, "%s", base);
+    for (int j = 1; gcc_graph_find(g, name) >= 0; j++)
+      snprintf(name, sizeof name, "%s_%d", base, j);
+    st = gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &gs, GCC_VALUE_CONST, sf + k * ch,
+                             (size_t)ch * sizeof *sf, k ? &tv : &sv, d);
+  }
+  free(sf);
+  GCC_TRY(st);
+  int xir, scaled, node;
+  GCC_TRY(ir_of(c, xi, &xir, d));
+  int m1[2] = {xir, sv};
+  GCC_TRY(emit(c, GCC_OP_MUL, m1, 2, -1, F32, x, &scaled, &node, d));
+  int a1[2] = {scaled, tv};
+  return emit(c, GCC_OP_ADD, a1, 2, 0, F32, x, NULL, &node, d);
 }
 
 /* ---- softmax ------------------------------------------------------------------- */
@@ -962,6 +1222,41 @@ static gcc_status softmax_like(nctx *c, int op, gcc_diag *d) {
 }
 
 static gcc_status cv_softmax(nctx *c, gcc_diag *d) { return softmax_like(c, GCC_OP_SOFTMAX, d); }
+static gcc_status cv_log_softmax(nctx *c, gcc_diag *d) {
+  return softmax_like(c, GCC_OP_LOG_SOFTMAX, d);
+}
+
+static gcc_status cv_lrn(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "alpha", "beta", "bias", "size", (char *)NULL));
+  GCC_TRY(need_inputs(c, 1, 1, d));
+  GCC_TRY(need_float(c, 0, d));
+  int64_t size;
+  float alpha, beta, bias;
+  if (!attr(c, "size"))
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "attribute 'size' is missing");
+  GCC_TRY(a_int(c, "size", 1, &size, d));
+  GCC_TRY(a_float(c, "alpha", 1e-4f, &alpha, d));
+  GCC_TRY(a_float(c, "beta", 0.75f, &beta, d));
+  GCC_TRY(a_float(c, "bias", 1.0f, &bias, d));
+  if (size < 1)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "size must be >= 1");
+  const tshape *x = in_sh(c, 0);
+  char a[128];
+  for (int i = 1; i < x->ndim; i++)
+    if (x->d[i].sym)
+      return node_err(c, d, GCC_ERR_SHAPE, "X %s has a batch-dependent dim past dim 0",
+                      tshape_str(x, a, sizeof a));
+  if (x->ndim < 3)
+    return node_err(c, d, GCC_ERR_SHAPE, "X %s must be [N, C, D1, ...]", tshape_str(x, a, sizeof a));
+  int xi, node;
+  GCC_TRY(in_ir(c, 0, &xi, d));
+  GCC_TRY(emit(c, GCC_OP_LRN, &xi, 1, 0, F32, x, NULL, &node, d));
+  gcc_graph *g = c->I->g;
+  if (gcc_node_set_int(g, node, "size", size) || gcc_node_set_float(g, node, "alpha", alpha) ||
+      gcc_node_set_float(g, node, "beta", beta) || gcc_node_set_float(g, node, "bias", bias))
+    return oom(d);
+  return GCC_OK;
+}
 
 /* ---- shape ops ------------------------------------------------------------------ */
 
@@ -1177,30 +1472,349 @@ static gcc_status cv_unsqueeze(nctx *c, gcc_diag *d) {
   return to_shape(c, &s, d);
 }
 
+/* Concat: constants of any dtype are folded (shape computations); the rest
+ * is an IR Concat (float). */
+static gcc_status cv_concat(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "axis", (char *)NULL));
+  int n = n_in(c);
+  if (n < 1)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "needs at least one input");
+  if (n > 64)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
+  int64_t axis;
+  if (c->ver < 4) {
+    GCC_TRY(a_int(c, "axis", 1, &axis, d));
+  } else {
+    if (!attr(c, "axis"))
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "attribute 'axis' is missing");
+    GCC_TRY(a_int(c, "axis", 0, &axis, d));
+  }
+  const tshape *x0 = in_sh(c, 0);
+  if (axis < 0 && c->ver < 11)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "a negative axis needs opset 11");
+  GCC_TRY(norm_axis(c, axis, x0->ndim, 0, "axis", &axis, d));
+  tshape s = *x0;
+  s.d[axis].v = 0;
+  int all_const = 1, dt = in_dt(c, 0);
+  char a[128], b[128];
+  for (int k = 0; k < n; k++) {
+    if (in_idx(c, k) < 0)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "input %d is empty", k);
+    const tshape *xk = in_sh(c, k);
+    int ok = xk->ndim == x0->ndim && in_dt(c, k) == dt &&
+             xk->d[axis].sym == x0->d[axis].sym;
+    for (int i = 0; ok && i < x0->ndim; i++)
+      ok = i == axis || (xk->d[i].v == x0->d[i].v && xk->d[i].sym == x0->d[i].sym);
+    if (!ok)
+      return node_err(c, d, GCC_ERR_SHAPE, "input %d %s does not match input 0 %s but along axis %" PRId64,
+                      k, tshape_str(xk, a, sizeof a), tshape_str(x0, b, sizeof b), axis);
+    s.d[axis].v += xk->d[axis].v;
+    all_const &= imp_val(c->I, in_idx(c, k))->is_const;
+  }
+  if (all_const) {
+    size_t es = onnx_dtype_size(dt);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++)
+      outer *= s.d[i].v;
+    for (int i = (int)axis + 1; i < s.ndim; i++)
+      inner *= s.d[i].v;
+    size_t bytes = (size_t)(outer * s.d[axis].v * inner) * es;
+    uint8_t *data = malloc(bytes ? bytes : 1);
+    if (!data)
+      return oom(d);
+    int64_t off = 0;
+    for (int k = 0; k < n; k++) {
+      const ival *v = imp_val(c->I, in_idx(c, k));
+      int64_t len = v->sh.d[axis].v * inner;
+      for (int64_t o = 0; o < outer; o++)
+        memcpy(data + (size_t)(o * s.d[axis].v * inner + off) * es,
+               (const uint8_t *)v->data + (size_t)(o * len) * es, (size_t)len * es);
+      off += len;
+    }
+    GCC_TRY(set_const(c, 0, dt, &s, data, bytes, d));
+    mark_folded(c);
+    return GCC_OK;
+  }
+  int ins[64];
+  for (int k = 0; k < n; k++) {
+    GCC_TRY(need_computable(c, k, d));
+    GCC_TRY(in_ir(c, k, &ins[k], d));
+  }
+  if (n == 1) {
+    set_alias(c, 0, in_idx(c, 0));
+    mark_folded(c);
+    return GCC_OK;
+  }
+  int node;
+  GCC_TRY(emit(c, GCC_OP_CONCAT, ins, n, 0, dt, &s, NULL, &node, d));
+  return gcc_node_set_int(c->I->g, node, "axis", axis) ? oom(d) : GCC_OK;
+}
+
+static gcc_status cv_transpose(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "perm", (char *)NULL));
+  GCC_TRY(need_inputs(c, 1, 1, d));
+  const tshape *x = in_sh(c, 0);
+  const int64_t *p;
+  int np;
+  GCC_TRY(a_ints(c, "perm", &p, &np, d));
+  int64_t perm[GCC_MAX_DIMS];
+  int seen[GCC_MAX_DIMS] = {0}, identity = 1;
+  if (np >= 0 && np != x->ndim)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "perm has %d entries for rank %d", np, x->ndim);
+  tshape s = {x->ndim, {{0, 0}}};
+  for (int i = 0; i < x->ndim; i++) {
+    perm[i] = np >= 0 ? p[i] : x->ndim - 1 - i; /* default: reverse the dims */
+    if (perm[i] < 0 || perm[i] >= x->ndim || seen[perm[i]])
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "perm is not a permutation");
+    seen[perm[i]] = 1;
+    s.d[i] = x->d[perm[i]];
+    identity &= perm[i] == i;
+  }
+  if (identity) {
+    set_alias(c, 0, in_idx(c, 0));
+    mark_folded(c);
+    return GCC_OK;
+  }
+  GCC_TRY(need_computable(c, 0, d));
+  int xi, node;
+  GCC_TRY(in_ir(c, 0, &xi, d));
+  GCC_TRY(emit(c, GCC_OP_TRANSPOSE, &xi, 1, 0, in_dt(c, 0), &s, NULL, &node, d));
+  return gcc_node_set_ints(c->I->g, node, "perm", perm, x->ndim) ? oom(d) : GCC_OK;
+}
+
+/* Pad: pads, value and mode are attributes before opset 11; pads and the
+ * constant value (optional) inputs from 11, and axes (optional) from 18. */
+static gcc_status cv_pad(nctx *c, gcc_diag *d) {
+  const tshape *x = in_sh(c, 0);
+  int r = x->ndim;
+  int64_t pads[2 * GCC_MAX_DIMS] = {0};
+  double value = 0.0;
+  char mode[32];
+  if (c->ver < 11) {
+    GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "paddings" : "pads", "mode", "value", (char *)NULL));
+    GCC_TRY(need_inputs(c, 1, 1, d));
+    const int64_t *p;
+    int np;
+    GCC_TRY(a_ints(c, c->ver == 1 ? "paddings" : "pads", &p, &np, d));
+    if (np != 2 * r)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "pads needs %d entries (2 * rank)", 2 * r);
+    memcpy(pads, p, (size_t)np * sizeof *pads);
+    float f;
+    GCC_TRY(a_float(c, "value", 0.0f, &f, d));
+    value = f;
+  } else {
+    GCC_TRY(allow_attrs(c, d, "mode", (char *)NULL));
+    GCC_TRY(need_inputs(c, 2, c->ver >= 18 ? 4 : 3, d));
+    const int64_t *p, *axes = NULL;
+    int64_t np, nax = r;
+    GCC_TRY(const_ints(c, in_idx(c, 1), "pads input", &p, &np, d));
+    if (in_idx(c, 2) >= 0)
+      GCC_TRY(const_scalar(c, in_idx(c, 2), "constant_value input", &value, d));
+    if (in_idx(c, 3) >= 0)
+      GCC_TRY(const_ints(c, in_idx(c, 3), "axes input", &axes, &nax, d));
+    if (np != 2 * nax)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "pads has %" PRId64 " entries for %" PRId64
+                      " axes", np, nax);
+    int seen[GCC_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < nax; k++) {
+      int64_t ax = k;
+      if (axes)
+        GCC_TRY(norm_axis(c, axes[k], r, 0, "axis", &ax, d));
+      if (seen[ax])
+        return node_err(c, d, GCC_ERR_INVALID_GRAPH, "axis %" PRId64 " is listed twice", ax);
+      seen[ax] = 1;
+      pads[ax] = p[k];
+      pads[ax + r] = p[k + nax];
+    }
+  }
+  GCC_TRY(a_string(c, "mode", "constant", mode, sizeof mode, d));
+  if (strcmp(mode, "constant") != 0 && strcmp(mode, "edge") != 0 && strcmp(mode, "reflect") != 0)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "mode '%s' is not handled (constant, edge, reflect)", mode);
+  tshape s = *x;
+  char a[128];
+  for (int i = 0; i < r; i++) {
+    if (x->d[i].sym && (pads[i] || pads[i + r]))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "padding the batch dim of %s",
+                      tshape_str(x, a, sizeof a));
+    if (!x->d[i].sym)
+      s.d[i].v += pads[i] + pads[i + r];
+    if (s.d[i].v <= 0)
+      return node_err(c, d, GCC_ERR_SHAPE, "the pads leave dim %d of %s empty", i,
+                      tshape_str(x, a, sizeof a));
+    if (strcmp(mode, "constant") != 0 &&
+        (pads[i] < 0 || pads[i + r] < 0 ||
+         (strcmp(mode, "reflect") == 0 && (pads[i] >= x->d[i].v || pads[i + r] >= x->d[i].v))))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "%s padding of dim %d by %" PRId64 ", %" PRId64 " (pads must be >= 0%s)",
+                      mode, i, pads[i], pads[i + r],
+                      strcmp(mode, "reflect") == 0 ? " and smaller than the dim" : "");
+  }
+  GCC_TRY(need_computable(c, 0, d));
+  int xi, node;
+  GCC_TRY(in_ir(c, 0, &xi, d));
+  GCC_TRY(emit(c, GCC_OP_PAD, &xi, 1, 0, in_dt(c, 0), &s, NULL, &node, d));
+  gcc_graph *g = c->I->g;
+  if (gcc_node_set_ints(g, node, "pads", pads, 2 * r) ||
+      gcc_node_set_float(g, node, "value", (float)value) ||
+      gcc_node_set_string(g, node, "mode", mode))
+    return oom(d);
+  return GCC_OK;
+}
+
+/* ConvTranspose, 1-D and 2-D: output_shape and auto_pad become pads (ONNX's
+ * rule: total = stride (in - 1) + output_padding + (k - 1) dilation + 1 -
+ * out; SAME_UPPER puts the odd unit at the end, otherwise at the start). */
+static gcc_status cv_conv_transpose(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                      "output_shape", "pads", "strides", (char *)NULL));
+  GCC_TRY(need_inputs(c, 2, 3, d));
+  for (int k = 0; k < n_in(c); k++)
+    if (in_idx(c, k) >= 0)
+      GCC_TRY(need_float(c, k, d));
+  const tshape *x = in_sh(c, 0), *w = in_sh(c, 1);
+  int64_t in[2];
+  int nsp;
+  char a[128], b[128];
+  GCC_TRY(spatial(c, x, "ConvTranspose", in, &nsp, d));
+  int64_t group;
+  GCC_TRY(a_int(c, "group", 1, &group, d));
+  if (w->ndim != x->ndim || tshape_has_sym(w) || group < 1 || w->d[0].v != x->d[1].v ||
+      x->d[1].v % group != 0)
+    return node_err(c, d, GCC_ERR_SHAPE,
+                    "filter W %s does not match X %s (W [C, M / group, k...], group %" PRId64 ")",
+                    tshape_str(w, a, sizeof a), tshape_str(x, b, sizeof b), group);
+  int64_t m = w->d[1].v * group;
+  if (in_idx(c, 2) >= 0) {
+    const tshape *bs = in_sh(c, 2);
+    if (bs->ndim != 1 || bs->d[0].v != m)
+      return node_err(c, d, GCC_ERR_SHAPE, "bias B %s must be [%" PRId64 "]",
+                      tshape_str(bs, a, sizeof a), m);
+  }
+  int64_t k[2], s[2] = {1, 1}, dl[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0}, op[2] = {0, 0};
+  for (int i = 0; i < nsp; i++)
+    k[i] = w->d[2 + i].v;
+  const int64_t *v;
+  int nv;
+#define READ(name, dst, len)                                                                    \
+  GCC_TRY(a_ints(c, name, &v, &nv, d));                                                         \
+  if (nv >= 0 && nv != (len))                                                                   \
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s has %d entries for %d spatial dims", name, \
+                    nv, nsp);                                                                   \
+  for (int i = 0; i < nv && nv == (len); i++)                                                  \
+    dst[i] = v[i];
+  READ("strides", s, nsp);
+  READ("dilations", dl, nsp);
+  READ("output_padding", op, nsp);
+  GCC_TRY(a_ints(c, "kernel_shape", &v, &nv, d));
+  for (int i = 0; i < nv; i++)
+    if (nv != nsp || v[i] != k[i])
+      return node_err(c, d, GCC_ERR_SHAPE, "kernel_shape does not match the filter %s",
+                      tshape_str(w, a, sizeof a));
+  GCC_TRY(a_ints(c, "pads", &v, &nv, d));
+  if (nv >= 0 && nv != 2 * nsp)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "pads has %d entries for %d spatial dims", nv,
+                    nsp);
+  for (int i = 0; i < nsp && nv > 0; i++) {
+    pb[i] = v[i];
+    pe[i] = v[i + nsp];
+  }
+#undef READ
+  char ap[32];
+  GCC_TRY(a_string(c, "auto_pad", "NOTSET", ap, sizeof ap, d));
+  int upper = strcmp(ap, "SAME_UPPER") == 0, lower = strcmp(ap, "SAME_LOWER") == 0;
+  if (!upper && !lower && strcmp(ap, "NOTSET") != 0 && strcmp(ap, "VALID") != 0)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "auto_pad '%s' is not handled", ap);
+  const int64_t *os;
+  int nos;
+  GCC_TRY(a_ints(c, "output_shape", &os, &nos, d));
+  if (nos >= 0 && nos != nsp && nos != nsp + 2)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "output_shape has %d entries", nos);
+  for (int i = 0; i < nsp; i++) {
+    if (s[i] < 1 || dl[i] < 1)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "strides and dilations must be >= 1");
+    int64_t want = -1;
+    if (nos >= 0)
+      want = os[nos - nsp + i];
+    else if (upper || lower)
+      want = in[i] * s[i];
+    if (strcmp(ap, "VALID") == 0)
+      pb[i] = pe[i] = 0;
+    if (want >= 0) {
+      int64_t total = s[i] * (in[i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 - want;
+      if (total < 0) { /* a larger output than the window reaches: output padding */
+        op[i] -= total;
+        total = 0;
+      }
+      if (upper) {
+        pb[i] = total / 2;
+        pe[i] = total - total / 2;
+      } else {
+        pb[i] = total - total / 2;
+        pe[i] = total / 2;
+      }
+    }
+  }
+  tshape out = {x->ndim, {x->d[0], {m, 0}}};
+  for (int i = 0; i < nsp; i++) {
+    int64_t o = s[i] * (in[i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 - pb[i] - pe[i];
+    if (o <= 0 || pb[i] < 0 || pe[i] < 0 || op[i] < 0)
+      return node_err(c, d, GCC_ERR_SHAPE, "the pads leave no output");
+    out.d[2 + i] = (sdim){o, 0};
+  }
+  int ins[3] = {-1, -1, -1}, n = in_idx(c, 2) >= 0 ? 3 : 2, node;
+  GCC_TRY(as_4d(c, 0, nsp, &ins[0], d));
+  GCC_TRY(as_4d(c, 1, nsp, &ins[1], d));
+  if (n == 3)
+    GCC_TRY(in_ir(c, 2, &ins[2], d));
+  GCC_TRY(emit_window_op(c, GCC_OP_CONV_TRANSPOSE, ins, n, nsp, &out, &node, d));
+  window win = {nsp, {k[0], k[1]}, {s[0], s[1]}, {dl[0], dl[1]}, {pb[0], pb[1]}, {pe[0], pe[1]},
+                {0, 0}};
+  GCC_TRY(set_window_attrs(c->I->g, node, &win, 1, d));
+  int64_t op4[2] = {nsp == 1 ? 0 : op[0], nsp == 1 ? op[0] : op[1]};
+  if (gcc_node_set_int(c->I->g, node, "group", group) ||
+      gcc_node_set_ints(c->I->g, node, "output_padding", op4, 2))
+    return oom(d);
+  return GCC_OK;
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
 /* Alphabetical. versions: ONNX's since_version history of the op up to
  * opset 21 (onnx.defs.get_all_schemas_with_history). */
 static const onnx_op_map kOnnxOps[] = {
     {"Add", {1, 6, 7, 13, 14}, cv_add, "Add"},
-    {"AveragePool", {1, 7, 10, 11, 19}, cv_avgpool, "AveragePool"},
-    {"BatchNormalization", {1, 6, 7, 9, 14, 15}, cv_batchnorm, "folded into Conv"},
+    {"AveragePool", {1, 7, 10, 11, 19}, cv_avgpool, "AveragePool (Pad + AveragePool + Mul for ceil_mode)"},
+    {"BatchNormalization", {1, 6, 7, 9, 14, 15}, cv_batchnorm, "folded into Conv, or Mul + Add"},
+    {"Clip", {1, 6, 11, 12, 13}, cv_clip, "Clip"},
+    {"Concat", {1, 4, 11, 13}, cv_concat, "Concat (folded for constants)"},
     {"Constant", {1, 9, 11, 12, 13, 19, 21}, cv_constant, "folded"},
     {"ConstantOfShape", {9, 20, 21}, cv_constant_of_shape, "folded"},
     {"Conv", {1, 11}, cv_conv, "Conv"},
+    {"ConvTranspose", {1, 11}, cv_conv_transpose, "ConvTranspose"},
+    {"Div", {1, 6, 7, 13, 14}, cv_div, "Div"},
     {"Dropout", {1, 6, 7, 10, 12, 13}, cv_dropout, "folded (identity)"},
     {"Flatten", {1, 9, 11, 13, 21}, cv_flatten, "Reshape"},
     {"Gemm", {1, 6, 7, 9, 11, 13}, cv_gemm, "Gemm"},
     {"GlobalAveragePool", {1}, cv_global_avgpool, "AveragePool"},
     {"GlobalMaxPool", {1}, cv_global_maxpool, "MaxPool"},
     {"Identity", {1, 13, 14, 16, 19, 21}, cv_identity, "folded"},
+    {"LRN", {1, 13}, cv_lrn, "LRN"},
+    {"LeakyRelu", {1, 6, 16}, cv_leaky_relu, "LeakyRelu"},
+    {"LogSoftmax", {1, 11, 13}, cv_log_softmax, "LogSoftmax"},
     {"MatMul", {1, 9, 13}, cv_matmul, "MatMul"},
-    {"MaxPool", {1, 8, 10, 11, 12}, cv_maxpool, "MaxPool"},
+    {"MaxPool", {1, 8, 10, 11, 12}, cv_maxpool, "MaxPool (Pad + MaxPool for ceil_mode)"},
+    {"Mul", {1, 6, 7, 13, 14}, cv_mul, "Mul"},
+    {"Pad", {1, 2, 11, 13, 18, 19, 21}, cv_pad, "Pad"},
     {"Relu", {1, 6, 13, 14}, cv_relu, "Relu"},
     {"Reshape", {1, 5, 13, 14, 19, 21}, cv_reshape, "Reshape"},
+    {"Sigmoid", {1, 6, 13}, cv_sigmoid, "Sigmoid"},
     {"Softmax", {1, 11, 13}, cv_softmax, "Softmax"},
     {"Squeeze", {1, 11, 13, 21}, cv_squeeze, "Reshape"},
+    {"Sub", {1, 6, 7, 13, 14}, cv_sub, "Sub"},
     {"Sum", {1, 6, 8, 13}, cv_sum, "Add"},
+    {"Tanh", {1, 6, 13}, cv_tanh, "Tanh"},
+    {"Transpose", {1, 13, 21}, cv_transpose, "Transpose"},
     {"Unsqueeze", {1, 11, 13, 21}, cv_unsqueeze, "Reshape"},
 };
 
