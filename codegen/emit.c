@@ -9,6 +9,7 @@
 #include "codegen/emit.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,9 +199,278 @@ static void bcast_index(sb *o, const gcc_shape *in, const gcc_shape *s, const ch
   out(o, ")");
 }
 
+/* ---- single-node kernels: index maps and row reductions --------------------- */
+
+static int single_node_op(int op) {
+  return op == GCC_OP_SOFTMAX || op == GCC_OP_LOG_SOFTMAX || op == GCC_OP_LRN ||
+         op == GCC_OP_CONCAT || op == GCC_OP_TRANSPOSE || op == GCC_OP_PAD ||
+         op == GCC_OP_MATMUL || op == GCC_OP_MAX_POOL || op == GCC_OP_AVERAGE_POOL;
+}
+
+/* "c0 = (i / s0) % d0; ..." for the output coordinates of linear index i. */
+static void coords(sb *o, const gcc_shape *s, const char *var) {
+  int64_t st = 1;
+  for (int k = s->ndim - 1; k >= 0; k--) {
+    out(o, "    const long long c%d = (%s / %" PRId64 "LL) %% %" PRId64 "LL;\n", k, var, st,
+        s->dims[k]);
+    st *= s->dims[k];
+  }
+}
+
+static gcc_status emit_single(emitter *e, int gi) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  int ni = gr->nodes[0];
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_shape *Y = &g->values[nd->outputs[0]].shape;
+  int64_t ny = gcc_shape_numel(Y, NULL);
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  char pname[32];
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  for (int j = 0; j < nd->n_inputs; j++) {
+    snprintf(pname, sizeof pname, "in%d", j);
+    param(e, &s, GCC_KARG_INPUT, nd->inputs[j], "const float*", pname);
+  }
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "out0");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, gr);
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n");
+  const char *loop = "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < "
+                     "%" PRId64 "LL; i += stride) {\n";
+  int64_t work = ny;
+  switch (nd->op) {
+  case GCC_OP_SOFTMAX:
+  case GCC_OP_LOG_SOFTMAX: { /* one thread per line along the axis, float64 sums as the CPU */
+    int64_t axis = nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
+    if (axis < 0)
+      axis += Y->ndim;
+    for (int q = 0; q < axis; q++)
+      outer *= Y->dims[q];
+    for (int q = (int)axis + 1; q < Y->ndim; q++)
+      inner *= Y->dims[q];
+    int64_t len = Y->dims[axis];
+    work = outer * inner;
+    out(&e->src, loop, work);
+    out(&e->src,
+        "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
+        "    float mx = in0[base];\n"
+        "    for (long long j = 1; j < %" PRId64 "LL; j++) { float v = in0[base + j * %" PRId64
+        "LL]; mx = v > mx ? v : mx; }\n"
+        "    double se = 0.0;\n"
+        "    for (long long j = 0; j < %" PRId64 "LL; j++) se += exp((double)in0[base + j * %" PRId64
+        "LL] - mx);\n",
+        inner, len * inner, inner, len, inner, len, inner);
+    if (nd->op == GCC_OP_SOFTMAX)
+      out(&e->src,
+          "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
+          "LL] = (float)(exp((double)in0[base + j * %" PRId64 "LL] - mx) / se);\n",
+          len, inner, inner);
+    else
+      out(&e->src,
+          "    const double lse = log(se);\n"
+          "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
+          "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - mx - lse);\n",
+          len, inner, inner);
+    out(&e->src, "  }\n}\n");
+    break;
+  }
+  case GCC_OP_LRN: {
+    int64_t size = nd->av[LRN_SIZE].i, c = Y->dims[1], inner = 1;
+    for (int q = 2; q < Y->ndim; q++)
+      inner *= Y->dims[q];
+    int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    char la[32], lb[32], lk[32];
+    snprintf(la, sizeof la, "%.17g", (double)nd->av[LRN_ALPHA].f / (double)size);
+    snprintf(lb, sizeof lb, "%.17g", (double)nd->av[LRN_BETA].f);
+    snprintf(lk, sizeof lk, "%.17g", (double)nd->av[LRN_BIAS].f);
+    out(&e->src, loop, ny);
+    out(&e->src,
+        "    const long long ci = (i / %" PRId64 "LL) %% %" PRId64 "LL, q = i %% %" PRId64
+        "LL, b = i / (%" PRId64 "LL * %" PRId64 "LL);\n"
+        "    const long long c0 = ci - %" PRId64 "LL < 0 ? 0 : ci - %" PRId64 "LL;\n"
+        "    const long long c1 = ci + %" PRId64 "LL >= %" PRId64 "LL ? %" PRId64 "LL : ci + %" PRId64
+        "LL;\n"
+        "    double sq = 0.0;\n"
+        "    for (long long kk = c0; kk <= c1; kk++) { double v = in0[(b * %" PRId64
+        "LL + kk) * %" PRId64 "LL + q]; sq += v * v; }\n"
+        "    out0[i] = (float)((double)in0[i] / pow(%s + %s * sq, %s));\n  }\n}\n",
+        inner, c, inner, c, inner, lo, lo, hi, c, c - 1, hi, c, inner, lk, la, lb);
+    break;
+  }
+  case GCC_OP_CONCAT: {
+    int64_t axis = nd->av[CONCAT_AXIS].i, inner = 1;
+    if (axis < 0)
+      axis += Y->ndim;
+    for (int q = (int)axis + 1; q < Y->ndim; q++)
+      inner *= Y->dims[q];
+    int64_t ax = Y->dims[axis];
+    out(&e->src, loop, ny);
+    out(&e->src,
+        "    const long long o = i / %" PRId64 "LL, a = (i / %" PRId64 "LL) %% %" PRId64
+        "LL, q = i %% %" PRId64 "LL;\n",
+        ax * inner, inner, ax, inner);
+    int64_t off = 0;
+    for (int j = 0; j < nd->n_inputs; j++) {
+      int64_t len = g->values[nd->inputs[j]].shape.dims[axis];
+      out(&e->src,
+          "    %sif (a < %" PRId64 "LL) out0[i] = in%d[(o * %" PRId64 "LL + a - %" PRId64
+          "LL) * %" PRId64 "LL + q];\n",
+          j ? "else " : "", off + len, j, len, off, inner);
+      off += len;
+    }
+    out(&e->src, "  }\n}\n");
+    break;
+  }
+  case GCC_OP_TRANSPOSE: {
+    const gcc_shape *X = &g->values[nd->inputs[0]].shape;
+    int64_t xst[GCC_MAX_DIMS], acc = 1;
+    for (int q = X->ndim - 1; q >= 0; q--) {
+      xst[q] = acc;
+      acc *= X->dims[q];
+    }
+    out(&e->src, loop, ny);
+    coords(&e->src, Y, "i");
+    out(&e->src, "    out0[i] = in0[0LL");
+    for (int q = 0; q < Y->ndim; q++)
+      out(&e->src, " + c%d * %" PRId64 "LL", q, xst[nd->av[TRANSPOSE_PERM].ints[q]]);
+    out(&e->src, "];\n  }\n}\n");
+    break;
+  }
+  case GCC_OP_PAD: {
+    const gcc_shape *X = &g->values[nd->inputs[0]].shape;
+    const int64_t *pads = nd->av[PAD_PADS].ints;
+    const char *mode = nd->av[PAD_MODE].s ? nd->av[PAD_MODE].s : "constant";
+    int m = strcmp(mode, "edge") == 0 ? 1 : strcmp(mode, "reflect") == 0 ? 2 : 0;
+    int64_t xst[GCC_MAX_DIMS], acc = 1;
+    for (int q = X->ndim - 1; q >= 0; q--) {
+      xst[q] = acc;
+      acc *= X->dims[q];
+    }
+    char lit[64];
+    float v = nd->av[PAD_VALUE].f;
+    if (v == -INFINITY) /* the bits of -inf: no math.h macro under NVRTC */
+      snprintf(lit, sizeof lit, "__int_as_float((int)0xff800000u)");
+    else if (v == INFINITY)
+      snprintf(lit, sizeof lit, "__int_as_float(0x7f800000)");
+    else
+      float_lit(lit, sizeof lit, v);
+    out(&e->src, loop, ny);
+    coords(&e->src, Y, "i");
+    out(&e->src, "    long long src = 0;\n    bool inside = true;\n");
+    for (int q = 0; q < X->ndim; q++) {
+      int64_t in = X->dims[q], b = pads[q];
+      out(&e->src, "    { long long t = c%d - %" PRId64 "LL;\n", q, b);
+      if (m == 0)
+        out(&e->src, "      if (t < 0 || t >= %" PRId64 "LL) inside = false;\n", in);
+      else if (m == 1)
+        out(&e->src, "      t = t < 0 ? 0 : (t >= %" PRId64 "LL ? %" PRId64 "LL : t);\n", in,
+            in - 1);
+      else
+        out(&e->src, "      t = t < 0 ? -t : (t >= %" PRId64 "LL ? %" PRId64 "LL - t : t);\n", in,
+            2 * (in - 1));
+      out(&e->src, "      src += t * %" PRId64 "LL; }\n", xst[q]);
+    }
+    out(&e->src, "    out0[i] = inside ? in0[src] : %s;\n  }\n}\n", lit);
+    break;
+  }
+  case GCC_OP_MATMUL: { /* numpy.matmul, one thread per output element */
+    const gcc_shape *A = &g->values[nd->inputs[0]].shape, *B = &g->values[nd->inputs[1]].shape;
+    int64_t m = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, kk = A->dims[A->ndim - 1];
+    int64_t n = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+    int nb = Y->ndim - (A->ndim >= 2) - (B->ndim >= 2);
+    out(&e->src, loop, ny);
+    out(&e->src,
+        "    const long long r = (i / %" PRId64 "LL) %% %" PRId64 "LL, col = i %% %" PRId64
+        "LL, t = i / (%" PRId64 "LL * %" PRId64 "LL);\n",
+        n, m, n, m, n);
+    /* the batch offsets of A and B from t (broadcast dims read element 0) */
+    out(&e->src, "    long long ta = 0, tb = 0;\n");
+    int64_t st = 1, sa = 1, sbb = 1;
+    for (int q = nb - 1; q >= 0; q--) {
+      int qa = q - (nb - (A->ndim > 2 ? A->ndim - 2 : 0));
+      int qb = q - (nb - (B->ndim > 2 ? B->ndim - 2 : 0));
+      int64_t da = qa >= 0 ? A->dims[qa] : 1, db = qb >= 0 ? B->dims[qb] : 1;
+      out(&e->src, "    { const long long cq = (t / %" PRId64 "LL) %% %" PRId64 "LL;", st,
+          Y->dims[q]);
+      if (da != 1)
+        out(&e->src, " ta += cq * %" PRId64 "LL;", sa);
+      if (db != 1)
+        out(&e->src, " tb += cq * %" PRId64 "LL;", sbb);
+      out(&e->src, " }\n");
+      st *= Y->dims[q];
+      sa *= da;
+      sbb *= db;
+    }
+    out(&e->src,
+        "    const float* a = in0 + ta * %" PRId64 "LL + r * %" PRId64 "LL;\n"
+        "    const float* b = in1 + tb * %" PRId64 "LL + col;\n"
+        "    float acc = 0.0f;\n"
+        "    for (long long j = 0; j < %" PRId64 "LL; j++) acc += a[j] * b[j * %" PRId64 "LL];\n"
+        "    out0[i] = acc;\n  }\n}\n",
+        m * kk, kk, kk * n, kk, n);
+    break;
+  }
+  case GCC_OP_MAX_POOL:
+  case GCC_OP_AVERAGE_POOL: { /* the windows cuDNN cannot express (dilations,
+                                 asymmetric pads), as the CPU kernels compute them */
+    const gcc_shape *X = &g->values[nd->inputs[0]].shape;
+    gcc_window2d w;
+    gcc_window2d_of(nd, NULL, &w);
+    int64_t h = X->dims[2], wd = X->dims[3], oh = Y->dims[2], ow = Y->dims[3];
+    out(&e->src, loop, ny);
+    out(&e->src,
+        "    const long long ox = i %% %" PRId64 "LL, oy = (i / %" PRId64 "LL) %% %" PRId64
+        "LL, pc = i / (%" PRId64 "LL * %" PRId64 "LL);\n"
+        "    const float* plane = in0 + pc * %" PRId64 "LL;\n",
+        ow, ow, oh, oh, ow, h * wd);
+    if (nd->op == GCC_OP_MAX_POOL)
+      out(&e->src, "    float best = __int_as_float((int)0xff800000u);\n    bool any = false;\n");
+    else
+      out(&e->src, "    float sum = 0.0f;\n    long long cnt = 0;\n");
+    out(&e->src,
+        "    for (long long a = 0; a < %" PRId64 "LL; a++) {\n"
+        "      const long long iy = oy * %" PRId64 "LL - %" PRId64 "LL + a * %" PRId64 "LL;\n"
+        "      if (iy < 0 || iy >= %" PRId64 "LL) continue;\n"
+        "      for (long long b = 0; b < %" PRId64 "LL; b++) {\n"
+        "        const long long ix = ox * %" PRId64 "LL - %" PRId64 "LL + b * %" PRId64 "LL;\n"
+        "        if (ix < 0 || ix >= %" PRId64 "LL) continue;\n"
+        "        const float v = plane[iy * %" PRId64 "LL + ix];\n",
+        w.kh, w.sh, w.pt, w.dh, h, w.kw, w.sw, w.pl, w.dw, wd, wd);
+    if (nd->op == GCC_OP_MAX_POOL)
+      out(&e->src, "        if (!any || v > best || v != v) best = v; /* NaN wins */\n"
+                   "        any = true;\n      }\n    }\n    out0[i] = best;\n");
+    else {
+      char div[32]; /* count_include_pad: the whole window, else the taps inside */
+      if (nd->av[POOL_COUNT_INCLUDE_PAD].i)
+        snprintf(div, sizeof div, "%" PRId64 "LL", w.kh * w.kw);
+      else
+        snprintf(div, sizeof div, "cnt");
+      out(&e->src,
+          "        sum += v;\n        cnt++;\n      }\n    }\n    out0[i] = sum / (float)%s;\n",
+          div);
+    }
+    out(&e->src, "  }\n}\n");
+    break;
+  }
+  default:
+    return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED, "%s: codegen: node '%s' (%s) has no kernel",
+                        g->source, nd->name, gcc_op_name(nd->op));
+  }
+  set_grid(e, k, work);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
 static gcc_status emit_pointwise(emitter *e, int gi) {
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
+  if (gr->n_nodes == 1 && single_node_op(g->nodes[gr->nodes[0]].op))
+    return emit_single(e, gi);
   int tail = gr->nodes[gr->n_nodes - 1];
   int red = g->nodes[tail].op == GCC_OP_REDUCE_SUM_TO ? tail : -1;
   int chain_end = red >= 0 ? (gr->n_nodes >= 2 ? gr->nodes[gr->n_nodes - 2] : -1) : tail;
@@ -268,6 +538,28 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
         out(&e->src, "  float t%d = %s > 0.0f ? %s : 0.0f; /* %s */\n", ni, a[1], a[0], nd->name);
         break;
       case GCC_OP_IDENTITY: out(&e->src, "  float t%d = %s; /* %s */\n", ni, a[0], nd->name); break;
+      case GCC_OP_SUB: out(&e->src, "  float t%d = %s - %s; /* %s */\n", ni, a[0], a[1], nd->name); break;
+      case GCC_OP_MUL: out(&e->src, "  float t%d = %s * %s; /* %s */\n", ni, a[0], a[1], nd->name); break;
+      case GCC_OP_DIV: out(&e->src, "  float t%d = %s / %s; /* %s */\n", ni, a[0], a[1], nd->name); break;
+      case GCC_OP_SIGMOID:
+        out(&e->src, "  float t%d = 1.0f / (1.0f + expf(-%s)); /* %s */\n", ni, a[0], nd->name);
+        break;
+      case GCC_OP_TANH: out(&e->src, "  float t%d = tanhf(%s); /* %s */\n", ni, a[0], nd->name); break;
+      case GCC_OP_SQRT: out(&e->src, "  float t%d = sqrtf(%s); /* %s */\n", ni, a[0], nd->name); break;
+      case GCC_OP_LEAKY_RELU: {
+        char lit[32];
+        out(&e->src, "  float t%d = %s < 0.0f ? %s * %s : %s; /* %s */\n", ni, a[0],
+            float_lit(lit, sizeof lit, nd->av[LEAKY_RELU_ALPHA].f), a[0], a[0], nd->name);
+        break;
+      }
+      case GCC_OP_CLIP: {
+        char lo[32], hi[32];
+        float_lit(lo, sizeof lo, nd->av[CLIP_MIN].f);
+        float_lit(hi, sizeof hi, nd->av[CLIP_MAX].f);
+        out(&e->src, "  float t%d = %s < %s ? %s : (%s > %s ? %s : %s); /* %s */\n", ni, a[0], lo,
+            lo, a[0], hi, hi, a[0], nd->name);
+        break;
+      }
       default:
         return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
                             "%s: codegen: group '%s': node '%s' (%s) has no pointwise code generator",

@@ -1021,7 +1021,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                         shape_softmax, gcc_grad_softmax, gcc_cpu_softmax,
                         "ONNX Softmax (opset 13): exp(x - max) / sum exp(x - max) along axis "
                         "(torch.softmax)",
-                        GCC_CUDA_NONE, numel_out},
+                        GCC_CUDA_CODEGEN, numel_out},
     [GCC_OP_SOFTMAX_GRAD] = {"SoftmaxGrad", 2, 2, 1, "dY, Y", kSoftmaxAttrs,
                              COUNT(kSoftmaxAttrs), GCC_OPF_INTERNAL, shape_softmax_grad, NULL,
                              gcc_cpu_softmax_grad,

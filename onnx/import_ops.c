@@ -497,6 +497,7 @@ static gcc_status cv_gemm(nctx *c, gcc_diag *d) {
   int ins[3] = {-1, -1, -1}, n = 2;
   GCC_TRY(in_ir(c, 0, &ins[0], d));
   GCC_TRY(in_ir(c, 1, &ins[1], d));
+  int split = 0; /* C added by a separate node (below) */
   if (in_idx(c, 2) >= 0) {
     const tshape *sc = in_sh(c, 2);
     tshape r;
@@ -507,16 +508,67 @@ static gcc_status cv_gemm(nctx *c, gcc_diag *d) {
     if (!ok)
       return node_err(c, d, GCC_ERR_SHAPE, "C %s does not broadcast to (M, N) = %s",
                       tshape_str(sc, x, sizeof x), tshape_str(&s, y, sizeof y));
-    GCC_TRY(in_ir(c, 2, &ins[2], d));
-    n = 3;
+    /* a full (M, N) C, or a bias row with beta = 1, is one GEMM with its
+     * epilogue on every backend (cuBLASLt takes nothing else); any other
+     * broadcast C is added after the GEMM: Y = alpha A B + (beta C) */
+    int full = sc->ndim == 2 && sc->d[0].v == m.v && sc->d[0].sym == m.sym && sc->d[1].v == nn.v;
+    int row = (sc->ndim == 1 || (sc->ndim == 2 && sc->d[0].v == 1 && !sc->d[0].sym)) &&
+              sc->d[sc->ndim - 1].v == nn.v && nn.v > 1;
+    if (full || (row && beta == 1.0f)) {
+      GCC_TRY(in_ir(c, 2, &ins[2], d));
+      n = 3;
+    } else {
+      split = 1;
+    }
   }
-  int node;
-  GCC_TRY(emit(c, GCC_OP_GEMM, ins, n, 0, F32, &s, NULL, &node, d));
+  int node, tmp;
+  GCC_TRY(emit(c, GCC_OP_GEMM, ins, n, split ? -1 : 0, F32, &s, &tmp, &node, d));
   gcc_graph *g = c->I->g;
   if (gcc_node_set_float(g, node, "alpha", alpha) || gcc_node_set_float(g, node, "beta", beta) ||
       gcc_node_set_int(g, node, "transA", ta) || gcc_node_set_int(g, node, "transB", tb))
     return oom(d);
-  return GCC_OK;
+  if (!split)
+    return GCC_OK;
+  int cv;
+  ival *C = imp_val(c->I, in_idx(c, 2));
+  if (C->is_const) { /* beta C folded */
+    int64_t cn = tshape_static_numel(&C->sh);
+    float *sc = malloc((size_t)(cn > 0 ? cn : 1) * sizeof *sc);
+    if (!sc)
+      return oom(d);
+    for (int64_t i = 0; i < cn; i++)
+      sc[i] = beta * ((const float *)C->data)[i];
+    gcc_shape cs = {C->sh.ndim, {0}};
+    for (int i = 0; i < C->sh.ndim; i++)
+      cs.dims[i] = C->sh.d[i].v;
+    char base[600], name[620];
+    snprintf(base, sizeof base, "%s/beta_C", c->ir_name);
+    snprintf(name, sizeof name, "%s", base);
+    for (int k = 1; gcc_graph_find(g, name) >= 0; k++)
+      snprintf(name, sizeof name, "%s_%d", base, k);
+    gcc_status st = gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &cs, GCC_VALUE_CONST, sc,
+                                        (size_t)(cn > 0 ? cn : 1) * sizeof *sc, &cv, d);
+    free(sc);
+    GCC_TRY(st);
+  } else {
+    GCC_TRY(in_ir(c, 2, &cv, d));
+    if (beta != 1.0f) {
+      char base[600], name[620];
+      snprintf(base, sizeof base, "%s/beta", c->ir_name);
+      snprintf(name, sizeof name, "%s", base);
+      for (int k = 1; gcc_graph_find(g, name) >= 0; k++)
+        snprintf(name, sizeof name, "%s_%d", base, k);
+      gcc_shape one = {0, {0}};
+      int bv, scaled;
+      GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &one, GCC_VALUE_CONST, &beta,
+                                  sizeof beta, &bv, d));
+      int mi[2] = {cv, bv};
+      GCC_TRY(emit(c, GCC_OP_MUL, mi, 2, -1, F32, &C->sh, &scaled, &node, d));
+      cv = scaled;
+    }
+  }
+  int ai[2] = {tmp, cv};
+  return emit(c, GCC_OP_ADD, ai, 2, 0, F32, &s, NULL, &node, d);
 }
 
 /* numpy.matmul's shape rule. */
@@ -717,6 +769,9 @@ static gcc_status emit_window_op(nctx *c, int op, const int *ins, int n, int nsp
   return emit_reshape(c, tmp, out, 0, F32, NULL, d);
 }
 
+static gcc_status emit_pad4(nctx *c, int x, const tshape *xs, const int64_t *pads, float value,
+                            int *out, tshape *os, gcc_diag *d);
+
 static gcc_status cv_conv(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
                       (char *)NULL));
@@ -769,6 +824,23 @@ static gcc_status cv_conv(nctx *c, gcc_diag *d) {
   GCC_TRY(as_4d(c, 1, nsp, &ins[1], d));
   if (n == 3)
     GCC_TRY(in_ir(c, 2, &ins[2], d));
+  /* cuDNN takes one pad per dim: asymmetric pads (auto_pad SAME with an
+   * even window, explicit ones) become an explicit zero Pad first */
+  int asym = 0;
+  for (int i = 0; i < nsp; i++)
+    asym |= win.pb[i] != win.pe[i];
+  if (asym) {
+    int off = nsp == 1 ? 1 : 0;
+    int64_t pads[8] = {0};
+    tshape x4 = {4, {x->d[0], x->d[1], {1, 0}, {1, 0}}}, xp;
+    for (int i = 0; i < nsp; i++) {
+      pads[2 + off + i] = win.pb[i];
+      pads[6 + off + i] = win.pe[i];
+      x4.d[2 + off + i] = (sdim){in[i], 0};
+      win.pb[i] = win.pe[i] = 0;
+    }
+    GCC_TRY(emit_pad4(c, ins[0], &x4, pads, 0.0f, &ins[0], &xp, d));
+  }
   GCC_TRY(emit_window_op(c, GCC_OP_CONV, ins, n, nsp, &out, &node, d));
   GCC_TRY(set_window_attrs(c->I->g, node, &win, 1, d));
   if (gcc_node_set_int(c->I->g, node, "group", group))
@@ -1767,9 +1839,45 @@ static gcc_status cv_conv_transpose(nctx *c, gcc_diag *d) {
   GCC_TRY(as_4d(c, 1, nsp, &ins[1], d));
   if (n == 3)
     GCC_TRY(in_ir(c, 2, &ins[2], d));
-  GCC_TRY(emit_window_op(c, GCC_OP_CONV_TRANSPOSE, ins, n, nsp, &out, &node, d));
+  /* cuDNN takes one pad per dim: with asymmetric pads the transposed
+   * convolution runs with the smaller pad on both sides and the surplus
+   * is cropped (a Pad with negative pads) */
+  int asym = 0;
+  int64_t sym[2] = {pb[0], pb[1]}, crop[8] = {0};
+  int off = nsp == 1 ? 1 : 0;
+  for (int i = 0; i < nsp; i++)
+    if (pb[i] != pe[i]) {
+      asym = 1;
+      sym[i] = pb[i] < pe[i] ? pb[i] : pe[i];
+      crop[2 + off + i] = -(pb[i] - sym[i]);
+      crop[6 + off + i] = -(pe[i] - sym[i]);
+    }
   window win = {nsp, {k[0], k[1]}, {s[0], s[1]}, {dl[0], dl[1]}, {pb[0], pb[1]}, {pe[0], pe[1]},
                 {0, 0}};
+  if (asym) {
+    tshape full = {4, {x->d[0], {m, 0}, {1, 0}, {1, 0}}}, cropped;
+    for (int i = 0; i < nsp; i++) {
+      win.pb[i] = win.pe[i] = sym[i];
+      full.d[2 + off + i] =
+          (sdim){s[i] * (in[i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 - 2 * sym[i], 0};
+    }
+    int tmp;
+    GCC_TRY(emit(c, GCC_OP_CONV_TRANSPOSE, ins, n, -1, F32, &full, &tmp, &node, d));
+    GCC_TRY(set_window_attrs(c->I->g, node, &win, 1, d));
+    int64_t op4[2] = {nsp == 1 ? 0 : op[0], nsp == 1 ? op[0] : op[1]};
+    if (gcc_node_set_int(c->I->g, node, "group", group) ||
+        gcc_node_set_ints(c->I->g, node, "output_padding", op4, 2))
+      return oom(d);
+    if (nsp == 2) {
+      int pnode;
+      GCC_TRY(emit(c, GCC_OP_PAD, &tmp, 1, 0, F32, &out, NULL, &pnode, d));
+      return gcc_node_set_ints(c->I->g, pnode, "pads", crop, 8) ? oom(d) : GCC_OK;
+    }
+    int cr;
+    GCC_TRY(emit_pad4(c, tmp, &full, crop, 0.0f, &cr, &cropped, d));
+    return emit_reshape(c, cr, &out, 0, F32, NULL, d);
+  }
+  GCC_TRY(emit_window_op(c, GCC_OP_CONV_TRANSPOSE, ins, n, nsp, &out, &node, d));
   GCC_TRY(set_window_attrs(c->I->g, node, &win, 1, d));
   int64_t op4[2] = {nsp == 1 ? 0 : op[0], nsp == 1 ? op[0] : op[1]};
   if (gcc_node_set_int(c->I->g, node, "group", group) ||

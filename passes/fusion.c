@@ -203,11 +203,33 @@ static int bias_sum_of(const gcc_graph *g, int v) {
   return -1;
 }
 
+/* A GEMM-lowered node cuBLASLt runs as one matmul: Gemm, and MatMul of
+ * two 2-D operands (a batched or 1-D MatMul is a generated kernel). */
+static int gemm_node(const gcc_graph *g, int i) {
+  const gcc_node *n = &g->nodes[i];
+  if (n->op == GCC_OP_GEMM)
+    return 1;
+  return n->op == GCC_OP_MATMUL && g->values[n->inputs[0]].shape.ndim == 2 &&
+         g->values[n->inputs[1]].shape.ndim == 2;
+}
+
+/* A convolution or pooling cuDNN runs: symmetric pads, and for poolings
+ * no dilation (cuDNN's pooling has none); other poolings are generated
+ * kernels (codegen/emit.c). */
+static int cudnn_node(const gcc_graph *g, int i) {
+  const gcc_node *n = &g->nodes[i];
+  if (n->op != GCC_OP_MAX_POOL && n->op != GCC_OP_AVERAGE_POOL)
+    return 1;
+  gcc_window2d w;
+  gcc_window2d_of(n, NULL, &w);
+  return w.dh == 1 && w.dw == 1 && w.pt == w.pb && w.pl == w.pr;
+}
+
 static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
   /* backward DRELU(_BGRAD) first: they claim the bias sums of ReLU layers */
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (!is_cuda(g, i) || grouped(g, i) || (n->op != GCC_OP_GEMM && n->op != GCC_OP_MATMUL) ||
+    if (!is_cuda(g, i) || grouped(g, i) || !gemm_node(g, i) ||
         (n->op == GCC_OP_GEMM && n->n_inputs > 2 && n->inputs[2] >= 0))
       continue;
     int r = only_consumer(g, n->outputs[0]);
@@ -230,7 +252,7 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (!is_cuda(g, i) || grouped(g, i) || (n->op != GCC_OP_GEMM && n->op != GCC_OP_MATMUL))
+    if (!is_cuda(g, i) || grouped(g, i) || !gemm_node(g, i))
       continue;
     cand c = {.nodes = {i}, .n = 1, .kind = GCC_GROUP_GEMM, .epi = GCC_EPI_DEFAULT};
     int bias = n->op == GCC_OP_GEMM && n->n_inputs > 2 && n->inputs[2] >= 0;
@@ -351,8 +373,8 @@ gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
     const gcc_op_desc *op = gcc_op(g->nodes[i].op);
     cand c = {.nodes = {i}, .n = 1};
     c.kind = (op->flags & GCC_OPF_COPY)                               ? GCC_GROUP_COPY
-             : op->cuda == GCC_CUDA_CUBLAS                            ? GCC_GROUP_GEMM
-             : op->cuda == GCC_CUDA_CUDNN                             ? GCC_GROUP_CUDNN
+             : op->cuda == GCC_CUDA_CUBLAS && gemm_node(g, i)         ? GCC_GROUP_GEMM
+             : op->cuda == GCC_CUDA_CUDNN && cudnn_node(g, i)         ? GCC_GROUP_CUDNN
              : (op->flags & (GCC_OPF_LOSS | GCC_OPF_INTERNAL)) &&
                      (g->nodes[i].op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ||
                       g->nodes[i].op == GCC_OP_MEAN_SQUARED_ERROR_GRAD)

@@ -276,7 +276,7 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
   const gcc_node *n = &g->nodes[node];
   int op = n->op;
   if (op == GCC_OP_CONV || op == GCC_OP_CONV_GRAD_DATA || op == GCC_OP_CONV_GRAD_FILTER ||
-      op == GCC_OP_CONV_GRAD_BIAS) {
+      op == GCC_OP_CONV_GRAD_BIAS || op == GCC_OP_CONV_TRANSPOSE) {
     gcc_conv2d_shape sh;
     if (op == GCC_OP_CONV_GRAD_BIAS) {
       /* dB reads only dY [n, m, oh, ow]: any convolution with that output
@@ -312,6 +312,9 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
     if (op == GCC_OP_CONV)
       return gcc_cudnn_conv_forward(c, b->cudnn, in[0], in[1], n->n_inputs > 2 ? in[2] : NULL,
                                     out[0], b->cudnn_ws, b->cudnn_ws_bytes, d);
+    if (op == GCC_OP_CONV_TRANSPOSE)
+      return gcc_cudnn_conv_transpose(c, b->cudnn, in[0], in[1], n->n_inputs > 2 ? in[2] : NULL,
+                                      out[0], b->cudnn_ws, b->cudnn_ws_bytes, d);
     if (op == GCC_OP_CONV_GRAD_DATA)
       return gcc_cudnn_conv_backward_data(c, b->cudnn, in[0], in[1], out[0], b->cudnn_ws,
                                           b->cudnn_ws_bytes, d);

@@ -42,8 +42,11 @@ extern "C" {
 #include "graph/ops.h"
 #include "onnx/import.h"
 #include "onnx/onnx.pb-c.h"
+#include "runtime/cudnn_conv.h"
+#include "runtime/device_plan.h"
 #include "runtime/executor.h"
 }
+#include "tests/host_backend.h"
 
 namespace {
 
@@ -256,8 +259,19 @@ bool ReadDataSet(const std::string &dir, DataSet *ds, std::string *err) {
 // Runs one data set on the CPU plan of `model` (whose inputs are found by
 // name among `names`, the ONNX graph's inputs); "" when every output
 // matches, else what differs.
+// The host backend every CUDA plan of the run shares (its emulated modules
+// are kept until the end).
+gcc_host_test::HostBackend *Host() {
+  static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
+  return hb;
+}
+
+// What the CUDA plans ran where: nodes on cuda:0 per op, and nodes the
+// placement kept on the CPU (integer values, ops without a CUDA lowering).
+std::map<std::string, int> g_on_device, g_on_host;
+
 std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &names,
-                       const DataSet &ds) {
+                       const DataSet &ds, bool cuda) {
   if (ds.ins.size() != names.size())
     return "the data set has " + std::to_string(ds.ins.size()) + " inputs, the graph " +
            std::to_string(names.size());
@@ -282,28 +296,85 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
   gcc_options o{};
   o.mode = GCC_MODE_EVAL;
   o.batch_size = batch;
-  o.device = GCC_DEV_CPU;
+  o.device = cuda ? GCC_DEV_CUDA(0) : GCC_DEV_CPU;
+  o.device_explicit = 1;
   o.n_cuda_devices = 1;
+  FILE *quiet = fopen("/dev/null", "w");  // copies inside the step are expected here
+  o.warn_file = quiet;
   gcc_plan *p = nullptr;
+  gcc_dplan *dp = nullptr;
   gcc_diag d{};
-  if (gcc_plan_compile(model, &o, BindWeights, const_cast<gcc_graph *>(model), 1, &p, &d) !=
-      GCC_OK)
-    return std::string("compile: ") + d.msg;
+  gcc_status cs;
+  if (cuda) {
+    gcc_dplan_config cfg{};
+    cfg.sm = 90;
+    cfg.sm_count = 4;
+    cfg.use_kernel_cache = 0;
+    cfg.readback_ring = 1;
+    cfg.threads = 1;
+    cs = gcc_dplan_compile(model, &o, &cfg, &Host()->be, BindWeights,
+                           const_cast<gcc_graph *>(model), &dp, &d);
+  } else {
+    cs = gcc_plan_compile(model, &o, BindWeights, const_cast<gcc_graph *>(model), 1, &p, &d);
+  }
+  if (quiet)
+    fclose(quiet);
+  if (cs != GCC_OK)
+    return std::string(cuda ? "CUDA plan: " : "") + "compile: " + d.msg;
   std::string result;
+  if (cuda) {
+    const gcc_graph *cg = gcc_dplan_graph(dp);
+    for (int i = 0; i < cg->n_nodes; i++) {
+      const gcc_node *n = &cg->nodes[i];
+      if (gcc_op(n->op)->flags & GCC_OPF_COPY)
+        continue;
+      (GCC_DEV_IS_CUDA(n->device) ? g_on_device : g_on_host)[gcc_op_name(n->op)]++;
+    }
+    // the host backend runs cuDNN groups with the CPU kernels: make the
+    // cuDNN descriptors of each (no GPU needed), so that a shape cuDNN
+    // refuses, or whose output it computes differently, fails here
+    for (int gi = 0; gi < cg->n_groups && result.empty(); gi++) {
+      if (cg->groups[gi].kind != GCC_GROUP_CUDNN)
+        continue;
+      int node = cg->groups[gi].nodes[0];
+      int op = cg->nodes[node].op;
+      gcc_diag cd{};
+      if (op == GCC_OP_MAX_POOL || op == GCC_OP_AVERAGE_POOL) {
+        gcc_pool2d_shape ps;
+        gcc_cudnn_pool *pl = nullptr;
+        if (gcc_pool2d_shape_of(cg, node, &ps, &cd) != GCC_OK ||
+            gcc_cudnn_pool_create(&ps, &pl, &cd) != GCC_OK)
+          result = std::string("cuDNN pooling descriptors: ") + cd.msg;
+        gcc_cudnn_pool_destroy(pl);
+      } else {
+        gcc_conv2d_shape cs2;
+        gcc_cudnn_conv *cv = nullptr;
+        if (gcc_conv2d_shape_of(cg, node, &cs2, &cd) != GCC_OK ||
+            gcc_cudnn_conv_create(&cs2, &cv, &cd) != GCC_OK)
+          result = std::string("cuDNN convolution descriptors: ") + cd.msg;
+        gcc_cudnn_conv_destroy(cv);
+      }
+    }
+  }
   for (int k = 0; k < model->n_inputs && result.empty(); k++) {
     const gcc_value *v = &model->values[model->inputs[k]];
-    const gcc_tensor *bound = gcc_plan_tensor(p, v->name);
-    if (!bound || !gcc_shape_equal(&bound->shape, &ins[k]->shape))
-      result = std::string("input '") + v->name + "' is " + ShapeStr(ins[k]->shape) +
-               ", the plan takes " + (bound ? ShapeStr(bound->shape) : "nothing");
-    else if (gcc_plan_bind_input(p, v->name, ins[k]->bytes.data(), &d) != GCC_OK)
+    if (!cuda) {
+      const gcc_tensor *bound = gcc_plan_tensor(p, v->name);
+      if (!bound || !gcc_shape_equal(&bound->shape, &ins[k]->shape)) {
+        result = std::string("input '") + v->name + "' is " + ShapeStr(ins[k]->shape) +
+                 ", the plan takes " + (bound ? ShapeStr(bound->shape) : "nothing");
+        break;
+      }
+    }
+    if ((cuda ? gcc_dplan_bind_input(dp, v->name, ins[k]->bytes.data(), &d)
+              : gcc_plan_bind_input(p, v->name, ins[k]->bytes.data(), &d)) != GCC_OK)
       result = d.msg;
   }
-  if (result.empty() && gcc_plan_run(p, 0, &d) != GCC_OK)
+  if (result.empty() && (cuda ? gcc_dplan_run(dp, 0, &d) : gcc_plan_run(p, 0, &d)) != GCC_OK)
     result = std::string("run: ") + d.msg;
   for (int k = 0; k < model->n_outputs && result.empty(); k++) {
     const char *name = model->values[model->outputs[k]].name;
-    const gcc_tensor *t = gcc_plan_tensor(p, name);
+    const gcc_tensor *t = cuda ? gcc_dplan_host_tensor(dp, name, &d) : gcc_plan_tensor(p, name);
     const Tensor &want = ds.outs[k];
     gcc_dtype wdt = gcc_onnx_dtype(want.onnx_dtype);
     if (!t) {
@@ -337,6 +408,9 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
     }
   }
   gcc_plan_free(p);
+  gcc_dplan_free(dp);
+  if (!result.empty() && cuda)
+    result = "CUDA plan (host-emulated): " + result;
   return result;
 }
 
@@ -428,10 +502,13 @@ CaseResult RunCase(const std::string &dir) {
         break;
       }
     }
-    std::string why = RunDataSet(g, names, sets[k]);
-    if (!why.empty()) {
-      r.outcome = Outcome::kFailed;
-      r.detail = "test_data_set_" + std::to_string(k) + ": " + why;
+    for (bool cuda : {false, true}) {
+      std::string why = RunDataSet(g, names, sets[k], cuda);
+      if (!why.empty()) {
+        r.outcome = Outcome::kFailed;
+        r.detail = "test_data_set_" + std::to_string(k) + ": " + why;
+        break;
+      }
     }
   }
   gcc_graph_free(g);
@@ -484,6 +561,16 @@ void RunSuite(const std::string &suite) {
   }
   printf("%s: ran %d, passed %d, failed %d, skipped %d (op not supported)\n", suite.c_str(), ran,
          passed, failed, skipped);
+  printf("%s: the same cases through the CUDA plan (host-emulated): IR nodes on cuda:0:",
+         suite.c_str());
+  for (const auto &kv : g_on_device)
+    printf(" %s %d", kv.first.c_str(), kv.second);
+  printf("; kept on the CPU:");
+  for (const auto &kv : g_on_host)
+    printf(" %s %d", kv.first.c_str(), kv.second);
+  printf("\n");
+  g_on_device.clear();
+  g_on_host.clear();
   printf("%s: refused %d (supported ops, variant not supported)\n", suite.c_str(), refused);
   for (const std::string &s : refusals)
     printf("  refused %s\n", s.c_str());
