@@ -7,7 +7,8 @@
 //  - ResNet-18 and MobileNetV2-style networks exported by PyTorch
 //    (tests/onnx/make_onnx_models.py): ONNX Runtime's logits, within
 //    1e-4 x max |logit|.
-// Each prints its max abs error. A model with an op outside the importer's
+// Each runs on the CPU and through the CUDA plan on the host backend
+// (tests/run_plans.h) and prints its max abs error. A model with an op outside the importer's
 // table must be listed in kMissing with that op (until the op set grows).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@ extern "C" {
 #include "runtime/executor.h"
 #include "runtime/npy.h"
 }
+#include "tests/run_plans.h"
 
 namespace {
 
@@ -63,12 +65,6 @@ std::vector<uint8_t> ReadBytes(const std::string &path) {
   return b;
 }
 
-void *BindWeights(void *user, const gcc_graph *g, int v) {
-  const gcc_graph *m = static_cast<const gcc_graph *>(user);
-  int mv = gcc_graph_find(m, g->values[v].name);
-  return mv >= 0 ? m->values[mv].data : nullptr;
-}
-
 // Imports `path`; nullptr (and a check against kMissing) when refused.
 gcc_graph *Import(const std::string &name, const std::string &path) {
   gcc_graph *g = nullptr;
@@ -92,25 +88,14 @@ gcc_graph *Import(const std::string &name, const std::string &path) {
   return nullptr;
 }
 
-// Runs `g` on the CPU (input 0 = x, at batch `batch`) and returns output 0.
-std::vector<float> RunCpu(const gcc_graph *g, const std::vector<float> &x, int64_t batch) {
-  gcc_options o{};
-  o.mode = GCC_MODE_EVAL;
-  o.batch_size = batch;
-  o.device = GCC_DEV_CPU;
-  o.n_cuda_devices = 1;
-  gcc_plan *p = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_plan_compile(g, &o, BindWeights, const_cast<gcc_graph *>(g), 2, &p, &d), GCC_OK)
-      << d.msg;
-  std::vector<float> out;
-  if (!p) return out;
-  EXPECT_EQ(gcc_plan_bind_input(p, g->values[g->inputs[0]].name, x.data(), &d), GCC_OK) << d.msg;
-  EXPECT_EQ(gcc_plan_run(p, 0, &d), GCC_OK) << d.msg;
-  const gcc_tensor *t = gcc_plan_tensor(p, g->values[g->outputs[0]].name);
-  if (t) out.assign((const float *)t->data, (const float *)t->data + t->numel);
-  gcc_plan_free(p);
-  return out;
+// Runs `g` (input 0 = x, at batch `batch`) on the CPU or through the
+// host-emulated CUDA plan; returns output 0.
+std::vector<float> RunModel(const gcc_graph *g, const std::vector<float> &x, int64_t batch,
+                            bool cuda) {
+  std::vector<gcc_test::PlanOutput> outs;
+  std::string err = gcc_test::RunPlan(g, {x.data()}, batch, cuda, &outs, 2);
+  EXPECT_EQ(err, "") << (cuda ? "CUDA plan: " : "CPU: ") << err;
+  return outs.empty() ? std::vector<float>() : outs[0].f32;
 }
 
 class LightModel : public ::testing::TestWithParam<const char *> {};
@@ -125,8 +110,6 @@ TEST_P(LightModel, MatchesOnnxReference) {
   for (int i = 0; i < in->shape.ndim; i++) n *= in->shape.dims[i] > 0 ? in->shape.dims[i] : 1;
   std::vector<float> x((size_t)n);
   for (int64_t i = 0; i < n; i++) x[(size_t)i] = (float)((double)i / (double)n);
-  std::vector<float> y = RunCpu(g, x, 1);
-  gcc_graph_free(g);
   std::vector<uint8_t> ref = ReadBytes(Runfile("tests/onnx/light/" + name + "_output_0.pb"));
   int dt = 0;
   gcc_shape rs{};
@@ -136,19 +119,23 @@ TEST_P(LightModel, MatchesOnnxReference) {
   ASSERT_EQ(gcc_onnx_parse_tensor(ref.data(), ref.size(), "ref", &dt, &rs, &rd, &rb, &d), GCC_OK)
       << d.msg;
   const float *r = static_cast<const float *>(rd);
-  ASSERT_EQ(y.size(), rb / sizeof(float));
-  double worst = 0, ref_max = 0;
-  int64_t bad = 0;
-  for (size_t i = 0; i < y.size(); i++) {
-    double e = std::fabs((double)y[i] - r[i]);
-    worst = std::max(worst, e);
-    ref_max = std::max(ref_max, std::fabs((double)r[i]));
-    bad += !(e <= 1e-7 + 1e-3 * std::fabs((double)r[i]));
+  for (bool cuda : {false, true}) {
+    std::vector<float> y = RunModel(g, x, 1, cuda);
+    ASSERT_EQ(y.size(), rb / sizeof(float));
+    double worst = 0, ref_max = 0;
+    int64_t bad = 0;
+    for (size_t i = 0; i < y.size(); i++) {
+      double e = std::fabs((double)y[i] - r[i]);
+      worst = std::max(worst, e);
+      ref_max = std::max(ref_max, std::fabs((double)r[i]));
+      bad += !(e <= 1e-7 + 1e-3 * std::fabs((double)r[i]));
+    }
+    printf("%s (%s): %zu outputs, max abs error %.3g (max |reference| %.3g)\n", name.c_str(),
+           cuda ? "CUDA plan, host-emulated" : "CPU", y.size(), worst, ref_max);
+    EXPECT_EQ(bad, 0) << name << ": elements outside rtol 1e-3, atol 1e-7";
   }
   free(rd);
-  printf("%s: %zu outputs, max abs error %.3g (max |reference| %.3g)\n", name.c_str(), y.size(),
-         worst, ref_max);
-  EXPECT_EQ(bad, 0) << name << ": elements outside rtol 1e-3, atol 1e-7";
+  gcc_graph_free(g);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, LightModel,
@@ -174,8 +161,6 @@ TEST_P(ExportedModel, MatchesOnnxRuntime) {
   gcc_graph *g = Import(name, Runfile("tests/onnx/" + name + ".onnx"));
   if (!g) return;
   const int64_t batch = 4;
-  std::vector<float> y = RunCpu(g, FormulaInput(batch * 3 * 224 * 224), batch);
-  gcc_graph_free(g);
   gcc_shape s{};
   float *ref = nullptr;
   gcc_diag d{};
@@ -183,16 +168,22 @@ TEST_P(ExportedModel, MatchesOnnxRuntime) {
                              &d),
             GCC_OK)
       << d.msg;
-  ASSERT_EQ(y.size(), (size_t)(s.dims[0] * s.dims[1]));
-  double worst = 0, ref_max = 0;
-  for (size_t i = 0; i < y.size(); i++) {
-    worst = std::max(worst, std::fabs((double)y[i] - ref[i]));
-    ref_max = std::max(ref_max, std::fabs((double)ref[i]));
+  std::vector<float> x = FormulaInput(batch * 3 * 224 * 224);
+  for (bool cuda : {false, true}) {
+    std::vector<float> y = RunModel(g, x, batch, cuda);
+    ASSERT_EQ(y.size(), (size_t)(s.dims[0] * s.dims[1]));
+    double worst = 0, ref_max = 0;
+    for (size_t i = 0; i < y.size(); i++) {
+      worst = std::max(worst, std::fabs((double)y[i] - ref[i]));
+      ref_max = std::max(ref_max, std::fabs((double)ref[i]));
+    }
+    printf("%s (%s): max abs error against ONNX Runtime %.3g, max |logit| %.3g (ratio %.3g)\n",
+           name.c_str(), cuda ? "CUDA plan, host-emulated" : "CPU", worst, ref_max,
+           worst / ref_max);
+    EXPECT_LE(worst, 1e-4 * ref_max) << name;
   }
   free(ref);
-  printf("%s: max abs error against ONNX Runtime %.3g, max |logit| %.3g (ratio %.3g)\n",
-         name.c_str(), worst, ref_max, worst / ref_max);
-  EXPECT_LE(worst, 1e-4 * ref_max) << name;
+  gcc_graph_free(g);
 }
 
 INSTANTIATE_TEST_SUITE_P(PyTorch, ExportedModel,
