@@ -24,6 +24,7 @@
 
 extern "C" {
 #include "onnx/import.h"
+#include "onnx/onnx.pb-c.h"
 #include "runtime/executor.h"
 #include "runtime/npy.h"
 }
@@ -139,6 +140,162 @@ TEST_P(LightModel, MatchesOnnxReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, LightModel,
+                         ::testing::Values("light_bvlc_alexnet", "light_densenet121",
+                                           "light_inception_v1", "light_inception_v2",
+                                           "light_resnet50", "light_shufflenet",
+                                           "light_squeezenet", "light_vgg19", "light_zfnet512"));
+
+// ---- the light models with pseudo-random weights, against ONNX Runtime ----
+
+// make_light_references.py's formula for the elements of ConstantOfShape
+// output `name` of shape `dims`.
+std::vector<float> FormulaWeights(const std::string &name, const std::vector<int64_t> &dims) {
+  uint32_t h = 2166136261u;
+  for (unsigned char ch : name) {
+    h ^= ch;
+    h *= 16777619u;
+  }
+  int64_t n = 1;
+  for (int64_t dm : dims) n *= dm;
+  std::vector<float> w((size_t)n);
+  double bound = dims.size() >= 2 ? std::sqrt(6.0 / ((double)n / (double)dims[0])) : 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    double u = (double)(((uint64_t)h + (uint64_t)i * 2654435761ull) % (1ull << 32)) /
+               (double)(1ull << 32);
+    w[(size_t)i] = dims.size() >= 2 ? (float)((2.0 * u - 1.0) * bound) : (float)(0.5 + u);
+  }
+  return w;
+}
+
+// The model's bytes with every ConstantOfShape replaced by a Constant of
+// the formula's weights (what the script does with the onnx package).
+std::vector<uint8_t> Randomized(const std::vector<uint8_t> &bytes) {
+  Onnx__ModelProto *m = onnx__model_proto__unpack(nullptr, bytes.size(), bytes.data());
+  if (!m || !m->graph) {
+    ADD_FAILURE() << "not an ONNX model";
+    return {};
+  }
+  Onnx__GraphProto *g = m->graph;
+  struct Saved {
+    Onnx__NodeProto *node;
+    char *op;
+    size_t n_input, n_attr;
+    Onnx__AttributeProto **attr;
+  };
+  std::vector<Saved> saved;
+  std::vector<std::vector<float>> data;
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<Onnx__TensorProto> tensors;
+  std::vector<Onnx__AttributeProto> attrs;
+  std::vector<Onnx__AttributeProto *> attr_ptrs;
+  size_t n_cos = 0;
+  for (size_t i = 0; i < g->n_node; i++)
+    n_cos += strcmp(g->node[i]->op_type, "ConstantOfShape") == 0;
+  data.reserve(n_cos);
+  dims.reserve(n_cos);
+  tensors.resize(n_cos);
+  attrs.resize(n_cos);
+  attr_ptrs.resize(n_cos);
+  char constant[] = "Constant", value[] = "value";
+  size_t k = 0;
+  for (size_t i = 0; i < g->n_node; i++) {
+    Onnx__NodeProto *nd = g->node[i];
+    if (strcmp(nd->op_type, "ConstantOfShape") != 0) continue;
+    const Onnx__TensorProto *shape = nullptr;
+    for (size_t j = 0; j < g->n_initializer; j++)
+      if (strcmp(g->initializer[j]->name, nd->input[0]) == 0) shape = g->initializer[j];
+    if (!shape) {
+      ADD_FAILURE() << "no shape initializer for " << nd->output[0];
+      break;
+    }
+    std::vector<int64_t> dm;
+    if (shape->n_int64_data) {
+      dm.assign(shape->int64_data, shape->int64_data + shape->n_int64_data);
+    } else {
+      dm.resize(shape->raw_data.len / 8);
+      memcpy(dm.data(), shape->raw_data.data, dm.size() * 8);
+    }
+    dims.push_back(dm);
+    data.push_back(FormulaWeights(nd->output[0], dm));
+    Onnx__TensorProto *t = &tensors[k];
+    onnx__tensor_proto__init(t);
+    t->n_dims = dims.back().size();
+    t->dims = dims.back().data();
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_float_data = data.back().size();
+    t->float_data = data.back().data();
+    Onnx__AttributeProto *a = &attrs[k];
+    onnx__attribute_proto__init(a);
+    a->name = value;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    a->t = t;
+    attr_ptrs[k] = a;
+    saved.push_back({nd, nd->op_type, nd->n_input, nd->n_attribute, nd->attribute});
+    nd->op_type = constant;
+    nd->n_input = 0;
+    nd->n_attribute = 1;
+    nd->attribute = &attr_ptrs[k];
+    k++;
+  }
+  std::vector<uint8_t> out(onnx__model_proto__get_packed_size(m));
+  onnx__model_proto__pack(m, out.data());
+  for (const Saved &sv : saved) {  // give protobuf-c its own pointers back
+    sv.node->op_type = sv.op;
+    sv.node->n_input = sv.n_input;
+    sv.node->n_attribute = sv.n_attr;
+    sv.node->attribute = sv.attr;
+  }
+  onnx__model_proto__free_unpacked(m, nullptr);
+  return out;
+}
+
+class RandomizedLightModel : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(RandomizedLightModel, MatchesOnnxRuntime) {
+  std::string name = GetParam();
+  std::vector<uint8_t> bytes = Randomized(ReadBytes(Runfile("tests/onnx/light/" + name + ".onnx")));
+  ASSERT_FALSE(bytes.empty());
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_onnx_import(bytes.data(), bytes.size(), name.c_str(), nullptr, &g, nullptr, &d),
+            GCC_OK)
+      << d.msg;
+  const gcc_value *in = &g->values[g->inputs[0]];
+  int64_t n = 1;
+  for (int i = 0; i < in->shape.ndim; i++) n *= in->shape.dims[i];
+  std::vector<float> x((size_t)n);
+  for (int64_t i = 0; i < n; i++) x[(size_t)i] = (float)((double)i / (double)n);
+  gcc_shape rs{};
+  float *ref = nullptr;
+  ASSERT_EQ(gcc_npy_read_f32(Runfile("tests/onnx/light/" + name + ".ort_random.npy").c_str(), &rs,
+                             &ref, &d),
+            GCC_OK)
+      << d.msg;
+  for (bool cuda : {false, true}) {
+    std::vector<float> y = RunModel(g, x, 1, cuda);
+    ASSERT_EQ(y.size(), (size_t)gcc_shape_numel(&rs, nullptr));
+    double worst = 0, ref_max = 0;
+    size_t arg = 0, ref_arg = 0;
+    for (size_t i = 0; i < y.size(); i++) {
+      worst = std::max(worst, std::fabs((double)y[i] - ref[i]));
+      ref_max = std::max(ref_max, std::fabs((double)ref[i]));
+      arg = y[i] > y[arg] ? i : arg;
+      ref_arg = ref[i] > ref[ref_arg] ? i : ref_arg;
+    }
+    printf("%s, random weights (%s): max abs error against ONNX Runtime %.3g, max |output| %.3g "
+           "(ratio %.3g), argmax %zu (ONNX Runtime %zu)\n",
+           name.c_str(), cuda ? "CUDA plan, host-emulated" : "CPU", worst, ref_max,
+           worst / ref_max, arg, ref_arg);
+    EXPECT_LE(worst, 1e-4 * ref_max) << name;
+    EXPECT_EQ(arg, ref_arg) << name;
+  }
+  free(ref);
+  gcc_graph_free(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, RandomizedLightModel,
                          ::testing::Values("light_bvlc_alexnet", "light_densenet121",
                                            "light_inception_v1", "light_inception_v2",
                                            "light_resnet50", "light_shufflenet",
