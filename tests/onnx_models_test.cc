@@ -94,7 +94,7 @@ gcc_graph *Import(const std::string &name, const std::string &path) {
 std::vector<float> RunModel(const gcc_graph *g, const std::vector<float> &x, int64_t batch,
                             bool cuda) {
   std::vector<gcc_test::PlanOutput> outs;
-  std::string err = gcc_test::RunPlan(g, {x.data()}, batch, cuda, &outs, 2);
+  std::string err = gcc_test::RunPlan(g, {x.data()}, batch, cuda, &outs, 1);
   EXPECT_EQ(err, "") << (cuda ? "CUDA plan: " : "CPU: ") << err;
   return outs.empty() ? std::vector<float>() : outs[0].f32;
 }
