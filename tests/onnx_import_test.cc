@@ -955,4 +955,51 @@ TEST(OnnxCli, ImportAndRun) {
   EXPECT_NE(zs.find("probabilities.npy"), std::string::npos);
 }
 
+// --dump-placement and --export work on an imported model as on a native
+// one; the exported bundle computes what gcc-run computes from the .onnx.
+TEST(OnnxCli, DumpPlacementAndExport) {
+  std::string onnx = Tmp("export.onnx");
+  WriteBytes(onnx, GoodModel());
+  Result r = Exec("gcc-train", {onnx, "--device", "cuda", "--dump-placement"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Conv"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cuda:0"), std::string::npos) << r.out;
+  r = Exec("gcc-train", {onnx, "--dump-placement=json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out.substr(0, 200);
+  std::string bundle = Tmp("export.gccx");
+  r = Exec("gcc-train", {onnx, "--export", bundle, "--export-archs", "sm_90",
+                         "--export-batch-sizes", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("exported"), std::string::npos) << r.out;
+  // a model without a training spec and without --export: nothing to do
+  r = Exec("gcc-train", {onnx});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("no training spec"), std::string::npos) << r.err;
+  // the bundle and the .onnx give the same logits
+  std::vector<float> x = Iota(3 * 2 * 4 * 4);
+  gcc_shape s = {4, {3, 2, 4, 4}};
+  uint8_t *npy = nullptr;
+  size_t n = 0;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_npy_encode_f32(&s, x.data(), &npy, &n, &d), GCC_OK);
+  std::string in = Tmp("export_x.npy");
+  WriteBytes(in, std::vector<uint8_t>(npy, npy + n));
+  free(npy);
+  std::vector<std::vector<float>> got;
+  for (const std::string &model : {onnx, bundle}) {
+    std::string out = Tmp("export_out");
+    Result run = Exec("gcc-run", {model, "--input", in, "--device", "cpu", "--save-outputs", out,
+                                  "--output", Tmp("export.csv")});
+    ASSERT_EQ(run.code, 0) << model << ": " << run.err;
+    gcc_shape ls{};
+    float *logits = nullptr;
+    ASSERT_EQ(gcc_npy_read_f32((out + "/logits.npy").c_str(), &ls, &logits, &d), GCC_OK) << d.msg;
+    got.emplace_back(logits, logits + gcc_shape_numel(&ls, nullptr));
+    free(logits);
+  }
+  ASSERT_EQ(got[0].size(), 15u);
+  EXPECT_EQ(got[0], got[1]);
+}
+
 }  // namespace
