@@ -2,13 +2,20 @@
  * gcc-run: inference from an exported .gccx bundle.
  *
  *   gcc-run OUT.gccx --input FILE [--labels FILE] [--device DEV] [--output FILE]
- *                    [--batch-size N] [--threads N] [--quiet]
+ *                    [--save-outputs OUT.npz|DIR] [--batch-size N] [--threads N] [--quiet]
+ *
+ * Instead of a bundle, a model file (an ONNX model or a gcc-train .pb,
+ * recognised by content) runs on the CPU: the C API makes a CPU-only bundle
+ * of its inference graph (deploy/model_bundle.h, gcc_bundle_open_bytes).
  *
  * FILE is an IDX file of uint8 images (n, height, width), gz or plain, such
  * as MNIST's t10k-images-idx3-ubyte.gz, normalized as the trainer did; or a
  * float32 .npy of shape (n, ...) matching the bundle's input, fed as is.
  * Writes one CSV line per sample (index,class,probability[,label]) to
  * --output (atomically) or stdout, and with --labels the accuracy.
+ * --save-outputs writes the raw outputs, logits and probabilities (float32,
+ * (n, classes)): into one NumPy .npz when the path ends in .npz, else as
+ * logits.npy and probabilities.npy in that directory (created if needed).
  *
  * Exit status: 0 success; 1 a run-time failure (input files, I/O);
  * 2 a bad command line; 3 an invalid bundle (corrupt, truncated, another
@@ -21,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "graph/loader.h"
@@ -33,9 +41,10 @@ enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_BUNDLE = 3, EXIT_DEVICE = 4 };
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: gcc-run BUNDLE.gccx --input FILE [options]\n"
+          "usage: gcc-run BUNDLE.gccx|MODEL --input FILE [options]\n"
           "\n"
-          "Runs the inference graph of a bundle written by gcc-train --export.\n"
+          "Runs the inference graph of a bundle written by gcc-train --export, or of a\n"
+          "model file (ONNX or gcc-train .pb, recognised by content) on the CPU.\n"
           "\n"
           "  --input FILE        IDX images (n, height, width; .gz or plain), normalized as\n"
           "                      in training, or a float32 .npy of shape (n, ...) fed as is\n"
@@ -43,6 +52,9 @@ static void usage(FILE *f) {
           "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
           "                      else the CPU, saying why)\n"
           "  --output FILE       write the predictions there (atomically), not to stdout\n"
+          "  --save-outputs P    also write the raw outputs (logits, probabilities; float32,\n"
+          "                      n x classes): P.npz as one NumPy .npz, else a directory P\n"
+          "                      with logits.npy and probabilities.npy\n"
           "  --batch-size N      rows per run (default 1000)\n"
           "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
           "  --quiet             no summary line\n"
@@ -84,12 +96,13 @@ int main(int argc, char **argv) {
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc-run: warning: cannot enter %s: %s\n", bwd, strerror(errno));
   enum { OPT_INPUT = 256, OPT_LABELS, OPT_DEVICE, OPT_OUTPUT, OPT_BATCH, OPT_THREADS, OPT_QUIET,
-         OPT_VERSION, OPT_HELP };
+         OPT_VERSION, OPT_HELP, OPT_SAVE };
   static const struct option longopts[] = {
       {"input", required_argument, 0, OPT_INPUT},
       {"labels", required_argument, 0, OPT_LABELS},
       {"device", required_argument, 0, OPT_DEVICE},
       {"output", required_argument, 0, OPT_OUTPUT},
+      {"save-outputs", required_argument, 0, OPT_SAVE},
       {"batch-size", required_argument, 0, OPT_BATCH},
       {"threads", required_argument, 0, OPT_THREADS},
       {"quiet", no_argument, 0, OPT_QUIET},
@@ -97,7 +110,8 @@ int main(int argc, char **argv) {
       {"help", no_argument, 0, OPT_HELP},
       {0, 0, 0, 0},
   };
-  const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL;
+  const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL,
+             *save = NULL;
   int64_t batch = 1000, threads = 0;
   int quiet = 0, c;
   opterr = 0;
@@ -107,6 +121,7 @@ int main(int argc, char **argv) {
     case OPT_LABELS: labels_path = optarg; break;
     case OPT_DEVICE: device = optarg; break;
     case OPT_OUTPUT: output = optarg; break;
+    case OPT_SAVE: save = optarg; break;
     case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
     case OPT_THREADS: if (!parse_i64("--threads", optarg, 1, &threads)) return EXIT_USAGE; break;
     case OPT_QUIET: quiet = 1; break;
@@ -219,7 +234,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-run: out of memory (%" PRId64 " predictions)\n", n);
     rc = EXIT_RUN;
   }
-  int64_t correct = 0;
+  int64_t correct = 0, classes_all = 0;
+  float *all_logits = NULL, *all_probs = NULL;
   if (rc == 0)
     len += (size_t)snprintf(csv, cap, "index,class,probability%s\n", labels ? ",label" : "");
   for (int64_t first = 0; rc == 0 && first < n; first += batch) {
@@ -239,6 +255,20 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = st == GCC_ERR_DEVICE ? EXIT_DEVICE : EXIT_RUN;
       break;
+    }
+    if (save && !all_logits) {
+      classes_all = classes;
+      all_logits = malloc((size_t)(n * classes) * sizeof *all_logits);
+      all_probs = malloc((size_t)(n * classes) * sizeof *all_probs);
+      if (!all_logits || !all_probs) {
+        fprintf(stderr, "gcc-run: out of memory (--save-outputs of %" PRId64 " rows)\n", n);
+        rc = EXIT_RUN;
+        break;
+      }
+    }
+    if (save) {
+      memcpy(all_logits + first * classes, logits, (size_t)(rows * classes) * sizeof *logits);
+      memcpy(all_probs + first * classes, probs, (size_t)(rows * classes) * sizeof *probs);
     }
     for (int64_t i = 0; i < rows; i++) {
       const float *x = logits + i * classes;
@@ -266,6 +296,34 @@ int main(int argc, char **argv) {
       rc = EXIT_RUN;
     }
   }
+  if (rc == 0 && save && all_logits) {
+    const char *names[2] = {"logits", "probabilities"};
+    const float *data[2] = {all_logits, all_probs};
+    gcc_shape shapes[2] = {{2, {n, classes_all}}, {2, {n, classes_all}}};
+    size_t len_save = strlen(save);
+    gcc_status ss = GCC_OK;
+    if (len_save > 4 && strcmp(save + len_save - 4, ".npz") == 0) {
+      ss = gcc_npz_write(save, names, shapes, data, 2, &d);
+    } else {
+      if (mkdir(save, 0755) != 0 && errno != EEXIST)
+        ss = gcc_diag_set(&d, GCC_ERR_IO, "--save-outputs %s: %s", save, strerror(errno));
+      for (int i = 0; i < 2 && ss == GCC_OK; i++) {
+        char path[4200];
+        uint8_t *bytes;
+        size_t size;
+        snprintf(path, sizeof path, "%s/%s.npy", save, names[i]);
+        ss = gcc_npy_encode_f32(&shapes[i], data[i], &bytes, &size, &d);
+        if (ss == GCC_OK) {
+          ss = gcc_write_file_atomic(path, bytes, size, &d);
+          free(bytes);
+        }
+      }
+    }
+    if (ss != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      rc = EXIT_RUN;
+    }
+  }
   if (rc == 0 && !quiet) {
     FILE *f = output ? stdout : stderr; /* never mixed into CSV on stdout */
     fprintf(f, "gcc-run: %" PRId64 " samples on %s", n, gccx_session_device(s));
@@ -274,9 +332,13 @@ int main(int argc, char **argv) {
               correct, n);
     if (output)
       fprintf(f, "; predictions in %s", output);
+    if (save)
+      fprintf(f, "; outputs in %s", save);
     fprintf(f, "\n");
   }
   free(csv);
+  free(all_logits);
+  free(all_probs);
   free(pixels);
   free(labels);
   free(floats);

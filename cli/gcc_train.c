@@ -27,6 +27,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "deploy/bundle.h"
 #include "deploy/export.h"
+#include "onnx/model_file.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
@@ -162,7 +163,7 @@ static int dump_placement_main(const char *model_path, const gcc_device *want,
   (void)epochs;
   gcc_diag d = {0};
   gcc_graph *model;
-  if (gcc_model_load(model_path, &model, &d) != GCC_OK) {
+  if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
@@ -569,12 +570,23 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-train: %s\n", note);
 
   gcc_graph *model;
-  if (gcc_model_load(model_path, &model, &d) != GCC_OK) {
+  if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
+  if (!model->training.present && export_path) {
+    /* an inference model (an imported ONNX file): export it as it is */
+    gcc_status es = gcc_export_bundle(model, &eo, export_path, &d);
+    if (es != GCC_OK)
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+    else if (!quiet)
+      printf("exported the inference graph of %s to %s\n", model_path, export_path);
+    gcc_graph_free(model);
+    return es == GCC_OK ? 0 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+  }
   if (!model->training.present) {
-    fprintf(stderr, "gcc-train: %s: the model has no training spec; nothing to train\n",
+    fprintf(stderr, "gcc-train: %s: the model has no training spec; nothing to train (it can "
+                    "be exported with --export or inspected with --dump-placement)\n",
             model_path);
     gcc_graph_free(model);
     return EXIT_MODEL;

@@ -9,6 +9,7 @@
 #include "codegen/emit.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,9 +201,383 @@ static void bcast_index(sb *o, const gcc_shape *in, const gcc_shape *s, const ch
   out(o, ")");
 }
 
+/* ---- single-node kernels: index maps and row reductions --------------------- */
+
+/* "c0 = (i / s0) % d0; ..." for the output coordinates of linear index i. */
+static void coords(sb *o, const gcc_shape *s, const char *var) {
+  int64_t st = 1;
+  for (int k = s->ndim - 1; k >= 0; k--) {
+    out(o, "    const long long c%d = (%s / %" PRId64 "LL) %% %" PRId64 "LL;\n", k, var, st,
+        s->dims[k]);
+    st *= s->dims[k];
+  }
+}
+
+/* The start of a single-node kernel (node `ni`, alone in group `gi`): its
+ * signature (every input, then the output) and the grid-stride loop's
+ * stride. */
+typedef struct single {
+  const gcc_graph *g;
+  const gcc_node *nd;
+  const gcc_shape *Y;
+  int64_t ny;
+  gcc_kernel_info *k;
+  sig s;
+} single;
+
+static const char *const kLoop =
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < "
+    "%" PRId64 "LL; i += stride) {\n";
+
+static gcc_status single_begin(emitter *e, int gi, int ni, single *c) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  c->g = g;
+  c->nd = &g->nodes[ni];
+  c->Y = &g->values[c->nd->outputs[0]].shape;
+  c->ny = gcc_shape_numel(c->Y, NULL);
+  c->k = new_kernel(e, gi);
+  if (!c->k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  c->s = (sig){.k = c->k, .ok = 1};
+  char pname[32];
+  out(&e->src, "extern \"C\" __global__ void %s(", c->k->name);
+  for (int j = 0; j < c->nd->n_inputs; j++) {
+    snprintf(pname, sizeof pname, "in%d", j);
+    param(e, &c->s, GCC_KARG_INPUT, c->nd->inputs[j], "const float*", pname);
+  }
+  param(e, &c->s, GCC_KARG_OUTPUT, c->nd->outputs[0], "float*", "out0");
+  out(&e->src, ") {\n");
+  if (!c->s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, gr);
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n");
+  return GCC_OK;
+}
+
+/* The end: a grid for `work` threads, and the launch wrapper. */
+static gcc_status single_end(emitter *e, single *c, int64_t work) {
+  set_grid(e, c->k, work);
+  emit_wrapper(e, c->k, c->s.types);
+  return GCC_OK;
+}
+
+/* Softmax and LogSoftmax: one thread per line along the axis, float64 sums as the CPU */
+static gcc_status softmax_kernel(emitter *e, int gi, int ni, int is_log) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_graph *g = sk.g;
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t work = ny;
+  const char *loop = kLoop;
+  (void)g;
+  int64_t axis = nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
+  if (axis < 0)
+    axis += Y->ndim;
+  for (int q = 0; q < axis; q++)
+    outer *= Y->dims[q];
+  for (int q = (int)axis + 1; q < Y->ndim; q++)
+    inner *= Y->dims[q];
+  int64_t len = Y->dims[axis];
+  work = outer * inner;
+  out(&e->src, loop, work);
+  out(&e->src,
+      "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
+      "    float mx = in0[base];\n"
+      "    for (long long j = 1; j < %" PRId64 "LL; j++) { float v = in0[base + j * %" PRId64
+      "LL]; mx = v > mx ? v : mx; }\n"
+      "    double se = 0.0;\n"
+      "    for (long long j = 0; j < %" PRId64 "LL; j++) se += exp((double)in0[base + j * %" PRId64
+      "LL] - mx);\n",
+      inner, len * inner, inner, len, inner, len, inner);
+  if (!is_log)
+    out(&e->src,
+        "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
+        "LL] = (float)(exp((double)in0[base + j * %" PRId64 "LL] - mx) / se);\n",
+        len, inner, inner);
+  else
+    out(&e->src,
+        "    const double lse = log(se);\n"
+        "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
+        "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - mx - lse);\n",
+        len, inner, inner);
+  out(&e->src, "  }\n}\n");
+  return single_end(e, &sk, work);
+}
+
+gcc_status gcc_emit_softmax_kernel(emitter *e, int gi, int ni) {
+  return softmax_kernel(e, gi, ni, 0);
+}
+
+gcc_status gcc_emit_log_softmax_kernel(emitter *e, int gi, int ni) {
+  return softmax_kernel(e, gi, ni, 1);
+}
+
+gcc_status gcc_emit_lrn_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_graph *g = sk.g;
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t work = ny;
+  const char *loop = kLoop;
+  (void)g;
+  int64_t size = nd->av[LRN_SIZE].i, c = Y->dims[1], inner = 1;
+  for (int q = 2; q < Y->ndim; q++)
+    inner *= Y->dims[q];
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  char la[32], lb[32], lk[32];
+  snprintf(la, sizeof la, "%.17g", (double)nd->av[LRN_ALPHA].f / (double)size);
+  snprintf(lb, sizeof lb, "%.17g", (double)nd->av[LRN_BETA].f);
+  snprintf(lk, sizeof lk, "%.17g", (double)nd->av[LRN_BIAS].f);
+  out(&e->src, loop, ny);
+  out(&e->src,
+      "    const long long ci = (i / %" PRId64 "LL) %% %" PRId64 "LL, q = i %% %" PRId64
+      "LL, b = i / (%" PRId64 "LL * %" PRId64 "LL);\n"
+      "    const long long c0 = ci - %" PRId64 "LL < 0 ? 0 : ci - %" PRId64 "LL;\n"
+      "    const long long c1 = ci + %" PRId64 "LL >= %" PRId64 "LL ? %" PRId64 "LL : ci + %" PRId64
+      "LL;\n"
+      "    double sq = 0.0;\n"
+      "    for (long long kk = c0; kk <= c1; kk++) { double v = in0[(b * %" PRId64
+      "LL + kk) * %" PRId64 "LL + q]; sq += v * v; }\n"
+      "    out0[i] = (float)((double)in0[i] / pow(%s + %s * sq, %s));\n  }\n}\n",
+      inner, c, inner, c, inner, lo, lo, hi, c, c - 1, hi, c, inner, lk, la, lb);
+  return single_end(e, &sk, work);
+}
+
+gcc_status gcc_emit_concat_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_graph *g = sk.g;
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t work = ny;
+  const char *loop = kLoop;
+  (void)g;
+  int64_t axis = nd->av[CONCAT_AXIS].i, inner = 1;
+  if (axis < 0)
+    axis += Y->ndim;
+  for (int q = (int)axis + 1; q < Y->ndim; q++)
+    inner *= Y->dims[q];
+  int64_t ax = Y->dims[axis];
+  out(&e->src, loop, ny);
+  out(&e->src,
+      "    const long long o = i / %" PRId64 "LL, a = (i / %" PRId64 "LL) %% %" PRId64
+      "LL, q = i %% %" PRId64 "LL;\n",
+      ax * inner, inner, ax, inner);
+  int64_t off = 0;
+  for (int j = 0; j < nd->n_inputs; j++) {
+    int64_t len = g->values[nd->inputs[j]].shape.dims[axis];
+    out(&e->src,
+        "    %sif (a < %" PRId64 "LL) out0[i] = in%d[(o * %" PRId64 "LL + a - %" PRId64
+        "LL) * %" PRId64 "LL + q];\n",
+        j ? "else " : "", off + len, j, len, off, inner);
+    off += len;
+  }
+  out(&e->src, "  }\n}\n");
+  return single_end(e, &sk, work);
+}
+
+gcc_status gcc_emit_transpose_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_graph *g = sk.g;
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t work = ny;
+  const char *loop = kLoop;
+  (void)g;
+  const gcc_shape *X = &g->values[nd->inputs[0]].shape;
+  int64_t xst[GCC_MAX_DIMS], acc = 1;
+  for (int q = X->ndim - 1; q >= 0; q--) {
+    xst[q] = acc;
+    acc *= X->dims[q];
+  }
+  out(&e->src, loop, ny);
+  coords(&e->src, Y, "i");
+  out(&e->src, "    out0[i] = in0[0LL");
+  for (int q = 0; q < Y->ndim; q++)
+    out(&e->src, " + c%d * %" PRId64 "LL", q, xst[nd->av[TRANSPOSE_PERM].ints[q]]);
+  out(&e->src, "];\n  }\n}\n");
+  return single_end(e, &sk, work);
+}
+
+gcc_status gcc_emit_pad_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_graph *g = sk.g;
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t work = ny;
+  const char *loop = kLoop;
+  (void)g;
+  const gcc_shape *X = &g->values[nd->inputs[0]].shape;
+  const int64_t *pads = nd->av[PAD_PADS].ints;
+  const char *mode = nd->av[PAD_MODE].s ? nd->av[PAD_MODE].s : "constant";
+  int m = strcmp(mode, "edge") == 0 ? 1 : strcmp(mode, "reflect") == 0 ? 2 : 0;
+  int64_t xst[GCC_MAX_DIMS], acc = 1;
+  for (int q = X->ndim - 1; q >= 0; q--) {
+    xst[q] = acc;
+    acc *= X->dims[q];
+  }
+  char lit[64];
+  float v = nd->av[PAD_VALUE].f;
+  if (v == -INFINITY) /* the bits of -inf: no math.h macro under NVRTC */
+    snprintf(lit, sizeof lit, "__int_as_float((int)0xff800000u)");
+  else if (v == INFINITY)
+    snprintf(lit, sizeof lit, "__int_as_float(0x7f800000)");
+  else
+    float_lit(lit, sizeof lit, v);
+  out(&e->src, loop, ny);
+  coords(&e->src, Y, "i");
+  out(&e->src, "    long long src = 0;\n    bool inside = true;\n");
+  for (int q = 0; q < X->ndim; q++) {
+    int64_t in = X->dims[q], b = pads[q];
+    out(&e->src, "    { long long t = c%d - %" PRId64 "LL;\n", q, b);
+    if (m == 0)
+      out(&e->src, "      if (t < 0 || t >= %" PRId64 "LL) inside = false;\n", in);
+    else if (m == 1)
+      out(&e->src, "      t = t < 0 ? 0 : (t >= %" PRId64 "LL ? %" PRId64 "LL : t);\n", in,
+          in - 1);
+    else
+      out(&e->src, "      t = t < 0 ? -t : (t >= %" PRId64 "LL ? %" PRId64 "LL - t : t);\n", in,
+          2 * (in - 1));
+    out(&e->src, "      src += t * %" PRId64 "LL; }\n", xst[q]);
+  }
+  out(&e->src, "    out0[i] = inside ? in0[src] : %s;\n  }\n}\n", lit);
+  return single_end(e, &sk, work);
+}
+
+/* numpy.matmul, one thread per output element */
+gcc_status gcc_emit_matmul_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_graph *g = sk.g;
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t work = ny;
+  const char *loop = kLoop;
+  (void)g;
+  const gcc_shape *A = &g->values[nd->inputs[0]].shape, *B = &g->values[nd->inputs[1]].shape;
+  int64_t m = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, kk = A->dims[A->ndim - 1];
+  int64_t n = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+  int nb = Y->ndim - (A->ndim >= 2) - (B->ndim >= 2);
+  out(&e->src, loop, ny);
+  out(&e->src,
+      "    const long long r = (i / %" PRId64 "LL) %% %" PRId64 "LL, col = i %% %" PRId64
+      "LL, t = i / (%" PRId64 "LL * %" PRId64 "LL);\n",
+      n, m, n, m, n);
+  /* the batch offsets of A and B from t (broadcast dims read element 0) */
+  out(&e->src, "    long long ta = 0, tb = 0;\n");
+  int64_t st = 1, sa = 1, sbb = 1;
+  for (int q = nb - 1; q >= 0; q--) {
+    int qa = q - (nb - (A->ndim > 2 ? A->ndim - 2 : 0));
+    int qb = q - (nb - (B->ndim > 2 ? B->ndim - 2 : 0));
+    int64_t da = qa >= 0 ? A->dims[qa] : 1, db = qb >= 0 ? B->dims[qb] : 1;
+    out(&e->src, "    { const long long cq = (t / %" PRId64 "LL) %% %" PRId64 "LL;", st,
+        Y->dims[q]);
+    if (da != 1)
+      out(&e->src, " ta += cq * %" PRId64 "LL;", sa);
+    if (db != 1)
+      out(&e->src, " tb += cq * %" PRId64 "LL;", sbb);
+    out(&e->src, " }\n");
+    st *= Y->dims[q];
+    sa *= da;
+    sbb *= db;
+  }
+  out(&e->src,
+      "    const float* a = in0 + ta * %" PRId64 "LL + r * %" PRId64 "LL;\n"
+      "    const float* b = in1 + tb * %" PRId64 "LL + col;\n"
+      "    float acc = 0.0f;\n"
+      "    for (long long j = 0; j < %" PRId64 "LL; j++) acc += a[j] * b[j * %" PRId64 "LL];\n"
+      "    out0[i] = acc;\n  }\n}\n",
+      m * kk, kk, kk * n, kk, n);
+  return single_end(e, &sk, work);
+}
+
+/* MaxPool and AveragePool: the windows cuDNN cannot express (dilations,
+ * asymmetric pads), as the CPU kernels compute them */
+static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_graph *g = sk.g;
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t work = ny;
+  const char *loop = kLoop;
+  (void)g;
+  const gcc_shape *X = &g->values[nd->inputs[0]].shape;
+  gcc_window2d w;
+  gcc_window2d_of(nd, NULL, &w);
+  int64_t h = X->dims[2], wd = X->dims[3], oh = Y->dims[2], ow = Y->dims[3];
+  out(&e->src, loop, ny);
+  out(&e->src,
+      "    const long long ox = i %% %" PRId64 "LL, oy = (i / %" PRId64 "LL) %% %" PRId64
+      "LL, pc = i / (%" PRId64 "LL * %" PRId64 "LL);\n"
+      "    const float* plane = in0 + pc * %" PRId64 "LL;\n",
+      ow, ow, oh, oh, ow, h * wd);
+  if (is_max)
+    out(&e->src, "    float best = __int_as_float((int)0xff800000u);\n    bool any = false;\n");
+  else
+    out(&e->src, "    float sum = 0.0f;\n    long long cnt = 0;\n");
+  out(&e->src,
+      "    for (long long a = 0; a < %" PRId64 "LL; a++) {\n"
+      "      const long long iy = oy * %" PRId64 "LL - %" PRId64 "LL + a * %" PRId64 "LL;\n"
+      "      if (iy < 0 || iy >= %" PRId64 "LL) continue;\n"
+      "      for (long long b = 0; b < %" PRId64 "LL; b++) {\n"
+      "        const long long ix = ox * %" PRId64 "LL - %" PRId64 "LL + b * %" PRId64 "LL;\n"
+      "        if (ix < 0 || ix >= %" PRId64 "LL) continue;\n"
+      "        const float v = plane[iy * %" PRId64 "LL + ix];\n",
+      w.kh, w.sh, w.pt, w.dh, h, w.kw, w.sw, w.pl, w.dw, wd, wd);
+  if (is_max)
+    out(&e->src, "        if (!any || v > best || v != v) best = v; /* NaN wins */\n"
+                 "        any = true;\n      }\n    }\n    out0[i] = best;\n");
+  else {
+    char div[32]; /* count_include_pad: the whole window, else the taps inside */
+    if (nd->av[POOL_COUNT_INCLUDE_PAD].i)
+      snprintf(div, sizeof div, "%" PRId64 "LL", w.kh * w.kw);
+    else
+      snprintf(div, sizeof div, "cnt");
+    out(&e->src,
+        "        sum += v;\n        cnt++;\n      }\n    }\n    out0[i] = sum / (float)%s;\n",
+        div);
+  }
+  out(&e->src, "  }\n}\n");
+  return single_end(e, &sk, work);
+}
+
+gcc_status gcc_emit_max_pool_kernel(emitter *e, int gi, int ni) {
+  return pool_kernel(e, gi, ni, 1);
+}
+
+gcc_status gcc_emit_average_pool_kernel(emitter *e, int gi, int ni) {
+  return pool_kernel(e, gi, ni, 0);
+}
+
+int gcc_fits_matmul_2d(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  return g->values[n->inputs[0]].shape.ndim == 2 && g->values[n->inputs[1]].shape.ndim == 2;
+}
+
+int gcc_fits_cudnn_pool(const gcc_graph *g, int node) {
+  gcc_window2d w;
+  gcc_window2d_of(&g->nodes[node], NULL, &w);
+  return w.dh == 1 && w.dw == 1 && w.pt == w.pb && w.pl == w.pr;
+}
+
 static gcc_status emit_pointwise(emitter *e, int gi) {
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
+  if (gr->n_nodes == 1 && gcc_lowering_kind_of(g, gr->nodes[0]) == GCC_LOWER_KERNEL)
+    return gcc_lowering_of(g->nodes[gr->nodes[0]].op)->kernel(e, gi, gr->nodes[0]);
   int tail = gr->nodes[gr->n_nodes - 1];
   int red = gcc_lowering_of(g->nodes[tail].op)->kind == GCC_LOWER_REDUCTION ? tail : -1;
   int chain_end = red >= 0 ? (gr->n_nodes >= 2 ? gr->nodes[gr->n_nodes - 2] : -1) : tail;
@@ -267,10 +642,15 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
                             "%s: codegen: group '%s': node '%s' (%s) has no pointwise code generator",
                             g->source, gr->name, nd->name, gcc_op_name(nd->op));
       out(&e->src, "  float t%d = ", ni);
-      for (const char *c = lw->expr; *c; c++) /* {k}: operand k */
+      for (const char *c = lw->expr; *c; c++) /* {k}: operand k; {fk}: float attribute k */
         if (c[0] == '{' && (c[1] == '0' || c[1] == '1') && c[2] == '}') {
           out(&e->src, "%s", a[c[1] - '0']);
           c += 2;
+        } else if (c[0] == '{' && c[1] == 'f' && c[2] >= '0' && c[2] <= '9' && c[3] == '}' &&
+                   c[2] - '0' < nd->n_attrs) {
+          char lit[32];
+          out(&e->src, "%s", float_lit(lit, sizeof lit, nd->av[c[2] - '0'].f));
+          c += 3;
         } else {
           out(&e->src, "%c", *c);
         }

@@ -1,6 +1,6 @@
 /*
- * emit_kernels.h - the kernel emitters of LOSS and OPTIMIZER groups
- * (codegen/emit.c), named by the lowering table (codegen/lowering.c).
+ * emit_kernels.h - the kernel emitters of LOSS, OPTIMIZER and KERNEL groups
+ * (codegen/emit.c) and the fit tests of GEMM and LIBRARY ops, named by the lowering table (codegen/lowering.c).
  * Internal to codegen.
  */
 #ifndef GCC_CODEGEN_EMIT_KERNELS_H
@@ -15,5 +15,25 @@ gcc_status gcc_emit_mse(struct gcc_emitter *e, int group, int fwd, int grad);
 /* torch.optim.SGD and torch.optim.Adam over the flat sections. */
 gcc_status gcc_emit_sgd(struct gcc_emitter *e, int group, int fwd, int grad);
 gcc_status gcc_emit_adam(struct gcc_emitter *e, int group, int fwd, int grad);
+
+/* Single-node kernels (GCC_LOWER_KERNEL, and the fallbacks of `fits`),
+ * computing what the CPU kernels compute: Softmax and LogSoftmax (one
+ * thread per line along the axis, float64 sums), LRN, Concat, Transpose,
+ * Pad (constant, edge, reflect), numpy MatMul (batched, broadcast, 1-D
+ * operands), MaxPool and AveragePool with dilations or asymmetric pads. */
+gcc_status gcc_emit_softmax_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_log_softmax_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_lrn_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_concat_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_transpose_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_pad_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_matmul_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_max_pool_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_average_pool_kernel(struct gcc_emitter *e, int group, int node);
+
+/* cuBLASLt runs a MatMul as one matmul when both operands are 2-D. */
+int gcc_fits_matmul_2d(const gcc_graph *g, int node);
+/* cuDNN's pooling runs a window without dilation and with symmetric pads. */
+int gcc_fits_cudnn_pool(const gcc_graph *g, int node);
 
 #endif /* GCC_CODEGEN_EMIT_KERNELS_H */

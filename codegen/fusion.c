@@ -217,7 +217,7 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
   /* backward DRELU(_BGRAD) first: they claim the bias sums of ReLU layers */
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (!is_cuda(g, i) || grouped(g, i) || lower(g, i)->kind != GCC_LOWER_GEMM ||
+    if (!is_cuda(g, i) || grouped(g, i) || gcc_lowering_kind_of(g, i) != GCC_LOWER_GEMM ||
         (lower(g, i)->gemm_attrs && n->n_inputs > 2 && n->inputs[2] >= 0))
       continue;
     int r = only_consumer(g, n->outputs[0]);
@@ -240,7 +240,7 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (!is_cuda(g, i) || grouped(g, i) || lower(g, i)->kind != GCC_LOWER_GEMM)
+    if (!is_cuda(g, i) || grouped(g, i) || gcc_lowering_kind_of(g, i) != GCC_LOWER_GEMM)
       continue;
     cand c = {.nodes = {i}, .n = 1, .kind = GCC_GROUP_GEMM, .epi = GCC_EPI_DEFAULT};
     int attrs = lower(g, i)->gemm_attrs;
@@ -357,7 +357,7 @@ gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
   GCC_TRY(fuse_gemms(g, d));
   GCC_TRY(fuse_pointwise(g, d));
   for (int i = 0; i < g->n_nodes; i++) { /* the rest: one group each */
-    gcc_lowering_kind k = lower(g, i)->kind;
+    gcc_lowering_kind k = gcc_lowering_kind_of(g, i);
     if (!is_cuda(g, i) || grouped(g, i) || k == GCC_LOWER_VIEW)
       continue;
     cand c = {.nodes = {i}, .n = 1};
@@ -366,6 +366,7 @@ gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
              : k == GCC_LOWER_LIBRARY                              ? GCC_GROUP_CUDNN
              : k == GCC_LOWER_LOSS || k == GCC_LOWER_LOSS_GRAD     ? GCC_GROUP_LOSS
                                                                    : GCC_GROUP_POINTWISE;
+    /* a KERNEL node is a pointwise group of one: emit.c gives it its kernel */
     GCC_TRY(commit(g, &c,
                    c.kind == GCC_GROUP_COPY ? "copy_" : c.kind == GCC_GROUP_CUDNN ? "cudnn_" : "k_",
                    d));

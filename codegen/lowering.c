@@ -8,13 +8,15 @@
 #include "codegen/emit_kernels.h"
 #include "graph/ops.h"
 
-#define NO_CUDA_SOFTMAX "no CUDA kernel in this version: runs on the CPU after a D2H copy"
+#define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 26, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 40, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
-    [GCC_OP_MATMUL] = {.kind = GCC_LOWER_GEMM},
+    /* a batched or 1-D MatMul is a generated kernel */
+    [GCC_OP_MATMUL] = {.kind = GCC_LOWER_GEMM, .fits = gcc_fits_matmul_2d,
+                       .kernel = gcc_emit_matmul_kernel},
     [GCC_OP_ADD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} + {1}"},
     [GCC_OP_RELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} < 0.0f ? 0.0f : {0}",
                      .epilogue = GCC_EPIROLE_RELU},
@@ -35,17 +37,38 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_SGD] = {.kind = GCC_LOWER_OPTIMIZER, .emit = gcc_emit_sgd},
     [GCC_OP_ADAM] = {.kind = GCC_LOWER_OPTIMIZER, .emit = gcc_emit_adam},
     [GCC_OP_COPY] = {.kind = GCC_LOWER_COPY},
-    [GCC_OP_SOFTMAX] = {.kind = GCC_LOWER_NONE, .none = NO_CUDA_SOFTMAX},
-    [GCC_OP_SOFTMAX_GRAD] = {.kind = GCC_LOWER_NONE, .none = NO_CUDA_SOFTMAX},
+    [GCC_OP_SOFTMAX] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_softmax_kernel},
+    [GCC_OP_SOFTMAX_GRAD] = {.kind = GCC_LOWER_NONE, .none = NO_CUDA_SOFTMAX_GRAD},
     [GCC_OP_CONV] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionForward"},
     [GCC_OP_CONV_GRAD_DATA] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardData"},
     [GCC_OP_CONV_GRAD_FILTER] = {.kind = GCC_LOWER_LIBRARY,
                                  .call = "cudnnConvolutionBackwardFilter"},
     [GCC_OP_CONV_GRAD_BIAS] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardBias"},
-    [GCC_OP_MAX_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward"},
+    /* dilated or asymmetrically padded windows: a generated kernel */
+    [GCC_OP_MAX_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward",
+                         .fits = gcc_fits_cudnn_pool, .kernel = gcc_emit_max_pool_kernel},
     [GCC_OP_MAX_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
-    [GCC_OP_AVERAGE_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward"},
+    [GCC_OP_AVERAGE_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward",
+                             .fits = gcc_fits_cudnn_pool,
+                             .kernel = gcc_emit_average_pool_kernel},
     [GCC_OP_AVERAGE_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
+    [GCC_OP_SUB] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} - {1}"},
+    [GCC_OP_MUL] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} * {1}"},
+    [GCC_OP_DIV] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} / {1}"},
+    [GCC_OP_SIGMOID] = {.kind = GCC_LOWER_POINTWISE, .expr = "1.0f / (1.0f + expf(-{0}))"},
+    [GCC_OP_TANH] = {.kind = GCC_LOWER_POINTWISE, .expr = "tanhf({0})"},
+    [GCC_OP_SQRT] = {.kind = GCC_LOWER_POINTWISE, .expr = "sqrtf({0})"},
+    [GCC_OP_LEAKY_RELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} < 0.0f ? {f0} * {0} : {0}"},
+    /* NaN stays NaN: both comparisons are false */
+    [GCC_OP_CLIP] = {.kind = GCC_LOWER_POINTWISE,
+                     .expr = "{0} < {f0} ? {f0} : ({0} > {f1} ? {f1} : {0})"},
+    [GCC_OP_LOG_SOFTMAX] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_log_softmax_kernel},
+    [GCC_OP_LRN] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_lrn_kernel},
+    [GCC_OP_CONCAT] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_concat_kernel},
+    [GCC_OP_TRANSPOSE] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_transpose_kernel},
+    [GCC_OP_PAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_pad_kernel},
+    /* cudnnConvolutionBackwardData with X as dY and Y as dX, then the bias */
+    [GCC_OP_CONV_TRANSPOSE] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardData"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {
@@ -57,6 +80,15 @@ const gcc_lowering *gcc_lowering_of(int op) {
 int gcc_cuda_supports_op(int op) {
   const gcc_lowering *l = gcc_lowering_of(op);
   return l && l->kind != GCC_LOWER_UNSET && l->kind != GCC_LOWER_NONE;
+}
+
+gcc_lowering_kind gcc_lowering_kind_of(const gcc_graph *g, int node) {
+  const gcc_lowering *l = gcc_lowering_of(g->nodes[node].op);
+  if (!l)
+    return GCC_LOWER_UNSET;
+  if (l->fits && l->kernel && !l->fits(g, node))
+    return GCC_LOWER_KERNEL;
+  return l->kind;
 }
 
 const char *gcc_group_kind_name(int kind) {

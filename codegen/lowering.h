@@ -32,6 +32,8 @@ typedef enum gcc_lowering_kind {
   GCC_LOWER_LOSS,      /* a loss: one single-block kernel, fused with its gradient op */
   GCC_LOWER_LOSS_GRAD, /* the gradient of a loss: in its loss's kernel */
   GCC_LOWER_OPTIMIZER, /* one kernel per device over the flat persistent arena */
+  GCC_LOWER_KERNEL,    /* a generated kernel of its own (`kernel`), never fused: row
+                          reductions, index maps (Softmax, Concat, Transpose, Pad, ...) */
   GCC_LOWERING_KIND_COUNT
 } gcc_lowering_kind;
 
@@ -50,11 +52,21 @@ struct gcc_emitter;
  * -1 for an optimizer group). */
 typedef gcc_status (*gcc_group_emit_fn)(struct gcc_emitter *e, int group, int fwd, int grad);
 
+/* Emits the generated kernel of node `node`, alone in group `group`
+ * (codegen/emit.c): KERNEL ops, and GEMM or LIBRARY ops whose `fits` says
+ * the library cannot run this node. */
+typedef gcc_status (*gcc_node_emit_fn)(struct gcc_emitter *e, int group, int node);
+
+/* 1 if the GEMM or library call of the op's kind can run node `node` (its
+ * shapes and attributes); 0: it runs as the entry's `kernel` instead. */
+typedef int (*gcc_lowering_fits_fn)(const gcc_graph *g, int node);
+
 /* One entry of the table (codegen/lowering.c). */
 typedef struct gcc_lowering {
   gcc_lowering_kind kind;
   /* POINTWISE: the float expression of one element, with {0}, {1} for the
-   * op's inputs ("{0} + {1}") */
+   * op's inputs ("{0} + {1}") and {f0}, {f1} for the node's float
+   * attributes at those schema positions (graph/ops.h), as literals */
   const char *expr;
   gcc_epilogue_role epilogue;
   /* GEMM: 1 when the op has Gemm's attributes (alpha, beta, transA, transB)
@@ -64,6 +76,9 @@ typedef struct gcc_lowering {
   int loss_grad;          /* LOSS: the op of its gradient node */
   gcc_group_emit_fn emit; /* LOSS, LOSS_GRAD, OPTIMIZER: the kernel's emitter */
   const char *none;       /* NONE: why there is no CUDA implementation */
+  gcc_node_emit_fn kernel; /* KERNEL: the emitter; GEMM / LIBRARY: the fallback when
+                              `fits` refuses a node */
+  gcc_lowering_fits_fn fits; /* GEMM / LIBRARY: NULL = every node fits */
 } gcc_lowering;
 
 /* The entry of op `op`; NULL when `op` is out of range. */
@@ -71,6 +86,11 @@ const gcc_lowering *gcc_lowering_of(int op);
 
 /* 1 if a CUDA device runs op `op` (its lowering is not NONE). */
 int gcc_cuda_supports_op(int op);
+
+/* The kind node `node` lowers to: its op's kind, or KERNEL when the op's
+ * `fits` refuses the node (a batched MatMul, a pooling cuDNN cannot
+ * express). */
+gcc_lowering_kind gcc_lowering_kind_of(const gcc_graph *g, int node);
 
 /* What one fused group becomes on a CUDA device (gcc_group.kind). */
 typedef enum gcc_group_kind {

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+
+#include "graph/loader.h"
 
 int gcc_npy_is_npy(const uint8_t *bytes, size_t size) {
   return size >= 6 && memcmp(bytes, "\x93NUMPY", 6) == 0;
@@ -183,5 +186,149 @@ gcc_status gcc_npy_read_f32(const char *path, gcc_shape *shape, float **data, gc
   if (st == GCC_OK)
     st = gcc_npy_parse_f32(buf, n, path, shape, data, d);
   free(buf);
+  return st;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+gcc_status gcc_npy_encode_f32(const gcc_shape *shape, const float *data, uint8_t **bytes,
+                              size_t *size, gcc_diag *d) {
+  *bytes = NULL;
+  *size = 0;
+  if (shape->ndim < 1 || shape->ndim > GCC_MAX_DIMS)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, ".npy: %d dims (1 to %d)", shape->ndim,
+                        GCC_MAX_DIMS);
+  char dims[256] = "";
+  size_t l = 0;
+  int64_t numel = 1;
+  for (int i = 0; i < shape->ndim; i++) {
+    if (shape->dims[i] <= 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, ".npy: dim %d is %lld", i,
+                          (long long)shape->dims[i]);
+    numel *= shape->dims[i];
+    l += (size_t)snprintf(dims + l, sizeof dims - l, "%lld%s", (long long)shape->dims[i],
+                          shape->ndim == 1 || i + 1 < shape->ndim ? ", " : "");
+  }
+  if (shape->ndim == 1) /* a 1-tuple keeps its comma: (5,) */
+    dims[l - 1] = '\0';
+  char dict[512];
+  int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
+                   dims);
+  size_t hlen = (size_t)n + 1; /* + '\n' */
+  size_t total_header = 10 + hlen;
+  size_t pad = (64 - total_header % 64) % 64;
+  hlen += pad;
+  size_t data_bytes = (size_t)numel * sizeof(float);
+  uint8_t *b = malloc(10 + hlen + data_bytes);
+  if (!b)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, ".npy: out of memory (%zu bytes)", data_bytes);
+  memcpy(b, "\x93NUMPY\x01\x00", 8);
+  b[8] = (uint8_t)(hlen & 0xff);
+  b[9] = (uint8_t)(hlen >> 8);
+  memcpy(b + 10, dict, (size_t)n);
+  memset(b + 10 + n, ' ', pad);
+  b[10 + hlen - 1] = '\n';
+  memcpy(b + 10 + hlen, data, data_bytes);
+  *bytes = b;
+  *size = 10 + hlen + data_bytes;
+  return GCC_OK;
+}
+
+static void put16(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+  put16(p, v & 0xffff);
+  put16(p + 2, v >> 16);
+}
+
+gcc_status gcc_npz_write(const char *path, const char *const *names, const gcc_shape *shapes,
+                         const float *const *data, int n, gcc_diag *d) {
+  uint8_t **files = calloc((size_t)n + 1, sizeof *files);
+  size_t *sizes = calloc((size_t)n + 1, sizeof *sizes);
+  uint32_t *crcs = calloc((size_t)n + 1, sizeof *crcs);
+  uint8_t *zip = NULL;
+  gcc_status st = files && sizes && crcs ? GCC_OK
+                                         : gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  uint64_t total = 22; /* the end record */
+  for (int i = 0; i < n && st == GCC_OK; i++) {
+    st = gcc_npy_encode_f32(&shapes[i], data[i], &files[i], &sizes[i], d);
+    if (st == GCC_OK && strlen(names[i]) > 200)
+      st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, ".npz: array name too long");
+    if (st != GCC_OK)
+      break;
+    crcs[i] = (uint32_t)crc32(crc32(0L, Z_NULL, 0), files[i], (uInt)sizes[i]);
+    size_t name_len = strlen(names[i]) + 4;
+    total += 30 + name_len + sizes[i] + 46 + name_len;
+  }
+  if (st == GCC_OK && total >= 0xffffffffull)
+    st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: more than 4 GiB of outputs (no ZIP64)", path);
+  if (st == GCC_OK && !(zip = malloc((size_t)total)))
+    st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s)", path);
+  if (st == GCC_OK) {
+    size_t o = 0;
+    uint32_t *offsets = malloc(((size_t)n + 1) * sizeof *offsets);
+    size_t *fsize = sizes;
+    if (!offsets) {
+      free(zip);
+      zip = NULL;
+      st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (int i = 0; st == GCC_OK && i < n; i++) {
+      char name[256];
+      snprintf(name, sizeof name, "%s.npy", names[i]);
+      size_t nl = strlen(name);
+      uint8_t *h = zip + o;
+      memset(h, 0, 30);
+      put32(h, 0x04034b50); /* local file header */
+      put16(h + 4, 20);     /* version needed: 2.0 */
+      put32(h + 14, crcs[i]);
+      put32(h + 18, (uint32_t)fsize[i]); /* compressed = uncompressed: stored */
+      put32(h + 22, (uint32_t)fsize[i]);
+      put16(h + 26, (uint32_t)nl);
+      memcpy(h + 30, name, nl);
+      memcpy(h + 30 + nl, files[i], fsize[i]);
+      offsets[i] = (uint32_t)o;
+      o += 30 + nl + fsize[i];
+    }
+    size_t cd = o;
+    for (int i = 0; st == GCC_OK && i < n; i++) {
+      char name[256];
+      snprintf(name, sizeof name, "%s.npy", names[i]);
+      size_t nl = strlen(name);
+      uint8_t *h = zip + o;
+      memset(h, 0, 46);
+      put32(h, 0x02014b50); /* central directory entry */
+      put16(h + 4, 20);
+      put16(h + 6, 20);
+      put32(h + 16, crcs[i]);
+      put32(h + 20, (uint32_t)fsize[i]);
+      put32(h + 24, (uint32_t)fsize[i]);
+      put16(h + 28, (uint32_t)nl);
+      put32(h + 42, offsets[i]);
+      memcpy(h + 46, name, nl);
+      o += 46 + nl;
+    }
+    if (st == GCC_OK) {
+      uint8_t *e = zip + o;
+      memset(e, 0, 22);
+      put32(e, 0x06054b50); /* end of central directory */
+      put16(e + 8, (uint32_t)n);
+      put16(e + 10, (uint32_t)n);
+      put32(e + 12, (uint32_t)(o - cd));
+      put32(e + 16, (uint32_t)cd);
+      o += 22;
+      st = gcc_write_file_atomic(path, zip, o, d);
+    }
+    free(offsets);
+  }
+  for (int i = 0; files && i < n; i++)
+    free(files[i]);
+  free(files);
+  free(sizes);
+  free(crcs);
+  free(zip);
   return st;
 }

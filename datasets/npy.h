@@ -38,6 +38,22 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
  * it. */
 gcc_status gcc_npy_read_f32(const char *path, gcc_shape *shape, float **data, gcc_diag *d);
 
+/* Encodes a float32 array as a .npy file (version 1.0, '<f4', C order, the
+ * header padded to 64 bytes) in a malloc'ed buffer the caller frees.
+ * Errors: GCC_ERR_INVALID_ARGUMENT (a shape of 0 or more than 8 dims, a dim
+ * <= 0), GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_npy_encode_f32(const gcc_shape *shape, const float *data, uint8_t **bytes,
+                              size_t *size, gcc_diag *d);
+
+/* Writes arrays names[i] (shape shapes[i], float32 data[i]) as NumPy's
+ * .npz: a zip archive (stored, no compression; CRC-32 from zlib) holding
+ * "<name>.npy" per array, which numpy.load reads as a dict of arrays.
+ * Written atomically to `path` (gcc_write_file_atomic). Errors: those of
+ * gcc_npy_encode_f32, GCC_ERR_UNSUPPORTED past the 4 GiB of a zip without
+ * ZIP64, GCC_ERR_IO naming the path. */
+gcc_status gcc_npz_write(const char *path, const char *const *names, const gcc_shape *shapes,
+                         const float *const *data, int n, gcc_diag *d);
+
 /* 1 if the bytes start with the .npy magic. */
 int gcc_npy_is_npy(const uint8_t *bytes, size_t size);
 

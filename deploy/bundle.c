@@ -569,8 +569,9 @@ gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *sourc
   return GCC_OK;
 }
 
-gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d) {
-  *out = NULL;
+gcc_status gcc_bundle_read_file(const char *path, uint8_t **bytes, size_t *size, gcc_diag *d) {
+  *bytes = NULL;
+  *size = 0;
   FILE *f = fopen(path, "rb");
   if (!f)
     return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -598,8 +599,21 @@ gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d) {
     }
   }
   fclose(f);
-  if (st == GCC_OK)
-    st = gcc_bundle_parse(buf, n, path, out, d);
+  if (st != GCC_OK) {
+    free(buf);
+    return st;
+  }
+  *bytes = buf;
+  *size = n;
+  return GCC_OK;
+}
+
+gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d) {
+  *out = NULL;
+  uint8_t *buf;
+  size_t n;
+  GCC_TRY(gcc_bundle_read_file(path, &buf, &n, d));
+  gcc_status st = gcc_bundle_parse(buf, n, path, out, d);
   free(buf);
   return st;
 }
@@ -675,6 +689,12 @@ gcc_status gcc_bundle_kernel_image(const gcc_bundle *b, int device_arch, int64_t
       o += (size_t)snprintf(list + o, sizeof list - o, "%s%" PRId64, i ? ", " : "",
                             b->info.batch_sizes[i]);
   }
+  if (b->info.n_cubin_archs == 0 && b->info.ptx_arch == 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: no CUDA kernels (a CPU-only bundle, such as the one made from a "
+                        "model file given instead of a bundle); for a GPU, export one with "
+                        "gcc-train MODEL --export OUT.gccx",
+                        b->source);
   if (!known)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: the bundle has CUDA kernels for batch sizes %s, not %" PRId64

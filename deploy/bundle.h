@@ -109,7 +109,8 @@ gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *sourc
                             gcc_bundle **out, gcc_diag *d);
 
 /* Reads the file at `path` and parses it (GCC_ERR_IO naming the path when
- * it cannot be read). */
+ * it cannot be read). A model file in place of a bundle:
+ * gcc_bundle_open (deploy/model_bundle.h). */
 gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d);
 
 void gcc_bundle_free(gcc_bundle *b);

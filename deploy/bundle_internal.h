@@ -1,6 +1,6 @@
 /*
  * bundle_internal.h - pieces of the .gccx container shared by the reader
- * (deploy/bundle.c) and export (deploy/export.c); tests use them to
+ * (deploy/bundle.c) and the writers (deploy/model_bundle.c, deploy/export.c); tests use them to
  * build deliberately inconsistent bundles.
  */
 #ifndef GCC_RUNTIME_BUNDLE_INTERNAL_H
@@ -33,6 +33,10 @@ void gcc_bundle_hex(const uint8_t h[32], char out[65]);
  * malloc'ed buffer. Errors: GCC_ERR_OUT_OF_MEMORY, GCC_ERR_INTERNAL. */
 gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes,
                            size_t *size, gcc_diag *d);
+
+/* The bytes of the file at `path` in a malloc'ed buffer (the caller frees
+ * *bytes). Errors: GCC_ERR_IO naming the path, GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_bundle_read_file(const char *path, uint8_t **bytes, size_t *size, gcc_diag *d);
 
 #ifdef __cplusplus
 }

@@ -11,41 +11,14 @@
 #include <stdint.h>
 
 #include "deploy/bundle.h"
+#include "deploy/model_bundle.h"
 #include "graph/ir.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- the inference graph ------------------------------------------------ */
-
-/* Builds the inference graph of a (trained) model: a copy of `model` with
- * everything that does not lead to the training spec's prediction removed
- * (the loss, the target input; backward and optimizer nodes are never part
- * of a model), the prediction exposed as graph output `logits` (an Identity
- * node when the prediction has another name) and `probabilities` =
- * Softmax(logits, axis 1) added as the second output. The copy has no
- * training spec. Errors: GCC_ERR_INVALID_GRAPH when the model has no
- * training spec or no prediction, the prediction is not float32 (N, C), or
- * the names `logits`/`probabilities` are taken by other values;
- * GCC_ERR_OUT_OF_MEMORY. */
-gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d);
-
-/* ---- export ------------------------------------------------------------- */
-
-typedef struct gcc_export_options {
-  /* CUDA architectures to compile cubins for, as 10 * major + minor (80 =
-   * sm_80), n_archs in [1, GCC_BUNDLE_MAX_ARCHS]; the PTX is made for the
-   * largest. */
-  int archs[GCC_BUNDLE_MAX_ARCHS];
-  int n_archs;
-  /* Batch sizes to generate CUDA kernels for, ascending, n_batch_sizes in
-   * [0, GCC_BUNDLE_MAX_BATCHES]; 0 sizes: 1 and 1000 (gcc-run's default). */
-  int64_t batch_sizes[GCC_BUNDLE_MAX_BATCHES];
-  int n_batch_sizes;
-  int use_kernel_cache; /* read/write the NVRTC kernel cache (codegen/kernel_cache.h) */
-  int64_t created;      /* creation time, seconds since the epoch (0: now) */
-} gcc_export_options;
+/* gcc_inference_graph and gcc_export_options: deploy/model_bundle.h */
 
 /* Parses "sm_80,sm_90" (comma-separated, each sm_XY or sm_XYZ that NVRTC
  * can target, no duplicates) into o->archs / o->n_archs (sorted).
@@ -67,6 +40,13 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
  * NVRTC, naming the architecture), GCC_ERR_IO naming `path`. */
 gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
                              const char *path, gcc_diag *d);
+
+/* The same bundle in memory: *out (malloc'ed, the caller frees it) holds
+ * *out_size bytes; `source` names it in messages. o->n_archs may be 0 here:
+ * a CPU-only bundle, as gcc_bundle_open_bytes makes without a compiler. */
+gcc_status gcc_export_bundle_bytes(const gcc_graph *model, const gcc_export_options *o,
+                                   const char *source, uint8_t **out, size_t *out_size,
+                                   gcc_diag *d);
 
 #ifdef __cplusplus
 }

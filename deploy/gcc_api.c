@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "deploy/model_bundle.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/device.h"
@@ -81,7 +82,7 @@ gcc_status gccx_bundle_open(const char *path, gccx_bundle **out, gcc_diag *d) {
   if (!path)
     return null_arg(d, "gccx_bundle_open", "path");
   gcc_bundle *raw;
-  GCC_TRY(gcc_bundle_read(path, &raw, d));
+  GCC_TRY(gcc_bundle_open(path, &raw, d));
   return wrap(raw, out, d);
 }
 
@@ -93,7 +94,7 @@ gcc_status gccx_bundle_open_memory(const void *bytes, size_t size, const char *n
   if (!bytes)
     return null_arg(d, "gccx_bundle_open_memory", "bytes");
   gcc_bundle *raw;
-  GCC_TRY(gcc_bundle_parse(bytes, size, name ? name : "<memory>", &raw, d));
+  GCC_TRY(gcc_bundle_open_bytes(bytes, size, name ? name : "<memory>", &raw, d));
   return wrap(raw, out, d);
 }
 

@@ -53,6 +53,13 @@ typedef struct gccx_session gccx_session;
 
 /* Opens and verifies the bundle at `path` (every check of deploy/bundle.h:
  * magic, version, sizes, SHA-256 of every section, manifest, graph).
+ * A model file instead of a bundle (an ONNX model or a gcc-train .pb,
+ * recognised by content: onnx/model_file.h) is opened as the CPU-only
+ * bundle of its inference graph (gcc_bundle_open_bytes): its one input
+ * must have a symbolic batch dim 0 and its one output (or training
+ * prediction) be float32 (N, C) logits; errors are then the model
+ * loader's (GCC_ERR_PARSE, GCC_ERR_INVALID_GRAPH, GCC_ERR_UNSUPPORTED,
+ * GCC_ERR_SHAPE naming the file and node).
  * Errors: GCC_ERR_INVALID_ARGUMENT (NULL path or out); GCC_ERR_IO (cannot
  * read the file); GCC_ERR_PARSE (corrupt, truncated or inconsistent,
  * naming the section); GCC_ERR_UNSUPPORTED (another format version);

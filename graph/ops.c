@@ -6,6 +6,7 @@
  */
 #include "graph/ops.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,28 +102,53 @@ static gcc_status shape_gemm(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* numpy.matmul: 1-D operands are promoted (and the added dim dropped),
+ * leading (batch) dims broadcast. */
 static gcc_status shape_matmul(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
   GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
   gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1);
-  if (a->shape.ndim != 2 || b->shape.ndim != 2)
-    return shape_err(g, node, d, "MatMul supports 2-D operands only in this version, got",
-                     &a->shape, &b->shape);
-  if (a->shape.dims[1] != b->shape.dims[0])
-    return shape_err(g, node, d, "inner dimensions differ:", &a->shape, &b->shape);
-  gcc_shape y = {2, {a->shape.dims[0], b->shape.dims[1]}};
+  const gcc_shape *sa = &a->shape, *sb = &b->shape;
+  if (sa->ndim < 1 || sb->ndim < 1)
+    return shape_err(g, node, d, "MatMul needs operands of at least one dim, got", sa, sb);
+  int64_t k1 = sa->dims[sa->ndim - 1], k2 = sb->ndim == 1 ? sb->dims[0] : sb->dims[sb->ndim - 2];
+  if (k1 != k2)
+    return shape_err(g, node, d, "inner dimensions differ:", sa, sb);
+  gcc_shape ba = {sa->ndim > 2 ? sa->ndim - 2 : 0, {0}}, bb = {sb->ndim > 2 ? sb->ndim - 2 : 0, {0}};
+  for (int i = 0; i < ba.ndim; i++)
+    ba.dims[i] = sa->dims[i];
+  for (int i = 0; i < bb.ndim; i++)
+    bb.dims[i] = sb->dims[i];
+  gcc_shape y;
+  if (!gcc_broadcast_shapes(&ba, &bb, &y))
+    return shape_err(g, node, d, "batch dims do not broadcast:", sa, sb);
+  if (sa->ndim >= 2)
+    y.dims[y.ndim++] = sa->dims[sa->ndim - 2];
+  if (sb->ndim >= 2)
+    y.dims[y.ndim++] = sb->dims[sb->ndim - 1];
   set_out(g, node, 0, GCC_DT_FLOAT32, &y);
   return GCC_OK;
 }
 
+/* Add, Sub, Mul, Div: float32, or (on the CPU: integer values stay on the
+ * host) int64 / int32 with both operands of the same dtype. */
 static gcc_status shape_add(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
   gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1);
+  gcc_dtype dt = a->dtype == GCC_DT_INT64 || a->dtype == GCC_DT_INT32 ? a->dtype : GCC_DT_FLOAT32;
+  GCC_TRY(need_dtype(g, node, 0, dt, d));
+  GCC_TRY(need_dtype(g, node, 1, dt, d));
   gcc_shape r;
   if (!gcc_broadcast_shapes(&a->shape, &b->shape, &r))
     return shape_err(g, node, d, "operands do not broadcast:", &a->shape, &b->shape);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &r);
+  set_out(g, node, 0, dt, &r);
+  return GCC_OK;
+}
+
+/* Concat, Transpose, Pad move elements of any computable dtype. */
+static gcc_status need_movable(gcc_graph *g, int node, int k, gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  if (v && v->dtype != GCC_DT_FLOAT32 && v->dtype != GCC_DT_INT64 && v->dtype != GCC_DT_INT32)
+    return need_dtype(g, node, k, GCC_DT_FLOAT32, d);
   return GCC_OK;
 }
 
@@ -130,6 +156,14 @@ static gcc_status shape_unary_same(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
   gcc_value *x = in_val(g, node, 0);
   set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  return GCC_OK;
+}
+
+/* Identity copies any dtype on the CPU; generated kernels are float. */
+static gcc_status shape_identity(gcc_graph *g, int node, gcc_diag *d) {
+  (void)d;
+  gcc_value *x = in_val(g, node, 0);
+  set_out(g, node, 0, x->dtype, &x->shape);
   return GCC_OK;
 }
 
@@ -450,12 +484,15 @@ static gcc_status shape_conv(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   for (int k = 0; k < n->n_inputs; k++)
     GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_group1(g, node, d));
   GCC_TRY(need_rank(g, node, 0, 4, "Conv takes a 4-D NCHW input X, got", d));
-  GCC_TRY(need_rank(g, node, 1, 4, "Conv takes a 4-D filter W [M, C, kh, kw], got", d));
+  GCC_TRY(need_rank(g, node, 1, 4, "Conv takes a 4-D filter W [M, C / group, kh, kw], got", d));
   gcc_value *x = in_val(g, node, 0), *w = in_val(g, node, 1), *b = in_val(g, node, 2);
-  if (x->shape.dims[1] != w->shape.dims[1])
-    return shape_err(g, node, d, "input channels of X and W differ:", &x->shape, &w->shape);
+  int64_t group = n->av[CONV_GROUP].i;
+  if (group < 1 || w->shape.dims[0] % group != 0 || x->shape.dims[1] != w->shape.dims[1] * group)
+    return shape_err(g, node, d,
+                     "X and W do not agree with group (C = W.dims[1] * group, M divisible by "
+                     "group):",
+                     &x->shape, &w->shape);
   const gcc_attr *ks = &n->av[CONV_KERNEL_SHAPE];
   if (ks->n_ints && (ks->n_ints != 2 || ks->ints[0] != w->shape.dims[2] ||
                      ks->ints[1] != w->shape.dims[3])) {
@@ -619,6 +656,156 @@ static gcc_status shape_avg_pool_grad(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* ---- ops of ONNX import (issue 14) ----------------------------------- */
+
+static const char *node_d(gcc_graph *g, int node, char *buf, size_t cap) {
+  return gcc_node_desc(g, node, buf, cap);
+}
+
+/* ONNX LRN: X [N, C, ...] -> same shape. */
+static gcc_status shape_lrn(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_value *x = in_val(g, node, 0);
+  char desc[600];
+  if (x->shape.ndim < 3)
+    return shape_err(g, node, d, "LRN takes X [N, C, D1, ...] of rank >= 3, got", &x->shape,
+                     NULL);
+  if (g->nodes[node].av[LRN_SIZE].i < 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: size must be >= 1", g->source,
+                        node_d(g, node, desc, sizeof desc));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  return GCC_OK;
+}
+
+/* ONNX Concat: equal ranks and dims but along axis. */
+static gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  gcc_value *x0 = in_val(g, node, 0);
+  int64_t axis = n->av[CONCAT_AXIS].i, r = x0->shape.ndim;
+  char desc[600];
+  if (r < 1 || axis < -r || axis >= r)
+    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: axis %" PRId64 " is out of range for rank %" PRId64,
+                        g->source, node_d(g, node, desc, sizeof desc), axis, r);
+  if (axis < 0)
+    axis += r;
+  gcc_shape y = x0->shape;
+  y.dims[axis] = 0;
+  for (int k = 0; k < n->n_inputs; k++) {
+    gcc_value *v = in_val(g, node, k);
+    if (!v)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: input %d is empty", g->source,
+                          node_d(g, node, desc, sizeof desc), k);
+    GCC_TRY(need_dtype(g, node, k, x0->dtype, d));
+    GCC_TRY(need_movable(g, node, k, d));
+    int ok = v->shape.ndim == r;
+    for (int i = 0; ok && i < r; i++)
+      ok = i == axis || v->shape.dims[i] == x0->shape.dims[i];
+    if (!ok)
+      return shape_err(g, node, d, "inputs differ in a dim other than the axis:", &x0->shape,
+                       &v->shape);
+    y.dims[axis] += v->shape.dims[axis];
+  }
+  set_out(g, node, 0, x0->dtype, &y);
+  return GCC_OK;
+}
+
+/* ONNX Transpose: Y.dims[i] = X.dims[perm[i]]; perm a permutation. */
+static gcc_status shape_transpose(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_movable(g, node, 0, d));
+  gcc_value *x = in_val(g, node, 0);
+  const gcc_attr *p = &g->nodes[node].av[TRANSPOSE_PERM];
+  int seen[GCC_MAX_DIMS] = {0}, ok = p->n_ints == x->shape.ndim;
+  gcc_shape y = {x->shape.ndim, {0}};
+  for (int i = 0; ok && i < p->n_ints; i++) {
+    ok = p->ints[i] >= 0 && p->ints[i] < x->shape.ndim && !seen[p->ints[i]];
+    if (ok) {
+      seen[p->ints[i]] = 1;
+      y.dims[i] = x->shape.dims[p->ints[i]];
+    }
+  }
+  if (!ok) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: perm is not a permutation of the %d dims",
+                        g->source, node_d(g, node, desc, sizeof desc), x->shape.ndim);
+  }
+  set_out(g, node, 0, x->dtype, &y);
+  return GCC_OK;
+}
+
+/* ONNX Pad (constant, edge, reflect): pads [b0, b1, ..., e0, e1, ...]; a
+ * negative pad crops (constant mode). */
+static gcc_status shape_pad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_movable(g, node, 0, d));
+  const gcc_node *n = &g->nodes[node];
+  gcc_value *x = in_val(g, node, 0);
+  const gcc_attr *p = &n->av[PAD_PADS];
+  const char *mode = n->av[PAD_MODE].s ? n->av[PAD_MODE].s : "constant";
+  int r = x->shape.ndim, constant = strcmp(mode, "constant") == 0;
+  char desc[600];
+  if (!constant && strcmp(mode, "edge") != 0 && strcmp(mode, "reflect") != 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: mode '%s' is not supported (constant, edge, reflect)", g->source,
+                        node_d(g, node, desc, sizeof desc), mode);
+  if (p->n_ints != 2 * r)
+    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: pads has %d entries for rank %d (2 * rank)",
+                        g->source, node_d(g, node, desc, sizeof desc), p->n_ints, r);
+  gcc_shape y = x->shape;
+  for (int i = 0; i < r; i++) {
+    int64_t b = p->ints[i], e = p->ints[i + r], in = x->shape.dims[i];
+    if (!constant && (b < 0 || e < 0 || (strcmp(mode, "reflect") == 0 && (b >= in || e >= in))))
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: %s: %s padding needs pads >= 0%s (dim %d: %" PRId64 ", %" PRId64
+                          " for %" PRId64 ")",
+                          g->source, node_d(g, node, desc, sizeof desc), mode,
+                          strcmp(mode, "reflect") == 0 ? " and < the dim" : "", i, b, e, in);
+    y.dims[i] = in + b + e;
+    if (y.dims[i] <= 0)
+      return shape_err(g, node, d, "the pads crop a dim to nothing:", &x->shape, NULL);
+  }
+  set_out(g, node, 0, x->dtype, &y);
+  return GCC_OK;
+}
+
+/* ONNX ConvTranspose, 2-D: X [N, C, H, W], W [C, M / group, kh, kw], B [M]
+ * -> Y [N, M, (H - 1) s - pt - pb + d (kh - 1) + 1 + output_padding, ...]. */
+static gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_rank(g, node, 0, 4, "ConvTranspose takes a 4-D NCHW input X, got", d));
+  GCC_TRY(need_rank(g, node, 1, 4, "ConvTranspose takes a 4-D filter W [C, M / group, kh, kw], got",
+                    d));
+  gcc_value *x = in_val(g, node, 0), *w = in_val(g, node, 1), *b = in_val(g, node, 2);
+  int64_t group = n->av[CONV_GROUP].i;
+  if (group < 1 || x->shape.dims[1] != w->shape.dims[0] || w->shape.dims[0] % group != 0)
+    return shape_err(g, node, d, "X and W do not agree (C = W.dims[0], divisible by group):",
+                     &x->shape, &w->shape);
+  int64_t m = w->shape.dims[1] * group;
+  if (b && (b->shape.ndim != 1 || b->shape.dims[0] != m))
+    return shape_err(g, node, d, "bias B must be [M] = [W.dims[1] * group], got", &b->shape,
+                     &w->shape);
+  gcc_window2d win;
+  gcc_window2d_of(n, &w->shape, &win);
+  const gcc_attr *op = &n->av[CONVT_OUTPUT_PADDING];
+  int64_t oph = ints_at(op, 0, 0), opw = ints_at(op, 1, 0);
+  char desc[600];
+  if ((op->n_ints && op->n_ints != 2) || oph < 0 || opw < 0 ||
+      (oph >= win.sh && oph >= win.dh) || (opw >= win.sw && opw >= win.dw) || win.sh < 1 ||
+      win.sw < 1 || win.dh < 1 || win.dw < 1 || win.pt < 0 || win.pb < 0 || win.pl < 0 ||
+      win.pr < 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: strides and dilations must be >= 1, pads >= 0 and "
+                        "output_padding (2 entries) smaller than the stride or dilation",
+                        g->source, node_d(g, node, desc, sizeof desc));
+  int64_t oh = (x->shape.dims[2] - 1) * win.sh - win.pt - win.pb + win.dh * (win.kh - 1) + 1 + oph;
+  int64_t ow = (x->shape.dims[3] - 1) * win.sw - win.pl - win.pr + win.dw * (win.kw - 1) + 1 + opw;
+  if (oh <= 0 || ow <= 0)
+    return shape_err(g, node, d, "the pads leave no output for", &x->shape, &w->shape);
+  gcc_shape y = {4, {x->shape.dims[0], m, oh, ow}};
+  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  return GCC_OK;
+}
+
 /* ---- flops ---------------------------------------------------------- */
 
 static double numel_out(const gcc_graph *g, int node) {
@@ -647,7 +834,19 @@ static double flops_matmul(const gcc_graph *g, int node) {
   const gcc_node *n = &g->nodes[node];
   const gcc_value *a = &g->values[n->inputs[0]];
   const gcc_shape *y = &g->values[n->outputs[0]].shape;
-  return 2.0 * (double)y->dims[0] * (double)y->dims[1] * (double)a->shape.dims[1];
+  return 2.0 * (double)gcc_shape_numel(y, NULL) * (double)a->shape.dims[a->shape.ndim - 1];
+}
+
+static double flops_lrn(const gcc_graph *g, int node) {
+  return (double)(g->nodes[node].av[LRN_SIZE].i + 3) * numel_out(g, node);
+}
+
+/* ConvTranspose: the multiply-adds of the convolution it is the adjoint of */
+static double flops_conv_transpose(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_shape *x = &g->values[n->inputs[0]].shape, *w = &g->values[n->inputs[1]].shape;
+  return 2.0 * (double)gcc_shape_numel(x, NULL) * (double)w->dims[1] * (double)w->dims[2] *
+         (double)w->dims[3];
 }
 
 /* softmax + log + pick: about 5 per logit (max, sub, exp, sum, scale) */
@@ -748,13 +947,25 @@ static const gcc_attr_spec kAvgPoolGradAttrs[] = {INTS_REQ("kernel_shape"), INTS
                                                   I("ceil_mode", 0), I("count_include_pad", 0),
                                                   INTS_REQ("input_shape")};
 
+static const gcc_attr_spec kLeakyReluAttrs[] = {F("alpha", 0.01f)};
+static const gcc_attr_spec kClipAttrs[] = {F("min", -FLT_MAX), F("max", FLT_MAX)};
+static const gcc_attr_spec kLrnAttrs[] = {{"size", GCC_ATTR_INT, 1, 0, 0, NULL}, F("alpha", 1e-4f),
+                                          F("beta", 0.75f), F("bias", 1.0f)};
+static const gcc_attr_spec kConcatAttrs[] = {{"axis", GCC_ATTR_INT, 1, 0, 0, NULL}};
+static const gcc_attr_spec kTransposeAttrs[] = {INTS_REQ("perm")};
+static const gcc_attr_spec kPadAttrs[] = {INTS_REQ("pads"), F("value", 0.0f),
+                                          S("mode", "constant")};
+static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"), INTS("pads"),
+                                                    INTS("dilations"), I("group", 1),
+                                                    INTS("kernel_shape"), INTS("output_padding")};
+
 /* Every entry names its fields. Adding an op to GCC_OP_LIST changes
  * GCC_OP_COUNT, which fails the _Static_assert below (and the one of every
  * other per-op table: passes/grad_rules.c, runtime/cpu/cpu_ops.c,
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 26, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 40, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
@@ -764,7 +975,8 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                   "(M, N)"},
     [GCC_OP_MATMUL] = {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
                        .input_names = "A, B", .shape = shape_matmul, .flops = flops_matmul,
-                       .semantics = "ONNX MatMul (2-D)"},
+                       .semantics = "ONNX MatMul (numpy.matmul: 1-D operands promoted, batch dims "
+                                    "broadcast)"},
     [GCC_OP_ADD] = {.name = "Add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
                     .input_names = "A, B", .shape = shape_add, .flops = numel_out,
                     .semantics = "ONNX Add with multidirectional broadcasting"},
@@ -776,7 +988,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                           .shape = shape_relu_grad, .flops = numel_out,
                           .semantics = "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)"},
     [GCC_OP_IDENTITY] = {.name = "Identity", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                         .input_names = "X", .shape = shape_unary_same,
+                         .input_names = "X", .shape = shape_identity,
                          .semantics = "ONNX Identity (a copy into storage of its own)"},
     [GCC_OP_RESHAPE] = {.name = "Reshape", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
                         .input_names = "X", .attrs = kReshapeAttrs,
@@ -856,8 +1068,8 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_CONV] = {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
                      .input_names = "X, W, B", .attrs = kConvAttrs, .n_attrs = COUNT(kConvAttrs),
                      .shape = shape_conv, .flops = flops_conv,
-                     .semantics = "ONNX Conv, 2-D NCHW, group = 1 (torch.nn.Conv2d): strides, "
-                                  "pads (top, left, bottom, right), dilations, optional bias"},
+                     .semantics = "ONNX Conv, 2-D NCHW (torch.nn.Conv2d): group, strides, pads "
+                                  "(top, left, bottom, right), dilations, optional bias"},
     [GCC_OP_CONV_GRAD_DATA] = {.name = "ConvGradData", .min_inputs = 2, .max_inputs = 2,
                                .n_outputs = 1, .input_names = "dY, W",
                                .attrs = kConvGradDataAttrs,
@@ -908,6 +1120,73 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                   .shape = shape_avg_pool_grad, .flops = flops_pool,
                                   .semantics = "gradient of AveragePool: dY / divisor spread "
                                                "over each window (PyTorch avg_pool2d_backward)"},
+    /* ops of ONNX import: forward only (no gradient rule: training an
+     * imported model is issue 15) */
+    [GCC_OP_SUB] = {.name = "Sub", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+                    .semantics = "ONNX Sub with multidirectional broadcasting"},
+    [GCC_OP_MUL] = {.name = "Mul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+                    .semantics = "ONNX Mul with multidirectional broadcasting"},
+    [GCC_OP_DIV] = {.name = "Div", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+                    .semantics = "ONNX Div with multidirectional broadcasting (IEEE division)"},
+    [GCC_OP_SIGMOID] = {.name = "Sigmoid", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                        .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+                        .semantics = "ONNX Sigmoid: 1 / (1 + exp(-x)) (torch.sigmoid)"},
+    [GCC_OP_TANH] = {.name = "Tanh", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                     .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+                     .semantics = "ONNX Tanh (torch.tanh)"},
+    [GCC_OP_SQRT] = {.name = "Sqrt", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                     .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+                     .semantics = "ONNX Sqrt (NaN for x < 0)"},
+    [GCC_OP_LEAKY_RELU] = {.name = "LeakyRelu", .min_inputs = 1, .max_inputs = 1,
+                           .n_outputs = 1, .input_names = "X", .attrs = kLeakyReluAttrs,
+                           .n_attrs = COUNT(kLeakyReluAttrs), .shape = shape_unary_same,
+                           .flops = numel_out,
+                           .semantics = "ONNX LeakyRelu: x < 0 ? alpha * x : x "
+                                        "(torch.nn.LeakyReLU)"},
+    [GCC_OP_CLIP] = {.name = "Clip", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                     .input_names = "X", .attrs = kClipAttrs, .n_attrs = COUNT(kClipAttrs),
+                     .shape = shape_unary_same, .flops = numel_out,
+                     .semantics = "ONNX Clip with min and max as attributes: x < min ? min : x > "
+                                  "max ? max : x (NaN stays NaN; torch.clamp, ReLU6 is min 0 "
+                                  "max 6)"},
+    [GCC_OP_LOG_SOFTMAX] = {.name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1,
+                            .n_outputs = 1, .input_names = "X", .attrs = kSoftmaxAttrs,
+                            .n_attrs = COUNT(kSoftmaxAttrs), .shape = shape_softmax,
+                            .flops = numel_out,
+                            .semantics = "ONNX LogSoftmax (opset 13): x - max - log(sum exp(x - "
+                                         "max)) along axis (torch.log_softmax)"},
+    [GCC_OP_LRN] = {.name = "LRN", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                    .input_names = "X", .attrs = kLrnAttrs, .n_attrs = COUNT(kLrnAttrs),
+                    .shape = shape_lrn, .flops = flops_lrn,
+                    .semantics = "ONNX LRN: x / (bias + alpha / size * sum of x^2 over channels "
+                                 "[c - (size - 1) / 2, c + size / 2])^beta "
+                                 "(torch.nn.functional.local_response_norm)"},
+    [GCC_OP_CONCAT] = {.name = "Concat", .min_inputs = 1, .max_inputs = 64, .n_outputs = 1,
+                       .input_names = "inputs", .attrs = kConcatAttrs,
+                       .n_attrs = COUNT(kConcatAttrs), .shape = shape_concat,
+                       .semantics = "ONNX Concat along axis (torch.cat)"},
+    [GCC_OP_TRANSPOSE] = {.name = "Transpose", .min_inputs = 1, .max_inputs = 1,
+                          .n_outputs = 1, .input_names = "X", .attrs = kTransposeAttrs,
+                          .n_attrs = COUNT(kTransposeAttrs), .shape = shape_transpose,
+                          .semantics = "ONNX Transpose: Y.dims[i] = X.dims[perm[i]] "
+                                       "(torch.permute, copied)"},
+    [GCC_OP_PAD] = {.name = "Pad", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+                    .input_names = "X", .attrs = kPadAttrs, .n_attrs = COUNT(kPadAttrs),
+                    .shape = shape_pad,
+                    .semantics = "ONNX Pad with pads and the constant value as attributes; "
+                                 "modes constant (negative pads crop), edge, reflect "
+                                 "(torch.nn.functional.pad)"},
+    [GCC_OP_CONV_TRANSPOSE] = {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3,
+                               .n_outputs = 1, .input_names = "X, W, B",
+                               .attrs = kConvTransposeAttrs,
+                               .n_attrs = COUNT(kConvTransposeAttrs),
+                               .shape = shape_conv_transpose, .flops = flops_conv_transpose,
+                               .semantics = "ONNX ConvTranspose, 2-D NCHW: the adjoint of Conv "
+                                            "with the same window (torch.nn.ConvTranspose2d), "
+                                            "groups, output_padding, optional bias"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -104,7 +104,21 @@ typedef struct gcc_op_desc {
   X(MAX_POOL, MaxPool)                                   \
   X(MAX_POOL_GRAD, MaxPoolGrad)                          \
   X(AVERAGE_POOL, AveragePool)                           \
-  X(AVERAGE_POOL_GRAD, AveragePoolGrad)
+  X(AVERAGE_POOL_GRAD, AveragePoolGrad)                  \
+  X(SUB, Sub)                                            \
+  X(MUL, Mul)                                            \
+  X(DIV, Div)                                            \
+  X(SIGMOID, Sigmoid)                                    \
+  X(TANH, Tanh)                                          \
+  X(SQRT, Sqrt)                                          \
+  X(LEAKY_RELU, LeakyRelu)                               \
+  X(CLIP, Clip)                                          \
+  X(LOG_SOFTMAX, LogSoftmax)                             \
+  X(LRN, LRN)                                            \
+  X(CONCAT, Concat)                                      \
+  X(TRANSPOSE, Transpose)                                \
+  X(PAD, Pad)                                            \
+  X(CONV_TRANSPOSE, ConvTranspose)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -133,6 +147,17 @@ enum { CONV_STRIDES, CONV_PADS, CONV_DILATIONS, CONV_GROUP, CONV_KERNEL_SHAPE, C
  * shape; MaxPoolGrad reads X). */
 enum { POOL_KERNEL_SHAPE, POOL_STRIDES, POOL_PADS, POOL_DILATIONS, POOL_CEIL_MODE,
        POOL_COUNT_INCLUDE_PAD, POOL_SHAPE };
+
+enum { LEAKY_RELU_ALPHA };
+enum { CLIP_MIN, CLIP_MAX };
+enum { LRN_SIZE, LRN_ALPHA, LRN_BETA, LRN_BIAS };
+enum { CONCAT_AXIS };
+enum { TRANSPOSE_PERM };
+enum { PAD_PADS, PAD_VALUE, PAD_MODE };
+/* ConvTranspose shares Conv's first five positions (strides, pads,
+ * dilations, group, kernel_shape; gcc_window2d_of reads them) and adds the
+ * output padding. */
+enum { CONVT_OUTPUT_PADDING = CONV_KERNEL_SHAPE + 1 };
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

@@ -285,8 +285,9 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     const gcc_grad_rule *rule = gcc_grad_rule_of(op);
     if (!rule->fn) {
       char nd[600];
-      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has no gradient", c->g->source,
-                          gcc_node_desc(c->g, i, nd, sizeof nd));
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has no gradient (%s)", c->g->source,
+                          gcc_node_desc(c->g, i, nd, sizeof nd),
+                          rule->none ? rule->none : "no rule");
     }
     GCC_TRY(rule->fn(c, i, dy, dx, d));
     for (int k = 0; k < n_in; k++) {

@@ -308,8 +308,9 @@ gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
+#define NO_GRAD_IMPORT "forward only (ONNX import, issue 14): training imported models is issue 15"
 
-_Static_assert(GCC_OP_COUNT == 26, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 40, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -338,6 +339,20 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_MAX_POOL_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_AVERAGE_POOL] = {.fn = gcc_grad_average_pool},
     [GCC_OP_AVERAGE_POOL_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SUB] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_MUL] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_DIV] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_SIGMOID] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_TANH] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_SQRT] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_LEAKY_RELU] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_CLIP] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_LOG_SOFTMAX] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_LRN] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_CONCAT] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_TRANSPOSE] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_PAD] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_CONV_TRANSPOSE] = {.none = NO_GRAD_IMPORT},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -131,6 +131,11 @@ static thread_local dim3 gridDim;
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+static inline float __int_as_float(int x) {
+  float f;
+  __builtin_memcpy(&f, &x, sizeof f);
+  return f;
+}
 
 /* ---- atomics (host) ---- */
 static inline int atomicAdd(int *a, int v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }

@@ -107,6 +107,7 @@ TEST(OpTables, CudaLoweringTableHasEveryOp) {
         EXPECT_EQ(gcc_lowering_of(l->loss_grad)->emit, l->emit) << Name(op);
         break;
       case GCC_LOWER_LOSS_GRAD: EXPECT_NE(l->emit, nullptr) << Name(op); break;
+      case GCC_LOWER_KERNEL: EXPECT_NE(l->kernel, nullptr) << Name(op); break;
       case GCC_LOWER_OPTIMIZER:
         EXPECT_TRUE(flags & GCC_OPF_OPTIMIZER) << Name(op);
         EXPECT_NE(l->emit, nullptr) << Name(op);
@@ -123,6 +124,15 @@ TEST(OpTables, CudaLoweringTableHasEveryOp) {
     }
     if (l->epilogue == GCC_EPIROLE_BIAS_GRAD) {
       EXPECT_EQ(l->kind, GCC_LOWER_REDUCTION) << Name(op);
+    }
+    // a fit test only where a library can refuse a node, with the kernel
+    // that then runs it
+    if (l->fits) {
+      EXPECT_TRUE(l->kind == GCC_LOWER_GEMM || l->kind == GCC_LOWER_LIBRARY) << Name(op);
+      EXPECT_NE(l->kernel, nullptr) << Name(op);
+    }
+    if (l->kernel) {
+      EXPECT_TRUE(l->kind == GCC_LOWER_KERNEL || l->fits != nullptr) << Name(op);
     }
     if (l->gemm_attrs) {
       EXPECT_EQ(l->kind, GCC_LOWER_GEMM) << Name(op);
@@ -160,6 +170,7 @@ TEST(OpTables, CudaBackendTableHasEveryOp) {
       EXPECT_NE(c->xs, 0) << Name(op) << ": a pooling's X shape";
     }
     if (c->call == GCC_CUDA_CALL_CONV_FORWARD || c->call == GCC_CUDA_CALL_CONV_BACKWARD_DATA ||
+        c->call == GCC_CUDA_CALL_CONV_TRANSPOSE ||
         c->call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER) {
       EXPECT_NE(c->xs, 0) << Name(op);
       EXPECT_NE(c->ws, 0) << Name(op);

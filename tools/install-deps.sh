@@ -16,6 +16,8 @@ PACKAGES=(
   zlib1g-dev
   libjansson-dev
   libssl-dev
+  libonnx-dev       # onnx.proto, the ONNX schema the importer's reader is generated from
+  libonnx-testdata  # ONNX's backend conformance cases (tests/onnx_conformance_test)
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 

@@ -233,11 +233,47 @@ gcc_status gcc_cpu_gemm(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+/* numpy.matmul: one GEMM per element of the broadcast batch (the operands'
+ * leading dims), 1-D operands as a row (A) or a column (B). */
 gcc_status gcc_cpu_matmul(const gcc_kernel_args *a) {
   const gcc_tensor *A = a->in[0], *B = a->in[1];
   gcc_tensor *Y = a->out[0];
-  gemm_rowmajor(a->ctx, 0, 0, Y->shape.dims[0], Y->shape.dims[1], A->shape.dims[1], 1.0f,
-                F32(A), F32(B), 0.0f, F32(Y));
+  const gcc_shape *sa = &A->shape, *sb = &B->shape;
+  int64_t m = sa->ndim >= 2 ? sa->dims[sa->ndim - 2] : 1, k = sa->dims[sa->ndim - 1];
+  int64_t n = sb->ndim >= 2 ? sb->dims[sb->ndim - 1] : 1;
+  if (sa->ndim <= 2 && sb->ndim <= 2) {
+    gemm_rowmajor(a->ctx, 0, 0, m, n, k, 1.0f, F32(A), F32(B), 0.0f, F32(Y));
+    return GCC_OK;
+  }
+  /* the batch shape and each operand's batch strides (0 where broadcast) */
+  gcc_shape bs = {Y->shape.ndim - (sa->ndim >= 2) - (sb->ndim >= 2), {0}};
+  for (int i = 0; i < bs.ndim; i++)
+    bs.dims[i] = Y->shape.dims[i];
+  gcc_shape ba = {sa->ndim > 2 ? sa->ndim - 2 : 0, {0}}, bb = {sb->ndim > 2 ? sb->ndim - 2 : 0, {0}};
+  for (int i = 0; i < ba.ndim; i++)
+    ba.dims[i] = sa->dims[i];
+  for (int i = 0; i < bb.ndim; i++)
+    bb.dims[i] = sb->dims[i];
+  int64_t st_a[GCC_MAX_DIMS], st_b[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0};
+  bcast_strides(&ba, &bs, st_a);
+  bcast_strides(&bb, &bs, st_b);
+  int64_t batches = gcc_shape_numel(&bs, NULL), oa = 0, ob = 0;
+  const float *pa = F32(A), *pb = F32(B);
+  float *py = F32(Y);
+  for (int64_t t = 0; t < batches; t++) {
+    gemm_rowmajor(a->ctx, 0, 0, m, n, k, 1.0f, pa + oa * m * k, pb + ob * k * n, 0.0f,
+                  py + t * m * n);
+    for (int d = bs.ndim - 1; d >= 0; d--) {
+      idx[d]++;
+      oa += st_a[d];
+      ob += st_b[d];
+      if (idx[d] < bs.dims[d])
+        break;
+      oa -= st_a[d] * idx[d];
+      ob -= st_b[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
   return GCC_OK;
 }
 
@@ -253,7 +289,14 @@ static void visit_add(int64_t o, int64_t ia, int64_t ib, void *u) {
   c->y[o] = c->a[ia] + c->b[ib];
 }
 
+/* The arithmetic of Add, Sub, Mul and Div, as each kernel names it. */
+typedef enum arith { ARITH_ADD, ARITH_SUB, ARITH_MUL, ARITH_DIV } arith;
+
+static gcc_status int_binary(const gcc_kernel_args *a, arith op);
+
 gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
+  if (a->out[0]->dtype != GCC_DT_FLOAT32)
+    return int_binary(a, ARITH_ADD);
   const gcc_tensor *A = a->in[0], *B = a->in[1];
   gcc_tensor *Y = a->out[0];
   float *y = F32(Y);
@@ -285,6 +328,139 @@ gcc_status gcc_cpu_relu_grad(const gcc_kernel_args *a) {
   const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
   float *dx = F32(a->out[0]);
   relu_grad_loop(dy, y, dx, a->out[0]->numel);
+  return GCC_OK;
+}
+
+/* Sub, Mul, Div: broadcast as Add. */
+typedef struct bin_ctx {
+  float *y;
+  const float *a, *b;
+  arith ar;
+} bin_ctx;
+
+static void visit_bin(int64_t o, int64_t ia, int64_t ib, void *u) {
+  bin_ctx *c = u;
+  float x = c->a[ia], z = c->b[ib];
+  c->y[o] = c->ar == ARITH_SUB ? x - z : c->ar == ARITH_MUL ? x * z : x / z;
+}
+
+GCC_HOT static void bin_loop(arith op, const float *restrict a, const float *restrict b,
+                             float *restrict y, int64_t n) {
+  if (op == ARITH_SUB)
+    for (int64_t i = 0; i < n; i++)
+      y[i] = a[i] - b[i];
+  else if (op == ARITH_MUL)
+    for (int64_t i = 0; i < n; i++)
+      y[i] = a[i] * b[i];
+  else
+    for (int64_t i = 0; i < n; i++)
+      y[i] = a[i] / b[i];
+}
+
+/* Integer Add / Sub / Mul / Div (int64 or int32; division truncates toward
+ * zero, as ONNX's reference casts a true quotient; a zero divisor is an
+ * error, not a crash). */
+typedef struct int_ctx {
+  void *y;
+  const void *a, *b;
+  arith ar;
+  int is64, div0;
+} int_ctx;
+
+static void visit_int(int64_t o, int64_t ia, int64_t ib, void *u) {
+  int_ctx *c = u;
+  int64_t x = c->is64 ? ((const int64_t *)c->a)[ia] : ((const int32_t *)c->a)[ia];
+  int64_t z = c->is64 ? ((const int64_t *)c->b)[ib] : ((const int32_t *)c->b)[ib];
+  int64_t r;
+  switch (c->ar) {
+  case ARITH_ADD: r = (int64_t)((uint64_t)x + (uint64_t)z); break;
+  case ARITH_SUB: r = (int64_t)((uint64_t)x - (uint64_t)z); break;
+  case ARITH_MUL: r = (int64_t)((uint64_t)x * (uint64_t)z); break;
+  default:
+    if (z == 0 || (x == INT64_MIN && z == -1)) {
+      c->div0 = 1;
+      r = 0;
+    } else {
+      r = x / z;
+    }
+  }
+  if (c->is64)
+    ((int64_t *)c->y)[o] = r;
+  else
+    ((int32_t *)c->y)[o] = (int32_t)r;
+}
+
+static gcc_status int_binary(const gcc_kernel_args *a, arith op) {
+  int_ctx c = {a->out[0]->data, a->in[0]->data, a->in[1]->data, op,
+               a->out[0]->dtype == GCC_DT_INT64, 0};
+  bcast_walk(&a->out[0]->shape, &a->in[0]->shape, &a->in[1]->shape, visit_int, &c);
+  if (c.div0)
+    return gcc_diag_set(a->ctx->diag, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: node '%s' (Div): integer division by zero (or overflow)",
+                        a->ctx->source ? a->ctx->source : "<model>", a->node->name);
+  return GCC_OK;
+}
+
+static gcc_status binary(const gcc_kernel_args *a, arith op) {
+  const gcc_tensor *A = a->in[0], *B = a->in[1];
+  gcc_tensor *Y = a->out[0];
+  if (Y->dtype != GCC_DT_FLOAT32)
+    return int_binary(a, op);
+  if (A->numel == Y->numel && B->numel == Y->numel) {
+    bin_loop(op, F32(A), F32(B), F32(Y), Y->numel);
+  } else {
+    bin_ctx c = {F32(Y), F32(A), F32(B), op};
+    bcast_walk(&Y->shape, &A->shape, &B->shape, visit_bin, &c);
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_sub(const gcc_kernel_args *a) { return binary(a, ARITH_SUB); }
+gcc_status gcc_cpu_mul(const gcc_kernel_args *a) { return binary(a, ARITH_MUL); }
+gcc_status gcc_cpu_div(const gcc_kernel_args *a) { return binary(a, ARITH_DIV); }
+
+gcc_status gcc_cpu_sigmoid(const gcc_kernel_args *a) {
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    y[i] = 1.0f / (1.0f + expf(-x[i]));
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_tanh(const gcc_kernel_args *a) {
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    y[i] = tanhf(x[i]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_sqrt(const gcc_kernel_args *a) {
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    y[i] = sqrtf(x[i]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_leaky_relu(const gcc_kernel_args *a) {
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  float alpha = a->node->av[LEAKY_RELU_ALPHA].f;
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    y[i] = x[i] < 0.0f ? alpha * x[i] : x[i];
+  return GCC_OK;
+}
+
+GCC_HOT static void clip_loop(const float *restrict x, float *restrict y, int64_t n, float lo,
+                              float hi) {
+  for (int64_t i = 0; i < n; i++) /* NaN stays NaN (numpy.clip, torch.clamp) */
+    y[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
+}
+
+gcc_status gcc_cpu_clip(const gcc_kernel_args *a) {
+  clip_loop(F32(a->in[0]), F32(a->out[0]), a->out[0]->numel, a->node->av[CLIP_MIN].f,
+            a->node->av[CLIP_MAX].f);
   return GCC_OK;
 }
 
@@ -525,13 +701,179 @@ gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+gcc_status gcc_cpu_log_softmax(const gcc_kernel_args *a) {
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  int64_t outer, len, inner;
+  softmax_dims(a->in[0], a->node->av[SOFTMAX_AXIS].i, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      const float *xr = x + o * len * inner + i;
+      float *yr = y + o * len * inner + i;
+      float mx = xr[0];
+      for (int64_t j = 1; j < len; j++)
+        mx = xr[j * inner] > mx ? xr[j * inner] : mx;
+      double se = 0;
+      for (int64_t j = 0; j < len; j++)
+        se += exp((double)xr[j * inner] - mx);
+      double lse = log(se);
+      for (int64_t j = 0; j < len; j++)
+        yr[j * inner] = (float)((double)xr[j * inner] - mx - lse);
+    }
+  return GCC_OK;
+}
+
+/* ONNX LRN over channels (dim 1): the window of channel c is
+ * [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)], clipped. */
+gcc_status gcc_cpu_lrn(const gcc_kernel_args *a) {
+  const gcc_node *n = a->node;
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  const gcc_shape *s = &a->in[0]->shape;
+  int64_t size = n->av[LRN_SIZE].i, nb = s->dims[0], c = s->dims[1], inner = 1;
+  for (int i = 2; i < s->ndim; i++)
+    inner *= s->dims[i];
+  double alpha = n->av[LRN_ALPHA].f, beta = n->av[LRN_BETA].f, bias = n->av[LRN_BIAS].f;
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t ci = 0; ci < c; ci++)
+      for (int64_t q = 0; q < inner; q++) {
+        double sq = 0;
+        int64_t c0 = ci - lo < 0 ? 0 : ci - lo, c1 = ci + hi >= c ? c - 1 : ci + hi;
+        for (int64_t k = c0; k <= c1; k++) {
+          double v = x[(b * c + k) * inner + q];
+          sq += v * v;
+        }
+        int64_t at = (b * c + ci) * inner + q;
+        y[at] = (float)((double)x[at] / pow(bias + alpha / (double)size * sq, beta));
+      }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_concat(const gcc_kernel_args *a) {
+  const gcc_shape *ys = &a->out[0]->shape;
+  int64_t axis = a->node->av[CONCAT_AXIS].i;
+  if (axis < 0)
+    axis += ys->ndim;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; i++)
+    outer *= ys->dims[i];
+  for (int i = (int)axis + 1; i < ys->ndim; i++)
+    inner *= ys->dims[i];
+  size_t es = gcc_dtype_size(a->out[0]->dtype);
+  uint8_t *y = a->out[0]->data;
+  int64_t off = 0, row = ys->dims[axis] * inner;
+  for (int k = 0; k < a->n_in; k++) {
+    int64_t len = a->in[k]->shape.dims[axis] * inner;
+    const uint8_t *x = a->in[k]->data;
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(y + (size_t)(o * row + off) * es, x + (size_t)(o * len) * es, (size_t)len * es);
+    off += len;
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_transpose(const gcc_kernel_args *a) {
+  const gcc_shape *xs = &a->in[0]->shape, *ys = &a->out[0]->shape;
+  const int64_t *perm = a->node->av[TRANSPOSE_PERM].ints;
+  int nd = ys->ndim;
+  int64_t xst[GCC_MAX_DIMS], st[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0}, acc = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    xst[i] = acc;
+    acc *= xs->dims[i];
+  }
+  for (int i = 0; i < nd; i++) /* output dim i walks input dim perm[i] */
+    st[i] = xst[perm[i]];
+  const uint8_t *x = a->in[0]->data;
+  uint8_t *y = a->out[0]->data;
+  size_t es = gcc_dtype_size(a->out[0]->dtype);
+  int64_t n = a->out[0]->numel, ix = 0;
+  for (int64_t o = 0; o < n; o++) {
+    if (es == 4)
+      memcpy(y + (size_t)o * 4, x + (size_t)ix * 4, 4);
+    else
+      memcpy(y + (size_t)o * es, x + (size_t)ix * es, es);
+    for (int k = nd - 1; k >= 0; k--) {
+      idx[k]++;
+      ix += st[k];
+      if (idx[k] < ys->dims[k])
+        break;
+      ix -= st[k] * idx[k];
+      idx[k] = 0;
+    }
+  }
+  return GCC_OK;
+}
+
+/* The input index along one dim of output index o for Pad's modes; -1:
+ * the constant. */
+static int64_t pad_src(int64_t o, int64_t begin, int64_t in, int mode) {
+  int64_t i = o - begin;
+  if (i >= 0 && i < in)
+    return i;
+  if (mode == 0)
+    return -1;
+  if (mode == 1) /* edge */
+    return i < 0 ? 0 : in - 1;
+  /* reflect (pads < in, so one reflection suffices) */
+  return i < 0 ? -i : 2 * (in - 1) - i;
+}
+
+gcc_status gcc_cpu_pad(const gcc_kernel_args *a) {
+  const gcc_node *nd = a->node;
+  const gcc_shape *xs = &a->in[0]->shape, *ys = &a->out[0]->shape;
+  const int64_t *pads = nd->av[PAD_PADS].ints;
+  const char *ms = nd->av[PAD_MODE].s ? nd->av[PAD_MODE].s : "constant";
+  int mode = strcmp(ms, "edge") == 0 ? 1 : strcmp(ms, "reflect") == 0 ? 2 : 0;
+  float value = nd->av[PAD_VALUE].f;
+  int r = ys->ndim;
+  int64_t xst[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0}, acc = 1;
+  for (int i = r - 1; i >= 0; i--) {
+    xst[i] = acc;
+    acc *= xs->dims[i];
+  }
+  const uint8_t *x = a->in[0]->data;
+  uint8_t *y = a->out[0]->data;
+  gcc_dtype dt = a->out[0]->dtype;
+  size_t es = gcc_dtype_size(dt);
+  uint8_t fill[8]; /* the constant in the element type */
+  if (dt == GCC_DT_FLOAT32) {
+    memcpy(fill, &value, 4);
+  } else if (dt == GCC_DT_INT64) {
+    int64_t v = (int64_t)value;
+    memcpy(fill, &v, 8);
+  } else {
+    int32_t v = (int32_t)value;
+    memcpy(fill, &v, 4);
+  }
+  int64_t n = a->out[0]->numel;
+  for (int64_t o = 0; o < n; o++) {
+    int64_t ix = 0;
+    int inside = 1;
+    for (int k = 0; k < r && inside; k++) {
+      int64_t i = pad_src(idx[k], pads[k], xs->dims[k], mode);
+      inside = i >= 0;
+      ix += i * xst[k];
+    }
+    memcpy(y + (size_t)o * es, inside ? x + (size_t)ix * es : fill, es);
+    for (int k = r - 1; k >= 0; k--) {
+      if (++idx[k] < ys->dims[k])
+        break;
+      idx[k] = 0;
+    }
+  }
+  return GCC_OK;
+}
+
 /* ---- convolution: im2col + sgemm ---------------------------------------- */
 
-/* Sizes of one Conv (or of its gradients): X [n, c, h, w], W [m, c, kh, kw],
- * Y [n, m, oh, ow]; k = c * kh * kw rows of the column matrix, p = oh * ow
- * output pixels per sample, `chunk` samples per GEMM. */
+/* Sizes of one Conv (or of its gradients, or a ConvTranspose, the adjoint
+ * of a Conv): X [n, c, h, w], W [m, c / group, kh, kw], Y [n, m, oh, ow];
+ * per group cg = c / group input and mg = m / group output channels;
+ * k = cg * kh * kw rows of the column matrix, p = oh * ow output pixels per
+ * sample, `chunk` samples per GEMM. */
 typedef struct conv_geom {
-  int64_t n, c, h, w, m, oh, ow, k, p, chunk;
+  int64_t n, c, h, w, m, oh, ow, k, p, chunk, group, cg, mg;
   gcc_window2d win;
 } conv_geom;
 
@@ -542,12 +884,15 @@ static void conv_geom_make(const gcc_node *node, const gcc_shape *x, const gcc_s
   g->c = x->dims[1];
   g->h = x->dims[2];
   g->w = x->dims[3];
-  g->m = wt->dims[0];
+  g->m = y->dims[1];
   g->oh = y->dims[2];
   g->ow = y->dims[3];
-  g->k = g->c * g->win.kh * g->win.kw;
+  g->group = node->av[CONV_GROUP].i > 0 ? node->av[CONV_GROUP].i : 1;
+  g->cg = g->c / g->group;
+  g->mg = g->m / g->group;
+  g->k = g->cg * g->win.kh * g->win.kw;
   g->p = g->oh * g->ow;
-  size_t per_sample = (size_t)((g->k + g->m) * g->p) * sizeof(float);
+  size_t per_sample = (size_t)((g->k + g->mg) * g->p) * sizeof(float);
   int64_t fit = (int64_t)(GCC_CONV_CHUNK_BYTES / (per_sample ? per_sample : 1));
   g->chunk = fit < 1 ? 1 : (fit > g->n ? g->n : fit);
 }
@@ -579,7 +924,7 @@ static size_t conv_workspace(const gcc_graph *g, int node, conv_role role) {
               &g->values[n->outputs[0]].shape, &x, &wt, &y);
   conv_geom cg;
   conv_geom_make(n, x, wt, y, &cg);
-  return (size_t)(cg.chunk * cg.p * (cg.k + cg.m)) * sizeof(float);
+  return (size_t)(cg.chunk * cg.p * (cg.k + cg.mg)) * sizeof(float);
 }
 
 size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node) {
@@ -587,6 +932,11 @@ size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node) {
 }
 
 size_t gcc_cpu_conv_grad_data_workspace(const gcc_graph *g, int node) {
+  return conv_workspace(g, node, CONV_GRAD_DATA);
+}
+
+/* ConvTranspose computes what ConvGradData does (Y plays dX). */
+size_t gcc_cpu_conv_transpose_workspace(const gcc_graph *g, int node) {
   return conv_workspace(g, node, CONV_GRAD_DATA);
 }
 
@@ -599,7 +949,7 @@ static gcc_status conv_setup(const gcc_kernel_args *a, conv_role role, conv_geom
   const gcc_shape *x, *wt, *y;
   conv_shapes(role, &a->in[0]->shape, &a->in[1]->shape, &a->out[0]->shape, &x, &wt, &y);
   conv_geom_make(a->node, x, wt, y, cg);
-  size_t need = (size_t)(cg->chunk * cg->p * (cg->k + cg->m)) * sizeof(float);
+  size_t need = (size_t)(cg->chunk * cg->p * (cg->k + cg->mg)) * sizeof(float);
   if (!a->workspace || a->workspace_bytes < need)
     return gcc_diag_set(a->ctx->diag, GCC_ERR_INTERNAL,
                         "%s: node '%s' (%s): the planned workspace has %zu bytes, it needs %zu",
@@ -628,17 +978,18 @@ static void valid_range(int64_t off, int64_t stride, int64_t n_in, int64_t n_out
  * the padding, for samples n0 .. n0+cn-1 (Caffe's im2col, batched). The
  * in-bounds part of each output row is found once, so the inner loop has no
  * bounds test (a plain copy when the stride is 1). */
-static void im2col(const conv_geom *g, const float *x, int64_t n0, int64_t cn, float *col) {
+static void im2col(const conv_geom *g, const float *x, int64_t n0, int64_t cn, int64_t c0,
+                   float *col) {
   const gcc_window2d *w = &g->win;
   int64_t row_len = cn * g->p;
-  for (int64_t ci = 0; ci < g->c; ci++)
+  for (int64_t ci = 0; ci < g->cg; ci++)
     for (int64_t i = 0; i < w->kh; i++)
       for (int64_t j = 0; j < w->kw; j++) {
         float *row = col + ((ci * w->kh + i) * w->kw + j) * row_len;
         int64_t xoff = j * w->dw - w->pl, lo, hi;
         valid_range(xoff, w->sw, g->w, g->ow, &lo, &hi);
         for (int64_t s = 0; s < cn; s++) {
-          const float *plane = x + ((n0 + s) * g->c + ci) * g->h * g->w;
+          const float *plane = x + ((n0 + s) * g->c + c0 + ci) * g->h * g->w;
           float *out = row + s * g->p;
           for (int64_t oy = 0; oy < g->oh; oy++) {
             int64_t iy = oy * w->sh - w->pt + i * w->dh;
@@ -664,18 +1015,20 @@ static void im2col(const conv_geom *g, const float *x, int64_t n0, int64_t cn, f
       }
 }
 
-/* The adjoint of im2col: dX[n0+s][ci][iy][ix] += col[...] (dX zeroed by the caller). */
-static void col2im(const conv_geom *g, const float *col, int64_t n0, int64_t cn, float *dx) {
+/* The adjoint of im2col: dX[n0+s][c0+ci][iy][ix] += col[...] (dX zeroed by
+ * the caller). */
+static void col2im(const conv_geom *g, const float *col, int64_t n0, int64_t cn, int64_t c0,
+                   float *dx) {
   const gcc_window2d *w = &g->win;
   int64_t row_len = cn * g->p;
-  for (int64_t ci = 0; ci < g->c; ci++)
+  for (int64_t ci = 0; ci < g->cg; ci++)
     for (int64_t i = 0; i < w->kh; i++)
       for (int64_t j = 0; j < w->kw; j++) {
         const float *row = col + ((ci * w->kh + i) * w->kw + j) * row_len;
         int64_t xoff = j * w->dw - w->pl, lo, hi;
         valid_range(xoff, w->sw, g->w, g->ow, &lo, &hi);
         for (int64_t s = 0; s < cn; s++) {
-          float *plane = dx + ((n0 + s) * g->c + ci) * g->h * g->w;
+          float *plane = dx + ((n0 + s) * g->c + c0 + ci) * g->h * g->w;
           const float *in = row + s * g->p;
           for (int64_t oy = 0; oy < g->oh; oy++) {
             int64_t iy = oy * w->sh - w->pt + i * w->dh;
@@ -690,66 +1043,105 @@ static void col2im(const conv_geom *g, const float *col, int64_t n0, int64_t cn,
       }
 }
 
-/* tmp[mi][s*p + q] = y[n0+s][mi][q]: a chunk of NCHW dY as one [M, cn*p] matrix. */
-static void gather_chunk(const conv_geom *g, const float *y, int64_t n0, int64_t cn, float *tmp) {
+/* tmp[mi][s*p + q] = y[n0+s][m0+mi][q]: a chunk of NCHW dY (the mg channels
+ * of one group from m0) as one [mg, cn*p] matrix. */
+static void gather_chunk(const conv_geom *g, const float *y, int64_t n0, int64_t cn, int64_t m0,
+                         float *tmp) {
   for (int64_t s = 0; s < cn; s++)
-    for (int64_t mi = 0; mi < g->m; mi++)
-      memcpy(tmp + mi * cn * g->p + s * g->p, y + ((n0 + s) * g->m + mi) * g->p,
+    for (int64_t mi = 0; mi < g->mg; mi++)
+      memcpy(tmp + mi * cn * g->p + s * g->p, y + ((n0 + s) * g->m + m0 + mi) * g->p,
              (size_t)g->p * sizeof *tmp);
 }
 
 gcc_status gcc_cpu_conv(const gcc_kernel_args *a) {
   conv_geom g;
-  float *col, *tmp;
+  float *col = NULL, *tmp = NULL;
   GCC_TRY(conv_setup(a, CONV_FORWARD, &g, &col, &tmp));
   const float *x = F32(a->in[0]), *wt = F32(a->in[1]);
   const float *b = a->n_in > 2 && a->in[2] ? F32(a->in[2]) : NULL;
   float *y = F32(a->out[0]);
   for (int64_t n0 = 0; n0 < g.n; n0 += g.chunk) {
     int64_t cn = g.n - n0 < g.chunk ? g.n - n0 : g.chunk;
-    im2col(&g, x, n0, cn, col);
-    gemm_rowmajor(a->ctx, 0, 0, g.m, cn * g.p, g.k, 1.0f, wt, col, 0.0f, tmp);
-    for (int64_t s = 0; s < cn; s++)
-      for (int64_t mi = 0; mi < g.m; mi++) {
-        const float *src = tmp + mi * cn * g.p + s * g.p;
-        float *dst = y + ((n0 + s) * g.m + mi) * g.p;
-        float bias = b ? b[mi] : 0.0f;
-        for (int64_t q = 0; q < g.p; q++)
-          dst[q] = src[q] + bias;
-      }
+    for (int64_t gi = 0; gi < g.group; gi++) {
+      im2col(&g, x, n0, cn, gi * g.cg, col);
+      /* tmp [mg, cn*p] = W_g [mg, k] col [k, cn*p] */
+      gemm_rowmajor(a->ctx, 0, 0, g.mg, cn * g.p, g.k, 1.0f, wt + gi * g.mg * g.k, col, 0.0f,
+                    tmp);
+      for (int64_t s = 0; s < cn; s++)
+        for (int64_t mi = 0; mi < g.mg; mi++) {
+          int64_t ch = gi * g.mg + mi;
+          const float *src = tmp + mi * cn * g.p + s * g.p;
+          float *dst = y + ((n0 + s) * g.m + ch) * g.p;
+          float bias = b ? b[ch] : 0.0f;
+          for (int64_t q = 0; q < g.p; q++)
+            dst[q] = src[q] + bias;
+        }
+    }
   }
   return GCC_OK;
 }
 
+/* dX of a Conv, or the output of a ConvTranspose (the same computation:
+ * col = W_g^T dY_g, then col2im), per group. */
+static void conv_data(const gcc_kernel_args *a, const conv_geom *g, float *col, float *tmp,
+                      const float *dy, const float *wt, float *dx) {
+  memset(dx, 0, (size_t)a->out[0]->numel * sizeof *dx);
+  for (int64_t n0 = 0; n0 < g->n; n0 += g->chunk) {
+    int64_t cn = g->n - n0 < g->chunk ? g->n - n0 : g->chunk;
+    for (int64_t gi = 0; gi < g->group; gi++) {
+      gather_chunk(g, dy, n0, cn, gi * g->mg, tmp);
+      /* col [k, cn*p] = W_g^T [k, mg] tmp [mg, cn*p] */
+      gemm_rowmajor(a->ctx, 1, 0, g->k, cn * g->p, g->mg, 1.0f, wt + gi * g->mg * g->k, tmp,
+                    0.0f, col);
+      col2im(g, col, n0, cn, gi * g->cg, dx);
+    }
+  }
+}
+
 gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a) {
   conv_geom g;
-  float *col, *tmp;
+  float *col = NULL, *tmp = NULL;
   GCC_TRY(conv_setup(a, CONV_GRAD_DATA, &g, &col, &tmp));
-  const float *dy = F32(a->in[0]), *wt = F32(a->in[1]);
-  float *dx = F32(a->out[0]);
-  memset(dx, 0, (size_t)a->out[0]->numel * sizeof *dx);
-  for (int64_t n0 = 0; n0 < g.n; n0 += g.chunk) {
-    int64_t cn = g.n - n0 < g.chunk ? g.n - n0 : g.chunk;
-    gather_chunk(&g, dy, n0, cn, tmp);
-    /* col [K, cn*p] = W^T [K, M] tmp [M, cn*p] */
-    gemm_rowmajor(a->ctx, 1, 0, g.k, cn * g.p, g.m, 1.0f, wt, tmp, 0.0f, col);
-    col2im(&g, col, n0, cn, dx);
+  conv_data(a, &g, col, tmp, F32(a->in[0]), F32(a->in[1]), F32(a->out[0]));
+  return GCC_OK;
+}
+
+/* ConvTranspose(X, W, B): X plays dY of the convolution whose input is Y;
+ * W [C, M / group, kh, kw] is that convolution's filter. */
+gcc_status gcc_cpu_conv_transpose(const gcc_kernel_args *a) {
+  conv_geom g;
+  float *col = NULL, *tmp = NULL;
+  GCC_TRY(conv_setup(a, CONV_GRAD_DATA, &g, &col, &tmp));
+  float *y = F32(a->out[0]);
+  conv_data(a, &g, col, tmp, F32(a->in[0]), F32(a->in[1]), y);
+  if (a->n_in > 2 && a->in[2]) {
+    const float *b = F32(a->in[2]);
+    int64_t plane = g.h * g.w;
+    for (int64_t s = 0; s < g.n; s++)
+      for (int64_t ch = 0; ch < g.c; ch++) {
+        float *dst = y + (s * g.c + ch) * plane;
+        for (int64_t q = 0; q < plane; q++)
+          dst[q] += b[ch];
+      }
   }
   return GCC_OK;
 }
 
 gcc_status gcc_cpu_conv_grad_filter(const gcc_kernel_args *a) {
   conv_geom g;
-  float *col, *tmp;
+  float *col = NULL, *tmp = NULL;
   GCC_TRY(conv_setup(a, CONV_GRAD_FILTER, &g, &col, &tmp));
   const float *dy = F32(a->in[0]), *x = F32(a->in[1]);
   float *dw = F32(a->out[0]);
   for (int64_t n0 = 0; n0 < g.n; n0 += g.chunk) {
     int64_t cn = g.n - n0 < g.chunk ? g.n - n0 : g.chunk;
-    im2col(&g, x, n0, cn, col);
-    gather_chunk(&g, dy, n0, cn, tmp);
-    /* dW [M, K] (+)= tmp [M, cn*p] col^T [cn*p, K] */
-    gemm_rowmajor(a->ctx, 0, 1, g.m, g.k, cn * g.p, 1.0f, tmp, col, n0 == 0 ? 0.0f : 1.0f, dw);
+    for (int64_t gi = 0; gi < g.group; gi++) {
+      im2col(&g, x, n0, cn, gi * g.cg, col);
+      gather_chunk(&g, dy, n0, cn, gi * g.mg, tmp);
+      /* dW_g [mg, k] (+)= tmp [mg, cn*p] col^T [cn*p, k] */
+      gemm_rowmajor(a->ctx, 0, 1, g.mg, g.k, cn * g.p, 1.0f, tmp, col, n0 == 0 ? 0.0f : 1.0f,
+                    dw + gi * g.mg * g.k);
+    }
   }
   return GCC_OK;
 }

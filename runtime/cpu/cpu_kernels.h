@@ -74,8 +74,22 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a);
 gcc_status gcc_cpu_softmax(const gcc_kernel_args *a);
 /* dX = Y * (dY - sum(dY * Y)) along `axis`, the sum in float64. */
 gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_log_softmax(const gcc_kernel_args *a);
+/* ops of ONNX import (issue 14); semantics in graph/ops.c's table */
+gcc_status gcc_cpu_sub(const gcc_kernel_args *a);
+gcc_status gcc_cpu_mul(const gcc_kernel_args *a);
+gcc_status gcc_cpu_div(const gcc_kernel_args *a);
+gcc_status gcc_cpu_sigmoid(const gcc_kernel_args *a);
+gcc_status gcc_cpu_tanh(const gcc_kernel_args *a);
+gcc_status gcc_cpu_sqrt(const gcc_kernel_args *a);
+gcc_status gcc_cpu_leaky_relu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_clip(const gcc_kernel_args *a);
+gcc_status gcc_cpu_lrn(const gcc_kernel_args *a);
+gcc_status gcc_cpu_concat(const gcc_kernel_args *a);
+gcc_status gcc_cpu_transpose(const gcc_kernel_args *a);
+gcc_status gcc_cpu_pad(const gcc_kernel_args *a);
 
-/* Convolution (ONNX Conv, 2-D, NCHW, group = 1) by im2col + sgemm, and its
+/* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's
  * column matrix col [C*kh*kw, chunk*oh*ow] and one GEMM output
  * [M, chunk*oh*ow] live in the node's planned workspace, whose size
@@ -90,8 +104,12 @@ gcc_status gcc_cpu_softmax_grad(const gcc_kernel_args *a);
 size_t gcc_cpu_conv_workspace(const gcc_graph *g, int node);
 size_t gcc_cpu_conv_grad_data_workspace(const gcc_graph *g, int node);
 size_t gcc_cpu_conv_grad_filter_workspace(const gcc_graph *g, int node);
+/* ConvTranspose(X, W, B) -> Y is ConvGradData with X as dY and Y as dX
+ * (plus the bias per output channel); its workspace is ConvGradData's. */
+size_t gcc_cpu_conv_transpose_workspace(const gcc_graph *g, int node);
 gcc_status gcc_cpu_conv(const gcc_kernel_args *a);
 gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a);
+gcc_status gcc_cpu_conv_transpose(const gcc_kernel_args *a);
 gcc_status gcc_cpu_conv_grad_filter(const gcc_kernel_args *a);
 gcc_status gcc_cpu_conv_grad_bias(const gcc_kernel_args *a);
 

@@ -7,7 +7,7 @@
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 26, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 40, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm},
@@ -38,6 +38,21 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_MAX_POOL_GRAD] = {.kernel = gcc_cpu_max_pool_grad},
     [GCC_OP_AVERAGE_POOL] = {.kernel = gcc_cpu_average_pool},
     [GCC_OP_AVERAGE_POOL_GRAD] = {.kernel = gcc_cpu_average_pool_grad},
+    [GCC_OP_SUB] = {.kernel = gcc_cpu_sub},
+    [GCC_OP_MUL] = {.kernel = gcc_cpu_mul},
+    [GCC_OP_DIV] = {.kernel = gcc_cpu_div},
+    [GCC_OP_SIGMOID] = {.kernel = gcc_cpu_sigmoid},
+    [GCC_OP_TANH] = {.kernel = gcc_cpu_tanh},
+    [GCC_OP_SQRT] = {.kernel = gcc_cpu_sqrt},
+    [GCC_OP_LEAKY_RELU] = {.kernel = gcc_cpu_leaky_relu},
+    [GCC_OP_CLIP] = {.kernel = gcc_cpu_clip},
+    [GCC_OP_LOG_SOFTMAX] = {.kernel = gcc_cpu_log_softmax},
+    [GCC_OP_LRN] = {.kernel = gcc_cpu_lrn},
+    [GCC_OP_CONCAT] = {.kernel = gcc_cpu_concat},
+    [GCC_OP_TRANSPOSE] = {.kernel = gcc_cpu_transpose},
+    [GCC_OP_PAD] = {.kernel = gcc_cpu_pad},
+    [GCC_OP_CONV_TRANSPOSE] = {.kernel = gcc_cpu_conv_transpose,
+                               .workspace = gcc_cpu_conv_transpose_workspace},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

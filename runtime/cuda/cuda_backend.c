@@ -285,7 +285,8 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
   gcc_cuda_call call = co ? co->call : GCC_CUDA_CALL_NONE;
 #define P(slot) slot_ptr(co->slot, in, out)
   if (call == GCC_CUDA_CALL_CONV_FORWARD || call == GCC_CUDA_CALL_CONV_BACKWARD_DATA ||
-      call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER || call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS) {
+      call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER || call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS ||
+      call == GCC_CUDA_CALL_CONV_TRANSPOSE) {
     gcc_conv2d_shape sh;
     if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS) {
       /* dB reads only dY [n, m, oh, ow]: any convolution with that output
@@ -321,6 +322,9 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
     if (call == GCC_CUDA_CALL_CONV_FORWARD)
       return gcc_cudnn_conv_forward(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
                                     P(y), b->cudnn_ws, b->cudnn_ws_bytes, d);
+    if (call == GCC_CUDA_CALL_CONV_TRANSPOSE)
+      return gcc_cudnn_conv_transpose(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
+                                      P(y), b->cudnn_ws, b->cudnn_ws_bytes, d);
     if (call == GCC_CUDA_CALL_CONV_BACKWARD_DATA)
       return gcc_cudnn_conv_backward_data(c, b->cudnn, P(dy), P(w), P(dx), b->cudnn_ws,
                                           b->cudnn_ws_bytes, d);

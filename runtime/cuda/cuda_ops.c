@@ -12,7 +12,7 @@
 #define IN GCC_CUDA_IN
 #define OUT GCC_CUDA_OUT
 
-_Static_assert(GCC_OP_COUNT == 26, "a new op: add its entry to kCudaOps");
+_Static_assert(GCC_OP_COUNT == 40, "a new op: add its entry to kCudaOps");
 
 static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.call = GCC_CUDA_CALL_NONE, .none = "a cuBLASLt GEMM (gemm_map.h)"},
@@ -31,7 +31,7 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_SGD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_ADAM] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_COPY] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
-    [GCC_OP_SOFTMAX] = {.call = GCC_CUDA_CALL_NONE, .none = "runs on the CPU (no CUDA lowering)"},
+    [GCC_OP_SOFTMAX] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_SOFTMAX_GRAD] = {.call = GCC_CUDA_CALL_NONE,
                              .none = "runs on the CPU (no CUDA lowering)"},
     /* Conv (X, W, B) -> Y */
@@ -59,6 +59,23 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
      * wants pointers of their shapes: dX and dY are */
     [GCC_OP_AVERAGE_POOL_GRAD] = {.call = GCC_CUDA_CALL_POOL_BACKWARD, .xs = OUT(0), .y = IN(0),
                                   .dy = IN(0), .x = OUT(0), .dx = OUT(0)},
+    [GCC_OP_SUB] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_MUL] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_DIV] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_SIGMOID] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_TANH] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_SQRT] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_LEAKY_RELU] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_CLIP] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_LOG_SOFTMAX] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_LRN] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_CONCAT] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_TRANSPOSE] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_PAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    /* ConvTranspose (X, W, B) -> Y: the backward data of the convolution
+     * whose input has Y's shape, so Y gives the descriptors' X shape */
+    [GCC_OP_CONV_TRANSPOSE] = {.call = GCC_CUDA_CALL_CONV_TRANSPOSE, .xs = OUT(0), .ws = IN(1),
+                               .x = IN(0), .w = IN(1), .b = IN(2), .y = OUT(0)},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {

@@ -22,6 +22,8 @@ typedef enum gcc_cuda_call {
   GCC_CUDA_CALL_CONV_BACKWARD_BIAS,  /* cudnnConvolutionBackwardBias */
   GCC_CUDA_CALL_POOL_FORWARD,        /* cudnnPoolingForward */
   GCC_CUDA_CALL_POOL_BACKWARD,       /* cudnnPoolingBackward */
+  GCC_CUDA_CALL_CONV_TRANSPOSE,      /* cudnnConvolutionBackwardData with x as its dy and y as
+                                        its dx (+ cudnnAddTensor: bias) */
 } gcc_cuda_call;
 
 /* An operand slot: input k, output k, or none (0). */

@@ -71,7 +71,7 @@ static gcc_status need_ptr(const void *p, const char *name, const char *fn, gcc_
 struct gcc_cudnn_conv {
   gcc_conv2d_shape shape;
   int64_t y[4];
-  cudnnTensorDescriptor_t x_desc, y_desc, b_desc;
+  cudnnTensorDescriptor_t x_desc, y_desc, b_desc, xb_desc; /* xb: [1, c, 1, 1] */
   cudnnFilterDescriptor_t w_desc;
   cudnnConvolutionDescriptor_t conv_desc;
   int prepared;
@@ -102,6 +102,7 @@ gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *o
   out->h = x->dims[2];
   out->w = x->dims[3];
   out->m = w->dims[0];
+  out->group = n->av[CONV_GROUP].i > 0 ? n->av[CONV_GROUP].i : 1;
   gcc_window2d_of(n, w, &out->win);
   return GCC_OK;
 }
@@ -115,6 +116,8 @@ void gcc_cudnn_conv_destroy(gcc_cudnn_conv *c) {
     cudnnDestroyTensorDescriptor(c->y_desc);
   if (c->b_desc)
     cudnnDestroyTensorDescriptor(c->b_desc);
+  if (c->xb_desc)
+    cudnnDestroyTensorDescriptor(c->xb_desc);
   if (c->w_desc)
     cudnnDestroyFilterDescriptor(c->w_desc);
   if (c->conv_desc)
@@ -128,13 +131,16 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x_desc), d);
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y_desc), d);
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->b_desc), d);
+  GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->xb_desc), d);
   GCC_CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w_desc), d);
+  int64_t group = s->group > 0 ? s->group : 1;
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc), d);
   GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
                                            (int)s->n, (int)s->c, (int)s->h, (int)s->w),
                 d);
   GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                           (int)s->m, (int)s->c, (int)w->kh, (int)w->kw),
+                                           (int)s->m, (int)(s->c / group), (int)w->kh,
+                                           (int)w->kw),
                 d);
   GCC_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv_desc, (int)w->pt, (int)w->pl,
                                                 (int)w->sh, (int)w->sw, (int)w->dh, (int)w->dw,
@@ -143,6 +149,8 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   /* plain float32 FMA: no TF32 tensor cores, so results match the CPU
    * backend to float32 rounding (PyTorch with allow_tf32 = False) */
   GCC_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv_desc, CUDNN_FMA_MATH), d);
+  if (group > 1)
+    GCC_CUDNN_TRY(cudnnSetConvolutionGroupCount(c->conv_desc, (int)group), d);
   int y[4];
   GCC_CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(c->conv_desc, c->x_desc, c->w_desc, &y[0],
                                                       &y[1], &y[2], &y[3]),
@@ -157,6 +165,9 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
                 d);
   GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                            (int)s->m, 1, 1),
+                d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->xb_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                           (int)s->c, 1, 1),
                 d);
   return GCC_OK;
 }
@@ -340,6 +351,17 @@ gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t h
                                              c->conv_desc, c->bwd_data, workspace,
                                              workspace_bytes, &zero, c->x_desc, dx),
                 d);
+  return GCC_OK;
+}
+
+gcc_status gcc_cudnn_conv_transpose(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                    const float *x, const float *w, const float *b, float *y,
+                                    void *workspace, size_t workspace_bytes, gcc_diag *d) {
+  GCC_TRY(gcc_cudnn_conv_backward_data(c, handle, x, w, y, workspace, workspace_bytes, d));
+  if (b) {
+    const float one = 1.0f;
+    GCC_CUDNN_TRY(cudnnAddTensor(handle, &one, c->xb_desc, b, &one, c->x_desc, y), d);
+  }
   return GCC_OK;
 }
 
@@ -558,7 +580,8 @@ gcc_status gcc_cudnn_cache_conv(gcc_cudnn_cache *c, const gcc_conv2d_shape *shap
   for (int i = 0; i < c->n_convs; i++) {
     const gcc_conv2d_shape *s = &c->convs[i]->shape;
     if (s->n == shape->n && s->c == shape->c && s->h == shape->h && s->w == shape->w &&
-        s->m == shape->m && same_window(&s->win, &shape->win)) {
+        s->m == shape->m && same_window(&s->win, &shape->win) &&
+        (s->group > 0 ? s->group : 1) == (shape->group > 0 ? shape->group : 1)) {
       *out = c->convs[i];
       return GCC_OK;
     }

@@ -2,8 +2,8 @@
  * cudnn_conv.h - convolution and pooling on a CUDA device through cuDNN 9
  * (the LIBRARY lowering of codegen/lowering.h, calls by runtime/cuda/cuda_ops.h).
  *
- * Semantics: ONNX Conv / MaxPool / AveragePool in 2-D, NCHW, float32,
- * group = 1, as graph/ops.h defines them (cross-correlation, as PyTorch's
+ * Semantics: ONNX Conv (grouped: cudnnSetConvolutionGroupCount), ConvTranspose /
+ * MaxPool / AveragePool in 2-D, NCHW, float32, as graph/ops.h defines them (cross-correlation, as PyTorch's
  * Conv2d and cuDNN's CUDNN_CROSS_CORRELATION). The calls are cuDNN's legacy
  * ("v7") API, still in cuDNN 9 (cudnn_cnn.h, cudnn_ops.h; NVIDIA, "cuDNN API
  * Reference", version 9): cudnnConvolutionForward, ...BackwardData,
@@ -80,11 +80,14 @@ void gcc_cudnn_handle_destroy(cudnnHandle_t h);
 typedef struct gcc_conv2d_shape {
   int64_t n, c, h, w, m;
   gcc_window2d win;
+  int64_t group; /* filter W [m, c / group, kh, kw]; 0 means 1 */
 } gcc_conv2d_shape;
 
-/* The shape of a Conv, ConvGradData or ConvGradFilter node of a graph with
- * inferred shapes (X, W and the window from its inputs, outputs and
- * attributes). GCC_ERR_INVALID_ARGUMENT for another op. */
+/* The shape of a Conv, ConvGradData, ConvGradFilter or ConvTranspose node
+ * of a graph with inferred shapes (X, W, the window and the group from its
+ * inputs, outputs and attributes; a ConvTranspose is the data gradient of
+ * the convolution whose input X is its output). GCC_ERR_INVALID_ARGUMENT
+ * for another op. */
 gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out,
                                gcc_diag *d);
 
@@ -127,6 +130,12 @@ gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle,
 gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                                         const float *dy, const float *w, float *dx,
                                         void *workspace, size_t workspace_bytes, gcc_diag *d);
+/* Y = ConvTranspose(X, W) (+ B broadcast over n, h, w when B is not NULL):
+ * the backward-data call with X as dY, then cudnnAddTensor. */
+gcc_status gcc_cudnn_conv_transpose(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                    const float *x, const float *w, const float *b, float *y,
+                                    void *workspace, size_t workspace_bytes, gcc_diag *d);
+
 /* dW = ConvGradFilter(dY, X) (overwritten, not accumulated). */
 gcc_status gcc_cudnn_conv_backward_filter(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                                           const float *dy, const float *x, float *dw,

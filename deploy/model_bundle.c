@@ -1,0 +1,410 @@
+/* model_bundle.c - the inference graph of a model and the CPU part of its
+ * .gccx bundle (deploy/model_bundle.h): what gcc-run and the C API make of
+ * a model file, without a compiler. */
+#include "deploy/model_bundle.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "deploy/bundle_internal.h"
+#include "graph/graph.pb-c.h"
+#include "graph/loader.h"
+#include "graph/ops.h"
+#include "onnx/model_file.h"
+#include "runtime/compile.h"
+#include "runtime/device.h"
+#include "runtime/placement_report.h"
+
+/* ---- the inference graph ---------------------------------------------------- */
+
+gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d) {
+  *out = NULL;
+  const gcc_training *t = &model->training;
+  int pred, in;
+  if (!t->present && model->n_inputs == 1 && model->n_outputs == 1) {
+    /* an inference model (an imported ONNX classifier): its one input and
+     * its one output */
+    in = model->inputs[0];
+    pred = model->outputs[0];
+  } else {
+    if (!t->present || !t->prediction || !t->input)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: export needs a training spec naming the input and the prediction "
+                          "(the logits), or a model of one input and one output",
+                          model->source);
+    pred = gcc_graph_find(model, t->prediction);
+    in = gcc_graph_find(model, t->input);
+    if (pred < 0 || in < 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: the training spec names '%s' or '%s', "
+                          "which the graph lacks", model->source, t->prediction, t->input);
+  }
+  const char *pred_name = model->values[pred].name, *in_name = model->values[in].name;
+  const gcc_shape *ins = &model->values[in].shape;
+  if (ins->ndim < 1 || ins->dims[0] != GCC_BATCH_DIM) {
+    char sh[128];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: input '%s' has the fixed shape %s; a bundle (and gcc-run) needs a "
+                        "symbolic batch as dim 0 (in ONNX a dim_param, e.g. torch.onnx.export(..., "
+                        "dynamic_axes={'%s': {0: 'batch'}}))",
+                        model->source, in_name, gcc_shape_str(ins, sh, sizeof sh), in_name);
+  }
+  const char *taken[2] = {"logits", "probabilities"};
+  for (int i = 0; i < 2; i++) {
+    int v = gcc_graph_find(model, taken[i]);
+    if (v >= 0 && !(i == 0 && v == pred))
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: value '%s' exists; export names its outputs logits and "
+                          "probabilities",
+                          model->source, taken[i]);
+  }
+  gcc_graph *g;
+  GCC_TRY(gcc_graph_clone(model, &g, d));
+  gcc_status s = gcc_graph_prune(g, &pred, 1, d);
+  int logits = pred, probs = -1, node;
+  if (s == GCC_OK && strcmp(g->values[pred].name, "logits") != 0) {
+    s = gcc_graph_add_temp(g, "logits", GCC_VALUE_ACTIVATION, &logits, d);
+    if (s == GCC_OK)
+      s = gcc_graph_add_node(g, "logits", GCC_OP_IDENTITY, &pred, 1, &logits, 1, &node, d);
+  }
+  if (s == GCC_OK)
+    s = gcc_graph_add_temp(g, "probabilities", GCC_VALUE_ACTIVATION, &probs, d);
+  if (s == GCC_OK)
+    s = gcc_graph_add_node(g, "softmax", GCC_OP_SOFTMAX, &logits, 1, &probs, 1, &node, d);
+  if (s == GCC_OK)
+    s = gcc_node_set_int(g, node, "axis", 1);
+  if (s == GCC_OK) {
+    int input = gcc_graph_find(g, in_name);
+    g->n_inputs = 0;
+    g->n_outputs = 0;
+    s = gcc_graph_add_input(g, input);
+    if (s == GCC_OK)
+      s = gcc_graph_add_output(g, logits);
+    if (s == GCC_OK)
+      s = gcc_graph_add_output(g, probs);
+  }
+  if (s == GCC_OK) {
+    /* no training spec: the graph is inference only. Its inline data set
+     * (if any) must not travel as initializers either. */
+    int drop[2] = {g->training.inline_inputs, g->training.inline_targets};
+    for (int i = 0; i < 2; i++)
+      if (drop[i] >= 0)
+        g->values[drop[i]].kind = GCC_VALUE_ACTIVATION;
+    g->training.present = 0;
+    g->training.inline_inputs = g->training.inline_targets = -1;
+    s = gcc_graph_link(g, d);
+  }
+  if (s == GCC_OK)
+    s = gcc_graph_toposort(g, d);
+  if (s == GCC_OK) { /* shapes on a copy bound to batch 1: the graph keeps its -1 */
+    gcc_graph *probe;
+    s = gcc_graph_clone(g, &probe, d);
+    if (s == GCC_OK) {
+      s = gcc_graph_bind_batch(probe, 1, d);
+      if (s == GCC_OK)
+        s = gcc_infer_shapes(probe, d);
+      const gcc_value *pv = &probe->values[gcc_graph_find(probe, g->values[logits].name)];
+      if (s == GCC_OK && (pv->dtype != GCC_DT_FLOAT32 || pv->shape.ndim != 2))
+        s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                         "%s: the prediction '%s' must be float32 logits of shape (N, C) to "
+                         "export a classifier",
+                         model->source, pred_name);
+      gcc_graph_free(probe);
+    }
+  }
+  if (s != GCC_OK) {
+    gcc_graph_free(g);
+    return s;
+  }
+  *out = g;
+  return GCC_OK;
+}
+
+/* ---- the bundle ------------------------------------------------------------ */
+
+
+void gcc_bundle_add_section(gcc_bundle_sections *s, const char *name, void *data, size_t size, int owned) {
+  snprintf(s->names[s->n], sizeof s->names[s->n], "%s", name);
+  s->ref[s->n].name = s->names[s->n];
+  s->ref[s->n].data = data;
+  s->ref[s->n].size = size;
+  s->own[s->n] = owned ? data : NULL;
+  s->n++;
+}
+
+/* The graph (initializers without data) and the weights (a Graph of the
+ * initializers with data) from one serialized Model. */
+static gcc_status split_model(const gcc_graph *g, gcc_bundle_sections *secs, gcc_diag *d) {
+  uint8_t *bytes;
+  size_t size;
+  GCC_TRY(gcc_model_serialize(g, &bytes, &size, d));
+  Gcc__Model *m = gcc__model__unpack(NULL, size, bytes);
+  free(bytes);
+  if (!m || !m->graph) {
+    if (m)
+      gcc__model__free_unpacked(m, NULL);
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "export: the serialized model does not parse");
+  }
+  Gcc__Graph w = GCC__GRAPH__INIT;
+  w.n_initializers = m->graph->n_initializers;
+  w.initializers = m->graph->initializers;
+  size_t wsize = gcc__graph__get_packed_size(&w);
+  uint8_t *wbytes = malloc(wsize ? wsize : 1);
+  size_t n = m->graph->n_initializers;
+  protobuf_c_boolean *had = calloc(n + 1, sizeof *had);
+  uint8_t *gbytes = NULL;
+  size_t gsize = 0;
+  if (wbytes && had) {
+    gcc__graph__pack(&w, wbytes);
+    for (size_t i = 0; i < n; i++) { /* the graph without the tensor bytes */
+      had[i] = m->graph->initializers[i]->has_raw_data;
+      m->graph->initializers[i]->has_raw_data = 0;
+    }
+    gsize = gcc__model__get_packed_size(m);
+    gbytes = malloc(gsize ? gsize : 1);
+    if (gbytes)
+      gcc__model__pack(m, gbytes);
+    for (size_t i = 0; i < n; i++)
+      m->graph->initializers[i]->has_raw_data = had[i];
+  }
+  free(had);
+  gcc__model__free_unpacked(m, NULL);
+  if (!wbytes || !gbytes) {
+    free(wbytes);
+    free(gbytes);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export)");
+  }
+  gcc_bundle_add_section(secs, "graph", gbytes, gsize, 1);
+  gcc_bundle_add_section(secs, "weights", wbytes, wsize, 1);
+  return GCC_OK;
+}
+
+/* Compiles the inference graph for device `dev` and `batch` rows and
+ * returns the compiled graph and its JSON placement report. */
+gcc_status gcc_bundle_compile_for(const gcc_graph *ig, const gcc_device_info *devs, int n_devs,
+                              int dev, int64_t batch, gcc_graph **cg, char **report,
+                              gcc_diag *d) {
+  gcc_options o = {0};
+  o.mode = GCC_MODE_EVAL;
+  o.batch_size = batch;
+  o.device = dev;
+  o.device_explicit = 1;
+  o.n_cuda_devices = 1;
+  FILE *quiet = fopen("/dev/null", "w"); /* placement warnings are the report's business */
+  o.warn_file = quiet;
+  gcc_mem_plan mem;
+  gcc_status s = gcc_compile_graph(ig, &o, cg, &mem, d);
+  if (quiet)
+    fclose(quiet);
+  GCC_TRY(s);
+  s = gcc_placement_report_string(*cg, &mem, devs, n_devs, GCC_MODE_EVAL, batch, GCC_DUMP_JSON,
+                                  report, d);
+  gcc_mem_plan_free(&mem);
+  if (s != GCC_OK) {
+    gcc_graph_free(*cg);
+    *cg = NULL;
+  }
+  return s;
+}
+
+/* A value of the batch-1 compiled graph, with its batch dim written -1. */
+static json_t *tensor_json(const gcc_value *v, const char *name) {
+  json_t *t = json_object(), *shape = json_array();
+  json_object_set_new(t, "name", json_string(name));
+  json_object_set_new(t, "dtype", json_string(gcc_dtype_name(v->dtype)));
+  for (int i = 0; i < v->shape.ndim; i++)
+    json_array_append_new(shape, json_integer(i == 0 ? -1 : v->shape.dims[i]));
+  json_object_set_new(t, "shape", shape);
+  return t;
+}
+
+gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
+                            gcc_bundle_cuda_fn cuda, const char *source, uint8_t **out,
+                            size_t *out_size, gcc_diag *d) {
+  *out = NULL;
+  *out_size = 0;
+  if (o->n_archs < 0 || o->n_archs > GCC_BUNDLE_MAX_ARCHS)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d architectures (0 to %d)",
+                        o->n_archs, GCC_BUNDLE_MAX_ARCHS);
+  static const int64_t default_batches[2] = {1, 1000};
+  const int64_t *batches = o->n_batch_sizes ? o->batch_sizes : default_batches;
+  int n_batches = o->n_batch_sizes ? o->n_batch_sizes : 2;
+  if (n_batches < 0 || n_batches > GCC_BUNDLE_MAX_BATCHES)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d batch sizes (0 to %d)",
+                        n_batches, GCC_BUNDLE_MAX_BATCHES);
+  for (int j = 0; j < n_batches; j++)
+    if (batches[j] < 1 || batches[j] > INT32_MAX || (j > 0 && batches[j] <= batches[j - 1]))
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "export: batch sizes must be ascending integers in [1, 2^31)");
+  gcc_graph *ig;
+  GCC_TRY(gcc_inference_graph(model, &ig, d));
+  gcc_bundle_sections *secs = calloc(1, sizeof *secs);
+  if (!secs) {
+    gcc_graph_free(ig);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export)");
+  }
+  gcc_bundle_add_section(secs, "manifest", NULL, 0, 0); /* filled last: it lists the others */
+  gcc_status s = split_model(ig, secs, d);
+  gcc_graph *cg = NULL; /* the CPU plan's graph: the signature's shapes */
+  if (s == GCC_OK) {
+    gcc_device_info cpu;
+    gcc_device_info_cpu(&cpu);
+    char *report = NULL;
+    s = gcc_bundle_compile_for(ig, &cpu, 1, GCC_DEV_CPU, 1, &cg, &report, d);
+    if (s == GCC_OK)
+      gcc_bundle_add_section(secs, "plan.cpu", report, strlen(report), 1);
+  }
+  if (s == GCC_OK && o->n_archs > 0) {
+    if (cuda)
+      s = cuda(ig, o, batches, n_batches, secs, d);
+    else
+      s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                       "%s: %d CUDA architectures asked for, but this program has no compiler "
+                       "(export with gcc-train --export)",
+                       source, o->n_archs);
+  }
+
+  char *manifest = NULL;
+  if (s == GCC_OK) {
+    json_t *m = json_object();
+    json_object_set_new(m, "schema", json_string("gcc-train.bundle/1"));
+    json_object_set_new(m, "format_version", json_integer(GCC_BUNDLE_FORMAT_VERSION));
+    json_object_set_new(m, "gcc_train_version", json_string(GCC_TRAIN_VERSION));
+    time_t now = o->created ? (time_t)o->created : time(NULL);
+    struct tm tmv;
+    char when[64];
+    gmtime_r(&now, &tmv);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    json_object_set_new(m, "created", json_string(when));
+    json_object_set_new(m, "model", json_string(model->source));
+    json_t *ins = json_array(), *outs = json_array();
+    const char *in_name = ig->values[ig->inputs[0]].name;
+    json_array_append_new(ins, tensor_json(&cg->values[gcc_graph_find(cg, in_name)], in_name));
+    for (int i = 0; i < 2; i++) {
+      const char *on = ig->values[ig->outputs[i]].name;
+      json_array_append_new(outs, tensor_json(&cg->values[gcc_graph_find(cg, on)], on));
+    }
+    json_object_set_new(m, "inputs", ins);
+    json_object_set_new(m, "outputs", outs);
+    json_t *norm = json_object(), *mean = json_array(), *stdv = json_array();
+    for (int i = 0; i < model->training.n_mean; i++)
+      json_array_append_new(mean, json_real(model->training.mean[i]));
+    for (int i = 0; i < model->training.n_std; i++)
+      json_array_append_new(stdv, json_real(model->training.std[i]));
+    json_object_set_new(norm, "mean", mean);
+    json_object_set_new(norm, "std", stdv);
+    json_object_set_new(norm, "formula", json_string("x = (byte / 255 - mean[c]) / std[c]"));
+    json_object_set_new(m, "normalization", norm);
+    json_t *archs = json_array();
+    char a[32];
+    for (int i = 0; i < o->n_archs; i++) {
+      snprintf(a, sizeof a, "sm_%d", o->archs[i]);
+      json_array_append_new(archs, json_string(a));
+    }
+    json_object_set_new(m, "cubin_archs", archs);
+    if (o->n_archs > 0) {
+      snprintf(a, sizeof a, "compute_%d", o->archs[o->n_archs - 1]);
+      json_object_set_new(m, "ptx", json_string(a));
+    } else { /* a CPU-only bundle */
+      json_object_set_new(m, "ptx", json_null());
+    }
+    json_t *bj = json_array();
+    for (int j = 0; o->n_archs > 0 && j < n_batches; j++)
+      json_array_append_new(bj, json_integer(batches[j]));
+    json_object_set_new(m, "batch_sizes", bj);
+    json_t *list = json_array();
+    for (int i = 1; i < secs->n; i++) {
+      uint8_t h[32];
+      char hex[65];
+      if (!gcc_bundle_sha256(secs->ref[i].name, secs->ref[i].data, secs->ref[i].size, h)) {
+        s = gcc_diag_set(d, GCC_ERR_INTERNAL, "export: SHA-256 failed");
+        break;
+      }
+      gcc_bundle_hex(h, hex);
+      json_t *e = json_object();
+      json_object_set_new(e, "name", json_string(secs->ref[i].name));
+      json_object_set_new(e, "bytes", json_integer((json_int_t)secs->ref[i].size));
+      json_object_set_new(e, "sha256", json_string(hex));
+      json_array_append_new(list, e);
+    }
+    json_object_set_new(m, "sections", list);
+    manifest = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(m);
+    if (s == GCC_OK && !manifest)
+      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export manifest)");
+  }
+  if (s == GCC_OK) {
+    secs->ref[0].data = manifest;
+    secs->ref[0].size = strlen(manifest);
+    uint8_t *bytes;
+    size_t size;
+    s = gcc_bundle_pack(secs->ref, secs->n, &bytes, &size, d);
+    if (s == GCC_OK) { /* what we write must read back */
+      gcc_bundle *b;
+      s = gcc_bundle_parse(bytes, size, source, &b, d);
+      if (s != GCC_OK)
+        d->status = s = GCC_ERR_INTERNAL;
+      gcc_bundle_free(b);
+    }
+    if (s == GCC_OK) {
+      *out = bytes;
+      *out_size = size;
+    } else {
+      free(bytes);
+    }
+  }
+  free(manifest);
+  for (int i = 0; i < secs->n; i++)
+    free(secs->own[i]);
+  free(secs);
+  gcc_graph_free(cg);
+  gcc_graph_free(ig);
+  return s;
+}
+
+/* A model file given where a bundle is expected (gcc-run, the C API). */
+static int is_model_file(const uint8_t *bytes, size_t size) {
+  gcc_model_format f = gcc_model_sniff(bytes, size);
+  if (f == GCC_MODEL_FORMAT_ONNX)
+    return 1;
+  if (f != GCC_MODEL_FORMAT_GCC)
+    return 0;
+  Gcc__Model *m = gcc__model__unpack(NULL, size, bytes);
+  int yes = m && m->has_format_version && m->graph;
+  if (m)
+    gcc__model__free_unpacked(m, NULL);
+  return yes;
+}
+
+gcc_status gcc_bundle_open_bytes(const uint8_t *bytes, size_t size, const char *source,
+                                 gcc_bundle **out, gcc_diag *d) {
+  *out = NULL;
+  if (!is_model_file(bytes, size))
+    return gcc_bundle_parse(bytes, size, source, out, d);
+  gcc_graph *m;
+  GCC_TRY(gcc_model_open_memory(bytes, size, source, &m, NULL, d));
+  gcc_export_options eo;
+  memset(&eo, 0, sizeof eo); /* no architectures: CPU only, nothing for NVRTC */
+  uint8_t *b;
+  size_t n;
+  gcc_status s = gcc_bundle_build(m, &eo, NULL, source, &b, &n, d);
+  gcc_graph_free(m);
+  if (s != GCC_OK)
+    return s;
+  s = gcc_bundle_parse(b, n, source, out, d);
+  free(b);
+  return s;
+}
+
+gcc_status gcc_bundle_open(const char *path, gcc_bundle **out, gcc_diag *d) {
+  *out = NULL;
+  uint8_t *buf;
+  size_t n;
+  GCC_TRY(gcc_bundle_read_file(path, &buf, &n, d));
+  gcc_status s = gcc_bundle_open_bytes(buf, n, path, out, d);
+  free(buf);
+  return s;
+}

@@ -1,0 +1,194 @@
+/*
+ * import_internal.h - the state of one ONNX import, shared by the reader
+ * (onnx/import.c: model, tensors, values, order, checks) and the op
+ * mapping (onnx/import_ops.c: the table of ONNX op types and their
+ * converters). Not a public header.
+ *
+ * Shapes at import: every dim is known but those that depend on the
+ * symbolic batch N (dim 0 of the graph inputs that have one). Such a dim is
+ * tracked as a multiple of N (sdim.sym = 1, sdim.v = the factor), which is
+ * what Flatten and Reshape make of it ([N, 3, 4] flattened is [12N]); a dim
+ * that would be a product of two batch dims is refused.
+ */
+#ifndef GCC_ONNX_IMPORT_INTERNAL_H
+#define GCC_ONNX_IMPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/ir.h"
+#include "onnx/import.h"
+#include "onnx/onnx.pb-c.h"
+
+typedef struct sdim {
+  int64_t v; /* the dim, or its factor of N when sym */
+  int sym;   /* 1: v * N */
+} sdim;
+
+typedef struct tshape {
+  int ndim;
+  sdim d[GCC_MAX_DIMS];
+} tshape;
+
+/* One ONNX value (a name of the graph). */
+typedef struct ival {
+  const char *name;   /* owned by the ModelProto */
+  int producer;       /* ONNX node index, -1 for a graph input or initializer */
+  int is_input;       /* graph input (not an initializer) */
+  int is_init;        /* initializer */
+  int is_output;      /* graph output */
+  int n_uses;         /* node inputs reading it, + 1 if a graph output */
+  int done;           /* has a meaning: an input, a constant, an IR value or an alias */
+  int alias;          /* index of the value it stands for (Identity, Dropout), or -1 */
+  int onnx_dt;        /* ONNX TensorProto.DataType */
+  tshape sh;
+  int ir;             /* IR value, or -1 */
+  /* a constant (initializer or folded): element data in ONNX's element
+   * type (onnx_dt), C order; owned by the import's pool */
+  int is_const;
+  const void *data;
+  size_t bytes;
+  int trainable;      /* a float32 initializer (a weight): an IR PARAM when materialised */
+  /* the IR Conv node that produced it (for folding a BatchNormalization
+   * into it), or -1 */
+  int conv_node;
+} ival;
+
+typedef struct imp {
+  const char *src;            /* file name for messages */
+  char base_dir[4096];        /* "" when there is none */
+  Onnx__ModelProto *m;
+  const Onnx__GraphProto *gp;
+  int64_t opset;
+  gcc_graph *g;
+  ival *v;
+  int n_v, cap_v;
+  int *map;                   /* open-addressing name -> value index (-1 empty) */
+  int map_cap;
+  void **pool;                /* owned buffers */
+  int n_pool, cap_pool;
+  gcc_onnx_report *rep;
+  int cur_node;               /* ONNX node being converted (for messages), -1 */
+  const gcc_onnx_tensor *frozen; /* graph inputs given as constants */
+  int n_frozen;
+  /* IR activations that take a graph output's name when the graph is
+   * finished (the output was an alias of them) */
+  struct {
+    int ir;
+    const char *name;
+  } * rename;
+  int n_rename, cap_rename;
+} imp;
+
+/* A node being converted. */
+typedef struct nctx {
+  imp *I;
+  const Onnx__NodeProto *n;
+  int index;       /* in the graph */
+  int ver;         /* the op version whose semantics apply */
+  char desc[400];  /* "node 'conv1' (Conv)" */
+  char ir_name[256];
+  int n_ir;        /* IR nodes made for it */
+  int folded;      /* 1 when it made no IR node */
+  char ir_ops[96]; /* IR ops made, for the report */
+} nctx;
+
+/* ---- shapes (import.c) ---- */
+char *tshape_str(const tshape *s, char *buf, size_t cap);
+int tshape_has_sym(const tshape *s);
+/* numel as a multiple of N (sym) or a number; 0 on overflow or a product of
+ * two batch dims. */
+int tshape_numel(const tshape *s, sdim *out);
+int64_t tshape_static_numel(const tshape *s); /* -1 if symbolic */
+/* ONNX multidirectional broadcast; 0 if incompatible. */
+int tshape_broadcast(const tshape *a, const tshape *b, tshape *out);
+
+/* ---- values (import.c) ---- */
+ival *imp_val(imp *I, int idx);
+/* The value `idx` stands for (follows aliases). */
+int imp_root(imp *I, int idx);
+/* Input k of the node as a root value index; -1 if omitted or absent. */
+int in_idx(nctx *c, int k);
+int n_in(nctx *c);
+/* Output k's value index (-1 if omitted or absent); out_used: read by a node
+ * or a graph output. */
+int out_idx(nctx *c, int k);
+int out_used(nctx *c, int k);
+int n_out(nctx *c);
+
+/* The IR value of a root value, materialising a constant as an IR
+ * initializer (PARAM when trainable, else CONST) the first time. Errors:
+ * a dtype the IR does not compute or a zero-size constant (UNSUPPORTED,
+ * naming the consumer node). */
+gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d);
+
+/* Makes output k an alias of value `idx`. */
+void set_alias(nctx *c, int k, int idx);
+/* Makes output k a constant with `data` (taken over by the pool). */
+gcc_status set_const(nctx *c, int k, int onnx_dt, const tshape *s, void *data, size_t bytes,
+                     gcc_diag *d);
+/* Adds an owned buffer to the pool (freed with the import). */
+gcc_status pool_add(imp *I, void *p, gcc_diag *d);
+
+/* Emits an IR node of op `op` reading IR values `ins` (-1: omitted) and
+ * writing one IR value: the ONNX output k when out_k >= 0 (given dtype and
+ * tracked shape `s`), else a new temporary named after the node (its index
+ * in *tmp). Returns the IR node in *node. */
+gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_dt,
+                const tshape *s, int *tmp, int *node, gcc_diag *d);
+/* An IR Reshape of IR value `x` to `s` (a batch-dependent dim written -1;
+ * at most one), into ONNX output out_k or a temporary (*tmp). */
+gcc_status emit_reshape(nctx *c, int x, const tshape *s, int out_k, int onnx_dt, int *tmp,
+                        gcc_diag *d);
+
+/* ---- attributes (import.c) ---- */
+/* Refuses every attribute of the node not in the NULL-terminated list. */
+gcc_status allow_attrs(nctx *c, gcc_diag *d, ...);
+const Onnx__AttributeProto *attr(nctx *c, const char *name);
+gcc_status a_int(nctx *c, const char *name, int64_t def, int64_t *out, gcc_diag *d);
+gcc_status a_float(nctx *c, const char *name, float def, float *out, gcc_diag *d);
+/* *n = -1 when absent. */
+gcc_status a_ints(nctx *c, const char *name, const int64_t **v, int *n, gcc_diag *d);
+gcc_status a_string(nctx *c, const char *name, const char *def, char *out, size_t cap,
+                    gcc_diag *d);
+/* Reads a TensorProto (attribute or initializer) into host memory. */
+gcc_status read_tensor(imp *I, const Onnx__TensorProto *t, const char *what, int *onnx_dt,
+                       tshape *s, void **data, size_t *bytes, gcc_diag *d);
+
+/* A constant input's elements as int64 (INT64 or INT32 constants); *n its
+ * element count. Errors: not a constant (SHAPE: "shape input ... is not a
+ * constant"), another dtype. The array is owned by the pool. */
+gcc_status const_ints(nctx *c, int idx, const char *what, const int64_t **v, int64_t *n,
+                      gcc_diag *d);
+/* A constant scalar input as a double (any numeric dtype). */
+gcc_status const_scalar(nctx *c, int idx, const char *what, double *out, gcc_diag *d);
+
+size_t onnx_dtype_size(int onnx_dt);
+const char *onnx_dtype_name(int onnx_dt);
+/* The IR dtype of an ONNX one, GCC_DT_UNDEFINED if the IR has none. */
+gcc_dtype onnx_to_gcc_dtype(int onnx_dt);
+
+gcc_status node_err(nctx *c, gcc_diag *d, gcc_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- the op table (import_ops.c) ---- */
+typedef gcc_status (*onnx_convert_fn)(nctx *c, gcc_diag *d);
+
+typedef struct onnx_op_map {
+  const char *op_type;
+  /* the op's since_versions up to GCC_ONNX_MAX_OPSET (ONNX's history),
+   * ascending, 0-terminated: a node gets the newest <= the model's opset */
+  int versions[12];
+  onnx_convert_fn convert;
+  const char *ir; /* what it becomes, for docs and reports */
+} onnx_op_map;
+
+const onnx_op_map *onnx_op_find(const char *op_type);
+int onnx_op_count(void);
+const onnx_op_map *onnx_op_at(int i);
+
+/* Finishes the conversion of a node whose outputs are all constants or
+ * aliases. */
+void mark_folded(nctx *c);
+
+#endif /* GCC_ONNX_IMPORT_INTERNAL_H */
