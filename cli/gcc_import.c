@@ -16,11 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "graph/loader.h"
 #include "onnx/import.h"
 #include "onnx/model_file.h"
 
-enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_MODEL = 3 };
 
 static void usage(FILE *f) {
   fprintf(f,

@@ -19,6 +19,7 @@
 
 #include <cblas.h>
 
+#include "cli/flags.h"
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
@@ -33,8 +34,6 @@
 #include "runtime/profile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
-
-enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 130 };
 
 static volatile sig_atomic_t g_stop = 0;
 static int g_no_kernel_cache = 0; /* --no-kernel-cache */
@@ -120,18 +119,6 @@ static void usage(FILE *f) {
           "\n"
           "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
           "4 device unusable, 130 interrupted (no model written).\n");
-}
-
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo) {
-    fprintf(stderr, "gcc-train: %s '%s': expected an integer >= %" PRId64 "\n", flag, s, lo);
-    return 0;
-  }
-  *out = v;
-  return 1;
 }
 
 static int parse_f(const char *flag, const char *s, float *out) {
@@ -456,24 +443,24 @@ int main(int argc, char **argv) {
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
     case OPT_PREDICTIONS: predictions_path = optarg; break;
     case OPT_DATA: data_dir = optarg; break;
-    case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
-    case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
+    case OPT_EPOCHS: if (!gcc_flag_i64("gcc-train", "--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
+    case OPT_BATCH: if (!gcc_flag_i64("gcc-train", "--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
     case OPT_EVAL_BATCH:
-      if (!parse_i64("--eval-batch-size", optarg, 1, &eval_batch)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--eval-batch-size", optarg, 1, &eval_batch)) return EXIT_USAGE;
       break;
     case OPT_LR: if (!parse_f("--lr", optarg, &lr)) return EXIT_USAGE; break;
-    case OPT_SEED: if (!parse_i64("--seed", optarg, 0, &seed)) return EXIT_USAGE; break;
+    case OPT_SEED: if (!gcc_flag_i64("gcc-train", "--seed", optarg, 0, &seed)) return EXIT_USAGE; break;
     case OPT_THREADS:
-      if (!parse_i64("--threads", optarg, 1, &threads)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--threads", optarg, 1, &threads)) return EXIT_USAGE;
       break;
     case OPT_LOG_EVERY:
-      if (!parse_i64("--log-every", optarg, 0, &log_every)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--log-every", optarg, 0, &log_every)) return EXIT_USAGE;
       break;
     case OPT_MAX_STEPS:
-      if (!parse_i64("--max-steps", optarg, 1, &max_steps)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--max-steps", optarg, 1, &max_steps)) return EXIT_USAGE;
       break;
     case OPT_SHOW_PREDICTIONS:
-      if (!parse_i64("--show-predictions", optarg, 0, &show_predictions)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--show-predictions", optarg, 0, &show_predictions)) return EXIT_USAGE;
       break;
     case OPT_OUTPUT: output = optarg; break;
     case OPT_NO_OUTPUT: no_output = 1; break;

@@ -34,10 +34,6 @@ void gcc_bundle_hex(const uint8_t h[32], char out[65]);
 gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes,
                            size_t *size, gcc_diag *d);
 
-/* The bytes of the file at `path` in a malloc'ed buffer (the caller frees
- * *bytes). Errors: GCC_ERR_IO naming the path, GCC_ERR_OUT_OF_MEMORY. */
-gcc_status gcc_bundle_read_file(const char *path, uint8_t **bytes, size_t *size, gcc_diag *d);
-
 #ifdef __cplusplus
 }
 #endif

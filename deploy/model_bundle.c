@@ -14,6 +14,7 @@
 #include "graph/graph.pb-c.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
+#include "graph/util.h"
 #include "onnx/model_file.h"
 #include "runtime/compile.h"
 #include "runtime/device.h"
@@ -403,7 +404,7 @@ gcc_status gcc_bundle_open(const char *path, gcc_bundle **out, gcc_diag *d) {
   *out = NULL;
   uint8_t *buf;
   size_t n;
-  GCC_TRY(gcc_bundle_read_file(path, &buf, &n, d));
+  GCC_TRY(gcc_read_file(path, 0, &buf, &n, d));
   gcc_status s = gcc_bundle_open_bytes(buf, n, path, out, d);
   free(buf);
   return s;

@@ -16,6 +16,7 @@
 
 #include "graph/loader.h"
 #include "graph/ops.h"
+#include "graph/util.h"
 #include "onnx/import_internal.h"
 
 /* ---- dtypes ------------------------------------------------------------- */
@@ -1566,7 +1567,7 @@ gcc_status gcc_onnx_import(const uint8_t *bytes, size_t size, const char *source
     if (!I.g)
       st = oom(d, "graph");
     else if (I.rep->producer[0])
-      I.g->producer = strdup(I.rep->producer);
+      I.g->producer = gcc_strdup(I.rep->producer);
   }
   if (st == GCC_OK)
     st = read_values(&I, d);
@@ -1596,26 +1597,9 @@ gcc_status gcc_onnx_import(const uint8_t *bytes, size_t size, const char *source
 gcc_status gcc_onnx_import_file(const char *path, gcc_graph **out, gcc_onnx_report *rep,
                                 gcc_diag *d) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: not a regular file", path);
-  }
-  size_t size = (size_t)st.st_size;
-  uint8_t *buf = malloc(size ? size : 1);
-  if (!buf) {
-    fclose(f);
-    return oom(d, "model file");
-  }
-  size_t got = fread(buf, 1, size, f);
-  fclose(f);
-  if (got != size) {
-    free(buf);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: short read", path);
-  }
+  uint8_t *buf;
+  size_t size;
+  GCC_TRY(gcc_read_file(path, 0, &buf, &size, d));
   gcc_status s = gcc_onnx_import(buf, size, path, NULL, out, rep, d);
   free(buf);
   return s;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "graph/loader.h"
+#include "graph/util.h"
 
 /* deploy/bundle.h's GCC_BUNDLE_MAGIC (this layer does not include the
  * runtime) */
@@ -53,26 +54,9 @@ gcc_status gcc_model_open_memory(const uint8_t *bytes, size_t size, const char *
 
 gcc_status gcc_model_open(const char *path, gcc_graph **out, gcc_model_info *info, gcc_diag *d) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: not a regular file", path);
-  }
-  size_t size = (size_t)st.st_size;
-  uint8_t *buf = malloc(size ? size : 1);
-  if (!buf) {
-    fclose(f);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory (%zu bytes)", path, size);
-  }
-  size_t got = fread(buf, 1, size, f);
-  fclose(f);
-  if (got != size) {
-    free(buf);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, size);
-  }
+  uint8_t *buf;
+  size_t size;
+  GCC_TRY(gcc_read_file(path, 0, &buf, &size, d));
   gcc_status s = gcc_model_open_memory(buf, size, path, out, info, d);
   free(buf);
   return s;

@@ -160,8 +160,10 @@ void ExpectSameParameters(const gcc_graph *g, gcc_session *dev, gcc_session *cpu
     if (g->values[v].kind != GCC_VALUE_PARAM)
       continue;
     int64_t n1 = 0, n2 = 0;
-    const float *a = gcc_session_param(dev, g->values[v].name, &n1);
-    const float *b = gcc_session_param(cpu, g->values[v].name, &n2);
+    float *a = nullptr;
+    gcc_session_param(dev, g->values[v].name, &a, &n1, nullptr);
+    float *b = nullptr;
+    gcc_session_param(cpu, g->values[v].name, &b, &n2, nullptr);
     ASSERT_TRUE(a && b) << g->values[v].name;
     ASSERT_EQ(n1, n2);
     EXPECT_LE(MaxRelErr(a, b, n1), tol) << g->values[v].name;
@@ -342,6 +344,39 @@ TEST_F(DevicePlan, ALabelOutOfRangeIsReportedWhenTheLossesAreCollected) {
   EXPECT_EQ(gcc_session_collect_losses(dev, losses, 2, &n, &d), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(d.msg).find("'loss'"), std::string::npos) << d.msg;
   EXPECT_NE(std::string(d.msg).find("row 3"), std::string::npos) << d.msg;
+  gcc_session_destroy(dev);
+  gcc_graph_free(g);
+}
+
+// gcc_session_param / _grad tell an unknown name from a device that fails
+// to give the parameters back.
+TEST_F(DevicePlan, SessionParamSaysWhetherTheNameIsUnknownOrTheDeviceFailed) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options dso = DeviceOptions(g, &hb, false, 1);
+  gcc_session *dev = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(8, 36, 5, 1);
+  float loss = 0;
+  ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &loss, &d), GCC_OK) << d.msg;
+  float *p = nullptr;
+  int64_t n = 0;
+  EXPECT_EQ(gcc_session_param(dev, "no.such.weight", &p, &n, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("'no.such.weight' is not a parameter"), std::string::npos)
+      << d.msg;
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(gcc_session_grad(dev, "no.such.weight", &p, &n, &d), GCC_ERR_INVALID_ARGUMENT);
+  hb.fail_d2h = true;  // the parameters are newer on the device: the copy back fails
+  EXPECT_EQ(gcc_session_param(dev, "fc1.weight", &p, &n, &d), GCC_ERR_DEVICE);
+  EXPECT_NE(std::string(d.msg).find("fc1.weight"), std::string::npos) << d.msg;
+  EXPECT_NE(std::string(d.msg).find("cudaErrorIllegalAddress"), std::string::npos) << d.msg;
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(gcc_session_grad(dev, "fc1.weight", &p, &n, &d), GCC_ERR_DEVICE);
+  hb.fail_d2h = false;  // it recovers: the next read copies again
+  EXPECT_EQ(gcc_session_param(dev, "fc1.weight", &p, &n, &d), GCC_OK) << d.msg;
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(n, 36 * 24);
   gcc_session_destroy(dev);
   gcc_graph_free(g);
 }

@@ -127,6 +127,7 @@ struct Recorded {
 struct HostBackend {
   gcc_device_backend be{};
   size_t limit = SIZE_MAX;  // device memory for the OOM tests
+  bool fail_d2h = false;    // device-to-host copies fail (a device error)
   size_t used = 0;
   std::vector<std::unique_ptr<EmulatedModule>> modules;
   std::vector<std::pair<void *, size_t>> blocks;
@@ -173,9 +174,12 @@ struct HostBackend {
       return GCC_OK;
     };
     be.host_release = [](void *, void *p) { free(p); };
-    be.copy = [](void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind, int,
-                 gcc_diag *) -> gcc_status {
+    be.copy = [](void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind, int,
+                 gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      if (h->fail_d2h && kind == GCC_COPY_D2H)
+        return gcc_diag_set(d, GCC_ERR_DEVICE,
+                            "cudaMemcpyAsync failed: cudaErrorIllegalAddress (emulated)");
       if (h->capturing) {
         Recorded r;
       r.kind = Recorded::kCopy;

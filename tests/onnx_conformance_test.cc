@@ -48,8 +48,11 @@ extern "C" {
 #include "runtime/plan.h"
 }
 #include "tests/host_backend.h"
+#include "tests/testutil.h"
 
 namespace {
+
+using gcc_test::ReadFile;
 
 // Cases whose ops are all supported but which the importer refuses, with
 // the part of the refusal message that says why. Each is a variant of a
@@ -137,14 +140,6 @@ std::vector<std::string> List(const std::string &dir, bool dirs) {
   closedir(d);
   std::sort(out.begin(), out.end());
   return out;
-}
-
-bool ReadFile(const std::string &path, std::vector<uint8_t> *out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return false;
-  out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return true;
 }
 
 struct Tensor {

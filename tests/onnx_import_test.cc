@@ -39,37 +39,25 @@ extern "C" {
 #include "runtime/plan.h"
 }
 #include "tests/onnx_builder.h"
+#include "tests/testutil.h"
 
 namespace {
+
+using gcc_test::ReadBytes;
+using gcc_test::Runfile;
+
+// A scratch file for this test.
+std::string Tmp(const std::string &name) { return gcc_test::TmpPath(name); }
+
+void WriteBytes(const std::string &path, const std::vector<uint8_t> &b) {
+  ASSERT_TRUE(gcc_test::WriteFile(path, b)) << path;
+}
 
 using gcc_test::kBatch;
 using gcc_test::OnnxModel;
 
 constexpr int kF32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
 constexpr int kI64 = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-
-std::string Tmp(const std::string &name) {
-  const char *t = getenv("TEST_TMPDIR");
-  return std::string(t && *t ? t : "/tmp") + "/" + name;
-}
-
-void WriteBytes(const std::string &path, const std::vector<uint8_t> &b) {
-  FILE *f = fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  ASSERT_EQ(fwrite(b.data(), 1, b.size(), f), b.size());
-  fclose(f);
-}
-
-std::vector<uint8_t> ReadBytes(const std::string &path) {
-  std::vector<uint8_t> b;
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f) return b;
-  uint8_t buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) b.insert(b.end(), buf, buf + n);
-  fclose(f);
-  return b;
-}
 
 struct Imported {
   gcc_status status = GCC_OK;
@@ -770,21 +758,6 @@ TEST(ModelFile, RecognisesFormatsByContent) {
 }
 
 // ---- command lines -----------------------------------------------------------------------
-
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> c;
-  if (const char *s = getenv("TEST_SRCDIR")) {
-    c.push_back(std::string(s) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE"))
-      c.push_back(std::string(s) + "/" + ws + "/" + rel);
-  }
-  c.push_back(rel);
-  for (const std::string &p : c) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return p;
-  }
-  return "";
-}
 
 struct Result {
   int code = -1;

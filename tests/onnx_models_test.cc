@@ -29,8 +29,17 @@ extern "C" {
 #include "runtime/plan.h"
 }
 #include "tests/run_plans.h"
+#include "tests/testutil.h"
 
 namespace {
+
+using gcc_test::ReadBytes;
+
+// A committed test file: its runfile path, else `rel` (the open then fails naming it).
+std::string Runfile(const std::string &rel) {
+  std::string p = gcc_test::Runfile(rel);
+  return p.empty() ? rel : p;
+}
 
 // Models refused for an op the importer does not map yet, and that op.
 struct Missing {
@@ -39,32 +48,6 @@ struct Missing {
 const Missing kMissing[] = {
     {"", ""},  // every model imports
 };
-
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> c;
-  if (const char *s = getenv("TEST_SRCDIR")) {
-    c.push_back(std::string(s) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE"))
-      c.push_back(std::string(s) + "/" + ws + "/" + rel);
-  }
-  c.push_back(rel);
-  for (const std::string &p : c) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return p;
-  }
-  return rel;
-}
-
-std::vector<uint8_t> ReadBytes(const std::string &path) {
-  std::vector<uint8_t> b;
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f) return b;
-  uint8_t buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) b.insert(b.end(), buf, buf + n);
-  fclose(f);
-  return b;
-}
 
 // Imports `path`; nullptr (and a check against kMissing) when refused.
 gcc_graph *Import(const std::string &name, const std::string &path) {

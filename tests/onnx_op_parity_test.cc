@@ -21,27 +21,19 @@ extern "C" {
 #include "tests/fixture.h"
 #include "tests/onnx_builder.h"
 #include "tests/run_plans.h"
+#include "tests/testutil.h"
 
 namespace {
+
+// A committed test file: its runfile path, else `rel` (the open then fails naming it).
+std::string Runfile(const std::string &rel) {
+  std::string p = gcc_test::Runfile(rel);
+  return p.empty() ? rel : p;
+}
 
 using gcc_test::Fixture;
 using gcc_test::FixtureArray;
 using gcc_test::OnnxModel;
-
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> c;
-  if (const char *s = getenv("TEST_SRCDIR")) {
-    c.push_back(std::string(s) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE"))
-      c.push_back(std::string(s) + "/" + ws + "/" + rel);
-  }
-  c.push_back(rel);
-  for (const std::string &p : c) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return p;
-  }
-  return rel;
-}
 
 const Fixture &Fix() {
   static Fixture *f = [] {

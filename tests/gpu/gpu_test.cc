@@ -119,8 +119,10 @@ void TrainBoth(const gcc_graph *model, const gcc_session_options &gpu_o,
   for (int v = 0; v < model->n_values; v++) {
     if (model->values[v].kind != GCC_VALUE_PARAM) continue;
     int64_t n = 0;
-    const float *a = gcc_session_param(gpu, model->values[v].name, &n);
-    const float *b = gcc_session_param(cpu, model->values[v].name, &n);
+    float *a = nullptr;
+    gcc_session_param(gpu, model->values[v].name, &a, &n, nullptr);
+    float *b = nullptr;
+    gcc_session_param(cpu, model->values[v].name, &b, &n, nullptr);
     ASSERT_TRUE(a && b);
     EXPECT_LE(MaxRelErr(a, b, n), 1e-3) << model->values[v].name;
   }
