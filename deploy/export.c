@@ -200,12 +200,6 @@ static gcc_status export_cuda(const gcc_graph *ig, const gcc_export_options *o,
   return s;
 }
 
-gcc_status gcc_export_bundle_bytes(const gcc_graph *model, const gcc_export_options *o,
-                                   const char *source, uint8_t **out, size_t *out_size,
-                                   gcc_diag *d) {
-  return gcc_bundle_build(model, o, export_cuda, source, out, out_size, d);
-}
-
 gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
                              const char *path, gcc_diag *d) {
   if (o->n_archs < 1 || o->n_archs > GCC_BUNDLE_MAX_ARCHS)
@@ -213,7 +207,7 @@ gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o
                         o->n_archs, GCC_BUNDLE_MAX_ARCHS);
   uint8_t *bytes;
   size_t size;
-  GCC_TRY(gcc_export_bundle_bytes(model, o, path, &bytes, &size, d));
+  GCC_TRY(gcc_bundle_build(model, o, export_cuda, path, &bytes, &size, d));
   gcc_status s = gcc_write_file_atomic(path, bytes, size, d);
   free(bytes);
   return s;

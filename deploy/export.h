@@ -41,13 +41,6 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
 gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
                              const char *path, gcc_diag *d);
 
-/* The same bundle in memory: *out (malloc'ed, the caller frees it) holds
- * *out_size bytes; `source` names it in messages. o->n_archs may be 0 here:
- * a CPU-only bundle, as gcc_bundle_open_bytes makes without a compiler. */
-gcc_status gcc_export_bundle_bytes(const gcc_graph *model, const gcc_export_options *o,
-                                   const char *source, uint8_t **out, size_t *out_size,
-                                   gcc_diag *d);
-
 #ifdef __cplusplus
 }
 #endif

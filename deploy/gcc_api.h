@@ -55,7 +55,7 @@ typedef struct gccx_session gccx_session;
  * magic, version, sizes, SHA-256 of every section, manifest, graph).
  * A model file instead of a bundle (an ONNX model or a gcc-train .pb,
  * recognised by content: onnx/model_file.h) is opened as the CPU-only
- * bundle of its inference graph (gcc_bundle_open_bytes): its one input
+ * bundle of its inference graph (deploy/model_bundle.h): its one input
  * must have a symbolic batch dim 0 and its one output (or training
  * prediction) be float32 (N, C) logits; errors are then the model
  * loader's (GCC_ERR_PARSE, GCC_ERR_INVALID_GRAPH, GCC_ERR_UNSUPPORTED,
