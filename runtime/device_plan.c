@@ -520,7 +520,7 @@ static gcc_status allocate_ring(gcc_dplan *p, gcc_diag *d) {
   if (!p->rb_tensors)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   GCC_TRY(p->be.host_alloc(p->be.self, p->ring_stride * (size_t)p->ring, &p->ring_host, d));
-  memset(p->ring_host, 0xff, p->ring_stride * (size_t)p->ring);
+  memset(p->ring_host, GCC_BAD_LABEL_NONE_BYTE, p->ring_stride * (size_t)p->ring);
   for (int e = 0; e < p->ring; e++)
     for (int k = 0; k < p->n_rb; k++) {
       gcc_tensor *t = &p->rb_tensors[e * p->n_rb + k];
@@ -657,8 +657,8 @@ static gcc_status issue_ops(gcc_dplan *p, int slot, int64_t step, gcc_diag *d) {
       break;
     }
     case OP_CLEAR_BAD_LABEL:
-      GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, 0xff, sizeof(int),
-                           GCC_STREAM_COMPUTE, d));
+      GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, GCC_BAD_LABEL_NONE_BYTE,
+                           sizeof(int), GCC_STREAM_COMPUTE, d));
       break;
     case OP_COPY:
       GCC_TRY(p->be.copy(p->be.self, ptr_of(p, o->dst, slot), ptr_of(p, o->src, slot), o->bytes,
@@ -831,9 +831,9 @@ gcc_status gcc_dplan_wait_readback(gcc_dplan *p, int entry, gcc_diag *d) {
     GCC_TRY(fetch_ring(p, d));
   if (p->has_loss_kernel) {
     int *bad = (int *)((char *)p->ring_host + (size_t)entry * p->ring_stride + p->ring_stride - 64);
-    if (*bad != -1) {
+    if (*bad != GCC_BAD_LABEL_NONE) {
       int row = *bad;
-      *bad = -1;
+      *bad = GCC_BAD_LABEL_NONE;
       const char *loss = "the loss";
       for (int i = 0; i < p->g->n_nodes; i++)
         if (gcc_op(p->g->nodes[i].op)->flags & GCC_OPF_LOSS)

@@ -35,6 +35,7 @@ extern "C" {
 #include "graph/builder.h"
 #include "graph/ops.h"
 #include "models/models.h"
+#include "codegen/nvrtc.h"
 #include "runtime/device_plan.h"
 #include "runtime/gemm_map.h"
 #include "runtime/session.h"
@@ -771,6 +772,132 @@ TEST_F(DevicePlan, TrainerWithTheDatasetOnTheDeviceMatchesTheCpuTrainer) {
   EXPECT_EQ(rep[1].test_accuracy, rep[0].test_accuracy);
   EXPECT_GT(rep[0].test_accuracy, 0.3);  // 40 steps learn something (chance: 0.1)
   gcc_graph_free(g);
+}
+
+// The loss kernel's threads race to report bad labels: the reported row is
+// the first, as the CPU backend reports it.
+TEST_F(DevicePlan, TwoBadLabelsReportTheFirstRowAsTheCpuDoes) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, false, 1);
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_diag d{}, dc{};
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(8, 36, 5, 2);
+  b.y[3] = 7;
+  b.y[6] = -1;
+  float l = 0;
+  EXPECT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 8, &l, &dc),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l, &d),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dc.msg).find("row 3"), std::string::npos) << dc.msg;
+  EXPECT_NE(std::string(d.msg).find("row 3"), std::string::npos) << d.msg;
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  gcc_graph_free(g);
+}
+
+// The kernels that do a refused epilogue's work (codegen/emit.h,
+// gcc_codegen_gemm_epilogues) after the plain GEMM give what cuBLASLt's
+// epilogue gives (the host backend's model of it, ColMajorGemm), for every
+// epilogue the fusion pass forms, DRELU alone included; the source compiles
+// with NVRTC for sm_80 and sm_90.
+TEST(GemmEpilogueFallback, KernelsDoWhatTheCublasLtEpiloguesDo) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "codegen/cuda_host_shim.h missing from the runfiles";
+  const int64_t M = 37, N = 19, K = 23;  // m not a multiple of 32: padding bits
+  const gcc_lt_epilogue kinds[] = {GCC_LT_BIAS,  GCC_LT_RELU_BIAS,   GCC_LT_RELU_AUX_BIAS,
+                                   GCC_LT_DRELU, GCC_LT_DRELU_BGRAD, GCC_LT_BGRADB};
+  std::vector<gcc_epilogue_work> work;
+  std::vector<gcc_colmajor_gemm> maps;
+  for (int i = 0; i < 6; i++) {
+    gcc_colmajor_gemm m{};
+    m.trans_a = i % 2;
+    m.trans_b = (i / 2) % 2;
+    m.m = M, m.n = N, m.k = K;
+    m.lda = m.trans_a ? K : M;
+    m.ldb = m.trans_b ? N : K;
+    m.ldd = M;
+    m.alpha = 0.5f;
+    m.c_value = -1;
+    m.epilogue = kinds[i];
+    m.aux_ld = 128;
+    maps.push_back(m);
+    gcc_epilogue_work w{};
+    w.kind = (int)kinds[i];
+    w.m = M, w.n = N, w.k = K, w.ldd = M, w.ldb = m.ldb, w.aux_ld = 128, w.trans_b = m.trans_b;
+    work.push_back(w);
+  }
+  gcc_kernel_set ks{};
+  gcc_diag d{};
+  ASSERT_EQ(gcc_codegen_gemm_epilogues(work.data(), 6, 4, &ks, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(ks.n_kernels, 6);
+  for (int sm : {80, 90}) {
+    gcc_nvrtc_output o{};
+    EXPECT_EQ(gcc_nvrtc_compile(ks.source, "gcc_epilogues.cu", sm, &o, &d), GCC_OK)
+        << "sm_" << sm << ": " << d.msg;
+    EXPECT_GT(o.cubin_size, 0u);
+    gcc_nvrtc_output_free(&o);
+  }
+  EmulatedModule mod;
+  std::string err;
+  ASSERT_TRUE(mod.Compile(ks.source, "epilogues", &err)) << err;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int i = 0; i < 6; i++) {
+    const gcc_colmajor_gemm &m = maps[i];
+    SCOPED_TRACE(gcc_lt_epilogue_name(m.epilogue));
+    std::vector<float> A(M * K), B(K * N), bias(std::max(M, N)), D0(M * N);
+    for (float &v : A) v = u(rng);
+    for (float &v : B) v = u(rng);
+    for (float &v : bias) v = u(rng);
+    std::vector<uint8_t> aux(128 / 8 * N);
+    for (uint8_t &v : aux) v = (uint8_t)rng();
+    // cuBLASLt's epilogue (the model)
+    std::vector<float> Dref(M * N), bref = bias;
+    std::vector<uint8_t> aref = aux;
+    ColMajorGemm(m, A.data(), B.data(), nullptr, Dref.data(), bref.data(), aref.data());
+    // the plain GEMM, then the kernel
+    gcc_colmajor_gemm plain = m;
+    plain.epilogue = GCC_LT_DEFAULT;
+    std::vector<float> D(M * N), b2 = bias;
+    std::vector<uint8_t> a2 = aux;
+    if (m.epilogue == GCC_LT_RELU_AUX_BIAS)
+      std::fill(a2.begin(), a2.end(), 0xA5);  // the kernel writes every word
+    ColMajorGemm(plain, A.data(), B.data(), nullptr, D.data(), nullptr, nullptr);
+    const gcc_kernel_info &k = ks.kernels[i];
+    std::vector<void *> vals(k.n_args), argv(k.n_args);
+    for (int a = 0; a < k.n_args; a++) {
+      std::string nm = k.args[a].name;
+      vals[a] = nm == "d" ? (void *)D.data()
+                : nm == "bias" || nm == "bgrad" ? (void *)b2.data()
+                : nm == "aux"                   ? (void *)a2.data()
+                                                : (void *)B.data();
+      argv[a] = &vals[a];
+    }
+    ASSERT_TRUE(mod.Launch(k.name, (unsigned)k.grid_dim, (unsigned)k.block_dim, argv.data(), &err))
+        << err;
+    if (m.epilogue != GCC_LT_BGRADB) {
+      EXPECT_LE(MaxRelErr(D.data(), Dref.data(), M * N), 1e-6);
+    }
+    if (m.epilogue == GCC_LT_DRELU_BGRAD || m.epilogue == GCC_LT_BGRADB) {
+      int64_t len = m.epilogue == GCC_LT_BGRADB ? N : M;
+      EXPECT_LE(MaxRelErr(b2.data(), bref.data(), len), 1e-6);
+    }
+    if (m.epilogue == GCC_LT_RELU_AUX_BIAS)
+      for (int64_t j = 0; j < N; j++)
+        for (int64_t r = 0; r < 128; r++) {
+          int64_t bit = j * 128 + r;
+          int got = (a2[bit / 8] >> (bit % 8)) & 1, want = (aref[bit / 8] >> (bit % 8)) & 1;
+          if (r < M)
+            EXPECT_EQ(got, want) << "mask bit (" << r << ", " << j << ")";
+          else
+            EXPECT_EQ(got, 0) << "padding bit (" << r << ", " << j << ")";
+        }
+  }
+  gcc_kernel_set_free(&ks);
 }
 
 // The mapping alone, for every transpose combination of Gemm, with alpha,
