@@ -204,6 +204,7 @@ static gcc_status dplan_for(gccx_session *s, int64_t rows, gcc_dplan **out, gcc_
   cfg.readback_ring = 1;
   cfg.threads = s->threads;
   cfg.image = &image;
+  cfg.image_arch = img.arch;
   GCC_TRY(gcc_dplan_compile(gcc_bundle_graph(s->bundle->b), &o, &cfg, s->be,
                             bind_device_weights, s, &s->dplans[slot], d));
   s->dplan_batch[slot] = batch;

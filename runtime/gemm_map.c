@@ -1,6 +1,8 @@
 /* gemm_map.c - row-major GEMM groups onto column-major cuBLASLt calls (see gemm_map.h). */
 #include "runtime/gemm_map.h"
 
+#include <stdint.h>
+
 #include "graph/ops.h"
 
 const char *gcc_lt_epilogue_name(gcc_lt_epilogue e) {
@@ -15,6 +17,14 @@ const char *gcc_lt_epilogue_name(gcc_lt_epilogue e) {
   case GCC_LT_BGRADB: return "CUBLASLT_EPILOGUE_BGRADB";
   }
   return "?";
+}
+
+unsigned gcc_lt_alignment(const void *p) {
+  uintptr_t v = (uintptr_t)p;
+  unsigned a = 256;
+  while (a > 1 && v % a != 0)
+    a /= 2;
+  return a;
 }
 
 /* the group's node of op `op`, or -1 */
