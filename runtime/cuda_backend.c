@@ -319,11 +319,19 @@ static gcc_status be_gemm(void *self, void *prepared, const void *a, const void 
 /* ---- cuDNN ------------------------------------------------------------------ */
 
 static gcc_status cudnn_ready(gcc_cuda_backend *b, gcc_diag *d) {
-  if (b->cudnn)
-    return GCC_OK;
-  GCC_TRY(gcc_cudnn_handle_create(&b->cudnn, d));
-  GCC_CUDNN_TRY(cudnnSetStream(b->cudnn, b->stream[GCC_STREAM_COMPUTE]), d);
-  return gcc_cudnn_cache_create(&b->cudnn_cache, d);
+  if (!b->cudnn) {
+    cudnnHandle_t h = NULL;
+    GCC_TRY(gcc_cudnn_handle_create(&h, d));
+    cudnnStatus_t st = cudnnSetStream(h, b->stream[GCC_STREAM_COMPUTE]);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      gcc_cudnn_handle_destroy(h);
+      return gcc_cudnn_status(st, "cudnnSetStream", __FILE__, __LINE__, d);
+    }
+    b->cudnn = h;
+  }
+  if (!b->cudnn_cache)
+    GCC_TRY(gcc_cudnn_cache_create(&b->cudnn_cache, d));
+  return GCC_OK;
 }
 
 /* cuDNN's algorithm choice caps the workspace at this (bytes) */
