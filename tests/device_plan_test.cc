@@ -14,10 +14,19 @@
 //    semantics) plus the cuBLASLt epilogue written out in loops (bias, ReLU,
 //    ReLU bit-mask, DRELU, bias gradients);
 //  - capture records the issued work with its argument *values* and replay
-//    re-issues the recording, as a CUDA Graph does.
+//    re-issues the recording, as a CUDA Graph does; graphs are handles the
+//    plan owns;
+//  - what goes wrong on a GPU without an error is modelled and reported
+//    (see HostBackend): freed memory touched by recorded work (a stale
+//    cuDNN workspace, the graph of a freed plan), leaked graphs and GEMM
+//    handles, GEMM operands less aligned than their algorithm assumes,
+//    epilogues cuBLASLt does not offer, lazy module loading on a device of
+//    a given compute capability, staging buffers rewritten under an
+//    in-flight H2D copy.
 // Every result is compared with the CPU backend (a CPU session of the same
 // model): training losses and parameters after several steps, evaluation,
-// bad labels, out-of-memory messages.
+// training after evaluation with graphs, bad labels, out-of-memory
+// messages. The tests named after issue 21 each failed before its fix.
 #include <cblas.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +35,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <set>
 #include <memory>
 #include <random>
 #include <string>
@@ -36,9 +48,10 @@ extern "C" {
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
+#include "codegen/gemm_map.h"
+#include "codegen/nvrtc.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/plan.h"
-#include "codegen/gemm_map.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 #include "codegen/kernel_cache.h"
@@ -219,6 +232,10 @@ void TrainAndCompare(gcc_graph *g, bool graphs, int pending, int steps, int64_t 
   gcc_session_destroy(dev);
   gcc_session_destroy(cpu);
   EXPECT_EQ(hb->used, 0u) << "device memory leaked";
+  EXPECT_TRUE(hb->graphs.empty()) << "CUDA Graphs leaked";
+  EXPECT_TRUE(hb->prepared.empty()) << "prepared GEMMs leaked";
+  for (const std::string &v : hb->violations) ADD_FAILURE() << v;
+  for (const std::string &v : hb->misaligned) ADD_FAILURE() << v;
 }
 
 class DevicePlan : public ::testing::Test {
@@ -506,6 +523,474 @@ TEST_F(DevicePlan, TrainerWithTheDatasetOnTheDeviceMatchesTheCpuTrainer) {
   gcc_graph_free(g);
 }
 
+// ---- issue 21: graphs, workspaces, cuBLASLt, small items ---------------------
+
+struct Step {
+  bool train;
+  int64_t rows;
+  uint32_t seed;
+};
+
+// Runs `steps` (training steps and evaluation batches, in order) on a device
+// session and on a CPU session of `g`: every loss and correct count must agree.
+void RunAndCompare(gcc_graph *g, HostBackend *hb, bool graphs, const std::vector<Step> &steps,
+                   int64_t features, int classes, double tol, int sm_count = 4,
+                   std::vector<float> *dev_out = nullptr) {
+  gcc_diag d{};
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, hb, graphs, 1, sm_count);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (size_t i = 0; i < steps.size(); i++) {
+    const Step &s = steps[i];
+    Batch b = MakeBatch(s.rows, features, classes, s.seed);
+    float l1 = 0, l2 = 0;
+    if (s.train) {
+      ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), s.rows, &l2, &d), GCC_OK)
+          << d.msg;
+      ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), s.rows, &l1, &d), GCC_OK)
+          << "step " << i << ": " << d.msg;
+    } else {
+      int64_t c1 = -1, c2 = -2;
+      ASSERT_EQ(gcc_session_eval_batch(cpu, b.x.data(), b.y.data(), s.rows, &l2, &c2, nullptr, &d),
+                GCC_OK)
+          << d.msg;
+      ASSERT_EQ(gcc_session_eval_batch(dev, b.x.data(), b.y.data(), s.rows, &l1, &c1, nullptr, &d),
+                GCC_OK)
+          << "step " << i << ": " << d.msg;
+      EXPECT_EQ(c1, c2) << "step " << i;
+    }
+    if (dev_out)
+      dev_out->push_back(l1);
+    EXPECT_NEAR(l1, l2, tol * std::max(1.0f, std::fabs(l2)))
+        << (s.train ? "training" : "evaluation") << " step " << i << " (rows " << s.rows << ")";
+  }
+  ExpectSameParameters(g, dev, cpu, tol);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+}
+
+std::string Violations(const HostBackend &hb) {
+  std::string s;
+  for (const std::string &v : hb.violations)
+    s += "\n  " + v;
+  return s;
+}
+
+// Issue 21, bug 1: a session's plans each keep their own CUDA Graphs. The
+// evaluation plan (captured on its 3rd and 4th batch) must not replace the
+// training plan's graphs: training after an evaluation goes on learning.
+TEST_F(DevicePlan, TrainEvaluateTrainWithCudaGraphsMatchesTheCpu) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  std::vector<Step> steps;
+  for (int i = 0; i < 6; i++) steps.push_back({true, 8, 300u + i});
+  for (int i = 0; i < 4; i++) steps.push_back({false, 20, 400u + i});
+  for (int i = 0; i < 6; i++) steps.push_back({true, 8, 500u + i});
+  RunAndCompare(g, &hb, /*graphs=*/true, steps, 36, 5, 1e-5);
+  EXPECT_GE(hb.replays, 8);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// Issue 21, bug 1: a plan evicted from the session's cache (more than 8
+// batch sizes) takes its graphs with it, before its memory goes; the plans
+// that stay keep replaying their own graphs.
+TEST_F(DevicePlan, EvictingAPlanLeavesTheOtherPlansReplayingTheirOwnGraphs) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  std::vector<Step> steps;
+  uint32_t seed = 600;
+  for (int i = 0; i < 4; i++) steps.push_back({true, 8, seed++});
+  for (int i = 0; i < 4; i++) steps.push_back({false, 20, seed++});
+  for (int64_t rows = 7; rows >= 1; rows--)  // 7 more plans: the 9th evicts train b8
+    for (int i = 0; i < 4; i++) steps.push_back({true, rows, seed++});
+  for (int i = 0; i < 3; i++) steps.push_back({true, 7, seed++});
+  for (int i = 0; i < 3; i++) steps.push_back({false, 20, seed++});
+  RunAndCompare(g, &hb, /*graphs=*/true, steps, 36, 5, 1e-5);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  EXPECT_EQ(hb.used, 0u);
+  gcc_graph_free(g);
+}
+
+// Issue 21, bug 2: the CIFAR CNN trains at batch 4 with graphs, evaluates a
+// batch of 1000 (larger convolutions: a larger cuDNN workspace), trains
+// again: the training graphs must not run cuDNN on a freed workspace.
+TEST_F(DevicePlan, CifarCnnTrainEvaluateAtOneThousandTrainAgainWithGraphs) {
+  HostBackend hb;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  std::vector<Step> steps;
+  for (int i = 0; i < 5; i++) steps.push_back({true, 4, 700u + i});
+  steps.push_back({false, 1000, 710});
+  for (int i = 0; i < 4; i++) steps.push_back({true, 4, 720u + i});
+  RunAndCompare(g, &hb, /*graphs=*/true, steps, 3 * 32 * 32, 10, 2e-5);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// Issue 21: a cuDNN workspace that cannot be allocated is out of memory,
+// and leaves nothing half-prepared: with memory again, the next step runs.
+// (The workspace is part of the plan's allocation, sized when the plan is
+// built from every convolution of the plan.)
+TEST_F(DevicePlan, AWorkspaceThatDoesNotFitIsOutOfMemoryAndTheNextStepRuns) {
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(4, 3 * 32 * 32, 10, 31);
+  size_t plan_bytes = 0, ws = 0;
+  {
+    HostBackend probe;
+    gcc_session_options so = DeviceOptions(g, &probe, false, 1);
+    gcc_session *s = nullptr;
+    ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+    gcc_plan *p = nullptr;
+    ASSERT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, 4, &p, &d), GCC_OK) << d.msg;
+    plan_bytes = gcc_plan_device_bytes(p);
+    ws = gcc_plan_workspace_bytes(p);
+    gcc_session_destroy(s);
+  }
+  ASSERT_GT(ws, 0u);
+  HostBackend hb;
+  gcc_session_options co = CpuOptions(g), so = DeviceOptions(g, &hb, false, 1);
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &so, &dev, &d), GCC_OK) << d.msg;
+  hb.limit = hb.used + plan_bytes - ws / 2;  // the plan fits but for half its workspace
+  float l1 = 0, l2 = 0;
+  EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 4, &l1, &d),
+            GCC_ERR_OUT_OF_MEMORY)
+      << d.msg;
+  EXPECT_NE(std::string(d.msg).find("cuDNN workspace"), std::string::npos) << d.msg;
+  hb.limit = SIZE_MAX;
+  ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 4, &l1, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 4, &l2, &d), GCC_OK) << d.msg;
+  EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2)));
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// Regression models whose GEMMs have shapes cuBLASLt offers no epilogue for
+// (the host backend's heuristic refuses them as cuBLASLt does): BGRADB with
+// one output column (models/linear.pb's dW) and DRELU with k = 1 (the ReLU
+// gradient through a layer of one output).
+gcc_graph *TinyRegressor() {
+  gcc_builder *b = gcc_builder_new("tiny_regressor", 5);
+  int64_t xd[2] = {GCC_BATCH_DIM, 3}, yd[2] = {GCC_BATCH_DIM, 1};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, yd);
+  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 3, 8));
+  int pred = gcc_build_linear(b, "fc2", h, 8, 1);
+  int loss = gcc_build_mse(b, "loss", pred, y);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts{};
+  ts.loss = "loss";
+  ts.prediction = "fc2.out";
+  ts.input = "x";
+  ts.target = "y";
+  ts.dataset = "inline";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.05f;
+  ts.batch_size = 8;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+void TrainRegressionAndCompare(gcc_graph *g, HostBackend *hb, int steps) {
+  gcc_diag d{};
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, hb, true, 1);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (int s = 0; s < steps; s++) {
+    Batch b = MakeBatch(8, 3, 2, 800u + (uint32_t)s);
+    std::vector<float> y(8);
+    for (int i = 0; i < 8; i++) y[i] = b.x[i * 3] - 2.0f * b.x[i * 3 + 1];
+    float l1 = 0, l2 = 0;
+    ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), y.data(), 8, &l2, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), y.data(), 8, &l1, &d), GCC_OK)
+        << "step " << s << ": " << d.msg;
+    EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2))) << "step " << s;
+  }
+  ExpectSameParameters(g, dev, cpu, 1e-5);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+}
+
+// (tests/fusion_test checks that the fusion pass does not form them.)
+TEST_F(DevicePlan, ShapesCublasLtHasNoEpilogueForTrainAsOnTheCpu) {
+  gcc_graph *lin = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_linear(1, &lin, &d), GCC_OK) << d.msg;
+  gcc_graph *reg = TinyRegressor();
+  HostBackend h1, h2;
+  TrainRegressionAndCompare(lin, &h1, 5);
+  TrainRegressionAndCompare(reg, &h2, 5);
+  gcc_graph_free(reg);
+  gcc_graph_free(lin);
+}
+
+// When cuBLASLt's heuristic offers no algorithm for a group's epilogue, the
+// plan falls back to the plain GEMM and generated kernels for the
+// epilogue's work. Each epilogue the MLP uses is refused in turn.
+TEST_F(DevicePlan, EachEpilogueRefusedInTurnFallsBackAndMatchesTheCpu) {
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  for (gcc_epilogue e : {GCC_EPI_RELU_AUX_BIAS, GCC_EPI_DRELU_BGRAD, GCC_EPI_BGRADB, GCC_EPI_BIAS,
+                            GCC_EPI_RELU_BIAS}) {
+    SCOPED_TRACE(gcc_epilogue_name(e));
+    HostBackend hb;
+    hb.refuse.insert((int)e);
+    TrainAndCompare(g, /*graphs=*/true, /*pending=*/2, 6, 8, 5, &hb, 1e-5);
+    // a refused GEMM of a ReLU bit-mask takes the mask's other GEMMs along:
+    // generated kernels write and read it
+    bool mask = e == GCC_EPI_RELU_AUX_BIAS || e == GCC_EPI_DRELU_BGRAD;
+    for (const std::string &used : hb.epilogues) {
+      EXPECT_NE(used, gcc_epilogue_name(e));
+      if (mask) {
+        EXPECT_NE(used, "CUBLASLT_EPILOGUE_RELU_AUX_BIAS");
+        EXPECT_NE(used, "CUBLASLT_EPILOGUE_DRELU_BGRAD");
+      }
+    }
+  }
+  gcc_graph_free(g);
+}
+
+// cuBLASLt's algorithms are chosen for the alignment of the real operands
+// (and with the real bias and aux pointers set).
+TEST_F(DevicePlan, EveryGemmRunsOnOperandsAlignedAsItsAlgorithmAssumes) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  TrainAndCompare(g, /*graphs=*/true, /*pending=*/2, 6, 8, 5, &hb, 1e-5);
+  std::string m;
+  for (const std::string &v : hb.misaligned) m += "\n  " + v;
+  EXPECT_TRUE(hb.misaligned.empty()) << m;
+  gcc_graph_free(g);
+}
+
+// The loss kernel's threads race to report bad labels: the reported row is
+// the first, as the CPU backend reports it.
+TEST_F(DevicePlan, TwoBadLabelsReportTheFirstRowAsTheCpuDoes) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, false, 1);
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_diag d{}, dc{};
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(8, 36, 5, 2);
+  b.y[3] = 7;
+  b.y[6] = -1;
+  float l = 0;
+  EXPECT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 8, &l, &dc),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l, &d),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dc.msg).find("row 3"), std::string::npos) << dc.msg;
+  EXPECT_NE(std::string(d.msg).find("row 3"), std::string::npos) << d.msg;
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  gcc_graph_free(g);
+}
+
+// A step that fails after its H2D was issued leaves the copy in flight: the
+// plan is failed, and its pinned staging buffer is not written again.
+TEST_F(DevicePlan, AStepFailingAfterItsCopyMarksThePlanFailed) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options dso = DeviceOptions(g, &hb, false, 1);
+  gcc_session *dev = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  float l = 0;
+  for (int s = 0; s < 3; s++) {
+    Batch b = MakeBatch(8, 36, 5, 50u + (uint32_t)s);
+    ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l, &d), GCC_OK) << d.msg;
+  }
+  hb.fail_gemm_at = hb.gemms;  // the next step's first GEMM
+  Batch b3 = MakeBatch(8, 36, 5, 53), b4 = MakeBatch(8, 36, 5, 54);
+  EXPECT_EQ(gcc_session_train_step(dev, b3.x.data(), b3.y.data(), 8, &l, &d), GCC_ERR_DEVICE);
+  EXPECT_NE(std::string(d.msg).find("injected"), std::string::npos) << d.msg;
+  EXPECT_NE(gcc_session_train_step(dev, b4.x.data(), b4.y.data(), 8, &l, &d), GCC_OK);
+  EXPECT_NE(std::string(d.msg).find("failed"), std::string::npos) << d.msg;
+  gcc_session_destroy(dev);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// The README and runtime/plan.h say how far the host runs ahead: it waits
+// for the plan's step i - 2 (the last user of step i's input slot and
+// staging buffer) and for nothing else.
+TEST_F(DevicePlan, TheHostWaitsForStepIMinusTwoAndNothingElse) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options dso = DeviceOptions(g, &hb, true, 8);
+  gcc_session *dev = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (int s = 0; s < 8; s++) {
+    Batch b = MakeBatch(8, 36, 5, 20u + (uint32_t)s);
+    ASSERT_EQ(gcc_session_train_step_async(dev, b.x.data(), b.y.data(), 8, &d), GCC_OK) << d.msg;
+  }
+  std::vector<std::pair<int, int>> want;
+  for (int i = 2; i < 8; i++) want.push_back({i, i - 2});
+  EXPECT_EQ(hb.step_waits, want);
+  float losses[8];
+  int n = 0;
+  ASSERT_EQ(gcc_session_collect_losses(dev, losses, 8, &n, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(n, 8);
+  gcc_session_destroy(dev);
+  gcc_graph_free(g);
+}
+
+// The kernel image is chosen by the device's compute capability before it
+// is loaded: lazy loading would only fail at the first launch. A plan
+// compiled for sm_80 on an sm_90 device loads the PTX (compute_80 JITs on
+// sm_90); the sm_80 cubin cannot run there.
+TEST_F(DevicePlan, TheKernelImageIsChosenByComputeCapabilityBeforeLoading) {
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  {
+    HostBackend hb;
+    hb.be.arch = 90;
+    gcc_diag d{};
+    gcc_session *cpu = nullptr, *dev = nullptr;
+    gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, true, 1);
+    dso.plan.sm = 80;
+    ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+    for (int s = 0; s < 3; s++) {
+      Batch b = MakeBatch(8, 36, 5, 90u + (uint32_t)s);
+      float l1 = 0, l2 = 0;
+      ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 8, &l2, &d), GCC_OK) << d.msg;
+      ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l1, &d), GCC_OK) << d.msg;
+      EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2)));
+    }
+    gcc_session_destroy(dev);
+    gcc_session_destroy(cpu);
+  }
+  {  // sm_90 kernels on an sm_86 device: neither the cubin nor the PTX runs
+    HostBackend hb;
+    hb.be.arch = 86;
+    gcc_diag d{};
+    gcc_session *dev = nullptr;
+    gcc_session_options dso = DeviceOptions(g, &hb, true, 1);
+    ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+    gcc_plan *p = nullptr;
+    EXPECT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 8, &p, &d), GCC_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(d.msg).find("sm_86"), std::string::npos) << d.msg;
+    EXPECT_NE(std::string(d.msg).find("compute_90"), std::string::npos) << d.msg;
+    gcc_session_destroy(dev);
+  }
+  gcc_graph_free(g);
+}
+
+// The kernels that do a refused epilogue's work (codegen/emit.h,
+// gcc_codegen_gemm_epilogues) after the plain GEMM give what cuBLASLt's
+// epilogue gives (the host backend's model of it, ColMajorGemm), for every
+// epilogue the fusion pass forms, DRELU alone included; the source compiles
+// with NVRTC for sm_80 and sm_90.
+TEST(GemmEpilogueFallback, KernelsDoWhatTheCublasLtEpiloguesDo) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  const int64_t M = 37, N = 19, K = 23;  // m not a multiple of 32: padding bits
+  const gcc_epilogue kinds[] = {GCC_EPI_BIAS,  GCC_EPI_RELU_BIAS,   GCC_EPI_RELU_AUX_BIAS,
+                                   GCC_EPI_DRELU, GCC_EPI_DRELU_BGRAD, GCC_EPI_BGRADB};
+  std::vector<gcc_epilogue_work> work;
+  std::vector<gcc_colmajor_gemm> maps;
+  for (int i = 0; i < 6; i++) {
+    gcc_colmajor_gemm m{};
+    m.trans_a = i % 2;
+    m.trans_b = (i / 2) % 2;
+    m.m = M, m.n = N, m.k = K;
+    m.lda = m.trans_a ? K : M;
+    m.ldb = m.trans_b ? N : K;
+    m.ldd = M;
+    m.alpha = 0.5f;
+    m.c_value = -1;
+    m.epilogue = kinds[i];
+    m.aux_ld = 128;
+    maps.push_back(m);
+    gcc_epilogue_work w{};
+    w.kind = (int)kinds[i];
+    w.m = M, w.n = N, w.k = K, w.ldd = M, w.ldb = m.ldb, w.aux_ld = 128, w.trans_b = m.trans_b;
+    work.push_back(w);
+  }
+  gcc_kernel_set ks{};
+  gcc_diag d{};
+  ASSERT_EQ(gcc_codegen_gemm_epilogues(work.data(), 6, 4, &ks, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(ks.n_kernels, 6);
+  for (int sm : {80, 90}) {
+    gcc_nvrtc_output o{};
+    EXPECT_EQ(gcc_nvrtc_compile(ks.source, "gcc_epilogues.cu", sm, &o, &d), GCC_OK)
+        << "sm_" << sm << ": " << d.msg;
+    EXPECT_GT(o.cubin_size, 0u);
+    gcc_nvrtc_output_free(&o);
+  }
+  EmulatedModule mod;
+  std::string err;
+  ASSERT_TRUE(mod.Compile(ks.source, "epilogues", &err)) << err;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int i = 0; i < 6; i++) {
+    const gcc_colmajor_gemm &m = maps[i];
+    SCOPED_TRACE(gcc_epilogue_name(m.epilogue));
+    std::vector<float> A(M * K), B(K * N), bias(std::max(M, N)), D0(M * N);
+    for (float &v : A) v = u(rng);
+    for (float &v : B) v = u(rng);
+    for (float &v : bias) v = u(rng);
+    std::vector<uint8_t> aux(128 / 8 * N);
+    for (uint8_t &v : aux) v = (uint8_t)rng();
+    // cuBLASLt's epilogue (the model)
+    std::vector<float> Dref(M * N), bref = bias;
+    std::vector<uint8_t> aref = aux;
+    ColMajorGemm(m, A.data(), B.data(), nullptr, Dref.data(), bref.data(), aref.data());
+    // the plain GEMM, then the kernel
+    gcc_colmajor_gemm plain = m;
+    plain.epilogue = GCC_EPI_DEFAULT;
+    std::vector<float> D(M * N), b2 = bias;
+    std::vector<uint8_t> a2 = aux;
+    if (m.epilogue == GCC_EPI_RELU_AUX_BIAS)
+      std::fill(a2.begin(), a2.end(), 0xA5);  // the kernel writes every word
+    ColMajorGemm(plain, A.data(), B.data(), nullptr, D.data(), nullptr, nullptr);
+    const gcc_kernel_info &k = ks.kernels[i];
+    std::vector<void *> vals(k.n_args), argv(k.n_args);
+    for (int a = 0; a < k.n_args; a++) {
+      std::string nm = k.args[a].name;
+      vals[a] = nm == "d" ? (void *)D.data()
+                : nm == "bias" || nm == "bgrad" ? (void *)b2.data()
+                : nm == "aux"                   ? (void *)a2.data()
+                                                : (void *)B.data();
+      argv[a] = &vals[a];
+    }
+    ASSERT_TRUE(mod.Launch(k.name, (unsigned)k.grid_dim, (unsigned)k.block_dim, argv.data(), &err))
+        << err;
+    if (m.epilogue != GCC_EPI_BGRADB) {
+      EXPECT_LE(MaxRelErr(D.data(), Dref.data(), M * N), 1e-6);
+    }
+    if (m.epilogue == GCC_EPI_DRELU_BGRAD || m.epilogue == GCC_EPI_BGRADB) {
+      int64_t len = m.epilogue == GCC_EPI_BGRADB ? N : M;
+      EXPECT_LE(MaxRelErr(b2.data(), bref.data(), len), 1e-6);
+    }
+    if (m.epilogue == GCC_EPI_RELU_AUX_BIAS)
+      for (int64_t j = 0; j < N; j++)
+        for (int64_t r = 0; r < 128; r++) {
+          int64_t bit = j * 128 + r;
+          int got = (a2[bit / 8] >> (bit % 8)) & 1, want = (aref[bit / 8] >> (bit % 8)) & 1;
+          if (r < M)
+            EXPECT_EQ(got, want) << "mask bit (" << r << ", " << j << ")";
+          else
+            EXPECT_EQ(got, 0) << "padding bit (" << r << ", " << j << ")";
+        }
+  }
+  gcc_kernel_set_free(&ks);
+}
+
 // The mapping alone, for every transpose combination of Gemm, with alpha,
 // a full C and beta: compared with the CPU backend's row-major Gemm.
 TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
@@ -570,6 +1055,21 @@ TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
             << "transA " << ta << " transB " << tb << " C " << withc;
         gcc_graph_free(g);
       }
+}
+
+// What the runner tells cuBLASLt's heuristic for
+// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES: the largest power of two up
+// to 256 dividing the address.
+TEST(GemmMap, OperandAlignmentIsTheLargestPowerOfTwoUpTo256) {
+  alignas(256) static char buf[1024];
+  EXPECT_EQ(gcc_lt_alignment(buf), 256u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 512), 256u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 64), 64u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 128), 128u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 192), 64u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 4), 4u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 1), 1u);
+  EXPECT_EQ(gcc_lt_alignment(nullptr), 256u);
 }
 
 TEST(GemmMap, BiasGradientOfOperandABecomesBgradbAfterTheSwap) {

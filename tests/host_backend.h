@@ -11,7 +11,10 @@
 //  - library calls (cuDNN's convolutions and poolings): the node's own CPU
 //    kernel on the device (here: host) addresses, with its workspace;
 //  - capture records the issued work with its argument *values* and replay
-//    re-issues the recording, as a CUDA Graph does.
+//    re-issues the recording, as a CUDA Graph does;
+//  - what a GPU would punish is checked (see HostBackend): freed memory
+//    touched by recorded work, leaked graphs and GEMM handles, misaligned
+//    GEMM operands, epilogues cuBLASLt does not offer, and the like.
 // Used by tests/device_plan_test.cc and the ONNX tests.
 #ifndef GCC_TESTS_HOST_BACKEND_H_
 #define GCC_TESTS_HOST_BACKEND_H_
@@ -22,13 +25,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 extern "C" {
 #include "codegen/gemm_map.h"
 #include "codegen/lowering.h"
+#include "codegen/nvrtc.h"
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/plan.h"
@@ -108,11 +115,20 @@ inline void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float
 
 // ---- the host backend ---------------------------------------------------
 
+// A device address the recorded work dereferences (checked live on every run).
+struct Ref {
+  const void *p;
+  size_t bytes;
+  const char *what;
+};
+
 struct Recorded {
   enum Kind { kLaunch, kGemm, kMemset, kCopy, kLibrary } kind = kLaunch;
   const gcc_graph *graph = nullptr;  // kLibrary: the node, and its operands
   int node = -1;
   std::vector<void *> lib_in, lib_out;
+  void *workspace = nullptr;  // kLibrary: the workspace the plan gave the call
+  size_t workspace_bytes = 0;
   LaunchFn fn = nullptr;
   unsigned grid = 0, block = 0;
   std::vector<uint64_t> args;  // argument values, 8 bytes each
@@ -122,25 +138,132 @@ struct Recorded {
   const void *src = nullptr;
   int byte = 0;
   size_t bytes = 0;
+  std::vector<Ref> refs;
 };
 
+// A captured CUDA Graph: the recorded work with its argument values.
+struct Graph {
+  std::vector<Recorded> work;
+};
+
+// A prepared matmul: what cuBLASLt's heuristic was asked with.
+struct Prepared {
+  gcc_colmajor_gemm g;
+  gcc_gemm_operands ops;
+};
+
+// The host backend models what can go wrong on a GPU without an error:
+//  - memory: every device (and pinned) block is tracked; recorded work that
+//    touches an address outside the live blocks is an illegal address, and
+//    freeing a block (or unloading a module) a live CUDA Graph still refers
+//    to is a violation;
+//  - CUDA Graphs are handles owned by the caller; replaying or leaking a
+//    destroyed one is a violation;
+//  - cuBLASLt: the "heuristic" (gemm_prepare) returns an algorithm that
+//    assumes exactly the alignments it was asked for; running it on less
+//    aligned operands is recorded in `misaligned`. It offers no algorithm
+//    for BGRADB with n = 1, DRELU* with k = 1, and the epilogues in
+//    `refuse`;
+//  - the device has a compute capability (be.arch) and loads modules
+//    lazily: an image it cannot run fails at its first launch;
+//  - H2D copies on the copy stream stay in flight until something orders
+//    them (an event the host or the compute stream waits for); a staging
+//    buffer rewritten meanwhile is a violation.
 struct HostBackend {
   gcc_device_backend be{};
   size_t limit = SIZE_MAX;  // device memory for the OOM tests
   bool fail_d2h = false;    // device-to-host copies fail (a device error)
   size_t used = 0;
   std::vector<std::unique_ptr<EmulatedModule>> modules;
-  std::vector<std::pair<void *, size_t>> blocks;
+  std::map<uintptr_t, std::pair<size_t, bool>> live;  // device and pinned blocks: bytes, pinned
+  std::vector<std::string> violations;                 // contract breaches seen
+  std::set<std::string> misaligned;  // GEMM operands less aligned than their algorithm assumes
   bool capturing = false;
   std::vector<Recorded> rec;
-  std::vector<Recorded> graphs[2];
+  std::set<Graph *> graphs;       // live captured graphs
+  std::set<Prepared *> prepared;  // live prepared matmuls
+  std::set<std::pair<const gcc_graph *, int>> lib_prepared;
   int launches = 0, gemms = 0, captures = 0, replays = 0, library_calls = 0;
   std::vector<std::string> epilogues;
-  std::string failure;
+  std::set<int> refuse;  // epilogues whose heuristic returns nothing
+  std::map<void *, std::pair<bool, int>> module_image;  // cubin?, arch
+  std::map<LaunchFn, void *> module_of;
+  struct InFlight {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    std::vector<uint8_t> snapshot;
+    uint64_t seq;
+  };
+  std::deque<InFlight> copy_queue;
+  uint64_t copy_seq = 0, compute_dep = 0;
+  std::map<int, std::pair<int, uint64_t>> event_mark;  // event -> stream, copies it covers
+  int fail_gemm_at = -1;                               // inject a failure at this GEMM call
+  // the host's waits on step-done events: (steps issued so far, the step waited for)
+  int steps_recorded = 0;
+  std::map<int, int> event_step;
+  std::vector<std::pair<int, int>> step_waits;
+
+  void Track(void *p, size_t bytes, bool pinned) { live[(uintptr_t)p] = {bytes, pinned}; }
+  void Untrack(void *p) {
+    auto it = live.find((uintptr_t)p);
+    if (it == live.end())
+      return;
+    uintptr_t lo = it->first, hi = lo + it->second.first;
+    for (Graph *g : graphs)
+      for (const Recorded &r : g->work)
+        for (const Ref &ref : r.refs)
+          if ((uintptr_t)ref.p >= lo && (uintptr_t)ref.p < hi) {
+            violations.push_back(std::string("memory freed while a CUDA Graph still refers to it (") +
+                                 ref.what + ")");
+            goto done;
+          }
+  done:
+    live.erase(it);
+  }
+  bool Live(const void *p, size_t bytes) const {
+    auto it = live.upper_bound((uintptr_t)p);
+    if (it == live.begin())
+      return false;
+    --it;
+    return (uintptr_t)p + bytes <= it->first + it->second.first;
+  }
+  gcc_status Check(const Recorded &r, gcc_diag *d) {
+    for (const Ref &ref : r.refs)
+      if (ref.p && !Live(ref.p, ref.bytes ? ref.bytes : 1)) {
+        char m[200];
+        snprintf(m, sizeof m, "illegal address: %s at %p is not live device memory", ref.what,
+                 ref.p);
+        violations.push_back(m);
+        return gcc_diag_set(d, GCC_ERR_DEVICE, "%s", m);
+      }
+    return GCC_OK;
+  }
+  // completes the in-flight H2D copies up to `seq`
+  void Drain(uint64_t seq) {
+    while (!copy_queue.empty() && copy_queue.front().seq <= seq) {
+      InFlight &c = copy_queue.front();
+      if (std::memcmp(c.src, c.snapshot.data(), c.bytes) != 0)
+        violations.push_back("a pinned staging buffer was rewritten while its H2D copy was in "
+                             "flight");
+      std::memcpy(c.dst, c.src, c.bytes);
+      copy_queue.pop_front();
+    }
+  }
+  void BeforeCompute() { Drain(compute_dep); }
+  gcc_status Issue(Recorded &r, gcc_diag *d) {
+    if (capturing) {
+      rec.push_back(r);
+      return GCC_OK;
+    }
+    BeforeCompute();
+    return Run(r, d);
+  }
 
   HostBackend() {
     be.self = this;
     be.name = "host-emulation";
+    be.arch = 90;
     be.supports_op = [](void *, int op) -> int { return gcc_cuda_supports_op(op); };
     be.run_node = nullptr;
     be.alloc = [](void *self, size_t bytes, void **out, gcc_diag *d) -> gcc_status {
@@ -150,17 +273,15 @@ struct HostBackend {
       *out = aligned_alloc(256, (bytes + 255) / 256 * 256);
       std::memset(*out, 0xA5, bytes);  // garbage, as cudaMalloc leaves it
       h->used += bytes;
-      h->blocks.push_back({*out, bytes});
+      h->Track(*out, bytes, false);
       return GCC_OK;
     };
     be.release = [](void *self, void *p) {
       auto *h = static_cast<HostBackend *>(self);
-      for (size_t i = 0; i < h->blocks.size(); i++)
-        if (h->blocks[i].first == p) {
-          h->used -= h->blocks[i].second;
-          h->blocks.erase(h->blocks.begin() + (long)i);
-          break;
-        }
+      auto it = h->live.find((uintptr_t)p);
+      if (it != h->live.end())
+        h->used -= it->second.first;
+      h->Untrack(p);
       free(p);
     };
     be.mem_info = [](void *self, size_t *fr, size_t *tot, gcc_diag *) -> gcc_status {
@@ -169,48 +290,56 @@ struct HostBackend {
       *fr = h->limit - h->used;
       return GCC_OK;
     };
-    be.host_alloc = [](void *, size_t bytes, void **out, gcc_diag *) -> gcc_status {
+    be.host_alloc = [](void *self, size_t bytes, void **out, gcc_diag *) -> gcc_status {
       *out = malloc(bytes);
+      static_cast<HostBackend *>(self)->Track(*out, bytes, true);
       return GCC_OK;
     };
-    be.host_release = [](void *, void *p) { free(p); };
-    be.copy = [](void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind, int,
-                 gcc_diag *d) -> gcc_status {
+    be.host_release = [](void *self, void *p) {
+      static_cast<HostBackend *>(self)->Untrack(p);
+      free(p);
+    };
+    be.copy = [](void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
+                 int stream, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       if (h->fail_d2h && kind == GCC_COPY_D2H)
         return gcc_diag_set(d, GCC_ERR_DEVICE,
                             "cudaMemcpyAsync failed: cudaErrorIllegalAddress (emulated)");
-      if (h->capturing) {
-        Recorded r;
+      Recorded r;
       r.kind = Recorded::kCopy;
-        r.dst = dst;
-        r.src = src;
-        r.bytes = bytes;
-        h->rec.push_back(r);
-      } else {
-        std::memcpy(dst, src, bytes);
+      r.dst = dst;
+      r.src = src;
+      r.bytes = bytes;
+      if (kind != GCC_COPY_D2H)
+        r.refs.push_back({dst, bytes, "copy destination"});
+      if (kind != GCC_COPY_H2D)
+        r.refs.push_back({src, bytes, "copy source"});
+      if (!h->capturing && stream == GCC_STREAM_COPY && kind == GCC_COPY_H2D) {
+        GCC_TRY(h->Check(r, d));
+        const uint8_t *s = static_cast<const uint8_t *>(src);
+        h->copy_queue.push_back(
+            {dst, src, bytes, std::vector<uint8_t>(s, s + bytes), ++h->copy_seq});
+        return GCC_OK;
       }
-      return GCC_OK;
+      return h->Issue(r, d);
     };
-    be.memset = [](void *self, void *dst, int byte, size_t bytes, int, gcc_diag *) -> gcc_status {
+    be.memset = [](void *self, void *dst, int byte, size_t bytes, int, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
-      if (h->capturing) {
-        Recorded r;
+      Recorded r;
       r.kind = Recorded::kMemset;
-        r.dst = dst;
-        r.byte = byte;
-        r.bytes = bytes;
-        h->rec.push_back(r);
-      } else {
-        std::memset(dst, byte, bytes);
-      }
-      return GCC_OK;
+      r.dst = dst;
+      r.byte = byte;
+      r.bytes = bytes;
+      r.refs.push_back({dst, bytes, "memset destination"});
+      return h->Issue(r, d);
     };
-    be.load = [](void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *img, void **module,
-                 void **kernels, gcc_diag *d) -> gcc_status {
+    be.load = [](void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *img, int arch,
+                 void **module, void **kernels, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
-      if (!img->cubin || img->cubin_size == 0 || !img->ptx)
-        return gcc_diag_set(d, GCC_ERR_INTERNAL, "NVRTC produced no cubin/PTX");
+      bool cubin = img->cubin && img->cubin_size > 0, ptx = img->ptx && img->ptx_size > 0;
+      if (cubin == ptx)
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "load: expected exactly one image (cubin %d, PTX %d)",
+                            cubin, ptx);
       auto mod = std::make_unique<EmulatedModule>();
       std::string err;
       if (!mod->Compile(ks->source, "device_plan", &err))
@@ -220,12 +349,22 @@ struct HostBackend {
         if (!f)
           return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s", err.c_str());
         kernels[i] = reinterpret_cast<void *>(f);
+        h->module_of[f] = mod.get();
       }
+      h->module_image[mod.get()] = {cubin, arch};
       *module = mod.get();
       h->modules.push_back(std::move(mod));
       return GCC_OK;
     };
-    be.unload = [](void *, void *) {};
+    be.unload = [](void *self, void *module) {
+      auto *h = static_cast<HostBackend *>(self);
+      for (Graph *g : h->graphs)
+        for (const Recorded &r : g->work)
+          if (r.kind == Recorded::kLaunch && h->module_of[r.fn] == module) {
+            h->violations.push_back("a module unloaded while a CUDA Graph launches its kernels");
+            return;
+          }
+    };
     be.launch = [](void *self, void *kernel, const gcc_kernel_info *k, void **args,
                    gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
@@ -242,17 +381,68 @@ struct HostBackend {
                         : 8;
         std::memcpy(&v, args[i], sz);
         r.args.push_back(v);
+        if (kk == GCC_KARG_INPUT || kk == GCC_KARG_OUTPUT || kk == GCC_KARG_PARAMS ||
+            kk == GCC_KARG_GRADS || kk == GCC_KARG_STATE0 || kk == GCC_KARG_STATE1 ||
+            kk == GCC_KARG_BAD_LABEL)
+          r.refs.push_back({reinterpret_cast<const void *>(v), 1, "kernel argument"});
       }
       h->launches++;
-      if (h->capturing) {
-        h->rec.push_back(r);
-        return GCC_OK;
-      }
-      return h->Run(r, d);
+      return h->Issue(r, d);
     };
-    be.gemm = [](void *self, const gcc_colmajor_gemm *g, const void *a, const void *b,
-                 const void *c, void *dst, void *bias, void *aux, gcc_diag *d) -> gcc_status {
+    be.gemm_prepare = [](void *self, const gcc_colmajor_gemm *g, const gcc_gemm_operands *ops,
+                         void **out, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      *out = nullptr;
+      bool none = h->refuse.count((int)g->epilogue) ||
+                  (g->epilogue == GCC_EPI_BGRADB && g->n == 1) ||
+                  ((g->epilogue == GCC_EPI_DRELU || g->epilogue == GCC_EPI_DRELU_BGRAD) && g->k == 1);
+      if (none)
+        return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                            "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
+                            "with %s",
+                            (long long)g->m, (long long)g->n, (long long)g->k,
+                            gcc_epilogue_name(g->epilogue));
+      bool needs_bias = g->epilogue != GCC_EPI_DEFAULT && g->epilogue != GCC_EPI_DRELU;
+      bool needs_aux = g->epilogue == GCC_EPI_RELU_AUX_BIAS || g->epilogue == GCC_EPI_DRELU ||
+                       g->epilogue == GCC_EPI_DRELU_BGRAD;
+      if (needs_bias != (ops->bias != nullptr) || needs_aux != (ops->aux != nullptr))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                            "gemm_prepare(%s): the heuristic must be asked with the bias and "
+                            "aux pointers the epilogue uses",
+                            gcc_epilogue_name(g->epilogue));
+      auto *pr = new Prepared{*g, *ops};
+      h->prepared.insert(pr);
+      *out = pr;
+      return GCC_OK;
+    };
+    be.gemm_release = [](void *self, void *pr) {
+      auto *h = static_cast<HostBackend *>(self);
+      auto *p = static_cast<Prepared *>(pr);
+      if (!h->prepared.erase(p))
+        h->violations.push_back("gemm_release of a handle that is not live");
+      delete p;
+    };
+    be.gemm = [](void *self, void *pr, const void *a, const void *b, const void *c, void *dst,
+                 gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      auto *p = static_cast<Prepared *>(pr);
+      if (!h->prepared.count(p))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "gemm with a handle that is not live");
+      const gcc_colmajor_gemm *g = &p->g;
+      if (h->fail_gemm_at >= 0 && h->gemms == h->fail_gemm_at) {
+        h->gemms++;
+        return gcc_diag_set(d, GCC_ERR_DEVICE, "cublasLtMatmul failed: injected failure");
+      }
+      const void *ops[4] = {a, b, g->c_value >= 0 ? c : nullptr, dst};
+      unsigned want[4] = {p->ops.align_a, p->ops.align_b, p->ops.align_c, p->ops.align_d};
+      const char *names[4] = {"A", "B", "C", "D"};
+      for (int i = 0; i < 4; i++)
+        if (ops[i] && gcc_lt_alignment(ops[i]) < want[i])
+          h->misaligned.insert(std::string("cublasLtMatmul: ") + names[i] + " is " +
+                               std::to_string(gcc_lt_alignment(ops[i])) +
+                               "-byte aligned, the algorithm was chosen for " +
+                               std::to_string(want[i]) + " (" +
+                               gcc_epilogue_name(g->epilogue) + ")");
       Recorded r;
       r.kind = Recorded::kGemm;
       r.gemm = *g;
@@ -260,21 +450,30 @@ struct HostBackend {
       r.b = b;
       r.c = c;
       r.dst = dst;
-      r.bias = bias;
-      r.aux = aux;
+      r.bias = p->ops.bias;
+      r.aux = p->ops.aux;
+      r.refs = {{a, 1, "GEMM A"},        {b, 1, "GEMM B"},          {ops[2], 1, "GEMM C"},
+                {dst, 1, "GEMM D"},      {r.bias, 1, "GEMM bias"},  {r.aux, 1, "GEMM aux"}};
       h->gemms++;
       h->epilogues.push_back(gcc_epilogue_name(g->epilogue));
-      if (h->capturing) {
-        h->rec.push_back(r);
-        return GCC_OK;
-      }
-      return h->Run(r, d);
+      return h->Issue(r, d);
     };
     // cuDNN's convolutions and poolings: the node's own CPU kernel on the
-    // device (here: host) addresses, with its workspace
-    be.library_op = [](void *self, const gcc_graph *g, int node, void *const *in,
-                       void *const *out, gcc_diag *d) -> gcc_status {
+    // device (here: host) addresses, with the workspace the plan gives it
+    // (the CPU kernel's im2col scratch stands for cuDNN's workspace)
+    be.library_prepare = [](void *self, const gcc_graph *g, int node, size_t *ws,
+                            gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      *ws = gcc_cpu_workspace(g, node);
+      h->lib_prepared.insert({g, node});
+      return GCC_OK;
+    };
+    be.library_op = [](void *self, const gcc_graph *g, int node, void *const *in,
+                       void *const *out, void *ws, size_t ws_bytes, gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      if (!h->lib_prepared.count({g, node}))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "library call of node %d before its prepare",
+                            node);
       Recorded r;
       r.kind = Recorded::kLibrary;
       r.graph = g;
@@ -282,42 +481,107 @@ struct HostBackend {
       const gcc_node *n = &g->nodes[node];
       r.lib_in.assign(in, in + n->n_inputs);
       r.lib_out.assign(out, out + n->n_outputs);
+      for (int k = 0; k < n->n_inputs; k++)
+        r.refs.push_back({in[k], 1, "library input"});
+      for (int k = 0; k < n->n_outputs; k++)
+        r.refs.push_back({out[k], 1, "library output"});
+      size_t need = gcc_cpu_workspace(g, node);
+      if (need > ws_bytes)
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "node %d needs a %zu-byte workspace, got %zu",
+                            node, need, ws_bytes);
+      r.workspace = ws;
+      r.workspace_bytes = ws_bytes;
+      if (need)
+        r.refs.push_back({ws, need, "cuDNN workspace"});
       h->library_calls++;
-      if (h->capturing) {
-        h->rec.push_back(r);
-        return GCC_OK;
-      }
-      return h->Run(r, d);
+      return h->Issue(r, d);
     };
-    be.event_record = [](void *, int, int, gcc_diag *) -> gcc_status { return GCC_OK; };
-    be.stream_wait = [](void *, int, int, gcc_diag *) -> gcc_status { return GCC_OK; };
-    be.event_sync = [](void *, int, gcc_diag *) -> gcc_status { return GCC_OK; };
-    be.sync = [](void *, gcc_diag *) -> gcc_status { return GCC_OK; };
+    be.event_record = [](void *self, int e, int stream, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      h->event_mark[e] = {stream, stream == GCC_STREAM_COPY ? h->copy_seq : h->compute_dep};
+      if (e == GCC_EVENT_STEP_DONE || e == GCC_EVENT_STEP_DONE + 1)
+        h->event_step[e] = h->steps_recorded++;
+      return GCC_OK;
+    };
+    be.stream_wait = [](void *self, int stream, int e, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      auto it = h->event_mark.find(e);
+      if (stream == GCC_STREAM_COMPUTE && it != h->event_mark.end())
+        h->compute_dep = std::max(h->compute_dep, it->second.second);
+      return GCC_OK;
+    };
+    be.event_sync = [](void *self, int e, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      auto it = h->event_mark.find(e);
+      if (it != h->event_mark.end())
+        h->Drain(it->second.second);
+      if (h->event_step.count(e))
+        h->step_waits.push_back({h->steps_recorded, h->event_step[e]});
+      return GCC_OK;
+    };
+    be.sync = [](void *self, gcc_diag *) -> gcc_status {
+      static_cast<HostBackend *>(self)->Drain(UINT64_MAX);
+      return GCC_OK;
+    };
     be.capture_begin = [](void *self, gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       h->capturing = true;
       h->rec.clear();
       return GCC_OK;
     };
-    be.capture_end = [](void *self, int slot, gcc_diag *) -> gcc_status {
+    be.capture_end = [](void *self, void **out, gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       h->capturing = false;
-      h->graphs[slot] = h->rec;
+      auto *g = new Graph{h->rec};
+      h->graphs.insert(g);
       h->captures++;
+      *out = g;
       return GCC_OK;
     };
-    be.graph_launch = [](void *self, int slot, gcc_diag *d) -> gcc_status {
+    be.graph_launch = [](void *self, void *graph, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      auto *g = static_cast<Graph *>(graph);
+      if (!h->graphs.count(g))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "launch of a CUDA Graph that is not live");
       h->replays++;
-      for (const Recorded &r : h->graphs[slot])
+      h->BeforeCompute();
+      for (const Recorded &r : g->work)
         GCC_TRY(h->Run(r, d));
       return GCC_OK;
     };
+    be.graph_destroy = [](void *self, void *graph) {
+      auto *h = static_cast<HostBackend *>(self);
+      auto *g = static_cast<Graph *>(graph);
+      if (!h->graphs.erase(g))
+        h->violations.push_back("graph_destroy of a graph that is not live");
+      delete g;
+    };
+  }
+
+  ~HostBackend() {
+    for (Graph *g : graphs)
+      delete g;
+    for (Prepared *p : prepared)
+      delete p;
   }
 
   gcc_status Run(const Recorded &r, gcc_diag *d) {
+    GCC_TRY(Check(r, d));
     switch (r.kind) {
     case Recorded::kLaunch: {
+      auto mi = module_of.find(r.fn);
+      if (mi != module_of.end()) {  // lazy loading: the image meets the device here
+        std::pair<bool, int> img = module_image[mi->second];
+        bool runs = img.first ? img.second / 10 == be.arch / 10 && img.second % 10 <= be.arch % 10
+                              : img.second <= be.arch;
+        if (!runs)
+          return gcc_diag_set(d, GCC_ERR_DEVICE,
+                              "cudaLaunchKernel failed: cudaErrorNoKernelImageForDevice (the "
+                              "%s for %s_%d does not run on sm_%d; found at the first launch: "
+                              "lazy loading)",
+                              img.first ? "cubin" : "PTX", img.first ? "sm" : "compute",
+                              img.second, be.arch);
+      }
       std::vector<uint64_t> vals = r.args;
       std::vector<void *> ptrs;
       for (uint64_t &v : vals)
@@ -346,18 +610,50 @@ struct HostBackend {
       for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
       for (int k = 0; k < n->n_outputs; k++) out[k] = &ts[n->n_inputs + k];
       size_t ws = gcc_cpu_workspace(r.graph, r.node);
-      std::vector<float> scratch(ws / sizeof(float) + 1);
       gcc_cpu_ctx ctx{};
       ctx.max_threads = 1;
       ctx.diag = d;
       ctx.source = r.graph->source;
       gcc_kernel_args ka{n, in.data(), n->n_inputs, out.data(), n->n_outputs, &ctx,
-                         ws ? scratch.data() : nullptr, ws};
+                         ws ? r.workspace : nullptr, ws ? r.workspace_bytes : 0};
       return gcc_cpu_op_of(n->op)->kernel(&ka);
     }
     }
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "unknown recorded work");
   }
+};
+
+// The persistent values (parameters) of a plan compiled from `model`, for
+// gcc_plan_compile's bind function: on the CPU the model's own initializer
+// data; for a CUDA plan (`hb` not NULL) a copy of it in the backend's
+// device memory, as a session uploads weights, released with this object.
+class ModelWeights {
+ public:
+  ModelWeights(const gcc_graph *model, HostBackend *hb) : model_(model), hb_(hb) {}
+  ModelWeights(const ModelWeights &) = delete;
+  ModelWeights &operator=(const ModelWeights &) = delete;
+  ~ModelWeights() {
+    for (void *p : blocks_) hb_->be.release(hb_->be.self, p);
+  }
+  static void *Bind(void *user, const gcc_graph *g, int v) {
+    auto *w = static_cast<ModelWeights *>(user);
+    int mv = gcc_graph_find(w->model_, g->values[v].name);
+    if (mv < 0 || !w->model_->values[mv].data) return nullptr;
+    const gcc_value *val = &w->model_->values[mv];
+    if (!w->hb_) return val->data;
+    size_t bytes = (size_t)gcc_shape_numel(&val->shape, nullptr) * gcc_dtype_size(val->dtype);
+    void *p = nullptr;
+    gcc_diag d{};
+    if (w->hb_->be.alloc(w->hb_->be.self, bytes ? bytes : 1, &p, &d) != GCC_OK) return nullptr;
+    std::memcpy(p, val->data, bytes);
+    w->blocks_.push_back(p);
+    return p;
+  }
+
+ private:
+  const gcc_graph *model_;
+  HostBackend *hb_;
+  std::vector<void *> blocks_;
 };
 
 }  // namespace gcc_host_test

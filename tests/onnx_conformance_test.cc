@@ -219,12 +219,6 @@ double Element(const void *p, gcc_dtype dt, int64_t i) {
   }
 }
 
-void *BindWeights(void *user, const gcc_graph *g, int v) {
-  const gcc_graph *m = static_cast<const gcc_graph *>(user);
-  int mv = gcc_graph_find(m, g->values[v].name);
-  return mv >= 0 ? m->values[mv].data : nullptr;
-}
-
 enum class Outcome { kPassed, kFailed, kSkipped, kRefused };
 
 struct CaseResult {
@@ -303,6 +297,7 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
   gcc_plan_config cfg{};
   cfg.threads = 1;
   cfg.readback_ring = 1;
+  gcc_host_test::ModelWeights weights(model, cuda ? Host() : nullptr);
   if (cuda) {
     cfg.device = &Host()->be;
     cfg.sm = 90;
@@ -311,7 +306,7 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
     cfg.compile_user = (void *)&kNoCache;
   }
   gcc_status cs =
-      gcc_plan_compile(model, &o, &cfg, BindWeights, const_cast<gcc_graph *>(model), &p, &d);
+      gcc_plan_compile(model, &o, &cfg, gcc_host_test::ModelWeights::Bind, &weights, &p, &d);
   if (quiet)
     fclose(quiet);
   if (cs != GCC_OK)

@@ -24,13 +24,6 @@ struct PlanOutput {
   std::vector<float> f32;  // float32 outputs
 };
 
-// PARAM values are read from the model's own initializer data.
-inline void *BindModelWeights(void *user, const gcc_graph *g, int v) {
-  const gcc_graph *m = static_cast<const gcc_graph *>(user);
-  int mv = gcc_graph_find(m, g->values[v].name);
-  return mv >= 0 ? m->values[mv].data : nullptr;
-}
-
 inline gcc_host_test::HostBackend *SharedHostBackend() {
   static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
   return hb;
@@ -63,8 +56,9 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
     cfg.compile = gcc_kernel_cache_hook;
     cfg.compile_user = (void *)&kNoCache;
   }
-  gcc_status s = gcc_plan_compile(model, &o, &cfg, BindModelWeights,
-                                  const_cast<gcc_graph *>(model), &p, &d);
+  gcc_host_test::ModelWeights weights(model, cuda ? SharedHostBackend() : nullptr);
+  gcc_status s = gcc_plan_compile(model, &o, &cfg, gcc_host_test::ModelWeights::Bind, &weights,
+                                  &p, &d);
   if (quiet)
     fclose(quiet);
   if (s != GCC_OK)
