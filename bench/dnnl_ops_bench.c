@@ -1,9 +1,9 @@
 /*
  * dnnl_ops_bench - the oneDNN primitive layer (runtime/cpu/dnnl_ops) on the
- * shapes of the reference models, against OpenBLAS and the CPU backend's
- * im2col convolution, and plain NCHW convolutions against oneDNN's blocked
- * layouts (format_tag any: nChw16c / nChw8c and blocked filters), with the
- * reorders the blocked form needs at its boundaries.
+ * shapes of the reference models: GEMMs against OpenBLAS, and convolutions
+ * in plain NCHW against oneDNN's blocked layouts (format_tag any: nChw16c
+ * activations, blocked filters) with the reorders from and to NCHW that the
+ * layer makes inside the op; pooling.
  *
  *   bazel run -c opt //bench:dnnl_ops_bench -- [--threads N] [--reps N] [--only gemm|conv|pool]
  *
@@ -18,8 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <oneapi/dnnl/dnnl.h>
 
 #include "runtime/cpu/dnnl_ops.h"
 
@@ -188,155 +186,25 @@ static void bench_gemms(gcc_dnnl *dn, int threads) {
   }
 }
 
-/* ---- convolutions: plain (the layer) against blocked (oneDNN any) ------------ */
-
-typedef struct blocked_conv {
-  dnnl_engine_t eng;
-  dnnl_stream_t st;
-  dnnl_primitive_t prim;
-  int n_args;
-  dnnl_exec_arg_t args[8];
-} blocked_conv;
-
-static void run_blocked(void *u) {
-  blocked_conv *b = u;
-  dnnl_primitive_execute(b->prim, b->st, b->n_args, b->args);
-  dnnl_stream_wait(b->st);
-}
-
-/* a memory object of its own, filled with small values (uninitialised bytes
- * can be denormals or NaN, which make the timings meaningless) */
-static dnnl_memory_t mem_for(dnnl_engine_t e, const dnnl_memory_desc_t *md) {
-  dnnl_memory_t m;
-  dnnl_memory_create(&m, md, e, DNNL_MEMORY_ALLOCATE);
-  void *h = NULL;
-  dnnl_memory_get_data_handle(m, &h);
-  size_t n = dnnl_memory_desc_get_size(md) / sizeof(float);
-  for (size_t i = 0; i < n; i++)
-    ((float *)h)[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-  return m;
-}
-
-/* dir 0: forward, 1: backward data, 2: backward weights; time of the primitive
- * alone in the layouts oneDNN prefers, and `reorder_us` for the reorders that
- * would bring plain NCHW in and out */
-static double blocked_conv_us(const gcc_dnnl_conv_desc *c, int dir, double *reorder_us,
-                              char *impl, size_t cap) {
-  blocked_conv b = {0};
-  dnnl_engine_create(&b.eng, dnnl_cpu, 0);
-  dnnl_stream_create(&b.st, b.eng, dnnl_stream_default_flags);
-  int64_t oh, ow;
-  gcc_dnnl_conv_out_dims(c, &oh, &ow);
-  dnnl_memory_desc_t x, w, bias, y, xp, yp, wp;
-  dnnl_dims_t dx = {c->n, c->c, c->h, c->w}, dy = {c->n, c->m, oh, ow},
-              dw = {c->m, c->c, c->kh, c->kw}, db = {c->m};
-  dnnl_memory_desc_init_by_tag(&x, 4, dx, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&y, 4, dy, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&w, 4, dw, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&bias, 1, db, dnnl_f32, dnnl_a);
-  dnnl_memory_desc_init_by_tag(&xp, 4, dx, dnnl_f32, dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&yp, 4, dy, dnnl_f32, dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&wp, 4, dw, dnnl_f32, dnnl_oihw);
-  dnnl_dims_t s = {c->sh, c->sw}, dl = {c->dh - 1, c->dw - 1}, pl = {c->pt, c->pl},
-              pr = {c->pb, c->pr};
-  dnnl_convolution_desc_t fd, cd;
-  dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                             &x, &w, c->bias ? &bias : NULL, &y, s, dl, pl, pr);
-  dnnl_primitive_desc_t fpd, pd;
-  dnnl_primitive_desc_create(&fpd, &fd, NULL, b.eng, NULL);
-  if (dir == 0) {
-    pd = fpd;
-  } else if (dir == 1) {
-    dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &x, &w, &y, s,
-                                                     dl, pl, pr);
-    dnnl_primitive_desc_create(&pd, &cd, NULL, b.eng, fpd);
-  } else {
-    dnnl_dilated_convolution_backward_weights_desc_init(
-        &cd, dnnl_convolution_direct, &x, &w, c->bias ? &bias : NULL, &y, s, dl, pl, pr);
-    dnnl_primitive_desc_create(&pd, &cd, NULL, b.eng, fpd);
-  }
-  const char *im;
-  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &im);
-  snprintf(impl, cap, "%s", im);
-  dnnl_primitive_create(&b.prim, pd);
-  static const int fargs[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
-  static const int dargs[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
-  static const int wargs[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS,
-                              DNNL_ARG_DIFF_BIAS};
-  const int *args = dir == 0 ? fargs : dir == 1 ? dargs : wargs;
-  int na = dir == 1 ? 3 : 4;
-  for (int i = 0; i < na; i++) {
-    if (!c->bias && (args[i] == DNNL_ARG_BIAS || args[i] == DNNL_ARG_DIFF_BIAS))
-      continue;
-    b.args[b.n_args].arg = args[i];
-    b.args[b.n_args++].memory =
-        mem_for(b.eng, dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, args[i]));
-  }
-  const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-  if (dnnl_memory_desc_get_size(sp)) {
-    b.args[b.n_args].arg = DNNL_ARG_SCRATCHPAD;
-    b.args[b.n_args++].memory = mem_for(b.eng, sp);
-  }
-  double us = median_us(run_blocked, &b);
-  /* reorders at the boundary: activations in (x or dy), out (y, dx); the
-   * filter's reorder is per step too when the weights change every step */
-  *reorder_us = 0;
-  const dnnl_memory_desc_t *bx = dnnl_primitive_desc_query_md(
-      pd, dnnl_query_exec_arg_md, dir == 0 ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST);
-  const dnnl_memory_desc_t *bo = dnnl_primitive_desc_query_md(
-      pd, dnnl_query_exec_arg_md,
-      dir == 0 ? DNNL_ARG_DST : dir == 1 ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS);
-  const dnnl_memory_desc_t *bw = dnnl_primitive_desc_query_md(
-      pd, dnnl_query_exec_arg_md, dir == 2 ? DNNL_ARG_SRC : DNNL_ARG_WEIGHTS);
-  const dnnl_memory_desc_t *pairs[3][2] = {
-      {dir == 0 ? &xp : &yp, bx},
-      {bo, dir == 0 ? &yp : dir == 1 ? &xp : &wp},
-      {dir == 2 ? &xp : &wp, bw}};
-  for (int i = 0; i < 3; i++) {
-    if (dnnl_memory_desc_equal(pairs[i][0], pairs[i][1]))
-      continue;
-    dnnl_primitive_desc_t rpd;
-    dnnl_reorder_primitive_desc_create(&rpd, pairs[i][0], b.eng, pairs[i][1], b.eng, NULL);
-    blocked_conv r = {0};
-    r.eng = b.eng, r.st = b.st;
-    dnnl_primitive_create(&r.prim, rpd);
-    r.n_args = 2;
-    r.args[0].arg = DNNL_ARG_FROM, r.args[0].memory = mem_for(b.eng, pairs[i][0]);
-    r.args[1].arg = DNNL_ARG_TO, r.args[1].memory = mem_for(b.eng, pairs[i][1]);
-    *reorder_us += median_us(run_blocked, &r);
-    dnnl_memory_destroy(r.args[0].memory);
-    dnnl_memory_destroy(r.args[1].memory);
-    dnnl_primitive_destroy(r.prim);
-    dnnl_primitive_desc_destroy(rpd);
-  }
-  for (int i = 0; i < b.n_args; i++)
-    dnnl_memory_destroy(b.args[i].memory);
-  dnnl_primitive_destroy(b.prim);
-  if (pd != fpd)
-    dnnl_primitive_desc_destroy(pd);
-  dnnl_primitive_desc_destroy(fpd);
-  dnnl_stream_destroy(b.st);
-  dnnl_engine_destroy(b.eng);
-  return us;
-}
+/* ---- convolutions: plain against blocked layouts ------------------------------ */
 
 static void bench_convs(gcc_dnnl *dn, int threads) {
   struct {
     const char *name;
     gcc_dnnl_conv_desc c;
   } convs[] = {
-      {"MNIST CNN conv1, b64", {64, 1, 28, 28, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}},
-      {"MNIST CNN conv2, b64", {64, 6, 12, 12, 16, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}},
-      {"CIFAR CNN conv1, b4", {4, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}},
-      {"CIFAR CNN conv2, b4", {4, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}},
-      {"ResNet-ish 3x3, b32", {32, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}},
+      {"MNIST CNN conv1, b64", {64, 1, 28, 28, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0}},
+      {"MNIST CNN conv2, b64", {64, 6, 12, 12, 16, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0}},
+      {"CIFAR CNN conv1, b4", {4, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0}},
+      {"CIFAR CNN conv2, b4", {4, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0}},
+      {"3x3 64->64, 28x28, b32", {32, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
   };
-  printf("\n### Convolutions, %d thread(s): plain NCHW (the layer) against oneDNN's blocked "
-         "layouts\n\n",
+  printf("\n### Convolutions, %d thread(s): plain NCHW against oneDNN's blocked layouts "
+         "(reorders from and to NCHW included)\n\n",
          threads);
-  printf("| conv | pass | plain impl | plain us | GFLOP/s | blocked impl | blocked us | + "
-         "reorders us |\n");
-  printf("|---|---|---|---:|---:|---|---:|---:|\n");
+  printf("| conv | pass | plain impl | plain us | GFLOP/s | blocked (layout) | blocked us | "
+         "GFLOP/s | AUTO picks |\n");
+  printf("|---|---|---|---:|---:|---|---:|---:|---|\n");
   for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
     gcc_dnnl_conv_desc c = convs[i].c;
     int64_t oh, ow;
@@ -347,28 +215,38 @@ static void bench_convs(gcc_dnnl *dn, int threads) {
     float *X = buf(nx), *W = buf(nw), *B = buf((size_t)c.m), *Y = buf(ny), *dY = buf(ny),
           *dX = buf(nx), *dW = buf(nw), *dB = buf((size_t)c.m);
     for (int dir = 0; dir < 3; dir++) {
-      gcc_diag d = {0};
-      op_run r = {0};
-      gcc_status s = dir == 0   ? gcc_dnnl_conv_fwd_create(dn, &c, &r.op, &d)
-                     : dir == 1 ? gcc_dnnl_conv_bwd_data_create(dn, &c, &r.op, &d)
-                                : gcc_dnnl_conv_bwd_weights_create(dn, &c, &r.op, &d);
-      if (s != GCC_OK)
-        die(&d);
-      op_prepare(&r);
-      if (dir == 0)
-        r.ptrs[0] = X, r.ptrs[1] = W, r.ptrs[2] = B, r.ptrs[3] = Y;
-      else if (dir == 1)
-        r.ptrs[0] = dY, r.ptrs[1] = W, r.ptrs[2] = dX;
-      else
-        r.ptrs[0] = dY, r.ptrs[1] = X, r.ptrs[2] = dW, r.ptrs[3] = dB;
-      double us = median_us(run_op, &r);
-      char bimpl[64];
-      double reo;
-      double bus = blocked_conv_us(&c, dir, &reo, bimpl, sizeof bimpl);
+      double us[3];
+      char impl[3][200];
+      for (int lay = 0; lay < 3; lay++) { /* PLAIN, BLOCKED, AUTO */
+        gcc_diag d = {0};
+        op_run r = {0};
+        c.layout = lay == 0 ? GCC_DNNL_LAYOUT_PLAIN
+                   : lay == 1 ? GCC_DNNL_LAYOUT_BLOCKED
+                              : GCC_DNNL_LAYOUT_AUTO;
+        gcc_status s = dir == 0   ? gcc_dnnl_conv_fwd_create(dn, &c, &r.op, &d)
+                       : dir == 1 ? gcc_dnnl_conv_bwd_data_create(dn, &c, &r.op, &d)
+                                  : gcc_dnnl_conv_bwd_weights_create(dn, &c, &r.op, &d);
+        if (s != GCC_OK)
+          die(&d);
+        op_prepare(&r);
+        if (dir == 0)
+          r.ptrs[0] = X, r.ptrs[1] = W, r.ptrs[2] = B, r.ptrs[3] = Y;
+        else if (dir == 1)
+          r.ptrs[0] = dY, r.ptrs[1] = W, r.ptrs[2] = dX;
+        else
+          r.ptrs[0] = dY, r.ptrs[1] = X, r.ptrs[2] = dW, r.ptrs[3] = dB;
+        us[lay] = lay < 2 ? median_us(run_op, &r) : 0;
+        /* the implementation and layouts: the op's name up to the shape */
+        const char *nm = strchr(gcc_dnnl_op_name(r.op), '(');
+        const char *end = nm ? strchr(nm, ')') : NULL;
+        snprintf(impl[lay], sizeof impl[lay], "%.*s", nm && end ? (int)(end - nm - 1) : 1,
+                 nm ? nm + 1 : "?");
+        op_release(&r);
+      }
       static const char *dirs[] = {"fwd", "bwd data", "bwd weights"};
-      printf("| %s | %s | %s | %.1f | %.1f | %s | %.1f | %.1f |\n", convs[i].name, dirs[dir],
-             gcc_dnnl_op_impl(r.op), us, flop / us * 1e-3, bimpl, bus, bus + reo);
-      op_release(&r);
+      printf("| %s | %s | %s | %.1f | %.1f | %s | %.1f | %.1f | %s |\n", convs[i].name, dirs[dir],
+             impl[0], us[0], flop / us[0] * 1e-3, impl[1], us[1], flop / us[1] * 1e-3,
+             strstr(impl[2], "reorders") || strcmp(impl[2], impl[0]) ? "blocked" : "plain");
     }
     free(X), free(W), free(B), free(Y), free(dY), free(dX), free(dW), free(dB);
   }

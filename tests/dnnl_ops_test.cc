@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -478,13 +479,36 @@ TEST_F(DnnlTest, ConvolutionForwardAndBackwardMatchFloat64AndTheIm2colKernel) {
   }
   unsigned seed = 100;
   for (const Case &k : cases)
-    for (int bias = 0; bias < 2; bias++)
-      for (int relu = 0; relu < 2; relu++) {
-        gcc_dnnl_conv_desc cd = k.cd;
-        cd.bias = bias;
-        cd.relu = relu;
-        CheckConv(dn_, cd, seed += 10, k.vs_cpu);
-      }
+    for (int layout = 0; layout < 3; layout++)
+      for (int bias = 0; bias < 2; bias++)
+        for (int relu = 0; relu < 2; relu++) {
+          gcc_dnnl_conv_desc cd = k.cd;
+          cd.bias = bias;
+          cd.relu = relu;
+          cd.layout = (gcc_dnnl_layout)layout;
+          CheckConv(dn_, cd, seed += 10, k.vs_cpu);
+        }
+}
+
+// The blocked form names its layouts and reorders; the plain one has none,
+// and its scratch is only oneDNN's scratchpad.
+TEST_F(DnnlTest, BlockedConvolutionsReorderThroughTheScratch) {
+  auto cd = Conv(64, 6, 12, 12, 16, 5, 5);
+  cd.bias = 1;
+  gcc_dnnl_op *blocked = nullptr, *plain = nullptr;
+  cd.layout = GCC_DNNL_LAYOUT_BLOCKED;
+  ASSERT_EQ(gcc_dnnl_conv_fwd_create(dn_, &cd, &blocked, &d_), GCC_OK) << d_.msg;
+  cd.layout = GCC_DNNL_LAYOUT_PLAIN;
+  ASSERT_EQ(gcc_dnnl_conv_fwd_create(dn_, &cd, &plain, &d_), GCC_OK) << d_.msg;
+  std::string bn = gcc_dnnl_op_name(blocked), pn = gcc_dnnl_op_name(plain);
+  EXPECT_NE(bn.find("via reorders"), std::string::npos) << bn;
+  EXPECT_NE(bn.find("aBcd16b"), std::string::npos) << bn;  // nChw16c
+  EXPECT_EQ(pn.find("reorder"), std::string::npos) << pn;
+  // the blocked copy of y (64 x 16 x 8 x 8) is in its scratch
+  EXPECT_GE(gcc_dnnl_op_scratch_bytes(blocked), (size_t)(64 * 16 * 64) * 4) << bn;
+  std::printf("%s\n%s\n", bn.c_str(), pn.c_str());
+  gcc_dnnl_op_free(blocked);
+  gcc_dnnl_op_free(plain);
 }
 
 // ---- pooling --------------------------------------------------------------------

@@ -178,9 +178,20 @@ void gcc_dnnl_col_sums(const float *x, float *db, int64_t rows, int64_t cols, in
  *   (floor; the same for ow);
  * strides sh, sw >= 1; pads top, left, bottom, right >= 0 (ONNX's order
  * is pt, pl, pb, pr); dilations dh, dw >= 1 (ONNX's convention: 1 is a dense
- * kernel; oneDNN's is one less); group >= 1 dividing c and m. Every operand
- * is in the plain layout (NCHW / OIHW / x): oneDNN picks among its kernels
- * for those layouts, no reorder is made.
+ * kernel; oneDNN's is one less); group >= 1 dividing c and m. The caller's
+ * operands are always in the plain layouts (NCHW / OIHW / x). `layout`
+ * chooses what oneDNN computes in:
+ *   GCC_DNNL_LAYOUT_PLAIN:   the plain layouts themselves (its gemm-based
+ *                            kernels, for the small channel counts here);
+ *   GCC_DNNL_LAYOUT_BLOCKED: the layouts oneDNN prefers (format_tag any:
+ *                            nChw16c activations, 16o16i-blocked filters),
+ *                            with a reorder from each plain input into the
+ *                            op's scratch before the convolution and from
+ *                            the scratch into each plain output after it;
+ *                            the op's name lists those layouts;
+ *   GCC_DNNL_LAYOUT_AUTO:    BLOCKED, but for the backward-data pass of a
+ *                            convolution with fewer than 4 input channels per
+ *                            group (measured; see conv_layout in dnnl_ops.c).
  *   forward:          Y = conv(X, W) (+ B) (then relu when `relu`);
  *                     run pointers {X, W, B (optional: with `bias`), Y};
  *   backward data:    dX = conv_transpose(dY, W); {dY, W, dX};
@@ -188,6 +199,12 @@ void gcc_dnnl_col_sums(const float *x, float *db, int64_t rows, int64_t cols, in
  *                     {dY, X, dW, dB (optional: with `bias`)}.
  * Errors: GCC_ERR_INVALID_ARGUMENT naming the field for a size out of range
  * (an output size below 1, a group that does not divide c and m). */
+typedef enum gcc_dnnl_layout {
+  GCC_DNNL_LAYOUT_AUTO = 0,
+  GCC_DNNL_LAYOUT_PLAIN,
+  GCC_DNNL_LAYOUT_BLOCKED,
+} gcc_dnnl_layout;
+
 typedef struct gcc_dnnl_conv_desc {
   int64_t n, c, h, w;
   int64_t m, kh, kw;
@@ -197,6 +214,7 @@ typedef struct gcc_dnnl_conv_desc {
   int64_t group;
   int bias;
   int relu; /* forward only */
+  gcc_dnnl_layout layout;
 } gcc_dnnl_conv_desc;
 
 /* The output height and width of `cd` (< 1 when the kernel does not fit). */
