@@ -6,6 +6,9 @@
  * layer makes inside the op; pooling.
  *
  *   bazel run -c opt //bench:dnnl_ops_bench -- [--threads N] [--reps N] [--only gemm|conv|pool]
+ *   bazel run -c opt //bench:dnnl_ops_bench -- --sgemm-peak [--threads N]
+ *       (key=value lines: dnnl_sgemm 2048^3 GFLOP/s on 1 .. N threads, best of 8;
+ *       bench/compare.sh's limit)
  *
  * Each figure is the median of --reps timed runs (default 200) after 10
  * warm-up runs, in microseconds, with GFLOP/s where a FLOP count is
@@ -23,6 +26,7 @@
 
 static int g_reps = 200;
 static const char *g_only = NULL; /* --only gemm|conv|pool */
+static int g_sgemm_only = 0;      /* --sgemm-peak */
 
 static double now_us(void) {
   struct timespec ts;
@@ -298,14 +302,31 @@ int main(int argc, char **argv) {
       g_reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       g_only = argv[++i];
+    else if (!strcmp(argv[i], "--sgemm-peak"))
+      g_sgemm_only = 1;
     else {
-      fprintf(stderr, "usage: dnnl_ops_bench [--threads N] [--reps N] [--only gemm|conv|pool]\n");
+      fprintf(stderr, "usage: dnnl_ops_bench [--threads N] [--reps N] [--only gemm|conv|pool] "
+                      "[--sgemm-peak]\n");
       return 2;
     }
   }
   if (max_threads < 1 || g_reps < 1) {
     fprintf(stderr, "dnnl_ops_bench: --threads and --reps must be >= 1\n");
     return 2;
+  }
+  if (g_sgemm_only) { /* key=value lines for bench/compare.sh */
+    printf("dnnl_version=%s\ndnnl_isa=%s\n", gcc_dnnl_version(), gcc_dnnl_isa());
+    for (int t = 1; t <= max_threads; t++) {
+      gcc_dnnl *dn;
+      gcc_diag d = {0};
+      double peak;
+      if (gcc_dnnl_create(t, &dn, &d) != GCC_OK ||
+          gcc_dnnl_sgemm_gflops(dn, 2048, 2048, 2048, 8, &peak, &d) != GCC_OK)
+        die(&d);
+      printf("dnnl_sgemm_2048_gflops_%dt=%.1f\n", t, peak);
+      gcc_dnnl_free(dn);
+    }
+    return 0;
   }
   printf("oneDNN %s, JIT for %s; OpenMP max threads %d\n", gcc_dnnl_version(), gcc_dnnl_isa(),
          omp_get_max_threads());
