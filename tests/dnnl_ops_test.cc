@@ -703,6 +703,61 @@ TEST_F(DnnlTest, MaxPoolingTiesSendTheGradientToTheFirstMaximum) {
   CheckPool(dn_, p, X, 1002, true);
 }
 
+// Windows that tile the input run on this layer's own loops: the forward
+// without a workspace and the backward from X, against the float64
+// reference and, with NaNs, against the CPU kernels bit for bit.
+TEST_F(DnnlTest, TiledMaxPoolingMatchesTheReferenceAndTheCpuKernelsWithNaN) {
+  const int64_t shapes[][6] = {// n, c, h, w, k, with NaNs
+                               {64, 6, 24, 24, 2, 0},
+                               {2, 3, 7, 9, 2, 0},
+                               {1, 2, 9, 11, 3, 0},
+                               {3, 4, 8, 8, 2, 1},
+                               {2, 2, 7, 7, 3, 1}};
+  unsigned seed = 1500;
+  for (auto &sh : shapes) {
+    auto p = Pool(GCC_DNNL_POOL_MAX, sh[0], sh[1], sh[2], sh[3], sh[4], sh[4]);
+    int64_t oh, ow;
+    gcc_dnnl_pool_out_dims(&p, &oh, &ow);
+    auto X = Rand((size_t)(p.n * p.c * p.h * p.w), seed++);
+    for (size_t i = 0; i < X.size(); i += 5) X[i] = 0.0f;  // ties
+    if (sh[5])
+      for (size_t i = 3; i < X.size(); i += 7) X[i] = NAN;
+    auto dY = Rand((size_t)(p.n * p.c * oh * ow), seed++);
+    gcc_dnnl_op *fwd = nullptr, *bwd = nullptr;
+    ASSERT_EQ(gcc_dnnl_pool_fwd_create(dn_, &p, &fwd, &d_), GCC_OK) << d_.msg;
+    ASSERT_EQ(gcc_dnnl_max_pool_bwd_from_x_create(dn_, &p, &bwd, &d_), GCC_OK) << d_.msg;
+    EXPECT_STREQ(gcc_dnnl_op_impl(fwd), "gcc:max_pool_tiled");
+    EXPECT_STREQ(gcc_dnnl_op_impl(bwd), "gcc:max_pool_tiled");
+    EXPECT_EQ(gcc_dnnl_op_scratch_bytes(bwd), 0u);
+    std::vector<float> y((size_t)(p.n * p.c * oh * ow)), dx(X.size(), 1234.0f);
+    ASSERT_EQ(RunOp(fwd, {X.data(), y.data()}, &d_), GCC_OK) << d_.msg;
+    ASSERT_EQ(RunOp(bwd, {dY.data(), X.data(), dx.data()}, &d_), GCC_OK) << d_.msg;
+    // the CPU kernels (their NaN rule is PyTorch's)
+    std::vector<float> cy(y.size()), cdx(dx.size());
+    auto attrs = [&](gcc_graph *g, int node) {
+      int64_t k[2] = {p.kh, p.kw};
+      gcc_node_set_ints(g, node, "kernel_shape", k, 2);
+      gcc_node_set_ints(g, node, "strides", k, 2);
+    };
+    gcc_shape xs = Shape({p.n, p.c, p.h, p.w}), ys = Shape({p.n, p.c, oh, ow});
+    OneNode f, b;
+    MakeNode(&f, GCC_OP_MAX_POOL, {xs}, {ys}, attrs);
+    RunCpuKernel(&f, {X.data()}, {cy.data()});
+    MakeNode(&b, GCC_OP_MAX_POOL_GRAD, {ys, xs, ys}, {xs}, attrs);
+    RunCpuKernel(&b, {dY.data(), X.data(), cy.data()}, {cdx.data()});
+    EXPECT_EQ(0, memcmp(y.data(), cy.data(), y.size() * 4)) << gcc_dnnl_op_name(fwd);
+    EXPECT_EQ(0, memcmp(dx.data(), cdx.data(), dx.size() * 4)) << gcc_dnnl_op_name(bwd);
+    if (!sh[5]) {
+      PoolRef ref{p, 0, 0, {}, {}};
+      ref.Run(X, dY);
+      EXPECT_LT(RelErr(y, ref.y), 1e-7);
+      EXPECT_LT(RelErr(dx, ref.dx), 1e-7);
+    }
+    gcc_dnnl_op_free(fwd);
+    gcc_dnnl_op_free(bwd);
+  }
+}
+
 // ---- eltwise and batch norm ---------------------------------------------------------
 
 TEST_F(DnnlTest, ReluForwardAndBackwardFromItsOutput) {
