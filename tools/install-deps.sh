@@ -16,6 +16,7 @@ PACKAGES=(
   zlib1g-dev
   libjansson-dev
   libssl-dev
+  libdnnl-dev
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 
