@@ -342,6 +342,7 @@ static gcc_status write_predictions(const predictions *p, const char *path, gcc_
 }
 
 int main(int argc, char **argv) {
+  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)

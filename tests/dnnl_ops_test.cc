@@ -147,7 +147,7 @@ void RunCpuKernel(OneNode *n, const std::vector<float *> &ins, const std::vector
   ctx.diag = &d;
   ctx.source = "<test>";
   gcc_kernel_args a{&n->g->nodes[n->node], pin.data(), (int)pin.size(), pout.data(),
-                    (int)pout.size(), &ctx, w.p, ws};
+                    (int)pout.size(), &ctx, w.p, ws, nullptr};
   ASSERT_EQ(op->kernel(&a), GCC_OK) << d.msg;
   gcc_graph_free(n->g);
   n->g = nullptr;
