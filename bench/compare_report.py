@@ -215,7 +215,9 @@ def main(tmp):
       f"ONNX Runtime {ov.get('ort_version', '?')} from PyPI (CPU execution provider); "
       f"gcc-train on oneDNN {sg.get('dnnl_version', '?')} (JIT for {sg.get('dnnl_isa', '?')})")
     w(f"- threads: {threads} on every side (gcc-train --threads; torch.set_num_threads and "
-      "OMP_NUM_THREADS; ONNX Runtime intra_op_num_threads, inter_op 1)")
+      "OMP_NUM_THREADS; ONNX Runtime intra_op_num_threads, inter_op 1); OpenMP wait policy "
+      f"{open(P('omp_wait_policy.txt')).read().strip() if os.path.exists(P('omp_wait_policy.txt')) else 'default'} "
+      "for every process (OMP_WAIT_POLICY: libgomp's spinning workers stall on a shared machine)")
     w(f"- the limit: oneDNN's dnnl_sgemm 2048^3, best of the run (before and after): "
       f"{float(sg.get('dnnl_sgemm_2048_gflops_1t', 'nan')):.1f} GFLOP/s on 1 thread, "
       f"{peak:.1f} on {threads}")
