@@ -341,13 +341,44 @@ static gcc_status write_predictions(const predictions *p, const char *path, gcc_
   return s;
 }
 
-int main(int argc, char **argv) {
-  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
-  /* `bazel run` starts us in the runfiles tree: work where the user was */
-  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
-  if (bwd && chdir(bwd) != 0)
-    fprintf(stderr, "gcc-train: warning: cannot enter %s: %s\n", bwd, strerror(errno));
+/* What the command line asks for (step 1, parse_args). */
+typedef struct train_args {
+  const char *model_path;
+  const char *data_dir, *output, *dump_after;
+  int64_t epochs, batch, eval_batch, seed, threads, log_every, max_steps, show_predictions;
+  float lr;
+  int quiet, no_output, device_explicit, dump_placement, strict;
+  const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;
+  int no_cuda_graph, dataset_on_device;
+  const char *export_path, *predictions_path;
+  gcc_device want;          /* --device */
+  gcc_dump_format fmt;      /* --dump-placement=FORMAT */
+  gcc_export_options eo;    /* --export-archs, --export-batch-sizes */
+} train_args;
 
+/* What the run is made of (step 2, build_run); run_free releases it. */
+typedef struct train_run {
+  gcc_device dev;
+  gcc_graph *model;
+  gcc_profiler *prof;
+  gcc_cuda_backend *cuda;
+  gcc_device_info cuda_info;
+  gcc_kernel_cache_config kernel_cache; /* the session's kernel compiler reads it */
+  gcc_session *s;
+  const char *data_dir, *output;
+  char data_buf[4096], near_model[4096 + 64], out_buf[4096];
+} train_run;
+
+static void run_free(train_run *r) {
+  gcc_session_destroy(r->s);
+  gcc_cuda_backend_destroy(r->cuda);
+  gcc_profiler_destroy(r->prof);
+  gcc_graph_free(r->model);
+}
+
+/* Step 1: the flags into *a, checked. Returns -1 to go on, else the exit
+ * status (0 after --help, --version and --list-devices). */
+static int parse_args(int argc, char **argv, train_args *a) {
   enum {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
@@ -391,16 +422,17 @@ int main(int argc, char **argv) {
       {"help", no_argument, 0, OPT_HELP},
       {0, 0, 0, 0},
   };
-  const char *device_str = "auto", *data_dir = NULL, *output = NULL, *dump_after = NULL;
-  int64_t epochs = -1, batch = -1, eval_batch = 1000, seed = -1, threads = 0, log_every = 100;
-  int64_t max_steps = 0, show_predictions = 0;
-  float lr = -1.0f;
-  int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
-  const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
-  const char *dump_kernels = NULL, *profile_path = NULL;
-  int no_cuda_graph = 0, dataset_on_device = 2;
-  const char *export_path = NULL, *export_archs = NULL;
-  const char *predictions_path = NULL, *export_batches = NULL;
+  const char *device_str = "auto", *dump_format = NULL;
+  const char *export_archs = NULL, *export_batches = NULL;
+  memset(a, 0, sizeof *a);
+  a->epochs = -1;
+  a->batch = -1;
+  a->eval_batch = 1000;
+  a->seed = -1;
+  a->log_every = 100;
+  a->lr = -1.0f;
+  a->cuda_arch = "sm_90";
+  a->dataset_on_device = 2;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -409,63 +441,80 @@ int main(int argc, char **argv) {
     switch (c) {
     case OPT_DEVICE:
       device_str = optarg;
-      device_explicit = 1;
+      a->device_explicit = 1;
       break;
     case OPT_DUMP_PLACEMENT:
-      dump_placement = 1;
+      a->dump_placement = 1;
       dump_format = optarg;
       break;
     case OPT_DUMP_PLACEMENT_FILE:
-      dump_placement = 1;
-      dump_file = optarg;
+      a->dump_placement = 1;
+      a->dump_file = optarg;
       break;
-    case OPT_CUDA_ARCH: cuda_arch = optarg; break;
-    case OPT_STRICT: strict = 1; break;
-    case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
+    case OPT_CUDA_ARCH: a->cuda_arch = optarg; break;
+    case OPT_STRICT: a->strict = 1; break;
+    case OPT_DUMP_KERNELS: a->dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
-    case OPT_NO_CUDA_GRAPH: no_cuda_graph = 1; break;
+    case OPT_NO_CUDA_GRAPH: a->no_cuda_graph = 1; break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
       if (strcmp(optarg, "off") == 0)
-        dataset_on_device = 0;
+        a->dataset_on_device = 0;
       else if (strcmp(optarg, "on") == 0)
-        dataset_on_device = 1;
+        a->dataset_on_device = 1;
       else if (strcmp(optarg, "auto") == 0)
-        dataset_on_device = 2;
+        a->dataset_on_device = 2;
       else {
         fprintf(stderr, "gcc-train: --dataset-on-device '%s': expected auto, on or off\n", optarg);
         return EXIT_USAGE;
       }
       break;
-    case OPT_PROFILE: profile_path = optarg; break;
-    case OPT_EXPORT: export_path = optarg; break;
+    case OPT_PROFILE: a->profile_path = optarg; break;
+    case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
-    case OPT_PREDICTIONS: predictions_path = optarg; break;
-    case OPT_DATA: data_dir = optarg; break;
-    case OPT_EPOCHS: if (!gcc_flag_i64("gcc-train", "--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
-    case OPT_BATCH: if (!gcc_flag_i64("gcc-train", "--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
-    case OPT_EVAL_BATCH:
-      if (!gcc_flag_i64("gcc-train", "--eval-batch-size", optarg, 1, &eval_batch)) return EXIT_USAGE;
+    case OPT_PREDICTIONS: a->predictions_path = optarg; break;
+    case OPT_DATA: a->data_dir = optarg; break;
+    case OPT_EPOCHS:
+      if (!gcc_flag_i64("gcc-train", "--epochs", optarg, 0, &a->epochs))
+        return EXIT_USAGE;
       break;
-    case OPT_LR: if (!parse_f("--lr", optarg, &lr)) return EXIT_USAGE; break;
-    case OPT_SEED: if (!gcc_flag_i64("gcc-train", "--seed", optarg, 0, &seed)) return EXIT_USAGE; break;
+    case OPT_BATCH:
+      if (!gcc_flag_i64("gcc-train", "--batch-size", optarg, 1, &a->batch))
+        return EXIT_USAGE;
+      break;
+    case OPT_EVAL_BATCH:
+      if (!gcc_flag_i64("gcc-train", "--eval-batch-size", optarg, 1, &a->eval_batch))
+        return EXIT_USAGE;
+      break;
+    case OPT_LR:
+      if (!parse_f("--lr", optarg, &a->lr))
+        return EXIT_USAGE;
+      break;
+    case OPT_SEED:
+      if (!gcc_flag_i64("gcc-train", "--seed", optarg, 0, &a->seed))
+        return EXIT_USAGE;
+      break;
     case OPT_THREADS:
-      if (!gcc_flag_i64("gcc-train", "--threads", optarg, 1, &threads)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--threads", optarg, 1, &a->threads))
+        return EXIT_USAGE;
       break;
     case OPT_LOG_EVERY:
-      if (!gcc_flag_i64("gcc-train", "--log-every", optarg, 0, &log_every)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--log-every", optarg, 0, &a->log_every))
+        return EXIT_USAGE;
       break;
     case OPT_MAX_STEPS:
-      if (!gcc_flag_i64("gcc-train", "--max-steps", optarg, 1, &max_steps)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--max-steps", optarg, 1, &a->max_steps))
+        return EXIT_USAGE;
       break;
     case OPT_SHOW_PREDICTIONS:
-      if (!gcc_flag_i64("gcc-train", "--show-predictions", optarg, 0, &show_predictions)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--show-predictions", optarg, 0, &a->show_predictions))
+        return EXIT_USAGE;
       break;
-    case OPT_OUTPUT: output = optarg; break;
-    case OPT_NO_OUTPUT: no_output = 1; break;
-    case OPT_DUMP_AFTER: dump_after = optarg; break;
-    case OPT_QUIET: quiet = 1; break;
+    case OPT_OUTPUT: a->output = optarg; break;
+    case OPT_NO_OUTPUT: a->no_output = 1; break;
+    case OPT_DUMP_AFTER: a->dump_after = optarg; break;
+    case OPT_QUIET: a->quiet = 1; break;
     case OPT_VERSION: printf("gcc-train %s\n", GCC_TRAIN_VERSION); return 0;
     case OPT_HELP: usage(stdout); return 0;
     case ':':
@@ -482,50 +531,48 @@ int main(int argc, char **argv) {
     usage(stderr);
     return EXIT_USAGE;
   }
-  const char *model_path = argv[optind];
+  a->model_path = argv[optind];
   gcc_diag d = {0};
 
-  gcc_device want, dev;
-  if (gcc_device_parse(device_str, &want, &d) != GCC_OK) {
+  if (gcc_device_parse(device_str, &a->want, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  gcc_dump_format fmt;
-  if (gcc_dump_format_parse(dump_format, &fmt, &d) != GCC_OK) {
+  if (gcc_dump_format_parse(dump_format, &a->fmt, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
   gcc_device_info arch_info;
-  if (gcc_device_info_from_arch(cuda_arch, 0, &arch_info, &d) != GCC_OK) {
+  if (gcc_device_info_from_arch(a->cuda_arch, 0, &arch_info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if ((dump_placement || dump_kernels) && profile_path) {
+  if ((a->dump_placement || a->dump_kernels) && a->profile_path) {
     fprintf(stderr, "gcc-train: --profile traces a training run; --dump-placement and "
                     "--dump-kernels only compile\n");
     return EXIT_USAGE;
   }
-  gcc_export_options eo = {0};
-  eo.use_kernel_cache = !g_no_kernel_cache;
-  if (export_archs && gcc_export_parse_archs(export_archs, &eo, &d) != GCC_OK) {
+  gcc_export_options *eo = &a->eo;
+  eo->use_kernel_cache = !g_no_kernel_cache;
+  if (export_archs && gcc_export_parse_archs(export_archs, eo, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if (export_batches && gcc_export_parse_batch_sizes(export_batches, &eo, &d) != GCC_OK) {
+  if (export_batches && gcc_export_parse_batch_sizes(export_batches, eo, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if ((export_archs || export_batches) && !export_path) {
+  if ((export_archs || export_batches) && !a->export_path) {
     fprintf(stderr, "gcc-train: %s needs --export FILE\n",
             export_archs ? "--export-archs" : "--export-batch-sizes");
     return EXIT_USAGE;
   }
-  if ((export_path || predictions_path) && (dump_placement || dump_kernels)) {
+  if ((a->export_path || a->predictions_path) && (a->dump_placement || a->dump_kernels)) {
     fprintf(stderr, "gcc-train: --export and --predictions run after training; they do not "
                     "combine with --dump-placement or --dump-kernels\n");
     return EXIT_USAGE;
   }
-  if (export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
+  if (a->export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
     char why[512];
     gcc_device_info gi;
     gcc_diag ignore = {0};
@@ -533,135 +580,137 @@ int main(int argc, char **argv) {
         gcc_device_info_cuda(0, &gi, &ignore) == GCC_OK) {
       char list[32];
       snprintf(list, sizeof list, "sm_%d%d", gi.cc_major, gi.cc_minor);
-      if (gcc_export_parse_archs(list, &eo, &d) != GCC_OK) {
+      if (gcc_export_parse_archs(list, eo, &d) != GCC_OK) {
         fprintf(stderr, "gcc-train: %s\n", d.msg);
         return EXIT_USAGE;
       }
     } else {
-      eo.archs[0] = 80;
-      eo.archs[1] = 90;
-      eo.n_archs = 2;
+      eo->archs[0] = 80;
+      eo->archs[1] = 90;
+      eo->n_archs = 2;
     }
   }
-  if (dump_placement || dump_kernels)
-    return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch,
-                               dump_placement ? (int)fmt : -1, dump_file, dump_kernels, epochs,
-                               batch, lr, dump_after);
+  return -1;
+}
 
+/* The data folder when --data is not given: data/mnist (or
+ * data/cifar-10-batches-bin, the folder of the official tarball), else the
+ * same under ../ next to the model. */
+static const char *default_data_dir(const train_args *a, const gcc_training *t, train_run *r) {
+  const char *sub = t->dataset && strcmp(t->dataset, "cifar10") == 0 ? "cifar-10-batches-bin"
+                                                                      : "mnist";
+  snprintf(r->data_buf, sizeof r->data_buf, "data/%s", sub);
+  if (is_dir(r->data_buf))
+    return r->data_buf;
+  char copy[4096];
+  snprintf(copy, sizeof copy, "%s", a->model_path);
+  char *slash = strrchr(copy, '/');
+  if (slash)
+    *slash = '\0';
+  snprintf(r->near_model, sizeof r->near_model, "%s/../data/%s", slash ? copy : ".", sub);
+  return is_dir(r->near_model) ? r->near_model : r->data_buf;
+}
+
+/* Step 2: the device, the model with the flags' overrides, the data
+ * folder, the output path, the profiler, the backend and the session.
+ * Returns -1 to go on, else the exit status (with *r released). */
+static int build_run(train_args *a, train_run *r) {
+  gcc_diag d = {0};
   char note[768];
-  if (gcc_device_resolve(&want, gcc_cuda_check_supported, &dev, note, sizeof note, &d) != GCC_OK) {
+  if (gcc_device_resolve(&a->want, gcc_cuda_check_supported, &r->dev, note, sizeof note, &d) !=
+      GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_DEVICE;
   }
   if (note[0])
     fprintf(stderr, "gcc-train: %s\n", note);
 
-  gcc_graph *model;
-  if (gcc_model_load(model_path, &model, &d) != GCC_OK) {
+  if (gcc_model_load(a->model_path, &r->model, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
-  if (!model->training.present) {
+  if (!r->model->training.present) {
     fprintf(stderr, "gcc-train: %s: the model has no training spec; nothing to train\n",
-            model_path);
-    gcc_graph_free(model);
+            a->model_path);
+    run_free(r);
     return EXIT_MODEL;
   }
-  gcc_training *t = &model->training;
-  if (epochs >= 0)
-    t->epochs = epochs;
-  if (batch > 0)
-    t->batch_size = batch;
-  if (seed >= 0)
-    t->seed = (uint64_t)seed;
-  if (lr >= 0.0f)
-    t->opt.lr = lr;
-  if (threads <= 0) {
+  gcc_training *t = &r->model->training;
+  if (a->epochs >= 0)
+    t->epochs = a->epochs;
+  if (a->batch > 0)
+    t->batch_size = a->batch;
+  if (a->seed >= 0)
+    t->seed = (uint64_t)a->seed;
+  if (a->lr >= 0.0f)
+    t->opt.lr = a->lr;
+  if (a->threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = n > 0 ? n : 1;
+    a->threads = n > 0 ? n : 1;
   }
-  openblas_set_num_threads((int)threads);
+  openblas_set_num_threads((int)a->threads);
 
-  char data_buf[4096];
-  if (!data_dir) {
-    const char *sub = t->dataset && strcmp(t->dataset, "cifar10") == 0
-                          ? "cifar-10-batches-bin" /* the folder of the official tarball */
-                          : "mnist";
-    snprintf(data_buf, sizeof data_buf, "data/%s", sub);
-    data_dir = data_buf;
-    if (!is_dir(data_dir)) {
-      char copy[4096];
-      snprintf(copy, sizeof copy, "%s", model_path);
-      char *slash = strrchr(copy, '/');
-      if (slash)
-        *slash = '\0';
-      static char near_model[4096 + 64];
-      snprintf(near_model, sizeof near_model, "%s/../data/%s", slash ? copy : ".", sub);
-      if (is_dir(near_model))
-        data_dir = near_model;
-    }
-  }
-
-  char out_buf[4096];
-  if (!output && !no_output) {
-    size_t n = strlen(model_path);
-    if (n > 3 && strcmp(model_path + n - 3, ".pb") == 0)
-      snprintf(out_buf, sizeof out_buf, "%.*s.trained.pb", (int)(n - 3), model_path);
+  r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
+  r->output = a->output;
+  if (!r->output && !a->no_output) {
+    size_t n = strlen(a->model_path);
+    if (n > 3 && strcmp(a->model_path + n - 3, ".pb") == 0)
+      snprintf(r->out_buf, sizeof r->out_buf, "%.*s.trained.pb", (int)(n - 3), a->model_path);
     else
-      snprintf(out_buf, sizeof out_buf, "%s.trained.pb", model_path);
-    output = out_buf;
+      snprintf(r->out_buf, sizeof r->out_buf, "%s.trained.pb", a->model_path);
+    r->output = r->out_buf;
   }
 
   /* --profile: fails now, before training, if FILE cannot be written */
-  gcc_profiler *prof = NULL;
-  if (profile_path && gcc_profiler_create(profile_path, &prof, &d) != GCC_OK) {
+  if (a->profile_path && gcc_profiler_create(a->profile_path, &r->prof, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
-    gcc_graph_free(model);
+    run_free(r);
     return EXIT_RUN;
   }
 
   gcc_session_options so = {0};
-  so.threads = (int)threads;
+  so.threads = (int)a->threads;
   so.opt = t->opt;
-  so.dump_after = dump_after;
+  so.dump_after = a->dump_after;
   so.dump_file = stderr;
-  gcc_cuda_backend *cuda = NULL;
-  gcc_device_info cuda_info;
-  gcc_kernel_cache_config kernel_cache = {NULL, !g_no_kernel_cache};
-  if (dev.kind == GCC_DEVICE_CUDA) {
-    if (gcc_device_info_cuda(dev.index, &cuda_info, &d) != GCC_OK ||
-        gcc_cuda_backend_create(dev.index, &cuda, &d) != GCC_OK) {
+  r->kernel_cache = (gcc_kernel_cache_config){NULL, !g_no_kernel_cache};
+  if (r->dev.kind == GCC_DEVICE_CUDA) {
+    if (gcc_device_info_cuda(r->dev.index, &r->cuda_info, &d) != GCC_OK ||
+        gcc_cuda_backend_create(r->dev.index, &r->cuda, &d) != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
-      gcc_graph_free(model);
+      run_free(r);
       return EXIT_DEVICE;
     }
-    so.backend = gcc_cuda_backend_table(cuda);
-    so.device = GCC_DEV_CUDA(dev.index);
-    so.plan.sm = cuda_info.cc_major * 10 + cuda_info.cc_minor;
-    so.plan.sm_count = cuda_info.units;
+    so.backend = gcc_cuda_backend_table(r->cuda);
+    so.device = GCC_DEV_CUDA(r->dev.index);
+    so.plan.sm = r->cuda_info.cc_major * 10 + r->cuda_info.cc_minor;
+    so.plan.sm_count = r->cuda_info.units;
     so.plan.compile = gcc_kernel_cache_hook; /* NVRTC through the kernel cache */
-    so.plan.compile_user = &kernel_cache;
-    so.plan.cuda_graph = !no_cuda_graph;
+    so.plan.compile_user = &r->kernel_cache;
+    so.plan.cuda_graph = !a->no_cuda_graph;
     /* the losses come back once per log interval (or progress-bar tick) */
-    so.max_pending = log_every > 0 && log_every <= 4096 ? (int)log_every : 100;
+    so.max_pending = a->log_every > 0 && a->log_every <= 4096 ? (int)a->log_every : 100;
   }
-  gcc_session *s;
-  if (gcc_session_create(model, &so, &s, &d) != GCC_OK) {
+  if (gcc_session_create(r->model, &so, &r->s, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
-    gcc_cuda_backend_destroy(cuda);
-    gcc_profiler_destroy(prof);
-    gcc_graph_free(model);
+    run_free(r);
     return d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_DEVICE
                                                                             : EXIT_MODEL;
   }
+  return -1;
+}
 
-  if (!quiet) {
+/* Step 3: trains (SIGINT stops it between steps) and prints the summary.
+ * Returns the trainer's status; *rc: the exit status so far. */
+static gcc_status train(const train_args *a, train_run *r, predictions *preds, int *rc) {
+  const gcc_training *t = &r->model->training;
+  if (!a->quiet) {
     char ds[32];
     printf("gcc-train %s: %s on %s, %" PRId64 " epochs, batch %" PRId64 ", %s lr %g, %" PRId64
            " threads\n",
-           GCC_TRAIN_VERSION, model_path, gcc_device_str(&dev, ds, sizeof ds), t->epochs,
+           GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), t->epochs,
            t->batch_size, t->opt.kind == GCC_OPT_ADAM ? "Adam" : "SGD", (double)t->opt.lr,
-           threads);
+           a->threads);
     fflush(stdout);
   }
 
@@ -671,120 +720,156 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
 
   gcc_train_config cfg = {0};
-  cfg.data_dir = data_dir;
+  cfg.data_dir = r->data_dir;
   cfg.epochs = t->epochs;
   cfg.batch_size = t->batch_size;
   cfg.seed = t->seed;
-  cfg.log_every = log_every;
-  cfg.max_steps = max_steps;
-  cfg.eval_batch = eval_batch;
-  cfg.quiet = quiet;
-  cfg.progress = !quiet && isatty(fileno(stdout));
+  cfg.log_every = a->log_every;
+  cfg.max_steps = a->max_steps;
+  cfg.eval_batch = a->eval_batch;
+  cfg.quiet = a->quiet;
+  cfg.progress = !a->quiet && isatty(fileno(stdout));
   cfg.out = stdout;
   cfg.stop = &g_stop;
-  cfg.dataset_on_device = dataset_on_device;
+  cfg.dataset_on_device = a->dataset_on_device;
   cfg.note = stderr;
-  cfg.profiler = prof;
-  predictions preds = {0};
-  if (predictions_path) {
+  cfg.profiler = r->prof;
+  if (a->predictions_path) {
     cfg.on_eval_batch = collect_predictions;
-    cfg.eval_user = &preds;
+    cfg.eval_user = preds;
   }
-  cfg.show_predictions = show_predictions;
-  gcc_train_report r;
-  gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
-  int rc = 0;
+  cfg.show_predictions = a->show_predictions;
+  gcc_train_report rep;
+  gcc_diag d = {0};
+  gcc_status st = gcc_train_run(r->s, r->model, &cfg, &rep, &d);
+  *rc = 0;
   if (st == GCC_ERR_INTERRUPTED) {
     fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps; no model written\n",
-            r.steps);
-    rc = EXIT_INTERRUPTED;
+            rep.steps);
+    *rc = EXIT_INTERRUPTED;
   } else if (st != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
-    rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
-             ? EXIT_MODEL
-             : EXIT_RUN;
+    *rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
+              ? EXIT_MODEL
+              : EXIT_RUN;
   } else {
-    if (r.test_accuracy >= 0)
+    if (rep.test_accuracy >= 0)
       printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; test "
              "accuracy %.2f%%, test loss %.4f\n",
-             r.epochs_done, r.steps, r.train_seconds, r.samples_per_sec,
-             100.0 * r.test_accuracy, r.test_loss);
+             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec,
+             100.0 * rep.test_accuracy, rep.test_loss);
     else
       printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; final "
              "loss %.6f\n",
-             r.epochs_done, r.steps, r.train_seconds, r.samples_per_sec, r.test_loss);
-    if (cuda && !quiet) {
+             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec, rep.test_loss);
+    if (r->cuda && !a->quiet) {
       gcc_plan *p = NULL;
       gcc_diag pd = {0};
-      if (gcc_session_plan(s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
+      if (gcc_session_plan(r->s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
         printf("%s: %d launches and %d copies per training step, %zu bytes of device memory "
                "per step; CUDA Graph: %s (%" PRId64 " steps replayed)\n",
-               cuda_info.name, gcc_plan_launches(p), gcc_plan_copies(p),
+               r->cuda_info.name, gcc_plan_launches(p), gcc_plan_copies(p),
                gcc_plan_device_bytes(p),
                gcc_plan_graph_note(p)[0] ? gcc_plan_graph_note(p) : "captured",
                gcc_plan_graph_replays(p));
     }
-    gcc_graph *trained = NULL;
-    if ((!no_output || export_path) && gcc_session_export(s, &trained, &d) != GCC_OK) {
+  }
+  return st;
+}
+
+/* Step 4, after a completed training: the trained model (--output), the
+ * predictions (--predictions) and the bundle (--export). Returns the exit
+ * status. */
+static int write_outputs(const train_args *a, train_run *r, const predictions *preds) {
+  gcc_diag d = {0};
+  int rc = 0;
+  gcc_graph *trained = NULL;
+  if ((!a->no_output || a->export_path) && gcc_session_export(r->s, &trained, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    rc = EXIT_RUN;
+  }
+  if (rc == 0 && !a->no_output) {
+    if (gcc_model_save(trained, r->output, &d) != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
       rc = EXIT_RUN;
-    }
-    if (rc == 0 && !no_output) {
-      if (gcc_model_save(trained, output, &d) != GCC_OK) {
-        fprintf(stderr, "gcc-train: %s\n", d.msg);
-        rc = EXIT_RUN;
-      } else if (!quiet) {
-        printf("saved the trained model to %s\n", output);
-      }
-    }
-    if (rc == 0 && predictions_path) {
-      if (write_predictions(&preds, predictions_path, &d) != GCC_OK) {
-        fprintf(stderr, "gcc-train: %s\n", d.msg);
-        rc = EXIT_RUN;
-      } else if (!quiet) {
-        printf("wrote %" PRId64 " predictions to %s\n", preds.n, predictions_path);
-      }
-    }
-    if (rc == 0 && export_path) {
-      gcc_status es = gcc_export_bundle(trained, &eo, export_path, &d);
-      if (es != GCC_OK) {
-        fprintf(stderr, "gcc-train: %s\n", d.msg);
-        rc = es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
-      } else if (!quiet) {
-        printf("exported the inference graph to %s (cubin for", export_path);
-        for (int i = 0; i < eo.n_archs; i++)
-          printf("%s sm_%d", i ? "," : "", eo.archs[i]);
-        printf(", PTX for compute_%d; batch sizes", eo.archs[eo.n_archs - 1]);
-        if (eo.n_batch_sizes == 0)
-          printf(" 1, 1000)\n");
-        for (int i = 0; i < eo.n_batch_sizes; i++)
-          printf("%s %" PRId64 "%s", i ? "," : "", eo.batch_sizes[i],
-                 i == eo.n_batch_sizes - 1 ? ")\n" : "");
-      }
-    }
-    gcc_graph_free(trained);
-  }
-  /* the trace of a completed or interrupted (Ctrl-C) run; none after a
-   * failure, whose message is the thing to read */
-  if (prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
-    gcc_diag pd = {0};
-    int64_t t0 = gcc_prof_now();
-    gcc_status ps = gcc_profiler_write(prof, &pd);
-    int64_t t1 = gcc_prof_now();
-    if (ps == GCC_OK)
-      ps = gcc_profiler_print_table(prof, stdout, &pd);
-    if (ps != GCC_OK) {
-      fprintf(stderr, "gcc-train: %s\n", pd.msg);
-      if (rc == 0)
-        rc = EXIT_RUN;
-    } else {
-      printf("trace written to %s in %.1f ms\n", profile_path, 1e-6 * (double)(t1 - t0));
+    } else if (!a->quiet) {
+      printf("saved the trained model to %s\n", r->output);
     }
   }
+  if (rc == 0 && a->predictions_path) {
+    if (write_predictions(preds, a->predictions_path, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      rc = EXIT_RUN;
+    } else if (!a->quiet) {
+      printf("wrote %" PRId64 " predictions to %s\n", preds->n, a->predictions_path);
+    }
+  }
+  if (rc == 0 && a->export_path) {
+    const gcc_export_options *eo = &a->eo;
+    gcc_status es = gcc_export_bundle(trained, eo, a->export_path, &d);
+    if (es != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      rc = es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    } else if (!a->quiet) {
+      printf("exported the inference graph to %s (cubin for", a->export_path);
+      for (int i = 0; i < eo->n_archs; i++)
+        printf("%s sm_%d", i ? "," : "", eo->archs[i]);
+      printf(", PTX for compute_%d; batch sizes", eo->archs[eo->n_archs - 1]);
+      if (eo->n_batch_sizes == 0)
+        printf(" 1, 1000)\n");
+      for (int i = 0; i < eo->n_batch_sizes; i++)
+        printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
+               i == eo->n_batch_sizes - 1 ? ")\n" : "");
+    }
+  }
+  gcc_graph_free(trained);
+  return rc;
+}
+
+/* The trace of a completed or interrupted (Ctrl-C) run and its per-op
+ * table; returns EXIT_RUN when they cannot be written, else rc. */
+static int write_profile(const train_args *a, train_run *r, int rc) {
+  gcc_diag pd = {0};
+  int64_t t0 = gcc_prof_now();
+  gcc_status ps = gcc_profiler_write(r->prof, &pd);
+  int64_t t1 = gcc_prof_now();
+  if (ps == GCC_OK)
+    ps = gcc_profiler_print_table(r->prof, stdout, &pd);
+  if (ps != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", pd.msg);
+    return rc == 0 ? EXIT_RUN : rc;
+  }
+  printf("trace written to %s in %.1f ms\n", a->profile_path, 1e-6 * (double)(t1 - t0));
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
+  /* `bazel run` starts us in the runfiles tree: work where the user was */
+  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
+  if (bwd && chdir(bwd) != 0)
+    fprintf(stderr, "gcc-train: warning: cannot enter %s: %s\n", bwd, strerror(errno));
+
+  train_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc >= 0)
+    return rc;
+  if (a.dump_placement || a.dump_kernels)
+    return dump_placement_main(a.model_path, &a.want, a.device_explicit, a.strict, a.cuda_arch,
+                               a.dump_placement ? (int)a.fmt : -1, a.dump_file, a.dump_kernels,
+                               a.epochs, a.batch, a.lr, a.dump_after);
+  train_run r = {0};
+  rc = build_run(&a, &r);
+  if (rc >= 0)
+    return rc;
+  predictions preds = {0};
+  gcc_status st = train(&a, &r, &preds, &rc);
+  if (st == GCC_OK)
+    rc = write_outputs(&a, &r, &preds);
+  /* no trace after a failure, whose message is the thing to read */
+  if (r.prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED))
+    rc = write_profile(&a, &r, rc);
   free(preds.cls);
-  gcc_session_destroy(s);
-  gcc_cuda_backend_destroy(cuda);
-  gcc_profiler_destroy(prof);
-  gcc_graph_free(model);
+  run_free(&r);
   return rc;
 }
