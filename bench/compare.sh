@@ -1,89 +1,117 @@
 #!/usr/bin/env bash
-# gcc-train beside PyTorch on the MNIST MLP (and the MNIST CNN when the tree
-# has models/mnist_cnn.pb), CPU, same initial weights, data, batch sizes and
-# thread count, all measured in one run; prints a markdown table with the
-# goals of issue 8, each met or missed, and for every missed goal the
-# per-op profile (gcc-train --profile) of the run it concerns.
+# gcc-train's CPU backend beside the peers a user would pick instead, on the
+# same machine, in one run, 2 threads on each side (issue 17's goals):
+#   - current PyTorch from PyPI, eager and torch.compile (Inductor, C++ on
+#     the CPU), for training;
+#   - ONNX Runtime from PyPI for inference;
+# both installed into a virtual environment this script makes (or --venv).
+# Every figure is the median of --runs (>= 3) alternating runs of the sides;
+# the report records the machine's load during the run and oneDNN's sgemm
+# peak (2048^3, the run's best) as the limit, states every goal met or
+# missed, and for each missed goal shows the gcc-train --profile of the run
+# it concerns.
 #
-#   bench/compare.sh [--threads N] [--data DIR] [--steps N] [--epochs N]
-#                    [--out FILE] [--readme] [--keep DIR]
+#   bench/compare.sh [--threads N] [--runs N] [--steps N] [--venv DIR]
+#                    [--data DIR] [--out FILE] [--readme] [--keep DIR] [--quick]
 #
-#   --threads N  threads on both sides (default 2): gcc-train --threads N;
-#                PyTorch torch.set_num_threads(N) and OMP_NUM_THREADS=N
-#   --steps N    timed training steps / inference calls per figure, after 20
-#                warm-up (default 200, the issue's minimum)
-#   --epochs N   epochs of the whole-epoch part (default 5, the tutorial's);
-#                --epochs 1 --steps 50 is a quick check (the table says so)
-#   --out FILE   also write the report to FILE (atomically: temp + rename)
+#   --threads N  threads on every side (default 2): gcc-train --threads;
+#                torch.set_num_threads and OMP_NUM_THREADS; ONNX Runtime's
+#                intra_op_num_threads
+#   --runs N     alternating runs per figure (default 3; the median is kept)
+#   --steps N    timed training steps / inference calls per figure after 20
+#                warm-up (default 200)
+#   --venv DIR   use this virtual environment (it must import torch,
+#                onnxruntime, onnx and numpy) instead of making one; default:
+#                $GCC_BENCH_VENV, else ~/.cache/gcc-train/bench-venv, made
+#                with `python3 -m venv` and `pip install torch onnxruntime
+#                onnx numpy` from PyPI when it is missing (about 6 GB, a few
+#                minutes, once)
+#   --data DIR   MNIST (default data/mnist). CIFAR-10 is not in the
+#                repository: the CIFAR figure uses a CIFAR-10-shaped set of
+#                random bytes (bench/make_cifar_like.py) on both sides; the
+#                time per epoch does not depend on the pixel values
+#   --out FILE   also write the report to FILE (atomically)
 #   --readme     replace the block between <!-- bench:begin --> and
-#                <!-- bench:end --> in README.md with the report (atomically)
-#   --keep DIR   keep the raw outputs in DIR (key=value files of both sides,
-#                the --profile traces, which Perfetto opens); the report is
-#                bench/compare_report.py DIR THREADS [CNN_MODEL] over them
-#
-# Needs Bazel, Debian's python3-torch and libopenblas0-openmp (PyTorch runs
-# with the OpenMP OpenBLAS via LD_LIBRARY_PATH for its process only, per
-# ../shared/TOOLCHAIN.md; the pthread build makes it 5-25x slower on 2
-# cores and the comparison worthless). About 3 minutes on 2 cores (183 s
-# measured while other jobs used 36% of the CPUs).
+#                <!-- bench:end --> in README.md with the report
+#   --keep DIR   keep the raw outputs in DIR (key=value files, the profiles,
+#                their Chrome traces); the report is
+#                bench/compare_report.py DIR over them
+#   --quick      a smoke run (1 run, 50 steps, 1 MLP epoch, a tenth of a
+#                CIFAR epoch); the report says it is no measurement
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 THREADS=2
-DATA=data/mnist
+RUNS=3
 STEPS=200
-EPOCHS=5
+VENV=${GCC_BENCH_VENV:-$HOME/.cache/gcc-train/bench-venv}
+DATA=data/mnist
 OUT=
 KEEP=
 README=
+QUICK=
 usage() {
-  echo "usage: $0 [--threads N] [--data DIR] [--steps N] [--epochs N] [--out FILE]" \
-       "[--readme] [--keep DIR]" >&2
+  echo "usage: $0 [--threads N] [--runs N] [--steps N] [--venv DIR] [--data DIR] [--out FILE]" \
+       "[--readme] [--keep DIR] [--quick]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) THREADS=${2:-}; shift 2 || usage ;;
-    --data) DATA=${2:-}; shift 2 || usage ;;
+    --runs) RUNS=${2:-}; shift 2 || usage ;;
     --steps) STEPS=${2:-}; shift 2 || usage ;;
-    --epochs) EPOCHS=${2:-}; shift 2 || usage ;;
+    --venv) VENV=${2:-}; shift 2 || usage ;;
+    --data) DATA=${2:-}; shift 2 || usage ;;
     --out) OUT=${2:-}; shift 2 || usage ;;
     --keep) KEEP=${2:-}; shift 2 || usage ;;
     --readme) README=1; shift ;;
+    --quick) QUICK=1; shift ;;
     *) usage ;;
   esac
 done
-for v in "$THREADS" "$STEPS" "$EPOCHS"; do
+for v in "$THREADS" "$RUNS" "$STEPS"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: '$v' is not a positive integer" >&2; exit 2; }
 done
-
-OMP_BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
-missing=
-[ -e "$OMP_BLAS/libblas.so.3" ] || missing=" libopenblas0-openmp"
-/usr/bin/python3 -c 'import torch' 2>/dev/null || missing="$missing python3-torch"
-if [ -n "$missing" ]; then
-  echo "compare.sh: the PyTorch side needs Debian packages that are not installed:$missing" >&2
-  echo "compare.sh: run: apt-get install -y python3-torch libopenblas0-openmp" >&2
-  exit 1
-fi
 [ -d "$DATA" ] || { echo "compare.sh: --data $DATA: no such directory" >&2; exit 1; }
+MLP_EPOCHS=5
+CIFAR_EPOCHS=2
+CIFAR_STEPS=  # all of them
+if [ -n "$QUICK" ]; then
+  RUNS=1 STEPS=50 MLP_EPOCHS=1 CIFAR_EPOCHS=1 CIFAR_STEPS=1250
+fi
+
+# ---- the peers' virtual environment ---------------------------------------------
+PY=$VENV/bin/python
+if ! "$PY" -c 'import torch, onnxruntime, onnx, numpy' 2>/dev/null; then
+  if [ -e "$PY" ]; then
+    echo "compare.sh: $VENV lacks torch, onnxruntime, onnx or numpy; installing them" >&2
+  else
+    echo "compare.sh: making the virtual environment $VENV (PyTorch, ONNX Runtime from PyPI)" >&2
+    python3 -m venv "$VENV" || {
+      echo "compare.sh: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2
+      exit 1
+    }
+  fi
+  "$VENV/bin/pip" install --quiet --upgrade pip >&2
+  "$VENV/bin/pip" install --quiet torch onnxruntime onnx numpy >&2
+  "$PY" -c 'import torch, onnxruntime, onnx, numpy' ||
+    { echo "compare.sh: the packages do not import in $VENV" >&2; exit 1; }
+fi
 
 START=$(date +%s)
-bazel build //bench:mlp_bench //bench:nvrtc_compile //:gcc-train >&2
-BB=$(bazel info bazel-bin 2>/dev/null)
-BIN=$BB/bench/mlp_bench
+bazel build -c opt //bench:mlp_bench //bench:gcc_run_bench //bench:dnnl_ops_bench //:gcc-train >&2
+BB=$(bazel info -c opt bazel-bin 2>/dev/null)
+MB=$BB/bench/mlp_bench
 GT=$BB/cli/gcc-train
 
 if [ -n "$KEEP" ]; then
   mkdir -p "$KEEP"
-  TMP=$KEEP
+  TMP=$(cd "$KEEP" && pwd)
 else
   TMP=$(mktemp -d)
   trap 'rm -rf "$TMP"' EXIT
 fi
-
-CNN=models/mnist_cnn.pb
-[ -e "$CNN" ] || CNN=
+echo "$THREADS $RUNS $STEPS $MLP_EPOCHS $CIFAR_EPOCHS ${QUICK:-0}" >"$TMP/params.txt"
 
 # CPU time of the whole machine (/proc/stat) and of this script's children:
 # the report says how much of the machine other processes used meanwhile
@@ -91,57 +119,107 @@ snap() { echo "$(head -1 /proc/stat) self $(cut -d' ' -f14-17 /proc/$$/stat)"; }
 snap >"$TMP/cpu_before.txt"
 uptime >"$TMP/load_before.txt"
 echo "compare.sh: load before the run: $(cat "$TMP/load_before.txt")" >&2
-"$BIN" --sgemm-peak >"$TMP/sgemm.txt"   # before and after: the peak is the max
-"$BIN" --dump-init "$TMP/init.bin"   # both sides start from models/mnist_mlp.pb's weights
-echo "compare.sh: gcc-train (bench/mlp_bench) ..." >&2
-"$BIN" --threads "$THREADS" --steps "$STEPS" --epochs "$EPOCHS" --data "$DATA" >"$TMP/gcc.txt"
-echo "compare.sh: PyTorch (bench/torch_mlp.py) ..." >&2
-# OMP_NUM_THREADS as well as torch.set_num_threads: the OpenMP OpenBLAS pool
-OMP_NUM_THREADS=$THREADS LD_LIBRARY_PATH=$OMP_BLAS \
-  /usr/bin/python3 bench/torch_mlp.py --threads "$THREADS" --steps "$STEPS" --epochs "$EPOCHS" \
-  --data "$DATA" --init "$TMP/init.bin" >"$TMP/torch.txt"
-: >"$TMP/cnn_gcc.txt"
-: >"$TMP/cnn_torch.txt"
-if [ -n "$CNN" ]; then
-  echo "compare.sh: MNIST CNN ($CNN), both sides ..." >&2
-  # a failure here is reported in the table, and the rest still runs
-  if ! { "$BIN" --model "$CNN" --dump-init "$TMP/cnn_init.bin" &&
-         "$BIN" --model "$CNN" --threads "$THREADS" --steps "$STEPS" --data "$DATA" \
-           >"$TMP/cnn_gcc.txt" &&
-         OMP_NUM_THREADS=$THREADS LD_LIBRARY_PATH=$OMP_BLAS \
-           /usr/bin/python3 bench/torch_mlp.py --cnn --threads "$THREADS" --steps "$STEPS" \
-           --data "$DATA" --init "$TMP/cnn_init.bin" >"$TMP/cnn_torch.txt" &&
-         "$GT" "$CNN" --device cpu --batch-size 64 --dump-placement=json >"$TMP/cnn_plan.json"
-       } 2>"$TMP/cnn_err.txt"; then
-    cat "$TMP/cnn_err.txt" >&2
-    : >"$TMP/cnn_gcc.txt"
-    : >"$TMP/cnn_torch.txt"
+
+"$BB/bench/dnnl_ops_bench" --sgemm-peak --threads "$THREADS" >"$TMP/sgemm.txt"
+"$MB" --dump-init "$TMP/mlp.init"
+"$MB" --model models/mnist_cnn.pb --dump-init "$TMP/cnn.init"
+"$MB" --model models/cifar_cnn.pb --dump-init "$TMP/cifar.init"
+CIFAR=$TMP/cifar-like
+"$PY" bench/make_cifar_like.py "$CIFAR"
+
+export OMP_NUM_THREADS=$THREADS
+# gcc-train's oneDNN and PyTorch both run on OpenMP: the same wait policy for
+# every side (gcc-train would choose passive for itself, cli/flags.h; on a
+# machine shared with other work, spinning workers stall every parallel
+# region). OMP_WAIT_POLICY=active bench/compare.sh measures spinning.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+echo "$OMP_WAIT_POLICY" >"$TMP/omp_wait_policy.txt"
+TORCH=("$PY" bench/torch_mlp.py --threads "$THREADS" --steps "$STEPS" --data "$DATA")
+GP=(--device cpu --threads "$THREADS" --no-output --quiet --log-every 0)
+CIFAR_ARGS=(--epochs "$CIFAR_EPOCHS" --batch-size 4)
+[ -n "$CIFAR_STEPS" ] && CIFAR_ARGS+=(--max-steps "$CIFAR_STEPS")
+
+# wall seconds of a command (its stdout to $1)
+wall() {
+  local out=$1
+  shift
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" >"$out"
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "wall_s=%.3f\n", b - a }' >>"$out"
+}
+
+side_gcc() {
+  local r=$1
+  echo "compare.sh: run $r: gcc-train ..." >&2
+  "$MB" --threads "$THREADS" --steps "$STEPS" --epochs 0 --data "$DATA" >"$TMP/gcc_mlp.$r.txt"
+  "$MB" --model models/mnist_cnn.pb --threads "$THREADS" --steps "$STEPS" --data "$DATA" \
+    >"$TMP/gcc_cnn.$r.txt"
+  "$BB/bench/gcc_run_bench" --threads "$THREADS" --data "$DATA" >"$TMP/gcc_infer.$r.txt"
+  wall "$TMP/gcc_whole.$r.txt" "$GT" models/mnist_mlp.pb "${GP[@]}" --epochs "$MLP_EPOCHS" \
+    --data "$DATA"
+  "$GT" models/cifar_cnn.pb "${GP[@]}" --data "$CIFAR" "${CIFAR_ARGS[@]}" \
+    >"$TMP/gcc_cifar.$r.txt"
+}
+
+side_torch() {
+  local r=$1
+  echo "compare.sh: run $r: PyTorch eager ..." >&2
+  "${TORCH[@]}" --epochs 0 --init "$TMP/mlp.init" >"$TMP/torch_mlp.$r.txt"
+  "${TORCH[@]}" --cnn --init "$TMP/cnn.init" >"$TMP/torch_cnn.$r.txt"
+  wall "$TMP/torch_whole.$r.txt" "$PY" bench/torch_tutorial.py --init "$TMP/mlp.init" \
+    --threads "$THREADS" --epochs "$MLP_EPOCHS" --data "$DATA"
+  "${TORCH[@]}" --cifar "$CIFAR" --epochs "$CIFAR_EPOCHS" ${CIFAR_STEPS:+--max-steps $CIFAR_STEPS} \
+    --init "$TMP/cifar.init" >"$TMP/torch_cifar.$r.txt"
+  echo "compare.sh: run $r: PyTorch torch.compile ..." >&2
+  # a failure of torch.compile is reported in the table; the rest still runs
+  { "${TORCH[@]}" --compile --epochs 0 --init "$TMP/mlp.init" >"$TMP/compile_mlp.$r.txt" &&
+    "${TORCH[@]}" --compile --cnn --init "$TMP/cnn.init" >"$TMP/compile_cnn.$r.txt"; } \
+    2>"$TMP/compile_err.$r.txt" || echo "compare.sh: torch.compile failed (see the report)" >&2
+}
+
+side_ort() {
+  local r=$1
+  echo "compare.sh: run $r: ONNX Runtime ..." >&2
+  "$PY" bench/ort_mlp.py --init "$TMP/mlp.init" --threads "$THREADS" --data "$DATA" \
+    >"$TMP/ort.$r.txt"
+}
+
+for r in $(seq 1 "$RUNS"); do
+  if [ $((r % 2)) -eq 1 ]; then
+    side_gcc "$r"; side_torch "$r"; side_ort "$r"
+  else
+    side_ort "$r"; side_torch "$r"; side_gcc "$r"
   fi
-fi
-# the compiled CUDA plan (no GPU needed): launches and copies per training step
-"$GT" models/mnist_mlp.pb --device cuda:0 --dump-placement=json >"$TMP/plan.json" 2>/dev/null
-# NVRTC: the MLP plan's kernels, PTX + sm_90 cubin, cold and kernel-cache hit
-"$BB/bench/nvrtc_compile" >"$TMP/nvrtc.txt" 2>/dev/null
+done
+
 # where the time goes: gcc-train --profile of the runs the goals are about
 echo "compare.sh: gcc-train --profile runs ..." >&2
-P=(--device cpu --threads "$THREADS" --data "$DATA" --no-output --quiet --log-every 0)
-"$GT" models/mnist_mlp.pb "${P[@]}" --epochs 1 --batch-size 64 --max-steps 400 \
-  --profile "$TMP/b64.json" >"$TMP/prof_b64.txt"
-"$GT" models/mnist_mlp.pb "${P[@]}" --epochs 2 --batch-size 1024 --max-steps 100 \
-  --profile "$TMP/b1024.json" >"$TMP/prof_b1024.txt"
-"$GT" models/mnist_mlp.pb "${P[@]}" --epochs 0 --eval-batch-size 1 \
-  --profile "$TMP/b1.json" >"$TMP/prof_b1.txt"
-"$BIN" --sgemm-peak >>"$TMP/sgemm.txt"
+"$GT" models/mnist_mlp.pb "${GP[@]}" --epochs 1 --batch-size 64 --max-steps 400 \
+  --data "$DATA" --profile "$TMP/prof_b64.json" >"$TMP/prof_b64.txt"
+"$GT" models/mnist_mlp.pb "${GP[@]}" --epochs 2 --batch-size 1024 --max-steps 100 \
+  --data "$DATA" --profile "$TMP/prof_b1024.json" >"$TMP/prof_b1024.txt"
+"$GT" models/mnist_mlp.pb "${GP[@]}" --epochs 0 --eval-batch-size 1 \
+  --data "$DATA" --profile "$TMP/prof_b1.json" >"$TMP/prof_b1.txt"
+"$GT" models/mnist_mlp.pb "${GP[@]}" --epochs 0 --eval-batch-size 1024 \
+  --data "$DATA" --profile "$TMP/prof_i1024.json" >"$TMP/prof_i1024.txt"
+"$GT" models/mnist_cnn.pb "${GP[@]}" --epochs 1 --batch-size 64 --max-steps 300 \
+  --data "$DATA" --profile "$TMP/prof_cnn.json" >"$TMP/prof_cnn.txt"
+"$GT" models/cifar_cnn.pb "${GP[@]}" --epochs 1 --batch-size 4 --max-steps 2000 \
+  --data "$CIFAR" --profile "$TMP/prof_cifar.json" >"$TMP/prof_cifar.txt"
+
+"$BB/bench/dnnl_ops_bench" --sgemm-peak --threads "$THREADS" >>"$TMP/sgemm.txt"
 uptime >"$TMP/load_after.txt"
 snap >"$TMP/cpu_after.txt"
 echo "compare.sh: load after the run: $(cat "$TMP/load_after.txt")" >&2
-echo $(( $(date +%s) - START )) >"$TMP/elapsed.txt"
+echo $(($(date +%s) - START)) >"$TMP/elapsed.txt"
 date -Iseconds >"$TMP/date.txt"
 
-/usr/bin/python3 bench/compare_report.py "$TMP" "$THREADS" "$CNN" >"$TMP/report.md"
+"$PY" bench/compare_report.py "$TMP" >"$TMP/report.md"
 cat "$TMP/report.md"
 if [ -n "$README" ]; then
-  /usr/bin/python3 bench/compare_report.py --splice "$TMP/report.md" README.md
+  "$PY" bench/compare_report.py --splice "$TMP/report.md" README.md
   echo "compare.sh: updated the benchmark block of README.md" >&2
 fi
 if [ -n "$OUT" ]; then

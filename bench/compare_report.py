@@ -1,19 +1,32 @@
-#!/usr/bin/python3
-"""The report of bench/compare.sh: reads the raw outputs it leaves in DIR
-(sgemm.txt, gcc.txt, torch.txt, cnn_*.txt: key=value lines of mlp_bench and
-torch_mlp.py; plan.json / cnn_plan.json: --dump-placement=json; nvrtc.txt;
-prof_*.txt and *.json: gcc-train --profile tables and traces; load_*.txt,
-elapsed.txt) and prints the markdown report: the table, the goals of issue 8
-met or missed, and for each missed goal where the time goes, from the
-profile of the run it concerns.
+#!/usr/bin/env python3
+"""The report of bench/compare.sh: reads the raw outputs it leaves in DIR and
+prints the markdown report: the machine and its load during the run, the
+limit (oneDNN's sgemm peak of the run), the goals table of issue 17 with
+each figure the median of the alternating runs, every run's figures, and
+for each missed goal the gcc-train --profile of the run it concerns.
 
-  bench/compare_report.py DIR THREADS [CNN_MODEL]
+  bench/compare_report.py DIR
+  bench/compare_report.py --splice REPORT README.md
+
+Files in DIR (r = run number): params.txt; sgemm.txt (dnnl_ops_bench
+--sgemm-peak, before and after); gcc_mlp.r.txt, gcc_cnn.r.txt (mlp_bench);
+gcc_infer.r.txt (gcc_run_bench); gcc_whole.r.txt, torch_whole.r.txt (wall_s
+of the whole tutorial run); gcc_cifar.r.txt (gcc-train's summary line);
+torch_mlp.r.txt, torch_cnn.r.txt, torch_cifar.r.txt, compile_*.r.txt
+(bench/torch_mlp.py); ort.r.txt (bench/ort_mlp.py); prof_*.txt (gcc-train
+--profile); cpu_*.txt, load_*.txt, elapsed.txt, date.txt.
 """
-import json, os, platform, re, sys
+import glob
+import os
+import platform
+import re
+import statistics
+import sys
+
 
 def splice(report_path, readme_path):
-    """--splice REPORT README.md: the report replaces the README's block
-    between <!-- bench:begin --> and <!-- bench:end -->, atomically."""
+    """The report replaces the README's block between <!-- bench:begin -->
+    and <!-- bench:end -->, atomically; the profiles stay in the full report."""
     import tempfile
     report, readme = open(report_path).read(), open(readme_path).read()
     a, b = "<!-- bench:begin -->\n", "<!-- bench:end -->"
@@ -21,16 +34,14 @@ def splice(report_path, readme_path):
     if i < 0 or j < i:
         sys.exit(f"compare_report: {readme_path} has no <!-- bench:begin --> ... "
                  "<!-- bench:end --> block")
-    # the README keeps the tables, the goals and the digests; the per-op
-    # tables stay in the full report (--out)
-    report = re.sub(r"<!-- profile tables -->.*?<!-- end of profile tables -->\n",
-                    "", report, flags=re.S)
-    report = report.replace("## gcc-train vs", "### gcc-train vs", 1) \
-        .replace("\n### Where", "\n#### Where")
+    report = re.sub(r"<!-- profiles -->.*?<!-- end of profiles -->\n", "", report, flags=re.S)
+    report = report.replace("\n## ", "\n### ").replace("\n### Where", "\n#### Where")
+    if report.startswith("## "):
+        report = "#" + report
     report = re.sub(r"\n{3,}", "\n\n", report)
-    if "#### Where" in report:
-        report = report.rstrip("\n") + "\n\nThe per-op tables of these profiles are in the " \
-            "full report (`bench/compare.sh --out bench/RESULTS.md`).\n"
+    if "<!-- profiles -->" in open(report_path).read():
+        report = report.rstrip("\n") + "\n\nThe profiles of the missed goals are in " \
+            "bench/RESULTS.md (`bench/compare.sh --out bench/RESULTS.md`).\n"
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(readme_path)),
                                prefix=os.path.basename(readme_path) + ".tmp.")
     with os.fdopen(fd, "w") as f:
@@ -39,240 +50,246 @@ def splice(report_path, readme_path):
         os.fsync(f.fileno())
     os.chmod(tmp, 0o644)
     os.replace(tmp, readme_path)
-    sys.exit(0)
 
-
-if sys.argv[1] == "--splice":
-    splice(sys.argv[2], sys.argv[3])
-tmp, threads = sys.argv[1], int(sys.argv[2])
-cnn = sys.argv[3] if len(sys.argv) > 3 else ""
-P = lambda name: os.path.join(tmp, name)
 
 def kv(path):
     d = {}
+    if not os.path.exists(path):
+        return d
     for line in open(path):
-        if "=" in line:
+        if "=" in line and not line.startswith(" "):
             k, v = line.strip().split("=", 1)
-            if k.startswith("sgemm_") and k in d:  # measured twice: keep the peak
+            if k.startswith("dnnl_sgemm_") and k in d:  # measured twice: keep the peak
                 v = str(max(float(v), float(d[k])))
             d[k] = v
     return d
 
-sg, g, t = kv(P("sgemm.txt")), kv(P("gcc.txt")), kv(P("torch.txt"))
-cg, ct = kv(P("cnn_gcc.txt")), kv(P("cnn_torch.txt"))
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "unknown")
-mem = next((int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
-f = lambda d, k: float(d[k])
-steps, epochs = int(g["steps"]), int(g["epochs"])
-quick = steps < 200 or epochs != 5
 
-# FLOP per training sample: forward X W^T for every layer, backward dW for
-# every layer, backward dX for every layer but the first (the input needs no
-# gradient); 2 FLOP per multiply-add; biases/ReLU/loss/SGD ignored.
-widths = [784, 512, 256, 128, 64, 10]
-macs = sum(a * b for a, b in zip(widths, widths[1:]))        # 574,080
-flop = 2 * (3 * macs - widths[0] * widths[1])                 # 2,641,664
-iflop = 2 * macs                                              # inference, 1,148,160
-peak = f(sg, f"sgemm_2048_gflops_{min(threads, 2)}t")
+def main(tmp):
+    P = lambda name: os.path.join(tmp, name)
+    threads, runs, steps, mlp_epochs, cifar_epochs, quick = \
+        (int(x) for x in open(P("params.txt")).read().split())
+    sg = kv(P("sgemm.txt"))
+    peak = float(sg.get(f"dnnl_sgemm_2048_gflops_{threads}t", "nan"))
 
-def frac(sps, fl):
-    return sps * fl / 1e9 / peak
+    def per_run(prefix, key, parse=None):
+        """[value of key in prefix.r.txt for each run] (None where missing)"""
+        vals = []
+        for r in range(1, runs + 1):
+            path = P(f"{prefix}.{r}.txt")
+            if parse:
+                v = parse(path)
+            else:
+                d = kv(path)
+                v = float(d[key]) if key in d else None
+            vals.append(v)
+        return vals
 
-plan = json.load(open(P("plan.json")))["totals"]
-nv = {}
-for line in open(P("nvrtc.txt")):
-    m = re.match(r"\| (first|cold|warm)[^|]*\| *([0-9.]+) \|", line)
-    if m:
-        nv[m.group(1)] = float(m.group(2))
-load = [open(P(n)).read().split("load average:")[-1].strip()
-        for n in ("load_before.txt", "load_after.txt")]
+    def gcc_infer(key):
+        def parse(path):
+            if not os.path.exists(path):
+                return None
+            for line in open(path):
+                m = re.match(r"\| " + key + r" \| ([0-9.]+) ", line)
+                if m:
+                    return float(m.group(1))
+            return None
+        return parse
 
-def cpu_snap(name):
-    """(busy, total) jiffies of all CPUs, and this script's children's CPU ticks"""
-    f = open(P(name)).read().split()
-    v = [int(x) for x in f[1:11]]
-    busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
-    self_ticks = sum(int(x) for x in f[f.index("self") + 1:f.index("self") + 5])
-    return busy, sum(v[:8]), self_ticks
+    def gcc_cifar(path):
+        """seconds per CIFAR epoch (12,500 steps of batch 4) from gcc-train's summary"""
+        if not os.path.exists(path):
+            return None
+        m = re.search(r"trained \d+ epochs \((\d+) steps\) in ([0-9.]+) s", open(path).read())
+        return float(m.group(2)) / int(m.group(1)) * 12500 if m else None
 
-b0, t0, s0 = cpu_snap("cpu_before.txt")
-b1, t1, s1 = cpu_snap("cpu_after.txt")
-others = max(0.0, ((b1 - b0) - (s1 - s0)) / max(t1 - t0, 1))  # share of all CPUs
+    def torch_cifar(path):
+        d = kv(path)
+        if "cifar_train_s" not in d:
+            return None
+        return float(d["cifar_train_s"]) / int(d["cifar_steps"]) * 12500
 
-out = []
-w = out.append
-w(f"## gcc-train vs PyTorch {t.get('torch_version', '?')}: MNIST MLP 784-512-256-128-64-10, CPU")
-w("")
-if quick:
-    w(f"**Quick run ({steps} timed steps, {epochs} epoch(s)): not the issue's protocol "
-      "(>= 200 steps, 5 epochs); do not quote these figures.**")
+    med = lambda v: statistics.median([x for x in v if x is not None]) \
+        if any(x is not None for x in v) else None
+
+    # FLOP per MLP training sample: forward, dW of every layer, dX of all but
+    # the first; 2 per multiply-add; biases, ReLU, loss, SGD ignored
+    widths = [784, 512, 256, 128, 64, 10]
+    macs = sum(a * b for a, b in zip(widths, widths[1:]))
+    flop = 2 * (3 * macs - widths[0] * widths[1])  # 2,641,664
+
+    F = {}  # figure -> {side: [per run]}
+    F["b64"] = {"gcc": per_run("gcc_mlp", "train_samples_per_s_b64"),
+                "eager": per_run("torch_mlp", "train_samples_per_s_b64"),
+                "compile": per_run("compile_mlp", "train_samples_per_s_b64")}
+    F["b1024"] = {"gcc": per_run("gcc_mlp", "train_samples_per_s_b1024"),
+                  "eager": per_run("torch_mlp", "train_samples_per_s_b1024"),
+                  "compile": per_run("compile_mlp", "train_samples_per_s_b1024")}
+    F["whole"] = {"gcc": per_run("gcc_whole", "wall_s"), "eager": per_run("torch_whole", "wall_s")}
+    F["cnn"] = {"gcc": per_run("gcc_cnn", "model_train_samples_per_s_b64"),
+                "eager": per_run("torch_cnn", "model_train_samples_per_s_b64"),
+                "compile": per_run("compile_cnn", "model_train_samples_per_s_b64")}
+    F["cifar"] = {"gcc": per_run("gcc_cifar", None, gcc_cifar),
+                  "eager": per_run("torch_cifar", None, torch_cifar)}
+    F["i1024"] = {"gcc": per_run("gcc_infer", None, gcc_infer("batch-1024 throughput")),
+                  "eager": per_run("torch_mlp", "infer_samples_per_s_b1024"),
+                  "compile": per_run("compile_mlp", "infer_samples_per_s_b1024"),
+                  "ort": per_run("ort", "infer_samples_per_s_b1024")}
+    F["b1"] = {"gcc": per_run("gcc_infer", None, gcc_infer("batch-1 latency, median")),
+               "eager": per_run("torch_mlp", "infer_latency_us_b1"),
+               "compile": per_run("compile_mlp", "infer_latency_us_b1"),
+               "ort": per_run("ort", "infer_latency_us_b1")}
+    M = {k: {s: med(v) for s, v in sides.items()} for k, sides in F.items()}
+
+    def ratio(a, b):
+        return a / b if a is not None and b not in (None, 0) else None
+
+    # (figure, what, unit, gcc/peer ratio, goal text, met, profile)
+    goals = []
+    r = ratio(M["b64"]["gcc"], M["b64"]["eager"])
+    goals.append(("b64", "MLP training step, batch 64", "samples/s", r, ">= 2.0x PyTorch eager",
+                  r is not None and r >= 2.0, "prof_b64.txt"))
+    r = ratio(M["b1024"]["gcc"], M["b1024"]["eager"])
+    pk = M["b1024"]["gcc"] * flop / 1e9 / peak if M["b1024"]["gcc"] else None
+    goals.append(("b1024", "MLP training step, batch 1024", "samples/s", r,
+                  ">= 1.5x PyTorch eager and >= 80% of the run's oneDNN sgemm peak"
+                  + (f" (is {100 * pk:.0f}%)" if pk else ""),
+                  r is not None and r >= 1.5 and pk is not None and pk >= 0.8, "prof_b1024.txt"))
+    r = ratio(M["whole"]["eager"], M["whole"]["gcc"])
+    goals.append(("whole", f"MLP, the tutorial's {mlp_epochs} epochs at batch 64, whole run "
+                  "(wall time)", "s", r, ">= 2.0x PyTorch eager", r is not None and r >= 2.0,
+                  "prof_b64.txt"))
+    r = ratio(M["cnn"]["gcc"], M["cnn"]["eager"])
+    goals.append(("cnn", "MNIST CNN training step, batch 64", "samples/s", r,
+                  ">= 1.5x PyTorch eager", r is not None and r >= 1.5, "prof_cnn.txt"))
+    r = ratio(M["cifar"]["eager"], M["cifar"]["gcc"])
+    goals.append(("cifar", "CIFAR tutorial CNN, batch 4, time per epoch", "s", r,
+                  ">= 2.0x PyTorch eager", r is not None and r >= 2.0, "prof_cifar.txt"))
+    r = ratio(M["i1024"]["gcc"], M["i1024"]["ort"])
+    goals.append(("i1024", "MLP inference, batch 1024", "samples/s", r,
+                  ">= 1.0x ONNX Runtime", r is not None and r >= 1.0, "prof_i1024.txt"))
+    r = ratio(M["b1"]["gcc"], M["b1"]["ort"])
+    goals.append(("b1", "MLP inference latency, batch 1", "us", r, "<= 0.5x ONNX Runtime",
+                  r is not None and r <= 0.5, "prof_b1.txt"))
+
+    # machine and load
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "unknown")
+    mem = next((int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
+    load = [open(P(n)).read().split("load average:")[-1].strip()
+            for n in ("load_before.txt", "load_after.txt")]
+
+    def cpu_snap(name):
+        f = open(P(name)).read().split()
+        v = [int(x) for x in f[1:11]]
+        busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+        i = f.index("self")
+        return busy, sum(v[:8]), sum(int(x) for x in f[i + 1:i + 5])
+
+    b0, t0, s0 = cpu_snap("cpu_before.txt")
+    b1, t1, s1 = cpu_snap("cpu_after.txt")
+    others = max(0.0, ((b1 - b0) - (s1 - s0)) / max(t1 - t0, 1))
+    tv = kv(P("torch_mlp.1.txt"))
+    ov = kv(P("ort.1.txt"))
+
+    out = []
+    w = out.append
+    w("## gcc-train's CPU backend (oneDNN) vs PyTorch and ONNX Runtime")
     w("")
-if others > 0.10:
-    w(f"**Busy machine: other processes used {100 * others:.0f}% of the CPUs during the "
-      "run; these figures are not representative.**")
+    if quick:
+        w("**Quick run (`--quick`: 1 run, 50 steps, 1 MLP epoch, a tenth of a CIFAR epoch): a "
+          "smoke test of the script, not a measurement; do not quote these figures.**")
+        w("")
+    if others > 0.10:
+        w(f"**Busy machine: other processes used {100 * others:.0f}% of the CPUs during the "
+          "run; these figures are not representative.**")
+        w("")
+    w(f"- date: {open(P('date.txt')).read().strip()}; `bench/compare.sh` took "
+      f"{open(P('elapsed.txt')).read().strip()} s")
+    w(f"- machine: {cpu}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
+      f"{mem / 2**20:.0f} GiB, {platform.system()} {platform.release()}")
+    w(f"- load: other processes used {100 * others:.1f}% of the CPUs during the run; load "
+      f"average (1, 5, 15 min) before: {load[0]}, after: {load[1]}")
+    w(f"- peers: PyTorch {tv.get('torch_version', '?')} from PyPI (BLAS: "
+      f"{tv.get('torch_blas', '?')}; eager, and torch.compile with Inductor's C++ CPU backend), "
+      f"ONNX Runtime {ov.get('ort_version', '?')} from PyPI (CPU execution provider); "
+      f"gcc-train on oneDNN {sg.get('dnnl_version', '?')} (JIT for {sg.get('dnnl_isa', '?')})")
+    w(f"- threads: {threads} on every side (gcc-train --threads; torch.set_num_threads and "
+      "OMP_NUM_THREADS; ONNX Runtime intra_op_num_threads, inter_op 1); OpenMP wait policy "
+      f"{open(P('omp_wait_policy.txt')).read().strip() if os.path.exists(P('omp_wait_policy.txt')) else 'default'} "
+      "for every process (OMP_WAIT_POLICY: libgomp's spinning workers stall on a shared machine)")
+    w(f"- the limit: oneDNN's dnnl_sgemm 2048^3, best of the run (before and after): "
+      f"{float(sg.get('dnnl_sgemm_2048_gflops_1t', 'nan')):.1f} GFLOP/s on 1 thread, "
+      f"{peak:.1f} on {threads}")
+    w(f"- every figure: the median of {runs} alternating runs (gcc-train, PyTorch, ONNX "
+      f"Runtime, then the reverse order); training steps and inference calls: the median of "
+      f"{steps} timed calls after 20 warm-up (batch 1: 2000 after 100), same initial weights "
+      "on every side (the models' .pb files), same data and batch sizes")
+    w("- what is timed: training step = forward, loss, backward, SGD update of a prepared "
+      "batch; inference = gcc-run's C API (normalisation, the inference graph, logits and "
+      "softmax probabilities fetched) against ONNX Runtime's session.run of the same graph "
+      "(Gemm + Relu, Softmax) on normalised inputs; whole run = the process's wall time, "
+      "start to exit, of `gcc-train models/mnist_mlp.pb` (load MNIST, compile, "
+      f"{mlp_epochs} epochs with a test evaluation after each) against "
+      "bench/torch_tutorial.py doing the same (import torch included); CIFAR: time per "
+      "epoch of 12,500 steps of batch 4 on a CIFAR-10-shaped set of random bytes "
+      "(bench/make_cifar_like.py; CIFAR-10 itself is not on the machine)")
     w("")
-w(f"- date: {open(P('date.txt')).read().strip()}; "
-  f"`bench/compare.sh` took {open(P('elapsed.txt')).read().strip()} s")
-w(f"- machine: {cpu}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
-  f"{mem / 2**20:.0f} GiB, {platform.system()} {platform.release()}")
-w(f"- other processes used {100 * others:.1f}% of the CPUs during the run; load average "
-  f"(1, 5, 15 min) before: {load[0]}, after: {load[1]}")
-w(f"- threads: {threads} on both sides (gcc-train --threads; torch.set_num_threads + "
-  f"OMP_NUM_THREADS)")
-blas = t.get("torch_blas", "?")
-w(f"- PyTorch's BLAS: {blas}" + ("" if "openblas-openmp" in blas else
-  " — **not the OpenMP OpenBLAS: the PyTorch figures are not representative**"))
-w(f"- the limit, OpenBLAS sgemm 2048^3 (best of before/after the runs): "
-  f"{f(sg, 'sgemm_2048_gflops_1t'):.1f} GFLOP/s on 1 thread, "
-  f"{f(sg, 'sgemm_2048_gflops_2t'):.1f} on 2; '% of peak' uses {peak:.1f}")
-w(f"- FLOP/sample: training 2 x (3 x {macs:,} - 784 x 512) = {flop:,} "
-  f"(forward, dX of layers 2-5, dW), inference 2 x {macs:,} = {iflop:,}")
-w(f"- training-step and inference figures: median over {steps} timed calls after 20 warm-up; "
-  f"the same initial weights on both sides ({t.get('init', '?')}), the same MNIST files, "
-  f"batches of the same sizes, SGD lr 0.1 momentum 0.5")
-w("- inference: gcc-train's evaluation batch (gcc_session_eval_batch) computes the logits, the "
-  "loss and the count of correct argmaxes; PyTorch computes the logits and the argmax under "
-  "torch.inference_mode()")
-w("")
-
-rows = [
-    ("training samples/s, batch 64", "train_samples_per_s_b64", "{:,.0f}", flop),
-    ("training samples/s, batch 256", "train_samples_per_s_b256", "{:,.0f}", flop),
-    ("training samples/s, batch 1024", "train_samples_per_s_b1024", "{:,.0f}", flop),
-    (f"{epochs} epoch(s) at batch 64: samples/s", "epoch_b64_samples_per_s", "{:,.0f}", flop),
-    (f"{epochs} epoch(s) at batch 64: s per epoch", "epoch_b64_s", "{:.3f}", None),
-    (f"test accuracy after {epochs} epoch(s)", "test_accuracy", "{:.4f}", None),
-    ("inference latency, batch 1 (µs)", "infer_latency_us_b1", "{:.1f}", -iflop),
-    ("inference samples/s, batch 64", "infer_samples_per_s_b64", "{:,.0f}", iflop),
-    ("inference samples/s, batch 1024", "infer_samples_per_s_b1024", "{:,.0f}", iflop),
-    ("peak resident memory of the process (MiB)", "peak_rss_mib", "{:.1f}", None),
-]
-w("| metric | gcc-train | PyTorch | gcc-train / PyTorch | gcc-train % of sgemm peak | "
-  "PyTorch % of sgemm peak |")
-w("|---|---:|---:|---:|---:|---:|")
-
-def pct(d, k, fl):
-    if not fl:
-        return ""
-    sps = 1e6 / f(d, k) if fl < 0 else f(d, k)   # latency: 1 / latency samples/s
-    return f"{100 * frac(sps, abs(fl)):.1f}%"
-
-for name, k, fmt, fl in rows:
-    w(f"| {name} | {fmt.format(f(g, k))} | {fmt.format(f(t, k))} | {f(g, k) / f(t, k):.2f}x "
-      f"| {pct(g, k, fl)} | {pct(t, k, fl)} |")
-if cg and ct:
-    cplan = json.load(open(P("cnn_plan.json")))
-    cfl = sum(dv["flops_per_step"] for dv in cplan["devices"]) / cplan["batch_size"]
-    k = "model_train_samples_per_s_b64"
-    w(f"| MNIST CNN ({cnn}) training samples/s, batch 64 | {f(cg, k):,.0f} | {f(ct, k):,.0f} "
-      f"| {f(cg, k) / f(ct, k):.2f}x | {100 * frac(f(cg, k), cfl):.1f}% "
-      f"| {100 * frac(f(ct, k), cfl):.1f}% |")
-w("")
-if cg and ct:
-    w(f"MNIST CNN: {cfl:,.0f} FLOP per training sample (the CPU plan's `flops_per_step` / 64, "
-      "all ops counted); PyTorch runs the same layers (bench/torch_mlp.py --cnn) from the "
-      "same initial weights, SGD momentum 0.9.")
-elif cnn:
-    err = open(P("cnn_err.txt")).read().strip().splitlines() if os.path.exists(P("cnn_err.txt")) \
-        else []
-    w(f"CNN: the measurement of {cnn} failed: {err[-1] if err else 'see the log'}")
-else:
-    w("CNN: not available in this tree (no models/mnist_cnn.pb).")
-w("")
-w("Compiled CUDA plan of the MLP training step (`--device cuda:0`, batch 64; no GPU needed): "
-  f"{plan['launches_per_step']} kernel/library launches and {plan['copies_per_step']} copies "
-  f"({plan['bytes_per_step']:,} bytes) per step. NVRTC for its kernels (PTX + sm_90 cubin): "
-  f"cold {nv.get('cold', float('nan')):.1f} ms ({nv.get('first', float('nan')):.1f} ms for the "
-  f"first compile in a process), warm (kernel-cache hit) {nv.get('warm', float('nan')):.3f} ms.")
-w("")
-
-ep = f(g, "epoch_b64_samples_per_s") / f(t, "epoch_b64_samples_per_s")
-s64 = f(g, "train_samples_per_s_b64") / f(t, "train_samples_per_s_b64")
-s1k = f(g, "train_samples_per_s_b1024") / f(t, "train_samples_per_s_b1024")
-pk1k = frac(f(g, "train_samples_per_s_b1024"), flop)
-lat = f(g, "infer_latency_us_b1") / f(t, "infer_latency_us_b1")
-goals = [
-    (f"whole-epoch throughput at batch 64 >= 1.5x PyTorch's (is {ep:.2f}x)", ep >= 1.5, "b64"),
-    (f"training step at batch 64 >= 1.2x PyTorch's samples/s (is {s64:.2f}x)", s64 >= 1.2, "b64"),
-    (f"training step at batch 1024 >= 1.1x PyTorch's samples/s (is {s1k:.2f}x)", s1k >= 1.1,
-     "b1024"),
-    (f"training step at batch 1024 >= 85% of the sgemm peak (is {100 * pk1k:.1f}%)",
-     pk1k >= 0.85, "b1024"),
-    (f"batch-1 inference latency <= 1/3 of PyTorch's (is {lat:.2f}x)", lat <= 1 / 3, "b1"),
-]
-w("| goal | result |")
-w("|---|---|")
-for text, ok, _ in goals:
-    w(f"| {text} | {'met' if ok else '**missed**'} |")
-w("")
-
-runs = {
-    "b64": ("training at batch 64", "`gcc-train models/mnist_mlp.pb --epochs 1 --batch-size 64 "
-            "--max-steps 400 --profile`"),
-    "b1024": ("training at batch 1024", "`gcc-train models/mnist_mlp.pb --epochs 2 "
-              "--batch-size 1024 --max-steps 100 --profile`"),
-    "b1": ("inference at batch 1", "`gcc-train models/mnist_mlp.pb --epochs 0 "
-           "--eval-batch-size 1 --profile` (10,000 batch-1 evaluations)"),
-}
-missed = []
-for _, ok, run in goals:
-    if not ok and run not in missed:
-        missed.append(run)
-
-def digest(run):
-    """One paragraph from the run's trace: GEMM share and speed against the
-    measured peak, the other ops, the time between ops, the data loader."""
-    trace = json.load(open(P(f"{run}.json")))["traceEvents"]
-    ev = [e for e in trace if e["ph"] == "X"]
-    thread = {e["tid"]: e["args"]["name"] for e in trace
-              if e["ph"] == "M" and e["name"] == "thread_name"}
-    mode = "eval" if run == "b1" else "train"
-    outer = [e for e in ev if e["cat"] == ("eval" if mode == "eval" else "step")]
-    ops = [e for e in ev if e["cat"] in ("op", "copy")
-           and e["args"].get("plan", "").startswith(mode)]
-    tot = sum(e["dur"] for e in outer) or 1e-9
-    n = len(outer) or 1
-    gemm = [e for e in ops if e["args"].get("op") == "Gemm"]
-    g_us = sum(e["dur"] for e in gemm)
-    g_fl = sum(e["args"].get("flops", 0) for e in gemm)
-    o_us = sum(e["dur"] for e in ops) - g_us
-    by_op = {}
-    for e in ops:
-        if e["args"].get("op") != "Gemm":
-            by_op[e["args"].get("op")] = by_op.get(e["args"].get("op"), 0) + e["dur"]
-    top = max(by_op.items(), key=lambda kv: kv[1]) if by_op else None
-    gf = g_fl / g_us / 1e3 if g_us else 0
-    what = "evaluation batch" if mode == "eval" else "training step"
-    txt = (f"Per {what}: {tot / n:.1f} µs. GEMMs take {100 * g_us / tot:.1f}% of it at "
-           f"{gf:.1f} GFLOP/s ({100 * gf / peak:.0f}% of the {peak:.1f} GFLOP/s sgemm peak "
-           f"of this run); the other ops {100 * o_us / tot:.1f}% ({o_us / n:.1f} µs"
-           + (f", the largest {top[0]} with {100 * top[1] / tot:.1f}%" if top else "") + "); "
-           f"outside the ops (binding, loss check, timers) {100 * (tot - g_us - o_us) / tot:.1f}%.")
-    if mode == "train":
-        waits = [e for e in ev if e["cat"] == "wait" and "train" in e["name"]]
-        loads = [e for e in ev
-                 if e["cat"] == "loader" and thread.get(e["tid"]) == "data loader (train)"]
-        if waits:
-            txt += (f" Waiting for the data loader: {sum(e['dur'] for e in waits) / len(waits):.1f} "
-                    f"µs per batch on the main thread; the loader thread assembles a batch in "
-                    f"{sum(e['dur'] for e in loads) / max(len(loads), 1):.1f} µs.")
-    return txt
-
-for run in missed:
-    w(f"### Where the time goes: {runs[run][0]}")
+    fmt = lambda v, unit: "-" if v is None else (f"{v:,.0f}" if unit == "samples/s" else
+                                                 f"{v:,.1f}" if unit == "us" else f"{v:.2f}")
+    w("| figure | unit | gcc-train | PyTorch eager | torch.compile | ONNX Runtime | ratio | "
+      "goal | result |")
+    w("|---|---|---:|---:|---:|---:|---:|---|---|")
+    for key, what, unit, r, goal, met, _ in goals:
+        m = M[key]
+        w(f"| {what} | {unit} | {fmt(m.get('gcc'), unit)} | {fmt(m.get('eager'), unit)} | "
+          f"{fmt(m.get('compile'), unit)} | {fmt(m.get('ort'), unit)} | "
+          f"{'-' if r is None else f'{r:.2f}x'} | {goal} | {'met' if met else '**missed**'} |")
     w("")
-    w(f"From {runs[run][1]} with --threads {threads}, in the same run:")
+    w("Ratios: gcc-train's throughput over the peer's, or the peer's time over gcc-train's "
+      "(higher is better), except batch-1 latency: gcc-train's over ONNX Runtime's (lower is "
+      "better). MLP training at batch 1024 runs at "
+      + (f"{100 * pk:.0f}%" if pk else "-") + f" of the sgemm peak ({flop:,} FLOP per sample).")
     w("")
-    w(digest(run))
+    w("Every run (the table above takes the median):")
     w("")
-    w("<!-- profile tables -->")
-    text = open(P(f"prof_{run}.txt")).read()
-    text = text[text.find("\nprofile:") + 1:] if "\nprofile:" in text else text
-    text = re.sub(r"; trace \S+ \(", " (", text)
-    for line in text.rstrip().splitlines():
-        if not line.startswith("trace written to"):
-            w(line)
-    w("<!-- end of profile tables -->")
-    w("")
-print("\n".join(out))
+    w("| figure | side | " + " | ".join(f"run {i}" for i in range(1, runs + 1)) + " |")
+    w("|---|---|" + "---:|" * runs)
+    names = {"gcc": "gcc-train", "eager": "PyTorch eager", "compile": "torch.compile",
+             "ort": "ONNX Runtime"}
+    for key, what, unit, *_ in goals:
+        for side, vals in F[key].items():
+            w(f"| {what} | {names[side]} | " + " | ".join(fmt(v, unit) for v in vals) + " |")
+    errs = [p for p in sorted(glob.glob(P("compile_err.*.txt"))) if os.path.getsize(p)]
+    if any(v is None for v in F["b64"]["compile"]) and errs:
+        last = open(errs[-1]).read().strip().splitlines()[-3:]
+        w("")
+        w("torch.compile failed in some runs; its last lines: `" + " / ".join(last) + "`")
+    missed = [g for g in goals if not g[5]]
+    if missed:
+        w("")
+        w("### Where the time goes in the runs that missed a goal")
+        w("")
+        w("<!-- profiles -->")
+        done = set()
+        for key, what, unit, r, goal, met, prof in missed:
+            w("")
+            w(f"**{what}** ({goal}): `gcc-train --profile` of the same workload in this run "
+              + ("(the profile printed above)" if prof in done else "") + ":")
+            if prof in done:
+                continue
+            done.add(prof)
+            w("")
+            text = open(P(prof)).read() if os.path.exists(P(prof)) else "(no profile)"
+            w(text.strip())
+        w("<!-- end of profiles -->")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--splice":
+        splice(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        sys.exit("usage: compare_report.py DIR | --splice REPORT README.md")

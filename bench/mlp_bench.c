@@ -201,8 +201,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (threads < 1 || steps < 1 || epochs < 1) {
-    fprintf(stderr, "mlp_bench: --threads, --steps and --epochs must be >= 1\n");
+  if (threads < 1 || steps < 1 || epochs < 0) {
+    fprintf(stderr, "mlp_bench: --threads and --steps must be >= 1, --epochs >= 0\n");
     return 2;
   }
   if (sgemm_only) {
@@ -305,8 +305,8 @@ int main(int argc, char **argv) {
   gcc_session_destroy(s);
 
   /* ---- the tutorial's training: 5 epochs at batch 64 (gcc-train's default run) ----
-   * (fewer with --epochs, for quick runs) */
-  {
+   * (fewer with --epochs, for quick runs; none with --epochs 0) */
+  if (epochs > 0) {
     gcc_session *es = new_session(model, threads);
     gcc_train_config cfg = {0};
     cfg.data_dir = data_dir;

@@ -1,17 +1,30 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch reference for bench/mlp_bench.c: the same MNIST MLP measurements.
 
-Run with Debian's python3-torch and the OpenMP OpenBLAS (see
-/work/shared/TOOLCHAIN.md):
+bench/compare.sh runs it with current PyTorch from PyPI in a virtual
+environment (MKL and oneDNN inside), eager and with --compile:
 
-  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
-      /usr/bin/python3 bench/torch_mlp.py [--threads 2] [--data data/mnist]
+  VENV/bin/python bench/torch_mlp.py [--threads 2] [--data data/mnist] [--compile]
+
+(Debian's python3-torch 1.13 also runs it; then select the OpenMP OpenBLAS
+for the process with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp,
+or it runs 5-25x slower than it can.)
+
+--compile: the model is torch.compile()d (Inductor's C++ CPU backend); its
+compilation happens in the warm-up steps, outside the timed region.
 
 Model: Flatten, Linear 784-512, ReLU, 512-256, ReLU, 256-128, ReLU, 128-64,
 ReLU, 64-10; CrossEntropyLoss; SGD lr 0.1 momentum 0.5. Initial weights:
 with --init FILE (written by `mlp_bench --dump-init FILE`) those of
 models/mnist_mlp.pb, so both sides start from the same parameters; without it
 PyTorch's default nn.Linear init with torch.manual_seed(20261122).
+
+With --cifar DIR: the CIFAR-10 tutorial's training ("Training a
+classifier": models/cifar_cnn.pb's network, batch 4, SGD lr 0.001 momentum
+0.9, the set shuffled every epoch, x = (byte / 255 - 0.5) / 0.5) for
+--epochs epochs on the CIFAR-10 binary batches in DIR (data_batch_1.bin ...
+data_batch_5.bin), printing the time per epoch as cifar_epoch_s (training
+only; the tutorial evaluates after the loop).
 
 With --cnn: only the training step at batch 64 of the MNIST CNN of
 models/mnist_cnn.pb (conv 1->6 5x5, ReLU, max-pool 2; conv 6->16 5x5, ReLU,
@@ -43,6 +56,7 @@ Output: key=value lines on stdout.
 import argparse
 import gzip
 import os
+import re
 import resource
 import statistics
 import struct
@@ -99,6 +113,13 @@ def make_model(init=None, cnn=False):
 
 
 def _make_model(cnn=False):
+    if cnn == "cifar":
+        return nn.Sequential(nn.Conv2d(3, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(),
+                             nn.Linear(400, 120), nn.ReLU(),
+                             nn.Linear(120, 84), nn.ReLU(),
+                             nn.Linear(84, 10))
     if cnn:
         return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
@@ -123,10 +144,57 @@ def main():
     ap.add_argument("--init", help="initial parameters from mlp_bench --dump-init")
     ap.add_argument("--cnn", action="store_true",
                     help="only the MNIST CNN's training step at batch 64")
+    ap.add_argument("--cifar", metavar="DIR",
+                    help="the CIFAR-10 tutorial's training on the binary batches in DIR")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--max-steps", type=int, default=0,
+                    help="--cifar: stop after this many steps in all (0: every epoch whole)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(20261122)
     now = time.perf_counter
+    wrap = torch.compile if a.compile else (lambda m: m)
+    print(f"torch_version={torch.__version__}")
+    print(f"threads={torch.get_num_threads()}")
+    print(f"mode={'compile' if a.compile else 'eager'}")
+
+    if a.cifar:
+        recs = []
+        for i in range(1, 6):
+            with open(os.path.join(a.cifar, f"data_batch_{i}.bin"), "rb") as f:
+                recs.append(np.frombuffer(f.read(), np.uint8).reshape(-1, 3073))
+        recs = np.concatenate(recs)
+        clabels = torch.from_numpy(recs[:, 0].astype(np.int64))
+        cimages = torch.from_numpy(recs[:, 1:].reshape(-1, 3, 32, 32).copy())
+        cnorm = (cimages.float() / 255.0 - 0.5) / 0.5
+        init = load_init(a.init) if a.init else None
+        model = make_model(init, cnn="cifar")
+        opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+        cmodel = wrap(model)
+        loss_fn = nn.CrossEntropyLoss()
+        if a.compile:  # compile outside the timed epochs
+            for _ in range(3):
+                opt.zero_grad()
+                loss_fn(cmodel(cnorm[:4]), clabels[:4]).backward()
+            opt.zero_grad()
+        cn = cnorm.shape[0]
+        el, done = 0.0, 0
+        for _ in range(a.epochs):
+            t0 = now()
+            perm = torch.randperm(cn)
+            for j in range(0, cn, 4):
+                if a.max_steps and done == a.max_steps:
+                    break
+                idx = perm[j:j + 4]
+                opt.zero_grad()
+                loss_fn(cmodel(cnorm.index_select(0, idx)), clabels.index_select(0, idx)).backward()
+                opt.step()
+                done += 1
+            el += now() - t0
+        print(f"cifar_steps={done}")
+        print(f"cifar_train_s={el:.3f}")
+        print(f"cifar_epoch_s={el / done * ((cn + 3) // 4):.3f}")
+        return
 
     images = torch.from_numpy(read_idx(os.path.join(a.data, "train-images-idx3-ubyte")).copy())
     labels = torch.from_numpy(read_idx(os.path.join(a.data, "train-labels-idx1-ubyte"))
@@ -140,6 +208,7 @@ def main():
     if a.cnn:
         model = make_model(init, cnn=True)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        model = wrap(model)
         ts = []
         perm = torch.randperm(n)
         for i in range(20 + a.steps):
@@ -157,18 +226,23 @@ def main():
         print(f"model_train_samples_per_s_b64={64 / m:.1f}")
         return
 
-    print(f"torch_version={torch.__version__}")
-    print(f"threads={torch.get_num_threads()}")
     print(f"steps={a.steps}\nwarmup=20\nepochs={a.epochs}")
     print("init=" + ("models/mnist_mlp.pb" if init else "pytorch_default_seed_20261122"))
     # the BLAS actually mapped into this process (Debian's torch links
     # libblas.so.3, whichever alternative LD_LIBRARY_PATH / the system picks)
-    with open("/proc/self/maps") as f:
-        libs = sorted({l.split()[-1] for l in f if "blas" in l and "/" in l})
-    print("torch_blas=" + (",".join(libs) if libs else "unknown"))
+    # the BLAS torch was built with (PyPI: MKL inside libtorch_cpu); Debian's
+    # torch links libblas.so.3, whichever alternative the process maps
+    m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    libs = []
+    if m and m.group(1) != "mkl":
+        with open("/proc/self/maps") as f:
+            libs = sorted({l.split()[-1] for l in f if "libblas" in l and "/" in l})
+    print("torch_blas=" + (",".join(libs) if libs else m.group(1) if m else "unknown"))
+    print(f"torch_onednn={int(torch.backends.mkldnn.is_available())}")
 
     model = make_model(init)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+    model = wrap(model)
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
@@ -223,8 +297,11 @@ def main():
             print(f"infer_samples_per_s_b{B}={B / statistics.median(ts):.1f}")
 
     # the tutorial's training: 5 epochs at batch 64 on a fresh model
+    if a.epochs == 0:
+        return
     model = make_model(init)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+    model = wrap(model)
     epochs, el = a.epochs, 0.0
     for _ in range(epochs):
         t0 = now()

@@ -1,10 +1,13 @@
 /*
- * flags.c - integer flag values of the command lines (flags.h).
+ * flags.c - integer flag values of the command lines and the OpenMP wait
+ * policy (flags.h).
  */
 #include "cli/flags.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "graph/util.h"
 
@@ -13,4 +16,13 @@ int gcc_flag_i64(const char *prog, const char *flag, const char *s, int64_t lo, 
     return 1;
   fprintf(stderr, "%s: %s '%s': expected an integer >= %" PRId64 "\n", prog, flag, s, lo);
   return 0;
+}
+
+void gcc_cli_omp_wait_policy(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+    return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+    return;
+  execv("/proc/self/exe", argv);
+  /* exec failed (no /proc): run on with libgomp's default policy */
 }

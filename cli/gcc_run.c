@@ -79,6 +79,7 @@ static int sniff_npy(const char *path) {
 }
 
 int main(int argc, char **argv) {
+  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc-run: warning: cannot enter %s: %s\n", bwd, strerror(errno));

@@ -856,6 +856,7 @@ static int write_profile(const train_args *a, train_run *r, int rc) {
 }
 
 int main(int argc, char **argv) {
+  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)

@@ -33,6 +33,9 @@ typedef struct gcc_cpu_ctx {
   int blas_threads;       /* OpenBLAS threads currently set (0 = unknown) */
   gcc_diag *diag;         /* where kernels report data errors */
   const char *source;     /* model file, for messages */
+  void *state;            /* the CPU backend's per-plan state (runtime/cpu: the
+                             oneDNN context and scratchpad), made by its
+                             prepare_node, freed by its release_ctx; NULL before */
 } gcc_cpu_ctx;
 
 /* One node with its bound tensors, as a node-by-node backend runs it. */
@@ -45,6 +48,8 @@ typedef struct gcc_kernel_args {
   gcc_cpu_ctx *ctx;
   void *workspace;        /* scratch planned for this node (the backend's workspace answer), or NULL */
   size_t workspace_bytes; /* its size */
+  void *prepared;         /* what the backend's prepare_node made for this node (a
+                             oneDNN primitive), or NULL: the op table's kernel runs */
 } gcc_kernel_args;
 
 typedef enum gcc_copy_kind { GCC_COPY_H2D = 0, GCC_COPY_D2H, GCC_COPY_D2D } gcc_copy_kind;
@@ -163,6 +168,19 @@ typedef struct gcc_device_backend {
    * its bound tensors, synchronously. NULL for a device whose plans are
    * lowered into kernels, GEMMs and library calls (CUDA). */
   gcc_status (*run_node)(void *self, const gcc_kernel_args *a);
+  /* Node-by-node backends, optional (NULL: nothing to prepare): called once
+   * per node when the plan is built, after its tensors' shapes are bound
+   * (data pointers may change before each run). May set a->prepared (a
+   * library primitive created for the node's shapes) and a->ctx->state;
+   * release_node frees what prepare_node made, release_ctx the context's
+   * state after every node of the plan is released. */
+  gcc_status (*prepare_node)(void *self, gcc_kernel_args *a, gcc_diag *d);
+  void (*release_node)(void *self, gcc_kernel_args *a);
+  void (*release_ctx)(void *self, gcc_cpu_ctx *ctx);
+  /* The library implementation that runs a prepared node ("matmul
+   * brg:avx512_core 64x512x784 bias"), for --profile; NULL when the node
+   * runs the op table's own kernel. */
+  const char *(*node_impl)(void *self, const gcc_kernel_args *a);
 } gcc_device_backend;
 
 #ifdef __cplusplus

@@ -879,6 +879,8 @@ static gcc_status check_devices(const gcc_plan *p, gcc_diag *d) {
   return GCC_OK;
 }
 
+static gcc_status prepare_cpu_nodes(gcc_plan *p, gcc_diag *d);
+
 gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
                             const gcc_plan_config *cfg, gcc_bind_fn bind, void *user,
                             gcc_plan **out, gcc_diag *d) {
@@ -921,6 +923,8 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
   if (s == GCC_OK)
     s = build_ops(p, d);
   if (s == GCC_OK)
+    s = prepare_cpu_nodes(p, d);
+  if (s == GCC_OK)
     s = prepare_gemms(p, d);
   if (s == GCC_OK) {
     count_work(p);
@@ -941,6 +945,17 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
     snprintf(p->graph_note, sizeof p->graph_note,
              "not used: nodes on the CPU run inside the step");
   *out = p;
+  return GCC_OK;
+}
+
+/* The CPU backend's per-node preparation (its oneDNN primitives, created
+ * once here for the nodes' shapes, not per step). */
+static gcc_status prepare_cpu_nodes(gcc_plan *p, gcc_diag *d) {
+  if (!p->cpu->prepare_node)
+    return GCC_OK;
+  for (int i = 0; i < p->n_ops; i++)
+    if (p->ops[i].kind == OP_NODE)
+      GCC_TRY(p->cpu->prepare_node(p->cpu->self, &p->ops[i].cpu, d));
   return GCC_OK;
 }
 
@@ -1393,8 +1408,14 @@ gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track
     put_shapes(f, o->cpu.out, o->cpu.n_out, &bytes);
     char dev[32];
     fprintf(f, ",\"device\":\"%s\"", gcc_dev_name(n->device, dev, sizeof dev));
+    const char *impl = p->cpu->node_impl ? p->cpu->node_impl(p->cpu->self, &o->cpu) : NULL;
+    if (impl)
+      fprintf(f, ",\"impl\":\"%s\"", impl); /* oneDNN's names: no quotes or escapes */
     int bad = fclose(f) != 0;
-    snprintf(name, sizeof name, "%s (%s)", n->name, od->name);
+    if (impl) /* the slowest-nodes table shows which library kernel ran */
+      snprintf(name, sizeof name, "%s [%s] (%s)", n->name, impl, od->name);
+    else
+      snprintf(name, sizeof name, "%s (%s)", n->name, od->name);
     o->site = bad ? -1
                   : gcc_profiler_site(prof, (od->flags & GCC_OPF_COPY) ? GCC_PROF_COPY
                                                                       : GCC_PROF_OP,
@@ -1455,6 +1476,11 @@ void gcc_plan_free(gcc_plan *p) {
     p->be.unload(p->be.self, p->module);
   if (p->gather_module)
     p->be.unload(p->be.self, p->gather_module);
+  for (int i = 0; i < p->n_ops; i++)
+    if (p->ops[i].kind == OP_NODE && p->ops[i].cpu.prepared && p->cpu->release_node)
+      p->cpu->release_node(p->cpu->self, &p->ops[i].cpu);
+  if (p->ctx.state && p->cpu->release_ctx)
+    p->cpu->release_ctx(p->cpu->self, &p->ctx);
   if (p->epi_module)
     p->be.unload(p->be.self, p->epi_module);
   gcc_kernel_set_free(&p->gather_ks);

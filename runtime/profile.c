@@ -256,7 +256,7 @@ static int total_cmp(const void *a, const void *b) {
 static void add_row(gcc_prof_row *rows, int *n, const char *mode, const char *key,
                     const site_stat *st, double flops) {
   int i = 0;
-  while (i < *n && !(strcmp(rows[i].mode, mode) == 0 && strncmp(rows[i].op, key, 95) == 0))
+  while (i < *n && !(strcmp(rows[i].mode, mode) == 0 && strncmp(rows[i].op, key, sizeof rows[i].op - 1) == 0))
     i++;
   if (i == *n) {
     memset(&rows[i], 0, sizeof rows[i]);
@@ -302,7 +302,7 @@ gcc_status gcc_profiler_summary(const gcc_profiler *p, gcc_prof_summary *s, gcc_
     add_row(s->rows, &s->n_rows, mode, si->op ? si->op : "?", &st[i], si->flops);
     if (strcmp(mode, "train") == 0) {
       /* the node name: the site name without its " (OpType)" suffix */
-      char key[96];
+      char key[sizeof s->nodes[0].op];
       snprintf(key, sizeof key, "%s", si->name);
       char *paren = strrchr(key, '(');
       if (paren && paren > key && paren[-1] == ' ')

@@ -133,7 +133,8 @@ void gcc_prof_record(gcc_prof_track *t, int site, int64_t t0, int64_t t1, int64_
  * one mode ("train" or "eval", the first word of the plan label). */
 typedef struct gcc_prof_row {
   char mode[16];     /* "train" or "eval" */
-  char op[96];       /* op type (node name in gcc_prof_summary.nodes) */
+  char op[192];      /* op type (node name, with the library kernel that ran it, in
+                        gcc_prof_summary.nodes) */
   int64_t calls;
   int64_t total_ns;
   double flops;      /* summed over the calls; 0 when unknown */

@@ -615,7 +615,7 @@ struct HostBackend {
       ctx.diag = d;
       ctx.source = r.graph->source;
       gcc_kernel_args ka{n, in.data(), n->n_inputs, out.data(), n->n_outputs, &ctx,
-                         ws ? r.workspace : nullptr, ws ? r.workspace_bytes : 0};
+                         ws ? r.workspace : nullptr, ws ? r.workspace_bytes : 0, nullptr};
       return gcc_cpu_op_of(n->op)->kernel(&ka);
     }
     }

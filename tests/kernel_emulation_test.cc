@@ -772,7 +772,8 @@ gcc_status RunReference(const gcc_graph *g, const gcc_group *gr, const GroupRun 
       tensor(v, b.data());
       outs[q] = &t[v];
     }
-    gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx, nullptr, 0};
+    gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx, nullptr, 0,
+                      nullptr};
     gcc_status s = gcc_cpu_op_of(n->op)->kernel(&a);
     if (s != GCC_OK)
       return s;
@@ -1057,7 +1058,7 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
         t[q].data = bases[q] + off[m];
         tp[q] = &t[q];
       }
-      gcc_kernel_args a{n, tp.data(), n->n_inputs, nullptr, 0, &ctx, nullptr, 0};
+      gcc_kernel_args a{n, tp.data(), n->n_inputs, nullptr, 0, &ctx, nullptr, 0, nullptr};
       ASSERT_EQ(gcc_cpu_op_of(n->op)->kernel(&a), GCC_OK) << d.msg;
     }
     const char *names[3] = {"parameters", adam ? "exp_avg" : "momentum_buffer", "exp_avg_sq"};

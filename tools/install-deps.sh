@@ -18,6 +18,7 @@ PACKAGES=(
   libssl-dev
   libonnx-dev       # onnx.proto, the ONNX schema the importer's reader is generated from
   libonnx-testdata  # ONNX's backend conformance cases (tests/onnx_conformance_test)
+  libdnnl-dev
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 

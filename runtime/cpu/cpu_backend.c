@@ -9,6 +9,7 @@
 
 #include "graph/ops.h"
 #include "passes/memplan.h"
+#include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
 static gcc_status cpu_alloc(void *self, size_t bytes, void **out, gcc_diag *d) {
@@ -198,7 +199,32 @@ static gcc_status cpu_run_node(void *self, const gcc_kernel_args *a) {
                         "%s: node '%s' (%s) has no CPU kernel",
                         a->ctx->source ? a->ctx->source : "<model>", a->node->name,
                         gcc_op_name(a->node->op));
+  if (a->prepared)
+    return gcc_cpu_dnnl_run(a);
   return e->kernel(a);
+}
+
+static gcc_status cpu_prepare_node(void *self, gcc_kernel_args *a, gcc_diag *d) {
+  (void)self;
+  const gcc_cpu_op *e = gcc_cpu_op_of(a->node->op);
+  if (!e || !e->prepare || !gcc_cpu_dnnl_enabled())
+    return GCC_OK;
+  return e->prepare(a, d);
+}
+
+static void cpu_release_node(void *self, gcc_kernel_args *a) {
+  (void)self;
+  gcc_cpu_dnnl_release(a);
+}
+
+static void cpu_release_ctx(void *self, gcc_cpu_ctx *ctx) {
+  (void)self;
+  gcc_cpu_dnnl_release_ctx(ctx);
+}
+
+static const char *cpu_node_impl(void *self, const gcc_kernel_args *a) {
+  (void)self;
+  return gcc_cpu_dnnl_name(a);
 }
 
 static const gcc_device_backend kCpu = {
@@ -229,6 +255,10 @@ static const gcc_device_backend kCpu = {
     .graph_destroy = cpu_graph_destroy,
     .supports_op = cpu_supports_op,
     .run_node = cpu_run_node,
+    .prepare_node = cpu_prepare_node,
+    .release_node = cpu_release_node,
+    .release_ctx = cpu_release_ctx,
+    .node_impl = cpu_node_impl,
 };
 
 const gcc_device_backend *gcc_cpu_backend(void) { return &kCpu; }

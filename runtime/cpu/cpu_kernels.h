@@ -34,9 +34,15 @@ typedef gcc_status (*gcc_cpu_fn)(const gcc_kernel_args *a);
  * (gcc_kernel_args.workspace): kernels never allocate. */
 typedef size_t (*gcc_workspace_fn)(const gcc_graph *g, int node);
 
+/* Prepares a library kernel for one node when the plan is built (sets
+ * a->prepared, or leaves it NULL for `kernel` to run the node): the oneDNN
+ * primitives of runtime/cpu/cpu_dnnl.h. */
+typedef gcc_status (*gcc_cpu_prepare_fn)(gcc_kernel_args *a, gcc_diag *d);
+
 /* One entry of the CPU backend's op table (runtime/cpu/cpu_ops.c). */
 typedef struct gcc_cpu_op {
-  gcc_cpu_fn kernel;          /* the kernel, or NULL */
+  gcc_cpu_fn kernel;          /* the kernel (the reference where `prepare` is set), or NULL */
+  gcc_cpu_prepare_fn prepare; /* NULL: `kernel` runs every node of the op */
   gcc_workspace_fn workspace; /* NULL: the kernel needs no scratch */
   int view;                   /* 1: a view of its input, nothing to run (no kernel) */
   const char *none;           /* no kernel and no view: why the CPU cannot run the op */

@@ -1,17 +1,21 @@
 /*
  * cpu_ops.c - the CPU backend's op table: the kernel (runtime/cpu/cpu_kernels.c)
- * that runs each op of graph/ops.h, and the scratch memory it needs.
+ * that runs each op of graph/ops.h, the scratch memory it needs, and for
+ * GEMMs, convolutions and poolings the oneDNN primitive prepared per node
+ * (runtime/cpu/cpu_dnnl.c) that runs instead of the kernel where it covers
+ * the node.
  */
 #include <stddef.h>
 
 #include "graph/ops.h"
+#include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
 _Static_assert(GCC_OP_COUNT == 40, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
-    [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm},
-    [GCC_OP_MATMUL] = {.kernel = gcc_cpu_matmul},
+    [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
+    [GCC_OP_MATMUL] = {.kernel = gcc_cpu_matmul, .prepare = gcc_cpu_dnnl_matmul_prepare},
     [GCC_OP_ADD] = {.kernel = gcc_cpu_add},
     [GCC_OP_RELU] = {.kernel = gcc_cpu_relu},
     [GCC_OP_RELU_GRAD] = {.kernel = gcc_cpu_relu_grad},
@@ -28,16 +32,23 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_COPY] = {.kernel = gcc_cpu_identity},
     [GCC_OP_SOFTMAX] = {.kernel = gcc_cpu_softmax},
     [GCC_OP_SOFTMAX_GRAD] = {.kernel = gcc_cpu_softmax_grad},
-    [GCC_OP_CONV] = {.kernel = gcc_cpu_conv, .workspace = gcc_cpu_conv_workspace},
+    [GCC_OP_CONV] = {.kernel = gcc_cpu_conv,
+                     .prepare = gcc_cpu_dnnl_conv_prepare,
+                     .workspace = gcc_cpu_conv_workspace},
     [GCC_OP_CONV_GRAD_DATA] = {.kernel = gcc_cpu_conv_grad_data,
+                               .prepare = gcc_cpu_dnnl_conv_grad_data_prepare,
                                .workspace = gcc_cpu_conv_grad_data_workspace},
     [GCC_OP_CONV_GRAD_FILTER] = {.kernel = gcc_cpu_conv_grad_filter,
+                                 .prepare = gcc_cpu_dnnl_conv_grad_filter_prepare,
                                  .workspace = gcc_cpu_conv_grad_filter_workspace},
     [GCC_OP_CONV_GRAD_BIAS] = {.kernel = gcc_cpu_conv_grad_bias},
-    [GCC_OP_MAX_POOL] = {.kernel = gcc_cpu_max_pool},
-    [GCC_OP_MAX_POOL_GRAD] = {.kernel = gcc_cpu_max_pool_grad},
-    [GCC_OP_AVERAGE_POOL] = {.kernel = gcc_cpu_average_pool},
-    [GCC_OP_AVERAGE_POOL_GRAD] = {.kernel = gcc_cpu_average_pool_grad},
+    [GCC_OP_MAX_POOL] = {.kernel = gcc_cpu_max_pool, .prepare = gcc_cpu_dnnl_max_pool_prepare},
+    [GCC_OP_MAX_POOL_GRAD] = {.kernel = gcc_cpu_max_pool_grad,
+                              .prepare = gcc_cpu_dnnl_max_pool_grad_prepare},
+    [GCC_OP_AVERAGE_POOL] = {.kernel = gcc_cpu_average_pool,
+                             .prepare = gcc_cpu_dnnl_average_pool_prepare},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {.kernel = gcc_cpu_average_pool_grad,
+                                  .prepare = gcc_cpu_dnnl_average_pool_grad_prepare},
     [GCC_OP_SUB] = {.kernel = gcc_cpu_sub},
     [GCC_OP_MUL] = {.kernel = gcc_cpu_mul},
     [GCC_OP_DIV] = {.kernel = gcc_cpu_div},

@@ -1,0 +1,335 @@
+/*
+ * cpu_dnnl.c - the CPU backend's oneDNN kernels (cpu_dnnl.h): a node's
+ * tensors and attributes turned into a dnnl_ops descriptor, once per plan.
+ */
+#include "runtime/cpu/cpu_dnnl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "passes/memplan.h"
+#include "runtime/cpu/dnnl_ops.h"
+
+/* The plan's oneDNN context and the scratch its nodes share. */
+typedef struct cpu_dnnl_state {
+  gcc_dnnl *dn;
+  void *scratch; /* GCC_ARENA_ALIGN-aligned, scratch_bytes */
+  size_t scratch_bytes;
+} cpu_dnnl_state;
+
+/* Where operand i of the primitive's run comes from: input k (0..7),
+ * output k (OUT0 + k), or nothing (NONE). */
+enum { OUT0 = 8, NONE = -1, MAX_PTRS = 6 };
+
+typedef struct cpu_prepared {
+  gcc_dnnl_op *op;
+  int n_ptrs;
+  signed char src[MAX_PTRS];
+  int copy_c; /* Gemm with a full C: Y = C before the run (beta as a sum
+                 post-op) */
+} cpu_prepared;
+
+int gcc_cpu_dnnl_enabled(void) {
+  const char *e = getenv("GCC_CPU_ONEDNN");
+  return !(e && strcmp(e, "0") == 0);
+}
+
+static const char *src_of(const gcc_kernel_args *a) {
+  return a->ctx->source ? a->ctx->source : "<model>";
+}
+
+static gcc_status context(gcc_kernel_args *a, cpu_dnnl_state **out, gcc_diag *d) {
+  cpu_dnnl_state *st = a->ctx->state;
+  if (!st) {
+    st = calloc(1, sizeof *st);
+    if (!st)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (oneDNN context)");
+    gcc_status s = gcc_dnnl_create(a->ctx->max_threads > 0 ? a->ctx->max_threads : 1, &st->dn, d);
+    if (s != GCC_OK) {
+      free(st);
+      return s;
+    }
+    a->ctx->state = st;
+  }
+  *out = st;
+  return GCC_OK;
+}
+
+/* Keeps the primitive `op` (made by `made`) for the node, growing the
+ * plan's scratch to its need. A descriptor oneDNN has no implementation for
+ * (GCC_ERR_UNSUPPORTED) or rejects (GCC_ERR_INVALID_ARGUMENT: the graph's
+ * shape inference accepted the node, so the reference kernel runs what
+ * oneDNN 2.6 does not take) leaves the node to the op table's kernel. */
+static gcc_status adopt(gcc_kernel_args *a, cpu_dnnl_state *st, gcc_status made, gcc_dnnl_op *op,
+                        int n_ptrs, const signed char *src, int copy_c, gcc_diag *d) {
+  if (made == GCC_ERR_UNSUPPORTED || made == GCC_ERR_INVALID_ARGUMENT) {
+    if (d) {
+      d->status = GCC_OK;
+      d->msg[0] = '\0';
+    }
+    return GCC_OK;
+  }
+  if (made != GCC_OK) {
+    char msg[sizeof d->msg];
+    snprintf(msg, sizeof msg, "%s", d ? d->msg : "");
+    return gcc_diag_set(d, made, "%s: node '%s' (%s): %s", src_of(a), a->node->name,
+                        gcc_op_name(a->node->op), msg);
+  }
+  cpu_prepared *p = calloc(1, sizeof *p);
+  if (!p) {
+    gcc_dnnl_op_free(op);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (oneDNN op of node '%s')",
+                        a->node->name);
+  }
+  size_t need = gcc_dnnl_op_scratch_bytes(op);
+  if (need > st->scratch_bytes) {
+    size_t n = (need + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
+    void *s = aligned_alloc(GCC_ARENA_ALIGN, n);
+    if (!s) {
+      free(p);
+      gcc_dnnl_op_free(op);
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                          "out of memory: %zu bytes of oneDNN scratch for node '%s'", n,
+                          a->node->name);
+    }
+    free(st->scratch);
+    st->scratch = s;
+    st->scratch_bytes = n;
+  }
+  p->op = op;
+  p->n_ptrs = n_ptrs;
+  memcpy(p->src, src, (size_t)n_ptrs);
+  p->copy_c = copy_c;
+  a->prepared = p;
+  return GCC_OK;
+}
+
+static int all_f32(const gcc_kernel_args *a) {
+  for (int k = 0; k < a->n_in; k++)
+    if (a->in[k] && a->in[k]->dtype != GCC_DT_FLOAT32)
+      return 0;
+  for (int k = 0; k < a->n_out; k++)
+    if (a->out[k]->dtype != GCC_DT_FLOAT32)
+      return 0;
+  return 1;
+}
+
+/* ---- GEMMs ----------------------------------------------------------------
+ */
+
+static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, float beta,
+                               gcc_diag *d) {
+  if (!all_f32(a))
+    return GCC_OK;
+  const gcc_tensor *A = a->in[0], *C = a->n_in > 2 ? a->in[2] : NULL;
+  const gcc_tensor *Y = a->out[0];
+  if (Y->shape.ndim != 2 || A->shape.ndim != 2 || a->in[1]->shape.ndim != 2)
+    return GCC_OK;
+  gcc_dnnl_matmul_desc md = {0};
+  md.m = Y->shape.dims[0];
+  md.n = Y->shape.dims[1];
+  md.k = ta ? A->shape.dims[0] : A->shape.dims[1];
+  md.trans_a = ta;
+  md.trans_b = tb;
+  md.alpha = alpha;
+  signed char src[4] = {0, 1, NONE, OUT0};
+  int copy_c = 0;
+  if (C && beta != 0.0f) {
+    if (beta == 1.0f && C->numel == md.n && (C->shape.ndim == 1 || C->shape.dims[0] == 1)) {
+      md.bias = 1; /* the nn.Linear bias row: the matmul's bias operand */
+      src[2] = 2;
+    } else if (C->numel == Y->numel) {
+      md.beta = beta; /* Y = C, then the sum post-op */
+      copy_c = 1;
+    } else {
+      return GCC_OK; /* another broadcast of C: the reference kernel */
+    }
+  }
+  if (md.m < 1 || md.n < 1 || md.k < 1)
+    return GCC_OK;
+  cpu_dnnl_state *st = NULL;
+  GCC_TRY(context(a, &st, d));
+  gcc_dnnl_op *op = NULL;
+  gcc_status s = gcc_dnnl_matmul_create(st->dn, &md, &op, d);
+  return adopt(a, st, s, op, 4, src, copy_c, d);
+}
+
+gcc_status gcc_cpu_dnnl_gemm_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  const gcc_node *n = a->node;
+  return prepare_gemm(a, (int)n->av[GEMM_TRANS_A].i, (int)n->av[GEMM_TRANS_B].i,
+                      n->av[GEMM_ALPHA].f, n->av[GEMM_BETA].f, d);
+}
+
+gcc_status gcc_cpu_dnnl_matmul_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  return prepare_gemm(a, 0, 0, 1.0f, 0.0f, d);
+}
+
+/* ---- convolutions ---------------------------------------------------------
+ */
+
+/* x: the activation's shape [n, c, h, w]; wt: the filter's [m, c/group, kh,
+ * kw]. */
+static gcc_status prepare_conv(gcc_kernel_args *a, const gcc_shape *x, const gcc_shape *wt,
+                               int bias, int which, const signed char *src, int n_ptrs,
+                               gcc_diag *d) {
+  if (!all_f32(a) || x->ndim != 4 || wt->ndim != 4)
+    return GCC_OK;
+  gcc_window2d w;
+  gcc_window2d_of(a->node, wt, &w);
+  gcc_dnnl_conv_desc cd = {0};
+  cd.n = x->dims[0];
+  cd.c = x->dims[1];
+  cd.h = x->dims[2];
+  cd.w = x->dims[3];
+  cd.m = wt->dims[0];
+  cd.kh = w.kh;
+  cd.kw = w.kw;
+  cd.sh = w.sh;
+  cd.sw = w.sw;
+  cd.pt = w.pt;
+  cd.pl = w.pl;
+  cd.pb = w.pb;
+  cd.pr = w.pr;
+  cd.dh = w.dh;
+  cd.dw = w.dw;
+  cd.group = a->node->av[CONV_GROUP].i > 0 ? a->node->av[CONV_GROUP].i : 1;
+  cd.bias = bias;
+  cd.layout = GCC_DNNL_LAYOUT_AUTO;
+  cpu_dnnl_state *st = NULL;
+  GCC_TRY(context(a, &st, d));
+  gcc_dnnl_op *op = NULL;
+  gcc_status s = which == 0   ? gcc_dnnl_conv_fwd_create(st->dn, &cd, &op, d)
+                 : which == 1 ? gcc_dnnl_conv_bwd_data_create(st->dn, &cd, &op, d)
+                              : gcc_dnnl_conv_bwd_weights_create(st->dn, &cd, &op, d);
+  return adopt(a, st, s, op, n_ptrs, src, 0, d);
+}
+
+gcc_status gcc_cpu_dnnl_conv_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  /* Conv(X, W, B?) -> Y: {X, W, B, Y} */
+  int bias = a->n_in > 2 && a->in[2];
+  signed char src[4] = {0, 1, (signed char)(bias ? 2 : NONE), OUT0};
+  return prepare_conv(a, &a->in[0]->shape, &a->in[1]->shape, bias, 0, src, 4, d);
+}
+
+gcc_status gcc_cpu_dnnl_conv_grad_data_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  /* ConvGradData(dY, W) -> dX: {dY, W, dX} */
+  static const signed char src[3] = {0, 1, OUT0};
+  return prepare_conv(a, &a->out[0]->shape, &a->in[1]->shape, 0, 1, src, 3, d);
+}
+
+gcc_status gcc_cpu_dnnl_conv_grad_filter_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  /* ConvGradFilter(dY, X) -> dW: {dY, X, dW, dB = none} */
+  static const signed char src[4] = {0, 1, OUT0, NONE};
+  return prepare_conv(a, &a->in[1]->shape, &a->out[0]->shape, 0, 2, src, 4, d);
+}
+
+/* ---- pooling ----------------------------------------------------------------
+ */
+
+/* x: the pooling's input shape, which: 0 forward, 1 backward, 2 MaxPool's
+ * backward from X. */
+static gcc_status prepare_pool(gcc_kernel_args *a, gcc_dnnl_pool_kind kind, const gcc_shape *x,
+                               int which, const signed char *src, int n_ptrs, gcc_diag *d) {
+  if (!all_f32(a) || x->ndim != 4)
+    return GCC_OK;
+  gcc_window2d w;
+  gcc_window2d_of(a->node, NULL, &w);
+  gcc_dnnl_pool_desc pd = {0};
+  pd.kind = kind;
+  pd.n = x->dims[0];
+  pd.c = x->dims[1];
+  pd.h = x->dims[2];
+  pd.w = x->dims[3];
+  pd.kh = w.kh;
+  pd.kw = w.kw;
+  pd.sh = w.sh;
+  pd.sw = w.sw;
+  pd.pt = w.pt;
+  pd.pl = w.pl;
+  pd.pb = w.pb;
+  pd.pr = w.pr;
+  pd.dh = w.dh;
+  pd.dw = w.dw;
+  pd.ceil_mode = (int)a->node->av[POOL_CEIL_MODE].i;
+  cpu_dnnl_state *st = NULL;
+  GCC_TRY(context(a, &st, d));
+  gcc_dnnl_op *op = NULL;
+  gcc_status s = which == 0   ? gcc_dnnl_pool_fwd_create(st->dn, &pd, &op, d)
+                 : which == 1 ? gcc_dnnl_pool_bwd_create(st->dn, &pd, &op, d)
+                              : gcc_dnnl_max_pool_bwd_from_x_create(st->dn, &pd, &op, d);
+  return adopt(a, st, s, op, n_ptrs, src, 0, d);
+}
+
+gcc_status gcc_cpu_dnnl_max_pool_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  static const signed char src[2] = {0, OUT0}; /* {X, Y} */
+  return prepare_pool(a, GCC_DNNL_POOL_MAX, &a->in[0]->shape, 0, src, 2, d);
+}
+
+gcc_status gcc_cpu_dnnl_max_pool_grad_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  static const signed char src[3] = {0, 1, OUT0}; /* MaxPoolGrad(dY, X) -> dX */
+  return prepare_pool(a, GCC_DNNL_POOL_MAX, &a->in[1]->shape, 2, src, 3, d);
+}
+
+static gcc_dnnl_pool_kind avg_kind(const gcc_node *n) {
+  return n->av[POOL_COUNT_INCLUDE_PAD].i ? GCC_DNNL_POOL_AVG_INCLUDE : GCC_DNNL_POOL_AVG_EXCLUDE;
+}
+
+gcc_status gcc_cpu_dnnl_average_pool_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  static const signed char src[2] = {0, OUT0}; /* {X, Y} */
+  return prepare_pool(a, avg_kind(a->node), &a->in[0]->shape, 0, src, 2, d);
+}
+
+gcc_status gcc_cpu_dnnl_average_pool_grad_prepare(gcc_kernel_args *a, gcc_diag *d) {
+  static const signed char src[2] = {0, OUT0}; /* AveragePoolGrad(dY) -> dX */
+  return prepare_pool(a, avg_kind(a->node), &a->out[0]->shape, 1, src, 2, d);
+}
+
+/* ---- run, names, release
+ * ------------------------------------------------------ */
+
+gcc_status gcc_cpu_dnnl_run(const gcc_kernel_args *a) {
+  const cpu_prepared *p = a->prepared;
+  const cpu_dnnl_state *st = a->ctx->state;
+  void *ptrs[MAX_PTRS] = {0};
+  for (int i = 0; i < p->n_ptrs; i++) {
+    int s = p->src[i];
+    ptrs[i] = s == NONE ? NULL : s >= OUT0 ? a->out[s - OUT0]->data : a->in[s]->data;
+  }
+  if (p->copy_c) /* Gemm's full C: Y = C, then Y = alpha A B + beta Y */
+    memcpy(a->out[0]->data, a->in[2]->data, (size_t)a->out[0]->numel * sizeof(float));
+  gcc_status s = gcc_dnnl_op_run(p->op, ptrs, st->scratch, a->ctx->diag);
+  if (s != GCC_OK) {
+    gcc_diag *d = a->ctx->diag;
+    char msg[sizeof d->msg];
+    snprintf(msg, sizeof msg, "%s", d ? d->msg : "");
+    return gcc_diag_set(d, s, "%s: node '%s' (%s): %s", src_of(a), a->node->name,
+                        gcc_op_name(a->node->op), msg);
+  }
+  return GCC_OK;
+}
+
+const char *gcc_cpu_dnnl_name(const gcc_kernel_args *a) {
+  const cpu_prepared *p = a->prepared;
+  return p ? gcc_dnnl_op_name(p->op) : NULL;
+}
+
+void gcc_cpu_dnnl_release(gcc_kernel_args *a) {
+  cpu_prepared *p = a->prepared;
+  if (!p)
+    return;
+  gcc_dnnl_op_free(p->op);
+  free(p);
+  a->prepared = NULL;
+}
+
+void gcc_cpu_dnnl_release_ctx(gcc_cpu_ctx *ctx) {
+  cpu_dnnl_state *st = ctx->state;
+  if (!st)
+    return;
+  gcc_dnnl_free(st->dn);
+  free(st->scratch);
+  free(st);
+  ctx->state = NULL;
+}

@@ -1,0 +1,377 @@
+// The CPU backend on oneDNN (runtime/cpu/cpu_dnnl.h): every op whose CPU
+// table entry prepares a oneDNN primitive gives, through the backend's
+// prepare_node / run_node, what the op table's own kernel (the OpenBLAS /
+// im2col / loop reference) gives, over the attributes the graph allows
+// (transposes, alpha, beta, bias rows and full C; strides, pads,
+// dilations; both average-pool divisors). And whole training steps of the
+// MNIST CNN: on oneDNN twice with the same seed the weights are bitwise
+// identical (a fixed thread count), and they stay within float rounding of
+// the reference kernels' (GCC_CPU_ONEDNN=0).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/ops.h"
+#include "models/models.h"
+#include "passes/memplan.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/session.h"
+
+namespace {
+
+std::vector<float> Rand(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = u(rng);
+  return v;
+}
+
+// max |got - want| / max |want|
+double RelErr(const std::vector<float> &got, const std::vector<float> &want) {
+  double mag = 0, err = 0;
+  for (size_t i = 0; i < want.size(); i++) {
+    mag = std::max(mag, std::fabs((double)want[i]));
+    err = std::max(err, std::fabs((double)got[i] - (double)want[i]));
+  }
+  return mag > 0 ? err / mag : err;
+}
+
+gcc_shape Shape(std::initializer_list<int64_t> dims) {
+  gcc_shape s{};
+  s.ndim = (int)dims.size();
+  int i = 0;
+  for (int64_t v : dims)
+    s.dims[i++] = v;
+  return s;
+}
+
+using Attrs = std::function<void(gcc_graph *, int)>;
+
+// One node of op `op` on random float32 inputs: runs the op table's kernel
+// and the backend's prepared path, returns whether a primitive was
+// prepared, and the largest relative difference of the outputs.
+struct Result {
+  bool prepared = false;
+  std::string impl;
+  double err = 0;
+};
+
+Result RunBoth(int op, const std::vector<gcc_shape> &ins, const std::vector<gcc_shape> &outs,
+               const Attrs &attrs) {
+  Result r;
+  gcc_diag d{};
+  gcc_graph *g = gcc_graph_new("one", "<test>");
+  std::vector<int> iv, ov;
+  for (size_t i = 0; i < ins.size(); i++) {
+    int v;
+    EXPECT_EQ(gcc_graph_add_value(g, ("in" + std::to_string(i)).c_str(), GCC_DT_FLOAT32, &ins[i],
+                                  GCC_VALUE_INPUT, nullptr, 0, &v, &d),
+              GCC_OK)
+        << d.msg;
+    iv.push_back(v);
+  }
+  for (size_t i = 0; i < outs.size(); i++) {
+    int v;
+    EXPECT_EQ(gcc_graph_add_value(g, ("out" + std::to_string(i)).c_str(), GCC_DT_FLOAT32, &outs[i],
+                                  GCC_VALUE_ACTIVATION, nullptr, 0, &v, &d),
+              GCC_OK)
+        << d.msg;
+    ov.push_back(v);
+  }
+  int node = -1;
+  EXPECT_EQ(gcc_graph_add_node(g, "n", op, iv.data(), (int)iv.size(), ov.data(), (int)ov.size(),
+                               &node, &d),
+            GCC_OK)
+      << d.msg;
+  attrs(g, node);
+  EXPECT_EQ(gcc_graph_link(g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_op_resolve_attrs(g, node, &d), GCC_OK) << d.msg;
+
+  std::vector<std::vector<float>> in_data, want, got;
+  std::vector<gcc_tensor> t(ins.size() + 2 * outs.size());
+  std::vector<gcc_tensor *> pin, pout_ref, pout_dnnl;
+  for (size_t i = 0; i < ins.size(); i++) {
+    int64_t n = gcc_shape_numel(&ins[i], nullptr);
+    in_data.push_back(Rand((size_t)n, 11 + (unsigned)i));
+  }
+  for (size_t i = 0; i < outs.size(); i++) {
+    int64_t n = gcc_shape_numel(&outs[i], nullptr);
+    want.emplace_back((size_t)n, NAN);
+    got.emplace_back((size_t)n, NAN);
+  }
+  for (size_t i = 0; i < ins.size(); i++) {
+    t[i] = gcc_tensor{GCC_DT_FLOAT32, ins[i], (int64_t)in_data[i].size(), in_data[i].data()};
+    pin.push_back(&t[i]);
+  }
+  for (size_t i = 0; i < outs.size(); i++) {
+    gcc_tensor *a = &t[ins.size() + 2 * i], *b = a + 1;
+    *a = gcc_tensor{GCC_DT_FLOAT32, outs[i], (int64_t)want[i].size(), want[i].data()};
+    *b = gcc_tensor{GCC_DT_FLOAT32, outs[i], (int64_t)got[i].size(), got[i].data()};
+    pout_ref.push_back(a);
+    pout_dnnl.push_back(b);
+  }
+  size_t ws = gcc_cpu_workspace(g, node);
+  void *wsp = ws ? aligned_alloc(GCC_ARENA_ALIGN, (ws + 63) / 64 * 64) : nullptr;
+  gcc_cpu_ctx ctx{};
+  ctx.max_threads = 2;
+  ctx.diag = &d;
+  ctx.source = "<test>";
+  gcc_kernel_args ref{&g->nodes[node],
+                      pin.data(),
+                      (int)pin.size(),
+                      pout_ref.data(),
+                      (int)pout_ref.size(),
+                      &ctx,
+                      wsp,
+                      ws,
+                      nullptr};
+  gcc_kernel_args dn = ref;
+  dn.out = pout_dnnl.data();
+  const gcc_cpu_op *e = gcc_cpu_op_of(op);
+  EXPECT_NE(e->prepare, nullptr) << gcc_op_name(op);
+  EXPECT_EQ(e->kernel(&ref), GCC_OK) << d.msg;
+  const gcc_device_backend *be = gcc_cpu_backend();
+  EXPECT_EQ(be->prepare_node(be->self, &dn, &d), GCC_OK) << d.msg;
+  r.prepared = dn.prepared != nullptr;
+  if (r.prepared)
+    r.impl = be->node_impl(be->self, &dn);
+  EXPECT_EQ(be->run_node(be->self, &dn), GCC_OK) << d.msg;
+  for (size_t i = 0; i < outs.size(); i++)
+    r.err = std::max(r.err, RelErr(got[i], want[i]));
+  if (dn.prepared)
+    be->release_node(be->self, &dn);
+  if (ctx.state)
+    be->release_ctx(be->self, &ctx);
+  EXPECT_EQ(ctx.state, nullptr);
+  free(wsp);
+  gcc_graph_free(g);
+  return r;
+}
+
+// oneDNN and OpenBLAS sum in different orders: float rounding, relative to
+// the output's magnitude.
+constexpr double kTol = 1e-5;
+
+TEST(CpuDnnl, GemmEveryTransposeAlphaBetaAndC) {
+  struct Case {
+    int64_t m, n, k;
+    int ta, tb;
+    float alpha, beta;
+    int c; // 0 none, 1 bias row [n], 2 bias row [1, n], 3 full C [m, n], 4
+           // column C [m, 1]
+    bool prepared;
+  };
+  const Case cases[] = {
+      {64, 512, 784, 0, 1, 1.0f, 1.0f, 1, true}, // nn.Linear
+      {1, 512, 784, 0, 1, 1.0f, 1.0f, 1, true},  // batch 1: the GEMV
+      {64, 10, 84, 0, 1, 1.0f, 1.0f, 2, true},
+      {120, 256, 64, 1, 0, 1.0f, 0.0f, 0, true}, // dW = dY^T X
+      {64, 256, 120, 0, 0, 1.0f, 0.0f, 0, true}, // dX = dY W
+      {7, 5, 3, 1, 1, 0.5f, 1.0f, 1, true},      // alpha with a bias
+      {9, 6, 4, 0, 0, 2.0f, 0.25f, 3, true},     // full C, beta as a sum post-op
+      {9, 6, 4, 0, 1, 1.0f, 0.5f, 1, false},     // a bias row with beta != 1: the reference
+      {9, 6, 4, 0, 0, 1.0f, 1.0f, 4, false},     // a column C: the reference kernel
+  };
+  for (const Case &c : cases) {
+    std::vector<gcc_shape> ins = {c.ta ? Shape({c.k, c.m}) : Shape({c.m, c.k}),
+                                  c.tb ? Shape({c.n, c.k}) : Shape({c.k, c.n})};
+    if (c.c == 1)
+      ins.push_back(Shape({c.n}));
+    if (c.c == 2)
+      ins.push_back(Shape({1, c.n}));
+    if (c.c == 3)
+      ins.push_back(Shape({c.m, c.n}));
+    if (c.c == 4)
+      ins.push_back(Shape({c.m, 1}));
+    Result r = RunBoth(GCC_OP_GEMM, ins, {Shape({c.m, c.n})}, [&](gcc_graph *g, int node) {
+      gcc_node_set_int(g, node, "transA", c.ta);
+      gcc_node_set_int(g, node, "transB", c.tb);
+      gcc_node_set_float(g, node, "alpha", c.alpha);
+      gcc_node_set_float(g, node, "beta", c.beta);
+    });
+    std::string what = std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                       " C kind " + std::to_string(c.c) + " beta " + std::to_string(c.beta) + ": " +
+                       r.impl;
+    EXPECT_EQ(r.prepared, c.prepared) << what;
+    EXPECT_LT(r.err, kTol) << what;
+  }
+}
+
+TEST(CpuDnnl, MatMul) {
+  Result r = RunBoth(GCC_OP_MATMUL, {Shape({33, 70}), Shape({70, 19})}, {Shape({33, 19})},
+                     [](gcc_graph *, int) {});
+  EXPECT_TRUE(r.prepared);
+  EXPECT_LT(r.err, kTol) << r.impl;
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+  bool bias;
+};
+
+const ConvCase kConvs[] = {
+    {64, 1, 28, 28, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, true},  // MNIST CNN conv1
+    {64, 6, 12, 12, 16, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, true}, // conv2
+    {4, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, true},   // CIFAR tutorial conv1, batch 4
+    {2, 5, 11, 9, 7, 3, 2, 2, 1, 1, 0, 2, 1, 1, 2, false},   // strides, uneven pads, dilation
+    {3, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true},   // "same" 3x3
+};
+
+void ConvAttrs(const ConvCase &c, gcc_graph *g, int node) {
+  int64_t st[2] = {c.sh, c.sw}, pd[4] = {c.pt, c.pl, c.pb, c.pr}, dl[2] = {c.dh, c.dw};
+  gcc_node_set_ints(g, node, "strides", st, 2);
+  gcc_node_set_ints(g, node, "pads", pd, 4);
+  gcc_node_set_ints(g, node, "dilations", dl, 2);
+}
+
+TEST(CpuDnnl, ConvolutionForwardBackwardDataAndFilter) {
+  for (const ConvCase &c : kConvs) {
+    int64_t oh = gcc_window_out_dim(c.h, c.kh, c.sh, c.pt, c.pb, c.dh);
+    int64_t ow = gcc_window_out_dim(c.w, c.kw, c.sw, c.pl, c.pr, c.dw);
+    gcc_shape xs = Shape({c.n, c.c, c.h, c.w}), ws = Shape({c.m, c.c, c.kh, c.kw}),
+              ys = Shape({c.n, c.m, oh, ow});
+    std::string what = std::to_string(c.n) + "x" + std::to_string(c.c) + "x" + std::to_string(c.h) +
+                       "x" + std::to_string(c.w) + " * " + std::to_string(c.m) + "x" +
+                       std::to_string(c.kh) + "x" + std::to_string(c.kw);
+    std::vector<gcc_shape> fin = {xs, ws};
+    if (c.bias)
+      fin.push_back(Shape({c.m}));
+    Result f = RunBoth(GCC_OP_CONV, fin, {ys}, [&](gcc_graph *g, int n) { ConvAttrs(c, g, n); });
+    EXPECT_TRUE(f.prepared) << what;
+    EXPECT_LT(f.err, kTol) << what << ": " << f.impl;
+    Result bd = RunBoth(GCC_OP_CONV_GRAD_DATA, {ys, ws}, {xs}, [&](gcc_graph *g, int n) {
+      ConvAttrs(c, g, n);
+      int64_t is[4] = {c.n, c.c, c.h, c.w};
+      gcc_node_set_ints(g, n, "input_shape", is, 4);
+    });
+    EXPECT_TRUE(bd.prepared) << what;
+    EXPECT_LT(bd.err, kTol) << what << ": " << bd.impl;
+    Result bw = RunBoth(GCC_OP_CONV_GRAD_FILTER, {ys, xs}, {ws}, [&](gcc_graph *g, int n) {
+      ConvAttrs(c, g, n);
+      int64_t fs[4] = {c.m, c.c, c.kh, c.kw};
+      gcc_node_set_ints(g, n, "filter_shape", fs, 4);
+    });
+    EXPECT_TRUE(bw.prepared) << what;
+    EXPECT_LT(bw.err, kTol) << what << ": " << bw.impl;
+  }
+}
+
+TEST(CpuDnnl, PoolingForwardAndBackward) {
+  struct Case {
+    int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr;
+  };
+  const Case cases[] = {
+      {64, 6, 24, 24, 2, 2, 2, 2, 0, 0, 0, 0}, // MaxPool2d(2, 2): the layer's own loops
+      {4, 16, 10, 10, 2, 2, 2, 2, 0, 0, 0, 0},
+      {2, 3, 9, 7, 3, 3, 2, 2, 1, 1, 1, 1}, // overlapping windows with pads
+      {2, 3, 8, 8, 3, 2, 1, 2, 0, 1, 1, 0},
+  };
+  for (const Case &c : cases)
+    for (int kind = 0; kind < 3; kind++) { // max, average excluding / including pads
+      int64_t oh = gcc_window_out_dim(c.h, c.kh, c.sh, c.pt, c.pb, 1);
+      int64_t ow = gcc_window_out_dim(c.w, c.kw, c.sw, c.pl, c.pr, 1);
+      gcc_shape xs = Shape({c.n, c.c, c.h, c.w}), ys = Shape({c.n, c.c, oh, ow});
+      auto attrs = [&](gcc_graph *g, int node) {
+        int64_t k[2] = {c.kh, c.kw}, st[2] = {c.sh, c.sw}, pd[4] = {c.pt, c.pl, c.pb, c.pr};
+        gcc_node_set_ints(g, node, "kernel_shape", k, 2);
+        gcc_node_set_ints(g, node, "strides", st, 2);
+        gcc_node_set_ints(g, node, "pads", pd, 4);
+        if (kind > 0)
+          gcc_node_set_int(g, node, "count_include_pad", kind == 2);
+      };
+      std::string what = std::to_string(c.h) + "x" + std::to_string(c.w) + " k" +
+                         std::to_string(c.kh) + "x" + std::to_string(c.kw) + " kind " +
+                         std::to_string(kind);
+      Result f = RunBoth(kind == 0 ? GCC_OP_MAX_POOL : GCC_OP_AVERAGE_POOL, {xs}, {ys}, attrs);
+      EXPECT_TRUE(f.prepared) << what;
+      EXPECT_LT(f.err, 1e-6) << what << ": " << f.impl;
+      Result b;
+      if (kind == 0) {
+        b = RunBoth(GCC_OP_MAX_POOL_GRAD, {ys, xs, ys}, {xs}, attrs);
+      } else {
+        b = RunBoth(GCC_OP_AVERAGE_POOL_GRAD, {ys}, {xs}, [&](gcc_graph *g, int node) {
+          attrs(g, node);
+          int64_t is[4] = {c.n, c.c, c.h, c.w};
+          gcc_node_set_ints(g, node, "input_shape", is, 4);
+        });
+      }
+      EXPECT_TRUE(b.prepared) << what;
+      EXPECT_LT(b.err, 1e-6) << what << ": " << b.impl;
+    }
+}
+
+// ---- whole training steps
+// ------------------------------------------------------
+
+// `steps` SGD steps of the MNIST CNN at batch 16 on random images and
+// labels (seeded), 2 threads; returns every parameter, concatenated.
+std::vector<float> TrainCnn(int steps) {
+  gcc_diag d{};
+  gcc_graph *g = nullptr;
+  EXPECT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  if (!g)
+    return {};
+  gcc_session_options so{};
+  so.threads = 2;
+  so.opt = g->training.opt;
+  gcc_session *s = nullptr;
+  EXPECT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  std::vector<float> params;
+  if (s) {
+    const int64_t rows = 16;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 2.5f);
+    std::vector<float> x((size_t)(rows * 28 * 28));
+    std::vector<int64_t> y((size_t)rows);
+    for (int k = 0; k < steps; k++) {
+      for (float &v : x)
+        v = u(rng);
+      for (int64_t &v : y)
+        v = (int64_t)(rng() % 10);
+      float loss = NAN;
+      EXPECT_EQ(gcc_session_train_step(s, x.data(), y.data(), rows, &loss, &d), GCC_OK) << d.msg;
+      EXPECT_TRUE(std::isfinite(loss));
+    }
+    for (int v = 0; v < g->n_values; v++) {
+      if (g->values[v].kind != GCC_VALUE_PARAM)
+        continue;
+      float *p = nullptr;
+      int64_t n = 0;
+      EXPECT_EQ(gcc_session_param(s, g->values[v].name, &p, &n, &d), GCC_OK) << d.msg;
+      if (p)
+        params.insert(params.end(), p, p + n);
+    }
+    gcc_session_destroy(s);
+  }
+  gcc_graph_free(g);
+  return params;
+}
+
+TEST(CpuDnnl, TrainingIsBitwiseRepeatableAndMatchesTheReferenceKernels) {
+  unsetenv("GCC_CPU_ONEDNN");
+  std::vector<float> a = TrainCnn(8), b = TrainCnn(8);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+      << "same seed, same thread count: the weights must be the same bits";
+  setenv("GCC_CPU_ONEDNN", "0", 1);
+  std::vector<float> ref = TrainCnn(8);
+  unsetenv("GCC_CPU_ONEDNN");
+  ASSERT_EQ(ref.size(), a.size());
+  EXPECT_NE(0, memcmp(a.data(), ref.data(), a.size() * sizeof(float)))
+      << "GCC_CPU_ONEDNN=0 must run the reference kernels (else this test "
+         "compares nothing)";
+  EXPECT_LT(RelErr(a, ref), 1e-4) << "8 SGD steps on oneDNN against the reference kernels";
+}
+
+} // namespace
