@@ -22,6 +22,7 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
+#include "graph/outfile.h"
 #include "runtime/cuda/arch_check.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_device.h"
@@ -113,6 +114,9 @@ static void usage(FILE *f) {
           "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
           "  --predictions FILE  write the final evaluation's predicted class of every test\n"
           "                      sample as CSV (index,class), atomically\n"
+          "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
+          "                      stop at the first node that produces one, naming it, as\n"
+          "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
           "  --quiet             only errors, the final summary line (and the profile table)\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
@@ -315,8 +319,8 @@ static void collect_predictions(void *user, int64_t first_row, const gcc_tensor 
   predictions *p = user;
   if (first_row == 0)
     p->n = 0;
-  if (pred->dtype != GCC_DT_FLOAT32 || pred->shape.ndim != 2)
-    return;
+  if (pred->dtype != GCC_DT_FLOAT32 || pred->shape.ndim != 2 || pred->shape.dims[0] < rows)
+    return; /* write_predictions reports the shortfall */
   if (first_row + rows > p->cap) {
     int64_t cap = (first_row + rows) * 2;
     int64_t *c = realloc(p->cls, (size_t)cap * sizeof *c);
@@ -354,6 +358,21 @@ static gcc_status write_predictions(const predictions *p, const char *path, gcc_
   return s;
 }
 
+/* --seed: an unsigned 64-bit integer in decimal (TrainingSpec.seed is a
+ * uint64), so that every seed a model file holds can be given. */
+static int parse_seed(const char *s, uint64_t *out, int *has) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || strchr(s, '-')) {
+    fprintf(stderr, "gcc-train: --seed '%s': expected an integer in [0, 2^64 - 1]\n", s);
+    return 0;
+  }
+  *out = (uint64_t)v;
+  *has = 1;
+  return 1;
+}
+
 int main(int argc, char **argv) {
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
@@ -367,7 +386,8 @@ int main(int argc, char **argv) {
     OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
     OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE,
     OPT_EXPORT,
-    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS, OPT_SHOW_PREDICTIONS
+    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS, OPT_SHOW_PREDICTIONS,
+    OPT_DETECT_ANOMALY
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -390,6 +410,7 @@ int main(int argc, char **argv) {
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
       {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
+      {"detect-anomaly", no_argument, 0, OPT_DETECT_ANOMALY},
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
       {"profile", required_argument, 0, OPT_PROFILE},
@@ -404,13 +425,15 @@ int main(int argc, char **argv) {
       {0, 0, 0, 0},
   };
   const char *device_str = "auto", *data_dir = NULL, *output = NULL, *dump_after = NULL;
-  int64_t epochs = -1, batch = -1, eval_batch = 1000, seed = -1, threads = 0, log_every = 100;
+  int64_t epochs = -1, batch = -1, eval_batch = 1000, threads = 0, log_every = 100;
+  uint64_t seed = 0; /* the field is a uint64: every value 0 .. 2^64-1 */
+  int has_seed = 0;
   int64_t max_steps = 0, show_predictions = 0;
   float lr = -1.0f;
   int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   const char *dump_kernels = NULL, *profile_path = NULL;
-  int no_cuda_graph = 0, dataset_on_device = 2;
+  int no_cuda_graph = 0, dataset_on_device = 2, detect_anomaly = 0;
   const char *export_path = NULL, *export_archs = NULL;
   const char *predictions_path = NULL, *export_batches = NULL;
   opterr = 0;
@@ -436,6 +459,7 @@ int main(int argc, char **argv) {
     case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_NO_CUDA_GRAPH: no_cuda_graph = 1; break;
+    case OPT_DETECT_ANOMALY: detect_anomaly = 1; break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
       if (strcmp(optarg, "off") == 0)
@@ -461,7 +485,7 @@ int main(int argc, char **argv) {
       if (!parse_i64("--eval-batch-size", optarg, 1, &eval_batch)) return EXIT_USAGE;
       break;
     case OPT_LR: if (!parse_f("--lr", optarg, &lr)) return EXIT_USAGE; break;
-    case OPT_SEED: if (!parse_i64("--seed", optarg, 0, &seed)) return EXIT_USAGE; break;
+    case OPT_SEED: if (!parse_seed(optarg, &seed, &has_seed)) return EXIT_USAGE; break;
     case OPT_THREADS:
       if (!parse_i64("--threads", optarg, 1, &threads)) return EXIT_USAGE;
       break;
@@ -555,6 +579,29 @@ int main(int argc, char **argv) {
       eo.n_archs = 2;
     }
   }
+  char out_buf[4096];
+  if (!output && !no_output) {
+    size_t n = strlen(model_path);
+    if (n > 3 && strcmp(model_path + n - 3, ".pb") == 0)
+      snprintf(out_buf, sizeof out_buf, "%.*s.trained.pb", (int)(n - 3), model_path);
+    else
+      snprintf(out_buf, sizeof out_buf, "%s.trained.pb", model_path);
+    output = out_buf;
+  }
+  /* every output, before any work: distinct, never the model, writable */
+  int dumping = dump_placement || dump_kernels;
+  const gcc_named_path outs[] = {
+      {"--output", dumping || no_output ? NULL : output},
+      {"--predictions", predictions_path},
+      {"--export", export_path},
+      {"--profile", profile_path},
+      {"--dump-placement-file", dump_placement ? dump_file : NULL},
+  };
+  const gcc_named_path ins[] = {{"the model", model_path}};
+  if (gcc_outfiles_check(outs, 5, ins, 1, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+  }
   if (dump_placement || dump_kernels)
     return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch,
                                dump_placement ? (int)fmt : -1, dump_file, dump_kernels, epochs,
@@ -584,8 +631,8 @@ int main(int argc, char **argv) {
     t->epochs = epochs;
   if (batch > 0)
     t->batch_size = batch;
-  if (seed >= 0)
-    t->seed = (uint64_t)seed;
+  if (has_seed)
+    t->seed = seed;
   if (lr >= 0.0f)
     t->opt.lr = lr;
   if (threads <= 0) {
@@ -614,15 +661,6 @@ int main(int argc, char **argv) {
     }
   }
 
-  char out_buf[4096];
-  if (!output && !no_output) {
-    size_t n = strlen(model_path);
-    if (n > 3 && strcmp(model_path + n - 3, ".pb") == 0)
-      snprintf(out_buf, sizeof out_buf, "%.*s.trained.pb", (int)(n - 3), model_path);
-    else
-      snprintf(out_buf, sizeof out_buf, "%s.trained.pb", model_path);
-    output = out_buf;
-  }
 
   /* --profile: fails now, before training, if FILE cannot be written */
   gcc_profiler *prof = NULL;
@@ -632,8 +670,16 @@ int main(int argc, char **argv) {
     return EXIT_RUN;
   }
 
+  if (detect_anomaly && dev.kind == GCC_DEVICE_CUDA) {
+    fprintf(stderr, "gcc-train: --detect-anomaly checks every node on the host: use --device "
+                    "cpu\n");
+    gcc_profiler_destroy(prof);
+    gcc_graph_free(model);
+    return EXIT_USAGE;
+  }
   gcc_session_options so = {0};
   so.threads = (int)threads;
+  so.plan.detect_anomaly = detect_anomaly;
   so.opt = t->opt;
   so.dump_after = dump_after;
   so.dump_file = stderr;

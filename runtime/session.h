@@ -129,6 +129,13 @@ float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel);
 gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof_track *track,
                                     gcc_diag *d);
 
+/* GCC_ERR_NUMERIC naming the first parameter (in the model's order) that
+ * holds a NaN or Inf, its first such element and the optimizer steps taken;
+ * GCC_OK when all are finite. On a device session this waits for the device
+ * and refreshes the host copy first (its errors). One pass over the
+ * parameters. */
+gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d);
+
 /* Optimizer steps taken so far. */
 int64_t gcc_session_steps(const gcc_session *s);
 

@@ -1,6 +1,7 @@
 #include "runtime/trainer.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -126,6 +127,25 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
                         "images have %" PRId64 " (%" PRId64 "x%" PRId64 "x%" PRId64 ")",
                         m->source, in->name, per_sample(in), ds_name, img, src->train.channels,
                         src->train.height, src->train.width);
+  /* the pixel count is not enough (14x56 and 784x1 have 784 pixels too):
+   * an NCHW input names H and W; a flat one takes the data set's own size,
+   * MNIST's 28x28 */
+  int64_t want_c = src->is_cifar ? 3 : 1, want_h = src->is_cifar ? 32 : 28, want_w = want_h;
+  if (in->shape.ndim == 4) {
+    want_c = in->shape.dims[1];
+    want_h = in->shape.dims[2];
+    want_w = in->shape.dims[3];
+  }
+  const gcc_dataset *sets[2] = {&src->train, &src->test};
+  for (int k = 0; k < 2; k++)
+    if (sets[k]->channels != want_c || sets[k]->height != want_h || sets[k]->width != want_w)
+      return gcc_diag_set(d, GCC_ERR_SHAPE,
+                          "%s: input '%s' takes %" PRId64 "x%" PRId64 "x%" PRId64
+                          " (channels x height x width) images, but the %s %s set's are %" PRId64
+                          "x%" PRId64 "x%" PRId64,
+                          m->source, in->name, want_c, want_h, want_w, ds_name,
+                          k == 0 ? "training" : "test", sets[k]->channels, sets[k]->height,
+                          sets[k]->width);
   if (tg->dtype != GCC_DT_INT64 || per_sample(tg) != 1)
     return gcc_diag_set(d, GCC_ERR_SHAPE,
                         "%s: target '%s' must be int64 class indices of shape (N) for %s",
@@ -251,7 +271,8 @@ static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int
  * that are among the first n_show (the test set is not shuffled). */
 static void record_predictions(source *src, int64_t first, const batch *b,
                                const gcc_tensor *pred) {
-  if (!src->n_show || !pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32)
+  if (!src->n_show || !pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32 ||
+      pred->shape.dims[0] < b->rows)
     return;
   int64_t c = pred->shape.dims[1];
   const float *x = pred->data;
@@ -306,6 +327,11 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
   }
   r->test_samples = n;
   r->test_loss = n ? loss_sum / (double)n : 0;
+  if (!isfinite(r->test_loss))
+    return gcc_diag_set(d, GCC_ERR_NUMERIC,
+                        "the evaluation loss is %f after optimizer step %" PRId64
+                        " (learning rate too high?)",
+                        r->test_loss, gcc_session_steps(s));
   r->test_accuracy = classification && n ? (double)correct / (double)n : -1;
   return GCC_OK;
 }
@@ -321,6 +347,10 @@ static gcc_status collect(gcc_session *s, float *losses, int *issued, double *wi
     (*in_window)++;
   }
   *issued = 0;
+  /* a diverged run stops here, before anything is written: the parameters
+   * after the steps just collected (on the CPU: after every step) */
+  if (st == GCC_OK)
+    st = gcc_session_check_params(s, d);
   return st;
 }
 

@@ -1,0 +1,562 @@
+// Reliability of gcc-train and gcc-run at their edges (issue 16): values read
+// back row by row must be batch-shaped, a diverged run writes nothing, output
+// files never destroy what their path names, and bad paths fail before any
+// work. The real binaries are run with fork/exec.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "graph/ir.h"
+#include "graph/loader.h"
+#include "graph/ops.h"
+#include "tests/testutil.h"
+
+namespace {
+
+using gcc_test::Exists;
+using gcc_test::ReadText;
+using gcc_test::Runfile;
+using gcc_test::TempDir;
+using gcc_test::WriteText;
+
+struct Result {
+  int exit_code = -1;  // -1: killed by a signal (term_signal) or not run
+  int term_signal = 0;
+  std::string out, err;
+};
+
+std::ostream &operator<<(std::ostream &os, const Result &r) {
+  os << "exit " << r.exit_code;
+  if (r.term_signal) os << " (signal " << r.term_signal << ")";
+  return os << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err << "---";
+}
+
+// Runs `bin` (a runfile path) with `args`; stdin is /dev/null. `during`, if
+// set, is called with the child's pid once stdout contains `marker`.
+Result RunBin(const std::string &bin_rel, const std::vector<std::string> &args,
+           double timeout_s = 120, const std::string &marker = "",
+           const std::function<void(pid_t)> &during = nullptr) {
+  Result r;
+  std::string bin = Runfile(bin_rel);
+  if (bin.empty()) {
+    r.err = bin_rel + " not in the runfiles";
+    return r;
+  }
+  int out_pipe[2], err_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return r;
+  std::vector<char *> argv;
+  argv.push_back(const_cast<char *>(bin.c_str()));
+  for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  double t0 = gcc_test::Now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    unsetenv("BUILD_WORKING_DIRECTORY");
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  bool fired = false;
+  while (open_fds > 0) {
+    double left = timeout_s - (gcc_test::Now() - t0);
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      r.err += "\n[timed out]";
+      break;
+    }
+    int n = poll(fds, 2, 200);
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; i++) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(got));
+        if (!fired && during && r.out.find(marker) != std::string::npos) {
+          fired = true;
+          during(pid);
+        }
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        open_fds--;
+      }
+    }
+  }
+  for (struct pollfd &p : fds)
+    if (p.fd >= 0) close(p.fd);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) r.term_signal = WTERMSIG(st);
+  return r;
+}
+
+bool Has(const std::string &s, const std::string &needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+// Copies the model at runfile `rel` to `out` with `edit` applied to its graph.
+void EditModel(const std::string &rel, const std::string &out,
+               const std::function<void(gcc_graph *)> &edit) {
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_model_load(Runfile(rel).c_str(), &g, &d), GCC_OK) << d.msg;
+  edit(g);
+  ASSERT_EQ(gcc_model_save(g, out.c_str(), &d), GCC_OK) << d.msg;
+  gcc_graph_free(g);
+}
+
+void SetField(char **field, const char *value) {
+  free(*field);
+  *field = strdup(value);
+}
+
+class Reliability : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(Runfile("cli/gcc-train").empty());
+    ASSERT_FALSE(Runfile("cli/gcc-run").empty());
+    data_ = Runfile("data/mnist");
+    ASSERT_FALSE(data_.empty());
+  }
+  std::string data_;
+  TempDir tmp_{"gcc_reliability"};
+};
+
+// ---- 1. a prediction (or loss) whose shape does not fit is refused ------------------
+
+TEST_F(Reliability, LoaderRefusesAPredictionThatIsNotBatchShaped) {
+  for (const auto &c : {std::make_pair("models/linear.pb", "fc.weight"),
+                        std::make_pair("models/mnist_mlp.pb", "fc5.weight"),
+                        // (64, 10) at the MLP's batch 64: equal to the batch, yet no batch dim
+                        std::make_pair("models/mnist_mlp.pb", "fc1.weight")}) {
+    std::string path = tmp_.file("bad_prediction.pb");
+    EditModel(c.first, path, [&](gcc_graph *g) { SetField(&g->training.prediction, c.second); });
+    gcc_graph *g = nullptr;
+    gcc_diag d = {};
+    EXPECT_EQ(gcc_model_load(path.c_str(), &g, &d), GCC_ERR_INVALID_GRAPH) << c.first;
+    EXPECT_TRUE(Has(d.msg, "training.prediction '" + std::string(c.second) + "'")) << d.msg;
+    EXPECT_TRUE(Has(d.msg, "one row per sample")) << d.msg;
+    gcc_graph_free(g);
+  }
+}
+
+TEST_F(Reliability, LoaderRefusesALossThatIsNotAScalar) {
+  std::string path = tmp_.file("bad_loss.pb");
+  EditModel("models/linear.pb", path, [](gcc_graph *g) { SetField(&g->training.loss, "fc.out"); });
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_model_load(path.c_str(), &g, &d), GCC_ERR_INVALID_GRAPH);
+  EXPECT_TRUE(Has(d.msg, "training.loss 'fc.out' must be a float32 scalar")) << d.msg;
+  gcc_graph_free(g);
+}
+
+// Before the fix: exported, and gcc-run read past the output tensor; the
+// MLP's evaluation read out of bounds and printed a garbage accuracy.
+TEST_F(Reliability, CliRefusesAWeightAsPrediction) {
+  std::string lin = tmp_.file("linear_w.pb"), mlp = tmp_.file("mlp_w.pb");
+  EditModel("models/linear.pb", lin,
+            [](gcc_graph *g) { SetField(&g->training.prediction, "fc.weight"); });
+  EditModel("models/mnist_mlp.pb", mlp,
+            [](gcc_graph *g) { SetField(&g->training.prediction, "fc5.weight"); });
+  Result r = RunBin("cli/gcc-train", {lin, "--epochs", "0", "--no-output", "--export",
+                                   tmp_.file("b.gccx")});
+  EXPECT_EQ(r.exit_code, 3) << r;
+  EXPECT_TRUE(Has(r.err, "training.prediction 'fc.weight'")) << r;
+  EXPECT_FALSE(Exists(tmp_.file("b.gccx")));
+  r = RunBin("cli/gcc-train", {mlp, "--data", data_, "--max-steps", "1", "--eval-batch-size",
+                            "10000", "--no-output", "--quiet"});
+  EXPECT_EQ(r.exit_code, 3) << r;
+  EXPECT_TRUE(Has(r.err, "training.prediction 'fc5.weight'")) << r;
+}
+
+// ---- 2. a diverged run writes nothing ---------------------------------------------------
+
+// The outputs of a run: an existing model file that must stay as it was, and
+// three that must not appear.
+struct Outputs {
+  explicit Outputs(const TempDir &t)
+      : model(t.file("m.pb")), preds(t.file("p.csv")), bundle(t.file("m.gccx")),
+        trace(t.file("trace.json")) {
+    WriteText(model, "the previous model");
+  }
+  std::vector<std::string> Flags() const {
+    return {"--output", model, "--predictions", preds, "--export", bundle, "--profile", trace};
+  }
+  void ExpectUntouched() const {
+    EXPECT_EQ(ReadText(model), "the previous model");
+    EXPECT_FALSE(Exists(preds));
+    EXPECT_FALSE(Exists(bundle));
+    EXPECT_FALSE(Exists(trace));
+  }
+  std::string model, preds, bundle, trace;
+};
+
+std::vector<std::string> Cat(std::vector<std::string> a, const std::vector<std::string> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The issue's reproduction: before, exit 0 with the NaN model saved over
+// m.pb, all-zero predictions and a bundle of NaN probabilities.
+TEST_F(Reliability, DivergedMlpWritesNothing) {
+  Outputs o(tmp_);
+  Result r = RunBin("cli/gcc-train",
+                    Cat({Runfile("models/mnist_mlp.pb"), "--data", data_, "--lr", "1e6",
+                         "--max-steps", "2", "--quiet", "--device", "cpu"},
+                        o.Flags()));
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "the evaluation loss is") && Has(r.err, "after optimizer step 2")) << r;
+  o.ExpectUntouched();
+}
+
+// A learning rate that overflows the parameters in the first update, whose
+// loss (computed before the update) is finite: the parameter check names the
+// step and the parameter.
+TEST_F(Reliability, NonFiniteParameterStopsTheRunNamingStepAndParameter) {
+  std::string model = tmp_.file("linear_lr.pb");
+  EditModel("models/linear.pb", model, [](gcc_graph *g) {
+    g->training.opt.lr = 1e38f;  // with the decay, the first update overflows
+    g->training.opt.weight_decay = 3e38f;
+  });
+  Outputs o(tmp_);
+  Result r = RunBin("cli/gcc-train", Cat({model, "--max-steps", "3", "--quiet", "--device", "cpu"},
+                                         {"--output", o.model, "--profile", o.trace}));
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "parameter 'fc.weight' is non-finite (")) << r;
+  EXPECT_TRUE(Has(r.err, "after optimizer step 1 ")) << r;
+  o.ExpectUntouched();
+}
+
+TEST_F(Reliability, DetectAnomalyNamesTheFirstNodeProducingANonFiniteValue) {
+  Outputs o(tmp_);
+  Result r = RunBin("cli/gcc-train",
+                    Cat({Runfile("models/mnist_mlp.pb"), "--data", data_, "--lr", "1e6",
+                         "--max-steps", "3", "--quiet", "--device", "cpu", "--detect-anomaly"},
+                        o.Flags()));
+  EXPECT_EQ(r.exit_code, 1) << r;
+  // the forward GEMM of the second layer overflows first, in step 3
+  EXPECT_TRUE(Has(r.err, "--detect-anomaly: node 'fc2' (Gemm) produced a non-finite value in "
+                         "output 'fc2.out'"))
+      << r;
+  EXPECT_TRUE(Has(r.err, "in training step 3")) << r;
+  o.ExpectUntouched();
+  // the parameter overflow of the linear model: the SGD node that made it
+  std::string model = tmp_.file("linear_lr.pb");
+  EditModel("models/linear.pb", model, [](gcc_graph *g) {
+    g->training.opt.lr = 1e38f;  // with the decay, the first update overflows
+    g->training.opt.weight_decay = 3e38f;
+  });
+  r = RunBin("cli/gcc-train",
+             {model, "--max-steps", "3", "--no-output", "--device", "cpu", "--detect-anomaly"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "(SGD) produced a non-finite value in parameter 'fc.")) << r;
+  EXPECT_TRUE(Has(r.err, "in training step 1")) << r;
+  // a healthy run passes the checks
+  r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--max-steps", "20", "--no-output",
+                               "--device", "cpu", "--detect-anomaly", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+}
+
+// ---- 3. outputs never destroy what their path names -----------------------------------
+
+mode_t ModeOf(const std::string &p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 ? st.st_mode : 0;
+}
+
+bool IsLink(const std::string &p) {
+  struct stat st;
+  return lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+// A model written through a symbolic link replaces the link's target; the
+// link stays. Before: the link became a regular file, the target untouched.
+TEST_F(Reliability, OutputThroughASymlinkReplacesItsTarget) {
+  ASSERT_EQ(mkdir(tmp_.file("real").c_str(), 0755), 0);
+  std::string target = tmp_.file("real/model.pb"), link = tmp_.file("link.pb");
+  ASSERT_TRUE(WriteText(target, "old"));
+  ASSERT_EQ(symlink("real/model.pb", link.c_str()), 0);  // relative to the link's directory
+  Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--max-steps", "2", "--quiet",
+                                      "--device", "cpu", "--output", link});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(IsLink(link));
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_model_load(target.c_str(), &g, &d), GCC_OK) << d.msg;
+  gcc_graph_free(g);
+  EXPECT_EQ(gcc_test::ListDir(tmp_.file("real")), std::vector<std::string>{"model.pb"});
+}
+
+// An existing file keeps its mode (0600 stays 0600; before: 0644); a new
+// file follows the umask (077: 0600; before: 0644 whatever the umask).
+TEST_F(Reliability, OutputKeepsTheModeAndANewFileFollowsTheUmask) {
+  std::string kept = tmp_.file("kept.pb"), fresh = tmp_.file("fresh.pb");
+  ASSERT_TRUE(WriteText(kept, "old"));
+  ASSERT_EQ(chmod(kept.c_str(), 0600), 0);
+  Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--max-steps", "1", "--quiet",
+                                      "--device", "cpu", "--output", kept});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(ModeOf(kept) & 07777, 0600u);
+  EXPECT_NE(ReadText(kept), "old");
+  mode_t old_mask = umask(077);
+  r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--max-steps", "1", "--quiet",
+                               "--device", "cpu", "--output", fresh});
+  umask(old_mask);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(ModeOf(fresh) & 07777, 0600u);
+}
+
+// A FIFO (like a character device such as /dev/null) is written in place,
+// never replaced by a regular file. Before: renamed over, the reader got
+// nothing and the FIFO was gone.
+TEST_F(Reliability, OutputToAFifoWritesIntoIt) {
+  std::string fifo = tmp_.file("model.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  int rd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // a reader, so that writers can open
+  ASSERT_GE(rd, 0);
+  Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--max-steps", "1", "--quiet",
+                                      "--device", "cpu", "--output", fifo});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(S_ISFIFO(ModeOf(fifo)));
+  std::string got;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(rd, buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+  close(rd);
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_model_parse(reinterpret_cast<const uint8_t *>(got.data()), got.size(), "fifo", &g,
+                            &d),
+            GCC_OK)
+      << d.msg << " (" << got.size() << " bytes read from the FIFO)";
+  gcc_graph_free(g);
+  EXPECT_EQ(gcc_test::ListDir(tmp_.path()), std::vector<std::string>{"model.fifo"});
+}
+
+// Colliding paths are refused at start (exit 2), before any work.
+TEST_F(Reliability, CollidingPathsAreRefusedAtStart) {
+  std::string model = tmp_.file("model.pb");
+  ASSERT_TRUE(WriteText(model, ReadText(Runfile("models/mnist_mlp.pb"))));
+  ASSERT_EQ(mkdir(tmp_.file("sub").c_str(), 0755), 0);
+  const std::vector<std::vector<std::string>> cases = {
+      {"--output", tmp_.file("x"), "--predictions", tmp_.file("x")},
+      {"--output", tmp_.file("sub/../x"), "--export", tmp_.file("./x")},
+      {"--no-output", "--export", model},
+      {"--no-output", "--predictions", tmp_.file("sub/../model.pb")},
+      {"--output", tmp_.file("t.json"), "--profile", tmp_.file("t.json")},
+  };
+  for (const auto &flags : cases) {
+    Result r = RunBin("cli/gcc-train",
+                      Cat({model, "--data", data_, "--max-steps", "50", "--device", "cpu"}, flags));
+    EXPECT_EQ(r.exit_code, 2) << flags[0] << " " << flags[1] << "\n" << r;
+    EXPECT_TRUE(Has(r.err, "name the same file") || Has(r.err, "never overwrites an input")) << r;
+    EXPECT_FALSE(Has(r.out, "on cpu")) << r;  // nothing ran
+  }
+  EXPECT_EQ(gcc_test::ListDir(tmp_.path()), (std::vector<std::string>{"model.pb", "sub"}));
+  EXPECT_EQ(ReadText(model), ReadText(Runfile("models/mnist_mlp.pb")));
+  // gcc-run: the output may not be the bundle or an input
+  std::string bundle = tmp_.file("b.gccx");
+  ASSERT_TRUE(WriteText(bundle, "not read: refused before"));
+  for (const auto &flags : std::vector<std::vector<std::string>>{
+           {"--output", bundle},
+           {"--output", data_ + "/t10k-images-idx3-ubyte.gz"}}) {
+    Result r = RunBin("cli/gcc-run",
+                      Cat({bundle, "--input", data_ + "/t10k-images-idx3-ubyte.gz"}, flags));
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_TRUE(Has(r.err, "never overwrites an input")) << r;
+  }
+  EXPECT_EQ(ReadText(bundle), "not read: refused before");
+}
+
+// ---- 4. bad output paths fail before the work ------------------------------------------
+
+TEST_F(Reliability, BadOutputPathsFailBeforeAnyWork) {
+  ASSERT_TRUE(WriteText(tmp_.file("regular"), "a file"));
+  ASSERT_EQ(mkdir(tmp_.file("dir").c_str(), 0755), 0);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--output", tmp_.file("nonexistent/dir/x.pb")},
+      {"--output", tmp_.file("regular/x.pb")},
+      {"--output", tmp_.file("dir")},
+      {"--predictions", tmp_.file("nonexistent/p.csv")},
+      {"--export", tmp_.file("regular/b.gccx")},
+      {"--profile", tmp_.file("dir")},
+  };
+  std::string good = tmp_.file("good.pb");
+  for (const auto &b : bad) {
+    std::vector<std::string> args = {Runfile("models/mnist_mlp.pb"), "--data", data_,
+                                     "--max-steps", "100", "--device", "cpu", b.first, b.second};
+    if (b.first != "--output") args.insert(args.end(), {"--output", good});
+    Result r = RunBin("cli/gcc-train", args);
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(Has(r.err, b.first + " " + b.second)) << r;
+    EXPECT_FALSE(Has(r.out, "on cpu")) << r;  // failed before the model and data were read
+    EXPECT_FALSE(Exists(good)) << "an output was written by a run that failed";
+  }
+  EXPECT_EQ(gcc_test::ListDir(tmp_.path()), (std::vector<std::string>{"dir", "regular"}));
+  Result r = RunBin("cli/gcc-run", {tmp_.file("regular"), "--input",
+                                    data_ + "/t10k-images-idx3-ubyte.gz", "--output",
+                                    tmp_.file("nonexistent/p.csv")});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "--output " + tmp_.file("nonexistent/p.csv"))) << r;
+}
+
+// ---- 7. shape and range checks ---------------------------------------------------------
+
+// An IDX file of unsigned bytes: magic 0x0000080N, then the big-endian dims.
+std::string Idx(const std::vector<uint32_t> &dims, const std::string &bytes) {
+  std::string s = {0, 0, 8, static_cast<char>(dims.size())};
+  for (uint32_t v : dims)
+    for (int k = 3; k >= 0; k--) s.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+  return s + bytes;
+}
+
+// 14x56 images have MNIST's 784 pixels; before, they trained the 28x28 model.
+TEST_F(Reliability, ImagesOfAnotherHeightAndWidthAreRefused) {
+  for (const auto &hw : {std::make_pair(14u, 56u), std::make_pair(784u, 1u)}) {
+    TempDir data("gcc_idx");
+    const uint32_t n = 8, pixels = hw.first * hw.second;
+    std::string images(n * pixels, '\x40'), labels;
+    for (uint32_t i = 0; i < n; i++) labels.push_back(static_cast<char>(i % 10));
+    for (const char *set : {"train", "t10k"}) {
+      ASSERT_TRUE(WriteText(data.file(std::string(set) + "-images-idx3-ubyte"),
+                            Idx({n, hw.first, hw.second}, images)));
+      ASSERT_TRUE(WriteText(data.file(std::string(set) + "-labels-idx1-ubyte"), Idx({n}, labels)));
+    }
+    Result r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data.path(),
+                                        "--max-steps", "1", "--no-output", "--device", "cpu"});
+    EXPECT_EQ(r.exit_code, 3) << r;
+    EXPECT_TRUE(Has(r.err, "takes 1x28x28 (channels x height x width) images, but the MNIST "
+                           "training set's are 1x" +
+                           std::to_string(hw.first) + "x" + std::to_string(hw.second)))
+        << r;
+  }
+}
+
+// gcc-run --labels: a label outside the bundle's classes (255 of 10) is
+// refused as gcc-train refuses it; before, it was counted as a wrong answer.
+TEST_F(Reliability, GccRunRefusesALabelOutsideTheClasses) {
+  std::string bundle = tmp_.file("b.gccx");
+  Result r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_, "--epochs",
+                                      "0", "--no-output", "--quiet", "--device", "cpu",
+                                      "--export", bundle});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const uint32_t n = 5;
+  std::string images(n * 784, '\x20');
+  ASSERT_TRUE(WriteText(tmp_.file("x.idx"), Idx({n, 28, 28}, images)));
+  ASSERT_TRUE(WriteText(tmp_.file("ok.idx"), Idx({n}, std::string("\x00\x01\x02\x03\x09", 5))));
+  ASSERT_TRUE(WriteText(tmp_.file("bad.idx"), Idx({n}, std::string("\x00\x01\xff\x03\x09", 5))));
+  r = RunBin("cli/gcc-run", {bundle, "--input", tmp_.file("x.idx"), "--labels",
+                             tmp_.file("ok.idx"), "--device", "cpu", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  r = RunBin("cli/gcc-run", {bundle, "--input", tmp_.file("x.idx"), "--labels",
+                             tmp_.file("bad.idx"), "--device", "cpu", "--quiet"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "label 255 of sample 2 is not a class of the bundle (0 to 9)")) << r;
+}
+
+// Model files: attributes and hyperparameters out of range, duplicate names.
+TEST_F(Reliability, LoaderRefusesOutOfRangeAttributesAndHyperparameters) {
+  struct Case {
+    const char *what;
+    std::function<void(gcc_graph *)> edit;
+    const char *message;
+  };
+  auto gemm_attr = [](const char *name, int64_t v) {
+    return [=](gcc_graph *g) {
+      for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == GCC_OP_GEMM) {
+          gcc_node_set_int(g, i, name, v);
+          return;
+        }
+    };
+  };
+  const std::vector<Case> cases = {
+      {"transB 7", gemm_attr("transB", 7), "attribute 'transB' is 7; it must be 0 or 1"},
+      {"transA -1", gemm_attr("transA", -1), "attribute 'transA' is -1; it must be 0 or 1"},
+      {"lr inf", [](gcc_graph *g) { g->training.opt.lr = INFINITY; },
+       "training.optimizer.sgd.lr is inf: it must be a finite number >= 0"},
+      {"momentum NaN", [](gcc_graph *g) { g->training.opt.momentum = NAN; },
+       "training.optimizer.sgd.momentum is nan: it must be a finite number >= 0"},
+      {"weight_decay -1", [](gcc_graph *g) { g->training.opt.weight_decay = -1; },
+       "training.optimizer.sgd.weight_decay is -1"},
+      {"duplicate node names",
+       [](gcc_graph *g) { SetField(&g->nodes[1].name, g->nodes[0].name); },
+       "two nodes are named"},
+  };
+  for (const Case &c : cases) {
+    std::string path = tmp_.file("bad.pb");
+    EditModel("models/mnist_mlp.pb", path, c.edit);
+    gcc_graph *g = nullptr;
+    gcc_diag d = {};
+    EXPECT_EQ(gcc_model_load(path.c_str(), &g, &d), GCC_ERR_INVALID_GRAPH) << c.what;
+    EXPECT_TRUE(Has(d.msg, c.message)) << c.what << ": " << d.msg;
+    gcc_graph_free(g);
+  }
+}
+
+// TrainingSpec.seed is a uint64: every value can be given on the command line.
+TEST_F(Reliability, SeedTakesTheWholeUint64Range) {
+  for (const char *seed : {"9223372036854775808", "18446744073709551615"}) {
+    std::string out = tmp_.file("seeded.pb");
+    Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--seed", seed,
+                                        "--max-steps", "1", "--quiet", "--device", "cpu",
+                                        "--output", out});
+    EXPECT_EQ(r.exit_code, 0) << r;
+    gcc_graph *g = nullptr;
+    gcc_diag d = {};
+    ASSERT_EQ(gcc_model_load(out.c_str(), &g, &d), GCC_OK) << d.msg;
+    EXPECT_EQ(g->training.seed, strtoull(seed, nullptr, 10));  // the recipe records it
+    gcc_graph_free(g);
+  }
+  for (const char *seed : {"18446744073709551616", "-1", "1x"}) {
+    Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--seed", seed,
+                                        "--max-steps", "1", "--no-output"});
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_TRUE(Has(r.err, "--seed '" + std::string(seed) + "'")) << r;
+  }
+}
+
+// ---- 8. a graph of 0 nodes (UBSan: memcpy(NULL, ..., 0) in the toposort) ----------------
+
+TEST(ReliabilityGraph, ToposortOfAGraphWithoutNodes) {
+  gcc_graph *g = gcc_graph_new("empty", "test");
+  ASSERT_NE(g, nullptr);
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_graph_toposort(g, &d), GCC_OK) << d.msg;
+  gcc_graph *copy = nullptr;
+  EXPECT_EQ(gcc_graph_clone(g, &copy, &d), GCC_OK) << d.msg;
+  gcc_graph_free(copy);
+  gcc_graph_free(g);
+}
+
+}  // namespace
