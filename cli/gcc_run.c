@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +81,19 @@ static int sniff_npy(const char *path) {
   return n == 6 && gcc_npy_is_npy(head, 6);
 }
 
+/* SIGINT, SIGTERM, SIGHUP: remove the temporary of the output being
+ * written, then die of the signal as before. */
+static void on_signal(int sig) {
+  gcc_outfile_cleanup_signal_safe();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char **argv) {
+  signal(SIGXFSZ, SIG_IGN); /* a file-size limit becomes a reported EFBIG */
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGHUP, on_signal);
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc-run: warning: cannot enter %s: %s\n", bwd, strerror(errno));

@@ -31,6 +31,7 @@
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
+#include "runtime/checkpoint.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
@@ -39,10 +40,24 @@ enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_DEVICE = 4, EXIT_INTER
 static volatile sig_atomic_t g_stop = 0;
 static int g_no_kernel_cache = 0; /* --no-kernel-cache */
 
+/* A second SIGINT/SIGTERM/SIGHUP ends the process at once, removing the
+ * temporary file of an output or checkpoint being written. */
+static void on_second_signal(int sig) {
+  gcc_outfile_cleanup_signal_safe();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* SIGINT, SIGTERM and SIGHUP: stop after the current batch (no model is
+ * written; the trace is); the exit status is 128 + the signal. */
 static void on_sigint(int sig) {
-  (void)sig;
-  g_stop = 1;
-  signal(SIGINT, SIG_DFL); /* a second Ctrl-C kills at once */
+  g_stop = sig;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_second_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
 }
 
 static void usage(FILE *f) {
@@ -114,6 +129,13 @@ static void usage(FILE *f) {
           "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
           "  --predictions FILE  write the final evaluation's predicted class of every test\n"
           "                      sample as CSV (index,class), atomically\n"
+          "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
+          "                      position in the data, recipe) to DIR, atomically\n"
+          "  --checkpoint-every N|epoch\n"
+          "                      every N optimizer steps, or after every epoch (default)\n"
+          "  --keep-checkpoints K  keep the newest K checkpoints (default 3)\n"
+          "  --resume DIR|FILE   continue from the newest valid checkpoint in DIR (or FILE):\n"
+          "                      bitwise the run that was not interrupted, same threads\n"
           "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
           "                      stop at the first node that produces one, naming it, as\n"
           "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
@@ -122,7 +144,8 @@ static void usage(FILE *f) {
           "  --help              this text\n"
           "\n"
           "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
-          "4 device unusable, 130 interrupted (no model written).\n");
+          "4 device unusable, 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model\n"
+          "written).\n");
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
@@ -374,6 +397,8 @@ static int parse_seed(const char *s, uint64_t *out, int *has) {
 }
 
 int main(int argc, char **argv) {
+  /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
+  signal(SIGXFSZ, SIG_IGN);
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
@@ -387,7 +412,8 @@ int main(int argc, char **argv) {
     OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE,
     OPT_EXPORT,
     OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS, OPT_SHOW_PREDICTIONS,
-    OPT_DETECT_ANOMALY
+    OPT_DETECT_ANOMALY, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_KEEP_CHECKPOINTS,
+    OPT_RESUME
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -411,6 +437,10 @@ int main(int argc, char **argv) {
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
       {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
       {"detect-anomaly", no_argument, 0, OPT_DETECT_ANOMALY},
+      {"checkpoint-dir", required_argument, 0, OPT_CHECKPOINT_DIR},
+      {"checkpoint-every", required_argument, 0, OPT_CHECKPOINT_EVERY},
+      {"keep-checkpoints", required_argument, 0, OPT_KEEP_CHECKPOINTS},
+      {"resume", required_argument, 0, OPT_RESUME},
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
       {"profile", required_argument, 0, OPT_PROFILE},
@@ -434,6 +464,8 @@ int main(int argc, char **argv) {
   const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
   const char *dump_kernels = NULL, *profile_path = NULL;
   int no_cuda_graph = 0, dataset_on_device = 2, detect_anomaly = 0;
+  const char *checkpoint_dir = NULL, *resume_path = NULL;
+  int64_t checkpoint_every = 0, keep_checkpoints = 3; /* every: 0 = not given, -1 = epoch */
   const char *export_path = NULL, *export_archs = NULL;
   const char *predictions_path = NULL, *export_batches = NULL;
   opterr = 0;
@@ -460,6 +492,17 @@ int main(int argc, char **argv) {
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_NO_CUDA_GRAPH: no_cuda_graph = 1; break;
     case OPT_DETECT_ANOMALY: detect_anomaly = 1; break;
+    case OPT_CHECKPOINT_DIR: checkpoint_dir = optarg; break;
+    case OPT_CHECKPOINT_EVERY:
+      if (strcmp(optarg, "epoch") == 0)
+        checkpoint_every = -1;
+      else if (!parse_i64("--checkpoint-every", optarg, 1, &checkpoint_every))
+        return EXIT_USAGE;
+      break;
+    case OPT_KEEP_CHECKPOINTS:
+      if (!parse_i64("--keep-checkpoints", optarg, 1, &keep_checkpoints)) return EXIT_USAGE;
+      break;
+    case OPT_RESUME: resume_path = optarg; break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
       if (strcmp(optarg, "off") == 0)
@@ -602,6 +645,32 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
+  if ((checkpoint_every || keep_checkpoints != 3) && !checkpoint_dir) {
+    fprintf(stderr, "gcc-train: --checkpoint-every and --keep-checkpoints need "
+                    "--checkpoint-dir DIR\n");
+    return EXIT_USAGE;
+  }
+  if (checkpoint_dir && (dump_placement || dump_kernels || resume_path == NULL)) {
+    if (dump_placement || dump_kernels) {
+      fprintf(stderr, "gcc-train: --checkpoint-dir trains; it does not combine with "
+                      "--dump-placement or --dump-kernels\n");
+      return EXIT_USAGE;
+    }
+  }
+  if (checkpoint_dir) { /* made now, and a file can be created in it */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/ckpt-probe", checkpoint_dir);
+    if ((mkdir(checkpoint_dir, 0777) != 0 && errno != EEXIST) ||
+        gcc_outfile_check(probe, "--checkpoint-dir", &d) != GCC_OK) {
+      if (d.msg[0] == '\0')
+        snprintf(d.msg, sizeof d.msg, "--checkpoint-dir %s: cannot create it: %s",
+                 checkpoint_dir, strerror(errno));
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      return EXIT_RUN;
+    }
+    if (!checkpoint_every)
+      checkpoint_every = -1;
+  }
   if (dump_placement || dump_kernels)
     return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch,
                                dump_placement ? (int)fmt : -1, dump_file, dump_kernels, epochs,
@@ -713,6 +782,21 @@ int main(int argc, char **argv) {
                                                                             : EXIT_MODEL;
   }
 
+  gcc_checkpoint resume = {0};
+  if (resume_path) {
+    gcc_status rs = gcc_checkpoint_find(resume_path, &resume, stderr, &d);
+    if (rs == GCC_OK)
+      rs = gcc_checkpoint_check(&resume, model, s, &d);
+    if (rs != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      gcc_checkpoint_free(&resume);
+      gcc_session_destroy(s);
+      gcc_cuda_backend_destroy(cuda);
+      gcc_profiler_destroy(prof);
+      gcc_graph_free(model);
+      return rs == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+    }
+  }
   if (!quiet) {
     char ds[32];
     printf("gcc-train %s: %s on %s, %" PRId64 " epochs, batch %" PRId64 ", %s lr %g, %" PRId64
@@ -723,10 +807,15 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
 
+  if (resume_path && !quiet)
+    printf("resuming from %s: step %" PRId64 ", epoch %" PRId64 ", batch %" PRId64 "\n",
+           resume.path, resume.step, resume.epoch + 1, resume.batch);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
+  sa.sa_handler = on_sigint; /* no SA_RESTART: a blocked open or write returns EINTR */
   sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
 
   gcc_train_config cfg = {0};
   cfg.data_dir = data_dir;
@@ -749,13 +838,19 @@ int main(int argc, char **argv) {
     cfg.eval_user = &preds;
   }
   cfg.show_predictions = show_predictions;
+  cfg.checkpoint_dir = checkpoint_dir;
+  cfg.checkpoint_every = checkpoint_every;
+  cfg.keep_checkpoints = (int)keep_checkpoints;
+  cfg.resume = resume_path ? &resume : NULL;
   gcc_train_report r;
   gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
+  gcc_checkpoint_free(&resume);
   int rc = 0;
   if (st == GCC_ERR_INTERRUPTED) {
-    fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps; no model written\n",
-            r.steps);
-    rc = EXIT_INTERRUPTED;
+    fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps (%s); no model written\n",
+            r.steps,
+            g_stop == SIGTERM ? "SIGTERM" : g_stop == SIGHUP ? "SIGHUP" : "Ctrl-C, SIGINT");
+    rc = 128 + (int)g_stop;
   } else if (st != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED

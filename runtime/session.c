@@ -675,6 +675,32 @@ gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d) {
   return GCC_OK;
 }
 
+gcc_status gcc_session_arena(gcc_session *s, const void **arena, size_t *bytes, gcc_diag *d) {
+  GCC_TRY(download_arena(s, d));
+  *arena = s->arena;
+  *bytes = s->arena_bytes;
+  return GCC_OK;
+}
+
+gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, int64_t steps,
+                               gcc_diag *d) {
+  if (bytes != s->arena_bytes)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: a persistent arena of %zu bytes, the session's has %zu",
+                        s->model->source, bytes, s->arena_bytes);
+  if (s->n_pend > 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: asynchronous steps are pending: collect their losses first",
+                        s->model->source);
+  memcpy(s->arena, arena, bytes);
+  if (s->on_device) {
+    GCC_TRY(upload(s, s->dev_arena, s->arena, s->arena_bytes, d));
+    s->host_stale = 0;
+  }
+  s->steps = steps;
+  return GCC_OK;
+}
+
 int64_t gcc_session_steps(const gcc_session *s) { return s->steps; }
 size_t gcc_session_persistent_bytes(const gcc_session *s) { return s->arena_bytes; }
 
