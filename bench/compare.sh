@@ -72,7 +72,7 @@ START=$(date +%s)
 bazel build //bench:mlp_bench //bench:nvrtc_compile //:gcc-train >&2
 BB=$(bazel info bazel-bin 2>/dev/null)
 BIN=$BB/bench/mlp_bench
-GT=$BB/gcc-train
+GT=$BB/cli/gcc-train
 
 if [ -n "$KEEP" ]; then
   mkdir -p "$KEEP"

@@ -31,6 +31,7 @@
 #include "deploy/export.h"
 #include "deploy/gcc_api.h"
 #include "runtime/session.h"
+#include "graph/util.h"
 
 static double now(void) {
   struct timespec ts;
@@ -108,6 +109,7 @@ static double session_latency(const gcc_dataset *ds, int threads, int runs, doub
 }
 
 int main(int argc, char **argv) {
+  int64_t flag; /* an integer flag value (0, which every flag refuses, if none) */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc_run_bench: warning: cannot enter %s: %s\n", bwd, strerror(errno));
@@ -115,7 +117,7 @@ int main(int argc, char **argv) {
   int threads = 1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
-      threads = atoi(argv[++i]);
+      threads = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
     else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
       data = argv[++i];
     else if (argv[i][0] != '-')

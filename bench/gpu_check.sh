@@ -10,9 +10,16 @@
 #  3. trains the MNIST MLP for 100 steps on cuda and on cpu with the same seed
 #     and a loss line per step, and compares the two loss curves (each step
 #     within 1e-3 relative);
-#  4. trains one epoch on cuda and on cpu (default logging) and prints their
+#  4. trains, evaluates and trains again with CUDA Graphs on (the default):
+#     the MNIST MLP and the MNIST CNN at batch 256 into the second epoch
+#     (300 steps; the test set evaluated at batch 1000 after epoch 1), on
+#     cuda and on cpu; every loss must agree (MLP 1e-3, CNN 1e-2 relative:
+#     cuDNN sums convolutions in other orders than im2col + GEMM), the
+#     epoch-1 test accuracies within 0.3 points, and the losses after the
+#     evaluation must not be stuck at one value;
+#  5. trains one epoch on cuda and on cpu (default logging) and prints their
 #     samples/s, the launches and copies per step and the CUDA Graph state;
-#  5. times one training step replayed from a CUDA Graph and issued launch by
+#  6. times one training step replayed from a CUDA Graph and issued launch by
 #     launch (bench/gpu_step, batch 64 and 1024).
 # Exits non-zero when a step fails or the curves differ.
 set -euo pipefail
@@ -31,7 +38,7 @@ section() { printf '\n== %s ==\n' "$*"; }
 section "build"
 bazel build //:gcc-train //bench:gpu_step //tests/gpu:gpu_test //tests:device_plan_test >&2
 BB=$(bazel info bazel-bin 2>/dev/null)
-GT=$BB/gcc-train
+GT=$BB/cli/gcc-train
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -59,6 +66,40 @@ paste "$TMP/cuda.loss" "$TMP/cpu.loss" | awk '
     if (n < 100) { printf "only %d loss lines (want 100)\n", n; exit 1 }
     printf "steps compared: %d, largest relative difference %.3g at step %d (limit 1e-3)\n", n, worst, at
     exit worst <= 1e-3 ? 0 : 1 }'
+
+# train -> evaluate -> train: a session holds several plans on one backend
+# (training at 256, the epoch's last batch of 96, evaluation at 1000), each
+# with its own CUDA Graphs and cuDNN workspace.
+for model in mnist_mlp mnist_cnn; do
+  section "train -> evaluate -> train with CUDA Graphs, $model: cuda vs cpu"
+  tol=1e-3
+  [ "$model" = mnist_cnn ] && tol=1e-2
+  for dev in cuda cpu; do
+    "$GT" models/$model.pb --device "$dev" --data "$DATA" --seed 2 --batch-size 256 \
+      --eval-batch-size 1000 --epochs 2 --max-steps 300 --log-every 1 --no-output \
+      >"$TMP/$model.$dev.log"
+    grep -E '^\[[12], +[0-9]+\] loss' "$TMP/$model.$dev.log" | awk '{print $1, $NF}' \
+      >"$TMP/$model.$dev.loss"
+    grep -E '^epoch 1: test accuracy' "$TMP/$model.$dev.log" | sed -E 's/.*\(([0-9]+)\/.*/\1/' \
+      >"$TMP/$model.$dev.correct"
+  done
+  paste "$TMP/$model.cuda.loss" "$TMP/$model.cpu.loss" | awk -v tol="$tol" '
+    { n++; d = $2 - $4; if (d < 0) d = -d; m = ($4 < 0 ? -$4 : $4); if (m < 1) m = 1;
+      r = d / m; if (r > worst) { worst = r; at = n }
+      if ($1 == "[2,") { if (!($2 in seen2)) { seen2[$2] = 1; distinct++ } e2++ } }
+    END {
+      if (n < 300) { printf "only %d loss lines (want 300)\n", n; exit 1 }
+      printf "steps compared: %d, largest relative difference %.3g at step %d (limit %s)\n",
+        n, worst, at, tol
+      if (e2 < 2 || distinct < 2) { printf "epoch 2: %d steps, %d distinct losses on cuda: stuck\n", e2, distinct; exit 1 }
+      exit worst <= tol + 0 ? 0 : 1 }'
+  c1=$(cat "$TMP/$model.cuda.correct") c2=$(cat "$TMP/$model.cpu.correct")
+  if [ -z "$c1" ] || [ -z "$c2" ] || [ $(( c1 > c2 ? c1 - c2 : c2 - c1 )) -gt 30 ]; then
+    echo "epoch-1 test accuracy: cuda ${c1:-?}/10000, cpu ${c2:-?}/10000: they disagree" >&2
+    exit 1
+  fi
+  echo "epoch-1 test accuracy: cuda $c1/10000, cpu $c2/10000"
+done
 
 section "one epoch, default logging (losses read back every 100 steps)"
 for dev in cuda cpu; do

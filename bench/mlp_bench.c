@@ -49,6 +49,7 @@
 #include "datasets/dataset.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
+#include "graph/util.h"
 
 static double now(void) {
   struct timespec ts;
@@ -169,6 +170,7 @@ static void next_batch(gcc_dataloader *dl, int64_t *epoch, gcc_batch *b) {
 }
 
 int main(int argc, char **argv) {
+  int64_t flag; /* an integer flag value (0, which every flag refuses, if none) */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "mlp_bench: warning: cannot enter %s: %s\n", bwd, strerror(errno));
@@ -177,13 +179,13 @@ int main(int argc, char **argv) {
   int threads = 2, steps = 200, sgemm_only = 0, epochs = 5;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-      threads = atoi(argv[++i]);
+      threads = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
     else if (!strcmp(argv[i], "--data") && i + 1 < argc)
       data_dir = argv[++i];
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-      steps = atoi(argv[++i]);
+      steps = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
     else if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
-      epochs = atoi(argv[++i]);
+      epochs = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
     else if (!strcmp(argv[i], "--model") && i + 1 < argc)
       model_path = argv[++i];
     else if (!strcmp(argv[i], "--dump-init") && i + 1 < argc)

@@ -25,6 +25,7 @@
 #include "codegen/nvrtc.h"
 #include "models/models.h"
 #include "runtime/compile.h"
+#include "graph/util.h"
 
 static const char SAMPLE[] =
     "/* gcc-train generated kernels: bench sample (MLP training step), codegen version 1. */\n"
@@ -143,27 +144,6 @@ static double median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *b = malloc(cap);
-  for (size_t r; b && (r = fread(b + n, 1, cap - n - 1, f)) > 0;) {
-    n += r;
-    if (cap - n - 1 == 0) {
-      char *nb = realloc(b, cap *= 2);
-      if (!nb)
-        free(b);
-      b = nb;
-    }
-  }
-  fclose(f);
-  if (b)
-    b[n] = '\0';
-  return b;
-}
-
 static void remove_dir(const char *dir) {
   DIR *d = opendir(dir);
   if (d) {
@@ -215,13 +195,14 @@ static char *mlp_plan_source(void) {
 }
 
 int main(int argc, char **argv) {
+  int64_t flag; /* an integer flag value (0, which every flag refuses, if none) */
   const char *file = NULL;
   int sm = 90, runs = 9, sample = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sm") && i + 1 < argc)
-      sm = atoi(argv[++i]);
+      sm = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
     else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-      runs = atoi(argv[++i]);
+      runs = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
     else if (!strcmp(argv[i], "--sample"))
       sample = 1;
     else if (argv[i][0] == '-') {
@@ -237,11 +218,14 @@ int main(int argc, char **argv) {
   char *loaded = NULL;
   const char *source = SAMPLE;
   if (file) {
-    loaded = read_file(file);
-    if (!loaded) {
-      fprintf(stderr, "nvrtc_compile: cannot read '%s'\n", file);
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    gcc_diag rd = {0};
+    if (gcc_read_file(file, 0, &bytes, &n, &rd) != GCC_OK) {
+      fprintf(stderr, "nvrtc_compile: %s\n", rd.msg);
       return 1;
     }
+    loaded = (char *)bytes; /* NUL-terminated */
     source = loaded;
   } else if (!sample) {
     loaded = mlp_plan_source();

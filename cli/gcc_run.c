@@ -24,14 +24,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "graph/loader.h"
 #include "graph/outfile.h"
 #include "datasets/dataset.h"
 #include "runtime/device.h"
 #include "deploy/gcc_api.h"
 #include "datasets/npy.h"
-
-enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_BUNDLE = 3, EXIT_DEVICE = 4 };
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -55,18 +54,6 @@ static void usage(FILE *f) {
           "\n"
           "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid bundle,\n"
           "4 device unusable.\n");
-}
-
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo) {
-    fprintf(stderr, "gcc-run: %s '%s': expected an integer >= %" PRId64 "\n", flag, s, lo);
-    return 0;
-  }
-  *out = v;
-  return 1;
 }
 
 /* 1 if the file starts with the .npy magic (anything else is read as IDX,
@@ -121,8 +108,8 @@ int main(int argc, char **argv) {
     case OPT_LABELS: labels_path = optarg; break;
     case OPT_DEVICE: device = optarg; break;
     case OPT_OUTPUT: output = optarg; break;
-    case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
-    case OPT_THREADS: if (!parse_i64("--threads", optarg, 1, &threads)) return EXIT_USAGE; break;
+    case OPT_BATCH: if (!gcc_flag_i64("gcc-run", "--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
+    case OPT_THREADS: if (!gcc_flag_i64("gcc-run", "--threads", optarg, 1, &threads)) return EXIT_USAGE; break;
     case OPT_QUIET: quiet = 1; break;
     case OPT_VERSION: printf("gcc-run %s (bundle format %u)\n", GCC_TRAIN_VERSION,
                              GCC_BUNDLE_FORMAT_VERSION); return 0;
@@ -162,7 +149,7 @@ int main(int argc, char **argv) {
   gccx_bundle *b = NULL;
   if (gccx_bundle_open(argv[optind], &b, &d) != GCC_OK) {
     fprintf(stderr, "gcc-run: %s\n", d.msg);
-    return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_BUNDLE;
+    return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
   const gcc_bundle_info *info;
   gccx_bundle_info(b, &info, &d);
@@ -240,7 +227,7 @@ int main(int argc, char **argv) {
     if (gccx_session_create(b, &o, &s, note, sizeof note, &d) != GCC_OK) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_UNSUPPORTED ? EXIT_DEVICE
-                                                                          : EXIT_BUNDLE;
+                                                                          : EXIT_MODEL;
     } else if (note[0] && !quiet) {
       fprintf(stderr, "gcc-run: %s\n", note);
     }

@@ -5,7 +5,8 @@
  *
  * Exit status: 0 success; 1 a run-time failure (data, numerics, I/O);
  * 2 a bad command line; 3 an invalid model file; 4 the requested device is
- * unusable; 130 interrupted (SIGINT; no model is written).
+ * unusable; 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model is
+ * written).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +20,7 @@
 
 #include <cblas.h>
 
+#include "cli/flags.h"
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
@@ -34,8 +36,6 @@
 #include "runtime/checkpoint.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
-
-enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 130 };
 
 static volatile sig_atomic_t g_stop = 0;
 static int g_no_kernel_cache = 0; /* --no-kernel-cache */
@@ -148,18 +148,6 @@ static void usage(FILE *f) {
           "written).\n");
 }
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo) {
-    fprintf(stderr, "gcc-train: %s '%s': expected an integer >= %" PRId64 "\n", flag, s, lo);
-    return 0;
-  }
-  *out = v;
-  return 1;
-}
-
 static int parse_f(const char *flag, const char *s, float *out) {
   char *end;
   errno = 0;
@@ -169,6 +157,20 @@ static int parse_f(const char *flag, const char *s, float *out) {
     return 0;
   }
   *out = (float)v;
+  return 1;
+}
+
+/* --seed: an unsigned 64-bit integer in decimal (TrainingSpec.seed is a
+ * uint64), so that every seed a model file holds can be given. */
+static int parse_seed(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || strchr(s, '-')) {
+    fprintf(stderr, "gcc-train: --seed '%s': expected an integer in [0, 2^64 - 1]\n", s);
+    return 0;
+  }
+  *out = (uint64_t)v;
   return 1;
 }
 
@@ -381,29 +383,101 @@ static gcc_status write_predictions(const predictions *p, const char *path, gcc_
   return s;
 }
 
-/* --seed: an unsigned 64-bit integer in decimal (TrainingSpec.seed is a
- * uint64), so that every seed a model file holds can be given. */
-static int parse_seed(const char *s, uint64_t *out, int *has) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || strchr(s, '-')) {
-    fprintf(stderr, "gcc-train: --seed '%s': expected an integer in [0, 2^64 - 1]\n", s);
-    return 0;
-  }
-  *out = (uint64_t)v;
-  *has = 1;
-  return 1;
+/* What the command line asks for (step 1, parse_args). */
+typedef struct train_args {
+  const char *model_path;
+  const char *data_dir, *output, *dump_after;
+  int64_t epochs, batch, eval_batch, threads, log_every, max_steps, show_predictions;
+  uint64_t seed; /* TrainingSpec.seed is a uint64: 0 .. 2^64 - 1 */
+  int has_seed;
+  float lr;
+  int quiet, no_output, device_explicit, dump_placement, strict;
+  const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;
+  int no_cuda_graph, dataset_on_device, detect_anomaly;
+  const char *checkpoint_dir, *resume_path;
+  int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
+  const char *export_path, *predictions_path;
+  gcc_device want;          /* --device */
+  gcc_dump_format fmt;      /* --dump-placement=FORMAT */
+  gcc_export_options eo;    /* --export-archs, --export-batch-sizes */
+} train_args;
+
+/* What the run is made of (step 2, build_run); run_free releases it. */
+typedef struct train_run {
+  gcc_device dev;
+  gcc_graph *model;
+  gcc_profiler *prof;
+  gcc_cuda_backend *cuda;
+  gcc_device_info cuda_info;
+  gcc_kernel_cache_config kernel_cache; /* the session's kernel compiler reads it */
+  gcc_session *s;
+  const char *data_dir, *output;
+  char data_buf[4096], near_model[4096 + 64], out_buf[4096];
+  gcc_checkpoint resume; /* --resume */
+} train_run;
+
+static void run_free(train_run *r) {
+  gcc_checkpoint_free(&r->resume);
+  gcc_session_destroy(r->s);
+  gcc_cuda_backend_destroy(r->cuda);
+  gcc_profiler_destroy(r->prof);
+  gcc_graph_free(r->model);
 }
 
-int main(int argc, char **argv) {
-  /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
-  signal(SIGXFSZ, SIG_IGN);
-  /* `bazel run` starts us in the runfiles tree: work where the user was */
-  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
-  if (bwd && chdir(bwd) != 0)
-    fprintf(stderr, "gcc-train: warning: cannot enter %s: %s\n", bwd, strerror(errno));
+/* The default --output: MODEL with .pb replaced by .trained.pb. */
+static void default_output(const char *model_path, char *buf, size_t cap) {
+  size_t n = strlen(model_path);
+  if (n > 3 && strcmp(model_path + n - 3, ".pb") == 0)
+    snprintf(buf, cap, "%.*s.trained.pb", (int)(n - 3), model_path);
+  else
+    snprintf(buf, cap, "%s.trained.pb", model_path);
+}
 
+/* Every output, before the model or any data is read: distinct, never the
+ * model, writable (graph/outfile.h); the checkpoint folder made and
+ * writable. Returns -1 to go on, else the exit status. */
+static int check_outputs(train_args *a) {
+  gcc_diag d = {0};
+  char out_buf[4096];
+  const char *output = a->output;
+  if (!output && !a->no_output) {
+    default_output(a->model_path, out_buf, sizeof out_buf);
+    output = out_buf;
+  }
+  int dumping = a->dump_placement || a->dump_kernels;
+  const gcc_named_path outs[] = {
+      {"--output", dumping || a->no_output ? NULL : output},
+      {"--predictions", a->predictions_path},
+      {"--export", a->export_path},
+      {"--profile", a->profile_path},
+      {"--dump-placement-file", a->dump_placement ? a->dump_file : NULL},
+  };
+  const gcc_named_path ins[] = {{"the model", a->model_path}};
+  if (gcc_outfiles_check(outs, 5, ins, 1, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+  }
+  if (a->checkpoint_dir) { /* made now, and a file can be created in it */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/ckpt-probe", a->checkpoint_dir);
+    if (mkdir(a->checkpoint_dir, 0777) != 0 && errno != EEXIST) {
+      fprintf(stderr, "gcc-train: --checkpoint-dir %s: cannot create it: %s\n",
+              a->checkpoint_dir, strerror(errno));
+      return EXIT_RUN;
+    }
+    if (gcc_outfile_check(probe, "--checkpoint-dir", &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      return EXIT_RUN;
+    }
+    if (!a->checkpoint_every)
+      a->checkpoint_every = -1;
+  }
+  return -1;
+}
+
+/* Step 1: the flags into *a, checked. Returns -1 to go on, else the exit
+ * status (0 after --help, --version and --list-devices). */
+static int parse_args(int argc, char **argv, train_args *a) {
   enum {
     OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
     OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
@@ -454,20 +528,17 @@ int main(int argc, char **argv) {
       {"help", no_argument, 0, OPT_HELP},
       {0, 0, 0, 0},
   };
-  const char *device_str = "auto", *data_dir = NULL, *output = NULL, *dump_after = NULL;
-  int64_t epochs = -1, batch = -1, eval_batch = 1000, threads = 0, log_every = 100;
-  uint64_t seed = 0; /* the field is a uint64: every value 0 .. 2^64-1 */
-  int has_seed = 0;
-  int64_t max_steps = 0, show_predictions = 0;
-  float lr = -1.0f;
-  int quiet = 0, no_output = 0, device_explicit = 0, dump_placement = 0, strict = 0;
-  const char *dump_format = NULL, *dump_file = NULL, *cuda_arch = "sm_90";
-  const char *dump_kernels = NULL, *profile_path = NULL;
-  int no_cuda_graph = 0, dataset_on_device = 2, detect_anomaly = 0;
-  const char *checkpoint_dir = NULL, *resume_path = NULL;
-  int64_t checkpoint_every = 0, keep_checkpoints = 3; /* every: 0 = not given, -1 = epoch */
-  const char *export_path = NULL, *export_archs = NULL;
-  const char *predictions_path = NULL, *export_batches = NULL;
+  const char *device_str = "auto", *dump_format = NULL;
+  const char *export_archs = NULL, *export_batches = NULL;
+  memset(a, 0, sizeof *a);
+  a->epochs = -1;
+  a->batch = -1;
+  a->eval_batch = 1000;
+  a->log_every = 100;
+  a->lr = -1.0f;
+  a->cuda_arch = "sm_90";
+  a->dataset_on_device = 2;
+  a->keep_checkpoints = 3;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -476,75 +547,94 @@ int main(int argc, char **argv) {
     switch (c) {
     case OPT_DEVICE:
       device_str = optarg;
-      device_explicit = 1;
+      a->device_explicit = 1;
       break;
     case OPT_DUMP_PLACEMENT:
-      dump_placement = 1;
+      a->dump_placement = 1;
       dump_format = optarg;
       break;
     case OPT_DUMP_PLACEMENT_FILE:
-      dump_placement = 1;
-      dump_file = optarg;
+      a->dump_placement = 1;
+      a->dump_file = optarg;
       break;
-    case OPT_CUDA_ARCH: cuda_arch = optarg; break;
-    case OPT_STRICT: strict = 1; break;
-    case OPT_DUMP_KERNELS: dump_kernels = optarg; break;
+    case OPT_CUDA_ARCH: a->cuda_arch = optarg; break;
+    case OPT_STRICT: a->strict = 1; break;
+    case OPT_DUMP_KERNELS: a->dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
-    case OPT_NO_CUDA_GRAPH: no_cuda_graph = 1; break;
-    case OPT_DETECT_ANOMALY: detect_anomaly = 1; break;
-    case OPT_CHECKPOINT_DIR: checkpoint_dir = optarg; break;
+    case OPT_NO_CUDA_GRAPH: a->no_cuda_graph = 1; break;
+    case OPT_DETECT_ANOMALY: a->detect_anomaly = 1; break;
+    case OPT_CHECKPOINT_DIR: a->checkpoint_dir = optarg; break;
     case OPT_CHECKPOINT_EVERY:
       if (strcmp(optarg, "epoch") == 0)
-        checkpoint_every = -1;
-      else if (!parse_i64("--checkpoint-every", optarg, 1, &checkpoint_every))
+        a->checkpoint_every = -1;
+      else if (!gcc_flag_i64("gcc-train", "--checkpoint-every", optarg, 1, &a->checkpoint_every))
         return EXIT_USAGE;
       break;
     case OPT_KEEP_CHECKPOINTS:
-      if (!parse_i64("--keep-checkpoints", optarg, 1, &keep_checkpoints)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--keep-checkpoints", optarg, 1, &a->keep_checkpoints))
+        return EXIT_USAGE;
       break;
-    case OPT_RESUME: resume_path = optarg; break;
+    case OPT_RESUME: a->resume_path = optarg; break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
       if (strcmp(optarg, "off") == 0)
-        dataset_on_device = 0;
+        a->dataset_on_device = 0;
       else if (strcmp(optarg, "on") == 0)
-        dataset_on_device = 1;
+        a->dataset_on_device = 1;
       else if (strcmp(optarg, "auto") == 0)
-        dataset_on_device = 2;
+        a->dataset_on_device = 2;
       else {
         fprintf(stderr, "gcc-train: --dataset-on-device '%s': expected auto, on or off\n", optarg);
         return EXIT_USAGE;
       }
       break;
-    case OPT_PROFILE: profile_path = optarg; break;
-    case OPT_EXPORT: export_path = optarg; break;
+    case OPT_PROFILE: a->profile_path = optarg; break;
+    case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
-    case OPT_PREDICTIONS: predictions_path = optarg; break;
-    case OPT_DATA: data_dir = optarg; break;
-    case OPT_EPOCHS: if (!parse_i64("--epochs", optarg, 0, &epochs)) return EXIT_USAGE; break;
-    case OPT_BATCH: if (!parse_i64("--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
-    case OPT_EVAL_BATCH:
-      if (!parse_i64("--eval-batch-size", optarg, 1, &eval_batch)) return EXIT_USAGE;
+    case OPT_PREDICTIONS: a->predictions_path = optarg; break;
+    case OPT_DATA: a->data_dir = optarg; break;
+    case OPT_EPOCHS:
+      if (!gcc_flag_i64("gcc-train", "--epochs", optarg, 0, &a->epochs))
+        return EXIT_USAGE;
       break;
-    case OPT_LR: if (!parse_f("--lr", optarg, &lr)) return EXIT_USAGE; break;
-    case OPT_SEED: if (!parse_seed(optarg, &seed, &has_seed)) return EXIT_USAGE; break;
+    case OPT_BATCH:
+      if (!gcc_flag_i64("gcc-train", "--batch-size", optarg, 1, &a->batch))
+        return EXIT_USAGE;
+      break;
+    case OPT_EVAL_BATCH:
+      if (!gcc_flag_i64("gcc-train", "--eval-batch-size", optarg, 1, &a->eval_batch))
+        return EXIT_USAGE;
+      break;
+    case OPT_LR:
+      if (!parse_f("--lr", optarg, &a->lr))
+        return EXIT_USAGE;
+      break;
+    case OPT_SEED:
+      if (!parse_seed(optarg, &a->seed))
+        return EXIT_USAGE;
+      a->has_seed = 1;
+      break;
     case OPT_THREADS:
-      if (!parse_i64("--threads", optarg, 1, &threads)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--threads", optarg, 1, &a->threads))
+        return EXIT_USAGE;
       break;
     case OPT_LOG_EVERY:
-      if (!parse_i64("--log-every", optarg, 0, &log_every)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--log-every", optarg, 0, &a->log_every))
+        return EXIT_USAGE;
       break;
     case OPT_MAX_STEPS:
-      if (!parse_i64("--max-steps", optarg, 1, &max_steps)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--max-steps", optarg, 1, &a->max_steps))
+        return EXIT_USAGE;
       break;
     case OPT_SHOW_PREDICTIONS:
-      if (!parse_i64("--show-predictions", optarg, 0, &show_predictions)) return EXIT_USAGE;
+      if (!gcc_flag_i64("gcc-train", "--show-predictions", optarg, 0, &a->show_predictions))
+        return EXIT_USAGE;
       break;
-    case OPT_OUTPUT: output = optarg; break;
-    case OPT_NO_OUTPUT: no_output = 1; break;
-    case OPT_DUMP_AFTER: dump_after = optarg; break;
-    case OPT_QUIET: quiet = 1; break;
+    case OPT_OUTPUT: a->output = optarg; break;
+    case OPT_NO_OUTPUT: a->no_output = 1; break;
+    case OPT_DUMP_AFTER: a->dump_after = optarg; break;
+    case OPT_QUIET: a->quiet = 1; break;
     case OPT_VERSION: printf("gcc-train %s\n", GCC_TRAIN_VERSION); return 0;
     case OPT_HELP: usage(stdout); return 0;
     case ':':
@@ -561,50 +651,48 @@ int main(int argc, char **argv) {
     usage(stderr);
     return EXIT_USAGE;
   }
-  const char *model_path = argv[optind];
+  a->model_path = argv[optind];
   gcc_diag d = {0};
 
-  gcc_device want, dev;
-  if (gcc_device_parse(device_str, &want, &d) != GCC_OK) {
+  if (gcc_device_parse(device_str, &a->want, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  gcc_dump_format fmt;
-  if (gcc_dump_format_parse(dump_format, &fmt, &d) != GCC_OK) {
+  if (gcc_dump_format_parse(dump_format, &a->fmt, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
   gcc_device_info arch_info;
-  if (gcc_device_info_from_arch(cuda_arch, 0, &arch_info, &d) != GCC_OK) {
+  if (gcc_device_info_from_arch(a->cuda_arch, 0, &arch_info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if ((dump_placement || dump_kernels) && profile_path) {
+  if ((a->dump_placement || a->dump_kernels) && a->profile_path) {
     fprintf(stderr, "gcc-train: --profile traces a training run; --dump-placement and "
                     "--dump-kernels only compile\n");
     return EXIT_USAGE;
   }
-  gcc_export_options eo = {0};
-  eo.use_kernel_cache = !g_no_kernel_cache;
-  if (export_archs && gcc_export_parse_archs(export_archs, &eo, &d) != GCC_OK) {
+  gcc_export_options *eo = &a->eo;
+  eo->use_kernel_cache = !g_no_kernel_cache;
+  if (export_archs && gcc_export_parse_archs(export_archs, eo, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if (export_batches && gcc_export_parse_batch_sizes(export_batches, &eo, &d) != GCC_OK) {
+  if (export_batches && gcc_export_parse_batch_sizes(export_batches, eo, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if ((export_archs || export_batches) && !export_path) {
+  if ((export_archs || export_batches) && !a->export_path) {
     fprintf(stderr, "gcc-train: %s needs --export FILE\n",
             export_archs ? "--export-archs" : "--export-batch-sizes");
     return EXIT_USAGE;
   }
-  if ((export_path || predictions_path) && (dump_placement || dump_kernels)) {
+  if ((a->export_path || a->predictions_path) && (a->dump_placement || a->dump_kernels)) {
     fprintf(stderr, "gcc-train: --export and --predictions run after training; they do not "
                     "combine with --dump-placement or --dump-kernels\n");
     return EXIT_USAGE;
   }
-  if (export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
+  if (a->export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
     char why[512];
     gcc_device_info gi;
     gcc_diag ignore = {0};
@@ -612,204 +700,166 @@ int main(int argc, char **argv) {
         gcc_device_info_cuda(0, &gi, &ignore) == GCC_OK) {
       char list[32];
       snprintf(list, sizeof list, "sm_%d%d", gi.cc_major, gi.cc_minor);
-      if (gcc_export_parse_archs(list, &eo, &d) != GCC_OK) {
+      if (gcc_export_parse_archs(list, eo, &d) != GCC_OK) {
         fprintf(stderr, "gcc-train: %s\n", d.msg);
         return EXIT_USAGE;
       }
     } else {
-      eo.archs[0] = 80;
-      eo.archs[1] = 90;
-      eo.n_archs = 2;
+      eo->archs[0] = 80;
+      eo->archs[1] = 90;
+      eo->n_archs = 2;
     }
   }
-  char out_buf[4096];
-  if (!output && !no_output) {
-    size_t n = strlen(model_path);
-    if (n > 3 && strcmp(model_path + n - 3, ".pb") == 0)
-      snprintf(out_buf, sizeof out_buf, "%.*s.trained.pb", (int)(n - 3), model_path);
-    else
-      snprintf(out_buf, sizeof out_buf, "%s.trained.pb", model_path);
-    output = out_buf;
-  }
-  /* every output, before any work: distinct, never the model, writable */
-  int dumping = dump_placement || dump_kernels;
-  const gcc_named_path outs[] = {
-      {"--output", dumping || no_output ? NULL : output},
-      {"--predictions", predictions_path},
-      {"--export", export_path},
-      {"--profile", profile_path},
-      {"--dump-placement-file", dump_placement ? dump_file : NULL},
-  };
-  const gcc_named_path ins[] = {{"the model", model_path}};
-  if (gcc_outfiles_check(outs, 5, ins, 1, &d) != GCC_OK) {
-    fprintf(stderr, "gcc-train: %s\n", d.msg);
-    return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
-  }
-  if ((checkpoint_every || keep_checkpoints != 3) && !checkpoint_dir) {
+  if ((a->checkpoint_every || a->keep_checkpoints != 3) && !a->checkpoint_dir) {
     fprintf(stderr, "gcc-train: --checkpoint-every and --keep-checkpoints need "
                     "--checkpoint-dir DIR\n");
     return EXIT_USAGE;
   }
-  if (checkpoint_dir && (dump_placement || dump_kernels || resume_path == NULL)) {
-    if (dump_placement || dump_kernels) {
-      fprintf(stderr, "gcc-train: --checkpoint-dir trains; it does not combine with "
-                      "--dump-placement or --dump-kernels\n");
-      return EXIT_USAGE;
-    }
+  if ((a->checkpoint_dir || a->resume_path) && (a->dump_placement || a->dump_kernels)) {
+    fprintf(stderr, "gcc-train: --checkpoint-dir and --resume train; they do not combine with "
+                    "--dump-placement or --dump-kernels\n");
+    return EXIT_USAGE;
   }
-  if (checkpoint_dir) { /* made now, and a file can be created in it */
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/ckpt-probe", checkpoint_dir);
-    if ((mkdir(checkpoint_dir, 0777) != 0 && errno != EEXIST) ||
-        gcc_outfile_check(probe, "--checkpoint-dir", &d) != GCC_OK) {
-      if (d.msg[0] == '\0')
-        snprintf(d.msg, sizeof d.msg, "--checkpoint-dir %s: cannot create it: %s",
-                 checkpoint_dir, strerror(errno));
-      fprintf(stderr, "gcc-train: %s\n", d.msg);
-      return EXIT_RUN;
-    }
-    if (!checkpoint_every)
-      checkpoint_every = -1;
-  }
-  if (dump_placement || dump_kernels)
-    return dump_placement_main(model_path, &want, device_explicit, strict, cuda_arch,
-                               dump_placement ? (int)fmt : -1, dump_file, dump_kernels, epochs,
-                               batch, lr, dump_after);
+  return check_outputs(a);
+}
 
+/* The data folder when --data is not given: data/mnist (or
+ * data/cifar-10-batches-bin, the folder of the official tarball), else the
+ * same under ../ next to the model. */
+static const char *default_data_dir(const train_args *a, const gcc_training *t, train_run *r) {
+  const char *sub = t->dataset && strcmp(t->dataset, "cifar10") == 0 ? "cifar-10-batches-bin"
+                                                                      : "mnist";
+  snprintf(r->data_buf, sizeof r->data_buf, "data/%s", sub);
+  if (is_dir(r->data_buf))
+    return r->data_buf;
+  char copy[4096];
+  snprintf(copy, sizeof copy, "%s", a->model_path);
+  char *slash = strrchr(copy, '/');
+  if (slash)
+    *slash = '\0';
+  snprintf(r->near_model, sizeof r->near_model, "%s/../data/%s", slash ? copy : ".", sub);
+  return is_dir(r->near_model) ? r->near_model : r->data_buf;
+}
+
+/* Step 2: the device, the model with the flags' overrides, the data
+ * folder, the output path, the profiler, the backend and the session.
+ * Returns -1 to go on, else the exit status (with *r released). */
+static int build_run(train_args *a, train_run *r) {
+  gcc_diag d = {0};
   char note[768];
-  if (gcc_device_resolve(&want, gcc_cuda_check_supported, &dev, note, sizeof note, &d) != GCC_OK) {
+  if (gcc_device_resolve(&a->want, gcc_cuda_check_supported, &r->dev, note, sizeof note, &d) !=
+      GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_DEVICE;
   }
   if (note[0])
     fprintf(stderr, "gcc-train: %s\n", note);
 
-  gcc_graph *model;
-  if (gcc_model_load(model_path, &model, &d) != GCC_OK) {
+  if (gcc_model_load(a->model_path, &r->model, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
-  if (!model->training.present) {
+  if (!r->model->training.present) {
     fprintf(stderr, "gcc-train: %s: the model has no training spec; nothing to train\n",
-            model_path);
-    gcc_graph_free(model);
+            a->model_path);
+    run_free(r);
     return EXIT_MODEL;
   }
-  gcc_training *t = &model->training;
-  if (epochs >= 0)
-    t->epochs = epochs;
-  if (batch > 0)
-    t->batch_size = batch;
-  if (has_seed)
-    t->seed = seed;
-  if (lr >= 0.0f)
-    t->opt.lr = lr;
-  if (threads <= 0) {
+  gcc_training *t = &r->model->training;
+  if (a->epochs >= 0)
+    t->epochs = a->epochs;
+  if (a->batch > 0)
+    t->batch_size = a->batch;
+  if (a->has_seed)
+    t->seed = a->seed;
+  if (a->lr >= 0.0f)
+    t->opt.lr = a->lr;
+  if (a->threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = n > 0 ? n : 1;
+    a->threads = n > 0 ? n : 1;
   }
-  openblas_set_num_threads((int)threads);
+  openblas_set_num_threads((int)a->threads);
 
-  char data_buf[4096];
-  if (!data_dir) {
-    const char *sub = t->dataset && strcmp(t->dataset, "cifar10") == 0
-                          ? "cifar-10-batches-bin" /* the folder of the official tarball */
-                          : "mnist";
-    snprintf(data_buf, sizeof data_buf, "data/%s", sub);
-    data_dir = data_buf;
-    if (!is_dir(data_dir)) {
-      char copy[4096];
-      snprintf(copy, sizeof copy, "%s", model_path);
-      char *slash = strrchr(copy, '/');
-      if (slash)
-        *slash = '\0';
-      static char near_model[4096 + 64];
-      snprintf(near_model, sizeof near_model, "%s/../data/%s", slash ? copy : ".", sub);
-      if (is_dir(near_model))
-        data_dir = near_model;
-    }
+  r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
+  r->output = a->output;
+  if (!r->output && !a->no_output) {
+    default_output(a->model_path, r->out_buf, sizeof r->out_buf);
+    r->output = r->out_buf;
   }
-
 
   /* --profile: fails now, before training, if FILE cannot be written */
-  gcc_profiler *prof = NULL;
-  if (profile_path && gcc_profiler_create(profile_path, &prof, &d) != GCC_OK) {
+  if (a->profile_path && gcc_profiler_create(a->profile_path, &r->prof, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
-    gcc_graph_free(model);
+    run_free(r);
     return EXIT_RUN;
   }
 
-  if (detect_anomaly && dev.kind == GCC_DEVICE_CUDA) {
+  if (a->detect_anomaly && r->dev.kind == GCC_DEVICE_CUDA) {
     fprintf(stderr, "gcc-train: --detect-anomaly checks every node on the host: use --device "
                     "cpu\n");
-    gcc_profiler_destroy(prof);
-    gcc_graph_free(model);
+    run_free(r);
     return EXIT_USAGE;
   }
   gcc_session_options so = {0};
-  so.threads = (int)threads;
-  so.plan.detect_anomaly = detect_anomaly;
+  so.threads = (int)a->threads;
+  so.plan.detect_anomaly = a->detect_anomaly;
   so.opt = t->opt;
-  so.dump_after = dump_after;
+  so.dump_after = a->dump_after;
   so.dump_file = stderr;
-  gcc_cuda_backend *cuda = NULL;
-  gcc_device_info cuda_info;
-  gcc_kernel_cache_config kernel_cache = {NULL, !g_no_kernel_cache};
-  if (dev.kind == GCC_DEVICE_CUDA) {
-    if (gcc_device_info_cuda(dev.index, &cuda_info, &d) != GCC_OK ||
-        gcc_cuda_backend_create(dev.index, &cuda, &d) != GCC_OK) {
+  r->kernel_cache = (gcc_kernel_cache_config){NULL, !g_no_kernel_cache};
+  if (r->dev.kind == GCC_DEVICE_CUDA) {
+    if (gcc_device_info_cuda(r->dev.index, &r->cuda_info, &d) != GCC_OK ||
+        gcc_cuda_backend_create(r->dev.index, &r->cuda, &d) != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
-      gcc_graph_free(model);
+      run_free(r);
       return EXIT_DEVICE;
     }
-    so.backend = gcc_cuda_backend_table(cuda);
-    so.device = GCC_DEV_CUDA(dev.index);
-    so.plan.sm = cuda_info.cc_major * 10 + cuda_info.cc_minor;
-    so.plan.sm_count = cuda_info.units;
+    so.backend = gcc_cuda_backend_table(r->cuda);
+    so.device = GCC_DEV_CUDA(r->dev.index);
+    so.plan.sm = r->cuda_info.cc_major * 10 + r->cuda_info.cc_minor;
+    so.plan.sm_count = r->cuda_info.units;
     so.plan.compile = gcc_kernel_cache_hook; /* NVRTC through the kernel cache */
-    so.plan.compile_user = &kernel_cache;
-    so.plan.cuda_graph = !no_cuda_graph;
+    so.plan.compile_user = &r->kernel_cache;
+    so.plan.cuda_graph = !a->no_cuda_graph;
     /* the losses come back once per log interval (or progress-bar tick) */
-    so.max_pending = log_every > 0 && log_every <= 4096 ? (int)log_every : 100;
+    so.max_pending = a->log_every > 0 && a->log_every <= 4096 ? (int)a->log_every : 100;
   }
-  gcc_session *s;
-  if (gcc_session_create(model, &so, &s, &d) != GCC_OK) {
+  if (gcc_session_create(r->model, &so, &r->s, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
-    gcc_cuda_backend_destroy(cuda);
-    gcc_profiler_destroy(prof);
-    gcc_graph_free(model);
+    run_free(r);
     return d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_DEVICE
                                                                             : EXIT_MODEL;
   }
-
-  gcc_checkpoint resume = {0};
-  if (resume_path) {
-    gcc_status rs = gcc_checkpoint_find(resume_path, &resume, stderr, &d);
+  if (a->resume_path) { /* the checkpoint, checked against this model and recipe */
+    gcc_status rs = gcc_checkpoint_find(a->resume_path, &r->resume, stderr, &d);
     if (rs == GCC_OK)
-      rs = gcc_checkpoint_check(&resume, model, s, &d);
+      rs = gcc_checkpoint_check(&r->resume, r->model, r->s, &d);
     if (rs != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
-      gcc_checkpoint_free(&resume);
-      gcc_session_destroy(s);
-      gcc_cuda_backend_destroy(cuda);
-      gcc_profiler_destroy(prof);
-      gcc_graph_free(model);
+      run_free(r);
       return rs == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
     }
   }
-  if (!quiet) {
+  return -1;
+}
+
+/* Step 3: trains (SIGINT stops it between steps) and prints the summary.
+ * Returns the trainer's status; *rc: the exit status so far. */
+static gcc_status train(const train_args *a, train_run *r, predictions *preds, int *rc) {
+  const gcc_training *t = &r->model->training;
+  if (!a->quiet) {
     char ds[32];
     printf("gcc-train %s: %s on %s, %" PRId64 " epochs, batch %" PRId64 ", %s lr %g, %" PRId64
            " threads\n",
-           GCC_TRAIN_VERSION, model_path, gcc_device_str(&dev, ds, sizeof ds), t->epochs,
+           GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), t->epochs,
            t->batch_size, t->opt.kind == GCC_OPT_ADAM ? "Adam" : "SGD", (double)t->opt.lr,
-           threads);
+           a->threads);
     fflush(stdout);
   }
 
-  if (resume_path && !quiet)
+  if (a->resume_path && !a->quiet)
     printf("resuming from %s: step %" PRId64 ", epoch %" PRId64 ", batch %" PRId64 "\n",
-           resume.path, resume.step, resume.epoch + 1, resume.batch);
+           r->resume.path, r->resume.step, r->resume.epoch + 1, r->resume.batch);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint; /* no SA_RESTART: a blocked open or write returns EINTR */
@@ -818,126 +868,162 @@ int main(int argc, char **argv) {
   sigaction(SIGHUP, &sa, NULL);
 
   gcc_train_config cfg = {0};
-  cfg.data_dir = data_dir;
+  cfg.data_dir = r->data_dir;
   cfg.epochs = t->epochs;
   cfg.batch_size = t->batch_size;
   cfg.seed = t->seed;
-  cfg.log_every = log_every;
-  cfg.max_steps = max_steps;
-  cfg.eval_batch = eval_batch;
-  cfg.quiet = quiet;
-  cfg.progress = !quiet && isatty(fileno(stdout));
+  cfg.log_every = a->log_every;
+  cfg.max_steps = a->max_steps;
+  cfg.eval_batch = a->eval_batch;
+  cfg.quiet = a->quiet;
+  cfg.progress = !a->quiet && isatty(fileno(stdout));
   cfg.out = stdout;
   cfg.stop = &g_stop;
-  cfg.dataset_on_device = dataset_on_device;
+  cfg.dataset_on_device = a->dataset_on_device;
   cfg.note = stderr;
-  cfg.profiler = prof;
-  predictions preds = {0};
-  if (predictions_path) {
+  cfg.profiler = r->prof;
+  if (a->predictions_path) {
     cfg.on_eval_batch = collect_predictions;
-    cfg.eval_user = &preds;
+    cfg.eval_user = preds;
   }
-  cfg.show_predictions = show_predictions;
-  cfg.checkpoint_dir = checkpoint_dir;
-  cfg.checkpoint_every = checkpoint_every;
-  cfg.keep_checkpoints = (int)keep_checkpoints;
-  cfg.resume = resume_path ? &resume : NULL;
-  gcc_train_report r;
-  gcc_status st = gcc_train_run(s, model, &cfg, &r, &d);
-  gcc_checkpoint_free(&resume);
-  int rc = 0;
+  cfg.show_predictions = a->show_predictions;
+  cfg.checkpoint_dir = a->checkpoint_dir;
+  cfg.checkpoint_every = a->checkpoint_every;
+  cfg.keep_checkpoints = (int)a->keep_checkpoints;
+  cfg.resume = a->resume_path ? &r->resume : NULL;
+  gcc_train_report rep;
+  gcc_diag d = {0};
+  gcc_status st = gcc_train_run(r->s, r->model, &cfg, &rep, &d);
+  *rc = 0;
   if (st == GCC_ERR_INTERRUPTED) {
     fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps (%s); no model written\n",
-            r.steps,
+            rep.steps,
             g_stop == SIGTERM ? "SIGTERM" : g_stop == SIGHUP ? "SIGHUP" : "Ctrl-C, SIGINT");
-    rc = 128 + (int)g_stop;
+    *rc = 128 + (int)g_stop;
   } else if (st != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
-    rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
-             ? EXIT_MODEL
-             : EXIT_RUN;
+    *rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
+              ? EXIT_MODEL
+              : EXIT_RUN;
   } else {
-    if (r.test_accuracy >= 0)
+    if (rep.test_accuracy >= 0)
       printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; test "
              "accuracy %.2f%%, test loss %.4f\n",
-             r.epochs_done, r.steps, r.train_seconds, r.samples_per_sec,
-             100.0 * r.test_accuracy, r.test_loss);
+             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec,
+             100.0 * rep.test_accuracy, rep.test_loss);
     else
       printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; final "
              "loss %.6f\n",
-             r.epochs_done, r.steps, r.train_seconds, r.samples_per_sec, r.test_loss);
-    if (cuda && !quiet) {
+             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec, rep.test_loss);
+    if (r->cuda && !a->quiet) {
       gcc_plan *p = NULL;
       gcc_diag pd = {0};
-      if (gcc_session_plan(s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
+      if (gcc_session_plan(r->s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
         printf("%s: %d launches and %d copies per training step, %zu bytes of device memory "
                "per step; CUDA Graph: %s (%" PRId64 " steps replayed)\n",
-               cuda_info.name, gcc_plan_launches(p), gcc_plan_copies(p),
+               r->cuda_info.name, gcc_plan_launches(p), gcc_plan_copies(p),
                gcc_plan_device_bytes(p),
                gcc_plan_graph_note(p)[0] ? gcc_plan_graph_note(p) : "captured",
                gcc_plan_graph_replays(p));
     }
-    gcc_graph *trained = NULL;
-    if ((!no_output || export_path) && gcc_session_export(s, &trained, &d) != GCC_OK) {
+  }
+  return st;
+}
+
+/* Step 4, after a completed training: the trained model (--output), the
+ * predictions (--predictions) and the bundle (--export). Returns the exit
+ * status. */
+static int write_outputs(const train_args *a, train_run *r, const predictions *preds) {
+  gcc_diag d = {0};
+  int rc = 0;
+  gcc_graph *trained = NULL;
+  if ((!a->no_output || a->export_path) && gcc_session_export(r->s, &trained, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    rc = EXIT_RUN;
+  }
+  if (rc == 0 && !a->no_output) {
+    if (gcc_model_save(trained, r->output, &d) != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
       rc = EXIT_RUN;
-    }
-    if (rc == 0 && !no_output) {
-      if (gcc_model_save(trained, output, &d) != GCC_OK) {
-        fprintf(stderr, "gcc-train: %s\n", d.msg);
-        rc = EXIT_RUN;
-      } else if (!quiet) {
-        printf("saved the trained model to %s\n", output);
-      }
-    }
-    if (rc == 0 && predictions_path) {
-      if (write_predictions(&preds, predictions_path, &d) != GCC_OK) {
-        fprintf(stderr, "gcc-train: %s\n", d.msg);
-        rc = EXIT_RUN;
-      } else if (!quiet) {
-        printf("wrote %" PRId64 " predictions to %s\n", preds.n, predictions_path);
-      }
-    }
-    if (rc == 0 && export_path) {
-      gcc_status es = gcc_export_bundle(trained, &eo, export_path, &d);
-      if (es != GCC_OK) {
-        fprintf(stderr, "gcc-train: %s\n", d.msg);
-        rc = es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
-      } else if (!quiet) {
-        printf("exported the inference graph to %s (cubin for", export_path);
-        for (int i = 0; i < eo.n_archs; i++)
-          printf("%s sm_%d", i ? "," : "", eo.archs[i]);
-        printf(", PTX for compute_%d; batch sizes", eo.archs[eo.n_archs - 1]);
-        if (eo.n_batch_sizes == 0)
-          printf(" 1, 1000)\n");
-        for (int i = 0; i < eo.n_batch_sizes; i++)
-          printf("%s %" PRId64 "%s", i ? "," : "", eo.batch_sizes[i],
-                 i == eo.n_batch_sizes - 1 ? ")\n" : "");
-      }
-    }
-    gcc_graph_free(trained);
-  }
-  /* the trace of a completed or interrupted (Ctrl-C) run; none after a
-   * failure, whose message is the thing to read */
-  if (prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
-    gcc_diag pd = {0};
-    int64_t t0 = gcc_prof_now();
-    gcc_status ps = gcc_profiler_write(prof, &pd);
-    int64_t t1 = gcc_prof_now();
-    if (ps == GCC_OK)
-      ps = gcc_profiler_print_table(prof, stdout, &pd);
-    if (ps != GCC_OK) {
-      fprintf(stderr, "gcc-train: %s\n", pd.msg);
-      if (rc == 0)
-        rc = EXIT_RUN;
-    } else {
-      printf("trace written to %s in %.1f ms\n", profile_path, 1e-6 * (double)(t1 - t0));
+    } else if (!a->quiet) {
+      printf("saved the trained model to %s\n", r->output);
     }
   }
+  if (rc == 0 && a->predictions_path) {
+    if (write_predictions(preds, a->predictions_path, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      rc = EXIT_RUN;
+    } else if (!a->quiet) {
+      printf("wrote %" PRId64 " predictions to %s\n", preds->n, a->predictions_path);
+    }
+  }
+  if (rc == 0 && a->export_path) {
+    const gcc_export_options *eo = &a->eo;
+    gcc_status es = gcc_export_bundle(trained, eo, a->export_path, &d);
+    if (es != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      rc = es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    } else if (!a->quiet) {
+      printf("exported the inference graph to %s (cubin for", a->export_path);
+      for (int i = 0; i < eo->n_archs; i++)
+        printf("%s sm_%d", i ? "," : "", eo->archs[i]);
+      printf(", PTX for compute_%d; batch sizes", eo->archs[eo->n_archs - 1]);
+      if (eo->n_batch_sizes == 0)
+        printf(" 1, 1000)\n");
+      for (int i = 0; i < eo->n_batch_sizes; i++)
+        printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
+               i == eo->n_batch_sizes - 1 ? ")\n" : "");
+    }
+  }
+  gcc_graph_free(trained);
+  return rc;
+}
+
+/* The trace of a completed or interrupted (Ctrl-C) run and its per-op
+ * table; returns EXIT_RUN when they cannot be written, else rc. */
+static int write_profile(const train_args *a, train_run *r, int rc) {
+  gcc_diag pd = {0};
+  int64_t t0 = gcc_prof_now();
+  gcc_status ps = gcc_profiler_write(r->prof, &pd);
+  int64_t t1 = gcc_prof_now();
+  if (ps == GCC_OK)
+    ps = gcc_profiler_print_table(r->prof, stdout, &pd);
+  if (ps != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", pd.msg);
+    return rc == 0 ? EXIT_RUN : rc;
+  }
+  printf("trace written to %s in %.1f ms\n", a->profile_path, 1e-6 * (double)(t1 - t0));
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
+  signal(SIGXFSZ, SIG_IGN);
+  /* `bazel run` starts us in the runfiles tree: work where the user was */
+  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
+  if (bwd && chdir(bwd) != 0)
+    fprintf(stderr, "gcc-train: warning: cannot enter %s: %s\n", bwd, strerror(errno));
+
+  train_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc >= 0)
+    return rc;
+  if (a.dump_placement || a.dump_kernels)
+    return dump_placement_main(a.model_path, &a.want, a.device_explicit, a.strict, a.cuda_arch,
+                               a.dump_placement ? (int)a.fmt : -1, a.dump_file, a.dump_kernels,
+                               a.epochs, a.batch, a.lr, a.dump_after);
+  train_run r = {0};
+  rc = build_run(&a, &r);
+  if (rc >= 0)
+    return rc;
+  predictions preds = {0};
+  gcc_status st = train(&a, &r, &preds, &rc);
+  if (st == GCC_OK)
+    rc = write_outputs(&a, &r, &preds);
+  /* no trace after a failure, whose message is the thing to read */
+  if (r.prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED))
+    rc = write_profile(&a, &r, rc);
   free(preds.cls);
-  gcc_session_destroy(s);
-  gcc_cuda_backend_destroy(cuda);
-  gcc_profiler_destroy(prof);
-  gcc_graph_free(model);
+  run_free(&r);
   return rc;
 }

@@ -14,8 +14,10 @@
  *    listing its nodes;
  *  - pointwise kernels over equal-shaped, 16-byte aligned operands whose
  *    element count is a multiple of 4 use float4 loads and stores;
- *  - reductions are deterministic: no atomics; a loss kernel runs as one
- *    block and reduces in shared memory in a fixed order;
+ *  - reductions are deterministic: no atomics in them; a loss kernel runs as
+ *    one block and reduces in shared memory in a fixed order (its only
+ *    atomic is the bad-label flag's atomicMin, whose result is the same in
+ *    any order);
  *  - the same source compiles as host C++ with tests/cuda_host_shim.h
  *    (GCC_HOST_EMULATION defined), which is how the tests run generated
  *    kernels without a GPU. For that build the source also defines, per
@@ -35,7 +37,7 @@ extern "C" {
 
 /* Bumped whenever generated code changes for the same graph (part of the
  * kernel cache key). */
-#define GCC_CODEGEN_VERSION 1
+#define GCC_CODEGEN_VERSION 2
 
 typedef enum gcc_karg_kind {
   GCC_KARG_INPUT = 0,   /* const pointer to a value's storage (its dtype) */
@@ -52,14 +54,21 @@ typedef enum gcc_karg_kind {
   GCC_KARG_FIRST_STEP,  /* int: 1 on the first optimizer step (SGD momentum) */
   GCC_KARG_STEP_SIZE,   /* float: Adam lr / (1 - beta1^t) */
   GCC_KARG_BC2_SQRT,    /* float: Adam sqrt(1 - beta2^t) */
-  GCC_KARG_BAD_LABEL,   /* int*: set by the host to -1; a loss kernel writes the
-                           row of a label outside [0, C) (and zeroes that row's
-                           gradient); the host checks it after the step and
-                           fails as the CPU backend does */
+  GCC_KARG_BAD_LABEL,   /* int*: set by the host to GCC_BAD_LABEL_NONE; a loss
+                           kernel lowers it (atomicMin) to the row of each label
+                           outside [0, C) (and zeroes that row's gradient), so
+                           it ends at the first such row whatever order the
+                           threads run in; the host checks it after the step
+                           and fails as the CPU backend does (same row) */
   GCC_KARG_I64,         /* long long set by the runtime per launch (the gather
                            kernel's first row, rows and 32-bit words per row) */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
+
+/* The bad-label flag's "no bad label" value: every byte 0x7f (the host sets
+ * it with a byte memset), above any row index a batch can have. */
+#define GCC_BAD_LABEL_NONE 0x7f7f7f7f
+#define GCC_BAD_LABEL_NONE_BYTE 0x7f
 
 typedef struct gcc_kernel_arg {
   gcc_karg_kind kind;
@@ -107,6 +116,38 @@ void gcc_kernel_set_free(gcc_kernel_set *ks);
  * (I64), dst (OUTPUT); grid-stride, so `max_work` (the largest rows x
  * row_words) only sizes the grid. Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_codegen_gather(int sm_count, int64_t max_work, gcc_kernel_set *out, gcc_diag *d);
+
+/* The work of one cuBLASLt epilogue, for a GEMM group whose epilogue
+ * cuBLASLt's heuristic did not offer: the plan runs the plain GEMM (D =
+ * alpha op(A) op(B), no bias, no mask), then this kernel on the result.
+ * Column-major, as codegen/gemm_map.h describes the matmul: D is m x n with
+ * leading dimension ldd; op(B) is k x n (B stored n x k when trans_b, with
+ * leading dimension ldb). `kind` is the cublasLtEpilogue_t value
+ * (gcc_epilogue), and the kernel does what cuBLASLt documents for it:
+ *   BIAS (4), RELU_BIAS (6)    D[i,j] = D[i,j] + bias[i], then max(., 0) for RELU
+ *   RELU_AUX_BIAS (134)        as RELU_BIAS, and bit i + j * aux_ld of the
+ *                              bit-mask aux = (D[i,j] + bias[i] > 0) (aux_ld a
+ *                              multiple of 128; padding bits 0)
+ *   DRELU (136)                D[i,j] = 0 where that bit of aux is 0
+ *   DRELU_BGRAD (152)          as DRELU, then bgrad[i] = sum_j D[i,j]
+ *   BGRADB (512)               bgrad[j] = sum_kk op(B)[kk,j]
+ * Sums run in double, in index order, one thread per output: deterministic. */
+typedef struct gcc_epilogue_work {
+  int kind;
+  int64_t m, n, k, ldd, ldb, aux_ld;
+  int trans_b;
+} gcc_epilogue_work;
+
+/* One kernel per entry of w[0 .. n), named "gcc_epilogue_<i>", in one
+ * translation unit. Arguments, in this order, by name: "d" (float*, OUTPUT;
+ * not for BGRADB), "bias" (const float*, INPUT; BIAS variants), "aux"
+ * (unsigned*: OUTPUT for RELU_AUX_BIAS, INPUT for DRELU*), "b" (const
+ * float*, INPUT; BGRADB), "bgrad" (float*, OUTPUT; BGRAD variants); their
+ * value fields are -1 (the runtime binds them). Errors:
+ * GCC_ERR_INVALID_ARGUMENT for a kind without epilogue work (DEFAULT) or an
+ * unknown one, or sizes <= 0; GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_codegen_gemm_epilogues(const gcc_epilogue_work *w, int n, int sm_count,
+                                      gcc_kernel_set *out, gcc_diag *d);
 
 /* The launch manifest of a kernel set as JSON (schema
  * "gcc-train.kernels/1"): per generated kernel its name, group kind, fused

@@ -12,7 +12,13 @@
  *  3. GEMM epilogues, where cuBLASLt expresses them: Gemm + bias + Relu
  *     (RELU_BIAS, or RELU_AUX_BIAS when the backward needs the mask);
  *     dY W -> ReluGrad -> bias sum (DRELU_BGRAD); dW = dY^T X with the
- *     bias sum of dY (BGRADA);
+ *     bias sum of dY (BGRADA). Not for shapes cuBLASLt offers no such
+ *     epilogue for: a bias gradient of one element (BGRADA of a dW with one
+ *     row: BGRADB with one output column after the column-major swap, as
+ *     models/linear.pb's), or a ReLU gradient through a GEMM with k = 1
+ *     (the gradient of a one-output layer); their ReluGrad and bias sums
+ *     become generated kernels. (Shapes the device refuses otherwise are
+ *     handled when the plan is built: runtime/device_plan.c.)
  *  4. maximal chains of pointwise ops of one shape, each value consumed
  *     once inside the chain, optionally ending in one reduction
  *     (ReduceSumTo) -> one POINTWISE group;
@@ -213,6 +219,14 @@ static int bias_sum_of(const gcc_graph *g, int v) {
   return -1;
 }
 
+/* The inner dimension K of Gemm / MatMul node `node`. */
+static int64_t gemm_k(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_shape *a = &g->values[n->inputs[0]].shape;
+  int ta = lower(g, node)->gemm_attrs && n->av[GEMM_TRANS_A].i; /* Gemm's transA */
+  return a->ndim == 2 ? (ta ? a->dims[0] : a->dims[1]) : -1;
+}
+
 static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
   /* backward DRELU(_BGRAD) first: they claim the bias sums of ReLU layers */
   for (int i = 0; i < g->n_nodes; i++) {
@@ -223,7 +237,7 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
     int r = only_consumer(g, n->outputs[0]);
     if (r < 0 || grouped(g, r) || lower(g, r)->epilogue != GCC_EPIROLE_RELU_GRAD ||
         g->nodes[r].inputs[0] != n->outputs[0] || g->nodes[r].device != n->device ||
-        kept(g, n->outputs[0]))
+        kept(g, n->outputs[0]) || gemm_k(g, i) == 1) /* cuBLASLt: no DRELU with k = 1 */
       continue;
     cand c = {.nodes = {i, r}, .n = 2, .kind = GCC_GROUP_GEMM, .epi = GCC_EPI_DRELU};
     int s = bias_sum_of(g, g->nodes[r].outputs[0]);
@@ -257,8 +271,11 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
             g->nodes[r].device == n->device && !kept(g, n->outputs[0])) {
           int aux = 0;
           const gcc_value *y = &g->values[g->nodes[r].outputs[0]];
-          for (int j = 0; j < y->n_consumers; j++)
-            aux |= lower(g, y->consumers[j])->epilogue == GCC_EPIROLE_RELU_GRAD;
+          for (int j = 0; j < y->n_consumers; j++) { /* a DRELU GEMM reads the mask */
+            const gcc_node *u = &g->nodes[y->consumers[j]];
+            aux |= lower(g, y->consumers[j])->epilogue == GCC_EPIROLE_RELU_GRAD && u->group >= 0 &&
+                   g->groups[u->group].kind == GCC_GROUP_GEMM;
+          }
           c.nodes[c.n++] = r;
           c.epi = aux ? GCC_EPI_RELU_AUX_BIAS : GCC_EPI_RELU_BIAS;
           if (!placeable(g, &c)) {
@@ -270,7 +287,8 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
     } else if (attrs && n->av[GEMM_TRANS_A].i) {
       /* dW = dY^T X: the bias gradient is the column sums of dY (operand A) */
       int s = bias_sum_of(g, n->inputs[0]);
-      if (s >= 0) {
+      const gcc_shape *ys = &g->values[n->outputs[0]].shape;
+      if (s >= 0 && !(ys->ndim == 2 && ys->dims[0] == 1)) { /* cuBLASLt: no BGRADB with n = 1 */
         c.nodes[c.n++] = s;
         c.epi = GCC_EPI_BGRADA;
         if (!placeable(g, &c)) {

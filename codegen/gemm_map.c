@@ -1,7 +1,17 @@
 /* gemm_map.c - row-major GEMM groups onto column-major cuBLASLt calls (see gemm_map.h). */
 #include "codegen/gemm_map.h"
 
+#include <stdint.h>
+
 #include "graph/ops.h"
+
+unsigned gcc_lt_alignment(const void *p) {
+  uintptr_t v = (uintptr_t)p;
+  unsigned a = 256;
+  while (a > 1 && v % a != 0)
+    a /= 2;
+  return a;
+}
 
 /* the group's node lowered as `kind` with epilogue role `role`, or -1 */
 static int member(const gcc_graph *g, const gcc_group *gr, gcc_lowering_kind kind,

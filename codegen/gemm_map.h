@@ -65,6 +65,11 @@ typedef struct gcc_colmajor_gemm {
   int64_t aux_bytes;      /* bytes of the bit-mask: aux_ld / 8 * n */
 } gcc_colmajor_gemm;
 
+/* The alignment of device address `p` in bytes, as cuBLASLt's
+ * CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES preferences take it: the
+ * largest power of two <= 256 that divides it (256 for NULL). */
+unsigned gcc_lt_alignment(const void *p);
+
 /* Maps GEMM group `group` of the fused graph `g` (shapes inferred). Errors:
  *  - GCC_ERR_INVALID_ARGUMENT: `group` is no GEMM group;
  *  - GCC_ERR_UNSUPPORTED, naming the group and node: a C operand that is

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "codegen/emit.h"
+#include "graph/util.h"
 
 static const char MAGIC[8] = {'G', 'C', 'C', 'K', 'C', 'A', 'C', 'H'};
 enum {
@@ -287,15 +288,7 @@ static entry_result read_entry(const char *path, const unsigned char *key, gcc_n
       snprintf(note, note_size, "kernel cache: out of memory reading '%s'", path);
       return ENTRY_MISS;
     }
-    uint64_t got = 0;
-    while (got < n) {
-      ssize_t r = read(fd, b + got, n - got);
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0)
-        break;
-      got += (uint64_t)r;
-    }
+    uint64_t got = gcc_read_fd(fd, b, (size_t)n);
     if (got != n)
       why = "short read (truncated while reading)";
     else

@@ -11,6 +11,7 @@
  * fails loudly instead of producing an empty cache entry.
  */
 #include "codegen/nvrtc.h"
+#include "graph/util.h"
 
 #include <nvrtc.h>
 #include <stdarg.h>
@@ -149,6 +150,21 @@ static void add_source_line(msgbuf *m, const char *src, long ln) {
   msg_add(m, "  %5ld | %.*s\n", ln, len, p);
 }
 
+/* N of a log line "<name>(N): ..." starting at p, or 0 */
+static long log_line_number(const char *p, const char *name, size_t nl) {
+  if (strncmp(p, name, nl) != 0 || p[nl] != '(')
+    return 0;
+  const char *digits = p + nl + 1;
+  size_t n = strspn(digits, "0123456789");
+  char num[24];
+  int64_t ln;
+  if (n == 0 || n >= sizeof num || digits[n] != ')')
+    return 0;
+  memcpy(num, digits, n);
+  num[n] = '\0';
+  return gcc_parse_i64(num, 1, INT32_MAX, &ln) ? (long)ln : 0;
+}
+
 /* The message for a failed nvrtcCompileProgram: program, arch, the source
  * lines the log points at ("NAME(LINE): error ..."), then the log. */
 static gcc_status compile_error(nvrtcResult r, const char *source, const char *name, int sm,
@@ -165,19 +181,16 @@ static gcc_status compile_error(nvrtcResult r, const char *source, const char *n
   size_t nl = strlen(name);
   for (const char *p = log; p && *p && n_seen < 8;) {
     const char *eol = strchr(p, '\n');
-    if (strncmp(p, name, nl) == 0 && p[nl] == '(') {
-      char *end = NULL;
-      long ln = strtol(p + nl + 1, &end, 10);
-      if (end && *end == ')' && ln > 0) {
-        int dup = 0;
-        for (int i = 0; i < n_seen; i++)
-          dup |= seen[i] == ln;
-        if (!dup) {
-          if (n_seen == 0)
-            msg_add(&m, "source lines the log points at:\n");
-          seen[n_seen++] = ln;
-          add_source_line(&m, source, ln);
-        }
+    long ln = log_line_number(p, name, nl);
+    if (ln > 0) {
+      int dup = 0;
+      for (int i = 0; i < n_seen; i++)
+        dup |= seen[i] == ln;
+      if (!dup) {
+        if (n_seen == 0)
+          msg_add(&m, "source lines the log points at:\n");
+        seen[n_seen++] = ln;
+        add_source_line(&m, source, ln);
       }
     }
     p = eol ? eol + 1 : NULL;

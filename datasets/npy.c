@@ -1,5 +1,6 @@
 /* npy.c - float32 .npy arrays (datasets/npy.h). */
 #include "datasets/npy.h"
+#include "graph/util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -154,34 +155,10 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
 
 gcc_status gcc_npy_read_f32(const char *path, gcc_shape *shape, float **data, gcc_diag *d) {
   *data = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  uint8_t *buf = NULL;
-  size_t n = 0, cap = 0;
-  gcc_status st = GCC_OK;
-  for (;;) {
-    if (n == cap) {
-      size_t nc = cap ? 2 * cap : 1 << 16;
-      uint8_t *nb = realloc(buf, nc);
-      if (!nb) {
-        st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-        break;
-      }
-      buf = nb;
-      cap = nc;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) {
-      if (ferror(f))
-        st = gcc_diag_set(d, GCC_ERR_IO, "%s: read error", path);
-      break;
-    }
-  }
-  fclose(f);
-  if (st == GCC_OK)
-    st = gcc_npy_parse_f32(buf, n, path, shape, data, d);
+  uint8_t *buf;
+  size_t n;
+  GCC_TRY(gcc_read_file(path, 0, &buf, &n, d));
+  gcc_status st = gcc_npy_parse_f32(buf, n, path, shape, data, d);
   free(buf);
   return st;
 }

@@ -14,6 +14,7 @@
 #include "graph/loader.h"
 #include "deploy/bundle.pb-c.h"
 #include "deploy/bundle_internal.h"
+#include "graph/util.h"
 
 /* ---- SHA-256 --------------------------------------------------------------- */
 
@@ -571,35 +572,10 @@ gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *sourc
 
 gcc_status gcc_bundle_read(const char *path, gcc_bundle **out, gcc_diag *d) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  uint8_t *buf = NULL;
-  size_t n = 0, cap = 0;
-  gcc_status st = GCC_OK;
-  for (;;) {
-    if (n == cap) {
-      size_t nc = cap ? 2 * cap : 1 << 20;
-      uint8_t *nb = realloc(buf, nc);
-      if (!nb) {
-        st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory reading the bundle",
-                          path);
-        break;
-      }
-      buf = nb;
-      cap = nc;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) {
-      if (ferror(f))
-        st = gcc_diag_set(d, GCC_ERR_IO, "%s: read error: %s", path, strerror(errno));
-      break;
-    }
-  }
-  fclose(f);
-  if (st == GCC_OK)
-    st = gcc_bundle_parse(buf, n, path, out, d);
+  uint8_t *buf;
+  size_t n;
+  GCC_TRY(gcc_read_file(path, 0, &buf, &n, d));
+  gcc_status st = gcc_bundle_parse(buf, n, path, out, d);
   free(buf);
   return st;
 }

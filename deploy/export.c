@@ -18,6 +18,7 @@
 #include "runtime/device.h"
 #include "runtime/compile.h"
 #include "runtime/placement_report.h"
+#include "graph/util.h"
 
 /* ---- the inference graph ---------------------------------------------------- */
 
@@ -161,14 +162,22 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
   if (!*p)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--export-batch-sizes: empty list");
   for (;;) {
-    char *end;
     if (*p < '0' || *p > '9')
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                           "--export-batch-sizes '%s': expected a comma-separated list of "
                           "batch sizes like 1,1000",
                           list);
-    long long v = strtoll(p, &end, 10);
-    if (v < 1 || v > INT32_MAX || (*end && *end != ','))
+    const char *end = strchr(p, ',');
+    if (!end)
+      end = p + strlen(p);
+    char entry[32];
+    int64_t v = 0;
+    int fits = (size_t)(end - p) < sizeof entry;
+    if (fits) {
+      memcpy(entry, p, (size_t)(end - p));
+      entry[end - p] = '\0';
+    }
+    if (!fits || !gcc_parse_i64(entry, 1, INT32_MAX, &v))
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                           "--export-batch-sizes '%s': each batch size must be an integer in "
                           "[1, 2^31)",
@@ -176,7 +185,7 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
     for (int i = 0; i < o->n_batch_sizes; i++)
       if (o->batch_sizes[i] == v)
         return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                            "--export-batch-sizes: %lld is listed twice", v);
+                            "--export-batch-sizes: %lld is listed twice", (long long)v);
     if (o->n_batch_sizes == GCC_BUNDLE_MAX_BATCHES)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                           "--export-batch-sizes: more than %d batch sizes",

@@ -202,6 +202,7 @@ static gcc_status plan_for(gccx_session *s, int64_t rows, gcc_plan **out, gcc_di
     cfg.sm = s->gpu.cc_major * 10 + s->gpu.cc_minor;
     cfg.sm_count = s->gpu.units;
     cfg.image = &image;
+    cfg.image_arch = img.arch;
   }
   GCC_TRY(gcc_plan_compile(gcc_bundle_graph(s->bundle->b), &o, &cfg, bind_weights, s,
                            &s->plans[slot].plan, d));

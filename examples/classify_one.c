@@ -16,6 +16,7 @@
 
 #include "datasets/dataset.h"
 #include "deploy/gcc_api.h"
+#include "graph/util.h"
 
 int main(int argc, char **argv) {
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY"); /* bazel run */
@@ -25,9 +26,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: classify_one BUNDLE.gccx IMAGES.idx[.gz] INDEX\n");
     return 2;
   }
-  char *end;
-  long long index = strtoll(argv[3], &end, 10);
-  if (*end || end == argv[3] || index < 0) {
+  int64_t index;
+  if (!gcc_parse_i64(argv[3], 0, INT64_MAX, &index)) {
     fprintf(stderr, "classify_one: INDEX '%s' is not an integer >= 0\n", argv[3]);
     return 2;
   }
@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
   }
   if (index >= dims[0]) {
     fprintf(stderr, "classify_one: %s has %" PRId64 " images; index %lld is out of range\n",
-            argv[2], dims[0], index);
+            argv[2], dims[0], (long long)index);
     free(images);
     return 1;
   }
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     for (int64_t j = 1; j < classes; j++)
       if (logits[j] > logits[best])
         best = j;
-    printf("image %lld: class %" PRId64 " (probability %.4f)\n", index, best,
+    printf("image %lld: class %" PRId64 " (probability %.4f)\n", (long long)index, best,
            (double)probs[best]);
     for (int64_t j = 0; j < classes; j++)
       printf("  %" PRId64 ": %.6f\n", j, (double)probs[j]);

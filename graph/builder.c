@@ -1,3 +1,8 @@
+/*
+ * builder.c - the model-building API (builder.h): values and nodes added
+ * by name, initializers drawn from the builder's seeded generator, the
+ * first error kept and reported by gcc_builder_finish.
+ */
 #include "graph/builder.h"
 
 #include <math.h>
@@ -7,6 +12,7 @@
 
 #include "graph/loader.h"
 #include "graph/ops.h"
+#include "graph/util.h"
 
 gcc_builder *gcc_builder_new(const char *name, uint64_t seed) {
   gcc_builder *b = calloc(1, sizeof *b);
@@ -222,25 +228,16 @@ void gcc_build_output(gcc_builder *b, int v) {
     fail(b, gcc_diag_set(&b->diag, GCC_ERR_OUT_OF_MEMORY, "out of memory"));
 }
 
-static char *dupstr(const char *s) {
-  if (!s)
-    return NULL;
-  char *r = malloc(strlen(s) + 1);
-  if (r)
-    strcpy(r, s);
-  return r;
-}
-
 void gcc_build_training(gcc_builder *b, const gcc_build_training_spec *t) {
   if (b->status != GCC_OK)
     return;
   gcc_training *tr = &b->g->training;
   tr->present = 1;
-  tr->loss = dupstr(t->loss);
-  tr->prediction = dupstr(t->prediction);
-  tr->input = dupstr(t->input);
-  tr->target = dupstr(t->target);
-  tr->dataset = dupstr(t->dataset);
+  tr->loss = gcc_strdup(t->loss);
+  tr->prediction = gcc_strdup(t->prediction);
+  tr->input = gcc_strdup(t->input);
+  tr->target = gcc_strdup(t->target);
+  tr->dataset = gcc_strdup(t->dataset);
   tr->opt = t->opt;
   tr->batch_size = t->batch_size;
   tr->epochs = t->epochs;

@@ -1,3 +1,8 @@
+/*
+ * ir.c - the Graph IR (ir.h): dtypes and shapes, growable value and node
+ * arrays, attributes, groups, linking, topological sort, batch binding,
+ * pruning, cloning and node descriptions for messages.
+ */
 #include "graph/ir.h"
 
 #include <inttypes.h>
@@ -6,16 +11,7 @@
 #include <string.h>
 
 #include "graph/ops.h"
-
-static char *dupstr(const char *s) {
-  if (!s)
-    return NULL;
-  size_t n = strlen(s) + 1;
-  char *r = malloc(n);
-  if (r)
-    memcpy(r, s, n);
-  return r;
-}
+#include "graph/util.h"
 
 /* ---- dtypes and shapes ------------------------------------------------- */
 
@@ -126,7 +122,7 @@ gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, int kind, int dev
   g->groups = ng;
   gcc_group *gr = &ng[g->n_groups];
   memset(gr, 0, sizeof *gr);
-  gr->name = dupstr(name);
+  gr->name = gcc_strdup(name);
   gr->nodes = malloc((size_t)(n > 0 ? n : 1) * sizeof *gr->nodes);
   if (!gr->name || !gr->nodes) {
     free(gr->name);
@@ -229,8 +225,8 @@ gcc_graph *gcc_graph_new(const char *name, const char *source) {
   if (!g)
     return NULL;
   g->names = calloc(1, sizeof *g->names);
-  g->name = dupstr(name ? name : "graph");
-  g->source = dupstr(source ? source : "<memory>");
+  g->name = gcc_strdup(name ? name : "graph");
+  g->source = gcc_strdup(source ? source : "<memory>");
   g->training.inline_inputs = g->training.inline_targets = -1;
   if (!g->names || !g->name || !g->source) {
     gcc_graph_free(g);
@@ -322,7 +318,7 @@ gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
   }
   gcc_value *v = &g->values[g->n_values];
   memset(v, 0, sizeof *v);
-  v->name = dupstr(name);
+  v->name = gcc_strdup(name);
   v->dtype = dt;
   v->shape = sh;
   v->kind = kind;
@@ -380,7 +376,7 @@ gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op, const int 
   n->op = op;
   n->device = -1;
   n->group = -1;
-  n->name = dupstr(name ? name : "");
+  n->name = gcc_strdup(name ? name : "");
   n->inputs = malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof(int));
   n->outputs = malloc((size_t)(n_outputs ? n_outputs : 1) * sizeof(int));
   if (!n->name || !n->inputs || !n->outputs) {
@@ -410,7 +406,7 @@ static gcc_attr *attr_slot(gcc_graph *g, int node, const char *name) {
     if (strcmp(n->attrs[k].name, name) == 0) {
       attr_free(&n->attrs[k]);
       memset(&n->attrs[k], 0, sizeof n->attrs[k]);
-      n->attrs[k].name = dupstr(name);
+      n->attrs[k].name = gcc_strdup(name);
       return n->attrs[k].name ? &n->attrs[k] : NULL;
     }
   gcc_attr *na = realloc(n->attrs, (size_t)(n->n_attrs + 1) * sizeof *na);
@@ -419,7 +415,7 @@ static gcc_attr *attr_slot(gcc_graph *g, int node, const char *name) {
   n->attrs = na;
   gcc_attr *a = &n->attrs[n->n_attrs];
   memset(a, 0, sizeof *a);
-  a->name = dupstr(name);
+  a->name = gcc_strdup(name);
   if (!a->name)
     return NULL;
   n->n_attrs++;
@@ -449,7 +445,7 @@ gcc_status gcc_node_set_string(gcc_graph *g, int node, const char *name, const c
   if (!a)
     return GCC_ERR_OUT_OF_MEMORY;
   a->type = GCC_ATTR_STRING;
-  a->s = dupstr(v);
+  a->s = gcc_strdup(v);
   return a->s ? GCC_OK : GCC_ERR_OUT_OF_MEMORY;
 }
 
@@ -712,8 +708,8 @@ gcc_status gcc_graph_prune(gcc_graph *g, const int *keep, int n_keep, gcc_diag *
 
 static gcc_status attr_copy(gcc_attr *dst, const gcc_attr *src) {
   *dst = *src;
-  dst->name = dupstr(src->name);
-  dst->s = src->s ? dupstr(src->s) : NULL;
+  dst->name = gcc_strdup(src->name);
+  dst->s = src->s ? gcc_strdup(src->s) : NULL;
   dst->ints = NULL;
   dst->floats = NULL;
   if (src->ints) {
@@ -758,7 +754,7 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
     cn->phase = n->phase;
     cn->device = n->device;
     cn->reason = n->reason;
-    cn->pin = n->pin ? dupstr(n->pin) : NULL;
+    cn->pin = n->pin ? gcc_strdup(n->pin) : NULL;
     cn->attrs = calloc((size_t)(n->n_attrs ? n->n_attrs : 1), sizeof *cn->attrs);
     cn->av = calloc((size_t)(n->n_av ? n->n_av : 1), sizeof *cn->av);
     if (!cn->attrs || !cn->av || (n->pin && !cn->pin)) {
@@ -781,12 +777,12 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
   if (s == GCC_OK) {
     const gcc_training *t = &g->training;
     c->training = *t;
-    c->training.loss = dupstr(t->loss);
-    c->training.prediction = dupstr(t->prediction);
-    c->training.input = dupstr(t->input);
-    c->training.target = dupstr(t->target);
-    c->training.dataset = dupstr(t->dataset);
-    c->producer = dupstr(g->producer);
+    c->training.loss = gcc_strdup(t->loss);
+    c->training.prediction = gcc_strdup(t->prediction);
+    c->training.input = gcc_strdup(t->input);
+    c->training.target = gcc_strdup(t->target);
+    c->training.dataset = gcc_strdup(t->dataset);
+    c->producer = gcc_strdup(g->producer);
     if ((t->loss && !c->training.loss) || (t->prediction && !c->training.prediction) ||
         (t->input && !c->training.input) || (t->target && !c->training.target) ||
         (t->dataset && !c->training.dataset) || (g->producer && !c->producer))

@@ -1,3 +1,9 @@
+/*
+ * loader.c - graph.proto models (loader.h): reading (protobuf-c, every
+ * field checked, errors naming the file and the node or value), writing
+ * (serialize, then an atomic temp-file, fsync and rename), and the atomic
+ * file writer the other layers use.
+ */
 #include "graph/loader.h"
 
 #include <errno.h>
@@ -14,19 +20,10 @@
 #include "graph/graph.pb-c.h"
 #include "graph/ops.h"
 #include "graph/outfile.h"
+#include "graph/util.h"
 
 #define INLINE_INPUTS_NAME "training.inline_data.inputs"
 #define INLINE_TARGETS_NAME "training.inline_data.targets"
-
-static char *dupstr(const char *s) {
-  if (!s)
-    return NULL;
-  size_t n = strlen(s) + 1;
-  char *r = malloc(n);
-  if (r)
-    memcpy(r, s, n);
-  return r;
-}
 
 /* ---- reading ---------------------------------------------------------- */
 
@@ -173,11 +170,11 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
   gcc_training *tr = &g->training;
   const char *src = g->source;
   tr->present = 1;
-  tr->loss = dupstr(t->loss && *t->loss ? t->loss : NULL);
-  tr->prediction = dupstr(t->prediction && *t->prediction ? t->prediction : NULL);
-  tr->input = dupstr(t->input && *t->input ? t->input : NULL);
-  tr->target = dupstr(t->target && *t->target ? t->target : NULL);
-  tr->dataset = dupstr(t->dataset && *t->dataset ? t->dataset : NULL);
+  tr->loss = gcc_strdup(t->loss && *t->loss ? t->loss : NULL);
+  tr->prediction = gcc_strdup(t->prediction && *t->prediction ? t->prediction : NULL);
+  tr->input = gcc_strdup(t->input && *t->input ? t->input : NULL);
+  tr->target = gcc_strdup(t->target && *t->target ? t->target : NULL);
+  tr->dataset = gcc_strdup(t->dataset && *t->dataset ? t->dataset : NULL);
   GCC_TRY(need_value(g, "loss", tr->loss, d));
   GCC_TRY(need_value(g, "prediction", tr->prediction, d));
   GCC_TRY(need_value(g, "input", tr->input, d));
@@ -277,7 +274,7 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
                           src);
   }
   if (!tr->dataset)
-    tr->dataset = dupstr(tr->inline_inputs >= 0 ? "inline" : "mnist");
+    tr->dataset = gcc_strdup(tr->inline_inputs >= 0 ? "inline" : "mnist");
   return GCC_OK;
 }
 
@@ -309,7 +306,7 @@ static gcc_status check_unique_node_names(const gcc_graph *g, gcc_diag *d) {
 static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
   const char *src = g->source;
   const Gcc__Graph *pg = m->graph;
-  g->producer = dupstr(m->producer);
+  g->producer = gcc_strdup(m->producer);
   for (size_t i = 0; i < pg->n_initializers; i++) {
     const Gcc__Tensor *t = pg->initializers[i];
     char what[64];
@@ -368,7 +365,7 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     }
     int node;
     GCC_TRY(gcc_graph_add_node(g, nn, op, NULL, 0, outs, (int)pn->n_outputs, &node, d));
-    if (pn->device && *pn->device && !(g->nodes[node].pin = dupstr(pn->device)))
+    if (pn->device && *pn->device && !(g->nodes[node].pin = gcc_strdup(pn->device)))
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t k = 0; k < pn->n_attributes; k++)
       GCC_TRY(read_attr(g, node, pn->attributes[k], d));
@@ -531,28 +528,9 @@ gcc_status gcc_model_parse(const uint8_t *bytes, size_t size, const char *source
 
 gcc_status gcc_model_load(const char *path, gcc_graph **out, gcc_diag *d) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: not a regular file", path);
-  }
-  size_t size = (size_t)st.st_size;
-  uint8_t *buf = malloc(size ? size : 1);
-  if (!buf) {
-    fclose(f);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory reading %zu bytes", path,
-                        size);
-  }
-  size_t got = fread(buf, 1, size, f);
-  int err = ferror(f);
-  fclose(f);
-  if (got != size || err) {
-    free(buf);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: read error", path);
-  }
+  uint8_t *buf;
+  size_t size;
+  GCC_TRY(gcc_read_file(path, 0, &buf, &size, d));
   gcc_status s = gcc_model_parse(buf, size, path, out, d);
   free(buf);
   return s;

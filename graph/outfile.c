@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "graph/util.h"
+
 /* ---- the temporaries a signal handler may have to remove -------------- */
 
 #define MAX_LIVE 16
@@ -51,19 +53,12 @@ void gcc_outfile_cleanup_signal_safe(void) {
 
 /* ---- paths ------------------------------------------------------------- */
 
-static char *dup_str(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *r = malloc(n);
-  if (r)
-    memcpy(r, s, n);
-  return r;
-}
 
 /* `path` with every symbolic link of its last component followed (a
  * dangling link gives the path it points to); NULL with *err set on a loop,
  * an unreadable link or no memory. */
 static char *resolve(const char *path, int *err) {
-  char *cur = dup_str(path);
+  char *cur = gcc_strdup(path);
   for (int hops = 0; cur && hops < 40; hops++) {
     struct stat st;
     if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
@@ -79,7 +74,7 @@ static char *resolve(const char *path, int *err) {
     const char *slash = strrchr(cur, '/');
     char *next;
     if (buf[0] == '/' || !slash) {
-      next = dup_str(buf);
+      next = gcc_strdup(buf);
     } else { /* relative to the link's directory */
       size_t dl = (size_t)(slash - cur) + 1;
       next = malloc(dl + (size_t)n + 1);
@@ -104,9 +99,9 @@ static char *resolve(const char *path, int *err) {
 static char *dir_of(const char *path) {
   const char *slash = strrchr(path, '/');
   if (!slash)
-    return dup_str(".");
+    return gcc_strdup(".");
   if (slash == path)
-    return dup_str("/");
+    return gcc_strdup("/");
   char *r = malloc((size_t)(slash - path) + 1);
   if (r) {
     memcpy(r, path, (size_t)(slash - path));

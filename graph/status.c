@@ -1,3 +1,7 @@
+/*
+ * status.c - diagnostics (status.h): setting and prefixing messages, and
+ * the stable names of statuses.
+ */
 #include "graph/status.h"
 
 #include <stdarg.h>

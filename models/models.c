@@ -1,3 +1,8 @@
+/*
+ * models.c - the reference models built in code (models.h): the MNIST MLP,
+ * a linear regression, and the CIFAR-10 / MNIST CNN of the PyTorch
+ * tutorials, with their training specs.
+ */
 #include "models/models.h"
 
 #include <math.h>

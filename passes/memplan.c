@@ -1,3 +1,8 @@
+/*
+ * memplan.c - per-device step-arena planning (memplan.h): lifetimes over
+ * the schedule, views sharing their root's storage, node workspaces, and a
+ * greedy-by-size best-fit placement of the intervals.
+ */
 #include "passes/memplan.h"
 
 #include <stdlib.h>

@@ -14,6 +14,7 @@
 
 #include "graph/ops.h"
 #include "passes/passes.h"
+#include "graph/util.h"
 
 const char *gcc_placement_reason_name(int reason) {
   static const char *const names[] = {
@@ -34,12 +35,9 @@ static int parse_pin(const char *s) {
     return GCC_DEV_CPU;
   if (strcmp(s, "cuda") == 0)
     return GCC_DEV_CUDA(0);
-  if (strncmp(s, "cuda:", 5) == 0 && s[5]) {
-    char *end;
-    long n = strtol(s + 5, &end, 10);
-    if (*end == '\0' && n >= 0 && n < 4096)
-      return GCC_DEV_CUDA((int)n);
-  }
+  int64_t n;
+  if (strncmp(s, "cuda:", 5) == 0 && s[5] && gcc_parse_i64(s + 5, 0, 4095, &n))
+    return GCC_DEV_CUDA((int)n);
   return -1;
 }
 

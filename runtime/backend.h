@@ -59,17 +59,38 @@ enum {
   GCC_EVENT_READBACK = 4,    /* the read-back ring is on the host */
 };
 
+/* What the runner knows about one cuBLASLt matmul's operands when it
+ * prepares it (gemm_prepare): the epilogue's device pointers, fixed for the
+ * plan's life, and the alignment of every matrix operand (bytes, a power of
+ * two <= 256: gcc_lt_alignment of every address the operand takes, both
+ * input slots included). */
+typedef struct gcc_gemm_operands {
+  void *bias;  /* BIAS variants: the bias; BGRAD variants: the bias gradient; else NULL */
+  void *aux;   /* RELU_AUX_BIAS / DRELU*: the ReLU bit-mask; else NULL */
+  unsigned align_a, align_b, align_c, align_d;
+} gcc_gemm_operands;
+
 /* A device, as the plan runner sees it. Every function returns GCC_OK or
  * an error with a message naming the call (the CUDA backend: the CUDA,
  * cuBLAS or cuDNN call, its error string, file and line). Asynchronous
  * operations are ordered on `stream`; host pointers given to copies are
  * pinned (host_alloc) unless stated. A backend that cannot do something
  * (the CPU launches no generated kernels) returns GCC_ERR_UNSUPPORTED
- * naming it; the runner only asks what supports_op and the lowering allow. */
+ * naming it; the runner only asks what supports_op and the lowering allow.
+ *
+ * Ownership: whatever a plan prepares on the backend (loaded kernels,
+ * prepared GEMMs, captured CUDA Graphs) is returned to the plan as a handle
+ * and released by the plan (gcc_plan_free), graphs first, before the
+ * memory they refer to is freed and the kernels they launch are unloaded.
+ * The backend keeps nothing that points into a plan's memory. */
 typedef struct gcc_device_backend {
   void *self;
   /* "cpu", "cuda", "host-emulation": for messages */
   const char *name;
+  /* A CUDA device's compute capability, 10 * major + minor (90: an H100);
+   * the runner chooses the kernel image (cubin or PTX) by it. 0 for the
+   * CPU. */
+  int arch;
   /* Device memory, at least 256-byte aligned. */
   gcc_status (*alloc)(void *self, size_t bytes, void **out, gcc_diag *d);
   void (*release)(void *self, void *p);
@@ -81,35 +102,58 @@ typedef struct gcc_device_backend {
   gcc_status (*copy)(void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
                      int stream, gcc_diag *d);
   gcc_status (*memset)(void *self, void *dst, int byte, size_t bytes, int stream, gcc_diag *d);
-  /* Loads a plan's kernels (NVRTC output `image`: cubin, else PTX) and
-   * returns one handle per kernel of `ks` in kernels[]. */
+  /* Loads a plan's kernels from `image`, which holds exactly one image: a
+   * cubin for sm_`image_arch` or PTX for compute_`image_arch` (the runner
+   * chose it by `arch` and the CUDA binary compatibility rules), and
+   * returns one handle per kernel of `ks` in kernels[]. Every kernel is on
+   * the device when this returns: under lazy module loading an image the
+   * device cannot run would otherwise only fail at its first launch. */
   gcc_status (*load)(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *image,
-                     void **module, void **kernels, gcc_diag *d);
+                     int image_arch, void **module, void **kernels, gcc_diag *d);
   void (*unload)(void *self, void *module);
   /* Launches kernel `k` (grid k->grid_dim, block k->block_dim) on the
    * compute stream; args[i] points at argument i (cudaLaunchKernel). */
   gcc_status (*launch)(void *self, void *kernel, const gcc_kernel_info *k, void **args,
                        gcc_diag *d);
-  /* One column-major matmul on the compute stream (gemm_map.h): D =
-   * epilogue(alpha op(A) op(B) + beta C); bias and aux as the epilogue
-   * needs them, else NULL. */
-  gcc_status (*gemm)(void *self, const gcc_colmajor_gemm *g, const void *a, const void *b,
-                     const void *c, void *dst, void *bias, void *aux, gcc_diag *d);
-  /* Runs node `node` of `g`, whose op is lowered to a library on the
-   * device (GCC_CUDA_CUDNN: convolutions and poolings, forward and
-   * backward), on the compute stream; in[k] / out[k] are the device
-   * addresses of its inputs and outputs (NULL for an omitted input). */
+  /* Prepares the column-major matmul `g` (gemm_map.h) for the operands
+   * `ops` describes, once, when the plan is built: cuBLASLt's heuristic is
+   * asked with the real bias and aux pointers set and the operands' real
+   * alignments as its minimum alignments. *out: a handle for gemm(),
+   * released with gemm_release. GCC_ERR_UNSUPPORTED when the heuristic
+   * offers no algorithm (the runner then falls back to a plain GEMM and a
+   * generated kernel for the epilogue's work). */
+  gcc_status (*gemm_prepare)(void *self, const gcc_colmajor_gemm *g, const gcc_gemm_operands *ops,
+                             void **out, gcc_diag *d);
+  /* D = epilogue(alpha op(A) op(B) + beta C) on the compute stream, with the
+   * prepared matmul (its bias and aux pointers); every operand at least as
+   * aligned as prepared. */
+  gcc_status (*gemm)(void *self, void *prepared, const void *a, const void *b, const void *c,
+                     void *dst, gcc_diag *d);
+  void (*gemm_release)(void *self, void *prepared);
+  /* Prepares node `node` of `g`, whose op is lowered to a library on the
+   * device (GCC_LOWER_LIBRARY: convolutions and poolings, forward and
+   * backward), when the plan is built, never under capture: chooses its
+   * algorithms and returns in *workspace_bytes the device workspace its
+   * run needs (the plan owns that workspace). */
+  gcc_status (*library_prepare)(void *self, const gcc_graph *g, int node,
+                                size_t *workspace_bytes, gcc_diag *d);
+  /* Runs prepared node `node` on the compute stream; in[k] / out[k] are the
+   * device addresses of its inputs and outputs (NULL for an omitted
+   * input); `workspace` holds at least the bytes library_prepare asked for. */
   gcc_status (*library_op)(void *self, const gcc_graph *g, int node, void *const *in,
-                           void *const *out, gcc_diag *d);
+                           void *const *out, void *workspace, size_t workspace_bytes,
+                           gcc_diag *d);
   gcc_status (*event_record)(void *self, int event, int stream, gcc_diag *d);
   gcc_status (*stream_wait)(void *self, int stream, int event, gcc_diag *d);
   gcc_status (*event_sync)(void *self, int event, gcc_diag *d);
   gcc_status (*sync)(void *self, gcc_diag *d); /* both streams */
   /* CUDA Graphs: capture the compute stream's work between begin and end
-   * into graph `slot`; replay it. */
+   * into an executable graph (*graph, owned by the caller: graph_destroy);
+   * replay it on the compute stream. */
   gcc_status (*capture_begin)(void *self, gcc_diag *d);
-  gcc_status (*capture_end)(void *self, int slot, gcc_diag *d);
-  gcc_status (*graph_launch)(void *self, int slot, gcc_diag *d);
+  gcc_status (*capture_end)(void *self, void **graph, gcc_diag *d);
+  gcc_status (*graph_launch)(void *self, void *graph, gcc_diag *d);
+  void (*graph_destroy)(void *self, void *graph);
   /* 1 if the device runs op `op` (graph/ops.h) at all: the CPU from its op
    * table (runtime/cpu/cpu_ops.c), a CUDA device from codegen's lowering
    * (codegen/lowering.h). Placement asks the same question

@@ -16,6 +16,7 @@
 
 #include "graph/loader.h"
 #include "graph/outfile.h"
+#include "graph/util.h"
 
 enum { HEADER = 56, TRAILER = 32 };
 static const uint8_t kMagic[8] = {'G', 'C', 'C', 'K', '\r', '\n', 0x1a, '\n'};
@@ -192,33 +193,17 @@ void gcc_checkpoint_free(gcc_checkpoint *c) {
 
 gcc_status gcc_checkpoint_read(const char *path, gcc_checkpoint *out, gcc_diag *d) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return gcc_diag_set(d, GCC_ERR_IO, "checkpoint %s: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return gcc_diag_set(d, GCC_ERR_IO, "checkpoint %s: not a regular file", path);
-  }
-  size_t size = (size_t)st.st_size;
+  uint8_t *b;
+  size_t size;
+  GCC_TRY(gcc_read_file(path, 0, &b, &size, d)); /* regular files only */
   if (size < HEADER + TRAILER) {
-    fclose(f);
+    free(b);
     return gcc_diag_set(d, GCC_ERR_PARSE, "checkpoint %s: truncated (%zu bytes)", path, size);
   }
-  uint8_t *b = malloc(size);
-  if (!b) {
-    fclose(f);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "checkpoint %s: out of memory (%zu bytes)",
-                        path, size);
-  }
-  size_t got = fread(b, 1, size, f);
-  fclose(f);
   gcc_status s = GCC_OK;
   uint8_t sum[32];
   uint64_t msize = get_u64(b + 40), asize = get_u64(b + 48);
-  if (got != size)
-    s = gcc_diag_set(d, GCC_ERR_IO, "checkpoint %s: read %zu of %zu bytes", path, got, size);
-  else if (memcmp(b, kMagic, 8) != 0)
+  if (memcmp(b, kMagic, 8) != 0)
     s = gcc_diag_set(d, GCC_ERR_PARSE, "checkpoint %s: not a gcc-train checkpoint (bad magic)",
                      path);
   else if (b[8] != GCC_CHECKPOINT_VERSION || b[9] || b[10] || b[11])
@@ -239,13 +224,12 @@ gcc_status gcc_checkpoint_read(const char *path, gcc_checkpoint *out, gcc_diag *
   }
   if (s == GCC_OK) {
     out->arena = malloc(asize ? (size_t)asize : 1);
-    out->path = malloc(strlen(path) + 1);
+    out->path = gcc_strdup(path);
     if (!out->arena || !out->path)
       s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "checkpoint %s: out of memory", path);
     else {
       memcpy(out->arena, b + HEADER + msize, (size_t)asize);
       out->arena_size = (size_t)asize;
-      strcpy(out->path, path);
     }
   }
   free(b);

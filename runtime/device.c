@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "graph/ir.h"
+#include "graph/util.h"
 
 gcc_status gcc_device_parse(const char *s, gcc_device *out, gcc_diag *d) {
   out->index = 0;
@@ -29,14 +30,12 @@ gcc_status gcc_device_parse(const char *s, gcc_device *out, gcc_diag *d) {
     out->kind = GCC_DEVICE_CUDA;
     return GCC_OK;
   }
-  if (strncmp(s, "cuda:", 5) == 0 && s[5] >= '0' && s[5] <= '9') {
-    char *end;
-    long n = strtol(s + 5, &end, 10);
-    if (*end == '\0' && n >= 0 && n < 4096) {
-      out->kind = GCC_DEVICE_CUDA;
-      out->index = (int)n;
-      return GCC_OK;
-    }
+  int64_t n;
+  if (strncmp(s, "cuda:", 5) == 0 && s[5] >= '0' && s[5] <= '9' &&
+      gcc_parse_i64(s + 5, 0, 4095, &n)) {
+    out->kind = GCC_DEVICE_CUDA;
+    out->index = (int)n;
+    return GCC_OK;
   }
   return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                       "--device '%s': not a device (use cpu, cuda, cuda:N or auto)", s);

@@ -1,3 +1,8 @@
+/*
+ * placement_report.c - the --dump-placement report (placement_report.h):
+ * built once as JSON (jansson), then printed as JSON, text or Graphviz DOT
+ * from the same data.
+ */
 #include "runtime/placement_report.h"
 
 #include <inttypes.h>

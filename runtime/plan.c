@@ -18,13 +18,22 @@
 
 #define DALIGN 256
 
-typedef enum op_kind { OP_KERNEL, OP_GEMM, OP_COPY, OP_NODE, OP_CLEAR_BAD_LABEL, OP_LIBRARY } op_kind;
+typedef enum op_kind {
+  OP_KERNEL,
+  OP_GEMM,
+  OP_COPY,
+  OP_NODE,
+  OP_CLEAR_BAD_LABEL,
+  OP_LIBRARY,
+  OP_EPILOGUE, /* a generated kernel doing a refused cuBLASLt epilogue's work */
+} op_kind;
 
 typedef struct op {
   op_kind kind;
-  int kernel;               /* OP_KERNEL: index in ks */
+  int kernel;               /* OP_KERNEL: index in ks; OP_EPILOGUE: in epi_ks */
   int group;                /* OP_KERNEL / OP_GEMM */
-  gcc_colmajor_gemm gemm;   /* OP_GEMM */
+  gcc_colmajor_gemm gemm;   /* OP_GEMM (as issued); OP_EPILOGUE: the group's full matmul */
+  void *prepared;           /* OP_GEMM: the backend's prepared matmul (gemm_release) */
   int src, dst;             /* OP_COPY: values */
   size_t bytes;
   gcc_copy_kind ck;
@@ -95,7 +104,13 @@ struct gcc_plan {
   gcc_diag run_diag;
   int has_cpu_nodes, varying_args, has_loss_kernel;
   int64_t uses[2], replays;
-  int captured[2];
+  void *graph[2];      /* per input slot: the captured step (graph_destroy), or NULL */
+  int failed;          /* a step failed after its inputs were staged: never run again */
+  char fail_msg[400];
+  size_t off_ws, ws_bytes; /* the library calls' workspace in the plan's allocation */
+  gcc_kernel_set epi_ks;   /* generated epilogues of GEMMs cuBLASLt refused */
+  void *epi_module, **epi_kernels;
+  int n_fallbacks;
   char graph_note[256];
   int launches, copies;
   size_t *slot_off, *const_off; /* layout scratch (freed with the plan) */
@@ -305,13 +320,170 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
                                 GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN / 4);
     GCC_TRY(add_op(p, &o, d));
   }
+  return GCC_OK;
+}
+
+static void count_work(gcc_plan *p) {
+  p->launches = p->copies = 0;
   for (int i = 0; i < p->n_ops; i++) {
     p->launches += p->ops[i].kind == OP_KERNEL || p->ops[i].kind == OP_GEMM ||
-                   p->ops[i].kind == OP_LIBRARY;
+                   p->ops[i].kind == OP_LIBRARY || p->ops[i].kind == OP_EPILOGUE;
     p->copies += p->ops[i].kind == OP_COPY;
   }
   p->copies += p->n_inputs + p->n_rb;
-  return GCC_OK;
+}
+
+static void *ptr_of(const gcc_plan *p, int v, int slot);
+static gcc_status compile_and_load(gcc_plan *p, const gcc_kernel_set *ks, const char *prog,
+                                   void **module, void **kernels, gcc_diag *d);
+
+/* The alignment cuBLASLt may assume for value `v`: the least over the
+ * addresses it takes (an input copy has one per slot). */
+static unsigned operand_alignment(const gcc_plan *p, int v) {
+  if (v < 0)
+    return 256;
+  unsigned a0 = gcc_lt_alignment(ptr_of(p, v, 0)), a1 = gcc_lt_alignment(ptr_of(p, v, 1));
+  return a0 < a1 ? a0 : a1;
+}
+
+static int lives_in_slot(const gcc_plan *p, int v) { return v >= 0 && p->slot_of[v] >= 0; }
+
+/* What the runner tells gemm_prepare about matmul `m`'s operands. */
+static gcc_gemm_operands operands_of(const gcc_plan *p, const gcc_colmajor_gemm *m) {
+  gcc_gemm_operands o = {0};
+  o.bias = m->bias_value >= 0 ? ptr_of(p, m->bias_value, 0) : NULL;
+  o.aux = m->aux_group >= 0 ? (char *)p->dev + p->aux_off[m->aux_group] : NULL;
+  o.align_a = operand_alignment(p, m->a_value);
+  o.align_b = operand_alignment(p, m->b_value);
+  o.align_c = operand_alignment(p, m->c_value);
+  o.align_d = operand_alignment(p, m->d_value);
+  return o;
+}
+
+/* Prepares every GEMM of the plan on the backend with its real operands
+ * (gemm_prepare). A GEMM whose epilogue cuBLASLt offers no algorithm for
+ * (GCC_ERR_UNSUPPORTED), or whose epilogue pointer would change with the
+ * input slot, runs as the plain GEMM followed by a generated kernel doing
+ * the epilogue's work (gcc_codegen_gemm_epilogues), compiled and loaded
+ * here. A ReLU bit-mask is then written and read by generated kernels
+ * only: when one GEMM of a mask (the forward RELU_AUX_BIAS, a backward
+ * DRELU) falls back, so do the others of that mask. */
+static gcc_status prepare_gemms(gcc_plan *p, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  int n_gemm = 0;
+  for (int i = 0; i < p->n_ops; i++)
+    n_gemm += p->ops[i].kind == OP_GEMM;
+  if (n_gemm == 0)
+    return GCC_OK;
+  op *ops = calloc((size_t)(p->n_ops + n_gemm), sizeof *ops);
+  gcc_epilogue_work *work = calloc((size_t)n_gemm, sizeof *work);
+  char *refused = calloc((size_t)p->n_ops, 1);
+  char *mask_refused = calloc((size_t)(g->n_groups ? g->n_groups : 1), 1);
+  char (*why)[sizeof ((gcc_diag *)0)->msg] = calloc((size_t)p->n_ops, sizeof *why);
+  gcc_status st = GCC_OK;
+  if (!ops || !work || !refused || !mask_refused || !why)
+    st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  /* 1. every GEMM with its epilogue */
+  for (int i = 0; i < p->n_ops && st == GCC_OK; i++) {
+    op *o = &p->ops[i];
+    if (o->kind != OP_GEMM)
+      continue;
+    gcc_gemm_operands ops_of = operands_of(p, &o->gemm);
+    gcc_status ps = GCC_ERR_UNSUPPORTED;
+    gcc_diag w = {0};
+    if (lives_in_slot(p, o->gemm.bias_value))
+      snprintf(w.msg, sizeof w.msg, "its bias changes with the input slot");
+    else
+      ps = p->be.gemm_prepare(p->be.self, &o->gemm, &ops_of, &o->prepared, &w);
+    if (ps == GCC_OK)
+      continue;
+    if (ps != GCC_ERR_UNSUPPORTED || o->gemm.epilogue == GCC_EPI_DEFAULT) {
+      if (d)
+        *d = w;
+      gcc_diag_prefix(d, "%s: GEMM group '%s': ", g->source, g->groups[o->gemm.group].name);
+      st = ps;
+      break;
+    }
+    refused[i] = 1;
+    memcpy(why[i], w.msg, sizeof why[i]);
+    if (o->gemm.aux_group >= 0)
+      mask_refused[o->gemm.aux_group] = 1;
+  }
+  /* 2. the other GEMMs of a refused GEMM's bit-mask */
+  for (int i = 0; i < p->n_ops && st == GCC_OK; i++) {
+    op *o = &p->ops[i];
+    if (o->kind != OP_GEMM || refused[i] || o->gemm.aux_group < 0 ||
+        !mask_refused[o->gemm.aux_group])
+      continue;
+    p->be.gemm_release(p->be.self, o->prepared);
+    o->prepared = NULL;
+    refused[i] = 1;
+    snprintf(why[i], sizeof why[i], "its ReLU bit-mask is made by a generated kernel");
+  }
+  /* 3. the plain GEMM, then the epilogue's work in a generated kernel */
+  int n = 0, n_work = 0;
+  for (int i = 0; i < p->n_ops && st == GCC_OK; i++) {
+    ops[n++] = p->ops[i];
+    if (!refused[i])
+      continue;
+    op *o = &ops[n - 1];
+    const gcc_colmajor_gemm full = p->ops[i].gemm;
+    gcc_colmajor_gemm plain = full;
+    plain.epilogue = GCC_EPI_DEFAULT;
+    plain.bias_value = -1;
+    plain.aux_group = -1;
+    plain.aux_ld = 0;
+    plain.aux_bytes = 0;
+    gcc_gemm_operands plain_ops = operands_of(p, &plain);
+    st = p->be.gemm_prepare(p->be.self, &plain, &plain_ops, &o->prepared, d);
+    if (st != GCC_OK) {
+      gcc_diag_prefix(d, "%s: GEMM group '%s' (%s not offered: %s), the plain GEMM: ",
+                      g->source, g->groups[full.group].name, gcc_epilogue_name(full.epilogue),
+                      why[i]);
+      break;
+    }
+    p->ops[i].prepared = o->prepared; /* released from p->ops on failure */
+    o->gemm = plain;
+    gcc_epilogue_work *w = &work[n_work];
+    w->kind = (int)full.epilogue;
+    w->m = full.m;
+    w->n = full.n;
+    w->k = full.k;
+    w->ldd = full.ldd;
+    w->ldb = full.ldb;
+    w->aux_ld = full.aux_ld;
+    w->trans_b = full.trans_b;
+    op e = {.kind = OP_EPILOGUE, .kernel = n_work++, .group = full.group, .gemm = full};
+    ops[n++] = e;
+  }
+  if (st == GCC_OK) { /* the handles move to the new list */
+    free(p->ops);
+    p->ops = ops;
+    p->n_ops = n;
+    ops = NULL;
+    p->n_fallbacks = n_work;
+    if (n_work > 0) {
+      char dev[32];
+      st = gcc_codegen_gemm_epilogues(work, n_work, p->cfg.sm_count, &p->epi_ks, d);
+      if (st == GCC_OK && !(p->epi_kernels = calloc((size_t)n_work, sizeof *p->epi_kernels)))
+        st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+      if (st == GCC_OK && p->cfg.image)
+        st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: cuBLASLt offers no algorithm for %d GEMM epilogue(s) of this "
+                          "plan on %s, and the prebuilt kernel image has no kernels for their "
+                          "work (this program runs without NVRTC)",
+                          g->source, n_work, gcc_dev_name(p->device, dev, sizeof dev));
+      if (st == GCC_OK)
+        st = compile_and_load(p, &p->epi_ks, "gcc_epilogues.cu", &p->epi_module,
+                              p->epi_kernels, d);
+    }
+  }
+  free(ops);
+  free(work);
+  free(refused);
+  free(mask_refused);
+  free(why);
+  return st; /* on failure the prepared handles in p->ops go with the plan */
 }
 
 /* The values the host reads after a step that are computed on the host
@@ -383,6 +555,62 @@ static gcc_status compile_kernels(const gcc_plan *p, const char *source, const c
   return p->cfg.compile(p->cfg.compile_user, source, program, p->cfg.sm, out, d);
 }
 
+/* Chooses the image of `img` (a cubin for sm_`arch` and/or PTX for
+ * compute_`arch`) the device runs, by its compute capability and the CUDA
+ * binary compatibility rules (as gcc_kernel_image_select does for bundles:
+ * a cubin for sm_XY runs on a device of major X and minor >= Y; PTX for
+ * compute_XY on any device of arch >= XY), and loads only that one: under
+ * lazy module loading a cubin the device cannot run would load and fail
+ * only at its first launch. */
+static gcc_status load_image(gcc_plan *p, const gcc_kernel_set *ks, const gcc_nvrtc_output *img,
+                             int arch, void **module, void **kernels, gcc_diag *d) {
+  char dev[32];
+  gcc_dev_name(p->device, dev, sizeof dev);
+  if (p->be.arch <= 0)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                        "%s: the backend of %s reports no compute capability to choose the "
+                        "kernel image by",
+                        p->g->source, dev);
+  int has_cubin = img->cubin && img->cubin_size > 0, has_ptx = img->ptx && img->ptx_size > 0;
+  int dev_arch = p->be.arch;
+  int cubin_runs = has_cubin && arch / 10 == dev_arch / 10 && arch % 10 <= dev_arch % 10;
+  int ptx_runs = has_ptx && arch <= dev_arch;
+  if (!cubin_runs && !ptx_runs) {
+    char have[96] = "";
+    if (has_cubin)
+      snprintf(have, sizeof have, "a cubin for sm_%d", arch);
+    if (has_ptx)
+      snprintf(have + strlen(have), sizeof have - strlen(have), "%sPTX for compute_%d",
+               has_cubin ? " and " : "", arch);
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: the plan's kernels are %s; %s is sm_%d, which runs neither (a cubin "
+                        "runs on its major version with an equal or newer minor, PTX on its "
+                        "architecture or newer): compile them for sm_%d",
+                        p->g->source, has_cubin || has_ptx ? have : "no image", dev, p->be.arch,
+                        p->be.arch);
+  }
+  gcc_nvrtc_output one = {0};
+  if (cubin_runs) {
+    one.cubin = img->cubin;
+    one.cubin_size = img->cubin_size;
+  } else {
+    one.ptx = img->ptx;
+    one.ptx_size = img->ptx_size;
+  }
+  return p->be.load(p->be.self, ks, &one, arch, module, kernels, d);
+}
+
+/* The kernel compiler (cfg.compile) for cfg.sm, then load_image. */
+static gcc_status compile_and_load(gcc_plan *p, const gcc_kernel_set *ks, const char *prog,
+                                   void **module, void **kernels, gcc_diag *d) {
+  gcc_nvrtc_output img = {0};
+  gcc_status s = compile_kernels(p, ks->source, prog, &img, d);
+  if (s == GCC_OK)
+    s = load_image(p, ks, &img, p->cfg.sm, module, kernels, d);
+  gcc_nvrtc_output_free(&img);
+  return s;
+}
+
 static gcc_status load_kernels(gcc_plan *p, const gcc_plan_config *cfg, gcc_diag *d) {
   if (!p->has_be)
     return GCC_OK; /* the CPU runs no generated kernels */
@@ -393,15 +621,30 @@ static gcc_status load_kernels(gcc_plan *p, const gcc_plan_config *cfg, gcc_diag
   if (!p->kernels)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   if (cfg->image) /* prebuilt (an exported bundle): no NVRTC */
-    return p->be.load(p->be.self, &p->ks, cfg->image, &p->module, p->kernels, d);
-  gcc_nvrtc_output img = {0};
+    return load_image(p, &p->ks, cfg->image, cfg->image_arch > 0 ? cfg->image_arch : cfg->sm,
+                      &p->module, p->kernels, d);
   char prog[200];
   snprintf(prog, sizeof prog, "%s.cu", p->g->name && *p->g->name ? p->g->name : "gcc_kernels");
-  gcc_status s = compile_kernels(p, p->ks.source, prog, &img, d);
-  if (s == GCC_OK)
-    s = p->be.load(p->be.self, &p->ks, &img, &p->module, p->kernels, d);
-  gcc_nvrtc_output_free(&img);
-  return s;
+  return compile_and_load(p, &p->ks, prog, &p->module, p->kernels, d);
+}
+
+/* Every library call of the plan (cuDNN) chooses its algorithms now, and
+ * the plan's workspace is the largest any of them needs: it lives in the
+ * plan's allocation, so graphs captured from this plan never refer to a
+ * workspace someone else may free or move. */
+static gcc_status prepare_library(gcc_plan *p, gcc_diag *d) {
+  if (!p->has_be)
+    return GCC_OK;
+  const gcc_graph *g = p->g;
+  for (int gi = 0; gi < g->n_groups; gi++) {
+    const gcc_group *gr = &g->groups[gi];
+    if (gr->kind != GCC_GROUP_CUDNN || gr->device != p->device)
+      continue;
+    size_t ws = 0;
+    GCC_TRY(p->be.library_prepare(p->be.self, g, gr->nodes[0], &ws, d));
+    p->ws_bytes = ws > p->ws_bytes ? ws : p->ws_bytes;
+  }
+  return GCC_OK;
 }
 
 /* The plan's device allocation: arena | input slots | bit-masks | constants
@@ -453,11 +696,17 @@ static gcc_status layout_device(gcc_plan *p, gcc_diag *d) {
   off += DALIGN;
   p->off_ring = off;
   off += up(p->ring_stride * (size_t)p->ring);
+  p->off_ws = off;
+  off += up(p->ws_bytes);
   p->dev_bytes = off;
   gcc_status s = p->be.alloc(p->be.self, p->dev_bytes, &p->dev, d);
   if (s == GCC_ERR_OUT_OF_MEMORY || (s != GCC_OK && !p->dev)) {
-    if (s == GCC_ERR_OUT_OF_MEMORY)
-      return oom(p, p->dev_bytes, "the plan's device arena", d);
+    if (s == GCC_ERR_OUT_OF_MEMORY) {
+      char what[160];
+      snprintf(what, sizeof what, "the plan's device arena (%zu bytes of it the cuDNN workspace)",
+               p->ws_bytes);
+      return oom(p, p->dev_bytes, p->ws_bytes ? what : "the plan's device arena", d);
+    }
     return s;
   }
   char *base = p->dev;
@@ -585,7 +834,7 @@ static gcc_status allocate_ring(gcc_plan *p, gcc_diag *d) {
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   if (p->has_be) {
     GCC_TRY(p->be.host_alloc(p->be.self, p->ring_stride * (size_t)p->ring, &p->ring_host, d));
-    memset(p->ring_host, 0xff, p->ring_stride * (size_t)p->ring);
+    memset(p->ring_host, GCC_BAD_LABEL_NONE_BYTE, p->ring_stride * (size_t)p->ring);
   }
   for (int e = 0; e < p->ring; e++)
     for (int k = 0; k < p->n_rb; k++) {
@@ -666,13 +915,19 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
   if (s == GCC_OK)
     s = ring_layout(p, d);
   if (s == GCC_OK)
+    s = prepare_library(p, d);
+  if (s == GCC_OK)
     s = load_kernels(p, cfg, d);
   if (s == GCC_OK)
     s = layout_and_allocate(p, bind, user, d);
   if (s == GCC_OK)
     s = build_ops(p, d);
   if (s == GCC_OK)
+    s = prepare_gemms(p, d);
+  if (s == GCC_OK) {
+    count_work(p);
     s = allocate_ring(p, d);
+  }
   if (s != GCC_OK) {
     gcc_plan_free(p);
     return s;
@@ -748,10 +1003,33 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
 
 static gcc_status issue_gemm(gcc_plan *p, const op *o, int slot, gcc_diag *d) {
   const gcc_colmajor_gemm *m = &o->gemm;
-  void *aux = m->aux_group >= 0 ? (char *)p->dev + p->aux_off[m->aux_group] : NULL;
-  return p->be.gemm(p->be.self, m, ptr_of(p, m->a_value, slot), ptr_of(p, m->b_value, slot),
-                    ptr_of(p, m->c_value, slot), ptr_of(p, m->d_value, slot),
-                    ptr_of(p, m->bias_value, slot), aux, d);
+  return p->be.gemm(p->be.self, o->prepared, ptr_of(p, m->a_value, slot),
+                    ptr_of(p, m->b_value, slot), ptr_of(p, m->c_value, slot),
+                    ptr_of(p, m->d_value, slot), d);
+}
+
+/* the generated kernel of a refused epilogue, its arguments by name */
+static gcc_status issue_epilogue(gcc_plan *p, const op *o, int slot, gcc_diag *d) {
+  const gcc_kernel_info *k = &p->epi_ks.kernels[o->kernel];
+  const gcc_colmajor_gemm *m = &o->gemm;
+  void *vals[5], *args[5];
+  if (k->n_args > 5)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s has %d arguments", k->name, k->n_args);
+  for (int a = 0; a < k->n_args; a++) {
+    const char *nm = k->args[a].name;
+    if (strcmp(nm, "d") == 0)
+      vals[a] = ptr_of(p, m->d_value, slot);
+    else if (strcmp(nm, "bias") == 0 || strcmp(nm, "bgrad") == 0)
+      vals[a] = ptr_of(p, m->bias_value, slot);
+    else if (strcmp(nm, "aux") == 0)
+      vals[a] = (char *)p->dev + p->aux_off[m->aux_group];
+    else if (strcmp(nm, "b") == 0)
+      vals[a] = ptr_of(p, m->b_value, slot);
+    else
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: unknown argument '%s'", k->name, nm);
+    args[a] = &vals[a];
+  }
+  return p->be.launch(p->be.self, p->epi_kernels[o->kernel], k, args, d);
 }
 
 /* The index of the first NaN or Inf of float32 value v, or -1. */
@@ -811,6 +1089,7 @@ static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
     switch (o->kind) {
     case OP_KERNEL: GCC_TRY(issue_kernel(p, o, slot, step, d)); break;
     case OP_GEMM: GCC_TRY(issue_gemm(p, o, slot, d)); break;
+    case OP_EPILOGUE: GCC_TRY(issue_epilogue(p, o, slot, d)); break;
     case OP_LIBRARY: {
       const gcc_node *n = &p->g->nodes[o->node];
       void *in[8] = {0}, *outp[4] = {0};
@@ -818,12 +1097,13 @@ static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
         in[k] = ptr_of(p, n->inputs[k], slot);
       for (int k = 0; k < n->n_outputs && k < 4; k++)
         outp[k] = ptr_of(p, n->outputs[k], slot);
-      GCC_TRY(p->be.library_op(p->be.self, p->g, o->node, in, outp, d));
+      GCC_TRY(p->be.library_op(p->be.self, p->g, o->node, in, outp,
+                               p->ws_bytes ? (char *)p->dev + p->off_ws : NULL, p->ws_bytes, d));
       break;
     }
     case OP_CLEAR_BAD_LABEL:
-      GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, 0xff, sizeof(int),
-                           GCC_STREAM_COMPUTE, d));
+      GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, GCC_BAD_LABEL_NONE_BYTE,
+                           sizeof(int), GCC_STREAM_COMPUTE, d));
       break;
     case OP_COPY:
       GCC_TRY(p->be.copy(p->be.self, ptr_of(p, o->dst, slot), ptr_of(p, o->src, slot), o->bytes,
@@ -878,7 +1158,7 @@ static gcc_status load_gather(gcc_plan *p, gcc_diag *d) {
   gcc_nvrtc_output img = {0};
   gcc_status s = compile_kernels(p, p->gather_ks.source, "gcc_gather.cu", &img, d);
   if (s == GCC_OK)
-    s = p->be.load(p->be.self, &p->gather_ks, &img, &p->gather_module, &p->gather_kernel, d);
+    s = load_image(p, &p->gather_ks, &img, p->cfg.sm, &p->gather_module, &p->gather_kernel, d);
   gcc_nvrtc_output_free(&img);
   return s;
 }
@@ -946,59 +1226,27 @@ static void copy_host_readbacks(gcc_plan *p, int entry) {
   }
 }
 
-gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
-  const gcc_graph *g = p->g;
-  int slot = (int)(p->uses[0] + p->uses[1]) % 2;
-  int entry = g->training.present && p->ring > 1 ? (int)(optimizer_step % p->ring) : 0;
-  GCC_TRY(check_host_inputs(p, d));
-  if (!p->has_be) { /* on the CPU: run the nodes, done */
-    GCC_TRY(issue_ops(p, 0, optimizer_step, d));
-    copy_host_readbacks(p, entry);
-    p->serial++;
-    p->entry_serial[entry] = p->serial;
-    p->fetched = p->serial;
-    return GCC_OK;
-  }
-  if (p->n_rb == 0 && p->n_inputs == 0 && p->n_ops == 0)
-    return GCC_OK;
-  /* 1. inputs: host -> pinned staging -> the slot, on the copy stream,
-   *    once the step that last read this slot is done */
-  if (p->uses[slot] > 0)
-    GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_STEP_DONE + slot, d));
-  int copied = 0;
-  for (int k = 0; k < p->n_inputs; k++) {
-    input_copy *ic = &p->inputs[k];
-    if (ic->gsrc) {
-      GCC_TRY(gather_input(p, ic, slot, d));
-      continue;
-    }
-    if (!ic->host)
-      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
-                          g->source, g->values[ic->src].name);
-    copied++;
-    memcpy(ic->staging[slot], ic->host, ic->bytes);
-    GCC_TRY(p->be.copy(p->be.self, ic->slot[slot], ic->staging[slot], ic->bytes, GCC_COPY_H2D,
-                       GCC_STREAM_COPY, d));
-  }
-  if (copied > 0) {
-    GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_INPUT_READY + slot, GCC_STREAM_COPY, d));
-    GCC_TRY(p->be.stream_wait(p->be.self, GCC_STREAM_COMPUTE, GCC_EVENT_INPUT_READY + slot, d));
-  }
-  /* 2. the step: replayed, captured or issued */
+/* The step's work on a device after its inputs were staged: the step
+ * (replayed, captured or issued), then the read-back copies. */
+static gcc_status issue_step(gcc_plan *p, int slot, int entry, int64_t optimizer_step,
+                             gcc_diag *d) {
   int can_graph = p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes;
-  if (can_graph && p->captured[slot]) {
-    GCC_TRY(p->be.graph_launch(p->be.self, slot, d));
+  if (can_graph && p->graph[slot]) {
+    GCC_TRY(p->be.graph_launch(p->be.self, p->graph[slot], d));
     p->replays++;
   } else if (can_graph && p->uses[slot] >= 1 && optimizer_step > 0) {
     /* warm: the first-step flag of SGD is 0 from here on */
     GCC_TRY(p->be.capture_begin(p->be.self, d));
     gcc_status s = issue_ops(p, slot, optimizer_step, d);
     gcc_diag ignore = {0};
-    gcc_status e = p->be.capture_end(p->be.self, slot, s == GCC_OK ? d : &ignore);
+    void *graph = NULL;
+    gcc_status e = p->be.capture_end(p->be.self, &graph, s == GCC_OK ? d : &ignore);
+    if ((s != GCC_OK || e != GCC_OK) && graph)
+      p->be.graph_destroy(p->be.self, graph);
     GCC_TRY(s);
     GCC_TRY(e);
-    p->captured[slot] = 1;
-    GCC_TRY(p->be.graph_launch(p->be.self, slot, d));
+    p->graph[slot] = graph;
+    GCC_TRY(p->be.graph_launch(p->be.self, graph, d));
     p->replays++;
   } else {
     GCC_TRY(issue_ops(p, slot, optimizer_step, d));
@@ -1006,8 +1254,8 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
   GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_STEP_DONE + slot, GCC_STREAM_COMPUTE, d));
   p->uses[slot]++;
   copy_host_readbacks(p, entry);
-  /* 3. the values read after the step go to the device ring entry (D2D):
-   *    the ring comes back D2H in one copy when the host reads it */
+  /* the values read after the step go to the device ring entry (D2D): the
+   * ring comes back D2H in one copy when the host reads it */
   p->serial++;
   p->entry_serial[entry] = p->serial;
   if (p->n_rb > 0 || p->has_loss_kernel) {
@@ -1020,6 +1268,71 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
                          sizeof(int), GCC_COPY_D2D, GCC_STREAM_COMPUTE, d));
   }
   return GCC_OK;
+}
+
+gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  if (!p->has_be) { /* on the CPU: run the nodes, done */
+    int entry = g->training.present && p->ring > 1 ? (int)(optimizer_step % p->ring) : 0;
+    GCC_TRY(check_host_inputs(p, d));
+    GCC_TRY(issue_ops(p, 0, optimizer_step, d));
+    copy_host_readbacks(p, entry);
+    p->serial++;
+    p->entry_serial[entry] = p->serial;
+    p->fetched = p->serial;
+    return GCC_OK;
+  }
+  if (p->failed)
+    return gcc_diag_set(d, GCC_ERR_DEVICE,
+                        "%s: this device plan failed at an earlier step (%s); it does not run "
+                        "again, because that step's input copies may still be in flight from "
+                        "its staging buffers",
+                        g->source, p->fail_msg);
+  int slot = (int)(p->uses[0] + p->uses[1]) % 2;
+  int entry = g->training.present && p->ring > 1 ? (int)(optimizer_step % p->ring) : 0;
+  GCC_TRY(check_host_inputs(p, d));
+  if (p->n_rb == 0 && p->n_inputs == 0 && p->n_ops == 0)
+    return GCC_OK;
+  /* 1. inputs: host -> pinned staging -> the slot, on the copy stream,
+   *    once the step that last read this slot (the plan's step i - 2) is
+   *    done: the host runs at most two steps ahead */
+  if (p->uses[slot] > 0)
+    GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_STEP_DONE + slot, d));
+  int copied = 0;
+  gcc_status st = GCC_OK;
+  for (int k = 0; k < p->n_inputs && st == GCC_OK; k++) {
+    input_copy *ic = &p->inputs[k];
+    if (ic->gsrc) {
+      st = gather_input(p, ic, slot, d);
+      continue;
+    }
+    if (!ic->host) {
+      st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
+                        g->source, g->values[ic->src].name);
+      if (copied == 0)
+        return st; /* nothing issued yet: the plan is intact */
+      break;
+    }
+    copied++;
+    memcpy(ic->staging[slot], ic->host, ic->bytes);
+    st = p->be.copy(p->be.self, ic->slot[slot], ic->staging[slot], ic->bytes, GCC_COPY_H2D,
+                    GCC_STREAM_COPY, d);
+  }
+  if (st == GCC_OK && copied > 0) {
+    st = p->be.event_record(p->be.self, GCC_EVENT_INPUT_READY + slot, GCC_STREAM_COPY, d);
+    if (st == GCC_OK)
+      st = p->be.stream_wait(p->be.self, GCC_STREAM_COMPUTE, GCC_EVENT_INPUT_READY + slot, d);
+  }
+  /* 2. the step and its read-back */
+  if (st == GCC_OK)
+    st = issue_step(p, slot, entry, optimizer_step, d);
+  if (st != GCC_OK) {
+    /* an H2D from this slot's staging may still be in flight, and the
+     * device may hold half a step: this plan is done */
+    p->failed = 1;
+    snprintf(p->fail_msg, sizeof p->fail_msg, "%s", d ? d->msg : "no message");
+  }
+  return st;
 }
 
 /* one D2H of the whole ring, then wait for it */
@@ -1044,9 +1357,9 @@ gcc_status gcc_plan_wait_readback(gcc_plan *p, int entry, gcc_diag *d) {
     GCC_TRY(fetch_ring(p, d));
   if (p->has_loss_kernel) {
     int *bad = (int *)((char *)p->ring_host + (size_t)entry * p->ring_stride + p->ring_stride - 64);
-    if (*bad != -1) {
+    if (*bad != GCC_BAD_LABEL_NONE) {
       int row = *bad;
-      *bad = -1;
+      *bad = GCC_BAD_LABEL_NONE;
       const char *loss = "the loss";
       for (int i = 0; i < p->g->n_nodes; i++)
         if (gcc_op(p->g->nodes[i].op)->flags & GCC_OPF_LOSS)
@@ -1163,6 +1476,8 @@ int gcc_plan_num_steps(const gcc_plan *p) { return p->n_ops; }
 int gcc_plan_launches(const gcc_plan *p) { return p->launches; }
 int gcc_plan_copies(const gcc_plan *p) { return p->copies; }
 size_t gcc_plan_device_bytes(const gcc_plan *p) { return p->dev_bytes; }
+size_t gcc_plan_workspace_bytes(const gcc_plan *p) { return p->ws_bytes; }
+int gcc_plan_epilogue_fallbacks(const gcc_plan *p) { return p->n_fallbacks; }
 int64_t gcc_plan_graph_replays(const gcc_plan *p) { return p->replays; }
 const char *gcc_plan_graph_note(const gcc_plan *p) { return p->graph_note; }
 
@@ -1173,6 +1488,14 @@ void gcc_plan_free(gcc_plan *p) {
     gcc_diag ignore = {0};
     p->be.sync(p->be.self, &ignore);
   }
+  /* the graphs first: they refer to this plan's memory, GEMM descriptors
+   * and kernels */
+  for (int s = 0; s < 2; s++)
+    if (p->graph[s])
+      p->be.graph_destroy(p->be.self, p->graph[s]);
+  for (int i = 0; i < p->n_ops; i++)
+    if (p->ops[i].kind == OP_GEMM && p->ops[i].prepared)
+      p->be.gemm_release(p->be.self, p->ops[i].prepared);
   for (int k = 0; k < p->n_inputs; k++)
     for (int s = 0; s < 2; s++)
       if (p->inputs[k].staging[s])
@@ -1185,7 +1508,11 @@ void gcc_plan_free(gcc_plan *p) {
     p->be.unload(p->be.self, p->module);
   if (p->gather_module)
     p->be.unload(p->be.self, p->gather_module);
+  if (p->epi_module)
+    p->be.unload(p->be.self, p->epi_module);
   gcc_kernel_set_free(&p->gather_ks);
+  gcc_kernel_set_free(&p->epi_ks);
+  free(p->epi_kernels);
   gcc_kernel_set_free(&p->ks);
   gcc_graph_free(p->g);
   gcc_mem_plan_free(&p->mem);

@@ -21,8 +21,11 @@
  *   the device's step arena, two slots per per-step input copy (double
  *   buffering: step i reads slot i % 2 while the copy stream fills the
  *   other), the ReLU bit-masks of RELU_AUX_BIAS GEMMs (gemm_map.h), the
- *   constants placed on the device (uploaded once, at compile), and the
- *   loss kernels' bad-label flag.
+ *   constants placed on the device (uploaded once, at compile), the loss
+ *   kernels' bad-label flag, and the workspace of the plan's library calls
+ *   (cuDNN), sized when the plan is built from every convolution of the
+ *   plan (library_prepare), so that the plan's CUDA Graphs only ever refer
+ *   to memory the plan owns.
  * Parameters, gradients and optimizer state are bound through `bind` (the
  * caller's persistent storage, on the device that runs the plan); an
  * optimizer group's parameters on a CUDA device must be consecutive there,
@@ -31,21 +34,39 @@
  * graph inputs consumed on the host point at whatever buffer the caller
  * binds before each run (zero copy).
  *
- * A step: the host copies each input batch consumed on the device into a
- * pinned staging buffer and issues its H2D on the copy stream into this
- * step's slot; the compute stream waits for that copy, runs the step (or
- * replays its CUDA Graph), then copies the values read after the step (the
- * loss; in EVAL the prediction) and the loss kernels' bad-label flag D2D
- * into an entry of a read-back ring on the device, one entry per step.
- * When the host reads an entry (once per log interval) the whole ring
- * comes back in one D2H copy. Nothing is synchronised per step unless a
- * node of the plan runs on the CPU. A CPU plan runs its nodes in order and
- * returns when they are done; it allocates nothing per step.
+ * A step: the host waits until the step that last used this step's input
+ * slot (the plan's step i - 2) is done, copies each input batch consumed
+ * on the device into that slot's pinned staging buffer and issues its H2D
+ * on the copy stream into the slot; the compute stream waits for that
+ * copy, runs the step (or replays its CUDA Graph), then copies the values
+ * read after the step (the loss; in EVAL the prediction) and the loss
+ * kernels' bad-label flag D2D into an entry of a read-back ring on the
+ * device, one entry per step. When the host reads an entry (once per log
+ * interval) the whole ring comes back in one D2H copy. So the host runs at
+ * most two steps of a plan ahead of the device; it waits for nothing else
+ * per step unless a node of the plan runs on the CPU. A CPU plan runs its
+ * nodes in order and returns when they are done; it allocates nothing per
+ * step.
+ *
+ * A device step that fails after its first input reached the staging
+ * buffers leaves the plan failed: its H2D may still be in flight, so the
+ * plan never writes those buffers again and every later run returns
+ * GCC_ERR_DEVICE naming the first failure (free the plan; gcc_plan_free
+ * waits for the device first).
  *
  * CUDA Graphs: with cfg.cuda_graph, the step of each input slot is
- * captured on its second use and replayed after that. Plans whose kernel
- * arguments change every step (Adam's bias correction) or that have CPU
- * nodes inside the step are never captured (gcc_plan_graph_note says why).
+ * captured on its second use and replayed after that. The graphs belong to
+ * the plan (capture_end hands them over) and are destroyed by
+ * gcc_plan_free before the plan's memory and kernels go, so plans of one
+ * backend (a session's training, last-batch and evaluation plans) never
+ * replay one another's steps. Plans whose kernel arguments change every
+ * step (Adam's bias correction) or that have CPU nodes inside the step are
+ * never captured (gcc_plan_graph_note says why).
+ *
+ * GEMMs are prepared when the plan is built, with the real operand
+ * addresses (gemm_prepare); when cuBLASLt offers no algorithm for a group's
+ * epilogue, the plan runs the plain GEMM and a generated kernel that does
+ * the epilogue's work (codegen/emit.h, gcc_codegen_gemm_epilogues).
  */
 #ifndef GCC_RUNTIME_PLAN_H
 #define GCC_RUNTIME_PLAN_H
@@ -81,7 +102,9 @@ typedef struct gcc_plan_config {
    * or a test's emulation); NULL for a plan on the CPU. The CPU's backend
    * is always gcc_cpu_backend(). */
   const gcc_device_backend *device;
-  int sm;            /* kernels' target, 10 * major + minor (90 for sm_90) */
+  int sm;            /* kernels' target, 10 * major + minor (90 for sm_90): the
+                        device's compute capability, unless the caller compiles
+                        for another one */
   int sm_count;      /* streaming multiprocessors (grid sizes) */
   int cuda_graph;    /* 1: capture and replay the step (--no-cuda-graph: 0) */
   int readback_ring; /* entries of the read-back ring (>= 1): steps between reads */
@@ -95,6 +118,9 @@ typedef struct gcc_plan_config {
    * compiled by `compile` (NULL: a CUDA plan that needs kernels fails with
    * GCC_ERR_UNSUPPORTED, as a program without NVRTC must). */
   const gcc_nvrtc_output *image;
+  /* The architecture `image` was built for (10 * major + minor: the cubin's
+   * sm_XX or the PTX's compute_XX); 0: `sm`. */
+  int image_arch;
   gcc_kernel_compile_fn compile;
   void *compile_user;
 } gcc_plan_config;
@@ -105,13 +131,18 @@ typedef struct gcc_plan gcc_plan;
  * memory plan, for a CUDA device code generation, kernel loading (cfg.image
  * or cfg.compile), the device allocation and the constant upload; then
  * binds every value. `bind` returns the storage of PARAM / GRAD /
- * OPT_STATE values (may be NULL when the graph has none). Errors: those of
- * the passes and of gcc_gemm_map; GCC_ERR_DEVICE for a node placed on a
- * CUDA device without cfg.device; GCC_ERR_UNSUPPORTED for a plan over
- * several CUDA devices, a persistent value placed on the CPU inside a CUDA
- * plan, or an optimizer group whose parameters are not laid out as emit.h
- * requires; GCC_ERR_OUT_OF_MEMORY with the requested, free and total device
- * bytes and the largest consumers; the backends' errors. */
+ * OPT_STATE values (may be NULL when the graph has none). Every library
+ * call (cuDNN) and GEMM of a CUDA plan is prepared here, and the kernel
+ * image (cubin or PTX) is chosen by the backend's arch before it is
+ * loaded. Errors: those of the passes and of gcc_gemm_map; GCC_ERR_DEVICE
+ * for a node placed on a CUDA device without cfg.device;
+ * GCC_ERR_UNSUPPORTED for a plan over several CUDA devices, a persistent
+ * value placed on the CPU inside a CUDA plan, an optimizer group whose
+ * parameters are not laid out as emit.h requires, or kernels the device
+ * cannot run (naming the image's and the device's architectures);
+ * GCC_ERR_OUT_OF_MEMORY with the requested, free and total device bytes
+ * (the cuDNN workspace among them) and the largest consumers; the
+ * backends' errors. */
 gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
                             const gcc_plan_config *cfg, gcc_bind_fn bind, void *user,
                             gcc_plan **out, gcc_diag *d);
@@ -141,10 +172,13 @@ gcc_status gcc_plan_bind_input_gather(gcc_plan *p, const char *name, const void 
  * the number of optimizer updates done before this run (Adam's bias
  * correction, SGD's first momentum step). The read-back values of this
  * step go to ring entry `optimizer_step % readback_ring` (in EVAL: entry
- * 0) and may be read after gcc_plan_wait_readback of that entry. Returns
- * without waiting for the device unless the plan has CPU nodes. Errors:
+ * 0) and may be read after gcc_plan_wait_readback of that entry. On a
+ * device, waits for the plan's step i - 2 (the last user of this step's
+ * input slot), not for this one, unless the plan has CPU nodes. Errors:
  * GCC_ERR_INVALID_ARGUMENT for an unbound input or bad data (a label out of
- * range, found by a CPU kernel), naming the node; the backends' errors. */
+ * range, found by a CPU kernel), naming the node; the backends' errors
+ * (after which a device plan is failed, see above); GCC_ERR_DEVICE for a
+ * device plan that failed before. */
 gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d);
 
 /* Brings the ring to the host (one D2H) if `entry` was written after the
@@ -200,8 +234,13 @@ int gcc_plan_num_steps(const gcc_plan *p);
  * the device. */
 int gcc_plan_launches(const gcc_plan *p);
 int gcc_plan_copies(const gcc_plan *p);
-/* Bytes of the plan's device allocation (0 for a CPU plan). */
+/* Bytes of the plan's device allocation (0 for a CPU plan), and of the
+ * library workspace in it. */
 size_t gcc_plan_device_bytes(const gcc_plan *p);
+size_t gcc_plan_workspace_bytes(const gcc_plan *p);
+/* GEMM groups whose epilogue cuBLASLt did not offer, run as a plain GEMM and
+ * a generated epilogue kernel. */
+int gcc_plan_epilogue_fallbacks(const gcc_plan *p);
 /* Steps replayed from a CUDA Graph so far, and why the plan is not
  * captured ("" when it is, or will be on its next steps). */
 int64_t gcc_plan_graph_replays(const gcc_plan *p);

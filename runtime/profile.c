@@ -3,6 +3,7 @@
  * the --profile tracer (see profile.h for the file format).
  */
 #include "runtime/profile.h"
+#include "graph/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,15 +63,6 @@ const char *gcc_prof_cat_name(gcc_prof_cat c) {
   return (unsigned)c < GCC_PROF_CAT_COUNT ? cat_names[c] : "?";
 }
 
-static char *dupstr(const char *s) {
-  if (!s)
-    return NULL;
-  size_t n = strlen(s) + 1;
-  char *r = malloc(n);
-  if (r)
-    memcpy(r, s, n);
-  return r;
-}
 
 gcc_status gcc_profiler_create(const char *path, gcc_profiler **out, gcc_diag *d) {
   if (!out)
@@ -82,7 +74,7 @@ gcc_status gcc_profiler_create(const char *path, gcc_profiler **out, gcc_diag *d
   GCC_TRY(gcc_outfile_check(path, "--profile", d));
 
   gcc_profiler *p = calloc(1, sizeof *p);
-  if (!p || !(p->path = dupstr(path)) || pthread_mutex_init(&p->mu, NULL) != 0) {
+  if (!p || !(p->path = gcc_strdup(path)) || pthread_mutex_init(&p->mu, NULL) != 0) {
     if (p)
       free(p->path);
     free(p);
@@ -128,7 +120,7 @@ gcc_prof_track *gcc_profiler_track(gcc_profiler *p, const char *thread_name) {
   if (!t)
     return NULL;
   t->p = p;
-  t->name = dupstr(thread_name ? thread_name : "thread");
+  t->name = gcc_strdup(thread_name ? thread_name : "thread");
   pthread_mutex_lock(&p->mu);
   if (t->name && p->n_tracks == p->cap_tracks) {
     int cap = p->cap_tracks ? 2 * p->cap_tracks : 8;
@@ -154,7 +146,7 @@ int gcc_profiler_site(gcc_profiler *p, gcc_prof_cat cat, const char *name, const
                       const char *plan, const char *args_json, double flops, double bytes) {
   if (!p || (unsigned)cat >= GCC_PROF_CAT_COUNT || !name)
     return -1;
-  site s = {cat, dupstr(name), dupstr(op), dupstr(plan), dupstr(args_json), flops, bytes};
+  site s = {cat, gcc_strdup(name), gcc_strdup(op), gcc_strdup(plan), gcc_strdup(args_json), flops, bytes};
   int id = -1;
   if (s.name && (!op || s.op) && (!plan || s.plan) && (!args_json || s.args)) {
     pthread_mutex_lock(&p->mu);

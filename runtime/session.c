@@ -1,3 +1,9 @@
+/*
+ * session.c - a training/inference session (session.h): the persistent
+ * arena and its device mirror, the plan cache, steps and their pending
+ * losses, evaluation, the dataset on the device, export of the trained
+ * parameters.
+ */
 #include "runtime/session.h"
 
 #include <inttypes.h>
@@ -613,28 +619,42 @@ gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d) {
   return GCC_OK;
 }
 
-float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel) {
-  gcc_diag ignore = {0};
-  if (download_arena(s, &ignore) != GCC_OK)
-    return NULL;
-  slot *sl = find_slot(s, name);
-  if (!sl)
-    return NULL;
-  if (numel)
-    *numel = (int64_t)sl->numel;
-  return sl->data;
+/* The slot of parameter `name`, the host arena refreshed from the device:
+ * GCC_ERR_INVALID_ARGUMENT naming the parameter (and the model) when there
+ * is none, the device's error when the download fails. */
+static gcc_status host_slot(gcc_session *s, const char *fn, const char *name, slot **out,
+                            gcc_diag *d) {
+  *out = name ? find_slot(s, name) : NULL;
+  if (!*out)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s: '%s' is not a parameter of the model",
+                        s->model->source, fn, name ? name : "(null)");
+  gcc_status st = download_arena(s, d);
+  if (st != GCC_OK)
+    return gcc_diag_prefix(d, "%s: %s: reading '%s' back from the device", s->model->source, fn,
+                           name);
+  return GCC_OK;
 }
 
-float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel) {
-  gcc_diag ignore = {0};
-  if (download_arena(s, &ignore) != GCC_OK)
-    return NULL;
-  slot *sl = find_slot(s, name);
-  if (!sl)
-    return NULL;
+gcc_status gcc_session_param(gcc_session *s, const char *name, float **data, int64_t *numel,
+                             gcc_diag *d) {
+  *data = NULL;
+  slot *sl;
+  GCC_TRY(host_slot(s, "gcc_session_param", name, &sl, d));
+  *data = sl->data;
   if (numel)
     *numel = (int64_t)sl->numel;
-  return sl->grad;
+  return GCC_OK;
+}
+
+gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int64_t *numel,
+                            gcc_diag *d) {
+  *data = NULL;
+  slot *sl;
+  GCC_TRY(host_slot(s, "gcc_session_grad", name, &sl, d));
+  *data = sl->grad;
+  if (numel)
+    *numel = (int64_t)sl->numel;
+  return GCC_OK;
 }
 
 /* The index of the first NaN or Inf among x[0 .. n), or -1. The test is on

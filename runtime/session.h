@@ -110,14 +110,20 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
  * (the trained model to save). */
 gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d);
 
-/* The current value of parameter `name` (numel floats), or NULL. On a
- * device session this waits for the device and refreshes the host copy
- * (writes to it are not sent back to the device). */
-float *gcc_session_param(gcc_session *s, const char *name, int64_t *numel);
+/* The current value of parameter `name`: *data points at its numel floats
+ * in the session's host arena (numel may be NULL), valid until the session
+ * is destroyed. On a device session this waits for the device and
+ * refreshes the host copy first (writes to it are not sent back). Errors:
+ * GCC_ERR_INVALID_ARGUMENT when the model has no parameter `name`; the
+ * device's error (GCC_ERR_DEVICE, ...) when the copy back fails, its
+ * message prefixed with the parameter. *data is NULL after an error. */
+gcc_status gcc_session_param(gcc_session *s, const char *name, float **data, int64_t *numel,
+                             gcc_diag *d);
 
-/* The gradient of parameter `name` from the last training step (numel
- * floats), or NULL. */
-float *gcc_session_grad(gcc_session *s, const char *name, int64_t *numel);
+/* The gradient of parameter `name` from the last training step, as
+ * gcc_session_param (same errors). */
+gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int64_t *numel,
+                            gcc_diag *d);
 
 /* Profiling (gcc-train --profile): from now on, every training step and
  * evaluation batch records a "step" / "eval" event on `track` (args: the

@@ -1,3 +1,9 @@
+/*
+ * trainer.c - the training loop (trainer.h): data sources, epochs of
+ * asynchronous steps with their losses collected per log interval,
+ * evaluation after each epoch, the progress bar, profiling events and the
+ * report.
+ */
 #include "runtime/trainer.h"
 
 #include <inttypes.h>

@@ -24,38 +24,11 @@
 #include "deploy/export.h"
 #include "deploy/bundle_internal.h"
 #include "datasets/npy.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
-
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> c;
-  if (const char *s = getenv("TEST_SRCDIR")) {
-    c.push_back(std::string(s) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE")) c.push_back(std::string(s) + "/" + ws + "/" + rel);
-  }
-  c.push_back(rel);
-  for (const std::string &p : c) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return p;
-  }
-  return "";
-}
-
-std::string TmpPath(const std::string &name) {
-  const char *t = getenv("TEST_TMPDIR");
-  return std::string(t && *t ? t : "/tmp") + "/" + name;
-}
-
-std::vector<uint8_t> ReadBytes(const std::string &path) {
-  std::vector<uint8_t> b;
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f) return b;
-  uint8_t buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) b.insert(b.end(), buf, buf + n);
-  fclose(f);
-  return b;
-}
 
 // One bundle of the MNIST MLP (its committed initial weights), cubins for
 // sm_80 and sm_90 at batch sizes 1 and 1000 (the defaults), exported once for

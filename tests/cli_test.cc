@@ -34,86 +34,11 @@
 #include "runtime/device.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/session.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
-
-bool Exists(const std::string &p) {
-  struct stat st;
-  return lstat(p.c_str(), &st) == 0;
-}
-
-// `rel` (from the repository root) in the Bazel runfiles tree, else relative
-// to the working directory; "" if absent.
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> candidates;
-  if (const char *srcdir = getenv("TEST_SRCDIR")) {
-    candidates.push_back(std::string(srcdir) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE"))
-      candidates.push_back(std::string(srcdir) + "/" + ws + "/" + rel);
-  }
-  candidates.push_back(rel);
-  for (const std::string &c : candidates)
-    if (Exists(c)) return c;
-  return "";
-}
-
-std::string ReadText(const std::string &path) {
-  std::string s;
-  FILE *f = fopen(path.c_str(), "rb");
-  if (f == nullptr) return s;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-  fclose(f);
-  return s;
-}
-
-bool WriteText(const std::string &path, const std::string &s) {
-  FILE *f = fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  bool ok = s.empty() || fwrite(s.data(), 1, s.size(), f) == s.size();
-  return fclose(f) == 0 && ok;
-}
-
-std::vector<std::string> ListDir(const std::string &dir) {
-  std::vector<std::string> names;
-  DIR *d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (struct dirent *e = readdir(d))
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-double Now() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    const char *base = getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                       "/gcc_cli_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-  }
-  ~TempDir() {
-    if (!path_.empty())
-      nftw(path_.c_str(), [](const char *p, const struct stat *, int, struct FTW *) {
-        return remove(p);
-      }, 16, FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string &path() const { return path_; }
-  std::string file(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 struct Result {
   int exit_code = -1;  // -1: killed by a signal (see term_signal) or not run

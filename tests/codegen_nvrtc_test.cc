@@ -22,13 +22,11 @@ extern "C" {
 #include "models/models.h"
 #include "runtime/plan.h"
 }
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
-
-std::string TmpDir() {
-  const char *t = getenv("TEST_TMPDIR");
-  return t ? t : "/tmp";
-}
 
 int Ptxas(const std::string &ptx, int sm, std::string *log) {
   std::string base = TmpDir() + "/codegen_" + std::to_string(getpid()) + "_" + std::to_string(sm);

@@ -66,9 +66,9 @@
  *    x86-64), so results equal the CPU backend where the operation order is
  *    the same; a GPU may contract a*b+c into an FMA.
  *  - no min()/max() overloads (use fminf/fmaxf or explicit ?:).
- *  - atomics are provided (atomicAdd/atomicMax/atomicExch/atomicCAS) as
- *    host atomics; they are not needed by the generated code (no atomics
- *    there: reductions are deterministic).
+ *  - atomics are provided (atomicAdd/atomicMax/atomicMin/atomicExch/
+ *    atomicCAS) as host atomics; the generated code uses only atomicMin, for
+ *    the loss kernels' bad-label flag (reductions use no atomics).
  */
 #ifndef GCC_CODEGEN_CUDA_HOST_SHIM_H
 #define GCC_CODEGEN_CUDA_HOST_SHIM_H
@@ -159,6 +159,13 @@ static inline double atomicAdd(double *a, double v) {
 static inline int atomicMax(int *a, int v) {
   int old = __atomic_load_n(a, __ATOMIC_SEQ_CST);
   while (old < v && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST,
+                                                 __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
+static inline int atomicMin(int *a, int v) {
+  int old = __atomic_load_n(a, __ATOMIC_SEQ_CST);
+  while (old > v && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST,
                                                  __ATOMIC_SEQ_CST)) {
   }
   return old;

@@ -171,6 +171,83 @@ TEST(CudnnConv, DeviceFunctionsRefuseWrongCalls) {
   gcc_cudnn_pool_destroy(pool);
 }
 
+// Issue 21: the algorithm of each direction is the fastest candidate that
+// is deterministic (the atomics-based backward algorithms vary run to run),
+// runs in float32 FMA math (no TF32 tensor cores: results match the CPU
+// backend) and fits the workspace cap; its math type is then set on that
+// direction's descriptor (cudnnSetConvolutionMathType), as cuDNN requires
+// for an algorithm chosen from a perf result. Needs no GPU: the candidate
+// lists are cuDNN's perf structs as a heuristic could return them.
+gcc_cudnn_algo_perf Perf(int algo, cudnnStatus_t st, size_t mem, cudnnDeterminism_t det,
+                         cudnnMathType_t math) {
+  gcc_cudnn_algo_perf p{};
+  p.algo = algo;
+  p.status = st;
+  p.memory = mem;
+  p.determinism = det;
+  p.math_type = math;
+  return p;
+}
+
+TEST(CudnnConv, PicksTheFastestDeterministicFmaCandidateThatFits) {
+  const size_t cap = 1 << 20;
+  const gcc_cudnn_algo_perf list[] = {
+      Perf(4, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),  // failed
+      Perf(3, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH),    // atomics
+      Perf(1, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH),  // TF32
+      Perf(5, CUDNN_STATUS_SUCCESS, 4 << 20, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),  // too big
+      Perf(0, CUDNN_STATUS_SUCCESS, 4096, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),     // this one
+      Perf(2, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),        // slower
+  };
+  size_t smallest = 0;
+  EXPECT_EQ(gcc_cudnn_pick_algo(list, 6, cap, &smallest), 4);
+  // nothing qualifies but for the cap: -1, and the smallest that would
+  const gcc_cudnn_algo_perf big[] = {
+      Perf(1, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH),
+      Perf(5, CUDNN_STATUS_SUCCESS, 8 << 20, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),
+      Perf(6, CUDNN_STATUS_SUCCESS, 2 << 20, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),
+  };
+  EXPECT_EQ(gcc_cudnn_pick_algo(big, 3, cap, &smallest), -1);
+  EXPECT_EQ(smallest, (size_t)2 << 20);
+}
+
+TEST(CudnnConv, ChoosingCommitsDeterministicAlgorithmsAndTheirMathType) {
+  gcc_conv2d_shape s = ConvShape(4, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 1, 1);
+  gcc_cudnn_conv *c = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+  const gcc_cudnn_algo_perf fwd[] = {
+      Perf(1, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH),
+      Perf(0, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH)};
+  const gcc_cudnn_algo_perf bwd_data[] = {
+      Perf(0, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH),
+      Perf(1, CUDNN_STATUS_SUCCESS, 512, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH)};
+  const gcc_cudnn_algo_perf bwd_filter[] = {
+      Perf(3, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH),
+      Perf(0, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH),
+      Perf(1, CUDNN_STATUS_SUCCESS, 1024, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH)};
+  ASSERT_EQ(gcc_cudnn_conv_choose(c, fwd, 2, bwd_data, 2, bwd_filter, 3, 1 << 20, &d), GCC_OK)
+      << d.msg;
+  int f = -1, bd = -1, bf = -1;
+  gcc_cudnn_conv_algorithms(c, &f, &bd, &bf);
+  EXPECT_EQ(f, 0);   // IMPLICIT_GEMM, not the TF32 candidate
+  EXPECT_EQ(bd, 1);  // ALGO_1, not the non-deterministic ALGO_0
+  EXPECT_EQ(bf, 1);  // ALGO_1, not ALGO_0 / ALGO_3
+  int math[3];
+  gcc_cudnn_conv_math_types(c, math);
+  for (int i = 0; i < 3; i++) EXPECT_EQ(math[i], (int)CUDNN_FMA_MATH) << "direction " << i;
+  EXPECT_FALSE(gcc_cudnn_conv_prepared(c));  // the workspace sizes need a GPU
+  // no deterministic backward-filter candidate: an error naming the direction
+  gcc_cudnn_conv *c2 = nullptr;
+  ASSERT_EQ(gcc_cudnn_conv_create(&s, &c2, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_cudnn_conv_choose(c2, fwd, 2, bwd_data, 2, bwd_filter, 2, 1 << 20, &d),
+            GCC_ERR_DEVICE);
+  EXPECT_NE(std::string(d.msg).find("backward-filter"), std::string::npos) << d.msg;
+  EXPECT_NE(std::string(d.msg).find("deterministic"), std::string::npos) << d.msg;
+  gcc_cudnn_conv_destroy(c2);
+  gcc_cudnn_conv_destroy(c);
+}
+
 // Every convolution and pooling node of both CNNs' training and evaluation
 // plans on cuda:0: its cuDNN descriptors give the shapes shape inference
 // gave, and the cache holds one entry per distinct shape.

@@ -19,34 +19,13 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
 
 using Bytes = std::vector<uint8_t>;
-
-// A fresh directory under $TEST_TMPDIR (Bazel) or /tmp, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    const char *base = getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                       "/gcc_dataset_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-  }
-  ~TempDir() {
-    if (!path_.empty())
-      nftw(path_.c_str(), [](const char *p, const struct stat *, int, struct FTW *) {
-        return remove(p);
-      }, 16, FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string &path() const { return path_; }
-  std::string file(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 void Put32(Bytes *b, uint32_t v) {
   b->push_back(static_cast<uint8_t>(v >> 24));

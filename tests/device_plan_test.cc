@@ -14,10 +14,19 @@
 //    semantics) plus the cuBLASLt epilogue written out in loops (bias, ReLU,
 //    ReLU bit-mask, DRELU, bias gradients);
 //  - capture records the issued work with its argument *values* and replay
-//    re-issues the recording, as a CUDA Graph does.
+//    re-issues the recording, as a CUDA Graph does; graphs are handles the
+//    plan owns;
+//  - what goes wrong on a GPU without an error is modelled and reported
+//    (see HostBackend): freed memory touched by recorded work (a stale
+//    cuDNN workspace, the graph of a freed plan), leaked graphs and GEMM
+//    handles, GEMM operands less aligned than their algorithm assumes,
+//    epilogues cuBLASLt does not offer, lazy module loading on a device of
+//    a given compute capability, staging buffers rewritten under an
+//    in-flight H2D copy.
 // Every result is compared with the CPU backend (a CPU session of the same
 // model): training losses and parameters after several steps, evaluation,
-// bad labels, out-of-memory messages.
+// training after evaluation with graphs, bad labels, out-of-memory
+// messages. The tests named after issue 21 each failed before its fix.
 #include <cblas.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +35,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <set>
 #include <memory>
 #include <random>
 #include <string>
@@ -36,9 +48,10 @@ extern "C" {
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "models/models.h"
+#include "codegen/gemm_map.h"
+#include "codegen/nvrtc.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/plan.h"
-#include "codegen/gemm_map.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 #include "codegen/kernel_cache.h"
@@ -122,11 +135,20 @@ void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float *B, co
 
 // ---- the host backend ---------------------------------------------------
 
+// A device address the recorded work dereferences (checked live on every run).
+struct Ref {
+  const void *p;
+  size_t bytes;
+  const char *what;
+};
+
 struct Recorded {
   enum Kind { kLaunch, kGemm, kMemset, kCopy, kLibrary } kind = kLaunch;
   const gcc_graph *graph = nullptr;  // kLibrary: the node, and its operands
   int node = -1;
   std::vector<void *> lib_in, lib_out;
+  void *workspace = nullptr;  // kLibrary: the workspace the plan gave the call
+  size_t workspace_bytes = 0;
   LaunchFn fn = nullptr;
   unsigned grid = 0, block = 0;
   std::vector<uint64_t> args;  // argument values, 8 bytes each
@@ -136,24 +158,132 @@ struct Recorded {
   const void *src = nullptr;
   int byte = 0;
   size_t bytes = 0;
+  std::vector<Ref> refs;
 };
 
+// A captured CUDA Graph: the recorded work with its argument values.
+struct Graph {
+  std::vector<Recorded> work;
+};
+
+// A prepared matmul: what cuBLASLt's heuristic was asked with.
+struct Prepared {
+  gcc_colmajor_gemm g;
+  gcc_gemm_operands ops;
+};
+
+// The host backend models what can go wrong on a GPU without an error:
+//  - memory: every device (and pinned) block is tracked; recorded work that
+//    touches an address outside the live blocks is an illegal address, and
+//    freeing a block (or unloading a module) a live CUDA Graph still refers
+//    to is a violation;
+//  - CUDA Graphs are handles owned by the caller; replaying or leaking a
+//    destroyed one is a violation;
+//  - cuBLASLt: the "heuristic" (gemm_prepare) returns an algorithm that
+//    assumes exactly the alignments it was asked for; running it on less
+//    aligned operands is recorded in `misaligned`. It offers no algorithm
+//    for BGRADB with n = 1, DRELU* with k = 1, and the epilogues in
+//    `refuse`;
+//  - the device has a compute capability (be.arch) and loads modules
+//    lazily: an image it cannot run fails at its first launch;
+//  - H2D copies on the copy stream stay in flight until something orders
+//    them (an event the host or the compute stream waits for); a staging
+//    buffer rewritten meanwhile is a violation.
 struct HostBackend {
   gcc_device_backend be{};
   size_t limit = SIZE_MAX;  // device memory for the OOM tests
+  bool fail_d2h = false;    // device-to-host copies fail (a device error)
   size_t used = 0;
   std::vector<std::unique_ptr<EmulatedModule>> modules;
-  std::vector<std::pair<void *, size_t>> blocks;
+  std::map<uintptr_t, std::pair<size_t, bool>> live;  // device and pinned blocks: bytes, pinned
+  std::vector<std::string> violations;                 // contract breaches seen
+  std::set<std::string> misaligned;  // GEMM operands less aligned than their algorithm assumes
   bool capturing = false;
   std::vector<Recorded> rec;
-  std::vector<Recorded> graphs[2];
+  std::set<Graph *> graphs;       // live captured graphs
+  std::set<Prepared *> prepared;  // live prepared matmuls
+  std::set<std::pair<const gcc_graph *, int>> lib_prepared;
   int launches = 0, gemms = 0, captures = 0, replays = 0, library_calls = 0;
   std::vector<std::string> epilogues;
-  std::string failure;
+  std::set<int> refuse;  // epilogues whose heuristic returns nothing
+  std::map<void *, std::pair<bool, int>> module_image;  // cubin?, arch
+  std::map<LaunchFn, void *> module_of;
+  struct InFlight {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    std::vector<uint8_t> snapshot;
+    uint64_t seq;
+  };
+  std::deque<InFlight> copy_queue;
+  uint64_t copy_seq = 0, compute_dep = 0;
+  std::map<int, std::pair<int, uint64_t>> event_mark;  // event -> stream, copies it covers
+  int fail_gemm_at = -1;                               // inject a failure at this GEMM call
+  // the host's waits on step-done events: (steps issued so far, the step waited for)
+  int steps_recorded = 0;
+  std::map<int, int> event_step;
+  std::vector<std::pair<int, int>> step_waits;
+
+  void Track(void *p, size_t bytes, bool pinned) { live[(uintptr_t)p] = {bytes, pinned}; }
+  void Untrack(void *p) {
+    auto it = live.find((uintptr_t)p);
+    if (it == live.end())
+      return;
+    uintptr_t lo = it->first, hi = lo + it->second.first;
+    for (Graph *g : graphs)
+      for (const Recorded &r : g->work)
+        for (const Ref &ref : r.refs)
+          if ((uintptr_t)ref.p >= lo && (uintptr_t)ref.p < hi) {
+            violations.push_back(std::string("memory freed while a CUDA Graph still refers to it (") +
+                                 ref.what + ")");
+            goto done;
+          }
+  done:
+    live.erase(it);
+  }
+  bool Live(const void *p, size_t bytes) const {
+    auto it = live.upper_bound((uintptr_t)p);
+    if (it == live.begin())
+      return false;
+    --it;
+    return (uintptr_t)p + bytes <= it->first + it->second.first;
+  }
+  gcc_status Check(const Recorded &r, gcc_diag *d) {
+    for (const Ref &ref : r.refs)
+      if (ref.p && !Live(ref.p, ref.bytes ? ref.bytes : 1)) {
+        char m[200];
+        snprintf(m, sizeof m, "illegal address: %s at %p is not live device memory", ref.what,
+                 ref.p);
+        violations.push_back(m);
+        return gcc_diag_set(d, GCC_ERR_DEVICE, "%s", m);
+      }
+    return GCC_OK;
+  }
+  // completes the in-flight H2D copies up to `seq`
+  void Drain(uint64_t seq) {
+    while (!copy_queue.empty() && copy_queue.front().seq <= seq) {
+      InFlight &c = copy_queue.front();
+      if (std::memcmp(c.src, c.snapshot.data(), c.bytes) != 0)
+        violations.push_back("a pinned staging buffer was rewritten while its H2D copy was in "
+                             "flight");
+      std::memcpy(c.dst, c.src, c.bytes);
+      copy_queue.pop_front();
+    }
+  }
+  void BeforeCompute() { Drain(compute_dep); }
+  gcc_status Issue(Recorded &r, gcc_diag *d) {
+    if (capturing) {
+      rec.push_back(r);
+      return GCC_OK;
+    }
+    BeforeCompute();
+    return Run(r, d);
+  }
 
   HostBackend() {
     be.self = this;
     be.name = "host-emulation";
+    be.arch = 90;
     be.supports_op = [](void *, int op) -> int { return gcc_cuda_supports_op(op); };
     be.run_node = nullptr;
     be.alloc = [](void *self, size_t bytes, void **out, gcc_diag *d) -> gcc_status {
@@ -163,17 +293,15 @@ struct HostBackend {
       *out = aligned_alloc(256, (bytes + 255) / 256 * 256);
       std::memset(*out, 0xA5, bytes);  // garbage, as cudaMalloc leaves it
       h->used += bytes;
-      h->blocks.push_back({*out, bytes});
+      h->Track(*out, bytes, false);
       return GCC_OK;
     };
     be.release = [](void *self, void *p) {
       auto *h = static_cast<HostBackend *>(self);
-      for (size_t i = 0; i < h->blocks.size(); i++)
-        if (h->blocks[i].first == p) {
-          h->used -= h->blocks[i].second;
-          h->blocks.erase(h->blocks.begin() + (long)i);
-          break;
-        }
+      auto it = h->live.find((uintptr_t)p);
+      if (it != h->live.end())
+        h->used -= it->second.first;
+      h->Untrack(p);
       free(p);
     };
     be.mem_info = [](void *self, size_t *fr, size_t *tot, gcc_diag *) -> gcc_status {
@@ -182,45 +310,56 @@ struct HostBackend {
       *fr = h->limit - h->used;
       return GCC_OK;
     };
-    be.host_alloc = [](void *, size_t bytes, void **out, gcc_diag *) -> gcc_status {
+    be.host_alloc = [](void *self, size_t bytes, void **out, gcc_diag *) -> gcc_status {
       *out = malloc(bytes);
+      static_cast<HostBackend *>(self)->Track(*out, bytes, true);
       return GCC_OK;
     };
-    be.host_release = [](void *, void *p) { free(p); };
-    be.copy = [](void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind, int,
-                 gcc_diag *) -> gcc_status {
+    be.host_release = [](void *self, void *p) {
+      static_cast<HostBackend *>(self)->Untrack(p);
+      free(p);
+    };
+    be.copy = [](void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
+                 int stream, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
-      if (h->capturing) {
-        Recorded r;
+      if (h->fail_d2h && kind == GCC_COPY_D2H)
+        return gcc_diag_set(d, GCC_ERR_DEVICE,
+                            "cudaMemcpyAsync failed: cudaErrorIllegalAddress (emulated)");
+      Recorded r;
       r.kind = Recorded::kCopy;
-        r.dst = dst;
-        r.src = src;
-        r.bytes = bytes;
-        h->rec.push_back(r);
-      } else {
-        std::memcpy(dst, src, bytes);
+      r.dst = dst;
+      r.src = src;
+      r.bytes = bytes;
+      if (kind != GCC_COPY_D2H)
+        r.refs.push_back({dst, bytes, "copy destination"});
+      if (kind != GCC_COPY_H2D)
+        r.refs.push_back({src, bytes, "copy source"});
+      if (!h->capturing && stream == GCC_STREAM_COPY && kind == GCC_COPY_H2D) {
+        GCC_TRY(h->Check(r, d));
+        const uint8_t *s = static_cast<const uint8_t *>(src);
+        h->copy_queue.push_back(
+            {dst, src, bytes, std::vector<uint8_t>(s, s + bytes), ++h->copy_seq});
+        return GCC_OK;
       }
-      return GCC_OK;
+      return h->Issue(r, d);
     };
-    be.memset = [](void *self, void *dst, int byte, size_t bytes, int, gcc_diag *) -> gcc_status {
+    be.memset = [](void *self, void *dst, int byte, size_t bytes, int, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
-      if (h->capturing) {
-        Recorded r;
+      Recorded r;
       r.kind = Recorded::kMemset;
-        r.dst = dst;
-        r.byte = byte;
-        r.bytes = bytes;
-        h->rec.push_back(r);
-      } else {
-        std::memset(dst, byte, bytes);
-      }
-      return GCC_OK;
+      r.dst = dst;
+      r.byte = byte;
+      r.bytes = bytes;
+      r.refs.push_back({dst, bytes, "memset destination"});
+      return h->Issue(r, d);
     };
-    be.load = [](void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *img, void **module,
-                 void **kernels, gcc_diag *d) -> gcc_status {
+    be.load = [](void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *img, int arch,
+                 void **module, void **kernels, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
-      if (!img->cubin || img->cubin_size == 0 || !img->ptx)
-        return gcc_diag_set(d, GCC_ERR_INTERNAL, "NVRTC produced no cubin/PTX");
+      bool cubin = img->cubin && img->cubin_size > 0, ptx = img->ptx && img->ptx_size > 0;
+      if (cubin == ptx)
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "load: expected exactly one image (cubin %d, PTX %d)",
+                            cubin, ptx);
       auto mod = std::make_unique<EmulatedModule>();
       std::string err;
       if (!mod->Compile(ks->source, "device_plan", &err))
@@ -230,12 +369,22 @@ struct HostBackend {
         if (!f)
           return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s", err.c_str());
         kernels[i] = reinterpret_cast<void *>(f);
+        h->module_of[f] = mod.get();
       }
+      h->module_image[mod.get()] = {cubin, arch};
       *module = mod.get();
       h->modules.push_back(std::move(mod));
       return GCC_OK;
     };
-    be.unload = [](void *, void *) {};
+    be.unload = [](void *self, void *module) {
+      auto *h = static_cast<HostBackend *>(self);
+      for (Graph *g : h->graphs)
+        for (const Recorded &r : g->work)
+          if (r.kind == Recorded::kLaunch && h->module_of[r.fn] == module) {
+            h->violations.push_back("a module unloaded while a CUDA Graph launches its kernels");
+            return;
+          }
+    };
     be.launch = [](void *self, void *kernel, const gcc_kernel_info *k, void **args,
                    gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
@@ -252,17 +401,68 @@ struct HostBackend {
                         : 8;
         std::memcpy(&v, args[i], sz);
         r.args.push_back(v);
+        if (kk == GCC_KARG_INPUT || kk == GCC_KARG_OUTPUT || kk == GCC_KARG_PARAMS ||
+            kk == GCC_KARG_GRADS || kk == GCC_KARG_STATE0 || kk == GCC_KARG_STATE1 ||
+            kk == GCC_KARG_BAD_LABEL)
+          r.refs.push_back({reinterpret_cast<const void *>(v), 1, "kernel argument"});
       }
       h->launches++;
-      if (h->capturing) {
-        h->rec.push_back(r);
-        return GCC_OK;
-      }
-      return h->Run(r, d);
+      return h->Issue(r, d);
     };
-    be.gemm = [](void *self, const gcc_colmajor_gemm *g, const void *a, const void *b,
-                 const void *c, void *dst, void *bias, void *aux, gcc_diag *d) -> gcc_status {
+    be.gemm_prepare = [](void *self, const gcc_colmajor_gemm *g, const gcc_gemm_operands *ops,
+                         void **out, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      *out = nullptr;
+      bool none = h->refuse.count((int)g->epilogue) ||
+                  (g->epilogue == GCC_EPI_BGRADB && g->n == 1) ||
+                  ((g->epilogue == GCC_EPI_DRELU || g->epilogue == GCC_EPI_DRELU_BGRAD) && g->k == 1);
+      if (none)
+        return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                            "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
+                            "with %s",
+                            (long long)g->m, (long long)g->n, (long long)g->k,
+                            gcc_epilogue_name(g->epilogue));
+      bool needs_bias = g->epilogue != GCC_EPI_DEFAULT && g->epilogue != GCC_EPI_DRELU;
+      bool needs_aux = g->epilogue == GCC_EPI_RELU_AUX_BIAS || g->epilogue == GCC_EPI_DRELU ||
+                       g->epilogue == GCC_EPI_DRELU_BGRAD;
+      if (needs_bias != (ops->bias != nullptr) || needs_aux != (ops->aux != nullptr))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                            "gemm_prepare(%s): the heuristic must be asked with the bias and "
+                            "aux pointers the epilogue uses",
+                            gcc_epilogue_name(g->epilogue));
+      auto *pr = new Prepared{*g, *ops};
+      h->prepared.insert(pr);
+      *out = pr;
+      return GCC_OK;
+    };
+    be.gemm_release = [](void *self, void *pr) {
+      auto *h = static_cast<HostBackend *>(self);
+      auto *p = static_cast<Prepared *>(pr);
+      if (!h->prepared.erase(p))
+        h->violations.push_back("gemm_release of a handle that is not live");
+      delete p;
+    };
+    be.gemm = [](void *self, void *pr, const void *a, const void *b, const void *c, void *dst,
+                 gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      auto *p = static_cast<Prepared *>(pr);
+      if (!h->prepared.count(p))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "gemm with a handle that is not live");
+      const gcc_colmajor_gemm *g = &p->g;
+      if (h->fail_gemm_at >= 0 && h->gemms == h->fail_gemm_at) {
+        h->gemms++;
+        return gcc_diag_set(d, GCC_ERR_DEVICE, "cublasLtMatmul failed: injected failure");
+      }
+      const void *ops[4] = {a, b, g->c_value >= 0 ? c : nullptr, dst};
+      unsigned want[4] = {p->ops.align_a, p->ops.align_b, p->ops.align_c, p->ops.align_d};
+      const char *names[4] = {"A", "B", "C", "D"};
+      for (int i = 0; i < 4; i++)
+        if (ops[i] && gcc_lt_alignment(ops[i]) < want[i])
+          h->misaligned.insert(std::string("cublasLtMatmul: ") + names[i] + " is " +
+                               std::to_string(gcc_lt_alignment(ops[i])) +
+                               "-byte aligned, the algorithm was chosen for " +
+                               std::to_string(want[i]) + " (" +
+                               gcc_epilogue_name(g->epilogue) + ")");
       Recorded r;
       r.kind = Recorded::kGemm;
       r.gemm = *g;
@@ -270,21 +470,30 @@ struct HostBackend {
       r.b = b;
       r.c = c;
       r.dst = dst;
-      r.bias = bias;
-      r.aux = aux;
+      r.bias = p->ops.bias;
+      r.aux = p->ops.aux;
+      r.refs = {{a, 1, "GEMM A"},        {b, 1, "GEMM B"},          {ops[2], 1, "GEMM C"},
+                {dst, 1, "GEMM D"},      {r.bias, 1, "GEMM bias"},  {r.aux, 1, "GEMM aux"}};
       h->gemms++;
       h->epilogues.push_back(gcc_epilogue_name(g->epilogue));
-      if (h->capturing) {
-        h->rec.push_back(r);
-        return GCC_OK;
-      }
-      return h->Run(r, d);
+      return h->Issue(r, d);
     };
     // cuDNN's convolutions and poolings: the node's own CPU kernel on the
-    // device (here: host) addresses, with its workspace
-    be.library_op = [](void *self, const gcc_graph *g, int node, void *const *in,
-                       void *const *out, gcc_diag *d) -> gcc_status {
+    // device (here: host) addresses, with the workspace the plan gives it
+    // (the CPU kernel's im2col scratch stands for cuDNN's workspace)
+    be.library_prepare = [](void *self, const gcc_graph *g, int node, size_t *ws,
+                            gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      *ws = gcc_cpu_workspace(g, node);
+      h->lib_prepared.insert({g, node});
+      return GCC_OK;
+    };
+    be.library_op = [](void *self, const gcc_graph *g, int node, void *const *in,
+                       void *const *out, void *ws, size_t ws_bytes, gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      if (!h->lib_prepared.count({g, node}))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "library call of node %d before its prepare",
+                            node);
       Recorded r;
       r.kind = Recorded::kLibrary;
       r.graph = g;
@@ -292,42 +501,107 @@ struct HostBackend {
       const gcc_node *n = &g->nodes[node];
       r.lib_in.assign(in, in + n->n_inputs);
       r.lib_out.assign(out, out + n->n_outputs);
+      for (int k = 0; k < n->n_inputs; k++)
+        r.refs.push_back({in[k], 1, "library input"});
+      for (int k = 0; k < n->n_outputs; k++)
+        r.refs.push_back({out[k], 1, "library output"});
+      size_t need = gcc_cpu_workspace(g, node);
+      if (need > ws_bytes)
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "node %d needs a %zu-byte workspace, got %zu",
+                            node, need, ws_bytes);
+      r.workspace = ws;
+      r.workspace_bytes = ws_bytes;
+      if (need)
+        r.refs.push_back({ws, need, "cuDNN workspace"});
       h->library_calls++;
-      if (h->capturing) {
-        h->rec.push_back(r);
-        return GCC_OK;
-      }
-      return h->Run(r, d);
+      return h->Issue(r, d);
     };
-    be.event_record = [](void *, int, int, gcc_diag *) -> gcc_status { return GCC_OK; };
-    be.stream_wait = [](void *, int, int, gcc_diag *) -> gcc_status { return GCC_OK; };
-    be.event_sync = [](void *, int, gcc_diag *) -> gcc_status { return GCC_OK; };
-    be.sync = [](void *, gcc_diag *) -> gcc_status { return GCC_OK; };
+    be.event_record = [](void *self, int e, int stream, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      h->event_mark[e] = {stream, stream == GCC_STREAM_COPY ? h->copy_seq : h->compute_dep};
+      if (e == GCC_EVENT_STEP_DONE || e == GCC_EVENT_STEP_DONE + 1)
+        h->event_step[e] = h->steps_recorded++;
+      return GCC_OK;
+    };
+    be.stream_wait = [](void *self, int stream, int e, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      auto it = h->event_mark.find(e);
+      if (stream == GCC_STREAM_COMPUTE && it != h->event_mark.end())
+        h->compute_dep = std::max(h->compute_dep, it->second.second);
+      return GCC_OK;
+    };
+    be.event_sync = [](void *self, int e, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      auto it = h->event_mark.find(e);
+      if (it != h->event_mark.end())
+        h->Drain(it->second.second);
+      if (h->event_step.count(e))
+        h->step_waits.push_back({h->steps_recorded, h->event_step[e]});
+      return GCC_OK;
+    };
+    be.sync = [](void *self, gcc_diag *) -> gcc_status {
+      static_cast<HostBackend *>(self)->Drain(UINT64_MAX);
+      return GCC_OK;
+    };
     be.capture_begin = [](void *self, gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       h->capturing = true;
       h->rec.clear();
       return GCC_OK;
     };
-    be.capture_end = [](void *self, int slot, gcc_diag *) -> gcc_status {
+    be.capture_end = [](void *self, void **out, gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       h->capturing = false;
-      h->graphs[slot] = h->rec;
+      auto *g = new Graph{h->rec};
+      h->graphs.insert(g);
       h->captures++;
+      *out = g;
       return GCC_OK;
     };
-    be.graph_launch = [](void *self, int slot, gcc_diag *d) -> gcc_status {
+    be.graph_launch = [](void *self, void *graph, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      auto *g = static_cast<Graph *>(graph);
+      if (!h->graphs.count(g))
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "launch of a CUDA Graph that is not live");
       h->replays++;
-      for (const Recorded &r : h->graphs[slot])
+      h->BeforeCompute();
+      for (const Recorded &r : g->work)
         GCC_TRY(h->Run(r, d));
       return GCC_OK;
     };
+    be.graph_destroy = [](void *self, void *graph) {
+      auto *h = static_cast<HostBackend *>(self);
+      auto *g = static_cast<Graph *>(graph);
+      if (!h->graphs.erase(g))
+        h->violations.push_back("graph_destroy of a graph that is not live");
+      delete g;
+    };
+  }
+
+  ~HostBackend() {
+    for (Graph *g : graphs)
+      delete g;
+    for (Prepared *p : prepared)
+      delete p;
   }
 
   gcc_status Run(const Recorded &r, gcc_diag *d) {
+    GCC_TRY(Check(r, d));
     switch (r.kind) {
     case Recorded::kLaunch: {
+      auto mi = module_of.find(r.fn);
+      if (mi != module_of.end()) {  // lazy loading: the image meets the device here
+        std::pair<bool, int> img = module_image[mi->second];
+        bool runs = img.first ? img.second / 10 == be.arch / 10 && img.second % 10 <= be.arch % 10
+                              : img.second <= be.arch;
+        if (!runs)
+          return gcc_diag_set(d, GCC_ERR_DEVICE,
+                              "cudaLaunchKernel failed: cudaErrorNoKernelImageForDevice (the "
+                              "%s for %s_%d does not run on sm_%d; found at the first launch: "
+                              "lazy loading)",
+                              img.first ? "cubin" : "PTX", img.first ? "sm" : "compute",
+                              img.second, be.arch);
+      }
       std::vector<uint64_t> vals = r.args;
       std::vector<void *> ptrs;
       for (uint64_t &v : vals)
@@ -356,13 +630,12 @@ struct HostBackend {
       for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
       for (int k = 0; k < n->n_outputs; k++) out[k] = &ts[n->n_inputs + k];
       size_t ws = gcc_cpu_workspace(r.graph, r.node);
-      std::vector<float> scratch(ws / sizeof(float) + 1);
       gcc_cpu_ctx ctx{};
       ctx.max_threads = 1;
       ctx.diag = d;
       ctx.source = r.graph->source;
       gcc_kernel_args ka{n, in.data(), n->n_inputs, out.data(), n->n_outputs, &ctx,
-                         ws ? scratch.data() : nullptr, ws};
+                         ws ? r.workspace : nullptr, ws ? r.workspace_bytes : 0};
       return gcc_cpu_op_of(n->op)->kernel(&ka);
     }
     }
@@ -471,8 +744,10 @@ void ExpectSameParameters(const gcc_graph *g, gcc_session *dev, gcc_session *cpu
     if (g->values[v].kind != GCC_VALUE_PARAM)
       continue;
     int64_t n1 = 0, n2 = 0;
-    const float *a = gcc_session_param(dev, g->values[v].name, &n1);
-    const float *b = gcc_session_param(cpu, g->values[v].name, &n2);
+    float *a = nullptr;
+    gcc_session_param(dev, g->values[v].name, &a, &n1, nullptr);
+    float *b = nullptr;
+    gcc_session_param(cpu, g->values[v].name, &b, &n2, nullptr);
     ASSERT_TRUE(a && b) << g->values[v].name;
     ASSERT_EQ(n1, n2);
     EXPECT_LE(MaxRelErr(a, b, n1), tol) << g->values[v].name;
@@ -528,6 +803,10 @@ void TrainAndCompare(gcc_graph *g, bool graphs, int pending, int steps, int64_t 
   gcc_session_destroy(dev);
   gcc_session_destroy(cpu);
   EXPECT_EQ(hb->used, 0u) << "device memory leaked";
+  EXPECT_TRUE(hb->graphs.empty()) << "CUDA Graphs leaked";
+  EXPECT_TRUE(hb->prepared.empty()) << "prepared GEMMs leaked";
+  for (const std::string &v : hb->violations) ADD_FAILURE() << v;
+  for (const std::string &v : hb->misaligned) ADD_FAILURE() << v;
 }
 
 class DevicePlan : public ::testing::Test {
@@ -657,6 +936,39 @@ TEST_F(DevicePlan, ALabelOutOfRangeIsReportedWhenTheLossesAreCollected) {
   gcc_graph_free(g);
 }
 
+// gcc_session_param / _grad tell an unknown name from a device that fails
+// to give the parameters back.
+TEST_F(DevicePlan, SessionParamSaysWhetherTheNameIsUnknownOrTheDeviceFailed) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options dso = DeviceOptions(g, &hb, false, 1);
+  gcc_session *dev = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(8, 36, 5, 1);
+  float loss = 0;
+  ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &loss, &d), GCC_OK) << d.msg;
+  float *p = nullptr;
+  int64_t n = 0;
+  EXPECT_EQ(gcc_session_param(dev, "no.such.weight", &p, &n, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("'no.such.weight' is not a parameter"), std::string::npos)
+      << d.msg;
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(gcc_session_grad(dev, "no.such.weight", &p, &n, &d), GCC_ERR_INVALID_ARGUMENT);
+  hb.fail_d2h = true;  // the parameters are newer on the device: the copy back fails
+  EXPECT_EQ(gcc_session_param(dev, "fc1.weight", &p, &n, &d), GCC_ERR_DEVICE);
+  EXPECT_NE(std::string(d.msg).find("fc1.weight"), std::string::npos) << d.msg;
+  EXPECT_NE(std::string(d.msg).find("cudaErrorIllegalAddress"), std::string::npos) << d.msg;
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(gcc_session_grad(dev, "fc1.weight", &p, &n, &d), GCC_ERR_DEVICE);
+  hb.fail_d2h = false;  // it recovers: the next read copies again
+  EXPECT_EQ(gcc_session_param(dev, "fc1.weight", &p, &n, &d), GCC_OK) << d.msg;
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(n, 36 * 24);
+  gcc_session_destroy(dev);
+  gcc_graph_free(g);
+}
+
 TEST_F(DevicePlan, OutOfDeviceMemoryNamesRequestedFreeTotalAndTheLargestValues) {
   HostBackend hb;
   gcc_graph *g = nullptr;
@@ -782,6 +1094,474 @@ TEST_F(DevicePlan, TrainerWithTheDatasetOnTheDeviceMatchesTheCpuTrainer) {
   gcc_graph_free(g);
 }
 
+// ---- issue 21: graphs, workspaces, cuBLASLt, small items ---------------------
+
+struct Step {
+  bool train;
+  int64_t rows;
+  uint32_t seed;
+};
+
+// Runs `steps` (training steps and evaluation batches, in order) on a device
+// session and on a CPU session of `g`: every loss and correct count must agree.
+void RunAndCompare(gcc_graph *g, HostBackend *hb, bool graphs, const std::vector<Step> &steps,
+                   int64_t features, int classes, double tol, int sm_count = 4,
+                   std::vector<float> *dev_out = nullptr) {
+  gcc_diag d{};
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, hb, graphs, 1, sm_count);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (size_t i = 0; i < steps.size(); i++) {
+    const Step &s = steps[i];
+    Batch b = MakeBatch(s.rows, features, classes, s.seed);
+    float l1 = 0, l2 = 0;
+    if (s.train) {
+      ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), s.rows, &l2, &d), GCC_OK)
+          << d.msg;
+      ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), s.rows, &l1, &d), GCC_OK)
+          << "step " << i << ": " << d.msg;
+    } else {
+      int64_t c1 = -1, c2 = -2;
+      ASSERT_EQ(gcc_session_eval_batch(cpu, b.x.data(), b.y.data(), s.rows, &l2, &c2, nullptr, &d),
+                GCC_OK)
+          << d.msg;
+      ASSERT_EQ(gcc_session_eval_batch(dev, b.x.data(), b.y.data(), s.rows, &l1, &c1, nullptr, &d),
+                GCC_OK)
+          << "step " << i << ": " << d.msg;
+      EXPECT_EQ(c1, c2) << "step " << i;
+    }
+    if (dev_out)
+      dev_out->push_back(l1);
+    EXPECT_NEAR(l1, l2, tol * std::max(1.0f, std::fabs(l2)))
+        << (s.train ? "training" : "evaluation") << " step " << i << " (rows " << s.rows << ")";
+  }
+  ExpectSameParameters(g, dev, cpu, tol);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+}
+
+std::string Violations(const HostBackend &hb) {
+  std::string s;
+  for (const std::string &v : hb.violations)
+    s += "\n  " + v;
+  return s;
+}
+
+// Issue 21, bug 1: a session's plans each keep their own CUDA Graphs. The
+// evaluation plan (captured on its 3rd and 4th batch) must not replace the
+// training plan's graphs: training after an evaluation goes on learning.
+TEST_F(DevicePlan, TrainEvaluateTrainWithCudaGraphsMatchesTheCpu) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  std::vector<Step> steps;
+  for (int i = 0; i < 6; i++) steps.push_back({true, 8, 300u + i});
+  for (int i = 0; i < 4; i++) steps.push_back({false, 20, 400u + i});
+  for (int i = 0; i < 6; i++) steps.push_back({true, 8, 500u + i});
+  RunAndCompare(g, &hb, /*graphs=*/true, steps, 36, 5, 1e-5);
+  EXPECT_GE(hb.replays, 8);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// Issue 21, bug 1: a plan evicted from the session's cache (more than 8
+// batch sizes) takes its graphs with it, before its memory goes; the plans
+// that stay keep replaying their own graphs.
+TEST_F(DevicePlan, EvictingAPlanLeavesTheOtherPlansReplayingTheirOwnGraphs) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  std::vector<Step> steps;
+  uint32_t seed = 600;
+  for (int i = 0; i < 4; i++) steps.push_back({true, 8, seed++});
+  for (int i = 0; i < 4; i++) steps.push_back({false, 20, seed++});
+  for (int64_t rows = 7; rows >= 1; rows--)  // 7 more plans: the 9th evicts train b8
+    for (int i = 0; i < 4; i++) steps.push_back({true, rows, seed++});
+  for (int i = 0; i < 3; i++) steps.push_back({true, 7, seed++});
+  for (int i = 0; i < 3; i++) steps.push_back({false, 20, seed++});
+  RunAndCompare(g, &hb, /*graphs=*/true, steps, 36, 5, 1e-5);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  EXPECT_EQ(hb.used, 0u);
+  gcc_graph_free(g);
+}
+
+// Issue 21, bug 2: the CIFAR CNN trains at batch 4 with graphs, evaluates a
+// batch of 1000 (larger convolutions: a larger cuDNN workspace), trains
+// again: the training graphs must not run cuDNN on a freed workspace.
+TEST_F(DevicePlan, CifarCnnTrainEvaluateAtOneThousandTrainAgainWithGraphs) {
+  HostBackend hb;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  std::vector<Step> steps;
+  for (int i = 0; i < 5; i++) steps.push_back({true, 4, 700u + i});
+  steps.push_back({false, 1000, 710});
+  for (int i = 0; i < 4; i++) steps.push_back({true, 4, 720u + i});
+  RunAndCompare(g, &hb, /*graphs=*/true, steps, 3 * 32 * 32, 10, 2e-5);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// Issue 21: a cuDNN workspace that cannot be allocated is out of memory,
+// and leaves nothing half-prepared: with memory again, the next step runs.
+// (The workspace is part of the plan's allocation, sized when the plan is
+// built from every convolution of the plan.)
+TEST_F(DevicePlan, AWorkspaceThatDoesNotFitIsOutOfMemoryAndTheNextStepRuns) {
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(4, 3 * 32 * 32, 10, 31);
+  size_t plan_bytes = 0, ws = 0;
+  {
+    HostBackend probe;
+    gcc_session_options so = DeviceOptions(g, &probe, false, 1);
+    gcc_session *s = nullptr;
+    ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+    gcc_plan *p = nullptr;
+    ASSERT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, 4, &p, &d), GCC_OK) << d.msg;
+    plan_bytes = gcc_plan_device_bytes(p);
+    ws = gcc_plan_workspace_bytes(p);
+    gcc_session_destroy(s);
+  }
+  ASSERT_GT(ws, 0u);
+  HostBackend hb;
+  gcc_session_options co = CpuOptions(g), so = DeviceOptions(g, &hb, false, 1);
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &so, &dev, &d), GCC_OK) << d.msg;
+  hb.limit = hb.used + plan_bytes - ws / 2;  // the plan fits but for half its workspace
+  float l1 = 0, l2 = 0;
+  EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 4, &l1, &d),
+            GCC_ERR_OUT_OF_MEMORY)
+      << d.msg;
+  EXPECT_NE(std::string(d.msg).find("cuDNN workspace"), std::string::npos) << d.msg;
+  hb.limit = SIZE_MAX;
+  ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 4, &l1, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 4, &l2, &d), GCC_OK) << d.msg;
+  EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2)));
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// Regression models whose GEMMs have shapes cuBLASLt offers no epilogue for
+// (the host backend's heuristic refuses them as cuBLASLt does): BGRADB with
+// one output column (models/linear.pb's dW) and DRELU with k = 1 (the ReLU
+// gradient through a layer of one output).
+gcc_graph *TinyRegressor() {
+  gcc_builder *b = gcc_builder_new("tiny_regressor", 5);
+  int64_t xd[2] = {GCC_BATCH_DIM, 3}, yd[2] = {GCC_BATCH_DIM, 1};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, yd);
+  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 3, 8));
+  int pred = gcc_build_linear(b, "fc2", h, 8, 1);
+  int loss = gcc_build_mse(b, "loss", pred, y);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts{};
+  ts.loss = "loss";
+  ts.prediction = "fc2.out";
+  ts.input = "x";
+  ts.target = "y";
+  ts.dataset = "inline";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.05f;
+  ts.batch_size = 8;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+void TrainRegressionAndCompare(gcc_graph *g, HostBackend *hb, int steps) {
+  gcc_diag d{};
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, hb, true, 1);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (int s = 0; s < steps; s++) {
+    Batch b = MakeBatch(8, 3, 2, 800u + (uint32_t)s);
+    std::vector<float> y(8);
+    for (int i = 0; i < 8; i++) y[i] = b.x[i * 3] - 2.0f * b.x[i * 3 + 1];
+    float l1 = 0, l2 = 0;
+    ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), y.data(), 8, &l2, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), y.data(), 8, &l1, &d), GCC_OK)
+        << "step " << s << ": " << d.msg;
+    EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2))) << "step " << s;
+  }
+  ExpectSameParameters(g, dev, cpu, 1e-5);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+}
+
+// (tests/fusion_test checks that the fusion pass does not form them.)
+TEST_F(DevicePlan, ShapesCublasLtHasNoEpilogueForTrainAsOnTheCpu) {
+  gcc_graph *lin = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_linear(1, &lin, &d), GCC_OK) << d.msg;
+  gcc_graph *reg = TinyRegressor();
+  HostBackend h1, h2;
+  TrainRegressionAndCompare(lin, &h1, 5);
+  TrainRegressionAndCompare(reg, &h2, 5);
+  gcc_graph_free(reg);
+  gcc_graph_free(lin);
+}
+
+// When cuBLASLt's heuristic offers no algorithm for a group's epilogue, the
+// plan falls back to the plain GEMM and generated kernels for the
+// epilogue's work. Each epilogue the MLP uses is refused in turn.
+TEST_F(DevicePlan, EachEpilogueRefusedInTurnFallsBackAndMatchesTheCpu) {
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  for (gcc_epilogue e : {GCC_EPI_RELU_AUX_BIAS, GCC_EPI_DRELU_BGRAD, GCC_EPI_BGRADB, GCC_EPI_BIAS,
+                            GCC_EPI_RELU_BIAS}) {
+    SCOPED_TRACE(gcc_epilogue_name(e));
+    HostBackend hb;
+    hb.refuse.insert((int)e);
+    TrainAndCompare(g, /*graphs=*/true, /*pending=*/2, 6, 8, 5, &hb, 1e-5);
+    // a refused GEMM of a ReLU bit-mask takes the mask's other GEMMs along:
+    // generated kernels write and read it
+    bool mask = e == GCC_EPI_RELU_AUX_BIAS || e == GCC_EPI_DRELU_BGRAD;
+    for (const std::string &used : hb.epilogues) {
+      EXPECT_NE(used, gcc_epilogue_name(e));
+      if (mask) {
+        EXPECT_NE(used, "CUBLASLT_EPILOGUE_RELU_AUX_BIAS");
+        EXPECT_NE(used, "CUBLASLT_EPILOGUE_DRELU_BGRAD");
+      }
+    }
+  }
+  gcc_graph_free(g);
+}
+
+// cuBLASLt's algorithms are chosen for the alignment of the real operands
+// (and with the real bias and aux pointers set).
+TEST_F(DevicePlan, EveryGemmRunsOnOperandsAlignedAsItsAlgorithmAssumes) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  TrainAndCompare(g, /*graphs=*/true, /*pending=*/2, 6, 8, 5, &hb, 1e-5);
+  std::string m;
+  for (const std::string &v : hb.misaligned) m += "\n  " + v;
+  EXPECT_TRUE(hb.misaligned.empty()) << m;
+  gcc_graph_free(g);
+}
+
+// The loss kernel's threads race to report bad labels: the reported row is
+// the first, as the CPU backend reports it.
+TEST_F(DevicePlan, TwoBadLabelsReportTheFirstRowAsTheCpuDoes) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, false, 1);
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_diag d{}, dc{};
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  Batch b = MakeBatch(8, 36, 5, 2);
+  b.y[3] = 7;
+  b.y[6] = -1;
+  float l = 0;
+  EXPECT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 8, &l, &dc),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l, &d),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dc.msg).find("row 3"), std::string::npos) << dc.msg;
+  EXPECT_NE(std::string(d.msg).find("row 3"), std::string::npos) << d.msg;
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  gcc_graph_free(g);
+}
+
+// A step that fails after its H2D was issued leaves the copy in flight: the
+// plan is failed, and its pinned staging buffer is not written again.
+TEST_F(DevicePlan, AStepFailingAfterItsCopyMarksThePlanFailed) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options dso = DeviceOptions(g, &hb, false, 1);
+  gcc_session *dev = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  float l = 0;
+  for (int s = 0; s < 3; s++) {
+    Batch b = MakeBatch(8, 36, 5, 50u + (uint32_t)s);
+    ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l, &d), GCC_OK) << d.msg;
+  }
+  hb.fail_gemm_at = hb.gemms;  // the next step's first GEMM
+  Batch b3 = MakeBatch(8, 36, 5, 53), b4 = MakeBatch(8, 36, 5, 54);
+  EXPECT_EQ(gcc_session_train_step(dev, b3.x.data(), b3.y.data(), 8, &l, &d), GCC_ERR_DEVICE);
+  EXPECT_NE(std::string(d.msg).find("injected"), std::string::npos) << d.msg;
+  EXPECT_NE(gcc_session_train_step(dev, b4.x.data(), b4.y.data(), 8, &l, &d), GCC_OK);
+  EXPECT_NE(std::string(d.msg).find("failed"), std::string::npos) << d.msg;
+  gcc_session_destroy(dev);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
+// The README and runtime/plan.h say how far the host runs ahead: it waits
+// for the plan's step i - 2 (the last user of step i's input slot and
+// staging buffer) and for nothing else.
+TEST_F(DevicePlan, TheHostWaitsForStepIMinusTwoAndNothingElse) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_session_options dso = DeviceOptions(g, &hb, true, 8);
+  gcc_session *dev = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (int s = 0; s < 8; s++) {
+    Batch b = MakeBatch(8, 36, 5, 20u + (uint32_t)s);
+    ASSERT_EQ(gcc_session_train_step_async(dev, b.x.data(), b.y.data(), 8, &d), GCC_OK) << d.msg;
+  }
+  std::vector<std::pair<int, int>> want;
+  for (int i = 2; i < 8; i++) want.push_back({i, i - 2});
+  EXPECT_EQ(hb.step_waits, want);
+  float losses[8];
+  int n = 0;
+  ASSERT_EQ(gcc_session_collect_losses(dev, losses, 8, &n, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(n, 8);
+  gcc_session_destroy(dev);
+  gcc_graph_free(g);
+}
+
+// The kernel image is chosen by the device's compute capability before it
+// is loaded: lazy loading would only fail at the first launch. A plan
+// compiled for sm_80 on an sm_90 device loads the PTX (compute_80 JITs on
+// sm_90); the sm_80 cubin cannot run there.
+TEST_F(DevicePlan, TheKernelImageIsChosenByComputeCapabilityBeforeLoading) {
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  {
+    HostBackend hb;
+    hb.be.arch = 90;
+    gcc_diag d{};
+    gcc_session *cpu = nullptr, *dev = nullptr;
+    gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, true, 1);
+    dso.plan.sm = 80;
+    ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+    for (int s = 0; s < 3; s++) {
+      Batch b = MakeBatch(8, 36, 5, 90u + (uint32_t)s);
+      float l1 = 0, l2 = 0;
+      ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 8, &l2, &d), GCC_OK) << d.msg;
+      ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l1, &d), GCC_OK) << d.msg;
+      EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2)));
+    }
+    gcc_session_destroy(dev);
+    gcc_session_destroy(cpu);
+  }
+  {  // sm_90 kernels on an sm_86 device: neither the cubin nor the PTX runs
+    HostBackend hb;
+    hb.be.arch = 86;
+    gcc_diag d{};
+    gcc_session *dev = nullptr;
+    gcc_session_options dso = DeviceOptions(g, &hb, true, 1);
+    ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+    gcc_plan *p = nullptr;
+    EXPECT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 8, &p, &d), GCC_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(d.msg).find("sm_86"), std::string::npos) << d.msg;
+    EXPECT_NE(std::string(d.msg).find("compute_90"), std::string::npos) << d.msg;
+    gcc_session_destroy(dev);
+  }
+  gcc_graph_free(g);
+}
+
+// The kernels that do a refused epilogue's work (codegen/emit.h,
+// gcc_codegen_gemm_epilogues) after the plain GEMM give what cuBLASLt's
+// epilogue gives (the host backend's model of it, ColMajorGemm), for every
+// epilogue the fusion pass forms, DRELU alone included; the source compiles
+// with NVRTC for sm_80 and sm_90.
+TEST(GemmEpilogueFallback, KernelsDoWhatTheCublasLtEpiloguesDo) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  const int64_t M = 37, N = 19, K = 23;  // m not a multiple of 32: padding bits
+  const gcc_epilogue kinds[] = {GCC_EPI_BIAS,  GCC_EPI_RELU_BIAS,   GCC_EPI_RELU_AUX_BIAS,
+                                   GCC_EPI_DRELU, GCC_EPI_DRELU_BGRAD, GCC_EPI_BGRADB};
+  std::vector<gcc_epilogue_work> work;
+  std::vector<gcc_colmajor_gemm> maps;
+  for (int i = 0; i < 6; i++) {
+    gcc_colmajor_gemm m{};
+    m.trans_a = i % 2;
+    m.trans_b = (i / 2) % 2;
+    m.m = M, m.n = N, m.k = K;
+    m.lda = m.trans_a ? K : M;
+    m.ldb = m.trans_b ? N : K;
+    m.ldd = M;
+    m.alpha = 0.5f;
+    m.c_value = -1;
+    m.epilogue = kinds[i];
+    m.aux_ld = 128;
+    maps.push_back(m);
+    gcc_epilogue_work w{};
+    w.kind = (int)kinds[i];
+    w.m = M, w.n = N, w.k = K, w.ldd = M, w.ldb = m.ldb, w.aux_ld = 128, w.trans_b = m.trans_b;
+    work.push_back(w);
+  }
+  gcc_kernel_set ks{};
+  gcc_diag d{};
+  ASSERT_EQ(gcc_codegen_gemm_epilogues(work.data(), 6, 4, &ks, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(ks.n_kernels, 6);
+  for (int sm : {80, 90}) {
+    gcc_nvrtc_output o{};
+    EXPECT_EQ(gcc_nvrtc_compile(ks.source, "gcc_epilogues.cu", sm, &o, &d), GCC_OK)
+        << "sm_" << sm << ": " << d.msg;
+    EXPECT_GT(o.cubin_size, 0u);
+    gcc_nvrtc_output_free(&o);
+  }
+  EmulatedModule mod;
+  std::string err;
+  ASSERT_TRUE(mod.Compile(ks.source, "epilogues", &err)) << err;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int i = 0; i < 6; i++) {
+    const gcc_colmajor_gemm &m = maps[i];
+    SCOPED_TRACE(gcc_epilogue_name(m.epilogue));
+    std::vector<float> A(M * K), B(K * N), bias(std::max(M, N)), D0(M * N);
+    for (float &v : A) v = u(rng);
+    for (float &v : B) v = u(rng);
+    for (float &v : bias) v = u(rng);
+    std::vector<uint8_t> aux(128 / 8 * N);
+    for (uint8_t &v : aux) v = (uint8_t)rng();
+    // cuBLASLt's epilogue (the model)
+    std::vector<float> Dref(M * N), bref = bias;
+    std::vector<uint8_t> aref = aux;
+    ColMajorGemm(m, A.data(), B.data(), nullptr, Dref.data(), bref.data(), aref.data());
+    // the plain GEMM, then the kernel
+    gcc_colmajor_gemm plain = m;
+    plain.epilogue = GCC_EPI_DEFAULT;
+    std::vector<float> D(M * N), b2 = bias;
+    std::vector<uint8_t> a2 = aux;
+    if (m.epilogue == GCC_EPI_RELU_AUX_BIAS)
+      std::fill(a2.begin(), a2.end(), 0xA5);  // the kernel writes every word
+    ColMajorGemm(plain, A.data(), B.data(), nullptr, D.data(), nullptr, nullptr);
+    const gcc_kernel_info &k = ks.kernels[i];
+    std::vector<void *> vals(k.n_args), argv(k.n_args);
+    for (int a = 0; a < k.n_args; a++) {
+      std::string nm = k.args[a].name;
+      vals[a] = nm == "d" ? (void *)D.data()
+                : nm == "bias" || nm == "bgrad" ? (void *)b2.data()
+                : nm == "aux"                   ? (void *)a2.data()
+                                                : (void *)B.data();
+      argv[a] = &vals[a];
+    }
+    ASSERT_TRUE(mod.Launch(k.name, (unsigned)k.grid_dim, (unsigned)k.block_dim, argv.data(), &err))
+        << err;
+    if (m.epilogue != GCC_EPI_BGRADB) {
+      EXPECT_LE(MaxRelErr(D.data(), Dref.data(), M * N), 1e-6);
+    }
+    if (m.epilogue == GCC_EPI_DRELU_BGRAD || m.epilogue == GCC_EPI_BGRADB) {
+      int64_t len = m.epilogue == GCC_EPI_BGRADB ? N : M;
+      EXPECT_LE(MaxRelErr(b2.data(), bref.data(), len), 1e-6);
+    }
+    if (m.epilogue == GCC_EPI_RELU_AUX_BIAS)
+      for (int64_t j = 0; j < N; j++)
+        for (int64_t r = 0; r < 128; r++) {
+          int64_t bit = j * 128 + r;
+          int got = (a2[bit / 8] >> (bit % 8)) & 1, want = (aref[bit / 8] >> (bit % 8)) & 1;
+          if (r < M)
+            EXPECT_EQ(got, want) << "mask bit (" << r << ", " << j << ")";
+          else
+            EXPECT_EQ(got, 0) << "padding bit (" << r << ", " << j << ")";
+        }
+  }
+  gcc_kernel_set_free(&ks);
+}
+
 // The mapping alone, for every transpose combination of Gemm, with alpha,
 // a full C and beta: compared with the CPU backend's row-major Gemm.
 TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
@@ -846,6 +1626,21 @@ TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
             << "transA " << ta << " transB " << tb << " C " << withc;
         gcc_graph_free(g);
       }
+}
+
+// What the runner tells cuBLASLt's heuristic for
+// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES: the largest power of two up
+// to 256 dividing the address.
+TEST(GemmMap, OperandAlignmentIsTheLargestPowerOfTwoUpTo256) {
+  alignas(256) static char buf[1024];
+  EXPECT_EQ(gcc_lt_alignment(buf), 256u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 512), 256u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 64), 64u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 128), 128u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 192), 64u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 4), 4u);
+  EXPECT_EQ(gcc_lt_alignment(buf + 1), 1u);
+  EXPECT_EQ(gcc_lt_alignment(nullptr), 256u);
 }
 
 TEST(GemmMap, BiasGradientOfOperandABecomesBgradbAfterTheSwap) {

@@ -22,44 +22,15 @@
 
 #include "runtime/device.h"
 #include "runtime/cuda/cuda_device.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
-
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> c;
-  if (const char *s = getenv("TEST_SRCDIR")) {
-    c.push_back(std::string(s) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE")) c.push_back(std::string(s) + "/" + ws + "/" + rel);
-  }
-  c.push_back(rel);
-  for (const std::string &p : c) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return p;
-  }
-  return "";
-}
 
 std::string Tmp(const std::string &name) {
   const char *t = getenv("TEST_TMPDIR");
   return std::string(t && *t ? t : "/tmp") + "/" + name;
-}
-
-std::string ReadText(const std::string &path) {
-  std::string s;
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f) return s;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-  fclose(f);
-  return s;
-}
-
-void WriteText(const std::string &path, const std::string &s) {
-  FILE *f = fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  ASSERT_EQ(fwrite(s.data(), 1, s.size(), f), s.size());
-  fclose(f);
 }
 
 struct Result {

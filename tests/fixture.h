@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/testutil.h"
+
 namespace gcc_test {
 
 struct FixtureArray {
@@ -76,16 +78,10 @@ class Fixture {
       return false;
     };
 
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return fail(std::string("cannot open: ") + std::strerror(errno));
     std::vector<unsigned char> buf;
-    unsigned char chunk[1 << 16];
-    size_t got;
-    while ((got = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
-      buf.insert(buf.end(), chunk, chunk + got);
-    bool read_error = std::ferror(f) != 0;
-    std::fclose(f);
-    if (read_error) return fail("read error");
+    errno = 0;
+    if (!ReadFile(path, &buf))
+      return fail(std::string("cannot read: ") + (errno ? std::strerror(errno) : "read error"));
 
     if (buf.size() < kMagicLen || std::memcmp(buf.data(), kMagic, kMagicLen) != 0)
       return fail("bad magic (expected \"gcc-fixture1\\n\")");

@@ -13,6 +13,7 @@ extern "C" {
 #include "graph/ops.h"
 #include "models/models.h"
 #include "runtime/plan.h"
+#include "codegen/gemm_map.h"
 }
 
 namespace {
@@ -219,6 +220,71 @@ TEST(Fusion, CifarCnnConvolutionsArecuDnnCallsOfTheirOwn) {
   free(json);
   gcc_kernel_set_free(&ks);
   gcc_graph_free(model);
+}
+
+// cuBLASLt offers no BGRADB epilogue with one output column and no DRELU
+// epilogue with k = 1 (issue 21): the fusion pass forms neither; their bias
+// sums and ReLU gradients become generated kernels. models/linear.pb's dW
+// (one output) and a ReLU layer feeding a one-output layer.
+gcc_graph *TinyRegressor() {
+  gcc_builder *b = gcc_builder_new("tiny_regressor", 5);
+  int64_t xd[2] = {GCC_BATCH_DIM, 3}, yd[2] = {GCC_BATCH_DIM, 1};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, yd);
+  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 3, 8));
+  int pred = gcc_build_linear(b, "fc2", h, 8, 1);
+  int loss = gcc_build_mse(b, "loss", pred, y);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts{};
+  ts.loss = "loss";
+  ts.prediction = "fc2.out";
+  ts.input = "x";
+  ts.target = "y";
+  ts.dataset = "inline";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.05f;
+  ts.batch_size = 8;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+TEST(Fusion, NoEpilogueCublasLtLacksForTheShape) {
+  gcc_graph *lin = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_linear(1, &lin, &d), GCC_OK) << d.msg;
+  gcc_graph *reg = TinyRegressor();
+  for (const gcc_graph *model : {(const gcc_graph *)lin, (const gcc_graph *)reg}) {
+    SCOPED_TRACE(model->name);
+    Compiled c;
+    Compile(model, GCC_DEV_CUDA(0), GCC_MODE_TRAIN, 8, &c);
+    if (HasFatalFailure()) break;
+    int gemms = 0, reductions = 0;
+    for (int gi = 0; gi < c.g->n_groups; gi++) {
+      const gcc_group *gr = &c.g->groups[gi];
+      for (int i = 0; i < gr->n_nodes; i++)
+        reductions += gr->kind == GCC_GROUP_POINTWISE &&
+                      c.g->nodes[gr->nodes[i]].op == GCC_OP_REDUCE_SUM_TO;
+      if (gr->kind != GCC_GROUP_GEMM)
+        continue;
+      gcc_colmajor_gemm m{};
+      ASSERT_EQ(gcc_gemm_map(c.g, gi, &m, &d), GCC_OK) << d.msg;
+      gemms++;
+      EXPECT_FALSE(m.epilogue == GCC_EPI_BGRADB && m.n == 1)
+          << "group " << gr->name << " is BGRADB with n = 1";
+      EXPECT_FALSE((m.epilogue == GCC_EPI_DRELU || m.epilogue == GCC_EPI_DRELU_BGRAD) && m.k == 1)
+          << "group " << gr->name << " is " << gcc_epilogue_name(m.epilogue) << " with k = 1";
+      // a forward ReLU writes its bit-mask only for a DRELU GEMM that reads it
+      EXPECT_NE(m.epilogue, GCC_EPI_RELU_AUX_BIAS) << "group " << gr->name;
+    }
+    EXPECT_GT(gemms, 0);
+    EXPECT_GT(reductions, 0) << "the bias sums are generated kernels";
+  }
+  gcc_graph_free(reg);
+  gcc_graph_free(lin);
 }
 
 }  // namespace

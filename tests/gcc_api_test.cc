@@ -26,22 +26,11 @@
 #include "deploy/export.h"
 #include "deploy/gcc_api.h"
 #include "runtime/session.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
-
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> c;
-  if (const char *s = getenv("TEST_SRCDIR")) {
-    c.push_back(std::string(s) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE")) c.push_back(std::string(s) + "/" + ws + "/" + rel);
-  }
-  c.push_back(rel);
-  for (const std::string &p : c) {
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0) return p;
-  }
-  return "";
-}
 
 constexpr int64_t kRows = 7, kPixels = 784;
 

@@ -14,25 +14,14 @@
 #include <fstream>
 #include <sstream>
 #include <vector>
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 extern char **environ;
 
 namespace gcc_emu_test {
 namespace {
-
-bool Exists(const std::string &p) { return !p.empty() && access(p.c_str(), R_OK) == 0; }
-
-std::string TmpDir() {
-  const char *t = getenv("TEST_TMPDIR");
-  return t && *t ? t : "/tmp";
-}
-
-std::string ReadFile(const std::string &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string Sanitize(const std::string &s) {
   std::string o;
@@ -163,7 +152,7 @@ bool EmulatedModule::Compile(const std::string &source, const std::string &name,
     cmd += (cmd.empty() ? "" : " ") + a;
   std::string why;
   int rc = Run(argv, logf, &why);
-  log_ = ReadFile(logf);
+  log_ = ReadText(logf);
   if (rc != 0) {
     *error = "host compilation failed (" + (rc < 0 ? why : "exit status " + std::to_string(rc)) +
              "):\n  " + cmd + "\n" + log_;

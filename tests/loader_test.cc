@@ -34,78 +34,15 @@
 #include "graph/graph.pb-c.h"
 #include "graph/ir.h"
 #include "models/models.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
 
 using Bytes = std::vector<uint8_t>;
 
 // ---- files ----------------------------------------------------------------
-
-// A fresh directory under $TEST_TMPDIR (Bazel) or /tmp, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    const char *base = getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                       "/gcc_loader_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    // a test may have made a sub-directory read-only
-    nftw(path_.c_str(), [](const char *p, const struct stat *, int type, struct FTW *) {
-      if (type == FTW_D || type == FTW_DP) chmod(p, 0755);
-      return 0;
-    }, 16, FTW_PHYS);
-    nftw(path_.c_str(), [](const char *p, const struct stat *, int, struct FTW *) {
-      return remove(p);
-    }, 16, FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string &path() const { return path_; }
-  std::string file(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-bool WriteFile(const std::string &path, const Bytes &b) {
-  FILE *f = fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  bool ok = b.empty() || fwrite(b.data(), 1, b.size(), f) == b.size();
-  return fclose(f) == 0 && ok;
-}
-
-bool ReadFile(const std::string &path, Bytes *out) {
-  out->clear();
-  FILE *f = fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  uint8_t buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->insert(out->end(), buf, buf + n);
-  bool ok = !ferror(f);
-  fclose(f);
-  return ok;
-}
-
-bool Exists(const std::string &p) {
-  struct stat st;
-  return lstat(p.c_str(), &st) == 0;
-}
-
-// Names in directory `dir` (without . and ..), sorted.
-std::vector<std::string> ListDir(const std::string &dir) {
-  std::vector<std::string> names;
-  DIR *d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (struct dirent *e = readdir(d)) {
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 // ---- models as data ---------------------------------------------------------
 

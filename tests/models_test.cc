@@ -26,44 +26,13 @@
 #include "datasets/dataset.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
 
 using Bytes = std::vector<uint8_t>;
-
-bool Exists(const std::string &p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0;
-}
-
-// `rel` (from the repository root) in the Bazel runfiles tree, else relative
-// to the working directory. "" and `looked` filled if absent.
-std::string FindRunfile(const std::string &rel, std::string *looked) {
-  std::vector<std::string> candidates;
-  if (const char *srcdir = getenv("TEST_SRCDIR")) {
-    candidates.push_back(std::string(srcdir) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE"))
-      candidates.push_back(std::string(srcdir) + "/" + ws + "/" + rel);
-  }
-  candidates.push_back(rel);
-  for (const std::string &c : candidates) {
-    if (Exists(c)) return c;
-    looked->append(c).append("; ");
-  }
-  return "";
-}
-
-bool ReadFile(const std::string &path, Bytes *out) {
-  out->clear();
-  FILE *f = fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  uint8_t buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->insert(out->end(), buf, buf + n);
-  bool ok = !ferror(f);
-  fclose(f);
-  return ok;
-}
 
 Bytes Serialize(const gcc_graph *g) {
   gcc_diag d = {};
@@ -384,8 +353,10 @@ TEST(LinearModelTest, TrainsToSmallMse) {
   EXPECT_LT(r.test_loss, 1e-3);
   EXPECT_LT(r.final_train_loss, 1e-3);
   // it found the generating line
-  const float *w = gcc_session_param(s, "fc.weight", nullptr);
-  const float *b = gcc_session_param(s, "fc.bias", nullptr);
+  float *w = nullptr;
+  gcc_session_param(s, "fc.weight", &w, nullptr, nullptr);
+  float *b = nullptr;
+  gcc_session_param(s, "fc.bias", &b, nullptr, nullptr);
   ASSERT_NE(w, nullptr);
   ASSERT_NE(b, nullptr);
   EXPECT_NEAR(w[0], 2.0, 0.01);
@@ -559,7 +530,8 @@ TEST_F(MnistMlpTest, EvaluationDoesNotPerturbTraining) {
       }
     }
     int64_t n = 0;
-    const float *p = gcc_session_param(s, "fc1.weight", &n);
+    float *p = nullptr;
+    gcc_session_param(s, "fc1.weight", &p, &n, nullptr);
     ASSERT_NE(p, nullptr);
     finals.emplace_back(p, p + n);
     gcc_dataloader_destroy(dl);

@@ -19,6 +19,9 @@
 
 #include "codegen/kernel_cache.h"
 #include "codegen/nvrtc.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
 
@@ -88,62 +91,24 @@ struct Output {
   ~Output() { gcc_nvrtc_output_free(&o); }
 };
 
-std::string TmpBase() {
-  const char *t = getenv("TEST_TMPDIR");
-  return t && *t ? t : "/tmp";
-}
-
 // A fresh, empty directory path (not created) unique to the test.
 std::string FreshDir(const char *tag) {
   static int counter = 0;
   const ::testing::TestInfo *ti = ::testing::UnitTest::GetInstance()->current_test_info();
-  return TmpBase() + "/" + ti->name() + "_" + tag + "_" + std::to_string(getpid()) + "_" +
+  return TmpDir() + "/" + ti->name() + "_" + tag + "_" + std::to_string(getpid()) + "_" +
          std::to_string(counter++);
-}
-
-std::vector<std::string> ListDir(const std::string &dir) {
-  std::vector<std::string> names;
-  DIR *d = opendir(dir.c_str());
-  if (!d)
-    return names;
-  while (struct dirent *e = readdir(d))
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      names.push_back(e->d_name);
-  closedir(d);
-  return names;
-}
-
-bool WriteFile(const std::string &path, const void *p, size_t n) {
-  FILE *f = fopen(path.c_str(), "wb");
-  if (!f)
-    return false;
-  bool ok = fwrite(p, 1, n, f) == n;
-  return fclose(f) == 0 && ok;
-}
-
-std::string ReadFile(const std::string &path) {
-  std::string s;
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f)
-    return s;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    s.append(buf, n);
-  fclose(f);
-  return s;
 }
 
 // Runs ptxas on `ptx` for sm_XX; returns its exit status and fills `log`.
 int Ptxas(const std::string &ptx, int sm, std::string *log) {
   static int counter = 0;
-  std::string base = TmpBase() + "/ptxas_" + std::to_string(getpid()) + "_" +
+  std::string base = TmpDir() + "/ptxas_" + std::to_string(getpid()) + "_" +
                      std::to_string(counter++);
   EXPECT_TRUE(WriteFile(base + ".ptx", ptx.data(), ptx.size()));
   std::string cmd = "/usr/local/cuda/bin/ptxas -arch=sm_" + std::to_string(sm) +
                     " -o /dev/null " + base + ".ptx > " + base + ".log 2>&1";
   int rc = system(cmd.c_str());
-  *log = ReadFile(base + ".log");
+  *log = ReadText(base + ".log");
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
@@ -388,7 +353,7 @@ TEST(KernelCache, KeyCoversSourceArchOptionsAndName) {
 void ExpectRebuilt(const std::string &dir, const char *path, const Output &ref,
                    const std::function<void(std::string *)> &damage, const char *what) {
   SCOPED_TRACE(what);
-  std::string bytes = ReadFile(path);
+  std::string bytes = ReadText(path);
   ASSERT_FALSE(bytes.empty());
   damage(&bytes);
   ASSERT_TRUE(WriteFile(path, bytes.data(), bytes.size()));
@@ -517,7 +482,7 @@ TEST(KernelCache, UnusableDirectoryStillCompiles) {
       EXPECT_NE(note.find(dir), std::string::npos) << note;
     }
   }
-  EXPECT_EQ(ReadFile(file), "not a dir");
+  EXPECT_EQ(ReadText(file), "not a dir");
 }
 
 TEST(KernelCache, ConcurrentWritersOfOneKey) {

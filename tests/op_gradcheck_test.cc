@@ -1527,7 +1527,8 @@ void RunOptimizer(const std::string &label, const gcc_optimizer &opt, int steps,
   RefOptimizer ro[2] = {{opt, {}, {}, {}, false, 0}, {opt, {}, {}, {}, false, 0}};
   for (int k = 0; k < 2; ++k) {
     int64_t n = 0;
-    float *p = gcc_session_param(sess.get(), names[k], &n);
+    float *p = nullptr;
+    gcc_session_param(sess.get(), names[k], &p, &n, nullptr);
     ASSERT_NE(p, nullptr) << names[k];
     ASSERT_EQ(n, k == 0 ? Out * In : Out);
     ref[k].assign(p, p + n);
@@ -1538,8 +1539,10 @@ void RunOptimizer(const std::string &label, const gcc_optimizer &opt, int steps,
     const int64_t rows = t % 2 ? 3 : 5;
     std::vector<float> xs = r.F(rows * In), ys = r.F(rows * Out, -2, 2);
     // float64 loss and gradients at the library's current parameters
-    const float *W = gcc_session_param(sess.get(), names[0], nullptr);
-    const float *B = gcc_session_param(sess.get(), names[1], nullptr);
+    float *W = nullptr;
+    gcc_session_param(sess.get(), names[0], &W, nullptr, nullptr);
+    float *B = nullptr;
+    gcc_session_param(sess.get(), names[1], &B, nullptr, nullptr);
     double want_loss = 0;
     std::vector<double> gW(static_cast<size_t>(Out * In), 0.0), gB(static_cast<size_t>(Out), 0.0);
     for (int64_t i = 0; i < rows; ++i)
@@ -1560,14 +1563,16 @@ void RunOptimizer(const std::string &label, const gcc_optimizer &opt, int steps,
     const std::vector<double> *want_grad[2] = {&gW, &gB};
     for (int k = 0; k < 2; ++k) {
       int64_t n = 0;
-      const float *g = gcc_session_grad(sess.get(), names[k], &n);
+      float *g = nullptr;
+      gcc_session_grad(sess.get(), names[k], &g, &n, nullptr);
       ASSERT_NE(g, nullptr);
       std::vector<double> gd(g, g + n);
       for (int64_t i = 0; i < n; ++i)
         EXPECT_TRUE(Close(g[i], (*want_grad[k])[i], kGradAtol, kGradRtol, &g_grad))
             << names[k] << ".grad[" << i << "] = " << g[i] << " vs " << (*want_grad[k])[i];
       ro[k].Step(&ref[k], gd);
-      const float *p = gcc_session_param(sess.get(), names[k], nullptr);
+      float *p = nullptr;
+      gcc_session_param(sess.get(), names[k], &p, nullptr, nullptr);
       int bad = 0;
       for (int64_t i = 0; i < n; ++i)
         if (!Close(p[i], ref[k][i], kOptAtol, kOptRtol, &g_opt) && bad++ < 5)

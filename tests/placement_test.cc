@@ -33,6 +33,9 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/plan.h"
 #include "runtime/placement_report.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
 
@@ -952,17 +955,6 @@ TEST(PlacementReport, FormatNames) {
 }
 
 // ---- 7. the CLI ------------------------------------------------------------------
-
-std::string Runfile(const std::string &rel) {
-  const char *srcdir = getenv("TEST_SRCDIR");
-  std::string base = srcdir != nullptr && *srcdir != '\0' ? srcdir : ".";
-  return base + "/gcc_train/" + rel;
-}
-
-std::string TmpPath(const std::string &name) {
-  const char *t = getenv("TEST_TMPDIR");
-  return std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/" + name;
-}
 
 std::string Slurp(const std::string &path) {
   FILE *f = fopen(path.c_str(), "rb");

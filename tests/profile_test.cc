@@ -38,60 +38,11 @@
 #include "runtime/profile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
-
-bool Exists(const std::string &p) {
-  struct stat st;
-  return lstat(p.c_str(), &st) == 0;
-}
-
-std::string Runfile(const std::string &rel) {
-  std::vector<std::string> candidates;
-  if (const char *srcdir = getenv("TEST_SRCDIR")) {
-    candidates.push_back(std::string(srcdir) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE"))
-      candidates.push_back(std::string(srcdir) + "/" + ws + "/" + rel);
-  }
-  candidates.push_back(rel);
-  for (const std::string &c : candidates)
-    if (Exists(c)) return c;
-  return "";
-}
-
-std::vector<std::string> ListDir(const std::string &dir) {
-  std::vector<std::string> names;
-  DIR *d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (struct dirent *e = readdir(d))
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    const char *base = getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                       "/gcc_profile_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-  }
-  ~TempDir() {
-    if (!path_.empty())
-      nftw(path_.c_str(), [](const char *p, const struct stat *, int, struct FTW *) {
-        return remove(p);
-      }, 16, FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string &path() const { return path_; }
-  std::string file(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // One "X" event of the trace, times in integer nanoseconds.
 struct Ev {
@@ -393,8 +344,10 @@ TEST_F(ProfileTest, ProfilingLeavesTheParametersBitIdentical) {
   ASSERT_EQ(Train(a, nullptr, 5, &ra), GCC_OK);
   ASSERT_EQ(Train(b, prof, 5, &rb), GCC_OK);
   int64_t na = 0, nb = 0;
-  const float *pa = gcc_session_param(a, "fc1.weight", &na);
-  const float *pb = gcc_session_param(b, "fc1.weight", &nb);
+  float *pa = nullptr;
+  gcc_session_param(a, "fc1.weight", &pa, &na, nullptr);
+  float *pb = nullptr;
+  gcc_session_param(b, "fc1.weight", &pb, &nb, nullptr);
   ASSERT_NE(pa, nullptr);
   ASSERT_NE(pb, nullptr);
   ASSERT_EQ(na, nb);

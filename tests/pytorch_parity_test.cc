@@ -37,6 +37,9 @@
 #include "datasets/dataset.h"
 #include "runtime/session.h"
 #include "tests/fixture.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;  // tests/testutil.h
 
 namespace {
 
@@ -45,28 +48,6 @@ using gcc_test::FixtureArray;
 
 constexpr double kTol = 1e-5;
 constexpr int kSteps = 10;
-
-bool Exists(const std::string &p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0;
-}
-
-// `rel` (a path from the repository root) relative to the working directory,
-// else under the Bazel runfiles tree. Returns "" and fills `looked` if absent.
-std::string FindRunfile(const std::string &rel, std::string *looked) {
-  std::vector<std::string> candidates = {rel};
-  if (const char *srcdir = getenv("TEST_SRCDIR")) {
-    candidates.push_back(std::string(srcdir) + "/gcc_train/" + rel);
-    if (const char *ws = getenv("TEST_WORKSPACE"))
-      candidates.push_back(std::string(srcdir) + "/" + ws + "/" + rel);
-    candidates.push_back(std::string(srcdir) + "/_main/" + rel);
-  }
-  for (const std::string &c : candidates) {
-    if (Exists(c)) return c;
-    looked->append(c).append("; ");
-  }
-  return "";
-}
 
 ::testing::AssertionResult LoadFixture(const std::string &name, Fixture *fx) {
   std::string looked, err;
@@ -182,7 +163,8 @@ void TrainAndCompare(const std::string &label, gcc_graph *g, const Fixture &fx,
       const std::string prefix = k + 1 == 1 ? "step1." : "step10.";
       for (const std::string &p : params) {
         int64_t numel = 0;
-        const float *got = gcc_session_param(s, p.c_str(), &numel);
+        float *got = nullptr;
+        gcc_session_param(s, p.c_str(), &got, &numel, nullptr);
         double pe = ExpectClose(prefix + p, got, numel, fx.Get(prefix + p));
         double &slot = k + 1 == 1 ? r->step1 : r->step10;
         slot = std::max(slot, pe);
@@ -481,7 +463,8 @@ TEST(PytorchParityTest, CrossEntropyLossAndGradient) {
     EXPECT_LE(le, kTol) << "loss " << loss << ", PyTorch " << want;
 
     int64_t numel = 0;
-    const float *grad = gcc_session_grad(s, "logits", &numel);
+    float *grad = nullptr;
+    gcc_session_grad(s, "logits", &grad, &numel, nullptr);
     ASSERT_NE(grad, nullptr);
     const FixtureArray &dl = fx.Get(c.dlogits);
     double ge = ExpectClose(c.dlogits, grad, numel, dl);
@@ -491,7 +474,8 @@ TEST(PytorchParityTest, CrossEntropyLossAndGradient) {
       for (int64_t j = 0; j < 4; j++) EXPECT_EQ(grad[i * 4 + j], 0.0f) << i << "," << j;
     }
     // lr 0: the logits are unchanged.
-    const float *p = gcc_session_param(s, "logits", &numel);
+    float *p = nullptr;
+    gcc_session_param(s, "logits", &p, &numel, nullptr);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(std::memcmp(p, logits.f32(), 28 * sizeof(float)), 0);
     std::printf("[parity] %-24s max rel. error: loss %.3g, dlogits %.3g (tolerance %.0e)\n",
@@ -632,11 +616,13 @@ TEST(PytorchParityTest, CifarCnnOneStepLossGradientsAndUpdate) {
     for (const std::string &name : params) {
       int64_t numel = 0;
       if (k == 0) {
-        const float *grad = gcc_session_grad(s, name.c_str(), &numel);
+        float *grad = nullptr;
+        gcc_session_grad(s, name.c_str(), &grad, &numel, nullptr);
         worst_grad = std::max(worst_grad, ExpectClose("grad of " + name, grad, numel,
                                                       fx.Get("grad1." + name)));
       }
-      const float *got = gcc_session_param(s, name.c_str(), &numel);
+      float *got = nullptr;
+      gcc_session_param(s, name.c_str(), &got, &numel, nullptr);
       std::string rec_name = "step" + std::to_string(k + 1) + "." + name;
       worst_param = std::max(worst_param, ExpectClose(rec_name, got, numel, fx.Get(rec_name)));
     }

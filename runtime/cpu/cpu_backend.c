@@ -62,10 +62,11 @@ static gcc_status unsupported(const char *what, gcc_diag *d) {
 }
 
 static gcc_status cpu_load(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *image,
-                           void **module, void **kernels, gcc_diag *d) {
+                           int image_arch, void **module, void **kernels, gcc_diag *d) {
   (void)self;
   (void)ks;
   (void)image;
+  (void)image_arch;
   (void)module;
   (void)kernels;
   return unsupported("generated kernels to load", d);
@@ -85,26 +86,50 @@ static gcc_status cpu_launch(void *self, void *kernel, const gcc_kernel_info *k,
   return unsupported("generated kernels to launch", d);
 }
 
-static gcc_status cpu_gemm(void *self, const gcc_colmajor_gemm *g, const void *a, const void *b,
-                           const void *c, void *dst, void *bias, void *aux, gcc_diag *d) {
+static gcc_status cpu_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
+                                   const gcc_gemm_operands *ops, void **out, gcc_diag *d) {
   (void)self;
   (void)g;
+  (void)ops;
+  *out = NULL;
+  return unsupported("fused GEMM groups (a Gemm node runs its kernel)", d);
+}
+
+static gcc_status cpu_gemm(void *self, void *prepared, const void *a, const void *b,
+                           const void *c, void *dst, gcc_diag *d) {
+  (void)self;
+  (void)prepared;
   (void)a;
   (void)b;
   (void)c;
   (void)dst;
-  (void)bias;
-  (void)aux;
   return unsupported("fused GEMM groups (a Gemm node runs its kernel)", d);
 }
 
+static void cpu_gemm_release(void *self, void *prepared) {
+  (void)self;
+  (void)prepared;
+}
+
+static gcc_status cpu_library_prepare(void *self, const gcc_graph *g, int node,
+                                      size_t *workspace_bytes, gcc_diag *d) {
+  (void)self;
+  (void)g;
+  (void)node;
+  *workspace_bytes = 0;
+  return unsupported("library calls", d);
+}
+
 static gcc_status cpu_library_op(void *self, const gcc_graph *g, int node, void *const *in,
-                                 void *const *out, gcc_diag *d) {
+                                 void *const *out, void *workspace, size_t workspace_bytes,
+                                 gcc_diag *d) {
   (void)self;
   (void)g;
   (void)node;
   (void)in;
   (void)out;
+  (void)workspace;
+  (void)workspace_bytes;
   return unsupported("library calls", d);
 }
 
@@ -143,16 +168,21 @@ static gcc_status cpu_capture_begin(void *self, gcc_diag *d) {
   return unsupported("graph capture", d);
 }
 
-static gcc_status cpu_capture_end(void *self, int slot, gcc_diag *d) {
+static gcc_status cpu_capture_end(void *self, void **graph, gcc_diag *d) {
   (void)self;
-  (void)slot;
+  *graph = NULL;
   return unsupported("graph capture", d);
 }
 
-static gcc_status cpu_graph_launch(void *self, int slot, gcc_diag *d) {
+static gcc_status cpu_graph_launch(void *self, void *graph, gcc_diag *d) {
   (void)self;
-  (void)slot;
+  (void)graph;
   return unsupported("graph replay", d);
+}
+
+static void cpu_graph_destroy(void *self, void *graph) {
+  (void)self;
+  (void)graph;
 }
 
 static int cpu_supports_op(void *self, int op) {
@@ -184,7 +214,10 @@ static const gcc_device_backend kCpu = {
     .load = cpu_load,
     .unload = cpu_unload,
     .launch = cpu_launch,
+    .gemm_prepare = cpu_gemm_prepare,
     .gemm = cpu_gemm,
+    .gemm_release = cpu_gemm_release,
+    .library_prepare = cpu_library_prepare,
     .library_op = cpu_library_op,
     .event_record = cpu_event_record,
     .stream_wait = cpu_stream_wait,
@@ -193,6 +226,7 @@ static const gcc_device_backend kCpu = {
     .capture_begin = cpu_capture_begin,
     .capture_end = cpu_capture_end,
     .graph_launch = cpu_graph_launch,
+    .graph_destroy = cpu_graph_destroy,
     .supports_op = cpu_supports_op,
     .run_node = cpu_run_node,
 };

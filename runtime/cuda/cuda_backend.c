@@ -11,17 +11,13 @@
 #include "runtime/cuda/cudnn_conv.h"
 
 #define MAX_EVENTS 8 /* backend.h: input-ready and step-done per slot, read-back */
-#define MAX_GEMMS 64
 
-typedef struct lt_key {
-  int trans_a, trans_b, epilogue;
-  int64_t m, n, k, lda, ldb, ldd, aux_ld;
-  float alpha, beta;
-  int has_c;
-} lt_key;
-
+/* One prepared matmul (gemm_prepare), owned by the plan that prepared it:
+ * its descriptor (with the plan's bias and aux pointers), layouts, and the
+ * algorithm the heuristic chose for the operands' alignments. */
 typedef struct lt_entry {
-  lt_key key;
+  gcc_colmajor_gemm g;
+  gcc_gemm_operands ops;
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t a, b, c;
   cublasLtMatmulAlgo_t algo;
@@ -33,16 +29,11 @@ struct gcc_cuda_backend {
   cudaStream_t stream[2];
   cudaEvent_t events[MAX_EVENTS];
   cublasLtHandle_t lt;
-  void *workspace;
-  lt_entry gemms[MAX_GEMMS];
-  int n_gemms;
-  cudaGraph_t graph[2];
-  cudaGraphExec_t exec[2];
-  /* cuDNN, created on the first convolution or pooling */
+  void *workspace; /* cuBLASLt's: allocated once, freed only with the backend */
+  /* cuDNN, created when the first plan with a convolution or pooling is
+   * built; the workspaces belong to the plans (library_prepare) */
   cudnnHandle_t cudnn;
   gcc_cudnn_cache *cudnn_cache;
-  void *cudnn_ws;        /* workspace of the chosen algorithms, grown before capture */
-  size_t cudnn_ws_bytes;
 };
 
 static gcc_status set_device(gcc_cuda_backend *b, gcc_diag *d) {
@@ -100,30 +91,56 @@ static gcc_status be_memset(void *self, void *dst, int byte, size_t bytes, int s
   return GCC_OK;
 }
 
+/* The runner chose the image by the device's compute capability
+ * (runtime/plan.c, gcc_kernel_image_select): a cubin for sm_`arch` or PTX
+ * for compute_`arch`, never both. Under lazy module loading (the default
+ * since CUDA 12.2, CUDA_MODULE_LOADING=LAZY) cudaLibraryLoadData does not
+ * put the kernels on the device; cudaFuncGetAttributes on each one does,
+ * so an image the device cannot run fails here, naming the kernel, and not
+ * at its first launch inside a step or a capture. */
 static gcc_status be_load(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_output *img,
-                          void **module, void **kernels, gcc_diag *d) {
-  GCC_TRY(set_device(self, d));
+                          int arch, void **module, void **kernels, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  GCC_TRY(set_device(b, d));
+  int cubin = img->cubin && img->cubin_size > 0;
+  if (!cubin && !(img->ptx && img->ptx_size > 0))
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel image for cuda:%d is empty", b->ordinal);
   cudaLibrary_t lib = NULL;
-  cudaError_t e = cudaErrorInvalidValue;
-  if (img->cubin && img->cubin_size)
-    e = cudaLibraryLoadData(&lib, img->cubin, NULL, NULL, 0, NULL, NULL, 0);
-  if (e != cudaSuccess && img->ptx &&
-      (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidSource ||
-       e == cudaErrorUnsupportedPtxVersion || e == cudaErrorInvalidValue ||
-       e == cudaErrorInvalidKernelImage)) {
-    (void)cudaGetLastError();
-    GCC_CUDA_CHECK(cudaLibraryLoadData(&lib, img->ptx, NULL, NULL, 0, NULL, NULL, 0));
-  } else {
-    GCC_CUDA_CHECK(e);
-  }
+  cudaError_t e =
+      cudaLibraryLoadData(&lib, cubin ? img->cubin : (const void *)img->ptx, NULL, NULL, 0, NULL,
+                          NULL, 0);
+  if (e != cudaSuccess)
+    return gcc_diag_set(d, e == cudaErrorMemoryAllocation ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,
+                        "cudaLibraryLoadData(%s for %s_%d) on cuda:%d (sm_%d) failed: %s (%s) at "
+                        "%s:%d",
+                        cubin ? "cubin" : "PTX", cubin ? "sm" : "compute", arch, b->ordinal,
+                        b->table.arch, cudaGetErrorName(e), cudaGetErrorString(e), __FILE__,
+                        __LINE__);
   for (int i = 0; i < ks->n_kernels; i++) {
     cudaKernel_t k = NULL;
+    struct cudaFuncAttributes fa;
+    const char *call = "cudaLibraryGetKernel";
     cudaError_t ke = cudaLibraryGetKernel(&k, lib, ks->kernels[i].name);
+    if (ke == cudaSuccess) {
+      call = "cudaFuncGetAttributes";
+      ke = cudaFuncGetAttributes(&fa, (const void *)k); /* loads it onto the device */
+    }
+    if (ke == cudaSuccess && fa.maxThreadsPerBlock < ks->kernels[i].block_dim) {
+      (void)cudaLibraryUnload(lib);
+      return gcc_diag_set(d, GCC_ERR_DEVICE,
+                          "kernel %s runs at most %d threads per block on cuda:%d, it is "
+                          "launched with %d",
+                          ks->kernels[i].name, fa.maxThreadsPerBlock, b->ordinal,
+                          ks->kernels[i].block_dim);
+    }
     if (ke != cudaSuccess) {
       (void)cudaLibraryUnload(lib);
-      return gcc_diag_set(d, GCC_ERR_DEVICE, "cudaLibraryGetKernel(%s) failed: %s (%s) at %s:%d",
-                          ks->kernels[i].name, cudaGetErrorName(ke), cudaGetErrorString(ke),
-                          __FILE__, __LINE__);
+      return gcc_diag_set(d, GCC_ERR_DEVICE,
+                          "%s(%s) from the %s for %s_%d on cuda:%d (sm_%d) failed: %s (%s) at "
+                          "%s:%d",
+                          call, ks->kernels[i].name, cubin ? "cubin" : "PTX",
+                          cubin ? "sm" : "compute", arch, b->ordinal, b->table.arch,
+                          cudaGetErrorName(ke), cudaGetErrorString(ke), __FILE__, __LINE__);
     }
     kernels[i] = (void *)k;
   }
@@ -167,91 +184,134 @@ static void lt_free(lt_entry *e) {
     cublasLtMatrixLayoutDestroy(e->b);
   if (e->c)
     cublasLtMatrixLayoutDestroy(e->c);
-  memset(e, 0, sizeof *e);
+  free(e);
 }
 
-static gcc_status lt_prepare(gcc_cuda_backend *b, const gcc_colmajor_gemm *g, lt_entry *e,
-                             gcc_diag *d) {
-  cublasOperation_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtEpilogue_t epi = (cublasLtEpilogue_t)g->epilogue;
-  GCC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-  if (g->aux_ld > 0)
-    GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                    &g->aux_ld, sizeof g->aux_ld));
-  /* stored shapes: op(A) is m x k, so A is m x k (N) or k x m (T) */
-  GCC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&e->a, CUDA_R_32F, g->trans_a ? g->k : g->m,
-                                              g->trans_a ? g->m : g->k, g->lda));
-  GCC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&e->b, CUDA_R_32F, g->trans_b ? g->n : g->k,
-                                              g->trans_b ? g->k : g->n, g->ldb));
-  GCC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&e->c, CUDA_R_32F, g->m, g->n, g->ldd));
-  cublasLtMatmulPreference_t pref;
-  GCC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = GCC_CUBLASLT_WORKSPACE;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+static void be_gemm_release(void *self, void *prepared) {
+  (void)self;
+  if (prepared)
+    lt_free(prepared);
+}
+
+/* The descriptor, layouts and algorithm of one matmul, for the operands the
+ * plan will pass. cublasLt.h: routines that do not dereference the bias and
+ * aux pointers, cublasLtMatmulAlgoGetHeuristic among them, "depend on its
+ * value to determine expected pointer alignment", so both are set before
+ * the heuristic runs; and CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES
+ * default to 256 while the plan's operands may be only 64-byte aligned (the
+ * persistent arena pads each tensor to GCC_ARENA_ALIGN), so they are set
+ * from the operands' real alignments: the heuristic then only returns
+ * algorithms that work on them. */
+static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
+                                  const gcc_gemm_operands *ops, void **out, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  *out = NULL;
+  lt_entry *e = calloc(1, sizeof *e);
+  if (!e)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuBLASLt descriptor)");
+  e->g = *g;
+  e->ops = *ops;
+  gcc_status st = GCC_OK;
+  cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->a, e->b, e->c, e->c, pref, 1, &res, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  GCC_CUBLAS_CHECK(st);
-  if (found == 0)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+  do {
+    cublasOperation_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)g->epilogue;
+#define LT_TRY(call)                                                                           \
+  {                                                                                            \
+    cublasStatus_t bs_ = (call);                                                               \
+    if (bs_ != CUBLAS_STATUS_SUCCESS) {                                                        \
+      st = gcc_diag_set(d, bs_ == CUBLAS_STATUS_ALLOC_FAILED ? GCC_ERR_OUT_OF_MEMORY            \
+                                                            : GCC_ERR_DEVICE,                  \
+                        "%s failed: %s (%s) at %s:%d", #call, cublasGetStatusName(bs_),        \
+                        cublasGetStatusString(bs_), __FILE__, __LINE__);                       \
+      break;                                                                                   \
+    }                                                                                          \
+  }
+    LT_TRY(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (ops->bias)
+      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops->bias,
+                                            sizeof ops->bias));
+    if (ops->aux) {
+      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                            &ops->aux, sizeof ops->aux));
+      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                            &g->aux_ld, sizeof g->aux_ld));
+    }
+    /* stored shapes: op(A) is m x k, so A is m x k (N) or k x m (T) */
+    LT_TRY(cublasLtMatrixLayoutCreate(&e->a, CUDA_R_32F, g->trans_a ? g->k : g->m,
+                                      g->trans_a ? g->m : g->k, g->lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&e->b, CUDA_R_32F, g->trans_b ? g->n : g->k,
+                                      g->trans_b ? g->k : g->n, g->ldb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&e->c, CUDA_R_32F, g->m, g->n, g->ldd));
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = GCC_CUBLASLT_WORKSPACE;
+    uint32_t al[4] = {ops->align_a, ops->align_b, g->c_value >= 0 ? ops->align_c : ops->align_d,
+                      ops->align_d};
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                sizeof ws));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                &al[0], sizeof al[0]));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                &al[1], sizeof al[1]));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                &al[2], sizeof al[2]));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                &al[3], sizeof al[3]));
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->a, e->b, e->c, e->c, pref,
+                                                       1, &res, &found);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED)
+      found = 0; /* "no heuristic function available for current configuration" */
+    else
+      LT_TRY(hs);
+    if (found == 0 || res.state != CUBLAS_STATUS_SUCCESS)
+      st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
-                        "(trans %d%d) with %s on cuda:%d",
-                        (long long)g->m, (long long)g->n, (long long)g->k, g->trans_a, g->trans_b,
-                        gcc_epilogue_name(g->epilogue), b->ordinal);
+                        "(trans %d%d, alignments A %u B %u C %u D %u bytes) with %s on cuda:%d",
+                        (long long)g->m, (long long)g->n, (long long)g->k, g->trans_a,
+                        g->trans_b, al[0], al[1], al[2], al[3], gcc_epilogue_name(g->epilogue),
+                        b->ordinal);
+#undef LT_TRY
+  } while (0);
+  if (pref)
+    cublasLtMatmulPreferenceDestroy(pref);
+  if (st != GCC_OK) {
+    lt_free(e);
+    return st;
+  }
   e->algo = res.algo;
+  *out = e;
   return GCC_OK;
 }
 
-static gcc_status be_gemm(void *self, const gcc_colmajor_gemm *g, const void *a, const void *bm,
-                          const void *c, void *dst, void *bias, void *aux, gcc_diag *d) {
+static gcc_status misaligned(const char *what, const void *p, unsigned want, gcc_diag *d) {
+  return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                      "cublasLtMatmul: %s at %p is %u-byte aligned, its algorithm was chosen "
+                      "for %u",
+                      what, p, gcc_lt_alignment(p), want);
+}
+
+static gcc_status be_gemm(void *self, void *prepared, const void *a, const void *bm,
+                          const void *c, void *dst, gcc_diag *d) {
   gcc_cuda_backend *b = self;
-  lt_key key;
-  memset(&key, 0, sizeof key);
-  key.trans_a = g->trans_a;
-  key.trans_b = g->trans_b;
-  key.epilogue = (int)g->epilogue;
-  key.m = g->m;
-  key.n = g->n;
-  key.k = g->k;
-  key.lda = g->lda;
-  key.ldb = g->ldb;
-  key.ldd = g->ldd;
-  key.aux_ld = g->aux_ld;
-  key.alpha = g->alpha;
-  key.beta = g->beta;
-  key.has_c = g->c_value >= 0;
-  lt_entry *e = NULL;
-  for (int i = 0; i < b->n_gemms && !e; i++)
-    if (memcmp(&b->gemms[i].key, &key, sizeof key) == 0)
-      e = &b->gemms[i];
-  if (!e) {
-    if (b->n_gemms == MAX_GEMMS) /* rare: many shapes; drop the oldest */
-      lt_free(&b->gemms[--b->n_gemms]);
-    e = &b->gemms[b->n_gemms];
-    memset(e, 0, sizeof *e);
-    gcc_status s = lt_prepare(b, g, e, d);
-    if (s != GCC_OK) {
-      lt_free(e);
-      return s;
-    }
-    e->key = key;
-    b->n_gemms++;
-  }
-  if (bias)
-    GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                    &bias, sizeof bias));
-  if (aux)
-    GCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                                    &aux, sizeof aux));
-  float beta = key.has_c ? g->beta : 0.0f;
-  const void *cp = key.has_c && c ? c : dst;
+  const lt_entry *e = prepared;
+  const gcc_colmajor_gemm *g = &e->g;
+  int has_c = g->c_value >= 0 && c;
+  if (gcc_lt_alignment(a) < e->ops.align_a)
+    return misaligned("A", a, e->ops.align_a, d);
+  if (gcc_lt_alignment(bm) < e->ops.align_b)
+    return misaligned("B", bm, e->ops.align_b, d);
+  if (has_c && gcc_lt_alignment(c) < e->ops.align_c)
+    return misaligned("C", c, e->ops.align_c, d);
+  if (gcc_lt_alignment(dst) < e->ops.align_d)
+    return misaligned("D", dst, e->ops.align_d, d);
+  float beta = has_c ? g->beta : 0.0f;
+  const void *cp = has_c ? c : dst;
   GCC_CUBLAS_CHECK(cublasLtMatmul(b->lt, e->op, &g->alpha, a, e->a, bm, e->b, &beta, cp, e->c, dst,
                                   e->c, &e->algo, b->workspace, GCC_CUBLASLT_WORKSPACE,
                                   b->stream[GCC_STREAM_COMPUTE]));
@@ -261,11 +321,19 @@ static gcc_status be_gemm(void *self, const gcc_colmajor_gemm *g, const void *a,
 /* ---- cuDNN ------------------------------------------------------------------ */
 
 static gcc_status cudnn_ready(gcc_cuda_backend *b, gcc_diag *d) {
-  if (b->cudnn)
-    return GCC_OK;
-  GCC_TRY(gcc_cudnn_handle_create(&b->cudnn, d));
-  GCC_CUDNN_TRY(cudnnSetStream(b->cudnn, b->stream[GCC_STREAM_COMPUTE]), d);
-  return gcc_cudnn_cache_create(&b->cudnn_cache, d);
+  if (!b->cudnn) {
+    cudnnHandle_t h = NULL;
+    GCC_TRY(gcc_cudnn_handle_create(&h, d));
+    cudnnStatus_t st = cudnnSetStream(h, b->stream[GCC_STREAM_COMPUTE]);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      gcc_cudnn_handle_destroy(h);
+      return gcc_cudnn_status(st, "cudnnSetStream", __FILE__, __LINE__, d);
+    }
+    b->cudnn = h;
+  }
+  if (!b->cudnn_cache)
+    GCC_TRY(gcc_cudnn_cache_create(&b->cudnn_cache, d));
+  return GCC_OK;
 }
 
 /* cuDNN's algorithm choice caps the workspace at this (bytes) */
@@ -276,56 +344,95 @@ static void *slot_ptr(int slot, void *const *in, void *const *out) {
   return slot > 0 ? in[slot - 1] : slot < 0 ? out[-slot - 1] : NULL;
 }
 
-static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *const *in,
-                                void *const *out, gcc_diag *d) {
+static int is_conv(gcc_cuda_call call) {
+  return call == GCC_CUDA_CALL_CONV_FORWARD || call == GCC_CUDA_CALL_CONV_BACKWARD_DATA ||
+         call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER || call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS;
+}
+
+/* The library call of node `node` (cuda_ops.h). */
+static gcc_cuda_call call_of(const gcc_graph *g, int node) {
+  const gcc_cuda_op *co = gcc_cuda_op_of(g->nodes[node].op);
+  return co ? co->call : GCC_CUDA_CALL_NONE;
+}
+
+/* The convolution descriptor set (cached per shape) of a conv-family node. */
+static gcc_status conv_of(gcc_cuda_backend *b, const gcc_graph *g, int node, gcc_cudnn_conv **c,
+                          gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  gcc_conv2d_shape sh;
+  if (call_of(g, node) == GCC_CUDA_CALL_CONV_BACKWARD_BIAS) {
+    /* dB reads only dY [n, m, oh, ow]: any convolution with that output
+     * describes it; a 1x1 one of unit stride does */
+    const gcc_shape *y = &g->values[n->inputs[0]].shape;
+    memset(&sh, 0, sizeof sh);
+    sh.n = y->dims[0];
+    sh.c = 1;
+    sh.m = y->dims[1];
+    sh.h = y->dims[2];
+    sh.w = y->dims[3];
+    sh.win.kh = sh.win.kw = sh.win.sh = sh.win.sw = sh.win.dh = sh.win.dw = 1;
+  } else {
+    GCC_TRY(gcc_conv2d_shape_of(g, node, &sh, d));
+  }
+  return gcc_cudnn_cache_conv(b->cudnn_cache, &sh, c, d);
+}
+
+/* When a plan is built, never under capture: the handle, the descriptors
+ * and the algorithms of a convolution (once per shape), and the workspace
+ * of this node's direction (cudnnGet*WorkspaceSize of the chosen
+ * algorithm, gcc_cudnn_conv_prepare). The plan owns the workspace. A
+ * failure leaves the shape unprepared. */
+static gcc_status be_library_prepare(void *self, const gcc_graph *g, int node, size_t *ws,
+                                     gcc_diag *d) {
   gcc_cuda_backend *b = self;
+  *ws = 0;
+  GCC_TRY(set_device(b, d));
   GCC_TRY(cudnn_ready(b, d));
+  gcc_cuda_call call = call_of(g, node);
+  if (is_conv(call)) {
+    gcc_cudnn_conv *c = NULL;
+    GCC_TRY(conv_of(b, g, node, &c, d));
+    if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS)
+      return GCC_OK;
+    GCC_TRY(gcc_cudnn_conv_prepare(c, b->cudnn, GCC_CUDNN_WORKSPACE_CAP, d));
+    *ws = gcc_cudnn_conv_direction_workspace(c, call);
+    return GCC_OK;
+  }
+  char desc[600];
+  if (call != GCC_CUDA_CALL_POOL_FORWARD && call != GCC_CUDA_CALL_POOL_BACKWARD)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s has no library call on CUDA", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
+  gcc_pool2d_shape sh;
+  GCC_TRY(gcc_pool2d_shape_of(g, node, &sh, d));
+  gcc_cudnn_pool *pl = NULL;
+  return gcc_cudnn_cache_pool(b->cudnn_cache, &sh, &pl, d);
+}
+
+static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *const *in,
+                                void *const *out, void *ws, size_t ws_bytes, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
   const gcc_node *n = &g->nodes[node];
   const gcc_cuda_op *co = gcc_cuda_op_of(n->op);
   gcc_cuda_call call = co ? co->call : GCC_CUDA_CALL_NONE;
+  char desc[600];
+  if (!b->cudnn || !b->cudnn_cache)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
 #define P(slot) slot_ptr(co->slot, in, out)
-  if (call == GCC_CUDA_CALL_CONV_FORWARD || call == GCC_CUDA_CALL_CONV_BACKWARD_DATA ||
-      call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER || call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS) {
-    gcc_conv2d_shape sh;
-    if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS) {
-      /* dB reads only dY [n, m, oh, ow]: any convolution with that output
-       * describes it; a 1x1 one of unit stride does */
-      const gcc_shape *y = &g->values[n->inputs[0]].shape;
-      memset(&sh, 0, sizeof sh);
-      sh.n = y->dims[0];
-      sh.c = 1;
-      sh.m = y->dims[1];
-      sh.h = y->dims[2];
-      sh.w = y->dims[3];
-      sh.win.kh = sh.win.kw = sh.win.sh = sh.win.sw = sh.win.dh = sh.win.dw = 1;
-    } else {
-      GCC_TRY(gcc_conv2d_shape_of(g, node, &sh, d));
-    }
+  if (is_conv(call)) {
     gcc_cudnn_conv *c = NULL;
-    GCC_TRY(gcc_cudnn_cache_conv(b->cudnn_cache, &sh, &c, d));
+    GCC_TRY(conv_of(b, g, node, &c, d));
     if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS)
       return gcc_cudnn_conv_backward_bias(c, b->cudnn, P(dy), P(db), d);
-    if (!gcc_cudnn_conv_prepared(c)) { /* first use: before any capture */
-      GCC_TRY(gcc_cudnn_conv_prepare(c, b->cudnn, GCC_CUDNN_WORKSPACE_CAP, d));
-      size_t need = gcc_cudnn_conv_workspace_bytes(c);
-      if (need > b->cudnn_ws_bytes) {
-        GCC_CUDA_CHECK(cudaStreamSynchronize(b->stream[GCC_STREAM_COMPUTE]));
-        if (b->cudnn_ws)
-          GCC_CUDA_CHECK(cudaFree(b->cudnn_ws));
-        b->cudnn_ws = NULL;
-        b->cudnn_ws_bytes = 0;
-        GCC_CUDA_CHECK(cudaMalloc(&b->cudnn_ws, need));
-        b->cudnn_ws_bytes = need;
-      }
-    }
+    if (!gcc_cudnn_conv_prepared(c)) /* choosing algorithms now could land in a capture */
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it",
+                          g->source, gcc_node_desc(g, node, desc, sizeof desc));
     if (call == GCC_CUDA_CALL_CONV_FORWARD)
       return gcc_cudnn_conv_forward(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
-                                    P(y), b->cudnn_ws, b->cudnn_ws_bytes, d);
+                                    P(y), ws, ws_bytes, d);
     if (call == GCC_CUDA_CALL_CONV_BACKWARD_DATA)
-      return gcc_cudnn_conv_backward_data(c, b->cudnn, P(dy), P(w), P(dx), b->cudnn_ws,
-                                          b->cudnn_ws_bytes, d);
-    return gcc_cudnn_conv_backward_filter(c, b->cudnn, P(dy), P(x), P(dw), b->cudnn_ws,
-                                          b->cudnn_ws_bytes, d);
+      return gcc_cudnn_conv_backward_data(c, b->cudnn, P(dy), P(w), P(dx), ws, ws_bytes, d);
+    return gcc_cudnn_conv_backward_filter(c, b->cudnn, P(dy), P(x), P(dw), ws, ws_bytes, d);
   }
   if (call == GCC_CUDA_CALL_POOL_FORWARD || call == GCC_CUDA_CALL_POOL_BACKWARD) {
     gcc_pool2d_shape sh;
@@ -337,7 +444,6 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
     return gcc_cudnn_pool_backward(pl, b->cudnn, P(y), P(dy), P(x), P(dx), d);
   }
 #undef P
-  char desc[600];
   return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s has no library call on CUDA", g->source,
                       gcc_node_desc(g, node, desc, sizeof desc));
 }
@@ -391,26 +497,27 @@ static gcc_status be_capture_begin(void *self, gcc_diag *d) {
   return GCC_OK;
 }
 
-static gcc_status be_capture_end(void *self, int slot, gcc_diag *d) {
+/* The captured graph is instantiated and handed to the plan (which
+ * destroys it before its memory and kernels go); the template graph is not
+ * needed after instantiation. */
+static gcc_status be_capture_end(void *self, void **out, gcc_diag *d) {
   gcc_cuda_backend *b = self;
+  *out = NULL;
   cudaGraph_t g = NULL;
   GCC_CUDA_CHECK(cudaStreamEndCapture(b->stream[GCC_STREAM_COMPUTE], &g));
-  if (b->exec[slot]) {
-    (void)cudaGraphExecDestroy(b->exec[slot]);
-    b->exec[slot] = NULL;
-  }
-  if (b->graph[slot])
-    (void)cudaGraphDestroy(b->graph[slot]);
-  b->graph[slot] = g;
-  GCC_CUDA_CHECK(cudaGraphInstantiate(&b->exec[slot], g, 0));
+  cudaGraphExec_t exec = NULL;
+  cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+  (void)cudaGraphDestroy(g);
+  GCC_CUDA_CHECK(e);
+  *out = exec;
   return GCC_OK;
 }
 
-static gcc_status be_graph_launch(void *self, int slot, gcc_diag *d) {
+static gcc_status be_graph_launch(void *self, void *graph, gcc_diag *d) {
   gcc_cuda_backend *b = self;
-  if (!b->exec[slot])
-    return gcc_diag_set(d, GCC_ERR_INTERNAL, "CUDA Graph %d was never captured", slot);
-  GCC_CUDA_CHECK(cudaGraphLaunch(b->exec[slot], b->stream[GCC_STREAM_COMPUTE]));
+  if (!graph)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "CUDA Graph launch without a captured graph");
+  GCC_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, b->stream[GCC_STREAM_COMPUTE]));
   return GCC_OK;
 }
 
@@ -419,6 +526,11 @@ static int be_supports_op(void *self, int op) {
   return gcc_cuda_supports_op(op); /* codegen's lowering decides */
 }
 
+static void be_graph_destroy(void *self, void *graph) {
+  (void)self;
+  if (graph)
+    (void)cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
 /* ---- lifetime -------------------------------------------------------------- */
 
 gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag *d) {
@@ -428,6 +540,15 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (CUDA backend)");
   b->ordinal = ordinal;
   gcc_status s = set_device(b, d);
+  int major = 0, minor = 0;
+  if (s == GCC_OK) {
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal);
+    if (e == cudaSuccess)
+      e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal);
+    if (e != cudaSuccess)
+      s = gcc_diag_set(d, GCC_ERR_DEVICE, "cudaDeviceGetAttribute failed: %s (%s) at %s:%d",
+                       cudaGetErrorName(e), cudaGetErrorString(e), __FILE__, __LINE__);
+  }
   for (int i = 0; i < 2 && s == GCC_OK; i++) {
     cudaError_t e = cudaStreamCreateWithFlags(&b->stream[i], cudaStreamNonBlocking);
     if (e != cudaSuccess)
@@ -455,6 +576,7 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   gcc_device_backend *t = &b->table;
   t->self = b;
   t->name = "cuda";
+  t->arch = major * 10 + minor;
   t->alloc = be_alloc;
   t->release = be_release;
   t->mem_info = be_mem_info;
@@ -465,7 +587,10 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   t->load = be_load;
   t->unload = be_unload;
   t->launch = be_launch;
+  t->gemm_prepare = be_gemm_prepare;
   t->gemm = be_gemm;
+  t->gemm_release = be_gemm_release;
+  t->library_prepare = be_library_prepare;
   t->library_op = be_library_op;
   t->event_record = be_event_record;
   t->stream_wait = be_stream_wait;
@@ -476,6 +601,7 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   t->graph_launch = be_graph_launch;
   t->supports_op = be_supports_op;
   t->run_node = NULL; /* plans on a GPU are lowered: kernels, GEMMs, library calls */
+  t->graph_destroy = be_graph_destroy;
   *out = b;
   return GCC_OK;
 }
@@ -488,19 +614,9 @@ void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   for (int i = 0; i < 2; i++)
     if (b->stream[i])
       (void)cudaStreamSynchronize(b->stream[i]);
-  for (int i = 0; i < 2; i++) {
-    if (b->exec[i])
-      (void)cudaGraphExecDestroy(b->exec[i]);
-    if (b->graph[i])
-      (void)cudaGraphDestroy(b->graph[i]);
-  }
-  for (int i = 0; i < b->n_gemms; i++)
-    lt_free(&b->gemms[i]);
   gcc_cudnn_cache_destroy(b->cudnn_cache);
   if (b->cudnn)
     gcc_cudnn_handle_destroy(b->cudnn);
-  if (b->cudnn_ws)
-    (void)cudaFree(b->cudnn_ws);
   for (int i = 0; i < MAX_EVENTS; i++)
     if (b->events[i])
       (void)cudaEventDestroy(b->events[i]);

@@ -11,11 +11,26 @@
  *  - GEMMs: cublasLtMatmul in float32 with CUBLAS_COMPUTE_32F (no TF32, as
  *    PyTorch's default torch.backends.cuda.matmul.allow_tf32 = False), the
  *    epilogue from gemm_map.h, a 32 MiB workspace allocated once (so that a
- *    GEMM can be captured into a CUDA Graph); the matmul descriptor, the
- *    layouts and the heuristic's algorithm are cached per GEMM shape.
- *  - Kernels: the cubin for the device's architecture; if the driver
- *    rejects it (cudaErrorNoKernelImageForDevice, cudaErrorInvalidSource,
- *    cudaErrorUnsupportedPtxVersion), the PTX, which the driver compiles.
+ *    GEMM can be captured into a CUDA Graph). Each GEMM of a plan is
+ *    prepared when the plan is built (gemm_prepare): descriptor, layouts,
+ *    the bias and aux pointers, and the heuristic's algorithm, asked with
+ *    those pointers set and CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}
+ *    _BYTES from the operands' real alignments (not the default 256: the
+ *    persistent arena is 64-byte aligned); the plan owns the handle. No
+ *    algorithm for an epilogue is GCC_ERR_UNSUPPORTED (the plan falls back
+ *    to the plain GEMM and a generated epilogue kernel).
+ *  - cuDNN: one handle and a per-shape cache of descriptors and
+ *    algorithms (runtime/cuda/cudnn_conv.h: deterministic, float32 FMA); each
+ *    plan prepares its convolutions when it is built (library_prepare) and
+ *    owns the workspace they need, so no graph refers to a workspace this
+ *    backend could free.
+ *  - Kernels: the image the runner chose by the device's compute
+ *    capability (a cubin, or PTX the driver compiles), every kernel forced
+ *    onto the device at load (cudaFuncGetAttributes) so that lazy module
+ *    loading cannot defer a mismatch to the first launch.
+ *  - CUDA Graphs: captured from the compute stream, instantiated, and
+ *    handed to the plan, which launches and destroys them; the backend
+ *    keeps none.
  *  - Every call is checked (runtime/cuda/cuda_check.h): errors are statuses with
  *    the call, the error name and string, file and line.
  * No GPU is needed to build or link this file; creating a backend without
@@ -36,7 +51,8 @@ typedef struct gcc_cuda_backend gcc_cuda_backend;
 #define GCC_CUBLASLT_WORKSPACE (32u << 20)
 
 /* Opens CUDA device `ordinal` (after CUDA_VISIBLE_DEVICES): sets it
- * current, creates the streams, the cuBLASLt handle and the workspace.
+ * current, reads its compute capability (the table's `arch`), creates the
+ * streams, the cuBLASLt handle and the workspace.
  * Errors: GCC_ERR_DEVICE naming the failing call (no driver, no device,
  * ordinal out of range); GCC_ERR_OUT_OF_MEMORY for the workspace. */
 gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag *d);
@@ -45,9 +61,10 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
  * until gcc_cuda_backend_destroy. */
 const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b);
 
-/* Synchronises, then releases streams, events, graphs, cached GEMM
- * descriptors, the workspace and the handle. Accepts NULL. Plans and
- * sessions using the backend must be freed first. */
+/* Synchronises, then releases streams, events, the cuDNN handle and
+ * descriptor cache, the cuBLASLt workspace and handle. Accepts NULL. Plans
+ * and sessions using the backend must be freed first (they own their
+ * graphs, prepared GEMMs and workspaces). */
 void gcc_cuda_backend_destroy(gcc_cuda_backend *b);
 
 #ifdef __cplusplus

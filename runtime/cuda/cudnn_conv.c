@@ -73,8 +73,10 @@ struct gcc_cudnn_conv {
   int64_t y[4];
   cudnnTensorDescriptor_t x_desc, y_desc, b_desc;
   cudnnFilterDescriptor_t w_desc;
-  cudnnConvolutionDescriptor_t conv_desc;
-  int prepared;
+  /* one convolution descriptor per direction (forward, backward-data,
+   * backward-filter): each carries the math type of its chosen algorithm */
+  cudnnConvolutionDescriptor_t conv_desc, conv_desc_bd, conv_desc_bf;
+  int chosen, prepared;
   cudnnConvolutionFwdAlgo_t fwd;
   cudnnConvolutionBwdDataAlgo_t bwd_data;
   cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -119,6 +121,10 @@ void gcc_cudnn_conv_destroy(gcc_cudnn_conv *c) {
     cudnnDestroyFilterDescriptor(c->w_desc);
   if (c->conv_desc)
     cudnnDestroyConvolutionDescriptor(c->conv_desc);
+  if (c->conv_desc_bd)
+    cudnnDestroyConvolutionDescriptor(c->conv_desc_bd);
+  if (c->conv_desc_bf)
+    cudnnDestroyConvolutionDescriptor(c->conv_desc_bf);
   free(c);
 }
 
@@ -130,19 +136,25 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->b_desc), d);
   GCC_CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w_desc), d);
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc), d);
+  GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc_bd), d);
+  GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc_bf), d);
   GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
                                            (int)s->n, (int)s->c, (int)s->h, (int)s->w),
                 d);
   GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
                                            (int)s->m, (int)s->c, (int)w->kh, (int)w->kw),
                 d);
-  GCC_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv_desc, (int)w->pt, (int)w->pl,
-                                                (int)w->sh, (int)w->sw, (int)w->dh, (int)w->dw,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                d);
-  /* plain float32 FMA: no TF32 tensor cores, so results match the CPU
-   * backend to float32 rounding (PyTorch with allow_tf32 = False) */
-  GCC_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv_desc, CUDNN_FMA_MATH), d);
+  cudnnConvolutionDescriptor_t cds[3] = {c->conv_desc, c->conv_desc_bd, c->conv_desc_bf};
+  for (int i = 0; i < 3; i++) {
+    GCC_CUDNN_TRY(cudnnSetConvolution2dDescriptor(cds[i], (int)w->pt, (int)w->pl, (int)w->sh,
+                                                  (int)w->sw, (int)w->dh, (int)w->dw,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                  d);
+    /* plain float32 FMA: no TF32 tensor cores, so results match the CPU
+     * backend to float32 rounding (PyTorch with allow_tf32 = False, which
+     * sets CUDNN_FMA_MATH before asking for algorithms, as here) */
+    GCC_CUDNN_TRY(cudnnSetConvolutionMathType(cds[i], CUDNN_FMA_MATH), d);
+  }
   int y[4];
   GCC_CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(c->conv_desc, c->x_desc, c->w_desc, &y[0],
                                                       &y[1], &y[2], &y[3]),
@@ -196,80 +208,136 @@ const gcc_conv2d_shape *gcc_cudnn_conv_shape(const gcc_cudnn_conv *c) { return &
 enum { MAX_ALGOS = 16 };
 
 static gcc_status no_algo(const char *dir, int n, size_t smallest, size_t cap, gcc_diag *d) {
+  if (smallest == SIZE_MAX)
+    return gcc_diag_set(d, GCC_ERR_DEVICE,
+                        "cuDNN: no deterministic float32 (FMA, no TF32) %s convolution "
+                        "algorithm among %d candidates",
+                        dir, n);
   return gcc_diag_set(d, GCC_ERR_DEVICE,
-                      "cuDNN: no %s convolution algorithm fits a %zu-byte workspace (%d "
-                      "candidates; the smallest usable needs %zu bytes)",
+                      "cuDNN: no deterministic float32 %s convolution algorithm fits a %zu-byte "
+                      "workspace (%d candidates; the smallest usable needs %zu bytes)",
                       dir, cap, n, smallest);
 }
+
+/* Candidates qualify when they ran (status), give the same bits every run
+ * (CUDNN_DETERMINISTIC: the backward algorithms that accumulate with
+ * atomics do not), and compute in float32 FMA (not TF32 tensor-op math),
+ * so that training is reproducible and matches the CPU backend. */
+int gcc_cudnn_pick_algo(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest) {
+  int found = -1;
+  *smallest = SIZE_MAX;
+  for (int i = 0; i < n && found < 0; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
+        perf[i].math_type == CUDNN_FMA_MATH) {
+      if (perf[i].memory <= cap)
+        found = i;
+      else if (perf[i].memory < *smallest)
+        *smallest = perf[i].memory;
+    }
+  return found;
+}
+
+gcc_status gcc_cudnn_conv_choose(gcc_cudnn_conv *c, const gcc_cudnn_algo_perf *fwd, int n_fwd,
+                                 const gcc_cudnn_algo_perf *bwd_data, int n_bwd_data,
+                                 const gcc_cudnn_algo_perf *bwd_filter, int n_bwd_filter,
+                                 size_t workspace_cap, gcc_diag *d) {
+  size_t smallest;
+  int f = gcc_cudnn_pick_algo(fwd, n_fwd, workspace_cap, &smallest);
+  if (f < 0)
+    return no_algo("forward", n_fwd, smallest, workspace_cap, d);
+  int bd = gcc_cudnn_pick_algo(bwd_data, n_bwd_data, workspace_cap, &smallest);
+  if (bd < 0)
+    return no_algo("backward-data", n_bwd_data, smallest, workspace_cap, d);
+  int bf = gcc_cudnn_pick_algo(bwd_filter, n_bwd_filter, workspace_cap, &smallest);
+  if (bf < 0)
+    return no_algo("backward-filter", n_bwd_filter, smallest, workspace_cap, d);
+  /* cuDNN: an algorithm from a perf result runs with that result's math
+   * type set on the descriptor */
+  GCC_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv_desc, fwd[f].math_type), d);
+  GCC_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv_desc_bd, bwd_data[bd].math_type), d);
+  GCC_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv_desc_bf, bwd_filter[bf].math_type), d);
+  /* all three chosen: commit them together */
+  c->fwd = (cudnnConvolutionFwdAlgo_t)fwd[f].algo;
+  c->ws_fwd = fwd[f].memory;
+  c->bwd_data = (cudnnConvolutionBwdDataAlgo_t)bwd_data[bd].algo;
+  c->ws_bwd_data = bwd_data[bd].memory;
+  c->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)bwd_filter[bf].algo;
+  c->ws_bwd_filter = bwd_filter[bf].memory;
+  c->chosen = 1;
+  return GCC_OK;
+}
+
+void gcc_cudnn_conv_math_types(const gcc_cudnn_conv *c, int out[3]) {
+  cudnnConvolutionDescriptor_t cds[3] = {c->conv_desc, c->conv_desc_bd, c->conv_desc_bf};
+  for (int i = 0; i < 3; i++) {
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    out[i] = -1;
+    if (cudnnGetConvolutionMathType(cds[i], &m) == CUDNN_STATUS_SUCCESS)
+      out[i] = (int)m;
+  }
+}
+
+#define PERF_OF(dst, src, count)                                                              \
+  for (int i_ = 0; i_ < (count); i_++) {                                                      \
+    (dst)[i_].algo = (int)(src)[i_].algo;                                                     \
+    (dst)[i_].status = (src)[i_].status;                                                      \
+    (dst)[i_].memory = (src)[i_].memory;                                                      \
+    (dst)[i_].determinism = (src)[i_].determinism;                                            \
+    (dst)[i_].math_type = (src)[i_].mathType;                                                 \
+  }
 
 gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_t workspace_cap,
                                   gcc_diag *d) {
   GCC_TRY(need_ptr(handle, "the cuDNN handle", "gcc_cudnn_conv_prepare", d));
   if (c->prepared)
     return GCC_OK;
-  int n = 0;
-  size_t smallest = SIZE_MAX;
-  /* candidates come sorted by cuDNN's expected time: take the first that
-   * works and fits */
+  int nf = 0, nd = 0, nw = 0;
   cudnnConvolutionFwdAlgoPerf_t fp[MAX_ALGOS];
-  GCC_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(handle, c->x_desc, c->w_desc, c->conv_desc,
-                                                       c->y_desc, MAX_ALGOS, &n, fp),
-                d);
-  int found = -1;
-  for (int i = 0; i < n && found < 0; i++)
-    if (fp[i].status == CUDNN_STATUS_SUCCESS) {
-      if (fp[i].memory <= workspace_cap)
-        found = i;
-      else if (fp[i].memory < smallest)
-        smallest = fp[i].memory;
-    }
-  if (found < 0)
-    return no_algo("forward", n, smallest, workspace_cap, d);
-  cudnnConvolutionFwdAlgo_t fwd = fp[found].algo;
-  size_t ws_fwd = fp[found].memory;
-
   cudnnConvolutionBwdDataAlgoPerf_t dp[MAX_ALGOS];
-  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, c->w_desc, c->y_desc,
-                                                            c->conv_desc, c->x_desc, MAX_ALGOS,
-                                                            &n, dp),
-                d);
-  found = -1;
-  smallest = SIZE_MAX;
-  for (int i = 0; i < n && found < 0; i++)
-    if (dp[i].status == CUDNN_STATUS_SUCCESS) {
-      if (dp[i].memory <= workspace_cap)
-        found = i;
-      else if (dp[i].memory < smallest)
-        smallest = dp[i].memory;
-    }
-  if (found < 0)
-    return no_algo("backward-data", n, smallest, workspace_cap, d);
-  cudnnConvolutionBwdDataAlgo_t bwd_data = dp[found].algo;
-  size_t ws_bwd_data = dp[found].memory;
-
   cudnnConvolutionBwdFilterAlgoPerf_t wp[MAX_ALGOS];
-  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, c->x_desc, c->y_desc,
-                                                              c->conv_desc, c->w_desc,
-                                                              MAX_ALGOS, &n, wp),
+  GCC_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(handle, c->x_desc, c->w_desc, c->conv_desc,
+                                                       c->y_desc, MAX_ALGOS, &nf, fp),
                 d);
-  found = -1;
-  smallest = SIZE_MAX;
-  for (int i = 0; i < n && found < 0; i++)
-    if (wp[i].status == CUDNN_STATUS_SUCCESS) {
-      if (wp[i].memory <= workspace_cap)
-        found = i;
-      else if (wp[i].memory < smallest)
-        smallest = wp[i].memory;
-    }
-  if (found < 0)
-    return no_algo("backward-filter", n, smallest, workspace_cap, d);
-  /* all three chosen: commit them together */
-  c->fwd = fwd;
-  c->ws_fwd = ws_fwd;
-  c->bwd_data = bwd_data;
-  c->ws_bwd_data = ws_bwd_data;
-  c->bwd_filter = wp[found].algo;
-  c->ws_bwd_filter = wp[found].memory;
+  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, c->w_desc, c->y_desc,
+                                                            c->conv_desc_bd, c->x_desc, MAX_ALGOS,
+                                                            &nd, dp),
+                d);
+  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, c->x_desc, c->y_desc,
+                                                              c->conv_desc_bf, c->w_desc,
+                                                              MAX_ALGOS, &nw, wp),
+                d);
+  gcc_cudnn_algo_perf f[MAX_ALGOS], bd[MAX_ALGOS], bw[MAX_ALGOS];
+  PERF_OF(f, fp, nf);
+  PERF_OF(bd, dp, nd);
+  PERF_OF(bw, wp, nw);
+  GCC_TRY(gcc_cudnn_conv_choose(c, f, nf, bd, nd, bw, nw, workspace_cap, d));
+  /* the workspace each chosen algorithm needs with its math type set: asked
+   * of cuDNN (a perf result's `memory` is an estimate) */
+  size_t wf = 0, wd = 0, ww = 0;
+  cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(handle, c->x_desc, c->w_desc,
+                                                             c->conv_desc, c->y_desc, c->fwd, &wf);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnGetConvolutionBackwardDataWorkspaceSize(handle, c->w_desc, c->y_desc,
+                                                      c->conv_desc_bd, c->x_desc, c->bwd_data,
+                                                      &wd);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, c->x_desc, c->y_desc,
+                                                        c->conv_desc_bf, c->w_desc,
+                                                        c->bwd_filter, &ww);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    c->chosen = 0; /* nothing half-prepared */
+    return gcc_cudnn_status(st, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__, d);
+  }
+  if (wf > workspace_cap || wd > workspace_cap || ww > workspace_cap) {
+    c->chosen = 0;
+    return gcc_diag_set(d, GCC_ERR_DEVICE,
+                        "cuDNN: the chosen algorithms need workspaces of %zu, %zu and %zu bytes "
+                        "(forward, backward-data, backward-filter), above the %zu-byte cap",
+                        wf, wd, ww, workspace_cap);
+  }
+  c->ws_fwd = wf;
+  c->ws_bwd_data = wd;
+  c->ws_bwd_filter = ww;
   c->prepared = 1;
   return GCC_OK;
 }
@@ -287,10 +355,19 @@ size_t gcc_cudnn_conv_workspace_bytes(const gcc_cudnn_conv *c) {
 
 int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data,
                               int *bwd_filter) {
-  *fwd = c->prepared ? (int)c->fwd : -1;
-  *bwd_data = c->prepared ? (int)c->bwd_data : -1;
-  *bwd_filter = c->prepared ? (int)c->bwd_filter : -1;
-  return c->prepared;
+  *fwd = c->chosen ? (int)c->fwd : -1;
+  *bwd_data = c->chosen ? (int)c->bwd_data : -1;
+  *bwd_filter = c->chosen ? (int)c->bwd_filter : -1;
+  return c->chosen;
+}
+
+size_t gcc_cudnn_conv_direction_workspace(const gcc_cudnn_conv *c, gcc_cuda_call call) {
+  if (!c->prepared)
+    return 0;
+  return call == GCC_CUDA_CALL_CONV_FORWARD           ? c->ws_fwd
+         : call == GCC_CUDA_CALL_CONV_BACKWARD_DATA   ? c->ws_bwd_data
+         : call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER ? c->ws_bwd_filter
+                                                      : 0;
 }
 
 /* The checks every run function makes before calling cuDNN. */
@@ -337,7 +414,7 @@ gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t h
   GCC_TRY(need_ptr(dx, "dX", fn, d));
   const float one = 1.0f, zero = 0.0f;
   GCC_CUDNN_TRY(cudnnConvolutionBackwardData(handle, &one, c->w_desc, w, c->y_desc, dy,
-                                             c->conv_desc, c->bwd_data, workspace,
+                                             c->conv_desc_bd, c->bwd_data, workspace,
                                              workspace_bytes, &zero, c->x_desc, dx),
                 d);
   return GCC_OK;
@@ -354,7 +431,7 @@ gcc_status gcc_cudnn_conv_backward_filter(const gcc_cudnn_conv *c, cudnnHandle_t
   GCC_TRY(need_ptr(dw, "dW", fn, d));
   const float one = 1.0f, zero = 0.0f;
   GCC_CUDNN_TRY(cudnnConvolutionBackwardFilter(handle, &one, c->x_desc, x, c->y_desc, dy,
-                                               c->conv_desc, c->bwd_filter, workspace,
+                                               c->conv_desc_bf, c->bwd_filter, workspace,
                                                workspace_bytes, &zero, c->w_desc, dw),
                 d);
   return GCC_OK;

@@ -13,9 +13,14 @@
  * filter and convolution descriptors are made once, and the output shape
  * cuDNN computes is checked against our shape inference
  * (gcc_window_out_dim). The algorithms are chosen once per shape, with a
- * handle, by gcc_cudnn_conv_prepare (cudnnGetConvolution*Algorithm_v7: the
- * fastest one cuDNN predicts whose status is success and whose workspace
- * fits the caller's cap), and kept with their workspace sizes. A
+ * handle, by gcc_cudnn_conv_prepare: of cudnnGetConvolution*Algorithm_v7's
+ * candidates (asked with CUDNN_FMA_MATH set: float32, no TF32), the fastest
+ * whose status is success, that is CUDNN_DETERMINISTIC (the atomics-based
+ * backward algorithms are not: results would vary run to run), that
+ * computes in CUDNN_FMA_MATH and whose workspace fits the caller's cap;
+ * the chosen result's math type is set on that direction's convolution
+ * descriptor (cudnnSetConvolutionMathType), and its workspace is asked of
+ * cudnnGet*WorkspaceSize with that math type set. A
  * gcc_cudnn_cache holds one gcc_cudnn_conv per distinct shape, so a plan
  * with several convolutions of the same shape (or a training and an
  * evaluation plan) shares them.
@@ -48,6 +53,7 @@
 
 #include "graph/ir.h"
 #include "graph/ops.h"
+#include "runtime/cuda/cuda_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,17 +111,59 @@ void gcc_cudnn_conv_output_dims(const gcc_cudnn_conv *c, int64_t dims[4]);
 const gcc_conv2d_shape *gcc_cudnn_conv_shape(const gcc_cudnn_conv *c);
 
 /* Chooses the forward, backward-data and backward-filter algorithms for
- * this shape, once (later calls return at once), among those whose
- * workspace is at most `workspace_cap` bytes, and records each one's
- * workspace size. Needs a handle (a GPU). Errors: GCC_ERR_INVALID_ARGUMENT
- * (NULL handle), GCC_ERR_DEVICE (a cuDNN call failed, or no algorithm fits
- * the cap: the message names the direction and the smallest workspace). */
+ * this shape, once (later calls return at once): deterministic, float32 FMA
+ * and with a workspace of at most `workspace_cap` bytes (gcc_cudnn_pick_algo
+ * over cudnnGetConvolution*Algorithm_v7's candidates); sets each chosen
+ * math type on its direction's descriptor and records each one's workspace
+ * as cudnnGetConvolution*WorkspaceSize gives it for that algorithm and math
+ * type. Needs a handle (a GPU). On any error the shape stays unprepared.
+ * Errors: GCC_ERR_INVALID_ARGUMENT (NULL handle), GCC_ERR_DEVICE (a cuDNN
+ * call failed, or no algorithm qualifies: the message names the direction
+ * and, if only the cap was in the way, the smallest workspace). */
 gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_t workspace_cap,
                                   gcc_diag *d);
 int gcc_cudnn_conv_prepared(const gcc_cudnn_conv *c);
+
+/* One candidate algorithm of cudnnGetConvolution*Algorithm_v7, in the
+ * fields the three directions' *AlgoPerf_t structs share. */
+typedef struct gcc_cudnn_algo_perf {
+  int algo;
+  cudnnStatus_t status;
+  size_t memory; /* bytes of workspace */
+  cudnnDeterminism_t determinism;
+  cudnnMathType_t math_type;
+} gcc_cudnn_algo_perf;
+
+/* The candidate to use among perf[0 .. n) (cuDNN lists them fastest
+ * first): the first with status CUDNN_STATUS_SUCCESS, determinism
+ * CUDNN_DETERMINISTIC, math type CUDNN_FMA_MATH and memory <= cap; or -1.
+ * *smallest is the least workspace of the candidates that qualified but
+ * for the cap (SIZE_MAX if none). A pure function. */
+int gcc_cudnn_pick_algo(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest);
+
+/* Chooses the three directions' algorithms from their candidates
+ * (gcc_cudnn_pick_algo), sets each chosen candidate's math type on its
+ * direction's descriptor and commits them together (workspace sizes: the
+ * candidates' estimates until gcc_cudnn_conv_prepare asks cuDNN);
+ * gcc_cudnn_conv_prepare calls it with cuDNN's lists. Needs no GPU. Errors: GCC_ERR_DEVICE when a
+ * direction has no candidate (the message names the direction and the
+ * smallest workspace that would have done). */
+gcc_status gcc_cudnn_conv_choose(gcc_cudnn_conv *c, const gcc_cudnn_algo_perf *fwd, int n_fwd,
+                                 const gcc_cudnn_algo_perf *bwd_data, int n_bwd_data,
+                                 const gcc_cudnn_algo_perf *bwd_filter, int n_bwd_filter,
+                                 size_t workspace_cap, gcc_diag *d);
+
+/* The math type (cudnnMathType_t) set on the forward, backward-data and
+ * backward-filter convolution descriptors (-1 where it cannot be read). */
+void gcc_cudnn_conv_math_types(const gcc_cudnn_conv *c, int out[3]);
+
+/* The workspace bytes the prepared algorithm of one direction needs
+ * (`call`: GCC_CUDA_CALL_CONV_FORWARD, _BACKWARD_DATA or _BACKWARD_FILTER,
+ * runtime/cuda/cuda_ops.h); 0 for another call or before prepare. */
+size_t gcc_cudnn_conv_direction_workspace(const gcc_cudnn_conv *c, gcc_cuda_call call);
 /* The largest workspace of the three chosen algorithms (0 before prepare). */
 size_t gcc_cudnn_conv_workspace_bytes(const gcc_cudnn_conv *c);
-/* The chosen algorithms (-1 before prepare). */
+/* The chosen algorithms (-1 before they are chosen). */
 int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data, int *bwd_filter);
 
 /* Y = conv(X, W) (+ B broadcast over n, h, w when B is not NULL,

@@ -4,8 +4,10 @@
 //
 // The same comparisons as tests/device_plan_test.cc, on the device itself:
 // training steps of the MNIST MLP on cuda:0 against the CPU backend (losses
-// and parameters), CUDA Graph replay, evaluation, a bad label found by the
-// loss kernel, and the out-of-memory message of a plan that cannot fit.
+// and parameters), CUDA Graph replay, training after an evaluation with
+// graphs (MLP, and the CIFAR CNN evaluated at a larger batch than it
+// trains at), evaluation, a bad label found by the loss kernel, and the
+// out-of-memory message of a plan that cannot fit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,8 +121,10 @@ void TrainBoth(const gcc_graph *model, const gcc_session_options &gpu_o,
   for (int v = 0; v < model->n_values; v++) {
     if (model->values[v].kind != GCC_VALUE_PARAM) continue;
     int64_t n = 0;
-    const float *a = gcc_session_param(gpu, model->values[v].name, &n);
-    const float *b = gcc_session_param(cpu, model->values[v].name, &n);
+    float *a = nullptr;
+    gcc_session_param(gpu, model->values[v].name, &a, &n, nullptr);
+    float *b = nullptr;
+    gcc_session_param(cpu, model->values[v].name, &b, &n, nullptr);
     ASSERT_TRUE(a && b);
     EXPECT_LE(MaxRelErr(a, b, n), 1e-3) << model->values[v].name;
   }
@@ -176,6 +180,113 @@ TEST_F(Gpu, CifarCnnThroughCudnnMatchesTheCpuBackend) {
   }
   gcc_session_destroy(gpu);
   gcc_session_destroy(cpu);
+  gcc_graph_free(cnn);
+}
+
+// Issue 21: a session's training, evaluation and last-batch plans each keep
+// their own CUDA Graphs, so training after an evaluation (captured on its
+// later batches) goes on learning as on the CPU; the losses after the
+// evaluation are not stuck at one value.
+TEST_F(Gpu, TrainEvaluateTrainWithCudaGraphsMatchesTheCpu) {
+  gcc_diag d{};
+  gcc_session *gpu = nullptr, *cpu = nullptr;
+  gcc_session_options go = Options(true, true, 1), co = Options(false, false, 1);
+  ASSERT_EQ(gcc_session_create(model_, &go, &gpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(model_, &co, &cpu, &d), GCC_OK) << d.msg;
+  std::vector<float> after;
+  uint32_t seed = 3000;
+  for (int phase = 0; phase < 3; phase++) {
+    for (int s = 0; s < (phase == 1 ? 4 : 8); s++) {
+      int rows = phase == 1 ? 1000 : (s == 7 ? 32 : 64);  // a short last batch: a third plan
+      Batch b = MakeBatch(rows, seed++);
+      float l1 = 0, l2 = 0;
+      if (phase == 1) {
+        int64_t c1 = 0, c2 = 0;
+        ASSERT_EQ(gcc_session_eval_batch(gpu, b.x.data(), b.y.data(), rows, &l1, &c1, nullptr, &d),
+                  GCC_OK)
+            << d.msg;
+        ASSERT_EQ(gcc_session_eval_batch(cpu, b.x.data(), b.y.data(), rows, &l2, &c2, nullptr, &d),
+                  GCC_OK)
+            << d.msg;
+        EXPECT_NEAR((double)c1, (double)c2, 3.0);
+      } else {
+        ASSERT_EQ(gcc_session_train_step(gpu, b.x.data(), b.y.data(), rows, &l1, &d), GCC_OK)
+            << d.msg;
+        ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), rows, &l2, &d), GCC_OK)
+            << d.msg;
+        if (phase == 2)
+          after.push_back(l1);
+      }
+      EXPECT_NEAR(l1, l2, 1e-3 * std::max(1.0f, std::fabs(l2)))
+          << (phase == 1 ? "evaluation " : "training ") << "phase " << phase << " step " << s;
+    }
+  }
+  std::sort(after.begin(), after.end());
+  EXPECT_GT(std::unique(after.begin(), after.end()) - after.begin(), 1)
+      << "the training loss is stuck after the evaluation";
+  gcc_plan *p = nullptr;
+  ASSERT_EQ(gcc_session_plan(gpu, GCC_MODE_TRAIN, 64, &p, &d), GCC_OK) << d.msg;
+  EXPECT_GT(gcc_plan_graph_replays(p), 0) << gcc_plan_graph_note(p);
+  gcc_session_destroy(gpu);
+  gcc_session_destroy(cpu);
+}
+
+// Issue 21: the CIFAR CNN trains at batch 4 with CUDA Graphs, evaluates a
+// batch of 1000 (larger convolutions, a larger cuDNN workspace), trains
+// again: each plan's graphs use that plan's own workspace. Run twice, the
+// GPU session gives the same losses bit for bit (deterministic cuDNN
+// algorithms).
+TEST_F(Gpu, CifarCnnTrainEvaluateAtOneThousandTrainAgainIsDeterministic) {
+  gcc_graph *cnn = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cnn, &d), GCC_OK) << d.msg;
+  gcc_session_options go = Options(true, true, 1), co = Options(false, false, 1);
+  go.opt = co.opt = cnn->training.opt;
+  std::vector<float> runs[2], cpu_losses;
+  for (int run = 0; run < 2; run++) {
+    gcc_session *gpu = nullptr, *cpu = nullptr;
+    ASSERT_EQ(gcc_session_create(cnn, &go, &gpu, &d), GCC_OK) << d.msg;
+    if (run == 0) {
+      ASSERT_EQ(gcc_session_create(cnn, &co, &cpu, &d), GCC_OK) << d.msg;
+    }
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int s = 0; s < 11; s++) {
+      int rows = s == 5 ? 1000 : 4;
+      std::vector<float> x(rows * 3 * 32 * 32);
+      std::vector<int64_t> y(rows);
+      for (float &v : x) v = nd(rng);
+      for (int64_t &v : y) v = rng() % 10;
+      float l1 = 0, l2 = 0;
+      int64_t c1 = 0, c2 = 0;
+      if (s == 5) {
+        ASSERT_EQ(gcc_session_eval_batch(gpu, x.data(), y.data(), rows, &l1, &c1, nullptr, &d),
+                  GCC_OK)
+            << d.msg;
+        if (cpu) {
+          ASSERT_EQ(gcc_session_eval_batch(cpu, x.data(), y.data(), rows, &l2, &c2, nullptr, &d),
+                    GCC_OK)
+              << d.msg;
+        }
+      } else {
+        ASSERT_EQ(gcc_session_train_step(gpu, x.data(), y.data(), rows, &l1, &d), GCC_OK)
+            << "step " << s << ": " << d.msg;
+        if (cpu) {
+          ASSERT_EQ(gcc_session_train_step(cpu, x.data(), y.data(), rows, &l2, &d), GCC_OK)
+              << d.msg;
+        }
+      }
+      runs[run].push_back(l1);
+      if (cpu) {
+        cpu_losses.push_back(l2);
+        EXPECT_NEAR(l1, l2, 1e-3 * std::max(1.0f, std::fabs(l2))) << "step " << s;
+      }
+    }
+    gcc_session_destroy(gpu);
+    gcc_session_destroy(cpu);
+  }
+  for (size_t s = 0; s < runs[0].size(); s++)
+    EXPECT_EQ(runs[0][s], runs[1][s]) << "step " << s << " differs between two GPU runs";
   gcc_graph_free(cnn);
 }
 
