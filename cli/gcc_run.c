@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,9 @@ static void usage(FILE *f) {
 /* 1 if the file starts with the .npy magic (anything else is read as IDX,
  * gz or plain, whose reader names what is wrong). */
 static int sniff_npy(const char *path) {
+  struct stat st; /* a FIFO or device is left to the readers, which refuse it */
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    return 0;
   FILE *f = fopen(path, "rb");
   if (!f)
     return 0;

@@ -530,7 +530,7 @@ gcc_status gcc_model_load(const char *path, gcc_graph **out, gcc_diag *d) {
   *out = NULL;
   uint8_t *buf;
   size_t size;
-  GCC_TRY(gcc_read_file(path, 0, &buf, &size, d));
+  GCC_TRY(gcc_read_file(path, GCC_MODEL_MAX_BYTES, &buf, &size, d));
   gcc_status s = gcc_model_parse(buf, size, path, out, d);
   free(buf);
   return s;

@@ -30,6 +30,10 @@ extern "C" {
 
 #define GCC_FORMAT_VERSION 1
 
+/* The largest model file gcc_model_load reads: protobuf messages stop at
+ * 2 GiB, and a model is refused by its size before it is read. */
+#define GCC_MODEL_MAX_BYTES ((size_t)1 << 30)
+
 /* Parses `size` bytes of a serialized Model. `source` names them in
  * messages (a path). On success *out is a topologically sorted, linked,
  * shape-checked graph (batch dim still symbolic) that the caller frees with

@@ -436,6 +436,66 @@ TEST_F(Reliability, BadOutputPathsFailBeforeAnyWork) {
   EXPECT_TRUE(Has(r.err, "--output " + tmp_.file("nonexistent/p.csv"))) << r;
 }
 
+// ---- 6. special and huge inputs ----------------------------------------------------------
+
+// A FIFO as the model, the bundle, --input or a data file is refused at once
+// (before: blocked forever); /dev/zero as a bundle or --input is refused
+// (before: read without end).
+TEST_F(Reliability, FifosAndDevicesAsInputsAreRefused) {
+  std::string fifo = tmp_.file("in.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const double kSeconds = 30;  // a blocked reader times out here
+  Result r = RunBin("cli/gcc-train", {fifo, "--no-output", "--device", "cpu"}, kSeconds);
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, fifo + ": not a regular file")) << r;
+  for (const std::string &bundle : {fifo, std::string("/dev/zero")}) {
+    r = RunBin("cli/gcc-run", {bundle, "--input", data_ + "/t10k-images-idx3-ubyte.gz"},
+               kSeconds);
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(Has(r.err, bundle + ": not a regular file")) << r;
+  }
+  // a real bundle, then FIFO and /dev/zero as --input
+  std::string bundle = tmp_.file("b.gccx");
+  r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_, "--epochs", "0",
+                               "--no-output", "--quiet", "--device", "cpu", "--export", bundle});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  for (const std::string &input : {fifo, std::string("/dev/zero")}) {
+    r = RunBin("cli/gcc-run", {bundle, "--input", input, "--device", "cpu"}, kSeconds);
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(Has(r.err, input + ": not a regular file")) << r;
+  }
+  // a FIFO among the MNIST files
+  TempDir data("gcc_fifo_data");
+  for (const char *f : {"train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"})
+    ASSERT_TRUE(WriteText(data.file(f), ReadText(data_ + "/" + f)));
+  ASSERT_EQ(mkfifo(data.file("train-images-idx3-ubyte.gz").c_str(), 0644), 0);
+  r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data.path(),
+                               "--max-steps", "1", "--no-output", "--device", "cpu"},
+             kSeconds);
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "train-images-idx3-ubyte.gz: not a regular file")) << r;
+}
+
+// A sparse model or bundle over the size limit is refused by its size, before
+// it is read (before: a 2 GB file was read whole; a 5 GB one ran out of
+// memory and exited 3).
+TEST_F(Reliability, HugeFilesAreRefusedByTheirSize) {
+  std::string model = tmp_.file("huge.pb"), bundle = tmp_.file("huge.gccx");
+  for (const std::string &p : {model, bundle}) {
+    int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, (off_t{1} << 30) + 1), 0);  // sparse: no disk used
+    close(fd);
+  }
+  Result r = RunBin("cli/gcc-train", {model, "--no-output", "--device", "cpu"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "1073741825 bytes, more than the 1073741824 this reader takes")) << r;
+  r = RunBin("cli/gcc-run", {bundle, "--input", data_ + "/t10k-images-idx3-ubyte.gz"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "1073741825 bytes, more than the 1073741824 this reader takes")) << r;
+}
+
 // ---- 7. shape and range checks ---------------------------------------------------------
 
 // An IDX file of unsigned bytes: magic 0x0000080N, then the big-endian dims.
@@ -734,19 +794,20 @@ bool HasCheckpoint(const std::string &dir) {
 }
 
 TEST_F(Reliability, TwentyKillsThenResumeGivesTheUninterruptedResult) {
-  std::vector<std::string> base = {Runfile("models/linear.pb"), "--epochs", "300", "--seed", "3",
-                                   "--device", "cpu", "--threads", "1", "--log-every", "0"};
+  // 160,000 steps of the linear model, about 2 s with a checkpoint every 50
+  std::vector<std::string> base = {Runfile("models/linear.pb"), "--epochs", "10000", "--seed",
+                                   "3", "--device", "cpu", "--threads", "1", "--log-every", "0"};
   Result r = RunBin("cli/gcc-train", Cat(base, {"--output", tmp_.file("u.pb")}));
   ASSERT_EQ(r.exit_code, 0) << r;
   std::string ck = tmp_.file("ck");
-  std::vector<std::string> run = Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "7",
+  std::vector<std::string> run = Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "50",
                                             "--output", tmp_.file("k.pb")});
   unsigned seed = 12345;
   int killed = 0, resumed = 0;
   for (int k = 0; k < 20; k++) {
     resumed += HasCheckpoint(ck);
-    // killed 0 to 150 ms after it said it starts training (its first line)
-    unsigned delay = rand_r(&seed) % 150000;
+    // killed 0 to 100 ms after it said it starts training (its first line)
+    unsigned delay = rand_r(&seed) % 100000;
     r = RunBin("cli/gcc-train", HasCheckpoint(ck) ? Cat(run, {"--resume", ck}) : run, 120,
                " threads\n", [delay](pid_t pid) {
                  usleep(delay);

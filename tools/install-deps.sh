@@ -16,6 +16,8 @@ PACKAGES=(
   zlib1g-dev
   libjansson-dev
   libssl-dev
+  clang
+  libclang-rt-14-dev
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 
