@@ -24,6 +24,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 
 #include "cli/flags.h"
 #include "graph/loader.h"
+#include "graph/outfile.h"
 #include "datasets/dataset.h"
 #include "runtime/device.h"
 #include "deploy/gcc_api.h"
@@ -69,6 +72,9 @@ static void usage(FILE *f) {
 /* 1 if the file starts with the .npy magic (anything else is read as IDX,
  * gz or plain, whose reader names what is wrong). */
 static int sniff_npy(const char *path) {
+  struct stat st; /* a FIFO or device is left to the readers, which refuse it */
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    return 0;
   FILE *f = fopen(path, "rb");
   if (!f)
     return 0;
@@ -78,8 +84,20 @@ static int sniff_npy(const char *path) {
   return n == 6 && gcc_npy_is_npy(head, 6);
 }
 
+/* SIGINT, SIGTERM, SIGHUP: remove the temporary of the output being
+ * written, then die of the signal as before. */
+static void on_signal(int sig) {
+  gcc_outfile_cleanup_signal_safe();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char **argv) {
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
+  signal(SIGXFSZ, SIG_IGN); /* a file-size limit becomes a reported EFBIG */
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGHUP, on_signal);
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc-run: warning: cannot enter %s: %s\n", bwd, strerror(errno));
@@ -135,6 +153,14 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   gcc_diag d = {0};
+  /* the output, before any work: never an input, writable */
+  const gcc_named_path outs[] = {{"--output", output}};
+  const gcc_named_path ins[] = {
+      {"the bundle", argv[optind]}, {"--input", input}, {"--labels", labels_path}};
+  if (gcc_outfiles_check(outs, 1, ins, 3, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-run: %s\n", d.msg);
+    return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+  }
   gcc_device want;
   if (gcc_device_parse(device, &want, &d) != GCC_OK) {
     fprintf(stderr, "gcc-run: %s\n", d.msg);
@@ -179,7 +205,10 @@ int main(int argc, char **argv) {
     if (gcc_idx_read(input, 3, dims, &pixels, &d) != GCC_OK) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = EXIT_RUN;
-    } else if (dims[1] * dims[2] != per_sample) {
+    } else if (dims[1] * dims[2] != per_sample ||
+               (info->input.shape.ndim == 4 && (info->input.shape.dims[2] != dims[1] ||
+                                                info->input.shape.dims[3] != dims[2]))) {
+      /* an NCHW input names height and width: 14x56 is no 28x28 */
       fprintf(stderr,
               "gcc-run: %s: images of %" PRId64 "x%" PRId64 " pixels, but input '%s' takes %s "
               "(n first)\n",
@@ -198,6 +227,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gcc-run: %s has %" PRId64 " labels but %s has %" PRId64 " samples\n",
               labels_path, ld[0], input, n);
       rc = EXIT_RUN;
+    } else { /* class indices, as gcc-train checks them */
+      int64_t classes = info->outputs[0].shape.ndim == 2 ? info->outputs[0].shape.dims[1] : 0;
+      for (int64_t i = 0; i < n && rc == 0; i++)
+        if (labels[i] >= classes) {
+          fprintf(stderr,
+                  "gcc-run: %s: label %d of sample %" PRId64 " is not a class of the bundle "
+                  "(0 to %" PRId64 ")\n",
+                  labels_path, labels[i], i, classes - 1);
+          rc = EXIT_RUN;
+        }
     }
   }
 
@@ -239,6 +278,10 @@ int main(int argc, char **argv) {
       st = gccx_get_output(s, "logits", &logits, &r, &classes, &d);
     if (st == GCC_OK)
       st = gccx_get_output(s, "probabilities", &probs, &r, &classes, &d);
+    if (st == GCC_OK && r != rows) /* the rows the output has, never more than it holds */
+      st = gcc_diag_set(&d, GCC_ERR_INTERNAL,
+                        "%s: output has %" PRId64 " rows for a batch of %" PRId64, argv[optind],
+                        r, rows);
     if (st != GCC_OK) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = st == GCC_ERR_DEVICE ? EXIT_DEVICE : EXIT_RUN;

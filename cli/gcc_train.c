@@ -5,7 +5,8 @@
  *
  * Exit status: 0 success; 1 a run-time failure (data, numerics, I/O);
  * 2 a bad command line; 3 an invalid model file; 4 the requested device is
- * unusable; 130 interrupted (SIGINT; no model is written).
+ * unusable; 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model is
+ * written).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +24,7 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
+#include "graph/outfile.h"
 #include "runtime/cuda/arch_check.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_device.h"
@@ -32,16 +34,31 @@
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
+#include "runtime/checkpoint.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
 static volatile sig_atomic_t g_stop = 0;
 static int g_no_kernel_cache = 0; /* --no-kernel-cache */
 
+/* A second SIGINT/SIGTERM/SIGHUP ends the process at once, removing the
+ * temporary file of an output or checkpoint being written. */
+static void on_second_signal(int sig) {
+  gcc_outfile_cleanup_signal_safe();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* SIGINT, SIGTERM and SIGHUP: stop after the current batch (no model is
+ * written; the trace is); the exit status is 128 + the signal. */
 static void on_sigint(int sig) {
-  (void)sig;
-  g_stop = 1;
-  signal(SIGINT, SIG_DFL); /* a second Ctrl-C kills at once */
+  g_stop = sig;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_second_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
 }
 
 static void usage(FILE *f) {
@@ -113,12 +130,23 @@ static void usage(FILE *f) {
           "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
           "  --predictions FILE  write the final evaluation's predicted class of every test\n"
           "                      sample as CSV (index,class), atomically\n"
+          "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
+          "                      position in the data, recipe) to DIR, atomically\n"
+          "  --checkpoint-every N|epoch\n"
+          "                      every N optimizer steps, or after every epoch (default)\n"
+          "  --keep-checkpoints K  keep the newest K checkpoints (default 3)\n"
+          "  --resume DIR|FILE   continue from the newest valid checkpoint in DIR (or FILE):\n"
+          "                      bitwise the run that was not interrupted, same threads\n"
+          "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
+          "                      stop at the first node that produces one, naming it, as\n"
+          "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
           "  --quiet             only errors, the final summary line (and the profile table)\n"
           "  --version           print the version and exit\n"
           "  --help              this text\n"
           "\n"
           "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
-          "4 device unusable, 130 interrupted (no model written).\n");
+          "4 device unusable, 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model\n"
+          "written).\n");
 }
 
 static int parse_f(const char *flag, const char *s, float *out) {
@@ -130,6 +158,20 @@ static int parse_f(const char *flag, const char *s, float *out) {
     return 0;
   }
   *out = (float)v;
+  return 1;
+}
+
+/* --seed: an unsigned 64-bit integer in decimal (TrainingSpec.seed is a
+ * uint64), so that every seed a model file holds can be given. */
+static int parse_seed(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || strchr(s, '-')) {
+    fprintf(stderr, "gcc-train: --seed '%s': expected an integer in [0, 2^64 - 1]\n", s);
+    return 0;
+  }
+  *out = (uint64_t)v;
   return 1;
 }
 
@@ -303,8 +345,8 @@ static void collect_predictions(void *user, int64_t first_row, const gcc_tensor 
   predictions *p = user;
   if (first_row == 0)
     p->n = 0;
-  if (pred->dtype != GCC_DT_FLOAT32 || pred->shape.ndim != 2)
-    return;
+  if (pred->dtype != GCC_DT_FLOAT32 || pred->shape.ndim != 2 || pred->shape.dims[0] < rows)
+    return; /* write_predictions reports the shortfall */
   if (first_row + rows > p->cap) {
     int64_t cap = (first_row + rows) * 2;
     int64_t *c = realloc(p->cls, (size_t)cap * sizeof *c);
@@ -346,11 +388,15 @@ static gcc_status write_predictions(const predictions *p, const char *path, gcc_
 typedef struct train_args {
   const char *model_path;
   const char *data_dir, *output, *dump_after;
-  int64_t epochs, batch, eval_batch, seed, threads, log_every, max_steps, show_predictions;
+  int64_t epochs, batch, eval_batch, threads, log_every, max_steps, show_predictions;
+  uint64_t seed; /* TrainingSpec.seed is a uint64: 0 .. 2^64 - 1 */
+  int has_seed;
   float lr;
   int quiet, no_output, device_explicit, dump_placement, strict;
   const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;
-  int no_cuda_graph, dataset_on_device;
+  int no_cuda_graph, dataset_on_device, detect_anomaly;
+  const char *checkpoint_dir, *resume_path;
+  int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
   gcc_device want;          /* --device */
   gcc_dump_format fmt;      /* --dump-placement=FORMAT */
@@ -368,13 +414,66 @@ typedef struct train_run {
   gcc_session *s;
   const char *data_dir, *output;
   char data_buf[4096], near_model[4096 + 64], out_buf[4096];
+  gcc_checkpoint resume; /* --resume */
 } train_run;
 
 static void run_free(train_run *r) {
+  gcc_checkpoint_free(&r->resume);
   gcc_session_destroy(r->s);
   gcc_cuda_backend_destroy(r->cuda);
   gcc_profiler_destroy(r->prof);
   gcc_graph_free(r->model);
+}
+
+/* The default --output: MODEL with .pb replaced by .trained.pb. */
+static void default_output(const char *model_path, char *buf, size_t cap) {
+  size_t n = strlen(model_path);
+  if (n > 3 && strcmp(model_path + n - 3, ".pb") == 0)
+    snprintf(buf, cap, "%.*s.trained.pb", (int)(n - 3), model_path);
+  else
+    snprintf(buf, cap, "%s.trained.pb", model_path);
+}
+
+/* Every output, before the model or any data is read: distinct, never the
+ * model, writable (graph/outfile.h); the checkpoint folder made and
+ * writable. Returns -1 to go on, else the exit status. */
+static int check_outputs(train_args *a) {
+  gcc_diag d = {0};
+  char out_buf[4096];
+  const char *output = a->output;
+  if (!output && !a->no_output) {
+    default_output(a->model_path, out_buf, sizeof out_buf);
+    output = out_buf;
+  }
+  int dumping = a->dump_placement || a->dump_kernels;
+  const gcc_named_path outs[] = {
+      {"--output", dumping || a->no_output ? NULL : output},
+      {"--predictions", a->predictions_path},
+      {"--export", a->export_path},
+      {"--profile", a->profile_path},
+      {"--dump-placement-file", a->dump_placement ? a->dump_file : NULL},
+  };
+  const gcc_named_path ins[] = {{"the model", a->model_path}};
+  if (gcc_outfiles_check(outs, 5, ins, 1, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+  }
+  if (a->checkpoint_dir) { /* made now, and a file can be created in it */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/ckpt-probe", a->checkpoint_dir);
+    if (mkdir(a->checkpoint_dir, 0777) != 0 && errno != EEXIST) {
+      fprintf(stderr, "gcc-train: --checkpoint-dir %s: cannot create it: %s\n",
+              a->checkpoint_dir, strerror(errno));
+      return EXIT_RUN;
+    }
+    if (gcc_outfile_check(probe, "--checkpoint-dir", &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      return EXIT_RUN;
+    }
+    if (!a->checkpoint_every)
+      a->checkpoint_every = -1;
+  }
+  return -1;
 }
 
 /* Step 1: the flags into *a, checked. Returns -1 to go on, else the exit
@@ -387,7 +486,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
     OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE,
     OPT_EXPORT,
-    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS, OPT_SHOW_PREDICTIONS
+    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS, OPT_SHOW_PREDICTIONS,
+    OPT_DETECT_ANOMALY, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_KEEP_CHECKPOINTS,
+    OPT_RESUME
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -410,6 +511,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
       {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
+      {"detect-anomaly", no_argument, 0, OPT_DETECT_ANOMALY},
+      {"checkpoint-dir", required_argument, 0, OPT_CHECKPOINT_DIR},
+      {"checkpoint-every", required_argument, 0, OPT_CHECKPOINT_EVERY},
+      {"keep-checkpoints", required_argument, 0, OPT_KEEP_CHECKPOINTS},
+      {"resume", required_argument, 0, OPT_RESUME},
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
       {"profile", required_argument, 0, OPT_PROFILE},
@@ -429,11 +535,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
   a->epochs = -1;
   a->batch = -1;
   a->eval_batch = 1000;
-  a->seed = -1;
   a->log_every = 100;
   a->lr = -1.0f;
   a->cuda_arch = "sm_90";
   a->dataset_on_device = 2;
+  a->keep_checkpoints = 3;
   opterr = 0;
   int c;
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
@@ -457,6 +563,19 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_DUMP_KERNELS: a->dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_NO_CUDA_GRAPH: a->no_cuda_graph = 1; break;
+    case OPT_DETECT_ANOMALY: a->detect_anomaly = 1; break;
+    case OPT_CHECKPOINT_DIR: a->checkpoint_dir = optarg; break;
+    case OPT_CHECKPOINT_EVERY:
+      if (strcmp(optarg, "epoch") == 0)
+        a->checkpoint_every = -1;
+      else if (!gcc_flag_i64("gcc-train", "--checkpoint-every", optarg, 1, &a->checkpoint_every))
+        return EXIT_USAGE;
+      break;
+    case OPT_KEEP_CHECKPOINTS:
+      if (!gcc_flag_i64("gcc-train", "--keep-checkpoints", optarg, 1, &a->keep_checkpoints))
+        return EXIT_USAGE;
+      break;
+    case OPT_RESUME: a->resume_path = optarg; break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
       if (strcmp(optarg, "off") == 0)
@@ -493,8 +612,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
         return EXIT_USAGE;
       break;
     case OPT_SEED:
-      if (!gcc_flag_i64("gcc-train", "--seed", optarg, 0, &a->seed))
+      if (!parse_seed(optarg, &a->seed))
         return EXIT_USAGE;
+      a->has_seed = 1;
       break;
     case OPT_THREADS:
       if (!gcc_flag_i64("gcc-train", "--threads", optarg, 1, &a->threads))
@@ -591,7 +711,17 @@ static int parse_args(int argc, char **argv, train_args *a) {
       eo->n_archs = 2;
     }
   }
-  return -1;
+  if ((a->checkpoint_every || a->keep_checkpoints != 3) && !a->checkpoint_dir) {
+    fprintf(stderr, "gcc-train: --checkpoint-every and --keep-checkpoints need "
+                    "--checkpoint-dir DIR\n");
+    return EXIT_USAGE;
+  }
+  if ((a->checkpoint_dir || a->resume_path) && (a->dump_placement || a->dump_kernels)) {
+    fprintf(stderr, "gcc-train: --checkpoint-dir and --resume train; they do not combine with "
+                    "--dump-placement or --dump-kernels\n");
+    return EXIT_USAGE;
+  }
+  return check_outputs(a);
 }
 
 /* The data folder when --data is not given: data/mnist (or
@@ -652,8 +782,8 @@ static int build_run(train_args *a, train_run *r) {
     t->epochs = a->epochs;
   if (a->batch > 0)
     t->batch_size = a->batch;
-  if (a->seed >= 0)
-    t->seed = (uint64_t)a->seed;
+  if (a->has_seed)
+    t->seed = a->seed;
   if (a->lr >= 0.0f)
     t->opt.lr = a->lr;
   if (a->threads <= 0) {
@@ -665,11 +795,7 @@ static int build_run(train_args *a, train_run *r) {
   r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
   r->output = a->output;
   if (!r->output && !a->no_output) {
-    size_t n = strlen(a->model_path);
-    if (n > 3 && strcmp(a->model_path + n - 3, ".pb") == 0)
-      snprintf(r->out_buf, sizeof r->out_buf, "%.*s.trained.pb", (int)(n - 3), a->model_path);
-    else
-      snprintf(r->out_buf, sizeof r->out_buf, "%s.trained.pb", a->model_path);
+    default_output(a->model_path, r->out_buf, sizeof r->out_buf);
     r->output = r->out_buf;
   }
 
@@ -680,8 +806,15 @@ static int build_run(train_args *a, train_run *r) {
     return EXIT_RUN;
   }
 
+  if (a->detect_anomaly && r->dev.kind == GCC_DEVICE_CUDA) {
+    fprintf(stderr, "gcc-train: --detect-anomaly checks every node on the host: use --device "
+                    "cpu\n");
+    run_free(r);
+    return EXIT_USAGE;
+  }
   gcc_session_options so = {0};
   so.threads = (int)a->threads;
+  so.plan.detect_anomaly = a->detect_anomaly;
   so.opt = t->opt;
   so.dump_after = a->dump_after;
   so.dump_file = stderr;
@@ -709,6 +842,16 @@ static int build_run(train_args *a, train_run *r) {
     return d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_DEVICE
                                                                             : EXIT_MODEL;
   }
+  if (a->resume_path) { /* the checkpoint, checked against this model and recipe */
+    gcc_status rs = gcc_checkpoint_find(a->resume_path, &r->resume, stderr, &d);
+    if (rs == GCC_OK)
+      rs = gcc_checkpoint_check(&r->resume, r->model, r->s, &d);
+    if (rs != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      run_free(r);
+      return rs == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+    }
+  }
   return -1;
 }
 
@@ -726,10 +869,15 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     fflush(stdout);
   }
 
+  if (a->resume_path && !a->quiet)
+    printf("resuming from %s: step %" PRId64 ", epoch %" PRId64 ", batch %" PRId64 "\n",
+           r->resume.path, r->resume.step, r->resume.epoch + 1, r->resume.batch);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
+  sa.sa_handler = on_sigint; /* no SA_RESTART: a blocked open or write returns EINTR */
   sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
 
   gcc_train_config cfg = {0};
   cfg.data_dir = r->data_dir;
@@ -751,14 +899,19 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     cfg.eval_user = preds;
   }
   cfg.show_predictions = a->show_predictions;
+  cfg.checkpoint_dir = a->checkpoint_dir;
+  cfg.checkpoint_every = a->checkpoint_every;
+  cfg.keep_checkpoints = (int)a->keep_checkpoints;
+  cfg.resume = a->resume_path ? &r->resume : NULL;
   gcc_train_report rep;
   gcc_diag d = {0};
   gcc_status st = gcc_train_run(r->s, r->model, &cfg, &rep, &d);
   *rc = 0;
   if (st == GCC_ERR_INTERRUPTED) {
-    fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps; no model written\n",
-            rep.steps);
-    *rc = EXIT_INTERRUPTED;
+    fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps (%s); no model written\n",
+            rep.steps,
+            g_stop == SIGTERM ? "SIGTERM" : g_stop == SIGHUP ? "SIGHUP" : "Ctrl-C, SIGINT");
+    *rc = 128 + (int)g_stop;
   } else if (st != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     *rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
@@ -857,6 +1010,8 @@ static int write_profile(const train_args *a, train_run *r, int rc) {
 
 int main(int argc, char **argv) {
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
+  /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
+  signal(SIGXFSZ, SIG_IGN);
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)

@@ -329,6 +329,15 @@ static void make_permutation(gcc_dataloader *dl, int64_t epoch) {
 
 gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch,
                                       gcc_diag *d) {
+  return gcc_dataloader_start_epoch_at(dl, epoch, 0, d);
+}
+
+gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch,
+                                         int64_t first_batch, gcc_diag *d) {
+  if (dl != NULL && (first_batch < 0 || first_batch > dl->num_batches))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gcc_dataloader_start_epoch_at: batch %lld outside [0, %lld]",
+                        (long long)first_batch, (long long)dl->num_batches);
   if (dl == NULL)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_dataloader_start_epoch: loader is NULL");
@@ -339,7 +348,7 @@ gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch,
                         (long long)epoch);
   if (!dl->has_thread) {
     make_permutation(dl, epoch);
-    dl->next_take = 0;
+    dl->next_take = first_batch;
     dl->held = -1;
     dl->epoch_active = 1;
     return GCC_OK;
@@ -355,8 +364,8 @@ gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch,
   make_permutation(dl, epoch);
   dl->state[0] = dl->state[1] = SLOT_EMPTY;
   dl->held = -1;
-  dl->next_fill = 0;
-  dl->next_take = 0;
+  dl->next_fill = first_batch;
+  dl->next_take = first_batch;
   dl->epoch_active = 1;
   pthread_cond_broadcast(&dl->work_cv);
   pthread_mutex_unlock(&dl->mu);

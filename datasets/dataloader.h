@@ -124,6 +124,12 @@ int64_t gcc_dataloader_num_batches(const gcc_dataloader *dl);
 gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch,
                                       gcc_diag *d);
 
+/* As gcc_dataloader_start_epoch, from batch `first_batch` (0 to the batch
+ * count) of the epoch's order: the batches a resumed run has not taken yet
+ * (runtime/checkpoint.h), without assembling those it has. */
+gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch,
+                                         int64_t first_batch, gcc_diag *d);
+
 /* Hands out the next batch of the current epoch: on GCC_OK, *has_batch is 1
  * and *out is filled, or *has_batch is 0 and *out is zeroed when the epoch
  * has no more batches (every later call says the same, until the next

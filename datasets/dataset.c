@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 enum {
@@ -154,6 +156,13 @@ static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim,
   uint64_t have = 0;
   while (have < total) {
     if (have == cap) {
+      if (have >= GCC_IDX_MAX_BYTES) { /* the data is really there: refuse by the limit */
+        free(buf);
+        return gcc_diag_set(d, GCC_ERR_IO,
+                            "%s: IDX data of %llu bytes, more than the %llu this reader takes",
+                            path, (unsigned long long)total,
+                            (unsigned long long)GCC_IDX_MAX_BYTES);
+      }
       size_t next = cap > (size_t)(total - cap) ? (size_t)total : cap * 2;
       uint8_t *grown = realloc(buf, next);
       if (grown == NULL) {
@@ -231,14 +240,23 @@ gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
                         "got %d",
                         path, IDX_MAX_NDIM, expect_ndim);
 
-  errno = 0;
-  gzFile f = gzopen(path, "rb");
-  if (f == NULL) {
-    if (errno == 0)
-      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                          "%s: cannot open: out of memory", path);
+  /* O_NONBLOCK and fstat: a FIFO or device in place of the file is
+   * refused, never waited on or read without end */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
     return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path,
                         strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: not a regular file", path);
+  }
+  errno = 0;
+  gzFile f = gzdopen(fd, "rb");
+  if (f == NULL) {
+    close(fd);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                        "%s: cannot open: out of memory", path);
   }
   gcc_status s = idx_read_open(f, path, expect_ndim, dims, data, d);
   gzclose(f);

@@ -41,6 +41,10 @@ extern "C" {
  *
  * The struct owns both arrays; release them with gcc_dataset_free. A
  * zero-initialised gcc_dataset is empty and may be freed. */
+/* The most data bytes gcc_idx_read takes from one file (decompressed):
+ * MNIST's training images are 47 MB. */
+#define GCC_IDX_MAX_BYTES ((uint64_t)4 << 30)
+
 typedef struct gcc_dataset {
   int64_t n;                        /* number of samples */
   int64_t channels, height, width;  /* MNIST: 1, 28, 28 */

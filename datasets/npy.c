@@ -160,7 +160,7 @@ gcc_status gcc_npy_read_f32(const char *path, gcc_shape *shape, float **data, gc
   *data = NULL;
   uint8_t *buf;
   size_t n;
-  GCC_TRY(gcc_read_file(path, 0, &buf, &n, d));
+  GCC_TRY(gcc_read_file(path, GCC_NPY_MAX_BYTES, &buf, &n, d));
   gcc_status st = gcc_npy_parse_f32(buf, n, path, shape, data, d);
   free(buf);
   return st;

@@ -15,6 +15,9 @@
 #ifndef GCC_RUNTIME_NPY_H
 #define GCC_RUNTIME_NPY_H
 
+/* The largest .npy file gcc_npy_read_f32 reads (refused by its size). */
+#define GCC_NPY_MAX_BYTES ((size_t)4 << 30)
+
 #include <stddef.h>
 #include <stdint.h>
 

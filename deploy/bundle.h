@@ -75,6 +75,8 @@ extern "C" {
 #define GCC_BUNDLE_HEADER_BYTES 24
 #define GCC_BUNDLE_MAX_ARCHS 16
 #define GCC_BUNDLE_MAX_BATCHES 8
+/* The largest bundle file gcc_bundle_read reads (refused by its size). */
+#define GCC_BUNDLE_MAX_BYTES ((size_t)1 << 30)
 
 /* ---- reading ------------------------------------------------------------ */
 

@@ -430,6 +430,11 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
   if (!t || !t->data || t->shape.ndim != 2)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "gccx_get_output: output '%s' is not in the plan",
                         name);
+  if (t->shape.dims[0] < s->rows)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                        "gccx_get_output: output '%s' has %lld rows, fewer than the %lld input "
+                        "rows",
+                        name, (long long)t->shape.dims[0], (long long)s->rows);
   *data = t->data;
   if (rows) /* a device plan's batch is padded: the first s->rows rows are the answer */
     *rows = s->rows;

@@ -129,7 +129,8 @@ gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, int kind, int dev
     free(gr->nodes);
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (fusion groups)");
   }
-  memcpy(gr->nodes, nodes, (size_t)n * sizeof *nodes);
+  if (n > 0)
+    memcpy(gr->nodes, nodes, (size_t)n * sizeof *nodes);
   gr->n_nodes = n;
   gr->kind = kind;
   gr->device = device;
@@ -631,7 +632,8 @@ gcc_status gcc_graph_toposort(gcc_graph *g, gcc_diag *d) {
   }
   for (int i = 0; i < n; i++)
     sorted[i] = g->nodes[order[i]];
-  memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
+  if (n > 0) /* 0 nodes: g->nodes may be NULL, and memcpy(NULL, ..., 0) is undefined */
+    memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
   free(sorted);
   free(pending);
   free(order);

@@ -7,6 +7,7 @@
 #include "graph/loader.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -18,6 +19,7 @@
 
 #include "graph/graph.pb-c.h"
 #include "graph/ops.h"
+#include "graph/outfile.h"
 #include "graph/util.h"
 
 #define INLINE_INPUTS_NAME "training.inline_data.inputs"
@@ -162,6 +164,8 @@ static gcc_status need_value(const gcc_graph *g, const char *field, const char *
   return GCC_OK;
 }
 
+static gcc_status check_prediction(const gcc_graph *g, gcc_diag *d);
+
 static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_diag *d) {
   gcc_training *tr = &g->training;
   const char *src = g->source;
@@ -236,8 +240,23 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: training.optimizer is not set (sgd or adam)", src);
   }
-  if (!(o->lr >= 0.0f))
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: training.optimizer: lr must be >= 0", src);
+  /* every hyperparameter finite and in torch.optim's range: a NaN or Inf
+   * here would make the first update non-finite */
+  const char *kind = o->kind == GCC_OPT_ADAM ? "adam" : "sgd";
+  const struct {
+    const char *name;
+    float v;
+    int positive; /* > 0 rather than >= 0 */
+  } hp[] = {{"lr", o->lr, 0},
+            {"weight_decay", o->weight_decay, 0},
+            {"momentum", o->momentum, 0},
+            {"dampening", o->dampening, 0},
+            {"eps", o->eps, o->kind == GCC_OPT_ADAM}};
+  for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+    if (!isfinite(hp[i].v) || hp[i].v < 0.0f || (hp[i].positive && hp[i].v == 0.0f))
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: training.optimizer.%s.%s is %g: it must be a finite number %s 0",
+                          src, kind, hp[i].name, (double)hp[i].v, hp[i].positive ? ">" : ">=");
   if (t->inline_data) {
     if (!t->inline_data->inputs || !t->inline_data->targets)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
@@ -257,6 +276,31 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
   if (!tr->dataset)
     tr->dataset = gcc_strdup(tr->inline_inputs >= 0 ? "inline" : "mnist");
   return GCC_OK;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Node names name nodes in every message and in placement pins of backward
+ * nodes: two nodes of one name are refused (sorted, so 100k nodes are fast). */
+static gcc_status check_unique_node_names(const gcc_graph *g, gcc_diag *d) {
+  if (g->n_nodes < 2)
+    return GCC_OK;
+  const char **names = malloc((size_t)g->n_nodes * sizeof *names);
+  if (!names)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (node names)");
+  for (int i = 0; i < g->n_nodes; i++)
+    names[i] = g->nodes[i].name;
+  qsort(names, (size_t)g->n_nodes, sizeof *names, cmp_name);
+  gcc_status s = GCC_OK;
+  for (int i = 1; i < g->n_nodes && s == GCC_OK; i++)
+    if (strcmp(names[i - 1], names[i]) == 0)
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                       "%s: two nodes are named '%s' (node names must be unique)", g->source,
+                       names[i]);
+  free(names);
+  return s;
 }
 
 static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
@@ -326,6 +370,7 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     for (size_t k = 0; k < pn->n_attributes; k++)
       GCC_TRY(read_attr(g, node, pn->attributes[k], d));
   }
+  GCC_TRY(check_unique_node_names(g, d));
   /* then inputs by name */
   for (size_t i = 0; i < pg->n_nodes; i++) {
     const Gcc__Node *pn = pg->nodes[i];
@@ -393,7 +438,55 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     }
   }
   gcc_graph_free(probe);
+  if (s == GCC_OK && g->training.present && g->training.prediction)
+    s = check_prediction(g, d);
   return s;
+}
+
+/* The dim 0 of the prediction and of the input as inferred with the graph
+ * bound to `batch`, and the prediction's dtype and shape. */
+static gcc_status prediction_rows(const gcc_graph *g, int64_t batch, gcc_dtype *dt,
+                                  gcc_shape *pred, int64_t *input_rows, gcc_diag *d) {
+  gcc_graph *probe;
+  GCC_TRY(gcc_graph_clone(g, &probe, d));
+  gcc_status s = gcc_graph_bind_batch(probe, batch, d);
+  if (s == GCC_OK)
+    s = gcc_infer_shapes(probe, d);
+  if (s == GCC_OK) {
+    const gcc_value *v = &probe->values[gcc_graph_find(probe, g->training.prediction)];
+    const gcc_value *in = &probe->values[gcc_graph_find(probe, g->training.input)];
+    *dt = v->dtype;
+    *pred = v->shape;
+    *input_rows = in->shape.ndim > 0 ? in->shape.dims[0] : -1;
+  }
+  gcc_graph_free(probe);
+  return s;
+}
+
+/* training.prediction is read back row by row, one row per sample of the
+ * input (evaluation, --predictions, export): it must be float32 and its dim
+ * 0 must be the input's. Inferred at two batch sizes, so that a value whose
+ * dim 0 merely equals the batch size (a weight of 64 rows at batch 64) is
+ * refused. Without a training.input nothing reads it row by row. */
+static gcc_status check_prediction(const gcc_graph *g, gcc_diag *d) {
+  if (!g->training.input)
+    return GCC_OK;
+  int64_t b = g->training.batch_size;
+  for (int64_t batch = b; batch <= b + 1; batch++) {
+    gcc_dtype dt;
+    gcc_shape sh;
+    int64_t rows;
+    GCC_TRY(prediction_rows(g, batch, &dt, &sh, &rows, d));
+    if (dt != GCC_DT_FLOAT32 || sh.ndim < 1 || sh.dims[0] != rows) {
+      char str[128];
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: training.prediction '%s' must be float32 with one row per sample "
+                          "of the input '%s' (dim 0 = %" PRId64 " at batch %" PRId64 "), got %s %s",
+                          g->source, g->training.prediction, g->training.input, rows, batch,
+                          gcc_dtype_name(dt), gcc_shape_str(&sh, str, sizeof str));
+    }
+  }
+  return GCC_OK;
 }
 
 gcc_status gcc_model_parse(const uint8_t *bytes, size_t size, const char *source,
@@ -437,7 +530,7 @@ gcc_status gcc_model_load(const char *path, gcc_graph **out, gcc_diag *d) {
   *out = NULL;
   uint8_t *buf;
   size_t size;
-  GCC_TRY(gcc_read_file(path, 0, &buf, &size, d));
+  GCC_TRY(gcc_read_file(path, GCC_MODEL_MAX_BYTES, &buf, &size, d));
   gcc_status s = gcc_model_parse(buf, size, path, out, d);
   free(buf);
   return s;
@@ -675,61 +768,7 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
 }
 
 gcc_status gcc_write_file_atomic(const char *path, const void *bytes, size_t size, gcc_diag *d) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
-  char *dircopy = gcc_strdup(path);
-  if (!tmp || !dircopy) {
-    free(tmp);
-    free(dircopy);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    gcc_status s = gcc_diag_set(d, GCC_ERR_IO, "%s: cannot create a temporary file next to it: %s",
-                                path, strerror(errno));
-    free(tmp);
-    free(dircopy);
-    return s;
-  }
-  const uint8_t *p = bytes;
-  size_t left = size;
-  int err = 0;
-  while (left > 0) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      err = errno;
-      break;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
-  if (!err && fchmod(fd, 0644) != 0) /* mkstemp makes 0600; a model is a plain file */
-    err = errno;
-  if (!err && fsync(fd) != 0)
-    err = errno;
-  if (close(fd) != 0 && !err)
-    err = errno;
-  if (!err && rename(tmp, path) != 0)
-    err = errno;
-  if (err) {
-    unlink(tmp);
-    free(tmp);
-    free(dircopy);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: write failed: %s (the file was not changed)", path,
-                        strerror(err));
-  }
-  /* make the rename durable */
-  int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
-  }
-  free(tmp);
-  free(dircopy);
-  return GCC_OK;
+  return gcc_outfile_write_all(path, "", bytes, size, d);
 }
 
 gcc_status gcc_model_save(const gcc_graph *g, const char *path, gcc_diag *d) {

@@ -30,6 +30,10 @@ extern "C" {
 
 #define GCC_FORMAT_VERSION 1
 
+/* The largest model file gcc_model_load reads: protobuf messages stop at
+ * 2 GiB, and a model is refused by its size before it is read. */
+#define GCC_MODEL_MAX_BYTES ((size_t)1 << 30)
+
 /* Parses `size` bytes of a serialized Model. `source` names them in
  * messages (a path). On success *out is a topologically sorted, linked,
  * shape-checked graph (batch dim still symbolic) that the caller frees with
@@ -46,13 +50,15 @@ gcc_status gcc_model_load(const char *path, gcc_graph **out, gcc_diag *d);
  * gradients and state are not part of a model). */
 gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size, gcc_diag *d);
 
-/* Writes `g` to `path` atomically: a temporary file in the same directory,
- * fsync, rename over `path`, fsync of the directory. On any failure the
- * temporary is removed and `path` is untouched. GCC_ERR_IO names the path
- * and the system error. */
+/* Writes `g` to `path` as graph/outfile.h writes every output: a symbolic
+ * link is followed; a regular file is replaced atomically (a temporary file
+ * in the same directory, fsync, rename, fsync of the directory) keeping its
+ * mode and owner, a new file gets 0666 less the umask; a character device or
+ * FIFO is written directly. On any failure the temporary is removed and
+ * `path` is untouched. GCC_ERR_IO names the path and the system error. */
 gcc_status gcc_model_save(const gcc_graph *g, const char *path, gcc_diag *d);
 
-/* Writes `size` bytes to `path` atomically (as gcc_model_save). */
+/* Writes `size` bytes to `path` as gcc_model_save does. */
 gcc_status gcc_write_file_atomic(const char *path, const void *bytes, size_t size, gcc_diag *d);
 
 #ifdef __cplusplus

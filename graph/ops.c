@@ -9,6 +9,7 @@
 #include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -904,14 +905,15 @@ double gcc_op_flops(const gcc_graph *g, int node) {
 
 /* ---- the table -------------------------------------------------------- */
 
-#define F(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL}
-#define I(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL}
-#define S(n, def) {n, GCC_ATTR_STRING, 0, 0, 0, def}
-#define INTS_REQ(n) {n, GCC_ATTR_INTS, 1, 0, 0, NULL}
+#define F(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0}
+#define I(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 0}
+#define S(n, def) {n, GCC_ATTR_STRING, 0, 0, 0, def, 0}
+#define B(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 1}
+#define INTS_REQ(n) {n, GCC_ATTR_INTS, 1, 0, 0, NULL, 0}
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const gcc_attr_spec kGemmAttrs[] = {F("alpha", 1.0f), F("beta", 1.0f), I("transA", 0),
-                                           I("transB", 0)};
+static const gcc_attr_spec kGemmAttrs[] = {F("alpha", 1.0f), F("beta", 1.0f), B("transA", 0),
+                                           B("transB", 0)};
 static const gcc_attr_spec kReshapeAttrs[] = {INTS_REQ("shape")};
 static const gcc_attr_spec kFlattenAttrs[] = {I("axis", 1)};
 static const gcc_attr_spec kReduceSumToAttrs[] = {INTS_REQ("shape"), F("scale", 1.0f)};
@@ -919,13 +921,13 @@ static const gcc_attr_spec kSceAttrs[] = {S("reduction", "mean"), I("ignore_inde
 static const gcc_attr_spec kMseAttrs[] = {S("reduction", "mean")};
 static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f),
                                           F("dampening", 0.0f), F("weight_decay", 0.0f),
-                                          I("nesterov", 0)};
-static const gcc_attr_spec kCopyAttrs[] = {I("once", 0)};
+                                          B("nesterov", 0)};
+static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
                                            F("eps", 1e-8f), F("weight_decay", 0.0f)};
 
-#define INTS(n) {n, GCC_ATTR_INTS, 0, 0, 0, NULL}
+#define INTS(n) {n, GCC_ATTR_INTS, 0, 0, 0, NULL, 0}
 static const gcc_attr_spec kConvAttrs[] = {INTS("strides"), INTS("pads"), INTS("dilations"),
                                            I("group", 1), INTS("kernel_shape")};
 static const gcc_attr_spec kConvGradDataAttrs[] = {INTS("strides"), INTS("pads"),
@@ -938,13 +940,13 @@ static const gcc_attr_spec kConvGradFilterAttrs[] = {INTS("strides"), INTS("pads
                                                      INTS_REQ("filter_shape")};
 static const gcc_attr_spec kMaxPoolAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
                                               INTS("pads"), INTS("dilations"),
-                                              I("ceil_mode", 0)};
+                                              B("ceil_mode", 0)};
 static const gcc_attr_spec kAvgPoolAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
                                               INTS("pads"), INTS("dilations"),
-                                              I("ceil_mode", 0), I("count_include_pad", 0)};
+                                              B("ceil_mode", 0), B("count_include_pad", 0)};
 static const gcc_attr_spec kAvgPoolGradAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
                                                   INTS("pads"), INTS("dilations"),
-                                                  I("ceil_mode", 0), I("count_include_pad", 0),
+                                                  B("ceil_mode", 0), B("count_include_pad", 0),
                                                   INTS_REQ("input_shape")};
 
 static const gcc_attr_spec kLeakyReluAttrs[] = {F("alpha", 0.01f)};
@@ -1286,6 +1288,16 @@ gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d) {
       s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                        "%s: %s: attribute '%s' must be of type %s, got %s", g->source, desc,
                        sp->name, attr_type_name(sp->type), attr_type_name(a->type));
+      break;
+    }
+    if (sp->is_bool && a->i != 0 && a->i != 1) {
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: attribute '%s' is %lld; it must be 0 or 1",
+                       g->source, desc, sp->name, (long long)a->i);
+      break;
+    }
+    if (sp->type == GCC_ATTR_FLOAT && !isfinite(a->f)) {
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: attribute '%s' is %g; it must be finite",
+                       g->source, desc, sp->name, (double)a->f);
       break;
     }
     r->i = a->i;

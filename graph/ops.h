@@ -54,6 +54,7 @@ typedef struct gcc_attr_spec {
   int64_t def_i;
   float def_f;
   const char *def_s;
+  int is_bool; /* an INT that must be 0 or 1 (transA, nesterov, ceil_mode) */
 } gcc_attr_spec;
 
 enum {

@@ -70,6 +70,7 @@ struct gcc_plan {
   gcc_device_backend be;         /* ... through this backend */
   gcc_plan_config cfg;
   int device;
+  gcc_mode mode;
   gcc_kernel_set ks;
   void *module;
   void **kernels;
@@ -900,6 +901,7 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
     p->be = *cfg->device;
   p->cfg = *cfg;
   p->device = opt->device;
+  p->mode = opt->mode;
   p->ring = cfg->readback_ring > 0 ? cfg->readback_ring : 1;
   p->ctx.max_threads = cfg->threads > 0 ? cfg->threads : 1;
   p->ctx.diag = &p->run_diag;
@@ -1045,6 +1047,55 @@ static gcc_status issue_epilogue(gcc_plan *p, const op *o, int slot, gcc_diag *d
   return p->be.launch(p->be.self, p->epi_kernels[o->kernel], k, args, d);
 }
 
+/* The index of the first NaN or Inf of float32 value v, or -1. */
+static int64_t first_nonfinite(const gcc_plan *p, int v) {
+  const gcc_value *val = &p->g->values[v];
+  const float *x = p->tensors[v].data;
+  if (val->dtype != GCC_DT_FLOAT32 || !x)
+    return -1;
+  int64_t n = gcc_shape_numel(&val->shape, NULL);
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(x[i]))
+      return i;
+  return -1;
+}
+
+/* --detect-anomaly, after node `node` ran on the host: its outputs, then the
+ * parameters and optimizer state among its inputs (updated in place by an
+ * optimizer node, read by any other). The checks run in plan order, so the
+ * first node reported is the first that produced a non-finite value. */
+static gcc_status check_anomaly(const gcc_plan *p, int node, int64_t step, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  const gcc_node *n = &g->nodes[node];
+  for (int pass = 0; pass < 2; pass++) {
+    int count = pass == 0 ? n->n_outputs : n->n_inputs;
+    for (int k = 0; k < count; k++) {
+      int v = pass == 0 ? n->outputs[k] : n->inputs[k];
+      if (v < 0)
+        continue;
+      int kind = g->values[v].kind;
+      if (pass == 1 && kind != GCC_VALUE_PARAM && kind != GCC_VALUE_OPT_STATE)
+        continue;
+      int64_t i = first_nonfinite(p, v);
+      if (i < 0)
+        continue;
+      float x = ((const float *)p->tensors[v].data)[i];
+      int updates = n->phase == GCC_PHASE_OPTIMIZER; /* updates in place */
+      return gcc_diag_set(
+          d, GCC_ERR_NUMERIC,
+          "%s: --detect-anomaly: node '%s' (%s) %s %s '%s' (%s at element %" PRId64 ") %s "
+          "%" PRId64,
+          g->source, n->name, gcc_op_name(n->op),
+          pass == 0 || updates ? "produced a non-finite value in" : "read a non-finite",
+          pass == 0 ? "output" : kind == GCC_VALUE_PARAM ? "parameter" : "optimizer state",
+          g->values[v].name, isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", i,
+          p->mode == GCC_MODE_TRAIN ? "in training step" : "in an evaluation after step",
+          p->mode == GCC_MODE_TRAIN ? step + 1 : step);
+    }
+  }
+  return GCC_OK;
+}
+
 static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
   p->ctx.optimizer_step = step;
   int64_t t0 = p->prof ? gcc_prof_now() : 0; /* profiling: node events end to end */
@@ -1087,6 +1138,8 @@ static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
           *d = p->run_diag;
         return s;
       }
+      if (p->cfg.detect_anomaly)
+        GCC_TRY(check_anomaly(p, o->node, step, d));
       continue;
     }
     }

@@ -108,6 +108,11 @@ typedef struct gcc_plan_config {
   int sm_count;      /* streaming multiprocessors (grid sizes) */
   int cuda_graph;    /* 1: capture and replay the step (--no-cuda-graph: 0) */
   int readback_ring; /* entries of the read-back ring (>= 1): steps between reads */
+  /* 1: after every node run on the host, check its float32 outputs (and the
+   * parameters and optimizer state it updates in place) for NaN and Inf, and
+   * fail with GCC_ERR_NUMERIC naming the first node that produced one, as
+   * torch.autograd.detect_anomaly does. Costs one pass over every output. */
+  int detect_anomaly;
   /* The plan's generated kernels: a prebuilt image (a .gccx bundle's cubin
    * or PTX for this plan's graph and batch size), loaded as is; else
    * compiled by `compile` (NULL: a CUDA plan that needs kernels fails with

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "graph/outfile.h"
+
 enum { CHUNK_EVENTS = 4096 };
 
 typedef struct event {
@@ -68,26 +70,8 @@ gcc_status gcc_profiler_create(const char *path, gcc_profiler **out, gcc_diag *d
   *out = NULL;
   if (!path || !*path)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--profile: the trace file name is empty");
-  /* probe: the same temporary name the writer will use, created and removed */
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
-  if (!tmp)
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler)");
-  snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    gcc_status s = gcc_diag_set(d, GCC_ERR_IO,
-                                "--profile %s: cannot create a file next to it: %s", path,
-                                strerror(errno));
-    free(tmp);
-    return s;
-  }
-  close(fd);
-  unlink(tmp);
-  free(tmp);
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    return gcc_diag_set(d, GCC_ERR_IO, "--profile %s: is a directory", path);
+  /* the writer's checks, now: a bad path fails before the run */
+  GCC_TRY(gcc_outfile_check(path, "--profile", d));
 
   gcc_profiler *p = calloc(1, sizeof *p);
   if (!p || !(p->path = gcc_strdup(path)) || pthread_mutex_init(&p->mu, NULL) != 0) {
@@ -585,60 +569,14 @@ static int put_trace(const gcc_profiler *p, FILE *f, int pid) {
 }
 
 gcc_status gcc_profiler_write(const gcc_profiler *p, gcc_diag *d) {
-  const char *path = p->path;
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16), *dircopy = gcc_strdup(path);
-  if (!tmp || !dircopy) {
-    free(tmp);
-    free(dircopy);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profile)");
-  }
-  snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    gcc_status s = gcc_diag_set(d, GCC_ERR_IO,
-                                "--profile %s: cannot create a temporary file next to it: %s",
-                                path, strerror(errno));
-    free(tmp);
-    free(dircopy);
-    return s;
-  }
-  int err = 0;
-  FILE *f = fdopen(fd, "w");
+  gcc_outfile o;
+  GCC_TRY(gcc_outfile_open(&o, p->path, "--profile", d));
   char *buf = malloc(1 << 20);
-  if (!f) {
-    err = errno;
-    close(fd);
-  } else {
-    if (buf)
-      setvbuf(f, buf, _IOFBF, 1 << 20);
-    if (!put_trace(p, f, (int)getpid()))
-      err = ENOMEM;
-    else if (fflush(f) != 0 || ferror(f))
-      err = errno ? errno : EIO;
-    if (!err && fchmod(fd, 0644) != 0) /* mkstemp makes 0600; a trace is a plain file */
-      err = errno;
-    if (!err && fsync(fd) != 0)
-      err = errno;
-    if (fclose(f) != 0 && !err)
-      err = errno;
-  }
+  if (buf)
+    setvbuf(o.f, buf, _IOFBF, 1 << 20);
+  if (!put_trace(p, o.f, (int)getpid()) && !o.err)
+    o.err = ENOMEM;
+  gcc_status s = gcc_outfile_commit(&o, d);
   free(buf);
-  if (!err && rename(tmp, path) != 0)
-    err = errno;
-  if (err) {
-    unlink(tmp);
-    free(tmp);
-    free(dircopy);
-    return gcc_diag_set(d, GCC_ERR_IO, "--profile %s: write failed: %s (the file was not changed)",
-                        path, strerror(err));
-  }
-  int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
-  }
-  free(tmp);
-  free(dircopy);
-  return GCC_OK;
+  return s;
 }

@@ -137,6 +137,10 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
   if (!model->training.present)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: the model has no training spec",
                         model->source);
+  if (o->backend && o->plan.detect_anomaly)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: --detect-anomaly checks every node on the host: use --device cpu",
+                        model->source);
   gcc_session *s = calloc(1, sizeof *s);
   if (!s)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (session)");
@@ -566,6 +570,13 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
                         s->model->source, t->loss);
   *loss = ((const float *)l->data)[0];
   pred = t->prediction ? gcc_plan_readback(p, t->prediction, 0) : NULL;
+  if (pred && (pred->shape.ndim < 1 || pred->shape.dims[0] < rows)) {
+    char sh[128];
+    return gcc_diag_set(d, GCC_ERR_SHAPE,
+                        "%s: the prediction '%s' has shape %s, fewer rows than the batch's %lld",
+                        s->model->source, t->prediction,
+                        gcc_shape_str(&pred->shape, sh, sizeof sh), (long long)rows);
+  }
   int tv = gcc_graph_find(gcc_plan_graph(p), t->target);
   if (tv >= 0) { /* the labels the caller passed, as the plan sees them */
     const gcc_value *val = &gcc_plan_graph(p)->values[tv];
@@ -643,6 +654,70 @@ gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int6
   *data = sl->grad;
   if (numel)
     *numel = (int64_t)sl->numel;
+  return GCC_OK;
+}
+
+/* The index of the first NaN or Inf among x[0 .. n), or -1. The test is on
+ * the exponent bits, an integer OR that the compiler vectorizes; the scan of
+ * a block stops at its end, and the element is looked up only on failure. */
+static int64_t first_nonfinite(const float *x, size_t n) {
+  enum { BLOCK = 4096 };
+  for (size_t at = 0; at < n; at += BLOCK) {
+    size_t m = n - at < BLOCK ? n - at : BLOCK;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < m; i++) {
+      uint32_t u;
+      memcpy(&u, &x[at + i], sizeof u);
+      bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    if (bad)
+      for (size_t i = 0; i < m; i++)
+        if (!isfinite(x[at + i]))
+          return (int64_t)(at + i);
+  }
+  return -1;
+}
+
+gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d) {
+  GCC_TRY(download_arena(s, d));
+  for (int i = 0; i < s->n_slots; i++) {
+    const slot *sl = &s->slots[i];
+    int64_t at = first_nonfinite(sl->data, sl->numel);
+    if (at < 0)
+      continue;
+    float x = sl->data[at];
+    return gcc_diag_set(d, GCC_ERR_NUMERIC,
+                        "%s: parameter '%s' is non-finite (%s at element %" PRId64 " of %zu) "
+                        "after optimizer step %" PRId64 " (learning rate too high?)",
+                        s->model->source, s->model->values[sl->param].name,
+                        isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", at, sl->numel, s->steps);
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_session_arena(gcc_session *s, const void **arena, size_t *bytes, gcc_diag *d) {
+  GCC_TRY(download_arena(s, d));
+  *arena = s->arena;
+  *bytes = s->arena_bytes;
+  return GCC_OK;
+}
+
+gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, int64_t steps,
+                               gcc_diag *d) {
+  if (bytes != s->arena_bytes)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: a persistent arena of %zu bytes, the session's has %zu",
+                        s->model->source, bytes, s->arena_bytes);
+  if (s->n_pend > 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: asynchronous steps are pending: collect their losses first",
+                        s->model->source);
+  memcpy(s->arena, arena, bytes);
+  if (s->on_device) {
+    GCC_TRY(upload(s, s->dev_arena, s->arena, s->arena_bytes, d));
+    s->host_stale = 0;
+  }
+  s->steps = steps;
   return GCC_OK;
 }
 

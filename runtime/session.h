@@ -135,6 +135,27 @@ gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int6
 gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof_track *track,
                                     gcc_diag *d);
 
+/* GCC_ERR_NUMERIC naming the first parameter (in the model's order) that
+ * holds a NaN or Inf, its first such element and the optimizer steps taken;
+ * GCC_OK when all are finite. On a device session this waits for the device
+ * and refreshes the host copy first (its errors). One pass over the
+ * parameters. */
+gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d);
+
+/* The persistent arena (parameters, gradients, optimizer state; the
+ * session's layout), valid until the next step: what a checkpoint keeps. On
+ * a device session this waits for the device and refreshes the host copy
+ * (its errors). */
+gcc_status gcc_session_arena(gcc_session *s, const void **arena, size_t *bytes, gcc_diag *d);
+
+/* Resumes from a checkpoint: the persistent arena becomes `arena` (`bytes`
+ * must be gcc_session_persistent_bytes; on a device, uploaded) and the
+ * optimizer step count `steps` (SGD's first-step rule and Adam's bias
+ * correction follow it). GCC_ERR_INVALID_ARGUMENT for another size or with
+ * steps pending; device errors. */
+gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, int64_t steps,
+                               gcc_diag *d);
+
 /* Optimizer steps taken so far. */
 int64_t gcc_session_steps(const gcc_session *s);
 

@@ -7,11 +7,13 @@
 #include "runtime/trainer.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "graph/rng.h"
+#include "runtime/checkpoint.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
 
@@ -132,6 +134,25 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
                         "images have %" PRId64 " (%" PRId64 "x%" PRId64 "x%" PRId64 ")",
                         m->source, in->name, per_sample(in), ds_name, img, src->train.channels,
                         src->train.height, src->train.width);
+  /* the pixel count is not enough (14x56 and 784x1 have 784 pixels too):
+   * an NCHW input names H and W; a flat one takes the data set's own size,
+   * MNIST's 28x28 */
+  int64_t want_c = src->is_cifar ? 3 : 1, want_h = src->is_cifar ? 32 : 28, want_w = want_h;
+  if (in->shape.ndim == 4) {
+    want_c = in->shape.dims[1];
+    want_h = in->shape.dims[2];
+    want_w = in->shape.dims[3];
+  }
+  const gcc_dataset *sets[2] = {&src->train, &src->test};
+  for (int k = 0; k < 2; k++)
+    if (sets[k]->channels != want_c || sets[k]->height != want_h || sets[k]->width != want_w)
+      return gcc_diag_set(d, GCC_ERR_SHAPE,
+                          "%s: input '%s' takes %" PRId64 "x%" PRId64 "x%" PRId64
+                          " (channels x height x width) images, but the %s %s set's are %" PRId64
+                          "x%" PRId64 "x%" PRId64,
+                          m->source, in->name, want_c, want_h, want_w, ds_name,
+                          k == 0 ? "training" : "test", sets[k]->channels, sets[k]->height,
+                          sets[k]->width);
   if (tg->dtype != GCC_DT_INT64 || per_sample(tg) != 1)
     return gcc_diag_set(d, GCC_ERR_SHAPE,
                         "%s: target '%s' must be int64 class indices of shape (N) for %s",
@@ -177,9 +198,10 @@ static int64_t source_batches(const source *src, int eval) {
   return gcc_dataloader_num_batches(eval ? src->test_dl : src->train_dl);
 }
 
-static gcc_status source_start(source *src, int eval, int64_t epoch, gcc_diag *d) {
+static gcc_status source_start_at(source *src, int eval, int64_t epoch, int64_t first,
+                                  gcc_diag *d) {
   if (src->is_inline) {
-    src->pos = 0;
+    src->pos = first * src->batch_size < src->n ? first * src->batch_size : src->n;
     src->eval_mode = eval;
     for (int64_t i = 0; i < src->n; i++)
       src->perm[i] = (uint32_t)i;
@@ -195,7 +217,11 @@ static gcc_status source_start(source *src, int eval, int64_t epoch, gcc_diag *d
     }
     return GCC_OK;
   }
-  return gcc_dataloader_start_epoch(eval ? src->test_dl : src->train_dl, epoch, d);
+  return gcc_dataloader_start_epoch_at(eval ? src->test_dl : src->train_dl, epoch, first, d);
+}
+
+static gcc_status source_start(source *src, int eval, int64_t epoch, gcc_diag *d) {
+  return source_start_at(src, eval, epoch, 0, d);
 }
 
 static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, gcc_diag *d);
@@ -257,7 +283,8 @@ static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int
  * that are among the first n_show (the test set is not shuffled). */
 static void record_predictions(source *src, int64_t first, const batch *b,
                                const gcc_tensor *pred) {
-  if (!src->n_show || !pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32)
+  if (!src->n_show || !pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32 ||
+      pred->shape.dims[0] < b->rows)
     return;
   int64_t c = pred->shape.dims[1];
   const float *x = pred->data;
@@ -312,6 +339,11 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
   }
   r->test_samples = n;
   r->test_loss = n ? loss_sum / (double)n : 0;
+  if (!isfinite(r->test_loss))
+    return gcc_diag_set(d, GCC_ERR_NUMERIC,
+                        "the evaluation loss is %f after optimizer step %" PRId64
+                        " (learning rate too high?)",
+                        r->test_loss, gcc_session_steps(s));
   r->test_accuracy = classification && n ? (double)correct / (double)n : -1;
   return GCC_OK;
 }
@@ -327,6 +359,10 @@ static gcc_status collect(gcc_session *s, float *losses, int *issued, double *wi
     (*in_window)++;
   }
   *issued = 0;
+  /* a diverged run stops here, before anything is written: the parameters
+   * after the steps just collected (on the CPU: after every step) */
+  if (st == GCC_OK)
+    st = gcc_session_check_params(s, d);
   return st;
 }
 
@@ -404,14 +440,26 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     site_evaluate = gcc_profiler_site(pr, GCC_PROF_PHASE, "evaluate", NULL, NULL, NULL, 0, 0);
     st = gcc_session_set_profiler(s, pr, track, d);
   }
+  /* --resume: the arena, the step count and the position in the data */
+  int64_t start_epoch = 0, start_batch = 0;
+  if (st == GCC_OK && cfg->resume) {
+    st = gcc_session_restore(s, cfg->resume->arena, cfg->resume->arena_size, cfg->resume->step,
+                             d);
+    start_epoch = cfg->resume->epoch;
+    start_batch = cfg->resume->batch;
+    report->steps = cfg->resume->step;
+  }
   FILE *out = cfg->out ? cfg->out : stdout;
   const char *test_name = src.is_inline ? "train-set" : "test";
-  for (int64_t epoch = 0; st == GCC_OK && epoch < cfg->epochs; epoch++) {
+  int ck_steps = cfg->checkpoint_dir && cfg->checkpoint_every > 0;
+  for (int64_t epoch = start_epoch; st == GCC_OK && epoch < cfg->epochs; epoch++) {
     int64_t epoch_t0 = track ? gcc_prof_now() : 0;
     double t0 = now_seconds(), window = 0, epoch_loss = 0;
-    int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = 0, epoch_samples = 0;
+    int64_t first = epoch == start_epoch ? start_batch : 0;
+    int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = first, epoch_samples = 0;
+    int64_t taken = 0; /* batches of this epoch run by this process */
     int issued = 0;
-    st = source_start(&src, 0, epoch, d);
+    st = source_start_at(&src, 0, epoch, first, d);
     if (st == GCC_OK && on_device)
       st = gcc_session_set_order(s, gcc_dataloader_order(src.train_dl), d);
     while (st == GCC_OK) {
@@ -442,16 +490,25 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       report->samples += b.rows;
       epoch_samples += b.rows;
       epoch_batches++;
+      taken++;
       issued++;
       /* losses come back in groups (on a GPU, once per log interval) */
       int64_t every = cfg->progress ? (nb / 100 > 0 ? nb / 100 : 1) : cfg->log_every;
-      int due = issued == max_pending || epoch_batches == nb ||
+      int ck_due = ck_steps && report->steps % cfg->checkpoint_every == 0;
+      int due = issued == max_pending || epoch_batches == nb || ck_due ||
                 (!cfg->quiet && every > 0 && epoch_batches % every == 0);
       if (!due)
         continue;
       st = collect(s, losses, &issued, &window, &epoch_loss, &in_window, d);
       if (st != GCC_OK)
         break;
+      if (ck_due) { /* every step collected and checked: the position after it */
+        int done = epoch_batches == nb;
+        st = gcc_checkpoint_write(cfg->checkpoint_dir, s, model, done ? epoch + 1 : epoch,
+                                  done ? 0 : epoch_batches, cfg->keep_checkpoints, d);
+        if (st != GCC_OK)
+          break;
+      }
       if (cfg->quiet)
         continue;
       if (cfg->progress) { /* a TTY: one bar, redrawn about every 1% of the epoch */
@@ -484,11 +541,11 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       gcc_prof_record(track, site_epoch, epoch_t0, gcc_prof_now(), epoch);
     if (st != GCC_OK && st != GCC_ERR_INTERRUPTED)
       break;
-    if (epoch_batches == 0)
+    if (taken == 0)
       break;
     report->epochs_done++;
     report->last_epoch_seconds = secs;
-    report->final_train_loss = epoch_loss / (double)epoch_batches;
+    report->final_train_loss = epoch_loss / (double)taken;
     if (cfg->progress && !cfg->quiet)
       fprintf(out, "\n");
     if (st == GCC_ERR_INTERRUPTED)
@@ -502,6 +559,12 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       *d = ed;
       st = es;
       break;
+    }
+    if (cfg->checkpoint_dir && cfg->checkpoint_every < 0 && epoch_batches == nb) {
+      st = gcc_checkpoint_write(cfg->checkpoint_dir, s, model, epoch + 1, 0,
+                                cfg->keep_checkpoints, d);
+      if (st != GCC_OK)
+        break;
     }
     if (!cfg->quiet) {
       if (report->test_accuracy >= 0)

@@ -56,6 +56,16 @@ typedef struct gcc_train_config {
                                the predicted class of the first N test images, with class
                                names ("GroundTruth:  cat ship ship plane", then
                                "Predicted:  ..."), as the CIFAR-10 tutorial does */
+  /* Checkpoints (runtime/checkpoint.h): into checkpoint_dir (NULL: none)
+   * every checkpoint_every optimizer steps (> 0), or after every epoch's
+   * evaluation (-1); the newest keep_checkpoints (>= 1) stay. */
+  const char *checkpoint_dir;
+  int64_t checkpoint_every;
+  int keep_checkpoints;
+  /* Continue from this checkpoint (the caller checked it against the model
+   * and recipe with gcc_checkpoint_check): its arena, step count and
+   * position in the data; max_steps counts the steps before it too. */
+  const struct gcc_checkpoint *resume;
 } gcc_train_config;
 
 typedef struct gcc_train_report {

@@ -52,6 +52,7 @@ extern "C" {
 #include "codegen/nvrtc.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/plan.h"
+#include "runtime/checkpoint.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 #include "codegen/kernel_cache.h"
@@ -260,6 +261,52 @@ TEST_F(DevicePlan, SgdTrainingMatchesTheCpuBackendStepByStep) {
   EXPECT_TRUE(aux && drelu && bgradb);
   EXPECT_EQ(hb.captures, 0);
   gcc_graph_free(g);
+}
+
+// Checkpoints on a GPU (issue 16): written from the device mirror of the
+// arena (parameters, gradients, Adam's moments) with the step count, read
+// back into a new device session (uploaded), the run continues bitwise as
+// the uninterrupted one does (Adam's bias correction follows the step).
+TEST_F(DevicePlan, CheckpointFromTheDeviceMirrorResumesBitwise) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_ADAM);
+  gcc_diag d{};
+  gcc_session_options so = DeviceOptions(g, &hb, /*graphs=*/false, /*pending=*/1);
+  auto steps = [&](gcc_session *s, int from, int to) {
+    for (int k = from; k < to; k++) {
+      Batch b = MakeBatch(8, 36, 5, 300 + (uint32_t)k);
+      float l = 0;
+      ASSERT_EQ(gcc_session_train_step(s, b.x.data(), b.y.data(), 8, &l, &d), GCC_OK) << d.msg;
+    }
+  };
+  gcc_session *whole = nullptr, *first = nullptr, *resumed = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &so, &whole, &d), GCC_OK) << d.msg;
+  steps(whole, 0, 10);
+  ASSERT_EQ(gcc_session_create(g, &so, &first, &d), GCC_OK) << d.msg;
+  steps(first, 0, 4);
+  const char *tmp = getenv("TEST_TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/device_ckpt";
+  ASSERT_EQ(gcc_checkpoint_write(dir.c_str(), first, g, 0, 4, 2, &d), GCC_OK) << d.msg;
+  gcc_session_destroy(first);
+  gcc_checkpoint ck{};
+  ASSERT_EQ(gcc_checkpoint_find(dir.c_str(), &ck, nullptr, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ck.step, 4);
+  ASSERT_EQ(gcc_session_create(g, &so, &resumed, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_checkpoint_check(&ck, g, resumed, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_restore(resumed, ck.arena, ck.arena_size, ck.step, &d), GCC_OK) << d.msg;
+  gcc_checkpoint_free(&ck);
+  steps(resumed, 4, 10);
+  const void *a = nullptr, *b = nullptr;
+  size_t na = 0, nb = 0;
+  ASSERT_EQ(gcc_session_arena(whole, &a, &na, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_arena(resumed, &b, &nb, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(na, nb);
+  EXPECT_EQ(memcmp(a, b, na), 0) << "the resumed device run differs from the uninterrupted one";
+  EXPECT_EQ(gcc_session_steps(resumed), 10);
+  gcc_session_destroy(whole);
+  gcc_session_destroy(resumed);
+  gcc_graph_free(g);
+  EXPECT_EQ(hb.used, 0u) << "device memory leaked";
 }
 
 TEST_F(DevicePlan, CudaGraphReplayGivesTheSameTrainingAsIssuingEveryStep) {

@@ -19,6 +19,8 @@ PACKAGES=(
   libonnx-dev       # onnx.proto, the ONNX schema the importer's reader is generated from
   libonnx-testdata  # ONNX's backend conformance cases (tests/onnx_conformance_test)
   libdnnl-dev
+  clang
+  libclang-rt-14-dev
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses of tests/fuzz with clang
+# (-fsanitize=fuzzer,address,undefined) and runs each for SECONDS (default
+# 60) from its seed corpus: tests/fuzz/corpus/NAME plus the repository's own
+# models and MNIST files. Fails on any finding (a crash, a sanitizer report,
+# a leak, an input that takes over 10 s or 2 GB); the finding is left in
+# $FUZZ_OUT/NAME/ with the libFuzzer log.
+#
+#   tools/fuzz.sh [SECONDS] [NAME ...]    NAME: model bundle idx cifar npy
+#
+# Needs clang (with compiler-rt's libFuzzer), protoc-c and the libraries the
+# readers link (protobuf-c, jansson, OpenSSL, zlib): tools/install-deps.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd)
+secs=${1:-60}
+shift || true
+names=("$@")
+((${#names[@]})) || names=(model bundle idx cifar npy)
+out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gcc_fuzz_XXXXXX")}
+mkdir -p "$out/gen/graph" "$out/gen/deploy"
+protoc-c --proto_path=graph --c_out="$out/gen/graph" graph/graph.proto
+protoc-c --proto_path=deploy --c_out="$out/gen/deploy" deploy/bundle.proto
+
+cc=${CLANG:-clang}
+flags=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-pointer
+       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+       -I"$root" -I"$out/gen")
+graph=(graph/*.c "$out/gen/graph/graph.pb-c.c")
+declare -A srcs=(
+  [model]="tests/fuzz/fuzz_model.c ${graph[*]}"
+  [bundle]="tests/fuzz/fuzz_bundle.c deploy/bundle.c $out/gen/deploy/bundle.pb-c.c ${graph[*]}"
+  [idx]="tests/fuzz/fuzz_idx.c datasets/dataset.c graph/status.c"
+  [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c"
+  [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c ${graph[*]}"
+)
+libs=(-lprotobuf-c -ljansson -lcrypto -lz -lm)
+
+# seeds from the repository, next to the committed corpus
+seeds() {
+  case $1 in
+    model) ls models/linear.pb models/mnist_cnn.pb ;;
+    idx) ls data/mnist/t10k-labels-idx1-ubyte.gz ;;
+    *) ;;
+  esac
+}
+
+failed=0
+for name in "${names[@]}"; do
+  [[ -n ${srcs[$name]:-} ]] || { echo "fuzz.sh: unknown harness '$name'" >&2; exit 2; }
+  dir="$out/$name"
+  mkdir -p "$dir/corpus"
+  # shellcheck disable=SC2086
+  "$cc" "${flags[@]}" ${srcs[$name]} "${libs[@]}" -o "$dir/fuzz_$name"
+  cp tests/fuzz/corpus/"$name"/* "$dir/corpus/" 2>/dev/null || true
+  for s in $(seeds "$name"); do cp "$s" "$dir/corpus/"; done
+  echo "== fuzz_$name: ${secs}s from $(ls "$dir/corpus" | wc -l) seeds"
+  if (cd "$dir" && ASAN_OPTIONS=detect_leaks=1 TMPDIR="$dir" ./"fuzz_$name" \
+        -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        corpus > log 2>&1); then
+    grep -E "stat::number_of_executed_units|cov:" "$dir/log" | tail -2
+  else
+    echo "fuzz_$name FAILED: see $dir/log and the crash-* / leak-* / timeout-* file there" >&2
+    tail -40 "$dir/log" >&2
+    failed=1
+  fi
+done
+# a clean run leaves nothing behind (unless FUZZ_OUT asked to keep it)
+if ((failed == 0)) && [[ -z ${FUZZ_OUT:-} ]]; then rm -rf "$out"; fi
+exit "$failed"
