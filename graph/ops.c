@@ -951,9 +951,9 @@ static const gcc_attr_spec kAvgPoolGradAttrs[] = {INTS_REQ("kernel_shape"), INTS
 
 static const gcc_attr_spec kLeakyReluAttrs[] = {F("alpha", 0.01f)};
 static const gcc_attr_spec kClipAttrs[] = {F("min", -FLT_MAX), F("max", FLT_MAX)};
-static const gcc_attr_spec kLrnAttrs[] = {{"size", GCC_ATTR_INT, 1, 0, 0, NULL}, F("alpha", 1e-4f),
+static const gcc_attr_spec kLrnAttrs[] = {{"size", GCC_ATTR_INT, 1, 0, 0, NULL, 0}, F("alpha", 1e-4f),
                                           F("beta", 0.75f), F("bias", 1.0f)};
-static const gcc_attr_spec kConcatAttrs[] = {{"axis", GCC_ATTR_INT, 1, 0, 0, NULL}};
+static const gcc_attr_spec kConcatAttrs[] = {{"axis", GCC_ATTR_INT, 1, 0, 0, NULL, 0}};
 static const gcc_attr_spec kTransposeAttrs[] = {INTS_REQ("perm")};
 static const gcc_attr_spec kPadAttrs[] = {INTS_REQ("pads"), F("value", 0.0f),
                                           S("mode", "constant")};
