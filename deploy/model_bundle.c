@@ -404,7 +404,7 @@ gcc_status gcc_bundle_open(const char *path, gcc_bundle **out, gcc_diag *d) {
   *out = NULL;
   uint8_t *buf;
   size_t n;
-  GCC_TRY(gcc_read_file(path, 0, &buf, &n, d));
+  GCC_TRY(gcc_read_file(path, GCC_BUNDLE_MAX_BYTES, &buf, &n, d));
   gcc_status s = gcc_bundle_open_bytes(buf, n, path, out, d);
   free(buf);
   return s;

@@ -1599,7 +1599,7 @@ gcc_status gcc_onnx_import_file(const char *path, gcc_graph **out, gcc_onnx_repo
   *out = NULL;
   uint8_t *buf;
   size_t size;
-  GCC_TRY(gcc_read_file(path, 0, &buf, &size, d));
+  GCC_TRY(gcc_read_file(path, GCC_MODEL_MAX_BYTES, &buf, &size, d));
   gcc_status s = gcc_onnx_import(buf, size, path, NULL, out, rep, d);
   free(buf);
   return s;

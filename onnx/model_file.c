@@ -56,7 +56,7 @@ gcc_status gcc_model_open(const char *path, gcc_graph **out, gcc_model_info *inf
   *out = NULL;
   uint8_t *buf;
   size_t size;
-  GCC_TRY(gcc_read_file(path, 0, &buf, &size, d));
+  GCC_TRY(gcc_read_file(path, GCC_MODEL_MAX_BYTES, &buf, &size, d));
   gcc_status s = gcc_model_open_memory(buf, size, path, out, info, d);
   free(buf);
   return s;

@@ -6,7 +6,7 @@
 # a leak, an input that takes over 10 s or 2 GB); the finding is left in
 # $FUZZ_OUT/NAME/ with the libFuzzer log.
 #
-#   tools/fuzz.sh [SECONDS] [NAME ...]    NAME: model bundle idx cifar npy
+#   tools/fuzz.sh [SECONDS] [NAME ...]    NAME: model bundle idx cifar npy onnx
 #
 # Needs clang (with compiler-rt's libFuzzer), protoc-c and the libraries the
 # readers link (protobuf-c, jansson, OpenSSL, zlib): tools/install-deps.sh.
@@ -16,11 +16,12 @@ root=$(pwd)
 secs=${1:-60}
 shift || true
 names=("$@")
-((${#names[@]})) || names=(model bundle idx cifar npy)
+((${#names[@]})) || names=(model bundle idx cifar npy onnx)
 out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gcc_fuzz_XXXXXX")}
-mkdir -p "$out/gen/graph" "$out/gen/deploy"
+mkdir -p "$out/gen/graph" "$out/gen/deploy" "$out/gen/onnx"
 protoc-c --proto_path=graph --c_out="$out/gen/graph" graph/graph.proto
 protoc-c --proto_path=deploy --c_out="$out/gen/deploy" deploy/bundle.proto
+protoc-c --proto_path=/usr/include/onnx --c_out="$out/gen/onnx" /usr/include/onnx/onnx.proto
 
 cc=${CLANG:-clang}
 flags=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-pointer
@@ -33,6 +34,7 @@ declare -A srcs=(
   [idx]="tests/fuzz/fuzz_idx.c datasets/dataset.c graph/status.c"
   [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c"
   [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c ${graph[*]}"
+  [onnx]="tests/fuzz/fuzz_onnx.c onnx/import.c onnx/import_ops.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
 )
 libs=(-lprotobuf-c -ljansson -lcrypto -lz -lm)
 
@@ -41,6 +43,7 @@ seeds() {
   case $1 in
     model) ls models/linear.pb models/mnist_cnn.pb ;;
     idx) ls data/mnist/t10k-labels-idx1-ubyte.gz ;;
+    onnx) ls tests/onnx/*.onnx tests/onnx/light/*.onnx 2>/dev/null | head -4 ;;
     *) ;;
   esac
 }
