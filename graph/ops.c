@@ -905,11 +905,12 @@ double gcc_op_flops(const gcc_graph *g, int node) {
 
 /* ---- the table -------------------------------------------------------- */
 
-#define F(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0}
-#define I(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 0}
-#define S(n, def) {n, GCC_ATTR_STRING, 0, 0, 0, def, 0}
-#define B(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 1}
-#define INTS_REQ(n) {n, GCC_ATTR_INTS, 1, 0, 0, NULL, 0}
+#define F(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0, 0}
+#define FINF(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0, 1} /* +-Inf allowed */
+#define I(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 0, 0}
+#define S(n, def) {n, GCC_ATTR_STRING, 0, 0, 0, def, 0, 0}
+#define B(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 1, 0}
+#define INTS_REQ(n) {n, GCC_ATTR_INTS, 1, 0, 0, NULL, 0, 0}
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const gcc_attr_spec kGemmAttrs[] = {F("alpha", 1.0f), F("beta", 1.0f), B("transA", 0),
@@ -927,7 +928,7 @@ static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
                                            F("eps", 1e-8f), F("weight_decay", 0.0f)};
 
-#define INTS(n) {n, GCC_ATTR_INTS, 0, 0, 0, NULL, 0}
+#define INTS(n) {n, GCC_ATTR_INTS, 0, 0, 0, NULL, 0, 0}
 static const gcc_attr_spec kConvAttrs[] = {INTS("strides"), INTS("pads"), INTS("dilations"),
                                            I("group", 1), INTS("kernel_shape")};
 static const gcc_attr_spec kConvGradDataAttrs[] = {INTS("strides"), INTS("pads"),
@@ -950,12 +951,12 @@ static const gcc_attr_spec kAvgPoolGradAttrs[] = {INTS_REQ("kernel_shape"), INTS
                                                   INTS_REQ("input_shape")};
 
 static const gcc_attr_spec kLeakyReluAttrs[] = {F("alpha", 0.01f)};
-static const gcc_attr_spec kClipAttrs[] = {F("min", -FLT_MAX), F("max", FLT_MAX)};
-static const gcc_attr_spec kLrnAttrs[] = {{"size", GCC_ATTR_INT, 1, 0, 0, NULL, 0}, F("alpha", 1e-4f),
+static const gcc_attr_spec kClipAttrs[] = {FINF("min", -FLT_MAX), FINF("max", FLT_MAX)};
+static const gcc_attr_spec kLrnAttrs[] = {{"size", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}, F("alpha", 1e-4f),
                                           F("beta", 0.75f), F("bias", 1.0f)};
-static const gcc_attr_spec kConcatAttrs[] = {{"axis", GCC_ATTR_INT, 1, 0, 0, NULL, 0}};
+static const gcc_attr_spec kConcatAttrs[] = {{"axis", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
 static const gcc_attr_spec kTransposeAttrs[] = {INTS_REQ("perm")};
-static const gcc_attr_spec kPadAttrs[] = {INTS_REQ("pads"), F("value", 0.0f),
+static const gcc_attr_spec kPadAttrs[] = {INTS_REQ("pads"), FINF("value", 0.0f),
                                           S("mode", "constant")};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"), INTS("pads"),
                                                     INTS("dilations"), I("group", 1),
@@ -1295,9 +1296,10 @@ gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d) {
                        g->source, desc, sp->name, (long long)a->i);
       break;
     }
-    if (sp->type == GCC_ATTR_FLOAT && !isfinite(a->f)) {
-      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: attribute '%s' is %g; it must be finite",
-                       g->source, desc, sp->name, (double)a->f);
+    if (sp->type == GCC_ATTR_FLOAT && (sp->allow_inf ? isnan(a->f) : !isfinite(a->f))) {
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: attribute '%s' is %g; it must be %s",
+                       g->source, desc, sp->name, (double)a->f,
+                       sp->allow_inf ? "a number (+-Inf allowed)" : "finite");
       break;
     }
     r->i = a->i;

@@ -55,6 +55,8 @@ typedef struct gcc_attr_spec {
   float def_f;
   const char *def_s;
   int is_bool; /* an INT that must be 0 or 1 (transA, nesterov, ceil_mode) */
+  int allow_inf; /* a FLOAT that may be +-Inf (Pad's value: -Inf pads a max pool; Clip's
+                    bounds), never NaN; other FLOATs must be finite */
 } gcc_attr_spec;
 
 enum {
