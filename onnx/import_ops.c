@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/loader.h"
 #include "graph/ops.h"
 #include "onnx/import_internal.h"
 
@@ -205,6 +206,13 @@ static gcc_status cv_constant_of_shape(nctx *c, gcc_diag *d) {
     fill = &zero;
   }
   size_t es = onnx_dtype_size(dt);
+  /* the folded constant is kept in the graph: no larger than a model file
+   * may be (found by tools/fuzz.sh: a shape of 17 GB) */
+  if (es && numel > GCC_MODEL_MAX_BYTES / es)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                    "the constant it makes has %llu elements, more than the %zu bytes a model "
+                    "may hold",
+                    (unsigned long long)numel, (size_t)GCC_MODEL_MAX_BYTES);
   size_t bytes = (size_t)numel * es;
   uint8_t *data = malloc(bytes ? bytes : 1);
   if (!data)
