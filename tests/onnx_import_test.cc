@@ -546,6 +546,24 @@ TEST(OnnxBadInput, CycleIsNamed) {
   EXPECT_NE(r.msg.find("node 'second' (Relu)"), std::string::npos) << r.msg;
 }
 
+// A constant folded at import is kept in the graph: one larger than a model
+// file may be (1 GiB) is refused naming the node, not allocated (the ONNX
+// fuzz harness found a 17 GB shape).
+TEST(OnnxBadInput, HugeConstantOfShapeIsRefused) {
+  OnnxModel m(13);
+  m.Input("x", {2});
+  m.InitI64("shape", {2}, {65536, 65536}); /* 2^32 float32 elements: 16 GiB */
+  m.Node("ConstantOfShape", {"shape"}, {"c"}, {}, "fill");
+  m.Node("Relu", {"x"}, {"y"});
+  m.Output("y");
+  Imported r;
+  Import(m.Bytes(), &r, "huge.onnx");
+  EXPECT_EQ(r.status, GCC_ERR_INVALID_GRAPH) << r.msg;
+  EXPECT_NE(r.msg.find("huge.onnx"), std::string::npos) << r.msg;
+  EXPECT_NE(r.msg.find("node 'fill' (ConstantOfShape)"), std::string::npos) << r.msg;
+  EXPECT_NE(r.msg.find("4294967296 elements"), std::string::npos) << r.msg;
+}
+
 TEST(OnnxBadInput, UnknownDomain) {
   OnnxModel m(13);
   m.Input("x", {2});
