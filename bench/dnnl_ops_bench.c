@@ -224,7 +224,7 @@ static void bench_convs(gcc_dnnl *dn, int threads) {
       for (int lay = 0; lay < 3; lay++) { /* PLAIN, BLOCKED, AUTO */
         gcc_diag d = {0};
         op_run r = {0};
-        c.layout = lay == 0 ? GCC_DNNL_LAYOUT_PLAIN
+        c.layout = lay == 0   ? GCC_DNNL_LAYOUT_PLAIN
                    : lay == 1 ? GCC_DNNL_LAYOUT_BLOCKED
                               : GCC_DNNL_LAYOUT_AUTO;
         gcc_status s = dir == 0   ? gcc_dnnl_conv_fwd_create(dn, &c, &r.op, &d)
@@ -274,7 +274,8 @@ static void bench_pools(gcc_dnnl *dn, int threads) {
     op_run fi = {0};
     gcc_dnnl_pool_desc pi = p;
     pi.training = 0; /* inference: the tiled loops */
-    if (gcc_dnnl_pool_fwd_create(dn, &p, &f.op, &d) || gcc_dnnl_pool_bwd_create(dn, &p, &b.op, &d) ||
+    if (gcc_dnnl_pool_fwd_create(dn, &p, &f.op, &d) ||
+        gcc_dnnl_pool_bwd_create(dn, &p, &b.op, &d) ||
         gcc_dnnl_max_pool_bwd_from_x_create(dn, &p, &bx.op, &d) ||
         gcc_dnnl_pool_fwd_create(dn, &pi, &fi.op, &d))
       die(&d);

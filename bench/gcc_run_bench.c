@@ -60,8 +60,7 @@ static int time_runs(gccx_session *s, const gcc_dataset *ds, int64_t rows, int w
     const float *out;
     double t0 = now();
     if (gccx_set_input_images(s, ds->images + at * px, rows, d) != GCC_OK ||
-        gccx_run(s, d) != GCC_OK ||
-        gccx_get_output(s, "logits", &out, NULL, NULL, d) != GCC_OK ||
+        gccx_run(s, d) != GCC_OK || gccx_get_output(s, "logits", &out, NULL, NULL, d) != GCC_OK ||
         gccx_get_output(s, "probabilities", &out, NULL, NULL, d) != GCC_OK)
       return 0;
     double dt = now() - t0;
@@ -161,7 +160,8 @@ int main(int argc, char **argv) {
   enum { LAT_RUNS = 2000, TPUT_RUNS = 60, BIG = 1024 };
   static double lat[LAT_RUNS], tput[TPUT_RUNS];
   gccx_session_options o1 = {"cpu", threads, 1}, ob = {"cpu", threads, BIG};
-  if (gcc_mnist_load(data, 0, &ds, &d) == GCC_OK && gccx_bundle_open(bundle_path, &b, &d) == GCC_OK &&
+  if (gcc_mnist_load(data, 0, &ds, &d) == GCC_OK &&
+      gccx_bundle_open(bundle_path, &b, &d) == GCC_OK &&
       gccx_session_create(b, &o1, &s1, NULL, 0, &d) == GCC_OK &&
       gccx_session_create(b, &ob, &sb, NULL, 0, &d) == GCC_OK &&
       time_runs(s1, &ds, 1, 100, LAT_RUNS, lat, &d) &&
@@ -177,8 +177,7 @@ int main(int argc, char **argv) {
     printf("| batch-%d throughput | %.0f images/s |\n", BIG, BIG / tput[TPUT_RUNS / 2]);
     double ref = session_latency(&ds, threads, LAT_RUNS, lat);
     if (ref >= 0)
-      printf("| reference: gcc-train evaluation forward, batch 1, median | %.1f us |\n",
-             1e6 * ref);
+      printf("| reference: gcc-train evaluation forward, batch 1, median | %.1f us |\n", 1e6 * ref);
     rc = 0;
   } else {
     fail(&d);

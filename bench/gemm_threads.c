@@ -29,14 +29,14 @@ static double time_gemm(int threads, int ta, int tb, int m, int n, int k, const 
   double t[REPS];
   openblas_set_num_threads(threads);
   for (int w = 0; w < 5; w++)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, 1.0f, A, ta ? m : k, B, tb ? k : n, 0.0f, C, n);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, 1.0f, A, ta ? m : k, B, tb ? k : n, 0.0f, C, n);
   for (int r = 0; r < REPS; r++) {
     double t0 = now();
     int inner = 1 + (int)(2e6 / (2.0 * m * n * k)); /* >= ~1 ms per sample for tiny GEMMs */
     for (int i = 0; i < inner; i++)
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                  m, n, k, 1.0f, A, ta ? m : k, B, tb ? k : n, 0.0f, C, n);
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                  n, k, 1.0f, A, ta ? m : k, B, tb ? k : n, 0.0f, C, n);
     t[r] = (now() - t0) / inner;
   }
   for (int i = 1; i < REPS; i++) /* insertion sort */
@@ -99,18 +99,18 @@ int main(void) {
       for (int c = 0; c < 3; c++) {
         if (l == 0 && c == 1)
           continue; /* the input needs no gradient */
-        double t1 = time_gemm(1, cases[c].ta, cases[c].tb, cases[c].m, cases[c].n, cases[c].k,
-                              A, B, C);
-        double t2 = time_gemm(2, cases[c].ta, cases[c].tb, cases[c].m, cases[c].n, cases[c].k,
-                              A, B, C);
+        double t1 =
+            time_gemm(1, cases[c].ta, cases[c].tb, cases[c].m, cases[c].n, cases[c].k, A, B, C);
+        double t2 =
+            time_gemm(2, cases[c].ta, cases[c].tb, cases[c].m, cases[c].n, cases[c].k, A, B, C);
         double flop = 2.0 * cases[c].m * cases[c].n * cases[c].k;
         int best = t2 < t1 ? 2 : 1;
         int pick = gcc_cpu_gemm_threads(cases[c].m, cases[c].n, cases[c].k, 2);
         agree += best == pick;
         total++;
-        printf("| %-27s | %4d x %4d x %4d | %5.2f | %16.1f | %17.1f | %6d | %9d |\n",
-               cases[c].what, cases[c].m, cases[c].n, cases[c].k, flop / 1e6, flop / t1 / 1e9,
-               flop / t2 / 1e9, best, pick);
+        printf("| %-27s | %4d x %4d x %4d | %5.2f | %16.1f | %17.1f | %6d | %9d |\n", cases[c].what,
+               cases[c].m, cases[c].n, cases[c].k, flop / 1e6, flop / t1 / 1e9, flop / t2 / 1e9,
+               best, pick);
       }
     }
   }

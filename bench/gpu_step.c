@@ -98,7 +98,8 @@ int main(void) {
   gcc_device_info info;
   gcc_cuda_backend *be = NULL;
   gcc_graph *model = NULL;
-  if (gcc_device_info_cuda(0, &info, &d) != GCC_OK || gcc_cuda_check_supported(&info, &d) != GCC_OK ||
+  if (gcc_device_info_cuda(0, &info, &d) != GCC_OK ||
+      gcc_cuda_check_supported(&info, &d) != GCC_OK ||
       gcc_cuda_backend_create(0, &be, &d) != GCC_OK ||
       gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &model, &d) != GCC_OK) {
     fprintf(stderr, "gpu_step: %s\n", d.msg);

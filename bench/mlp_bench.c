@@ -89,8 +89,7 @@ static double sgemm_gflops(int threads) {
   double best = 1e30;
   for (int r = 0; r < 10; r++) {
     double t0 = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C,
-                n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
     double t = now() - t0;
     if (r >= 2 && t < best)
       best = t;
@@ -280,9 +279,8 @@ int main(int argc, char **argv) {
     int64_t correct;
     for (int i = 0; i < 1050; i++) {
       double t0 = now();
-      if (gcc_session_eval_batch(s, b.images + (size_t)(i % 1024) * 784,
-                                 b.labels + (i % 1024), 1, &loss, &correct, NULL,
-                                 &d) != GCC_OK)
+      if (gcc_session_eval_batch(s, b.images + (size_t)(i % 1024) * 784, b.labels + (i % 1024), 1,
+                                 &loss, &correct, NULL, &d) != GCC_OK)
         die("eval_batch", &d);
       if (i >= 50)
         t[i - 50] = now() - t0;

@@ -292,11 +292,10 @@ int main(int argc, char **argv) {
   double c = median(cold, runs), w = median(warm, runs);
   printf("NVRTC %d.%d, sm_%d (PTX + cubin from one compilation), %s: %d kernels, %zu bytes of "
          "source, %zu bytes of PTX, %zu bytes of cubin; median of %d runs\n\n",
-         major, minor, sm, name, kernels, strlen(source), ptx_size,
-         cubin_size, runs);
+         major, minor, sm, name, kernels, strlen(source), ptx_size, cubin_size, runs);
   printf("| case | time (ms) | per kernel (ms) |\n|---|---:|---:|\n");
-  printf("| first compile in the process (NVRTC start-up included) | %.2f | %.2f |\n",
-         first * 1e3, first * 1e3 / (kernels ? kernels : 1));
+  printf("| first compile in the process (NVRTC start-up included) | %.2f | %.2f |\n", first * 1e3,
+         first * 1e3 / (kernels ? kernels : 1));
   printf("| cold: compile, no cache | %.2f | %.2f |\n", c * 1e3, c * 1e3 / (kernels ? kernels : 1));
   printf("| cache miss: compile + store | %.2f | %.2f |\n", fill * 1e3,
          fill * 1e3 / (kernels ? kernels : 1));

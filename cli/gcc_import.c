@@ -21,7 +21,6 @@
 #include "onnx/import.h"
 #include "onnx/model_file.h"
 
-
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gcc-import MODEL.onnx -o OUT.pb [--quiet]\n"
@@ -48,9 +47,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-import: warning: cannot enter %s: %s\n", bwd, strerror(errno));
   enum { OPT_QUIET = 256, OPT_LIST, OPT_VERSION, OPT_HELP };
   static const struct option longopts[] = {
-      {"output", required_argument, 0, 'o'},   {"quiet", no_argument, 0, OPT_QUIET},
-      {"list-ops", no_argument, 0, OPT_LIST},  {"version", no_argument, 0, OPT_VERSION},
-      {"help", no_argument, 0, OPT_HELP},      {0, 0, 0, 0},
+      {"output", required_argument, 0, 'o'},  {"quiet", no_argument, 0, OPT_QUIET},
+      {"list-ops", no_argument, 0, OPT_LIST}, {"version", no_argument, 0, OPT_VERSION},
+      {"help", no_argument, 0, OPT_HELP},     {0, 0, 0, 0},
   };
   const char *output = NULL;
   int quiet = 0, c;

@@ -42,31 +42,30 @@
 #include "datasets/npy.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gcc-run BUNDLE.gccx|MODEL --input FILE [options]\n"
-          "\n"
-          "Runs the inference graph of a bundle written by gcc-train --export, or of a\n"
-          "model file (ONNX or gcc-train .pb, recognised by content) on the CPU.\n"
-          "\n"
-          "  --input FILE        IDX images (n, height, width; .gz or plain), normalized as\n"
-          "                      in training, or a float32 .npy of shape (n, ...) fed as is\n"
-          "  --labels FILE       IDX labels (n): print the accuracy and add a label column\n"
-          "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
-          "                      else the CPU, saying why)\n"
-          "  --output FILE       write the predictions there (atomically), not to stdout\n"
-          "  --save-outputs P    also write the raw outputs (logits, probabilities; float32,\n"
-          "                      n x classes): P.npz as one NumPy .npz, else a directory P\n"
-          "                      with logits.npy and probabilities.npy\n"
-          "  --batch-size N      rows per run (default 1000)\n"
-          "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
-          "  --quiet             no summary line\n"
-          "  --version, --help\n"
-          "\n"
-          "Output: CSV with a header, one line per sample: index,class,probability[,label]\n"
-          "(class = argmax of the logits, the first on ties; probability = its softmax).\n"
-          "\n"
-          "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid bundle,\n"
-          "4 device unusable.\n");
+  fprintf(f, "usage: gcc-run BUNDLE.gccx|MODEL --input FILE [options]\n"
+             "\n"
+             "Runs the inference graph of a bundle written by gcc-train --export, or of a\n"
+             "model file (ONNX or gcc-train .pb, recognised by content) on the CPU.\n"
+             "\n"
+             "  --input FILE        IDX images (n, height, width; .gz or plain), normalized as\n"
+             "                      in training, or a float32 .npy of shape (n, ...) fed as is\n"
+             "  --labels FILE       IDX labels (n): print the accuracy and add a label column\n"
+             "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
+             "                      else the CPU, saying why)\n"
+             "  --output FILE       write the predictions there (atomically), not to stdout\n"
+             "  --save-outputs P    also write the raw outputs (logits, probabilities; float32,\n"
+             "                      n x classes): P.npz as one NumPy .npz, else a directory P\n"
+             "                      with logits.npy and probabilities.npy\n"
+             "  --batch-size N      rows per run (default 1000)\n"
+             "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
+             "  --quiet             no summary line\n"
+             "  --version, --help\n"
+             "\n"
+             "Output: CSV with a header, one line per sample: index,class,probability[,label]\n"
+             "(class = argmax of the logits, the first on ties; probability = its softmax).\n"
+             "\n"
+             "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid bundle,\n"
+             "4 device unusable.\n");
 }
 
 /* 1 if the file starts with the .npy magic (anything else is read as IDX,
@@ -94,15 +93,25 @@ static void on_signal(int sig) {
 
 int main(int argc, char **argv) {
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
-  signal(SIGXFSZ, SIG_IGN); /* a file-size limit becomes a reported EFBIG */
+  signal(SIGXFSZ, SIG_IGN);      /* a file-size limit becomes a reported EFBIG */
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   signal(SIGHUP, on_signal);
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc-run: warning: cannot enter %s: %s\n", bwd, strerror(errno));
-  enum { OPT_INPUT = 256, OPT_LABELS, OPT_DEVICE, OPT_OUTPUT, OPT_BATCH, OPT_THREADS, OPT_QUIET,
-         OPT_VERSION, OPT_HELP, OPT_SAVE };
+  enum {
+    OPT_INPUT = 256,
+    OPT_LABELS,
+    OPT_DEVICE,
+    OPT_OUTPUT,
+    OPT_BATCH,
+    OPT_THREADS,
+    OPT_QUIET,
+    OPT_VERSION,
+    OPT_HELP,
+    OPT_SAVE
+  };
   static const struct option longopts[] = {
       {"input", required_argument, 0, OPT_INPUT},
       {"labels", required_argument, 0, OPT_LABELS},
@@ -116,8 +125,7 @@ int main(int argc, char **argv) {
       {"help", no_argument, 0, OPT_HELP},
       {0, 0, 0, 0},
   };
-  const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL,
-             *save = NULL;
+  const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL, *save = NULL;
   int64_t batch = 1000, threads = 0;
   int quiet = 0, c;
   opterr = 0;
@@ -128,15 +136,20 @@ int main(int argc, char **argv) {
     case OPT_DEVICE: device = optarg; break;
     case OPT_OUTPUT: output = optarg; break;
     case OPT_SAVE: save = optarg; break;
-    case OPT_BATCH: if (!gcc_flag_i64("gcc-run", "--batch-size", optarg, 1, &batch)) return EXIT_USAGE; break;
-    case OPT_THREADS: if (!gcc_flag_i64("gcc-run", "--threads", optarg, 1, &threads)) return EXIT_USAGE; break;
+    case OPT_BATCH:
+      if (!gcc_flag_i64("gcc-run", "--batch-size", optarg, 1, &batch))
+        return EXIT_USAGE;
+      break;
+    case OPT_THREADS:
+      if (!gcc_flag_i64("gcc-run", "--threads", optarg, 1, &threads))
+        return EXIT_USAGE;
+      break;
     case OPT_QUIET: quiet = 1; break;
-    case OPT_VERSION: printf("gcc-run %s (bundle format %u)\n", GCC_TRAIN_VERSION,
-                             GCC_BUNDLE_FORMAT_VERSION); return 0;
+    case OPT_VERSION:
+      printf("gcc-run %s (bundle format %u)\n", GCC_TRAIN_VERSION, GCC_BUNDLE_FORMAT_VERSION);
+      return 0;
     case OPT_HELP: usage(stdout); return 0;
-    case ':':
-      fprintf(stderr, "gcc-run: %s needs a value\n", argv[optind - 1]);
-      return EXIT_USAGE;
+    case ':': fprintf(stderr, "gcc-run: %s needs a value\n", argv[optind - 1]); return EXIT_USAGE;
     default:
       fprintf(stderr, "gcc-run: unknown option '%s' (see --help)\n", argv[optind - 1]);
       return EXIT_USAGE;
@@ -206,8 +219,8 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = EXIT_RUN;
     } else if (dims[1] * dims[2] != per_sample ||
-               (info->input.shape.ndim == 4 && (info->input.shape.dims[2] != dims[1] ||
-                                                info->input.shape.dims[3] != dims[2]))) {
+               (info->input.shape.ndim == 4 &&
+                (info->input.shape.dims[2] != dims[1] || info->input.shape.dims[3] != dims[2]))) {
       /* an NCHW input names height and width: 14x56 is no 28x28 */
       fprintf(stderr,
               "gcc-run: %s: images of %" PRId64 "x%" PRId64 " pixels, but input '%s' takes %s "
@@ -246,8 +259,7 @@ int main(int argc, char **argv) {
     char note[768];
     if (gccx_session_create(b, &o, &s, note, sizeof note, &d) != GCC_OK) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
-      rc = d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_UNSUPPORTED ? EXIT_DEVICE
-                                                                          : EXIT_MODEL;
+      rc = d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_UNSUPPORTED ? EXIT_DEVICE : EXIT_MODEL;
     } else if (note[0] && !quiet) {
       fprintf(stderr, "gcc-run: %s\n", note);
     }
@@ -267,9 +279,9 @@ int main(int argc, char **argv) {
     len += (size_t)snprintf(csv, cap, "index,class,probability%s\n", labels ? ",label" : "");
   for (int64_t first = 0; rc == 0 && first < n; first += batch) {
     int64_t rows = n - first < batch ? n - first : batch;
-    gcc_status st = pixels ? gccx_set_input_images(s, pixels + first * per_sample, rows, &d)
-                           : gccx_set_input(s, info->input.name, floats + first * per_sample,
-                                            rows, &d);
+    gcc_status st =
+        pixels ? gccx_set_input_images(s, pixels + first * per_sample, rows, &d)
+               : gccx_set_input(s, info->input.name, floats + first * per_sample, rows, &d);
     const float *logits = NULL, *probs = NULL;
     int64_t r = 0, classes = 0;
     if (st == GCC_OK)
@@ -280,8 +292,8 @@ int main(int argc, char **argv) {
       st = gccx_get_output(s, "probabilities", &probs, &r, &classes, &d);
     if (st == GCC_OK && r != rows) /* the rows the output has, never more than it holds */
       st = gcc_diag_set(&d, GCC_ERR_INTERNAL,
-                        "%s: output has %" PRId64 " rows for a batch of %" PRId64, argv[optind],
-                        r, rows);
+                        "%s: output has %" PRId64 " rows for a batch of %" PRId64, argv[optind], r,
+                        rows);
     if (st != GCC_OK) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = st == GCC_ERR_DEVICE ? EXIT_DEVICE : EXIT_RUN;
@@ -307,8 +319,8 @@ int main(int argc, char **argv) {
       for (int64_t j = 1; j < classes; j++) /* argmax as the trainer's accuracy: first on ties */
         if (x[j] > x[best])
           best = j;
-      len += (size_t)snprintf(csv + len, cap - len, "%" PRId64 ",%" PRId64 ",%.9g", first + i,
-                              best, (double)probs[i * classes + best]);
+      len += (size_t)snprintf(csv + len, cap - len, "%" PRId64 ",%" PRId64 ",%.9g", first + i, best,
+                              (double)probs[i * classes + best]);
       if (labels) {
         len += (size_t)snprintf(csv + len, cap - len, ",%d", labels[first + i]);
         correct += best == labels[first + i];
@@ -359,8 +371,8 @@ int main(int argc, char **argv) {
     FILE *f = output ? stdout : stderr; /* never mixed into CSV on stdout */
     fprintf(f, "gcc-run: %" PRId64 " samples on %s", n, gccx_session_device(s));
     if (labels)
-      fprintf(f, "; accuracy %.2f%% (%" PRId64 "/%" PRId64 ")", n ? 100.0 * (double)correct / (double)n : 0.0,
-              correct, n);
+      fprintf(f, "; accuracy %.2f%% (%" PRId64 "/%" PRId64 ")",
+              n ? 100.0 * (double)correct / (double)n : 0.0, correct, n);
     if (output)
       fprintf(f, "; predictions in %s", output);
     if (save)

@@ -62,91 +62,90 @@ static void on_sigint(int sig) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gcc-train MODEL.pb [options]\n"
-          "\n"
-          "Compiles the model graph (shape inference, autodiff, placement, memory planning)\n"
-          "and trains it with the recipe in the model's training spec; flags override it.\n"
-          "\n"
-          "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
-          "                      else the CPU, saying why)\n"
-          "  --data DIR          the data set's folder: MNIST IDX files (.gz or plain), or\n"
-          "                      the CIFAR-10 binary batches (default: data/mnist or\n"
-          "                      data/cifar-10-batches-bin, then the same under ../ next to\n"
-          "                      the model)\n"
-          "  --epochs N          epochs to train (N >= 0)\n"
-          "  --batch-size N      training batch size (N > 0)\n"
-          "  --eval-batch-size N evaluation batch size (default 1000)\n"
-          "  --lr X              learning rate of the model's optimizer (X >= 0)\n"
-          "  --seed N            shuffling seed\n"
-          "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
-          "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
-          "  --max-steps N       stop after N optimizer steps in all (default: no limit)\n"
-          "  --show-predictions N\n"
-          "                      after the last evaluation, print the ground truth and the\n"
-          "                      predicted class of the first N test images\n"
-          "  --output FILE       trained model (default: MODEL with .pb replaced by\n"
-          "                      .trained.pb); written atomically\n"
-          "  --no-output         do not write the trained model\n"
-          "  --dump-after PASS   print the IR after PASS (infer, autodiff, placement,\n"
-          "                      copy-insertion, all)\n"
-          "  --dump-placement[=FORMAT]\n"
-          "                      compile only and print where every node runs and why, every\n"
-          "                      host-device copy and the memory plan; FORMAT is text\n"
-          "                      (default), json or dot; needs no GPU\n"
-          "  --dump-placement-file FILE\n"
-          "                      write that report to FILE (atomically) instead of stdout\n"
-          "  --cuda-arch ARCH    the GPU to compile for when none is usable: sm_80, sm_86,\n"
-          "                      sm_89 or sm_90 (default sm_90)\n"
-          "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
-          "                      falling back to the CPU\n"
-          "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
-          "                      (DIR/kernels.cu, one NVRTC program) and its launch\n"
-          "                      manifest (DIR/manifest.json), compiled by NVRTC to PTX\n"
-          "                      (DIR/kernels.ptx) and a cubin for the device's architecture\n"
-          "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
-          "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
-          "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
-          "  --no-cuda-graph     on a GPU, issue every step instead of capturing it into a\n"
-          "                      CUDA Graph and replaying it\n"
-          "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
-          "                      and exit\n"
-          "  --dataset-on-device MODE\n"
-          "                      auto (default), on or off: on a GPU, upload the normalised\n"
-          "                      training set once and batch on the device (no H2D per\n"
-          "                      step); auto does so when it takes at most a quarter of\n"
-          "                      the free GPU memory\n"
-          "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
-          "                      every step: each op, copy, data-loader batch, wait for a\n"
-          "                      batch and evaluation; print a per-op time table at the\n"
-          "                      end (also after Ctrl-C); FILE is written atomically\n"
-          "  --export FILE       after training (with --epochs 0: the model as it is), write\n"
-          "                      a .gccx deployment bundle for gcc-run (atomically)\n"
-          "  --export-archs LIST CUDA architectures to put cubins for in the bundle, e.g.\n"
-          "                      sm_80,sm_90 (default: the GPU's, else sm_80,sm_90), plus\n"
-          "                      PTX of the newest for later GPUs\n"
-          "  --export-batch-sizes LIST\n"
-          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
-          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
-          "  --predictions FILE  write the final evaluation's predicted class of every test\n"
-          "                      sample as CSV (index,class), atomically\n"
-          "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
-          "                      position in the data, recipe) to DIR, atomically\n"
-          "  --checkpoint-every N|epoch\n"
-          "                      every N optimizer steps, or after every epoch (default)\n"
-          "  --keep-checkpoints K  keep the newest K checkpoints (default 3)\n"
-          "  --resume DIR|FILE   continue from the newest valid checkpoint in DIR (or FILE):\n"
-          "                      bitwise the run that was not interrupted, same threads\n"
-          "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
-          "                      stop at the first node that produces one, naming it, as\n"
-          "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
-          "  --quiet             only errors, the final summary line (and the profile table)\n"
-          "  --version           print the version and exit\n"
-          "  --help              this text\n"
-          "\n"
-          "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
-          "4 device unusable, 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model\n"
-          "written).\n");
+  fprintf(f, "usage: gcc-train MODEL.pb [options]\n"
+             "\n"
+             "Compiles the model graph (shape inference, autodiff, placement, memory planning)\n"
+             "and trains it with the recipe in the model's training spec; flags override it.\n"
+             "\n"
+             "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
+             "                      else the CPU, saying why)\n"
+             "  --data DIR          the data set's folder: MNIST IDX files (.gz or plain), or\n"
+             "                      the CIFAR-10 binary batches (default: data/mnist or\n"
+             "                      data/cifar-10-batches-bin, then the same under ../ next to\n"
+             "                      the model)\n"
+             "  --epochs N          epochs to train (N >= 0)\n"
+             "  --batch-size N      training batch size (N > 0)\n"
+             "  --eval-batch-size N evaluation batch size (default 1000)\n"
+             "  --lr X              learning rate of the model's optimizer (X >= 0)\n"
+             "  --seed N            shuffling seed\n"
+             "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
+             "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
+             "  --max-steps N       stop after N optimizer steps in all (default: no limit)\n"
+             "  --show-predictions N\n"
+             "                      after the last evaluation, print the ground truth and the\n"
+             "                      predicted class of the first N test images\n"
+             "  --output FILE       trained model (default: MODEL with .pb replaced by\n"
+             "                      .trained.pb); written atomically\n"
+             "  --no-output         do not write the trained model\n"
+             "  --dump-after PASS   print the IR after PASS (infer, autodiff, placement,\n"
+             "                      copy-insertion, all)\n"
+             "  --dump-placement[=FORMAT]\n"
+             "                      compile only and print where every node runs and why, every\n"
+             "                      host-device copy and the memory plan; FORMAT is text\n"
+             "                      (default), json or dot; needs no GPU\n"
+             "  --dump-placement-file FILE\n"
+             "                      write that report to FILE (atomically) instead of stdout\n"
+             "  --cuda-arch ARCH    the GPU to compile for when none is usable: sm_80, sm_86,\n"
+             "                      sm_89 or sm_90 (default sm_90)\n"
+             "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
+             "                      falling back to the CPU\n"
+             "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
+             "                      (DIR/kernels.cu, one NVRTC program) and its launch\n"
+             "                      manifest (DIR/manifest.json), compiled by NVRTC to PTX\n"
+             "                      (DIR/kernels.ptx) and a cubin for the device's architecture\n"
+             "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
+             "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
+             "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
+             "  --no-cuda-graph     on a GPU, issue every step instead of capturing it into a\n"
+             "                      CUDA Graph and replaying it\n"
+             "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
+             "                      and exit\n"
+             "  --dataset-on-device MODE\n"
+             "                      auto (default), on or off: on a GPU, upload the normalised\n"
+             "                      training set once and batch on the device (no H2D per\n"
+             "                      step); auto does so when it takes at most a quarter of\n"
+             "                      the free GPU memory\n"
+             "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
+             "                      every step: each op, copy, data-loader batch, wait for a\n"
+             "                      batch and evaluation; print a per-op time table at the\n"
+             "                      end (also after Ctrl-C); FILE is written atomically\n"
+             "  --export FILE       after training (with --epochs 0: the model as it is), write\n"
+             "                      a .gccx deployment bundle for gcc-run (atomically)\n"
+             "  --export-archs LIST CUDA architectures to put cubins for in the bundle, e.g.\n"
+             "                      sm_80,sm_90 (default: the GPU's, else sm_80,sm_90), plus\n"
+             "                      PTX of the newest for later GPUs\n"
+             "  --export-batch-sizes LIST\n"
+             "                      batch sizes to generate CUDA kernels for (their shapes are\n"
+             "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+             "  --predictions FILE  write the final evaluation's predicted class of every test\n"
+             "                      sample as CSV (index,class), atomically\n"
+             "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
+             "                      position in the data, recipe) to DIR, atomically\n"
+             "  --checkpoint-every N|epoch\n"
+             "                      every N optimizer steps, or after every epoch (default)\n"
+             "  --keep-checkpoints K  keep the newest K checkpoints (default 3)\n"
+             "  --resume DIR|FILE   continue from the newest valid checkpoint in DIR (or FILE):\n"
+             "                      bitwise the run that was not interrupted, same threads\n"
+             "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
+             "                      stop at the first node that produces one, naming it, as\n"
+             "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
+             "  --quiet             only errors, the final summary line (and the profile table)\n"
+             "  --version           print the version and exit\n"
+             "  --help              this text\n"
+             "\n"
+             "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
+             "4 device unusable, 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model\n"
+             "written).\n");
 }
 
 static int parse_f(const char *flag, const char *s, float *out) {
@@ -185,10 +184,10 @@ static int is_dir(const char *p) {
 static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *info,
                          const char *cuda_arch, const char *dir);
 
-static int dump_placement_main(const char *model_path, const gcc_device *want,
-                               int device_explicit, int strict, const char *cuda_arch, int fmt,
-                               const char *file, const char *kernels_dir, int64_t epochs,
-                               int64_t batch, float lr, const char *dump_after) {
+static int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
+                               int strict, const char *cuda_arch, int fmt, const char *file,
+                               const char *kernels_dir, int64_t epochs, int64_t batch, float lr,
+                               const char *dump_after) {
   (void)epochs;
   gcc_diag d = {0};
   gcc_graph *model;
@@ -212,8 +211,9 @@ static int dump_placement_main(const char *model_path, const gcc_device *want,
       }
     } else {
       gcc_device_info_from_arch(cuda_arch, index, &devs[1], &d);
-      fprintf(stderr, "gcc-train: no usable CUDA GPU (%s); compiling for an assumed %s device "
-                      "(--cuda-arch %s)\n",
+      fprintf(stderr,
+              "gcc-train: no usable CUDA GPU (%s); compiling for an assumed %s device "
+              "(--cuda-arch %s)\n",
               count == 0 ? reason : "fewer devices than requested", devs[1].name, cuda_arch);
     }
     dev = devs[1].id;
@@ -398,9 +398,9 @@ typedef struct train_args {
   const char *checkpoint_dir, *resume_path;
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
-  gcc_device want;          /* --device */
-  gcc_dump_format fmt;      /* --dump-placement=FORMAT */
-  gcc_export_options eo;    /* --export-archs, --export-batch-sizes */
+  gcc_device want;       /* --device */
+  gcc_dump_format fmt;   /* --dump-placement=FORMAT */
+  gcc_export_options eo; /* --export-archs, --export-batch-sizes */
 } train_args;
 
 /* What the run is made of (step 2, build_run); run_free releases it. */
@@ -462,8 +462,8 @@ static int check_outputs(train_args *a) {
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/ckpt-probe", a->checkpoint_dir);
     if (mkdir(a->checkpoint_dir, 0777) != 0 && errno != EEXIST) {
-      fprintf(stderr, "gcc-train: --checkpoint-dir %s: cannot create it: %s\n",
-              a->checkpoint_dir, strerror(errno));
+      fprintf(stderr, "gcc-train: --checkpoint-dir %s: cannot create it: %s\n", a->checkpoint_dir,
+              strerror(errno));
       return EXIT_RUN;
     }
     if (gcc_outfile_check(probe, "--checkpoint-dir", &d) != GCC_OK) {
@@ -480,14 +480,41 @@ static int check_outputs(train_args *a) {
  * status (0 after --help, --version and --list-devices). */
 static int parse_args(int argc, char **argv, train_args *a) {
   enum {
-    OPT_DEVICE = 256, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_EVAL_BATCH, OPT_LR, OPT_SEED,
-    OPT_THREADS, OPT_LOG_EVERY, OPT_MAX_STEPS, OPT_OUTPUT, OPT_NO_OUTPUT, OPT_DUMP_AFTER,
-    OPT_QUIET, OPT_VERSION, OPT_HELP, OPT_DUMP_PLACEMENT, OPT_DUMP_PLACEMENT_FILE,
-    OPT_CUDA_ARCH, OPT_STRICT, OPT_DUMP_KERNELS, OPT_NO_KERNEL_CACHE, OPT_NO_CUDA_GRAPH,
-    OPT_LIST_DEVICES, OPT_DATASET_ON_DEVICE, OPT_PROFILE,
+    OPT_DEVICE = 256,
+    OPT_DATA,
+    OPT_EPOCHS,
+    OPT_BATCH,
+    OPT_EVAL_BATCH,
+    OPT_LR,
+    OPT_SEED,
+    OPT_THREADS,
+    OPT_LOG_EVERY,
+    OPT_MAX_STEPS,
+    OPT_OUTPUT,
+    OPT_NO_OUTPUT,
+    OPT_DUMP_AFTER,
+    OPT_QUIET,
+    OPT_VERSION,
+    OPT_HELP,
+    OPT_DUMP_PLACEMENT,
+    OPT_DUMP_PLACEMENT_FILE,
+    OPT_CUDA_ARCH,
+    OPT_STRICT,
+    OPT_DUMP_KERNELS,
+    OPT_NO_KERNEL_CACHE,
+    OPT_NO_CUDA_GRAPH,
+    OPT_LIST_DEVICES,
+    OPT_DATASET_ON_DEVICE,
+    OPT_PROFILE,
     OPT_EXPORT,
-    OPT_EXPORT_ARCHS, OPT_EXPORT_BATCHES, OPT_PREDICTIONS, OPT_SHOW_PREDICTIONS,
-    OPT_DETECT_ANOMALY, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_KEEP_CHECKPOINTS,
+    OPT_EXPORT_ARCHS,
+    OPT_EXPORT_BATCHES,
+    OPT_PREDICTIONS,
+    OPT_SHOW_PREDICTIONS,
+    OPT_DETECT_ANOMALY,
+    OPT_CHECKPOINT_DIR,
+    OPT_CHECKPOINT_EVERY,
+    OPT_KEEP_CHECKPOINTS,
     OPT_RESUME
   };
   static const struct option longopts[] = {
@@ -638,9 +665,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_QUIET: a->quiet = 1; break;
     case OPT_VERSION: printf("gcc-train %s\n", GCC_TRAIN_VERSION); return 0;
     case OPT_HELP: usage(stdout); return 0;
-    case ':':
-      fprintf(stderr, "gcc-train: %s needs a value\n", argv[optind - 1]);
-      return EXIT_USAGE;
+    case ':': fprintf(stderr, "gcc-train: %s needs a value\n", argv[optind - 1]); return EXIT_USAGE;
     default:
       fprintf(stderr, "gcc-train: unknown option '%s' (see --help)\n", argv[optind - 1]);
       return EXIT_USAGE;
@@ -728,8 +753,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
  * data/cifar-10-batches-bin, the folder of the official tarball), else the
  * same under ../ next to the model. */
 static const char *default_data_dir(const train_args *a, const gcc_training *t, train_run *r) {
-  const char *sub = t->dataset && strcmp(t->dataset, "cifar10") == 0 ? "cifar-10-batches-bin"
-                                                                      : "mnist";
+  const char *sub =
+      t->dataset && strcmp(t->dataset, "cifar10") == 0 ? "cifar-10-batches-bin" : "mnist";
   snprintf(r->data_buf, sizeof r->data_buf, "data/%s", sub);
   if (is_dir(r->data_buf))
     return r->data_buf;
@@ -771,8 +796,9 @@ static int build_run(train_args *a, train_run *r) {
     return es == GCC_OK ? 0 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
   }
   if (!r->model->training.present) {
-    fprintf(stderr, "gcc-train: %s: the model has no training spec; nothing to train (it can "
-                    "be exported with --export or inspected with --dump-placement)\n",
+    fprintf(stderr,
+            "gcc-train: %s: the model has no training spec; nothing to train (it can "
+            "be exported with --export or inspected with --dump-placement)\n",
             a->model_path);
     run_free(r);
     return EXIT_MODEL;
@@ -840,7 +866,7 @@ static int build_run(train_args *a, train_run *r) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     run_free(r);
     return d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_DEVICE
-                                                                            : EXIT_MODEL;
+                                                                           : EXIT_MODEL;
   }
   if (a->resume_path) { /* the checkpoint, checked against this model and recipe */
     gcc_status rs = gcc_checkpoint_find(a->resume_path, &r->resume, stderr, &d);
@@ -910,7 +936,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   if (st == GCC_ERR_INTERRUPTED) {
     fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps (%s); no model written\n",
             rep.steps,
-            g_stop == SIGTERM ? "SIGTERM" : g_stop == SIGHUP ? "SIGHUP" : "Ctrl-C, SIGINT");
+            g_stop == SIGTERM  ? "SIGTERM"
+            : g_stop == SIGHUP ? "SIGHUP"
+                               : "Ctrl-C, SIGINT");
     *rc = 128 + (int)g_stop;
   } else if (st != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);

@@ -94,7 +94,8 @@ static gcc_kernel_info *new_kernel(emitter *e, int group) {
   return k->name ? k : NULL;
 }
 
-static int add_arg(emitter *e, gcc_kernel_info *k, gcc_karg_kind kind, int value, const char *name) {
+static int add_arg(emitter *e, gcc_kernel_info *k, gcc_karg_kind kind, int value,
+                   const char *name) {
   gcc_kernel_arg *na = realloc(k->args, (size_t)(k->n_args + 1) * sizeof *na);
   if (!na)
     return 0;
@@ -109,7 +110,8 @@ static int add_arg(emitter *e, gcc_kernel_info *k, gcc_karg_kind kind, int value
 }
 
 static void set_grid(emitter *e, gcc_kernel_info *k, int64_t work) {
-  int64_t blocks = (work + BLOCK - 1) / BLOCK, cap = 32 * (int64_t)(e->sm_count > 0 ? e->sm_count : 1);
+  int64_t blocks = (work + BLOCK - 1) / BLOCK,
+          cap = 32 * (int64_t)(e->sm_count > 0 ? e->sm_count : 1);
   if (blocks > cap)
     blocks = cap;
   if (blocks > 65535)
@@ -130,7 +132,9 @@ static void comment_nodes(emitter *e, const gcc_group *gr) {
 /* Host-emulation wrapper: unpacks cudaLaunchKernel-style args (args[i]
  * points at argument i). */
 static void emit_wrapper(emitter *e, const gcc_kernel_info *k, const char *const *types) {
-  out(&e->src, "#ifdef GCC_HOST_EMULATION\nextern \"C\" void %s_launch(unsigned grid, unsigned block, void **args) {\n  GCC_EMU_LAUNCH(%s, grid, block",
+  out(&e->src,
+      "#ifdef GCC_HOST_EMULATION\nextern \"C\" void %s_launch(unsigned grid, unsigned block, void "
+      "**args) {\n  GCC_EMU_LAUNCH(%s, grid, block",
       k->name, k->name);
   for (int i = 0; i < k->n_args; i++)
     out(&e->src, ", *(%s *)args[%d]", types[i], i);
@@ -192,8 +196,8 @@ static void bcast_index(sb *o, const gcc_shape *in, const gcc_shape *s, const ch
       int64_t st = 1;
       for (int k = j + 1; k < s->ndim; k++)
         st *= s->dims[k];
-      out(o, "%s((%s / %" PRId64 "LL) %% %" PRId64 "LL) * %" PRId64 "LL", first ? "" : " + ", var, st,
-          s->dims[j], in_stride);
+      out(o, "%s((%s / %" PRId64 "LL) %% %" PRId64 "LL) * %" PRId64 "LL", first ? "" : " + ", var,
+          st, s->dims[j], in_stride);
       first = 0;
     }
     in_stride *= din;
@@ -443,8 +447,7 @@ gcc_status gcc_emit_pad_kernel(emitter *e, int gi, int ni) {
     if (m == 0)
       out(&e->src, "      if (t < 0 || t >= %" PRId64 "LL) inside = false;\n", in);
     else if (m == 1)
-      out(&e->src, "      t = t < 0 ? 0 : (t >= %" PRId64 "LL ? %" PRId64 "LL : t);\n", in,
-          in - 1);
+      out(&e->src, "      t = t < 0 ? 0 : (t >= %" PRId64 "LL ? %" PRId64 "LL : t);\n", in, in - 1);
     else
       out(&e->src, "      t = t < 0 ? -t : (t >= %" PRId64 "LL ? %" PRId64 "LL - t : t);\n", in,
           2 * (in - 1));
@@ -547,8 +550,7 @@ static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
     else
       snprintf(div, sizeof div, "cnt");
     out(&e->src,
-        "        sum += v;\n        cnt++;\n      }\n    }\n    out0[i] = sum / (float)%s;\n",
-        div);
+        "        sum += v;\n        cnt++;\n      }\n    }\n    out0[i] = sum / (float)%s;\n", div);
   }
   out(&e->src, "  }\n}\n");
   return single_end(e, &sk, work);
@@ -638,9 +640,10 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
       }
       const gcc_lowering *lw = gcc_lowering_of(nd->op);
       if (lw->kind != GCC_LOWER_POINTWISE || !lw->expr)
-        return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
-                            "%s: codegen: group '%s': node '%s' (%s) has no pointwise code generator",
-                            g->source, gr->name, nd->name, gcc_op_name(nd->op));
+        return gcc_diag_set(
+            e->d, GCC_ERR_UNSUPPORTED,
+            "%s: codegen: group '%s': node '%s' (%s) has no pointwise code generator", g->source,
+            gr->name, nd->name, gcc_op_name(nd->op));
       out(&e->src, "  float t%d = ", ni);
       for (const char *c = lw->expr; *c; c++) /* {k}: operand k; {fk}: float attribute k */
         if (c[0] == '{' && (c[1] == '0' || c[1] == '1') && c[2] == '}') {
@@ -715,8 +718,8 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
     } else {
       out(&e->src, "      acc += in0[i];\n");
     }
-    out(&e->src, "    }\n    out0[o] = acc%s%s;\n  }\n}\n",
-        scale != 1.0f ? " * " : "", scale != 1.0f ? float_lit(lit, sizeof lit, scale) : "");
+    out(&e->src, "    }\n    out0[o] = acc%s%s;\n  }\n}\n", scale != 1.0f ? " * " : "",
+        scale != 1.0f ? float_lit(lit, sizeof lit, scale) : "");
     set_grid(e, k, ny);
   } else if (vec) {
     out(&e->src,
@@ -794,25 +797,25 @@ gcc_status gcc_emit_sce(emitter *e, int gi, int fwd, int grad) {
       "  for (long long i = threadIdx.x; i < N; i += blockDim.x) {\n"
       "    long long y = (long long)labels[i];\n"
       "    if (y == IGNORE) continue;\n"
-      "    if (y < 0 || y >= C) { atomicMin(bad_label, (int)i); continue; } /* the first bad row */\n"
+      "    if (y < 0 || y >= C) { atomicMin(bad_label, (int)i); continue; } /* the first bad row "
+      "*/\n"
       "    double w = %s;\n"
       "    wacc += w;\n",
       N, C, any->av[SCE_IGNORE_INDEX].i, BLOCK, BLOCK, W >= 0 ? "(double)weight[y]" : "1.0");
   if (fwd >= 0)
-    out(&e->src,
-        "    const float *row = logits + i * C;\n"
-        "    float mx = row[0];\n"
-        "    for (long long j = 1; j < C; j++) mx = row[j] > mx ? row[j] : mx;\n"
-        "    double se = 0.0;\n"
-        "    for (long long j = 0; j < C; j++) se += exp((double)row[j] - mx);\n"
-        "    acc += w * (log(se) + mx - row[y]); /* -log_softmax(x)[y] */\n");
-  out(&e->src,
-      "  }\n"
-      "  s_sum[threadIdx.x] = acc;\n  s_w[threadIdx.x] = wacc;\n  __syncthreads();\n"
-      "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {\n"
-      "    if (threadIdx.x < s) { s_sum[threadIdx.x] += s_sum[threadIdx.x + s]; s_w[threadIdx.x] += s_w[threadIdx.x + s]; }\n"
-      "    __syncthreads();\n  }\n"
-      "  const double wsum = s_w[0];\n");
+    out(&e->src, "    const float *row = logits + i * C;\n"
+                 "    float mx = row[0];\n"
+                 "    for (long long j = 1; j < C; j++) mx = row[j] > mx ? row[j] : mx;\n"
+                 "    double se = 0.0;\n"
+                 "    for (long long j = 0; j < C; j++) se += exp((double)row[j] - mx);\n"
+                 "    acc += w * (log(se) + mx - row[y]); /* -log_softmax(x)[y] */\n");
+  out(&e->src, "  }\n"
+               "  s_sum[threadIdx.x] = acc;\n  s_w[threadIdx.x] = wacc;\n  __syncthreads();\n"
+               "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {\n"
+               "    if (threadIdx.x < s) { s_sum[threadIdx.x] += s_sum[threadIdx.x + s]; "
+               "s_w[threadIdx.x] += s_w[threadIdx.x + s]; }\n"
+               "    __syncthreads();\n  }\n"
+               "  const double wsum = s_w[0];\n");
   if (fwd >= 0)
     out(&e->src, "  if (threadIdx.x == 0) loss[0] = (float)(%s);\n",
         mean ? "s_sum[0] / wsum" : "s_sum[0]");
@@ -822,7 +825,8 @@ gcc_status gcc_emit_sce(emitter *e, int gi, int fwd, int grad) {
         "  for (long long i = threadIdx.x; i < N; i += blockDim.x) {\n"
         "    long long y = (long long)labels[i];\n"
         "    float *drow = dlogits + i * C;\n"
-        "    if (y == IGNORE || y < 0 || y >= C) { for (long long j = 0; j < C; j++) drow[j] = 0.0f; continue; }\n"
+        "    if (y == IGNORE || y < 0 || y >= C) { for (long long j = 0; j < C; j++) drow[j] = "
+        "0.0f; continue; }\n"
         "    const float *row = logits + i * C;\n"
         "    float mx = row[0];\n"
         "    for (long long j = 1; j < C; j++) mx = row[j] > mx ? row[j] : mx;\n"
@@ -875,7 +879,8 @@ gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
   if (fwd >= 0)
     out(&e->src,
         "  double acc = 0.0;\n"
-        "  for (long long i = threadIdx.x; i < N; i += blockDim.x) { double d = (double)pred[i] - target[i]; acc += d * d; }\n"
+        "  for (long long i = threadIdx.x; i < N; i += blockDim.x) { double d = (double)pred[i] - "
+        "target[i]; acc += d * d; }\n"
         "  s_sum[threadIdx.x] = acc;\n  __syncthreads();\n"
         "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {\n"
         "    if (threadIdx.x < s) s_sum[threadIdx.x] += s_sum[threadIdx.x + s];\n"
@@ -885,7 +890,8 @@ gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
   if (grad >= 0)
     out(&e->src,
         "  const float scale = (float)(2.0 * (double)dloss[0] / %s);\n"
-        "  for (long long i = threadIdx.x; i < N; i += blockDim.x) dpred[i] = scale * (pred[i] - target[i]);\n",
+        "  for (long long i = threadIdx.x; i < N; i += blockDim.x) dpred[i] = scale * (pred[i] - "
+        "target[i]);\n",
         mean ? "(double)N" : "1.0");
   out(&e->src, "}\n");
   k->single_block = 1;
@@ -971,7 +977,8 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
       "  const float lr = %s, mom = %s, damp = %s, wd = %s;\n"
       "  (void)mom; (void)damp; (void)first;\n"
       "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
-      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n",
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) "
+      "{\n",
       GCC_ARENA_ALIGN, total, float_lit(l1, sizeof l1, n0->av[SGD_LR].f),
       float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
       float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
@@ -1008,11 +1015,13 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, gr);
   out(&e->src,
-      "  /* torch.optim.Adam over the flat sections: %" PRId64 " floats; step_size = lr / (1 - beta1^t),\n"
+      "  /* torch.optim.Adam over the flat sections: %" PRId64
+      " floats; step_size = lr / (1 - beta1^t),\n"
       "     bc2_sqrt = sqrt(1 - beta2^t), computed on the host in float64 each step */\n"
       "  const float b1 = %s, b2 = %s, eps = %s, wd = %s;\n"
       "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
-      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) "
+      "{\n"
       "    float gi = g[i] + wd * p[i];\n"
       "    m[i] = m[i] * b1 + (1.0f - b1) * gi;\n"
       "    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;\n"
@@ -1029,8 +1038,7 @@ static gcc_status emit_optimizer(emitter *e, int gi) {
   const gcc_lowering *lw = gcc_lowering_of(e->g->nodes[gr->nodes[0]].op);
   if (!lw->emit)
     return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
-                        "%s: codegen: optimizer group '%s' has no emitter", e->g->source,
-                        gr->name);
+                        "%s: codegen: optimizer group '%s' has no emitter", e->g->source, gr->name);
   return lw->emit(e, gi, -1, -1);
 }
 
@@ -1076,20 +1084,22 @@ gcc_status gcc_codegen_gather(int sm_count, int64_t max_work, gcc_kernel_set *ks
       "unsigned int* __restrict__ dst) {\n"
       "  const long long total = rows * row_words;\n"
       "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
-      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += "
+      "stride) {\n"
       "    long long r = i / row_words, w = i - r * row_words;\n"
       "    dst[i] = src[perm[first + r] * row_words + w];\n"
       "  }\n"
       "}\n"
       "#ifdef GCC_HOST_EMULATION\n"
-      "extern \"C\" void " GCC_GATHER_KERNEL "_launch(unsigned grid, unsigned block, void **args) {\n"
+      "extern \"C\" void " GCC_GATHER_KERNEL
+      "_launch(unsigned grid, unsigned block, void **args) {\n"
       "  GCC_EMU_LAUNCH(" GCC_GATHER_KERNEL ", grid, block, *(const unsigned int* *)args[0], "
       "*(const long long* *)args[1], *(long long *)args[2], *(long long *)args[3], "
       "*(long long *)args[4], *(unsigned int* *)args[5]);\n"
       "}\n"
       "#endif\n";
   static const gcc_kernel_arg args[6] = {
-      {GCC_KARG_INPUT, -1, "src"}, {GCC_KARG_INPUT, -1, "perm"},   {GCC_KARG_I64, -1, "first"},
+      {GCC_KARG_INPUT, -1, "src"}, {GCC_KARG_INPUT, -1, "perm"},    {GCC_KARG_I64, -1, "first"},
       {GCC_KARG_I64, -1, "rows"},  {GCC_KARG_I64, -1, "row_words"}, {GCC_KARG_OUTPUT, -1, "dst"}};
   ks->source = strdup(src);
   ks->kernels = calloc(1, sizeof *ks->kernels);
@@ -1110,7 +1120,8 @@ gcc_status gcc_codegen_gather(int sm_count, int64_t max_work, gcc_kernel_set *ks
   k->n_args = 6;
   k->work_items = max_work;
   k->block_dim = BLOCK;
-  int64_t blocks = (max_work + BLOCK - 1) / BLOCK, cap = 32 * (int64_t)(sm_count > 0 ? sm_count : 1);
+  int64_t blocks = (max_work + BLOCK - 1) / BLOCK,
+          cap = 32 * (int64_t)(sm_count > 0 ? sm_count : 1);
   blocks = blocks > cap ? cap : blocks;
   blocks = blocks > 65535 ? 65535 : blocks;
   k->grid_dim = (int)(blocks > 0 ? blocks : 1);
@@ -1140,8 +1151,8 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
     return gcc_diag_set(e->d, GCC_ERR_INVALID_ARGUMENT,
                         "codegen: epilogue %s: bad sizes m %lld, n %lld, k %lld, ldd %lld, aux_ld "
                         "%lld",
-                        what, (long long)w->m, (long long)w->n, (long long)w->k,
-                        (long long)w->ldd, (long long)w->aux_ld);
+                        what, (long long)w->m, (long long)w->n, (long long)w->k, (long long)w->ldd,
+                        (long long)w->aux_ld);
   gcc_kernel_info *nk = realloc(e->ks->kernels, (size_t)(e->ks->n_kernels + 1) * sizeof *nk);
   if (!nk)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -1156,8 +1167,9 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
   if (!k->name)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   sig sg = {.k = k, .ok = 1};
-  out(&e->src, "/* cuBLASLt's CUBLASLT_EPILOGUE_%s after a plain GEMM: D %lld x %lld (ldd %lld) */\n",
-      what, (long long)w->m, (long long)w->n, (long long)w->ldd);
+  out(&e->src,
+      "/* cuBLASLt's CUBLASLT_EPILOGUE_%s after a plain GEMM: D %lld x %lld (ldd %lld) */\n", what,
+      (long long)w->m, (long long)w->n, (long long)w->ldd);
   out(&e->src, "extern \"C\" __global__ void %s(", name);
   if (w->kind != 512)
     param(e, &sg, GCC_KARG_OUTPUT, -1, "float*", "d");
@@ -1186,19 +1198,18 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
   if (mask_out) {
     /* one thread per 32-bit word of the mask: no two threads share a word */
     work = w->aux_ld / 32 * w->n;
-    out(&e->src,
-        "  for (long long wd = first; wd < AUX_LD / 32 * N; wd += stride) {\n"
-        "    const long long j = wd * 32 / AUX_LD, i0 = wd * 32 - j * AUX_LD;\n"
-        "    unsigned bits = 0u;\n"
-        "    for (int b = 0; b < 32; b++) {\n"
-        "      const long long i = i0 + b;\n"
-        "      if (i >= M) break;\n"
-        "      const float x = d[i + j * LDD] + bias[i];\n"
-        "      if (x > 0.0f) bits |= 1u << b;\n"
-        "      d[i + j * LDD] = x > 0.0f ? x : 0.0f;\n"
-        "    }\n"
-        "    aux[wd] = bits;\n"
-        "  }\n}\n\n");
+    out(&e->src, "  for (long long wd = first; wd < AUX_LD / 32 * N; wd += stride) {\n"
+                 "    const long long j = wd * 32 / AUX_LD, i0 = wd * 32 - j * AUX_LD;\n"
+                 "    unsigned bits = 0u;\n"
+                 "    for (int b = 0; b < 32; b++) {\n"
+                 "      const long long i = i0 + b;\n"
+                 "      if (i >= M) break;\n"
+                 "      const float x = d[i + j * LDD] + bias[i];\n"
+                 "      if (x > 0.0f) bits |= 1u << b;\n"
+                 "      d[i + j * LDD] = x > 0.0f ? x : 0.0f;\n"
+                 "    }\n"
+                 "    aux[wd] = bits;\n"
+                 "  }\n}\n\n");
   } else if (bias) {
     work = w->m * w->n;
     out(&e->src,
@@ -1210,11 +1221,10 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
         relu ? "x > 0.0f ? x : 0.0f" : "x");
   } else if (w->kind == 136) {
     work = w->m * w->n;
-    out(&e->src,
-        "  for (long long e = first; e < M * N; e += stride) {\n"
-        "    const long long j = e / M, i = e - j * M, bit = j * AUX_LD + i;\n"
-        "    if (!((aux[bit >> 5] >> (bit & 31)) & 1u)) d[i + j * LDD] = 0.0f;\n"
-        "  }\n}\n\n");
+    out(&e->src, "  for (long long e = first; e < M * N; e += stride) {\n"
+                 "    const long long j = e / M, i = e - j * M, bit = j * AUX_LD + i;\n"
+                 "    if (!((aux[bit >> 5] >> (bit & 31)) & 1u)) d[i + j * LDD] = 0.0f;\n"
+                 "  }\n}\n\n");
   } else if (w->kind == 152) {
     /* one thread per row i: masks the row, then sums it in column order */
     work = w->m;

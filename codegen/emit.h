@@ -40,34 +40,34 @@ extern "C" {
 #define GCC_CODEGEN_VERSION 2
 
 typedef enum gcc_karg_kind {
-  GCC_KARG_INPUT = 0,   /* const pointer to a value's storage (its dtype) */
-  GCC_KARG_OUTPUT,      /* pointer to a value's storage, written */
+  GCC_KARG_INPUT = 0, /* const pointer to a value's storage (its dtype) */
+  GCC_KARG_OUTPUT,    /* pointer to a value's storage, written */
   /* The optimizer kernel's sections hold exactly the parameters of its
    * group, in group order, each padded to GCC_ARENA_ALIGN bytes (the same
    * offsets in every section): the runtime lays the device's persistent
    * arena out that way per optimizer group. */
-  GCC_KARG_PARAMS,      /* optimizer: float* base of the parameter section */
-  GCC_KARG_GRADS,       /* optimizer: const float* base of the gradient section */
-  GCC_KARG_STATE0,      /* optimizer: float* momentum buffer / Adam exp_avg section */
-  GCC_KARG_STATE1,      /* optimizer: float* Adam exp_avg_sq section */
-  GCC_KARG_NUMEL,       /* long long: elements of the flat sections */
-  GCC_KARG_FIRST_STEP,  /* int: 1 on the first optimizer step (SGD momentum) */
-  GCC_KARG_STEP_SIZE,   /* float: Adam lr / (1 - beta1^t) */
-  GCC_KARG_BC2_SQRT,    /* float: Adam sqrt(1 - beta2^t) */
-  GCC_KARG_BAD_LABEL,   /* int*: set by the host to GCC_BAD_LABEL_NONE; a loss
+  GCC_KARG_PARAMS,     /* optimizer: float* base of the parameter section */
+  GCC_KARG_GRADS,      /* optimizer: const float* base of the gradient section */
+  GCC_KARG_STATE0,     /* optimizer: float* momentum buffer / Adam exp_avg section */
+  GCC_KARG_STATE1,     /* optimizer: float* Adam exp_avg_sq section */
+  GCC_KARG_NUMEL,      /* long long: elements of the flat sections */
+  GCC_KARG_FIRST_STEP, /* int: 1 on the first optimizer step (SGD momentum) */
+  GCC_KARG_STEP_SIZE,  /* float: Adam lr / (1 - beta1^t) */
+  GCC_KARG_BC2_SQRT,   /* float: Adam sqrt(1 - beta2^t) */
+  GCC_KARG_BAD_LABEL,  /* int*: set by the host to GCC_BAD_LABEL_NONE; a loss
                            kernel lowers it (atomicMin) to the row of each label
                            outside [0, C) (and zeroes that row's gradient), so
                            it ends at the first such row whatever order the
                            threads run in; the host checks it after the step
                            and fails as the CPU backend does (same row) */
-  GCC_KARG_I64,         /* long long set by the runtime per launch (the gather
+  GCC_KARG_I64,        /* long long set by the runtime per launch (the gather
                            kernel's first row, rows and 32-bit words per row) */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 
 /* The bad-label flag's "no bad label" value: every byte 0x7f (the host sets
  * it with a byte memset), above any row index a batch can have. */
-#define GCC_BAD_LABEL_NONE 0x7f7f7f7f
+#define GCC_BAD_LABEL_NONE      0x7f7f7f7f
 #define GCC_BAD_LABEL_NONE_BYTE 0x7f
 
 typedef struct gcc_kernel_arg {
@@ -77,22 +77,22 @@ typedef struct gcc_kernel_arg {
 } gcc_kernel_arg;
 
 typedef struct gcc_kernel_info {
-  char *name;            /* the kernel's symbol */
-  int group;             /* index in graph->groups */
-  gcc_kernel_arg *args;  /* in parameter order */
+  char *name;           /* the kernel's symbol */
+  int group;            /* index in graph->groups */
+  gcc_kernel_arg *args; /* in parameter order */
   int n_args;
-  int64_t work_items;    /* elements the grid-stride loop covers */
-  int block_dim;         /* threads per block the kernel MUST be launched with
+  int64_t work_items; /* elements the grid-stride loop covers */
+  int block_dim;      /* threads per block the kernel MUST be launched with
                             (single-block kernels size shared memory by it) */
-  int grid_dim;          /* blocks for `work_items` on the target (<= 65535) */
-  int single_block;      /* 1: uses __syncthreads and must run as exactly one block */
+  int grid_dim;       /* blocks for `work_items` on the target (<= 65535) */
+  int single_block;   /* 1: uses __syncthreads and must run as exactly one block */
 } gcc_kernel_info;
 
 typedef struct gcc_kernel_set {
-  char *source;          /* the whole translation unit, NUL-terminated */
+  char *source; /* the whole translation unit, NUL-terminated */
   gcc_kernel_info *kernels;
   int n_kernels;
-  char **strings;        /* storage of argument names */
+  char **strings; /* storage of argument names */
   int n_strings;
 } gcc_kernel_set;
 

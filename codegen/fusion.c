@@ -132,13 +132,15 @@ static gcc_status commit(gcc_graph *g, const cand *c, const char *prefix, gcc_di
       sorted[j - 1] = t;
     }
   int gi;
-  GCC_TRY(gcc_graph_add_group(g, uniq, c->kind, g->nodes[c->nodes[0]].device, sorted, c->n,
-                              c->epi, &gi, d));
+  GCC_TRY(gcc_graph_add_group(g, uniq, c->kind, g->nodes[c->nodes[0]].device, sorted, c->n, c->epi,
+                              &gi, d));
   g->groups[gi].at_first = c->kind == GCC_GROUP_GEMM; /* the GEMM runs where it is */
   return GCC_OK;
 }
 
-static int grouped(const gcc_graph *g, int node) { return g->nodes[node].group >= 0; }
+static int grouped(const gcc_graph *g, int node) {
+  return g->nodes[node].group >= 0;
+}
 
 static int same_attrs(const gcc_node *a, const gcc_node *b) {
   if (a->op != b->op || a->n_av != b->n_av || a->device != b->device)
@@ -164,8 +166,8 @@ static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
     for (char *ch = op; *ch; ch++)
       *ch = *ch >= 'A' && *ch <= 'Z' ? (char)(*ch - 'A' + 'a') : *ch;
     snprintf(name, sizeof name, "optimizer_%s_all_k%d", op, g->n_groups);
-    gcc_status s = gcc_graph_add_group(g, name, GCC_GROUP_OPTIMIZER, g->nodes[i].device, members,
-                                       n, GCC_EPI_DEFAULT, NULL, d);
+    gcc_status s = gcc_graph_add_group(g, name, GCC_GROUP_OPTIMIZER, g->nodes[i].device, members, n,
+                                       GCC_EPI_DEFAULT, NULL, d);
     free(members);
     GCC_TRY(s);
   }
@@ -379,14 +381,16 @@ gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
     if (!is_cuda(g, i) || grouped(g, i) || k == GCC_LOWER_VIEW)
       continue;
     cand c = {.nodes = {i}, .n = 1};
-    c.kind = k == GCC_LOWER_COPY                                   ? GCC_GROUP_COPY
-             : k == GCC_LOWER_GEMM                                 ? GCC_GROUP_GEMM
-             : k == GCC_LOWER_LIBRARY                              ? GCC_GROUP_CUDNN
-             : k == GCC_LOWER_LOSS || k == GCC_LOWER_LOSS_GRAD     ? GCC_GROUP_LOSS
-                                                                   : GCC_GROUP_POINTWISE;
+    c.kind = k == GCC_LOWER_COPY                               ? GCC_GROUP_COPY
+             : k == GCC_LOWER_GEMM                             ? GCC_GROUP_GEMM
+             : k == GCC_LOWER_LIBRARY                          ? GCC_GROUP_CUDNN
+             : k == GCC_LOWER_LOSS || k == GCC_LOWER_LOSS_GRAD ? GCC_GROUP_LOSS
+                                                               : GCC_GROUP_POINTWISE;
     /* a KERNEL node is a pointwise group of one: emit.c gives it its kernel */
     GCC_TRY(commit(g, &c,
-                   c.kind == GCC_GROUP_COPY ? "copy_" : c.kind == GCC_GROUP_CUDNN ? "cudnn_" : "k_",
+                   c.kind == GCC_GROUP_COPY    ? "copy_"
+                   : c.kind == GCC_GROUP_CUDNN ? "cudnn_"
+                                               : "k_",
                    d));
   }
   return GCC_OK;

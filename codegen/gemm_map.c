@@ -28,7 +28,9 @@ static int is_matrix(const gcc_graph *g, int v) {
   return v >= 0 && g->values[v].dtype == GCC_DT_FLOAT32 && g->values[v].shape.ndim == 2;
 }
 
-static int64_t round128(int64_t x) { return (x + 127) / 128 * 128; }
+static int64_t round128(int64_t x) {
+  return (x + 127) / 128 * 128;
+}
 
 gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc_diag *d) {
   if (group < 0 || group >= g->n_groups || g->groups[group].kind != GCC_GROUP_GEMM)
@@ -86,8 +88,9 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
   case GCC_EPI_DRELU_BGRAD: o->epilogue = (gcc_epilogue)gr->epilogue; break;
   case GCC_EPI_BGRADA: o->epilogue = GCC_EPI_BGRADB; break; /* the operand swap */
   default:
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: group '%s': epilogue %s has no cuBLASLt mapping",
-                        g->source, gr->name, gcc_epilogue_name(gr->epilogue));
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: group '%s': epilogue %s has no cuBLASLt mapping", g->source, gr->name,
+                        gcc_epilogue_name(gr->epilogue));
   }
 
   if (C >= 0) {
@@ -127,8 +130,9 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
   }
   if (o->epilogue == GCC_EPI_DRELU || o->epilogue == GCC_EPI_DRELU_BGRAD) {
     if (rgrad < 0)
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has a DRELU epilogue but no ReluGrad",
-                          g->source, gr->name);
+      return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                          "%s: group '%s' has a DRELU epilogue but no ReluGrad", g->source,
+                          gr->name);
     const gcc_node *r = &g->nodes[rgrad];
     o->d_value = r->outputs[0];
     int y = r->inputs[1], p = g->values[y].producer;
@@ -150,13 +154,15 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
   }
   if (o->epilogue == GCC_EPI_DRELU_BGRAD || o->epilogue == GCC_EPI_BGRADB) {
     if (rsum < 0)
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has a BGRAD epilogue but no ReduceSumTo",
-                          g->source, gr->name);
+      return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                          "%s: group '%s' has a BGRAD epilogue but no ReduceSumTo", g->source,
+                          gr->name);
     o->bias_value = g->nodes[rsum].outputs[0];
     int64_t want = o->epilogue == GCC_EPI_DRELU_BGRAD ? o->m : o->n;
     if (gcc_shape_numel(&g->values[o->bias_value].shape, NULL) != want)
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s': bias gradient '%s' is not %lld long",
-                          g->source, gr->name, g->values[o->bias_value].name, (long long)want);
+      return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                          "%s: group '%s': bias gradient '%s' is not %lld long", g->source,
+                          gr->name, g->values[o->bias_value].name, (long long)want);
   }
   return GCC_OK;
 }

@@ -45,24 +45,24 @@ extern "C" {
  * beta * C). Operands are named by graph value index; the runtime binds
  * them to device addresses. All matrices are float32. */
 typedef struct gcc_colmajor_gemm {
-  int group;              /* the GEMM group in graph->groups */
-  int trans_a, trans_b;   /* 1: CUBLAS_OP_T, 0: CUBLAS_OP_N */
+  int group;            /* the GEMM group in graph->groups */
+  int trans_a, trans_b; /* 1: CUBLAS_OP_T, 0: CUBLAS_OP_N */
   int64_t m, n, k;
-  int a_value, b_value;   /* cuBLAS's A and B (our B and A) */
-  int64_t lda, ldb;       /* leading dimensions, elements */
-  int c_value;            /* C read with beta (ldc = ldd), -1 when beta == 0 */
-  int d_value;            /* the output D (ldd) */
+  int a_value, b_value; /* cuBLAS's A and B (our B and A) */
+  int64_t lda, ldb;     /* leading dimensions, elements */
+  int c_value;          /* C read with beta (ldc = ldd), -1 when beta == 0 */
+  int d_value;          /* the output D (ldd) */
   int64_t ldd;
   float alpha, beta;
-  gcc_epilogue epilogue;  /* in column-major terms (BGRADB where fusion formed BGRADA) */
-  int bias_value;         /* BIAS variants: the bias input (m floats); BGRAD
+  gcc_epilogue epilogue; /* in column-major terms (BGRADB where fusion formed BGRADA) */
+  int bias_value;        /* BIAS variants: the bias input (m floats); BGRAD
                              variants: the bias-gradient output (m floats for
                              DRELU_BGRAD, n for BGRADB); else -1 */
-  int aux_group;          /* RELU_AUX_BIAS: this group; DRELU*: the forward
+  int aux_group;         /* RELU_AUX_BIAS: this group; DRELU*: the forward
                              group whose ReLU bit-mask is read; else -1 */
-  int64_t aux_ld;         /* bit-mask leading dimension in bits (multiple of
+  int64_t aux_ld;        /* bit-mask leading dimension in bits (multiple of
                              128, >= m); 0 when there is no mask */
-  int64_t aux_bytes;      /* bytes of the bit-mask: aux_ld / 8 * n */
+  int64_t aux_bytes;     /* bytes of the bit-mask: aux_ld / 8 * n */
 } gcc_colmajor_gemm;
 
 /* The alignment of device address `p` in bytes, as cuBLASLt's

@@ -65,7 +65,9 @@ static void h_field(hasher *h, const void *p, size_t n) {
   h_raw(h, p, n);
 }
 
-static void h_str(hasher *h, const char *s) { h_field(h, s, strlen(s)); }
+static void h_str(hasher *h, const char *s) {
+  h_field(h, s, strlen(s));
+}
 
 /* Finishes into out[32]; returns 0 on any failure along the way. */
 static int h_final(hasher *h, unsigned char out[32]) {
@@ -116,8 +118,7 @@ static gcc_status compute_key(const char *source, const char *program_name, int 
     gcc_nvrtc_options(sm, &def);
     opts = &def;
   }
-  const char *name =
-      program_name && *program_name ? program_name : GCC_NVRTC_DEFAULT_PROGRAM_NAME;
+  const char *name = program_name && *program_name ? program_name : GCC_NVRTC_DEFAULT_PROGRAM_NAME;
   hasher h;
   h_init(&h);
   h_str(&h, "gcc-train kernel cache key 1");
@@ -341,9 +342,8 @@ static int write_all(int fd, const unsigned char *p, size_t n) {
 
 /* Writes the entry atomically (temp file in `dir` + rename). Returns 1, or
  * 0 with a note. */
-static int write_entry(const char *dir, const char *path, const char *hex,
-                       const unsigned char *key, const gcc_nvrtc_output *o, char *note,
-                       size_t note_size) {
+static int write_entry(const char *dir, const char *path, const char *hex, const unsigned char *key,
+                       const gcc_nvrtc_output *o, char *note, size_t note_size) {
   size_t n = HEADER_BYTES + o->ptx_size + o->cubin_size + TRAILER_BYTES;
   unsigned char *b = malloc(n);
   if (!b) {
@@ -457,9 +457,9 @@ gcc_status gcc_kernel_cache_compile(const char *cache_dir, int use_cache, const 
   return s;
 }
 
-gcc_status gcc_kernel_cache_hook(void *config, const char *source, const char *program_name,
-                                 int sm, gcc_nvrtc_output *out, gcc_diag *d) {
+gcc_status gcc_kernel_cache_hook(void *config, const char *source, const char *program_name, int sm,
+                                 gcc_nvrtc_output *out, gcc_diag *d) {
   const gcc_kernel_cache_config *c = config;
-  return gcc_kernel_cache_compile(c ? c->dir : NULL, c ? c->use_cache : 1, source, program_name,
-                                  sm, out, NULL, d);
+  return gcc_kernel_cache_compile(c ? c->dir : NULL, c ? c->use_cache : 1, source, program_name, sm,
+                                  out, NULL, d);
 }

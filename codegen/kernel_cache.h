@@ -70,8 +70,8 @@ typedef struct gcc_kernel_cache_config {
   const char *dir; /* NULL: the default directory */
   int use_cache;   /* 0: --no-kernel-cache */
 } gcc_kernel_cache_config;
-gcc_status gcc_kernel_cache_hook(void *config, const char *source, const char *program_name,
-                                 int sm, gcc_nvrtc_output *out, gcc_diag *d);
+gcc_status gcc_kernel_cache_hook(void *config, const char *source, const char *program_name, int sm,
+                                 gcc_nvrtc_output *out, gcc_diag *d);
 
 /* The cache key, as 64 lowercase hex digits plus NUL, of `source` named
  * `program_name` (NULL: as gcc_nvrtc_compile) compiled for sm_XX with

@@ -16,14 +16,14 @@ extern "C" {
 /* What one compilation produced. Zero-initialise it; every pointer in it is
  * owned by the struct (malloc'ed) and released by gcc_nvrtc_output_free. */
 typedef struct gcc_nvrtc_output {
-  char *ptx;         /* PTX text for compute_XX, NUL-terminated */
-  size_t ptx_size;   /* strlen(ptx): bytes without the terminating NUL */
-  void *cubin;       /* ELF cubin for sm_XX */
-  size_t cubin_size; /* bytes */
-  char *log;         /* NVRTC's program log (warnings), NUL-terminated, maybe
+  char *ptx;            /* PTX text for compute_XX, NUL-terminated */
+  size_t ptx_size;      /* strlen(ptx): bytes without the terminating NUL */
+  void *cubin;          /* ELF cubin for sm_XX */
+  size_t cubin_size;    /* bytes */
+  char *log;            /* NVRTC's program log (warnings), NUL-terminated, maybe
                         ""; NULL when the output came from the kernel cache.
                         After a compile error it holds the full log. */
-  double seconds;    /* wall time: gcc_nvrtc_compile: the NVRTC compilation;
+  double seconds;       /* wall time: gcc_nvrtc_compile: the NVRTC compilation;
                         gcc_kernel_cache_compile: the whole call (lookup,
                         compile on a miss, store) */
   char cache_note[512]; /* gcc_kernel_cache_compile only: "" when the cache

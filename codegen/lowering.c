@@ -15,12 +15,15 @@ _Static_assert(GCC_OP_COUNT == 40, "a new op: add its CUDA lowering to kLowering
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
     /* a batched or 1-D MatMul is a generated kernel */
-    [GCC_OP_MATMUL] = {.kind = GCC_LOWER_GEMM, .fits = gcc_fits_matmul_2d,
+    [GCC_OP_MATMUL] = {.kind = GCC_LOWER_GEMM,
+                       .fits = gcc_fits_matmul_2d,
                        .kernel = gcc_emit_matmul_kernel},
     [GCC_OP_ADD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} + {1}"},
-    [GCC_OP_RELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} < 0.0f ? 0.0f : {0}",
+    [GCC_OP_RELU] = {.kind = GCC_LOWER_POINTWISE,
+                     .expr = "{0} < 0.0f ? 0.0f : {0}",
                      .epilogue = GCC_EPIROLE_RELU},
-    [GCC_OP_RELU_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{1} > 0.0f ? {0} : 0.0f",
+    [GCC_OP_RELU_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                          .expr = "{1} > 0.0f ? {0} : 0.0f",
                           .epilogue = GCC_EPIROLE_RELU_GRAD},
     [GCC_OP_IDENTITY] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0}"},
     [GCC_OP_RESHAPE] = {.kind = GCC_LOWER_VIEW},
@@ -45,10 +48,13 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
                                  .call = "cudnnConvolutionBackwardFilter"},
     [GCC_OP_CONV_GRAD_BIAS] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardBias"},
     /* dilated or asymmetrically padded windows: a generated kernel */
-    [GCC_OP_MAX_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward",
-                         .fits = gcc_fits_cudnn_pool, .kernel = gcc_emit_max_pool_kernel},
+    [GCC_OP_MAX_POOL] = {.kind = GCC_LOWER_LIBRARY,
+                         .call = "cudnnPoolingForward",
+                         .fits = gcc_fits_cudnn_pool,
+                         .kernel = gcc_emit_max_pool_kernel},
     [GCC_OP_MAX_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
-    [GCC_OP_AVERAGE_POOL] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingForward",
+    [GCC_OP_AVERAGE_POOL] = {.kind = GCC_LOWER_LIBRARY,
+                             .call = "cudnnPoolingForward",
                              .fits = gcc_fits_cudnn_pool,
                              .kernel = gcc_emit_average_pool_kernel},
     [GCC_OP_AVERAGE_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
@@ -92,8 +98,7 @@ gcc_lowering_kind gcc_lowering_kind_of(const gcc_graph *g, int node) {
 }
 
 const char *gcc_group_kind_name(int kind) {
-  static const char *const names[] = {"pointwise", "gemm", "loss", "optimizer", "copy",
-                                       "cudnn"};
+  static const char *const names[] = {"pointwise", "gemm", "loss", "optimizer", "copy", "cudnn"};
   _Static_assert(sizeof names / sizeof names[0] == GCC_GROUP_KIND_COUNT, "group kinds");
   return (unsigned)kind < GCC_GROUP_KIND_COUNT ? names[kind] : "?";
 }

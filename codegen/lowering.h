@@ -72,11 +72,11 @@ typedef struct gcc_lowering {
   /* GEMM: 1 when the op has Gemm's attributes (alpha, beta, transA, transB)
    * and optional C input; 0 for a plain A @ B (MatMul) */
   int gemm_attrs;
-  const char *call;       /* LIBRARY: the library function, for reports and manifests */
-  int loss_grad;          /* LOSS: the op of its gradient node */
-  gcc_group_emit_fn emit; /* LOSS, LOSS_GRAD, OPTIMIZER: the kernel's emitter */
-  const char *none;       /* NONE: why there is no CUDA implementation */
-  gcc_node_emit_fn kernel; /* KERNEL: the emitter; GEMM / LIBRARY: the fallback when
+  const char *call;          /* LIBRARY: the library function, for reports and manifests */
+  int loss_grad;             /* LOSS: the op of its gradient node */
+  gcc_group_emit_fn emit;    /* LOSS, LOSS_GRAD, OPTIMIZER: the kernel's emitter */
+  const char *none;          /* NONE: why there is no CUDA implementation */
+  gcc_node_emit_fn kernel;   /* KERNEL: the emitter; GEMM / LIBRARY: the fallback when
                               `fits` refuses a node */
   gcc_lowering_fits_fn fits; /* GEMM / LIBRARY: NULL = every node fits */
 } gcc_lowering;

@@ -38,21 +38,21 @@ static gcc_status nvrtc_fail(nvrtcResult r, const char *call, const char *file, 
 
 /* Checks an NVRTC call; on failure sets `s` and jumps to `done` (the
  * function's cleanup). Expects locals `s`, `name`, `d` and a label `done`. */
-#define NVRTC_CHECK(call)                                                     \
-  do {                                                                        \
-    nvrtcResult nvrtc_r_ = (call);                                            \
-    if (nvrtc_r_ != NVRTC_SUCCESS) {                                          \
-      s = nvrtc_fail(nvrtc_r_, #call, __FILE__, __LINE__, name, d);           \
-      goto done;                                                              \
-    }                                                                         \
+#define NVRTC_CHECK(call)                                                                          \
+  do {                                                                                             \
+    nvrtcResult nvrtc_r_ = (call);                                                                 \
+    if (nvrtc_r_ != NVRTC_SUCCESS) {                                                               \
+      s = nvrtc_fail(nvrtc_r_, #call, __FILE__, __LINE__, name, d);                                \
+      goto done;                                                                                   \
+    }                                                                                              \
   } while (0)
 
 /* The same for functions with nothing to clean up: returns the status. */
-#define NVRTC_CHECK_RETURN(call, d)                                           \
-  do {                                                                        \
-    nvrtcResult nvrtc_r_ = (call);                                            \
-    if (nvrtc_r_ != NVRTC_SUCCESS)                                            \
-      return nvrtc_fail(nvrtc_r_, #call, __FILE__, __LINE__, NULL, (d));      \
+#define NVRTC_CHECK_RETURN(call, d)                                                                \
+  do {                                                                                             \
+    nvrtcResult nvrtc_r_ = (call);                                                                 \
+    if (nvrtc_r_ != NVRTC_SUCCESS)                                                                 \
+      return nvrtc_fail(nvrtc_r_, #call, __FILE__, __LINE__, NULL, (d));                           \
   } while (0)
 
 gcc_status gcc_nvrtc_version(int *major, int *minor) {
@@ -95,9 +95,8 @@ gcc_status gcc_nvrtc_check_arch(int sm, gcc_diag *d) {
   const char *why = sm < lo   ? "no longer supported: older than the oldest arch it targets"
                     : sm > hi ? "too new: newer than the newest arch it targets"
                               : "not an arch it targets";
-  return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                      "nvrtc: sm_%d is %s (NVRTC %d.%d supports: %s)", sm, why, major, minor,
-                      list);
+  return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "nvrtc: sm_%d is %s (NVRTC %d.%d supports: %s)", sm,
+                      why, major, minor, list);
 }
 
 void gcc_nvrtc_options(int sm, gcc_nvrtc_opts *o) {

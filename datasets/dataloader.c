@@ -101,9 +101,8 @@ static void *producer_main(void *arg) {
   gcc_dataloader *dl = arg;
   pthread_mutex_lock(&dl->mu);
   for (;;) {
-    while (!dl->quit &&
-           !(dl->epoch_active && dl->next_fill < dl->num_batches &&
-             dl->state[dl->next_fill % 2] == SLOT_EMPTY))
+    while (!dl->quit && !(dl->epoch_active && dl->next_fill < dl->num_batches &&
+                          dl->state[dl->next_fill % 2] == SLOT_EMPTY))
       pthread_cond_wait(&dl->work_cv, &dl->mu);
     if (dl->quit)
       break;
@@ -145,11 +144,10 @@ static void free_buffers(gcc_dataloader *dl) {
 /* Floats per sample and rows per slot; 0 if a slot's size in bytes would
  * not fit in size_t (or its element count in int64). Every product is
  * checked before it is formed. Dimensions are positive. */
-static int buffer_sizes(const gcc_dataset *ds, int64_t batch_size,
-                        uint64_t *elems, uint64_t *cap_rows) {
-  const uint64_t max = (uint64_t)SIZE_MAX < (uint64_t)INT64_MAX
-                           ? (uint64_t)SIZE_MAX
-                           : (uint64_t)INT64_MAX;
+static int buffer_sizes(const gcc_dataset *ds, int64_t batch_size, uint64_t *elems,
+                        uint64_t *cap_rows) {
+  const uint64_t max =
+      (uint64_t)SIZE_MAX < (uint64_t)INT64_MAX ? (uint64_t)SIZE_MAX : (uint64_t)INT64_MAX;
   uint64_t e = (uint64_t)ds->channels;
   if (e > max / (uint64_t)ds->height)
     return 0;
@@ -165,8 +163,7 @@ static int buffer_sizes(const gcc_dataset *ds, int64_t batch_size,
   return 1;
 }
 
-gcc_status gcc_dataloader_create(const gcc_dataset *ds,
-                                 const gcc_dataloader_options *o,
+gcc_status gcc_dataloader_create(const gcc_dataset *ds, const gcc_dataloader_options *o,
                                  gcc_dataloader **out, gcc_diag *d) {
   if (out != NULL)
     *out = NULL;
@@ -179,8 +176,8 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
                         "gcc_dataloader_create: the dataset must be "
                         "non-empty with positive dimensions (n=%lld, "
                         "channels=%lld, height=%lld, width=%lld)",
-                        (long long)ds->n, (long long)ds->channels,
-                        (long long)ds->height, (long long)ds->width);
+                        (long long)ds->n, (long long)ds->channels, (long long)ds->height,
+                        (long long)ds->width);
   if (ds->images == NULL || ds->labels == NULL)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_dataloader_create: the dataset has no images "
@@ -200,8 +197,7 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_dataloader_create: %d per-channel mean/std values for "
                         "images of %lld channels (at most %d)",
-                        o->n_channel_norm, (long long)ds->channels,
-                        GCC_DATALOADER_MAX_CHANNELS);
+                        o->n_channel_norm, (long long)ds->channels, GCC_DATALOADER_MAX_CHANNELS);
   for (int c = 0; c < o->n_channel_norm; c++)
     if (!(o->channel_std[c] > 0.0f) || !isfinite(o->channel_std[c]) ||
         !isfinite(o->channel_mean[c]))
@@ -221,19 +217,18 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
                         "gcc_dataloader_create: batch buffers of %lld rows x "
                         "%lld x %lld x %lld floats overflow the address "
                         "space",
-                        (long long)o->batch_size, (long long)ds->channels,
-                        (long long)ds->height, (long long)ds->width);
+                        (long long)o->batch_size, (long long)ds->channels, (long long)ds->height,
+                        (long long)ds->width);
 
   gcc_dataloader *dl = calloc(1, sizeof *dl);
   if (dl == NULL)
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                        "gcc_dataloader_create: out of memory");
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "gcc_dataloader_create: out of memory");
   dl->ds = *ds;
   dl->opt = *o;
   dl->sample_elems = (int64_t)elems;
   dl->cap_rows = (int64_t)cap_rows;
-  dl->num_batches = o->drop_last ? ds->n / o->batch_size
-                                 : (ds->n + o->batch_size - 1) / o->batch_size;
+  dl->num_batches =
+      o->drop_last ? ds->n / o->batch_size : (ds->n + o->batch_size - 1) / o->batch_size;
   for (int c = 0; c < (o->n_channel_norm > 0 ? o->n_channel_norm : 1); c++) {
     float mean = o->n_channel_norm > 0 ? o->channel_mean[c] : o->mean;
     float sd = o->n_channel_norm > 0 ? o->channel_std[c] : o->std;
@@ -246,11 +241,11 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
     char args[96];
     snprintf(args, sizeof args, "\"batch_size\":%lld,\"sample_floats\":%llu",
              (long long)o->batch_size, (unsigned long long)elems);
-    dl->site = gcc_profiler_site(o->profiler, GCC_PROF_LOADER, "batch assembly", NULL, NULL,
-                                 args, 0, (double)(cap_rows * elems * (1 + sizeof(float))));
+    dl->site = gcc_profiler_site(o->profiler, GCC_PROF_LOADER, "batch assembly", NULL, NULL, args,
+                                 0, (double)(cap_rows * elems * (1 + sizeof(float))));
     if (dl->site >= 0)
-      dl->track = gcc_profiler_track(o->profiler,
-                                     o->profile_name ? o->profile_name : "data loader");
+      dl->track =
+          gcc_profiler_track(o->profiler, o->profile_name ? o->profile_name : "data loader");
   }
 
   dl->perm = malloc((size_t)ds->n * sizeof *dl->perm);
@@ -258,14 +253,13 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
     dl->images[s] = malloc((size_t)(cap_rows * elems) * sizeof(float));
     dl->labels[s] = malloc((size_t)cap_rows * sizeof(int64_t));
   }
-  if (dl->perm == NULL || dl->images[0] == NULL || dl->images[1] == NULL ||
-      dl->labels[0] == NULL || dl->labels[1] == NULL) {
+  if (dl->perm == NULL || dl->images[0] == NULL || dl->images[1] == NULL || dl->labels[0] == NULL ||
+      dl->labels[1] == NULL) {
     free_buffers(dl);
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
                         "gcc_dataloader_create: cannot allocate two batches "
                         "of %llu x %llu floats",
-                        (unsigned long long)cap_rows,
-                        (unsigned long long)elems);
+                        (unsigned long long)cap_rows, (unsigned long long)elems);
   }
 
   if (o->prefetch) {
@@ -301,7 +295,6 @@ gcc_status gcc_dataloader_create(const gcc_dataset *ds,
   }
   *out = dl;
   return GCC_OK;
-
 }
 
 int64_t gcc_dataloader_num_batches(const gcc_dataloader *dl) {
@@ -327,20 +320,18 @@ static void make_permutation(gcc_dataloader *dl, int64_t epoch) {
   }
 }
 
-gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch,
-                                      gcc_diag *d) {
+gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch, gcc_diag *d) {
   return gcc_dataloader_start_epoch_at(dl, epoch, 0, d);
 }
 
-gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch,
-                                         int64_t first_batch, gcc_diag *d) {
+gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch, int64_t first_batch,
+                                         gcc_diag *d) {
   if (dl != NULL && (first_batch < 0 || first_batch > dl->num_batches))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_dataloader_start_epoch_at: batch %lld outside [0, %lld]",
                         (long long)first_batch, (long long)dl->num_batches);
   if (dl == NULL)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "gcc_dataloader_start_epoch: loader is NULL");
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "gcc_dataloader_start_epoch: loader is NULL");
   if (epoch < 0)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_dataloader_start_epoch: epoch must be >= 0, "
@@ -372,8 +363,7 @@ gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch,
   return GCC_OK;
 }
 
-gcc_status gcc_dataloader_next(gcc_dataloader *dl, gcc_batch *out,
-                               int *has_batch, gcc_diag *d) {
+gcc_status gcc_dataloader_next(gcc_dataloader *dl, gcc_batch *out, int *has_batch, gcc_diag *d) {
   if (has_batch != NULL)
     *has_batch = 0;
   if (out != NULL)
@@ -466,4 +456,6 @@ void gcc_dataloader_materialize(const gcc_dataloader *dl, float *images, int64_t
   }
 }
 
-const int64_t *gcc_dataloader_order(const gcc_dataloader *dl) { return dl->perm; }
+const int64_t *gcc_dataloader_order(const gcc_dataloader *dl) {
+  return dl->perm;
+}

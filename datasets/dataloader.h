@@ -54,7 +54,7 @@ typedef struct gcc_dataloader_options {
                          channel, as the CIFAR-10 tutorial) */
   float channel_mean[GCC_DATALOADER_MAX_CHANNELS];
   float channel_std[GCC_DATALOADER_MAX_CHANNELS];
-  int prefetch;       /* non-zero: a background thread prepares the next
+  int prefetch;           /* non-zero: a background thread prepares the next
                          batch; zero: batches are made synchronously inside
                          gcc_dataloader_next (for tests and debugging).
                          Both give bit-identical batches. */
@@ -103,8 +103,7 @@ typedef struct gcc_dataloader gcc_dataloader;
  *   GCC_ERR_OUT_OF_MEMORY     a buffer could not be allocated, its size
  *                             overflows, or the thread could not be
  *                             created. */
-gcc_status gcc_dataloader_create(const gcc_dataset *ds,
-                                 const gcc_dataloader_options *o,
+gcc_status gcc_dataloader_create(const gcc_dataset *ds, const gcc_dataloader_options *o,
                                  gcc_dataloader **out, gcc_diag *d);
 
 /* Batches per epoch: ceil(n / batch_size), or floor(n / batch_size) with
@@ -121,14 +120,13 @@ int64_t gcc_dataloader_num_batches(const gcc_dataloader *dl);
  *
  * Returns GCC_OK, or GCC_ERR_INVALID_ARGUMENT (dl is NULL or epoch < 0; the
  * loader is left as it was). */
-gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch,
-                                      gcc_diag *d);
+gcc_status gcc_dataloader_start_epoch(gcc_dataloader *dl, int64_t epoch, gcc_diag *d);
 
 /* As gcc_dataloader_start_epoch, from batch `first_batch` (0 to the batch
  * count) of the epoch's order: the batches a resumed run has not taken yet
  * (runtime/checkpoint.h), without assembling those it has. */
-gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch,
-                                         int64_t first_batch, gcc_diag *d);
+gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch, int64_t first_batch,
+                                         gcc_diag *d);
 
 /* Hands out the next batch of the current epoch: on GCC_OK, *has_batch is 1
  * and *out is filled, or *has_batch is 0 and *out is zeroed when the epoch
@@ -138,8 +136,7 @@ gcc_status gcc_dataloader_start_epoch_at(gcc_dataloader *dl, int64_t epoch,
  *
  * Returns GCC_ERR_INVALID_ARGUMENT if an argument is NULL or no epoch has
  * been started. */
-gcc_status gcc_dataloader_next(gcc_dataloader *dl, gcc_batch *out,
-                               int *has_batch, gcc_diag *d);
+gcc_status gcc_dataloader_next(gcc_dataloader *dl, gcc_batch *out, int *has_batch, gcc_diag *d);
 
 /* Stops and joins the background thread (finishing at most the one batch it
  * is filling) and frees the loader. Safe at any point, mid-epoch included.

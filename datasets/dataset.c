@@ -48,28 +48,26 @@ static const char *zlib_reason(const char *zmsg, const char *path) {
 
 /* Turns a failed or short gzread into a status. `what` says what was being
  * read ("header", "data"); `got` and `want` are byte counts. */
-static gcc_status read_failure(gzFile f, const char *path, const char *what,
-                               int64_t got, int64_t want, gcc_diag *d) {
+static gcc_status read_failure(gzFile f, const char *path, const char *what, int64_t got,
+                               int64_t want, gcc_diag *d) {
   int zerr = Z_OK;
   const char *zmsg = gzerror(f, &zerr);
   switch (zerr) {
   case Z_ERRNO:
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: read error in the IDX %s: %s",
-                        path, what, strerror(errno));
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: read error in the IDX %s: %s", path, what,
+                        strerror(errno));
   case Z_MEM_ERROR:
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                        "%s: out of memory while decompressing", path);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory while decompressing", path);
   case Z_OK:
   case Z_BUF_ERROR: /* zlib's "unexpected end of file" in a gzip stream */
     return gcc_diag_set(d, GCC_ERR_PARSE,
                         "%s: truncated IDX file: the %s needs %lld bytes, "
                         "the file has %lld%s",
                         path, what, (long long)want, (long long)got,
-                        zerr == Z_BUF_ERROR ? " (the gzip stream ends early)"
-                                            : "");
+                        zerr == Z_BUF_ERROR ? " (the gzip stream ends early)" : "");
   default: /* Z_DATA_ERROR, Z_STREAM_ERROR: not a valid gzip stream */
-    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: corrupt gzip stream: %s",
-                        path, zlib_reason(zmsg, path));
+    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: corrupt gzip stream: %s", path,
+                        zlib_reason(zmsg, path));
   }
 }
 
@@ -80,17 +78,16 @@ static int read_exact(gzFile f, void *buf, unsigned len, int64_t *got) {
   return r == (int)len;
 }
 
-static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim,
-                                int64_t dims[4], uint8_t **data,
-                                gcc_diag *d) {
+static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim, int64_t dims[4],
+                                uint8_t **data, gcc_diag *d) {
   unsigned char head[4 + 4 * IDX_MAX_NDIM];
   int64_t got = 0;
 
   (void)gzbuffer(f, 1u << 17); /* larger reads; fails only after a read */
   if (!read_exact(f, head, 4, &got))
     return read_failure(f, path, "header", got, 4, d);
-  uint32_t magic = (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 |
-                   (uint32_t)head[2] << 8 | (uint32_t)head[3];
+  uint32_t magic = (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 | (uint32_t)head[2] << 8 |
+                   (uint32_t)head[3];
   if (head[0] != 0 || head[1] != 0)
     return gcc_diag_set(d, GCC_ERR_PARSE,
                         "%s: bad IDX magic number 0x%08x (the first two "
@@ -105,16 +102,14 @@ static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim,
                           "%s: IDX type code 0x%02x (%s) is not supported: "
                           "only 0x08 (unsigned byte) is",
                           path, type, name);
-    return gcc_diag_set(d, GCC_ERR_PARSE,
-                        "%s: unknown IDX type code 0x%02x (magic 0x%08x)",
-                        path, type, magic);
+    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: unknown IDX type code 0x%02x (magic 0x%08x)", path,
+                        type, magic);
   }
   if (ndim != expect_ndim)
     return gcc_diag_set(d, GCC_ERR_PARSE,
                         "%s: IDX file has %d dimensions, expected %d "
                         "(magic 0x%08x, expected 0x0000%02x%02x)",
-                        path, ndim, expect_ndim, magic, IDX_TYPE_U8,
-                        expect_ndim);
+                        path, ndim, expect_ndim, magic, IDX_TYPE_U8, expect_ndim);
 
   unsigned dim_bytes = 4u * (unsigned)ndim;
   if (!read_exact(f, head + 4, dim_bytes, &got))
@@ -129,8 +124,7 @@ static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim,
   int64_t sizes[IDX_MAX_NDIM];
   for (int i = 0; i < ndim; i++) {
     const unsigned char *p = head + 4 + 4 * i;
-    uint32_t v = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-                 (uint32_t)p[2] << 8 | (uint32_t)p[3];
+    uint32_t v = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
     if (v == 0)
       return gcc_diag_set(d, GCC_ERR_PARSE,
                           "%s: IDX dimension %d is 0 (every dimension must "
@@ -151,8 +145,7 @@ static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim,
   size_t cap = total < INITIAL_CAPACITY ? (size_t)total : INITIAL_CAPACITY;
   uint8_t *buf = malloc(cap);
   if (buf == NULL)
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                        "%s: cannot allocate %zu bytes", path, cap);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", path, cap);
   uint64_t have = 0;
   while (have < total) {
     if (have == cap) {
@@ -160,15 +153,13 @@ static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim,
         free(buf);
         return gcc_diag_set(d, GCC_ERR_IO,
                             "%s: IDX data of %llu bytes, more than the %llu this reader takes",
-                            path, (unsigned long long)total,
-                            (unsigned long long)GCC_IDX_MAX_BYTES);
+                            path, (unsigned long long)total, (unsigned long long)GCC_IDX_MAX_BYTES);
       }
       size_t next = cap > (size_t)(total - cap) ? (size_t)total : cap * 2;
       uint8_t *grown = realloc(buf, next);
       if (grown == NULL) {
         free(buf);
-        return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                            "%s: cannot allocate %zu bytes for IDX data",
+        return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes for IDX data",
                             path, next);
       }
       buf = grown;
@@ -222,8 +213,8 @@ static gcc_status idx_read_open(gzFile f, const char *path, int expect_ndim,
   return GCC_OK;
 }
 
-gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
-                        uint8_t **data, gcc_diag *d) {
+gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4], uint8_t **data,
+                        gcc_diag *d) {
   if (data != NULL)
     *data = NULL;
   if (dims != NULL)
@@ -244,8 +235,7 @@ gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
    * refused, never waited on or read without end */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path,
-                        strerror(errno));
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
@@ -255,8 +245,7 @@ gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
   gzFile f = gzdopen(fd, "rb");
   if (f == NULL) {
     close(fd);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                        "%s: cannot open: out of memory", path);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: cannot open: out of memory", path);
   }
   gcc_status s = idx_read_open(f, path, expect_ndim, dims, data, d);
   gzclose(f);
@@ -269,13 +258,12 @@ gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
 /* Chooses "<dir>/<name>.gz" if it exists, else "<dir>/<name>"; in the second
  * case `alt` gets the ".gz" path that was looked for (for error messages),
  * in the first it is empty. */
-static gcc_status mnist_path(const char *dir, const char *name, char *path,
-                             char *alt, gcc_diag *d) {
+static gcc_status mnist_path(const char *dir, const char *name, char *path, char *alt,
+                             gcc_diag *d) {
   int n = snprintf(path, PATH_CAP, "%s/%s.gz", dir, name);
   if (n < 0 || n >= PATH_CAP)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "%s/%s.gz: path longer than %d bytes", dir, name,
-                        PATH_CAP - 1);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s/%s.gz: path longer than %d bytes", dir,
+                        name, PATH_CAP - 1);
   struct stat st;
   if (stat(path, &st) == 0) {
     alt[0] = '\0';
@@ -288,28 +276,24 @@ static gcc_status mnist_path(const char *dir, const char *name, char *path,
 
 /* gcc_idx_read, adding the ".gz" name that was looked for to "cannot open"
  * messages, so that a missing file names both candidates. */
-static gcc_status mnist_read(const char *path, const char *alt, int ndim,
-                             int64_t dims[4], uint8_t **data, gcc_diag *d) {
+static gcc_status mnist_read(const char *path, const char *alt, int ndim, int64_t dims[4],
+                             uint8_t **data, gcc_diag *d) {
   gcc_status s = gcc_idx_read(path, ndim, dims, data, d);
-  if (s == GCC_ERR_IO && alt[0] != '\0' && d != NULL &&
-      strstr(d->msg, "cannot open") != NULL) {
+  if (s == GCC_ERR_IO && alt[0] != '\0' && d != NULL && strstr(d->msg, "cannot open") != NULL) {
     size_t len = strlen(d->msg);
     snprintf(d->msg + len, sizeof d->msg - len, " (also tried %s)", alt);
   }
   return s;
 }
 
-gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out,
-                          gcc_diag *d) {
+gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out, gcc_diag *d) {
   if (out != NULL)
     memset(out, 0, sizeof *out);
   if (dir == NULL || out == NULL)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gcc_mnist_load: dir and out must not be NULL");
-  const char *img_name = train ? "train-images-idx3-ubyte"
-                               : "t10k-images-idx3-ubyte";
-  const char *lab_name = train ? "train-labels-idx1-ubyte"
-                               : "t10k-labels-idx1-ubyte";
+  const char *img_name = train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
+  const char *lab_name = train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte";
   char img_path[PATH_CAP], img_alt[PATH_CAP];
   char lab_path[PATH_CAP], lab_alt[PATH_CAP];
   GCC_TRY(mnist_path(dir, img_name, img_path, img_alt, d));
@@ -326,8 +310,7 @@ gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out,
   if (idims[0] != ldims[0]) {
     free(images);
     free(labels);
-    return gcc_diag_set(d, GCC_ERR_PARSE,
-                        "%s has %lld images but %s has %lld labels", img_path,
+    return gcc_diag_set(d, GCC_ERR_PARSE, "%s has %lld images but %s has %lld labels", img_path,
                         (long long)idims[0], lab_path, (long long)ldims[0]);
   }
   for (int64_t i = 0; i < ldims[0]; i++) {
@@ -353,8 +336,13 @@ gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out,
 
 /* ---- CIFAR-10 binary version ---------------------------------------------- */
 
-enum { CIFAR_SIDE = 32, CIFAR_CHANNELS = 3, CIFAR_PIXELS = 3072, CIFAR_RECORD = 3073,
-       CIFAR_TRAIN_FILES = 5 };
+enum {
+  CIFAR_SIDE = 32,
+  CIFAR_CHANNELS = 3,
+  CIFAR_PIXELS = 3072,
+  CIFAR_RECORD = 3073,
+  CIFAR_TRAIN_FILES = 5
+};
 
 const char *const gcc_cifar10_classes[10] = {"plane", "car",  "bird",  "cat",  "deer",
                                              "dog",   "frog", "horse", "ship", "truck"};
@@ -381,8 +369,8 @@ static gcc_status cifar_records(const char *path, int64_t *records, gcc_diag *d)
 }
 
 /* Reads `records` records of `path` into images/labels (room for them). */
-static gcc_status cifar_read(const char *path, int64_t records, uint8_t *images,
-                             uint8_t *labels, gcc_diag *d) {
+static gcc_status cifar_read(const char *path, int64_t records, uint8_t *images, uint8_t *labels,
+                             gcc_diag *d) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s %s", path, strerror(errno),
@@ -392,15 +380,14 @@ static gcc_status cifar_read(const char *path, int64_t records, uint8_t *images,
     if (fread(rec, 1, sizeof rec, f) != sizeof rec) {
       int err = ferror(f) ? errno : 0;
       fclose(f);
-      return gcc_diag_set(d, err ? GCC_ERR_IO : GCC_ERR_PARSE,
-                          "%s: record %lld: %s", path, (long long)i,
+      return gcc_diag_set(d, err ? GCC_ERR_IO : GCC_ERR_PARSE, "%s: record %lld: %s", path,
+                          (long long)i,
                           err ? strerror(err) : "the file ends early (it shrank while read?)");
     }
     if (rec[0] >= 10) {
       fclose(f);
-      return gcc_diag_set(d, GCC_ERR_PARSE,
-                          "%s: record %lld has label %d, not a class in [0, 10)", path,
-                          (long long)i, rec[0]);
+      return gcc_diag_set(d, GCC_ERR_PARSE, "%s: record %lld has label %d, not a class in [0, 10)",
+                          path, (long long)i, rec[0]);
     }
     labels[i] = rec[0];
     memcpy(images + i * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);

@@ -46,11 +46,11 @@ extern "C" {
 #define GCC_IDX_MAX_BYTES ((uint64_t)4 << 30)
 
 typedef struct gcc_dataset {
-  int64_t n;                        /* number of samples */
-  int64_t channels, height, width;  /* MNIST: 1, 28, 28 */
-  uint8_t *images;                  /* n * channels * height * width bytes */
-  uint8_t *labels;                  /* n class indices */
-  int64_t num_classes;              /* MNIST: 10 */
+  int64_t n;                       /* number of samples */
+  int64_t channels, height, width; /* MNIST: 1, 28, 28 */
+  uint8_t *images;                 /* n * channels * height * width bytes */
+  uint8_t *labels;                 /* n class indices */
+  int64_t num_classes;             /* MNIST: 10 */
 } gcc_dataset;
 
 /* Reads the IDX file at `path`, whose elements must be unsigned bytes (type
@@ -85,8 +85,8 @@ typedef struct gcc_dataset {
  *
  * Memory grows with the bytes actually read, so a corrupt header that
  * promises gigabytes does not allocate them before the file runs out. */
-gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
-                        uint8_t **data, gcc_diag *d);
+gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4], uint8_t **data,
+                        gcc_diag *d);
 
 /* Loads MNIST (or any data set in the same four-file layout, such as
  * Fashion-MNIST) from directory `dir`: the training set if `train` is
@@ -115,8 +115,7 @@ gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4],
  *                             the labels file and the sample index);
  *   GCC_ERR_UNSUPPORTED       a file's IDX type code is not 0x08;
  *   GCC_ERR_OUT_OF_MEMORY     an allocation failed. */
-gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out,
-                          gcc_diag *d);
+gcc_status gcc_mnist_load(const char *dir, int train, gcc_dataset *out, gcc_diag *d);
 
 /* Loads CIFAR-10 in its binary version (A. Krizhevsky, "Learning Multiple
  * Layers of Features from Tiny Images", 2009; the "CIFAR-10 binary version"

@@ -58,8 +58,8 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
                         source, major, minor);
   }
   if (hlen > size - start || hlen > (1u << 20))
-    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: truncated .npy header (%zu bytes announced)",
-                        source, hlen);
+    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: truncated .npy header (%zu bytes announced)", source,
+                        hlen);
   char *h = malloc(hlen + 1);
   if (!h)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (.npy header)");
@@ -80,8 +80,8 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
     size_t n = end ? (size_t)(end - descr - 1) : 0;
     if (!end)
       st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: malformed 'descr' in the .npy header", source);
-    else if (!((n == 3 && (strncmp(descr + 1, "<f4", 3) == 0 ||
-                           strncmp(descr + 1, "=f4", 3) == 0))))
+    else if (!((n == 3 &&
+                (strncmp(descr + 1, "<f4", 3) == 0 || strncmp(descr + 1, "=f4", 3) == 0))))
       st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: .npy dtype '%.*s'; gcc-run reads little-endian float32 ('<f4': "
                         "numpy.float32)",
@@ -110,8 +110,7 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
         if (*p == ')')
           break;
         if (*p < '0' || *p > '9') {
-          st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: malformed 'shape' in the .npy header",
-                            source);
+          st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: malformed 'shape' in the .npy header", source);
           break;
         }
         int64_t v = 0;
@@ -123,8 +122,8 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
           break;
         }
         if (v <= 0 || v >= ((int64_t)1 << 40) || numel > (((int64_t)1 << 40) / v)) {
-          st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: .npy shape with a dim of 0 or too large",
-                            source);
+          st =
+              gcc_diag_set(d, GCC_ERR_PARSE, "%s: .npy shape with a dim of 0 or too large", source);
           break;
         }
         numel *= v;
@@ -227,8 +226,8 @@ gcc_status gcc_npz_write(const char *path, const char *const *names, const gcc_s
   size_t *sizes = calloc((size_t)n + 1, sizeof *sizes);
   uint32_t *crcs = calloc((size_t)n + 1, sizeof *crcs);
   uint8_t *zip = NULL;
-  gcc_status st = files && sizes && crcs ? GCC_OK
-                                         : gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  gcc_status st =
+      files && sizes && crcs ? GCC_OK : gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
   uint64_t total = 22; /* the end record */
   for (int i = 0; i < n && st == GCC_OK; i++) {
     st = gcc_npy_encode_f32(&shapes[i], data[i], &files[i], &sizes[i], d);

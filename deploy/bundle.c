@@ -61,8 +61,8 @@ static uint64_t get_u64(const uint8_t *p) {
   return v;
 }
 
-gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes,
-                           size_t *size, gcc_diag *d) {
+gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes, size_t *size,
+                           gcc_diag *d) {
   *bytes = NULL;
   *size = 0;
   Gccx__Section *s = calloc((size_t)(n ? n : 1), sizeof *s);
@@ -78,8 +78,7 @@ gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **
     s[i].data.data = (uint8_t *)secs[i].data;
     s[i].data.len = secs[i].size;
     if (!gcc_bundle_sha256(secs[i].name, secs[i].data, secs[i].size, sums[i]))
-      st = gcc_diag_set(d, GCC_ERR_INTERNAL, "SHA-256 of bundle section '%s' failed",
-                        secs[i].name);
+      st = gcc_diag_set(d, GCC_ERR_INTERNAL, "SHA-256 of bundle section '%s' failed", secs[i].name);
     s[i].has_sha256 = 1;
     s[i].sha256.data = sums[i];
     s[i].sha256.len = 32;
@@ -148,8 +147,12 @@ static const section *find_section(const gcc_bundle *b, const char *name) {
   return NULL;
 }
 
-const gcc_bundle_info *gcc_bundle_get_info(const gcc_bundle *b) { return &b->info; }
-const gcc_graph *gcc_bundle_graph(const gcc_bundle *b) { return b->graph; }
+const gcc_bundle_info *gcc_bundle_get_info(const gcc_bundle *b) {
+  return &b->info;
+}
+const gcc_graph *gcc_bundle_graph(const gcc_bundle *b) {
+  return b->graph;
+}
 
 gcc_status gcc_bundle_section(const gcc_bundle *b, const char *name, const void **data,
                               size_t *size, gcc_diag *d) {
@@ -201,7 +204,8 @@ static gcc_status read_tensor(gcc_bundle *b, json_t *j, const char *what, gcc_bu
   t->shape.ndim = (int)json_array_size(shape);
   for (int i = 0; i < t->shape.ndim; i++) {
     json_t *v = json_array_get(shape, (size_t)i);
-    if (!json_is_integer(v) || (json_integer_value(v) <= 0 && !(i == 0 && json_integer_value(v) == -1)))
+    if (!json_is_integer(v) ||
+        (json_integer_value(v) <= 0 && !(i == 0 && json_integer_value(v) == -1)))
       return bad(b, d, "manifest: bad shape in ", what);
     t->shape.dims[i] = json_integer_value(v);
   }
@@ -290,8 +294,7 @@ static gcc_status read_manifest(gcc_bundle *b, gcc_diag *d) {
   b->info.n_batch_sizes = (int)json_array_size(batches);
   for (int i = 0; i < b->info.n_batch_sizes; i++) {
     json_t *v = json_array_get(batches, (size_t)i);
-    if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-        json_integer_value(v) > INT32_MAX ||
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > INT32_MAX ||
         (i > 0 && json_integer_value(v) <= b->info.batch_sizes[i - 1]))
       return bad(b, d, "manifest: malformed batch_sizes", NULL);
     b->info.batch_sizes[i] = json_integer_value(v);
@@ -466,8 +469,8 @@ static gcc_status read_graph(gcc_bundle *b, gcc_diag *d) {
   return GCC_OK;
 }
 
-gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *source,
-                            gcc_bundle **out, gcc_diag *d) {
+gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *source, gcc_bundle **out,
+                            gcc_diag *d) {
   *out = NULL;
   gcc_bundle *b = calloc(1, sizeof *b);
   if (!b || !(b->source = strdup(source ? source : "<memory>"))) {
@@ -502,8 +505,8 @@ gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *sourc
   }
   Gccx__Bundle *pb = NULL;
   if (st == GCC_OK) {
-    pb = gccx__bundle__unpack(NULL, size - GCC_BUNDLE_HEADER_BYTES,
-                              bytes + GCC_BUNDLE_HEADER_BYTES);
+    pb =
+        gccx__bundle__unpack(NULL, size - GCC_BUNDLE_HEADER_BYTES, bytes + GCC_BUNDLE_HEADER_BYTES);
     if (!pb)
       st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: corrupt bundle: the payload is not a gccx.Bundle",
                         b->source);
@@ -516,8 +519,8 @@ gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *sourc
   for (size_t i = 0; st == GCC_OK && i < pb->n_sections; i++) {
     const Gccx__Section *s = pb->sections[i];
     if (!s->name || !s->name[0]) {
-      st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: corrupt bundle: section %zu has no name",
-                        b->source, i);
+      st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: corrupt bundle: section %zu has no name", b->source,
+                        i);
       break;
     }
     if (!s->has_sha256 || s->sha256.len != 32) {

@@ -69,12 +69,12 @@
 extern "C" {
 #endif
 
-#define GCC_TRAIN_VERSION "0.1.0"
+#define GCC_TRAIN_VERSION         "0.1.0"
 #define GCC_BUNDLE_FORMAT_VERSION 1u
-#define GCC_BUNDLE_MAGIC "GCCX\r\n\x1a\n"
-#define GCC_BUNDLE_HEADER_BYTES 24
-#define GCC_BUNDLE_MAX_ARCHS 16
-#define GCC_BUNDLE_MAX_BATCHES 8
+#define GCC_BUNDLE_MAGIC          "GCCX\r\n\x1a\n"
+#define GCC_BUNDLE_HEADER_BYTES   24
+#define GCC_BUNDLE_MAX_ARCHS      16
+#define GCC_BUNDLE_MAX_BATCHES    8
 /* The largest bundle file gcc_bundle_read reads (refused by its size). */
 #define GCC_BUNDLE_MAX_BYTES ((size_t)1 << 30)
 
@@ -93,13 +93,13 @@ typedef struct gcc_bundle_tensor {
 typedef struct gcc_bundle_info {
   uint32_t format_version;
   const char *gcc_train_version, *created, *model;
-  gcc_bundle_tensor input;       /* the one input (float32, [-1, ...]) */
-  gcc_bundle_tensor outputs[2];  /* logits, probabilities: float32 [-1, C] */
-  int n_mean, n_std;             /* normalization of raw image bytes */
+  gcc_bundle_tensor input;      /* the one input (float32, [-1, ...]) */
+  gcc_bundle_tensor outputs[2]; /* logits, probabilities: float32 [-1, C] */
+  int n_mean, n_std;            /* normalization of raw image bytes */
   float mean[GCC_MAX_CHANNELS], std[GCC_MAX_CHANNELS];
   int cubin_archs[GCC_BUNDLE_MAX_ARCHS]; /* 10 * major + minor, ascending */
   int n_cubin_archs;
-  int ptx_arch;                  /* compute_XX of the PTX, 0 if none */
+  int ptx_arch;                                /* compute_XX of the PTX, 0 if none */
   int64_t batch_sizes[GCC_BUNDLE_MAX_BATCHES]; /* of the CUDA kernels, ascending */
   int n_batch_sizes;
 } gcc_bundle_info;
@@ -107,8 +107,8 @@ typedef struct gcc_bundle_info {
 /* Parses and verifies `size` bytes of a bundle (see the top of this file
  * for every check); `source` names it in messages. On success the caller
  * frees *out with gcc_bundle_free. The bytes are copied. */
-gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *source,
-                            gcc_bundle **out, gcc_diag *d);
+gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *source, gcc_bundle **out,
+                            gcc_diag *d);
 
 /* Reads the file at `path` and parses it (GCC_ERR_IO naming the path when
  * it cannot be read). A model file in place of a bundle:

@@ -31,8 +31,8 @@ void gcc_bundle_hex(const uint8_t h[32], char out[65]);
 
 /* The whole file (header + gccx.Bundle with every section's checksum) in a
  * malloc'ed buffer. Errors: GCC_ERR_OUT_OF_MEMORY, GCC_ERR_INTERNAL. */
-gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes,
-                           size_t *size, gcc_diag *d);
+gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes, size_t *size,
+                           gcc_diag *d);
 
 #ifdef __cplusplus
 }

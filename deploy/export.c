@@ -52,16 +52,15 @@ gcc_status gcc_export_parse_archs(const char *list, gcc_export_options *o, gcc_d
         return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--export-archs: %s is listed twice",
                             item);
     if (o->n_archs == GCC_BUNDLE_MAX_ARCHS)
-      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "--export-archs: more than %d architectures", GCC_BUNDLE_MAX_ARCHS);
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--export-archs: more than %d architectures",
+                          GCC_BUNDLE_MAX_ARCHS);
     gcc_status s = gcc_nvrtc_check_arch(v, d);
     if (s != GCC_OK)
       return gcc_diag_prefix(d, "--export-archs %s", item);
     o->archs[o->n_archs++] = v;
     p = e ? e + 1 : p + n;
     if (e && !*p)
-      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--export-archs '%s': trailing comma",
-                          list);
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--export-archs '%s': trailing comma", list);
   }
   for (int i = 1; i < o->n_archs; i++) /* ascending */
     for (int j = i; j > 0 && o->archs[j - 1] > o->archs[j]; j--) {
@@ -104,8 +103,7 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
                             "--export-batch-sizes: %lld is listed twice", (long long)v);
     if (o->n_batch_sizes == GCC_BUNDLE_MAX_BATCHES)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "--export-batch-sizes: more than %d batch sizes",
-                          GCC_BUNDLE_MAX_BATCHES);
+                          "--export-batch-sizes: more than %d batch sizes", GCC_BUNDLE_MAX_BATCHES);
     o->batch_sizes[o->n_batch_sizes++] = v;
     if (!*end)
       break;
@@ -156,10 +154,10 @@ static gcc_status export_cuda(const gcc_graph *ig, const gcc_export_options *o,
         s = gcc_codegen_emit(cg, GCC_DEV_CUDA(0), devs[1].units, &ks, d);
       if (s == GCC_OK) {
         char program[256];
-        snprintf(program, sizeof program, "%s inference kernels (%d, batch %" PRId64 ")",
-                 ig->name, ks.n_kernels, batch);
-        s = gcc_kernel_cache_compile(NULL, o->use_kernel_cache, ks.source, program, sm, &nv,
-                                     &hit, d);
+        snprintf(program, sizeof program, "%s inference kernels (%d, batch %" PRId64 ")", ig->name,
+                 ks.n_kernels, batch);
+        s = gcc_kernel_cache_compile(NULL, o->use_kernel_cache, ks.source, program, sm, &nv, &hit,
+                                     d);
       }
       if (s == GCC_OK)
         s = gcc_codegen_manifest(cg, GCC_DEV_CUDA(0), arch, &ks, &launches, d);
@@ -200,8 +198,8 @@ static gcc_status export_cuda(const gcc_graph *ig, const gcc_export_options *o,
   return s;
 }
 
-gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
-                             const char *path, gcc_diag *d) {
+gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o, const char *path,
+                             gcc_diag *d) {
   if (o->n_archs < 1 || o->n_archs > GCC_BUNDLE_MAX_ARCHS)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d architectures (1 to %d)",
                         o->n_archs, GCC_BUNDLE_MAX_ARCHS);

@@ -38,8 +38,8 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
  * produces the cubin and the PTX). Errors: those of gcc_inference_graph,
  * compilation (GCC_ERR_UNSUPPORTED / GCC_ERR_INTERNAL from codegen or
  * NVRTC, naming the architecture), GCC_ERR_IO naming `path`. */
-gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o,
-                             const char *path, gcc_diag *d);
+gcc_status gcc_export_bundle(const gcc_graph *model, const gcc_export_options *o, const char *path,
+                             gcc_diag *d);
 
 #ifdef __cplusplus
 }

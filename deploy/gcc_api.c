@@ -28,13 +28,13 @@ typedef struct plan_slot {
 
 struct gccx_session {
   gccx_bundle *bundle;
-  int device;       /* GCC_DEV_CPU or GCC_DEV_CUDA(n) */
+  int device; /* GCC_DEV_CPU or GCC_DEV_CUDA(n) */
   char device_name[32];
   int threads;
   int64_t max_batch, per_sample, rows;
-  float *input;     /* max_batch x per_sample */
+  float *input;       /* max_batch x per_sample */
   plan_slot plans[2]; /* [0]: the batch of max_batch rows, [1]: the last other one */
-  gcc_plan *last;   /* the plan of the last run, NULL before one (or after new input) */
+  gcc_plan *last;     /* the plan of the last run, NULL before one (or after new input) */
   int has_image;
   gcc_kernel_image image;
   const void *image_bytes;
@@ -47,8 +47,8 @@ struct gccx_session {
   const gcc_device_backend *be;
   gcc_device_info gpu;
   void *dev_weights;
-  size_t *weight_off;     /* per value of the bundle graph */
-  float *padded;          /* the input, padded to the plan's batch */
+  size_t *weight_off; /* per value of the bundle graph */
+  float *padded;      /* the input, padded to the plan's batch */
 };
 
 static gcc_status null_arg(gcc_diag *d, const char *fn, const char *what) {
@@ -114,7 +114,9 @@ gcc_status gccx_bundle_info(const gccx_bundle *b, const gcc_bundle_info **info, 
   return GCC_OK;
 }
 
-const gcc_bundle *gccx_bundle_raw(const gccx_bundle *b) { return b ? b->b : NULL; }
+const gcc_bundle *gccx_bundle_raw(const gccx_bundle *b) {
+  return b ? b->b : NULL;
+}
 
 /* Parameters are the bundle graph's initializers: the compiled graph's
  * value is found there by name (read only in inference); on a GPU, in the
@@ -145,8 +147,8 @@ static gcc_status upload_weights(gccx_session *s, gcc_diag *d) {
   for (int v = 0; v < m->n_values; v++)
     if (m->values[v].kind == GCC_VALUE_PARAM)
       memcpy((char *)stage + s->weight_off[v], m->values[v].data, m->values[v].data_bytes);
-  gcc_status st = s->be->copy(s->be->self, s->dev_weights, stage, total, GCC_COPY_H2D,
-                              GCC_STREAM_COMPUTE, d);
+  gcc_status st =
+      s->be->copy(s->be->self, s->dev_weights, stage, total, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
   if (st == GCC_OK)
     st = s->be->sync(s->be->self, d);
   s->be->host_release(s->be->self, stage);
@@ -212,8 +214,8 @@ static gcc_status plan_for(gccx_session *s, int64_t rows, gcc_plan **out, gcc_di
   return GCC_OK;
 }
 
-gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
-                               gccx_session **out, char *note, size_t note_cap, gcc_diag *d) {
+gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o, gccx_session **out,
+                               char *note, size_t note_cap, gcc_diag *d) {
   if (!out)
     return null_arg(d, "gccx_session_create", "out");
   *out = NULL;
@@ -248,8 +250,10 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
     s->per_sample *= info->input.shape.dims[i];
   gcc_status st = GCC_OK;
   if (s->max_batch > ((int64_t)1 << 40) / (s->per_sample > 0 ? s->per_sample : 1))
-    st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "gccx_session_create: max_batch %lld is too "
-                      "large", (long long)s->max_batch);
+    st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                      "gccx_session_create: max_batch %lld is too "
+                      "large",
+                      (long long)s->max_batch);
   if (st == GCC_OK && GCC_DEV_IS_CUDA(s->device)) {
     /* the kernels: a cubin for this GPU, else the PTX; never NVRTC */
     gcc_device_info gi;
@@ -261,8 +265,8 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
       int64_t batch = gcc_bundle_batch_for(b->b, s->max_batch);
       gcc_diag img = {0};
       st = gcc_bundle_kernel_image(b->b, gi.cc_major * 10 + gi.cc_minor,
-                                   batch ? batch : s->max_batch, desc, &s->image,
-                                   &s->image_bytes, &s->image_size, &s->launches, &img);
+                                   batch ? batch : s->max_batch, desc, &s->image, &s->image_bytes,
+                                   &s->image_size, &s->launches, &img);
       s->has_image = st == GCC_OK;
       if (st == GCC_ERR_UNSUPPORTED && want.kind == GCC_DEVICE_AUTO) {
         /* "auto" and a GPU the bundle has no kernels for: the CPU, saying why */
@@ -294,8 +298,8 @@ gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
   if (st == GCC_OK) {
     s->input = malloc((size_t)(s->max_batch * s->per_sample) * sizeof *s->input);
     if (!s->input)
-      st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                        "out of memory: the input buffer of %lld rows", (long long)s->max_batch);
+      st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory: the input buffer of %lld rows",
+                        (long long)s->max_batch);
   }
   if (st == GCC_OK) { /* compile the full-batch plan now: errors surface here */
     gcc_plan *p;
@@ -326,7 +330,9 @@ void gccx_session_destroy(gccx_session **sp) {
   *sp = NULL;
 }
 
-const char *gccx_session_device(const gccx_session *s) { return s ? s->device_name : NULL; }
+const char *gccx_session_device(const gccx_session *s) {
+  return s ? s->device_name : NULL;
+}
 
 static gcc_status check_rows(const gccx_session *s, const char *fn, int64_t rows, gcc_diag *d) {
   if (rows < 1 || rows > s->max_batch)
@@ -444,8 +450,8 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
 }
 
 gcc_status gccx_session_kernel_image(const gccx_session *s, gcc_kernel_image *img,
-                                     const void **image, size_t *image_size,
-                                     const char **launches, gcc_diag *d) {
+                                     const void **image, size_t *image_size, const char **launches,
+                                     gcc_diag *d) {
   if (!s)
     return null_arg(d, "gccx_session_kernel_image", "session handle");
   if (!s->has_image)

@@ -106,8 +106,8 @@ typedef struct gccx_session_options {
  * device: the message names the bundle's architectures and the device's;
  * or max_batch exceeds every exported batch size);
  * compile errors of the bundle's graph; GCC_ERR_OUT_OF_MEMORY. */
-gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o,
-                               gccx_session **out, char *note, size_t note_cap, gcc_diag *d);
+gcc_status gccx_session_create(gccx_bundle *b, const gccx_session_options *o, gccx_session **out,
+                               char *note, size_t note_cap, gcc_diag *d);
 
 /* Frees the session (and the bundle, if it was closed and this was its last
  * session) and sets *s to NULL. NULL and *s == NULL are accepted. */
@@ -129,8 +129,7 @@ gcc_status gccx_set_input(gccx_session *s, const char *name, const float *data, 
  * x = ((float)byte / 255.0f - mean[c]) / std[c] in float32, with mean[0]
  * and std[0] for every channel when the bundle has one of each, and 0 / 1
  * when it has none. Errors: as gccx_set_input. */
-gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t rows,
-                                 gcc_diag *d);
+gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t rows, gcc_diag *d);
 
 /* Runs the inference graph on the rows last set. Errors:
  * GCC_ERR_INVALID_ARGUMENT (NULL handle, no input set yet); compile errors
@@ -149,8 +148,8 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
  * what gcc_bundle_kernel_image returned for the session's device. Errors:
  * GCC_ERR_INVALID_ARGUMENT for a NULL handle or a CPU session. */
 gcc_status gccx_session_kernel_image(const gccx_session *s, gcc_kernel_image *img,
-                                     const void **image, size_t *image_size,
-                                     const char **launches, gcc_diag *d);
+                                     const void **image, size_t *image_size, const char **launches,
+                                     gcc_diag *d);
 
 #ifdef __cplusplus
 }

@@ -40,8 +40,10 @@ gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag
     pred = gcc_graph_find(model, t->prediction);
     in = gcc_graph_find(model, t->input);
     if (pred < 0 || in < 0)
-      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: the training spec names '%s' or '%s', "
-                          "which the graph lacks", model->source, t->prediction, t->input);
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: the training spec names '%s' or '%s', "
+                          "which the graph lacks",
+                          model->source, t->prediction, t->input);
   }
   const char *pred_name = model->values[pred].name, *in_name = model->values[in].name;
   const gcc_shape *ins = &model->values[in].shape;
@@ -126,8 +128,8 @@ gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag
 
 /* ---- the bundle ------------------------------------------------------------ */
 
-
-void gcc_bundle_add_section(gcc_bundle_sections *s, const char *name, void *data, size_t size, int owned) {
+void gcc_bundle_add_section(gcc_bundle_sections *s, const char *name, void *data, size_t size,
+                            int owned) {
   snprintf(s->names[s->n], sizeof s->names[s->n], "%s", name);
   s->ref[s->n].name = s->names[s->n];
   s->ref[s->n].data = data;
@@ -186,8 +188,8 @@ static gcc_status split_model(const gcc_graph *g, gcc_bundle_sections *secs, gcc
 /* Compiles the inference graph for device `dev` and `batch` rows and
  * returns the compiled graph and its JSON placement report. */
 gcc_status gcc_bundle_compile_for(const gcc_graph *ig, const gcc_device_info *devs, int n_devs,
-                              int dev, int64_t batch, gcc_graph **cg, char **report,
-                              gcc_diag *d) {
+                                  int dev, int64_t batch, gcc_graph **cg, char **report,
+                                  gcc_diag *d) {
   gcc_options o = {0};
   o.mode = GCC_MODE_EVAL;
   o.batch_size = batch;
@@ -234,8 +236,8 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
   const int64_t *batches = o->n_batch_sizes ? o->batch_sizes : default_batches;
   int n_batches = o->n_batch_sizes ? o->n_batch_sizes : 2;
   if (n_batches < 0 || n_batches > GCC_BUNDLE_MAX_BATCHES)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d batch sizes (0 to %d)",
-                        n_batches, GCC_BUNDLE_MAX_BATCHES);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "export: %d batch sizes (0 to %d)", n_batches,
+                        GCC_BUNDLE_MAX_BATCHES);
   for (int j = 0; j < n_batches; j++)
     if (batches[j] < 1 || batches[j] > INT32_MAX || (j > 0 && batches[j] <= batches[j - 1]))
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,

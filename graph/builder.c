@@ -33,8 +33,7 @@ static int fail(gcc_builder *b, gcc_status s) {
   return -1;
 }
 
-int gcc_build_input(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
-                    const int64_t *dims) {
+int gcc_build_input(gcc_builder *b, const char *name, gcc_dtype dt, int ndim, const int64_t *dims) {
   if (b->status != GCC_OK)
     return -1;
   gcc_shape s = {ndim, {0}};
@@ -58,13 +57,13 @@ int gcc_build_param(gcc_builder *b, const char *name, int ndim, const int64_t *d
     s.dims[i] = dims[i];
   size_t bytes = (size_t)gcc_shape_numel(&s, NULL) * sizeof(float);
   int v;
-  gcc_status st = gcc_graph_add_value(b->g, name, GCC_DT_FLOAT32, &s, GCC_VALUE_PARAM, data,
-                                      bytes, &v, &b->diag);
+  gcc_status st = gcc_graph_add_value(b->g, name, GCC_DT_FLOAT32, &s, GCC_VALUE_PARAM, data, bytes,
+                                      &v, &b->diag);
   return st == GCC_OK ? v : fail(b, st);
 }
 
-int gcc_build_const(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
-                    const int64_t *dims, const void *data) {
+int gcc_build_const(gcc_builder *b, const char *name, gcc_dtype dt, int ndim, const int64_t *dims,
+                    const void *data) {
   if (b->status != GCC_OK)
     return -1;
   if (ndim < 0 || ndim > GCC_MAX_DIMS || !gcc_dtype_supported(dt))
@@ -89,8 +88,8 @@ int gcc_build_op(gcc_builder *b, int op, const char *node_name, const char *out_
   if (b->status != GCC_OK)
     return -1;
   int out, node;
-  gcc_status st = gcc_graph_add_value(b->g, out_name, GCC_DT_UNDEFINED, NULL,
-                                      GCC_VALUE_ACTIVATION, NULL, 0, &out, &b->diag);
+  gcc_status st = gcc_graph_add_value(b->g, out_name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION,
+                                      NULL, 0, &out, &b->diag);
   if (st == GCC_OK)
     st = gcc_graph_add_node(b->g, node_name, op, inputs, n_inputs, &out, 1, &node, &b->diag);
   return st == GCC_OK ? out : fail(b, st);

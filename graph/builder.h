@@ -35,8 +35,7 @@ typedef struct gcc_builder {
 gcc_builder *gcc_builder_new(const char *name, uint64_t seed);
 
 /* A graph input; dims[0] may be GCC_BATCH_DIM (-1). Returns the value. */
-int gcc_build_input(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
-                    const int64_t *dims);
+int gcc_build_input(gcc_builder *b, const char *name, gcc_dtype dt, int ndim, const int64_t *dims);
 
 /* A float32 parameter of the given shape with `data` (copied; NULL = 0s). */
 int gcc_build_param(gcc_builder *b, const char *name, int ndim, const int64_t *dims,
@@ -48,8 +47,8 @@ int gcc_build_param(gcc_builder *b, const char *name, int ndim, const int64_t *d
  * gradient, no optimizer state and no update; a float32 one is written with
  * Tensor.constant = true so that it stays a constant when the file is read
  * back (graph/graph.proto). Returns the value. */
-int gcc_build_const(gcc_builder *b, const char *name, gcc_dtype dt, int ndim,
-                    const int64_t *dims, const void *data);
+int gcc_build_const(gcc_builder *b, const char *name, gcc_dtype dt, int ndim, const int64_t *dims,
+                    const void *data);
 
 /* nn.Linear(in, out) on x of shape (N, in): parameters "<name>.weight"
  * (out, in) and "<name>.bias" (out), node Gemm(x, W, b, transB = 1) named

@@ -29,7 +29,7 @@ size_t gcc_dtype_size(gcc_dtype t) {
 }
 
 const char *gcc_dtype_name(gcc_dtype t) {
-  static const char *const names[] = {"undefined", "float32", "int64",   "int32",
+  static const char *const names[] = {"undefined", "float32",  "int64",   "int32",
                                       "float16",   "bfloat16", "float64", "uint8"};
   _Static_assert(sizeof names / sizeof names[0] == GCC_DT_COUNT, "dtype names");
   if ((unsigned)t >= GCC_DT_COUNT)
@@ -144,8 +144,7 @@ gcc_status gcc_graph_add_group(gcc_graph *g, const char *name, int kind, int dev
 }
 
 const char *gcc_value_kind_name(gcc_value_kind k) {
-  static const char *const names[] = {"activation", "input", "param",
-                                      "const",      "grad",  "opt-state"};
+  static const char *const names[] = {"activation", "input", "param", "const", "grad", "opt-state"};
   _Static_assert(sizeof names / sizeof names[0] == GCC_VALUE_KIND_COUNT, "kinds");
   if ((unsigned)k >= GCC_VALUE_KIND_COUNT)
     return "?";
@@ -218,7 +217,6 @@ static int map_insert(gcc_graph *g, int v) {
 }
 
 /* ---- graph ------------------------------------------------------------ */
-
 
 gcc_graph *gcc_graph_new(const char *name, const char *source) {
   gcc_graph *g = calloc(1, sizeof *g);
@@ -294,10 +292,9 @@ static gcc_status oom(gcc_diag *d, const char *what) {
   return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s)", what);
 }
 
-gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
-                               const gcc_shape *shape, gcc_value_kind kind,
-                               const void *data, size_t data_bytes, int *out_index,
-                               gcc_diag *d) {
+gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt, const gcc_shape *shape,
+                               gcc_value_kind kind, const void *data, size_t data_bytes,
+                               int *out_index, gcc_diag *d) {
   if (!name || !*name)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: a value has an empty name", g->source);
   if (gcc_graph_find(g, name) >= 0)
@@ -351,8 +348,8 @@ gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
   return GCC_OK;
 }
 
-gcc_status gcc_graph_add_temp(gcc_graph *g, const char *base, gcc_value_kind kind,
-                              int *out_index, gcc_diag *d) {
+gcc_status gcc_graph_add_temp(gcc_graph *g, const char *base, gcc_value_kind kind, int *out_index,
+                              gcc_diag *d) {
   char name[512];
   snprintf(name, sizeof name, "%s", base);
   for (int k = 1; gcc_graph_find(g, name) >= 0; k++)
@@ -361,8 +358,8 @@ gcc_status gcc_graph_add_temp(gcc_graph *g, const char *base, gcc_value_kind kin
 }
 
 gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op, const int *inputs,
-                              int n_inputs, const int *outputs, int n_outputs,
-                              int *out_index, gcc_diag *d) {
+                              int n_inputs, const int *outputs, int n_outputs, int *out_index,
+                              gcc_diag *d) {
   if (g->n_nodes == g->cap_nodes) {
     int nc = g->cap_nodes ? g->cap_nodes * 2 : 32;
     gcc_node *nn = realloc(g->nodes, (size_t)nc * sizeof *nn);
@@ -449,8 +446,7 @@ gcc_status gcc_node_set_string(gcc_graph *g, int node, const char *name, const c
   return a->s ? GCC_OK : GCC_ERR_OUT_OF_MEMORY;
 }
 
-gcc_status gcc_node_set_ints(gcc_graph *g, int node, const char *name, const int64_t *v,
-                             int n) {
+gcc_status gcc_node_set_ints(gcc_graph *g, int node, const char *name, const int64_t *v, int n) {
   gcc_attr *a = attr_slot(g, node, name);
   if (!a)
     return GCC_ERR_OUT_OF_MEMORY;
@@ -464,8 +460,7 @@ gcc_status gcc_node_set_ints(gcc_graph *g, int node, const char *name, const int
   return GCC_OK;
 }
 
-gcc_status gcc_node_set_floats(gcc_graph *g, int node, const char *name, const float *v,
-                               int n) {
+gcc_status gcc_node_set_floats(gcc_graph *g, int node, const char *name, const float *v, int n) {
   gcc_attr *a = attr_slot(g, node, name);
   if (!a)
     return GCC_ERR_OUT_OF_MEMORY;
@@ -537,10 +532,9 @@ gcc_status gcc_graph_link(gcc_graph *g, gcc_diag *d) {
       if (v->kind != GCC_VALUE_ACTIVATION && v->kind != GCC_VALUE_GRAD &&
           v->kind != GCC_VALUE_OPT_STATE) {
         free(caps);
-        return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                            "%s: %s writes value '%s', which is a graph %s", g->source,
-                            gcc_node_desc(g, i, desc, sizeof desc), v->name,
-                            gcc_value_kind_name(v->kind));
+        return gcc_diag_set(
+            d, GCC_ERR_INVALID_GRAPH, "%s: %s writes value '%s', which is a graph %s", g->source,
+            gcc_node_desc(g, i, desc, sizeof desc), v->name, gcc_value_kind_name(v->kind));
       }
       v->producer = i;
     }
@@ -736,8 +730,8 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
   for (int i = 0; i < g->n_values && s == GCC_OK; i++) {
     const gcc_value *v = &g->values[i];
     int idx;
-    s = gcc_graph_add_value(c, v->name, v->dtype, &v->shape, v->kind, v->data, v->data_bytes,
-                            &idx, d);
+    s = gcc_graph_add_value(c, v->name, v->dtype, &v->shape, v->kind, v->data, v->data_bytes, &idx,
+                            d);
     if (s == GCC_OK) {
       c->values[idx].param_of = v->param_of;
       c->values[idx].device = v->device;

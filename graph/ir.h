@@ -23,14 +23,14 @@
 extern "C" {
 #endif
 
-#define GCC_MAX_DIMS 8
+#define GCC_MAX_DIMS  8
 #define GCC_BATCH_DIM (-1)
 
 /* Device ids used by placement: the CPU (host) is 0, cuda:N is N + 1. */
-#define GCC_DEV_CPU 0
-#define GCC_DEV_CUDA(n) ((n) + 1)
-#define GCC_DEV_IS_CUDA(id) ((id) >= 1)
-#define GCC_DEV_CUDA_INDEX(id) ((id) - 1)
+#define GCC_DEV_CPU            0
+#define GCC_DEV_CUDA(n)        ((n) + 1)
+#define GCC_DEV_IS_CUDA(id)    ((id) >= 1)
+#define GCC_DEV_CUDA_INDEX(id) ((id)-1)
 
 /* "cpu", "cuda:0", ... into buf; returns buf ("?" for a negative id). */
 const char *gcc_dev_name(int id, char *buf, size_t cap);
@@ -85,13 +85,13 @@ typedef struct gcc_value {
   gcc_dtype dtype;
   gcc_shape shape;
   gcc_value_kind kind;
-  int producer;      /* node index, -1 if none */
-  int *consumers;    /* node indices (filled by gcc_graph_link) */
+  int producer;   /* node index, -1 if none */
+  int *consumers; /* node indices (filled by gcc_graph_link) */
   int n_consumers;
-  void *data;        /* PARAM/CONST: owned element data, row-major LE */
+  void *data; /* PARAM/CONST: owned element data, row-major LE */
   size_t data_bytes;
-  int param_of;      /* GRAD/OPT_STATE: value index of the parameter, else -1 */
-  int device;        /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
+  int param_of; /* GRAD/OPT_STATE: value index of the parameter, else -1 */
+  int device;   /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
 } gcc_value;
 
 typedef enum gcc_attr_type {
@@ -124,35 +124,35 @@ typedef enum gcc_phase {
 
 typedef struct gcc_node {
   char *name;
-  int op;           /* gcc_op_id (graph/ops.h) */
-  int *inputs;      /* value indices; -1 = omitted optional input */
+  int op;      /* gcc_op_id (graph/ops.h) */
+  int *inputs; /* value indices; -1 = omitted optional input */
   int n_inputs;
-  int *outputs;     /* value indices */
+  int *outputs; /* value indices */
   int n_outputs;
-  gcc_attr *attrs;  /* as written in the model */
+  gcc_attr *attrs; /* as written in the model */
   int n_attrs;
   /* Attributes resolved against the op's schema, in schema order, defaults
    * filled in (see gcc_op_resolve_attrs); kernels read these, never names. */
   gcc_attr *av;
   int n_av;
-  char *pin;        /* device pin from the model ("cpu", "cuda:0"), or NULL */
+  char *pin; /* device pin from the model ("cpu", "cuda:0"), or NULL */
   gcc_phase phase;
-  int device;       /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
-  int reason;       /* after placement: gcc_placement_reason (passes/passes.h) */
-  int group;        /* after fusion: index in gcc_graph.groups, -1 if none */
+  int device; /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
+  int reason; /* after placement: gcc_placement_reason (passes/passes.h) */
+  int group;  /* after fusion: index in gcc_graph.groups, -1 if none */
 } gcc_node;
 
 /* A group of nodes that runs as one launch on a device: a fused kernel, a
  * library call. The lowering pass that forms groups (CUDA: codegen/fusion.c)
  * gives them their meaning; the IR only records them, and when they run. */
 typedef struct gcc_group {
-  char *name;     /* kernel / call name: "fused_relu1_grad_..." */
-  int kind;       /* what the lowering makes of it (codegen/lowering.h gcc_group_kind) */
+  char *name; /* kernel / call name: "fused_relu1_grad_..." */
+  int kind;   /* what the lowering makes of it (codegen/lowering.h gcc_group_kind) */
   int device;
-  int *nodes;     /* node indices in schedule order */
+  int *nodes; /* node indices in schedule order */
   int n_nodes;
-  int epilogue;   /* GEMM groups: the epilogue (codegen/lowering.h gcc_epilogue) */
-  int at_first;   /* 1: the group runs at its first node in schedule order (a GEMM whose
+  int epilogue; /* GEMM groups: the epilogue (codegen/lowering.h gcc_epilogue) */
+  int at_first; /* 1: the group runs at its first node in schedule order (a GEMM whose
                      epilogue consumes only what the GEMM consumes), 0: at its last */
 } gcc_group;
 
@@ -167,7 +167,7 @@ typedef struct gcc_optimizer {
   gcc_opt_kind kind;
   float lr, momentum, dampening, weight_decay; /* SGD (weight_decay shared) */
   int nesterov;
-  float beta1, beta2, eps;                     /* Adam */
+  float beta1, beta2, eps; /* Adam */
 } gcc_optimizer;
 
 #define GCC_MAX_CHANNELS 4
@@ -186,7 +186,7 @@ typedef struct gcc_training {
 
 typedef struct gcc_graph {
   char *name;
-  char *source;   /* file it came from, for messages ("<memory>" if none) */
+  char *source; /* file it came from, for messages ("<memory>" if none) */
   char *producer;
   gcc_value *values;
   int n_values, cap_values;
@@ -195,8 +195,8 @@ typedef struct gcc_graph {
   int *inputs, n_inputs, cap_inputs;    /* graph input value indices */
   int *outputs, n_outputs, cap_outputs; /* graph output value indices */
   gcc_training training;
-  struct gcc_name_map *names;           /* value name -> index */
-  gcc_group *groups;                    /* after fusion */
+  struct gcc_name_map *names; /* value name -> index */
+  gcc_group *groups;          /* after fusion */
   int n_groups;
 } gcc_graph;
 
@@ -221,27 +221,23 @@ int gcc_graph_find(const gcc_graph *g, const char *name);
 
 /* Adds a value; fails with GCC_ERR_INVALID_GRAPH if the name exists.
  * `data` (may be NULL) is copied. Returns the index in *out_index. */
-gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt,
-                               const gcc_shape *shape, gcc_value_kind kind,
-                               const void *data, size_t data_bytes,
+gcc_status gcc_graph_add_value(gcc_graph *g, const char *name, gcc_dtype dt, const gcc_shape *shape,
+                               gcc_value_kind kind, const void *data, size_t data_bytes,
                                int *out_index, gcc_diag *d);
 /* Adds a value whose name is made unique from `base` ("base", "base_1", ...). */
-gcc_status gcc_graph_add_temp(gcc_graph *g, const char *base, gcc_value_kind kind,
-                              int *out_index, gcc_diag *d);
+gcc_status gcc_graph_add_temp(gcc_graph *g, const char *base, gcc_value_kind kind, int *out_index,
+                              gcc_diag *d);
 
 /* Adds a node with op `op`; inputs/outputs are value indices (outputs must
  * not have a producer yet). Attributes are added with gcc_node_set_*. */
-gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op,
-                              const int *inputs, int n_inputs,
-                              const int *outputs, int n_outputs,
-                              int *out_index, gcc_diag *d);
+gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op, const int *inputs,
+                              int n_inputs, const int *outputs, int n_outputs, int *out_index,
+                              gcc_diag *d);
 gcc_status gcc_node_set_int(gcc_graph *g, int node, const char *name, int64_t v);
 gcc_status gcc_node_set_float(gcc_graph *g, int node, const char *name, float v);
 gcc_status gcc_node_set_string(gcc_graph *g, int node, const char *name, const char *v);
-gcc_status gcc_node_set_ints(gcc_graph *g, int node, const char *name,
-                             const int64_t *v, int n);
-gcc_status gcc_node_set_floats(gcc_graph *g, int node, const char *name,
-                               const float *v, int n);
+gcc_status gcc_node_set_ints(gcc_graph *g, int node, const char *name, const int64_t *v, int n);
+gcc_status gcc_node_set_floats(gcc_graph *g, int node, const char *name, const float *v, int n);
 /* Attribute `name` as written, or NULL. */
 const gcc_attr *gcc_node_attr(const gcc_node *n, const char *name);
 

@@ -22,13 +22,13 @@
 #include "graph/outfile.h"
 #include "graph/util.h"
 
-#define INLINE_INPUTS_NAME "training.inline_data.inputs"
+#define INLINE_INPUTS_NAME  "training.inline_data.inputs"
 #define INLINE_TARGETS_NAME "training.inline_data.targets"
 
 /* ---- reading ---------------------------------------------------------- */
 
-static gcc_status check_dtype(const char *src, const char *what, const char *name, int has,
-                              int dt, gcc_diag *d) {
+static gcc_status check_dtype(const char *src, const char *what, const char *name, int has, int dt,
+                              gcc_diag *d) {
   if (!has || dt == GCC__DATA_TYPE__DT_UNDEFINED)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s '%s' has no dtype", src, what, name);
   if (dt < 0 || dt >= GCC_DT_COUNT || !gcc_dtype_supported((gcc_dtype)dt))
@@ -43,8 +43,8 @@ static gcc_status check_dtype(const char *src, const char *what, const char *nam
 static gcc_status read_dims(const char *src, const char *what, const char *name, size_t n_dims,
                             const int64_t *dims, int allow_batch, gcc_shape *out, gcc_diag *d) {
   if (n_dims > GCC_MAX_DIMS)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s '%s' has %zu dims (at most %d)", src,
-                        what, name, n_dims, GCC_MAX_DIMS);
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s '%s' has %zu dims (at most %d)", src, what,
+                        name, n_dims, GCC_MAX_DIMS);
   out->ndim = (int)n_dims;
   for (size_t i = 0; i < n_dims; i++) {
     if (dims[i] == GCC_BATCH_DIM && allow_batch && i == 0) {
@@ -63,14 +63,14 @@ static gcc_status read_dims(const char *src, const char *what, const char *name,
     tmp.dims[0] = 1;
   int64_t numel = gcc_shape_numel(&tmp, &overflow);
   if (overflow || numel > (INT64_MAX / 8))
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s '%s': element count overflows", src,
-                        what, name);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s '%s': element count overflows", src, what,
+                        name);
   return GCC_OK;
 }
 
 /* Adds a tensor (initializer or inline data) as a value of `kind`. */
-static gcc_status add_tensor(gcc_graph *g, const Gcc__Tensor *t, const char *what,
-                             const char *name, int trainable, int *out, gcc_diag *d) {
+static gcc_status add_tensor(gcc_graph *g, const Gcc__Tensor *t, const char *what, const char *name,
+                             int trainable, int *out, gcc_diag *d) {
   const char *src = g->source;
   if (!name || !*name)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s has an empty name", src, what);
@@ -86,8 +86,7 @@ static gcc_status add_tensor(gcc_graph *g, const Gcc__Tensor *t, const char *wha
                         "%s: %s '%s': raw_data has %zu bytes, expected %zu (%s x %s of %zu "
                         "bytes)",
                         src, what, name, have, want, gcc_shape_str(&s, sh, sizeof sh),
-                        gcc_dtype_name((gcc_dtype)t->dtype),
-                        gcc_dtype_size((gcc_dtype)t->dtype));
+                        gcc_dtype_name((gcc_dtype)t->dtype), gcc_dtype_size((gcc_dtype)t->dtype));
   }
   /* Tensor.constant: a float32 initializer that is not trained (a buffer) */
   int constant = t->has_constant && t->constant;
@@ -100,8 +99,7 @@ static gcc_status add_tensor(gcc_graph *g, const Gcc__Tensor *t, const char *wha
                              t->has_raw_data ? t->raw_data.data : NULL, want, out, d);
 }
 
-static gcc_status check_device(const char *src, const char *node, const char *dev,
-                               gcc_diag *d) {
+static gcc_status check_device(const char *src, const char *node, const char *dev, gcc_diag *d) {
   if (!dev || !*dev)
     return GCC_OK;
   if (strcmp(dev, "cpu") == 0 || strcmp(dev, "cuda") == 0)
@@ -125,8 +123,8 @@ static gcc_status read_attr(gcc_graph *g, int node, const Gcc__Attribute *a, gcc
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': an attribute has no name", src,
                         nn);
   if (gcc_node_attr(&g->nodes[node], a->name))
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': attribute '%s' given twice",
-                        src, nn, a->name);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': attribute '%s' given twice", src,
+                        nn, a->name);
   gcc_status s;
   switch (a->has_type ? (int)a->type : 0) {
   case GCC__ATTRIBUTE__TYPE__INT: s = gcc_node_set_int(g, node, a->name, a->i); break;
@@ -136,27 +134,26 @@ static gcc_status read_attr(gcc_graph *g, int node, const Gcc__Attribute *a, gcc
     break;
   case GCC__ATTRIBUTE__TYPE__INTS:
     if (a->n_ints > 64)
-      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: node '%s': attribute '%s' is too long",
-                          src, nn, a->name);
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: node '%s': attribute '%s' is too long", src,
+                          nn, a->name);
     s = gcc_node_set_ints(g, node, a->name, a->ints, (int)a->n_ints);
     break;
   case GCC__ATTRIBUTE__TYPE__FLOATS:
     if (a->n_floats > 4096)
-      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: node '%s': attribute '%s' is too long",
-                          src, nn, a->name);
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: node '%s': attribute '%s' is too long", src,
+                          nn, a->name);
     s = gcc_node_set_floats(g, node, a->name, a->floats, (int)a->n_floats);
     break;
   default:
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                        "%s: node '%s': attribute '%s' has no valid type", src, nn, a->name);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': attribute '%s' has no valid type",
+                        src, nn, a->name);
   }
   if (s != GCC_OK)
     return gcc_diag_set(d, s, "out of memory (attributes)");
   return GCC_OK;
 }
 
-static gcc_status need_value(const gcc_graph *g, const char *field, const char *name,
-                             gcc_diag *d) {
+static gcc_status need_value(const gcc_graph *g, const char *field, const char *name, gcc_diag *d) {
   if (name && *name && gcc_graph_find(g, name) < 0)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: training.%s names value '%s', which the graph does not define",
@@ -184,11 +181,12 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
   tr->batch_size = t->has_batch_size ? t->batch_size : 64;
   tr->epochs = t->has_epochs ? t->epochs : 1;
   if (tr->batch_size <= 0)
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: training.batch_size is %" PRId64
-                        " (must be > 0)", src, tr->batch_size);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: training.batch_size is %" PRId64 " (must be > 0)", src,
+                        tr->batch_size);
   if (tr->epochs < 0)
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: training.epochs is %" PRId64
-                        " (must be >= 0)", src, tr->epochs);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: training.epochs is %" PRId64 " (must be >= 0)", src, tr->epochs);
   if (t->n_mean > GCC_MAX_CHANNELS || t->n_std > GCC_MAX_CHANNELS || t->n_mean != t->n_std)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: training.mean and training.std must have the same length (at most "
@@ -237,8 +235,8 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                           "%s: training.optimizer.adam: betas must be in [0, 1)", src);
   } else {
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                        "%s: training.optimizer is not set (sgd or adam)", src);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: training.optimizer is not set (sgd or adam)",
+                        src);
   }
   /* every hyperparameter finite and in torch.optim's range: a NaN or Inf
    * here would make the first update non-finite */
@@ -261,8 +259,8 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
     if (!t->inline_data->inputs || !t->inline_data->targets)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                           "%s: training.inline_data needs both inputs and targets", src);
-    GCC_TRY(add_tensor(g, t->inline_data->inputs, "training.inline_data.inputs",
-                       INLINE_INPUTS_NAME, 0, &tr->inline_inputs, d));
+    GCC_TRY(add_tensor(g, t->inline_data->inputs, "training.inline_data.inputs", INLINE_INPUTS_NAME,
+                       0, &tr->inline_inputs, d));
     GCC_TRY(add_tensor(g, t->inline_data->targets, "training.inline_data.targets",
                        INLINE_TARGETS_NAME, 0, &tr->inline_targets, d));
     const gcc_shape *si = &g->values[tr->inline_inputs].shape;
@@ -323,8 +321,8 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     gcc_shape s;
     GCC_TRY(read_dims(src, "graph input", name, vi->n_dims, vi->dims, 1, &s, d));
     int v;
-    GCC_TRY(gcc_graph_add_value(g, name, (gcc_dtype)vi->dtype, &s, GCC_VALUE_INPUT, NULL, 0, &v,
-                                d));
+    GCC_TRY(
+        gcc_graph_add_value(g, name, (gcc_dtype)vi->dtype, &s, GCC_VALUE_INPUT, NULL, 0, &v, d));
     if (gcc_graph_add_input(g, v) != GCC_OK)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
   }
@@ -353,8 +351,8 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     for (size_t k = 0; k < pn->n_outputs; k++) {
       const char *on = pn->outputs[k];
       if (!on || !*on)
-        return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': output %zu has no name",
-                            src, nn, k);
+        return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': output %zu has no name", src,
+                            nn, k);
       if (gcc_graph_find(g, on) >= 0)
         return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                             "%s: node '%s': output '%s' is already defined (values are SSA: one "
@@ -423,7 +421,8 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
   for (size_t i = 0; s == GCC_OK && i < pg->n_outputs; i++) {
     const Gcc__ValueInfo *vi = pg->outputs[i];
     const gcc_value *v = &probe->values[gcc_graph_find(probe, vi->name)];
-    if (vi->has_dtype && vi->dtype != GCC__DATA_TYPE__DT_UNDEFINED && (int)vi->dtype != (int)v->dtype)
+    if (vi->has_dtype && vi->dtype != GCC__DATA_TYPE__DT_UNDEFINED &&
+        (int)vi->dtype != (int)v->dtype)
       s = gcc_diag_set(d, GCC_ERR_SHAPE, "%s: graph output '%s' is declared %s but computes %s",
                        src, vi->name, gcc_dtype_name((gcc_dtype)vi->dtype),
                        gcc_dtype_name(v->dtype));
@@ -432,8 +431,10 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
     const gcc_value *l = &probe->values[gcc_graph_find(probe, g->training.loss)];
     if (l->dtype != GCC_DT_FLOAT32 || gcc_shape_numel(&l->shape, NULL) != 1) {
       char sh[128];
-      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: training.loss '%s' must be a float32 "
-                       "scalar, got %s %s", src, l->name, gcc_dtype_name(l->dtype),
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                       "%s: training.loss '%s' must be a float32 "
+                       "scalar, got %s %s",
+                       src, l->name, gcc_dtype_name(l->dtype),
                        gcc_shape_str(&l->shape, sh, sizeof sh));
     }
   }
@@ -445,8 +446,8 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
 
 /* The dim 0 of the prediction and of the input as inferred with the graph
  * bound to `batch`, and the prediction's dtype and shape. */
-static gcc_status prediction_rows(const gcc_graph *g, int64_t batch, gcc_dtype *dt,
-                                  gcc_shape *pred, int64_t *input_rows, gcc_diag *d) {
+static gcc_status prediction_rows(const gcc_graph *g, int64_t batch, gcc_dtype *dt, gcc_shape *pred,
+                                  int64_t *input_rows, gcc_diag *d) {
   gcc_graph *probe;
   GCC_TRY(gcc_graph_clone(g, &probe, d));
   gcc_status s = gcc_graph_bind_batch(probe, batch, d);
@@ -489,8 +490,8 @@ static gcc_status check_prediction(const gcc_graph *g, gcc_diag *d) {
   return GCC_OK;
 }
 
-gcc_status gcc_model_parse(const uint8_t *bytes, size_t size, const char *source,
-                           gcc_graph **out, gcc_diag *d) {
+gcc_status gcc_model_parse(const uint8_t *bytes, size_t size, const char *source, gcc_graph **out,
+                           gcc_diag *d) {
   *out = NULL;
   const char *src = source ? source : "<memory>";
   Gcc__Model *m = gcc__model__unpack(NULL, size, bytes);
@@ -597,8 +598,8 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
   w.attrs = calloc(n_attr, sizeof *w.attrs);
   w.attr_ptrs = calloc(n_attr, sizeof *w.attr_ptrs);
   w.names = calloc(n_names, sizeof *w.names);
-  w.dims = calloc((nv + (size_t)g->n_inputs + (size_t)g->n_outputs + 2) * GCC_MAX_DIMS,
-                  sizeof *w.dims);
+  w.dims =
+      calloc((nv + (size_t)g->n_inputs + (size_t)g->n_outputs + 2) * GCC_MAX_DIMS, sizeof *w.dims);
   if (!w.tensors || !w.tensor_ptrs || !w.infos || !w.in_ptrs || !w.out_ptrs || !w.nodes ||
       !w.node_ptrs || !w.attrs || !w.attr_ptrs || !w.names || !w.dims) {
     writer_free(&w);
@@ -674,11 +675,23 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
       pa->has_type = 1;
       pa->type = (Gcc__Attribute__Type)a->type;
       switch (a->type) {
-      case GCC_ATTR_INT: pa->has_i = 1; pa->i = a->i; break;
-      case GCC_ATTR_FLOAT: pa->has_f = 1; pa->f = a->f; break;
+      case GCC_ATTR_INT:
+        pa->has_i = 1;
+        pa->i = a->i;
+        break;
+      case GCC_ATTR_FLOAT:
+        pa->has_f = 1;
+        pa->f = a->f;
+        break;
       case GCC_ATTR_STRING: pa->s = a->s; break;
-      case GCC_ATTR_INTS: pa->n_ints = (size_t)a->n_ints; pa->ints = a->ints; break;
-      case GCC_ATTR_FLOATS: pa->n_floats = (size_t)a->n_floats; pa->floats = a->floats; break;
+      case GCC_ATTR_INTS:
+        pa->n_ints = (size_t)a->n_ints;
+        pa->ints = a->ints;
+        break;
+      case GCC_ATTR_FLOATS:
+        pa->n_floats = (size_t)a->n_floats;
+        pa->floats = a->floats;
+        break;
       default: break;
       }
       w.attr_ptrs[ai++] = pa;

@@ -38,8 +38,8 @@ extern "C" {
  * messages (a path). On success *out is a topologically sorted, linked,
  * shape-checked graph (batch dim still symbolic) that the caller frees with
  * gcc_graph_free. */
-gcc_status gcc_model_parse(const uint8_t *bytes, size_t size, const char *source,
-                           gcc_graph **out, gcc_diag *d);
+gcc_status gcc_model_parse(const uint8_t *bytes, size_t size, const char *source, gcc_graph **out,
+                           gcc_diag *d);
 
 /* Reads and parses the file at `path` (GCC_ERR_IO if it cannot be read). */
 gcc_status gcc_model_load(const char *path, gcc_graph **out, gcc_diag *d);

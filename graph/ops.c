@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---- helpers ---------------------------------------------------------- */
 
 static gcc_value *in_val(gcc_graph *g, int node, int k) {
@@ -90,8 +89,9 @@ static gcc_status shape_gemm(gcc_graph *g, int node, gcc_diag *d) {
   int64_t kb = tb ? b->shape.dims[1] : b->shape.dims[0];
   int64_t nn = tb ? b->shape.dims[0] : b->shape.dims[1];
   if (ka != kb)
-    return shape_err(g, node, d, "inner dimensions of A and B (after transA/transB) differ:",
-                     &a->shape, &b->shape);
+    return shape_err(g, node, d,
+                     "inner dimensions of A and B (after transA/transB) differ:", &a->shape,
+                     &b->shape);
   gcc_shape y = {2, {m, nn}};
   if (c) {
     gcc_shape r;
@@ -115,7 +115,8 @@ static gcc_status shape_matmul(gcc_graph *g, int node, gcc_diag *d) {
   int64_t k1 = sa->dims[sa->ndim - 1], k2 = sb->ndim == 1 ? sb->dims[0] : sb->dims[sb->ndim - 2];
   if (k1 != k2)
     return shape_err(g, node, d, "inner dimensions differ:", sa, sb);
-  gcc_shape ba = {sa->ndim > 2 ? sa->ndim - 2 : 0, {0}}, bb = {sb->ndim > 2 ? sb->ndim - 2 : 0, {0}};
+  gcc_shape ba = {sa->ndim > 2 ? sa->ndim - 2 : 0, {0}},
+            bb = {sb->ndim > 2 ? sb->ndim - 2 : 0, {0}};
   for (int i = 0; i < ba.ndim; i++)
     ba.dims[i] = sa->dims[i];
   for (int i = 0; i < bb.ndim; i++)
@@ -285,8 +286,8 @@ static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
     y.dims[i] = sa->ints[i];
   gcc_shape r;
   if (!gcc_broadcast_shapes(&x->shape, &y, &r) || !gcc_shape_equal(&r, &x->shape))
-    return shape_err(g, node, d, "target shape does not broadcast back to the input:",
-                     &y, &x->shape);
+    return shape_err(g, node, d, "target shape does not broadcast back to the input:", &y,
+                     &x->shape);
   set_out(g, node, 0, GCC_DT_FLOAT32, &y);
   return GCC_OK;
 }
@@ -308,10 +309,9 @@ static gcc_status check_sce_inputs(gcc_graph *g, int node, int first, gcc_diag *
   GCC_TRY(need_dtype(g, node, first, GCC_DT_FLOAT32, d));
   char desc[600];
   if (t->dtype != GCC_DT_INT64 && t->dtype != GCC_DT_INT32)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: %s: labels '%s' must be int64 or int32 class indices, got %s",
-                        g->source, gcc_node_desc(g, node, desc, sizeof desc), t->name,
-                        gcc_dtype_name(t->dtype));
+    return gcc_diag_set(
+        d, GCC_ERR_UNSUPPORTED, "%s: %s: labels '%s' must be int64 or int32 class indices, got %s",
+        g->source, gcc_node_desc(g, node, desc, sizeof desc), t->name, gcc_dtype_name(t->dtype));
   if (x->shape.ndim != 2)
     return shape_err(g, node, d, "logits must be 2-D (N, C), got", &x->shape, NULL);
   if (t->shape.ndim != 1 || t->shape.dims[0] != x->shape.dims[0])
@@ -377,12 +377,11 @@ static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
       continue;
     GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
     if (!gcc_shape_equal(&v->shape, &p->shape))
-      return shape_err(g, node, d, "parameter and its gradient/state differ in shape:",
-                       &p->shape, &v->shape);
+      return shape_err(g, node, d, "parameter and its gradient/state differ in shape:", &p->shape,
+                       &v->shape);
   }
   return GCC_OK;
 }
-
 
 /* ---- convolution and pooling (2-D, NCHW) ---------------------------- */
 
@@ -438,24 +437,23 @@ static gcc_status window_check(gcc_graph *g, int node, const gcc_window2d *w, in
     const gcc_attr *a = &n->av[lists[i].pos];
     if (a->n_ints != 0 && a->n_ints != lists[i].len)
       return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                          "%s: %s: '%s' needs %d entries for a 2-D window, got %d", g->source,
-                          desc, lists[i].name, lists[i].len, a->n_ints);
+                          "%s: %s: '%s' needs %d entries for a 2-D window, got %d", g->source, desc,
+                          lists[i].name, lists[i].len, a->n_ints);
   }
   if (w->kh < 1 || w->kw < 1 || w->sh < 1 || w->sw < 1 || w->dh < 1 || w->dw < 1 || w->pt < 0 ||
       w->pl < 0 || w->pb < 0 || w->pr < 0)
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                        "%s: %s: kernel, strides and dilations must be >= 1 and pads >= 0 "
-                        "(kernel %" PRId64 "x%" PRId64 ", strides %" PRId64 ",%" PRId64
-                        ", pads %" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
-                        ", dilations %" PRId64 ",%" PRId64 ")",
-                        g->source, desc, w->kh, w->kw, w->sh, w->sw, w->pt, w->pl, w->pb, w->pr,
-                        w->dh, w->dw);
+    return gcc_diag_set(
+        d, GCC_ERR_INVALID_GRAPH,
+        "%s: %s: kernel, strides and dilations must be >= 1 and pads >= 0 "
+        "(kernel %" PRId64 "x%" PRId64 ", strides %" PRId64 ",%" PRId64 ", pads %" PRId64
+        ",%" PRId64 ",%" PRId64 ",%" PRId64 ", dilations %" PRId64 ",%" PRId64 ")",
+        g->source, desc, w->kh, w->kw, w->sh, w->sw, w->pt, w->pl, w->pb, w->pr, w->dh, w->dw);
   *oh = gcc_window_out_dim(h, w->kh, w->sh, w->pt, w->pb, w->dh);
   *ow = gcc_window_out_dim(wd, w->kw, w->sw, w->pl, w->pr, w->dw);
   if (*oh <= 0 || *ow <= 0)
     return gcc_diag_set(d, GCC_ERR_SHAPE,
-                        "%s: %s: the %" PRId64 "x%" PRId64 " window (dilations %" PRId64
-                        ",%" PRId64 ") does not fit the padded %" PRId64 "x%" PRId64 " input",
+                        "%s: %s: the %" PRId64 "x%" PRId64 " window (dilations %" PRId64 ",%" PRId64
+                        ") does not fit the padded %" PRId64 "x%" PRId64 " input",
                         g->source, desc, w->kh, w->kw, w->dh, w->dw, h + w->pt + w->pb,
                         wd + w->pl + w->pr);
   return GCC_OK;
@@ -472,10 +470,9 @@ static gcc_status need_rank(gcc_graph *g, int node, int k, int rank, const char 
 static gcc_status need_group1(gcc_graph *g, int node, gcc_diag *d) {
   if (g->nodes[node].av[CONV_GROUP].i != 1) {
     char desc[600];
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: group = %" PRId64
-                        " is not supported (only group = 1)", g->source,
-                        gcc_node_desc(g, node, desc, sizeof desc),
-                        g->nodes[node].av[CONV_GROUP].i);
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: group = %" PRId64 " is not supported (only group = 1)", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc), g->nodes[node].av[CONV_GROUP].i);
   }
   return GCC_OK;
 }
@@ -495,8 +492,8 @@ static gcc_status shape_conv(gcc_graph *g, int node, gcc_diag *d) {
                      "group):",
                      &x->shape, &w->shape);
   const gcc_attr *ks = &n->av[CONV_KERNEL_SHAPE];
-  if (ks->n_ints && (ks->n_ints != 2 || ks->ints[0] != w->shape.dims[2] ||
-                     ks->ints[1] != w->shape.dims[3])) {
+  if (ks->n_ints &&
+      (ks->n_ints != 2 || ks->ints[0] != w->shape.dims[2] || ks->ints[1] != w->shape.dims[3])) {
     gcc_shape k = {ks->n_ints > GCC_MAX_DIMS ? GCC_MAX_DIMS : ks->n_ints, {0}};
     for (int i = 0; i < k.ndim; i++)
       k.dims[i] = ks->ints[i];
@@ -539,8 +536,7 @@ static gcc_status check_dy(gcc_graph *g, int node, const gcc_shape *x, const gcc
   GCC_TRY(window_check(g, node, w, is_pool, x->dims[2], x->dims[3], &oh, &ow, d));
   gcc_shape want = {4, {x->dims[0], out_c, oh, ow}};
   if (!gcc_shape_equal(&dy->shape, &want))
-    return shape_err(g, node, d, "dY does not have the forward output's shape:", &dy->shape,
-                     &want);
+    return shape_err(g, node, d, "dY does not have the forward output's shape:", &dy->shape, &want);
   return GCC_OK;
 }
 
@@ -554,8 +550,7 @@ static gcc_status shape_conv_grad_data(gcc_graph *g, int node, gcc_diag *d) {
   gcc_shape xs;
   GCC_TRY(shape_attr4(g, node, CONV_SHAPE, "input_shape", &xs, d));
   if (xs.dims[1] != w->shape.dims[1])
-    return shape_err(g, node, d, "input_shape channels differ from the filter's:", &xs,
-                     &w->shape);
+    return shape_err(g, node, d, "input_shape channels differ from the filter's:", &xs, &w->shape);
   gcc_window2d win;
   gcc_window2d_of(&g->nodes[node], &w->shape, &win);
   GCC_TRY(check_dy(g, node, &xs, &win, 0, w->shape.dims[0], d));
@@ -573,8 +568,7 @@ static gcc_status shape_conv_grad_filter(gcc_graph *g, int node, gcc_diag *d) {
   gcc_shape ws;
   GCC_TRY(shape_attr4(g, node, CONV_SHAPE, "filter_shape", &ws, d));
   if (x->shape.dims[1] != ws.dims[1])
-    return shape_err(g, node, d, "input channels of X and filter_shape differ:", &x->shape,
-                     &ws);
+    return shape_err(g, node, d, "input channels of X and filter_shape differ:", &x->shape, &ws);
   gcc_window2d win;
   gcc_window2d_of(&g->nodes[node], &ws, &win);
   GCC_TRY(check_dy(g, node, &x->shape, &win, 0, ws.dims[0], d));
@@ -600,16 +594,16 @@ static gcc_status pool_common(gcc_graph *g, int node, const gcc_shape *x, gcc_wi
                         g->source, gcc_node_desc(g, node, desc, sizeof desc),
                         n->av[POOL_KERNEL_SHAPE].n_ints);
   if (n->av[POOL_CEIL_MODE].i != 0)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: ceil_mode = 1 is not supported",
-                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s: ceil_mode = 1 is not supported", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
   gcc_window2d_of(n, NULL, w);
   GCC_TRY(window_check(g, node, w, 1, x->dims[2], x->dims[3], oh, ow, d));
   /* PyTorch's rule: a pad may be at most half the kernel, so that every
    * window holds at least one element of the input */
   if (2 * w->pt > w->kh || 2 * w->pb > w->kh || 2 * w->pl > w->kw || 2 * w->pr > w->kw)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: %s: pads must be at most half the kernel (PyTorch's rule)",
-                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+                        "%s: %s: pads must be at most half the kernel (PyTorch's rule)", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
   return GCC_OK;
 }
 
@@ -669,8 +663,7 @@ static gcc_status shape_lrn(gcc_graph *g, int node, gcc_diag *d) {
   gcc_value *x = in_val(g, node, 0);
   char desc[600];
   if (x->shape.ndim < 3)
-    return shape_err(g, node, d, "LRN takes X [N, C, D1, ...] of rank >= 3, got", &x->shape,
-                     NULL);
+    return shape_err(g, node, d, "LRN takes X [N, C, D1, ...] of rank >= 3, got", &x->shape, NULL);
   if (g->nodes[node].av[LRN_SIZE].i < 1)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: size must be >= 1", g->source,
                         node_d(g, node, desc, sizeof desc));
@@ -685,8 +678,9 @@ static gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d) {
   int64_t axis = n->av[CONCAT_AXIS].i, r = x0->shape.ndim;
   char desc[600];
   if (r < 1 || axis < -r || axis >= r)
-    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: axis %" PRId64 " is out of range for rank %" PRId64,
-                        g->source, node_d(g, node, desc, sizeof desc), axis, r);
+    return gcc_diag_set(d, GCC_ERR_SHAPE,
+                        "%s: %s: axis %" PRId64 " is out of range for rank %" PRId64, g->source,
+                        node_d(g, node, desc, sizeof desc), axis, r);
   if (axis < 0)
     axis += r;
   gcc_shape y = x0->shape;
@@ -779,8 +773,9 @@ static gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d) {
   gcc_value *x = in_val(g, node, 0), *w = in_val(g, node, 1), *b = in_val(g, node, 2);
   int64_t group = n->av[CONV_GROUP].i;
   if (group < 1 || x->shape.dims[1] != w->shape.dims[0] || w->shape.dims[0] % group != 0)
-    return shape_err(g, node, d, "X and W do not agree (C = W.dims[0], divisible by group):",
-                     &x->shape, &w->shape);
+    return shape_err(g, node, d,
+                     "X and W do not agree (C = W.dims[0], divisible by group):", &x->shape,
+                     &w->shape);
   int64_t m = w->shape.dims[1] * group;
   if (b && (b->shape.ndim != 1 || b->shape.dims[0] != m))
     return shape_err(g, node, d, "bias B must be [M] = [W.dims[1] * group], got", &b->shape,
@@ -790,10 +785,9 @@ static gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_attr *op = &n->av[CONVT_OUTPUT_PADDING];
   int64_t oph = ints_at(op, 0, 0), opw = ints_at(op, 1, 0);
   char desc[600];
-  if ((op->n_ints && op->n_ints != 2) || oph < 0 || opw < 0 ||
-      (oph >= win.sh && oph >= win.dh) || (opw >= win.sw && opw >= win.dw) || win.sh < 1 ||
-      win.sw < 1 || win.dh < 1 || win.dw < 1 || win.pt < 0 || win.pb < 0 || win.pl < 0 ||
-      win.pr < 0)
+  if ((op->n_ints && op->n_ints != 2) || oph < 0 || opw < 0 || (oph >= win.sh && oph >= win.dh) ||
+      (opw >= win.sw && opw >= win.dw) || win.sh < 1 || win.sw < 1 || win.dh < 1 || win.dw < 1 ||
+      win.pt < 0 || win.pb < 0 || win.pl < 0 || win.pr < 0)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: %s: strides and dilations must be >= 1, pads >= 0 and "
                         "output_padding (2 entries) smaller than the stride or dilation",
@@ -823,8 +817,8 @@ static double flops_gemm(const gcc_graph *g, int node) {
   const gcc_node *n = &g->nodes[node];
   const gcc_value *a = &g->values[n->inputs[0]];
   const gcc_shape *y = &g->values[n->outputs[0]].shape;
-  int64_t k = (n->n_av > GEMM_TRANS_A && n->av[GEMM_TRANS_A].i) ? a->shape.dims[0]
-                                                                 : a->shape.dims[1];
+  int64_t k =
+      (n->n_av > GEMM_TRANS_A && n->av[GEMM_TRANS_A].i) ? a->shape.dims[0] : a->shape.dims[1];
   double f = 2.0 * (double)y->dims[0] * (double)y->dims[1] * (double)k;
   if (n->n_inputs > 2 && n->inputs[2] >= 0)
     f += (double)y->dims[0] * (double)y->dims[1];
@@ -863,8 +857,12 @@ static double flops_mse(const gcc_graph *g, int node) {
   return 3.0 * (double)gcc_shape_numel(&g->values[pred].shape, NULL);
 }
 
-static double flops_sgd(const gcc_graph *g, int node) { return 5.0 * numel_in0(g, node); }
-static double flops_adam(const gcc_graph *g, int node) { return 14.0 * numel_in0(g, node); }
+static double flops_sgd(const gcc_graph *g, int node) {
+  return 5.0 * numel_in0(g, node);
+}
+static double flops_adam(const gcc_graph *g, int node) {
+  return 14.0 * numel_in0(g, node);
+}
 
 /* 2 * N * M * oh * ow * C * kh * kw (+ the bias) for Conv; the gradients do
  * the same multiply-adds. */
@@ -905,12 +903,18 @@ double gcc_op_flops(const gcc_graph *g, int node) {
 
 /* ---- the table -------------------------------------------------------- */
 
-#define F(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0, 0}
-#define FINF(n, def) {n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0, 1} /* +-Inf allowed */
-#define I(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 0, 0}
-#define S(n, def) {n, GCC_ATTR_STRING, 0, 0, 0, def, 0, 0}
-#define B(n, def) {n, GCC_ATTR_INT, 0, def, 0, NULL, 1, 0}
-#define INTS_REQ(n) {n, GCC_ATTR_INTS, 1, 0, 0, NULL, 0, 0}
+#define F(n, def)                                                                                  \
+  { n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0, 0 }
+#define FINF(n, def)                                                                               \
+  { n, GCC_ATTR_FLOAT, 0, 0, def, NULL, 0, 1 } /* +-Inf allowed */
+#define I(n, def)                                                                                  \
+  { n, GCC_ATTR_INT, 0, def, 0, NULL, 0, 0 }
+#define S(n, def)                                                                                  \
+  { n, GCC_ATTR_STRING, 0, 0, 0, def, 0, 0 }
+#define B(n, def)                                                                                  \
+  { n, GCC_ATTR_INT, 0, def, 0, NULL, 1, 0 }
+#define INTS_REQ(n)                                                                                \
+  { n, GCC_ATTR_INTS, 1, 0, 0, NULL, 0, 0 }
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const gcc_attr_spec kGemmAttrs[] = {F("alpha", 1.0f), F("beta", 1.0f), B("transA", 0),
@@ -920,46 +924,44 @@ static const gcc_attr_spec kFlattenAttrs[] = {I("axis", 1)};
 static const gcc_attr_spec kReduceSumToAttrs[] = {INTS_REQ("shape"), F("scale", 1.0f)};
 static const gcc_attr_spec kSceAttrs[] = {S("reduction", "mean"), I("ignore_index", -100)};
 static const gcc_attr_spec kMseAttrs[] = {S("reduction", "mean")};
-static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f),
-                                          F("dampening", 0.0f), F("weight_decay", 0.0f),
-                                          B("nesterov", 0)};
+static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f), F("dampening", 0.0f),
+                                          F("weight_decay", 0.0f), B("nesterov", 0)};
 static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
                                            F("eps", 1e-8f), F("weight_decay", 0.0f)};
 
-#define INTS(n) {n, GCC_ATTR_INTS, 0, 0, 0, NULL, 0, 0}
+#define INTS(n)                                                                                    \
+  { n, GCC_ATTR_INTS, 0, 0, 0, NULL, 0, 0 }
 static const gcc_attr_spec kConvAttrs[] = {INTS("strides"), INTS("pads"), INTS("dilations"),
                                            I("group", 1), INTS("kernel_shape")};
-static const gcc_attr_spec kConvGradDataAttrs[] = {INTS("strides"), INTS("pads"),
-                                                   INTS("dilations"), I("group", 1),
-                                                   INTS("kernel_shape"),
-                                                   INTS_REQ("input_shape")};
-static const gcc_attr_spec kConvGradFilterAttrs[] = {INTS("strides"), INTS("pads"),
-                                                     INTS("dilations"), I("group", 1),
-                                                     INTS("kernel_shape"),
-                                                     INTS_REQ("filter_shape")};
+static const gcc_attr_spec kConvGradDataAttrs[] = {INTS("strides"),      INTS("pads"),
+                                                   INTS("dilations"),    I("group", 1),
+                                                   INTS("kernel_shape"), INTS_REQ("input_shape")};
+static const gcc_attr_spec kConvGradFilterAttrs[] = {
+    INTS("strides"), INTS("pads"),         INTS("dilations"),
+    I("group", 1),   INTS("kernel_shape"), INTS_REQ("filter_shape")};
 static const gcc_attr_spec kMaxPoolAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
-                                              INTS("pads"), INTS("dilations"),
-                                              B("ceil_mode", 0)};
-static const gcc_attr_spec kAvgPoolAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
-                                              INTS("pads"), INTS("dilations"),
-                                              B("ceil_mode", 0), B("count_include_pad", 0)};
-static const gcc_attr_spec kAvgPoolGradAttrs[] = {INTS_REQ("kernel_shape"), INTS("strides"),
-                                                  INTS("pads"), INTS("dilations"),
-                                                  B("ceil_mode", 0), B("count_include_pad", 0),
-                                                  INTS_REQ("input_shape")};
+                                              INTS("pads"), INTS("dilations"), B("ceil_mode", 0)};
+static const gcc_attr_spec kAvgPoolAttrs[] = {
+    INTS_REQ("kernel_shape"), INTS("strides"),   INTS("pads"),
+    INTS("dilations"),        B("ceil_mode", 0), B("count_include_pad", 0)};
+static const gcc_attr_spec kAvgPoolGradAttrs[] = {
+    INTS_REQ("kernel_shape"), INTS("strides"),           INTS("pads"),           INTS("dilations"),
+    B("ceil_mode", 0),        B("count_include_pad", 0), INTS_REQ("input_shape")};
 
 static const gcc_attr_spec kLeakyReluAttrs[] = {F("alpha", 0.01f)};
 static const gcc_attr_spec kClipAttrs[] = {FINF("min", -FLT_MAX), FINF("max", FLT_MAX)};
-static const gcc_attr_spec kLrnAttrs[] = {{"size", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}, F("alpha", 1e-4f),
-                                          F("beta", 0.75f), F("bias", 1.0f)};
+static const gcc_attr_spec kLrnAttrs[] = {{"size", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0},
+                                          F("alpha", 1e-4f),
+                                          F("beta", 0.75f),
+                                          F("bias", 1.0f)};
 static const gcc_attr_spec kConcatAttrs[] = {{"axis", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
 static const gcc_attr_spec kTransposeAttrs[] = {INTS_REQ("perm")};
 static const gcc_attr_spec kPadAttrs[] = {INTS_REQ("pads"), FINF("value", 0.0f),
                                           S("mode", "constant")};
-static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"), INTS("pads"),
-                                                    INTS("dilations"), I("group", 1),
+static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
+                                                    INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
 
 /* Every entry names its fields. Adding an op to GCC_OP_LIST changes
@@ -971,222 +973,427 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"), INTS("pads"
 _Static_assert(GCC_OP_COUNT == 40, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
-    [GCC_OP_GEMM] = {.name = "Gemm", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-                     .input_names = "A, B, C", .attrs = kGemmAttrs, .n_attrs = COUNT(kGemmAttrs),
-                     .shape = shape_gemm, .flops = flops_gemm,
+    [GCC_OP_GEMM] = {.name = "Gemm",
+                     .min_inputs = 2,
+                     .max_inputs = 3,
+                     .n_outputs = 1,
+                     .input_names = "A, B, C",
+                     .attrs = kGemmAttrs,
+                     .n_attrs = COUNT(kGemmAttrs),
+                     .shape = shape_gemm,
+                     .flops = flops_gemm,
                      .semantics = "ONNX Gemm: Y = alpha * op(A) op(B) + beta * C, C broadcast to "
                                   "(M, N)"},
-    [GCC_OP_MATMUL] = {.name = "MatMul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-                       .input_names = "A, B", .shape = shape_matmul, .flops = flops_matmul,
+    [GCC_OP_MATMUL] = {.name = "MatMul",
+                       .min_inputs = 2,
+                       .max_inputs = 2,
+                       .n_outputs = 1,
+                       .input_names = "A, B",
+                       .shape = shape_matmul,
+                       .flops = flops_matmul,
                        .semantics = "ONNX MatMul (numpy.matmul: 1-D operands promoted, batch dims "
                                     "broadcast)"},
-    [GCC_OP_ADD] = {.name = "Add", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+    [GCC_OP_ADD] = {.name = "Add",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_add,
+                    .flops = numel_out,
                     .semantics = "ONNX Add with multidirectional broadcasting"},
-    [GCC_OP_RELU] = {.name = "Relu", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                     .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+    [GCC_OP_RELU] = {.name = "Relu",
+                     .min_inputs = 1,
+                     .max_inputs = 1,
+                     .n_outputs = 1,
+                     .input_names = "X",
+                     .shape = shape_unary_same,
+                     .flops = numel_out,
                      .semantics = "ONNX Relu: max(x, 0)"},
-    [GCC_OP_RELU_GRAD] = {.name = "ReluGrad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-                          .input_names = "dY, Y", .flags = GCC_OPF_INTERNAL,
-                          .shape = shape_relu_grad, .flops = numel_out,
+    [GCC_OP_RELU_GRAD] = {.name = "ReluGrad",
+                          .min_inputs = 2,
+                          .max_inputs = 2,
+                          .n_outputs = 1,
+                          .input_names = "dY, Y",
+                          .flags = GCC_OPF_INTERNAL,
+                          .shape = shape_relu_grad,
+                          .flops = numel_out,
                           .semantics = "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)"},
-    [GCC_OP_IDENTITY] = {.name = "Identity", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                         .input_names = "X", .shape = shape_identity,
+    [GCC_OP_IDENTITY] = {.name = "Identity",
+                         .min_inputs = 1,
+                         .max_inputs = 1,
+                         .n_outputs = 1,
+                         .input_names = "X",
+                         .shape = shape_identity,
                          .semantics = "ONNX Identity (a copy into storage of its own)"},
-    [GCC_OP_RESHAPE] = {.name = "Reshape", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                        .input_names = "X", .attrs = kReshapeAttrs,
-                        .n_attrs = COUNT(kReshapeAttrs), .flags = GCC_OPF_ALIAS,
+    [GCC_OP_RESHAPE] = {.name = "Reshape",
+                        .min_inputs = 1,
+                        .max_inputs = 1,
+                        .n_outputs = 1,
+                        .input_names = "X",
+                        .attrs = kReshapeAttrs,
+                        .n_attrs = COUNT(kReshapeAttrs),
+                        .flags = GCC_OPF_ALIAS,
                         .shape = shape_reshape,
                         .semantics = "ONNX Reshape with the shape as an attribute (0 copies, -1 "
                                      "infers)"},
-    [GCC_OP_FLATTEN] = {.name = "Flatten", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                        .input_names = "X", .attrs = kFlattenAttrs,
-                        .n_attrs = COUNT(kFlattenAttrs), .flags = GCC_OPF_ALIAS,
-                        .shape = shape_flatten, .semantics = "ONNX Flatten"},
-    [GCC_OP_REDUCE_SUM_TO] = {.name = "ReduceSumTo", .min_inputs = 1, .max_inputs = 1,
-                              .n_outputs = 1, .input_names = "X", .attrs = kReduceSumToAttrs,
-                              .n_attrs = COUNT(kReduceSumToAttrs), .flags = GCC_OPF_INTERNAL,
-                              .shape = shape_reduce_sum_to, .flops = numel_in0,
+    [GCC_OP_FLATTEN] = {.name = "Flatten",
+                        .min_inputs = 1,
+                        .max_inputs = 1,
+                        .n_outputs = 1,
+                        .input_names = "X",
+                        .attrs = kFlattenAttrs,
+                        .n_attrs = COUNT(kFlattenAttrs),
+                        .flags = GCC_OPF_ALIAS,
+                        .shape = shape_flatten,
+                        .semantics = "ONNX Flatten"},
+    [GCC_OP_REDUCE_SUM_TO] = {.name = "ReduceSumTo",
+                              .min_inputs = 1,
+                              .max_inputs = 1,
+                              .n_outputs = 1,
+                              .input_names = "X",
+                              .attrs = kReduceSumToAttrs,
+                              .n_attrs = COUNT(kReduceSumToAttrs),
+                              .flags = GCC_OPF_INTERNAL,
+                              .shape = shape_reduce_sum_to,
+                              .flops = numel_in0,
                               .semantics = "scale * sum over the dims that broadcasting expanded "
                                            "(PyTorch sum_to_size)"},
-    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.name = "SoftmaxCrossEntropy", .min_inputs = 2,
-                                      .max_inputs = 3, .n_outputs = 1,
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.name = "SoftmaxCrossEntropy",
+                                      .min_inputs = 2,
+                                      .max_inputs = 3,
+                                      .n_outputs = 1,
                                       .input_names = "logits, labels, weight",
-                                      .attrs = kSceAttrs, .n_attrs = COUNT(kSceAttrs),
-                                      .flags = GCC_OPF_LOSS, .shape = shape_sce,
+                                      .attrs = kSceAttrs,
+                                      .n_attrs = COUNT(kSceAttrs),
+                                      .flags = GCC_OPF_LOSS,
+                                      .shape = shape_sce,
                                       .flops = flops_sce,
                                       .semantics = "torch.nn.CrossEntropyLoss (class indices, "
                                                    "weight, ignore_index, reduction mean|sum)"},
-    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.name = "SoftmaxCrossEntropyGrad", .min_inputs = 3,
-                                           .max_inputs = 4, .n_outputs = 1,
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.name = "SoftmaxCrossEntropyGrad",
+                                           .min_inputs = 3,
+                                           .max_inputs = 4,
+                                           .n_outputs = 1,
                                            .input_names = "dloss, logits, labels, weight",
-                                           .attrs = kSceAttrs, .n_attrs = COUNT(kSceAttrs),
-                                           .flags = GCC_OPF_INTERNAL, .shape = shape_sce_grad,
+                                           .attrs = kSceAttrs,
+                                           .n_attrs = COUNT(kSceAttrs),
+                                           .flags = GCC_OPF_INTERNAL,
+                                           .shape = shape_sce_grad,
                                            .flops = flops_sce,
                                            .semantics = "gradient of CrossEntropyLoss w.r.t. "
                                                         "the logits"},
-    [GCC_OP_MEAN_SQUARED_ERROR] = {.name = "MeanSquaredError", .min_inputs = 2,
-                                   .max_inputs = 2, .n_outputs = 1,
-                                   .input_names = "prediction, target", .attrs = kMseAttrs,
-                                   .n_attrs = COUNT(kMseAttrs), .flags = GCC_OPF_LOSS,
-                                   .shape = shape_mse, .flops = flops_mse,
+    [GCC_OP_MEAN_SQUARED_ERROR] = {.name = "MeanSquaredError",
+                                   .min_inputs = 2,
+                                   .max_inputs = 2,
+                                   .n_outputs = 1,
+                                   .input_names = "prediction, target",
+                                   .attrs = kMseAttrs,
+                                   .n_attrs = COUNT(kMseAttrs),
+                                   .flags = GCC_OPF_LOSS,
+                                   .shape = shape_mse,
+                                   .flops = flops_mse,
                                    .semantics = "torch.nn.MSELoss (reduction mean|sum)"},
-    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {.name = "MeanSquaredErrorGrad", .min_inputs = 3,
-                                        .max_inputs = 3, .n_outputs = 1,
+    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {.name = "MeanSquaredErrorGrad",
+                                        .min_inputs = 3,
+                                        .max_inputs = 3,
+                                        .n_outputs = 1,
                                         .input_names = "dloss, prediction, target",
-                                        .attrs = kMseAttrs, .n_attrs = COUNT(kMseAttrs),
-                                        .flags = GCC_OPF_INTERNAL, .shape = shape_mse_grad,
+                                        .attrs = kMseAttrs,
+                                        .n_attrs = COUNT(kMseAttrs),
+                                        .flags = GCC_OPF_INTERNAL,
+                                        .shape = shape_mse_grad,
                                         .flops = flops_mse,
                                         .semantics = "gradient of MSELoss w.r.t. the "
                                                      "prediction"},
-    [GCC_OP_SGD] = {.name = "SGD", .min_inputs = 2, .max_inputs = 3, .n_outputs = 0,
-                    .input_names = "param, grad, momentum_buffer", .attrs = kSgdAttrs,
-                    .n_attrs = COUNT(kSgdAttrs), .flags = GCC_OPF_OPTIMIZER,
-                    .shape = shape_optimizer, .flops = flops_sgd,
+    [GCC_OP_SGD] = {.name = "SGD",
+                    .min_inputs = 2,
+                    .max_inputs = 3,
+                    .n_outputs = 0,
+                    .input_names = "param, grad, momentum_buffer",
+                    .attrs = kSgdAttrs,
+                    .n_attrs = COUNT(kSgdAttrs),
+                    .flags = GCC_OPF_OPTIMIZER,
+                    .shape = shape_optimizer,
+                    .flops = flops_sgd,
                     .semantics = "torch.optim.SGD (momentum, dampening, weight_decay, "
                                  "nesterov)"},
-    [GCC_OP_ADAM] = {.name = "Adam", .min_inputs = 4, .max_inputs = 4, .n_outputs = 0,
-                     .input_names = "param, grad, exp_avg, exp_avg_sq", .attrs = kAdamAttrs,
-                     .n_attrs = COUNT(kAdamAttrs), .flags = GCC_OPF_OPTIMIZER,
-                     .shape = shape_optimizer, .flops = flops_adam,
+    [GCC_OP_ADAM] = {.name = "Adam",
+                     .min_inputs = 4,
+                     .max_inputs = 4,
+                     .n_outputs = 0,
+                     .input_names = "param, grad, exp_avg, exp_avg_sq",
+                     .attrs = kAdamAttrs,
+                     .n_attrs = COUNT(kAdamAttrs),
+                     .flags = GCC_OPF_OPTIMIZER,
+                     .shape = shape_optimizer,
+                     .flops = flops_adam,
                      .semantics = "torch.optim.Adam (L2 weight_decay, bias-corrected moments)"},
-    [GCC_OP_COPY] = {.name = "Copy", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                     .input_names = "X", .attrs = kCopyAttrs, .n_attrs = COUNT(kCopyAttrs),
-                     .flags = GCC_OPF_COPY, .shape = shape_unary_any,
+    [GCC_OP_COPY] = {.name = "Copy",
+                     .min_inputs = 1,
+                     .max_inputs = 1,
+                     .n_outputs = 1,
+                     .input_names = "X",
+                     .attrs = kCopyAttrs,
+                     .n_attrs = COUNT(kCopyAttrs),
+                     .flags = GCC_OPF_COPY,
+                     .shape = shape_unary_any,
                      .semantics = "a copy of X to the node's device (H2D, D2H or D2D by the "
                                   "devices); once = 1: done when the session starts, not per "
                                   "step"},
-    [GCC_OP_SOFTMAX] = {.name = "Softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                        .input_names = "X", .attrs = kSoftmaxAttrs,
-                        .n_attrs = COUNT(kSoftmaxAttrs), .shape = shape_softmax,
+    [GCC_OP_SOFTMAX] = {.name = "Softmax",
+                        .min_inputs = 1,
+                        .max_inputs = 1,
+                        .n_outputs = 1,
+                        .input_names = "X",
+                        .attrs = kSoftmaxAttrs,
+                        .n_attrs = COUNT(kSoftmaxAttrs),
+                        .shape = shape_softmax,
                         .flops = numel_out,
                         .semantics = "ONNX Softmax (opset 13): exp(x - max) / sum exp(x - max) "
                                      "along axis (torch.softmax)"},
-    [GCC_OP_SOFTMAX_GRAD] = {.name = "SoftmaxGrad", .min_inputs = 2, .max_inputs = 2,
-                             .n_outputs = 1, .input_names = "dY, Y", .attrs = kSoftmaxAttrs,
-                             .n_attrs = COUNT(kSoftmaxAttrs), .flags = GCC_OPF_INTERNAL,
-                             .shape = shape_softmax_grad, .flops = numel_out,
+    [GCC_OP_SOFTMAX_GRAD] = {.name = "SoftmaxGrad",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .n_outputs = 1,
+                             .input_names = "dY, Y",
+                             .attrs = kSoftmaxAttrs,
+                             .n_attrs = COUNT(kSoftmaxAttrs),
+                             .flags = GCC_OPF_INTERNAL,
+                             .shape = shape_softmax_grad,
+                             .flops = numel_out,
                              .semantics = "dX = Y * (dY - sum(dY * Y) along axis) (PyTorch "
                                           "_softmax_backward_data)"},
-    [GCC_OP_CONV] = {.name = "Conv", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-                     .input_names = "X, W, B", .attrs = kConvAttrs, .n_attrs = COUNT(kConvAttrs),
-                     .shape = shape_conv, .flops = flops_conv,
+    [GCC_OP_CONV] = {.name = "Conv",
+                     .min_inputs = 2,
+                     .max_inputs = 3,
+                     .n_outputs = 1,
+                     .input_names = "X, W, B",
+                     .attrs = kConvAttrs,
+                     .n_attrs = COUNT(kConvAttrs),
+                     .shape = shape_conv,
+                     .flops = flops_conv,
                      .semantics = "ONNX Conv, 2-D NCHW (torch.nn.Conv2d): group, strides, pads "
                                   "(top, left, bottom, right), dilations, optional bias"},
-    [GCC_OP_CONV_GRAD_DATA] = {.name = "ConvGradData", .min_inputs = 2, .max_inputs = 2,
-                               .n_outputs = 1, .input_names = "dY, W",
+    [GCC_OP_CONV_GRAD_DATA] = {.name = "ConvGradData",
+                               .min_inputs = 2,
+                               .max_inputs = 2,
+                               .n_outputs = 1,
+                               .input_names = "dY, W",
                                .attrs = kConvGradDataAttrs,
-                               .n_attrs = COUNT(kConvGradDataAttrs), .flags = GCC_OPF_INTERNAL,
-                               .shape = shape_conv_grad_data, .flops = flops_conv_grad_data,
+                               .n_attrs = COUNT(kConvGradDataAttrs),
+                               .flags = GCC_OPF_INTERNAL,
+                               .shape = shape_conv_grad_data,
+                               .flops = flops_conv_grad_data,
                                .semantics = "gradient of Conv w.r.t. X (PyTorch "
                                             "convolution_backward grad_input; "
                                             "cudnnConvolutionBackwardData)"},
-    [GCC_OP_CONV_GRAD_FILTER] = {.name = "ConvGradFilter", .min_inputs = 2, .max_inputs = 2,
-                                 .n_outputs = 1, .input_names = "dY, X",
+    [GCC_OP_CONV_GRAD_FILTER] = {.name = "ConvGradFilter",
+                                 .min_inputs = 2,
+                                 .max_inputs = 2,
+                                 .n_outputs = 1,
+                                 .input_names = "dY, X",
                                  .attrs = kConvGradFilterAttrs,
                                  .n_attrs = COUNT(kConvGradFilterAttrs),
-                                 .flags = GCC_OPF_INTERNAL, .shape = shape_conv_grad_filter,
+                                 .flags = GCC_OPF_INTERNAL,
+                                 .shape = shape_conv_grad_filter,
                                  .flops = flops_conv_grad_filter,
                                  .semantics = "gradient of Conv w.r.t. W (PyTorch "
                                               "convolution_backward grad_weight; "
                                               "cudnnConvolutionBackwardFilter)"},
-    [GCC_OP_CONV_GRAD_BIAS] = {.name = "ConvGradBias", .min_inputs = 1, .max_inputs = 1,
-                               .n_outputs = 1, .input_names = "dY", .flags = GCC_OPF_INTERNAL,
-                               .shape = shape_conv_grad_bias, .flops = numel_in0,
+    [GCC_OP_CONV_GRAD_BIAS] = {.name = "ConvGradBias",
+                               .min_inputs = 1,
+                               .max_inputs = 1,
+                               .n_outputs = 1,
+                               .input_names = "dY",
+                               .flags = GCC_OPF_INTERNAL,
+                               .shape = shape_conv_grad_bias,
+                               .flops = numel_in0,
                                .semantics = "gradient of Conv w.r.t. B: dY summed over N, H, W "
                                             "(cudnnConvolutionBackwardBias)"},
-    [GCC_OP_MAX_POOL] = {.name = "MaxPool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                         .input_names = "X", .attrs = kMaxPoolAttrs,
-                         .n_attrs = COUNT(kMaxPoolAttrs), .shape = shape_pool,
+    [GCC_OP_MAX_POOL] = {.name = "MaxPool",
+                         .min_inputs = 1,
+                         .max_inputs = 1,
+                         .n_outputs = 1,
+                         .input_names = "X",
+                         .attrs = kMaxPoolAttrs,
+                         .n_attrs = COUNT(kMaxPoolAttrs),
+                         .shape = shape_pool,
                          .flops = flops_pool,
                          .semantics = "ONNX MaxPool, 2-D NCHW, ceil_mode = 0 "
                                       "(torch.nn.MaxPool2d; padding is -inf)"},
-    [GCC_OP_MAX_POOL_GRAD] = {.name = "MaxPoolGrad", .min_inputs = 3, .max_inputs = 3,
-                              .n_outputs = 1, .input_names = "dY, X, Y", .attrs = kMaxPoolAttrs,
-                              .n_attrs = COUNT(kMaxPoolAttrs), .flags = GCC_OPF_INTERNAL,
-                              .shape = shape_max_pool_grad, .flops = flops_pool,
+    [GCC_OP_MAX_POOL_GRAD] = {.name = "MaxPoolGrad",
+                              .min_inputs = 3,
+                              .max_inputs = 3,
+                              .n_outputs = 1,
+                              .input_names = "dY, X, Y",
+                              .attrs = kMaxPoolAttrs,
+                              .n_attrs = COUNT(kMaxPoolAttrs),
+                              .flags = GCC_OPF_INTERNAL,
+                              .shape = shape_max_pool_grad,
+                              .flops = flops_pool,
                               .semantics = "gradient of MaxPool: dY routed to the first maximum "
                                            "of each window, recomputed from X (PyTorch "
                                            "max_pool2d_with_indices_backward); Y, the forward "
                                            "output, is read by cudnnPoolingBackward"},
-    [GCC_OP_AVERAGE_POOL] = {.name = "AveragePool", .min_inputs = 1, .max_inputs = 1,
-                             .n_outputs = 1, .input_names = "X", .attrs = kAvgPoolAttrs,
-                             .n_attrs = COUNT(kAvgPoolAttrs), .shape = shape_pool,
+    [GCC_OP_AVERAGE_POOL] = {.name = "AveragePool",
+                             .min_inputs = 1,
+                             .max_inputs = 1,
+                             .n_outputs = 1,
+                             .input_names = "X",
+                             .attrs = kAvgPoolAttrs,
+                             .n_attrs = COUNT(kAvgPoolAttrs),
+                             .shape = shape_pool,
                              .flops = flops_pool,
                              .semantics = "ONNX AveragePool, 2-D NCHW, ceil_mode = 0 "
                                           "(torch.nn.AvgPool2d; count_include_pad as ONNX, "
                                           "default 0)"},
-    [GCC_OP_AVERAGE_POOL_GRAD] = {.name = "AveragePoolGrad", .min_inputs = 1, .max_inputs = 1,
-                                  .n_outputs = 1, .input_names = "dY",
+    [GCC_OP_AVERAGE_POOL_GRAD] = {.name = "AveragePoolGrad",
+                                  .min_inputs = 1,
+                                  .max_inputs = 1,
+                                  .n_outputs = 1,
+                                  .input_names = "dY",
                                   .attrs = kAvgPoolGradAttrs,
-                                  .n_attrs = COUNT(kAvgPoolGradAttrs), .flags = GCC_OPF_INTERNAL,
-                                  .shape = shape_avg_pool_grad, .flops = flops_pool,
+                                  .n_attrs = COUNT(kAvgPoolGradAttrs),
+                                  .flags = GCC_OPF_INTERNAL,
+                                  .shape = shape_avg_pool_grad,
+                                  .flops = flops_pool,
                                   .semantics = "gradient of AveragePool: dY / divisor spread "
                                                "over each window (PyTorch avg_pool2d_backward)"},
     /* ops of ONNX import: forward only (no gradient rule: training an
      * imported model is issue 15) */
-    [GCC_OP_SUB] = {.name = "Sub", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+    [GCC_OP_SUB] = {.name = "Sub",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_add,
+                    .flops = numel_out,
                     .semantics = "ONNX Sub with multidirectional broadcasting"},
-    [GCC_OP_MUL] = {.name = "Mul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+    [GCC_OP_MUL] = {.name = "Mul",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_add,
+                    .flops = numel_out,
                     .semantics = "ONNX Mul with multidirectional broadcasting"},
-    [GCC_OP_DIV] = {.name = "Div", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-                    .input_names = "A, B", .shape = shape_add, .flops = numel_out,
+    [GCC_OP_DIV] = {.name = "Div",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_add,
+                    .flops = numel_out,
                     .semantics = "ONNX Div with multidirectional broadcasting (IEEE division)"},
-    [GCC_OP_SIGMOID] = {.name = "Sigmoid", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                        .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+    [GCC_OP_SIGMOID] = {.name = "Sigmoid",
+                        .min_inputs = 1,
+                        .max_inputs = 1,
+                        .n_outputs = 1,
+                        .input_names = "X",
+                        .shape = shape_unary_same,
+                        .flops = numel_out,
                         .semantics = "ONNX Sigmoid: 1 / (1 + exp(-x)) (torch.sigmoid)"},
-    [GCC_OP_TANH] = {.name = "Tanh", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                     .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+    [GCC_OP_TANH] = {.name = "Tanh",
+                     .min_inputs = 1,
+                     .max_inputs = 1,
+                     .n_outputs = 1,
+                     .input_names = "X",
+                     .shape = shape_unary_same,
+                     .flops = numel_out,
                      .semantics = "ONNX Tanh (torch.tanh)"},
-    [GCC_OP_SQRT] = {.name = "Sqrt", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                     .input_names = "X", .shape = shape_unary_same, .flops = numel_out,
+    [GCC_OP_SQRT] = {.name = "Sqrt",
+                     .min_inputs = 1,
+                     .max_inputs = 1,
+                     .n_outputs = 1,
+                     .input_names = "X",
+                     .shape = shape_unary_same,
+                     .flops = numel_out,
                      .semantics = "ONNX Sqrt (NaN for x < 0)"},
-    [GCC_OP_LEAKY_RELU] = {.name = "LeakyRelu", .min_inputs = 1, .max_inputs = 1,
-                           .n_outputs = 1, .input_names = "X", .attrs = kLeakyReluAttrs,
-                           .n_attrs = COUNT(kLeakyReluAttrs), .shape = shape_unary_same,
+    [GCC_OP_LEAKY_RELU] = {.name = "LeakyRelu",
+                           .min_inputs = 1,
+                           .max_inputs = 1,
+                           .n_outputs = 1,
+                           .input_names = "X",
+                           .attrs = kLeakyReluAttrs,
+                           .n_attrs = COUNT(kLeakyReluAttrs),
+                           .shape = shape_unary_same,
                            .flops = numel_out,
                            .semantics = "ONNX LeakyRelu: x < 0 ? alpha * x : x "
                                         "(torch.nn.LeakyReLU)"},
-    [GCC_OP_CLIP] = {.name = "Clip", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                     .input_names = "X", .attrs = kClipAttrs, .n_attrs = COUNT(kClipAttrs),
-                     .shape = shape_unary_same, .flops = numel_out,
+    [GCC_OP_CLIP] = {.name = "Clip",
+                     .min_inputs = 1,
+                     .max_inputs = 1,
+                     .n_outputs = 1,
+                     .input_names = "X",
+                     .attrs = kClipAttrs,
+                     .n_attrs = COUNT(kClipAttrs),
+                     .shape = shape_unary_same,
+                     .flops = numel_out,
                      .semantics = "ONNX Clip with min and max as attributes: x < min ? min : x > "
                                   "max ? max : x (NaN stays NaN; torch.clamp, ReLU6 is min 0 "
                                   "max 6)"},
-    [GCC_OP_LOG_SOFTMAX] = {.name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1,
-                            .n_outputs = 1, .input_names = "X", .attrs = kSoftmaxAttrs,
-                            .n_attrs = COUNT(kSoftmaxAttrs), .shape = shape_softmax,
+    [GCC_OP_LOG_SOFTMAX] = {.name = "LogSoftmax",
+                            .min_inputs = 1,
+                            .max_inputs = 1,
+                            .n_outputs = 1,
+                            .input_names = "X",
+                            .attrs = kSoftmaxAttrs,
+                            .n_attrs = COUNT(kSoftmaxAttrs),
+                            .shape = shape_softmax,
                             .flops = numel_out,
                             .semantics = "ONNX LogSoftmax (opset 13): x - max - log(sum exp(x - "
                                          "max)) along axis (torch.log_softmax)"},
-    [GCC_OP_LRN] = {.name = "LRN", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                    .input_names = "X", .attrs = kLrnAttrs, .n_attrs = COUNT(kLrnAttrs),
-                    .shape = shape_lrn, .flops = flops_lrn,
+    [GCC_OP_LRN] = {.name = "LRN",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .attrs = kLrnAttrs,
+                    .n_attrs = COUNT(kLrnAttrs),
+                    .shape = shape_lrn,
+                    .flops = flops_lrn,
                     .semantics = "ONNX LRN: x / (bias + alpha / size * sum of x^2 over channels "
                                  "[c - (size - 1) / 2, c + size / 2])^beta "
                                  "(torch.nn.functional.local_response_norm)"},
-    [GCC_OP_CONCAT] = {.name = "Concat", .min_inputs = 1, .max_inputs = 64, .n_outputs = 1,
-                       .input_names = "inputs", .attrs = kConcatAttrs,
-                       .n_attrs = COUNT(kConcatAttrs), .shape = shape_concat,
+    [GCC_OP_CONCAT] = {.name = "Concat",
+                       .min_inputs = 1,
+                       .max_inputs = 64,
+                       .n_outputs = 1,
+                       .input_names = "inputs",
+                       .attrs = kConcatAttrs,
+                       .n_attrs = COUNT(kConcatAttrs),
+                       .shape = shape_concat,
                        .semantics = "ONNX Concat along axis (torch.cat)"},
-    [GCC_OP_TRANSPOSE] = {.name = "Transpose", .min_inputs = 1, .max_inputs = 1,
-                          .n_outputs = 1, .input_names = "X", .attrs = kTransposeAttrs,
-                          .n_attrs = COUNT(kTransposeAttrs), .shape = shape_transpose,
+    [GCC_OP_TRANSPOSE] = {.name = "Transpose",
+                          .min_inputs = 1,
+                          .max_inputs = 1,
+                          .n_outputs = 1,
+                          .input_names = "X",
+                          .attrs = kTransposeAttrs,
+                          .n_attrs = COUNT(kTransposeAttrs),
+                          .shape = shape_transpose,
                           .semantics = "ONNX Transpose: Y.dims[i] = X.dims[perm[i]] "
                                        "(torch.permute, copied)"},
-    [GCC_OP_PAD] = {.name = "Pad", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-                    .input_names = "X", .attrs = kPadAttrs, .n_attrs = COUNT(kPadAttrs),
+    [GCC_OP_PAD] = {.name = "Pad",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .attrs = kPadAttrs,
+                    .n_attrs = COUNT(kPadAttrs),
                     .shape = shape_pad,
                     .semantics = "ONNX Pad with pads and the constant value as attributes; "
                                  "modes constant (negative pads crop), edge, reflect "
                                  "(torch.nn.functional.pad)"},
-    [GCC_OP_CONV_TRANSPOSE] = {.name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3,
-                               .n_outputs = 1, .input_names = "X, W, B",
+    [GCC_OP_CONV_TRANSPOSE] = {.name = "ConvTranspose",
+                               .min_inputs = 2,
+                               .max_inputs = 3,
+                               .n_outputs = 1,
+                               .input_names = "X, W, B",
                                .attrs = kConvTransposeAttrs,
                                .n_attrs = COUNT(kConvTransposeAttrs),
-                               .shape = shape_conv_transpose, .flops = flops_conv_transpose,
+                               .shape = shape_conv_transpose,
+                               .flops = flops_conv_transpose,
                                .semantics = "ONNX ConvTranspose, 2-D NCHW: the adjoint of Conv "
                                             "with the same window (torch.nn.ConvTranspose2d), "
                                             "groups, output_padding, optional bias"},
@@ -1247,8 +1454,8 @@ gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d) {
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: required input %d (of %s) is empty",
                           g->source, desc, k, op->input_names);
   if (n->n_outputs != op->n_outputs)
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s has %d outputs, got %d", g->source,
-                        desc, op->n_outputs, n->n_outputs);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s has %d outputs, got %d", g->source, desc,
+                        op->n_outputs, n->n_outputs);
   for (int k = 0; k < n->n_attrs; k++) {
     int found = 0;
     for (int j = 0; j < op->n_attrs; j++)
@@ -1274,9 +1481,8 @@ gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d) {
     }
     if (!a) {
       if (sp->required) {
-        s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                         "%s: %s: missing required attribute '%s' (%s)", g->source, desc,
-                         sp->name, attr_type_name(sp->type));
+        s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: missing required attribute '%s' (%s)",
+                         g->source, desc, sp->name, attr_type_name(sp->type));
         break;
       }
       r->i = sp->def_i;
@@ -1292,8 +1498,9 @@ gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d) {
       break;
     }
     if (sp->is_bool && a->i != 0 && a->i != 1) {
-      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: attribute '%s' is %lld; it must be 0 or 1",
-                       g->source, desc, sp->name, (long long)a->i);
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                       "%s: %s: attribute '%s' is %lld; it must be 0 or 1", g->source, desc,
+                       sp->name, (long long)a->i);
       break;
     }
     if (sp->type == GCC_ATTR_FLOAT && (sp->allow_inf ? isnan(a->f) : !isfinite(a->f))) {
@@ -1357,8 +1564,7 @@ gcc_status gcc_infer_shapes(gcc_graph *g, gcc_diag *d) {
         char desc[600];
         return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                             "%s: %s: input '%s' has no dtype/shape (used before it is defined?)",
-                            g->source, gcc_node_desc(g, i, desc, sizeof desc),
-                            g->values[v].name);
+                            g->source, gcc_node_desc(g, i, desc, sizeof desc), g->values[v].name);
       }
     }
     GCC_TRY(gcc_op(n->op)->shape(g, i, d));

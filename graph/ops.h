@@ -54,7 +54,7 @@ typedef struct gcc_attr_spec {
   int64_t def_i;
   float def_f;
   const char *def_s;
-  int is_bool; /* an INT that must be 0 or 1 (transA, nesterov, ceil_mode) */
+  int is_bool;   /* an INT that must be 0 or 1 (transA, nesterov, ceil_mode) */
   int allow_inf; /* a FLOAT that may be +-Inf (Pad's value: -Inf pads a max pool; Clip's
                     bounds), never NaN; other FLOATs must be finite */
 } gcc_attr_spec;
@@ -74,53 +74,53 @@ typedef struct gcc_op_desc {
   const char *input_names; /* "A, B, C" for messages */
   const gcc_attr_spec *attrs;
   int n_attrs;
-  unsigned flags;          /* GCC_OPF_* */
+  unsigned flags; /* GCC_OPF_* */
   gcc_shape_fn shape;
-  gcc_flops_fn flops;      /* NULL: none (views, copies) */
-  const char *semantics;   /* where the definition comes from */
+  gcc_flops_fn flops;    /* NULL: none (views, copies) */
+  const char *semantics; /* where the definition comes from */
 } gcc_op_desc;
 
 /* X(ID, Name): the enum id and the name used in model files. */
-#define GCC_OP_LIST(X)                                   \
-  X(GEMM, Gemm)                                          \
-  X(MATMUL, MatMul)                                      \
-  X(ADD, Add)                                            \
-  X(RELU, Relu)                                          \
-  X(RELU_GRAD, ReluGrad)                                 \
-  X(IDENTITY, Identity)                                  \
-  X(RESHAPE, Reshape)                                    \
-  X(FLATTEN, Flatten)                                    \
-  X(REDUCE_SUM_TO, ReduceSumTo)                          \
-  X(SOFTMAX_CROSS_ENTROPY, SoftmaxCrossEntropy)          \
-  X(SOFTMAX_CROSS_ENTROPY_GRAD, SoftmaxCrossEntropyGrad) \
-  X(MEAN_SQUARED_ERROR, MeanSquaredError)                \
-  X(MEAN_SQUARED_ERROR_GRAD, MeanSquaredErrorGrad)       \
-  X(SGD, SGD)                                            \
-  X(ADAM, Adam)                                          \
-  X(COPY, Copy)                                          \
-  X(SOFTMAX, Softmax)                                    \
-  X(SOFTMAX_GRAD, SoftmaxGrad)                           \
-  X(CONV, Conv)                                          \
-  X(CONV_GRAD_DATA, ConvGradData)                        \
-  X(CONV_GRAD_FILTER, ConvGradFilter)                    \
-  X(CONV_GRAD_BIAS, ConvGradBias)                        \
-  X(MAX_POOL, MaxPool)                                   \
-  X(MAX_POOL_GRAD, MaxPoolGrad)                          \
-  X(AVERAGE_POOL, AveragePool)                           \
-  X(AVERAGE_POOL_GRAD, AveragePoolGrad)                  \
-  X(SUB, Sub)                                            \
-  X(MUL, Mul)                                            \
-  X(DIV, Div)                                            \
-  X(SIGMOID, Sigmoid)                                    \
-  X(TANH, Tanh)                                          \
-  X(SQRT, Sqrt)                                          \
-  X(LEAKY_RELU, LeakyRelu)                               \
-  X(CLIP, Clip)                                          \
-  X(LOG_SOFTMAX, LogSoftmax)                             \
-  X(LRN, LRN)                                            \
-  X(CONCAT, Concat)                                      \
-  X(TRANSPOSE, Transpose)                                \
-  X(PAD, Pad)                                            \
+#define GCC_OP_LIST(X)                                                                             \
+  X(GEMM, Gemm)                                                                                    \
+  X(MATMUL, MatMul)                                                                                \
+  X(ADD, Add)                                                                                      \
+  X(RELU, Relu)                                                                                    \
+  X(RELU_GRAD, ReluGrad)                                                                           \
+  X(IDENTITY, Identity)                                                                            \
+  X(RESHAPE, Reshape)                                                                              \
+  X(FLATTEN, Flatten)                                                                              \
+  X(REDUCE_SUM_TO, ReduceSumTo)                                                                    \
+  X(SOFTMAX_CROSS_ENTROPY, SoftmaxCrossEntropy)                                                    \
+  X(SOFTMAX_CROSS_ENTROPY_GRAD, SoftmaxCrossEntropyGrad)                                           \
+  X(MEAN_SQUARED_ERROR, MeanSquaredError)                                                          \
+  X(MEAN_SQUARED_ERROR_GRAD, MeanSquaredErrorGrad)                                                 \
+  X(SGD, SGD)                                                                                      \
+  X(ADAM, Adam)                                                                                    \
+  X(COPY, Copy)                                                                                    \
+  X(SOFTMAX, Softmax)                                                                              \
+  X(SOFTMAX_GRAD, SoftmaxGrad)                                                                     \
+  X(CONV, Conv)                                                                                    \
+  X(CONV_GRAD_DATA, ConvGradData)                                                                  \
+  X(CONV_GRAD_FILTER, ConvGradFilter)                                                              \
+  X(CONV_GRAD_BIAS, ConvGradBias)                                                                  \
+  X(MAX_POOL, MaxPool)                                                                             \
+  X(MAX_POOL_GRAD, MaxPoolGrad)                                                                    \
+  X(AVERAGE_POOL, AveragePool)                                                                     \
+  X(AVERAGE_POOL_GRAD, AveragePoolGrad)                                                            \
+  X(SUB, Sub)                                                                                      \
+  X(MUL, Mul)                                                                                      \
+  X(DIV, Div)                                                                                      \
+  X(SIGMOID, Sigmoid)                                                                              \
+  X(TANH, Tanh)                                                                                    \
+  X(SQRT, Sqrt)                                                                                    \
+  X(LEAKY_RELU, LeakyRelu)                                                                         \
+  X(CLIP, Clip)                                                                                    \
+  X(LOG_SOFTMAX, LogSoftmax)                                                                       \
+  X(LRN, LRN)                                                                                      \
+  X(CONCAT, Concat)                                                                                \
+  X(TRANSPOSE, Transpose)                                                                          \
+  X(PAD, Pad)                                                                                      \
   X(CONV_TRANSPOSE, ConvTranspose)
 
 typedef enum gcc_op_id {
@@ -148,8 +148,15 @@ enum { SOFTMAX_AXIS }; /* Softmax and SoftmaxGrad */
 enum { CONV_STRIDES, CONV_PADS, CONV_DILATIONS, CONV_GROUP, CONV_KERNEL_SHAPE, CONV_SHAPE };
 /* MaxPool / AveragePool and their gradients (AveragePoolGrad adds the input
  * shape; MaxPoolGrad reads X). */
-enum { POOL_KERNEL_SHAPE, POOL_STRIDES, POOL_PADS, POOL_DILATIONS, POOL_CEIL_MODE,
-       POOL_COUNT_INCLUDE_PAD, POOL_SHAPE };
+enum {
+  POOL_KERNEL_SHAPE,
+  POOL_STRIDES,
+  POOL_PADS,
+  POOL_DILATIONS,
+  POOL_CEIL_MODE,
+  POOL_COUNT_INCLUDE_PAD,
+  POOL_SHAPE
+};
 
 enum { LEAKY_RELU_ALPHA };
 enum { CLIP_MIN, CLIP_MAX };

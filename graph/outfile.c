@@ -53,7 +53,6 @@ void gcc_outfile_cleanup_signal_safe(void) {
 
 /* ---- paths ------------------------------------------------------------- */
 
-
 /* `path` with every symbolic link of its last component followed (a
  * dangling link gives the path it points to); NULL with *err set on a loop,
  * an unreadable link or no memory. */
@@ -123,7 +122,8 @@ static int create_tmp(const char *target, char **tmp_out, int *err) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   for (int attempt = 0; attempt < 100; attempt++) {
     unsigned r = ((unsigned)ts.tv_nsec ^ (atomic_fetch_add(&counter, 1) * 2654435761u) ^
-                  (unsigned)attempt * 40503u) & 0xffffffu;
+                  (unsigned)attempt * 40503u) &
+                 0xffffffu;
     snprintf(tmp, n, "%s.tmp.%ld.%06x", target, (long)getpid(), r);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
@@ -218,8 +218,8 @@ gcc_status gcc_outfile_open(gcc_outfile *o, const char *path, const char *what, 
   snprintf(o->what, strlen(what) + strlen(path) + 2, "%s%s%s", what, *what ? " " : "", path);
   o->target = resolve(path, &err);
   if (!o->target) {
-    gcc_status s = gcc_diag_set(d, GCC_ERR_IO, "%s: cannot follow the link: %s", o->what,
-                                strerror(err));
+    gcc_status s =
+        gcc_diag_set(d, GCC_ERR_IO, "%s: cannot follow the link: %s", o->what, strerror(err));
     outfile_free(o);
     return s;
   }
@@ -314,8 +314,8 @@ gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d) {
   return GCC_OK;
 }
 
-gcc_status gcc_outfile_write_all(const char *path, const char *what, const void *bytes,
-                                 size_t size, gcc_diag *d) {
+gcc_status gcc_outfile_write_all(const char *path, const char *what, const void *bytes, size_t size,
+                                 gcc_diag *d) {
   gcc_outfile o;
   GCC_TRY(gcc_outfile_open(&o, path, what, d));
   gcc_outfile_write(&o, bytes, size);

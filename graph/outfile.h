@@ -74,8 +74,8 @@ gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d);
 void gcc_outfile_abort(gcc_outfile *o);
 
 /* Writes `size` bytes to `path` (open, write, commit). */
-gcc_status gcc_outfile_write_all(const char *path, const char *what, const void *bytes,
-                                 size_t size, gcc_diag *d);
+gcc_status gcc_outfile_write_all(const char *path, const char *what, const void *bytes, size_t size,
+                                 gcc_diag *d);
 
 /* 1 if paths a and b name the same file: the same inode when both exist,
  * else the same directory entry after following links (a/./x, a/../a/x and a

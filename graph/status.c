@@ -35,9 +35,8 @@ gcc_status gcc_diag_prefix(gcc_diag *d, const char *fmt, ...) {
 
 const char *gcc_status_name(gcc_status s) {
   static const char *const names[] = {
-      "ok",          "invalid-argument", "io",          "parse",
-      "invalid-graph", "shape",          "unsupported", "out-of-memory",
-      "device",      "numeric",          "interrupted", "internal",
+      "ok",          "invalid-argument", "io",     "parse",   "invalid-graph", "shape",
+      "unsupported", "out-of-memory",    "device", "numeric", "interrupted",   "internal",
   };
   _Static_assert(sizeof names / sizeof names[0] == GCC_STATUS_COUNT,
                  "status name table out of date");

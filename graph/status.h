@@ -46,18 +46,17 @@ gcc_status gcc_diag_set(gcc_diag *d, gcc_status s, const char *fmt, ...)
 
 /* Prepends "prefix: " to the message already in d (used to add context such
  * as the file name as an error travels up); returns d->status. */
-gcc_status gcc_diag_prefix(gcc_diag *d, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+gcc_status gcc_diag_prefix(gcc_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A short stable name for a status ("ok", "io", "invalid-graph", ...). */
 const char *gcc_status_name(gcc_status s);
 
 /* Propagates a non-OK status to the caller. */
-#define GCC_TRY(expr)                 \
-  do {                                \
-    gcc_status gcc_try_s_ = (expr);   \
-    if (gcc_try_s_ != GCC_OK)         \
-      return gcc_try_s_;              \
+#define GCC_TRY(expr)                                                                              \
+  do {                                                                                             \
+    gcc_status gcc_try_s_ = (expr);                                                                \
+    if (gcc_try_s_ != GCC_OK)                                                                      \
+      return gcc_try_s_;                                                                           \
   } while (0)
 
 #ifdef __cplusplus

@@ -49,14 +49,13 @@ gcc_status gcc_read_file(const char *path, size_t max_bytes, uint8_t **bytes, si
   size_t n = (size_t)st.st_size;
   if (max_bytes && n > max_bytes) {
     close(fd);
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: %zu bytes, more than the %zu this reader takes",
-                        path, n, max_bytes);
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: %zu bytes, more than the %zu this reader takes", path,
+                        n, max_bytes);
   }
   uint8_t *b = malloc(n + 1);
   if (!b) {
     close(fd);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory reading %zu bytes", path,
-                        n);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: out of memory reading %zu bytes", path, n);
   }
   errno = 0;
   size_t got = gcc_read_fd(fd, b, n);

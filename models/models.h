@@ -16,7 +16,7 @@ extern "C" {
 
 /* Seeds the committed models/...pb files files were written with. */
 #define GCC_MNIST_MLP_SEED 20261122u
-#define GCC_LINEAR_SEED 3u
+#define GCC_LINEAR_SEED    3u
 #define GCC_CIFAR_CNN_SEED 20261123u
 #define GCC_MNIST_CNN_SEED 20261124u
 

@@ -41,9 +41,9 @@ size_t onnx_dtype_size(int t) {
 }
 
 const char *onnx_dtype_name(int t) {
-  static const char *const names[] = {"undefined", "float",   "uint8",  "int8",   "uint16",
-                                      "int16",     "int32",   "int64",  "string", "bool",
-                                      "float16",   "double",  "uint32", "uint64", "complex64",
+  static const char *const names[] = {"undefined",  "float",   "uint8",  "int8",   "uint16",
+                                      "int16",      "int32",   "int64",  "string", "bool",
+                                      "float16",    "double",  "uint32", "uint64", "complex64",
                                       "complex128", "bfloat16"};
   if (t >= 0 && t < (int)(sizeof names / sizeof names[0]))
     return names[t];
@@ -217,7 +217,9 @@ static gcc_status get_val(imp *I, const char *name, int *out, gcc_diag *d) {
   return GCC_OK;
 }
 
-ival *imp_val(imp *I, int idx) { return idx >= 0 && idx < I->n_v ? &I->v[idx] : NULL; }
+ival *imp_val(imp *I, int idx) {
+  return idx >= 0 && idx < I->n_v ? &I->v[idx] : NULL;
+}
 
 int imp_root(imp *I, int idx) {
   for (int guard = 0; idx >= 0 && I->v[idx].alias >= 0 && guard < I->n_v; guard++)
@@ -240,8 +242,12 @@ gcc_status pool_add(imp *I, void *p, gcc_diag *d) {
   return GCC_OK;
 }
 
-int n_in(nctx *c) { return (int)c->n->n_input; }
-int n_out(nctx *c) { return (int)c->n->n_output; }
+int n_in(nctx *c) {
+  return (int)c->n->n_input;
+}
+int n_out(nctx *c) {
+  return (int)c->n->n_output;
+}
 
 int in_idx(nctx *c, int k) {
   if (k < 0 || k >= (int)c->n->n_input || !c->n->input[k] || !*c->n->input[k])
@@ -287,7 +293,9 @@ gcc_status set_const(nctx *c, int k, int onnx_dt, const tshape *s, void *data, s
   return GCC_OK;
 }
 
-void mark_folded(nctx *c) { c->folded = 1; }
+void mark_folded(nctx *c) {
+  c->folded = 1;
+}
 
 /* ---- IR emission ------------------------------------------------------------ */
 
@@ -342,16 +350,16 @@ gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d) {
   return GCC_OK;
 }
 
-gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_dt,
-                const tshape *s, int *tmp, int *node, gcc_diag *d) {
+gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_dt, const tshape *s,
+                int *tmp, int *node, gcc_diag *d) {
   imp *I = c->I;
   int outv;
   if (out_k >= 0) {
     int o = out_idx(c, out_k);
     if (o < 0)
       return node_err(c, d, GCC_ERR_INTERNAL, "output %d has no name", out_k);
-    GCC_TRY(gcc_graph_add_value(I->g, I->v[o].name, GCC_DT_UNDEFINED, NULL,
-                                GCC_VALUE_ACTIVATION, NULL, 0, &outv, d));
+    GCC_TRY(gcc_graph_add_value(I->g, I->v[o].name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION,
+                                NULL, 0, &outv, d));
     ival *v = &I->v[o];
     v->ir = outv;
     v->onnx_dt = onnx_dt;
@@ -361,8 +369,8 @@ gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_
     char base[300], name[320];
     snprintf(base, sizeof base, "%s/%s", c->ir_name, gcc_op_name(op));
     fresh_name(I, base, name, sizeof name);
-    GCC_TRY(gcc_graph_add_value(I->g, name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL,
-                                0, &outv, d));
+    GCC_TRY(gcc_graph_add_value(I->g, name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
+                                &outv, d));
     if (tmp)
       *tmp = outv;
   }
@@ -396,9 +404,8 @@ gcc_status emit_reshape(nctx *c, int x, const tshape *s, int out_k, int onnx_dt,
   }
   int node;
   GCC_TRY(emit(c, GCC_OP_RESHAPE, &x, 1, out_k, onnx_dt, s, tmp, &node, d));
-  return gcc_node_set_ints(c->I->g, node, "shape", dims, s->ndim) == GCC_OK
-             ? GCC_OK
-             : oom(d, "attributes");
+  return gcc_node_set_ints(c->I->g, node, "shape", dims, s->ndim) == GCC_OK ? GCC_OK
+                                                                            : oom(d, "attributes");
 }
 
 /* ---- attributes ------------------------------------------------------------- */
@@ -464,8 +471,7 @@ static int attr_type(const Onnx__AttributeProto *a) {
 static gcc_status want_type(nctx *c, const Onnx__AttributeProto *a, int type, const char *tn,
                             gcc_diag *d) {
   if (attr_type(a) != type)
-    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "attribute '%s' must be of type %s", a->name,
-                    tn);
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "attribute '%s' must be of type %s", a->name, tn);
   return GCC_OK;
 }
 
@@ -497,8 +503,7 @@ gcc_status a_ints(nctx *c, const char *name, const int64_t **v, int *n, gcc_diag
     return GCC_OK;
   GCC_TRY(want_type(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "ints", d));
   if (a->n_ints > 64)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED, "attribute '%s' has %zu entries", name,
-                    a->n_ints);
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "attribute '%s' has %zu entries", name, a->n_ints);
   *v = a->ints;
   *n = (int)a->n_ints;
   return GCC_OK;
@@ -522,8 +527,8 @@ gcc_status a_string(nctx *c, const char *name, const char *def, char *out, size_
 
 /* Reads `len` bytes at `offset` of external file `location` (relative to
  * the model's folder, which it must stay inside). */
-static gcc_status read_external(imp *I, const Onnx__TensorProto *t, const char *what,
-                                size_t want, void *dst, gcc_diag *d) {
+static gcc_status read_external(imp *I, const Onnx__TensorProto *t, const char *what, size_t want,
+                                void *dst, gcc_diag *d) {
   const char *location = NULL;
   int64_t offset = 0, length = -1;
   for (size_t i = 0; i < t->n_external_data; i++) {
@@ -537,8 +542,8 @@ static gcc_status read_external(imp *I, const Onnx__TensorProto *t, const char *
       long long x = strtoll(val, &end, 10);
       if (errno || end == val || *end || x < 0)
         return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                            "%s: %s: external_data '%s' is '%s', not a byte count", I->src, what,
-                            k, val);
+                            "%s: %s: external_data '%s' is '%s', not a byte count", I->src, what, k,
+                            val);
       *(k[0] == 'o' ? &offset : &length) = x;
     } else {
       return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
@@ -566,8 +571,8 @@ static gcc_status read_external(imp *I, const Onnx__TensorProto *t, const char *
     return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot resolve the model's folder %s: %s", I->src,
                         I->base_dir, strerror(errno));
   if (!realpath(path, real_file))
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: external data file %s: %s", I->src,
-                        what, path, strerror(errno));
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: external data file %s: %s", I->src, what,
+                        path, strerror(errno));
   size_t ld = strlen(real_dir);
   if (strncmp(real_file, real_dir, ld) != 0 || (real_file[ld] != '/' && ld > 1))
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
@@ -612,8 +617,8 @@ gcc_status read_tensor(imp *I, const Onnx__TensorProto *t, const char *what, int
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has dtype %s, which is not supported",
                         I->src, what, onnx_dtype_name(dt));
   if (t->n_dims > GCC_MAX_DIMS)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has %zu dims (at most %d)", I->src,
-                        what, t->n_dims, GCC_MAX_DIMS);
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has %zu dims (at most %d)", I->src, what,
+                        t->n_dims, GCC_MAX_DIMS);
   if (t->segment)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s is a segment (not supported)", I->src,
                         what);
@@ -621,8 +626,8 @@ gcc_status read_tensor(imp *I, const Onnx__TensorProto *t, const char *what, int
   uint64_t numel = 1;
   for (size_t i = 0; i < t->n_dims; i++) {
     if (t->dims[i] < 0 || t->dims[i] > ((int64_t)1 << 40))
-      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: dim %zu is %" PRId64, I->src, what,
-                          i, t->dims[i]);
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: dim %zu is %" PRId64, I->src, what, i,
+                          t->dims[i]);
     s->d[i] = (sdim){t->dims[i], 0};
     numel *= (uint64_t)t->dims[i];
     if (numel > ((uint64_t)1 << 40))
@@ -630,15 +635,15 @@ gcc_status read_tensor(imp *I, const Onnx__TensorProto *t, const char *what, int
                           what);
   }
   size_t want = (size_t)numel * es;
-  int external = t->has_data_location &&
-                 t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-  size_t typed = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT    ? t->n_float_data
-                 : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64  ? t->n_int64_data
-                 : dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ? t->n_double_data
-                 : dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64 ||
-                         dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32
-                     ? t->n_uint64_data
-                     : t->n_int32_data;
+  int external =
+      t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  size_t typed =
+      dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT    ? t->n_float_data
+      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64  ? t->n_int64_data
+      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ? t->n_double_data
+      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64 || dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32
+          ? t->n_uint64_data
+          : t->n_int32_data;
   int sources = (t->has_raw_data ? 1 : 0) + (typed ? 1 : 0) + (external ? 1 : 0);
   if (sources > 1)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
@@ -661,8 +666,7 @@ gcc_status read_tensor(imp *I, const Onnx__TensorProto *t, const char *what, int
       memcpy(buf, t->raw_data.data, want);
   } else if (typed != numel) {
     st = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                      "%s: %s: %zu values in its typed field, the tensor has %" PRIu64
-                      " elements",
+                      "%s: %s: %zu values in its typed field, the tensor has %" PRIu64 " elements",
                       I->src, what, typed, numel);
   } else {
     for (uint64_t i = 0; i < numel; i++) {
@@ -873,8 +877,7 @@ static gcc_status read_model_header(imp *I, gcc_diag *d) {
 
 /* The tensor type of a graph input or output: elem type and shape. */
 static gcc_status read_value_info(imp *I, const Onnx__ValueInfoProto *vi, const char *what,
-                                  int need_shape, int *dt, tshape *s, int *has_shape,
-                                  gcc_diag *d) {
+                                  int need_shape, int *dt, tshape *s, int *has_shape, gcc_diag *d) {
   const char *name = vi->name ? vi->name : "";
   *has_shape = 0;
   if (!vi->type) {
@@ -947,8 +950,8 @@ static gcc_status read_values(imp *I, gcc_diag *d) {
     int k;
     GCC_TRY(get_val(I, t->name, &k, d));
     if (I->v[k].is_init)
-      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: initializer '%s' is defined twice",
-                          I->src, t->name);
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: initializer '%s' is defined twice", I->src,
+                          t->name);
     char what[600];
     snprintf(what, sizeof what, "initializer '%s'", t->name);
     void *data;
@@ -976,8 +979,8 @@ static gcc_status read_values(imp *I, gcc_diag *d) {
     if (I->v[k].is_init)
       continue; /* IR version < 4: initializers are listed as inputs too */
     if (I->v[k].is_input)
-      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: graph input '%s' is listed twice",
-                          I->src, vi->name);
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: graph input '%s' is listed twice", I->src,
+                          vi->name);
     int dt, has;
     tshape s = {0, {{0, 0}}};
     const gcc_onnx_tensor *fz = NULL;
@@ -1088,8 +1091,8 @@ static gcc_status read_values(imp *I, gcc_diag *d) {
                           "initializer",
                           I->src, on ? on : "");
     if (I->v[idx].is_output)
-      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: graph output '%s' is listed twice",
-                          I->src, on);
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: graph output '%s' is listed twice", I->src,
+                          on);
     I->v[idx].is_output = 1;
     I->v[idx].n_uses++;
   }
@@ -1142,16 +1145,16 @@ static gcc_status node_order(imp *I, int *order, gcc_diag *d) {
         users[users_start[p] + fill[p]++] = i;
     }
   int hn = 0, done = 0;
-#define HEAP_PUSH(x)                                                                              \
-  do {                                                                                          \
-    int j_ = hn++;                                                                              \
-    heap[j_] = (x);                                                                             \
-    while (j_ > 0 && heap[(j_ - 1) / 2] > heap[j_]) {                                           \
-      int t_ = heap[j_];                                                                        \
-      heap[j_] = heap[(j_ - 1) / 2];                                                            \
-      heap[(j_ - 1) / 2] = t_;                                                                  \
-      j_ = (j_ - 1) / 2;                                                                        \
-    }                                                                                           \
+#define HEAP_PUSH(x)                                                                               \
+  do {                                                                                             \
+    int j_ = hn++;                                                                                 \
+    heap[j_] = (x);                                                                                \
+    while (j_ > 0 && heap[(j_ - 1) / 2] > heap[j_]) {                                              \
+      int t_ = heap[j_];                                                                           \
+      heap[j_] = heap[(j_ - 1) / 2];                                                               \
+      heap[(j_ - 1) / 2] = t_;                                                                     \
+      j_ = (j_ - 1) / 2;                                                                           \
+    }                                                                                              \
   } while (0)
   for (int i = 0; i < nn; i++)
     if (!pending[i])
@@ -1361,8 +1364,8 @@ static gcc_status bind_outputs(imp *I, gcc_diag *d) {
       else
         fresh_name(I, vi->name, name, sizeof name);
       int node;
-      GCC_TRY(gcc_graph_add_value(I->g, name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL,
-                                  0, &ir, d));
+      GCC_TRY(gcc_graph_add_value(I->g, name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
+                                  &ir, d));
       char nname[600];
       snprintf(nname, sizeof nname, "%s/output", vi->name);
       GCC_TRY(gcc_graph_add_node(I->g, nname, GCC_OP_IDENTITY, &src, 1, &ir, 1, &node, d));
@@ -1401,8 +1404,7 @@ static gcc_status drop_unused(imp *I, gcc_diag *d) {
   int drop = 0;
   for (int v = 0; v < g->n_values; v++) {
     const gcc_value *x = &g->values[v];
-    int unused = (x->kind == GCC_VALUE_PARAM || x->kind == GCC_VALUE_CONST) &&
-                 x->n_consumers == 0;
+    int unused = (x->kind == GCC_VALUE_PARAM || x->kind == GCC_VALUE_CONST) && x->n_consumers == 0;
     for (int k = 0; unused && k < g->n_outputs; k++)
       unused = g->outputs[k] != v;
     map[v] = unused ? -1 : 0;
@@ -1422,8 +1424,8 @@ static gcc_status drop_unused(imp *I, gcc_diag *d) {
     for (int k = 0; k < I->n_rename; k++)
       if (I->rename[k].ir == v)
         name = I->rename[k].name;
-    st = gcc_graph_add_value(h, name, x->dtype, &x->shape, x->kind, x->data, x->data_bytes,
-                             &map[v], d);
+    st = gcc_graph_add_value(h, name, x->dtype, &x->shape, x->kind, x->data, x->data_bytes, &map[v],
+                             d);
   }
   for (int i = 0; i < g->n_inputs && st == GCC_OK; i++)
     st = gcc_graph_add_input(h, map[g->inputs[i]]);
@@ -1629,10 +1631,16 @@ gcc_status gcc_onnx_parse_tensor(const uint8_t *bytes, size_t size, const char *
   return st;
 }
 
-gcc_dtype gcc_onnx_dtype(int onnx_dtype) { return onnx_to_gcc_dtype(onnx_dtype); }
-const char *gcc_onnx_dtype_name(int onnx_dtype) { return onnx_dtype_name(onnx_dtype); }
+gcc_dtype gcc_onnx_dtype(int onnx_dtype) {
+  return onnx_to_gcc_dtype(onnx_dtype);
+}
+const char *gcc_onnx_dtype_name(int onnx_dtype) {
+  return onnx_dtype_name(onnx_dtype);
+}
 
-int gcc_onnx_op_supported(const char *op_type) { return op_type && onnx_op_find(op_type) != NULL; }
+int gcc_onnx_op_supported(const char *op_type) {
+  return op_type && onnx_op_find(op_type) != NULL;
+}
 
 const char *gcc_onnx_supported_ops(void) {
   static char list[2048];

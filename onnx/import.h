@@ -65,20 +65,20 @@ extern "C" {
 #endif
 
 /* The newest default-domain opset this importer knows. */
-#define GCC_ONNX_MAX_OPSET 21
+#define GCC_ONNX_MAX_OPSET  21
 #define GCC_ONNX_REPORT_OPS 64
 
 /* What an import did, for gcc-import's summary. */
 typedef struct gcc_onnx_report {
   int64_t ir_version;
-  int64_t opset;               /* of the default domain */
-  char producer[128];          /* producer_name producer_version */
-  int n_nodes;                 /* ONNX nodes read */
-  int n_ir_nodes;              /* IR nodes made */
-  int n_initializers;          /* ONNX initializers read */
-  int n_external;              /* of them with external data */
-  size_t initializer_bytes;    /* their element bytes */
-  int n_params, n_consts;      /* IR initializers made (trainable / constant) */
+  int64_t opset;            /* of the default domain */
+  char producer[128];       /* producer_name producer_version */
+  int n_nodes;              /* ONNX nodes read */
+  int n_ir_nodes;           /* IR nodes made */
+  int n_initializers;       /* ONNX initializers read */
+  int n_external;           /* of them with external data */
+  size_t initializer_bytes; /* their element bytes */
+  int n_params, n_consts;   /* IR initializers made (trainable / constant) */
   /* per ONNX op type: how many nodes, how many of them were folded away
    * (not mapped to an IR node), and the IR ops the mapped ones became */
   struct {
@@ -92,10 +92,10 @@ typedef struct gcc_onnx_report {
 
 /* A tensor given to the importer (gcc_onnx_options.frozen). */
 typedef struct gcc_onnx_tensor {
-  const char *name;  /* the graph input it replaces */
-  int onnx_dtype;    /* ONNX TensorProto.DataType */
+  const char *name; /* the graph input it replaces */
+  int onnx_dtype;   /* ONNX TensorProto.DataType */
   gcc_shape shape;
-  const void *data;  /* C order, numel elements of onnx_dtype; copied */
+  const void *data; /* C order, numel elements of onnx_dtype; copied */
   size_t bytes;
 } gcc_onnx_tensor;
 

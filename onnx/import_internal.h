@@ -32,43 +32,43 @@ typedef struct tshape {
 
 /* One ONNX value (a name of the graph). */
 typedef struct ival {
-  const char *name;   /* owned by the ModelProto */
-  int producer;       /* ONNX node index, -1 for a graph input or initializer */
-  int is_input;       /* graph input (not an initializer) */
-  int is_init;        /* initializer */
-  int is_output;      /* graph output */
-  int n_uses;         /* node inputs reading it, + 1 if a graph output */
-  int done;           /* has a meaning: an input, a constant, an IR value or an alias */
-  int alias;          /* index of the value it stands for (Identity, Dropout), or -1 */
-  int onnx_dt;        /* ONNX TensorProto.DataType */
+  const char *name; /* owned by the ModelProto */
+  int producer;     /* ONNX node index, -1 for a graph input or initializer */
+  int is_input;     /* graph input (not an initializer) */
+  int is_init;      /* initializer */
+  int is_output;    /* graph output */
+  int n_uses;       /* node inputs reading it, + 1 if a graph output */
+  int done;         /* has a meaning: an input, a constant, an IR value or an alias */
+  int alias;        /* index of the value it stands for (Identity, Dropout), or -1 */
+  int onnx_dt;      /* ONNX TensorProto.DataType */
   tshape sh;
-  int ir;             /* IR value, or -1 */
+  int ir; /* IR value, or -1 */
   /* a constant (initializer or folded): element data in ONNX's element
    * type (onnx_dt), C order; owned by the import's pool */
   int is_const;
   const void *data;
   size_t bytes;
-  int trainable;      /* a float32 initializer (a weight): an IR PARAM when materialised */
+  int trainable; /* a float32 initializer (a weight): an IR PARAM when materialised */
   /* the IR Conv node that produced it (for folding a BatchNormalization
    * into it), or -1 */
   int conv_node;
 } ival;
 
 typedef struct imp {
-  const char *src;            /* file name for messages */
-  char base_dir[4096];        /* "" when there is none */
+  const char *src;     /* file name for messages */
+  char base_dir[4096]; /* "" when there is none */
   Onnx__ModelProto *m;
   const Onnx__GraphProto *gp;
   int64_t opset;
   gcc_graph *g;
   ival *v;
   int n_v, cap_v;
-  int *map;                   /* open-addressing name -> value index (-1 empty) */
+  int *map; /* open-addressing name -> value index (-1 empty) */
   int map_cap;
-  void **pool;                /* owned buffers */
+  void **pool; /* owned buffers */
   int n_pool, cap_pool;
   gcc_onnx_report *rep;
-  int cur_node;               /* ONNX node being converted (for messages), -1 */
+  int cur_node;                  /* ONNX node being converted (for messages), -1 */
   const gcc_onnx_tensor *frozen; /* graph inputs given as constants */
   int n_frozen;
   /* IR activations that take a graph output's name when the graph is
@@ -84,9 +84,9 @@ typedef struct imp {
 typedef struct nctx {
   imp *I;
   const Onnx__NodeProto *n;
-  int index;       /* in the graph */
-  int ver;         /* the op version whose semantics apply */
-  char desc[400];  /* "node 'conv1' (Conv)" */
+  int index;      /* in the graph */
+  int ver;        /* the op version whose semantics apply */
+  char desc[400]; /* "node 'conv1' (Conv)" */
   char ir_name[256];
   int n_ir;        /* IR nodes made for it */
   int folded;      /* 1 when it made no IR node */
@@ -134,8 +134,8 @@ gcc_status pool_add(imp *I, void *p, gcc_diag *d);
  * writing one IR value: the ONNX output k when out_k >= 0 (given dtype and
  * tracked shape `s`), else a new temporary named after the node (its index
  * in *tmp). Returns the IR node in *node. */
-gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_dt,
-                const tshape *s, int *tmp, int *node, gcc_diag *d);
+gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_dt, const tshape *s,
+                int *tmp, int *node, gcc_diag *d);
 /* An IR Reshape of IR value `x` to `s` (a batch-dependent dim written -1;
  * at most one), into ONNX output out_k or a temporary (*tmp). */
 gcc_status emit_reshape(nctx *c, int x, const tshape *s, int out_k, int onnx_dt, int *tmp,
@@ -149,8 +149,7 @@ gcc_status a_int(nctx *c, const char *name, int64_t def, int64_t *out, gcc_diag 
 gcc_status a_float(nctx *c, const char *name, float def, float *out, gcc_diag *d);
 /* *n = -1 when absent. */
 gcc_status a_ints(nctx *c, const char *name, const int64_t **v, int *n, gcc_diag *d);
-gcc_status a_string(nctx *c, const char *name, const char *def, char *out, size_t cap,
-                    gcc_diag *d);
+gcc_status a_string(nctx *c, const char *name, const char *def, char *out, size_t cap, gcc_diag *d);
 /* Reads a TensorProto (attribute or initializer) into host memory. */
 gcc_status read_tensor(imp *I, const Onnx__TensorProto *t, const char *what, int *onnx_dt,
                        tshape *s, void **data, size_t *bytes, gcc_diag *d);

@@ -30,8 +30,12 @@ static gcc_status oom(gcc_diag *d) {
   return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (ONNX import)");
 }
 
-static const tshape *in_sh(nctx *c, int k) { return &imp_val(c->I, in_idx(c, k))->sh; }
-static int in_dt(nctx *c, int k) { return imp_val(c->I, in_idx(c, k))->onnx_dt; }
+static const tshape *in_sh(nctx *c, int k) {
+  return &imp_val(c->I, in_idx(c, k))->sh;
+}
+static int in_dt(nctx *c, int k) {
+  return imp_val(c->I, in_idx(c, k))->onnx_dt;
+}
 
 static gcc_status need_inputs(nctx *c, int lo, int hi, gcc_diag *d) {
   int n = n_in(c);
@@ -47,8 +51,8 @@ static gcc_status need_inputs(nctx *c, int lo, int hi, gcc_diag *d) {
 static gcc_status unused_outputs(nctx *c, int from, const char *what, gcc_diag *d) {
   for (int k = from; k < n_out(c); k++)
     if (out_used(c, k))
-      return node_err(c, d, GCC_ERR_UNSUPPORTED, "output %d (%s) is used; it is not supported",
-                      k, what);
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "output %d (%s) is used; it is not supported", k,
+                      what);
   return GCC_OK;
 }
 
@@ -82,8 +86,8 @@ static gcc_status norm_axis(nctx *c, int64_t axis, int rank, int inclusive, cons
   int64_t hi = inclusive ? rank : rank - 1;
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a > hi)
-    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s %" PRId64 " is out of range for rank %d",
-                    what, axis, rank);
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s %" PRId64 " is out of range for rank %d", what,
+                    axis, rank);
   *out = a;
   return GCC_OK;
 }
@@ -245,7 +249,8 @@ static gcc_status cv_dropout(nctx *c, gcc_diag *d) {
     GCC_TRY(allow_attrs(c, d, "seed", (char *)NULL));
   GCC_TRY(need_inputs(c, 1, c->ver >= 12 ? 3 : 1, d));
   if (attr(c, "consumed_inputs"))
-    return node_err(c, d, GCC_ERR_UNSUPPORTED, "attribute 'consumed_inputs' (opset 1 in-place "
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "attribute 'consumed_inputs' (opset 1 in-place "
                     "hints) is not supported");
   if (c->ver <= 6) {
     int64_t is_test;
@@ -369,10 +374,18 @@ static gcc_status binary(nctx *c, int op, gcc_diag *d) {
   return emit(c, op, ins, 2, 0, dt, &s, NULL, &node, d);
 }
 
-static gcc_status cv_add(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_ADD, d); }
-static gcc_status cv_sub(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_SUB, d); }
-static gcc_status cv_mul(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_MUL, d); }
-static gcc_status cv_div(nctx *c, gcc_diag *d) { return binary(c, GCC_OP_DIV, d); }
+static gcc_status cv_add(nctx *c, gcc_diag *d) {
+  return binary(c, GCC_OP_ADD, d);
+}
+static gcc_status cv_sub(nctx *c, gcc_diag *d) {
+  return binary(c, GCC_OP_SUB, d);
+}
+static gcc_status cv_mul(nctx *c, gcc_diag *d) {
+  return binary(c, GCC_OP_MUL, d);
+}
+static gcc_status cv_div(nctx *c, gcc_diag *d) {
+  return binary(c, GCC_OP_DIV, d);
+}
 
 static gcc_status cv_sigmoid(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
@@ -401,8 +414,7 @@ static gcc_status cv_leaky_relu(nctx *c, gcc_diag *d) {
 static gcc_status cv_clip(nctx *c, gcc_diag *d) {
   double lo = -FLT_MAX, hi = FLT_MAX;
   if (c->ver < 11) {
-    GCC_TRY(allow_attrs(c, d, "min", "max", c->ver == 1 ? "consumed_inputs" : NULL,
-                        (char *)NULL));
+    GCC_TRY(allow_attrs(c, d, "min", "max", c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
     GCC_TRY(no_consumed_inputs(c, d));
     GCC_TRY(need_inputs(c, 1, 1, d));
     float f;
@@ -624,7 +636,7 @@ static gcc_status cv_matmul(nctx *c, gcc_diag *d) {
 /* ---- windows: Conv and the pools ------------------------------------------------------ */
 
 typedef struct window {
-  int nsp;                      /* spatial dims: 1 or 2 */
+  int nsp; /* spatial dims: 1 or 2 */
   int64_t k[2], s[2], dl[2], pb[2], pe[2];
   int64_t out[2];
 } window;
@@ -645,23 +657,22 @@ static gcc_status read_window(nctx *c, const int64_t *in, int nsp, const int64_t
   }
   GCC_TRY(a_ints(c, "strides", &v, &n, d));
   if (n >= 0 && n != nsp)
-    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "strides has %d entries for %d spatial dims",
-                    n, nsp);
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "strides has %d entries for %d spatial dims", n,
+                    nsp);
   for (int i = 0; i < n; i++)
     w->s[i] = v[i];
   if (dilations_ok) {
     GCC_TRY(a_ints(c, "dilations", &v, &n, d));
     if (n >= 0 && n != nsp)
-      return node_err(c, d, GCC_ERR_INVALID_GRAPH,
-                      "dilations has %d entries for %d spatial dims", n, nsp);
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "dilations has %d entries for %d spatial dims",
+                      n, nsp);
     for (int i = 0; i < n; i++)
       w->dl[i] = v[i];
   }
   GCC_TRY(a_ints(c, "pads", &v, &n, d));
   int has_pads = n >= 0;
   if (has_pads && n != 2 * nsp)
-    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "pads has %d entries for %d spatial dims", n,
-                    nsp);
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "pads has %d entries for %d spatial dims", n, nsp);
   for (int i = 0; has_pads && i < nsp; i++) {
     w->pb[i] = v[i];
     w->pe[i] = v[i + nsp];
@@ -767,8 +778,8 @@ static gcc_status as_4d(nctx *c, int k, int nsp, int *ir, gcc_diag *d) {
 
 /* Emits `op` over 4-D operands and writes ONNX output 0 with `out` (a 1-D
  * result is reshaped back). Returns the IR node. */
-static gcc_status emit_window_op(nctx *c, int op, const int *ins, int n, int nsp,
-                                 const tshape *out, int *node, gcc_diag *d) {
+static gcc_status emit_window_op(nctx *c, int op, const int *ins, int n, int nsp, const tshape *out,
+                                 int *node, gcc_diag *d) {
   if (nsp == 2)
     return emit(c, op, ins, n, 0, F32, out, NULL, node, d);
   tshape s4 = {4, {out->d[0], out->d[1], {1, 0}, out->d[2]}};
@@ -1031,11 +1042,11 @@ static gcc_status cv_avgpool(nctx *c, gcc_diag *d) {
   if (c->ver < 7)
     GCC_TRY(allow_attrs(c, d, "auto_pad", "kernel_shape", "pads", "strides", (char *)NULL));
   else if (c->ver < 10)
-    GCC_TRY(allow_attrs(c, d, "auto_pad", "count_include_pad", "kernel_shape", "pads",
-                        "strides", (char *)NULL));
+    GCC_TRY(allow_attrs(c, d, "auto_pad", "count_include_pad", "kernel_shape", "pads", "strides",
+                        (char *)NULL));
   else if (c->ver < 19)
-    GCC_TRY(allow_attrs(c, d, "auto_pad", "ceil_mode", "count_include_pad", "kernel_shape",
-                        "pads", "strides", (char *)NULL));
+    GCC_TRY(allow_attrs(c, d, "auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
+                        "strides", (char *)NULL));
   else
     GCC_TRY(allow_attrs(c, d, "auto_pad", "ceil_mode", "count_include_pad", "dilations",
                         "kernel_shape", "pads", "strides", (char *)NULL));
@@ -1090,8 +1101,8 @@ static gcc_status batchnorm_runtime(nctx *c, float eps, gcc_diag *d) {
     snprintf(name, sizeof name, "%s_%d", base, j);
   gcc_shape one = {0, {0}};
   int ev, t1, t2, t3, t4, t5, node, xi;
-  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &one, GCC_VALUE_CONST, &eps, sizeof eps,
-                              &ev, d));
+  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &one, GCC_VALUE_CONST, &eps, sizeof eps, &ev,
+                              d));
   GCC_TRY(in_ir(c, 0, &xi, d));
   int a1[2] = {p[3], ev};
   GCC_TRY(emit(c, GCC_OP_ADD, a1, 2, -1, F32, &cs, &t1, &node, d));
@@ -1290,8 +1301,7 @@ static gcc_status softmax_like(nctx *c, int op, gcc_diag *d) {
       hi.d[i - axis] = x->d[i];
   sdim a, b;
   if (!tshape_numel(&lo, &a) || !tshape_numel(&hi, &b) || b.sym)
-    return node_err(c, d, GCC_ERR_SHAPE, "cannot coerce the input to 2-D at axis %" PRId64,
-                    axis);
+    return node_err(c, d, GCC_ERR_SHAPE, "cannot coerce the input to 2-D at axis %" PRId64, axis);
   tshape flat = {2, {a, b}};
   int t1, t2;
   GCC_TRY(emit_reshape(c, xi, &flat, -1, F32, &t1, d));
@@ -1301,7 +1311,9 @@ static gcc_status softmax_like(nctx *c, int op, gcc_diag *d) {
   return emit_reshape(c, t2, x, 0, F32, NULL, d);
 }
 
-static gcc_status cv_softmax(nctx *c, gcc_diag *d) { return softmax_like(c, GCC_OP_SOFTMAX, d); }
+static gcc_status cv_softmax(nctx *c, gcc_diag *d) {
+  return softmax_like(c, GCC_OP_SOFTMAX, d);
+}
 static gcc_status cv_log_softmax(nctx *c, gcc_diag *d) {
   return softmax_like(c, GCC_OP_LOG_SOFTMAX, d);
 }
@@ -1327,7 +1339,8 @@ static gcc_status cv_lrn(nctx *c, gcc_diag *d) {
       return node_err(c, d, GCC_ERR_SHAPE, "X %s has a batch-dependent dim past dim 0",
                       tshape_str(x, a, sizeof a));
   if (x->ndim < 3)
-    return node_err(c, d, GCC_ERR_SHAPE, "X %s must be [N, C, D1, ...]", tshape_str(x, a, sizeof a));
+    return node_err(c, d, GCC_ERR_SHAPE, "X %s must be [N, C, D1, ...]",
+                    tshape_str(x, a, sizeof a));
   int xi, node;
   GCC_TRY(in_ir(c, 0, &xi, d));
   GCC_TRY(emit(c, GCC_OP_LRN, &xi, 1, 0, F32, x, NULL, &node, d));
@@ -1397,8 +1410,7 @@ static gcc_status reshape_target(nctx *c, const tshape *x, const int64_t *t, int
     return node_err(c, d, GCC_ERR_SHAPE, "element count overflows");
   if (infer >= 0) {
     if (ny.sym && !nx.sym)
-      return node_err(c, d, GCC_ERR_SHAPE, "cannot infer -1 from %s",
-                      tshape_str(x, a, sizeof a));
+      return node_err(c, d, GCC_ERR_SHAPE, "cannot infer -1 from %s", tshape_str(x, a, sizeof a));
     if (ny.v == 0 || nx.v % ny.v != 0)
       return node_err(c, d, GCC_ERR_SHAPE, "cannot infer -1: %s does not divide",
                       tshape_str(x, a, sizeof a));
@@ -1534,8 +1546,8 @@ static gcc_status cv_unsqueeze(nctx *c, gcc_diag *d) {
   const tshape *x = in_sh(c, 0);
   int64_t rank = x->ndim + n;
   if (rank > GCC_MAX_DIMS)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the result has %" PRId64 " dims (at most %d)",
-                    rank, GCC_MAX_DIMS);
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the result has %" PRId64 " dims (at most %d)", rank,
+                    GCC_MAX_DIMS);
   int one[GCC_MAX_DIMS] = {0};
   for (int64_t k = 0; k < n; k++) {
     int64_t ax = 0;
@@ -1581,13 +1593,13 @@ static gcc_status cv_concat(nctx *c, gcc_diag *d) {
     if (in_idx(c, k) < 0)
       return node_err(c, d, GCC_ERR_INVALID_GRAPH, "input %d is empty", k);
     const tshape *xk = in_sh(c, k);
-    int ok = xk->ndim == x0->ndim && in_dt(c, k) == dt &&
-             xk->d[axis].sym == x0->d[axis].sym;
+    int ok = xk->ndim == x0->ndim && in_dt(c, k) == dt && xk->d[axis].sym == x0->d[axis].sym;
     for (int i = 0; ok && i < x0->ndim; i++)
       ok = i == axis || (xk->d[i].v == x0->d[i].v && xk->d[i].sym == x0->d[i].sym);
     if (!ok)
-      return node_err(c, d, GCC_ERR_SHAPE, "input %d %s does not match input 0 %s but along axis %" PRId64,
-                      k, tshape_str(xk, a, sizeof a), tshape_str(x0, b, sizeof b), axis);
+      return node_err(c, d, GCC_ERR_SHAPE,
+                      "input %d %s does not match input 0 %s but along axis %" PRId64, k,
+                      tshape_str(xk, a, sizeof a), tshape_str(x0, b, sizeof b), axis);
     s.d[axis].v += xk->d[axis].v;
     all_const &= imp_val(c->I, in_idx(c, k))->is_const;
   }
@@ -1693,8 +1705,8 @@ static gcc_status cv_pad(nctx *c, gcc_diag *d) {
     if (in_idx(c, 3) >= 0)
       GCC_TRY(const_ints(c, in_idx(c, 3), "axes input", &axes, &nax, d));
     if (np != 2 * nax)
-      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "pads has %" PRId64 " entries for %" PRId64
-                      " axes", np, nax);
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                      "pads has %" PRId64 " entries for %" PRId64 " axes", np, nax);
     int seen[GCC_MAX_DIMS] = {0};
     for (int64_t k = 0; k < nax; k++) {
       int64_t ax = k;
@@ -1709,8 +1721,8 @@ static gcc_status cv_pad(nctx *c, gcc_diag *d) {
   }
   GCC_TRY(a_string(c, "mode", "constant", mode, sizeof mode, d));
   if (strcmp(mode, "constant") != 0 && strcmp(mode, "edge") != 0 && strcmp(mode, "reflect") != 0)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                    "mode '%s' is not handled (constant, edge, reflect)", mode);
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "mode '%s' is not handled (constant, edge, reflect)",
+                    mode);
   tshape s = *x;
   char a[128];
   for (int i = 0; i < r; i++) {
@@ -1776,12 +1788,12 @@ static gcc_status cv_conv_transpose(nctx *c, gcc_diag *d) {
     k[i] = w->d[2 + i].v;
   const int64_t *v;
   int nv;
-#define READ(name, dst, len)                                                                    \
-  GCC_TRY(a_ints(c, name, &v, &nv, d));                                                         \
-  if (nv >= 0 && nv != (len))                                                                   \
-    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s has %d entries for %d spatial dims", name, \
-                    nv, nsp);                                                                   \
-  for (int i = 0; i < nv && nv == (len); i++)                                                  \
+#define READ(name, dst, len)                                                                       \
+  GCC_TRY(a_ints(c, name, &v, &nv, d));                                                            \
+  if (nv >= 0 && nv != (len))                                                                      \
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s has %d entries for %d spatial dims", name,    \
+                    nv, nsp);                                                                      \
+  for (int i = 0; i < nv && nv == (len); i++)                                                      \
     dst[i] = v[i];
   READ("strides", s, nsp);
   READ("dilations", dl, nsp);
@@ -1860,7 +1872,7 @@ static gcc_status cv_conv_transpose(nctx *c, gcc_diag *d) {
       crop[2 + off + i] = -(pb[i] - sym[i]);
       crop[6 + off + i] = -(pe[i] - sym[i]);
     }
-  window win = {nsp, {k[0], k[1]}, {s[0], s[1]}, {dl[0], dl[1]}, {pb[0], pb[1]}, {pe[0], pe[1]},
+  window win = {nsp,   {k[0], k[1]}, {s[0], s[1]}, {dl[0], dl[1]}, {pb[0], pb[1]}, {pe[0], pe[1]},
                 {0, 0}};
   if (asym) {
     tshape full = {4, {x->d[0], {m, 0}, {1, 0}, {1, 0}}}, cropped;
@@ -1900,7 +1912,10 @@ static gcc_status cv_conv_transpose(nctx *c, gcc_diag *d) {
  * opset 21 (onnx.defs.get_all_schemas_with_history). */
 static const onnx_op_map kOnnxOps[] = {
     {"Add", {1, 6, 7, 13, 14}, cv_add, "Add"},
-    {"AveragePool", {1, 7, 10, 11, 19}, cv_avgpool, "AveragePool (Pad + AveragePool + Mul for ceil_mode)"},
+    {"AveragePool",
+     {1, 7, 10, 11, 19},
+     cv_avgpool,
+     "AveragePool (Pad + AveragePool + Mul for ceil_mode)"},
     {"BatchNormalization", {1, 6, 7, 9, 14, 15}, cv_batchnorm, "folded into Conv, or Mul + Add"},
     {"Clip", {1, 6, 11, 12, 13}, cv_clip, "Clip"},
     {"Concat", {1, 4, 11, 13}, cv_concat, "Concat (folded for constants)"},
@@ -1941,6 +1956,10 @@ const onnx_op_map *onnx_op_find(const char *op_type) {
   return NULL;
 }
 
-int onnx_op_count(void) { return (int)(sizeof kOnnxOps / sizeof kOnnxOps[0]); }
+int onnx_op_count(void) {
+  return (int)(sizeof kOnnxOps / sizeof kOnnxOps[0]);
+}
 
-const onnx_op_map *onnx_op_at(int i) { return &kOnnxOps[i]; }
+const onnx_op_map *onnx_op_at(int i) {
+  return &kOnnxOps[i];
+}

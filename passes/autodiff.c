@@ -26,14 +26,16 @@ typedef struct contrib_list {
 
 struct gcc_grad_ctx {
   gcc_graph *g;
-  char *wanted;       /* per value: gradient needed */
-  int n_wanted;       /* size of `wanted` (values created later are not wanted) */
+  char *wanted; /* per value: gradient needed */
+  int n_wanted; /* size of `wanted` (values created later are not wanted) */
   contrib_list *contrib;
   int n_contrib;
   int fwd; /* forward node being differentiated: backward nodes inherit its pin */
 };
 
-gcc_graph *gcc_grad_graph(gcc_grad_ctx *c) { return c->g; }
+gcc_graph *gcc_grad_graph(gcc_grad_ctx *c) {
+  return c->g;
+}
 
 int gcc_grad_wanted(gcc_grad_ctx *c, int value) {
   return value >= 0 && value < c->n_wanted && c->wanted[value];
@@ -106,8 +108,8 @@ static gcc_status rename_value(gcc_grad_ctx *c, int v, const char *name, gcc_dia
    * Add of two parameters of the same shape). */
   gcc_graph *g = c->g;
   int nv;
-  GCC_TRY(gcc_graph_add_value(g, name, g->values[v].dtype, &g->values[v].shape,
-                              g->values[v].kind, NULL, 0, &nv, d));
+  GCC_TRY(gcc_graph_add_value(g, name, g->values[v].dtype, &g->values[v].shape, g->values[v].kind,
+                              NULL, 0, &nv, d));
   for (int i = 0; i < c->n_contrib; i++)
     for (int k = 0; k < c->contrib[i].n; k++)
       if (c->contrib[i].v[k] == v)
@@ -200,8 +202,7 @@ static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p
   return gcc_op(g->nodes[node].op)->shape(g, node, d);
 }
 
-static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *opt,
-                                gcc_diag *d) {
+static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *opt, gcc_diag *d) {
   gcc_graph *g = c->g;
   int n_fwd = g->n_nodes, n_vals = g->n_values;
 

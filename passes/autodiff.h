@@ -24,8 +24,8 @@ int gcc_grad_wanted(gcc_grad_ctx *c, int value);
 /* Adds a backward node of op `op` with the given inputs and one new output
  * value named after `hint`; its index is returned in *node and the output's
  * in *out. Set attributes with gcc_node_set_*, then call gcc_grad_finish. */
-gcc_status gcc_grad_add_node(gcc_grad_ctx *c, int op, const char *hint, const int *in,
-                             int n_in, int *node, int *out, gcc_diag *d);
+gcc_status gcc_grad_add_node(gcc_grad_ctx *c, int op, const char *hint, const int *in, int n_in,
+                             int *node, int *out, gcc_diag *d);
 
 /* Resolves the node's attributes and infers its output shape. */
 gcc_status gcc_grad_finish(gcc_grad_ctx *c, int node, gcc_diag *d);

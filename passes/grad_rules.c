@@ -15,8 +15,8 @@ static const char *node_name(gcc_grad_ctx *c, int node) {
 }
 
 /* One-output backward node with inputs `in`; returns its output in *out. */
-static gcc_status emit(gcc_grad_ctx *c, int op, int fwd, const char *what, const int *in,
-                       int n_in, int *node, int *out, gcc_diag *d) {
+static gcc_status emit(gcc_grad_ctx *c, int op, int fwd, const char *what, const int *in, int n_in,
+                       int *node, int *out, gcc_diag *d) {
   char hint[512];
   snprintf(hint, sizeof hint, "%s/%s", node_name(c, fwd), what);
   return gcc_grad_add_node(c, op, hint, in, n_in, node, out, d);
@@ -172,8 +172,7 @@ static gcc_status no_target_grad(gcc_grad_ctx *c, int node, int target, gcc_diag
   return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                       "%s: %s: the gradient with respect to its target/labels input '%s' "
                       "is not supported (targets must not depend on parameters)",
-                      g->source, gcc_node_desc(g, node, desc, sizeof desc),
-                      g->values[target].name);
+                      g->source, gcc_node_desc(g, node, desc, sizeof desc), g->values[target].name);
 }
 
 /* CrossEntropyLoss: dlogits = SoftmaxCrossEntropyGrad(dL, logits, labels, w). */
@@ -291,8 +290,7 @@ gcc_status gcc_grad_max_pool(gcc_grad_ctx *c, int node, const int *dy, int *dx, 
   return gcc_grad_finish(c, n2, d);
 }
 
-gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *dx,
-                                 gcc_diag *d) {
+gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
   gcc_graph *g = gcc_grad_graph(c);
   int X = g->nodes[node].inputs[0];
   if (dy[0] < 0 || !gcc_grad_wanted(c, X))
@@ -308,7 +306,7 @@ gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
-#define NO_GRAD_IMPORT "forward only (ONNX import, issue 14): training imported models is issue 15"
+#define NO_GRAD_IMPORT   "forward only (ONNX import, issue 14): training imported models is issue 15"
 
 _Static_assert(GCC_OP_COUNT == 40, "a new op: add its gradient rule to kGradRules");
 

@@ -31,24 +31,19 @@ typedef struct gcc_grad_rule {
 const gcc_grad_rule *gcc_grad_rule_of(int op);
 
 gcc_status gcc_grad_gemm(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
-gcc_status gcc_grad_matmul(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
-                           gcc_diag *d);
+gcc_status gcc_grad_matmul(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 gcc_status gcc_grad_add(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 gcc_status gcc_grad_relu(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
-gcc_status gcc_grad_identity(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
-                             gcc_diag *d);
-gcc_status gcc_grad_reshape(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
-                            gcc_diag *d);
+gcc_status gcc_grad_identity(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
+gcc_status gcc_grad_reshape(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 gcc_status gcc_grad_sce(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
-gcc_status gcc_grad_softmax(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
-                            gcc_diag *d);
+gcc_status gcc_grad_softmax(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 gcc_status gcc_grad_mse(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 /* Conv: dX = ConvGradData(dY, W), dW = ConvGradFilter(dY, X), dB = ConvGradBias(dY). */
 gcc_status gcc_grad_conv(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 /* MaxPool: dX = MaxPoolGrad(dY, X, Y) (the CPU recomputes the argmax from X;
  * cuDNN's pooling backward reads Y too). */
-gcc_status gcc_grad_max_pool(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
-                             gcc_diag *d);
+gcc_status gcc_grad_max_pool(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
 /* AveragePool: dX = AveragePoolGrad(dY). */
 gcc_status gcc_grad_average_pool(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
                                  gcc_diag *d);

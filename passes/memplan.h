@@ -36,11 +36,11 @@ typedef struct gcc_mem_plan {
   /* per value: byte offset in the step arena of its device (value->device,
    * the CPU when unplaced), -1 if not in an arena */
   int64_t *offset;
-  int *root;        /* per value: the value whose storage it uses (itself if none) */
-  int *first, *last; /* per root: first and last schedule index of its lifetime */
-  size_t arena_bytes; /* peak of the CPU's step arena: the size to allocate */
-  size_t total_bytes; /* sum of all planned values without reuse (for reports) */
-  int n_devices;      /* entries of device_bytes: max device id + 1 */
+  int *root;            /* per value: the value whose storage it uses (itself if none) */
+  int *first, *last;    /* per root: first and last schedule index of its lifetime */
+  size_t arena_bytes;   /* peak of the CPU's step arena: the size to allocate */
+  size_t total_bytes;   /* sum of all planned values without reuse (for reports) */
+  int n_devices;        /* entries of device_bytes: max device id + 1 */
   size_t *device_bytes; /* per device id: peak of its step arena */
   /* per node: scratch the node's CPU kernel needs (the `workspace` answer),
    * planned in its device's step arena for that node's step only; offset -1

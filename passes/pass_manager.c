@@ -85,8 +85,7 @@ gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d) {
       continue;
     int p = n->inputs[0];
     if (last_read[p] > i)
-      s = gcc_diag_set(d, GCC_ERR_INTERNAL,
-                       "verify: %s updates '%s' before node '%s' reads it",
+      s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: %s updates '%s' before node '%s' reads it",
                        gcc_node_desc(g, i, desc, sizeof desc), g->values[p].name,
                        g->nodes[last_read[p]].name);
   }
@@ -97,8 +96,7 @@ gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d) {
 
 void gcc_dump_graph(const gcc_graph *g, FILE *f) {
   static const char *const phase[] = {"fwd", "bwd", "opt"};
-  fprintf(f, "graph %s (%s): %d nodes, %d values\n", g->name, g->source, g->n_nodes,
-          g->n_values);
+  fprintf(f, "graph %s (%s): %d nodes, %d values\n", g->name, g->source, g->n_nodes, g->n_values);
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
     char dev[32];
@@ -143,8 +141,7 @@ gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
     }
     if (!found)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "--dump-after=%s: no such pass (passes: %sall)", opt->dump_after,
-                          names);
+                          "--dump-after=%s: no such pass (passes: %sall)", opt->dump_after, names);
   }
   for (int i = 0; i < n; i++) {
     const gcc_pass *p = i < n_fixed ? &kPasses[i] : &t->lower[i - n_fixed];

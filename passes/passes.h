@@ -26,13 +26,13 @@ typedef enum gcc_mode {
 
 /* Why placement put a node where it is (shown by --dump-placement). */
 typedef enum gcc_placement_reason {
-  GCC_PLACED_DEFAULT = 0,     /* the default device (no --device given) */
-  GCC_PLACED_REQUESTED,       /* --device */
-  GCC_PLACED_PINNED,          /* the node's own `device` pin in the model */
-  GCC_PLACED_NO_KERNEL,       /* soft placement: no implementation on the requested device */
-  GCC_PLACED_HOST_COMPUTE,    /* shape or index computation (integer outputs) kept on the host */
-  GCC_PLACED_FOLLOWS_INPUT,   /* a view (Reshape, Flatten) stays with the value it views */
-  GCC_PLACED_WITH_PARAMETER,  /* an optimizer update runs where its parameter lives */
+  GCC_PLACED_DEFAULT = 0,      /* the default device (no --device given) */
+  GCC_PLACED_REQUESTED,        /* --device */
+  GCC_PLACED_PINNED,           /* the node's own `device` pin in the model */
+  GCC_PLACED_NO_KERNEL,        /* soft placement: no implementation on the requested device */
+  GCC_PLACED_HOST_COMPUTE,     /* shape or index computation (integer outputs) kept on the host */
+  GCC_PLACED_FOLLOWS_INPUT,    /* a view (Reshape, Flatten) stays with the value it views */
+  GCC_PLACED_WITH_PARAMETER,   /* an optimizer update runs where its parameter lives */
   GCC_PLACED_COPY_DESTINATION, /* a copy node runs on (is issued for) its destination */
   GCC_PLACEMENT_REASON_COUNT
 } gcc_placement_reason;
@@ -77,9 +77,9 @@ typedef struct gcc_options {
    * architecture, or comparing placements); the tests of soft placement
    * use it. */
   const unsigned char *cuda_disabled;
-  FILE *warn_file;      /* placement warnings (a copy inside the step); NULL: stderr */
+  FILE *warn_file;        /* placement warnings (a copy inside the step); NULL: stderr */
   const char *dump_after; /* pass name, or "all"; NULL: no dump */
-  FILE *dump_file;      /* where dumps go (stderr if NULL) */
+  FILE *dump_file;        /* where dumps go (stderr if NULL) */
 } gcc_options;
 
 /* Prepares a loaded model for compilation: binds the batch, infers shapes,

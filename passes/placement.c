@@ -18,10 +18,14 @@
 
 const char *gcc_placement_reason_name(int reason) {
   static const char *const names[] = {
-      "default device", "requested (--device)",   "pinned in the model",
+      "default device",
+      "requested (--device)",
+      "pinned in the model",
       "no kernel on the requested device (soft placement)",
-      "shape/index computation kept on the host", "view follows its input",
-      "with its parameter", "copy destination",
+      "shape/index computation kept on the host",
+      "view follows its input",
+      "with its parameter",
+      "copy destination",
   };
   _Static_assert(sizeof names / sizeof names[0] == GCC_PLACEMENT_REASON_COUNT, "reasons");
   if (reason < 0 || reason >= GCC_PLACEMENT_REASON_COUNT)
@@ -138,8 +142,8 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
     int home = g->values[n->inputs[0]].device;
     if (n->pin && *n->pin && parse_pin(n->pin) != home)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                          "%s: %s is pinned to %s but its parameter '%s' lives on %s",
-                          g->source, gcc_node_desc(g, i, desc, sizeof desc), n->pin,
+                          "%s: %s is pinned to %s but its parameter '%s' lives on %s", g->source,
+                          gcc_node_desc(g, i, desc, sizeof desc), n->pin,
                           g->values[n->inputs[0]].name, gcc_dev_name(home, b, sizeof b));
     n->device = home;
     n->reason = GCC_PLACED_WITH_PARAMETER;
@@ -179,8 +183,7 @@ static gcc_status add_copy(gcc_graph *g, int v, int dev, int once, copy_key **ke
   gcc_node *n = &g->nodes[node];
   n->device = dev;
   n->reason = GCC_PLACED_COPY_DESTINATION;
-  n->phase = g->values[v].producer >= 0 ? g->nodes[g->values[v].producer].phase
-                                        : GCC_PHASE_FORWARD;
+  n->phase = g->values[v].producer >= 0 ? g->nodes[g->values[v].producer].phase : GCC_PHASE_FORWARD;
   copy_key *nk = realloc(*keys, (size_t)(*n_keys + 1) * sizeof *nk);
   if (!nk)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (copy insertion)");
@@ -216,9 +219,8 @@ gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_dia
                 "gcc-train: warning: value '%s' crosses %s -> %s inside the step: node '%s' (%s) "
                 "runs on %s (%s) and node '%s' (%s) on %s (%s)\n",
                 g->values[v].name, gcc_dev_name(g->values[v].device, a, sizeof a),
-                gcc_dev_name(dst, b, sizeof b), g->nodes[prod].name,
-                gcc_op_name(g->nodes[prod].op), a,
-                gcc_placement_reason_name(g->nodes[prod].reason), g->nodes[i].name,
+                gcc_dev_name(dst, b, sizeof b), g->nodes[prod].name, gcc_op_name(g->nodes[prod].op),
+                a, gcc_placement_reason_name(g->nodes[prod].reason), g->nodes[i].name,
                 gcc_op_name(g->nodes[i].op), b, gcc_placement_reason_name(g->nodes[i].reason));
       }
       g->nodes[i].inputs[k] = c;

@@ -46,7 +46,7 @@ typedef struct gcc_kernel_args {
   gcc_tensor *const *out;
   int n_out;
   gcc_cpu_ctx *ctx;
-  void *workspace;        /* scratch planned for this node (the backend's workspace answer), or NULL */
+  void *workspace; /* scratch planned for this node (the backend's workspace answer), or NULL */
   size_t workspace_bytes; /* its size */
   void *prepared;         /* what the backend's prepare_node made for this node (a
                              oneDNN primitive), or NULL: the op table's kernel runs */
@@ -70,8 +70,8 @@ enum {
  * two <= 256: gcc_lt_alignment of every address the operand takes, both
  * input slots included). */
 typedef struct gcc_gemm_operands {
-  void *bias;  /* BIAS variants: the bias; BGRAD variants: the bias gradient; else NULL */
-  void *aux;   /* RELU_AUX_BIAS / DRELU*: the ReLU bit-mask; else NULL */
+  void *bias; /* BIAS variants: the bias; BGRAD variants: the bias gradient; else NULL */
+  void *aux;  /* RELU_AUX_BIAS / DRELU*: the ReLU bit-mask; else NULL */
   unsigned align_a, align_b, align_c, align_d;
 } gcc_gemm_operands;
 
@@ -140,14 +140,13 @@ typedef struct gcc_device_backend {
    * backward), when the plan is built, never under capture: chooses its
    * algorithms and returns in *workspace_bytes the device workspace its
    * run needs (the plan owns that workspace). */
-  gcc_status (*library_prepare)(void *self, const gcc_graph *g, int node,
-                                size_t *workspace_bytes, gcc_diag *d);
+  gcc_status (*library_prepare)(void *self, const gcc_graph *g, int node, size_t *workspace_bytes,
+                                gcc_diag *d);
   /* Runs prepared node `node` on the compute stream; in[k] / out[k] are the
    * device addresses of its inputs and outputs (NULL for an omitted
    * input); `workspace` holds at least the bytes library_prepare asked for. */
   gcc_status (*library_op)(void *self, const gcc_graph *g, int node, void *const *in,
-                           void *const *out, void *workspace, size_t workspace_bytes,
-                           gcc_diag *d);
+                           void *const *out, void *workspace, size_t workspace_bytes, gcc_diag *d);
   gcc_status (*event_record)(void *self, int event, int stream, gcc_diag *d);
   gcc_status (*stream_wait)(void *self, int stream, int event, gcc_diag *d);
   gcc_status (*event_sync)(void *self, int event, gcc_diag *d);

@@ -25,8 +25,7 @@ static int sha256(const void *p, size_t n, uint8_t out[32]) {
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
   unsigned len = 0;
   int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-           EVP_DigestUpdate(ctx, p, n) == 1 && EVP_DigestFinal_ex(ctx, out, &len) == 1 &&
-           len == 32;
+           EVP_DigestUpdate(ctx, p, n) == 1 && EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == 32;
   EVP_MD_CTX_free(ctx);
   return ok;
 }
@@ -261,12 +260,14 @@ gcc_status gcc_checkpoint_find(const char *path, gcc_checkpoint *out, FILE *note
   return gcc_diag_set(d, GCC_ERR_IO, "--resume %s: no valid checkpoint (ckpt-*.gcck) in it", path);
 }
 
-#define DIFF(what, fmt, a, b)                                                                   \
-  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,                                              \
-                      "--resume %s: the checkpoint's " what " is " fmt ", this run's is " fmt, \
+#define DIFF(what, fmt, a, b)                                                                      \
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,                                                 \
+                      "--resume %s: the checkpoint's " what " is " fmt ", this run's is " fmt,     \
                       c->path, a, b)
 
-static const char *or_none(const char *s) { return s ? s : "(none)"; }
+static const char *or_none(const char *s) {
+  return s ? s : "(none)";
+}
 
 static int same_str(const char *a, const char *b) {
   return (!a && !b) || (a && b && strcmp(a, b) == 0);
@@ -278,11 +279,10 @@ gcc_status gcc_checkpoint_check(const gcc_checkpoint *c, const gcc_graph *model,
   const gcc_training *a = &g->training, *b = &model->training;
   if (g->n_nodes != model->n_nodes)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "--resume %s: another model: %d nodes there, %d here", c->path,
-                        g->n_nodes, model->n_nodes);
+                        "--resume %s: another model: %d nodes there, %d here", c->path, g->n_nodes,
+                        model->n_nodes);
   for (int i = 0; i < g->n_nodes; i++)
-    if (strcmp(g->nodes[i].name, model->nodes[i].name) != 0 ||
-        g->nodes[i].op != model->nodes[i].op)
+    if (strcmp(g->nodes[i].name, model->nodes[i].name) != 0 || g->nodes[i].op != model->nodes[i].op)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                           "--resume %s: another model: node %d is '%s' there, '%s' here", c->path,
                           i, g->nodes[i].name, model->nodes[i].name);

@@ -20,7 +20,9 @@ static const gcc_pass kLowering[] = {{"fusion", gcc_pass_fusion}};
 
 static const gcc_target kTarget = {.supports_op = supports_op, .lower = kLowering, .n_lower = 1};
 
-const gcc_target *gcc_default_target(void) { return &kTarget; }
+const gcc_target *gcc_default_target(void) {
+  return &kTarget;
+}
 
 /* The values read after a step: they must outlive it. The host reads the
  * loss and the prediction of a training model, or the graph outputs of an
@@ -44,8 +46,7 @@ static int keep_values(const gcc_graph *g, int *keep) {
     keep[n++] = v;
     for (int i = 0; i < g->n_nodes; i++) {
       const gcc_node *c = &g->nodes[i];
-      if ((gcc_op(c->op)->flags & GCC_OPF_COPY) && c->inputs[0] == v &&
-          c->device == GCC_DEV_CPU) {
+      if ((gcc_op(c->op)->flags & GCC_OPF_COPY) && c->inputs[0] == v && c->device == GCC_DEV_CPU) {
         keep[n++] = c->outputs[0];
         break;
       }
@@ -77,4 +78,3 @@ gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc
   *out = g;
   return GCC_OK;
 }
-

@@ -129,7 +129,8 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
     } else {
       json_object_set_new(dj, "compute_capability", json_null());
     }
-    json_object_set_new(dj, "memory_bytes", json_integer(info ? (json_int_t)info->memory_bytes : 0));
+    json_object_set_new(dj, "memory_bytes",
+                        json_integer(info ? (json_int_t)info->memory_bytes : 0));
     json_object_set_new(dj, "units", json_integer(info ? info->units : 0));
     json_object_set_new(dj, "assumed", json_boolean(info && info->assumed));
     json_object_set_new(dj, "nodes", json_integer(nodes));
@@ -175,11 +176,11 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
     json_object_set_new(gj, "name", json_string(gr->name));
     json_object_set_new(gj, "kind", json_string(gcc_group_kind_name(gr->kind)));
     json_object_set_new(gj, "device", dev_json(gr->device));
-    json_object_set_new(gj, "epilogue", gr->kind == GCC_GROUP_GEMM
-                                            ? json_string(gcc_epilogue_name(gr->epilogue))
-                                            : json_null());
-    const char *call = gr->kind == GCC_GROUP_CUDNN ? gcc_lowering_of(g->nodes[gr->nodes[0]].op)->call
-                                                   : NULL;
+    json_object_set_new(gj, "epilogue",
+                        gr->kind == GCC_GROUP_GEMM ? json_string(gcc_epilogue_name(gr->epilogue))
+                                                   : json_null());
+    const char *call =
+        gr->kind == GCC_GROUP_CUDNN ? gcc_lowering_of(g->nodes[gr->nodes[0]].op)->call : NULL;
     json_object_set_new(gj, "call", call ? json_string(call) : json_null());
     json_t *members = json_array();
     for (int m = 0; m < gr->n_nodes; m++)
@@ -425,9 +426,9 @@ static void render_dot(const gcc_graph *g, FILE *f) {
 }
 
 gcc_status gcc_placement_report_string(const gcc_graph *g, const gcc_mem_plan *mem,
-                                       const gcc_device_info *devices, int n_devices,
-                                       gcc_mode mode, int64_t batch, gcc_dump_format fmt,
-                                       char **out, gcc_diag *d) {
+                                       const gcc_device_info *devices, int n_devices, gcc_mode mode,
+                                       int64_t batch, gcc_dump_format fmt, char **out,
+                                       gcc_diag *d) {
   *out = NULL;
   json_t *r = build(g, mem, devices, n_devices, mode, batch);
   if (!r)
@@ -468,9 +469,8 @@ gcc_status gcc_placement_report_string(const gcc_graph *g, const gcc_mem_plan *m
 }
 
 gcc_status gcc_placement_report_write(const gcc_graph *g, const gcc_mem_plan *mem,
-                                      const gcc_device_info *devices, int n_devices,
-                                      gcc_mode mode, int64_t batch, gcc_dump_format fmt,
-                                      FILE *f, gcc_diag *d) {
+                                      const gcc_device_info *devices, int n_devices, gcc_mode mode,
+                                      int64_t batch, gcc_dump_format fmt, FILE *f, gcc_diag *d) {
   char *s;
   GCC_TRY(gcc_placement_report_string(g, mem, devices, n_devices, mode, batch, fmt, &s, d));
   size_t n = strlen(s);

@@ -50,16 +50,14 @@ gcc_status gcc_dump_format_parse(const char *s, gcc_dump_format *out, gcc_diag *
  * rendered in memory first, so `f` receives all of it or nothing.
  * Errors: GCC_ERR_OUT_OF_MEMORY; GCC_ERR_IO when writing fails. */
 gcc_status gcc_placement_report_write(const gcc_graph *g, const gcc_mem_plan *mem,
-                                      const gcc_device_info *devices, int n_devices,
-                                      gcc_mode mode, int64_t batch, gcc_dump_format fmt,
-                                      FILE *f, gcc_diag *d);
+                                      const gcc_device_info *devices, int n_devices, gcc_mode mode,
+                                      int64_t batch, gcc_dump_format fmt, FILE *f, gcc_diag *d);
 
 /* The same report as a malloc'ed NUL-terminated string (for files written
  * atomically, and for tests). */
 gcc_status gcc_placement_report_string(const gcc_graph *g, const gcc_mem_plan *mem,
-                                       const gcc_device_info *devices, int n_devices,
-                                       gcc_mode mode, int64_t batch, gcc_dump_format fmt,
-                                       char **out, gcc_diag *d);
+                                       const gcc_device_info *devices, int n_devices, gcc_mode mode,
+                                       int64_t batch, gcc_dump_format fmt, char **out, gcc_diag *d);
 
 #ifdef __cplusplus
 }

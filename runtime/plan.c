@@ -30,28 +30,28 @@ typedef enum op_kind {
 
 typedef struct op {
   op_kind kind;
-  int kernel;               /* OP_KERNEL: index in ks; OP_EPILOGUE: in epi_ks */
-  int group;                /* OP_KERNEL / OP_GEMM */
-  gcc_colmajor_gemm gemm;   /* OP_GEMM (as issued); OP_EPILOGUE: the group's full matmul */
-  void *prepared;           /* OP_GEMM: the backend's prepared matmul (gemm_release) */
-  int src, dst;             /* OP_COPY: values */
+  int kernel;             /* OP_KERNEL: index in ks; OP_EPILOGUE: in epi_ks */
+  int group;              /* OP_KERNEL / OP_GEMM */
+  gcc_colmajor_gemm gemm; /* OP_GEMM (as issued); OP_EPILOGUE: the group's full matmul */
+  void *prepared;         /* OP_GEMM: the backend's prepared matmul (gemm_release) */
+  int src, dst;           /* OP_COPY: values */
   size_t bytes;
   gcc_copy_kind ck;
-  int node;                 /* OP_NODE / OP_COPY / OP_LIBRARY */
-  long long numel;          /* OP_KERNEL of an optimizer: floats of its flat sections */
-  gcc_kernel_args cpu;      /* OP_NODE: the node, run by the CPU backend */
-  int needs_sync;           /* OP_NODE: wait for the device first */
-  int site;                 /* OP_NODE: profiler site, when profiling */
+  int node;            /* OP_NODE / OP_COPY / OP_LIBRARY */
+  long long numel;     /* OP_KERNEL of an optimizer: floats of its flat sections */
+  gcc_kernel_args cpu; /* OP_NODE: the node, run by the CPU backend */
+  int needs_sync;      /* OP_NODE: wait for the device first */
+  int site;            /* OP_NODE: profiler site, when profiling */
 } op;
 
 typedef struct input_copy {
   int src, dst; /* host input value, device copy value */
   size_t bytes;
-  void *staging[2];   /* pinned */
-  void *slot[2];      /* device */
-  const void *host;   /* bound for the next run */
+  void *staging[2]; /* pinned */
+  void *slot[2];    /* device */
+  const void *host; /* bound for the next run */
   /* or gathered on the device (--dataset-on-device) */
-  const void *gsrc;   /* device rows */
+  const void *gsrc;     /* device rows */
   const int64_t *gperm; /* device permutation */
   int64_t gfirst;
 } input_copy;
@@ -80,18 +80,18 @@ struct gcc_plan {
   int n_inputs;
   readback *rb;
   int n_rb;
-  int *hrb;            /* values read after a step that are computed on the host */
+  int *hrb; /* values read after a step that are computed on the host */
   int n_hrb;
-  gcc_tensor *hring;   /* ring > 1: their copies, ring * n_hrb (data after the tensors) */
-  int ring;            /* entries */
-  void *ring_host;     /* pinned: ring * (rb bytes + bad-label int) */
+  gcc_tensor *hring; /* ring > 1: their copies, ring * n_hrb (data after the tensors) */
+  int ring;          /* entries */
+  void *ring_host;   /* pinned: ring * (rb bytes + bad-label int) */
   size_t ring_stride;
-  size_t off_ring;     /* the device copy of the ring, in the plan's allocation */
+  size_t off_ring;         /* the device copy of the ring, in the plan's allocation */
   int64_t serial, fetched; /* steps issued; steps whose ring entries are on the host */
   int64_t *entry_serial;   /* per entry: the step serial that wrote it */
-  size_t *rb_off;      /* per read-back: offset inside an entry */
-  gcc_tensor *rb_tensors; /* ring * n_rb */
-  void *dev;           /* the plan's device allocation */
+  size_t *rb_off;          /* per read-back: offset inside an entry */
+  gcc_tensor *rb_tensors;  /* ring * n_rb */
+  void *dev;               /* the plan's device allocation */
   size_t dev_bytes;
   size_t off_arena, off_aux, off_const, off_bad;
   size_t *aux_off;     /* per group: offset of its bit-mask, or SIZE_MAX */
@@ -104,8 +104,8 @@ struct gcc_plan {
   gcc_diag run_diag;
   int has_cpu_nodes, varying_args, has_loss_kernel;
   int64_t uses[2], replays;
-  void *graph[2];      /* per input slot: the captured step (graph_destroy), or NULL */
-  int failed;          /* a step failed after its inputs were staged: never run again */
+  void *graph[2]; /* per input slot: the captured step (graph_destroy), or NULL */
+  int failed;     /* a step failed after its inputs were staged: never run again */
   char fail_msg[400];
   size_t off_ws, ws_bytes; /* the library calls' workspace in the plan's allocation */
   gcc_kernel_set epi_ks;   /* generated epilogues of GEMMs cuBLASLt refused */
@@ -114,12 +114,14 @@ struct gcc_plan {
   char graph_note[256];
   int launches, copies;
   size_t *slot_off, *const_off; /* layout scratch (freed with the plan) */
-  gcc_kernel_set gather_ks; /* the row-gather kernel, loaded on first use */
+  gcc_kernel_set gather_ks;     /* the row-gather kernel, loaded on first use */
   void *gather_module, *gather_kernel;
-  gcc_prof_track *prof;     /* non-NULL: profile every node run on the CPU */
+  gcc_prof_track *prof; /* non-NULL: profile every node run on the CPU */
 };
 
-static size_t up(size_t x) { return (x + DALIGN - 1) / DALIGN * DALIGN; }
+static size_t up(size_t x) {
+  return (x + DALIGN - 1) / DALIGN * DALIGN;
+}
 
 static size_t value_bytes(const gcc_graph *g, int v) {
   return (size_t)gcc_shape_numel(&g->values[v].shape, NULL) * gcc_dtype_size(g->values[v].dtype);
@@ -136,8 +138,7 @@ static gcc_status oom(gcc_plan *p, size_t want, const char *what, gcc_diag *d) {
   const gcc_graph *g = p->g;
   int top[5] = {-1, -1, -1, -1, -1};
   for (int v = 0; v < g->n_values; v++) {
-    if (!GCC_DEV_IS_CUDA(g->values[v].device) || g->values[v].producer < 0 ||
-        p->mem.root[v] != v)
+    if (!GCC_DEV_IS_CUDA(g->values[v].device) || g->values[v].producer < 0 || p->mem.root[v] != v)
       continue;
     size_t b = value_bytes(g, v);
     for (int j = 0; j < 5; j++)
@@ -160,7 +161,8 @@ static gcc_status oom(gcc_plan *p, size_t want, const char *what, gcc_diag *d) {
                       "(largest values of the step, bytes: %s; the per-step arena is %zu bytes; "
                       "try a smaller --batch-size)",
                       g->source, gcc_dev_name(p->device, dev, sizeof dev), what, want, fr, tot,
-                      list[0] ? list : "none", p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0);
+                      list[0] ? list : "none",
+                      p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0);
 }
 
 /* ---- compile ------------------------------------------------------------ */
@@ -233,8 +235,8 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
       int sd = g->values[src].device, dd = g->values[dst].device;
       op o = {.kind = OP_COPY, .src = src, .dst = dst, .node = i, .bytes = value_bytes(g, src)};
       o.ck = GCC_DEV_IS_CUDA(sd) && GCC_DEV_IS_CUDA(dd) ? GCC_COPY_D2D
-             : GCC_DEV_IS_CUDA(dd)                     ? GCC_COPY_H2D
-                                                       : GCC_COPY_D2H;
+             : GCC_DEV_IS_CUDA(dd)                      ? GCC_COPY_H2D
+                                                        : GCC_COPY_D2H;
       GCC_TRY(add_op(p, &o, d));
       device_work = 1;
       continue;
@@ -298,8 +300,8 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
       if (p->ks.kernels[j].group == gi)
         k = j;
     if (k < 0)
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has no generated kernel",
-                          g->source, gr->name);
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has no generated kernel", g->source,
+                          gr->name);
     if (gr->kind == GCC_GROUP_OPTIMIZER)
       GCC_TRY(check_optimizer_layout(p, gr, d));
     for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
@@ -316,8 +318,9 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
     op o = {.kind = OP_KERNEL, .kernel = k, .group = gi};
     if (gr->kind == GCC_GROUP_OPTIMIZER) /* each tensor padded to GCC_ARENA_ALIGN (emit.h) */
       for (int j = 0; j < gr->n_nodes; j++)
-        o.numel += (long long)((value_bytes(g, g->nodes[gr->nodes[j]].inputs[0]) +
-                                GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN / 4);
+        o.numel +=
+            (long long)((value_bytes(g, g->nodes[gr->nodes[j]].inputs[0]) + GCC_ARENA_ALIGN - 1) /
+                        GCC_ARENA_ALIGN * GCC_ARENA_ALIGN / 4);
     GCC_TRY(add_op(p, &o, d));
   }
   return GCC_OK;
@@ -346,7 +349,9 @@ static unsigned operand_alignment(const gcc_plan *p, int v) {
   return a0 < a1 ? a0 : a1;
 }
 
-static int lives_in_slot(const gcc_plan *p, int v) { return v >= 0 && p->slot_of[v] >= 0; }
+static int lives_in_slot(const gcc_plan *p, int v) {
+  return v >= 0 && p->slot_of[v] >= 0;
+}
 
 /* What the runner tells gemm_prepare about matmul `m`'s operands. */
 static gcc_gemm_operands operands_of(const gcc_plan *p, const gcc_colmajor_gemm *m) {
@@ -379,7 +384,7 @@ static gcc_status prepare_gemms(gcc_plan *p, gcc_diag *d) {
   gcc_epilogue_work *work = calloc((size_t)n_gemm, sizeof *work);
   char *refused = calloc((size_t)p->n_ops, 1);
   char *mask_refused = calloc((size_t)(g->n_groups ? g->n_groups : 1), 1);
-  char (*why)[sizeof ((gcc_diag *)0)->msg] = calloc((size_t)p->n_ops, sizeof *why);
+  char(*why)[sizeof((gcc_diag *)0)->msg] = calloc((size_t)p->n_ops, sizeof *why);
   gcc_status st = GCC_OK;
   if (!ops || !work || !refused || !mask_refused || !why)
     st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
@@ -437,9 +442,8 @@ static gcc_status prepare_gemms(gcc_plan *p, gcc_diag *d) {
     gcc_gemm_operands plain_ops = operands_of(p, &plain);
     st = p->be.gemm_prepare(p->be.self, &plain, &plain_ops, &o->prepared, d);
     if (st != GCC_OK) {
-      gcc_diag_prefix(d, "%s: GEMM group '%s' (%s not offered: %s), the plain GEMM: ",
-                      g->source, g->groups[full.group].name, gcc_epilogue_name(full.epilogue),
-                      why[i]);
+      gcc_diag_prefix(d, "%s: GEMM group '%s' (%s not offered: %s), the plain GEMM: ", g->source,
+                      g->groups[full.group].name, gcc_epilogue_name(full.epilogue), why[i]);
       break;
     }
     p->ops[i].prepared = o->prepared; /* released from p->ops on failure */
@@ -474,8 +478,7 @@ static gcc_status prepare_gemms(gcc_plan *p, gcc_diag *d) {
                           "work (this program runs without NVRTC)",
                           g->source, n_work, gcc_dev_name(p->device, dev, sizeof dev));
       if (st == GCC_OK)
-        st = compile_and_load(p, &p->epi_ks, "gcc_epilogues.cu", &p->epi_module,
-                              p->epi_kernels, d);
+        st = compile_and_load(p, &p->epi_ks, "gcc_epilogues.cu", &p->epi_module, p->epi_kernels, d);
     }
   }
   free(ops);
@@ -497,8 +500,9 @@ static gcc_status find_host_readbacks(gcc_plan *p, gcc_mode mode, gcc_diag *d) {
   for (int j = 0; j < 2 + g->n_outputs; j++) {
     int v = -1;
     if (j < 2 && g->training.present) {
-      const char *name = j == 0 ? g->training.loss
-                                : mode == GCC_MODE_EVAL ? g->training.prediction : NULL;
+      const char *name = j == 0                  ? g->training.loss
+                         : mode == GCC_MODE_EVAL ? g->training.prediction
+                                                 : NULL;
       v = name ? gcc_graph_find(g, name) : -1;
     } else if (j >= 2 && !g->training.present) {
       v = g->outputs[j - 2];
@@ -657,7 +661,8 @@ static gcc_status layout_device(gcc_plan *p, gcc_diag *d) {
   size_t off = 0;
   p->off_arena = off;
   off += up(p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0);
-  size_t *slot_off = p->slot_off = calloc((size_t)(p->n_inputs ? p->n_inputs : 1) * 2, sizeof *slot_off);
+  size_t *slot_off = p->slot_off =
+      calloc((size_t)(p->n_inputs ? p->n_inputs : 1) * 2, sizeof *slot_off);
   if (!slot_off)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   for (int k = 0; k < p->n_inputs; k++)
@@ -684,8 +689,8 @@ static gcc_status layout_device(gcc_plan *p, gcc_diag *d) {
   p->off_const = off;
   for (int v = 0; v < nv; v++) {
     const gcc_value *val = &g->values[v];
-    int once_copy = val->producer >= 0 && is_copy(g, val->producer) &&
-                    g->nodes[val->producer].av[COPY_ONCE].i;
+    int once_copy =
+        val->producer >= 0 && is_copy(g, val->producer) && g->nodes[val->producer].av[COPY_ONCE].i;
     if (GCC_DEV_IS_CUDA(val->device) && (val->kind == GCC_VALUE_CONST || once_copy) &&
         p->mem.root[v] == v && (val->n_consumers > 0 || val->producer >= 0)) {
       const_off[v] = off;
@@ -769,8 +774,8 @@ static gcc_status layout_and_allocate(gcc_plan *p, gcc_bind_fn bind, void *user,
       }
       p->addr[v] = bind ? bind(user, g, v) : NULL;
       if (!p->addr[v] && (p->mem.last[v] >= 0 || val->producer >= 0)) {
-        return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: no persistent storage for %s '%s'",
-                            g->source, gcc_value_kind_name(val->kind), val->name);
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: no persistent storage for %s '%s'", g->source,
+                            gcc_value_kind_name(val->kind), val->name);
       }
       break;
     default: break;
@@ -804,7 +809,8 @@ static gcc_status layout_and_allocate(gcc_plan *p, gcc_bind_fn bind, void *user,
     st = p->be.host_alloc(p->be.self, b ? b : 1, &stage, d);
     if (st == GCC_OK) {
       memcpy(stage, src, b);
-      st = p->be.copy(p->be.self, base + const_off[v], stage, b, GCC_COPY_H2D, GCC_STREAM_COMPUTE, d);
+      st = p->be.copy(p->be.self, base + const_off[v], stage, b, GCC_COPY_H2D, GCC_STREAM_COMPUTE,
+                      d);
       if (st == GCC_OK)
         st = p->be.sync(p->be.self, d);
       p->be.host_release(p->be.self, stage);
@@ -944,8 +950,7 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
     snprintf(p->graph_note, sizeof p->graph_note,
              "not used: Adam's bias correction changes kernel arguments every step");
   else if (p->has_cpu_nodes)
-    snprintf(p->graph_note, sizeof p->graph_note,
-             "not used: nodes on the CPU run inside the step");
+    snprintf(p->graph_note, sizeof p->graph_note, "not used: nodes on the CPU run inside the step");
   *out = p;
   return GCC_OK;
 }
@@ -1002,14 +1007,16 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
       /* as gcc_cpu_adam: torch.optim.Adam's corrections in double */
       double t = (double)(step + 1);
       if (ka->kind == GCC_KARG_STEP_SIZE)
-        vals[a].f = (float)((double)n0->av[ADAM_LR].f / (1.0 - pow((double)n0->av[ADAM_BETA1].f, t)));
+        vals[a].f =
+            (float)((double)n0->av[ADAM_LR].f / (1.0 - pow((double)n0->av[ADAM_BETA1].f, t)));
       else
         vals[a].f = (float)sqrt(1.0 - pow((double)n0->av[ADAM_BETA2].f, t));
       break;
     }
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
     default:
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name, a);
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name,
+                          a);
     }
     args[a] = &vals[a];
   }
@@ -1087,9 +1094,14 @@ static gcc_status check_anomaly(const gcc_plan *p, int node, int64_t step, gcc_d
           "%" PRId64,
           g->source, n->name, gcc_op_name(n->op),
           pass == 0 || updates ? "produced a non-finite value in" : "read a non-finite",
-          pass == 0 ? "output" : kind == GCC_VALUE_PARAM ? "parameter" : "optimizer state",
-          g->values[v].name, isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", i,
-          p->mode == GCC_MODE_TRAIN ? "in training step" : "in an evaluation after step",
+          pass == 0                 ? "output"
+          : kind == GCC_VALUE_PARAM ? "parameter"
+                                    : "optimizer state",
+          g->values[v].name,
+          isnan(x) ? "NaN"
+          : x > 0  ? "+Inf"
+                   : "-Inf",
+          i, p->mode == GCC_MODE_TRAIN ? "in training step" : "in an evaluation after step",
           p->mode == GCC_MODE_TRAIN ? step + 1 : step);
     }
   }
@@ -1152,8 +1164,8 @@ static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
 gcc_status gcc_plan_bind_input(gcc_plan *p, const char *name, const void *data, gcc_diag *d) {
   int v = gcc_graph_find(p->g, name);
   if (v < 0 || p->g->values[v].kind != GCC_VALUE_INPUT)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: '%s' is not a graph input",
-                        p->g->source, name);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: '%s' is not a graph input", p->g->source,
+                        name);
   for (int k = 0; k < p->n_inputs; k++)
     if (p->inputs[k].src == v) {
       p->inputs[k].host = data;
@@ -1168,7 +1180,8 @@ gcc_status gcc_plan_bind_input(gcc_plan *p, const char *name, const void *data, 
 static gcc_status load_gather(gcc_plan *p, gcc_diag *d) {
   int64_t max_work = 1;
   for (int k = 0; k < p->n_inputs; k++)
-    max_work = (int64_t)p->inputs[k].bytes / 4 > max_work ? (int64_t)p->inputs[k].bytes / 4 : max_work;
+    max_work =
+        (int64_t)p->inputs[k].bytes / 4 > max_work ? (int64_t)p->inputs[k].bytes / 4 : max_work;
   GCC_TRY(gcc_codegen_gather(p->cfg.sm_count, max_work, &p->gather_ks, d));
   gcc_nvrtc_output img = {0};
   gcc_status s = compile_kernels(p, p->gather_ks.source, "gcc_gather.cu", &img, d);
@@ -1179,7 +1192,7 @@ static gcc_status load_gather(gcc_plan *p, gcc_diag *d) {
 }
 
 gcc_status gcc_plan_bind_input_gather(gcc_plan *p, const char *name, const void *rows,
-                                       const int64_t *perm, int64_t first, gcc_diag *d) {
+                                      const int64_t *perm, int64_t first, gcc_diag *d) {
   int v = gcc_graph_find(p->g, name);
   int k = -1;
   for (int j = 0; v >= 0 && j < p->n_inputs; j++)
@@ -1189,8 +1202,8 @@ gcc_status gcc_plan_bind_input_gather(gcc_plan *p, const char *name, const void 
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "%s: '%s' is not a graph input copied to the device", p->g->source, name);
   if (p->inputs[k].bytes % 4 != 0 || p->g->values[v].shape.ndim < 1)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: input '%s' cannot be gathered in 32-bit words", p->g->source, name);
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: input '%s' cannot be gathered in 32-bit words",
+                        p->g->source, name);
   if (!p->gather_kernel)
     GCC_TRY(load_gather(p, d));
   p->inputs[k].host = NULL;
@@ -1224,9 +1237,8 @@ static gcc_status check_host_inputs(const gcc_plan *p, gcc_diag *d) {
     for (int k = 0; k < p->n_inputs; k++)
       copied |= p->inputs[k].src == v;
     if (!copied)
-      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "%s: graph input '%s' is not bound to data", g->source,
-                          g->values[v].name);
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
+                          g->source, g->values[v].name);
   }
   return GCC_OK;
 }
@@ -1470,10 +1482,9 @@ gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track
     else
       snprintf(name, sizeof name, "%s (%s)", n->name, od->name);
     o->site = bad ? -1
-                  : gcc_profiler_site(prof, (od->flags & GCC_OPF_COPY) ? GCC_PROF_COPY
-                                                                      : GCC_PROF_OP,
-                                      name, od->name, label, args,
-                                      gcc_op_flops(g, (int)(n - g->nodes)), bytes);
+                  : gcc_profiler_site(
+                        prof, (od->flags & GCC_OPF_COPY) ? GCC_PROF_COPY : GCC_PROF_OP, name,
+                        od->name, label, args, gcc_op_flops(g, (int)(n - g->nodes)), bytes);
     free(args);
     if (o->site < 0)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
@@ -1487,20 +1498,42 @@ const gcc_tensor *gcc_plan_tensor(const gcc_plan *p, const char *name) {
   return v >= 0 ? &p->tensors[v] : NULL;
 }
 
-const gcc_graph *gcc_plan_graph(const gcc_plan *p) { return p->g; }
-size_t gcc_plan_arena_bytes(const gcc_plan *p) { return p->mem.arena_bytes; }
-size_t gcc_plan_unshared_bytes(const gcc_plan *p) { return p->mem.total_bytes; }
+const gcc_graph *gcc_plan_graph(const gcc_plan *p) {
+  return p->g;
+}
+size_t gcc_plan_arena_bytes(const gcc_plan *p) {
+  return p->mem.arena_bytes;
+}
+size_t gcc_plan_unshared_bytes(const gcc_plan *p) {
+  return p->mem.total_bytes;
+}
 size_t gcc_plan_step_bytes(const gcc_plan *p) {
   return p->has_be ? p->dev_bytes : p->mem.arena_bytes;
 }
-int gcc_plan_num_steps(const gcc_plan *p) { return p->n_ops; }
-int gcc_plan_launches(const gcc_plan *p) { return p->launches; }
-int gcc_plan_copies(const gcc_plan *p) { return p->copies; }
-size_t gcc_plan_device_bytes(const gcc_plan *p) { return p->dev_bytes; }
-size_t gcc_plan_workspace_bytes(const gcc_plan *p) { return p->ws_bytes; }
-int gcc_plan_epilogue_fallbacks(const gcc_plan *p) { return p->n_fallbacks; }
-int64_t gcc_plan_graph_replays(const gcc_plan *p) { return p->replays; }
-const char *gcc_plan_graph_note(const gcc_plan *p) { return p->graph_note; }
+int gcc_plan_num_steps(const gcc_plan *p) {
+  return p->n_ops;
+}
+int gcc_plan_launches(const gcc_plan *p) {
+  return p->launches;
+}
+int gcc_plan_copies(const gcc_plan *p) {
+  return p->copies;
+}
+size_t gcc_plan_device_bytes(const gcc_plan *p) {
+  return p->dev_bytes;
+}
+size_t gcc_plan_workspace_bytes(const gcc_plan *p) {
+  return p->ws_bytes;
+}
+int gcc_plan_epilogue_fallbacks(const gcc_plan *p) {
+  return p->n_fallbacks;
+}
+int64_t gcc_plan_graph_replays(const gcc_plan *p) {
+  return p->replays;
+}
+const char *gcc_plan_graph_note(const gcc_plan *p) {
+  return p->graph_note;
+}
 
 void gcc_plan_free(gcc_plan *p) {
   if (!p)

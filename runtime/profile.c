@@ -63,7 +63,6 @@ const char *gcc_prof_cat_name(gcc_prof_cat c) {
   return (unsigned)c < GCC_PROF_CAT_COUNT ? cat_names[c] : "?";
 }
 
-
 gcc_status gcc_profiler_create(const char *path, gcc_profiler **out, gcc_diag *d) {
   if (!out)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "gcc_profiler_create: out is NULL");
@@ -111,7 +110,9 @@ void gcc_profiler_destroy(gcc_profiler *p) {
   free(p);
 }
 
-const char *gcc_profiler_path(const gcc_profiler *p) { return p->path; }
+const char *gcc_profiler_path(const gcc_profiler *p) {
+  return p->path;
+}
 
 gcc_prof_track *gcc_profiler_track(gcc_profiler *p, const char *thread_name) {
   if (!p)
@@ -146,7 +147,8 @@ int gcc_profiler_site(gcc_profiler *p, gcc_prof_cat cat, const char *name, const
                       const char *plan, const char *args_json, double flops, double bytes) {
   if (!p || (unsigned)cat >= GCC_PROF_CAT_COUNT || !name)
     return -1;
-  site s = {cat, gcc_strdup(name), gcc_strdup(op), gcc_strdup(plan), gcc_strdup(args_json), flops, bytes};
+  site s = {cat,  gcc_strdup(name), gcc_strdup(op), gcc_strdup(plan), gcc_strdup(args_json), flops,
+            bytes};
   int id = -1;
   if (s.name && (!op || s.op) && (!plan || s.plan) && (!args_json || s.args)) {
     pthread_mutex_lock(&p->mu);
@@ -240,7 +242,8 @@ static int total_cmp(const void *a, const void *b) {
 static void add_row(gcc_prof_row *rows, int *n, const char *mode, const char *key,
                     const site_stat *st, double flops) {
   int i = 0;
-  while (i < *n && !(strcmp(rows[i].mode, mode) == 0 && strncmp(rows[i].op, key, sizeof rows[i].op - 1) == 0))
+  while (i < *n &&
+         !(strcmp(rows[i].mode, mode) == 0 && strncmp(rows[i].op, key, sizeof rows[i].op - 1) == 0))
     i++;
   if (i == *n) {
     memset(&rows[i], 0, sizeof rows[i]);
@@ -308,8 +311,7 @@ void gcc_prof_summary_free(gcc_prof_summary *s) {
 }
 
 /* one table line: calls, total ms, mean us, % of base_ns, GFLOP/s */
-static void put_row(FILE *f, const char *a, const char *b, const gcc_prof_row *r,
-                    int64_t base_ns) {
+static void put_row(FILE *f, const char *a, const char *b, const gcc_prof_row *r, int64_t base_ns) {
   char gf[32] = "";
   if (r->flops > 0 && r->total_ns > 0)
     snprintf(gf, sizeof gf, "%.1f", r->flops / (double)r->total_ns);
@@ -324,8 +326,9 @@ gcc_status gcc_profiler_print_table(const gcc_profiler *p, FILE *f, gcc_diag *d)
   GCC_TRY(gcc_profiler_summary(p, &s, d));
   int64_t train_ns = s.total_ns[GCC_PROF_STEP], eval_ns = s.total_ns[GCC_PROF_EVAL];
   int64_t steps = s.count[GCC_PROF_STEP], evals = s.count[GCC_PROF_EVAL];
-  fprintf(f, "\nprofile: %lld training steps in %.3f ms (%.1f us/step), %lld evaluation batches "
-             "in %.3f ms; trace %s (%lld events",
+  fprintf(f,
+          "\nprofile: %lld training steps in %.3f ms (%.1f us/step), %lld evaluation batches "
+          "in %.3f ms; trace %s (%lld events",
           (long long)steps, 1e-6 * (double)train_ns,
           steps ? 1e-3 * (double)train_ns / (double)steps : 0.0, (long long)evals,
           1e-6 * (double)eval_ns, p->path, (long long)s.events);
@@ -356,9 +359,10 @@ gcc_status gcc_profiler_print_table(const gcc_profiler *p, FILE *f, gcc_diag *d)
       put_row(f, s.nodes[i].op, s.nodes[i].mode, &s.nodes[i], train_ns);
   }
   int64_t lb = s.count[GCC_PROF_LOADER], wb = s.count[GCC_PROF_WAIT];
-  fprintf(f, "\ndata loader thread: %lld batches assembled in %.3f ms (%.1f us/batch, "
-             "overlapped with the steps); main thread waited for a batch %lld times, "
-             "%.3f ms in all (%.1f us/wait); %lld plan compiles, %.3f ms\n",
+  fprintf(f,
+          "\ndata loader thread: %lld batches assembled in %.3f ms (%.1f us/batch, "
+          "overlapped with the steps); main thread waited for a batch %lld times, "
+          "%.3f ms in all (%.1f us/wait); %lld plan compiles, %.3f ms\n",
           (long long)lb, 1e-6 * (double)s.total_ns[GCC_PROF_LOADER],
           lb ? 1e-3 * (double)s.total_ns[GCC_PROF_LOADER] / (double)lb : 0.0, (long long)wb,
           1e-6 * (double)s.total_ns[GCC_PROF_WAIT],
@@ -484,8 +488,7 @@ static int render_site(const site *s, int pid, rendered *r) {
     return 0;
   fputs("{\"name\":", f);
   put_json_string(f, s->name);
-  fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":", gcc_prof_cat_name(s->cat),
-          pid);
+  fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":", gcc_prof_cat_name(s->cat), pid);
   if (fclose(f) != 0)
     return 0;
   f = open_memstream(&r->tail, &r->tail_len);
@@ -520,17 +523,20 @@ static int put_trace(const gcc_profiler *p, FILE *f, int pid) {
     ok = render_site(&p->sites[i], pid, &r[i]);
   if (ok) {
     fprintf(f, "{\"traceEvents\":[\n");
-    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-               "\"args\":{\"name\":\"gcc-train\"}}",
+    fprintf(f,
+            "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+            "\"args\":{\"name\":\"gcc-train\"}}",
             pid);
     for (int i = 0; i < p->n_tracks; i++) {
       const gcc_prof_track *t = p->tracks[i];
-      fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
-                 "\"name\":",
+      fprintf(f,
+              ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
+              "\"name\":",
               pid, t->tid);
       put_json_string(f, t->name);
-      fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                 "\"args\":{\"sort_index\":%d}}",
+      fprintf(f,
+              "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+              "\"args\":{\"sort_index\":%d}}",
               pid, t->tid, t->tid);
     }
     for (int i = 0; i < p->n_tracks; i++) {
@@ -555,9 +561,10 @@ static int put_trace(const gcc_profiler *p, FILE *f, int pid) {
           events++;
         }
     }
-    fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"gcc-train "
-               "--profile\",\"clock\":\"CLOCK_MONOTONIC\",\"events\":%lld,"
-               "\"dropped_events\":%lld}}\n",
+    fprintf(f,
+            "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"gcc-train "
+            "--profile\",\"clock\":\"CLOCK_MONOTONIC\",\"events\":%lld,"
+            "\"dropped_events\":%lld}}\n",
             (long long)events, (long long)dropped);
   }
   for (int i = 0; r && i < p->n_sites; i++) {

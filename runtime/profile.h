@@ -132,17 +132,17 @@ void gcc_prof_record(gcc_prof_track *t, int site, int64_t t0, int64_t t1, int64_
 /* One row of the per-op table: all op/copy events of one op type in plans of
  * one mode ("train" or "eval", the first word of the plan label). */
 typedef struct gcc_prof_row {
-  char mode[16];     /* "train" or "eval" */
-  char op[192];      /* op type (node name, with the library kernel that ran it, in
+  char mode[16]; /* "train" or "eval" */
+  char op[192];  /* op type (node name, with the library kernel that ran it, in
                         gcc_prof_summary.nodes) */
   int64_t calls;
   int64_t total_ns;
-  double flops;      /* summed over the calls; 0 when unknown */
+  double flops; /* summed over the calls; 0 when unknown */
 } gcc_prof_row;
 
 /* The summary of the events recorded so far. */
 typedef struct gcc_prof_summary {
-  gcc_prof_row *rows;  /* sorted by mode ("train" first), then total_ns descending */
+  gcc_prof_row *rows; /* sorted by mode ("train" first), then total_ns descending */
   int n_rows;
   gcc_prof_row *nodes; /* op/copy events of "train" plans per node, total_ns
                           descending: op holds the node name (truncated to 95

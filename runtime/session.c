@@ -17,7 +17,7 @@
 #define MAX_PLANS 8
 
 typedef struct slot {
-  int param;       /* value index in the model */
+  int param; /* value index in the model */
   size_t numel;
   float *data, *grad, *state[2];
 } slot;
@@ -48,8 +48,8 @@ struct gcc_session {
   int64_t steps;
   /* device sessions */
   int on_device;
-  void *dev_arena;  /* the mirror of `arena` */
-  int host_stale;   /* the device has newer parameters than `arena` */
+  void *dev_arena; /* the mirror of `arena` */
+  int host_stale;  /* the device has newer parameters than `arena` */
   pending *pend;
   int n_pend, max_pend;
   /* --dataset-on-device: [x rows | y | perm] on the device */
@@ -119,8 +119,8 @@ static gcc_status download_arena(gcc_session *s, gcc_diag *d) {
   GCC_TRY(be->sync(be->self, d));
   void *stage = NULL;
   GCC_TRY(be->host_alloc(be->self, s->arena_bytes ? s->arena_bytes : 1, &stage, d));
-  gcc_status st = be->copy(be->self, stage, s->dev_arena, s->arena_bytes, GCC_COPY_D2H,
-                           GCC_STREAM_COMPUTE, d);
+  gcc_status st =
+      be->copy(be->self, stage, s->dev_arena, s->arena_bytes, GCC_COPY_D2H, GCC_STREAM_COMPUTE, d);
   if (st == GCC_OK)
     st = be->sync(be->self, d);
   if (st == GCC_OK) {
@@ -359,9 +359,9 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
     }
     char name[96];
     snprintf(name, sizeof name, "compile %s", label);
-    gcc_prof_record(s->track, gcc_profiler_site(s->prof, GCC_PROF_COMPILE, name, NULL, label,
-                                                NULL, 0, 0),
-                    t0, gcc_prof_now(), s->n_plans);
+    gcc_prof_record(s->track,
+                    gcc_profiler_site(s->prof, GCC_PROF_COMPILE, name, NULL, label, NULL, 0, 0), t0,
+                    gcc_prof_now(), s->n_plans);
   }
   c = new_plan_entry(s, mode, rows);
   c->plan = p;
@@ -424,8 +424,8 @@ gcc_status gcc_session_upload_dataset(gcc_session *s, const float *x, const int6
   const gcc_graph *m = s->model;
   const gcc_training *t = &m->training;
   if (!s->on_device)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "%s: --dataset-on-device needs a GPU session", m->source);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: --dataset-on-device needs a GPU session",
+                        m->source);
   int xv = t->input ? gcc_graph_find(m, t->input) : -1;
   int yv = t->target ? gcc_graph_find(m, t->target) : -1;
   if (xv < 0 || yv < 0 || m->values[xv].dtype != GCC_DT_FLOAT32 ||
@@ -464,8 +464,7 @@ gcc_status gcc_session_upload_dataset(gcc_session *s, const float *x, const int6
 
 gcc_status gcc_session_set_order(gcc_session *s, const int64_t *perm, gcc_diag *d) {
   if (!s->ds_dev)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: no dataset uploaded",
-                        s->model->source);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: no dataset uploaded", s->model->source);
   GCC_TRY(s->opt.backend->sync(s->opt.backend->self, d)); /* steps still read the old order */
   return upload(s, s->ds_perm, perm, (size_t)s->ds_n * sizeof(int64_t), d);
 }
@@ -473,13 +472,11 @@ gcc_status gcc_session_set_order(gcc_session *s, const int64_t *perm, gcc_diag *
 gcc_status gcc_session_train_step_uploaded(gcc_session *s, int64_t first, int64_t rows,
                                            gcc_diag *d) {
   if (!s->ds_dev)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: no dataset uploaded",
-                        s->model->source);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: no dataset uploaded", s->model->source);
   if (first < 0 || rows <= 0 || first + rows > s->ds_n)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "%s: batch [%lld, %lld) is outside the %lld uploaded samples",
-                        s->model->source, (long long)first, (long long)(first + rows),
-                        (long long)s->ds_n);
+    return gcc_diag_set(
+        d, GCC_ERR_INVALID_ARGUMENT, "%s: batch [%lld, %lld) is outside the %lld uploaded samples",
+        s->model->source, (long long)first, (long long)(first + rows), (long long)s->ds_n);
   if (s->n_pend >= s->max_pend)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "%s: %d steps are pending: collect their losses first", s->model->source,
@@ -500,8 +497,7 @@ gcc_status gcc_session_train_step_uploaded(gcc_session *s, int64_t first, int64_
   return GCC_OK;
 }
 
-gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, int *n,
-                                      gcc_diag *d) {
+gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, int *n, gcc_diag *d) {
   *n = 0;
   if (cap < s->n_pend)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %d losses pending, room for %d",
@@ -515,8 +511,8 @@ gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, in
       break;
     const gcc_tensor *t = gcc_plan_readback(pe->plan, s->model->training.loss, pe->entry);
     if (!t) {
-      st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
-                        s->model->source, s->model->training.loss);
+      st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back", s->model->source,
+                        s->model->training.loss);
       break;
     }
     float l = ((const float *)t->data)[0];
@@ -536,7 +532,9 @@ gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, in
   return st;
 }
 
-int gcc_session_max_pending(const gcc_session *s) { return s->max_pend; }
+int gcc_session_max_pending(const gcc_session *s) {
+  return s->max_pend;
+}
 
 gcc_status gcc_session_train_step(gcc_session *s, const void *input, const void *target,
                                   int64_t rows, float *loss, gcc_diag *d) {
@@ -566,22 +564,22 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
   GCC_TRY(gcc_plan_wait_readback(p, 0, d));
   const gcc_tensor *l = gcc_plan_readback(p, t->loss, 0);
   if (!l)
-    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
-                        s->model->source, t->loss);
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back", s->model->source,
+                        t->loss);
   *loss = ((const float *)l->data)[0];
   pred = t->prediction ? gcc_plan_readback(p, t->prediction, 0) : NULL;
   if (pred && (pred->shape.ndim < 1 || pred->shape.dims[0] < rows)) {
     char sh[128];
     return gcc_diag_set(d, GCC_ERR_SHAPE,
                         "%s: the prediction '%s' has shape %s, fewer rows than the batch's %lld",
-                        s->model->source, t->prediction,
-                        gcc_shape_str(&pred->shape, sh, sizeof sh), (long long)rows);
+                        s->model->source, t->prediction, gcc_shape_str(&pred->shape, sh, sizeof sh),
+                        (long long)rows);
   }
   int tv = gcc_graph_find(gcc_plan_graph(p), t->target);
   if (tv >= 0) { /* the labels the caller passed, as the plan sees them */
     const gcc_value *val = &gcc_plan_graph(p)->values[tv];
-    tgt_host = (gcc_tensor){val->dtype, val->shape, gcc_shape_numel(&val->shape, NULL),
-                            (void *)target};
+    tgt_host =
+        (gcc_tensor){val->dtype, val->shape, gcc_shape_numel(&val->shape, NULL), (void *)target};
     tgt = &tgt_host;
   }
   *correct = -1;
@@ -690,7 +688,10 @@ gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d) {
                         "%s: parameter '%s' is non-finite (%s at element %" PRId64 " of %zu) "
                         "after optimizer step %" PRId64 " (learning rate too high?)",
                         s->model->source, s->model->values[sl->param].name,
-                        isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", at, sl->numel, s->steps);
+                        isnan(x) ? "NaN"
+                        : x > 0  ? "+Inf"
+                                 : "-Inf",
+                        at, sl->numel, s->steps);
   }
   return GCC_OK;
 }
@@ -721,8 +722,12 @@ gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, 
   return GCC_OK;
 }
 
-int64_t gcc_session_steps(const gcc_session *s) { return s->steps; }
-size_t gcc_session_persistent_bytes(const gcc_session *s) { return s->arena_bytes; }
+int64_t gcc_session_steps(const gcc_session *s) {
+  return s->steps;
+}
+size_t gcc_session_persistent_bytes(const gcc_session *s) {
+  return s->arena_bytes;
+}
 
 size_t gcc_session_step_arena_bytes(const gcc_session *s) {
   size_t m = 0;

@@ -23,9 +23,9 @@ extern "C" {
 #endif
 
 typedef struct gcc_session_options {
-  int threads;              /* OpenBLAS threads at most (>= 1) */
-  gcc_optimizer opt;        /* the optimizer actually used (spec + flags) */
-  const char *dump_after;   /* --dump-after=PASS for the first plan compiled, or NULL */
+  int threads;            /* OpenBLAS threads at most (>= 1) */
+  gcc_optimizer opt;      /* the optimizer actually used (spec + flags) */
+  const char *dump_after; /* --dump-after=PASS for the first plan compiled, or NULL */
   FILE *dump_file;
   /* A CUDA device: `backend` (runtime/cuda/cuda_backend.h, or a test backend)
    * and `device` (GCC_DEV_CUDA(n)) with the plan configuration (its sm,
@@ -38,7 +38,7 @@ typedef struct gcc_session_options {
   const gcc_device_backend *backend;
   int device;
   gcc_plan_config plan;
-  int max_pending;          /* >= 1; 0: 1 */
+  int max_pending; /* >= 1; 0: 1 */
 } gcc_session_options;
 
 typedef struct gcc_session gcc_session;
@@ -94,8 +94,7 @@ gcc_status gcc_session_device_memory(gcc_session *s, size_t *free_bytes, size_t 
  * losses[0 .. *n); `cap` must be >= gcc_session_max_pending(s). Errors:
  * GCC_ERR_NUMERIC naming the step whose loss is NaN or infinite; a bad
  * label found by a loss kernel (GCC_ERR_INVALID_ARGUMENT); device errors. */
-gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, int *n,
-                                      gcc_diag *d);
+gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, int *n, gcc_diag *d);
 int gcc_session_max_pending(const gcc_session *s);
 
 /* Forward only: the batch loss and, for classification (prediction of

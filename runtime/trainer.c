@@ -80,8 +80,8 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
                         "%s: training.input and training.target must be set", m->source);
   const gcc_value *in = &m->values[gcc_graph_find(m, t->input)];
   const gcc_value *tg = &m->values[gcc_graph_find(m, t->target)];
-  if (in->shape.ndim < 1 || in->shape.dims[0] != GCC_BATCH_DIM ||
-      tg->shape.ndim < 1 || tg->shape.dims[0] != GCC_BATCH_DIM)
+  if (in->shape.ndim < 1 || in->shape.dims[0] != GCC_BATCH_DIM || tg->shape.ndim < 1 ||
+      tg->shape.dims[0] != GCC_BATCH_DIM)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: inputs '%s' and '%s' need the batch dim (-1) first", m->source,
                         in->name, tg->name);
@@ -97,8 +97,8 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     src->n = xi->shape.dims[0];
     src->xw = per_sample(xi);
     src->yw = per_sample(yi);
-    if (src->xw != per_sample(in) || src->yw != per_sample(tg) ||
-        in->dtype != GCC_DT_FLOAT32 || tg->dtype != GCC_DT_FLOAT32)
+    if (src->xw != per_sample(in) || src->yw != per_sample(tg) || in->dtype != GCC_DT_FLOAT32 ||
+        tg->dtype != GCC_DT_FLOAT32)
       return gcc_diag_set(d, GCC_ERR_SHAPE,
                           "%s: training.inline_data has %" PRId64 " input and %" PRId64
                           " target values per sample; inputs '%s' and '%s' take %" PRId64
@@ -274,15 +274,16 @@ static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int
   for (int i = 0; i < W; i++)
     bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
   bar[W] = '\0';
-  fprintf(out, "\r epoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64 "  loss %.4f  %.0f samples/s ",
+  fprintf(out,
+          "\r epoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64
+          "  loss %.4f  %.0f samples/s ",
           epoch, epochs, bar, done, total, loss, sps);
   fflush(out);
 }
 
 /* Keeps the label and argmax of the test samples first .. of this batch
  * that are among the first n_show (the test set is not shuffled). */
-static void record_predictions(source *src, int64_t first, const batch *b,
-                               const gcc_tensor *pred) {
+static void record_predictions(source *src, int64_t first, const batch *b, const gcc_tensor *pred) {
   if (!src->n_show || !pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32 ||
       pred->shape.dims[0] < b->rows)
     return;
@@ -299,8 +300,7 @@ static void record_predictions(source *src, int64_t first, const batch *b,
   }
 }
 
-static void print_class_line(FILE *out, const char *what, const source *src,
-                             const int64_t *cls) {
+static void print_class_line(FILE *out, const char *what, const source *src, const int64_t *cls) {
   fprintf(out, "%s", what);
   for (int64_t i = 0; i < src->n_shown; i++) {
     if (src->is_cifar && cls[i] >= 0 && cls[i] < 10)
@@ -377,8 +377,7 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
   gcc_diag md = {0};
   if (gcc_session_device_memory(s, &fr, &tot, &md) != GCC_OK || src->is_inline) {
     if (cfg->dataset_on_device == 1)
-      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "--dataset-on-device on: %s",
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--dataset-on-device on: %s",
                           src->is_inline ? "the model's dataset is inline, not MNIST files"
                                          : "training runs on the CPU");
     return GCC_OK; /* auto: nothing to do on the CPU */
@@ -386,8 +385,9 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
   int64_t n = src->train.n, w = src->train.channels * src->train.height * src->train.width;
   size_t bytes = (size_t)(n * w) * sizeof(float) + 2 * (size_t)n * sizeof(int64_t);
   if (cfg->dataset_on_device == 2 && bytes > fr / 4) {
-    fprintf(note, "gcc-train: --dataset-on-device auto: the training set (%zu bytes) exceeds a "
-                  "quarter of the free GPU memory (%zu bytes); copying batches per step\n",
+    fprintf(note,
+            "gcc-train: --dataset-on-device auto: the training set (%zu bytes) exceeds a "
+            "quarter of the free GPU memory (%zu bytes); copying batches per step\n",
             bytes, fr);
     return GCC_OK;
   }
@@ -405,8 +405,9 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
   free(y);
   if (st == GCC_OK) {
     *on = 1;
-    fprintf(note, "gcc-train: --dataset-on-device: the training set (%" PRId64 " samples, %zu "
-                  "bytes) is on the GPU; batches are gathered there\n",
+    fprintf(note,
+            "gcc-train: --dataset-on-device: the training set (%" PRId64 " samples, %zu "
+            "bytes) is on the GPU; batches are gathered there\n",
             n, bytes);
   }
   return st;
@@ -432,10 +433,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   if (st == GCC_OK && track) {
     gcc_profiler *pr = cfg->profiler;
     src.track = track;
-    src.site_wait[0] = gcc_profiler_site(pr, GCC_PROF_WAIT, "wait for batch (train)", NULL, NULL,
-                                         NULL, 0, 0);
-    src.site_wait[1] = gcc_profiler_site(pr, GCC_PROF_WAIT, "wait for batch (eval)", NULL, NULL,
-                                         NULL, 0, 0);
+    src.site_wait[0] =
+        gcc_profiler_site(pr, GCC_PROF_WAIT, "wait for batch (train)", NULL, NULL, NULL, 0, 0);
+    src.site_wait[1] =
+        gcc_profiler_site(pr, GCC_PROF_WAIT, "wait for batch (eval)", NULL, NULL, NULL, 0, 0);
     site_epoch = gcc_profiler_site(pr, GCC_PROF_PHASE, "epoch", NULL, NULL, NULL, 0, 0);
     site_evaluate = gcc_profiler_site(pr, GCC_PROF_PHASE, "evaluate", NULL, NULL, NULL, 0, 0);
     st = gcc_session_set_profiler(s, pr, track, d);
@@ -443,8 +444,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   /* --resume: the arena, the step count and the position in the data */
   int64_t start_epoch = 0, start_batch = 0;
   if (st == GCC_OK && cfg->resume) {
-    st = gcc_session_restore(s, cfg->resume->arena, cfg->resume->arena_size, cfg->resume->step,
-                             d);
+    st = gcc_session_restore(s, cfg->resume->arena, cfg->resume->arena_size, cfg->resume->step, d);
     start_epoch = cfg->resume->epoch;
     start_batch = cfg->resume->batch;
     report->steps = cfg->resume->step;
@@ -561,8 +561,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       break;
     }
     if (cfg->checkpoint_dir && cfg->checkpoint_every < 0 && epoch_batches == nb) {
-      st = gcc_checkpoint_write(cfg->checkpoint_dir, s, model, epoch + 1, 0,
-                                cfg->keep_checkpoints, d);
+      st = gcc_checkpoint_write(cfg->checkpoint_dir, s, model, epoch + 1, 0, cfg->keep_checkpoints,
+                                d);
       if (st != GCC_OK)
         break;
     }
@@ -573,8 +573,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
                 "), %s loss %.4f, train loss %.4f, %.2f s (%.0f samples/s)\n",
                 epoch + 1, test_name, 100.0 * report->test_accuracy,
                 (int64_t)(report->test_accuracy * (double)report->test_samples + 0.5),
-                report->test_samples, test_name, report->test_loss, report->final_train_loss,
-                secs, (double)epoch_samples / secs);
+                report->test_samples, test_name, report->test_loss, report->final_train_loss, secs,
+                (double)epoch_samples / secs);
       else
         fprintf(out, "epoch %" PRId64 ": %s loss %.6f, train loss %.6f, %.2f s (%.0f samples/s)\n",
                 epoch + 1, test_name, report->test_loss, report->final_train_loss, secs,

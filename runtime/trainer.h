@@ -22,17 +22,17 @@ extern "C" {
 #endif
 
 typedef struct gcc_train_config {
-  const char *data_dir;   /* directory of the MNIST IDX files ("mnist" dataset) or of the
+  const char *data_dir;        /* directory of the MNIST IDX files ("mnist" dataset) or of the
                              CIFAR-10 binary batches ("cifar10") */
-  int64_t epochs;         /* >= 0 */
-  int64_t batch_size;     /* > 0 */
-  uint64_t seed;          /* shuffling */
-  int64_t log_every;      /* batches between loss lines; 0 = never */
-  int64_t max_steps;      /* stop after this many optimizer steps in all; 0 = no limit */
-  int64_t eval_batch;     /* batch size of evaluation (> 0) */
-  int quiet;              /* only the final line */
-  int progress;           /* draw a progress bar on `out` (a TTY) */
-  FILE *out;              /* where the log goes (stdout) */
+  int64_t epochs;              /* >= 0 */
+  int64_t batch_size;          /* > 0 */
+  uint64_t seed;               /* shuffling */
+  int64_t log_every;           /* batches between loss lines; 0 = never */
+  int64_t max_steps;           /* stop after this many optimizer steps in all; 0 = no limit */
+  int64_t eval_batch;          /* batch size of evaluation (> 0) */
+  int quiet;                   /* only the final line */
+  int progress;                /* draw a progress bar on `out` (a TTY) */
+  FILE *out;                   /* where the log goes (stdout) */
   volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): stop after this batch */
   /* --dataset-on-device on a GPU session: 0 off, 1 on (an error if it does
    * not fit), 2 auto (on when the normalised training set takes at most a
@@ -40,7 +40,7 @@ typedef struct gcc_train_config {
    * The set is uploaded once, each epoch's order once per epoch, and batches
    * are gathered on the device: no H2D per step. MNIST datasets only. */
   int dataset_on_device;
-  FILE *note;                  /* where the dataset-on-device decision is said (stderr) */
+  FILE *note;             /* where the dataset-on-device decision is said (stderr) */
   gcc_profiler *profiler; /* --profile: non-NULL records the run on a "main" track
                              (steps, ops, waits for a batch, epochs, evaluations)
                              and on one track per data-loader thread; see
@@ -70,11 +70,11 @@ typedef struct gcc_train_config {
 
 typedef struct gcc_train_report {
   int64_t epochs_done, steps, samples;
-  double train_seconds;    /* training only: batching + steps, evaluation excluded */
+  double train_seconds; /* training only: batching + steps, evaluation excluded */
   double samples_per_sec;
   double last_epoch_seconds;
-  double test_accuracy;    /* fraction, or -1 when not a classification task */
-  double test_loss;        /* mean over test samples */
+  double test_accuracy; /* fraction, or -1 when not a classification task */
+  double test_loss;     /* mean over test samples */
   int64_t test_samples;
   double final_train_loss; /* mean loss of the last epoch */
   int dataset_on_device;   /* 1 when the training set was batched on the device */

@@ -26,7 +26,7 @@
 #include "datasets/npy.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -34,7 +34,7 @@ namespace {
 // sm_80 and sm_90 at batch sizes 1 and 1000 (the defaults), exported once for
 // the whole suite.
 class BundleTest : public ::testing::Test {
- protected:
+protected:
   static void SetUpTestSuite() {
     std::string model = Runfile("models/mnist_mlp.pb");
     ASSERT_FALSE(model.empty());
@@ -68,7 +68,8 @@ class BundleTest : public ::testing::Test {
       EXPECT_NE(strstr(d.msg, "test.gccx"), nullptr) << "the message must name the file: " << d.msg;
     }
     gcc_bundle_free(out);
-    if (msg) *msg = d.msg;
+    if (msg)
+      *msg = d.msg;
     return s;
   }
 
@@ -82,13 +83,26 @@ class BundleTest : public ::testing::Test {
     gcc_diag d = {};
     gcc_bundle *b = nullptr;
     EXPECT_EQ(gcc_bundle_parse(bytes_.data(), bytes_.size(), "good", &b, &d), GCC_OK) << d.msg;
-    const char *names[] = {"manifest",          "graph",           "weights",
-                           "plan.cpu",          "plan.sm_80.b1",   "kernels.sm_80.b1",
-                           "cubin.sm_80.b1",    "plan.sm_90.b1",   "kernels.sm_90.b1",
-                           "cubin.sm_90.b1",    "ptx.b1",          "source.b1",
-                           "plan.sm_80.b1000",  "kernels.sm_80.b1000", "cubin.sm_80.b1000",
-                           "plan.sm_90.b1000",  "kernels.sm_90.b1000", "cubin.sm_90.b1000",
-                           "ptx.b1000",         "source.b1000"};
+    const char *names[] = {"manifest",
+                           "graph",
+                           "weights",
+                           "plan.cpu",
+                           "plan.sm_80.b1",
+                           "kernels.sm_80.b1",
+                           "cubin.sm_80.b1",
+                           "plan.sm_90.b1",
+                           "kernels.sm_90.b1",
+                           "cubin.sm_90.b1",
+                           "ptx.b1",
+                           "source.b1",
+                           "plan.sm_80.b1000",
+                           "kernels.sm_80.b1000",
+                           "cubin.sm_80.b1000",
+                           "plan.sm_90.b1000",
+                           "kernels.sm_90.b1000",
+                           "cubin.sm_90.b1000",
+                           "ptx.b1000",
+                           "source.b1000"};
     for (const char *n : names) {
       const void *p;
       size_t size;
@@ -101,11 +115,13 @@ class BundleTest : public ::testing::Test {
   }
   static std::vector<uint8_t> Pack(const std::vector<Sec> &secs) {
     std::vector<gcc_bundle_section_ref> refs;
-    for (const Sec &s : secs) refs.push_back({s.name.c_str(), s.data.data(), s.data.size()});
+    for (const Sec &s : secs)
+      refs.push_back({s.name.c_str(), s.data.data(), s.data.size()});
     uint8_t *bytes = nullptr;
     size_t size = 0;
     gcc_diag d = {};
-    EXPECT_EQ(gcc_bundle_pack(refs.data(), static_cast<int>(refs.size()), &bytes, &size, &d), GCC_OK);
+    EXPECT_EQ(gcc_bundle_pack(refs.data(), static_cast<int>(refs.size()), &bytes, &size, &d),
+              GCC_OK);
     std::vector<uint8_t> out(bytes, bytes + size);
     free(bytes);
     return out;
@@ -183,7 +199,8 @@ TEST_F(BundleTest, RoundTripManifestAndSections) {
   const gcc_graph *g = gcc_bundle_graph(b);
   int checked = 0;
   for (int v = 0; v < model_->n_values; v++) {
-    if (model_->values[v].kind != GCC_VALUE_PARAM) continue;
+    if (model_->values[v].kind != GCC_VALUE_PARAM)
+      continue;
     int w = gcc_graph_find(g, model_->values[v].name);
     ASSERT_GE(w, 0) << model_->values[v].name;
     ASSERT_EQ(g->values[w].data_bytes, model_->values[v].data_bytes);
@@ -194,7 +211,11 @@ TEST_F(BundleTest, RoundTripManifestAndSections) {
   const void *p;
   size_t n;
   ASSERT_EQ(gcc_bundle_section(b, "cubin.sm_90.b1000", &p, &n, &d), GCC_OK);
-  EXPECT_EQ(memcmp(p, "\x7f" "ELF", 4), 0);
+  EXPECT_EQ(memcmp(p,
+                   "\x7f"
+                   "ELF",
+                   4),
+            0);
   EXPECT_EQ(gcc_bundle_section(b, "cubin.sm_70", &p, &n, &d), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(strstr(d.msg, "cubin.sm_70"), nullptr);
   gcc_bundle_free(b);
@@ -202,8 +223,10 @@ TEST_F(BundleTest, RoundTripManifestAndSections) {
 
 TEST_F(BundleTest, EveryTruncationIsRejected) {
   std::vector<size_t> cuts;
-  for (size_t k = 0; k < 64; k++) cuts.push_back(k);
-  for (size_t k = 1; k < 160; k++) cuts.push_back(bytes_.size() * k / 160);
+  for (size_t k = 0; k < 64; k++)
+    cuts.push_back(k);
+  for (size_t k = 1; k < 160; k++)
+    cuts.push_back(bytes_.size() * k / 160);
   cuts.push_back(bytes_.size() - 1);
   for (size_t cut : cuts) {
     std::vector<uint8_t> t(bytes_.begin(), bytes_.begin() + static_cast<long>(cut));
@@ -217,8 +240,10 @@ TEST_F(BundleTest, EveryTruncationIsRejected) {
 
 TEST_F(BundleTest, EveryBitFlipIsRejected) {
   std::vector<size_t> offsets;
-  for (size_t k = 0; k < 96; k++) offsets.push_back(k);  // header and the first fields
-  for (size_t k = 0; k < 200; k++) offsets.push_back(96 + (bytes_.size() - 97) * k / 199);
+  for (size_t k = 0; k < 96; k++)
+    offsets.push_back(k); // header and the first fields
+  for (size_t k = 0; k < 200; k++)
+    offsets.push_back(96 + (bytes_.size() - 97) * k / 199);
   int n = 0;
   for (size_t off : offsets) {
     std::vector<uint8_t> t = bytes_;
@@ -254,7 +279,7 @@ TEST_F(BundleTest, WrongMagicFutureVersionReservedAndTrailingBytes) {
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_PARSE);
   EXPECT_NE(msg.find("not a .gccx bundle (wrong magic"), std::string::npos) << msg;
   t = bytes_;
-  t[8] = 2;  // format version 2
+  t[8] = 2; // format version 2
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_UNSUPPORTED);
   EXPECT_NE(msg.find("bundle format version 2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("reads version 1"), std::string::npos) << msg;
@@ -272,7 +297,7 @@ TEST_F(BundleTest, WrongMagicFutureVersionReservedAndTrailingBytes) {
 
 TEST_F(BundleTest, MissingSectionIsNamed) {
   std::vector<Sec> secs = Sections();
-  ASSERT_EQ(Parse(Pack(secs), nullptr), GCC_OK);  // repacking the same sections is fine
+  ASSERT_EQ(Parse(Pack(secs), nullptr), GCC_OK); // repacking the same sections is fine
   for (size_t drop = 0; drop < secs.size(); drop++) {
     std::vector<Sec> s = secs;
     std::string name = s[drop].name;
@@ -340,7 +365,8 @@ gcc_kernel_image Select(std::vector<int> cubins, int ptx, int dev, gcc_status wa
                                     "cuda:0 (test GPU)", &img, &d),
             want)
       << d.msg;
-  if (msg) *msg = d.msg;
+  if (msg)
+    *msg = d.msg;
   return img;
 }
 
@@ -348,10 +374,10 @@ TEST(KernelImage, CubinOfTheSameMajorAndAnOlderOrEqualMinor) {
   gcc_kernel_image i = Select({80, 90}, 90, 90);
   EXPECT_EQ(i.kind, GCC_IMAGE_CUBIN);
   EXPECT_EQ(i.arch, 90);
-  i = Select({80, 90}, 90, 86);  // A10: sm_80 SASS runs on sm_86
+  i = Select({80, 90}, 90, 86); // A10: sm_80 SASS runs on sm_86
   EXPECT_EQ(i.kind, GCC_IMAGE_CUBIN);
   EXPECT_EQ(i.arch, 80);
-  i = Select({80, 86, 90}, 90, 89);  // the newest compatible minor wins
+  i = Select({80, 86, 90}, 90, 89); // the newest compatible minor wins
   EXPECT_EQ(i.kind, GCC_IMAGE_CUBIN);
   EXPECT_EQ(i.arch, 86);
   i = Select({86}, 0, 86);
@@ -359,7 +385,7 @@ TEST(KernelImage, CubinOfTheSameMajorAndAnOlderOrEqualMinor) {
 }
 
 TEST(KernelImage, PtxForNewerArchitectures) {
-  gcc_kernel_image i = Select({80, 90}, 90, 100);  // Blackwell: no sm_10x cubin, JIT the PTX
+  gcc_kernel_image i = Select({80, 90}, 90, 100); // Blackwell: no sm_10x cubin, JIT the PTX
   EXPECT_EQ(i.kind, GCC_IMAGE_PTX);
   EXPECT_EQ(i.arch, 90);
   i = Select({80, 90}, 90, 120);
@@ -367,7 +393,7 @@ TEST(KernelImage, PtxForNewerArchitectures) {
   i = Select({}, 80, 86);
   EXPECT_EQ(i.kind, GCC_IMAGE_PTX);
   EXPECT_EQ(i.arch, 80);
-  i = Select({86}, 80, 80);  // a cubin for a newer minor does not run: PTX instead
+  i = Select({86}, 80, 80); // a cubin for a newer minor does not run: PTX instead
   EXPECT_EQ(i.kind, GCC_IMAGE_PTX);
 }
 
@@ -396,7 +422,11 @@ TEST_F(BundleTest, KernelImageHookReturnsTheBytes) {
   const char *launches = nullptr;
   ASSERT_EQ(gcc_bundle_kernel_image(b, 90, 1000, "cuda:0", &img, &p, &n, &launches, &d), GCC_OK);
   EXPECT_EQ(img.kind, GCC_IMAGE_CUBIN);
-  EXPECT_EQ(memcmp(p, "\x7f" "ELF", 4), 0);
+  EXPECT_EQ(memcmp(p,
+                   "\x7f"
+                   "ELF",
+                   4),
+            0);
   EXPECT_NE(strstr(launches, "gcc-train.kernels/1"), nullptr);
   // the first kernel of the launch manifest is in the cubin and the PTX,
   // compiled for 1000 rows
@@ -406,19 +436,19 @@ TEST_F(BundleTest, KernelImageHookReturnsTheBytes) {
   size_t q = lj.find("\"name\": \"", k) + 9;
   std::string first = lj.substr(q, lj.find('"', q) - q);
   EXPECT_NE(cubin.find(first), std::string::npos) << first;
-  EXPECT_NE(lj.find("1000,"), std::string::npos);  // the logits' shape: [1000, 10]
+  EXPECT_NE(lj.find("1000,"), std::string::npos); // the logits' shape: [1000, 10]
   const void *p1;
   size_t n1;
   const char *l1;
   ASSERT_EQ(gcc_bundle_kernel_image(b, 90, 1, "cuda:0", &img, &p1, &n1, &l1, &d), GCC_OK);
-  EXPECT_EQ(std::string(l1).find("1000,"), std::string::npos);  // [1, 10]
+  EXPECT_EQ(std::string(l1).find("1000,"), std::string::npos); // [1, 10]
   EXPECT_NE(p1, p);
   ASSERT_EQ(gcc_bundle_kernel_image(b, 103, 1000, "cuda:0", &img, &p, &n, &launches, &d), GCC_OK);
   EXPECT_EQ(img.kind, GCC_IMAGE_PTX);
   std::string ptx(static_cast<const char *>(p), n);
   EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
   EXPECT_NE(ptx.find(".entry " + first), std::string::npos) << first;
-  EXPECT_EQ(strlen(static_cast<const char *>(p)), n);  // NUL-terminated text
+  EXPECT_EQ(strlen(static_cast<const char *>(p)), n); // NUL-terminated text
   EXPECT_EQ(gcc_bundle_kernel_image(b, 75, 1, "cuda:0 (NVIDIA T4)", &img, &p, &n, &launches, &d),
             GCC_ERR_UNSUPPORTED);
   EXPECT_NE(strstr(d.msg, "device cuda:0 (NVIDIA T4) is sm_75"), nullptr) << d.msg;
@@ -436,12 +466,12 @@ TEST(ExportArchs, ParsesSortsAndRejects) {
   EXPECT_EQ(o.archs[0], 80);
   EXPECT_EQ(o.archs[1], 86);
   EXPECT_EQ(o.archs[2], 90);
-  for (const char *bad : {"", "sm_8", "sm_80,", "sm_80,,sm_90", "compute_80", "sm80", "sm_80,sm_80",
-                          "sm_8x"}) {
+  for (const char *bad :
+       {"", "sm_8", "sm_80,", "sm_80,,sm_90", "compute_80", "sm80", "sm_80,sm_80", "sm_8x"}) {
     EXPECT_EQ(gcc_export_parse_archs(bad, &o, &d), GCC_ERR_INVALID_ARGUMENT) << bad;
     EXPECT_NE(strstr(d.msg, "--export-archs"), nullptr) << d.msg;
   }
-  EXPECT_EQ(gcc_export_parse_archs("sm_70", &o, &d), GCC_ERR_UNSUPPORTED);  // NVRTC 13 dropped it
+  EXPECT_EQ(gcc_export_parse_archs("sm_70", &o, &d), GCC_ERR_UNSUPPORTED); // NVRTC 13 dropped it
   EXPECT_NE(strstr(d.msg, "sm_70"), nullptr) << d.msg;
 }
 
@@ -465,12 +495,14 @@ TEST(ExportBatchSizes, ParsesSortsAndRejects) {
 std::vector<uint8_t> Npy(const std::string &dict, size_t floats, int major = 1) {
   std::string h = dict;
   size_t pre = major == 1 ? 10 : 12;
-  while ((pre + h.size() + 1) % 64) h += ' ';
+  while ((pre + h.size() + 1) % 64)
+    h += ' ';
   h += '\n';
   std::vector<uint8_t> b = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<uint8_t>(major), 0};
   b.push_back(static_cast<uint8_t>(h.size()));
   b.push_back(static_cast<uint8_t>(h.size() >> 8));
-  if (major != 1) b.insert(b.end(), {0, 0});
+  if (major != 1)
+    b.insert(b.end(), {0, 0});
   b.insert(b.end(), h.begin(), h.end());
   for (size_t i = 0; i < floats; i++) {
     float f = 0.5f * static_cast<float>(i);
@@ -519,13 +551,19 @@ TEST(Npy, RejectsWhatItCannotRead) {
   version[6] = 4;
   std::vector<uint8_t> hdr(good.begin(), good.begin() + 40);
   const Case cases[] = {
-      {Npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", 12), GCC_ERR_UNSUPPORTED, "'<f8'"},
-      {Npy("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 6), GCC_ERR_UNSUPPORTED, "'>f4'"},
-      {Npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 6), GCC_ERR_UNSUPPORTED, "Fortran"},
-      {Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 0), }", 0), GCC_ERR_PARSE, "dim of 0"},
-      {Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1), GCC_ERR_UNSUPPORTED, "scalar"},
+      {Npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", 12), GCC_ERR_UNSUPPORTED,
+       "'<f8'"},
+      {Npy("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 6), GCC_ERR_UNSUPPORTED,
+       "'>f4'"},
+      {Npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 6), GCC_ERR_UNSUPPORTED,
+       "Fortran"},
+      {Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 0), }", 0), GCC_ERR_PARSE,
+       "dim of 0"},
+      {Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1), GCC_ERR_UNSUPPORTED,
+       "scalar"},
       {Npy("{'descr': '<f4', 'shape': (2, 3), }", 6), GCC_ERR_PARSE, "lacks"},
-      {Npy("{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", 6), GCC_ERR_PARSE, "'shape'"},
+      {Npy("{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", 6), GCC_ERR_PARSE,
+       "'shape'"},
       {trunc, GCC_ERR_PARSE, "truncated"},
       {trail, GCC_ERR_PARSE, "trailing"},
       {magic, GCC_ERR_PARSE, "not a .npy"},
@@ -544,4 +582,4 @@ TEST(Npy, RejectsWhatItCannotRead) {
   }
 }
 
-}  // namespace
+} // namespace

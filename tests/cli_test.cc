@@ -36,12 +36,12 @@
 #include "runtime/session.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
 struct Result {
-  int exit_code = -1;  // -1: killed by a signal (see term_signal) or not run
+  int exit_code = -1; // -1: killed by a signal (see term_signal) or not run
   int term_signal = 0;
   bool timed_out = false;
   std::string out, err;
@@ -50,8 +50,10 @@ struct Result {
 
 std::ostream &operator<<(std::ostream &os, const Result &r) {
   os << "exit " << r.exit_code;
-  if (r.term_signal) os << " (signal " << r.term_signal << ")";
-  if (r.timed_out) os << " (timed out)";
+  if (r.term_signal)
+    os << " (signal " << r.term_signal << ")";
+  if (r.timed_out)
+    os << " (timed out)";
   return os << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err << "---";
 }
 
@@ -59,7 +61,7 @@ std::ostream &operator<<(std::ostream &os, const Result &r) {
 // pid and all of stdout so far whenever more arrives. The child is killed
 // after `timeout_s` seconds.
 Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
-           const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
+              const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
   Result r;
   static const std::string bin = Runfile("cli/gcc-train");
   if (bin.empty()) {
@@ -73,7 +75,8 @@ Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
   }
   std::vector<char *> argv;
   argv.push_back(const_cast<char *>(bin.c_str()));
-  for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
   argv.push_back(nullptr);
   double t0 = Now();
   pid_t pid = fork();
@@ -89,7 +92,8 @@ Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
     close(err_pipe[0]);
     close(err_pipe[1]);
     int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
+    if (devnull >= 0)
+      dup2(devnull, 0);
     unsetenv("BUILD_WORKING_DIRECTORY");
     signal(SIGINT, SIG_DFL);
     execv(argv[0], argv.data());
@@ -107,14 +111,17 @@ Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
       break;
     }
     int n = poll(fds, 2, static_cast<int>(std::min(left, 0.2) * 1000) + 1);
-    if (n < 0 && errno != EINTR) break;
+    if (n < 0 && errno != EINTR)
+      break;
     for (int i = 0; i < 2; i++) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
       char buf[65536];
       ssize_t got = read(fds[i].fd, buf, sizeof buf);
       if (got > 0) {
         (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(got));
-        if (i == 0 && on_stdout) on_stdout(pid, r.out);
+        if (i == 0 && on_stdout)
+          on_stdout(pid, r.out);
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
         close(fds[i].fd);
         fds[i].fd = -1;
@@ -123,13 +130,16 @@ Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
     }
   }
   for (struct pollfd &p : fds)
-    if (p.fd >= 0) close(p.fd);
+    if (p.fd >= 0)
+      close(p.fd);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   r.seconds = Now() - t0;
-  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) r.term_signal = WTERMSIG(st);
+  if (WIFEXITED(st))
+    r.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st))
+    r.term_signal = WTERMSIG(st);
   return r;
 }
 
@@ -143,7 +153,7 @@ int CudaDevices() {
 }
 
 class CliTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     mnist_ = Runfile("models/mnist_mlp.pb");
     linear_ = Runfile("models/linear.pb");
@@ -166,15 +176,19 @@ std::vector<std::string> FlagsInMainC() {
   std::string src = ReadText(Runfile("cli/gcc_train.c"));
   size_t at = src.find("longopts[]");
   size_t end = src.find("{0, 0, 0, 0}", at);
-  if (at == std::string::npos || end == std::string::npos) return flags;
+  if (at == std::string::npos || end == std::string::npos)
+    return flags;
   for (size_t p = src.find("{\"", at); p < end; p = src.find("{\"", p + 1)) {
     size_t q = src.find('"', p + 2);
-    if (q == std::string::npos || q > end) break;
+    if (q == std::string::npos || q > end)
+      break;
     std::string name = src.substr(p + 2, q - p - 2);
     size_t kind = src.find_first_not_of(", \t\n", q + 1);
-    if (kind == std::string::npos) break;
+    if (kind == std::string::npos)
+      break;
     for (const char *k : {"no_argument", "required_argument", "optional_argument"})
-      if (src.compare(kind, strlen(k), k) == 0) flags.push_back("--" + name);
+      if (src.compare(kind, strlen(k), k) == 0)
+        flags.push_back("--" + name);
   }
   return flags;
 }
@@ -185,7 +199,8 @@ bool Documents(const std::string &help, const std::string &flag) {
   std::string key = "\n  " + flag;
   for (size_t p = help.find(key); p != std::string::npos; p = help.find(key, p + 1)) {
     size_t after = p + key.size();
-    if (after < help.size() && strchr(" =[\n", help[after]) != nullptr) return true;
+    if (after < help.size() && strchr(" =[\n", help[after]) != nullptr)
+      return true;
   }
   return false;
 }
@@ -197,7 +212,8 @@ std::vector<double> NumbersAfter(const std::string &s, const std::string &prefix
     const char *start = s.c_str() + p + prefix.size();
     char *end = nullptr;
     double x = strtod(start, &end);
-    if (end != start) v.push_back(x);
+    if (end != start)
+      v.push_back(x);
   }
   return v;
 }
@@ -210,11 +226,26 @@ TEST_F(CliTest, HelpDocumentsEveryFlag) {
   std::vector<std::string> flags = FlagsInMainC();
   ASSERT_FALSE(flags.empty()) << "cli/gcc_train.c not readable from the test";
   EXPECT_GE(flags.size(), 20u);
-  for (const char *f : {"--device", "--data", "--epochs", "--batch-size",
-                               "--eval-batch-size", "--lr", "--seed", "--threads", "--log-every",
-                               "--max-steps", "--output", "--no-output", "--dump-after",
-                               "--dump-placement", "--dump-placement-file", "--cuda-arch",
-                               "--strict-placement", "--quiet", "--version", "--help"})
+  for (const char *f : {"--device",
+                        "--data",
+                        "--epochs",
+                        "--batch-size",
+                        "--eval-batch-size",
+                        "--lr",
+                        "--seed",
+                        "--threads",
+                        "--log-every",
+                        "--max-steps",
+                        "--output",
+                        "--no-output",
+                        "--dump-after",
+                        "--dump-placement",
+                        "--dump-placement-file",
+                        "--cuda-arch",
+                        "--strict-placement",
+                        "--quiet",
+                        "--version",
+                        "--help"})
     EXPECT_NE(std::find(flags.begin(), flags.end(), f), flags.end()) << f << " not in longopts";
   for (const std::string &f : flags)
     EXPECT_TRUE(Documents(r.out, f)) << f << " is not documented in --help";
@@ -287,7 +318,7 @@ TEST_F(CliTest, BadNumbers) {
     Result r = RunCli(args);
     EXPECT_EQ(r.exit_code, 2) << c.flag << " " << c.value << ": " << r;
     EXPECT_TRUE(Has(r.err, c.flag + " '" + c.value + "'")) << r;
-    EXPECT_TRUE(r.out.empty()) << r;  // nothing ran
+    EXPECT_TRUE(r.out.empty()) << r; // nothing ran
   }
   // a flag whose value is missing says so (not "unknown option")
   Result r = RunCli({linear_, "--no-output", "--epochs"});
@@ -312,7 +343,7 @@ TEST_F(CliTest, DeviceCudaWithoutAUsableGpu) {
   EXPECT_EQ(r.exit_code, 4) << r;
   if (CudaDevices() == 0) {
     EXPECT_TRUE(Has(r.err, "no usable CUDA GPU")) << r;
-  } else {  // this build has no CUDA execution backend yet
+  } else { // this build has no CUDA execution backend yet
     EXPECT_TRUE(Has(r.err, "CUDA")) << r;
   }
   EXPECT_TRUE(Has(r.err, "--device cpu")) << r;
@@ -324,7 +355,8 @@ TEST_F(CliTest, DeviceCudaWithoutAUsableGpu) {
 }
 
 TEST_F(CliTest, DeviceAutoRunsOnTheCpuAndSaysWhy) {
-  Result r = RunCli({linear_, "--device", "auto", "--epochs", "1", "--no-output", "--threads", "1"});
+  Result r =
+      RunCli({linear_, "--device", "auto", "--epochs", "1", "--no-output", "--threads", "1"});
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.err, "--device auto")) << r;
   EXPECT_TRUE(Has(r.err, "running on the CPU")) << r;
@@ -380,14 +412,15 @@ double InlineMse(const gcc_graph *g) {
   so.opt = g->training.opt;
   gcc_session *s = nullptr;
   EXPECT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
-  if (s == nullptr) return NAN;
+  if (s == nullptr)
+    return NAN;
   const gcc_value *x = &g->values[g->training.inline_inputs];
   const gcc_value *y = &g->values[g->training.inline_targets];
   float loss = NAN;
   int64_t correct = 0;
-  EXPECT_EQ(gcc_session_eval_batch(s, x->data, y->data, x->shape.dims[0], &loss, &correct, nullptr,
-                                   &d),
-            GCC_OK)
+  EXPECT_EQ(
+      gcc_session_eval_batch(s, x->data, y->data, x->shape.dims[0], &loss, &correct, nullptr, &d),
+      GCC_OK)
       << d.msg;
   gcc_session_destroy(s);
   return loss;
@@ -403,7 +436,8 @@ void WriteCifar(const std::string &path, int n, int seed) {
   for (int i = 0; i < n; i++) {
     int label = (seed + i) % 10;
     fputc(label, f);
-    for (int j = 0; j < 3072; j++) fputc((label * 25 + j * (seed + 3) + i) % 256, f);
+    for (int j = 0; j < 3072; j++)
+      fputc((label * 25 + j * (seed + 3) + i) % 256, f);
   }
   fclose(f);
 }
@@ -411,21 +445,22 @@ void WriteCifar(const std::string &path, int n, int seed) {
 TEST_F(CliTest, CifarCnnTrainsOnCifarFormatFilesAndShowsPredictions) {
   std::string dir = tmp_.file("cifar");
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
-  for (int k = 1; k <= 5; k++) WriteCifar(dir + "/data_batch_" + std::to_string(k) + ".bin", 8, k);
-  WriteCifar(dir + "/test_batch.bin", 6, 3);  // labels 3 4 5 6 7 8
-  Result r = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--threads", "1",
-                     "--data", dir, "--epochs", "1", "--no-output", "--show-predictions", "4"});
+  for (int k = 1; k <= 5; k++)
+    WriteCifar(dir + "/data_batch_" + std::to_string(k) + ".bin", 8, k);
+  WriteCifar(dir + "/test_batch.bin", 6, 3); // labels 3 4 5 6 7 8
+  Result r = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--threads", "1", "--data",
+                     dir, "--epochs", "1", "--no-output", "--show-predictions", "4"});
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.out, "epoch 1: test accuracy")) << r;
-  EXPECT_TRUE(Has(r.out, "trained 1 epochs (10 steps)")) << r;  // 40 images, batch 4
+  EXPECT_TRUE(Has(r.out, "trained 1 epochs (10 steps)")) << r; // 40 images, batch 4
   // the tutorial's lines: class names of the first 4 test images, then predictions
   EXPECT_TRUE(Has(r.out, "GroundTruth: cat   deer  dog   frog")) << r;
   size_t p = r.out.find("Predicted:   ");
   ASSERT_NE(p, std::string::npos) << r;
   std::string line = r.out.substr(p + 13, r.out.find('\n', p) - p - 13);
   int names = 0;
-  for (const char *c : {"plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
-                        "truck"})
+  for (const char *c :
+       {"plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"})
     for (size_t q = line.find(c); q != std::string::npos; q = line.find(c, q + 1))
       if ((q == 0 || line[q - 1] == ' ') &&
           (q + strlen(c) == line.size() || line[q + strlen(c)] == ' '))
@@ -441,29 +476,30 @@ TEST_F(CliTest, CifarCnnTrainsOnCifarFormatFilesAndShowsPredictions) {
 TEST_F(CliTest, CifarDataErrorsNameTheFile) {
   std::string dir = tmp_.file("cifar_bad");
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
-  Result missing = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--data", dir,
-                           "--no-output"});
+  Result missing =
+      RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--data", dir, "--no-output"});
   EXPECT_EQ(missing.exit_code, 1) << missing;
   EXPECT_TRUE(Has(missing.err, dir + "/data_batch_1.bin: cannot open")) << missing;
-  for (int k = 1; k <= 5; k++) WriteCifar(dir + "/data_batch_" + std::to_string(k) + ".bin", 2, k);
+  for (int k = 1; k <= 5; k++)
+    WriteCifar(dir + "/data_batch_" + std::to_string(k) + ".bin", 2, k);
   WriteCifar(dir + "/test_batch.bin", 2, 0);
   ASSERT_EQ(truncate((dir + "/test_batch.bin").c_str(), 3073 + 100), 0);
-  Result cut = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--data", dir,
-                       "--no-output"});
+  Result cut =
+      RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--data", dir, "--no-output"});
   EXPECT_EQ(cut.exit_code, 1) << cut;
   EXPECT_TRUE(Has(cut.err, dir + "/test_batch.bin: 3173 bytes")) << cut;
   EXPECT_TRUE(Has(cut.err, "3073-byte")) << cut;
   // MNIST files are not CIFAR-10: the CNN for 3x32x32 on --data data/mnist
-  Result wrong = RunCli({Runfile("models/mnist_cnn.pb"), "--device", "cpu", "--data", dir,
-                         "--no-output"});
+  Result wrong =
+      RunCli({Runfile("models/mnist_cnn.pb"), "--device", "cpu", "--data", dir, "--no-output"});
   EXPECT_EQ(wrong.exit_code, 1) << wrong;
   EXPECT_TRUE(Has(wrong.err, "train-images-idx3-ubyte")) << wrong;
 }
 
 TEST_F(CliTest, MnistCnnShowsDigitPredictions) {
-  Result r = RunCli({Runfile("models/mnist_cnn.pb"), "--device", "cpu", "--threads", "1",
-                     "--data", data_, "--max-steps", "30", "--no-output", "--log-every", "0",
-                     "--show-predictions", "4"});
+  Result r =
+      RunCli({Runfile("models/mnist_cnn.pb"), "--device", "cpu", "--threads", "1", "--data", data_,
+              "--max-steps", "30", "--no-output", "--log-every", "0", "--show-predictions", "4"});
   ASSERT_EQ(r.exit_code, 0) << r;
   // the first four MNIST test digits
   EXPECT_TRUE(Has(r.out, "GroundTruth: 7     2     1     0    \n")) << r;
@@ -492,7 +528,8 @@ TEST_F(CliTest, LinearTrainsAndWritesALoadableModel) {
     ASSERT_EQ(a->data_bytes, b->data_bytes) << p;
     EXPECT_NE(memcmp(a->data, b->data, a->data_bytes), 0) << p << " did not change";
   }
-  const float *w = static_cast<const float *>(after->values[gcc_graph_find(after, "fc.weight")].data);
+  const float *w =
+      static_cast<const float *>(after->values[gcc_graph_find(after, "fc.weight")].data);
   EXPECT_NEAR(w[0], 2.0, 0.02);
   EXPECT_NEAR(w[1], -3.0, 0.02);
   EXPECT_NEAR(w[2], 0.5, 0.02);
@@ -522,26 +559,27 @@ TEST_F(CliTest, NoOutputWritesNothingAndTheDefaultOutputIsNextToTheModel) {
 
 TEST_F(CliTest, OutputIntoAMissingDirectoryFails) {
   std::string out = tmp_.file("no/such/dir/m.pb");
-  Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--output", out});
+  Result r =
+      RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--output", out});
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, out)) << r;
   EXPECT_TRUE(ListDir(tmp_.path()).empty());
 }
 
 TEST_F(CliTest, MnistFiftySteps) {
-  Result r = RunCli({mnist_, "--device", "cpu", "--data", data_, "--max-steps", "50", "--epochs", "1",
-                  "--log-every", "10", "--threads", "1", "--no-output"});
+  Result r = RunCli({mnist_, "--device", "cpu", "--data", data_, "--max-steps", "50", "--epochs",
+                     "1", "--log-every", "10", "--threads", "1", "--no-output"});
   ASSERT_EQ(r.exit_code, 0) << r;
   // "[1,    10] loss: 2.2972" for batches 10, 20, ..., 50
   std::vector<double> batches = NumbersAfter(r.out, "\n[1,");
   std::vector<double> losses = NumbersAfter(r.out, "] loss: ");
   ASSERT_EQ(batches, (std::vector<double>{10, 20, 30, 40, 50})) << r;
   ASSERT_EQ(losses.size(), 5u) << r;
-  EXPECT_GT(losses.front(), 2.0) << r;  // about ln(10) at the start
+  EXPECT_GT(losses.front(), 2.0) << r; // about ln(10) at the start
   EXPECT_LT(losses.back(), losses.front()) << r;
   std::vector<double> acc = NumbersAfter(r.out, "epoch 1: test accuracy ");
   ASSERT_EQ(acc.size(), 1u) << r;
-  EXPECT_GT(acc[0], 30.0) << r;  // 50 steps: well above chance (10%)
+  EXPECT_GT(acc[0], 30.0) << r; // 50 steps: well above chance (10%)
   EXPECT_TRUE(Has(r.out, "/10000), test loss")) << r;
   EXPECT_TRUE(Has(r.out, "trained 1 epochs (50 steps)")) << r;
   EXPECT_TRUE(Has(r.out, "test accuracy")) << r;
@@ -550,15 +588,15 @@ TEST_F(CliTest, MnistFiftySteps) {
 
 TEST_F(CliTest, MissingDataDirectory) {
   std::string out = tmp_.file("m.pb");
-  Result r = RunCli({mnist_, "--device", "cpu", "--data", "/nonexistent", "--max-steps", "5",
-                  "--output", out});
+  Result r = RunCli(
+      {mnist_, "--device", "cpu", "--data", "/nonexistent", "--max-steps", "5", "--output", out});
   EXPECT_NE(r.exit_code, 0) << r;
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, "/nonexistent/train-images-idx3-ubyte")) << r;
   EXPECT_FALSE(Exists(out));
   // a directory without the files
-  Result e = RunCli({mnist_, "--device", "cpu", "--data", tmp_.path(), "--max-steps", "5",
-                  "--output", out});
+  Result e = RunCli(
+      {mnist_, "--device", "cpu", "--data", tmp_.path(), "--max-steps", "5", "--output", out});
   EXPECT_EQ(e.exit_code, 1) << e;
   EXPECT_TRUE(Has(e.err, tmp_.path() + "/train-images-idx3-ubyte")) << e;
   EXPECT_FALSE(Exists(out));
@@ -569,14 +607,14 @@ TEST_F(CliTest, SigintStopsTheRunWithoutWritingAModel) {
   bool sent = false;
   std::string seen_at_signal;
   Result r = RunCli({mnist_, "--device", "cpu", "--data", data_, "--epochs", "1000", "--log-every",
-                  "20", "--threads", "1", "--output", out},
-                 60, [&](pid_t pid, const std::string &so_far) {
-                   if (!sent && Has(so_far, "[1,")) {
-                     seen_at_signal = so_far;
-                     kill(pid, SIGINT);
-                     sent = true;
-                   }
-                 });
+                     "20", "--threads", "1", "--output", out},
+                    60, [&](pid_t pid, const std::string &so_far) {
+                      if (!sent && Has(so_far, "[1,")) {
+                        seen_at_signal = so_far;
+                        kill(pid, SIGINT);
+                        sent = true;
+                      }
+                    });
   ASSERT_TRUE(sent) << "no loss line before the end: " << r;
   EXPECT_FALSE(r.timed_out) << r;
   EXPECT_EQ(r.exit_code, 130) << r;
@@ -597,4 +635,4 @@ TEST_F(CliTest, SigintStopsTheRunWithoutWritingAModel) {
   EXPECT_LT(steps[0], 938) << r;
 }
 
-}  // namespace
+} // namespace

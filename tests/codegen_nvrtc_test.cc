@@ -24,7 +24,7 @@ extern "C" {
 }
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -101,10 +101,14 @@ void CompileAll(const Case &c) {
   EXPECT_GE(ks.n_kernels, c.expect_min_kernels);
   for (int sm : {80, 90}) {
     gcc_nvrtc_output out{};
-    ASSERT_EQ(gcc_nvrtc_compile(ks.source, c.name.c_str(), sm, &out, &d), GCC_OK)
-        << d.msg << "\n" << ks.source;
+    ASSERT_EQ(gcc_nvrtc_compile(ks.source, c.name.c_str(), sm, &out, &d), GCC_OK) << d.msg << "\n"
+                                                                                  << ks.source;
     EXPECT_GT(out.cubin_size, 4u);
-    EXPECT_EQ(memcmp(out.cubin, "\x7f" "ELF", 4), 0);
+    EXPECT_EQ(memcmp(out.cubin,
+                     "\x7f"
+                     "ELF",
+                     4),
+              0);
     std::string ptx(out.ptx, out.ptx_size);
     for (int k = 0; k < ks.n_kernels; k++)
       EXPECT_NE(ptx.find(std::string(".entry ") + ks.kernels[k].name), std::string::npos)
@@ -162,4 +166,4 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
   gcc_graph_free(chain);
 }
 
-}  // namespace
+} // namespace

@@ -96,7 +96,7 @@
 #define __host__
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+#define __noinline__    __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __shared__ static
 /* __restrict__ is a GNU C++ keyword already. */
@@ -115,8 +115,12 @@ struct __attribute__((aligned(16), may_alias)) float4 {
 struct __attribute__((aligned(8), may_alias)) float2 {
   float x, y;
 };
-static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
-static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) {
+  return float4{x, y, z, w};
+}
+static inline float2 make_float2(float x, float y) {
+  return float2{x, y};
+}
 
 /* Per emulated thread. */
 static thread_local uint3 threadIdx;
@@ -128,9 +132,15 @@ static thread_local dim3 gridDim;
 /* glibc declares __expf/__logf itself: map the CUDA intrinsics by name */
 #define __expf(x) expf(x)
 #define __logf(x) logf(x)
-static inline float __fdividef(float a, float b) { return a / b; }
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+static inline float __fdividef(float a, float b) {
+  return a / b;
+}
+static inline float rsqrtf(float x) {
+  return 1.0f / sqrtf(x);
+}
+static inline float __saturatef(float x) {
+  return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);
+}
 static inline float __int_as_float(int x) {
   float f;
   __builtin_memcpy(&f, &x, sizeof f);
@@ -138,7 +148,9 @@ static inline float __int_as_float(int x) {
 }
 
 /* ---- atomics (host) ---- */
-static inline int atomicAdd(int *a, int v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+static inline int atomicAdd(int *a, int v) {
+  return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
+}
 static inline unsigned atomicAdd(unsigned *a, unsigned v) {
   return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
 }
@@ -163,19 +175,21 @@ static inline double atomicAdd(double *a, double v) {
 }
 static inline int atomicMax(int *a, int v) {
   int old = __atomic_load_n(a, __ATOMIC_SEQ_CST);
-  while (old < v && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST,
-                                                 __ATOMIC_SEQ_CST)) {
+  while (old < v &&
+         !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }
   return old;
 }
 static inline int atomicMin(int *a, int v) {
   int old = __atomic_load_n(a, __ATOMIC_SEQ_CST);
-  while (old > v && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST,
-                                                 __ATOMIC_SEQ_CST)) {
+  while (old > v &&
+         !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }
   return old;
 }
-static inline int atomicExch(int *a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
+static inline int atomicExch(int *a, int v) {
+  return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);
+}
 static inline int atomicCAS(int *a, int cmp, int v) {
   __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return cmp;
@@ -189,11 +203,11 @@ enum ThreadState { READY = 0, WAITING = 1, DONE = 2 };
 /* One launch: the block's emulated threads as coroutines on this host
  * thread. */
 struct Launch {
-  ucontext_t sched;          /* the scheduler (the launching thread) */
-  ucontext_t *ctx;           /* per emulated thread */
-  unsigned char *state;      /* ThreadState per emulated thread */
-  unsigned long *barriers;   /* __syncthreads passed, per emulated thread, this block */
-  unsigned cur;              /* the running emulated thread */
+  ucontext_t sched;        /* the scheduler (the launching thread) */
+  ucontext_t *ctx;         /* per emulated thread */
+  unsigned char *state;    /* ThreadState per emulated thread */
+  unsigned long *barriers; /* __syncthreads passed, per emulated thread, this block */
+  unsigned cur;            /* the running emulated thread */
   void (*body)(void *);
   void *closure;
 };
@@ -224,7 +238,8 @@ static inline void syncthreads() {
 }
 
 /* getcontext / swapcontext return twice: kept out of run()'s frame. */
-__attribute__((noinline, unused)) static void prepare_thread(Launch *l, unsigned t, void *sp, size_t bytes) {
+__attribute__((noinline, unused)) static void prepare_thread(Launch *l, unsigned t, void *sp,
+                                                             size_t bytes) {
   getcontext(&l->ctx[t]);
   l->ctx[t].uc_stack.ss_sp = sp;
   l->ctx[t].uc_stack.ss_size = bytes;
@@ -240,7 +255,9 @@ __attribute__((noinline, unused)) static void resume_thread(Launch *l, unsigned 
   swapcontext(&l->sched, &l->ctx[t]);
 }
 
-template <typename F> static void call_closure(void *c) { (*static_cast<F *>(c))(); }
+template <typename F> static void call_closure(void *c) {
+  (*static_cast<F *>(c))();
+}
 
 template <typename F> static void run(unsigned grid, unsigned block, F &f) {
   pthread_mutex_lock(&g_launch_mu);
@@ -255,8 +272,8 @@ template <typename F> static void run(unsigned grid, unsigned block, F &f) {
   long page = sysconf(_SC_PAGESIZE);
   size_t per = kStackBytes + (size_t)page;
   size_t total = per * block;
-  unsigned char *stacks =
-      (unsigned char *)mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  unsigned char *stacks = (unsigned char *)mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   Launch l;
   l.ctx = new ucontext_t[block];
   l.state = new unsigned char[block];
@@ -323,9 +340,11 @@ static void launch(unsigned grid, unsigned block, void (*kernel)(P...), A &&...a
 
 } // namespace gcc_emu
 
-static inline void __syncthreads() { gcc_emu::syncthreads(); }
+static inline void __syncthreads() {
+  gcc_emu::syncthreads();
+}
 
-#define GCC_EMU_LAUNCH(kernel, grid, block, ...) \
+#define GCC_EMU_LAUNCH(kernel, grid, block, ...)                                                   \
   ::gcc_emu::launch((unsigned)(grid), (unsigned)(block), kernel, __VA_ARGS__)
 
 /* What the harness asks the loaded module after a launch. */
@@ -339,7 +358,8 @@ gcc_emu_barrier_mismatches(void) {
 /* 1: later launches run a block's ready threads in descending threadIdx
  * order. A correct kernel gives the same bits both ways; one that needs a
  * __syncthreads() it lacks (or races) usually does not. */
-extern "C" __attribute__((visibility("default"), used)) void gcc_emu_set_thread_order(int reversed) {
+extern "C" __attribute__((visibility("default"), used)) void
+gcc_emu_set_thread_order(int reversed) {
   pthread_mutex_lock(&gcc_emu::g_launch_mu);
   gcc_emu::g_reversed = reversed;
   pthread_mutex_unlock(&gcc_emu::g_launch_mu);

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/cuda/cuda_check.h"  // includes the CUDA headers: not inside extern "C"
+#include "runtime/cuda/cuda_check.h" // includes the CUDA headers: not inside extern "C"
 extern "C" {
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
@@ -37,7 +37,7 @@ std::string ListDevices() {
 }
 
 gcc_status FailingCall(gcc_diag *d) {
-  GCC_CUDA_CHECK(cudaSetDevice(100000));  // no such device, with or without a driver
+  GCC_CUDA_CHECK(cudaSetDevice(100000)); // no such device, with or without a driver
   return GCC_OK;
 }
 
@@ -79,7 +79,7 @@ TEST(CudaRuntime, BackendCreationWithoutAGpuIsADeviceErrorNamingTheCall) {
   EXPECT_EQ(gcc_cuda_backend_create(0, &b, &d), GCC_ERR_DEVICE);
   EXPECT_EQ(b, nullptr);
   EXPECT_NE(std::string(d.msg).find("failed: cuda"), std::string::npos) << d.msg;
-  gcc_cuda_backend_destroy(nullptr);  // accepted
+  gcc_cuda_backend_destroy(nullptr); // accepted
 }
 
 TEST(CudaRuntime, ResolveCudaFailsAndAutoFallsBackWithTheReason) {
@@ -89,13 +89,15 @@ TEST(CudaRuntime, ResolveCudaFailsAndAutoFallsBackWithTheReason) {
   gcc_device want{GCC_DEVICE_CUDA, 1}, got{};
   char note[768];
   gcc_diag d{};
-  EXPECT_EQ(gcc_device_resolve(&want, gcc_cuda_check_supported, &got, note, sizeof note, &d), GCC_ERR_DEVICE);
+  EXPECT_EQ(gcc_device_resolve(&want, gcc_cuda_check_supported, &got, note, sizeof note, &d),
+            GCC_ERR_DEVICE);
   EXPECT_NE(std::string(d.msg).find("--device cuda:1: no usable CUDA GPU: " + why),
             std::string::npos)
       << d.msg;
   EXPECT_NE(std::string(d.msg).find("--device cpu"), std::string::npos) << d.msg;
   want.kind = GCC_DEVICE_AUTO;
-  EXPECT_EQ(gcc_device_resolve(&want, gcc_cuda_check_supported, &got, note, sizeof note, &d), GCC_OK);
+  EXPECT_EQ(gcc_device_resolve(&want, gcc_cuda_check_supported, &got, note, sizeof note, &d),
+            GCC_OK);
   EXPECT_EQ(got.kind, GCC_DEVICE_CPU);
   EXPECT_NE(std::string(note).find("running on the CPU"), std::string::npos) << note;
   EXPECT_NE(std::string(note).find(why), std::string::npos) << note;
@@ -113,9 +115,9 @@ TEST(CudaRuntime, AGpuNvrtcCannotTargetGetsAMessageSayingWhatToDo) {
     EXPECT_EQ(gcc_cuda_check_supported(&info, &d), GCC_ERR_DEVICE) << info.name;
     std::string m = d.msg;
     EXPECT_NE(m.find(info.name), std::string::npos) << m;
-    EXPECT_NE(m.find("compute capability " + std::to_string(info.cc_major) + "." +
-                     std::to_string(minor)),
-              std::string::npos)
+    EXPECT_NE(
+        m.find("compute capability " + std::to_string(info.cc_major) + "." + std::to_string(minor)),
+        std::string::npos)
         << m;
     EXPECT_NE(m.find("no longer supported"), std::string::npos) << m;
     EXPECT_NE(m.find("--device cpu"), std::string::npos) << m;
@@ -130,4 +132,4 @@ TEST(CudaRuntime, AGpuNvrtcCannotTargetGetsAMessageSayingWhatToDo) {
   }
 }
 
-}  // namespace
+} // namespace

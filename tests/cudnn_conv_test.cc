@@ -48,7 +48,8 @@ void InferConv(const gcc_conv2d_shape &s, int64_t y[4]) {
   ASSERT_EQ(gcc_infer_shapes(g, &d), GCC_OK) << d.msg;
   const gcc_value *v = &g->values[gcc_graph_find(g, "y")];
   ASSERT_EQ(v->shape.ndim, 4);
-  for (int i = 0; i < 4; i++) y[i] = v->shape.dims[i];
+  for (int i = 0; i < 4; i++)
+    y[i] = v->shape.dims[i];
   gcc_graph_free(g);
 }
 
@@ -63,13 +64,13 @@ gcc_conv2d_shape ConvShape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m
 
 TEST(CudnnConv, DescriptorOutputShapesAgreeWithShapeInference) {
   const gcc_conv2d_shape cases[] = {
-      ConvShape(64, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 1, 1),   // cifar_cnn conv1 at batch 64
-      ConvShape(4, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, 1, 1),   // conv2
-      ConvShape(2, 3, 17, 23, 8, 3, 3, 2, 2, 1, 1, 1, 1),    // stride 2, pad 1, odd sizes
-      ConvShape(2, 4, 20, 15, 5, 3, 2, 1, 3, 2, 0, 2, 1),    // dilation 2, non-square kernel
-      ConvShape(1, 1, 9, 9, 1, 3, 3, 3, 2, 2, 1, 3, 2),      // everything at once
-      ConvShape(3, 2, 7, 5, 4, 1, 1, 1, 1, 0, 0, 1, 1),      // 1x1
-      ConvShape(1, 2, 5, 5, 3, 5, 5, 1, 1, 0, 0, 1, 1),      // output 1x1
+      ConvShape(64, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 1, 1), // cifar_cnn conv1 at batch 64
+      ConvShape(4, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, 1, 1), // conv2
+      ConvShape(2, 3, 17, 23, 8, 3, 3, 2, 2, 1, 1, 1, 1),  // stride 2, pad 1, odd sizes
+      ConvShape(2, 4, 20, 15, 5, 3, 2, 1, 3, 2, 0, 2, 1),  // dilation 2, non-square kernel
+      ConvShape(1, 1, 9, 9, 1, 3, 3, 3, 2, 2, 1, 3, 2),    // everything at once
+      ConvShape(3, 2, 7, 5, 4, 1, 1, 1, 1, 0, 0, 1, 1),    // 1x1
+      ConvShape(1, 2, 5, 5, 3, 5, 5, 1, 1, 0, 0, 1, 1),    // output 1x1
   };
   for (const gcc_conv2d_shape &s : cases) {
     SCOPED_TRACE("X " + std::to_string(s.n) + "x" + std::to_string(s.c) + "x" +
@@ -79,13 +80,15 @@ TEST(CudnnConv, DescriptorOutputShapesAgreeWithShapeInference) {
                  std::to_string(s.win.dw));
     int64_t ours[4];
     InferConv(s, ours);
-    if (HasFatalFailure()) return;
+    if (HasFatalFailure())
+      return;
     gcc_cudnn_conv *c = nullptr;
     gcc_diag d{};
     ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
     int64_t theirs[4];
     gcc_cudnn_conv_output_dims(c, theirs);
-    for (int i = 0; i < 4; i++) EXPECT_EQ(theirs[i], ours[i]) << "dim " << i;
+    for (int i = 0; i < 4; i++)
+      EXPECT_EQ(theirs[i], ours[i]) << "dim " << i;
     EXPECT_FALSE(gcc_cudnn_conv_prepared(c));
     EXPECT_EQ(gcc_cudnn_conv_workspace_bytes(c), 0u);
     int f, bd, bf;
@@ -99,13 +102,13 @@ TEST(CudnnConv, RejectsWhatCudnnCannotExpress) {
   gcc_diag d{};
   gcc_cudnn_conv *c = reinterpret_cast<gcc_cudnn_conv *>(&d);
   gcc_conv2d_shape s = ConvShape(1, 1, 8, 8, 1, 3, 3, 1, 1, 1, 1, 1, 1);
-  s.win.pb = 0;  // ONNX pads (1, 1, 0, 1): asymmetric
+  s.win.pb = 0; // ONNX pads (1, 1, 0, 1): asymmetric
   EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_ERR_UNSUPPORTED);
   EXPECT_EQ(c, nullptr);
   EXPECT_NE(std::string(d.msg).find("asymmetric"), std::string::npos) << d.msg;
   s = ConvShape(0, 1, 8, 8, 1, 3, 3, 1, 1, 0, 0, 1, 1);
   EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_ERR_INVALID_ARGUMENT);
-  s = ConvShape(1, 1, 8, 8, 1, 3, 3, 0, 1, 0, 0, 1, 1);  // stride 0
+  s = ConvShape(1, 1, 8, 8, 1, 3, 3, 0, 1, 0, 0, 1, 1); // stride 0
   EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_ERR_INVALID_ARGUMENT);
   gcc_pool2d_shape p{};
   p.n = 1, p.c = 1, p.h = 8, p.w = 8, p.mode = GCC_POOL_MAX;
@@ -129,7 +132,7 @@ TEST(CudnnConv, HandleWithoutGpuIsAClearDeviceError) {
   EXPECT_EQ(h, nullptr);
   std::string msg = d.msg;
   EXPECT_NE(msg.find("cudnnCreate"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("cudnn_conv.c:"), std::string::npos) << msg;  // file:line of the call
+  EXPECT_NE(msg.find("cudnn_conv.c:"), std::string::npos) << msg; // file:line of the call
   EXPECT_NE(msg.find("CUDNN_STATUS_NOT_INITIALIZED"), std::string::npos) << msg;
 }
 
@@ -138,7 +141,7 @@ TEST(CudnnConv, DeviceFunctionsRefuseWrongCalls) {
   gcc_cudnn_conv *c = nullptr;
   gcc_diag d{};
   ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
-  float buf[4];  // never read: every call below fails its checks first
+  float buf[4]; // never read: every call below fails its checks first
   auto expect = [&](gcc_status got, const char *needle) {
     EXPECT_EQ(got, GCC_ERR_INVALID_ARGUMENT) << d.msg;
     EXPECT_NE(std::string(d.msg).find(needle), std::string::npos) << d.msg;
@@ -164,7 +167,7 @@ TEST(CudnnConv, DeviceFunctionsRefuseWrongCalls) {
   ASSERT_EQ(gcc_cudnn_pool_create(&p, &pool, &d), GCC_OK) << d.msg;
   int64_t y[4];
   gcc_cudnn_pool_output_dims(pool, y);
-  EXPECT_EQ(y[2], 3);  // floor((6 + 2 - 3) / 2) + 1
+  EXPECT_EQ(y[2], 3); // floor((6 + 2 - 3) / 2) + 1
   EXPECT_EQ(y[3], 3);
   expect(gcc_cudnn_pool_forward(pool, nullptr, buf, buf, &d), "handle");
   expect(gcc_cudnn_pool_backward(pool, fake, buf, buf, nullptr, buf, &d), "X");
@@ -192,12 +195,12 @@ gcc_cudnn_algo_perf Perf(int algo, cudnnStatus_t st, size_t mem, cudnnDeterminis
 TEST(CudnnConv, PicksTheFastestDeterministicFmaCandidateThatFits) {
   const size_t cap = 1 << 20;
   const gcc_cudnn_algo_perf list[] = {
-      Perf(4, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),  // failed
-      Perf(3, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH),    // atomics
-      Perf(1, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH),  // TF32
-      Perf(5, CUDNN_STATUS_SUCCESS, 4 << 20, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),  // too big
-      Perf(0, CUDNN_STATUS_SUCCESS, 4096, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),     // this one
-      Perf(2, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),        // slower
+      Perf(4, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH), // failed
+      Perf(3, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH),   // atomics
+      Perf(1, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH), // TF32
+      Perf(5, CUDNN_STATUS_SUCCESS, 4 << 20, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH), // too big
+      Perf(0, CUDNN_STATUS_SUCCESS, 4096, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),    // this one
+      Perf(2, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH),       // slower
   };
   size_t smallest = 0;
   EXPECT_EQ(gcc_cudnn_pick_algo(list, 6, cap, &smallest), 4);
@@ -230,13 +233,14 @@ TEST(CudnnConv, ChoosingCommitsDeterministicAlgorithmsAndTheirMathType) {
       << d.msg;
   int f = -1, bd = -1, bf = -1;
   gcc_cudnn_conv_algorithms(c, &f, &bd, &bf);
-  EXPECT_EQ(f, 0);   // IMPLICIT_GEMM, not the TF32 candidate
-  EXPECT_EQ(bd, 1);  // ALGO_1, not the non-deterministic ALGO_0
-  EXPECT_EQ(bf, 1);  // ALGO_1, not ALGO_0 / ALGO_3
+  EXPECT_EQ(f, 0);  // IMPLICIT_GEMM, not the TF32 candidate
+  EXPECT_EQ(bd, 1); // ALGO_1, not the non-deterministic ALGO_0
+  EXPECT_EQ(bf, 1); // ALGO_1, not ALGO_0 / ALGO_3
   int math[3];
   gcc_cudnn_conv_math_types(c, math);
-  for (int i = 0; i < 3; i++) EXPECT_EQ(math[i], (int)CUDNN_FMA_MATH) << "direction " << i;
-  EXPECT_FALSE(gcc_cudnn_conv_prepared(c));  // the workspace sizes need a GPU
+  for (int i = 0; i < 3; i++)
+    EXPECT_EQ(math[i], (int)CUDNN_FMA_MATH) << "direction " << i;
+  EXPECT_FALSE(gcc_cudnn_conv_prepared(c)); // the workspace sizes need a GPU
   // no deterministic backward-filter candidate: an error naming the direction
   gcc_cudnn_conv *c2 = nullptr;
   ASSERT_EQ(gcc_cudnn_conv_create(&s, &c2, &d), GCC_OK) << d.msg;
@@ -281,12 +285,13 @@ TEST(CudnnConv, EveryCnnPlanNodeThroughTheCache) {
       fclose(sink);
       for (int i = 0; i < g->n_nodes; i++) {
         const gcc_node *n = &g->nodes[i];
-        if (gcc_lowering_of(n->op)->kind != GCC_LOWER_LIBRARY || n->op == GCC_OP_CONV_GRAD_BIAS) continue;
+        if (gcc_lowering_of(n->op)->kind != GCC_LOWER_LIBRARY || n->op == GCC_OP_CONV_GRAD_BIAS)
+          continue;
         SCOPED_TRACE(std::string(m.name) + " " + n->name);
         EXPECT_EQ(n->device, GCC_DEV_CUDA(0));
         nodes++;
         int64_t dims[4];
-        const gcc_shape *y;  // the forward output of the node's op family
+        const gcc_shape *y; // the forward output of the node's op family
         gcc_conv2d_shape cs;
         gcc_pool2d_shape ps;
         if (gcc_conv2d_shape_of(g, i, &cs, &d) == GCC_OK) {
@@ -303,7 +308,8 @@ TEST(CudnnConv, EveryCnnPlanNodeThroughTheCache) {
           y = &g->values[fwd ? n->outputs[0] : n->inputs[0]].shape;
         }
         ASSERT_EQ(y->ndim, 4);
-        for (int k = 0; k < 4; k++) EXPECT_EQ(dims[k], y->dims[k]) << "dim " << k;
+        for (int k = 0; k < 4; k++)
+          EXPECT_EQ(dims[k], y->dims[k]) << "dim " << k;
       }
       gcc_mem_plan_free(&mem);
       gcc_graph_free(g);
@@ -318,4 +324,4 @@ TEST(CudnnConv, EveryCnnPlanNodeThroughTheCache) {
   }
 }
 
-}  // namespace
+} // namespace

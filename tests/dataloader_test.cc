@@ -21,12 +21,13 @@ namespace {
 // Sample i: pixel 0 = i % 256, pixel 1 = i / 256, pixel j >= 2 =
 // (i * 31 + j * 7) % 256; label i % 10.
 class Synthetic {
- public:
+public:
   Synthetic(int64_t n, int64_t c, int64_t h, int64_t w)
       : images_(static_cast<size_t>(n * c * h * w)), labels_(static_cast<size_t>(n)) {
     int64_t elems = c * h * w;
     for (int64_t i = 0; i < n; i++) {
-      for (int64_t j = 0; j < elems; j++) images_[i * elems + j] = Pixel(i, j);
+      for (int64_t j = 0; j < elems; j++)
+        images_[i * elems + j] = Pixel(i, j);
       labels_[i] = static_cast<uint8_t>(i % 10);
     }
     ds_.n = n;
@@ -38,14 +39,16 @@ class Synthetic {
     ds_.num_classes = 10;
   }
   static uint8_t Pixel(int64_t i, int64_t j) {
-    if (j == 0) return static_cast<uint8_t>(i % 256);
-    if (j == 1) return static_cast<uint8_t>(i / 256);
+    if (j == 0)
+      return static_cast<uint8_t>(i % 256);
+    if (j == 1)
+      return static_cast<uint8_t>(i / 256);
     return static_cast<uint8_t>((i * 31 + j * 7) % 256);
   }
   const gcc_dataset *ds() const { return &ds_; }
   int64_t elems() const { return ds_.channels * ds_.height * ds_.width; }
 
- private:
+private:
   std::vector<uint8_t> images_, labels_;
   gcc_dataset ds_ = {};
 };
@@ -68,10 +71,10 @@ float Normalised(uint8_t p, float mean, float std) {
 
 // One epoch as the caller sees it.
 struct Epoch {
-  std::vector<int64_t> order;       // sample indices, in batch order
-  std::vector<int64_t> rows;        // rows of each batch
-  std::vector<float> values;        // every float of every batch
-  std::set<const float *> buffers;  // image buffers handed out
+  std::vector<int64_t> order;      // sample indices, in batch order
+  std::vector<int64_t> rows;       // rows of each batch
+  std::vector<float> values;       // every float of every batch
+  std::set<const float *> buffers; // image buffers handed out
 };
 
 // Decodes the sample of row r from its first two pixels and checks the whole
@@ -84,7 +87,8 @@ int64_t CheckRow(const Synthetic &data, const gcc_dataloader_options &o, const g
   int64_t i = lo + 256 * hi;
   EXPECT_GE(i, 0);
   EXPECT_LT(i, data.ds()->n);
-  if (i < 0 || i >= data.ds()->n) return -1;
+  if (i < 0 || i >= data.ds()->n)
+    return -1;
   for (int64_t j = 0; j < data.elems(); j++) {
     float want = Normalised(Synthetic::Pixel(i, j), o.mean, o.std);
     if (row[j] != want) {
@@ -115,7 +119,8 @@ Epoch RunEpoch(gcc_dataloader *dl, const Synthetic &data, const gcc_dataloader_o
     EXPECT_LE(b.rows, o.batch_size);
     e.rows.push_back(b.rows);
     e.buffers.insert(b.images);
-    for (int64_t r = 0; r < b.rows; r++) e.order.push_back(CheckRow(data, o, b, r));
+    for (int64_t r = 0; r < b.rows; r++)
+      e.order.push_back(CheckRow(data, o, b, r));
     e.values.insert(e.values.end(), b.images, b.images + b.rows * data.elems());
   }
   return e;
@@ -136,16 +141,18 @@ void ExpectEachSampleOnce(const std::vector<int64_t> &order, int64_t n) {
     ASSERT_LT(i, n);
     seen[static_cast<size_t>(i)]++;
   }
-  for (int64_t i = 0; i < n; i++) EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "sample " << i;
+  for (int64_t i = 0; i < n; i++)
+    EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "sample " << i;
 }
 
 std::vector<int64_t> Iota(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; i++) v[static_cast<size_t>(i)] = i;
+  for (int64_t i = 0; i < n; i++)
+    v[static_cast<size_t>(i)] = i;
   return v;
 }
 
-class DataloaderModes : public ::testing::TestWithParam<int> {};  // prefetch 0 / 1
+class DataloaderModes : public ::testing::TestWithParam<int> {}; // prefetch 0 / 1
 
 TEST_P(DataloaderModes, EverySampleExactlyOncePerEpoch) {
   Synthetic data(1000, 1, 4, 5);
@@ -229,10 +236,10 @@ TEST_P(DataloaderModes, NormalisationIsExact) {
   ASSERT_EQ(has, 1);
   ASSERT_EQ(b.rows, 256);
   const float want200 = (200.0f / 255.0f - 0.1307f) / 0.3081f;
-  EXPECT_EQ(b.images[200 * 4], want200);  // bit-exact, float32 arithmetic
+  EXPECT_EQ(b.images[200 * 4], want200); // bit-exact, float32 arithmetic
   EXPECT_NEAR(b.images[200 * 4], 2.1214340f, 1e-6f);
-  EXPECT_EQ(b.images[0], -0.1307f / 0.3081f);                   // pixel 0
-  EXPECT_EQ(b.images[255 * 4], (1.0f - 0.1307f) / 0.3081f);     // pixel 255
+  EXPECT_EQ(b.images[0], -0.1307f / 0.3081f);               // pixel 0
+  EXPECT_EQ(b.images[255 * 4], (1.0f - 0.1307f) / 0.3081f); // pixel 255
   EXPECT_NEAR(b.images[255 * 4], 2.8214867f, 1e-6f);
   EXPECT_EQ(b.labels[200], 0);
   EXPECT_EQ(b.labels[255], 5);
@@ -303,7 +310,7 @@ TEST_P(DataloaderModes, DropLast) {
   EXPECT_EQ(gcc_dataloader_num_batches(dl), 0);
   EXPECT_TRUE(RunEpoch(dl, data, o, 0).order.empty());
   gcc_dataloader_destroy(dl);
-  o.drop_last = 0;  // without drop_last the one batch holds all 10
+  o.drop_last = 0; // without drop_last the one batch holds all 10
   dl = Create(data, o);
   EXPECT_EQ(RunEpoch(dl, data, o, 0).rows, std::vector<int64_t>{10});
   gcc_dataloader_destroy(dl);
@@ -337,7 +344,7 @@ TEST_P(DataloaderModes, BuffersAreAllocatedOnceAndReused) {
     Epoch e = RunEpoch(dl, data, o, epoch);
     all.insert(e.buffers.begin(), e.buffers.end());
   }
-  EXPECT_EQ(all.size(), 2u);  // double buffering, nothing per batch
+  EXPECT_EQ(all.size(), 2u); // double buffering, nothing per batch
   gcc_dataloader_destroy(dl);
 }
 
@@ -350,7 +357,7 @@ TEST_P(DataloaderModes, RestartEpochMidway) {
   Epoch want2 = RunEpoch(ref, data, o, 2);
   Epoch want5 = RunEpoch(ref, data, o, 5);
   gcc_diag d = {};
-  for (int taken = 0; taken < 36; taken += 5) {  // 34 batches per epoch
+  for (int taken = 0; taken < 36; taken += 5) { // 34 batches per epoch
     ASSERT_EQ(gcc_dataloader_start_epoch(dl, taken % 2 ? 5 : 2, &d), GCC_OK);
     for (int k = 0; k < taken; k++) {
       gcc_batch b;
@@ -363,7 +370,8 @@ TEST_P(DataloaderModes, RestartEpochMidway) {
     EXPECT_EQ(got.values, taken % 3 ? want2.values : want5.values);
   }
   // Back-to-back restarts with no batch taken in between.
-  for (int i = 0; i < 20; i++) ASSERT_EQ(gcc_dataloader_start_epoch(dl, i, &d), GCC_OK);
+  for (int i = 0; i < 20; i++)
+    ASSERT_EQ(gcc_dataloader_start_epoch(dl, i, &d), GCC_OK);
   EXPECT_EQ(RunEpoch(dl, data, o, 2).order, want2.order);
   gcc_dataloader_destroy(ref);
   gcc_dataloader_destroy(dl);
@@ -385,7 +393,7 @@ TEST_P(DataloaderModes, DestroyAtAnyPoint) {
       ASSERT_EQ(gcc_dataloader_next(dl, &b, &has, &d), GCC_OK);
       ASSERT_EQ(has, 1);
     }
-    gcc_dataloader_destroy(dl);  // must not hang; ASan checks for leaks
+    gcc_dataloader_destroy(dl); // must not hang; ASan checks for leaks
   }
   gcc_dataloader_destroy(nullptr);
 }
@@ -431,7 +439,7 @@ TEST(DataloaderTest, HeldBatchIsNotOverwrittenWhileThreadWorks) {
     ASSERT_EQ(has, 1);
     std::vector<float> copy(b.images, b.images + b.rows * 16);
     std::vector<int64_t> labels(b.labels, b.labels + b.rows);
-    struct timespec ts = {0, 2000000};  // 2 ms: time for the thread to run ahead
+    struct timespec ts = {0, 2000000}; // 2 ms: time for the thread to run ahead
     nanosleep(&ts, nullptr);
     EXPECT_EQ(std::vector<float>(b.images, b.images + b.rows * 16), copy) << "batch " << k;
     EXPECT_EQ(std::vector<int64_t>(b.labels, b.labels + b.rows), labels);
@@ -447,7 +455,8 @@ TEST(DataloaderTest, LargeBatchesRestartAndDestroyPromptly) {
   gcc_dataloader *dl = Create(data, o);
   ASSERT_NE(dl, nullptr);
   gcc_diag d = {};
-  for (int i = 0; i < 10; i++) ASSERT_EQ(gcc_dataloader_start_epoch(dl, i, &d), GCC_OK);
+  for (int i = 0; i < 10; i++)
+    ASSERT_EQ(gcc_dataloader_start_epoch(dl, i, &d), GCC_OK);
   Epoch e = RunEpoch(dl, data, o, 3);
   ExpectEachSampleOnce(e.order, 6000);
   ASSERT_EQ(gcc_dataloader_start_epoch(dl, 4, &d), GCC_OK);
@@ -486,7 +495,7 @@ TEST(DataloaderTest, CreateRejectsBadArguments) {
   bad.mean = INFINITY;
   expect(data.ds(), &bad, GCC_ERR_INVALID_ARGUMENT, "mean");
   bad = o;
-  bad.n_channel_norm = 3;  // the images have 1 channel
+  bad.n_channel_norm = 3; // the images have 1 channel
   expect(data.ds(), &bad, GCC_ERR_INVALID_ARGUMENT, "channels");
   bad.n_channel_norm = 1;
   bad.channel_mean[0] = 0.5f;
@@ -531,4 +540,4 @@ TEST(DataloaderTest, NextAndStartEpochRejectBadArguments) {
   }
 }
 
-}  // namespace
+} // namespace

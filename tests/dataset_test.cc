@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -37,44 +37,50 @@ void Put32(Bytes *b, uint32_t v) {
 // An IDX file: header (type code, dims) followed by `data`.
 Bytes Idx(uint8_t type, const std::vector<uint32_t> &dims, const Bytes &data) {
   Bytes b = {0, 0, type, static_cast<uint8_t>(dims.size())};
-  for (uint32_t d : dims) Put32(&b, d);
+  for (uint32_t d : dims)
+    Put32(&b, d);
   b.insert(b.end(), data.begin(), data.end());
   return b;
 }
 
 Bytes Pattern(size_t n, unsigned mul = 7, unsigned add = 3) {
   Bytes b(n);
-  for (size_t i = 0; i < n; i++) b[i] = static_cast<uint8_t>((i * mul + add) & 0xff);
+  for (size_t i = 0; i < n; i++)
+    b[i] = static_cast<uint8_t>((i * mul + add) & 0xff);
   return b;
 }
 
 bool WritePlain(const std::string &path, const Bytes &b) {
   FILE *f = fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
+  if (f == nullptr)
+    return false;
   bool ok = b.empty() || fwrite(b.data(), 1, b.size(), f) == b.size();
   return fclose(f) == 0 && ok;
 }
 
 bool WriteGzip(const std::string &path, const Bytes &b) {
   gzFile f = gzopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  bool ok = b.empty() || gzwrite(f, b.data(), static_cast<unsigned>(b.size())) ==
-                             static_cast<int>(b.size());
+  if (f == nullptr)
+    return false;
+  bool ok = b.empty() ||
+            gzwrite(f, b.data(), static_cast<unsigned>(b.size())) == static_cast<int>(b.size());
   return gzclose(f) == Z_OK && ok;
 }
 
 Bytes ReadAll(const std::string &path) {
   Bytes b;
   FILE *f = fopen(path.c_str(), "rb");
-  if (f == nullptr) return b;
+  if (f == nullptr)
+    return b;
   int c;
-  while ((c = fgetc(f)) != EOF) b.push_back(static_cast<uint8_t>(c));
+  while ((c = fgetc(f)) != EOF)
+    b.push_back(static_cast<uint8_t>(c));
   fclose(f);
   return b;
 }
 
 class IdxReadTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override { ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed"; }
 
   // Reads `path` expecting failure with `want`; checks the outputs are
@@ -82,12 +88,13 @@ class IdxReadTest : public ::testing::Test {
   std::string ExpectError(const std::string &path, int ndim, gcc_status want) {
     gcc_diag d = {};
     int64_t dims[4] = {7, 7, 7, 7};
-    uint8_t *data = reinterpret_cast<uint8_t *>(&dims);  // must be reset
+    uint8_t *data = reinterpret_cast<uint8_t *>(&dims); // must be reset
     gcc_status s = gcc_idx_read(path.c_str(), ndim, dims, &data, &d);
     EXPECT_EQ(s, want) << gcc_status_name(s) << ": " << d.msg;
     EXPECT_EQ(d.status, want);
     EXPECT_EQ(data, nullptr);
-    for (int i = 0; i < 4; i++) EXPECT_EQ(dims[i], 0) << i;
+    for (int i = 0; i < 4; i++)
+      EXPECT_EQ(dims[i], 0) << i;
     EXPECT_NE(std::string(d.msg).find(path), std::string::npos)
         << "message does not name " << path << ": " << d.msg;
     free(data);
@@ -118,7 +125,7 @@ TEST_F(IdxReadTest, GzipRoundTrip1D) {
   Bytes data = Pattern(1000, 13, 1);
   std::string p = dir_.file("y-idx1.gz");
   ASSERT_TRUE(WriteGzip(p, Idx(0x08, {1000}, data)));
-  ASSERT_EQ(ReadAll(p).at(0), 0x1f);  // really compressed
+  ASSERT_EQ(ReadAll(p).at(0), 0x1f); // really compressed
   gcc_diag d = {};
   int64_t dims[4];
   uint8_t *out = nullptr;
@@ -151,7 +158,9 @@ TEST_F(IdxReadTest, MissingFileIsIoError) {
   EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
 }
 
-TEST_F(IdxReadTest, DirectoryIsIoError) { ExpectError(dir_.path(), 1, GCC_ERR_IO); }
+TEST_F(IdxReadTest, DirectoryIsIoError) {
+  ExpectError(dir_.path(), 1, GCC_ERR_IO);
+}
 
 TEST_F(IdxReadTest, EmptyFileIsParseError) {
   std::string p = dir_.file("empty");
@@ -160,7 +169,7 @@ TEST_F(IdxReadTest, EmptyFileIsParseError) {
 }
 
 TEST_F(IdxReadTest, BadMagic) {
-  for (uint8_t first : {0x01, 0x1f}) {  // 0x1f alone is no gzip header
+  for (uint8_t first : {0x01, 0x1f}) { // 0x1f alone is no gzip header
     Bytes b = Idx(0x08, {4}, Pattern(4));
     b[0] = first;
     std::string p = dir_.file("bad-magic");
@@ -209,8 +218,7 @@ TEST_F(IdxReadTest, ZeroDimension) {
     std::string p = dir_.file("zero-dim");
     ASSERT_TRUE(WritePlain(p, Idx(0x08, dims, {})));
     std::string msg = ExpectError(p, 3, GCC_ERR_PARSE);
-    EXPECT_NE(msg.find("dimension " + std::to_string(zero_at) + " is 0"), std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find("dimension " + std::to_string(zero_at) + " is 0"), std::string::npos) << msg;
   }
 }
 
@@ -282,7 +290,8 @@ TEST_F(IdxReadTest, CorruptGzipStream) {
   ExpectError(p, 2, GCC_ERR_PARSE);
   // A gzip header followed by bytes that are not deflate data.
   Bytes junk = {0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 3};
-  for (int i = 0; i < 64; i++) junk.push_back(0xff);
+  for (int i = 0; i < 64; i++)
+    junk.push_back(0xff);
   std::string q = dir_.file("junk.gz");
   ASSERT_TRUE(WritePlain(q, junk));
   std::string msg = ExpectError(q, 2, GCC_ERR_PARSE);
@@ -306,7 +315,8 @@ TEST_F(IdxReadTest, TrailingGarbage) {
 TEST_F(IdxReadTest, InvalidArguments) {
   std::string p = dir_.file("ok");
   ASSERT_TRUE(WritePlain(p, Idx(0x08, {4}, Pattern(4))));
-  for (int ndim : {0, 5, -1}) ExpectError(p, ndim, GCC_ERR_INVALID_ARGUMENT);
+  for (int ndim : {0, 5, -1})
+    ExpectError(p, ndim, GCC_ERR_INVALID_ARGUMENT);
   gcc_diag d = {};
   int64_t dims[4];
   EXPECT_EQ(gcc_idx_read(p.c_str(), 1, dims, nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
@@ -326,7 +336,7 @@ TEST_F(IdxReadTest, NullDiagIsAllowed) {
 // gcc_mnist_load on small files.
 
 class MnistLoadTest : public IdxReadTest {
- protected:
+protected:
   // Writes an n-sample set of h x w images (pixel values from Pattern) and
   // the given labels under the train or t10k names.
   void WriteSet(bool train, bool gzip, uint32_t n, uint32_t h, uint32_t w, const Bytes &labels,
@@ -336,8 +346,8 @@ class MnistLoadTest : public IdxReadTest {
     auto write = gzip ? WriteGzip : WritePlain;
     ASSERT_TRUE(write(dir_.file(pre + "-images-idx3-ubyte" + suffix),
                       Idx(0x08, {n, h, w}, Pattern(size_t{n} * h * w))));
-    ASSERT_TRUE(write(dir_.file(pre + "-labels-idx1-ubyte" + suffix),
-                      Idx(0x08, {label_count}, labels)));
+    ASSERT_TRUE(
+        write(dir_.file(pre + "-labels-idx1-ubyte" + suffix), Idx(0x08, {label_count}, labels)));
   }
 
   std::string ExpectLoadError(bool train, gcc_status want) {
@@ -370,7 +380,7 @@ TEST_F(MnistLoadTest, LoadsPlainTrainingSet) {
   gcc_dataset_free(&ds);
   EXPECT_EQ(ds.images, nullptr);
   EXPECT_EQ(ds.n, 0);
-  gcc_dataset_free(&ds);  // freeing twice is harmless
+  gcc_dataset_free(&ds); // freeing twice is harmless
   gcc_dataset_free(nullptr);
 }
 
@@ -461,7 +471,7 @@ TEST_F(MnistLoadTest, InvalidArguments) {
 // gcc_cifar10_load on files written here in the CIFAR-10 binary format.
 
 class Cifar10LoadTest : public IdxReadTest {
- protected:
+protected:
   // A record: the label byte, then R, G, B planes of 32x32; pixel (c, y, x)
   // of record `r` of file `f` holds (f * 31 + r * 7 + c * 5 + y * 3 + x) % 256.
   static Bytes Records(int f, const Bytes &labels) {
@@ -541,7 +551,7 @@ TEST_F(Cifar10LoadTest, MissingFileNamesItAndTheExpectedFiles) {
   ASSERT_EQ(remove(dir_.file("data_batch_4.bin").c_str()), 0);
   msg = ExpectLoadError(true, GCC_ERR_IO);
   EXPECT_NE(msg.find(dir_.file("data_batch_4.bin")), std::string::npos) << msg;
-  ASSERT_EQ(mkdir(dir_.file("data_batch_4.bin").c_str(), 0700), 0);  // a directory
+  ASSERT_EQ(mkdir(dir_.file("data_batch_4.bin").c_str(), 0700), 0); // a directory
   msg = ExpectLoadError(true, GCC_ERR_IO);
   EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
 }
@@ -553,7 +563,7 @@ TEST_F(Cifar10LoadTest, WrongSizesAreParseErrors) {
   EXPECT_NE(msg.find(dir_.file("test_batch.bin")), std::string::npos) << msg;
   EXPECT_NE(msg.find("6145 bytes"), std::string::npos) << msg;
   EXPECT_NE(msg.find("3073-byte"), std::string::npos) << msg;
-  ASSERT_TRUE(WritePlain(dir_.file("test_batch.bin"), Bytes()));  // empty
+  ASSERT_TRUE(WritePlain(dir_.file("test_batch.bin"), Bytes())); // empty
   ExpectLoadError(false, GCC_ERR_PARSE);
   // an MNIST IDX file is not CIFAR-10
   ASSERT_TRUE(WritePlain(dir_.file("test_batch.bin"), Idx(0x08, {2, 28, 28}, Pattern(2 * 784))));
@@ -601,7 +611,8 @@ std::string FindMnist(std::string *looked) {
   char cwd[4096];
   std::string here = getcwd(cwd, sizeof cwd) != nullptr ? cwd : "?";
   for (const std::string &c : candidates) {
-    if (IsDir(c)) return c;
+    if (IsDir(c))
+      return c;
     looked->append(c[0] == '/' ? c : here + "/" + c).append("; ");
   }
   return "";
@@ -619,9 +630,13 @@ TEST(MnistRealDataTest, TrainingAndTestSets) {
     std::array<int, 10> first;
   };
   const Expect sets[] = {
-      {1, 60000, {5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949},
+      {1,
+       60000,
+       {5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949},
        {5, 0, 4, 1, 9, 2, 1, 3, 1, 4}},
-      {0, 10000, {980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009},
+      {0,
+       10000,
+       {980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009},
        {7, 2, 1, 0, 4, 1, 4, 9, 5, 9}},
   };
   for (const Expect &e : sets) {
@@ -637,11 +652,14 @@ TEST(MnistRealDataTest, TrainingAndTestSets) {
     if (e.train) {
       EXPECT_EQ(ds.labels[0], 5);
     }
-    for (int i = 0; i < 10; i++) EXPECT_EQ(ds.labels[i], e.first[i]) << i;
+    for (int i = 0; i < 10; i++)
+      EXPECT_EQ(ds.labels[i], e.first[i]) << i;
     std::array<int64_t, 10> hist = {};
-    for (int64_t i = 0; i < ds.n; i++) hist.at(ds.labels[i])++;
+    for (int64_t i = 0; i < ds.n; i++)
+      hist.at(ds.labels[i])++;
     int64_t sum = 0;
-    for (int64_t h : hist) sum += h;
+    for (int64_t h : hist)
+      sum += h;
     EXPECT_EQ(sum, ds.n);
     EXPECT_EQ(hist, e.hist);
     // Background is 0, ink reaches 255; the border pixel of image 0 is blank.
@@ -649,7 +667,8 @@ TEST(MnistRealDataTest, TrainingAndTestSets) {
     uint8_t maxv = 0;
     for (int64_t i = 0; i < ds.n * 784; i++) {
       zeros += ds.images[i] == 0;
-      if (ds.images[i] > maxv) maxv = ds.images[i];
+      if (ds.images[i] > maxv)
+        maxv = ds.images[i];
     }
     EXPECT_EQ(maxv, 255);
     EXPECT_GT(zeros, ds.n * 784 * 3 / 4);
@@ -658,4 +677,4 @@ TEST(MnistRealDataTest, TrainingAndTestSets) {
   }
 }
 
-}  // namespace
+} // namespace

@@ -69,8 +69,8 @@ const gcc_kernel_cache_config kNoKernelCache = {nullptr, 0};
 using gcc_emu_test::EmulatedModule;
 using gcc_emu_test::LaunchFn;
 
-using gcc_host_test::HostBackend;
 using gcc_host_test::ColMajorGemm;
+using gcc_host_test::HostBackend;
 using gcc_host_test::Recorded;
 
 // ---- models and data -------------------------------------------------------
@@ -84,7 +84,7 @@ gcc_graph *SmallMlp(gcc_opt_kind kind, bool bias_free_last = false) {
   h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", h, 36, 24));
   h = gcc_build_relu(b, "relu2", gcc_build_linear(b, "fc2", h, 24, 16));
   int logits;
-  if (bias_free_last) {  // MatMul: no bias, no transpose
+  if (bias_free_last) { // MatMul: no bias, no transpose
     int64_t wd[2] = {16, 5};
     std::vector<float> w(80);
     for (int i = 0; i < 80; i++)
@@ -235,12 +235,14 @@ void TrainAndCompare(gcc_graph *g, bool graphs, int pending, int steps, int64_t 
   EXPECT_EQ(hb->used, 0u) << "device memory leaked";
   EXPECT_TRUE(hb->graphs.empty()) << "CUDA Graphs leaked";
   EXPECT_TRUE(hb->prepared.empty()) << "prepared GEMMs leaked";
-  for (const std::string &v : hb->violations) ADD_FAILURE() << v;
-  for (const std::string &v : hb->misaligned) ADD_FAILURE() << v;
+  for (const std::string &v : hb->violations)
+    ADD_FAILURE() << v;
+  for (const std::string &v : hb->misaligned)
+    ADD_FAILURE() << v;
 }
 
 class DevicePlan : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     if (gcc_emu_test::ShimPath().empty())
       GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
@@ -338,8 +340,8 @@ TEST_F(DevicePlan, MnistMlpPlanRunsTheSixteenLaunchesAndMatchesTheCpu) {
   ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
   gcc_plan *p = nullptr;
   ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 16, &p, &d), GCC_OK) << d.msg;
-  EXPECT_EQ(gcc_plan_launches(p), 16);  // 14 cuBLASLt GEMMs, the loss and the optimizer kernel
-  EXPECT_EQ(gcc_plan_copies(p), 3);     // image and label H2D, loss D2H
+  EXPECT_EQ(gcc_plan_launches(p), 16); // 14 cuBLASLt GEMMs, the loss and the optimizer kernel
+  EXPECT_EQ(gcc_plan_copies(p), 3);    // image and label H2D, loss D2H
   EXPECT_STREQ(gcc_plan_graph_note(p), "");
   for (int s = 0; s < 4; s++) {
     Batch b = MakeBatch(16, 784, 10, 7 + (uint32_t)s);
@@ -401,7 +403,7 @@ TEST_F(DevicePlan, ALabelOutOfRangeIsReportedWhenTheLossesAreCollected) {
   gcc_diag d{};
   ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
   Batch b = MakeBatch(8, 36, 5, 1);
-  b.y[3] = 5;  // classes are 0..4
+  b.y[3] = 5; // classes are 0..4
   ASSERT_EQ(gcc_session_train_step_async(dev, b.x.data(), b.y.data(), 8, &d), GCC_OK) << d.msg;
   float losses[2];
   int n = 0;
@@ -431,13 +433,13 @@ TEST_F(DevicePlan, SessionParamSaysWhetherTheNameIsUnknownOrTheDeviceFailed) {
       << d.msg;
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(gcc_session_grad(dev, "no.such.weight", &p, &n, &d), GCC_ERR_INVALID_ARGUMENT);
-  hb.fail_d2h = true;  // the parameters are newer on the device: the copy back fails
+  hb.fail_d2h = true; // the parameters are newer on the device: the copy back fails
   EXPECT_EQ(gcc_session_param(dev, "fc1.weight", &p, &n, &d), GCC_ERR_DEVICE);
   EXPECT_NE(std::string(d.msg).find("fc1.weight"), std::string::npos) << d.msg;
   EXPECT_NE(std::string(d.msg).find("cudaErrorIllegalAddress"), std::string::npos) << d.msg;
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(gcc_session_grad(dev, "fc1.weight", &p, &n, &d), GCC_ERR_DEVICE);
-  hb.fail_d2h = false;  // it recovers: the next read copies again
+  hb.fail_d2h = false; // it recovers: the next read copies again
   EXPECT_EQ(gcc_session_param(dev, "fc1.weight", &p, &n, &d), GCC_OK) << d.msg;
   EXPECT_NE(p, nullptr);
   EXPECT_EQ(n, 36 * 24);
@@ -450,7 +452,7 @@ TEST_F(DevicePlan, OutOfDeviceMemoryNamesRequestedFreeTotalAndTheLargestValues) 
   gcc_graph *g = nullptr;
   gcc_diag d{};
   ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &g, &d), GCC_OK) << d.msg;
-  hb.limit = 8u << 20;  // the persistent arena (6.9 MB) fits, a batch-4096 step does not
+  hb.limit = 8u << 20; // the persistent arena (6.9 MB) fits, a batch-4096 step does not
   gcc_session_options dso = DeviceOptions(g, &hb, false, 1);
   gcc_session *dev = nullptr;
   ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
@@ -459,8 +461,8 @@ TEST_F(DevicePlan, OutOfDeviceMemoryNamesRequestedFreeTotalAndTheLargestValues) 
   std::string m = d.msg;
   EXPECT_NE(m.find("out of memory on cuda:0"), std::string::npos) << m;
   EXPECT_NE(m.find("bytes are free"), std::string::npos) << m;
-  EXPECT_NE(m.find(std::to_string(8u << 20)), std::string::npos) << m;  // the total
-  EXPECT_NE(m.find("fc1.out"), std::string::npos) << m;  // 4096 x 512 floats: among the largest
+  EXPECT_NE(m.find(std::to_string(8u << 20)), std::string::npos) << m; // the total
+  EXPECT_NE(m.find("fc1.out"), std::string::npos) << m; // 4096 x 512 floats: among the largest
   EXPECT_NE(m.find("--batch-size"), std::string::npos) << m;
   gcc_session_destroy(dev);
   EXPECT_EQ(hb.used, 0u);
@@ -475,10 +477,11 @@ TEST_F(DevicePlan, BatchesGatheredFromAnUploadedDatasetTrainAsHostBatches) {
   HostBackend hb;
   gcc_graph *g = SmallMlp(GCC_OPT_SGD);
   gcc_diag d{};
-  const int64_t n = 29;  // 3 batches of 8 and one of 5
+  const int64_t n = 29; // 3 batches of 8 and one of 5
   Batch all = MakeBatch(n, 36, 5, 4242);
   std::vector<int64_t> perm(n);
-  for (int64_t i = 0; i < n; i++) perm[i] = (i * 11) % n;  // 11 is prime to 29
+  for (int64_t i = 0; i < n; i++)
+    perm[i] = (i * 11) % n; // 11 is prime to 29
   gcc_session *cpu = nullptr, *dev = nullptr;
   gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, true, 4);
   ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
@@ -489,7 +492,8 @@ TEST_F(DevicePlan, BatchesGatheredFromAnUploadedDatasetTrainAsHostBatches) {
   std::vector<float> cl, dl(8);
   int got = 0;
   for (int epoch = 0; epoch < 2; epoch++) {
-    if (epoch == 1) std::reverse(perm.begin(), perm.end());
+    if (epoch == 1)
+      std::reverse(perm.begin(), perm.end());
     ASSERT_EQ(gcc_session_set_order(dev, perm.data(), &d), GCC_OK) << d.msg;
     for (int64_t first = 0; first < n; first += 8) {
       int64_t rows = std::min<int64_t>(8, n - first);
@@ -520,11 +524,13 @@ TEST_F(DevicePlan, BatchesGatheredFromAnUploadedDatasetTrainAsHostBatches) {
 
 std::string MnistDir() {
   for (const char *root : {(const char *)getenv("TEST_SRCDIR"), (const char *)"."}) {
-    if (!root) continue;
+    if (!root)
+      continue;
     for (const char *ws : {"/gcc_train/", "/"}) {
       std::string p = std::string(root) + ws + "data/mnist";
       struct stat st;
-      if (stat(p.c_str(), &st) == 0) return p;
+      if (stat(p.c_str(), &st) == 0)
+        return p;
     }
   }
   return "";
@@ -537,7 +543,7 @@ std::string MnistDir() {
 // op table's OpenBLAS kernels too (GCC_CPU_ONEDNN=0): over 40 steps the
 // oneDNN kernels' other summation order moves the loss by about 3e-5.
 TEST_F(DevicePlan, TrainerWithTheDatasetOnTheDeviceMatchesTheCpuTrainer) {
-  struct ReferenceCpuKernels {  // for this test only, even when an ASSERT returns early
+  struct ReferenceCpuKernels { // for this test only, even when an ASSERT returns early
     ReferenceCpuKernels() { setenv("GCC_CPU_ONEDNN", "0", 1); }
     ~ReferenceCpuKernels() { unsetenv("GCC_CPU_ONEDNN"); }
   } reference;
@@ -562,7 +568,7 @@ TEST_F(DevicePlan, TrainerWithTheDatasetOnTheDeviceMatchesTheCpuTrainer) {
     cfg.eval_batch = 1000;
     cfg.quiet = 1;
     cfg.out = stdout;
-    cfg.dataset_on_device = dev ? 1 : 2;  // auto on the CPU: nothing to do
+    cfg.dataset_on_device = dev ? 1 : 2; // auto on the CPU: nothing to do
     cfg.note = stdout;
     ASSERT_EQ(gcc_train_run(s, g, &cfg, &rep[dev], &d), GCC_OK) << d.msg;
     EXPECT_EQ(rep[dev].dataset_on_device, dev);
@@ -573,7 +579,7 @@ TEST_F(DevicePlan, TrainerWithTheDatasetOnTheDeviceMatchesTheCpuTrainer) {
   EXPECT_NEAR(rep[1].final_train_loss, rep[0].final_train_loss, 1e-5);
   EXPECT_NEAR(rep[1].test_loss, rep[0].test_loss, 1e-5);
   EXPECT_EQ(rep[1].test_accuracy, rep[0].test_accuracy);
-  EXPECT_GT(rep[0].test_accuracy, 0.3);  // 40 steps learn something (chance: 0.1)
+  EXPECT_GT(rep[0].test_accuracy, 0.3); // 40 steps learn something (chance: 0.1)
   gcc_graph_free(g);
 }
 
@@ -638,9 +644,12 @@ TEST_F(DevicePlan, TrainEvaluateTrainWithCudaGraphsMatchesTheCpu) {
   HostBackend hb;
   gcc_graph *g = SmallMlp(GCC_OPT_SGD);
   std::vector<Step> steps;
-  for (int i = 0; i < 6; i++) steps.push_back({true, 8, 300u + i});
-  for (int i = 0; i < 4; i++) steps.push_back({false, 20, 400u + i});
-  for (int i = 0; i < 6; i++) steps.push_back({true, 8, 500u + i});
+  for (int i = 0; i < 6; i++)
+    steps.push_back({true, 8, 300u + i});
+  for (int i = 0; i < 4; i++)
+    steps.push_back({false, 20, 400u + i});
+  for (int i = 0; i < 6; i++)
+    steps.push_back({true, 8, 500u + i});
   RunAndCompare(g, &hb, /*graphs=*/true, steps, 36, 5, 1e-5);
   EXPECT_GE(hb.replays, 8);
   EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
@@ -655,12 +664,17 @@ TEST_F(DevicePlan, EvictingAPlanLeavesTheOtherPlansReplayingTheirOwnGraphs) {
   gcc_graph *g = SmallMlp(GCC_OPT_SGD);
   std::vector<Step> steps;
   uint32_t seed = 600;
-  for (int i = 0; i < 4; i++) steps.push_back({true, 8, seed++});
-  for (int i = 0; i < 4; i++) steps.push_back({false, 20, seed++});
-  for (int64_t rows = 7; rows >= 1; rows--)  // 7 more plans: the 9th evicts train b8
-    for (int i = 0; i < 4; i++) steps.push_back({true, rows, seed++});
-  for (int i = 0; i < 3; i++) steps.push_back({true, 7, seed++});
-  for (int i = 0; i < 3; i++) steps.push_back({false, 20, seed++});
+  for (int i = 0; i < 4; i++)
+    steps.push_back({true, 8, seed++});
+  for (int i = 0; i < 4; i++)
+    steps.push_back({false, 20, seed++});
+  for (int64_t rows = 7; rows >= 1; rows--) // 7 more plans: the 9th evicts train b8
+    for (int i = 0; i < 4; i++)
+      steps.push_back({true, rows, seed++});
+  for (int i = 0; i < 3; i++)
+    steps.push_back({true, 7, seed++});
+  for (int i = 0; i < 3; i++)
+    steps.push_back({false, 20, seed++});
   RunAndCompare(g, &hb, /*graphs=*/true, steps, 36, 5, 1e-5);
   EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
   EXPECT_EQ(hb.used, 0u);
@@ -676,9 +690,11 @@ TEST_F(DevicePlan, CifarCnnTrainEvaluateAtOneThousandTrainAgainWithGraphs) {
   gcc_diag d{};
   ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &g, &d), GCC_OK) << d.msg;
   std::vector<Step> steps;
-  for (int i = 0; i < 5; i++) steps.push_back({true, 4, 700u + i});
+  for (int i = 0; i < 5; i++)
+    steps.push_back({true, 4, 700u + i});
   steps.push_back({false, 1000, 710});
-  for (int i = 0; i < 4; i++) steps.push_back({true, 4, 720u + i});
+  for (int i = 0; i < 4; i++)
+    steps.push_back({true, 4, 720u + i});
   RunAndCompare(g, &hb, /*graphs=*/true, steps, 3 * 32 * 32, 10, 2e-5);
   EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
   gcc_graph_free(g);
@@ -711,10 +727,9 @@ TEST_F(DevicePlan, AWorkspaceThatDoesNotFitIsOutOfMemoryAndTheNextStepRuns) {
   gcc_session *cpu = nullptr, *dev = nullptr;
   ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
   ASSERT_EQ(gcc_session_create(g, &so, &dev, &d), GCC_OK) << d.msg;
-  hb.limit = hb.used + plan_bytes - ws / 2;  // the plan fits but for half its workspace
+  hb.limit = hb.used + plan_bytes - ws / 2; // the plan fits but for half its workspace
   float l1 = 0, l2 = 0;
-  EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 4, &l1, &d),
-            GCC_ERR_OUT_OF_MEMORY)
+  EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 4, &l1, &d), GCC_ERR_OUT_OF_MEMORY)
       << d.msg;
   EXPECT_NE(std::string(d.msg).find("cuDNN workspace"), std::string::npos) << d.msg;
   hb.limit = SIZE_MAX;
@@ -766,7 +781,8 @@ void TrainRegressionAndCompare(gcc_graph *g, HostBackend *hb, int steps) {
   for (int s = 0; s < steps; s++) {
     Batch b = MakeBatch(8, 3, 2, 800u + (uint32_t)s);
     std::vector<float> y(8);
-    for (int i = 0; i < 8; i++) y[i] = b.x[i * 3] - 2.0f * b.x[i * 3 + 1];
+    for (int i = 0; i < 8; i++)
+      y[i] = b.x[i * 3] - 2.0f * b.x[i * 3 + 1];
     float l1 = 0, l2 = 0;
     ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), y.data(), 8, &l2, &d), GCC_OK) << d.msg;
     ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), y.data(), 8, &l1, &d), GCC_OK)
@@ -797,7 +813,7 @@ TEST_F(DevicePlan, ShapesCublasLtHasNoEpilogueForTrainAsOnTheCpu) {
 TEST_F(DevicePlan, EachEpilogueRefusedInTurnFallsBackAndMatchesTheCpu) {
   gcc_graph *g = SmallMlp(GCC_OPT_SGD);
   for (gcc_epilogue e : {GCC_EPI_RELU_AUX_BIAS, GCC_EPI_DRELU_BGRAD, GCC_EPI_BGRADB, GCC_EPI_BIAS,
-                            GCC_EPI_RELU_BIAS}) {
+                         GCC_EPI_RELU_BIAS}) {
     SCOPED_TRACE(gcc_epilogue_name(e));
     HostBackend hb;
     hb.refuse.insert((int)e);
@@ -823,7 +839,8 @@ TEST_F(DevicePlan, EveryGemmRunsOnOperandsAlignedAsItsAlgorithmAssumes) {
   gcc_graph *g = SmallMlp(GCC_OPT_SGD);
   TrainAndCompare(g, /*graphs=*/true, /*pending=*/2, 6, 8, 5, &hb, 1e-5);
   std::string m;
-  for (const std::string &v : hb.misaligned) m += "\n  " + v;
+  for (const std::string &v : hb.misaligned)
+    m += "\n  " + v;
   EXPECT_TRUE(hb.misaligned.empty()) << m;
   gcc_graph_free(g);
 }
@@ -867,7 +884,7 @@ TEST_F(DevicePlan, AStepFailingAfterItsCopyMarksThePlanFailed) {
     Batch b = MakeBatch(8, 36, 5, 50u + (uint32_t)s);
     ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l, &d), GCC_OK) << d.msg;
   }
-  hb.fail_gemm_at = hb.gemms;  // the next step's first GEMM
+  hb.fail_gemm_at = hb.gemms; // the next step's first GEMM
   Batch b3 = MakeBatch(8, 36, 5, 53), b4 = MakeBatch(8, 36, 5, 54);
   EXPECT_EQ(gcc_session_train_step(dev, b3.x.data(), b3.y.data(), 8, &l, &d), GCC_ERR_DEVICE);
   EXPECT_NE(std::string(d.msg).find("injected"), std::string::npos) << d.msg;
@@ -893,7 +910,8 @@ TEST_F(DevicePlan, TheHostWaitsForStepIMinusTwoAndNothingElse) {
     ASSERT_EQ(gcc_session_train_step_async(dev, b.x.data(), b.y.data(), 8, &d), GCC_OK) << d.msg;
   }
   std::vector<std::pair<int, int>> want;
-  for (int i = 2; i < 8; i++) want.push_back({i, i - 2});
+  for (int i = 2; i < 8; i++)
+    want.push_back({i, i - 2});
   EXPECT_EQ(hb.step_waits, want);
   float losses[8];
   int n = 0;
@@ -928,7 +946,7 @@ TEST_F(DevicePlan, TheKernelImageIsChosenByComputeCapabilityBeforeLoading) {
     gcc_session_destroy(dev);
     gcc_session_destroy(cpu);
   }
-  {  // sm_90 kernels on an sm_86 device: neither the cubin nor the PTX runs
+  { // sm_90 kernels on an sm_86 device: neither the cubin nor the PTX runs
     HostBackend hb;
     hb.be.arch = 86;
     gcc_diag d{};
@@ -952,9 +970,9 @@ TEST_F(DevicePlan, TheKernelImageIsChosenByComputeCapabilityBeforeLoading) {
 TEST(GemmEpilogueFallback, KernelsDoWhatTheCublasLtEpiloguesDo) {
   if (gcc_emu_test::ShimPath().empty())
     GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
-  const int64_t M = 37, N = 19, K = 23;  // m not a multiple of 32: padding bits
+  const int64_t M = 37, N = 19, K = 23; // m not a multiple of 32: padding bits
   const gcc_epilogue kinds[] = {GCC_EPI_BIAS,  GCC_EPI_RELU_BIAS,   GCC_EPI_RELU_AUX_BIAS,
-                                   GCC_EPI_DRELU, GCC_EPI_DRELU_BGRAD, GCC_EPI_BGRADB};
+                                GCC_EPI_DRELU, GCC_EPI_DRELU_BGRAD, GCC_EPI_BGRADB};
   std::vector<gcc_epilogue_work> work;
   std::vector<gcc_colmajor_gemm> maps;
   for (int i = 0; i < 6; i++) {
@@ -995,11 +1013,15 @@ TEST(GemmEpilogueFallback, KernelsDoWhatTheCublasLtEpiloguesDo) {
     const gcc_colmajor_gemm &m = maps[i];
     SCOPED_TRACE(gcc_epilogue_name(m.epilogue));
     std::vector<float> A(M * K), B(K * N), bias(std::max(M, N)), D0(M * N);
-    for (float &v : A) v = u(rng);
-    for (float &v : B) v = u(rng);
-    for (float &v : bias) v = u(rng);
+    for (float &v : A)
+      v = u(rng);
+    for (float &v : B)
+      v = u(rng);
+    for (float &v : bias)
+      v = u(rng);
     std::vector<uint8_t> aux(128 / 8 * N);
-    for (uint8_t &v : aux) v = (uint8_t)rng();
+    for (uint8_t &v : aux)
+      v = (uint8_t)rng();
     // cuBLASLt's epilogue (the model)
     std::vector<float> Dref(M * N), bref = bias;
     std::vector<uint8_t> aref = aux;
@@ -1010,13 +1032,13 @@ TEST(GemmEpilogueFallback, KernelsDoWhatTheCublasLtEpiloguesDo) {
     std::vector<float> D(M * N), b2 = bias;
     std::vector<uint8_t> a2 = aux;
     if (m.epilogue == GCC_EPI_RELU_AUX_BIAS)
-      std::fill(a2.begin(), a2.end(), 0xA5);  // the kernel writes every word
+      std::fill(a2.begin(), a2.end(), 0xA5); // the kernel writes every word
     ColMajorGemm(plain, A.data(), B.data(), nullptr, D.data(), nullptr, nullptr);
     const gcc_kernel_info &k = ks.kernels[i];
     std::vector<void *> vals(k.n_args), argv(k.n_args);
     for (int a = 0; a < k.n_args; a++) {
       std::string nm = k.args[a].name;
-      vals[a] = nm == "d" ? (void *)D.data()
+      vals[a] = nm == "d"                       ? (void *)D.data()
                 : nm == "bias" || nm == "bgrad" ? (void *)b2.data()
                 : nm == "aux"                   ? (void *)a2.data()
                                                 : (void *)B.data();
@@ -1058,20 +1080,27 @@ TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
         std::mt19937 rng(ta * 4 + tb * 2 + withc);
         std::uniform_real_distribution<float> u(-1, 1);
         std::vector<float> A(M * K), B(K * N), C(M * N);
-        for (float &v : A) v = u(rng);
-        for (float &v : B) v = u(rng);
-        for (float &v : C) v = u(rng);
+        for (float &v : A)
+          v = u(rng);
+        for (float &v : B)
+          v = u(rng);
+        for (float &v : C)
+          v = u(rng);
         int a, b, c = -1, y, node;
         ASSERT_EQ(gcc_graph_add_value(g, "A", GCC_DT_FLOAT32, &sa, GCC_VALUE_CONST, A.data(),
-                                      A.size() * 4, &a, &d), GCC_OK);
+                                      A.size() * 4, &a, &d),
+                  GCC_OK);
         ASSERT_EQ(gcc_graph_add_value(g, "B", GCC_DT_FLOAT32, &sb, GCC_VALUE_CONST, B.data(),
-                                      B.size() * 4, &b, &d), GCC_OK);
+                                      B.size() * 4, &b, &d),
+                  GCC_OK);
         if (withc) {
           ASSERT_EQ(gcc_graph_add_value(g, "C", GCC_DT_FLOAT32, &sc, GCC_VALUE_CONST, C.data(),
-                                        C.size() * 4, &c, &d), GCC_OK);
+                                        C.size() * 4, &c, &d),
+                    GCC_OK);
         }
-        ASSERT_EQ(gcc_graph_add_value(g, "Y", GCC_DT_FLOAT32, &sc, GCC_VALUE_ACTIVATION, nullptr,
-                                      0, &y, &d), GCC_OK);
+        ASSERT_EQ(gcc_graph_add_value(g, "Y", GCC_DT_FLOAT32, &sc, GCC_VALUE_ACTIVATION, nullptr, 0,
+                                      &y, &d),
+                  GCC_OK);
         int ins[3] = {a, b, c};
         ASSERT_EQ(gcc_graph_add_node(g, "gemm", GCC_OP_GEMM, ins, withc ? 3 : 2, &y, 1, &node, &d),
                   GCC_OK);
@@ -1085,7 +1114,8 @@ TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
         g->nodes[node].device = GCC_DEV_CUDA(0);
         int grp = -1;
         ASSERT_EQ(gcc_graph_add_group(g, "gemm_k0", GCC_GROUP_GEMM, GCC_DEV_CUDA(0), &node, 1,
-                                      GCC_EPI_DEFAULT, &grp, &d), GCC_OK);
+                                      GCC_EPI_DEFAULT, &grp, &d),
+                  GCC_OK);
         gcc_colmajor_gemm m{};
         ASSERT_EQ(gcc_gemm_map(g, grp, &m, &d), GCC_OK) << d.msg;
         EXPECT_EQ(m.m, N);
@@ -1098,13 +1128,13 @@ TEST(GemmMap, EveryTransposeCombinationMatchesTheRowMajorCpuGemm) {
                      nullptr);
         // the CPU backend's kernel on the same operands
         gcc_tensor tA{GCC_DT_FLOAT32, sa, M * K, A.data()}, tB{GCC_DT_FLOAT32, sb, K * N, B.data()};
-        gcc_tensor tC{GCC_DT_FLOAT32, sc, M * N, C.data()}, tY{GCC_DT_FLOAT32, sc, M * N, want.data()};
+        gcc_tensor tC{GCC_DT_FLOAT32, sc, M * N, C.data()},
+            tY{GCC_DT_FLOAT32, sc, M * N, want.data()};
         gcc_tensor *in[3] = {&tA, &tB, withc ? &tC : nullptr}, *out[1] = {&tY};
         gcc_cpu_ctx ctx{};
         ctx.max_threads = 1;
         ctx.diag = &d;
-        gcc_kernel_args ka{&g->nodes[node], in, withc ? 3 : 2, out, 1, &ctx, nullptr, 0,
-                           nullptr};
+        gcc_kernel_args ka{&g->nodes[node], in, withc ? 3 : 2, out, 1, &ctx, nullptr, 0, nullptr};
         ASSERT_EQ(gcc_cpu_gemm(&ka), GCC_OK) << d.msg;
         EXPECT_LE(MaxRelErr(got.data(), want.data(), M * N), 1e-6)
             << "transA " << ta << " transB " << tb << " C " << withc;
@@ -1149,7 +1179,7 @@ TEST(GemmMap, BiasGradientOfOperandABecomesBgradbAfterTheSwap) {
     ASSERT_EQ(gcc_gemm_map(c, gi, &m, &d), GCC_OK) << d.msg;
     if (c->groups[gi].epilogue == GCC_EPI_BGRADA) {
       EXPECT_EQ(m.epilogue, GCC_EPI_BGRADB);
-      EXPECT_EQ(m.n, 10);  // fc5.bias.grad: the columns of D^T = dW^T (64 x 10)
+      EXPECT_EQ(m.n, 10); // fc5.bias.grad: the columns of D^T = dW^T (64 x 10)
       bgrad++;
     }
     if (m.epilogue == GCC_EPI_DRELU_BGRAD) {
@@ -1169,4 +1199,4 @@ TEST(GemmMap, BiasGradientOfOperandABecomesBgradbAfterTheSwap) {
   gcc_graph_free(g);
 }
 
-}  // namespace
+} // namespace

@@ -33,7 +33,8 @@ std::vector<float> Rand(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(n);
-  for (float &x : v) x = u(rng);
+  for (float &x : v)
+    x = u(rng);
   return v;
 }
 
@@ -61,7 +62,8 @@ double RelErrF(const std::vector<float> &got, const std::vector<float> &want) {
 struct Scratch {
   void *p = nullptr;
   explicit Scratch(size_t n) {
-    if (n) p = aligned_alloc(64, n);
+    if (n)
+      p = aligned_alloc(64, n);
   }
   ~Scratch() { free(p); }
 };
@@ -72,7 +74,7 @@ gcc_status RunOp(gcc_dnnl_op *op, std::vector<void *> ptrs, gcc_diag *d) {
 }
 
 class DnnlTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override { ASSERT_EQ(gcc_dnnl_create(2, &dn_, &d_), GCC_OK) << d_.msg; }
   void TearDown() override { gcc_dnnl_free(dn_); }
   gcc_dnnl *dn_ = nullptr;
@@ -146,8 +148,15 @@ void RunCpuKernel(OneNode *n, const std::vector<float *> &ins, const std::vector
   ctx.max_threads = 2;
   ctx.diag = &d;
   ctx.source = "<test>";
-  gcc_kernel_args a{&n->g->nodes[n->node], pin.data(), (int)pin.size(), pout.data(),
-                    (int)pout.size(), &ctx, w.p, ws, nullptr};
+  gcc_kernel_args a{&n->g->nodes[n->node],
+                    pin.data(),
+                    (int)pin.size(),
+                    pout.data(),
+                    (int)pout.size(),
+                    &ctx,
+                    w.p,
+                    ws,
+                    nullptr};
   ASSERT_EQ(op->kernel(&a), GCC_OK) << d.msg;
   gcc_graph_free(n->g);
   n->g = nullptr;
@@ -157,7 +166,8 @@ gcc_shape Shape(std::initializer_list<int64_t> dims) {
   gcc_shape s{};
   s.ndim = (int)dims.size();
   int i = 0;
-  for (int64_t v : dims) s.dims[i++] = v;
+  for (int64_t v : dims)
+    s.dims[i++] = v;
   return s;
 }
 
@@ -170,8 +180,7 @@ struct MM {
 // Y = alpha op(A) op(B) + bias + beta Y0, then relu, in float64
 std::vector<double> RefMatmul(const gcc_dnnl_matmul_desc &md, const std::vector<float> &A,
                               const std::vector<float> &B, const std::vector<float> &bias,
-                              const std::vector<float> &Y0, int64_t lda, int64_t ldb,
-                              int64_t ldy) {
+                              const std::vector<float> &Y0, int64_t lda, int64_t ldb, int64_t ldy) {
   std::vector<double> y((size_t)(md.m * ldy), 0.0);
   for (int64_t i = 0; i < md.m; i++)
     for (int64_t j = 0; j < md.n; j++) {
@@ -182,9 +191,12 @@ std::vector<double> RefMatmul(const gcc_dnnl_matmul_desc &md, const std::vector<
         acc += a * b;
       }
       double v = md.alpha * acc;
-      if (md.bias) v += bias[j];
-      if (md.beta != 0.0f) v += (double)md.beta * Y0[i * ldy + j];
-      if (md.relu) v = v < 0 ? 0 : v;
+      if (md.bias)
+        v += bias[j];
+      if (md.beta != 0.0f)
+        v += (double)md.beta * Y0[i * ldy + j];
+      if (md.relu)
+        v = v < 0 ? 0 : v;
       y[i * ldy + j] = v;
     }
   return y;
@@ -195,7 +207,8 @@ void CheckMatmul(gcc_dnnl *dn, gcc_dnnl_matmul_desc md, int64_t pad, unsigned se
   int64_t arows = md.trans_a ? md.k : md.m, acols = md.trans_a ? md.m : md.k;
   int64_t brows = md.trans_b ? md.n : md.k, bcols = md.trans_b ? md.k : md.n;
   int64_t lda = acols + pad, ldb = bcols + pad, ldy = md.n + pad;
-  if (pad) md.lda = lda, md.ldb = ldb, md.ldy = ldy;
+  if (pad)
+    md.lda = lda, md.ldb = ldb, md.ldy = ldy;
   auto A = Rand((size_t)(arows * lda), seed);
   auto B = Rand((size_t)(brows * ldb), seed + 1);
   auto bias = Rand((size_t)md.n, seed + 2);
@@ -209,14 +222,15 @@ void CheckMatmul(gcc_dnnl *dn, gcc_dnnl_matmul_desc md, int64_t pad, unsigned se
   std::string what = gcc_dnnl_op_name(op);
   // only the [m, n] window of Y is written: the padding columns keep their bytes
   for (int64_t i = 0; i < md.m; i++)
-    for (int64_t j = md.n; j < ldy; j++) want[i * ldy + j] = Y0[i * ldy + j];
+    for (int64_t j = md.n; j < ldy; j++)
+      want[i * ldy + j] = Y0[i * ldy + j];
   EXPECT_LT(RelErr(Y, want), 2e-6) << what << " pad " << pad;
   gcc_dnnl_op_free(op);
 }
 
 TEST_F(DnnlTest, MatmulEveryTransposeEpilogueAndRaggedShape) {
-  const MM shapes[] = {{1, 1, 1},    {1, 512, 784}, {64, 512, 784}, {7, 13, 5},
-                       {33, 65, 129}, {64, 10, 64}, {3, 1, 17},     {1000, 10, 64}};
+  const MM shapes[] = {{1, 1, 1},     {1, 512, 784}, {64, 512, 784}, {7, 13, 5},
+                       {33, 65, 129}, {64, 10, 64},  {3, 1, 17},     {1000, 10, 64}};
   unsigned seed = 1;
   for (const MM &s : shapes)
     for (int ta = 0; ta < 2; ta++)
@@ -228,9 +242,11 @@ TEST_F(DnnlTest, MatmulEveryTransposeEpilogueAndRaggedShape) {
           md.alpha = 1.0f;
           md.bias = epi == 1 || epi == 2;
           md.relu = epi == 2;
-          if (epi == 3) md.alpha = 0.75f, md.beta = 0.5f;  // ONNX Gemm with a full C
+          if (epi == 3)
+            md.alpha = 0.75f, md.beta = 0.5f; // ONNX Gemm with a full C
           CheckMatmul(dn_, md, 0, seed++);
-          if (s.m * s.n * s.k < 100000) CheckMatmul(dn_, md, 3, seed++);  // leading dims
+          if (s.m * s.n * s.k < 100000)
+            CheckMatmul(dn_, md, 3, seed++); // leading dims
         }
 }
 
@@ -259,7 +275,8 @@ TEST_F(DnnlTest, MatmulMatchesTheCpuBackendsGemm) {
       MakeNode(&n, GCC_OP_GEMM, {Shape({s.m, s.k}), Shape({s.n, s.k}), cs}, {Shape({s.m, s.n})},
                [&](gcc_graph *g, int node) {
                  gcc_node_set_int(g, node, "transB", 1);
-                 if (full_c) gcc_node_set_float(g, node, "beta", 0.5f);
+                 if (full_c)
+                   gcc_node_set_float(g, node, "beta", 0.5f);
                });
       RunCpuKernel(&n, {X.data(), W.data(), C.data()}, {want.data()});
       gcc_dnnl_matmul_desc md{};
@@ -269,7 +286,7 @@ TEST_F(DnnlTest, MatmulMatchesTheCpuBackendsGemm) {
       gcc_dnnl_op *op = nullptr;
       if (full_c) {
         md.beta = 0.5f;
-        got = C;  // the caller copies C into Y, the sum post-op adds beta * Y
+        got = C; // the caller copies C into Y, the sum post-op adds beta * Y
       } else {
         md.bias = 1;
       }
@@ -290,8 +307,10 @@ TEST_F(DnnlTest, ReluMaskAndBiasGradientAreTheCpuKernelsBitForBit) {
     for (int threads = 1; threads <= 2; threads++) {
       int64_t r = s[0], c = s[1];
       auto dh = Rand((size_t)(r * c), 11), y = Rand((size_t)(r * c), 12);
-      for (size_t i = 0; i < y.size(); i += 3) y[i] = 0.0f;  // ReLU outputs have zeros
-      for (float &v : y) v = v < 0 ? 0 : v;
+      for (size_t i = 0; i < y.size(); i += 3)
+        y[i] = 0.0f; // ReLU outputs have zeros
+      for (float &v : y)
+        v = v < 0 ? 0 : v;
       std::vector<float> want_dx(dh.size()), want_db((size_t)c), dx(dh.size()), db((size_t)c);
       OneNode n1, n2;
       MakeNode(&n1, GCC_OP_RELU_GRAD, {Shape({r, c}), Shape({r, c})}, {Shape({r, c})},
@@ -333,8 +352,7 @@ struct ConvRef {
   int64_t mg() const { return c.m / c.group; }
   // visits every (n, out channel, oy, ox, in channel, i, j) with the input
   // coordinate inside the image
-  template <class F>
-  void Each(F f) const {
+  template <class F> void Each(F f) const {
     for (int64_t n = 0; n < c.n; n++)
       for (int64_t o = 0; o < c.m; o++) {
         int64_t g = o / mg();
@@ -344,7 +362,8 @@ struct ConvRef {
               for (int64_t i = 0; i < c.kh; i++)
                 for (int64_t j = 0; j < c.kw; j++) {
                   int64_t iy = oy * c.sh - c.pt + i * c.dh, ix = ox * c.sw - c.pl + j * c.dw;
-                  if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                  if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w)
+                    continue;
                   int64_t xi = ((n * c.c + g * cg() + ci) * c.h + iy) * c.w + ix;
                   int64_t wi = ((o * cg() + ci) * c.kh + i) * c.kw + j;
                   int64_t yi = ((n * c.m + o) * oh + oy) * ow + ox;
@@ -374,12 +393,14 @@ void CheckConv(gcc_dnnl *dn, const gcc_dnnl_conv_desc &cd, unsigned seed, bool v
   int64_t plane = r.oh * r.ow;
   for (size_t i = 0; i < ny; i++) {
     int64_t o = (int64_t)i / plane % cd.m;
-    if (cd.bias) y[i] += B[o];
-    if (cd.relu) y[i] = y[i] < 0 ? 0 : y[i];
+    if (cd.bias)
+      y[i] += B[o];
+    if (cd.relu)
+      y[i] = y[i] < 0 ? 0 : y[i];
     db[o] += dY[i];
   }
   std::string what;
-  {  // forward
+  { // forward
     gcc_dnnl_op *op = nullptr;
     ASSERT_EQ(gcc_dnnl_conv_fwd_create(dn, &cd, &op, &d), GCC_OK) << d.msg;
     what = gcc_dnnl_op_name(op);
@@ -392,7 +413,8 @@ void CheckConv(gcc_dnnl *dn, const gcc_dnnl_conv_desc &cd, unsigned seed, bool v
       OneNode n;
       std::vector<gcc_shape> ins = {Shape({cd.n, cd.c, cd.h, cd.w}),
                                     Shape({cd.m, cd.c, cd.kh, cd.kw})};
-      if (cd.bias) ins.push_back(Shape({cd.m}));
+      if (cd.bias)
+        ins.push_back(Shape({cd.m}));
       MakeNode(&n, GCC_OP_CONV, ins, {Shape({cd.n, cd.m, r.oh, r.ow})},
                [&](gcc_graph *g, int node) {
                  int64_t st[2] = {cd.sh, cd.sw}, pd[4] = {cd.pt, cd.pl, cd.pb, cd.pr},
@@ -402,13 +424,14 @@ void CheckConv(gcc_dnnl *dn, const gcc_dnnl_conv_desc &cd, unsigned seed, bool v
                  gcc_node_set_ints(g, node, "dilations", dl, 2);
                });
       std::vector<float *> in = {X.data(), W.data()};
-      if (cd.bias) in.push_back(B.data());
+      if (cd.bias)
+        in.push_back(B.data());
       RunCpuKernel(&n, in, {want.data()});
       EXPECT_LT(RelErrF(got, want), 2e-6) << what << " vs the im2col kernel";
     }
     gcc_dnnl_op_free(op);
   }
-  {  // backward data
+  { // backward data
     gcc_dnnl_op *op = nullptr;
     ASSERT_EQ(gcc_dnnl_conv_bwd_data_create(dn, &cd, &op, &d), GCC_OK) << d.msg;
     std::vector<float> got(nx, NAN);
@@ -416,7 +439,7 @@ void CheckConv(gcc_dnnl *dn, const gcc_dnnl_conv_desc &cd, unsigned seed, bool v
     EXPECT_LT(RelErr(got, dx), 2e-6) << gcc_dnnl_op_name(op);
     gcc_dnnl_op_free(op);
   }
-  {  // backward weights (+ bias)
+  { // backward weights (+ bias)
     gcc_dnnl_op *op = nullptr;
     ASSERT_EQ(gcc_dnnl_conv_bwd_weights_create(dn, &cd, &op, &d), GCC_OK) << d.msg;
     std::vector<float> got(nw, NAN), gotb((size_t)cd.m, NAN);
@@ -442,40 +465,40 @@ gcc_dnnl_conv_desc Conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m, i
 TEST_F(DnnlTest, ConvolutionForwardAndBackwardMatchFloat64AndTheIm2colKernel) {
   struct Case {
     gcc_dnnl_conv_desc cd;
-    bool vs_cpu;  // the im2col kernel covers group 1
+    bool vs_cpu; // the im2col kernel covers group 1
   };
   std::vector<Case> cases;
   cases.push_back({Conv(2, 3, 8, 8, 4, 3, 3), true});
-  cases.push_back({Conv(64, 1, 28, 28, 6, 5, 5), true});   // MNIST CNN conv1
-  cases.push_back({Conv(64, 6, 12, 12, 16, 5, 5), true});  // conv2
-  cases.push_back({Conv(4, 3, 32, 32, 6, 5, 5), true});    // CIFAR tutorial conv1
+  cases.push_back({Conv(64, 1, 28, 28, 6, 5, 5), true});  // MNIST CNN conv1
+  cases.push_back({Conv(64, 6, 12, 12, 16, 5, 5), true}); // conv2
+  cases.push_back({Conv(4, 3, 32, 32, 6, 5, 5), true});   // CIFAR tutorial conv1
   {
-    auto c = Conv(3, 5, 7, 11, 6, 2, 3);  // ragged
+    auto c = Conv(3, 5, 7, 11, 6, 2, 3); // ragged
     c.sh = 2, c.sw = 3;
     cases.push_back({c, true});
   }
   {
-    auto c = Conv(2, 4, 9, 10, 8, 3, 3);  // asymmetric pads
+    auto c = Conv(2, 4, 9, 10, 8, 3, 3); // asymmetric pads
     c.pt = 1, c.pl = 0, c.pb = 2, c.pr = 1;
     cases.push_back({c, true});
   }
   {
-    auto c = Conv(2, 3, 13, 12, 5, 3, 2);  // dilation and stride and pads
+    auto c = Conv(2, 3, 13, 12, 5, 3, 2); // dilation and stride and pads
     c.dh = 2, c.dw = 3, c.sh = 2, c.pt = c.pb = 2, c.pl = 1;
     cases.push_back({c, true});
   }
   {
-    auto c = Conv(2, 6, 9, 9, 4, 3, 3);  // groups
+    auto c = Conv(2, 6, 9, 9, 4, 3, 3); // groups
     c.group = 2, c.pt = c.pl = c.pb = c.pr = 1;
     cases.push_back({c, false});
   }
   {
-    auto c = Conv(3, 8, 10, 10, 8, 3, 3);  // depthwise
+    auto c = Conv(3, 8, 10, 10, 8, 3, 3); // depthwise
     c.group = 8, c.sh = c.sw = 2, c.pt = c.pl = c.pb = c.pr = 1;
     cases.push_back({c, false});
   }
   {
-    auto c = Conv(1, 1, 1, 1, 1, 1, 1);  // the smallest
+    auto c = Conv(1, 1, 1, 1, 1, 1, 1); // the smallest
     cases.push_back({c, true});
   }
   unsigned seed = 100;
@@ -503,7 +526,7 @@ TEST_F(DnnlTest, BlockedConvolutionsReorderThroughTheScratch) {
   ASSERT_EQ(gcc_dnnl_conv_fwd_create(dn_, &cd, &plain, &d_), GCC_OK) << d_.msg;
   std::string bn = gcc_dnnl_op_name(blocked), pn = gcc_dnnl_op_name(plain);
   EXPECT_NE(bn.find("via reorders"), std::string::npos) << bn;
-  EXPECT_NE(bn.find("aBcd16b"), std::string::npos) << bn;  // nChw16c
+  EXPECT_NE(bn.find("aBcd16b"), std::string::npos) << bn; // nChw16c
   EXPECT_EQ(pn.find("reorder"), std::string::npos) << pn;
   // the blocked copy of y (64 x 16 x 8 x 8) is in its scratch
   EXPECT_GE(gcc_dnnl_op_scratch_bytes(blocked), (size_t)(64 * 16 * 64) * 4) << bn;
@@ -536,10 +559,12 @@ struct PoolRef {
               int64_t iy = oy * p.sh - p.pt + i * p.dh, ix = ox * p.sw - p.pl + j * p.dw;
               bool in_pad = iy >= -p.pt && iy < p.h + p.pb && ix >= -p.pl && ix < p.w + p.pr;
               padded += in_pad;
-              if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+              if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
+                continue;
               inside++;
               int64_t xi = (pc * p.h + iy) * p.w + ix;
-              if (arg < 0 || X[xi] > best) best = X[xi], arg = xi;
+              if (arg < 0 || X[xi] > best)
+                best = X[xi], arg = xi;
               sum += X[xi];
             }
           if (p.kind == GCC_DNNL_POOL_MAX) {
@@ -551,7 +576,8 @@ struct PoolRef {
             for (int64_t i = 0; i < p.kh; i++)
               for (int64_t j = 0; j < p.kw; j++) {
                 int64_t iy = oy * p.sh - p.pt + i * p.dh, ix = ox * p.sw - p.pl + j * p.dw;
-                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
+                  continue;
                 dx[(pc * p.h + iy) * p.w + ix] += dY[yi] / div;
               }
           }
@@ -590,7 +616,7 @@ void CheckPool(gcc_dnnl *dn, gcc_dnnl_pool_desc pd, std::vector<float> X, unsign
     ASSERT_EQ(RunOp(from_x, {dY.data(), X.data(), dx2.data()}, &d), GCC_OK) << d.msg;
     EXPECT_EQ(0, memcmp(dx2.data(), dx.data(), dx.size() * 4)) << gcc_dnnl_op_name(from_x);
   }
-  if (vs_cpu) {  // the CPU backend's loops (ceil_mode = 0)
+  if (vs_cpu) { // the CPU backend's loops (ceil_mode = 0)
     auto attrs = [&](gcc_graph *g, int node) {
       int64_t k[2] = {pd.kh, pd.kw}, st[2] = {pd.sh, pd.sw}, pads[4] = {pd.pt, pd.pl, pd.pb, pd.pr},
               dl[2] = {pd.dh, pd.dw};
@@ -639,20 +665,20 @@ TEST_F(DnnlTest, PoolingMatchesPyTorchSemanticsAndTheCpuKernels) {
   for (int kind = 0; kind < 3; kind++) {
     auto K = (gcc_dnnl_pool_kind)kind;
     std::vector<gcc_dnnl_pool_desc> cases;
-    cases.push_back(Pool(K, 64, 6, 24, 24, 2, 2));  // the CNNs' pools
-    cases.push_back(Pool(K, 2, 3, 7, 9, 3, 2));     // ragged
+    cases.push_back(Pool(K, 64, 6, 24, 24, 2, 2)); // the CNNs' pools
+    cases.push_back(Pool(K, 2, 3, 7, 9, 3, 2));    // ragged
     {
-      auto p = Pool(K, 2, 3, 8, 7, 3, 2);  // pads
+      auto p = Pool(K, 2, 3, 8, 7, 3, 2); // pads
       p.pt = p.pl = 1, p.pb = 1, p.pr = 0;
       cases.push_back(p);
     }
     {
-      auto p = Pool(K, 2, 2, 9, 8, 3, 1);  // kernel 3x2, stride 1x2, asymmetric pads
+      auto p = Pool(K, 2, 2, 9, 8, 3, 1); // kernel 3x2, stride 1x2, asymmetric pads
       p.kw = 2, p.sw = 2, p.pt = 1, p.pb = 0, p.pl = 0, p.pr = 1;
       cases.push_back(p);
     }
     if (K == GCC_DNNL_POOL_MAX) {
-      auto p = Pool(K, 2, 3, 11, 10, 3, 2);  // dilation
+      auto p = Pool(K, 2, 3, 11, 10, 3, 2); // dilation
       p.dh = 2, p.dw = 3, p.pt = p.pl = 1;
       cases.push_back(p);
     }
@@ -688,7 +714,7 @@ TEST_F(DnnlTest, CeilModeAveragePoolingDividesAsPyTorch) {
   p.pt = p.pl = p.pb = p.pr = 1;
   int64_t oh, ow;
   gcc_dnnl_pool_out_dims(&p, &oh, &ow);
-  EXPECT_EQ(oh, 3);  // ceil((5 + 2 - 2) / 2) + 1 = 4, the 4th would start at 6 > 5
+  EXPECT_EQ(oh, 3); // ceil((5 + 2 - 2) / 2) + 1 = 4, the 4th would start at 6 > 5
   EXPECT_EQ(ow, 3);
 }
 
@@ -697,9 +723,10 @@ TEST_F(DnnlTest, CeilModeAveragePoolingDividesAsPyTorch) {
 TEST_F(DnnlTest, MaxPoolingTiesSendTheGradientToTheFirstMaximum) {
   auto p = Pool(GCC_DNNL_POOL_MAX, 2, 4, 8, 8, 2, 2);
   auto X = Rand((size_t)(p.n * p.c * p.h * p.w), 1000);
-  for (size_t i = 0; i < X.size(); i++) X[i] = X[i] < 0.3f ? 0.0f : std::round(X[i] * 2) / 2;
+  for (size_t i = 0; i < X.size(); i++)
+    X[i] = X[i] < 0.3f ? 0.0f : std::round(X[i] * 2) / 2;
   CheckPool(dn_, p, X, 1001, true);
-  p.pt = p.pl = 1;  // windows of padding and zeros
+  p.pt = p.pl = 1; // windows of padding and zeros
   p.kh = p.kw = 3;
   CheckPool(dn_, p, X, 1002, true);
 }
@@ -720,9 +747,11 @@ TEST_F(DnnlTest, TiledMaxPoolingMatchesTheReferenceAndTheCpuKernelsWithNaN) {
     int64_t oh, ow;
     gcc_dnnl_pool_out_dims(&p, &oh, &ow);
     auto X = Rand((size_t)(p.n * p.c * p.h * p.w), seed++);
-    for (size_t i = 0; i < X.size(); i += 5) X[i] = 0.0f;  // ties
+    for (size_t i = 0; i < X.size(); i += 5)
+      X[i] = 0.0f; // ties
     if (sh[5])
-      for (size_t i = 3; i < X.size(); i += 7) X[i] = NAN;
+      for (size_t i = 3; i < X.size(); i += 7)
+        X[i] = NAN;
     auto dY = Rand((size_t)(p.n * p.c * oh * ow), seed++);
     gcc_dnnl_op *fwd = nullptr, *bwd = nullptr;
     ASSERT_EQ(gcc_dnnl_pool_fwd_create(dn_, &p, &fwd, &d_), GCC_OK) << d_.msg;
@@ -793,10 +822,12 @@ TEST_F(DnnlTest, BatchNormTrainingInferenceAndBackwardMatchFloat64) {
     for (int64_t ch = 0; ch < c; ch++) {
       auto at = [&](int64_t i, int64_t q) { return (size_t)((i * c + ch) * hw + q); };
       for (int64_t i = 0; i < n; i++)
-        for (int64_t q = 0; q < hw; q++) mean[ch] += X[at(i, q)];
+        for (int64_t q = 0; q < hw; q++)
+          mean[ch] += X[at(i, q)];
       mean[ch] /= cnt;
       for (int64_t i = 0; i < n; i++)
-        for (int64_t q = 0; q < hw; q++) var[ch] += std::pow(X[at(i, q)] - mean[ch], 2);
+        for (int64_t q = 0; q < hw; q++)
+          var[ch] += std::pow(X[at(i, q)] - mean[ch], 2);
       var[ch] /= cnt;
       double inv = 1.0 / std::sqrt(var[ch] + 1e-5);
       double sdy = 0, sdyx = 0;
@@ -821,19 +852,22 @@ TEST_F(DnnlTest, BatchNormTrainingInferenceAndBackwardMatchFloat64) {
     ASSERT_EQ(gcc_dnnl_bnorm_bwd_create(dn_, &bd, &b, &d_), GCC_OK) << d_.msg;
     std::vector<float> gy(nx), gm((size_t)c), gv((size_t)c), gy2(nx), gdx(nx), gdg((size_t)c),
         gdb((size_t)c);
-    ASSERT_EQ(RunOp(ft, {X.data(), gamma.data(), beta.data(), gy.data(), gm.data(), gv.data()}, &d_),
-              GCC_OK)
+    ASSERT_EQ(
+        RunOp(ft, {X.data(), gamma.data(), beta.data(), gy.data(), gm.data(), gv.data()}, &d_),
+        GCC_OK)
         << d_.msg;
     EXPECT_LT(RelErr(gy, y), 1e-5) << gcc_dnnl_op_name(ft);
     EXPECT_LT(RelErr(gm, mean), 1e-5);
     EXPECT_LT(RelErr(gv, var), 1e-5);
-    ASSERT_EQ(RunOp(fi, {X.data(), gamma.data(), beta.data(), gm.data(), gv.data(), gy2.data()}, &d_),
-              GCC_OK)
+    ASSERT_EQ(
+        RunOp(fi, {X.data(), gamma.data(), beta.data(), gm.data(), gv.data(), gy2.data()}, &d_),
+        GCC_OK)
         << d_.msg;
     EXPECT_LT(RelErr(gy2, y), 1e-5) << gcc_dnnl_op_name(fi);
-    ASSERT_EQ(RunOp(b, {X.data(), dY.data(), gamma.data(), beta.data(), gm.data(), gv.data(), gdx.data(),
-                      gdg.data(), gdb.data()},
-                  &d_),
+    ASSERT_EQ(RunOp(b,
+                    {X.data(), dY.data(), gamma.data(), beta.data(), gm.data(), gv.data(),
+                     gdx.data(), gdg.data(), gdb.data()},
+                    &d_),
               GCC_OK)
         << d_.msg;
     EXPECT_LT(RelErr(gdx, dx), 1e-4) << gcc_dnnl_op_name(b);
@@ -853,7 +887,7 @@ TEST_F(DnnlTest, ThePrimitiveCacheSharesOnePrimitivePerDescriptor) {
   gcc_dnnl_op *a = nullptr, *b = nullptr, *c = nullptr;
   ASSERT_EQ(gcc_dnnl_matmul_create(dn_, &md, &a, &d_), GCC_OK);
   ASSERT_EQ(gcc_dnnl_matmul_create(dn_, &md, &b, &d_), GCC_OK);
-  md.relu = 0;  // another epilogue: another primitive
+  md.relu = 0; // another epilogue: another primitive
   ASSERT_EQ(gcc_dnnl_matmul_create(dn_, &md, &c, &d_), GCC_OK);
   int entries;
   int64_t hits, misses;
@@ -898,7 +932,7 @@ TEST_F(DnnlTest, SameInputsGiveTheSameBitsTwice) {
   EXPECT_EQ(0, memcmp(b1.data(), b2.data(), b1.size() * 4));
   gcc_dnnl_op_free(op);
   gcc_dnnl_matmul_desc md{};
-  md.m = 512, md.n = 784, md.k = 64, md.trans_a = 1, md.alpha = 1;  // dW = dY^T X
+  md.m = 512, md.n = 784, md.k = 64, md.trans_a = 1, md.alpha = 1; // dW = dY^T X
   auto A = Rand(64 * 512, 1302), B = Rand(64 * 784, 1303);
   std::vector<float> y1(512 * 784), y2(y1.size());
   ASSERT_EQ(gcc_dnnl_matmul_create(dn_, &md, &op, &d_), GCC_OK);
@@ -910,16 +944,16 @@ TEST_F(DnnlTest, SameInputsGiveTheSameBitsTwice) {
 
 TEST_F(DnnlTest, BadDescriptorsAreClearErrors) {
   auto cd = Conv(2, 6, 9, 9, 4, 3, 3);
-  cd.group = 4;  // does not divide 6
+  cd.group = 4; // does not divide 6
   gcc_dnnl_op *op = nullptr;
   EXPECT_EQ(gcc_dnnl_conv_fwd_create(dn_, &cd, &op, &d_), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(d_.msg).find("group 4"), std::string::npos) << d_.msg;
   EXPECT_EQ(op, nullptr);
-  cd = Conv(2, 3, 4, 4, 4, 5, 5);  // the kernel does not fit
+  cd = Conv(2, 3, 4, 4, 4, 5, 5); // the kernel does not fit
   EXPECT_EQ(gcc_dnnl_conv_bwd_data_create(dn_, &cd, &op, &d_), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(d_.msg).find("does not fit"), std::string::npos) << d_.msg;
   auto p = Pool(GCC_DNNL_POOL_MAX, 1, 1, 8, 8, 2, 2);
-  p.pt = 2;  // more than half the kernel
+  p.pt = 2; // more than half the kernel
   EXPECT_EQ(gcc_dnnl_pool_fwd_create(dn_, &p, &op, &d_), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(d_.msg).find("half the kernel"), std::string::npos) << d_.msg;
   p = Pool(GCC_DNNL_POOL_AVG_EXCLUDE, 1, 1, 8, 8, 2, 2);
@@ -927,7 +961,7 @@ TEST_F(DnnlTest, BadDescriptorsAreClearErrors) {
   gcc_dnnl_matmul_desc md{};
   md.m = 4, md.n = 0, md.k = 3;
   EXPECT_EQ(gcc_dnnl_matmul_create(dn_, &md, &op, &d_), GCC_ERR_INVALID_ARGUMENT);
-  md.n = 5, md.lda = 2;  // shorter than a row of A (k = 3)
+  md.n = 5, md.lda = 2; // shorter than a row of A (k = 3)
   EXPECT_EQ(gcc_dnnl_matmul_create(dn_, &md, &op, &d_), GCC_ERR_INVALID_ARGUMENT);
   // a failing oneDNN call is named with its status
   EXPECT_EQ(gcc_dnnl_set_verbose(7, &d_), GCC_ERR_INVALID_ARGUMENT);
@@ -976,4 +1010,4 @@ TEST(DnnlContext, ThreadCountsKeepSeparatePrimitivesAndTheVersionIsKnown) {
   gcc_dnnl_free(two);
 }
 
-}  // namespace
+} // namespace

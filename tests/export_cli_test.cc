@@ -24,7 +24,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -39,8 +39,9 @@ struct Result {
 };
 
 std::ostream &operator<<(std::ostream &os, const Result &r) {
-  return os << "exit " << r.code << "\n--- stdout ---\n" << r.out.substr(0, 2000)
-            << "--- stderr ---\n" << r.err << "---";
+  return os << "exit " << r.code << "\n--- stdout ---\n"
+            << r.out.substr(0, 2000) << "--- stderr ---\n"
+            << r.err << "---";
 }
 
 // Runs binary `rel` (a runfile) with `args`; stdout and stderr go to files.
@@ -62,7 +63,8 @@ Result Exec(const std::string &rel, const std::vector<std::string> &args) {
     dup2(e, 2);
     unsetenv("BUILD_WORKING_DIRECTORY");
     std::vector<char *> argv = {const_cast<char *>(bin.c_str())};
-    for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    for (const std::string &a : args)
+      argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
@@ -80,7 +82,7 @@ std::vector<int> Classes(const std::string &csv) {
   std::vector<int> c;
   std::istringstream in(csv);
   std::string line;
-  std::getline(in, line);  // header
+  std::getline(in, line); // header
   while (std::getline(in, line)) {
     size_t a = line.find(',');
     c.push_back(atoi(line.c_str() + a + 1));
@@ -89,7 +91,7 @@ std::vector<int> Classes(const std::string &csv) {
 }
 
 class ExportCli : public ::testing::Test {
- protected:
+protected:
   static void SetUpTestSuite() {
     std::string img = Runfile("data/mnist/t10k-images-idx3-ubyte.gz");
     ASSERT_FALSE(img.empty());
@@ -99,10 +101,10 @@ class ExportCli : public ::testing::Test {
     buf.push_back('\0');
     data_dir_ = dirname(buf.data());
     bundle_ = Tmp("mlp.gccx");
-    train_ = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_dir_,
-                               "--max-steps", "200", "--threads", "1", "--no-output",
-                               "--no-kernel-cache", "--device", "cpu", "--export", bundle_,
-                               "--predictions", Tmp("train_predictions.csv")});
+    train_ = Exec("cli/gcc-train",
+                  {Runfile("models/mnist_mlp.pb"), "--data", data_dir_, "--max-steps", "200",
+                   "--threads", "1", "--no-output", "--no-kernel-cache", "--device", "cpu",
+                   "--export", bundle_, "--predictions", Tmp("train_predictions.csv")});
     ASSERT_EQ(train_.code, 0) << train_;
   }
   static Result train_;
@@ -116,15 +118,16 @@ TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
                             " (cubin for sm_80, sm_90, PTX for compute_90; batch sizes 1, 1000)"),
             std::string::npos)
       << train_;
-  Result run = Exec("cli/gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device", "cpu",
-                               "--threads", "1", "--output", Tmp("run.csv")});
+  Result run = Exec("cli/gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device",
+                                    "cpu", "--threads", "1", "--output", Tmp("run.csv")});
   ASSERT_EQ(run.code, 0) << run;
   std::vector<int> want = Classes(ReadText(Tmp("train_predictions.csv")));
   std::vector<int> got = Classes(ReadText(Tmp("run.csv")));
   ASSERT_EQ(want.size(), 10000u);
   ASSERT_EQ(got.size(), want.size());
   int differ = 0;
-  for (size_t i = 0; i < want.size(); i++) differ += want[i] != got[i];
+  for (size_t i = 0; i < want.size(); i++)
+    differ += want[i] != got[i];
   EXPECT_EQ(differ, 0);
   // the same accuracy, as both print it
   size_t at = train_.out.find("test accuracy ");
@@ -135,9 +138,10 @@ TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
 }
 
 TEST_F(ExportCli, ClassifyOneAgreesWithGccRun) {
-  Result run = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "cpu", "--batch-size", "1"});
+  Result run =
+      Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "cpu", "--batch-size", "1"});
   ASSERT_EQ(run.code, 0) << run;
-  std::vector<int> classes = Classes(run.out);  // CSV on stdout, the summary on stderr
+  std::vector<int> classes = Classes(run.out); // CSV on stdout, the summary on stderr
   ASSERT_EQ(classes.size(), 10000u);
   EXPECT_NE(run.err.find("gcc-run: 10000 samples on cpu"), std::string::npos) << run;
   for (int index : {0, 1, 9999}) {
@@ -156,14 +160,16 @@ TEST_F(ExportCli, ClassifyOneAgreesWithGccRun) {
 TEST_F(ExportCli, NpyInput) {
   // five images as float32, normalized the way the bundle says (MNIST)
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 1, 28, 28), }";
-  while ((10 + dict.size() + 1) % 64) dict += ' ';
+  while ((10 + dict.size() + 1) % 64)
+    dict += ' ';
   dict += '\n';
   std::string npy = std::string("\x93NUMPY\x01\x00", 8);
   npy += static_cast<char>(dict.size());
   npy += '\0';
   npy += dict;
   std::vector<float> x(5 * 784);
-  for (size_t i = 0; i < x.size(); i++) x[i] = (i % 29 == 0) ? 2.5f : -0.4242f;
+  for (size_t i = 0; i < x.size(); i++)
+    x[i] = (i % 29 == 0) ? 2.5f : -0.4242f;
   npy.append(reinterpret_cast<const char *>(x.data()), x.size() * sizeof(float));
   WriteText(Tmp("x.npy"), npy);
   Result run = Exec("cli/gcc-run", {bundle_, "--input", Tmp("x.npy"), "--device", "cpu"});
@@ -196,7 +202,8 @@ TEST_F(ExportCli, ExitCodesAndMessages) {
   r = Exec("cli/gcc-run", {Tmp("missing.gccx"), "--input", images_});
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_NE(r.err.find("missing.gccx: cannot open"), std::string::npos) << r;
-  r = Exec("cli/gcc-run", {bundle_, "--input", labels_, "--device", "cpu"});  // IDX1 is no image file
+  r = Exec("cli/gcc-run",
+           {bundle_, "--input", labels_, "--device", "cpu"}); // IDX1 is no image file
   EXPECT_EQ(r.code, 1) << r;
   EXPECT_NE(r.err.find(labels_), std::string::npos) << r;
   // corrupt and truncated bundles: exit 3, the file and the fault named, no output written
@@ -222,15 +229,15 @@ TEST_F(ExportCli, ExitCodesAndMessages) {
   EXPECT_EQ(r.code, 3) << r;
   EXPECT_NE(r.err.find("bundle format version 9"), std::string::npos) << r;
   // gcc-train's own flags
-  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"), "--export-archs",
-                        "sm_80,sm_8"});
+  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
+                             "--export-archs", "sm_80,sm_8"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--export-archs: 'sm_8'"), std::string::npos) << r;
   r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export-archs", "sm_80"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--export-archs needs --export FILE"), std::string::npos) << r;
   r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
-                         "--export-batch-sizes", "0"});
+                             "--export-batch-sizes", "0"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--export-batch-sizes '0'"), std::string::npos) << r;
 }
@@ -242,9 +249,10 @@ TEST_F(ExportCli, CudaWithoutAGpu) {
   Result r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "cuda"});
   EXPECT_EQ(r.code, 4) << r;
   EXPECT_NE(r.err.find("no usable CUDA GPU"), std::string::npos) << r;
-  r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "auto", "--output", Tmp("auto.csv")});
+  r = Exec("cli/gcc-run",
+           {bundle_, "--input", images_, "--device", "auto", "--output", Tmp("auto.csv")});
   EXPECT_EQ(r.code, 0) << r;
   EXPECT_NE(r.err.find("running on the CPU"), std::string::npos) << r;
 }
 
-}  // namespace
+} // namespace

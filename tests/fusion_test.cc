@@ -88,7 +88,7 @@ TEST(Fusion, MnistMlpTrainingStepIsSixteenLaunches) {
   }
   EXPECT_EQ(loss, 1);
   EXPECT_EQ(opt, 1);
-  EXPECT_EQ(opt_nodes, 10);  // every parameter's update in one kernel
+  EXPECT_EQ(opt_nodes, 10); // every parameter's update in one kernel
   // every CUDA node is in a group, except views
   for (int i = 0; i < c.g->n_nodes; i++) {
     const gcc_node *n = &c.g->nodes[i];
@@ -172,7 +172,6 @@ TEST(Fusion, PointwiseChainEndsInOneReduction) {
   gcc_graph_free(model);
 }
 
-
 // The CIFAR-10 CNN on cuda:0: every convolution and pooling (forward and
 // backward) is a cuDNN call of its own, never fused into a generated
 // kernel; the ReLUs around them are generated kernels; the manifest lists
@@ -183,8 +182,9 @@ TEST(Fusion, CifarCnnConvolutionsArecuDnnCallsOfTheirOwn) {
   ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &model, &d), GCC_OK) << d.msg;
   Compiled c;
   Compile(model, GCC_DEV_CUDA(0), GCC_MODE_TRAIN, 4, &c);
-  if (HasFatalFailure()) return;
-  std::map<std::string, std::string> calls;  // node -> cuDNN call
+  if (HasFatalFailure())
+    return;
+  std::map<std::string, std::string> calls; // node -> cuDNN call
   for (int k = 0; k < c.g->n_groups; k++) {
     const gcc_group *gr = &c.g->groups[k];
     for (int m = 0; m < gr->n_nodes; m++) {
@@ -197,13 +197,17 @@ TEST(Fusion, CifarCnnConvolutionsArecuDnnCallsOfTheirOwn) {
       calls[c.g->nodes[gr->nodes[0]].name] = gcc_lowering_of(c.g->nodes[gr->nodes[0]].op)->call;
     }
   }
-  const std::map<std::string, std::string> want = {
-      {"conv1", "cudnnConvolutionForward"},       {"pool1", "cudnnPoolingForward"},
-      {"conv2", "cudnnConvolutionForward"},       {"pool2", "cudnnPoolingForward"},
-      {"pool2/dX", "cudnnPoolingBackward"},       {"conv2/dX", "cudnnConvolutionBackwardData"},
-      {"conv2/dW", "cudnnConvolutionBackwardFilter"}, {"conv2/dB", "cudnnConvolutionBackwardBias"},
-      {"pool1/dX", "cudnnPoolingBackward"},       {"conv1/dW", "cudnnConvolutionBackwardFilter"},
-      {"conv1/dB", "cudnnConvolutionBackwardBias"}};
+  const std::map<std::string, std::string> want = {{"conv1", "cudnnConvolutionForward"},
+                                                   {"pool1", "cudnnPoolingForward"},
+                                                   {"conv2", "cudnnConvolutionForward"},
+                                                   {"pool2", "cudnnPoolingForward"},
+                                                   {"pool2/dX", "cudnnPoolingBackward"},
+                                                   {"conv2/dX", "cudnnConvolutionBackwardData"},
+                                                   {"conv2/dW", "cudnnConvolutionBackwardFilter"},
+                                                   {"conv2/dB", "cudnnConvolutionBackwardBias"},
+                                                   {"pool1/dX", "cudnnPoolingBackward"},
+                                                   {"conv1/dW", "cudnnConvolutionBackwardFilter"},
+                                                   {"conv1/dB", "cudnnConvolutionBackwardBias"}};
   EXPECT_EQ(calls, want);
   // 11 cuDNN calls, 9 cuBLASLt GEMMs, 4 ReLU kernels, the loss and the
   // optimizer kernel
@@ -261,13 +265,14 @@ TEST(Fusion, NoEpilogueCublasLtLacksForTheShape) {
     SCOPED_TRACE(model->name);
     Compiled c;
     Compile(model, GCC_DEV_CUDA(0), GCC_MODE_TRAIN, 8, &c);
-    if (HasFatalFailure()) break;
+    if (HasFatalFailure())
+      break;
     int gemms = 0, reductions = 0;
     for (int gi = 0; gi < c.g->n_groups; gi++) {
       const gcc_group *gr = &c.g->groups[gi];
       for (int i = 0; i < gr->n_nodes; i++)
-        reductions += gr->kind == GCC_GROUP_POINTWISE &&
-                      c.g->nodes[gr->nodes[i]].op == GCC_OP_REDUCE_SUM_TO;
+        reductions +=
+            gr->kind == GCC_GROUP_POINTWISE && c.g->nodes[gr->nodes[i]].op == GCC_OP_REDUCE_SUM_TO;
       if (gr->kind != GCC_GROUP_GEMM)
         continue;
       gcc_colmajor_gemm m{};
@@ -287,4 +292,4 @@ TEST(Fusion, NoEpilogueCublasLtLacksForTheShape) {
   gcc_graph_free(lin);
 }
 
-}  // namespace
+} // namespace

@@ -28,14 +28,14 @@
 #include "runtime/session.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
 constexpr int64_t kRows = 7, kPixels = 784;
 
 class ApiTest : public ::testing::Test {
- protected:
+protected:
   static void SetUpTestSuite() {
     std::string model = Runfile("models/mnist_mlp.pb");
     ASSERT_FALSE(model.empty());
@@ -120,12 +120,14 @@ TEST_F(ApiTest, OutputsAreTheModelsCpuPlanAndItsSoftmax) {
   EXPECT_EQ(cols, 10);
   std::vector<float> want = SessionLogits();
   for (int64_t i = 0; i < kRows * 10; i++)
-    EXPECT_EQ(logits[i], want[static_cast<size_t>(i)]) << "logit " << i;  // bit for bit
+    EXPECT_EQ(logits[i], want[static_cast<size_t>(i)]) << "logit " << i; // bit for bit
   ASSERT_EQ(gccx_get_output(s_, "probabilities", &probs, &rows, &cols, &d), GCC_OK) << d.msg;
   for (int64_t r = 0; r < kRows; r++) {
     double mx = -INFINITY, se = 0, sum = 0;
-    for (int64_t j = 0; j < 10; j++) mx = std::max(mx, static_cast<double>(logits[r * 10 + j]));
-    for (int64_t j = 0; j < 10; j++) se += std::exp(static_cast<double>(logits[r * 10 + j]) - mx);
+    for (int64_t j = 0; j < 10; j++)
+      mx = std::max(mx, static_cast<double>(logits[r * 10 + j]));
+    for (int64_t j = 0; j < 10; j++)
+      se += std::exp(static_cast<double>(logits[r * 10 + j]) - mx);
     for (int64_t j = 0; j < 10; j++) {
       double ref = std::exp(static_cast<double>(logits[r * 10 + j]) - mx) / se;
       EXPECT_NEAR(probs[r * 10 + j], ref, 1e-7 + 1e-6 * ref) << r << "," << j;
@@ -146,7 +148,8 @@ TEST_F(ApiTest, FloatInputAndImageInputAgree) {
   ASSERT_EQ(gccx_set_input(s_, "image", normalized_.data(), kRows, &d), GCC_OK) << d.msg;
   ASSERT_EQ(gccx_run(s_, &d), GCC_OK);
   ASSERT_EQ(gccx_get_output(s_, "logits", &b, nullptr, nullptr, &d), GCC_OK);
-  for (int64_t i = 0; i < kRows * 10; i++) EXPECT_EQ(first[static_cast<size_t>(i)], b[i]);
+  for (int64_t i = 0; i < kRows * 10; i++)
+    EXPECT_EQ(first[static_cast<size_t>(i)], b[i]);
 }
 
 TEST_F(ApiTest, FewerRowsThanTheBatch) {
@@ -164,7 +167,8 @@ TEST_F(ApiTest, FewerRowsThanTheBatch) {
     ASSERT_EQ(gccx_get_output(s_, "probabilities", &part, &rows, nullptr, &d), GCC_OK);
     EXPECT_EQ(rows, n);
     // other GEMM shapes (a GEMV for one row) may round differently
-    for (int64_t i = 0; i < n * 10; i++) EXPECT_NEAR(part[i], keep[static_cast<size_t>(i)], 1e-6);
+    for (int64_t i = 0; i < n * 10; i++)
+      EXPECT_NEAR(part[i], keep[static_cast<size_t>(i)], 1e-6);
   }
 }
 
@@ -205,7 +209,7 @@ TEST_F(ApiTest, NullAndClosedHandles) {
   ASSERT_EQ(gccx_bundle_open(path_.c_str(), &closed, &d), GCC_OK);
   gccx_bundle_close(&closed);
   EXPECT_EQ(closed, nullptr);
-  gccx_bundle_close(&closed);  // twice: harmless
+  gccx_bundle_close(&closed); // twice: harmless
   gccx_bundle_close(nullptr);
   gccx_session *s = nullptr;
   gccx_session_options o = {"cpu", 1, 1};
@@ -226,12 +230,12 @@ TEST_F(ApiTest, NullAndClosedHandles) {
   gccx_session_destroy(nullptr);
   EXPECT_EQ(gccx_bundle_open(nullptr, &closed, &d), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(gccx_bundle_open(path_.c_str(), nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(gccx_run(nullptr, nullptr), GCC_ERR_INVALID_ARGUMENT);  // a NULL diag is allowed
+  EXPECT_EQ(gccx_run(nullptr, nullptr), GCC_ERR_INVALID_ARGUMENT); // a NULL diag is allowed
 }
 
 TEST_F(ApiTest, SessionOutlivesItsClosedBundle) {
   Create();
-  gccx_bundle_close(&b_);  // the session keeps the bundle alive
+  gccx_bundle_close(&b_); // the session keeps the bundle alive
   gcc_diag d = {};
   const float *p = nullptr;
   ASSERT_EQ(gccx_set_input_images(s_, pixels_.data(), kRows, &d), GCC_OK);
@@ -239,7 +243,7 @@ TEST_F(ApiTest, SessionOutlivesItsClosedBundle) {
   ASSERT_EQ(gccx_get_output(s_, "logits", &p, nullptr, nullptr, &d), GCC_OK);
   std::vector<float> want = SessionLogits();
   EXPECT_EQ(p[0], want[0]);
-  gccx_session_destroy(&s_);  // frees the bundle too (LeakSanitizer checks)
+  gccx_session_destroy(&s_); // frees the bundle too (LeakSanitizer checks)
   EXPECT_EQ(s_, nullptr);
 }
 
@@ -265,12 +269,15 @@ TEST_F(ApiTest, SessionsOnSeveralThreads) {
         }
         bool same = memcmp(p, want.data(), want.size() * sizeof(float)) == 0;
         gccx_session_destroy(&s);
-        if (!same) return;
+        if (!same)
+          return;
       }
       ok[static_cast<size_t>(t)] = 1;
     });
-  for (std::thread &t : threads) t.join();
-  for (int t = 0; t < 4; t++) EXPECT_EQ(ok[static_cast<size_t>(t)], 1) << "thread " << t;
+  for (std::thread &t : threads)
+    t.join();
+  for (int t = 0; t < 4; t++)
+    EXPECT_EQ(ok[static_cast<size_t>(t)], 1) << "thread " << t;
 }
 
 TEST_F(ApiTest, CorruptBytesAndMissingFiles) {
@@ -303,4 +310,4 @@ TEST_F(ApiTest, Devices) {
   EXPECT_NE(strstr(note, "running on the CPU"), nullptr) << note;
 }
 
-}  // namespace
+} // namespace

@@ -16,8 +16,8 @@ namespace {
 
 struct Expect {
   const char *file;
-  const char *output;    // the prediction: its shape depends on the batch
-  std::vector<int64_t> dims;  // at batch 32
+  const char *output;        // the prediction: its shape depends on the batch
+  std::vector<int64_t> dims; // at batch 32
 };
 
 TEST(GraphOnly, LoadsEveryModelAndInfersShapes) {
@@ -45,12 +45,14 @@ TEST(GraphOnly, LoadsEveryModelAndInfersShapes) {
     ASSERT_GE(out, 0) << e.file << " has no value '" << e.output << "'";
     const gcc_shape &s = g->values[out].shape;
     ASSERT_EQ(s.ndim, static_cast<int>(e.dims.size())) << e.file;
-    for (size_t i = 0; i < e.dims.size(); i++) EXPECT_EQ(s.dims[i], e.dims[i]) << e.file;
+    for (size_t i = 0; i < e.dims.size(); i++)
+      EXPECT_EQ(s.dims[i], e.dims[i]) << e.file;
     double flops = 0;
-    for (int i = 0; i < g->n_nodes; i++) flops += gcc_op_flops(g, i);
+    for (int i = 0; i < g->n_nodes; i++)
+      flops += gcc_op_flops(g, i);
     EXPECT_GT(flops, 0) << e.file;
     gcc_graph_free(g);
   }
 }
 
-}  // namespace
+} // namespace

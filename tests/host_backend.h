@@ -50,7 +50,7 @@ using gcc_emu_test::LaunchFn;
 // ---- the column-major GEMM with its epilogue, as cuBLASLt defines it --------
 
 inline void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float *B, const float *C,
-                  float *D, float *bias, uint8_t *aux) {
+                         float *D, float *bias, uint8_t *aux) {
   const int64_t ldd = m.ldd;
   float beta = 0.0f;
   if (m.c_value >= 0 && C) {
@@ -80,7 +80,7 @@ inline void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float
             if (x > 0.0f)
               aux[idx / 8] |= (uint8_t)(1u << (idx % 8));
             else
-              aux[idx / 8] &= (uint8_t)~(1u << (idx % 8));
+              aux[idx / 8] &= (uint8_t) ~(1u << (idx % 8));
           }
           x = x > 0.0f ? x : 0.0f;
         }
@@ -124,14 +124,14 @@ struct Ref {
 
 struct Recorded {
   enum Kind { kLaunch, kGemm, kMemset, kCopy, kLibrary } kind = kLaunch;
-  const gcc_graph *graph = nullptr;  // kLibrary: the node, and its operands
+  const gcc_graph *graph = nullptr; // kLibrary: the node, and its operands
   int node = -1;
   std::vector<void *> lib_in, lib_out;
-  void *workspace = nullptr;  // kLibrary: the workspace the plan gave the call
+  void *workspace = nullptr; // kLibrary: the workspace the plan gave the call
   size_t workspace_bytes = 0;
   LaunchFn fn = nullptr;
   unsigned grid = 0, block = 0;
-  std::vector<uint64_t> args;  // argument values, 8 bytes each
+  std::vector<uint64_t> args; // argument values, 8 bytes each
   gcc_colmajor_gemm gemm{};
   const void *a = nullptr, *b = nullptr, *c = nullptr;
   void *dst = nullptr, *bias = nullptr, *aux = nullptr;
@@ -171,22 +171,22 @@ struct Prepared {
 //    buffer rewritten meanwhile is a violation.
 struct HostBackend {
   gcc_device_backend be{};
-  size_t limit = SIZE_MAX;  // device memory for the OOM tests
-  bool fail_d2h = false;    // device-to-host copies fail (a device error)
+  size_t limit = SIZE_MAX; // device memory for the OOM tests
+  bool fail_d2h = false;   // device-to-host copies fail (a device error)
   size_t used = 0;
   std::vector<std::unique_ptr<EmulatedModule>> modules;
-  std::map<uintptr_t, std::pair<size_t, bool>> live;  // device and pinned blocks: bytes, pinned
-  std::vector<std::string> violations;                 // contract breaches seen
-  std::set<std::string> misaligned;  // GEMM operands less aligned than their algorithm assumes
+  std::map<uintptr_t, std::pair<size_t, bool>> live; // device and pinned blocks: bytes, pinned
+  std::vector<std::string> violations;               // contract breaches seen
+  std::set<std::string> misaligned; // GEMM operands less aligned than their algorithm assumes
   bool capturing = false;
   std::vector<Recorded> rec;
-  std::set<Graph *> graphs;       // live captured graphs
-  std::set<Prepared *> prepared;  // live prepared matmuls
+  std::set<Graph *> graphs;      // live captured graphs
+  std::set<Prepared *> prepared; // live prepared matmuls
   std::set<std::pair<const gcc_graph *, int>> lib_prepared;
   int launches = 0, gemms = 0, captures = 0, replays = 0, library_calls = 0;
   std::vector<std::string> epilogues;
-  std::set<int> refuse;  // epilogues whose heuristic returns nothing
-  std::map<void *, std::pair<bool, int>> module_image;  // cubin?, arch
+  std::set<int> refuse;                                // epilogues whose heuristic returns nothing
+  std::map<void *, std::pair<bool, int>> module_image; // cubin?, arch
   std::map<LaunchFn, void *> module_of;
   struct InFlight {
     void *dst;
@@ -197,8 +197,8 @@ struct HostBackend {
   };
   std::deque<InFlight> copy_queue;
   uint64_t copy_seq = 0, compute_dep = 0;
-  std::map<int, std::pair<int, uint64_t>> event_mark;  // event -> stream, copies it covers
-  int fail_gemm_at = -1;                               // inject a failure at this GEMM call
+  std::map<int, std::pair<int, uint64_t>> event_mark; // event -> stream, copies it covers
+  int fail_gemm_at = -1;                              // inject a failure at this GEMM call
   // the host's waits on step-done events: (steps issued so far, the step waited for)
   int steps_recorded = 0;
   std::map<int, int> event_step;
@@ -214,8 +214,9 @@ struct HostBackend {
       for (const Recorded &r : g->work)
         for (const Ref &ref : r.refs)
           if ((uintptr_t)ref.p >= lo && (uintptr_t)ref.p < hi) {
-            violations.push_back(std::string("memory freed while a CUDA Graph still refers to it (") +
-                                 ref.what + ")");
+            violations.push_back(
+                std::string("memory freed while a CUDA Graph still refers to it (") + ref.what +
+                ")");
             goto done;
           }
   done:
@@ -271,7 +272,7 @@ struct HostBackend {
       if (h->used + bytes > h->limit)
         return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "cudaMalloc(%zu): out of memory", bytes);
       *out = aligned_alloc(256, (bytes + 255) / 256 * 256);
-      std::memset(*out, 0xA5, bytes);  // garbage, as cudaMalloc leaves it
+      std::memset(*out, 0xA5, bytes); // garbage, as cudaMalloc leaves it
       h->used += bytes;
       h->Track(*out, bytes, false);
       return GCC_OK;
@@ -338,8 +339,8 @@ struct HostBackend {
       auto *h = static_cast<HostBackend *>(self);
       bool cubin = img->cubin && img->cubin_size > 0, ptx = img->ptx && img->ptx_size > 0;
       if (cubin == ptx)
-        return gcc_diag_set(d, GCC_ERR_INTERNAL, "load: expected exactly one image (cubin %d, PTX %d)",
-                            cubin, ptx);
+        return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                            "load: expected exactly one image (cubin %d, PTX %d)", cubin, ptx);
       auto mod = std::make_unique<EmulatedModule>();
       std::string err;
       if (!mod->Compile(ks->source, "device_plan", &err))
@@ -376,9 +377,9 @@ struct HostBackend {
       for (int i = 0; i < k->n_args; i++) {
         uint64_t v = 0;
         gcc_karg_kind kk = k->args[i].kind;
-        size_t sz = (kk == GCC_KARG_FIRST_STEP || kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT)
-                        ? 4
-                        : 8;
+        size_t sz =
+            (kk == GCC_KARG_FIRST_STEP || kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT) ? 4
+                                                                                               : 8;
         std::memcpy(&v, args[i], sz);
         r.args.push_back(v);
         if (kk == GCC_KARG_INPUT || kk == GCC_KARG_OUTPUT || kk == GCC_KARG_PARAMS ||
@@ -393,9 +394,9 @@ struct HostBackend {
                          void **out, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       *out = nullptr;
-      bool none = h->refuse.count((int)g->epilogue) ||
-                  (g->epilogue == GCC_EPI_BGRADB && g->n == 1) ||
-                  ((g->epilogue == GCC_EPI_DRELU || g->epilogue == GCC_EPI_DRELU_BGRAD) && g->k == 1);
+      bool none =
+          h->refuse.count((int)g->epilogue) || (g->epilogue == GCC_EPI_BGRADB && g->n == 1) ||
+          ((g->epilogue == GCC_EPI_DRELU || g->epilogue == GCC_EPI_DRELU_BGRAD) && g->k == 1);
       if (none)
         return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                             "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
@@ -441,8 +442,8 @@ struct HostBackend {
           h->misaligned.insert(std::string("cublasLtMatmul: ") + names[i] + " is " +
                                std::to_string(gcc_lt_alignment(ops[i])) +
                                "-byte aligned, the algorithm was chosen for " +
-                               std::to_string(want[i]) + " (" +
-                               gcc_epilogue_name(g->epilogue) + ")");
+                               std::to_string(want[i]) + " (" + gcc_epilogue_name(g->epilogue) +
+                               ")");
       Recorded r;
       r.kind = Recorded::kGemm;
       r.gemm = *g;
@@ -452,8 +453,8 @@ struct HostBackend {
       r.dst = dst;
       r.bias = p->ops.bias;
       r.aux = p->ops.aux;
-      r.refs = {{a, 1, "GEMM A"},        {b, 1, "GEMM B"},          {ops[2], 1, "GEMM C"},
-                {dst, 1, "GEMM D"},      {r.bias, 1, "GEMM bias"},  {r.aux, 1, "GEMM aux"}};
+      r.refs = {{a, 1, "GEMM A"},   {b, 1, "GEMM B"},         {ops[2], 1, "GEMM C"},
+                {dst, 1, "GEMM D"}, {r.bias, 1, "GEMM bias"}, {r.aux, 1, "GEMM aux"}};
       h->gemms++;
       h->epilogues.push_back(gcc_epilogue_name(g->epilogue));
       return h->Issue(r, d);
@@ -468,8 +469,8 @@ struct HostBackend {
       h->lib_prepared.insert({g, node});
       return GCC_OK;
     };
-    be.library_op = [](void *self, const gcc_graph *g, int node, void *const *in,
-                       void *const *out, void *ws, size_t ws_bytes, gcc_diag *d) -> gcc_status {
+    be.library_op = [](void *self, const gcc_graph *g, int node, void *const *in, void *const *out,
+                       void *ws, size_t ws_bytes, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       if (!h->lib_prepared.count({g, node}))
         return gcc_diag_set(d, GCC_ERR_INTERNAL, "library call of node %d before its prepare",
@@ -570,7 +571,7 @@ struct HostBackend {
     switch (r.kind) {
     case Recorded::kLaunch: {
       auto mi = module_of.find(r.fn);
-      if (mi != module_of.end()) {  // lazy loading: the image meets the device here
+      if (mi != module_of.end()) { // lazy loading: the image meets the device here
         std::pair<bool, int> img = module_image[mi->second];
         bool runs = img.first ? img.second / 10 == be.arch / 10 && img.second % 10 <= be.arch % 10
                               : img.second <= be.arch;
@@ -579,8 +580,8 @@ struct HostBackend {
                               "cudaLaunchKernel failed: cudaErrorNoKernelImageForDevice (the "
                               "%s for %s_%d does not run on sm_%d; found at the first launch: "
                               "lazy loading)",
-                              img.first ? "cubin" : "PTX", img.first ? "sm" : "compute",
-                              img.second, be.arch);
+                              img.first ? "cubin" : "PTX", img.first ? "sm" : "compute", img.second,
+                              be.arch);
       }
       std::vector<uint64_t> vals = r.args;
       std::vector<void *> ptrs;
@@ -603,19 +604,29 @@ struct HostBackend {
       for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
         int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
         void *ptr = k < n->n_inputs ? r.lib_in[k] : r.lib_out[k - n->n_inputs];
-        if (v < 0) continue;
+        if (v < 0)
+          continue;
         const gcc_value *val = &r.graph->values[v];
         ts[k] = gcc_tensor{val->dtype, val->shape, gcc_shape_numel(&val->shape, nullptr), ptr};
       }
-      for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
-      for (int k = 0; k < n->n_outputs; k++) out[k] = &ts[n->n_inputs + k];
+      for (int k = 0; k < n->n_inputs; k++)
+        in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
+      for (int k = 0; k < n->n_outputs; k++)
+        out[k] = &ts[n->n_inputs + k];
       size_t ws = gcc_cpu_workspace(r.graph, r.node);
       gcc_cpu_ctx ctx{};
       ctx.max_threads = 1;
       ctx.diag = d;
       ctx.source = r.graph->source;
-      gcc_kernel_args ka{n, in.data(), n->n_inputs, out.data(), n->n_outputs, &ctx,
-                         ws ? r.workspace : nullptr, ws ? r.workspace_bytes : 0, nullptr};
+      gcc_kernel_args ka{n,
+                         in.data(),
+                         n->n_inputs,
+                         out.data(),
+                         n->n_outputs,
+                         &ctx,
+                         ws ? r.workspace : nullptr,
+                         ws ? r.workspace_bytes : 0,
+                         nullptr};
       return gcc_cpu_op_of(n->op)->kernel(&ka);
     }
     }
@@ -628,34 +639,38 @@ struct HostBackend {
 // data; for a CUDA plan (`hb` not NULL) a copy of it in the backend's
 // device memory, as a session uploads weights, released with this object.
 class ModelWeights {
- public:
+public:
   ModelWeights(const gcc_graph *model, HostBackend *hb) : model_(model), hb_(hb) {}
   ModelWeights(const ModelWeights &) = delete;
   ModelWeights &operator=(const ModelWeights &) = delete;
   ~ModelWeights() {
-    for (void *p : blocks_) hb_->be.release(hb_->be.self, p);
+    for (void *p : blocks_)
+      hb_->be.release(hb_->be.self, p);
   }
   static void *Bind(void *user, const gcc_graph *g, int v) {
     auto *w = static_cast<ModelWeights *>(user);
     int mv = gcc_graph_find(w->model_, g->values[v].name);
-    if (mv < 0 || !w->model_->values[mv].data) return nullptr;
+    if (mv < 0 || !w->model_->values[mv].data)
+      return nullptr;
     const gcc_value *val = &w->model_->values[mv];
-    if (!w->hb_) return val->data;
+    if (!w->hb_)
+      return val->data;
     size_t bytes = (size_t)gcc_shape_numel(&val->shape, nullptr) * gcc_dtype_size(val->dtype);
     void *p = nullptr;
     gcc_diag d{};
-    if (w->hb_->be.alloc(w->hb_->be.self, bytes ? bytes : 1, &p, &d) != GCC_OK) return nullptr;
+    if (w->hb_->be.alloc(w->hb_->be.self, bytes ? bytes : 1, &p, &d) != GCC_OK)
+      return nullptr;
     std::memcpy(p, val->data, bytes);
     w->blocks_.push_back(p);
     return p;
   }
 
- private:
+private:
   const gcc_graph *model_;
   HostBackend *hb_;
   std::vector<void *> blocks_;
 };
 
-}  // namespace gcc_host_test
+} // namespace gcc_host_test
 
-#endif  // GCC_TESTS_HOST_BACKEND_H_
+#endif // GCC_TESTS_HOST_BACKEND_H_

@@ -16,7 +16,7 @@
 #include <vector>
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 extern char **environ;
 
@@ -62,7 +62,7 @@ int Run(const std::vector<std::string> &argv, const std::string &log, std::strin
   return WEXITSTATUS(st);
 }
 
-}  // namespace
+} // namespace
 
 std::string ShimPath() {
   const char *env = getenv("GCC_CUDA_HOST_SHIM");
@@ -82,7 +82,7 @@ std::string ShimPath() {
         return p;
     }
   }
-  if (Exists(rel)) {  // the runfiles tree is the test's working directory
+  if (Exists(rel)) { // the runfiles tree is the test's working directory
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd))
       return std::string(cwd) + "/" + rel;
@@ -132,21 +132,21 @@ bool EmulatedModule::Compile(const std::string &source, const std::string &name,
     }
   }
   std::vector<std::string> argv = {cxx,
-                                    "-std=c++17",
-                                    "-O1",
-                                    "-fPIC",
-                                    "-shared",
-                                    "-fno-strict-aliasing",
-                                    "-pthread",
-                                    "-Wall",
-                                    "-include",
-                                    shim,
-                                    "-DGCC_HOST_EMULATION",
-                                    "-x",
-                                    "c++",
-                                    src,
-                                    "-o",
-                                    so};
+                                   "-std=c++17",
+                                   "-O1",
+                                   "-fPIC",
+                                   "-shared",
+                                   "-fno-strict-aliasing",
+                                   "-pthread",
+                                   "-Wall",
+                                   "-include",
+                                   shim,
+                                   "-DGCC_HOST_EMULATION",
+                                   "-x",
+                                   "c++",
+                                   src,
+                                   "-o",
+                                   so};
   std::string cmd;
   for (const std::string &a : argv)
     cmd += (cmd.empty() ? "" : " ") + a;
@@ -207,9 +207,9 @@ std::string EmulatedModule::LastError() const {
 }
 
 unsigned long EmulatedModule::BarrierMismatches() const {
-  auto f = handle_ ? reinterpret_cast<unsigned long (*)()>(
-                         dlsym(handle_, "gcc_emu_barrier_mismatches"))
-                   : nullptr;
+  auto f = handle_
+               ? reinterpret_cast<unsigned long (*)()>(dlsym(handle_, "gcc_emu_barrier_mismatches"))
+               : nullptr;
   return f ? f() : ~0ul;
 }
 
@@ -220,4 +220,4 @@ void EmulatedModule::SetReversedThreadOrder(bool reversed) const {
     f(reversed ? 1 : 0);
 }
 
-}  // namespace gcc_emu_test
+} // namespace gcc_emu_test

@@ -29,7 +29,7 @@ std::string ShimPath();
 std::string Compiler();
 
 class EmulatedModule {
- public:
+public:
   EmulatedModule() = default;
   ~EmulatedModule();
   EmulatedModule(const EmulatedModule &) = delete;
@@ -49,20 +49,20 @@ class EmulatedModule {
               std::string *error) const;
 
   // State of the module's emulator after its last launch.
-  std::string LastError() const;          // "" when the launch ran
-  unsigned long BarrierMismatches() const;  // blocks with divergent __syncthreads
+  std::string LastError() const;           // "" when the launch ran
+  unsigned long BarrierMismatches() const; // blocks with divergent __syncthreads
   // Later launches run a block's threads in descending threadIdx order.
   void SetReversedThreadOrder(bool reversed) const;
 
-  const std::string &compiler_output() const { return log_; }  // warnings
+  const std::string &compiler_output() const { return log_; } // warnings
   const std::string &so_path() const { return so_; }
   bool loaded() const { return handle_ != nullptr; }
 
- private:
+private:
   void *handle_ = nullptr;
   std::string so_, log_;
 };
 
-}  // namespace gcc_emu_test
+} // namespace gcc_emu_test
 
-#endif  // GCC_TESTS_KERNEL_EMULATION_H
+#endif // GCC_TESTS_KERNEL_EMULATION_H

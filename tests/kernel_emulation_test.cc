@@ -263,7 +263,7 @@ extern "C" void mathfn_launch(unsigned grid, unsigned block, void **args) {
 )CUDA";
 
 class Shim : public ::testing::Test {
- protected:
+protected:
   static void SetUpTestSuite() {
     mod_ = new EmulatedModule;
     std::string err;
@@ -291,7 +291,7 @@ EmulatedModule *Shim::mod_ = nullptr;
 std::string *Shim::compile_error_ = nullptr;
 
 TEST_F(Shim, GridStrideCoversEveryElementExactlyOnce) {
-  const long long n = 10007;  // prime: no launch shape divides it
+  const long long n = 10007; // prime: no launch shape divides it
   Buf in = Buf::Alloc(n * 4), out = Buf::Alloc(n * 4), hits = Buf::Alloc(n * 4);
   for (long long i = 0; i < n; i++)
     in.f()[i] = (float)(i % 97) - 48.0f;
@@ -320,7 +320,7 @@ TEST_F(Shim, SyncthreadsTreeReductionEqualsSequentialSum) {
   Buf in = Buf::Alloc(n * 4);
   double seq = 0;
   for (long long i = 0; i < n; i++) {
-    in.f()[i] = (float)((i * 37) % 101) - 50.0f;  // integers: every order is exact
+    in.f()[i] = (float)((i * 37) % 101) - 50.0f; // integers: every order is exact
     seq += in.f()[i];
   }
   for (unsigned block : {1u, 2u, 64u, 256u, 1024u}) {
@@ -396,7 +396,7 @@ TEST_F(Shim, BarrierIsRealAndThreadOrderExposesAMissingOne) {
   Buf in = Buf::Alloc(block * 4), out_f = Buf::Alloc(block * 4), out_r = Buf::Alloc(block * 4);
   for (int round = 0; round < 2; round++) {
     for (unsigned t = 0; t < block; t++)
-      in.f()[t] = (float)(t + 1000 * (round + 1));  // differs from what shared memory held
+      in.f()[t] = (float)(t + 1000 * (round + 1)); // differs from what shared memory held
     for (int sync : {1, 0}) {
       for (bool rev : {false, true}) {
         mod_->SetReversedThreadOrder(rev);
@@ -534,9 +534,11 @@ struct Summary {
   bool exact;
 };
 std::vector<Summary> g_summary;
-std::string g_sources;  // every kernel set of the current test (code paths reached)
+std::string g_sources; // every kernel set of the current test (code paths reached)
 
-bool Emitted(const char *what) { return g_sources.find(what) != std::string::npos; }
+bool Emitted(const char *what) {
+  return g_sources.find(what) != std::string::npos;
+}
 
 struct PlanCase {
   std::string name;
@@ -571,7 +573,7 @@ bool InGroup(const gcc_group *gr, int node) {
 std::string Where(const gcc_kernel_set &ks, const gcc_kernel_info &k) {
   // the kernel's source, for failure messages
   std::string src(ks.source);
-  size_t at = src.find(std::string("float ") + k.name + "_elem(");  // its element function
+  size_t at = src.find(std::string("float ") + k.name + "_elem("); // its element function
   if (at == std::string::npos)
     at = src.find(std::string("void ") + k.name + "(");
   if (at == std::string::npos)
@@ -636,9 +638,9 @@ void CheckStructure(const gcc_graph *g, const gcc_kernel_set &ks, const gcc_kern
       for (int c = 0; c < g->values[v].n_consumers; c++)
         outside |= !InGroup(gr, g->values[v].consumers[c]);
       if (outside) {
-        EXPECT_TRUE(outs.count(v)) << "'" << g->values[v].name << "' (node '" << n->name
-                                   << "') is used after the kernel but not written by it"
-                                   << Where(ks, k);
+        EXPECT_TRUE(outs.count(v))
+            << "'" << g->values[v].name << "' (node '" << n->name
+            << "') is used after the kernel but not written by it" << Where(ks, k);
       }
     }
   }
@@ -654,7 +656,7 @@ Buf RandomValue(const gcc_graph *g, int v, std::mt19937 *rng) {
     std::uniform_real_distribution<float> u(-3.0f, 3.0f);
     for (int64_t i = 0; i < n; i++) {
       int r = (int)((*rng)() % 16);
-      b.f()[i] = r == 0 ? 0.0f : r == 1 ? -0.0f : u(*rng);  // both ReLU edges
+      b.f()[i] = r == 0 ? 0.0f : r == 1 ? -0.0f : u(*rng); // both ReLU edges
     }
   }
   // integer values: filled by FillLabels (or left zero)
@@ -675,7 +677,7 @@ void FillLabels(const Buf &b, gcc_dtype dt, int64_t n, int64_t c, int64_t ignore
 }
 
 struct LabelInfo {
-  int value = -1;     // labels value
+  int value = -1; // labels value
   int64_t rows = 0, classes = 0, ignore = -100;
 };
 
@@ -684,7 +686,7 @@ LabelInfo FindLabels(const gcc_graph *g, const gcc_group *gr) {
   LabelInfo li;
   for (int m = 0; m < gr->n_nodes; m++) {
     const gcc_node *n = &g->nodes[gr->nodes[m]];
-    int first = n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY ? 0
+    int first = n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY        ? 0
                 : n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 1
                                                              : -1;
     if (first < 0)
@@ -700,8 +702,8 @@ LabelInfo FindLabels(const gcc_graph *g, const gcc_group *gr) {
 
 // One launch of a pointwise / loss kernel on given inputs.
 struct GroupRun {
-  std::map<int, Buf> in;   // INPUT value -> data
-  std::map<int, Buf> out;  // OUTPUT value -> data
+  std::map<int, Buf> in;  // INPUT value -> data
+  std::map<int, Buf> out; // OUTPUT value -> data
   int bad_label = GCC_BAD_LABEL_NONE;
 };
 
@@ -717,7 +719,9 @@ bool LaunchGroup(const EmulatedModule &mod, const gcc_kernel_info &k, GroupRun *
     case GCC_KARG_INPUT: ptrs[a] = r->in.at(arg.value).data(); break;
     case GCC_KARG_OUTPUT: ptrs[a] = r->out.at(arg.value).data(); break;
     case GCC_KARG_BAD_LABEL: ptrs[a] = &r->bad_label; break;
-    default: *err = std::string("unexpected argument kind for a non-optimizer kernel: ") + arg.name; return false;
+    default:
+      *err = std::string("unexpected argument kind for a non-optimizer kernel: ") + arg.name;
+      return false;
     }
     argv[a] = &ptrs[a];
   }
@@ -747,7 +751,8 @@ gcc_status RunReference(const gcc_graph *g, const gcc_group *gr, const GroupRun 
   for (int m = 0; m < gr->n_nodes; m++) {
     const gcc_node *n = &g->nodes[gr->nodes[m]];
     const gcc_op_desc *op = gcc_op(n->op);
-    std::vector<gcc_tensor *> ins(n->n_inputs ? n->n_inputs : 1), outs(n->n_outputs ? n->n_outputs : 1);
+    std::vector<gcc_tensor *> ins(n->n_inputs ? n->n_inputs : 1),
+        outs(n->n_outputs ? n->n_outputs : 1);
     for (int q = 0; q < n->n_inputs; q++) {
       int v = n->inputs[q];
       if (v < 0) {
@@ -772,8 +777,8 @@ gcc_status RunReference(const gcc_graph *g, const gcc_group *gr, const GroupRun 
       tensor(v, b.data());
       outs[q] = &t[v];
     }
-    gcc_kernel_args a{n, ins.data(), n->n_inputs, outs.data(), n->n_outputs, &ctx, nullptr, 0,
-                      nullptr};
+    gcc_kernel_args a{n,    ins.data(), n->n_inputs, outs.data(), n->n_outputs,
+                      &ctx, nullptr,    0,           nullptr};
     gcc_status s = gcc_cpu_op_of(n->op)->kernel(&a);
     if (s != GCC_OK)
       return s;
@@ -800,7 +805,9 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
       // class weights are positive
       for (int m = 0; m < gr->n_nodes; m++) {
         const gcc_node *n = &g->nodes[gr->nodes[m]];
-        int wpos = n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY ? 2 : n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 3 : -1;
+        int wpos = n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY        ? 2
+                   : n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 3
+                                                                : -1;
         if (wpos >= 0 && n->n_inputs > wpos && n->inputs[wpos] == arg.value)
           for (size_t i = 0; i < r.in[arg.value].floats(); i++)
             r.in[arg.value].f()[i] = 0.25f + fabsf(r.in[arg.value].f()[i]);
@@ -841,8 +848,9 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
     EXPECT_EQ(c.unwritten, 0u) << "'" << val->name << "': elements left unwritten (NaN poison)"
                                << Where(ks, k);
     EXPECT_EQ(c.bad, 0u) << "'" << val->name << "': " << c.bad << " of " << c.n
-                         << " elements differ from the CPU backend (" << (exact ? "bit-exact" : "1e-6")
-                         << "); first: " << c.first << Where(ks, k);
+                         << " elements differ from the CPU backend ("
+                         << (exact ? "bit-exact" : "1e-6") << "); first: " << c.first
+                         << Where(ks, k);
     g_summary.push_back({plan, std::string(k.name) + " -> " + val->name,
                          gcc_group_kind_name(gr->kind), c.n, c.max_abs, c.max_rel, exact});
   }
@@ -879,9 +887,8 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
   const gcc_value *lv = &g->values[li.value];
   const Buf labels = r.in.at(li.value);
   Buf saved = labels.Clone();
-  std::vector<std::pair<int64_t, int64_t>> bad = {{li.rows - 1, li.classes},
-                                                  {li.rows / 2, -7},
-                                                  {0, li.classes + 1000}};
+  std::vector<std::pair<int64_t, int64_t>> bad = {
+      {li.rows - 1, li.classes}, {li.rows / 2, -7}, {0, li.classes + 1000}};
   for (auto &b : bad) {
     SCOPED_TRACE("label " + std::to_string(b.second) + " in row " + std::to_string(b.first));
     memcpy(labels.data(), saved.data(), saved.bytes);
@@ -926,7 +933,9 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
 
 // ---- the optimizer kernel ----
 
-int64_t Padded(int64_t n) { return (n + 15) / 16 * 16; }  // 64-byte tensors, as the session
+int64_t Padded(int64_t n) {
+  return (n + 15) / 16 * 16;
+} // 64-byte tensors, as the session
 
 void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc_kernel_set &ks,
                           const gcc_kernel_info &k, const EmulatedModule &mod, std::mt19937 *rng) {
@@ -987,7 +996,7 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
   };
   random_sections(P, false);
   if (!adam && n_state)
-    Fill(S[0], NAN);  // SGD's first step must not read the momentum buffer
+    Fill(S[0], NAN); // SGD's first step must not read the momentum buffer
   // Adam's moments start at zero (PyTorch)
   Buf refP = P.Clone(), refS[2] = {S[0].Clone(), S[1].Clone()};
 
@@ -1009,15 +1018,29 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
       std::vector<void *> ptrs(k.n_args), argv(k.n_args);
       for (int a = 0; a < k.n_args; a++) {
         switch (k.args[a].kind) {
-        case GCC_KARG_PARAMS: ptrs[a] = P.data(); argv[a] = &ptrs[a]; break;
-        case GCC_KARG_GRADS: ptrs[a] = G.data(); argv[a] = &ptrs[a]; break;
-        case GCC_KARG_STATE0: ptrs[a] = S[0].data(); argv[a] = &ptrs[a]; break;
-        case GCC_KARG_STATE1: ptrs[a] = S[1].data(); argv[a] = &ptrs[a]; break;
+        case GCC_KARG_PARAMS:
+          ptrs[a] = P.data();
+          argv[a] = &ptrs[a];
+          break;
+        case GCC_KARG_GRADS:
+          ptrs[a] = G.data();
+          argv[a] = &ptrs[a];
+          break;
+        case GCC_KARG_STATE0:
+          ptrs[a] = S[0].data();
+          argv[a] = &ptrs[a];
+          break;
+        case GCC_KARG_STATE1:
+          ptrs[a] = S[1].data();
+          argv[a] = &ptrs[a];
+          break;
         case GCC_KARG_NUMEL: argv[a] = &n_arg; break;
         case GCC_KARG_FIRST_STEP: argv[a] = &first; break;
         case GCC_KARG_STEP_SIZE: argv[a] = &step_size; break;
         case GCC_KARG_BC2_SQRT: argv[a] = &bc2_sqrt; break;
-        default: *err = std::string("unexpected optimizer argument ") + k.args[a].name; return false;
+        default:
+          *err = std::string("unexpected optimizer argument ") + k.args[a].name;
+          return false;
         }
       }
       mod.SetReversedThreadOrder(rev);
@@ -1026,9 +1049,10 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
       return ok;
     };
     std::string err;
-    ASSERT_TRUE(launch((unsigned)k.grid_dim, (unsigned)k.block_dim, false, &err)) << err << Where(ks, k);
+    ASSERT_TRUE(launch((unsigned)k.grid_dim, (unsigned)k.block_dim, false, &err))
+        << err << Where(ks, k);
     EXPECT_TRUE(SameBits(G, pristineG)) << "the optimizer wrote the gradients";
-    if (step == 0 || step == 9) {  // another launch shape from the same state: same bits
+    if (step == 0 || step == 9) { // another launch shape from the same state: same bits
       Buf after[3] = {P.Clone(), S[0].Clone(), S[1].Clone()};
       memcpy(P.data(), before[0].data(), bytes);
       memcpy(S[0].data(), before[1].data(), bytes);
@@ -1076,10 +1100,11 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
           all.first = std::string(g->nodes[gr->nodes[m]].name) + ": " + c.first;
       }
       EXPECT_EQ(all.bad, 0u) << names[s] << ": " << all.bad << " of " << all.n
-                             << " differ from the CPU backend; first: " << all.first << Where(ks, k);
-      g_summary.push_back({plan, std::string(k.name) + " -> " + names[s] + " (step " +
-                                     std::to_string(step) + ")",
-                           gcc_group_kind_name(gr->kind), all.n, all.max_abs, all.max_rel, true});
+                             << " differ from the CPU backend; first: " << all.first
+                             << Where(ks, k);
+      g_summary.push_back(
+          {plan, std::string(k.name) + " -> " + names[s] + " (step " + std::to_string(step) + ")",
+           gcc_group_kind_name(gr->kind), all.n, all.max_abs, all.max_rel, true});
     }
     // padding between tensors: zero parameters stay zero
     for (int m = 0; m < gr->n_nodes; m++)
@@ -1204,7 +1229,7 @@ gcc_graph *Float4Model() {
   y = gcc_build_relu(b, "relu", y);
   int in2[2] = {y, z};
   y = gcc_build_op(b, GCC_OP_ADD, "add_z", "add_z.out", in2, 2);
-  int in3[2] = {y, t};  // equal shapes: float4 in the backward chain too
+  int in3[2] = {y, t}; // equal shapes: float4 in the backward chain too
   y = gcc_build_op(b, GCC_OP_ADD, "add_t", "add_t.out", in3, 2);
   int loss = gcc_build_mse(b, "loss", y, t);
   gcc_build_output(b, loss);
@@ -1348,7 +1373,7 @@ void PrintSummary() {
 }
 
 class Generated : public ::testing::Test {
- protected:
+protected:
   void SetUp() override { g_sources.clear(); }
   void TearDown() override { PrintSummary(); }
 };
@@ -1357,7 +1382,7 @@ TEST_F(Generated, MnistMlpKernelsMatchTheCpuBackend) {
   gcc_graph *mlp = nullptr;
   gcc_diag d{};
   ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &mlp, &d), GCC_OK) << d.msg;
-  gcc_optimizer sgd = mlp->training.opt;  // SGD lr 0.1 momentum 0.5
+  gcc_optimizer sgd = mlp->training.opt; // SGD lr 0.1 momentum 0.5
   gcc_optimizer nesterov = sgd;
   nesterov.momentum = 0.9f;
   nesterov.nesterov = 1;
@@ -1384,8 +1409,8 @@ TEST_F(Generated, MnistMlpKernelsMatchTheCpuBackend) {
   for (const PlanCase &c : cases)
     CheckPlan(c);
   EXPECT_TRUE(Emitted("const long long* __restrict__ labels"));
-  EXPECT_TRUE(Emitted("float* __restrict__ buf"));  // SGD momentum
-  EXPECT_TRUE(Emitted("bc2_sqrt"));                 // Adam
+  EXPECT_TRUE(Emitted("float* __restrict__ buf")); // SGD momentum
+  EXPECT_TRUE(Emitted("bc2_sqrt"));                // Adam
   gcc_graph_free(mlp);
 }
 
@@ -1415,7 +1440,7 @@ TEST_F(Generated, LinearModelKernelsMatchTheCpuBackend) {
   gcc_graph *lin = nullptr;
   gcc_diag d{};
   ASSERT_EQ(gcc_model_linear(GCC_LINEAR_SEED, &lin, &d), GCC_OK) << d.msg;
-  gcc_optimizer sgd = lin->training.opt;  // plain SGD: no momentum buffer
+  gcc_optimizer sgd = lin->training.opt; // plain SGD: no momentum buffer
   gcc_optimizer adam{};
   adam.kind = GCC_OPT_ADAM;
   adam.lr = 1e-2f;
@@ -1447,11 +1472,11 @@ TEST_F(Generated, BroadcastFloat4AndReductionKernelsMatchTheCpuBackend) {
   };
   for (const PlanCase &c : cases)
     CheckPlan(c);
-  EXPECT_TRUE(Emitted("reinterpret_cast<const float4*>"));  // float4 path
-  EXPECT_TRUE(Emitted("LL) % "));                            // broadcast index
-  EXPECT_TRUE(Emitted("0LL]"));                              // scalar broadcast
-  EXPECT_TRUE(Emitted("float acc = 0.0f;"));                 // reduction
-  EXPECT_TRUE(Emitted("m[i] = m[i] * b1"));                  // Adam
+  EXPECT_TRUE(Emitted("reinterpret_cast<const float4*>")); // float4 path
+  EXPECT_TRUE(Emitted("LL) % "));                          // broadcast index
+  EXPECT_TRUE(Emitted("0LL]"));                            // scalar broadcast
+  EXPECT_TRUE(Emitted("float acc = 0.0f;"));               // reduction
+  EXPECT_TRUE(Emitted("m[i] = m[i] * b1"));                // Adam
   gcc_graph_free(pw_sgd);
   gcc_graph_free(pw_adam);
   gcc_graph_free(f4);
@@ -1469,7 +1494,7 @@ TEST_F(Generated, WeightedCrossEntropyWithInt32LabelsMatchesTheCpuBackend) {
     CheckPlan(c);
   EXPECT_TRUE(Emitted("const int* __restrict__ labels"));
   EXPECT_TRUE(Emitted("(double)weight[y]"));
-  EXPECT_TRUE(Emitted("loss[0] = (float)(s_sum[0]);"));  // reduction "sum"
+  EXPECT_TRUE(Emitted("loss[0] = (float)(s_sum[0]);")); // reduction "sum"
   gcc_graph_free(mean);
   gcc_graph_free(sum);
 }
@@ -1483,13 +1508,13 @@ TEST_F(Generated, ReductionsScaledReductionsAndGradientAccumulationMatchTheCpuBa
   };
   for (const PlanCase &c : cases)
     CheckPlan(c);
-  EXPECT_TRUE(Emitted("acc += in0[i];"));     // a reduction alone
-  EXPECT_TRUE(Emitted("acc * 5.000000000e-01f"));  // scaled (Gemm beta 0.5)
+  EXPECT_TRUE(Emitted("acc += in0[i];"));         // a reduction alone
+  EXPECT_TRUE(Emitted("acc * 5.000000000e-01f")); // scaled (Gemm beta 0.5)
   gcc_graph_free(m);
 }
 
 TEST_F(Generated, LongPointwiseChainKeepsEveryInput) {
-  gcc_graph *m = LongChain(63);  // 63 nodes, 64 external inputs
+  gcc_graph *m = LongChain(63); // 63 nodes, 64 external inputs
   ASSERT_TRUE(m);
   CheckPlan({"chain63_eval_b3", m, GCC_MODE_EVAL, 3, m->training.opt, 132, 2});
   gcc_graph_free(m);
@@ -1510,4 +1535,4 @@ TEST_F(Generated, PointwiseGroupWith65ExternalInputs) {
   gcc_graph_free(m);
 }
 
-}  // namespace
+} // namespace

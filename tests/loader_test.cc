@@ -36,7 +36,7 @@
 #include "models/models.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -94,17 +94,20 @@ struct ModelSpec {
 
   NodeSpec *Node(const std::string &name) {
     for (NodeSpec &n : nodes)
-      if (n.name == name) return &n;
+      if (n.name == name)
+        return &n;
     return nullptr;
   }
   TensorSpec *Init(const std::string &name) {
     for (TensorSpec &t : initializers)
-      if (t.name == name) return &t;
+      if (t.name == name)
+        return &t;
     return nullptr;
   }
   ValueInfoSpec *Input(const std::string &name) {
     for (ValueInfoSpec &v : inputs)
-      if (v.name == name) return &v;
+      if (v.name == name)
+        return &v;
     return nullptr;
   }
 };
@@ -118,7 +121,9 @@ std::string Floats(size_t n, float start = 0.01f) {
   return s;
 }
 
-char *C(const std::string &s) { return const_cast<char *>(s.c_str()); }
+char *C(const std::string &s) {
+  return const_cast<char *>(s.c_str());
+}
 
 // Serializes `m` with protobuf-c. Everything the protobuf-c structs point to
 // lives in `m` or in the vectors below until gcc__model__pack returns.
@@ -159,7 +164,8 @@ Bytes Pack(const ModelSpec &m) {
   infos(m.outputs, &out_store, &out_ptrs);
 
   size_t n_attrs = 0;
-  for (const NodeSpec &n : m.nodes) n_attrs += n.attrs.size();
+  for (const NodeSpec &n : m.nodes)
+    n_attrs += n.attrs.size();
   std::vector<Gcc__Node> nodes(m.nodes.size());
   std::vector<Gcc__Node *> node_ptrs;
   std::vector<Gcc__Attribute> attrs(n_attrs);
@@ -172,9 +178,12 @@ Bytes Pack(const ModelSpec &m) {
     gcc__node__init(pn);
     pn->name = C(n.name);
     pn->op_type = C(n.op);
-    if (!n.device.empty()) pn->device = C(n.device);
-    for (const std::string &s : n.inputs) names[2 * i].push_back(C(s));
-    for (const std::string &s : n.outputs) names[2 * i + 1].push_back(C(s));
+    if (!n.device.empty())
+      pn->device = C(n.device);
+    for (const std::string &s : n.inputs)
+      names[2 * i].push_back(C(s));
+    for (const std::string &s : n.outputs)
+      names[2 * i + 1].push_back(C(s));
     pn->n_inputs = n.inputs.size();
     pn->inputs = names[2 * i].data();
     pn->n_outputs = n.outputs.size();
@@ -188,14 +197,20 @@ Bytes Pack(const ModelSpec &m) {
       pa->has_type = 1;
       pa->type = static_cast<Gcc__Attribute__Type>(a.type);
       switch (a.type) {
-        case GCC__ATTRIBUTE__TYPE__INT: pa->has_i = 1; pa->i = a.i; break;
-        case GCC__ATTRIBUTE__TYPE__FLOAT: pa->has_f = 1; pa->f = a.f; break;
-        case GCC__ATTRIBUTE__TYPE__STRING: pa->s = C(a.s); break;
-        case GCC__ATTRIBUTE__TYPE__INTS:
-          pa->n_ints = a.ints.size();
-          pa->ints = const_cast<int64_t *>(a.ints.data());
-          break;
-        default: break;
+      case GCC__ATTRIBUTE__TYPE__INT:
+        pa->has_i = 1;
+        pa->i = a.i;
+        break;
+      case GCC__ATTRIBUTE__TYPE__FLOAT:
+        pa->has_f = 1;
+        pa->f = a.f;
+        break;
+      case GCC__ATTRIBUTE__TYPE__STRING: pa->s = C(a.s); break;
+      case GCC__ATTRIBUTE__TYPE__INTS:
+        pa->n_ints = a.ints.size();
+        pa->ints = const_cast<int64_t *>(a.ints.data());
+        break;
+      default: break;
       }
       attr_ptrs[ai++] = pa;
     }
@@ -234,9 +249,12 @@ Bytes Pack(const ModelSpec &m) {
     opt.sgd = &sgd;
     ts.optimizer = &opt;
     ts.loss = C(m.training.loss);
-    if (!m.training.prediction.empty()) ts.prediction = C(m.training.prediction);
-    if (!m.training.input.empty()) ts.input = C(m.training.input);
-    if (!m.training.target.empty()) ts.target = C(m.training.target);
+    if (!m.training.prediction.empty())
+      ts.prediction = C(m.training.prediction);
+    if (!m.training.input.empty())
+      ts.input = C(m.training.input);
+    if (!m.training.target.empty())
+      ts.target = C(m.training.target);
     ts.has_batch_size = 1;
     ts.batch_size = m.training.batch_size;
     pm.training = &ts;
@@ -265,7 +283,8 @@ ModelSpec Base() {
   NodeSpec fc{"fc", "Gemm", {"x", "fc.weight", "fc.bias"}, {"logits"}, {IntAttr("transB", 1)}, ""};
   NodeSpec loss{"loss", "SoftmaxCrossEntropy", {"logits", "y"}, {"loss"}, {}, ""};
   m.nodes = {fc, loss};
-  m.outputs = {{"loss", GCC__DATA_TYPE__DT_FLOAT32, {}}, {"logits", GCC__DATA_TYPE__DT_FLOAT32, {}}};
+  m.outputs = {{"loss", GCC__DATA_TYPE__DT_FLOAT32, {}},
+               {"logits", GCC__DATA_TYPE__DT_FLOAT32, {}}};
   m.training.present = true;
   m.training.loss = "loss";
   m.training.prediction = "logits";
@@ -277,7 +296,7 @@ ModelSpec Base() {
 // ---- the checks ---------------------------------------------------------------
 
 class LoaderTest : public ::testing::Test {
- protected:
+protected:
   // Writes `bytes` to a file named after the running test.
   std::string Write(const Bytes &bytes) {
     const ::testing::TestInfo *ti = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -315,8 +334,8 @@ class LoaderTest : public ::testing::Test {
              << "), expected " << gcc_status_name(want) << ": " << d.msg;
     std::string msg = d.msg;
     if (msg.find(path) == std::string::npos)
-      return ::testing::AssertionFailure() << "message does not name the file " << path << ": "
-                                           << msg;
+      return ::testing::AssertionFailure()
+             << "message does not name the file " << path << ": " << msg;
     for (const std::string &n : needles)
       if (msg.find(n) == std::string::npos)
         return ::testing::AssertionFailure() << "message lacks \"" << n << "\": " << msg;
@@ -354,8 +373,9 @@ TEST_F(LoaderTest, RandomBytesAreNotAProtobuf) {
   std::mt19937 rng(12345);
   for (int trial = 0; trial < 8; trial++) {
     Bytes b(256 + 64 * trial);
-    for (uint8_t &c : b) c = static_cast<uint8_t>(rng());
-    b[0] = 0xff;  // field 31, wire type 7: never valid
+    for (uint8_t &c : b)
+      c = static_cast<uint8_t>(rng());
+    b[0] = 0xff; // field 31, wire type 7: never valid
     EXPECT_TRUE(LoadFails(b, GCC_ERR_PARSE, {"could not be parsed", std::to_string(b.size())}));
   }
   const std::string words = "this is a text file, not a model\n";
@@ -406,8 +426,8 @@ TEST_F(LoaderTest, FormatVersion) {
 TEST_F(LoaderTest, UnknownOpType) {
   ModelSpec m = Base();
   m.Node("fc")->op = "Conv3DTranspose";
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                        {"node 'fc'", "unknown op 'Conv3DTranspose'", "Gemm"}));
+  EXPECT_TRUE(
+      LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'fc'", "unknown op 'Conv3DTranspose'", "Gemm"}));
   // op names are case-sensitive, as in ONNX
   m.Node("fc")->op = "gemm";
   EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'fc'", "unknown op 'gemm'"}));
@@ -416,8 +436,8 @@ TEST_F(LoaderTest, UnknownOpType) {
 TEST_F(LoaderTest, TooFewInputs) {
   ModelSpec m = Base();
   m.Node("fc")->inputs = {"x"};
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                        {"node 'fc' (Gemm)", "takes 2 to 3 inputs", "got 1"}));
+  EXPECT_TRUE(
+      LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'fc' (Gemm)", "takes 2 to 3 inputs", "got 1"}));
   // an empty name for a required input is not an input either
   m.Node("fc")->inputs = {"x", ""};
   EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'fc' (Gemm)", "required input 1"}));
@@ -426,12 +446,13 @@ TEST_F(LoaderTest, TooFewInputs) {
 TEST_F(LoaderTest, TooManyInputs) {
   ModelSpec m = Base();
   m.Node("fc")->inputs = {"x", "fc.weight", "fc.bias", "fc.bias"};
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                        {"node 'fc' (Gemm)", "takes 2 to 3 inputs", "got 4"}));
+  EXPECT_TRUE(
+      LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'fc' (Gemm)", "takes 2 to 3 inputs", "got 4"}));
   ModelSpec r = Base();
   r.Node("fc")->outputs = {"h"};
   r.nodes.push_back({"act", "Relu", {"h", "x"}, {"logits"}, {}, ""});
-  EXPECT_TRUE(LoadFails(r, GCC_ERR_INVALID_GRAPH, {"node 'act' (Relu)", "takes 1 inputs", "got 2"}));
+  EXPECT_TRUE(
+      LoadFails(r, GCC_ERR_INVALID_GRAPH, {"node 'act' (Relu)", "takes 1 inputs", "got 2"}));
 }
 
 TEST_F(LoaderTest, MissingRequiredAttribute) {
@@ -473,8 +494,8 @@ TEST_F(LoaderTest, AttributeOfWrongType) {
 TEST_F(LoaderTest, UnknownAttribute) {
   ModelSpec m = Base();
   m.Node("fc")->attrs.push_back(IntAttr("gamma", 3));
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                        {"node 'fc' (Gemm)", "unknown attribute 'gamma'"}));
+  EXPECT_TRUE(
+      LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'fc' (Gemm)", "unknown attribute 'gamma'"}));
   ModelSpec twice = Base();
   twice.Node("fc")->attrs.push_back(IntAttr("transB", 1));
   EXPECT_TRUE(LoadFails(twice, GCC_ERR_INVALID_GRAPH, {"node 'fc'", "'transB' given twice"}));
@@ -484,7 +505,7 @@ TEST_F(LoaderTest, UnknownAttribute) {
 
 TEST_F(LoaderTest, UndefinedInputName) {
   ModelSpec m = Base();
-  m.Node("fc")->inputs[1] = "fc.weights";  // a typo
+  m.Node("fc")->inputs[1] = "fc.weights"; // a typo
   EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
                         {"node 'fc' (Gemm)", "input 'fc.weights' is not defined"}));
   ModelSpec out = Base();
@@ -495,8 +516,8 @@ TEST_F(LoaderTest, UndefinedInputName) {
 TEST_F(LoaderTest, TwoNodesWithTheSameOutput) {
   ModelSpec m = Base();
   m.nodes.push_back({"act", "Relu", {"x"}, {"logits"}, {}, ""});
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                        {"node 'act'", "output 'logits' is already defined"}));
+  EXPECT_TRUE(
+      LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'act'", "output 'logits' is already defined"}));
 }
 
 TEST_F(LoaderTest, NodeOutputNamedLikeAnInitializer) {
@@ -548,8 +569,8 @@ TEST_F(LoaderTest, NonPositiveDimsInAnInitializer) {
   ModelSpec m = Base();
   m.Init("fc.bias")->dims = {0};
   m.Init("fc.bias")->raw.clear();
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                        {"initializer 'fc.bias'", "dim 0 is 0", "must be > 0"}));
+  EXPECT_TRUE(
+      LoadFails(m, GCC_ERR_INVALID_GRAPH, {"initializer 'fc.bias'", "dim 0 is 0", "must be > 0"}));
   ModelSpec neg = Base();
   neg.Init("fc.weight")->dims = {3, -4};
   EXPECT_TRUE(LoadFails(neg, GCC_ERR_INVALID_GRAPH, {"initializer 'fc.weight'", "dim 1 is -4"}));
@@ -588,10 +609,11 @@ TEST_F(LoaderTest, BatchDimOnlyAtDimZeroOfAnInput) {
 
 TEST_F(LoaderTest, ElementCountOverflow) {
   ModelSpec m = Base();
-  TensorSpec big{"big", GCC__DATA_TYPE__DT_FLOAT32, {int64_t{1} << 32, int64_t{1} << 32},
-                 Floats(1), true};
+  TensorSpec big{
+      "big", GCC__DATA_TYPE__DT_FLOAT32, {int64_t{1} << 32, int64_t{1} << 32}, Floats(1), true};
   m.initializers.push_back(big);
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH, {"initializer 'big'", "element count overflows"}));
+  EXPECT_TRUE(
+      LoadFails(m, GCC_ERR_INVALID_GRAPH, {"initializer 'big'", "element count overflows"}));
   // fits in int64 elements, but not in int64 bytes
   ModelSpec bytes = Base();
   big.dims = {int64_t{1} << 31, int64_t{1} << 31};
@@ -605,10 +627,10 @@ TEST_F(LoaderTest, ElementCountOverflow) {
 
 TEST_F(LoaderTest, RawDataSizeMismatch) {
   ModelSpec m = Base();
-  m.Init("fc.weight")->raw.pop_back();  // 47 bytes for 3 x 4 float32
-  EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                        {"initializer 'fc.weight'", "raw_data has 47 bytes, expected 48",
-                         "[3, 4]", "float32"}));
+  m.Init("fc.weight")->raw.pop_back(); // 47 bytes for 3 x 4 float32
+  EXPECT_TRUE(LoadFails(
+      m, GCC_ERR_INVALID_GRAPH,
+      {"initializer 'fc.weight'", "raw_data has 47 bytes, expected 48", "[3, 4]", "float32"}));
   ModelSpec more = Base();
   more.Init("fc.bias")->raw += std::string(4, '\0');
   EXPECT_TRUE(
@@ -697,8 +719,8 @@ TEST_F(LoaderTest, BadDevicePin) {
   for (const char *bad : {"gpu", "cuda:", "cuda:x", "CUDA", "cpu:0", "cuda:-1", "cuda:0 "}) {
     ModelSpec m = Base();
     m.Node("fc")->device = bad;
-    EXPECT_TRUE(LoadFails(m, GCC_ERR_INVALID_GRAPH,
-                          {"node 'fc'", std::string("device '") + bad + "'"}))
+    EXPECT_TRUE(
+        LoadFails(m, GCC_ERR_INVALID_GRAPH, {"node 'fc'", std::string("device '") + bad + "'"}))
         << bad;
   }
   for (const char *good : {"cpu", "cuda", "cuda:0", "cuda:3"}) {
@@ -737,7 +759,8 @@ TEST_F(LoaderTest, BadDevicePin) {
   bool same = n1 == n2 && memcmp(b1, b2, n1) == 0;
   free(b1);
   free(b2);
-  if (!same) return ::testing::AssertionFailure() << "bytes differ: " << n1 << " vs " << n2;
+  if (!same)
+    return ::testing::AssertionFailure() << "bytes differ: " << n1 << " vs " << n2;
   return ::testing::AssertionSuccess();
 }
 
@@ -779,7 +802,8 @@ TEST_F(LoaderTest, RoundTripKeepsPinsAttributesAndData) {
   free(b);
   int fc = -1;
   for (int i = 0; i < g->n_nodes; i++)
-    if (strcmp(g->nodes[i].name, "fc") == 0) fc = i;
+    if (strcmp(g->nodes[i].name, "fc") == 0)
+      fc = i;
   ASSERT_GE(fc, 0);
   EXPECT_STREQ(g->nodes[fc].pin, "cuda:1");
   const gcc_attr *a = gcc_node_attr(&g->nodes[fc], "alpha");
@@ -801,7 +825,7 @@ TEST_F(LoaderTest, RoundTripKeepsPinsAttributesAndData) {
 // ---- atomic save -------------------------------------------------------------------
 
 class SaveTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     gcc_diag d = {};
     ASSERT_EQ(gcc_model_linear(GCC_LINEAR_SEED, &g_, &d), GCC_OK) << d.msg;
@@ -825,7 +849,7 @@ TEST_F(SaveTest, WritesTheSerializedBytes) {
   Bytes got;
   ASSERT_TRUE(ReadFile(path, &got));
   EXPECT_EQ(got, bytes_);
-  EXPECT_EQ(ListDir(dir_.path()), std::vector<std::string>{"model.pb"});  // no temporary left
+  EXPECT_EQ(ListDir(dir_.path()), std::vector<std::string>{"model.pb"}); // no temporary left
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);
@@ -851,12 +875,15 @@ TEST_F(SaveTest, MissingDirectory) {
 // namespace without uid 65534, as Bazel's sandbox).
 int SaveAsNobody(const gcc_graph *g, const std::string &path, std::string *msg) {
   int fds[2];
-  if (pipe(fds) != 0) return -1;
+  if (pipe(fds) != 0)
+    return -1;
   pid_t pid = fork();
-  if (pid < 0) return -1;
+  if (pid < 0)
+    return -1;
   if (pid == 0) {
     close(fds[0]);
-    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(100);
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+      _exit(100);
     gcc_diag d = {};
     gcc_status cs = gcc_model_save(g, path.c_str(), &d);
     ssize_t w = write(fds[1], d.msg, strlen(d.msg));
@@ -866,10 +893,12 @@ int SaveAsNobody(const gcc_graph *g, const std::string &path, std::string *msg) 
   close(fds[1]);
   char buf[2048];
   ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg->append(buf, static_cast<size_t>(n));
+  while ((n = read(fds[0], buf, sizeof buf)) > 0)
+    msg->append(buf, static_cast<size_t>(n));
   close(fds[0]);
   int wst = 0;
-  if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst)) return -1;
+  if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst))
+    return -1;
   return WEXITSTATUS(wst);
 }
 
@@ -893,7 +922,8 @@ TEST_F(SaveTest, ReadOnlyDirectory) {
       // (Bazel's sandbox mounts most of the tree read-only), if there is one
       ro.clear();
       std::vector<std::string> candidates = {"/usr", "/", "/sys", "/proc/sys"};
-      if (const char *srcdir = getenv("TEST_SRCDIR")) candidates.insert(candidates.begin(), srcdir);
+      if (const char *srcdir = getenv("TEST_SRCDIR"))
+        candidates.insert(candidates.begin(), srcdir);
       for (const std::string &c : candidates) {
         errno = 0;
         if (access(c.c_str(), W_OK) != 0 && errno == EROFS) {
@@ -901,7 +931,8 @@ TEST_F(SaveTest, ReadOnlyDirectory) {
           break;
         }
       }
-      if (ro.empty()) GTEST_SKIP() << "root, cannot drop privileges, no read-only file system";
+      if (ro.empty())
+        GTEST_SKIP() << "root, cannot drop privileges, no read-only file system";
       std::printf("[save] running as root in a user namespace: read-only file system %s\n",
                   ro.c_str());
       std::vector<std::string> before = ListDir(ro);
@@ -949,7 +980,7 @@ TEST_F(SaveTest, OverwriteReplacesTheWholeFile) {
   ASSERT_EQ(gcc_model_save(g_, path.c_str(), &d), GCC_OK) << d.msg;
   Bytes got;
   ASSERT_TRUE(ReadFile(path, &got));
-  EXPECT_EQ(got, bytes_);  // no tail of the old file
+  EXPECT_EQ(got, bytes_); // no tail of the old file
   // a rename replaces the directory entry: the old inode is untouched, so a
   // reader that had the old file open never sees a half-written model
   Bytes old_back;
@@ -963,4 +994,4 @@ TEST_F(SaveTest, OverwriteReplacesTheWholeFile) {
   EXPECT_EQ(ListDir(dir_.path()), (std::vector<std::string>{"model.pb", "old.pb"}));
 }
 
-}  // namespace
+} // namespace

@@ -45,7 +45,9 @@ struct Plan {
   ~Plan() { gcc_mem_plan_free(&p); }
 };
 
-int64_t AlignUp(int64_t x) { return (x + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN; }
+int64_t AlignUp(int64_t x) {
+  return (x + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
+}
 
 int DevOf(const gcc_graph *g, int v) {
   return g->values[v].device >= 0 ? g->values[v].device : GCC_DEV_CPU;
@@ -79,7 +81,8 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
                                 const gcc_mem_plan &p) {
   std::vector<std::string> bad;
   auto fail = [&](const std::string &s) {
-    if (bad.size() < 20) bad.push_back(s);
+    if (bad.size() < 20)
+      bad.push_back(s);
   };
   const int nv = g->n_values, nn = g->n_nodes;
   if (p.n_values != nv) {
@@ -89,7 +92,8 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
   // roots, through the producers of views
   std::vector<int> root(nv, -1);
   std::function<int(int)> find_root = [&](int v) -> int {
-    if (root[v] >= 0) return root[v];
+    if (root[v] >= 0)
+      return root[v];
     int prod = g->values[v].producer;
     int r = v;
     if (prod >= 0 && IsView(g, prod) && g->nodes[prod].inputs[0] >= 0 &&
@@ -97,7 +101,8 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
       r = find_root(g->nodes[prod].inputs[0]);
     return root[v] = r;
   };
-  for (int v = 0; v < nv; v++) find_root(v);
+  for (int v = 0; v < nv; v++)
+    find_root(v);
 
   // lifetimes per root
   const int kNone = -2;
@@ -110,11 +115,12 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
   for (int j = 0; j < nn; j++) {
     when[j] = j;
     int gi = g->nodes[j].group;
-    if (gi < 0) continue;
+    if (gi < 0)
+      continue;
     const gcc_group &gr = g->groups[gi];
     std::vector<int> members(gr.nodes, gr.nodes + gr.n_nodes);
     when[j] = gr.kind == GCC_GROUP_GEMM ? *std::min_element(members.begin(), members.end())
-                                         : *std::max_element(members.begin(), members.end());
+                                        : *std::max_element(members.begin(), members.end());
   }
   for (int j = 0; j < nn; j++) {
     const gcc_node *n = &g->nodes[j];
@@ -122,29 +128,35 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
     for (int k = 0; k < n->n_outputs; k++) {
       int r = root[n->outputs[k]];
       ref[r] = 1;
-      if (first[r] == kNone || first[r] > i) first[r] = i;
+      if (first[r] == kNone || first[r] > i)
+        first[r] = i;
       last[r] = std::max(last[r], i);
     }
     for (int k = 0; k < n->n_inputs; k++) {
-      if (n->inputs[k] < 0) continue;
+      if (n->inputs[k] < 0)
+        continue;
       int r = root[n->inputs[k]];
       ref[r] = 1;
-      if (first[r] == kNone) first[r] = -1;  // defined before the step
+      if (first[r] == kNone)
+        first[r] = -1; // defined before the step
       last[r] = std::max(last[r], i);
     }
   }
   for (int k = 0; k < n_keep; k++) {
-    if (keep[k] < 0) continue;
+    if (keep[k] < 0)
+      continue;
     int r = root[keep[k]];
     ref[r] = 1;
-    if (first[r] == kNone) first[r] = -1;
+    if (first[r] == kNone)
+      first[r] = -1;
     last[r] = nn;
   }
 
   std::vector<int> planned;
   std::vector<int64_t> size(nv, 0);
   int max_dev = 0;
-  for (int v = 0; v < nv; v++) max_dev = std::max(max_dev, DevOf(g, v));
+  for (int v = 0; v < nv; v++)
+    max_dev = std::max(max_dev, DevOf(g, v));
   for (int v = 0; v < nv; v++) {
     const gcc_value *val = &g->values[v];
     const std::string name = val->name;
@@ -178,7 +190,8 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
       fail(name + ": lifetime [" + std::to_string(p.first[v]) + ", " + std::to_string(p.last[v]) +
            "], expected [" + std::to_string(first[v]) + ", " + std::to_string(last[v]) + "]");
   }
-  if (!bad.empty()) return bad;
+  if (!bad.empty())
+    return bad;
 
   // every planned block: the values, then the node workspaces
   struct Block {
@@ -203,7 +216,8 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
       continue;
     }
     if (want == 0) {
-      if (p.ws_offset[i] != -1) fail(name + ": none expected, offset " + std::to_string(p.ws_offset[i]));
+      if (p.ws_offset[i] != -1)
+        fail(name + ": none expected, offset " + std::to_string(p.ws_offset[i]));
       continue;
     }
     if (p.ws_offset[i] < 0 || p.ws_offset[i] % GCC_ARENA_ALIGN != 0 ||
@@ -211,27 +225,30 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
       fail(name + ": bad offset " + std::to_string(p.ws_offset[i]));
     blocks.push_back({name, p.ws_offset[i], want, i, i, GCC_DEV_CPU});
   }
-  if (!bad.empty()) return bad;
+  if (!bad.empty())
+    return bad;
 
   // no two blocks live at the same time on the same device share a byte
   for (size_t a = 0; a < blocks.size(); a++)
     for (size_t b = a + 1; b < blocks.size(); b++) {
       const Block &u = blocks[a], &v = blocks[b];
-      if (u.dev != v.dev) continue;
-      if (u.first > v.last || v.first > u.last) continue;
+      if (u.dev != v.dev)
+        continue;
+      if (u.first > v.last || v.first > u.last)
+        continue;
       if (u.off < v.off + v.size && v.off < u.off + u.size)
-        fail(u.name + " [" + std::to_string(u.off) + ", +" + std::to_string(u.size) +
-             ") life [" + std::to_string(u.first) + ", " + std::to_string(u.last) +
-             "] overlaps " + v.name + " [" + std::to_string(v.off) + ", +" +
-             std::to_string(v.size) + ") life [" + std::to_string(v.first) + ", " +
-             std::to_string(v.last) + "]");
+        fail(u.name + " [" + std::to_string(u.off) + ", +" + std::to_string(u.size) + ") life [" +
+             std::to_string(u.first) + ", " + std::to_string(u.last) + "] overlaps " + v.name +
+             " [" + std::to_string(v.off) + ", +" + std::to_string(v.size) + ") life [" +
+             std::to_string(v.first) + ", " + std::to_string(v.last) + "]");
     }
 
   // peaks
   if (p.n_devices != max_dev + 1)
     fail("n_devices " + std::to_string(p.n_devices) + ", expected " + std::to_string(max_dev + 1));
   int64_t total = 0;
-  for (const Block &b : blocks) total += b.size;
+  for (const Block &b : blocks)
+    total += b.size;
   if (static_cast<int64_t>(p.total_bytes) != total)
     fail("total_bytes " + std::to_string(p.total_bytes) + ", expected " + std::to_string(total));
   for (int dev = 0; dev < std::min(p.n_devices, max_dev + 1); dev++) {
@@ -244,15 +261,20 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
     for (int t = -1; t <= nn; t++) {
       int64_t live = 0;
       for (const Block &b : blocks)
-        if (b.dev == dev && b.first <= t && t <= b.last) live += b.size;
+        if (b.dev == dev && b.first <= t && t <= b.last)
+          live += b.size;
       live_peak = std::max(live_peak, live);
     }
     int64_t peak = static_cast<int64_t>(p.device_bytes[dev]);
     const std::string d = "device " + std::to_string(dev) + ": peak " + std::to_string(peak);
-    if (peak > sum) fail(d + " > sum of its values " + std::to_string(sum));
-    if (peak < largest) fail(d + " < its largest value " + std::to_string(largest));
-    if (peak < live_peak) fail(d + " < bytes live at once " + std::to_string(live_peak));
-    if (peak % GCC_ARENA_ALIGN != 0) fail(d + " is not aligned");
+    if (peak > sum)
+      fail(d + " > sum of its values " + std::to_string(sum));
+    if (peak < largest)
+      fail(d + " < its largest value " + std::to_string(largest));
+    if (peak < live_peak)
+      fail(d + " < bytes live at once " + std::to_string(live_peak));
+    if (peak % GCC_ARENA_ALIGN != 0)
+      fail(d + " is not aligned");
   }
   if (p.arena_bytes != p.device_bytes[GCC_DEV_CPU])
     fail("arena_bytes " + std::to_string(p.arena_bytes) + " != the CPU's peak " +
@@ -262,7 +284,8 @@ std::vector<std::string> Verify(const gcc_graph *g, const int *keep, int n_keep,
 
 std::string Join(const std::vector<std::string> &v) {
   std::string s;
-  for (const auto &x : v) s += "  " + x + "\n";
+  for (const auto &x : v)
+    s += "  " + x + "\n";
   return s;
 }
 
@@ -273,11 +296,11 @@ enum DeviceMode { kUnplaced, kAllCpu, kMixed };
 struct RandomGraph {
   GraphPtr g;
   std::vector<int> keep;
-  std::string error;  // non-empty if building failed
+  std::string error; // non-empty if building failed
 };
 
 class Generator {
- public:
+public:
   explicit Generator(uint64_t seed) : rng_(seed) {}
 
   RandomGraph Make(DeviceMode mode) {
@@ -292,26 +315,30 @@ class Generator {
     for (int i = 0; i < n_inputs; i++) {
       gcc_shape s = Shape2(Dim(), Dim());
       int v = AddValue(s, GCC_VALUE_INPUT, GCC_DEV_CPU);
-      if (v < 0 || gcc_graph_add_input(g_, v) != GCC_OK) return Fail(&out, "input");
+      if (v < 0 || gcc_graph_add_input(g_, v) != GCC_OK)
+        return Fail(&out, "input");
       pool_.push_back(v);
     }
     int n_nodes = Uniform(1, 48);
     for (int i = 0; i < n_nodes; i++)
-      if (!AddRandomNode(i)) return Fail(&out, "node " + std::to_string(i) + ": " + diag_.msg);
+      if (!AddRandomNode(i))
+        return Fail(&out, "node " + std::to_string(i) + ": " + diag_.msg);
     if (gcc_graph_link(g_, &d) != GCC_OK || gcc_infer_shapes(g_, &d) != GCC_OK)
       return Fail(&out, d.msg);
     // values read after the step: a few activations (views included), at
     // times an input, and an omitted (-1) entry
     int n_keep = Uniform(0, 3);
-    for (int k = 0; k < n_keep; k++) out.keep.push_back(pool_[Uniform(0, (int)pool_.size() - 1)]);
-    if (Chance(0.2)) out.keep.push_back(-1);
+    for (int k = 0; k < n_keep; k++)
+      out.keep.push_back(pool_[Uniform(0, (int)pool_.size() - 1)]);
+    if (Chance(0.2))
+      out.keep.push_back(-1);
     return out;
   }
 
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
- private:
+private:
   static RandomGraph Fail(RandomGraph *out, const std::string &why) {
     out->error = why;
     return std::move(*out);
@@ -339,17 +366,20 @@ class Generator {
   int PickOperand() {
     // mostly recent values (chains), sometimes any (fan-out, long lifetimes)
     int n = static_cast<int>(pool_.size());
-    if (Chance(0.6)) return pool_[Uniform(std::max(0, n - 4), n - 1)];
+    if (Chance(0.6))
+      return pool_[Uniform(std::max(0, n - 4), n - 1)];
     return pool_[Uniform(0, n - 1)];
   }
   int SameShape(const gcc_shape &s) {
     std::vector<int> c;
     for (int v : pool_)
-      if (gcc_shape_equal(&g_->values[v].shape, &s)) c.push_back(v);
+      if (gcc_shape_equal(&g_->values[v].shape, &s))
+        c.push_back(v);
     return c.empty() ? -1 : c[Uniform(0, (int)c.size() - 1)];
   }
   int NodeDevice() {
-    if (mode_ != kMixed) return GCC_DEV_CPU;
+    if (mode_ != kMixed)
+      return GCC_DEV_CPU;
     int r = Uniform(0, 9);
     return r < 5 ? GCC_DEV_CPU : r < 9 ? GCC_DEV_CUDA(0) : GCC_DEV_CUDA(1);
   }
@@ -370,34 +400,40 @@ class Generator {
       op = GCC_OP_IDENTITY;
     } else if (r < 8) {
       op = GCC_OP_ADD;
-      int y = Chance(0.7) ? SameShape(xs) : -1;  // may be x itself: Add(x, x)
+      int y = Chance(0.7) ? SameShape(xs) : -1; // may be x itself: Add(x, x)
       if (y < 0) {
         gcc_shape ps = xs;
-        if (xs.ndim == 2 && Chance(0.5)) ps = Shape2(1, xs.dims[1]);  // broadcast row
+        if (xs.ndim == 2 && Chance(0.5))
+          ps = Shape2(1, xs.dims[1]); // broadcast row
         y = AddValue(ps, GCC_VALUE_PARAM, GCC_DEV_CPU);
-        if (y < 0) return false;
+        if (y < 0)
+          return false;
       }
       inputs.push_back(y);
-      if (Chance(0.5)) std::swap(inputs[0], inputs[1]);
+      if (Chance(0.5))
+        std::swap(inputs[0], inputs[1]);
       if (!gcc_shape_equal(&g_->values[inputs[0]].shape, &xs))
         gcc_broadcast_shapes(&g_->values[inputs[0]].shape, &g_->values[inputs[1]].shape, &ys);
     } else if (r < 11 && xs.ndim == 2) {
       op = GCC_OP_GEMM;
       int64_t m = xs.dims[0], k = xs.dims[1];
       int w = -1;
-      if (Chance(0.3)) {  // an activation or input of shape (K, N)
+      if (Chance(0.3)) { // an activation or input of shape (K, N)
         std::vector<int> c;
         for (int v : pool_)
-          if (g_->values[v].shape.ndim == 2 && g_->values[v].shape.dims[0] == k) c.push_back(v);
-        if (!c.empty()) w = c[Uniform(0, (int)c.size() - 1)];
+          if (g_->values[v].shape.ndim == 2 && g_->values[v].shape.dims[0] == k)
+            c.push_back(v);
+        if (!c.empty())
+          w = c[Uniform(0, (int)c.size() - 1)];
       }
       int64_t n;
       if (w >= 0) {
         n = g_->values[w].shape.dims[1];
-      } else {  // nn.Linear: W (N, K), transB = 1
+      } else { // nn.Linear: W (N, K), transB = 1
         n = Dim();
         w = AddValue(Shape2(n, k), GCC_VALUE_PARAM, GCC_DEV_CPU);
-        if (w < 0) return false;
+        if (w < 0)
+          return false;
         trans_b = true;
       }
       inputs.push_back(w);
@@ -406,7 +442,8 @@ class Generator {
         bs.ndim = 1;
         bs.dims[0] = n;
         int b = AddValue(bs, GCC_VALUE_PARAM, GCC_DEV_CPU);
-        if (b < 0) return false;
+        if (b < 0)
+          return false;
         inputs.push_back(b);
       }
       ys = Shape2(m, n);
@@ -423,14 +460,17 @@ class Generator {
       else
         reshape = {1, xs.dims[0], numel / xs.dims[0]};
       ys.ndim = static_cast<int>(reshape.size());
-      for (int i = 0; i < ys.ndim; i++) ys.dims[i] = reshape[i];
+      for (int i = 0; i < ys.ndim; i++)
+        ys.dims[i] = reshape[i];
       // a view lives where the value it views lives
       int rootdev = g_->values[x].device;
       dev = rootdev >= 0 ? rootdev : GCC_DEV_CPU;
-      if (g_->values[x].kind == GCC_VALUE_INPUT && mode_ == kMixed) dev = NodeDevice();
+      if (g_->values[x].kind == GCC_VALUE_INPUT && mode_ == kMixed)
+        dev = NodeDevice();
     }
     int y = AddValue(ys, GCC_VALUE_ACTIVATION, dev);
-    if (y < 0) return false;
+    if (y < 0)
+      return false;
     std::string name = "n" + std::to_string(index);
     int node = -1;
     if (gcc_graph_add_node(g_, name.c_str(), op, inputs.data(), (int)inputs.size(), &y, 1, &node,
@@ -466,7 +506,9 @@ TEST_P(RandomGraphs, PlansAreValid) {
     const gcc_graph *g = rg.g.get();
     Plan plan;
     gcc_diag d = {};
-    ASSERT_EQ(gcc_plan_memory(g, rg.keep.data(), (int)rg.keep.size(), gcc_cpu_workspace, &plan.p, &d), GCC_OK)
+    ASSERT_EQ(
+        gcc_plan_memory(g, rg.keep.data(), (int)rg.keep.size(), gcc_cpu_workspace, &plan.p, &d),
+        GCC_OK)
         << d.msg;
     auto bad = Verify(g, rg.keep.data(), (int)rg.keep.size(), plan.p);
     if (!bad.empty()) {
@@ -475,15 +517,16 @@ TEST_P(RandomGraphs, PlansAreValid) {
         ir << "  " << i << " " << g->nodes[i].name << " " << gcc_op_name(g->nodes[i].op) << "(";
         for (int k = 0; k < g->nodes[i].n_inputs; k++)
           ir << (k ? ", " : "") << g->values[g->nodes[i].inputs[k]].name;
-        ir << ") -> " << g->values[g->nodes[i].outputs[0]].name << " dev "
-           << g->nodes[i].device << "\n";
+        ir << ") -> " << g->values[g->nodes[i].outputs[0]].name << " dev " << g->nodes[i].device
+           << "\n";
       }
       FAIL() << "seed " << GetParam() << " graph " << iter << ":\n"
              << Join(bad) << "schedule:\n"
              << ir.str();
     }
     graphs++;
-    for (int i = 0; i < g->n_nodes; i++) views += IsView(g, i);
+    for (int i = 0; i < g->n_nodes; i++)
+      views += IsView(g, i);
     mixed_devices += plan.p.n_devices > 1;
     reuse += plan.p.arena_bytes < plan.p.total_bytes;
   }
@@ -494,8 +537,7 @@ TEST_P(RandomGraphs, PlansAreValid) {
   EXPECT_GT(reuse, 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, RandomGraphs,
-                         ::testing::Values(1u, 2u, 3u, 0xC0FFEEu, 20261122u));
+INSTANTIATE_TEST_SUITE_P(Seeds, RandomGraphs, ::testing::Values(1u, 2u, 3u, 0xC0FFEEu, 20261122u));
 
 // ---- the verifier can fail -----------------------------------------------------
 
@@ -506,7 +548,7 @@ GraphPtr Chain(int n, int dev_every_other = -1) {
   gcc_shape s = {};
   s.ndim = 2;
   s.dims[0] = 8;
-  s.dims[1] = 5;  // 160 bytes: not a multiple of the alignment
+  s.dims[1] = 5; // 160 bytes: not a multiple of the alignment
   int x;
   EXPECT_EQ(gcc_graph_add_value(g, "x", GCC_DT_FLOAT32, &s, GCC_VALUE_INPUT, nullptr, 0, &x, &d),
             GCC_OK);
@@ -542,7 +584,8 @@ TEST(MemplanVerifier, CatchesBrokenPlans) {
   auto restore = [&] { std::copy(saved.begin(), saved.end(), plan.p.offset); };
   // everything at offset 0, as a planner that ignores lifetimes might do
   for (int v = 0; v < plan.p.n_values; v++)
-    if (plan.p.offset[v] >= 0) plan.p.offset[v] = 0;
+    if (plan.p.offset[v] >= 0)
+      plan.p.offset[v] = 0;
   EXPECT_NE(Join(Verify(g.get(), nullptr, 0, plan.p)), "");
   restore();
   // misaligned
@@ -590,7 +633,8 @@ GraphPtr TwoChains(bool with_a, bool with_b, int dev_a, int dev_b) {
                    int dev) {
     gcc_shape s = {};
     s.ndim = static_cast<int>(dims.size());
-    for (int i = 0; i < s.ndim; i++) s.dims[i] = dims[i];
+    for (int i = 0; i < s.ndim; i++)
+      s.dims[i] = dims[i];
     int v = -1;
     EXPECT_EQ(gcc_graph_add_value(g, name.c_str(), GCC_DT_FLOAT32, &s, kind, nullptr, 0, &v, &d),
               GCC_OK)
@@ -616,34 +660,35 @@ GraphPtr TwoChains(bool with_a, bool with_b, int dev_a, int dev_b) {
     }
   for (int step = 0; step < 6; step++)
     for (Chain &c : ch) {
-      if (!c.on) continue;
+      if (!c.on)
+        continue;
       std::string s = std::to_string(step);
       switch (step % 3) {
-        case 0: {
-          int64_t n = c.cols * 2 - 1;
-          int w = value(std::string(c.p) + ".w" + s, {n, c.cols}, GCC_VALUE_PARAM, c.dev);
-          auto r = node(c, "gemm" + s, GCC_OP_GEMM, {c.cur, w}, {c.rows, n});
-          gcc_node_set_int(g, r.first, "transB", 1);
-          c.cur = r.second;
-          c.cols = n;
-          break;
-        }
-        case 1: {
-          auto r = node(c, "relu" + s, GCC_OP_RELU, {c.cur}, {c.rows, c.cols});
-          int keep = c.cur;
-          c.cur = r.second;
-          auto a = node(c, "add" + s, GCC_OP_ADD, {c.cur, keep}, {c.rows, c.cols});
-          c.cur = a.second;
-          break;
-        }
-        default: {
-          std::vector<int64_t> shape = {c.cols, c.rows};
-          auto r = node(c, "view" + s, GCC_OP_RESHAPE, {c.cur}, shape);
-          gcc_node_set_ints(g, r.first, "shape", shape.data(), 2);
-          std::swap(c.rows, c.cols);
-          c.cur = r.second;
-          break;
-        }
+      case 0: {
+        int64_t n = c.cols * 2 - 1;
+        int w = value(std::string(c.p) + ".w" + s, {n, c.cols}, GCC_VALUE_PARAM, c.dev);
+        auto r = node(c, "gemm" + s, GCC_OP_GEMM, {c.cur, w}, {c.rows, n});
+        gcc_node_set_int(g, r.first, "transB", 1);
+        c.cur = r.second;
+        c.cols = n;
+        break;
+      }
+      case 1: {
+        auto r = node(c, "relu" + s, GCC_OP_RELU, {c.cur}, {c.rows, c.cols});
+        int keep = c.cur;
+        c.cur = r.second;
+        auto a = node(c, "add" + s, GCC_OP_ADD, {c.cur, keep}, {c.rows, c.cols});
+        c.cur = a.second;
+        break;
+      }
+      default: {
+        std::vector<int64_t> shape = {c.cols, c.rows};
+        auto r = node(c, "view" + s, GCC_OP_RESHAPE, {c.cur}, shape);
+        gcc_node_set_ints(g, r.first, "shape", shape.data(), 2);
+        std::swap(c.rows, c.cols);
+        c.cur = r.second;
+        break;
+      }
       }
     }
   EXPECT_EQ(gcc_graph_link(g, &d), GCC_OK) << d.msg;
@@ -659,9 +704,12 @@ TEST(MemplanDevices, ArenasArePlannedIndependently) {
   GraphPtr same = TwoChains(true, true, cpu, cpu);
   Plan pm, pa, pb, ps;
   gcc_diag d = {};
-  ASSERT_EQ(gcc_plan_memory(mixed.get(), nullptr, 0, gcc_cpu_workspace, &pm.p, &d), GCC_OK) << d.msg;
-  ASSERT_EQ(gcc_plan_memory(only_a.get(), nullptr, 0, gcc_cpu_workspace, &pa.p, &d), GCC_OK) << d.msg;
-  ASSERT_EQ(gcc_plan_memory(only_b.get(), nullptr, 0, gcc_cpu_workspace, &pb.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(mixed.get(), nullptr, 0, gcc_cpu_workspace, &pm.p, &d), GCC_OK)
+      << d.msg;
+  ASSERT_EQ(gcc_plan_memory(only_a.get(), nullptr, 0, gcc_cpu_workspace, &pa.p, &d), GCC_OK)
+      << d.msg;
+  ASSERT_EQ(gcc_plan_memory(only_b.get(), nullptr, 0, gcc_cpu_workspace, &pb.p, &d), GCC_OK)
+      << d.msg;
   ASSERT_EQ(gcc_plan_memory(same.get(), nullptr, 0, gcc_cpu_workspace, &ps.p, &d), GCC_OK) << d.msg;
   for (auto *x : {&mixed, &only_a, &only_b, &same}) {
     const Plan &p = x == &mixed ? pm : x == &only_a ? pa : x == &only_b ? pb : ps;
@@ -671,7 +719,7 @@ TEST(MemplanDevices, ArenasArePlannedIndependently) {
   // each device's arena is exactly what its chain needs on its own ...
   EXPECT_EQ(pm.p.device_bytes[cpu], pa.p.device_bytes[cpu]);
   EXPECT_EQ(pm.p.device_bytes[cuda], pb.p.device_bytes[cuda]);
-  EXPECT_EQ(pa.p.n_devices, 1);  // no value of A's graph is on cuda:0
+  EXPECT_EQ(pa.p.n_devices, 1); // no value of A's graph is on cuda:0
   ASSERT_EQ(pb.p.n_devices, 2);
   EXPECT_EQ(pb.p.device_bytes[cpu], 0u);
   EXPECT_EQ(pm.p.arena_bytes, pa.p.arena_bytes);
@@ -679,7 +727,8 @@ TEST(MemplanDevices, ArenasArePlannedIndependently) {
   int compared = 0;
   for (int v = 0; v < mixed->n_values; v++) {
     const gcc_value *val = &mixed->values[v];
-    if (val->kind != GCC_VALUE_ACTIVATION) continue;
+    if (val->kind != GCC_VALUE_ACTIVATION)
+      continue;
     const gcc_graph *alone = val->name[0] == 'a' ? only_a.get() : only_b.get();
     const gcc_mem_plan &pl = val->name[0] == 'a' ? pa.p : pb.p;
     int u = gcc_graph_find(alone, val->name);
@@ -703,7 +752,8 @@ TEST(MemplanDevices, ArenasArePlannedIndependently) {
   // moving one chain's values to another device never changes the other's plan
   GraphPtr moved = TwoChains(true, true, cpu, GCC_DEV_CUDA(1));
   Plan pv;
-  ASSERT_EQ(gcc_plan_memory(moved.get(), nullptr, 0, gcc_cpu_workspace, &pv.p, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_memory(moved.get(), nullptr, 0, gcc_cpu_workspace, &pv.p, &d), GCC_OK)
+      << d.msg;
   EXPECT_EQ(Join(Verify(moved.get(), nullptr, 0, pv.p)), "");
   ASSERT_EQ(pv.p.n_devices, 3);
   EXPECT_EQ(pv.p.device_bytes[cpu], pm.p.device_bytes[cpu]);
@@ -757,14 +807,16 @@ gcc_options Options(const gcc_graph *m, int device, gcc_mode mode) {
 std::vector<int> HostReads(const gcc_graph *g, gcc_mode mode) {
   std::vector<int> out;
   std::vector<const char *> names = {g->training.loss};
-  if (mode == GCC_MODE_EVAL) names.push_back(g->training.prediction);
+  if (mode == GCC_MODE_EVAL)
+    names.push_back(g->training.prediction);
   for (const char *name : names) {
     int v = gcc_graph_find(g, name);
     EXPECT_GE(v, 0) << name;
     if (v >= 0 && g->values[v].device != GCC_DEV_CPU)
       v = gcc_graph_find(g, (std::string(name) + "@cpu").c_str());
     EXPECT_GE(v, 0) << name << "@cpu";
-    if (v >= 0) out.push_back(v);
+    if (v >= 0)
+      out.push_back(v);
   }
   return out;
 }
@@ -777,18 +829,20 @@ TEST(MemplanModels, CompiledPlansAreValidAndKeepWhatTheHostReads) {
   ASSERT_EQ(gcc_model_linear(GCC_LINEAR_SEED, &lin, &d), GCC_OK) << d.msg;
   GraphPtr lin_g(lin);
   ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cnn, &d), GCC_OK) << d.msg;
-  GraphPtr cnn_g(cnn);  // convolutions: im2col workspaces on the CPU
+  GraphPtr cnn_g(cnn); // convolutions: im2col workspaces on the CPU
   unsigned char disabled[GCC_OP_COUNT] = {};
   disabled[GCC_OP_RELU] = 1;
-  for (const gcc_graph *model : {static_cast<const gcc_graph *>(mlp), static_cast<const gcc_graph *>(lin),
-                                 static_cast<const gcc_graph *>(cnn)})
+  for (const gcc_graph *model :
+       {static_cast<const gcc_graph *>(mlp), static_cast<const gcc_graph *>(lin),
+        static_cast<const gcc_graph *>(cnn)})
     for (int device : {GCC_DEV_CPU, GCC_DEV_CUDA(0)})
       for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL})
         for (int soft : {0, 1}) {
           SCOPED_TRACE(std::string(model->name) + (device ? " cuda" : " cpu") +
                        (mode == GCC_MODE_EVAL ? " eval" : " train") + (soft ? " soft" : ""));
           gcc_options o = Options(model, device, mode);
-          if (soft) o.cuda_disabled = disabled;
+          if (soft)
+            o.cuda_disabled = disabled;
           Compiled c;
           ASSERT_EQ(gcc_compile_graph(model, &o, &c.g, &c.mem, &d), GCC_OK) << d.msg;
           const gcc_graph *g = c.g;
@@ -811,7 +865,8 @@ TEST(MemplanModels, CompiledPlansAreValidAndKeepWhatTheHostReads) {
           for (size_t i = 0; i < reads.size(); i++)
             for (size_t j = i + 1; j < reads.size(); j++) {
               int u = c.mem.root[reads[i]], v = c.mem.root[reads[j]];
-              if (DevOf(g, u) != DevOf(g, v)) continue;
+              if (DevOf(g, u) != DevOf(g, v))
+                continue;
               int64_t su = AlignUp(gcc_shape_numel(&g->values[u].shape, nullptr) * 4);
               int64_t sv = AlignUp(gcc_shape_numel(&g->values[v].shape, nullptr) * 4);
               EXPECT_TRUE(c.mem.offset[u] + su <= c.mem.offset[v] ||
@@ -826,7 +881,6 @@ TEST(MemplanModels, CompiledPlansAreValidAndKeepWhatTheHostReads) {
           }
         }
 }
-
 
 // Conv workspaces: one per CPU convolution node, sized by the op, and the
 // verifier catches one moved onto a live value or resized.
@@ -845,9 +899,10 @@ TEST(MemplanModels, ConvWorkspacesArePlannedAndCheckedByTheVerifier) {
     bool conv = op == GCC_OP_CONV || op == GCC_OP_CONV_GRAD_DATA || op == GCC_OP_CONV_GRAD_FILTER;
     EXPECT_EQ(c.mem.ws_bytes[i] > 0, conv) << g->nodes[i].name;
     with_ws += c.mem.ws_bytes[i] > 0;
-    if (std::string(g->nodes[i].name) == "conv2") conv2 = i;
+    if (std::string(g->nodes[i].name) == "conv2")
+      conv2 = i;
   }
-  EXPECT_EQ(with_ws, 5);  // conv1, conv1/dW, conv2, conv2/dX, conv2/dW
+  EXPECT_EQ(with_ws, 5); // conv1, conv1/dW, conv2, conv2/dX, conv2/dW
   ASSERT_GE(conv2, 0);
   // gcc_compile_graph keeps the loss and the prediction live to the end
   std::vector<int> keep = {gcc_graph_find(g, g->training.loss),
@@ -862,4 +917,4 @@ TEST(MemplanModels, ConvWorkspacesArePlannedAndCheckedByTheVerifier) {
   EXPECT_NE(Join(Verify(g, keep.data(), 2, c.mem)), "");
 }
 
-}  // namespace
+} // namespace

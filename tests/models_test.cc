@@ -28,7 +28,7 @@
 #include "runtime/trainer.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -108,7 +108,7 @@ TEST(ModelsTest, BuilderIsDeterministicAndSeeded) {
 // ---- the MNIST MLP -----------------------------------------------------------
 
 class MnistMlpTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     gcc_diag d = {};
     ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &g_, &d), GCC_OK) << d.msg;
@@ -150,7 +150,7 @@ TEST_F(MnistMlpTest, Structure) {
     ASSERT_NE(bv, nullptr) << b;
     EXPECT_EQ(wv->kind, GCC_VALUE_PARAM) << w;
     EXPECT_EQ(wv->dtype, GCC_DT_FLOAT32) << w;
-    EXPECT_EQ(Dims(wv), (std::vector<int64_t>{widths[i + 1], widths[i]})) << w;  // (out, in)
+    EXPECT_EQ(Dims(wv), (std::vector<int64_t>{widths[i + 1], widths[i]})) << w; // (out, in)
     EXPECT_EQ(wv->data_bytes, static_cast<size_t>(widths[i + 1] * widths[i]) * 4) << w;
     EXPECT_EQ(bv->kind, GCC_VALUE_PARAM) << b;
     EXPECT_EQ(Dims(bv), (std::vector<int64_t>{widths[i + 1]})) << b;
@@ -166,22 +166,23 @@ TEST_F(MnistMlpTest, Structure) {
   std::sort(want.begin(), want.end());
   EXPECT_EQ(params, want);
   // PyTorch: sum(p.numel() for p in model.parameters())
-  EXPECT_EQ(n_weights, 784 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128 + 128 * 64 + 64 +
-                           64 * 10 + 10);
+  EXPECT_EQ(n_weights,
+            784 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10);
 
   // Flatten, then 5 x (Gemm transB = 1), ReLU after the first four, the loss
   std::vector<std::string> ops;
-  for (int i = 0; i < g_->n_nodes; i++) ops.push_back(gcc_op_name(g_->nodes[i].op));
+  for (int i = 0; i < g_->n_nodes; i++)
+    ops.push_back(gcc_op_name(g_->nodes[i].op));
   EXPECT_EQ(ops, (std::vector<std::string>{"Flatten", "Gemm", "Relu", "Gemm", "Relu", "Gemm",
-                                           "Relu", "Gemm", "Relu", "Gemm",
-                                           "SoftmaxCrossEntropy"}));
+                                           "Relu", "Gemm", "Relu", "Gemm", "SoftmaxCrossEntropy"}));
   for (int i = 0; i < g_->n_nodes; i++) {
     const gcc_node *n = &g_->nodes[i];
-    if (n->op != GCC_OP_GEMM) continue;
+    if (n->op != GCC_OP_GEMM)
+      continue;
     const gcc_attr *tb = gcc_node_attr(n, "transB");
     ASSERT_NE(tb, nullptr) << n->name;
     EXPECT_EQ(tb->i, 1) << n->name;
-    EXPECT_EQ(n->pin, nullptr) << n->name;  // the reference model pins nothing
+    EXPECT_EQ(n->pin, nullptr) << n->name; // the reference model pins nothing
   }
   // the model keeps its batch symbolic; shapes are inferred once it is bound
   gcc_graph *bound = nullptr;
@@ -264,7 +265,7 @@ TEST_F(MnistMlpTest, LinearInitialisation) {
       EXPECT_LE(std::fabs(mean), 5 * bound / std::sqrt(3.0 * n)) << "mean " << mean;
       EXPECT_NEAR(var, b2 / 3, 5 * 0.2982 * b2 / std::sqrt(static_cast<double>(n)))
           << "variance " << var << ", U(-b, b) has " << b2 / 3;
-      if (n >= 500) {  // the whole range is used
+      if (n >= 500) { // the whole range is used
         EXPECT_GT(hi, 0.95 * bound);
         EXPECT_LT(lo, -0.95 * bound);
       }
@@ -273,9 +274,10 @@ TEST_F(MnistMlpTest, LinearInitialisation) {
   // layers draw from one stream: no two tensors start alike
   const float *w1 = static_cast<const float *>(Value("fc1.weight")->data);
   const float *w2 = static_cast<const float *>(Value("fc2.weight")->data);
-  const double r = std::sqrt(512.0 / 784.0);  // ratio of the bounds
+  const double r = std::sqrt(512.0 / 784.0); // ratio of the bounds
   int same = 0;
-  for (int k = 0; k < 64; k++) same += std::fabs(w2[k] * r - w1[k]) < 1e-6;
+  for (int k = 0; k < 64; k++)
+    same += std::fabs(w2[k] * r - w1[k]) < 1e-6;
   EXPECT_LT(same, 4);
 }
 
@@ -294,7 +296,8 @@ TEST(LinearModelTest, StructureAndInlineData) {
   EXPECT_EQ(t.batch_size, 16);
   EXPECT_EQ(t.epochs, 20);
   int np = 0;
-  for (int v = 0; v < g->n_values; v++) np += g->values[v].kind == GCC_VALUE_PARAM;
+  for (int v = 0; v < g->n_values; v++)
+    np += g->values[v].kind == GCC_VALUE_PARAM;
   EXPECT_EQ(np, 2);
   const double bound = 1.0 / std::sqrt(3.0);
   for (const char *p : {"fc.weight", "fc.bias"}) {
@@ -391,7 +394,7 @@ TEST_F(MnistMlpTest, LearnsMnistInAFewHundredSteps) {
   const gcc_training &t = g_->training;
 
   gcc_session_options so = {};
-  so.threads = 1;  // OpenBLAS threads spin: on a loaded machine more threads are slower
+  so.threads = 1; // OpenBLAS threads spin: on a loaded machine more threads are slower
   so.opt = t.opt;
   gcc_session *s = nullptr;
   ASSERT_EQ(gcc_session_create(g_, &so, &s, &d), GCC_OK) << d.msg;
@@ -425,11 +428,11 @@ TEST_F(MnistMlpTest, LearnsMnistInAFewHundredSteps) {
       gcc_batch b = {};
       int has = 0;
       ASSERT_EQ(gcc_dataloader_next(el, &b, &has, &d), GCC_OK) << d.msg;
-      if (!has) break;
+      if (!has)
+        break;
       float l = NAN;
       int64_t ok = -1;
-      ASSERT_EQ(gcc_session_eval_batch(s, b.images, b.labels, b.rows, &l, &ok, nullptr, &d),
-                GCC_OK)
+      ASSERT_EQ(gcc_session_eval_batch(s, b.images, b.labels, b.rows, &l, &ok, nullptr, &d), GCC_OK)
           << d.msg;
       ASSERT_GE(ok, 0);
       correct += ok;
@@ -443,7 +446,8 @@ TEST_F(MnistMlpTest, LearnsMnistInAFewHundredSteps) {
 
   double acc0 = 0, loss0 = 0;
   evaluate(&acc0, &loss0);
-  if (HasFatalFailure()) return;
+  if (HasFatalFailure())
+    return;
 
   double first_losses = 0, last_losses = 0;
   for (int k = 0; k < kSteps; k++) {
@@ -456,12 +460,15 @@ TEST_F(MnistMlpTest, LearnsMnistInAFewHundredSteps) {
     ASSERT_EQ(gcc_session_train_step(s, b.images, b.labels, b.rows, &loss, &d), GCC_OK)
         << "step " << k << ": " << d.msg;
     ASSERT_TRUE(std::isfinite(loss)) << "step " << k;
-    if (k < 20) first_losses += loss / 20;
-    if (k >= kSteps - 20) last_losses += loss / 20;
+    if (k < 20)
+      first_losses += loss / 20;
+    if (k >= kSteps - 20)
+      last_losses += loss / 20;
     if ((k + 1) % 200 == 0 && k + 1 < kSteps) {
       double a = 0, l = 0;
       evaluate(&a, &l);
-      if (HasFatalFailure()) return;
+      if (HasFatalFailure())
+        return;
       std::printf("[mnist] after %d steps: accuracy %.2f%%, loss %.4f\n", k + 1, 100 * a, l);
     }
   }
@@ -473,8 +480,8 @@ TEST_F(MnistMlpTest, LearnsMnistInAFewHundredSteps) {
               "%.4f, accuracy %.2f%% on the first %lld test images, loss %.4f\n",
               100 * acc0, loss0, kSteps, first_losses, last_losses, 100 * acc,
               static_cast<long long>(kTestImages), test_loss);
-  EXPECT_LT(acc0, 0.25);  // an untrained model guesses
-  EXPECT_GT(loss0, 2.0);  // about ln(10)
+  EXPECT_LT(acc0, 0.25); // an untrained model guesses
+  EXPECT_GT(loss0, 2.0); // about ln(10)
   EXPECT_LT(last_losses, 0.5 * first_losses);
   EXPECT_GE(acc, kMinAccuracy);
   EXPECT_LT(test_loss, 0.5);
@@ -500,7 +507,7 @@ TEST_F(MnistMlpTest, EvaluationDoesNotPerturbTraining) {
   gcc_dataset train = {};
   ASSERT_EQ(gcc_mnist_load(dir.c_str(), 1, &train, &d), GCC_OK) << d.msg;
   std::vector<std::vector<float>> finals;
-  for (int eval_rows : {0, 64, 17}) {  // 0: no evaluation
+  for (int eval_rows : {0, 64, 17}) { // 0: no evaluation
     gcc_session_options so = {};
     so.threads = 4;
     so.opt = g_->training.opt;
@@ -520,8 +527,7 @@ TEST_F(MnistMlpTest, EvaluationDoesNotPerturbTraining) {
       int has = 0;
       ASSERT_EQ(gcc_dataloader_next(dl, &b, &has, &d), GCC_OK) << d.msg;
       float loss = NAN;
-      ASSERT_EQ(gcc_session_train_step(s, b.images, b.labels, b.rows, &loss, &d), GCC_OK)
-          << d.msg;
+      ASSERT_EQ(gcc_session_train_step(s, b.images, b.labels, b.rows, &loss, &d), GCC_OK) << d.msg;
       if (eval_rows > 0 && k % 5 == 0) {
         int64_t ok = 0;
         ASSERT_EQ(gcc_session_eval_batch(s, b.images, b.labels, eval_rows, &loss, &ok, nullptr, &d),
@@ -541,7 +547,6 @@ TEST_F(MnistMlpTest, EvaluationDoesNotPerturbTraining) {
   EXPECT_TRUE(finals[0] == finals[1]) << "evaluating batches of 64 changed the training";
   EXPECT_TRUE(finals[0] == finals[2]) << "evaluating batches of 17 changed the training";
 }
-
 
 // ---- the CNNs ------------------------------------------------------------------
 
@@ -596,7 +601,7 @@ TEST(CnnModels, StructureShapesAndRecipes) {
     EXPECT_EQ(t.opt.kind, GCC_OPT_SGD);
     EXPECT_EQ(t.opt.momentum, 0.9f);
     EXPECT_STREQ(t.prediction, "fc3.out");
-    if (m.channels == 3) {  // the tutorial's recipe
+    if (m.channels == 3) { // the tutorial's recipe
       EXPECT_STREQ(t.dataset, "cifar10");
       EXPECT_EQ(t.opt.lr, 0.001f);
       EXPECT_EQ(t.batch_size, 4);
@@ -607,7 +612,7 @@ TEST(CnnModels, StructureShapesAndRecipes) {
         EXPECT_EQ(t.mean[c], 0.5f);
         EXPECT_EQ(t.std[c], 0.5f);
       }
-    } else {  // ours, measured in the README
+    } else { // ours, measured in the README
       EXPECT_STREQ(t.dataset, "mnist");
       EXPECT_EQ(t.opt.lr, 0.02f);
       EXPECT_EQ(t.batch_size, 64);
@@ -631,8 +636,10 @@ TEST(CnnModels, ConvolutionInitialisation) {
     const struct {
       const char *name;
       int64_t fan_in;
-    } layers[] = {{"conv1.weight", m.channels * 25}, {"conv1.bias", m.channels * 25},
-                  {"conv2.weight", 150}, {"conv2.bias", 150}};
+    } layers[] = {{"conv1.weight", m.channels * 25},
+                  {"conv1.bias", m.channels * 25},
+                  {"conv2.weight", 150},
+                  {"conv2.bias", 150}};
     for (const auto &l : layers) {
       SCOPED_TRACE(std::string(m.name) + " " + l.name);
       const gcc_value *v = &g->values[gcc_graph_find(g, l.name)];
@@ -694,10 +701,12 @@ TEST(CnnModels, MnistCnnLearnsInAFewHundredSteps) {
     ASSERT_EQ(gcc_session_train_step(s, b.images, b.labels, b.rows, &loss, &d), GCC_OK)
         << "step " << k << ": " << d.msg;
     ASSERT_TRUE(std::isfinite(loss)) << "step " << k;
-    if (k < 20) first += loss / 20;
-    if (k >= kCnnSteps - 20) last += loss / 20;
+    if (k < 20)
+      first += loss / 20;
+    if (k >= kCnnSteps - 20)
+      last += loss / 20;
   }
-  gcc_dataset slice = test;  // a view of the first images, in file order
+  gcc_dataset slice = test; // a view of the first images, in file order
   slice.n = kCnnTestImages;
   gcc_dataloader_options eo = lo;
   eo.batch_size = 500;
@@ -711,7 +720,8 @@ TEST(CnnModels, MnistCnnLearnsInAFewHundredSteps) {
     gcc_batch b = {};
     int has = 0;
     ASSERT_EQ(gcc_dataloader_next(el, &b, &has, &d), GCC_OK) << d.msg;
-    if (!has) break;
+    if (!has)
+      break;
     float l = NAN;
     int64_t ok = -1;
     ASSERT_EQ(gcc_session_eval_batch(s, b.images, b.labels, b.rows, &l, &ok, nullptr, &d), GCC_OK)
@@ -734,4 +744,4 @@ TEST(CnnModels, MnistCnnLearnsInAFewHundredSteps) {
   gcc_graph_free(g);
 }
 
-}  // namespace
+} // namespace

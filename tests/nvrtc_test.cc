@@ -21,7 +21,7 @@
 #include "codegen/nvrtc.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -29,7 +29,8 @@ namespace {
 // __global__, grid-stride loops with 64-bit indices, shapes as constants,
 // float4 for aligned equal-shaped operands, and a one-block loss kernel that
 // reduces deterministically in shared memory with __syncthreads.
-const char kSource[] = R"CUDA(/* gcc-train generated kernels: nvrtc_test, device 0, codegen version 1. */
+const char kSource[] =
+    R"CUDA(/* gcc-train generated kernels: nvrtc_test, device 0, codegen version 1. */
 
 __device__ __forceinline__ float fused_add_relu_elem(float a, float b) {
   float t0 = a + b; /* add1 */
@@ -102,17 +103,19 @@ std::string FreshDir(const char *tag) {
 // Runs ptxas on `ptx` for sm_XX; returns its exit status and fills `log`.
 int Ptxas(const std::string &ptx, int sm, std::string *log) {
   static int counter = 0;
-  std::string base = TmpDir() + "/ptxas_" + std::to_string(getpid()) + "_" +
-                     std::to_string(counter++);
+  std::string base =
+      TmpDir() + "/ptxas_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   EXPECT_TRUE(WriteFile(base + ".ptx", ptx.data(), ptx.size()));
-  std::string cmd = "/usr/local/cuda/bin/ptxas -arch=sm_" + std::to_string(sm) +
-                    " -o /dev/null " + base + ".ptx > " + base + ".log 2>&1";
+  std::string cmd = "/usr/local/cuda/bin/ptxas -arch=sm_" + std::to_string(sm) + " -o /dev/null " +
+                    base + ".ptx > " + base + ".log 2>&1";
   int rc = system(cmd.c_str());
   *log = ReadText(base + ".log");
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-std::string Ptx(const gcc_nvrtc_output &o) { return std::string(o.ptx, o.ptx_size); }
+std::string Ptx(const gcc_nvrtc_output &o) {
+  return std::string(o.ptx, o.ptx_size);
+}
 std::string Cubin(const gcc_nvrtc_output &o) {
   return std::string(static_cast<const char *>(o.cubin), o.cubin_size);
 }
@@ -159,7 +162,12 @@ TEST_P(NvrtcArch, CompilesToPtxAndCubin) {
   ASSERT_NE(o.cubin, nullptr);
   ASSERT_GT(o.cubin_size, 64u);
   const unsigned char *c = static_cast<const unsigned char *>(o.cubin);
-  EXPECT_EQ(memcmp(c, "\x7f" "ELF", 4), 0) << "cubin is not an ELF file";
+  EXPECT_EQ(memcmp(c,
+                   "\x7f"
+                   "ELF",
+                   4),
+            0)
+      << "cubin is not an ELF file";
   EXPECT_EQ(c[18] | c[19] << 8, 190) << "ELF e_machine is not EM_CUDA";
   for (const char *k : kKernels)
     EXPECT_NE(Cubin(o).find(k), std::string::npos) << "cubin lacks " << k;
@@ -198,12 +206,11 @@ TEST(Nvrtc, ArchesGiveDifferentCubins) {
 }
 
 TEST(Nvrtc, CompileErrorNamesProgramLogAndSourceLine) {
-  const char src[] =
-      "extern \"C\" __global__ void fused_broken(float* __restrict__ out0) {\n"
-      "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
-      "  float y = out0[0] +;\n"
-      "  out0[0] = y;\n"
-      "}\n";
+  const char src[] = "extern \"C\" __global__ void fused_broken(float* __restrict__ out0) {\n"
+                     "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+                     "  float y = out0[0] +;\n"
+                     "  out0[0] = y;\n"
+                     "}\n";
   const char name[] = "fused_broken(add7,relu8)";
   Output out;
   gcc_diag d = {};
@@ -233,14 +240,14 @@ TEST(Nvrtc, UnsupportedArchIsAClearError) {
   std::string msg = d.msg;
   EXPECT_NE(msg.find("sm_70"), std::string::npos) << msg;
   EXPECT_NE(msg.find("no longer supported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("sm_75"), std::string::npos) << msg;  // the supported list
+  EXPECT_NE(msg.find("sm_75"), std::string::npos) << msg; // the supported list
   EXPECT_NE(msg.find("sm_90"), std::string::npos) << msg;
 
   Output out;
   gcc_diag d2 = {};
   EXPECT_EQ(gcc_nvrtc_compile(kSource, kProgram, 70, &out.o, &d2), GCC_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(d2.msg).find("no longer supported"), std::string::npos) << d2.msg;
-  EXPECT_EQ(gcc_nvrtc_check_arch(5000 / 5, &d), GCC_ERR_UNSUPPORTED);  // sm_1000: too new
+  EXPECT_EQ(gcc_nvrtc_check_arch(5000 / 5, &d), GCC_ERR_UNSUPPORTED); // sm_1000: too new
   EXPECT_NE(std::string(d.msg).find("too new"), std::string::npos) << d.msg;
   EXPECT_EQ(gcc_nvrtc_check_arch(0, &d), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(gcc_nvrtc_compile(nullptr, kProgram, 90, &out.o, &d), GCC_ERR_INVALID_ARGUMENT);
@@ -250,12 +257,11 @@ TEST(Nvrtc, UnsupportedArchIsAClearError) {
 // ---- kernel cache -----------------------------------------------------------
 
 TEST(KernelCache, MissThenHit) {
-  std::string dir = FreshDir("cache") + "/nested/deeper";  // mkdir -p
+  std::string dir = FreshDir("cache") + "/nested/deeper"; // mkdir -p
   Output a, b;
   gcc_diag d = {};
   int hit = -1;
-  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &a.o, &hit, &d),
-            GCC_OK)
+  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &a.o, &hit, &d), GCC_OK)
       << d.msg;
   EXPECT_EQ(hit, 0);
   EXPECT_STREQ(a.o.cache_note, "");
@@ -268,8 +274,7 @@ TEST(KernelCache, MissThenHit) {
   ASSERT_EQ(stat(path, &st), 0) << path;
   EXPECT_EQ(ListDir(dir).size(), 1u) << "temporary files left behind";
 
-  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &b.o, &hit, &d),
-            GCC_OK)
+  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &b.o, &hit, &d), GCC_OK)
       << d.msg;
   EXPECT_EQ(hit, 1);
   EXPECT_STREQ(b.o.cache_note, "");
@@ -361,16 +366,14 @@ void ExpectRebuilt(const std::string &dir, const char *path, const Output &ref,
   Output a, b;
   gcc_diag d = {};
   int hit = -1;
-  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &a.o, &hit, &d),
-            GCC_OK)
+  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &a.o, &hit, &d), GCC_OK)
       << d.msg;
   EXPECT_EQ(hit, 0);
   EXPECT_NE(std::string(a.o.cache_note).find("removed and rebuilt"), std::string::npos)
       << a.o.cache_note;
   EXPECT_EQ(Ptx(a.o), Ptx(ref.o));
   EXPECT_EQ(Cubin(a.o), Cubin(ref.o));
-  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &b.o, &hit, &d),
-            GCC_OK)
+  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &b.o, &hit, &d), GCC_OK)
       << d.msg;
   EXPECT_EQ(hit, 1) << "not rewritten after the rebuild";
   EXPECT_STREQ(b.o.cache_note, "");
@@ -389,31 +392,38 @@ TEST(KernelCache, CorruptOrTruncatedEntriesAreRebuilt) {
   ASSERT_EQ(gcc_kernel_cache_entry_path(dir.c_str(), kSource, kProgram, 90, path, sizeof path, &d),
             GCC_OK);
 
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[b->size() / 2] ^= 0x01; },
-                "flipped payload byte");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[80] ^= 0x20; }, "flipped PTX byte");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[b->size() - 1] ^= 0x80; },
-                "flipped checksum byte");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[0] = 'X'; }, "bad magic");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[8] = 99; }, "other version");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[20] ^= 1; }, "other key");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[48] ^= 0x40; }, "huge ptx size");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { (*b)[63] = (char)0xff; },
-                "cubin size near 2^64");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { b->resize(b->size() / 2); },
-                "truncated to half");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { b->resize(b->size() - 1); },
-                "truncated by one byte");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { b->resize(10); }, "truncated to 10 bytes");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { b->clear(); }, "empty file");
-  ExpectRebuilt(dir, path, ref, [](std::string *b) { b->append("junk"); }, "trailing junk");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[b->size() / 2] ^= 0x01; }, "flipped payload byte");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[80] ^= 0x20; }, "flipped PTX byte");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[b->size() - 1] ^= 0x80; }, "flipped checksum byte");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[0] = 'X'; }, "bad magic");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[8] = 99; }, "other version");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[20] ^= 1; }, "other key");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[48] ^= 0x40; }, "huge ptx size");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { (*b)[63] = (char)0xff; }, "cubin size near 2^64");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { b->resize(b->size() / 2); }, "truncated to half");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { b->resize(b->size() - 1); }, "truncated by one byte");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { b->resize(10); }, "truncated to 10 bytes");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { b->clear(); }, "empty file");
+  ExpectRebuilt(
+      dir, path, ref, [](std::string *b) { b->append("junk"); }, "trailing junk");
 
   // A directory where the entry should be: not trusted, compiled anyway.
   ASSERT_EQ(unlink(path), 0);
   ASSERT_EQ(mkdir(path, 0700), 0);
   Output c;
-  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &c.o, &hit, &d),
-            GCC_OK)
+  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &c.o, &hit, &d), GCC_OK)
       << d.msg;
   EXPECT_EQ(hit, 0);
   EXPECT_EQ(Cubin(c.o), Cubin(ref.o));
@@ -423,8 +433,7 @@ TEST(KernelCache, CorruptOrTruncatedEntriesAreRebuilt) {
   ASSERT_EQ(rmdir(path), 0);
   ASSERT_EQ(mkfifo(path, 0600), 0);
   Output f, g;
-  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &f.o, &hit, &d),
-            GCC_OK)
+  ASSERT_EQ(gcc_kernel_cache_compile(dir.c_str(), 1, kSource, kProgram, 90, &f.o, &hit, &d), GCC_OK)
       << d.msg;
   EXPECT_EQ(hit, 0);
   EXPECT_EQ(Cubin(f.o), Cubin(ref.o));
@@ -593,4 +602,4 @@ TEST(KernelCache, CompileErrorsAreNotCached) {
             GCC_ERR_UNSUPPORTED);
 }
 
-}  // namespace
+} // namespace

@@ -24,10 +24,10 @@ extern "C" {
 
 namespace gcc_test {
 
-constexpr int64_t kBatch = -1;  // a dim_param "N" in a value info
+constexpr int64_t kBatch = -1; // a dim_param "N" in a value info
 
 class OnnxModel {
- public:
+public:
   explicit OnnxModel(int64_t opset, const std::string &domain = "") {
     onnx__model_proto__init(&model_);
     onnx__graph_proto__init(&graph_);
@@ -168,14 +168,17 @@ class OnnxModel {
     if (!domain.empty())
       n->domain = Str(domain);
     std::vector<char *> i, o;
-    for (const auto &s : in) i.push_back(Str(s));
-    for (const auto &s : out) o.push_back(Str(s));
+    for (const auto &s : in)
+      i.push_back(Str(s));
+    for (const auto &s : out)
+      o.push_back(Str(s));
     n->n_input = i.size();
     n->input = Copy(i);
     n->n_output = o.size();
     n->output = Copy(o);
     std::vector<Onnx__AttributeProto *> as;
-    for (const Attr &a : attrs) as.push_back(a.a);
+    for (const Attr &a : attrs)
+      as.push_back(a.a);
     n->n_attribute = as.size();
     n->attribute = Copy(as);
     nodes_.push_back(n);
@@ -200,9 +203,8 @@ class OnnxModel {
 
   Onnx__ModelProto *model() { return &model_; }
 
- private:
-  template <typename T>
-  T *New(void (*init)(T *)) {
+private:
+  template <typename T> T *New(void (*init)(T *)) {
     storage_.emplace_back(sizeof(T));
     T *p = reinterpret_cast<T *>(storage_.back().data());
     init(p);
@@ -213,8 +215,7 @@ class OnnxModel {
     std::memcpy(storage_.back().data(), s.c_str(), s.size() + 1);
     return reinterpret_cast<char *>(storage_.back().data());
   }
-  template <typename T>
-  T *Copy(const std::vector<T> &v) {
+  template <typename T> T *Copy(const std::vector<T> &v) {
     storage_.emplace_back(v.size() * sizeof(T) + 1);
     if (!v.empty())
       std::memcpy(storage_.back().data(), v.data(), v.size() * sizeof(T));
@@ -271,6 +272,6 @@ class OnnxModel {
   std::vector<Onnx__OperatorSetIdProto *> opsets_;
 };
 
-}  // namespace gcc_test
+} // namespace gcc_test
 
-#endif  // GCC_TESTS_ONNX_BUILDER_H_
+#endif // GCC_TESTS_ONNX_BUILDER_H_

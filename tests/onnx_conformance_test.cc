@@ -59,7 +59,7 @@ using gcc_test::ReadFile;
 // supported op that this version does not handle.
 struct Refusal {
   const char *test_case;
-  const char *reason;  // a substring of the importer's message
+  const char *reason; // a substring of the importer's message
 };
 
 const Refusal kRefused[] = {
@@ -157,8 +157,8 @@ bool ReadTensor(const std::string &path, Tensor *t, std::string *err) {
   gcc_diag d{};
   void *data = nullptr;
   size_t n = 0;
-  if (gcc_onnx_parse_tensor(b.data(), b.size(), path.c_str(), &t->onnx_dtype, &t->shape, &data,
-                            &n, &d) != GCC_OK) {
+  if (gcc_onnx_parse_tensor(b.data(), b.size(), path.c_str(), &t->onnx_dtype, &t->shape, &data, &n,
+                            &d) != GCC_OK) {
     *err = d.msg;
     return false;
   }
@@ -228,7 +228,7 @@ struct CaseResult {
 };
 
 struct DataSet {
-  std::vector<Tensor> ins, outs;  // inputs in the graph's input order
+  std::vector<Tensor> ins, outs; // inputs in the graph's input order
 };
 
 bool ReadDataSet(const std::string &dir, DataSet *ds, std::string *err) {
@@ -289,11 +289,11 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
   o.device = cuda ? GCC_DEV_CUDA(0) : GCC_DEV_CPU;
   o.device_explicit = 1;
   o.n_cuda_devices = 1;
-  FILE *quiet = fopen("/dev/null", "w");  // copies inside the step are expected here
+  FILE *quiet = fopen("/dev/null", "w"); // copies inside the step are expected here
   o.warn_file = quiet;
   gcc_plan *p = nullptr;
   gcc_diag d{};
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};  // NVRTC, no disk cache
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
   gcc_plan_config cfg{};
   cfg.threads = 1;
   cfg.readback_ring = 1;
@@ -369,8 +369,8 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
     if (!t) {
       result = std::string("output '") + name + "' is not in the plan";
     } else if (t->dtype != wdt) {
-      result = std::string("output '") + name + "' is " + gcc_dtype_name(t->dtype) +
-               ", expected " + gcc_onnx_dtype_name(want.onnx_dtype);
+      result = std::string("output '") + name + "' is " + gcc_dtype_name(t->dtype) + ", expected " +
+               gcc_onnx_dtype_name(want.onnx_dtype);
     } else if (!gcc_shape_equal(&t->shape, &want.shape)) {
       result = std::string("output '") + name + "' has shape " + ShapeStr(t->shape) +
                ", expected " + ShapeStr(want.shape);
@@ -446,8 +446,8 @@ CaseResult RunCase(const std::string &dir) {
   // data set's values (gcc_onnx_options.frozen).
   bool freeze = st == GCC_ERR_SHAPE && strstr(d.msg, "is not a constant") != nullptr;
   if (st != GCC_OK && !freeze) {
-    r.outcome = st == GCC_ERR_UNSUPPORTED || st == GCC_ERR_SHAPE ? Outcome::kRefused
-                                                                 : Outcome::kFailed;
+    r.outcome =
+        st == GCC_ERR_UNSUPPORTED || st == GCC_ERR_SHAPE ? Outcome::kRefused : Outcome::kFailed;
     r.detail = d.msg;
     return r;
   }
@@ -478,14 +478,13 @@ CaseResult RunCase(const std::string &dir) {
         std::string name(at + 8, strchr(at + 8, '\'') ? strchr(at + 8, '\'') - (at + 8) : 0);
         size_t j = std::find(names.begin(), names.end(), name) - names.begin();
         if (j == names.size() || j >= sets[k].ins.size())
-          break;  // not a graph input: the refusal stands
+          break; // not a graph input: the refusal stands
         const Tensor &t = sets[k].ins[j];
-        frozen.push_back({names[j].c_str(), t.onnx_dtype, t.shape, t.bytes.data(),
-                          t.bytes.size()});
+        frozen.push_back({names[j].c_str(), t.onnx_dtype, t.shape, t.bytes.data(), t.bytes.size()});
       }
       if (st != GCC_OK) {
-        r.outcome = st == GCC_ERR_UNSUPPORTED || st == GCC_ERR_SHAPE ? Outcome::kRefused
-                                                                     : Outcome::kFailed;
+        r.outcome =
+            st == GCC_ERR_UNSUPPORTED || st == GCC_ERR_SHAPE ? Outcome::kRefused : Outcome::kFailed;
         r.detail = std::string("with its shape inputs frozen: ") + d.msg;
         break;
       }
@@ -531,8 +530,8 @@ void RunSuite(const std::string &suite) {
       refused++;
       refusals.push_back(name + ": " + r.detail);
       if (!listed || r.detail.find(listed->reason) == std::string::npos)
-        failures.push_back(name + ": refused, and not listed in kRefused with this reason: " +
-                           r.detail);
+        failures.push_back(name +
+                           ": refused, and not listed in kRefused with this reason: " + r.detail);
       break;
     case Outcome::kPassed:
       ran++;
@@ -575,8 +574,14 @@ void RunSuite(const std::string &suite) {
     ADD_FAILURE() << suite << "/" << f;
 }
 
-TEST(OnnxConformance, NodeCases) { RunSuite("node"); }
-TEST(OnnxConformance, PytorchConverted) { RunSuite("pytorch-converted"); }
-TEST(OnnxConformance, PytorchOperator) { RunSuite("pytorch-operator"); }
+TEST(OnnxConformance, NodeCases) {
+  RunSuite("node");
+}
+TEST(OnnxConformance, PytorchConverted) {
+  RunSuite("pytorch-converted");
+}
+TEST(OnnxConformance, PytorchOperator) {
+  RunSuite("pytorch-operator");
+}
 
-}  // namespace
+} // namespace

@@ -47,7 +47,9 @@ using gcc_test::ReadBytes;
 using gcc_test::Runfile;
 
 // A scratch file for this test.
-std::string Tmp(const std::string &name) { return gcc_test::TmpPath(name); }
+std::string Tmp(const std::string &name) {
+  return gcc_test::TmpPath(name);
+}
 
 void WriteBytes(const std::string &path, const std::vector<uint8_t> &b) {
   ASSERT_TRUE(gcc_test::WriteFile(path, b)) << path;
@@ -85,7 +87,7 @@ void *BindWeights(void *user, const gcc_graph *g, int v) {
 // Runs `g` on the CPU with float32 inputs (in graph input order) at `batch`
 // and returns output 0.
 std::vector<float> RunCpu(const gcc_graph *g, const std::vector<std::vector<float>> &ins,
-                       int64_t batch = 1, gcc_shape *shape = nullptr) {
+                          int64_t batch = 1, gcc_shape *shape = nullptr) {
   gcc_options o{};
   o.mode = GCC_MODE_EVAL;
   o.batch_size = batch;
@@ -98,7 +100,8 @@ std::vector<float> RunCpu(const gcc_graph *g, const std::vector<std::vector<floa
   cfg.readback_ring = 1;
   EXPECT_EQ(gcc_plan_compile(g, &o, &cfg, BindWeights, const_cast<gcc_graph *>(g), &p, &d), GCC_OK)
       << d.msg;
-  if (!p) return {};
+  if (!p)
+    return {};
   for (int k = 0; k < g->n_inputs; k++)
     EXPECT_EQ(gcc_plan_bind_input(p, g->values[g->inputs[k]].name, ins[k].data(), &d), GCC_OK)
         << d.msg;
@@ -108,7 +111,8 @@ std::vector<float> RunCpu(const gcc_graph *g, const std::vector<std::vector<floa
   if (t) {
     const float *f = static_cast<const float *>(t->data);
     out.assign(f, f + t->numel);
-    if (shape) *shape = t->shape;
+    if (shape)
+      *shape = t->shape;
   }
   gcc_plan_free(p);
   return out;
@@ -116,13 +120,15 @@ std::vector<float> RunCpu(const gcc_graph *g, const std::vector<std::vector<floa
 
 std::vector<float> Iota(size_t n, float scale = 0.1f, float offset = -1.0f) {
   std::vector<float> v(n);
-  for (size_t i = 0; i < n; i++) v[i] = offset + scale * (float)((i * 7) % 23);
+  for (size_t i = 0; i < n; i++)
+    v[i] = offset + scale * (float)((i * 7) % 23);
   return v;
 }
 
 int CountOp(const gcc_graph *g, int op) {
   int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == op;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += g->nodes[i].op == op;
   return n;
 }
 
@@ -143,13 +149,14 @@ TEST(OnnxImport, MatMulAddWithSymbolicBatch) {
   EXPECT_EQ(x->shape.dims[0], GCC_BATCH_DIM);
   EXPECT_EQ(r.rep.opset, 13);
   EXPECT_EQ(r.rep.n_initializers, 2);
-  std::vector<float> in = {1, 0, 0, 0, 1, 0, 1, 1, 1};  // three rows
+  std::vector<float> in = {1, 0, 0, 0, 1, 0, 1, 1, 1}; // three rows
   gcc_shape s{};
   std::vector<float> y = RunCpu(r.g, {in}, 3, &s);
   ASSERT_EQ(y.size(), 6u);
   EXPECT_EQ(s.dims[0], 3);
   std::vector<float> want = {1.5f, 1.5f, 3.5f, 3.5f, 9.5f, 11.5f};
-  for (int i = 0; i < 6; i++) EXPECT_FLOAT_EQ(y[i], want[i]) << i;
+  for (int i = 0; i < 6; i++)
+    EXPECT_FLOAT_EQ(y[i], want[i]) << i;
 }
 
 TEST(OnnxImport, TypedFieldsEqualRawData) {
@@ -157,7 +164,7 @@ TEST(OnnxImport, TypedFieldsEqualRawData) {
     OnnxModel m(13);
     m.Input("x", {1, 3});
     Onnx__TensorProto *t = m.Tensor("W", {3, 1}, {2, -1, 4}, raw);
-    m.model()->graph = m.model()->graph;  // (the builder owns the tensor)
+    m.model()->graph = m.model()->graph; // (the builder owns the tensor)
     m.Init("unused", {1}, {0});
     m.Node("Constant", {}, {"W"}, {m.TensorAttr("value", t)});
     m.Node("MatMul", {"x", "W"}, {"y"});
@@ -189,15 +196,17 @@ TEST(OnnxImport, SoftmaxAxisSemanticsDependOnOpset) {
     std::vector<float> y = RunCpu(r.g, {x});
     ASSERT_EQ(y.size(), 24u);
     for (int n = 0; n < 2; n++) {
-      if (opset == 11) {  // softmax over the 12 values of each n
+      if (opset == 11) { // softmax over the 12 values of each n
         double s = 0;
-        for (int i = 0; i < 12; i++) s += std::exp((double)x[n * 12 + i]);
+        for (int i = 0; i < 12; i++)
+          s += std::exp((double)x[n * 12 + i]);
         for (int i = 0; i < 12; i++)
           EXPECT_NEAR(y[n * 12 + i], std::exp((double)x[n * 12 + i]) / s, 1e-6);
-      } else {  // over the 3 values of each (n, :, w)
+      } else { // over the 3 values of each (n, :, w)
         for (int w = 0; w < 4; w++) {
           double s = 0;
-          for (int c = 0; c < 3; c++) s += std::exp((double)x[n * 12 + c * 4 + w]);
+          for (int c = 0; c < 3; c++)
+            s += std::exp((double)x[n * 12 + c * 4 + w]);
           for (int c = 0; c < 3; c++)
             EXPECT_NEAR(y[n * 12 + c * 4 + w], std::exp((double)x[n * 12 + c * 4 + w]) / s, 1e-6);
         }
@@ -220,7 +229,8 @@ TEST(OnnxImport, LegacyBroadcastBeforeOpset7) {
   std::vector<float> a = Iota(12);
   std::vector<float> y = RunCpu(r.g, {a});
   ASSERT_EQ(y.size(), 12u);
-  for (int i = 0; i < 12; i++) EXPECT_FLOAT_EQ(y[i], a[i] + 10.0f * (float)((i / 2) % 3 + 1));
+  for (int i = 0; i < 12; i++)
+    EXPECT_FLOAT_EQ(y[i], a[i] + 10.0f * (float)((i / 2) % 3 + 1));
   // without broadcast = 1 the shapes must be equal
   OnnxModel m2(6);
   m2.Input("a", {2, 3, 2});
@@ -355,7 +365,8 @@ TEST(OnnxImport, Conv1dWithSameUpper) {
     for (int c = 0; c < C; c++)
       for (int k = 0; k < K; k++) {
         int i = o * 2 + k - 1;
-        if (i >= 0 && i < L) acc += (double)w[c * K + k] * x[c * L + i];
+        if (i >= 0 && i < L)
+          acc += (double)w[c * K + k] * x[c * L + i];
       }
     EXPECT_NEAR(y[o], acc, 1e-5) << o;
   }
@@ -389,7 +400,7 @@ TEST(OnnxImport, IdentityDropoutAndConstantOfShapeFold) {
 // ---- external data ----------------------------------------------------------------------
 
 class ExternalData : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     dir_ = Tmp("ext_model");
     mkdir(dir_.c_str(), 0755);
@@ -438,7 +449,7 @@ TEST_F(ExternalData, RefusesPathsOutsideTheModelsFolder) {
   EXPECT_NE(r.msg.find("outside the model's folder"), std::string::npos) << r.msg;
   EXPECT_NE(r.msg.find("initializer 'W'"), std::string::npos) << r.msg;
   EXPECT_NE(r.msg.find("model.onnx"), std::string::npos) << r.msg;
-  Imported l = Try({{"location", "escape.bin"}});  // a symlink inside pointing outside
+  Imported l = Try({{"location", "escape.bin"}}); // a symlink inside pointing outside
   EXPECT_EQ(l.status, GCC_ERR_INVALID_GRAPH);
   EXPECT_NE(l.msg.find("outside the model's folder"), std::string::npos) << l.msg;
   Imported a = Try({{"location", Tmp("outside.bin")}});
@@ -513,7 +524,8 @@ TEST(OnnxBadInput, BitFlipsNeverCrash) {
   for (int trial = 0; trial < 3000; trial++) {
     std::vector<uint8_t> b = good;
     int flips = 1 + (int)(rng() % 3);
-    for (int k = 0; k < flips; k++) b[rng() % b.size()] ^= (uint8_t)(1u << (rng() % 8));
+    for (int k = 0; k < flips; k++)
+      b[rng() % b.size()] ^= (uint8_t)(1u << (rng() % 8));
     Imported r;
     Import(b, &r, "flip.onnx");
     if (r.status != GCC_OK) {
@@ -524,7 +536,8 @@ TEST(OnnxBadInput, BitFlipsNeverCrash) {
 
 TEST(OnnxBadInput, GarbageIsAParseError) {
   std::vector<uint8_t> junk(100);
-  for (size_t i = 0; i < junk.size(); i++) junk[i] = (uint8_t)(i * 37 + 11);
+  for (size_t i = 0; i < junk.size(); i++)
+    junk[i] = (uint8_t)(i * 37 + 11);
   Imported r;
   Import(junk, &r, "junk.onnx");
   EXPECT_EQ(r.status, GCC_ERR_PARSE);
@@ -585,14 +598,13 @@ TEST(OnnxBadInput, MissingInitializer) {
   Imported r;
   Import(m.Bytes(), &r);
   EXPECT_EQ(r.status, GCC_ERR_INVALID_GRAPH);
-  EXPECT_NE(r.msg.find("m.onnx: node 'fc' (MatMul): input 'W' is not defined"),
-            std::string::npos)
+  EXPECT_NE(r.msg.find("m.onnx: node 'fc' (MatMul): input 'W' is not defined"), std::string::npos)
       << r.msg;
   EXPECT_NE(r.msg.find("missing initializer"), std::string::npos) << r.msg;
 }
 
 TEST(OnnxBadInput, ShapesThatDoNotInfer) {
-  {  // a symbolic dim other than the batch
+  { // a symbolic dim other than the batch
     OnnxModel m(13);
     m.Input("x", {2, kBatch}, kF32, "width");
     m.Node("Relu", {"x"}, {"y"});
@@ -603,7 +615,7 @@ TEST(OnnxBadInput, ShapesThatDoNotInfer) {
     EXPECT_NE(r.msg.find("graph input 'x': dim 1 is symbolic ('width')"), std::string::npos)
         << r.msg;
   }
-  {  // no shape at all
+  { // no shape at all
     OnnxModel m(13);
     m.InputNoShape("x");
     m.Node("Relu", {"x"}, {"y"});
@@ -613,7 +625,7 @@ TEST(OnnxBadInput, ShapesThatDoNotInfer) {
     EXPECT_EQ(r.status, GCC_ERR_SHAPE);
     EXPECT_NE(r.msg.find("graph input 'x' has no shape"), std::string::npos) << r.msg;
   }
-  {  // operands that do not broadcast
+  { // operands that do not broadcast
     OnnxModel m(13);
     m.Input("a", {2, 3});
     m.Input("b", {4});
@@ -626,7 +638,7 @@ TEST(OnnxBadInput, ShapesThatDoNotInfer) {
               std::string::npos)
         << r.msg;
   }
-  {  // a reshape whose element count differs
+  { // a reshape whose element count differs
     OnnxModel m(13);
     m.Input("x", {kBatch, 6});
     m.InitI64("s", {2}, {4, -1});
@@ -639,7 +651,7 @@ TEST(OnnxBadInput, ShapesThatDoNotInfer) {
               std::string::npos)
         << r.msg;
   }
-  {  // a window larger than its input
+  { // a window larger than its input
     OnnxModel m(13);
     m.Input("x", {1, 1, 2, 2});
     m.Node("MaxPool", {"x"}, {"y"}, {m.Ints("kernel_shape", {3, 3})}, "pool");
@@ -712,7 +724,7 @@ TEST(OnnxBadInput, UnsupportedOpAttributeValueAndOpset) {
     EXPECT_EQ(r.status, GCC_ERR_UNSUPPORTED);
     EXPECT_NE(r.msg.find("opset 22"), std::string::npos) << r.msg;
   }
-  {  // an op used before it exists
+  { // an op used before it exists
     OnnxModel m(8);
     m.InitI64("s", {1}, {2});
     m.Node("ConstantOfShape", {"s"}, {"y"});
@@ -752,7 +764,7 @@ TEST(ModelFile, RecognisesFormatsByContent) {
   gcc_diag d{};
   ASSERT_EQ(gcc_model_serialize(r.g, &pb, &n, &d), GCC_OK) << d.msg;
   EXPECT_EQ(gcc_model_sniff(pb, n), GCC_MODEL_FORMAT_GCC);
-  std::string path = Tmp("imported.onnx");  // the extension lies
+  std::string path = Tmp("imported.onnx"); // the extension lies
   WriteBytes(path, std::vector<uint8_t>(pb, pb + n));
   free(pb);
   gcc_graph *g = nullptr;
@@ -800,7 +812,8 @@ Result Exec(const std::string &rel, const std::vector<std::string> &args) {
     dup2(e, 2);
     unsetenv("BUILD_WORKING_DIRECTORY");
     std::vector<char *> argv = {const_cast<char *>(bin.c_str())};
-    for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    for (const std::string &a : args)
+      argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
@@ -862,8 +875,10 @@ TEST(OnnxCli, BadModelsExit3NamingFileAndNode) {
     WriteBytes(path, c.bytes);
     for (const char *bin : {"gcc-import", "gcc-train", "gcc-run"}) {
       std::vector<std::string> args = {path};
-      if (std::string(bin) == "gcc-import") args = {path, "-o", Tmp("x.pb")};
-      if (std::string(bin) == "gcc-run") args = {path, "--input", Tmp("none.npy")};
+      if (std::string(bin) == "gcc-import")
+        args = {path, "-o", Tmp("x.pb")};
+      if (std::string(bin) == "gcc-run")
+        args = {path, "--input", Tmp("none.npy")};
       Result r = Exec(bin, args);
       EXPECT_EQ(r.code, 3) << bin << " " << c.name << ": " << r.err;
       EXPECT_NE(r.err.find(path), std::string::npos) << bin << " " << c.name << ": " << r.err;
@@ -920,12 +935,13 @@ TEST(OnnxCli, ImportAndRun) {
   ASSERT_EQ(ls.ndim, 2);
   EXPECT_EQ(ls.dims[0], 3);
   EXPECT_EQ(ls.dims[1], 5);
-  for (int i = 0; i < 15; i++) EXPECT_FLOAT_EQ(logits[i], want[i]) << i;
+  for (int i = 0; i < 15; i++)
+    EXPECT_FLOAT_EQ(logits[i], want[i]) << i;
   free(logits);
   // .npz: a zip of logits.npy and probabilities.npy, stored
   std::string npz = Tmp("outs.npz");
-  run = Exec("gcc-run", {onnx, "--input", in, "--device", "cpu", "--save-outputs", npz,
-                         "--output", Tmp("p.csv")});
+  run = Exec("gcc-run", {onnx, "--input", in, "--device", "cpu", "--save-outputs", npz, "--output",
+                         Tmp("p.csv")});
   ASSERT_EQ(run.code, 0) << run.err;
   std::vector<uint8_t> z = ReadBytes(npz);
   ASSERT_GT(z.size(), 30u);
@@ -944,7 +960,8 @@ TEST(OnnxCli, ImportAndRun) {
   float *lz = nullptr;
   ASSERT_EQ(gcc_npy_parse_f32(z.data() + 30 + name_len, size, "logits.npy", &ls, &lz, &d), GCC_OK)
       << d.msg;
-  for (int i = 0; i < 15; i++) EXPECT_FLOAT_EQ(lz[i], want[i]) << i;
+  for (int i = 0; i < 15; i++)
+    EXPECT_FLOAT_EQ(lz[i], want[i]) << i;
   free(lz);
   EXPECT_NE(zs.find("probabilities.npy"), std::string::npos);
 }
@@ -962,8 +979,8 @@ TEST(OnnxCli, DumpPlacementAndExport) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out.substr(0, 200);
   std::string bundle = Tmp("export.gccx");
-  r = Exec("gcc-train", {onnx, "--export", bundle, "--export-archs", "sm_90",
-                         "--export-batch-sizes", "3"});
+  r = Exec("gcc-train",
+           {onnx, "--export", bundle, "--export-archs", "sm_90", "--export-batch-sizes", "3"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("exported"), std::string::npos) << r.out;
   // a model without a training spec and without --export: nothing to do
@@ -996,4 +1013,4 @@ TEST(OnnxCli, DumpPlacementAndExport) {
   EXPECT_EQ(got[0], got[1]);
 }
 
-}  // namespace
+} // namespace

@@ -46,7 +46,7 @@ struct Missing {
   const char *model, *op;
 };
 const Missing kMissing[] = {
-    {"", ""},  // every model imports
+    {"", ""}, // every model imports
 };
 
 // Imports `path`; nullptr (and a check against kMissing) when refused.
@@ -56,7 +56,8 @@ gcc_graph *Import(const std::string &name, const std::string &path) {
   gcc_status s = gcc_onnx_import_file(path.c_str(), &g, nullptr, &d);
   const Missing *miss = nullptr;
   for (const Missing &m : kMissing)
-    if (name == m.model) miss = &m;
+    if (name == m.model)
+      miss = &m;
   if (s == GCC_OK) {
     EXPECT_EQ(miss, nullptr) << name << " imports now: remove it from kMissing";
     return g;
@@ -87,13 +88,16 @@ class LightModel : public ::testing::TestWithParam<const char *> {};
 TEST_P(LightModel, MatchesOnnxReference) {
   std::string name = GetParam();
   gcc_graph *g = Import(name, Runfile("tests/onnx/light/" + name + ".onnx"));
-  if (!g) return;
+  if (!g)
+    return;
   ASSERT_EQ(g->n_inputs, 1);
   const gcc_value *in = &g->values[g->inputs[0]];
   int64_t n = 1;
-  for (int i = 0; i < in->shape.ndim; i++) n *= in->shape.dims[i] > 0 ? in->shape.dims[i] : 1;
+  for (int i = 0; i < in->shape.ndim; i++)
+    n *= in->shape.dims[i] > 0 ? in->shape.dims[i] : 1;
   std::vector<float> x((size_t)n);
-  for (int64_t i = 0; i < n; i++) x[(size_t)i] = (float)((double)i / (double)n);
+  for (int64_t i = 0; i < n; i++)
+    x[(size_t)i] = (float)((double)i / (double)n);
   std::vector<uint8_t> ref = ReadBytes(Runfile("tests/onnx/light/" + name + "_output_0.pb"));
   int dt = 0;
   gcc_shape rs{};
@@ -125,8 +129,8 @@ TEST_P(LightModel, MatchesOnnxReference) {
 INSTANTIATE_TEST_SUITE_P(Zoo, LightModel,
                          ::testing::Values("light_bvlc_alexnet", "light_densenet121",
                                            "light_inception_v1", "light_inception_v2",
-                                           "light_resnet50", "light_shufflenet",
-                                           "light_squeezenet", "light_vgg19", "light_zfnet512"));
+                                           "light_resnet50", "light_shufflenet", "light_squeezenet",
+                                           "light_vgg19", "light_zfnet512"));
 
 // ---- the light models with pseudo-random weights, against ONNX Runtime ----
 
@@ -139,12 +143,13 @@ std::vector<float> FormulaWeights(const std::string &name, const std::vector<int
     h *= 16777619u;
   }
   int64_t n = 1;
-  for (int64_t dm : dims) n *= dm;
+  for (int64_t dm : dims)
+    n *= dm;
   std::vector<float> w((size_t)n);
   double bound = dims.size() >= 2 ? std::sqrt(6.0 / ((double)n / (double)dims[0])) : 0.0;
   for (int64_t i = 0; i < n; i++) {
-    double u = (double)(((uint64_t)h + (uint64_t)i * 2654435761ull) % (1ull << 32)) /
-               (double)(1ull << 32);
+    double u =
+        (double)(((uint64_t)h + (uint64_t)i * 2654435761ull) % (1ull << 32)) / (double)(1ull << 32);
     w[(size_t)i] = dims.size() >= 2 ? (float)((2.0 * u - 1.0) * bound) : (float)(0.5 + u);
   }
   return w;
@@ -183,10 +188,12 @@ std::vector<uint8_t> Randomized(const std::vector<uint8_t> &bytes) {
   size_t k = 0;
   for (size_t i = 0; i < g->n_node; i++) {
     Onnx__NodeProto *nd = g->node[i];
-    if (strcmp(nd->op_type, "ConstantOfShape") != 0) continue;
+    if (strcmp(nd->op_type, "ConstantOfShape") != 0)
+      continue;
     const Onnx__TensorProto *shape = nullptr;
     for (size_t j = 0; j < g->n_initializer; j++)
-      if (strcmp(g->initializer[j]->name, nd->input[0]) == 0) shape = g->initializer[j];
+      if (strcmp(g->initializer[j]->name, nd->input[0]) == 0)
+        shape = g->initializer[j];
     if (!shape) {
       ADD_FAILURE() << "no shape initializer for " << nd->output[0];
       break;
@@ -224,7 +231,7 @@ std::vector<uint8_t> Randomized(const std::vector<uint8_t> &bytes) {
   }
   std::vector<uint8_t> out(onnx__model_proto__get_packed_size(m));
   onnx__model_proto__pack(m, out.data());
-  for (const Saved &sv : saved) {  // give protobuf-c its own pointers back
+  for (const Saved &sv : saved) { // give protobuf-c its own pointers back
     sv.node->op_type = sv.op;
     sv.node->n_input = sv.n_input;
     sv.node->n_attribute = sv.n_attr;
@@ -247,9 +254,11 @@ TEST_P(RandomizedLightModel, MatchesOnnxRuntime) {
       << d.msg;
   const gcc_value *in = &g->values[g->inputs[0]];
   int64_t n = 1;
-  for (int i = 0; i < in->shape.ndim; i++) n *= in->shape.dims[i];
+  for (int i = 0; i < in->shape.ndim; i++)
+    n *= in->shape.dims[i];
   std::vector<float> x((size_t)n);
-  for (int64_t i = 0; i < n; i++) x[(size_t)i] = (float)((double)i / (double)n);
+  for (int64_t i = 0; i < n; i++)
+    x[(size_t)i] = (float)((double)i / (double)n);
   gcc_shape rs{};
   float *ref = nullptr;
   ASSERT_EQ(gcc_npy_read_f32(Runfile("tests/onnx/light/" + name + ".ort_random.npy").c_str(), &rs,
@@ -269,8 +278,8 @@ TEST_P(RandomizedLightModel, MatchesOnnxRuntime) {
     }
     printf("%s, random weights (%s): max abs error against ONNX Runtime %.3g, max |output| %.3g "
            "(ratio %.3g), argmax %zu (ONNX Runtime %zu)\n",
-           name.c_str(), cuda ? "CUDA plan, host-emulated" : "CPU", worst, ref_max,
-           worst / ref_max, arg, ref_arg);
+           name.c_str(), cuda ? "CUDA plan, host-emulated" : "CPU", worst, ref_max, worst / ref_max,
+           arg, ref_arg);
     EXPECT_LE(worst, 1e-4 * ref_max) << name;
     EXPECT_EQ(arg, ref_arg) << name;
   }
@@ -281,16 +290,16 @@ TEST_P(RandomizedLightModel, MatchesOnnxRuntime) {
 INSTANTIATE_TEST_SUITE_P(Zoo, RandomizedLightModel,
                          ::testing::Values("light_bvlc_alexnet", "light_densenet121",
                                            "light_inception_v1", "light_inception_v2",
-                                           "light_resnet50", "light_shufflenet",
-                                           "light_squeezenet", "light_vgg19", "light_zfnet512"));
+                                           "light_resnet50", "light_shufflenet", "light_squeezenet",
+                                           "light_vgg19", "light_zfnet512"));
 
 // make_onnx_models.py's input: ((i * 2654435761) mod 2^32) / 2^32 - 0.5.
 std::vector<float> FormulaInput(int64_t n) {
   std::vector<float> x((size_t)n);
   for (int64_t i = 0; i < n; i++)
-    x[(size_t)i] = (float)((double)(((uint64_t)i * 2654435761ull) % (1ull << 32)) /
-                               (double)(1ull << 32) -
-                           0.5);
+    x[(size_t)i] =
+        (float)((double)(((uint64_t)i * 2654435761ull) % (1ull << 32)) / (double)(1ull << 32) -
+                0.5);
   return x;
 }
 
@@ -299,14 +308,15 @@ class ExportedModel : public ::testing::TestWithParam<const char *> {};
 TEST_P(ExportedModel, MatchesOnnxRuntime) {
   std::string name = GetParam();
   gcc_graph *g = Import(name, Runfile("tests/onnx/" + name + ".onnx"));
-  if (!g) return;
+  if (!g)
+    return;
   const int64_t batch = 4;
   gcc_shape s{};
   float *ref = nullptr;
   gcc_diag d{};
-  ASSERT_EQ(gcc_npy_read_f32(Runfile("tests/onnx/" + name + ".ort_logits.npy").c_str(), &s, &ref,
-                             &d),
-            GCC_OK)
+  ASSERT_EQ(
+      gcc_npy_read_f32(Runfile("tests/onnx/" + name + ".ort_logits.npy").c_str(), &s, &ref, &d),
+      GCC_OK)
       << d.msg;
   std::vector<float> x = FormulaInput(batch * 3 * 224 * 224);
   for (bool cuda : {false, true}) {
@@ -329,4 +339,4 @@ TEST_P(ExportedModel, MatchesOnnxRuntime) {
 INSTANTIATE_TEST_SUITE_P(PyTorch, ExportedModel,
                          ::testing::Values("resnet18_small", "mobilenet_small"));
 
-}  // namespace
+} // namespace

@@ -46,7 +46,9 @@ const Fixture &Fix() {
   return *f;
 }
 
-std::vector<int64_t> Dims(const FixtureArray &a) { return a.dims; }
+std::vector<int64_t> Dims(const FixtureArray &a) {
+  return a.dims;
+}
 std::vector<float> Vals(const FixtureArray &a) {
   return std::vector<float>(a.f32(), a.f32() + a.numel());
 }
@@ -55,8 +57,7 @@ std::vector<float> Vals(const FixtureArray &a) {
 // initializers; `build` adds the node (reading "<case>.<name>" values named
 // by their short names) and names its output "y".
 void Check(const std::string &name, int64_t opset, const std::vector<std::string> &inputs,
-           const std::vector<std::string> &weights,
-           const std::function<void(OnnxModel &)> &build) {
+           const std::vector<std::string> &weights, const std::function<void(OnnxModel &)> &build) {
   SCOPED_TRACE(name);
   const Fixture &f = Fix();
   ASSERT_TRUE(f.Has(name + ".y")) << name;
@@ -128,12 +129,12 @@ TEST(OnnxOpParity, Convolutions) {
 TEST(OnnxOpParity, Activations) {
   Check("leaky_relu", 16, {"x"}, {},
         [](OnnxModel &m) { m.Node("LeakyRelu", {"x"}, {"y"}, {m.Float("alpha", 0.1f)}); });
-  Check("relu6", 13, {"x"}, {}, [](OnnxModel &m) {  // ReLU6 as PyTorch exports it
+  Check("relu6", 13, {"x"}, {}, [](OnnxModel &m) { // ReLU6 as PyTorch exports it
     m.Init("lo", {}, {0.0f});
     m.Init("hi", {}, {6.0f});
     m.Node("Clip", {"x", "lo", "hi"}, {"y"});
   });
-  Check("clip", 6, {"x"}, {}, [](OnnxModel &m) {  // the attribute form
+  Check("clip", 6, {"x"}, {}, [](OnnxModel &m) { // the attribute form
     m.Node("Clip", {"x"}, {"y"}, {m.Float("min", -0.5f), m.Float("max", 1.25f)});
   });
   Check("sigmoid", 13, {"x"}, {}, [](OnnxModel &m) { m.Node("Sigmoid", {"x"}, {"y"}); });
@@ -152,44 +153,48 @@ TEST(OnnxOpParity, SoftmaxAndLogSoftmax) {
 TEST(OnnxOpParity, Poolings) {
   Check("maxpool_ceil", 13, {"x"}, {}, [](OnnxModel &m) {
     m.Node("MaxPool", {"x"}, {"y"},
-           {m.Ints("kernel_shape", {3, 3}), m.Ints("strides", {2, 2}),
-            m.Ints("pads", {1, 1, 1, 1}), m.Int("ceil_mode", 1)});
+           {m.Ints("kernel_shape", {3, 3}), m.Ints("strides", {2, 2}), m.Ints("pads", {1, 1, 1, 1}),
+            m.Int("ceil_mode", 1)});
   });
   Check("avgpool_ceil_incl", 13, {"x"}, {}, [](OnnxModel &m) {
     m.Node("AveragePool", {"x"}, {"y"},
-           {m.Ints("kernel_shape", {3, 3}), m.Ints("strides", {2, 2}),
-            m.Ints("pads", {1, 1, 1, 1}), m.Int("ceil_mode", 1), m.Int("count_include_pad", 1)});
+           {m.Ints("kernel_shape", {3, 3}), m.Ints("strides", {2, 2}), m.Ints("pads", {1, 1, 1, 1}),
+            m.Int("ceil_mode", 1), m.Int("count_include_pad", 1)});
   });
   Check("avgpool_excl", 13, {"x"}, {}, [](OnnxModel &m) {
-    m.Node("AveragePool", {"x"}, {"y"},
-           {m.Ints("kernel_shape", {3, 3}), m.Ints("strides", {2, 2}),
-            m.Ints("pads", {1, 1, 1, 1})});
+    m.Node(
+        "AveragePool", {"x"}, {"y"},
+        {m.Ints("kernel_shape", {3, 3}), m.Ints("strides", {2, 2}), m.Ints("pads", {1, 1, 1, 1})});
   });
   Check("global_avg", 13, {"x"}, {},
         [](OnnxModel &m) { m.Node("GlobalAveragePool", {"x"}, {"y"}); });
   Check("global_max", 13, {"x"}, {}, [](OnnxModel &m) { m.Node("GlobalMaxPool", {"x"}, {"y"}); });
   Check("lrn", 13, {"x"}, {}, [](OnnxModel &m) {
-    m.Node("LRN", {"x"}, {"y"},
-           {m.Int("size", 5), m.Float("alpha", 1e-4f), m.Float("beta", 0.75f),
-            m.Float("bias", 2.0f)});
+    m.Node(
+        "LRN", {"x"}, {"y"},
+        {m.Int("size", 5), m.Float("alpha", 1e-4f), m.Float("beta", 0.75f), m.Float("bias", 2.0f)});
   });
 }
 
 TEST(OnnxOpParity, MatMulAndArithmetic) {
-  Check("matmul_batched", 13, {"a", "b"}, {},
-        [](OnnxModel &m) { m.Node("MatMul", {"a", "b"}, {"y"}); });
-  Check("matmul_vec", 13, {"a", "b"}, {},
-        [](OnnxModel &m) { m.Node("MatMul", {"a", "b"}, {"y"}); });
+  Check("matmul_batched", 13, {"a", "b"}, {}, [](OnnxModel &m) {
+    m.Node("MatMul", {"a", "b"}, {"y"});
+  });
+  Check("matmul_vec", 13, {"a", "b"}, {}, [](OnnxModel &m) {
+    m.Node("MatMul", {"a", "b"}, {"y"});
+  });
   Check("sub", 14, {"a", "b"}, {}, [](OnnxModel &m) { m.Node("Sub", {"a", "b"}, {"y"}); });
   Check("mul", 14, {"a", "b"}, {}, [](OnnxModel &m) { m.Node("Mul", {"a", "b"}, {"y"}); });
   Check("div", 14, {"a", "b"}, {}, [](OnnxModel &m) { m.Node("Div", {"a", "b"}, {"y"}); });
 }
 
 TEST(OnnxOpParity, LayoutOps) {
-  Check("concat", 13, {"a", "b", "c"}, {},
-        [](OnnxModel &m) { m.Node("Concat", {"a", "b", "c"}, {"y"}, {m.Int("axis", 1)}); });
-  Check("transpose", 13, {"x"}, {},
-        [](OnnxModel &m) { m.Node("Transpose", {"x"}, {"y"}, {m.Ints("perm", {2, 0, 3, 1})}); });
+  Check("concat", 13, {"a", "b", "c"}, {}, [](OnnxModel &m) {
+    m.Node("Concat", {"a", "b", "c"}, {"y"}, {m.Int("axis", 1)});
+  });
+  Check("transpose", 13, {"x"}, {}, [](OnnxModel &m) {
+    m.Node("Transpose", {"x"}, {"y"}, {m.Ints("perm", {2, 0, 3, 1})});
+  });
   Check("pad", 13, {"x"}, {}, [](OnnxModel &m) {
     // torch (1, 2, 0, 1) on (W, H) = ONNX begins (0, 0, 0, 1), ends (0, 0, 1, 2)
     m.InitI64("pads", {8}, {0, 0, 0, 1, 0, 0, 1, 2});
@@ -205,4 +210,4 @@ TEST(OnnxOpParity, BatchNormalizationAlone) {
   });
 }
 
-}  // namespace
+} // namespace

@@ -83,14 +83,16 @@ struct ErrStat {
   long checks = 0;
   void Add(double err, double tol) {
     checks++;
-    if (err / tol > worst_ratio) worst_ratio = err / tol;
-    if (err > worst_abs) worst_abs = err;
+    if (err / tol > worst_ratio)
+      worst_ratio = err / tol;
+    if (err > worst_abs)
+      worst_abs = err;
   }
 };
 ErrStat g_fwd, g_grad, g_direct, g_opt;
 
 class ReportErrors : public ::testing::Environment {
- public:
+public:
   void TearDown() override {
     auto line = [](const char *what, const ErrStat &s) {
       std::printf("[op_gradcheck] %-28s %6ld checks, max |err| %.3g, max err/tol %.3f\n", what,
@@ -110,13 +112,15 @@ using Dims = std::vector<int64_t>;
 
 int64_t Numel(const Dims &d) {
   int64_t n = 1;
-  for (int64_t x : d) n *= x;
+  for (int64_t x : d)
+    n *= x;
   return n;
 }
 
 std::string Str(const Dims &d) {
   std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  for (size_t i = 0; i < d.size(); ++i)
+    s += (i ? "," : "") + std::to_string(d[i]);
   return s + "]";
 }
 
@@ -146,7 +150,8 @@ bool BroadcastDims(const Dims &a, const Dims &b, Dims *out) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i + a.size() >= n ? a[i + a.size() - n] : 1;
     int64_t db = i + b.size() >= n ? b[i + b.size() - n] : 1;
-    if (da != db && da != 1 && db != 1) return false;
+    if (da != db && da != 1 && db != 1)
+      return false;
     r[i] = da == 1 ? db : da;
   }
   *out = r;
@@ -183,8 +188,7 @@ T64 RefAdd(const T64 &a, const T64 &b) {
 }
 
 // ONNX Gemm: alpha op(A) op(B) + beta C, C unidirectionally broadcast.
-T64 RefGemm(const T64 &A, const T64 &B, const T64 *C, double alpha, double beta, bool ta,
-            bool tb) {
+T64 RefGemm(const T64 &A, const T64 &B, const T64 *C, double alpha, double beta, bool ta, bool tb) {
   int64_t M = ta ? A.dims[1] : A.dims[0], K = ta ? A.dims[0] : A.dims[1];
   int64_t N = tb ? B.dims[0] : B.dims[1];
   T64 y = Zeros({M, N});
@@ -196,14 +200,16 @@ T64 RefGemm(const T64 &A, const T64 &B, const T64 *C, double alpha, double beta,
         double b = tb ? B.v[j * K + k] : B.v[k * N + j];
         s += a * b;
       }
-      y.v[i * N + j] = alpha * s + (C ? beta * C->v[BroadcastIndex(C->dims, y.dims, i * N + j)] : 0);
+      y.v[i * N + j] =
+          alpha * s + (C ? beta * C->v[BroadcastIndex(C->dims, y.dims, i * N + j)] : 0);
     }
   return y;
 }
 
 T64 RefRelu(const T64 &x) {
   T64 y = x;
-  for (double &v : y.v) v = v > 0 ? v : 0;
+  for (double &v : y.v)
+    v = v > 0 ? v : 0;
   return y;
 }
 
@@ -213,47 +219,57 @@ Dims ReshapeDims(const Dims &in, const Dims &spec) {
   int64_t known = 1;
   int infer = -1;
   for (size_t i = 0; i < r.size(); ++i) {
-    if (r[i] == 0) r[i] = in[i];
+    if (r[i] == 0)
+      r[i] = in[i];
     if (r[i] == -1)
       infer = static_cast<int>(i);
     else
       known *= r[i];
   }
-  if (infer >= 0) r[infer] = Numel(in) / known;
+  if (infer >= 0)
+    r[infer] = Numel(in) / known;
   return r;
 }
 
 // ONNX Flatten: (prod(dims[:axis]), prod(dims[axis:])), negative axis from the end.
 Dims FlattenDims(const Dims &in, int64_t axis) {
-  if (axis < 0) axis += static_cast<int64_t>(in.size());
+  if (axis < 0)
+    axis += static_cast<int64_t>(in.size());
   Dims r = {1, 1};
-  for (size_t i = 0; i < in.size(); ++i) r[static_cast<int64_t>(i) < axis ? 0 : 1] *= in[i];
+  for (size_t i = 0; i < in.size(); ++i)
+    r[static_cast<int64_t>(i) < axis ? 0 : 1] *= in[i];
   return r;
 }
 
 // PyTorch sum_to_size, times scale.
 T64 RefSumTo(const T64 &x, const Dims &to, double scale) {
   T64 y = Zeros(to);
-  for (int64_t o = 0; o < Numel(x.dims); ++o) y.v[BroadcastIndex(to, x.dims, o)] += x.v[o];
-  for (double &v : y.v) v *= scale;
+  for (int64_t o = 0; o < Numel(x.dims); ++o)
+    y.v[BroadcastIndex(to, x.dims, o)] += x.v[o];
+  for (double &v : y.v)
+    v *= scale;
   return y;
 }
 
 // nn.MSELoss.
 double RefMse(const T64 &p, const T64 &t, bool mean) {
   double s = 0;
-  for (size_t i = 0; i < p.v.size(); ++i) s += (p.v[i] - t.v[i]) * (p.v[i] - t.v[i]);
+  for (size_t i = 0; i < p.v.size(); ++i)
+    s += (p.v[i] - t.v[i]) * (p.v[i] - t.v[i]);
   return mean ? s / static_cast<double>(p.v.size()) : s;
 }
 
 // -log_softmax(row)[j], computed stably.
 std::vector<double> LogSoftmax(const double *row, int64_t C) {
   double mx = row[0];
-  for (int64_t j = 1; j < C; ++j) mx = std::max(mx, row[j]);
+  for (int64_t j = 1; j < C; ++j)
+    mx = std::max(mx, row[j]);
   double se = 0;
-  for (int64_t j = 0; j < C; ++j) se += std::exp(row[j] - mx);
+  for (int64_t j = 0; j < C; ++j)
+    se += std::exp(row[j] - mx);
   std::vector<double> r(static_cast<size_t>(C));
-  for (int64_t j = 0; j < C; ++j) r[j] = row[j] - mx - std::log(se);
+  for (int64_t j = 0; j < C; ++j)
+    r[j] = row[j] - mx - std::log(se);
   return r;
 }
 
@@ -264,18 +280,19 @@ double RefSce(const T64 &x, const std::vector<int64_t> &labels, const T64 *w, in
   double total = 0, wsum = 0;
   for (int64_t i = 0; i < N; ++i) {
     int64_t y = labels[i];
-    if (y == ignore) continue;
+    if (y == ignore)
+      continue;
     double wi = w ? w->v[y] : 1.0;
     total += -wi * LogSoftmax(&x.v[i * C], C)[y];
     wsum += wi;
   }
-  return mean ? total / wsum : total;  // 0/0 = NaN when every row is ignored, as PyTorch
+  return mean ? total / wsum : total; // 0/0 = NaN when every row is ignored, as PyTorch
 }
 
 // ---- random data --------------------------------------------------------------
 
 class Rng {
- public:
+public:
   explicit Rng(uint64_t seed) : g_(seed * 0x9E3779B97F4A7C15ull + 12345) {}
   double U(double lo, double hi) {
     return lo + (hi - lo) * static_cast<double>(g_() >> 11) * (1.0 / 9007199254740992.0);
@@ -295,11 +312,12 @@ class Rng {
   }
   Dims RandDims(int rank, int64_t lo, int64_t hi) {
     Dims d(static_cast<size_t>(rank));
-    for (int64_t &x : d) x = I(lo, hi);
+    for (int64_t &x : d)
+      x = I(lo, hi);
     return d;
   }
 
- private:
+private:
   std::mt19937_64 g_;
 };
 
@@ -334,8 +352,10 @@ struct InputSpec {
   std::vector<int64_t> i64;
   std::vector<int32_t> i32;
   const void *data() const {
-    if (dt == GCC_DT_INT64) return i64.data();
-    if (dt == GCC_DT_INT32) return i32.data();
+    if (dt == GCC_DT_INT64)
+      return i64.data();
+    if (dt == GCC_DT_INT32)
+      return i32.data();
     return f.data();
   }
 };
@@ -354,7 +374,8 @@ InputSpec LabelInput(const std::string &name, gcc_dtype dt, const std::vector<in
   s.dt = dt;
   s.dims = {static_cast<int64_t>(v.size())};
   s.i64 = v;
-  for (int64_t x : v) s.i32.push_back(static_cast<int32_t>(x));
+  for (int64_t x : v)
+    s.i32.push_back(static_cast<int32_t>(x));
   return s;
 }
 
@@ -369,13 +390,15 @@ using RefFn = std::function<T64(const Env &)>;
 // Attribute setters on the node that produced value v (the builder API only
 // has int and float setters).
 void SetInts(gcc_builder *b, int v, const char *name, const Dims &d) {
-  if (v < 0) return;
-  EXPECT_EQ(gcc_node_set_ints(b->g, b->g->values[v].producer, name, d.data(),
-                              static_cast<int>(d.size())),
-            GCC_OK);
+  if (v < 0)
+    return;
+  EXPECT_EQ(
+      gcc_node_set_ints(b->g, b->g->values[v].producer, name, d.data(), static_cast<int>(d.size())),
+      GCC_OK);
 }
 void SetString(gcc_builder *b, int v, const char *name, const char *s) {
-  if (v < 0) return;
+  if (v < 0)
+    return;
   EXPECT_EQ(gcc_node_set_string(b->g, b->g->values[v].producer, name, s), GCC_OK);
 }
 
@@ -404,7 +427,8 @@ void *BindPersistent(void *user, const gcc_graph *g, int v) {
 }
 
 bool Close(double got, double want, double atol, double rtol, ErrStat *st) {
-  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isnan(want) || std::isnan(got))
+    return std::isnan(want) && std::isnan(got);
   double err = std::fabs(got - want), tol = atol + rtol * std::fabs(want);
   st->Add(err, tol);
   return err <= tol;
@@ -414,20 +438,22 @@ void ExpectTensor(const gcc_tensor *t, const T64 &want, ErrStat *st, const std::
                   gcc_dtype want_dt = GCC_DT_FLOAT32) {
   ASSERT_NE(t, nullptr) << what;
   ASSERT_EQ(t->dtype, want_dt) << what;
-  ASSERT_EQ(t->shape.ndim, static_cast<int>(want.dims.size())) << what << " want " << Str(want.dims);
+  ASSERT_EQ(t->shape.ndim, static_cast<int>(want.dims.size()))
+      << what << " want " << Str(want.dims);
   for (size_t k = 0; k < want.dims.size(); ++k)
     ASSERT_EQ(t->shape.dims[k], want.dims[k]) << what << " dim " << k << " want " << Str(want.dims);
   ASSERT_NE(t->data, nullptr) << what;
   auto at = [t](size_t i) -> double {
-    if (t->dtype == GCC_DT_INT64) return static_cast<double>(static_cast<const int64_t *>(t->data)[i]);
-    if (t->dtype == GCC_DT_INT32) return static_cast<const int32_t *>(t->data)[i];
+    if (t->dtype == GCC_DT_INT64)
+      return static_cast<double>(static_cast<const int64_t *>(t->data)[i]);
+    if (t->dtype == GCC_DT_INT32)
+      return static_cast<const int32_t *>(t->data)[i];
     return static_cast<const float *>(t->data)[i];
   };
   int bad = 0;
   for (size_t i = 0; i < want.v.size(); ++i)
     if (!Close(at(i), want.v[i], kFwdAtol, kFwdRtol, st) && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "] = " << at(i) << ", float64 reference "
-                    << want.v[i];
+      ADD_FAILURE() << what << "[" << i << "] = " << at(i) << ", float64 reference " << want.v[i];
 }
 
 // ---- the gradcheck harness --------------------------------------------------------
@@ -438,8 +464,8 @@ struct GradCase {
   std::vector<InputSpec> inputs;
   BuildFn build;
   RefFn ref;
-  bool is_loss = false;        // the op's output is the (scalar) loss itself
-  std::vector<int> bwd_ops;    // ops that must appear in the backward graph
+  bool is_loss = false;     // the op's output is the (scalar) loss itself
+  std::vector<int> bwd_ops; // ops that must appear in the backward graph
 };
 
 const char *kLossName = "gc.loss";
@@ -448,9 +474,11 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   SCOPED_TRACE("case " + c.label + ", seed " + std::to_string(seed));
   Rng rng(seed * 7919 + 17);
   Env env;
-  for (const ParamSpec &p : c.params) env[p.name] = FromFloats(p.dims, p.data);
+  for (const ParamSpec &p : c.params)
+    env[p.name] = FromFloats(p.dims, p.data);
   for (const InputSpec &in : c.inputs)
-    if (in.dt == GCC_DT_FLOAT32) env[in.name] = FromFloats(in.dims, in.f);
+    if (in.dt == GCC_DT_FLOAT32)
+      env[in.name] = FromFloats(in.dims, in.f);
   const T64 out_ref = c.ref(env);
 
   // the loss: MSE against a random target, unless the op is a loss
@@ -472,8 +500,8 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
     ids[in.name] = gcc_build_input(b, in.name.c_str(), in.dt, static_cast<int>(in.dims.size()),
                                    in.dims.data());
   for (const ParamSpec &p : c.params)
-    ids[p.name] = gcc_build_param(b, p.name.c_str(), static_cast<int>(p.dims.size()),
-                                  p.dims.data(), p.data.data());
+    ids[p.name] = gcc_build_param(b, p.name.c_str(), static_cast<int>(p.dims.size()), p.dims.data(),
+                                  p.data.data());
   int out = c.build(b, ids);
   std::string out_name = out >= 0 ? b->g->values[out].name : "";
   int loss = out;
@@ -486,8 +514,8 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   gcc_build_output(b, loss);
   gcc_build_training_spec ts = {};
   ts.loss = loss_name.c_str();
-  ts.prediction = c.is_loss ? nullptr : out_name.c_str();  // keeps the op output readable
-  ts.opt.kind = GCC_OPT_SGD;                               // the file needs one; unused here
+  ts.prediction = c.is_loss ? nullptr : out_name.c_str(); // keeps the op output readable
+  ts.opt.kind = GCC_OPT_SGD;                              // the file needs one; unused here
   ts.batch_size = 1;
   ts.epochs = 1;
   gcc_build_training(b, &ts);
@@ -505,7 +533,7 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   gcc_options o = {};
   o.mode = GCC_MODE_TRAIN;
   o.batch_size = 1;
-  o.opt.kind = GCC_OPT_NONE;  // gradients only: no update node
+  o.opt.kind = GCC_OPT_NONE; // gradients only: no update node
   // device: zero-initialised = the CPU
   gcc_plan *plan_raw = nullptr;
   gcc_plan_config cfg{};
@@ -531,7 +559,8 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   }
 
   // forward: the op output and the loss against float64
-  if (!c.is_loss) ExpectTensor(gcc_plan_tensor(plan.get(), out_name.c_str()), out_ref, &g_fwd, out_name);
+  if (!c.is_loss)
+    ExpectTensor(gcc_plan_tensor(plan.get(), out_name.c_str()), out_ref, &g_fwd, out_name);
   const gcc_tensor *lt = gcc_plan_tensor(plan.get(), loss_name.c_str());
   ASSERT_NE(lt, nullptr);
   double lib_loss = static_cast<const float *>(lt->data)[0], ref_loss = loss_of(env);
@@ -566,9 +595,9 @@ struct DirectCase {
   BuildFn build;
   T64 expect;
   gcc_dtype expect_dt = GCC_DT_FLOAT32;
-  gcc_status run_status = GCC_OK;  // expected status of the run (data errors)
-  int threads = 1;                 // the plan's CPU threads
-  double abs_tol = 0;              // > 0: |got - want| <= abs_tol instead of the forward bound
+  gcc_status run_status = GCC_OK; // expected status of the run (data errors)
+  int threads = 1;                // the plan's CPU threads
+  double abs_tol = 0;             // > 0: |got - want| <= abs_tol instead of the forward bound
 };
 
 void RunDirect(const DirectCase &c) {
@@ -634,26 +663,32 @@ GradCase GemmCaseShaped(Rng &r, bool ta, bool tb, CMode cm, float alpha, float b
             " M,K,N=" + std::to_string(M) + "," + std::to_string(K) + "," + std::to_string(N);
   Dims ad = ta ? Dims{K, M} : Dims{M, K}, bd = tb ? Dims{N, K} : Dims{K, N}, cd;
   switch (cm) {
-    case kCN: cd = {N}; break;
-    case kC1N: cd = {1, N}; break;
-    case kCMN: cd = {M, N}; break;
-    case kCM1: cd = {M, 1}; break;
-    case kC1: cd = {1}; break;
-    default: cd = {}; break;
+  case kCN: cd = {N}; break;
+  case kC1N: cd = {1, N}; break;
+  case kCMN: cd = {M, N}; break;
+  case kCM1: cd = {M, 1}; break;
+  case kC1: cd = {1}; break;
+  default: cd = {}; break;
   }
   c.params.push_back({"A", ad, r.F(Numel(ad))});
   c.params.push_back({"B", bd, r.F(Numel(bd))});
   bool has_c = cm != kNoC;
-  if (has_c) c.params.push_back({"C", cd, r.F(Numel(cd))});
+  if (has_c)
+    c.params.push_back({"C", cd, r.F(Numel(cd))});
   c.build = [=](gcc_builder *b, const Ids &v) {
     std::vector<int> ins = {v.at("A"), v.at("B")};
-    if (has_c) ins.push_back(v.at("C"));
+    if (has_c)
+      ins.push_back(v.at("C"));
     int y = Op(b, GCC_OP_GEMM, "gemm", ins);
     // defaults (alpha = beta = 1, no transpose) are left unset on purpose
-    if (alpha != 1.0f) gcc_build_set_float(b, y, "alpha", alpha);
-    if (beta != 1.0f) gcc_build_set_float(b, y, "beta", beta);
-    if (ta) gcc_build_set_int(b, y, "transA", 1);
-    if (tb) gcc_build_set_int(b, y, "transB", 1);
+    if (alpha != 1.0f)
+      gcc_build_set_float(b, y, "alpha", alpha);
+    if (beta != 1.0f)
+      gcc_build_set_float(b, y, "beta", beta);
+    if (ta)
+      gcc_build_set_int(b, y, "transA", 1);
+    if (tb)
+      gcc_build_set_int(b, y, "transB", 1);
     return y;
   };
   c.ref = [=](const Env &e) {
@@ -661,7 +696,8 @@ GradCase GemmCaseShaped(Rng &r, bool ta, bool tb, CMode cm, float alpha, float b
   };
   c.bwd_ops = {GCC_OP_GEMM};
   // dC = beta sum_to(dY): a ReduceSumTo unless C already has Y's shape and beta = 1
-  if (has_c && (cd != Dims{M, N} || beta != 1.0f)) c.bwd_ops.push_back(GCC_OP_REDUCE_SUM_TO);
+  if (has_c && (cd != Dims{M, N} || beta != 1.0f))
+    c.bwd_ops.push_back(GCC_OP_REDUCE_SUM_TO);
   return c;
 }
 
@@ -709,7 +745,8 @@ TEST(GemmForward, MatrixVectorOnTwoThreads) {
   Rng r(42);
   auto eighths = [&r](int64_t n) {
     std::vector<float> v = r.F(n);
-    for (float &x : v) x = std::round(x * 8.0f) / 8.0f;
+    for (float &x : v)
+      x = std::round(x * 8.0f) / 8.0f;
     return v;
   };
   for (const auto &mkn : shapes)
@@ -719,8 +756,7 @@ TEST(GemmForward, MatrixVectorOnTwoThreads) {
         Dims ad = ta ? Dims{K, M} : Dims{M, K}, bd = tb ? Dims{N, K} : Dims{K, N};
         DirectCase c;
         c.label = "Gemm sgemv transA=" + std::to_string(ta) + " transB=" + std::to_string(tb) +
-                  " M,K,N=" + std::to_string(M) + "," + std::to_string(K) + "," +
-                  std::to_string(N);
+                  " M,K,N=" + std::to_string(M) + "," + std::to_string(K) + "," + std::to_string(N);
         c.threads = 2;
         c.inputs.push_back(FloatInput("A", ad, eighths(Numel(ad))));
         c.inputs.push_back(FloatInput("B", bd, eighths(Numel(bd))));
@@ -729,8 +765,10 @@ TEST(GemmForward, MatrixVectorOnTwoThreads) {
           int y = Op(b, GCC_OP_GEMM, "gemm", {v.at("A"), v.at("B"), v.at("C")});
           gcc_build_set_float(b, y, "alpha", 0.5f);
           gcc_build_set_float(b, y, "beta", 2.0f);
-          if (ta) gcc_build_set_int(b, y, "transA", 1);
-          if (tb) gcc_build_set_int(b, y, "transB", 1);
+          if (ta)
+            gcc_build_set_int(b, y, "transA", 1);
+          if (tb)
+            gcc_build_set_int(b, y, "transB", 1);
           return y;
         };
         T64 A = FromFloats(ad, c.inputs[0].f), B = FromFloats(bd, c.inputs[1].f),
@@ -796,7 +834,9 @@ TEST(MatMulGrad, RandomShapes) {
       c.build = [](gcc_builder *b, const Ids &v) {
         return Op(b, GCC_OP_MATMUL, "mm", {v.at("A"), v.at("B")});
       };
-      c.ref = [](const Env &e) { return RefGemm(e.at("A"), e.at("B"), nullptr, 1, 0, false, false); };
+      c.ref = [](const Env &e) {
+        return RefGemm(e.at("A"), e.at("B"), nullptr, 1, 0, false, false);
+      };
       c.bwd_ops = {GCC_OP_GEMM};
       RunGradCase(c, seed);
     }
@@ -811,15 +851,21 @@ TEST(MatMulGrad, InputTimesParameterAndSquareOfParameter) {
     c.label = "MatMul(x, P)";
     c.inputs.push_back(FloatInput("x", {M, K}, r.F(M * K)));
     c.params.push_back({"P", {K, N}, r.F(K * N)});
-    c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_MATMUL, "mm", {v.at("x"), v.at("P")}); };
+    c.build = [](gcc_builder *b, const Ids &v) {
+      return Op(b, GCC_OP_MATMUL, "mm", {v.at("x"), v.at("P")});
+    };
     c.ref = [](const Env &e) { return RefGemm(e.at("x"), e.at("P"), nullptr, 1, 0, false, false); };
     RunGradCase(c, seed);
 
     GradCase sq;
     sq.label = "MatMul(P, P)";
     sq.params.push_back({"P", {K, K}, r.F(K * K)});
-    sq.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_MATMUL, "mm", {v.at("P"), v.at("P")}); };
-    sq.ref = [](const Env &e) { return RefGemm(e.at("P"), e.at("P"), nullptr, 1, 0, false, false); };
+    sq.build = [](gcc_builder *b, const Ids &v) {
+      return Op(b, GCC_OP_MATMUL, "mm", {v.at("P"), v.at("P")});
+    };
+    sq.ref = [](const Env &e) {
+      return RefGemm(e.at("P"), e.at("P"), nullptr, 1, 0, false, false);
+    };
     sq.bwd_ops = {GCC_OP_GEMM, GCC_OP_ADD};
     RunGradCase(sq, seed);
   }
@@ -836,11 +882,14 @@ GradCase AddCase(const std::string &what, const Dims &a, const Dims &b, Rng &r,
   else
     c.params.push_back({"A", a, r.F(Numel(a))});
   c.params.push_back({"B", b, r.F(Numel(b))});
-  c.build = [](gcc_builder *bl, const Ids &v) { return Op(bl, GCC_OP_ADD, "add", {v.at("A"), v.at("B")}); };
+  c.build = [](gcc_builder *bl, const Ids &v) {
+    return Op(bl, GCC_OP_ADD, "add", {v.at("A"), v.at("B")});
+  };
   c.ref = [](const Env &e) { return RefAdd(e.at("A"), e.at("B")); };
   Dims od;
   BroadcastDims(a, b, &od);
-  if ((!a_is_input && a != od) || b != od) c.bwd_ops = {GCC_OP_REDUCE_SUM_TO};
+  if ((!a_is_input && a != od) || b != od)
+    c.bwd_ops = {GCC_OP_REDUCE_SUM_TO};
   return c;
 }
 
@@ -858,7 +907,7 @@ TEST(AddGrad, Broadcasting) {
     RunGradCase(AddCase("[B,1]+[A,1,C]", {B, 1}, {A, 1, C}, r), seed);
     RunGradCase(AddCase("[N,C]+[N,1]", {N, C}, {N, 1}, r), seed);
     RunGradCase(AddCase("[N,C]+[1,C]", {N, C}, {1, C}, r), seed);
-    RunGradCase(AddCase("[C,C]+[C,1]", {C, C}, {C, 1}, r), seed);  // column vector == last dim
+    RunGradCase(AddCase("[C,C]+[C,1]", {C, C}, {C, 1}, r), seed); // column vector == last dim
     RunGradCase(AddCase("[A,B,C]+[A,1,C]", {A, B, C}, {A, 1, C}, r), seed);
     RunGradCase(AddCase("[N,1]+[1]", {N, 1}, {1}, r), seed);
     RunGradCase(AddCase("[N,C]+[N,C]", {N, C}, {N, C}, r, /*a_is_input=*/true), seed);
@@ -873,7 +922,9 @@ TEST(AddGrad, SameParameterTwice) {
     GradCase c;
     c.label = "Add(P, P) " + Str(d);
     c.params.push_back({"P", d, r.F(Numel(d))});
-    c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_ADD, "add", {v.at("P"), v.at("P")}); };
+    c.build = [](gcc_builder *b, const Ids &v) {
+      return Op(b, GCC_OP_ADD, "add", {v.at("P"), v.at("P")});
+    };
     c.ref = [](const Env &e) { return RefAdd(e.at("P"), e.at("P")); };
     c.bwd_ops = {GCC_OP_ADD};
     RunGradCase(c, seed);
@@ -917,7 +968,9 @@ TEST(IdentityGrad, RandomShapes) {
       GradCase c;
       c.label = "Identity " + Str(d);
       c.params.push_back({"X", d, r.F(Numel(d))});
-      c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_IDENTITY, "id", {v.at("X")}); };
+      c.build = [](gcc_builder *b, const Ids &v) {
+        return Op(b, GCC_OP_IDENTITY, "id", {v.at("X")});
+      };
       c.ref = [](const Env &e) { return e.at("X"); };
       RunGradCase(c, seed);
     }
@@ -929,19 +982,25 @@ TEST(IdentityGrad, RandomShapes) {
 // torch.softmax along `axis` in float64 (max subtracted first).
 T64 RefSoftmax(const T64 &x, int64_t axis) {
   const int nd = static_cast<int>(x.dims.size());
-  if (axis < 0) axis += nd;
+  if (axis < 0)
+    axis += nd;
   int64_t outer = 1, inner = 1, len = x.dims[axis];
-  for (int i = 0; i < axis; ++i) outer *= x.dims[i];
-  for (int i = static_cast<int>(axis) + 1; i < nd; ++i) inner *= x.dims[i];
+  for (int i = 0; i < axis; ++i)
+    outer *= x.dims[i];
+  for (int i = static_cast<int>(axis) + 1; i < nd; ++i)
+    inner *= x.dims[i];
   T64 y = x;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       int64_t base = o * len * inner + i;
       double mx = x.v[base];
-      for (int64_t j = 1; j < len; ++j) mx = std::max(mx, x.v[base + j * inner]);
+      for (int64_t j = 1; j < len; ++j)
+        mx = std::max(mx, x.v[base + j * inner]);
       double se = 0;
-      for (int64_t j = 0; j < len; ++j) se += std::exp(x.v[base + j * inner] - mx);
-      for (int64_t j = 0; j < len; ++j) y.v[base + j * inner] = std::exp(x.v[base + j * inner] - mx) / se;
+      for (int64_t j = 0; j < len; ++j)
+        se += std::exp(x.v[base + j * inner] - mx);
+      for (int64_t j = 0; j < len; ++j)
+        y.v[base + j * inner] = std::exp(x.v[base + j * inner] - mx) / se;
     }
   return y;
 }
@@ -975,7 +1034,9 @@ TEST(InternalOps, SoftmaxOfHugeLogitsDoesNotOverflow) {
   DirectCase c;
   c.label = "Softmax of huge logits";
   c.inputs = {FloatInput("X", d, x)};
-  c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_SOFTMAX, "softmax", {v.at("X")}); };
+  c.build = [](gcc_builder *b, const Ids &v) {
+    return Op(b, GCC_OP_SOFTMAX, "softmax", {v.at("X")});
+  };
   c.expect = RefSoftmax(FromFloats(d, x), -1);
   EXPECT_NEAR(c.expect.v[0], 0.66524096, 1e-7);
   EXPECT_NEAR(c.expect.v[3], 1.0 / 3.0, 1e-12);
@@ -1074,7 +1135,8 @@ TEST(FlattenGrad, EveryAxis) {
     for (int rank = 0; rank <= 4; ++rank) {
       Dims in = r.RandDims(rank, 1, 4);
       for (int64_t axis = -rank; axis <= rank; ++axis) {
-        if (axis < 0 && seed != 1) continue;  // negative axes: one seed is enough
+        if (axis < 0 && seed != 1)
+          continue; // negative axes: one seed is enough
         Dims od = FlattenDims(in, axis);
         GradCase c;
         c.label = "Flatten " + Str(in) + " axis=" + std::to_string(axis);
@@ -1109,7 +1171,8 @@ TEST(MeanSquaredErrorGrad, MeanAndSum) {
         c.is_loss = true;
         c.build = [mean](gcc_builder *b, const Ids &v) {
           int l = gcc_build_mse(b, "mse", v.at("P"), v.at("T"));
-          if (!mean) SetString(b, l, "reduction", "sum");
+          if (!mean)
+            SetString(b, l, "reduction", "sum");
           return l;
         };
         c.ref = [mean](const Env &e) {
@@ -1125,34 +1188,41 @@ TEST(MeanSquaredErrorGrad, MeanAndSum) {
 
 struct SceOpts {
   bool weighted = false, mean = true, int32 = false, custom_ignore = false;
-  double offset = 0;  // added to every logit (numerical stability)
+  double offset = 0; // added to every logit (numerical stability)
 };
 
 GradCase SceCase(Rng &r, const SceOpts &o) {
   int64_t N = r.I(2, 6), C = r.I(2, 6);
   int64_t ignore = o.custom_ignore ? r.I(0, C - 1) : -100;
   std::vector<int64_t> labels(static_cast<size_t>(N));
-  for (int64_t &y : labels) y = r.I(0, C - 1);
+  for (int64_t &y : labels)
+    y = r.I(0, C - 1);
   // ignored rows: the default -100, or labels equal to a custom in-range index
   for (size_t i = 1; i < labels.size(); i += 2)
-    if (r.U(0, 1) < 0.6) labels[i] = o.custom_ignore ? ignore : -100;
-  if (o.custom_ignore && labels[0] == ignore) labels[0] = (ignore + 1) % C;  // one row counts
+    if (r.U(0, 1) < 0.6)
+      labels[i] = o.custom_ignore ? ignore : -100;
+  if (o.custom_ignore && labels[0] == ignore)
+    labels[0] = (ignore + 1) % C; // one row counts
   GradCase c;
   c.label = std::string("SoftmaxCrossEntropy ") + (o.mean ? "mean" : "sum") +
             (o.weighted ? " weighted" : "") + (o.int32 ? " int32" : " int64") +
             " ignore_index=" + std::to_string(ignore) + " offset=" + std::to_string(o.offset) +
             " " + Str({N, C});
   std::vector<float> x = r.F(N * C, -2, 2);
-  for (float &v : x) v = static_cast<float>(v + o.offset);
+  for (float &v : x)
+    v = static_cast<float>(v + o.offset);
   c.params.push_back({"X", {N, C}, x});
   c.inputs.push_back(LabelInput("labels", o.int32 ? GCC_DT_INT32 : GCC_DT_INT64, labels));
-  if (o.weighted) c.inputs.push_back(FloatInput("w", {C}, r.F(C, 0.2, 2.0)));
+  if (o.weighted)
+    c.inputs.push_back(FloatInput("w", {C}, r.F(C, 0.2, 2.0)));
   c.is_loss = true;
   c.build = [o, ignore](gcc_builder *b, const Ids &v) {
-    int l = gcc_build_cross_entropy(b, "sce", v.at("X"), v.at("labels"),
-                                    o.weighted ? v.at("w") : -1);
-    if (!o.mean) SetString(b, l, "reduction", "sum");
-    if (o.custom_ignore) gcc_build_set_int(b, l, "ignore_index", ignore);
+    int l =
+        gcc_build_cross_entropy(b, "sce", v.at("X"), v.at("labels"), o.weighted ? v.at("w") : -1);
+    if (!o.mean)
+      SetString(b, l, "reduction", "sum");
+    if (o.custom_ignore)
+      gcc_build_set_int(b, l, "ignore_index", ignore);
     return l;
   };
   c.ref = [o, labels, ignore](const Env &e) {
@@ -1199,7 +1269,8 @@ TEST(CompositeGrad, SmallNetworkWithSharedParameter) {
     Rng r(seed);
     int64_t N = r.I(2, 5), F = r.I(2, 4), H = r.I(2, 4), C = r.I(2, 4);
     std::vector<int64_t> labels(static_cast<size_t>(N));
-    for (int64_t &y : labels) y = r.I(0, C - 1);
+    for (int64_t &y : labels)
+      y = r.I(0, C - 1);
     GradCase c;
     c.label = "composite";
     c.inputs.push_back(FloatInput("x", {N, F}, r.F(N * F)));
@@ -1241,7 +1312,8 @@ TEST(InternalOps, ReluGradMatchesThresholdBackward) {
       Dims d = r.RandDims(rank, 1, 5);
       int64_t n = Numel(d);
       std::vector<float> dy = r.F(n), y = r.F(n);
-      for (int64_t i = 0; i < n; i += 3) y[i] = 0.0f;  // exactly 0: no gradient (PyTorch)
+      for (int64_t i = 0; i < n; i += 3)
+        y[i] = 0.0f; // exactly 0: no gradient (PyTorch)
       DirectCase c;
       c.label = "ReluGrad " + Str(d);
       c.inputs = {FloatInput("dY", d, dy), FloatInput("Y", d, y)};
@@ -1249,7 +1321,8 @@ TEST(InternalOps, ReluGradMatchesThresholdBackward) {
         return Op(b, GCC_OP_RELU_GRAD, "relu_grad", {v.at("dY"), v.at("Y")});
       };
       c.expect = Zeros(d);
-      for (int64_t i = 0; i < n; ++i) c.expect.v[i] = y[i] > 0 ? dy[i] : 0.0;
+      for (int64_t i = 0; i < n; ++i)
+        c.expect.v[i] = y[i] > 0 ? dy[i] : 0.0;
       RunDirect(c);
     }
   }
@@ -1260,9 +1333,10 @@ TEST(InternalOps, ReduceSumToWithScale) {
     Rng r(seed);
     int64_t A = r.I(2, 4), B = r.I(2, 4), C = r.I(2, 4), N = r.I(2, 5);
     const std::vector<std::pair<Dims, Dims>> pairs = {
-        {{N, C}, {C}},       {{N, C}, {1, C}},      {{N, C}, {N, 1}},  {{N, C}, {1}},
-        {{N, C}, {}},        {{N, C}, {N, C}},      {{N, 1}, {1}},     {{A, B, C}, {B, 1}},
-        {{A, B, C}, {A, 1, C}}, {{A, B, C}, {C}},   {{A, B, C}, {1, 1, 1}}, {{C, C}, {C, 1}},
+        {{N, C}, {C}},    {{N, C}, {1, C}},       {{N, C}, {N, 1}},
+        {{N, C}, {1}},    {{N, C}, {}},           {{N, C}, {N, C}},
+        {{N, 1}, {1}},    {{A, B, C}, {B, 1}},    {{A, B, C}, {A, 1, C}},
+        {{A, B, C}, {C}}, {{A, B, C}, {1, 1, 1}}, {{C, C}, {C, 1}},
         {{N}, {}},
     };
     for (const auto &pc : pairs)
@@ -1275,7 +1349,8 @@ TEST(InternalOps, ReduceSumToWithScale) {
         c.build = [td, scale](gcc_builder *b, const Ids &v) {
           int y = Op(b, GCC_OP_REDUCE_SUM_TO, "sum_to", {v.at("X")});
           SetInts(b, y, "shape", td);
-          if (scale != 1.0f) gcc_build_set_float(b, y, "scale", scale);
+          if (scale != 1.0f)
+            gcc_build_set_float(b, y, "scale", scale);
           return y;
         };
         c.expect = RefSumTo(FromFloats(xd, x), td, scale);
@@ -1293,7 +1368,8 @@ TEST(InternalOps, SoftmaxCrossEntropyGradMatchesFormula) {
       bool weighted = variant & 1, mean = variant & 2, int32 = variant & 4;
       int64_t N = r.I(2, 6), C = r.I(2, 6);
       std::vector<int64_t> labels(static_cast<size_t>(N));
-      for (int64_t &y : labels) y = r.I(0, C - 1);
+      for (int64_t &y : labels)
+        y = r.I(0, C - 1);
       labels[1] = -100;
       std::vector<float> x = r.F(N * C, -3, 3), w = r.F(C, 0.2, 2.0);
       float dl = static_cast<float>(r.U(0.25, 2.0));
@@ -1302,21 +1378,27 @@ TEST(InternalOps, SoftmaxCrossEntropyGradMatchesFormula) {
                 (mean ? " mean" : " sum") + (int32 ? " int32" : " int64");
       c.inputs = {FloatInput("dl", {}, {dl}), FloatInput("X", {N, C}, x),
                   LabelInput("labels", int32 ? GCC_DT_INT32 : GCC_DT_INT64, labels)};
-      if (weighted) c.inputs.push_back(FloatInput("w", {C}, w));
+      if (weighted)
+        c.inputs.push_back(FloatInput("w", {C}, w));
       c.build = [weighted, mean](gcc_builder *b, const Ids &v) {
         std::vector<int> ins = {v.at("dl"), v.at("X"), v.at("labels")};
-        if (weighted) ins.push_back(v.at("w"));
+        if (weighted)
+          ins.push_back(v.at("w"));
         int y = Op(b, GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, "sce_grad", ins);
-        if (!mean) SetString(b, y, "reduction", "sum");
+        if (!mean)
+          SetString(b, y, "reduction", "sum");
         return y;
       };
       c.expect = Zeros({N, C});
       double D = 0;
       for (int64_t i = 0; i < N; ++i)
-        if (labels[i] != -100) D += weighted ? w[labels[i]] : 1.0;
-      if (!mean) D = 1;
+        if (labels[i] != -100)
+          D += weighted ? w[labels[i]] : 1.0;
+      if (!mean)
+        D = 1;
       for (int64_t i = 0; i < N; ++i) {
-        if (labels[i] == -100) continue;
+        if (labels[i] == -100)
+          continue;
         std::vector<double> row(x.begin() + i * C, x.begin() + (i + 1) * C);
         std::vector<double> ls = LogSoftmax(row.data(), C);
         double s = dl * (weighted ? w[labels[i]] : 1.0) / D;
@@ -1342,8 +1424,10 @@ TEST(InternalOps, MeanSquaredErrorGradMatchesFormula) {
         c.label = std::string("MeanSquaredErrorGrad ") + (mean ? "mean " : "sum ") + Str(d);
         c.inputs = {FloatInput("dl", {}, {dl}), FloatInput("P", d, p), FloatInput("T", d, t)};
         c.build = [mean](gcc_builder *b, const Ids &v) {
-          int y = Op(b, GCC_OP_MEAN_SQUARED_ERROR_GRAD, "mse_grad", {v.at("dl"), v.at("P"), v.at("T")});
-          if (!mean) SetString(b, y, "reduction", "sum");
+          int y =
+              Op(b, GCC_OP_MEAN_SQUARED_ERROR_GRAD, "mse_grad", {v.at("dl"), v.at("P"), v.at("T")});
+          if (!mean)
+            SetString(b, y, "reduction", "sum");
           return y;
         };
         c.expect = Zeros(d);
@@ -1363,7 +1447,8 @@ TEST(InternalOps, SoftmaxCrossEntropyEdgeCases) {
                 LabelInput("labels", GCC_DT_INT64, {-100, -100})};
     c.build = [mean](gcc_builder *b, const Ids &v) {
       int l = gcc_build_cross_entropy(b, "sce", v.at("X"), v.at("labels"), -1);
-      if (!mean) SetString(b, l, "reduction", "sum");
+      if (!mean)
+        SetString(b, l, "reduction", "sum");
       return l;
     };
     c.expect = Zeros({});
@@ -1401,15 +1486,19 @@ TEST(InternalOps, CopyIsAnExactCopyOfAnyDtype) {
           c.expect = FromFloats(d, x);
         } else {
           std::vector<int64_t> x(static_cast<size_t>(n));
-          for (int64_t &v : x) v = r.I(-100000, 100000);
+          for (int64_t &v : x)
+            v = r.I(-100000, 100000);
           InputSpec in = LabelInput("X", dt, x);
           in.dims = d;
           c.inputs = {in};
           c.expect = Zeros(d);
-          for (int64_t i = 0; i < n; ++i) c.expect.v[i] = static_cast<double>(x[i]);
+          for (int64_t i = 0; i < n; ++i)
+            c.expect.v[i] = static_cast<double>(x[i]);
         }
         c.expect_dt = dt;
-        c.build = [](gcc_builder *b, const Ids &v) { return Op(b, GCC_OP_COPY, "copy", {v.at("X")}); };
+        c.build = [](gcc_builder *b, const Ids &v) {
+          return Op(b, GCC_OP_COPY, "copy", {v.at("X")});
+        };
         RunDirect(c);
       }
     }
@@ -1438,9 +1527,10 @@ struct RefOptimizer {
       const double mom = o.momentum, damp = o.dampening;
       for (size_t i = 0; i < p->size(); ++i) {
         double d = grad[i];
-        if (wd != 0) d += wd * (*p)[i];
+        if (wd != 0)
+          d += wd * (*p)[i];
         if (mom != 0) {
-          buf[i] = has_buf ? mom * buf[i] + (1 - damp) * d : d;  // first step: clone(d_p)
+          buf[i] = has_buf ? mom * buf[i] + (1 - damp) * d : d; // first step: clone(d_p)
           d = o.nesterov ? d + mom * buf[i] : buf[i];
         }
         (*p)[i] -= lr * d;
@@ -1452,7 +1542,8 @@ struct RefOptimizer {
       const double bc2 = 1 - std::pow(b2, static_cast<double>(step));
       for (size_t i = 0; i < p->size(); ++i) {
         double g = grad[i];
-        if (wd != 0) g += wd * (*p)[i];
+        if (wd != 0)
+          g += wd * (*p)[i];
         m[i] = b1 * m[i] + (1 - b1) * g;
         v[i] = b2 * v[i] + (1 - b2) * g * g;
         double denom = std::sqrt(v[i]) / std::sqrt(bc2) + eps;
@@ -1548,12 +1639,14 @@ void RunOptimizer(const std::string &label, const gcc_optimizer &opt, int steps,
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t o = 0; o < Out; ++o) {
         double s = B[o];
-        for (int64_t k = 0; k < In; ++k) s += static_cast<double>(xs[i * In + k]) * W[o * In + k];
+        for (int64_t k = 0; k < In; ++k)
+          s += static_cast<double>(xs[i * In + k]) * W[o * In + k];
         double e = s - ys[i * Out + o];
         want_loss += e * e / static_cast<double>(rows * Out);
         double de = 2 * e / static_cast<double>(rows * Out);
         gB[o] += de;
-        for (int64_t k = 0; k < In; ++k) gW[o * In + k] += de * xs[i * In + k];
+        for (int64_t k = 0; k < In; ++k)
+          gW[o * In + k] += de * xs[i * In + k];
       }
     float got_loss = 0;
     ASSERT_EQ(gcc_session_train_step(sess.get(), xs.data(), ys.data(), rows, &got_loss, &d), GCC_OK)
@@ -1597,7 +1690,8 @@ TEST(SgdOptimizer, OneAndSeveralStepsMatchTorch) {
   };
   for (uint64_t seed : {1, 2})
     for (const auto &c : cases)
-      for (int steps : {1, 6}) RunOptimizer(std::string("SGD ") + c.what, c.o, steps, seed);
+      for (int steps : {1, 6})
+        RunOptimizer(std::string("SGD ") + c.what, c.o, steps, seed);
 }
 
 TEST(SgdOptimizer, ZeroLearningRateLeavesParametersUnchanged) {
@@ -1616,7 +1710,8 @@ TEST(AdamOptimizer, OneAndSeveralStepsMatchTorch) {
   };
   for (uint64_t seed : {1, 2})
     for (const auto &c : cases)
-      for (int steps : {1, 6}) RunOptimizer(std::string("Adam ") + c.what, c.o, steps, seed);
+      for (int steps : {1, 6})
+        RunOptimizer(std::string("Adam ") + c.what, c.o, steps, seed);
 }
 
 // ---- Conv, MaxPool, AveragePool (2-D, NCHW) ---------------------------------------------
@@ -1639,7 +1734,8 @@ struct Win {
 };
 
 void SetWindow(gcc_builder *b, int y, const Win &w, bool pool) {
-  if (pool) SetInts(b, y, "kernel_shape", {w.kh, w.kw});
+  if (pool)
+    SetInts(b, y, "kernel_shape", {w.kh, w.kw});
   SetInts(b, y, "strides", {w.sh, w.sw});
   SetInts(b, y, "pads", {w.pt, w.pl, w.pb, w.pr});
   SetInts(b, y, "dilations", {w.dh, w.dw});
@@ -1661,8 +1757,10 @@ T64 RefConv(const T64 &X, const T64 &W, const T64 *B, const Win &w) {
             for (int64_t i = 0; i < w.kh; ++i)
               for (int64_t j = 0; j < w.kw; ++j) {
                 int64_t iy = oy * w.sh - w.pt + i * w.dh, ix = ox * w.sw - w.pl + j * w.dw;
-                if (iy < 0 || iy >= H || ix < 0 || ix >= Wd) continue;
-                s += X.v[((n * C + c) * H + iy) * Wd + ix] * W.v[((m * C + c) * w.kh + i) * w.kw + j];
+                if (iy < 0 || iy >= H || ix < 0 || ix >= Wd)
+                  continue;
+                s += X.v[((n * C + c) * H + iy) * Wd + ix] *
+                     W.v[((m * C + c) * w.kh + i) * w.kw + j];
               }
           y.v[((n * M + m) * oh + oy) * ow + ox] = s;
         }
@@ -1683,7 +1781,8 @@ T64 RefPool(const T64 &X, const Win &w, bool is_max, bool include_pad) {
         for (int64_t i = 0; i < w.kh; ++i)
           for (int64_t j = 0; j < w.kw; ++j) {
             int64_t iy = oy * w.sh - w.pt + i * w.dh, ix = ox * w.sw - w.pl + j * w.dw;
-            if (iy < 0 || iy >= H || ix < 0 || ix >= Wd) continue;
+            if (iy < 0 || iy >= H || ix < 0 || ix >= Wd)
+              continue;
             double v = X.v[(p * H + iy) * Wd + ix];
             best = std::max(best, v);
             sum += v;
@@ -1728,17 +1827,22 @@ TEST(ConvGrad, RandomShapesStridesPadsDilations) {
                 (bias ? " +B" : "");
       c.params.push_back({"X", {N, C, H, Wd}, r.F(N * C * H * Wd)});
       c.params.push_back({"W", {M, C, w.kh, w.kw}, r.F(M * C * w.kh * w.kw)});
-      if (bias) c.params.push_back({"B", {M}, r.F(M)});
+      if (bias)
+        c.params.push_back({"B", {M}, r.F(M)});
       c.build = [=](gcc_builder *b, const Ids &v) {
         std::vector<int> ins = {v.at("X"), v.at("W")};
-        if (bias) ins.push_back(v.at("B"));
+        if (bias)
+          ins.push_back(v.at("B"));
         int y = Op(b, GCC_OP_CONV, "conv", ins);
         SetWindow(b, y, w, false);
         return y;
       };
-      c.ref = [=](const Env &e) { return RefConv(e.at("X"), e.at("W"), bias ? &e.at("B") : nullptr, w); };
+      c.ref = [=](const Env &e) {
+        return RefConv(e.at("X"), e.at("W"), bias ? &e.at("B") : nullptr, w);
+      };
       c.bwd_ops = {GCC_OP_CONV_GRAD_DATA, GCC_OP_CONV_GRAD_FILTER};
-      if (bias) c.bwd_ops.push_back(GCC_OP_CONV_GRAD_BIAS);
+      if (bias)
+        c.bwd_ops.push_back(GCC_OP_CONV_GRAD_BIAS);
       RunGradCase(c, seed);
     }
   }
@@ -1768,8 +1872,10 @@ TEST(ConvGrad, DefaultAttributesAndInputActivation) {
 // window has a tie, so the finite difference never moves a maximum.
 std::vector<float> DistinctValues(Rng &r, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(-1.0 + 0.02 * static_cast<double>(i));
-  for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[r.I(0, i)]);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(-1.0 + 0.02 * static_cast<double>(i));
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(v[i], v[r.I(0, i)]);
   return v;
 }
 
@@ -1808,7 +1914,8 @@ TEST(AveragePoolGrad, RandomShapesBothPadCounts) {
       c.build = [=](gcc_builder *b, const Ids &v) {
         int y = Op(b, GCC_OP_AVERAGE_POOL, "pool", {v.at("X")});
         SetWindow(b, y, w, true);
-        if (include_pad) gcc_build_set_int(b, y, "count_include_pad", 1);
+        if (include_pad)
+          gcc_build_set_int(b, y, "count_include_pad", 1);
         return y;
       };
       c.ref = [=](const Env &e) { return RefPool(e.at("X"), w, false, include_pad); };
@@ -1872,12 +1979,24 @@ TEST(InternalOps, ConvKernelsOverSeveralChunks) {
     T64 expect;
   };
   K ks[] = {
-      {"Conv", GCC_OP_CONV, {FloatInput("a", xd, x), FloatInput("b", wd, wt)}, nullptr, {},
+      {"Conv",
+       GCC_OP_CONV,
+       {FloatInput("a", xd, x), FloatInput("b", wd, wt)},
+       nullptr,
+       {},
        RefConv(X, W, nullptr, w)},
-      {"ConvGradData", GCC_OP_CONV_GRAD_DATA, {FloatInput("a", yd, dy), FloatInput("b", wd, wt)},
-       "input_shape", xd, dX},
-      {"ConvGradFilter", GCC_OP_CONV_GRAD_FILTER, {FloatInput("a", yd, dy), FloatInput("b", xd, x)},
-       "filter_shape", wd, dW},
+      {"ConvGradData",
+       GCC_OP_CONV_GRAD_DATA,
+       {FloatInput("a", yd, dy), FloatInput("b", wd, wt)},
+       "input_shape",
+       xd,
+       dX},
+      {"ConvGradFilter",
+       GCC_OP_CONV_GRAD_FILTER,
+       {FloatInput("a", yd, dy), FloatInput("b", xd, x)},
+       "filter_shape",
+       wd,
+       dW},
   };
   for (const K &k : ks) {
     DirectCase c;
@@ -1889,13 +2008,15 @@ TEST(InternalOps, ConvKernelsOverSeveralChunks) {
     Dims shape = k.shape;
     c.build = [=](gcc_builder *b, const Ids &v) {
       int y = Op(b, op, "conv", {v.at("a"), v.at("b")});
-      if (attr) SetInts(b, y, attr, shape);
+      if (attr)
+        SetInts(b, y, attr, shape);
       return y;
     };
     // sums of up to 2700 float32 products: compare at 1e-5 of the largest
     // magnitude (float32 accumulation over thousands of terms)
     double mx = 0;
-    for (double v : k.expect.v) mx = std::max(mx, std::fabs(v));
+    for (double v : k.expect.v)
+      mx = std::max(mx, std::fabs(v));
     c.expect = k.expect;
     c.abs_tol = 1e-5 * mx;
     RunDirect(c);
@@ -1979,20 +2100,26 @@ TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {
     // the kind of check must fit the op: a differentiable op needs a
     // gradcheck, an optimizer an optimizer test
     switch (c.kind) {
-      case kGradcheck: EXPECT_NE(gcc_grad_rule_of(c.op)->fn, nullptr) << c.name << " is gradchecked but has no gradient"; break;
-      case kInternal:
-        EXPECT_EQ(gcc_grad_rule_of(c.op)->fn, nullptr) << c.name << " became differentiable: add a gradcheck";
-        EXPECT_TRUE(d->flags & GCC_OPF_INTERNAL) << c.name;
-        break;
-      case kOptimizer: EXPECT_TRUE(d->flags & GCC_OPF_OPTIMIZER) << c.name; break;
-      case kCopy:
-        EXPECT_EQ(gcc_grad_rule_of(c.op)->fn, nullptr) << c.name << " became differentiable: add a gradcheck";
-        EXPECT_TRUE(d->flags & GCC_OPF_COPY) << c.name;
-        break;
-      case kForward:
-        EXPECT_EQ(gcc_grad_rule_of(c.op)->fn, nullptr) << c.name << " became differentiable: add a gradcheck";
-        EXPECT_FALSE(d->flags & GCC_OPF_INTERNAL) << c.name;
-        break;
+    case kGradcheck:
+      EXPECT_NE(gcc_grad_rule_of(c.op)->fn, nullptr)
+          << c.name << " is gradchecked but has no gradient";
+      break;
+    case kInternal:
+      EXPECT_EQ(gcc_grad_rule_of(c.op)->fn, nullptr)
+          << c.name << " became differentiable: add a gradcheck";
+      EXPECT_TRUE(d->flags & GCC_OPF_INTERNAL) << c.name;
+      break;
+    case kOptimizer: EXPECT_TRUE(d->flags & GCC_OPF_OPTIMIZER) << c.name; break;
+    case kCopy:
+      EXPECT_EQ(gcc_grad_rule_of(c.op)->fn, nullptr)
+          << c.name << " became differentiable: add a gradcheck";
+      EXPECT_TRUE(d->flags & GCC_OPF_COPY) << c.name;
+      break;
+    case kForward:
+      EXPECT_EQ(gcc_grad_rule_of(c.op)->fn, nullptr)
+          << c.name << " became differentiable: add a gradcheck";
+      EXPECT_FALSE(d->flags & GCC_OPF_INTERNAL) << c.name;
+      break;
     }
   }
   for (int op = 0; op < GCC_OP_COUNT; ++op)
@@ -2003,4 +2130,4 @@ TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {
   EXPECT_EQ(sizeof kCovered / sizeof kCovered[0], static_cast<size_t>(GCC_OP_COUNT));
 }
 
-}  // namespace
+} // namespace

@@ -36,7 +36,9 @@ namespace {
 using gcc_test::ReadText;
 using gcc_test::Runfile;
 
-std::string Name(int op) { return std::string(gcc_op_name(op)) + " (op " + std::to_string(op) + ")"; }
+std::string Name(int op) {
+  return std::string(gcc_op_name(op)) + " (op " + std::to_string(op) + ")";
+}
 
 TEST(OpTables, GraphTableDescribesEveryOp) {
   for (int op = 0; op < GCC_OP_COUNT; op++) {
@@ -91,28 +93,29 @@ TEST(OpTables, CudaLoweringTableHasEveryOp) {
   for (int op = 0; op < GCC_OP_COUNT; op++) {
     const gcc_lowering *l = gcc_lowering_of(op);
     ASSERT_NE(l, nullptr) << Name(op);
-    ASSERT_NE(l->kind, GCC_LOWER_UNSET) << Name(op) << ": codegen/lowering.c kLowering has no entry";
+    ASSERT_NE(l->kind, GCC_LOWER_UNSET)
+        << Name(op) << ": codegen/lowering.c kLowering has no entry";
     ASSERT_LT(l->kind, GCC_LOWERING_KIND_COUNT) << Name(op);
     const unsigned flags = gcc_op(op)->flags;
     switch (l->kind) {
-      case GCC_LOWER_NONE: EXPECT_NE(l->none, nullptr) << Name(op) << ": say why"; break;
-      case GCC_LOWER_POINTWISE: EXPECT_NE(l->expr, nullptr) << Name(op); break;
-      case GCC_LOWER_LIBRARY: EXPECT_NE(l->call, nullptr) << Name(op); break;
-      case GCC_LOWER_LOSS:
-        EXPECT_TRUE(flags & GCC_OPF_LOSS) << Name(op);
-        EXPECT_NE(l->emit, nullptr) << Name(op);
-        ASSERT_GE(l->loss_grad, 0) << Name(op);
-        ASSERT_LT(l->loss_grad, GCC_OP_COUNT) << Name(op);
-        EXPECT_EQ(gcc_lowering_of(l->loss_grad)->kind, GCC_LOWER_LOSS_GRAD) << Name(op);
-        EXPECT_EQ(gcc_lowering_of(l->loss_grad)->emit, l->emit) << Name(op);
-        break;
-      case GCC_LOWER_LOSS_GRAD: EXPECT_NE(l->emit, nullptr) << Name(op); break;
-      case GCC_LOWER_KERNEL: EXPECT_NE(l->kernel, nullptr) << Name(op); break;
-      case GCC_LOWER_OPTIMIZER:
-        EXPECT_TRUE(flags & GCC_OPF_OPTIMIZER) << Name(op);
-        EXPECT_NE(l->emit, nullptr) << Name(op);
-        break;
-      default: break;
+    case GCC_LOWER_NONE: EXPECT_NE(l->none, nullptr) << Name(op) << ": say why"; break;
+    case GCC_LOWER_POINTWISE: EXPECT_NE(l->expr, nullptr) << Name(op); break;
+    case GCC_LOWER_LIBRARY: EXPECT_NE(l->call, nullptr) << Name(op); break;
+    case GCC_LOWER_LOSS:
+      EXPECT_TRUE(flags & GCC_OPF_LOSS) << Name(op);
+      EXPECT_NE(l->emit, nullptr) << Name(op);
+      ASSERT_GE(l->loss_grad, 0) << Name(op);
+      ASSERT_LT(l->loss_grad, GCC_OP_COUNT) << Name(op);
+      EXPECT_EQ(gcc_lowering_of(l->loss_grad)->kind, GCC_LOWER_LOSS_GRAD) << Name(op);
+      EXPECT_EQ(gcc_lowering_of(l->loss_grad)->emit, l->emit) << Name(op);
+      break;
+    case GCC_LOWER_LOSS_GRAD: EXPECT_NE(l->emit, nullptr) << Name(op); break;
+    case GCC_LOWER_KERNEL: EXPECT_NE(l->kernel, nullptr) << Name(op); break;
+    case GCC_LOWER_OPTIMIZER:
+      EXPECT_TRUE(flags & GCC_OPF_OPTIMIZER) << Name(op);
+      EXPECT_NE(l->emit, nullptr) << Name(op);
+      break;
+    default: break;
     }
     EXPECT_EQ(l->kind == GCC_LOWER_VIEW, (flags & GCC_OPF_ALIAS) != 0) << Name(op);
     EXPECT_EQ(l->kind == GCC_LOWER_COPY, (flags & GCC_OPF_COPY) != 0) << Name(op);
@@ -170,8 +173,7 @@ TEST(OpTables, CudaBackendTableHasEveryOp) {
       EXPECT_NE(c->xs, 0) << Name(op) << ": a pooling's X shape";
     }
     if (c->call == GCC_CUDA_CALL_CONV_FORWARD || c->call == GCC_CUDA_CALL_CONV_BACKWARD_DATA ||
-        c->call == GCC_CUDA_CALL_CONV_TRANSPOSE ||
-        c->call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER) {
+        c->call == GCC_CUDA_CALL_CONV_TRANSPOSE || c->call == GCC_CUDA_CALL_CONV_BACKWARD_FILTER) {
       EXPECT_NE(c->xs, 0) << Name(op);
       EXPECT_NE(c->ws, 0) << Name(op);
     }
@@ -182,8 +184,8 @@ TEST(OpTables, CudaBackendTableHasEveryOp) {
 // ---- nothing outside the tables dispatches on ops ---------------------------
 
 const char *const kTableFiles[] = {
-    "graph/ops.c", "passes/grad_rules.c", "runtime/cpu/cpu_ops.c", "codegen/lowering.c",
-    "runtime/cuda/cuda_ops.c",
+    "graph/ops.c",        "passes/grad_rules.c",     "runtime/cpu/cpu_ops.c",
+    "codegen/lowering.c", "runtime/cuda/cuda_ops.c",
 };
 
 TEST(OpTables, NoFileOutsideTheTablesSwitchesOverOps) {
@@ -197,17 +199,21 @@ TEST(OpTables, NoFileOutsideTheTablesSwitchesOverOps) {
   int n_files = 0;
   std::vector<std::string> found;
   while (std::getline(files, path)) {
-    if (path.empty()) continue;
+    if (path.empty())
+      continue;
     bool table = false;
-    for (const char *t : kTableFiles) table |= path == t;
-    if (table) continue;
+    for (const char *t : kTableFiles)
+      table |= path == t;
+    if (table)
+      continue;
     std::string text = ReadText(Runfile(path));
     ASSERT_FALSE(text.empty()) << path << " not readable from the test";
     n_files++;
     std::istringstream lines(text);
     std::string line;
     for (int no = 1; std::getline(lines, line); no++)
-      if (std::regex_search(line, dispatch)) found.push_back(path + ":" + std::to_string(no) + ": " + line);
+      if (std::regex_search(line, dispatch))
+        found.push_back(path + ":" + std::to_string(no) + ": " + line);
   }
   EXPECT_GT(n_files, 50) << "the source list looks truncated";
   for (const std::string &f : found)
@@ -222,9 +228,10 @@ TEST(OpTables, ThePatternCatchesDispatch) {
   for (const char *bad : {"switch (n->op) {", "  case GCC_OP_RELU:", "if (op == GCC_OP_GEMM)",
                           "x = n->op != GCC_OP_ADD;", "if (GCC_OP_CONV == op)"})
     EXPECT_TRUE(std::regex_search(std::string(bad), dispatch)) << bad;
-  for (const char *ok : {"int n = gcc_build_op(b, GCC_OP_RELU, \"r\", \"y\", &x, 1);",
-                         "_Static_assert(GCC_OP_COUNT == 26, \"\");", "if (op < 0 || op >= GCC_OP_COUNT)"})
+  for (const char *ok :
+       {"int n = gcc_build_op(b, GCC_OP_RELU, \"r\", \"y\", &x, 1);",
+        "_Static_assert(GCC_OP_COUNT == 26, \"\");", "if (op < 0 || op >= GCC_OP_COUNT)"})
     EXPECT_FALSE(std::regex_search(std::string(ok), dispatch)) << ok;
 }
 
-}  // namespace
+} // namespace

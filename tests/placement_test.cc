@@ -35,7 +35,7 @@
 #include "runtime/placement_report.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -62,7 +62,8 @@ std::string Dev(int id) {
 
 int NodeIndex(const gcc_graph *g, const std::string &name) {
   for (int i = 0; i < g->n_nodes; i++)
-    if (name == g->nodes[i].name) return i;
+    if (name == g->nodes[i].name)
+      return i;
   return -1;
 }
 
@@ -92,12 +93,14 @@ int64_t Bytes(const gcc_value *v) {
 
 std::string ReadStream(FILE *f) {
   std::string s;
-  if (f == nullptr) return s;
+  if (f == nullptr)
+    return s;
   fflush(f);
   rewind(f);
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    s.append(buf, n);
   return s;
 }
 
@@ -138,7 +141,8 @@ std::unique_ptr<Compiled> Compile(const gcc_graph *model, gcc_options o) {
   c->opt = o;
   c->status = gcc_compile_graph(model, &o, &c->g, &c->mem, &c->diag);
   c->warnings = ReadStream(warn);
-  if (warn != nullptr) fclose(warn);
+  if (warn != nullptr)
+    fclose(warn);
   return c;
 }
 
@@ -153,11 +157,12 @@ struct CopyInfo {
 std::map<std::string, CopyInfo> Copies(const gcc_graph *g) {
   std::map<std::string, CopyInfo> m;
   for (int i = 0; i < g->n_nodes; i++) {
-    if (!IsCopy(g, i)) continue;
+    if (!IsCopy(g, i))
+      continue;
     const gcc_value *src = &g->values[g->nodes[i].inputs[0]];
     CopyInfo c{src->name, src->device, g->nodes[i].device, Bytes(src), CopyOnce(g, i)};
-    EXPECT_TRUE(m.emplace(g->nodes[i].name, c).second) << "two copy nodes named "
-                                                        << g->nodes[i].name;
+    EXPECT_TRUE(m.emplace(g->nodes[i].name, c).second)
+        << "two copy nodes named " << g->nodes[i].name;
   }
   return m;
 }
@@ -165,7 +170,8 @@ std::map<std::string, CopyInfo> Copies(const gcc_graph *g) {
 std::map<std::string, CopyInfo> PerStepCopies(const gcc_graph *g) {
   std::map<std::string, CopyInfo> m;
   for (auto &kv : Copies(g))
-    if (!kv.second.once) m.insert(kv);
+    if (!kv.second.once)
+      m.insert(kv);
   return m;
 }
 
@@ -201,13 +207,15 @@ void CheckCopyInvariants(const gcc_graph *g) {
     }
     for (int k = 0; k < n->n_inputs; k++) {
       int v = n->inputs[k];
-      if (v < 0) continue;
+      if (v < 0)
+        continue;
       EXPECT_EQ(g->values[v].device, n->device)
-          << "edge " << g->values[v].name << " (" << Dev(g->values[v].device) << ") -> "
-          << n->name << " (" << Dev(n->device) << ") crosses devices without a copy";
+          << "edge " << g->values[v].name << " (" << Dev(g->values[v].device) << ") -> " << n->name
+          << " (" << Dev(n->device) << ") crosses devices without a copy";
     }
   }
-  for (int v = 0; v < g->n_values; v++) EXPECT_GE(g->values[v].device, 0) << g->values[v].name;
+  for (int v = 0; v < g->n_values; v++)
+    EXPECT_GE(g->values[v].device, 0) << g->values[v].name;
 }
 
 // Copy insertion and autodiff add values with the shape of an existing one
@@ -224,15 +232,14 @@ TEST(Placement, AddValueWithTheShapeOfAnotherAcrossGrowth) {
   s.dims[1] = 3;
   s.dims[2] = 5;
   int v0;
-  ASSERT_EQ(gcc_graph_add_value(g.get(), "v0", GCC_DT_FLOAT32, &s, GCC_VALUE_ACTIVATION, nullptr,
-                                0, &v0, &d),
+  ASSERT_EQ(gcc_graph_add_value(g.get(), "v0", GCC_DT_FLOAT32, &s, GCC_VALUE_ACTIVATION, nullptr, 0,
+                                &v0, &d),
             GCC_OK);
   for (int i = 1; i < 300; i++) {
     int v;
     std::string name = "v" + std::to_string(i);
-    ASSERT_EQ(gcc_graph_add_value(g.get(), name.c_str(), GCC_DT_FLOAT32,
-                                  &g->values[i - 1].shape, GCC_VALUE_ACTIVATION, nullptr, 0, &v,
-                                  &d),
+    ASSERT_EQ(gcc_graph_add_value(g.get(), name.c_str(), GCC_DT_FLOAT32, &g->values[i - 1].shape,
+                                  GCC_VALUE_ACTIVATION, nullptr, 0, &v, &d),
               GCC_OK)
         << d.msg;
     ASSERT_TRUE(gcc_shape_equal(&g->values[v].shape, &s)) << name;
@@ -266,7 +273,8 @@ TEST(Placement, MlpOnCpuHasNoCopies) {
       }
     }
     EXPECT_EQ(optimizers, 10);
-    for (int v = 0; v < g->n_values; v++) EXPECT_EQ(g->values[v].device, kCpu) << g->values[v].name;
+    for (int v = 0; v < g->n_values; v++)
+      EXPECT_EQ(g->values[v].device, kCpu) << g->values[v].name;
     EXPECT_EQ(c->warnings, "");
     EXPECT_EQ(c->mem.n_devices, 1);
     EXPECT_GT(c->mem.arena_bytes, 0u);
@@ -298,7 +306,8 @@ TEST(Placement, MlpOnCudaCopiesOnlyTheBatchAndTheLoss) {
     int optimizers = 0;
     for (int i = 0; i < g->n_nodes; i++) {
       const gcc_node *n = &g->nodes[i];
-      if (IsCopy(g, i)) continue;
+      if (IsCopy(g, i))
+        continue;
       EXPECT_EQ(n->device, kCuda0) << n->name;
       if (IsOptimizer(g, i)) {
         optimizers++;
@@ -310,7 +319,8 @@ TEST(Placement, MlpOnCudaCopiesOnlyTheBatchAndTheLoss) {
         int states = 0;
         for (int k = 1; k < n->n_inputs; k++) {
           int v = n->inputs[k];
-          if (v < 0) continue;
+          if (v < 0)
+            continue;
           const gcc_value *val = &g->values[v];
           EXPECT_EQ(val->device, kCuda0) << n->name << " reads " << val->name;
           if (val->kind == GCC_VALUE_OPT_STATE) {
@@ -331,7 +341,8 @@ TEST(Placement, MlpOnCudaCopiesOnlyTheBatchAndTheLoss) {
     int params = 0;
     for (int v = 0; v < g->n_values; v++) {
       const gcc_value *val = &g->values[v];
-      if (val->kind == GCC_VALUE_PARAM) params++;
+      if (val->kind == GCC_VALUE_PARAM)
+        params++;
       if (val->kind == GCC_VALUE_PARAM || val->kind == GCC_VALUE_GRAD ||
           val->kind == GCC_VALUE_OPT_STATE) {
         EXPECT_EQ(val->device, kCuda0) << val->name;
@@ -369,9 +380,9 @@ TEST(Placement, MlpOnCudaCopiesOnlyTheBatchAndTheLoss) {
     gcc_diag d = {};
     ASSERT_EQ(gcc_device_info_from_arch("sm_90", 0, &devs[1], &d), GCC_OK) << d.msg;
     char *json = nullptr;
-    ASSERT_EQ(gcc_placement_report_string(g, &c->mem, devs, 2, o.mode, 64, GCC_DUMP_JSON, &json,
-                                          &d),
-              GCC_OK)
+    ASSERT_EQ(
+        gcc_placement_report_string(g, &c->mem, devs, 2, o.mode, 64, GCC_DUMP_JSON, &json, &d),
+        GCC_OK)
         << d.msg;
     json_error_t err;
     json_t *r = json_loads(json, 0, &err);
@@ -390,8 +401,7 @@ TEST(Placement, MlpOnCudaCopiesOnlyTheBatchAndTheLoss) {
         EXPECT_STREQ(json_string_value(json_object_get(cj, "from")), "cpu");
         EXPECT_STREQ(json_string_value(json_object_get(cj, "to")), "cuda:0");
         EXPECT_STREQ(json_string_value(json_object_get(cj, "kind")), "H2D");
-        EXPECT_EQ(json_integer_value(json_object_get(cj, "bytes")), Bytes(&g->values[v]))
-            << value;
+        EXPECT_EQ(json_integer_value(json_object_get(cj, "bytes")), Bytes(&g->values[v])) << value;
         if (g->values[v].kind == GCC_VALUE_PARAM)
           param_uploads++;
         else
@@ -480,7 +490,8 @@ TEST(Placement, SoftPlacementMovesReluToCpuWithCopiesAround) {
   int relus = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (IsCopy(g, i)) continue;
+    if (IsCopy(g, i))
+      continue;
     if (n->op != GCC_OP_RELU) {
       EXPECT_EQ(n->device, kCuda0) << n->name;
       continue;
@@ -504,8 +515,7 @@ TEST(Placement, SoftPlacementMovesReluToCpuWithCopiesAround) {
     EXPECT_EQ(step[up].from, kCpu);
     EXPECT_EQ(step[up].to, kCuda0);
     EXPECT_EQ(step[up].bytes, Bytes(&g->values[n->outputs[0]]));
-    EXPECT_NE(c->warnings.find("'" + std::string(n->name) + "'"), std::string::npos)
-        << c->warnings;
+    EXPECT_NE(c->warnings.find("'" + std::string(n->name) + "'"), std::string::npos) << c->warnings;
   }
   EXPECT_EQ(relus, 4);
   // image, label, loss, and two per Relu
@@ -555,7 +565,8 @@ TEST(Placement, PinToMissingCudaDeviceIsAnError) {
     EXPECT_EQ(g->nodes[i].device, cuda3) << name;
     EXPECT_EQ(g->nodes[i].reason, GCC_PLACED_PINNED) << name;
   }
-  for (const char *name : {"fc2.weight", "fc2.bias", "fc2.weight.grad", "fc2.weight.momentum_buffer"}) {
+  for (const char *name :
+       {"fc2.weight", "fc2.bias", "fc2.weight.grad", "fc2.weight.momentum_buffer"}) {
     int v = gcc_graph_find(g, name);
     ASSERT_GE(v, 0) << name;
     EXPECT_EQ(g->values[v].device, cuda3) << name;
@@ -569,8 +580,8 @@ TEST(Placement, PinToMissingCudaDeviceIsAnError) {
 
 TEST(Placement, BadPinStringsAreRejected) {
   // by the loader, naming the node and the string
-  for (const char *bad : {"gpu0", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", "CPU", "cuda:12345",
-                          "cuda0", " cpu"}) {
+  for (const char *bad :
+       {"gpu0", "cuda:", "cuda:x", "cuda:-1", "cuda:1a", "CPU", "cuda:12345", "cuda0", " cpu"}) {
     SCOPED_TRACE(bad);
     GraphPtr m = Mlp();
     ASSERT_NE(m, nullptr);
@@ -626,21 +637,24 @@ struct TextReport {
     long long nodes = -1, launches = -1, persistent = -1, arena = -1;
   };
   std::map<std::string, Device> devices;
-  std::vector<std::vector<std::string>> nodes;  // name, op, device
+  std::vector<std::vector<std::string>> nodes; // name, op, device
   long long copies_per_step = -1, bytes_per_step = -1, copies_once = -1, bytes_once = -1;
   long long launches = -1;
-  std::vector<std::vector<std::string>> copies;  // value from -> to kind bytes when...
+  std::vector<std::vector<std::string>> copies; // value from -> to kind bytes when...
 };
 
 std::vector<std::string> Split(const std::string &line) {
   std::istringstream in(line);
   std::vector<std::string> t;
   std::string w;
-  while (in >> w) t.push_back(w);
+  while (in >> w)
+    t.push_back(w);
   return t;
 }
 
-bool StartsWith(const std::string &s, const std::string &p) { return s.compare(0, p.size(), p) == 0; }
+bool StartsWith(const std::string &s, const std::string &p) {
+  return s.compare(0, p.size(), p) == 0;
+}
 
 TextReport ParseText(const std::string &text) {
   TextReport r;
@@ -671,7 +685,8 @@ TextReport ParseText(const std::string &text) {
     if (StartsWith(line, "launches per step")) {
       const char *colon = strrchr(line.c_str(), ':');
       EXPECT_NE(colon, nullptr) << line;
-      if (colon != nullptr) r.launches = atoll(colon + 1);
+      if (colon != nullptr)
+        r.launches = atoll(colon + 1);
       continue;
     }
     if (section == "devices") {
@@ -695,7 +710,8 @@ TextReport ParseText(const std::string &text) {
       }
       auto t = Split(line);
       EXPECT_GE(t.size(), 3u) << line;
-      if (t.size() >= 3) r.nodes.push_back({t[0], t[1], t[2]});
+      if (t.size() >= 3)
+        r.nodes.push_back({t[0], t[1], t[2]});
     } else if (section == "copies") {
       if (header) {
         header = false;
@@ -754,8 +770,10 @@ void CheckReport(const Compiled &c) {
   std::vector<char> ref(static_cast<size_t>(g->n_values), 0);
   for (int i = 0; i < g->n_nodes; i++) {
     for (int k = 0; k < g->nodes[i].n_inputs; k++)
-      if (g->nodes[i].inputs[k] >= 0) ref[g->nodes[i].inputs[k]] = 1;
-    for (int k = 0; k < g->nodes[i].n_outputs; k++) ref[g->nodes[i].outputs[k]] = 1;
+      if (g->nodes[i].inputs[k] >= 0)
+        ref[g->nodes[i].inputs[k]] = 1;
+    for (int k = 0; k < g->nodes[i].n_outputs; k++)
+      ref[g->nodes[i].outputs[k]] = 1;
   }
   std::map<std::string, long long> nodes_on, launches_on, persistent_on;
   long long copies_step = 0, bytes_step = 0, copies_once = 0, bytes_once = 0, launches = 0;
@@ -778,13 +796,15 @@ void CheckReport(const Compiled &c) {
     }
   }
   for (int k = 0; k < g->n_groups; k++) {
-    if (g->groups[k].kind == GCC_GROUP_COPY) continue;
+    if (g->groups[k].kind == GCC_GROUP_COPY)
+      continue;
     launches_on[Dev(g->groups[k].device)]++;
     launches++;
   }
   for (int v = 0; v < g->n_values; v++) {
     const gcc_value *val = &g->values[v];
-    if (!ref[v]) continue;
+    if (!ref[v])
+      continue;
     if (val->kind == GCC_VALUE_PARAM || val->kind == GCC_VALUE_GRAD ||
         val->kind == GCC_VALUE_OPT_STATE)
       persistent_on[Dev(val->device)] += Bytes(val);
@@ -835,7 +855,8 @@ void CheckReport(const Compiled &c) {
     EXPECT_EQ(t.devices[id].arena, arena);
   }
   EXPECT_EQ(t.devices.size(), listed.size());
-  for (auto &kv : nodes_on) EXPECT_TRUE(listed.count(kv.first)) << kv.first << " not listed";
+  for (auto &kv : nodes_on)
+    EXPECT_TRUE(listed.count(kv.first)) << kv.first << " not listed";
 
   // nodes: JSON == graph == text, in order
   const json_t *nodes = json_object_get(r, "nodes");
@@ -886,15 +907,18 @@ void CheckReport(const Compiled &c) {
   while (std::getline(in, line)) {
     int a, b;
     char q;
-    if (sscanf(line.c_str(), "  \"n%d\" [label=%c", &a, &q) == 2) stmts[a]++;
+    if (sscanf(line.c_str(), "  \"n%d\" [label=%c", &a, &q) == 2)
+      stmts[a]++;
     if (sscanf(line.c_str(), "  \"n%d\" -> \"n%d\"", &a, &b) == 2 ||
         sscanf(line.c_str(), "  \"v%d\" -> \"n%d\"", &a, &b) == 2)
       edges++;
   }
   EXPECT_EQ(stmts.size(), static_cast<size_t>(g->n_nodes));
-  for (int k = 0; k < g->n_nodes; k++) EXPECT_EQ(stmts[k], 1) << "DOT statements of node " << k;
   for (int k = 0; k < g->n_nodes; k++)
-    for (int j = 0; j < g->nodes[k].n_inputs; j++) expected_edges += g->nodes[k].inputs[j] >= 0;
+    EXPECT_EQ(stmts[k], 1) << "DOT statements of node " << k;
+  for (int k = 0; k < g->n_nodes; k++)
+    for (int j = 0; j < g->nodes[k].n_inputs; j++)
+      expected_edges += g->nodes[k].inputs[j] >= 0;
   EXPECT_EQ(edges, expected_edges);
   EXPECT_EQ(dot_s.substr(dot_s.size() - 2), "}\n");
 }
@@ -922,9 +946,11 @@ TEST(PlacementReport, RenderingsAgreeWithTheGraph) {
     SCOPED_TRACE(k.what);
     GraphPtr model = Mlp();
     ASSERT_NE(model, nullptr);
-    if (k.pin_node != nullptr) Pin(model.get(), k.pin_node, k.pin);
+    if (k.pin_node != nullptr)
+      Pin(model.get(), k.pin_node, k.pin);
     gcc_options o = Options(model.get(), k.device, k.mode);
-    if (k.soft) o.cuda_disabled = disabled;
+    if (k.soft)
+      o.cuda_disabled = disabled;
     auto c = Compile(model.get(), o);
     ASSERT_EQ(c->status, GCC_OK) << c->diag.msg;
     CheckCopyInvariants(c->g);
@@ -958,7 +984,8 @@ TEST(PlacementReport, FormatNames) {
 
 std::string Slurp(const std::string &path) {
   FILE *f = fopen(path.c_str(), "rb");
-  if (f == nullptr) return "";
+  if (f == nullptr)
+    return "";
   std::string s = ReadStream(f);
   fclose(f);
   return s;
@@ -977,25 +1004,30 @@ CliRun Cli(const std::vector<std::string> &args) {
   if (pid == 0) {
     int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0) _exit(127);
+    if (fo < 0 || fe < 0)
+      _exit(127);
     dup2(fo, 1);
     dup2(fe, 2);
     std::vector<char *> argv;
     argv.push_back(const_cast<char *>(bin.c_str()));
-    for (const auto &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    for (const auto &a : args)
+      argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
     unsetenv("BUILD_WORKING_DIRECTORY");
     execv(bin.c_str(), argv.data());
     _exit(127);
   }
   int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.rc = WEXITSTATUS(status);
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+    r.rc = WEXITSTATUS(status);
   r.out = Slurp(out);
   r.err = Slurp(err);
   return r;
 }
 
-bool Contains(const std::string &s, const std::string &w) { return s.find(w) != std::string::npos; }
+bool Contains(const std::string &s, const std::string &w) {
+  return s.find(w) != std::string::npos;
+}
 
 TEST(PlacementCli, DumpPlacementFormats) {
   std::string model = Runfile("models/mnist_mlp.pb");
@@ -1061,11 +1093,12 @@ TEST(PlacementCli, CnnConvolutionsGoToCudaThroughCudnn) {
             << json_string_value(json_object_get(nj, "name"));
       }
     }
-    EXPECT_EQ(cudnn_nodes, 4 + 7);  // conv1, pool1, conv2, pool2 and their 7 gradients
+    EXPECT_EQ(cudnn_nodes, 4 + 7); // conv1, pool1, conv2, pool2 and their 7 gradients
     int cudnn_groups = 0;
     json_t *gj;
     json_array_foreach(json_object_get(r, "groups"), i, gj) {
-      if (std::string(json_string_value(json_object_get(gj, "kind"))) != "cudnn") continue;
+      if (std::string(json_string_value(json_object_get(gj, "kind"))) != "cudnn")
+        continue;
       cudnn_groups++;
       const char *call = json_string_value(json_object_get(gj, "call"));
       ASSERT_NE(call, nullptr);
@@ -1076,7 +1109,7 @@ TEST(PlacementCli, CnnConvolutionsGoToCudaThroughCudnn) {
     CliRun text = Cli({model, "--device", "cuda", "--dump-placement"});
     ASSERT_EQ(text.rc, 0) << text.err;
     EXPECT_TRUE(Contains(text.out, "cudnnConvolutionBackwardData")) << text.out;
-    EXPECT_FALSE(Contains(text.out, "soft placement")) << text.out;  // no CPU fallback
+    EXPECT_FALSE(Contains(text.out, "soft placement")) << text.out; // no CPU fallback
   }
 }
 
@@ -1087,7 +1120,8 @@ TEST(PlacementCli, DumpPlacementFileAndCudaArch) {
 
   std::string file = TmpPath("placement.json");
   unlink(file.c_str());
-  CliRun f = Cli({model, "--device", "cuda", "--dump-placement=json", "--dump-placement-file", file});
+  CliRun f =
+      Cli({model, "--device", "cuda", "--dump-placement=json", "--dump-placement-file", file});
   ASSERT_EQ(f.rc, 0) << f.err;
   EXPECT_EQ(f.out, "");
   std::string written = Slurp(file);
@@ -1117,4 +1151,4 @@ TEST(PlacementCli, DumpPlacementFileAndCudaArch) {
   EXPECT_EQ(a70.out, "");
 }
 
-}  // namespace
+} // namespace

@@ -40,7 +40,7 @@
 #include "runtime/trainer.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -52,7 +52,9 @@ struct Ev {
   double flops = 0;
 };
 
-int64_t Ns(json_t *v) { return static_cast<int64_t>(std::llround(json_number_value(v) * 1000)); }
+int64_t Ns(json_t *v) {
+  return static_cast<int64_t>(std::llround(json_number_value(v) * 1000));
+}
 
 // Parses the trace; on a structural error fails the test and returns false.
 bool ParseTrace(const std::string &path, std::vector<Ev> *evs, std::map<int, std::string> *threads,
@@ -60,7 +62,8 @@ bool ParseTrace(const std::string &path, std::vector<Ev> *evs, std::map<int, std
   json_error_t err;
   json_t *root = json_load_file(path.c_str(), 0, &err);
   EXPECT_NE(root, nullptr) << path << ":" << err.line << ": " << err.text;
-  if (root == nullptr) return false;
+  if (root == nullptr)
+    return false;
   json_t *arr = json_object_get(root, "traceEvents");
   EXPECT_TRUE(json_is_array(arr));
   json_t *other = json_object_get(root, "otherData");
@@ -72,7 +75,8 @@ bool ParseTrace(const std::string &path, std::vector<Ev> *evs, std::map<int, std
   json_array_foreach(arr, i, e) {
     const char *ph = json_string_value(json_object_get(e, "ph"));
     EXPECT_NE(ph, nullptr);
-    if (ph == nullptr) continue;
+    if (ph == nullptr)
+      continue;
     EXPECT_TRUE(json_is_integer(json_object_get(e, "pid")));
     EXPECT_TRUE(json_is_integer(json_object_get(e, "tid")));
     int tid = static_cast<int>(json_integer_value(json_object_get(e, "tid")));
@@ -93,11 +97,15 @@ bool ParseTrace(const std::string &path, std::vector<Ev> *evs, std::map<int, std
     EXPECT_TRUE(json_is_number(json_object_get(e, "dur")));
     ev.ts = Ns(json_object_get(e, "ts"));
     ev.dur = Ns(json_object_get(e, "dur"));
-    if (json_t *op = json_object_get(args, "op")) ev.op = json_string_value(op);
-    if (json_t *pl = json_object_get(args, "plan")) ev.plan = json_string_value(pl);
-    if (json_t *f = json_object_get(args, "flops")) ev.flops = json_number_value(f);
+    if (json_t *op = json_object_get(args, "op"))
+      ev.op = json_string_value(op);
+    if (json_t *pl = json_object_get(args, "plan"))
+      ev.plan = json_string_value(pl);
+    if (json_t *f = json_object_get(args, "flops"))
+      ev.flops = json_number_value(f);
     for (const char *k : {"step", "batch", "index"})
-      if (json_t *x = json_object_get(args, k)) ev.index = json_integer_value(x);
+      if (json_t *x = json_object_get(args, k))
+        ev.index = json_integer_value(x);
     if (ev.cat == "op" || ev.cat == "copy") {
       EXPECT_TRUE(json_is_array(json_object_get(args, "inputs"))) << ev.name;
       EXPECT_TRUE(json_is_array(json_object_get(args, "outputs"))) << ev.name;
@@ -116,14 +124,15 @@ std::vector<std::string> PlanSteps(gcc_plan *p) {
   const gcc_graph *g = gcc_plan_graph(p);
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_op_desc *op = gcc_op(g->nodes[i].op);
-    if (op->flags & GCC_OPF_ALIAS) continue;
+    if (op->flags & GCC_OPF_ALIAS)
+      continue;
     names.push_back(std::string(g->nodes[i].name) + " (" + op->name + ")");
   }
   return names;
 }
 
 class ProfileTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     data_ = Runfile("data/mnist");
     ASSERT_FALSE(data_.empty()) << "data/mnist not in the runfiles";
@@ -189,8 +198,10 @@ TEST_F(ProfileTest, TraceHasEveryNodeOfEveryStepInOrder) {
   EXPECT_EQ(dropped, 0);
   int main_tid = -1, loader_tid = -1;
   for (auto &t : threads) {
-    if (t.second == "main") main_tid = t.first;
-    if (t.second == "data loader (train)") loader_tid = t.first;
+    if (t.second == "main")
+      main_tid = t.first;
+    if (t.second == "data loader (train)")
+      loader_tid = t.first;
   }
   ASSERT_GE(main_tid, 0);
   ASSERT_GE(loader_tid, 0);
@@ -209,7 +220,8 @@ TEST_F(ProfileTest, TraceHasEveryNodeOfEveryStepInOrder) {
   // op events of the main thread, in time order: never overlapping
   std::vector<Ev> ops;
   for (const Ev &e : evs)
-    if ((e.cat == "op" || e.cat == "copy") && e.tid == main_tid) ops.push_back(e);
+    if ((e.cat == "op" || e.cat == "copy") && e.tid == main_tid)
+      ops.push_back(e);
   std::sort(ops.begin(), ops.end(), [](const Ev &a, const Ev &b) { return a.ts < b.ts; });
   for (size_t i = 1; i < ops.size(); i++)
     EXPECT_LE(ops[i - 1].ts + ops[i - 1].dur, ops[i].ts)
@@ -251,10 +263,11 @@ TEST_F(ProfileTest, TraceHasEveryNodeOfEveryStepInOrder) {
     }
   }
   EXPECT_EQ(steps, kSteps);
-  EXPECT_EQ(eval_batches, 4);  // 10000 test images / 2500
+  EXPECT_EQ(eval_batches, 4); // 10000 test images / 2500
   EXPECT_GT(library_named, 0) << "the MLP's Gemm nodes run on oneDNN and say so";
   std::sort(step_index.begin(), step_index.end());
-  for (int64_t i = 0; i < kSteps; i++) EXPECT_EQ(step_index[static_cast<size_t>(i)], i);
+  for (int64_t i = 0; i < kSteps; i++)
+    EXPECT_EQ(step_index[static_cast<size_t>(i)], i);
   // all op events belong to a step or an evaluation batch
   EXPECT_EQ(ops.size(), kSteps * want_train.size() + 4 * want_eval.size());
 
@@ -263,13 +276,16 @@ TEST_F(ProfileTest, TraceHasEveryNodeOfEveryStepInOrder) {
   std::vector<Ev> fills;
   int waits_train = 0, waits_eval = 0, epochs = 0, evaluates = 0, compiles = 0;
   for (const Ev &e : evs) {
-    if (e.cat == "loader" && e.tid == loader_tid) fills.push_back(e);
+    if (e.cat == "loader" && e.tid == loader_tid)
+      fills.push_back(e);
     if (e.cat == "wait") {
       EXPECT_EQ(e.tid, main_tid);
       (e.name == "wait for batch (train)" ? waits_train : waits_eval)++;
     }
-    if (e.cat == "phase") (e.name == "epoch" ? epochs : evaluates)++;
-    if (e.cat == "compile") compiles++;
+    if (e.cat == "phase")
+      (e.name == "epoch" ? epochs : evaluates)++;
+    if (e.cat == "compile")
+      compiles++;
   }
   ASSERT_GE(fills.size(), static_cast<size_t>(kSteps));
   for (size_t i = 0; i < fills.size(); i++) {
@@ -283,7 +299,7 @@ TEST_F(ProfileTest, TraceHasEveryNodeOfEveryStepInOrder) {
   EXPECT_EQ(waits_eval, 4);
   EXPECT_EQ(epochs, 1);
   EXPECT_EQ(evaluates, 1);
-  EXPECT_EQ(compiles, 2);  // train b64, eval b2500
+  EXPECT_EQ(compiles, 2); // train b64, eval b2500
 
   // the table's figures are sums over the trace
   gcc_prof_summary sum;
@@ -309,15 +325,17 @@ TEST_F(ProfileTest, TraceHasEveryNodeOfEveryStepInOrder) {
     if (i > 0 && strcmp(sum.rows[i - 1].mode, row.mode) == 0) {
       EXPECT_GE(sum.rows[i - 1].total_ns, row.total_ns) << "rows sorted by time";
     }
-    if (strcmp(row.mode, "train") == 0) train_op_ns += row.total_ns;
+    if (strcmp(row.mode, "train") == 0)
+      train_op_ns += row.total_ns;
   }
   int64_t step_ns = 0;
   for (const Ev &e : evs)
-    if (e.cat == "step") step_ns += e.dur;
+    if (e.cat == "step")
+      step_ns += e.dur;
   EXPECT_EQ(sum.count[GCC_PROF_STEP], kSteps);
   EXPECT_EQ(sum.total_ns[GCC_PROF_STEP], step_ns);
   EXPECT_LE(train_op_ns, step_ns) << "ops run inside their steps";
-  EXPECT_GE(sum.count[GCC_PROF_LOADER], static_cast<int64_t>(fills.size()));  // + test loader
+  EXPECT_GE(sum.count[GCC_PROF_LOADER], static_cast<int64_t>(fills.size())); // + test loader
   EXPECT_EQ(sum.count[GCC_PROF_WAIT], kSteps + 4);
   EXPECT_EQ(sum.events, static_cast<int64_t>(evs.size()));
   // the Gemm GFLOP/s: 2 m n k per forward GEMM, known for every Gemm
@@ -335,7 +353,8 @@ TEST_F(ProfileTest, TraceHasEveryNodeOfEveryStepInOrder) {
   std::string table;
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, tf)) > 0) table.append(buf, n);
+  while ((n = fread(buf, 1, sizeof buf, tf)) > 0)
+    table.append(buf, n);
   fclose(tf);
   char line[160];
   snprintf(line, sizeof line, "| train | Gemm | %lld | %.3f |",
@@ -381,22 +400,25 @@ TEST_F(ProfileTest, NamesAreEscaped) {
   ASSERT_EQ(gcc_profiler_create(path.c_str(), &prof, &d), GCC_OK) << d.msg;
   gcc_prof_track *t = gcc_profiler_track(prof, "thread \"q\"\n");
   ASSERT_NE(t, nullptr);
-  const char *name = "a\"b\\c\td\x01" "e\xc3\xa9" "f\xff";
-  int site =
-      gcc_profiler_site(prof, GCC_PROF_PHASE, name, "Op\"x", "train b1", "\"k\":1", 10, 20);
+  const char *name = "a\"b\\c\td\x01"
+                     "e\xc3\xa9"
+                     "f\xff";
+  int site = gcc_profiler_site(prof, GCC_PROF_PHASE, name, "Op\"x", "train b1", "\"k\":1", 10, 20);
   ASSERT_GE(site, 0);
   int64_t t0 = gcc_prof_now();
   gcc_prof_record(t, site, t0, t0 + 1500, 3);
-  gcc_prof_record(t, site, t0 + 2000, t0 + 1000, 4);  // t1 < t0: recorded as 0 long
-  gcc_prof_record(nullptr, site, t0, t0, 0);           // no track: nothing
-  gcc_prof_record(t, -1, t0, t0, 0);                   // no site: nothing
+  gcc_prof_record(t, site, t0 + 2000, t0 + 1000, 4); // t1 < t0: recorded as 0 long
+  gcc_prof_record(nullptr, site, t0, t0, 0);         // no track: nothing
+  gcc_prof_record(t, -1, t0, t0, 0);                 // no site: nothing
   ASSERT_EQ(gcc_profiler_write(prof, &d), GCC_OK) << d.msg;
   std::vector<Ev> evs;
   std::map<int, std::string> threads;
   json_int_t dropped = -1;
   ASSERT_TRUE(ParseTrace(path, &evs, &threads, &dropped));
   ASSERT_EQ(evs.size(), 2u);
-  EXPECT_EQ(evs[0].name, "a\"b\\c\td\x01" "e\xc3\xa9" "f\xef\xbf\xbd");
+  EXPECT_EQ(evs[0].name, "a\"b\\c\td\x01"
+                         "e\xc3\xa9"
+                         "f\xef\xbf\xbd");
   EXPECT_EQ(evs[0].op, "Op\"x");
   EXPECT_EQ(evs[0].dur, 1500);
   EXPECT_EQ(evs[0].index, 3);
@@ -416,8 +438,7 @@ TEST(ProfilerCreate, BadPathsFailBeforeAnythingRuns) {
   EXPECT_EQ(gcc_profiler_create(tmp.path().c_str(), &prof, &d), GCC_ERR_IO);
   EXPECT_NE(strstr(d.msg, "is a directory"), nullptr) << d.msg;
   EXPECT_EQ(gcc_profiler_create("", &prof, &d), GCC_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(gcc_profiler_create(tmp.file("t.json").c_str(), nullptr, &d),
-            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gcc_profiler_create(tmp.file("t.json").c_str(), nullptr, &d), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(ListDir(tmp.path()).empty()) << "the probe file was left behind";
 }
 
@@ -446,7 +467,8 @@ TEST(ProfileLoader, SynchronousLoaderRecordsItsBatches) {
   ASSERT_EQ(gcc_dataloader_start_epoch(dl, 0, &d), GCC_OK);
   gcc_batch b;
   int has = 1, n = 0;
-  while (gcc_dataloader_next(dl, &b, &has, &d) == GCC_OK && has) n++;
+  while (gcc_dataloader_next(dl, &b, &has, &d) == GCC_OK && has)
+    n++;
   EXPECT_EQ(n, 3);
   gcc_dataloader_destroy(dl);
   gcc_prof_summary sum;
@@ -473,10 +495,12 @@ Result RunCli(const std::vector<std::string> &args,
     return r;
   }
   int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return r;
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0)
+    return r;
   std::vector<char *> argv;
   argv.push_back(const_cast<char *>(bin.c_str()));
-  for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
@@ -501,14 +525,17 @@ Result RunCli(const std::vector<std::string> &args,
       kill(pid, SIGKILL);
       break;
     }
-    if (poll(fds, 2, 200) < 0 && errno != EINTR) break;
+    if (poll(fds, 2, 200) < 0 && errno != EINTR)
+      break;
     for (int i = 0; i < 2; i++) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
       char buf[65536];
       ssize_t got = read(fds[i].fd, buf, sizeof buf);
       if (got > 0) {
         (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(got));
-        if (i == 0 && on_stdout) on_stdout(pid, r.out);
+        if (i == 0 && on_stdout)
+          on_stdout(pid, r.out);
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
         close(fds[i].fd);
         fds[i].fd = -1;
@@ -517,11 +544,13 @@ Result RunCli(const std::vector<std::string> &args,
     }
   }
   for (struct pollfd &p : fds)
-    if (p.fd >= 0) close(p.fd);
+    if (p.fd >= 0)
+      close(p.fd);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  if (WIFEXITED(st))
+    r.exit_code = WEXITSTATUS(st);
   return r;
 }
 
@@ -536,7 +565,7 @@ bool Has(const std::string &s, const std::string &needle) {
 }
 
 class ProfileCliTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     mnist_ = Runfile("models/mnist_mlp.pb");
     linear_ = Runfile("models/linear.pb");
@@ -552,8 +581,8 @@ class ProfileCliTest : public ::testing::Test {
 
 TEST_F(ProfileCliTest, UnwritablePathFailsBeforeTraining) {
   std::string model_out = tmp_.file("m.pb");
-  Result r = RunCli({linear_, "--device", "cpu", "--profile", "/nonexistent-dir/t.json",
-                     "--output", model_out});
+  Result r = RunCli(
+      {linear_, "--device", "cpu", "--profile", "/nonexistent-dir/t.json", "--output", model_out});
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, "--profile /nonexistent-dir/t.json")) << r;
   EXPECT_TRUE(Has(r.err, "No such file or directory")) << r;
@@ -572,8 +601,8 @@ TEST_F(ProfileCliTest, UnwritablePathFailsBeforeTraining) {
 
 TEST_F(ProfileCliTest, WritesTheTraceAndPrintsTheTable) {
   std::string trace = tmp_.file("linear.json");
-  Result r = RunCli({linear_, "--device", "cpu", "--epochs", "2", "--profile", trace,
-                     "--no-output", "--quiet"});
+  Result r = RunCli(
+      {linear_, "--device", "cpu", "--epochs", "2", "--profile", trace, "--no-output", "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.out, "| mode | op | calls | total ms | mean us | % of step time | GFLOP/s |"))
       << r;
@@ -584,7 +613,8 @@ TEST_F(ProfileCliTest, WritesTheTraceAndPrintsTheTable) {
   json_int_t dropped = -1;
   ASSERT_TRUE(ParseTrace(trace, &evs, &threads, &dropped));
   int steps = 0;
-  for (const Ev &e : evs) steps += e.cat == "step";
+  for (const Ev &e : evs)
+    steps += e.cat == "step";
   EXPECT_EQ(steps, 2 * 16) << "linear.pb: 256 samples, batch 16, 2 epochs";
   EXPECT_EQ(ListDir(tmp_.path()), std::vector<std::string>{"linear.json"});
 }
@@ -593,9 +623,8 @@ TEST_F(ProfileCliTest, WritesTheTraceAndPrintsTheTable) {
 TEST_F(ProfileCliTest, SigintWritesTheTraceOfTheStepsDone) {
   std::string trace = tmp_.file("int.json"), model_out = tmp_.file("m.pb");
   bool sent = false;
-  Result r = RunCli({mnist_, "--device", "cpu", "--data", data_, "--epochs", "1000",
-                     "--log-every", "20", "--threads", "1", "--output", model_out, "--profile",
-                     trace},
+  Result r = RunCli({mnist_, "--device", "cpu", "--data", data_, "--epochs", "1000", "--log-every",
+                     "20", "--threads", "1", "--output", model_out, "--profile", trace},
                     [&](pid_t pid, const std::string &so_far) {
                       if (!sent && Has(so_far, "[1,")) {
                         kill(pid, SIGINT);
@@ -611,9 +640,10 @@ TEST_F(ProfileCliTest, SigintWritesTheTraceOfTheStepsDone) {
   json_int_t dropped = -1;
   ASSERT_TRUE(ParseTrace(trace, &evs, &threads, &dropped));
   int steps = 0;
-  for (const Ev &e : evs) steps += e.cat == "step";
+  for (const Ev &e : evs)
+    steps += e.cat == "step";
   EXPECT_GE(steps, 20);
   EXPECT_EQ(ListDir(tmp_.path()), std::vector<std::string>{"int.json"});
 }
 
-}  // namespace
+} // namespace

@@ -39,7 +39,7 @@
 #include "tests/fixture.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test;  // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
@@ -54,7 +54,8 @@ constexpr int kSteps = 10;
   std::string path = FindRunfile("tests/fixtures/" + name, &looked);
   if (path.empty())
     return ::testing::AssertionFailure() << name << " not found; looked in: " << looked;
-  if (!Fixture::Load(path, fx, &err)) return ::testing::AssertionFailure() << err;
+  if (!Fixture::Load(path, fx, &err))
+    return ::testing::AssertionFailure() << err;
   return ::testing::AssertionSuccess();
 }
 
@@ -64,13 +65,14 @@ double RelErr(const float *got, const FixtureArray &ref, int64_t *where) {
   const float *b = ref.f32();
   int64_t n = ref.numel();
   double scale = 0;
-  for (int64_t i = 0; i < n; i++) scale = std::max(scale, std::fabs((double)b[i]));
+  for (int64_t i = 0; i < n; i++)
+    scale = std::max(scale, std::fabs((double)b[i]));
   double worst = 0;
   *where = 0;
   for (int64_t i = 0; i < n; i++) {
     double den = std::max({std::fabs((double)b[i]), scale, (double)FLT_MIN});
     double e = std::fabs((double)got[i] - (double)b[i]) / den;
-    if (!(e <= worst)) {  // NaN counts as the worst
+    if (!(e <= worst)) { // NaN counts as the worst
       worst = std::isnan(e) ? INFINITY : e;
       *where = i;
     }
@@ -89,9 +91,8 @@ double ExpectClose(const std::string &what, const float *got, int64_t numel,
   }
   int64_t i;
   double e = RelErr(got, ref, &i);
-  EXPECT_LE(e, kTol) << what << ": worst element " << i << " is " << got[i]
-                     << ", PyTorch has " << ref.f32()[i] << " (relative error " << e
-                     << ", tolerance " << kTol << ")";
+  EXPECT_LE(e, kTol) << what << ": worst element " << i << " is " << got[i] << ", PyTorch has "
+                     << ref.f32()[i] << " (relative error " << e << ", tolerance " << kTol << ")";
   return e;
 }
 
@@ -125,8 +126,8 @@ struct Report {
 // kSteps steps from the fixture's initial values with the model's own
 // optimizer and checks loss[k], step1.* and step10.*.
 void TrainAndCompare(const std::string &label, gcc_graph *g, const Fixture &fx,
-                     const std::vector<std::string> &params,
-                     const std::function<Batch(int)> &batch, Report *r) {
+                     const std::vector<std::string> &params, const std::function<Batch(int)> &batch,
+                     Report *r) {
   int n_params = 0;
   for (int v = 0; v < g->n_values; v++)
     if (g->values[v].kind == GCC_VALUE_PARAM) {
@@ -138,7 +139,8 @@ void TrainAndCompare(const std::string &label, gcc_graph *g, const Fixture &fx,
   EXPECT_EQ(n_params, (int)params.size());
   for (const std::string &p : params) {
     SetInit(g, fx, p);
-    if (::testing::Test::HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure())
+      return;
   }
   gcc_session_options so = {};
   so.threads = 1;
@@ -151,7 +153,8 @@ void TrainAndCompare(const std::string &label, gcc_graph *g, const Fixture &fx,
   for (int k = 0; k < kSteps; k++) {
     SCOPED_TRACE(label + ", step " + std::to_string(k + 1));
     Batch b = batch(k);
-    if (::testing::Test::HasFatalFailure()) break;
+    if (::testing::Test::HasFatalFailure())
+      break;
     float loss = NAN;
     gcc_status st = gcc_session_train_step(s, b.input, b.target, b.rows, &loss, &d);
     ASSERT_EQ(st, GCC_OK) << d.msg;
@@ -265,7 +268,8 @@ TEST(PytorchParityTest, MnistMlpSgdMomentum) {
 // or nullptr for none.
 gcc_graph *SmallMlp(const gcc_optimizer &opt, const float *class_weight) {
   gcc_builder *b = gcc_builder_new("small_mlp", 1);
-  if (b == nullptr) return nullptr;
+  if (b == nullptr)
+    return nullptr;
   int64_t xd[2] = {GCC_BATCH_DIM, 20}, yd[1] = {GCC_BATCH_DIM};
   int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
   int y = gcc_build_input(b, "y", GCC_DT_INT64, 1, yd);
@@ -298,8 +302,7 @@ gcc_graph *SmallMlp(const gcc_optimizer &opt, const float *class_weight) {
   return g;
 }
 
-const std::vector<std::string> kSmallParams = {"fc1.weight", "fc1.bias", "fc2.weight",
-                                               "fc2.bias"};
+const std::vector<std::string> kSmallParams = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
 
 TEST(PytorchParityTest, SmallMlpWeightedCrossEntropyAdam) {
   Fixture fx;
@@ -322,8 +325,12 @@ TEST(PytorchParityTest, SmallMlpWeightedCrossEntropyAdam) {
   ASSERT_GE(v, 0);
   EXPECT_EQ(g->values[v].kind, GCC_VALUE_CONST);
   Report r;
-  TrainAndCompare("mlp_small_adam", g, fx, kSmallParams,
-                  [&](int) { return Batch{x.f32(), y.i64(), 8}; }, &r);
+  TrainAndCompare(
+      "mlp_small_adam", g, fx, kSmallParams,
+      [&](int) {
+        return Batch{x.f32(), y.i64(), 8};
+      },
+      &r);
   // ... and are neither trained nor changed.
   ASSERT_EQ(g->values[v].data_bytes, cw.bytes.size());
   EXPECT_EQ(std::memcmp(g->values[v].data, cw.bytes.data(), cw.bytes.size()), 0);
@@ -346,8 +353,12 @@ TEST(PytorchParityTest, SmallMlpSgdNesterov) {
   gcc_graph *g = SmallMlp(opt, nullptr);
   ASSERT_NE(g, nullptr);
   Report r;
-  TrainAndCompare("mlp_small_sgd_nesterov", g, fx, kSmallParams,
-                  [&](int) { return Batch{x.f32(), y.i64(), 8}; }, &r);
+  TrainAndCompare(
+      "mlp_small_sgd_nesterov", g, fx, kSmallParams,
+      [&](int) {
+        return Batch{x.f32(), y.i64(), 8};
+      },
+      &r);
   gcc_graph_free(g);
 }
 
@@ -382,8 +393,12 @@ TEST(PytorchParityTest, LinearMseSgd) {
   gcc_diag d = {};
   ASSERT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
   Report r;
-  TrainAndCompare("linear_mse", g, fx, {"fc.weight", "fc.bias"},
-                  [&](int) { return Batch{x.f32(), target.f32(), 16}; }, &r);
+  TrainAndCompare(
+      "linear_mse", g, fx, {"fc.weight", "fc.bias"},
+      [&](int) {
+        return Batch{x.f32(), target.f32(), 16};
+      },
+      &r);
   gcc_graph_free(g);
 }
 
@@ -395,7 +410,8 @@ TEST(PytorchParityTest, LinearMseSgd) {
 // training.input: "x" is one that nothing reads.
 gcc_graph *CeGraph(const FixtureArray &logits, const float *class_weight) {
   gcc_builder *b = gcc_builder_new("ce_grad", 4);
-  if (b == nullptr) return nullptr;
+  if (b == nullptr)
+    return nullptr;
   int64_t xd[2] = {GCC_BATCH_DIM, 1}, yd[1] = {GCC_BATCH_DIM}, ld[2] = {7, 4}, cd[1] = {4};
   gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
   int y = gcc_build_input(b, "labels", GCC_DT_INT64, 1, yd);
@@ -403,14 +419,14 @@ gcc_graph *CeGraph(const FixtureArray &logits, const float *class_weight) {
   int cw = class_weight != nullptr
                ? gcc_build_const(b, "class_weight", GCC_DT_FLOAT32, 1, cd, class_weight)
                : -1;
-  int loss = gcc_build_cross_entropy(b, "loss", lg, y, cw);  // ignore_index -100, mean
+  int loss = gcc_build_cross_entropy(b, "loss", lg, y, cw); // ignore_index -100, mean
   gcc_build_output(b, loss);
   gcc_build_training_spec t = {};
   t.loss = "loss";
   t.input = "x";
   t.target = "labels";
   t.opt.kind = GCC_OPT_SGD;
-  t.opt.lr = 0.0f;  // the step must leave the logits as they are
+  t.opt.lr = 0.0f; // the step must leave the logits as they are
   t.batch_size = 7;
   t.epochs = 1;
   gcc_build_training(b, &t);
@@ -432,7 +448,8 @@ TEST(PytorchParityTest, CrossEntropyLossAndGradient) {
   ASSERT_EQ(labels.ShapeString(), "[7]");
   ASSERT_EQ(cw.ShapeString(), "[4]");
   int ignored = 0;
-  for (int64_t i = 0; i < 7; i++) ignored += labels.i64()[i] == -100;
+  for (int64_t i = 0; i < 7; i++)
+    ignored += labels.i64()[i] == -100;
   EXPECT_EQ(ignored, 2) << "the fixture should exercise ignore_index";
 
   struct Case {
@@ -470,8 +487,10 @@ TEST(PytorchParityTest, CrossEntropyLossAndGradient) {
     double ge = ExpectClose(c.dlogits, grad, numel, dl);
     // Ignored rows get exactly zero gradient, as in PyTorch.
     for (int64_t i = 0; i < 7; i++) {
-      if (labels.i64()[i] != -100) continue;
-      for (int64_t j = 0; j < 4; j++) EXPECT_EQ(grad[i * 4 + j], 0.0f) << i << "," << j;
+      if (labels.i64()[i] != -100)
+        continue;
+      for (int64_t j = 0; j < 4; j++)
+        EXPECT_EQ(grad[i * 4 + j], 0.0f) << i << "," << j;
     }
     // lr 0: the logits are unchanged.
     float *p = nullptr;
@@ -518,14 +537,13 @@ TEST(PytorchParityTest, TrainableClassWeightIsRejected) {
   gcc_session *s = nullptr;
   ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
   float loss_v = 0;
-  EXPECT_EQ(gcc_session_train_step(s, fx.Get("logits").f32(), fx.Get("labels").i64(), 7,
-                                    &loss_v, &d),
-            GCC_ERR_UNSUPPORTED);
+  EXPECT_EQ(
+      gcc_session_train_step(s, fx.Get("logits").f32(), fx.Get("labels").i64(), 7, &loss_v, &d),
+      GCC_ERR_UNSUPPORTED);
   EXPECT_NE(std::strstr(d.msg, "class_weight"), nullptr) << d.msg;
   gcc_session_destroy(s);
   gcc_graph_free(g);
 }
-
 
 // ---- the CIFAR-10 tutorial CNN: one and two SGD steps -------------------------
 
@@ -586,7 +604,8 @@ TEST(PytorchParityTest, CifarCnnOneStepLossGradientsAndUpdate) {
       params.push_back(std::string(layer) + "." + what);
   for (const std::string &p : params) {
     SetInit(g, fx, p);
-    if (HasFatalFailure()) return;
+    if (HasFatalFailure())
+      return;
   }
   gcc_session_options so = {};
   so.threads = 1;
@@ -618,8 +637,8 @@ TEST(PytorchParityTest, CifarCnnOneStepLossGradientsAndUpdate) {
       if (k == 0) {
         float *grad = nullptr;
         gcc_session_grad(s, name.c_str(), &grad, &numel, nullptr);
-        worst_grad = std::max(worst_grad, ExpectClose("grad of " + name, grad, numel,
-                                                      fx.Get("grad1." + name)));
+        worst_grad = std::max(worst_grad,
+                              ExpectClose("grad of " + name, grad, numel, fx.Get("grad1." + name)));
       }
       float *got = nullptr;
       gcc_session_param(s, name.c_str(), &got, &numel, nullptr);
@@ -636,4 +655,4 @@ TEST(PytorchParityTest, CifarCnnOneStepLossGradientsAndUpdate) {
   gcc_graph_free(g);
 }
 
-}  // namespace
+} // namespace

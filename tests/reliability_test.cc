@@ -36,14 +36,15 @@ using gcc_test::TempDir;
 using gcc_test::WriteText;
 
 struct Result {
-  int exit_code = -1;  // -1: killed by a signal (term_signal) or not run
+  int exit_code = -1; // -1: killed by a signal (term_signal) or not run
   int term_signal = 0;
   std::string out, err;
 };
 
 std::ostream &operator<<(std::ostream &os, const Result &r) {
   os << "exit " << r.exit_code;
-  if (r.term_signal) os << " (signal " << r.term_signal << ")";
+  if (r.term_signal)
+    os << " (signal " << r.term_signal << ")";
   return os << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err << "---";
 }
 
@@ -53,8 +54,8 @@ std::ostream &operator<<(std::ostream &os, const Result &r) {
 std::function<void()> g_child_setup;
 
 Result RunBin(const std::string &bin_rel, const std::vector<std::string> &args,
-           double timeout_s = 120, const std::string &marker = "",
-           const std::function<void(pid_t)> &during = nullptr) {
+              double timeout_s = 120, const std::string &marker = "",
+              const std::function<void(pid_t)> &during = nullptr) {
   Result r;
   std::string bin = Runfile(bin_rel);
   if (bin.empty()) {
@@ -62,10 +63,12 @@ Result RunBin(const std::string &bin_rel, const std::vector<std::string> &args,
     return r;
   }
   int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return r;
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0)
+    return r;
   std::vector<char *> argv;
   argv.push_back(const_cast<char *>(bin.c_str()));
-  for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
   argv.push_back(nullptr);
   double t0 = gcc_test::Now();
   pid_t pid = fork();
@@ -77,11 +80,13 @@ Result RunBin(const std::string &bin_rel, const std::vector<std::string> &args,
     close(err_pipe[0]);
     close(err_pipe[1]);
     int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
+    if (devnull >= 0)
+      dup2(devnull, 0);
     unsetenv("BUILD_WORKING_DIRECTORY");
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    if (g_child_setup) g_child_setup();
+    if (g_child_setup)
+      g_child_setup();
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -98,9 +103,11 @@ Result RunBin(const std::string &bin_rel, const std::vector<std::string> &args,
       break;
     }
     int n = poll(fds, 2, 200);
-    if (n < 0 && errno != EINTR) break;
+    if (n < 0 && errno != EINTR)
+      break;
     for (int i = 0; i < 2; i++) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
       char buf[65536];
       ssize_t got = read(fds[i].fd, buf, sizeof buf);
       if (got > 0) {
@@ -117,12 +124,15 @@ Result RunBin(const std::string &bin_rel, const std::vector<std::string> &args,
     }
   }
   for (struct pollfd &p : fds)
-    if (p.fd >= 0) close(p.fd);
+    if (p.fd >= 0)
+      close(p.fd);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) r.term_signal = WTERMSIG(st);
+  if (WIFEXITED(st))
+    r.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st))
+    r.term_signal = WTERMSIG(st);
   return r;
 }
 
@@ -147,7 +157,7 @@ void SetField(char **field, const char *value) {
 }
 
 class Reliability : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     ASSERT_FALSE(Runfile("cli/gcc-train").empty());
     ASSERT_FALSE(Runfile("cli/gcc-run").empty());
@@ -194,13 +204,13 @@ TEST_F(Reliability, CliRefusesAWeightAsPrediction) {
             [](gcc_graph *g) { SetField(&g->training.prediction, "fc.weight"); });
   EditModel("models/mnist_mlp.pb", mlp,
             [](gcc_graph *g) { SetField(&g->training.prediction, "fc5.weight"); });
-  Result r = RunBin("cli/gcc-train", {lin, "--epochs", "0", "--no-output", "--export",
-                                   tmp_.file("b.gccx")});
+  Result r = RunBin("cli/gcc-train",
+                    {lin, "--epochs", "0", "--no-output", "--export", tmp_.file("b.gccx")});
   EXPECT_EQ(r.exit_code, 3) << r;
   EXPECT_TRUE(Has(r.err, "training.prediction 'fc.weight'")) << r;
   EXPECT_FALSE(Exists(tmp_.file("b.gccx")));
   r = RunBin("cli/gcc-train", {mlp, "--data", data_, "--max-steps", "1", "--eval-batch-size",
-                            "10000", "--no-output", "--quiet"});
+                               "10000", "--no-output", "--quiet"});
   EXPECT_EQ(r.exit_code, 3) << r;
   EXPECT_TRUE(Has(r.err, "training.prediction 'fc5.weight'")) << r;
 }
@@ -236,10 +246,9 @@ std::vector<std::string> Cat(std::vector<std::string> a, const std::vector<std::
 // m.pb, all-zero predictions and a bundle of NaN probabilities.
 TEST_F(Reliability, DivergedMlpWritesNothing) {
   Outputs o(tmp_);
-  Result r = RunBin("cli/gcc-train",
-                    Cat({Runfile("models/mnist_mlp.pb"), "--data", data_, "--lr", "1e6",
-                         "--max-steps", "2", "--quiet", "--device", "cpu"},
-                        o.Flags()));
+  Result r = RunBin("cli/gcc-train", Cat({Runfile("models/mnist_mlp.pb"), "--data", data_, "--lr",
+                                          "1e6", "--max-steps", "2", "--quiet", "--device", "cpu"},
+                                         o.Flags()));
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, "the evaluation loss is") && Has(r.err, "after optimizer step 2")) << r;
   o.ExpectUntouched();
@@ -251,7 +260,7 @@ TEST_F(Reliability, DivergedMlpWritesNothing) {
 TEST_F(Reliability, NonFiniteParameterStopsTheRunNamingStepAndParameter) {
   std::string model = tmp_.file("linear_lr.pb");
   EditModel("models/linear.pb", model, [](gcc_graph *g) {
-    g->training.opt.lr = 1e38f;  // with the decay, the first update overflows
+    g->training.opt.lr = 1e38f; // with the decay, the first update overflows
     g->training.opt.weight_decay = 3e38f;
   });
   Outputs o(tmp_);
@@ -279,7 +288,7 @@ TEST_F(Reliability, DetectAnomalyNamesTheFirstNodeProducingANonFiniteValue) {
   // the parameter overflow of the linear model: the SGD node that made it
   std::string model = tmp_.file("linear_lr.pb");
   EditModel("models/linear.pb", model, [](gcc_graph *g) {
-    g->training.opt.lr = 1e38f;  // with the decay, the first update overflows
+    g->training.opt.lr = 1e38f; // with the decay, the first update overflows
     g->training.opt.weight_decay = 3e38f;
   });
   r = RunBin("cli/gcc-train",
@@ -311,7 +320,7 @@ TEST_F(Reliability, OutputThroughASymlinkReplacesItsTarget) {
   ASSERT_EQ(mkdir(tmp_.file("real").c_str(), 0755), 0);
   std::string target = tmp_.file("real/model.pb"), link = tmp_.file("link.pb");
   ASSERT_TRUE(WriteText(target, "old"));
-  ASSERT_EQ(symlink("real/model.pb", link.c_str()), 0);  // relative to the link's directory
+  ASSERT_EQ(symlink("real/model.pb", link.c_str()), 0); // relative to the link's directory
   Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--max-steps", "2", "--quiet",
                                       "--device", "cpu", "--output", link});
   ASSERT_EQ(r.exit_code, 0) << r;
@@ -348,7 +357,7 @@ TEST_F(Reliability, OutputKeepsTheModeAndANewFileFollowsTheUmask) {
 TEST_F(Reliability, OutputToAFifoWritesIntoIt) {
   std::string fifo = tmp_.file("model.fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
-  int rd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // a reader, so that writers can open
+  int rd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK); // a reader, so that writers can open
   ASSERT_GE(rd, 0);
   Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--max-steps", "1", "--quiet",
                                       "--device", "cpu", "--output", fifo});
@@ -357,13 +366,14 @@ TEST_F(Reliability, OutputToAFifoWritesIntoIt) {
   std::string got;
   char buf[65536];
   ssize_t n;
-  while ((n = read(rd, buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+  while ((n = read(rd, buf, sizeof buf)) > 0)
+    got.append(buf, static_cast<size_t>(n));
   close(rd);
   gcc_graph *g = nullptr;
   gcc_diag d = {};
-  EXPECT_EQ(gcc_model_parse(reinterpret_cast<const uint8_t *>(got.data()), got.size(), "fifo", &g,
-                            &d),
-            GCC_OK)
+  EXPECT_EQ(
+      gcc_model_parse(reinterpret_cast<const uint8_t *>(got.data()), got.size(), "fifo", &g, &d),
+      GCC_OK)
       << d.msg << " (" << got.size() << " bytes read from the FIFO)";
   gcc_graph_free(g);
   EXPECT_EQ(gcc_test::ListDir(tmp_.path()), std::vector<std::string>{"model.fifo"});
@@ -386,7 +396,7 @@ TEST_F(Reliability, CollidingPathsAreRefusedAtStart) {
                       Cat({model, "--data", data_, "--max-steps", "50", "--device", "cpu"}, flags));
     EXPECT_EQ(r.exit_code, 2) << flags[0] << " " << flags[1] << "\n" << r;
     EXPECT_TRUE(Has(r.err, "name the same file") || Has(r.err, "never overwrites an input")) << r;
-    EXPECT_FALSE(Has(r.out, "on cpu")) << r;  // nothing ran
+    EXPECT_FALSE(Has(r.out, "on cpu")) << r; // nothing ran
   }
   EXPECT_EQ(gcc_test::ListDir(tmp_.path()), (std::vector<std::string>{"model.pb", "sub"}));
   EXPECT_EQ(ReadText(model), ReadText(Runfile("models/mnist_mlp.pb")));
@@ -394,8 +404,7 @@ TEST_F(Reliability, CollidingPathsAreRefusedAtStart) {
   std::string bundle = tmp_.file("b.gccx");
   ASSERT_TRUE(WriteText(bundle, "not read: refused before"));
   for (const auto &flags : std::vector<std::vector<std::string>>{
-           {"--output", bundle},
-           {"--output", data_ + "/t10k-images-idx3-ubyte.gz"}}) {
+           {"--output", bundle}, {"--output", data_ + "/t10k-images-idx3-ubyte.gz"}}) {
     Result r = RunBin("cli/gcc-run",
                       Cat({bundle, "--input", data_ + "/t10k-images-idx3-ubyte.gz"}, flags));
     EXPECT_EQ(r.exit_code, 2) << r;
@@ -419,19 +428,27 @@ TEST_F(Reliability, BadOutputPathsFailBeforeAnyWork) {
   };
   std::string good = tmp_.file("good.pb");
   for (const auto &b : bad) {
-    std::vector<std::string> args = {Runfile("models/mnist_mlp.pb"), "--data", data_,
-                                     "--max-steps", "100", "--device", "cpu", b.first, b.second};
-    if (b.first != "--output") args.insert(args.end(), {"--output", good});
+    std::vector<std::string> args = {Runfile("models/mnist_mlp.pb"),
+                                     "--data",
+                                     data_,
+                                     "--max-steps",
+                                     "100",
+                                     "--device",
+                                     "cpu",
+                                     b.first,
+                                     b.second};
+    if (b.first != "--output")
+      args.insert(args.end(), {"--output", good});
     Result r = RunBin("cli/gcc-train", args);
     EXPECT_EQ(r.exit_code, 1) << r;
     EXPECT_TRUE(Has(r.err, b.first + " " + b.second)) << r;
-    EXPECT_FALSE(Has(r.out, "on cpu")) << r;  // failed before the model and data were read
+    EXPECT_FALSE(Has(r.out, "on cpu")) << r; // failed before the model and data were read
     EXPECT_FALSE(Exists(good)) << "an output was written by a run that failed";
   }
   EXPECT_EQ(gcc_test::ListDir(tmp_.path()), (std::vector<std::string>{"dir", "regular"}));
-  Result r = RunBin("cli/gcc-run", {tmp_.file("regular"), "--input",
-                                    data_ + "/t10k-images-idx3-ubyte.gz", "--output",
-                                    tmp_.file("nonexistent/p.csv")});
+  Result r =
+      RunBin("cli/gcc-run", {tmp_.file("regular"), "--input", data_ + "/t10k-images-idx3-ubyte.gz",
+                             "--output", tmp_.file("nonexistent/p.csv")});
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, "--output " + tmp_.file("nonexistent/p.csv"))) << r;
 }
@@ -444,13 +461,12 @@ TEST_F(Reliability, BadOutputPathsFailBeforeAnyWork) {
 TEST_F(Reliability, FifosAndDevicesAsInputsAreRefused) {
   std::string fifo = tmp_.file("in.fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
-  const double kSeconds = 30;  // a blocked reader times out here
+  const double kSeconds = 30; // a blocked reader times out here
   Result r = RunBin("cli/gcc-train", {fifo, "--no-output", "--device", "cpu"}, kSeconds);
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, fifo + ": not a regular file")) << r;
   for (const std::string &bundle : {fifo, std::string("/dev/zero")}) {
-    r = RunBin("cli/gcc-run", {bundle, "--input", data_ + "/t10k-images-idx3-ubyte.gz"},
-               kSeconds);
+    r = RunBin("cli/gcc-run", {bundle, "--input", data_ + "/t10k-images-idx3-ubyte.gz"}, kSeconds);
     EXPECT_EQ(r.exit_code, 1) << r;
     EXPECT_TRUE(Has(r.err, bundle + ": not a regular file")) << r;
   }
@@ -466,12 +482,13 @@ TEST_F(Reliability, FifosAndDevicesAsInputsAreRefused) {
   }
   // a FIFO among the MNIST files
   TempDir data("gcc_fifo_data");
-  for (const char *f : {"train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                        "t10k-labels-idx1-ubyte.gz"})
+  for (const char *f :
+       {"train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
     ASSERT_TRUE(WriteText(data.file(f), ReadText(data_ + "/" + f)));
   ASSERT_EQ(mkfifo(data.file("train-images-idx3-ubyte.gz").c_str(), 0644), 0);
-  r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data.path(),
-                               "--max-steps", "1", "--no-output", "--device", "cpu"},
+  r = RunBin("cli/gcc-train",
+             {Runfile("models/mnist_mlp.pb"), "--data", data.path(), "--max-steps", "1",
+              "--no-output", "--device", "cpu"},
              kSeconds);
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, "train-images-idx3-ubyte.gz: not a regular file")) << r;
@@ -485,7 +502,7 @@ TEST_F(Reliability, HugeFilesAreRefusedByTheirSize) {
   for (const std::string &p : {model, bundle}) {
     int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ASSERT_GE(fd, 0);
-    ASSERT_EQ(ftruncate(fd, (off_t{1} << 30) + 1), 0);  // sparse: no disk used
+    ASSERT_EQ(ftruncate(fd, (off_t{1} << 30) + 1), 0); // sparse: no disk used
     close(fd);
   }
   Result r = RunBin("cli/gcc-train", {model, "--no-output", "--device", "cpu"});
@@ -502,7 +519,8 @@ TEST_F(Reliability, HugeFilesAreRefusedByTheirSize) {
 std::string Idx(const std::vector<uint32_t> &dims, const std::string &bytes) {
   std::string s = {0, 0, 8, static_cast<char>(dims.size())};
   for (uint32_t v : dims)
-    for (int k = 3; k >= 0; k--) s.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+    for (int k = 3; k >= 0; k--)
+      s.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
   return s + bytes;
 }
 
@@ -512,7 +530,8 @@ TEST_F(Reliability, ImagesOfAnotherHeightAndWidthAreRefused) {
     TempDir data("gcc_idx");
     const uint32_t n = 8, pixels = hw.first * hw.second;
     std::string images(n * pixels, '\x40'), labels;
-    for (uint32_t i = 0; i < n; i++) labels.push_back(static_cast<char>(i % 10));
+    for (uint32_t i = 0; i < n; i++)
+      labels.push_back(static_cast<char>(i % 10));
     for (const char *set : {"train", "t10k"}) {
       ASSERT_TRUE(WriteText(data.file(std::string(set) + "-images-idx3-ubyte"),
                             Idx({n, hw.first, hw.second}, images)));
@@ -523,7 +542,7 @@ TEST_F(Reliability, ImagesOfAnotherHeightAndWidthAreRefused) {
     EXPECT_EQ(r.exit_code, 3) << r;
     EXPECT_TRUE(Has(r.err, "takes 1x28x28 (channels x height x width) images, but the MNIST "
                            "training set's are 1x" +
-                           std::to_string(hw.first) + "x" + std::to_string(hw.second)))
+                               std::to_string(hw.first) + "x" + std::to_string(hw.second)))
         << r;
   }
 }
@@ -532,17 +551,17 @@ TEST_F(Reliability, ImagesOfAnotherHeightAndWidthAreRefused) {
 // refused as gcc-train refuses it; before, it was counted as a wrong answer.
 TEST_F(Reliability, GccRunRefusesALabelOutsideTheClasses) {
   std::string bundle = tmp_.file("b.gccx");
-  Result r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_, "--epochs",
-                                      "0", "--no-output", "--quiet", "--device", "cpu",
-                                      "--export", bundle});
+  Result r =
+      RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_, "--epochs", "0",
+                               "--no-output", "--quiet", "--device", "cpu", "--export", bundle});
   ASSERT_EQ(r.exit_code, 0) << r;
   const uint32_t n = 5;
   std::string images(n * 784, '\x20');
   ASSERT_TRUE(WriteText(tmp_.file("x.idx"), Idx({n, 28, 28}, images)));
   ASSERT_TRUE(WriteText(tmp_.file("ok.idx"), Idx({n}, std::string("\x00\x01\x02\x03\x09", 5))));
   ASSERT_TRUE(WriteText(tmp_.file("bad.idx"), Idx({n}, std::string("\x00\x01\xff\x03\x09", 5))));
-  r = RunBin("cli/gcc-run", {bundle, "--input", tmp_.file("x.idx"), "--labels",
-                             tmp_.file("ok.idx"), "--device", "cpu", "--quiet"});
+  r = RunBin("cli/gcc-run", {bundle, "--input", tmp_.file("x.idx"), "--labels", tmp_.file("ok.idx"),
+                             "--device", "cpu", "--quiet"});
   EXPECT_EQ(r.exit_code, 0) << r;
   r = RunBin("cli/gcc-run", {bundle, "--input", tmp_.file("x.idx"), "--labels",
                              tmp_.file("bad.idx"), "--device", "cpu", "--quiet"});
@@ -575,8 +594,7 @@ TEST_F(Reliability, LoaderRefusesOutOfRangeAttributesAndHyperparameters) {
        "training.optimizer.sgd.momentum is nan: it must be a finite number >= 0"},
       {"weight_decay -1", [](gcc_graph *g) { g->training.opt.weight_decay = -1; },
        "training.optimizer.sgd.weight_decay is -1"},
-      {"duplicate node names",
-       [](gcc_graph *g) { SetField(&g->nodes[1].name, g->nodes[0].name); },
+      {"duplicate node names", [](gcc_graph *g) { SetField(&g->nodes[1].name, g->nodes[0].name); },
        "two nodes are named"},
   };
   for (const Case &c : cases) {
@@ -594,19 +612,18 @@ TEST_F(Reliability, LoaderRefusesOutOfRangeAttributesAndHyperparameters) {
 TEST_F(Reliability, SeedTakesTheWholeUint64Range) {
   for (const char *seed : {"9223372036854775808", "18446744073709551615"}) {
     std::string out = tmp_.file("seeded.pb");
-    Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--seed", seed,
-                                        "--max-steps", "1", "--quiet", "--device", "cpu",
-                                        "--output", out});
+    Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--seed", seed, "--max-steps",
+                                        "1", "--quiet", "--device", "cpu", "--output", out});
     EXPECT_EQ(r.exit_code, 0) << r;
     gcc_graph *g = nullptr;
     gcc_diag d = {};
     ASSERT_EQ(gcc_model_load(out.c_str(), &g, &d), GCC_OK) << d.msg;
-    EXPECT_EQ(g->training.seed, strtoull(seed, nullptr, 10));  // the recipe records it
+    EXPECT_EQ(g->training.seed, strtoull(seed, nullptr, 10)); // the recipe records it
     gcc_graph_free(g);
   }
   for (const char *seed : {"18446744073709551616", "-1", "1x"}) {
-    Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--seed", seed,
-                                        "--max-steps", "1", "--no-output"});
+    Result r = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--seed", seed, "--max-steps",
+                                        "1", "--no-output"});
     EXPECT_EQ(r.exit_code, 2) << r;
     EXPECT_TRUE(Has(r.err, "--seed '" + std::string(seed) + "'")) << r;
   }
@@ -647,12 +664,11 @@ TEST_F(Reliability, FileSizeLimitIsAnErrorThatLeavesNothingBehind) {
   std::string model = tmp_.file("m.pb");
   ASSERT_TRUE(WriteText(model, "the previous model"));
   g_child_setup = [] {
-    struct rlimit rl = {100000, 100000};  // the MLP is 2.1 MB
+    struct rlimit rl = {100000, 100000}; // the MLP is 2.1 MB
     setrlimit(RLIMIT_FSIZE, &rl);
   };
-  Result r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_,
-                                      "--epochs", "0", "--device", "cpu", "--quiet",
-                                      "--output", model});
+  Result r = RunBin("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_, "--epochs",
+                                      "0", "--device", "cpu", "--quiet", "--output", model});
   g_child_setup = nullptr;
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, strerror(EFBIG))) << r;
@@ -664,7 +680,8 @@ TEST_F(Reliability, FileSizeLimitIsAnErrorThatLeavesNothingBehind) {
 // removed by the next run writing TARGET; a live process's are not.
 TEST_F(Reliability, StaleTemporariesOfDeadRunsAreRemoved) {
   pid_t dead = fork();
-  if (dead == 0) _exit(0);
+  if (dead == 0)
+    _exit(0);
   ASSERT_GT(dead, 0);
   waitpid(dead, nullptr, 0);
   std::string stale = tmp_.file("m.pb.tmp." + std::to_string(dead) + ".abc123");
@@ -691,7 +708,8 @@ std::map<std::string, std::vector<float>> Params(const std::string &path) {
   }
   for (int v = 0; v < g->n_values; v++) {
     const gcc_value &val = g->values[v];
-    if (val.kind != GCC_VALUE_PARAM) continue;
+    if (val.kind != GCC_VALUE_PARAM)
+      continue;
     const float *x = static_cast<const float *>(val.data);
     m[val.name].assign(x, x + gcc_shape_numel(&val.shape, nullptr));
   }
@@ -716,17 +734,25 @@ void ExpectSameParams(const std::string &a, const std::string &b) {
 // with checkpoints every 5, resumed from step 20 (epoch 2, batch 4), it ends
 // bitwise where the uninterrupted run does.
 TEST_F(Reliability, ResumeIsBitwiseTheUninterruptedRunAcrossEpochs) {
-  std::vector<std::string> base = {Runfile("models/linear.pb"), "--epochs", "3", "--seed", "7",
-                                   "--device", "cpu", "--threads", "1", "--quiet"};
+  std::vector<std::string> base = {Runfile("models/linear.pb"),
+                                   "--epochs",
+                                   "3",
+                                   "--seed",
+                                   "7",
+                                   "--device",
+                                   "cpu",
+                                   "--threads",
+                                   "1",
+                                   "--quiet"};
   std::string ck = tmp_.file("ck");
   Result r = RunBin("cli/gcc-train", Cat(base, {"--output", tmp_.file("u.pb")}));
   ASSERT_EQ(r.exit_code, 0) << r;
   r = RunBin("cli/gcc-train", Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "5",
                                          "--max-steps", "23", "--no-output"}));
   ASSERT_EQ(r.exit_code, 0) << r;
-  EXPECT_EQ(gcc_test::ListDir(ck), (std::vector<std::string>{
-                                       "ckpt-000000000010.gcck", "ckpt-000000000015.gcck",
-                                       "ckpt-000000000020.gcck"}));  // the newest 3
+  EXPECT_EQ(gcc_test::ListDir(ck),
+            (std::vector<std::string>{"ckpt-000000000010.gcck", "ckpt-000000000015.gcck",
+                                      "ckpt-000000000020.gcck"})); // the newest 3
   r = RunBin("cli/gcc-train", Cat(base, {"--resume", ck, "--output", tmp_.file("r.pb")}));
   ASSERT_EQ(r.exit_code, 0) << r;
   ExpectSameParams(tmp_.file("u.pb"), tmp_.file("r.pb"));
@@ -737,8 +763,16 @@ TEST_F(Reliability, ResumeIsBitwiseTheUninterruptedRunAcrossEpochs) {
 // The MNIST MLP (SGD momentum 0.5: the momentum buffers are state), resumed
 // mid-epoch from the data loader's order, two threads as in the run before.
 TEST_F(Reliability, ResumeIsBitwiseTheUninterruptedRunForTheMlp) {
-  std::vector<std::string> base = {Runfile("models/mnist_mlp.pb"), "--data", data_, "--device",
-                                   "cpu", "--threads", "2", "--quiet", "--max-steps", "60"};
+  std::vector<std::string> base = {Runfile("models/mnist_mlp.pb"),
+                                   "--data",
+                                   data_,
+                                   "--device",
+                                   "cpu",
+                                   "--threads",
+                                   "2",
+                                   "--quiet",
+                                   "--max-steps",
+                                   "60"};
   std::string ck = tmp_.file("ck");
   Result r = RunBin("cli/gcc-train", Cat(base, {"--output", tmp_.file("u.pb")}));
   ASSERT_EQ(r.exit_code, 0) << r;
@@ -758,13 +792,14 @@ TEST_F(Reliability, ResumeIsBitwiseTheUninterruptedRunForTheMlp) {
 TEST_F(Reliability, ResumeRefusesAnotherRecipeOrModelAndSkipsACorruptCheckpoint) {
   std::vector<std::string> base = {Runfile("models/linear.pb"), "--device", "cpu", "--quiet"};
   std::string ck = tmp_.file("ck");
-  Result r = RunBin("cli/gcc-train", Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every",
-                                                "4", "--max-steps", "12", "--no-output"}));
+  Result r = RunBin("cli/gcc-train", Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "4",
+                                                "--max-steps", "12", "--no-output"}));
   ASSERT_EQ(r.exit_code, 0) << r;
   r = RunBin("cli/gcc-train", Cat(base, {"--resume", ck, "--lr", "0.5", "--no-output"}));
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r.err, "the checkpoint's optimizer lr is 0.00999999978, this run's is 0.5") ||
-              Has(r.err, "optimizer lr is")) << r;
+              Has(r.err, "optimizer lr is"))
+      << r;
   r = RunBin("cli/gcc-train", Cat(base, {"--resume", ck, "--batch-size", "8", "--no-output"}));
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r.err, "the checkpoint's batch size is 16, this run's is 8")) << r;
@@ -789,19 +824,29 @@ TEST_F(Reliability, ResumeRefusesAnotherRecipeOrModelAndSkipsACorruptCheckpoint)
 // checkpoint: the run then finishes bitwise where an uninterrupted one does.
 bool HasCheckpoint(const std::string &dir) {
   for (const std::string &n : gcc_test::ListDir(dir))
-    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".gcck") == 0) return true;
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".gcck") == 0)
+      return true;
   return false;
 }
 
 TEST_F(Reliability, TwentyKillsThenResumeGivesTheUninterruptedResult) {
   // 160,000 steps of the linear model, about 2 s with a checkpoint every 50
-  std::vector<std::string> base = {Runfile("models/linear.pb"), "--epochs", "10000", "--seed",
-                                   "3", "--device", "cpu", "--threads", "1", "--log-every", "0"};
+  std::vector<std::string> base = {Runfile("models/linear.pb"),
+                                   "--epochs",
+                                   "10000",
+                                   "--seed",
+                                   "3",
+                                   "--device",
+                                   "cpu",
+                                   "--threads",
+                                   "1",
+                                   "--log-every",
+                                   "0"};
   Result r = RunBin("cli/gcc-train", Cat(base, {"--output", tmp_.file("u.pb")}));
   ASSERT_EQ(r.exit_code, 0) << r;
   std::string ck = tmp_.file("ck");
-  std::vector<std::string> run = Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "50",
-                                            "--output", tmp_.file("k.pb")});
+  std::vector<std::string> run = Cat(
+      base, {"--checkpoint-dir", ck, "--checkpoint-every", "50", "--output", tmp_.file("k.pb")});
   unsigned seed = 12345;
   int killed = 0, resumed = 0;
   for (int k = 0; k < 20; k++) {
@@ -835,9 +880,9 @@ TEST_F(Reliability, TwentyKillsThenResumeGivesTheUninterruptedResult) {
 // MLP and the MNIST CNN. A different seed gives another model (the control).
 TEST_F(Reliability, SameSeedAndThreadsGiveTheSameModelTwice) {
   for (const char *model : {"models/mnist_mlp.pb", "models/mnist_cnn.pb"}) {
-    std::vector<std::string> base = {Runfile(model), "--data", data_, "--device", "cpu",
-                                     "--threads", "2", "--quiet", "--max-steps", "12",
-                                     "--seed", "5", "--eval-batch-size", "2000"};
+    std::vector<std::string> base = {
+        Runfile(model), "--data",      data_, "--device", "cpu", "--threads",         "2",
+        "--quiet",      "--max-steps", "12",  "--seed",   "5",   "--eval-batch-size", "2000"};
     Result r = RunBin("cli/gcc-train", Cat(base, {"--output", tmp_.file("a.pb")}));
     ASSERT_EQ(r.exit_code, 0) << r;
     r = RunBin("cli/gcc-train", Cat(base, {"--output", tmp_.file("b.pb")}));
@@ -850,4 +895,4 @@ TEST_F(Reliability, SameSeedAndThreadsGiveTheSameModelTwice) {
   }
 }
 
-}  // namespace
+} // namespace

@@ -21,7 +21,7 @@ namespace gcc_test {
 struct PlanOutput {
   gcc_dtype dtype = GCC_DT_UNDEFINED;
   gcc_shape shape{};
-  std::vector<float> f32;  // float32 outputs
+  std::vector<float> f32; // float32 outputs
 };
 
 inline gcc_host_test::HostBackend *SharedHostBackend() {
@@ -45,7 +45,7 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
   o.warn_file = quiet;
   gcc_plan *p = nullptr;
   gcc_diag d{};
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};  // NVRTC, no disk cache
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
   gcc_plan_config cfg{};
   cfg.threads = threads;
   cfg.readback_ring = 1;
@@ -57,8 +57,8 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
     cfg.compile_user = (void *)&kNoCache;
   }
   gcc_host_test::ModelWeights weights(model, cuda ? SharedHostBackend() : nullptr);
-  gcc_status s = gcc_plan_compile(model, &o, &cfg, gcc_host_test::ModelWeights::Bind, &weights,
-                                  &p, &d);
+  gcc_status s =
+      gcc_plan_compile(model, &o, &cfg, gcc_host_test::ModelWeights::Bind, &weights, &p, &d);
   if (quiet)
     fclose(quiet);
   if (s != GCC_OK)
@@ -91,6 +91,6 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
   return err;
 }
 
-}  // namespace gcc_test
+} // namespace gcc_test
 
-#endif  // GCC_TESTS_RUN_PLANS_H_
+#endif // GCC_TESTS_RUN_PLANS_H_

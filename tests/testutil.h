@@ -41,25 +41,32 @@ inline std::string FindRunfile(const std::string &rel, std::string *looked) {
   }
   candidates.push_back(rel);
   for (const std::string &c : candidates) {
-    if (Exists(c)) return c;
-    if (looked != nullptr) looked->append(c).append("; ");
+    if (Exists(c))
+      return c;
+    if (looked != nullptr)
+      looked->append(c).append("; ");
   }
   return "";
 }
 
-inline std::string Runfile(const std::string &rel) { return FindRunfile(rel, nullptr); }
+inline std::string Runfile(const std::string &rel) {
+  return FindRunfile(rel, nullptr);
+}
 
 // The whole file; false (and *out empty) when it cannot be read.
 inline bool ReadFile(const std::string &path, Bytes *out) {
   out->clear();
   FILE *f = fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
+  if (f == nullptr)
+    return false;
   uint8_t buf[65536];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->insert(out->end(), buf, buf + n);
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    out->insert(out->end(), buf, buf + n);
   bool ok = !ferror(f);
   fclose(f);
-  if (!ok) out->clear();
+  if (!ok)
+    out->clear();
   return ok;
 }
 
@@ -76,7 +83,8 @@ inline std::string ReadText(const std::string &path) {
 
 inline bool WriteFile(const std::string &path, const void *p, size_t n) {
   FILE *f = fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
+  if (f == nullptr)
+    return false;
   bool ok = n == 0 || fwrite(p, 1, n, f) == n;
   return fclose(f) == 0 && ok;
 }
@@ -93,9 +101,11 @@ inline bool WriteText(const std::string &path, const std::string &s) {
 inline std::vector<std::string> ListDir(const std::string &dir) {
   std::vector<std::string> names;
   DIR *d = opendir(dir.c_str());
-  if (d == nullptr) return names;
+  if (d == nullptr)
+    return names;
   while (struct dirent *e = readdir(d))
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+      names.push_back(e->d_name);
   closedir(d);
   std::sort(names.begin(), names.end());
   return names;
@@ -115,38 +125,47 @@ inline std::string TmpDir() {
 }
 
 // `name` under TmpDir().
-inline std::string TmpPath(const std::string &name) { return TmpDir() + "/" + name; }
+inline std::string TmpPath(const std::string &name) {
+  return TmpDir() + "/" + name;
+}
 
 // A fresh directory under TmpDir(), removed with everything in it at the
 // end (also sub-directories a test made read-only). path() is "" when it
 // could not be made.
 class TempDir {
- public:
+public:
   explicit TempDir(const std::string &prefix = "gcc_test") {
     std::string tmpl = TmpDir() + "/" + prefix + "_XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
-    if (mkdtemp(buf.data()) != nullptr) path_ = buf.data();
+    if (mkdtemp(buf.data()) != nullptr)
+      path_ = buf.data();
   }
   ~TempDir() {
-    if (path_.empty()) return;
-    nftw(path_.c_str(), [](const char *p, const struct stat *, int type, struct FTW *) {
-      if (type == FTW_D || type == FTW_DP) chmod(p, 0755);
-      return 0;
-    }, 16, FTW_PHYS);
-    nftw(path_.c_str(), [](const char *p, const struct stat *, int, struct FTW *) {
-      return remove(p);
-    }, 16, FTW_DEPTH | FTW_PHYS);
+    if (path_.empty())
+      return;
+    nftw(
+        path_.c_str(),
+        [](const char *p, const struct stat *, int type, struct FTW *) {
+          if (type == FTW_D || type == FTW_DP)
+            chmod(p, 0755);
+          return 0;
+        },
+        16, FTW_PHYS);
+    nftw(
+        path_.c_str(),
+        [](const char *p, const struct stat *, int, struct FTW *) { return remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
   TempDir(const TempDir &) = delete;
   TempDir &operator=(const TempDir &) = delete;
   const std::string &path() const { return path_; }
   std::string file(const std::string &name) const { return path_ + "/" + name; }
 
- private:
+private:
   std::string path_;
 };
 
-}  // namespace gcc_test
+} // namespace gcc_test
 
-#endif  // GCC_TESTS_TESTUTIL_H_
+#endif // GCC_TESTS_TESTUTIL_H_

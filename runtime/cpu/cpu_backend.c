@@ -17,8 +17,7 @@ static gcc_status cpu_alloc(void *self, size_t bytes, void **out, gcc_diag *d) {
   size_t n = (bytes + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
   *out = aligned_alloc(GCC_ARENA_ALIGN, n ? n : GCC_ARENA_ALIGN);
   if (!*out)
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory: %zu bytes of host memory",
-                        bytes);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory: %zu bytes of host memory", bytes);
   return GCC_OK;
 }
 
@@ -37,8 +36,8 @@ static gcc_status cpu_mem_info(void *self, size_t *fr, size_t *tot, gcc_diag *d)
   return GCC_OK;
 }
 
-static gcc_status cpu_copy(void *self, void *dst, const void *src, size_t bytes,
-                           gcc_copy_kind kind, int stream, gcc_diag *d) {
+static gcc_status cpu_copy(void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
+                           int stream, gcc_diag *d) {
   (void)self;
   (void)kind;
   (void)stream;
@@ -96,8 +95,8 @@ static gcc_status cpu_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
   return unsupported("fused GEMM groups (a Gemm node runs its kernel)", d);
 }
 
-static gcc_status cpu_gemm(void *self, void *prepared, const void *a, const void *b,
-                           const void *c, void *dst, gcc_diag *d) {
+static gcc_status cpu_gemm(void *self, void *prepared, const void *a, const void *b, const void *c,
+                           void *dst, gcc_diag *d) {
   (void)self;
   (void)prepared;
   (void)a;
@@ -195,8 +194,7 @@ static gcc_status cpu_run_node(void *self, const gcc_kernel_args *a) {
   (void)self;
   const gcc_cpu_op *e = gcc_cpu_op_of(a->node->op);
   if (!e || !e->kernel)
-    return gcc_diag_set(a->ctx->diag, GCC_ERR_INTERNAL,
-                        "%s: node '%s' (%s) has no CPU kernel",
+    return gcc_diag_set(a->ctx->diag, GCC_ERR_INTERNAL, "%s: node '%s' (%s) has no CPU kernel",
                         a->ctx->source ? a->ctx->source : "<model>", a->node->name,
                         gcc_op_name(a->node->op));
   if (a->prepared)
@@ -261,4 +259,6 @@ static const gcc_device_backend kCpu = {
     .node_impl = cpu_node_impl,
 };
 
-const gcc_device_backend *gcc_cpu_backend(void) { return &kCpu; }
+const gcc_device_backend *gcc_cpu_backend(void) {
+  return &kCpu;
+}

@@ -74,8 +74,8 @@ GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *
 }
 
 GCC_HOT static void adam_loop(float *restrict p, const float *restrict g, float *restrict m,
-                              float *restrict v, int64_t n, float b1, float b2, float eps,
-                              float wd, float step_size, float bc2_sqrt) {
+                              float *restrict v, int64_t n, float b1, float b2, float eps, float wd,
+                              float step_size, float bc2_sqrt) {
   for (int64_t i = 0; i < n; i++) {
     float gi = g[i] + wd * p[i];
     m[i] = m[i] * b1 + (1.0f - b1) * gi;
@@ -85,7 +85,9 @@ GCC_HOT static void adam_loop(float *restrict p, const float *restrict g, float 
   }
 }
 
-static float *F32(const gcc_tensor *t) { return (float *)t->data; }
+static float *F32(const gcc_tensor *t) {
+  return (float *)t->data;
+}
 
 /* Strides (in elements) of `in` broadcast to `out`: 0 on broadcast dims.
  * Both padded to out->ndim. */
@@ -103,8 +105,8 @@ static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st
  * two broadcast operands: calls f(o, ia, ib, user). */
 typedef void (*bcast_visit)(int64_t o, int64_t ia, int64_t ib, void *user);
 
-static void bcast_walk(const gcc_shape *out, const gcc_shape *a, const gcc_shape *b,
-                       bcast_visit f, void *user) {
+static void bcast_walk(const gcc_shape *out, const gcc_shape *a, const gcc_shape *b, bcast_visit f,
+                       void *user) {
   int64_t sa[GCC_MAX_DIMS], sb[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0};
   bcast_strides(a, out, sa);
   if (b)
@@ -178,9 +180,8 @@ static void gemm_rowmajor(gcc_cpu_ctx *ctx, int ta, int tb, int64_t m, int64_t n
    * dimensions is 1. */
   if ((m == 1 || n == 1) && k > 0) {
     int64_t rows = m == 1 ? n : m; /* of the matrix in y = op(M) x */
-    set_blas_threads(ctx, ctx->max_threads > 1 && rows * k >= GCC_GEMV_PARALLEL_ELEMS
-                              ? ctx->max_threads
-                              : 1);
+    set_blas_threads(
+        ctx, ctx->max_threads > 1 && rows * k >= GCC_GEMV_PARALLEL_ELEMS ? ctx->max_threads : 1);
     if (m == 1) /* y[n] = op(B)^T a: B is [n,k] when transposed, else [k,n] */
       cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (blasint)(tb ? n : k),
                   (blasint)(tb ? k : n), alpha, B, (blasint)(tb ? k : n), A, 1, beta, Y, 1);
@@ -249,7 +250,8 @@ gcc_status gcc_cpu_matmul(const gcc_kernel_args *a) {
   gcc_shape bs = {Y->shape.ndim - (sa->ndim >= 2) - (sb->ndim >= 2), {0}};
   for (int i = 0; i < bs.ndim; i++)
     bs.dims[i] = Y->shape.dims[i];
-  gcc_shape ba = {sa->ndim > 2 ? sa->ndim - 2 : 0, {0}}, bb = {sb->ndim > 2 ? sb->ndim - 2 : 0, {0}};
+  gcc_shape ba = {sa->ndim > 2 ? sa->ndim - 2 : 0, {0}},
+            bb = {sb->ndim > 2 ? sb->ndim - 2 : 0, {0}};
   for (int i = 0; i < ba.ndim; i++)
     ba.dims[i] = sa->dims[i];
   for (int i = 0; i < bb.ndim; i++)
@@ -304,8 +306,7 @@ gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
   int64_t n = Y->numel;
   if (A->numel == n && B->numel == n) {
     add_loop(x0, x1, y, n);
-  } else if (A->numel == n && Y->shape.ndim >= 1 &&
-             B->numel == Y->shape.dims[Y->shape.ndim - 1] &&
+  } else if (A->numel == n && Y->shape.ndim >= 1 && B->numel == Y->shape.dims[Y->shape.ndim - 1] &&
              (B->shape.ndim == 1 || B->numel == 1 ||
               B->shape.dims[B->shape.ndim - 1] == B->numel)) {
     int64_t cols = B->numel; /* row broadcast: x + bias */
@@ -391,8 +392,8 @@ static void visit_int(int64_t o, int64_t ia, int64_t ib, void *u) {
 }
 
 static gcc_status int_binary(const gcc_kernel_args *a, arith op) {
-  int_ctx c = {a->out[0]->data, a->in[0]->data, a->in[1]->data, op,
-               a->out[0]->dtype == GCC_DT_INT64, 0};
+  int_ctx c = {
+      a->out[0]->data, a->in[0]->data, a->in[1]->data, op, a->out[0]->dtype == GCC_DT_INT64, 0};
   bcast_walk(&a->out[0]->shape, &a->in[0]->shape, &a->in[1]->shape, visit_int, &c);
   if (c.div0)
     return gcc_diag_set(a->ctx->diag, GCC_ERR_INVALID_ARGUMENT,
@@ -415,9 +416,15 @@ static gcc_status binary(const gcc_kernel_args *a, arith op) {
   return GCC_OK;
 }
 
-gcc_status gcc_cpu_sub(const gcc_kernel_args *a) { return binary(a, ARITH_SUB); }
-gcc_status gcc_cpu_mul(const gcc_kernel_args *a) { return binary(a, ARITH_MUL); }
-gcc_status gcc_cpu_div(const gcc_kernel_args *a) { return binary(a, ARITH_DIV); }
+gcc_status gcc_cpu_sub(const gcc_kernel_args *a) {
+  return binary(a, ARITH_SUB);
+}
+gcc_status gcc_cpu_mul(const gcc_kernel_args *a) {
+  return binary(a, ARITH_MUL);
+}
+gcc_status gcc_cpu_div(const gcc_kernel_args *a) {
+  return binary(a, ARITH_DIV);
+}
 
 gcc_status gcc_cpu_sigmoid(const gcc_kernel_args *a) {
   const float *x = F32(a->in[0]);
@@ -523,8 +530,8 @@ static gcc_status sce_prepare(const gcc_kernel_args *a, int first, double *wsum)
     if (y == ignore)
       continue;
     if (y < 0 || y >= c)
-      return data_error(a, "label %" PRId64 " in row %" PRId64 " is outside [0, %" PRId64 ")", y,
-                        i, c);
+      return data_error(a, "label %" PRId64 " in row %" PRId64 " is outside [0, %" PRId64 ")", y, i,
+                        c);
     s += W ? (double)F32(W)[y] : 1.0;
   }
   *wsum = s;
@@ -625,8 +632,7 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   float lr = n->av[SGD_LR].f, mom = n->av[SGD_MOMENTUM].f, damp = n->av[SGD_DAMPENING].f;
   float wd = n->av[SGD_WEIGHT_DECAY].f;
   int nesterov = (int)n->av[SGD_NESTEROV].i;
-  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov,
-           a->ctx->optimizer_step == 0);
+  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, a->ctx->optimizer_step == 0);
   return GCC_OK;
 }
 
@@ -962,8 +968,12 @@ static gcc_status conv_setup(const gcc_kernel_args *a, conv_role role, conv_geom
 
 /* floor(a / b) and ceil(a / b) for b > 0 and any sign of a (C division
  * truncates toward zero). */
-static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
+static int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+static int64_t ceil_div(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -(-a / b);
+}
 
 /* The outputs o in [*lo, *hi) of [0, n_out) whose input o * stride + off
  * lies in [0, n_in): the rest of the row reads padding. */
@@ -1065,8 +1075,7 @@ gcc_status gcc_cpu_conv(const gcc_kernel_args *a) {
     for (int64_t gi = 0; gi < g.group; gi++) {
       im2col(&g, x, n0, cn, gi * g.cg, col);
       /* tmp [mg, cn*p] = W_g [mg, k] col [k, cn*p] */
-      gemm_rowmajor(a->ctx, 0, 0, g.mg, cn * g.p, g.k, 1.0f, wt + gi * g.mg * g.k, col, 0.0f,
-                    tmp);
+      gemm_rowmajor(a->ctx, 0, 0, g.mg, cn * g.p, g.k, 1.0f, wt + gi * g.mg * g.k, col, 0.0f, tmp);
       for (int64_t s = 0; s < cn; s++)
         for (int64_t mi = 0; mi < g.mg; mi++) {
           int64_t ch = gi * g.mg + mi;
@@ -1091,8 +1100,8 @@ static void conv_data(const gcc_kernel_args *a, const conv_geom *g, float *col, 
     for (int64_t gi = 0; gi < g->group; gi++) {
       gather_chunk(g, dy, n0, cn, gi * g->mg, tmp);
       /* col [k, cn*p] = W_g^T [k, mg] tmp [mg, cn*p] */
-      gemm_rowmajor(a->ctx, 1, 0, g->k, cn * g->p, g->mg, 1.0f, wt + gi * g->mg * g->k, tmp,
-                    0.0f, col);
+      gemm_rowmajor(a->ctx, 1, 0, g->k, cn * g->p, g->mg, 1.0f, wt + gi * g->mg * g->k, tmp, 0.0f,
+                    col);
       col2im(g, col, n0, cn, gi * g->cg, dx);
     }
   }
@@ -1192,7 +1201,8 @@ static void tap_range(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64
 
 /* Flat index in the (h, w) plane of the first maximum of window (oy, ox),
  * in row-major window order; NaN counts as the maximum (PyTorch). */
-static inline int64_t max_pool_argmax(const pool_geom *g, const float *plane, int64_t oy, int64_t ox) {
+static inline int64_t max_pool_argmax(const pool_geom *g, const float *plane, int64_t oy,
+                                      int64_t ox) {
   const gcc_window2d *w = &g->win;
   int64_t y0 = oy * w->sh - w->pt, x0 = ox * w->sw - w->pl;
   int64_t i0 = 0, i1 = w->kh, j0 = 0, j1 = w->kw;

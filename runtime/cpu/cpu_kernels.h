@@ -24,7 +24,6 @@
 extern "C" {
 #endif
 
-
 /* Runs the node on the CPU; tensors are bound by the plan runner. */
 typedef gcc_status (*gcc_cpu_fn)(const gcc_kernel_args *a);
 

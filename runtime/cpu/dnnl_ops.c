@@ -35,7 +35,9 @@
 #endif
 
 #define ALIGN 64
-static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+static size_t align_up(size_t x) {
+  return (x + ALIGN - 1) / ALIGN * ALIGN;
+}
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -56,21 +58,21 @@ static gcc_status dnnl_fail(gcc_diag *d, const char *fn, dnnl_status_t st, const
 /* Checks a oneDNN call in a function that has `gcc_status s`, `gcc_diag *d`,
  * `const char *what` (the op, for the message) and a `fail:` label that
  * releases what it made: the message names the function and its status. */
-#define DNNL_CALL(fn, args)                      \
-  do {                                           \
-    dnnl_status_t dnnl_st_ = fn args;            \
-    if (dnnl_st_ != dnnl_success) {              \
-      s = dnnl_fail(d, #fn, dnnl_st_, what);     \
-      goto fail;                                 \
-    }                                            \
+#define DNNL_CALL(fn, args)                                                                        \
+  do {                                                                                             \
+    dnnl_status_t dnnl_st_ = fn args;                                                              \
+    if (dnnl_st_ != dnnl_success) {                                                                \
+      s = dnnl_fail(d, #fn, dnnl_st_, what);                                                       \
+      goto fail;                                                                                   \
+    }                                                                                              \
   } while (0)
 
 /* The same where a failure just returns. */
-#define DNNL_RET(fn, args)                       \
-  do {                                           \
-    dnnl_status_t dnnl_st_ = fn args;            \
-    if (dnnl_st_ != dnnl_success)                \
-      return dnnl_fail(d, #fn, dnnl_st_, what);  \
+#define DNNL_RET(fn, args)                                                                         \
+  do {                                                                                             \
+    dnnl_status_t dnnl_st_ = fn args;                                                              \
+    if (dnnl_st_ != dnnl_success)                                                                  \
+      return dnnl_fail(d, #fn, dnnl_st_, what);                                                    \
   } while (0)
 
 /* ---- context and primitive cache ----------------------------------------- */
@@ -177,7 +179,9 @@ void gcc_dnnl_free(gcc_dnnl *dn) {
   free(dn);
 }
 
-int gcc_dnnl_threads(const gcc_dnnl *dn) { return dn->threads; }
+int gcc_dnnl_threads(const gcc_dnnl *dn) {
+  return dn->threads;
+}
 
 void gcc_dnnl_cache_stats(const gcc_dnnl *dn, int *entries, int64_t *hits, int64_t *misses) {
   if (entries)
@@ -256,10 +260,10 @@ static gcc_status cache_get_mds(gcc_dnnl *dn, const prim_key *key, const dnnl_me
     goto fail;
   DNNL_CALL(dnnl_primitive_create, (&e->prim, e->pd));
   DNNL_CALL(dnnl_primitive_desc_query, (e->pd, dnnl_query_impl_info_str, 0, &e->impl));
-  e->scratchpad = dnnl_memory_desc_get_size(
-      dnnl_primitive_desc_query_md(e->pd, dnnl_query_scratchpad_md, 0));
-  e->workspace = dnnl_memory_desc_get_size(
-      dnnl_primitive_desc_query_md(e->pd, dnnl_query_workspace_md, 0));
+  e->scratchpad =
+      dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(e->pd, dnnl_query_scratchpad_md, 0));
+  e->workspace =
+      dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(e->pd, dnnl_query_workspace_md, 0));
   if (dn->n_cache == dn->cap_cache) {
     int cap = dn->cap_cache ? 2 * dn->cap_cache : 16;
     cache_entry **c = realloc(dn->cache, (size_t)cap * sizeof *c);
@@ -293,7 +297,7 @@ static gcc_status cache_get(gcc_dnnl *dn, const prim_key *key, pd_builder build,
 
 /* ---- ops -------------------------------------------------------------------- */
 
-#define MAX_ARGS 10
+#define MAX_ARGS  10
 #define MAX_STEPS 6
 
 typedef enum arg_src { FROM_PTR = 0, FROM_SCRATCH } arg_src;
@@ -318,7 +322,7 @@ struct gcc_dnnl_op {
   size_t temps;         /* bytes of this layer's temporaries at the start of the scratch */
   size_t scratch_bytes; /* temps + the largest scratchpad of the steps */
   size_t workspace;
-  op_hook pre, post;    /* layer work before the first / after the last step */
+  op_hook pre, post; /* layer work before the first / after the last step */
   /* average pooling, ceil_mode with count_include_pad: the factor per
    * output row and column that turns oneDNN's kh*kw divisor into PyTorch's */
   float *corr_h, *corr_w;
@@ -329,7 +333,7 @@ struct gcc_dnnl_op {
   gcc_dnnl_matmul_desc mm;
   gcc_dnnl_pool_desc pool;
   char impl[48]; /* the implementation, when no oneDNN primitive runs it */
-  int main_step;  /* the step of the op's own primitive (others are reorders) */
+  int main_step; /* the step of the op's own primitive (others are reorders) */
   char name[320];
 };
 
@@ -369,10 +373,11 @@ static op_step *op_step_add(gcc_dnnl_op *op, cache_entry *e) {
 static gcc_status op_arg(gcc_dnnl_op *op, op_step *st, int arg, arg_src src, int64_t index,
                          const char *what, gcc_diag *d) {
   gcc_status s = GCC_OK;
-  const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(st->e->pd, dnnl_query_exec_arg_md, arg);
+  const dnnl_memory_desc_t *md =
+      dnnl_primitive_desc_query_md(st->e->pd, dnnl_query_exec_arg_md, arg);
   if (!md || md->ndims == 0)
-    return gcc_diag_set(d, GCC_ERR_INTERNAL,
-                        "oneDNN: %s: the primitive (%s) has no argument %d", what, st->e->impl, arg);
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "oneDNN: %s: the primitive (%s) has no argument %d",
+                        what, st->e->impl, arg);
   int i = st->n_args;
   if (i == MAX_ARGS)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "oneDNN: %s: too many arguments", what);
@@ -392,8 +397,8 @@ static gcc_status op_finish(gcc_dnnl_op *op, const char *what, gcc_diag *d) {
   for (int k = 0; k < op->n_steps; k++) {
     op_step *st = &op->step[k];
     if (st->e->scratchpad) {
-      GCC_TRY(op_arg(op, st, DNNL_ARG_SCRATCHPAD, FROM_SCRATCH, (int64_t)align_up(op->temps), what,
-                     d));
+      GCC_TRY(
+          op_arg(op, st, DNNL_ARG_SCRATCHPAD, FROM_SCRATCH, (int64_t)align_up(op->temps), what, d));
       pad = st->e->scratchpad > pad ? st->e->scratchpad : pad;
     }
   }
@@ -401,9 +406,15 @@ static gcc_status op_finish(gcc_dnnl_op *op, const char *what, gcc_diag *d) {
   return GCC_OK;
 }
 
-size_t gcc_dnnl_op_scratch_bytes(const gcc_dnnl_op *op) { return op->scratch_bytes; }
-size_t gcc_dnnl_op_workspace_bytes(const gcc_dnnl_op *op) { return op->workspace; }
-const char *gcc_dnnl_op_name(const gcc_dnnl_op *op) { return op->name; }
+size_t gcc_dnnl_op_scratch_bytes(const gcc_dnnl_op *op) {
+  return op->scratch_bytes;
+}
+size_t gcc_dnnl_op_workspace_bytes(const gcc_dnnl_op *op) {
+  return op->workspace;
+}
+const char *gcc_dnnl_op_name(const gcc_dnnl_op *op) {
+  return op->name;
+}
 const char *gcc_dnnl_op_impl(const gcc_dnnl_op *op) {
   if (op->impl[0])
     return op->impl;
@@ -413,14 +424,15 @@ const char *gcc_dnnl_op_impl(const gcc_dnnl_op *op) {
 gcc_status gcc_dnnl_op_run(gcc_dnnl_op *op, void *const *ptrs, void *scratch, gcc_diag *d) {
   const char *what = op->name;
   if (op->scratch_bytes && !scratch)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "oneDNN: %s needs %zu bytes of scratch, got none",
-                        op->name, op->scratch_bytes);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "oneDNN: %s needs %zu bytes of scratch, got none", op->name,
+                        op->scratch_bytes);
   use_threads(op->threads);
   if (op->custom) {
     for (int i = 0; i < op->n_ptrs; i++)
       if (!ptrs[i] && i != op->optional_ptr)
-        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "oneDNN: %s: operand %d of the run is NULL",
-                            op->name, i);
+        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                            "oneDNN: %s: operand %d of the run is NULL", op->name, i);
     op->custom(op, ptrs, scratch);
     return GCC_OK;
   }
@@ -458,8 +470,8 @@ static gcc_status md_strided(dnnl_memory_desc_t *md, int nd, const int64_t *dims
   return GCC_OK;
 }
 
-static gcc_status md_tag(dnnl_memory_desc_t *md, int nd, const int64_t *dims,
-                         dnnl_format_tag_t tag, const char *what, gcc_diag *d) {
+static gcc_status md_tag(dnnl_memory_desc_t *md, int nd, const int64_t *dims, dnnl_format_tag_t tag,
+                         const char *what, gcc_diag *d) {
   dnnl_dims_t dd;
   for (int i = 0; i < nd; i++)
     dd[i] = dims[i];
@@ -526,8 +538,8 @@ fail:
  * With AVX-512 only (the intrinsics below); elsewhere oneDNN runs it. Each
  * output is one dot product summed in a fixed order, whatever the thread
  * count. */
-#define GEMV_ROWS 8
-#define GEMV_COLS 64
+#define GEMV_ROWS           8
+#define GEMV_COLS           64
 #define GEMV_PARALLEL_ELEMS (32 * 1024)
 
 #ifdef HAVE_GEMV_AVX512
@@ -888,9 +900,8 @@ fail:
   return s;
 }
 
-static gcc_status build_conv_bwd_weights(gcc_dnnl *dn, const void *desc,
-                                         dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd,
-                                         const char *what, gcc_diag *d) {
+static gcc_status build_conv_bwd_weights(gcc_dnnl *dn, const void *desc, dnnl_primitive_attr_t attr,
+                                         dnnl_primitive_desc_t *pd, const char *what, gcc_diag *d) {
   const gcc_dnnl_conv_desc *c = desc;
   gcc_status s = GCC_OK;
   dnnl_primitive_desc_t hint = NULL;
@@ -927,8 +938,8 @@ static void conv_what(const char *kind, const gcc_dnnl_conv_desc *c, char *buf, 
            "x%" PRId64 " s%" PRId64 ",%" PRId64 " p%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
            " d%" PRId64 ",%" PRId64 " g%" PRId64 "%s%s",
            kind, c->n, c->c, c->h, c->w, c->m, c->group ? c->c / c->group : c->c, c->kh, c->kw,
-           c->sh, c->sw, c->pt, c->pl, c->pb, c->pr, c->dh, c->dw, c->group,
-           c->bias ? " bias" : "", c->relu && strcmp(kind, "conv_fwd") == 0 ? " relu" : "");
+           c->sh, c->sw, c->pt, c->pl, c->pb, c->pr, c->dh, c->dw, c->group, c->bias ? " bias" : "",
+           c->relu && strcmp(kind, "conv_fwd") == 0 ? " relu" : "");
 }
 
 /* ---- reorders ---------------------------------------------------------------- */
@@ -936,7 +947,8 @@ static void conv_what(const char *kind, const gcc_dnnl_conv_desc *c, char *buf, 
 static gcc_status build_reorder(gcc_dnnl *dn, const void *desc, dnnl_primitive_attr_t attr,
                                 dnnl_primitive_desc_t *pd, const char *what, gcc_diag *d) {
   const dnnl_memory_desc_t *mds = desc;
-  DNNL_RET(dnnl_reorder_primitive_desc_create, (pd, &mds[0], dn->engine, &mds[1], dn->engine, attr));
+  DNNL_RET(dnnl_reorder_primitive_desc_create,
+           (pd, &mds[0], dn->engine, &mds[1], dn->engine, attr));
   return GCC_OK;
 }
 
@@ -1050,8 +1062,8 @@ static gcc_status conv_create(gcc_dnnl *dn, const gcc_dnnl_conv_desc *c0, int ki
   for (int i = 0; i < n_args; i++) {
     if (args[i].ptr < 0)
       continue;
-    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(e->pd, dnnl_query_exec_arg_md,
-                                                                args[i].arg);
+    const dnnl_memory_desc_t *md =
+        dnnl_primitive_desc_query_md(e->pd, dnnl_query_exec_arg_md, args[i].arg);
     const dnnl_memory_desc_t *pl = plain_md_of(&pm, args[i].arg);
     if (!md || dnnl_memory_desc_equal(md, pl))
       continue;
@@ -1063,7 +1075,7 @@ static gcc_status conv_create(gcc_dnnl *dn, const gcc_dnnl_conv_desc *c0, int ki
     layout_str(md, l, sizeof l);
     size_t len = strlen(layouts);
     snprintf(layouts + len, sizeof layouts - len, "%s%s %s", len ? ", " : "; ",
-             args[i].arg == DNNL_ARG_SRC || args[i].arg == DNNL_ARG_DIFF_SRC         ? "x"
+             args[i].arg == DNNL_ARG_SRC || args[i].arg == DNNL_ARG_DIFF_SRC           ? "x"
              : args[i].arg == DNNL_ARG_WEIGHTS || args[i].arg == DNNL_ARG_DIFF_WEIGHTS ? "w"
                                                                                        : "y",
              l);
@@ -1265,7 +1277,7 @@ static void pool_key(gcc_dnnl *dn, int kind, const gcc_dnnl_pool_desc *p, int tr
   memset(k, 0, sizeof *k);
   key_i(k, kind);
   key_i(k, dn->threads);
-  const int64_t f[] = {p->kind, p->n,  p->c,  p->h,  p->w,  p->kh, p->kw,        p->sh,
+  const int64_t f[] = {p->kind, p->n,  p->c,  p->h,  p->w,  p->kh, p->kw, p->sh,
                        p->sw,   p->pt, p->pl, p->pb, p->pr, p->dh, p->dw, p->ceil_mode};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     key_i(k, f[i]);
@@ -1283,8 +1295,8 @@ static void pool_what(const char *kind, const gcc_dnnl_pool_desc *p, char *buf, 
            "%s %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 "x%" PRId64
            " s%" PRId64 ",%" PRId64 " p%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 " d%" PRId64
            ",%" PRId64 "%s",
-           kind, pool_kind_name(p->kind), p->n, p->c, p->h, p->w, p->kh, p->kw, p->sh, p->sw,
-           p->pt, p->pl, p->pb, p->pr, p->dh, p->dw, p->ceil_mode ? " ceil" : "");
+           kind, pool_kind_name(p->kind), p->n, p->c, p->h, p->w, p->kh, p->kw, p->sh, p->sw, p->pt,
+           p->pl, p->pb, p->pr, p->dh, p->dw, p->ceil_mode ? " ceil" : "");
 }
 
 /* Taps of window `o` along one dim inside [lo, hi) of the input coordinates. */
@@ -1319,11 +1331,11 @@ static gcc_status pool_corrections(gcc_dnnl_op *op, const gcc_dnnl_pool_desc *p,
   if (!op->corr_h || !op->corr_w)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (pooling divisors)");
   for (int64_t o = 0; o < oh; o++)
-    op->corr_h[o] = (float)p->kh / (float)taps_inside(o, p->sh, p->pt, p->kh, p->dh, -p->pt,
-                                                       p->h + p->pb);
+    op->corr_h[o] =
+        (float)p->kh / (float)taps_inside(o, p->sh, p->pt, p->kh, p->dh, -p->pt, p->h + p->pb);
   for (int64_t o = 0; o < ow; o++)
-    op->corr_w[o] = (float)p->kw / (float)taps_inside(o, p->sw, p->pl, p->kw, p->dw, -p->pl,
-                                                       p->w + p->pr);
+    op->corr_w[o] =
+        (float)p->kw / (float)taps_inside(o, p->sw, p->pl, p->kw, p->dw, -p->pl, p->w + p->pr);
   op->nc = p->n * p->c;
   op->oh = oh;
   op->ow = ow;
@@ -1469,8 +1481,8 @@ static void run_tiled_max_bwd(const gcc_dnnl_op *op, void *const *ptrs, char *sc
   }
 }
 
-static gcc_status tiled_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, int bwd,
-                               const char *what, gcc_dnnl_op **out, gcc_diag *d) {
+static gcc_status tiled_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, int bwd, const char *what,
+                               gcc_dnnl_op **out, gcc_diag *d) {
   gcc_dnnl_op *op = NULL;
   GCC_TRY(op_new(dn, bwd ? 3 : 2, &op, d));
   op->pool = *p;
@@ -1754,8 +1766,8 @@ static gcc_status bnorm_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *b, int k
   snprintf(what, sizeof what, "%s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " eps %g",
            names[kind], b->n, b->c, b->h, b->w, (double)b->eps);
   if (b->n < 1 || b->c < 1 || b->h < 1 || b->w < 1 || !(b->eps >= 0.0f))
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "oneDNN: %s: sizes must be >= 1 and eps >= 0", what);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "oneDNN: %s: sizes must be >= 1 and eps >= 0",
+                        what);
   prim_key key = {0};
   key_i(&key, kind);
   key_i(&key, dn->threads);
@@ -1771,8 +1783,8 @@ static gcc_status bnorm_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *b, int k
   static const int infer_args[] = {DNNL_ARG_SRC,  DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
                                    DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DST};
   /* oneDNN 2.6 takes the shift as an input of the backward too */
-  static const int bwd_args[] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST, DNNL_ARG_SCALE,
-                                 DNNL_ARG_SHIFT,    DNNL_ARG_MEAN,     DNNL_ARG_VARIANCE,
+  static const int bwd_args[] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST,   DNNL_ARG_SCALE,
+                                 DNNL_ARG_SHIFT,    DNNL_ARG_MEAN,       DNNL_ARG_VARIANCE,
                                  DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
   const int *args = kind == K_BNORM_FWD_TRAIN   ? train_args
                     : kind == K_BNORM_FWD_INFER ? infer_args
@@ -1806,8 +1818,8 @@ gcc_status gcc_dnnl_bnorm_fwd_infer_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_de
   return bnorm_create(dn, bd, K_BNORM_FWD_INFER, out, d);
 }
 
-gcc_status gcc_dnnl_bnorm_bwd_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *bd,
-                                     gcc_dnnl_op **out, gcc_diag *d) {
+gcc_status gcc_dnnl_bnorm_bwd_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *bd, gcc_dnnl_op **out,
+                                     gcc_diag *d) {
   return bnorm_create(dn, bd, K_BNORM_BWD, out, d);
 }
 

@@ -319,8 +319,8 @@ gcc_status gcc_dnnl_bnorm_fwd_train_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_de
                                            gcc_dnnl_op **out, gcc_diag *d);
 gcc_status gcc_dnnl_bnorm_fwd_infer_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *bd,
                                            gcc_dnnl_op **out, gcc_diag *d);
-gcc_status gcc_dnnl_bnorm_bwd_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *bd,
-                                     gcc_dnnl_op **out, gcc_diag *d);
+gcc_status gcc_dnnl_bnorm_bwd_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *bd, gcc_dnnl_op **out,
+                                     gcc_diag *d);
 
 /* ---- the limit ------------------------------------------------------------ */
 

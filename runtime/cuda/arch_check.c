@@ -22,4 +22,3 @@ gcc_status gcc_cuda_check_supported(const gcc_device_info *info, gcc_diag *d) {
                       gcc_dev_name(info->id, dev, sizeof dev), info->name, info->cc_major,
                       info->cc_minor, why.msg);
 }
-

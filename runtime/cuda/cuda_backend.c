@@ -85,7 +85,8 @@ static gcc_status be_copy(void *self, void *dst, const void *src, size_t bytes, 
   return GCC_OK;
 }
 
-static gcc_status be_memset(void *self, void *dst, int byte, size_t bytes, int stream, gcc_diag *d) {
+static gcc_status be_memset(void *self, void *dst, int byte, size_t bytes, int stream,
+                            gcc_diag *d) {
   gcc_cuda_backend *b = self;
   GCC_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, b->stream[stream]));
   return GCC_OK;
@@ -106,9 +107,8 @@ static gcc_status be_load(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_
   if (!cubin && !(img->ptx && img->ptx_size > 0))
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel image for cuda:%d is empty", b->ordinal);
   cudaLibrary_t lib = NULL;
-  cudaError_t e =
-      cudaLibraryLoadData(&lib, cubin ? img->cubin : (const void *)img->ptx, NULL, NULL, 0, NULL,
-                          NULL, 0);
+  cudaError_t e = cudaLibraryLoadData(&lib, cubin ? img->cubin : (const void *)img->ptx, NULL, NULL,
+                                      0, NULL, NULL, 0);
   if (e != cudaSuccess)
     return gcc_diag_set(d, e == cudaErrorMemoryAllocation ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,
                         "cudaLibraryLoadData(%s for %s_%d) on cuda:%d (sm_%d) failed: %s (%s) at "
@@ -219,16 +219,16 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
     cublasOperation_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = (cublasLtEpilogue_t)g->epilogue;
-#define LT_TRY(call)                                                                           \
-  {                                                                                            \
-    cublasStatus_t bs_ = (call);                                                               \
-    if (bs_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-      st = gcc_diag_set(d, bs_ == CUBLAS_STATUS_ALLOC_FAILED ? GCC_ERR_OUT_OF_MEMORY            \
-                                                            : GCC_ERR_DEVICE,                  \
-                        "%s failed: %s (%s) at %s:%d", #call, cublasGetStatusName(bs_),        \
-                        cublasGetStatusString(bs_), __FILE__, __LINE__);                       \
-      break;                                                                                   \
-    }                                                                                          \
+#define LT_TRY(call)                                                                               \
+  {                                                                                                \
+    cublasStatus_t bs_ = (call);                                                                   \
+    if (bs_ != CUBLAS_STATUS_SUCCESS) {                                                            \
+      st = gcc_diag_set(                                                                           \
+          d, bs_ == CUBLAS_STATUS_ALLOC_FAILED ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,           \
+          "%s failed: %s (%s) at %s:%d", #call, cublasGetStatusName(bs_),                          \
+          cublasGetStatusString(bs_), __FILE__, __LINE__);                                         \
+      break;                                                                                       \
+    }                                                                                              \
   }
     LT_TRY(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -240,8 +240,8 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
     if (ops->aux) {
       LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                             &ops->aux, sizeof ops->aux));
-      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                            &g->aux_ld, sizeof g->aux_ld));
+      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g->aux_ld,
+                                            sizeof g->aux_ld));
     }
     /* stored shapes: op(A) is m x k, so A is m x k (N) or k x m (T) */
     LT_TRY(cublasLtMatrixLayoutCreate(&e->a, CUDA_R_32F, g->trans_a ? g->k : g->m,
@@ -263,8 +263,8 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
                                                 &al[2], sizeof al[2]));
     LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                 &al[3], sizeof al[3]));
-    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->a, e->b, e->c, e->c, pref,
-                                                       1, &res, &found);
+    cublasStatus_t hs =
+        cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->a, e->b, e->c, e->c, pref, 1, &res, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED)
       found = 0; /* "no heuristic function available for current configuration" */
     else
@@ -273,9 +273,8 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
       st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
                         "(trans %d%d, alignments A %u B %u C %u D %u bytes) with %s on cuda:%d",
-                        (long long)g->m, (long long)g->n, (long long)g->k, g->trans_a,
-                        g->trans_b, al[0], al[1], al[2], al[3], gcc_epilogue_name(g->epilogue),
-                        b->ordinal);
+                        (long long)g->m, (long long)g->n, (long long)g->k, g->trans_a, g->trans_b,
+                        al[0], al[1], al[2], al[3], gcc_epilogue_name(g->epilogue), b->ordinal);
 #undef LT_TRY
   } while (0);
   if (pref)
@@ -296,8 +295,8 @@ static gcc_status misaligned(const char *what, const void *p, unsigned want, gcc
                       what, p, gcc_lt_alignment(p), want);
 }
 
-static gcc_status be_gemm(void *self, void *prepared, const void *a, const void *bm,
-                          const void *c, void *dst, gcc_diag *d) {
+static gcc_status be_gemm(void *self, void *prepared, const void *a, const void *bm, const void *c,
+                          void *dst, gcc_diag *d) {
   gcc_cuda_backend *b = self;
   const lt_entry *e = prepared;
   const gcc_colmajor_gemm *g = &e->g;
@@ -417,8 +416,8 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
   gcc_cuda_call call = co ? co->call : GCC_CUDA_CALL_NONE;
   char desc[600];
   if (!b->cudnn || !b->cudnn_cache)
-    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it",
-                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
 #define P(slot) slot_ptr(co->slot, in, out)
   if (is_conv(call)) {
     gcc_cudnn_conv *c = NULL;
@@ -426,14 +425,14 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
     if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS)
       return gcc_cudnn_conv_backward_bias(c, b->cudnn, P(dy), P(db), d);
     if (!gcc_cudnn_conv_prepared(c)) /* choosing algorithms now could land in a capture */
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it",
-                          g->source, gcc_node_desc(g, node, desc, sizeof desc));
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it", g->source,
+                          gcc_node_desc(g, node, desc, sizeof desc));
     if (call == GCC_CUDA_CALL_CONV_FORWARD)
-      return gcc_cudnn_conv_forward(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
-                                    P(y), ws, ws_bytes, d);
+      return gcc_cudnn_conv_forward(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL, P(y),
+                                    ws, ws_bytes, d);
     if (call == GCC_CUDA_CALL_CONV_TRANSPOSE)
-      return gcc_cudnn_conv_transpose(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
-                                      P(y), ws, ws_bytes, d);
+      return gcc_cudnn_conv_transpose(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL, P(y),
+                                      ws, ws_bytes, d);
     if (call == GCC_CUDA_CALL_CONV_BACKWARD_DATA)
       return gcc_cudnn_conv_backward_data(c, b->cudnn, P(dy), P(w), P(dx), ws, ws_bytes, d);
     return gcc_cudnn_conv_backward_filter(c, b->cudnn, P(dy), P(x), P(dw), ws, ws_bytes, d);
@@ -496,8 +495,8 @@ static gcc_status be_sync(void *self, gcc_diag *d) {
 
 static gcc_status be_capture_begin(void *self, gcc_diag *d) {
   gcc_cuda_backend *b = self;
-  GCC_CUDA_CHECK(cudaStreamBeginCapture(b->stream[GCC_STREAM_COMPUTE],
-                                        cudaStreamCaptureModeThreadLocal));
+  GCC_CUDA_CHECK(
+      cudaStreamBeginCapture(b->stream[GCC_STREAM_COMPUTE], cudaStreamCaptureModeThreadLocal));
   return GCC_OK;
 }
 
@@ -570,8 +569,8 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
     if (e != cudaSuccess)
       s = gcc_diag_set(d, e == cudaErrorMemoryAllocation ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,
                        "cudaMalloc(cuBLASLt workspace, %u bytes) failed: %s (%s) at %s:%d",
-                       GCC_CUBLASLT_WORKSPACE, cudaGetErrorName(e), cudaGetErrorString(e),
-                       __FILE__, __LINE__);
+                       GCC_CUBLASLT_WORKSPACE, cudaGetErrorName(e), cudaGetErrorString(e), __FILE__,
+                       __LINE__);
   }
   if (s != GCC_OK) {
     gcc_cuda_backend_destroy(b);
@@ -610,7 +609,9 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   return GCC_OK;
 }
 
-const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b) { return &b->table; }
+const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b) {
+  return &b->table;
+}
 
 void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   if (!b)

@@ -16,26 +16,24 @@
 
 #include "graph/status.h"
 
-#define GCC_CUDA_CHECK(call)                                                                   \
-  do {                                                                                         \
-    cudaError_t gcc_ce_ = (call);                                                              \
-    if (gcc_ce_ != cudaSuccess)                                                                \
-      return gcc_diag_set(d,                                                                   \
-                          gcc_ce_ == cudaErrorMemoryAllocation ? GCC_ERR_OUT_OF_MEMORY         \
-                                                               : GCC_ERR_DEVICE,               \
-                          "%s failed: %s (%s) at %s:%d", #call, cudaGetErrorName(gcc_ce_),     \
-                          cudaGetErrorString(gcc_ce_), __FILE__, __LINE__);                    \
+#define GCC_CUDA_CHECK(call)                                                                       \
+  do {                                                                                             \
+    cudaError_t gcc_ce_ = (call);                                                                  \
+    if (gcc_ce_ != cudaSuccess)                                                                    \
+      return gcc_diag_set(                                                                         \
+          d, gcc_ce_ == cudaErrorMemoryAllocation ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,        \
+          "%s failed: %s (%s) at %s:%d", #call, cudaGetErrorName(gcc_ce_),                         \
+          cudaGetErrorString(gcc_ce_), __FILE__, __LINE__);                                        \
   } while (0)
 
-#define GCC_CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                         \
-    cublasStatus_t gcc_bs_ = (call);                                                           \
-    if (gcc_bs_ != CUBLAS_STATUS_SUCCESS)                                                      \
-      return gcc_diag_set(d,                                                                   \
-                          gcc_bs_ == CUBLAS_STATUS_ALLOC_FAILED ? GCC_ERR_OUT_OF_MEMORY        \
-                                                                : GCC_ERR_DEVICE,              \
-                          "%s failed: %s (%s) at %s:%d", #call, cublasGetStatusName(gcc_bs_),  \
-                          cublasGetStatusString(gcc_bs_), __FILE__, __LINE__);                 \
+#define GCC_CUBLAS_CHECK(call)                                                                     \
+  do {                                                                                             \
+    cublasStatus_t gcc_bs_ = (call);                                                               \
+    if (gcc_bs_ != CUBLAS_STATUS_SUCCESS)                                                          \
+      return gcc_diag_set(                                                                         \
+          d, gcc_bs_ == CUBLAS_STATUS_ALLOC_FAILED ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,       \
+          "%s failed: %s (%s) at %s:%d", #call, cublasGetStatusName(gcc_bs_),                      \
+          cublasGetStatusString(gcc_bs_), __FILE__, __LINE__);                                     \
   } while (0)
 
 #endif /* GCC_RUNTIME_CUDA_CHECK_H */

@@ -17,14 +17,17 @@ int gcc_cuda_device_count(char *reason, size_t cap) {
   cudaError_t e = cudaDriverGetVersion(&driver);
   (void)cudaRuntimeGetVersion(&runtime);
   if (e != cudaSuccess || driver == 0) {
-    snprintf(reason, cap, "no NVIDIA driver is loaded (cudaDriverGetVersion reports %d; "
-             "CUDA runtime %d.%d)", driver, runtime / 1000, (runtime % 1000) / 10);
+    snprintf(reason, cap,
+             "no NVIDIA driver is loaded (cudaDriverGetVersion reports %d; "
+             "CUDA runtime %d.%d)",
+             driver, runtime / 1000, (runtime % 1000) / 10);
     return 0;
   }
   e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     if (e == cudaErrorInsufficientDriver)
-      snprintf(reason, cap, "the NVIDIA driver (CUDA %d.%d) is older than the CUDA runtime "
+      snprintf(reason, cap,
+               "the NVIDIA driver (CUDA %d.%d) is older than the CUDA runtime "
                "(%d.%d): update the driver (cudaGetDeviceCount: %s)",
                driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
                cudaGetErrorString(e));
@@ -58,8 +61,7 @@ gcc_status gcc_device_resolve(const gcc_device *want, gcc_device_check_fn check,
     }
     gcc_device_info info;
     gcc_diag why = {0};
-    if (gcc_device_info_cuda(0, &info, &why) != GCC_OK ||
-        (check && check(&info, &why) != GCC_OK)) {
+    if (gcc_device_info_cuda(0, &info, &why) != GCC_OK || (check && check(&info, &why) != GCC_OK)) {
       snprintf(note, note_cap, "--device auto: cuda:0 is not usable (%s); running on the CPU",
                why.msg);
       return GCC_OK;
@@ -129,9 +131,8 @@ int gcc_list_devices(FILE *out, gcc_device_check_fn check) {
     gcc_diag why = {0};
     int ok = !check || check(&info, &why) == GCC_OK;
     usable += ok;
-    fprintf(out,
-            "cuda:%d  %s, compute capability %d.%d, %" PRIu64 " bytes of memory, %d SMs: %s\n", i,
-            info.name, info.cc_major, info.cc_minor, info.memory_bytes, info.units,
+    fprintf(out, "cuda:%d  %s, compute capability %d.%d, %" PRIu64 " bytes of memory, %d SMs: %s\n",
+            i, info.name, info.cc_major, info.cc_minor, info.memory_bytes, info.units,
             ok ? "usable" : why.msg);
   }
   return usable;
@@ -152,4 +153,3 @@ gcc_status gcc_device_info_cuda(int index, gcc_device_info *out, gcc_diag *d) {
   out->units = p.multiProcessorCount;
   return GCC_OK;
 }
-

@@ -9,8 +9,8 @@
 #include "graph/ops.h"
 
 #define NOT_LIBRARY "not a library call: a generated kernel, a GEMM, a view or a copy"
-#define IN GCC_CUDA_IN
-#define OUT GCC_CUDA_OUT
+#define IN          GCC_CUDA_IN
+#define OUT         GCC_CUDA_OUT
 
 _Static_assert(GCC_OP_COUNT == 40, "a new op: add its entry to kCudaOps");
 
@@ -35,30 +35,53 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_SOFTMAX_GRAD] = {.call = GCC_CUDA_CALL_NONE,
                              .none = "runs on the CPU (no CUDA lowering)"},
     /* Conv (X, W, B) -> Y */
-    [GCC_OP_CONV] = {.call = GCC_CUDA_CALL_CONV_FORWARD, .xs = IN(0), .ws = IN(1), .x = IN(0),
-                     .w = IN(1), .b = IN(2), .y = OUT(0)},
+    [GCC_OP_CONV] = {.call = GCC_CUDA_CALL_CONV_FORWARD,
+                     .xs = IN(0),
+                     .ws = IN(1),
+                     .x = IN(0),
+                     .w = IN(1),
+                     .b = IN(2),
+                     .y = OUT(0)},
     /* ConvGradData (dY, W) -> dX */
-    [GCC_OP_CONV_GRAD_DATA] = {.call = GCC_CUDA_CALL_CONV_BACKWARD_DATA, .xs = OUT(0),
-                               .ws = IN(1), .dy = IN(0), .w = IN(1), .dx = OUT(0)},
+    [GCC_OP_CONV_GRAD_DATA] = {.call = GCC_CUDA_CALL_CONV_BACKWARD_DATA,
+                               .xs = OUT(0),
+                               .ws = IN(1),
+                               .dy = IN(0),
+                               .w = IN(1),
+                               .dx = OUT(0)},
     /* ConvGradFilter (dY, X) -> dW */
-    [GCC_OP_CONV_GRAD_FILTER] = {.call = GCC_CUDA_CALL_CONV_BACKWARD_FILTER, .xs = IN(1),
-                                 .ws = OUT(0), .dy = IN(0), .x = IN(1), .dw = OUT(0)},
+    [GCC_OP_CONV_GRAD_FILTER] = {.call = GCC_CUDA_CALL_CONV_BACKWARD_FILTER,
+                                 .xs = IN(1),
+                                 .ws = OUT(0),
+                                 .dy = IN(0),
+                                 .x = IN(1),
+                                 .dw = OUT(0)},
     /* ConvGradBias (dY) -> dB: reads only dY, so no X and W shapes */
-    [GCC_OP_CONV_GRAD_BIAS] = {.call = GCC_CUDA_CALL_CONV_BACKWARD_BIAS, .dy = IN(0),
-                               .db = OUT(0)},
+    [GCC_OP_CONV_GRAD_BIAS] = {.call = GCC_CUDA_CALL_CONV_BACKWARD_BIAS, .dy = IN(0), .db = OUT(0)},
     /* MaxPool (X) -> Y */
-    [GCC_OP_MAX_POOL] = {.call = GCC_CUDA_CALL_POOL_FORWARD, .xs = IN(0), .x = IN(0),
-                         .y = OUT(0), .max_pool = 1},
+    [GCC_OP_MAX_POOL] =
+        {.call = GCC_CUDA_CALL_POOL_FORWARD, .xs = IN(0), .x = IN(0), .y = OUT(0), .max_pool = 1},
     /* MaxPoolGrad (dY, X, Y) -> dX */
-    [GCC_OP_MAX_POOL_GRAD] = {.call = GCC_CUDA_CALL_POOL_BACKWARD, .xs = IN(1), .y = IN(2),
-                              .dy = IN(0), .x = IN(1), .dx = OUT(0), .max_pool = 1},
+    [GCC_OP_MAX_POOL_GRAD] = {.call = GCC_CUDA_CALL_POOL_BACKWARD,
+                              .xs = IN(1),
+                              .y = IN(2),
+                              .dy = IN(0),
+                              .x = IN(1),
+                              .dx = OUT(0),
+                              .max_pool = 1},
     /* AveragePool (X) -> Y */
-    [GCC_OP_AVERAGE_POOL] = {.call = GCC_CUDA_CALL_POOL_FORWARD, .xs = IN(0), .x = IN(0),
+    [GCC_OP_AVERAGE_POOL] = {.call = GCC_CUDA_CALL_POOL_FORWARD,
+                             .xs = IN(0),
+                             .x = IN(0),
                              .y = OUT(0)},
     /* AveragePoolGrad (dY) -> dX: cuDNN reads neither X nor Y for averages but
      * wants pointers of their shapes: dX and dY are */
-    [GCC_OP_AVERAGE_POOL_GRAD] = {.call = GCC_CUDA_CALL_POOL_BACKWARD, .xs = OUT(0), .y = IN(0),
-                                  .dy = IN(0), .x = OUT(0), .dx = OUT(0)},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {.call = GCC_CUDA_CALL_POOL_BACKWARD,
+                                  .xs = OUT(0),
+                                  .y = IN(0),
+                                  .dy = IN(0),
+                                  .x = OUT(0),
+                                  .dx = OUT(0)},
     [GCC_OP_SUB] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_MUL] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_DIV] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
@@ -74,8 +97,13 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_PAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     /* ConvTranspose (X, W, B) -> Y: the backward data of the convolution
      * whose input has Y's shape, so Y gives the descriptors' X shape */
-    [GCC_OP_CONV_TRANSPOSE] = {.call = GCC_CUDA_CALL_CONV_TRANSPOSE, .xs = OUT(0), .ws = IN(1),
-                               .x = IN(0), .w = IN(1), .b = IN(2), .y = OUT(0)},
+    [GCC_OP_CONV_TRANSPOSE] = {.call = GCC_CUDA_CALL_CONV_TRANSPOSE,
+                               .xs = OUT(0),
+                               .ws = IN(1),
+                               .x = IN(0),
+                               .w = IN(1),
+                               .b = IN(2),
+                               .y = OUT(0)},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {

@@ -14,21 +14,21 @@ extern "C" {
 
 /* The library calls of the CUDA backend (runtime/cuda/cudnn_conv.h). */
 typedef enum gcc_cuda_call {
-  GCC_CUDA_CALL_UNSET = 0,           /* an entry left empty (tests/op_tables_test fails) */
-  GCC_CUDA_CALL_NONE,                /* not a library call on this backend */
-  GCC_CUDA_CALL_CONV_FORWARD,        /* cudnnConvolutionForward (+ cudnnAddTensor: bias) */
-  GCC_CUDA_CALL_CONV_BACKWARD_DATA,  /* cudnnConvolutionBackwardData */
+  GCC_CUDA_CALL_UNSET = 0,            /* an entry left empty (tests/op_tables_test fails) */
+  GCC_CUDA_CALL_NONE,                 /* not a library call on this backend */
+  GCC_CUDA_CALL_CONV_FORWARD,         /* cudnnConvolutionForward (+ cudnnAddTensor: bias) */
+  GCC_CUDA_CALL_CONV_BACKWARD_DATA,   /* cudnnConvolutionBackwardData */
   GCC_CUDA_CALL_CONV_BACKWARD_FILTER, /* cudnnConvolutionBackwardFilter */
-  GCC_CUDA_CALL_CONV_BACKWARD_BIAS,  /* cudnnConvolutionBackwardBias */
-  GCC_CUDA_CALL_POOL_FORWARD,        /* cudnnPoolingForward */
-  GCC_CUDA_CALL_POOL_BACKWARD,       /* cudnnPoolingBackward */
-  GCC_CUDA_CALL_CONV_TRANSPOSE,      /* cudnnConvolutionBackwardData with x as its dy and y as
+  GCC_CUDA_CALL_CONV_BACKWARD_BIAS,   /* cudnnConvolutionBackwardBias */
+  GCC_CUDA_CALL_POOL_FORWARD,         /* cudnnPoolingForward */
+  GCC_CUDA_CALL_POOL_BACKWARD,        /* cudnnPoolingBackward */
+  GCC_CUDA_CALL_CONV_TRANSPOSE,       /* cudnnConvolutionBackwardData with x as its dy and y as
                                         its dx (+ cudnnAddTensor: bias) */
 } gcc_cuda_call;
 
 /* An operand slot: input k, output k, or none (0). */
-#define GCC_CUDA_IN(k) ((k) + 1)
-#define GCC_CUDA_OUT(k) (-(k) - 1)
+#define GCC_CUDA_IN(k)  ((k) + 1)
+#define GCC_CUDA_OUT(k) (-(k)-1)
 
 /* One entry (runtime/cuda/cuda_ops.c). The operands of the call are named
  * as cuDNN names them (x, w, b, y and their gradients dx, dw, db, dy);
@@ -36,11 +36,11 @@ typedef enum gcc_cuda_call {
  * kw] are found, which the descriptors are made from. */
 typedef struct gcc_cuda_op {
   gcc_cuda_call call;
-  int xs, ws;                             /* shape slots: X, and W (convolutions) */
-  int x, w, b, y, dx, dw, db, dy;         /* operand slots of the call */
-  int max_pool;                           /* pooling: 1 max, 0 average (count_include_pad
+  int xs, ws;                     /* shape slots: X, and W (convolutions) */
+  int x, w, b, y, dx, dw, db, dy; /* operand slots of the call */
+  int max_pool;                   /* pooling: 1 max, 0 average (count_include_pad
                                              from the node's attributes) */
-  const char *none;                       /* GCC_CUDA_CALL_NONE: how the op runs instead */
+  const char *none;               /* GCC_CUDA_CALL_NONE: how the op runs instead */
 } gcc_cuda_op;
 
 /* The entry of op `op`; NULL when `op` is out of range. */

@@ -14,8 +14,8 @@ gcc_status gcc_cudnn_status(cudnnStatus_t st, const char *call, const char *file
                             gcc_diag *d) {
   gcc_status s = st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ? GCC_ERR_OUT_OF_MEMORY
                                                                           : GCC_ERR_DEVICE;
-  return gcc_diag_set(d, s, "%s:%d: %s failed: %s (%d)", file, line, call,
-                      cudnnGetErrorString(st), (int)st);
+  return gcc_diag_set(d, s, "%s:%d: %s failed: %s (%d)", file, line, call, cudnnGetErrorString(st),
+                      (int)st);
 }
 
 gcc_status gcc_cudnn_handle_create(cudnnHandle_t *out, gcc_diag *d) {
@@ -31,15 +31,16 @@ void gcc_cudnn_handle_destroy(cudnnHandle_t h) {
 
 /* ---- shared checks ------------------------------------------------------ */
 
-static int fits_int(int64_t v) { return v > 0 && v <= INT32_MAX; }
+static int fits_int(int64_t v) {
+  return v > 0 && v <= INT32_MAX;
+}
 
 static gcc_status check_window(const gcc_window2d *w, const char *what, gcc_diag *d) {
   if (!fits_int(w->kh) || !fits_int(w->kw) || !fits_int(w->sh) || !fits_int(w->sw) ||
       !fits_int(w->dh) || !fits_int(w->dw) || w->pt < 0 || w->pl < 0 || w->pt > INT32_MAX ||
       w->pl > INT32_MAX)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "%s: kernel, strides and dilations must be in [1, 2^31), pads >= 0",
-                        what);
+                        "%s: kernel, strides and dilations must be in [1, 2^31), pads >= 0", what);
   if (w->pt != w->pb || w->pl != w->pr)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: pads (%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
@@ -88,14 +89,13 @@ static const gcc_shape *slot_shape(const gcc_graph *g, const gcc_node *n, int sl
   return &g->values[slot > 0 ? n->inputs[slot - 1] : n->outputs[-slot - 1]].shape;
 }
 
-gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out,
-                               gcc_diag *d) {
+gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   const gcc_cuda_op *co = gcc_cuda_op_of(n->op);
   if (!co || !co->xs || !co->ws) { /* the table says where X and W are */
     char desc[600];
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is not a convolution",
-                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: %s is not a convolution", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
   }
   const gcc_shape *x = slot_shape(g, n, co->xs), *w = slot_shape(g, n, co->ws);
   memset(out, 0, sizeof *out);
@@ -147,8 +147,7 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
                                            (int)s->n, (int)s->c, (int)s->h, (int)s->w),
                 d);
   GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                           (int)s->m, (int)(s->c / group), (int)w->kh,
-                                           (int)w->kw),
+                                           (int)s->m, (int)(s->c / group), (int)w->kh, (int)w->kw),
                 d);
   cudnnConvolutionDescriptor_t cds[3] = {c->conv_desc, c->conv_desc_bd, c->conv_desc_bf};
   for (int i = 0; i < 3; i++) {
@@ -184,14 +183,13 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   return GCC_OK;
 }
 
-gcc_status gcc_cudnn_conv_create(const gcc_conv2d_shape *shape, gcc_cudnn_conv **out,
-                                 gcc_diag *d) {
+gcc_status gcc_cudnn_conv_create(const gcc_conv2d_shape *shape, gcc_cudnn_conv **out, gcc_diag *d) {
   *out = NULL;
   if (!fits_int(shape->n) || !fits_int(shape->c) || !fits_int(shape->h) || !fits_int(shape->w) ||
       !fits_int(shape->m))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "Conv: sizes must be in [1, 2^31): X [%" PRId64 ", %" PRId64
-                        ", %" PRId64 ", %" PRId64 "], %" PRId64 " filters",
+                        "Conv: sizes must be in [1, 2^31): X [%" PRId64 ", %" PRId64 ", %" PRId64
+                        ", %" PRId64 "], %" PRId64 " filters",
                         shape->n, shape->c, shape->h, shape->w, shape->m);
   GCC_TRY(check_window(&shape->win, "Conv", d));
   gcc_cudnn_conv *c = calloc(1, sizeof *c);
@@ -214,7 +212,9 @@ void gcc_cudnn_conv_output_dims(const gcc_cudnn_conv *c, int64_t dims[4]) {
   memcpy(dims, c->y, sizeof c->y);
 }
 
-const gcc_conv2d_shape *gcc_cudnn_conv_shape(const gcc_cudnn_conv *c) { return &c->shape; }
+const gcc_conv2d_shape *gcc_cudnn_conv_shape(const gcc_cudnn_conv *c) {
+  return &c->shape;
+}
 
 enum { MAX_ALGOS = 16 };
 
@@ -288,13 +288,13 @@ void gcc_cudnn_conv_math_types(const gcc_cudnn_conv *c, int out[3]) {
   }
 }
 
-#define PERF_OF(dst, src, count)                                                              \
-  for (int i_ = 0; i_ < (count); i_++) {                                                      \
-    (dst)[i_].algo = (int)(src)[i_].algo;                                                     \
-    (dst)[i_].status = (src)[i_].status;                                                      \
-    (dst)[i_].memory = (src)[i_].memory;                                                      \
-    (dst)[i_].determinism = (src)[i_].determinism;                                            \
-    (dst)[i_].math_type = (src)[i_].mathType;                                                 \
+#define PERF_OF(dst, src, count)                                                                   \
+  for (int i_ = 0; i_ < (count); i_++) {                                                           \
+    (dst)[i_].algo = (int)(src)[i_].algo;                                                          \
+    (dst)[i_].status = (src)[i_].status;                                                           \
+    (dst)[i_].memory = (src)[i_].memory;                                                           \
+    (dst)[i_].determinism = (src)[i_].determinism;                                                 \
+    (dst)[i_].math_type = (src)[i_].mathType;                                                      \
   }
 
 gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_t workspace_cap,
@@ -309,13 +309,11 @@ gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_
   GCC_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(handle, c->x_desc, c->w_desc, c->conv_desc,
                                                        c->y_desc, MAX_ALGOS, &nf, fp),
                 d);
-  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, c->w_desc, c->y_desc,
-                                                            c->conv_desc_bd, c->x_desc, MAX_ALGOS,
-                                                            &nd, dp),
+  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                    handle, c->w_desc, c->y_desc, c->conv_desc_bd, c->x_desc, MAX_ALGOS, &nd, dp),
                 d);
-  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, c->x_desc, c->y_desc,
-                                                              c->conv_desc_bf, c->w_desc,
-                                                              MAX_ALGOS, &nw, wp),
+  GCC_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                    handle, c->x_desc, c->y_desc, c->conv_desc_bf, c->w_desc, MAX_ALGOS, &nw, wp),
                 d);
   gcc_cudnn_algo_perf f[MAX_ALGOS], bd[MAX_ALGOS], bw[MAX_ALGOS];
   PERF_OF(f, fp, nf);
@@ -328,13 +326,11 @@ gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_
   cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(handle, c->x_desc, c->w_desc,
                                                              c->conv_desc, c->y_desc, c->fwd, &wf);
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnGetConvolutionBackwardDataWorkspaceSize(handle, c->w_desc, c->y_desc,
-                                                      c->conv_desc_bd, c->x_desc, c->bwd_data,
-                                                      &wd);
+    st = cudnnGetConvolutionBackwardDataWorkspaceSize(handle, c->w_desc, c->y_desc, c->conv_desc_bd,
+                                                      c->x_desc, c->bwd_data, &wd);
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, c->x_desc, c->y_desc,
-                                                        c->conv_desc_bf, c->w_desc,
-                                                        c->bwd_filter, &ww);
+    st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        handle, c->x_desc, c->y_desc, c->conv_desc_bf, c->w_desc, c->bwd_filter, &ww);
   if (st != CUDNN_STATUS_SUCCESS) {
     c->chosen = 0; /* nothing half-prepared */
     return gcc_cudnn_status(st, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__, d);
@@ -353,7 +349,9 @@ gcc_status gcc_cudnn_conv_prepare(gcc_cudnn_conv *c, cudnnHandle_t handle, size_
   return GCC_OK;
 }
 
-int gcc_cudnn_conv_prepared(const gcc_cudnn_conv *c) { return c->prepared; }
+int gcc_cudnn_conv_prepared(const gcc_cudnn_conv *c) {
+  return c->prepared;
+}
 
 size_t gcc_cudnn_conv_workspace_bytes(const gcc_cudnn_conv *c) {
   size_t m = c->ws_fwd;
@@ -364,8 +362,7 @@ size_t gcc_cudnn_conv_workspace_bytes(const gcc_cudnn_conv *c) {
   return m;
 }
 
-int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data,
-                              int *bwd_filter) {
+int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data, int *bwd_filter) {
   *fwd = c->chosen ? (int)c->fwd : -1;
   *bwd_data = c->chosen ? (int)c->bwd_data : -1;
   *bwd_filter = c->chosen ? (int)c->bwd_filter : -1;
@@ -384,8 +381,7 @@ size_t gcc_cudnn_conv_direction_workspace(const gcc_cudnn_conv *c, gcc_cuda_call
 
 /* The checks every run function makes before calling cuDNN. */
 static gcc_status run_checks(const gcc_cudnn_conv *c, cudnnHandle_t handle, const char *fn,
-                             size_t need, void *workspace, size_t workspace_bytes,
-                             gcc_diag *d) {
+                             size_t need, void *workspace, size_t workspace_bytes, gcc_diag *d) {
   GCC_TRY(need_ptr(handle, "the cuDNN handle", fn, d));
   if (!c->prepared)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
@@ -417,8 +413,8 @@ gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle,
 }
 
 gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t handle,
-                                        const float *dy, const float *w, float *dx,
-                                        void *workspace, size_t workspace_bytes, gcc_diag *d) {
+                                        const float *dy, const float *w, float *dx, void *workspace,
+                                        size_t workspace_bytes, gcc_diag *d) {
   const char *fn = "gcc_cudnn_conv_backward_data";
   GCC_TRY(run_checks(c, handle, fn, c->ws_bwd_data, workspace, workspace_bytes, d));
   GCC_TRY(need_ptr(dy, "dY", fn, d));
@@ -432,9 +428,9 @@ gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t h
   return GCC_OK;
 }
 
-gcc_status gcc_cudnn_conv_transpose(const gcc_cudnn_conv *c, cudnnHandle_t handle,
-                                    const float *x, const float *w, const float *b, float *y,
-                                    void *workspace, size_t workspace_bytes, gcc_diag *d) {
+gcc_status gcc_cudnn_conv_transpose(const gcc_cudnn_conv *c, cudnnHandle_t handle, const float *x,
+                                    const float *w, const float *b, float *y, void *workspace,
+                                    size_t workspace_bytes, gcc_diag *d) {
   GCC_TRY(gcc_cudnn_conv_backward_data(c, handle, x, w, y, workspace, workspace_bytes, d));
   if (b) {
     const float one = 1.0f;
@@ -445,8 +441,7 @@ gcc_status gcc_cudnn_conv_transpose(const gcc_cudnn_conv *c, cudnnHandle_t handl
 
 gcc_status gcc_cudnn_conv_backward_filter(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                                           const float *dy, const float *x, float *dw,
-                                          void *workspace, size_t workspace_bytes,
-                                          gcc_diag *d) {
+                                          void *workspace, size_t workspace_bytes, gcc_diag *d) {
   const char *fn = "gcc_cudnn_conv_backward_filter";
   GCC_TRY(run_checks(c, handle, fn, c->ws_bwd_filter, workspace, workspace_bytes, d));
   GCC_TRY(need_ptr(dy, "dY", fn, d));
@@ -467,8 +462,7 @@ gcc_status gcc_cudnn_conv_backward_bias(const gcc_cudnn_conv *c, cudnnHandle_t h
   GCC_TRY(need_ptr(dy, "dY", fn, d));
   GCC_TRY(need_ptr(db, "dB", fn, d));
   const float one = 1.0f, zero = 0.0f;
-  GCC_CUDNN_TRY(cudnnConvolutionBackwardBias(handle, &one, c->y_desc, dy, &zero, c->b_desc, db),
-                d);
+  GCC_CUDNN_TRY(cudnnConvolutionBackwardBias(handle, &one, c->y_desc, dy, &zero, c->b_desc, db), d);
   return GCC_OK;
 }
 
@@ -481,8 +475,7 @@ struct gcc_cudnn_pool {
   cudnnPoolingDescriptor_t pool_desc;
 };
 
-gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *out,
-                               gcc_diag *d) {
+gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *out, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   const gcc_cuda_op *co = gcc_cuda_op_of(n->op);
   if (!co || !co->xs ||
@@ -501,8 +494,8 @@ gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *o
   if (co->max_pool)
     out->mode = GCC_POOL_MAX;
   else
-    out->mode = n->av[POOL_COUNT_INCLUDE_PAD].i ? GCC_POOL_AVG_INCLUDE_PAD
-                                                : GCC_POOL_AVG_EXCLUDE_PAD;
+    out->mode =
+        n->av[POOL_COUNT_INCLUDE_PAD].i ? GCC_POOL_AVG_INCLUDE_PAD : GCC_POOL_AVG_EXCLUDE_PAD;
   return GCC_OK;
 }
 
@@ -549,8 +542,7 @@ static gcc_status pool_descriptors(gcc_cudnn_pool *p, gcc_diag *d) {
   return GCC_OK;
 }
 
-gcc_status gcc_cudnn_pool_create(const gcc_pool2d_shape *shape, gcc_cudnn_pool **out,
-                                 gcc_diag *d) {
+gcc_status gcc_cudnn_pool_create(const gcc_pool2d_shape *shape, gcc_cudnn_pool **out, gcc_diag *d) {
   *out = NULL;
   const char *what = shape->mode == GCC_POOL_MAX ? "MaxPool" : "AveragePool";
   if (!fits_int(shape->n) || !fits_int(shape->c) || !fits_int(shape->h) || !fits_int(shape->w) ||
@@ -692,4 +684,6 @@ gcc_status gcc_cudnn_cache_pool(gcc_cudnn_cache *c, const gcc_pool2d_shape *shap
   return GCC_OK;
 }
 
-int gcc_cudnn_cache_size(const gcc_cudnn_cache *c) { return c->n_convs + c->n_pools; }
+int gcc_cudnn_cache_size(const gcc_cudnn_cache *c) {
+  return c->n_convs + c->n_pools;
+}

@@ -61,11 +61,11 @@ extern "C" {
 
 /* Evaluates a cuDNN call; on failure, returns from the enclosing function
  * GCC_ERR_DEVICE with "FILE:LINE: CALL failed: cuDNN status (code)". */
-#define GCC_CUDNN_TRY(call, diag)                                                              \
-  do {                                                                                         \
-    cudnnStatus_t gcc_cudnn_st_ = (call);                                                      \
-    if (gcc_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                                 \
-      return gcc_cudnn_status(gcc_cudnn_st_, #call, __FILE__, __LINE__, (diag));               \
+#define GCC_CUDNN_TRY(call, diag)                                                                  \
+  do {                                                                                             \
+    cudnnStatus_t gcc_cudnn_st_ = (call);                                                          \
+    if (gcc_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                                     \
+      return gcc_cudnn_status(gcc_cudnn_st_, #call, __FILE__, __LINE__, (diag));                   \
   } while (0)
 
 /* The diagnostic of a failed cuDNN call (GCC_ERR_DEVICE; GCC_ERR_OUT_OF_MEMORY
@@ -94,8 +94,7 @@ typedef struct gcc_conv2d_shape {
  * inputs, outputs and attributes; a ConvTranspose is the data gradient of
  * the convolution whose input X is its output). GCC_ERR_INVALID_ARGUMENT
  * for another op. */
-gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out,
-                               gcc_diag *d);
+gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out, gcc_diag *d);
 
 typedef struct gcc_cudnn_conv gcc_cudnn_conv;
 
@@ -105,8 +104,7 @@ typedef struct gcc_cudnn_conv gcc_cudnn_conv;
  * GCC_ERR_UNSUPPORTED (asymmetric pads: cuDNN takes one pad per dimension),
  * GCC_ERR_INTERNAL (cuDNN's output shape differs from ours; both named),
  * GCC_ERR_DEVICE (a descriptor call failed), GCC_ERR_OUT_OF_MEMORY. */
-gcc_status gcc_cudnn_conv_create(const gcc_conv2d_shape *shape, gcc_cudnn_conv **out,
-                                 gcc_diag *d);
+gcc_status gcc_cudnn_conv_create(const gcc_conv2d_shape *shape, gcc_cudnn_conv **out, gcc_diag *d);
 void gcc_cudnn_conv_destroy(gcc_cudnn_conv *c);
 
 /* Y's dims [n, m, oh, ow], as cuDNN computed them. */
@@ -177,19 +175,18 @@ gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                                   size_t workspace_bytes, gcc_diag *d);
 /* dX = ConvGradData(dY, W). */
 gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t handle,
-                                        const float *dy, const float *w, float *dx,
-                                        void *workspace, size_t workspace_bytes, gcc_diag *d);
+                                        const float *dy, const float *w, float *dx, void *workspace,
+                                        size_t workspace_bytes, gcc_diag *d);
 /* Y = ConvTranspose(X, W) (+ B broadcast over n, h, w when B is not NULL):
  * the backward-data call with X as dY, then cudnnAddTensor. */
-gcc_status gcc_cudnn_conv_transpose(const gcc_cudnn_conv *c, cudnnHandle_t handle,
-                                    const float *x, const float *w, const float *b, float *y,
-                                    void *workspace, size_t workspace_bytes, gcc_diag *d);
+gcc_status gcc_cudnn_conv_transpose(const gcc_cudnn_conv *c, cudnnHandle_t handle, const float *x,
+                                    const float *w, const float *b, float *y, void *workspace,
+                                    size_t workspace_bytes, gcc_diag *d);
 
 /* dW = ConvGradFilter(dY, X) (overwritten, not accumulated). */
 gcc_status gcc_cudnn_conv_backward_filter(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                                           const float *dy, const float *x, float *dw,
-                                          void *workspace, size_t workspace_bytes,
-                                          gcc_diag *d);
+                                          void *workspace, size_t workspace_bytes, gcc_diag *d);
 /* dB = ConvGradBias(dY): dY summed over n, oh, ow. Needs no workspace and
  * no prepare. */
 gcc_status gcc_cudnn_conv_backward_bias(const gcc_cudnn_conv *c, cudnnHandle_t handle,
@@ -198,9 +195,9 @@ gcc_status gcc_cudnn_conv_backward_bias(const gcc_cudnn_conv *c, cudnnHandle_t h
 /* ---- pooling ---------------------------------------------------------- */
 
 typedef enum gcc_pool_mode {
-  GCC_POOL_MAX = 0,           /* MaxPool: CUDNN_POOLING_MAX_DETERMINISTIC, NaN propagated */
-  GCC_POOL_AVG_INCLUDE_PAD,   /* AveragePool, count_include_pad = 1 */
-  GCC_POOL_AVG_EXCLUDE_PAD,   /* AveragePool, count_include_pad = 0 */
+  GCC_POOL_MAX = 0,         /* MaxPool: CUDNN_POOLING_MAX_DETERMINISTIC, NaN propagated */
+  GCC_POOL_AVG_INCLUDE_PAD, /* AveragePool, count_include_pad = 1 */
+  GCC_POOL_AVG_EXCLUDE_PAD, /* AveragePool, count_include_pad = 0 */
 } gcc_pool_mode;
 
 typedef struct gcc_pool2d_shape {
@@ -211,8 +208,7 @@ typedef struct gcc_pool2d_shape {
 
 /* The shape of a MaxPool, MaxPoolGrad, AveragePool or AveragePoolGrad node
  * (shapes inferred). GCC_ERR_INVALID_ARGUMENT for another op. */
-gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *out,
-                               gcc_diag *d);
+gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *out, gcc_diag *d);
 
 typedef struct gcc_cudnn_pool gcc_cudnn_pool;
 
@@ -220,8 +216,7 @@ typedef struct gcc_cudnn_pool gcc_cudnn_pool;
  * (cudnnGetPooling2dForwardOutputDim). Errors as gcc_cudnn_conv_create;
  * GCC_ERR_UNSUPPORTED also for dilations other than 1 (cuDNN's pooling
  * has none). */
-gcc_status gcc_cudnn_pool_create(const gcc_pool2d_shape *shape, gcc_cudnn_pool **out,
-                                 gcc_diag *d);
+gcc_status gcc_cudnn_pool_create(const gcc_pool2d_shape *shape, gcc_cudnn_pool **out, gcc_diag *d);
 void gcc_cudnn_pool_destroy(gcc_cudnn_pool *p);
 void gcc_cudnn_pool_output_dims(const gcc_cudnn_pool *p, int64_t dims[4]);
 

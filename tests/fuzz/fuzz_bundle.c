@@ -18,8 +18,8 @@
 static int fix_checksums(const uint8_t *data, size_t size, uint8_t **out, size_t *n) {
   if (size < GCC_BUNDLE_HEADER_BYTES)
     return 0;
-  Gccx__Bundle *pb = gccx__bundle__unpack(NULL, size - GCC_BUNDLE_HEADER_BYTES,
-                                          data + GCC_BUNDLE_HEADER_BYTES);
+  Gccx__Bundle *pb =
+      gccx__bundle__unpack(NULL, size - GCC_BUNDLE_HEADER_BYTES, data + GCC_BUNDLE_HEADER_BYTES);
   if (!pb)
     return 0;
   int ns = (int)pb->n_sections, ok = 0;

@@ -34,7 +34,7 @@ namespace {
 const gcc_kernel_cache_config kKernelCache = {nullptr, 1};
 
 class Gpu : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     char reason[512] = "";
     if (gcc_cuda_device_count(reason, sizeof reason) == 0)
@@ -80,8 +80,10 @@ Batch MakeBatch(int rows, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> n(0.0f, 1.0f);
   Batch b{std::vector<float>(rows * 784), std::vector<int64_t>(rows)};
-  for (float &v : b.x) v = n(rng);
-  for (int64_t &v : b.y) v = rng() % 10;
+  for (float &v : b.x)
+    v = n(rng);
+  for (int64_t &v : b.y)
+    v = rng() % 10;
   return b;
 }
 
@@ -116,10 +118,11 @@ void TrainBoth(const gcc_graph *model, const gcc_session_options &gpu_o,
     }
   }
   ASSERT_EQ(gl.size(), cl.size());
-  for (size_t s = 0; s < gl.size(); s++)  // cuBLAS sums in another order: 1e-3 relative
+  for (size_t s = 0; s < gl.size(); s++) // cuBLAS sums in another order: 1e-3 relative
     EXPECT_NEAR(gl[s], cl[s], 1e-3 * std::max(1.0f, std::fabs(cl[s]))) << "step " << s;
   for (int v = 0; v < model->n_values; v++) {
-    if (model->values[v].kind != GCC_VALUE_PARAM) continue;
+    if (model->values[v].kind != GCC_VALUE_PARAM)
+      continue;
     int64_t n = 0;
     float *a = nullptr;
     gcc_session_param(gpu, model->values[v].name, &a, &n, nullptr);
@@ -135,13 +138,16 @@ void TrainBoth(const gcc_graph *model, const gcc_session_options &gpu_o,
   Batch e = MakeBatch(1000, 7);
   float l1 = 0, l2 = 0;
   int64_t c1 = 0, c2 = 0;
-  ASSERT_EQ(gcc_session_eval_batch(gpu, e.x.data(), e.y.data(), 1000, &l1, &c1, nullptr, &d), GCC_OK)
+  ASSERT_EQ(gcc_session_eval_batch(gpu, e.x.data(), e.y.data(), 1000, &l1, &c1, nullptr, &d),
+            GCC_OK)
       << d.msg;
-  ASSERT_EQ(gcc_session_eval_batch(cpu, e.x.data(), e.y.data(), 1000, &l2, &c2, nullptr, &d), GCC_OK)
+  ASSERT_EQ(gcc_session_eval_batch(cpu, e.x.data(), e.y.data(), 1000, &l2, &c2, nullptr, &d),
+            GCC_OK)
       << d.msg;
   EXPECT_NEAR(l1, l2, 1e-3 * std::max(1.0f, std::fabs(l2)));
   EXPECT_NEAR((double)c1, (double)c2, 3.0);
-  if (plan_out) *plan_out = nullptr;  // owned by the session, freed below
+  if (plan_out)
+    *plan_out = nullptr; // owned by the session, freed below
   gcc_session_destroy(gpu);
   gcc_session_destroy(cpu);
 }
@@ -171,8 +177,10 @@ TEST_F(Gpu, CifarCnnThroughCudnnMatchesTheCpuBackend) {
   for (int s = 0; s < 10; s++) {
     std::vector<float> x(64 * 3 * 32 * 32);
     std::vector<int64_t> y(64);
-    for (float &v : x) v = nd(rng);
-    for (int64_t &v : y) v = rng() % 10;
+    for (float &v : x)
+      v = nd(rng);
+    for (int64_t &v : y)
+      v = rng() % 10;
     float l1 = 0, l2 = 0;
     ASSERT_EQ(gcc_session_train_step(gpu, x.data(), y.data(), 64, &l1, &d), GCC_OK) << d.msg;
     ASSERT_EQ(gcc_session_train_step(cpu, x.data(), y.data(), 64, &l2, &d), GCC_OK) << d.msg;
@@ -197,7 +205,7 @@ TEST_F(Gpu, TrainEvaluateTrainWithCudaGraphsMatchesTheCpu) {
   uint32_t seed = 3000;
   for (int phase = 0; phase < 3; phase++) {
     for (int s = 0; s < (phase == 1 ? 4 : 8); s++) {
-      int rows = phase == 1 ? 1000 : (s == 7 ? 32 : 64);  // a short last batch: a third plan
+      int rows = phase == 1 ? 1000 : (s == 7 ? 32 : 64); // a short last batch: a third plan
       Batch b = MakeBatch(rows, seed++);
       float l1 = 0, l2 = 0;
       if (phase == 1) {
@@ -255,8 +263,10 @@ TEST_F(Gpu, CifarCnnTrainEvaluateAtOneThousandTrainAgainIsDeterministic) {
       int rows = s == 5 ? 1000 : 4;
       std::vector<float> x(rows * 3 * 32 * 32);
       std::vector<int64_t> y(rows);
-      for (float &v : x) v = nd(rng);
-      for (int64_t &v : y) v = rng() % 10;
+      for (float &v : x)
+        v = nd(rng);
+      for (int64_t &v : y)
+        v = rng() % 10;
       float l1 = 0, l2 = 0;
       int64_t c1 = 0, c2 = 0;
       if (s == 5) {
@@ -301,12 +311,12 @@ TEST_F(Gpu, ExportedBundleRunsOnTheGpuFromItsCubin) {
   eo.batch_sizes[0] = 1;
   eo.batch_sizes[1] = 64;
   eo.n_batch_sizes = 2;
-  std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
-                     "/gpu_test.gccx";
+  std::string path =
+      std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/gpu_test.gccx";
   ASSERT_EQ(gcc_export_bundle(model_, &eo, path.c_str(), &d), GCC_OK) << d.msg;
   gccx_bundle *b = nullptr;
   ASSERT_EQ(gccx_bundle_open(path.c_str(), &b, &d), GCC_OK) << d.msg;
-  gccx_session_options go{"cuda", 1, 64}, co{"cpu", 1, 64};  // device, threads, max_batch
+  gccx_session_options go{"cuda", 1, 64}, co{"cpu", 1, 64}; // device, threads, max_batch
   gccx_session *gs = nullptr, *cs = nullptr;
   char note[256];
   ASSERT_EQ(gccx_session_create(b, &go, &gs, note, sizeof note, &d), GCC_OK) << d.msg;
@@ -349,10 +359,9 @@ TEST_F(Gpu, APlanLargerThanTheDeviceGetsTheOutOfMemoryMessage) {
   ASSERT_EQ(gcc_session_create(model_, &o, &gpu, &d), GCC_OK) << d.msg;
   gcc_plan *p = nullptr;
   // 2^26 rows x 784 floats: far beyond any GPU's memory
-  EXPECT_EQ(gcc_session_plan(gpu, GCC_MODE_TRAIN, (int64_t)1 << 26, &p, &d),
-            GCC_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(gcc_session_plan(gpu, GCC_MODE_TRAIN, (int64_t)1 << 26, &p, &d), GCC_ERR_OUT_OF_MEMORY);
   EXPECT_NE(std::string(d.msg).find("bytes are free"), std::string::npos) << d.msg;
   gcc_session_destroy(gpu);
 }
 
-}  // namespace
+} // namespace
