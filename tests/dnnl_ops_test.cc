@@ -526,7 +526,10 @@ TEST_F(DnnlTest, BlockedConvolutionsReorderThroughTheScratch) {
   ASSERT_EQ(gcc_dnnl_conv_fwd_create(dn_, &cd, &plain, &d_), GCC_OK) << d_.msg;
   std::string bn = gcc_dnnl_op_name(blocked), pn = gcc_dnnl_op_name(plain);
   EXPECT_NE(bn.find("via reorders"), std::string::npos) << bn;
-  EXPECT_NE(bn.find("aBcd16b"), std::string::npos) << bn; // nChw16c
+  // oneDNN picks the channel block for the ISA it JITs for: nChw16c
+  // (aBcd16b) on AVX-512 cores, nChw8c (aBcd8b) on AVX2-only ones
+  EXPECT_TRUE(bn.find("aBcd16b") != std::string::npos || bn.find("aBcd8b") != std::string::npos)
+      << bn;
   EXPECT_EQ(pn.find("reorder"), std::string::npos) << pn;
   // the blocked copy of y (64 x 16 x 8 x 8) is in its scratch
   EXPECT_GE(gcc_dnnl_op_scratch_bytes(blocked), (size_t)(64 * 16 * 64) * 4) << bn;

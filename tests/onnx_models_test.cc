@@ -85,6 +85,17 @@ std::vector<float> RunModel(const gcc_graph *g, const std::vector<float> &x, int
 
 class LightModel : public ::testing::TestWithParam<const char *> {};
 
+// Models whose constant-weight reference is rounding noise: light_squeezenet's
+// weights are all 0.02, so its 1000 logits are exactly equal in real arithmetic
+// but about 9.5e9 in float32 (ONNX Runtime: 9.475688e9 for every class), where
+// one ulp is 1024. The softmax of such logits is decided by the GEMM's
+// summation order (OpenBLAS's AVX2 and AVX-512 kernels tile differently), so
+// only its invariants are checked here; RandomizedLightModel below checks the
+// architecture's numerics against ONNX Runtime with well-scaled weights.
+bool IllConditionedReference(const std::string &name) {
+  return name == "light_squeezenet";
+}
+
 TEST_P(LightModel, MatchesOnnxReference) {
   std::string name = GetParam();
   gcc_graph *g = Import(name, Runfile("tests/onnx/light/" + name + ".onnx"));
@@ -120,6 +131,18 @@ TEST_P(LightModel, MatchesOnnxReference) {
     }
     printf("%s (%s): %zu outputs, max abs error %.3g (max |reference| %.3g)\n", name.c_str(),
            cuda ? "CUDA plan, host-emulated" : "CPU", y.size(), worst, ref_max);
+    if (IllConditionedReference(name)) {
+      // a probability distribution over the classes, as the reference's
+      double sum = 0;
+      int64_t bad_p = 0;
+      for (float v : y) {
+        sum += v;
+        bad_p += !(v >= 0.0f && v <= 1.0f);
+      }
+      EXPECT_EQ(bad_p, 0) << name << ": outputs outside [0, 1]";
+      EXPECT_NEAR(sum, 1.0, 1e-4) << name << ": outputs do not sum to 1";
+      continue;
+    }
     EXPECT_EQ(bad, 0) << name << ": elements outside rtol 1e-3, atol 1e-7";
   }
   free(rd);
