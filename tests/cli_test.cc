@@ -34,113 +34,24 @@
 #include "runtime/device.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/session.h"
+#include "tests/subprocess.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test; // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h, tests/subprocess.h
 
 namespace {
 
-struct Result {
-  int exit_code = -1; // -1: killed by a signal (see term_signal) or not run
-  int term_signal = 0;
-  bool timed_out = false;
-  std::string out, err;
-  double seconds = 0;
-};
-
-std::ostream &operator<<(std::ostream &os, const Result &r) {
-  os << "exit " << r.exit_code;
-  if (r.term_signal)
-    os << " (signal " << r.term_signal << ")";
-  if (r.timed_out)
-    os << " (timed out)";
-  return os << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err << "---";
-}
+using Result = ProcResult; // tests/subprocess.h
 
 // Runs gcc-train with `args`. `on_stdout` (if set) is called with the child's
 // pid and all of stdout so far whenever more arrives. The child is killed
 // after `timeout_s` seconds.
 Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
               const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
-  Result r;
-  static const std::string bin = Runfile("cli/gcc-train");
-  if (bin.empty()) {
-    r.err = "gcc-train binary not found in the runfiles";
-    return r;
-  }
-  int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
-    r.err = std::string("pipe: ") + strerror(errno);
-    return r;
-  }
-  std::vector<char *> argv;
-  argv.push_back(const_cast<char *>(bin.c_str()));
-  for (const std::string &a : args)
-    argv.push_back(const_cast<char *>(a.c_str()));
-  argv.push_back(nullptr);
-  double t0 = Now();
-  pid_t pid = fork();
-  if (pid < 0) {
-    r.err = std::string("fork: ") + strerror(errno);
-    return r;
-  }
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0)
-      dup2(devnull, 0);
-    unsetenv("BUILD_WORKING_DIRECTORY");
-    signal(SIGINT, SIG_DFL);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    double left = timeout_s - (Now() - t0);
-    if (left <= 0) {
-      r.timed_out = true;
-      kill(pid, SIGKILL);
-      break;
-    }
-    int n = poll(fds, 2, static_cast<int>(std::min(left, 0.2) * 1000) + 1);
-    if (n < 0 && errno != EINTR)
-      break;
-    for (int i = 0; i < 2; i++) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-        continue;
-      char buf[65536];
-      ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(got));
-        if (i == 0 && on_stdout)
-          on_stdout(pid, r.out);
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        open_fds--;
-      }
-    }
-  }
-  for (struct pollfd &p : fds)
-    if (p.fd >= 0)
-      close(p.fd);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  r.seconds = Now() - t0;
-  if (WIFEXITED(st))
-    r.exit_code = WEXITSTATUS(st);
-  if (WIFSIGNALED(st))
-    r.term_signal = WTERMSIG(st);
-  return r;
+  ProcOptions o;
+  o.timeout_s = timeout_s;
+  o.on_stdout = on_stdout;
+  return RunRunfile("cli/gcc-train", args, o);
 }
 
 bool Has(const std::string &s, const std::string &needle) {

@@ -23,6 +23,7 @@ extern "C" {
 #include "runtime/plan.h"
 }
 #include "tests/testutil.h"
+#include "tests/test_graphs.h"
 
 using namespace gcc_test; // tests/testutil.h
 
@@ -53,23 +54,7 @@ gcc_graph *ChainModel() {
   y = gcc_build_op(b, GCC_OP_ADD, "add2", "add2.out", ins2, 2);
   int loss = gcc_build_mse(b, "loss", y, t);
   gcc_build_output(b, loss);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss";
-  ts.input = "x";
-  ts.target = "t";
-  ts.dataset = "inline";
-  ts.opt.kind = GCC_OPT_ADAM;
-  ts.opt.lr = 0.01f;
-  ts.opt.beta1 = 0.9f;
-  ts.opt.beta2 = 0.999f;
-  ts.opt.eps = 1e-8f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
+  return FinishInlineTraining(b, "loss", nullptr, "x", "t", Opt(GCC_OPT_ADAM, 0.01f));
 }
 
 struct Case {

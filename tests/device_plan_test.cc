@@ -60,6 +60,12 @@ extern "C" {
 #include <sys/stat.h>
 #include "tests/host_backend.h"
 #include "tests/kernel_emulation.h"
+#include "tests/test_graphs.h"
+#include "tests/testutil.h"
+
+using gcc_test::FinishInlineTraining; // tests/test_graphs.h
+using gcc_test::Opt;
+using gcc_test::TinyRegressor;
 
 namespace {
 
@@ -97,26 +103,9 @@ gcc_graph *SmallMlp(gcc_opt_kind kind, bool bias_free_last = false) {
   }
   int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
   gcc_build_output(b, loss);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss";
-  ts.prediction = bias_free_last ? "fc3.out" : "fc3.out";
-  ts.input = "image";
-  ts.target = "label";
-  ts.dataset = "inline";
-  ts.opt.kind = kind;
-  ts.opt.lr = kind == GCC_OPT_ADAM ? 0.01f : 0.1f;
-  ts.opt.momentum = 0.5f;
-  ts.opt.beta1 = 0.9f;
-  ts.opt.beta2 = 0.999f;
-  ts.opt.eps = 1e-8f;
-  ts.opt.weight_decay = kind == GCC_OPT_ADAM ? 1e-2f : 0.0f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
+  return FinishInlineTraining(
+      b, "loss", "fc3.out", "image", "label",
+      Opt(kind, kind == GCC_OPT_ADAM ? 0.01f : 0.1f, 0.5f, kind == GCC_OPT_ADAM ? 1e-2f : 0.0f));
 }
 
 struct Batch {
@@ -286,8 +275,7 @@ TEST_F(DevicePlan, CheckpointFromTheDeviceMirrorResumesBitwise) {
   steps(whole, 0, 10);
   ASSERT_EQ(gcc_session_create(g, &so, &first, &d), GCC_OK) << d.msg;
   steps(first, 0, 4);
-  const char *tmp = getenv("TEST_TMPDIR");
-  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/device_ckpt";
+  std::string dir = gcc_test::TmpPath("device_ckpt");
   ASSERT_EQ(gcc_checkpoint_write(dir.c_str(), first, g, 0, 4, 2, &d), GCC_OK) << d.msg;
   gcc_session_destroy(first);
   gcc_checkpoint ck{};
@@ -740,36 +728,6 @@ TEST_F(DevicePlan, AWorkspaceThatDoesNotFitIsOutOfMemoryAndTheNextStepRuns) {
   gcc_session_destroy(cpu);
   EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
   gcc_graph_free(g);
-}
-
-// Regression models whose GEMMs have shapes cuBLASLt offers no epilogue for
-// (the host backend's heuristic refuses them as cuBLASLt does): BGRADB with
-// one output column (models/linear.pb's dW) and DRELU with k = 1 (the ReLU
-// gradient through a layer of one output).
-gcc_graph *TinyRegressor() {
-  gcc_builder *b = gcc_builder_new("tiny_regressor", 5);
-  int64_t xd[2] = {GCC_BATCH_DIM, 3}, yd[2] = {GCC_BATCH_DIM, 1};
-  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
-  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, yd);
-  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 3, 8));
-  int pred = gcc_build_linear(b, "fc2", h, 8, 1);
-  int loss = gcc_build_mse(b, "loss", pred, y);
-  gcc_build_output(b, loss);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss";
-  ts.prediction = "fc2.out";
-  ts.input = "x";
-  ts.target = "y";
-  ts.dataset = "inline";
-  ts.opt.kind = GCC_OPT_SGD;
-  ts.opt.lr = 0.05f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
 }
 
 void TrainRegressionAndCompare(gcc_graph *g, HostBackend *hb, int steps) {

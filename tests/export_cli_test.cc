@@ -22,59 +22,18 @@
 
 #include "runtime/device.h"
 #include "runtime/cuda/cuda_device.h"
+#include "tests/subprocess.h"
 #include "tests/testutil.h"
 
 using namespace gcc_test; // tests/testutil.h
 
 namespace {
 
-std::string Tmp(const std::string &name) {
-  const char *t = getenv("TEST_TMPDIR");
-  return std::string(t && *t ? t : "/tmp") + "/" + name;
-}
+using Result = ProcResult; // tests/subprocess.h
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::ostream &operator<<(std::ostream &os, const Result &r) {
-  return os << "exit " << r.code << "\n--- stdout ---\n"
-            << r.out.substr(0, 2000) << "--- stderr ---\n"
-            << r.err << "---";
-}
-
-// Runs binary `rel` (a runfile) with `args`; stdout and stderr go to files.
+// Runs binary `rel` (a runfile) with `args`.
 Result Exec(const std::string &rel, const std::vector<std::string> &args) {
-  Result r;
-  std::string bin = Runfile(rel);
-  if (bin.empty()) {
-    r.err = rel + " not found in the runfiles";
-    return r;
-  }
-  static int n = 0;
-  std::string out = Tmp("out" + std::to_string(n)), err = Tmp("err" + std::to_string(n));
-  n++;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    unsetenv("BUILD_WORKING_DIRECTORY");
-    std::vector<char *> argv = {const_cast<char *>(bin.c_str())};
-    for (const std::string &a : args)
-      argv.push_back(const_cast<char *>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadText(out);
-  r.err = ReadText(err);
-  return r;
+  return RunRunfile(rel, args);
 }
 
 // The class column (column 1) of a CSV with a header line.
@@ -100,12 +59,12 @@ protected:
     std::vector<char> buf(img.begin(), img.end());
     buf.push_back('\0');
     data_dir_ = dirname(buf.data());
-    bundle_ = Tmp("mlp.gccx");
+    bundle_ = TmpPath("mlp.gccx");
     train_ = Exec("cli/gcc-train",
                   {Runfile("models/mnist_mlp.pb"), "--data", data_dir_, "--max-steps", "200",
                    "--threads", "1", "--no-output", "--no-kernel-cache", "--device", "cpu",
-                   "--export", bundle_, "--predictions", Tmp("train_predictions.csv")});
-    ASSERT_EQ(train_.code, 0) << train_;
+                   "--export", bundle_, "--predictions", TmpPath("train_predictions.csv")});
+    ASSERT_EQ(train_.exit_code, 0) << train_;
   }
   static Result train_;
   static std::string images_, labels_, data_dir_, bundle_;
@@ -119,10 +78,10 @@ TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
             std::string::npos)
       << train_;
   Result run = Exec("cli/gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device",
-                                    "cpu", "--threads", "1", "--output", Tmp("run.csv")});
-  ASSERT_EQ(run.code, 0) << run;
-  std::vector<int> want = Classes(ReadText(Tmp("train_predictions.csv")));
-  std::vector<int> got = Classes(ReadText(Tmp("run.csv")));
+                                    "cpu", "--threads", "1", "--output", TmpPath("run.csv")});
+  ASSERT_EQ(run.exit_code, 0) << run;
+  std::vector<int> want = Classes(ReadText(TmpPath("train_predictions.csv")));
+  std::vector<int> got = Classes(ReadText(TmpPath("run.csv")));
   ASSERT_EQ(want.size(), 10000u);
   ASSERT_EQ(got.size(), want.size());
   int differ = 0;
@@ -134,26 +93,27 @@ TEST_F(ExportCli, GccRunReproducesTheFinalEvaluationExactly) {
   ASSERT_NE(at, std::string::npos) << train_;
   std::string acc = train_.out.substr(at + 14, train_.out.find('%', at) - at - 14);
   EXPECT_NE(run.out.find("accuracy " + acc + "% ("), std::string::npos) << acc << "\n" << run;
-  EXPECT_NE(ReadText(Tmp("run.csv")).find("index,class,probability,label\n0,"), std::string::npos);
+  EXPECT_NE(ReadText(TmpPath("run.csv")).find("index,class,probability,label\n0,"),
+            std::string::npos);
 }
 
 TEST_F(ExportCli, ClassifyOneAgreesWithGccRun) {
   Result run =
       Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "cpu", "--batch-size", "1"});
-  ASSERT_EQ(run.code, 0) << run;
+  ASSERT_EQ(run.exit_code, 0) << run;
   std::vector<int> classes = Classes(run.out); // CSV on stdout, the summary on stderr
   ASSERT_EQ(classes.size(), 10000u);
   EXPECT_NE(run.err.find("gcc-run: 10000 samples on cpu"), std::string::npos) << run;
   for (int index : {0, 1, 9999}) {
     Result one = Exec("examples/classify_one", {bundle_, images_, std::to_string(index)});
-    ASSERT_EQ(one.code, 0) << one;
+    ASSERT_EQ(one.exit_code, 0) << one;
     EXPECT_NE(one.out.find("image " + std::to_string(index) + ": class " +
                            std::to_string(classes[static_cast<size_t>(index)]) + " "),
               std::string::npos)
         << one;
   }
   Result bad = Exec("examples/classify_one", {bundle_, images_, "10000"});
-  EXPECT_EQ(bad.code, 1) << bad;
+  EXPECT_EQ(bad.exit_code, 1) << bad;
   EXPECT_NE(bad.err.find("out of range"), std::string::npos) << bad;
 }
 
@@ -171,17 +131,17 @@ TEST_F(ExportCli, NpyInput) {
   for (size_t i = 0; i < x.size(); i++)
     x[i] = (i % 29 == 0) ? 2.5f : -0.4242f;
   npy.append(reinterpret_cast<const char *>(x.data()), x.size() * sizeof(float));
-  WriteText(Tmp("x.npy"), npy);
-  Result run = Exec("cli/gcc-run", {bundle_, "--input", Tmp("x.npy"), "--device", "cpu"});
-  ASSERT_EQ(run.code, 0) << run;
+  WriteText(TmpPath("x.npy"), npy);
+  Result run = Exec("cli/gcc-run", {bundle_, "--input", TmpPath("x.npy"), "--device", "cpu"});
+  ASSERT_EQ(run.exit_code, 0) << run;
   EXPECT_EQ(Classes(run.out).size(), 5u);
   // the wrong shape for the model's input
   std::string bad = npy;
   bad.replace(bad.find("(5, 1, 28, 28)"), 14, "(5, 1, 28, 27)");
   bad.resize(bad.size() - 5 * 28 * 4);
-  WriteText(Tmp("bad.npy"), bad);
-  run = Exec("cli/gcc-run", {bundle_, "--input", Tmp("bad.npy"), "--device", "cpu"});
-  EXPECT_EQ(run.code, 1) << run;
+  WriteText(TmpPath("bad.npy"), bad);
+  run = Exec("cli/gcc-run", {bundle_, "--input", TmpPath("bad.npy"), "--device", "cpu"});
+  EXPECT_EQ(run.exit_code, 1) << run;
   EXPECT_NE(run.err.find("array of shape [5, 1, 28, 27], but input 'image' takes [N, 1, 28, 28]"),
             std::string::npos)
       << run;
@@ -189,56 +149,57 @@ TEST_F(ExportCli, NpyInput) {
 
 TEST_F(ExportCli, ExitCodesAndMessages) {
   Result r = Exec("cli/gcc-run", {});
-  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
   r = Exec("cli/gcc-run", {bundle_});
-  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_NE(r.err.find("--input FILE is required"), std::string::npos) << r;
   r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--batch-size", "0"});
-  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
   r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "tpu"});
-  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
   r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--frobnicate"});
-  EXPECT_EQ(r.code, 2) << r;
-  r = Exec("cli/gcc-run", {Tmp("missing.gccx"), "--input", images_});
-  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
+  r = Exec("cli/gcc-run", {TmpPath("missing.gccx"), "--input", images_});
+  EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_NE(r.err.find("missing.gccx: cannot open"), std::string::npos) << r;
   r = Exec("cli/gcc-run",
            {bundle_, "--input", labels_, "--device", "cpu"}); // IDX1 is no image file
-  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_NE(r.err.find(labels_), std::string::npos) << r;
   // corrupt and truncated bundles: exit 3, the file and the fault named, no output written
   std::string good = ReadText(bundle_);
   std::string flipped = good;
   flipped[flipped.size() / 3] ^= 0x10;
-  WriteText(Tmp("flipped.gccx"), flipped);
-  r = Exec("cli/gcc-run", {Tmp("flipped.gccx"), "--input", images_, "--output", Tmp("never.csv")});
-  EXPECT_EQ(r.code, 3) << r;
+  WriteText(TmpPath("flipped.gccx"), flipped);
+  r = Exec("cli/gcc-run",
+           {TmpPath("flipped.gccx"), "--input", images_, "--output", TmpPath("never.csv")});
+  EXPECT_EQ(r.exit_code, 3) << r;
   EXPECT_NE(r.err.find("flipped.gccx: section '"), std::string::npos) << r;
   EXPECT_NE(r.err.find("is corrupt"), std::string::npos) << r;
   struct stat st;
-  EXPECT_NE(stat(Tmp("never.csv").c_str(), &st), 0);
-  WriteText(Tmp("short.gccx"), good.substr(0, good.size() - 100));
-  r = Exec("cli/gcc-run", {Tmp("short.gccx"), "--input", images_});
-  EXPECT_EQ(r.code, 3) << r;
+  EXPECT_NE(stat(TmpPath("never.csv").c_str(), &st), 0);
+  WriteText(TmpPath("short.gccx"), good.substr(0, good.size() - 100));
+  r = Exec("cli/gcc-run", {TmpPath("short.gccx"), "--input", images_});
+  EXPECT_EQ(r.exit_code, 3) << r;
   EXPECT_NE(r.err.find("short.gccx: the header promises"), std::string::npos) << r;
   EXPECT_NE(r.err.find("(truncated)"), std::string::npos) << r;
   std::string future = good;
   future[8] = 9;
-  WriteText(Tmp("future.gccx"), future);
-  r = Exec("cli/gcc-run", {Tmp("future.gccx"), "--input", images_});
-  EXPECT_EQ(r.code, 3) << r;
+  WriteText(TmpPath("future.gccx"), future);
+  r = Exec("cli/gcc-run", {TmpPath("future.gccx"), "--input", images_});
+  EXPECT_EQ(r.exit_code, 3) << r;
   EXPECT_NE(r.err.find("bundle format version 9"), std::string::npos) << r;
   // gcc-train's own flags
-  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
+  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", TmpPath("x.gccx"),
                              "--export-archs", "sm_80,sm_8"});
-  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_NE(r.err.find("--export-archs: 'sm_8'"), std::string::npos) << r;
   r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export-archs", "sm_80"});
-  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_NE(r.err.find("--export-archs needs --export FILE"), std::string::npos) << r;
-  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", Tmp("x.gccx"),
+  r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--export", TmpPath("x.gccx"),
                              "--export-batch-sizes", "0"});
-  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_NE(r.err.find("--export-batch-sizes '0'"), std::string::npos) << r;
 }
 
@@ -247,11 +208,11 @@ TEST_F(ExportCli, CudaWithoutAGpu) {
   if (gcc_cuda_device_count(why, sizeof why) > 0)
     GTEST_SKIP() << "a CUDA GPU is present: the no-GPU behaviour is not testable here";
   Result r = Exec("cli/gcc-run", {bundle_, "--input", images_, "--device", "cuda"});
-  EXPECT_EQ(r.code, 4) << r;
+  EXPECT_EQ(r.exit_code, 4) << r;
   EXPECT_NE(r.err.find("no usable CUDA GPU"), std::string::npos) << r;
   r = Exec("cli/gcc-run",
-           {bundle_, "--input", images_, "--device", "auto", "--output", Tmp("auto.csv")});
-  EXPECT_EQ(r.code, 0) << r;
+           {bundle_, "--input", images_, "--device", "auto", "--output", TmpPath("auto.csv")});
+  EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_NE(r.err.find("running on the CPU"), std::string::npos) << r;
 }
 

@@ -14,6 +14,11 @@ extern "C" {
 #include "models/models.h"
 #include "runtime/plan.h"
 #include "codegen/gemm_map.h"
+#include "tests/test_graphs.h"
+
+using gcc_test::FinishInlineTraining; // tests/test_graphs.h
+using gcc_test::Opt;
+using gcc_test::TinyRegressor;
 }
 
 namespace {
@@ -224,36 +229,6 @@ TEST(Fusion, CifarCnnConvolutionsArecuDnnCallsOfTheirOwn) {
   free(json);
   gcc_kernel_set_free(&ks);
   gcc_graph_free(model);
-}
-
-// cuBLASLt offers no BGRADB epilogue with one output column and no DRELU
-// epilogue with k = 1 (issue 21): the fusion pass forms neither; their bias
-// sums and ReLU gradients become generated kernels. models/linear.pb's dW
-// (one output) and a ReLU layer feeding a one-output layer.
-gcc_graph *TinyRegressor() {
-  gcc_builder *b = gcc_builder_new("tiny_regressor", 5);
-  int64_t xd[2] = {GCC_BATCH_DIM, 3}, yd[2] = {GCC_BATCH_DIM, 1};
-  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
-  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, yd);
-  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 3, 8));
-  int pred = gcc_build_linear(b, "fc2", h, 8, 1);
-  int loss = gcc_build_mse(b, "loss", pred, y);
-  gcc_build_output(b, loss);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss";
-  ts.prediction = "fc2.out";
-  ts.input = "x";
-  ts.target = "y";
-  ts.dataset = "inline";
-  ts.opt.kind = GCC_OPT_SGD;
-  ts.opt.lr = 0.05f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
 }
 
 TEST(Fusion, NoEpilogueCublasLtLacksForTheShape) {

@@ -44,8 +44,7 @@ protected:
     gcc_export_options o = {};
     o.archs[0] = 90;
     o.n_archs = 1;
-    const char *t = getenv("TEST_TMPDIR");
-    path_ = std::string(t && *t ? t : "/tmp") + "/api.gccx";
+    path_ = TmpPath("api.gccx");
     ASSERT_EQ(gcc_export_bundle(model_, &o, path_.c_str(), &d), GCC_OK) << d.msg;
     // images with every pixel value, different per row
     pixels_.resize(kRows * kPixels);

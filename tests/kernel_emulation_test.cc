@@ -47,6 +47,11 @@ extern "C" {
 }
 
 #include "tests/kernel_emulation.h"
+#include "tests/test_graphs.h"
+
+using gcc_test::FinishInlineTraining; // tests/test_graphs.h
+using gcc_test::Opt;
+using gcc_test::TinyRegressor;
 
 namespace {
 
@@ -1195,24 +1200,7 @@ gcc_graph *PointwiseModel(gcc_opt_kind kind) {
   y = gcc_build_relu(b, "relu_b", y);
   int loss1 = gcc_build_mse(b, "loss1", y, t);
   gcc_build_output(b, loss1);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss1";
-  ts.input = "x";
-  ts.target = "t";
-  ts.dataset = "inline";
-  ts.opt.kind = kind;
-  ts.opt.lr = 0.05f;
-  ts.opt.momentum = 0.9f;
-  ts.opt.beta1 = 0.9f;
-  ts.opt.beta2 = 0.999f;
-  ts.opt.eps = 1e-8f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
+  return FinishInlineTraining(b, "loss1", nullptr, "x", "t", Opt(kind, 0.05f, 0.9f));
 }
 
 gcc_graph *Float4Model() {
@@ -1233,20 +1221,7 @@ gcc_graph *Float4Model() {
   y = gcc_build_op(b, GCC_OP_ADD, "add_t", "add_t.out", in3, 2);
   int loss = gcc_build_mse(b, "loss", y, t);
   gcc_build_output(b, loss);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss";
-  ts.input = "z";
-  ts.target = "t";
-  ts.dataset = "inline";
-  ts.opt.kind = GCC_OPT_SGD;
-  ts.opt.lr = 0.1f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
+  return FinishInlineTraining(b, "loss", nullptr, "z", "t", Opt(GCC_OPT_SGD, 0.1f));
 }
 
 // A classifier with CrossEntropyLoss class weights and int32 labels.
@@ -1305,21 +1280,7 @@ gcc_graph *ReductionModel() {
   y = gcc_build_op(b, GCC_OP_ADD, "add_q2", "add_q2.out", in3, 2);
   int loss = gcc_build_mse(b, "loss", y, t);
   gcc_build_output(b, loss);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss";
-  ts.input = "x";
-  ts.target = "t";
-  ts.dataset = "inline";
-  ts.opt.kind = GCC_OPT_SGD;
-  ts.opt.lr = 0.1f;
-  ts.opt.momentum = 0.5f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
+  return FinishInlineTraining(b, "loss", nullptr, "x", "t", Opt(GCC_OPT_SGD, 0.1f, 0.5f));
 }
 
 // x (N, 4) + c0 + c1 + ... (n_adds constants of shape (4)): one pointwise
@@ -1342,20 +1303,7 @@ gcc_graph *LongChain(int n_adds) {
   }
   int loss = gcc_build_mse(b, "loss", y, t);
   gcc_build_output(b, loss);
-  gcc_build_training_spec ts{};
-  ts.loss = "loss";
-  ts.input = "x";
-  ts.target = "t";
-  ts.dataset = "inline";
-  ts.opt.kind = GCC_OPT_SGD;
-  ts.opt.lr = 0.1f;
-  ts.batch_size = 8;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *g = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
-  return g;
+  return FinishInlineTraining(b, "loss", nullptr, "x", "t", Opt(GCC_OPT_SGD, 0.1f));
 }
 void PrintSummary() {
   double worst_abs = 0, worst_rel = 0;

@@ -39,6 +39,7 @@ extern "C" {
 #include "runtime/plan.h"
 }
 #include "tests/onnx_builder.h"
+#include "tests/subprocess.h"
 #include "tests/testutil.h"
 
 namespace {
@@ -789,42 +790,11 @@ TEST(ModelFile, RecognisesFormatsByContent) {
 
 // ---- command lines -----------------------------------------------------------------------
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = gcc_test::ProcResult; // tests/subprocess.h
 
+// Runs cli/`rel` (gcc-train, gcc-import) with `args`.
 Result Exec(const std::string &rel, const std::vector<std::string> &args) {
-  Result r;
-  std::string bin = Runfile("cli/" + rel);
-  if (bin.empty()) {
-    r.err = rel + " not found in the runfiles";
-    return r;
-  }
-  static int n = 0;
-  std::string out = Tmp("o" + std::to_string(n)), err = Tmp("e" + std::to_string(n));
-  n++;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    unsetenv("BUILD_WORKING_DIRECTORY");
-    std::vector<char *> argv = {const_cast<char *>(bin.c_str())};
-    for (const std::string &a : args)
-      argv.push_back(const_cast<char *>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::vector<uint8_t> o = ReadBytes(out), e = ReadBytes(err);
-  r.out.assign(o.begin(), o.end());
-  r.err.assign(e.begin(), e.end());
-  return r;
+  return gcc_test::RunRunfile("cli/" + rel, args);
 }
 
 TEST(OnnxCli, BadModelsExit3NamingFileAndNode) {
@@ -880,7 +850,7 @@ TEST(OnnxCli, BadModelsExit3NamingFileAndNode) {
       if (std::string(bin) == "gcc-run")
         args = {path, "--input", Tmp("none.npy")};
       Result r = Exec(bin, args);
-      EXPECT_EQ(r.code, 3) << bin << " " << c.name << ": " << r.err;
+      EXPECT_EQ(r.exit_code, 3) << bin << " " << c.name << ": " << r.err;
       EXPECT_NE(r.err.find(path), std::string::npos) << bin << " " << c.name << ": " << r.err;
       if (!c.node.empty()) {
         EXPECT_NE(r.err.find(c.node), std::string::npos) << bin << " " << c.name << ": " << r.err;
@@ -896,7 +866,7 @@ TEST(OnnxCli, BadModelsExit3NamingFileAndNode) {
   std::string path = dir + "/escape.onnx";
   WriteBytes(path, m.Bytes());
   Result r = Exec("gcc-import", {path, "-o", Tmp("x.pb")});
-  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("initializer 'W'"), std::string::npos) << r.err;
 }
 
@@ -906,7 +876,7 @@ TEST(OnnxCli, ImportAndRun) {
   std::string onnx = Tmp("good.onnx"), pb = Tmp("good.pb");
   WriteBytes(onnx, GoodModel());
   Result r = Exec("gcc-import", {onnx, "-o", pb});
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("opset 13"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Conv"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("initializers: 3"), std::string::npos) << r.out;
@@ -928,7 +898,7 @@ TEST(OnnxCli, ImportAndRun) {
   std::string dir = Tmp("outs");
   Result run = Exec("gcc-run", {onnx, "--input", in, "--device", "cpu", "--save-outputs", dir,
                                 "--output", Tmp("p.csv")});
-  ASSERT_EQ(run.code, 0) << run.err;
+  ASSERT_EQ(run.exit_code, 0) << run.err;
   gcc_shape ls{};
   float *logits = nullptr;
   ASSERT_EQ(gcc_npy_read_f32((dir + "/logits.npy").c_str(), &ls, &logits, &d), GCC_OK) << d.msg;
@@ -942,7 +912,7 @@ TEST(OnnxCli, ImportAndRun) {
   std::string npz = Tmp("outs.npz");
   run = Exec("gcc-run", {onnx, "--input", in, "--device", "cpu", "--save-outputs", npz, "--output",
                          Tmp("p.csv")});
-  ASSERT_EQ(run.code, 0) << run.err;
+  ASSERT_EQ(run.exit_code, 0) << run.err;
   std::vector<uint8_t> z = ReadBytes(npz);
   ASSERT_GT(z.size(), 30u);
   EXPECT_EQ(z[0], 'P');
@@ -972,20 +942,20 @@ TEST(OnnxCli, DumpPlacementAndExport) {
   std::string onnx = Tmp("export.onnx");
   WriteBytes(onnx, GoodModel());
   Result r = Exec("gcc-train", {onnx, "--device", "cuda", "--dump-placement"});
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Conv"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cuda:0"), std::string::npos) << r.out;
   r = Exec("gcc-train", {onnx, "--dump-placement=json"});
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out.substr(0, 200);
   std::string bundle = Tmp("export.gccx");
   r = Exec("gcc-train",
            {onnx, "--export", bundle, "--export-archs", "sm_90", "--export-batch-sizes", "3"});
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("exported"), std::string::npos) << r.out;
   // a model without a training spec and without --export: nothing to do
   r = Exec("gcc-train", {onnx});
-  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("no training spec"), std::string::npos) << r.err;
   // the bundle and the .onnx give the same logits
   std::vector<float> x = Iota(3 * 2 * 4 * 4);
@@ -1002,7 +972,7 @@ TEST(OnnxCli, DumpPlacementAndExport) {
     std::string out = Tmp("export_out");
     Result run = Exec("gcc-run", {model, "--input", in, "--device", "cpu", "--save-outputs", out,
                                   "--output", Tmp("export.csv")});
-    ASSERT_EQ(run.code, 0) << model << ": " << run.err;
+    ASSERT_EQ(run.exit_code, 0) << model << ": " << run.err;
     gcc_shape ls{};
     float *logits = nullptr;
     ASSERT_EQ(gcc_npy_read_f32((out + "/logits.npy").c_str(), &ls, &logits, &d), GCC_OK) << d.msg;

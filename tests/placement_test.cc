@@ -33,6 +33,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/plan.h"
 #include "runtime/placement_report.h"
+#include "tests/subprocess.h"
 #include "tests/testutil.h"
 
 using namespace gcc_test; // tests/testutil.h
@@ -982,47 +983,9 @@ TEST(PlacementReport, FormatNames) {
 
 // ---- 7. the CLI ------------------------------------------------------------------
 
-std::string Slurp(const std::string &path) {
-  FILE *f = fopen(path.c_str(), "rb");
-  if (f == nullptr)
-    return "";
-  std::string s = ReadStream(f);
-  fclose(f);
-  return s;
-}
-
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-CliRun Cli(const std::vector<std::string> &args) {
-  CliRun r;
-  std::string out = TmpPath("cli.out"), err = TmpPath("cli.err");
-  std::string bin = Runfile("cli/gcc-train");
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0)
-      _exit(127);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    std::vector<char *> argv;
-    argv.push_back(const_cast<char *>(bin.c_str()));
-    for (const auto &a : args)
-      argv.push_back(const_cast<char *>(a.c_str()));
-    argv.push_back(nullptr);
-    unsetenv("BUILD_WORKING_DIRECTORY");
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status))
-    r.rc = WEXITSTATUS(status);
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  return r;
+// Runs gcc-train with `args` (tests/subprocess.h).
+gcc_test::ProcResult Cli(const std::vector<std::string> &args) {
+  return gcc_test::RunRunfile("cli/gcc-train", args);
 }
 
 bool Contains(const std::string &s, const std::string &w) {
@@ -1034,8 +997,8 @@ TEST(PlacementCli, DumpPlacementFormats) {
   char reason[512];
   const bool no_gpu = gcc_cuda_device_count(reason, sizeof reason) == 0;
 
-  CliRun text = Cli({model, "--device", "cuda", "--dump-placement"});
-  ASSERT_EQ(text.rc, 0) << text.err;
+  gcc_test::ProcResult text = Cli({model, "--device", "cuda", "--dump-placement"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(StartsWith(text.out, "placement of ")) << text.out;
   EXPECT_TRUE(Contains(text.out, "image@cuda:0")) << text.out;
   EXPECT_TRUE(Contains(text.out, "copies: 3 per step (201220 bytes per step)")) << text.out;
@@ -1047,8 +1010,8 @@ TEST(PlacementCli, DumpPlacementFormats) {
     EXPECT_TRUE(Contains(text.out, "compute capability 9.0")) << text.out;
   }
 
-  CliRun json = Cli({model, "--device", "cuda", "--dump-placement=json"});
-  ASSERT_EQ(json.rc, 0) << json.err;
+  gcc_test::ProcResult json = Cli({model, "--device", "cuda", "--dump-placement=json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
   json_error_t err;
   json_t *r = json_loads(json.out.c_str(), 0, &err);
   ASSERT_NE(r, nullptr) << err.text;
@@ -1059,13 +1022,13 @@ TEST(PlacementCli, DumpPlacementFormats) {
             t.bytes_per_step);
   json_decref(r);
 
-  CliRun dot = Cli({model, "--device", "cuda", "--dump-placement=dot"});
-  ASSERT_EQ(dot.rc, 0) << dot.err;
+  gcc_test::ProcResult dot = Cli({model, "--device", "cuda", "--dump-placement=dot"});
+  ASSERT_EQ(dot.exit_code, 0) << dot.err;
   EXPECT_TRUE(StartsWith(dot.out, "digraph")) << dot.out.substr(0, 60);
   EXPECT_TRUE(Contains(dot.out, "image@cuda:0"));
 
-  CliRun yaml = Cli({model, "--device", "cuda", "--dump-placement=yaml"});
-  EXPECT_EQ(yaml.rc, 2) << yaml.err;
+  gcc_test::ProcResult yaml = Cli({model, "--device", "cuda", "--dump-placement=yaml"});
+  EXPECT_EQ(yaml.exit_code, 2) << yaml.err;
   EXPECT_TRUE(Contains(yaml.err, "yaml")) << yaml.err;
   EXPECT_EQ(yaml.out, "");
 }
@@ -1077,8 +1040,9 @@ TEST(PlacementCli, CnnConvolutionsGoToCudaThroughCudnn) {
   for (const char *name : {"models/cifar_cnn.pb", "models/mnist_cnn.pb"}) {
     SCOPED_TRACE(name);
     std::string model = Runfile(name);
-    CliRun json = Cli({model, "--device", "cuda", "--strict-placement", "--dump-placement=json"});
-    ASSERT_EQ(json.rc, 0) << json.err;
+    gcc_test::ProcResult json =
+        Cli({model, "--device", "cuda", "--strict-placement", "--dump-placement=json"});
+    ASSERT_EQ(json.exit_code, 0) << json.err;
     json_error_t err;
     json_t *r = json_loads(json.out.c_str(), 0, &err);
     ASSERT_NE(r, nullptr) << err.text;
@@ -1106,8 +1070,8 @@ TEST(PlacementCli, CnnConvolutionsGoToCudaThroughCudnn) {
     }
     EXPECT_EQ(cudnn_groups, 11);
     json_decref(r);
-    CliRun text = Cli({model, "--device", "cuda", "--dump-placement"});
-    ASSERT_EQ(text.rc, 0) << text.err;
+    gcc_test::ProcResult text = Cli({model, "--device", "cuda", "--dump-placement"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_TRUE(Contains(text.out, "cudnnConvolutionBackwardData")) << text.out;
     EXPECT_FALSE(Contains(text.out, "soft placement")) << text.out; // no CPU fallback
   }
@@ -1120,11 +1084,11 @@ TEST(PlacementCli, DumpPlacementFileAndCudaArch) {
 
   std::string file = TmpPath("placement.json");
   unlink(file.c_str());
-  CliRun f =
+  gcc_test::ProcResult f =
       Cli({model, "--device", "cuda", "--dump-placement=json", "--dump-placement-file", file});
-  ASSERT_EQ(f.rc, 0) << f.err;
+  ASSERT_EQ(f.exit_code, 0) << f.err;
   EXPECT_EQ(f.out, "");
-  std::string written = Slurp(file);
+  std::string written = gcc_test::ReadText(file);
   json_error_t err;
   json_t *r = json_loads(written.c_str(), 0, &err);
   ASSERT_NE(r, nullptr) << err.text << ": " << written.substr(0, 80);
@@ -1134,19 +1098,21 @@ TEST(PlacementCli, DumpPlacementFileAndCudaArch) {
   // the file alone implies the dump (text by default)
   std::string tfile = TmpPath("placement.txt");
   unlink(tfile.c_str());
-  CliRun ft = Cli({model, "--device", "cpu", "--dump-placement-file", tfile});
-  ASSERT_EQ(ft.rc, 0) << ft.err;
-  EXPECT_TRUE(StartsWith(Slurp(tfile), "placement of ")) << Slurp(tfile);
+  gcc_test::ProcResult ft = Cli({model, "--device", "cpu", "--dump-placement-file", tfile});
+  ASSERT_EQ(ft.exit_code, 0) << ft.err;
+  EXPECT_TRUE(StartsWith(gcc_test::ReadText(tfile), "placement of ")) << gcc_test::ReadText(tfile);
 
-  CliRun a80 = Cli({model, "--device", "cuda", "--cuda-arch", "sm_80", "--dump-placement"});
-  ASSERT_EQ(a80.rc, 0) << a80.err;
+  gcc_test::ProcResult a80 =
+      Cli({model, "--device", "cuda", "--cuda-arch", "sm_80", "--dump-placement"});
+  ASSERT_EQ(a80.exit_code, 0) << a80.err;
   if (no_gpu) {
     EXPECT_TRUE(Contains(a80.out, "compute capability 8.0")) << a80.out;
     EXPECT_TRUE(Contains(a80.out, "108 SMs")) << a80.out;
   }
 
-  CliRun a70 = Cli({model, "--device", "cuda", "--cuda-arch", "sm_70", "--dump-placement"});
-  EXPECT_EQ(a70.rc, 2);
+  gcc_test::ProcResult a70 =
+      Cli({model, "--device", "cuda", "--cuda-arch", "sm_70", "--dump-placement"});
+  EXPECT_EQ(a70.exit_code, 2);
   EXPECT_TRUE(Contains(a70.err, "sm_70")) << a70.err;
   EXPECT_EQ(a70.out, "");
 }

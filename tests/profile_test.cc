@@ -38,6 +38,7 @@
 #include "runtime/profile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
+#include "tests/subprocess.h"
 #include "tests/testutil.h"
 
 using namespace gcc_test; // tests/testutil.h
@@ -480,84 +481,14 @@ TEST(ProfileLoader, SynchronousLoaderRecordsItsBatches) {
 
 // ---- the CLI -----------------------------------------------------------------
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Result = ProcResult; // tests/subprocess.h
 
 // Runs gcc-train with `args`; `on_stdout` sees stdout as it arrives.
 Result RunCli(const std::vector<std::string> &args,
               const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
-  Result r;
-  static const std::string bin = Runfile("cli/gcc-train");
-  if (bin.empty()) {
-    r.err = "gcc-train binary not found in the runfiles";
-    return r;
-  }
-  int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0)
-    return r;
-  std::vector<char *> argv;
-  argv.push_back(const_cast<char *>(bin.c_str()));
-  for (const std::string &a : args)
-    argv.push_back(const_cast<char *>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    unsetenv("BUILD_WORKING_DIRECTORY");
-    signal(SIGINT, SIG_DFL);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  time_t start = time(nullptr);
-  while (open_fds > 0) {
-    if (time(nullptr) - start > 120) {
-      kill(pid, SIGKILL);
-      break;
-    }
-    if (poll(fds, 2, 200) < 0 && errno != EINTR)
-      break;
-    for (int i = 0; i < 2; i++) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-        continue;
-      char buf[65536];
-      ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(got));
-        if (i == 0 && on_stdout)
-          on_stdout(pid, r.out);
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        open_fds--;
-      }
-    }
-  }
-  for (struct pollfd &p : fds)
-    if (p.fd >= 0)
-      close(p.fd);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(st))
-    r.exit_code = WEXITSTATUS(st);
-  return r;
-}
-
-std::ostream &operator<<(std::ostream &os, const Result &r) {
-  return os << "exit " << r.exit_code << "\n--- stdout ---\n"
-            << r.out << "--- stderr ---\n"
-            << r.err << "---";
+  ProcOptions o;
+  o.on_stdout = on_stdout;
+  return RunRunfile("cli/gcc-train", args, o);
 }
 
 bool Has(const std::string &s, const std::string &needle) {

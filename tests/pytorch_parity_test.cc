@@ -569,8 +569,7 @@ TEST(PytorchParityTest, CifarCnnOneStepLossGradientsAndUpdate) {
 
   const FixtureArray &rec = fx.Get("records");
   ASSERT_EQ(rec.numel(), 8 * 3073);
-  const char *tmp = getenv("TEST_TMPDIR");
-  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/cifar_parity";
+  std::string dir = TmpPath("cifar_parity");
   mkdir(dir.c_str(), 0700);
   // records 0-7 in data_batch_1 (training on them in file order), one
   // record in each of the other four files

@@ -25,6 +25,7 @@
 #include "graph/ir.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
+#include "tests/subprocess.h"
 #include "tests/testutil.h"
 
 namespace {
@@ -35,105 +36,28 @@ using gcc_test::Runfile;
 using gcc_test::TempDir;
 using gcc_test::WriteText;
 
-struct Result {
-  int exit_code = -1; // -1: killed by a signal (term_signal) or not run
-  int term_signal = 0;
-  std::string out, err;
-};
+using Result = gcc_test::ProcResult; // tests/subprocess.h
 
-std::ostream &operator<<(std::ostream &os, const Result &r) {
-  os << "exit " << r.exit_code;
-  if (r.term_signal)
-    os << " (signal " << r.term_signal << ")";
-  return os << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err << "---";
-}
-
-// Runs `bin` (a runfile path) with `args`; stdin is /dev/null. `during`, if
-// set, is called with the child's pid once stdout contains `marker`.
 // Run in the child between fork and exec (resource limits), if set.
 std::function<void()> g_child_setup;
 
+// Runs `bin_rel` (a runfile path) with `args`; stdin is /dev/null. `during`,
+// if set, is called with the child's pid once stdout contains `marker`.
 Result RunBin(const std::string &bin_rel, const std::vector<std::string> &args,
               double timeout_s = 120, const std::string &marker = "",
               const std::function<void(pid_t)> &during = nullptr) {
-  Result r;
-  std::string bin = Runfile(bin_rel);
-  if (bin.empty()) {
-    r.err = bin_rel + " not in the runfiles";
-    return r;
-  }
-  int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0)
-    return r;
-  std::vector<char *> argv;
-  argv.push_back(const_cast<char *>(bin.c_str()));
-  for (const std::string &a : args)
-    argv.push_back(const_cast<char *>(a.c_str()));
-  argv.push_back(nullptr);
-  double t0 = gcc_test::Now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0)
-      dup2(devnull, 0);
-    unsetenv("BUILD_WORKING_DIRECTORY");
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    if (g_child_setup)
-      g_child_setup();
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
+  gcc_test::ProcOptions o;
+  o.timeout_s = timeout_s;
+  o.child_setup = g_child_setup;
   bool fired = false;
-  while (open_fds > 0) {
-    double left = timeout_s - (gcc_test::Now() - t0);
-    if (left <= 0) {
-      kill(pid, SIGKILL);
-      r.err += "\n[timed out]";
-      break;
-    }
-    int n = poll(fds, 2, 200);
-    if (n < 0 && errno != EINTR)
-      break;
-    for (int i = 0; i < 2; i++) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-        continue;
-      char buf[65536];
-      ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(got));
-        if (!fired && during && r.out.find(marker) != std::string::npos) {
-          fired = true;
-          during(pid);
-        }
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        open_fds--;
+  if (during)
+    o.on_stdout = [&](pid_t pid, const std::string &out) {
+      if (!fired && out.find(marker) != std::string::npos) {
+        fired = true;
+        during(pid);
       }
-    }
-  }
-  for (struct pollfd &p : fds)
-    if (p.fd >= 0)
-      close(p.fd);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(st))
-    r.exit_code = WEXITSTATUS(st);
-  if (WIFSIGNALED(st))
-    r.term_signal = WTERMSIG(st);
-  return r;
+    };
+  return gcc_test::RunRunfile(bin_rel, args, o);
 }
 
 bool Has(const std::string &s, const std::string &needle) {
