@@ -6,9 +6,12 @@
  * gcc_session_plan (every pass, memory planning, binding), median of
  * --reps runs. One line per size and mode on stdout:
  *
- *   nodes=N mode=eval|train compile_s=MEDIAN min_s=... max_s=... graph_nodes=... arena_bytes=...
+ * --cuda times gcc_compile_graph for cuda:0 instead (placement, copy
+ * insertion, fusion, planning: nothing is bound, so no GPU is needed).
  *
- *   bazel run -c opt //bench:compile_bench -- [--reps 3] [N ...]
+ *   nodes=N device=cpu|cuda:0 mode=eval|train compile_s=MEDIAN min_s=... max_s=... graph_nodes=... arena_bytes=...
+ *
+ *   bazel run -c opt //bench:compile_bench -- [--cuda] [--reps 3] [N ...]
  *   (default sizes: 2500 10000 20000 100000)
  */
 #include <errno.h>
@@ -19,6 +22,7 @@
 
 #include "graph/util.h"
 #include "models/models.h"
+#include "runtime/compile.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 
@@ -36,6 +40,30 @@ static int cmp_double(const void *a, const void *b) {
 static void die(const char *what, const gcc_diag *d) {
   fprintf(stderr, "compile_bench: %s: %s\n", what, d->msg);
   exit(1);
+}
+
+/* --cuda: seconds of gcc_compile_graph for cuda:0 (placement, copy
+ * insertion, fusion and planning; no GPU needed, nothing bound). */
+static double compile_cuda_once(const gcc_graph *model, gcc_mode mode, size_t *arena, int *nodes) {
+  gcc_diag d = {0};
+  gcc_options o = {0};
+  o.mode = mode;
+  o.batch_size = model->training.batch_size;
+  o.opt = model->training.opt;
+  o.device = GCC_DEV_CUDA(0);
+  o.device_explicit = 1;
+  o.n_cuda_devices = 1;
+  gcc_graph *g;
+  gcc_mem_plan mem;
+  double t0 = now_s();
+  if (gcc_compile_graph(model, &o, &g, &mem, &d) != GCC_OK)
+    die("compile", &d);
+  double t = now_s() - t0;
+  *arena = mem.n_devices > 1 ? mem.device_bytes[GCC_DEV_CUDA(0)] : 0;
+  *nodes = g->n_nodes;
+  gcc_mem_plan_free(&mem);
+  gcc_graph_free(g);
+  return t;
 }
 
 /* Seconds to compile `model`'s plan for `mode` on a fresh session. */
@@ -59,12 +87,14 @@ static double compile_once(const gcc_graph *model, gcc_mode mode, size_t *arena,
 }
 
 int main(int argc, char **argv) {
-  int reps = 3;
+  int reps = 3, cuda = 0;
   int64_t sizes[16];
   int n_sizes = 0;
   for (int i = 1; i < argc; i++) {
     int64_t v;
-    if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--cuda") == 0) {
+      cuda = 1;
+    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       if (!gcc_parse_i64(argv[++i], 1, 99, &v)) {
         fprintf(stderr, "compile_bench: --reps %s: expected 1..99\n", argv[i]);
         return 2;
@@ -73,7 +103,8 @@ int main(int argc, char **argv) {
     } else if (n_sizes < 16 && gcc_parse_i64(argv[i], 1, 10000000, &v)) {
       sizes[n_sizes++] = v;
     } else {
-      fprintf(stderr, "usage: compile_bench [--reps R] [N ...] (N: ReLU nodes, 1..10^7)\n");
+      fprintf(stderr,
+              "usage: compile_bench [--cuda] [--reps R] [N ...] (N: ReLU nodes, 1..10^7)\n");
       return 2;
     }
   }
@@ -93,12 +124,13 @@ int main(int argc, char **argv) {
       size_t arena = 0;
       int nodes = 0;
       for (int r = 0; r < reps; r++)
-        t[r] = compile_once(model, mode, &arena, &nodes);
+        t[r] = cuda ? compile_cuda_once(model, mode, &arena, &nodes)
+                    : compile_once(model, mode, &arena, &nodes);
       qsort(t, (size_t)reps, sizeof *t, cmp_double);
-      printf("nodes=%lld mode=%s compile_s=%.3f min_s=%.3f max_s=%.3f graph_nodes=%d "
+      printf("nodes=%lld device=%s mode=%s compile_s=%.3f min_s=%.3f max_s=%.3f graph_nodes=%d "
              "arena_bytes=%zu\n",
-             (long long)sizes[k], m ? "train" : "eval", t[reps / 2], t[0], t[reps - 1], nodes,
-             arena);
+             (long long)sizes[k], cuda ? "cuda:0" : "cpu", m ? "train" : "eval", t[reps / 2], t[0],
+             t[reps - 1], nodes, arena);
       fflush(stdout);
     }
     gcc_graph_free(model);
