@@ -555,6 +555,33 @@ gcc_status gcc_graph_link(gcc_graph *g, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* A binary min-heap of node indices (the ready nodes of toposort). */
+static void heap_push_min(int *h, int *n, int x) {
+  int i = (*n)++;
+  while (i > 0 && h[(i - 1) / 2] > x) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = x;
+}
+
+static void heap_pop_min(int *h, int *n) {
+  int x = h[--*n], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n)
+      break;
+    if (c + 1 < *n && h[c + 1] < h[c])
+      c++;
+    if (h[c] >= x)
+      break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0)
+    h[i] = x;
+}
+
 gcc_status gcc_graph_toposort(gcc_graph *g, gcc_diag *d) {
   GCC_TRY(gcc_graph_link(g, d));
   int n = g->n_nodes;
@@ -582,27 +609,34 @@ gcc_status gcc_graph_toposort(gcc_graph *g, gcc_diag *d) {
         pending[i]++;
     }
   }
-  /* Stable Kahn: repeatedly take the lowest-index ready node. O(n^2) in the
-   * worst case, fine for graphs of thousands of nodes. */
+  /* Stable Kahn: repeatedly take the lowest-index ready node, the ready
+   * nodes in a binary min-heap (O(n log n)). */
+  int *heap = malloc((size_t)(n ? n : 1) * sizeof *heap);
+  if (!heap) {
+    free(pending);
+    free(order);
+    free(done);
+    return oom(d, "toposort");
+  }
+  int nh = 0;
+  for (int i = 0; i < n; i++)
+    if (pending[i] == 0)
+      heap[nh++] = i; /* ascending: already a heap */
   int placed = 0;
-  while (placed < n) {
-    int pick = -1;
-    for (int i = 0; i < n; i++)
-      if (!done[i] && pending[i] == 0) {
-        pick = i;
-        break;
-      }
-    if (pick < 0)
-      break;
+  while (nh > 0) {
+    int pick = heap[0];
+    heap_pop_min(heap, &nh);
     done[pick] = 1;
     order[placed++] = pick;
     const gcc_node *nd = &g->nodes[pick];
     for (int k = 0; k < nd->n_outputs; k++) {
       const gcc_value *v = &g->values[nd->outputs[k]];
       for (int c = 0; c < v->n_consumers; c++)
-        pending[v->consumers[c]]--;
+        if (--pending[v->consumers[c]] == 0 && !done[v->consumers[c]])
+          heap_push_min(heap, &nh, v->consumers[c]);
     }
   }
+  free(heap);
   if (placed < n) {
     int bad = -1;
     for (int i = 0; i < n && bad < 0; i++)

@@ -164,3 +164,39 @@ gcc_status gcc_model_mnist_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d) {
   t.seed = seed;
   return lenet("mnist_cnn", seed, 1, 28, &t, out, d);
 }
+
+gcc_status gcc_model_relu_chain(int64_t n_relu, uint64_t seed, gcc_graph **out, gcc_diag *d) {
+  if (n_relu < 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "relu chain: %lld ReLU nodes (at least 1)",
+                        (long long)n_relu);
+  gcc_builder *b = gcc_builder_new("relu_chain", seed);
+  if (!b)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  int64_t dims[2] = {GCC_BATCH_DIM, 16};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, dims);
+  int y = gcc_build_input(b, "y", GCC_DT_FLOAT32, 2, dims);
+  int h = gcc_build_linear(b, "fc", x, 16, 16);
+  char name[32];
+  for (int64_t i = 0; i < n_relu; i++) {
+    snprintf(name, sizeof name, "relu%lld", (long long)i);
+    h = gcc_build_relu(b, name, h);
+  }
+  int loss = gcc_build_mse(b, "loss", h, y);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, h);
+  char pred[40] = "";
+  if (h >= 0)
+    snprintf(pred, sizeof pred, "%s", b->g->values[h].name);
+  gcc_build_training_spec t = {0};
+  t.loss = "loss";
+  t.prediction = pred;
+  t.input = "x";
+  t.target = "y";
+  t.opt.kind = GCC_OPT_SGD;
+  t.opt.lr = 0.01f;
+  t.batch_size = 8;
+  t.epochs = 1;
+  t.seed = seed;
+  gcc_build_training(b, &t);
+  return gcc_builder_finish(b, out, d);
+}

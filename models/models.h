@@ -51,6 +51,13 @@ gcc_status gcc_model_cifar_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d);
  * 4 epochs, MNIST normalised with mean 0.1307 std 0.3081. */
 gcc_status gcc_model_mnist_cnn(uint64_t seed, gcc_graph **out, gcc_diag *d);
 
+/* A deep chain for compile-time scaling (bench/compile_bench, the planner's
+ * tests; no .pb file): x (N, 16) -> fc Linear 16-16 -> `n_relu` ReLU nodes
+ * "relu<i>" (n_relu >= 1) -> pred (N, 16); loss = MSELoss(pred, y) with
+ * y (N, 16). Training: SGD lr 0.01, batch 8. Errors: GCC_ERR_INVALID_ARGUMENT
+ * for n_relu < 1; GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_model_relu_chain(int64_t n_relu, uint64_t seed, gcc_graph **out, gcc_diag *d);
+
 #ifdef __cplusplus
 }
 #endif

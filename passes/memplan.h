@@ -64,6 +64,28 @@ gcc_status gcc_plan_memory(const gcc_graph *g, const int *keep_live, int n_keep,
                            gcc_node_workspace_fn workspace, gcc_mem_plan *out, gcc_diag *d);
 void gcc_mem_plan_free(gcc_mem_plan *p);
 
+/* A block for gcc_plan_intervals: `bytes` live from schedule index `first`
+ * to `last` inclusive (closed: a node's inputs and outputs are live
+ * together). */
+typedef struct gcc_mem_interval {
+  size_t bytes;
+  int first, last;
+} gcc_mem_interval;
+
+/* Places `n` blocks in one arena: offset[i] for block i, such that blocks
+ * whose intervals overlap never share a byte, and *peak = the arena's size
+ * (max offset + bytes). A sweep over the schedule in order of `first` (the
+ * larger block first on a tie, then the lower index) frees the blocks that
+ * ended before it and puts each block in the smallest free gap that holds it
+ * (the lowest of those), else at the top of the arena, extending a free gap
+ * that ends there (the linear-scan best fit of TensorFlow Lite's and XLA's
+ * heap simulators); free gaps merge with their neighbours. O(n log n) time,
+ * O(n) memory; deterministic. Offsets are multiples of GCC_ARENA_ALIGN when
+ * every `bytes` is. A block with first > last is planned as [last, last].
+ * Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_plan_intervals(const gcc_mem_interval *iv, int n, int64_t *offset, size_t *peak,
+                              gcc_diag *d);
+
 #ifdef __cplusplus
 }
 #endif

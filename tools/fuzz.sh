@@ -6,17 +6,19 @@
 # a leak, an input that takes over 10 s or 2 GB); the finding is left in
 # $FUZZ_OUT/NAME/ with the libFuzzer log.
 #
-#   tools/fuzz.sh [SECONDS] [NAME ...]    NAME: model bundle idx cifar npy onnx
+#   tools/fuzz.sh [SECONDS] [NAME ...]    NAME: model bundle idx cifar npy onnx train
 #
-# Needs clang (with compiler-rt's libFuzzer), protoc-c and the libraries the
-# readers link (protobuf-c, jansson, OpenSSL, zlib): tools/install-deps.sh.
+# Needs clang (with compiler-rt's libFuzzer and LLVM's OpenMP runtime for the
+# CPU backend's oneDNN code), protoc-c and the libraries the harnesses link
+# (protobuf-c, jansson, OpenSSL, zlib; for train also OpenBLAS and oneDNN):
+# tools/install-deps.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 secs=${1:-60}
 shift || true
 names=("$@")
-((${#names[@]})) || names=(model bundle idx cifar npy onnx)
+((${#names[@]})) || names=(model bundle idx cifar npy onnx train)
 out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gcc_fuzz_XXXXXX")}
 mkdir -p "$out/gen/graph" "$out/gen/deploy" "$out/gen/onnx"
 protoc-c --proto_path=graph --c_out="$out/gen/graph" graph/graph.proto
@@ -28,6 +30,11 @@ flags=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-point
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -I"$root" -I"$out/gen")
 graph=(graph/*.c "$out/gen/graph/graph.pb-c.c")
+# load + compile + train: the passes, the CPU backend and the session (no
+# CUDA: codegen's emitters only, for the shared lowering tables)
+train=(passes/*.c codegen/emit.c codegen/fusion.c codegen/gemm_map.c codegen/kernel_image.c
+       codegen/lowering.c codegen/manifest.c runtime/compile.c runtime/placement_report.c
+       runtime/plan.c runtime/session.c runtime/device.c runtime/profile.c runtime/cpu/*.c)
 declare -A srcs=(
   [model]="tests/fuzz/fuzz_model.c ${graph[*]}"
   [bundle]="tests/fuzz/fuzz_bundle.c deploy/bundle.c $out/gen/deploy/bundle.pb-c.c ${graph[*]}"
@@ -35,13 +42,16 @@ declare -A srcs=(
   [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c"
   [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c ${graph[*]}"
   [onnx]="tests/fuzz/fuzz_onnx.c onnx/import.c onnx/import_ops.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
+  [train]="tests/fuzz/fuzz_train.c ${train[*]} ${graph[*]}"
 )
 libs=(-lprotobuf-c -ljansson -lcrypto -lz -lm)
+declare -A extra=([train]="-fopenmp -lopenblas -ldnnl -lpthread")
 
 # seeds from the repository, next to the committed corpus
 seeds() {
   case $1 in
     model) ls models/linear.pb models/mnist_cnn.pb ;;
+    train) ls models/linear.pb ;;
     idx) ls data/mnist/t10k-labels-idx1-ubyte.gz ;;
     onnx) ls tests/onnx/*.onnx tests/onnx/light/*.onnx 2>/dev/null | head -4 ;;
     *) ;;
@@ -54,7 +64,7 @@ for name in "${names[@]}"; do
   dir="$out/$name"
   mkdir -p "$dir/corpus"
   # shellcheck disable=SC2086
-  "$cc" "${flags[@]}" ${srcs[$name]} "${libs[@]}" -o "$dir/fuzz_$name"
+  "$cc" "${flags[@]}" ${srcs[$name]} "${libs[@]}" ${extra[$name]:-} -o "$dir/fuzz_$name"
   cp tests/fuzz/corpus/"$name"/* "$dir/corpus/" 2>/dev/null || true
   for s in $(seeds "$name"); do cp "$s" "$dir/corpus/"; done
   echo "== fuzz_$name: ${secs}s from $(ls "$dir/corpus" | wc -l) seeds"

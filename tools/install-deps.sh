@@ -21,6 +21,7 @@ PACKAGES=(
   libdnnl-dev
   clang
   libclang-rt-14-dev
+  libomp-14-dev     # clang's -fopenmp for tools/fuzz.sh's train harness (the CPU backend's oneDNN code)
   clang-format      # tools/check_format.sh (CI fails on unformatted sources)
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
