@@ -22,6 +22,8 @@ PACKAGES=(
   clang
   libclang-rt-14-dev
   clang-format      # tools/check_format.sh (CI fails on unformatted sources)
+  libopenmpi-dev    # MPI_* for data-parallel ranks (runtime/comm); also NCCL's unique-id broadcast
+  openmpi-bin       # mpirun, for the multi-rank tests (tests/mpi_*)
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 
