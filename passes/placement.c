@@ -96,6 +96,11 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
        * a graph input or parameter goes where its consumers are asked to */
       dev = g->values[n->inputs[0]].device;
       reason = GCC_PLACED_FOLLOWS_INPUT;
+    } else if ((op->flags & GCC_OPF_COLLECTIVE) && n->n_inputs > 0 && n->inputs[0] >= 0 &&
+               g->values[n->inputs[0]].device >= 0) {
+      /* an all-reduce sums its gradients where they are */
+      dev = g->values[n->inputs[0]].device;
+      reason = GCC_PLACED_FOLLOWS_INPUT;
     } else if (all_outputs_integer(g, n)) {
       dev = GCC_DEV_CPU;
       reason = GCC_PLACED_HOST_COMPUTE;

@@ -50,6 +50,11 @@ struct gcc_comm {
   int size;         /* world size (>= 1) */
   int local_rank;   /* rank among the ranks of this node (OMPI_COMM_WORLD_LOCAL_RANK) */
   int local_size;   /* ranks on this node */
+  /* Statistics of allreduce_f32 (the gradient buckets): calls, float32
+   * bytes summed, and wall seconds inside the calls (for NCCL: the time to
+   * enqueue them). */
+  int64_t allreduce_calls, allreduce_bytes;
+  double allreduce_seconds;
   /* `bytes` of host memory from rank `root` to every rank. */
   gcc_status (*broadcast)(gcc_comm *c, void *buf, size_t bytes, int root, gcc_diag *d);
   /* In place: buf[i] = sum over ranks of buf[i], float32, n elements (see

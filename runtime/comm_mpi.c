@@ -10,12 +10,6 @@
 
 #include "runtime/comm.h"
 
-void gcc_comm_share(int64_t global_rows, int rank, int size, int64_t *first, int64_t *rows) {
-  int64_t base = global_rows / size, extra = global_rows % size;
-  *rows = base + (rank < extra ? 1 : 0);
-  *first = (int64_t)rank * base + (rank < extra ? rank : extra);
-}
-
 int gcc_comm_launched_by_mpi(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL ||
          getenv("PMI_RANK") != NULL;
@@ -63,7 +57,9 @@ static void single_abort(gcc_comm *c, int code, const char *msg) {
   (void)msg; /* the caller reports and exits as a single process does */
 }
 
-static void single_destroy(gcc_comm *c) { free(c); }
+static void single_destroy(gcc_comm *c) {
+  free(c);
+}
 
 /* ---- MPI -------------------------------------------------------------- */
 
@@ -89,10 +85,11 @@ static gcc_status mpi_broadcast(gcc_comm *c, void *buf, size_t bytes, int root, 
   return GCC_OK;
 }
 
-static gcc_status mpi_allreduce_f32(gcc_comm *c, float *buf, int64_t n, void *stream,
-                                    gcc_diag *d) {
-  (void)c;
+static gcc_status mpi_allreduce_f32(gcc_comm *c, float *buf, int64_t n, void *stream, gcc_diag *d) {
   (void)stream;
+  double t0 = MPI_Wtime();
+  c->allreduce_calls++;
+  c->allreduce_bytes += n * (int64_t)sizeof(float);
   while (n > 0) {
     int k = n > INT_MAX ? INT_MAX : (int)n;
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -101,14 +98,14 @@ static gcc_status mpi_allreduce_f32(gcc_comm *c, float *buf, int64_t n, void *st
     buf += k;
     n -= k;
   }
+  c->allreduce_seconds += MPI_Wtime() - t0;
   return GCC_OK;
 }
 
 static gcc_status mpi_allreduce_f64(gcc_comm *c, double *buf, int64_t n, gcc_diag *d) {
   (void)c;
   if (n > INT_MAX)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "MPI_Allreduce of %lld doubles",
-                        (long long)n);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "MPI_Allreduce of %lld doubles", (long long)n);
   int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   return rc == MPI_SUCCESS ? GCC_OK : mpi_error(d, "MPI_Allreduce (float64 sum)", rc);
 }

@@ -36,9 +36,11 @@ static gcc_status nccl_broadcast(gcc_comm *c, void *buf, size_t bytes, int root,
 static gcc_status nccl_allreduce_f32(gcc_comm *c, float *buf, int64_t count, void *stream,
                                      gcc_diag *d) {
   nccl_comm *n = (nccl_comm *)c;
+  c->allreduce_calls++;
+  c->allreduce_bytes += count * (int64_t)sizeof(float);
   GCC_CUDA_CHECK(cudaSetDevice(n->device));
-  GCC_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, n->nc,
-                               (cudaStream_t)stream));
+  GCC_NCCL_CHECK(
+      ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, n->nc, (cudaStream_t)stream));
   return GCC_OK;
 }
 
