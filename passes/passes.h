@@ -34,6 +34,7 @@ typedef enum gcc_placement_reason {
   GCC_PLACED_FOLLOWS_INPUT,    /* a view (Reshape, Flatten) stays with the value it views */
   GCC_PLACED_WITH_PARAMETER,   /* an optimizer update runs where its parameter lives */
   GCC_PLACED_COPY_DESTINATION, /* a copy node runs on (is issued for) its destination */
+  GCC_PLACED_WITH_GRADIENTS,   /* an all-reduce runs where its gradients are */
   GCC_PLACEMENT_REASON_COUNT
 } gcc_placement_reason;
 

@@ -26,6 +26,7 @@ const char *gcc_placement_reason_name(int reason) {
       "view follows its input",
       "with its parameter",
       "copy destination",
+      "with its gradients",
   };
   _Static_assert(sizeof names / sizeof names[0] == GCC_PLACEMENT_REASON_COUNT, "reasons");
   if (reason < 0 || reason >= GCC_PLACEMENT_REASON_COUNT)
@@ -100,7 +101,7 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
                g->values[n->inputs[0]].device >= 0) {
       /* an all-reduce sums its gradients where they are */
       dev = g->values[n->inputs[0]].device;
-      reason = GCC_PLACED_FOLLOWS_INPUT;
+      reason = GCC_PLACED_WITH_GRADIENTS;
     } else if (all_outputs_integer(g, n)) {
       dev = GCC_DEV_CPU;
       reason = GCC_PLACED_HOST_COMPUTE;
