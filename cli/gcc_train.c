@@ -35,10 +35,17 @@
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
 #include "runtime/checkpoint.h"
+#include "runtime/comm.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
 static volatile sig_atomic_t g_stop = 0;
+/* The ranks of `mpirun -np N gcc-train ...` (a world of 1 without mpirun). */
+static gcc_comm *g_comm = NULL;
+
+static int is_root(void) {
+  return !g_comm || g_comm->rank == 0;
+}
 static int g_no_kernel_cache = 0; /* --no-kernel-cache */
 
 /* A second SIGINT/SIGTERM/SIGHUP ends the process at once, removing the
@@ -139,9 +146,17 @@ static void usage(FILE *f) {
              "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
              "                      stop at the first node that produces one, naming it, as\n"
              "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
+             "  --bucket-size-mb X  data-parallel ranks (mpirun -np N gcc-train ...): all-reduce\n"
+             "                      the gradients in buckets of X MiB in the order the backward\n"
+             "                      pass produces them (default 25, as DistributedDataParallel)\n"
+             "  --ranks N           with --dump-placement: compile as one of N data-parallel\n"
+             "                      ranks (default: the MPI world size, 1 without mpirun)\n"
              "  --quiet             only errors, the final summary line (and the profile table)\n"
              "  --version           print the version and exit\n"
              "  --help              this text\n"
+             "\n"
+             "Under mpirun every rank runs its share of each global batch (--batch-size is the\n"
+             "global batch); only rank 0 prints and writes files; a failing rank ends all.\n"
              "\n"
              "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
              "4 device unusable, 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model\n"
@@ -187,7 +202,7 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
 static int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
                                int strict, const char *cuda_arch, int fmt, const char *file,
                                const char *kernels_dir, int64_t epochs, int64_t batch, float lr,
-                               const char *dump_after) {
+                               const char *dump_after, int world_size, int64_t bucket_bytes) {
   (void)epochs;
   gcc_diag d = {0};
   gcc_graph *model;
@@ -238,6 +253,8 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
   o.strict_placement = strict;
   o.dump_after = dump_after;
   o.dump_file = stderr;
+  o.world_size = world_size;
+  o.bucket_bytes = bucket_bytes;
   gcc_graph *g;
   gcc_mem_plan mem;
   int rc = 0;
@@ -395,6 +412,8 @@ typedef struct train_args {
   int quiet, no_output, device_explicit, dump_placement, strict;
   const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;
   int no_cuda_graph, dataset_on_device, detect_anomaly;
+  int device_indexed;          /* --device cuda:N (not plain cuda) */
+  int64_t bucket_bytes, ranks; /* --bucket-size-mb (bytes; 0: default), --ranks (0: the world) */
   const char *checkpoint_dir, *resume_path;
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
@@ -515,7 +534,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_CHECKPOINT_DIR,
     OPT_CHECKPOINT_EVERY,
     OPT_KEEP_CHECKPOINTS,
-    OPT_RESUME
+    OPT_RESUME,
+    OPT_BUCKET_SIZE_MB,
+    OPT_RANKS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -543,6 +564,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"checkpoint-every", required_argument, 0, OPT_CHECKPOINT_EVERY},
       {"keep-checkpoints", required_argument, 0, OPT_KEEP_CHECKPOINTS},
       {"resume", required_argument, 0, OPT_RESUME},
+      {"bucket-size-mb", required_argument, 0, OPT_BUCKET_SIZE_MB},
+      {"ranks", required_argument, 0, OPT_RANKS},
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
       {"profile", required_argument, 0, OPT_PROFILE},
@@ -603,6 +626,26 @@ static int parse_args(int argc, char **argv, train_args *a) {
         return EXIT_USAGE;
       break;
     case OPT_RESUME: a->resume_path = optarg; break;
+    case OPT_BUCKET_SIZE_MB: {
+      float mb;
+      if (!parse_f("--bucket-size-mb", optarg, &mb))
+        return EXIT_USAGE;
+      a->bucket_bytes = (int64_t)((double)mb * 1048576.0);
+      if (a->bucket_bytes < 4) {
+        fprintf(stderr, "gcc-train: --bucket-size-mb '%s': a bucket holds at least one float\n",
+                optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    }
+    case OPT_RANKS:
+      if (!gcc_flag_i64("gcc-train", "--ranks", optarg, 1, &a->ranks))
+        return EXIT_USAGE;
+      if (a->ranks > 65536) {
+        fprintf(stderr, "gcc-train: --ranks %s: at most 65536\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
       if (strcmp(optarg, "off") == 0)
@@ -680,6 +723,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
   a->model_path = argv[optind];
   gcc_diag d = {0};
 
+  a->device_indexed = strchr(device_str, ':') != NULL;
   if (gcc_device_parse(device_str, &a->want, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
@@ -741,6 +785,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
                     "--checkpoint-dir DIR\n");
     return EXIT_USAGE;
   }
+  if (a->ranks && !a->dump_placement) {
+    fprintf(stderr, "gcc-train: --ranks goes with --dump-placement; a training run has the ranks "
+                    "mpirun starts\n");
+    return EXIT_USAGE;
+  }
   if ((a->checkpoint_dir || a->resume_path) && (a->dump_placement || a->dump_kernels)) {
     fprintf(stderr, "gcc-train: --checkpoint-dir and --resume train; they do not combine with "
                     "--dump-placement or --dump-kernels\n");
@@ -778,8 +827,12 @@ static int build_run(train_args *a, train_run *r) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_DEVICE;
   }
-  if (note[0])
+  if (note[0] && is_root())
     fprintf(stderr, "gcc-train: %s\n", note);
+  /* one GPU per rank: rank r of a node takes cuda:<local rank> (of the
+   * devices CUDA_VISIBLE_DEVICES leaves), unless --device names one */
+  if (g_comm->size > 1 && r->dev.kind == GCC_DEVICE_CUDA && !a->device_indexed)
+    r->dev.index = g_comm->local_rank;
 
   if (gcc_model_open(a->model_path, &r->model, NULL, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
@@ -844,6 +897,8 @@ static int build_run(train_args *a, train_run *r) {
   so.opt = t->opt;
   so.dump_after = a->dump_after;
   so.dump_file = stderr;
+  so.comm = g_comm;
+  so.bucket_bytes = a->bucket_bytes;
   r->kernel_cache = (gcc_kernel_cache_config){NULL, !g_no_kernel_cache};
   if (r->dev.kind == GCC_DEVICE_CUDA) {
     if (gcc_device_info_cuda(r->dev.index, &r->cuda_info, &d) != GCC_OK ||
@@ -883,19 +938,49 @@ static int build_run(train_args *a, train_run *r) {
 
 /* Step 3: trains (SIGINT stops it between steps) and prints the summary.
  * Returns the trainer's status; *rc: the exit status so far. */
+/* GCC_TRAIN_TEST_FAULT=RANK:STEP:KIND (tests only): after optimizer step
+ * STEP, rank RANK fails with an error (KIND "error") or kills itself with
+ * SIGKILL (KIND "kill"), as a rank that meets bad data or is killed does. */
+typedef struct fault {
+  int rank;
+  int64_t step;
+  char kind[16];
+} fault;
+
+static gcc_status inject_fault(void *user, int64_t step, gcc_diag *d) {
+  const fault *f = user;
+  if (step != f->step || g_comm->rank != f->rank)
+    return GCC_OK;
+  if (strcmp(f->kind, "kill") == 0)
+    raise(SIGKILL);
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                      "GCC_TRAIN_TEST_FAULT: rank %d fails after step %" PRId64 " (injected)",
+                      f->rank, step);
+}
+
 static gcc_status train(const train_args *a, train_run *r, predictions *preds, int *rc) {
   const gcc_training *t = &r->model->training;
-  if (!a->quiet) {
+  int quiet = a->quiet || !is_root();
+  if (!quiet) {
     char ds[32];
     printf("gcc-train %s: %s on %s, %" PRId64 " epochs, batch %" PRId64 ", %s lr %g, %" PRId64
            " threads\n",
            GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), t->epochs,
            t->batch_size, t->opt.kind == GCC_OPT_ADAM ? "Adam" : "SGD", (double)t->opt.lr,
            a->threads);
+    if (g_comm->size > 1) {
+      int64_t lo = t->batch_size / g_comm->size;
+      printf("data-parallel: %d ranks (%s), global batch %" PRId64 " = %" PRId64 "%s rows per "
+             "rank, gradients all-reduced in buckets of %.3g MiB\n",
+             g_comm->size, g_comm->name, t->batch_size, lo,
+             t->batch_size % g_comm->size ? " or one more" : "",
+             (double)(a->bucket_bytes > 0 ? a->bucket_bytes : GCC_DEFAULT_BUCKET_BYTES) /
+                 1048576.0);
+    }
     fflush(stdout);
   }
 
-  if (a->resume_path && !a->quiet)
+  if (a->resume_path && !quiet)
     printf("resuming from %s: step %" PRId64 ", epoch %" PRId64 ", batch %" PRId64 "\n",
            r->resume.path, r->resume.step, r->resume.epoch + 1, r->resume.batch);
   struct sigaction sa;
@@ -913,18 +998,25 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.log_every = a->log_every;
   cfg.max_steps = a->max_steps;
   cfg.eval_batch = a->eval_batch;
-  cfg.quiet = a->quiet;
-  cfg.progress = !a->quiet && isatty(fileno(stdout));
+  cfg.quiet = quiet;
+  cfg.progress = !quiet && isatty(fileno(stdout));
+  cfg.comm = g_comm;
+  fault f = {0};
+  const char *fs = getenv("GCC_TRAIN_TEST_FAULT");
+  if (fs && sscanf(fs, "%d:%" SCNd64 ":%15s", &f.rank, &f.step, f.kind) == 3) {
+    cfg.after_step = inject_fault;
+    cfg.step_user = &f;
+  }
   cfg.out = stdout;
   cfg.stop = &g_stop;
   cfg.dataset_on_device = a->dataset_on_device;
   cfg.note = stderr;
   cfg.profiler = r->prof;
-  if (a->predictions_path) {
+  if (a->predictions_path && is_root()) {
     cfg.on_eval_batch = collect_predictions;
     cfg.eval_user = preds;
   }
-  cfg.show_predictions = a->show_predictions;
+  cfg.show_predictions = is_root() ? a->show_predictions : 0;
   cfg.checkpoint_dir = a->checkpoint_dir;
   cfg.checkpoint_every = a->checkpoint_every;
   cfg.keep_checkpoints = (int)a->keep_checkpoints;
@@ -945,7 +1037,7 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     *rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
               ? EXIT_MODEL
               : EXIT_RUN;
-  } else {
+  } else if (is_root()) {
     if (rep.test_accuracy >= 0)
       printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; test "
              "accuracy %.2f%%, test loss %.4f\n",
@@ -966,6 +1058,10 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
                gcc_plan_graph_note(p)[0] ? gcc_plan_graph_note(p) : "captured",
                gcc_plan_graph_replays(p));
     }
+    if (g_comm->size > 1 && !a->quiet && rep.steps > 0)
+      printf("all-reduce (rank 0): %" PRId64 " calls, %.1f MB, %.3f s in all (%.3f ms per step)\n",
+             g_comm->allreduce_calls, 1e-6 * (double)g_comm->allreduce_bytes,
+             g_comm->allreduce_seconds, 1e3 * g_comm->allreduce_seconds / (double)rep.steps);
   }
   return st;
 }
@@ -1036,23 +1132,25 @@ static int write_profile(const train_args *a, train_run *r, int rc) {
   return rc;
 }
 
-int main(int argc, char **argv) {
-  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
-  /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
-  signal(SIGXFSZ, SIG_IGN);
-  /* `bazel run` starts us in the runfiles tree: work where the user was */
-  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
-  if (bwd && chdir(bwd) != 0)
-    fprintf(stderr, "gcc-train: warning: cannot enter %s: %s\n", bwd, strerror(errno));
-
-  train_args a;
-  int rc = parse_args(argc, argv, &a);
-  if (rc >= 0)
-    return rc;
-  if (a.dump_placement || a.dump_kernels)
+/* After the flags and the communicator: compile only, or train and write. */
+static int run_main(train_args *ap) {
+  train_args a = *ap;
+  int rc;
+  if (a.dump_placement || a.dump_kernels) {
+    if (!is_root())
+      return 0; /* one report */
     return dump_placement_main(a.model_path, &a.want, a.device_explicit, a.strict, a.cuda_arch,
                                a.dump_placement ? (int)a.fmt : -1, a.dump_file, a.dump_kernels,
-                               a.epochs, a.batch, a.lr, a.dump_after);
+                               a.epochs, a.batch, a.lr, a.dump_after,
+                               a.ranks > 0 ? (int)a.ranks : g_comm->size, a.bucket_bytes);
+  }
+  if (!is_root()) { /* only rank 0 writes files */
+    a.no_output = 1;
+    a.output = NULL;
+    a.predictions_path = NULL;
+    a.export_path = NULL;
+    a.profile_path = NULL;
+  }
   train_run r = {0};
   rc = build_run(&a, &r);
   if (rc >= 0)
@@ -1066,5 +1164,34 @@ int main(int argc, char **argv) {
     rc = write_profile(&a, &r, rc);
   free(preds.cls);
   run_free(&r);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
+  /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
+  signal(SIGXFSZ, SIG_IGN);
+  /* `bazel run` starts us in the runfiles tree: work where the user was */
+  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
+  if (bwd && chdir(bwd) != 0)
+    fprintf(stderr, "gcc-train: warning: cannot enter %s: %s\n", bwd, strerror(errno));
+
+  train_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc >= 0)
+    return rc;
+  gcc_diag cd = {0};
+  if (gcc_comm_create(&g_comm, &cd) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", cd.msg);
+    return EXIT_RUN;
+  }
+  rc = run_main(&a);
+  if (rc != 0 && g_comm->size > 1) { /* every rank goes down with this one */
+    char msg[160];
+    snprintf(msg, sizeof msg, "failed (exit status %d, the reason is above); ending every rank",
+             rc);
+    g_comm->abort(g_comm, rc, msg);
+  }
+  g_comm->destroy(g_comm);
   return rc;
 }

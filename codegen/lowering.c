@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 40, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 41, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -75,6 +75,8 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_PAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_pad_kernel},
     /* cudnnConvolutionBackwardData with X as dY and Y as dX, then the bias */
     [GCC_OP_CONV_TRANSPOSE] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardData"},
+    /* on the communication stream (runtime/comm.h: NCCL on GPU ranks) */
+    [GCC_OP_ALL_REDUCE] = {.kind = GCC_LOWER_LIBRARY, .call = "ncclAllReduce"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -368,6 +368,23 @@ static gcc_status shape_mse_grad(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* AllReduce: float32 gradients of any shape, no outputs */
+static gcc_status shape_all_reduce(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  return GCC_OK;
+}
+
+static double flops_all_reduce(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  double f = 0;
+  for (int k = 0; k < n->n_inputs; k++)
+    if (n->inputs[k] >= 0)
+      f += (double)gcc_shape_numel(&g->values[n->inputs[k]].shape, NULL);
+  return f;
+}
+
 static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   gcc_value *p = in_val(g, node, 0);
@@ -927,6 +944,7 @@ static const gcc_attr_spec kMseAttrs[] = {S("reduction", "mean")};
 static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f), F("dampening", 0.0f),
                                           F("weight_decay", 0.0f), B("nesterov", 0)};
 static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
+static const gcc_attr_spec kAllReduceAttrs[] = {I("bucket", 0), B("mean", 1)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
                                            F("eps", 1e-8f), F("weight_decay", 0.0f)};
@@ -970,7 +988,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 40, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 41, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1397,6 +1415,21 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                .semantics = "ONNX ConvTranspose, 2-D NCHW: the adjoint of Conv "
                                             "with the same window (torch.nn.ConvTranspose2d), "
                                             "groups, output_padding, optional bias"},
+    [GCC_OP_ALL_REDUCE] = {.name = "AllReduce",
+                           .min_inputs = 1,
+                           .max_inputs = 1 << 20,
+                           .n_outputs = 0,
+                           .input_names = "grads",
+                           .attrs = kAllReduceAttrs,
+                           .n_attrs = COUNT(kAllReduceAttrs),
+                           .flags = GCC_OPF_INTERNAL | GCC_OPF_COLLECTIVE,
+                           .shape = shape_all_reduce,
+                           .flops = flops_all_reduce,
+                           .semantics = "torch.distributed.all_reduce (ReduceOp.SUM) of one "
+                                        "DistributedDataParallel gradient bucket, in place; with "
+                                        "mean = 1 each rank first weights its gradients by its "
+                                        "rows / the global batch, so the sum is the gradient "
+                                        "of the loss averaged over the global batch"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

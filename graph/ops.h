@@ -65,6 +65,10 @@ enum {
   GCC_OPF_INTERNAL = 1u << 3,  /* made by passes (gradients); accepted in files too */
   GCC_OPF_LOSS = 1u << 4,      /* scalar loss of a training graph */
   GCC_OPF_COPY = 1u << 5,      /* a copy between devices, made by copy insertion */
+  /* no outputs; sums its inputs (gradients) over the data-parallel ranks in
+   * place, made by the all-reduce pass: every reader of an input that is not
+   * its producer comes after it */
+  GCC_OPF_COLLECTIVE = 1u << 6,
 };
 
 /* One op as this layer describes it (entries of graph/ops.c). */
@@ -121,7 +125,8 @@ typedef struct gcc_op_desc {
   X(CONCAT, Concat)                                                                                \
   X(TRANSPOSE, Transpose)                                                                          \
   X(PAD, Pad)                                                                                      \
-  X(CONV_TRANSPOSE, ConvTranspose)
+  X(CONV_TRANSPOSE, ConvTranspose)                                                                 \
+  X(ALL_REDUCE, AllReduce)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -168,6 +173,10 @@ enum { PAD_PADS, PAD_VALUE, PAD_MODE };
  * dilations, group, kernel_shape; gcc_window2d_of reads them) and adds the
  * output padding. */
 enum { CONVT_OUTPUT_PADDING = CONV_KERNEL_SHAPE + 1 };
+/* AllReduce: the bucket's index (0 = reduced first) and whether the loss is
+ * a mean over the batch (each rank's gradient is then weighted by its share
+ * of the global batch before the sum; a sum loss is summed as it is). */
+enum { ALL_REDUCE_BUCKET, ALL_REDUCE_MEAN };
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

@@ -308,7 +308,7 @@ gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 #define NO_GRAD_IMPORT   "forward only (ONNX import, issue 14): training imported models is issue 15"
 
-_Static_assert(GCC_OP_COUNT == 40, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 41, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -351,6 +351,7 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_TRANSPOSE] = {.none = NO_GRAD_IMPORT},
     [GCC_OP_PAD] = {.none = NO_GRAD_IMPORT},
     [GCC_OP_CONV_TRANSPOSE] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_ALL_REDUCE] = {.none = "a collective over gradients, made after autodiff"},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

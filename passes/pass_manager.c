@@ -89,6 +89,26 @@ gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d) {
                        gcc_node_desc(g, i, desc, sizeof desc), g->values[p].name,
                        g->nodes[last_read[p]].name);
   }
+  /* an AllReduce must come before every reader of its gradients but their producer */
+  for (int i = 0; i < g->n_nodes && s == GCC_OK; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!(gcc_op(n->op)->flags & GCC_OPF_COLLECTIVE))
+      continue;
+    for (int j = 0; j < i && s == GCC_OK; j++) {
+      const gcc_node *r = &g->nodes[j];
+      for (int k = 0; k < n->n_inputs && s == GCC_OK; k++) {
+        int v = n->inputs[k];
+        if (v < 0 || g->values[v].producer == j)
+          continue;
+        for (int q = 0; q < r->n_inputs; q++)
+          if (r->inputs[q] == v) {
+            s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: node '%s' reads '%s' before %s sums it",
+                             r->name, g->values[v].name, gcc_node_desc(g, i, desc, sizeof desc));
+            break;
+          }
+      }
+    }
+  }
   free(defined_at);
   free(last_read);
   return s;
@@ -121,6 +141,7 @@ void gcc_dump_graph(const gcc_graph *g, FILE *f) {
 static const gcc_pass kPasses[] = {
     {"infer", gcc_pass_infer},
     {"autodiff", gcc_pass_autodiff},
+    {"all-reduce", gcc_pass_all_reduce},
     {"placement", gcc_pass_placement},
     {"copy-insertion", gcc_pass_copy_insertion},
 };

@@ -34,6 +34,7 @@ typedef enum gcc_placement_reason {
   GCC_PLACED_FOLLOWS_INPUT,    /* a view (Reshape, Flatten) stays with the value it views */
   GCC_PLACED_WITH_PARAMETER,   /* an optimizer update runs where its parameter lives */
   GCC_PLACED_COPY_DESTINATION, /* a copy node runs on (is issued for) its destination */
+  GCC_PLACED_WITH_GRADIENTS,   /* an all-reduce runs where its gradients are */
   GCC_PLACEMENT_REASON_COUNT
 } gcc_placement_reason;
 
@@ -77,6 +78,11 @@ typedef struct gcc_options {
    * architecture, or comparing placements); the tests of soft placement
    * use it. */
   const unsigned char *cuda_disabled;
+  /* Data-parallel training (TRAIN): the ranks (world size; <= 1: one
+   * process, no all-reduce) and the bucket size of the gradient all-reduce
+   * in bytes (<= 0: GCC_DEFAULT_BUCKET_BYTES). */
+  int world_size;
+  int64_t bucket_bytes;
   FILE *warn_file;        /* placement warnings (a copy inside the step); NULL: stderr */
   const char *dump_after; /* pass name, or "all"; NULL: no dump */
   FILE *dump_file;        /* where dumps go (stderr if NULL) */
@@ -99,6 +105,19 @@ gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
  * Errors: GCC_ERR_INVALID_GRAPH if the loss is missing or not a float32
  * scalar; GCC_ERR_UNSUPPORTED for a gradient an op does not provide. */
 gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
+/* DistributedDataParallel's default bucket_cap_mb: 25 MiB. */
+#define GCC_DEFAULT_BUCKET_BYTES ((int64_t)25 << 20)
+
+/* The all-reduce of data-parallel training (TRAIN with opt->world_size > 1;
+ * a no-op otherwise): groups the gradients read by optimizer updates into
+ * buckets of opt->bucket_bytes in the order the backward pass produces them
+ * (DistributedDataParallel's bucketing), and adds one AllReduce node per
+ * bucket ("all_reduce/bucketK", attributes bucket = K and mean = 1 unless the
+ * loss's reduction is "sum") right after the node that produces the bucket's
+ * last gradient; every update comes after the AllReduce of its gradient.
+ * Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_pass_all_reduce(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
 /* Device placement: gives every node and value a device and every node
  * the reason for it. Precedence: the node's pin > --device > the default.

@@ -26,6 +26,7 @@ const char *gcc_placement_reason_name(int reason) {
       "view follows its input",
       "with its parameter",
       "copy destination",
+      "with its gradients",
   };
   _Static_assert(sizeof names / sizeof names[0] == GCC_PLACEMENT_REASON_COUNT, "reasons");
   if (reason < 0 || reason >= GCC_PLACEMENT_REASON_COUNT)
@@ -96,6 +97,11 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
        * a graph input or parameter goes where its consumers are asked to */
       dev = g->values[n->inputs[0]].device;
       reason = GCC_PLACED_FOLLOWS_INPUT;
+    } else if ((op->flags & GCC_OPF_COLLECTIVE) && n->n_inputs > 0 && n->inputs[0] >= 0 &&
+               g->values[n->inputs[0]].device >= 0) {
+      /* an all-reduce sums its gradients where they are */
+      dev = g->values[n->inputs[0]].device;
+      reason = GCC_PLACED_WITH_GRADIENTS;
     } else if (all_outputs_integer(g, n)) {
       dev = GCC_DEV_CPU;
       reason = GCC_PLACED_HOST_COMPUTE;

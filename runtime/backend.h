@@ -24,6 +24,8 @@
 extern "C" {
 #endif
 
+struct gcc_comm; /* runtime/comm.h */
+
 /* Per-plan execution context shared by the nodes a backend runs one by
  * one. */
 typedef struct gcc_cpu_ctx {
@@ -33,7 +35,13 @@ typedef struct gcc_cpu_ctx {
   int blas_threads;       /* OpenBLAS threads currently set (0 = unknown) */
   gcc_diag *diag;         /* where kernels report data errors */
   const char *source;     /* model file, for messages */
-  void *state;            /* the CPU backend's per-plan state (runtime/cpu: the
+  /* Data-parallel training (AllReduce nodes): the ranks' communicator
+   * (runtime/comm.h), the rows of the global batch this rank ran in this
+   * step (0: it contributes nothing, its gradients are weighted by 0) and
+   * the rows of the global batch. NULL comm: the plan has no AllReduce. */
+  struct gcc_comm *comm;
+  int64_t shard_rows, global_rows;
+  void *state; /* the CPU backend's per-plan state (runtime/cpu: the
                              oneDNN context and scratchpad), made by its
                              prepare_node, freed by its release_ctx; NULL before */
 } gcc_cpu_ctx;

@@ -234,7 +234,36 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
     }
   }
   json_object_set_new(root, "copies", copies);
+  /* data-parallel: the gradient buckets' all-reduces, in schedule order */
+  json_t *reduces = json_array();
+  int64_t n_reduce = 0, b_reduce = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (!(gcc_op(n->op)->flags & GCC_OPF_COLLECTIVE))
+      continue;
+    int64_t bytes = 0;
+    json_t *grads = json_array();
+    for (int k = 0; k < n->n_inputs; k++) {
+      bytes += value_bytes(&g->values[n->inputs[k]]);
+      json_array_append_new(grads, json_string(g->values[n->inputs[k]].name));
+    }
+    json_t *aj = json_object();
+    json_object_set_new(aj, "node", json_string(n->name));
+    json_object_set_new(aj, "bucket", json_integer(n->av[ALL_REDUCE_BUCKET].i));
+    json_object_set_new(aj, "device", dev_json(n->device));
+    /* a GPU reduces on its communication stream (NCCL), overlapped with the
+     * rest of the backward pass; the CPU in its step, in order (MPI) */
+    json_object_set_new(aj, "stream", json_string(GCC_DEV_IS_CUDA(n->device) ? "comm" : "host"));
+    json_object_set_new(aj, "bytes", json_integer(bytes));
+    json_object_set_new(aj, "gradients", grads);
+    json_array_append_new(reduces, aj);
+    n_reduce++;
+    b_reduce += bytes;
+  }
+  json_object_set_new(root, "all_reduces", reduces);
   json_t *totals = json_object();
+  json_object_set_new(totals, "all_reduces_per_step", json_integer(n_reduce));
+  json_object_set_new(totals, "all_reduce_bytes_per_step", json_integer(b_reduce));
   json_object_set_new(totals, "copies_per_step", json_integer(n_step));
   json_object_set_new(totals, "bytes_per_step", json_integer(b_step));
   json_object_set_new(totals, "copies_once", json_integer(n_once));
@@ -315,6 +344,27 @@ static void render_text(const json_t *r, FILE *f) {
     fprintf(f, "  %-28s %-8s -> %-8s %-5s %12lld  %s\n", str(cj, "value"), str(cj, "from"),
             str(cj, "to"), str(cj, "kind"), num(cj, "bytes"),
             strcmp(str(cj, "when"), "once") == 0 ? "once" : "per step");
+  }
+  const json_t *reduces = json_object_get(r, "all_reduces");
+  if (json_array_size(reduces) > 0) {
+    fprintf(f,
+            "\nall-reduces (data-parallel gradient buckets): %lld per step (%lld bytes per step "
+            "per rank)\n  %-24s %6s %-8s %-6s %12s  %s\n",
+            num(t, "all_reduces_per_step"), num(t, "all_reduce_bytes_per_step"), "node", "bucket",
+            "device", "stream", "bytes", "gradients");
+    json_t *aj;
+    json_array_foreach(reduces, i, aj) {
+      char grads[512] = "";
+      size_t m;
+      json_t *mj;
+      json_array_foreach(json_object_get(aj, "gradients"), m, mj) {
+        if (m)
+          strncat(grads, ", ", sizeof grads - strlen(grads) - 1);
+        strncat(grads, json_string_value(mj), sizeof grads - strlen(grads) - 1);
+      }
+      fprintf(f, "  %-24s %6lld %-8s %-6s %12lld  %s\n", str(aj, "node"), num(aj, "bucket"),
+              str(aj, "device"), str(aj, "stream"), num(aj, "bytes"), grads);
+    }
   }
   const json_t *groups = json_object_get(r, "groups");
   if (json_array_size(groups) > 0) {

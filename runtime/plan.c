@@ -911,6 +911,7 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
   p->ring = cfg->readback_ring > 0 ? cfg->readback_ring : 1;
   p->ctx.max_threads = cfg->threads > 0 ? cfg->threads : 1;
   p->ctx.diag = &p->run_diag;
+  p->ctx.comm = cfg->comm;
   gcc_status s = gcc_compile_graph(model, opt, &p->g, &p->mem, d);
   if (s == GCC_OK) {
     p->ctx.source = p->g->source;
@@ -1295,6 +1296,11 @@ static gcc_status issue_step(gcc_plan *p, int slot, int entry, int64_t optimizer
                          sizeof(int), GCC_COPY_D2D, GCC_STREAM_COMPUTE, d));
   }
   return GCC_OK;
+}
+
+void gcc_plan_set_shard(gcc_plan *p, int64_t shard_rows, int64_t global_rows) {
+  p->ctx.shard_rows = shard_rows;
+  p->ctx.global_rows = global_rows;
 }
 
 gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {

@@ -123,6 +123,10 @@ typedef struct gcc_plan_config {
   int image_arch;
   gcc_kernel_compile_fn compile;
   void *compile_user;
+  /* Data-parallel training: the ranks' communicator (runtime/comm.h) that
+   * the plan's AllReduce nodes sum over (the all-reduce pass adds them when
+   * the gcc_options' world_size > 1); NULL: no all-reduce. */
+  struct gcc_comm *comm;
 } gcc_plan_config;
 
 typedef struct gcc_plan gcc_plan;
@@ -180,6 +184,12 @@ gcc_status gcc_plan_bind_input_gather(gcc_plan *p, const char *name, const void 
  * (after which a device plan is failed, see above); GCC_ERR_DEVICE for a
  * device plan that failed before. */
 gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d);
+
+/* Data-parallel training: the next runs' AllReduce nodes weight this
+ * rank's gradients as `shard_rows` rows of a global batch of `global_rows`
+ * (runtime/cpu/cpu_kernels.h gcc_cpu_all_reduce); shard_rows 0: this rank
+ * ran a placeholder batch and contributes nothing. */
+void gcc_plan_set_shard(gcc_plan *p, int64_t shard_rows, int64_t global_rows);
 
 /* Brings the ring to the host (one D2H) if `entry` was written after the
  * last time, waits for it, then checks the loss kernels' bad-label flag of

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "passes/memplan.h"
+#include "runtime/comm.h"
 
 #define MAX_PLANS 8
 
@@ -61,7 +62,8 @@ struct gcc_session {
   gcc_profiler *prof;
   gcc_prof_track *track;
   int site_step, site_eval;
-  int64_t eval_batches; /* evaluation batches run while profiling */
+  int64_t eval_batches;            /* evaluation batches run while profiling */
+  int64_t shard_rows, global_rows; /* gcc_session_set_shard; global 0: whole batches */
 };
 
 static size_t round_up(size_t n) {
@@ -325,6 +327,8 @@ static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   o.device = s->on_device ? s->opt.device : GCC_DEV_CPU;
   o.device_explicit = s->on_device;
   o.n_cuda_devices = s->on_device ? GCC_DEV_CUDA_INDEX(s->opt.device) + 1 : 0;
+  o.world_size = s->opt.comm ? s->opt.comm->size : 1;
+  o.bucket_bytes = s->opt.bucket_bytes;
   if (!s->dumped && s->opt.dump_after && mode == GCC_MODE_TRAIN) {
     o.dump_after = s->opt.dump_after;
     o.dump_file = s->opt.dump_file;
@@ -345,6 +349,7 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
   cfg.device = s->on_device ? s->opt.backend : NULL;
   cfg.readback_ring = mode == GCC_MODE_TRAIN ? s->max_pend : 1;
   cfg.threads = s->opt.threads;
+  cfg.comm = mode == GCC_MODE_TRAIN ? s->opt.comm : NULL;
   gcc_plan *p;
   int profile = s->track && !s->on_device; /* device plans are profiled per step only */
   int64_t t0 = profile ? gcc_prof_now() : 0;
@@ -367,6 +372,18 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
   c->plan = p;
   *out = p;
   return GCC_OK;
+}
+
+void gcc_session_set_shard(gcc_session *s, int64_t shard_rows, int64_t global_rows) {
+  s->shard_rows = shard_rows;
+  s->global_rows = global_rows;
+}
+
+static void set_shard(gcc_session *s, gcc_plan *p, int64_t rows) {
+  if (s->global_rows > 0)
+    gcc_plan_set_shard(p, s->shard_rows, s->global_rows);
+  else
+    gcc_plan_set_shard(p, rows, rows);
 }
 
 static gcc_status bind_batch(gcc_session *s, gcc_plan *p, const void *input, const void *target,
@@ -394,6 +411,7 @@ gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const
   gcc_plan *p;
   GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
   GCC_TRY(bind_batch(s, p, input, target, d));
+  set_shard(s, p, rows);
   GCC_TRY(gcc_plan_run(p, s->steps, d));
   pe->plan = p;
   pe->entry = (int)(s->steps % s->max_pend);
@@ -486,6 +504,7 @@ gcc_status gcc_session_train_step_uploaded(gcc_session *s, int64_t first, int64_
   GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
   GCC_TRY(gcc_plan_bind_input_gather(p, t->input, s->ds_x, s->ds_perm, first, d));
   GCC_TRY(gcc_plan_bind_input_gather(p, t->target, s->ds_y, s->ds_perm, first, d));
+  set_shard(s, p, rows);
   GCC_TRY(gcc_plan_run(p, s->steps, d));
   pending *pe = &s->pend[s->n_pend++];
   memset(pe, 0, sizeof *pe);
@@ -719,6 +738,37 @@ gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, 
     s->host_stale = 0;
   }
   s->steps = steps;
+  return GCC_OK;
+}
+
+gcc_status gcc_session_broadcast_params(gcc_session *s, gcc_diag *d) {
+  gcc_comm *c = s->opt.comm;
+  if (!c || c->size <= 1)
+    return GCC_OK;
+  if (s->n_pend > 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: asynchronous steps are pending: collect their losses first",
+                        s->model->source);
+  GCC_TRY(download_arena(s, d));
+  GCC_TRY(c->broadcast(c, s->arena, s->arena_bytes, 0, d));
+  if (s->on_device) {
+    GCC_TRY(upload(s, s->dev_arena, s->arena, s->arena_bytes, d));
+    s->host_stale = 0;
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_session_param_hash(gcc_session *s, uint64_t *hash, gcc_diag *d) {
+  GCC_TRY(download_arena(s, d));
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < s->n_slots; i++) {
+    const unsigned char *b = (const unsigned char *)s->slots[i].data;
+    for (size_t k = 0; k < s->slots[i].numel * sizeof(float); k++) {
+      h ^= b[k];
+      h *= 1099511628211ull;
+    }
+  }
+  *hash = h;
   return GCC_OK;
 }
 

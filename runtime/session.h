@@ -39,6 +39,12 @@ typedef struct gcc_session_options {
   int device;
   gcc_plan_config plan;
   int max_pending; /* >= 1; 0: 1 */
+  /* Data-parallel training (runtime/comm.h): with comm->size > 1 every
+   * training plan all-reduces its gradients over the ranks, in buckets of
+   * bucket_bytes (<= 0: DistributedDataParallel's 25 MiB) in the order the
+   * backward pass produces them. NULL: one process. */
+  struct gcc_comm *comm;
+  int64_t bucket_bytes;
 } gcc_session_options;
 
 typedef struct gcc_session gcc_session;
@@ -69,6 +75,26 @@ gcc_status gcc_session_train_step(gcc_session *s, const void *input, const void 
  * GCC_ERR_INVALID_ARGUMENT when too many steps are pending. */
 gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const void *target,
                                         int64_t rows, gcc_diag *d);
+
+/* Data-parallel training: the next training steps run `shard_rows` rows
+ * of a global batch of `global_rows` (the caller passes the rows it runs;
+ * shard_rows 0 with a placeholder batch of 1 row: this rank has no rows of
+ * this global batch and contributes nothing to its gradient). Until called
+ * (or with global_rows 0) a step is a whole batch. */
+void gcc_session_set_shard(gcc_session *s, int64_t shard_rows, int64_t global_rows);
+
+/* Data-parallel training: the persistent arena (parameters, gradients,
+ * optimizer state) of rank 0 is copied to every rank (a broadcast through
+ * the session's communicator; on a device session downloaded, broadcast
+ * and uploaded), so that every rank starts identical. GCC_OK at once
+ * without a communicator of more than one rank; the communicator's and the
+ * device's errors. */
+gcc_status gcc_session_broadcast_params(gcc_session *s, gcc_diag *d);
+
+/* A 64-bit hash (FNV-1a) of the parameters' bytes (device sessions: after
+ * refreshing the host copy): equal on every rank exactly when the ranks'
+ * parameters are bitwise equal (up to collisions). Device errors. */
+gcc_status gcc_session_param_hash(gcc_session *s, uint64_t *hash, gcc_diag *d);
 
 /* --dataset-on-device (device sessions only). Uploads the whole training
  * set once: `x` holds n rows of the training input (its per-sample numel

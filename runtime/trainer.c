@@ -14,6 +14,7 @@
 
 #include "graph/rng.h"
 #include "runtime/checkpoint.h"
+#include "runtime/comm.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
 
@@ -50,6 +51,7 @@ typedef struct source {
   /* --show-predictions: the first n_show test samples' labels and argmax */
   int64_t n_show, n_shown;
   int64_t *show_truth, *show_pred;
+  size_t x_row, y_row; /* bytes of one sample's input and target in a batch */
 } source;
 
 static void source_free(source *src) {
@@ -107,6 +109,8 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
                           per_sample(tg));
     src->batch_size = cfg->batch_size;
     src->seed = cfg->seed;
+    src->x_row = (size_t)src->xw * sizeof(float);
+    src->y_row = (size_t)src->yw * sizeof(float);
     src->perm = malloc((size_t)src->n * sizeof *src->perm);
     src->bx = malloc((size_t)(cfg->batch_size * src->xw) * sizeof(float));
     src->by = malloc((size_t)(cfg->batch_size * src->yw) * sizeof(float));
@@ -153,6 +157,8 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
                           m->source, in->name, want_c, want_h, want_w, ds_name,
                           k == 0 ? "training" : "test", sets[k]->channels, sets[k]->height,
                           sets[k]->width);
+  src->x_row = (size_t)img * sizeof(float);
+  src->y_row = sizeof(int64_t);
   if (tg->dtype != GCC_DT_INT64 || per_sample(tg) != 1)
     return gcc_diag_set(d, GCC_ERR_SHAPE,
                         "%s: target '%s' must be int64 class indices of shape (N) for %s",
@@ -264,6 +270,56 @@ static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, g
   return GCC_OK;
 }
 
+/* ---- data parallelism ------------------------------------------------- */
+
+static int is_dp(const gcc_train_config *cfg) {
+  return cfg->comm && cfg->comm->size > 1;
+}
+
+/* This rank's share of a global batch *b, in place: its rows, or (no rows
+ * for it) the batch's first row as a placeholder weighted 0. Returns the
+ * rows of the share. */
+static int64_t take_share(const gcc_comm *c, const source *src, batch *b) {
+  int64_t first, rows;
+  gcc_comm_share(b->rows, c->rank, c->size, &first, &rows);
+  if (rows > 0) {
+    b->x = (const char *)b->x + (size_t)first * src->x_row;
+    b->y = (const char *)b->y + (size_t)first * src->y_row;
+    b->rows = rows;
+  } else {
+    b->rows = 1;
+  }
+  return rows;
+}
+
+/* After the first step: every rank's parameters hash as rank 0's. */
+static gcc_status check_ranks_agree(gcc_session *s, gcc_comm *c, gcc_diag *d) {
+  uint64_t mine, root;
+  GCC_TRY(gcc_session_param_hash(s, &mine, d));
+  root = mine;
+  GCC_TRY(c->broadcast(c, &root, sizeof root, 0, d));
+  double differ = mine != root;
+  GCC_TRY(c->allreduce_f64(c, &differ, 1, d));
+  if (differ > 0)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                        "after the first optimizer step the parameters of %.0f of %d ranks differ "
+                        "from rank 0's (this rank %d: hash %016llx, rank 0: %016llx); the "
+                        "ranks' all-reduce is not deterministic",
+                        differ, c->size, c->rank, (unsigned long long)mine,
+                        (unsigned long long)root);
+  return GCC_OK;
+}
+
+/* Whether any rank was asked to stop (SIGINT): every rank stops at the
+ * same step. */
+static gcc_status any_stop(const gcc_train_config *cfg, int *stop, gcc_diag *d) {
+  double f = cfg->stop && *cfg->stop ? 1 : 0;
+  if (is_dp(cfg))
+    GCC_TRY(cfg->comm->allreduce_f64(cfg->comm, &f, 1, d));
+  *stop = f > 0;
+  return GCC_OK;
+}
+
 /* ---- the loop --------------------------------------------------------- */
 
 static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int64_t total,
@@ -317,12 +373,22 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
   src->n_shown = 0;
   double loss_sum = 0;
   int64_t correct = 0, n = 0, classification = 1;
+  int dp = is_dp(cfg);
+  /* data-parallel: each rank its share of every batch, unless the
+   * predictions of every row are wanted here (then rank 0 runs them all) */
+  int shard = dp && !cfg->on_eval_batch && cfg->show_predictions <= 0;
   for (int64_t k = 0;; k++) {
     batch b;
     int has;
     GCC_TRY(source_next(src, 1, k, &b, &has, d));
     if (!has)
       break;
+    if (shard) {
+      if (take_share(cfg->comm, src, &b) == 0)
+        continue;
+    } else if (dp && cfg->comm->rank != 0) {
+      continue;
+    }
     float loss;
     int64_t ok;
     const gcc_tensor *pred = NULL;
@@ -337,6 +403,14 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
     else
       correct += ok;
   }
+  if (dp) { /* exact: counts below 2^53 */
+    double v[4] = {loss_sum, (double)correct, (double)n, classification ? 0 : 1};
+    GCC_TRY(cfg->comm->allreduce_f64(cfg->comm, v, 4, d));
+    loss_sum = v[0];
+    correct = (int64_t)v[1];
+    n = (int64_t)v[2];
+    classification = v[3] == 0;
+  }
   r->test_samples = n;
   r->test_loss = n ? loss_sum / (double)n : 0;
   if (!isfinite(r->test_loss))
@@ -349,10 +423,18 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
 }
 
 /* Collects the losses of the issued steps into the log window and the epoch sum. */
-static gcc_status collect(gcc_session *s, float *losses, int *issued, double *window,
-                          double *epoch_loss, int64_t *in_window, gcc_diag *d) {
+static gcc_status collect(gcc_session *s, const gcc_train_config *cfg, float *losses,
+                          double *weights, int *issued, double *window, double *epoch_loss,
+                          int64_t *in_window, gcc_diag *d) {
   int n = 0;
   gcc_status st = gcc_session_collect_losses(s, losses, gcc_session_max_pending(s), &n, d);
+  if (st == GCC_OK && is_dp(cfg) && n > 0) { /* the global batches' losses */
+    for (int i = 0; i < n; i++)
+      weights[i] *= (double)losses[i];
+    st = cfg->comm->allreduce_f64(cfg->comm, weights, n, d);
+    for (int i = 0; i < n && st == GCC_OK; i++)
+      losses[i] = (float)weights[i];
+  }
   for (int i = 0; i < n; i++) {
     *window += losses[i];
     *epoch_loss += losses[i];
@@ -418,8 +500,13 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   memset(report, 0, sizeof *report);
   int max_pending = gcc_session_max_pending(s);
   float *losses = malloc((size_t)max_pending * sizeof *losses);
-  if (!losses)
+  double *weights = malloc((size_t)max_pending * sizeof *weights);
+  if (!losses || !weights) {
+    free(losses);
+    free(weights);
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (losses)");
+  }
+  int dp = is_dp(cfg), checked = !dp;
   report->test_accuracy = -1;
   /* --profile: the "main" track first, so that it is the trace's first thread */
   gcc_prof_track *track = cfg->profiler ? gcc_profiler_track(cfg->profiler, "main") : NULL;
@@ -449,6 +536,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     start_batch = cfg->resume->batch;
     report->steps = cfg->resume->step;
   }
+  if (st == GCC_OK && dp) /* every rank starts from rank 0's parameters */
+    st = gcc_session_broadcast_params(s, d);
   FILE *out = cfg->out ? cfg->out : stdout;
   const char *test_name = src.is_inline ? "train-set" : "test";
   int ck_steps = cfg->checkpoint_dir && cfg->checkpoint_every > 0;
@@ -463,7 +552,11 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     if (st == GCC_OK && on_device)
       st = gcc_session_set_order(s, gcc_dataloader_order(src.train_dl), d);
     while (st == GCC_OK) {
-      if (cfg->stop && *cfg->stop) {
+      int stop = 0;
+      st = any_stop(cfg, &stop, d);
+      if (st != GCC_OK)
+        break;
+      if (stop) {
         st = gcc_diag_set(d, GCC_ERR_INTERRUPTED, "interrupted after %" PRId64 " steps",
                           report->steps);
         break;
@@ -472,23 +565,45 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         break;
       batch b;
       int has;
+      int64_t global_rows;
       if (on_device) { /* the batch is gathered on the GPU */
         int64_t first = epoch_batches * cfg->batch_size;
         b.rows = src.train.n - first < cfg->batch_size ? src.train.n - first : cfg->batch_size;
         if (b.rows <= 0)
           break;
+        global_rows = b.rows;
+        if (dp) {
+          int64_t sf, sr;
+          gcc_comm_share(b.rows, cfg->comm->rank, cfg->comm->size, &sf, &sr);
+          gcc_session_set_shard(s, sr, global_rows);
+          weights[issued] = (double)sr / (double)global_rows;
+          first += sr > 0 ? sf : 0;
+          b.rows = sr > 0 ? sr : 1;
+        }
         st = gcc_session_train_step_uploaded(s, first, b.rows, d);
       } else {
         st = source_next(&src, 0, epoch_batches, &b, &has, d);
         if (st != GCC_OK || !has)
           break;
+        global_rows = b.rows;
+        if (dp) {
+          int64_t sr = take_share(cfg->comm, &src, &b);
+          gcc_session_set_shard(s, sr, global_rows);
+          weights[issued] = (double)sr / (double)global_rows;
+        }
         st = gcc_session_train_step_async(s, b.x, b.y, b.rows, d);
       }
+      if (st == GCC_OK && !checked) { /* cheap: one hash and two tiny collectives */
+        checked = 1;
+        st = check_ranks_agree(s, cfg->comm, d);
+      }
+      if (st == GCC_OK && cfg->after_step)
+        st = cfg->after_step(cfg->step_user, report->steps + 1, d);
       if (st != GCC_OK)
         break;
       report->steps++;
-      report->samples += b.rows;
-      epoch_samples += b.rows;
+      report->samples += global_rows;
+      epoch_samples += global_rows;
       epoch_batches++;
       taken++;
       issued++;
@@ -499,10 +614,11 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
                 (!cfg->quiet && every > 0 && epoch_batches % every == 0);
       if (!due)
         continue;
-      st = collect(s, losses, &issued, &window, &epoch_loss, &in_window, d);
+      st = collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window, d);
       if (st != GCC_OK)
         break;
-      if (ck_due) { /* every step collected and checked: the position after it */
+      if (ck_due && (!dp || cfg->comm->rank ==
+                                0)) { /* every step collected and checked: the position after it */
         int done = epoch_batches == nb;
         st = gcc_checkpoint_write(cfg->checkpoint_dir, s, model, done ? epoch + 1 : epoch,
                                   done ? 0 : epoch_batches, cfg->keep_checkpoints, d);
@@ -529,7 +645,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     }
     if (issued > 0) { /* interrupted, --max-steps or a failure: the steps already issued */
       gcc_diag cd = {0};
-      gcc_status cs = collect(s, losses, &issued, &window, &epoch_loss, &in_window, &cd);
+      gcc_status cs =
+          collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window, &cd);
       if (cs != GCC_OK && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
         st = cs;
         *d = cd;
@@ -560,7 +677,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       st = es;
       break;
     }
-    if (cfg->checkpoint_dir && cfg->checkpoint_every < 0 && epoch_batches == nb) {
+    if (cfg->checkpoint_dir && cfg->checkpoint_every < 0 && epoch_batches == nb &&
+        (!dp || cfg->comm->rank == 0)) {
       st = gcc_checkpoint_write(cfg->checkpoint_dir, s, model, epoch + 1, 0, cfg->keep_checkpoints,
                                 d);
       if (st != GCC_OK)
@@ -605,6 +723,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   }
   source_free(&src);
   free(losses);
+  free(weights);
   if (track) /* the session may outlive the profiler: detach it */
     gcc_session_set_profiler(s, NULL, NULL, NULL);
   return st;

@@ -66,6 +66,26 @@ typedef struct gcc_train_config {
    * and recipe with gcc_checkpoint_check): its arena, step count and
    * position in the data; max_steps counts the steps before it too. */
   const struct gcc_checkpoint *resume;
+  /* Data-parallel training (runtime/comm.h; the session made with the same
+   * communicator): with comm->size > 1, batch_size is the global batch;
+   * every rank reads the same shuffled order (same seed) and runs its
+   * contiguous share of each global batch (gcc_comm_share: shares differ by
+   * at most one row; a rank without rows runs a placeholder row weighted 0);
+   * the gradients are averaged over the global batch by the plan's
+   * AllReduce nodes; the parameters are broadcast from rank 0 before the
+   * first step and compared (a hash) on every rank after it; the logged
+   * losses are the global batch's (each rank's mean loss weighted by its
+   * share, summed over the ranks); evaluation batches are split the same
+   * way and the loss sums and counts summed over the ranks (unless
+   * on_eval_batch or show_predictions are set: then rank 0 evaluates every
+   * row and the others none). Only rank 0 writes checkpoints; the caller
+   * makes the other ranks quiet. NULL: one process. */
+  struct gcc_comm *comm;
+  /* If not NULL, called after every optimizer step is issued (`step`: the
+   * steps taken so far, this one included); an error stops training with
+   * it. gcc-train's test-only fault injection (GCC_TRAIN_TEST_FAULT). */
+  gcc_status (*after_step)(void *user, int64_t step, gcc_diag *d);
+  void *step_user;
 } gcc_train_config;
 
 typedef struct gcc_train_report {

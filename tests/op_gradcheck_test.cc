@@ -2086,6 +2086,8 @@ const Covered kCovered[] = {
     {GCC_OP_TRANSPOSE, "Transpose", kForward, "OnnxOpParity.LayoutOps"},
     {GCC_OP_PAD, "Pad", kForward, "OnnxOpParity.LayoutOps, OnnxOpParity.Poolings"},
     {GCC_OP_CONV_TRANSPOSE, "ConvTranspose", kForward, "OnnxOpParity.Convolutions"},
+    {GCC_OP_ALL_REDUCE, "AllReduce", kInternal,
+     "DataParallel.* (tests/data_parallel_test.cc, tests/mpi_parity_test.sh)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -23,6 +23,8 @@ PACKAGES=(
   libclang-rt-14-dev
   libomp-14-dev     # clang's -fopenmp for tools/fuzz.sh's train harness (the CPU backend's oneDNN code)
   clang-format      # tools/check_format.sh (CI fails on unformatted sources)
+  libopenmpi-dev    # MPI_* for data-parallel ranks (runtime/comm); also NCCL's unique-id broadcast
+  openmpi-bin       # mpirun, for the multi-rank tests (tests/mpi_*)
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 

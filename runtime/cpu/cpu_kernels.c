@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "graph/ops.h"
+#include "runtime/comm.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -1334,6 +1335,53 @@ gcc_status gcc_cpu_average_pool_grad(const gcc_kernel_args *a) {
           }
         }
       }
+  }
+  return GCC_OK;
+}
+
+/* ---- AllReduce ------------------------------------------------------------ */
+
+size_t gcc_cpu_all_reduce_workspace(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  size_t bytes = 0;
+  for (int k = 0; k < n->n_inputs; k++)
+    if (n->inputs[k] >= 0)
+      bytes += (size_t)gcc_shape_numel(&g->values[n->inputs[k]].shape, NULL) * sizeof(float);
+  return bytes;
+}
+
+gcc_status gcc_cpu_all_reduce(const gcc_kernel_args *a) {
+  const gcc_node *n = a->node;
+  gcc_cpu_ctx *c = a->ctx;
+  if (!c->comm)
+    return gcc_diag_set(c->diag, GCC_ERR_INTERNAL,
+                        "%s: node '%s' (AllReduce) runs in a plan without a communicator",
+                        c->source ? c->source : "?", n->name);
+  float w;
+  if (n->av[ALL_REDUCE_MEAN].i)
+    w = c->global_rows > 0 ? (float)((double)c->shard_rows / (double)c->global_rows) : 0.0f;
+  else
+    w = c->shard_rows > 0 ? 1.0f : 0.0f;
+  float *buf = a->workspace;
+  int64_t off = 0;
+  for (int k = 0; k < a->n_in; k++) {
+    if (!a->in[k])
+      continue;
+    const float *g = F32(a->in[k]);
+    for (int64_t i = 0; i < a->in[k]->numel; i++)
+      buf[off + i] = w * g[i];
+    off += a->in[k]->numel;
+  }
+  gcc_status s = c->comm->allreduce_f32(c->comm, buf, off, NULL, c->diag);
+  if (s != GCC_OK)
+    return gcc_diag_prefix(c->diag, "node '%s' (AllReduce, bucket %lld)", n->name,
+                           (long long)n->av[ALL_REDUCE_BUCKET].i);
+  off = 0;
+  for (int k = 0; k < a->n_in; k++) {
+    if (!a->in[k])
+      continue;
+    memcpy(F32(a->in[k]), buf + off, (size_t)a->in[k]->numel * sizeof(float));
+    off += a->in[k]->numel;
   }
   return GCC_OK;
 }

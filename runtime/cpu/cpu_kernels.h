@@ -112,6 +112,14 @@ size_t gcc_cpu_conv_grad_filter_workspace(const gcc_graph *g, int node);
 /* ConvTranspose(X, W, B) -> Y is ConvGradData with X as dY and Y as dX
  * (plus the bias per output channel); its workspace is ConvGradData's. */
 size_t gcc_cpu_conv_transpose_workspace(const gcc_graph *g, int node);
+/* AllReduce: the bucket's gradients are weighted (attribute mean: by
+ * ctx->shard_rows / ctx->global_rows; else by 1, or 0 for a rank without
+ * rows) into the workspace (one flat float32 buffer, the bucket: DDP's
+ * flat bucket), summed over the ranks by ctx->comm in one call, and copied
+ * back in place. Errors: GCC_ERR_INTERNAL without a communicator; the
+ * communicator's (GCC_ERR_DEVICE naming the MPI call). */
+gcc_status gcc_cpu_all_reduce(const gcc_kernel_args *a);
+size_t gcc_cpu_all_reduce_workspace(const gcc_graph *g, int node);
 gcc_status gcc_cpu_conv(const gcc_kernel_args *a);
 gcc_status gcc_cpu_conv_grad_data(const gcc_kernel_args *a);
 gcc_status gcc_cpu_conv_transpose(const gcc_kernel_args *a);

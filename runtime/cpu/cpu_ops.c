@@ -11,7 +11,7 @@
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 40, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 41, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -64,6 +64,7 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_PAD] = {.kernel = gcc_cpu_pad},
     [GCC_OP_CONV_TRANSPOSE] = {.kernel = gcc_cpu_conv_transpose,
                                .workspace = gcc_cpu_conv_transpose_workspace},
+    [GCC_OP_ALL_REDUCE] = {.kernel = gcc_cpu_all_reduce, .workspace = gcc_cpu_all_reduce_workspace},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

@@ -12,7 +12,7 @@
 #define IN          GCC_CUDA_IN
 #define OUT         GCC_CUDA_OUT
 
-_Static_assert(GCC_OP_COUNT == 40, "a new op: add its entry to kCudaOps");
+_Static_assert(GCC_OP_COUNT == 41, "a new op: add its entry to kCudaOps");
 
 static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.call = GCC_CUDA_CALL_NONE, .none = "a cuBLASLt GEMM (gemm_map.h)"},
@@ -104,6 +104,8 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
                                .w = IN(1),
                                .b = IN(2),
                                .y = OUT(0)},
+    /* every input: a gradient of the bucket, summed in place */
+    [GCC_OP_ALL_REDUCE] = {.call = GCC_CUDA_CALL_ALL_REDUCE},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {

@@ -24,6 +24,8 @@ typedef enum gcc_cuda_call {
   GCC_CUDA_CALL_POOL_BACKWARD,        /* cudnnPoolingBackward */
   GCC_CUDA_CALL_CONV_TRANSPOSE,       /* cudnnConvolutionBackwardData with x as its dy and y as
                                         its dx (+ cudnnAddTensor: bias) */
+  GCC_CUDA_CALL_ALL_REDUCE,           /* the communicator's all-reduce (runtime/comm.h: NCCL)
+                                        of the bucket's gradients, each input in place */
 } gcc_cuda_call;
 
 /* An operand slot: input k, output k, or none (0). */

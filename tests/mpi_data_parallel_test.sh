@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Data-parallel training under mpirun on the CPU over loopback TCP (issue 18):
+#  1. mpirun -np 2 and -np 3 (uneven shards: 64 = 22 + 21 + 21; the last
+#     batch 54 = 18 * 3, 27 * 2) against one process with the same global
+#     batch: after 50 steps (one epoch of a 3190-sample MNIST subset) every
+#     parameter tensor within 1e-5 of the single process's (relative to its
+#     largest magnitude, tests/compare_params), and the final test accuracy
+#     identical;
+#  2. a rank that fails (GCC_TRAIN_TEST_FAULT=1:10:error) or is killed
+#     (SIGKILL, :kill) mid-epoch makes mpirun exit non-zero within 10 s,
+#     saying why, with no model written;
+#  3. --dump-placement --ranks 2 lists the AllReduce buckets.
+set -euo pipefail
+
+runfile() {
+  for base in "${TEST_SRCDIR:-}/gcc_train" "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-gcc_train}" .; do
+    if [[ -e "$base/$1" ]]; then echo "$base/$1"; return; fi
+  done
+  echo "mpi_data_parallel_test: $1 not in the runfiles" >&2
+  exit 1
+}
+
+TRAIN=$(runfile cli/gcc-train)
+COMPARE=$(runfile tests/compare_params)
+MODEL=$(runfile models/mnist_mlp.pb)
+MNIST=$(dirname "$(runfile data/mnist/train-images-idx3-ubyte.gz)")
+TMP=${TEST_TMPDIR:-$(mktemp -d)}
+export TMPDIR=$TMP
+export OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_plm_rsh_agent=false
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+
+command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (openmpi-bin)" >&2; exit 1; }
+
+# An MNIST subset: the first N images and labels (IDX: big-endian header).
+be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
+subset() ( # name n (head ends the pipe early: SIGPIPE upstream is expected)
+  set +o pipefail
+  local src=$MNIST/$1 n=$2 out=$TMP/data/${1%.gz}
+  if [[ $1 == *images* ]]; then
+    { printf '\x00\x00\x08\x03'; printf "$(be32 "$n")"; printf '\x00\x00\x00\x1c\x00\x00\x00\x1c'
+      gzip -dc "$src" | tail -c +17 | head -c $((n * 784)); } >"$out"
+  else
+    { printf '\x00\x00\x08\x01'; printf "$(be32 "$n")"
+      gzip -dc "$src" | tail -c +9 | head -c "$n"; } >"$out"
+  fi
+  [[ $(stat -c %s "$out") -gt $n ]]
+)
+mkdir -p "$TMP/data"
+subset train-images-idx3-ubyte.gz 3190
+subset train-labels-idx1-ubyte.gz 3190
+subset t10k-images-idx3-ubyte.gz 1000
+subset t10k-labels-idx1-ubyte.gz 1000
+
+COMMON=(--device cpu --data "$TMP/data" --epochs 1 --batch-size 64 --seed 7 --threads 1
+        --log-every 0 --eval-batch-size 250)
+fail=0
+
+"$TRAIN" "$MODEL" "${COMMON[@]}" --output "$TMP/np1.pb" >"$TMP/np1.log" 2>&1 ||
+  { cat "$TMP/np1.log"; echo "FAIL: the single-process run" >&2; exit 1; }
+acc1=$(grep -o 'test accuracy [0-9.]*%' "$TMP/np1.log" | tail -1)
+steps1=$(grep -o '([0-9]* steps)' "$TMP/np1.log")
+echo "1 process: $acc1 $steps1"
+[[ $steps1 == "(50 steps)" ]] || { echo "FAIL: expected 50 steps, got $steps1" >&2; fail=1; }
+
+for np in 2 3; do
+  if ! "${MPIRUN[@]}" -np "$np" "$TRAIN" "$MODEL" "${COMMON[@]}" --output "$TMP/np$np.pb" \
+       >"$TMP/np$np.log" 2>&1; then
+    cat "$TMP/np$np.log"; echo "FAIL: mpirun -np $np" >&2; fail=1; continue
+  fi
+  acc=$(grep -o 'test accuracy [0-9.]*%' "$TMP/np$np.log" | tail -1)
+  echo "$np ranks: $acc $(grep -o '([0-9]* steps)' "$TMP/np$np.log")"
+  grep -q "data-parallel: $np ranks" "$TMP/np$np.log" ||
+    { echo "FAIL: -np $np: no data-parallel line" >&2; fail=1; }
+  [[ $(grep -c '^gcc-train [0-9]' "$TMP/np$np.log") == 1 ]] ||
+    { echo "FAIL: -np $np: more than rank 0 printed" >&2; fail=1; }
+  [[ $acc == "$acc1" ]] || { echo "FAIL: -np $np accuracy '$acc', one process '$acc1'" >&2; fail=1; }
+  "$COMPARE" "$TMP/np1.pb" "$TMP/np$np.pb" 1e-5 || { echo "FAIL: -np $np parameters" >&2; fail=1; }
+done
+
+for kind in error kill; do
+  rm -f "$TMP/fault.pb"
+  start=$(date +%s)
+  set +e
+  GCC_TRAIN_TEST_FAULT=1:10:$kind timeout 60 "${MPIRUN[@]}" -x GCC_TRAIN_TEST_FAULT -np 2 \
+    "$TRAIN" "$MODEL" "${COMMON[@]}" --output "$TMP/fault.pb" >"$TMP/fault.log" 2>&1
+  rc=$?
+  set -e
+  secs=$(($(date +%s) - start))
+  echo "rank 1 $kind after step 10: mpirun exit $rc in ${secs} s"
+  if ((rc == 0 || rc == 124)); then
+    cat "$TMP/fault.log"; echo "FAIL: $kind: mpirun exit $rc" >&2; fail=1
+  fi
+  ((secs <= 10)) || { echo "FAIL: $kind: took $secs s" >&2; fail=1; }
+  [[ ! -e $TMP/fault.pb ]] || { echo "FAIL: $kind: a model was written" >&2; fail=1; }
+  if [[ $kind == error ]]; then
+    want='rank 1 fails after step 10'
+  else
+    want='signal 9'
+  fi
+  grep -q "$want" "$TMP/fault.log" ||
+    { cat "$TMP/fault.log"; echo "FAIL: $kind: no '$want' in the output" >&2; fail=1; }
+done
+
+"$TRAIN" "$MODEL" --device cpu --dump-placement --ranks 2 --bucket-size-mb 1 >"$TMP/dump.txt"
+grep -i 'all_reduce/bucket' "$TMP/dump.txt" | head -5
+grep -q 'all_reduce/bucket1' "$TMP/dump.txt" ||
+  { cat "$TMP/dump.txt"; echo "FAIL: --dump-placement lists no second bucket" >&2; fail=1; }
+
+((fail == 0)) && echo "PASS"
+exit "$fail"
