@@ -35,6 +35,7 @@
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
 #include "runtime/checkpoint.h"
+#include "runtime/compile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
@@ -688,6 +689,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
+  if (gcc_check_dump_after(a->dump_after, gcc_default_target(), &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
   gcc_device_info arch_info;
   if (gcc_device_info_from_arch(a->cuda_arch, 0, &arch_info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
@@ -778,8 +783,6 @@ static int build_run(train_args *a, train_run *r) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_DEVICE;
   }
-  if (note[0])
-    fprintf(stderr, "gcc-train: %s\n", note);
 
   if (gcc_model_open(a->model_path, &r->model, NULL, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
@@ -819,6 +822,23 @@ static int build_run(train_args *a, train_run *r) {
   openblas_set_num_threads((int)a->threads);
 
   r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
+  if (!a->data_dir && !is_dir(r->data_dir) && t->dataset && strcmp(t->dataset, "inline") != 0) {
+    /* neither default folder exists: say where we looked, before anything
+     * else (the device notice included) */
+    int cifar = strcmp(t->dataset, "cifar10") == 0;
+    fprintf(stderr,
+            "gcc-train: %s: no %s data folder: looked in %s and %s (relative to the current "
+            "directory); give the folder with --data DIR (%s)\n",
+            a->model_path, cifar ? "CIFAR-10" : "MNIST", r->data_buf, r->near_model,
+            cifar ? "the binary batches of cifar-10-binary.tar.gz: data_batch_1.bin .. "
+                    "test_batch.bin"
+                  : "the four IDX files, .gz or plain: train-images-idx3-ubyte, "
+                    "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte");
+    run_free(r);
+    return EXIT_RUN;
+  }
+  if (note[0])
+    fprintf(stderr, "gcc-train: %s\n", note);
   r->output = a->output;
   if (!r->output && !a->no_output) {
     default_output(a->model_path, r->out_buf, sizeof r->out_buf);
@@ -886,10 +906,19 @@ static int build_run(train_args *a, train_run *r) {
 static gcc_status train(const train_args *a, train_run *r, predictions *preds, int *rc) {
   const gcc_training *t = &r->model->training;
   if (!a->quiet) {
-    char ds[32];
-    printf("gcc-train %s: %s on %s, %" PRId64 " epochs, batch %" PRId64 ", %s lr %g, %" PRId64
-           " threads\n",
-           GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), t->epochs,
+    char ds[32], what[128];
+    /* what will run: training for N epochs (at most --max-steps steps), or
+     * one evaluation */
+    if (t->epochs == 0)
+      snprintf(what, sizeof what, "0 epochs (evaluation only)");
+    else if (a->max_steps > 0)
+      snprintf(what, sizeof what,
+               "%" PRId64 " epochs or %" PRId64 " steps (--max-steps), whichever ends first",
+               t->epochs, a->max_steps);
+    else
+      snprintf(what, sizeof what, "%" PRId64 " epochs", t->epochs);
+    printf("gcc-train %s: %s on %s, %s, batch %" PRId64 ", %s lr %g, %" PRId64 " threads\n",
+           GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), what,
            t->batch_size, t->opt.kind == GCC_OPT_ADAM ? "Adam" : "SGD", (double)t->opt.lr,
            a->threads);
     fflush(stdout);
@@ -946,15 +975,23 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
               ? EXIT_MODEL
               : EXIT_RUN;
   } else {
-    if (rep.test_accuracy >= 0)
-      printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; test "
-             "accuracy %.2f%%, test loss %.4f\n",
-             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec,
-             100.0 * rep.test_accuracy, rep.test_loss);
+    /* the rate only when steps ran for long enough to time them */
+    char rate[64] = "";
+    if (rep.samples_per_sec > 0)
+      snprintf(rate, sizeof rate, ": %.0f samples/s", rep.samples_per_sec);
+    else if (rep.steps > 0)
+      snprintf(rate, sizeof rate, " (too short to time)");
+    char head[256];
+    if (rep.steps == 0 && !a->resume_path)
+      snprintf(head, sizeof head, "evaluated %s (no training)", a->model_path);
     else
-      printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; final "
-             "loss %.6f\n",
-             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec, rep.test_loss);
+      snprintf(head, sizeof head, "trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s%s",
+               rep.epochs_done, rep.steps, rep.train_seconds, rate);
+    if (rep.test_accuracy >= 0)
+      printf("%s; test accuracy %.2f%%, test loss %.4f\n", head, 100.0 * rep.test_accuracy,
+             rep.test_loss);
+    else
+      printf("%s; final loss %.6f\n", head, rep.test_loss);
     if (r->cuda && !a->quiet) {
       gcc_plan *p = NULL;
       gcc_diag pd = {0};

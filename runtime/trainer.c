@@ -36,11 +36,13 @@ typedef struct source {
   /* mnist */
   gcc_dataset train, test;
   gcc_dataloader *train_dl, *test_dl;
-  /* inline: float rows, shuffled by permutation into batch buffers */
-  const float *x, *y;
-  int64_t n, xw, yw, batch_size, pos;
+  /* inline: rows (float32 inputs; float32 or int64 targets, as the target
+   * input takes), shuffled by permutation into batch buffers; xw, yw are
+   * values per sample, xb, yb bytes per sample */
+  const char *x, *y;
+  int64_t n, xw, yw, xb, yb, batch_size, pos;
   uint32_t *perm;
-  float *bx, *by;
+  char *bx, *by;
   uint64_t seed;
   int eval_mode;
   /* --profile: waits for a batch on the trainer's thread */
@@ -97,19 +99,32 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     src->n = xi->shape.dims[0];
     src->xw = per_sample(xi);
     src->yw = per_sample(yi);
-    if (src->xw != per_sample(in) || src->yw != per_sample(tg) || in->dtype != GCC_DT_FLOAT32 ||
-        tg->dtype != GCC_DT_FLOAT32)
+    if (in->dtype != GCC_DT_FLOAT32 || xi->dtype != GCC_DT_FLOAT32)
       return gcc_diag_set(d, GCC_ERR_SHAPE,
-                          "%s: training.inline_data has %" PRId64 " input and %" PRId64
-                          " target values per sample; inputs '%s' and '%s' take %" PRId64
-                          " and %" PRId64 " (float32)",
-                          m->source, src->xw, src->yw, in->name, tg->name, per_sample(in),
-                          per_sample(tg));
+                          "%s: training.inline_data.inputs are %s and input '%s' is %s; both "
+                          "must be float32",
+                          m->source, gcc_dtype_name(xi->dtype), in->name,
+                          gcc_dtype_name(in->dtype));
+    if (yi->dtype != tg->dtype || (tg->dtype != GCC_DT_FLOAT32 && tg->dtype != GCC_DT_INT64))
+      return gcc_diag_set(d, GCC_ERR_SHAPE,
+                          "%s: training.inline_data.targets are %s, but target '%s' takes %s "
+                          "(inline targets are float32, e.g. for MSELoss, or int64 class "
+                          "indices for CrossEntropyLoss, the target's own dtype)",
+                          m->source, gcc_dtype_name(yi->dtype), tg->name,
+                          gcc_dtype_name(tg->dtype));
+    if (src->xw != per_sample(in) || src->yw != per_sample(tg))
+      return gcc_diag_set(
+          d, GCC_ERR_SHAPE,
+          "%s: training.inline_data has %" PRId64 " input and %" PRId64
+          " target values per sample; inputs '%s' and '%s' take %" PRId64 " and %" PRId64,
+          m->source, src->xw, src->yw, in->name, tg->name, per_sample(in), per_sample(tg));
+    src->xb = src->xw * (int64_t)sizeof(float);
+    src->yb = src->yw * (int64_t)gcc_dtype_size(yi->dtype);
     src->batch_size = cfg->batch_size;
     src->seed = cfg->seed;
     src->perm = malloc((size_t)src->n * sizeof *src->perm);
-    src->bx = malloc((size_t)(cfg->batch_size * src->xw) * sizeof(float));
-    src->by = malloc((size_t)(cfg->batch_size * src->yw) * sizeof(float));
+    src->bx = malloc((size_t)(cfg->batch_size * src->xb));
+    src->by = malloc((size_t)(cfg->batch_size * src->yb));
     if (!src->perm || !src->bx || !src->by)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (inline dataset)");
     return GCC_OK;
@@ -247,8 +262,8 @@ static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, g
     *has = rows > 0;
     for (int64_t r = 0; r < rows; r++) {
       int64_t i = src->perm[src->pos + r];
-      memcpy(src->bx + r * src->xw, src->x + i * src->xw, (size_t)src->xw * sizeof(float));
-      memcpy(src->by + r * src->yw, src->y + i * src->yw, (size_t)src->yw * sizeof(float));
+      memcpy(src->bx + r * src->xb, src->x + i * src->xb, (size_t)src->xb);
+      memcpy(src->by + r * src->yb, src->y + i * src->yb, (size_t)src->yb);
     }
     src->pos += rows;
     b->x = src->bx;
@@ -265,6 +280,16 @@ static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, g
 }
 
 /* ---- the loop --------------------------------------------------------- */
+
+/* "5852 samples/s", or, for a span under a millisecond (one step of a tiny
+ * model), words instead of a rate that the clock's resolution makes up. */
+static const char *rate_str(char *buf, size_t cap, int64_t samples, double secs) {
+  if (secs < GCC_TRAIN_MIN_TIMED_SECONDS)
+    snprintf(buf, cap, "too short to time");
+  else
+    snprintf(buf, cap, "%.0f samples/s", (double)samples / secs);
+  return buf;
+}
 
 static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int64_t total,
                      double loss, double sps) {
@@ -567,18 +592,19 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         break;
     }
     if (!cfg->quiet) {
+      char rate[64];
       if (report->test_accuracy >= 0)
         fprintf(out,
                 "epoch %" PRId64 ": %s accuracy %.2f%% (%" PRId64 "/%" PRId64
-                "), %s loss %.4f, train loss %.4f, %.2f s (%.0f samples/s)\n",
+                "), %s loss %.4f, train loss %.4f, %.2f s (%s)\n",
                 epoch + 1, test_name, 100.0 * report->test_accuracy,
                 (int64_t)(report->test_accuracy * (double)report->test_samples + 0.5),
                 report->test_samples, test_name, report->test_loss, report->final_train_loss, secs,
-                (double)epoch_samples / secs);
+                rate_str(rate, sizeof rate, epoch_samples, secs));
       else
-        fprintf(out, "epoch %" PRId64 ": %s loss %.6f, train loss %.6f, %.2f s (%.0f samples/s)\n",
-                epoch + 1, test_name, report->test_loss, report->final_train_loss, secs,
-                (double)epoch_samples / secs);
+        fprintf(out, "epoch %" PRId64 ": %s loss %.6f, train loss %.6f, %.2f s (%s)\n", epoch + 1,
+                test_name, report->test_loss, report->final_train_loss, secs,
+                rate_str(rate, sizeof rate, epoch_samples, secs));
       fflush(out);
     }
     if (cfg->max_steps > 0 && report->steps >= cfg->max_steps)
@@ -591,13 +617,13 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), 0);
     if (st == GCC_OK && !cfg->quiet) {
       if (report->test_accuracy >= 0)
-        fprintf(out, "untrained: %s accuracy %.2f%%, %s loss %.4f\n", test_name,
+        fprintf(out, "evaluated: %s accuracy %.2f%%, %s loss %.4f\n", test_name,
                 100.0 * report->test_accuracy, test_name, report->test_loss);
       else
-        fprintf(out, "untrained: %s loss %.6f\n", test_name, report->test_loss);
+        fprintf(out, "evaluated: %s loss %.6f\n", test_name, report->test_loss);
     }
   }
-  if (report->train_seconds > 0)
+  if (report->train_seconds >= GCC_TRAIN_MIN_TIMED_SECONDS)
     report->samples_per_sec = (double)report->samples / report->train_seconds;
   if (st == GCC_OK && src.n_shown > 0) { /* the tutorial's two lines */
     print_class_line(out, "GroundTruth:", &src, src.show_truth);

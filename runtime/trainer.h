@@ -68,10 +68,15 @@ typedef struct gcc_train_config {
   const struct gcc_checkpoint *resume;
 } gcc_train_config;
 
+/* Training that took less than this (seconds) is not given a rate: the
+ * report's samples_per_sec stays 0 and the log says "too short to time". */
+#define GCC_TRAIN_MIN_TIMED_SECONDS 1e-3
+
 typedef struct gcc_train_report {
   int64_t epochs_done, steps, samples;
-  double train_seconds; /* training only: batching + steps, evaluation excluded */
-  double samples_per_sec;
+  double train_seconds;   /* training only: batching + steps, evaluation excluded */
+  double samples_per_sec; /* 0 when no step ran or training took under
+                             GCC_TRAIN_MIN_TIMED_SECONDS */
   double last_epoch_seconds;
   double test_accuracy; /* fraction, or -1 when not a classification task */
   double test_loss;     /* mean over test samples */

@@ -29,6 +29,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/builder.h"
 #include "graph/ir.h"
 #include "graph/loader.h"
 #include "runtime/device.h"
@@ -61,7 +62,8 @@ std::ostream &operator<<(std::ostream &os, const Result &r) {
 // pid and all of stdout so far whenever more arrives. The child is killed
 // after `timeout_s` seconds.
 Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
-              const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
+              const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr,
+              const std::string &cwd = "") {
   Result r;
   static const std::string bin = Runfile("cli/gcc-train");
   if (bin.empty()) {
@@ -95,6 +97,8 @@ Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
     if (devnull >= 0)
       dup2(devnull, 0);
     unsetenv("BUILD_WORKING_DIRECTORY");
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0)
+      _exit(126);
     signal(SIGINT, SIG_DFL);
     execv(argv[0], argv.data());
     _exit(127);
@@ -633,6 +637,157 @@ TEST_F(CliTest, SigintStopsTheRunWithoutWritingAModel) {
   ASSERT_EQ(steps.size(), 1u) << r;
   EXPECT_GE(steps[0], 20) << r;
   EXPECT_LT(steps[0], 938) << r;
+}
+
+// ---- honest messages (issue 20) ------------------------------------------------------
+
+TEST_F(CliTest, EpochsZeroSaysEvaluatedWithoutARate) {
+  Result r = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--epochs", "0",
+                     "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "0 epochs (evaluation only)")) << r;
+  EXPECT_TRUE(Has(r.out, "evaluated: test accuracy")) << r;
+  EXPECT_TRUE(Has(r.out, "evaluated " + mnist_ + " (no training); test accuracy")) << r;
+  EXPECT_FALSE(Has(r.out, "untrained")) << r;
+  EXPECT_FALSE(Has(r.out, "trained 0 epochs")) << r;
+  EXPECT_FALSE(Has(r.out, "samples/s")) << r;
+}
+
+TEST_F(CliTest, MaxStepsIsInTheBanner) {
+  Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "3", "--max-steps",
+                     "5", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "3 epochs or 5 steps (--max-steps), whichever ends first")) << r;
+  EXPECT_TRUE(Has(r.out, "trained 1 epochs (5 steps)")) << r;
+}
+
+// A rate is printed only for a span the clock can time (1 ms and more):
+// one step of the linear model (16 samples) must not claim more than 16k
+// samples/s, whatever the machine; it says "too short to time" instead.
+TEST_F(CliTest, NoRateForASubMillisecondRun) {
+  for (int i = 0; i < 3; i++) {
+    Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--max-steps",
+                       "1", "--no-output"});
+    ASSERT_EQ(r.exit_code, 0) << r;
+    std::vector<double> rates = NumbersAfter(r.out, " s: ");
+    std::vector<double> secs = NumbersAfter(r.out, "(1 steps) in ");
+    ASSERT_EQ(secs.size(), 1u) << r;
+    if (rates.empty()) {
+      EXPECT_TRUE(Has(r.out, "(too short to time)")) << r;
+    } else {
+      EXPECT_LE(rates[0], 16.0 / 1e-3) << r;
+    }
+  }
+}
+
+TEST_F(CliTest, EveryFlagIsCheckedBeforeAnythingRuns) {
+  std::string out = tmp_.file("m.pb");
+  Result r = RunCli({mnist_, "--data", data_, "--dump-after", "inferr", "--output", out});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "--dump-after=inferr: no such pass")) << r;
+  EXPECT_TRUE(r.out.empty()) << r; // no banner: nothing started
+  EXPECT_FALSE(Has(r.err, "CUDA")) << r;
+  EXPECT_FALSE(Exists(out));
+  // a real pass name still dumps
+  Result ok = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--dump-after",
+                      "autodiff", "--no-output"});
+  EXPECT_EQ(ok.exit_code, 0) << ok;
+  EXPECT_TRUE(Has(ok.err, "; IR after pass autodiff")) << ok;
+}
+
+TEST_F(CliTest, NoCudaNoticeBeforeAnUnrelatedError) {
+  Result r = RunCli({tmp_.file("mistyped.pb"), "--no-output"}); // --device auto
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "mistyped.pb: cannot open")) << r;
+  EXPECT_FALSE(Has(r.err, "CUDA")) << r;
+  EXPECT_FALSE(Has(r.err, "running on the CPU")) << r;
+}
+
+TEST_F(CliTest, MissingDefaultDataFolderSuggestsDataAndSaysWhereItLooked) {
+  std::string dir = tmp_.file("models");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteText(dir + "/mnist_mlp.pb", ReadText(mnist_)));
+  Result r = RunCli({"models/mnist_mlp.pb", "--no-output"}, 60, nullptr, tmp_.path());
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "no MNIST data folder")) << r;
+  EXPECT_TRUE(Has(r.err, "looked in data/mnist and models/../data/mnist")) << r;
+  EXPECT_TRUE(Has(r.err, "--data DIR")) << r;
+  EXPECT_FALSE(Has(r.err, "CUDA")) << r;
+  EXPECT_TRUE(r.out.empty()) << r;
+  std::string cifar = tmp_.file("cifar_cnn.pb");
+  ASSERT_TRUE(WriteText(cifar, ReadText(Runfile("models/cifar_cnn.pb"))));
+  Result c = RunCli({"cifar_cnn.pb", "--no-output"}, 60, nullptr, tmp_.path());
+  EXPECT_EQ(c.exit_code, 1) << c;
+  EXPECT_TRUE(Has(c.err, "no CIFAR-10 data folder: looked in data/cifar-10-batches-bin and "
+                         "./../data/cifar-10-batches-bin"))
+      << c;
+}
+
+// A classifier (Linear 2 -> 3, CrossEntropy) whose inline data set carries
+// int64 labels: the class of (x0, x1) is which of x0 > 0.5, x1 > 0.5, else.
+// `float_labels`: the labels stored as float32 instead (a dtype mismatch).
+std::string WriteInlineClassifier(const std::string &path, bool float_labels) {
+  enum { N = 96 };
+  static float xs[N * 2], ys[N];
+  static int64_t labels[N];
+  for (int i = 0; i < N; i++) {
+    xs[2 * i] = static_cast<float>((i * 37) % 97) / 97.0f;
+    xs[2 * i + 1] = static_cast<float>((i * 53) % 89) / 89.0f;
+    labels[i] = xs[2 * i] > 0.5f ? 0 : xs[2 * i + 1] > 0.5f ? 1 : 2;
+    ys[i] = static_cast<float>(labels[i]);
+  }
+  gcc_builder *b = gcc_builder_new("inline_classifier", 1);
+  int64_t xd[2] = {GCC_BATCH_DIM, 2}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  int logits = gcc_build_linear(b, "fc", x, 2, 3);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, logits);
+  gcc_build_training_spec t = {};
+  t.loss = "loss";
+  t.prediction = "fc.out";
+  t.input = "x";
+  t.target = "label";
+  t.dataset = "inline";
+  t.opt.kind = GCC_OPT_SGD;
+  t.opt.lr = 0.5f;
+  t.batch_size = 16;
+  t.epochs = 30;
+  t.seed = 1;
+  t.inline_inputs = xs;
+  t.inline_inputs_shape = gcc_shape{2, {N, 2}};
+  if (float_labels)
+    t.inline_targets = ys;
+  else
+    t.inline_labels = labels;
+  t.inline_targets_shape = gcc_shape{1, {N}};
+  gcc_build_training(b, &t);
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  if (gcc_builder_finish(b, &g, &d) != GCC_OK)
+    return std::string("build: ") + d.msg;
+  gcc_status s = gcc_model_save(g, path.c_str(), &d);
+  gcc_graph_free(g);
+  return s == GCC_OK ? "" : std::string("save: ") + d.msg;
+}
+
+TEST_F(CliTest, InlineClassifierTakesInt64Labels) {
+  std::string model = tmp_.file("inline_cls.pb");
+  ASSERT_EQ(WriteInlineClassifier(model, false), "");
+  Result r = RunCli({model, "--device", "cpu", "--threads", "1", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::vector<double> acc = NumbersAfter(r.out, "epoch 30: train-set accuracy ");
+  ASSERT_EQ(acc.size(), 1u) << r;
+  EXPECT_GT(acc[0], 80.0) << r; // three half-planes: a linear model separates them well
+  // float32 labels for an int64 target: the error names both dtypes
+  std::string bad = tmp_.file("inline_float_labels.pb");
+  ASSERT_EQ(WriteInlineClassifier(bad, true), "");
+  Result m = RunCli({bad, "--device", "cpu", "--threads", "1", "--no-output"});
+  EXPECT_EQ(m.exit_code, 3) << m;
+  EXPECT_TRUE(Has(m.err, "training.inline_data.targets are float32, but target 'label' takes "
+                         "int64"))
+      << m;
 }
 
 } // namespace
