@@ -128,6 +128,11 @@ static void usage(FILE *f) {
              "  --export-batch-sizes LIST\n"
              "                      batch sizes to generate CUDA kernels for (their shapes are\n"
              "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+             "  --per-class MODE    auto (default), on or off: after the last evaluation of a\n"
+             "                      classifier, print every class's accuracy as the CIFAR-10\n"
+             "                      tutorial does (auto: for at most 20 classes)\n"
+             "  --confusion-matrix  after the last evaluation of a classifier, print its\n"
+             "                      confusion matrix (rows: true class, columns: predicted)\n"
              "  --predictions FILE  write the final evaluation's predicted class of every test\n"
              "                      sample as CSV (index,class), atomically\n"
              "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
@@ -396,6 +401,7 @@ typedef struct train_args {
   int quiet, no_output, device_explicit, dump_placement, strict;
   const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;
   int no_cuda_graph, dataset_on_device, detect_anomaly;
+  int per_class, confusion_matrix; /* per_class: 0 off, 1 on, 2 auto */
   const char *checkpoint_dir, *resume_path;
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
@@ -516,7 +522,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_CHECKPOINT_DIR,
     OPT_CHECKPOINT_EVERY,
     OPT_KEEP_CHECKPOINTS,
-    OPT_RESUME
+    OPT_RESUME,
+    OPT_PER_CLASS,
+    OPT_CONFUSION_MATRIX
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -552,6 +560,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
+      {"per-class", required_argument, 0, OPT_PER_CLASS},
+      {"confusion-matrix", no_argument, 0, OPT_CONFUSION_MATRIX},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -567,6 +577,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
   a->lr = -1.0f;
   a->cuda_arch = "sm_90";
   a->dataset_on_device = 2;
+  a->per_class = 2;
   a->keep_checkpoints = 3;
   opterr = 0;
   int c;
@@ -617,6 +628,19 @@ static int parse_args(int argc, char **argv, train_args *a) {
         return EXIT_USAGE;
       }
       break;
+    case OPT_PER_CLASS:
+      if (strcmp(optarg, "off") == 0)
+        a->per_class = 0;
+      else if (strcmp(optarg, "on") == 0)
+        a->per_class = 1;
+      else if (strcmp(optarg, "auto") == 0)
+        a->per_class = 2;
+      else {
+        fprintf(stderr, "gcc-train: --per-class '%s': expected auto, on or off\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_CONFUSION_MATRIX: a->confusion_matrix = 1; break;
     case OPT_PROFILE: a->profile_path = optarg; break;
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
@@ -954,6 +978,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     cfg.eval_user = preds;
   }
   cfg.show_predictions = a->show_predictions;
+  cfg.per_class = a->quiet && a->per_class == 2 ? 0 : a->per_class;
+  cfg.confusion_matrix = a->confusion_matrix;
   cfg.checkpoint_dir = a->checkpoint_dir;
   cfg.checkpoint_every = a->checkpoint_every;
   cfg.keep_checkpoints = (int)a->keep_checkpoints;

@@ -52,6 +52,9 @@ typedef struct source {
   /* --show-predictions: the first n_show test samples' labels and argmax */
   int64_t n_show, n_shown;
   int64_t *show_truth, *show_pred;
+  /* the last evaluation's confusion counts, (n_classes, n_classes): row the
+   * label, column the argmax; NULL until a classifier was evaluated */
+  int64_t n_classes, *confusion;
 } source;
 
 static void source_free(source *src) {
@@ -64,6 +67,7 @@ static void source_free(source *src) {
   free(src->by);
   free(src->show_truth);
   free(src->show_pred);
+  free(src->confusion);
 }
 
 static int64_t per_sample(const gcc_value *v) {
@@ -325,6 +329,84 @@ static void record_predictions(source *src, int64_t first, const batch *b, const
   }
 }
 
+/* Counts (label, argmax) pairs of a classifier's batch into the confusion
+ * matrix, made on the first batch with C = the prediction's width. */
+static gcc_status count_confusion(source *src, const batch *b, const gcc_tensor *pred,
+                                  gcc_diag *d) {
+  if (!pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32 ||
+      pred->shape.dims[0] < b->rows)
+    return GCC_OK;
+  int64_t c = pred->shape.dims[1];
+  if (c < 1 || c > 100000)
+    return GCC_OK;
+  if (!src->confusion || src->n_classes != c) {
+    free(src->confusion);
+    src->n_classes = 0;
+    src->confusion = calloc((size_t)(c * c), sizeof *src->confusion);
+    if (!src->confusion)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (confusion matrix)");
+    src->n_classes = c;
+  }
+  const float *x = pred->data;
+  const int64_t *y = b->y;
+  for (int64_t i = 0; i < b->rows; i++) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; j++)
+      if (x[i * c + j] > x[i * c + best])
+        best = j;
+    if (y[i] >= 0 && y[i] < c)
+      src->confusion[y[i] * c + best]++;
+  }
+  return GCC_OK;
+}
+
+static const char *class_name(const source *src, int64_t k, char *buf, size_t cap) {
+  if (src->is_cifar && k >= 0 && k < 10)
+    return gcc_cifar10_classes[k];
+  snprintf(buf, cap, "%" PRId64, k);
+  return buf;
+}
+
+/* The tutorial's lines, then (if asked) the matrix. */
+static void print_per_class(FILE *out, const source *src, const gcc_train_config *cfg) {
+  int64_t c = src->n_classes;
+  const int64_t *m = src->confusion;
+  int per_class = cfg->per_class == 1 || (cfg->per_class == 2 && c <= GCC_TRAIN_PER_CLASS_AUTO_MAX);
+  char nb[32];
+  for (int64_t k = 0; per_class && k < c; k++) {
+    int64_t n = 0;
+    for (int64_t j = 0; j < c; j++)
+      n += m[k * c + j];
+    if (n > 0)
+      fprintf(out, "Accuracy for class: %-5s is %.1f %%\n", class_name(src, k, nb, sizeof nb),
+              100.0 * (double)m[k * c + k] / (double)n);
+    else
+      fprintf(out, "Accuracy for class: %-5s has no test samples\n",
+              class_name(src, k, nb, sizeof nb));
+  }
+  if (!cfg->confusion_matrix)
+    return;
+  int w = 5; /* column width: the longest name or count */
+  for (int64_t k = 0; k < c; k++) {
+    int len = (int)strlen(class_name(src, k, nb, sizeof nb));
+    w = len > w ? len : w;
+    for (int64_t j = 0; j < c; j++) {
+      len = snprintf(nb, sizeof nb, "%" PRId64, m[k * c + j]);
+      w = len > w ? len : w;
+    }
+  }
+  fprintf(out, "confusion matrix (rows: true class, columns: predicted class):\n%*s", w, "");
+  for (int64_t j = 0; j < c; j++)
+    fprintf(out, " %*s", w, class_name(src, j, nb, sizeof nb));
+  fprintf(out, "\n");
+  for (int64_t k = 0; k < c; k++) {
+    fprintf(out, "%*s", w, class_name(src, k, nb, sizeof nb));
+    for (int64_t j = 0; j < c; j++)
+      fprintf(out, " %*" PRId64, w, m[k * c + j]);
+    fprintf(out, "\n");
+  }
+}
+
 static void print_class_line(FILE *out, const char *what, const source *src, const int64_t *cls) {
   fprintf(out, "%s", what);
   for (int64_t i = 0; i < src->n_shown; i++) {
@@ -340,6 +422,8 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
                            gcc_train_report *r, gcc_diag *d) {
   GCC_TRY(source_start(src, 1, 0, d));
   src->n_shown = 0;
+  if (src->confusion)
+    memset(src->confusion, 0, (size_t)(src->n_classes * src->n_classes) * sizeof *src->confusion);
   double loss_sum = 0;
   int64_t correct = 0, n = 0, classification = 1;
   for (int64_t k = 0;; k++) {
@@ -361,6 +445,8 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
       classification = 0;
     else
       correct += ok;
+    if (ok >= 0 && (cfg->per_class || cfg->confusion_matrix))
+      GCC_TRY(count_confusion(src, &b, pred, d));
   }
   r->test_samples = n;
   r->test_loss = n ? loss_sum / (double)n : 0;
@@ -629,6 +715,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     print_class_line(out, "GroundTruth:", &src, src.show_truth);
     print_class_line(out, "Predicted:  ", &src, src.show_pred);
   }
+  if (st == GCC_OK && src.confusion && report->test_accuracy >= 0)
+    print_per_class(out, &src, cfg);
   source_free(&src);
   free(losses);
   if (track) /* the session may outlive the profiler: detach it */

@@ -470,6 +470,12 @@ TEST_F(CliTest, CifarCnnTrainsOnCifarFormatFilesAndShowsPredictions) {
           (q + strlen(c) == line.size() || line[q + strlen(c)] == ' '))
         names++;
   EXPECT_EQ(names, 4) << line;
+  // the tutorial's per-class lines, with CIFAR-10's names; the test set
+  // holds classes 3 .. 8, one image each
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: plane has no test samples\n")) << r;
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: cat   is ")) << r;
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: ship  is ")) << r;
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: truck has no test samples\n")) << r;
   // more than the test set holds: all 6
   Result all = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--threads", "1",
                        "--data", dir, "--epochs", "0", "--no-output", "--show-predictions", "50"});
@@ -788,6 +794,74 @@ TEST_F(CliTest, InlineClassifierTakesInt64Labels) {
   EXPECT_TRUE(Has(m.err, "training.inline_data.targets are float32, but target 'label' takes "
                          "int64"))
       << m;
+}
+
+// ---- per-class accuracy and the confusion matrix ------------------------------------
+
+TEST_F(CliTest, PerClassAccuracyAndConfusionMatrixAgreeWithTheTotal) {
+  Result r = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--max-steps",
+                     "30", "--log-every", "0", "--no-output", "--confusion-matrix"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  // the matrix: a header of the ten classes, then one row per true class
+  size_t at = r.out.find("confusion matrix (rows: true class, columns: predicted class):\n");
+  ASSERT_NE(at, std::string::npos) << r;
+  std::vector<std::vector<int64_t>> m;
+  size_t line = r.out.find('\n', at) + 1;
+  line = r.out.find('\n', line) + 1; // the header
+  for (int k = 0; k < 10; k++) {
+    size_t end = r.out.find('\n', line);
+    ASSERT_NE(end, std::string::npos) << r;
+    std::vector<int64_t> row;
+    const char *p = r.out.c_str() + line;
+    char *q = nullptr;
+    EXPECT_EQ(strtoll(p, &q, 10), k) << r; // the row's class
+    for (p = q; p < r.out.c_str() + end; p = q) {
+      long long v = strtoll(p, &q, 10);
+      if (q == p)
+        break;
+      row.push_back(v);
+    }
+    ASSERT_EQ(row.size(), 10u) << r.out.substr(line, end - line);
+    m.push_back(row);
+    line = end + 1;
+  }
+  // rows sum to the classes of the MNIST test set (t10k-labels), the
+  // diagonal to the reported correct count
+  const int64_t per_class[10] = {980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009};
+  int64_t diag = 0;
+  for (int k = 0; k < 10; k++) {
+    int64_t n = 0;
+    for (int64_t v : m[k])
+      n += v;
+    EXPECT_EQ(n, per_class[k]) << "class " << k;
+    diag += m[k][k];
+    // the tutorial's line, from the same counts
+    char want[64];
+    snprintf(want, sizeof want, "Accuracy for class: %-5d is %.1f %%\n", k,
+             100.0 * static_cast<double>(m[k][k]) / static_cast<double>(n));
+    EXPECT_TRUE(Has(r.out, want)) << want << r;
+  }
+  EXPECT_TRUE(Has(r.out, "(" + std::to_string(diag) + "/10000)")) << diag << r;
+  // off: neither; the default prints the lines but no matrix
+  Result off = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--epochs",
+                       "0", "--no-output", "--per-class", "off"});
+  ASSERT_EQ(off.exit_code, 0) << off;
+  EXPECT_FALSE(Has(off.out, "Accuracy for class")) << off;
+  EXPECT_FALSE(Has(off.out, "confusion matrix")) << off;
+  Result def = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--epochs",
+                       "0", "--no-output"});
+  ASSERT_EQ(def.exit_code, 0) << def;
+  EXPECT_TRUE(Has(def.out, "Accuracy for class: 9     is ")) << def;
+  EXPECT_FALSE(Has(def.out, "confusion matrix")) << def;
+  // a regression has no classes, whatever is asked
+  Result lin = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--no-output",
+                       "--per-class", "on", "--confusion-matrix"});
+  ASSERT_EQ(lin.exit_code, 0) << lin;
+  EXPECT_FALSE(Has(lin.out, "Accuracy for class")) << lin;
+  EXPECT_FALSE(Has(lin.out, "confusion matrix")) << lin;
+  Result bad = RunCli({linear_, "--no-output", "--per-class", "maybe"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad.err, "--per-class 'maybe': expected auto, on or off")) << bad;
 }
 
 } // namespace
