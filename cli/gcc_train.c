@@ -81,6 +81,10 @@ static void usage(FILE *f) {
              "  --seed N            shuffling seed\n"
              "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
              "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
+             "  --progress MODE     auto (default), bar or lines: a progress bar fitted to the\n"
+             "                      terminal's width with elapsed time and ETA (bar; auto on a\n"
+             "                      terminal), or the --log-every lines (lines; auto otherwise);\n"
+             "                      off a terminal the bar is $COLUMNS (else 80) wide\n"
              "  --max-steps N       stop after N optimizer steps in all (default: no limit)\n"
              "  --show-predictions N\n"
              "                      after the last evaluation, print the ground truth and the\n"
@@ -402,6 +406,7 @@ typedef struct train_args {
   const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;
   int no_cuda_graph, dataset_on_device, detect_anomaly;
   int per_class, confusion_matrix; /* per_class: 0 off, 1 on, 2 auto */
+  int progress;                    /* 0 lines, 1 bar, 2 auto */
   const char *checkpoint_dir, *resume_path;
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
@@ -524,7 +529,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_KEEP_CHECKPOINTS,
     OPT_RESUME,
     OPT_PER_CLASS,
-    OPT_CONFUSION_MATRIX
+    OPT_CONFUSION_MATRIX,
+    OPT_PROGRESS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -562,6 +568,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
       {"per-class", required_argument, 0, OPT_PER_CLASS},
       {"confusion-matrix", no_argument, 0, OPT_CONFUSION_MATRIX},
+      {"progress", required_argument, 0, OPT_PROGRESS},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -578,6 +585,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
   a->cuda_arch = "sm_90";
   a->dataset_on_device = 2;
   a->per_class = 2;
+  a->progress = 2;
   a->keep_checkpoints = 3;
   opterr = 0;
   int c;
@@ -641,6 +649,18 @@ static int parse_args(int argc, char **argv, train_args *a) {
       }
       break;
     case OPT_CONFUSION_MATRIX: a->confusion_matrix = 1; break;
+    case OPT_PROGRESS:
+      if (strcmp(optarg, "lines") == 0)
+        a->progress = 0;
+      else if (strcmp(optarg, "bar") == 0)
+        a->progress = 1;
+      else if (strcmp(optarg, "auto") == 0)
+        a->progress = 2;
+      else {
+        fprintf(stderr, "gcc-train: --progress '%s': expected auto, bar or lines\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case OPT_PROFILE: a->profile_path = optarg; break;
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
@@ -967,7 +987,7 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.max_steps = a->max_steps;
   cfg.eval_batch = a->eval_batch;
   cfg.quiet = a->quiet;
-  cfg.progress = !a->quiet && isatty(fileno(stdout));
+  cfg.progress = !a->quiet && (a->progress == 1 || (a->progress == 2 && isatty(fileno(stdout))));
   cfg.out = stdout;
   cfg.stop = &g_stop;
   cfg.dataset_on_device = a->dataset_on_device;

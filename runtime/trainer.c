@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 
 #include "graph/rng.h"
@@ -295,18 +296,79 @@ static const char *rate_str(char *buf, size_t cap, int64_t samples, double secs)
   return buf;
 }
 
-static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int64_t total,
-                     double loss, double sps) {
-  enum { W = 30 };
-  int fill = total > 0 ? (int)(W * done / total) : W;
-  char bar[W + 1];
-  for (int i = 0; i < W; i++)
-    bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
-  bar[W] = '\0';
-  fprintf(out,
-          "\r epoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64
-          "  loss %.4f  %.0f samples/s ",
-          epoch, epochs, bar, done, total, loss, sps);
+/* The width of the terminal `out` is, else $COLUMNS, else 80. */
+static int out_columns(FILE *out, int fixed) {
+  if (fixed > 0)
+    return fixed;
+  struct winsize ws;
+  if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    return ws.ws_col;
+  const char *env = getenv("COLUMNS");
+  long c = env ? strtol(env, NULL, 10) : 0;
+  return c > 0 && c < 10000 ? (int)c : 80;
+}
+
+/* m:ss, or h:mm:ss from an hour on, as tqdm writes times; "?" unknown */
+static void fmt_time(char *buf, size_t cap, double secs) {
+  if (!(secs >= 0) || secs > 1e7) {
+    snprintf(buf, cap, "?");
+    return;
+  }
+  long t = (long)(secs + 0.5);
+  if (t >= 3600)
+    snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else
+    snprintf(buf, cap, "%02ld:%02ld", t / 60, t % 60);
+}
+
+/* One progress line, redrawn in place, fitted to `cols` columns (it never
+ * wraps, which would print a new line per redraw), as tqdm draws:
+ *   epoch 1/5  45%|#####      | 422/938 [00:05<00:06, 5400 samples/s, loss 0.1234]
+ * (elapsed < estimated time left, as tqdm's [elapsed<remaining]).
+ * Narrower terminals drop the rate, then the word "epoch" (the bar shrinks
+ * to 5), then the bar; a line still too long is cut. */
+static void draw_bar(FILE *out, int cols, int64_t epoch, int64_t epochs, int64_t first,
+                     int64_t done, int64_t total, int64_t samples, double loss, double elapsed) {
+  char left[64], times[64], el[32], eta[32], right[160], line[512];
+  int pct = total > 0 ? (int)(100 * done / total) : 100;
+  fmt_time(el, sizeof el, elapsed);
+  /* this run's pace: batches before `first` were done by the run resumed */
+  fmt_time(eta, sizeof eta,
+           done > first ? elapsed / (double)(done - first) * (double)(total - done) : -1);
+  snprintf(times, sizeof times, "%s<%s", el, eta);
+  int width = cols - 1; /* the last column would wrap on some terminals */
+  if (width > (int)sizeof line - 1)
+    width = (int)sizeof line - 1;
+  char rate[48] = "";
+  if (elapsed >= GCC_TRAIN_MIN_TIMED_SECONDS && samples > 0)
+    snprintf(rate, sizeof rate, ", %.0f samples/s", (double)samples / elapsed);
+  /* stages: everything; no rate; a short epoch label and a shorter bar;
+   * no bar (the line is then cut at the width) */
+  static const int min_bar[4] = {10, 10, 5, 0};
+  for (int stage = 0; stage < 4; stage++) {
+    snprintf(left, sizeof left, "%s%" PRId64 "/%" PRId64 " %3d%%", stage < 2 ? "epoch " : "", epoch,
+             epochs, pct);
+    snprintf(right, sizeof right, " %" PRId64 "/%" PRId64 " [%s%s, loss %.4f]", done, total, times,
+             stage == 0 ? rate : "", loss);
+    int bar = width - (int)strlen(left) - (int)strlen(right) - 2;
+    if (bar >= min_bar[stage] || stage == 3) {
+      int n = snprintf(line, sizeof line, "%s", left);
+      if (stage < 3) {
+        int fill = total > 0 ? (int)((int64_t)bar * done / total) : bar;
+        line[n++] = '|';
+        for (int i = 0; i < bar; i++)
+          line[n++] = i < fill ? '#' : ' ';
+        line[n++] = '|';
+        line[n] = '\0';
+      }
+      snprintf(line + n, sizeof line - (size_t)n, "%s", right);
+      break;
+    }
+  }
+  int len = (int)strlen(line);
+  if (len > width)
+    len = width;
+  fprintf(out, "\r%.*s%*s", len, line, width - len, ""); /* blanks clear a longer old line */
   fflush(out);
 }
 
@@ -624,9 +686,9 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         continue;
       if (cfg->progress) { /* a TTY: one bar, redrawn about every 1% of the epoch */
         if (epoch_batches % every == 0 || epoch_batches == nb) {
-          double el = now_seconds() - t0;
-          draw_bar(out, epoch + 1, cfg->epochs, epoch_batches, nb, window / (double)in_window,
-                   el > 0 ? (double)epoch_samples / el : 0);
+          draw_bar(out, out_columns(out, cfg->progress_columns), epoch + 1, cfg->epochs, first,
+                   epoch_batches, nb, epoch_samples, window / (double)in_window,
+                   now_seconds() - t0);
           window = 0;
           in_window = 0;
         }

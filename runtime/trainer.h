@@ -32,6 +32,8 @@ typedef struct gcc_train_config {
   int64_t eval_batch;          /* batch size of evaluation (> 0) */
   int quiet;                   /* only the final line */
   int progress;                /* draw a progress bar on `out` (a TTY) */
+  int progress_columns;        /* its width; 0: the terminal's (TIOCGWINSZ on `out`),
+                                  else $COLUMNS, else 80 */
   FILE *out;                   /* where the log goes (stdout) */
   volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): stop after this batch */
   /* --dataset-on-device on a GPU session: 0 off, 1 on (an error if it does

@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -63,7 +65,8 @@ std::ostream &operator<<(std::ostream &os, const Result &r) {
 // after `timeout_s` seconds.
 Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
               const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr,
-              const std::string &cwd = "") {
+              const std::string &cwd = "",
+              const std::vector<std::pair<std::string, std::string>> &env = {}) {
   Result r;
   static const std::string bin = Runfile("cli/gcc-train");
   if (bin.empty()) {
@@ -99,6 +102,8 @@ Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
     unsetenv("BUILD_WORKING_DIRECTORY");
     if (!cwd.empty() && chdir(cwd.c_str()) != 0)
       _exit(126);
+    for (const auto &kv : env)
+      setenv(kv.first.c_str(), kv.second.c_str(), 1);
     signal(SIGINT, SIG_DFL);
     execv(argv[0], argv.data());
     _exit(127);
@@ -862,6 +867,129 @@ TEST_F(CliTest, PerClassAccuracyAndConfusionMatrixAgreeWithTheTotal) {
   Result bad = RunCli({linear_, "--no-output", "--per-class", "maybe"});
   EXPECT_EQ(bad.exit_code, 2) << bad;
   EXPECT_TRUE(Has(bad.err, "--per-class 'maybe': expected auto, on or off")) << bad;
+}
+
+// ---- the progress bar ---------------------------------------------------------------
+
+// Runs gcc-train with its stdout on a pseudo-terminal `cols` columns wide
+// (what a user's terminal is); returns what the terminal received and the
+// exit status in *rc.
+std::string RunCliOnATerminal(const std::vector<std::string> &args, int cols, int *rc) {
+  *rc = -1;
+  std::string bin = Runfile("cli/gcc-train");
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0)
+    return "posix_openpt failed";
+  std::string slave_name = ptsname(master);
+  int slave = open(slave_name.c_str(), O_RDWR | O_NOCTTY);
+  if (slave < 0)
+    return "cannot open " + slave_name;
+  struct winsize ws = {};
+  ws.ws_row = 24;
+  ws.ws_col = static_cast<unsigned short>(cols);
+  ioctl(slave, TIOCSWINSZ, &ws);
+  std::vector<char *> argv;
+  argv.push_back(const_cast<char *>(bin.c_str()));
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(slave, 1);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 2);
+    close(master);
+    close(slave);
+    unsetenv("COLUMNS"); // the terminal's own width is what counts
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(slave);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(master, buf, sizeof buf);
+    if (n > 0)
+      out.append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else
+      break; // EIO once the child closed the terminal
+  }
+  close(master);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+// The redraws of the bar: every piece between carriage returns and line
+// feeds that shows the batch count of an MNIST epoch.
+std::vector<std::string> BarDraws(const std::string &out) {
+  std::vector<std::string> draws;
+  size_t start = 0;
+  for (size_t i = 0; i <= out.size(); i++) {
+    if (i == out.size() || out[i] == '\r' || out[i] == '\n') {
+      std::string piece = out.substr(start, i - start);
+      if (Has(piece, "/938 ["))
+        draws.push_back(piece);
+      start = i + 1;
+    }
+  }
+  return draws;
+}
+
+TEST_F(CliTest, ProgressBarFitsTheTerminalWithElapsedAndEta) {
+  for (int cols : {80, 50}) {
+    int rc = 0;
+    std::string out = RunCliOnATerminal({mnist_, "--device", "cpu", "--threads", "1", "--data",
+                                         data_, "--max-steps", "40", "--no-output"},
+                                        cols, &rc);
+    ASSERT_EQ(rc, 0) << out;
+    std::vector<std::string> draws = BarDraws(out);
+    ASSERT_GE(draws.size(), 3u) << cols << " columns:\n" << out;
+    for (const std::string &d : draws) {
+      // never wraps: at most cols - 1 characters, padded to clear a longer one
+      EXPECT_LE(d.size(), static_cast<size_t>(cols - 1)) << d;
+      EXPECT_TRUE(Has(d, "|")) << cols << " columns, no bar: " << d;
+      EXPECT_TRUE(Has(d, "%|")) << d;
+      // [elapsed<remaining, ...] as tqdm writes them
+      size_t lb = d.find(" ["), lt = d.find('<');
+      ASSERT_NE(lb, std::string::npos) << d;
+      ASSERT_NE(lt, std::string::npos) << d;
+      EXPECT_EQ(d[lb + 4], ':') << d;
+      EXPECT_TRUE(Has(d, "loss ")) << d;
+    }
+    if (cols == 80) {
+      EXPECT_TRUE(Has(draws.back(), "epoch 1/5 ")) << draws.back();
+      EXPECT_TRUE(Has(draws.back(), " samples/s, loss ")) << draws.back();
+    }
+    EXPECT_FALSE(Has(out, "[1,    ")) << "per-batch lines on a terminal:\n" << out;
+  }
+}
+
+TEST_F(CliTest, ProgressBarOffATerminalWhenAskedAndLinesOtherwise) {
+  Result r = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--max-steps",
+                     "30", "--no-output", "--progress", "bar"},
+                    60, nullptr, "", {{"COLUMNS", "50"}});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::vector<std::string> draws = BarDraws(r.out);
+  ASSERT_GE(draws.size(), 3u) << r;
+  for (const std::string &d : draws)
+    EXPECT_LE(d.size(), 49u) << d;
+  // --progress lines on a terminal: the per-N-batches lines
+  int rc = 0;
+  std::string out = RunCliOnATerminal({mnist_, "--device", "cpu", "--threads", "1", "--data", data_,
+                                       "--max-steps", "30", "--log-every", "10", "--no-output",
+                                       "--progress", "lines"},
+                                      80, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(BarDraws(out).empty()) << out;
+  EXPECT_TRUE(Has(out, "[1,    30] loss: ")) << out;
+  Result bad = RunCli({linear_, "--no-output", "--progress", "tqdm"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad.err, "--progress 'tqdm': expected auto, bar or lines")) << bad;
 }
 
 } // namespace
