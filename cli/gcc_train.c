@@ -36,6 +36,7 @@
 #include "runtime/profile.h"
 #include "runtime/checkpoint.h"
 #include "runtime/comm.h"
+#include "runtime/compile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
 
@@ -87,6 +88,10 @@ static void usage(FILE *f) {
              "  --seed N            shuffling seed\n"
              "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
              "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
+             "  --progress MODE     auto (default), bar or lines: a progress bar fitted to the\n"
+             "                      terminal's width with elapsed time and ETA (bar; auto on a\n"
+             "                      terminal), or the --log-every lines (lines; auto otherwise);\n"
+             "                      off a terminal the bar is $COLUMNS (else 80) wide\n"
              "  --max-steps N       stop after N optimizer steps in all (default: no limit)\n"
              "  --show-predictions N\n"
              "                      after the last evaluation, print the ground truth and the\n"
@@ -134,6 +139,11 @@ static void usage(FILE *f) {
              "  --export-batch-sizes LIST\n"
              "                      batch sizes to generate CUDA kernels for (their shapes are\n"
              "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+             "  --per-class MODE    auto (default), on or off: after the last evaluation of a\n"
+             "                      classifier, print every class's accuracy as the CIFAR-10\n"
+             "                      tutorial does (auto: for at most 20 classes)\n"
+             "  --confusion-matrix  after the last evaluation of a classifier, print its\n"
+             "                      confusion matrix (rows: true class, columns: predicted)\n"
              "  --predictions FILE  write the final evaluation's predicted class of every test\n"
              "                      sample as CSV (index,class), atomically\n"
              "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
@@ -414,6 +424,8 @@ typedef struct train_args {
   int no_cuda_graph, dataset_on_device, detect_anomaly;
   int device_indexed;          /* --device cuda:N (not plain cuda) */
   int64_t bucket_bytes, ranks; /* --bucket-size-mb (bytes; 0: default), --ranks (0: the world) */
+  int per_class, confusion_matrix; /* per_class: 0 off, 1 on, 2 auto */
+  int progress;                    /* 0 lines, 1 bar, 2 auto */
   const char *checkpoint_dir, *resume_path;
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
@@ -536,7 +548,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_KEEP_CHECKPOINTS,
     OPT_RESUME,
     OPT_BUCKET_SIZE_MB,
-    OPT_RANKS
+    OPT_RANKS,
+    OPT_PER_CLASS,
+    OPT_CONFUSION_MATRIX,
+    OPT_PROGRESS
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -574,6 +589,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
+      {"per-class", required_argument, 0, OPT_PER_CLASS},
+      {"confusion-matrix", no_argument, 0, OPT_CONFUSION_MATRIX},
+      {"progress", required_argument, 0, OPT_PROGRESS},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -589,6 +607,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
   a->lr = -1.0f;
   a->cuda_arch = "sm_90";
   a->dataset_on_device = 2;
+  a->per_class = 2;
+  a->progress = 2;
   a->keep_checkpoints = 3;
   opterr = 0;
   int c;
@@ -656,6 +676,31 @@ static int parse_args(int argc, char **argv, train_args *a) {
         a->dataset_on_device = 2;
       else {
         fprintf(stderr, "gcc-train: --dataset-on-device '%s': expected auto, on or off\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_PER_CLASS:
+      if (strcmp(optarg, "off") == 0)
+        a->per_class = 0;
+      else if (strcmp(optarg, "on") == 0)
+        a->per_class = 1;
+      else if (strcmp(optarg, "auto") == 0)
+        a->per_class = 2;
+      else {
+        fprintf(stderr, "gcc-train: --per-class '%s': expected auto, on or off\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_CONFUSION_MATRIX: a->confusion_matrix = 1; break;
+    case OPT_PROGRESS:
+      if (strcmp(optarg, "lines") == 0)
+        a->progress = 0;
+      else if (strcmp(optarg, "bar") == 0)
+        a->progress = 1;
+      else if (strcmp(optarg, "auto") == 0)
+        a->progress = 2;
+      else {
+        fprintf(stderr, "gcc-train: --progress '%s': expected auto, bar or lines\n", optarg);
         return EXIT_USAGE;
       }
       break;
@@ -729,6 +774,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
     return EXIT_USAGE;
   }
   if (gcc_dump_format_parse(dump_format, &a->fmt, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if (gcc_check_dump_after(a->dump_after, gcc_default_target(), &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
@@ -827,8 +876,6 @@ static int build_run(train_args *a, train_run *r) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_DEVICE;
   }
-  if (note[0] && is_root())
-    fprintf(stderr, "gcc-train: %s\n", note);
   /* one GPU per rank: rank r of a node takes cuda:<local rank> (of the
    * devices CUDA_VISIBLE_DEVICES leaves), unless --device names one */
   if (g_comm->size > 1 && r->dev.kind == GCC_DEVICE_CUDA && !a->device_indexed)
@@ -872,6 +919,23 @@ static int build_run(train_args *a, train_run *r) {
   openblas_set_num_threads((int)a->threads);
 
   r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
+  if (!a->data_dir && !is_dir(r->data_dir) && t->dataset && strcmp(t->dataset, "inline") != 0) {
+    /* neither default folder exists: say where we looked, before anything
+     * else (the device notice included) */
+    int cifar = strcmp(t->dataset, "cifar10") == 0;
+    fprintf(stderr,
+            "gcc-train: %s: no %s data folder: looked in %s and %s (relative to the current "
+            "directory); give the folder with --data DIR (%s)\n",
+            a->model_path, cifar ? "CIFAR-10" : "MNIST", r->data_buf, r->near_model,
+            cifar ? "the binary batches of cifar-10-binary.tar.gz: data_batch_1.bin .. "
+                    "test_batch.bin"
+                  : "the four IDX files, .gz or plain: train-images-idx3-ubyte, "
+                    "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte");
+    run_free(r);
+    return EXIT_RUN;
+  }
+  if (note[0] && is_root())
+    fprintf(stderr, "gcc-train: %s\n", note);
   r->output = a->output;
   if (!r->output && !a->no_output) {
     default_output(a->model_path, r->out_buf, sizeof r->out_buf);
@@ -962,10 +1026,19 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   const gcc_training *t = &r->model->training;
   int quiet = a->quiet || !is_root();
   if (!quiet) {
-    char ds[32];
-    printf("gcc-train %s: %s on %s, %" PRId64 " epochs, batch %" PRId64 ", %s lr %g, %" PRId64
-           " threads\n",
-           GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), t->epochs,
+    char ds[32], what[128];
+    /* what will run: training for N epochs (at most --max-steps steps), or
+     * one evaluation */
+    if (t->epochs == 0)
+      snprintf(what, sizeof what, "0 epochs (evaluation only)");
+    else if (a->max_steps > 0)
+      snprintf(what, sizeof what,
+               "%" PRId64 " epochs or %" PRId64 " steps (--max-steps), whichever ends first",
+               t->epochs, a->max_steps);
+    else
+      snprintf(what, sizeof what, "%" PRId64 " epochs", t->epochs);
+    printf("gcc-train %s: %s on %s, %s, batch %" PRId64 ", %s lr %g, %" PRId64 " threads\n",
+           GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), what,
            t->batch_size, t->opt.kind == GCC_OPT_ADAM ? "Adam" : "SGD", (double)t->opt.lr,
            a->threads);
     if (g_comm->size > 1) {
@@ -999,7 +1072,7 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.max_steps = a->max_steps;
   cfg.eval_batch = a->eval_batch;
   cfg.quiet = quiet;
-  cfg.progress = !quiet && isatty(fileno(stdout));
+  cfg.progress = !quiet && (a->progress == 1 || (a->progress == 2 && isatty(fileno(stdout))));
   cfg.comm = g_comm;
   fault f = {0};
   const char *fs = getenv("GCC_TRAIN_TEST_FAULT");
@@ -1017,6 +1090,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     cfg.eval_user = preds;
   }
   cfg.show_predictions = is_root() ? a->show_predictions : 0;
+  cfg.per_class = !is_root() || (a->quiet && a->per_class == 2) ? 0 : a->per_class;
+  cfg.confusion_matrix = is_root() ? a->confusion_matrix : 0;
   cfg.checkpoint_dir = a->checkpoint_dir;
   cfg.checkpoint_every = a->checkpoint_every;
   cfg.keep_checkpoints = (int)a->keep_checkpoints;
@@ -1038,15 +1113,23 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
               ? EXIT_MODEL
               : EXIT_RUN;
   } else if (is_root()) {
-    if (rep.test_accuracy >= 0)
-      printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; test "
-             "accuracy %.2f%%, test loss %.4f\n",
-             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec,
-             100.0 * rep.test_accuracy, rep.test_loss);
+    /* the rate only when steps ran for long enough to time them */
+    char rate[64] = "";
+    if (rep.samples_per_sec > 0)
+      snprintf(rate, sizeof rate, ": %.0f samples/s", rep.samples_per_sec);
+    else if (rep.steps > 0)
+      snprintf(rate, sizeof rate, " (too short to time)");
+    char head[256];
+    if (rep.steps == 0 && !a->resume_path)
+      snprintf(head, sizeof head, "evaluated %s (no training)", a->model_path);
     else
-      printf("trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s: %.0f samples/s; final "
-             "loss %.6f\n",
-             rep.epochs_done, rep.steps, rep.train_seconds, rep.samples_per_sec, rep.test_loss);
+      snprintf(head, sizeof head, "trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s%s",
+               rep.epochs_done, rep.steps, rep.train_seconds, rate);
+    if (rep.test_accuracy >= 0)
+      printf("%s; test accuracy %.2f%%, test loss %.4f\n", head, 100.0 * rep.test_accuracy,
+             rep.test_loss);
+    else
+      printf("%s; final loss %.6f\n", head, rep.test_loss);
     if (r->cuda && !a->quiet) {
       gcc_plan *p = NULL;
       gcc_diag pd = {0};

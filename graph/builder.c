@@ -248,14 +248,18 @@ void gcc_build_training(gcc_builder *b, const gcc_build_training_spec *t) {
   tr->seed = t->seed;
   if (t->inline_inputs) {
     size_t ni = (size_t)gcc_shape_numel(&t->inline_inputs_shape, NULL) * sizeof(float);
-    size_t nt = (size_t)gcc_shape_numel(&t->inline_targets_shape, NULL) * sizeof(float);
+    int labels = t->inline_labels != NULL;
+    size_t nt = (size_t)gcc_shape_numel(&t->inline_targets_shape, NULL) *
+                (labels ? sizeof(int64_t) : sizeof(float));
     gcc_status s = gcc_graph_add_value(b->g, "training.inline_data.inputs", GCC_DT_FLOAT32,
                                        &t->inline_inputs_shape, GCC_VALUE_CONST, t->inline_inputs,
                                        ni, &tr->inline_inputs, &b->diag);
     if (s == GCC_OK)
-      s = gcc_graph_add_value(b->g, "training.inline_data.targets", GCC_DT_FLOAT32,
-                              &t->inline_targets_shape, GCC_VALUE_CONST, t->inline_targets, nt,
-                              &tr->inline_targets, &b->diag);
+      s = gcc_graph_add_value(
+          b->g, "training.inline_data.targets", labels ? GCC_DT_INT64 : GCC_DT_FLOAT32,
+          &t->inline_targets_shape, GCC_VALUE_CONST,
+          labels ? (const void *)t->inline_labels : (const void *)t->inline_targets, nt,
+          &tr->inline_targets, &b->diag);
     if (s != GCC_OK)
       fail(b, s);
   }

@@ -86,7 +86,9 @@ void gcc_build_set_ints(gcc_builder *b, int v, const char *attr, const int64_t *
 void gcc_build_output(gcc_builder *b, int v);
 
 /* Training spec: strings are copied. inline_inputs/inline_targets: float32
- * data tensors carried in the model (dataset "inline"), or NULL. */
+ * data tensors carried in the model (dataset "inline"), or NULL;
+ * inline_labels instead of inline_targets: int64 class indices (the
+ * targets of a classifier's CrossEntropy), shape inline_targets_shape. */
 typedef struct gcc_build_training_spec {
   const char *loss, *prediction, *input, *target, *dataset;
   gcc_optimizer opt;
@@ -97,6 +99,7 @@ typedef struct gcc_build_training_spec {
   const float *inline_inputs;
   gcc_shape inline_inputs_shape;
   const float *inline_targets;
+  const int64_t *inline_labels;
   gcc_shape inline_targets_shape;
 } gcc_build_training_spec;
 

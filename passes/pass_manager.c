@@ -146,24 +146,28 @@ static const gcc_pass kPasses[] = {
     {"copy-insertion", gcc_pass_copy_insertion},
 };
 
+gcc_status gcc_check_dump_after(const char *name, const gcc_target *t, gcc_diag *d) {
+  if (!name || strcmp(name, "all") == 0)
+    return GCC_OK;
+  int n_fixed = (int)(sizeof kPasses / sizeof kPasses[0]), n = n_fixed + (t ? t->n_lower : 0);
+  char names[512] = "";
+  for (int i = 0; i < n; i++) {
+    const char *pn = i < n_fixed ? kPasses[i].name : t->lower[i - n_fixed].name;
+    if (strcmp(pn, name) == 0)
+      return GCC_OK;
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", pn);
+  }
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--dump-after=%s: no such pass (passes: %sall)",
+                      name, names);
+}
+
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
   const gcc_target *t = opt->target;
   if (!t || !t->supports_op)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "%s: no compilation target (gcc_options.target)", g->source);
   int n_fixed = (int)(sizeof kPasses / sizeof kPasses[0]), n = n_fixed + t->n_lower;
-  if (opt->dump_after && strcmp(opt->dump_after, "all") != 0) {
-    int found = 0;
-    char names[512] = "";
-    for (int i = 0; i < n; i++) {
-      const char *name = i < n_fixed ? kPasses[i].name : t->lower[i - n_fixed].name;
-      found |= strcmp(name, opt->dump_after) == 0;
-      snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", name);
-    }
-    if (!found)
-      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "--dump-after=%s: no such pass (passes: %sall)", opt->dump_after, names);
-  }
+  GCC_TRY(gcc_check_dump_after(opt->dump_after, t, d));
   for (int i = 0; i < n; i++) {
     const gcc_pass *p = i < n_fixed ? &kPasses[i] : &t->lower[i - n_fixed];
     gcc_status s = p->fn(g, opt, d);

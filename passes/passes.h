@@ -152,6 +152,12 @@ gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d);
  * or for a --dump-after naming no pass. */
 gcc_status gcc_run_passes(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
+/* Checks a --dump-after name against the passes gcc_run_passes runs for
+ * target `t` ("all" or a pass name; NULL is fine), before anything is
+ * compiled, so that a mistyped name is a command-line error. Errors:
+ * GCC_ERR_INVALID_ARGUMENT naming the flag and listing the passes. */
+gcc_status gcc_check_dump_after(const char *name, const gcc_target *t, gcc_diag *d);
+
 /* Prints the IR: one line per node with phase, op, inputs, outputs, shapes. */
 void gcc_dump_graph(const gcc_graph *g, FILE *f);
 

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 
 #include "graph/rng.h"
@@ -37,11 +38,13 @@ typedef struct source {
   /* mnist */
   gcc_dataset train, test;
   gcc_dataloader *train_dl, *test_dl;
-  /* inline: float rows, shuffled by permutation into batch buffers */
-  const float *x, *y;
-  int64_t n, xw, yw, batch_size, pos;
+  /* inline: rows (float32 inputs; float32 or int64 targets, as the target
+   * input takes), shuffled by permutation into batch buffers; xw, yw are
+   * values per sample, xb, yb bytes per sample */
+  const char *x, *y;
+  int64_t n, xw, yw, xb, yb, batch_size, pos;
   uint32_t *perm;
-  float *bx, *by;
+  char *bx, *by;
   uint64_t seed;
   int eval_mode;
   /* --profile: waits for a batch on the trainer's thread */
@@ -52,6 +55,9 @@ typedef struct source {
   int64_t n_show, n_shown;
   int64_t *show_truth, *show_pred;
   size_t x_row, y_row; /* bytes of one sample's input and target in a batch */
+  /* the last evaluation's confusion counts, (n_classes, n_classes): row the
+   * label, column the argmax; NULL until a classifier was evaluated */
+  int64_t n_classes, *confusion;
 } source;
 
 static void source_free(source *src) {
@@ -64,6 +70,7 @@ static void source_free(source *src) {
   free(src->by);
   free(src->show_truth);
   free(src->show_pred);
+  free(src->confusion);
 }
 
 static int64_t per_sample(const gcc_value *v) {
@@ -99,21 +106,34 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     src->n = xi->shape.dims[0];
     src->xw = per_sample(xi);
     src->yw = per_sample(yi);
-    if (src->xw != per_sample(in) || src->yw != per_sample(tg) || in->dtype != GCC_DT_FLOAT32 ||
-        tg->dtype != GCC_DT_FLOAT32)
+    if (in->dtype != GCC_DT_FLOAT32 || xi->dtype != GCC_DT_FLOAT32)
       return gcc_diag_set(d, GCC_ERR_SHAPE,
-                          "%s: training.inline_data has %" PRId64 " input and %" PRId64
-                          " target values per sample; inputs '%s' and '%s' take %" PRId64
-                          " and %" PRId64 " (float32)",
-                          m->source, src->xw, src->yw, in->name, tg->name, per_sample(in),
-                          per_sample(tg));
+                          "%s: training.inline_data.inputs are %s and input '%s' is %s; both "
+                          "must be float32",
+                          m->source, gcc_dtype_name(xi->dtype), in->name,
+                          gcc_dtype_name(in->dtype));
+    if (yi->dtype != tg->dtype || (tg->dtype != GCC_DT_FLOAT32 && tg->dtype != GCC_DT_INT64))
+      return gcc_diag_set(d, GCC_ERR_SHAPE,
+                          "%s: training.inline_data.targets are %s, but target '%s' takes %s "
+                          "(inline targets are float32, e.g. for MSELoss, or int64 class "
+                          "indices for CrossEntropyLoss, the target's own dtype)",
+                          m->source, gcc_dtype_name(yi->dtype), tg->name,
+                          gcc_dtype_name(tg->dtype));
+    if (src->xw != per_sample(in) || src->yw != per_sample(tg))
+      return gcc_diag_set(
+          d, GCC_ERR_SHAPE,
+          "%s: training.inline_data has %" PRId64 " input and %" PRId64
+          " target values per sample; inputs '%s' and '%s' take %" PRId64 " and %" PRId64,
+          m->source, src->xw, src->yw, in->name, tg->name, per_sample(in), per_sample(tg));
+    src->xb = src->xw * (int64_t)sizeof(float);
+    src->yb = src->yw * (int64_t)gcc_dtype_size(yi->dtype);
     src->batch_size = cfg->batch_size;
     src->seed = cfg->seed;
-    src->x_row = (size_t)src->xw * sizeof(float);
-    src->y_row = (size_t)src->yw * sizeof(float);
+    src->x_row = (size_t)src->xb;
+    src->y_row = (size_t)src->yb;
     src->perm = malloc((size_t)src->n * sizeof *src->perm);
-    src->bx = malloc((size_t)(cfg->batch_size * src->xw) * sizeof(float));
-    src->by = malloc((size_t)(cfg->batch_size * src->yw) * sizeof(float));
+    src->bx = malloc((size_t)(cfg->batch_size * src->xb));
+    src->by = malloc((size_t)(cfg->batch_size * src->yb));
     if (!src->perm || !src->bx || !src->by)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (inline dataset)");
     return GCC_OK;
@@ -253,8 +273,8 @@ static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, g
     *has = rows > 0;
     for (int64_t r = 0; r < rows; r++) {
       int64_t i = src->perm[src->pos + r];
-      memcpy(src->bx + r * src->xw, src->x + i * src->xw, (size_t)src->xw * sizeof(float));
-      memcpy(src->by + r * src->yw, src->y + i * src->yw, (size_t)src->yw * sizeof(float));
+      memcpy(src->bx + r * src->xb, src->x + i * src->xb, (size_t)src->xb);
+      memcpy(src->by + r * src->yb, src->y + i * src->yb, (size_t)src->yb);
     }
     src->pos += rows;
     b->x = src->bx;
@@ -322,18 +342,89 @@ static gcc_status any_stop(const gcc_train_config *cfg, int *stop, gcc_diag *d) 
 
 /* ---- the loop --------------------------------------------------------- */
 
-static void draw_bar(FILE *out, int64_t epoch, int64_t epochs, int64_t done, int64_t total,
-                     double loss, double sps) {
-  enum { W = 30 };
-  int fill = total > 0 ? (int)(W * done / total) : W;
-  char bar[W + 1];
-  for (int i = 0; i < W; i++)
-    bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
-  bar[W] = '\0';
-  fprintf(out,
-          "\r epoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64
-          "  loss %.4f  %.0f samples/s ",
-          epoch, epochs, bar, done, total, loss, sps);
+/* "5852 samples/s", or, for a span under a millisecond (one step of a tiny
+ * model), words instead of a rate that the clock's resolution makes up. */
+static const char *rate_str(char *buf, size_t cap, int64_t samples, double secs) {
+  if (secs < GCC_TRAIN_MIN_TIMED_SECONDS)
+    snprintf(buf, cap, "too short to time");
+  else
+    snprintf(buf, cap, "%.0f samples/s", (double)samples / secs);
+  return buf;
+}
+
+/* The width of the terminal `out` is, else $COLUMNS, else 80. */
+static int out_columns(FILE *out, int fixed) {
+  if (fixed > 0)
+    return fixed;
+  struct winsize ws;
+  if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    return ws.ws_col;
+  const char *env = getenv("COLUMNS");
+  long c = env ? strtol(env, NULL, 10) : 0;
+  return c > 0 && c < 10000 ? (int)c : 80;
+}
+
+/* m:ss, or h:mm:ss from an hour on, as tqdm writes times; "?" unknown */
+static void fmt_time(char *buf, size_t cap, double secs) {
+  if (!(secs >= 0) || secs > 1e7) {
+    snprintf(buf, cap, "?");
+    return;
+  }
+  long t = (long)(secs + 0.5);
+  if (t >= 3600)
+    snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else
+    snprintf(buf, cap, "%02ld:%02ld", t / 60, t % 60);
+}
+
+/* One progress line, redrawn in place, fitted to `cols` columns (it never
+ * wraps, which would print a new line per redraw), as tqdm draws:
+ *   epoch 1/5  45%|#####      | 422/938 [00:05<00:06, 5400 samples/s, loss 0.1234]
+ * (elapsed < estimated time left, as tqdm's [elapsed<remaining]).
+ * Narrower terminals drop the rate, then the word "epoch" (the bar shrinks
+ * to 5), then the bar; a line still too long is cut. */
+static void draw_bar(FILE *out, int cols, int64_t epoch, int64_t epochs, int64_t first,
+                     int64_t done, int64_t total, int64_t samples, double loss, double elapsed) {
+  char left[64], times[64], el[32], eta[32], right[160], line[512];
+  int pct = total > 0 ? (int)(100 * done / total) : 100;
+  fmt_time(el, sizeof el, elapsed);
+  /* this run's pace: batches before `first` were done by the run resumed */
+  fmt_time(eta, sizeof eta,
+           done > first ? elapsed / (double)(done - first) * (double)(total - done) : -1);
+  snprintf(times, sizeof times, "%s<%s", el, eta);
+  int width = cols - 1; /* the last column would wrap on some terminals */
+  if (width > (int)sizeof line - 1)
+    width = (int)sizeof line - 1;
+  char rate[48] = "";
+  if (elapsed >= GCC_TRAIN_MIN_TIMED_SECONDS && samples > 0)
+    snprintf(rate, sizeof rate, ", %.0f samples/s", (double)samples / elapsed);
+  /* stages: everything; no rate; a short epoch label and a shorter bar;
+   * no bar (the line is then cut at the width) */
+  static const int min_bar[4] = {10, 10, 5, 0};
+  for (int stage = 0; stage < 4; stage++) {
+    snprintf(left, sizeof left, "%s%" PRId64 "/%" PRId64 " %3d%%", stage < 2 ? "epoch " : "", epoch,
+             epochs, pct);
+    snprintf(right, sizeof right, " %" PRId64 "/%" PRId64 " [%s%s, loss %.4f]", done, total, times,
+             stage == 0 ? rate : "", loss);
+    int bar = width - (int)strlen(left) - (int)strlen(right) - 2;
+    if (bar >= min_bar[stage] || stage == 3) {
+      int n = snprintf(line, sizeof line, "%s", left);
+      if (stage < 3) {
+        int fill = total > 0 ? (int)((int64_t)bar * done / total) : bar;
+        line[n++] = '|';
+        for (int i = 0; i < bar; i++)
+          line[n++] = i < fill ? '#' : ' ';
+        line[n++] = '|';
+        line[n] = '\0';
+      }
+      snprintf(line + n, sizeof line - (size_t)n, "%s", right);
+      break;
+    }
+  }
+  int len = (int)strlen(line);
+  if (len > width)
+    len = width;
+  fprintf(out, "\r%.*s%*s", len, line, width - len, ""); /* blanks clear a longer old line */
   fflush(out);
 }
 
@@ -356,6 +447,84 @@ static void record_predictions(source *src, int64_t first, const batch *b, const
   }
 }
 
+/* Counts (label, argmax) pairs of a classifier's batch into the confusion
+ * matrix, made on the first batch with C = the prediction's width. */
+static gcc_status count_confusion(source *src, const batch *b, const gcc_tensor *pred,
+                                  gcc_diag *d) {
+  if (!pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32 ||
+      pred->shape.dims[0] < b->rows)
+    return GCC_OK;
+  int64_t c = pred->shape.dims[1];
+  if (c < 1 || c > 100000)
+    return GCC_OK;
+  if (!src->confusion || src->n_classes != c) {
+    free(src->confusion);
+    src->n_classes = 0;
+    src->confusion = calloc((size_t)(c * c), sizeof *src->confusion);
+    if (!src->confusion)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (confusion matrix)");
+    src->n_classes = c;
+  }
+  const float *x = pred->data;
+  const int64_t *y = b->y;
+  for (int64_t i = 0; i < b->rows; i++) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; j++)
+      if (x[i * c + j] > x[i * c + best])
+        best = j;
+    if (y[i] >= 0 && y[i] < c)
+      src->confusion[y[i] * c + best]++;
+  }
+  return GCC_OK;
+}
+
+static const char *class_name(const source *src, int64_t k, char *buf, size_t cap) {
+  if (src->is_cifar && k >= 0 && k < 10)
+    return gcc_cifar10_classes[k];
+  snprintf(buf, cap, "%" PRId64, k);
+  return buf;
+}
+
+/* The tutorial's lines, then (if asked) the matrix. */
+static void print_per_class(FILE *out, const source *src, const gcc_train_config *cfg) {
+  int64_t c = src->n_classes;
+  const int64_t *m = src->confusion;
+  int per_class = cfg->per_class == 1 || (cfg->per_class == 2 && c <= GCC_TRAIN_PER_CLASS_AUTO_MAX);
+  char nb[32];
+  for (int64_t k = 0; per_class && k < c; k++) {
+    int64_t n = 0;
+    for (int64_t j = 0; j < c; j++)
+      n += m[k * c + j];
+    if (n > 0)
+      fprintf(out, "Accuracy for class: %-5s is %.1f %%\n", class_name(src, k, nb, sizeof nb),
+              100.0 * (double)m[k * c + k] / (double)n);
+    else
+      fprintf(out, "Accuracy for class: %-5s has no test samples\n",
+              class_name(src, k, nb, sizeof nb));
+  }
+  if (!cfg->confusion_matrix)
+    return;
+  int w = 5; /* column width: the longest name or count */
+  for (int64_t k = 0; k < c; k++) {
+    int len = (int)strlen(class_name(src, k, nb, sizeof nb));
+    w = len > w ? len : w;
+    for (int64_t j = 0; j < c; j++) {
+      len = snprintf(nb, sizeof nb, "%" PRId64, m[k * c + j]);
+      w = len > w ? len : w;
+    }
+  }
+  fprintf(out, "confusion matrix (rows: true class, columns: predicted class):\n%*s", w, "");
+  for (int64_t j = 0; j < c; j++)
+    fprintf(out, " %*s", w, class_name(src, j, nb, sizeof nb));
+  fprintf(out, "\n");
+  for (int64_t k = 0; k < c; k++) {
+    fprintf(out, "%*s", w, class_name(src, k, nb, sizeof nb));
+    for (int64_t j = 0; j < c; j++)
+      fprintf(out, " %*" PRId64, w, m[k * c + j]);
+    fprintf(out, "\n");
+  }
+}
+
 static void print_class_line(FILE *out, const char *what, const source *src, const int64_t *cls) {
   fprintf(out, "%s", what);
   for (int64_t i = 0; i < src->n_shown; i++) {
@@ -367,10 +536,39 @@ static void print_class_line(FILE *out, const char *what, const source *src, con
   fprintf(out, "\n");
 }
 
+/* Data-parallel evaluation: every rank's confusion counts summed into every
+ * rank's (a rank that evaluated no rows learns the class count from the
+ * others). Exact: counts below 2^53. */
+static gcc_status reduce_confusion(gcc_comm *c, source *src, gcc_diag *d) {
+  double k[2] = {(double)(src->confusion ? src->n_classes : 0), src->confusion ? 1.0 : 0.0};
+  GCC_TRY(c->allreduce_f64(c, k, 2, d));
+  if (k[1] == 0)
+    return GCC_OK; /* no rank counted: not a classifier */
+  int64_t n = (int64_t)(k[0] / k[1]), cells = n * n;
+  if (!src->confusion) {
+    src->confusion = calloc((size_t)cells, sizeof *src->confusion);
+    if (!src->confusion)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (confusion matrix)");
+    src->n_classes = n;
+  }
+  double *v = malloc((size_t)cells * sizeof *v);
+  if (!v)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (confusion matrix)");
+  for (int64_t i = 0; i < cells; i++)
+    v[i] = (double)src->confusion[i];
+  gcc_status st = c->allreduce_f64(c, v, cells, d);
+  for (int64_t i = 0; st == GCC_OK && i < cells; i++)
+    src->confusion[i] = (int64_t)v[i];
+  free(v);
+  return st;
+}
+
 static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *cfg,
                            gcc_train_report *r, gcc_diag *d) {
   GCC_TRY(source_start(src, 1, 0, d));
   src->n_shown = 0;
+  if (src->confusion)
+    memset(src->confusion, 0, (size_t)(src->n_classes * src->n_classes) * sizeof *src->confusion);
   double loss_sum = 0;
   int64_t correct = 0, n = 0, classification = 1;
   int dp = is_dp(cfg);
@@ -402,6 +600,8 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
       classification = 0;
     else
       correct += ok;
+    if (ok >= 0 && (cfg->per_class || cfg->confusion_matrix))
+      GCC_TRY(count_confusion(src, &b, pred, d));
   }
   if (dp) { /* exact: counts below 2^53 */
     double v[4] = {loss_sum, (double)correct, (double)n, classification ? 0 : 1};
@@ -410,6 +610,8 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
     correct = (int64_t)v[1];
     n = (int64_t)v[2];
     classification = v[3] == 0;
+    if (cfg->per_class || cfg->confusion_matrix)
+      GCC_TRY(reduce_confusion(cfg->comm, src, d));
   }
   r->test_samples = n;
   r->test_loss = n ? loss_sum / (double)n : 0;
@@ -629,9 +831,9 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         continue;
       if (cfg->progress) { /* a TTY: one bar, redrawn about every 1% of the epoch */
         if (epoch_batches % every == 0 || epoch_batches == nb) {
-          double el = now_seconds() - t0;
-          draw_bar(out, epoch + 1, cfg->epochs, epoch_batches, nb, window / (double)in_window,
-                   el > 0 ? (double)epoch_samples / el : 0);
+          draw_bar(out, out_columns(out, cfg->progress_columns), epoch + 1, cfg->epochs, first,
+                   epoch_batches, nb, epoch_samples, window / (double)in_window,
+                   now_seconds() - t0);
           window = 0;
           in_window = 0;
         }
@@ -685,18 +887,19 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         break;
     }
     if (!cfg->quiet) {
+      char rate[64];
       if (report->test_accuracy >= 0)
         fprintf(out,
                 "epoch %" PRId64 ": %s accuracy %.2f%% (%" PRId64 "/%" PRId64
-                "), %s loss %.4f, train loss %.4f, %.2f s (%.0f samples/s)\n",
+                "), %s loss %.4f, train loss %.4f, %.2f s (%s)\n",
                 epoch + 1, test_name, 100.0 * report->test_accuracy,
                 (int64_t)(report->test_accuracy * (double)report->test_samples + 0.5),
                 report->test_samples, test_name, report->test_loss, report->final_train_loss, secs,
-                (double)epoch_samples / secs);
+                rate_str(rate, sizeof rate, epoch_samples, secs));
       else
-        fprintf(out, "epoch %" PRId64 ": %s loss %.6f, train loss %.6f, %.2f s (%.0f samples/s)\n",
-                epoch + 1, test_name, report->test_loss, report->final_train_loss, secs,
-                (double)epoch_samples / secs);
+        fprintf(out, "epoch %" PRId64 ": %s loss %.6f, train loss %.6f, %.2f s (%s)\n", epoch + 1,
+                test_name, report->test_loss, report->final_train_loss, secs,
+                rate_str(rate, sizeof rate, epoch_samples, secs));
       fflush(out);
     }
     if (cfg->max_steps > 0 && report->steps >= cfg->max_steps)
@@ -709,18 +912,20 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), 0);
     if (st == GCC_OK && !cfg->quiet) {
       if (report->test_accuracy >= 0)
-        fprintf(out, "untrained: %s accuracy %.2f%%, %s loss %.4f\n", test_name,
+        fprintf(out, "evaluated: %s accuracy %.2f%%, %s loss %.4f\n", test_name,
                 100.0 * report->test_accuracy, test_name, report->test_loss);
       else
-        fprintf(out, "untrained: %s loss %.6f\n", test_name, report->test_loss);
+        fprintf(out, "evaluated: %s loss %.6f\n", test_name, report->test_loss);
     }
   }
-  if (report->train_seconds > 0)
+  if (report->train_seconds >= GCC_TRAIN_MIN_TIMED_SECONDS)
     report->samples_per_sec = (double)report->samples / report->train_seconds;
   if (st == GCC_OK && src.n_shown > 0) { /* the tutorial's two lines */
     print_class_line(out, "GroundTruth:", &src, src.show_truth);
     print_class_line(out, "Predicted:  ", &src, src.show_pred);
   }
+  if (st == GCC_OK && src.confusion && report->test_accuracy >= 0)
+    print_per_class(out, &src, cfg);
   source_free(&src);
   free(losses);
   free(weights);

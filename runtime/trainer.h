@@ -32,6 +32,8 @@ typedef struct gcc_train_config {
   int64_t eval_batch;          /* batch size of evaluation (> 0) */
   int quiet;                   /* only the final line */
   int progress;                /* draw a progress bar on `out` (a TTY) */
+  int progress_columns;        /* its width; 0: the terminal's (TIOCGWINSZ on `out`),
+                                  else $COLUMNS, else 80 */
   FILE *out;                   /* where the log goes (stdout) */
   volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): stop after this batch */
   /* --dataset-on-device on a GPU session: 0 off, 1 on (an error if it does
@@ -56,6 +58,16 @@ typedef struct gcc_train_config {
                                the predicted class of the first N test images, with class
                                names ("GroundTruth:  cat ship ship plane", then
                                "Predicted:  ..."), as the CIFAR-10 tutorial does */
+  /* After the last evaluation of a classifier (int64 labels, float32
+   * (rows, C) predictions): per_class prints the accuracy of every class as
+   * the CIFAR-10 tutorial does ("Accuracy for class: plane is 57.6 %"; class
+   * names for CIFAR-10, the index otherwise): 0 never, 1 always, 2 (auto)
+   * when C <= GCC_TRAIN_PER_CLASS_AUTO_MAX. confusion_matrix != 0 prints the
+   * C x C counts (rows: true class, columns: predicted class, the argmax,
+   * first on ties). Labels outside [0, C) (an ignore_index) are not
+   * counted. */
+  int per_class;
+  int confusion_matrix;
   /* Checkpoints (runtime/checkpoint.h): into checkpoint_dir (NULL: none)
    * every checkpoint_every optimizer steps (> 0), or after every epoch's
    * evaluation (-1); the newest keep_checkpoints (>= 1) stay. */
@@ -88,10 +100,19 @@ typedef struct gcc_train_config {
   void *step_user;
 } gcc_train_config;
 
+/* --per-class auto prints the per-class accuracy of sets with at most this
+ * many classes. */
+#define GCC_TRAIN_PER_CLASS_AUTO_MAX 20
+
+/* Training that took less than this (seconds) is not given a rate: the
+ * report's samples_per_sec stays 0 and the log says "too short to time". */
+#define GCC_TRAIN_MIN_TIMED_SECONDS 1e-3
+
 typedef struct gcc_train_report {
   int64_t epochs_done, steps, samples;
-  double train_seconds; /* training only: batching + steps, evaluation excluded */
-  double samples_per_sec;
+  double train_seconds;   /* training only: batching + steps, evaluation excluded */
+  double samples_per_sec; /* 0 when no step ran or training took under
+                             GCC_TRAIN_MIN_TIMED_SECONDS */
   double last_epoch_seconds;
   double test_accuracy; /* fraction, or -1 when not a classification task */
   double test_loss;     /* mean over test samples */

@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -25,10 +26,12 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "graph/builder.h"
 #include "graph/ir.h"
 #include "graph/loader.h"
 #include "runtime/device.h"
@@ -45,12 +48,16 @@ using Result = ProcResult; // tests/subprocess.h
 
 // Runs gcc-train with `args`. `on_stdout` (if set) is called with the child's
 // pid and all of stdout so far whenever more arrives. The child is killed
-// after `timeout_s` seconds.
+// after `timeout_s` seconds. It runs in `cwd` (if not empty) with `env` set.
 Result RunCli(const std::vector<std::string> &args, double timeout_s = 60,
-              const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr) {
+              const std::function<void(pid_t, const std::string &)> &on_stdout = nullptr,
+              const std::string &cwd = "",
+              const std::vector<std::pair<std::string, std::string>> &env = {}) {
   ProcOptions o;
   o.timeout_s = timeout_s;
   o.on_stdout = on_stdout;
+  o.cwd = cwd;
+  o.env = env;
   return RunRunfile("cli/gcc-train", args, o);
 }
 
@@ -377,6 +384,12 @@ TEST_F(CliTest, CifarCnnTrainsOnCifarFormatFilesAndShowsPredictions) {
           (q + strlen(c) == line.size() || line[q + strlen(c)] == ' '))
         names++;
   EXPECT_EQ(names, 4) << line;
+  // the tutorial's per-class lines, with CIFAR-10's names; the test set
+  // holds classes 3 .. 8, one image each
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: plane has no test samples\n")) << r;
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: cat   is ")) << r;
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: ship  is ")) << r;
+  EXPECT_TRUE(Has(r.out, "Accuracy for class: truck has no test samples\n")) << r;
   // more than the test set holds: all 6
   Result all = RunCli({Runfile("models/cifar_cnn.pb"), "--device", "cpu", "--threads", "1",
                        "--data", dir, "--epochs", "0", "--no-output", "--show-predictions", "50"});
@@ -544,6 +557,348 @@ TEST_F(CliTest, SigintStopsTheRunWithoutWritingAModel) {
   ASSERT_EQ(steps.size(), 1u) << r;
   EXPECT_GE(steps[0], 20) << r;
   EXPECT_LT(steps[0], 938) << r;
+}
+
+// ---- honest messages (issue 20) ------------------------------------------------------
+
+TEST_F(CliTest, EpochsZeroSaysEvaluatedWithoutARate) {
+  Result r = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--epochs", "0",
+                     "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "0 epochs (evaluation only)")) << r;
+  EXPECT_TRUE(Has(r.out, "evaluated: test accuracy")) << r;
+  EXPECT_TRUE(Has(r.out, "evaluated " + mnist_ + " (no training); test accuracy")) << r;
+  EXPECT_FALSE(Has(r.out, "untrained")) << r;
+  EXPECT_FALSE(Has(r.out, "trained 0 epochs")) << r;
+  EXPECT_FALSE(Has(r.out, "samples/s")) << r;
+}
+
+TEST_F(CliTest, MaxStepsIsInTheBanner) {
+  Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "3", "--max-steps",
+                     "5", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "3 epochs or 5 steps (--max-steps), whichever ends first")) << r;
+  EXPECT_TRUE(Has(r.out, "trained 1 epochs (5 steps)")) << r;
+}
+
+// A rate is printed only for a span the clock can time (1 ms and more):
+// one step of the linear model (16 samples) must not claim more than 16k
+// samples/s, whatever the machine; it says "too short to time" instead.
+TEST_F(CliTest, NoRateForASubMillisecondRun) {
+  for (int i = 0; i < 3; i++) {
+    Result r = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--max-steps",
+                       "1", "--no-output"});
+    ASSERT_EQ(r.exit_code, 0) << r;
+    std::vector<double> rates = NumbersAfter(r.out, " s: ");
+    std::vector<double> secs = NumbersAfter(r.out, "(1 steps) in ");
+    ASSERT_EQ(secs.size(), 1u) << r;
+    if (rates.empty()) {
+      EXPECT_TRUE(Has(r.out, "(too short to time)")) << r;
+    } else {
+      EXPECT_LE(rates[0], 16.0 / 1e-3) << r;
+    }
+  }
+}
+
+TEST_F(CliTest, EveryFlagIsCheckedBeforeAnythingRuns) {
+  std::string out = tmp_.file("m.pb");
+  Result r = RunCli({mnist_, "--data", data_, "--dump-after", "inferr", "--output", out});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "--dump-after=inferr: no such pass")) << r;
+  EXPECT_TRUE(r.out.empty()) << r; // no banner: nothing started
+  EXPECT_FALSE(Has(r.err, "CUDA")) << r;
+  EXPECT_FALSE(Exists(out));
+  // a real pass name still dumps
+  Result ok = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--dump-after",
+                      "autodiff", "--no-output"});
+  EXPECT_EQ(ok.exit_code, 0) << ok;
+  EXPECT_TRUE(Has(ok.err, "; IR after pass autodiff")) << ok;
+}
+
+TEST_F(CliTest, NoCudaNoticeBeforeAnUnrelatedError) {
+  Result r = RunCli({tmp_.file("mistyped.pb"), "--no-output"}); // --device auto
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "mistyped.pb: cannot open")) << r;
+  EXPECT_FALSE(Has(r.err, "CUDA")) << r;
+  EXPECT_FALSE(Has(r.err, "running on the CPU")) << r;
+}
+
+TEST_F(CliTest, MissingDefaultDataFolderSuggestsDataAndSaysWhereItLooked) {
+  std::string dir = tmp_.file("models");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteText(dir + "/mnist_mlp.pb", ReadText(mnist_)));
+  Result r = RunCli({"models/mnist_mlp.pb", "--no-output"}, 60, nullptr, tmp_.path());
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, "no MNIST data folder")) << r;
+  EXPECT_TRUE(Has(r.err, "looked in data/mnist and models/../data/mnist")) << r;
+  EXPECT_TRUE(Has(r.err, "--data DIR")) << r;
+  EXPECT_FALSE(Has(r.err, "CUDA")) << r;
+  EXPECT_TRUE(r.out.empty()) << r;
+  std::string cifar = tmp_.file("cifar_cnn.pb");
+  ASSERT_TRUE(WriteText(cifar, ReadText(Runfile("models/cifar_cnn.pb"))));
+  Result c = RunCli({"cifar_cnn.pb", "--no-output"}, 60, nullptr, tmp_.path());
+  EXPECT_EQ(c.exit_code, 1) << c;
+  EXPECT_TRUE(Has(c.err, "no CIFAR-10 data folder: looked in data/cifar-10-batches-bin and "
+                         "./../data/cifar-10-batches-bin"))
+      << c;
+}
+
+// A classifier (Linear 2 -> 3, CrossEntropy) whose inline data set carries
+// int64 labels: the class of (x0, x1) is which of x0 > 0.5, x1 > 0.5, else.
+// `float_labels`: the labels stored as float32 instead (a dtype mismatch).
+std::string WriteInlineClassifier(const std::string &path, bool float_labels) {
+  enum { N = 96 };
+  static float xs[N * 2], ys[N];
+  static int64_t labels[N];
+  for (int i = 0; i < N; i++) {
+    xs[2 * i] = static_cast<float>((i * 37) % 97) / 97.0f;
+    xs[2 * i + 1] = static_cast<float>((i * 53) % 89) / 89.0f;
+    labels[i] = xs[2 * i] > 0.5f ? 0 : xs[2 * i + 1] > 0.5f ? 1 : 2;
+    ys[i] = static_cast<float>(labels[i]);
+  }
+  gcc_builder *b = gcc_builder_new("inline_classifier", 1);
+  int64_t xd[2] = {GCC_BATCH_DIM, 2}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  int logits = gcc_build_linear(b, "fc", x, 2, 3);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, logits);
+  gcc_build_training_spec t = {};
+  t.loss = "loss";
+  t.prediction = "fc.out";
+  t.input = "x";
+  t.target = "label";
+  t.dataset = "inline";
+  t.opt.kind = GCC_OPT_SGD;
+  t.opt.lr = 0.5f;
+  t.batch_size = 16;
+  t.epochs = 30;
+  t.seed = 1;
+  t.inline_inputs = xs;
+  t.inline_inputs_shape = gcc_shape{2, {N, 2}};
+  if (float_labels)
+    t.inline_targets = ys;
+  else
+    t.inline_labels = labels;
+  t.inline_targets_shape = gcc_shape{1, {N}};
+  gcc_build_training(b, &t);
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  if (gcc_builder_finish(b, &g, &d) != GCC_OK)
+    return std::string("build: ") + d.msg;
+  gcc_status s = gcc_model_save(g, path.c_str(), &d);
+  gcc_graph_free(g);
+  return s == GCC_OK ? "" : std::string("save: ") + d.msg;
+}
+
+TEST_F(CliTest, InlineClassifierTakesInt64Labels) {
+  std::string model = tmp_.file("inline_cls.pb");
+  ASSERT_EQ(WriteInlineClassifier(model, false), "");
+  Result r = RunCli({model, "--device", "cpu", "--threads", "1", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::vector<double> acc = NumbersAfter(r.out, "epoch 30: train-set accuracy ");
+  ASSERT_EQ(acc.size(), 1u) << r;
+  EXPECT_GT(acc[0], 80.0) << r; // three half-planes: a linear model separates them well
+  // float32 labels for an int64 target: the error names both dtypes
+  std::string bad = tmp_.file("inline_float_labels.pb");
+  ASSERT_EQ(WriteInlineClassifier(bad, true), "");
+  Result m = RunCli({bad, "--device", "cpu", "--threads", "1", "--no-output"});
+  EXPECT_EQ(m.exit_code, 3) << m;
+  EXPECT_TRUE(Has(m.err, "training.inline_data.targets are float32, but target 'label' takes "
+                         "int64"))
+      << m;
+}
+
+// ---- per-class accuracy and the confusion matrix ------------------------------------
+
+TEST_F(CliTest, PerClassAccuracyAndConfusionMatrixAgreeWithTheTotal) {
+  Result r = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--max-steps",
+                     "30", "--log-every", "0", "--no-output", "--confusion-matrix"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  // the matrix: a header of the ten classes, then one row per true class
+  size_t at = r.out.find("confusion matrix (rows: true class, columns: predicted class):\n");
+  ASSERT_NE(at, std::string::npos) << r;
+  std::vector<std::vector<int64_t>> m;
+  size_t line = r.out.find('\n', at) + 1;
+  line = r.out.find('\n', line) + 1; // the header
+  for (int k = 0; k < 10; k++) {
+    size_t end = r.out.find('\n', line);
+    ASSERT_NE(end, std::string::npos) << r;
+    std::vector<int64_t> row;
+    const char *p = r.out.c_str() + line;
+    char *q = nullptr;
+    EXPECT_EQ(strtoll(p, &q, 10), k) << r; // the row's class
+    for (p = q; p < r.out.c_str() + end; p = q) {
+      long long v = strtoll(p, &q, 10);
+      if (q == p)
+        break;
+      row.push_back(v);
+    }
+    ASSERT_EQ(row.size(), 10u) << r.out.substr(line, end - line);
+    m.push_back(row);
+    line = end + 1;
+  }
+  // rows sum to the classes of the MNIST test set (t10k-labels), the
+  // diagonal to the reported correct count
+  const int64_t per_class[10] = {980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009};
+  int64_t diag = 0;
+  for (int k = 0; k < 10; k++) {
+    int64_t n = 0;
+    for (int64_t v : m[k])
+      n += v;
+    EXPECT_EQ(n, per_class[k]) << "class " << k;
+    diag += m[k][k];
+    // the tutorial's line, from the same counts
+    char want[64];
+    snprintf(want, sizeof want, "Accuracy for class: %-5d is %.1f %%\n", k,
+             100.0 * static_cast<double>(m[k][k]) / static_cast<double>(n));
+    EXPECT_TRUE(Has(r.out, want)) << want << r;
+  }
+  EXPECT_TRUE(Has(r.out, "(" + std::to_string(diag) + "/10000)")) << diag << r;
+  // off: neither; the default prints the lines but no matrix
+  Result off = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--epochs",
+                       "0", "--no-output", "--per-class", "off"});
+  ASSERT_EQ(off.exit_code, 0) << off;
+  EXPECT_FALSE(Has(off.out, "Accuracy for class")) << off;
+  EXPECT_FALSE(Has(off.out, "confusion matrix")) << off;
+  Result def = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--epochs",
+                       "0", "--no-output"});
+  ASSERT_EQ(def.exit_code, 0) << def;
+  EXPECT_TRUE(Has(def.out, "Accuracy for class: 9     is ")) << def;
+  EXPECT_FALSE(Has(def.out, "confusion matrix")) << def;
+  // a regression has no classes, whatever is asked
+  Result lin = RunCli({linear_, "--device", "cpu", "--threads", "1", "--epochs", "1", "--no-output",
+                       "--per-class", "on", "--confusion-matrix"});
+  ASSERT_EQ(lin.exit_code, 0) << lin;
+  EXPECT_FALSE(Has(lin.out, "Accuracy for class")) << lin;
+  EXPECT_FALSE(Has(lin.out, "confusion matrix")) << lin;
+  Result bad = RunCli({linear_, "--no-output", "--per-class", "maybe"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad.err, "--per-class 'maybe': expected auto, on or off")) << bad;
+}
+
+// ---- the progress bar ---------------------------------------------------------------
+
+// Runs gcc-train with its stdout on a pseudo-terminal `cols` columns wide
+// (what a user's terminal is); returns what the terminal received and the
+// exit status in *rc.
+std::string RunCliOnATerminal(const std::vector<std::string> &args, int cols, int *rc) {
+  *rc = -1;
+  std::string bin = Runfile("cli/gcc-train");
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0)
+    return "posix_openpt failed";
+  std::string slave_name = ptsname(master);
+  int slave = open(slave_name.c_str(), O_RDWR | O_NOCTTY);
+  if (slave < 0)
+    return "cannot open " + slave_name;
+  struct winsize ws = {};
+  ws.ws_row = 24;
+  ws.ws_col = static_cast<unsigned short>(cols);
+  ioctl(slave, TIOCSWINSZ, &ws);
+  std::vector<char *> argv;
+  argv.push_back(const_cast<char *>(bin.c_str()));
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(slave, 1);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 2);
+    close(master);
+    close(slave);
+    unsetenv("COLUMNS"); // the terminal's own width is what counts
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(slave);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(master, buf, sizeof buf);
+    if (n > 0)
+      out.append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else
+      break; // EIO once the child closed the terminal
+  }
+  close(master);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+// The redraws of the bar: every piece between carriage returns and line
+// feeds that shows the batch count of an MNIST epoch.
+std::vector<std::string> BarDraws(const std::string &out) {
+  std::vector<std::string> draws;
+  size_t start = 0;
+  for (size_t i = 0; i <= out.size(); i++) {
+    if (i == out.size() || out[i] == '\r' || out[i] == '\n') {
+      std::string piece = out.substr(start, i - start);
+      if (Has(piece, "/938 ["))
+        draws.push_back(piece);
+      start = i + 1;
+    }
+  }
+  return draws;
+}
+
+TEST_F(CliTest, ProgressBarFitsTheTerminalWithElapsedAndEta) {
+  for (int cols : {80, 50}) {
+    int rc = 0;
+    std::string out = RunCliOnATerminal({mnist_, "--device", "cpu", "--threads", "1", "--data",
+                                         data_, "--max-steps", "40", "--no-output"},
+                                        cols, &rc);
+    ASSERT_EQ(rc, 0) << out;
+    std::vector<std::string> draws = BarDraws(out);
+    ASSERT_GE(draws.size(), 3u) << cols << " columns:\n" << out;
+    for (const std::string &d : draws) {
+      // never wraps: at most cols - 1 characters, padded to clear a longer one
+      EXPECT_LE(d.size(), static_cast<size_t>(cols - 1)) << d;
+      EXPECT_TRUE(Has(d, "|")) << cols << " columns, no bar: " << d;
+      EXPECT_TRUE(Has(d, "%|")) << d;
+      // [elapsed<remaining, ...] as tqdm writes them
+      size_t lb = d.find(" ["), lt = d.find('<');
+      ASSERT_NE(lb, std::string::npos) << d;
+      ASSERT_NE(lt, std::string::npos) << d;
+      EXPECT_EQ(d[lb + 4], ':') << d;
+      EXPECT_TRUE(Has(d, "loss ")) << d;
+    }
+    if (cols == 80) {
+      EXPECT_TRUE(Has(draws.back(), "epoch 1/5 ")) << draws.back();
+      EXPECT_TRUE(Has(draws.back(), " samples/s, loss ")) << draws.back();
+    }
+    EXPECT_FALSE(Has(out, "[1,    ")) << "per-batch lines on a terminal:\n" << out;
+  }
+}
+
+TEST_F(CliTest, ProgressBarOffATerminalWhenAskedAndLinesOtherwise) {
+  Result r = RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--max-steps",
+                     "30", "--no-output", "--progress", "bar"},
+                    60, nullptr, "", {{"COLUMNS", "50"}});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::vector<std::string> draws = BarDraws(r.out);
+  ASSERT_GE(draws.size(), 3u) << r;
+  for (const std::string &d : draws)
+    EXPECT_LE(d.size(), 49u) << d;
+  // --progress lines on a terminal: the per-N-batches lines
+  int rc = 0;
+  std::string out = RunCliOnATerminal({mnist_, "--device", "cpu", "--threads", "1", "--data", data_,
+                                       "--max-steps", "30", "--log-every", "10", "--no-output",
+                                       "--progress", "lines"},
+                                      80, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(BarDraws(out).empty()) << out;
+  EXPECT_TRUE(Has(out, "[1,    30] loss: ")) << out;
+  Result bad = RunCli({linear_, "--no-output", "--progress", "tqdm"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad.err, "--progress 'tqdm': expected auto, bar or lines")) << bad;
 }
 
 } // namespace

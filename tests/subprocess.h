@@ -21,6 +21,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/testutil.h"
@@ -51,6 +52,8 @@ struct ProcOptions {
   std::function<void(pid_t, const std::string &)> on_stdout;
   // Run in the child between fork and exec (resource limits, privileges).
   std::function<void()> child_setup;
+  std::string cwd; // the child's working directory; "": the test's
+  std::vector<std::pair<std::string, std::string>> env; // variables set in the child
 };
 
 // Runs the program at path `bin` with `args` (argv[1] on) and waits for it.
@@ -92,6 +95,10 @@ inline ProcResult RunProcess(const std::string &bin, const std::vector<std::stri
     if (devnull >= 0)
       dup2(devnull, 0);
     unsetenv("BUILD_WORKING_DIRECTORY");
+    if (!o.cwd.empty() && chdir(o.cwd.c_str()) != 0)
+      _exit(126);
+    for (const auto &kv : o.env)
+      setenv(kv.first.c_str(), kv.second.c_str(), 1);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (o.child_setup)

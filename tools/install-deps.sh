@@ -25,6 +25,7 @@ PACKAGES=(
   clang-format      # tools/check_format.sh (CI fails on unformatted sources)
   libopenmpi-dev    # MPI_* for data-parallel ranks (runtime/comm); also NCCL's unique-id broadcast
   openmpi-bin       # mpirun, for the multi-rank tests (tests/mpi_*)
+  pkg-config        # tests/install_test builds a program against an installed copy
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
 
