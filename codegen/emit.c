@@ -352,6 +352,75 @@ gcc_status gcc_emit_lrn_kernel(emitter *e, int gi, int ni) {
   return single_end(e, &sk, work);
 }
 
+gcc_status gcc_emit_log_softmax_grad_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_shape *Y = sk.Y;
+  int64_t axis = sk.nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
+  if (axis < 0)
+    axis += Y->ndim;
+  for (int q = 0; q < axis; q++)
+    outer *= Y->dims[q];
+  for (int q = (int)axis + 1; q < Y->ndim; q++)
+    inner *= Y->dims[q];
+  int64_t len = Y->dims[axis], work = outer * inner;
+  /* in0 = dY, in1 = Y */
+  out(&e->src, kLoop, work);
+  out(&e->src,
+      "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
+      "    double sum = 0.0;\n"
+      "    for (long long j = 0; j < %" PRId64 "LL; j++) sum += (double)in0[base + j * %" PRId64
+      "LL];\n"
+      "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
+      "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - exp((double)in1[base + j * %" PRId64
+      "LL]) * sum);\n  }\n}\n",
+      inner, len * inner, inner, len, inner, len, inner, inner, inner);
+  return single_end(e, &sk, work);
+}
+
+gcc_status gcc_emit_lrn_grad_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_node *nd = sk.nd;
+  const gcc_shape *Y = sk.Y;
+  const int64_t ny = sk.ny;
+  int64_t size = nd->av[LRN_SIZE].i, c = Y->dims[1], inner = 1;
+  for (int q = 2; q < Y->ndim; q++)
+    inner *= Y->dims[q];
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  char la[32], lb[32], lk[32];
+  snprintf(la, sizeof la, "%.17g", (double)nd->av[LRN_ALPHA].f / (double)size);
+  snprintf(lb, sizeof lb, "%.17g", (double)nd->av[LRN_BETA].f);
+  snprintf(lk, sizeof lk, "%.17g", (double)nd->av[LRN_BIAS].f);
+  /* in0 = dY, in1 = X, in2 = Y; S(k) = bias + alpha / size * (sum of X^2 over k's window) */
+  out(&e->src, kLoop, ny);
+  out(&e->src,
+      "    const long long ci = (i / %" PRId64 "LL) %% %" PRId64 "LL, q = i %% %" PRId64
+      "LL, b = i / (%" PRId64 "LL * %" PRId64 "LL);\n"
+      "    const long long k0 = ci - %" PRId64 "LL < 0 ? 0 : ci - %" PRId64 "LL;\n"
+      "    const long long k1 = ci + %" PRId64 "LL >= %" PRId64 "LL ? %" PRId64 "LL : ci + %" PRId64
+      "LL;\n"
+      "    double acc = 0.0, si = 0.0;\n"
+      "    for (long long k = k0 - 1; k <= k1; k++) {\n"
+      "      const long long kk = k < k0 ? ci : k;\n"
+      "      const long long c0 = kk - %" PRId64 "LL < 0 ? 0 : kk - %" PRId64 "LL;\n"
+      "      const long long c1 = kk + %" PRId64 "LL >= %" PRId64 "LL ? %" PRId64
+      "LL : kk + %" PRId64 "LL;\n"
+      "      double sq = 0.0;\n"
+      "      for (long long m = c0; m <= c1; m++) { double v = in1[(b * %" PRId64
+      "LL + m) * %" PRId64 "LL + q]; sq += v * v; }\n"
+      "      const double sk = %s + %s * sq;\n"
+      "      const long long ak = (b * %" PRId64 "LL + kk) * %" PRId64 "LL + q;\n"
+      "      if (k < k0) si = sk; else acc += (double)in0[ak] * (double)in2[ak] / sk;\n"
+      "    }\n"
+      "    out0[i] = (float)((double)in0[i] * pow(si, -(%s)) - 2.0 * (%s) * (%s) * (double)in1[i] "
+      "* "
+      "acc);\n  }\n}\n",
+      inner, c, inner, c, inner, hi, hi, lo, c, c - 1, lo, lo, lo, hi, c, c - 1, hi, c, inner, lk,
+      la, c, inner, lb, la, lb);
+  return single_end(e, &sk, ny);
+}
+
 gcc_status gcc_emit_concat_kernel(emitter *e, int gi, int ni) {
   single sk;
   GCC_TRY(single_begin(e, gi, ni, &sk));
@@ -650,7 +719,7 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
           out(&e->src, "%s", a[c[1] - '0']);
           c += 2;
         } else if (c[0] == '{' && c[1] == 'f' && c[2] >= '0' && c[2] <= '9' && c[3] == '}' &&
-                   c[2] - '0' < nd->n_attrs) {
+                   c[2] - '0' < nd->n_av) {
           char lit[32];
           out(&e->src, "%s", float_lit(lit, sizeof lit, nd->av[c[2] - '0'].f));
           c += 3;

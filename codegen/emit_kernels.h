@@ -24,6 +24,10 @@ gcc_status gcc_emit_adam(struct gcc_emitter *e, int group, int fwd, int grad);
 gcc_status gcc_emit_softmax_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_log_softmax_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_lrn_kernel(struct gcc_emitter *e, int group, int node);
+/* LogSoftmaxGrad (one thread per line, float64 sum) and LRNGrad (one thread
+ * per element, window sums in float64), as the CPU kernels. */
+gcc_status gcc_emit_log_softmax_grad_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_lrn_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_concat_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_transpose_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_pad_kernel(struct gcc_emitter *e, int group, int node);

@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 41, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 48, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -77,6 +77,16 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_CONV_TRANSPOSE] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardData"},
     /* on the communication stream (runtime/comm.h: NCCL on GPU ranks) */
     [GCC_OP_ALL_REDUCE] = {.kind = GCC_LOWER_LIBRARY, .call = "ncclAllReduce"},
+    [GCC_OP_SIGMOID_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} * {1} * (1.0f - {1})"},
+    [GCC_OP_TANH_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} * (1.0f - {1} * {1})"},
+    [GCC_OP_SQRT_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "0.5f * {0} / {1}"},
+    [GCC_OP_LEAKY_RELU_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                                .expr = "{1} < 0.0f ? {f0} * {0} : {0}"},
+    [GCC_OP_CLIP_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                          .expr = "({1} >= {f0} && {1} <= {f1}) ? {0} : 0.0f"},
+    [GCC_OP_LOG_SOFTMAX_GRAD] = {.kind = GCC_LOWER_KERNEL,
+                                 .kernel = gcc_emit_log_softmax_grad_kernel},
+    [GCC_OP_LRN_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_lrn_grad_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -484,12 +484,17 @@ static gcc_status need_rank(gcc_graph *g, int node, int k, int rank, const char 
   return GCC_OK;
 }
 
-static gcc_status need_group1(gcc_graph *g, int node, gcc_diag *d) {
-  if (g->nodes[node].av[CONV_GROUP].i != 1) {
+/* The group count of a conv gradient node: >= 1 and dividing both channel
+ * counts (C of X, M of W), as the forward Conv's shape function checks. */
+static gcc_status need_group(gcc_graph *g, int node, int64_t c, int64_t m, int64_t *group,
+                             gcc_diag *d) {
+  *group = g->nodes[node].av[CONV_GROUP].i;
+  if (*group < 1 || c % *group != 0 || m % *group != 0) {
     char desc[600];
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: %s: group = %" PRId64 " is not supported (only group = 1)", g->source,
-                        gcc_node_desc(g, node, desc, sizeof desc), g->nodes[node].av[CONV_GROUP].i);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: group = %" PRId64 " does not divide the channels (%" PRId64
+                        " in, %" PRId64 " out)",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), *group, c, m);
   }
   return GCC_OK;
 }
@@ -561,12 +566,13 @@ static gcc_status check_dy(gcc_graph *g, int node, const gcc_shape *x, const gcc
 static gcc_status shape_conv_grad_data(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
   GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_group1(g, node, d));
   GCC_TRY(need_rank(g, node, 1, 4, "ConvGradData takes a 4-D filter W, got", d));
   gcc_value *w = in_val(g, node, 1);
   gcc_shape xs;
+  int64_t group;
   GCC_TRY(shape_attr4(g, node, CONV_SHAPE, "input_shape", &xs, d));
-  if (xs.dims[1] != w->shape.dims[1])
+  GCC_TRY(need_group(g, node, xs.dims[1], w->shape.dims[0], &group, d));
+  if (xs.dims[1] != w->shape.dims[1] * group)
     return shape_err(g, node, d, "input_shape channels differ from the filter's:", &xs, &w->shape);
   gcc_window2d win;
   gcc_window2d_of(&g->nodes[node], &w->shape, &win);
@@ -579,12 +585,13 @@ static gcc_status shape_conv_grad_data(gcc_graph *g, int node, gcc_diag *d) {
 static gcc_status shape_conv_grad_filter(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
   GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_group1(g, node, d));
   GCC_TRY(need_rank(g, node, 1, 4, "ConvGradFilter takes a 4-D NCHW input X, got", d));
   gcc_value *x = in_val(g, node, 1);
   gcc_shape ws;
+  int64_t group;
   GCC_TRY(shape_attr4(g, node, CONV_SHAPE, "filter_shape", &ws, d));
-  if (x->shape.dims[1] != ws.dims[1])
+  GCC_TRY(need_group(g, node, x->shape.dims[1], ws.dims[0], &group, d));
+  if (x->shape.dims[1] != ws.dims[1] * group)
     return shape_err(g, node, d, "input channels of X and filter_shape differ:", &x->shape, &ws);
   gcc_window2d win;
   gcc_window2d_of(&g->nodes[node], &ws, &win);
@@ -686,6 +693,16 @@ static gcc_status shape_lrn(gcc_graph *g, int node, gcc_diag *d) {
                         node_d(g, node, desc, sizeof desc));
   set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
   return GCC_OK;
+}
+
+/* LRNGrad (dY, X, Y): three float32 tensors of the forward's shape. */
+static gcc_status shape_lrn_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(shape_relu_grad(g, node, d)); /* dY and X: float32, same shape */
+  GCC_TRY(need_dtype(g, node, 2, GCC_DT_FLOAT32, d));
+  gcc_value *x = in_val(g, node, 1), *y = in_val(g, node, 2);
+  if (!gcc_shape_equal(&x->shape, &y->shape))
+    return shape_err(g, node, d, "X and Y differ in shape:", &x->shape, &y->shape);
+  return shape_lrn(g, node, d);
 }
 
 /* ONNX Concat: equal ranks and dims but along axis. */
@@ -988,7 +1005,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 41, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 48, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1430,6 +1447,82 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                         "mean = 1 each rank first weights its gradients by its "
                                         "rows / the global batch, so the sum is the gradient "
                                         "of the loss averaged over the global batch"},
+    [GCC_OP_SIGMOID_GRAD] = {.name = "SigmoidGrad",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .n_outputs = 1,
+                             .input_names = "dY, Y",
+                             .flags = GCC_OPF_INTERNAL,
+                             .shape = shape_relu_grad,
+                             .flops = numel_out,
+                             .semantics = "dX = dY * Y * (1 - Y) (PyTorch sigmoid_backward)"},
+    [GCC_OP_TANH_GRAD] = {.name = "TanhGrad",
+                          .min_inputs = 2,
+                          .max_inputs = 2,
+                          .n_outputs = 1,
+                          .input_names = "dY, Y",
+                          .flags = GCC_OPF_INTERNAL,
+                          .shape = shape_relu_grad,
+                          .flops = numel_out,
+                          .semantics = "dX = dY * (1 - Y * Y) (PyTorch tanh_backward)"},
+    [GCC_OP_SQRT_GRAD] = {.name = "SqrtGrad",
+                          .min_inputs = 2,
+                          .max_inputs = 2,
+                          .n_outputs = 1,
+                          .input_names = "dY, Y",
+                          .flags = GCC_OPF_INTERNAL,
+                          .shape = shape_relu_grad,
+                          .flops = numel_out,
+                          .semantics = "dX = dY / (2 Y) (PyTorch: grad / (2 * result))"},
+    [GCC_OP_LEAKY_RELU_GRAD] = {.name = "LeakyReluGrad",
+                                .min_inputs = 2,
+                                .max_inputs = 2,
+                                .n_outputs = 1,
+                                .input_names = "dY, X",
+                                .attrs = kLeakyReluAttrs,
+                                .n_attrs = COUNT(kLeakyReluAttrs),
+                                .flags = GCC_OPF_INTERNAL,
+                                .shape = shape_relu_grad,
+                                .flops = numel_out,
+                                .semantics = "dX = X < 0 ? alpha * dY : dY (the derivative of "
+                                             "LeakyRelu's x < 0 ? alpha x : x)"},
+    [GCC_OP_CLIP_GRAD] = {.name = "ClipGrad",
+                          .min_inputs = 2,
+                          .max_inputs = 2,
+                          .n_outputs = 1,
+                          .input_names = "dY, X",
+                          .attrs = kClipAttrs,
+                          .n_attrs = COUNT(kClipAttrs),
+                          .flags = GCC_OPF_INTERNAL,
+                          .shape = shape_relu_grad,
+                          .flops = numel_out,
+                          .semantics = "dX = min <= X <= max ? dY : 0 (PyTorch clamp_backward)"},
+    [GCC_OP_LOG_SOFTMAX_GRAD] = {.name = "LogSoftmaxGrad",
+                                 .min_inputs = 2,
+                                 .max_inputs = 2,
+                                 .n_outputs = 1,
+                                 .input_names = "dY, Y",
+                                 .attrs = kSoftmaxAttrs,
+                                 .n_attrs = COUNT(kSoftmaxAttrs),
+                                 .flags = GCC_OPF_INTERNAL,
+                                 .shape = shape_softmax_grad,
+                                 .flops = numel_out,
+                                 .semantics = "dX = dY - exp(Y) * sum(dY) along axis (PyTorch "
+                                              "_log_softmax_backward_data)"},
+    [GCC_OP_LRN_GRAD] = {.name = "LRNGrad",
+                         .min_inputs = 3,
+                         .max_inputs = 3,
+                         .n_outputs = 1,
+                         .input_names = "dY, X, Y",
+                         .attrs = kLrnAttrs,
+                         .n_attrs = COUNT(kLrnAttrs),
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_lrn_grad,
+                         .flops = flops_lrn,
+                         .semantics = "the derivative of ONNX LRN: with S[c] = bias + alpha / size "
+                                      "* sum of X^2 over c's window, dX[c] = dY[c] S[c]^-beta - "
+                                      "2 alpha beta / size X[c] sum over the windows k that "
+                                      "hold c of dY[k] Y[k] / S[k]"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

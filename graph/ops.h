@@ -126,7 +126,14 @@ typedef struct gcc_op_desc {
   X(TRANSPOSE, Transpose)                                                                          \
   X(PAD, Pad)                                                                                      \
   X(CONV_TRANSPOSE, ConvTranspose)                                                                 \
-  X(ALL_REDUCE, AllReduce)
+  X(ALL_REDUCE, AllReduce)                                                                         \
+  X(SIGMOID_GRAD, SigmoidGrad)                                                                     \
+  X(TANH_GRAD, TanhGrad)                                                                           \
+  X(SQRT_GRAD, SqrtGrad)                                                                           \
+  X(LEAKY_RELU_GRAD, LeakyReluGrad)                                                                \
+  X(CLIP_GRAD, ClipGrad)                                                                           \
+  X(LOG_SOFTMAX_GRAD, LogSoftmaxGrad)                                                              \
+  X(LRN_GRAD, LRNGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -163,9 +170,10 @@ enum {
   POOL_SHAPE
 };
 
-enum { LEAKY_RELU_ALPHA };
-enum { CLIP_MIN, CLIP_MAX };
-enum { LRN_SIZE, LRN_ALPHA, LRN_BETA, LRN_BIAS };
+enum { LEAKY_RELU_ALPHA };                        /* LeakyRelu and LeakyReluGrad */
+enum { CLIP_MIN, CLIP_MAX };                      /* Clip and ClipGrad */
+enum { LRN_SIZE, LRN_ALPHA, LRN_BETA, LRN_BIAS }; /* LRN and LRNGrad */
+/* LogSoftmaxGrad: SOFTMAX_AXIS */
 enum { CONCAT_AXIS };
 enum { TRANSPOSE_PERM };
 enum { PAD_PADS, PAD_VALUE, PAD_MODE };

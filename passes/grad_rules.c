@@ -303,12 +303,264 @@ gcc_status gcc_grad_average_pool(gcc_grad_ctx *c, int node, const int *dy, int *
   return gcc_grad_finish(c, n2, d);
 }
 
+/* ---- ops of the ONNX import set (issue 15) ----------------------------- */
+
+/* One-output binary node op(a, b) (Mul, Div: broadcast, so its output has
+ * G's shape when G is the forward output's gradient). */
+static gcc_status binary(gcc_grad_ctx *c, int op, int fwd, const char *what, int a, int b, int *out,
+                         gcc_diag *d) {
+  int in[2] = {a, b}, n2;
+  GCC_TRY(emit(c, op, fwd, what, in, 2, &n2, out, d));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* Y = A - B (broadcast): dA = sum_to(G, A), dB = -sum_to(G, B). */
+gcc_status gcc_grad_sub(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A))
+    GCC_TRY(sum_to(c, node, "dA", G, A, 1.0f, &dx[0], d));
+  if (gcc_grad_wanted(c, B))
+    GCC_TRY(sum_to(c, node, "dB", G, B, -1.0f, &dx[1], d));
+  return GCC_OK;
+}
+
+/* Y = A * B (broadcast): dA = sum_to(G * B, A), dB = sum_to(G * A, B). */
+gcc_status gcc_grad_mul(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0], t;
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A)) {
+    GCC_TRY(binary(c, GCC_OP_MUL, node, "dA_full", G, B, &t, d));
+    GCC_TRY(sum_to(c, node, "dA", t, A, 1.0f, &dx[0], d));
+  }
+  if (gcc_grad_wanted(c, B)) {
+    GCC_TRY(binary(c, GCC_OP_MUL, node, "dB_full", G, A, &t, d));
+    GCC_TRY(sum_to(c, node, "dB", t, B, 1.0f, &dx[1], d));
+  }
+  return GCC_OK;
+}
+
+/* Y = A / B (broadcast): dA = sum_to(G / B, A), dB = -sum_to(G * Y / B, B)
+ * (= -G A / B^2, read from Y as PyTorch's div backward does). */
+gcc_status gcc_grad_div(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], Y = g->nodes[node].outputs[0];
+  int G = dy[0], t, t2;
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A)) {
+    GCC_TRY(binary(c, GCC_OP_DIV, node, "dA_full", G, B, &t, d));
+    GCC_TRY(sum_to(c, node, "dA", t, A, 1.0f, &dx[0], d));
+  }
+  if (gcc_grad_wanted(c, B)) {
+    GCC_TRY(binary(c, GCC_OP_MUL, node, "dB_gy", G, Y, &t, d));
+    GCC_TRY(binary(c, GCC_OP_DIV, node, "dB_full", t, B, &t2, d));
+    GCC_TRY(sum_to(c, node, "dB", t2, B, -1.0f, &dx[1], d));
+  }
+  return GCC_OK;
+}
+
+/* dX = op(G, Y or X) with the forward's attributes: the pointwise and row
+ * gradients of Sigmoid, Tanh, Sqrt (from Y), LeakyRelu, Clip (from X),
+ * LogSoftmax (from Y). */
+static gcc_status unary_grad(gcc_grad_ctx *c, int node, const int *dy, int *dx, int op, int from_y,
+                             gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], Y = g->nodes[node].outputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int in[2] = {dy[0], from_y ? Y : X}, n2;
+  GCC_TRY(emit(c, op, node, "dX", in, 2, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_attrs(g, node, n2));
+  return gcc_grad_finish(c, n2, d);
+}
+
+gcc_status gcc_grad_sigmoid(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_SIGMOID_GRAD, 1, d);
+}
+
+gcc_status gcc_grad_tanh(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_TANH_GRAD, 1, d);
+}
+
+gcc_status gcc_grad_sqrt(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_SQRT_GRAD, 1, d);
+}
+
+gcc_status gcc_grad_leaky_relu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_LEAKY_RELU_GRAD, 0, d);
+}
+
+gcc_status gcc_grad_clip(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_CLIP_GRAD, 0, d);
+}
+
+gcc_status gcc_grad_log_softmax(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_LOG_SOFTMAX_GRAD, 1, d);
+}
+
+/* LRN: dX = LRNGrad(G, X, Y). */
+gcc_status gcc_grad_lrn(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], Y = g->nodes[node].outputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int in[3] = {dy[0], X, Y}, n2;
+  GCC_TRY(emit(c, GCC_OP_LRN_GRAD, node, "dX", in, 3, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_attrs(g, node, n2));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* G cropped by a constant Pad with pads `pads` (negative: crop). */
+static gcc_status crop(gcc_grad_ctx *c, int fwd, const char *what, int G, const int64_t *pads,
+                       int n_pads, int *out, gcc_diag *d) {
+  int n2;
+  GCC_TRY(emit(c, GCC_OP_PAD, fwd, what, &G, 1, &n2, out, d));
+  GCC_TRY(gcc_node_set_ints(gcc_grad_graph(c), n2, "pads", pads, n_pads));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* Concat along axis: dX_k is G's slab of X_k (a Pad with negative pads
+ * cropping the other inputs' slabs away). */
+gcc_status gcc_grad_concat(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int n_in = n->n_inputs, G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  const gcc_shape ys = g->values[n->outputs[0]].shape;
+  int r = ys.ndim;
+  int64_t axis = n->av[CONCAT_AXIS].i;
+  if (axis < 0)
+    axis += r;
+  int64_t off = 0;
+  for (int k = 0; k < n_in; k++) {
+    g = gcc_grad_graph(c);
+    int X = g->nodes[node].inputs[k];
+    int64_t len = g->values[X].shape.dims[axis];
+    if (gcc_grad_wanted(c, X)) {
+      int64_t pads[2 * GCC_MAX_DIMS] = {0};
+      pads[axis] = -off;
+      pads[axis + r] = -(ys.dims[axis] - off - len);
+      char what[32];
+      snprintf(what, sizeof what, "dX%d", k);
+      if (len == ys.dims[axis])
+        dx[k] = G;
+      else
+        GCC_TRY(crop(c, node, what, G, pads, 2 * r, &dx[k], d));
+    }
+    off += len;
+  }
+  return GCC_OK;
+}
+
+/* Transpose by perm: dX = Transpose(G) by the inverse permutation. */
+gcc_status gcc_grad_transpose(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const gcc_attr *p = &g->nodes[node].av[TRANSPOSE_PERM];
+  int64_t inv[GCC_MAX_DIMS];
+  int np = p->n_ints;
+  for (int i = 0; i < np; i++)
+    inv[p->ints[i]] = i;
+  int n2;
+  GCC_TRY(emit(c, GCC_OP_TRANSPOSE, node, "dX", &dy[0], 1, &n2, &dx[0], d));
+  GCC_TRY(gcc_node_set_ints(gcc_grad_graph(c), n2, "perm", inv, np));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* Pad, constant mode: dX = G with the pads undone (negated pads: cropped
+ * where X was padded, zero-filled where X was cropped). Edge and reflect
+ * modes have no gradient here. */
+gcc_status gcc_grad_pad(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int X = n->inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const char *mode = n->av[PAD_MODE].s ? n->av[PAD_MODE].s : "constant";
+  if (strcmp(mode, "constant") != 0) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: the gradient of Pad in mode '%s' is not supported (constant "
+                        "mode only)",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), mode);
+  }
+  int64_t pads[2 * GCC_MAX_DIMS];
+  int np = n->av[PAD_PADS].n_ints;
+  for (int i = 0; i < np; i++)
+    pads[i] = -n->av[PAD_PADS].ints[i];
+  return crop(c, node, "dX", dy[0], pads, np, &dx[0], d);
+}
+
+/* Y = ConvTranspose(X, W) + B, the adjoint of Conv with the same window:
+ *   dX = Conv(G, W) (the convolution it is the adjoint of),
+ *   dW = ConvGradFilter(X, G) (that convolution's filter gradient with X
+ *        in the place of its output gradient and G of its input),
+ *   dB = ConvGradBias(G). */
+gcc_status gcc_grad_conv_transpose(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int X = n->inputs[0], W = n->inputs[1], B = n->n_inputs > 2 ? n->inputs[2] : -1, G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  const gcc_attr *opad = &n->av[CONVT_OUTPUT_PADDING];
+  gcc_window2d win;
+  gcc_window2d_of(n, &g->values[W].shape, &win);
+  if (opad->n_ints == 2 && (opad->ints[0] >= win.sh || opad->ints[1] >= win.sw)) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: the gradient of a ConvTranspose whose output_padding is not "
+                        "smaller than its stride is not supported",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  /* the window attributes Conv and ConvGradFilter share (not output_padding) */
+  static const int kWin[] = {CONV_STRIDES, CONV_PADS, CONV_DILATIONS, CONV_GROUP,
+                             CONV_KERNEL_SHAPE};
+  for (int pass = 0; pass < 2; pass++) {
+    int in_x = pass == 0 ? X : W;
+    if (!gcc_grad_wanted(c, in_x))
+      continue;
+    int in[2] = {G, W}, n2;
+    if (pass == 1) {
+      in[0] = X;
+      in[1] = G;
+    }
+    GCC_TRY(emit(c, pass == 0 ? GCC_OP_CONV : GCC_OP_CONV_GRAD_FILTER, node,
+                 pass == 0 ? "dX" : "dW", in, 2, &n2, &dx[pass], d));
+    g = gcc_grad_graph(c);
+    for (size_t k = 0; k < sizeof kWin / sizeof kWin[0]; k++) {
+      gcc_attr a = g->nodes[node].av[kWin[k]];
+      if (a.type == GCC_ATTR_INTS && a.n_ints > 0)
+        GCC_TRY(gcc_node_set_ints(g, n2, a.name, a.ints, a.n_ints));
+      else if (a.type == GCC_ATTR_INT)
+        GCC_TRY(gcc_node_set_int(g, n2, a.name, a.i));
+    }
+    if (pass == 1)
+      GCC_TRY(set_shape_attr(g, n2, "filter_shape", W));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  if (B >= 0 && gcc_grad_wanted(c, B)) {
+    int n2;
+    GCC_TRY(emit(c, GCC_OP_CONV_GRAD_BIAS, node, "dB", &G, 1, &n2, &dx[2], d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  return GCC_OK;
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
-#define NO_GRAD_IMPORT   "forward only (ONNX import, issue 14): training imported models is issue 15"
 
-_Static_assert(GCC_OP_COUNT == 41, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 48, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -337,20 +589,27 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_MAX_POOL_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_AVERAGE_POOL] = {.fn = gcc_grad_average_pool},
     [GCC_OP_AVERAGE_POOL_GRAD] = {.none = NO_GRAD_INTERNAL},
-    [GCC_OP_SUB] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_MUL] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_DIV] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_SIGMOID] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_TANH] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_SQRT] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_LEAKY_RELU] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_CLIP] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_LOG_SOFTMAX] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_LRN] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_CONCAT] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_TRANSPOSE] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_PAD] = {.none = NO_GRAD_IMPORT},
-    [GCC_OP_CONV_TRANSPOSE] = {.none = NO_GRAD_IMPORT},
+    [GCC_OP_SUB] = {.fn = gcc_grad_sub},
+    [GCC_OP_MUL] = {.fn = gcc_grad_mul},
+    [GCC_OP_DIV] = {.fn = gcc_grad_div},
+    [GCC_OP_SIGMOID] = {.fn = gcc_grad_sigmoid},
+    [GCC_OP_TANH] = {.fn = gcc_grad_tanh},
+    [GCC_OP_SQRT] = {.fn = gcc_grad_sqrt},
+    [GCC_OP_LEAKY_RELU] = {.fn = gcc_grad_leaky_relu},
+    [GCC_OP_CLIP] = {.fn = gcc_grad_clip},
+    [GCC_OP_LOG_SOFTMAX] = {.fn = gcc_grad_log_softmax},
+    [GCC_OP_LRN] = {.fn = gcc_grad_lrn},
+    [GCC_OP_CONCAT] = {.fn = gcc_grad_concat},
+    [GCC_OP_TRANSPOSE] = {.fn = gcc_grad_transpose},
+    [GCC_OP_PAD] = {.fn = gcc_grad_pad},
+    [GCC_OP_CONV_TRANSPOSE] = {.fn = gcc_grad_conv_transpose},
+    [GCC_OP_SIGMOID_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_TANH_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SQRT_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_LEAKY_RELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_CLIP_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_LOG_SOFTMAX_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_LRN_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_ALL_REDUCE] = {.none = "a collective over gradients, made after autodiff"},
 };
 

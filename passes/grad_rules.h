@@ -47,6 +47,27 @@ gcc_status gcc_grad_max_pool(struct gcc_grad_ctx *c, int node, const int *dy, in
 /* AveragePool: dX = AveragePoolGrad(dY). */
 gcc_status gcc_grad_average_pool(struct gcc_grad_ctx *c, int node, const int *dy, int *dx,
                                  gcc_diag *d);
+/* The import set (issue 15): Sub, Mul, Div (broadcast, reduced by
+ * ReduceSumTo), Sigmoid, Tanh, Sqrt, LeakyRelu, Clip, LogSoftmax, LRN (their
+ * *Grad ops), Concat and Pad (constant mode: a cropping Pad), Transpose (the
+ * inverse permutation), ConvTranspose (Conv, ConvGradFilter, ConvGradBias). */
+#define GCC_GRAD_DECL(name)                                                                        \
+  gcc_status gcc_grad_##name(struct gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d);
+GCC_GRAD_DECL(sub)
+GCC_GRAD_DECL(mul)
+GCC_GRAD_DECL(div)
+GCC_GRAD_DECL(sigmoid)
+GCC_GRAD_DECL(tanh)
+GCC_GRAD_DECL(sqrt)
+GCC_GRAD_DECL(leaky_relu)
+GCC_GRAD_DECL(clip)
+GCC_GRAD_DECL(log_softmax)
+GCC_GRAD_DECL(lrn)
+GCC_GRAD_DECL(concat)
+GCC_GRAD_DECL(transpose)
+GCC_GRAD_DECL(pad)
+GCC_GRAD_DECL(conv_transpose)
+#undef GCC_GRAD_DECL
 
 #ifdef __cplusplus
 }

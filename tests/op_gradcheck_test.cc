@@ -65,6 +65,10 @@
 #include "passes/passes.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
+extern "C" {
+#include "codegen/kernel_cache.h"
+}
+#include "tests/host_backend.h"
 
 namespace {
 
@@ -466,9 +470,105 @@ struct GradCase {
   RefFn ref;
   bool is_loss = false;     // the op's output is the (scalar) loss itself
   std::vector<int> bwd_ops; // ops that must appear in the backward graph
+  bool cuda = false;        // also through a CUDA plan on the host backend (RunOnHostCuda)
 };
 
 const char *kLossName = "gc.loss";
+
+// Parameters and gradients in the host backend's "device" memory for a CUDA
+// plan (gradients start as NaN, as on the CPU).
+struct DeviceStorage {
+  gcc_host_test::HostBackend *hb;
+  const Storage *host;
+  std::map<std::string, float *> grad;
+  std::vector<void *> blocks;
+  ~DeviceStorage() {
+    for (void *p : blocks)
+      hb->be.release(hb->be.self, p);
+  }
+  static void *Bind(void *user, const gcc_graph *g, int v) {
+    auto *s = static_cast<DeviceStorage *>(user);
+    const gcc_value &val = g->values[v];
+    const std::vector<float> *src = nullptr;
+    bool is_grad = val.kind == GCC_VALUE_GRAD && val.param_of >= 0;
+    const std::string name = is_grad ? g->values[val.param_of].name : val.name;
+    if (val.kind == GCC_VALUE_PARAM || is_grad) {
+      auto it = s->host->param.find(name);
+      if (it != s->host->param.end())
+        src = &it->second;
+    }
+    if (!src)
+      return nullptr;
+    void *p = nullptr;
+    gcc_diag d{};
+    size_t bytes = src->size() * sizeof(float);
+    if (s->hb->be.alloc(s->hb->be.self, bytes ? bytes : 1, &p, &d) != GCC_OK)
+      return nullptr;
+    s->blocks.push_back(p);
+    if (is_grad) {
+      float *f = static_cast<float *>(p);
+      for (size_t i = 0; i < src->size(); ++i)
+        f[i] = std::numeric_limits<float>::quiet_NaN();
+      s->grad[name] = f;
+    } else {
+      std::memcpy(p, src->data(), bytes);
+    }
+    return p;
+  }
+};
+
+gcc_host_test::HostBackend *SharedHostBackend() {
+  static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
+  return hb;
+}
+
+// Runs the training graph `model` (gradients only) through a CUDA plan for
+// cuda:0 (sm_90) on the host backend: generated kernels compiled from their
+// CUDA C and run on the host, library calls as the CPU kernels. Returns the
+// loss and each parameter's gradient in *grads.
+void RunOnHostCuda(const gcc_graph *model, const GradCase &c, const InputSpec &target,
+                   const std::string &loss_name, const Storage &host, double *loss,
+                   std::map<std::string, std::vector<float>> *grads) {
+  gcc_host_test::HostBackend *hb = SharedHostBackend();
+  DeviceStorage ds{hb, &host, {}, {}};
+  gcc_options o = {};
+  o.mode = GCC_MODE_TRAIN;
+  o.batch_size = 1;
+  o.opt.kind = GCC_OPT_NONE;
+  o.device = GCC_DEV_CUDA(0);
+  o.device_explicit = 1;
+  o.n_cuda_devices = 1;
+  FILE *quiet = std::fopen("/dev/null", "w");
+  o.warn_file = quiet;
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  cfg.readback_ring = 1;
+  cfg.device = &hb->be;
+  cfg.sm = 90;
+  cfg.sm_count = 4;
+  cfg.compile = gcc_kernel_cache_hook;
+  cfg.compile_user = (void *)&kNoCache;
+  gcc_plan *plan_raw = nullptr;
+  gcc_diag d = {};
+  gcc_status st = gcc_plan_compile(model, &o, &cfg, DeviceStorage::Bind, &ds, &plan_raw, &d);
+  if (quiet)
+    std::fclose(quiet);
+  PlanPtr plan(plan_raw);
+  ASSERT_EQ(st, GCC_OK) << "CUDA plan: " << d.msg;
+  for (const InputSpec &in : c.inputs)
+    ASSERT_EQ(gcc_plan_bind_input(plan.get(), in.name.c_str(), in.data(), &d), GCC_OK) << d.msg;
+  if (!c.is_loss) {
+    ASSERT_EQ(gcc_plan_bind_input(plan.get(), target.name.c_str(), target.f.data(), &d), GCC_OK)
+        << d.msg;
+  }
+  ASSERT_EQ(gcc_plan_run(plan.get(), 0, &d), GCC_OK) << "CUDA plan: " << d.msg;
+  const gcc_tensor *lt = gcc_plan_host_tensor(plan.get(), loss_name.c_str(), &d); // waits
+  ASSERT_NE(lt, nullptr) << d.msg;
+  *loss = static_cast<const float *>(lt->data)[0];
+  for (const auto &kv : ds.grad)
+    (*grads)[kv.first].assign(kv.second, kv.second + host.param.at(kv.first).size());
+}
 
 void RunGradCase(const GradCase &c, uint64_t seed) {
   SCOPED_TRACE("case " + c.label + ", seed " + std::to_string(seed));
@@ -567,10 +667,25 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   EXPECT_TRUE(Close(lib_loss, ref_loss, kFwdAtol, kFwdRtol, &g_fwd))
       << "loss " << lib_loss << ", float64 reference " << ref_loss;
 
+  // the same graph through a CUDA plan on the host backend
+  std::map<std::string, std::vector<float>> cuda_grad;
+  if (c.cuda) {
+    double cuda_loss = 0;
+    RunOnHostCuda(model.get(), c, target, loss_name, s, &cuda_loss, &cuda_grad);
+    EXPECT_TRUE(Close(cuda_loss, ref_loss, kFwdAtol, kFwdRtol, &g_fwd))
+        << "CUDA plan loss " << cuda_loss << ", float64 reference " << ref_loss;
+  }
+
   // gradients against central differences of the float64 reference
   Env e = env;
   for (const ParamSpec &p : c.params) {
     const std::vector<float> &g = s.grad[p.name];
+    const std::vector<float> *gc = c.cuda ? &cuda_grad[p.name] : nullptr;
+    if (gc) {
+      EXPECT_EQ(gc->size(), p.data.size()) << "no CUDA gradient of " << p.name;
+      if (gc->size() != p.data.size())
+        gc = nullptr;
+    }
     int bad = 0;
     for (size_t i = 0; i < p.data.size(); ++i) {
       double x0 = e[p.name].v[i];
@@ -583,6 +698,9 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
       if (!Close(g[i], fd, kGradAtol, kGradRtol, &g_grad) && bad++ < 5)
         ADD_FAILURE() << "d loss / d " << p.name << Str(p.dims) << "[" << i << "] = " << g[i]
                       << ", float64 central difference " << fd;
+      if (gc && !Close((*gc)[i], fd, kGradAtol, kGradRtol, &g_grad) && bad++ < 5)
+        ADD_FAILURE() << "CUDA plan: d loss / d " << p.name << Str(p.dims) << "[" << i
+                      << "] = " << (*gc)[i] << ", float64 central difference " << fd;
     }
   }
 }
@@ -1744,8 +1862,9 @@ void SetWindow(gcc_builder *b, int y, const Win &w, bool pool) {
 // Cross-correlation as torch.nn.functional.conv2d, in float64, straight from
 // the definition: Y[n,m,oy,ox] = B[m] + sum_{c,i,j} X[n,c,oy*sh-pt+i*dh,
 // ox*sw-pl+j*dw] W[m,c,i,j], zero outside X.
-T64 RefConv(const T64 &X, const T64 &W, const T64 *B, const Win &w) {
+T64 RefConv(const T64 &X, const T64 &W, const T64 *B, const Win &w, int64_t group = 1) {
   int64_t N = X.dims[0], C = X.dims[1], H = X.dims[2], Wd = X.dims[3], M = W.dims[0];
+  int64_t Cg = C / group, Mg = M / group;
   int64_t oh = w.Out(H, true), ow = w.Out(Wd, false);
   T64 y = Zeros({N, M, oh, ow});
   for (int64_t n = 0; n < N; ++n)
@@ -1753,14 +1872,15 @@ T64 RefConv(const T64 &X, const T64 &W, const T64 *B, const Win &w) {
       for (int64_t oy = 0; oy < oh; ++oy)
         for (int64_t ox = 0; ox < ow; ++ox) {
           double s = B ? B->v[m] : 0.0;
-          for (int64_t c = 0; c < C; ++c)
+          for (int64_t cl = 0; cl < Cg; ++cl)
             for (int64_t i = 0; i < w.kh; ++i)
               for (int64_t j = 0; j < w.kw; ++j) {
                 int64_t iy = oy * w.sh - w.pt + i * w.dh, ix = ox * w.sw - w.pl + j * w.dw;
                 if (iy < 0 || iy >= H || ix < 0 || ix >= Wd)
                   continue;
+                int64_t c = (m / Mg) * Cg + cl;
                 s += X.v[((n * C + c) * H + iy) * Wd + ix] *
-                     W.v[((m * C + c) * w.kh + i) * w.kw + j];
+                     W.v[((m * Cg + cl) * w.kh + i) * w.kw + j];
               }
           y.v[((n * M + m) * oh + oy) * ow + ox] = s;
         }
@@ -1843,6 +1963,35 @@ TEST(ConvGrad, RandomShapesStridesPadsDilations) {
       c.bwd_ops = {GCC_OP_CONV_GRAD_DATA, GCC_OP_CONV_GRAD_FILTER};
       if (bias)
         c.bwd_ops.push_back(GCC_OP_CONV_GRAD_BIAS);
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(ConvGrad, GroupedAndDepthwise) {
+  // MobileNet's depthwise convolution (group = C, one filter per channel)
+  // and a grouped one; CPU and, for the first seed, a CUDA plan on the host
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 2; ++rep) {
+      int64_t group = rep == 0 ? r.I(2, 4) : 2, N = r.I(1, 2), C = rep == 0 ? group : 2 * r.I(1, 2),
+              M = rep == 0 ? group : 2 * r.I(1, 2), H = r.I(3, 6), Wd = r.I(3, 6);
+      Win w = RandomWindow(r, H, Wd, false);
+      GradCase c;
+      c.label = "Conv group " + std::to_string(group) + " X" + Str({N, C, H, Wd}) + " W" +
+                Str({M, C / group, w.kh, w.kw}) + " " + w.Str();
+      c.params.push_back({"X", {N, C, H, Wd}, r.F(N * C * H * Wd)});
+      c.params.push_back({"W", {M, C / group, w.kh, w.kw}, r.F(M * C / group * w.kh * w.kw)});
+      c.params.push_back({"B", {M}, r.F(M)});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_CONV, "conv", {v.at("X"), v.at("W"), v.at("B")});
+        SetWindow(b, y, w, false);
+        gcc_build_set_int(b, y, "group", group);
+        return y;
+      };
+      c.ref = [=](const Env &e) { return RefConv(e.at("X"), e.at("W"), &e.at("B"), w, group); };
+      c.bwd_ops = {GCC_OP_CONV_GRAD_DATA, GCC_OP_CONV_GRAD_FILTER, GCC_OP_CONV_GRAD_BIAS};
+      c.cuda = seed == kSeeds[0];
       RunGradCase(c, seed);
     }
   }
@@ -2023,13 +2172,599 @@ TEST(InternalOps, ConvKernelsOverSeveralChunks) {
   }
 }
 
+// ---- the ONNX import set's gradients (issue 15) -------------------------------------------
+//
+// Each case runs on the CPU for every seed and, for the first seed, also
+// through a CUDA plan on the host backend (generated kernels emulated).
+
+T64 RefBinary(const T64 &a, const T64 &b, int op) {
+  Dims od;
+  EXPECT_TRUE(BroadcastDims(a.dims, b.dims, &od));
+  T64 y = Zeros(od);
+  for (int64_t o = 0; o < Numel(od); ++o) {
+    double x = a.v[BroadcastIndex(a.dims, od, o)], z = b.v[BroadcastIndex(b.dims, od, o)];
+    y.v[o] = op == GCC_OP_SUB ? x - z : op == GCC_OP_MUL ? x * z : x / z;
+  }
+  return y;
+}
+
+T64 Map(const T64 &x, const std::function<double(double)> &f) {
+  T64 y = x;
+  for (double &v : y.v)
+    v = f(v);
+  return y;
+}
+
+GradCase BinaryCase(int op, const std::string &what, const Dims &a, const Dims &b, Rng &r,
+                    bool a_is_input = false) {
+  GradCase c;
+  c.label = std::string(gcc_op_name(op)) + " " + what;
+  // B away from 0 for Div (0.5 <= |b| <= 1.5)
+  std::vector<float> bv = r.F(Numel(b), -1.5, 1.5, op == GCC_OP_DIV ? 0.5 : 0.0);
+  if (a_is_input)
+    c.inputs.push_back(FloatInput("A", a, r.F(Numel(a))));
+  else
+    c.params.push_back({"A", a, r.F(Numel(a))});
+  c.params.push_back({"B", b, bv});
+  c.build = [op](gcc_builder *bl, const Ids &v) {
+    return Op(bl, op, "bin", {v.at("A"), v.at("B")});
+  };
+  c.ref = [op](const Env &e) { return RefBinary(e.at("A"), e.at("B"), op); };
+  Dims od;
+  BroadcastDims(a, b, &od);
+  if (op == GCC_OP_SUB || b != od)
+    c.bwd_ops = {GCC_OP_REDUCE_SUM_TO};
+  if (op == GCC_OP_MUL)
+    c.bwd_ops.push_back(GCC_OP_MUL);
+  if (op == GCC_OP_DIV)
+    c.bwd_ops = {GCC_OP_DIV, GCC_OP_MUL, GCC_OP_REDUCE_SUM_TO};
+  return c;
+}
+
+TEST(ImportGrad, SubMulDivBroadcasting) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 4), C = r.I(2, 4), A = r.I(2, 3), B = r.I(2, 3);
+    for (int op : {GCC_OP_SUB, GCC_OP_MUL, GCC_OP_DIV}) {
+      std::vector<GradCase> cases = {
+          BinaryCase(op, "[N,C]op[C]", {N, C}, {C}, r),
+          BinaryCase(op, "[C]op[N,C]", {C}, {N, C}, r),
+          BinaryCase(op, "[N,1]op[1,C]", {N, 1}, {1, C}, r),
+          BinaryCase(op, "[]op[N,C]", {}, {N, C}, r),
+          BinaryCase(op, "[A,1,C]op[B,1]", {A, 1, C}, {B, 1}, r),
+          BinaryCase(op, "[N,C]op[N,C]", {N, C}, {N, C}, r),
+          BinaryCase(op, "input[N,C,A]op[C,1]", {N, C, A}, {C, 1}, r, true),
+      };
+      for (size_t i = 0; i < cases.size(); ++i) {
+        cases[i].cuda = seed == kSeeds[0] && i % 3 == 0;
+        RunGradCase(cases[i], seed);
+      }
+    }
+  }
+}
+
+GradCase UnaryCase(const std::string &label, const Dims &d, std::vector<float> x,
+                   std::function<int(gcc_builder *, int)> build, std::function<double(double)> f,
+                   int bwd_op) {
+  GradCase c;
+  c.label = label + " " + Str(d);
+  c.params.push_back({"X", d, std::move(x)});
+  c.build = [build](gcc_builder *b, const Ids &v) { return build(b, v.at("X")); };
+  c.ref = [f](const Env &e) { return Map(e.at("X"), f); };
+  c.bwd_ops = {bwd_op};
+  return c;
+}
+
+// n floats in [lo, hi) at least `gap` away from each of the kinks.
+std::vector<float> AwayFrom(Rng &r, int64_t n, double lo, double hi, std::vector<double> kinks,
+                            double gap) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float &x : v) {
+    bool near;
+    do {
+      x = static_cast<float>(r.U(lo, hi));
+      near = false;
+      for (double k : kinks)
+        near |= std::fabs(x - k) < gap;
+    } while (near);
+  }
+  return v;
+}
+
+TEST(ImportGrad, PointwiseActivations) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      int64_t n = Numel(d);
+      auto unary = [](int op, const char *name) {
+        return [op, name](gcc_builder *b, int x) { return Op(b, op, name, {x}); };
+      };
+      std::vector<GradCase> cases;
+      cases.push_back(UnaryCase(
+          "Sigmoid", d, r.F(n, -3, 3), unary(GCC_OP_SIGMOID, "sig"),
+          [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, GCC_OP_SIGMOID_GRAD));
+      cases.push_back(UnaryCase(
+          "Tanh", d, r.F(n, -2, 2), unary(GCC_OP_TANH, "tanh"),
+          [](double x) { return std::tanh(x); }, GCC_OP_TANH_GRAD));
+      cases.push_back(UnaryCase(
+          "Sqrt", d, r.F(n, 0.3, 2), unary(GCC_OP_SQRT, "sqrt"),
+          [](double x) { return std::sqrt(x); }, GCC_OP_SQRT_GRAD));
+      cases.push_back(UnaryCase(
+          "LeakyRelu alpha=0.2", d, AwayFrom(r, n, -1, 1, {0}, 0.05),
+          [](gcc_builder *b, int x) {
+            int y = Op(b, GCC_OP_LEAKY_RELU, "lrelu", {x});
+            gcc_build_set_float(b, y, "alpha", 0.2f);
+            return y;
+          },
+          [](double x) { return x < 0 ? 0.2 * x : x; }, GCC_OP_LEAKY_RELU_GRAD));
+      cases.push_back(UnaryCase(
+          "LeakyRelu default alpha", d, AwayFrom(r, n, -1, 1, {0}, 0.05),
+          unary(GCC_OP_LEAKY_RELU, "lrelu"), [](double x) { return x < 0 ? 0.01 * x : x; },
+          GCC_OP_LEAKY_RELU_GRAD));
+      cases.push_back(UnaryCase(
+          "Clip [-0.5, 0.5]", d, AwayFrom(r, n, -1, 1, {-0.5, 0.5}, 0.05),
+          [](gcc_builder *b, int x) {
+            int y = Op(b, GCC_OP_CLIP, "clip", {x});
+            gcc_build_set_float(b, y, "min", -0.5f);
+            gcc_build_set_float(b, y, "max", 0.5f);
+            return y;
+          },
+          [](double x) { return std::min(0.5, std::max(-0.5, x)); }, GCC_OP_CLIP_GRAD));
+      cases.push_back(UnaryCase(
+          "Clip ReLU6", d, AwayFrom(r, n, -2, 8, {0, 6}, 0.05),
+          [](gcc_builder *b, int x) {
+            int y = Op(b, GCC_OP_CLIP, "relu6", {x});
+            gcc_build_set_float(b, y, "min", 0.0f);
+            gcc_build_set_float(b, y, "max", 6.0f);
+            return y;
+          },
+          [](double x) { return std::min(6.0, std::max(0.0, x)); }, GCC_OP_CLIP_GRAD));
+      for (GradCase &c : cases) {
+        c.cuda = seed == kSeeds[0] && rank == 2;
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
+// log_softmax along `axis`, float64.
+T64 RefLogSoftmax(const T64 &x, int64_t axis) {
+  T64 y = RefSoftmax(x, axis);
+  for (double &v : y.v)
+    v = std::log(v);
+  return y;
+}
+
+TEST(ImportGrad, LogSoftmaxEveryAxis) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      for (int64_t axis = -rank; axis < rank; ++axis) {
+        GradCase c;
+        c.label = "LogSoftmax " + Str(d) + " axis " + std::to_string(axis);
+        c.params.push_back({"X", d, r.F(Numel(d), -2, 2)});
+        c.build = [axis](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_LOG_SOFTMAX, "lsm", {v.at("X")});
+          gcc_build_set_int(b, y, "axis", axis);
+          return y;
+        };
+        c.ref = [axis](const Env &e) { return RefLogSoftmax(e.at("X"), axis); };
+        c.bwd_ops = {GCC_OP_LOG_SOFTMAX_GRAD};
+        c.cuda = seed == kSeeds[0] && rank == 3 && axis == -1;
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
+// ONNX LRN in float64 (window [c - (size-1)/2, c + size/2], clipped).
+T64 RefLrn(const T64 &x, int64_t size, double alpha, double beta, double bias) {
+  int64_t N = x.dims[0], C = x.dims[1], inner = Numel(x.dims) / (N * C);
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  T64 y = x;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t q = 0; q < inner; ++q) {
+        double sq = 0;
+        for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
+          double v = x.v[(n * C + k) * inner + q];
+          sq += v * v;
+        }
+        int64_t at = (n * C + c) * inner + q;
+        y.v[at] = x.v[at] / std::pow(bias + alpha / size * sq, beta);
+      }
+  return y;
+}
+
+TEST(ImportGrad, LrnOddAndEvenSizes) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int64_t size : {1, 2, 3, 4, 5}) {
+      Dims d = {r.I(1, 2), r.I(2, 6), r.I(1, 3), r.I(1, 3)};
+      double alpha = 0.5, beta = 0.75, bias = 1.5;
+      GradCase c;
+      c.label = "LRN " + Str(d) + " size " + std::to_string(size);
+      c.params.push_back({"X", d, r.F(Numel(d), -2, 2)});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_LRN, "lrn", {v.at("X")});
+        gcc_build_set_int(b, y, "size", size);
+        gcc_build_set_float(b, y, "alpha", static_cast<float>(alpha));
+        gcc_build_set_float(b, y, "beta", static_cast<float>(beta));
+        gcc_build_set_float(b, y, "bias", static_cast<float>(bias));
+        return y;
+      };
+      c.ref = [=](const Env &e) { return RefLrn(e.at("X"), size, alpha, beta, bias); };
+      c.bwd_ops = {GCC_OP_LRN_GRAD};
+      c.cuda = seed == kSeeds[0] && (size == 3 || size == 4);
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(ImportGrad, ConcatEveryAxisWithAnInput) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims base = r.RandDims(rank, 1, 4);
+      for (int64_t axis = 0; axis < rank; ++axis) {
+        Dims da = base, db = base, dc = base;
+        da[axis] = r.I(1, 3);
+        db[axis] = r.I(1, 3);
+        dc[axis] = r.I(1, 3);
+        GradCase c;
+        c.label = "Concat " + Str(da) + Str(db) + Str(dc) + " axis " + std::to_string(axis);
+        c.params.push_back({"A", da, r.F(Numel(da))});
+        c.inputs.push_back(FloatInput("B", db, r.F(Numel(db))));
+        c.params.push_back({"C", dc, r.F(Numel(dc))});
+        int64_t ax = axis - (seed % 2 ? rank : 0); // negative axes too
+        c.build = [ax](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_CONCAT, "cat", {v.at("A"), v.at("B"), v.at("C")});
+          gcc_build_set_int(b, y, "axis", ax);
+          return y;
+        };
+        c.ref = [axis](const Env &e) {
+          const T64 *in[3] = {&e.at("A"), &e.at("B"), &e.at("C")};
+          Dims od = in[0]->dims;
+          od[axis] = 0;
+          for (const T64 *t : in)
+            od[axis] += t->dims[axis];
+          int64_t outer = 1, inner = 1;
+          for (int64_t i = 0; i < axis; ++i)
+            outer *= od[i];
+          for (size_t i = axis + 1; i < od.size(); ++i)
+            inner *= od[i];
+          T64 y = Zeros(od);
+          int64_t off = 0;
+          for (const T64 *t : in) {
+            int64_t len = t->dims[axis] * inner;
+            for (int64_t o = 0; o < outer; ++o)
+              for (int64_t j = 0; j < len; ++j)
+                y.v[o * od[axis] * inner + off + j] = t->v[o * len + j];
+            off += len;
+          }
+          return y;
+        };
+        c.bwd_ops = {GCC_OP_PAD};
+        c.cuda = seed == kSeeds[0] && rank == 3;
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
+TEST(ImportGrad, TransposeRandomPermutations) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 2; rank <= 4; ++rank) {
+      Dims d = r.RandDims(rank, 1, 4);
+      Dims perm(rank);
+      for (int i = 0; i < rank; ++i)
+        perm[i] = i;
+      std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed * 31 + rank));
+      GradCase c;
+      c.label = "Transpose " + Str(d) + " perm " + Str(perm);
+      c.params.push_back({"X", d, r.F(Numel(d))});
+      c.build = [perm](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_TRANSPOSE, "tr", {v.at("X")});
+        SetInts(b, y, "perm", perm);
+        return y;
+      };
+      c.ref = [perm](const Env &e) {
+        const T64 &x = e.at("X");
+        Dims od(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i)
+          od[i] = x.dims[perm[i]];
+        T64 y = Zeros(od);
+        for (int64_t o = 0; o < Numel(od); ++o) {
+          int64_t rem = o, src = 0;
+          std::vector<int64_t> idx(od.size());
+          for (size_t k = od.size(); k-- > 0;) {
+            idx[k] = rem % od[k];
+            rem /= od[k];
+          }
+          std::vector<int64_t> xi(od.size());
+          for (size_t i = 0; i < od.size(); ++i)
+            xi[perm[i]] = idx[i];
+          for (size_t k = 0; k < od.size(); ++k)
+            src = src * x.dims[k] + xi[k];
+          y.v[o] = x.v[src];
+        }
+        return y;
+      };
+      c.bwd_ops = {GCC_OP_TRANSPOSE};
+      c.cuda = seed == kSeeds[0] && rank == 4;
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(ImportGrad, PadConstantPositiveAndNegativePads) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 4; ++rank) {
+      Dims d = r.RandDims(rank, 3, 4);
+      Dims pads(2 * rank);
+      for (int i = 0; i < rank; ++i) {
+        pads[i] = r.I(-1, 2);
+        pads[i + rank] = r.I(-1, 2);
+      }
+      GradCase c;
+      c.label = "Pad " + Str(d) + " pads " + Str(pads);
+      c.params.push_back({"X", d, r.F(Numel(d))});
+      c.build = [pads](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_PAD, "pad", {v.at("X")});
+        SetInts(b, y, "pads", pads);
+        gcc_build_set_float(b, y, "value", 0.25f);
+        return y;
+      };
+      c.ref = [pads, rank](const Env &e) {
+        const T64 &x = e.at("X");
+        Dims od(rank);
+        for (int i = 0; i < rank; ++i)
+          od[i] = x.dims[i] + pads[i] + pads[i + rank];
+        T64 y = Zeros(od);
+        for (int64_t o = 0; o < Numel(od); ++o) {
+          int64_t rem = o, src = 0;
+          bool inside = true;
+          std::vector<int64_t> idx(rank);
+          for (int k = rank; k-- > 0;) {
+            idx[k] = rem % od[k];
+            rem /= od[k];
+          }
+          for (int k = 0; k < rank; ++k) {
+            int64_t t = idx[k] - pads[k];
+            inside &= t >= 0 && t < x.dims[k];
+            src = src * x.dims[k] + t;
+          }
+          y.v[o] = inside ? x.v[src] : 0.25;
+        }
+        return y;
+      };
+      c.bwd_ops = {GCC_OP_PAD};
+      c.cuda = seed == kSeeds[0] && rank == 4;
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+// torch.nn.functional.conv_transpose2d in float64: every X[n,c,iy,ix]
+// scatters X * W[c, m', i, j] to Y[n, g*Mg + m', iy*sh - pt + i*dh, ix*sw -
+// pl + j*dw] (c in group g).
+T64 RefConvTranspose(const T64 &X, const T64 &W, const T64 *B, const Win &w, int64_t group,
+                     int64_t oph, int64_t opw) {
+  int64_t N = X.dims[0], C = X.dims[1], H = X.dims[2], Wd = X.dims[3], Mg = W.dims[1];
+  int64_t M = Mg * group, Cg = C / group;
+  int64_t oh = (H - 1) * w.sh - w.pt - w.pb + w.dh * (w.kh - 1) + 1 + oph;
+  int64_t ow = (Wd - 1) * w.sw - w.pl - w.pr + w.dw * (w.kw - 1) + 1 + opw;
+  T64 y = Zeros({N, M, oh, ow});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t p = 0; p < oh * ow; ++p)
+        y.v[(n * M + m) * oh * ow + p] = B ? B->v[m] : 0.0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t iy = 0; iy < H; ++iy)
+        for (int64_t ix = 0; ix < Wd; ++ix)
+          for (int64_t mm = 0; mm < Mg; ++mm)
+            for (int64_t i = 0; i < w.kh; ++i)
+              for (int64_t j = 0; j < w.kw; ++j) {
+                int64_t oy = iy * w.sh - w.pt + i * w.dh, ox = ix * w.sw - w.pl + j * w.dw;
+                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow)
+                  continue;
+                int64_t m = (c / Cg) * Mg + mm;
+                y.v[((n * M + m) * oh + oy) * ow + ox] +=
+                    X.v[((n * C + c) * H + iy) * Wd + ix] *
+                    W.v[((c * Mg + mm) * w.kh + i) * w.kw + j];
+              }
+  return y;
+}
+
+TEST(ImportGrad, ConvTransposeStridesPadsGroupsOutputPadding) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 4; ++rep) {
+      int64_t group = rep == 2 ? 2 : 1, N = r.I(1, 2), C = group * r.I(1, 2), Mg = r.I(1, 3),
+              H = r.I(2, 4), Wd = r.I(2, 4);
+      Win w;
+      w.kh = r.I(1, 3);
+      w.kw = r.I(1, 3);
+      w.sh = r.I(1, 3);
+      w.sw = r.I(1, 3);
+      w.dh = r.I(1, 2);
+      w.dw = r.I(1, 2);
+      w.pt = r.I(0, (w.kh - 1) * w.dh / 2);
+      w.pb = r.I(0, (w.kh - 1) * w.dh / 2);
+      w.pl = r.I(0, (w.kw - 1) * w.dw / 2);
+      w.pr = r.I(0, (w.kw - 1) * w.dw / 2);
+      int64_t oph = r.I(0, w.sh - 1), opw = r.I(0, w.sw - 1);
+      bool bias = rep != 1;
+      GradCase c;
+      c.label = "ConvTranspose X" + Str({N, C, H, Wd}) + " W" + Str({C, Mg, w.kh, w.kw}) + " " +
+                w.Str() + " group " + std::to_string(group) + " output_padding " +
+                std::to_string(oph) + "," + std::to_string(opw) + (bias ? " +B" : "");
+      c.params.push_back({"X", {N, C, H, Wd}, r.F(N * C * H * Wd)});
+      c.params.push_back({"W", {C, Mg, w.kh, w.kw}, r.F(C * Mg * w.kh * w.kw)});
+      if (bias)
+        c.params.push_back({"B", {Mg * group}, r.F(Mg * group)});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        std::vector<int> ins = {v.at("X"), v.at("W")};
+        if (bias)
+          ins.push_back(v.at("B"));
+        int y = Op(b, GCC_OP_CONV_TRANSPOSE, "convt", ins);
+        SetWindow(b, y, w, false);
+        if (group != 1)
+          gcc_build_set_int(b, y, "group", group);
+        if (oph || opw)
+          SetInts(b, y, "output_padding", {oph, opw});
+        return y;
+      };
+      c.ref = [=](const Env &e) {
+        return RefConvTranspose(e.at("X"), e.at("W"), bias ? &e.at("B") : nullptr, w, group, oph,
+                                opw);
+      };
+      c.bwd_ops = {GCC_OP_CONV, GCC_OP_CONV_GRAD_FILTER};
+      if (bias)
+        c.bwd_ops.push_back(GCC_OP_CONV_GRAD_BIAS);
+      c.cuda = seed == kSeeds[0] && rep % 2 == 0;
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(ImportGrad, SharedValuesAndResidualAddsAccumulate) {
+  // h = A * B; y = Add(Sigmoid(h), Tanh(h)) + h (h has three consumers, the
+  // last a residual add); z = Concat(y, A) on the last axis, so A reaches the
+  // loss on three paths.
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 4), C = r.I(2, 4);
+    GradCase c;
+    c.label = "shared and residual " + Str({N, C});
+    c.params.push_back({"A", {N, C}, r.F(N * C)});
+    c.params.push_back({"B", {C}, r.F(C)});
+    c.build = [](gcc_builder *b, const Ids &v) {
+      int h = Op(b, GCC_OP_MUL, "h", {v.at("A"), v.at("B")});
+      int s = Op(b, GCC_OP_SIGMOID, "s", {h});
+      int t = Op(b, GCC_OP_TANH, "t", {h});
+      int st = Op(b, GCC_OP_ADD, "st", {s, t});
+      int y = Op(b, GCC_OP_ADD, "res", {st, h});
+      int z = Op(b, GCC_OP_CONCAT, "cat", {y, v.at("A")});
+      gcc_build_set_int(b, z, "axis", -1);
+      return z;
+    };
+    c.ref = [](const Env &e) {
+      const T64 &A = e.at("A");
+      T64 h = RefBinary(A, e.at("B"), GCC_OP_MUL);
+      T64 z = Zeros({A.dims[0], 2 * A.dims[1]});
+      int64_t C = A.dims[1];
+      for (int64_t i = 0; i < A.dims[0]; ++i)
+        for (int64_t j = 0; j < C; ++j) {
+          double hv = h.v[i * C + j];
+          z.v[i * 2 * C + j] = 1.0 / (1.0 + std::exp(-hv)) + std::tanh(hv) + hv;
+          z.v[i * 2 * C + C + j] = A.v[i * C + j];
+        }
+      return z;
+    };
+    c.bwd_ops = {GCC_OP_SIGMOID_GRAD, GCC_OP_TANH_GRAD, GCC_OP_ADD, GCC_OP_PAD,
+                 GCC_OP_REDUCE_SUM_TO};
+    c.cuda = seed == kSeeds[0];
+    RunGradCase(c, seed);
+  }
+}
+
+TEST(ImportGrad, PadInEdgeModeHasNoGradientAndSaysSo) {
+  gcc_builder *b = gcc_builder_new("edge", 1);
+  ASSERT_NE(b, nullptr);
+  Dims d = {2, 3};
+  std::vector<float> x(6, 0.5f);
+  int p = gcc_build_param(b, "X", 2, d.data(), x.data());
+  int y = Op(b, GCC_OP_PAD, "edge_pad", {p});
+  SetInts(b, y, "pads", {0, 1, 0, 1});
+  SetString(b, y, "mode", "edge");
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 2, Dims{2, 5}.data());
+  int loss = gcc_build_mse(b, "loss", y, t);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.batch_size = 1;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *raw = nullptr;
+  gcc_diag dg = {};
+  ASSERT_EQ(gcc_builder_finish(b, &raw, &dg), GCC_OK) << dg.msg;
+  GraphPtr model(raw);
+  Storage s;
+  s.param["X"] = x;
+  s.grad["X"].assign(6, 0.0f);
+  gcc_options o = {};
+  o.mode = GCC_MODE_TRAIN;
+  o.batch_size = 1;
+  o.opt.kind = GCC_OPT_NONE;
+  gcc_plan *plan_raw = nullptr;
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  EXPECT_EQ(gcc_plan_compile(model.get(), &o, &cfg, BindPersistent, &s, &plan_raw, &dg),
+            GCC_ERR_UNSUPPORTED);
+  PlanPtr plan(plan_raw);
+  EXPECT_NE(std::strstr(dg.msg, "edge_pad"), nullptr) << dg.msg;
+  EXPECT_NE(std::strstr(dg.msg, "'edge'"), nullptr) << dg.msg;
+}
+
+// The internal gradient ops directly, against their formulas.
+TEST(InternalOps, ImportGradOpsMatchTheirFormulas) {
+  Rng r(11);
+  Dims d = {3, 4};
+  int64_t n = Numel(d);
+  InputSpec dy = FloatInput("dy", d, r.F(n, -2, 2));
+  InputSpec y = FloatInput("y", d, r.F(n, 0.1, 0.9));
+  InputSpec x = FloatInput("x", d, r.F(n, -8, 8));
+  x.f[0] = -1.0f; // exactly the Clip bound: the gradient passes (clamp_backward)
+  x.f[1] = 1.0f;
+  x.f[2] = 0.0f; // LeakyRelu at 0: dY
+  struct K {
+    int op;
+    bool uses_x;
+    std::function<double(double, double)> f;
+  } ks[] = {
+      {GCC_OP_SIGMOID_GRAD, false, [](double g, double v) { return g * v * (1 - v); }},
+      {GCC_OP_TANH_GRAD, false, [](double g, double v) { return g * (1 - v * v); }},
+      {GCC_OP_SQRT_GRAD, false, [](double g, double v) { return g / (2 * v); }},
+      {GCC_OP_LEAKY_RELU_GRAD, true, [](double g, double v) { return v < 0 ? 0.3 * g : g; }},
+      {GCC_OP_CLIP_GRAD, true, [](double g, double v) { return v >= -1 && v <= 1 ? g : 0.0; }},
+  };
+  for (const K &k : ks) {
+    DirectCase c;
+    c.label = gcc_op_name(k.op);
+    c.inputs = {dy, k.uses_x ? x : y};
+    int op = k.op;
+    c.build = [op](gcc_builder *b, const Ids &v) {
+      int out = Op(b, op, "g", {v.at("dy"), v.count("x") ? v.at("x") : v.at("y")});
+      if (op == GCC_OP_LEAKY_RELU_GRAD)
+        gcc_build_set_float(b, out, "alpha", 0.3f);
+      if (op == GCC_OP_CLIP_GRAD) {
+        gcc_build_set_float(b, out, "min", -1.0f);
+        gcc_build_set_float(b, out, "max", 1.0f);
+      }
+      return out;
+    };
+    c.expect = Zeros(d);
+    const InputSpec &second = k.uses_x ? x : y;
+    for (int64_t i = 0; i < n; ++i)
+      c.expect.v[i] = k.f(dy.f[i], second.f[i]);
+    RunDirect(c);
+  }
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
 // table without a test here makes OpCoverage fail.
-// kForward: an op ONNX import added, forward only (no gradient builder yet:
-// training an imported model is issue 15); its forward is checked against
-// PyTorch in tests/onnx_op_parity_test.cc and ONNX's conformance cases in
+// kForward: a forward-only op (none at present; ONNX import's ops have
+// gradients since issue 15); its forward would be checked against PyTorch
+// in tests/onnx_op_parity_test.cc and ONNX's conformance cases in
 // tests/onnx_conformance_test.cc.
 enum CoverKind { kGradcheck, kInternal, kOptimizer, kCopy, kForward };
 struct Covered {
@@ -2072,22 +2807,34 @@ const Covered kCovered[] = {
      "MaxPoolGrad.*, InternalOps.MaxPoolGradTiesGoToTheFirstMaximum"},
     {GCC_OP_AVERAGE_POOL, "AveragePool", kGradcheck, "AveragePoolGrad.*"},
     {GCC_OP_AVERAGE_POOL_GRAD, "AveragePoolGrad", kInternal, "AveragePoolGrad.*"},
-    {GCC_OP_SUB, "Sub", kForward, "OnnxOpParity.MatMulAndArithmetic"},
-    {GCC_OP_MUL, "Mul", kForward, "OnnxOpParity.MatMulAndArithmetic"},
-    {GCC_OP_DIV, "Div", kForward, "OnnxOpParity.MatMulAndArithmetic"},
-    {GCC_OP_SIGMOID, "Sigmoid", kForward, "OnnxOpParity.Activations"},
-    {GCC_OP_TANH, "Tanh", kForward, "OnnxOpParity.Activations"},
-    {GCC_OP_SQRT, "Sqrt", kForward, "OnnxOpParity.BatchNormalizationAlone (via conformance)"},
-    {GCC_OP_LEAKY_RELU, "LeakyRelu", kForward, "OnnxOpParity.Activations"},
-    {GCC_OP_CLIP, "Clip", kForward, "OnnxOpParity.Activations"},
-    {GCC_OP_LOG_SOFTMAX, "LogSoftmax", kForward, "OnnxOpParity.SoftmaxAndLogSoftmax"},
-    {GCC_OP_LRN, "LRN", kForward, "OnnxOpParity.Poolings"},
-    {GCC_OP_CONCAT, "Concat", kForward, "OnnxOpParity.LayoutOps"},
-    {GCC_OP_TRANSPOSE, "Transpose", kForward, "OnnxOpParity.LayoutOps"},
-    {GCC_OP_PAD, "Pad", kForward, "OnnxOpParity.LayoutOps, OnnxOpParity.Poolings"},
-    {GCC_OP_CONV_TRANSPOSE, "ConvTranspose", kForward, "OnnxOpParity.Convolutions"},
+    {GCC_OP_SUB, "Sub", kGradcheck, "ImportGrad.SubMulDivBroadcasting"},
+    {GCC_OP_MUL, "Mul", kGradcheck, "ImportGrad.SubMulDivBroadcasting, ImportGrad.Shared*"},
+    {GCC_OP_DIV, "Div", kGradcheck, "ImportGrad.SubMulDivBroadcasting"},
+    {GCC_OP_SIGMOID, "Sigmoid", kGradcheck, "ImportGrad.PointwiseActivations"},
+    {GCC_OP_TANH, "Tanh", kGradcheck, "ImportGrad.PointwiseActivations"},
+    {GCC_OP_SQRT, "Sqrt", kGradcheck, "ImportGrad.PointwiseActivations"},
+    {GCC_OP_LEAKY_RELU, "LeakyRelu", kGradcheck, "ImportGrad.PointwiseActivations"},
+    {GCC_OP_CLIP, "Clip", kGradcheck, "ImportGrad.PointwiseActivations"},
+    {GCC_OP_LOG_SOFTMAX, "LogSoftmax", kGradcheck, "ImportGrad.LogSoftmaxEveryAxis"},
+    {GCC_OP_LRN, "LRN", kGradcheck, "ImportGrad.LrnOddAndEvenSizes"},
+    {GCC_OP_CONCAT, "Concat", kGradcheck, "ImportGrad.ConcatEveryAxisWithAnInput"},
+    {GCC_OP_TRANSPOSE, "Transpose", kGradcheck, "ImportGrad.TransposeRandomPermutations"},
+    {GCC_OP_PAD, "Pad", kGradcheck, "ImportGrad.Pad*, ImportGrad.Concat*"},
+    {GCC_OP_CONV_TRANSPOSE, "ConvTranspose", kGradcheck, "ImportGrad.ConvTranspose*"},
     {GCC_OP_ALL_REDUCE, "AllReduce", kInternal,
      "DataParallel.* (tests/data_parallel_test.cc, tests/mpi_parity_test.sh)"},
+    {GCC_OP_SIGMOID_GRAD, "SigmoidGrad", kInternal,
+     "ImportGrad.PointwiseActivations, InternalOps.ImportGrad*"},
+    {GCC_OP_TANH_GRAD, "TanhGrad", kInternal,
+     "ImportGrad.PointwiseActivations, InternalOps.ImportGrad*"},
+    {GCC_OP_SQRT_GRAD, "SqrtGrad", kInternal,
+     "ImportGrad.PointwiseActivations, InternalOps.ImportGrad*"},
+    {GCC_OP_LEAKY_RELU_GRAD, "LeakyReluGrad", kInternal,
+     "ImportGrad.PointwiseActivations, InternalOps.ImportGrad*"},
+    {GCC_OP_CLIP_GRAD, "ClipGrad", kInternal,
+     "ImportGrad.PointwiseActivations, InternalOps.ImportGrad*"},
+    {GCC_OP_LOG_SOFTMAX_GRAD, "LogSoftmaxGrad", kInternal, "ImportGrad.LogSoftmaxEveryAxis"},
+    {GCC_OP_LRN_GRAD, "LRNGrad", kInternal, "ImportGrad.LrnOddAndEvenSizes"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

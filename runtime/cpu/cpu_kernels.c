@@ -757,6 +757,107 @@ gcc_status gcc_cpu_lrn(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+gcc_status gcc_cpu_sigmoid_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_tanh_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_sqrt_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    dx[i] = 0.5f * dy[i] / y[i];
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_leaky_relu_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *x = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  float alpha = a->node->av[LEAKY_RELU_ALPHA].f;
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    dx[i] = x[i] < 0.0f ? alpha * dy[i] : dy[i];
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_clip_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *x = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  float lo = a->node->av[CLIP_MIN].f, hi = a->node->av[CLIP_MAX].f;
+  for (int64_t i = 0; i < a->out[0]->numel; i++)
+    dx[i] = x[i] >= lo && x[i] <= hi ? dy[i] : 0.0f;
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_log_softmax_grad(const gcc_kernel_args *a) {
+  const float *dy = F32(a->in[0]), *y = F32(a->in[1]);
+  float *dx = F32(a->out[0]);
+  int64_t outer, len, inner;
+  softmax_dims(a->in[1], a->node->av[SOFTMAX_AXIS].i, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      int64_t base = o * len * inner + i;
+      double sum = 0;
+      for (int64_t j = 0; j < len; j++)
+        sum += (double)dy[base + j * inner];
+      for (int64_t j = 0; j < len; j++)
+        dx[base + j * inner] =
+            (float)((double)dy[base + j * inner] - exp((double)y[base + j * inner]) * sum);
+    }
+  return GCC_OK;
+}
+
+/* S[c] = bias + alpha / size * (sum of X^2 over c's window) at one (b, q). */
+static double lrn_s(const float *x, int64_t b, int64_t ci, int64_t q, int64_t c, int64_t inner,
+                    int64_t lo, int64_t hi, double bias, double alpha_n) {
+  double sq = 0;
+  int64_t c0 = ci - lo < 0 ? 0 : ci - lo, c1 = ci + hi >= c ? c - 1 : ci + hi;
+  for (int64_t k = c0; k <= c1; k++) {
+    double v = x[(b * c + k) * inner + q];
+    sq += v * v;
+  }
+  return bias + alpha_n * sq;
+}
+
+gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a) {
+  const gcc_node *n = a->node;
+  const float *dy = F32(a->in[0]), *x = F32(a->in[1]), *y = F32(a->in[2]);
+  float *dx = F32(a->out[0]);
+  const gcc_shape *s = &a->in[1]->shape;
+  int64_t size = n->av[LRN_SIZE].i, nb = s->dims[0], c = s->dims[1], inner = 1;
+  for (int i = 2; i < s->ndim; i++)
+    inner *= s->dims[i];
+  double alpha_n = (double)n->av[LRN_ALPHA].f / (double)size, beta = n->av[LRN_BETA].f,
+         bias = n->av[LRN_BIAS].f;
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t ci = 0; ci < c; ci++)
+      for (int64_t q = 0; q < inner; q++) {
+        int64_t at = (b * c + ci) * inner + q;
+        double acc = 0; /* windows k that hold ci: k in [ci - hi, ci + lo] */
+        int64_t k0 = ci - hi < 0 ? 0 : ci - hi, k1 = ci + lo >= c ? c - 1 : ci + lo;
+        for (int64_t k = k0; k <= k1; k++) {
+          int64_t ak = (b * c + k) * inner + q;
+          acc +=
+              (double)dy[ak] * (double)y[ak] / lrn_s(x, b, k, q, c, inner, lo, hi, bias, alpha_n);
+        }
+        double si = lrn_s(x, b, ci, q, c, inner, lo, hi, bias, alpha_n);
+        dx[at] =
+            (float)((double)dy[at] * pow(si, -beta) - 2.0 * alpha_n * beta * (double)x[at] * acc);
+      }
+  return GCC_OK;
+}
+
 gcc_status gcc_cpu_concat(const gcc_kernel_args *a) {
   const gcc_shape *ys = &a->out[0]->shape;
   int64_t axis = a->node->av[CONCAT_AXIS].i;

@@ -93,6 +93,17 @@ gcc_status gcc_cpu_lrn(const gcc_kernel_args *a);
 gcc_status gcc_cpu_concat(const gcc_kernel_args *a);
 gcc_status gcc_cpu_transpose(const gcc_kernel_args *a);
 gcc_status gcc_cpu_pad(const gcc_kernel_args *a);
+/* Gradients of the import set's ops (issue 15); formulas in graph/ops.c's
+ * table. SigmoidGrad, TanhGrad, SqrtGrad read the forward's output Y;
+ * LeakyReluGrad and ClipGrad its input X; LogSoftmaxGrad sums along the
+ * axis in float64; LRNGrad recomputes each window's sum in float64. */
+gcc_status gcc_cpu_sigmoid_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_tanh_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_sqrt_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_leaky_relu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_clip_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_log_softmax_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's

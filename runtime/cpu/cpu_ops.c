@@ -11,7 +11,7 @@
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 41, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 48, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -65,6 +65,13 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_CONV_TRANSPOSE] = {.kernel = gcc_cpu_conv_transpose,
                                .workspace = gcc_cpu_conv_transpose_workspace},
     [GCC_OP_ALL_REDUCE] = {.kernel = gcc_cpu_all_reduce, .workspace = gcc_cpu_all_reduce_workspace},
+    [GCC_OP_SIGMOID_GRAD] = {.kernel = gcc_cpu_sigmoid_grad},
+    [GCC_OP_TANH_GRAD] = {.kernel = gcc_cpu_tanh_grad},
+    [GCC_OP_SQRT_GRAD] = {.kernel = gcc_cpu_sqrt_grad},
+    [GCC_OP_LEAKY_RELU_GRAD] = {.kernel = gcc_cpu_leaky_relu_grad},
+    [GCC_OP_CLIP_GRAD] = {.kernel = gcc_cpu_clip_grad},
+    [GCC_OP_LOG_SOFTMAX_GRAD] = {.kernel = gcc_cpu_log_softmax_grad},
+    [GCC_OP_LRN_GRAD] = {.kernel = gcc_cpu_lrn_grad},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
