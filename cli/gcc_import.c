@@ -2,7 +2,7 @@
  * gcc-import: converts an ONNX model into a gcc-train model (.pb) and says
  * what it did (onnx/import.h).
  *
- *   gcc-import MODEL.onnx -o OUT.pb [--quiet]
+ *   gcc-import MODEL.onnx -o OUT.pb [--quiet] [--loss L --lr X ...]
  *   gcc-import --list-ops
  *
  * Exit status: 0 success; 1 a file could not be read or written; 2 a bad
@@ -18,6 +18,7 @@
 
 #include "cli/flags.h"
 #include "graph/loader.h"
+#include "graph/recipe.h"
 #include "onnx/import.h"
 #include "onnx/model_file.h"
 
@@ -34,6 +35,11 @@ static void usage(FILE *f) {
           "  -o, --output FILE   write the model there (atomically)\n"
           "  --quiet             print nothing but errors\n"
           "  --list-ops          print the ONNX ops the importer maps, and exit\n"
+          "\n"
+          "With a recipe the .pb is trainable: its training spec is built from the flags\n"
+          "as gcc-train builds it (see gcc-train --help):\n"
+          "  --loss cross-entropy|mse  --optimizer sgd|adam  --lr X  --momentum X\n"
+          "  --weight-decay X  --nesterov  --batch-size N  --epochs N  --dataset D\n"
           "  --version, --help\n"
           "\n"
           "Exit status: 0 ok, 1 I/O failure, 2 bad command line, 3 invalid or unsupported "
@@ -45,17 +51,40 @@ int main(int argc, char **argv) {
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc-import: warning: cannot enter %s: %s\n", bwd, strerror(errno));
-  enum { OPT_QUIET = 256, OPT_LIST, OPT_VERSION, OPT_HELP };
+  enum { OPT_QUIET = 256, OPT_LIST, OPT_VERSION, OPT_HELP, OPT_RECIPE };
   static const struct option longopts[] = {
-      {"output", required_argument, 0, 'o'},  {"quiet", no_argument, 0, OPT_QUIET},
-      {"list-ops", no_argument, 0, OPT_LIST}, {"version", no_argument, 0, OPT_VERSION},
-      {"help", no_argument, 0, OPT_HELP},     {0, 0, 0, 0},
+      {"output", required_argument, 0, 'o'},
+      {"quiet", no_argument, 0, OPT_QUIET},
+      {"list-ops", no_argument, 0, OPT_LIST},
+      {"version", no_argument, 0, OPT_VERSION},
+      {"help", no_argument, 0, OPT_HELP},
+      {"loss", required_argument, 0, OPT_RECIPE},
+      {"optimizer", required_argument, 0, OPT_RECIPE},
+      {"lr", required_argument, 0, OPT_RECIPE},
+      {"momentum", required_argument, 0, OPT_RECIPE},
+      {"weight-decay", required_argument, 0, OPT_RECIPE},
+      {"nesterov", no_argument, 0, OPT_RECIPE},
+      {"batch-size", required_argument, 0, OPT_RECIPE},
+      {"epochs", required_argument, 0, OPT_RECIPE},
+      {"dataset", required_argument, 0, OPT_RECIPE},
+      {0, 0, 0, 0},
   };
   const char *output = NULL;
-  int quiet = 0, c;
+  int quiet = 0, c, li = 0;
+  gcc_recipe recipe;
+  gcc_recipe_init(&recipe);
+  char flag[64];
+  gcc_diag rd = {0};
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":o:", longopts, &li)) != -1) {
     switch (c) {
+    case OPT_RECIPE:
+      snprintf(flag, sizeof flag, "--%s", longopts[li].name);
+      if (gcc_recipe_set(&recipe, flag, optarg, &rd) != GCC_OK) {
+        fprintf(stderr, "gcc-import: %s\n", rd.msg);
+        return EXIT_USAGE;
+      }
+      break;
     case 'o': output = optarg; break;
     case OPT_QUIET: quiet = 1; break;
     case OPT_LIST: printf("%s\n", gcc_onnx_supported_ops()); return 0;
@@ -81,6 +110,10 @@ int main(int argc, char **argv) {
   }
   const char *path = argv[optind];
   gcc_diag d = {0};
+  if (gcc_recipe_check(&recipe, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-import: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
   gcc_graph *g = NULL;
   gcc_model_info info;
   if (gcc_model_open(path, &g, &info, &d) != GCC_OK) {
@@ -90,6 +123,16 @@ int main(int argc, char **argv) {
   if (info.format != GCC_MODEL_FORMAT_ONNX && !quiet)
     fprintf(stderr, "gcc-import: %s is already a %s model; writing it again\n", path,
             gcc_model_format_name(info.format));
+  if (gcc_recipe_given(&recipe)) { /* a trainable .pb */
+    gcc_graph *t = NULL;
+    if (gcc_recipe_apply(g, &recipe, &t, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-import: %s\n", d.msg);
+      gcc_graph_free(g);
+      return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_MODEL;
+    }
+    gcc_graph_free(g);
+    g = t;
+  }
   if (gcc_model_save(g, output, &d) != GCC_OK) {
     fprintf(stderr, "gcc-import: %s\n", d.msg);
     gcc_graph_free(g);
@@ -110,7 +153,8 @@ int main(int argc, char **argv) {
     printf("\noutputs:");
     for (int i = 0; i < g->n_outputs; i++)
       printf(" %s", g->values[g->outputs[i]].name);
-    printf("\nwrote %s (%d nodes)\n", output, g->n_nodes);
+    printf("\nwrote %s (%d nodes%s)\n", output, g->n_nodes,
+           g->training.present ? ", with a training spec" : "");
   }
   gcc_graph_free(g);
   return 0;

@@ -25,6 +25,7 @@
 #include "codegen/kernel_cache.h"
 #include "graph/loader.h"
 #include "graph/outfile.h"
+#include "graph/recipe.h"
 #include "runtime/cuda/arch_check.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_device.h"
@@ -84,7 +85,20 @@ static void usage(FILE *f) {
              "  --epochs N          epochs to train (N >= 0)\n"
              "  --batch-size N      training batch size (N > 0)\n"
              "  --eval-batch-size N evaluation batch size (default 1000)\n"
-             "  --lr X              learning rate of the model's optimizer (X >= 0)\n"
+             "\n"
+             "The recipe (build the training spec of a model without one, such as an ONNX\n"
+             "file, or override the spec of a .pb; PyTorch's semantics):\n"
+             "  --loss L            cross-entropy (logits (N, C), int64 labels) or mse (float32\n"
+             "                      target of the prediction's shape); needed for a model\n"
+             "                      without a spec, whose only output is the prediction\n"
+             "  --optimizer O       sgd or adam (torch.optim.SGD, Adam; default sgd)\n"
+             "  --lr X              learning rate (X > 0; sgd needs it, adam's default 1e-3)\n"
+             "  --momentum X        SGD momentum in [0, 1)\n"
+             "  --weight-decay X    L2 weight decay (X >= 0)\n"
+             "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
+             "  --dataset D         mnist or cifar10 (default for a new spec: mnist)\n"
+             "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
+             "\n"
              "  --seed N            shuffling seed\n"
              "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
              "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
@@ -173,18 +187,6 @@ static void usage(FILE *f) {
              "written).\n");
 }
 
-static int parse_f(const char *flag, const char *s, float *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= 0.0) || v > 1e6) {
-    fprintf(stderr, "gcc-train: %s '%s': expected a number in [0, 1e6]\n", flag, s);
-    return 0;
-  }
-  *out = (float)v;
-  return 1;
-}
-
 /* --seed: an unsigned 64-bit integer in decimal (TrainingSpec.seed is a
  * uint64), so that every seed a model file holds can be given. */
 static int parse_seed(const char *s, uint64_t *out) {
@@ -199,6 +201,22 @@ static int parse_seed(const char *s, uint64_t *out) {
   return 1;
 }
 
+/* The recipe flags laid over *model (replaced by the result): -1 to go
+ * on, else the exit status (2 for a recipe that does not fit the model). */
+static int apply_recipe(const gcc_recipe *recipe, gcc_graph **model) {
+  if (!gcc_recipe_given(recipe))
+    return -1;
+  gcc_diag d = {0};
+  gcc_graph *g;
+  if (gcc_recipe_apply(*model, recipe, &g, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_MODEL;
+  }
+  gcc_graph_free(*model);
+  *model = g;
+  return -1;
+}
+
 static int is_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
@@ -211,14 +229,19 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
 
 static int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
                                int strict, const char *cuda_arch, int fmt, const char *file,
-                               const char *kernels_dir, int64_t epochs, int64_t batch, float lr,
+                               const char *kernels_dir, const gcc_recipe *recipe,
                                const char *dump_after, int world_size, int64_t bucket_bytes) {
-  (void)epochs;
   gcc_diag d = {0};
   gcc_graph *model;
   if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
+  }
+  /* an inference model compiles at --batch-size without a recipe */
+  int arc = model->training.present || recipe->loss ? apply_recipe(recipe, &model) : -1;
+  if (arc >= 0) {
+    gcc_graph_free(model);
+    return arc;
   }
   gcc_device_info devs[2];
   gcc_device_info_cpu(&devs[0]);
@@ -253,10 +276,10 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
   }
   gcc_options o = {0};
   o.mode = model->training.present ? GCC_MODE_TRAIN : GCC_MODE_EVAL;
-  o.batch_size = batch > 0 ? batch : (model->training.present ? model->training.batch_size : 1);
+  o.batch_size = model->training.present  ? model->training.batch_size
+                 : recipe->batch_size > 0 ? recipe->batch_size
+                                          : 1;
   o.opt = model->training.opt;
-  if (lr >= 0.0f)
-    o.opt.lr = lr;
   o.device = dev;
   o.device_explicit = device_explicit;
   o.n_cuda_devices = count > 0 ? count : 1;
@@ -415,10 +438,8 @@ static gcc_status write_predictions(const predictions *p, const char *path, gcc_
 typedef struct train_args {
   const char *model_path;
   const char *data_dir, *output, *dump_after;
-  int64_t epochs, batch, eval_batch, threads, log_every, max_steps, show_predictions;
-  uint64_t seed; /* TrainingSpec.seed is a uint64: 0 .. 2^64 - 1 */
-  int has_seed;
-  float lr;
+  int64_t eval_batch, threads, log_every, max_steps, show_predictions;
+  gcc_recipe recipe; /* --loss, --optimizer, --lr, --epochs, --seed ... (graph/recipe.h) */
   int quiet, no_output, device_explicit, dump_placement, strict;
   const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;
   int no_cuda_graph, dataset_on_device, detect_anomaly;
@@ -513,10 +534,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
   enum {
     OPT_DEVICE = 256,
     OPT_DATA,
-    OPT_EPOCHS,
-    OPT_BATCH,
+    OPT_RECIPE,
     OPT_EVAL_BATCH,
-    OPT_LR,
     OPT_SEED,
     OPT_THREADS,
     OPT_LOG_EVERY,
@@ -556,10 +575,16 @@ static int parse_args(int argc, char **argv, train_args *a) {
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
       {"data", required_argument, 0, OPT_DATA},
-      {"epochs", required_argument, 0, OPT_EPOCHS},
-      {"batch-size", required_argument, 0, OPT_BATCH},
+      {"epochs", required_argument, 0, OPT_RECIPE},
+      {"batch-size", required_argument, 0, OPT_RECIPE},
       {"eval-batch-size", required_argument, 0, OPT_EVAL_BATCH},
-      {"lr", required_argument, 0, OPT_LR},
+      {"lr", required_argument, 0, OPT_RECIPE},
+      {"loss", required_argument, 0, OPT_RECIPE},
+      {"optimizer", required_argument, 0, OPT_RECIPE},
+      {"momentum", required_argument, 0, OPT_RECIPE},
+      {"weight-decay", required_argument, 0, OPT_RECIPE},
+      {"nesterov", no_argument, 0, OPT_RECIPE},
+      {"dataset", required_argument, 0, OPT_RECIPE},
       {"seed", required_argument, 0, OPT_SEED},
       {"threads", required_argument, 0, OPT_THREADS},
       {"log-every", required_argument, 0, OPT_LOG_EVERY},
@@ -600,22 +625,29 @@ static int parse_args(int argc, char **argv, train_args *a) {
   const char *device_str = "auto", *dump_format = NULL;
   const char *export_archs = NULL, *export_batches = NULL;
   memset(a, 0, sizeof *a);
-  a->epochs = -1;
-  a->batch = -1;
+  gcc_recipe_init(&a->recipe);
   a->eval_batch = 1000;
   a->log_every = 100;
-  a->lr = -1.0f;
   a->cuda_arch = "sm_90";
   a->dataset_on_device = 2;
   a->per_class = 2;
   a->progress = 2;
   a->keep_checkpoints = 3;
   opterr = 0;
-  int c;
+  int c, li = 0;
+  gcc_diag rd = {0};
+  char flag[64];
   /* a leading ':' makes getopt_long return ':' (not '?') for a flag whose
    * value is missing, so that the message says so */
-  while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":", longopts, &li)) != -1) {
     switch (c) {
+    case OPT_RECIPE:
+      snprintf(flag, sizeof flag, "--%s", longopts[li].name);
+      if (gcc_recipe_set(&a->recipe, flag, optarg, &rd) != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", rd.msg);
+        return EXIT_USAGE;
+      }
+      break;
     case OPT_DEVICE:
       device_str = optarg;
       a->device_explicit = 1;
@@ -710,26 +742,14 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
     case OPT_PREDICTIONS: a->predictions_path = optarg; break;
     case OPT_DATA: a->data_dir = optarg; break;
-    case OPT_EPOCHS:
-      if (!gcc_flag_i64("gcc-train", "--epochs", optarg, 0, &a->epochs))
-        return EXIT_USAGE;
-      break;
-    case OPT_BATCH:
-      if (!gcc_flag_i64("gcc-train", "--batch-size", optarg, 1, &a->batch))
-        return EXIT_USAGE;
-      break;
     case OPT_EVAL_BATCH:
       if (!gcc_flag_i64("gcc-train", "--eval-batch-size", optarg, 1, &a->eval_batch))
         return EXIT_USAGE;
       break;
-    case OPT_LR:
-      if (!parse_f("--lr", optarg, &a->lr))
-        return EXIT_USAGE;
-      break;
     case OPT_SEED:
-      if (!parse_seed(optarg, &a->seed))
+      if (!parse_seed(optarg, &a->recipe.seed))
         return EXIT_USAGE;
-      a->has_seed = 1;
+      a->recipe.has_seed = 1;
       break;
     case OPT_THREADS:
       if (!gcc_flag_i64("gcc-train", "--threads", optarg, 1, &a->threads))
@@ -767,6 +787,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
   }
   a->model_path = argv[optind];
   gcc_diag d = {0};
+  if (gcc_recipe_check(&a->recipe, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
 
   a->device_indexed = strchr(device_str, ':') != NULL;
   if (gcc_device_parse(device_str, &a->want, &d) != GCC_OK) {
@@ -885,6 +909,11 @@ static int build_run(train_args *a, train_run *r) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
+  int rc = apply_recipe(&a->recipe, &r->model);
+  if (rc >= 0) {
+    run_free(r);
+    return rc;
+  }
   if (!r->model->training.present && a->export_path) {
     /* an inference model (an imported ONNX file): export it as it is */
     gcc_status es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
@@ -904,14 +933,6 @@ static int build_run(train_args *a, train_run *r) {
     return EXIT_MODEL;
   }
   gcc_training *t = &r->model->training;
-  if (a->epochs >= 0)
-    t->epochs = a->epochs;
-  if (a->batch > 0)
-    t->batch_size = a->batch;
-  if (a->has_seed)
-    t->seed = a->seed;
-  if (a->lr >= 0.0f)
-    t->opt.lr = a->lr;
   if (a->threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     a->threads = n > 0 ? n : 1;
@@ -1224,8 +1245,8 @@ static int run_main(train_args *ap) {
       return 0; /* one report */
     return dump_placement_main(a.model_path, &a.want, a.device_explicit, a.strict, a.cuda_arch,
                                a.dump_placement ? (int)a.fmt : -1, a.dump_file, a.dump_kernels,
-                               a.epochs, a.batch, a.lr, a.dump_after,
-                               a.ranks > 0 ? (int)a.ranks : g_comm->size, a.bucket_bytes);
+                               &a.recipe, a.dump_after, a.ranks > 0 ? (int)a.ranks : g_comm->size,
+                               a.bucket_bytes);
   }
   if (!is_root()) { /* only rank 0 writes files */
     a.no_output = 1;

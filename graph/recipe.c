@@ -1,0 +1,328 @@
+/*
+ * recipe.c - training recipes from command-line flags (recipe.h).
+ */
+#include "graph/recipe.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/loader.h"
+#include "graph/ops.h"
+#include "graph/util.h"
+
+static const char *const kLosses[] = {"cross-entropy", "mse", NULL};
+static const char *const kOptimizers[] = {"sgd", "adam", NULL};
+static const char *const kDatasets[] = {"mnist", "cifar10", NULL};
+
+void gcc_recipe_init(gcc_recipe *r) {
+  memset(r, 0, sizeof *r);
+  r->batch_size = -1;
+  r->epochs = -1;
+}
+
+int gcc_recipe_given(const gcc_recipe *r) {
+  return r->loss || r->optimizer || r->dataset || r->has_lr || r->has_momentum ||
+         r->has_weight_decay || r->nesterov || r->batch_size >= 0 || r->epochs >= 0 || r->has_seed;
+}
+
+/* `v` if it is one of `names`, else an error listing them. */
+static gcc_status one_of(const char *flag, const char *v, const char *const *names,
+                         const char **out, gcc_diag *d) {
+  char list[256] = "";
+  for (int i = 0; names[i]; i++) {
+    if (strcmp(v, names[i]) == 0) {
+      *out = names[i];
+      return GCC_OK;
+    }
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+  }
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': unknown; expected one of %s", flag, v,
+                      list);
+}
+
+/* A finite float, > 0 (positive) or >= 0, that a float holds. */
+static gcc_status number(const char *flag, const char *s, int positive, float *out, gcc_diag *d) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !isfinite(v) || v > 3e38 || (positive ? !(v > 0) : !(v >= 0)))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': expected a finite number %s 0", flag,
+                        s, positive ? ">" : ">=");
+  *out = (float)v;
+  if (positive && *out == 0.0f)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': too small for a float32", flag, s);
+  return GCC_OK;
+}
+
+static gcc_status integer(const char *flag, const char *s, int64_t lo, int64_t *out, gcc_diag *d) {
+  if (gcc_parse_i64(s, lo, INT64_MAX, out))
+    return GCC_OK;
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': expected an integer >= %lld", flag, s,
+                      (long long)lo);
+}
+
+gcc_status gcc_recipe_set(gcc_recipe *r, const char *flag, const char *value, gcc_diag *d) {
+  if (strcmp(flag, "--nesterov") == 0) {
+    r->nesterov = 1;
+    return GCC_OK;
+  }
+  if (!value)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s needs a value", flag);
+  if (strcmp(flag, "--loss") == 0)
+    return one_of(flag, value, kLosses, &r->loss, d);
+  if (strcmp(flag, "--optimizer") == 0)
+    return one_of(flag, value, kOptimizers, &r->optimizer, d);
+  if (strcmp(flag, "--dataset") == 0)
+    return one_of(flag, value, kDatasets, &r->dataset, d);
+  if (strcmp(flag, "--lr") == 0) {
+    GCC_TRY(number(flag, value, 1, &r->lr, d));
+    r->has_lr = 1;
+    return GCC_OK;
+  }
+  if (strcmp(flag, "--momentum") == 0) {
+    GCC_TRY(number(flag, value, 0, &r->momentum, d));
+    if (r->momentum >= 1.0f)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': expected a number in [0, 1)", flag,
+                          value);
+    r->has_momentum = 1;
+    return GCC_OK;
+  }
+  if (strcmp(flag, "--weight-decay") == 0) {
+    GCC_TRY(number(flag, value, 0, &r->weight_decay, d));
+    r->has_weight_decay = 1;
+    return GCC_OK;
+  }
+  if (strcmp(flag, "--batch-size") == 0)
+    return integer(flag, value, 1, &r->batch_size, d);
+  if (strcmp(flag, "--epochs") == 0)
+    return integer(flag, value, 0, &r->epochs, d);
+  return gcc_diag_set(d, GCC_ERR_INTERNAL, "recipe: unknown flag %s", flag);
+}
+
+static int is_adam(const char *opt) {
+  return opt && strcmp(opt, "sgd") != 0;
+}
+
+gcc_status gcc_recipe_check(const gcc_recipe *r, gcc_diag *d) {
+  if (is_adam(r->optimizer) && r->has_momentum)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--momentum is an SGD setting; --optimizer %s has betas instead",
+                        r->optimizer);
+  if (is_adam(r->optimizer) && r->nesterov)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--nesterov is an SGD setting, not %s's",
+                        r->optimizer);
+  if (r->nesterov && r->has_momentum && r->momentum == 0.0f)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--nesterov needs --momentum > 0 (as torch.optim.SGD)");
+  return GCC_OK;
+}
+
+/* A value name not yet in `g`: `base`, else base_1, base_2, ... */
+static void fresh_name(const gcc_graph *g, const char *base, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s", base);
+  for (int i = 1; gcc_graph_find(g, buf) >= 0; i++)
+    snprintf(buf, cap, "%s_%d", base, i);
+}
+
+/* The shape of value `v` with the graph bound to `batch`. */
+static gcc_status shape_at(const gcc_graph *g, int v, int64_t batch, gcc_shape *out, gcc_dtype *dt,
+                           gcc_diag *d) {
+  gcc_graph *probe;
+  GCC_TRY(gcc_graph_clone(g, &probe, d));
+  gcc_status s = gcc_graph_bind_batch(probe, batch, d);
+  if (s == GCC_OK)
+    s = gcc_infer_shapes(probe, d);
+  if (s == GCC_OK) {
+    *out = probe->values[v].shape;
+    *dt = probe->values[v].dtype;
+  }
+  gcc_graph_free(probe);
+  return s;
+}
+
+/* The loss on an inference model: a target input and the loss node on the
+ * only output; the spec's names. */
+static gcc_status add_loss(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) {
+  const char *src = g->source;
+  int input = -1, n_in = 0;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (g->values[g->inputs[i]].kind == GCC_VALUE_INPUT) {
+      input = g->inputs[i];
+      n_in++;
+    }
+  if (n_in != 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--loss %s: %s has %d graph inputs; a recipe from flags needs exactly one "
+                        "(the batch of samples)",
+                        r->loss, src, n_in);
+  if (g->n_outputs != 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--loss %s: %s has %d outputs; a recipe from flags needs exactly one "
+                        "(the prediction the loss is taken of)",
+                        r->loss, src, g->n_outputs);
+  int pred = g->outputs[0];
+  gcc_shape s1, s2;
+  gcc_dtype dt;
+  GCC_TRY(shape_at(g, pred, 1, &s1, &dt, d));
+  GCC_TRY(shape_at(g, pred, 2, &s2, &dt, d));
+  char sh[128];
+  if (dt != GCC_DT_FLOAT32 || s1.ndim < 1 || s1.dims[0] != 1 || s2.dims[0] != 2)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--loss %s: the output '%s' is %s %s at batch 1: the loss needs a "
+                        "float32 prediction with the batch on dim 0",
+                        r->loss, g->values[pred].name, gcc_dtype_name(dt),
+                        gcc_shape_str(&s1, sh, sizeof sh));
+  int ce = strcmp(r->loss, "cross-entropy") == 0;
+  if (ce && s1.ndim != 2)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--loss cross-entropy: the output '%s' is %s at batch 1; cross-entropy "
+                        "needs logits (N, C)",
+                        g->values[pred].name, gcc_shape_str(&s1, sh, sizeof sh));
+  gcc_shape ts = s1;
+  ts.dims[0] = GCC_BATCH_DIM;
+  if (ce)
+    ts.ndim = 1;
+  char tname[256], lname[256];
+  fresh_name(g, "target", tname, sizeof tname);
+  fresh_name(g, "loss", lname, sizeof lname);
+  int target, loss, node;
+  GCC_TRY(gcc_graph_add_value(g, tname, ce ? GCC_DT_INT64 : GCC_DT_FLOAT32, &ts, GCC_VALUE_INPUT,
+                              NULL, 0, &target, d));
+  if (gcc_graph_add_input(g, target) != GCC_OK)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  GCC_TRY(gcc_graph_add_value(g, lname, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
+                              &loss, d));
+  int ins[2] = {pred, target};
+  GCC_TRY(gcc_graph_add_node(g, lname,
+                             ce ? GCC_OP_SOFTMAX_CROSS_ENTROPY : GCC_OP_MEAN_SQUARED_ERROR, ins, 2,
+                             &loss, 1, &node, d));
+  if (gcc_graph_add_output(g, loss) != GCC_OK)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  gcc_training *t = &g->training;
+  t->present = 1;
+  t->loss = gcc_strdup(lname);
+  t->prediction = gcc_strdup(g->values[pred].name);
+  t->input = gcc_strdup(g->values[input].name);
+  t->target = gcc_strdup(tname);
+  t->batch_size = 64;
+  t->epochs = 1;
+  t->inline_inputs = t->inline_targets = -1;
+  t->opt.kind = GCC_OPT_NONE; /* set by the optimizer flags */
+  if (!t->loss || !t->prediction || !t->input || !t->target)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+  return GCC_OK;
+}
+
+/* Whether the spec's target is float (a regression loss such as mse)
+ * rather than class indices (cross-entropy); -1 when it has none. */
+static int float_target(const gcc_graph *g) {
+  int v = g->training.target ? gcc_graph_find(g, g->training.target) : -1;
+  return v < 0 ? -1 : g->values[v].dtype == GCC_DT_FLOAT32;
+}
+
+/* The op name of the spec's loss, for messages. */
+static const char *loss_op_name(const gcc_graph *g) {
+  int v = g->training.loss ? gcc_graph_find(g, g->training.loss) : -1;
+  return v >= 0 && g->values[v].producer >= 0 ? gcc_op_name(g->nodes[g->values[v].producer].op)
+                                              : "no loss op";
+}
+
+static gcc_status set_optimizer(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) {
+  gcc_optimizer *o = &g->training.opt;
+  gcc_opt_kind want = o->kind;
+  if (r->optimizer)
+    want = strcmp(r->optimizer, "sgd") == 0 ? GCC_OPT_SGD : GCC_OPT_ADAM;
+  if (want == GCC_OPT_NONE)
+    want = GCC_OPT_SGD;
+  if (want != o->kind) { /* the new kind's torch.optim defaults */
+    memset(o, 0, sizeof *o);
+    o->kind = want;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    if (want == GCC_OPT_ADAM)
+      o->lr = 1e-3f;
+    else if (!r->has_lr)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--optimizer sgd needs --lr (torch.optim.SGD has no default "
+                          "learning rate)%s",
+                          r->optimizer ? "" : "; the model has no training spec to take it from");
+  }
+  if (o->kind == GCC_OPT_ADAM && (r->has_momentum || r->nesterov))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: the model's optimizer is adam, which has no momentum; give "
+                        "--optimizer sgd",
+                        r->has_momentum ? "--momentum" : "--nesterov");
+  if (r->has_lr)
+    o->lr = r->lr;
+  if (r->has_momentum)
+    o->momentum = r->momentum;
+  if (r->has_weight_decay)
+    o->weight_decay = r->weight_decay;
+  if (r->nesterov)
+    o->nesterov = 1;
+  if (o->nesterov && (o->momentum <= 0.0f || o->dampening != 0.0f))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--nesterov needs --momentum > 0 and no dampening (as torch.optim.SGD)");
+  return GCC_OK;
+}
+
+gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_graph **out,
+                            gcc_diag *d) {
+  *out = NULL;
+  GCC_TRY(gcc_recipe_check(r, d));
+  if (!model->training.present && !r->loss)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s has no training spec: give --loss cross-entropy|mse (and --lr, "
+                        "--optimizer, --dataset ...) to train it",
+                        model->source);
+  gcc_graph *g;
+  GCC_TRY(gcc_graph_clone(model, &g, d));
+  gcc_status s = GCC_OK;
+  if (!g->training.present) {
+    s = add_loss(g, r, d);
+  } else if (r->loss) {
+    if (float_target(g) != (strcmp(r->loss, "mse") == 0))
+      s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                       "--loss %s: %s already has the loss '%s' (%s); give the inference model "
+                       "(without a spec) to build another",
+                       r->loss, model->source, g->training.loss ? g->training.loss : "",
+                       loss_op_name(g));
+  }
+  if (s == GCC_OK)
+    s = set_optimizer(g, r, d);
+  gcc_training *t = &g->training;
+  if (s == GCC_OK) {
+    if (r->batch_size > 0)
+      t->batch_size = r->batch_size;
+    if (r->epochs >= 0)
+      t->epochs = r->epochs;
+    if (r->has_seed)
+      t->seed = r->seed;
+    if (r->dataset || !t->dataset) {
+      free(t->dataset);
+      t->dataset = gcc_strdup(r->dataset ? r->dataset : "mnist");
+      if (!t->dataset)
+        s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+  }
+  if (s == GCC_OK && float_target(g) == 1 &&
+      (strcmp(t->dataset, "mnist") == 0 || strcmp(t->dataset, "cifar10") == 0))
+    s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                     "--loss mse: --dataset %s has class labels, not float targets; use --loss "
+                     "cross-entropy",
+                     t->dataset);
+  /* checked as a file would be: the loader's own checks of every field */
+  uint8_t *bytes = NULL;
+  size_t n = 0;
+  if (s == GCC_OK)
+    s = gcc_model_serialize(g, &bytes, &n, d);
+  if (s == GCC_OK)
+    s = gcc_model_parse(bytes, n, model->source, out, d);
+  free(bytes);
+  gcc_graph_free(g);
+  return s;
+}

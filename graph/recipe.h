@@ -1,0 +1,75 @@
+/*
+ * recipe.h - a training recipe given on a command line (gcc-train's and
+ * gcc-import's --loss, --optimizer, --lr, ... flags), turned into the
+ * TrainingSpec of graph.proto: built on an inference model (an imported
+ * ONNX file: a loss node and a target input are added) or laid over the
+ * spec a native .pb already carries.
+ *
+ * Semantics follow PyTorch: --loss cross-entropy is nn.CrossEntropyLoss
+ * (logits (N, C), int64 class indices (N), mean over the batch); --loss
+ * mse is nn.MSELoss (float32 target of the prediction's shape, mean);
+ * --optimizer sgd|adam is torch.optim.SGD|Adam with their documented
+ * defaults (Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8).
+ *
+ * Every error is GCC_ERR_INVALID_ARGUMENT with a message naming the flag
+ * at fault (a command line maps it to exit status 2), found before any
+ * data is read: values in gcc_recipe_set, combinations in
+ * gcc_recipe_check, what does not fit the model in gcc_recipe_apply.
+ */
+#ifndef GCC_GRAPH_RECIPE_H
+#define GCC_GRAPH_RECIPE_H
+
+#include <stdint.h>
+
+#include "graph/ir.h"
+#include "graph/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the flags asked for; gcc_recipe_init marks everything "not given". */
+typedef struct gcc_recipe {
+  const char *loss;      /* "cross-entropy" | "mse" | NULL */
+  const char *optimizer; /* "sgd" | "adam" | NULL */
+  const char *dataset;   /* "mnist" | "cifar10" | ... | NULL */
+  int has_lr, has_momentum, has_weight_decay, nesterov;
+  float lr, momentum, weight_decay;
+  int64_t batch_size, epochs; /* -1: not given */
+  int has_seed;
+  uint64_t seed;
+} gcc_recipe;
+
+void gcc_recipe_init(gcc_recipe *r);
+
+/* Whether any flag that builds or changes a spec was given. */
+int gcc_recipe_given(const gcc_recipe *r);
+
+/* Sets flag `flag` ("--lr", without a value for "--nesterov") from `value`
+ * (the string stays referenced). Errors name the flag and the value:
+ * "--lr '-1': expected a finite number > 0". */
+gcc_status gcc_recipe_set(gcc_recipe *r, const char *flag, const char *value, gcc_diag *d);
+
+/* The combinations that are wrong whatever the model: --momentum or
+ * --nesterov with adam, --nesterov without momentum. */
+gcc_status gcc_recipe_check(const gcc_recipe *r, gcc_diag *d);
+
+/* A copy of `model` with the recipe applied, checked as a model file would
+ * be (serialized and parsed back), into *out.
+ *
+ * A model without a training spec needs --loss; the loss is added on the
+ * model's only output (the prediction) with a new graph input "target"
+ * (cross-entropy: int64 (N); mse: float32 of the prediction's shape);
+ * the model's only graph input is the spec's input; the rest defaults to
+ * sgd (which needs --lr), batch 64, 1 epoch, dataset mnist, seed 0.
+ * A model with a spec keeps everything not given; --loss must then name
+ * the loss it has, and an optimizer changed to one of another kind takes
+ * that kind's defaults for what is not given. */
+gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_graph **out,
+                            gcc_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GCC_GRAPH_RECIPE_H */

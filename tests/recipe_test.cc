@@ -1,0 +1,386 @@
+// Training recipes from flags (graph/recipe.h): the spec built on an
+// imported ONNX model and laid over a native .pb's, every bad recipe refused
+// naming its flag, and the command lines (gcc-import -o x.pb --loss ...,
+// gcc-train model.onnx --loss ...) exiting 2 before any data is read.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "graph/loader.h"
+#include "graph/ops.h"
+#include "graph/recipe.h"
+#include "onnx/model_file.h"
+}
+#include "tests/onnx_builder.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test;
+
+namespace {
+
+// x (N, 4) -> Gemm (3 outputs) -> Relu -> y; or y (N, 3, 1) after an
+// Unsqueeze when `three_d`.
+std::vector<uint8_t> Mlp(bool three_d = false) {
+  OnnxModel m(13);
+  m.Input("x", {kBatch, 4});
+  std::vector<float> w(12), b(3);
+  for (int i = 0; i < 12; i++)
+    w[i] = 0.1f * (float)(i % 5) - 0.2f;
+  for (int i = 0; i < 3; i++)
+    b[i] = 0.05f * (float)i;
+  m.Init("W", {3, 4}, w);
+  m.Init("B", {3}, b);
+  m.Node("Gemm", {"x", "W", "B"}, {"h"}, {m.Int("transB", 1)});
+  if (three_d) {
+    m.InitI64("axes", {1}, {2});
+    m.Node("Relu", {"h"}, {"r"});
+    m.Node("Unsqueeze", {"r", "axes"}, {"y"});
+  } else {
+    m.Node("Relu", {"h"}, {"y"});
+  }
+  m.Output("y");
+  return m.Bytes();
+}
+
+gcc_graph *Open(const std::vector<uint8_t> &bytes) {
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_model_open_memory(bytes.data(), bytes.size(), "mlp.onnx", &g, nullptr, &d), GCC_OK)
+      << d.msg;
+  return g;
+}
+
+struct Flags {
+  std::vector<std::pair<std::string, std::string>> kv;
+};
+
+// Sets every flag; returns the first failure's status and message.
+gcc_status Set(gcc_recipe *r, const Flags &f, std::string *msg) {
+  gcc_recipe_init(r);
+  for (const auto &p : f.kv) {
+    gcc_diag d{};
+    gcc_status s =
+        gcc_recipe_set(r, p.first.c_str(), p.second.empty() ? nullptr : p.second.c_str(), &d);
+    if (s != GCC_OK) {
+      *msg = d.msg;
+      return s;
+    }
+  }
+  gcc_diag d{};
+  gcc_status s = gcc_recipe_check(r, &d);
+  *msg = d.msg;
+  return s;
+}
+
+TEST(Recipe, BadValuesNameTheFlag) {
+  struct Case {
+    const char *flag, *value;
+  } cases[] = {
+      {"--lr", "0"},
+      {"--lr", "-0.1"},
+      {"--lr", "nan"},
+      {"--lr", "inf"},
+      {"--lr", "1e-50"},
+      {"--lr", "abc"},
+      {"--lr", ""},
+      {"--momentum", "1"},
+      {"--momentum", "-0.5"},
+      {"--weight-decay", "-1"},
+      {"--optimizer", "rmsprop"},
+      {"--loss", "hinge"},
+      {"--dataset", "imagenet"},
+      {"--batch-size", "0"},
+      {"--epochs", "-1"},
+  };
+  for (const Case &c : cases) {
+    gcc_recipe r;
+    gcc_recipe_init(&r);
+    gcc_diag d{};
+    EXPECT_EQ(gcc_recipe_set(&r, c.flag, c.value, &d), GCC_ERR_INVALID_ARGUMENT)
+        << c.flag << " " << c.value;
+    std::string want = std::string(c.flag) + " '" + c.value + "'";
+    EXPECT_NE(std::string(d.msg).find(want), std::string::npos) << d.msg;
+  }
+}
+
+TEST(Recipe, BadCombinationsNameTheFlag) {
+  struct Case {
+    Flags f;
+    const char *flag;
+  } cases[] = {
+      {{{{"--optimizer", "adam"}, {"--momentum", "0.9"}}}, "--momentum"},
+      {{{{"--optimizer", "adam"}, {"--nesterov", ""}}}, "--nesterov"},
+      {{{{"--momentum", "0"}, {"--nesterov", ""}}}, "--nesterov"},
+  };
+  for (const Case &c : cases) {
+    gcc_recipe r;
+    std::string msg;
+    EXPECT_EQ(Set(&r, c.f, &msg), GCC_ERR_INVALID_ARGUMENT) << c.flag;
+    EXPECT_NE(msg.find(c.flag), std::string::npos) << msg;
+  }
+}
+
+TEST(Recipe, BuildsTheSpecOfAnImportedModel) {
+  gcc_graph *m = Open(Mlp());
+  ASSERT_NE(m, nullptr);
+  EXPECT_FALSE(m->training.present);
+  gcc_recipe r;
+  std::string msg;
+  ASSERT_EQ(Set(&r,
+                {{{"--loss", "cross-entropy"},
+                  {"--lr", "0.05"},
+                  {"--momentum", "0.9"},
+                  {"--nesterov", ""},
+                  {"--weight-decay", "5e-4"},
+                  {"--batch-size", "32"},
+                  {"--epochs", "3"},
+                  {"--dataset", "cifar10"}}},
+                &msg),
+            GCC_OK)
+      << msg;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &g, &d), GCC_OK) << d.msg;
+  const gcc_training &t = g->training;
+  ASSERT_TRUE(t.present);
+  EXPECT_STREQ(t.input, "x");
+  EXPECT_STREQ(t.prediction, "y");
+  EXPECT_STREQ(t.target, "target");
+  EXPECT_STREQ(t.loss, "loss");
+  EXPECT_STREQ(t.dataset, "cifar10");
+  EXPECT_EQ(t.batch_size, 32);
+  EXPECT_EQ(t.epochs, 3);
+  EXPECT_EQ(t.opt.kind, GCC_OPT_SGD);
+  EXPECT_FLOAT_EQ(t.opt.lr, 0.05f);
+  EXPECT_FLOAT_EQ(t.opt.momentum, 0.9f);
+  EXPECT_FLOAT_EQ(t.opt.weight_decay, 5e-4f);
+  EXPECT_EQ(t.opt.nesterov, 1);
+  int target = gcc_graph_find(g, "target"), loss = gcc_graph_find(g, "loss");
+  ASSERT_GE(target, 0);
+  ASSERT_GE(loss, 0);
+  EXPECT_EQ(g->values[target].dtype, GCC_DT_INT64);
+  ASSERT_EQ(g->values[target].shape.ndim, 1);
+  EXPECT_EQ(g->values[target].shape.dims[0], GCC_BATCH_DIM);
+  EXPECT_EQ(g->nodes[g->values[loss].producer].op, GCC_OP_SOFTMAX_CROSS_ENTROPY);
+  // the model given is untouched
+  EXPECT_FALSE(m->training.present);
+  EXPECT_LT(gcc_graph_find(m, "target"), 0);
+
+  // mse: a float32 target of the prediction's shape; adam's defaults
+  gcc_graph *g2 = nullptr;
+  ASSERT_EQ(Set(&r, {{{"--loss", "mse"}, {"--optimizer", "adam"}}}, &msg), GCC_OK) << msg;
+  // class labels do not fit mse ...
+  EXPECT_EQ(gcc_recipe_apply(m, &r, &g2, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("--loss mse"), std::string::npos) << d.msg;
+  gcc_graph_free(g);
+  gcc_graph_free(m);
+}
+
+TEST(Recipe, RefusesWhatDoesNotFitTheModel) {
+  gcc_graph *m = Open(Mlp());
+  gcc_graph *m3 = Open(Mlp(true));
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(m3, nullptr);
+  struct Case {
+    gcc_graph *model;
+    Flags f;
+    const char *want;
+  } cases[] = {
+      {m, {{{"--epochs", "2"}}}, "give --loss"},
+      {m, {{{"--loss", "cross-entropy"}}}, "needs --lr"},
+      {m3, {{{"--loss", "cross-entropy"}, {"--lr", "0.1"}}}, "cross-entropy needs logits (N, C)"},
+  };
+  for (const Case &c : cases) {
+    gcc_recipe r;
+    std::string msg;
+    ASSERT_EQ(Set(&r, c.f, &msg), GCC_OK) << msg;
+    gcc_graph *g = nullptr;
+    gcc_diag d{};
+    EXPECT_EQ(gcc_recipe_apply(c.model, &r, &g, &d), GCC_ERR_INVALID_ARGUMENT) << c.want;
+    EXPECT_NE(std::string(d.msg).find(c.want), std::string::npos) << d.msg;
+    EXPECT_EQ(g, nullptr);
+  }
+  gcc_graph_free(m);
+  gcc_graph_free(m3);
+}
+
+TEST(Recipe, OverridesANativeSpec) {
+  std::string path = Runfile("models/mnist_mlp.pb");
+  gcc_graph *m = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_load(path.c_str(), &m, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(m->training.opt.kind, GCC_OPT_SGD);
+  gcc_recipe r;
+  std::string msg;
+  // lr and epochs only: the rest of the spec stays
+  ASSERT_EQ(Set(&r, {{{"--lr", "0.02"}, {"--epochs", "2"}}}, &msg), GCC_OK) << msg;
+  gcc_graph *g = nullptr;
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &g, &d), GCC_OK) << d.msg;
+  EXPECT_FLOAT_EQ(g->training.opt.lr, 0.02f);
+  EXPECT_FLOAT_EQ(g->training.opt.momentum, m->training.opt.momentum);
+  EXPECT_EQ(g->training.epochs, 2);
+  EXPECT_EQ(g->training.batch_size, m->training.batch_size);
+  EXPECT_STREQ(g->training.loss, m->training.loss);
+  EXPECT_EQ(g->n_nodes, m->n_nodes);
+  gcc_graph_free(g);
+  // another optimizer takes its own defaults
+  ASSERT_EQ(Set(&r, {{{"--optimizer", "adam"}}}, &msg), GCC_OK) << msg;
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(g->training.opt.kind, GCC_OPT_ADAM);
+  EXPECT_FLOAT_EQ(g->training.opt.lr, 1e-3f);
+  EXPECT_FLOAT_EQ(g->training.opt.beta2, 0.999f);
+  // and an adam model refuses --momentum
+  gcc_graph *g2 = nullptr;
+  ASSERT_EQ(Set(&r, {{{"--momentum", "0.9"}}}, &msg), GCC_OK) << msg;
+  EXPECT_EQ(gcc_recipe_apply(g, &r, &g2, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("--momentum"), std::string::npos) << d.msg;
+  gcc_graph_free(g);
+  // another loss than the model's is refused
+  ASSERT_EQ(Set(&r, {{{"--loss", "mse"}}}, &msg), GCC_OK) << msg;
+  EXPECT_EQ(gcc_recipe_apply(m, &r, &g2, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("--loss mse"), std::string::npos) << d.msg;
+  gcc_graph_free(m);
+}
+
+// ---- command lines -----------------------------------------------------------------------
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result Exec(const std::string &tool, const std::vector<std::string> &args) {
+  Result r;
+  std::string bin = Runfile("cli/" + tool);
+  if (bin.empty()) {
+    r.err = tool + " not found in the runfiles";
+    return r;
+  }
+  static int n = 0;
+  std::string out = TmpPath("o" + std::to_string(n)), err = TmpPath("e" + std::to_string(n));
+  n++;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    unsetenv("BUILD_WORKING_DIRECTORY");
+    std::vector<char *> argv = {const_cast<char *>(bin.c_str())};
+    for (const std::string &a : args)
+      argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadText(out);
+  r.err = ReadText(err);
+  return r;
+}
+
+std::ostream &operator<<(std::ostream &os, const Result &r) {
+  return os << "exit " << r.code << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err;
+}
+
+// A 784 -> 10 classifier on MNIST images (Flatten, Gemm).
+std::string MnistOnnx() {
+  OnnxModel m(13);
+  m.Input("image", {kBatch, 1, 28, 28});
+  std::vector<float> w(7840), b(10, 0.0f);
+  for (size_t i = 0; i < w.size(); i++)
+    w[i] = 0.01f * (float)((i * 7919) % 13) - 0.06f;
+  m.Init("W", {10, 784}, w);
+  m.Init("B", {10}, b);
+  m.Node("Flatten", {"image"}, {"flat"}, {m.Int("axis", 1)});
+  m.Node("Gemm", {"flat", "W", "B"}, {"logits"}, {m.Int("transB", 1)});
+  m.Output("logits");
+  std::string path = TmpPath("mnist_linear.onnx");
+  std::vector<uint8_t> bytes = m.Bytes();
+  EXPECT_TRUE(WriteFile(path, bytes.data(), bytes.size()));
+  return path;
+}
+
+TEST(RecipeCli, BadRecipesExit2BeforeReadingData) {
+  std::string onnx = MnistOnnx();
+  // --data names a folder that does not exist: reading it would be exit 1
+  const std::vector<std::vector<std::string>> cases = {
+      {"--optimizer", "rmsprop"},
+      {"--loss", "cross-entropy", "--lr", "0"},
+      {"--loss", "cross-entropy", "--lr", "inf"},
+      {"--loss", "cross-entropy", "--optimizer", "adam", "--momentum", "0.9"},
+      {"--loss", "cross-entropy"},
+      {"--epochs", "1"},
+      {"--loss", "mse", "--lr", "0.1"},
+  };
+  const char *flags[] = {"--optimizer", "--lr", "--lr", "--momentum", "--lr", "--loss", "--loss"};
+  for (size_t i = 0; i < cases.size(); i++) {
+    std::vector<std::string> args = {onnx,          "--device", "cpu",
+                                     "--no-output", "--data",   "/nonexistent/mnist"};
+    args.insert(args.end(), cases[i].begin(), cases[i].end());
+    Result r = Exec("gcc-train", args);
+    EXPECT_EQ(r.code, 2) << r;
+    EXPECT_NE(r.err.find(flags[i]), std::string::npos) << r;
+    EXPECT_EQ(r.err.find("/nonexistent"), std::string::npos) << r;
+    args[0] = onnx;
+    std::vector<std::string> iargs = {onnx, "-o", TmpPath("bad.pb")};
+    iargs.insert(iargs.end(), cases[i].begin(), cases[i].end());
+    Result ri = Exec("gcc-import", iargs);
+    EXPECT_EQ(ri.code, 2) << ri;
+    EXPECT_NE(ri.err.find(flags[i]), std::string::npos) << ri;
+  }
+}
+
+TEST(RecipeCli, ImportWritesATrainablePbThatTrainsAsTheOnnxDoes) {
+  std::string onnx = MnistOnnx(), pb = TmpPath("trainable.pb");
+  std::vector<std::string> recipe = {"--loss",     "cross-entropy", "--lr",         "0.05",
+                                     "--momentum", "0.9",           "--batch-size", "50"};
+  std::vector<std::string> args = {onnx, "-o", pb, "--quiet"};
+  args.insert(args.end(), recipe.begin(), recipe.end());
+  Result imp = Exec("gcc-import", args);
+  ASSERT_EQ(imp.code, 0) << imp;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_load(pb.c_str(), &g, &d), GCC_OK) << d.msg;
+  EXPECT_TRUE(g->training.present);
+  EXPECT_EQ(g->training.batch_size, 50);
+  EXPECT_FLOAT_EQ(g->training.opt.momentum, 0.9f);
+  gcc_graph_free(g);
+  // the .pb and the ONNX file with the same flags train identically
+  std::string data = Runfile("data/mnist");
+  std::vector<std::string> common = {"--device",    "cpu",    "--threads",   "1",
+                                     "--max-steps", "30",     "--log-every", "10",
+                                     "--no-output", "--data", data};
+  std::vector<std::string> a1 = {pb};
+  a1.insert(a1.end(), common.begin(), common.end());
+  std::vector<std::string> a2 = {onnx};
+  a2.insert(a2.end(), common.begin(), common.end());
+  a2.insert(a2.end(), recipe.begin(), recipe.end());
+  Result r1 = Exec("gcc-train", a1), r2 = Exec("gcc-train", a2);
+  ASSERT_EQ(r1.code, 0) << r1;
+  ASSERT_EQ(r2.code, 0) << r2;
+  auto losses = [](const std::string &out) {
+    std::string s;
+    size_t p = 0;
+    while ((p = out.find("] loss: ", p)) != std::string::npos) {
+      size_t e = out.find('\n', p);
+      s += out.substr(p, e - p) + ";";
+      p = e;
+    }
+    return s;
+  };
+  EXPECT_FALSE(losses(r1.out).empty()) << r1;
+  EXPECT_EQ(losses(r1.out), losses(r2.out)) << r1 << r2;
+}
+
+} // namespace
