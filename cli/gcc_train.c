@@ -679,10 +679,15 @@ static int parse_args(int argc, char **argv, train_args *a) {
       break;
     case OPT_RESUME: a->resume_path = optarg; break;
     case OPT_BUCKET_SIZE_MB: {
-      float mb;
-      if (!parse_f("--bucket-size-mb", optarg, &mb))
+      char *end;
+      errno = 0;
+      double mb = strtod(optarg, &end);
+      if (errno || end == optarg || *end || !(mb >= 0.0) || mb > 1e6) {
+        fprintf(stderr, "gcc-train: --bucket-size-mb '%s': expected a number in [0, 1e6]\n",
+                optarg);
         return EXIT_USAGE;
-      a->bucket_bytes = (int64_t)((double)mb * 1048576.0);
+      }
+      a->bucket_bytes = (int64_t)(mb * 1048576.0);
       if (a->bucket_bytes < 4) {
         fprintf(stderr, "gcc-train: --bucket-size-mb '%s': a bucket holds at least one float\n",
                 optarg);
