@@ -819,8 +819,9 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       st = collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window, d);
       if (st != GCC_OK)
         break;
-      if (ck_due && (!dp || cfg->comm->rank ==
-                                0)) { /* every step collected and checked: the position after it */
+      /* every step collected and checked: the position after it (rank 0
+       * writes; the position counts global batches) */
+      if (ck_due && (!dp || cfg->comm->rank == 0)) {
         int done = epoch_batches == nb;
         st = gcc_checkpoint_write(cfg->checkpoint_dir, s, model, done ? epoch + 1 : epoch,
                                   done ? 0 : epoch_batches, cfg->keep_checkpoints, d);
