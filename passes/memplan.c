@@ -411,10 +411,11 @@ gcc_status gcc_plan_intervals(const gcc_mem_interval *iv, int n, int64_t *offset
   int e = 0;
   for (int i = 0; i < n; i++) {
     while (e < n && by_end[e].key < by_start[i].key) {
-      gaps_free(&s, offset[by_end[e].id], (int64_t)iv[by_end[e].id].bytes);
+      if (iv[by_end[e].id].bytes) /* an empty block takes nothing and gives nothing back */
+        gaps_free(&s, offset[by_end[e].id], (int64_t)iv[by_end[e].id].bytes);
       e++;
     }
-    offset[by_start[i].id] = gaps_alloc(&s, (int64_t)by_start[i].bytes);
+    offset[by_start[i].id] = by_start[i].bytes ? gaps_alloc(&s, (int64_t)by_start[i].bytes) : 0;
     if ((size_t)s.top > *peak)
       *peak = (size_t)s.top;
   }

@@ -81,7 +81,8 @@ typedef struct gcc_mem_interval {
  * that ends there (the linear-scan best fit of TensorFlow Lite's and XLA's
  * heap simulators); free gaps merge with their neighbours. O(n log n) time,
  * O(n) memory; deterministic. Offsets are multiples of GCC_ARENA_ALIGN when
- * every `bytes` is. A block with first > last is planned as [last, last].
+ * every `bytes` is. A block with first > last is planned as [last, last];
+ * one of 0 bytes gets offset 0 and takes no space.
  * Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_plan_intervals(const gcc_mem_interval *iv, int n, int64_t *offset, size_t *peak,
                               gcc_diag *d);

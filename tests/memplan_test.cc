@@ -90,6 +90,8 @@ std::vector<std::string> SweepOverlaps(size_t n, const std::function<SweepBlock(
         live.erase({b[by_last[e]].dev, b[by_last[e]].off});
         in[by_last[e]] = 0;
       }
+    if (b[i].size == 0)
+      continue; // holds no byte
     auto it = live.lower_bound({b[i].dev, b[i].off});
     auto report = [&](size_t j) {
       bad.push_back("block " + std::to_string(i) + " [" + std::to_string(b[i].off) + ", +" +
@@ -1053,6 +1055,8 @@ TEST(MemplanIntervals, RandomLivenessPatternsAgainstBruteForce) {
       default: len = static_cast<int>(rng() % (horizon + 1)); break; // anything
       }
       size_t bytes = GCC_ARENA_ALIGN * (shape == 1 ? 4 : 1 + rng() % (rng() % 2 ? 4 : 4000));
+      if (rng() % 50 == 0)
+        bytes = 0; // an empty block: takes no space
       iv[i] = {bytes, first, first + len};
     }
     std::vector<int64_t> off(n, -7);
@@ -1076,7 +1080,8 @@ TEST(MemplanIntervals, RandomLivenessPatternsAgainstBruteForce) {
     // break it: put a block onto another one live at the same time
     for (int tries = 0; tries < 4 && n > 1; tries++) {
       int i = static_cast<int>(rng() % n), j = static_cast<int>(rng() % n);
-      if (i == j || iv[i].first > iv[j].last || iv[j].first > iv[i].last)
+      if (i == j || iv[i].first > iv[j].last || iv[j].first > iv[i].last || !iv[i].bytes ||
+          !iv[j].bytes)
         continue;
       std::vector<int64_t> moved = off;
       moved[i] = off[j];
