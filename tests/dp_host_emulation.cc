@@ -134,7 +134,8 @@ TEST(DataParallel, HostEmulatedCudaPlanMatchesOneProcess) {
          reduces, waits, steps);
   EXPECT_GE(buckets, 2);
   EXPECT_EQ(reduces, buckets * steps);
-  EXPECT_EQ(waits, reduces);
+  // one optimizer kernel per run of one bucket's updates: each waits for its bucket only
+  EXPECT_GE(waits, reduces);
   ASSERT_FALSE(hb.collective_log.empty());
   EXPECT_EQ(hb.collective_log.front().first, 'r');
   EXPECT_EQ(hb.captures, 0);

@@ -209,7 +209,8 @@ struct HostBackend {
   // bucket not reduced since its last wait is a violation (the update
   // would read an unreduced gradient)
   std::vector<std::pair<char, int>> collective_log;
-  std::map<int, int> pending_reduce;
+  std::map<int, int> reduced_in; // bucket -> the step (backward pass) that reduced it last
+  int comm_step = 0;
 
   void Track(void *p, size_t bytes, bool pinned) { live[(uintptr_t)p] = {bytes, pinned}; }
   void Untrack(void *p) {
@@ -576,18 +577,19 @@ struct HostBackend {
         GCC_TRY(comm->allreduce_f32(comm, static_cast<float *>(grads[k]), numel[k], weight, nullptr,
                                     d));
       }
+      if (!h->collective_log.empty() && h->collective_log.back().first == 'w')
+        h->comm_step++; // a reduction after a wait: the next step's backward pass
       h->collective_log.push_back({'r', bucket});
-      h->pending_reduce[bucket]++;
+      h->reduced_in[bucket] = h->comm_step;
       return GCC_OK;
     };
     be.collective_wait = [](void *self, int bucket, gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       h->collective_log.push_back({'w', bucket});
-      if (h->pending_reduce[bucket] <= 0)
+      auto it = h->reduced_in.find(bucket);
+      if (it == h->reduced_in.end() || it->second != h->comm_step)
         h->violations.push_back("the compute stream waits for bucket " + std::to_string(bucket) +
                                 ", which was not reduced in this step");
-      else
-        h->pending_reduce[bucket]--;
       return GCC_OK;
     };
     be.graph_destroy = [](void *self, void *graph) {
