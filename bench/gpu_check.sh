@@ -20,7 +20,13 @@
 #  5. trains one epoch on cuda and on cpu (default logging) and prints their
 #     samples/s, the launches and copies per step and the CUDA Graph state;
 #  6. times one training step replayed from a CUDA Graph and issued launch by
-#     launch (bench/gpu_step, batch 64 and 1024).
+#     launch (bench/gpu_step, batch 64 and 1024);
+#  7. only when several GPUs are usable (and mpirun is installed): data-parallel
+#     training, one rank per GPU with NCCL (`mpirun -np N gcc-train ... --device
+#     cuda`), 200 steps of the MNIST MLP and the MNIST CNN at global batch 256
+#     against one GPU at the same global batch: every parameter within 1e-4
+#     (tests/compare_params), then samples/s and the all-reduce time per step
+#     for N = 1 and N = all GPUs.
 # Exits non-zero when a step fails or the curves differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +42,8 @@ done
 section() { printf '\n== %s ==\n' "$*"; }
 
 section "build"
-bazel build //:gcc-train //bench:gpu_step //tests/gpu:gpu_test //tests:device_plan_test >&2
+bazel build //:gcc-train //bench:gpu_step //tests/gpu:gpu_test //tests:device_plan_test \
+  //tests:compare_params >&2
 BB=$(bazel info bazel-bin 2>/dev/null)
 GT=$BB/cli/gcc-train
 TMP=$(mktemp -d)
@@ -111,5 +118,21 @@ done
 
 section "one training step: CUDA Graph replay vs launch by launch"
 "$BB/bench/gpu_step"
+
+NGPU=$("$GT" --list-devices 2>/dev/null | grep -c '^ *cuda:' || true)
+if [ "${NGPU:-0}" -ge 2 ] && command -v mpirun >/dev/null; then
+  section "several GPUs: $NGPU ranks with NCCL against one GPU, same global batch"
+  MPIRUN=(mpirun --allow-run-as-root -np "$NGPU" --bind-to none)
+  for model in mnist_mlp mnist_cnn; do
+    common=(models/$model.pb --device cuda --data "$DATA" --seed 3 --batch-size 256 --epochs 1
+            --max-steps 200 --log-every 0)
+    "$GT" "${common[@]}" --output "$TMP/$model.1gpu.pb" | tee "$TMP/$model.1gpu.log" | tail -1
+    "${MPIRUN[@]}" "$GT" "${common[@]}" --output "$TMP/$model.ngpu.pb" | tee "$TMP/$model.ngpu.log" |
+      grep -E 'data-parallel|trained|all-reduce'
+    "$BB/tests/compare_params" "$TMP/$model.1gpu.pb" "$TMP/$model.ngpu.pb" 1e-4 | tail -1
+  done
+else
+  section "several GPUs: skipped ($NGPU usable GPU(s)${NGPU:+, }$(command -v mpirun >/dev/null || echo 'no mpirun'))"
+fi
 echo
 echo "gpu_check: all checks passed"

@@ -27,6 +27,7 @@
 #include "graph/outfile.h"
 #include "graph/recipe.h"
 #include "runtime/cuda/arch_check.h"
+#include "runtime/cuda/comm_nccl.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_device.h"
 #include "deploy/bundle.h"
@@ -467,11 +468,14 @@ typedef struct train_run {
   const char *data_dir, *output;
   char data_buf[4096], near_model[4096 + 64], out_buf[4096];
   gcc_checkpoint resume; /* --resume */
+  gcc_comm *nccl;        /* GPU ranks: NCCL over the MPI communicator */
 } train_run;
 
 static void run_free(train_run *r) {
   gcc_checkpoint_free(&r->resume);
   gcc_session_destroy(r->s);
+  if (r->nccl)
+    r->nccl->destroy(r->nccl);
   gcc_cuda_backend_destroy(r->cuda);
   gcc_profiler_destroy(r->prof);
   gcc_graph_free(r->model);
@@ -1006,6 +1010,14 @@ static int build_run(train_args *a, train_run *r) {
     so.plan.cuda_graph = !a->no_cuda_graph;
     /* the losses come back once per log interval (or progress-bar tick) */
     so.max_pending = a->log_every > 0 && a->log_every <= 4096 ? (int)a->log_every : 100;
+    if (g_comm->size > 1) { /* GPU ranks reduce with NCCL (the id goes by MPI) */
+      if (gcc_comm_nccl_create(g_comm, r->dev.index, &r->nccl, &d) != GCC_OK) {
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+        run_free(r);
+        return EXIT_DEVICE;
+      }
+      so.comm = r->nccl;
+    }
   }
   if (gcc_session_create(r->model, &so, &r->s, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
@@ -1167,10 +1179,14 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
                gcc_plan_graph_note(p)[0] ? gcc_plan_graph_note(p) : "captured",
                gcc_plan_graph_replays(p));
     }
-    if (g_comm->size > 1 && !a->quiet && rep.steps > 0)
-      printf("all-reduce (rank 0): %" PRId64 " calls, %.1f MB, %.3f s in all (%.3f ms per step)\n",
-             g_comm->allreduce_calls, 1e-6 * (double)g_comm->allreduce_bytes,
-             g_comm->allreduce_seconds, 1e3 * g_comm->allreduce_seconds / (double)rep.steps);
+    const gcc_comm *sc = r->nccl ? r->nccl : g_comm;
+    if (sc->size > 1 && !a->quiet && rep.steps > 0)
+      printf("all-reduce (rank 0, %s): %" PRId64 " calls, %.1f MB, %.3f s in all (%.3f ms per "
+             "step)\n",
+             sc->name, sc->allreduce_calls, 1e-6 * (double)sc->allreduce_bytes,
+             sc->allreduce_seconds,
+             1e3 * sc->allreduce_seconds / (double)sc->allreduce_calls *
+                 (double)sc->allreduce_calls / (double)rep.steps);
   }
   return st;
 }

@@ -151,6 +151,21 @@ static int same_attrs(const gcc_node *a, const gcc_node *b) {
   return 1;
 }
 
+/* Data-parallel: the gradient bucket of update `node` (the AllReduce that
+ * sums its gradient), or -1 without one. */
+static int bucket_of(const gcc_graph *g, int node) {
+  const gcc_node *u = &g->nodes[node];
+  if (u->n_inputs < 2 || u->inputs[1] < 0)
+    return -1;
+  const gcc_value *grad = &g->values[u->inputs[1]];
+  for (int c = 0; c < grad->n_consumers; c++) {
+    const gcc_node *ar = &g->nodes[grad->consumers[c]];
+    if (gcc_op(ar->op)->flags & GCC_OPF_COLLECTIVE)
+      return (int)ar->av[ALL_REDUCE_BUCKET].i;
+  }
+  return -1;
+}
+
 static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
   for (int i = 0; i < g->n_nodes; i++) {
     if (!is_cuda(g, i) || grouped(g, i) || lower(g, i)->kind != GCC_LOWER_OPTIMIZER)
@@ -158,9 +173,18 @@ static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
     int *members = malloc((size_t)g->n_nodes * sizeof *members), n = 0;
     if (!members)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (fusion)");
-    for (int j = i; j < g->n_nodes; j++)
-      if (!grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j]))
+    int bucket = bucket_of(g, i);
+    if (bucket < 0) {
+      for (int j = i; j < g->n_nodes; j++)
+        if (!grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j]))
+          members[n++] = j;
+    } else { /* data-parallel: one kernel per run of updates of one bucket, so that
+                each waits for its own bucket's all-reduce only */
+      for (int j = i; j < g->n_nodes && !grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j]) &&
+                      bucket_of(g, j) == bucket;
+           j++)
         members[n++] = j;
+    }
     char name[64], op[32];
     snprintf(op, sizeof op, "%s", gcc_op_name(g->nodes[i].op));
     for (char *ch = op; *ch; ch++)

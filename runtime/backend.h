@@ -188,6 +188,18 @@ typedef struct gcc_device_backend {
    * brg:avx512_core 64x512x784 bias"), for --profile; NULL when the node
    * runs the op table's own kernel. */
   const char *(*node_impl)(void *self, const gcc_kernel_args *a);
+  /* Data-parallel training (optional; NULL: the device runs no AllReduce).
+   * collective: once the compute stream's work issued so far is done, sums
+   * the bucket's n gradients grads[k] (numel[k] float32 each, device
+   * memory) over the ranks with `comm` (runtime/comm.h: NCCL), each rank's
+   * weighted by `weight`, in place, on the backend's communication stream,
+   * and marks bucket `bucket` done there; it returns without waiting (the
+   * host emulation: when done). collective_wait: the compute stream's later
+   * work waits for bucket `bucket` (an optimizer update waits for its own
+   * gradients' bucket only). */
+  gcc_status (*collective)(void *self, struct gcc_comm *comm, void *const *grads,
+                           const int64_t *numel, int n, float weight, int bucket, gcc_diag *d);
+  gcc_status (*collective_wait)(void *self, int bucket, gcc_diag *d);
 } gcc_device_backend;
 
 #ifdef __cplusplus

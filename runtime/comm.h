@@ -57,9 +57,13 @@ struct gcc_comm {
   double allreduce_seconds;
   /* `bytes` of host memory from rank `root` to every rank. */
   gcc_status (*broadcast)(gcc_comm *c, void *buf, size_t bytes, int root, gcc_diag *d);
-  /* In place: buf[i] = sum over ranks of buf[i], float32, n elements (see
-   * the top of this file for the device and the stream). */
-  gcc_status (*allreduce_f32)(gcc_comm *c, float *buf, int64_t n, void *stream, gcc_diag *d);
+  /* In place: buf[i] = sum over ranks r of weight_r * buf_r[i], float32, n
+   * elements (see the top of this file for the device and the stream): each
+   * rank's gradient weighted by its share of the global batch (weight 1: a
+   * plain sum). MPI multiplies in place then MPI_Allreduce(MPI_SUM); NCCL
+   * reduces with ncclRedOpCreatePreMulSum(weight). */
+  gcc_status (*allreduce_f32)(gcc_comm *c, float *buf, int64_t n, float weight, void *stream,
+                              gcc_diag *d);
   /* In place, float64 in host memory: metrics (evaluation counts and loss
    * sums, checksums), reduced exactly. */
   gcc_status (*allreduce_f64)(gcc_comm *c, double *buf, int64_t n, gcc_diag *d);
@@ -84,6 +88,11 @@ gcc_status gcc_comm_create(gcc_comm **out, gcc_diag *d);
 
 /* 1 when the process was started by an MPI launcher (see gcc_comm_create). */
 int gcc_comm_launched_by_mpi(void);
+
+/* The weight of this rank's gradients in an all-reduce: shard_rows /
+ * global_rows for a mean loss (`mean`), 1 for a sum; 0 for a rank without
+ * rows (shard_rows 0). */
+float gcc_comm_weight(int mean, int64_t shard_rows, int64_t global_rows);
 
 /* Contiguous shares of a global batch of `global_rows` rows over `size`
  * ranks: rank r takes rows [*first, *first + *rows); the first

@@ -27,13 +27,14 @@ static gcc_status single_broadcast(gcc_comm *c, void *buf, size_t bytes, int roo
   return GCC_OK;
 }
 
-static gcc_status single_allreduce_f32(gcc_comm *c, float *buf, int64_t n, void *stream,
-                                       gcc_diag *d) {
+static gcc_status single_allreduce_f32(gcc_comm *c, float *buf, int64_t n, float weight,
+                                       void *stream, gcc_diag *d) {
   (void)c;
-  (void)buf;
-  (void)n;
   (void)stream;
   (void)d;
+  if (weight != 1.0f)
+    for (int64_t i = 0; i < n; i++)
+      buf[i] *= weight;
   return GCC_OK;
 }
 
@@ -85,9 +86,13 @@ static gcc_status mpi_broadcast(gcc_comm *c, void *buf, size_t bytes, int root, 
   return GCC_OK;
 }
 
-static gcc_status mpi_allreduce_f32(gcc_comm *c, float *buf, int64_t n, void *stream, gcc_diag *d) {
+static gcc_status mpi_allreduce_f32(gcc_comm *c, float *buf, int64_t n, float weight, void *stream,
+                                    gcc_diag *d) {
   (void)stream;
   double t0 = MPI_Wtime();
+  if (weight != 1.0f)
+    for (int64_t i = 0; i < n; i++)
+      buf[i] *= weight;
   c->allreduce_calls++;
   c->allreduce_bytes += n * (int64_t)sizeof(float);
   while (n > 0) {

@@ -14,6 +14,7 @@
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "passes/memplan.h"
+#include "runtime/comm.h"
 #include "runtime/cpu/cpu_backend.h"
 
 #define DALIGN 256
@@ -37,11 +38,12 @@ typedef struct op {
   int src, dst;           /* OP_COPY: values */
   size_t bytes;
   gcc_copy_kind ck;
-  int node;            /* OP_NODE / OP_COPY / OP_LIBRARY */
-  long long numel;     /* OP_KERNEL of an optimizer: floats of its flat sections */
-  gcc_kernel_args cpu; /* OP_NODE: the node, run by the CPU backend */
-  int needs_sync;      /* OP_NODE: wait for the device first */
-  int site;            /* OP_NODE: profiler site, when profiling */
+  int node;               /* OP_NODE / OP_COPY / OP_LIBRARY */
+  long long numel;        /* OP_KERNEL of an optimizer: floats of its flat sections */
+  gcc_kernel_args cpu;    /* OP_NODE: the node, run by the CPU backend */
+  int needs_sync;         /* OP_NODE: wait for the device first */
+  int site;               /* OP_NODE: profiler site, when profiling */
+  int wait_first, n_wait; /* OP_KERNEL of an optimizer: its buckets in p->waits */
 } op;
 
 typedef struct input_copy {
@@ -103,6 +105,12 @@ struct gcc_plan {
   gcc_cpu_ctx ctx;
   gcc_diag run_diag;
   int has_cpu_nodes, varying_args, has_loss_kernel;
+  /* data-parallel: the buckets each optimizer kernel waits for, and the
+   * gradient pointers and sizes of the largest AllReduce (filled per run) */
+  int *waits, n_waits;
+  void **coll_ptrs;
+  int64_t *coll_numel;
+  int coll_cap, has_collective;
   int64_t uses[2], replays;
   void *graph[2]; /* per input slot: the captured step (graph_destroy), or NULL */
   int failed;     /* a step failed after its inputs were staged: never run again */
@@ -182,6 +190,36 @@ static gcc_status add_op(gcc_plan *p, const op *o, gcc_diag *d) {
 
 /* the optimizer group's parameters, gradients and state must be
  * consecutive in group order, each padded to GCC_ARENA_ALIGN (emit.h) */
+/* Data-parallel: the AllReduce buckets whose gradients optimizer group
+ * `gr` reads, appended (each once) to p->waits; *n: how many. */
+static gcc_status optimizer_waits(gcc_plan *p, const gcc_group *gr, int *n, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  *n = 0;
+  for (int j = 0; j < gr->n_nodes; j++) {
+    const gcc_node *u = &g->nodes[gr->nodes[j]];
+    if (u->n_inputs < 2 || u->inputs[1] < 0)
+      continue;
+    const gcc_value *grad = &g->values[u->inputs[1]];
+    for (int c = 0; c < grad->n_consumers; c++) {
+      const gcc_node *ar = &g->nodes[grad->consumers[c]];
+      if (!(gcc_op(ar->op)->flags & GCC_OPF_COLLECTIVE))
+        continue;
+      int bucket = (int)ar->av[ALL_REDUCE_BUCKET].i, seen = 0;
+      for (int k = p->n_waits - *n; k < p->n_waits; k++)
+        seen |= p->waits[k] == bucket;
+      if (seen)
+        continue;
+      int *w = realloc(p->waits, (size_t)(p->n_waits + 1) * sizeof *w);
+      if (!w)
+        return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+      p->waits = w;
+      p->waits[p->n_waits++] = bucket;
+      (*n)++;
+    }
+  }
+  return GCC_OK;
+}
+
 static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_diag *d) {
   const gcc_graph *g = p->g;
   const gcc_node *n0 = &g->nodes[gr->nodes[0]];
@@ -286,6 +324,27 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
     device_work = 1;
     if (gr->kind == GCC_GROUP_CUDNN) { /* one library call */
       op o = {.kind = OP_LIBRARY, .group = gi, .node = gr->nodes[0]};
+      const gcc_node *ln = &g->nodes[gr->nodes[0]];
+      if (gcc_op(ln->op)->flags & GCC_OPF_COLLECTIVE) { /* an all-reduce: pointers per run */
+        if (!p->be.collective || !p->be.collective_wait || !p->ctx.comm)
+          return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                              "%s: node '%s' (AllReduce) needs a communicator and a backend that "
+                              "runs collectives (%s has %s)",
+                              g->source, ln->name, p->be.name,
+                              p->ctx.comm ? "no collective" : "a collective but no communicator");
+        if (ln->n_inputs > p->coll_cap) {
+          void **cp = realloc(p->coll_ptrs, (size_t)ln->n_inputs * sizeof *cp);
+          if (cp)
+            p->coll_ptrs = cp;
+          int64_t *cn = realloc(p->coll_numel, (size_t)ln->n_inputs * sizeof *cn);
+          if (cn)
+            p->coll_numel = cn;
+          if (!cp || !cn)
+            return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+          p->coll_cap = ln->n_inputs;
+        }
+        p->has_collective = 1;
+      }
       GCC_TRY(add_op(p, &o, d));
       continue;
     }
@@ -304,6 +363,9 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
                           gr->name);
     if (gr->kind == GCC_GROUP_OPTIMIZER)
       GCC_TRY(check_optimizer_layout(p, gr, d));
+    int wait_first = p->n_waits, n_wait = 0;
+    if (gr->kind == GCC_GROUP_OPTIMIZER) /* the buckets of its gradients, each once */
+      GCC_TRY(optimizer_waits(p, gr, &n_wait, d));
     for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
       gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
       if (kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT)
@@ -316,6 +378,8 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
       }
     }
     op o = {.kind = OP_KERNEL, .kernel = k, .group = gi};
+    o.wait_first = wait_first;
+    o.n_wait = n_wait;
     if (gr->kind == GCC_GROUP_OPTIMIZER) /* each tensor padded to GCC_ARENA_ALIGN (emit.h) */
       for (int j = 0; j < gr->n_nodes; j++)
         o.numel +=
@@ -642,7 +706,8 @@ static gcc_status prepare_library(gcc_plan *p, gcc_diag *d) {
   const gcc_graph *g = p->g;
   for (int gi = 0; gi < g->n_groups; gi++) {
     const gcc_group *gr = &g->groups[gi];
-    if (gr->kind != GCC_GROUP_CUDNN || gr->device != p->device)
+    if (gr->kind != GCC_GROUP_CUDNN || gr->device != p->device ||
+        (gcc_op(g->nodes[gr->nodes[0]].op)->flags & GCC_OPF_COLLECTIVE))
       continue;
     size_t ws = 0;
     GCC_TRY(p->be.library_prepare(p->be.self, g, gr->nodes[0], &ws, d));
@@ -950,6 +1015,9 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
   else if (p->varying_args)
     snprintf(p->graph_note, sizeof p->graph_note,
              "not used: Adam's bias correction changes kernel arguments every step");
+  else if (p->has_collective)
+    snprintf(p->graph_note, sizeof p->graph_note,
+             "not used: the gradient all-reduce's weight (this rank's share) is set per step");
   else if (p->has_cpu_nodes)
     snprintf(p->graph_note, sizeof p->graph_note, "not used: nodes on the CPU run inside the step");
   *out = p;
@@ -1115,11 +1183,26 @@ static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
   for (int i = 0; i < p->n_ops; i++) {
     const op *o = &p->ops[i];
     switch (o->kind) {
-    case OP_KERNEL: GCC_TRY(issue_kernel(p, o, slot, step, d)); break;
+    case OP_KERNEL:
+      for (int w = 0; w < o->n_wait; w++) /* the update waits for its gradients' buckets */
+        GCC_TRY(p->be.collective_wait(p->be.self, p->waits[o->wait_first + w], d));
+      GCC_TRY(issue_kernel(p, o, slot, step, d));
+      break;
     case OP_GEMM: GCC_TRY(issue_gemm(p, o, slot, d)); break;
     case OP_EPILOGUE: GCC_TRY(issue_epilogue(p, o, slot, d)); break;
     case OP_LIBRARY: {
       const gcc_node *n = &p->g->nodes[o->node];
+      if (gcc_op(n->op)->flags & GCC_OPF_COLLECTIVE) { /* a gradient bucket's all-reduce */
+        for (int k = 0; k < n->n_inputs; k++) {
+          p->coll_ptrs[k] = ptr_of(p, n->inputs[k], slot);
+          p->coll_numel[k] = (int64_t)(value_bytes(p->g, n->inputs[k]) / sizeof(float));
+        }
+        float w =
+            gcc_comm_weight((int)n->av[ALL_REDUCE_MEAN].i, p->ctx.shard_rows, p->ctx.global_rows);
+        GCC_TRY(p->be.collective(p->be.self, p->ctx.comm, p->coll_ptrs, p->coll_numel, n->n_inputs,
+                                 w, (int)n->av[ALL_REDUCE_BUCKET].i, d));
+        break;
+      }
       void *in[8] = {0}, *outp[4] = {0};
       for (int k = 0; k < n->n_inputs && k < 8; k++)
         in[k] = ptr_of(p, n->inputs[k], slot);
@@ -1258,7 +1341,7 @@ static void copy_host_readbacks(gcc_plan *p, int entry) {
  * (replayed, captured or issued), then the read-back copies. */
 static gcc_status issue_step(gcc_plan *p, int slot, int entry, int64_t optimizer_step,
                              gcc_diag *d) {
-  int can_graph = p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes;
+  int can_graph = p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes && !p->has_collective;
   if (can_graph && p->graph[slot]) {
     GCC_TRY(p->be.graph_launch(p->be.self, p->graph[slot], d));
     p->replays++;
@@ -1599,5 +1682,8 @@ void gcc_plan_free(gcc_plan *p) {
   free(p->hring);
   if (p->host_arena)
     p->cpu->release(p->cpu->self, p->host_arena);
+  free(p->waits);
+  free(p->coll_ptrs);
+  free(p->coll_numel);
   free(p);
 }

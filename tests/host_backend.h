@@ -37,6 +37,7 @@ extern "C" {
 #include "codegen/lowering.h"
 #include "codegen/nvrtc.h"
 #include "graph/ops.h"
+#include "runtime/comm.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/plan.h"
 }
@@ -203,6 +204,13 @@ struct HostBackend {
   int steps_recorded = 0;
   std::map<int, int> event_step;
   std::vector<std::pair<int, int>> step_waits;
+  // data-parallel: each all-reduce ('r', bucket) and each wait of the
+  // compute stream for one ('w', bucket), in issue order; a wait for a
+  // bucket not reduced since its last wait is a violation (the update
+  // would read an unreduced gradient)
+  std::vector<std::pair<char, int>> collective_log;
+  std::map<int, int> reduced_in; // bucket -> the step (backward pass) that reduced it last
+  int comm_step = 0;
 
   void Track(void *p, size_t bytes, bool pinned) { live[(uintptr_t)p] = {bytes, pinned}; }
   void Untrack(void *p) {
@@ -548,6 +556,40 @@ struct HostBackend {
       h->BeforeCompute();
       for (const Recorded &r : g->work)
         GCC_TRY(h->Run(r, d));
+      return GCC_OK;
+    };
+    // NCCL's all-reduce on the communication stream: here, once the
+    // compute work before it is done, the communicator (MPI standing in for
+    // NCCL behind runtime/comm.h) sums each gradient in place
+    be.collective = [](void *self, gcc_comm *comm, void *const *grads, const int64_t *numel, int n,
+                       float weight, int bucket, gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      if (h->capturing) {
+        h->violations.push_back("an all-reduce inside a CUDA Graph capture");
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "all-reduce under capture");
+      }
+      h->BeforeCompute();
+      for (int k = 0; k < n; k++) {
+        if (!h->Live(grads[k], (size_t)numel[k] * sizeof(float))) {
+          h->violations.push_back("all-reduce of memory that is not live device memory");
+          return gcc_diag_set(d, GCC_ERR_DEVICE, "illegal address in an all-reduce");
+        }
+        GCC_TRY(comm->allreduce_f32(comm, static_cast<float *>(grads[k]), numel[k], weight, nullptr,
+                                    d));
+      }
+      if (!h->collective_log.empty() && h->collective_log.back().first == 'w')
+        h->comm_step++; // a reduction after a wait: the next step's backward pass
+      h->collective_log.push_back({'r', bucket});
+      h->reduced_in[bucket] = h->comm_step;
+      return GCC_OK;
+    };
+    be.collective_wait = [](void *self, int bucket, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      h->collective_log.push_back({'w', bucket});
+      auto it = h->reduced_in.find(bucket);
+      if (it == h->reduced_in.end() || it->second != h->comm_step)
+        h->violations.push_back("the compute stream waits for bucket " + std::to_string(bucket) +
+                                ", which was not reduced in this step");
       return GCC_OK;
     };
     be.graph_destroy = [](void *self, void *graph) {

@@ -1458,22 +1458,17 @@ gcc_status gcc_cpu_all_reduce(const gcc_kernel_args *a) {
     return gcc_diag_set(c->diag, GCC_ERR_INTERNAL,
                         "%s: node '%s' (AllReduce) runs in a plan without a communicator",
                         c->source ? c->source : "?", n->name);
-  float w;
-  if (n->av[ALL_REDUCE_MEAN].i)
-    w = c->global_rows > 0 ? (float)((double)c->shard_rows / (double)c->global_rows) : 0.0f;
-  else
-    w = c->shard_rows > 0 ? 1.0f : 0.0f;
+  float w = gcc_comm_weight((int)n->av[ALL_REDUCE_MEAN].i, c->shard_rows, c->global_rows);
   float *buf = a->workspace;
   int64_t off = 0;
   for (int k = 0; k < a->n_in; k++) {
     if (!a->in[k])
       continue;
     const float *g = F32(a->in[k]);
-    for (int64_t i = 0; i < a->in[k]->numel; i++)
-      buf[off + i] = w * g[i];
+    memcpy(buf + off, g, (size_t)a->in[k]->numel * sizeof(float));
     off += a->in[k]->numel;
   }
-  gcc_status s = c->comm->allreduce_f32(c->comm, buf, off, NULL, c->diag);
+  gcc_status s = c->comm->allreduce_f32(c->comm, buf, off, w, NULL, c->diag);
   if (s != GCC_OK)
     return gcc_diag_prefix(c->diag, "node '%s' (AllReduce, bucket %lld)", n->name,
                            (long long)n->av[ALL_REDUCE_BUCKET].i);

@@ -33,14 +33,25 @@ static gcc_status nccl_broadcast(gcc_comm *c, void *buf, size_t bytes, int root,
   return n->base->broadcast(n->base, buf, bytes, root, d);
 }
 
-static gcc_status nccl_allreduce_f32(gcc_comm *c, float *buf, int64_t count, void *stream,
-                                     gcc_diag *d) {
+static gcc_status nccl_allreduce_f32(gcc_comm *c, float *buf, int64_t count, float weight,
+                                     void *stream, gcc_diag *d) {
   nccl_comm *n = (nccl_comm *)c;
   c->allreduce_calls++;
   c->allreduce_bytes += count * (int64_t)sizeof(float);
   GCC_CUDA_CHECK(cudaSetDevice(n->device));
-  GCC_NCCL_CHECK(
-      ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, n->nc, (cudaStream_t)stream));
+  if (weight == 1.0f) {
+    GCC_NCCL_CHECK(
+        ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, n->nc, (cudaStream_t)stream));
+    return GCC_OK;
+  }
+  /* the sum of weight_r * buf_r: NCCL multiplies before it sums */
+  ncclRedOp_t op;
+  GCC_NCCL_CHECK(ncclRedOpCreatePreMulSum(&op, &weight, ncclFloat, ncclScalarHostImmediate, n->nc));
+  ncclResult_t r =
+      ncclAllReduce(buf, buf, (size_t)count, ncclFloat, op, n->nc, (cudaStream_t)stream);
+  ncclResult_t r2 = ncclRedOpDestroy(op, n->nc);
+  GCC_NCCL_CHECK(r);
+  GCC_NCCL_CHECK(r2);
   return GCC_OK;
 }
 

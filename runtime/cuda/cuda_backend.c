@@ -6,11 +6,13 @@
 
 #include "codegen/lowering.h"
 #include "graph/ops.h"
+#include "runtime/comm.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_conv.h"
 
-#define MAX_EVENTS 8 /* backend.h: input-ready and step-done per slot, read-back */
+#define MAX_BUCKETS 256 /* gradient buckets of one plan's all-reduce */
+#define MAX_EVENTS  8   /* backend.h: input-ready and step-done per slot, read-back */
 
 /* One prepared matmul (gemm_prepare), owned by the plan that prepared it:
  * its descriptor (with the plan's bias and aux pointers), layouts, and the
@@ -34,6 +36,11 @@ struct gcc_cuda_backend {
    * built; the workspaces belong to the plans (library_prepare) */
   cudnnHandle_t cudnn;
   gcc_cudnn_cache *cudnn_cache;
+  /* data-parallel: the communication stream (NCCL's all-reduces, made on
+   * first use) and per bucket the events "its gradients are computed"
+   * (compute stream) and "it is reduced" (communication stream) */
+  cudaStream_t comm_stream;
+  cudaEvent_t grads_ready[MAX_BUCKETS], reduced[MAX_BUCKETS];
 };
 
 static gcc_status set_device(gcc_cuda_backend *b, gcc_diag *d) {
@@ -451,6 +458,47 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
                       gcc_node_desc(g, node, desc, sizeof desc));
 }
 
+/* ---- data-parallel all-reduce ----------------------------------------------- */
+
+static gcc_status bucket_events(gcc_cuda_backend *b, int bucket, gcc_diag *d) {
+  if (bucket < 0 || bucket >= MAX_BUCKETS)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "gradient bucket %d: at most %d buckets per plan (raise --bucket-size-mb)",
+                        bucket, MAX_BUCKETS);
+  if (!b->comm_stream)
+    GCC_CUDA_CHECK(cudaStreamCreateWithFlags(&b->comm_stream, cudaStreamNonBlocking));
+  if (!b->grads_ready[bucket])
+    GCC_CUDA_CHECK(cudaEventCreateWithFlags(&b->grads_ready[bucket], cudaEventDisableTiming));
+  if (!b->reduced[bucket])
+    GCC_CUDA_CHECK(cudaEventCreateWithFlags(&b->reduced[bucket], cudaEventDisableTiming));
+  return GCC_OK;
+}
+
+/* The bucket's gradients are ready once the compute stream reaches here;
+ * the communication stream waits for that, reduces every gradient (one
+ * NCCL group), and marks the bucket reduced. The compute stream goes on
+ * with the backward pass meanwhile. */
+static gcc_status be_collective(void *self, gcc_comm *comm, void *const *grads,
+                                const int64_t *numel, int n, float weight, int bucket,
+                                gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  GCC_TRY(set_device(b, d));
+  GCC_TRY(bucket_events(b, bucket, d));
+  GCC_CUDA_CHECK(cudaEventRecord(b->grads_ready[bucket], b->stream[GCC_STREAM_COMPUTE]));
+  GCC_CUDA_CHECK(cudaStreamWaitEvent(b->comm_stream, b->grads_ready[bucket], 0));
+  for (int k = 0; k < n; k++)
+    GCC_TRY(comm->allreduce_f32(comm, grads[k], numel[k], weight, b->comm_stream, d));
+  GCC_CUDA_CHECK(cudaEventRecord(b->reduced[bucket], b->comm_stream));
+  return GCC_OK;
+}
+
+static gcc_status be_collective_wait(void *self, int bucket, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  GCC_TRY(bucket_events(b, bucket, d));
+  GCC_CUDA_CHECK(cudaStreamWaitEvent(b->stream[GCC_STREAM_COMPUTE], b->reduced[bucket], 0));
+  return GCC_OK;
+}
+
 /* ---- events, synchronisation, graphs -------------------------------------- */
 
 static gcc_status event(gcc_cuda_backend *b, int id, cudaEvent_t *out, gcc_diag *d) {
@@ -490,6 +538,8 @@ static gcc_status be_sync(void *self, gcc_diag *d) {
   gcc_cuda_backend *b = self;
   GCC_CUDA_CHECK(cudaStreamSynchronize(b->stream[GCC_STREAM_COPY]));
   GCC_CUDA_CHECK(cudaStreamSynchronize(b->stream[GCC_STREAM_COMPUTE]));
+  if (b->comm_stream)
+    GCC_CUDA_CHECK(cudaStreamSynchronize(b->comm_stream));
   return GCC_OK;
 }
 
@@ -595,6 +645,8 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   t->gemm_release = be_gemm_release;
   t->library_prepare = be_library_prepare;
   t->library_op = be_library_op;
+  t->collective = be_collective;
+  t->collective_wait = be_collective_wait;
   t->event_record = be_event_record;
   t->stream_wait = be_stream_wait;
   t->event_sync = be_event_sync;
@@ -625,6 +677,16 @@ void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   for (int i = 0; i < MAX_EVENTS; i++)
     if (b->events[i])
       (void)cudaEventDestroy(b->events[i]);
+  if (b->comm_stream) {
+    (void)cudaStreamSynchronize(b->comm_stream);
+    (void)cudaStreamDestroy(b->comm_stream);
+  }
+  for (int i = 0; i < MAX_BUCKETS; i++) {
+    if (b->grads_ready[i])
+      (void)cudaEventDestroy(b->grads_ready[i]);
+    if (b->reduced[i])
+      (void)cudaEventDestroy(b->reduced[i]);
+  }
   if (b->workspace)
     (void)cudaFree(b->workspace);
   if (b->lt)
