@@ -22,6 +22,7 @@ PACKAGES=(
   clang
   libclang-rt-14-dev
   clang-format      # tools/check_format.sh (CI fails on unformatted sources)
+  libisal-dev       # CRC32C (crc32_iscsi) of TensorBoard event files (--log-dir)
   pkg-config        # tests/install_test builds a program against an installed copy
 )
 CUDA_HOME_EXPECTED=/usr/local/cuda
