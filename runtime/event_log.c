@@ -62,8 +62,7 @@ static gcc_status write_event(gcc_event_log *log, const Tensorboard__Event *ev, 
   return GCC_OK;
 }
 
-gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log **out,
-                              gcc_diag *d) {
+gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log **out, gcc_diag *d) {
   *out = NULL;
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
     return gcc_diag_set(d, GCC_ERR_IO, "--log-dir %s: cannot create it: %s", dir, strerror(errno));
@@ -87,8 +86,8 @@ gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log *
     return GCC_ERR_IO;
   }
   log->csv = fopen(log->csv_path, "a");
-  if (!log->csv || (ftell(log->csv) == 0 && (fputs("wall_time,step,tag,value\n", log->csv) < 0 ||
-                                             fflush(log->csv) != 0))) {
+  if (!log->csv || (ftell(log->csv) == 0 &&
+                    (fputs("wall_time,step,tag,value\n", log->csv) < 0 || fflush(log->csv) != 0))) {
     gcc_diag_set(d, GCC_ERR_IO, "%s: cannot write: %s", log->csv_path, strerror(errno));
     gcc_event_log_close(log);
     return GCC_ERR_IO;
@@ -107,8 +106,8 @@ gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log *
   return GCC_OK;
 }
 
-gcc_status gcc_event_log_scalar(gcc_event_log *log, const char *tag, int64_t step,
-                                double wall_time, float value, gcc_diag *d) {
+gcc_status gcc_event_log_scalar(gcc_event_log *log, const char *tag, int64_t step, double wall_time,
+                                float value, gcc_diag *d) {
   Tensorboard__Summary__Value v = TENSORBOARD__SUMMARY__VALUE__INIT;
   v.tag = (char *)tag;
   v.value_case = TENSORBOARD__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;

@@ -45,13 +45,12 @@ uint32_t gcc_crc32c_masked(const void *data, size_t n);
  * (seconds since the epoch), the host name and the process id, writes its
  * file_version record, and opens metrics.csv (writing the header if the
  * file is new). Errors: GCC_ERR_IO naming the path. */
-gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log **out,
-                              gcc_diag *d);
+gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log **out, gcc_diag *d);
 
 /* Appends one scalar to both files and flushes them. `wall_time`: seconds
  * since the epoch. Errors: GCC_ERR_IO naming the file. */
-gcc_status gcc_event_log_scalar(gcc_event_log *log, const char *tag, int64_t step,
-                                double wall_time, float value, gcc_diag *d);
+gcc_status gcc_event_log_scalar(gcc_event_log *log, const char *tag, int64_t step, double wall_time,
+                                float value, gcc_diag *d);
 
 /* The event file's path (valid until close). */
 const char *gcc_event_log_path(const gcc_event_log *log);

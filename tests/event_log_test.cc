@@ -73,8 +73,7 @@ std::string WriteLog(const std::string &dir, const Scalar *s, size_t n, std::str
     return d.msg;
   *path = gcc_event_log_path(log);
   for (size_t i = 0; i < n; i++)
-    if (gcc_event_log_scalar(log, s[i].tag, s[i].step, s[i].wall_time, s[i].value, &d) !=
-        GCC_OK) {
+    if (gcc_event_log_scalar(log, s[i].tag, s[i].step, s[i].wall_time, s[i].value, &d) != GCC_OK) {
       gcc_event_log_close(log);
       return d.msg;
     }
@@ -89,8 +88,7 @@ TEST(EventLog, WritesRecordsAndCsvThatReadBack) {
   // events.out.tfevents.<10-digit time>.<host>.<pid>
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  EXPECT_EQ(path, dir + "/events.out.tfevents.1700000000." + host + "." +
-                      std::to_string(getpid()));
+  EXPECT_EQ(path, dir + "/events.out.tfevents.1700000000." + host + "." + std::to_string(getpid()));
   std::vector<TfEvent> ev;
   ASSERT_EQ(ReadTfEvents(path, &ev), "");
   ASSERT_EQ(ev.size(), 9u);
