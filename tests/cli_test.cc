@@ -1056,4 +1056,27 @@ TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
   EXPECT_TRUE(b.out.empty()) << b;
 }
 
+// ---- a CPU-only build (bazel --config=cpu_only) ---------------------------------------
+
+TEST_F(CliTest, ACpuOnlyBuildSaysItWasBuiltWithoutCuda) {
+  Result list = RunCli({"--list-devices"});
+  ASSERT_EQ(list.exit_code, 0) << list;
+  EXPECT_TRUE(Has(list.out, "\ncuda") || Has(list.out, "CUDA")) << list;
+  Result dev = RunCli({linear_, "--device", "cuda", "--no-output"});
+  EXPECT_EQ(dev.exit_code, 4) << dev;
+#ifdef GCC_NO_CUDA // tests/BUILD: defined in --config=cpu_only
+  EXPECT_TRUE(Has(list.out, "cuda    none: this gcc-train was built without CUDA")) << list;
+  EXPECT_TRUE(Has(dev.err, "built without CUDA")) << dev;
+  EXPECT_TRUE(Has(dev.err, "--device cpu")) << dev;
+  // the CPU path is whole: auto trains on the CPU and says why
+  Result run = RunCli({linear_, "--epochs", "1", "--no-output", "--threads", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run;
+  EXPECT_TRUE(Has(run.err, "built without CUDA")) << run;
+  EXPECT_TRUE(Has(run.out, " on cpu,")) << run;
+#else
+  EXPECT_FALSE(Has(list.out, "built without CUDA")) << list;
+  EXPECT_FALSE(Has(dev.err, "built without CUDA")) << dev;
+#endif
+}
+
 } // namespace
