@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -34,6 +35,7 @@
 #include "deploy/export.h"
 #include "onnx/model_file.h"
 #include "runtime/device.h"
+#include "runtime/event_log.h"
 #include "runtime/placement_report.h"
 #include "runtime/profile.h"
 #include "runtime/checkpoint.h"
@@ -142,6 +144,10 @@ static void usage(FILE *f) {
              "                      training set once and batch on the device (no H2D per\n"
              "                      step); auto does so when it takes at most a quarter of\n"
              "                      the free GPU memory\n"
+             "  --log-dir DIR       write TensorBoard event files (train loss and learning\n"
+             "                      rate every --log-every steps, test loss and accuracy\n"
+             "                      and samples/s per epoch) and metrics.csv to DIR, as\n"
+             "                      torch.utils.tensorboard does; view: tensorboard --logdir DIR\n"
              "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
              "                      every step: each op, copy, data-loader batch, wait for a\n"
              "                      batch and evaluation; print a per-op time table at the\n"
@@ -448,7 +454,7 @@ typedef struct train_args {
   int64_t bucket_bytes, ranks; /* --bucket-size-mb (bytes; 0: default), --ranks (0: the world) */
   int per_class, confusion_matrix; /* per_class: 0 off, 1 on, 2 auto */
   int progress;                    /* 0 lines, 1 bar, 2 auto */
-  const char *checkpoint_dir, *resume_path;
+  const char *checkpoint_dir, *resume_path, *log_dir;
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
   gcc_device want;       /* --device */
@@ -514,6 +520,23 @@ static int check_outputs(train_args *a) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
+  if (a->log_dir) { /* made now, and metrics.csv can be written in it */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/metrics.csv", a->log_dir);
+    if (mkdir(a->log_dir, 0777) != 0 && errno != EEXIST) {
+      fprintf(stderr, "gcc-train: --log-dir %s: cannot create it: %s\n", a->log_dir,
+              strerror(errno));
+      return EXIT_RUN;
+    }
+    if (!is_dir(a->log_dir) || access(a->log_dir, W_OK) != 0) {
+      fprintf(stderr, "gcc-train: --log-dir %s: not a writable folder\n", a->log_dir);
+      return EXIT_RUN;
+    }
+    if (access(probe, F_OK) == 0 && access(probe, W_OK) != 0) {
+      fprintf(stderr, "gcc-train: --log-dir: %s is not writable\n", probe);
+      return EXIT_RUN;
+    }
+  }
   if (a->checkpoint_dir) { /* made now, and a file can be created in it */
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/ckpt-probe", a->checkpoint_dir);
@@ -574,7 +597,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_RANKS,
     OPT_PER_CLASS,
     OPT_CONFUSION_MATRIX,
-    OPT_PROGRESS
+    OPT_PROGRESS,
+    OPT_LOG_DIR
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -621,6 +645,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"per-class", required_argument, 0, OPT_PER_CLASS},
       {"confusion-matrix", no_argument, 0, OPT_CONFUSION_MATRIX},
       {"progress", required_argument, 0, OPT_PROGRESS},
+      {"log-dir", required_argument, 0, OPT_LOG_DIR},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
@@ -733,6 +758,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       }
       break;
     case OPT_CONFUSION_MATRIX: a->confusion_matrix = 1; break;
+    case OPT_LOG_DIR: a->log_dir = optarg; break;
     case OPT_PROGRESS:
       if (strcmp(optarg, "lines") == 0)
         a->progress = 0;
@@ -870,6 +896,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
   if (a->ranks && !a->dump_placement) {
     fprintf(stderr, "gcc-train: --ranks goes with --dump-placement; a training run has the ranks "
                     "mpirun starts\n");
+    return EXIT_USAGE;
+  }
+  if (a->log_dir && (a->dump_placement || a->dump_kernels)) {
+    fprintf(stderr, "gcc-train: --log-dir logs a training run; --dump-placement and "
+                    "--dump-kernels only compile\n");
     return EXIT_USAGE;
   }
   if ((a->checkpoint_dir || a->resume_path) && (a->dump_placement || a->dump_kernels)) {
@@ -1038,6 +1069,17 @@ static int build_run(train_args *a, train_run *r) {
   return -1;
 }
 
+static double wall_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --log-dir: the trainer's scalars, stamped with the wall-clock time */
+static gcc_status log_scalar(void *user, const char *tag, int64_t step, double value, gcc_diag *d) {
+  return gcc_event_log_scalar(user, tag, step, wall_seconds(), (float)value, d);
+}
+
 /* Step 3: trains (SIGINT stops it between steps) and prints the summary.
  * Returns the trainer's status; *rc: the exit status so far. */
 /* GCC_TRAIN_TEST_FAULT=RANK:STEP:KIND (tests only): after optimizer step
@@ -1136,7 +1178,25 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.resume = a->resume_path ? &r->resume : NULL;
   gcc_train_report rep;
   gcc_diag d = {0};
+  gcc_event_log *log = NULL;
+  if (a->log_dir) {
+    if (gcc_event_log_open(a->log_dir, wall_seconds(), &log, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      *rc = EXIT_RUN;
+      return d.status;
+    }
+    cfg.on_scalar = log_scalar;
+    cfg.scalar_user = log;
+    cfg.scalar_every = a->log_every > 0 ? a->log_every : 100;
+  }
   gcc_status st = gcc_train_run(r->s, r->model, &cfg, &rep, &d);
+  char log_note[4600] = "";
+  if (log)
+    snprintf(log_note, sizeof log_note,
+             "TensorBoard events in %s, the scalars also in %s/metrics.csv (view them: "
+             "tensorboard --logdir %s)\n",
+             gcc_event_log_path(log), a->log_dir, a->log_dir);
+  gcc_event_log_close(log);
   *rc = 0;
   if (st == GCC_ERR_INTERRUPTED) {
     fprintf(stderr, "gcc-train: interrupted after %" PRId64 " steps (%s); no model written\n",
@@ -1188,6 +1248,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
              1e3 * sc->allreduce_seconds / (double)sc->allreduce_calls *
                  (double)sc->allreduce_calls / (double)rep.steps);
   }
+  if (log_note[0] && !a->quiet && (st == GCC_OK || st == GCC_ERR_INTERRUPTED))
+    fputs(log_note, stdout);
   return st;
 }
 

@@ -411,50 +411,123 @@ static const char *dev_color(int id) {
   return c[id < 0 ? 0 : id % 5];
 }
 
+/* One node statement (indented by `ind` spaces). */
+static void dot_node(const gcc_graph *g, int i, int ind, FILE *f) {
+  const gcc_node *n = &g->nodes[i];
+  char dev[32], label[1024];
+  if (gcc_op(n->op)->flags & GCC_OPF_COPY) {
+    const gcc_value *src = &g->values[n->inputs[0]];
+    char from[32];
+    snprintf(label, sizeof label, "%s\n%s %s -> %s\n%" PRId64 " bytes%s", n->name,
+             copy_kind(src->device, n->device), gcc_dev_name(src->device, from, sizeof from),
+             gcc_dev_name(n->device, dev, sizeof dev), value_bytes(src),
+             n->n_av > COPY_ONCE && n->av[COPY_ONCE].i ? " once" : " per step");
+    fprintf(f, "%*s\"n%d\" [label=", ind, "", i);
+    dot_str(f, label);
+    fprintf(f, ", shape=box, style=\"filled,dashed\", fillcolor=\"#fd8d3c\"];\n");
+  } else {
+    snprintf(label, sizeof label, "%s\n%s\n%s", n->name, gcc_op_name(n->op),
+             gcc_dev_name(n->device, dev, sizeof dev));
+    fprintf(f, "%*s\"n%d\" [label=", ind, "", i);
+    dot_str(f, label);
+    fprintf(f, ", shape=box, fillcolor=\"%s\"];\n", dev_color(n->device));
+  }
+}
+
+/* A value without a producer (input, parameter, state): an ellipse. */
+static void dot_value(const gcc_graph *g, int v, int ind, FILE *f) {
+  const gcc_value *val = &g->values[v];
+  char sh[128], label[1024];
+  snprintf(label, sizeof label, "%s\n%s %s%s", val->name, gcc_value_kind_name(val->kind),
+           gcc_dtype_name(val->dtype), gcc_shape_str(&val->shape, sh, sizeof sh));
+  fprintf(f, "%*s\"v%d\" [label=", ind, "", v);
+  dot_str(f, label);
+  fprintf(f, ", shape=ellipse, fontsize=8, fillcolor=\"%s\"];\n", dev_color(val->device));
+}
+
+/* The one phase whose bit is set in `mask`, else -1. */
+static int value_phase(unsigned mask) {
+  return mask == 1 ? 0 : mask == 2 ? 1 : mask == 4 ? 2 : -1;
+}
+
+/* Graphviz, drawn left to right: a legend (devices, copies, launches,
+ * values); the forward, backward and optimizer phases as clusters in that
+ * order; inside them, each fused group (one launch: a generated kernel or
+ * a library call with its epilogue) as a cluster of its nodes, named as
+ * the profile and the text report name it. Values without a producer
+ * (inputs, parameters, optimizer state) are ellipses; edges carry the
+ * value's name as a tooltip (in SVG), not as a label. */
 static void render_dot(const gcc_graph *g, FILE *f) {
-  fprintf(f, "digraph placement {\n  rankdir=TB;\n  node [style=filled, fontname=\"Helvetica\", "
-             "fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=8];\n");
-  char dev[32], sh[128], label[1024];
-  /* legend: one node per device */
-  fprintf(f, "  subgraph cluster_legend {\n    label=\"devices\";\n");
+  static const char *const kPhase[] = {"forward", "backward", "optimizer"};
+  fprintf(f, "digraph placement {\n  rankdir=LR;\n  newrank=true;\n  ranksep=0.3;\n"
+             "  node [style=filled, fontname=\"Helvetica\", fontsize=10];\n"
+             "  edge [color=\"#666666\", arrowsize=0.6];\n");
+  char dev[32];
+  fprintf(f, "  subgraph cluster_legend {\n    label=\"legend\";\n    style=dashed;\n"
+             "    fontname=\"Helvetica\";\n");
   int max_id = 0;
   for (int i = 0; i < g->n_nodes; i++)
     max_id = g->nodes[i].device > max_id ? g->nodes[i].device : max_id;
   for (int id = 0; id <= max_id; id++)
-    fprintf(f, "    \"legend_%d\" [label=\"%s\", shape=box, fillcolor=\"%s\"];\n", id,
+    fprintf(f, "    \"legend_%d\" [label=\"runs on %s\", shape=box, fillcolor=\"%s\"];\n", id,
             gcc_dev_name(id, dev, sizeof dev), dev_color(id));
-  fprintf(f, "  }\n");
+  fprintf(f, "    \"legend_copy\" [label=\"copy between devices\\n(H2D, D2H, D2D) and its "
+             "bytes\", shape=box, style=\"filled,dashed\", fillcolor=\"#fd8d3c\"];\n"
+             "    \"legend_value\" [label=\"input, parameter,\\noptimizer state\", "
+             "shape=ellipse, fillcolor=\"#ffffff\"];\n"
+             "    subgraph cluster_legend_launch {\n      label=\"one launch (fused group)\";\n"
+             "      style=\"rounded,filled\";\n      fillcolor=\"#eeeeee\";\n"
+             "      \"legend_launch\" [label=\"nodes it runs\", shape=box, "
+             "fillcolor=\"#ffffff\"];\n    }\n  }\n");
   char *ref = referenced(g);
+  /* the phases that read each value without a producer: one read by a
+   * single phase (optimizer state, the loss's seed) is drawn in it */
+  unsigned char *readers = calloc((size_t)g->n_values + 1, 1);
+  for (int i = 0; i < g->n_nodes && readers; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] >= 0 && (int)g->nodes[i].phase >= 0 && g->nodes[i].phase < 3)
+        readers[g->nodes[i].inputs[k]] |= (unsigned char)(1u << g->nodes[i].phase);
   for (int v = 0; v < g->n_values && ref; v++) {
     const gcc_value *val = &g->values[v];
-    if (!ref[v] || val->producer >= 0)
+    if (!ref[v] || val->producer >= 0 || (readers && value_phase(readers[v]) >= 0))
       continue;
-    snprintf(label, sizeof label, "%s\n%s %s%s", val->name, gcc_value_kind_name(val->kind),
-             gcc_dtype_name(val->dtype), gcc_shape_str(&val->shape, sh, sizeof sh));
-    fprintf(f, "  \"v%d\" [label=", v);
-    dot_str(f, label);
-    fprintf(f, ", shape=ellipse, fillcolor=\"%s\"];\n", dev_color(val->device));
+    dot_value(g, v, 2, f);
   }
-  for (int i = 0; i < g->n_nodes; i++) {
-    const gcc_node *n = &g->nodes[i];
-    int is_copy = gcc_op(n->op)->flags & GCC_OPF_COPY;
-    if (is_copy) {
-      const gcc_value *src = &g->values[n->inputs[0]];
-      char from[32];
-      snprintf(label, sizeof label, "%s\n%s %s -> %s\n%" PRId64 " bytes%s", n->name,
-               copy_kind(src->device, n->device), gcc_dev_name(src->device, from, sizeof from),
-               gcc_dev_name(n->device, dev, sizeof dev), value_bytes(src),
-               n->n_av > COPY_ONCE && n->av[COPY_ONCE].i ? " once" : " per step");
-      fprintf(f, "  \"n%d\" [label=", i);
-      dot_str(f, label);
-      fprintf(f, ", shape=box, style=\"filled,dashed\", fillcolor=\"#fd8d3c\"];\n");
-    } else {
-      snprintf(label, sizeof label, "%s\n%s\n%s", n->name, gcc_op_name(n->op),
-               gcc_dev_name(n->device, dev, sizeof dev));
-      fprintf(f, "  \"n%d\" [label=", i);
-      dot_str(f, label);
-      fprintf(f, ", shape=box, fillcolor=\"%s\"];\n", dev_color(n->device));
+  /* a group is drawn in the phase of its first node */
+  for (int p = 0; p < 3; p++) {
+    int any = 0;
+    for (int i = 0; i < g->n_nodes && !any; i++)
+      any = (int)g->nodes[i].phase == p;
+    if (!any)
+      continue;
+    fprintf(f,
+            "  subgraph cluster_%s {\n    label=\"%s\";\n    style=rounded;\n"
+            "    color=\"#999999\";\n    fontname=\"Helvetica\";\n",
+            kPhase[p], kPhase[p]);
+    for (int k = 0; k < g->n_groups; k++) {
+      const gcc_group *gr = &g->groups[k];
+      if (gr->n_nodes == 0 || (int)g->nodes[gr->nodes[0]].phase != p)
+        continue;
+      fprintf(f, "    subgraph cluster_group_%d {\n      label=", k);
+      dot_str(f, gr->name);
+      fprintf(f, ";\n      style=\"rounded,filled\";\n      fillcolor=\"#eeeeee\";\n"
+                 "      fontsize=9;\n");
+      for (int j = 0; j < gr->n_nodes; j++)
+        dot_node(g, gr->nodes[j], 6, f);
+      fprintf(f, "    }\n");
     }
+    for (int i = 0; i < g->n_nodes; i++)
+      if ((int)g->nodes[i].phase == p && g->nodes[i].group < 0)
+        dot_node(g, i, 4, f);
+    for (int v = 0; v < g->n_values && ref && readers; v++)
+      if (ref[v] && g->values[v].producer < 0 && value_phase(readers[v]) == p)
+        dot_value(g, v, 4, f);
+    fprintf(f, "  }\n");
+  }
+  for (int i = 0; i < g->n_nodes; i++) { /* phases beyond the three, if any */
+    int p = (int)g->nodes[i].phase;
+    if ((p < 0 || p > 2) && g->nodes[i].group < 0)
+      dot_node(g, i, 2, f);
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const gcc_node *n = &g->nodes[i];
@@ -464,14 +537,15 @@ static void render_dot(const gcc_graph *g, FILE *f) {
         continue;
       int p = g->values[v].producer;
       if (p >= 0)
-        fprintf(f, "  \"n%d\" -> \"n%d\" [label=", p, i);
+        fprintf(f, "  \"n%d\" -> \"n%d\" [tooltip=", p, i);
       else
-        fprintf(f, "  \"v%d\" -> \"n%d\" [label=", v, i);
+        fprintf(f, "  \"v%d\" -> \"n%d\" [tooltip=", v, i);
       dot_str(f, g->values[v].name);
       fprintf(f, "];\n");
     }
   }
   free(ref);
+  free(readers);
   fprintf(f, "}\n");
 }
 

@@ -627,7 +627,7 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
 /* Collects the losses of the issued steps into the log window and the epoch sum. */
 static gcc_status collect(gcc_session *s, const gcc_train_config *cfg, float *losses,
                           double *weights, int *issued, double *window, double *epoch_loss,
-                          int64_t *in_window, gcc_diag *d) {
+                          int64_t *in_window, double *scalar_sum, int64_t *in_scalar, gcc_diag *d) {
   int n = 0;
   gcc_status st = gcc_session_collect_losses(s, losses, gcc_session_max_pending(s), &n, d);
   if (st == GCC_OK && is_dp(cfg) && n > 0) { /* the global batches' losses */
@@ -641,6 +641,8 @@ static gcc_status collect(gcc_session *s, const gcc_train_config *cfg, float *lo
     *window += losses[i];
     *epoch_loss += losses[i];
     (*in_window)++;
+    *scalar_sum += losses[i];
+    (*in_scalar)++;
   }
   *issued = 0;
   /* a diverged run stops here, before anything is written: the parameters
@@ -697,6 +699,23 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
   return st;
 }
 
+/* --log-dir, after an evaluation: its loss and accuracy, and the epoch's
+ * rate when it could be timed (none for --epochs 0). */
+static gcc_status epoch_scalars(const gcc_train_config *cfg, const gcc_train_report *r,
+                                const char *test_name, int64_t samples, double secs, gcc_diag *d) {
+  char tag[64];
+  snprintf(tag, sizeof tag, "%s/loss", test_name);
+  GCC_TRY(cfg->on_scalar(cfg->scalar_user, tag, r->steps, r->test_loss, d));
+  if (r->test_accuracy >= 0) {
+    snprintf(tag, sizeof tag, "%s/accuracy", test_name);
+    GCC_TRY(cfg->on_scalar(cfg->scalar_user, tag, r->steps, r->test_accuracy, d));
+  }
+  if (samples > 0 && secs >= GCC_TRAIN_MIN_TIMED_SECONDS)
+    GCC_TRY(cfg->on_scalar(cfg->scalar_user, "train/samples_per_sec", r->steps,
+                           (double)samples / secs, d));
+  return GCC_OK;
+}
+
 gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train_config *cfg,
                          gcc_train_report *report, gcc_diag *d) {
   memset(report, 0, sizeof *report);
@@ -743,6 +762,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   FILE *out = cfg->out ? cfg->out : stdout;
   const char *test_name = src.is_inline ? "train-set" : "test";
   int ck_steps = cfg->checkpoint_dir && cfg->checkpoint_every > 0;
+  double scalar_sum = 0; /* --log-dir: losses since the last train/loss scalar */
+  int64_t in_scalar = 0;
   for (int64_t epoch = start_epoch; st == GCC_OK && epoch < cfg->epochs; epoch++) {
     int64_t epoch_t0 = track ? gcc_prof_now() : 0;
     double t0 = now_seconds(), window = 0, epoch_loss = 0;
@@ -813,10 +834,22 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       int64_t every = cfg->progress ? (nb / 100 > 0 ? nb / 100 : 1) : cfg->log_every;
       int ck_due = ck_steps && report->steps % cfg->checkpoint_every == 0;
       int due = issued == max_pending || epoch_batches == nb || ck_due ||
-                (!cfg->quiet && every > 0 && epoch_batches % every == 0);
+                (!cfg->quiet && every > 0 && epoch_batches % every == 0) ||
+                (cfg->on_scalar && cfg->scalar_every > 0 && report->steps % cfg->scalar_every == 0);
       if (!due)
         continue;
-      st = collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window, d);
+      st = collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window, &scalar_sum,
+                   &in_scalar, d);
+      if (st == GCC_OK && cfg->on_scalar && in_scalar > 0 && cfg->scalar_every > 0 &&
+          report->steps % cfg->scalar_every == 0) { /* --log-dir: the interval's mean loss */
+        st = cfg->on_scalar(cfg->scalar_user, "train/loss", report->steps,
+                            scalar_sum / (double)in_scalar, d);
+        if (st == GCC_OK)
+          st = cfg->on_scalar(cfg->scalar_user, "train/lr", report->steps,
+                              (double)model->training.opt.lr, d);
+        scalar_sum = 0;
+        in_scalar = 0;
+      }
       if (st != GCC_OK)
         break;
       /* every step collected and checked: the position after it (rank 0
@@ -848,8 +881,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     }
     if (issued > 0) { /* interrupted, --max-steps or a failure: the steps already issued */
       gcc_diag cd = {0};
-      gcc_status cs =
-          collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window, &cd);
+      gcc_status cs = collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window,
+                              &scalar_sum, &in_scalar, &cd);
       if (cs != GCC_OK && (st == GCC_OK || st == GCC_ERR_INTERRUPTED)) {
         st = cs;
         *d = cd;
@@ -879,6 +912,11 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       *d = ed;
       st = es;
       break;
+    }
+    if (cfg->on_scalar) {
+      st = epoch_scalars(cfg, report, test_name, epoch_samples, secs, d);
+      if (st != GCC_OK)
+        break;
     }
     if (cfg->checkpoint_dir && cfg->checkpoint_every < 0 && epoch_batches == nb &&
         (!dp || cfg->comm->rank == 0)) {
@@ -911,6 +949,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     st = evaluate(s, &src, cfg, report, d);
     if (track)
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), 0);
+    if (st == GCC_OK && cfg->on_scalar)
+      st = epoch_scalars(cfg, report, test_name, 0, 0, d);
     if (st == GCC_OK && !cfg->quiet) {
       if (report->test_accuracy >= 0)
         fprintf(out, "evaluated: %s accuracy %.2f%%, %s loss %.4f\n", test_name,

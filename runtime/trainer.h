@@ -68,6 +68,16 @@ typedef struct gcc_train_config {
    * counted. */
   int per_class;
   int confusion_matrix;
+  /* --log-dir: if not NULL, called with every scalar of the run, `step`
+   * the optimizer steps so far: "train/loss" (the mean over the last
+   * scalar_every steps, > 0) and "train/lr" every scalar_every steps; after
+   * each evaluation "test/loss", "test/accuracy" (a fraction; classifiers
+   * only; "train-set/..." for an inline data set, evaluated on itself) and
+   * "train/samples_per_sec" (the epoch's, when it could be timed). A status
+   * other than GCC_OK stops training with it. */
+  gcc_status (*on_scalar)(void *user, const char *tag, int64_t step, double value, gcc_diag *d);
+  void *scalar_user;
+  int64_t scalar_every;
   /* Checkpoints (runtime/checkpoint.h): into checkpoint_dir (NULL: none)
    * every checkpoint_every optimizer steps (> 0), or after every epoch's
    * evaluation (-1); the newest keep_checkpoints (>= 1) stay. */

@@ -39,6 +39,7 @@
 #include "runtime/session.h"
 #include "tests/subprocess.h"
 #include "tests/testutil.h"
+#include "tests/tfevents.h"
 
 using namespace gcc_test; // tests/testutil.h, tests/subprocess.h
 
@@ -899,6 +900,92 @@ TEST_F(CliTest, ProgressBarOffATerminalWhenAskedAndLinesOtherwise) {
   Result bad = RunCli({linear_, "--no-output", "--progress", "tqdm"});
   EXPECT_EQ(bad.exit_code, 2) << bad;
   EXPECT_TRUE(Has(bad.err, "--progress 'tqdm': expected auto, bar or lines")) << bad;
+}
+
+// ---- --log-dir: TensorBoard event files and metrics.csv ------------------------------
+
+TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
+  std::string dir = tmp_.file("runs");
+  Result r =
+      RunCli({mnist_, "--device", "cpu", "--threads", "1", "--data", data_, "--max-steps", "60",
+              "--log-every", "20", "--no-output", "--per-class", "off", "--log-dir", dir});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "tensorboard --logdir " + dir)) << r;
+  std::vector<std::string> files = ListDir(dir);
+  ASSERT_EQ(files.size(), 2u) << r;
+  EXPECT_EQ(files[1], "metrics.csv");
+  ASSERT_EQ(files[0].rfind("events.out.tfevents.", 0), 0u) << files[0];
+  std::vector<TfEvent> ev;
+  ASSERT_EQ(ReadTfEvents(dir + "/" + files[0], &ev), "");
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev[0].file_version, "brain.Event:2");
+  std::vector<int64_t> loss_steps;
+  std::vector<double> losses;
+  int lr = 0, test_loss = 0, acc = 0, rate = 0;
+  for (const TfEvent &e : ev) {
+    if (e.tag == "train/loss") {
+      loss_steps.push_back(e.step);
+      losses.push_back(e.value);
+    }
+    lr += e.tag == "train/lr" && std::fabs(e.value - 0.1f) < 1e-7;
+    if (e.tag == "test/loss" || e.tag == "test/accuracy" || e.tag == "train/samples_per_sec") {
+      EXPECT_EQ(e.step, 60) << e.tag;
+    }
+    test_loss += e.tag == "test/loss";
+    rate += e.tag == "train/samples_per_sec" && e.value > 0;
+    if (e.tag == "test/accuracy") {
+      acc++;
+      // the fraction the summary line prints as a percentage
+      std::vector<double> pct = NumbersAfter(r.out, "epoch 1: test accuracy ");
+      ASSERT_EQ(pct.size(), 1u) << r;
+      EXPECT_NEAR(100.0 * e.value, pct[0], 0.005) << r;
+    }
+  }
+  // every --log-every steps, the interval's mean: what the loss lines print
+  EXPECT_EQ(loss_steps, (std::vector<int64_t>{20, 40, 60})) << r;
+  std::vector<double> printed = NumbersAfter(r.out, "] loss: ");
+  ASSERT_EQ(printed.size(), 3u) << r;
+  for (size_t i = 0; i < 3; i++)
+    EXPECT_NEAR(losses[i], printed[i], 5e-5) << i;
+  EXPECT_EQ(lr, 3);
+  EXPECT_EQ(test_loss, 1);
+  EXPECT_EQ(acc, 1);
+  EXPECT_EQ(rate, 1);
+  // metrics.csv holds the same scalars, one per row
+  std::string csv = ReadText(dir + "/metrics.csv");
+  EXPECT_EQ(csv.rfind("wall_time,step,tag,value\n", 0), 0u) << csv;
+  EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), ev.size()) << csv;
+  EXPECT_TRUE(Has(csv, ",60,test/accuracy,")) << csv;
+  // a log folder under a plain file: exit 1 before anything runs
+  std::string bad = tmp_.file("plain");
+  ASSERT_TRUE(WriteText(bad, "x"));
+  Result b = RunCli({linear_, "--no-output", "--log-dir", bad + "/runs"});
+  EXPECT_EQ(b.exit_code, 1) << b;
+  EXPECT_TRUE(Has(b.err, "--log-dir " + bad + "/runs")) << b;
+  EXPECT_TRUE(b.out.empty()) << b;
+}
+
+// ---- a CPU-only build (bazel --config=cpu_only) ---------------------------------------
+
+TEST_F(CliTest, ACpuOnlyBuildSaysItWasBuiltWithoutCuda) {
+  Result list = RunCli({"--list-devices"});
+  ASSERT_EQ(list.exit_code, 0) << list;
+  EXPECT_TRUE(Has(list.out, "\ncuda") || Has(list.out, "CUDA")) << list;
+  Result dev = RunCli({linear_, "--device", "cuda", "--no-output"});
+  EXPECT_EQ(dev.exit_code, 4) << dev;
+#ifdef GCC_NO_CUDA // tests/BUILD: defined in --config=cpu_only
+  EXPECT_TRUE(Has(list.out, "cuda    none: this gcc-train was built without CUDA")) << list;
+  EXPECT_TRUE(Has(dev.err, "built without CUDA")) << dev;
+  EXPECT_TRUE(Has(dev.err, "--device cpu")) << dev;
+  // the CPU path is whole: auto trains on the CPU and says why
+  Result run = RunCli({linear_, "--epochs", "1", "--no-output", "--threads", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run;
+  EXPECT_TRUE(Has(run.err, "built without CUDA")) << run;
+  EXPECT_TRUE(Has(run.out, " on cpu,")) << run;
+#else
+  EXPECT_FALSE(Has(list.out, "built without CUDA")) << list;
+  EXPECT_FALSE(Has(dev.err, "built without CUDA")) << dev;
+#endif
 }
 
 } // namespace

@@ -908,7 +908,7 @@ void CheckReport(const Compiled &c) {
   while (std::getline(in, line)) {
     int a, b;
     char q;
-    if (sscanf(line.c_str(), "  \"n%d\" [label=%c", &a, &q) == 2)
+    if (sscanf(line.c_str(), " \"n%d\" [label=%c", &a, &q) == 2) // at any cluster depth
       stmts[a]++;
     if (sscanf(line.c_str(), "  \"n%d\" -> \"n%d\"", &a, &b) == 2 ||
         sscanf(line.c_str(), "  \"v%d\" -> \"n%d\"", &a, &b) == 2)
@@ -922,6 +922,33 @@ void CheckReport(const Compiled &c) {
       expected_edges += g->nodes[k].inputs[j] >= 0;
   EXPECT_EQ(edges, expected_edges);
   EXPECT_EQ(dot_s.substr(dot_s.size() - 2), "}\n");
+  // readable: left to right, phases and launches as clusters, copies in the legend
+  EXPECT_NE(dot_s.find("  rankdir=LR;\n"), std::string::npos);
+  EXPECT_NE(dot_s.find("\"legend_copy\""), std::string::npos);
+  EXPECT_NE(dot_s.find("subgraph cluster_forward {"), std::string::npos);
+  int groups = 0;
+  for (int k = 0; k < g->n_groups; k++)
+    if (g->groups[k].n_nodes > 0) {
+      groups++;
+      EXPECT_NE(dot_s.find("subgraph cluster_group_" + std::to_string(k) + " {"), std::string::npos)
+          << g->groups[k].name;
+    }
+  size_t clusters = 0;
+  for (size_t at = dot_s.find("subgraph cluster_group_"); at != std::string::npos;
+       at = dot_s.find("subgraph cluster_group_", at + 1))
+    clusters++;
+  EXPECT_EQ(clusters, static_cast<size_t>(groups));
+  // the phases in order: forward's cluster before backward's before the optimizer's
+  size_t fw = dot_s.find("cluster_forward"), bw = dot_s.find("cluster_backward"),
+         op = dot_s.find("cluster_optimizer");
+  bool training = false;
+  for (int k = 0; k < g->n_nodes; k++)
+    training |= g->nodes[k].phase == GCC_PHASE_OPTIMIZER;
+  if (training) {
+    EXPECT_LT(fw, bw);
+    EXPECT_LT(bw, op);
+    EXPECT_NE(op, std::string::npos);
+  }
 }
 
 TEST(PlacementReport, RenderingsAgreeWithTheGraph) {

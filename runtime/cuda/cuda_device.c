@@ -4,7 +4,9 @@
  */
 #include "runtime/cuda/cuda_device.h"
 
+#ifndef GCC_NO_CUDA
 #include <cuda_runtime_api.h>
+#endif
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,13 @@
 
 #include "graph/ir.h"
 
+#ifdef GCC_NO_CUDA
+/* --config=cpu_only: no CUDA toolkit at build time, so no CUDA device */
+int gcc_cuda_device_count(char *reason, size_t cap) {
+  snprintf(reason, cap, "%s", GCC_NO_CUDA_REASON);
+  return 0;
+}
+#else
 int gcc_cuda_device_count(char *reason, size_t cap) {
   int driver = 0, runtime = 0, count = 0;
   cudaError_t e = cudaDriverGetVersion(&driver);
@@ -40,6 +49,7 @@ int gcc_cuda_device_count(char *reason, size_t cap) {
     snprintf(reason, cap, "the driver reports no CUDA device (check CUDA_VISIBLE_DEVICES)");
   return count;
 }
+#endif
 
 gcc_status gcc_device_resolve(const gcc_device *want, gcc_device_check_fn check, gcc_device *out,
                               char *note, size_t note_cap, gcc_diag *d) {
@@ -92,6 +102,14 @@ gcc_status gcc_device_resolve(const gcc_device *want, gcc_device_check_fn check,
   return GCC_OK;
 }
 
+#ifdef GCC_NO_CUDA
+void gcc_cuda_versions(int *driver, int *runtime) {
+  if (driver)
+    *driver = 0;
+  if (runtime)
+    *runtime = 0;
+}
+#else
 void gcc_cuda_versions(int *driver, int *runtime) {
   int dv = 0, rv = 0;
   if (cudaDriverGetVersion(&dv) != cudaSuccess)
@@ -103,12 +121,17 @@ void gcc_cuda_versions(int *driver, int *runtime) {
   if (runtime)
     *runtime = rv;
 }
+#endif
 
 int gcc_list_devices(FILE *out, gcc_device_check_fn check) {
   gcc_device_info cpu;
   gcc_device_info_cpu(&cpu);
   fprintf(out, "cpu     %s, %d cores, %" PRIu64 " bytes of memory\n", cpu.name, cpu.units,
           cpu.memory_bytes);
+#ifdef GCC_NO_CUDA
+  fprintf(out, "cuda    none: %s\n", GCC_NO_CUDA_REASON);
+  return 0;
+#endif
   int driver = 0, runtime = 0;
   gcc_cuda_versions(&driver, &runtime);
   const char *vis = getenv("CUDA_VISIBLE_DEVICES");
@@ -138,6 +161,12 @@ int gcc_list_devices(FILE *out, gcc_device_check_fn check) {
   return usable;
 }
 
+#ifdef GCC_NO_CUDA
+gcc_status gcc_device_info_cuda(int index, gcc_device_info *out, gcc_diag *d) {
+  memset(out, 0, sizeof *out);
+  return gcc_diag_set(d, GCC_ERR_DEVICE, "cuda:%d: %s", index, GCC_NO_CUDA_REASON);
+}
+#else
 gcc_status gcc_device_info_cuda(int index, gcc_device_info *out, gcc_diag *d) {
   memset(out, 0, sizeof *out);
   struct cudaDeviceProp p;
@@ -153,3 +182,4 @@ gcc_status gcc_device_info_cuda(int index, gcc_device_info *out, gcc_diag *d) {
   out->units = p.multiProcessorCount;
   return GCC_OK;
 }
+#endif

@@ -19,6 +19,13 @@
 extern "C" {
 #endif
 
+/* What a CPU-only build (bazel --config=cpu_only, defining GCC_NO_CUDA;
+ * what tools/install-deps.sh picks without the CUDA toolkit) says wherever
+ * a CUDA device is asked for: there is none, and why. */
+#define GCC_NO_CUDA_REASON                                                                         \
+  "this gcc-train was built without CUDA (bazel --config=cpu_only: no CUDA toolkit at build "      \
+  "time)"
+
 /* Probes CUDA: returns the number of usable devices (0 if none) and, when
  * there are none, the reason in `reason` (e.g. "no NVIDIA driver is loaded
  * (cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime
