@@ -21,6 +21,7 @@ extern "C" {
 #include "graph/ir.h"
 #include "graph/ops.h"
 #include "onnx/import.h"
+#include "graph/loader.h"
 #include "graph/util.h"
 #include "runtime/session.h"
 }
@@ -152,14 +153,56 @@ void TrainAndCompare(const std::string &name, bool cuda) {
     checked++;
   }
   EXPECT_GT(checked, 10);
+  // evaluation uses the running estimates: PyTorch's model.eval() logits
+  float eval_loss = 0;
+  int64_t correct = 0;
+  const gcc_tensor *pred = nullptr;
+  ASSERT_EQ(gcc_session_eval_batch(s, x, labels, 4, &eval_loss, &correct, &pred, &d), GCC_OK)
+      << d.msg;
+  ASSERT_NE(pred, nullptr);
+  const gcc_test::FixtureArray &el = fx.Get("eval_logits");
+  ASSERT_EQ(pred->numel, el.numel());
+  for (int64_t i = 0; i < el.numel(); ++i) {
+    double want = el.f32()[i], got = static_cast<const float *>(pred->data)[i];
+    EXPECT_LE(std::fabs(got - want), kRtol * std::max(std::fabs(want), kFloor))
+        << "eval logits[" << i << "] = " << got << ", PyTorch " << want;
+  }
+  // the trained model keeps the running statistics as state through a save
+  gcc_graph *trained = nullptr;
+  ASSERT_EQ(gcc_session_export(s, &trained, &d), GCC_OK) << d.msg;
+  uint8_t *bytes = nullptr;
+  size_t nbytes = 0;
+  ASSERT_EQ(gcc_model_serialize(trained, &bytes, &nbytes, &d), GCC_OK) << d.msg;
+  gcc_graph *back = nullptr;
+  ASSERT_EQ(gcc_model_parse(bytes, nbytes, "trained.pb", &back, &d), GCC_OK) << d.msg;
+  free(bytes);
+  int states = 0;
+  for (int v = 0; v < back->n_values; v++) {
+    if (!back->values[v].state)
+      continue;
+    states++;
+    const gcc_test::FixtureArray &want = fx.Get(std::string("final.") + back->values[v].name);
+    const float *got = static_cast<const float *>(back->values[v].data);
+    for (int64_t i = 0; i < want.numel(); ++i)
+      EXPECT_LE(std::fabs(got[i] - want.f32()[i]),
+                kRtol * std::max(std::fabs((double)want.f32()[i]), kFloor))
+          << back->values[v].name << "[" << i << "] in the saved model";
+  }
+  EXPECT_EQ(states, n_state);
+  gcc_graph_free(back);
+  gcc_graph_free(trained);
   std::printf("[train_import] %s%s: %d tensors after 3 steps, worst error %.3f of the tolerance\n",
               name.c_str(), cuda ? " (CUDA plan)" : "", checked, worst);
   gcc_session_destroy(s);
   gcc_graph_free(g);
 }
 
-TEST(TrainImport, ResNetStyleMatchesPyTorchOnTheCpu) { TrainAndCompare("resnet_tiny", false); }
-TEST(TrainImport, ResNetStyleMatchesPyTorchOnTheCudaPlan) { TrainAndCompare("resnet_tiny", true); }
+TEST(TrainImport, ResNetStyleMatchesPyTorchOnTheCpu) {
+  TrainAndCompare("resnet_tiny", false);
+}
+TEST(TrainImport, ResNetStyleMatchesPyTorchOnTheCudaPlan) {
+  TrainAndCompare("resnet_tiny", true);
+}
 TEST(TrainImport, MobileNetStyleMatchesPyTorchOnTheCpu) {
   TrainAndCompare("mobilenet_tiny", false);
 }
