@@ -421,6 +421,110 @@ gcc_status gcc_emit_lrn_grad_kernel(emitter *e, int gi, int ni) {
   return single_end(e, &sk, ny);
 }
 
+/* X [N, C, D1, ...] of BatchNormalization (input 0) or BatchNormGrad
+ * (input 1): channels, samples and elements per sample and channel. */
+static void bn_kernel_dims(const gcc_graph *g, const gcc_node *nd, int xin, int64_t *n, int64_t *c,
+                           int64_t *inner) {
+  const gcc_shape *X = &g->values[nd->inputs[xin]].shape;
+  *n = X->dims[0];
+  *c = X->dims[1];
+  *inner = 1;
+  for (int q = 2; q < X->ndim; q++)
+    *inner *= X->dims[q];
+}
+
+/* The batch mean and biased variance of channel ci of `x` into mean, var
+ * (float64, the CPU's order of summation). */
+static void bn_stats_src(emitter *e, const char *x, int64_t n, int64_t c, int64_t inner) {
+  out(&e->src,
+      "    double s = 0.0;\n"
+      "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
+      "LL; q++) s += %s[(b * %" PRId64 "LL + ci) * %" PRId64 "LL + q];\n"
+      "    mean = s / %" PRId64 ".0;\n"
+      "    double v = 0.0;\n"
+      "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
+      "LL; q++) { double t = %s[(b * %" PRId64 "LL + ci) * %" PRId64
+      "LL + q] - mean; v += t * t; }\n"
+      "    var = v / %" PRId64 ".0;\n",
+      n, inner, x, c, inner, n * inner, n, inner, x, c, inner, n * inner);
+}
+
+gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_node *nd = sk.nd;
+  int64_t n, c, inner;
+  bn_kernel_dims(sk.g, nd, 0, &n, &c, &inner);
+  int64_t m = n * inner;
+  char le[40], lm[40];
+  snprintf(le, sizeof le, "%.17g", (double)nd->av[BN_EPSILON].f);
+  snprintf(lm, sizeof lm, "%.17g", (double)nd->av[BN_MOMENTUM].f);
+  /* in0 = X, in1 = scale, in2 = B, in3 = running_mean, in4 = running_var */
+  out(&e->src, kLoop, c);
+  out(&e->src, "    const long long ci = i;\n    double mean = in3[ci], var = in4[ci];\n");
+  if (nd->av[BN_TRAINING].i) {
+    bn_stats_src(e, "in0", n, c, inner);
+    /* the running variance takes the unbiased estimate, as PyTorch's */
+    char unb[96];
+    if (m > 1)
+      snprintf(unb, sizeof unb, "var * %" PRId64 ".0 / %" PRId64 ".0", m, m - 1);
+    else
+      snprintf(unb, sizeof unb, "var");
+    out(&e->src,
+        "    ((float *)in3)[ci] = (float)((%s) * (double)in3[ci] + (1.0 - (%s)) * mean);\n"
+        "    ((float *)in4)[ci] = (float)((%s) * (double)in4[ci] + (1.0 - (%s)) * (%s));\n",
+        lm, lm, lm, lm, unb);
+  }
+  out(&e->src,
+      "    const double k = (double)in1[ci] / sqrt(var + (%s)), b0 = (double)in2[ci] - mean * k;\n"
+      "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
+      "LL; q++) {\n"
+      "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
+      "      out0[at] = (float)((double)in0[at] * k + b0);\n    }\n  }\n}\n",
+      le, n, inner, c, inner);
+  return single_end(e, &sk, c);
+}
+
+gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_node *nd = sk.nd;
+  int64_t n, c, inner;
+  bn_kernel_dims(sk.g, nd, 1, &n, &c, &inner);
+  int64_t m = n * inner, which = nd->av[BN_GRAD_OUTPUT].i;
+  char le[40];
+  snprintf(le, sizeof le, "%.17g", (double)nd->av[BN_GRAD_EPSILON].f);
+  /* in0 = dY, in1 = X, in2 = scale */
+  out(&e->src, kLoop, c);
+  out(&e->src, "    const long long ci = i;\n    double mean, var;\n");
+  bn_stats_src(e, "in1", n, c, inner);
+  out(&e->src,
+      "    const double invstd = 1.0 / sqrt(var + (%s));\n"
+      "    double db = 0.0, ds = 0.0;\n"
+      "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
+      "LL; q++) {\n"
+      "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
+      "      db += in0[at];\n"
+      "      ds += (double)in0[at] * ((double)in1[at] - mean) * invstd;\n    }\n",
+      le, n, inner, c, inner);
+  if (which == 1)
+    out(&e->src, "    out0[ci] = (float)ds;\n");
+  else if (which == 2)
+    out(&e->src, "    out0[ci] = (float)db;\n");
+  else
+    out(&e->src,
+        "    const double k = (double)in2[ci] * invstd / %" PRId64 ".0;\n"
+        "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
+        "LL; q++) {\n"
+        "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
+        "      const double xhat = ((double)in1[at] - mean) * invstd;\n"
+        "      out0[at] = (float)(k * (%" PRId64
+        ".0 * (double)in0[at] - db - xhat * ds));\n    }\n",
+        m, n, inner, c, inner, m);
+  out(&e->src, "  }\n}\n");
+  return single_end(e, &sk, c);
+}
+
 gcc_status gcc_emit_concat_kernel(emitter *e, int gi, int ni) {
   single sk;
   GCC_TRY(single_begin(e, gi, ni, &sk));

@@ -28,6 +28,10 @@ gcc_status gcc_emit_lrn_kernel(struct gcc_emitter *e, int group, int node);
  * per element, window sums in float64), as the CPU kernels. */
 gcc_status gcc_emit_log_softmax_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_lrn_grad_kernel(struct gcc_emitter *e, int group, int node);
+/* BatchNormalization (evaluation or training, updating the running
+ * statistics in place) and BatchNormGrad: one thread per channel. */
+gcc_status gcc_emit_batch_norm_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_batch_norm_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_concat_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_transpose_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_pad_kernel(struct gcc_emitter *e, int group, int node);

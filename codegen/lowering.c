@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 48, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 50, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -87,6 +87,11 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_LOG_SOFTMAX_GRAD] = {.kind = GCC_LOWER_KERNEL,
                                  .kernel = gcc_emit_log_softmax_grad_kernel},
     [GCC_OP_LRN_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_lrn_grad_kernel},
+    /* one thread per channel, float64 sums as the CPU (deterministic; the
+     * running statistics are written in place in training) */
+    [GCC_OP_BATCH_NORM] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_batch_norm_kernel},
+    [GCC_OP_BATCH_NORM_GRAD] = {.kind = GCC_LOWER_KERNEL,
+                                .kernel = gcc_emit_batch_norm_grad_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -768,6 +768,7 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
                             d);
     if (s == GCC_OK) {
       c->values[idx].param_of = v->param_of;
+      c->values[idx].state = v->state;
       c->values[idx].device = v->device;
     }
   }

@@ -91,7 +91,12 @@ typedef struct gcc_value {
   void *data; /* PARAM/CONST: owned element data, row-major LE */
   size_t data_bytes;
   int param_of; /* GRAD/OPT_STATE: value index of the parameter, else -1 */
-  int device;   /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
+  /* PARAM only: a running statistic (BatchNormalization's running mean and
+   * variance, PyTorch's buffers): persistent, saved, checkpointed and
+   * exported like a parameter, updated in place by its node's forward in
+   * training, never differentiated nor updated by the optimizer */
+  int state;
+  int device; /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
 } gcc_value;
 
 typedef enum gcc_attr_type {

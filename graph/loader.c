@@ -93,10 +93,21 @@ static gcc_status add_tensor(gcc_graph *g, const Gcc__Tensor *t, const char *wha
   gcc_value_kind kind = (trainable && !constant && t->dtype == GCC__DATA_TYPE__DT_FLOAT32)
                             ? GCC_VALUE_PARAM
                             : GCC_VALUE_CONST;
+  int state = t->has_state && t->state;
+  if (state && kind != GCC_VALUE_PARAM)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s '%s': `state` is set on a tensor that is not a FLOAT32 "
+                        "non-constant initializer",
+                        src, what, name);
   if (gcc_graph_find(g, name) >= 0)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: value '%s' is defined twice", src, name);
-  return gcc_graph_add_value(g, name, (gcc_dtype)t->dtype, &s, kind,
-                             t->has_raw_data ? t->raw_data.data : NULL, want, out, d);
+  int idx;
+  GCC_TRY(gcc_graph_add_value(g, name, (gcc_dtype)t->dtype, &s, kind,
+                              t->has_raw_data ? t->raw_data.data : NULL, want, &idx, d));
+  g->values[idx].state = state;
+  if (out)
+    *out = idx;
+  return GCC_OK;
 }
 
 static gcc_status check_device(const char *src, const char *node, const char *dev, gcc_diag *d) {
@@ -619,6 +630,8 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
      * the mark; other dtypes are constants anyway (and keep their bytes) */
     if (val->kind == GCC_VALUE_CONST && val->dtype == GCC_DT_FLOAT32)
       w.tensors[nt].has_constant = w.tensors[nt].constant = 1;
+    if (val->kind == GCC_VALUE_PARAM && val->state)
+      w.tensors[nt].has_state = w.tensors[nt].state = 1;
     dims += GCC_MAX_DIMS;
     w.tensor_ptrs[nt] = &w.tensors[nt];
     nt++;

@@ -705,6 +705,51 @@ static gcc_status shape_lrn_grad(gcc_graph *g, int node, gcc_diag *d) {
   return shape_lrn(g, node, d);
 }
 
+/* X [N, C, D1, ...] float32 (rank >= 2) and input k a float32 [C]. */
+static gcc_status need_channel_vec(gcc_graph *g, int node, int k, const gcc_value *x, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_value *v = in_val(g, node, k);
+  if (!v || v->shape.ndim != 1 || v->shape.dims[0] != x->shape.dims[1]) {
+    gcc_shape c = {1, {x->shape.dims[1]}};
+    return shape_err(g, node, d,
+                     "a per-channel input must be [C] of X's channels:", v ? &v->shape : &c,
+                     &x->shape);
+  }
+  return GCC_OK;
+}
+
+/* BatchNormalization (X, scale, B, mean, var): X [N, C, ...], the rest [C]. */
+static gcc_status shape_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_value *x = in_val(g, node, 0);
+  if (x->shape.ndim < 2)
+    return shape_err(g, node, d, "BatchNormalization takes X [N, C, D1, ...], got", &x->shape,
+                     NULL);
+  for (int k = 1; k < 5; k++)
+    GCC_TRY(need_channel_vec(g, node, k, x, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  return GCC_OK;
+}
+
+/* BatchNormGrad (dY, X, scale) -> dX [X's shape] or dscale / dB [C]. */
+static gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(shape_relu_grad(g, node, d)); /* dY and X: float32, same shape */
+  gcc_value *x = in_val(g, node, 1);
+  if (x->shape.ndim < 2)
+    return shape_err(g, node, d, "BatchNormGrad takes X [N, C, D1, ...], got", &x->shape, NULL);
+  GCC_TRY(need_channel_vec(g, node, 2, x, d));
+  int64_t which = g->nodes[node].av[BN_GRAD_OUTPUT].i;
+  if (which < 0 || which > 2) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: output must be 0 (dX), 1 (dscale) or 2 (dB)", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  gcc_shape c = {1, {x->shape.dims[1]}};
+  set_out(g, node, 0, GCC_DT_FLOAT32, which == 0 ? &x->shape : &c);
+  return GCC_OK;
+}
+
 /* ONNX Concat: equal ranks and dims but along axis. */
 static gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
@@ -870,6 +915,11 @@ static double flops_lrn(const gcc_graph *g, int node) {
   return (double)(g->nodes[node].av[LRN_SIZE].i + 3) * numel_out(g, node);
 }
 
+/* BatchNormalization and its gradient: a few passes over X */
+static double flops_batch_norm(const gcc_graph *g, int node) {
+  return 4.0 * numel_in0(g, node);
+}
+
 /* ConvTranspose: the multiply-adds of the convolution it is the adjoint of */
 static double flops_conv_transpose(const gcc_graph *g, int node) {
   const gcc_node *n = &g->nodes[node];
@@ -995,6 +1045,9 @@ static const gcc_attr_spec kConcatAttrs[] = {{"axis", GCC_ATTR_INT, 1, 0, 0, NUL
 static const gcc_attr_spec kTransposeAttrs[] = {INTS_REQ("perm")};
 static const gcc_attr_spec kPadAttrs[] = {INTS_REQ("pads"), FINF("value", 0.0f),
                                           S("mode", "constant")};
+static const gcc_attr_spec kBatchNormAttrs[] = {F("epsilon", 1e-5f), F("momentum", 0.9f),
+                                                B("training", 0)};
+static const gcc_attr_spec kBatchNormGradAttrs[] = {F("epsilon", 1e-5f), I("output", 0)};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
@@ -1005,7 +1058,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 48, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 50, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1523,6 +1576,39 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                       "* sum of X^2 over c's window, dX[c] = dY[c] S[c]^-beta - "
                                       "2 alpha beta / size X[c] sum over the windows k that "
                                       "hold c of dY[k] Y[k] / S[k]"},
+    [GCC_OP_BATCH_NORM] = {.name = "BatchNormalization",
+                           .min_inputs = 5,
+                           .max_inputs = 5,
+                           .n_outputs = 1,
+                           .input_names = "X, scale, B, running_mean, running_var",
+                           .attrs = kBatchNormAttrs,
+                           .n_attrs = COUNT(kBatchNormAttrs),
+                           .shape = shape_batch_norm,
+                           .flops = flops_batch_norm,
+                           .semantics =
+                               "ONNX BatchNormalization = torch.nn.BatchNorm2d (any rank >= 2, "
+                               "per channel, dim 1). Evaluation: Y = scale (X - running_mean) / "
+                               "sqrt(running_var + epsilon) + B. Training (`training`, set by "
+                               "autodiff): the batch's mean and biased variance normalise, and "
+                               "running = momentum running + (1 - momentum) batch statistic, with "
+                               "the unbiased variance (n / (n - 1)) for running_var, in place "
+                               "(ONNX's momentum 0.9 is PyTorch's momentum 0.1)"},
+    [GCC_OP_BATCH_NORM_GRAD] = {.name = "BatchNormGrad",
+                                .min_inputs = 3,
+                                .max_inputs = 3,
+                                .n_outputs = 1,
+                                .input_names = "dY, X, scale",
+                                .attrs = kBatchNormGradAttrs,
+                                .n_attrs = COUNT(kBatchNormGradAttrs),
+                                .flags = GCC_OPF_INTERNAL,
+                                .shape = shape_batch_norm_grad,
+                                .flops = flops_batch_norm,
+                                .semantics =
+                                    "the backward of training-mode BatchNormalization (PyTorch "
+                                    "native_batch_norm_backward), the batch statistics recomputed "
+                                    "from X: with xhat = (X - mean) invstd over the M = N D1 ... "
+                                    "elements of a channel, dB = sum dY, dscale = sum dY xhat, dX "
+                                    "= scale invstd / M (M dY - dB - xhat dscale)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -133,7 +133,9 @@ typedef struct gcc_op_desc {
   X(LEAKY_RELU_GRAD, LeakyReluGrad)                                                                \
   X(CLIP_GRAD, ClipGrad)                                                                           \
   X(LOG_SOFTMAX_GRAD, LogSoftmaxGrad)                                                              \
-  X(LRN_GRAD, LRNGrad)
+  X(LRN_GRAD, LRNGrad)                                                                             \
+  X(BATCH_NORM, BatchNormalization)                                                                \
+  X(BATCH_NORM_GRAD, BatchNormGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -174,6 +176,12 @@ enum { LEAKY_RELU_ALPHA };                        /* LeakyRelu and LeakyReluGrad
 enum { CLIP_MIN, CLIP_MAX };                      /* Clip and ClipGrad */
 enum { LRN_SIZE, LRN_ALPHA, LRN_BETA, LRN_BIAS }; /* LRN and LRNGrad */
 /* LogSoftmaxGrad: SOFTMAX_AXIS */
+/* BatchNormalization (X, scale, B, running_mean, running_var) -> Y over
+ * X [N, C, D1, ...] per channel; `training` is set by autodiff (TRAIN mode),
+ * never read from files. BatchNormGrad (dY, X, scale) -> dX (output = 0),
+ * dscale (1) or dB (2). */
+enum { BN_EPSILON, BN_MOMENTUM, BN_TRAINING };
+enum { BN_GRAD_EPSILON, BN_GRAD_OUTPUT };
 enum { CONCAT_AXIS };
 enum { TRANSPOSE_PERM };
 enum { PAD_PADS, PAD_VALUE, PAD_MODE };

@@ -1543,6 +1543,7 @@ gcc_status gcc_onnx_import(const uint8_t *bytes, size_t size, const char *source
   if (o) {
     I.frozen = o->frozen;
     I.n_frozen = o->n_frozen;
+    I.train = o->train;
   }
   if (o && o->base_dir) {
     snprintf(I.base_dir, sizeof I.base_dir, "%s", o->base_dir);

@@ -111,6 +111,15 @@ typedef struct gcc_onnx_options {
    * name a graph input and match its declared dtype and dims. */
   const gcc_onnx_tensor *frozen;
   int n_frozen;
+  /* Import for training (issue 15): every BatchNormalization becomes the IR
+   * BatchNormalization (torch.nn.BatchNorm2d: batch statistics in training,
+   * running estimates in evaluation) with its scale and B trainable and its
+   * mean and var as state (running statistics), instead of being folded
+   * into the Conv before it; exports made in training mode
+   * (training_mode = 1, is_test = 0, the running statistics as unused
+   * outputs) import the same way. The running statistics must be
+   * initializers. */
+  int train;
 } gcc_onnx_options;
 
 /* Imports `size` bytes of an ONNX ModelProto. `source` names them in

@@ -71,6 +71,7 @@ typedef struct imp {
   int cur_node;                  /* ONNX node being converted (for messages), -1 */
   const gcc_onnx_tensor *frozen; /* graph inputs given as constants */
   int n_frozen;
+  int train; /* gcc_onnx_options.train */
   /* IR activations that take a graph output's name when the graph is
    * finished (the output was an alias of them) */
   struct {

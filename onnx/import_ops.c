@@ -1117,6 +1117,45 @@ static gcc_status batchnorm_runtime(nctx *c, float eps, gcc_diag *d) {
   return emit(c, GCC_OP_ADD, a5, 2, 0, F32, x, NULL, &node, d);
 }
 
+/* BatchNormalization for training (gcc_onnx_options.train): the IR op, its
+ * running mean and var (initializers) as state values. */
+static gcc_status batchnorm_train(nctx *c, float eps, gcc_diag *d) {
+  float momentum;
+  GCC_TRY(a_float(c, "momentum", 0.9f, &momentum, d));
+  if (!(momentum >= 0.0f && momentum <= 1.0f))
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "momentum %g is outside [0, 1]", (double)momentum);
+  GCC_TRY(unused_outputs(c, 1, "running or saved statistics (training mode)", d));
+  const tshape *x = in_sh(c, 0);
+  char a[128];
+  if (x->ndim < 2 || x->d[1].sym)
+    return node_err(c, d, GCC_ERR_SHAPE, "X %s has no channel dim", tshape_str(x, a, sizeof a));
+  int ins[5];
+  for (int k = 0; k < 5; k++) {
+    ival *pv = imp_val(c->I, in_idx(c, k));
+    if (k >= 3 && !(pv->is_init && pv->is_const))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "input %d ('%s', the running %s) must be an initializer to train", k,
+                      pv->name, k == 3 ? "mean" : "variance");
+    GCC_TRY(in_ir(c, k, &ins[k], d));
+  }
+  gcc_graph *g = c->I->g;
+  for (int k = 3; k < 5; k++) {
+    gcc_value *v = &g->values[ins[k]];
+    if ((v->kind != GCC_VALUE_PARAM && v->kind != GCC_VALUE_CONST) ||
+        imp_val(c->I, in_idx(c, k))->n_uses > 1)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "the running statistic '%s' is also read by another node", v->name);
+    v->kind = GCC_VALUE_PARAM;
+    v->state = 1;
+  }
+  int node;
+  GCC_TRY(emit(c, GCC_OP_BATCH_NORM, ins, 5, 0, F32, x, NULL, &node, d));
+  if (gcc_node_set_float(g, node, "epsilon", eps) ||
+      gcc_node_set_float(g, node, "momentum", momentum))
+    return oom(d);
+  return GCC_OK;
+}
+
 /* BatchNormalization, inference form: Y = (X - mean) / sqrt(var + eps) *
  * scale + B per channel (dim 1). Folded into the Conv that produces X when
  * nothing else reads X and the statistics are constants. */
@@ -1138,6 +1177,15 @@ static gcc_status cv_batchnorm(nctx *c, gcc_diag *d) {
   for (int k = 0; k < 5; k++)
     GCC_TRY(need_float(c, k, d));
   int64_t v;
+  if (c->I->train) {
+    GCC_TRY(a_int(c, "spatial", 1, &v, d));
+    if (!v)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "spatial = 0 (statistics per element, not per channel) is not supported");
+    float eps;
+    GCC_TRY(a_float(c, "epsilon", 1e-5f, &eps, d));
+    return batchnorm_train(c, eps, d);
+  }
   GCC_TRY(a_int(c, "is_test", 0, &v, d));
   if (c->ver <= 6 && !v && n_out(c) > 1)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,

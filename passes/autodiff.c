@@ -217,7 +217,7 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
   }
   for (int v = 0; v < n_vals; v++)
-    dep[v] = g->values[v].kind == GCC_VALUE_PARAM;
+    dep[v] = g->values[v].kind == GCC_VALUE_PARAM && !g->values[v].state;
   for (int i = 0; i < n_fwd; i++) {
     const gcc_node *n = &g->nodes[i];
     int any = 0;
@@ -333,6 +333,11 @@ gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) 
                         "%s: the loss '%s' must be a float32 scalar, got %s %s", g->source,
                         g->training.loss, gcc_dtype_name(g->values[loss].dtype),
                         gcc_shape_str(&g->values[loss].shape, s, sizeof s));
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_grad_rule *rule = gcc_grad_rule_of(g->nodes[i].op);
+    if (rule && rule->train)
+      GCC_TRY(rule->train(g, i, d));
   }
   gcc_grad_ctx c = {0};
   c.g = g;

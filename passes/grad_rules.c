@@ -556,11 +556,51 @@ gcc_status gcc_grad_conv_transpose(gcc_grad_ctx *c, int node, const int *dy, int
   return GCC_OK;
 }
 
+/* BatchNormalization in training: the batch statistics normalise, so the
+ * gradient flows through them (PyTorch's native_batch_norm_backward):
+ * BatchNormGrad(G, X, scale) with output 0 (dX), 1 (dscale), 2 (dB). The
+ * running mean and var are state (no gradient). */
+gcc_status gcc_grad_batch_norm(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  if (!g->nodes[node].av[BN_TRAINING].i) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: the gradient of BatchNormalization in evaluation form is not "
+                        "supported",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  static const char *const what[3] = {"dX", "dscale", "dB"};
+  for (int k = 0; k < 3; k++) {
+    g = gcc_grad_graph(c);
+    const gcc_node *n = &g->nodes[node];
+    if (!gcc_grad_wanted(c, n->inputs[k]))
+      continue;
+    int in[3] = {G, n->inputs[0], n->inputs[1]}, n2;
+    float eps = n->av[BN_EPSILON].f;
+    GCC_TRY(emit(c, GCC_OP_BATCH_NORM_GRAD, node, what[k], in, 3, &n2, &dx[k], d));
+    g = gcc_grad_graph(c);
+    GCC_TRY(gcc_node_set_float(g, n2, "epsilon", eps));
+    GCC_TRY(gcc_node_set_int(g, n2, "output", k));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  return GCC_OK;
+}
+
+/* Training form of BatchNormalization: batch statistics, running estimates
+ * updated in place. */
+static gcc_status train_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(gcc_node_set_int(g, node, "training", 1));
+  return gcc_op_resolve_attrs(g, node, d);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 48, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 50, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -611,6 +651,8 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_LOG_SOFTMAX_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_LRN_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_ALL_REDUCE] = {.none = "a collective over gradients, made after autodiff"},
+    [GCC_OP_BATCH_NORM] = {.fn = gcc_grad_batch_norm, .train = train_batch_norm},
+    [GCC_OP_BATCH_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

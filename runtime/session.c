@@ -157,14 +157,18 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (session)");
   }
   size_t total = 0;
-  for (int v = 0; v < model->n_values; v++) {
-    if (model->values[v].kind != GCC_VALUE_PARAM)
-      continue;
-    slot *sl = &s->slots[s->n_slots++];
-    sl->param = v;
-    sl->numel = (size_t)gcc_shape_numel(&model->values[v].shape, NULL);
-    total += round_up(sl->numel);
-  }
+  /* the trained parameters first, then the state values (running
+   * statistics: no gradient, no update), so that the parameters an
+   * optimizer kernel walks stay consecutive in the flat sections */
+  for (int pass = 0; pass < 2; pass++)
+    for (int v = 0; v < model->n_values; v++) {
+      if (model->values[v].kind != GCC_VALUE_PARAM || model->values[v].state != pass)
+        continue;
+      slot *sl = &s->slots[s->n_slots++];
+      sl->param = v;
+      sl->numel = (size_t)gcc_shape_numel(&model->values[v].shape, NULL);
+      total += round_up(sl->numel);
+    }
   int ns = n_state(&o->opt);
   size_t floats = total * (size_t)(2 + ns);
   s->arena_bytes = floats * sizeof(float);

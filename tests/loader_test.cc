@@ -822,6 +822,37 @@ TEST_F(LoaderTest, RoundTripKeepsPinsAttributesAndData) {
   gcc_graph_free(g);
 }
 
+TEST_F(LoaderTest, StateInitializersRoundTripAndAreNotParametersToTrain) {
+  // BatchNormalization's running statistics: FLOAT32 initializers marked
+  // `state` read back as parameters with the mark (saved and checkpointed
+  // with them; autodiff gives them no gradient)
+  ModelSpec m = Base();
+  Bytes bytes = Pack(m);
+  gcc_diag d = {};
+  gcc_graph *g = nullptr;
+  ASSERT_EQ(gcc_model_parse(bytes.data(), bytes.size(), "spec.pb", &g, &d), GCC_OK) << d.msg;
+  int w = gcc_graph_find(g, "fc.weight");
+  ASSERT_GE(w, 0);
+  EXPECT_EQ(g->values[w].state, 0);
+  g->values[w].state = 1;
+  uint8_t *b = nullptr;
+  size_t n = 0;
+  ASSERT_EQ(gcc_model_serialize(g, &b, &n, &d), GCC_OK) << d.msg;
+  gcc_graph_free(g);
+  g = nullptr;
+  ASSERT_EQ(gcc_model_parse(b, n, "spec2.pb", &g, &d), GCC_OK) << d.msg;
+  free(b);
+  w = gcc_graph_find(g, "fc.weight");
+  ASSERT_GE(w, 0);
+  EXPECT_EQ(g->values[w].kind, GCC_VALUE_PARAM);
+  EXPECT_EQ(g->values[w].state, 1);
+  gcc_graph *c = nullptr;
+  ASSERT_EQ(gcc_graph_clone(g, &c, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(c->values[gcc_graph_find(c, "fc.weight")].state, 1);
+  gcc_graph_free(c);
+  gcc_graph_free(g);
+}
+
 // ---- atomic save -------------------------------------------------------------------
 
 class SaveTest : public ::testing::Test {

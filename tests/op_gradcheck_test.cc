@@ -471,6 +471,12 @@ struct GradCase {
   bool is_loss = false;     // the op's output is the (scalar) loss itself
   std::vector<int> bwd_ops; // ops that must appear in the backward graph
   bool cuda = false;        // also through a CUDA plan on the host backend (RunOnHostCuda)
+  // persistent state values (BatchNormalization's running statistics):
+  // bound like parameters, marked `state`, no gradient checked
+  std::vector<ParamSpec> states;
+  // checks the persistent values (parameters and states by name) after the
+  // run, on the CPU ("cpu") and on the CUDA plan ("cuda")
+  std::function<void(const std::map<std::string, const float *> &, const char *)> after;
 };
 
 const char *kLossName = "gc.loss";
@@ -480,7 +486,7 @@ const char *kLossName = "gc.loss";
 struct DeviceStorage {
   gcc_host_test::HostBackend *hb;
   const Storage *host;
-  std::map<std::string, float *> grad;
+  std::map<std::string, float *> grad, param;
   std::vector<void *> blocks;
   ~DeviceStorage() {
     for (void *p : blocks)
@@ -512,6 +518,7 @@ struct DeviceStorage {
       s->grad[name] = f;
     } else {
       std::memcpy(p, src->data(), bytes);
+      s->param[name] = static_cast<float *>(p);
     }
     return p;
   }
@@ -530,7 +537,7 @@ void RunOnHostCuda(const gcc_graph *model, const GradCase &c, const InputSpec &t
                    const std::string &loss_name, const Storage &host, double *loss,
                    std::map<std::string, std::vector<float>> *grads) {
   gcc_host_test::HostBackend *hb = SharedHostBackend();
-  DeviceStorage ds{hb, &host, {}, {}};
+  DeviceStorage ds{hb, &host, {}, {}, {}};
   gcc_options o = {};
   o.mode = GCC_MODE_TRAIN;
   o.batch_size = 1;
@@ -568,6 +575,10 @@ void RunOnHostCuda(const gcc_graph *model, const GradCase &c, const InputSpec &t
   *loss = static_cast<const float *>(lt->data)[0];
   for (const auto &kv : ds.grad)
     (*grads)[kv.first].assign(kv.second, kv.second + host.param.at(kv.first).size());
+  if (c.after) {
+    std::map<std::string, const float *> vals(ds.param.begin(), ds.param.end());
+    c.after(vals, "cuda");
+  }
 }
 
 void RunGradCase(const GradCase &c, uint64_t seed) {
@@ -602,6 +613,12 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   for (const ParamSpec &p : c.params)
     ids[p.name] = gcc_build_param(b, p.name.c_str(), static_cast<int>(p.dims.size()), p.dims.data(),
                                   p.data.data());
+  for (const ParamSpec &p : c.states) {
+    ids[p.name] = gcc_build_param(b, p.name.c_str(), static_cast<int>(p.dims.size()), p.dims.data(),
+                                  p.data.data());
+    if (ids[p.name] >= 0)
+      b->g->values[ids[p.name]].state = 1;
+  }
   int out = c.build(b, ids);
   std::string out_name = out >= 0 ? b->g->values[out].name : "";
   int loss = out;
@@ -630,6 +647,8 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
     s.param[p.name] = p.data;
     s.grad[p.name].assign(p.data.size(), std::numeric_limits<float>::quiet_NaN());
   }
+  for (const ParamSpec &p : c.states)
+    s.param[p.name] = p.data;
   gcc_options o = {};
   o.mode = GCC_MODE_TRAIN;
   o.batch_size = 1;
@@ -648,6 +667,12 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
         << d.msg;
   }
   ASSERT_EQ(gcc_plan_run(plan.get(), 0, &d), GCC_OK) << d.msg;
+  if (c.after) {
+    std::map<std::string, const float *> vals;
+    for (const auto &kv : s.param)
+      vals[kv.first] = kv.second.data();
+    c.after(vals, "cpu");
+  }
 
   // the backward graph uses the gradient ops this case is meant to cover
   const gcc_graph *cg = gcc_plan_graph(plan.get());
@@ -671,7 +696,12 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   std::map<std::string, std::vector<float>> cuda_grad;
   if (c.cuda) {
     double cuda_loss = 0;
-    RunOnHostCuda(model.get(), c, target, loss_name, s, &cuda_loss, &cuda_grad);
+    Storage fresh; // the CPU run updated the states in place: start from the case's values
+    for (const ParamSpec &p : c.params)
+      fresh.param[p.name] = p.data;
+    for (const ParamSpec &p : c.states)
+      fresh.param[p.name] = p.data;
+    RunOnHostCuda(model.get(), c, target, loss_name, fresh, &cuda_loss, &cuda_grad);
     EXPECT_TRUE(Close(cuda_loss, ref_loss, kFwdAtol, kFwdRtol, &g_fwd))
         << "CUDA plan loss " << cuda_loss << ", float64 reference " << ref_loss;
   }
@@ -2758,6 +2788,182 @@ TEST(InternalOps, ImportGradOpsMatchTheirFormulas) {
   }
 }
 
+// ---- BatchNormalization (issue 15) -------------------------------------------------------
+
+// nn.BatchNorm2d in training, float64: the batch's mean and biased variance.
+T64 RefBatchNormTrain(const T64 &x, const T64 &scale, const T64 &bias, double eps,
+                      std::vector<double> *mean, std::vector<double> *var) {
+  int64_t N = x.dims[0], C = x.dims[1], inner = Numel(x.dims) / (N * C);
+  double m = static_cast<double>(N * inner);
+  T64 y = x;
+  mean->assign(C, 0);
+  var->assign(C, 0);
+  for (int64_t c = 0; c < C; ++c) {
+    double s = 0, v = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t q = 0; q < inner; ++q)
+        s += x.v[(n * C + c) * inner + q];
+    double mu = s / m;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t q = 0; q < inner; ++q)
+        v += (x.v[(n * C + c) * inner + q] - mu) * (x.v[(n * C + c) * inner + q] - mu);
+    v /= m;
+    (*mean)[c] = mu;
+    (*var)[c] = v;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t q = 0; q < inner; ++q) {
+        int64_t at = (n * C + c) * inner + q;
+        y.v[at] = scale.v[c] * (x.v[at] - mu) / std::sqrt(v + eps) + bias.v[c];
+      }
+  }
+  return y;
+}
+
+TEST(BatchNormGrad, TrainingFormGradientsAndRunningStatistics) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 3; ++rep) {
+      int64_t C = r.I(1, 3);
+      Dims d = rep == 0 ? Dims{r.I(3, 6), C} : Dims{r.I(1, 3), C, r.I(2, 3), r.I(2, 3)};
+      float momentum = rep == 2 ? 0.75f : 0.9f; // ONNX's default 0.9 = PyTorch's 0.1
+      float eps = rep == 1 ? 1e-3f : 1e-5f;
+      GradCase c;
+      c.label = "BatchNormalization training " + Str(d) + " momentum " + std::to_string(momentum);
+      c.params.push_back({"X", d, r.F(Numel(d), -2, 2)});
+      c.params.push_back({"scale", {C}, r.F(C, 0.5, 1.5)});
+      c.params.push_back({"B", {C}, r.F(C)});
+      std::vector<float> rm = r.F(C), rv = r.F(C, 0.5, 2);
+      c.states.push_back({"rm", {C}, rm});
+      c.states.push_back({"rv", {C}, rv});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_BATCH_NORM, "bn",
+                   {v.at("X"), v.at("scale"), v.at("B"), v.at("rm"), v.at("rv")});
+        if (rep == 2)
+          gcc_build_set_float(b, y, "momentum", momentum);
+        if (rep == 1)
+          gcc_build_set_float(b, y, "epsilon", eps);
+        return y;
+      };
+      c.ref = [=](const Env &e) {
+        std::vector<double> mean, var;
+        return RefBatchNormTrain(e.at("X"), e.at("scale"), e.at("B"), eps, &mean, &var);
+      };
+      const std::vector<float> x0 = c.params[0].data;
+      c.after = [=](const std::map<std::string, const float *> &vals, const char *where) {
+        std::vector<double> mean, var;
+        RefBatchNormTrain(FromFloats(d, x0), Zeros({C}), Zeros({C}), eps, &mean, &var);
+        double m = static_cast<double>(Numel(d) / C), mom = momentum;
+        for (int64_t k = 0; k < C; ++k) {
+          double want_m = mom * rm[k] + (1 - mom) * mean[k];
+          double want_v = mom * rv[k] + (1 - mom) * var[k] * m / (m - 1);
+          EXPECT_TRUE(Close(vals.at("rm")[k], want_m, kFwdAtol, kFwdRtol, &g_fwd))
+              << where << ": running_mean[" << k << "] = " << vals.at("rm")[k] << ", want "
+              << want_m;
+          EXPECT_TRUE(Close(vals.at("rv")[k], want_v, kFwdAtol, kFwdRtol, &g_fwd))
+              << where << ": running_var[" << k << "] = " << vals.at("rv")[k] << ", want "
+              << want_v;
+        }
+      };
+      c.bwd_ops = {GCC_OP_BATCH_NORM_GRAD};
+      c.cuda = seed == kSeeds[0];
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(BatchNormGrad, EvaluationUsesTheRunningEstimates) {
+  Rng r(5);
+  int64_t N = 2, C = 3, H = 2, W = 2;
+  Dims d = {N, C, H, W};
+  std::vector<float> scale = r.F(C, 0.5, 1.5), bias = r.F(C), rm = r.F(C), rv = r.F(C, 0.5, 2);
+  DirectCase c;
+  c.label = "BatchNormalization evaluation";
+  c.inputs = {FloatInput("X", d, r.F(Numel(d), -2, 2))};
+  c.build = [&](gcc_builder *b, const Ids &v) {
+    int ps = gcc_build_const(b, "scale", GCC_DT_FLOAT32, 1, &C, scale.data());
+    int pb = gcc_build_const(b, "B", GCC_DT_FLOAT32, 1, &C, bias.data());
+    int pm = gcc_build_const(b, "rm", GCC_DT_FLOAT32, 1, &C, rm.data());
+    int pv = gcc_build_const(b, "rv", GCC_DT_FLOAT32, 1, &C, rv.data());
+    return Op(b, GCC_OP_BATCH_NORM, "bn", {v.at("X"), ps, pb, pm, pv});
+  };
+  c.expect = Zeros(d);
+  for (int64_t i = 0; i < Numel(d); ++i) {
+    int64_t k = (i / (H * W)) % C;
+    c.expect.v[i] = scale[k] * (c.inputs[0].f[i] - rm[k]) / std::sqrt(rv[k] + 1e-5f) + bias[k];
+  }
+  RunDirect(c);
+}
+
+TEST(BatchNormGrad, RunningStatisticsGetNoGradientAndNoUpdate) {
+  // SGD on a BatchNormalization: scale and B get gradients and updates, the
+  // running statistics none (they are state), and the training graph says so
+  gcc_builder *b = gcc_builder_new("bn_state", 1);
+  ASSERT_NE(b, nullptr);
+  int64_t C = 2;
+  Dims d = {4, C};
+  std::vector<float> one(C, 1.0f), zero(C, 0.0f);
+  int x = gcc_build_input(b, "X", GCC_DT_FLOAT32, 2, d.data());
+  int ps = gcc_build_param(b, "scale", 1, &C, one.data());
+  int pb = gcc_build_param(b, "B", 1, &C, zero.data());
+  int pm = gcc_build_param(b, "rm", 1, &C, zero.data());
+  int pv = gcc_build_param(b, "rv", 1, &C, one.data());
+  b->g->values[pm].state = b->g->values[pv].state = 1;
+  int y = Op(b, GCC_OP_BATCH_NORM, "bn", {x, ps, pb, pm, pv});
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 2, d.data());
+  int loss = gcc_build_mse(b, "loss", y, t);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.1f;
+  ts.batch_size = 4;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *raw = nullptr;
+  gcc_diag dg = {};
+  ASSERT_EQ(gcc_builder_finish(b, &raw, &dg), GCC_OK) << dg.msg;
+  GraphPtr model(raw);
+  Storage s;
+  s.param["scale"] = one;
+  s.param["B"] = zero;
+  s.param["rm"] = zero;
+  s.param["rv"] = one;
+  for (const char *p : {"scale", "B", "rm", "rv"})
+    s.grad[p].assign(C, std::numeric_limits<float>::quiet_NaN());
+  gcc_options o = {};
+  o.mode = GCC_MODE_TRAIN;
+  o.batch_size = 4;
+  o.opt = model->training.opt;
+  gcc_plan *plan_raw = nullptr;
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  ASSERT_EQ(gcc_plan_compile(model.get(), &o, &cfg, BindPersistent, &s, &plan_raw, &dg), GCC_OK)
+      << dg.msg;
+  PlanPtr plan(plan_raw);
+  const gcc_graph *cg = gcc_plan_graph(plan.get());
+  std::map<std::string, int> grads, updates;
+  for (int v = 0; v < cg->n_values; ++v)
+    if (cg->values[v].kind == GCC_VALUE_GRAD && cg->values[v].param_of >= 0)
+      grads[cg->values[cg->values[v].param_of].name]++;
+  for (int i = 0; i < cg->n_nodes; ++i)
+    if (gcc_op(cg->nodes[i].op)->flags & GCC_OPF_OPTIMIZER)
+      updates[cg->values[cg->nodes[i].inputs[0]].name]++;
+  EXPECT_EQ(grads["scale"], 1);
+  EXPECT_EQ(grads["B"], 1);
+  EXPECT_EQ(grads.count("rm") + grads.count("rv"), 0u);
+  EXPECT_EQ(updates["scale"], 1);
+  EXPECT_EQ(updates["B"], 1);
+  EXPECT_EQ(updates.count("rm") + updates.count("rv"), 0u);
+  std::vector<float> xv = {1, 2, 3, 4, -1, 0, 1, 5}, tv(8, 0.5f);
+  ASSERT_EQ(gcc_plan_bind_input(plan.get(), "X", xv.data(), &dg), GCC_OK) << dg.msg;
+  ASSERT_EQ(gcc_plan_bind_input(plan.get(), "t", tv.data(), &dg), GCC_OK) << dg.msg;
+  ASSERT_EQ(gcc_plan_run(plan.get(), 0, &dg), GCC_OK) << dg.msg;
+  // channel 0 holds 1, 3, -1, 1: mean 1, unbiased variance 8/3
+  EXPECT_NEAR(s.param["rm"][0], 0.1 * 1.0, 1e-6);
+  EXPECT_NEAR(s.param["rv"][0], 0.9 + 0.1 * 8.0 / 3.0, 1e-6);
+  EXPECT_NE(s.param["B"][0], 0.0f); // updated by SGD
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -2835,6 +3041,8 @@ const Covered kCovered[] = {
      "ImportGrad.PointwiseActivations, InternalOps.ImportGrad*"},
     {GCC_OP_LOG_SOFTMAX_GRAD, "LogSoftmaxGrad", kInternal, "ImportGrad.LogSoftmaxEveryAxis"},
     {GCC_OP_LRN_GRAD, "LRNGrad", kInternal, "ImportGrad.LrnOddAndEvenSizes"},
+    {GCC_OP_BATCH_NORM, "BatchNormalization", kGradcheck, "BatchNormGrad.*"},
+    {GCC_OP_BATCH_NORM_GRAD, "BatchNormGrad", kInternal, "BatchNormGrad.TrainingForm*"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

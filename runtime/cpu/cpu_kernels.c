@@ -858,6 +858,94 @@ gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+/* Channels and elements per channel of X [N, C, D1, ...]. */
+static void bn_dims(const gcc_shape *s, int64_t *n, int64_t *c, int64_t *inner) {
+  *n = s->dims[0];
+  *c = s->dims[1];
+  *inner = 1;
+  for (int i = 2; i < s->ndim; i++)
+    *inner *= s->dims[i];
+}
+
+/* The batch mean and biased variance of channel ci, in float64. */
+static void bn_stats(const float *x, int64_t n, int64_t c, int64_t inner, int64_t ci, double *mean,
+                     double *var) {
+  double s = 0, m = (double)(n * inner);
+  for (int64_t b = 0; b < n; b++)
+    for (int64_t q = 0; q < inner; q++)
+      s += x[(b * c + ci) * inner + q];
+  double mu = s / m, v = 0;
+  for (int64_t b = 0; b < n; b++)
+    for (int64_t q = 0; q < inner; q++) {
+      double t = x[(b * c + ci) * inner + q] - mu;
+      v += t * t;
+    }
+  *mean = mu;
+  *var = v / m;
+}
+
+gcc_status gcc_cpu_batch_norm(const gcc_kernel_args *a) {
+  const gcc_node *nd = a->node;
+  const float *x = F32(a->in[0]), *scale = F32(a->in[1]), *bias = F32(a->in[2]);
+  float *rmean = F32(a->in[3]), *rvar = F32(a->in[4]), *y = F32(a->out[0]);
+  int64_t n, c, inner;
+  bn_dims(&a->in[0]->shape, &n, &c, &inner);
+  double eps = nd->av[BN_EPSILON].f, mom = nd->av[BN_MOMENTUM].f, m = (double)(n * inner);
+  int training = (int)nd->av[BN_TRAINING].i;
+  for (int64_t ci = 0; ci < c; ci++) {
+    double mean = rmean[ci], var = rvar[ci];
+    if (training) {
+      bn_stats(x, n, c, inner, ci, &mean, &var);
+      /* PyTorch: the running variance takes the unbiased estimate */
+      double unbiased = m > 1 ? var * m / (m - 1) : var;
+      rmean[ci] = (float)(mom * rmean[ci] + (1.0 - mom) * mean);
+      rvar[ci] = (float)(mom * rvar[ci] + (1.0 - mom) * unbiased);
+    }
+    double k = (double)scale[ci] / sqrt(var + eps), b0 = (double)bias[ci] - mean * k;
+    for (int64_t b = 0; b < n; b++)
+      for (int64_t q = 0; q < inner; q++) {
+        int64_t at = (b * c + ci) * inner + q;
+        y[at] = (float)((double)x[at] * k + b0);
+      }
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_batch_norm_grad(const gcc_kernel_args *a) {
+  const gcc_node *nd = a->node;
+  const float *dy = F32(a->in[0]), *x = F32(a->in[1]), *scale = F32(a->in[2]);
+  float *out = F32(a->out[0]);
+  int64_t n, c, inner;
+  bn_dims(&a->in[1]->shape, &n, &c, &inner);
+  double eps = nd->av[BN_GRAD_EPSILON].f, m = (double)(n * inner);
+  int64_t which = nd->av[BN_GRAD_OUTPUT].i;
+  for (int64_t ci = 0; ci < c; ci++) {
+    double mean, var;
+    bn_stats(x, n, c, inner, ci, &mean, &var);
+    double invstd = 1.0 / sqrt(var + eps), db = 0, ds = 0;
+    for (int64_t b = 0; b < n; b++)
+      for (int64_t q = 0; q < inner; q++) {
+        int64_t at = (b * c + ci) * inner + q;
+        db += dy[at];
+        ds += (double)dy[at] * ((double)x[at] - mean) * invstd;
+      }
+    if (which == 1) {
+      out[ci] = (float)ds;
+    } else if (which == 2) {
+      out[ci] = (float)db;
+    } else {
+      double k = (double)scale[ci] * invstd / m;
+      for (int64_t b = 0; b < n; b++)
+        for (int64_t q = 0; q < inner; q++) {
+          int64_t at = (b * c + ci) * inner + q;
+          double xhat = ((double)x[at] - mean) * invstd;
+          out[at] = (float)(k * (m * (double)dy[at] - db - xhat * ds));
+        }
+    }
+  }
+  return GCC_OK;
+}
+
 gcc_status gcc_cpu_concat(const gcc_kernel_args *a) {
   const gcc_shape *ys = &a->out[0]->shape;
   int64_t axis = a->node->av[CONCAT_AXIS].i;

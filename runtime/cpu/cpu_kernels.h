@@ -104,6 +104,11 @@ gcc_status gcc_cpu_leaky_relu_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_clip_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_log_softmax_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a);
+/* BatchNormalization over X [N, C, D1, ...] per channel, sums in float64;
+ * in training it writes the running mean and var (inputs 3 and 4) in place.
+ * BatchNormGrad recomputes the batch statistics from X. */
+gcc_status gcc_cpu_batch_norm(const gcc_kernel_args *a);
+gcc_status gcc_cpu_batch_norm_grad(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's

@@ -1,0 +1,213 @@
+// train_import_test: ONNX models exported by PyTorch in training mode
+// (tests/fixtures/make_train_import_fixtures.py: a ResNet-style network with
+// BasicBlocks, projection shortcut, global average pool and Linear; a
+// MobileNet-style one with a depthwise convolution and ReLU6 as Clip) are
+// imported for training (gcc_onnx_options.train: BatchNormalization kept,
+// running statistics as state), given PyTorch's recipe (CrossEntropyLoss,
+// SGD with momentum and weight decay) and trained 3 steps on the fixture's
+// batch, on the CPU and through a CUDA plan on the host backend (generated
+// kernels emulated). The losses, every parameter and every BatchNorm running
+// statistic must match PyTorch's to 1e-4 relative (|got - want| <= 1e-4
+// max(|want|, 1e-2): float32 in both, three steps of a deep-ish chain).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "codegen/kernel_cache.h"
+#include "graph/ir.h"
+#include "graph/ops.h"
+#include "onnx/import.h"
+#include "graph/loader.h"
+#include "graph/util.h"
+#include "runtime/session.h"
+}
+#include "tests/fixture.h"
+#include "tests/host_backend.h"
+#include "tests/testutil.h"
+
+namespace {
+
+using gcc_test::Fixture;
+
+constexpr double kRtol = 1e-4, kFloor = 1e-2;
+
+// The imported graph plus cross-entropy on its logits and the recipe.
+gcc_graph *ImportForTraining(const std::string &onnx, const Fixture &fx, std::string *err) {
+  gcc_test::Bytes bytes;
+  if (!gcc_test::ReadFile(onnx, &bytes)) {
+    *err = "cannot read " + onnx;
+    return nullptr;
+  }
+  gcc_onnx_options o{};
+  o.train = 1;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  if (gcc_onnx_import(bytes.data(), bytes.size(), onnx.c_str(), &o, &g, nullptr, &d) != GCC_OK) {
+    *err = d.msg;
+    return nullptr;
+  }
+  int logits = gcc_graph_find(g, "logits");
+  gcc_shape ls = {1, {GCC_BATCH_DIM}};
+  int labels = -1, loss = -1, node = -1;
+  int ins[2] = {logits, -1};
+  if (logits < 0 ||
+      gcc_graph_add_value(g, "labels", GCC_DT_INT64, &ls, GCC_VALUE_INPUT, nullptr, 0, &labels,
+                          &d) != GCC_OK ||
+      gcc_graph_add_input(g, labels) != GCC_OK) {
+    *err = logits < 0 ? "no logits" : d.msg;
+    gcc_graph_free(g);
+    return nullptr;
+  }
+  ins[1] = labels;
+  gcc_shape scalar = {0, {0}};
+  if (gcc_graph_add_value(g, "loss", GCC_DT_FLOAT32, &scalar, GCC_VALUE_ACTIVATION, nullptr, 0,
+                          &loss, &d) != GCC_OK ||
+      gcc_graph_add_node(g, "loss", GCC_OP_SOFTMAX_CROSS_ENTROPY, ins, 2, &loss, 1, &node, &d) !=
+          GCC_OK ||
+      gcc_graph_add_output(g, loss) != GCC_OK || gcc_graph_link(g, &d) != GCC_OK ||
+      gcc_graph_toposort(g, &d) != GCC_OK) {
+    *err = d.msg;
+    gcc_graph_free(g);
+    return nullptr;
+  }
+  gcc_training *t = &g->training;
+  t->present = 1;
+  t->loss = gcc_strdup("loss");
+  t->prediction = gcc_strdup("logits");
+  t->input = gcc_strdup("input");
+  t->target = gcc_strdup("labels");
+  t->opt.kind = GCC_OPT_SGD;
+  t->opt.lr = static_cast<float>(fx.Get("lr").f64()[0]);
+  t->opt.momentum = static_cast<float>(fx.Get("momentum").f64()[0]);
+  t->opt.weight_decay = static_cast<float>(fx.Get("weight_decay").f64()[0]);
+  t->batch_size = 4;
+  t->epochs = 1;
+  return g;
+}
+
+void TrainAndCompare(const std::string &name, bool cuda) {
+  SCOPED_TRACE(name + (cuda ? " (CUDA plan, host backend)" : " (CPU)"));
+  Fixture fx;
+  std::string err;
+  ASSERT_TRUE(Fixture::Load(gcc_test::Runfile("tests/fixtures/" + name + ".fix"), &fx, &err))
+      << err;
+  gcc_graph *g = ImportForTraining(gcc_test::Runfile("tests/fixtures/" + name + ".onnx"), fx, &err);
+  ASSERT_NE(g, nullptr) << err;
+  int n_state = 0, n_bn = 0;
+  for (int v = 0; v < g->n_values; v++)
+    n_state += g->values[v].state;
+  for (int i = 0; i < g->n_nodes; i++)
+    n_bn += g->nodes[i].op == GCC_OP_BATCH_NORM;
+  EXPECT_GT(n_bn, 0);
+  EXPECT_EQ(n_state, 2 * n_bn) << "each BatchNormalization keeps its running mean and var";
+
+  static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  gcc_session_options so{};
+  so.threads = 1;
+  so.opt = g->training.opt;
+  if (cuda) {
+    so.backend = &hb->be;
+    so.device = GCC_DEV_CUDA(0);
+    so.plan.sm = 90;
+    so.plan.sm_count = 4;
+    so.plan.compile = gcc_kernel_cache_hook;
+    so.plan.compile_user = (void *)&kNoCache;
+  }
+  gcc_session *s = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  const float *x = fx.Get("x").f32();
+  const int64_t *labels = fx.Get("labels").i64();
+  for (int step = 1; step <= 3; ++step) {
+    float loss = 0;
+    ASSERT_EQ(gcc_session_train_step(s, x, labels, 4, &loss, &d), GCC_OK) << d.msg;
+    double want = fx.Get("loss." + std::to_string(step)).f64()[0];
+    EXPECT_LE(std::fabs(loss - want), kRtol * std::max(std::fabs(want), kFloor))
+        << "step " << step << " loss " << loss << ", PyTorch " << want;
+  }
+  int checked = 0;
+  double worst = 0;
+  for (const std::string &rname : fx.Names()) {
+    if (rname.rfind("final.", 0) != 0)
+      continue;
+    const gcc_test::FixtureArray &rec = fx.Get(rname);
+    std::string pname = rname.substr(6);
+    float *p = nullptr;
+    int64_t n = 0;
+    ASSERT_EQ(gcc_session_param(s, pname.c_str(), &p, &n, &d), GCC_OK) << pname << ": " << d.msg;
+    ASSERT_EQ(n, rec.numel()) << pname;
+    const float *want = rec.f32();
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double tol = kRtol * std::max(std::fabs((double)want[i]), kFloor);
+      double e = std::fabs((double)p[i] - want[i]);
+      worst = std::max(worst, e / tol);
+      if (!(e <= tol) && bad++ < 3)
+        ADD_FAILURE() << pname << "[" << i << "] = " << p[i] << ", PyTorch " << want[i];
+    }
+    checked++;
+  }
+  EXPECT_GT(checked, 10);
+  // evaluation uses the running estimates: PyTorch's model.eval() logits
+  float eval_loss = 0;
+  int64_t correct = 0;
+  const gcc_tensor *pred = nullptr;
+  ASSERT_EQ(gcc_session_eval_batch(s, x, labels, 4, &eval_loss, &correct, &pred, &d), GCC_OK)
+      << d.msg;
+  ASSERT_NE(pred, nullptr);
+  const gcc_test::FixtureArray &el = fx.Get("eval_logits");
+  ASSERT_EQ(pred->numel, el.numel());
+  for (int64_t i = 0; i < el.numel(); ++i) {
+    double want = el.f32()[i], got = static_cast<const float *>(pred->data)[i];
+    EXPECT_LE(std::fabs(got - want), kRtol * std::max(std::fabs(want), kFloor))
+        << "eval logits[" << i << "] = " << got << ", PyTorch " << want;
+  }
+  // the trained model keeps the running statistics as state through a save
+  gcc_graph *trained = nullptr;
+  ASSERT_EQ(gcc_session_export(s, &trained, &d), GCC_OK) << d.msg;
+  uint8_t *bytes = nullptr;
+  size_t nbytes = 0;
+  ASSERT_EQ(gcc_model_serialize(trained, &bytes, &nbytes, &d), GCC_OK) << d.msg;
+  gcc_graph *back = nullptr;
+  ASSERT_EQ(gcc_model_parse(bytes, nbytes, "trained.pb", &back, &d), GCC_OK) << d.msg;
+  free(bytes);
+  int states = 0;
+  for (int v = 0; v < back->n_values; v++) {
+    if (!back->values[v].state)
+      continue;
+    states++;
+    const gcc_test::FixtureArray &want = fx.Get(std::string("final.") + back->values[v].name);
+    const float *got = static_cast<const float *>(back->values[v].data);
+    for (int64_t i = 0; i < want.numel(); ++i)
+      EXPECT_LE(std::fabs(got[i] - want.f32()[i]),
+                kRtol * std::max(std::fabs((double)want.f32()[i]), kFloor))
+          << back->values[v].name << "[" << i << "] in the saved model";
+  }
+  EXPECT_EQ(states, n_state);
+  gcc_graph_free(back);
+  gcc_graph_free(trained);
+  std::printf("[train_import] %s%s: %d tensors after 3 steps, worst error %.3f of the tolerance\n",
+              name.c_str(), cuda ? " (CUDA plan)" : "", checked, worst);
+  gcc_session_destroy(s);
+  gcc_graph_free(g);
+}
+
+TEST(TrainImport, ResNetStyleMatchesPyTorchOnTheCpu) {
+  TrainAndCompare("resnet_tiny", false);
+}
+TEST(TrainImport, ResNetStyleMatchesPyTorchOnTheCudaPlan) {
+  TrainAndCompare("resnet_tiny", true);
+}
+TEST(TrainImport, MobileNetStyleMatchesPyTorchOnTheCpu) {
+  TrainAndCompare("mobilenet_tiny", false);
+}
+TEST(TrainImport, MobileNetStyleMatchesPyTorchOnTheCudaPlan) {
+  TrainAndCompare("mobilenet_tiny", true);
+}
+
+} // namespace
