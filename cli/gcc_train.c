@@ -83,8 +83,13 @@ static void usage(FILE *f) {
              "  --loss L            cross-entropy (logits (N, C), int64 labels) or mse (float32\n"
              "                      target of the prediction's shape); needed for a model\n"
              "                      without a spec, whose only output is the prediction\n"
-             "  --optimizer O       sgd or adam (torch.optim.SGD, Adam; default sgd)\n"
+             "  --optimizer O       sgd, adam or adamw (torch.optim.SGD, Adam, AdamW: decoupled\n"
+             "                      weight decay, default 0.01; default sgd)\n"
              "  --lr X              learning rate (X > 0; sgd needs it, adam's default 1e-3)\n"
+             "  --lr-schedule S     step:STEP[:GAMMA] (StepLR: lr * GAMMA every STEP epochs,\n"
+             "                      GAMMA default 0.1) or cosine[:T_MAX] (CosineAnnealingLR to\n"
+             "                      0 over T_MAX epochs, default the epochs); kept in\n"
+             "                      checkpoints, resumed at the epoch's lr\n"
              "  --momentum X        SGD momentum in [0, 1)\n"
              "  --weight-decay X    L2 weight decay (X >= 0)\n"
              "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
@@ -548,6 +553,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"momentum", required_argument, 0, OPT_RECIPE},
       {"weight-decay", required_argument, 0, OPT_RECIPE},
       {"nesterov", no_argument, 0, OPT_RECIPE},
+      {"lr-schedule", required_argument, 0, OPT_RECIPE},
       {"dataset", required_argument, 0, OPT_RECIPE},
       {"seed", required_argument, 0, OPT_SEED},
       {"threads", required_argument, 0, OPT_THREADS},
@@ -911,8 +917,7 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     printf("gcc-train %s: %s on %s, %" PRId64 " epochs, batch %" PRId64 ", %s lr %g, %" PRId64
            " threads\n",
            GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), t->epochs,
-           t->batch_size, t->opt.kind == GCC_OPT_ADAM ? "Adam" : "SGD", (double)t->opt.lr,
-           a->threads);
+           t->batch_size, gcc_optimizer_name(&t->opt), (double)t->opt.lr, a->threads);
     fflush(stdout);
   }
 

@@ -6,12 +6,14 @@
  */
 #include "runtime/trainer.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "graph/recipe.h"
 #include "graph/rng.h"
 #include "runtime/checkpoint.h"
 #include "datasets/dataloader.h"
@@ -459,6 +461,14 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = first, epoch_samples = 0;
     int64_t taken = 0; /* batches of this epoch run by this process */
     int issued = 0;
+    if (model->training.sched.kind != GCC_SCHED_NONE) {
+      /* the schedule's lr of this epoch, also after --resume (a function of
+       * the epoch, which the checkpoint keeps, and of its recipe) */
+      double lr = gcc_lr_at_epoch(&model->training, epoch);
+      gcc_session_set_lr(s, (float)lr > 0.0f ? (float)lr : FLT_MIN);
+      if (!cfg->quiet && !cfg->progress)
+        fprintf(out, "epoch %" PRId64 ": lr %.6g\n", epoch + 1, lr);
+    }
     st = source_start_at(&src, 0, epoch, first, d);
     if (st == GCC_OK && on_device)
       st = gcc_session_set_order(s, gcc_dataloader_order(src.train_dl), d);

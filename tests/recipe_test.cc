@@ -384,3 +384,90 @@ TEST(RecipeCli, ImportWritesATrainablePbThatTrainsAsTheOnnxDoes) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Recipe, AdamWAndSchedules) {
+  gcc_graph *m = Open(Mlp());
+  ASSERT_NE(m, nullptr);
+  gcc_recipe r;
+  std::string msg;
+  ASSERT_EQ(Set(&r,
+                {{{"--loss", "cross-entropy"},
+                  {"--optimizer", "adamw"},
+                  {"--epochs", "10"},
+                  {"--lr-schedule", "cosine"}}},
+                &msg),
+            GCC_OK)
+      << msg;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &g, &d), GCC_OK) << d.msg;
+  const gcc_training &t = g->training;
+  EXPECT_EQ(t.opt.kind, GCC_OPT_ADAM);
+  EXPECT_EQ(t.opt.decoupled, 1);
+  EXPECT_FLOAT_EQ(t.opt.lr, 1e-3f);           // torch.optim.AdamW's defaults
+  EXPECT_FLOAT_EQ(t.opt.weight_decay, 1e-2f); // ...
+  EXPECT_STREQ(gcc_optimizer_name(&t.opt), "adamw");
+  EXPECT_EQ(t.sched.kind, GCC_SCHED_COSINE); // kept through the file round trip
+  EXPECT_EQ(gcc_lr_schedule_t_max(&t), 10);
+  EXPECT_DOUBLE_EQ(gcc_lr_at_epoch(&t, 0), (double)1e-3f);
+  EXPECT_NEAR(gcc_lr_at_epoch(&t, 5), 0.5 * (double)1e-3f, 1e-15);
+  gcc_graph_free(g);
+
+  ASSERT_EQ(
+      Set(&r, {{{"--loss", "cross-entropy"}, {"--lr", "0.1"}, {"--lr-schedule", "step:30"}}}, &msg),
+      GCC_OK)
+      << msg;
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(g->training.sched.step_size, 30);
+  EXPECT_FLOAT_EQ(g->training.sched.gamma, 0.1f); // StepLR's default
+  EXPECT_DOUBLE_EQ(gcc_lr_at_epoch(&g->training, 29), (double)0.1f);
+  EXPECT_NEAR(gcc_lr_at_epoch(&g->training, 60), std::pow((double)0.1f, 3), 1e-15); // float gamma
+  gcc_graph_free(g);
+  gcc_graph_free(m);
+
+  for (const char *bad : {"step", "step:0", "step:3:0", "step:3:-1", "step:3:nan", "cosine:0",
+                          "cosine:5:1", "exp:0.9", ""}) {
+    gcc_recipe_init(&r);
+    EXPECT_EQ(gcc_recipe_set(&r, "--lr-schedule", bad, &d), GCC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(d.msg).find("--lr-schedule '" + std::string(bad) + "'"),
+              std::string::npos)
+        << d.msg;
+  }
+}
+
+// A step schedule resumed from a checkpoint in the middle gives the bytes
+// of the run that was not interrupted (the lr of the epoch resumed at comes
+// from the checkpoint's recipe and epoch); without the schedule the model
+// differs, and another schedule is refused.
+TEST(RecipeCli, LrScheduleResumesExactly) {
+  std::string linear = Runfile("models/linear.pb");
+  std::string dir = TmpPath("ck"), full = TmpPath("full.pb"), res = TmpPath("res.pb"),
+              flat = TmpPath("flat.pb");
+  std::vector<std::string> base = {linear, "--device", "cpu", "--threads", "1", "--epochs", "3"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  Result r1 = Exec("gcc-train", with({"--lr-schedule", "step:1:0.5", "--checkpoint-dir", dir,
+                                      "--keep-checkpoints", "5", "--output", full}));
+  ASSERT_EQ(r1.code, 0) << r1;
+  EXPECT_NE(r1.out.find("epoch 3: lr 0.025"), std::string::npos) << r1;
+  // linear.pb: 256 samples in batches of 16, so epoch 1 ends at step 16
+  std::string ck = dir + "/ckpt-000000000016.gcck";
+  Result r2 =
+      Exec("gcc-train", with({"--lr-schedule", "step:1:0.5", "--resume", ck, "--output", res}));
+  ASSERT_EQ(r2.code, 0) << r2;
+  EXPECT_EQ(ReadText(full), ReadText(res));
+  Result r3 = Exec("gcc-train", with({"--output", flat}));
+  ASSERT_EQ(r3.code, 0) << r3;
+  EXPECT_NE(ReadText(full), ReadText(flat));
+  Result r4 = Exec("gcc-train", with({"--lr-schedule", "cosine", "--resume", ck, "--no-output"}));
+  EXPECT_EQ(r4.code, 2) << r4;
+  EXPECT_NE(r4.err.find("lr schedule is step:1:0.5, this run's is cosine:3"), std::string::npos)
+      << r4;
+}
+
+} // namespace
