@@ -40,7 +40,7 @@ static void usage(FILE *f) {
           "as gcc-train builds it (see gcc-train --help):\n"
           "  --loss cross-entropy|mse  --optimizer sgd|adam|adamw  --lr X  --momentum X\n"
           "  --weight-decay X  --nesterov  --lr-schedule step:S[:G]|cosine[:T]\n"
-          "  --batch-size N  --epochs N  --dataset D\n"
+          "  --batch-size N  --epochs N  --dataset mnist|cifar10|npy  --mean M  --std S\n"
           "  --version, --help\n"
           "\n"
           "Exit status: 0 ok, 1 I/O failure, 2 bad command line, 3 invalid or unsupported "
@@ -69,6 +69,8 @@ int main(int argc, char **argv) {
       {"batch-size", required_argument, 0, OPT_RECIPE},
       {"epochs", required_argument, 0, OPT_RECIPE},
       {"dataset", required_argument, 0, OPT_RECIPE},
+      {"mean", required_argument, 0, OPT_RECIPE},
+      {"std", required_argument, 0, OPT_RECIPE},
       {0, 0, 0, 0},
   };
   const char *output = NULL;

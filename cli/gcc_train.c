@@ -93,7 +93,12 @@ static void usage(FILE *f) {
              "  --momentum X        SGD momentum in [0, 1)\n"
              "  --weight-decay X    L2 weight decay (X >= 0)\n"
              "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
-             "  --dataset D         mnist or cifar10 (default for a new spec: mnist)\n"
+             "  --dataset D         mnist, cifar10 or npy (default for a new spec: mnist); npy:\n"
+             "                      --data names a folder of x_train.npy, y_train.npy,\n"
+             "                      x_test.npy, y_test.npy or a .npz of them: uint8 images\n"
+             "                      (N, H, W), (N, C, H, W) or (N, D), integer labels (N)\n"
+             "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
+             "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
              "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
              "\n"
              "  --seed N            shuffling seed\n"
@@ -555,6 +560,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"nesterov", no_argument, 0, OPT_RECIPE},
       {"lr-schedule", required_argument, 0, OPT_RECIPE},
       {"dataset", required_argument, 0, OPT_RECIPE},
+      {"mean", required_argument, 0, OPT_RECIPE},
+      {"std", required_argument, 0, OPT_RECIPE},
       {"seed", required_argument, 0, OPT_SEED},
       {"threads", required_argument, 0, OPT_THREADS},
       {"log-every", required_argument, 0, OPT_LOG_EVERY},
@@ -845,6 +852,12 @@ static int build_run(train_args *a, train_run *r) {
   }
   openblas_set_num_threads((int)a->threads);
 
+  if (!a->data_dir && t->dataset && strcmp(t->dataset, "npy") == 0) {
+    fprintf(stderr, "gcc-train: --dataset npy needs --data DIR (x_train.npy, y_train.npy, "
+                    "x_test.npy, y_test.npy) or --data FILE.npz\n");
+    run_free(r);
+    return EXIT_USAGE;
+  }
   r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
   r->output = a->output;
   if (!r->output && !a->no_output) {

@@ -15,7 +15,7 @@
 
 static const char *const kLosses[] = {"cross-entropy", "mse", NULL};
 static const char *const kOptimizers[] = {"sgd", "adam", "adamw", NULL};
-static const char *const kDatasets[] = {"mnist", "cifar10", NULL};
+static const char *const kDatasets[] = {"mnist", "cifar10", "npy", NULL};
 
 void gcc_recipe_init(gcc_recipe *r) {
   memset(r, 0, sizeof *r);
@@ -24,8 +24,9 @@ void gcc_recipe_init(gcc_recipe *r) {
 }
 
 int gcc_recipe_given(const gcc_recipe *r) {
-  return r->loss || r->optimizer || r->dataset || r->lr_schedule || r->has_lr || r->has_momentum ||
-         r->has_weight_decay || r->nesterov || r->batch_size >= 0 || r->epochs >= 0 || r->has_seed;
+  return r->loss || r->optimizer || r->dataset || r->lr_schedule || r->n_mean || r->has_lr ||
+         r->has_momentum || r->has_weight_decay || r->nesterov || r->batch_size >= 0 ||
+         r->epochs >= 0 || r->has_seed;
 }
 
 /* `v` if it is one of `names`, else an error listing them. */
@@ -134,6 +135,26 @@ gcc_status gcc_recipe_set(gcc_recipe *r, const char *flag, const char *value, gc
     r->has_weight_decay = 1;
     return GCC_OK;
   }
+  if (strcmp(flag, "--mean") == 0 || strcmp(flag, "--std") == 0) {
+    int is_std = flag[2] == 's';
+    float *v = is_std ? r->std : r->mean;
+    int *n = is_std ? &r->n_std : &r->n_mean;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", value);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+      if (*n == GCC_MAX_CHANNELS)
+        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': at most %d values", flag, value,
+                            GCC_MAX_CHANNELS);
+      GCC_TRY(number(flag, tok, is_std, &v[*n], d));
+      (*n)++;
+    }
+    if (*n == 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': expected one value per channel",
+                          flag, value);
+    return GCC_OK;
+  }
   if (strcmp(flag, "--lr-schedule") == 0)
     return parse_schedule(r, value, d);
   if (strcmp(flag, "--batch-size") == 0)
@@ -155,6 +176,10 @@ gcc_status gcc_recipe_check(const gcc_recipe *r, gcc_diag *d) {
   if (is_adam(r->optimizer) && r->nesterov)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--nesterov is an SGD setting, not %s's",
                         r->optimizer);
+  if (r->n_mean != r->n_std)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--mean and --std need as many values (one per channel), got %d and %d",
+                        r->n_mean, r->n_std);
   if (r->nesterov && r->has_momentum && r->momentum == 0.0f)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "--nesterov needs --momentum > 0 (as torch.optim.SGD)");
@@ -351,6 +376,11 @@ gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_gra
       t->seed = r->seed;
     if (r->lr_schedule)
       t->sched = r->sched;
+    if (r->n_mean > 0) {
+      t->n_mean = t->n_std = r->n_mean;
+      memcpy(t->mean, r->mean, sizeof t->mean);
+      memcpy(t->std, r->std, sizeof t->std);
+    }
     if (r->dataset || !t->dataset) {
       free(t->dataset);
       t->dataset = gcc_strdup(r->dataset ? r->dataset : "mnist");
@@ -358,8 +388,7 @@ gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_gra
         s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
     }
   }
-  if (s == GCC_OK && float_target(g) == 1 &&
-      (strcmp(t->dataset, "mnist") == 0 || strcmp(t->dataset, "cifar10") == 0))
+  if (s == GCC_OK && float_target(g) == 1 && strcmp(t->dataset, "inline") != 0)
     s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                      "--loss mse: --dataset %s has class labels, not float targets; use --loss "
                      "cross-entropy",

@@ -39,12 +39,14 @@ typedef struct gcc_recipe {
   const char *optimizer;   /* "sgd" | "adam" | "adamw" | NULL */
   const char *lr_schedule; /* --lr-schedule as given, or NULL */
   gcc_lr_schedule sched;   /* ... parsed */
-  const char *dataset;     /* "mnist" | "cifar10" | ... | NULL */
+  const char *dataset;     /* "mnist" | "cifar10" | "npy" | NULL */
   int has_lr, has_momentum, has_weight_decay, nesterov;
   float lr, momentum, weight_decay;
   int64_t batch_size, epochs; /* -1: not given */
   int has_seed;
   uint64_t seed;
+  int n_mean, n_std; /* --mean, --std: torchvision Normalize per channel */
+  float mean[GCC_MAX_CHANNELS], std[GCC_MAX_CHANNELS];
 } gcc_recipe;
 
 void gcc_recipe_init(gcc_recipe *r);

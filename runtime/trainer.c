@@ -18,6 +18,7 @@
 #include "runtime/checkpoint.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
+#include "datasets/npy.h"
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -117,12 +118,16 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     return GCC_OK;
   }
   src->is_cifar = strcmp(t->dataset, "cifar10") == 0;
-  if (strcmp(t->dataset, "mnist") != 0 && !src->is_cifar)
+  int is_npy = strcmp(t->dataset, "npy") == 0;
+  if (strcmp(t->dataset, "mnist") != 0 && !src->is_cifar && !is_npy)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: training.dataset '%s' is not supported (mnist, cifar10, inline)",
+                        "%s: training.dataset '%s' is not supported (mnist, cifar10, npy, inline)",
                         m->source, t->dataset);
-  const char *ds_name = src->is_cifar ? "CIFAR-10" : "MNIST";
-  if (src->is_cifar) {
+  const char *ds_name = src->is_cifar ? "CIFAR-10" : is_npy ? "the .npy" : "MNIST";
+  if (is_npy) {
+    GCC_TRY(gcc_npy_dataset_load(cfg->data_dir, 1, &src->train, d));
+    GCC_TRY(gcc_npy_dataset_load(cfg->data_dir, 0, &src->test, d));
+  } else if (src->is_cifar) {
     GCC_TRY(gcc_cifar10_load(cfg->data_dir, 1, &src->train, d));
     GCC_TRY(gcc_cifar10_load(cfg->data_dir, 0, &src->test, d));
   } else {
@@ -140,6 +145,11 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
    * an NCHW input names H and W; a flat one takes the data set's own size,
    * MNIST's 28x28 */
   int64_t want_c = src->is_cifar ? 3 : 1, want_h = src->is_cifar ? 32 : 28, want_w = want_h;
+  if (is_npy) { /* the arrays' own image shape */
+    want_c = src->train.channels;
+    want_h = src->train.height;
+    want_w = src->train.width;
+  }
   if (in->shape.ndim == 4) {
     want_c = in->shape.dims[1];
     want_h = in->shape.dims[2];

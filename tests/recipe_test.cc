@@ -3,17 +3,23 @@
 // naming its flag, and the command lines (gcc-import -o x.pb --loss ...,
 // gcc-train model.onnx --loss ...) exiting 2 before any data is read.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include <zip.h>
+
 extern "C" {
+#include "datasets/dataset.h"
+#include "datasets/npy.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
 #include "graph/recipe.h"
@@ -468,6 +474,162 @@ TEST(RecipeCli, LrScheduleResumesExactly) {
   EXPECT_EQ(r4.code, 2) << r4;
   EXPECT_NE(r4.err.find("lr schedule is step:1:0.5, this run's is cosine:3"), std::string::npos)
       << r4;
+}
+
+} // namespace
+
+// ---- --dataset npy ---------------------------------------------------------------------
+
+namespace {
+
+// A .npy file of `descr` ("|u1", "<i8", "<f4") and shape `dims`.
+std::string Npy(const std::string &descr, const std::vector<int64_t> &dims, const void *data,
+                size_t elem) {
+  std::string shape = "(";
+  size_t n = 1;
+  for (int64_t v : dims) {
+    shape += std::to_string(v) + ", ";
+    n *= (size_t)v;
+  }
+  shape += ")";
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + h.size() + 1) % 64 != 0)
+    h += ' ';
+  h += '\n';
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += (char)(h.size() & 0xff);
+  out += (char)(h.size() >> 8);
+  out += h;
+  out.append(static_cast<const char *>(data), n * elem);
+  return out;
+}
+
+void Put(const std::string &path, const std::string &bytes) {
+  ASSERT_TRUE(WriteFile(path, bytes.data(), bytes.size())) << path;
+}
+
+// The MNIST IDX files as .npy (uint8 (N, 1, 28, 28), int64 labels): the
+// native loader and --dataset npy give identical losses, and so does the
+// same data as a .npz (written with libzip, deflated).
+TEST(RecipeCli, MnistAsNpyTrainsAsTheNativeLoader) {
+  std::string data = Runfile("data/mnist"), dir = TmpPath("mnist-npy"), npz = TmpPath("mnist.npz");
+  mkdir(dir.c_str(), 0755);
+  zip_t *z = zip_open(npz.c_str(), ZIP_CREATE | ZIP_TRUNCATE, nullptr);
+  ASSERT_NE(z, nullptr);
+  std::vector<std::string> keep; // zip_source_buffer reads them at zip_close
+  keep.reserve(4);
+  for (int train : {1, 0}) {
+    gcc_dataset ds{};
+    gcc_diag d{};
+    ASSERT_EQ(gcc_mnist_load(data.c_str(), train, &ds, &d), GCC_OK) << d.msg;
+    std::vector<int64_t> y(ds.labels, ds.labels + ds.n);
+    std::string xs = Npy("|u1", {ds.n, 1, 28, 28}, ds.images, 1);
+    std::string ys = Npy("<i8", {ds.n}, y.data(), 8);
+    std::string sfx = train ? "_train.npy" : "_test.npy";
+    Put(dir + "/x" + sfx, xs);
+    Put(dir + "/y" + sfx, ys);
+    for (auto &p : {std::make_pair("x" + sfx, xs), std::make_pair("y" + sfx, ys)}) {
+      keep.push_back(p.second);
+      zip_source_t *src = zip_source_buffer(z, keep.back().data(), keep.back().size(), 0);
+      ASSERT_NE(src, nullptr);
+      zip_int64_t at = zip_file_add(z, p.first.c_str(), src, ZIP_FL_OVERWRITE);
+      ASSERT_GE(at, 0);
+      // the images stored (a quicker test), the labels deflated (numpy.savez_compressed)
+      zip_set_file_compression(z, (zip_uint64_t)at,
+                               p.first[0] == 'x' ? ZIP_CM_STORE : ZIP_CM_DEFLATE, 0);
+    }
+    gcc_dataset_free(&ds);
+  }
+  ASSERT_EQ(zip_close(z), 0);
+  std::string model = Runfile("models/mnist_mlp.pb");
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {model, "--device",    "cpu", "--threads",  "1", "--max-steps",
+                                  "30",  "--log-every", "10",  "--no-output"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return Exec("gcc-train", a);
+  };
+  Result native = run({"--data", data}), npy = run({"--dataset", "npy", "--data", dir}),
+         zipped = run({"--dataset", "npy", "--data", npz});
+  ASSERT_EQ(native.code, 0) << native;
+  ASSERT_EQ(npy.code, 0) << npy;
+  ASSERT_EQ(zipped.code, 0) << zipped;
+  auto lines = [](const std::string &out) { // the loss and accuracy lines, not the timings
+    std::string s, line;
+    std::istringstream in(out);
+    while (std::getline(in, line)) {
+      if (line.rfind("[", 0) == 0)
+        s += line + ";";
+      else if (line.rfind("epoch ", 0) == 0)
+        s += line.substr(0, line.find(", train loss")) + ";";
+    }
+    return s;
+  };
+  EXPECT_NE(lines(native.out).find("[1,    30] loss"), std::string::npos) << native;
+  EXPECT_NE(lines(native.out).find("test accuracy"), std::string::npos) << native;
+  EXPECT_EQ(lines(native.out), lines(npy.out)) << native << npy;
+  EXPECT_EQ(lines(native.out), lines(zipped.out)) << native << zipped;
+}
+
+TEST(RecipeCli, NpyErrorsNameTheFileAndShape) {
+  std::vector<uint8_t> x(6 * 4 * 4, 7);
+  std::vector<int64_t> y = {0, 1, 2, 3, 4, 5}, y5 = {0, 1, 2, 3, 4};
+  std::vector<float> xf(6 * 16, 0.5f);
+  struct Case {
+    std::string name, x, y, want;
+  } cases[] = {
+      {"short_y", Npy("|u1", {6, 4, 4}, x.data(), 1), Npy("<i8", {5}, y5.data(), 8),
+       "y_train.npy: shape [5]; expected (6) class indices for"},
+      {"float_x", Npy("<f4", {6, 4, 4}, xf.data(), 4), Npy("<i8", {6}, y.data(), 8),
+       "x_train.npy: dtype '<f4' [6, 4, 4]"},
+      {"float_y", Npy("|u1", {6, 4, 4}, x.data(), 1), Npy("<f4", {6}, xf.data(), 4),
+       "y_train.npy: dtype '<f4' [6]"},
+      {"no_test", Npy("|u1", {6, 4, 4}, x.data(), 1), Npy("<i8", {6}, y.data(), 8),
+       "x_test.npy: cannot open"},
+  };
+  for (const Case &c : cases) {
+    std::string dir = TmpPath("npy-" + c.name);
+    mkdir(dir.c_str(), 0755);
+    Put(dir + "/x_train.npy", c.x);
+    Put(dir + "/y_train.npy", c.y);
+    gcc_dataset tr{}, te{};
+    gcc_diag d{};
+    gcc_status s = gcc_npy_dataset_load(dir.c_str(), 1, &tr, &d);
+    if (s == GCC_OK)
+      s = gcc_npy_dataset_load(dir.c_str(), 0, &te, &d);
+    EXPECT_NE(s, GCC_OK) << c.name;
+    EXPECT_NE(std::string(d.msg).find(c.want), std::string::npos) << c.name << ": " << d.msg;
+    gcc_dataset_free(&tr);
+    gcc_dataset_free(&te);
+  }
+  // the good one: (N, H, W) uint8 is one channel
+  gcc_dataset ds{};
+  gcc_diag d{};
+  std::string dir = TmpPath("npy-no_test");
+  ASSERT_EQ(gcc_npy_dataset_load(dir.c_str(), 1, &ds, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ds.n, 6);
+  EXPECT_EQ(ds.channels, 1);
+  EXPECT_EQ(ds.height, 4);
+  EXPECT_EQ(ds.width, 4);
+  EXPECT_EQ(ds.num_classes, 6);
+  EXPECT_EQ(ds.labels[5], 5);
+  gcc_dataset_free(&ds);
+  // --dataset npy without --data: exit 2 before anything is read
+  Result r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--dataset", "npy", "--no-output",
+                                "--device", "cpu"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_NE(r.err.find("--dataset npy needs --data"), std::string::npos) << r;
+}
+
+// Partly missing CIFAR-10 data: the error names the missing batch file.
+TEST(RecipeCli, MissingCifarBatchIsNamed) {
+  std::string dir = TmpPath("cifar-partial");
+  mkdir(dir.c_str(), 0755);
+  std::string rec(3073, '\0');
+  Put(dir + "/data_batch_1.bin", rec);
+  gcc_dataset ds{};
+  gcc_diag d{};
+  EXPECT_EQ(gcc_cifar10_load(dir.c_str(), 1, &ds, &d), GCC_ERR_IO);
+  EXPECT_NE(std::string(d.msg).find(dir + "/data_batch_2.bin"), std::string::npos) << d.msg;
 }
 
 } // namespace
