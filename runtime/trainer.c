@@ -197,7 +197,11 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     if (!src->show_truth || !src->show_pred)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (--show-predictions)");
   }
+  o.crop_pad = cfg->crop_pad;
+  o.flip = cfg->flip;
   GCC_TRY(gcc_dataloader_create(&src->train, &o, &src->train_dl, d));
+  o.crop_pad = 0; /* evaluation sees the images as they are */
+  o.flip = 0;
   o.batch_size = cfg->eval_batch;
   o.shuffle = 0;
   o.profile_name = "data loader (test)";
@@ -384,6 +388,13 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
   *on = 0;
   if (cfg->dataset_on_device == 0)
     return GCC_OK;
+  if (cfg->crop_pad > 0 || cfg->flip) { /* augmented batches come from the loader */
+    if (cfg->dataset_on_device == 1)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--dataset-on-device on: --augment changes every batch on the loader "
+                          "thread; use --dataset-on-device off");
+    return GCC_OK;
+  }
   FILE *note = cfg->note ? cfg->note : stderr;
   size_t fr = 0, tot = 0;
   gcc_diag md = {0};

@@ -18,11 +18,13 @@
 #include <zip.h>
 
 extern "C" {
+#include "datasets/dataloader.h"
 #include "datasets/dataset.h"
 #include "datasets/npy.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
 #include "graph/recipe.h"
+#include "graph/rng.h"
 #include "onnx/model_file.h"
 }
 #include "tests/onnx_builder.h"
@@ -630,6 +632,105 @@ TEST(RecipeCli, MissingCifarBatchIsNamed) {
   gcc_diag d{};
   EXPECT_EQ(gcc_cifar10_load(dir.c_str(), 1, &ds, &d), GCC_ERR_IO);
   EXPECT_NE(std::string(d.msg).find(dir + "/data_batch_2.bin"), std::string::npos) << d.msg;
+}
+
+} // namespace
+
+// ---- --augment crop:N,flip -------------------------------------------------------------
+
+namespace {
+
+// torchvision's RandomCrop(padding=pad) + RandomHorizontalFlip written out
+// on an explicitly padded image, with the loader's documented draws.
+std::vector<float> Reference(const gcc_dataset &ds, int64_t i, int64_t epoch, uint64_t seed,
+                             int pad) {
+  int64_t H = ds.height, W = ds.width, PH = H + 2 * pad, PW = W + 2 * pad;
+  gcc_rng r;
+  gcc_rng_seed(&r, seed ^ GCC_AUGMENT_SALT, (uint64_t)(epoch * ds.n + i));
+  int64_t dy = gcc_rng_below(&r, (uint32_t)(2 * pad + 1));
+  int64_t dx = gcc_rng_below(&r, (uint32_t)(2 * pad + 1));
+  bool flip = gcc_rng_uniform(&r) < 0.5f;
+  std::vector<float> out;
+  for (int64_t c = 0; c < ds.channels; c++) {
+    std::vector<int> padded((size_t)(PH * PW), 0); // zero padding, in pixels
+    for (int64_t y = 0; y < H; y++)
+      for (int64_t x = 0; x < W; x++)
+        padded[(size_t)((y + pad) * PW + x + pad)] =
+            ds.images[((i * ds.channels + c) * H + y) * W + x];
+    std::vector<int> crop((size_t)(H * W));
+    for (int64_t y = 0; y < H; y++)
+      for (int64_t x = 0; x < W; x++)
+        crop[(size_t)(y * W + x)] = padded[(size_t)((y + dy) * PW + x + dx)];
+    for (int64_t y = 0; y < H; y++)
+      for (int64_t x = 0; x < W; x++) {
+        int p = crop[(size_t)(y * W + (flip ? W - 1 - x : x))];
+        out.push_back(((float)p / 255.0f - 0.5f) / 0.25f);
+      }
+  }
+  return out;
+}
+
+TEST(Augment, RandomCropAndFlipAsTorchvision) {
+  gcc_dataset ds{};
+  ds.n = 10;
+  ds.channels = 2;
+  ds.height = 5;
+  ds.width = 6;
+  ds.num_classes = 10;
+  ds.images = static_cast<uint8_t *>(malloc(10 * 2 * 5 * 6));
+  ds.labels = static_cast<uint8_t *>(malloc(10));
+  for (int i = 0; i < 10 * 60; i++)
+    ds.images[i] = (uint8_t)(1 + (i * 37) % 250);
+  for (int i = 0; i < 10; i++)
+    ds.labels[i] = (uint8_t)i;
+  gcc_dataloader_options o{};
+  o.batch_size = 4;
+  o.shuffle = 1;
+  o.seed = 11;
+  o.mean = 0.5f;
+  o.std = 0.25f;
+  o.crop_pad = 2;
+  o.flip = 1;
+  int moved = 0;
+  for (int prefetch : {0, 1}) {
+    o.prefetch = prefetch;
+    gcc_dataloader *dl = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_dataloader_create(&ds, &o, &dl, &d), GCC_OK) << d.msg;
+    for (int64_t epoch : {0, 3}) {
+      ASSERT_EQ(gcc_dataloader_start_epoch(dl, epoch, &d), GCC_OK) << d.msg;
+      for (;;) {
+        gcc_batch b{};
+        int has = 0;
+        ASSERT_EQ(gcc_dataloader_next(dl, &b, &has, &d), GCC_OK) << d.msg;
+        if (!has)
+          break;
+        for (int64_t r = 0; r < b.rows; r++) {
+          int64_t i = b.labels[r]; // label i is sample i
+          std::vector<float> want = Reference(ds, i, epoch, o.seed, o.crop_pad);
+          std::vector<float> got(b.images + r * 60, b.images + (r + 1) * 60);
+          EXPECT_EQ(got, want) << "sample " << i << ", epoch " << epoch;
+          // how often the draws did something (flip or an offset other than the pad)
+          std::vector<float> plain;
+          for (int k = 0; k < 60; k++)
+            plain.push_back(((float)ds.images[i * 60 + k] / 255.0f - 0.5f) / 0.25f);
+          moved += got != plain;
+        }
+      }
+    }
+    gcc_dataloader_destroy(dl);
+  }
+  // 40 samples: a loader that ignored the options would move none
+  EXPECT_GT(moved, 30);
+  gcc_dataset_free(&ds);
+}
+
+TEST(Augment, BadFlagExits2) {
+  for (const char *bad : {"crop:0", "crop:x", "rotate", ""}) {
+    Result r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--augment", bad, "--no-output"});
+    EXPECT_EQ(r.code, 2) << r;
+    EXPECT_NE(r.err.find("--augment '" + std::string(bad) + "'"), std::string::npos) << r;
+  }
 }
 
 } // namespace
