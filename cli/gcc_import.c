@@ -38,8 +38,9 @@ static void usage(FILE *f) {
           "\n"
           "With a recipe the .pb is trainable: its training spec is built from the flags\n"
           "as gcc-train builds it (see gcc-train --help):\n"
-          "  --loss cross-entropy|mse  --optimizer sgd|adam  --lr X  --momentum X\n"
-          "  --weight-decay X  --nesterov  --batch-size N  --epochs N  --dataset D\n"
+          "  --loss cross-entropy|mse  --optimizer sgd|adam|adamw  --lr X  --momentum X\n"
+          "  --weight-decay X  --nesterov  --lr-schedule step:S[:G]|cosine[:T]\n"
+          "  --batch-size N  --epochs N  --dataset mnist|cifar10|npy  --mean M  --std S\n"
           "  --version, --help\n"
           "\n"
           "Exit status: 0 ok, 1 I/O failure, 2 bad command line, 3 invalid or unsupported "
@@ -64,9 +65,12 @@ int main(int argc, char **argv) {
       {"momentum", required_argument, 0, OPT_RECIPE},
       {"weight-decay", required_argument, 0, OPT_RECIPE},
       {"nesterov", no_argument, 0, OPT_RECIPE},
+      {"lr-schedule", required_argument, 0, OPT_RECIPE},
       {"batch-size", required_argument, 0, OPT_RECIPE},
       {"epochs", required_argument, 0, OPT_RECIPE},
       {"dataset", required_argument, 0, OPT_RECIPE},
+      {"mean", required_argument, 0, OPT_RECIPE},
+      {"std", required_argument, 0, OPT_RECIPE},
       {0, 0, 0, 0},
   };
   const char *output = NULL;

@@ -27,6 +27,7 @@
 #include "graph/loader.h"
 #include "graph/outfile.h"
 #include "graph/recipe.h"
+#include "graph/util.h"
 #include "runtime/cuda/arch_check.h"
 #include "runtime/cuda/comm_nccl.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -74,124 +75,138 @@ static void on_sigint(int sig) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: gcc-train MODEL.pb [options]\n"
-             "\n"
-             "Compiles the model graph (shape inference, autodiff, placement, memory planning)\n"
-             "and trains it with the recipe in the model's training spec; flags override it.\n"
-             "\n"
-             "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
-             "                      else the CPU, saying why)\n"
-             "  --data DIR          the data set's folder: MNIST IDX files (.gz or plain), or\n"
-             "                      the CIFAR-10 binary batches (default: data/mnist or\n"
-             "                      data/cifar-10-batches-bin, then the same under ../ next to\n"
-             "                      the model)\n"
-             "  --epochs N          epochs to train (N >= 0)\n"
-             "  --batch-size N      training batch size (N > 0)\n"
-             "  --eval-batch-size N evaluation batch size (default 1000)\n"
-             "\n"
-             "The recipe (build the training spec of a model without one, such as an ONNX\n"
-             "file, or override the spec of a .pb; PyTorch's semantics):\n"
-             "  --loss L            cross-entropy (logits (N, C), int64 labels) or mse (float32\n"
-             "                      target of the prediction's shape); needed for a model\n"
-             "                      without a spec, whose only output is the prediction\n"
-             "  --optimizer O       sgd or adam (torch.optim.SGD, Adam; default sgd)\n"
-             "  --lr X              learning rate (X > 0; sgd needs it, adam's default 1e-3)\n"
-             "  --momentum X        SGD momentum in [0, 1)\n"
-             "  --weight-decay X    L2 weight decay (X >= 0)\n"
-             "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
-             "  --dataset D         mnist or cifar10 (default for a new spec: mnist)\n"
-             "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
-             "\n"
-             "  --seed N            shuffling seed\n"
-             "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
-             "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
-             "  --progress MODE     auto (default), bar or lines: a progress bar fitted to the\n"
-             "                      terminal's width with elapsed time and ETA (bar; auto on a\n"
-             "                      terminal), or the --log-every lines (lines; auto otherwise);\n"
-             "                      off a terminal the bar is $COLUMNS (else 80) wide\n"
-             "  --max-steps N       stop after N optimizer steps in all (default: no limit)\n"
-             "  --show-predictions N\n"
-             "                      after the last evaluation, print the ground truth and the\n"
-             "                      predicted class of the first N test images\n"
-             "  --output FILE       trained model (default: MODEL with .pb replaced by\n"
-             "                      .trained.pb); written atomically\n"
-             "  --no-output         do not write the trained model\n"
-             "  --dump-after PASS   print the IR after PASS (infer, autodiff, placement,\n"
-             "                      copy-insertion, all)\n"
-             "  --dump-placement[=FORMAT]\n"
-             "                      compile only and print where every node runs and why, every\n"
-             "                      host-device copy and the memory plan; FORMAT is text\n"
-             "                      (default), json or dot; needs no GPU\n"
-             "  --dump-placement-file FILE\n"
-             "                      write that report to FILE (atomically) instead of stdout\n"
-             "  --cuda-arch ARCH    the GPU to compile for when none is usable: sm_80, sm_86,\n"
-             "                      sm_89 or sm_90 (default sm_90)\n"
-             "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
-             "                      falling back to the CPU\n"
-             "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
-             "                      (DIR/kernels.cu, one NVRTC program) and its launch\n"
-             "                      manifest (DIR/manifest.json), compiled by NVRTC to PTX\n"
-             "                      (DIR/kernels.ptx) and a cubin for the device's architecture\n"
-             "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
-             "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
-             "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
-             "  --no-cuda-graph     on a GPU, issue every step instead of capturing it into a\n"
-             "                      CUDA Graph and replaying it\n"
-             "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
-             "                      and exit\n"
-             "  --dataset-on-device MODE\n"
-             "                      auto (default), on or off: on a GPU, upload the normalised\n"
-             "                      training set once and batch on the device (no H2D per\n"
-             "                      step); auto does so when it takes at most a quarter of\n"
-             "                      the free GPU memory\n"
-             "  --log-dir DIR       write TensorBoard event files (train loss and learning\n"
-             "                      rate every --log-every steps, test loss and accuracy\n"
-             "                      and samples/s per epoch) and metrics.csv to DIR, as\n"
-             "                      torch.utils.tensorboard does; view: tensorboard --logdir DIR\n"
-             "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
-             "                      every step: each op, copy, data-loader batch, wait for a\n"
-             "                      batch and evaluation; print a per-op time table at the\n"
-             "                      end (also after Ctrl-C); FILE is written atomically\n"
-             "  --export FILE       after training (with --epochs 0: the model as it is), write\n"
-             "                      a .gccx deployment bundle for gcc-run (atomically)\n"
-             "  --export-archs LIST CUDA architectures to put cubins for in the bundle, e.g.\n"
-             "                      sm_80,sm_90 (default: the GPU's, else sm_80,sm_90), plus\n"
-             "                      PTX of the newest for later GPUs\n"
-             "  --export-batch-sizes LIST\n"
-             "                      batch sizes to generate CUDA kernels for (their shapes are\n"
-             "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
-             "  --per-class MODE    auto (default), on or off: after the last evaluation of a\n"
-             "                      classifier, print every class's accuracy as the CIFAR-10\n"
-             "                      tutorial does (auto: for at most 20 classes)\n"
-             "  --confusion-matrix  after the last evaluation of a classifier, print its\n"
-             "                      confusion matrix (rows: true class, columns: predicted)\n"
-             "  --predictions FILE  write the final evaluation's predicted class of every test\n"
-             "                      sample as CSV (index,class), atomically\n"
-             "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
-             "                      position in the data, recipe) to DIR, atomically\n"
-             "  --checkpoint-every N|epoch\n"
-             "                      every N optimizer steps, or after every epoch (default)\n"
-             "  --keep-checkpoints K  keep the newest K checkpoints (default 3)\n"
-             "  --resume DIR|FILE   continue from the newest valid checkpoint in DIR (or FILE):\n"
-             "                      bitwise the run that was not interrupted, same threads\n"
-             "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
-             "                      stop at the first node that produces one, naming it, as\n"
-             "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
-             "  --bucket-size-mb X  data-parallel ranks (mpirun -np N gcc-train ...): all-reduce\n"
-             "                      the gradients in buckets of X MiB in the order the backward\n"
-             "                      pass produces them (default 25, as DistributedDataParallel)\n"
-             "  --ranks N           with --dump-placement: compile as one of N data-parallel\n"
-             "                      ranks (default: the MPI world size, 1 without mpirun)\n"
-             "  --quiet             only errors, the final summary line (and the profile table)\n"
-             "  --version           print the version and exit\n"
-             "  --help              this text\n"
-             "\n"
-             "Under mpirun every rank runs its share of each global batch (--batch-size is the\n"
-             "global batch); only rank 0 prints and writes files; a failing rank ends all.\n"
-             "\n"
-             "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
-             "4 device unusable, 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model\n"
-             "written).\n");
+  fprintf(
+      f, "usage: gcc-train MODEL.pb [options]\n"
+         "\n"
+         "Compiles the model graph (shape inference, autodiff, placement, memory planning)\n"
+         "and trains it with the recipe in the model's training spec; flags override it.\n"
+         "\n"
+         "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
+         "                      else the CPU, saying why)\n"
+         "  --data DIR          the data set's folder: MNIST IDX files (.gz or plain), or\n"
+         "                      the CIFAR-10 binary batches (default: data/mnist or\n"
+         "                      data/cifar-10-batches-bin, then the same under ../ next to\n"
+         "                      the model)\n"
+         "  --epochs N          epochs to train (N >= 0)\n"
+         "  --batch-size N      training batch size (N > 0)\n"
+         "  --eval-batch-size N evaluation batch size (default 1000)\n"
+         "\n"
+         "The recipe (build the training spec of a model without one, such as an ONNX\n"
+         "file, or override the spec of a .pb; PyTorch's semantics):\n"
+         "  --loss L            cross-entropy (logits (N, C), int64 labels) or mse (float32\n"
+         "                      target of the prediction's shape); needed for a model\n"
+         "                      without a spec, whose only output is the prediction\n"
+         "  --optimizer O       sgd, adam or adamw (torch.optim.SGD, Adam, AdamW: decoupled\n"
+         "                      weight decay, default 0.01; default sgd)\n"
+         "  --lr X              learning rate (X > 0; sgd needs it, adam's default 1e-3)\n"
+         "  --lr-schedule S     step:STEP[:GAMMA] (StepLR: lr * GAMMA every STEP epochs,\n"
+         "                      GAMMA default 0.1) or cosine[:T_MAX] (CosineAnnealingLR to\n"
+         "                      0 over T_MAX epochs, default the epochs); kept in\n"
+         "                      checkpoints, resumed at the epoch's lr\n"
+         "  --momentum X        SGD momentum in [0, 1)\n"
+         "  --weight-decay X    L2 weight decay (X >= 0)\n"
+         "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
+         "  --dataset D         mnist, cifar10 or npy (default for a new spec: mnist); npy:\n"
+         "                      --data names a folder of x_train.npy, y_train.npy,\n"
+         "                      x_test.npy, y_test.npy or a .npz of them: uint8 images\n"
+         "                      (N, H, W), (N, C, H, W) or (N, D), integer labels (N)\n"
+         "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
+         "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
+         "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
+         "\n"
+         "  --seed N            shuffling seed\n"
+         "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
+         "  --log-every N       print the mean loss every N batches (default 100; 0: never)\n"
+         "  --progress MODE     auto (default), bar or lines: a progress bar fitted to the\n"
+         "                      terminal's width with elapsed time and ETA (bar; auto on a\n"
+         "                      terminal), or the --log-every lines (lines; auto otherwise);\n"
+         "                      off a terminal the bar is $COLUMNS (else 80) wide\n"
+         "  --max-steps N       stop after N optimizer steps in all (default: no limit)\n"
+         "  --show-predictions N\n"
+         "                      after the last evaluation, print the ground truth and the\n"
+         "                      predicted class of the first N test images\n"
+         "  --output FILE       trained model (default: MODEL with .pb replaced by\n"
+         "                      .trained.pb); written atomically\n"
+         "  --no-output         do not write the trained model\n"
+         "  --dump-after PASS   print the IR after PASS (infer, autodiff, placement,\n"
+         "                      copy-insertion, all)\n"
+         "  --dump-placement[=FORMAT]\n"
+         "                      compile only and print where every node runs and why, every\n"
+         "                      host-device copy and the memory plan; FORMAT is text\n"
+         "                      (default), json or dot; needs no GPU\n"
+         "  --dump-placement-file FILE\n"
+         "                      write that report to FILE (atomically) instead of stdout\n"
+         "  --cuda-arch ARCH    the GPU to compile for when none is usable: sm_80, sm_86,\n"
+         "                      sm_89 or sm_90 (default sm_90)\n"
+         "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
+         "                      falling back to the CPU\n"
+         "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
+         "                      (DIR/kernels.cu, one NVRTC program) and its launch\n"
+         "                      manifest (DIR/manifest.json), compiled by NVRTC to PTX\n"
+         "                      (DIR/kernels.ptx) and a cubin for the device's architecture\n"
+         "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
+         "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
+         "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
+         "  --no-cuda-graph     on a GPU, issue every step instead of capturing it into a\n"
+         "                      CUDA Graph and replaying it\n"
+         "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
+         "                      and exit\n"
+         "  --dataset-on-device MODE\n"
+         "                      auto (default), on or off: on a GPU, upload the normalised\n"
+         "                      training set once and batch on the device (no H2D per\n"
+         "                      step); auto does so when it takes at most a quarter of\n"
+         "                      the free GPU memory\n"
+         "  --log-dir DIR       write TensorBoard event files (train loss and learning\n"
+         "                      rate every --log-every steps, test loss and accuracy\n"
+         "                      and samples/s per epoch) and metrics.csv to DIR, as\n"
+         "                      torch.utils.tensorboard does; view: tensorboard --logdir DIR\n"
+         "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
+         "                      every step: each op, copy, data-loader batch, wait for a\n"
+         "                      batch and evaluation; print a per-op time table at the\n"
+         "                      end (also after Ctrl-C); FILE is written atomically\n"
+         "  --export FILE       after training (with --epochs 0: the model as it is), write\n"
+         "                      a .gccx deployment bundle for gcc-run (atomically)\n"
+         "  --export-archs LIST CUDA architectures to put cubins for in the bundle, e.g.\n"
+         "                      sm_80,sm_90 (default: the GPU's, else sm_80,sm_90), plus\n"
+         "                      PTX of the newest for later GPUs\n"
+         "  --export-batch-sizes LIST\n"
+         "                      batch sizes to generate CUDA kernels for (their shapes are\n"
+         "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+         "  --per-class MODE    auto (default), on or off: after the last evaluation of a\n"
+         "                      classifier, print every class's accuracy as the CIFAR-10\n"
+         "                      tutorial does (auto: for at most 20 classes)\n"
+         "  --confusion-matrix  after the last evaluation of a classifier, print its\n"
+         "                      confusion matrix (rows: true class, columns: predicted)\n"
+         "  --predictions FILE  write the final evaluation's predicted class of every test\n"
+         "                      sample as CSV (index,class), atomically\n"
+         "  --augment A         crop:N,flip (either or both): torchvision's RandomCrop(padding=N)\n"
+         "                      and RandomHorizontalFlip on the training batches, on the\n"
+         "                      loader thread, drawn from --seed (the same every run)\n"
+         "  --checkpoint-dir DIR  write checkpoints (parameters, optimizer state, step,\n"
+         "                      position in the data, recipe) to DIR, atomically\n"
+         "  --checkpoint-every N|epoch\n"
+         "                      every N optimizer steps, or after every epoch (default)\n"
+         "  --keep-checkpoints K  keep the newest K checkpoints (default 3)\n"
+         "  --resume DIR|FILE   continue from the newest valid checkpoint in DIR (or FILE):\n"
+         "                      bitwise the run that was not interrupted, same threads\n"
+         "  --detect-anomaly    check every node's outputs for NaN and Inf as it runs and\n"
+         "                      stop at the first node that produces one, naming it, as\n"
+         "                      torch.autograd.detect_anomaly does (CPU only; slower)\n"
+         "  --bucket-size-mb X  data-parallel ranks (mpirun -np N gcc-train ...): all-reduce\n"
+         "                      the gradients in buckets of X MiB in the order the backward\n"
+         "                      pass produces them (default 25, as DistributedDataParallel)\n"
+         "  --ranks N           with --dump-placement: compile as one of N data-parallel\n"
+         "                      ranks (default: the MPI world size, 1 without mpirun)\n"
+         "  --quiet             only errors, the final summary line (and the profile table)\n"
+         "  --version           print the version and exit\n"
+         "  --help              this text\n"
+         "\n"
+         "Under mpirun every rank runs its share of each global batch (--batch-size is the\n"
+         "global batch); only rank 0 prints and writes files; a failing rank ends all.\n"
+         "\n"
+         "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid model,\n"
+         "4 device unusable, 130 interrupted (SIGINT; 143 SIGTERM, 129 SIGHUP; no model\n"
+         "written).\n");
 }
 
 /* --seed: an unsigned 64-bit integer in decimal (TrainingSpec.seed is a
@@ -222,6 +237,29 @@ static int apply_recipe(const gcc_recipe *recipe, gcc_graph **model) {
   gcc_graph_free(*model);
   *model = g;
   return -1;
+}
+
+/* --augment crop:N,flip (either or both) */
+static int parse_augment(const char *s, int *crop_pad, int *flip) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", s);
+  int ok = strlen(s) < sizeof buf - 1 && *s;
+  *crop_pad = *flip = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); ok && t; t = strtok_r(NULL, ",", &save)) {
+    int64_t pad;
+    if (strcmp(t, "flip") == 0)
+      *flip = 1;
+    else if (strncmp(t, "crop:", 5) == 0 && gcc_parse_i64(t + 5, 1, 64, &pad))
+      *crop_pad = (int)pad;
+    else
+      ok = 0;
+  }
+  if (!ok)
+    fprintf(stderr,
+            "gcc-train: --augment '%s': expected crop:N (N in [1, 64]), flip, or "
+            "crop:N,flip\n",
+            s);
+  return ok;
 }
 
 static int is_dir(const char *p) {
@@ -455,6 +493,7 @@ typedef struct train_args {
   int per_class, confusion_matrix; /* per_class: 0 off, 1 on, 2 auto */
   int progress;                    /* 0 lines, 1 bar, 2 auto */
   const char *checkpoint_dir, *resume_path, *log_dir;
+  int crop_pad, flip;                         /* --augment */
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
   gcc_device want;       /* --device */
@@ -598,7 +637,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_PER_CLASS,
     OPT_CONFUSION_MATRIX,
     OPT_PROGRESS,
-    OPT_LOG_DIR
+    OPT_LOG_DIR,
+    OPT_AUGMENT
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -612,7 +652,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"momentum", required_argument, 0, OPT_RECIPE},
       {"weight-decay", required_argument, 0, OPT_RECIPE},
       {"nesterov", no_argument, 0, OPT_RECIPE},
+      {"lr-schedule", required_argument, 0, OPT_RECIPE},
       {"dataset", required_argument, 0, OPT_RECIPE},
+      {"mean", required_argument, 0, OPT_RECIPE},
+      {"std", required_argument, 0, OPT_RECIPE},
       {"seed", required_argument, 0, OPT_SEED},
       {"threads", required_argument, 0, OPT_THREADS},
       {"log-every", required_argument, 0, OPT_LOG_EVERY},
@@ -634,6 +677,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"resume", required_argument, 0, OPT_RESUME},
       {"bucket-size-mb", required_argument, 0, OPT_BUCKET_SIZE_MB},
       {"ranks", required_argument, 0, OPT_RANKS},
+      {"augment", required_argument, 0, OPT_AUGMENT},
       {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
       {"dataset-on-device", required_argument, 0, OPT_DATASET_ON_DEVICE},
       {"profile", required_argument, 0, OPT_PROFILE},
@@ -731,6 +775,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
         fprintf(stderr, "gcc-train: --ranks %s: at most 65536\n", optarg);
         return EXIT_USAGE;
       }
+    case OPT_AUGMENT:
+      if (!parse_augment(optarg, &a->crop_pad, &a->flip))
+        return EXIT_USAGE;
       break;
     case OPT_LIST_DEVICES: gcc_list_devices(stdout, gcc_cuda_check_supported); return 0;
     case OPT_DATASET_ON_DEVICE:
@@ -979,6 +1026,12 @@ static int build_run(train_args *a, train_run *r) {
   }
   openblas_set_num_threads((int)a->threads);
 
+  if (!a->data_dir && t->dataset && strcmp(t->dataset, "npy") == 0) {
+    fprintf(stderr, "gcc-train: --dataset npy needs --data DIR (x_train.npy, y_train.npy, "
+                    "x_test.npy, y_test.npy) or --data FILE.npz\n");
+    run_free(r);
+    return EXIT_USAGE;
+  }
   r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
   if (!a->data_dir && !is_dir(r->data_dir) && t->dataset && strcmp(t->dataset, "inline") != 0) {
     /* neither default folder exists: say where we looked, before anything
@@ -1119,8 +1172,7 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
       snprintf(what, sizeof what, "%" PRId64 " epochs", t->epochs);
     printf("gcc-train %s: %s on %s, %s, batch %" PRId64 ", %s lr %g, %" PRId64 " threads\n",
            GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), what,
-           t->batch_size, t->opt.kind == GCC_OPT_ADAM ? "Adam" : "SGD", (double)t->opt.lr,
-           a->threads);
+           t->batch_size, gcc_optimizer_name(&t->opt), (double)t->opt.lr, a->threads);
     if (g_comm->size > 1) {
       int64_t lo = t->batch_size / g_comm->size;
       printf("data-parallel: %d ranks (%s), global batch %" PRId64 " = %" PRId64 "%s rows per "
@@ -1163,6 +1215,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.out = stdout;
   cfg.stop = &g_stop;
   cfg.dataset_on_device = a->dataset_on_device;
+  cfg.crop_pad = a->crop_pad;
+  cfg.flip = a->flip;
   cfg.note = stderr;
   cfg.profiler = r->prof;
   if (a->predictions_path && is_root()) {

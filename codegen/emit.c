@@ -1133,13 +1133,14 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   gcc_kernel_info *k;
   sig s;
   int64_t total;
-  char l1[32], l2[32], l3[32], l4[32];
+  char l2[32], l3[32], l4[32];
   GCC_TRY(optimizer_begin(e, gi, &k, &s, &total));
   int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
   if (has_buf)
     param(e, &s, GCC_KARG_STATE0, -1, "float*", "buf");
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
   param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
+  param(e, &s, GCC_KARG_LR, -1, "float", "lr");
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -1147,13 +1148,12 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   out(&e->src,
       "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
       "     (parallel arrays, each tensor padded to %d bytes): %" PRId64 " floats */\n"
-      "  const float lr = %s, mom = %s, damp = %s, wd = %s;\n"
+      "  const float mom = %s, damp = %s, wd = %s;\n"
       "  (void)mom; (void)damp; (void)first;\n"
       "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
       "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) "
       "{\n",
-      GCC_ARENA_ALIGN, total, float_lit(l1, sizeof l1, n0->av[SGD_LR].f),
-      float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
+      GCC_ARENA_ALIGN, total, float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
       float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
       float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
   if (!has_buf)
@@ -1183,6 +1183,9 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
   param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
   param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
+  int decoupled = (int)n0->av[ADAM_DECOUPLED].i;
+  if (decoupled)
+    param(e, &s, GCC_KARG_LR, -1, "float", "lr");
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -1192,17 +1195,24 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
       " floats; step_size = lr / (1 - beta1^t),\n"
       "     bc2_sqrt = sqrt(1 - beta2^t), computed on the host in float64 each step */\n"
       "  const float b1 = %s, b2 = %s, eps = %s, wd = %s;\n"
+      "%s"
       "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
       "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) "
       "{\n"
-      "    float gi = g[i] + wd * p[i];\n"
+      "%s"
       "    m[i] = m[i] * b1 + (1.0f - b1) * gi;\n"
       "    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;\n"
       "    float denom = sqrtf(v[i]) / bc2_sqrt + eps;\n"
       "    p[i] = p[i] + (-step_size) * (m[i] / denom);\n  }\n}\n",
       total, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
       float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f), float_lit(l3, sizeof l3, n0->av[ADAM_EPS].f),
-      float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f));
+      float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f),
+      decoupled ? "  /* AdamW: decoupled weight decay, p * (1 - lr * wd) first (float64 as "
+                  "torch's scalar) */\n"
+                  "  const float decay = (float)(1.0 - (double)lr * (double)wd);\n"
+                : "",
+      decoupled ? "    p[i] = p[i] * decay;\n    float gi = g[i];\n"
+                : "    float gi = g[i] + wd * p[i];\n");
   return optimizer_end(e, k, &s, total);
 }
 

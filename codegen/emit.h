@@ -54,6 +54,8 @@ typedef enum gcc_karg_kind {
   GCC_KARG_FIRST_STEP, /* int: 1 on the first optimizer step (SGD momentum) */
   GCC_KARG_STEP_SIZE,  /* float: Adam lr / (1 - beta1^t) */
   GCC_KARG_BC2_SQRT,   /* float: Adam sqrt(1 - beta2^t) */
+  GCC_KARG_LR,         /* float: the step's learning rate (the lr schedule's, else the
+                          node's lr attribute) */
   GCC_KARG_BAD_LABEL,  /* int*: set by the host to GCC_BAD_LABEL_NONE; a loss
                            kernel lowers it (atomicMin) to the row of each label
                            outside [0, C) (and zeroes that row's gradient), so

@@ -43,6 +43,7 @@ struct gcc_dataloader {
   float lut[GCC_DATALOADER_MAX_CHANNELS][256];
 
   int64_t *perm; /* sample order of the current epoch */
+  int64_t epoch; /* the current epoch (augmentation draws) */
   float *images[2];
   int64_t *labels[2];
   int64_t rows[2], index[2];
@@ -66,6 +67,32 @@ struct gcc_dataloader {
   pthread_cond_t done_cv; /* the caller waits: a slot ready, thread idle */
 };
 
+/* Sample i normalised into dst through a random crop of the zero-padded
+ * image and a random horizontal flip (gcc_dataloader_options). */
+static void augment(const gcc_dataloader *dl, int64_t i, const uint8_t *src, float *dst) {
+  int64_t H = dl->ds.height, W = dl->ds.width, pad = dl->opt.crop_pad;
+  gcc_rng r;
+  gcc_rng_seed(&r, dl->opt.seed ^ GCC_AUGMENT_SALT, (uint64_t)(dl->epoch * dl->ds.n + i));
+  int64_t dy = pad > 0 ? gcc_rng_below(&r, (uint32_t)(2 * pad + 1)) : pad;
+  int64_t dx = pad > 0 ? gcc_rng_below(&r, (uint32_t)(2 * pad + 1)) : pad;
+  int flip = dl->opt.flip && gcc_rng_uniform(&r) < 0.5f;
+  int per_channel = dl->opt.n_channel_norm > 0;
+  for (int64_t c = 0; c < dl->ds.channels; c++) {
+    const float *lut = dl->lut[per_channel ? c : 0];
+    const uint8_t *plane = src + c * H * W;
+    float *out = dst + c * H * W;
+    for (int64_t y = 0; y < H; y++) {
+      int64_t sy = y + dy - pad; /* row of the source image */
+      for (int64_t x = 0; x < W; x++) {
+        int64_t cx = flip ? W - 1 - x : x; /* column of the crop */
+        int64_t sx = cx + dx - pad;
+        int in = sy >= 0 && sy < H && sx >= 0 && sx < W;
+        out[y * W + x] = lut[in ? plane[sy * W + sx] : 0];
+      }
+    }
+  }
+}
+
 /* Fills slot s with batch k of the current permutation. Returns 0 if the
  * generation moved on while filling (the batch is then incomplete). */
 static int fill_slot(gcc_dataloader *dl, int s, int64_t k, uint64_t gen) {
@@ -85,10 +112,14 @@ static int fill_slot(gcc_dataloader *dl, int s, int64_t k, uint64_t gen) {
     int64_t i = dl->perm[first + r];
     const uint8_t *src = dl->ds.images + i * elems;
     float *dst = img + r * elems;
-    for (int64_t c = 0; c < channels; c++) {
-      const float *lut = dl->lut[per_channel ? c : 0];
-      for (int64_t j = c * plane; j < (c + 1) * plane; j++)
-        dst[j] = lut[src[j]];
+    if (dl->opt.crop_pad > 0 || dl->opt.flip) {
+      augment(dl, i, src, dst);
+    } else {
+      for (int64_t c = 0; c < channels; c++) {
+        const float *lut = dl->lut[per_channel ? c : 0];
+        for (int64_t j = c * plane; j < (c + 1) * plane; j++)
+          dst[j] = lut[src[j]];
+      }
     }
     lab[r] = dl->ds.labels[i];
   }
@@ -305,6 +336,7 @@ int64_t gcc_dataloader_num_batches(const gcc_dataloader *dl) {
  * with a uniform j in [0, i]. */
 static void make_permutation(gcc_dataloader *dl, int64_t epoch) {
   int64_t n = dl->ds.n;
+  dl->epoch = epoch;
   int64_t *perm = dl->perm;
   for (int64_t i = 0; i < n; i++)
     perm[i] = i;

@@ -64,7 +64,19 @@ typedef struct gcc_dataloader_options {
                              (default "data loader"); the profiler must
                              outlive the loader */
   const char *profile_name;
+  /* Augmentation of every sample (training loaders), as torchvision's
+   * RandomCrop(size=(H, W), padding=crop_pad) then RandomHorizontalFlip():
+   * the image padded by crop_pad pixels of value 0 on each side (padded
+   * pixels normalise as pixel 0 does), an H x W window at offsets drawn
+   * uniformly in [0, 2 * crop_pad], then mirrored left-right with
+   * probability 1/2 when `flip`. Drawn from gcc_rng_seed(seed ^
+   * GCC_AUGMENT_SALT, epoch * n + sample): the same for a seed whatever the
+   * batch size, thread or prefetching. 0 and 0: none. */
+  int crop_pad;
+  int flip;
 } gcc_dataloader_options;
+
+#define GCC_AUGMENT_SALT 0x9e3779b97f4a7c15ull
 
 /* One batch. images is rows x (channels * height * width) float32, row r
  * the normalised sample in the dataset's NCHW layout; labels[r] is its class

@@ -3,9 +3,14 @@
 #include "graph/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
 #include <zlib.h>
 
 #include "graph/loader.h"
@@ -36,10 +41,28 @@ static const char *dict_value(const char *h, const char *key) {
   return p;
 }
 
-gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *source,
-                             gcc_shape *shape, float **data, gcc_diag *d) {
-  *data = NULL;
-  memset(shape, 0, sizeof *shape);
+/* The dtype of a descr ("<f4"), or 0. */
+static int npy_dtype(const char *s, size_t n, gcc_dtype *dt, size_t *elem) {
+  static const struct {
+    const char *descr;
+    gcc_dtype dt;
+    size_t elem;
+  } k[] = {{"<f4", GCC_DT_FLOAT32, 4}, {"=f4", GCC_DT_FLOAT32, 4}, {"<i8", GCC_DT_INT64, 8},
+           {"=i8", GCC_DT_INT64, 8},   {"<i4", GCC_DT_INT32, 4},   {"=i4", GCC_DT_INT32, 4},
+           {"|u1", GCC_DT_UINT8, 1},   {"<u1", GCC_DT_UINT8, 1},   {"=u1", GCC_DT_UINT8, 1}};
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+    if (n == 3 && strncmp(s, k[i].descr, 3) == 0) {
+      *dt = k[i].dt;
+      *elem = k[i].elem;
+      return 1;
+    }
+  return 0;
+}
+
+gcc_status gcc_npy_parse_header(const uint8_t *bytes, size_t size, const char *source,
+                                gcc_npy_array *arr, gcc_diag *d) {
+  memset(arr, 0, sizeof *arr);
+  gcc_shape *shape = &arr->shape;
   if (!gcc_npy_is_npy(bytes, size) || size < 10)
     return gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npy file (no \\x93NUMPY magic)", source);
   int major = bytes[6], minor = bytes[7];
@@ -80,12 +103,13 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
     size_t n = end ? (size_t)(end - descr - 1) : 0;
     if (!end)
       st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: malformed 'descr' in the .npy header", source);
-    else if (!((n == 3 &&
-                (strncmp(descr + 1, "<f4", 3) == 0 || strncmp(descr + 1, "=f4", 3) == 0))))
+    else if (!npy_dtype(descr + 1, n, &arr->dtype, &arr->elem))
       st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: .npy dtype '%.*s'; gcc-run reads little-endian float32 ('<f4': "
-                        "numpy.float32)",
+                        "%s: .npy dtype '%.*s'; read are little-endian float32 ('<f4'), int64 "
+                        "('<i8'), int32 ('<i4') and uint8 ('|u1')",
                         source, (int)(n < 32 ? n : 32), descr + 1);
+    else
+      snprintf(arr->descr, sizeof arr->descr, "%.*s", (int)n, descr + 1);
   }
   if (st == GCC_OK) {
     if (strncmp(fortran, "True", 4) == 0)
@@ -136,23 +160,39 @@ gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *sour
   }
   free(h);
   if (st == GCC_OK) {
-    size_t have = size - start - hlen, want = (size_t)numel * 4;
+    size_t have = size - start - hlen, want = (size_t)numel * arr->elem;
     if (have != want)
       st = gcc_diag_set(d, GCC_ERR_PARSE,
                         "%s: the .npy shape needs %zu data bytes, the file has %zu (%s)", source,
                         want, have, have < want ? "truncated" : "trailing bytes");
   }
   if (st == GCC_OK) {
-    *data = malloc((size_t)numel * 4);
-    if (!*data)
-      st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (.npy data, %lld floats)",
-                        (long long)numel);
-    else
-      memcpy(*data, bytes + start + hlen, (size_t)numel * 4);
+    arr->numel = numel;
+    arr->data = bytes + start + hlen;
+  } else {
+    memset(arr, 0, sizeof *arr);
   }
-  if (st != GCC_OK)
-    memset(shape, 0, sizeof *shape);
   return st;
+}
+
+gcc_status gcc_npy_parse_f32(const uint8_t *bytes, size_t size, const char *source,
+                             gcc_shape *shape, float **data, gcc_diag *d) {
+  *data = NULL;
+  memset(shape, 0, sizeof *shape);
+  gcc_npy_array a;
+  GCC_TRY(gcc_npy_parse_header(bytes, size, source, &a, d));
+  if (a.dtype != GCC_DT_FLOAT32)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: .npy dtype '%s'; gcc-run reads little-endian float32 ('<f4': "
+                        "numpy.float32)",
+                        source, a.descr);
+  *data = malloc((size_t)a.numel * 4);
+  if (!*data)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (.npy data, %lld floats)",
+                        (long long)a.numel);
+  memcpy(*data, a.data, (size_t)a.numel * 4);
+  *shape = a.shape;
+  return GCC_OK;
 }
 
 gcc_status gcc_npy_read_f32(const char *path, gcc_shape *shape, float **data, gcc_diag *d) {
@@ -307,4 +347,178 @@ gcc_status gcc_npz_write(const char *path, const char *const *names, const gcc_s
   free(crcs);
   free(zip);
   return st;
+}
+
+/* ---- --dataset npy ------------------------------------------------------------ */
+
+/* The bytes of one array: a memory-mapped .npy file, or an entry of a
+ * .npz read into memory. */
+typedef struct npy_bytes {
+  const uint8_t *p;
+  size_t n;
+  void *map; /* munmap(map, n) */
+  uint8_t *buf;
+  char name[4200];
+} npy_bytes;
+
+static void npy_bytes_free(npy_bytes *b) {
+  if (b->map)
+    munmap(b->map, b->n);
+  free(b->buf);
+  b->map = NULL;
+  b->buf = NULL;
+}
+
+static gcc_status map_file(const char *path, npy_bytes *b, gcc_diag *d) {
+  snprintf(b->name, sizeof b->name, "%s", path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 10) {
+    close(fd);
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: not a .npy file (not a regular file of 10 bytes "
+                        "or more)",
+                        path);
+  }
+  b->n = (size_t)st.st_size;
+  b->map = mmap(NULL, b->n, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (b->map == MAP_FAILED) {
+    b->map = NULL;
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+  }
+  b->p = b->map;
+  return GCC_OK;
+}
+
+static gcc_status zip_entry(zip_t *z, const char *zpath, const char *entry, npy_bytes *b,
+                            gcc_diag *d) {
+  snprintf(b->name, sizeof b->name, "%s:%s", zpath, entry);
+  zip_stat_t zs;
+  zip_stat_init(&zs);
+  if (zip_stat(z, entry, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE))
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: the archive has no '%s'", zpath, entry);
+  if (zs.size > GCC_NPY_MAX_BYTES)
+    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: %llu bytes (at most %zu)", b->name,
+                        (unsigned long long)zs.size, GCC_NPY_MAX_BYTES);
+  b->buf = malloc(zs.size ? zs.size : 1);
+  if (!b->buf)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s)", b->name);
+  zip_file_t *f = zip_fopen(z, entry, 0);
+  zip_int64_t got = f ? zip_fread(f, b->buf, zs.size) : -1;
+  if (f)
+    zip_fclose(f);
+  if (got < 0 || (zip_uint64_t)got != zs.size)
+    return gcc_diag_set(d, GCC_ERR_PARSE, "%s: cannot read it: %s", b->name, zip_strerror(z));
+  b->p = b->buf;
+  b->n = zs.size;
+  return GCC_OK;
+}
+
+static gcc_status labels_from(const gcc_npy_array *y, const char *name, uint8_t *out,
+                              int64_t *classes, gcc_diag *d) {
+  int64_t mx = -1;
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t v;
+    if (y->dtype == GCC_DT_INT64)
+      memcpy(&v, y->data + 8 * i, 8);
+    else if (y->dtype == GCC_DT_INT32) {
+      int32_t w;
+      memcpy(&w, y->data + 4 * i, 4);
+      v = w;
+    } else {
+      v = y->data[i];
+    }
+    if (v < 0 || v > 255)
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: label %lld at index %lld: class indices must be in [0, 255]", name,
+                          (long long)v, (long long)i);
+    out[i] = (uint8_t)v;
+    mx = v > mx ? v : mx;
+  }
+  *classes = mx + 1;
+  return GCC_OK;
+}
+
+gcc_status gcc_npy_dataset_load(const char *path, int train, gcc_dataset *out, gcc_diag *d) {
+  memset(out, 0, sizeof *out);
+  const char *xn = train ? "x_train.npy" : "x_test.npy", *yn = train ? "y_train.npy" : "y_test.npy";
+  npy_bytes xb = {0}, yb = {0};
+  struct stat st;
+  gcc_status s = GCC_OK;
+  zip_t *z = NULL;
+  if (stat(path, &st) != 0)
+    return gcc_diag_set(d, GCC_ERR_IO,
+                        "--dataset npy: %s: %s (a folder of x_train.npy, "
+                        "y_train.npy, x_test.npy, y_test.npy, or a .npz of them)",
+                        path, strerror(errno));
+  if (S_ISDIR(st.st_mode)) {
+    char px[4200], py[4200];
+    snprintf(px, sizeof px, "%s/%s", path, xn);
+    snprintf(py, sizeof py, "%s/%s", path, yn);
+    s = map_file(px, &xb, d);
+    if (s == GCC_OK)
+      s = map_file(py, &yb, d);
+  } else {
+    int err = 0;
+    z = zip_open(path, ZIP_RDONLY, &err);
+    if (!z)
+      return gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npz (zip) archive (libzip error %d)", path,
+                          err);
+    s = zip_entry(z, path, xn, &xb, d);
+    if (s == GCC_OK)
+      s = zip_entry(z, path, yn, &yb, d);
+  }
+  gcc_npy_array x, y;
+  if (s == GCC_OK)
+    s = gcc_npy_parse_header(xb.p, xb.n, xb.name, &x, d);
+  if (s == GCC_OK)
+    s = gcc_npy_parse_header(yb.p, yb.n, yb.name, &y, d);
+  char sx[128], sy[128];
+  if (s == GCC_OK) {
+    gcc_shape_str(&x.shape, sx, sizeof sx);
+    gcc_shape_str(&y.shape, sy, sizeof sy);
+  }
+  if (s == GCC_OK && x.dtype != GCC_DT_UINT8)
+    s = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                     "%s: dtype '%s' %s; --dataset npy reads uint8 images (pixels 0..255, "
+                     "scaled by --mean/--std): save x.astype(numpy.uint8)",
+                     xb.name, x.descr, sx);
+  if (s == GCC_OK && y.dtype == GCC_DT_FLOAT32)
+    s = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                     "%s: dtype '%s' %s; the targets must be integer class indices (int64, "
+                     "int32 or uint8)",
+                     yb.name, y.descr, sy);
+  if (s == GCC_OK && (x.shape.ndim < 2 || x.shape.ndim > 4))
+    s = gcc_diag_set(d, GCC_ERR_SHAPE,
+                     "%s: shape %s; expected (N, D), (N, H, W) or (N, C, H, W) images", xb.name,
+                     sx);
+  if (s == GCC_OK && (y.shape.ndim != 1 || y.shape.dims[0] != x.shape.dims[0]))
+    s = gcc_diag_set(d, GCC_ERR_SHAPE, "%s: shape %s; expected (%lld) class indices for %s %s",
+                     yb.name, sy, (long long)x.shape.dims[0], xb.name, sx);
+  if (s == GCC_OK) {
+    const gcc_shape *xs = &x.shape;
+    out->n = xs->dims[0];
+    out->channels = xs->ndim == 4 ? xs->dims[1] : 1;
+    out->height = xs->ndim == 4 ? xs->dims[2] : xs->ndim == 3 ? xs->dims[1] : 1;
+    out->width = xs->dims[xs->ndim - 1];
+    out->images = malloc((size_t)x.numel ? (size_t)x.numel : 1);
+    out->labels = malloc((size_t)out->n);
+    if (!out->images || !out->labels)
+      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s, %lld bytes)", xb.name,
+                       (long long)x.numel);
+  }
+  if (s == GCC_OK) {
+    memcpy(out->images, x.data, (size_t)x.numel);
+    s = labels_from(&y, yb.name, out->labels, &out->num_classes, d);
+  }
+  npy_bytes_free(&xb);
+  npy_bytes_free(&yb);
+  if (z)
+    zip_discard(z);
+  if (s != GCC_OK)
+    gcc_dataset_free(out);
+  return s;
 }

@@ -21,11 +21,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "datasets/dataset.h"
 #include "graph/ir.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A parsed .npy header: the array's dtype (float32, int64, int32 or
+ * uint8), shape, element count and a pointer to its C-order data inside the
+ * bytes given (not copied). */
+typedef struct gcc_npy_array {
+  gcc_dtype dtype;
+  char descr[8]; /* as in the file: "<f4", "|u1", ... */
+  size_t elem;   /* bytes per element */
+  gcc_shape shape;
+  int64_t numel;
+  const uint8_t *data;
+} gcc_npy_array;
+
+/* Parses the header of `size` bytes of a .npy file and checks that the
+ * data is exactly numel elements. Errors as gcc_npy_parse_f32's, with
+ * GCC_ERR_UNSUPPORTED for dtypes other than '<f4', '<i8', '<i4', '|u1'. */
+gcc_status gcc_npy_parse_header(const uint8_t *bytes, size_t size, const char *source,
+                                gcc_npy_array *arr, gcc_diag *d);
 
 /* Parses `size` bytes of a .npy file (`source` names it in messages). On
  * success *shape is the array's shape and *data a malloc'ed copy of its
@@ -56,6 +75,24 @@ gcc_status gcc_npy_encode_f32(const gcc_shape *shape, const float *data, uint8_t
  * ZIP64, GCC_ERR_IO naming the path. */
 gcc_status gcc_npz_write(const char *path, const char *const *names, const gcc_shape *shapes,
                          const float *const *data, int n, gcc_diag *d);
+
+/* A labelled image set from NumPy arrays, for `--dataset npy` (PyTorch
+ * users' own data as np.save / np.savez write it).
+ *
+ * `path` is a folder holding x_train.npy, y_train.npy, x_test.npy and
+ * y_test.npy, or a .npz archive (read with libzip; stored or deflated)
+ * holding arrays of those names. `train` picks the pair. x: uint8 images
+ * of shape (N, H, W) (one channel), (N, C, H, W) or (N, D) (taken as
+ * 1 x 1 x D), pixels 0..255 that the data loader scales as ToTensor +
+ * Normalize; y: class indices of shape (N), int64, int32 or uint8, in
+ * [0, 255]. .npy files are memory-mapped (no second copy of a large file
+ * while it is read). The result is what gcc_mnist_load gives for MNIST.
+ * Errors name the file and its shape or dtype: GCC_ERR_IO (a file
+ * missing: its path), GCC_ERR_PARSE (not .npy / .npz), GCC_ERR_SHAPE (x
+ * and y disagree on N, y not 1-D, x of 1 or more than 4 dims),
+ * GCC_ERR_UNSUPPORTED (x not uint8, y not an integer type, a label out of
+ * [0, 255]). */
+gcc_status gcc_npy_dataset_load(const char *path, int train, gcc_dataset *out, gcc_diag *d);
 
 /* 1 if the bytes start with the .npy magic. */
 int gcc_npy_is_npy(const uint8_t *bytes, size_t size);

@@ -173,7 +173,20 @@ typedef struct gcc_optimizer {
   float lr, momentum, dampening, weight_decay; /* SGD (weight_decay shared) */
   int nesterov;
   float beta1, beta2, eps; /* Adam */
+  int decoupled;           /* Adam: decoupled weight decay (torch.optim.AdamW) */
 } gcc_optimizer;
+
+/* LrSchedule of graph.proto: the learning rate of each epoch
+ * (graph/recipe.h gcc_lr_at_epoch). */
+typedef enum gcc_sched_kind { GCC_SCHED_NONE = 0, GCC_SCHED_STEP, GCC_SCHED_COSINE } gcc_sched_kind;
+
+typedef struct gcc_lr_schedule {
+  gcc_sched_kind kind;
+  int64_t step_size; /* StepLR */
+  float gamma;       /* StepLR */
+  int64_t t_max;     /* CosineAnnealingLR; 0: the spec's epochs */
+  float eta_min;     /* CosineAnnealingLR */
+} gcc_lr_schedule;
 
 #define GCC_MAX_CHANNELS 4
 
@@ -187,6 +200,7 @@ typedef struct gcc_training {
   float mean[GCC_MAX_CHANNELS], std[GCC_MAX_CHANNELS];
   uint64_t seed;
   int inline_inputs, inline_targets; /* CONST value indices of the inline dataset, or -1 */
+  gcc_lr_schedule sched;
 } gcc_training;
 
 typedef struct gcc_graph {

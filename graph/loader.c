@@ -174,6 +174,35 @@ static gcc_status need_value(const gcc_graph *g, const char *field, const char *
 
 static gcc_status check_prediction(const gcc_graph *g, gcc_diag *d);
 
+/* TrainingSpec.lr_schedule: the schedule's fields in PyTorch's ranges. */
+static gcc_status read_schedule(gcc_training *tr, const Gcc__LrSchedule *ls, const char *src,
+                                gcc_diag *d) {
+  gcc_lr_schedule *s = &tr->sched;
+  memset(s, 0, sizeof *s);
+  if (!ls || ls->kind_case == GCC__LR_SCHEDULE__KIND__NOT_SET)
+    return GCC_OK;
+  if (ls->kind_case == GCC__LR_SCHEDULE__KIND_STEP && ls->step) {
+    s->kind = GCC_SCHED_STEP;
+    s->step_size = ls->step->has_step_size ? ls->step->step_size : 0;
+    s->gamma = ls->step->gamma;
+    if (s->step_size < 1 || !isfinite(s->gamma) || !(s->gamma > 0.0f))
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: training.lr_schedule.step: step_size must be >= 1 and gamma a "
+                          "finite number > 0 (got %" PRId64 ", %g)",
+                          src, s->step_size, (double)s->gamma);
+  } else if (ls->kind_case == GCC__LR_SCHEDULE__KIND_COSINE && ls->cosine) {
+    s->kind = GCC_SCHED_COSINE;
+    s->t_max = ls->cosine->has_t_max ? ls->cosine->t_max : 0;
+    s->eta_min = ls->cosine->has_eta_min ? ls->cosine->eta_min : 0.0f;
+    if (s->t_max < 0 || !isfinite(s->eta_min) || s->eta_min < 0.0f)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: training.lr_schedule.cosine: t_max must be >= 0 and eta_min a "
+                          "finite number >= 0 (got %" PRId64 ", %g)",
+                          src, s->t_max, (double)s->eta_min);
+  }
+  return GCC_OK;
+}
+
 static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_diag *d) {
   gcc_training *tr = &g->training;
   const char *src = g->source;
@@ -242,6 +271,7 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
     o->beta2 = a->beta2;
     o->eps = a->eps;
     o->weight_decay = a->has_weight_decay ? a->weight_decay : 0.0f;
+    o->decoupled = a->has_decoupled_weight_decay && a->decoupled_weight_decay;
     if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f && o->beta2 >= 0.0f && o->beta2 < 1.0f))
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                           "%s: training.optimizer.adam: betas must be in [0, 1)", src);
@@ -284,7 +314,7 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
   }
   if (!tr->dataset)
     tr->dataset = gcc_strdup(tr->inline_inputs >= 0 ? "inline" : "mnist");
-  return GCC_OK;
+  return read_schedule(tr, t->lr_schedule, src, d);
 }
 
 static int cmp_name(const void *a, const void *b) {
@@ -724,6 +754,9 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
   Gcc__Optimizer po = GCC__OPTIMIZER__INIT;
   Gcc__SGD sgd = GCC__SGD__INIT;
   Gcc__Adam adam = GCC__ADAM__INIT;
+  Gcc__LrSchedule sched = GCC__LR_SCHEDULE__INIT;
+  Gcc__StepLR step_lr = GCC__STEP_LR__INIT;
+  Gcc__CosineAnnealingLR cos_lr = GCC__COSINE_ANNEALING_LR__INIT;
   Gcc__InlineDataset inl = GCC__INLINE_DATASET__INIT;
   Gcc__Tensor inl_in, inl_tg;
   int64_t inl_dims[2][GCC_MAX_DIMS];
@@ -751,6 +784,8 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
       adam.beta2 = t->opt.beta2;
       adam.eps = t->opt.eps;
       adam.weight_decay = t->opt.weight_decay;
+      adam.has_decoupled_weight_decay = t->opt.decoupled;
+      adam.decoupled_weight_decay = t->opt.decoupled;
       po.kind_case = GCC__OPTIMIZER__KIND_ADAM;
       po.adam = &adam;
     } else {
@@ -765,6 +800,21 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
       po.sgd = &sgd;
     }
     ts.optimizer = &po;
+    if (t->sched.kind == GCC_SCHED_STEP) {
+      step_lr.has_step_size = step_lr.has_gamma = 1;
+      step_lr.step_size = t->sched.step_size;
+      step_lr.gamma = t->sched.gamma;
+      sched.kind_case = GCC__LR_SCHEDULE__KIND_STEP;
+      sched.step = &step_lr;
+      ts.lr_schedule = &sched;
+    } else if (t->sched.kind == GCC_SCHED_COSINE) {
+      cos_lr.has_t_max = cos_lr.has_eta_min = 1;
+      cos_lr.t_max = t->sched.t_max;
+      cos_lr.eta_min = t->sched.eta_min;
+      sched.kind_case = GCC__LR_SCHEDULE__KIND_COSINE;
+      sched.cosine = &cos_lr;
+      ts.lr_schedule = &sched;
+    }
     if (t->inline_inputs >= 0 && t->inline_targets >= 0) {
       fill_tensor(&inl_in, &g->values[t->inline_inputs], inl_dims[0]);
       fill_tensor(&inl_tg, &g->values[t->inline_targets], inl_dims[1]);

@@ -1013,8 +1013,9 @@ static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f), F
 static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
 static const gcc_attr_spec kAllReduceAttrs[] = {I("bucket", 0), B("mean", 1)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
-static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f), F("beta1", 0.9f), F("beta2", 0.999f),
-                                           F("eps", 1e-8f), F("weight_decay", 0.0f)};
+static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f),         F("beta1", 0.9f),
+                                           F("beta2", 0.999f),      F("eps", 1e-8f),
+                                           F("weight_decay", 0.0f), B("decoupled_weight_decay", 0)};
 
 #define INTS(n)                                                                                    \
   { n, GCC_ATTR_INTS, 0, 0, 0, NULL, 0, 0 }

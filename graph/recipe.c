@@ -14,8 +14,8 @@
 #include "graph/util.h"
 
 static const char *const kLosses[] = {"cross-entropy", "mse", NULL};
-static const char *const kOptimizers[] = {"sgd", "adam", NULL};
-static const char *const kDatasets[] = {"mnist", "cifar10", NULL};
+static const char *const kOptimizers[] = {"sgd", "adam", "adamw", NULL};
+static const char *const kDatasets[] = {"mnist", "cifar10", "npy", NULL};
 
 void gcc_recipe_init(gcc_recipe *r) {
   memset(r, 0, sizeof *r);
@@ -24,8 +24,9 @@ void gcc_recipe_init(gcc_recipe *r) {
 }
 
 int gcc_recipe_given(const gcc_recipe *r) {
-  return r->loss || r->optimizer || r->dataset || r->has_lr || r->has_momentum ||
-         r->has_weight_decay || r->nesterov || r->batch_size >= 0 || r->epochs >= 0 || r->has_seed;
+  return r->loss || r->optimizer || r->dataset || r->lr_schedule || r->n_mean || r->has_lr ||
+         r->has_momentum || r->has_weight_decay || r->nesterov || r->batch_size >= 0 ||
+         r->epochs >= 0 || r->has_seed;
 }
 
 /* `v` if it is one of `names`, else an error listing them. */
@@ -64,6 +65,45 @@ static gcc_status integer(const char *flag, const char *s, int64_t lo, int64_t *
                       (long long)lo);
 }
 
+/* step:S[:G] or cosine[:T] */
+static gcc_status parse_schedule(gcc_recipe *r, const char *v, gcc_diag *d) {
+  gcc_lr_schedule s = {0};
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", v);
+  char *f1 = strchr(buf, ':'), *f2 = f1 ? strchr(f1 + 1, ':') : NULL;
+  if (f1)
+    *f1++ = '\0';
+  if (f2)
+    *f2++ = '\0';
+  int ok = strlen(v) < sizeof buf - 1;
+  if (ok && strcmp(buf, "step") == 0) {
+    s.kind = GCC_SCHED_STEP;
+    s.gamma = 0.1f;
+    ok = f1 && gcc_parse_i64(f1, 1, INT64_MAX, &s.step_size);
+    if (ok && f2) {
+      char *end;
+      errno = 0;
+      double gm = strtod(f2, &end);
+      ok = !errno && end != f2 && !*end && isfinite(gm) && gm > 0 && gm <= 1e6;
+      s.gamma = (float)gm;
+    }
+  } else if (ok && strcmp(buf, "cosine") == 0 && !f2) {
+    s.kind = GCC_SCHED_COSINE;
+    ok = !f1 || gcc_parse_i64(f1, 1, INT64_MAX, &s.t_max);
+  } else {
+    ok = 0;
+  }
+  if (!ok)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--lr-schedule '%s': expected step:STEP_SIZE[:GAMMA] (StepLR: an integer "
+                        ">= 1 of epochs, GAMMA > 0, default 0.1) or cosine[:T_MAX] "
+                        "(CosineAnnealingLR, T_MAX default the epochs)",
+                        v);
+  r->lr_schedule = v;
+  r->sched = s;
+  return GCC_OK;
+}
+
 gcc_status gcc_recipe_set(gcc_recipe *r, const char *flag, const char *value, gcc_diag *d) {
   if (strcmp(flag, "--nesterov") == 0) {
     r->nesterov = 1;
@@ -95,6 +135,28 @@ gcc_status gcc_recipe_set(gcc_recipe *r, const char *flag, const char *value, gc
     r->has_weight_decay = 1;
     return GCC_OK;
   }
+  if (strcmp(flag, "--mean") == 0 || strcmp(flag, "--std") == 0) {
+    int is_std = flag[2] == 's';
+    float *v = is_std ? r->std : r->mean;
+    int *n = is_std ? &r->n_std : &r->n_mean;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", value);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+      if (*n == GCC_MAX_CHANNELS)
+        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': at most %d values", flag, value,
+                            GCC_MAX_CHANNELS);
+      GCC_TRY(number(flag, tok, is_std, &v[*n], d));
+      (*n)++;
+    }
+    if (*n == 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s '%s': expected one value per channel",
+                          flag, value);
+    return GCC_OK;
+  }
+  if (strcmp(flag, "--lr-schedule") == 0)
+    return parse_schedule(r, value, d);
   if (strcmp(flag, "--batch-size") == 0)
     return integer(flag, value, 1, &r->batch_size, d);
   if (strcmp(flag, "--epochs") == 0)
@@ -114,6 +176,10 @@ gcc_status gcc_recipe_check(const gcc_recipe *r, gcc_diag *d) {
   if (is_adam(r->optimizer) && r->nesterov)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--nesterov is an SGD setting, not %s's",
                         r->optimizer);
+  if (r->n_mean != r->n_std)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--mean and --std need as many values (one per channel), got %d and %d",
+                        r->n_mean, r->n_std);
   if (r->nesterov && r->has_momentum && r->momentum == 0.0f)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "--nesterov needs --momentum > 0 (as torch.optim.SGD)");
@@ -233,16 +299,22 @@ static const char *loss_op_name(const gcc_graph *g) {
 static gcc_status set_optimizer(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) {
   gcc_optimizer *o = &g->training.opt;
   gcc_opt_kind want = o->kind;
-  if (r->optimizer)
+  int decoupled = o->decoupled;
+  if (r->optimizer) {
     want = strcmp(r->optimizer, "sgd") == 0 ? GCC_OPT_SGD : GCC_OPT_ADAM;
+    decoupled = strcmp(r->optimizer, "adamw") == 0;
+  }
   if (want == GCC_OPT_NONE)
     want = GCC_OPT_SGD;
-  if (want != o->kind) { /* the new kind's torch.optim defaults */
+  if (want != o->kind || decoupled != o->decoupled) { /* the new kind's torch.optim defaults */
     memset(o, 0, sizeof *o);
     o->kind = want;
+    o->decoupled = decoupled;
     o->beta1 = 0.9f;
     o->beta2 = 0.999f;
     o->eps = 1e-8f;
+    if (decoupled)
+      o->weight_decay = 1e-2f; /* torch.optim.AdamW's default */
     if (want == GCC_OPT_ADAM)
       o->lr = 1e-3f;
     else if (!r->has_lr)
@@ -253,9 +325,9 @@ static gcc_status set_optimizer(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) 
   }
   if (o->kind == GCC_OPT_ADAM && (r->has_momentum || r->nesterov))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "%s: the model's optimizer is adam, which has no momentum; give "
+                        "%s: the model's optimizer is %s, which has no momentum; give "
                         "--optimizer sgd",
-                        r->has_momentum ? "--momentum" : "--nesterov");
+                        r->has_momentum ? "--momentum" : "--nesterov", gcc_optimizer_name(o));
   if (r->has_lr)
     o->lr = r->lr;
   if (r->has_momentum)
@@ -302,6 +374,13 @@ gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_gra
       t->epochs = r->epochs;
     if (r->has_seed)
       t->seed = r->seed;
+    if (r->lr_schedule)
+      t->sched = r->sched;
+    if (r->n_mean > 0) {
+      t->n_mean = t->n_std = r->n_mean;
+      memcpy(t->mean, r->mean, sizeof t->mean);
+      memcpy(t->std, r->std, sizeof t->std);
+    }
     if (r->dataset || !t->dataset) {
       free(t->dataset);
       t->dataset = gcc_strdup(r->dataset ? r->dataset : "mnist");
@@ -309,8 +388,7 @@ gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_gra
         s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
     }
   }
-  if (s == GCC_OK && float_target(g) == 1 &&
-      (strcmp(t->dataset, "mnist") == 0 || strcmp(t->dataset, "cifar10") == 0))
+  if (s == GCC_OK && float_target(g) == 1 && strcmp(t->dataset, "inline") != 0)
     s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                      "--loss mse: --dataset %s has class labels, not float targets; use --loss "
                      "cross-entropy",
@@ -325,4 +403,42 @@ gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_gra
   free(bytes);
   gcc_graph_free(g);
   return s;
+}
+
+int64_t gcc_lr_schedule_t_max(const gcc_training *t) {
+  if (t->sched.kind != GCC_SCHED_COSINE)
+    return 0;
+  return t->sched.t_max > 0 ? t->sched.t_max : t->epochs;
+}
+
+double gcc_lr_at_epoch(const gcc_training *t, int64_t epoch) {
+  double lr = t->opt.lr;
+  const gcc_lr_schedule *s = &t->sched;
+  if (s->kind == GCC_SCHED_STEP)
+    return lr * pow((double)s->gamma, (double)(epoch / s->step_size));
+  if (s->kind == GCC_SCHED_COSINE) {
+    int64_t tm = gcc_lr_schedule_t_max(t);
+    if (tm <= 0)
+      return lr;
+    double eta = s->eta_min;
+    return eta + (lr - eta) * (1.0 + cos(M_PI * (double)epoch / (double)tm)) / 2.0;
+  }
+  return lr;
+}
+
+const char *gcc_lr_schedule_str(const gcc_training *t, char *buf, size_t cap) {
+  const gcc_lr_schedule *s = &t->sched;
+  if (s->kind == GCC_SCHED_STEP)
+    snprintf(buf, cap, "step:%lld:%g", (long long)s->step_size, (double)s->gamma);
+  else if (s->kind == GCC_SCHED_COSINE)
+    snprintf(buf, cap, "cosine:%lld", (long long)gcc_lr_schedule_t_max(t));
+  else
+    snprintf(buf, cap, "none");
+  return buf;
+}
+
+const char *gcc_optimizer_name(const gcc_optimizer *o) {
+  if (o->kind == GCC_OPT_ADAM)
+    return o->decoupled ? "adamw" : "adam";
+  return o->kind == GCC_OPT_SGD ? "sgd" : "none";
 }

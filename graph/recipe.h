@@ -8,8 +8,12 @@
  * Semantics follow PyTorch: --loss cross-entropy is nn.CrossEntropyLoss
  * (logits (N, C), int64 class indices (N), mean over the batch); --loss
  * mse is nn.MSELoss (float32 target of the prediction's shape, mean);
- * --optimizer sgd|adam is torch.optim.SGD|Adam with their documented
- * defaults (Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8).
+ * --optimizer sgd|adam|adamw is torch.optim.SGD|Adam|AdamW with their
+ * documented defaults (Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8; AdamW
+ * the same and weight_decay 1e-2, decoupled); --lr-schedule step:S[:G] is
+ * torch.optim.lr_scheduler.StepLR(step_size=S, gamma=G, default 0.1) and
+ * cosine[:T] CosineAnnealingLR(T_max=T, default the epochs, eta_min=0),
+ * both stepped once per epoch.
  *
  * Every error is GCC_ERR_INVALID_ARGUMENT with a message naming the flag
  * at fault (a command line maps it to exit status 2), found before any
@@ -19,6 +23,7 @@
 #ifndef GCC_GRAPH_RECIPE_H
 #define GCC_GRAPH_RECIPE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "graph/ir.h"
@@ -30,14 +35,18 @@ extern "C" {
 
 /* What the flags asked for; gcc_recipe_init marks everything "not given". */
 typedef struct gcc_recipe {
-  const char *loss;      /* "cross-entropy" | "mse" | NULL */
-  const char *optimizer; /* "sgd" | "adam" | NULL */
-  const char *dataset;   /* "mnist" | "cifar10" | ... | NULL */
+  const char *loss;        /* "cross-entropy" | "mse" | NULL */
+  const char *optimizer;   /* "sgd" | "adam" | "adamw" | NULL */
+  const char *lr_schedule; /* --lr-schedule as given, or NULL */
+  gcc_lr_schedule sched;   /* ... parsed */
+  const char *dataset;     /* "mnist" | "cifar10" | "npy" | NULL */
   int has_lr, has_momentum, has_weight_decay, nesterov;
   float lr, momentum, weight_decay;
   int64_t batch_size, epochs; /* -1: not given */
   int has_seed;
   uint64_t seed;
+  int n_mean, n_std; /* --mean, --std: torchvision Normalize per channel */
+  float mean[GCC_MAX_CHANNELS], std[GCC_MAX_CHANNELS];
 } gcc_recipe;
 
 void gcc_recipe_init(gcc_recipe *r);
@@ -67,6 +76,23 @@ gcc_status gcc_recipe_check(const gcc_recipe *r, gcc_diag *d);
  * that kind's defaults for what is not given. */
 gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_graph **out,
                             gcc_diag *d);
+
+/* The learning rate of epoch `epoch` (0-based) under the spec's schedule:
+ * the optimizer's lr without one. StepLR: lr * gamma^floor(e / step_size);
+ * CosineAnnealingLR: eta_min + (lr - eta_min) * (1 + cos(pi * e / T)) / 2
+ * with T = t_max, or the spec's epochs when t_max is 0 (PyTorch's closed
+ * forms, equal to its recursive updates to rounding). */
+double gcc_lr_at_epoch(const gcc_training *t, int64_t epoch);
+
+/* The T_max a cosine schedule runs with (t_max, else the epochs); 0 for
+ * other schedules. */
+int64_t gcc_lr_schedule_t_max(const gcc_training *t);
+
+/* "none", "step:30:0.1", "cosine:90" into buf. */
+const char *gcc_lr_schedule_str(const gcc_training *t, char *buf, size_t cap);
+
+/* "sgd", "adam" or "adamw". */
+const char *gcc_optimizer_name(const gcc_optimizer *o);
 
 #ifdef __cplusplus
 }

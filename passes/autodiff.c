@@ -191,6 +191,7 @@ static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p
     GCC_TRY(gcc_node_set_float(g, node, "beta2", o->beta2));
     GCC_TRY(gcc_node_set_float(g, node, "eps", o->eps));
     GCC_TRY(gcc_node_set_float(g, node, "weight_decay", o->weight_decay));
+    GCC_TRY(gcc_node_set_int(g, node, "decoupled_weight_decay", o->decoupled));
   } else {
     GCC_TRY(gcc_node_set_float(g, node, "lr", o->lr));
     GCC_TRY(gcc_node_set_float(g, node, "momentum", o->momentum));

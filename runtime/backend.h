@@ -32,6 +32,8 @@ typedef struct gcc_cpu_ctx {
   int max_threads;        /* upper bound for OpenBLAS threads (>= 1) */
   int64_t optimizer_step; /* optimizer steps completed before this one (Adam bias
                              correction, SGD's first-step momentum) */
+  float lr;               /* the learning rate of this step (an lr schedule's), or 0:
+                             each optimizer node's own lr attribute */
   int blas_threads;       /* OpenBLAS threads currently set (0 = unknown) */
   gcc_diag *diag;         /* where kernels report data errors */
   const char *source;     /* model file, for messages */

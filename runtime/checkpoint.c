@@ -16,6 +16,7 @@
 
 #include "graph/loader.h"
 #include "graph/outfile.h"
+#include "graph/recipe.h"
 #include "graph/util.h"
 
 enum { HEADER = 56, TRAILER = 32 };
@@ -308,9 +309,17 @@ gcc_status gcc_checkpoint_check(const gcc_checkpoint *c, const gcc_graph *model,
     DIFF("seed", "%" PRIu64, a->seed, b->seed);
   if (!same_str(a->dataset, b->dataset))
     DIFF("dataset", "%s", or_none(a->dataset), or_none(b->dataset));
-  if (a->opt.kind != b->opt.kind)
-    DIFF("optimizer", "%s", a->opt.kind == GCC_OPT_ADAM ? "adam" : "sgd",
-         b->opt.kind == GCC_OPT_ADAM ? "adam" : "sgd");
+  if (a->opt.kind != b->opt.kind || a->opt.decoupled != b->opt.decoupled)
+    DIFF("optimizer", "%s", gcc_optimizer_name(&a->opt), gcc_optimizer_name(&b->opt));
+  /* the learning rate of the epoch resumed at comes from the schedule */
+  if (a->sched.kind != b->sched.kind || a->sched.step_size != b->sched.step_size ||
+      memcmp(&a->sched.gamma, &b->sched.gamma, sizeof(float)) != 0 ||
+      memcmp(&a->sched.eta_min, &b->sched.eta_min, sizeof(float)) != 0 ||
+      gcc_lr_schedule_t_max(a) != gcc_lr_schedule_t_max(b)) {
+    char x[64], y[64];
+    DIFF("lr schedule", "%s", gcc_lr_schedule_str(a, x, sizeof x),
+         gcc_lr_schedule_str(b, y, sizeof y));
+  }
   const struct {
     const char *name;
     float x, y;

@@ -1051,6 +1051,26 @@ typedef union argval {
   float f;
 } argval;
 
+/* The learning rate of an optimizer node this step: the schedule's
+ * (gcc_plan_set_lr), else the node's attribute (SGD and Adam both keep it
+ * first). */
+static float step_lr(const gcc_plan *p, const gcc_node *n) {
+  _Static_assert(SGD_LR == 0 && ADAM_LR == 0, "lr is the optimizers' first attribute");
+  return p->ctx.lr > 0.0f ? p->ctx.lr : n->av[0].f;
+}
+
+void gcc_plan_set_lr(gcc_plan *p, float lr) {
+  if (p->ctx.lr == lr)
+    return;
+  p->ctx.lr = lr;
+  /* a captured step holds the old value in its kernel arguments */
+  for (int s = 0; s < 2; s++)
+    if (p->graph[s]) {
+      p->be.graph_destroy(p->be.self, p->graph[s]);
+      p->graph[s] = NULL;
+    }
+}
+
 static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step, gcc_diag *d) {
   const gcc_graph *g = p->g;
   const gcc_kernel_info *k = &p->ks.kernels[o->kernel];
@@ -1071,13 +1091,13 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
     case GCC_KARG_STATE1: vals[a].p = p->addr[n0->inputs[3]]; break;
     case GCC_KARG_NUMEL: vals[a].ll = o->numel; break;
     case GCC_KARG_FIRST_STEP: vals[a].i = step == 0; break;
+    case GCC_KARG_LR: vals[a].f = step_lr(p, n0); break;
     case GCC_KARG_STEP_SIZE:
     case GCC_KARG_BC2_SQRT: {
       /* as gcc_cpu_adam: torch.optim.Adam's corrections in double */
       double t = (double)(step + 1);
       if (ka->kind == GCC_KARG_STEP_SIZE)
-        vals[a].f =
-            (float)((double)n0->av[ADAM_LR].f / (1.0 - pow((double)n0->av[ADAM_BETA1].f, t)));
+        vals[a].f = (float)((double)step_lr(p, n0) / (1.0 - pow((double)n0->av[ADAM_BETA1].f, t)));
       else
         vals[a].f = (float)sqrt(1.0 - pow((double)n0->av[ADAM_BETA2].f, t));
       break;

@@ -191,6 +191,11 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d);
  * ran a placeholder batch and contributes nothing. */
 void gcc_plan_set_shard(gcc_plan *p, int64_t shard_rows, int64_t global_rows);
 
+/* The learning rate of the following steps (an lr schedule's, > 0), or 0
+ * for each optimizer node's own lr attribute. A step captured as a CUDA
+ * Graph is dropped when it changes (captured again at the next step). */
+void gcc_plan_set_lr(gcc_plan *p, float lr);
+
 /* Brings the ring to the host (one D2H) if `entry` was written after the
  * last time, waits for it, then checks the loss kernels' bad-label flag of
  * that step: GCC_ERR_INVALID_ARGUMENT naming the node and the row, as the

@@ -47,6 +47,7 @@ struct gcc_session {
   int n_plans;
   int dumped;
   int64_t steps;
+  float lr; /* gcc_session_set_lr: 0 = the optimizer nodes' own */
   /* device sessions */
   int on_device;
   void *dev_arena; /* the mirror of `arena` */
@@ -358,6 +359,7 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
   int profile = s->track && !s->on_device; /* device plans are profiled per step only */
   int64_t t0 = profile ? gcc_prof_now() : 0;
   GCC_TRY(gcc_plan_compile(s->model, &o, &cfg, bind_storage, s, &p, d));
+  gcc_plan_set_lr(p, s->lr);
   if (profile) {
     char label[64];
     plan_label(mode, rows, label, sizeof label);
@@ -774,6 +776,16 @@ gcc_status gcc_session_param_hash(gcc_session *s, uint64_t *hash, gcc_diag *d) {
   }
   *hash = h;
   return GCC_OK;
+}
+
+void gcc_session_set_lr(gcc_session *s, float lr) {
+  s->lr = lr;
+  for (int i = 0; i < s->n_plans; i++)
+    gcc_plan_set_lr(s->plans[i].plan, lr);
+}
+
+float gcc_session_lr(const gcc_session *s) {
+  return s->lr > 0.0f ? s->lr : s->opt.opt.lr;
 }
 
 int64_t gcc_session_steps(const gcc_session *s) {

@@ -184,6 +184,14 @@ gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, 
 /* Optimizer steps taken so far. */
 int64_t gcc_session_steps(const gcc_session *s);
 
+/* The learning rate of the following training steps (> 0; an lr
+ * schedule's, e.g. graph/recipe.h gcc_lr_at_epoch), or 0 for the
+ * optimizer's own (TrainingSpec's lr). No steps may be pending on a device
+ * (collect their losses first). */
+void gcc_session_set_lr(gcc_session *s, float lr);
+/* The learning rate the next step uses. */
+float gcc_session_lr(const gcc_session *s);
+
 /* Bytes of the persistent arena (parameters + gradients + optimizer state)
  * and of the largest per-step arena compiled so far. */
 size_t gcc_session_persistent_bytes(const gcc_session *s);

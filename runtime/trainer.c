@@ -6,6 +6,7 @@
  */
 #include "runtime/trainer.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,11 +14,13 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "graph/recipe.h"
 #include "graph/rng.h"
 #include "runtime/checkpoint.h"
 #include "runtime/comm.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
+#include "datasets/npy.h"
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -139,12 +142,16 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     return GCC_OK;
   }
   src->is_cifar = strcmp(t->dataset, "cifar10") == 0;
-  if (strcmp(t->dataset, "mnist") != 0 && !src->is_cifar)
+  int is_npy = strcmp(t->dataset, "npy") == 0;
+  if (strcmp(t->dataset, "mnist") != 0 && !src->is_cifar && !is_npy)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: training.dataset '%s' is not supported (mnist, cifar10, inline)",
+                        "%s: training.dataset '%s' is not supported (mnist, cifar10, npy, inline)",
                         m->source, t->dataset);
-  const char *ds_name = src->is_cifar ? "CIFAR-10" : "MNIST";
-  if (src->is_cifar) {
+  const char *ds_name = src->is_cifar ? "CIFAR-10" : is_npy ? "the .npy" : "MNIST";
+  if (is_npy) {
+    GCC_TRY(gcc_npy_dataset_load(cfg->data_dir, 1, &src->train, d));
+    GCC_TRY(gcc_npy_dataset_load(cfg->data_dir, 0, &src->test, d));
+  } else if (src->is_cifar) {
     GCC_TRY(gcc_cifar10_load(cfg->data_dir, 1, &src->train, d));
     GCC_TRY(gcc_cifar10_load(cfg->data_dir, 0, &src->test, d));
   } else {
@@ -162,6 +169,11 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
    * an NCHW input names H and W; a flat one takes the data set's own size,
    * MNIST's 28x28 */
   int64_t want_c = src->is_cifar ? 3 : 1, want_h = src->is_cifar ? 32 : 28, want_w = want_h;
+  if (is_npy) { /* the arrays' own image shape */
+    want_c = src->train.channels;
+    want_h = src->train.height;
+    want_w = src->train.width;
+  }
   if (in->shape.ndim == 4) {
     want_c = in->shape.dims[1];
     want_h = in->shape.dims[2];
@@ -211,7 +223,11 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     if (!src->show_truth || !src->show_pred)
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (--show-predictions)");
   }
+  o.crop_pad = cfg->crop_pad;
+  o.flip = cfg->flip;
   GCC_TRY(gcc_dataloader_create(&src->train, &o, &src->train_dl, d));
+  o.crop_pad = 0; /* evaluation sees the images as they are */
+  o.flip = 0;
   o.batch_size = cfg->eval_batch;
   o.shuffle = 0;
   o.profile_name = "data loader (test)";
@@ -658,6 +674,13 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
   *on = 0;
   if (cfg->dataset_on_device == 0)
     return GCC_OK;
+  if (cfg->crop_pad > 0 || cfg->flip) { /* augmented batches come from the loader */
+    if (cfg->dataset_on_device == 1)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--dataset-on-device on: --augment changes every batch on the loader "
+                          "thread; use --dataset-on-device off");
+    return GCC_OK;
+  }
   FILE *note = cfg->note ? cfg->note : stderr;
   size_t fr = 0, tot = 0;
   gcc_diag md = {0};
@@ -771,6 +794,14 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = first, epoch_samples = 0;
     int64_t taken = 0; /* batches of this epoch run by this process */
     int issued = 0;
+    if (model->training.sched.kind != GCC_SCHED_NONE) {
+      /* the schedule's lr of this epoch, also after --resume (a function of
+       * the epoch, which the checkpoint keeps, and of its recipe) */
+      double lr = gcc_lr_at_epoch(&model->training, epoch);
+      gcc_session_set_lr(s, (float)lr > 0.0f ? (float)lr : FLT_MIN);
+      if (!cfg->quiet && !cfg->progress)
+        fprintf(out, "epoch %" PRId64 ": lr %.6g\n", epoch + 1, lr);
+    }
     st = source_start_at(&src, 0, epoch, first, d);
     if (st == GCC_OK && on_device)
       st = gcc_session_set_order(s, gcc_dataloader_order(src.train_dl), d);

@@ -42,6 +42,8 @@ typedef struct gcc_train_config {
    * The set is uploaded once, each epoch's order once per epoch, and batches
    * are gathered on the device: no H2D per step. MNIST datasets only. */
   int dataset_on_device;
+  int crop_pad, flip;     /* --augment crop:N,flip on the training loader
+                         (datasets/dataloader.h gcc_dataloader_options) */
   FILE *note;             /* where the dataset-on-device decision is said (stderr) */
   gcc_profiler *profiler; /* --profile: non-NULL records the run on a "main" track
                              (steps, ops, waits for a batch, epochs, evaluations)

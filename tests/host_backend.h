@@ -385,9 +385,10 @@ struct HostBackend {
       for (int i = 0; i < k->n_args; i++) {
         uint64_t v = 0;
         gcc_karg_kind kk = k->args[i].kind;
-        size_t sz =
-            (kk == GCC_KARG_FIRST_STEP || kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT) ? 4
-                                                                                               : 8;
+        size_t sz = (kk == GCC_KARG_FIRST_STEP || kk == GCC_KARG_STEP_SIZE ||
+                     kk == GCC_KARG_BC2_SQRT || kk == GCC_KARG_LR)
+                        ? 4
+                        : 8;
         std::memcpy(&v, args[i], sz);
         r.args.push_back(v);
         if (kk == GCC_KARG_INPUT || kk == GCC_KARG_OUTPUT || kk == GCC_KARG_PARAMS ||

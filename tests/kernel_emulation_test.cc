@@ -987,6 +987,8 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
   EXPECT_EQ(kinds[GCC_KARG_FIRST_STEP], adam ? 0 : 1);
   EXPECT_EQ(kinds[GCC_KARG_STEP_SIZE], adam ? 1 : 0);
   EXPECT_EQ(kinds[GCC_KARG_BC2_SQRT], adam ? 1 : 0);
+  // the learning rate: SGD's always (an lr schedule changes it), AdamW's decay
+  EXPECT_EQ(kinds[GCC_KARG_LR], adam ? (int)n0->av[ADAM_DECOUPLED].i : 1);
   EXPECT_EQ(kinds[GCC_KARG_INPUT] + kinds[GCC_KARG_OUTPUT] + kinds[GCC_KARG_BAD_LABEL], 0);
 
   const size_t bytes = (size_t)total * 4;
@@ -1013,6 +1015,7 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
     long long n_arg = total;
     int first = step == 0;
     float step_size = 0, bc2_sqrt = 0;
+    float lr_arg = n0->av[0].f; // SGD_LR == ADAM_LR == 0
     if (adam) {
       double t = (double)(step + 1);
       step_size = (float)((double)n0->av[ADAM_LR].f / (1.0 - pow((double)n0->av[ADAM_BETA1].f, t)));
@@ -1043,6 +1046,7 @@ void CheckOptimizerKernel(const std::string &plan, const gcc_graph *g, const gcc
         case GCC_KARG_FIRST_STEP: argv[a] = &first; break;
         case GCC_KARG_STEP_SIZE: argv[a] = &step_size; break;
         case GCC_KARG_BC2_SQRT: argv[a] = &bc2_sqrt; break;
+        case GCC_KARG_LR: argv[a] = &lr_arg; break;
         default:
           *err = std::string("unexpected optimizer argument ") + k.args[a].name;
           return false;

@@ -32,6 +32,7 @@
 
 #include "graph/builder.h"
 #include "graph/ir.h"
+#include "graph/recipe.h"
 #include "models/models.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
@@ -125,9 +126,11 @@ struct Report {
 // Trains `g` (whose trainable parameters must be exactly `params`) for
 // kSteps steps from the fixture's initial values with the model's own
 // optimizer and checks loss[k], step1.* and step10.*.
+// `steps_per_epoch` > 0: the model's lr schedule sets the learning rate at
+// the start of every epoch of that many steps (as gcc_train_run does).
 void TrainAndCompare(const std::string &label, gcc_graph *g, const Fixture &fx,
                      const std::vector<std::string> &params, const std::function<Batch(int)> &batch,
-                     Report *r) {
+                     Report *r, int steps_per_epoch = 0) {
   int n_params = 0;
   for (int v = 0; v < g->n_values; v++)
     if (g->values[v].kind == GCC_VALUE_PARAM) {
@@ -155,6 +158,16 @@ void TrainAndCompare(const std::string &label, gcc_graph *g, const Fixture &fx,
     Batch b = batch(k);
     if (::testing::Test::HasFatalFailure())
       break;
+    if (steps_per_epoch > 0 && k % steps_per_epoch == 0) {
+      int64_t e = k / steps_per_epoch;
+      double lr = gcc_lr_at_epoch(&g->training, e);
+      // the optimizer's param_groups[0]["lr"] (float64 of a float64 base lr;
+      // ours starts from the spec's float32 lr: one float rounding apart)
+      double want = fx.Get("lr").f64()[e];
+      EXPECT_LE(std::fabs(lr - want), 1e-7 * std::fabs(want)) << "lr of epoch " << e;
+      gcc_session_set_lr(s, (float)lr);
+      EXPECT_EQ(gcc_session_lr(s), (float)lr);
+    }
     float loss = NAN;
     gcc_status st = gcc_session_train_step(s, b.input, b.target, b.rows, &loss, &d);
     ASSERT_EQ(st, GCC_OK) << d.msg;
@@ -655,3 +668,60 @@ TEST(PytorchParityTest, CifarCnnOneStepLossGradientsAndUpdate) {
 }
 
 } // namespace
+
+// ---- 5. the recipes of issue 15: AdamW, StepLR, CosineAnnealingLR ----------
+
+gcc_optimizer AdamW(float lr, float wd) {
+  gcc_optimizer o = {};
+  o.kind = GCC_OPT_ADAM;
+  o.decoupled = 1;
+  o.lr = lr;
+  o.beta1 = 0.9f;
+  o.beta2 = 0.999f;
+  o.eps = 1e-8f;
+  o.weight_decay = wd;
+  return o;
+}
+
+void RecipeParity(const char *file, const gcc_optimizer &opt, const gcc_lr_schedule &sched) {
+  Fixture fx;
+  ASSERT_TRUE(LoadFixture(file, &fx));
+  const FixtureArray &x = fx.Get("x"), &y = fx.Get("y");
+  ASSERT_EQ(x.ShapeString(), "[8,20]");
+  gcc_graph *g = SmallMlp(opt, nullptr);
+  ASSERT_NE(g, nullptr);
+  g->training.sched = sched;
+  g->training.epochs = 5;
+  Report r;
+  TrainAndCompare(
+      file, g, fx, kSmallParams,
+      [&](int) {
+        return Batch{x.f32(), y.i64(), 8};
+      },
+      &r, sched.kind != GCC_SCHED_NONE ? 2 : 0);
+  gcc_graph_free(g);
+}
+
+TEST(PytorchParityTest, SmallMlpAdamW) {
+  RecipeParity("mlp_small_adamw.fix", AdamW(1e-2f, 0.05f), gcc_lr_schedule{});
+}
+
+TEST(PytorchParityTest, SmallMlpSgdNesterovStepLR) {
+  gcc_optimizer o = {};
+  o.kind = GCC_OPT_SGD;
+  o.lr = 0.1f;
+  o.momentum = 0.9f;
+  o.nesterov = 1;
+  o.weight_decay = 1e-3f;
+  gcc_lr_schedule s = {};
+  s.kind = GCC_SCHED_STEP;
+  s.step_size = 2;
+  s.gamma = 0.5f;
+  RecipeParity("mlp_small_steplr.fix", o, s);
+}
+
+TEST(PytorchParityTest, SmallMlpAdamWCosineAnnealing) {
+  gcc_lr_schedule s = {};
+  s.kind = GCC_SCHED_COSINE; // T_max 0: the spec's 5 epochs
+  RecipeParity("mlp_small_cosine.fix", AdamW(2e-2f, 0.01f), s);
+}

@@ -3,20 +3,28 @@
 // naming its flag, and the command lines (gcc-import -o x.pb --loss ...,
 // gcc-train model.onnx --loss ...) exiting 2 before any data is read.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include <zip.h>
+
 extern "C" {
+#include "datasets/dataloader.h"
+#include "datasets/dataset.h"
+#include "datasets/npy.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
 #include "graph/recipe.h"
+#include "graph/rng.h"
 #include "onnx/model_file.h"
 }
 #include "tests/onnx_builder.h"
@@ -381,6 +389,348 @@ TEST(RecipeCli, ImportWritesATrainablePbThatTrainsAsTheOnnxDoes) {
   };
   EXPECT_FALSE(losses(r1.out).empty()) << r1;
   EXPECT_EQ(losses(r1.out), losses(r2.out)) << r1 << r2;
+}
+
+} // namespace
+
+namespace {
+
+TEST(Recipe, AdamWAndSchedules) {
+  gcc_graph *m = Open(Mlp());
+  ASSERT_NE(m, nullptr);
+  gcc_recipe r;
+  std::string msg;
+  ASSERT_EQ(Set(&r,
+                {{{"--loss", "cross-entropy"},
+                  {"--optimizer", "adamw"},
+                  {"--epochs", "10"},
+                  {"--lr-schedule", "cosine"}}},
+                &msg),
+            GCC_OK)
+      << msg;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &g, &d), GCC_OK) << d.msg;
+  const gcc_training &t = g->training;
+  EXPECT_EQ(t.opt.kind, GCC_OPT_ADAM);
+  EXPECT_EQ(t.opt.decoupled, 1);
+  EXPECT_FLOAT_EQ(t.opt.lr, 1e-3f);           // torch.optim.AdamW's defaults
+  EXPECT_FLOAT_EQ(t.opt.weight_decay, 1e-2f); // ...
+  EXPECT_STREQ(gcc_optimizer_name(&t.opt), "adamw");
+  EXPECT_EQ(t.sched.kind, GCC_SCHED_COSINE); // kept through the file round trip
+  EXPECT_EQ(gcc_lr_schedule_t_max(&t), 10);
+  EXPECT_DOUBLE_EQ(gcc_lr_at_epoch(&t, 0), (double)1e-3f);
+  EXPECT_NEAR(gcc_lr_at_epoch(&t, 5), 0.5 * (double)1e-3f, 1e-15);
+  gcc_graph_free(g);
+
+  ASSERT_EQ(
+      Set(&r, {{{"--loss", "cross-entropy"}, {"--lr", "0.1"}, {"--lr-schedule", "step:30"}}}, &msg),
+      GCC_OK)
+      << msg;
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(g->training.sched.step_size, 30);
+  EXPECT_FLOAT_EQ(g->training.sched.gamma, 0.1f); // StepLR's default
+  EXPECT_DOUBLE_EQ(gcc_lr_at_epoch(&g->training, 29), (double)0.1f);
+  EXPECT_NEAR(gcc_lr_at_epoch(&g->training, 60), std::pow((double)0.1f, 3), 1e-15); // float gamma
+  gcc_graph_free(g);
+  gcc_graph_free(m);
+
+  for (const char *bad : {"step", "step:0", "step:3:0", "step:3:-1", "step:3:nan", "cosine:0",
+                          "cosine:5:1", "exp:0.9", ""}) {
+    gcc_recipe_init(&r);
+    EXPECT_EQ(gcc_recipe_set(&r, "--lr-schedule", bad, &d), GCC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(d.msg).find("--lr-schedule '" + std::string(bad) + "'"),
+              std::string::npos)
+        << d.msg;
+  }
+}
+
+// A step schedule resumed from a checkpoint in the middle gives the bytes
+// of the run that was not interrupted (the lr of the epoch resumed at comes
+// from the checkpoint's recipe and epoch); without the schedule the model
+// differs, and another schedule is refused.
+TEST(RecipeCli, LrScheduleResumesExactly) {
+  std::string linear = Runfile("models/linear.pb");
+  std::string dir = TmpPath("ck"), full = TmpPath("full.pb"), res = TmpPath("res.pb"),
+              flat = TmpPath("flat.pb");
+  std::vector<std::string> base = {linear, "--device", "cpu", "--threads", "1", "--epochs", "3"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  Result r1 = Exec("gcc-train", with({"--lr-schedule", "step:1:0.5", "--checkpoint-dir", dir,
+                                      "--keep-checkpoints", "5", "--output", full}));
+  ASSERT_EQ(r1.code, 0) << r1;
+  EXPECT_NE(r1.out.find("epoch 3: lr 0.025"), std::string::npos) << r1;
+  // linear.pb: 256 samples in batches of 16, so epoch 1 ends at step 16
+  std::string ck = dir + "/ckpt-000000000016.gcck";
+  Result r2 =
+      Exec("gcc-train", with({"--lr-schedule", "step:1:0.5", "--resume", ck, "--output", res}));
+  ASSERT_EQ(r2.code, 0) << r2;
+  EXPECT_EQ(ReadText(full), ReadText(res));
+  Result r3 = Exec("gcc-train", with({"--output", flat}));
+  ASSERT_EQ(r3.code, 0) << r3;
+  EXPECT_NE(ReadText(full), ReadText(flat));
+  Result r4 = Exec("gcc-train", with({"--lr-schedule", "cosine", "--resume", ck, "--no-output"}));
+  EXPECT_EQ(r4.code, 2) << r4;
+  EXPECT_NE(r4.err.find("lr schedule is step:1:0.5, this run's is cosine:3"), std::string::npos)
+      << r4;
+}
+
+} // namespace
+
+// ---- --dataset npy ---------------------------------------------------------------------
+
+namespace {
+
+// A .npy file of `descr` ("|u1", "<i8", "<f4") and shape `dims`.
+std::string Npy(const std::string &descr, const std::vector<int64_t> &dims, const void *data,
+                size_t elem) {
+  std::string shape = "(";
+  size_t n = 1;
+  for (int64_t v : dims) {
+    shape += std::to_string(v) + ", ";
+    n *= (size_t)v;
+  }
+  shape += ")";
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + h.size() + 1) % 64 != 0)
+    h += ' ';
+  h += '\n';
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += (char)(h.size() & 0xff);
+  out += (char)(h.size() >> 8);
+  out += h;
+  out.append(static_cast<const char *>(data), n * elem);
+  return out;
+}
+
+void Put(const std::string &path, const std::string &bytes) {
+  ASSERT_TRUE(WriteFile(path, bytes.data(), bytes.size())) << path;
+}
+
+// The MNIST IDX files as .npy (uint8 (N, 1, 28, 28), int64 labels): the
+// native loader and --dataset npy give identical losses, and so does the
+// same data as a .npz (written with libzip, deflated).
+TEST(RecipeCli, MnistAsNpyTrainsAsTheNativeLoader) {
+  std::string data = Runfile("data/mnist"), dir = TmpPath("mnist-npy"), npz = TmpPath("mnist.npz");
+  mkdir(dir.c_str(), 0755);
+  zip_t *z = zip_open(npz.c_str(), ZIP_CREATE | ZIP_TRUNCATE, nullptr);
+  ASSERT_NE(z, nullptr);
+  std::vector<std::string> keep; // zip_source_buffer reads them at zip_close
+  keep.reserve(4);
+  for (int train : {1, 0}) {
+    gcc_dataset ds{};
+    gcc_diag d{};
+    ASSERT_EQ(gcc_mnist_load(data.c_str(), train, &ds, &d), GCC_OK) << d.msg;
+    std::vector<int64_t> y(ds.labels, ds.labels + ds.n);
+    std::string xs = Npy("|u1", {ds.n, 1, 28, 28}, ds.images, 1);
+    std::string ys = Npy("<i8", {ds.n}, y.data(), 8);
+    std::string sfx = train ? "_train.npy" : "_test.npy";
+    Put(dir + "/x" + sfx, xs);
+    Put(dir + "/y" + sfx, ys);
+    for (auto &p : {std::make_pair("x" + sfx, xs), std::make_pair("y" + sfx, ys)}) {
+      keep.push_back(p.second);
+      zip_source_t *src = zip_source_buffer(z, keep.back().data(), keep.back().size(), 0);
+      ASSERT_NE(src, nullptr);
+      zip_int64_t at = zip_file_add(z, p.first.c_str(), src, ZIP_FL_OVERWRITE);
+      ASSERT_GE(at, 0);
+      // the images stored (a quicker test), the labels deflated (numpy.savez_compressed)
+      zip_set_file_compression(z, (zip_uint64_t)at,
+                               p.first[0] == 'x' ? ZIP_CM_STORE : ZIP_CM_DEFLATE, 0);
+    }
+    gcc_dataset_free(&ds);
+  }
+  ASSERT_EQ(zip_close(z), 0);
+  std::string model = Runfile("models/mnist_mlp.pb");
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {model, "--device",    "cpu", "--threads",  "1", "--max-steps",
+                                  "30",  "--log-every", "10",  "--no-output"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return Exec("gcc-train", a);
+  };
+  Result native = run({"--data", data}), npy = run({"--dataset", "npy", "--data", dir}),
+         zipped = run({"--dataset", "npy", "--data", npz});
+  ASSERT_EQ(native.code, 0) << native;
+  ASSERT_EQ(npy.code, 0) << npy;
+  ASSERT_EQ(zipped.code, 0) << zipped;
+  auto lines = [](const std::string &out) { // the loss and accuracy lines, not the timings
+    std::string s, line;
+    std::istringstream in(out);
+    while (std::getline(in, line)) {
+      if (line.rfind("[", 0) == 0)
+        s += line + ";";
+      else if (line.rfind("epoch ", 0) == 0)
+        s += line.substr(0, line.find(", train loss")) + ";";
+    }
+    return s;
+  };
+  EXPECT_NE(lines(native.out).find("[1,    30] loss"), std::string::npos) << native;
+  EXPECT_NE(lines(native.out).find("test accuracy"), std::string::npos) << native;
+  EXPECT_EQ(lines(native.out), lines(npy.out)) << native << npy;
+  EXPECT_EQ(lines(native.out), lines(zipped.out)) << native << zipped;
+}
+
+TEST(RecipeCli, NpyErrorsNameTheFileAndShape) {
+  std::vector<uint8_t> x(6 * 4 * 4, 7);
+  std::vector<int64_t> y = {0, 1, 2, 3, 4, 5}, y5 = {0, 1, 2, 3, 4};
+  std::vector<float> xf(6 * 16, 0.5f);
+  struct Case {
+    std::string name, x, y, want;
+  } cases[] = {
+      {"short_y", Npy("|u1", {6, 4, 4}, x.data(), 1), Npy("<i8", {5}, y5.data(), 8),
+       "y_train.npy: shape [5]; expected (6) class indices for"},
+      {"float_x", Npy("<f4", {6, 4, 4}, xf.data(), 4), Npy("<i8", {6}, y.data(), 8),
+       "x_train.npy: dtype '<f4' [6, 4, 4]"},
+      {"float_y", Npy("|u1", {6, 4, 4}, x.data(), 1), Npy("<f4", {6}, xf.data(), 4),
+       "y_train.npy: dtype '<f4' [6]"},
+      {"no_test", Npy("|u1", {6, 4, 4}, x.data(), 1), Npy("<i8", {6}, y.data(), 8),
+       "x_test.npy: cannot open"},
+  };
+  for (const Case &c : cases) {
+    std::string dir = TmpPath("npy-" + c.name);
+    mkdir(dir.c_str(), 0755);
+    Put(dir + "/x_train.npy", c.x);
+    Put(dir + "/y_train.npy", c.y);
+    gcc_dataset tr{}, te{};
+    gcc_diag d{};
+    gcc_status s = gcc_npy_dataset_load(dir.c_str(), 1, &tr, &d);
+    if (s == GCC_OK)
+      s = gcc_npy_dataset_load(dir.c_str(), 0, &te, &d);
+    EXPECT_NE(s, GCC_OK) << c.name;
+    EXPECT_NE(std::string(d.msg).find(c.want), std::string::npos) << c.name << ": " << d.msg;
+    gcc_dataset_free(&tr);
+    gcc_dataset_free(&te);
+  }
+  // the good one: (N, H, W) uint8 is one channel
+  gcc_dataset ds{};
+  gcc_diag d{};
+  std::string dir = TmpPath("npy-no_test");
+  ASSERT_EQ(gcc_npy_dataset_load(dir.c_str(), 1, &ds, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ds.n, 6);
+  EXPECT_EQ(ds.channels, 1);
+  EXPECT_EQ(ds.height, 4);
+  EXPECT_EQ(ds.width, 4);
+  EXPECT_EQ(ds.num_classes, 6);
+  EXPECT_EQ(ds.labels[5], 5);
+  gcc_dataset_free(&ds);
+  // --dataset npy without --data: exit 2 before anything is read
+  Result r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--dataset", "npy", "--no-output",
+                                "--device", "cpu"});
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_NE(r.err.find("--dataset npy needs --data"), std::string::npos) << r;
+}
+
+// Partly missing CIFAR-10 data: the error names the missing batch file.
+TEST(RecipeCli, MissingCifarBatchIsNamed) {
+  std::string dir = TmpPath("cifar-partial");
+  mkdir(dir.c_str(), 0755);
+  std::string rec(3073, '\0');
+  Put(dir + "/data_batch_1.bin", rec);
+  gcc_dataset ds{};
+  gcc_diag d{};
+  EXPECT_EQ(gcc_cifar10_load(dir.c_str(), 1, &ds, &d), GCC_ERR_IO);
+  EXPECT_NE(std::string(d.msg).find(dir + "/data_batch_2.bin"), std::string::npos) << d.msg;
+}
+
+} // namespace
+
+// ---- --augment crop:N,flip -------------------------------------------------------------
+
+namespace {
+
+// torchvision's RandomCrop(padding=pad) + RandomHorizontalFlip written out
+// on an explicitly padded image, with the loader's documented draws.
+std::vector<float> Reference(const gcc_dataset &ds, int64_t i, int64_t epoch, uint64_t seed,
+                             int pad) {
+  int64_t H = ds.height, W = ds.width, PH = H + 2 * pad, PW = W + 2 * pad;
+  gcc_rng r;
+  gcc_rng_seed(&r, seed ^ GCC_AUGMENT_SALT, (uint64_t)(epoch * ds.n + i));
+  int64_t dy = gcc_rng_below(&r, (uint32_t)(2 * pad + 1));
+  int64_t dx = gcc_rng_below(&r, (uint32_t)(2 * pad + 1));
+  bool flip = gcc_rng_uniform(&r) < 0.5f;
+  std::vector<float> out;
+  for (int64_t c = 0; c < ds.channels; c++) {
+    std::vector<int> padded((size_t)(PH * PW), 0); // zero padding, in pixels
+    for (int64_t y = 0; y < H; y++)
+      for (int64_t x = 0; x < W; x++)
+        padded[(size_t)((y + pad) * PW + x + pad)] =
+            ds.images[((i * ds.channels + c) * H + y) * W + x];
+    std::vector<int> crop((size_t)(H * W));
+    for (int64_t y = 0; y < H; y++)
+      for (int64_t x = 0; x < W; x++)
+        crop[(size_t)(y * W + x)] = padded[(size_t)((y + dy) * PW + x + dx)];
+    for (int64_t y = 0; y < H; y++)
+      for (int64_t x = 0; x < W; x++) {
+        int p = crop[(size_t)(y * W + (flip ? W - 1 - x : x))];
+        out.push_back(((float)p / 255.0f - 0.5f) / 0.25f);
+      }
+  }
+  return out;
+}
+
+TEST(Augment, RandomCropAndFlipAsTorchvision) {
+  gcc_dataset ds{};
+  ds.n = 10;
+  ds.channels = 2;
+  ds.height = 5;
+  ds.width = 6;
+  ds.num_classes = 10;
+  ds.images = static_cast<uint8_t *>(malloc(10 * 2 * 5 * 6));
+  ds.labels = static_cast<uint8_t *>(malloc(10));
+  for (int i = 0; i < 10 * 60; i++)
+    ds.images[i] = (uint8_t)(1 + (i * 37) % 250);
+  for (int i = 0; i < 10; i++)
+    ds.labels[i] = (uint8_t)i;
+  gcc_dataloader_options o{};
+  o.batch_size = 4;
+  o.shuffle = 1;
+  o.seed = 11;
+  o.mean = 0.5f;
+  o.std = 0.25f;
+  o.crop_pad = 2;
+  o.flip = 1;
+  int moved = 0;
+  for (int prefetch : {0, 1}) {
+    o.prefetch = prefetch;
+    gcc_dataloader *dl = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_dataloader_create(&ds, &o, &dl, &d), GCC_OK) << d.msg;
+    for (int64_t epoch : {0, 3}) {
+      ASSERT_EQ(gcc_dataloader_start_epoch(dl, epoch, &d), GCC_OK) << d.msg;
+      for (;;) {
+        gcc_batch b{};
+        int has = 0;
+        ASSERT_EQ(gcc_dataloader_next(dl, &b, &has, &d), GCC_OK) << d.msg;
+        if (!has)
+          break;
+        for (int64_t r = 0; r < b.rows; r++) {
+          int64_t i = b.labels[r]; // label i is sample i
+          std::vector<float> want = Reference(ds, i, epoch, o.seed, o.crop_pad);
+          std::vector<float> got(b.images + r * 60, b.images + (r + 1) * 60);
+          EXPECT_EQ(got, want) << "sample " << i << ", epoch " << epoch;
+          // how often the draws did something (flip or an offset other than the pad)
+          std::vector<float> plain;
+          for (int k = 0; k < 60; k++)
+            plain.push_back(((float)ds.images[i * 60 + k] / 255.0f - 0.5f) / 0.25f);
+          moved += got != plain;
+        }
+      }
+    }
+    gcc_dataloader_destroy(dl);
+  }
+  // 40 samples: a loader that ignored the options would move none
+  EXPECT_GT(moved, 30);
+  gcc_dataset_free(&ds);
+}
+
+TEST(Augment, BadFlagExits2) {
+  for (const char *bad : {"crop:0", "crop:x", "rotate", ""}) {
+    Result r = Exec("gcc-train", {Runfile("models/mnist_mlp.pb"), "--augment", bad, "--no-output"});
+    EXPECT_EQ(r.code, 2) << r;
+    EXPECT_NE(r.err.find("--augment '" + std::string(bad) + "'"), std::string::npos) << r;
+  }
 }
 
 } // namespace

@@ -14,6 +14,7 @@ PACKAGES=(
   libprotobuf-c-dev
   libopenblas-dev
   zlib1g-dev
+  libzip-dev
   libjansson-dev
   libssl-dev
   libonnx-dev       # onnx.proto, the ONNX schema the importer's reader is generated from

@@ -74,10 +74,13 @@ GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *
   }
 }
 
+/* torch.optim.Adam (decay = 1: L2 weight decay `wd` in the gradient), or
+ * AdamW (wd = 0, decay = 1 - lr * weight_decay applied to p first) */
 GCC_HOT static void adam_loop(float *restrict p, const float *restrict g, float *restrict m,
                               float *restrict v, int64_t n, float b1, float b2, float eps, float wd,
-                              float step_size, float bc2_sqrt) {
+                              float step_size, float bc2_sqrt, float decay) {
   for (int64_t i = 0; i < n; i++) {
+    p[i] = p[i] * decay;
     float gi = g[i] + wd * p[i];
     m[i] = m[i] * b1 + (1.0f - b1) * gi;
     v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
@@ -630,7 +633,8 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   float *p = F32(a->in[0]);
   const float *g = F32(a->in[1]);
   float *buf = a->n_in > 2 && a->in[2] ? F32(a->in[2]) : NULL;
-  float lr = n->av[SGD_LR].f, mom = n->av[SGD_MOMENTUM].f, damp = n->av[SGD_DAMPENING].f;
+  float lr = a->ctx->lr > 0.0f ? a->ctx->lr : n->av[SGD_LR].f;
+  float mom = n->av[SGD_MOMENTUM].f, damp = n->av[SGD_DAMPENING].f;
   float wd = n->av[SGD_WEIGHT_DECAY].f;
   int nesterov = (int)n->av[SGD_NESTEROV].i;
   sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, a->ctx->optimizer_step == 0);
@@ -641,14 +645,19 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   const gcc_node *n = a->node;
   float *p = F32(a->in[0]), *m = F32(a->in[2]), *v = F32(a->in[3]);
   const float *g = F32(a->in[1]);
-  float lr = n->av[ADAM_LR].f, b1 = n->av[ADAM_BETA1].f, b2 = n->av[ADAM_BETA2].f;
+  float lr = a->ctx->lr > 0.0f ? a->ctx->lr : n->av[ADAM_LR].f;
+  float b1 = n->av[ADAM_BETA1].f, b2 = n->av[ADAM_BETA2].f;
   float eps = n->av[ADAM_EPS].f, wd = n->av[ADAM_WEIGHT_DECAY].f;
   double step = (double)(a->ctx->optimizer_step + 1);
   /* as torch.optim.Adam (1.13, single-tensor path): corrections in double */
   double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
   float step_size = (float)((double)lr / bc1);
   float bc2_sqrt = (float)sqrt(bc2);
-  adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, wd, step_size, bc2_sqrt);
+  /* AdamW: torch's param.mul_(1 - lr * weight_decay), in float32 */
+  int decoupled = (int)n->av[ADAM_DECOUPLED].i;
+  float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
+  adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, decoupled ? 0.0f : wd, step_size, bc2_sqrt,
+            decay);
   return GCC_OK;
 }
 
