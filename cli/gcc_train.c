@@ -775,6 +775,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
         fprintf(stderr, "gcc-train: --ranks %s: at most 65536\n", optarg);
         return EXIT_USAGE;
       }
+      break;
     case OPT_AUGMENT:
       if (!parse_augment(optarg, &a->crop_pad, &a->flip))
         return EXIT_USAGE;
