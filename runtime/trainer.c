@@ -590,7 +590,7 @@ static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *
   int dp = is_dp(cfg);
   /* data-parallel: each rank its share of every batch, unless the
    * predictions of every row are wanted here (then rank 0 runs them all) */
-  int shard = dp && !cfg->on_eval_batch && cfg->show_predictions <= 0;
+  int shard = dp && !cfg->eval_on_root;
   for (int64_t k = 0;; k++) {
     batch b;
     int has;
@@ -996,7 +996,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     print_class_line(out, "GroundTruth:", &src, src.show_truth);
     print_class_line(out, "Predicted:  ", &src, src.show_pred);
   }
-  if (st == GCC_OK && src.confusion && report->test_accuracy >= 0)
+  if (st == GCC_OK && src.confusion && report->test_accuracy >= 0 &&
+      (!is_dp(cfg) || cfg->comm->rank == 0))
     print_per_class(out, &src, cfg);
   source_free(&src);
   free(losses);

@@ -101,10 +101,14 @@ typedef struct gcc_train_config {
    * losses are the global batch's (each rank's mean loss weighted by its
    * share, summed over the ranks); evaluation batches are split the same
    * way and the loss sums and counts summed over the ranks (unless
-   * on_eval_batch or show_predictions are set: then rank 0 evaluates every
-   * row and the others none). Only rank 0 writes checkpoints; the caller
-   * makes the other ranks quiet. NULL: one process. */
+   * eval_on_root is set: then rank 0 evaluates every row and the others
+   * none). Only rank 0 writes checkpoints; the caller makes the other ranks
+   * quiet. NULL: one process. */
   struct gcc_comm *comm;
+  /* Data-parallel: rank 0 evaluates every row (its on_eval_batch or
+   * show_predictions want them all). The same on every rank, as the ranks'
+   * choice of rows must agree. */
+  int eval_on_root;
   /* If not NULL, called after every optimizer step is issued (`step`: the
    * steps taken so far, this one included); an error stops training with
    * it. gcc-train's test-only fault injection (GCC_TRAIN_TEST_FAULT). */

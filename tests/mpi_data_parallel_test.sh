@@ -60,11 +60,15 @@ subset train-labels-idx1-ubyte.gz 3190
 subset t10k-images-idx3-ubyte.gz 1000
 subset t10k-labels-idx1-ubyte.gz 1000
 
+# --confusion-matrix and --predictions: the per-class counts are summed over
+# the ranks (every rank must take part), and --predictions makes rank 0
+# evaluate every row (every rank must agree on that)
 COMMON=(--device cpu --data "$TMP/data" --epochs 1 --batch-size 64 --seed 7 --threads 1
-        --log-every 0 --eval-batch-size 250)
+        --log-every 0 --eval-batch-size 250 --confusion-matrix)
 fail=0
 
-"$TRAIN" "$MODEL" "${COMMON[@]}" --output "$TMP/np1.pb" >"$TMP/np1.log" 2>&1 ||
+"$TRAIN" "$MODEL" "${COMMON[@]}" --output "$TMP/np1.pb" --predictions "$TMP/np1.csv" \
+  >"$TMP/np1.log" 2>&1 ||
   { cat "$TMP/np1.log"; echo "FAIL: the single-process run" >&2; exit 1; }
 acc1=$(grep -o 'test accuracy [0-9.]*%' "$TMP/np1.log" | tail -1)
 steps1=$(grep -o '([0-9]* steps)' "$TMP/np1.log")
@@ -72,11 +76,26 @@ echo "1 process: $acc1 $steps1"
 [[ $steps1 == "(50 steps)" ]] || { echo "FAIL: expected 50 steps, got $steps1" >&2; fail=1; }
 
 for np in 2 3; do
+  preds=()
+  [[ $np == 3 ]] && preds=(--predictions "$TMP/np$np.csv")
   if ! "${RANK_ENV[@]}" "${MPIRUN[@]}" -np "$np" "$TRAIN" "$MODEL" "${COMMON[@]}" --output "$TMP/np$np.pb" \
-       >"$TMP/np$np.log" 2>&1; then
+       "${preds[@]}" >"$TMP/np$np.log" 2>&1; then
     cat "$TMP/np$np.log"; echo "FAIL: mpirun -np $np" >&2; fail=1; continue
   fi
   acc=$(grep -o 'test accuracy [0-9.]*%' "$TMP/np$np.log" | tail -1)
+  # the confusion matrix of all 1000 test rows, printed once (rank 0)
+  [[ $(grep -c '^confusion matrix' "$TMP/np$np.log") == 1 ]] ||
+    { echo "FAIL: -np $np: not one confusion matrix" >&2; fail=1; }
+  diff <(sed -n '/^confusion matrix/,$p' "$TMP/np1.log" | head -12) \
+       <(sed -n '/^confusion matrix/,$p' "$TMP/np$np.log" | head -12) ||
+    { echo "FAIL: -np $np: the confusion matrix differs from one process's" >&2; fail=1; }
+  if [[ $np == 3 ]]; then
+    rows=$(wc -l <"$TMP/np$np.csv")
+    differ=$(paste -d, "$TMP/np1.csv" "$TMP/np$np.csv" | awk -F, '$2 != $4' | wc -l)
+    echo "$np ranks: --predictions: $rows lines, $differ differ from one process's"
+    [[ $rows == $(wc -l <"$TMP/np1.csv") && $rows -gt 1000 && $differ -le 5 ]] ||
+      { echo "FAIL: -np $np: --predictions" >&2; fail=1; }
+  fi
   echo "$np ranks: $acc $(grep -o '([0-9]* steps)' "$TMP/np$np.log")"
   grep -q "data-parallel: $np ranks" "$TMP/np$np.log" ||
     { echo "FAIL: -np $np: no data-parallel line" >&2; fail=1; }
