@@ -51,8 +51,15 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
   fail "pkg-config --modversion: $(pkg-config --modversion gcc-train)"
 cflags="$(pkg-config --cflags gcc-train)"
 [[ "$cflags" == *"-I$prefix/include/gcc-train"* ]] || fail "--cflags: $cflags"
+# The library of a sanitizer build (bazel test --config=asan) needs its
+# runtime first in the program: a user's program of that build is linked the
+# same way.
+san=()
+if ldd "$prefix/lib/libgcc-train.so" | grep -q libasan; then
+  san=(-fsanitize=address,undefined)
+fi
 # shellcheck disable=SC2046 # pkg-config's words are separate arguments
-cc -std=c11 -Wall -Wextra -Werror classify_one.c $(pkg-config --cflags --libs gcc-train) \
+cc -std=c11 -Wall -Wextra -Werror "${san[@]}" classify_one.c $(pkg-config --cflags --libs gcc-train) \
   -o classify_one 2>"$work/cc.log" || { cat "$work/cc.log" >&2; fail "cc"; }
 ldd ./classify_one | grep -q "libgcc-train.so => $prefix/lib/libgcc-train.so" ||
   fail "classify_one does not load the installed library: $(ldd ./classify_one | grep gcc)"
