@@ -122,11 +122,16 @@ static inline float2 make_float2(float x, float y) {
   return float2{x, y};
 }
 
-/* Per emulated thread. */
-static thread_local uint3 threadIdx;
-static thread_local uint3 blockIdx;
-static thread_local dim3 blockDim;
-static thread_local dim3 gridDim;
+/* Per emulated thread: set by the scheduler as it resumes each one. Plain
+ * statics, not thread_local: a module's launches run one at a time under
+ * g_launch_mu, all on the launching host thread, and a module with TLS takes
+ * a slot in every thread's DTV; with hundreds of modules loaded
+ * (onnx_conformance_test) LeakSanitizer's exit-time TLS scan crashed its
+ * tracer ("Tracer caught signal 11", about 1 asan run in 2). */
+static uint3 threadIdx;
+static uint3 blockIdx;
+static dim3 blockDim;
+static dim3 gridDim;
 
 /* ---- device math the generated code may use ---- */
 /* glibc declares __expf/__logf itself: map the CUDA intrinsics by name */
@@ -214,7 +219,7 @@ struct Launch {
 
 static const size_t kStackBytes = 64 * 1024; /* per emulated thread, plus a guard page */
 
-static thread_local Launch *t_launch;
+static Launch *t_launch; /* the running launch (under g_launch_mu) */
 
 static pthread_mutex_t g_launch_mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_error[256];

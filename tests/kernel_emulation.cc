@@ -158,12 +158,7 @@ bool EmulatedModule::Compile(const std::string &source, const std::string &name,
              "):\n  " + cmd + "\n" + log_;
     return false;
   }
-  // RTLD_NODELETE: the module stays mapped after dlclose. The shim keeps
-  // thread_local state (the running launch), and LeakSanitizer's exit-time
-  // scan of every thread's dynamic TLS crashed its tracer ("Tracer caught
-  // signal 11") now and then once a module with TLS had been unmapped (about
-  // 1 in 2 asan runs of onnx_conformance_test, which loads hundreds).
-  handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) {
     const char *e = dlerror();
     *error = "dlopen " + so + ": " + (e ? e : "?");
