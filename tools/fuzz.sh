@@ -40,12 +40,12 @@ declare -A srcs=(
   [bundle]="tests/fuzz/fuzz_bundle.c deploy/bundle.c $out/gen/deploy/bundle.pb-c.c ${graph[*]}"
   [idx]="tests/fuzz/fuzz_idx.c datasets/dataset.c graph/status.c"
   [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c"
-  [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c ${graph[*]}"
+  [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c datasets/dataset.c ${graph[*]}"
   [onnx]="tests/fuzz/fuzz_onnx.c onnx/import.c onnx/import_ops.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
   [train]="tests/fuzz/fuzz_train.c ${train[*]} ${graph[*]}"
 )
 libs=(-lprotobuf-c -ljansson -lcrypto -lz -lm)
-declare -A extra=([train]="-fopenmp -lopenblas -ldnnl -lpthread")
+declare -A extra=([train]="-fopenmp -lopenblas -ldnnl -lpthread" [npy]="-lzip")
 
 # seeds from the repository, next to the committed corpus
 seeds() {
