@@ -34,7 +34,8 @@ graph=(graph/*.c "$out/gen/graph/graph.pb-c.c")
 # CUDA: codegen's emitters only, for the shared lowering tables)
 train=(passes/*.c codegen/emit.c codegen/fusion.c codegen/gemm_map.c codegen/kernel_image.c
        codegen/lowering.c codegen/manifest.c runtime/compile.c runtime/placement_report.c
-       runtime/plan.c runtime/session.c runtime/device.c runtime/profile.c runtime/cpu/*.c)
+       runtime/plan.c runtime/session.c runtime/device.c runtime/profile.c runtime/comm.c
+       runtime/cpu/*.c)
 declare -A srcs=(
   [model]="tests/fuzz/fuzz_model.c ${graph[*]}"
   [bundle]="tests/fuzz/fuzz_bundle.c deploy/bundle.c $out/gen/deploy/bundle.pb-c.c ${graph[*]}"
