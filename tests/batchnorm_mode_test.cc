@@ -36,7 +36,7 @@ constexpr int kC = 3, kRows = 4;
 constexpr double kEps = 1e-5, kMomentum = 0.9; // ONNX's momentum (PyTorch's 0.1)
 const std::vector<float> kScale = {1.5f, 0.5f, -0.75f}, kBias = {0.1f, -0.2f, 0.3f};
 const std::vector<float> kMean = {0.3f, -0.1f, 0.0f}, kVar = {2.0f, 0.5f, 1.0f};
-const float kX[kRows * kC] = {0.5f, -1.0f, 2.0f,  1.5f, 0.25f, -0.5f,
+const float kX[kRows * kC] = {0.5f,  -1.0f, 2.0f, 1.5f, 0.25f, -0.5f,
                               -2.0f, 0.75f, 1.0f, 0.0f, 1.25f, 3.0f};
 const int64_t kLabels[kRows] = {0, 1, 2, 1};
 
@@ -113,8 +113,8 @@ void ExpectNear(const std::vector<double> &got, const std::vector<double> &want,
                 const std::string &what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); i++)
-    EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, std::fabs(want[i]))) << what << "[" << i
-                                                                            << "]";
+    EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, std::fabs(want[i])))
+        << what << "[" << i << "]";
 }
 
 void EvalAndCheck(gcc_session *s, const std::vector<double> &mean, const std::vector<double> &var,
