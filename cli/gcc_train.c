@@ -137,6 +137,9 @@ static void usage(FILE *f) {
          "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
          "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
          "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
+         "An ONNX model given --loss is imported for training: its BatchNormalizations\n"
+         "train as nn.BatchNorm2d (batch statistics; running mean and var saved as state);\n"
+         "without a recipe (--export, --dump-placement) they are folded into the Conv.\n"
          "\n"
          "  --seed N            shuffling seed\n"
          "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
@@ -263,6 +266,41 @@ static int apply_recipe(const gcc_recipe *recipe, gcc_graph **model) {
   return -1;
 }
 
+/* How an ONNX model's BatchNormalizations were imported, for the run
+ * summary and --dump-placement: trained as nn.BatchNorm2d (the import for
+ * a recipe, gcc_onnx_options.train) or frozen into the Conv before them
+ * (the import for inference). Empty for a gcc-train model or none. */
+static const char *batchnorm_note(const gcc_model_info *info, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (info->format != GCC_MODEL_FORMAT_ONNX)
+    return buf;
+  int n = 0;
+  for (int i = 0; i < info->onnx.n_ops; i++)
+    if (strcmp(info->onnx.ops[i].op, "BatchNormalization") == 0)
+      n = info->onnx.ops[i].count;
+  if (n == 0)
+    return buf;
+  const char *them = n == 1 ? "it" : "them";
+  int folded = info->onnx.n_bn_folded;
+  char how[96];
+  if (folded == n)
+    snprintf(how, sizeof how, "folded into the Conv before %s", them);
+  else
+    snprintf(how, sizeof how, "%d folded into the Conv before %s, %d as Mul + Add", folded,
+             folded == 1 ? "it" : "them", n - folded);
+  if (info->onnx.n_bn_train > 0)
+    snprintf(buf, cap,
+             "BatchNormalization: %d node%s trained as nn.BatchNorm2d (batch statistics in "
+             "training; running mean and var updated, saved as state and used in evaluation)",
+             n, n == 1 ? "" : "s");
+  else
+    snprintf(buf, cap,
+             "BatchNormalization: %d node%s frozen, imported for inference (%s); a recipe "
+             "(--loss ...) trains %s as nn.BatchNorm2d",
+             n, n == 1 ? "" : "s", how, them);
+  return buf;
+}
+
 /* --augment crop:N,flip (either or both) */
 static int parse_augment(const char *s, int *crop_pad, int *flip) {
   char buf[128];
@@ -302,10 +340,16 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
                                const char *dump_after, int world_size, int64_t bucket_bytes) {
   gcc_diag d = {0};
   gcc_graph *model;
-  if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
+  gcc_model_info info;
+  gcc_onnx_options oo = {0};
+  oo.train = recipe->loss != NULL; /* an ONNX model with a recipe trains its BatchNorms */
+  if (gcc_model_open_with(model_path, &oo, &model, &info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
+  char bn[512];
+  if (batchnorm_note(&info, bn, sizeof bn)[0])
+    fprintf(stderr, "gcc-train: %s: %s\n", model_path, bn);
   /* an inference model compiles at --batch-size without a recipe */
   int arc = model->training.present || recipe->loss ? apply_recipe(recipe, &model) : -1;
   if (arc >= 0) {
@@ -539,6 +583,7 @@ typedef struct train_run {
   char data_buf[4096], near_model[4096 + 64], out_buf[4096];
   gcc_checkpoint resume; /* --resume */
   gcc_comm *nccl;        /* GPU ranks: NCCL over the MPI communicator */
+  gcc_model_info info;   /* the model's format; for ONNX, what the import did */
 } train_run;
 
 static void run_free(train_run *r) {
@@ -1018,7 +1063,12 @@ static int build_run(train_args *a, train_run *r) {
   if (g_comm->size > 1 && r->dev.kind == GCC_DEVICE_CUDA && !a->device_indexed)
     r->dev.index = g_comm->local_rank;
 
-  if (gcc_model_open(a->model_path, &r->model, NULL, &d) != GCC_OK) {
+  /* an ONNX model that a recipe makes trainable is imported for training:
+   * its BatchNormalizations train as nn.BatchNorm2d (onnx/import.h); for
+   * inference (an export without a recipe) they are folded */
+  gcc_onnx_options oo = {0};
+  oo.train = a->recipe.loss != NULL;
+  if (gcc_model_open_with(a->model_path, &oo, &r->model, &r->info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
@@ -1208,6 +1258,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
              (double)(a->bucket_bytes > 0 ? a->bucket_bytes : GCC_DEFAULT_BUCKET_BYTES) /
                  1048576.0);
     }
+    char bn[512];
+    if (batchnorm_note(&r->info, bn, sizeof bn)[0])
+      printf("%s\n", bn);
     fflush(stdout);
   }
 

@@ -82,6 +82,11 @@ typedef struct gcc_op_desc {
   gcc_shape_fn shape;
   gcc_flops_fn flops;    /* NULL: none (views, copies) */
   const char *semantics; /* where the definition comes from */
+  /* An attribute that the passes set and a model file may not (the loader
+   * refuses a value other than its default, naming the node, the attribute
+   * and pass_attr_why); NULL: none. BatchNormalization's `training`: its
+   * training form, which autodiff sets in the training graph only. */
+  const char *pass_attr, *pass_attr_why;
 } gcc_op_desc;
 
 /* X(ID, Name): the enum id and the name used in model files. */

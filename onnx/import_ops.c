@@ -1153,6 +1153,7 @@ static gcc_status batchnorm_train(nctx *c, float eps, gcc_diag *d) {
   if (gcc_node_set_float(g, node, "epsilon", eps) ||
       gcc_node_set_float(g, node, "momentum", momentum))
     return oom(d);
+  c->I->rep->n_bn_train++;
   return GCC_OK;
 }
 

@@ -596,6 +596,15 @@ static gcc_status train_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
   return gcc_op_resolve_attrs(g, node, d);
 }
 
+/* Evaluation form: the running estimates normalise and stay as they are
+ * (nn.BatchNorm2d in eval()), even in a graph built with `training` set. */
+static gcc_status eval_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
+  if (!g->nodes[node].av[BN_TRAINING].i)
+    return GCC_OK;
+  GCC_TRY(gcc_node_set_int(g, node, "training", 0));
+  return gcc_op_resolve_attrs(g, node, d);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
@@ -651,7 +660,9 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_LOG_SOFTMAX_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_LRN_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_ALL_REDUCE] = {.none = "a collective over gradients, made after autodiff"},
-    [GCC_OP_BATCH_NORM] = {.fn = gcc_grad_batch_norm, .train = train_batch_norm},
+    [GCC_OP_BATCH_NORM] = {.fn = gcc_grad_batch_norm,
+                           .train = train_batch_norm,
+                           .eval = eval_batch_norm},
     [GCC_OP_BATCH_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
