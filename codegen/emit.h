@@ -64,6 +64,10 @@ typedef enum gcc_karg_kind {
                            and fails as the CPU backend does (same row) */
   GCC_KARG_I64,        /* long long set by the runtime per launch (the gather
                            kernel's first row, rows and 32-bit words per row) */
+  GCC_KARG_STEP,       /* long long: the optimizer steps completed before this one
+                           (gcc_plan_run's step): the Philox counter of Dropout's
+                           mask; a kernel that takes it is launched, not replayed
+                           from a CUDA Graph */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 

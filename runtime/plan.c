@@ -104,7 +104,8 @@ struct gcc_plan {
   void *host_arena;
   gcc_cpu_ctx ctx;
   gcc_diag run_diag;
-  int has_cpu_nodes, varying_args, has_loss_kernel;
+  int has_cpu_nodes, has_loss_kernel;
+  int varying_args; /* kernel arguments set per step: 1 Adam's corrections, 2 the step (Dropout) */
   /* data-parallel: the buckets each optimizer kernel waits for, and the
    * gradient pointers and sizes of the largest AllReduce (filled per run) */
   int *waits, n_waits;
@@ -369,7 +370,9 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
     for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
       gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
       if (kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT)
-        p->varying_args = 1;
+        p->varying_args |= 1;
+      if (kk == GCC_KARG_STEP)
+        p->varying_args |= 2;
       if (kk == GCC_KARG_BAD_LABEL && !cleared) {
         op c = {.kind = OP_CLEAR_BAD_LABEL};
         GCC_TRY(add_op(p, &c, d));
@@ -1014,7 +1017,8 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
     snprintf(p->graph_note, sizeof p->graph_note, "disabled (--no-cuda-graph)");
   else if (p->varying_args)
     snprintf(p->graph_note, sizeof p->graph_note,
-             "not used: Adam's bias correction changes kernel arguments every step");
+             "not used: %s changes kernel arguments every step",
+             p->varying_args & 1 ? "Adam's bias correction" : "Dropout's mask (the step)");
   else if (p->has_collective)
     snprintf(p->graph_note, sizeof p->graph_note,
              "not used: the gradient all-reduce's weight (this rank's share) is set per step");
@@ -1103,6 +1107,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
       break;
     }
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
+    case GCC_KARG_STEP: vals[a].ll = (long long)step; break; /* Dropout's Philox counter */
     default:
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name,
                           a);

@@ -299,6 +299,116 @@ TEST_F(DevicePlan, CheckpointFromTheDeviceMirrorResumesBitwise) {
   EXPECT_EQ(hb.used, 0u) << "device memory leaked";
 }
 
+// Dropout in training (issue 15): SmallMlp with a Dropout after each hidden
+// ReLU (ratios 0.5 and 0.25, 1-D per row and the whole [N, 16] tensor), its
+// masks keyed by the training spec's seed.
+gcc_graph *DropoutMlp(uint64_t seed) {
+  gcc_builder *b = gcc_builder_new("dropout_mlp", 11);
+  int64_t xd[4] = {GCC_BATCH_DIM, 1, 6, 6}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "image", GCC_DT_FLOAT32, 4, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  int h = gcc_build_flatten(b, "flatten", x, 1);
+  h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", h, 36, 24));
+  h = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &h, 1);
+  gcc_build_set_float(b, h, "ratio", 0.5f);
+  h = gcc_build_relu(b, "relu2", gcc_build_linear(b, "fc2", h, 24, 16));
+  h = gcc_build_op(b, GCC_OP_DROPOUT, "drop2", "drop2.out", &h, 1);
+  gcc_build_set_float(b, h, "ratio", 0.25f);
+  int logits = gcc_build_linear(b, "fc3", h, 16, 5);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_graph *g = FinishInlineTraining(b, "loss", "fc3.out", "image", "label",
+                                      Opt(GCC_OPT_SGD, 0.1f, 0.5f, 0.0f));
+  if (g)
+    g->training.seed = seed;
+  return g;
+}
+
+// The CUDA plan (generated Dropout kernels, emulated) draws the CPU's masks:
+// the same losses and parameters; a plan with Dropout is never captured as
+// a CUDA Graph (the step is a kernel argument), and evaluation (the
+// identity) agrees too.
+TEST_F(DevicePlan, DropoutTrainsAsOnTheCpuAndIsNeverCaptured) {
+  HostBackend hb;
+  gcc_graph *g = DropoutMlp(77);
+  ASSERT_NE(g, nullptr);
+  TrainAndCompare(g, /*graphs=*/true, /*pending=*/1, 6, 8, 5, &hb, 1e-5);
+  EXPECT_EQ(hb.captures, 0);
+  gcc_graph_free(g);
+}
+
+// Determinism: two runs with one seed give bitwise the same losses and
+// parameters, another seed other losses, and a run resumed from a
+// checkpoint after 3 of 6 steps (the step count is saved: the masks of
+// steps 3 to 5 follow it) ends bitwise where the uninterrupted one does;
+// on the CPU and on the CUDA plan.
+TEST_F(DevicePlan, DropoutMasksFollowTheSeedAndResumeBitwise) {
+  for (bool device : {false, true}) {
+    SCOPED_TRACE(device ? "CUDA plan (host backend)" : "CPU");
+    HostBackend hb;
+    gcc_graph *g = DropoutMlp(77), *g2 = DropoutMlp(78);
+    ASSERT_TRUE(g && g2);
+    gcc_diag d{};
+    auto options = [&](const gcc_graph *m) {
+      return device ? DeviceOptions(m, &hb, /*graphs=*/false, /*pending=*/1) : CpuOptions(m);
+    };
+    auto steps = [&](gcc_session *s, int from, int to, std::vector<float> *losses) {
+      for (int k = from; k < to; k++) {
+        Batch b = MakeBatch(8, 36, 5, 300 + (uint32_t)k);
+        float l = 0;
+        ASSERT_EQ(gcc_session_train_step(s, b.x.data(), b.y.data(), 8, &l, &d), GCC_OK) << d.msg;
+        if (losses)
+          losses->push_back(l);
+      }
+    };
+    gcc_session_options so = options(g), so2 = options(g2);
+    gcc_session *whole = nullptr, *again = nullptr, *other = nullptr, *first = nullptr,
+                *resumed = nullptr;
+    std::vector<float> lw, la, lo;
+    ASSERT_EQ(gcc_session_create(g, &so, &whole, &d), GCC_OK) << d.msg;
+    steps(whole, 0, 6, &lw);
+    ASSERT_EQ(gcc_session_create(g, &so, &again, &d), GCC_OK) << d.msg;
+    steps(again, 0, 6, &la);
+    ASSERT_EQ(gcc_session_create(g2, &so2, &other, &d), GCC_OK) << d.msg;
+    steps(other, 0, 6, &lo);
+    ASSERT_EQ(lw.size(), 6u);
+    ASSERT_EQ(la.size(), 6u);
+    ASSERT_EQ(lo.size(), 6u);
+    EXPECT_EQ(std::memcmp(lw.data(), la.data(), 6 * sizeof(float)), 0)
+        << "two runs with one seed differ";
+    EXPECT_NE(std::memcmp(lw.data(), lo.data(), 6 * sizeof(float)), 0)
+        << "the seed changes nothing: the masks do not follow it";
+    ASSERT_EQ(gcc_session_create(g, &so, &first, &d), GCC_OK) << d.msg;
+    steps(first, 0, 3, nullptr);
+    std::string dir = gcc_test::TmpPath(device ? "dropout_ckpt_dev" : "dropout_ckpt_cpu");
+    ASSERT_EQ(gcc_checkpoint_write(dir.c_str(), first, g, 0, 3, 2, &d), GCC_OK) << d.msg;
+    gcc_session_destroy(first);
+    gcc_checkpoint ck{};
+    ASSERT_EQ(gcc_checkpoint_find(dir.c_str(), &ck, nullptr, &d), GCC_OK) << d.msg;
+    EXPECT_EQ(ck.step, 3);
+    ASSERT_EQ(gcc_session_create(g, &so, &resumed, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_checkpoint_check(&ck, g, resumed, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_restore(resumed, ck.arena, ck.arena_size, ck.step, &d), GCC_OK) << d.msg;
+    gcc_checkpoint_free(&ck);
+    std::vector<float> lr;
+    steps(resumed, 3, 6, &lr);
+    ASSERT_EQ(lr.size(), 3u);
+    EXPECT_EQ(std::memcmp(lr.data(), lw.data() + 3, 3 * sizeof(float)), 0)
+        << "the resumed run's losses differ from the uninterrupted run's";
+    const void *a = nullptr, *b = nullptr;
+    size_t na = 0, nb = 0;
+    ASSERT_EQ(gcc_session_arena(whole, &a, &na, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_arena(resumed, &b, &nb, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(na, nb);
+    EXPECT_EQ(std::memcmp(a, b, na), 0) << "the resumed run differs from the uninterrupted one";
+    for (gcc_session *s : {whole, again, other, resumed})
+      gcc_session_destroy(s);
+    gcc_graph_free(g);
+    gcc_graph_free(g2);
+    EXPECT_EQ(hb.used, 0u) << "device memory leaked";
+  }
+}
+
 TEST_F(DevicePlan, CudaGraphReplayGivesTheSameTrainingAsIssuingEveryStep) {
   HostBackend hb;
   gcc_graph *g = SmallMlp(GCC_OPT_SGD);
