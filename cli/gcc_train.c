@@ -427,15 +427,15 @@ static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_
       (void)gcc_session_plan(s, GCC_MODE_TRAIN, batch, &p, &d);
   }
   if (!p) {
-    fprintf(f, "GEMM epilogues on %s: not known, the plan could not be built there (%s)\n",
+    fprintf(f, "\nGEMM epilogues on %s: not known, the plan could not be built there (%s)\n",
             info->name, d.msg);
   } else if (gcc_plan_epilogue_fallbacks(p) == 0) {
-    fprintf(f, "GEMM epilogues on %s: cuBLASLt offers an algorithm for every one\n", info->name);
+    fprintf(f, "\nGEMM epilogues on %s: cuBLASLt offers an algorithm for every one\n", info->name);
   } else {
     char text[8192];
     gcc_plan_fallback_text(p, text, sizeof text);
-    fprintf(f, "GEMM epilogue fallbacks on %s (%d; cuBLASLt offered no algorithm):\n%s", info->name,
-            gcc_plan_epilogue_fallbacks(p), text);
+    fprintf(f, "\nGEMM epilogue fallbacks on %s (%d; cuBLASLt offered no algorithm):\n%s",
+            info->name, gcc_plan_epilogue_fallbacks(p), text);
   }
   gcc_session_destroy(s);
   gcc_cuda_backend_destroy(be);
