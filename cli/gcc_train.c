@@ -34,6 +34,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "deploy/bundle.h"
 #include "deploy/export.h"
+#include "onnx/export.h"
 #include "onnx/model_file.h"
 #include "runtime/device.h"
 #include "runtime/event_log.h"
@@ -132,11 +133,17 @@ static void usage(FILE *f) {
          "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
          "  --dataset D         mnist, cifar10 or npy (default for a new spec: mnist); npy:\n"
          "                      --data names a folder of x_train.npy, y_train.npy,\n"
-         "                      x_test.npy, y_test.npy or a .npz of them: uint8 images\n"
-         "                      (N, H, W), (N, C, H, W) or (N, D), integer labels (N)\n"
+         "                      x_test.npy, y_test.npy or a .npz of them: inputs float32\n"
+         "                      of the model input's shape (fed as they are) or uint8\n"
+         "                      images (N, H, W), (N, C, H, W) or (N, D) (scaled by\n"
+         "                      --mean/--std); targets integer class indices (N) or, for\n"
+         "                      --loss mse, float32 of the prediction's shape\n"
          "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
          "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
          "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
+         "An ONNX model given --loss is imported for training: its BatchNormalizations\n"
+         "train as nn.BatchNorm2d (batch statistics; running mean and var saved as state);\n"
+         "without a recipe (--export, --dump-placement) they are folded into the Conv.\n"
          "\n"
          "  --seed N            shuffling seed\n"
          "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
@@ -196,6 +203,11 @@ static void usage(FILE *f) {
          "  --export-batch-sizes LIST\n"
          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+         "  --export-onnx FILE  after training (with --epochs 0: the model as it is), write\n"
+         "                      its inference graph as ONNX (opset 17; BatchNormalization\n"
+         "                      with the trained running statistics, no loss or Dropout,\n"
+         "                      outputs logits and probabilities) for ONNX Runtime and\n"
+         "                      other ONNX consumers (atomically); checked before training\n"
          "  --per-class MODE    auto (default), on or off: after the last evaluation of a\n"
          "                      classifier, print every class's accuracy as the CIFAR-10\n"
          "                      tutorial does (auto: for at most 20 classes)\n"
@@ -263,6 +275,41 @@ static int apply_recipe(const gcc_recipe *recipe, gcc_graph **model) {
   return -1;
 }
 
+/* How an ONNX model's BatchNormalizations were imported, for the run
+ * summary and --dump-placement: trained as nn.BatchNorm2d (the import for
+ * a recipe, gcc_onnx_options.train) or frozen into the Conv before them
+ * (the import for inference). Empty for a gcc-train model or none. */
+static const char *batchnorm_note(const gcc_model_info *info, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (info->format != GCC_MODEL_FORMAT_ONNX)
+    return buf;
+  int n = 0;
+  for (int i = 0; i < info->onnx.n_ops; i++)
+    if (strcmp(info->onnx.ops[i].op, "BatchNormalization") == 0)
+      n = info->onnx.ops[i].count;
+  if (n == 0)
+    return buf;
+  const char *them = n == 1 ? "it" : "them";
+  int folded = info->onnx.n_bn_folded;
+  char how[96];
+  if (folded == n)
+    snprintf(how, sizeof how, "folded into the Conv before %s", them);
+  else
+    snprintf(how, sizeof how, "%d folded into the Conv before %s, %d as Mul + Add", folded,
+             folded == 1 ? "it" : "them", n - folded);
+  if (info->onnx.n_bn_train > 0)
+    snprintf(buf, cap,
+             "BatchNormalization: %d node%s trained as nn.BatchNorm2d (batch statistics in "
+             "training; running mean and var updated, saved as state and used in evaluation)",
+             n, n == 1 ? "" : "s");
+  else
+    snprintf(buf, cap,
+             "BatchNormalization: %d node%s frozen, imported for inference (%s); a recipe "
+             "(--loss ...) trains %s as nn.BatchNorm2d",
+             n, n == 1 ? "" : "s", how, them);
+  return buf;
+}
+
 /* --augment crop:N,flip (either or both) */
 static int parse_augment(const char *s, int *crop_pad, int *flip) {
   char buf[128];
@@ -295,6 +342,8 @@ static int is_dir(const char *p) {
  * --cuda-arch when no GPU is usable), print the report, run nothing. */
 static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *info,
                          const char *cuda_arch, const char *dir);
+static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_device_info *info,
+                                   int64_t batch, FILE *f);
 
 static int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
                                int strict, const char *cuda_arch, int fmt, const char *file,
@@ -302,10 +351,16 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
                                const char *dump_after, int world_size, int64_t bucket_bytes) {
   gcc_diag d = {0};
   gcc_graph *model;
-  if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
+  gcc_model_info info;
+  gcc_onnx_options oo = {0};
+  oo.train = recipe->loss != NULL; /* an ONNX model with a recipe trains its BatchNorms */
+  if (gcc_model_open_with(model_path, &oo, &model, &info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
+  char bn[512];
+  if (batchnorm_note(&info, bn, sizeof bn)[0])
+    fprintf(stderr, "gcc-train: %s: %s\n", model_path, bn);
   /* an inference model compiles at --batch-size without a recipe */
   int arc = model->training.present || recipe->loss ? apply_recipe(recipe, &model) : -1;
   if (arc >= 0) {
@@ -380,12 +435,63 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
     }
   }
   free(text);
+  /* which GEMM epilogues cuBLASLt refuses is known only on the GPU itself */
+  if (rc == 0 && fmt == GCC_DUMP_TEXT && !file && GCC_DEV_IS_CUDA(dev) &&
+      o.mode == GCC_MODE_TRAIN) {
+    int index = want->kind == GCC_DEVICE_CUDA ? want->index : 0;
+    if (count > index)
+      print_device_fallbacks(model, index, &devs[1], o.batch_size, stdout);
+    else
+      fprintf(stderr, "gcc-train: GEMM epilogues: which ones cuBLASLt offers is decided when "
+                      "the plan is built on the GPU (a refused one runs as a plain GEMM + a "
+                      "generated kernel, named in the run summary)\n");
+  }
   if (rc == 0 && kernels_dir)
     rc = write_kernels(g, dev, &devs[1], cuda_arch, kernels_dir);
   gcc_mem_plan_free(&mem);
   gcc_graph_free(g);
   gcc_graph_free(model);
   return rc;
+}
+
+/* --dump-placement on a usable GPU: builds the training plan on the device
+ * (cuBLASLt's heuristic is asked for every GEMM's epilogue there) and says
+ * which GEMM groups fall back to a plain GEMM and a generated kernel, and
+ * why. Without a GPU nothing can be asked: a note says so. */
+static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_device_info *info,
+                                   int64_t batch, FILE *f) {
+  gcc_diag d = {0};
+  gcc_cuda_backend *be = NULL;
+  gcc_session *s = NULL;
+  gcc_kernel_cache_config kc = {NULL, !g_no_kernel_cache};
+  gcc_session_options so = {0};
+  so.threads = 1;
+  so.opt = model->training.opt;
+  so.device = GCC_DEV_CUDA(index);
+  so.plan.sm = info->cc_major * 10 + info->cc_minor;
+  so.plan.sm_count = info->units;
+  so.plan.compile = gcc_kernel_cache_hook;
+  so.plan.compile_user = &kc;
+  so.plan.cuda_graph = 1;
+  gcc_plan *p = NULL;
+  if (gcc_cuda_backend_create(index, &be, &d) == GCC_OK) {
+    so.backend = gcc_cuda_backend_table(be);
+    if (gcc_session_create(model, &so, &s, &d) == GCC_OK)
+      (void)gcc_session_plan(s, GCC_MODE_TRAIN, batch, &p, &d);
+  }
+  if (!p) {
+    fprintf(f, "\nGEMM epilogues on %s: not known, the plan could not be built there (%s)\n",
+            info->name, d.msg);
+  } else if (gcc_plan_epilogue_fallbacks(p) == 0) {
+    fprintf(f, "\nGEMM epilogues on %s: cuBLASLt offers an algorithm for every one\n", info->name);
+  } else {
+    char text[8192];
+    gcc_plan_fallback_text(p, text, sizeof text);
+    fprintf(f, "\nGEMM epilogue fallbacks on %s (%d; cuBLASLt offered no algorithm):\n%s",
+            info->name, gcc_plan_epilogue_fallbacks(p), text);
+  }
+  gcc_session_destroy(s);
+  gcc_cuda_backend_destroy(be);
 }
 
 /* --dump-kernels DIR: the generated program and its manifest */
@@ -520,10 +626,11 @@ typedef struct train_args {
   int crop_pad, flip;                         /* --augment */
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
-  int eval_on_root;      /* --predictions or --show-predictions, known on every rank */
-  gcc_device want;       /* --device */
-  gcc_dump_format fmt;   /* --dump-placement=FORMAT */
-  gcc_export_options eo; /* --export-archs, --export-batch-sizes */
+  const char *export_onnx_path; /* --export-onnx */
+  int eval_on_root;             /* --predictions or --show-predictions, known on every rank */
+  gcc_device want;              /* --device */
+  gcc_dump_format fmt;          /* --dump-placement=FORMAT */
+  gcc_export_options eo;        /* --export-archs, --export-batch-sizes */
 } train_args;
 
 /* What the run is made of (step 2, build_run); run_free releases it. */
@@ -539,6 +646,7 @@ typedef struct train_run {
   char data_buf[4096], near_model[4096 + 64], out_buf[4096];
   gcc_checkpoint resume; /* --resume */
   gcc_comm *nccl;        /* GPU ranks: NCCL over the MPI communicator */
+  gcc_model_info info;   /* the model's format; for ONNX, what the import did */
 } train_run;
 
 static void run_free(train_run *r) {
@@ -576,11 +684,12 @@ static int check_outputs(train_args *a) {
       {"--output", dumping || a->no_output ? NULL : output},
       {"--predictions", a->predictions_path},
       {"--export", a->export_path},
+      {"--export-onnx", a->export_onnx_path},
       {"--profile", a->profile_path},
       {"--dump-placement-file", a->dump_placement ? a->dump_file : NULL},
   };
   const gcc_named_path ins[] = {{"the model", a->model_path}};
-  if (gcc_outfiles_check(outs, 5, ins, 1, &d) != GCC_OK) {
+  if (gcc_outfiles_check(outs, 6, ins, 1, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
@@ -650,6 +759,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_EXPORT,
     OPT_EXPORT_ARCHS,
     OPT_EXPORT_BATCHES,
+    OPT_EXPORT_ONNX,
     OPT_PREDICTIONS,
     OPT_SHOW_PREDICTIONS,
     OPT_DETECT_ANOMALY,
@@ -709,6 +819,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"export", required_argument, 0, OPT_EXPORT},
       {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
+      {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
       {"per-class", required_argument, 0, OPT_PER_CLASS},
@@ -848,6 +959,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
+    case OPT_EXPORT_ONNX: a->export_onnx_path = optarg; break;
     case OPT_PREDICTIONS: a->predictions_path = optarg; break;
     case OPT_DATA: a->data_dir = optarg; break;
     case OPT_EVAL_BATCH:
@@ -938,9 +1050,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
             export_archs ? "--export-archs" : "--export-batch-sizes");
     return EXIT_USAGE;
   }
-  if ((a->export_path || a->predictions_path) && (a->dump_placement || a->dump_kernels)) {
-    fprintf(stderr, "gcc-train: --export and --predictions run after training; they do not "
-                    "combine with --dump-placement or --dump-kernels\n");
+  if ((a->export_path || a->export_onnx_path || a->predictions_path) &&
+      (a->dump_placement || a->dump_kernels)) {
+    fprintf(stderr,
+            "gcc-train: --export, --export-onnx and --predictions run after training; they do not "
+            "combine with --dump-placement or --dump-kernels\n");
     return EXIT_USAGE;
   }
   if (a->export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
@@ -1002,6 +1116,26 @@ static const char *default_data_dir(const train_args *a, const gcc_training *t, 
   return is_dir(r->near_model) ? r->near_model : r->data_buf;
 }
 
+/* --export-onnx: writes the ONNX file of the inference graph of `model`
+ * (deploy/model_bundle.h gcc_inference_graph: the graph a bundle holds) to
+ * `path`, or with path NULL only checks that it exports (before training:
+ * an op without an ONNX counterpart is refused naming the node). Returns
+ * -1 on success, else the exit status, with the message printed. */
+static int onnx_export(const gcc_graph *model, const char *path) {
+  gcc_diag d = {0};
+  gcc_graph *ig = NULL;
+  gcc_status s = gcc_inference_graph(model, &ig, &d);
+  gcc_onnx_export_options o = {GCC_TRAIN_VERSION, NULL};
+  if (s == GCC_OK)
+    s = path ? gcc_onnx_export_file(ig, &o, path, "--export-onnx", &d)
+             : gcc_onnx_export_check(ig, &d);
+  gcc_graph_free(ig);
+  if (s == GCC_OK)
+    return -1;
+  fprintf(stderr, "gcc-train: --export-onnx: %s\n", d.msg);
+  return s == GCC_ERR_IO || s == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
+}
+
 /* Step 2: the device, the model with the flags' overrides, the data
  * folder, the output path, the profiler, the backend and the session.
  * Returns -1 to go on, else the exit status (with *r released). */
@@ -1018,7 +1152,12 @@ static int build_run(train_args *a, train_run *r) {
   if (g_comm->size > 1 && r->dev.kind == GCC_DEVICE_CUDA && !a->device_indexed)
     r->dev.index = g_comm->local_rank;
 
-  if (gcc_model_open(a->model_path, &r->model, NULL, &d) != GCC_OK) {
+  /* an ONNX model that a recipe makes trainable is imported for training:
+   * its BatchNormalizations train as nn.BatchNorm2d (onnx/import.h); for
+   * inference (an export without a recipe) they are folded */
+  gcc_onnx_options oo = {0};
+  oo.train = a->recipe.loss != NULL;
+  if (gcc_model_open_with(a->model_path, &oo, &r->model, &r->info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
@@ -1027,15 +1166,30 @@ static int build_run(train_args *a, train_run *r) {
     run_free(r);
     return rc;
   }
-  if (!r->model->training.present && a->export_path) {
-    /* an inference model (an imported ONNX file): export it as it is */
-    gcc_status es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
-    if (es != GCC_OK)
-      fprintf(stderr, "gcc-train: %s\n", d.msg);
-    else if (!a->quiet)
-      printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+  /* every output is checked before the long work: the ONNX export here */
+  if (a->export_onnx_path && (rc = onnx_export(r->model, NULL)) >= 0) {
     run_free(r);
-    return es == GCC_OK ? 0 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    return rc;
+  }
+  if (!r->model->training.present && (a->export_path || a->export_onnx_path)) {
+    /* an inference model (an imported ONNX file): export it as it is */
+    gcc_status es = GCC_OK;
+    if (a->export_path) {
+      es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
+      if (es != GCC_OK)
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+      else if (!a->quiet)
+        printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+    }
+    rc = es == GCC_OK ? -1 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    if (rc < 0 && a->export_onnx_path) {
+      rc = onnx_export(r->model, a->export_onnx_path);
+      if (rc < 0 && !a->quiet)
+        printf("exported the inference graph of %s as ONNX to %s\n", a->model_path,
+               a->export_onnx_path);
+    }
+    run_free(r);
+    return rc < 0 ? 0 : rc;
   }
   if (!r->model->training.present) {
     fprintf(stderr,
@@ -1181,6 +1335,44 @@ static gcc_status inject_fault(void *user, int64_t step, gcc_diag *d) {
                       f->rank, step);
 }
 
+/* The GEMM groups whose cuBLASLt epilogue fell back to a plain GEMM and a
+ * generated kernel, and why (the run summary and --dump-placement on a GPU). */
+static void print_fallbacks(const gcc_plan *p) {
+  int n = gcc_plan_epilogue_fallbacks(p);
+  if (n == 0)
+    return;
+  char text[8192];
+  gcc_plan_fallback_text(p, text, sizeof text);
+  printf("GEMM epilogue fallbacks (%d; cuBLASLt offered no algorithm):\n%s", n, text);
+}
+
+/* --profile on a GPU: the device time of the training plan's steps (CUDA
+ * events around every launch), its copies with bytes and bandwidth, and
+ * how much of the input H2D ran while the previous step computed. */
+static void print_device_profile(train_run *r, int64_t batch) {
+  gcc_plan *p = NULL;
+  gcc_diag pd = {0};
+  if (!r->cuda || gcc_session_plan(r->s, GCC_MODE_TRAIN, batch, &p, &pd) != GCC_OK)
+    return;
+  gcc_plan_device_profile dp;
+  gcc_plan_device_profile_get(p, &dp);
+  if (dp.steps == 0)
+    return;
+  double n = (double)dp.steps;
+  printf("%s device time per training step (%" PRId64 " steps, CUDA events): kernels %.3f ms, "
+         "cuBLASLt %.3f ms, cuDNN %.3f ms, copies %.3f ms\n",
+         r->cuda_info.name, dp.steps, dp.kernel_ms / n, dp.gemm_ms / n, dp.library_ms / n,
+         dp.copy_ms / n);
+  if (dp.h2d_ms > 0)
+    printf("input H2D: %.0f bytes per step in %.3f ms (%.2f GB/s); %.0f%% of it overlapped the "
+           "previous step's compute\n",
+           dp.h2d_bytes / n, dp.h2d_ms / n, dp.h2d_bytes / (dp.h2d_ms * 1e6),
+           100.0 * dp.overlap_ms / dp.h2d_ms);
+  if (dp.copy_ms > 0)
+    printf("copies inside the step: %.0f bytes per step (%.2f GB/s)\n", dp.copy_bytes / n,
+           dp.copy_bytes / (dp.copy_ms * 1e6));
+}
+
 static gcc_status train(const train_args *a, train_run *r, predictions *preds, int *rc) {
   const gcc_training *t = &r->model->training;
   int quiet = a->quiet || !is_root();
@@ -1208,6 +1400,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
              (double)(a->bucket_bytes > 0 ? a->bucket_bytes : GCC_DEFAULT_BUCKET_BYTES) /
                  1048576.0);
     }
+    char bn[512];
+    if (batchnorm_note(&r->info, bn, sizeof bn)[0])
+      printf("%s\n", bn);
     fflush(stdout);
   }
 
@@ -1309,13 +1504,15 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     if (r->cuda && !a->quiet) {
       gcc_plan *p = NULL;
       gcc_diag pd = {0};
-      if (gcc_session_plan(r->s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
+      if (gcc_session_plan(r->s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK) {
         printf("%s: %d launches and %d copies per training step, %zu bytes of device memory "
                "per step; CUDA Graph: %s (%" PRId64 " steps replayed)\n",
                r->cuda_info.name, gcc_plan_launches(p), gcc_plan_copies(p),
                gcc_plan_device_bytes(p),
                gcc_plan_graph_note(p)[0] ? gcc_plan_graph_note(p) : "captured",
                gcc_plan_graph_replays(p));
+        print_fallbacks(p);
+      }
     }
     const gcc_comm *sc = r->nccl ? r->nccl : g_comm;
     if (sc->size > 1 && !a->quiet && rep.steps > 0)
@@ -1338,7 +1535,8 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
   gcc_diag d = {0};
   int rc = 0;
   gcc_graph *trained = NULL;
-  if ((!a->no_output || a->export_path) && gcc_session_export(r->s, &trained, &d) != GCC_OK) {
+  if ((!a->no_output || a->export_path || a->export_onnx_path) &&
+      gcc_session_export(r->s, &trained, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     rc = EXIT_RUN;
   }
@@ -1376,6 +1574,14 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
                i == eo->n_batch_sizes - 1 ? ")\n" : "");
     }
   }
+  if (rc == 0 && a->export_onnx_path) {
+    int orc = onnx_export(trained, a->export_onnx_path);
+    if (orc >= 0)
+      rc = orc;
+    else if (!a->quiet)
+      printf("exported the inference graph as ONNX (opset %d) to %s\n", GCC_ONNX_EXPORT_OPSET,
+             a->export_onnx_path);
+  }
   gcc_graph_free(trained);
   return rc;
 }
@@ -1393,6 +1599,7 @@ static int write_profile(const train_args *a, train_run *r, int rc) {
     fprintf(stderr, "gcc-train: %s\n", pd.msg);
     return rc == 0 ? EXIT_RUN : rc;
   }
+  print_device_profile(r, r->model->training.batch_size);
   printf("trace written to %s in %.1f ms\n", a->profile_path, 1e-6 * (double)(t1 - t0));
   return rc;
 }
@@ -1416,6 +1623,7 @@ static int run_main(train_args *ap) {
     a.output = NULL;
     a.predictions_path = NULL;
     a.export_path = NULL;
+    a.export_onnx_path = NULL;
     a.profile_path = NULL;
   }
   train_run r = {0};

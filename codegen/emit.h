@@ -27,6 +27,7 @@
 #ifndef GCC_CODEGEN_EMIT_H
 #define GCC_CODEGEN_EMIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "graph/ir.h"
@@ -87,11 +88,14 @@ typedef struct gcc_kernel_info {
   int group;            /* index in graph->groups */
   gcc_kernel_arg *args; /* in parameter order */
   int n_args;
-  int64_t work_items; /* elements the grid-stride loop covers */
-  int block_dim;      /* threads per block the kernel MUST be launched with
+  int64_t work_items;  /* elements the grid-stride loop covers */
+  int block_dim;       /* threads per block the kernel MUST be launched with
                             (single-block kernels size shared memory by it) */
-  int grid_dim;       /* blocks for `work_items` on the target (<= 65535) */
-  int single_block;   /* 1: uses __syncthreads and must run as exactly one block */
+  int grid_dim;        /* blocks for `work_items` on the target (<= 65535) */
+  int single_block;    /* 1: uses __syncthreads and must run as exactly one block */
+  size_t dynamic_smem; /* bytes of dynamic shared memory per launch (the
+                          cudaLaunchKernel sharedMem argument); 0: none (the
+                          generated kernels size their shared arrays statically) */
 } gcc_kernel_info;
 
 typedef struct gcc_kernel_set {

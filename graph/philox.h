@@ -54,8 +54,8 @@
       }                                                                                            \
       const unsigned long long p0 = (unsigned long long)0xD2511F53u * c0;                          \
       const unsigned long long p1 = (unsigned long long)0xCD9E8D57u * c2;                          \
-      const unsigned int hi0 = (unsigned int)(p0 >> 32), lo0 = (unsigned int)p0;                  \
-      const unsigned int hi1 = (unsigned int)(p1 >> 32), lo1 = (unsigned int)p1;                  \
+      const unsigned int hi0 = (unsigned int)(p0 >> 32), lo0 = (unsigned int)p0;                   \
+      const unsigned int hi1 = (unsigned int)(p1 >> 32), lo1 = (unsigned int)p1;                   \
       c0 = hi1 ^ c1 ^ k0;                                                                          \
       c1 = lo1;                                                                                    \
       c2 = hi0 ^ c3 ^ k1;                                                                          \

@@ -597,6 +597,15 @@ static gcc_status train_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
   return gcc_op_resolve_attrs(g, node, d);
 }
 
+/* Evaluation form: the running estimates normalise and stay as they are
+ * (nn.BatchNorm2d in eval()), even in a graph built with `training` set. */
+static gcc_status eval_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
+  if (!g->nodes[node].av[BN_TRAINING].i)
+    return GCC_OK;
+  GCC_TRY(gcc_node_set_int(g, node, "training", 0));
+  return gcc_op_resolve_attrs(g, node, d);
+}
+
 /* Dropout: in training dX = DropoutGrad(G) (the same mask, redrawn from the
  * node's ratio and key at the same step), in evaluation form the identity. */
 gcc_status gcc_grad_dropout(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
@@ -617,6 +626,15 @@ gcc_status gcc_grad_dropout(gcc_grad_ctx *c, int node, const int *dy, int *dx, g
   GCC_TRY(gcc_node_set_float(g, n2, "ratio", ratio));
   GCC_TRY(gcc_node_set_int(g, n2, "key", key));
   return gcc_grad_finish(c, n2, d);
+}
+
+/* Evaluation form of Dropout: the identity (nn.Dropout in eval()), even in a
+ * graph whose file sets `training`. */
+static gcc_status eval_dropout(gcc_graph *g, int node, gcc_diag *d) {
+  if (!g->nodes[node].av[DROPOUT_TRAINING].i)
+    return GCC_OK;
+  GCC_TRY(gcc_node_set_int(g, node, "training", 0));
+  return gcc_op_resolve_attrs(g, node, d);
 }
 
 /* Training form of Dropout: masks from the run's seed (the training spec's),
@@ -684,9 +702,11 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_LOG_SOFTMAX_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_LRN_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_ALL_REDUCE] = {.none = "a collective over gradients, made after autodiff"},
-    [GCC_OP_BATCH_NORM] = {.fn = gcc_grad_batch_norm, .train = train_batch_norm},
+    [GCC_OP_BATCH_NORM] = {.fn = gcc_grad_batch_norm,
+                           .train = train_batch_norm,
+                           .eval = eval_batch_norm},
     [GCC_OP_BATCH_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
-    [GCC_OP_DROPOUT] = {.fn = gcc_grad_dropout, .train = train_dropout},
+    [GCC_OP_DROPOUT] = {.fn = gcc_grad_dropout, .train = train_dropout, .eval = eval_dropout},
     [GCC_OP_DROPOUT_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
