@@ -3057,43 +3057,40 @@ TEST(DropoutGrad, EvaluationIsTheIdentity) {
   RunDirect(c);
 }
 
-// A Dropout node put in training form by hand (as autodiff does) run by an
-// evaluation plan on the CPU at `step`: its output for all-ones input.
+// The CPU kernel of a Dropout in training form (what autodiff makes: ratio
+// p, key `key`) at optimizer step `step`: its output for all-ones input.
 std::vector<float> DropoutOnes(int64_t n, float p, int64_t key, int64_t step) {
-  std::vector<float> out;
-  gcc_builder *b = gcc_builder_new("dropout_stats", 1);
-  int64_t dims[1] = {n};
-  int x = gcc_build_input(b, "X", GCC_DT_FLOAT32, 1, dims);
-  int y = Op(b, GCC_OP_DROPOUT, "drop", {x});
-  gcc_build_set_float(b, y, "ratio", p);
-  gcc_build_output(b, y);
-  gcc_graph *raw = nullptr;
-  gcc_diag d{};
-  EXPECT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
-  GraphPtr model(raw);
-  if (!raw)
-    return out;
-  int node = raw->values[gcc_graph_find(raw, "drop.out")].producer;
-  EXPECT_EQ(gcc_node_set_int(raw, node, "training", 1), GCC_OK);
-  EXPECT_EQ(gcc_node_set_int(raw, node, "key", key), GCC_OK);
-  gcc_options o = {};
-  o.mode = GCC_MODE_EVAL;
-  o.batch_size = 1;
-  gcc_plan_config cfg{};
-  cfg.threads = 1;
-  gcc_plan *plan_raw = nullptr;
-  EXPECT_EQ(gcc_plan_compile(raw, &o, &cfg, nullptr, nullptr, &plan_raw, &d), GCC_OK) << d.msg;
-  PlanPtr plan(plan_raw);
-  if (!plan_raw)
-    return out;
-  std::vector<float> ones(static_cast<size_t>(n), 1.0f);
-  EXPECT_EQ(gcc_plan_bind_input(plan.get(), "X", ones.data(), &d), GCC_OK) << d.msg;
-  EXPECT_EQ(gcc_plan_run(plan.get(), step, &d), GCC_OK) << d.msg;
-  const gcc_tensor *t = gcc_plan_tensor(plan.get(), "drop.out");
-  EXPECT_NE(t, nullptr);
-  if (t)
-    out.assign(static_cast<const float *>(t->data), static_cast<const float *>(t->data) + n);
-  return out;
+  std::vector<float> x(static_cast<size_t>(n), 1.0f), y(static_cast<size_t>(n), -1.0f);
+  gcc_attr av[4] = {};
+  av[DROPOUT_RATIO].type = GCC_ATTR_FLOAT;
+  av[DROPOUT_RATIO].f = p;
+  av[DROPOUT_SEED].type = av[DROPOUT_TRAINING].type = av[DROPOUT_KEY].type = GCC_ATTR_INT;
+  av[DROPOUT_TRAINING].i = 1;
+  av[DROPOUT_KEY].i = key;
+  gcc_node nd = {};
+  nd.op = GCC_OP_DROPOUT;
+  nd.av = av;
+  nd.n_av = 4;
+  gcc_tensor tin = {}, tout = {};
+  tin.dtype = tout.dtype = GCC_DT_FLOAT32;
+  tin.shape.ndim = tout.shape.ndim = 1;
+  tin.shape.dims[0] = tout.shape.dims[0] = n;
+  tin.numel = tout.numel = n;
+  tin.data = x.data();
+  tout.data = y.data();
+  gcc_tensor *ins[1] = {&tin}, *outs[1] = {&tout};
+  gcc_cpu_ctx ctx = {};
+  ctx.max_threads = 1;
+  ctx.optimizer_step = step;
+  gcc_kernel_args a = {};
+  a.node = &nd;
+  a.in = ins;
+  a.n_in = 1;
+  a.out = outs;
+  a.n_out = 1;
+  a.ctx = &ctx;
+  EXPECT_EQ(gcc_cpu_dropout(&a), GCC_OK);
+  return y;
 }
 
 TEST(DropoutGrad, MaskRateScaleAndStepDependence) {
