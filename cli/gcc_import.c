@@ -35,7 +35,8 @@ static void usage(FILE *f) {
           "Converts an ONNX model (opsets 1 to %d) into a gcc-train model and prints what it\n"
           "did: the opset, every ONNX op with its node count, how many were folded away and\n"
           "the IR ops the others became, the initializers, and the BatchNormalizations\n"
-          "folded into convolutions. The file is recognised by its content.\n"
+          "folded into convolutions (or kept, with a recipe). The file is recognised by its\n"
+          "content.\n"
           "\n"
           "  -o, --output FILE   write the model there (atomically)\n"
           "  --export-onnx FILE  write the model's inference graph as ONNX (opset %d, as\n"
@@ -45,7 +46,9 @@ static void usage(FILE *f) {
           "  --list-ops          print the ONNX ops the importer maps, and exit\n"
           "\n"
           "With a recipe the .pb is trainable: its training spec is built from the flags\n"
-          "as gcc-train builds it (see gcc-train --help):\n"
+          "as gcc-train builds it (see gcc-train --help), and a BatchNormalization stays one\n"
+          "that trains as nn.BatchNorm2d (batch statistics, running mean and var saved as\n"
+          "state) instead of being folded into the Conv before it:\n"
           "  --loss cross-entropy|mse  --optimizer sgd|adam|adamw  --lr X  --momentum X\n"
           "  --weight-decay X  --nesterov  --lr-schedule step:S[:G]|cosine[:T]\n"
           "  --batch-size N  --epochs N  --dataset mnist|cifar10|npy  --mean M  --std S\n"
@@ -137,7 +140,11 @@ int main(int argc, char **argv) {
   }
   gcc_graph *g = NULL;
   gcc_model_info info;
-  if (gcc_model_open(path, &g, &info, &d) != GCC_OK) {
+  /* a trainable .pb keeps BatchNormalization (batch statistics, running
+   * estimates as state); an inference one folds it into the Conv before it */
+  gcc_onnx_options oo = {0};
+  oo.train = gcc_recipe_given(&recipe);
+  if (gcc_model_open_with(path, &oo, &g, &info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-import: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }

@@ -418,7 +418,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 50, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 52, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -472,6 +472,10 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_LRN_GRAD] = TRAINING("the gradient of LRN"),
     [GCC_OP_BATCH_NORM] = MAP_A("BatchNormalization", ex_batch_norm),
     [GCC_OP_BATCH_NORM_GRAD] = TRAINING("the gradient of BatchNormalization"),
+    /* evaluation form: the identity (nn.Dropout in eval(), ONNX Dropout without
+     * training_mode), written as the Identity it is */
+    [GCC_OP_DROPOUT] = MAP("Identity"),
+    [GCC_OP_DROPOUT_GRAD] = TRAINING("the gradient of Dropout"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

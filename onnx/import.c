@@ -750,6 +750,7 @@ gcc_status const_scalar(nctx *c, int idx, const char *what, double *out, gcc_dia
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = *(const int32_t *)p; break;
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = *(const int8_t *)p; break;
   case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = *(const uint8_t *)p; break;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = *(const uint8_t *)p != 0; break;
   default:
     return node_err(c, d, GCC_ERR_UNSUPPORTED, "%s '%s' has dtype %s", what, v->name,
                     onnx_dtype_name(v->onnx_dt));
@@ -1669,6 +1670,10 @@ char *gcc_onnx_report_str(const gcc_onnx_report *r, char *buf, size_t cap) {
   if (r->n_bn_folded)
     OUT("folded %d BatchNormalization node%s into the preceding Conv\n", r->n_bn_folded,
         r->n_bn_folded == 1 ? "" : "s");
+  if (r->n_bn_train)
+    OUT("kept %d BatchNormalization node%s for training (nn.BatchNorm2d: batch statistics in "
+        "training, running mean and var as state)\n",
+        r->n_bn_train, r->n_bn_train == 1 ? "" : "s");
 #undef OUT
   return buf;
 }

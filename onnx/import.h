@@ -21,11 +21,15 @@
  *
  * What is done at import:
  *  - Constant, ConstantOfShape and Identity are folded away, and so is
- *    Dropout (inference: the identity, with no mask consumed);
+ *    Dropout unless the import is for training (the identity, whatever the
+ *    export's training_mode or is_test says; its mask output must be
+ *    unused);
  *    BatchNormalization (inference form) is folded into the Conv before it
  *    when its statistics are constants and nothing else reads the Conv's
  *    output (W' = W * s, B' = (B - mean) * s + beta, s = scale /
- *    sqrt(var + eps): what ONNX Runtime's fusion does);
+ *    sqrt(var + eps): what ONNX Runtime's fusion does), unless the import
+ *    is for training (gcc_onnx_options.train, which gcc-train and
+ *    gcc-import ask for when given a recipe: onnx/model_file.h);
  *  - shape inputs (Reshape's shape, Squeeze/Unsqueeze axes, Clip's min/max,
  *    Pad's pads, ConstantOfShape's shape) must be constants and are turned
  *    into attributes of the IR node;
@@ -88,6 +92,7 @@ typedef struct gcc_onnx_report {
   } ops[GCC_ONNX_REPORT_OPS];
   int n_ops;
   int n_bn_folded; /* BatchNormalization nodes folded into their Conv */
+  int n_bn_train;  /* BatchNormalization nodes kept for training (gcc_onnx_options.train) */
 } gcc_onnx_report;
 
 /* A tensor given to the importer (gcc_onnx_options.frozen). */
@@ -118,7 +123,19 @@ typedef struct gcc_onnx_options {
    * into the Conv before it; exports made in training mode
    * (training_mode = 1, is_test = 0, the running statistics as unused
    * outputs) import the same way. The running statistics must be
-   * initializers. */
+   * initializers.
+   * And every Dropout becomes the IR Dropout (graph/ops.h: torch.nn.Dropout
+   * and ONNX Dropout-13; inverted dropout, Y = X * mask / (1 - ratio), in
+   * training, the identity in evaluation and in exported bundles) with the
+   * model's ratio (the attribute before opset 12, the `ratio` input from
+   * opset 12, default 0.5) and its `seed` attribute. Exports made with
+   * torch.onnx.TrainingMode.TRAINING (training_mode = true), PRESERVE and
+   * EVAL (no training_mode; PyTorch's EVAL exports drop Dropout altogether)
+   * import alike: the import decides, not the export's mode. The ratio
+   * must be a constant (an initializer or a Constant) in [0, 1]: a ratio
+   * computed at run time is GCC_ERR_SHAPE, one outside [0, 1]
+   * GCC_ERR_INVALID_GRAPH, both naming the node. The mask output must be
+   * unused. The masks come from the training spec's seed (graph/philox.h). */
   int train;
 } gcc_onnx_options;
 

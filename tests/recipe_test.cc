@@ -392,6 +392,141 @@ TEST(RecipeCli, ImportWritesATrainablePbThatTrainsAsTheOnnxDoes) {
   EXPECT_EQ(losses(r1.out), losses(r2.out)) << r1 << r2;
 }
 
+// image (N, 1, 28, 28) -> Conv (4 filters 3x3, pad 1, no bias) ->
+// BatchNormalization (running mean 0, var 1) -> Relu -> GlobalAveragePool ->
+// Flatten -> Gemm (10): a BatchNormalization after a Conv, which an
+// inference import folds into it.
+std::string ConvBnOnnx() {
+  OnnxModel m(13);
+  m.Input("image", {kBatch, 1, 28, 28});
+  std::vector<float> w(4 * 9), fc(40), fb(10, 0.0f);
+  for (size_t i = 0; i < w.size(); i++)
+    w[i] = 0.1f * (float)((i * 5) % 7) - 0.25f;
+  for (size_t i = 0; i < fc.size(); i++)
+    fc[i] = 0.1f * (float)((i * 3) % 11) - 0.5f;
+  m.Init("conv.weight", {4, 1, 3, 3}, w);
+  m.Init("bn.weight", {4}, {1.0f, 0.5f, 1.5f, 0.8f});
+  m.Init("bn.bias", {4}, {0.0f, 0.1f, -0.1f, 0.2f});
+  m.Init("bn.running_mean", {4}, {0.0f, 0.0f, 0.0f, 0.0f});
+  m.Init("bn.running_var", {4}, {1.0f, 1.0f, 1.0f, 1.0f});
+  m.Init("fc.weight", {10, 4}, fc);
+  m.Init("fc.bias", {10}, fb);
+  m.Node("Conv", {"image", "conv.weight"}, {"c"},
+         {m.Ints("kernel_shape", {3, 3}), m.Ints("pads", {1, 1, 1, 1})});
+  m.Node("BatchNormalization", {"c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
+         {"b"}, {m.Float("epsilon", 1e-5f), m.Float("momentum", 0.9f)});
+  m.Node("Relu", {"b"}, {"r"});
+  m.Node("GlobalAveragePool", {"r"}, {"p"});
+  m.Node("Flatten", {"p"}, {"f"}, {m.Int("axis", 1)});
+  m.Node("Gemm", {"f", "fc.weight", "fc.bias"}, {"logits"}, {m.Int("transB", 1)});
+  m.Output("logits");
+  std::string path = TmpPath("conv_bn.onnx");
+  std::vector<uint8_t> bytes = m.Bytes();
+  EXPECT_TRUE(WriteFile(path, bytes.data(), bytes.size()));
+  return path;
+}
+
+int CountOp(const gcc_graph *g, int op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += g->nodes[i].op == op;
+  return n;
+}
+
+// With a recipe, gcc-import and gcc-train import an ONNX BatchNormalization
+// for training (nn.BatchNorm2d: the running mean and var are state, moved by
+// the training steps and saved with the model); without one it is folded
+// into the Conv before it. Every run says which.
+TEST(RecipeCli, OnnxBatchNormTrainsWithARecipeAndIsFoldedWithout) {
+  const std::string onnx = ConvBnOnnx(), inf = TmpPath("conv_bn.inference.pb"),
+                    tr = TmpPath("conv_bn.trainable.pb"), out = TmpPath("conv_bn.trained.pb");
+  const std::string trained_msg = "BatchNormalization: 1 node trained as nn.BatchNorm2d";
+  Result ri = Exec("gcc-import", {onnx, "-o", inf});
+  ASSERT_EQ(ri.code, 0) << ri;
+  EXPECT_NE(ri.out.find("folded 1 BatchNormalization node into the preceding Conv"),
+            std::string::npos)
+      << ri;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_load(inf.c_str(), &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(CountOp(g, GCC_OP_BATCH_NORM), 0);
+  gcc_graph_free(g);
+
+  const std::vector<std::string> recipe = {"--loss",     "cross-entropy", "--lr",         "0.05",
+                                           "--momentum", "0.9",           "--batch-size", "50"};
+  std::vector<std::string> args = {onnx, "-o", tr};
+  args.insert(args.end(), recipe.begin(), recipe.end());
+  Result rt = Exec("gcc-import", args);
+  ASSERT_EQ(rt.code, 0) << rt;
+  EXPECT_NE(rt.out.find("kept 1 BatchNormalization node for training"), std::string::npos) << rt;
+  EXPECT_EQ(rt.out.find("into the preceding Conv"), std::string::npos) << rt;
+  ASSERT_EQ(gcc_model_load(tr.c_str(), &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(CountOp(g, GCC_OP_BATCH_NORM), 1);
+  for (const char *name : {"bn.running_mean", "bn.running_var"}) {
+    int v = gcc_graph_find(g, name);
+    ASSERT_GE(v, 0) << name;
+    EXPECT_EQ(g->values[v].kind, GCC_VALUE_PARAM) << name;
+    EXPECT_TRUE(g->values[v].state) << name;
+  }
+  gcc_graph_free(g);
+
+  // gcc-train on the ONNX file with the recipe, and on the trainable .pb:
+  // both say so, train identically, and the saved model's running
+  // statistics have moved from 0 and 1
+  std::string data = Runfile("data/mnist");
+  std::vector<std::string> common = {"--device",    "cpu", "--threads",         "1",
+                                     "--max-steps", "20",  "--log-every",       "10",
+                                     "--data",      data,  "--eval-batch-size", "2000"};
+  std::vector<std::string> a1 = {onnx, "--output", out};
+  a1.insert(a1.end(), common.begin(), common.end());
+  a1.insert(a1.end(), recipe.begin(), recipe.end());
+  std::vector<std::string> a2 = {tr, "--no-output"};
+  a2.insert(a2.end(), common.begin(), common.end());
+  Result r1 = Exec("gcc-train", a1), r2 = Exec("gcc-train", a2);
+  ASSERT_EQ(r1.code, 0) << r1;
+  ASSERT_EQ(r2.code, 0) << r2;
+  EXPECT_NE(r1.out.find(trained_msg), std::string::npos) << r1;
+  auto losses = [](const std::string &o) {
+    std::string s;
+    for (size_t p = 0; (p = o.find("] loss: ", p)) != std::string::npos;) {
+      size_t e = o.find('\n', p);
+      s += o.substr(p, e - p) + ";";
+      p = e;
+    }
+    return s;
+  };
+  EXPECT_FALSE(losses(r1.out).empty()) << r1;
+  EXPECT_EQ(losses(r1.out), losses(r2.out)) << r1 << r2;
+  ASSERT_EQ(gcc_model_load(out.c_str(), &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(CountOp(g, GCC_OP_BATCH_NORM), 1);
+  int mv = gcc_graph_find(g, "bn.running_mean"), vv = gcc_graph_find(g, "bn.running_var");
+  ASSERT_GE(mv, 0);
+  ASSERT_GE(vv, 0);
+  EXPECT_TRUE(g->values[mv].state);
+  const float *mean = static_cast<const float *>(g->values[mv].data);
+  const float *var = static_cast<const float *>(g->values[vv].data);
+  for (int c = 0; c < 4; c++) {
+    EXPECT_GT(std::fabs(mean[c]), 1e-3f) << "running mean " << c << " never updated";
+    EXPECT_GT(std::fabs(var[c] - 1.0f), 1e-3f) << "running var " << c << " never updated";
+  }
+  gcc_graph_free(g);
+
+  // --dump-placement: without a recipe the BatchNormalization is frozen
+  // (folded), with one it is in the training graph with its gradient
+  Result p0 = Exec("gcc-train", {onnx, "--dump-placement", "--device", "cpu"});
+  ASSERT_EQ(p0.code, 0) << p0;
+  EXPECT_NE(p0.err.find("BatchNormalization: 1 node frozen, imported for inference (folded "
+                        "into the Conv before it)"),
+            std::string::npos)
+      << p0;
+  std::vector<std::string> a3 = {onnx, "--dump-placement", "--device", "cpu"};
+  a3.insert(a3.end(), recipe.begin(), recipe.end());
+  Result p1 = Exec("gcc-train", a3);
+  ASSERT_EQ(p1.code, 0) << p1;
+  EXPECT_NE(p1.err.find(trained_msg), std::string::npos) << p1;
+  EXPECT_NE(p1.out.find("BatchNormGrad"), std::string::npos) << p1;
+}
+
 } // namespace
 
 namespace {
@@ -823,7 +958,8 @@ TEST(RecipeCli, NpyRowsThatDoNotFitTheModelNameBoth) {
   }
 }
 
-// Partly missing CIFAR-10 data: the error names the missing batch file.
+// Partly missing CIFAR-10 data: the error names the missing batch file, in
+// the loader and in gcc-train (exit 1, before training).
 TEST(RecipeCli, MissingCifarBatchIsNamed) {
   std::string dir = TmpPath("cifar-partial");
   mkdir(dir.c_str(), 0755);
@@ -833,6 +969,84 @@ TEST(RecipeCli, MissingCifarBatchIsNamed) {
   gcc_diag d{};
   EXPECT_EQ(gcc_cifar10_load(dir.c_str(), 1, &ds, &d), GCC_ERR_IO);
   EXPECT_NE(std::string(d.msg).find(dir + "/data_batch_2.bin"), std::string::npos) << d.msg;
+  std::string model = Runfile("models/cifar_cnn.pb");
+  Result r = Exec("gcc-train", {model, "--device", "cpu", "--no-output", "--data", dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find(dir + "/data_batch_2.bin"), std::string::npos) << r;
+  EXPECT_EQ(r.out.find("loss"), std::string::npos) << r;
+  // every training batch but no test batch: test_batch.bin is named
+  for (int k = 2; k <= 5; k++)
+    Put(dir + "/data_batch_" + std::to_string(k) + ".bin", rec);
+  ASSERT_EQ(gcc_cifar10_load(dir.c_str(), 1, &ds, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ds.n, 5);
+  gcc_dataset_free(&ds);
+  EXPECT_EQ(gcc_cifar10_load(dir.c_str(), 0, &ds, &d), GCC_ERR_IO);
+  EXPECT_NE(std::string(d.msg).find(dir + "/test_batch.bin"), std::string::npos) << d.msg;
+  r = Exec("gcc-train", {model, "--device", "cpu", "--no-output", "--data", dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find(dir + "/test_batch.bin"), std::string::npos) << r;
+}
+
+// CIFAR-10-format data (the binary batches: five training files of 8
+// records and a test file of 8, pseudo-random pixels, every class) and the
+// same arrays as .npy files (uint8 (N, 3, 32, 32), int64 labels) train
+// models/cifar_cnn.pb to identical losses and accuracies for a seed.
+TEST(RecipeCli, CifarAsNpyTrainsAsTheNativeLoader) {
+  const int kPer = 8;
+  std::string dir = TmpPath("cifar-small"), npy = TmpPath("cifar-small-npy");
+  mkdir(dir.c_str(), 0755);
+  mkdir(npy.c_str(), 0755);
+  std::vector<uint8_t> xs[2];
+  std::vector<int64_t> ys[2];
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int f = 0; f < 6; f++) {
+    int train = f < 5;
+    std::string file;
+    for (int i = 0; i < kPer; i++) {
+      int label = (f * kPer + i) * 7 % 10;
+      file += (char)label;
+      ys[train].push_back(label);
+      for (int p = 0; p < 3072; p++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        uint8_t v = (uint8_t)(state >> 56);
+        file += (char)v;
+        xs[train].push_back(v);
+      }
+    }
+    Put(dir + (train ? "/data_batch_" + std::to_string(f + 1) + ".bin" : "/test_batch.bin"), file);
+  }
+  for (int train : {1, 0}) {
+    std::string sfx = train ? "_train.npy" : "_test.npy";
+    int64_t n = (int64_t)ys[train].size();
+    Put(npy + "/x" + sfx, Npy("|u1", {n, 3, 32, 32}, xs[train].data(), 1));
+    Put(npy + "/y" + sfx, Npy("<i8", {n}, ys[train].data(), 8));
+  }
+  std::string model = Runfile("models/cifar_cnn.pb");
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {model,    "--device",    "cpu",         "--threads", "1",
+                                  "--seed", "7",           "--log-every", "1",         "--lr",
+                                  "0.01",   "--no-output", "--per-class", "off"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return Exec("gcc-train", a);
+  };
+  Result native = run({"--data", dir}), fromnpy = run({"--dataset", "npy", "--data", npy});
+  ASSERT_EQ(native.code, 0) << native;
+  ASSERT_EQ(fromnpy.code, 0) << fromnpy;
+  auto lines = [](const std::string &out) { // the loss and accuracy lines, not the timings
+    std::string s, line;
+    std::istringstream in(out);
+    while (std::getline(in, line)) {
+      if (line.rfind("[", 0) == 0)
+        s += line + ";";
+      else if (line.rfind("epoch ", 0) == 0)
+        s += line.substr(0, line.find(", train loss")) + ";";
+    }
+    return s;
+  };
+  // 2 epochs of 10 steps (batch 4), every step's loss
+  EXPECT_NE(lines(native.out).find("[2,    10] loss"), std::string::npos) << native;
+  EXPECT_NE(lines(native.out).find("test accuracy"), std::string::npos) << native;
+  EXPECT_EQ(lines(native.out), lines(fromnpy.out)) << native << fromnpy;
 }
 
 } // namespace
