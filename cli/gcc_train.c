@@ -34,6 +34,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "deploy/bundle.h"
 #include "deploy/export.h"
+#include "onnx/export.h"
 #include "onnx/model_file.h"
 #include "runtime/device.h"
 #include "runtime/event_log.h"
@@ -132,8 +133,11 @@ static void usage(FILE *f) {
          "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
          "  --dataset D         mnist, cifar10 or npy (default for a new spec: mnist); npy:\n"
          "                      --data names a folder of x_train.npy, y_train.npy,\n"
-         "                      x_test.npy, y_test.npy or a .npz of them: uint8 images\n"
-         "                      (N, H, W), (N, C, H, W) or (N, D), integer labels (N)\n"
+         "                      x_test.npy, y_test.npy or a .npz of them: inputs float32\n"
+         "                      of the model input's shape (fed as they are) or uint8\n"
+         "                      images (N, H, W), (N, C, H, W) or (N, D) (scaled by\n"
+         "                      --mean/--std); targets integer class indices (N) or, for\n"
+         "                      --loss mse, float32 of the prediction's shape\n"
          "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
          "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
          "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
@@ -199,6 +203,11 @@ static void usage(FILE *f) {
          "  --export-batch-sizes LIST\n"
          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+         "  --export-onnx FILE  after training (with --epochs 0: the model as it is), write\n"
+         "                      its inference graph as ONNX (opset 17; BatchNormalization\n"
+         "                      with the trained running statistics, no loss or Dropout,\n"
+         "                      outputs logits and probabilities) for ONNX Runtime and\n"
+         "                      other ONNX consumers (atomically); checked before training\n"
          "  --per-class MODE    auto (default), on or off: after the last evaluation of a\n"
          "                      classifier, print every class's accuracy as the CIFAR-10\n"
          "                      tutorial does (auto: for at most 20 classes)\n"
@@ -564,10 +573,11 @@ typedef struct train_args {
   int crop_pad, flip;                         /* --augment */
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
-  int eval_on_root;      /* --predictions or --show-predictions, known on every rank */
-  gcc_device want;       /* --device */
-  gcc_dump_format fmt;   /* --dump-placement=FORMAT */
-  gcc_export_options eo; /* --export-archs, --export-batch-sizes */
+  const char *export_onnx_path; /* --export-onnx */
+  int eval_on_root;             /* --predictions or --show-predictions, known on every rank */
+  gcc_device want;              /* --device */
+  gcc_dump_format fmt;          /* --dump-placement=FORMAT */
+  gcc_export_options eo;        /* --export-archs, --export-batch-sizes */
 } train_args;
 
 /* What the run is made of (step 2, build_run); run_free releases it. */
@@ -621,11 +631,12 @@ static int check_outputs(train_args *a) {
       {"--output", dumping || a->no_output ? NULL : output},
       {"--predictions", a->predictions_path},
       {"--export", a->export_path},
+      {"--export-onnx", a->export_onnx_path},
       {"--profile", a->profile_path},
       {"--dump-placement-file", a->dump_placement ? a->dump_file : NULL},
   };
   const gcc_named_path ins[] = {{"the model", a->model_path}};
-  if (gcc_outfiles_check(outs, 5, ins, 1, &d) != GCC_OK) {
+  if (gcc_outfiles_check(outs, 6, ins, 1, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
@@ -695,6 +706,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_EXPORT,
     OPT_EXPORT_ARCHS,
     OPT_EXPORT_BATCHES,
+    OPT_EXPORT_ONNX,
     OPT_PREDICTIONS,
     OPT_SHOW_PREDICTIONS,
     OPT_DETECT_ANOMALY,
@@ -754,6 +766,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"export", required_argument, 0, OPT_EXPORT},
       {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
+      {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
       {"per-class", required_argument, 0, OPT_PER_CLASS},
@@ -893,6 +906,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
+    case OPT_EXPORT_ONNX: a->export_onnx_path = optarg; break;
     case OPT_PREDICTIONS: a->predictions_path = optarg; break;
     case OPT_DATA: a->data_dir = optarg; break;
     case OPT_EVAL_BATCH:
@@ -983,9 +997,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
             export_archs ? "--export-archs" : "--export-batch-sizes");
     return EXIT_USAGE;
   }
-  if ((a->export_path || a->predictions_path) && (a->dump_placement || a->dump_kernels)) {
-    fprintf(stderr, "gcc-train: --export and --predictions run after training; they do not "
-                    "combine with --dump-placement or --dump-kernels\n");
+  if ((a->export_path || a->export_onnx_path || a->predictions_path) &&
+      (a->dump_placement || a->dump_kernels)) {
+    fprintf(stderr,
+            "gcc-train: --export, --export-onnx and --predictions run after training; they do not "
+            "combine with --dump-placement or --dump-kernels\n");
     return EXIT_USAGE;
   }
   if (a->export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
@@ -1047,6 +1063,26 @@ static const char *default_data_dir(const train_args *a, const gcc_training *t, 
   return is_dir(r->near_model) ? r->near_model : r->data_buf;
 }
 
+/* --export-onnx: writes the ONNX file of the inference graph of `model`
+ * (deploy/model_bundle.h gcc_inference_graph: the graph a bundle holds) to
+ * `path`, or with path NULL only checks that it exports (before training:
+ * an op without an ONNX counterpart is refused naming the node). Returns
+ * -1 on success, else the exit status, with the message printed. */
+static int onnx_export(const gcc_graph *model, const char *path) {
+  gcc_diag d = {0};
+  gcc_graph *ig = NULL;
+  gcc_status s = gcc_inference_graph(model, &ig, &d);
+  gcc_onnx_export_options o = {GCC_TRAIN_VERSION, NULL};
+  if (s == GCC_OK)
+    s = path ? gcc_onnx_export_file(ig, &o, path, "--export-onnx", &d)
+             : gcc_onnx_export_check(ig, &d);
+  gcc_graph_free(ig);
+  if (s == GCC_OK)
+    return -1;
+  fprintf(stderr, "gcc-train: --export-onnx: %s\n", d.msg);
+  return s == GCC_ERR_IO || s == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
+}
+
 /* Step 2: the device, the model with the flags' overrides, the data
  * folder, the output path, the profiler, the backend and the session.
  * Returns -1 to go on, else the exit status (with *r released). */
@@ -1077,15 +1113,30 @@ static int build_run(train_args *a, train_run *r) {
     run_free(r);
     return rc;
   }
-  if (!r->model->training.present && a->export_path) {
-    /* an inference model (an imported ONNX file): export it as it is */
-    gcc_status es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
-    if (es != GCC_OK)
-      fprintf(stderr, "gcc-train: %s\n", d.msg);
-    else if (!a->quiet)
-      printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+  /* every output is checked before the long work: the ONNX export here */
+  if (a->export_onnx_path && (rc = onnx_export(r->model, NULL)) >= 0) {
     run_free(r);
-    return es == GCC_OK ? 0 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    return rc;
+  }
+  if (!r->model->training.present && (a->export_path || a->export_onnx_path)) {
+    /* an inference model (an imported ONNX file): export it as it is */
+    gcc_status es = GCC_OK;
+    if (a->export_path) {
+      es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
+      if (es != GCC_OK)
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+      else if (!a->quiet)
+        printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+    }
+    rc = es == GCC_OK ? -1 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    if (rc < 0 && a->export_onnx_path) {
+      rc = onnx_export(r->model, a->export_onnx_path);
+      if (rc < 0 && !a->quiet)
+        printf("exported the inference graph of %s as ONNX to %s\n", a->model_path,
+               a->export_onnx_path);
+    }
+    run_free(r);
+    return rc < 0 ? 0 : rc;
   }
   if (!r->model->training.present) {
     fprintf(stderr,
@@ -1391,7 +1442,8 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
   gcc_diag d = {0};
   int rc = 0;
   gcc_graph *trained = NULL;
-  if ((!a->no_output || a->export_path) && gcc_session_export(r->s, &trained, &d) != GCC_OK) {
+  if ((!a->no_output || a->export_path || a->export_onnx_path) &&
+      gcc_session_export(r->s, &trained, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     rc = EXIT_RUN;
   }
@@ -1428,6 +1480,14 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
         printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
                i == eo->n_batch_sizes - 1 ? ")\n" : "");
     }
+  }
+  if (rc == 0 && a->export_onnx_path) {
+    int orc = onnx_export(trained, a->export_onnx_path);
+    if (orc >= 0)
+      rc = orc;
+    else if (!a->quiet)
+      printf("exported the inference graph as ONNX (opset %d) to %s\n", GCC_ONNX_EXPORT_OPSET,
+             a->export_onnx_path);
   }
   gcc_graph_free(trained);
   return rc;
@@ -1469,6 +1529,7 @@ static int run_main(train_args *ap) {
     a.output = NULL;
     a.predictions_path = NULL;
     a.export_path = NULL;
+    a.export_onnx_path = NULL;
     a.profile_path = NULL;
   }
   train_run r = {0};

@@ -15,6 +15,8 @@
  *                            expression, a GEMM, a library call, a view, a
  *                            copy, a loss or optimizer kernel, or none
  *   runtime/cuda/cuda_ops.c  the CUDA backend's library calls (cuDNN)
+ *   onnx/export.c            the ONNX op an inference-graph node becomes
+ *                            (gcc-train --export-onnx), or why none
  *
  * Every table is written with designated initializers and pinned to
  * GCC_OP_COUNT by a _Static_assert, so adding an op to the list fails to

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -755,6 +756,206 @@ TEST(RecipeCli, NpyErrorsNameTheFileAndShape) {
                                 "--device", "cpu"});
   EXPECT_EQ(r.code, 2) << r;
   EXPECT_NE(r.err.find("--dataset npy needs --data"), std::string::npos) << r;
+}
+
+// The model of Mlp() on float rows, in float64: relu(x W^T + B), W and B as
+// Mlp() fills them.
+std::vector<double> MlpForward(const std::vector<float> &x, int64_t n) {
+  std::vector<double> y((size_t)n * 3);
+  for (int64_t r = 0; r < n; r++)
+    for (int o = 0; o < 3; o++) {
+      double s = 0.05 * o;
+      for (int k = 0; k < 4; k++)
+        s += (double)x[(size_t)(r * 4 + k)] * (0.1 * (double)((o * 4 + k) % 5) - 0.2);
+      y[(size_t)(r * 3 + o)] = s > 0 ? s : 0;
+    }
+  return y;
+}
+
+// A folder of the four arrays (test set = the rows after the first n_train).
+std::string NpyDir(const std::string &name, const std::string &xd, const std::vector<int64_t> &xs,
+                   const void *x, size_t xe, const std::string &yd, const std::vector<int64_t> &ys,
+                   const void *y, size_t ye, int64_t n_train) {
+  std::string dir = TmpPath("npyrows-" + name);
+  mkdir(dir.c_str(), 0755);
+  size_t xrow = xe, yrow = ye;
+  for (size_t i = 1; i < xs.size(); i++)
+    xrow *= (size_t)xs[i];
+  for (size_t i = 1; i < ys.size(); i++)
+    yrow *= (size_t)ys[i];
+  for (int train : {1, 0}) {
+    std::vector<int64_t> xsh = xs, ysh = ys;
+    int64_t first = train ? 0 : n_train, rows = train ? n_train : xs[0] - n_train;
+    xsh[0] = ysh[0] = rows;
+    std::string sfx = train ? "_train.npy" : "_test.npy";
+    Put(dir + "/x" + sfx, Npy(xd, xsh, (const char *)x + first * xrow, xe));
+    Put(dir + "/y" + sfx, Npy(yd, ysh, (const char *)y + first * yrow, ye));
+  }
+  return dir;
+}
+
+// The number after `key` in `s` (-1 when absent).
+double After(const std::string &s, const std::string &key) {
+  size_t at = s.find(key);
+  return at == std::string::npos ? -1 : atof(s.c_str() + at + key.size());
+}
+
+// --dataset npy beyond uint8 images: float32 inputs fed as they are with
+// int64 labels (cross-entropy) or float32 targets (mse), and uint8 inputs
+// scaled by --mean/--std with float32 targets. The evaluation of the
+// untrained model (--epochs 0, on x_test/y_test) gives the loss computed
+// here in float64 from the model's weights; then a few epochs train.
+TEST(RecipeCli, NpyFloatInputsAndRegressionTargets) {
+  std::string model = TmpPath("npy_mlp.onnx");
+  std::vector<uint8_t> mb = Mlp();
+  ASSERT_TRUE(WriteFile(model, mb.data(), mb.size()));
+  const int64_t n = 14, n_train = 9, n_test = n - n_train;
+  std::vector<float> x((size_t)n * 4), yf((size_t)n * 3);
+  std::vector<int64_t> yi((size_t)n);
+  std::vector<uint8_t> xu((size_t)n * 4);
+  for (size_t i = 0; i < x.size(); i++) {
+    x[i] = (float)((i * 37) % 23) / 7.0f - 1.2f;
+    xu[i] = (uint8_t)((i * 53) % 256);
+  }
+  for (size_t i = 0; i < yf.size(); i++)
+    yf[i] = (float)((i * 11) % 9) / 4.0f - 0.5f;
+  for (size_t i = 0; i < yi.size(); i++)
+    yi[i] = (int64_t)((i * 5) % 3);
+  std::vector<float> xt(x.begin() + n_train * 4, x.end());
+  std::vector<double> out = MlpForward(xt, n_test);
+  auto run = [&](const std::string &dir, std::vector<std::string> extra) {
+    std::vector<std::string> a = {model,      "--dataset",   "npy",         "--data", dir,
+                                  "--device", "cpu",         "--threads",   "1",      "--lr",
+                                  "0.05",     "--no-output", "--log-every", "0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return Exec("gcc-train", a);
+  };
+  { // float32 inputs, float32 targets: MSELoss over the test set
+    std::string dir =
+        NpyDir("f32_mse", "<f4", {n, 4}, x.data(), 4, "<f4", {n, 3}, yf.data(), 4, n_train);
+    double want = 0;
+    for (int64_t i = 0; i < n_test * 3; i++) {
+      double e = out[(size_t)i] - yf[(size_t)(n_train * 3 + i)];
+      want += e * e;
+    }
+    want /= (double)(n_test * 3);
+    Result r = run(dir, {"--loss", "mse", "--epochs", "0"});
+    ASSERT_EQ(r.code, 0) << r;
+    EXPECT_NEAR(After(r.out, "final loss "), want, 2e-6) << r;
+    Result t = run(dir, {"--loss", "mse", "--epochs", "20", "--batch-size", "3"});
+    ASSERT_EQ(t.code, 0) << t;
+    EXPECT_LT(After(t.out, "final loss "), want) << t;
+  }
+  { // float32 inputs, int64 labels: CrossEntropyLoss and accuracy
+    std::string dir =
+        NpyDir("f32_ce", "<f4", {n, 4}, x.data(), 4, "<i8", {n}, yi.data(), 8, n_train);
+    double want = 0;
+    int correct = 0;
+    for (int64_t r = 0; r < n_test; r++) {
+      const double *z = &out[(size_t)(r * 3)];
+      double m = std::max(z[0], std::max(z[1], z[2]));
+      double lse = m + std::log(std::exp(z[0] - m) + std::exp(z[1] - m) + std::exp(z[2] - m));
+      int64_t label = yi[(size_t)(n_train + r)];
+      want += lse - z[label];
+      int best = 0;
+      for (int j = 1; j < 3; j++)
+        if (z[j] > z[best])
+          best = j;
+      correct += best == label;
+    }
+    want /= (double)n_test;
+    Result r = run(dir, {"--loss", "cross-entropy", "--epochs", "0"});
+    ASSERT_EQ(r.code, 0) << r;
+    EXPECT_NEAR(After(r.out, "test loss "), want, 6e-5) << r;
+    EXPECT_NEAR(After(r.out, "test accuracy "), 100.0 * correct / (double)n_test, 0.006) << r;
+  }
+  { // uint8 inputs scaled by --mean/--std, float32 targets
+    std::string dir =
+        NpyDir("u8_mse", "|u1", {n, 4}, xu.data(), 1, "<f4", {n, 3}, yf.data(), 4, n_train);
+    std::vector<float> xs((size_t)n_test * 4);
+    for (size_t i = 0; i < xs.size(); i++)
+      xs[i] = ((float)xu[(size_t)n_train * 4 + i] / 255.0f - 0.5f) / 0.25f;
+    std::vector<double> o = MlpForward(xs, n_test);
+    double want = 0;
+    for (int64_t i = 0; i < n_test * 3; i++) {
+      double e = o[(size_t)i] - yf[(size_t)(n_train * 3 + i)];
+      want += e * e;
+    }
+    want /= (double)(n_test * 3);
+    Result r = run(dir, {"--loss", "mse", "--epochs", "0", "--mean", "0.5", "--std", "0.25"});
+    ASSERT_EQ(r.code, 0) << r;
+    EXPECT_NEAR(After(r.out, "final loss "), want, 2e-6) << r;
+  }
+}
+
+// A shape or dtype that does not fit the model's input or target is an
+// error naming the file with its shape and dtype and the model's value with
+// its own (exit 3, before any step).
+TEST(RecipeCli, NpyRowsThatDoNotFitTheModelNameBoth) {
+  std::string model = TmpPath("npy_mlp_bad.onnx");
+  std::vector<uint8_t> mb = Mlp();
+  ASSERT_TRUE(WriteFile(model, mb.data(), mb.size()));
+  std::vector<float> f(40 * 5, 0.25f);
+  std::vector<int64_t> l(40, 1);
+  struct Case {
+    std::string name, xd;
+    std::vector<int64_t> xs;
+    std::string yd;
+    std::vector<int64_t> ys;
+    std::string loss, want1, want2;
+  } cases[] = {
+      {"wide_x",
+       "<f4",
+       {8, 5},
+       "<f4",
+       {8, 3},
+       "mse",
+       "x_train.npy: shape [6, 5] (float32)",
+       "but input 'x' takes [N, 4] float32"},
+      {"int_x",
+       "<i8",
+       {8, 4},
+       "<f4",
+       {8, 3},
+       "mse",
+       "x_train.npy: int64 '<i8' [6, 4]",
+       "but input 'x' takes float32 [N, 4]"},
+      {"float_labels",
+       "<f4",
+       {8, 4},
+       "<f4",
+       {8},
+       "cross-entropy",
+       "y_train.npy: float32 '<f4' [6]",
+       "--loss mse"},
+      {"int_targets",
+       "<f4",
+       {8, 4},
+       "<i8",
+       {8},
+       "mse",
+       "y_train.npy: int64 '<i8' [6]",
+       "need --loss cross-entropy"},
+      {"wide_y",
+       "<f4",
+       {8, 4},
+       "<f4",
+       {8, 4},
+       "mse",
+       "y_train.npy: float32 '<f4' [6, 4]",
+       "takes float32 [N, 3]"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string dir = NpyDir(c.name, c.xd, c.xs, f.data(), c.xd == "<i8" ? 8 : 4, c.yd, c.ys,
+                             c.yd == "<i8" ? (const void *)l.data() : (const void *)f.data(),
+                             c.yd == "<i8" ? 8 : 4, 6);
+    Result r = Exec("gcc-train", {model, "--dataset", "npy", "--data", dir, "--loss", c.loss,
+                                  "--lr", "0.1", "--device", "cpu", "--no-output"});
+    EXPECT_EQ(r.code, 3) << r;
+    EXPECT_NE(r.err.find(c.want1), std::string::npos) << r;
+    EXPECT_NE(r.err.find(c.want2), std::string::npos) << r;
+  }
 }
 
 // Partly missing CIFAR-10 data: the error names the missing batch file, in
