@@ -342,6 +342,8 @@ static int is_dir(const char *p) {
  * --cuda-arch when no GPU is usable), print the report, run nothing. */
 static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *info,
                          const char *cuda_arch, const char *dir);
+static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_device_info *info,
+                                   int64_t batch, FILE *f);
 
 static int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
                                int strict, const char *cuda_arch, int fmt, const char *file,
@@ -433,12 +435,63 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
     }
   }
   free(text);
+  /* which GEMM epilogues cuBLASLt refuses is known only on the GPU itself */
+  if (rc == 0 && fmt == GCC_DUMP_TEXT && !file && GCC_DEV_IS_CUDA(dev) &&
+      o.mode == GCC_MODE_TRAIN) {
+    int index = want->kind == GCC_DEVICE_CUDA ? want->index : 0;
+    if (count > index)
+      print_device_fallbacks(model, index, &devs[1], o.batch_size, stdout);
+    else
+      fprintf(stderr, "gcc-train: GEMM epilogues: which ones cuBLASLt offers is decided when "
+                      "the plan is built on the GPU (a refused one runs as a plain GEMM + a "
+                      "generated kernel, named in the run summary)\n");
+  }
   if (rc == 0 && kernels_dir)
     rc = write_kernels(g, dev, &devs[1], cuda_arch, kernels_dir);
   gcc_mem_plan_free(&mem);
   gcc_graph_free(g);
   gcc_graph_free(model);
   return rc;
+}
+
+/* --dump-placement on a usable GPU: builds the training plan on the device
+ * (cuBLASLt's heuristic is asked for every GEMM's epilogue there) and says
+ * which GEMM groups fall back to a plain GEMM and a generated kernel, and
+ * why. Without a GPU nothing can be asked: a note says so. */
+static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_device_info *info,
+                                   int64_t batch, FILE *f) {
+  gcc_diag d = {0};
+  gcc_cuda_backend *be = NULL;
+  gcc_session *s = NULL;
+  gcc_kernel_cache_config kc = {NULL, !g_no_kernel_cache};
+  gcc_session_options so = {0};
+  so.threads = 1;
+  so.opt = model->training.opt;
+  so.device = GCC_DEV_CUDA(index);
+  so.plan.sm = info->cc_major * 10 + info->cc_minor;
+  so.plan.sm_count = info->units;
+  so.plan.compile = gcc_kernel_cache_hook;
+  so.plan.compile_user = &kc;
+  so.plan.cuda_graph = 1;
+  gcc_plan *p = NULL;
+  if (gcc_cuda_backend_create(index, &be, &d) == GCC_OK) {
+    so.backend = gcc_cuda_backend_table(be);
+    if (gcc_session_create(model, &so, &s, &d) == GCC_OK)
+      (void)gcc_session_plan(s, GCC_MODE_TRAIN, batch, &p, &d);
+  }
+  if (!p) {
+    fprintf(f, "\nGEMM epilogues on %s: not known, the plan could not be built there (%s)\n",
+            info->name, d.msg);
+  } else if (gcc_plan_epilogue_fallbacks(p) == 0) {
+    fprintf(f, "\nGEMM epilogues on %s: cuBLASLt offers an algorithm for every one\n", info->name);
+  } else {
+    char text[8192];
+    gcc_plan_fallback_text(p, text, sizeof text);
+    fprintf(f, "\nGEMM epilogue fallbacks on %s (%d; cuBLASLt offered no algorithm):\n%s",
+            info->name, gcc_plan_epilogue_fallbacks(p), text);
+  }
+  gcc_session_destroy(s);
+  gcc_cuda_backend_destroy(be);
 }
 
 /* --dump-kernels DIR: the generated program and its manifest */
@@ -1282,6 +1335,44 @@ static gcc_status inject_fault(void *user, int64_t step, gcc_diag *d) {
                       f->rank, step);
 }
 
+/* The GEMM groups whose cuBLASLt epilogue fell back to a plain GEMM and a
+ * generated kernel, and why (the run summary and --dump-placement on a GPU). */
+static void print_fallbacks(const gcc_plan *p) {
+  int n = gcc_plan_epilogue_fallbacks(p);
+  if (n == 0)
+    return;
+  char text[8192];
+  gcc_plan_fallback_text(p, text, sizeof text);
+  printf("GEMM epilogue fallbacks (%d; cuBLASLt offered no algorithm):\n%s", n, text);
+}
+
+/* --profile on a GPU: the device time of the training plan's steps (CUDA
+ * events around every launch), its copies with bytes and bandwidth, and
+ * how much of the input H2D ran while the previous step computed. */
+static void print_device_profile(train_run *r, int64_t batch) {
+  gcc_plan *p = NULL;
+  gcc_diag pd = {0};
+  if (!r->cuda || gcc_session_plan(r->s, GCC_MODE_TRAIN, batch, &p, &pd) != GCC_OK)
+    return;
+  gcc_plan_device_profile dp;
+  gcc_plan_device_profile_get(p, &dp);
+  if (dp.steps == 0)
+    return;
+  double n = (double)dp.steps;
+  printf("%s device time per training step (%" PRId64 " steps, CUDA events): kernels %.3f ms, "
+         "cuBLASLt %.3f ms, cuDNN %.3f ms, copies %.3f ms\n",
+         r->cuda_info.name, dp.steps, dp.kernel_ms / n, dp.gemm_ms / n, dp.library_ms / n,
+         dp.copy_ms / n);
+  if (dp.h2d_ms > 0)
+    printf("input H2D: %.0f bytes per step in %.3f ms (%.2f GB/s); %.0f%% of it overlapped the "
+           "previous step's compute\n",
+           dp.h2d_bytes / n, dp.h2d_ms / n, dp.h2d_bytes / (dp.h2d_ms * 1e6),
+           100.0 * dp.overlap_ms / dp.h2d_ms);
+  if (dp.copy_ms > 0)
+    printf("copies inside the step: %.0f bytes per step (%.2f GB/s)\n", dp.copy_bytes / n,
+           dp.copy_bytes / (dp.copy_ms * 1e6));
+}
+
 static gcc_status train(const train_args *a, train_run *r, predictions *preds, int *rc) {
   const gcc_training *t = &r->model->training;
   int quiet = a->quiet || !is_root();
@@ -1413,13 +1504,15 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     if (r->cuda && !a->quiet) {
       gcc_plan *p = NULL;
       gcc_diag pd = {0};
-      if (gcc_session_plan(r->s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK)
+      if (gcc_session_plan(r->s, GCC_MODE_TRAIN, t->batch_size, &p, &pd) == GCC_OK) {
         printf("%s: %d launches and %d copies per training step, %zu bytes of device memory "
                "per step; CUDA Graph: %s (%" PRId64 " steps replayed)\n",
                r->cuda_info.name, gcc_plan_launches(p), gcc_plan_copies(p),
                gcc_plan_device_bytes(p),
                gcc_plan_graph_note(p)[0] ? gcc_plan_graph_note(p) : "captured",
                gcc_plan_graph_replays(p));
+        print_fallbacks(p);
+      }
     }
     const gcc_comm *sc = r->nccl ? r->nccl : g_comm;
     if (sc->size > 1 && !a->quiet && rep.steps > 0)
@@ -1506,6 +1599,7 @@ static int write_profile(const train_args *a, train_run *r, int rc) {
     fprintf(stderr, "gcc-train: %s\n", pd.msg);
     return rc == 0 ? EXIT_RUN : rc;
   }
+  print_device_profile(r, r->model->training.batch_size);
   printf("trace written to %s in %.1f ms\n", a->profile_path, 1e-6 * (double)(t1 - t0));
   return rc;
 }

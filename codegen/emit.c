@@ -18,6 +18,7 @@
 #include "codegen/emit_kernels.h"
 #include "codegen/lowering.h"
 #include "graph/ops.h"
+#include "graph/philox.h"
 #include "passes/memplan.h"
 
 #define BLOCK 256
@@ -67,6 +68,7 @@ typedef struct gcc_emitter {
   sb src;
   gcc_kernel_set *ks;
   gcc_diag *d;
+  int philox; /* the Philox source is in the translation unit */
 } emitter;
 
 static const char *keep_str(emitter *e, const char *s) {
@@ -737,6 +739,70 @@ gcc_status gcc_emit_average_pool_kernel(emitter *e, int gi, int ni) {
   return pool_kernel(e, gi, ni, 0);
 }
 
+/* ---- Dropout ------------------------------------------------------------- */
+
+int gcc_fits_dropout_identity(const gcc_graph *g, int node) {
+  return !g->nodes[node].av[DROPOUT_TRAINING].i;
+}
+
+/* Y = X * (kept ? scale : 0): one thread per block of four elements, the
+ * Philox-4x32-10 of graph/philox.h (its source put once into the
+ * translation unit, before the first kernel that calls it), the optimizer
+ * step an argument (GCC_KARG_STEP). The same operations as the CPU's
+ * dropout_apply, so the same bits. */
+static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_t key) {
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  if (!e->philox) {
+    out(&e->src, "/* Philox-4x32-10 and Dropout's blocks (graph/philox.h) */\n%s\n\n",
+        GCC_PHILOX_CUDA_SOURCE);
+    e->philox = 1;
+  }
+  int64_t n = gcc_shape_numel(&g->values[nd->outputs[0]].shape, NULL), nq = (n + 3) / 4;
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], "const float*", "in0");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "out0");
+  param(e, &s, GCC_KARG_STEP, -1, "long long", "step");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  char ls[32];
+  unsigned long long thr = (unsigned long long)gcc_dropout_threshold(ratio);
+  out(&e->src,
+      "  /* inverted dropout, ratio %.9g: element i is kept when word i %% 4 of its Philox block "
+      "is >= %llu */\n"
+      "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+      "  for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < %" PRId64
+      "LL; q += stride) {\n"
+      "    unsigned int r[4];\n"
+      "    gcc_dropout_block(%lluull, q, step, r);\n"
+      "    for (int j = 0; j < 4; j++) {\n"
+      "      const long long i = q * 4 + j;\n"
+      "      if (i < %" PRId64 "LL) out0[i] = in0[i] * ((unsigned long long)r[j] >= %lluull ? %s : "
+      "0.0f);\n"
+      "    }\n  }\n}\n",
+      (double)ratio, thr, nq, (unsigned long long)key, n, thr,
+      float_lit(ls, sizeof ls, gcc_dropout_scale(ratio)));
+  set_grid(e, k, nq);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+gcc_status gcc_emit_dropout_kernel(emitter *e, int gi, int ni) {
+  const gcc_node *nd = &e->g->nodes[ni];
+  return dropout_kernel(e, gi, ni, nd->av[DROPOUT_RATIO].f, nd->av[DROPOUT_KEY].i);
+}
+
+gcc_status gcc_emit_dropout_grad_kernel(emitter *e, int gi, int ni) {
+  const gcc_node *nd = &e->g->nodes[ni];
+  return dropout_kernel(e, gi, ni, nd->av[DROPOUT_GRAD_RATIO].f, nd->av[DROPOUT_GRAD_KEY].i);
+}
+
 int gcc_fits_matmul_2d(const gcc_graph *g, int node) {
   const gcc_node *n = &g->nodes[node];
   return g->values[n->inputs[0]].shape.ndim == 2 && g->values[n->inputs[1]].shape.ndim == 2;
@@ -1230,7 +1296,7 @@ static gcc_status emit_optimizer(emitter *e, int gi) {
 gcc_status gcc_codegen_emit(const gcc_graph *g, int device, int sm_count, gcc_kernel_set *ks,
                             gcc_diag *d) {
   memset(ks, 0, sizeof *ks);
-  emitter e = {g, sm_count, {0}, ks, d};
+  emitter e = {g, sm_count, {0}, ks, d, 0};
   out(&e.src,
       "/* gcc-train generated kernels: %s, device %d, codegen version %d.\n"
       " * Every kernel is `extern \"C\" __global__`, grid-stride, 64-bit indexed. */\n\n",
@@ -1441,7 +1507,7 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
 gcc_status gcc_codegen_gemm_epilogues(const gcc_epilogue_work *w, int n, int sm_count,
                                       gcc_kernel_set *ks, gcc_diag *d) {
   memset(ks, 0, sizeof *ks);
-  emitter e = {NULL, sm_count, {0}, ks, d};
+  emitter e = {NULL, sm_count, {0}, ks, d, 0};
   out(&e.src,
       "/* gcc-train: the work of cuBLASLt epilogues the heuristic did not offer, codegen "
       "version %d. */\n\n",

@@ -27,6 +27,7 @@
 #ifndef GCC_CODEGEN_EMIT_H
 #define GCC_CODEGEN_EMIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "graph/ir.h"
@@ -64,6 +65,10 @@ typedef enum gcc_karg_kind {
                            and fails as the CPU backend does (same row) */
   GCC_KARG_I64,        /* long long set by the runtime per launch (the gather
                            kernel's first row, rows and 32-bit words per row) */
+  GCC_KARG_STEP,       /* long long: the optimizer steps completed before this one
+                           (gcc_plan_run's step): the Philox counter of Dropout's
+                           mask; a kernel that takes it is launched, not replayed
+                           from a CUDA Graph */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 
@@ -83,11 +88,14 @@ typedef struct gcc_kernel_info {
   int group;            /* index in graph->groups */
   gcc_kernel_arg *args; /* in parameter order */
   int n_args;
-  int64_t work_items; /* elements the grid-stride loop covers */
-  int block_dim;      /* threads per block the kernel MUST be launched with
+  int64_t work_items;  /* elements the grid-stride loop covers */
+  int block_dim;       /* threads per block the kernel MUST be launched with
                             (single-block kernels size shared memory by it) */
-  int grid_dim;       /* blocks for `work_items` on the target (<= 65535) */
-  int single_block;   /* 1: uses __syncthreads and must run as exactly one block */
+  int grid_dim;        /* blocks for `work_items` on the target (<= 65535) */
+  int single_block;    /* 1: uses __syncthreads and must run as exactly one block */
+  size_t dynamic_smem; /* bytes of dynamic shared memory per launch (the
+                          cudaLaunchKernel sharedMem argument); 0: none (the
+                          generated kernels size their shared arrays statically) */
 } gcc_kernel_info;
 
 typedef struct gcc_kernel_set {

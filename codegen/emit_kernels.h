@@ -1,6 +1,7 @@
 /*
  * emit_kernels.h - the kernel emitters of LOSS, OPTIMIZER and KERNEL groups
- * (codegen/emit.c) and the fit tests of GEMM and LIBRARY ops, named by the lowering table (codegen/lowering.c).
+ * (codegen/emit.c) and the fit tests of GEMM, LIBRARY and POINTWISE ops, named
+ * by the lowering table (codegen/lowering.c).
  * Internal to codegen.
  */
 #ifndef GCC_CODEGEN_EMIT_KERNELS_H
@@ -32,6 +33,11 @@ gcc_status gcc_emit_lrn_grad_kernel(struct gcc_emitter *e, int group, int node);
  * statistics in place) and BatchNormGrad: one thread per channel. */
 gcc_status gcc_emit_batch_norm_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_batch_norm_grad_kernel(struct gcc_emitter *e, int group, int node);
+/* Dropout in training and DropoutGrad: one thread per block of four
+ * elements, the Philox mask of graph/philox.h at the step the kernel is
+ * given (GCC_KARG_STEP), as the CPU kernels. */
+gcc_status gcc_emit_dropout_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_dropout_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_concat_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_transpose_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_pad_kernel(struct gcc_emitter *e, int group, int node);
@@ -43,5 +49,8 @@ gcc_status gcc_emit_average_pool_kernel(struct gcc_emitter *e, int group, int no
 int gcc_fits_matmul_2d(const gcc_graph *g, int node);
 /* cuDNN's pooling runs a window without dilation and with symmetric pads. */
 int gcc_fits_cudnn_pool(const gcc_graph *g, int node);
+/* Dropout in evaluation form is the identity, a pointwise "{0}" that fuses;
+ * in training it is its own kernel (gcc_emit_dropout_kernel). */
+int gcc_fits_dropout_identity(const gcc_graph *g, int node);
 
 #endif /* GCC_CODEGEN_EMIT_KERNELS_H */

@@ -329,7 +329,7 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
 }
 
 static int pointwise(const gcc_graph *g, int node) {
-  return lower(g, node)->kind == GCC_LOWER_POINTWISE;
+  return gcc_lowering_kind_of(g, node) == GCC_LOWER_POINTWISE; /* not one `fits` refuses */
 }
 
 static gcc_status fuse_pointwise(gcc_graph *g, gcc_diag *d) {

@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 50, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 52, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -92,6 +92,13 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_BATCH_NORM] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_batch_norm_kernel},
     [GCC_OP_BATCH_NORM_GRAD] = {.kind = GCC_LOWER_KERNEL,
                                 .kernel = gcc_emit_batch_norm_grad_kernel},
+    /* the identity in evaluation (fused as "{0}"); in training a kernel of its own
+     * drawing the Philox mask (graph/philox.h), as DropoutGrad */
+    [GCC_OP_DROPOUT] = {.kind = GCC_LOWER_POINTWISE,
+                        .expr = "{0}",
+                        .fits = gcc_fits_dropout_identity,
+                        .kernel = gcc_emit_dropout_kernel},
+    [GCC_OP_DROPOUT_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_dropout_grad_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -53,12 +53,13 @@ struct gcc_emitter;
 typedef gcc_status (*gcc_group_emit_fn)(struct gcc_emitter *e, int group, int fwd, int grad);
 
 /* Emits the generated kernel of node `node`, alone in group `group`
- * (codegen/emit.c): KERNEL ops, and GEMM or LIBRARY ops whose `fits` says
+ * (codegen/emit.c): KERNEL ops, and GEMM, LIBRARY or POINTWISE ops whose `fits` says
  * the library cannot run this node. */
 typedef gcc_status (*gcc_node_emit_fn)(struct gcc_emitter *e, int group, int node);
 
-/* 1 if the GEMM or library call of the op's kind can run node `node` (its
- * shapes and attributes); 0: it runs as the entry's `kernel` instead. */
+/* 1 if the GEMM, library call or pointwise expression of the op's kind can
+ * run node `node` (its shapes and attributes); 0: it runs as the entry's
+ * `kernel` instead. */
 typedef int (*gcc_lowering_fits_fn)(const gcc_graph *g, int node);
 
 /* One entry of the table (codegen/lowering.c). */
@@ -76,9 +77,11 @@ typedef struct gcc_lowering {
   int loss_grad;             /* LOSS: the op of its gradient node */
   gcc_group_emit_fn emit;    /* LOSS, LOSS_GRAD, OPTIMIZER: the kernel's emitter */
   const char *none;          /* NONE: why there is no CUDA implementation */
-  gcc_node_emit_fn kernel;   /* KERNEL: the emitter; GEMM / LIBRARY: the fallback when
-                              `fits` refuses a node */
-  gcc_lowering_fits_fn fits; /* GEMM / LIBRARY: NULL = every node fits */
+  gcc_node_emit_fn kernel;   /* KERNEL: the emitter; GEMM / LIBRARY / POINTWISE: the fallback
+                              when `fits` refuses a node */
+  gcc_lowering_fits_fn fits; /* GEMM / LIBRARY / POINTWISE: NULL = every node fits (a
+                              POINTWISE op that does not fit is a KERNEL: Dropout in
+                              training) */
 } gcc_lowering;
 
 /* The entry of op `op`; NULL when `op` is out of range. */
@@ -89,7 +92,7 @@ int gcc_cuda_supports_op(int op);
 
 /* The kind node `node` lowers to: its op's kind, or KERNEL when the op's
  * `fits` refuses the node (a batched MatMul, a pooling cuDNN cannot
- * express). */
+ * express, Dropout in training). */
 gcc_lowering_kind gcc_lowering_kind_of(const gcc_graph *g, int node);
 
 /* What one fused group becomes on a CUDA device (gcc_group.kind). */

@@ -750,6 +750,18 @@ static gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* Dropout (X) -> Y: float32, any shape; ratio in [0, 1]. DropoutGrad (dY)
+ * -> dX: the same. */
+static gcc_status shape_dropout(gcc_graph *g, int node, gcc_diag *d) {
+  float p = g->nodes[node].av[DROPOUT_RATIO].f; /* DROPOUT_GRAD_RATIO too */
+  if (!(p >= 0.0f && p <= 1.0f)) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: ratio %g is outside [0, 1]", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc), (double)p);
+  }
+  return shape_unary_same(g, node, d);
+}
+
 /* ONNX Concat: equal ranks and dims but along axis. */
 static gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
@@ -1049,6 +1061,10 @@ static const gcc_attr_spec kPadAttrs[] = {INTS_REQ("pads"), FINF("value", 0.0f),
 static const gcc_attr_spec kBatchNormAttrs[] = {F("epsilon", 1e-5f), F("momentum", 0.9f),
                                                 B("training", 0)};
 static const gcc_attr_spec kBatchNormGradAttrs[] = {F("epsilon", 1e-5f), I("output", 0)};
+static const gcc_attr_spec kDropoutAttrs[] = {F("ratio", 0.5f), I("seed", 0), B("training", 0),
+                                              I("key", 0)};
+static const gcc_attr_spec kDropoutGradAttrs[] = {F("ratio", 0.5f), I("key", 0)};
+_Static_assert(DROPOUT_RATIO == 0 && DROPOUT_GRAD_RATIO == 0, "shape_dropout reads the ratio at 0");
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
@@ -1059,7 +1075,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 50, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 52, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1618,6 +1634,36 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                     "from X: with xhat = (X - mean) invstd over the M = N D1 ... "
                                     "elements of a channel, dB = sum dY, dscale = sum dY xhat, dX "
                                     "= scale invstd / M (M dY - dB - xhat dscale)"},
+    [GCC_OP_DROPOUT] = {.name = "Dropout",
+                        .min_inputs = 1,
+                        .max_inputs = 1,
+                        .n_outputs = 1,
+                        .input_names = "X",
+                        .attrs = kDropoutAttrs,
+                        .n_attrs = COUNT(kDropoutAttrs),
+                        .shape = shape_dropout,
+                        .flops = numel_out,
+                        .semantics =
+                            "torch.nn.Dropout(p = ratio) = ONNX Dropout-13 (ratio as an "
+                            "attribute). Evaluation: Y = X. Training (`training` and `key`, set "
+                            "by autodiff): inverted dropout, Y = X * mask / (1 - ratio), mask ~ "
+                            "Bernoulli(1 - ratio) per element drawn from Philox-4x32-10 "
+                            "(graph/philox.h) keyed by `key`, counter {element / 4, step}; "
+                            "ratio 0: Y = X, ratio 1: Y = X * 0"},
+    [GCC_OP_DROPOUT_GRAD] = {.name = "DropoutGrad",
+                             .min_inputs = 1,
+                             .max_inputs = 1,
+                             .n_outputs = 1,
+                             .input_names = "dY",
+                             .attrs = kDropoutGradAttrs,
+                             .n_attrs = COUNT(kDropoutGradAttrs),
+                             .flags = GCC_OPF_INTERNAL,
+                             .shape = shape_dropout,
+                             .flops = numel_out,
+                             .semantics =
+                                 "the backward of training-mode Dropout (PyTorch's "
+                                 "native_dropout_backward): dX = dY * mask / (1 - ratio), the mask "
+                                 "of the Dropout with this ratio and key redrawn at the same step"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

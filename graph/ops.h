@@ -142,7 +142,9 @@ typedef struct gcc_op_desc {
   X(LOG_SOFTMAX_GRAD, LogSoftmaxGrad)                                                              \
   X(LRN_GRAD, LRNGrad)                                                                             \
   X(BATCH_NORM, BatchNormalization)                                                                \
-  X(BATCH_NORM_GRAD, BatchNormGrad)
+  X(BATCH_NORM_GRAD, BatchNormGrad)                                                                \
+  X(DROPOUT, Dropout)                                                                              \
+  X(DROPOUT_GRAD, DropoutGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -189,6 +191,22 @@ enum { LRN_SIZE, LRN_ALPHA, LRN_BETA, LRN_BIAS }; /* LRN and LRNGrad */
  * dscale (1) or dB (2). */
 enum { BN_EPSILON, BN_MOMENTUM, BN_TRAINING };
 enum { BN_GRAD_EPSILON, BN_GRAD_OUTPUT };
+/* Dropout (X) -> Y, torch.nn.Dropout / ONNX Dropout-13 (float32, any
+ * shape). Evaluation (`training` 0, what a model file says and what every
+ * inference plan and exported bundle runs): Y = X. Training (autodiff sets
+ * `training` and `key`): inverted dropout, Y = X * mask / (1 - ratio) with
+ * mask ~ Bernoulli(1 - ratio) per element; ratio 0 is the identity, ratio 1
+ * gives zeros (X * 0), as PyTorch. The mask is drawn from Philox-4x32-10
+ * (graph/philox.h) keyed by `key` (gcc_dropout_key of the training spec's
+ * seed, the node's name and `seed`) with the element index and the
+ * optimizer step as counter, so the CPU and CUDA backends draw the same
+ * mask, and a resumed run the masks the uninterrupted run would have.
+ * `ratio` in [0, 1] (ONNX's ratio, PyTorch's p; default 0.5), `seed` the
+ * node's own seed (ONNX Dropout's attribute; default 0).
+ * DropoutGrad (dY) -> dX = dY * mask / (1 - ratio), the same mask
+ * recomputed from `ratio` and `key` at the same step (nothing is stored). */
+enum { DROPOUT_RATIO, DROPOUT_SEED, DROPOUT_TRAINING, DROPOUT_KEY };
+enum { DROPOUT_GRAD_RATIO, DROPOUT_GRAD_KEY };
 enum { CONCAT_AXIS };
 enum { TRANSPOSE_PERM };
 enum { PAD_PADS, PAD_VALUE, PAD_MODE };

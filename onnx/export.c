@@ -92,8 +92,9 @@ static int onnx_dtype_of(gcc_dtype t) {
 }
 
 static gcc_status dtype_err(ex *E, const gcc_value *v, gcc_diag *d) {
-  return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: value '%s' is %s, which ONNX export does not write",
-                      E->src->source, v->name, gcc_dtype_name(v->dtype));
+  return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                      "%s: value '%s' is %s, which ONNX export does not write", E->src->source,
+                      v->name, gcc_dtype_name(v->dtype));
 }
 
 /* A name no value of the graph and no constant made so far has: base,
@@ -176,8 +177,8 @@ static gcc_status value_init(ex *E, int v, gcc_diag *d) {
                         "%s: initializer '%s' holds %zu bytes, not the %" PRId64
                         " elements of its shape (a graph without its weights?)",
                         E->src->source, val->name, val->data_bytes, numel);
-  Onnx__TensorProto *t = tensor(E, val->name, dt, val->shape.dims, val->shape.ndim, val->data,
-                                val->data_bytes);
+  Onnx__TensorProto *t =
+      tensor(E, val->name, dt, val->shape.dims, val->shape.ndim, val->data, val->data_bytes);
   if (!t)
     return oom(d);
   E->emitted[v] = 1;
@@ -355,9 +356,10 @@ static gcc_status ex_leaky_relu(ex *E, const gcc_node *n, Onnx__NodeProto *np, g
 
 static gcc_status ex_clip(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
   float lo = n->av[CLIP_MIN].f, hi = n->av[CLIP_MAX].f;
-  GCC_TRY(extra_const(E, np, "min", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &lo, sizeof lo,
-                      d));
-  return extra_const(E, np, "max", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &hi, sizeof hi, d);
+  GCC_TRY(
+      extra_const(E, np, "min", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &lo, sizeof lo, d));
+  return extra_const(E, np, "max", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &hi, sizeof hi,
+                     d);
 }
 
 static gcc_status ex_lrn(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
@@ -392,7 +394,8 @@ static gcc_status ex_pad(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag
                               : extra_const(E, np, "value", ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
                                             NULL, 0, &i32, sizeof i32, d);
   }
-  return extra_const(E, np, "value", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &f, sizeof f, d);
+  return extra_const(E, np, "value", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, NULL, 0, &f, sizeof f,
+                     d);
 }
 
 static gcc_status ex_batch_norm(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
@@ -405,14 +408,17 @@ typedef struct export_entry {
   ex_fn fn; /* attributes and extra inputs; NULL: none */
 } export_entry;
 
-#define MAP(onnx_type)          {{onnx_type, NULL, 0}, NULL}
-#define MAP_A(onnx_type, fn)    {{onnx_type, NULL, 1}, fn}
-#define NONE(why)               {{NULL, why, 0}, NULL}
-#define TRAINING(what)          NONE(what " (made by autodiff for training; never in an inference graph)")
+#define MAP(onnx_type)                                                                             \
+  { {onnx_type, NULL, 0}, NULL }
+#define MAP_A(onnx_type, fn)                                                                       \
+  { {onnx_type, NULL, 1}, fn }
+#define NONE(why)                                                                                  \
+  { {NULL, why, 0}, NULL }
+#define TRAINING(what) NONE(what " (made by autodiff for training; never in an inference graph)")
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 50, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 52, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -466,6 +472,10 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_LRN_GRAD] = TRAINING("the gradient of LRN"),
     [GCC_OP_BATCH_NORM] = MAP_A("BatchNormalization", ex_batch_norm),
     [GCC_OP_BATCH_NORM_GRAD] = TRAINING("the gradient of BatchNormalization"),
+    /* evaluation form: the identity (nn.Dropout in eval(), ONNX Dropout without
+     * training_mode), written as the Identity it is */
+    [GCC_OP_DROPOUT] = MAP("Identity"),
+    [GCC_OP_DROPOUT_GRAD] = TRAINING("the gradient of Dropout"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {
@@ -544,8 +554,8 @@ static gcc_status write_node(ex *E, int i, gcc_diag *d) {
   gcc_node_desc(g, i, E->desc, sizeof E->desc);
   const export_entry *m = n->op >= 0 && n->op < GCC_OP_COUNT ? &kOnnxExport[n->op] : NULL;
   if (!m || !m->pub.onnx)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has no ONNX counterpart: %s", E->src->source,
-                        E->desc, m && m->pub.none ? m->pub.none : "an unknown op");
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s has no ONNX counterpart: %s",
+                        E->src->source, E->desc, m && m->pub.none ? m->pub.none : "an unknown op");
   Onnx__NodeProto *np = ex_alloc(E, sizeof *np);
   int n_in = n->n_inputs;
   while (n_in > 0 && n->inputs[n_in - 1] < 0)

@@ -750,6 +750,7 @@ gcc_status const_scalar(nctx *c, int idx, const char *what, double *out, gcc_dia
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = *(const int32_t *)p; break;
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = *(const int8_t *)p; break;
   case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = *(const uint8_t *)p; break;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = *(const uint8_t *)p != 0; break;
   default:
     return node_err(c, d, GCC_ERR_UNSUPPORTED, "%s '%s' has dtype %s", what, v->name,
                     onnx_dtype_name(v->onnx_dt));

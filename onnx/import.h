@@ -21,7 +21,9 @@
  *
  * What is done at import:
  *  - Constant, ConstantOfShape and Identity are folded away, and so is
- *    Dropout (inference: the identity, with no mask consumed);
+ *    Dropout unless the import is for training (the identity, whatever the
+ *    export's training_mode or is_test says; its mask output must be
+ *    unused);
  *    BatchNormalization (inference form) is folded into the Conv before it
  *    when its statistics are constants and nothing else reads the Conv's
  *    output (W' = W * s, B' = (B - mean) * s + beta, s = scale /
@@ -121,7 +123,19 @@ typedef struct gcc_onnx_options {
    * into the Conv before it; exports made in training mode
    * (training_mode = 1, is_test = 0, the running statistics as unused
    * outputs) import the same way. The running statistics must be
-   * initializers. */
+   * initializers.
+   * And every Dropout becomes the IR Dropout (graph/ops.h: torch.nn.Dropout
+   * and ONNX Dropout-13; inverted dropout, Y = X * mask / (1 - ratio), in
+   * training, the identity in evaluation and in exported bundles) with the
+   * model's ratio (the attribute before opset 12, the `ratio` input from
+   * opset 12, default 0.5) and its `seed` attribute. Exports made with
+   * torch.onnx.TrainingMode.TRAINING (training_mode = true), PRESERVE and
+   * EVAL (no training_mode; PyTorch's EVAL exports drop Dropout altogether)
+   * import alike: the import decides, not the export's mode. The ratio
+   * must be a constant (an initializer or a Constant) in [0, 1]: a ratio
+   * computed at run time is GCC_ERR_SHAPE, one outside [0, 1]
+   * GCC_ERR_INVALID_GRAPH, both naming the node. The mask output must be
+   * unused. The masks come from the training spec's seed (graph/philox.h). */
   int train;
 } gcc_onnx_options;
 

@@ -236,8 +236,15 @@ static gcc_status cv_identity(nctx *c, gcc_diag *d) {
   return GCC_OK;
 }
 
-/* Dropout in inference is the identity (ONNX: "If training_mode is false,
- * the output is the input"); the ratio does not matter then. */
+/* Dropout. Imported for training (gcc_onnx_options.train) it is the IR
+ * Dropout (torch.nn.Dropout: inverted dropout with the ratio in training,
+ * the identity in evaluation); otherwise it is folded away as the identity
+ * (ONNX: "If training_mode is false, the output is the input"). Which of
+ * the two is decided by the import, not by the export's mode: exports made
+ * with TrainingMode.TRAINING (training_mode = true), PRESERVE or EVAL (no
+ * training_mode, or no Dropout at all) and opset 1-6's is_test all import
+ * alike. The ratio (attribute before opset 12, an input from 12) must be a
+ * constant in [0, 1]; the mask output must be unused. */
 static gcc_status cv_dropout(nctx *c, gcc_diag *d) {
   if (c->ver == 1)
     GCC_TRY(allow_attrs(c, d, "is_test", "ratio", "consumed_inputs", (char *)NULL));
@@ -255,21 +262,38 @@ static gcc_status cv_dropout(nctx *c, gcc_diag *d) {
   if (c->ver <= 6) {
     int64_t is_test;
     GCC_TRY(a_int(c, "is_test", 0, &is_test, d));
-    if (!is_test)
-      return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                      "is_test = 0 asks for training-mode dropout; only inference is supported");
+    if (is_test != 0 && is_test != 1)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "is_test %" PRId64 " is not 0 or 1", is_test);
   }
   if (c->ver >= 12 && in_idx(c, 2) >= 0) {
-    double tm;
+    double tm; /* the export's mode: what decides is the import's */
     GCC_TRY(const_scalar(c, in_idx(c, 2), "training_mode input", &tm, d));
-    if (tm != 0.0)
-      return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                      "training_mode is true; only inference dropout (the identity) is "
-                      "supported");
   }
   GCC_TRY(unused_outputs(c, 1, "mask", d));
-  set_alias(c, 0, in_idx(c, 0));
-  mark_folded(c);
+  if (!c->I->train) { /* the ratio does not matter */
+    set_alias(c, 0, in_idx(c, 0));
+    mark_folded(c);
+    return GCC_OK;
+  }
+  float ratio = 0.5f;
+  if (c->ver < 12) {
+    GCC_TRY(a_float(c, "ratio", 0.5f, &ratio, d));
+  } else if (in_idx(c, 1) >= 0) {
+    double r;
+    GCC_TRY(const_scalar(c, in_idx(c, 1), "ratio input", &r, d));
+    ratio = (float)r;
+  }
+  if (!(ratio >= 0.0f && ratio <= 1.0f))
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "ratio %g is outside [0, 1]", (double)ratio);
+  GCC_TRY(need_float(c, 0, d));
+  int64_t seed;
+  GCC_TRY(a_int(c, "seed", 0, &seed, d));
+  int x, node;
+  GCC_TRY(in_ir(c, 0, &x, d));
+  GCC_TRY(emit(c, GCC_OP_DROPOUT, &x, 1, 0, F32, in_sh(c, 0), NULL, &node, d));
+  if (gcc_node_set_float(c->I->g, node, "ratio", ratio) ||
+      (seed && gcc_node_set_int(c->I->g, node, "seed", seed)))
+    return oom(d);
   return GCC_OK;
 }
 
@@ -1979,7 +2003,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"Conv", {1, 11}, cv_conv, "Conv"},
     {"ConvTranspose", {1, 11}, cv_conv_transpose, "ConvTranspose"},
     {"Div", {1, 6, 7, 13, 14}, cv_div, "Div"},
-    {"Dropout", {1, 6, 7, 10, 12, 13}, cv_dropout, "folded (identity)"},
+    {"Dropout", {1, 6, 7, 10, 12, 13}, cv_dropout, "folded (identity), or Dropout to train"},
     {"Flatten", {1, 9, 11, 13, 21}, cv_flatten, "Reshape"},
     {"Gemm", {1, 6, 7, 9, 11, 13}, cv_gemm, "Gemm"},
     {"GlobalAveragePool", {1}, cv_global_avgpool, "AveragePool"},

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/philox.h"
 #include "passes/autodiff.h"
 
 static const char *node_name(gcc_grad_ctx *c, int node) {
@@ -605,11 +606,52 @@ static gcc_status eval_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
   return gcc_op_resolve_attrs(g, node, d);
 }
 
+/* Dropout: in training dX = DropoutGrad(G) (the same mask, redrawn from the
+ * node's ratio and key at the same step), in evaluation form the identity. */
+gcc_status gcc_grad_dropout(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int G = dy[0];
+  if (G < 0 || !gcc_grad_wanted(c, n->inputs[0]))
+    return GCC_OK;
+  if (!n->av[DROPOUT_TRAINING].i) {
+    dx[0] = G;
+    return GCC_OK;
+  }
+  float ratio = n->av[DROPOUT_RATIO].f;
+  int64_t key = n->av[DROPOUT_KEY].i;
+  int n2;
+  GCC_TRY(emit(c, GCC_OP_DROPOUT_GRAD, node, "dX", &G, 1, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_float(g, n2, "ratio", ratio));
+  GCC_TRY(gcc_node_set_int(g, n2, "key", key));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* Evaluation form of Dropout: the identity (nn.Dropout in eval()), even in a
+ * graph whose file sets `training`. */
+static gcc_status eval_dropout(gcc_graph *g, int node, gcc_diag *d) {
+  if (!g->nodes[node].av[DROPOUT_TRAINING].i)
+    return GCC_OK;
+  GCC_TRY(gcc_node_set_int(g, node, "training", 0));
+  return gcc_op_resolve_attrs(g, node, d);
+}
+
+/* Training form of Dropout: masks from the run's seed (the training spec's),
+ * the node's name and its own seed (graph/philox.h gcc_dropout_key). */
+static gcc_status train_dropout(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  uint64_t key = gcc_dropout_key(g->training.seed, n->name, n->av[DROPOUT_SEED].i);
+  GCC_TRY(gcc_node_set_int(g, node, "training", 1));
+  GCC_TRY(gcc_node_set_int(g, node, "key", (int64_t)key));
+  return gcc_op_resolve_attrs(g, node, d);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 50, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 52, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -664,6 +706,8 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
                            .train = train_batch_norm,
                            .eval = eval_batch_norm},
     [GCC_OP_BATCH_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_DROPOUT] = {.fn = gcc_grad_dropout, .train = train_dropout, .eval = eval_dropout},
+    [GCC_OP_DROPOUT_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

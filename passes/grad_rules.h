@@ -24,7 +24,8 @@ typedef gcc_status (*gcc_grad_fn)(struct gcc_grad_ctx *ctx, int node, const int 
 /* One entry of the table: exactly one of the two is set. */
 /* Puts forward node `node` in its training form before the backward is
  * built (autodiff, TRAIN mode only): BatchNormalization normalises with the
- * batch's statistics and updates its running estimates. */
+ * batch's statistics and updates its running estimates; Dropout draws its
+ * masks (its key from the training spec's seed). */
 typedef gcc_status (*gcc_train_fn)(gcc_graph *g, int node, gcc_diag *d);
 
 typedef struct gcc_grad_rule {
@@ -80,6 +81,9 @@ GCC_GRAD_DECL(conv_transpose)
 /* BatchNormalization (training form): dX, dscale, dB by BatchNormGrad(dY, X,
  * scale) with output = 0, 1, 2; the running mean and var get none. */
 GCC_GRAD_DECL(batch_norm)
+/* Dropout (training form): dX = DropoutGrad(dY) with the node's ratio and key;
+ * the identity in evaluation form. */
+GCC_GRAD_DECL(dropout)
 #undef GCC_GRAD_DECL
 
 #ifdef __cplusplus

@@ -85,6 +85,25 @@ typedef struct gcc_gemm_operands {
   unsigned align_a, align_b, align_c, align_d;
 } gcc_gemm_operands;
 
+/* What a device allows one launch of a loaded kernel (launch_limits):
+ * every launch's grid, block and dynamic shared memory are checked against
+ * these when the plan is built, before anything is launched (a launch past
+ * them fails on a GPU with cudaErrorInvalidConfiguration or
+ * cudaErrorInvalidValue, and inside a CUDA Graph capture only at the end of
+ * it). */
+typedef struct gcc_launch_limits {
+  int max_threads_per_block; /* the kernel's: cudaFuncAttributes.maxThreadsPerBlock
+                                (<= cudaDevAttrMaxThreadsPerBlock; less when the
+                                kernel uses many registers) */
+  int max_grid_x;            /* blocks in x: cudaDevAttrMaxGridDimX */
+  int max_block_x;           /* threads in x: cudaDevAttrMaxBlockDimX */
+  size_t max_dynamic_smem;   /* dynamic shared memory bytes one launch may ask:
+                                cudaDevAttrMaxSharedMemoryPerBlockOptin less the
+                                kernel's static shared memory (the backend opts a
+                                kernel in with cudaFuncAttributeMaxDynamicSharedMemorySize
+                                at load when it asks more than 48 KiB) */
+} gcc_launch_limits;
+
 /* A device, as the plan runner sees it. Every function returns GCC_OK or
  * an error with a message naming the call (the CUDA backend: the CUDA,
  * cuBLAS or cuDNN call, its error string, file and line). Asynchronous
@@ -202,6 +221,26 @@ typedef struct gcc_device_backend {
   gcc_status (*collective)(void *self, struct gcc_comm *comm, void *const *grads,
                            const int64_t *numel, int n, float weight, int bucket, gcc_diag *d);
   gcc_status (*collective_wait)(void *self, int bucket, gcc_diag *d);
+  /* The launch limits of loaded kernel `kernel` on this device (optional;
+   * NULL: the runner checks nothing). Asked once per kernel when the plan
+   * is built; the runner refuses a plan with a launch past them, naming the
+   * kernel and its node. */
+  gcc_status (*launch_limits)(void *self, void *kernel, gcc_launch_limits *out, gcc_diag *d);
+  /* Profiling (--profile; optional, NULL: device time is not measured).
+   * timer_reserve: at least n timing markers exist (CUDA events created
+   * with timing enabled), ids 0 .. n-1; never called under capture.
+   * timer_record: records marker `id` on `stream` (cudaEventRecord).
+   * timer_elapsed: the milliseconds from marker a to marker b, both
+   * completed (the host waited for their streams; cudaEventElapsedTime,
+   * about 0.5 us resolution). */
+  gcc_status (*timer_reserve)(void *self, int n, gcc_diag *d);
+  gcc_status (*timer_record)(void *self, int id, int stream, gcc_diag *d);
+  gcc_status (*timer_elapsed)(void *self, int a, int b, double *ms, gcc_diag *d);
+  /* NVTX (optional): a named range around the work the runner issues for
+   * one node or group, so that Nsight Systems shows the plan's names
+   * (nvtxRangePushA / nvtxRangePop; no cost without a tool attached). */
+  void (*range_push)(void *self, const char *name);
+  void (*range_pop)(void *self);
 } gcc_device_backend;
 
 #ifdef __cplusplus

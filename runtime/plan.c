@@ -104,7 +104,8 @@ struct gcc_plan {
   void *host_arena;
   gcc_cpu_ctx ctx;
   gcc_diag run_diag;
-  int has_cpu_nodes, varying_args, has_loss_kernel;
+  int has_cpu_nodes, has_loss_kernel;
+  int varying_args; /* kernel arguments set per step: 1 Adam's corrections, 2 the step (Dropout) */
   /* data-parallel: the buckets each optimizer kernel waits for, and the
    * gradient pointers and sizes of the largest AllReduce (filled per run) */
   int *waits, n_waits;
@@ -119,12 +120,31 @@ struct gcc_plan {
   gcc_kernel_set epi_ks;   /* generated epilogues of GEMMs cuBLASLt refused */
   void *epi_module, **epi_kernels;
   int n_fallbacks;
+  int *fb_group;       /* per fallback: its GEMM group */
+  int *fb_epilogue;    /* the epilogue cuBLASLt did not offer */
+  char (*fb_why)[256]; /* and why (the heuristic's answer) */
   char graph_note[256];
+  char saved_note[256]; /* the note before --profile turned capture off */
   int launches, copies;
   size_t *slot_off, *const_off; /* layout scratch (freed with the plan) */
   gcc_kernel_set gather_ks;     /* the row-gather kernel, loaded on first use */
   void *gather_module, *gather_kernel;
   gcc_prof_track *prof; /* non-NULL: profile every node run on the CPU */
+  char **labels;        /* per op: its name for NVTX ranges and profiles */
+  /* --profile on a device: CUDA event markers around every device op
+   * (marker 0: the anchor; per input slot: the H2D pair, then a pair per
+   * op), read when the step that recorded them is known to be done */
+  int timed;
+  gcc_prof_track *dev_track[2]; /* compute stream, copy stream */
+  int site_h2d;
+  int64_t anchor_host;    /* gcc_prof_now() when marker 0 was recorded; 0: not yet */
+  int pending[2];         /* 1: slot's markers recorded, not read yet */
+  int64_t pend_serial[2]; /* the step serial that recorded them */
+  int64_t pend_step[2];   /* its optimizer step */
+  int pend_h2d[2];        /* 1: its H2D pair was recorded */
+  double prev_span[2];    /* device ms (from the anchor) of the last read step's compute */
+  int has_prev_span;
+  gcc_plan_device_profile dprof;
 };
 
 static size_t up(size_t x) {
@@ -369,7 +389,9 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
     for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
       gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
       if (kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT)
-        p->varying_args = 1;
+        p->varying_args |= 1;
+      if (kk == GCC_KARG_STEP)
+        p->varying_args |= 2;
       if (kk == GCC_KARG_BAD_LABEL && !cleared) {
         op c = {.kind = OP_CLEAR_BAD_LABEL};
         GCC_TRY(add_op(p, &c, d));
@@ -387,6 +409,47 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
                         GCC_ARENA_ALIGN * GCC_ARENA_ALIGN / 4);
     GCC_TRY(add_op(p, &o, d));
   }
+  return GCC_OK;
+}
+
+/* The name of op `o` in NVTX ranges and profiles: the node or group it
+ * runs, and what runs it. */
+static char *op_label(const gcc_plan *p, const op *o) {
+  const gcc_graph *g = p->g;
+  char buf[700];
+  switch (o->kind) {
+  case OP_KERNEL: snprintf(buf, sizeof buf, "%s (kernel)", p->ks.kernels[o->kernel].name); break;
+  case OP_GEMM:
+    snprintf(buf, sizeof buf, "%s (cuBLASLt %s)", g->groups[o->gemm.group].name,
+             gcc_epilogue_name(o->gemm.epilogue));
+    break;
+  case OP_EPILOGUE:
+    snprintf(buf, sizeof buf, "%s (epilogue kernel %s, %s not offered)", g->groups[o->group].name,
+             p->epi_ks.kernels[o->kernel].name, gcc_epilogue_name(o->gemm.epilogue));
+    break;
+  case OP_LIBRARY:
+  case OP_NODE:
+    snprintf(buf, sizeof buf, "%s (%s)", g->nodes[o->node].name, gcc_op_name(g->nodes[o->node].op));
+    break;
+  case OP_COPY:
+    snprintf(buf, sizeof buf, "%s (%s, %zu bytes)", g->nodes[o->node].name,
+             o->ck == GCC_COPY_H2D   ? "H2D"
+             : o->ck == GCC_COPY_D2H ? "D2H"
+                                     : "D2D",
+             o->bytes);
+    break;
+  case OP_CLEAR_BAD_LABEL: snprintf(buf, sizeof buf, "clear the bad-label flag (memset)"); break;
+  }
+  return strdup(buf);
+}
+
+static gcc_status label_ops(gcc_plan *p, gcc_diag *d) {
+  p->labels = calloc((size_t)(p->n_ops ? p->n_ops : 1), sizeof *p->labels);
+  if (!p->labels)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+  for (int i = 0; i < p->n_ops; i++)
+    if (!(p->labels[i] = op_label(p, &p->ops[i])))
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
   return GCC_OK;
 }
 
@@ -450,7 +513,11 @@ static gcc_status prepare_gemms(gcc_plan *p, gcc_diag *d) {
   char *mask_refused = calloc((size_t)(g->n_groups ? g->n_groups : 1), 1);
   char(*why)[sizeof((gcc_diag *)0)->msg] = calloc((size_t)p->n_ops, sizeof *why);
   gcc_status st = GCC_OK;
-  if (!ops || !work || !refused || !mask_refused || !why)
+  p->fb_group = calloc((size_t)n_gemm, sizeof *p->fb_group);
+  p->fb_epilogue = calloc((size_t)n_gemm, sizeof *p->fb_epilogue);
+  p->fb_why = calloc((size_t)n_gemm, sizeof *p->fb_why);
+  if (!ops || !work || !refused || !mask_refused || !why || !p->fb_group || !p->fb_epilogue ||
+      !p->fb_why)
     st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
   /* 1. every GEMM with its epilogue */
   for (int i = 0; i < p->n_ops && st == GCC_OK; i++) {
@@ -512,6 +579,9 @@ static gcc_status prepare_gemms(gcc_plan *p, gcc_diag *d) {
     }
     p->ops[i].prepared = o->prepared; /* released from p->ops on failure */
     o->gemm = plain;
+    p->fb_group[n_work] = full.group;
+    p->fb_epilogue[n_work] = (int)full.epilogue;
+    snprintf(p->fb_why[n_work], sizeof p->fb_why[n_work], "%s", why[i]);
     gcc_epilogue_work *w = &work[n_work];
     w->kind = (int)full.epilogue;
     w->m = full.m;
@@ -623,6 +693,74 @@ static gcc_status compile_kernels(const gcc_plan *p, const char *source, const c
   return p->cfg.compile(p->cfg.compile_user, source, program, p->cfg.sm, out, d);
 }
 
+/* Where kernel i of `ks` comes from, for messages: its group and the
+ * group's first node (a refused epilogue's kernel: its GEMM group). */
+static void kernel_where(const gcc_plan *p, const gcc_kernel_set *ks, int i, char *buf,
+                         size_t cap) {
+  const gcc_graph *g = p->g;
+  const gcc_kernel_info *k = &ks->kernels[i];
+  int gi = ks == &p->ks ? k->group : ks == &p->epi_ks && p->fb_group ? p->fb_group[i] : -1;
+  if (gi < 0 || gi >= g->n_groups) {
+    snprintf(buf, cap, "kernel %s (%s)", k->name,
+             ks == &p->gather_ks ? "the dataset row gather of --dataset-on-device"
+                                 : "a generated kernel");
+    return;
+  }
+  const gcc_group *gr = &g->groups[gi];
+  char desc[600];
+  snprintf(buf, cap, "kernel %s (%sgroup '%s', %s)", k->name,
+           ks == &p->epi_ks ? "the epilogue of GEMM " : "", gr->name,
+           gr->n_nodes > 0 ? gcc_node_desc(g, gr->nodes[0], desc, sizeof desc) : "no node");
+}
+
+/* Every launch of the kernels of `ks` (loaded as kernels[]) against the
+ * device's limits (launch_limits: the kernel's maxThreadsPerBlock, the
+ * device's grid and block dimensions, the dynamic shared memory it may
+ * get), when the plan is built: a launch past them fails on a GPU only
+ * when it is issued (cudaErrorInvalidConfiguration / InvalidValue), and in
+ * a CUDA Graph capture only when the capture ends. Kernels are launched
+ * with grid (grid_dim, 1, 1) and block (block_dim, 1, 1). */
+static gcc_status check_launches(const gcc_plan *p, const gcc_kernel_set *ks, void **kernels,
+                                 gcc_diag *d) {
+  if (!p->be.launch_limits)
+    return GCC_OK;
+  char dev[32];
+  gcc_dev_name(p->device, dev, sizeof dev);
+  for (int i = 0; i < ks->n_kernels; i++) {
+    const gcc_kernel_info *k = &ks->kernels[i];
+    gcc_launch_limits lim;
+    memset(&lim, 0, sizeof lim);
+    GCC_TRY(p->be.launch_limits(p->be.self, kernels[i], &lim, d));
+    char what[400] = "";
+    int block_max =
+        lim.max_threads_per_block < lim.max_block_x ? lim.max_threads_per_block : lim.max_block_x;
+    if (k->block_dim < 1 || k->block_dim > block_max)
+      snprintf(what, sizeof what,
+               "it is launched with %d threads per block, and runs at most %d there (the "
+               "kernel's maxThreadsPerBlock %d, the device's block x dimension %d)",
+               k->block_dim, block_max, lim.max_threads_per_block, lim.max_block_x);
+    else if (k->grid_dim < 1 || k->grid_dim > lim.max_grid_x)
+      snprintf(what, sizeof what,
+               "it is launched with %d blocks, and the device takes 1 to %d in x "
+               "(cudaDevAttrMaxGridDimX)",
+               k->grid_dim, lim.max_grid_x);
+    else if (k->single_block && k->grid_dim != 1)
+      snprintf(what, sizeof what, "it must run as one block and is launched with %d", k->grid_dim);
+    else if (k->dynamic_smem > lim.max_dynamic_smem)
+      snprintf(what, sizeof what,
+               "it asks %zu bytes of dynamic shared memory per block, and at most %zu are "
+               "available to it (the device's opt-in maximum less its static shared memory)",
+               k->dynamic_smem, lim.max_dynamic_smem);
+    if (what[0]) {
+      char where[800];
+      kernel_where(p, ks, i, where, sizeof where);
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %s on %s (sm_%d): %s", p->g->source, where,
+                          dev, p->be.arch, what);
+    }
+  }
+  return GCC_OK;
+}
+
 /* Chooses the image of `img` (a cubin for sm_`arch` and/or PTX for
  * compute_`arch`) the device runs, by its compute capability and the CUDA
  * binary compatibility rules (as gcc_kernel_image_select does for bundles:
@@ -665,7 +803,8 @@ static gcc_status load_image(gcc_plan *p, const gcc_kernel_set *ks, const gcc_nv
     one.ptx = img->ptx;
     one.ptx_size = img->ptx_size;
   }
-  return p->be.load(p->be.self, ks, &one, arch, module, kernels, d);
+  GCC_TRY(p->be.load(p->be.self, ks, &one, arch, module, kernels, d));
+  return check_launches(p, ks, kernels, d);
 }
 
 /* The kernel compiler (cfg.compile) for cfg.sm, then load_image. */
@@ -1004,6 +1143,8 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
     count_work(p);
     s = allocate_ring(p, d);
   }
+  if (s == GCC_OK)
+    s = label_ops(p, d);
   if (s != GCC_OK) {
     gcc_plan_free(p);
     return s;
@@ -1014,7 +1155,8 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
     snprintf(p->graph_note, sizeof p->graph_note, "disabled (--no-cuda-graph)");
   else if (p->varying_args)
     snprintf(p->graph_note, sizeof p->graph_note,
-             "not used: Adam's bias correction changes kernel arguments every step");
+             "not used: %s changes kernel arguments every step",
+             p->varying_args & 1 ? "Adam's bias correction" : "Dropout's mask (the step)");
   else if (p->has_collective)
     snprintf(p->graph_note, sizeof p->graph_note,
              "not used: the gradient all-reduce's weight (this rank's share) is set per step");
@@ -1103,6 +1245,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
       break;
     }
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
+    case GCC_KARG_STEP: vals[a].ll = (long long)step; break; /* Dropout's Philox counter */
     default:
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name,
                           a);
@@ -1197,72 +1340,181 @@ static gcc_status check_anomaly(const gcc_plan *p, int node, int64_t step, gcc_d
   return GCC_OK;
 }
 
+/* Timing markers of input slot `slot` (--profile on a device): the H2D
+ * pair, then a pair per op; marker 0 is the anchor. */
+static int marker_base(const gcc_plan *p, int slot) {
+  return 1 + slot * (2 + 2 * p->n_ops);
+}
+
+/* One op of the step. *t0: when the previous CPU node's event ended (host
+ * profiling). */
+static gcc_status issue_one(gcc_plan *p, const op *o, int slot, int64_t step, int64_t *t0,
+                            gcc_diag *d) {
+  switch (o->kind) {
+  case OP_KERNEL:
+    for (int w = 0; w < o->n_wait; w++) /* the update waits for its gradients' buckets */
+      GCC_TRY(p->be.collective_wait(p->be.self, p->waits[o->wait_first + w], d));
+    GCC_TRY(issue_kernel(p, o, slot, step, d));
+    break;
+  case OP_GEMM: GCC_TRY(issue_gemm(p, o, slot, d)); break;
+  case OP_EPILOGUE: GCC_TRY(issue_epilogue(p, o, slot, d)); break;
+  case OP_LIBRARY: {
+    const gcc_node *n = &p->g->nodes[o->node];
+    if (gcc_op(n->op)->flags & GCC_OPF_COLLECTIVE) { /* a gradient bucket's all-reduce */
+      for (int k = 0; k < n->n_inputs; k++) {
+        p->coll_ptrs[k] = ptr_of(p, n->inputs[k], slot);
+        p->coll_numel[k] = (int64_t)(value_bytes(p->g, n->inputs[k]) / sizeof(float));
+      }
+      float w =
+          gcc_comm_weight((int)n->av[ALL_REDUCE_MEAN].i, p->ctx.shard_rows, p->ctx.global_rows);
+      GCC_TRY(p->be.collective(p->be.self, p->ctx.comm, p->coll_ptrs, p->coll_numel, n->n_inputs, w,
+                               (int)n->av[ALL_REDUCE_BUCKET].i, d));
+      break;
+    }
+    void *in[8] = {0}, *outp[4] = {0};
+    for (int k = 0; k < n->n_inputs && k < 8; k++)
+      in[k] = ptr_of(p, n->inputs[k], slot);
+    for (int k = 0; k < n->n_outputs && k < 4; k++)
+      outp[k] = ptr_of(p, n->outputs[k], slot);
+    GCC_TRY(p->be.library_op(p->be.self, p->g, o->node, in, outp,
+                             p->ws_bytes ? (char *)p->dev + p->off_ws : NULL, p->ws_bytes, d));
+    break;
+  }
+  case OP_CLEAR_BAD_LABEL:
+    GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, GCC_BAD_LABEL_NONE_BYTE,
+                         sizeof(int), GCC_STREAM_COMPUTE, d));
+    break;
+  case OP_COPY:
+    GCC_TRY(p->be.copy(p->be.self, ptr_of(p, o->dst, slot), ptr_of(p, o->src, slot), o->bytes,
+                       o->ck, GCC_STREAM_COMPUTE, d));
+    break;
+  case OP_NODE: {
+    if (o->needs_sync)
+      GCC_TRY(p->be.sync(p->be.self, d));
+    gcc_status s = p->cpu->run_node(p->cpu->self, &o->cpu);
+    if (p->prof) {
+      int64_t t1 = gcc_prof_now();
+      gcc_prof_record(p->prof, o->site, *t0, t1, step);
+      *t0 = t1;
+    }
+    if (s != GCC_OK) {
+      if (d)
+        *d = p->run_diag;
+      return s;
+    }
+    if (p->cfg.detect_anomaly)
+      GCC_TRY(check_anomaly(p, o->node, step, d));
+    return GCC_OK;
+  }
+  }
+  if (p->prof)
+    *t0 = gcc_prof_now();
+  return GCC_OK;
+}
+
+/* Issues the step's ops in order, each inside an NVTX range named after
+ * its node or group (the backend's range_push; Nsight Systems shows the
+ * plan's names) and, when the plan is timed (--profile on a device),
+ * between two timing markers on the compute stream. */
 static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
   p->ctx.optimizer_step = step;
   int64_t t0 = p->prof ? gcc_prof_now() : 0; /* profiling: node events end to end */
+  int ranges = p->has_be && p->be.range_push && p->be.range_pop && p->labels;
+  int base = marker_base(p, slot);
   for (int i = 0; i < p->n_ops; i++) {
     const op *o = &p->ops[i];
-    switch (o->kind) {
-    case OP_KERNEL:
-      for (int w = 0; w < o->n_wait; w++) /* the update waits for its gradients' buckets */
-        GCC_TRY(p->be.collective_wait(p->be.self, p->waits[o->wait_first + w], d));
-      GCC_TRY(issue_kernel(p, o, slot, step, d));
-      break;
-    case OP_GEMM: GCC_TRY(issue_gemm(p, o, slot, d)); break;
-    case OP_EPILOGUE: GCC_TRY(issue_epilogue(p, o, slot, d)); break;
-    case OP_LIBRARY: {
-      const gcc_node *n = &p->g->nodes[o->node];
-      if (gcc_op(n->op)->flags & GCC_OPF_COLLECTIVE) { /* a gradient bucket's all-reduce */
-        for (int k = 0; k < n->n_inputs; k++) {
-          p->coll_ptrs[k] = ptr_of(p, n->inputs[k], slot);
-          p->coll_numel[k] = (int64_t)(value_bytes(p->g, n->inputs[k]) / sizeof(float));
-        }
-        float w =
-            gcc_comm_weight((int)n->av[ALL_REDUCE_MEAN].i, p->ctx.shard_rows, p->ctx.global_rows);
-        GCC_TRY(p->be.collective(p->be.self, p->ctx.comm, p->coll_ptrs, p->coll_numel, n->n_inputs,
-                                 w, (int)n->av[ALL_REDUCE_BUCKET].i, d));
-        break;
-      }
-      void *in[8] = {0}, *outp[4] = {0};
-      for (int k = 0; k < n->n_inputs && k < 8; k++)
-        in[k] = ptr_of(p, n->inputs[k], slot);
-      for (int k = 0; k < n->n_outputs && k < 4; k++)
-        outp[k] = ptr_of(p, n->outputs[k], slot);
-      GCC_TRY(p->be.library_op(p->be.self, p->g, o->node, in, outp,
-                               p->ws_bytes ? (char *)p->dev + p->off_ws : NULL, p->ws_bytes, d));
-      break;
-    }
-    case OP_CLEAR_BAD_LABEL:
-      GCC_TRY(p->be.memset(p->be.self, (char *)p->dev + p->off_bad, GCC_BAD_LABEL_NONE_BYTE,
-                           sizeof(int), GCC_STREAM_COMPUTE, d));
-      break;
-    case OP_COPY:
-      GCC_TRY(p->be.copy(p->be.self, ptr_of(p, o->dst, slot), ptr_of(p, o->src, slot), o->bytes,
-                         o->ck, GCC_STREAM_COMPUTE, d));
-      break;
-    case OP_NODE: {
-      if (o->needs_sync)
-        GCC_TRY(p->be.sync(p->be.self, d));
-      gcc_status s = p->cpu->run_node(p->cpu->self, &o->cpu);
-      if (p->prof) {
-        int64_t t1 = gcc_prof_now();
-        gcc_prof_record(p->prof, o->site, t0, t1, step);
-        t0 = t1;
-      }
-      if (s != GCC_OK) {
-        if (d)
-          *d = p->run_diag;
-        return s;
-      }
-      if (p->cfg.detect_anomaly)
-        GCC_TRY(check_anomaly(p, o->node, step, d));
-      continue;
-    }
-    }
-    if (p->prof)
-      t0 = gcc_prof_now();
+    int timed = p->timed && o->kind != OP_NODE;
+    if (ranges)
+      p->be.range_push(p->be.self, p->labels[i]);
+    gcc_status s = GCC_OK;
+    if (timed)
+      s = p->be.timer_record(p->be.self, base + 2 + 2 * i, GCC_STREAM_COMPUTE, d);
+    if (s == GCC_OK)
+      s = issue_one(p, o, slot, step, &t0, d);
+    if (s == GCC_OK && timed)
+      s = p->be.timer_record(p->be.self, base + 3 + 2 * i, GCC_STREAM_COMPUTE, d);
+    if (ranges)
+      p->be.range_pop(p->be.self);
+    GCC_TRY(s);
   }
   return GCC_OK;
+}
+
+/* --profile on a device: the device times of the step that last used input
+ * slot `slot`, once it is known to be done, as events on the device tracks
+ * (host clock: the anchor's host time plus the device time since the
+ * anchor), and the sums of gcc_plan_device_profile. A marker that cannot be
+ * read drops the step's events. */
+static void harvest(gcc_plan *p, int slot) {
+  if (!p->pending[slot])
+    return;
+  p->pending[slot] = 0;
+  if (!p->timed || !p->be.timer_elapsed)
+    return;
+  gcc_diag ignore = {0};
+  int base = marker_base(p, slot);
+  double span0 = -1, span1 = -1;
+  int64_t step = p->pend_step[slot];
+  for (int i = 0; i < p->n_ops; i++) {
+    const op *o = &p->ops[i];
+    if (o->kind == OP_NODE)
+      continue;
+    double a = 0, b = 0;
+    if (p->be.timer_elapsed(p->be.self, 0, base + 2 + 2 * i, &a, &ignore) != GCC_OK ||
+        p->be.timer_elapsed(p->be.self, 0, base + 3 + 2 * i, &b, &ignore) != GCC_OK)
+      return;
+    double ms = b > a ? b - a : 0;
+    switch (o->kind) {
+    case OP_GEMM: p->dprof.gemm_ms += ms; break;
+    case OP_LIBRARY: p->dprof.library_ms += ms; break;
+    case OP_COPY:
+      p->dprof.copy_ms += ms;
+      p->dprof.copy_bytes += (double)o->bytes;
+      break;
+    default: p->dprof.kernel_ms += ms; break;
+    }
+    if (span0 < 0 || a < span0)
+      span0 = a;
+    if (b > span1)
+      span1 = b;
+    int64_t t0 = p->anchor_host + (int64_t)(a * 1e6), t1 = p->anchor_host + (int64_t)(b * 1e6);
+    gcc_prof_record(p->dev_track[0], o->site, t0, t1 > t0 ? t1 : t0, step);
+  }
+  if (p->pend_h2d[slot]) {
+    double h0 = 0, h1 = 0;
+    if (p->be.timer_elapsed(p->be.self, 0, base, &h0, &ignore) == GCC_OK &&
+        p->be.timer_elapsed(p->be.self, 0, base + 1, &h1, &ignore) == GCC_OK) {
+      if (h1 < h0)
+        h1 = h0;
+      p->dprof.h2d_ms += h1 - h0;
+      for (int k = 0; k < p->n_inputs; k++)
+        p->dprof.h2d_bytes += p->inputs[k].gsrc ? 0.0 : (double)p->inputs[k].bytes;
+      if (p->has_prev_span) { /* while the previous step computed */
+        double lo = h0 > p->prev_span[0] ? h0 : p->prev_span[0];
+        double hi = h1 < p->prev_span[1] ? h1 : p->prev_span[1];
+        p->dprof.overlap_ms += hi > lo ? hi - lo : 0;
+      }
+      int64_t t0 = p->anchor_host + (int64_t)(h0 * 1e6), t1 = p->anchor_host + (int64_t)(h1 * 1e6);
+      gcc_prof_record(p->dev_track[1], p->site_h2d, t0, t1, step);
+    }
+  }
+  if (span0 >= 0) {
+    p->prev_span[0] = span0;
+    p->prev_span[1] = span1;
+    p->has_prev_span = 1;
+  }
+  p->dprof.steps++;
+}
+
+/* both slots, oldest step first: the device is idle */
+static void harvest_all(gcc_plan *p) {
+  int first = p->pending[1] && (!p->pending[0] || p->pend_serial[1] < p->pend_serial[0]);
+  harvest(p, first);
+  harvest(p, !first);
+}
+
+void gcc_plan_device_profile_get(const gcc_plan *p, gcc_plan_device_profile *out) {
+  *out = p->dprof;
 }
 
 gcc_status gcc_plan_bind_input(gcc_plan *p, const char *name, const void *data, gcc_diag *d) {
@@ -1292,6 +1544,9 @@ static gcc_status load_gather(gcc_plan *p, gcc_diag *d) {
   if (s == GCC_OK)
     s = load_image(p, &p->gather_ks, &img, p->cfg.sm, &p->gather_module, &p->gather_kernel, d);
   gcc_nvrtc_output_free(&img);
+  if (s != GCC_OK)
+    p->gather_kernel =
+        NULL; /* loaded perhaps, but not to be launched (the module goes with the plan) */
   return s;
 }
 
@@ -1361,7 +1616,8 @@ static void copy_host_readbacks(gcc_plan *p, int entry) {
  * (replayed, captured or issued), then the read-back copies. */
 static gcc_status issue_step(gcc_plan *p, int slot, int entry, int64_t optimizer_step,
                              gcc_diag *d) {
-  int can_graph = p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes && !p->has_collective;
+  int can_graph =
+      p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes && !p->has_collective && !p->timed;
   if (can_graph && p->graph[slot]) {
     GCC_TRY(p->be.graph_launch(p->be.self, p->graph[slot], d));
     p->replays++;
@@ -1434,7 +1690,12 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
    *    done: the host runs at most two steps ahead */
   if (p->uses[slot] > 0)
     GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_STEP_DONE + slot, d));
-  int copied = 0;
+  harvest(p, slot); /* --profile: that step's device times, before its markers are reused */
+  if (p->timed && p->anchor_host == 0) {
+    GCC_TRY(p->be.timer_record(p->be.self, 0, GCC_STREAM_COMPUTE, d));
+    p->anchor_host = gcc_prof_now();
+  }
+  int copied = 0, h2d_marked = 0;
   gcc_status st = GCC_OK;
   for (int k = 0; k < p->n_inputs && st == GCC_OK; k++) {
     input_copy *ic = &p->inputs[k];
@@ -1450,10 +1711,18 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
       break;
     }
     copied++;
+    if (p->timed && !h2d_marked) {
+      st = p->be.timer_record(p->be.self, marker_base(p, slot), GCC_STREAM_COPY, d);
+      h2d_marked = 1;
+      if (st != GCC_OK)
+        break;
+    }
     memcpy(ic->staging[slot], ic->host, ic->bytes);
     st = p->be.copy(p->be.self, ic->slot[slot], ic->staging[slot], ic->bytes, GCC_COPY_H2D,
                     GCC_STREAM_COPY, d);
   }
+  if (st == GCC_OK && h2d_marked)
+    st = p->be.timer_record(p->be.self, marker_base(p, slot) + 1, GCC_STREAM_COPY, d);
   if (st == GCC_OK && copied > 0) {
     st = p->be.event_record(p->be.self, GCC_EVENT_INPUT_READY + slot, GCC_STREAM_COPY, d);
     if (st == GCC_OK)
@@ -1462,6 +1731,12 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
   /* 2. the step and its read-back */
   if (st == GCC_OK)
     st = issue_step(p, slot, entry, optimizer_step, d);
+  if (st == GCC_OK && p->timed) {
+    p->pending[slot] = 1;
+    p->pend_serial[slot] = p->serial;
+    p->pend_step[slot] = optimizer_step;
+    p->pend_h2d[slot] = h2d_marked;
+  }
   if (st != GCC_OK) {
     /* an H2D from this slot's staging may still be in flight, and the
      * device may hold half a step: this plan is done */
@@ -1478,6 +1753,7 @@ static gcc_status fetch_ring(gcc_plan *p, gcc_diag *d) {
   GCC_TRY(p->be.event_record(p->be.self, GCC_EVENT_READBACK, GCC_STREAM_COMPUTE, d));
   GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_READBACK, d));
   p->fetched = p->serial;
+  harvest_all(p); /* the compute stream is idle, and the copies it waited for done */
   return GCC_OK;
 }
 
@@ -1523,7 +1799,11 @@ const gcc_tensor *gcc_plan_readback(const gcc_plan *p, const char *name, int ent
 }
 
 gcc_status gcc_plan_sync(gcc_plan *p, gcc_diag *d) {
-  return p->has_be ? p->be.sync(p->be.self, d) : GCC_OK;
+  if (!p->has_be)
+    return GCC_OK;
+  GCC_TRY(p->be.sync(p->be.self, d));
+  harvest_all(p);
+  return GCC_OK;
 }
 
 const gcc_tensor *gcc_plan_host_tensor(gcc_plan *p, const char *name, gcc_diag *d) {
@@ -1558,11 +1838,104 @@ static void put_shapes(FILE *f, gcc_tensor *const *t, int n, double *bytes) {
   fputc(']', f);
 }
 
+/* --profile on a device: a site per device op, the device tracks and the
+ * timing markers; capture goes off (each launch is timed as issued). */
+static gcc_status set_device_profiler(gcc_plan *p, gcc_profiler *prof, const char *label,
+                                      gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  char dev[32], name[800];
+  gcc_dev_name(p->device, dev, sizeof dev);
+  for (int i = 0; i < p->n_ops; i++) {
+    op *o = &p->ops[i];
+    if (o->kind == OP_NODE)
+      continue;
+    const char *type = "kernel", *kind = "kernel";
+    double flops = 0, bytes = 0;
+    char args[600];
+    switch (o->kind) {
+    case OP_GEMM:
+      type = kind = "Gemm (cuBLASLt)";
+      flops = 2.0 * (double)o->gemm.m * (double)o->gemm.n * (double)o->gemm.k;
+      snprintf(args, sizeof args,
+               "\"device\":\"%s\",\"kind\":\"cublasLtMatmul\",\"m\":%lld,"
+               "\"n\":%lld,\"k\":%lld,\"epilogue\":\"%s\"",
+               dev, (long long)o->gemm.m, (long long)o->gemm.n, (long long)o->gemm.k,
+               gcc_epilogue_name(o->gemm.epilogue));
+      break;
+    case OP_LIBRARY:
+      type = gcc_op_name(g->nodes[o->node].op);
+      kind = "library";
+      flops = gcc_op_flops(g, o->node);
+      snprintf(args, sizeof args, "\"device\":\"%s\",\"kind\":\"library call\"", dev);
+      break;
+    case OP_COPY:
+      type = kind = o->ck == GCC_COPY_H2D   ? "Copy H2D"
+                    : o->ck == GCC_COPY_D2H ? "Copy D2H"
+                                            : "Copy D2D";
+      bytes = (double)o->bytes;
+      snprintf(args, sizeof args, "\"device\":\"%s\",\"kind\":\"%s\",\"copy_bytes\":%zu", dev, kind,
+               o->bytes);
+      break;
+    case OP_CLEAR_BAD_LABEL:
+      type = kind = "Memset";
+      snprintf(args, sizeof args, "\"device\":\"%s\",\"kind\":\"memset\"", dev);
+      break;
+    default: {
+      const gcc_kernel_info *k =
+          o->kind == OP_EPILOGUE ? &p->epi_ks.kernels[o->kernel] : &p->ks.kernels[o->kernel];
+      if (o->kind == OP_EPILOGUE)
+        type = "GEMM epilogue (kernel)";
+      snprintf(args, sizeof args,
+               "\"device\":\"%s\",\"kind\":\"kernel\",\"kernel\":\"%s\",\"grid\":%d,"
+               "\"block\":%d",
+               dev, k->name, k->grid_dim, k->block_dim);
+      break;
+    }
+    }
+    snprintf(name, sizeof name, "%s", p->labels[i]);
+    o->site = gcc_profiler_site(prof, o->kind == OP_COPY ? GCC_PROF_COPY : GCC_PROF_OP, name, type,
+                                label, args, flops, bytes);
+    if (o->site < 0)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
+  }
+  double in_bytes = 0;
+  for (int k = 0; k < p->n_inputs; k++)
+    in_bytes += (double)p->inputs[k].bytes;
+  char args[200];
+  snprintf(args, sizeof args, "\"device\":\"%s\",\"kind\":\"H2D\",\"copy_bytes\":%.0f", dev,
+           in_bytes);
+  snprintf(name, sizeof name, "input batch H2D (%.0f bytes)", in_bytes);
+  p->site_h2d =
+      gcc_profiler_site(prof, GCC_PROF_COPY, name, "Copy H2D (inputs)", label, args, 0, in_bytes);
+  snprintf(name, sizeof name, "%s compute (%s)", dev, label ? label : "plan");
+  p->dev_track[0] = gcc_profiler_track(prof, name);
+  snprintf(name, sizeof name, "%s copy stream (%s)", dev, label ? label : "plan");
+  p->dev_track[1] = gcc_profiler_track(prof, name);
+  if (p->site_h2d < 0 || !p->dev_track[0] || !p->dev_track[1])
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (profiler sites)");
+  GCC_TRY(p->be.timer_reserve(p->be.self, marker_base(p, 2), d));
+  if (!p->timed) {
+    memcpy(p->saved_note, p->graph_note, sizeof p->saved_note);
+    if (!p->graph_note[0])
+      snprintf(p->graph_note, sizeof p->graph_note,
+               "not used: --profile times every launch with CUDA events");
+  }
+  p->timed = 1;
+  return GCC_OK;
+}
+
 gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track *track,
                                  const char *label, gcc_diag *d) {
   p->prof = NULL;
+  if (p->timed) { /* off: capture may go on; unread markers are dropped */
+    memcpy(p->graph_note, p->saved_note, sizeof p->graph_note);
+    p->timed = 0;
+    p->pending[0] = p->pending[1] = 0;
+  }
   if (!prof || !track)
     return GCC_OK;
+  if (p->has_be && p->be.timer_reserve && p->be.timer_record && p->be.timer_elapsed)
+    GCC_TRY(set_device_profiler(p, prof, label, d));
   const gcc_graph *g = p->g;
   for (int i = 0; i < p->n_ops; i++) {
     op *o = &p->ops[i];
@@ -1637,6 +2010,33 @@ size_t gcc_plan_workspace_bytes(const gcc_plan *p) {
 int gcc_plan_epilogue_fallbacks(const gcc_plan *p) {
   return p->n_fallbacks;
 }
+int gcc_plan_epilogue_fallback(const gcc_plan *p, int i, const char **group, const char **epilogue,
+                               const char **why) {
+  if (i < 0 || i >= p->n_fallbacks)
+    return -1;
+  if (group)
+    *group = p->g->groups[p->fb_group[i]].name;
+  if (epilogue)
+    *epilogue = gcc_epilogue_name(p->fb_epilogue[i]);
+  if (why)
+    *why = p->fb_why[i];
+  return 0;
+}
+void gcc_plan_fallback_text(const gcc_plan *p, char *buf, size_t cap) {
+  if (cap == 0)
+    return;
+  buf[0] = '\0';
+  size_t len = 0;
+  for (int i = 0; i < p->n_fallbacks && len + 1 < cap; i++) {
+    int n = snprintf(buf + len, cap - len,
+                     "  GEMM group '%s': %s not offered (%s); plain GEMM + generated kernel %s\n",
+                     p->g->groups[p->fb_group[i]].name, gcc_epilogue_name(p->fb_epilogue[i]),
+                     p->fb_why[i], p->epi_ks.kernels ? p->epi_ks.kernels[i].name : "?");
+    if (n < 0)
+      break;
+    len += (size_t)n < cap - len ? (size_t)n : cap - len - 1;
+  }
+}
 int64_t gcc_plan_graph_replays(const gcc_plan *p) {
   return p->replays;
 }
@@ -1681,6 +2081,13 @@ void gcc_plan_free(gcc_plan *p) {
   gcc_kernel_set_free(&p->gather_ks);
   gcc_kernel_set_free(&p->epi_ks);
   free(p->epi_kernels);
+  free(p->fb_group);
+  free(p->fb_epilogue);
+  free(p->fb_why);
+  if (p->labels)
+    for (int i = 0; i < p->n_ops; i++)
+      free(p->labels[i]);
+  free(p->labels);
   gcc_kernel_set_free(&p->ks);
   gcc_graph_free(p->g);
   gcc_mem_plan_free(&p->mem);

@@ -221,11 +221,35 @@ gcc_status gcc_plan_sync(gcc_plan *p, gcc_diag *d);
  * per node run on the CPU on `track`: category "copy" for a copy node, "op"
  * otherwise, named "<node> (<OpType>)", with the plan label `label` ("train
  * b64"), the operand shapes, bytes and FLOPs as args (a site per node,
- * registered here). A NULL profiler turns it off; then a run costs one
- * branch more than without this hook. Errors: GCC_ERR_OUT_OF_MEMORY
- * (profiling stays off). */
+ * registered here). On a CUDA device whose backend has timers, every
+ * kernel launch, GEMM, library call and copy of the step is timed with
+ * CUDA events (device time, on a track "<device> compute (<label>)"; the
+ * input H2D copies on "<device> copy stream (<label>)"), placed on the
+ * host clock from an anchor event recorded at the first profiled step;
+ * the step is then issued launch by launch, not replayed from a CUDA
+ * Graph (gcc_plan_graph_note says so). A NULL profiler turns it off; then
+ * a run costs one branch more than without this hook. Errors:
+ * GCC_ERR_OUT_OF_MEMORY (profiling stays off); the backend's timer
+ * errors. */
 gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track *track,
                                  const char *label, gcc_diag *d);
+
+/* Device time of a plan profiled on a CUDA device (gcc_plan_set_profiler
+ * with a profiler: every launch, library call and copy is bracketed by a
+ * pair of CUDA events, and CUDA Graph capture is off so that each launch is
+ * timed as issued). Summed over the steps read so far (a step's events are
+ * read once the host knows it is done: when its input slot is reused, at
+ * gcc_plan_wait_readback and gcc_plan_sync). Milliseconds; bytes. */
+typedef struct gcc_plan_device_profile {
+  int64_t steps;                         /* steps whose events were read */
+  double kernel_ms, gemm_ms, library_ms; /* generated kernels (epilogue fallbacks
+                                             included), cuBLASLt, cuDNN */
+  double copy_ms, copy_bytes;            /* copies inside the step (copy nodes) */
+  double h2d_ms, h2d_bytes;              /* the input batches' H2D (copy stream) */
+  double overlap_ms;                     /* of h2d_ms: while the compute stream ran
+                                             the previous step (double buffering) */
+} gcc_plan_device_profile;
+void gcc_plan_device_profile_get(const gcc_plan *p, gcc_plan_device_profile *out);
 
 /* The bound tensor of value `name` (NULL if the compiled graph has none);
  * its data is host memory for values on the CPU, device memory else. */
@@ -256,6 +280,19 @@ size_t gcc_plan_workspace_bytes(const gcc_plan *p);
 /* GEMM groups whose epilogue cuBLASLt did not offer, run as a plain GEMM and
  * a generated epilogue kernel. */
 int gcc_plan_epilogue_fallbacks(const gcc_plan *p);
+/* Fallback i (0 <= i < gcc_plan_epilogue_fallbacks): the GEMM group's name,
+ * the epilogue it asked for ("CUBLASLT_EPILOGUE_DRELU_BGRAD") and why it was
+ * not used (cuBLASLt's heuristic offered no algorithm for the operands'
+ * shape, transposes and alignments; or the GEMM shares a ReLU bit-mask with
+ * one that fell back). Returns 0, or -1 for an i out of range. The strings
+ * live as long as the plan. */
+int gcc_plan_epilogue_fallback(const gcc_plan *p, int i, const char **group, const char **epilogue,
+                               const char **why);
+/* The fallbacks as text for reports (--dump-placement on a GPU, the run
+ * summary): one line per fallback, "  GEMM group 'G': EPILOGUE not
+ * offered (WHY); plain GEMM + generated kernel gcc_epilogue_K\n", or
+ * "" when there are none. Truncated to `cap` bytes (NUL included). */
+void gcc_plan_fallback_text(const gcc_plan *p, char *buf, size_t cap);
 /* Steps replayed from a CUDA Graph so far, and why the plan is not
  * captured ("" when it is, or will be on its next steps). */
 int64_t gcc_plan_graph_replays(const gcc_plan *p);

@@ -270,8 +270,8 @@ gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof
   for (int i = 0; i < s->n_plans; i++) {
     char label[64];
     plan_label(s->plans[i].mode, s->plans[i].rows, label, sizeof label);
-    if (!s->on_device) /* device plans are profiled per step only */
-      GCC_TRY(gcc_plan_set_profiler(s->plans[i].plan, prof, track, label, d));
+    /* a device plan times its launches with CUDA events (gcc_plan_set_profiler) */
+    GCC_TRY(gcc_plan_set_profiler(s->plans[i].plan, prof, track, label, d));
   }
   if (!prof || !track)
     return GCC_OK;
@@ -342,6 +342,10 @@ static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   return o;
 }
 
+int gcc_session_on_device(const gcc_session *s) {
+  return s->on_device;
+}
+
 gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
                             gcc_diag *d) {
   cached_plan *c = find_plan(s, mode, rows);
@@ -356,7 +360,7 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
   cfg.threads = s->opt.threads;
   cfg.comm = mode == GCC_MODE_TRAIN ? s->opt.comm : NULL;
   gcc_plan *p;
-  int profile = s->track && !s->on_device; /* device plans are profiled per step only */
+  int profile = s->track != NULL; /* device plans: their launches timed with CUDA events */
   int64_t t0 = profile ? gcc_prof_now() : 0;
   GCC_TRY(gcc_plan_compile(s->model, &o, &cfg, bind_storage, s, &p, d));
   gcc_plan_set_lr(p, s->lr);

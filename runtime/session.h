@@ -155,7 +155,7 @@ gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int6
  * optimizer step / a count of evaluation batches),
  * every plan compile a "compile" event, and every plan (compiled already or
  * later) its per-node events (gcc_plan_set_profiler, labelled "train bN" /
- * "eval bN"; on a GPU session per step only). NULL turns it off; the profiler must outlive its use here.
+ * "eval bN"; on a GPU, every launch timed with CUDA events). NULL turns it off; the profiler must outlive its use here.
  * Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof_track *track,
                                     gcc_diag *d);
@@ -196,6 +196,9 @@ float gcc_session_lr(const gcc_session *s);
  * and of the largest per-step arena compiled so far. */
 size_t gcc_session_persistent_bytes(const gcc_session *s);
 size_t gcc_session_step_arena_bytes(const gcc_session *s);
+
+/* 1 if the session's plans run on a device (a CUDA backend), else 0. */
+int gcc_session_on_device(const gcc_session *s);
 
 /* The plan for `mode` and batch `rows`, compiled if needed (for reports:
  * launches and copies per step, device bytes, CUDA Graph state); owned by

@@ -942,6 +942,51 @@ static gcc_status epoch_scalars(const gcc_train_config *cfg, const gcc_train_rep
   return GCC_OK;
 }
 
+/* The rows this process runs of a global batch of `rows` (data-parallel:
+ * its share, or one placeholder row; evaluation on rank 0 only: all or
+ * none), 0 when it runs none. */
+static int64_t local_rows(const gcc_train_config *cfg, int eval, int64_t rows) {
+  if (!is_dp(cfg))
+    return rows;
+  if (eval && cfg->eval_on_root)
+    return cfg->comm->rank == 0 ? rows : 0;
+  int64_t first, r;
+  gcc_comm_share(rows, cfg->comm->rank, cfg->comm->size, &first, &r);
+  return r > 0 ? r : (eval ? 0 : 1);
+}
+
+/* On a device, before the first step: the plan of every batch shape the
+ * run will meet (training at the batch size and at the epoch's smaller
+ * last batch, evaluation at its batch size and its last batch), so that
+ * each plan's GEMM heuristics, cuDNN algorithms and workspaces are chosen
+ * before any CUDA Graph is captured (a plan compiled later, at the last
+ * batch of the first epoch, would be prepared between captures: allowed,
+ * but the preparation then lands in the middle of the timed epoch, and a
+ * backend may refuse heuristics while a capture is open). */
+static gcc_status prepare_plans(gcc_session *s, const source *src, const gcc_train_config *cfg,
+                                gcc_diag *d) {
+  if (!gcc_session_on_device(s))
+    return GCC_OK;
+  int64_t n[2], bs[2];
+  n[0] = src->is_inline ? src->n : src->train.n;
+  n[1] = src->is_inline ? src->n : src->test.n;
+  bs[0] = cfg->batch_size;
+  bs[1] = src->is_inline ? src->batch_size : cfg->eval_batch;
+  for (int eval = cfg->epochs > 0 ? 0 : 1; eval < 2; eval++) {
+    if (n[eval] <= 0 || bs[eval] <= 0)
+      continue;
+    int64_t shapes[2] = {n[eval] < bs[eval] ? n[eval] : bs[eval], n[eval] % bs[eval]};
+    for (int k = 0; k < 2; k++) {
+      int64_t rows = local_rows(cfg, eval, shapes[k]);
+      if (rows <= 0)
+        continue;
+      gcc_plan *p = NULL;
+      GCC_TRY(gcc_session_plan(s, eval ? GCC_MODE_EVAL : GCC_MODE_TRAIN, rows, &p, d));
+    }
+  }
+  return GCC_OK;
+}
+
 gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train_config *cfg,
                          gcc_train_report *report, gcc_diag *d) {
   memset(report, 0, sizeof *report);
@@ -985,6 +1030,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   }
   if (st == GCC_OK && dp) /* every rank starts from rank 0's parameters */
     st = gcc_session_broadcast_params(s, d);
+  if (st == GCC_OK)
+    st = prepare_plans(s, &src, cfg, d);
   FILE *out = cfg->out ? cfg->out : stdout;
   const char *test_name = src.is_inline && !src.has_test ? "train-set" : "test";
   int ck_steps = cfg->checkpoint_dir && cfg->checkpoint_every > 0;

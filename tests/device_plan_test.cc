@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -297,6 +298,116 @@ TEST_F(DevicePlan, CheckpointFromTheDeviceMirrorResumesBitwise) {
   gcc_session_destroy(resumed);
   gcc_graph_free(g);
   EXPECT_EQ(hb.used, 0u) << "device memory leaked";
+}
+
+// Dropout in training (issue 15): SmallMlp with a Dropout after each hidden
+// ReLU (ratios 0.5 and 0.25, 1-D per row and the whole [N, 16] tensor), its
+// masks keyed by the training spec's seed.
+gcc_graph *DropoutMlp(uint64_t seed) {
+  gcc_builder *b = gcc_builder_new("dropout_mlp", 11);
+  int64_t xd[4] = {GCC_BATCH_DIM, 1, 6, 6}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "image", GCC_DT_FLOAT32, 4, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  int h = gcc_build_flatten(b, "flatten", x, 1);
+  h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", h, 36, 24));
+  h = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &h, 1);
+  gcc_build_set_float(b, h, "ratio", 0.5f);
+  h = gcc_build_relu(b, "relu2", gcc_build_linear(b, "fc2", h, 24, 16));
+  h = gcc_build_op(b, GCC_OP_DROPOUT, "drop2", "drop2.out", &h, 1);
+  gcc_build_set_float(b, h, "ratio", 0.25f);
+  int logits = gcc_build_linear(b, "fc3", h, 16, 5);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_graph *g = FinishInlineTraining(b, "loss", "fc3.out", "image", "label",
+                                      Opt(GCC_OPT_SGD, 0.1f, 0.5f, 0.0f));
+  if (g)
+    g->training.seed = seed;
+  return g;
+}
+
+// The CUDA plan (generated Dropout kernels, emulated) draws the CPU's masks:
+// the same losses and parameters; a plan with Dropout is never captured as
+// a CUDA Graph (the step is a kernel argument), and evaluation (the
+// identity) agrees too.
+TEST_F(DevicePlan, DropoutTrainsAsOnTheCpuAndIsNeverCaptured) {
+  HostBackend hb;
+  gcc_graph *g = DropoutMlp(77);
+  ASSERT_NE(g, nullptr);
+  TrainAndCompare(g, /*graphs=*/true, /*pending=*/1, 6, 8, 5, &hb, 1e-5);
+  EXPECT_EQ(hb.captures, 0);
+  gcc_graph_free(g);
+}
+
+// Determinism: two runs with one seed give bitwise the same losses and
+// parameters, another seed other losses, and a run resumed from a
+// checkpoint after 3 of 6 steps (the step count is saved: the masks of
+// steps 3 to 5 follow it) ends bitwise where the uninterrupted one does;
+// on the CPU and on the CUDA plan.
+TEST_F(DevicePlan, DropoutMasksFollowTheSeedAndResumeBitwise) {
+  for (bool device : {false, true}) {
+    SCOPED_TRACE(device ? "CUDA plan (host backend)" : "CPU");
+    HostBackend hb;
+    gcc_graph *g = DropoutMlp(77), *g2 = DropoutMlp(78);
+    ASSERT_TRUE(g && g2);
+    gcc_diag d{};
+    auto options = [&](const gcc_graph *m) {
+      return device ? DeviceOptions(m, &hb, /*graphs=*/false, /*pending=*/1) : CpuOptions(m);
+    };
+    auto steps = [&](gcc_session *s, int from, int to, std::vector<float> *losses) {
+      for (int k = from; k < to; k++) {
+        Batch b = MakeBatch(8, 36, 5, 300 + (uint32_t)k);
+        float l = 0;
+        ASSERT_EQ(gcc_session_train_step(s, b.x.data(), b.y.data(), 8, &l, &d), GCC_OK) << d.msg;
+        if (losses)
+          losses->push_back(l);
+      }
+    };
+    gcc_session_options so = options(g), so2 = options(g2);
+    gcc_session *whole = nullptr, *again = nullptr, *other = nullptr, *first = nullptr,
+                *resumed = nullptr;
+    std::vector<float> lw, la, lo;
+    ASSERT_EQ(gcc_session_create(g, &so, &whole, &d), GCC_OK) << d.msg;
+    steps(whole, 0, 6, &lw);
+    ASSERT_EQ(gcc_session_create(g, &so, &again, &d), GCC_OK) << d.msg;
+    steps(again, 0, 6, &la);
+    ASSERT_EQ(gcc_session_create(g2, &so2, &other, &d), GCC_OK) << d.msg;
+    steps(other, 0, 6, &lo);
+    ASSERT_EQ(lw.size(), 6u);
+    ASSERT_EQ(la.size(), 6u);
+    ASSERT_EQ(lo.size(), 6u);
+    EXPECT_EQ(std::memcmp(lw.data(), la.data(), 6 * sizeof(float)), 0)
+        << "two runs with one seed differ";
+    EXPECT_NE(std::memcmp(lw.data(), lo.data(), 6 * sizeof(float)), 0)
+        << "the seed changes nothing: the masks do not follow it";
+    ASSERT_EQ(gcc_session_create(g, &so, &first, &d), GCC_OK) << d.msg;
+    steps(first, 0, 3, nullptr);
+    std::string dir = gcc_test::TmpPath(device ? "dropout_ckpt_dev" : "dropout_ckpt_cpu");
+    ASSERT_EQ(gcc_checkpoint_write(dir.c_str(), first, g, 0, 3, 2, &d), GCC_OK) << d.msg;
+    gcc_session_destroy(first);
+    gcc_checkpoint ck{};
+    ASSERT_EQ(gcc_checkpoint_find(dir.c_str(), &ck, nullptr, &d), GCC_OK) << d.msg;
+    EXPECT_EQ(ck.step, 3);
+    ASSERT_EQ(gcc_session_create(g, &so, &resumed, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_checkpoint_check(&ck, g, resumed, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_restore(resumed, ck.arena, ck.arena_size, ck.step, &d), GCC_OK) << d.msg;
+    gcc_checkpoint_free(&ck);
+    std::vector<float> lr;
+    steps(resumed, 3, 6, &lr);
+    ASSERT_EQ(lr.size(), 3u);
+    EXPECT_EQ(std::memcmp(lr.data(), lw.data() + 3, 3 * sizeof(float)), 0)
+        << "the resumed run's losses differ from the uninterrupted run's";
+    const void *a = nullptr, *b = nullptr;
+    size_t na = 0, nb = 0;
+    ASSERT_EQ(gcc_session_arena(whole, &a, &na, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_arena(resumed, &b, &nb, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(na, nb);
+    EXPECT_EQ(std::memcmp(a, b, na), 0) << "the resumed run differs from the uninterrupted one";
+    for (gcc_session *s : {whole, again, other, resumed})
+      gcc_session_destroy(s);
+    gcc_graph_free(g);
+    gcc_graph_free(g2);
+    EXPECT_EQ(hb.used, 0u) << "device memory leaked";
+  }
 }
 
 TEST_F(DevicePlan, CudaGraphReplayGivesTheSameTrainingAsIssuingEveryStep) {
@@ -917,6 +1028,336 @@ TEST_F(DevicePlan, TheKernelImageIsChosenByComputeCapabilityBeforeLoading) {
     EXPECT_NE(std::string(d.msg).find("compute_90"), std::string::npos) << d.msg;
     gcc_session_destroy(dev);
   }
+  gcc_graph_free(g);
+}
+
+// ---- issue 19: ready for the first GPU ---------------------------------------
+
+// Trains `g` on the host backend `hb` and on the CPU (3 steps of `rows`, one
+// evaluation of `rows`): losses, correct counts and parameters agree within
+// `tol`. Returns the fallback text (gcc_plan_fallback_text) of its training
+// and evaluation plans in *fallbacks.
+void TrainRefusing(gcc_graph *g, HostBackend *hb, int64_t rows, int64_t features, int classes,
+                   double tol, std::string *fallbacks) {
+  gcc_diag d{};
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, hb, true, 1);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  for (int s = 0; s < 4; s++) {
+    bool train = s < 3;
+    int64_t r = rows;
+    Batch b = MakeBatch(r, features, classes, 900u + (uint32_t)s);
+    float l1 = 0, l2 = 0;
+    int64_t c1 = -1, c2 = -2;
+    if (train) {
+      ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), r, &l2, &d), GCC_OK) << d.msg;
+      ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), r, &l1, &d), GCC_OK)
+          << "step " << s << ": " << d.msg;
+    } else {
+      ASSERT_EQ(gcc_session_eval_batch(cpu, b.x.data(), b.y.data(), r, &l2, &c2, nullptr, &d),
+                GCC_OK)
+          << d.msg;
+      ASSERT_EQ(gcc_session_eval_batch(dev, b.x.data(), b.y.data(), r, &l1, &c1, nullptr, &d),
+                GCC_OK)
+          << d.msg;
+      EXPECT_EQ(c1, c2);
+    }
+    EXPECT_NEAR(l1, l2, tol * std::max(1.0f, std::fabs(l2))) << "step " << s;
+  }
+  ExpectSameParameters(g, dev, cpu, tol);
+  fallbacks->clear();
+  const struct {
+    gcc_mode mode;
+    int64_t rows;
+  } plans[] = {{GCC_MODE_TRAIN, rows}, {GCC_MODE_EVAL, rows}};
+  for (const auto &pl : plans) {
+    gcc_plan *p = nullptr;
+    ASSERT_EQ(gcc_session_plan(dev, pl.mode, pl.rows, &p, &d), GCC_OK) << d.msg;
+    char text[4096];
+    gcc_plan_fallback_text(p, text, sizeof text);
+    *fallbacks += text;
+    for (int i = 0; i < gcc_plan_epilogue_fallbacks(p); i++) {
+      const char *group = nullptr, *epi = nullptr, *why = nullptr;
+      ASSERT_EQ(gcc_plan_epilogue_fallback(p, i, &group, &epi, &why), 0);
+      EXPECT_TRUE(group && *group && epi && why && *why);
+    }
+    EXPECT_EQ(
+        gcc_plan_epilogue_fallback(p, gcc_plan_epilogue_fallbacks(p), nullptr, nullptr, nullptr),
+        -1);
+  }
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  EXPECT_EQ(hb->used, 0u) << "device memory leaked";
+  EXPECT_TRUE(hb->prepared.empty()) << "prepared GEMMs leaked";
+  EXPECT_TRUE(hb->violations.empty()) << Violations(*hb);
+}
+
+// Issue 19: the MNIST MLP and the CIFAR-10 CNN train with each cuBLASLt
+// epilogue they use refused in turn by the (emulated) heuristic: the plan
+// runs the plain GEMM and a generated kernel for the epilogue's work, says
+// which groups fell back and why, and matches the CPU plan with the
+// tolerances of the tests above (MLP 2e-5, CNN 1e-5 relative).
+struct RefusalCase {
+  const char *name;
+  gcc_status (*make)(uint64_t, gcc_graph **, gcc_diag *);
+  uint64_t seed;
+  int64_t rows, features;
+  double tol;
+};
+
+void RefuseEachEpilogueInTurn(const RefusalCase &c) {
+  {
+    SCOPED_TRACE(c.name);
+    gcc_graph *g = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(c.make(c.seed, &g, &d), GCC_OK) << d.msg;
+    std::set<std::string> used;
+    std::string text;
+    {
+      HostBackend hb; // nothing refused: which epilogues the plans use
+      TrainRefusing(g, &hb, c.rows, c.features, 10, c.tol, &text);
+      EXPECT_EQ(text, "");
+      used.insert(hb.epilogues.begin(), hb.epilogues.end());
+    }
+    used.erase("CUBLASLT_EPILOGUE_DEFAULT");
+    EXPECT_GE(used.size(), 3u);
+    int refused_any = 0;
+    for (int e = 0; e <= GCC_EPI_BGRADB; e++) { // the cuBLASLt values, 1 .. 512
+      if (!used.count(gcc_epilogue_name(e)))
+        continue;
+      SCOPED_TRACE(gcc_epilogue_name(e));
+      HostBackend hb;
+      hb.refuse.insert(e);
+      TrainRefusing(g, &hb, c.rows, c.features, 10, c.tol, &text);
+      EXPECT_NE(text.find(std::string(gcc_epilogue_name(e)) + " not offered"), std::string::npos)
+          << text;
+      EXPECT_NE(text.find("cuBLASLt has no algorithm"), std::string::npos) << text;
+      for (const std::string &u : hb.epilogues)
+        EXPECT_NE(u, gcc_epilogue_name(e));
+      refused_any++;
+    }
+    EXPECT_EQ(refused_any, (int)used.size());
+    {
+      HostBackend hb;                           // all of them at once
+      for (int e = 0; e <= GCC_EPI_BGRADB; e++) // the cuBLASLt values, 1 .. 512
+        if (used.count(gcc_epilogue_name(e)))
+          hb.refuse.insert(e);
+      TrainRefusing(g, &hb, c.rows, c.features, 10, c.tol, &text);
+      for (const std::string &u : hb.epilogues)
+        EXPECT_EQ(u, "CUBLASLT_EPILOGUE_DEFAULT");
+    }
+    gcc_graph_free(g);
+  }
+}
+
+TEST_F(DevicePlan, MnistMlpTrainsWithEachEpilogueRefusedInTurnAsOnTheCpu) {
+  RefuseEachEpilogueInTurn({"mnist_mlp", gcc_model_mnist_mlp, GCC_MNIST_MLP_SEED, 16, 784, 2e-5});
+}
+
+TEST_F(DevicePlan, CifarCnnTrainsWithEachEpilogueRefusedInTurnAsOnTheCpu) {
+  RefuseEachEpilogueInTurn(
+      {"cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED, 4, 3 * 32 * 32, 1e-5});
+}
+
+// Issue 19: a run whose data set is not a multiple of the batch size (MNIST:
+// 60000 = 535 x 112 + 80; the test set 10000 = 3 x 3000 + 1000) prepares the
+// plans of both training shapes and both evaluation shapes (cuBLASLt
+// heuristics, cuDNN algorithms, workspaces) before the first CUDA Graph is
+// captured, and no heuristic runs under capture (the host backend records a
+// violation if one does).
+TEST_F(DevicePlan, EveryBatchShapeOfTheRunIsPreparedBeforeTheFirstCapture) {
+  std::string data = MnistDir();
+  ASSERT_FALSE(data.empty()) << "data/mnist missing from the runfiles";
+  HostBackend hb;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &g, &d), GCC_OK) << d.msg;
+  gcc_session_options so = DeviceOptions(g, &hb, true, 2);
+  gcc_session *s = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  gcc_train_config cfg{};
+  cfg.data_dir = data.c_str();
+  cfg.epochs = 1;
+  cfg.batch_size = 112;
+  cfg.seed = 4;
+  cfg.log_every = 2;
+  cfg.max_steps = 6;
+  cfg.eval_batch = 3000;
+  cfg.quiet = 1;
+  cfg.out = stdout;
+  cfg.note = stdout;
+  gcc_train_report rep;
+  ASSERT_EQ(gcc_train_run(s, g, &cfg, &rep, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(rep.steps, 6);
+  EXPECT_GE(hb.captures, 1);
+  auto first = [&](const std::string &what) -> size_t {
+    for (size_t i = 0; i < hb.prep_log.size(); i++)
+      if (hb.prep_log[i].find(what) != std::string::npos)
+        return i;
+    return SIZE_MAX;
+  };
+  // fc1's forward GEMM, column-major: m = 512 outputs, n = the batch rows, k = 784
+  size_t capture = first("capture");
+  ASSERT_NE(capture, SIZE_MAX);
+  for (const char *shape :
+       {"gemm 512x112x784", "gemm 512x80x784", "gemm 512x3000x784", "gemm 512x1000x784"}) {
+    size_t at = first(shape);
+    EXPECT_NE(at, SIZE_MAX) << shape << " never prepared";
+    EXPECT_LT(at, capture) << shape << " prepared after the first capture";
+  }
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_session_destroy(s);
+  gcc_graph_free(g);
+}
+
+// The host backend's capture check itself: a heuristic asked while a
+// capture is open is an error and a violation (as the CUDA backend refuses
+// it: cudaStreamIsCapturing).
+TEST(HostBackendCapture, AHeuristicDuringCaptureIsRefused) {
+  HostBackend hb;
+  gcc_diag d{};
+  ASSERT_EQ(hb.be.capture_begin(hb.be.self, &d), GCC_OK);
+  gcc_colmajor_gemm m{};
+  m.m = m.n = m.k = m.lda = m.ldb = m.ldd = 4;
+  m.c_value = m.bias_value = m.aux_group = -1;
+  m.epilogue = GCC_EPI_DEFAULT;
+  gcc_gemm_operands ops{};
+  ops.align_a = ops.align_b = ops.align_c = ops.align_d = 16;
+  void *pr = nullptr;
+  EXPECT_NE(hb.be.gemm_prepare(hb.be.self, &m, &ops, &pr, &d), GCC_OK);
+  EXPECT_EQ(pr, nullptr);
+  void *graph = nullptr;
+  ASSERT_EQ(hb.be.capture_end(hb.be.self, &graph, &d), GCC_OK);
+  hb.be.graph_destroy(hb.be.self, graph);
+  ASSERT_EQ(hb.violations.size(), 1u);
+  EXPECT_NE(hb.violations[0].find("during a capture"), std::string::npos) << hb.violations[0];
+}
+
+// Issue 19: every kernel launch is checked against the device's limits when
+// the plan is built (a fake device here), before anything is launched, and
+// the message names the kernel and its node.
+TEST_F(DevicePlan, ALaunchPastTheDeviceLimitsIsRefusedWhenThePlanIsBuilt) {
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  struct Limit {
+    const char *what;
+    int threads, grid;
+    const char *says;
+  } limits[] = {{"128 threads per block", 128, INT_MAX, "threads per block"},
+                {"one block in x", 1024, 1, "cudaDevAttrMaxGridDimX"}};
+  for (const Limit &l : limits) {
+    SCOPED_TRACE(l.what);
+    HostBackend hb;
+    hb.max_threads = l.threads;
+    hb.max_grid_x = l.grid;
+    gcc_session_options so = DeviceOptions(g, &hb, true, 1);
+    gcc_session *dev = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_session_create(g, &so, &dev, &d), GCC_OK) << d.msg;
+    Batch b = MakeBatch(8, 36, 5, 3);
+    float loss = 0;
+    EXPECT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &loss, &d),
+              GCC_ERR_UNSUPPORTED);
+    std::string m = d.msg;
+    EXPECT_NE(m.find(l.says), std::string::npos) << m;
+    EXPECT_NE(m.find("kernel "), std::string::npos) << m;
+    EXPECT_NE(m.find("node '"), std::string::npos) << m;
+    EXPECT_NE(m.find("cuda:0"), std::string::npos) << m;
+    EXPECT_EQ(hb.launches, 0) << "a kernel was launched before the check";
+    gcc_session_destroy(dev);
+    EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+    EXPECT_EQ(hb.used, 0u);
+  }
+  { // the limits of an H100 let the same plan run
+    HostBackend hb;
+    hb.max_threads = 1024;
+    hb.max_grid_x = 2147483647;
+    TrainAndCompare(g, /*graphs=*/true, /*pending=*/2, 4, 8, 5, &hb, 1e-5);
+  }
+  gcc_graph_free(g);
+}
+
+// Issue 19: --profile on a device: every launch, GEMM, library call and copy
+// of a step is bracketed by timing events (emulated here: host clock at
+// record), read once the step is known to be done; the input H2D is timed
+// on the copy stream with its bytes; every op runs inside an NVTX range
+// named after its node or group; capture is off while profiling; the
+// losses still match the CPU.
+TEST_F(DevicePlan, ProfilingTimesEveryDeviceLaunchAndNamesEveryNode) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  std::string path = ::testing::TempDir() + "/device_profile.json";
+  gcc_profiler *prof = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_profiler_create(path.c_str(), &prof, &d), GCC_OK) << d.msg;
+  gcc_prof_track *track = gcc_profiler_track(prof, "main");
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, true, 2);
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_set_profiler(dev, prof, track, &d), GCC_OK) << d.msg;
+  const int steps = 5;
+  std::vector<float> dl(steps), cl(steps);
+  int got = 0;
+  for (int s = 0; s < steps; s++) {
+    Batch b = MakeBatch(8, 36, 5, 40u + (uint32_t)s);
+    ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), 8, &cl[s], &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_train_step_async(dev, b.x.data(), b.y.data(), 8, &d), GCC_OK) << d.msg;
+    if (s % 2 == 1 || s == steps - 1) {
+      int n = 0;
+      ASSERT_EQ(gcc_session_collect_losses(dev, dl.data() + got, 2, &n, &d), GCC_OK) << d.msg;
+      got += n;
+    }
+  }
+  ASSERT_EQ(got, steps);
+  for (int s = 0; s < steps; s++)
+    EXPECT_NEAR(dl[s], cl[s], 1e-5 * std::max(1.0f, std::fabs(cl[s]))) << "step " << s;
+  gcc_plan *p = nullptr;
+  ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 8, &p, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(hb.captures, 0);
+  EXPECT_NE(std::string(gcc_plan_graph_note(p)).find("--profile"), std::string::npos)
+      << gcc_plan_graph_note(p);
+  gcc_plan_device_profile dp{};
+  gcc_plan_device_profile_get(p, &dp);
+  EXPECT_EQ(dp.steps, steps);
+  EXPECT_DOUBLE_EQ(dp.h2d_bytes, steps * (8.0 * 36 * 4 + 8 * 8)); // image float32, label int64
+  EXPECT_GE(dp.kernel_ms, 0.0);
+  EXPECT_GT(dp.gemm_ms + dp.kernel_ms, 0.0);
+  EXPECT_LE(dp.overlap_ms, dp.h2d_ms + 1e-9);
+  // the ops of each step in NVTX ranges, each named after its node or group
+  int ops = gcc_plan_num_steps(p);
+  EXPECT_EQ((int)hb.ranges.size(), ops * steps);
+  EXPECT_EQ(hb.range_depth, 0);
+  const gcc_graph *pg = gcc_plan_graph(p);
+  int named = 0;
+  for (int gi = 0; gi < pg->n_groups; gi++)
+    for (const std::string &r : hb.ranges)
+      if (r.find(pg->groups[gi].name) != std::string::npos) {
+        named++;
+        break;
+      }
+  EXPECT_GE(named, gcc_plan_launches(p)) << "a launch without an NVTX range of its group";
+  // the events: one per device op per step on the device track, and the H2D
+  gcc_prof_summary sum{};
+  ASSERT_EQ(gcc_session_set_profiler(dev, nullptr, nullptr, &d), GCC_OK);
+  ASSERT_EQ(gcc_profiler_summary(prof, &sum, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(sum.count[GCC_PROF_OP] + sum.count[GCC_PROF_COPY], (int64_t)(ops + 1) * steps);
+  bool gemm_row = false;
+  for (int i = 0; i < sum.n_rows; i++)
+    gemm_row |= std::string(sum.rows[i].op) == "Gemm (cuBLASLt)" && sum.rows[i].flops > 0;
+  EXPECT_TRUE(gemm_row);
+  gcc_prof_summary_free(&sum);
+  EXPECT_EQ(gcc_profiler_write(prof, &d), GCC_OK) << d.msg;
+  // profiling off: the plan captures again
+  Batch b = MakeBatch(8, 36, 5, 77);
+  float l = 0;
+  for (int s = 0; s < 3; s++)
+    ASSERT_EQ(gcc_session_train_step(dev, b.x.data(), b.y.data(), 8, &l, &d), GCC_OK) << d.msg;
+  EXPECT_GE(hb.captures, 1);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  gcc_profiler_destroy(prof);
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
   gcc_graph_free(g);
 }
 

@@ -22,6 +22,9 @@
 #include <cblas.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -167,6 +170,16 @@ struct Prepared {
 //    `refuse`;
 //  - the device has a compute capability (be.arch) and loads modules
 //    lazily: an image it cannot run fails at its first launch;
+//  - launch limits (max_threads, max_grid_x, max_block_x, max_dyn_smem,
+//    fake ones for the tests): launch_limits reports them, and a launch past
+//    them fails as cudaErrorInvalidConfiguration would (and is a violation:
+//    the runner must refuse such a plan before launching anything);
+//  - heuristics and algorithm choices (gemm_prepare, library_prepare)
+//    during a capture are violations; `prep_log` records every prepare and
+//    capture in order, with the GEMM's shape;
+//  - emulated timing events (the host clock when recorded; the work before
+//    them has run, as the host executes it synchronously) and NVTX ranges,
+//    recorded in `ranges` (a pop without a push is a violation);
 //  - H2D copies on the copy stream stay in flight until something orders
 //    them (an event the host or the compute stream waits for); a staging
 //    buffer rewritten meanwhile is a violation.
@@ -200,6 +213,22 @@ struct HostBackend {
   uint64_t copy_seq = 0, compute_dep = 0;
   std::map<int, std::pair<int, uint64_t>> event_mark; // event -> stream, copies it covers
   int fail_gemm_at = -1;                              // inject a failure at this GEMM call
+  // launch limits (a fake device's, for the tests)
+  int max_threads = 1024, max_grid_x = INT_MAX, max_block_x = 1024;
+  size_t max_dyn_smem = 227 * 1024;
+  // prepares and captures in order: "gemm MxNxK EPILOGUE", "library NODE", "capture"
+  std::vector<std::string> prep_log;
+  // emulated timing events: ms on the host clock when recorded (NaN: never)
+  std::vector<double> timer_ms;
+  int timer_records = 0;
+  // NVTX: every range pushed, in order, and the current depth
+  std::vector<std::string> ranges;
+  int range_depth = 0;
+  static double NowMs() {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   // the host's waits on step-done events: (steps issued so far, the step waited for)
   int steps_recorded = 0;
   std::map<int, int> event_step;
@@ -403,6 +432,15 @@ struct HostBackend {
                          void **out, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       *out = nullptr;
+      char shape[160];
+      snprintf(shape, sizeof shape, "gemm %lldx%lldx%lld %s", (long long)g->m, (long long)g->n,
+               (long long)g->k, gcc_epilogue_name(g->epilogue));
+      h->prep_log.push_back(shape);
+      if (h->capturing) {
+        h->violations.push_back(std::string("cuBLASLt heuristic asked during a capture (") + shape +
+                                ")");
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "heuristic during capture");
+      }
       bool none =
           h->refuse.count((int)g->epilogue) || (g->epilogue == GCC_EPI_BGRADB && g->n == 1) ||
           ((g->epilogue == GCC_EPI_DRELU || g->epilogue == GCC_EPI_DRELU_BGRAD) && g->k == 1);
@@ -472,8 +510,14 @@ struct HostBackend {
     // device (here: host) addresses, with the workspace the plan gives it
     // (the CPU kernel's im2col scratch stands for cuDNN's workspace)
     be.library_prepare = [](void *self, const gcc_graph *g, int node, size_t *ws,
-                            gcc_diag *) -> gcc_status {
+                            gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      h->prep_log.push_back(std::string("library ") + g->nodes[node].name);
+      if (h->capturing) {
+        h->violations.push_back(std::string("cuDNN algorithm chosen during a capture (node ") +
+                                g->nodes[node].name + ")");
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "algorithm choice during capture");
+      }
       *ws = gcc_cpu_workspace(g, node);
       h->lib_prepared.insert({g, node});
       return GCC_OK;
@@ -535,6 +579,7 @@ struct HostBackend {
     };
     be.capture_begin = [](void *self, gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      h->prep_log.push_back("capture");
       h->capturing = true;
       h->rec.clear();
       return GCC_OK;
@@ -593,6 +638,52 @@ struct HostBackend {
                                 ", which was not reduced in this step");
       return GCC_OK;
     };
+    be.launch_limits = [](void *self, void *, gcc_launch_limits *out, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      out->max_threads_per_block = h->max_threads;
+      out->max_grid_x = h->max_grid_x;
+      out->max_block_x = h->max_block_x;
+      out->max_dynamic_smem = h->max_dyn_smem;
+      return GCC_OK;
+    };
+    be.timer_reserve = [](void *self, int n, gcc_diag *) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      if ((int)h->timer_ms.size() < n)
+        h->timer_ms.resize((size_t)n, std::nan(""));
+      return GCC_OK;
+    };
+    be.timer_record = [](void *self, int id, int stream, gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      if (id < 0 || id >= (int)h->timer_ms.size())
+        return gcc_diag_set(d, GCC_ERR_INTERNAL, "timing event %d not reserved", id);
+      if (h->capturing)
+        h->violations.push_back("a timing event recorded inside a capture");
+      if (stream == GCC_STREAM_COPY) // the copies before it are done when it is
+        h->Drain(h->copy_seq);
+      h->timer_ms[(size_t)id] = NowMs();
+      h->timer_records++;
+      return GCC_OK;
+    };
+    be.timer_elapsed = [](void *self, int a, int b, double *ms, gcc_diag *d) -> gcc_status {
+      auto *h = static_cast<HostBackend *>(self);
+      if (a < 0 || b < 0 || a >= (int)h->timer_ms.size() || b >= (int)h->timer_ms.size() ||
+          std::isnan(h->timer_ms[(size_t)a]) || std::isnan(h->timer_ms[(size_t)b]))
+        return gcc_diag_set(d, GCC_ERR_DEVICE,
+                            "cudaEventElapsedTime: cudaErrorInvalidResourceHandle (an event "
+                            "never recorded)");
+      *ms = h->timer_ms[(size_t)b] - h->timer_ms[(size_t)a];
+      return GCC_OK;
+    };
+    be.range_push = [](void *self, const char *name) {
+      auto *h = static_cast<HostBackend *>(self);
+      h->ranges.push_back(name);
+      h->range_depth++;
+    };
+    be.range_pop = [](void *self) {
+      auto *h = static_cast<HostBackend *>(self);
+      if (--h->range_depth < 0)
+        h->violations.push_back("nvtxRangePop without a range");
+    };
     be.graph_destroy = [](void *self, void *graph) {
       auto *h = static_cast<HostBackend *>(self);
       auto *g = static_cast<Graph *>(graph);
@@ -613,6 +704,13 @@ struct HostBackend {
     GCC_TRY(Check(r, d));
     switch (r.kind) {
     case Recorded::kLaunch: {
+      if ((int)r.block > max_threads || (int)r.block > max_block_x || (int)r.grid > max_grid_x ||
+          r.grid < 1 || r.block < 1) {
+        violations.push_back("a launch past the device's limits (" + std::to_string(r.grid) +
+                             " blocks of " + std::to_string(r.block) + " threads)");
+        return gcc_diag_set(d, GCC_ERR_DEVICE,
+                            "cudaLaunchKernel failed: cudaErrorInvalidConfiguration (emulated)");
+      }
       auto mi = module_of.find(r.fn);
       if (mi != module_of.end()) { // lazy loading: the image meets the device here
         std::pair<bool, int> img = module_image[mi->second];

@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/builder.h"
 #include "graph/ir.h"
 #include "codegen/lowering.h"
 #include "graph/ops.h"
@@ -953,6 +954,57 @@ TEST(MemplanModels, CompiledPlansAreValidAndKeepWhatTheHostReads) {
             EXPECT_GT(p.device_bytes[GCC_DEV_CUDA(0)], 0u);
           }
         }
+}
+
+// Dropout (issue 15) on both devices, in training (Dropout and DropoutGrad
+// kernels of their own, the mask redrawn in the backward) and evaluation
+// (the identity, fused on a GPU): the plans pass the verifier.
+TEST(MemplanModels, DropoutPlansAreValid) {
+  gcc_builder *b = gcc_builder_new("dropout_mlp", 3);
+  int64_t xd[2] = {GCC_BATCH_DIM, 12}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "y", GCC_DT_INT64, 1, yd);
+  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 12, 16));
+  h = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &h, 1);
+  gcc_build_set_float(b, h, "ratio", 0.5f);
+  int logits = gcc_build_linear(b, "fc2", h, 16, 4);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.prediction = "fc2.out";
+  ts.input = "x";
+  ts.target = "y";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.1f;
+  ts.batch_size = 32;
+  ts.epochs = 1;
+  ts.seed = 5;
+  gcc_build_training(b, &ts);
+  gcc_graph *raw = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
+  GraphPtr model(raw);
+  for (int device : {GCC_DEV_CPU, GCC_DEV_CUDA(0)})
+    for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL}) {
+      SCOPED_TRACE(std::string(device ? "cuda" : "cpu") +
+                   (mode == GCC_MODE_EVAL ? " eval" : " train"));
+      gcc_options o = Options(raw, device, mode);
+      Compiled c;
+      ASSERT_EQ(gcc_compile_graph(raw, &o, &c.g, &c.mem, &d), GCC_OK) << d.msg;
+      const gcc_graph *g = c.g;
+      int drops = 0, grads = 0;
+      for (int i = 0; i < g->n_nodes; i++) {
+        drops += g->nodes[i].op == GCC_OP_DROPOUT;
+        grads += g->nodes[i].op == GCC_OP_DROPOUT_GRAD;
+      }
+      EXPECT_EQ(drops, 1);
+      EXPECT_EQ(grads, mode == GCC_MODE_TRAIN ? 1 : 0);
+      std::vector<int> keep = HostReads(g, mode);
+      keep.push_back(gcc_graph_find(g, g->training.loss));
+      keep.push_back(gcc_graph_find(g, g->training.prediction));
+      EXPECT_EQ(Join(Verify(g, keep.data(), (int)keep.size(), c.mem)), "");
+    }
 }
 
 // Conv workspaces: one per CPU convolution node, sized by the op, and the

@@ -132,7 +132,8 @@ std::string RunCpu(const gcc_graph *g, const float *x, int64_t rows, Outputs *ou
     }
     Output &out = (*outs)[name];
     out.shape = t->shape;
-    out.v.assign(static_cast<const float *>(t->data), static_cast<const float *>(t->data) + t->numel);
+    out.v.assign(static_cast<const float *>(t->data),
+                 static_cast<const float *>(t->data) + t->numel);
   }
   gcc_plan_free(p);
   return err;
@@ -360,7 +361,8 @@ GraphPtr OpsChain(std::string *err) {
   int64_t shape[2] = {-1, 100};
   int rs = AddNode(g, "reshape", GCC_OP_RESHAPE, {fl});
   gcc_node_set_ints(g, LastNode(g), "shape", shape, 2);
-  int mm = AddNode(g, "matmul", GCC_OP_MATMUL, {rs, AddInit(g, "fc.w", {2, {100, 6}}, -0.3f, 0.3f)});
+  int mm =
+      AddNode(g, "matmul", GCC_OP_MATMUL, {rs, AddInit(g, "fc.w", {2, {100, 6}}, -0.3f, 0.3f)});
   int add = AddNode(g, "add", GCC_OP_ADD, {mm, AddInit(g, "fc.b", {1, {6}}, -0.1f, 0.1f)});
   int ls = AddNode(g, "log_softmax", GCC_OP_LOG_SOFTMAX, {add});
   gcc_node_set_int(g, LastNode(g), "axis", 1);
@@ -490,7 +492,7 @@ void CheckAgainstOrt(const std::string &name, bool deterministic) {
   }
   const Fixture &fx = OrtFixture();
   ASSERT_TRUE(fx.Has(name + ".shape")) << "tests/fixtures/onnx_export.fix has no " << name
-                                   << " (regenerate it: see the top of this file)";
+                                       << " (regenerate it: see the top of this file)";
   int64_t digest = fx.Get(name + ".digest").i64()[0];
   if (deterministic)
     EXPECT_EQ(Fnv64(bytes), digest)
@@ -529,7 +531,8 @@ void CheckAgainstOrt(const std::string &name, bool deterministic) {
   ASSERT_EQ(RunCpu(rk.g, xv.data(), rows, &kept), "");
   for (const char *out : {"logits", "probabilities"}) {
     EXPECT_TRUE(Bitwise(kept[out].v, ours[out].v))
-        << out << ": re-imported with BatchNormalization kept, " << RelErr(kept[out].v, ours[out].v);
+        << out << ": re-imported with BatchNormalization kept, "
+        << RelErr(kept[out].v, ours[out].v);
     double e = RelErr(back[out].v, ours[out].v);
     EXPECT_LE(e, 1e-6) << out << ": re-imported with the default import";
     char within[64];
@@ -733,8 +736,8 @@ TEST(OnnxExport, ADilatedAveragePoolIsRefusedNamingTheNode) {
 }
 
 TEST(OnnxExport, TheTableMapsEveryForwardOpAndNoTrainingOp) {
-  const unsigned training = GCC_OPF_INTERNAL | GCC_OPF_OPTIMIZER | GCC_OPF_LOSS | GCC_OPF_COPY |
-                            GCC_OPF_COLLECTIVE;
+  const unsigned training =
+      GCC_OPF_INTERNAL | GCC_OPF_OPTIMIZER | GCC_OPF_LOSS | GCC_OPF_COPY | GCC_OPF_COLLECTIVE;
   for (int op = 0; op < GCC_OP_COUNT; op++) {
     const gcc_onnx_export_op *e = gcc_onnx_export_op_of(op);
     ASSERT_NE(e, nullptr) << gcc_op_name(op);
@@ -785,9 +788,9 @@ std::string MnistDir() {
 TEST(OnnxExportCli, TrainsThenWritesTheOnnxFile) {
   std::string out = gcc_test::TmpPath("cli_mlp.onnx");
   unlink(out.c_str());
-  ProcResult r = Train({Runfile("models/mnist_mlp.pb"), "--data", MnistDir(), "--max-steps", "20",
-                        "--threads", "1", "--device", "cpu", "--no-output", "--log-every", "0",
-                        "--export-onnx", out});
+  ProcResult r =
+      Train({Runfile("models/mnist_mlp.pb"), "--data", MnistDir(), "--max-steps", "20", "--threads",
+             "1", "--device", "cpu", "--no-output", "--log-every", "0", "--export-onnx", out});
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.out, "exported the inference graph as ONNX (opset 17) to " + out)) << r;
   std::string err;
@@ -864,17 +867,17 @@ TEST(OnnxExportCli, ASymbolicLinkKeepsPointingAtTheReplacedFile) {
 TEST(OnnxExportCli, AnUnexportableModelFailsBeforeTraining) {
   gcc_test::OnnxModel m(19);
   m.Input("x", {gcc_test::kBatch, 1, 6, 6});
-  m.Node("AveragePool", {"x"}, {"p"},
-         {m.Ints("kernel_shape", {2, 2}), m.Ints("dilations", {2, 2})}, "dilated_pool");
+  m.Node("AveragePool", {"x"}, {"p"}, {m.Ints("kernel_shape", {2, 2}), m.Ints("dilations", {2, 2})},
+         "dilated_pool");
   m.Node("Flatten", {"p"}, {"logits"});
   m.Output("logits");
   std::vector<uint8_t> bytes = m.Bytes();
   std::string path = gcc_test::TmpPath("dilated.onnx"), out = gcc_test::TmpPath("dilated_out.onnx");
   ASSERT_TRUE(gcc_test::WriteFile(path, bytes.data(), bytes.size()));
   unlink(out.c_str());
-  ProcResult r = Train({path, "--loss", "cross-entropy", "--lr", "0.1", "--dataset", "npy", "--data",
-                        gcc_test::TmpPath("no-such-data"), "--no-output", "--device", "cpu",
-                        "--export-onnx", out});
+  ProcResult r = Train({path, "--loss", "cross-entropy", "--lr", "0.1", "--dataset", "npy",
+                        "--data", gcc_test::TmpPath("no-such-data"), "--no-output", "--device",
+                        "cpu", "--export-onnx", out});
   EXPECT_EQ(r.exit_code, 3) << r;
   EXPECT_TRUE(Has(r.err, "--export-onnx")) << r;
   EXPECT_TRUE(Has(r.err, "node 'dilated_pool' (AveragePool)")) << r;
@@ -892,8 +895,8 @@ namespace {
 TEST(OnnxExportCli, GccImportWritesTheOnnxFileOfATrainedPb) {
   std::string out = gcc_test::TmpPath("import_cnn.onnx");
   unlink(out.c_str());
-  ProcResult r =
-      gcc_test::RunRunfile("cli/gcc-import", {Runfile("models/mnist_cnn.pb"), "--export-onnx", out});
+  ProcResult r = gcc_test::RunRunfile("cli/gcc-import",
+                                      {Runfile("models/mnist_cnn.pb"), "--export-onnx", out});
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.out, "wrote " + out + " (ONNX opset 17: the inference graph")) << r;
   Bytes b;

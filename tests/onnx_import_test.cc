@@ -398,6 +398,127 @@ TEST(OnnxImport, IdentityDropoutAndConstantOfShapeFold) {
   EXPECT_NE(rep.find("Dropout"), std::string::npos) << rep;
 }
 
+// Dropout (issue 15): imported for training it is the IR Dropout with the
+// model's ratio, whichever way the export wrote it (opset 13 inputs with
+// training_mode true as PyTorch's TrainingMode.TRAINING writes it, no
+// training_mode as EVAL or other exporters write it, opset 10's attribute,
+// opset 6's is_test); otherwise the identity, whatever training_mode says.
+Onnx__TensorProto *BoolScalar(OnnxModel &m, bool v) {
+  static int32_t kTrue = 1, kFalse = 0;
+  Onnx__TensorProto *t = m.Tensor("", {}, {0.0f});
+  t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+  t->has_raw_data = 0;
+  t->raw_data.len = 0;
+  t->n_int32_data = 1;
+  t->int32_data = v ? &kTrue : &kFalse;
+  return t;
+}
+
+void ImportDropout(int opset, int form, int train, Imported *r) {
+  OnnxModel m(opset);
+  m.Input("x", {2, 3});
+  std::vector<std::string> ins = {"x"};
+  std::vector<OnnxModel::Attr> attrs;
+  if (form == 0) { // PyTorch TRAINING: ratio and training_mode from Constants, mask unused
+    m.Node("Constant", {}, {"p"}, {m.TensorAttr("value", m.Tensor("", {}, {0.3f}))});
+    m.Node("Constant", {}, {"tm"}, {m.TensorAttr("value", BoolScalar(m, true))});
+    ins = {"x", "p", "tm"};
+  } else if (form == 1) { // a ratio initializer, no training_mode, a seed
+    m.Init("p", {}, {0.3f});
+    ins = {"x", "p"};
+    attrs.push_back(m.Int("seed", 9));
+  } else if (form == 2) { // opset 7-10: the ratio attribute
+    attrs.push_back(m.Float("ratio", 0.3f));
+  } else if (form == 3) { // opset 6: is_test = 0 (training), ratio attribute
+    attrs.push_back(m.Int("is_test", 0));
+    attrs.push_back(m.Float("ratio", 0.3f));
+  } // form 4: the defaults (ratio 0.5)
+  m.Node("Dropout", ins, {"y", "mask"}, attrs, "drop");
+  m.Output("y");
+  gcc_diag d{};
+  gcc_onnx_options o{};
+  o.train = train;
+  std::vector<uint8_t> bytes = m.Bytes();
+  r->status = gcc_onnx_import(bytes.data(), bytes.size(), "m.onnx", &o, &r->g, &r->rep, &d);
+  r->msg = d.msg;
+}
+
+TEST(OnnxImport, DropoutTrainsWhenImportedForTrainingInEveryExportForm) {
+  const struct {
+    int opset, form;
+    float ratio;
+    int64_t seed;
+  } cases[] = {{13, 0, 0.3f, 0}, {12, 0, 0.3f, 0}, {13, 1, 0.3f, 9},
+               {10, 2, 0.3f, 0}, {6, 3, 0.3f, 0},  {13, 4, 0.5f, 0}};
+  for (const auto &c : cases) {
+    SCOPED_TRACE("opset " + std::to_string(c.opset) + " form " + std::to_string(c.form));
+    {
+      Imported r;
+      ImportDropout(c.opset, c.form, 1, &r);
+      ASSERT_EQ(r.status, GCC_OK) << r.msg;
+      ASSERT_EQ(CountOp(r.g, GCC_OP_DROPOUT), 1);
+      for (int i = 0; i < r.g->n_nodes; i++)
+        if (r.g->nodes[i].op == GCC_OP_DROPOUT) {
+          const gcc_attr *ratio = gcc_node_attr(&r.g->nodes[i], "ratio");
+          const gcc_attr *seed = gcc_node_attr(&r.g->nodes[i], "seed");
+          ASSERT_NE(ratio, nullptr);
+          EXPECT_EQ(ratio->f, c.ratio);
+          EXPECT_EQ(seed ? seed->i : 0, c.seed);
+          EXPECT_EQ(gcc_node_attr(&r.g->nodes[i], "training"), nullptr)
+              << "training is autodiff's to set";
+        }
+      // evaluation (no autodiff): the identity
+      std::vector<float> x = {1, -2, 3, -4, 5, -6};
+      EXPECT_EQ(RunCpu(r.g, {x}), x);
+    }
+    {
+      Imported r; // for inference: folded away
+      ImportDropout(c.opset, c.form, 0, &r);
+      ASSERT_EQ(r.status, GCC_OK) << r.msg;
+      EXPECT_EQ(CountOp(r.g, GCC_OP_DROPOUT), 0);
+      std::vector<float> x = {1, -2, 3, -4, 5, -6};
+      EXPECT_EQ(RunCpu(r.g, {x}), x);
+    }
+  }
+}
+
+TEST(OnnxImport, DropoutRatioMustBeAConstantInRange) {
+  { // a ratio computed at run time cannot train
+    OnnxModel m(13);
+    m.Input("x", {2, 3});
+    m.Input("r", {}, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, nullptr);
+    m.Node("Dropout", {"x", "r"}, {"y"}, {}, "drop");
+    m.Output("y");
+    gcc_diag d{};
+    gcc_onnx_options o{};
+    o.train = 1;
+    std::vector<uint8_t> bytes = m.Bytes();
+    gcc_graph *g = nullptr;
+    EXPECT_NE(gcc_onnx_import(bytes.data(), bytes.size(), "m.onnx", &o, &g, nullptr, &d), GCC_OK);
+    EXPECT_EQ(g, nullptr);
+    std::string msg = d.msg;
+    EXPECT_NE(msg.find("node 'drop' (Dropout): ratio input 'r' is not a constant"),
+              std::string::npos)
+        << msg;
+  }
+  for (float bad : {1.5f, -0.1f}) {
+    OnnxModel m(10);
+    m.Input("x", {2, 3});
+    m.Node("Dropout", {"x"}, {"y"}, {m.Float("ratio", bad)}, "drop");
+    m.Output("y");
+    gcc_diag d{};
+    gcc_onnx_options o{};
+    o.train = 1;
+    std::vector<uint8_t> bytes = m.Bytes();
+    gcc_graph *g = nullptr;
+    EXPECT_EQ(gcc_onnx_import(bytes.data(), bytes.size(), "m.onnx", &o, &g, nullptr, &d),
+              GCC_ERR_INVALID_GRAPH);
+    std::string msg = d.msg;
+    EXPECT_NE(msg.find("node 'drop' (Dropout): ratio"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is outside [0, 1]"), std::string::npos) << msg;
+  }
+}
+
 // ---- external data ----------------------------------------------------------------------
 
 class ExternalData : public ::testing::Test {

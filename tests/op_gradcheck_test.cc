@@ -60,6 +60,7 @@
 #include "graph/builder.h"
 #include "graph/ir.h"
 #include "graph/ops.h"
+#include "graph/philox.h"
 #include "passes/grad_rules.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "passes/passes.h"
@@ -2974,6 +2975,274 @@ TEST(BatchNormGrad, RunningStatisticsGetNoGradientAndNoUpdate) {
   EXPECT_NE(s.param["B"][0], 0.0f); // updated by SGD
 }
 
+// ---- Dropout (issue 15) ------------------------------------------------------------------
+
+// The documented mask of a Dropout node (graph/ops.h, graph/philox.h),
+// written out from the Philox-4x32-10 block function (checked against
+// Random123's known answers in tests/philox_test.cc): element i of node
+// `name` at `step` takes word i % 4 of Philox({i / 4 (low, high), step
+// (low, high)}) under the node's key and is kept when that word is >=
+// floor(ratio 2^32). Returns 1 (kept) or 0 per element.
+std::vector<int> RefDropoutMask(uint64_t run_seed, const char *name, float ratio, int64_t n,
+                                int64_t step) {
+  const uint64_t key = gcc_dropout_key(run_seed, name, 0);
+  const double thr = ratio >= 1 ? 4294967296.0 : std::floor((double)ratio * 4294967296.0);
+  std::vector<int> m(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t q = static_cast<uint64_t>(i) / 4, s = static_cast<uint64_t>(step);
+    const unsigned ctr[4] = {static_cast<unsigned>(q), static_cast<unsigned>(q >> 32),
+                             static_cast<unsigned>(s), static_cast<unsigned>(s >> 32)};
+    const unsigned k[2] = {static_cast<unsigned>(key), static_cast<unsigned>(key >> 32)};
+    unsigned out[4];
+    gcc_philox4x32_10(ctr, k, out);
+    m[i] = static_cast<double>(out[i % 4]) >= thr;
+  }
+  return m;
+}
+
+// nn.Dropout in training with a given mask, float64: x * m / (1 - p).
+T64 RefDropout(const T64 &x, const std::vector<int> &m, double p) {
+  T64 y = x;
+  for (size_t i = 0; i < y.v.size(); ++i)
+    y.v[i] = m[i] ? x.v[i] / (1.0 - p) : 0.0;
+  return y;
+}
+
+TEST(DropoutGrad, TrainingFormGradientWithItsMask) {
+  // the gradcheck's training spec has seed 0: the mask of node "drop" at step 0
+  const float ratios[] = {0.5f, 0.2f, 0.0f, 1.0f};
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rep = 0; rep < 4; ++rep) {
+      float p = ratios[rep];
+      Dims d = rep % 2 == 0 ? Dims{r.I(2, 5), r.I(3, 7)} : Dims{2, 3, r.I(1, 3), r.I(2, 5)};
+      GradCase c;
+      c.label = "Dropout training " + Str(d) + " ratio " + std::to_string(p);
+      c.params.push_back({"X", d, r.F(Numel(d), -2, 2)});
+      const std::vector<int> mask = RefDropoutMask(0, "drop", p, Numel(d), 0);
+      int kept = 0;
+      for (int k : mask)
+        kept += k;
+      if (p == 0.0f) {
+        EXPECT_EQ(kept, Numel(d)) << "ratio 0 keeps everything";
+      }
+      if (p == 1.0f) {
+        EXPECT_EQ(kept, 0) << "ratio 1 drops everything";
+      }
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_DROPOUT, "drop", {v.at("X")});
+        gcc_build_set_float(b, y, "ratio", p);
+        return y;
+      };
+      c.ref = [=](const Env &e) { return RefDropout(e.at("X"), mask, p); };
+      c.bwd_ops = {GCC_OP_DROPOUT_GRAD};
+      c.cuda = seed == kSeeds[0];
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+TEST(DropoutGrad, EvaluationIsTheIdentity) {
+  Rng r(9);
+  Dims d = {3, 5};
+  DirectCase c;
+  c.label = "Dropout evaluation";
+  c.inputs = {FloatInput("X", d, r.F(Numel(d), -2, 2))};
+  c.build = [](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_DROPOUT, "drop", {v.at("X")});
+    gcc_build_set_float(b, y, "ratio", 0.9f);
+    return y;
+  };
+  c.expect = FromFloats(d, c.inputs[0].f);
+  RunDirect(c);
+}
+
+// A Dropout node put in training form by hand (as autodiff does) run by an
+// evaluation plan on the CPU at `step`: its output for all-ones input.
+std::vector<float> DropoutOnes(int64_t n, float p, int64_t key, int64_t step) {
+  std::vector<float> out;
+  gcc_builder *b = gcc_builder_new("dropout_stats", 1);
+  int64_t dims[1] = {n};
+  int x = gcc_build_input(b, "X", GCC_DT_FLOAT32, 1, dims);
+  int y = Op(b, GCC_OP_DROPOUT, "drop", {x});
+  gcc_build_set_float(b, y, "ratio", p);
+  gcc_build_output(b, y);
+  gcc_graph *raw = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
+  GraphPtr model(raw);
+  if (!raw)
+    return out;
+  int node = raw->values[gcc_graph_find(raw, "drop.out")].producer;
+  EXPECT_EQ(gcc_node_set_int(raw, node, "training", 1), GCC_OK);
+  EXPECT_EQ(gcc_node_set_int(raw, node, "key", key), GCC_OK);
+  gcc_options o = {};
+  o.mode = GCC_MODE_EVAL;
+  o.batch_size = 1;
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  gcc_plan *plan_raw = nullptr;
+  EXPECT_EQ(gcc_plan_compile(raw, &o, &cfg, nullptr, nullptr, &plan_raw, &d), GCC_OK) << d.msg;
+  PlanPtr plan(plan_raw);
+  if (!plan_raw)
+    return out;
+  std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+  EXPECT_EQ(gcc_plan_bind_input(plan.get(), "X", ones.data(), &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_plan_run(plan.get(), step, &d), GCC_OK) << d.msg;
+  const gcc_tensor *t = gcc_plan_tensor(plan.get(), "drop.out");
+  EXPECT_NE(t, nullptr);
+  if (t)
+    out.assign(static_cast<const float *>(t->data), static_cast<const float *>(t->data) + n);
+  return out;
+}
+
+TEST(DropoutGrad, MaskRateScaleAndStepDependence) {
+  const int64_t n = 1 << 16;
+  for (float p : {0.1f, 0.5f, 0.8f}) {
+    SCOPED_TRACE("ratio " + std::to_string(p));
+    std::vector<float> a = DropoutOnes(n, p, 12345, 7);
+    ASSERT_EQ(a.size(), static_cast<size_t>(n));
+    const float scale = 1.0f / static_cast<float>(1.0 - static_cast<double>(p));
+    int64_t dropped = 0;
+    for (float v : a) {
+      dropped += v == 0.0f;
+      if (v != 0.0f) {
+        ASSERT_EQ(v, scale) << "a kept element is scaled by 1 / (1 - p)";
+      }
+    }
+    // the dropped share is Binomial(n, p): within 5 standard deviations
+    double sd = std::sqrt(n * p * (1 - p));
+    EXPECT_NEAR(static_cast<double>(dropped), n * p, 5 * sd);
+    // the same key and step: the same mask; another step, the high word of
+    // the step, or another key: another mask (agreeing on about p^2 + (1-p)^2)
+    EXPECT_EQ(DropoutOnes(n, p, 12345, 7), a);
+    for (const auto &other :
+         {DropoutOnes(n, p, 12345, 8), DropoutOnes(n, p, 12345, 7 + (int64_t(1) << 32)),
+          DropoutOnes(n, p, 12346, 7)}) {
+      ASSERT_EQ(other.size(), a.size());
+      int64_t same = 0;
+      for (int64_t i = 0; i < n; ++i)
+        same += (a[i] == 0.0f) == (other[i] == 0.0f);
+      double want = p * p + (1 - p) * (1 - p), sd2 = std::sqrt(n * want * (1 - want));
+      EXPECT_NEAR(static_cast<double>(same), n * want, 5 * sd2);
+    }
+  }
+  // ratio 0 keeps every element as it is, ratio 1 gives zeros
+  for (float v : DropoutOnes(1001, 0.0f, 1, 0))
+    ASSERT_EQ(v, 1.0f);
+  for (float v : DropoutOnes(1001, 1.0f, 1, 0))
+    ASSERT_EQ(v, 0.0f);
+}
+
+// The CPU plan and the CUDA plan on the host backend (generated kernels
+// compiled from their CUDA C with the shim) draw bitwise the same mask, at
+// several steps (the high word of the step too), for a size that is not a
+// multiple of the Philox block: the same Dropout output, bit for bit, and
+// the same dropped elements in the gradient.
+TEST(DropoutGrad, CpuAndHostCudaPlansDrawTheSameMaskBitwise) {
+  if (!BuiltWithNvrtc())
+    GTEST_SKIP() << "built without NVRTC (--config=cpu_only): no CUDA plan";
+  Rng r(21);
+  Dims d = {5, 7, 3};
+  const int64_t n = Numel(d);
+  const float p = 0.37f;
+  gcc_builder *b = gcc_builder_new("dropout_bitwise", 1);
+  std::vector<float> x0 = r.F(n, -2, 2, 0.1), t0 = r.F(n);
+  int x = gcc_build_param(b, "X", 3, d.data(), x0.data());
+  int y = Op(b, GCC_OP_DROPOUT, "drop", {x});
+  gcc_build_set_float(b, y, "ratio", p);
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 3, d.data());
+  int loss = gcc_build_mse(b, "loss", y, t);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.prediction = "drop.out";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.batch_size = 1;
+  ts.epochs = 1;
+  ts.seed = 0xfeedface12345ull;
+  gcc_build_training(b, &ts);
+  gcc_graph *raw = nullptr;
+  gcc_diag dg{};
+  ASSERT_EQ(gcc_builder_finish(b, &raw, &dg), GCC_OK) << dg.msg;
+  GraphPtr model(raw);
+
+  Storage cs;
+  cs.param["X"] = x0;
+  cs.grad["X"].assign(n, std::numeric_limits<float>::quiet_NaN());
+  gcc_options o = {};
+  o.mode = GCC_MODE_TRAIN;
+  o.batch_size = 1;
+  o.opt.kind = GCC_OPT_NONE;
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  gcc_plan *cp_raw = nullptr;
+  ASSERT_EQ(gcc_plan_compile(model.get(), &o, &cfg, BindPersistent, &cs, &cp_raw, &dg), GCC_OK)
+      << dg.msg;
+  PlanPtr cpu(cp_raw);
+  ASSERT_EQ(gcc_plan_bind_input(cpu.get(), "t", t0.data(), &dg), GCC_OK) << dg.msg;
+
+  gcc_host_test::HostBackend *hb = SharedHostBackend();
+  DeviceStorage ds{hb, &cs, {}, {}, {}};
+  gcc_options od = o;
+  od.device = GCC_DEV_CUDA(0);
+  od.device_explicit = 1;
+  od.n_cuda_devices = 1;
+  FILE *quiet = std::fopen("/dev/null", "w");
+  od.warn_file = quiet;
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  gcc_plan_config dcfg{};
+  dcfg.threads = 1;
+  dcfg.readback_ring = 1;
+  dcfg.device = &hb->be;
+  dcfg.sm = 90;
+  dcfg.sm_count = 4;
+  dcfg.compile = gcc_kernel_cache_hook;
+  dcfg.compile_user = (void *)&kNoCache;
+  gcc_plan *dp_raw = nullptr;
+  gcc_status st = gcc_plan_compile(model.get(), &od, &dcfg, DeviceStorage::Bind, &ds, &dp_raw, &dg);
+  if (quiet)
+    std::fclose(quiet);
+  PlanPtr dev(dp_raw);
+  ASSERT_EQ(st, GCC_OK) << dg.msg;
+  ASSERT_EQ(gcc_plan_bind_input(dev.get(), "t", t0.data(), &dg), GCC_OK) << dg.msg;
+  const gcc_graph *cg = gcc_plan_graph(cpu.get());
+  int key_node = cg->values[gcc_graph_find(cg, "drop.out")].producer;
+  ASSERT_GE(key_node, 0);
+  EXPECT_EQ(static_cast<uint64_t>(cg->nodes[key_node].av[DROPOUT_KEY].i),
+            gcc_dropout_key(ts.seed, "drop", 0))
+      << "the key comes from the training spec's seed and the node's name";
+
+  for (int64_t step : {int64_t(0), int64_t(1), int64_t(5), (int64_t(1) << 33) + 2}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    ASSERT_EQ(gcc_plan_run(cpu.get(), step, &dg), GCC_OK) << dg.msg;
+    ASSERT_EQ(gcc_plan_run(dev.get(), step, &dg), GCC_OK) << dg.msg;
+    ASSERT_NE(gcc_plan_host_tensor(dev.get(), "loss", &dg), nullptr) << dg.msg; // waits
+    // the prediction stays live to the end of the step; the host backend's
+    // device memory is host memory
+    const gcc_tensor *yc = gcc_plan_tensor(cpu.get(), "drop.out");
+    const gcc_tensor *yd = gcc_plan_tensor(dev.get(), "drop.out");
+    ASSERT_TRUE(yc && yd && yc->data && yd->data);
+    ASSERT_EQ(yc->numel, n);
+    ASSERT_EQ(yd->numel, n);
+    EXPECT_EQ(std::memcmp(yc->data, yd->data, static_cast<size_t>(n) * sizeof(float)), 0)
+        << "the CPU and the emulated CUDA kernel drew different masks";
+    const std::vector<int> mask = RefDropoutMask(ts.seed, "drop", p, n, step);
+    const float *yv = static_cast<const float *>(yc->data);
+    const float *gc = cs.grad["X"].data(), *gd = ds.grad.at("X");
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool kept = yv[i] != 0.0f; // X has no zeros
+      if (kept != (mask[i] != 0) && bad++ < 5)
+        ADD_FAILURE() << "element " << i << " is " << (kept ? "kept" : "dropped")
+                      << ", the documented Philox mask says otherwise";
+      if (((gc[i] != 0.0f) != kept || (gd[i] != 0.0f) != kept) && bad++ < 5)
+        ADD_FAILURE() << "dX[" << i << "] = " << gc[i] << " (CPU), " << gd[i]
+                      << " (CUDA plan): the backward's mask differs from the forward's";
+    }
+  }
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -3053,6 +3322,9 @@ const Covered kCovered[] = {
     {GCC_OP_LRN_GRAD, "LRNGrad", kInternal, "ImportGrad.LrnOddAndEvenSizes"},
     {GCC_OP_BATCH_NORM, "BatchNormalization", kGradcheck, "BatchNormGrad.*"},
     {GCC_OP_BATCH_NORM_GRAD, "BatchNormGrad", kInternal, "BatchNormGrad.TrainingForm*"},
+    {GCC_OP_DROPOUT, "Dropout", kGradcheck, "DropoutGrad.*"},
+    {GCC_OP_DROPOUT_GRAD, "DropoutGrad", kInternal,
+     "DropoutGrad.TrainingForm*, DropoutGrad.CpuAndHostCudaPlans*"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

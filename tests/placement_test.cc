@@ -1035,6 +1035,12 @@ TEST(PlacementCli, DumpPlacementFormats) {
   if (no_gpu) {
     EXPECT_TRUE(Contains(text.err, "no usable CUDA GPU")) << text.err;
     EXPECT_TRUE(Contains(text.out, "compute capability 9.0")) << text.out;
+    // which cuBLASLt epilogues fall back is known only on the GPU (issue 19)
+    EXPECT_TRUE(Contains(text.err, "GEMM epilogues: which ones cuBLASLt offers is decided when "
+                                   "the plan is built on the GPU"))
+        << text.err;
+  } else { // the plan built on the GPU says which GEMM groups fall back, and why
+    EXPECT_TRUE(Contains(text.out, "GEMM epilogue")) << text.out;
   }
 
   gcc_test::ProcResult json = Cli({model, "--device", "cuda", "--dump-placement=json"});

@@ -1,14 +1,23 @@
 // train_import_test: ONNX models exported by PyTorch in training mode
 // (tests/fixtures/make_train_import_fixtures.py: a ResNet-style network with
 // BasicBlocks, projection shortcut, global average pool and Linear; a
-// MobileNet-style one with a depthwise convolution and ReLU6 as Clip) are
-// imported for training (gcc_onnx_options.train: BatchNormalization kept,
-// running statistics as state), given PyTorch's recipe (CrossEntropyLoss,
-// SGD with momentum and weight decay) and trained 3 steps on the fixture's
-// batch, on the CPU and through a CUDA plan on the host backend (generated
-// kernels emulated). The losses, every parameter and every BatchNorm running
-// statistic must match PyTorch's to 1e-4 relative (|got - want| <= 1e-4
-// max(|want|, 1e-2): float32 in both, three steps of a deep-ish chain).
+// MobileNet-style one with a depthwise convolution, ReLU6 as Clip and
+// Dropout(0.25) before its classifier) are imported for training
+// (gcc_onnx_options.train: BatchNormalization kept, running statistics as
+// state; Dropout kept, inverted dropout in training) and given PyTorch's
+// recipe (CrossEntropyLoss, SGD with momentum and weight decay) and the
+// fixture's seed, and trained 3 steps on the fixture's batch, on the CPU and
+// through a CUDA plan on the host backend (generated kernels emulated). The
+// losses, every parameter and every BatchNorm running statistic must match
+// PyTorch's to 1e-4 relative (|got - want| <= 1e-4 max(|want|, 1e-2):
+// float32 in both, three steps of a deep-ish chain). PyTorch's reference
+// applies the dropout masks gcc-train draws (Philox, graph/philox.h,
+// computed by the script from the seed and the node's name): a mask that
+// differs in one element of the 64 changes the losses beyond the tolerance.
+// The MobileNet-style model exported with TrainingMode.PRESERVE trains as
+// the TRAINING export does; exported with EVAL (no Dropout node left,
+// BatchNorms folded into the Convs by PyTorch) it trains as PyTorch trains
+// what that file holds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -86,24 +95,43 @@ gcc_graph *ImportForTraining(const std::string &onnx, const Fixture &fx, std::st
   t->opt.weight_decay = static_cast<float>(fx.Get("weight_decay").f64()[0]);
   t->batch_size = 4;
   t->epochs = 1;
+  t->seed = static_cast<uint64_t>(fx.Get("seed").i64()[0]); // the dropout masks
   return g;
 }
 
-void TrainAndCompare(const std::string &name, bool cuda) {
-  SCOPED_TRACE(name + (cuda ? " (CUDA plan, host backend)" : " (CPU)"));
+// Trains the model `onnx` (tests/fixtures/ONNX.onnx) with the recipe and
+// batch of fixture `name` and compares with its PyTorch reference; the
+// reference of an export without Dropout (TrainingMode.EVAL) is only its
+// losses (`loss_prefix` "eval_export.").
+void TrainAndCompare(const std::string &name, bool cuda, const std::string &onnx = "",
+                     int want_dropouts = -1, const std::string &loss_prefix = "") {
+  const std::string file = onnx.empty() ? name : onnx;
+  SCOPED_TRACE(file + (cuda ? " (CUDA plan, host backend)" : " (CPU)"));
   Fixture fx;
   std::string err;
   ASSERT_TRUE(Fixture::Load(gcc_test::Runfile("tests/fixtures/" + name + ".fix"), &fx, &err))
       << err;
-  gcc_graph *g = ImportForTraining(gcc_test::Runfile("tests/fixtures/" + name + ".onnx"), fx, &err);
+  gcc_graph *g = ImportForTraining(gcc_test::Runfile("tests/fixtures/" + file + ".onnx"), fx, &err);
   ASSERT_NE(g, nullptr) << err;
-  int n_state = 0, n_bn = 0;
+  int n_state = 0, n_bn = 0, n_drop = 0;
   for (int v = 0; v < g->n_values; v++)
     n_state += g->values[v].state;
-  for (int i = 0; i < g->n_nodes; i++)
+  for (int i = 0; i < g->n_nodes; i++) {
     n_bn += g->nodes[i].op == GCC_OP_BATCH_NORM;
-  EXPECT_GT(n_bn, 0);
+    if (g->nodes[i].op == GCC_OP_DROPOUT) {
+      n_drop++;
+      const gcc_attr *ratio = gcc_node_attr(&g->nodes[i], "ratio");
+      ASSERT_NE(ratio, nullptr) << g->nodes[i].name;
+      EXPECT_EQ(ratio->f, 0.25f) << g->nodes[i].name;
+    }
+  }
+  if (loss_prefix.empty()) { // an EVAL export has its BatchNorms folded into the Convs
+    EXPECT_GT(n_bn, 0);
+  }
   EXPECT_EQ(n_state, 2 * n_bn) << "each BatchNormalization keeps its running mean and var";
+  if (want_dropouts >= 0) {
+    EXPECT_EQ(n_drop, want_dropouts);
+  }
 
   static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
   static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
@@ -126,9 +154,14 @@ void TrainAndCompare(const std::string &name, bool cuda) {
   for (int step = 1; step <= 3; ++step) {
     float loss = 0;
     ASSERT_EQ(gcc_session_train_step(s, x, labels, 4, &loss, &d), GCC_OK) << d.msg;
-    double want = fx.Get("loss." + std::to_string(step)).f64()[0];
+    double want = fx.Get(loss_prefix + "loss." + std::to_string(step)).f64()[0];
     EXPECT_LE(std::fabs(loss - want), kRtol * std::max(std::fabs(want), kFloor))
         << "step " << step << " loss " << loss << ", PyTorch " << want;
+  }
+  if (!loss_prefix.empty()) { // only the losses are recorded for this export
+    gcc_session_destroy(s);
+    gcc_graph_free(g);
+    return;
   }
   int checked = 0;
   double worst = 0;
@@ -204,10 +237,20 @@ TEST(TrainImport, ResNetStyleMatchesPyTorchOnTheCudaPlan) {
   TrainAndCompare("resnet_tiny", true);
 }
 TEST(TrainImport, MobileNetStyleMatchesPyTorchOnTheCpu) {
-  TrainAndCompare("mobilenet_tiny", false);
+  TrainAndCompare("mobilenet_tiny", false, "", 1);
 }
 TEST(TrainImport, MobileNetStyleMatchesPyTorchOnTheCudaPlan) {
-  TrainAndCompare("mobilenet_tiny", true);
+  TrainAndCompare("mobilenet_tiny", true, "", 1);
+}
+// Exports made with TrainingMode.PRESERVE (of model.train()) and EVAL
+// import and train alike: PRESERVE is the TRAINING graph (Dropout trains);
+// EVAL has no Dropout left (PyTorch removes it, and folds BatchNorm into
+// the Convs), and trains as PyTorch does that model.
+TEST(TrainImport, MobileNetPreserveExportTrainsAsTheTrainingExport) {
+  TrainAndCompare("mobilenet_tiny", false, "mobilenet_tiny_preserve", 1);
+}
+TEST(TrainImport, MobileNetEvalExportTrainsWithoutDropout) {
+  TrainAndCompare("mobilenet_tiny", false, "mobilenet_tiny_eval", 0, "eval_export.");
 }
 
 } // namespace

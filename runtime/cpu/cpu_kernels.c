@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "graph/ops.h"
+#include "graph/philox.h"
 #include "runtime/comm.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -952,6 +953,43 @@ gcc_status gcc_cpu_batch_norm_grad(const gcc_kernel_args *a) {
         }
     }
   }
+  return GCC_OK;
+}
+
+/* Y = X * (kept ? 1 / (1 - ratio) : 0) with the Philox mask of (key, step):
+ * graph/philox.h, the code the generated CUDA kernel runs. */
+static void dropout_apply(const float *x, float *y, int64_t n, uint64_t key, int64_t step,
+                          float ratio) {
+  const uint64_t thr = gcc_dropout_threshold(ratio);
+  const float scale = gcc_dropout_scale(ratio);
+  for (int64_t q = 0; q * 4 < n; q++) {
+    unsigned int r[4];
+    gcc_dropout_block(key, q, step, r);
+    for (int64_t i = q * 4; i < q * 4 + 4 && i < n; i++)
+      y[i] = x[i] * ((uint64_t)r[i - q * 4] >= thr ? scale : 0.0f);
+  }
+}
+
+gcc_status gcc_cpu_dropout(const gcc_kernel_args *a) {
+  const gcc_node *nd = a->node;
+  const float *x = F32(a->in[0]);
+  float *y = F32(a->out[0]);
+  int64_t n = a->out[0]->numel;
+  if (!nd->av[DROPOUT_TRAINING].i) { /* evaluation: the identity */
+    if (y != x)
+      memmove(y, x, (size_t)n * sizeof(float));
+    return GCC_OK;
+  }
+  dropout_apply(x, y, n, (uint64_t)nd->av[DROPOUT_KEY].i, a->ctx ? a->ctx->optimizer_step : 0,
+                nd->av[DROPOUT_RATIO].f);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_dropout_grad(const gcc_kernel_args *a) {
+  const gcc_node *nd = a->node;
+  dropout_apply(F32(a->in[0]), F32(a->out[0]), a->out[0]->numel,
+                (uint64_t)nd->av[DROPOUT_GRAD_KEY].i, a->ctx ? a->ctx->optimizer_step : 0,
+                nd->av[DROPOUT_GRAD_RATIO].f);
   return GCC_OK;
 }
 

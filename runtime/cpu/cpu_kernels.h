@@ -109,6 +109,11 @@ gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a);
  * BatchNormGrad recomputes the batch statistics from X. */
 gcc_status gcc_cpu_batch_norm(const gcc_kernel_args *a);
 gcc_status gcc_cpu_batch_norm_grad(const gcc_kernel_args *a);
+/* Dropout: the identity in evaluation form; in training Y = X * mask / (1 -
+ * ratio) with the Philox mask of the node's key at ctx->optimizer_step
+ * (graph/philox.h). DropoutGrad: dX = dY * the same mask / (1 - ratio). */
+gcc_status gcc_cpu_dropout(const gcc_kernel_args *a);
+gcc_status gcc_cpu_dropout_grad(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's

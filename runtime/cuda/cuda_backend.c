@@ -4,6 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* NVTX 3 is header-only (the toolkit's include/nvtx3): nvtxRangePushA /
+ * nvtxRangePop cost a branch until a tool (Nsight Systems) injects itself
+ * through NVTX_INJECTION64_PATH, which the header dlopens. */
+#include <nvtx3/nvToolsExt.h>
+
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "runtime/comm.h"
@@ -28,6 +33,11 @@ typedef struct lt_entry {
 struct gcc_cuda_backend {
   gcc_device_backend table;
   int ordinal;
+  /* the device's launch limits (cudaDeviceGetAttribute, read at creation) */
+  int max_threads, max_grid_x, max_block_x, smem_optin;
+  /* --profile: timing events (cudaEventDefault: timing on), made by timer_reserve */
+  cudaEvent_t *timers;
+  int n_timers;
   cudaStream_t stream[2];
   cudaEvent_t events[MAX_EVENTS];
   cublasLtHandle_t lt;
@@ -132,6 +142,14 @@ static gcc_status be_load(void *self, const gcc_kernel_set *ks, const gcc_nvrtc_
       call = "cudaFuncGetAttributes";
       ke = cudaFuncGetAttributes(&fa, (const void *)k); /* loads it onto the device */
     }
+    /* a launch may ask more than 48 KiB of dynamic shared memory only after
+     * this opt-in (CUDA C++ Programming Guide, "Shared Memory": dynamic
+     * allocations above 48 KB need cudaFuncAttributeMaxDynamicSharedMemorySize) */
+    if (ke == cudaSuccess && ks->kernels[i].dynamic_smem > 48u * 1024u) {
+      call = "cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize)";
+      ke = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)ks->kernels[i].dynamic_smem);
+    }
     if (ke == cudaSuccess && fa.maxThreadsPerBlock < ks->kernels[i].block_dim) {
       (void)cudaLibraryUnload(lib);
       return gcc_diag_set(d, GCC_ERR_DEVICE,
@@ -171,13 +189,88 @@ static dim3 dim3_block(const gcc_kernel_info *k) {
   return v;
 }
 
+/* The limits of one loaded kernel on this device: its maxThreadsPerBlock
+ * and static shared memory (cudaFuncGetAttributes) and the device's grid,
+ * block and opt-in shared memory maxima. */
+static gcc_status be_launch_limits(void *self, void *kernel, gcc_launch_limits *out, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  struct cudaFuncAttributes fa;
+  GCC_CUDA_CHECK(cudaFuncGetAttributes(&fa, (const void *)kernel));
+  out->max_threads_per_block =
+      fa.maxThreadsPerBlock < b->max_threads ? fa.maxThreadsPerBlock : b->max_threads;
+  out->max_grid_x = b->max_grid_x;
+  out->max_block_x = b->max_block_x;
+  size_t optin = (size_t)b->smem_optin, stat = fa.sharedSizeBytes;
+  out->max_dynamic_smem = optin > stat ? optin - stat : 0;
+  return GCC_OK;
+}
+
+/* The plan checked every kernel's launch against be_launch_limits when it
+ * was built; this rechecks the device-wide limits before each launch (a
+ * compare each), so that a launch the device would refuse fails here,
+ * naming the kernel, and not as cudaErrorInvalidConfiguration inside a
+ * capture (where it surfaces only at cudaStreamEndCapture). */
 static gcc_status be_launch(void *self, void *kernel, const gcc_kernel_info *k, void **args,
                             gcc_diag *d) {
   gcc_cuda_backend *b = self;
+  if (k->block_dim < 1 || k->block_dim > b->max_threads || k->block_dim > b->max_block_x ||
+      k->grid_dim < 1 || k->grid_dim > b->max_grid_x || k->dynamic_smem > (size_t)b->smem_optin)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                        "kernel %s: launch of %d blocks of %d threads with %zu bytes of dynamic "
+                        "shared memory is past cuda:%d's limits (grid x %d, block %d threads, "
+                        "%d bytes of shared memory per block)",
+                        k->name, k->grid_dim, k->block_dim, k->dynamic_smem, b->ordinal,
+                        b->max_grid_x, b->max_threads, b->smem_optin);
   /* a cudaKernel_t is accepted by cudaLaunchKernel in place of a function */
-  GCC_CUDA_CHECK(cudaLaunchKernel((const void *)kernel, dim3_grid(k), dim3_block(k), args, 0,
-                                  b->stream[GCC_STREAM_COMPUTE]));
+  GCC_CUDA_CHECK(cudaLaunchKernel((const void *)kernel, dim3_grid(k), dim3_block(k), args,
+                                  k->dynamic_smem, b->stream[GCC_STREAM_COMPUTE]));
   return GCC_OK;
+}
+
+/* ---- --profile: timing events, NVTX ranges --------------------------------- */
+
+static gcc_status be_timer_reserve(void *self, int n, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  if (n <= b->n_timers)
+    return GCC_OK;
+  cudaEvent_t *t = realloc(b->timers, (size_t)n * sizeof *t);
+  if (!t)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (timing events)");
+  b->timers = t;
+  for (; b->n_timers < n; b->n_timers++) {
+    b->timers[b->n_timers] = NULL;
+    GCC_CUDA_CHECK(cudaEventCreateWithFlags(&b->timers[b->n_timers], cudaEventDefault));
+  }
+  return GCC_OK;
+}
+
+static gcc_status be_timer_record(void *self, int id, int stream, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  if (id < 0 || id >= b->n_timers)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "timing event %d outside [0, %d)", id, b->n_timers);
+  GCC_CUDA_CHECK(cudaEventRecord(b->timers[id], b->stream[stream]));
+  return GCC_OK;
+}
+
+static gcc_status be_timer_elapsed(void *self, int a, int c, double *ms, gcc_diag *d) {
+  gcc_cuda_backend *b = self;
+  if (a < 0 || c < 0 || a >= b->n_timers || c >= b->n_timers)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "timing events %d, %d outside [0, %d)", a, c,
+                        b->n_timers);
+  float f = 0;
+  GCC_CUDA_CHECK(cudaEventElapsedTime(&f, b->timers[a], b->timers[c]));
+  *ms = (double)f;
+  return GCC_OK;
+}
+
+static void be_range_push(void *self, const char *name) {
+  (void)self;
+  nvtxRangePushA(name);
+}
+
+static void be_range_pop(void *self) {
+  (void)self;
+  nvtxRangePop();
 }
 
 /* ---- cuBLASLt ------------------------------------------------------------ */
@@ -209,10 +302,28 @@ static void be_gemm_release(void *self, void *prepared) {
  * persistent arena pads each tensor to GCC_ARENA_ALIGN), so they are set
  * from the operands' real alignments: the heuristic then only returns
  * algorithms that work on them. */
+static gcc_status not_capturing(gcc_cuda_backend *b, const char *what, gcc_diag *d) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  GCC_CUDA_CHECK(cudaStreamIsCapturing(b->stream[GCC_STREAM_COMPUTE], &cs));
+  if (cs != cudaStreamCaptureStatusNone)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                        "%s on cuda:%d while the compute stream is being captured into a CUDA "
+                        "Graph: algorithms, heuristics and workspaces are chosen when the plan is "
+                        "built, for every shape it meets, never under capture",
+                        what, b->ordinal);
+  return GCC_OK;
+}
+
 static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
                                   const gcc_gemm_operands *ops, void **out, gcc_diag *d) {
   gcc_cuda_backend *b = self;
   *out = NULL;
+  /* Capture rule: cublasLtMatmulAlgoGetHeuristic runs on the host only, but
+   * its answer (and the descriptors') must exist before the capture starts,
+   * since what the capture records is the cublasLtMatmul of an algorithm
+   * already chosen; the runner prepares every GEMM of every plan (one plan
+   * per batch size: the last, smaller batch too) when the plan is built. */
+  GCC_TRY(not_capturing(b, "cublasLtMatmulAlgoGetHeuristic", d));
   lt_entry *e = calloc(1, sizeof *e);
   if (!e)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuBLASLt descriptor)");
@@ -318,6 +429,24 @@ static gcc_status be_gemm(void *self, void *prepared, const void *a, const void 
     return misaligned("D", dst, e->ops.align_d, d);
   float beta = has_c ? g->beta : 0.0f;
   const void *cp = has_c ? c : dst;
+  /* Capture rules (cuBLAS documentation, "CUDA Graphs Support"):
+   *  - cuBLAS routines can be captured, except those that write results to
+   *    host memory (a synchronisation): cublasLtMatmul writes D on the
+   *    device only;
+   *  - in CUBLASLT_POINTER_MODE_HOST (the default, used here) alpha and
+   *    beta are captured by value: they are fixed per prepared matmul, so
+   *    the replayed values are the right ones;
+   *  - workspace: a cuBLAS handle without a user workspace allocates its
+   *    own, and under capture that allocation happens inside every capture
+   *    (PyTorch's #83461 saw memory grow per capture before CUDA 12.2).
+   *    cublasLtMatmul takes its workspace as an argument: always the
+   *    backend's GCC_CUBLASLT_WORKSPACE bytes, allocated once at creation
+   *    and freed only with the backend (after every plan and graph), with an
+   *    algorithm chosen before capture (be_gemm_prepare) for at most that
+   *    workspace (CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES); nothing is
+   *    allocated during the capture.
+   * The bias and aux pointers are fixed in the descriptor: the graph
+   * replays them as captured, and the plan never moves them. */
   GCC_CUBLAS_CHECK(cublasLtMatmul(b->lt, e->op, &g->alpha, a, e->a, bm, e->b, &beta, cp, e->c, dst,
                                   e->c, &e->algo, b->workspace, GCC_CUBLASLT_WORKSPACE,
                                   b->stream[GCC_STREAM_COMPUTE]));
@@ -394,6 +523,15 @@ static gcc_status be_library_prepare(void *self, const gcc_graph *g, int node, s
   gcc_cuda_backend *b = self;
   *ws = 0;
   GCC_TRY(set_device(b, d));
+  /* Capture rules: the algorithms come from cudnnGetConvolution*Algorithm_v7
+   * (heuristics, host only), never cudnnFindConvolution*Algorithm (which
+   * runs and times every algorithm on the device, synchronising: not
+   * allowed in a capture), and cudnnGet*WorkspaceSize sizes the workspace
+   * here; cudnnCreate and cudnnSetStream (cudnn_ready) also run here, never
+   * under capture. The convolution call itself is then captured with the
+   * plan's own workspace (cuDNN's legacy convolution API allocates no
+   * memory when given one). */
+  GCC_TRY(not_capturing(b, "cuDNN algorithm choice (cudnnGetConvolution*Algorithm_v7)", d));
   GCC_TRY(cudnn_ready(b, d));
   gcc_cuda_call call = call_of(g, node);
   if (is_conv(call)) {
@@ -543,6 +681,11 @@ static gcc_status be_sync(void *self, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* Capture mode: cudaStreamCaptureModeThreadLocal makes any potentially
+ * unsafe API call of this thread during the capture (cudaMalloc, a
+ * synchronisation, a legacy-stream operation) fail instead of silently
+ * corrupting the capture (CUDA Runtime API, cudaStreamBeginCapture), while
+ * the data loader's threads stay free to use CUDA (pinned host memory). */
 static gcc_status be_capture_begin(void *self, gcc_diag *d) {
   gcc_cuda_backend *b = self;
   GCC_CUDA_CHECK(
@@ -608,6 +751,20 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
       s = gcc_diag_set(d, GCC_ERR_DEVICE, "cudaStreamCreateWithFlags failed: %s (%s) at %s:%d",
                        cudaGetErrorName(e), cudaGetErrorString(e), __FILE__, __LINE__);
   }
+  struct {
+    int *v;
+    enum cudaDeviceAttr a;
+  } lim[] = {{&b->max_threads, cudaDevAttrMaxThreadsPerBlock},
+             {&b->max_grid_x, cudaDevAttrMaxGridDimX},
+             {&b->max_block_x, cudaDevAttrMaxBlockDimX},
+             {&b->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin}};
+  for (size_t i = 0; i < sizeof lim / sizeof lim[0] && s == GCC_OK; i++) {
+    cudaError_t e = cudaDeviceGetAttribute(lim[i].v, lim[i].a, ordinal);
+    if (e != cudaSuccess)
+      s = gcc_diag_set(d, GCC_ERR_DEVICE, "cudaDeviceGetAttribute(%d) failed: %s (%s) at %s:%d",
+                       (int)lim[i].a, cudaGetErrorName(e), cudaGetErrorString(e), __FILE__,
+                       __LINE__);
+  }
   if (s == GCC_OK) {
     cublasStatus_t bs = cublasLtCreate(&b->lt);
     if (bs != CUBLAS_STATUS_SUCCESS)
@@ -657,6 +814,12 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   t->supports_op = be_supports_op;
   t->run_node = NULL; /* plans on a GPU are lowered: kernels, GEMMs, library calls */
   t->graph_destroy = be_graph_destroy;
+  t->launch_limits = be_launch_limits;
+  t->timer_reserve = be_timer_reserve;
+  t->timer_record = be_timer_record;
+  t->timer_elapsed = be_timer_elapsed;
+  t->range_push = be_range_push;
+  t->range_pop = be_range_pop;
   *out = b;
   return GCC_OK;
 }
@@ -677,6 +840,10 @@ void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   for (int i = 0; i < MAX_EVENTS; i++)
     if (b->events[i])
       (void)cudaEventDestroy(b->events[i]);
+  for (int i = 0; i < b->n_timers; i++)
+    if (b->timers[i])
+      (void)cudaEventDestroy(b->timers[i]);
+  free(b->timers);
   if (b->comm_stream) {
     (void)cudaStreamSynchronize(b->comm_stream);
     (void)cudaStreamDestroy(b->comm_stream);
