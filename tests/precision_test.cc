@@ -82,7 +82,8 @@ void CheckOne(float f) {
     return;
   }
   float bf = (float)RefRound(f, 7, -126, kBf16Max), h = (float)RefRound(f, 10, -14, kF16Max);
-  ASSERT_EQ(Bits(gcc_round_bf16(f)), Bits(bf)) << "bfloat16 of " << f << " (bits " << Bits(f) << ")";
+  ASSERT_EQ(Bits(gcc_round_bf16(f)), Bits(bf))
+      << "bfloat16 of " << f << " (bits " << Bits(f) << ")";
   ASSERT_EQ(Bits(gcc_round_f16(f)), Bits(h)) << "float16 of " << f << " (bits " << Bits(f) << ")";
 }
 
@@ -340,9 +341,18 @@ TEST(Kernels16, FusedCastsStoreTheBitsTheCpuStores) {
     b[i] = nd(rng);
   }
   // ties, overflow past float16's range, subnormals, zeros
-  const float special[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-11f, 65519.0f,
-                           70000.0f,       -70000.0f,          1e-7f,           -0.0f,
-                           3e-41f,         300.0f,             0.1f,            2.5f};
+  const float special[] = {1.0f + 0x1p-8f,
+                           1.0f + 3 * 0x1p-8f,
+                           1.0f + 0x1p-11f,
+                           65519.0f,
+                           70000.0f,
+                           -70000.0f,
+                           1e-7f,
+                           -0.0f,
+                           3e-41f,
+                           300.0f,
+                           0.1f,
+                           2.5f};
   for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
     a[i * 7] = special[i];
     b[i * 7] = special[(i + 3) % 12] * 0.5f;
