@@ -3,6 +3,7 @@
  * what it did (onnx/import.h).
  *
  *   gcc-import MODEL.onnx -o OUT.pb [--quiet] [--loss L --lr X ...]
+ *   gcc-import MODEL -o OUT.pb | --export-onnx OUT.onnx   (either or both)
  *   gcc-import --list-ops
  *
  * Exit status: 0 success; 1 a file could not be read or written; 2 a bad
@@ -17,27 +18,37 @@
 #include <unistd.h>
 
 #include "cli/flags.h"
+#include "deploy/model_bundle.h"
 #include "graph/loader.h"
+#include "graph/outfile.h"
 #include "graph/recipe.h"
+#include "onnx/export.h"
 #include "onnx/import.h"
 #include "onnx/model_file.h"
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gcc-import MODEL.onnx -o OUT.pb [--quiet]\n"
+          "       gcc-import MODEL [-o OUT.pb] --export-onnx OUT.onnx\n"
           "       gcc-import --list-ops\n"
           "\n"
           "Converts an ONNX model (opsets 1 to %d) into a gcc-train model and prints what it\n"
           "did: the opset, every ONNX op with its node count, how many were folded away and\n"
           "the IR ops the others became, the initializers, and the BatchNormalizations\n"
-          "folded into convolutions. The file is recognised by its content.\n"
+          "folded into convolutions (or kept, with a recipe). The file is recognised by its\n"
+          "content.\n"
           "\n"
           "  -o, --output FILE   write the model there (atomically)\n"
+          "  --export-onnx FILE  write the model's inference graph as ONNX (opset %d, as\n"
+          "                      gcc-train --export-onnx: a trained .pb to ONNX Runtime\n"
+          "                      without its data), atomically\n"
           "  --quiet             print nothing but errors\n"
           "  --list-ops          print the ONNX ops the importer maps, and exit\n"
           "\n"
           "With a recipe the .pb is trainable: its training spec is built from the flags\n"
-          "as gcc-train builds it (see gcc-train --help):\n"
+          "as gcc-train builds it (see gcc-train --help), and a BatchNormalization stays one\n"
+          "that trains as nn.BatchNorm2d (batch statistics, running mean and var saved as\n"
+          "state) instead of being folded into the Conv before it:\n"
           "  --loss cross-entropy|mse  --optimizer sgd|adam|adamw  --lr X  --momentum X\n"
           "  --weight-decay X  --nesterov  --lr-schedule step:S[:G]|cosine[:T]\n"
           "  --batch-size N  --epochs N  --dataset mnist|cifar10|npy  --mean M  --std S\n"
@@ -45,16 +56,17 @@ static void usage(FILE *f) {
           "\n"
           "Exit status: 0 ok, 1 I/O failure, 2 bad command line, 3 invalid or unsupported "
           "model.\n",
-          GCC_ONNX_MAX_OPSET);
+          GCC_ONNX_MAX_OPSET, GCC_ONNX_EXPORT_OPSET);
 }
 
 int main(int argc, char **argv) {
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc-import: warning: cannot enter %s: %s\n", bwd, strerror(errno));
-  enum { OPT_QUIET = 256, OPT_LIST, OPT_VERSION, OPT_HELP, OPT_RECIPE };
+  enum { OPT_QUIET = 256, OPT_LIST, OPT_VERSION, OPT_HELP, OPT_RECIPE, OPT_EXPORT_ONNX };
   static const struct option longopts[] = {
       {"output", required_argument, 0, 'o'},
+      {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX},
       {"quiet", no_argument, 0, OPT_QUIET},
       {"list-ops", no_argument, 0, OPT_LIST},
       {"version", no_argument, 0, OPT_VERSION},
@@ -73,7 +85,7 @@ int main(int argc, char **argv) {
       {"std", required_argument, 0, OPT_RECIPE},
       {0, 0, 0, 0},
   };
-  const char *output = NULL;
+  const char *output = NULL, *onnx_out = NULL;
   int quiet = 0, c, li = 0;
   gcc_recipe recipe;
   gcc_recipe_init(&recipe);
@@ -90,6 +102,7 @@ int main(int argc, char **argv) {
       }
       break;
     case 'o': output = optarg; break;
+    case OPT_EXPORT_ONNX: onnx_out = optarg; break;
     case OPT_QUIET: quiet = 1; break;
     case OPT_LIST: printf("%s\n", gcc_onnx_supported_ops()); return 0;
     case OPT_VERSION: printf("gcc-import (ONNX opsets 1 to %d)\n", GCC_ONNX_MAX_OPSET); return 0;
@@ -108,23 +121,34 @@ int main(int argc, char **argv) {
     usage(stderr);
     return EXIT_USAGE;
   }
-  if (!output) {
-    fprintf(stderr, "gcc-import: -o OUT.pb is required\n");
+  if (!output && !onnx_out) {
+    fprintf(stderr, "gcc-import: -o OUT.pb (or --export-onnx OUT.onnx) is required\n");
     return EXIT_USAGE;
   }
   const char *path = argv[optind];
   gcc_diag d = {0};
+  /* the outputs, before the model is read: distinct, never the model */
+  const gcc_named_path outs[] = {{"--output", output}, {"--export-onnx", onnx_out}};
+  const gcc_named_path ins[] = {{"the model", path}};
+  if (gcc_outfiles_check(outs, 2, ins, 1, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-import: %s\n", d.msg);
+    return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+  }
   if (gcc_recipe_check(&recipe, &d) != GCC_OK) {
     fprintf(stderr, "gcc-import: %s\n", d.msg);
     return EXIT_USAGE;
   }
   gcc_graph *g = NULL;
   gcc_model_info info;
-  if (gcc_model_open(path, &g, &info, &d) != GCC_OK) {
+  /* a trainable .pb keeps BatchNormalization (batch statistics, running
+   * estimates as state); an inference one folds it into the Conv before it */
+  gcc_onnx_options oo = {0};
+  oo.train = gcc_recipe_given(&recipe);
+  if (gcc_model_open_with(path, &oo, &g, &info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-import: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
-  if (info.format != GCC_MODEL_FORMAT_ONNX && !quiet)
+  if (info.format != GCC_MODEL_FORMAT_ONNX && !quiet && output)
     fprintf(stderr, "gcc-import: %s is already a %s model; writing it again\n", path,
             gcc_model_format_name(info.format));
   if (gcc_recipe_given(&recipe)) { /* a trainable .pb */
@@ -136,6 +160,26 @@ int main(int argc, char **argv) {
     }
     gcc_graph_free(g);
     g = t;
+  }
+  if (onnx_out) { /* the inference graph, as gcc-train --export-onnx writes it */
+    gcc_graph *ig = NULL;
+    gcc_onnx_export_options eo = {GCC_TRAIN_VERSION, NULL};
+    gcc_status s = gcc_inference_graph(g, &ig, &d);
+    if (s == GCC_OK)
+      s = gcc_onnx_export_file(ig, &eo, onnx_out, "--export-onnx", &d);
+    if (s == GCC_OK && !quiet)
+      printf("wrote %s (ONNX opset %d: the inference graph, %d nodes)\n", onnx_out,
+             GCC_ONNX_EXPORT_OPSET, ig->n_nodes);
+    gcc_graph_free(ig);
+    if (s != GCC_OK) {
+      fprintf(stderr, "gcc-import: --export-onnx: %s\n", d.msg);
+      gcc_graph_free(g);
+      return s == GCC_ERR_IO || s == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
+    }
+    if (!output) {
+      gcc_graph_free(g);
+      return 0;
+    }
   }
   if (gcc_model_save(g, output, &d) != GCC_OK) {
     fprintf(stderr, "gcc-import: %s\n", d.msg);

@@ -34,6 +34,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "deploy/bundle.h"
 #include "deploy/export.h"
+#include "onnx/export.h"
 #include "onnx/model_file.h"
 #include "runtime/device.h"
 #include "runtime/event_log.h"
@@ -132,11 +133,17 @@ static void usage(FILE *f) {
          "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
          "  --dataset D         mnist, cifar10 or npy (default for a new spec: mnist); npy:\n"
          "                      --data names a folder of x_train.npy, y_train.npy,\n"
-         "                      x_test.npy, y_test.npy or a .npz of them: uint8 images\n"
-         "                      (N, H, W), (N, C, H, W) or (N, D), integer labels (N)\n"
+         "                      x_test.npy, y_test.npy or a .npz of them: inputs float32\n"
+         "                      of the model input's shape (fed as they are) or uint8\n"
+         "                      images (N, H, W), (N, C, H, W) or (N, D) (scaled by\n"
+         "                      --mean/--std); targets integer class indices (N) or, for\n"
+         "                      --loss mse, float32 of the prediction's shape\n"
          "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
          "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
          "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
+         "An ONNX model given --loss is imported for training: its BatchNormalizations\n"
+         "train as nn.BatchNorm2d (batch statistics; running mean and var saved as state);\n"
+         "without a recipe (--export, --dump-placement) they are folded into the Conv.\n"
          "\n"
          "  --seed N            shuffling seed\n"
          "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
@@ -200,6 +207,11 @@ static void usage(FILE *f) {
          "  --export-batch-sizes LIST\n"
          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+         "  --export-onnx FILE  after training (with --epochs 0: the model as it is), write\n"
+         "                      its inference graph as ONNX (opset 17; BatchNormalization\n"
+         "                      with the trained running statistics, no loss or Dropout,\n"
+         "                      outputs logits and probabilities) for ONNX Runtime and\n"
+         "                      other ONNX consumers (atomically); checked before training\n"
          "  --per-class MODE    auto (default), on or off: after the last evaluation of a\n"
          "                      classifier, print every class's accuracy as the CIFAR-10\n"
          "                      tutorial does (auto: for at most 20 classes)\n"
@@ -267,6 +279,41 @@ static int apply_recipe(const gcc_recipe *recipe, gcc_graph **model) {
   return -1;
 }
 
+/* How an ONNX model's BatchNormalizations were imported, for the run
+ * summary and --dump-placement: trained as nn.BatchNorm2d (the import for
+ * a recipe, gcc_onnx_options.train) or frozen into the Conv before them
+ * (the import for inference). Empty for a gcc-train model or none. */
+static const char *batchnorm_note(const gcc_model_info *info, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (info->format != GCC_MODEL_FORMAT_ONNX)
+    return buf;
+  int n = 0;
+  for (int i = 0; i < info->onnx.n_ops; i++)
+    if (strcmp(info->onnx.ops[i].op, "BatchNormalization") == 0)
+      n = info->onnx.ops[i].count;
+  if (n == 0)
+    return buf;
+  const char *them = n == 1 ? "it" : "them";
+  int folded = info->onnx.n_bn_folded;
+  char how[96];
+  if (folded == n)
+    snprintf(how, sizeof how, "folded into the Conv before %s", them);
+  else
+    snprintf(how, sizeof how, "%d folded into the Conv before %s, %d as Mul + Add", folded,
+             folded == 1 ? "it" : "them", n - folded);
+  if (info->onnx.n_bn_train > 0)
+    snprintf(buf, cap,
+             "BatchNormalization: %d node%s trained as nn.BatchNorm2d (batch statistics in "
+             "training; running mean and var updated, saved as state and used in evaluation)",
+             n, n == 1 ? "" : "s");
+  else
+    snprintf(buf, cap,
+             "BatchNormalization: %d node%s frozen, imported for inference (%s); a recipe "
+             "(--loss ...) trains %s as nn.BatchNorm2d",
+             n, n == 1 ? "" : "s", how, them);
+  return buf;
+}
+
 /* --augment crop:N,flip (either or both) */
 static int parse_augment(const char *s, int *crop_pad, int *flip) {
   char buf[128];
@@ -307,10 +354,16 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
                                int precision) {
   gcc_diag d = {0};
   gcc_graph *model;
-  if (gcc_model_open(model_path, &model, NULL, &d) != GCC_OK) {
+  gcc_model_info info;
+  gcc_onnx_options oo = {0};
+  oo.train = recipe->loss != NULL; /* an ONNX model with a recipe trains its BatchNorms */
+  if (gcc_model_open_with(model_path, &oo, &model, &info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
+  char bn[512];
+  if (batchnorm_note(&info, bn, sizeof bn)[0])
+    fprintf(stderr, "gcc-train: %s: %s\n", model_path, bn);
   /* an inference model compiles at --batch-size without a recipe */
   int arc = model->training.present || recipe->loss ? apply_recipe(recipe, &model) : -1;
   if (arc >= 0) {
@@ -527,10 +580,11 @@ typedef struct train_args {
   int precision;                              /* --precision (graph/ir.h gcc_precision) */
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
-  int eval_on_root;      /* --predictions or --show-predictions, known on every rank */
-  gcc_device want;       /* --device */
-  gcc_dump_format fmt;   /* --dump-placement=FORMAT */
-  gcc_export_options eo; /* --export-archs, --export-batch-sizes */
+  const char *export_onnx_path; /* --export-onnx */
+  int eval_on_root;             /* --predictions or --show-predictions, known on every rank */
+  gcc_device want;              /* --device */
+  gcc_dump_format fmt;          /* --dump-placement=FORMAT */
+  gcc_export_options eo;        /* --export-archs, --export-batch-sizes */
 } train_args;
 
 /* What the run is made of (step 2, build_run); run_free releases it. */
@@ -546,6 +600,7 @@ typedef struct train_run {
   char data_buf[4096], near_model[4096 + 64], out_buf[4096];
   gcc_checkpoint resume; /* --resume */
   gcc_comm *nccl;        /* GPU ranks: NCCL over the MPI communicator */
+  gcc_model_info info;   /* the model's format; for ONNX, what the import did */
 } train_run;
 
 static void run_free(train_run *r) {
@@ -583,11 +638,12 @@ static int check_outputs(train_args *a) {
       {"--output", dumping || a->no_output ? NULL : output},
       {"--predictions", a->predictions_path},
       {"--export", a->export_path},
+      {"--export-onnx", a->export_onnx_path},
       {"--profile", a->profile_path},
       {"--dump-placement-file", a->dump_placement ? a->dump_file : NULL},
   };
   const gcc_named_path ins[] = {{"the model", a->model_path}};
-  if (gcc_outfiles_check(outs, 5, ins, 1, &d) != GCC_OK) {
+  if (gcc_outfiles_check(outs, 6, ins, 1, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
@@ -657,6 +713,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_EXPORT,
     OPT_EXPORT_ARCHS,
     OPT_EXPORT_BATCHES,
+    OPT_EXPORT_ONNX,
     OPT_PREDICTIONS,
     OPT_SHOW_PREDICTIONS,
     OPT_DETECT_ANOMALY,
@@ -718,6 +775,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"export", required_argument, 0, OPT_EXPORT},
       {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
+      {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
       {"per-class", required_argument, 0, OPT_PER_CLASS},
@@ -864,6 +922,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
+    case OPT_EXPORT_ONNX: a->export_onnx_path = optarg; break;
     case OPT_PREDICTIONS: a->predictions_path = optarg; break;
     case OPT_DATA: a->data_dir = optarg; break;
     case OPT_EVAL_BATCH:
@@ -954,9 +1013,11 @@ static int parse_args(int argc, char **argv, train_args *a) {
             export_archs ? "--export-archs" : "--export-batch-sizes");
     return EXIT_USAGE;
   }
-  if ((a->export_path || a->predictions_path) && (a->dump_placement || a->dump_kernels)) {
-    fprintf(stderr, "gcc-train: --export and --predictions run after training; they do not "
-                    "combine with --dump-placement or --dump-kernels\n");
+  if ((a->export_path || a->export_onnx_path || a->predictions_path) &&
+      (a->dump_placement || a->dump_kernels)) {
+    fprintf(stderr,
+            "gcc-train: --export, --export-onnx and --predictions run after training; they do not "
+            "combine with --dump-placement or --dump-kernels\n");
     return EXIT_USAGE;
   }
   if (a->export_path && !export_archs) { /* the GPU's architecture, else sm_80 and sm_90 */
@@ -1018,6 +1079,26 @@ static const char *default_data_dir(const train_args *a, const gcc_training *t, 
   return is_dir(r->near_model) ? r->near_model : r->data_buf;
 }
 
+/* --export-onnx: writes the ONNX file of the inference graph of `model`
+ * (deploy/model_bundle.h gcc_inference_graph: the graph a bundle holds) to
+ * `path`, or with path NULL only checks that it exports (before training:
+ * an op without an ONNX counterpart is refused naming the node). Returns
+ * -1 on success, else the exit status, with the message printed. */
+static int onnx_export(const gcc_graph *model, const char *path) {
+  gcc_diag d = {0};
+  gcc_graph *ig = NULL;
+  gcc_status s = gcc_inference_graph(model, &ig, &d);
+  gcc_onnx_export_options o = {GCC_TRAIN_VERSION, NULL};
+  if (s == GCC_OK)
+    s = path ? gcc_onnx_export_file(ig, &o, path, "--export-onnx", &d)
+             : gcc_onnx_export_check(ig, &d);
+  gcc_graph_free(ig);
+  if (s == GCC_OK)
+    return -1;
+  fprintf(stderr, "gcc-train: --export-onnx: %s\n", d.msg);
+  return s == GCC_ERR_IO || s == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
+}
+
 /* Step 2: the device, the model with the flags' overrides, the data
  * folder, the output path, the profiler, the backend and the session.
  * Returns -1 to go on, else the exit status (with *r released). */
@@ -1034,7 +1115,12 @@ static int build_run(train_args *a, train_run *r) {
   if (g_comm->size > 1 && r->dev.kind == GCC_DEVICE_CUDA && !a->device_indexed)
     r->dev.index = g_comm->local_rank;
 
-  if (gcc_model_open(a->model_path, &r->model, NULL, &d) != GCC_OK) {
+  /* an ONNX model that a recipe makes trainable is imported for training:
+   * its BatchNormalizations train as nn.BatchNorm2d (onnx/import.h); for
+   * inference (an export without a recipe) they are folded */
+  gcc_onnx_options oo = {0};
+  oo.train = a->recipe.loss != NULL;
+  if (gcc_model_open_with(a->model_path, &oo, &r->model, &r->info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
@@ -1043,15 +1129,30 @@ static int build_run(train_args *a, train_run *r) {
     run_free(r);
     return rc;
   }
-  if (!r->model->training.present && a->export_path) {
-    /* an inference model (an imported ONNX file): export it as it is */
-    gcc_status es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
-    if (es != GCC_OK)
-      fprintf(stderr, "gcc-train: %s\n", d.msg);
-    else if (!a->quiet)
-      printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+  /* every output is checked before the long work: the ONNX export here */
+  if (a->export_onnx_path && (rc = onnx_export(r->model, NULL)) >= 0) {
     run_free(r);
-    return es == GCC_OK ? 0 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    return rc;
+  }
+  if (!r->model->training.present && (a->export_path || a->export_onnx_path)) {
+    /* an inference model (an imported ONNX file): export it as it is */
+    gcc_status es = GCC_OK;
+    if (a->export_path) {
+      es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
+      if (es != GCC_OK)
+        fprintf(stderr, "gcc-train: %s\n", d.msg);
+      else if (!a->quiet)
+        printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+    }
+    rc = es == GCC_OK ? -1 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
+    if (rc < 0 && a->export_onnx_path) {
+      rc = onnx_export(r->model, a->export_onnx_path);
+      if (rc < 0 && !a->quiet)
+        printf("exported the inference graph of %s as ONNX to %s\n", a->model_path,
+               a->export_onnx_path);
+    }
+    run_free(r);
+    return rc < 0 ? 0 : rc;
   }
   if (!r->model->training.present) {
     fprintf(stderr,
@@ -1225,6 +1326,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
              (double)(a->bucket_bytes > 0 ? a->bucket_bytes : GCC_DEFAULT_BUCKET_BYTES) /
                  1048576.0);
     }
+    char bn[512];
+    if (batchnorm_note(&r->info, bn, sizeof bn)[0])
+      printf("%s\n", bn);
     fflush(stdout);
   }
 
@@ -1355,7 +1459,8 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
   gcc_diag d = {0};
   int rc = 0;
   gcc_graph *trained = NULL;
-  if ((!a->no_output || a->export_path) && gcc_session_export(r->s, &trained, &d) != GCC_OK) {
+  if ((!a->no_output || a->export_path || a->export_onnx_path) &&
+      gcc_session_export(r->s, &trained, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     rc = EXIT_RUN;
   }
@@ -1392,6 +1497,14 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
         printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
                i == eo->n_batch_sizes - 1 ? ")\n" : "");
     }
+  }
+  if (rc == 0 && a->export_onnx_path) {
+    int orc = onnx_export(trained, a->export_onnx_path);
+    if (orc >= 0)
+      rc = orc;
+    else if (!a->quiet)
+      printf("exported the inference graph as ONNX (opset %d) to %s\n", GCC_ONNX_EXPORT_OPSET,
+             a->export_onnx_path);
   }
   gcc_graph_free(trained);
   return rc;
@@ -1433,6 +1546,7 @@ static int run_main(train_args *ap) {
     a.output = NULL;
     a.predictions_path = NULL;
     a.export_path = NULL;
+    a.export_onnx_path = NULL;
     a.profile_path = NULL;
   }
   train_run r = {0};

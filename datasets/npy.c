@@ -522,3 +522,81 @@ gcc_status gcc_npy_dataset_load(const char *path, int train, gcc_dataset *out, g
     gcc_dataset_free(out);
   return s;
 }
+
+/* ---- the arrays as they are ------------------------------------------------- */
+
+void gcc_npy_tensor_free(gcc_npy_tensor *t) {
+  free(t->data);
+  memset(t, 0, sizeof *t);
+}
+
+static gcc_status take_array(const npy_bytes *b, gcc_npy_tensor *t, gcc_diag *d) {
+  gcc_npy_array a;
+  GCC_TRY(gcc_npy_parse_header(b->p, b->n, b->name, &a, d));
+  snprintf(t->name, sizeof t->name, "%s", b->name);
+  snprintf(t->descr, sizeof t->descr, "%s", a.descr);
+  t->dtype = a.dtype;
+  t->shape = a.shape;
+  t->numel = a.numel;
+  size_t bytes = (size_t)a.numel * a.elem;
+  t->data = malloc(bytes ? bytes : 1);
+  if (!t->data)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s, %zu bytes)", b->name, bytes);
+  memcpy(t->data, a.data, bytes);
+  return GCC_OK;
+}
+
+gcc_status gcc_npy_load_pair(const char *path, int train, gcc_npy_tensor *x, gcc_npy_tensor *y,
+                             gcc_diag *d) {
+  memset(x, 0, sizeof *x);
+  memset(y, 0, sizeof *y);
+  const char *xn = train ? "x_train.npy" : "x_test.npy", *yn = train ? "y_train.npy" : "y_test.npy";
+  npy_bytes xb = {0}, yb = {0};
+  struct stat st;
+  gcc_status s = GCC_OK;
+  zip_t *z = NULL;
+  if (stat(path, &st) != 0)
+    return gcc_diag_set(d, GCC_ERR_IO,
+                        "--dataset npy: %s: %s (a folder of x_train.npy, "
+                        "y_train.npy, x_test.npy, y_test.npy, or a .npz of them)",
+                        path, strerror(errno));
+  if (S_ISDIR(st.st_mode)) {
+    char px[4200], py[4200];
+    snprintf(px, sizeof px, "%s/%s", path, xn);
+    snprintf(py, sizeof py, "%s/%s", path, yn);
+    s = map_file(px, &xb, d);
+    if (s == GCC_OK)
+      s = map_file(py, &yb, d);
+  } else {
+    int err = 0;
+    z = zip_open(path, ZIP_RDONLY, &err);
+    if (!z)
+      return gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npz (zip) archive (libzip error %d)", path,
+                          err);
+    s = zip_entry(z, path, xn, &xb, d);
+    if (s == GCC_OK)
+      s = zip_entry(z, path, yn, &yb, d);
+  }
+  if (s == GCC_OK)
+    s = take_array(&xb, x, d);
+  if (s == GCC_OK)
+    s = take_array(&yb, y, d);
+  if (s == GCC_OK &&
+      (x->shape.ndim < 2 || y->shape.ndim < 1 || y->shape.dims[0] != x->shape.dims[0])) {
+    char sx[128], sy[128];
+    s = gcc_diag_set(d, GCC_ERR_SHAPE,
+                     "%s has shape %s and %s %s: expected the samples along dim 0 of both, and "
+                     "at least one more dim in x",
+                     x->name, gcc_shape_str(&x->shape, sx, sizeof sx), y->name,
+                     gcc_shape_str(&y->shape, sy, sizeof sy));
+  }
+  npy_bytes_free(&xb);
+  npy_bytes_free(&yb);
+  if (z)
+    zip_discard(z);
+  if (s != GCC_OK) {
+    gcc_npy_tensor_free(x);
+    gcc_npy_tensor_free(y);
+  }
+  return s;
+}

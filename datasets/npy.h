@@ -77,7 +77,9 @@ gcc_status gcc_npz_write(const char *path, const char *const *names, const gcc_s
                          const float *const *data, int n, gcc_diag *d);
 
 /* A labelled image set from NumPy arrays, for `--dataset npy` (PyTorch
- * users' own data as np.save / np.savez write it).
+ * users' own data as np.save / np.savez write it) of uint8 images and
+ * class indices (float32 inputs or regression targets are read with
+ * gcc_npy_load_pair below and fed as rows by the trainer).
  *
  * `path` is a folder holding x_train.npy, y_train.npy, x_test.npy and
  * y_test.npy, or a .npz archive (read with libzip; stored or deflated)
@@ -93,6 +95,28 @@ gcc_status gcc_npz_write(const char *path, const char *const *names, const gcc_s
  * GCC_ERR_UNSUPPORTED (x not uint8, y not an integer type, a label out of
  * [0, 255]). */
 gcc_status gcc_npy_dataset_load(const char *path, int train, gcc_dataset *out, gcc_diag *d);
+
+/* One array of a .npy file or .npz entry as it is: dtype (float32, int64,
+ * int32 or uint8), shape and a malloc'ed copy of its C-order elements. */
+typedef struct gcc_npy_tensor {
+  gcc_dtype dtype;
+  char descr[8]; /* as in the file: "<f4", "|u1", ... */
+  gcc_shape shape;
+  int64_t numel;
+  void *data;
+  char name[4200]; /* the file (or archive:entry) it came from, for messages */
+} gcc_npy_tensor;
+
+/* The pair x_train.npy / y_train.npy (`train`) or x_test.npy / y_test.npy
+ * of `path` (a folder or a .npz, as gcc_npy_dataset_load) as they are, for
+ * float32 inputs of any shape and float32 regression targets: the trainer
+ * checks them against the model's input and target. Errors name the file:
+ * those of gcc_npy_dataset_load for reading and parsing; GCC_ERR_SHAPE when
+ * x has fewer than 2 dims or x and y disagree on dim 0 (the samples). On
+ * failure both are empty. Free with gcc_npy_tensor_free. */
+gcc_status gcc_npy_load_pair(const char *path, int train, gcc_npy_tensor *x, gcc_npy_tensor *y,
+                             gcc_diag *d);
+void gcc_npy_tensor_free(gcc_npy_tensor *t);
 
 /* 1 if the bytes start with the .npy magic. */
 int gcc_npy_is_npy(const uint8_t *bytes, size_t size);

@@ -32,7 +32,11 @@ struct gccx_session {
   char device_name[32];
   int threads;
   int64_t max_batch, per_sample, rows;
-  float *input;       /* max_batch x per_sample */
+  float *input; /* max_batch x per_sample */
+  /* gccx_set_input_images: pixel value -> normalised float, per channel,
+   * computed by the first call (lut_channels > 0 once it is) */
+  float lut[GCC_MAX_CHANNELS][256];
+  int lut_channels;
   plan_slot plans[2]; /* [0]: the batch of max_batch rows, [1]: the last other one */
   gcc_plan *last;     /* the plan of the last run, NULL before one (or after new input) */
   int has_image;
@@ -370,23 +374,33 @@ gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t
   const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
   int64_t channels = info->input.shape.ndim == 4 ? info->input.shape.dims[1] : 1;
   int64_t plane = s->per_sample / channels;
-  /* one lookup table per channel, computed as datasets/dataloader.c does */
-  float lut[GCC_MAX_CHANNELS][256];
-  int nc = channels < GCC_MAX_CHANNELS ? (int)channels : GCC_MAX_CHANNELS;
-  for (int c = 0; c < nc; c++) {
-    float mean = info->n_mean == 0 ? 0.0f : info->mean[info->n_mean == 1 ? 0 : c];
-    float std = info->n_std == 0 ? 1.0f : info->std[info->n_std == 1 ? 0 : c];
-    for (int p = 0; p < 256; p++)
-      lut[c][p] = ((float)p / 255.0f - mean) / std;
-  }
   if (channels > GCC_MAX_CHANNELS && (info->n_mean > 1 || info->n_std > 1))
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "gccx_set_input_images: %lld channels with per-channel normalization",
                         (long long)channels);
-  for (int64_t i = 0; i < rows * s->per_sample; i++) {
-    int64_t c = (i / plane) % channels;
-    s->input[i] = lut[c < nc ? c : 0][pixels[i]];
+  /* one lookup table per channel, computed as datasets/dataloader.c does,
+   * once per session */
+  int nc = channels < GCC_MAX_CHANNELS ? (int)channels : GCC_MAX_CHANNELS;
+  if (s->lut_channels != nc) {
+    for (int c = 0; c < nc; c++) {
+      float mean = info->n_mean == 0 ? 0.0f : info->mean[info->n_mean == 1 ? 0 : c];
+      float std = info->n_std == 0 ? 1.0f : info->std[info->n_std == 1 ? 0 : c];
+      for (int p = 0; p < 256; p++)
+        s->lut[c][p] = ((float)p / 255.0f - mean) / std;
+    }
+    s->lut_channels = nc;
   }
+  /* NCHW (or one plane per sample): a plain gather per channel plane */
+  const uint8_t *src = pixels;
+  float *dst = s->input;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < channels; c++) {
+      const float *lut = s->lut[c < nc ? c : 0];
+      for (int64_t i = 0; i < plane; i++)
+        dst[i] = lut[src[i]];
+      src += plane;
+      dst += plane;
+    }
   s->rows = rows;
   s->last = NULL;
   return GCC_OK;

@@ -22,10 +22,49 @@
 
 /* ---- the inference graph ---------------------------------------------------- */
 
+/* A model without a training spec whose outputs are already `logits` and
+ * `probabilities` (an inference graph written out, e.g. by gcc-train
+ * --export-onnx and read back): kept as it is, after the same checks. */
+static gcc_status kept_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d) {
+  const gcc_value *in = &model->values[model->inputs[0]];
+  if (in->shape.ndim < 1 || in->shape.dims[0] != GCC_BATCH_DIM) {
+    char sh[128];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: input '%s' has the fixed shape %s; a bundle (and gcc-run) needs a "
+                        "symbolic batch as dim 0",
+                        model->source, in->name, gcc_shape_str(&in->shape, sh, sizeof sh));
+  }
+  gcc_graph *g, *probe = NULL;
+  GCC_TRY(gcc_graph_clone(model, &g, d));
+  gcc_status s = gcc_graph_clone(g, &probe, d);
+  if (s == GCC_OK)
+    s = gcc_graph_bind_batch(probe, 1, d);
+  if (s == GCC_OK)
+    s = gcc_infer_shapes(probe, d);
+  for (int k = 0; k < 2 && s == GCC_OK; k++) {
+    const gcc_value *v = &probe->values[probe->outputs[k]];
+    if (v->dtype != GCC_DT_FLOAT32 || v->shape.ndim != 2)
+      s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                       "%s: output '%s' must be float32 of shape (N, C) for an inference graph",
+                       model->source, v->name);
+  }
+  gcc_graph_free(probe);
+  if (s != GCC_OK) {
+    gcc_graph_free(g);
+    return s;
+  }
+  *out = g;
+  return GCC_OK;
+}
+
 gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d) {
   *out = NULL;
   const gcc_training *t = &model->training;
   int pred, in;
+  if (!t->present && model->n_inputs == 1 && model->n_outputs == 2 &&
+      strcmp(model->values[model->outputs[0]].name, "logits") == 0 &&
+      strcmp(model->values[model->outputs[1]].name, "probabilities") == 0)
+    return kept_inference_graph(model, out, d);
   if (!t->present && model->n_inputs == 1 && model->n_outputs == 1) {
     /* an inference model (an imported ONNX classifier): its one input and
      * its one output */

@@ -34,7 +34,9 @@ extern "C" {
  * the names `logits`/`probabilities` are taken by other values;
  * GCC_ERR_OUT_OF_MEMORY. A model without a training spec and with one
  * input and one output (an imported ONNX classifier) keeps its graph, its
- * output exposed as `logits`. */
+ * output exposed as `logits`; one with one input and the outputs `logits`
+ * and `probabilities` (an inference graph read back, such as the ONNX file
+ * gcc-train --export-onnx writes) is kept as it is. */
 gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d);
 
 /* ---- export ------------------------------------------------------------- */

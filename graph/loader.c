@@ -408,6 +408,23 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t k = 0; k < pn->n_attributes; k++)
       GCC_TRY(read_attr(g, node, pn->attributes[k], d));
+    /* an attribute of the passes (BatchNormalization's `training`: the
+     * training form, set by autodiff, cleared in evaluation) is refused, not
+     * ignored: a file that sets it would have evaluation update the running
+     * statistics, which nn.BatchNorm2d in eval() never does */
+    const gcc_op_desc *od = gcc_op(op);
+    const gcc_attr *pa = od->pass_attr ? gcc_node_attr(&g->nodes[node], od->pass_attr) : NULL;
+    if (pa) {
+      int64_t def = 0;
+      for (int j = 0; j < od->n_attrs; j++)
+        if (strcmp(od->attrs[j].name, od->pass_attr) == 0)
+          def = od->attrs[j].def_i;
+      if (!(pa->type == GCC_ATTR_INT && pa->i == def))
+        return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                            "%s: node '%s' (%s): attribute '%s' is set; it is the compiler's: "
+                            "%s: remove it",
+                            src, nn, od->name, od->pass_attr, od->pass_attr_why);
+    }
   }
   GCC_TRY(check_unique_node_names(g, d));
   /* then inputs by name */

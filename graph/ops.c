@@ -1637,10 +1637,18 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                "ONNX BatchNormalization = torch.nn.BatchNorm2d (any rank >= 2, "
                                "per channel, dim 1). Evaluation: Y = scale (X - running_mean) / "
                                "sqrt(running_var + epsilon) + B. Training (`training`, set by "
-                               "autodiff): the batch's mean and biased variance normalise, and "
+                               "autodiff in the training graph only, cleared in evaluation, "
+                               "refused in a model file): the batch's mean and biased variance "
+                               "normalise, and "
                                "running = momentum running + (1 - momentum) batch statistic, with "
                                "the unbiased variance (n / (n - 1)) for running_var, in place "
-                               "(ONNX's momentum 0.9 is PyTorch's momentum 0.1)"},
+                               "(ONNX's momentum 0.9 is PyTorch's momentum 0.1)",
+                           .pass_attr = "training",
+                           .pass_attr_why =
+                               "autodiff sets it in the training graph only: a model file holds "
+                               "the evaluation form, whose running statistics normalise and are "
+                               "never updated (nn.BatchNorm2d in eval()), and gcc-train trains "
+                               "it with batch statistics without the attribute"},
     [GCC_OP_BATCH_NORM_GRAD] = {.name = "BatchNormGrad",
                                 .min_inputs = 3,
                                 .max_inputs = 3,
@@ -1664,6 +1672,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                      .input_names = "X",
                      .attrs = kCastAttrs,
                      .n_attrs = COUNT(kCastAttrs),
+                     .flags = GCC_OPF_INTERNAL, /* made by the autocast pass */
                      .shape = shape_cast,
                      .flops = numel_out,
                      .semantics = "ONNX Cast between float32, float16 and bfloat16 (`to`: the "

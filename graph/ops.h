@@ -15,6 +15,8 @@
  *                            expression, a GEMM, a library call, a view, a
  *                            copy, a loss or optimizer kernel, or none
  *   runtime/cuda/cuda_ops.c  the CUDA backend's library calls (cuDNN)
+ *   onnx/export.c            the ONNX op an inference-graph node becomes
+ *                            (gcc-train --export-onnx), or why none
  *
  * Every table is written with designated initializers and pinned to
  * GCC_OP_COUNT by a _Static_assert, so adding an op to the list fails to
@@ -82,6 +84,11 @@ typedef struct gcc_op_desc {
   gcc_shape_fn shape;
   gcc_flops_fn flops;    /* NULL: none (views, copies) */
   const char *semantics; /* where the definition comes from */
+  /* An attribute that the passes set and a model file may not (the loader
+   * refuses a value other than its default, naming the node, the attribute
+   * and pass_attr_why); NULL: none. BatchNormalization's `training`: its
+   * training form, which autodiff sets in the training graph only. */
+  const char *pass_attr, *pass_attr_why;
 } gcc_op_desc;
 
 /* X(ID, Name): the enum id and the name used in model files. */

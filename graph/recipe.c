@@ -388,7 +388,8 @@ gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_gra
         s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
     }
   }
-  if (s == GCC_OK && float_target(g) == 1 && strcmp(t->dataset, "inline") != 0)
+  if (s == GCC_OK && float_target(g) == 1 && strcmp(t->dataset, "inline") != 0 &&
+      strcmp(t->dataset, "npy") != 0) /* .npy arrays may hold float32 targets */
     s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                      "--loss mse: --dataset %s has class labels, not float targets; use --loss "
                      "cross-entropy",

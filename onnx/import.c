@@ -1669,6 +1669,10 @@ char *gcc_onnx_report_str(const gcc_onnx_report *r, char *buf, size_t cap) {
   if (r->n_bn_folded)
     OUT("folded %d BatchNormalization node%s into the preceding Conv\n", r->n_bn_folded,
         r->n_bn_folded == 1 ? "" : "s");
+  if (r->n_bn_train)
+    OUT("kept %d BatchNormalization node%s for training (nn.BatchNorm2d: batch statistics in "
+        "training, running mean and var as state)\n",
+        r->n_bn_train, r->n_bn_train == 1 ? "" : "s");
 #undef OUT
   return buf;
 }

@@ -25,7 +25,9 @@
  *    BatchNormalization (inference form) is folded into the Conv before it
  *    when its statistics are constants and nothing else reads the Conv's
  *    output (W' = W * s, B' = (B - mean) * s + beta, s = scale /
- *    sqrt(var + eps): what ONNX Runtime's fusion does);
+ *    sqrt(var + eps): what ONNX Runtime's fusion does), unless the import
+ *    is for training (gcc_onnx_options.train, which gcc-train and
+ *    gcc-import ask for when given a recipe: onnx/model_file.h);
  *  - shape inputs (Reshape's shape, Squeeze/Unsqueeze axes, Clip's min/max,
  *    Pad's pads, ConstantOfShape's shape) must be constants and are turned
  *    into attributes of the IR node;
@@ -88,6 +90,7 @@ typedef struct gcc_onnx_report {
   } ops[GCC_ONNX_REPORT_OPS];
   int n_ops;
   int n_bn_folded; /* BatchNormalization nodes folded into their Conv */
+  int n_bn_train;  /* BatchNormalization nodes kept for training (gcc_onnx_options.train) */
 } gcc_onnx_report;
 
 /* A tensor given to the importer (gcc_onnx_options.frozen). */

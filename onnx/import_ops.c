@@ -399,6 +399,12 @@ static gcc_status cv_tanh(nctx *c, gcc_diag *d) {
   return unary(c, GCC_OP_TANH, d);
 }
 
+static gcc_status cv_sqrt(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  return unary(c, GCC_OP_SQRT, d);
+}
+
 static gcc_status cv_leaky_relu(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, "alpha", c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
   GCC_TRY(no_consumed_inputs(c, d));
@@ -1153,6 +1159,7 @@ static gcc_status batchnorm_train(nctx *c, float eps, gcc_diag *d) {
   if (gcc_node_set_float(g, node, "epsilon", eps) ||
       gcc_node_set_float(g, node, "momentum", momentum))
     return oom(d);
+  c->I->rep->n_bn_train++;
   return GCC_OK;
 }
 
@@ -1989,6 +1996,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"Reshape", {1, 5, 13, 14, 19, 21}, cv_reshape, "Reshape"},
     {"Sigmoid", {1, 6, 13}, cv_sigmoid, "Sigmoid"},
     {"Softmax", {1, 11, 13}, cv_softmax, "Softmax"},
+    {"Sqrt", {1, 6, 13}, cv_sqrt, "Sqrt"},
     {"Squeeze", {1, 11, 13, 21}, cv_squeeze, "Reshape"},
     {"Sub", {1, 6, 7, 13, 14}, cv_sub, "Sub"},
     {"Sum", {1, 6, 8, 13}, cv_sum, "Add"},

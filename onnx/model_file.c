@@ -31,8 +31,9 @@ gcc_model_format gcc_model_sniff(const uint8_t *bytes, size_t size) {
   return GCC_MODEL_FORMAT_GCC;
 }
 
-gcc_status gcc_model_open_memory(const uint8_t *bytes, size_t size, const char *source,
-                                 gcc_graph **out, gcc_model_info *info, gcc_diag *d) {
+gcc_status gcc_model_open_memory_with(const uint8_t *bytes, size_t size, const char *source,
+                                      const gcc_onnx_options *onnx, gcc_graph **out,
+                                      gcc_model_info *info, gcc_diag *d) {
   *out = NULL;
   gcc_model_info local;
   if (!info)
@@ -47,17 +48,27 @@ gcc_status gcc_model_open_memory(const uint8_t *bytes, size_t size, const char *
                         "C API",
                         src);
   case GCC_MODEL_FORMAT_ONNX:
-    return gcc_onnx_import(bytes, size, source, NULL, out, &info->onnx, d);
+    return gcc_onnx_import(bytes, size, source, onnx, out, &info->onnx, d);
   default: return gcc_model_parse(bytes, size, src, out, d);
   }
 }
 
-gcc_status gcc_model_open(const char *path, gcc_graph **out, gcc_model_info *info, gcc_diag *d) {
+gcc_status gcc_model_open_memory(const uint8_t *bytes, size_t size, const char *source,
+                                 gcc_graph **out, gcc_model_info *info, gcc_diag *d) {
+  return gcc_model_open_memory_with(bytes, size, source, NULL, out, info, d);
+}
+
+gcc_status gcc_model_open_with(const char *path, const gcc_onnx_options *onnx, gcc_graph **out,
+                               gcc_model_info *info, gcc_diag *d) {
   *out = NULL;
   uint8_t *buf;
   size_t size;
   GCC_TRY(gcc_read_file(path, GCC_MODEL_MAX_BYTES, &buf, &size, d));
-  gcc_status s = gcc_model_open_memory(buf, size, path, out, info, d);
+  gcc_status s = gcc_model_open_memory_with(buf, size, path, onnx, out, info, d);
   free(buf);
   return s;
+}
+
+gcc_status gcc_model_open(const char *path, gcc_graph **out, gcc_model_info *info, gcc_diag *d) {
+  return gcc_model_open_with(path, NULL, out, info, d);
 }

@@ -54,6 +54,18 @@ gcc_status gcc_model_open_memory(const uint8_t *bytes, size_t size, const char *
  * and parses it as gcc_model_open_memory. */
 gcc_status gcc_model_open(const char *path, gcc_graph **out, gcc_model_info *info, gcc_diag *d);
 
+/* The same with the options of an ONNX import (`onnx` may be NULL; a
+ * gcc-train model ignores them): gcc-train and gcc-import pass
+ * train = 1 when a recipe makes the model trainable, so that
+ * BatchNormalization trains as nn.BatchNorm2d instead of being folded into
+ * the Conv before it (onnx/import.h). The report says which was done
+ * (info->onnx.n_bn_train, n_bn_folded). */
+gcc_status gcc_model_open_with(const char *path, const gcc_onnx_options *onnx, gcc_graph **out,
+                               gcc_model_info *info, gcc_diag *d);
+gcc_status gcc_model_open_memory_with(const uint8_t *bytes, size_t size, const char *source,
+                                      const gcc_onnx_options *onnx, gcc_graph **out,
+                                      gcc_model_info *info, gcc_diag *d);
+
 #ifdef __cplusplus
 }
 #endif

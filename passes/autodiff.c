@@ -317,8 +317,14 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
 }
 
 gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
-  if (opt->mode != GCC_MODE_TRAIN)
+  if (opt->mode != GCC_MODE_TRAIN) { /* the evaluation form of every node that has two */
+    for (int i = 0; i < g->n_nodes; i++) {
+      const gcc_grad_rule *rule = gcc_grad_rule_of(g->nodes[i].op);
+      if (rule && rule->eval)
+        GCC_TRY(rule->eval(g, i, d));
+    }
     return GCC_OK;
+  }
   if (!g->training.present || !g->training.loss)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: training.loss is not set: the model has no loss to train", g->source);

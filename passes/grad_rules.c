@@ -596,18 +596,13 @@ static gcc_status train_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
   return gcc_op_resolve_attrs(g, node, d);
 }
 
-/* Y = Cast(X): dX = Cast(G) back to X's dtype (PyTorch's backward of
- * Tensor.to(dtype)). */
-static gcc_status grad_cast(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
-  gcc_graph *g = gcc_grad_graph(c);
-  int X = g->nodes[node].inputs[0];
-  gcc_dtype to = g->values[X].dtype;
-  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+/* Evaluation form: the running estimates normalise and stay as they are
+ * (nn.BatchNorm2d in eval()), even in a graph built with `training` set. */
+static gcc_status eval_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
+  if (!g->nodes[node].av[BN_TRAINING].i)
     return GCC_OK;
-  int n2;
-  GCC_TRY(emit(c, GCC_OP_CAST, node, "dX", &dy[0], 1, &n2, &dx[0], d));
-  GCC_TRY(gcc_node_set_int(gcc_grad_graph(c), n2, "to", (int64_t)to));
-  return gcc_grad_finish(c, n2, d);
+  GCC_TRY(gcc_node_set_int(g, node, "training", 0));
+  return gcc_op_resolve_attrs(g, node, d);
 }
 
 /* ---- the table -------------------------------------------------------- */
@@ -665,9 +660,11 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_LOG_SOFTMAX_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_LRN_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_ALL_REDUCE] = {.none = "a collective over gradients, made after autodiff"},
-    [GCC_OP_BATCH_NORM] = {.fn = gcc_grad_batch_norm, .train = train_batch_norm},
+    [GCC_OP_BATCH_NORM] = {.fn = gcc_grad_batch_norm,
+                           .train = train_batch_norm,
+                           .eval = eval_batch_norm},
     [GCC_OP_BATCH_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
-    [GCC_OP_CAST] = {.fn = grad_cast},
+    [GCC_OP_CAST] = {.none = "made by the autocast pass, after autodiff"},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

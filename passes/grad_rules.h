@@ -31,6 +31,10 @@ typedef struct gcc_grad_rule {
   gcc_grad_fn fn;     /* the builder */
   const char *none;   /* no gradient (it stops here), and why */
   gcc_train_fn train; /* optional: the op behaves differently in training */
+  /* with `train`: puts the node in its evaluation form (autodiff, every
+   * other mode), whatever the graph's builder set: evaluation never updates
+   * state such as BatchNormalization's running statistics */
+  gcc_train_fn eval;
 } gcc_grad_rule;
 
 /* The entry of op `op`; NULL when `op` is out of range. */

@@ -41,11 +41,19 @@ typedef struct source {
   /* mnist */
   gcc_dataset train, test;
   gcc_dataloader *train_dl, *test_dl;
-  /* inline: rows (float32 inputs; float32 or int64 targets, as the target
-   * input takes), shuffled by permutation into batch buffers; xw, yw are
+  /* rows (is_inline): float32 inputs and float32 or int64 targets, as the
+   * target input takes, shuffled by permutation into batch buffers; the
+   * model's inline data (evaluated on the same rows), or float .npy arrays
+   * with their own test set (has_test). x, y, n, batch_size: the set and
+   * batch size of the current pass (training or evaluation); xw, yw are
    * values per sample, xb, yb bytes per sample */
   const char *x, *y;
   int64_t n, xw, yw, xb, yb, batch_size, pos;
+  const char *train_x, *train_y, *test_x, *test_y;
+  int64_t train_n, test_n, train_batch, eval_batch;
+  int has_test;
+  void *own[4];    /* .npy rows: the arrays (train x, y, test x, y) */
+  int int_targets; /* the targets are int64 class indices */
   uint32_t *perm;
   char *bx, *by;
   uint64_t seed;
@@ -64,6 +72,8 @@ typedef struct source {
 } source;
 
 static void source_free(source *src) {
+  for (int i = 0; i < 4; i++)
+    free(src->own[i]);
   gcc_dataloader_destroy(src->train_dl);
   gcc_dataloader_destroy(src->test_dl);
   gcc_dataset_free(&src->train);
@@ -81,6 +91,182 @@ static int64_t per_sample(const gcc_value *v) {
   for (int i = 1; i < v->shape.ndim; i++)
     n *= v->shape.dims[i];
   return n;
+}
+
+/* ---- --dataset npy as rows ------------------------------------------------ */
+
+/* Whether the per-sample shape of `data` (dims 1..) is the model value's:
+ * the same dims, or (N, H, W) data for an (N, 1, H, W) input. */
+static int sample_fits(const gcc_shape *data, const gcc_shape *model) {
+  if (data->ndim == model->ndim) {
+    for (int i = 1; i < data->ndim; i++)
+      if (data->dims[i] != model->dims[i])
+        return 0;
+    return 1;
+  }
+  return data->ndim == 3 && model->ndim == 4 && model->dims[1] == 1 &&
+         data->dims[1] == model->dims[2] && data->dims[2] == model->dims[3];
+}
+
+/* x of one set as float32 rows for input `in`: float32 as it is, uint8
+ * scaled as the data loader does ((p / 255 - mean[c]) / std[c]). The
+ * result replaces x->data (and stays owned by x). */
+static gcc_status npy_inputs(gcc_npy_tensor *x, const gcc_value *in, const gcc_training *t,
+                             gcc_diag *d) {
+  char sx[128], si[128];
+  gcc_shape_str(&x->shape, sx, sizeof sx);
+  gcc_shape_str(&in->shape, si, sizeof si);
+  if ((x->dtype != GCC_DT_FLOAT32 && x->dtype != GCC_DT_UINT8) || in->dtype != GCC_DT_FLOAT32)
+    return gcc_diag_set(d, GCC_ERR_SHAPE,
+                        "%s: %s '%s' %s, but input '%s' takes %s %s: --dataset npy feeds float32 "
+                        "inputs as they are and scales uint8 images by --mean/--std",
+                        x->name, gcc_dtype_name(x->dtype), x->descr, sx, in->name,
+                        gcc_dtype_name(in->dtype), si);
+  if (!sample_fits(&x->shape, &in->shape))
+    return gcc_diag_set(
+        d, GCC_ERR_SHAPE, "%s: shape %s (%s), but input '%s' takes %s %s (the samples along dim 0)",
+        x->name, sx, gcc_dtype_name(x->dtype), in->name, si, gcc_dtype_name(in->dtype));
+  if (x->dtype == GCC_DT_FLOAT32)
+    return GCC_OK;
+  float *f = malloc((size_t)x->numel * sizeof *f);
+  if (!f)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s as float32)", x->name);
+  int64_t c = x->shape.ndim == 4 ? x->shape.dims[1] : 1;
+  int64_t plane = x->numel / x->shape.dims[0] / c;
+  if (t->n_mean > 1 && (t->n_mean != c || t->n_std != c)) {
+    free(f);
+    return gcc_diag_set(d, GCC_ERR_SHAPE,
+                        "%s: %" PRId64 " channels, but the training normalisation has %d means "
+                        "and %d stds",
+                        x->name, c, t->n_mean, t->n_std);
+  }
+  const uint8_t *p = x->data;
+  for (int64_t i = 0; i < x->numel; i++) {
+    int64_t ch = t->n_mean > 1 ? (i / plane) % c : 0;
+    float mean = t->n_mean ? t->mean[ch] : 0.0f, sd = t->n_std ? t->std[ch] : 1.0f;
+    f[i] = ((float)p[i] / 255.0f - mean) / sd;
+  }
+  free(x->data);
+  x->data = f;
+  x->dtype = GCC_DT_FLOAT32;
+  return GCC_OK;
+}
+
+/* y of one set as the target takes it: int64 class indices (from int64,
+ * int32 or uint8) for an int64 target of shape (N), float32 values of the
+ * target's per-sample shape for a float32 one (a regression). */
+static gcc_status npy_targets(gcc_npy_tensor *y, const gcc_value *tg, gcc_diag *d) {
+  char sy[128], st[128];
+  gcc_shape_str(&y->shape, sy, sizeof sy);
+  gcc_shape_str(&tg->shape, st, sizeof st);
+  int y_int = y->dtype == GCC_DT_INT64 || y->dtype == GCC_DT_INT32 || y->dtype == GCC_DT_UINT8;
+  if (tg->dtype == GCC_DT_INT64) {
+    if (!y_int || y->shape.ndim != 1)
+      return gcc_diag_set(d, GCC_ERR_SHAPE,
+                          "%s: %s '%s' %s, but target '%s' takes int64 class indices %s "
+                          "(cross-entropy; float32 targets are a regression: --loss mse)",
+                          y->name, gcc_dtype_name(y->dtype), y->descr, sy, tg->name, st);
+    if (y->dtype != GCC_DT_INT64) {
+      int64_t *v = malloc((size_t)y->numel * sizeof *v);
+      if (!v)
+        return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s)", y->name);
+      for (int64_t i = 0; i < y->numel; i++)
+        v[i] = y->dtype == GCC_DT_INT32 ? ((const int32_t *)y->data)[i]
+                                        : ((const uint8_t *)y->data)[i];
+      free(y->data);
+      y->data = v;
+      y->dtype = GCC_DT_INT64;
+    }
+    return GCC_OK;
+  }
+  int64_t per = 1, want = 1;
+  for (int i = 1; i < y->shape.ndim; i++)
+    per *= y->shape.dims[i];
+  for (int i = 1; i < tg->shape.ndim; i++)
+    want *= tg->shape.dims[i];
+  if (tg->dtype != GCC_DT_FLOAT32 || y->dtype != GCC_DT_FLOAT32 || per != want ||
+      !(sample_fits(&y->shape, &tg->shape) || y->shape.ndim == 1 || tg->shape.ndim == 1))
+    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s '%s' %s, but target '%s' takes %s %s%s", y->name,
+                        gcc_dtype_name(y->dtype), y->descr, sy, tg->name, gcc_dtype_name(tg->dtype),
+                        st, y_int ? " (integer class indices need --loss cross-entropy)" : "");
+  return GCC_OK;
+}
+
+/* --dataset npy: the arrays as rows when they are not uint8 images with
+ * class indices (those go through the image data loader, with --augment):
+ * float32 inputs of any shape the model's input has, float32 regression
+ * targets, or uint8 inputs with float32 targets. *rows = 1 when this source
+ * took them. */
+static gcc_status open_npy_rows(source *src, const gcc_graph *m, const gcc_train_config *cfg,
+                                const gcc_value *in, const gcc_value *tg, int *rows, gcc_diag *d) {
+  gcc_npy_tensor x[2], y[2];
+  *rows = 0;
+  GCC_TRY(gcc_npy_load_pair(cfg->data_dir, 1, &x[0], &y[0], d));
+  int images =
+      x[0].dtype == GCC_DT_UINT8 && tg->dtype == GCC_DT_INT64 && y[0].dtype != GCC_DT_FLOAT32;
+  gcc_status s = GCC_OK;
+  if (images) { /* the image loader reads them again (mapped: no copy kept) */
+    gcc_npy_tensor_free(&x[0]);
+    gcc_npy_tensor_free(&y[0]);
+    return GCC_OK;
+  }
+  memset(&x[1], 0, sizeof x[1]);
+  memset(&y[1], 0, sizeof y[1]);
+  if (cfg->crop_pad || cfg->flip)
+    s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                     "--augment crops and flips uint8 images with class labels; %s holds %s "
+                     "inputs and %s targets",
+                     cfg->data_dir, gcc_dtype_name(x[0].dtype), gcc_dtype_name(y[0].dtype));
+  if (s == GCC_OK)
+    s = gcc_npy_load_pair(cfg->data_dir, 0, &x[1], &y[1], d);
+  for (int k = 0; k < 2 && s == GCC_OK; k++) {
+    s = npy_inputs(&x[k], in, &m->training, d);
+    if (s == GCC_OK)
+      s = npy_targets(&y[k], tg, d);
+  }
+  if (s == GCC_OK) {
+    src->is_inline = 1;
+    src->has_test = 1;
+    src->int_targets = tg->dtype == GCC_DT_INT64;
+    src->train_x = x[0].data;
+    src->train_y = y[0].data;
+    src->test_x = x[1].data;
+    src->test_y = y[1].data;
+    src->train_n = x[0].shape.dims[0];
+    src->test_n = x[1].shape.dims[0];
+    src->own[0] = x[0].data;
+    src->own[1] = y[0].data;
+    src->own[2] = x[1].data;
+    src->own[3] = y[1].data;
+    for (int k = 0; k < 2; k++)
+      x[k].data = y[k].data = NULL; /* the source owns them now */
+    src->xw = per_sample(in);
+    src->yw = per_sample(tg);
+    src->xb = src->xw * (int64_t)sizeof(float);
+    src->yb = src->yw * (int64_t)gcc_dtype_size(tg->dtype);
+    src->x_row = (size_t)src->xb;
+    src->y_row = (size_t)src->yb;
+    src->train_batch = cfg->batch_size;
+    src->eval_batch = cfg->eval_batch > 0 ? cfg->eval_batch : cfg->batch_size;
+    src->batch_size = src->train_batch;
+    src->seed = cfg->seed;
+    int64_t most = src->train_n > src->test_n ? src->train_n : src->test_n;
+    int64_t bmax = src->train_batch > src->eval_batch ? src->train_batch : src->eval_batch;
+    src->perm = malloc((size_t)most * sizeof *src->perm);
+    src->bx = malloc((size_t)(bmax * src->xb));
+    src->by = malloc((size_t)(bmax * src->yb));
+    if (!src->perm || !src->bx || !src->by)
+      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (.npy batches)");
+    if (s == GCC_OK && most > UINT32_MAX)
+      s = gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "%s: %" PRId64 " samples (at most 2^32)",
+                       cfg->data_dir, most);
+    *rows = 1;
+  }
+  for (int k = 0; k < 2; k++) {
+    gcc_npy_tensor_free(&x[k]);
+    gcc_npy_tensor_free(&y[k]);
+  }
+  return s;
 }
 
 static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_config *cfg,
@@ -131,6 +317,11 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     src->xb = src->xw * (int64_t)sizeof(float);
     src->yb = src->yw * (int64_t)gcc_dtype_size(yi->dtype);
     src->batch_size = cfg->batch_size;
+    src->train_x = src->test_x = src->x;
+    src->train_y = src->test_y = src->y;
+    src->train_n = src->test_n = src->n;
+    src->train_batch = src->eval_batch = cfg->batch_size;
+    src->int_targets = tg->dtype == GCC_DT_INT64;
     src->seed = cfg->seed;
     src->x_row = (size_t)src->xb;
     src->y_row = (size_t)src->yb;
@@ -142,6 +333,7 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     return GCC_OK;
   }
   src->is_cifar = strcmp(t->dataset, "cifar10") == 0;
+  src->int_targets = 1; /* checked below: int64 class indices */
   int is_npy = strcmp(t->dataset, "npy") == 0;
   if (strcmp(t->dataset, "mnist") != 0 && !src->is_cifar && !is_npy)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
@@ -149,6 +341,10 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
                         m->source, t->dataset);
   const char *ds_name = src->is_cifar ? "CIFAR-10" : is_npy ? "the .npy" : "MNIST";
   if (is_npy) {
+    int rows = 0;
+    GCC_TRY(open_npy_rows(src, m, cfg, in, tg, &rows, d));
+    if (rows)
+      return GCC_OK;
     GCC_TRY(gcc_npy_dataset_load(cfg->data_dir, 1, &src->train, d));
     GCC_TRY(gcc_npy_dataset_load(cfg->data_dir, 0, &src->test, d));
   } else if (src->is_cifar) {
@@ -235,14 +431,20 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
 }
 
 static int64_t source_batches(const source *src, int eval) {
-  if (src->is_inline)
-    return (src->n + src->batch_size - 1) / src->batch_size;
+  if (src->is_inline) {
+    int64_t n = eval ? src->test_n : src->train_n, b = eval ? src->eval_batch : src->train_batch;
+    return (n + b - 1) / b;
+  }
   return gcc_dataloader_num_batches(eval ? src->test_dl : src->train_dl);
 }
 
 static gcc_status source_start_at(source *src, int eval, int64_t epoch, int64_t first,
                                   gcc_diag *d) {
   if (src->is_inline) {
+    src->x = eval ? src->test_x : src->train_x;
+    src->y = eval ? src->test_y : src->train_y;
+    src->n = eval ? src->test_n : src->train_n;
+    src->batch_size = eval ? src->eval_batch : src->train_batch;
     src->pos = first * src->batch_size < src->n ? first * src->batch_size : src->n;
     src->eval_mode = eval;
     for (int64_t i = 0; i < src->n; i++)
@@ -447,8 +649,8 @@ static void draw_bar(FILE *out, int cols, int64_t epoch, int64_t epochs, int64_t
 /* Keeps the label and argmax of the test samples first .. of this batch
  * that are among the first n_show (the test set is not shuffled). */
 static void record_predictions(source *src, int64_t first, const batch *b, const gcc_tensor *pred) {
-  if (!src->n_show || !pred || pred->shape.ndim != 2 || pred->dtype != GCC_DT_FLOAT32 ||
-      pred->shape.dims[0] < b->rows)
+  if (!src->n_show || !src->int_targets || !pred || pred->shape.ndim != 2 ||
+      pred->dtype != GCC_DT_FLOAT32 || pred->shape.dims[0] < b->rows)
     return;
   int64_t c = pred->shape.dims[1];
   const float *x = pred->data;
@@ -687,8 +889,9 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
   if (gcc_session_device_memory(s, &fr, &tot, &md) != GCC_OK || src->is_inline) {
     if (cfg->dataset_on_device == 1)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--dataset-on-device on: %s",
-                          src->is_inline ? "the model's dataset is inline, not MNIST files"
-                                         : "training runs on the CPU");
+                          src->is_inline
+                              ? "the data are rows (inline, or float .npy arrays), not image files"
+                              : "training runs on the CPU");
     return GCC_OK; /* auto: nothing to do on the CPU */
   }
   int64_t n = src->train.n, w = src->train.channels * src->train.height * src->train.width;
@@ -783,7 +986,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   if (st == GCC_OK && dp) /* every rank starts from rank 0's parameters */
     st = gcc_session_broadcast_params(s, d);
   FILE *out = cfg->out ? cfg->out : stdout;
-  const char *test_name = src.is_inline ? "train-set" : "test";
+  const char *test_name = src.is_inline && !src.has_test ? "train-set" : "test";
   int ck_steps = cfg->checkpoint_dir && cfg->checkpoint_every > 0;
   double scalar_sum = 0; /* --log-dir: losses since the last train/loss scalar */
   int64_t in_scalar = 0;

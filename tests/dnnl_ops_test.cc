@@ -229,8 +229,11 @@ void CheckMatmul(gcc_dnnl *dn, gcc_dnnl_matmul_desc md, int64_t pad, unsigned se
 }
 
 TEST_F(DnnlTest, MatmulEveryTransposeEpilogueAndRaggedShape) {
+  // m = 1: the matrix-vector loops (AVX-512 or AVX2), with ragged tails of
+  // rows, columns and the reduction
   const MM shapes[] = {{1, 1, 1},     {1, 512, 784}, {64, 512, 784}, {7, 13, 5},
-                       {33, 65, 129}, {64, 10, 64},  {3, 1, 17},     {1000, 10, 64}};
+                       {33, 65, 129}, {64, 10, 64},  {3, 1, 17},     {1000, 10, 64},
+                       {1, 37, 13},   {1, 70, 100},  {1, 9, 7}};
   unsigned seed = 1;
   for (const MM &s : shapes)
     for (int ta = 0; ta < 2; ta++)

@@ -1135,31 +1135,6 @@ TEST(IdentityGrad, RandomShapes) {
   }
 }
 
-// ---- Cast --------------------------------------------------------------------------------
-
-// Cast to float32 (of float32) is the identity, and its gradient is a Cast
-// of dY back to X's dtype (PyTorch's backward of Tensor.to). Casts into 16
-// bits round (piecewise constant: no finite difference to check); the
-// mixed-precision plans that make them are checked in tests/precision_test.
-TEST(CastGrad, ToFloat32IsTheIdentityAndItsGradientACast) {
-  for (uint64_t seed : kSeeds) {
-    Rng r(seed);
-    for (int rank = 0; rank <= 3; ++rank) {
-      Dims d = r.RandDims(rank, 1, 5);
-      GradCase c;
-      c.label = "Cast " + Str(d);
-      c.params.push_back({"X", d, r.F(Numel(d))});
-      c.build = [](gcc_builder *b, const Ids &v) {
-        int y = Op(b, GCC_OP_CAST, "cast", {v.at("X")});
-        gcc_build_set_int(b, y, "to", GCC_DT_FLOAT32);
-        return y;
-      };
-      c.ref = [](const Env &e) { return e.at("X"); };
-      c.bwd_ops = {GCC_OP_CAST};
-      RunGradCase(c, seed);
-    }
-  }
-}
 // ---- Softmax ---------------------------------------------------------------------------
 
 // torch.softmax along `axis` in float64 (max subtracted first).
@@ -3078,7 +3053,7 @@ const Covered kCovered[] = {
     {GCC_OP_LRN_GRAD, "LRNGrad", kInternal, "ImportGrad.LrnOddAndEvenSizes"},
     {GCC_OP_BATCH_NORM, "BatchNormalization", kGradcheck, "BatchNormGrad.*"},
     {GCC_OP_BATCH_NORM_GRAD, "BatchNormGrad", kInternal, "BatchNormGrad.TrainingForm*"},
-    {GCC_OP_CAST, "Cast", kGradcheck, "CastGrad.ToFloat32IsTheIdentityAndItsGradientACast"},
+    {GCC_OP_CAST, "Cast", kInternal, "Half.*, Kernels16.*, Autocast.* (tests/precision_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

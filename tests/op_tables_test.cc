@@ -11,6 +11,7 @@
 //   codegen/lowering.c       gcc_lowering_of()  what the op becomes on a CUDA device
 //   runtime/cuda/cuda_ops.c  gcc_cuda_op_of()   the CUDA backend's library call
 //   passes/autocast.c        gcc_autocast_class_name() the mixed-precision class
+//   onnx/export.c            gcc_onnx_export_op_of() the ONNX op of an inference node, or why none
 // An entry left out of a table reads as all zeros; every check below fails
 // on such an entry, naming the op and the table.
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@
 extern "C" {
 #include "codegen/lowering.h"
 #include "graph/ops.h"
+#include "onnx/export.h"
 #include "passes/grad_rules.h"
 #include "passes/passes.h"
 #include "runtime/cpu/cpu_kernels.h"
@@ -207,11 +209,26 @@ TEST(OpTables, CudaBackendTableHasEveryOp) {
   EXPECT_EQ(gcc_cuda_op_of(GCC_OP_COUNT), nullptr);
 }
 
+TEST(OpTables, OnnxExportTableHasEveryOp) {
+  const unsigned training =
+      GCC_OPF_INTERNAL | GCC_OPF_OPTIMIZER | GCC_OPF_LOSS | GCC_OPF_COPY | GCC_OPF_COLLECTIVE;
+  for (int op = 0; op < GCC_OP_COUNT; op++) {
+    const gcc_onnx_export_op *e = gcc_onnx_export_op_of(op);
+    ASSERT_NE(e, nullptr) << Name(op);
+    EXPECT_TRUE((e->onnx != nullptr) != (e->none != nullptr))
+        << Name(op) << ": onnx/export.c kOnnxExport needs exactly one of .onnx and .none";
+    EXPECT_EQ(e->onnx == nullptr, (gcc_op(op)->flags & training) != 0)
+        << Name(op) << ": an op of inference graphs maps to ONNX, a training op says why not";
+  }
+  EXPECT_EQ(gcc_onnx_export_op_of(GCC_OP_COUNT), nullptr);
+}
+
 // ---- nothing outside the tables dispatches on ops ---------------------------
 
 const char *const kTableFiles[] = {
     "graph/ops.c",        "passes/grad_rules.c",     "runtime/cpu/cpu_ops.c",
-    "codegen/lowering.c", "runtime/cuda/cuda_ops.c", "passes/autocast.c",
+    "codegen/lowering.c", "runtime/cuda/cuda_ops.c", "onnx/export.c",
+    "passes/autocast.c",
 };
 
 TEST(OpTables, NoFileOutsideTheTablesSwitchesOverOps) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -391,6 +392,141 @@ TEST(RecipeCli, ImportWritesATrainablePbThatTrainsAsTheOnnxDoes) {
   EXPECT_EQ(losses(r1.out), losses(r2.out)) << r1 << r2;
 }
 
+// image (N, 1, 28, 28) -> Conv (4 filters 3x3, pad 1, no bias) ->
+// BatchNormalization (running mean 0, var 1) -> Relu -> GlobalAveragePool ->
+// Flatten -> Gemm (10): a BatchNormalization after a Conv, which an
+// inference import folds into it.
+std::string ConvBnOnnx() {
+  OnnxModel m(13);
+  m.Input("image", {kBatch, 1, 28, 28});
+  std::vector<float> w(4 * 9), fc(40), fb(10, 0.0f);
+  for (size_t i = 0; i < w.size(); i++)
+    w[i] = 0.1f * (float)((i * 5) % 7) - 0.25f;
+  for (size_t i = 0; i < fc.size(); i++)
+    fc[i] = 0.1f * (float)((i * 3) % 11) - 0.5f;
+  m.Init("conv.weight", {4, 1, 3, 3}, w);
+  m.Init("bn.weight", {4}, {1.0f, 0.5f, 1.5f, 0.8f});
+  m.Init("bn.bias", {4}, {0.0f, 0.1f, -0.1f, 0.2f});
+  m.Init("bn.running_mean", {4}, {0.0f, 0.0f, 0.0f, 0.0f});
+  m.Init("bn.running_var", {4}, {1.0f, 1.0f, 1.0f, 1.0f});
+  m.Init("fc.weight", {10, 4}, fc);
+  m.Init("fc.bias", {10}, fb);
+  m.Node("Conv", {"image", "conv.weight"}, {"c"},
+         {m.Ints("kernel_shape", {3, 3}), m.Ints("pads", {1, 1, 1, 1})});
+  m.Node("BatchNormalization", {"c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
+         {"b"}, {m.Float("epsilon", 1e-5f), m.Float("momentum", 0.9f)});
+  m.Node("Relu", {"b"}, {"r"});
+  m.Node("GlobalAveragePool", {"r"}, {"p"});
+  m.Node("Flatten", {"p"}, {"f"}, {m.Int("axis", 1)});
+  m.Node("Gemm", {"f", "fc.weight", "fc.bias"}, {"logits"}, {m.Int("transB", 1)});
+  m.Output("logits");
+  std::string path = TmpPath("conv_bn.onnx");
+  std::vector<uint8_t> bytes = m.Bytes();
+  EXPECT_TRUE(WriteFile(path, bytes.data(), bytes.size()));
+  return path;
+}
+
+int CountOp(const gcc_graph *g, int op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += g->nodes[i].op == op;
+  return n;
+}
+
+// With a recipe, gcc-import and gcc-train import an ONNX BatchNormalization
+// for training (nn.BatchNorm2d: the running mean and var are state, moved by
+// the training steps and saved with the model); without one it is folded
+// into the Conv before it. Every run says which.
+TEST(RecipeCli, OnnxBatchNormTrainsWithARecipeAndIsFoldedWithout) {
+  const std::string onnx = ConvBnOnnx(), inf = TmpPath("conv_bn.inference.pb"),
+                    tr = TmpPath("conv_bn.trainable.pb"), out = TmpPath("conv_bn.trained.pb");
+  const std::string trained_msg = "BatchNormalization: 1 node trained as nn.BatchNorm2d";
+  Result ri = Exec("gcc-import", {onnx, "-o", inf});
+  ASSERT_EQ(ri.code, 0) << ri;
+  EXPECT_NE(ri.out.find("folded 1 BatchNormalization node into the preceding Conv"),
+            std::string::npos)
+      << ri;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_load(inf.c_str(), &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(CountOp(g, GCC_OP_BATCH_NORM), 0);
+  gcc_graph_free(g);
+
+  const std::vector<std::string> recipe = {"--loss",     "cross-entropy", "--lr",         "0.05",
+                                           "--momentum", "0.9",           "--batch-size", "50"};
+  std::vector<std::string> args = {onnx, "-o", tr};
+  args.insert(args.end(), recipe.begin(), recipe.end());
+  Result rt = Exec("gcc-import", args);
+  ASSERT_EQ(rt.code, 0) << rt;
+  EXPECT_NE(rt.out.find("kept 1 BatchNormalization node for training"), std::string::npos) << rt;
+  EXPECT_EQ(rt.out.find("into the preceding Conv"), std::string::npos) << rt;
+  ASSERT_EQ(gcc_model_load(tr.c_str(), &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(CountOp(g, GCC_OP_BATCH_NORM), 1);
+  for (const char *name : {"bn.running_mean", "bn.running_var"}) {
+    int v = gcc_graph_find(g, name);
+    ASSERT_GE(v, 0) << name;
+    EXPECT_EQ(g->values[v].kind, GCC_VALUE_PARAM) << name;
+    EXPECT_TRUE(g->values[v].state) << name;
+  }
+  gcc_graph_free(g);
+
+  // gcc-train on the ONNX file with the recipe, and on the trainable .pb:
+  // both say so, train identically, and the saved model's running
+  // statistics have moved from 0 and 1
+  std::string data = Runfile("data/mnist");
+  std::vector<std::string> common = {"--device",    "cpu", "--threads",         "1",
+                                     "--max-steps", "20",  "--log-every",       "10",
+                                     "--data",      data,  "--eval-batch-size", "2000"};
+  std::vector<std::string> a1 = {onnx, "--output", out};
+  a1.insert(a1.end(), common.begin(), common.end());
+  a1.insert(a1.end(), recipe.begin(), recipe.end());
+  std::vector<std::string> a2 = {tr, "--no-output"};
+  a2.insert(a2.end(), common.begin(), common.end());
+  Result r1 = Exec("gcc-train", a1), r2 = Exec("gcc-train", a2);
+  ASSERT_EQ(r1.code, 0) << r1;
+  ASSERT_EQ(r2.code, 0) << r2;
+  EXPECT_NE(r1.out.find(trained_msg), std::string::npos) << r1;
+  auto losses = [](const std::string &o) {
+    std::string s;
+    for (size_t p = 0; (p = o.find("] loss: ", p)) != std::string::npos;) {
+      size_t e = o.find('\n', p);
+      s += o.substr(p, e - p) + ";";
+      p = e;
+    }
+    return s;
+  };
+  EXPECT_FALSE(losses(r1.out).empty()) << r1;
+  EXPECT_EQ(losses(r1.out), losses(r2.out)) << r1 << r2;
+  ASSERT_EQ(gcc_model_load(out.c_str(), &g, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(CountOp(g, GCC_OP_BATCH_NORM), 1);
+  int mv = gcc_graph_find(g, "bn.running_mean"), vv = gcc_graph_find(g, "bn.running_var");
+  ASSERT_GE(mv, 0);
+  ASSERT_GE(vv, 0);
+  EXPECT_TRUE(g->values[mv].state);
+  const float *mean = static_cast<const float *>(g->values[mv].data);
+  const float *var = static_cast<const float *>(g->values[vv].data);
+  for (int c = 0; c < 4; c++) {
+    EXPECT_GT(std::fabs(mean[c]), 1e-3f) << "running mean " << c << " never updated";
+    EXPECT_GT(std::fabs(var[c] - 1.0f), 1e-3f) << "running var " << c << " never updated";
+  }
+  gcc_graph_free(g);
+
+  // --dump-placement: without a recipe the BatchNormalization is frozen
+  // (folded), with one it is in the training graph with its gradient
+  Result p0 = Exec("gcc-train", {onnx, "--dump-placement", "--device", "cpu"});
+  ASSERT_EQ(p0.code, 0) << p0;
+  EXPECT_NE(p0.err.find("BatchNormalization: 1 node frozen, imported for inference (folded "
+                        "into the Conv before it)"),
+            std::string::npos)
+      << p0;
+  std::vector<std::string> a3 = {onnx, "--dump-placement", "--device", "cpu"};
+  a3.insert(a3.end(), recipe.begin(), recipe.end());
+  Result p1 = Exec("gcc-train", a3);
+  ASSERT_EQ(p1.code, 0) << p1;
+  EXPECT_NE(p1.err.find(trained_msg), std::string::npos) << p1;
+  EXPECT_NE(p1.out.find("BatchNormGrad"), std::string::npos) << p1;
+}
+
 } // namespace
 
 namespace {
@@ -622,7 +758,208 @@ TEST(RecipeCli, NpyErrorsNameTheFileAndShape) {
   EXPECT_NE(r.err.find("--dataset npy needs --data"), std::string::npos) << r;
 }
 
-// Partly missing CIFAR-10 data: the error names the missing batch file.
+// The model of Mlp() on float rows, in float64: relu(x W^T + B), W and B as
+// Mlp() fills them.
+std::vector<double> MlpForward(const std::vector<float> &x, int64_t n) {
+  std::vector<double> y((size_t)n * 3);
+  for (int64_t r = 0; r < n; r++)
+    for (int o = 0; o < 3; o++) {
+      double s = 0.05 * o;
+      for (int k = 0; k < 4; k++)
+        s += (double)x[(size_t)(r * 4 + k)] * (0.1 * (double)((o * 4 + k) % 5) - 0.2);
+      y[(size_t)(r * 3 + o)] = s > 0 ? s : 0;
+    }
+  return y;
+}
+
+// A folder of the four arrays (test set = the rows after the first n_train).
+std::string NpyDir(const std::string &name, const std::string &xd, const std::vector<int64_t> &xs,
+                   const void *x, size_t xe, const std::string &yd, const std::vector<int64_t> &ys,
+                   const void *y, size_t ye, int64_t n_train) {
+  std::string dir = TmpPath("npyrows-" + name);
+  mkdir(dir.c_str(), 0755);
+  size_t xrow = xe, yrow = ye;
+  for (size_t i = 1; i < xs.size(); i++)
+    xrow *= (size_t)xs[i];
+  for (size_t i = 1; i < ys.size(); i++)
+    yrow *= (size_t)ys[i];
+  for (int train : {1, 0}) {
+    std::vector<int64_t> xsh = xs, ysh = ys;
+    int64_t first = train ? 0 : n_train, rows = train ? n_train : xs[0] - n_train;
+    xsh[0] = ysh[0] = rows;
+    std::string sfx = train ? "_train.npy" : "_test.npy";
+    Put(dir + "/x" + sfx, Npy(xd, xsh, (const char *)x + first * xrow, xe));
+    Put(dir + "/y" + sfx, Npy(yd, ysh, (const char *)y + first * yrow, ye));
+  }
+  return dir;
+}
+
+// The number after `key` in `s` (-1 when absent).
+double After(const std::string &s, const std::string &key) {
+  size_t at = s.find(key);
+  return at == std::string::npos ? -1 : atof(s.c_str() + at + key.size());
+}
+
+// --dataset npy beyond uint8 images: float32 inputs fed as they are with
+// int64 labels (cross-entropy) or float32 targets (mse), and uint8 inputs
+// scaled by --mean/--std with float32 targets. The evaluation of the
+// untrained model (--epochs 0, on x_test/y_test) gives the loss computed
+// here in float64 from the model's weights; then a few epochs train.
+TEST(RecipeCli, NpyFloatInputsAndRegressionTargets) {
+  std::string model = TmpPath("npy_mlp.onnx");
+  std::vector<uint8_t> mb = Mlp();
+  ASSERT_TRUE(WriteFile(model, mb.data(), mb.size()));
+  const int64_t n = 14, n_train = 9, n_test = n - n_train;
+  std::vector<float> x((size_t)n * 4), yf((size_t)n * 3);
+  std::vector<int64_t> yi((size_t)n);
+  std::vector<uint8_t> xu((size_t)n * 4);
+  for (size_t i = 0; i < x.size(); i++) {
+    x[i] = (float)((i * 37) % 23) / 7.0f - 1.2f;
+    xu[i] = (uint8_t)((i * 53) % 256);
+  }
+  for (size_t i = 0; i < yf.size(); i++)
+    yf[i] = (float)((i * 11) % 9) / 4.0f - 0.5f;
+  for (size_t i = 0; i < yi.size(); i++)
+    yi[i] = (int64_t)((i * 5) % 3);
+  std::vector<float> xt(x.begin() + n_train * 4, x.end());
+  std::vector<double> out = MlpForward(xt, n_test);
+  auto run = [&](const std::string &dir, std::vector<std::string> extra) {
+    std::vector<std::string> a = {model,      "--dataset",   "npy",         "--data", dir,
+                                  "--device", "cpu",         "--threads",   "1",      "--lr",
+                                  "0.05",     "--no-output", "--log-every", "0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return Exec("gcc-train", a);
+  };
+  { // float32 inputs, float32 targets: MSELoss over the test set
+    std::string dir =
+        NpyDir("f32_mse", "<f4", {n, 4}, x.data(), 4, "<f4", {n, 3}, yf.data(), 4, n_train);
+    double want = 0;
+    for (int64_t i = 0; i < n_test * 3; i++) {
+      double e = out[(size_t)i] - yf[(size_t)(n_train * 3 + i)];
+      want += e * e;
+    }
+    want /= (double)(n_test * 3);
+    Result r = run(dir, {"--loss", "mse", "--epochs", "0"});
+    ASSERT_EQ(r.code, 0) << r;
+    EXPECT_NEAR(After(r.out, "final loss "), want, 2e-6) << r;
+    Result t = run(dir, {"--loss", "mse", "--epochs", "20", "--batch-size", "3"});
+    ASSERT_EQ(t.code, 0) << t;
+    EXPECT_LT(After(t.out, "final loss "), want) << t;
+  }
+  { // float32 inputs, int64 labels: CrossEntropyLoss and accuracy
+    std::string dir =
+        NpyDir("f32_ce", "<f4", {n, 4}, x.data(), 4, "<i8", {n}, yi.data(), 8, n_train);
+    double want = 0;
+    int correct = 0;
+    for (int64_t r = 0; r < n_test; r++) {
+      const double *z = &out[(size_t)(r * 3)];
+      double m = std::max(z[0], std::max(z[1], z[2]));
+      double lse = m + std::log(std::exp(z[0] - m) + std::exp(z[1] - m) + std::exp(z[2] - m));
+      int64_t label = yi[(size_t)(n_train + r)];
+      want += lse - z[label];
+      int best = 0;
+      for (int j = 1; j < 3; j++)
+        if (z[j] > z[best])
+          best = j;
+      correct += best == label;
+    }
+    want /= (double)n_test;
+    Result r = run(dir, {"--loss", "cross-entropy", "--epochs", "0"});
+    ASSERT_EQ(r.code, 0) << r;
+    EXPECT_NEAR(After(r.out, "test loss "), want, 6e-5) << r;
+    EXPECT_NEAR(After(r.out, "test accuracy "), 100.0 * correct / (double)n_test, 0.006) << r;
+  }
+  { // uint8 inputs scaled by --mean/--std, float32 targets
+    std::string dir =
+        NpyDir("u8_mse", "|u1", {n, 4}, xu.data(), 1, "<f4", {n, 3}, yf.data(), 4, n_train);
+    std::vector<float> xs((size_t)n_test * 4);
+    for (size_t i = 0; i < xs.size(); i++)
+      xs[i] = ((float)xu[(size_t)n_train * 4 + i] / 255.0f - 0.5f) / 0.25f;
+    std::vector<double> o = MlpForward(xs, n_test);
+    double want = 0;
+    for (int64_t i = 0; i < n_test * 3; i++) {
+      double e = o[(size_t)i] - yf[(size_t)(n_train * 3 + i)];
+      want += e * e;
+    }
+    want /= (double)(n_test * 3);
+    Result r = run(dir, {"--loss", "mse", "--epochs", "0", "--mean", "0.5", "--std", "0.25"});
+    ASSERT_EQ(r.code, 0) << r;
+    EXPECT_NEAR(After(r.out, "final loss "), want, 2e-6) << r;
+  }
+}
+
+// A shape or dtype that does not fit the model's input or target is an
+// error naming the file with its shape and dtype and the model's value with
+// its own (exit 3, before any step).
+TEST(RecipeCli, NpyRowsThatDoNotFitTheModelNameBoth) {
+  std::string model = TmpPath("npy_mlp_bad.onnx");
+  std::vector<uint8_t> mb = Mlp();
+  ASSERT_TRUE(WriteFile(model, mb.data(), mb.size()));
+  std::vector<float> f(40 * 5, 0.25f);
+  std::vector<int64_t> l(40, 1);
+  struct Case {
+    std::string name, xd;
+    std::vector<int64_t> xs;
+    std::string yd;
+    std::vector<int64_t> ys;
+    std::string loss, want1, want2;
+  } cases[] = {
+      {"wide_x",
+       "<f4",
+       {8, 5},
+       "<f4",
+       {8, 3},
+       "mse",
+       "x_train.npy: shape [6, 5] (float32)",
+       "but input 'x' takes [N, 4] float32"},
+      {"int_x",
+       "<i8",
+       {8, 4},
+       "<f4",
+       {8, 3},
+       "mse",
+       "x_train.npy: int64 '<i8' [6, 4]",
+       "but input 'x' takes float32 [N, 4]"},
+      {"float_labels",
+       "<f4",
+       {8, 4},
+       "<f4",
+       {8},
+       "cross-entropy",
+       "y_train.npy: float32 '<f4' [6]",
+       "--loss mse"},
+      {"int_targets",
+       "<f4",
+       {8, 4},
+       "<i8",
+       {8},
+       "mse",
+       "y_train.npy: int64 '<i8' [6]",
+       "need --loss cross-entropy"},
+      {"wide_y",
+       "<f4",
+       {8, 4},
+       "<f4",
+       {8, 4},
+       "mse",
+       "y_train.npy: float32 '<f4' [6, 4]",
+       "takes float32 [N, 3]"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string dir = NpyDir(c.name, c.xd, c.xs, f.data(), c.xd == "<i8" ? 8 : 4, c.yd, c.ys,
+                             c.yd == "<i8" ? (const void *)l.data() : (const void *)f.data(),
+                             c.yd == "<i8" ? 8 : 4, 6);
+    Result r = Exec("gcc-train", {model, "--dataset", "npy", "--data", dir, "--loss", c.loss,
+                                  "--lr", "0.1", "--device", "cpu", "--no-output"});
+    EXPECT_EQ(r.code, 3) << r;
+    EXPECT_NE(r.err.find(c.want1), std::string::npos) << r;
+    EXPECT_NE(r.err.find(c.want2), std::string::npos) << r;
+  }
+}
+
+// Partly missing CIFAR-10 data: the error names the missing batch file, in
+// the loader and in gcc-train (exit 1, before training).
 TEST(RecipeCli, MissingCifarBatchIsNamed) {
   std::string dir = TmpPath("cifar-partial");
   mkdir(dir.c_str(), 0755);
@@ -632,6 +969,84 @@ TEST(RecipeCli, MissingCifarBatchIsNamed) {
   gcc_diag d{};
   EXPECT_EQ(gcc_cifar10_load(dir.c_str(), 1, &ds, &d), GCC_ERR_IO);
   EXPECT_NE(std::string(d.msg).find(dir + "/data_batch_2.bin"), std::string::npos) << d.msg;
+  std::string model = Runfile("models/cifar_cnn.pb");
+  Result r = Exec("gcc-train", {model, "--device", "cpu", "--no-output", "--data", dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find(dir + "/data_batch_2.bin"), std::string::npos) << r;
+  EXPECT_EQ(r.out.find("loss"), std::string::npos) << r;
+  // every training batch but no test batch: test_batch.bin is named
+  for (int k = 2; k <= 5; k++)
+    Put(dir + "/data_batch_" + std::to_string(k) + ".bin", rec);
+  ASSERT_EQ(gcc_cifar10_load(dir.c_str(), 1, &ds, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ds.n, 5);
+  gcc_dataset_free(&ds);
+  EXPECT_EQ(gcc_cifar10_load(dir.c_str(), 0, &ds, &d), GCC_ERR_IO);
+  EXPECT_NE(std::string(d.msg).find(dir + "/test_batch.bin"), std::string::npos) << d.msg;
+  r = Exec("gcc-train", {model, "--device", "cpu", "--no-output", "--data", dir});
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find(dir + "/test_batch.bin"), std::string::npos) << r;
+}
+
+// CIFAR-10-format data (the binary batches: five training files of 8
+// records and a test file of 8, pseudo-random pixels, every class) and the
+// same arrays as .npy files (uint8 (N, 3, 32, 32), int64 labels) train
+// models/cifar_cnn.pb to identical losses and accuracies for a seed.
+TEST(RecipeCli, CifarAsNpyTrainsAsTheNativeLoader) {
+  const int kPer = 8;
+  std::string dir = TmpPath("cifar-small"), npy = TmpPath("cifar-small-npy");
+  mkdir(dir.c_str(), 0755);
+  mkdir(npy.c_str(), 0755);
+  std::vector<uint8_t> xs[2];
+  std::vector<int64_t> ys[2];
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int f = 0; f < 6; f++) {
+    int train = f < 5;
+    std::string file;
+    for (int i = 0; i < kPer; i++) {
+      int label = (f * kPer + i) * 7 % 10;
+      file += (char)label;
+      ys[train].push_back(label);
+      for (int p = 0; p < 3072; p++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        uint8_t v = (uint8_t)(state >> 56);
+        file += (char)v;
+        xs[train].push_back(v);
+      }
+    }
+    Put(dir + (train ? "/data_batch_" + std::to_string(f + 1) + ".bin" : "/test_batch.bin"), file);
+  }
+  for (int train : {1, 0}) {
+    std::string sfx = train ? "_train.npy" : "_test.npy";
+    int64_t n = (int64_t)ys[train].size();
+    Put(npy + "/x" + sfx, Npy("|u1", {n, 3, 32, 32}, xs[train].data(), 1));
+    Put(npy + "/y" + sfx, Npy("<i8", {n}, ys[train].data(), 8));
+  }
+  std::string model = Runfile("models/cifar_cnn.pb");
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {model,    "--device",    "cpu",         "--threads", "1",
+                                  "--seed", "7",           "--log-every", "1",         "--lr",
+                                  "0.01",   "--no-output", "--per-class", "off"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return Exec("gcc-train", a);
+  };
+  Result native = run({"--data", dir}), fromnpy = run({"--dataset", "npy", "--data", npy});
+  ASSERT_EQ(native.code, 0) << native;
+  ASSERT_EQ(fromnpy.code, 0) << fromnpy;
+  auto lines = [](const std::string &out) { // the loss and accuracy lines, not the timings
+    std::string s, line;
+    std::istringstream in(out);
+    while (std::getline(in, line)) {
+      if (line.rfind("[", 0) == 0)
+        s += line + ";";
+      else if (line.rfind("epoch ", 0) == 0)
+        s += line.substr(0, line.find(", train loss")) + ";";
+    }
+    return s;
+  };
+  // 2 epochs of 10 steps (batch 4), every step's loss
+  EXPECT_NE(lines(native.out).find("[2,    10] loss"), std::string::npos) << native;
+  EXPECT_NE(lines(native.out).find("test accuracy"), std::string::npos) << native;
+  EXPECT_EQ(lines(native.out), lines(fromnpy.out)) << native << fromnpy;
 }
 
 } // namespace

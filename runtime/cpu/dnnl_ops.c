@@ -24,7 +24,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define HAVE_GEMV_AVX512 1
+#define HAVE_GEMV_X86 1
 #endif
 
 #if DNNL_VERSION_MAJOR != 2 || DNNL_VERSION_MINOR < 6
@@ -329,6 +329,7 @@ struct gcc_dnnl_op {
   int64_t nc, oh, ow, h, w;
   /* a matrix-vector product run by this layer instead of oneDNN (gemv) */
   op_hook custom;
+  int gemv_isa;     /* custom gemv: GEMV_AVX512 or GEMV_AVX2 */
   int optional_ptr; /* custom: a run pointer that may be NULL (a gemv's bias), or -1 */
   gcc_dnnl_matmul_desc mm;
   gcc_dnnl_pool_desc pool;
@@ -535,14 +536,17 @@ fail:
  * take 5.7 us (bench/dnnl_ops_bench, Xeon with AVX-512): a matrix-vector
  * product streams the matrix once, and splitting its rows between the
  * threads keeps each core's half in its own L2 from one call to the next.
- * With AVX-512 only (the intrinsics below); elsewhere oneDNN runs it. Each
- * output is one dot product summed in a fixed order, whatever the thread
- * count. */
+ * Two builds of the loops, chosen at run time: AVX-512 (16 lanes) and, on
+ * parts without it (AMD Zen 2/3 and older Intel), AVX2 with FMA (8 lanes);
+ * on an x86-64 part with neither, and elsewhere, oneDNN runs it. Each output
+ * is one dot product summed in a fixed order for a given instruction set,
+ * whatever the thread count. */
 #define GEMV_ROWS           8
 #define GEMV_COLS           64
 #define GEMV_PARALLEL_ELEMS (32 * 1024)
+enum { GEMV_NONE, GEMV_AVX2, GEMV_AVX512 };
 
-#ifdef HAVE_GEMV_AVX512
+#ifdef HAVE_GEMV_X86
 /* y[j] = epi(alpha * W[j, :] . x) for j in [j0, j1): W [n, k] rows of ldw */
 __attribute__((target("avx512f"))) static void gemv_rows(const float *W, int64_t ldw,
                                                          const float *x, int64_t k, int64_t j0,
@@ -604,16 +608,96 @@ __attribute__((target("avx512f"))) static void gemv_cols(const float *B, int64_t
     _mm512_mask_storeu_ps(acc_out + c + 48, m[3], a3);
   }
 }
+/* The same two loops with AVX2 + FMA, 8 lanes: tails through masked loads
+ * (vmaskmovps), so every output sums its products in one fixed order. */
+static inline __attribute__((target("avx2,fma"))) __m256i gemv_mask8(int64_t left) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 8 ? 8 : (int)left), lane);
+}
+
+static inline __attribute__((target("avx2,fma"))) float gemv_hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) static void gemv_rows_avx2(const float *W, int64_t ldw,
+                                                               const float *x, int64_t k,
+                                                               int64_t j0, int64_t j1,
+                                                               float *acc_out) {
+  for (int64_t j = j0; j < j1; j += GEMV_ROWS) {
+    int nr = j1 - j < GEMV_ROWS ? (int)(j1 - j) : GEMV_ROWS;
+    __m256 acc[GEMV_ROWS];
+    for (int r = 0; r < GEMV_ROWS; r++)
+      acc[r] = _mm256_setzero_ps();
+    int64_t p = 0;
+    if (nr == GEMV_ROWS) {
+      for (; p + 8 <= k; p += 8) {
+        __m256 xv = _mm256_loadu_ps(x + p);
+#pragma GCC unroll 8
+        for (int r = 0; r < GEMV_ROWS; r++)
+          acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(W + (j + r) * ldw + p), xv, acc[r]);
+      }
+    } else {
+      for (; p + 8 <= k; p += 8) {
+        __m256 xv = _mm256_loadu_ps(x + p);
+        for (int r = 0; r < nr; r++)
+          acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(W + (j + r) * ldw + p), xv, acc[r]);
+      }
+    }
+    if (p < k) {
+      __m256i m = gemv_mask8(k - p);
+      __m256 xv = _mm256_maskload_ps(x + p, m);
+      for (int r = 0; r < nr; r++)
+        acc[r] = _mm256_fmadd_ps(_mm256_maskload_ps(W + (j + r) * ldw + p, m), xv, acc[r]);
+    }
+    for (int r = 0; r < nr; r++)
+      acc_out[j + r] = gemv_hsum8(acc[r]);
+  }
+}
+
+__attribute__((target("avx2,fma"))) static void gemv_cols_avx2(const float *B, int64_t ldb,
+                                                               const float *x, int64_t k,
+                                                               int64_t c0, int64_t c1,
+                                                               float *acc_out) {
+  for (int64_t c = c0; c < c1; c += 32) {
+    int64_t nc = c1 - c < 32 ? c1 - c : 32;
+    __m256i m[4];
+    for (int q = 0; q < 4; q++)
+      m[q] = gemv_mask8(nc - 8 * q); /* all-zero when nc <= 8 q */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t p = 0; p < k; p++) {
+      __m256 xv = _mm256_set1_ps(x[p]);
+      const float *b = B + p * ldb + c;
+      a0 = _mm256_fmadd_ps(_mm256_maskload_ps(b, m[0]), xv, a0);
+      a1 = _mm256_fmadd_ps(_mm256_maskload_ps(b + 8, m[1]), xv, a1);
+      a2 = _mm256_fmadd_ps(_mm256_maskload_ps(b + 16, m[2]), xv, a2);
+      a3 = _mm256_fmadd_ps(_mm256_maskload_ps(b + 24, m[3]), xv, a3);
+    }
+    _mm256_maskstore_ps(acc_out + c, m[0], a0);
+    _mm256_maskstore_ps(acc_out + c + 8, m[1], a1);
+    _mm256_maskstore_ps(acc_out + c + 16, m[2], a2);
+    _mm256_maskstore_ps(acc_out + c + 24, m[3], a3);
+  }
+}
 #endif
 
-#ifdef HAVE_GEMV_AVX512
+#ifdef HAVE_GEMV_X86
 /* outputs [j0, j1) of a gemv, with the epilogue */
-static void gemv_block(const gcc_dnnl_matmul_desc *m, const float *x, const float *B, int64_t ldb,
-                       const float *bias, float *y, int64_t j0, int64_t j1) {
-  if (m->trans_b)
-    gemv_rows(B, ldb, x, m->k, j0, j1, y);
-  else
-    gemv_cols(B, ldb, x, m->k, j0, j1, y);
+static void gemv_block(const gcc_dnnl_matmul_desc *m, int isa, const float *x, const float *B,
+                       int64_t ldb, const float *bias, float *y, int64_t j0, int64_t j1) {
+  if (isa == GEMV_AVX512) {
+    if (m->trans_b)
+      gemv_rows(B, ldb, x, m->k, j0, j1, y);
+    else
+      gemv_cols(B, ldb, x, m->k, j0, j1, y);
+  } else {
+    if (m->trans_b)
+      gemv_rows_avx2(B, ldb, x, m->k, j0, j1, y);
+    else
+      gemv_cols_avx2(B, ldb, x, m->k, j0, j1, y);
+  }
   for (int64_t j = j0; j < j1; j++) {
     float v = m->alpha * y[j];
     if (bias)
@@ -626,7 +710,7 @@ static void gemv_block(const gcc_dnnl_matmul_desc *m, const float *x, const floa
 /* {A (the vector), B, bias?, Y}: ptrs of a 1 x n x k matmul */
 static void run_gemv(const gcc_dnnl_op *op, void *const *ptrs, char *scratch) {
   (void)scratch;
-#ifdef HAVE_GEMV_AVX512
+#ifdef HAVE_GEMV_X86
   const gcc_dnnl_matmul_desc *m = &op->mm;
   const float *x = ptrs[0], *B = ptrs[1], *bias = m->bias ? ptrs[2] : NULL;
   float *y = ptrs[3];
@@ -635,23 +719,29 @@ static void run_gemv(const gcc_dnnl_op *op, void *const *ptrs, char *scratch) {
   int64_t blocks = (m->n + unit - 1) / unit;
   int t = op->threads;
   if (t == 1) { /* no OpenMP region at all: small products are a few 100 ns */
-    gemv_block(m, x, B, ldb, bias, y, 0, m->n);
+    gemv_block(m, op->gemv_isa, x, B, ldb, bias, y, 0, m->n);
     return;
   }
 #pragma omp parallel for num_threads(t) schedule(static)
   for (int64_t b = 0; b < blocks; b++) {
     int64_t j0 = b * unit, j1 = j0 + unit < m->n ? j0 + unit : m->n;
-    gemv_block(m, x, B, ldb, bias, y, j0, j1);
+    gemv_block(m, op->gemv_isa, x, B, ldb, bias, y, j0, j1);
   }
 #else
   (void)op, (void)ptrs;
 #endif
 }
 
+/* GEMV_AVX512, GEMV_AVX2 when this layer runs the matmul itself, else 0 */
 static int gemv_applies(const gcc_dnnl_matmul_desc *m) {
-#ifdef HAVE_GEMV_AVX512
-  return m->m == 1 && m->beta == 0.0f && (!m->trans_a || m->lda <= 1) &&
-         __builtin_cpu_supports("avx512f");
+#ifdef HAVE_GEMV_X86
+  if (m->m != 1 || m->beta != 0.0f || (m->trans_a && m->lda > 1))
+    return GEMV_NONE;
+  if (__builtin_cpu_supports("avx512f"))
+    return GEMV_AVX512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return GEMV_AVX2;
+  return GEMV_NONE;
 #else
   (void)m;
   return 0;
@@ -675,17 +765,19 @@ gcc_status gcc_dnnl_matmul_create(gcc_dnnl *dn, const gcc_dnnl_matmul_desc *m, g
                         what, m->lda, m->ldb, m->ldy);
   double flops = 2.0 * (double)m->m * (double)m->n * (double)m->k;
   gcc_dnnl_op *op = NULL;
-  if (gemv_applies(m)) {
+  int isa = gemv_applies(m);
+  if (isa != GEMV_NONE) {
     GCC_TRY(op_new(dn, 4, &op, d));
     op->mm = *m;
+    op->gemv_isa = isa;
     op->custom = run_gemv;
     op->optional_ptr = m->bias ? -1 : 2;
     /* with passive waiting, waking the sleeping worker costs more than it
      * saves (MNIST MLP batch-1 forward through gcc-run, 2 threads: 60 us,
      * one thread: 49 us) */
     op->threads = m->n * m->k >= GEMV_PARALLEL_ELEMS && !dn->passive ? dn->threads : 1;
-    snprintf(op->impl, sizeof op->impl, "gcc:gemv_avx512");
-    snprintf(op->name, sizeof op->name, "matmul (gcc:gemv_avx512, %d thread%s) %s", op->threads,
+    snprintf(op->impl, sizeof op->impl, "gcc:gemv_%s", isa == GEMV_AVX512 ? "avx512" : "avx2");
+    snprintf(op->name, sizeof op->name, "matmul (%s, %d thread%s) %s", op->impl, op->threads,
              op->threads > 1 ? "s" : "", what + strlen("matmul "));
     *out = op;
     return GCC_OK;
