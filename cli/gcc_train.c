@@ -159,8 +159,8 @@ static void usage(FILE *f) {
          "  --output FILE       trained model (default: MODEL with .pb replaced by\n"
          "                      .trained.pb); written atomically\n"
          "  --no-output         do not write the trained model\n"
-         "  --dump-after PASS   print the IR after PASS (infer, autodiff, placement,\n"
-         "                      copy-insertion, all)\n"
+         "  --dump-after PASS   print the IR after PASS (infer, autodiff, autocast,\n"
+         "                      placement, copy-insertion, fusion, all)\n"
          "  --dump-placement[=FORMAT]\n"
          "                      compile only and print where every node runs and why, every\n"
          "                      host-device copy and the memory plan; FORMAT is text\n"
@@ -169,6 +169,10 @@ static void usage(FILE *f) {
          "                      write that report to FILE (atomically) instead of stdout\n"
          "  --cuda-arch ARCH    the GPU to compile for when none is usable: sm_80, sm_86,\n"
          "                      sm_89 or sm_90 (default sm_90)\n"
+         "  --precision P       fp32 (default), tf32 (cuBLASLt multiplies float32 in\n"
+         "                      TF32), bf16 or fp16 (torch.autocast: GEMMs read and write\n"
+         "                      16 bits and accumulate in float32; reductions, losses and\n"
+         "                      the optimizer stay float32, on float32 master weights)\n"
          "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
          "                      falling back to the CPU\n"
          "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
@@ -348,7 +352,8 @@ static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_
 static int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
                                int strict, const char *cuda_arch, int fmt, const char *file,
                                const char *kernels_dir, const gcc_recipe *recipe,
-                               const char *dump_after, int world_size, int64_t bucket_bytes) {
+                               const char *dump_after, int world_size, int64_t bucket_bytes,
+                               int precision) {
   gcc_diag d = {0};
   gcc_graph *model;
   gcc_model_info info;
@@ -412,6 +417,7 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
   o.dump_file = stderr;
   o.world_size = world_size;
   o.bucket_bytes = bucket_bytes;
+  o.precision = precision;
   gcc_graph *g;
   gcc_mem_plan mem;
   int rc = 0;
@@ -624,6 +630,7 @@ typedef struct train_args {
   int progress;                    /* 0 lines, 1 bar, 2 auto */
   const char *checkpoint_dir, *resume_path, *log_dir;
   int crop_pad, flip;                         /* --augment */
+  int precision;                              /* --precision (graph/ir.h gcc_precision) */
   int64_t checkpoint_every, keep_checkpoints; /* every: 0 = not given, -1 = each epoch */
   const char *export_path, *predictions_path;
   const char *export_onnx_path; /* --export-onnx */
@@ -773,7 +780,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_CONFUSION_MATRIX,
     OPT_PROGRESS,
     OPT_LOG_DIR,
-    OPT_AUGMENT
+    OPT_AUGMENT,
+    OPT_PRECISION
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -801,6 +809,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"dump-placement", optional_argument, 0, OPT_DUMP_PLACEMENT},
       {"dump-placement-file", required_argument, 0, OPT_DUMP_PLACEMENT_FILE},
       {"cuda-arch", required_argument, 0, OPT_CUDA_ARCH},
+      {"precision", required_argument, 0, OPT_PRECISION},
       {"strict-placement", no_argument, 0, OPT_STRICT},
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
@@ -870,6 +879,13 @@ static int parse_args(int argc, char **argv, train_args *a) {
       a->dump_file = optarg;
       break;
     case OPT_CUDA_ARCH: a->cuda_arch = optarg; break;
+    case OPT_PRECISION:
+      a->precision = gcc_precision_lookup(optarg);
+      if (a->precision < 0) {
+        fprintf(stderr, "gcc-train: --precision '%s': expected fp32, tf32, bf16 or fp16\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case OPT_STRICT: a->strict = 1; break;
     case OPT_DUMP_KERNELS: a->dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
@@ -1257,6 +1273,7 @@ static int build_run(train_args *a, train_run *r) {
   so.dump_file = stderr;
   so.comm = g_comm;
   so.bucket_bytes = a->bucket_bytes;
+  so.precision = a->precision;
   r->kernel_cache = (gcc_kernel_cache_config){NULL, !g_no_kernel_cache};
   if (r->dev.kind == GCC_DEVICE_CUDA) {
     if (gcc_device_info_cuda(r->dev.index, &r->cuda_info, &d) != GCC_OK ||
@@ -1614,7 +1631,7 @@ static int run_main(train_args *ap) {
     return dump_placement_main(a.model_path, &a.want, a.device_explicit, a.strict, a.cuda_arch,
                                a.dump_placement ? (int)a.fmt : -1, a.dump_file, a.dump_kernels,
                                &a.recipe, a.dump_after, a.ranks > 0 ? (int)a.ranks : g_comm->size,
-                               a.bucket_bytes);
+                               a.bucket_bytes, a.precision);
   }
   /* on every rank: rank 0 then evaluates every row for the predictions */
   a.eval_on_root = a.predictions_path != NULL || a.show_predictions > 0;

@@ -167,6 +167,71 @@ static const char *float_lit(char *buf, size_t cap, float f) {
   return buf;
 }
 
+/* ---- 16-bit storage ---------------------------------------------------- */
+
+/* Values of float16 / bfloat16 dtype (the autocast pass's) are stored as
+ * cuda_fp16.h's __half / cuda_bf16.h's __nv_bfloat16; generated code
+ * computes in float: every load widens (exact), every store rounds to
+ * nearest even (__float2half_rn / __float2bfloat16_rn), and so does every
+ * 16-bit intermediate of a fused chain, so a fused kernel stores what the
+ * nodes run one by one would (the CPU backend's emulation, runtime/plan.c).
+ * Float32 code is printed exactly as before. */
+static int is16(gcc_dtype t) {
+  return t == GCC_DT_FLOAT16 || t == GCC_DT_BFLOAT16;
+}
+
+static gcc_dtype vdt(const gcc_graph *g, int v) {
+  return g->values[v].dtype;
+}
+
+static const char *in_type(gcc_dtype t) {
+  return t == GCC_DT_BFLOAT16  ? "const __nv_bfloat16*"
+         : t == GCC_DT_FLOAT16 ? "const __half*"
+                               : "const float*";
+}
+
+static const char *out_type(gcc_dtype t) {
+  return t == GCC_DT_BFLOAT16 ? "__nv_bfloat16*" : t == GCC_DT_FLOAT16 ? "__half*" : "float*";
+}
+
+/* "__bfloat162float(" ... ")" around a load; "" for float32 */
+static const char *ld_open(gcc_dtype t) {
+  return t == GCC_DT_BFLOAT16 ? "__bfloat162float(" : t == GCC_DT_FLOAT16 ? "__half2float(" : "";
+}
+
+/* "__float2bfloat16_rn(" ... ")" around a stored float; "" for float32 */
+static const char *st_open(gcc_dtype t) {
+  return t == GCC_DT_BFLOAT16  ? "__float2bfloat16_rn("
+         : t == GCC_DT_FLOAT16 ? "__float2half_rn("
+                               : "";
+}
+
+static const char *close16(gcc_dtype t) {
+  return is16(t) ? ")" : "";
+}
+
+/* A kernel generator that reads and writes float32 (and integer labels)
+ * only: GCC_ERR_UNSUPPORTED naming the group and value when a node of
+ * group `gi` touches a 16-bit value (the autocast pass keeps those ops in
+ * float32, so this is a bug guard, not a path users reach). */
+static gcc_status need_f32(emitter *e, int gi) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[gr->nodes[i]];
+    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+      int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+      if (v >= 0 && is16(vdt(g, v)))
+        return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
+                            "%s: codegen: group '%s': node '%s' (%s) reads or writes '%s' of "
+                            "dtype %s, and its kernel generator takes float32 only",
+                            g->source, gr->name, n->name, gcc_op_name(n->op), g->values[v].name,
+                            gcc_dtype_name(vdt(g, v)));
+    }
+  }
+  return GCC_OK;
+}
+
 /* ---- pointwise groups ------------------------------------------------- */
 
 static int member(const gcc_group *gr, int node) {
@@ -236,6 +301,7 @@ static const char *const kLoop =
     "%" PRId64 "LL; i += stride) {\n";
 
 static gcc_status single_begin(emitter *e, int gi, int ni, single *c) {
+  GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   c->g = g;
@@ -850,9 +916,10 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   char pname[32];
   int outv = g->nodes[tail].outputs[0];
-  int vec = red < 0 && n % 4 == 0;
+  gcc_dtype odt = vdt(g, outv);
+  int vec = red < 0 && n % 4 == 0 && !is16(odt); /* float4: float32 operands only */
   for (int j = 0; j < n_ext && vec; j++)
-    vec = gcc_shape_numel(&g->values[ext[j]].shape, NULL) == n;
+    vec = gcc_shape_numel(&g->values[ext[j]].shape, NULL) == n && !is16(vdt(g, ext[j]));
 
   /* the element function: the chain at one element */
   if (chain_end >= 0) {
@@ -897,6 +964,10 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
           out(&e->src, "%c", *c);
         }
       out(&e->src, "; /* %s */\n", nd->name);
+      gcc_dtype t = vdt(g, nd->outputs[0]);
+      if (is16(t)) /* a 16-bit value: what storing and loading it gives */
+        out(&e->src, "  t%d = %s%st%d%s%s; /* %s */\n", ni, ld_open(t), st_open(t), ni, close16(t),
+            close16(t), gcc_dtype_name(t));
     }
     out(&e->src, "  return t%d;\n}\n\n", chain_end);
   }
@@ -905,9 +976,9 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
   for (int j = 0; j < n_ext; j++) {
     snprintf(pname, sizeof pname, "in%d", j);
-    param(e, &s, GCC_KARG_INPUT, ext[j], "const float*", pname);
+    param(e, &s, GCC_KARG_INPUT, ext[j], in_type(vdt(g, ext[j])), pname);
   }
-  param(e, &s, GCC_KARG_OUTPUT, outv, "float*", "out0");
+  param(e, &s, GCC_KARG_OUTPUT, outv, out_type(odt), "out0");
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -949,16 +1020,17 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
     if (chain_end >= 0) {
       out(&e->src, "      acc += %s_elem(", k->name);
       for (int j = 0; j < n_ext; j++) {
-        out(&e->src, "%sin%d[", j ? ", " : "", j);
+        out(&e->src, "%s%sin%d[", j ? ", " : "", ld_open(vdt(g, ext[j])), j);
         bcast_index(&e->src, &g->values[ext[j]].shape, S, "i");
-        out(&e->src, "]");
+        out(&e->src, "]%s", close16(vdt(g, ext[j])));
       }
       out(&e->src, ");\n");
     } else {
-      out(&e->src, "      acc += in0[i];\n");
+      out(&e->src, "      acc += %sin0[i]%s;\n", ld_open(vdt(g, ext[0])), close16(vdt(g, ext[0])));
     }
-    out(&e->src, "    }\n    out0[o] = acc%s%s;\n  }\n}\n", scale != 1.0f ? " * " : "",
-        scale != 1.0f ? float_lit(lit, sizeof lit, scale) : "");
+    out(&e->src, "    }\n    out0[o] = %sacc%s%s%s;\n  }\n}\n", st_open(odt),
+        scale != 1.0f ? " * " : "", scale != 1.0f ? float_lit(lit, sizeof lit, scale) : "",
+        close16(odt));
     set_grid(e, k, ny);
   } else if (vec) {
     out(&e->src,
@@ -981,14 +1053,14 @@ static gcc_status emit_pointwise(emitter *e, int gi) {
   } else {
     out(&e->src,
         "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64
-        "LL; i += stride)\n    out0[i] = %s_elem(",
-        n, k->name);
+        "LL; i += stride)\n    out0[i] = %s%s_elem(",
+        n, st_open(odt), k->name);
     for (int j = 0; j < n_ext; j++) {
-      out(&e->src, "%sin%d[", j ? ", " : "", j);
+      out(&e->src, "%s%sin%d[", j ? ", " : "", ld_open(vdt(g, ext[j])), j);
       bcast_index(&e->src, &g->values[ext[j]].shape, S, "i");
-      out(&e->src, "]");
+      out(&e->src, "]%s", close16(vdt(g, ext[j])));
     }
-    out(&e->src, ");\n}\n");
+    out(&e->src, ")%s;\n}\n", close16(odt));
     set_grid(e, k, n);
   }
   emit_wrapper(e, k, s.types);
@@ -1141,6 +1213,7 @@ gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
 }
 
 static gcc_status emit_loss(emitter *e, int gi) {
+  GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   int fwd = -1, grad = -1;
@@ -1283,6 +1356,7 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
 }
 
 static gcc_status emit_optimizer(emitter *e, int gi) {
+  GCC_TRY(need_f32(e, gi));
   const gcc_group *gr = &e->g->groups[gi];
   const gcc_lowering *lw = gcc_lowering_of(e->g->nodes[gr->nodes[0]].op);
   if (!lw->emit)
@@ -1301,6 +1375,13 @@ gcc_status gcc_codegen_emit(const gcc_graph *g, int device, int sm_count, gcc_ke
       "/* gcc-train generated kernels: %s, device %d, codegen version %d.\n"
       " * Every kernel is `extern \"C\" __global__`, grid-stride, 64-bit indexed. */\n\n",
       g->name, device, GCC_CODEGEN_VERSION);
+  int half = 0; /* 16-bit values on this device: the headers of their types */
+  for (int v = 0; v < g->n_values; v++)
+    half |= is16(g->values[v].dtype) && g->values[v].device == device;
+  if (half)
+    out(&e.src, "/* float16 / bfloat16 storage (--precision): computed in float */\n"
+                "#ifndef GCC_HOST_EMULATION\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                "#endif\n\n");
   gcc_status s = GCC_OK;
   for (int gi = 0; gi < g->n_groups && s == GCC_OK; gi++) {
     const gcc_group *gr = &g->groups[gi];
@@ -1420,18 +1501,20 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
       "/* cuBLASLt's CUBLASLT_EPILOGUE_%s after a plain GEMM: D %lld x %lld (ldd %lld) */\n", what,
       (long long)w->m, (long long)w->n, (long long)w->ldd);
   out(&e->src, "extern \"C\" __global__ void %s(", name);
+  const gcc_dtype t = w->dtype;
+  const char *L = ld_open(t), *R = close16(t), *S = st_open(t); /* "" for float32 */
   if (w->kind != 512)
-    param(e, &sg, GCC_KARG_OUTPUT, -1, "float*", "d");
+    param(e, &sg, GCC_KARG_OUTPUT, -1, out_type(t), "d");
   if (bias)
-    param(e, &sg, GCC_KARG_INPUT, -1, "const float*", "bias");
+    param(e, &sg, GCC_KARG_INPUT, -1, in_type(t), "bias");
   if (mask_out)
     param(e, &sg, GCC_KARG_OUTPUT, -1, "unsigned*", "aux");
   if (mask_in)
     param(e, &sg, GCC_KARG_INPUT, -1, "const unsigned*", "aux");
   if (w->kind == 512)
-    param(e, &sg, GCC_KARG_INPUT, -1, "const float*", "b");
+    param(e, &sg, GCC_KARG_INPUT, -1, in_type(t), "b");
   if (bgrad)
-    param(e, &sg, GCC_KARG_OUTPUT, -1, "float*", "bgrad");
+    param(e, &sg, GCC_KARG_OUTPUT, -1, out_type(t), "bgrad");
   out(&e->src, ") {\n");
   if (!sg.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -1447,33 +1530,37 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
   if (mask_out) {
     /* one thread per 32-bit word of the mask: no two threads share a word */
     work = w->aux_ld / 32 * w->n;
-    out(&e->src, "  for (long long wd = first; wd < AUX_LD / 32 * N; wd += stride) {\n"
-                 "    const long long j = wd * 32 / AUX_LD, i0 = wd * 32 - j * AUX_LD;\n"
-                 "    unsigned bits = 0u;\n"
-                 "    for (int b = 0; b < 32; b++) {\n"
-                 "      const long long i = i0 + b;\n"
-                 "      if (i >= M) break;\n"
-                 "      const float x = d[i + j * LDD] + bias[i];\n"
-                 "      if (x > 0.0f) bits |= 1u << b;\n"
-                 "      d[i + j * LDD] = x > 0.0f ? x : 0.0f;\n"
-                 "    }\n"
-                 "    aux[wd] = bits;\n"
-                 "  }\n}\n\n");
+    out(&e->src,
+        "  for (long long wd = first; wd < AUX_LD / 32 * N; wd += stride) {\n"
+        "    const long long j = wd * 32 / AUX_LD, i0 = wd * 32 - j * AUX_LD;\n"
+        "    unsigned bits = 0u;\n"
+        "    for (int b = 0; b < 32; b++) {\n"
+        "      const long long i = i0 + b;\n"
+        "      if (i >= M) break;\n"
+        "      const float x = %sd[i + j * LDD]%s + %sbias[i]%s;\n"
+        "      if (x > 0.0f) bits |= 1u << b;\n"
+        "      d[i + j * LDD] = %sx > 0.0f ? x : 0.0f%s;\n"
+        "    }\n"
+        "    aux[wd] = bits;\n"
+        "  }\n}\n\n",
+        L, R, L, R, S, R);
   } else if (bias) {
     work = w->m * w->n;
     out(&e->src,
         "  for (long long e = first; e < M * N; e += stride) {\n"
         "    const long long j = e / M, i = e - j * M;\n"
-        "    const float x = d[i + j * LDD] + bias[i];\n"
-        "    d[i + j * LDD] = %s;\n"
+        "    const float x = %sd[i + j * LDD]%s + %sbias[i]%s;\n"
+        "    d[i + j * LDD] = %s%s%s;\n"
         "  }\n}\n\n",
-        relu ? "x > 0.0f ? x : 0.0f" : "x");
+        L, R, L, R, S, relu ? "x > 0.0f ? x : 0.0f" : "x", R);
   } else if (w->kind == 136) {
     work = w->m * w->n;
-    out(&e->src, "  for (long long e = first; e < M * N; e += stride) {\n"
-                 "    const long long j = e / M, i = e - j * M, bit = j * AUX_LD + i;\n"
-                 "    if (!((aux[bit >> 5] >> (bit & 31)) & 1u)) d[i + j * LDD] = 0.0f;\n"
-                 "  }\n}\n\n");
+    out(&e->src,
+        "  for (long long e = first; e < M * N; e += stride) {\n"
+        "    const long long j = e / M, i = e - j * M, bit = j * AUX_LD + i;\n"
+        "    if (!((aux[bit >> 5] >> (bit & 31)) & 1u)) d[i + j * LDD] = %s0.0f%s;\n"
+        "  }\n}\n\n",
+        S, R);
   } else if (w->kind == 152) {
     /* one thread per row i: masks the row, then sums it in column order */
     work = w->m;
@@ -1482,22 +1569,23 @@ static gcc_status epilogue_kernel(emitter *e, const gcc_epilogue_work *w, int in
         "    double s = 0.0;\n"
         "    for (long long j = 0; j < N; j++) {\n"
         "      const long long bit = j * AUX_LD + i;\n"
-        "      float v = d[i + j * LDD];\n"
-        "      if (!((aux[bit >> 5] >> (bit & 31)) & 1u)) { v = 0.0f; d[i + j * LDD] = v; }\n"
+        "      float v = %sd[i + j * LDD]%s;\n"
+        "      if (!((aux[bit >> 5] >> (bit & 31)) & 1u)) { v = 0.0f; d[i + j * LDD] = %sv%s; }\n"
         "      s += (double)v;\n"
         "    }\n"
-        "    bgrad[i] = (float)s;\n"
-        "  }\n}\n\n");
+        "    bgrad[i] = %s(float)s%s;\n"
+        "  }\n}\n\n",
+        L, R, S, R, S, R);
   } else {
     /* BGRADB: one thread per column j of op(B), summed over k in order */
     work = w->n;
     out(&e->src,
         "  for (long long j = first; j < N; j += stride) {\n"
         "    double s = 0.0;\n"
-        "    for (long long kk = 0; kk < K; kk++) s += (double)b[%s];\n"
-        "    bgrad[j] = (float)s;\n"
+        "    for (long long kk = 0; kk < K; kk++) s += (double)%sb[%s]%s;\n"
+        "    bgrad[j] = %s(float)s%s;\n"
         "  }\n}\n\n",
-        w->trans_b ? "j + kk * LDB" : "kk + j * LDB");
+        L, w->trans_b ? "j + kk * LDB" : "kk + j * LDB", R, S, R);
   }
   set_grid(e, k, work);
   emit_wrapper(e, k, sg.types);
@@ -1512,6 +1600,12 @@ gcc_status gcc_codegen_gemm_epilogues(const gcc_epilogue_work *w, int n, int sm_
       "/* gcc-train: the work of cuBLASLt epilogues the heuristic did not offer, codegen "
       "version %d. */\n\n",
       GCC_CODEGEN_VERSION);
+  int half = 0;
+  for (int i = 0; i < n; i++)
+    half |= is16(w[i].dtype);
+  if (half)
+    out(&e.src, "#ifndef GCC_HOST_EMULATION\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                "#endif\n\n");
   gcc_status s = GCC_OK;
   for (int i = 0; i < n && s == GCC_OK; i++)
     s = epilogue_kernel(&e, &w[i], i);

@@ -146,6 +146,11 @@ typedef struct gcc_epilogue_work {
   int kind;
   int64_t m, n, k, ldd, ldb, aux_ld;
   int trans_b;
+  /* the dtype of d, bias, b and bgrad (the GEMM's, gemm_map.h): float32 (0 reads
+   * as float32), or bfloat16 / float16, loaded into float and stored rounded to
+   * nearest even (a 16-bit D is then rounded twice: by the plain GEMM, and
+   * after the epilogue; cuBLASLt's fused epilogue rounds once) */
+  gcc_dtype dtype;
 } gcc_epilogue_work;
 
 /* One kernel per entry of w[0 .. n), named "gcc_epilogue_<i>", in one

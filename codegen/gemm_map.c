@@ -25,7 +25,7 @@ static int member(const gcc_graph *g, const gcc_group *gr, gcc_lowering_kind kin
 }
 
 static int is_matrix(const gcc_graph *g, int v) {
-  return v >= 0 && g->values[v].dtype == GCC_DT_FLOAT32 && g->values[v].shape.ndim == 2;
+  return v >= 0 && gcc_dtype_is_float(g->values[v].dtype) && g->values[v].shape.ndim == 2;
 }
 
 static int64_t round128(int64_t x) {
@@ -49,10 +49,11 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
   int A = n->inputs[0], B = n->inputs[1];
   int C = gemm && n->n_inputs > 2 ? n->inputs[2] : -1;
   int Y = n->outputs[0];
-  if (!is_matrix(g, A) || !is_matrix(g, B) || !is_matrix(g, Y))
+  if (!is_matrix(g, A) || !is_matrix(g, B) || !is_matrix(g, Y) ||
+      g->values[B].dtype != g->values[A].dtype || g->values[Y].dtype != g->values[A].dtype)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: %s: cuBLASLt runs 2-D float32 GEMMs only (group '%s')", g->source,
-                        desc, gr->name);
+                        "%s: %s: cuBLASLt runs 2-D GEMMs of one float dtype only (group '%s')",
+                        g->source, desc, gr->name);
   const int64_t *ad = g->values[A].shape.dims, *bd = g->values[B].shape.dims;
   int64_t M = g->values[Y].shape.dims[0], N = g->values[Y].shape.dims[1];
   int64_t K = ta ? ad[0] : ad[1];
@@ -75,6 +76,8 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
   o->beta = 0.0f;
   o->bias_value = -1;
   o->aux_group = -1;
+  o->dtype = g->values[A].dtype;
+  o->tf32 = g->precision == GCC_PRECISION_TF32 && o->dtype == GCC_DT_FLOAT32;
 
   int relu = member(g, gr, GCC_LOWER_POINTWISE, GCC_EPIROLE_RELU);
   int rgrad = member(g, gr, GCC_LOWER_POINTWISE, GCC_EPIROLE_RELU_GRAD);
@@ -105,7 +108,7 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
                             "%s: %s: a bias epilogue needs a row-vector C and beta = 1", g->source,
                             desc);
       o->bias_value = C;
-    } else if (full && g->values[C].dtype == GCC_DT_FLOAT32) {
+    } else if (full && g->values[C].dtype == o->dtype) {
       o->c_value = C;
       o->beta = n->av[GEMM_BETA].f;
     } else {

@@ -43,7 +43,7 @@ extern "C" {
 
 /* One column-major matmul: D (m x n, ldd) = epilogue(alpha * op(A) op(B) +
  * beta * C). Operands are named by graph value index; the runtime binds
- * them to device addresses. All matrices are float32. */
+ * them to device addresses. */
 typedef struct gcc_colmajor_gemm {
   int group;            /* the GEMM group in graph->groups */
   int trans_a, trans_b; /* 1: CUBLAS_OP_T, 0: CUBLAS_OP_N */
@@ -63,6 +63,13 @@ typedef struct gcc_colmajor_gemm {
   int64_t aux_ld;        /* bit-mask leading dimension in bits (multiple of
                              128, >= m); 0 when there is no mask */
   int64_t aux_bytes;     /* bytes of the bit-mask: aux_ld / 8 * n */
+  /* The element type of A, B, C and D (and of a bias vector): FLOAT32, or
+   * BFLOAT16 / FLOAT16 in a mixed-precision plan, always with float32
+   * accumulation and float32 alpha and beta (CUBLAS_COMPUTE_32F). */
+  gcc_dtype dtype;
+  /* 1: float32 operands multiplied in TF32 (--precision tf32:
+   * CUBLAS_COMPUTE_32F_FAST_TF32), 0: CUBLAS_COMPUTE_32F */
+  int tf32;
 } gcc_colmajor_gemm;
 
 /* The alignment of device address `p` in bytes, as cuBLASLt's
@@ -76,7 +83,8 @@ unsigned gcc_lt_alignment(const void *p);
  *    neither a full [M, N] matrix nor (with beta == 1, as a BIAS epilogue)
  *    a row vector; a DRELU group whose forward ReLU is not the RELU_AUX_BIAS
  *    epilogue of a GEMM group of the same shape (no bit-mask to read); a
- *    non-float32 or non-2-D operand. */
+ *    non-2-D operand, or operands that are not all of one float dtype
+ *    (float32, float16, bfloat16). */
 gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *out, gcc_diag *d);
 
 #ifdef __cplusplus

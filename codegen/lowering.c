@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 52, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 53, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -99,6 +99,9 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
                         .fits = gcc_fits_dropout_identity,
                         .kernel = gcc_emit_dropout_kernel},
     [GCC_OP_DROPOUT_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_dropout_grad_kernel},
+    /* the conversion is the load and store of the operand's and the result's
+     * dtypes (codegen/emit.c): fused into its neighbours' kernels */
+    [GCC_OP_CAST] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0}"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

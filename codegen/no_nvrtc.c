@@ -8,6 +8,7 @@
 #include "codegen/nvrtc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NO_NVRTC "this gcc-train was built without CUDA (bazel --config=cpu_only): no NVRTC"
@@ -31,6 +32,10 @@ void gcc_nvrtc_options(int sm, gcc_nvrtc_opts *o) {
   o->v[o->n++] = "--std=c++17";
   o->v[o->n++] = "-lineinfo";
   o->v[o->n++] = "--fmad=false";
+  const char *cuda = getenv("CUDA_HOME");
+  snprintf(o->include, sizeof o->include, "--include-path=%s/include",
+           cuda && *cuda ? cuda : "/usr/local/cuda");
+  o->v[o->n++] = o->include;
 }
 
 gcc_status gcc_nvrtc_compile(const char *source, const char *program_name, int sm,

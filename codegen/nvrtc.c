@@ -111,6 +111,10 @@ void gcc_nvrtc_options(int sm, gcc_nvrtc_opts *o) {
   /* bit-exact with the CPU backend: no a*b+c contraction into FMA (gcc does
    * not contract in ISO C mode). --use_fast_math is never passed either. */
   o->v[o->n++] = "--fmad=false";
+  const char *cuda = getenv("CUDA_HOME");
+  snprintf(o->include, sizeof o->include, "--include-path=%s/include",
+           cuda && *cuda ? cuda : "/usr/local/cuda");
+  o->v[o->n++] = o->include;
 }
 
 /* ---- error messages ----------------------------------------------------- */

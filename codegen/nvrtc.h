@@ -8,10 +8,13 @@
  * Measured with NVRTC 13.0; gcc_nvrtc_compile checks that both are there.
  *
  * Options (gcc_nvrtc_options): `-arch=sm_XX --std=c++17 -lineinfo
- * --fmad=false`. No `--use_fast_math` and no FMA contraction: the kernels
- * must round like the CPU backend (which never fuses a*b+c). No
- * `-default-device` (generated helpers are declared __device__) and no
- * `--include-path` (generated code includes no headers).
+ * --fmad=false --include-path=$CUDA_HOME/include` (CUDA_HOME unset:
+ * /usr/local/cuda). No `--use_fast_math` and no FMA contraction: the
+ * kernels must round like the CPU backend (which never fuses a*b+c). No
+ * `-default-device` (generated helpers are declared __device__). The
+ * include path is for cuda_fp16.h and cuda_bf16.h, which the kernels of a
+ * mixed-precision plan (--precision bf16|fp16) include; float32 kernels
+ * include no header.
  *
  * Shapes and dtypes: not applicable here (they are constants in the source).
  * Thread safety: every function may be called from several threads at once.
@@ -50,6 +53,7 @@ gcc_status gcc_nvrtc_check_arch(int sm, gcc_diag *d);
  * use the struct where it was filled; don't copy it). */
 typedef struct gcc_nvrtc_opts {
   char arch[24];
+  char include[300]; /* "--include-path=..." */
   const char *v[8];
   int n;
 } gcc_nvrtc_opts;

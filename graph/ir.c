@@ -41,6 +41,31 @@ int gcc_dtype_supported(gcc_dtype t) {
   return t == GCC_DT_FLOAT32 || t == GCC_DT_INT64 || t == GCC_DT_INT32;
 }
 
+int gcc_dtype_is_float(gcc_dtype t) {
+  return t == GCC_DT_FLOAT32 || t == GCC_DT_FLOAT16 || t == GCC_DT_BFLOAT16;
+}
+
+static const char *const kPrecisionNames[] = {"fp32", "tf32", "bf16", "fp16"};
+_Static_assert(sizeof kPrecisionNames / sizeof kPrecisionNames[0] == GCC_PRECISION_COUNT,
+               "precision names");
+
+const char *gcc_precision_name(int p) {
+  return (unsigned)p < GCC_PRECISION_COUNT ? kPrecisionNames[p] : "?";
+}
+
+int gcc_precision_lookup(const char *name) {
+  for (int i = 0; name && i < GCC_PRECISION_COUNT; i++)
+    if (strcmp(name, kPrecisionNames[i]) == 0)
+      return i;
+  return -1;
+}
+
+gcc_dtype gcc_precision_dtype(int p) {
+  return p == GCC_PRECISION_BF16   ? GCC_DT_BFLOAT16
+         : p == GCC_PRECISION_FP16 ? GCC_DT_FLOAT16
+                                   : GCC_DT_FLOAT32;
+}
+
 int64_t gcc_shape_numel(const gcc_shape *s, int *overflow) {
   int64_t n = 1;
   if (overflow)
@@ -812,6 +837,7 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
     c->training.target = gcc_strdup(t->target);
     c->training.dataset = gcc_strdup(t->dataset);
     c->producer = gcc_strdup(g->producer);
+    c->precision = g->precision;
     if ((t->loss && !c->training.loss) || (t->prediction && !c->training.prediction) ||
         (t->input && !c->training.input) || (t->target && !c->training.target) ||
         (t->dataset && !c->training.dataset) || (g->producer && !c->producer))

@@ -52,8 +52,33 @@ typedef enum gcc_dtype {
 size_t gcc_dtype_size(gcc_dtype t);
 /* "float32", "int64", ... ("?" when out of range). */
 const char *gcc_dtype_name(gcc_dtype t);
-/* 1 for the dtypes this version can compute with (FLOAT32, INT64, INT32). */
+/* 1 for the dtypes a model file may name (FLOAT32, INT64, INT32). FLOAT16
+ * and BFLOAT16 values are made by the autocast pass (--precision), not read
+ * from files. */
 int gcc_dtype_supported(gcc_dtype t);
+/* 1 for FLOAT32, FLOAT16 and BFLOAT16 (the dtypes float math reads). */
+int gcc_dtype_is_float(gcc_dtype t);
+
+/* --precision: the floating-point format a plan computes in (PyTorch's
+ * torch.autocast / torch.backends.cuda.matmul.allow_tf32). FP32 is the
+ * default and leaves the graph as it is; TF32 keeps every value float32 and
+ * lets cuBLASLt and cuDNN multiply in TF32 (math modes only); BF16 and FP16
+ * make the autocast pass (passes/autocast.c) store the operands and results
+ * of GEMMs and convolutions in 16 bits, accumulating in float32. */
+typedef enum gcc_precision {
+  GCC_PRECISION_FP32 = 0,
+  GCC_PRECISION_TF32,
+  GCC_PRECISION_BF16,
+  GCC_PRECISION_FP16,
+  GCC_PRECISION_COUNT
+} gcc_precision;
+
+/* "fp32", "tf32", "bf16", "fp16" ("?" when out of range). */
+const char *gcc_precision_name(int p);
+/* The precision called `name`, or -1. */
+int gcc_precision_lookup(const char *name);
+/* The 16-bit dtype of a BF16 / FP16 precision; GCC_DT_FLOAT32 otherwise. */
+gcc_dtype gcc_precision_dtype(int p);
 
 typedef struct gcc_shape {
   int ndim; /* 0 = scalar */
@@ -217,6 +242,9 @@ typedef struct gcc_graph {
   struct gcc_name_map *names; /* value name -> index */
   gcc_group *groups;          /* after fusion */
   int n_groups;
+  /* the --precision the graph is compiled for (gcc_precision; set by the
+   * autocast pass, 0 = FP32): the math mode of its GEMMs and convolutions */
+  int precision;
 } gcc_graph;
 
 /* Drops every fusion group (node->group = -1). */

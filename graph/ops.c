@@ -48,6 +48,17 @@ static gcc_status need_dtype(gcc_graph *g, int node, int k, gcc_dtype want, gcc_
   return GCC_OK;
 }
 
+/* Inputs first .. last (omitted ones skipped) of one float dtype: float32,
+ * or float16 / bfloat16 (values the autocast pass made); into *dt. */
+static gcc_status need_same_float(gcc_graph *g, int node, int first, int last, gcc_dtype *dt,
+                                  gcc_diag *d) {
+  gcc_value *v0 = in_val(g, node, first);
+  *dt = v0 && gcc_dtype_is_float(v0->dtype) ? v0->dtype : GCC_DT_FLOAT32;
+  for (int k = first; k <= last; k++)
+    GCC_TRY(need_dtype(g, node, k, *dt, d));
+  return GCC_OK;
+}
+
 static void set_out(gcc_graph *g, int node, int k, gcc_dtype dt, const gcc_shape *s) {
   gcc_value *o = out_val(g, node, k);
   o->dtype = dt;
@@ -78,8 +89,8 @@ int gcc_broadcast_shapes(const gcc_shape *a, const gcc_shape *b, gcc_shape *out)
 
 static gcc_status shape_gemm(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
-  for (int k = 0; k < n->n_inputs; k++)
-    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_dtype dt; /* A, B, C and Y of one float dtype (16 bits: float32 accumulation) */
+  GCC_TRY(need_same_float(g, node, 0, n->n_inputs - 1, &dt, d));
   gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1), *c = in_val(g, node, 2);
   if (a->shape.ndim != 2 || b->shape.ndim != 2)
     return shape_err(g, node, d, "Gemm takes 2-D A and B, got", &a->shape, &b->shape);
@@ -99,15 +110,15 @@ static gcc_status shape_gemm(gcc_graph *g, int node, gcc_diag *d) {
     if (!gcc_broadcast_shapes(&y, &c->shape, &r) || !gcc_shape_equal(&r, &y))
       return shape_err(g, node, d, "C does not broadcast to the output (M, N):", &c->shape, &y);
   }
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
 /* numpy.matmul: 1-D operands are promoted (and the added dim dropped),
  * leading (batch) dims broadcast. */
 static gcc_status shape_matmul(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 1, &dt, d));
   gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1);
   const gcc_shape *sa = &a->shape, *sb = &b->shape;
   if (sa->ndim < 1 || sb->ndim < 1)
@@ -128,7 +139,7 @@ static gcc_status shape_matmul(gcc_graph *g, int node, gcc_diag *d) {
     y.dims[y.ndim++] = sa->dims[sa->ndim - 2];
   if (sb->ndim >= 2)
     y.dims[y.ndim++] = sb->dims[sb->ndim - 1];
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
@@ -136,7 +147,10 @@ static gcc_status shape_matmul(gcc_graph *g, int node, gcc_diag *d) {
  * host) int64 / int32 with both operands of the same dtype. */
 static gcc_status shape_add(gcc_graph *g, int node, gcc_diag *d) {
   gcc_value *a = in_val(g, node, 0), *b = in_val(g, node, 1);
-  gcc_dtype dt = a->dtype == GCC_DT_INT64 || a->dtype == GCC_DT_INT32 ? a->dtype : GCC_DT_FLOAT32;
+  gcc_dtype dt =
+      a->dtype == GCC_DT_INT64 || a->dtype == GCC_DT_INT32 || gcc_dtype_is_float(a->dtype)
+          ? a->dtype
+          : GCC_DT_FLOAT32;
   GCC_TRY(need_dtype(g, node, 0, dt, d));
   GCC_TRY(need_dtype(g, node, 1, dt, d));
   gcc_shape r;
@@ -154,10 +168,42 @@ static gcc_status need_movable(gcc_graph *g, int node, int k, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* Elementwise float ops: float32, or a 16-bit float computed in float32 and
+ * stored in its own dtype. */
 static gcc_status shape_unary_same(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_value *x = in_val(g, node, 0);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  set_out(g, node, 0, dt, &x->shape);
+  return GCC_OK;
+}
+
+/* The gradients of elementwise ops (dY, and Y or X): one float dtype, one
+ * shape. */
+static gcc_status shape_elem_grad(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 1, &dt, d));
+  gcc_value *dy = in_val(g, node, 0), *y = in_val(g, node, 1);
+  if (!gcc_shape_equal(&dy->shape, &y->shape))
+    return shape_err(g, node, d, "dY and Y differ in shape:", &dy->shape, &y->shape);
+  set_out(g, node, 0, dt, &y->shape);
+  return GCC_OK;
+}
+
+/* ONNX Cast between the float dtypes (`to`: a graph.proto DataType). */
+static gcc_status shape_cast(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
+  int64_t to = g->nodes[node].av[CAST_TO].i;
+  if (to < 0 || to >= GCC_DT_COUNT || !gcc_dtype_is_float((gcc_dtype)to)) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: Cast to dtype %" PRId64
+                        " (%s): this version casts between float32, float16 and bfloat16 only",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), to,
+                        gcc_dtype_name((gcc_dtype)to));
+  }
+  set_out(g, node, 0, (gcc_dtype)to, &in_val(g, node, 0)->shape);
   return GCC_OK;
 }
 
@@ -502,8 +548,8 @@ static gcc_status need_group(gcc_graph *g, int node, int64_t c, int64_t m, int64
 /* ONNX Conv, 2-D: X [N, C, H, W], W [M, C, kh, kw], B [M] -> Y [N, M, oh, ow]. */
 static gcc_status shape_conv(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
-  for (int k = 0; k < n->n_inputs; k++)
-    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_dtype dt; /* X, W, B, Y: one float dtype (16 bits: float32 accumulation) */
+  GCC_TRY(need_same_float(g, node, 0, n->n_inputs - 1, &dt, d));
   GCC_TRY(need_rank(g, node, 0, 4, "Conv takes a 4-D NCHW input X, got", d));
   GCC_TRY(need_rank(g, node, 1, 4, "Conv takes a 4-D filter W [M, C / group, kh, kw], got", d));
   gcc_value *x = in_val(g, node, 0), *w = in_val(g, node, 1), *b = in_val(g, node, 2);
@@ -528,7 +574,7 @@ static gcc_status shape_conv(gcc_graph *g, int node, gcc_diag *d) {
   int64_t oh = 0, ow = 0;
   GCC_TRY(window_check(g, node, &win, 0, x->shape.dims[2], x->shape.dims[3], &oh, &ow, d));
   gcc_shape y = {4, {x->shape.dims[0], w->shape.dims[0], oh, ow}};
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
@@ -564,8 +610,8 @@ static gcc_status check_dy(gcc_graph *g, int node, const gcc_shape *x, const gcc
 
 /* ConvGradData(dY, W): dX of shape input_shape. */
 static gcc_status shape_conv_grad_data(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 1, &dt, d));
   GCC_TRY(need_rank(g, node, 1, 4, "ConvGradData takes a 4-D filter W, got", d));
   gcc_value *w = in_val(g, node, 1);
   gcc_shape xs;
@@ -577,14 +623,14 @@ static gcc_status shape_conv_grad_data(gcc_graph *g, int node, gcc_diag *d) {
   gcc_window2d win;
   gcc_window2d_of(&g->nodes[node], &w->shape, &win);
   GCC_TRY(check_dy(g, node, &xs, &win, 0, w->shape.dims[0], d));
-  set_out(g, node, 0, GCC_DT_FLOAT32, &xs);
+  set_out(g, node, 0, dt, &xs);
   return GCC_OK;
 }
 
 /* ConvGradFilter(dY, X): dW of shape filter_shape. */
 static gcc_status shape_conv_grad_filter(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 1, &dt, d));
   GCC_TRY(need_rank(g, node, 1, 4, "ConvGradFilter takes a 4-D NCHW input X, got", d));
   gcc_value *x = in_val(g, node, 1);
   gcc_shape ws;
@@ -596,7 +642,7 @@ static gcc_status shape_conv_grad_filter(gcc_graph *g, int node, gcc_diag *d) {
   gcc_window2d win;
   gcc_window2d_of(&g->nodes[node], &ws, &win);
   GCC_TRY(check_dy(g, node, &x->shape, &win, 0, ws.dims[0], d));
-  set_out(g, node, 0, GCC_DT_FLOAT32, &ws);
+  set_out(g, node, 0, dt, &ws);
   return GCC_OK;
 }
 
@@ -1065,6 +1111,7 @@ static const gcc_attr_spec kDropoutAttrs[] = {F("ratio", 0.5f), I("seed", 0), B(
                                               I("key", 0)};
 static const gcc_attr_spec kDropoutGradAttrs[] = {F("ratio", 0.5f), I("key", 0)};
 _Static_assert(DROPOUT_RATIO == 0 && DROPOUT_GRAD_RATIO == 0, "shape_dropout reads the ratio at 0");
+static const gcc_attr_spec kCastAttrs[] = {{"to", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
@@ -1075,7 +1122,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 52, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 53, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1120,7 +1167,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                           .n_outputs = 1,
                           .input_names = "dY, Y",
                           .flags = GCC_OPF_INTERNAL,
-                          .shape = shape_relu_grad,
+                          .shape = shape_elem_grad,
                           .flops = numel_out,
                           .semantics = "dX = dY where Y > 0 else 0 (PyTorch threshold_backward)"},
     [GCC_OP_IDENTITY] = {.name = "Identity",
@@ -1523,7 +1570,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                              .n_outputs = 1,
                              .input_names = "dY, Y",
                              .flags = GCC_OPF_INTERNAL,
-                             .shape = shape_relu_grad,
+                             .shape = shape_elem_grad,
                              .flops = numel_out,
                              .semantics = "dX = dY * Y * (1 - Y) (PyTorch sigmoid_backward)"},
     [GCC_OP_TANH_GRAD] = {.name = "TanhGrad",
@@ -1532,7 +1579,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                           .n_outputs = 1,
                           .input_names = "dY, Y",
                           .flags = GCC_OPF_INTERNAL,
-                          .shape = shape_relu_grad,
+                          .shape = shape_elem_grad,
                           .flops = numel_out,
                           .semantics = "dX = dY * (1 - Y * Y) (PyTorch tanh_backward)"},
     [GCC_OP_SQRT_GRAD] = {.name = "SqrtGrad",
@@ -1541,7 +1588,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                           .n_outputs = 1,
                           .input_names = "dY, Y",
                           .flags = GCC_OPF_INTERNAL,
-                          .shape = shape_relu_grad,
+                          .shape = shape_elem_grad,
                           .flops = numel_out,
                           .semantics = "dX = dY / (2 Y) (PyTorch: grad / (2 * result))"},
     [GCC_OP_LEAKY_RELU_GRAD] = {.name = "LeakyReluGrad",
@@ -1552,7 +1599,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                 .attrs = kLeakyReluAttrs,
                                 .n_attrs = COUNT(kLeakyReluAttrs),
                                 .flags = GCC_OPF_INTERNAL,
-                                .shape = shape_relu_grad,
+                                .shape = shape_elem_grad,
                                 .flops = numel_out,
                                 .semantics = "dX = X < 0 ? alpha * dY : dY (the derivative of "
                                              "LeakyRelu's x < 0 ? alpha x : x)"},
@@ -1564,7 +1611,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                           .attrs = kClipAttrs,
                           .n_attrs = COUNT(kClipAttrs),
                           .flags = GCC_OPF_INTERNAL,
-                          .shape = shape_relu_grad,
+                          .shape = shape_elem_grad,
                           .flops = numel_out,
                           .semantics = "dX = min <= X <= max ? dY : 0 (PyTorch clamp_backward)"},
     [GCC_OP_LOG_SOFTMAX_GRAD] = {.name = "LogSoftmaxGrad",
@@ -1664,6 +1711,20 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                  "the backward of training-mode Dropout (PyTorch's "
                                  "native_dropout_backward): dX = dY * mask / (1 - ratio), the mask "
                                  "of the Dropout with this ratio and key redrawn at the same step"},
+    [GCC_OP_CAST] = {.name = "Cast",
+                     .min_inputs = 1,
+                     .max_inputs = 1,
+                     .n_outputs = 1,
+                     .input_names = "X",
+                     .attrs = kCastAttrs,
+                     .n_attrs = COUNT(kCastAttrs),
+                     .flags = GCC_OPF_INTERNAL, /* made by the autocast pass */
+                     .shape = shape_cast,
+                     .flops = numel_out,
+                     .semantics = "ONNX Cast between float32, float16 and bfloat16 (`to`: the "
+                                  "graph.proto DataType); float32 -> 16 bits rounds to nearest, "
+                                  "ties to even (PyTorch Tensor.to, CUDA __float2bfloat16_rn / "
+                                  "__float2half_rn), 16 bits -> float32 is exact"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

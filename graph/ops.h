@@ -144,7 +144,8 @@ typedef struct gcc_op_desc {
   X(BATCH_NORM, BatchNormalization)                                                                \
   X(BATCH_NORM_GRAD, BatchNormGrad)                                                                \
   X(DROPOUT, Dropout)                                                                              \
-  X(DROPOUT_GRAD, DropoutGrad)
+  X(DROPOUT_GRAD, DropoutGrad)                                                                     \
+  X(CAST, Cast)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -218,6 +219,8 @@ enum { CONVT_OUTPUT_PADDING = CONV_KERNEL_SHAPE + 1 };
  * a mean over the batch (each rank's gradient is then weighted by its share
  * of the global batch before the sum; a sum loss is summed as it is). */
 enum { ALL_REDUCE_BUCKET, ALL_REDUCE_MEAN };
+/* Cast: the dtype to convert to (graph.proto DataType numbering: gcc_dtype). */
+enum { CAST_TO };
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

@@ -85,7 +85,11 @@ typedef struct gcc_options {
   int64_t bucket_bytes;
   FILE *warn_file;        /* placement warnings (a copy inside the step); NULL: stderr */
   const char *dump_after; /* pass name, or "all"; NULL: no dump */
-  FILE *dump_file;        /* where dumps go (stderr if NULL) */
+  /* --precision (graph/ir.h gcc_precision): BF16 / FP16 run the autocast
+   * pass (mixed precision); FP32 (0, the default) and TF32 leave every value
+   * float32 */
+  int precision;
+  FILE *dump_file; /* where dumps go (stderr if NULL) */
 } gcc_options;
 
 /* Prepares a loaded model for compilation: binds the batch, infers shapes,
@@ -118,6 +122,22 @@ gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
  * last gradient; every update comes after the AllReduce of its gradient.
  * Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_pass_all_reduce(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
+/* Mixed precision (opt->precision BF16 or FP16; FP32 and TF32 only record
+ * the precision in g->precision): torch.autocast's rules over the whole
+ * training graph, after autodiff (passes/autocast.c): GEMMs read and write
+ * 16-bit values and accumulate in float32; reductions, softmax, losses,
+ * normalization and the optimizer read float32; elementwise ops run in
+ * their inputs' dtype. Conversions are Cast nodes (one per value and
+ * dtype), scheduled right before their first reader; parameters,
+ * gradients, optimizer state, graph outputs, the loss and the prediction
+ * keep their dtype (a 16-bit result is cast back into them). Errors:
+ * GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_pass_autocast(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
+/* The autocast class of op `op` ("low", "fp32", "promote" or "keep"), from
+ * the pass's per-op table; NULL for an op without an entry or out of range. */
+const char *gcc_autocast_class_name(int op);
 
 /* Device placement: gives every node and value a device and every node
  * the reason for it. Precedence: the node's pin > --device > the default.

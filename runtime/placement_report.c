@@ -270,6 +270,31 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
   json_object_set_new(totals, "bytes_once", json_integer(b_once));
   json_object_set_new(totals, "launches_per_step", json_integer(total_launches));
   json_object_set_new(root, "totals", totals);
+  /* --precision: every value stored in 16 bits, and what that saves against
+   * float32 storage of the same value */
+  json_t *prec = json_object(), *halves = json_array();
+  int64_t saved = 0, n_half = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    const gcc_value *val = &g->values[v];
+    if (!ref[v] || gcc_dtype_size(val->dtype) != 2)
+      continue;
+    int64_t bytes = value_bytes(val), s = gcc_shape_numel(&val->shape, NULL) * 4 - bytes;
+    json_t *hj = json_object();
+    json_object_set_new(hj, "name", json_string(val->name));
+    json_object_set_new(hj, "dtype", json_string(gcc_dtype_name(val->dtype)));
+    json_object_set_new(hj, "shape", shape_json(&val->shape));
+    json_object_set_new(hj, "device", dev_json(val->device));
+    json_object_set_new(hj, "bytes", json_integer(bytes));
+    json_object_set_new(hj, "saved_bytes", json_integer(s));
+    json_array_append_new(halves, hj);
+    saved += s;
+    n_half++;
+  }
+  json_object_set_new(prec, "mode", json_string(gcc_precision_name(g->precision)));
+  json_object_set_new(prec, "values_16bit", json_integer(n_half));
+  json_object_set_new(prec, "saved_bytes", json_integer(saved));
+  json_object_set_new(prec, "values", halves);
+  json_object_set_new(root, "precision", prec);
   free(ref);
   return root;
 }
@@ -389,6 +414,24 @@ static void render_text(const json_t *r, FILE *f) {
   }
   fprintf(f, "\nlaunches per step (kernels and library calls, all devices): %lld\n",
           num(t, "launches_per_step"));
+  const json_t *prec = json_object_get(r, "precision");
+  const json_t *halves = json_object_get(prec, "values");
+  if (json_array_size(halves) > 0) {
+    fprintf(f,
+            "\nprecision %s: %lld values stored in 16 bits, %lld bytes fewer than in float32\n"
+            "  %-36s %-9s %-8s %-20s %12s %12s\n",
+            str(prec, "mode"), num(prec, "values_16bit"), num(prec, "saved_bytes"), "value",
+            "dtype", "device", "shape", "bytes", "saved");
+    json_t *hj;
+    json_array_foreach(halves, i, hj) {
+      char sh[128] = "";
+      shape_text(json_object_get(hj, "shape"), sh, sizeof sh);
+      fprintf(f, "  %-36s %-9s %-8s %-20s %12lld %12lld\n", str(hj, "name"), str(hj, "dtype"),
+              str(hj, "device"), sh, num(hj, "bytes"), num(hj, "saved_bytes"));
+    }
+  } else if (strcmp(str(prec, "mode"), "fp32") != 0) {
+    fprintf(f, "\nprecision %s: every value float32\n", str(prec, "mode"));
+  }
 }
 
 /* DOT strings: escape quotes and backslashes, newlines as \\n */

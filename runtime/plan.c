@@ -12,10 +12,12 @@
 #include <string.h>
 
 #include "codegen/lowering.h"
+#include "graph/half.h"
 #include "graph/ops.h"
 #include "passes/memplan.h"
 #include "runtime/comm.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_kernels.h"
 
 #define DALIGN 256
 
@@ -44,6 +46,7 @@ typedef struct op {
   int needs_sync;         /* OP_NODE: wait for the device first */
   int site;               /* OP_NODE: profiler site, when profiling */
   int wait_first, n_wait; /* OP_KERNEL of an optimizer: its buckets in p->waits */
+  int sh_first, sh_n;     /* OP_NODE: its float32 shadows in p->shadows (16-bit operands) */
 } op;
 
 typedef struct input_copy {
@@ -63,6 +66,18 @@ typedef struct readback {
   int kept;     /* the model's value (loss / prediction) */
   size_t bytes;
 } readback;
+
+/* A float32 stand-in for a float16 / bfloat16 operand of a node the CPU
+ * runs: CPU kernels compute in float32, so the runner widens 16-bit inputs
+ * into their shadows before the node (exact) and rounds the node's float32
+ * results into their 16-bit storage after it (round to nearest even,
+ * graph/half.h), exactly where a CUDA plan stores 16 bits. Allocated when
+ * the plan is built, never per step. */
+typedef struct shadow {
+  gcc_tensor t;     /* float32, the operand's shape; data owned */
+  gcc_tensor *real; /* the bound 16-bit tensor */
+  int out;          /* 1: a result (rounded after the node), 0: an input (widened before) */
+} shadow;
 
 struct gcc_plan {
   gcc_graph *g;
@@ -145,6 +160,8 @@ struct gcc_plan {
   double prev_span[2];    /* device ms (from the anchor) of the last read step's compute */
   int has_prev_span;
   gcc_plan_device_profile dprof;
+  shadow **shadows; /* float32 stand-ins of 16-bit operands of CPU nodes */
+  int n_shadows;
 };
 
 static size_t up(size_t x) {
@@ -264,6 +281,65 @@ static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_d
   return GCC_OK;
 }
 
+/* A float32 shadow of value `v` replacing the tensor at *slot (an argument
+ * of a CPU node). */
+static gcc_status add_shadow(gcc_plan *p, gcc_tensor **slot, int v, int out, gcc_diag *d) {
+  shadow **ns = realloc(p->shadows, (size_t)(p->n_shadows + 1) * sizeof *ns);
+  if (!ns)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+  p->shadows = ns;
+  shadow *s = calloc(1, sizeof *s);
+  int64_t n = gcc_shape_numel(&p->g->values[v].shape, NULL);
+  if (s)
+    s->t.data = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (!s || !s->t.data) {
+    free(s);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+  }
+  s->t.dtype = GCC_DT_FLOAT32;
+  s->t.shape = p->g->values[v].shape;
+  s->t.numel = n;
+  s->real = *slot;
+  s->out = out;
+  p->shadows[p->n_shadows++] = s;
+  *slot = &s->t;
+  return GCC_OK;
+}
+
+/* Before a CPU node: its 16-bit inputs widened into their shadows. */
+static void widen_shadows(const gcc_plan *p, const op *o) {
+  for (int k = o->sh_first; k < o->sh_first + o->sh_n; k++) {
+    const shadow *s = p->shadows[k];
+    if (s->out)
+      continue;
+    const uint16_t *h = s->real->data;
+    float *f = s->t.data;
+    if (s->real->dtype == GCC_DT_BFLOAT16)
+      for (int64_t i = 0; i < s->t.numel; i++)
+        f[i] = gcc_bf16_to_f32(h[i]);
+    else
+      for (int64_t i = 0; i < s->t.numel; i++)
+        f[i] = gcc_f16_to_f32(h[i]);
+  }
+}
+
+/* After it: its float32 results rounded into their 16-bit storage. */
+static void narrow_shadows(const gcc_plan *p, const op *o) {
+  for (int k = o->sh_first; k < o->sh_first + o->sh_n; k++) {
+    const shadow *s = p->shadows[k];
+    if (!s->out)
+      continue;
+    uint16_t *h = s->real->data;
+    const float *f = s->t.data;
+    if (s->real->dtype == GCC_DT_BFLOAT16)
+      for (int64_t i = 0; i < s->t.numel; i++)
+        h[i] = gcc_f32_to_bf16(f[i]);
+    else
+      for (int64_t i = 0; i < s->t.numel; i++)
+        h[i] = gcc_f32_to_f16(f[i]);
+  }
+}
+
 static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
   gcc_graph *g = p->g;
   int n_args = 0;
@@ -311,6 +387,16 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
       o.cpu.n_out = n->n_outputs;
       for (int k = 0; k < n->n_outputs; k++)
         *ptr++ = &p->tensors[n->outputs[k]];
+      o.sh_first = p->n_shadows;
+      if (!gcc_cpu_op_of(n->op)->reads_16bit) { /* float32 stand-ins for 16-bit operands */
+        gcc_tensor **args = ptr - n->n_inputs - n->n_outputs;
+        for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+          int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+          if (v >= 0 && gcc_dtype_size(g->values[v].dtype) == 2)
+            GCC_TRY(add_shadow(p, &args[k], v, k >= n->n_inputs, d));
+        }
+      }
+      o.sh_n = p->n_shadows - o.sh_first;
       if (p->mem.ws_bytes && p->mem.ws_bytes[i]) { /* im2col scratch in the host arena */
         o.cpu.workspace = (char *)p->host_arena + p->mem.ws_offset[i];
         o.cpu.workspace_bytes = p->mem.ws_bytes[i];
@@ -591,6 +677,7 @@ static gcc_status prepare_gemms(gcc_plan *p, gcc_diag *d) {
     w->ldb = full.ldb;
     w->aux_ld = full.aux_ld;
     w->trans_b = full.trans_b;
+    w->dtype = full.dtype;
     op e = {.kind = OP_EPILOGUE, .kernel = n_work++, .group = full.group, .gemm = full};
     ops[n++] = e;
   }
@@ -1391,7 +1478,10 @@ static gcc_status issue_one(gcc_plan *p, const op *o, int slot, int64_t step, in
   case OP_NODE: {
     if (o->needs_sync)
       GCC_TRY(p->be.sync(p->be.self, d));
+    widen_shadows(p, o);
     gcc_status s = p->cpu->run_node(p->cpu->self, &o->cpu);
+    if (s == GCC_OK)
+      narrow_shadows(p, o);
     if (p->prof) {
       int64_t t1 = gcc_prof_now();
       gcc_prof_record(p->prof, o->site, *t0, t1, step);
@@ -2112,5 +2202,10 @@ void gcc_plan_free(gcc_plan *p) {
   free(p->waits);
   free(p->coll_ptrs);
   free(p->coll_numel);
+  for (int k = 0; k < p->n_shadows; k++) {
+    free(p->shadows[k]->t.data);
+    free(p->shadows[k]);
+  }
+  free(p->shadows);
   free(p);
 }

@@ -334,6 +334,7 @@ static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   o.n_cuda_devices = s->on_device ? GCC_DEV_CUDA_INDEX(s->opt.device) + 1 : 0;
   o.world_size = s->opt.comm ? s->opt.comm->size : 1;
   o.bucket_bytes = s->opt.bucket_bytes;
+  o.precision = s->opt.precision;
   if (!s->dumped && s->opt.dump_after && mode == GCC_MODE_TRAIN) {
     o.dump_after = s->opt.dump_after;
     o.dump_file = s->opt.dump_file;

@@ -45,6 +45,9 @@ typedef struct gcc_session_options {
    * backward pass produces them. NULL: one process. */
   struct gcc_comm *comm;
   int64_t bucket_bytes;
+  /* --precision (graph/ir.h gcc_precision): the precision every plan of the
+   * session is compiled for (gcc_options.precision); 0: float32 */
+  int precision;
 } gcc_session_options;
 
 typedef struct gcc_session gcc_session;

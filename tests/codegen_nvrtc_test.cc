@@ -63,6 +63,7 @@ struct Case {
   gcc_mode mode;
   int64_t batch;
   int expect_min_kernels;
+  int precision = 0; /* --precision: 16-bit kernels for bf16 / fp16 */
 };
 
 void CompileAll(const Case &c) {
@@ -74,6 +75,7 @@ void CompileAll(const Case &c) {
   o.device = GCC_DEV_CUDA(0);
   o.device_explicit = 1;
   o.n_cuda_devices = 1;
+  o.precision = c.precision;
   FILE *sink = fopen("/dev/null", "w");
   o.warn_file = sink;
   gcc_graph *g = nullptr;
@@ -84,6 +86,11 @@ void CompileAll(const Case &c) {
   gcc_kernel_set ks;
   ASSERT_EQ(gcc_codegen_emit(g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
   EXPECT_GE(ks.n_kernels, c.expect_min_kernels);
+  if (c.precision == GCC_PRECISION_BF16 || c.precision == GCC_PRECISION_FP16) { /* 16 bits */
+    EXPECT_NE(std::string(ks.source).find(c.precision == GCC_PRECISION_BF16 ? "__nv_bfloat16*"
+                                                                            : "__half*"),
+              std::string::npos);
+  }
   for (int sm : {80, 90}) {
     gcc_nvrtc_output out{};
     ASSERT_EQ(gcc_nvrtc_compile(ks.source, c.name.c_str(), sm, &out, &d), GCC_OK) << d.msg << "\n"
@@ -143,12 +150,59 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
   };
   for (const Case &c : cnn_cases)
     CompileAll(c);
+  // mixed precision: the same plans with 16-bit storage (cuda_bf16.h,
+  // cuda_fp16.h from the toolkit's include directory)
+  const Case mixed[] = {
+      {"mnist_mlp_train_b64_bf16", mlp, GCC_MODE_TRAIN, 64, 2, GCC_PRECISION_BF16},
+      {"mnist_mlp_train_b13_fp16", mlp, GCC_MODE_TRAIN, 13, 2, GCC_PRECISION_FP16},
+      {"mnist_mlp_eval_b1000_bf16", mlp, GCC_MODE_EVAL, 1000, 1, GCC_PRECISION_BF16},
+      {"mnist_mlp_adam_b64_fp16", mlp_adam, GCC_MODE_TRAIN, 64, 2, GCC_PRECISION_FP16},
+      {"linear_train_b16_bf16", lin, GCC_MODE_TRAIN, 16, 2, GCC_PRECISION_BF16},
+      {"cifar_cnn_train_b64_bf16", cifar, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_BF16},
+      {"mnist_cnn_eval_b1000_fp16", mcnn, GCC_MODE_EVAL, 1000, 2, GCC_PRECISION_FP16},
+  };
+  for (const Case &c : mixed)
+    CompileAll(c);
   gcc_graph_free(cifar);
   gcc_graph_free(mcnn);
   gcc_graph_free(mlp);
   gcc_graph_free(mlp_adam);
   gcc_graph_free(lin);
   gcc_graph_free(chain);
+}
+
+// The generated epilogue kernels (cuBLASLt refused the fused epilogue) for
+// every epilogue and every GEMM dtype.
+TEST(CodegenNvrtc, EpilogueKernelsOfEveryDtypeCompileForSm80AndSm90) {
+  std::vector<gcc_epilogue_work> w;
+  for (gcc_dtype t : {GCC_DT_FLOAT32, GCC_DT_BFLOAT16, GCC_DT_FLOAT16})
+    for (int kind : {4, 6, 134, 136, 152, 512}) {
+      gcc_epilogue_work e{};
+      e.kind = kind;
+      e.m = 40;
+      e.n = 24;
+      e.k = 16;
+      e.ldd = 40;
+      e.ldb = 24;
+      e.aux_ld = 128;
+      e.dtype = t;
+      w.push_back(e);
+    }
+  gcc_kernel_set ks;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_codegen_gemm_epilogues(w.data(), (int)w.size(), 132, &ks, &d), GCC_OK) << d.msg;
+  EXPECT_NE(std::string(ks.source).find("__float2bfloat16_rn("), std::string::npos);
+  EXPECT_NE(std::string(ks.source).find("__half2float("), std::string::npos);
+  for (int sm : {80, 90}) {
+    gcc_nvrtc_output out{};
+    ASSERT_EQ(gcc_nvrtc_compile(ks.source, "epilogues_all_dtypes", sm, &out, &d), GCC_OK)
+        << d.msg << "\n"
+        << ks.source;
+    std::string log;
+    EXPECT_EQ(Ptxas(std::string(out.ptx, out.ptx_size), sm, &log), 0) << log;
+    gcc_nvrtc_output_free(&out);
+  }
+  gcc_kernel_set_free(&ks);
 }
 
 } // namespace

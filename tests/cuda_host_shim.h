@@ -122,6 +122,74 @@ static inline float2 make_float2(float x, float y) {
   return float2{x, y};
 }
 
+/* ---- cuda_bf16.h / cuda_fp16.h: the 16-bit storage types ----
+ * The conversions the generated code uses, written independently of the
+ * library's graph/half.h (round to nearest even by rint() on an exactly
+ * scaled value, rather than bit manipulation), so that a test comparing
+ * host-emulated kernels with the CPU backend checks one against the other.
+ * NaN converts to CUDA's canonical NaN (0x7fff / 0x7fff). */
+struct __nv_bfloat16 {
+  unsigned short x;
+};
+struct __half {
+  unsigned short x;
+};
+
+static inline unsigned gcc_shim_bits(float f) {
+  unsigned u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* x rounded to a float with `mant` explicit mantissa bits whose normal
+ * range starts at 2^emin (below it: multiples of 2^(emin - mant)), ties to
+ * even; as a double (exact). */
+static inline double gcc_shim_round(double x, int mant, int emin) {
+  double a = fabs(x);
+  if (a < ldexp(1.0, emin))
+    return copysign(rint(ldexp(a, mant - emin)) * ldexp(1.0, emin - mant), x);
+  int e;
+  double f = frexp(a, &e); /* a = f 2^e, f in [0.5, 1) */
+  return copysign(ldexp(rint(ldexp(f, mant + 1)), e - mant - 1), x);
+}
+
+static inline float __bfloat162float(__nv_bfloat16 h) {
+  unsigned u = (unsigned)h.x << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  if (isnan(f))
+    return __nv_bfloat16{0x7fff};
+  float r = (float)gcc_shim_round(f, 7, -126); /* past FLT_MAX: inf */
+  return __nv_bfloat16{(unsigned short)(gcc_shim_bits(r) >> 16)};
+}
+
+static inline float __half2float(__half h) {
+  int e = (h.x >> 10) & 31, m = h.x & 1023;
+  double v = e == 0    ? ldexp((double)m, -24)
+             : e == 31 ? (m ? NAN : INFINITY)
+                       : ldexp((double)(m + 1024), e - 25);
+  return (float)((h.x & 0x8000) ? -v : v);
+}
+
+static inline __half __float2half_rn(float f) {
+  if (isnan(f))
+    return __half{0x7fff};
+  double r = gcc_shim_round(f, 10, -14), a = fabs(r);
+  unsigned short sign = signbit(f) ? 0x8000 : 0;
+  if (a > 65504.0)
+    return __half{(unsigned short)(sign | 0x7c00)};
+  if (a < ldexp(1.0, -14))
+    return __half{(unsigned short)(sign | (unsigned)ldexp(a, 24))};
+  int e;
+  double fr = frexp(a, &e); /* a = fr 2^e: biased exponent e - 1 + 15 */
+  unsigned m = (unsigned)ldexp(fr, 11) - 1024;
+  return __half{(unsigned short)(sign | (unsigned)(e + 14) << 10 | m)};
+}
+
 /* Per emulated thread: set by the scheduler as it resumes each one. Plain
  * statics, not thread_local: a module's launches run one at a time under
  * g_launch_mu, all on the launching host thread, and a module with TLS takes

@@ -212,6 +212,10 @@ TEST(CudnnConv, PicksTheFastestDeterministicFmaCandidateThatFits) {
   };
   EXPECT_EQ(gcc_cudnn_pick_algo(big, 3, cap, &smallest), -1);
   EXPECT_EQ(smallest, (size_t)2 << 20);
+  // --precision tf32 (and 16-bit data): tensor-op math qualifies too, so the
+  // fastest is the TF32 candidate; never a non-deterministic one
+  EXPECT_EQ(gcc_cudnn_pick_algo_math(list, 6, cap, &smallest, 1), 2);
+  EXPECT_EQ(gcc_cudnn_pick_algo_math(list, 6, cap, &smallest, 0), 4);
 }
 
 TEST(CudnnConv, ChoosingCommitsDeterministicAlgorithmsAndTheirMathType) {

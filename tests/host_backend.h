@@ -39,6 +39,7 @@ extern "C" {
 #include "codegen/gemm_map.h"
 #include "codegen/lowering.h"
 #include "codegen/nvrtc.h"
+#include "graph/half.h"
 #include "graph/ops.h"
 #include "runtime/comm.h"
 #include "runtime/cpu/cpu_kernels.h"
@@ -115,6 +116,47 @@ inline void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float
     break;
   default: ADD_FAILURE() << "epilogue " << gcc_epilogue_name(m.epilogue); break;
   }
+}
+
+// A matmul of 16-bit operands (a mixed-precision plan) as cuBLASLt runs it
+// with CUBLAS_COMPUTE_32F: the operands widened to float32 (exact), the
+// float32 GEMM and epilogue, then D (and a bias gradient) rounded to the
+// operands' dtype, to nearest even. float32 (or unset) dtype: ColMajorGemm.
+inline void ColMajorGemmOfDtype(const gcc_colmajor_gemm &m, const void *A, const void *B,
+                                const void *C, void *D, void *bias, uint8_t *aux) {
+  if (m.dtype != GCC_DT_BFLOAT16 && m.dtype != GCC_DT_FLOAT16) {
+    ColMajorGemm(m, static_cast<const float *>(A), static_cast<const float *>(B),
+                 static_cast<const float *>(C), static_cast<float *>(D), static_cast<float *>(bias),
+                 aux);
+    return;
+  }
+  const bool bf = m.dtype == GCC_DT_BFLOAT16;
+  auto widen = [&](const void *p, int64_t n) {
+    std::vector<float> f((size_t)n);
+    const uint16_t *h = static_cast<const uint16_t *>(p);
+    for (int64_t i = 0; i < n; i++)
+      f[(size_t)i] = bf ? gcc_bf16_to_f32(h[i]) : gcc_f16_to_f32(h[i]);
+    return f;
+  };
+  auto narrow = [&](const std::vector<float> &f, void *p) {
+    uint16_t *h = static_cast<uint16_t *>(p);
+    for (size_t i = 0; i < f.size(); i++)
+      h[i] = bf ? gcc_f32_to_bf16(f[i]) : gcc_f32_to_f16(f[i]);
+  };
+  std::vector<float> a = widen(A, m.lda * (m.trans_a ? m.m : m.k));
+  std::vector<float> b = widen(B, m.ldb * (m.trans_b ? m.k : m.n));
+  std::vector<float> c, dd((size_t)(m.ldd * m.n)), bs;
+  if (m.c_value >= 0 && C)
+    c = widen(C, m.ldd * m.n);
+  bool bgrad = m.epilogue == GCC_EPI_DRELU_BGRAD || m.epilogue == GCC_EPI_BGRADB;
+  int64_t nbias = m.epilogue == GCC_EPI_BGRADB ? m.n : m.m;
+  if (bias)
+    bs = bgrad ? std::vector<float>((size_t)nbias) : widen(bias, nbias);
+  ColMajorGemm(m, a.data(), b.data(), c.empty() ? nullptr : c.data(), dd.data(),
+               bias ? bs.data() : nullptr, aux);
+  narrow(dd, D);
+  if (bias && bgrad)
+    narrow(bs, bias);
 }
 
 // ---- the host backend ---------------------------------------------------
@@ -732,9 +774,7 @@ struct HostBackend {
       return GCC_OK;
     }
     case Recorded::kGemm:
-      ColMajorGemm(r.gemm, static_cast<const float *>(r.a), static_cast<const float *>(r.b),
-                   static_cast<const float *>(r.c), static_cast<float *>(r.dst),
-                   static_cast<float *>(r.bias), static_cast<uint8_t *>(r.aux));
+      ColMajorGemmOfDtype(r.gemm, r.a, r.b, r.c, r.dst, r.bias, static_cast<uint8_t *>(r.aux));
       return GCC_OK;
     case Recorded::kMemset: std::memset(r.dst, r.byte, r.bytes); return GCC_OK;
     case Recorded::kCopy: std::memcpy(r.dst, r.src, r.bytes); return GCC_OK;
@@ -742,6 +782,7 @@ struct HostBackend {
       const gcc_node *n = &r.graph->nodes[r.node];
       std::vector<gcc_tensor> ts(n->n_inputs + n->n_outputs);
       std::vector<gcc_tensor *> in(n->n_inputs), out(n->n_outputs);
+      std::vector<std::vector<float>> wide(ts.size()); // 16-bit operands, widened
       for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
         int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
         void *ptr = k < n->n_inputs ? r.lib_in[k] : r.lib_out[k - n->n_inputs];
@@ -749,6 +790,17 @@ struct HostBackend {
           continue;
         const gcc_value *val = &r.graph->values[v];
         ts[k] = gcc_tensor{val->dtype, val->shape, gcc_shape_numel(&val->shape, nullptr), ptr};
+        if (val->dtype == GCC_DT_BFLOAT16 || val->dtype == GCC_DT_FLOAT16) {
+          // cuDNN computes 16-bit data in float32: the CPU kernel on widened
+          // copies, its results rounded back (as the plan runs CPU nodes)
+          std::vector<float> &f = wide[k];
+          f.resize((size_t)ts[k].numel);
+          const uint16_t *h = static_cast<const uint16_t *>(ptr);
+          for (size_t i = 0; k < n->n_inputs && i < f.size(); i++)
+            f[i] = val->dtype == GCC_DT_BFLOAT16 ? gcc_bf16_to_f32(h[i]) : gcc_f16_to_f32(h[i]);
+          ts[k].dtype = GCC_DT_FLOAT32;
+          ts[k].data = f.data();
+        }
       }
       for (int k = 0; k < n->n_inputs; k++)
         in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
@@ -768,7 +820,16 @@ struct HostBackend {
                          ws ? r.workspace : nullptr,
                          ws ? r.workspace_bytes : 0,
                          nullptr};
-      return gcc_cpu_op_of(n->op)->kernel(&ka);
+      gcc_status st = gcc_cpu_op_of(n->op)->kernel(&ka);
+      for (int k = n->n_inputs; k < n->n_inputs + n->n_outputs && st == GCC_OK; k++) {
+        if (wide[k].empty())
+          continue;
+        bool bf = r.graph->values[n->outputs[k - n->n_inputs]].dtype == GCC_DT_BFLOAT16;
+        uint16_t *h = static_cast<uint16_t *>(r.lib_out[k - n->n_inputs]);
+        for (size_t i = 0; i < wide[k].size(); i++)
+          h[i] = bf ? gcc_f32_to_bf16(wide[k][i]) : gcc_f32_to_f16(wide[k][i]);
+      }
+      return st;
     }
     }
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "unknown recorded work");

@@ -3322,6 +3322,7 @@ const Covered kCovered[] = {
     {GCC_OP_DROPOUT, "Dropout", kGradcheck, "DropoutGrad.*"},
     {GCC_OP_DROPOUT_GRAD, "DropoutGrad", kInternal,
      "DropoutGrad.TrainingForm*, DropoutGrad.CpuAndHostCudaPlans*"},
+    {GCC_OP_CAST, "Cast", kInternal, "Half.*, Kernels16.*, Autocast.* (tests/precision_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -10,6 +10,7 @@
 //   runtime/cpu/cpu_ops.c    gcc_cpu_op_of()    the CPU kernel and its workspace, or a view
 //   codegen/lowering.c       gcc_lowering_of()  what the op becomes on a CUDA device
 //   runtime/cuda/cuda_ops.c  gcc_cuda_op_of()   the CUDA backend's library call
+//   passes/autocast.c        gcc_autocast_class_name() the mixed-precision class
 //   onnx/export.c            gcc_onnx_export_op_of() the ONNX op of an inference node, or why none
 // An entry left out of a table reads as all zeros; every check below fails
 // on such an entry, naming the op and the table.
@@ -17,6 +18,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -28,6 +30,7 @@ extern "C" {
 #include "graph/ops.h"
 #include "onnx/export.h"
 #include "passes/grad_rules.h"
+#include "passes/passes.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_ops.h"
 }
@@ -71,6 +74,29 @@ TEST(OpTables, GradientTableHasEveryOp) {
     }
   }
   EXPECT_EQ(gcc_grad_rule_of(GCC_OP_COUNT), nullptr);
+}
+
+TEST(OpTables, AutocastTableHasEveryOp) {
+  for (int op = 0; op < GCC_OP_COUNT; op++) {
+    const char *c = gcc_autocast_class_name(op);
+    ASSERT_NE(c, nullptr) << Name(op) << ": passes/autocast.c kAutocast has no entry";
+    // what mixed precision may put in 16 bits, the lower layers must run so:
+    // a "low" or "promote" op is a GEMM, a library call (cuDNN), a pointwise
+    // op or a view on a GPU,
+    // and the CPU runs it (in float32, through the plan's shadows)
+    if (strcmp(c, "low") == 0 || strcmp(c, "promote") == 0) {
+      gcc_lowering_kind k = gcc_lowering_of(op)->kind;
+      EXPECT_TRUE(k == GCC_LOWER_GEMM || k == GCC_LOWER_LIBRARY || k == GCC_LOWER_POINTWISE ||
+                  k == GCC_LOWER_VIEW)
+          << Name(op) << " (" << c << ")";
+      EXPECT_TRUE(gcc_cpu_supports_op(op)) << Name(op);
+    }
+    // the ops that read 16 bits themselves are the ones autocast keeps
+    if (gcc_cpu_op_of(op)->reads_16bit) {
+      EXPECT_STREQ(c, "keep") << Name(op);
+    }
+  }
+  EXPECT_EQ(gcc_autocast_class_name(GCC_OP_COUNT), nullptr);
 }
 
 TEST(OpTables, CpuTableHasEveryOp) {
@@ -205,6 +231,7 @@ TEST(OpTables, OnnxExportTableHasEveryOp) {
 const char *const kTableFiles[] = {
     "graph/ops.c",        "passes/grad_rules.c",     "runtime/cpu/cpu_ops.c",
     "codegen/lowering.c", "runtime/cuda/cuda_ops.c", "onnx/export.c",
+    "passes/autocast.c",
 };
 
 TEST(OpTables, NoFileOutsideTheTablesSwitchesOverOps) {

@@ -1066,6 +1066,54 @@ TEST(PlacementCli, DumpPlacementFormats) {
   EXPECT_EQ(yaml.out, "");
 }
 
+// --precision bf16: the report gives each value's dtype and what 16-bit
+// storage saves; a precision that is none of the four is a command-line
+// error before anything is read.
+TEST(PlacementCli, DumpPlacementShowsSixteenBitValuesAndTheirSavings) {
+  std::string model = Runfile("models/mnist_mlp.pb");
+  gcc_test::ProcResult text =
+      Cli({model, "--device", "cuda", "--precision", "bf16", "--dump-placement"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(Contains(text.out, "precision bf16: ")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "fc1.weight.bf16")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "bfloat16[64, 512]")) << text.out; // a node's output column
+
+  gcc_test::ProcResult json =
+      Cli({model, "--device", "cuda", "--precision", "bf16", "--dump-placement=json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  json_error_t err;
+  json_t *r = json_loads(json.out.c_str(), 0, &err);
+  ASSERT_NE(r, nullptr) << err.text;
+  const json_t *p = json_object_get(r, "precision");
+  EXPECT_STREQ(json_string_value(json_object_get(p, "mode")), "bf16");
+  const json_t *values = json_object_get(p, "values");
+  ASSERT_GT(json_array_size(values), 10u);
+  long long sum = 0;
+  size_t i;
+  json_t *v;
+  json_array_foreach(values, i, v) {
+    EXPECT_STREQ(json_string_value(json_object_get(v, "dtype")), "bfloat16");
+    // 2 bytes an element instead of 4: it saves as much as it takes
+    EXPECT_EQ(json_integer_value(json_object_get(v, "saved_bytes")),
+              json_integer_value(json_object_get(v, "bytes")));
+    sum += json_integer_value(json_object_get(v, "saved_bytes"));
+  }
+  EXPECT_EQ(json_integer_value(json_object_get(p, "saved_bytes")), sum);
+  EXPECT_GE(sum, 2 * 784 * 512) << "at least fc1's weight copy"; // 784x512 bfloat16
+  json_decref(r);
+
+  // float32: no 16-bit value, and the report says nothing of precision
+  gcc_test::ProcResult plain = Cli({model, "--device", "cuda", "--dump-placement"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(Contains(plain.out, "precision")) << plain.out;
+  EXPECT_FALSE(Contains(plain.out, "bfloat16")) << plain.out;
+
+  gcc_test::ProcResult bad = Cli({model, "--precision", "fp64", "--dump-placement"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(Contains(bad.err, "--precision 'fp64'")) << bad.err;
+  EXPECT_EQ(bad.out, "");
+}
+
 // Both CNNs on --device cuda: every convolution and pooling node, forward
 // and backward, stays on cuda:0 (cuDNN), none falls back to the CPU, also
 // under --strict-placement; the JSON names each group's cuDNN call.

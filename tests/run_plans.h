@@ -33,14 +33,15 @@ inline gcc_host_test::HostBackend *SharedHostBackend() {
 // CPU, or with `cuda` through a CUDA plan for cuda:0 (sm_90) on the host
 // backend. "" on success, else what failed.
 inline std::string RunPlan(const gcc_graph *model, const std::vector<const void *> &inputs,
-                           int64_t batch, bool cuda, std::vector<PlanOutput> *outs,
-                           int threads = 1) {
+                           int64_t batch, bool cuda, std::vector<PlanOutput> *outs, int threads = 1,
+                           int precision = 0) {
   gcc_options o{};
   o.mode = GCC_MODE_EVAL;
   o.batch_size = batch;
   o.device = cuda ? GCC_DEV_CUDA(0) : GCC_DEV_CPU;
   o.device_explicit = 1;
   o.n_cuda_devices = 1;
+  o.precision = precision; // --precision (graph/ir.h gcc_precision)
   FILE *quiet = fopen("/dev/null", "w");
   o.warn_file = quiet;
   gcc_plan *p = nullptr;

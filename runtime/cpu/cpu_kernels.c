@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "graph/half.h"
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "runtime/comm.h"
@@ -1613,6 +1614,40 @@ gcc_status gcc_cpu_all_reduce(const gcc_kernel_args *a) {
       continue;
     memcpy(F32(a->in[k]), buf + off, (size_t)a->in[k]->numel * sizeof(float));
     off += a->in[k]->numel;
+  }
+  return GCC_OK;
+}
+
+/* ---- Cast ----------------------------------------------------------------- */
+
+static float load_float(const gcc_tensor *t, int64_t i) {
+  switch (t->dtype) {
+  case GCC_DT_BFLOAT16: return gcc_bf16_to_f32(((const uint16_t *)t->data)[i]);
+  case GCC_DT_FLOAT16: return gcc_f16_to_f32(((const uint16_t *)t->data)[i]);
+  default: return ((const float *)t->data)[i];
+  }
+}
+
+gcc_status gcc_cpu_cast(const gcc_kernel_args *a) {
+  const gcc_tensor *x = a->in[0];
+  gcc_tensor *y = a->out[0];
+  int64_t n = y->numel;
+  if (x->dtype == y->dtype) {
+    memcpy(y->data, x->data, (size_t)n * gcc_dtype_size(y->dtype));
+    return GCC_OK;
+  }
+  if (y->dtype == GCC_DT_BFLOAT16) {
+    uint16_t *o = y->data;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = gcc_f32_to_bf16(load_float(x, i));
+  } else if (y->dtype == GCC_DT_FLOAT16) {
+    uint16_t *o = y->data;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = gcc_f32_to_f16(load_float(x, i));
+  } else {
+    float *o = y->data;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = load_float(x, i);
   }
   return GCC_OK;
 }

@@ -45,6 +45,11 @@ typedef struct gcc_cpu_op {
   gcc_workspace_fn workspace; /* NULL: the kernel needs no scratch */
   int view;                   /* 1: a view of its input, nothing to run (no kernel) */
   const char *none;           /* no kernel and no view: why the CPU cannot run the op */
+  /* 1: the kernel reads and writes float16 / bfloat16 storage itself (Cast).
+   * Every other kernel computes in float32: the plan runner gives a node with
+   * 16-bit operands float32 copies of them and rounds its 16-bit results
+   * (runtime/plan.c), which is how the CPU emulates a mixed-precision plan. */
+  int reads_16bit;
 } gcc_cpu_op;
 
 /* The entry of op `op`; NULL when `op` is out of range. */
@@ -114,6 +119,9 @@ gcc_status gcc_cpu_batch_norm_grad(const gcc_kernel_args *a);
  * (graph/philox.h). DropoutGrad: dX = dY * the same mask / (1 - ratio). */
 gcc_status gcc_cpu_dropout(const gcc_kernel_args *a);
 gcc_status gcc_cpu_dropout_grad(const gcc_kernel_args *a);
+/* Cast between float32, float16 and bfloat16 (graph/half.h: round to nearest
+ * even into 16 bits, exact out of them). */
+gcc_status gcc_cpu_cast(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's

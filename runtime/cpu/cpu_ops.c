@@ -11,7 +11,7 @@
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 52, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 53, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -76,6 +76,8 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_BATCH_NORM_GRAD] = {.kernel = gcc_cpu_batch_norm_grad},
     [GCC_OP_DROPOUT] = {.kernel = gcc_cpu_dropout},
     [GCC_OP_DROPOUT_GRAD] = {.kernel = gcc_cpu_dropout_grad},
+    /* converts 16-bit storage itself: the plan runs it without float32 shadows */
+    [GCC_OP_CAST] = {.kernel = gcc_cpu_cast, .reads_16bit = 1},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

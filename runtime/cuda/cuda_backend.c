@@ -293,6 +293,11 @@ static void be_gemm_release(void *self, void *prepared) {
     lt_free(prepared);
 }
 
+/* The cudaDataType_t of a GEMM operand dtype. */
+static cudaDataType_t lt_type(gcc_dtype t) {
+  return t == GCC_DT_BFLOAT16 ? CUDA_R_16BF : t == GCC_DT_FLOAT16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
 /* The descriptor, layouts and algorithm of one matmul, for the operands the
  * plan will pass. cublasLt.h: routines that do not dereference the bias and
  * aux pointers, cublasLtMatmulAlgoGetHeuristic among them, "depend on its
@@ -348,7 +353,14 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
       break;                                                                                       \
     }                                                                                              \
   }
-    LT_TRY(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    /* float32 accumulation and scale type for every dtype (16-bit A/B/C/D:
+     * torch.autocast's matmuls); TF32 multiplies only with --precision tf32 */
+    cudaDataType_t ty = lt_type(g->dtype);
+    LT_TRY(cublasLtMatmulDescCreate(
+        &e->op, g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    if (ops->bias && g->dtype != GCC_DT_FLOAT32) /* the bias in the operands' dtype */
+      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
+                                            sizeof ty));
     LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
@@ -362,11 +374,11 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
                                             sizeof g->aux_ld));
     }
     /* stored shapes: op(A) is m x k, so A is m x k (N) or k x m (T) */
-    LT_TRY(cublasLtMatrixLayoutCreate(&e->a, CUDA_R_32F, g->trans_a ? g->k : g->m,
-                                      g->trans_a ? g->m : g->k, g->lda));
-    LT_TRY(cublasLtMatrixLayoutCreate(&e->b, CUDA_R_32F, g->trans_b ? g->n : g->k,
-                                      g->trans_b ? g->k : g->n, g->ldb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&e->c, CUDA_R_32F, g->m, g->n, g->ldd));
+    LT_TRY(cublasLtMatrixLayoutCreate(&e->a, ty, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k,
+                                      g->lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&e->b, ty, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n,
+                                      g->ldb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&e->c, ty, g->m, g->n, g->ldd));
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = GCC_CUBLASLT_WORKSPACE;
     uint32_t al[4] = {ops->align_a, ops->align_b, g->c_value >= 0 ? ops->align_c : ops->align_d,
@@ -389,10 +401,11 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
       LT_TRY(hs);
     if (found == 0 || res.state != CUBLAS_STATUS_SUCCESS)
       st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
+                        "cuBLASLt has no algorithm for a %lld x %lld x %lld %s%s GEMM "
                         "(trans %d%d, alignments A %u B %u C %u D %u bytes) with %s on cuda:%d",
-                        (long long)g->m, (long long)g->n, (long long)g->k, g->trans_a, g->trans_b,
-                        al[0], al[1], al[2], al[3], gcc_epilogue_name(g->epilogue), b->ordinal);
+                        (long long)g->m, (long long)g->n, (long long)g->k, gcc_dtype_name(g->dtype),
+                        g->tf32 ? " (TF32)" : "", g->trans_a, g->trans_b, al[0], al[1], al[2],
+                        al[3], gcc_epilogue_name(g->epilogue), b->ordinal);
 #undef LT_TRY
   } while (0);
   if (pref)

@@ -106,6 +106,8 @@ gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *o
   out->m = w->dims[0];
   out->group = n->av[CONV_GROUP].i > 0 ? n->av[CONV_GROUP].i : 1;
   gcc_window2d_of(n, w, &out->win);
+  out->tf32 = g->precision == GCC_PRECISION_TF32;
+  out->dtype = g->values[co->xs > 0 ? n->inputs[co->xs - 1] : n->outputs[-co->xs - 1]].dtype;
   return GCC_OK;
 }
 
@@ -133,6 +135,12 @@ void gcc_cudnn_conv_destroy(gcc_cudnn_conv *c) {
 
 static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   const gcc_conv2d_shape *s = &c->shape;
+  /* 16-bit data is computed in float32 (PSEUDO_HALF: CUDNN_DATA_FLOAT in the
+   * convolution descriptor), on tensor cores: the math cuDNN offers for it */
+  int low = s->dtype == GCC_DT_BFLOAT16 || s->dtype == GCC_DT_FLOAT16;
+  cudnnDataType_t dt = s->dtype == GCC_DT_BFLOAT16  ? CUDNN_DATA_BFLOAT16
+                       : s->dtype == GCC_DT_FLOAT16 ? CUDNN_DATA_HALF
+                                                    : CUDNN_DATA_FLOAT;
   const gcc_window2d *w = &s->win;
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x_desc), d);
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y_desc), d);
@@ -143,11 +151,11 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc), d);
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc_bd), d);
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc_bf), d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                           (int)s->n, (int)s->c, (int)s->h, (int)s->w),
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, dt, (int)s->n, (int)s->c,
+                                           (int)s->h, (int)s->w),
                 d);
-  GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                           (int)s->m, (int)(s->c / group), (int)w->kh, (int)w->kw),
+  GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, dt, CUDNN_TENSOR_NCHW, (int)s->m,
+                                           (int)(s->c / group), (int)w->kh, (int)w->kw),
                 d);
   cudnnConvolutionDescriptor_t cds[3] = {c->conv_desc, c->conv_desc_bd, c->conv_desc_bf};
   for (int i = 0; i < 3; i++) {
@@ -157,8 +165,11 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
                   d);
     /* plain float32 FMA: no TF32 tensor cores, so results match the CPU
      * backend to float32 rounding (PyTorch with allow_tf32 = False, which
-     * sets CUDNN_FMA_MATH before asking for algorithms, as here) */
-    GCC_CUDNN_TRY(cudnnSetConvolutionMathType(cds[i], CUDNN_FMA_MATH), d);
+     * sets CUDNN_FMA_MATH before asking for algorithms, as here); --precision
+     * tf32: CUDNN_TENSOR_OP_MATH, TF32 tensor cores (allow_tf32 = True) */
+    GCC_CUDNN_TRY(
+        cudnnSetConvolutionMathType(cds[i], s->tf32 || low ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+        d);
     if (group > 1)
       GCC_CUDNN_TRY(cudnnSetConvolutionGroupCount(cds[i], (int)group), d);
   }
@@ -171,14 +182,11 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   c->y[2] = gcc_window_out_dim(s->h, w->kh, w->sh, w->pt, w->pb, w->dh);
   c->y[3] = gcc_window_out_dim(s->w, w->kw, w->sw, w->pl, w->pr, w->dw);
   GCC_TRY(check_out("Conv", c->y, y, d));
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, y[0],
-                                           y[1], y[2], y[3]),
+  GCC_CUDNN_TRY(
+      cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, dt, y[0], y[1], y[2], y[3]), d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b_desc, CUDNN_TENSOR_NCHW, dt, 1, (int)s->m, 1, 1),
                 d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                           (int)s->m, 1, 1),
-                d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->xb_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                           (int)s->c, 1, 1),
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->xb_desc, CUDNN_TENSOR_NCHW, dt, 1, (int)s->c, 1, 1),
                 d);
   return GCC_OK;
 }
@@ -232,14 +240,17 @@ static gcc_status no_algo(const char *dir, int n, size_t smallest, size_t cap, g
 
 /* Candidates qualify when they ran (status), give the same bits every run
  * (CUDNN_DETERMINISTIC: the backward algorithms that accumulate with
- * atomics do not), and compute in float32 FMA (not TF32 tensor-op math),
+ * atomics do not), and compute in float32 FMA (not TF32 tensor-op math,
+ * which `tf32` (--precision tf32) allows as well),
  * so that training is reproducible and matches the CPU backend. */
-int gcc_cudnn_pick_algo(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest) {
+int gcc_cudnn_pick_algo_math(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest,
+                             int tf32) {
   int found = -1;
   *smallest = SIZE_MAX;
   for (int i = 0; i < n && found < 0; i++)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
-        perf[i].math_type == CUDNN_FMA_MATH) {
+        (perf[i].math_type == CUDNN_FMA_MATH ||
+         (tf32 && perf[i].math_type == CUDNN_TENSOR_OP_MATH))) {
       if (perf[i].memory <= cap)
         found = i;
       else if (perf[i].memory < *smallest)
@@ -248,18 +259,28 @@ int gcc_cudnn_pick_algo(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size
   return found;
 }
 
+int gcc_cudnn_pick_algo(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest) {
+  return gcc_cudnn_pick_algo_math(perf, n, cap, smallest, 0);
+}
+
+/* Tensor-op math is taken for TF32 (--precision tf32) and for 16-bit data. */
+static int tensor_op(const gcc_cudnn_conv *c) {
+  return c->shape.tf32 || c->shape.dtype == GCC_DT_BFLOAT16 || c->shape.dtype == GCC_DT_FLOAT16;
+}
+
 gcc_status gcc_cudnn_conv_choose(gcc_cudnn_conv *c, const gcc_cudnn_algo_perf *fwd, int n_fwd,
                                  const gcc_cudnn_algo_perf *bwd_data, int n_bwd_data,
                                  const gcc_cudnn_algo_perf *bwd_filter, int n_bwd_filter,
                                  size_t workspace_cap, gcc_diag *d) {
   size_t smallest;
-  int f = gcc_cudnn_pick_algo(fwd, n_fwd, workspace_cap, &smallest);
+  int f = gcc_cudnn_pick_algo_math(fwd, n_fwd, workspace_cap, &smallest, tensor_op(c));
   if (f < 0)
     return no_algo("forward", n_fwd, smallest, workspace_cap, d);
-  int bd = gcc_cudnn_pick_algo(bwd_data, n_bwd_data, workspace_cap, &smallest);
+  int bd = gcc_cudnn_pick_algo_math(bwd_data, n_bwd_data, workspace_cap, &smallest, tensor_op(c));
   if (bd < 0)
     return no_algo("backward-data", n_bwd_data, smallest, workspace_cap, d);
-  int bf = gcc_cudnn_pick_algo(bwd_filter, n_bwd_filter, workspace_cap, &smallest);
+  int bf =
+      gcc_cudnn_pick_algo_math(bwd_filter, n_bwd_filter, workspace_cap, &smallest, tensor_op(c));
   if (bf < 0)
     return no_algo("backward-filter", n_bwd_filter, smallest, workspace_cap, d);
   /* cuDNN: an algorithm from a perf result runs with that result's math
@@ -651,7 +672,8 @@ gcc_status gcc_cudnn_cache_conv(gcc_cudnn_cache *c, const gcc_conv2d_shape *shap
     const gcc_conv2d_shape *s = &c->convs[i]->shape;
     if (s->n == shape->n && s->c == shape->c && s->h == shape->h && s->w == shape->w &&
         s->m == shape->m && same_window(&s->win, &shape->win) &&
-        (s->group > 0 ? s->group : 1) == (shape->group > 0 ? shape->group : 1)) {
+        (s->group > 0 ? s->group : 1) == (shape->group > 0 ? shape->group : 1) &&
+        s->tf32 == shape->tf32 && s->dtype == shape->dtype) {
       *out = c->convs[i];
       return GCC_OK;
     }

@@ -87,6 +87,13 @@ typedef struct gcc_conv2d_shape {
   int64_t n, c, h, w, m;
   gcc_window2d win;
   int64_t group; /* filter W [m, c / group, kh, kw]; 0 means 1 */
+  /* --precision tf32: CUDNN_TENSOR_OP_MATH (TF32 tensor cores on float32
+   * data, PyTorch's torch.backends.cudnn.allow_tf32); 0: CUDNN_FMA_MATH */
+  int tf32;
+  /* the dtype of X, W, Y and the bias (float32; bfloat16 / float16 in a
+   * mixed-precision plan, computed in float32: CUDNN_DATA_FLOAT convolution
+   * descriptors, tensor-op math); 0 reads as float32 */
+  gcc_dtype dtype;
 } gcc_conv2d_shape;
 
 /* The shape of a Conv, ConvGradData, ConvGradFilter or ConvTranspose node
@@ -141,6 +148,10 @@ typedef struct gcc_cudnn_algo_perf {
  * *smallest is the least workspace of the candidates that qualified but
  * for the cap (SIZE_MAX if none). A pure function. */
 int gcc_cudnn_pick_algo(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest);
+/* The same, with tf32 = 1 also taking math type CUDNN_TENSOR_OP_MATH
+ * (--precision tf32: TF32 tensor cores on float32 data). */
+int gcc_cudnn_pick_algo_math(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest,
+                             int tf32);
 
 /* Chooses the three directions' algorithms from their candidates
  * (gcc_cudnn_pick_algo), sets each chosen candidate's math type on its

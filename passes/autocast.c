@@ -1,0 +1,320 @@
+/*
+ * autocast.c - mixed precision (--precision bf16|fp16): torch.autocast's
+ * rules applied to the whole training graph, after autodiff, as Cast nodes
+ * that placement, copy insertion and fusion see like any other node.
+ *
+ * The pass's own per-op table (kAutocast, pinned to GCC_OP_COUNT) puts
+ * every op in one class:
+ *  - LOW: GEMMs (and 2-D MatMuls) and convolutions compute in 16 bits:
+ *    every float input is
+ *    cast to the 16-bit dtype, the result is stored in it; the GEMM
+ *    accumulates in float32 (cuBLASLt CUBLAS_COMPUTE_32F, the CPU's sgemm
+ *    on the widened operands). torch.autocast's "lower precision" list
+ *    (mm, addmm, linear, conv).
+ *  - FP32: reductions, softmax, the losses and their gradients, the
+ *    optimizers, normalization, everything whose generated kernel reads
+ *    float32 only: 16-bit inputs are cast to float32. torch.autocast's
+ *    "float32" list (sum, softmax, log_softmax, cross_entropy, ...).
+ *  - PROMOTE: elementwise ops and views run in the dtype of their inputs
+ *    (a ReLU of a bfloat16 GEMM output is bfloat16); mixed float inputs are
+ *    cast to float32, the widest (torch's type promotion).
+ *  - KEEP: the node is left as it is (Cast itself, copies).
+ * Values the runtime binds or reads keep their dtype: parameters,
+ * gradients, optimizer state, graph outputs, the loss and the prediction.
+ * When a 16-bit node produces one, it writes a 16-bit temporary and a Cast
+ * to float32 writes the value (so parameter gradients are float32, as
+ * PyTorch's .grad of a float32 parameter). The optimizer updates the
+ * float32 parameters (master weights); their 16-bit copies are Casts of
+ * the parameters, one per (value, dtype) and shared by every reader in the
+ * step (the forward and the backward GEMM of a layer read the same copy).
+ *
+ * Casts go right before the first node that reads them (or right after the
+ * node whose output they convert), so the schedule keeps its order; fusion
+ * (codegen/fusion.c) fuses them into the pointwise kernels next to them
+ * (a Cast to float32 before a bias-gradient sum is one reduction kernel
+ * reading bfloat16).
+ *
+ * FP32 and TF32 leave the graph unchanged: an FP32 plan is the plan of a
+ * build without this pass.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "passes/passes.h"
+
+typedef enum ac_class {
+  AC_UNSET = 0, /* an entry left empty (tests/op_tables_test fails on it) */
+  AC_LOW,
+  AC_FP32,
+  AC_PROMOTE,
+  AC_KEEP,
+} ac_class;
+
+typedef struct ac_rule {
+  ac_class cls;
+  int only_2d; /* LOW only when every input is 2-D (a cuBLASLt GEMM); else FP32 */
+} ac_rule;
+
+_Static_assert(GCC_OP_COUNT == 53, "a new op: add its autocast class to kAutocast");
+
+/* Convolutions (forward, data and filter gradients) are LOW: cuDNN with
+ * 16-bit tensors and a float32 convolution descriptor. ConvTranspose and the
+ * poolings stay FP32 in this version; so do ops whose generated kernels read
+ * float32 only (softmax, concat, transpose, pad, normalization). */
+static const ac_rule kAutocast[GCC_OP_COUNT] = {
+    [GCC_OP_GEMM] = {AC_LOW, 0},
+    [GCC_OP_MATMUL] = {AC_LOW, 1},
+    [GCC_OP_ADD] = {AC_PROMOTE, 0},
+    [GCC_OP_RELU] = {AC_PROMOTE, 0},
+    [GCC_OP_RELU_GRAD] = {AC_PROMOTE, 0},
+    [GCC_OP_IDENTITY] = {AC_PROMOTE, 0},
+    [GCC_OP_RESHAPE] = {AC_PROMOTE, 0},
+    [GCC_OP_FLATTEN] = {AC_PROMOTE, 0},
+    [GCC_OP_REDUCE_SUM_TO] = {AC_FP32, 0},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {AC_FP32, 0},
+    [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {AC_FP32, 0},
+    [GCC_OP_MEAN_SQUARED_ERROR] = {AC_FP32, 0},
+    [GCC_OP_MEAN_SQUARED_ERROR_GRAD] = {AC_FP32, 0},
+    [GCC_OP_SGD] = {AC_FP32, 0},
+    [GCC_OP_ADAM] = {AC_FP32, 0},
+    [GCC_OP_COPY] = {AC_KEEP, 0},
+    [GCC_OP_SOFTMAX] = {AC_FP32, 0},
+    [GCC_OP_SOFTMAX_GRAD] = {AC_FP32, 0},
+    [GCC_OP_CONV] = {AC_LOW, 0},
+    [GCC_OP_CONV_GRAD_DATA] = {AC_LOW, 0},
+    [GCC_OP_CONV_GRAD_FILTER] = {AC_LOW, 0},
+    [GCC_OP_CONV_GRAD_BIAS] = {AC_FP32, 0},
+    [GCC_OP_MAX_POOL] = {AC_FP32, 0},
+    [GCC_OP_MAX_POOL_GRAD] = {AC_FP32, 0},
+    [GCC_OP_AVERAGE_POOL] = {AC_FP32, 0},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {AC_FP32, 0},
+    [GCC_OP_SUB] = {AC_PROMOTE, 0},
+    [GCC_OP_MUL] = {AC_PROMOTE, 0},
+    [GCC_OP_DIV] = {AC_PROMOTE, 0},
+    [GCC_OP_SIGMOID] = {AC_PROMOTE, 0},
+    [GCC_OP_TANH] = {AC_PROMOTE, 0},
+    [GCC_OP_SQRT] = {AC_FP32, 0},
+    [GCC_OP_LEAKY_RELU] = {AC_PROMOTE, 0},
+    [GCC_OP_CLIP] = {AC_PROMOTE, 0},
+    [GCC_OP_LOG_SOFTMAX] = {AC_FP32, 0},
+    [GCC_OP_LRN] = {AC_FP32, 0},
+    [GCC_OP_CONCAT] = {AC_FP32, 0},
+    [GCC_OP_TRANSPOSE] = {AC_FP32, 0},
+    [GCC_OP_PAD] = {AC_FP32, 0},
+    [GCC_OP_CONV_TRANSPOSE] = {AC_FP32, 0},
+    [GCC_OP_ALL_REDUCE] = {AC_FP32, 0},
+    [GCC_OP_SIGMOID_GRAD] = {AC_PROMOTE, 0},
+    [GCC_OP_TANH_GRAD] = {AC_PROMOTE, 0},
+    [GCC_OP_SQRT_GRAD] = {AC_FP32, 0},
+    [GCC_OP_LEAKY_RELU_GRAD] = {AC_PROMOTE, 0},
+    [GCC_OP_CLIP_GRAD] = {AC_PROMOTE, 0},
+    [GCC_OP_LOG_SOFTMAX_GRAD] = {AC_FP32, 0},
+    [GCC_OP_LRN_GRAD] = {AC_FP32, 0},
+    [GCC_OP_BATCH_NORM] = {AC_FP32, 0},
+    [GCC_OP_BATCH_NORM_GRAD] = {AC_FP32, 0},
+    [GCC_OP_CAST] = {AC_KEEP, 0},
+    /* the training form is a generated kernel of its own that reads float32 */
+    [GCC_OP_DROPOUT] = {AC_FP32, 0},
+    [GCC_OP_DROPOUT_GRAD] = {AC_FP32, 0},
+};
+
+const char *gcc_autocast_class_name(int op) {
+  static const char *const names[] = {NULL, "low", "fp32", "promote", "keep"};
+  if (op < 0 || op >= GCC_OP_COUNT)
+    return NULL;
+  return names[kAutocast[op].cls];
+}
+
+/* A Cast made by the pass: (value, dtype) -> the cast value, and where it
+ * goes in the schedule. */
+typedef struct ac_cast {
+  int value;
+  gcc_dtype dt;
+  int cast_value, node;
+  int before; /* the original node it runs right before, or -1 */
+  int after;  /* the original node it runs right after, or -1 */
+} ac_cast;
+
+typedef struct ac_ctx {
+  gcc_graph *g;
+  ac_cast *casts;
+  int n, cap;
+} ac_ctx;
+
+static gcc_status push_cast(ac_ctx *c, const ac_cast *k, gcc_diag *d) {
+  if (c->n == c->cap) {
+    int nc = c->cap ? 2 * c->cap : 16;
+    ac_cast *n = realloc(c->casts, (size_t)nc * sizeof *n);
+    if (!n)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autocast)");
+    c->casts = n;
+    c->cap = nc;
+  }
+  c->casts[c->n++] = *k;
+  return GCC_OK;
+}
+
+static const char *short_dtype(gcc_dtype t) {
+  return t == GCC_DT_BFLOAT16 ? "bf16" : t == GCC_DT_FLOAT16 ? "fp16" : "fp32";
+}
+
+/* A Cast node from value `in` to value `out` (dtype `dt`), placed like node
+ * `like` (its phase and pin). */
+static gcc_status cast_node(gcc_graph *g, int in, int out, gcc_dtype dt, int like, int *node,
+                            gcc_diag *d) {
+  char name[600];
+  snprintf(name, sizeof name, "%s/cast_%s", g->values[in].name, short_dtype(dt));
+  GCC_TRY(gcc_graph_add_node(g, name, GCC_OP_CAST, &in, 1, &out, 1, node, d));
+  GCC_TRY(gcc_node_set_int(g, *node, "to", (int64_t)dt));
+  GCC_TRY(gcc_op_resolve_attrs(g, *node, d));
+  gcc_node *n = &g->nodes[*node];
+  n->phase = g->nodes[like].phase;
+  if (g->nodes[like].pin && !(n->pin = strdup(g->nodes[like].pin)))
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autocast)");
+  return gcc_op(GCC_OP_CAST)->shape(g, *node, d);
+}
+
+/* Value `v` in dtype `dt` for node `reader`: an existing cast, or a new one
+ * that runs right before `reader`. */
+static gcc_status cast_of(ac_ctx *c, int v, gcc_dtype dt, int reader, int *out, gcc_diag *d) {
+  for (int i = 0; i < c->n; i++)
+    if (c->casts[i].value == v && c->casts[i].dt == dt) {
+      *out = c->casts[i].cast_value;
+      return GCC_OK;
+    }
+  gcc_graph *g = c->g;
+  char base[600];
+  snprintf(base, sizeof base, "%s.%s", g->values[v].name, short_dtype(dt));
+  ac_cast k = {.value = v, .dt = dt, .before = reader, .after = -1};
+  GCC_TRY(gcc_graph_add_temp(g, base, GCC_VALUE_ACTIVATION, &k.cast_value, d));
+  GCC_TRY(cast_node(g, v, k.cast_value, dt, reader, &k.node, d));
+  GCC_TRY(push_cast(c, &k, d));
+  *out = k.cast_value;
+  return GCC_OK;
+}
+
+/* Values whose dtype the runtime relies on: bound by the caller, or read
+ * after a step. */
+static int keeps_dtype(const gcc_graph *g, int v) {
+  const gcc_value *val = &g->values[v];
+  if (val->kind != GCC_VALUE_ACTIVATION)
+    return 1;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v)
+      return 1;
+  const gcc_training *t = &g->training;
+  return (t->loss && strcmp(val->name, t->loss) == 0) ||
+         (t->prediction && strcmp(val->name, t->prediction) == 0);
+}
+
+static ac_class class_of(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  ac_rule r = kAutocast[n->op];
+  if (r.cls == AC_LOW && r.only_2d)
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0 && g->values[n->inputs[k]].shape.ndim != 2)
+        return AC_FP32;
+  return r.cls;
+}
+
+static gcc_status autocast_node(ac_ctx *c, int i, gcc_dtype low, gcc_diag *d) {
+  gcc_graph *g = c->g;
+  ac_class cls = class_of(g, i);
+  if (cls == AC_KEEP)
+    return GCC_OK;
+  gcc_dtype want = cls == AC_LOW ? low : GCC_DT_FLOAT32;
+  if (cls == AC_PROMOTE) { /* the inputs' dtype if they agree, else float32 */
+    gcc_dtype seen = GCC_DT_UNDEFINED;
+    want = GCC_DT_UNDEFINED;
+    for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+      int v = g->nodes[i].inputs[k];
+      if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype))
+        continue;
+      if (seen == GCC_DT_UNDEFINED)
+        seen = want = g->values[v].dtype;
+      else if (g->values[v].dtype != seen)
+        want = GCC_DT_FLOAT32;
+    }
+    if (want == GCC_DT_UNDEFINED)
+      return GCC_OK; /* no float input */
+  }
+  for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+    int v = g->nodes[i].inputs[k];
+    if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype) || g->values[v].dtype == want)
+      continue;
+    int cv;
+    GCC_TRY(cast_of(c, v, want, i, &cv, d));
+    g->nodes[i].inputs[k] = cv;
+  }
+  /* the node's outputs in their new dtype */
+  gcc_dtype before[8];
+  int n_out = g->nodes[i].n_outputs < 8 ? g->nodes[i].n_outputs : 8;
+  for (int k = 0; k < n_out; k++)
+    before[k] = g->values[g->nodes[i].outputs[k]].dtype;
+  GCC_TRY(gcc_op(g->nodes[i].op)->shape(g, i, d));
+  for (int k = 0; k < n_out; k++) {
+    int v = g->nodes[i].outputs[k];
+    gcc_dtype now = g->values[v].dtype;
+    if (now == before[k] || !keeps_dtype(g, v))
+      continue;
+    /* the node writes a temporary of its dtype; a Cast writes the value */
+    char base[600];
+    snprintf(base, sizeof base, "%s.%s", g->values[v].name, short_dtype(now));
+    ac_cast t = {.value = -1, .dt = before[k], .before = -1, .after = i};
+    GCC_TRY(gcc_graph_add_temp(g, base, GCC_VALUE_ACTIVATION, &t.cast_value, d));
+    g->values[t.cast_value].dtype = now;
+    g->values[t.cast_value].shape = g->values[v].shape;
+    g->nodes[i].outputs[k] = t.cast_value;
+    g->values[v].dtype = before[k];
+    int tmp = t.cast_value;
+    t.cast_value = v;
+    GCC_TRY(cast_node(g, tmp, v, before[k], i, &t.node, d));
+    GCC_TRY(push_cast(c, &t, d));
+  }
+  return GCC_OK;
+}
+
+/* The schedule with every cast right before its first reader, or right
+ * after the node whose output it converts. */
+static gcc_status reorder(ac_ctx *c, int n0, gcc_diag *d) {
+  gcc_graph *g = c->g;
+  int n = g->n_nodes;
+  gcc_node *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+  if (!order)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autocast)");
+  int m = 0;
+  for (int i = 0; i < n0; i++) {
+    for (int k = 0; k < c->n; k++)
+      if (c->casts[k].before == i)
+        order[m++] = g->nodes[c->casts[k].node];
+    order[m++] = g->nodes[i];
+    for (int k = 0; k < c->n; k++)
+      if (c->casts[k].after == i)
+        order[m++] = g->nodes[c->casts[k].node];
+  }
+  if (m != n) {
+    free(order);
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "autocast: %d of %d nodes scheduled", m, n);
+  }
+  memcpy(g->nodes, order, (size_t)n * sizeof *order);
+  free(order);
+  return gcc_graph_link(g, d);
+}
+
+gcc_status gcc_pass_autocast(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
+  g->precision = opt->precision;
+  gcc_dtype low = gcc_precision_dtype(opt->precision);
+  if (low == GCC_DT_FLOAT32)
+    return GCC_OK;
+  ac_ctx c = {.g = g};
+  int n0 = g->n_nodes;
+  gcc_status s = GCC_OK;
+  for (int i = 0; i < n0 && s == GCC_OK; i++)
+    s = autocast_node(&c, i, low, d);
+  if (s == GCC_OK)
+    s = reorder(&c, n0, d);
+  free(c.casts);
+  return s;
+}

@@ -1,0 +1,648 @@
+// precision_test: mixed precision (--precision, issue 19).
+//  - graph/half.h rounds float32 to bfloat16 / float16 to nearest even, as a
+//    float64 reference does (every 4099th float32 bit pattern and the edge
+//    cases: ties, overflow, subnormals, signed zeros);
+//  - the autocast pass makes the plan torch.autocast makes: GEMMs in 16
+//    bits, reductions / losses / optimizer / parameters / gradients in
+//    float32, one Cast per (value, dtype), casts fused into their
+//    neighbours' kernels; FP32 and TF32 plans are the plans of before;
+//  - generated kernels with 16-bit operands (host-emulated through
+//    tests/cuda_host_shim.h, whose conversions are written independently of
+//    graph/half.h) store the same bits as the CPU backend, which computes in
+//    float32 and rounds the 16-bit values at the same points;
+//  - the MLP's forward pass in bfloat16, on the CPU and host-emulated, lies
+//    in the interval a float64 reference with the same roundings allows
+//    (derived below), and its training runs on both.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "graph/builder.h"
+#include "graph/half.h"
+#include "graph/ops.h"
+#include "models/models.h"
+#include "passes/passes.h"
+#include "runtime/compile.h"
+#include "runtime/session.h"
+}
+#include "tests/kernel_emulation.h"
+#include "tests/run_plans.h"
+#include "tests/test_graphs.h"
+
+namespace {
+
+using gcc_host_test::HostBackend;
+using namespace gcc_test;
+
+// ---- rounding ----------------------------------------------------------------
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// x rounded to `mant` mantissa bits with normals from 2^emin and largest
+// finite `maxf` (larger: infinity), ties to even, computed in float64:
+// rint() rounds to nearest even, and the scalings by powers of two are exact.
+double RefRound(double x, int mant, int emin, double maxf) {
+  double a = std::fabs(x), r;
+  if (a < std::ldexp(1.0, emin)) {
+    r = std::rint(std::ldexp(a, mant - emin)) * std::ldexp(1.0, emin - mant);
+  } else {
+    int e;
+    double f = std::frexp(a, &e);
+    r = std::ldexp(std::rint(std::ldexp(f, mant + 1)), e - mant - 1);
+  }
+  if (r > maxf)
+    r = INFINITY;
+  return std::copysign(r, x);
+}
+
+const double kBf16Max = std::ldexp(255.0, 120); // (2 - 2^-7) 2^127
+const double kF16Max = 65504.0;
+
+void CheckOne(float f) {
+  if (std::isnan(f)) {
+    EXPECT_TRUE(std::isnan(gcc_round_bf16(f)));
+    EXPECT_TRUE(std::isnan(gcc_round_f16(f)));
+    return;
+  }
+  float bf = (float)RefRound(f, 7, -126, kBf16Max), h = (float)RefRound(f, 10, -14, kF16Max);
+  ASSERT_EQ(Bits(gcc_round_bf16(f)), Bits(bf))
+      << "bfloat16 of " << f << " (bits " << Bits(f) << ")";
+  ASSERT_EQ(Bits(gcc_round_f16(f)), Bits(h)) << "float16 of " << f << " (bits " << Bits(f) << ")";
+}
+
+TEST(Half, RoundingToNearestEvenMatchesAFloat64Reference) {
+  for (uint64_t u = 0; u < (1ull << 32); u += 4099)
+    CheckOne(FromBits((uint32_t)u));
+  const float edge[] = {0.0f,
+                        -0.0f,
+                        1.0f + 0x1p-8f,     // bf16 tie: to even 1
+                        1.0f + 3 * 0x1p-8f, // bf16 tie: up to 1 + 2^-6
+                        1.0f + 0x1p-11f,    // f16 tie: to even 1
+                        1.0f + 3 * 0x1p-11f,
+                        65504.0f,
+                        65519.99f,
+                        65520.0f, // f16 tie past the largest finite: infinity
+                        -65520.0f,
+                        0x1p-24f,
+                        0x1p-25f, // f16: a tie between 0 and 2^-24: to even 0
+                        0x1.8p-25f,
+                        0x1p-14f,
+                        0x1.ff8p-15f,
+                        FLT_MAX,
+                        -FLT_MAX,
+                        0x1p-149f,
+                        0x1p-126f,
+                        0x1.fffffep-127f,
+                        INFINITY,
+                        -INFINITY,
+                        NAN};
+  for (float f : edge)
+    CheckOne(f);
+  EXPECT_EQ(gcc_f32_to_f16(65520.0f), 0x7c00);
+  EXPECT_EQ(gcc_f32_to_f16(0x1p-25f), 0);
+  EXPECT_EQ(gcc_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+}
+
+TEST(Half, EverySixteenBitValueRoundTrips) {
+  for (uint32_t h = 0; h < 65536; h++) {
+    float b = gcc_bf16_to_f32((uint16_t)h), f = gcc_f16_to_f32((uint16_t)h);
+    if (std::isnan(b))
+      EXPECT_TRUE(std::isnan(gcc_bf16_to_f32(gcc_f32_to_bf16(b))));
+    else
+      ASSERT_EQ(gcc_f32_to_bf16(b), h) << h;
+    if (std::isnan(f))
+      EXPECT_TRUE(std::isnan(gcc_f16_to_f32(gcc_f32_to_f16(f))));
+    else
+      ASSERT_EQ(gcc_f32_to_f16(f), h) << h;
+  }
+}
+
+// ---- the autocast pass -----------------------------------------------------------
+
+gcc_graph *Mlp(gcc_opt_kind kind = GCC_OPT_SGD) {
+  gcc_builder *b = gcc_builder_new("precision_mlp", 7);
+  int64_t xd[2] = {GCC_BATCH_DIM, 36}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "image", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 36, 24));
+  h = gcc_build_relu(b, "relu2", gcc_build_linear(b, "fc2", h, 24, 16));
+  int logits = gcc_build_linear(b, "fc3", h, 16, 5);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  return FinishInlineTraining(b, "loss", "fc3.out", "image", "label",
+                              Opt(kind, kind == GCC_OPT_ADAM ? 0.01f : 0.1f, 0.5f));
+}
+
+gcc_graph *Compile(const gcc_graph *model, int precision, gcc_mode mode, int device,
+                   int64_t batch = 8) {
+  gcc_options o{};
+  o.mode = mode;
+  o.batch_size = batch;
+  o.opt = model->training.opt;
+  o.device = device;
+  o.device_explicit = 1;
+  o.n_cuda_devices = 1;
+  o.precision = precision;
+  FILE *sink = fopen("/dev/null", "w");
+  o.warn_file = sink;
+  gcc_graph *g = nullptr;
+  gcc_mem_plan mem{};
+  gcc_diag d{};
+  gcc_status s = gcc_compile_graph(model, &o, &g, &mem, &d);
+  fclose(sink);
+  EXPECT_EQ(s, GCC_OK) << d.msg;
+  gcc_mem_plan_free(&mem);
+  return g;
+}
+
+int CountOp(const gcc_graph *g, const char *op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += strcmp(gcc_op_name(g->nodes[i].op), op) == 0;
+  return n;
+}
+
+TEST(Autocast, Bf16TrainingPlanFollowsTorchAutocast) {
+  gcc_graph *model = Mlp();
+  ASSERT_NE(model, nullptr);
+  gcc_graph *g = Compile(model, GCC_PRECISION_BF16, GCC_MODE_TRAIN, GCC_DEV_CUDA(0));
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->precision, GCC_PRECISION_BF16);
+  int gemms = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    std::string op = gcc_op_name(n->op);
+    SCOPED_TRACE(std::string(n->name) + " (" + op + ")");
+    const char *cls = gcc_autocast_class_name(n->op);
+    ASSERT_NE(cls, nullptr);
+    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+      int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+      if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype))
+        continue;
+      gcc_dtype dt = g->values[v].dtype;
+      if (strcmp(cls, "low") == 0) {
+        EXPECT_EQ(dt, GCC_DT_BFLOAT16) << g->values[v].name;
+      }
+      if (strcmp(cls, "fp32") == 0) {
+        EXPECT_EQ(dt, GCC_DT_FLOAT32) << g->values[v].name;
+      }
+    }
+    gemms += op == "Gemm";
+  }
+  EXPECT_EQ(gemms, 3 + 2 + 3); // forward, dX of fc2 and fc3, dW of all three
+  // parameters, gradients, the loss and the prediction keep float32
+  for (int v = 0; v < g->n_values; v++) {
+    const gcc_value *val = &g->values[v];
+    if (val->kind == GCC_VALUE_PARAM || val->kind == GCC_VALUE_GRAD ||
+        val->kind == GCC_VALUE_OPT_STATE || strcmp(val->name, "loss") == 0 ||
+        strcmp(val->name, "fc3.out") == 0) {
+      EXPECT_EQ(val->dtype, GCC_DT_FLOAT32) << val->name;
+    }
+  }
+  // one bfloat16 copy per parameter, shared by the forward and backward GEMMs
+  for (const char *p : {"fc1.weight", "fc2.weight", "fc3.weight", "fc1.bias"}) {
+    int casts = 0, pv = gcc_graph_find(g, p);
+    ASSERT_GE(pv, 0);
+    for (int c = 0; c < g->values[pv].n_consumers; c++)
+      casts += strcmp(gcc_op_name(g->nodes[g->values[pv].consumers[c]].op), "Cast") == 0;
+    EXPECT_EQ(casts, 1) << p;
+  }
+  // a Cast of an activation shares a kernel with its neighbours: the bias
+  // gradients' Cast to float32 (of the ReLU gradients of fc1 and fc2) is in
+  // its ReduceSumTo's group
+  int in_groups = 0, fused_sums = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (strcmp(gcc_op_name(n->op), "Cast") != 0)
+      continue;
+    ASSERT_GE(n->group, 0) << n->name;
+    in_groups += g->groups[n->group].n_nodes > 1;
+  }
+  EXPECT_GE(in_groups, 2) << "the bias-gradient casts fuse with their ReduceSumTo";
+  for (int i = 0; i < g->n_nodes; i++)
+    if (strcmp(gcc_op_name(g->nodes[i].op), "ReduceSumTo") == 0) {
+      const gcc_node *r = &g->nodes[i];
+      int p = g->values[r->inputs[0]].producer;
+      ASSERT_GE(p, 0);
+      if (strcmp(gcc_op_name(g->nodes[p].op), "Cast") != 0)
+        continue; /* fc3's bias gradient sums the loss kernel's float32 output */
+      EXPECT_EQ(g->nodes[p].group, r->group) << r->name << " and its Cast: one kernel";
+      fused_sums++;
+    }
+  EXPECT_EQ(fused_sums, 2);
+  gcc_graph_free(g);
+  gcc_graph_free(model);
+}
+
+TEST(Autocast, Fp32AndTf32PlansAreThePlansOfBefore) {
+  gcc_graph *model = Mlp();
+  ASSERT_NE(model, nullptr);
+  for (int dev : {GCC_DEV_CPU, GCC_DEV_CUDA(0)}) {
+    gcc_graph *a = Compile(model, GCC_PRECISION_FP32, GCC_MODE_TRAIN, dev);
+    gcc_graph *b = Compile(model, GCC_PRECISION_TF32, GCC_MODE_TRAIN, dev);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(CountOp(a, "Cast"), 0);
+    EXPECT_EQ(CountOp(b, "Cast"), 0);
+    ASSERT_EQ(a->n_nodes, b->n_nodes);
+    ASSERT_EQ(a->n_values, b->n_values);
+    for (int i = 0; i < a->n_nodes; i++)
+      EXPECT_STREQ(a->nodes[i].name, b->nodes[i].name);
+    for (int v = 0; v < a->n_values; v++)
+      EXPECT_EQ(a->values[v].dtype, b->values[v].dtype) << a->values[v].name;
+    EXPECT_EQ(a->precision, GCC_PRECISION_FP32);
+    EXPECT_EQ(b->precision, GCC_PRECISION_TF32);
+    gcc_graph_free(a);
+    gcc_graph_free(b);
+  }
+  gcc_graph_free(model);
+}
+
+TEST(Autocast, EvalPlanKeepsThePredictionFloat32) {
+  gcc_graph *model = Mlp();
+  ASSERT_NE(model, nullptr);
+  gcc_graph *g = Compile(model, GCC_PRECISION_FP16, GCC_MODE_EVAL, GCC_DEV_CUDA(0), 20);
+  ASSERT_NE(g, nullptr);
+  int pred = gcc_graph_find(g, "fc3.out");
+  ASSERT_GE(pred, 0);
+  EXPECT_EQ(g->values[pred].dtype, GCC_DT_FLOAT32);
+  const gcc_value *pv = &g->values[pred];
+  ASSERT_GE(pv->producer, 0);
+  EXPECT_STREQ(gcc_op_name(g->nodes[pv->producer].op), "Cast");
+  EXPECT_EQ(g->values[g->nodes[pv->producer].inputs[0]].dtype, GCC_DT_FLOAT16);
+  EXPECT_EQ(CountOp(g, "Gemm"), 3);
+  gcc_graph_free(g);
+  gcc_graph_free(model);
+}
+
+// ---- 16-bit kernels: host-emulated against the CPU, bit for bit ---------------------
+
+// a, b [N, 37] float32 -> a16 = Cast(a), b16 = Cast(b) -> Relu(a16 + b16) * a16 ->
+// Cast to float32 ("out"), and its column sums (a reduction reading 16 bits
+// through the fused Cast).
+gcc_graph *CastChain(gcc_dtype low) {
+  gcc_builder *b = gcc_builder_new("cast_chain", 3);
+  int64_t xd[2] = {GCC_BATCH_DIM, 37};
+  int a = gcc_build_input(b, "a", GCC_DT_FLOAT32, 2, xd);
+  int c = gcc_build_input(b, "b", GCC_DT_FLOAT32, 2, xd);
+  int a16 = gcc_build_op(b, GCC_OP_CAST, "a16", "a16.out", &a, 1);
+  gcc_build_set_int(b, a16, "to", low);
+  int b16 = gcc_build_op(b, GCC_OP_CAST, "b16", "b16.out", &c, 1);
+  gcc_build_set_int(b, b16, "to", low);
+  int ab[2] = {a16, b16};
+  int s = gcc_build_op(b, GCC_OP_ADD, "add", "add.out", ab, 2);
+  int r = gcc_build_relu(b, "relu", s);
+  int ra[2] = {r, a16};
+  int m = gcc_build_op(b, GCC_OP_MUL, "mul", "mul.out", ra, 2);
+  int o = gcc_build_op(b, GCC_OP_CAST, "out", "out", &m, 1);
+  gcc_build_set_int(b, o, "to", GCC_DT_FLOAT32);
+  int m2 = gcc_build_op(b, GCC_OP_CAST, "m32", "m32.out", &m, 1);
+  gcc_build_set_int(b, m2, "to", GCC_DT_FLOAT32);
+  int64_t sd[2] = {1, 37};
+  int sum = gcc_build_op(b, GCC_OP_REDUCE_SUM_TO, "colsum", "colsum", &m2, 1);
+  gcc_build_set_ints(b, sum, "shape", sd, 2);
+  gcc_build_output(b, o);
+  gcc_build_output(b, sum);
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+bool SameBits(float x, float y) {
+  return (std::isnan(x) && std::isnan(y)) || Bits(x) == Bits(y);
+}
+
+TEST(Kernels16, FusedCastsStoreTheBitsTheCpuStores) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  const int64_t n = 11;
+  std::vector<float> a((size_t)(n * 37)), b(a.size());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (size_t i = 0; i < a.size(); i++) {
+    a[i] = nd(rng);
+    b[i] = nd(rng);
+  }
+  // ties, overflow past float16's range, subnormals, zeros
+  const float special[] = {1.0f + 0x1p-8f,
+                           1.0f + 3 * 0x1p-8f,
+                           1.0f + 0x1p-11f,
+                           65519.0f,
+                           70000.0f,
+                           -70000.0f,
+                           1e-7f,
+                           -0.0f,
+                           3e-41f,
+                           300.0f,
+                           0.1f,
+                           2.5f};
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+    a[i * 7] = special[i];
+    b[i * 7] = special[(i + 3) % 12] * 0.5f;
+  }
+  for (gcc_dtype low : {GCC_DT_BFLOAT16, GCC_DT_FLOAT16}) {
+    SCOPED_TRACE(gcc_dtype_name(low));
+    gcc_graph *g = CastChain(low);
+    ASSERT_NE(g, nullptr);
+    std::vector<PlanOutput> cpu, dev;
+    std::string e1 = RunPlan(g, {a.data(), b.data()}, n, false, &cpu);
+    ASSERT_EQ(e1, "");
+    std::string e2 = RunPlan(g, {a.data(), b.data()}, n, true, &dev);
+    ASSERT_EQ(e2, "");
+    ASSERT_EQ(cpu.size(), 2u);
+    ASSERT_EQ(dev.size(), 2u);
+    for (int k = 0; k < 2; k++) {
+      ASSERT_EQ(cpu[k].f32.size(), dev[k].f32.size());
+      ASSERT_FALSE(cpu[k].f32.empty());
+      int differ = 0;
+      for (size_t i = 0; i < cpu[k].f32.size(); i++)
+        differ += !SameBits(cpu[k].f32[i], dev[k].f32[i]);
+      EXPECT_EQ(differ, 0) << "output " << k;
+    }
+    // the values really went through 16 bits: the tie 1 + 2^-8 is 1 in
+    // bfloat16 (and 70000 is infinity in float16)
+    float a0 = a[0], b0 = b[0];
+    float r16 = low == GCC_DT_BFLOAT16 ? gcc_round_bf16(gcc_round_bf16(a0) + gcc_round_bf16(b0))
+                                       : gcc_round_f16(gcc_round_f16(a0) + gcc_round_f16(b0));
+    float m16 = r16 > 0.0f ? r16 : 0.0f;
+    m16 = low == GCC_DT_BFLOAT16 ? gcc_round_bf16(m16 * gcc_round_bf16(a0))
+                                 : gcc_round_f16(m16 * gcc_round_f16(a0));
+    EXPECT_TRUE(SameBits(cpu[0].f32[0], m16)) << cpu[0].f32[0] << " vs " << m16;
+    gcc_graph_free(g);
+  }
+}
+
+// ---- the MLP's forward pass in bfloat16: an interval from a float64 reference ---------
+//
+// The plans compute each layer as y = round16(fl32(sum_k w_k x_k + b)) with
+// x, w, b 16-bit values, then relu; the reference computes the same sum in
+// float64 (its error, at most K * 2^-53 relative to sum |w x|, is below
+// float32's and is absorbed in gamma below) and rounds with RefRound. What
+// the plans may differ in: the float32 summation order (cuBLASLt's
+// column-major call in the host emulation, oneDNN / OpenBLAS on the CPU).
+// For one element, with the plan's inputs x' = x + dx (|dx| <= B elementwise,
+// B = 0 for the network input: Cast of the same float32 values):
+//   |fl32(sum w x' + b) - (sum w x + b)|
+//       <= sum |w| B + gamma_(K+1) (sum |w| (|x| + B) + |b|) =: D
+// (Higham, Accuracy and Stability, eq. 3.5: any order of a float32 sum of
+// K + 1 terms is within gamma_(K+1) = (K+1) u / (1 - (K+1) u), u = 2^-24,
+// of the exact sum, relative to the sum of the magnitudes). Rounding to 16
+// bits is monotone, so the plan's stored value lies in
+//   [round16(y - D), round16(y + D)]        (y: the reference's exact sum)
+// and relu (1-Lipschitz, monotone) keeps it there. The next layer's B is the
+// width of that interval around the reference's stored value. Where the
+// interval holds one value (no rounding boundary within D of y: almost
+// every element), the plans must store exactly the reference's bits; the
+// test also requires that this is so for most elements, so it would fail
+// on a plan that does not round where the reference does.
+struct Interval {
+  std::vector<double> ref; // the reference's stored values
+  std::vector<double> lo, hi;
+};
+
+float Lower(double v) { // the largest float32 <= v
+  float f = (float)v;
+  return (double)f > v ? std::nextafter(f, -INFINITY) : f;
+}
+float Upper(double v) {
+  float f = (float)v;
+  return (double)f < v ? std::nextafter(f, INFINITY) : f;
+}
+
+Interval ForwardInterval(const gcc_graph *model, const std::vector<float> &x, int64_t rows) {
+  auto r16 = [](double v) { return (double)gcc_round_bf16((float)v); };
+  auto param = [&](const char *name) {
+    int v = gcc_graph_find(model, name);
+    const float *p = static_cast<const float *>(model->values[v].data);
+    std::vector<double> out((size_t)gcc_shape_numel(&model->values[v].shape, nullptr));
+    for (size_t i = 0; i < out.size(); i++)
+      out[i] = gcc_round_bf16(p[i]);
+    return out;
+  };
+  const double u = 0x1p-24;
+  std::vector<double> act(x.size()), bound(x.size(), 0.0);
+  for (size_t i = 0; i < x.size(); i++)
+    act[i] = gcc_round_bf16(x[i]);
+  int64_t in = 36;
+  const char *layers[3] = {"fc1", "fc2", "fc3"};
+  const int64_t outs[3] = {24, 16, 5};
+  Interval res;
+  for (int l = 0; l < 3; l++) {
+    std::vector<double> w = param((std::string(layers[l]) + ".weight").c_str());
+    std::vector<double> bias = param((std::string(layers[l]) + ".bias").c_str());
+    int64_t o = outs[l];
+    double gamma = (double)(in + 1) * u / (1.0 - (double)(in + 1) * u);
+    std::vector<double> nact((size_t)(rows * o)), nb((size_t)(rows * o)), lo(nact.size()),
+        hi(nact.size());
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t j = 0; j < o; j++) {
+        double y = bias[(size_t)j], mag = std::fabs(bias[(size_t)j]), prop = 0.0;
+        for (int64_t k = 0; k < in; k++) {
+          double wk = w[(size_t)(j * in + k)], xk = act[(size_t)(r * in + k)];
+          double bk = bound[(size_t)(r * in + k)];
+          y += wk * xk;
+          mag += std::fabs(wk) * (std::fabs(xk) + bk);
+          prop += std::fabs(wk) * bk;
+        }
+        double dmax = prop + gamma * mag;
+        double s = r16(y), a = r16(Lower(y - dmax)), c = r16(Upper(y + dmax));
+        if (l < 2) { // relu
+          s = s > 0 ? s : 0;
+          a = a > 0 ? a : 0;
+          c = c > 0 ? c : 0;
+        }
+        size_t at = (size_t)(r * o + j);
+        nact[at] = s;
+        lo[at] = a;
+        hi[at] = c;
+        nb[at] = std::fmax(s - a, c - s);
+      }
+    act = nact;
+    bound = nb;
+    in = o;
+    res.lo = lo;
+    res.hi = hi;
+  }
+  res.ref = act;
+  return res;
+}
+
+TEST(MixedPrecisionMlp, Bf16ForwardLiesInTheIntervalOfTheFloat64Reference) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  gcc_graph *model = Mlp();
+  ASSERT_NE(model, nullptr);
+  // the forward graph alone: an inference graph of the logits
+  gcc_graph *inf = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_graph_clone(model, &inf, &d), GCC_OK) << d.msg;
+  int keep = gcc_graph_find(inf, "fc3.out");
+  ASSERT_EQ(gcc_graph_prune(inf, &keep, 1, &d), GCC_OK) << d.msg;
+  inf->n_outputs = 0;
+  ASSERT_EQ(gcc_graph_add_output(inf, keep), GCC_OK);
+  inf->training.present = 0;
+  // keep only the image input
+  inf->n_inputs = 1;
+  inf->inputs[0] = gcc_graph_find(inf, "image");
+  const int64_t rows = 40;
+  std::vector<float> x((size_t)(rows * 36));
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float &v : x)
+    v = nd(rng);
+  Interval iv = ForwardInterval(model, x, rows);
+  for (bool cuda : {false, true}) {
+    SCOPED_TRACE(cuda ? "host-emulated CUDA plan" : "CPU plan");
+    std::vector<PlanOutput> outs;
+    ASSERT_EQ(RunPlan(inf, {x.data()}, rows, cuda, &outs, 1, GCC_PRECISION_BF16), "");
+    ASSERT_EQ(outs.size(), 1u);
+    ASSERT_EQ(outs[0].f32.size(), iv.ref.size());
+    int exact = 0, point = 0;
+    for (size_t i = 0; i < iv.ref.size(); i++) {
+      double v = outs[0].f32[i];
+      EXPECT_GE(v, iv.lo[i]) << i;
+      EXPECT_LE(v, iv.hi[i]) << i;
+      EXPECT_EQ(v, (double)gcc_round_bf16((float)v)) << "a logit that is not a bfloat16 value";
+      point += iv.lo[i] == iv.hi[i];
+      exact += v == iv.ref[i];
+    }
+    // the bound is tight: most logits have one possible value, and equal it
+    EXPECT_GE(point, (int)(iv.ref.size() * 8 / 10)) << "the interval is too loose to test";
+    EXPECT_GE(exact, point);
+  }
+  gcc_graph_free(inf);
+  gcc_graph_free(model);
+}
+
+// Training steps in bfloat16 on the host-emulated CUDA plan and on the CPU
+// plan: both update float32 master weights from float32 gradients. The two
+// differ only where a GEMM's float32 sums, taken in different orders, fall
+// on the two sides of a bfloat16 rounding boundary (the forward test above
+// bounds that: a few elements by one bfloat16 unit, 2^-8 relative); SGD
+// turns the gradient difference into lr * that, so the parameters after a
+// few steps agree to about lr * 2^-8 * |grad| per step, well inside 1e-3 of
+// their magnitude, and the losses to the same order.
+// `steps` training steps of `rows` random samples (`features` floats, labels
+// below `classes`) on the host-emulated CUDA plan and on the CPU plan.
+void TrainBothAndCompare(const gcc_graph *g, int precision, int64_t features, int classes,
+                         int64_t rows, int steps, double loss_tol, double param_tol) {
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  HostBackend hb;
+  gcc_diag d{};
+  gcc_session_options co{};
+  co.threads = 1;
+  co.opt = g->training.opt;
+  co.precision = precision;
+  gcc_session_options dso = co;
+  dso.backend = &hb.be;
+  dso.device = GCC_DEV_CUDA(0);
+  dso.plan.sm = 90;
+  dso.plan.sm_count = 4;
+  dso.plan.compile = gcc_kernel_cache_hook;
+  dso.plan.compile_user = (void *)&kNoCache;
+  dso.max_pending = 1;
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int s = 0; s < steps; s++) {
+    std::vector<float> x((size_t)(rows * features));
+    std::vector<int64_t> y((size_t)rows);
+    for (float &v : x)
+      v = nd(rng);
+    for (int64_t &v : y)
+      v = (int64_t)(rng() % (uint32_t)classes);
+    float l1 = 0, l2 = 0;
+    ASSERT_EQ(gcc_session_train_step(cpu, x.data(), y.data(), rows, &l1, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_train_step(dev, x.data(), y.data(), rows, &l2, &d), GCC_OK) << d.msg;
+    EXPECT_TRUE(std::isfinite(l1));
+    EXPECT_NEAR(l1, l2, loss_tol * std::fmax(1.0f, std::fabs(l1))) << "step " << s;
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    if (g->values[v].kind != GCC_VALUE_PARAM)
+      continue;
+    const char *p = g->values[v].name;
+    float *a = nullptr, *b = nullptr;
+    int64_t n1 = 0, n2 = 0;
+    ASSERT_EQ(gcc_session_param(dev, p, &a, &n1, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_param(cpu, p, &b, &n2, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(n1, n2);
+    double m = 0, e = 0;
+    for (int64_t i = 0; i < n1; i++) {
+      m = std::fmax(m, std::fabs((double)b[i]));
+      e = std::fmax(e, std::fabs((double)a[i] - (double)b[i]));
+    }
+    EXPECT_LE(e, param_tol * m) << p;
+  }
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  for (const std::string &v : hb.violations)
+    ADD_FAILURE() << v;
+  for (const std::string &v : hb.misaligned)
+    ADD_FAILURE() << v;
+  EXPECT_GT(hb.gemms, 0);
+}
+
+// Training steps in bfloat16 / float16 on the host-emulated CUDA plan and
+// on the CPU plan: both update float32 master weights from float32
+// gradients. The two differ only where a GEMM's (or convolution's) float32
+// sums, taken in different orders, fall on the two sides of a 16-bit
+// rounding boundary (the forward test above bounds that: a few elements by
+// one unit, 2^-8 relative in bfloat16); SGD turns a gradient difference
+// into lr times it, so after a few steps the parameters agree to about
+// lr * 2^-8 * |grad| per step, inside 1e-3 (bfloat16) of their magnitude,
+// and the losses to a few units of 2^-8.
+TEST(MixedPrecisionTraining, MlpOnTheDeviceTracksTheCpu) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  gcc_graph *g = Mlp();
+  ASSERT_NE(g, nullptr);
+  {
+    SCOPED_TRACE("bf16");
+    TrainBothAndCompare(g, GCC_PRECISION_BF16, 36, 5, 8, 4, 2e-2, 1e-3);
+  }
+  {
+    SCOPED_TRACE("fp16");
+    TrainBothAndCompare(g, GCC_PRECISION_FP16, 36, 5, 8, 4, 4e-3, 2e-4);
+  }
+  gcc_graph_free(g);
+}
+
+TEST(MixedPrecisionTraining, BothCnnsOnTheDeviceTrackTheCpu) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  {
+    SCOPED_TRACE("mnist_cnn bf16");
+    TrainBothAndCompare(g, GCC_PRECISION_BF16, 28 * 28, 10, 4, 2, 2e-2, 1e-3);
+  }
+  gcc_graph_free(g);
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &g, &d), GCC_OK) << d.msg;
+  {
+    SCOPED_TRACE("cifar_cnn bf16");
+    TrainBothAndCompare(g, GCC_PRECISION_BF16, 3 * 32 * 32, 10, 4, 2, 2e-2, 1e-3);
+  }
+  gcc_graph_free(g);
+}
+
+} // namespace
