@@ -5,7 +5,7 @@
 # bundle and run by gcc-run on the 10,000 test images. Goal: >= 99.3% test
 # accuracy. Figures go in bench/RESULTS.md (with the machine's load).
 #
-#   bench/resnet_mnist.sh [OUTDIR]        (default /tmp/gcc-train-resnet-mnist)
+#   bench/resnet_mnist.sh [OUTDIR]        (default runs/resnet-mnist, ignored by git)
 #
 # Environment: WIDTH (default 16), EPOCHS (4), THREADS (2), LR (0.1),
 # BATCH (128), PYTHON (python3: needs torch and numpy), NICE (10),
@@ -13,7 +13,7 @@
 # with `bazel build //cli:gcc-train //cli:gcc-run`).
 # Long: not a test. Run from the repository's root.
 set -euo pipefail
-OUT=${1:-/tmp/gcc-train-resnet-mnist}
+OUT=${1:-runs/resnet-mnist}
 WIDTH=${WIDTH:-16}
 EPOCHS=${EPOCHS:-4}
 THREADS=${THREADS:-2}

@@ -442,13 +442,14 @@ static gcc_status labels_from(const gcc_npy_array *y, const char *name, uint8_t 
   return GCC_OK;
 }
 
-gcc_status gcc_npy_dataset_load(const char *path, int train, gcc_dataset *out, gcc_diag *d) {
-  memset(out, 0, sizeof *out);
+/* The x and y arrays of the training (train = 1) or test set: mapped from a
+ * folder's x_*.npy / y_*.npy, or read from a .npz (*z: the open archive,
+ * for the caller to discard). */
+static gcc_status open_pair(const char *path, int train, npy_bytes *xb, npy_bytes *yb, zip_t **z,
+                            gcc_diag *d) {
   const char *xn = train ? "x_train.npy" : "x_test.npy", *yn = train ? "y_train.npy" : "y_test.npy";
-  npy_bytes xb = {0}, yb = {0};
   struct stat st;
   gcc_status s = GCC_OK;
-  zip_t *z = NULL;
   if (stat(path, &st) != 0)
     return gcc_diag_set(d, GCC_ERR_IO,
                         "--dataset npy: %s: %s (a folder of x_train.npy, "
@@ -458,19 +459,27 @@ gcc_status gcc_npy_dataset_load(const char *path, int train, gcc_dataset *out, g
     char px[4200], py[4200];
     snprintf(px, sizeof px, "%s/%s", path, xn);
     snprintf(py, sizeof py, "%s/%s", path, yn);
-    s = map_file(px, &xb, d);
+    s = map_file(px, xb, d);
     if (s == GCC_OK)
-      s = map_file(py, &yb, d);
+      s = map_file(py, yb, d);
   } else {
     int err = 0;
-    z = zip_open(path, ZIP_RDONLY, &err);
-    if (!z)
+    *z = zip_open(path, ZIP_RDONLY, &err);
+    if (!*z)
       return gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npz (zip) archive (libzip error %d)", path,
                           err);
-    s = zip_entry(z, path, xn, &xb, d);
+    s = zip_entry(*z, path, xn, xb, d);
     if (s == GCC_OK)
-      s = zip_entry(z, path, yn, &yb, d);
+      s = zip_entry(*z, path, yn, yb, d);
   }
+  return s;
+}
+
+gcc_status gcc_npy_dataset_load(const char *path, int train, gcc_dataset *out, gcc_diag *d) {
+  memset(out, 0, sizeof *out);
+  npy_bytes xb = {0}, yb = {0};
+  zip_t *z = NULL;
+  gcc_status s = open_pair(path, train, &xb, &yb, &z, d);
   gcc_npy_array x, y;
   if (s == GCC_OK)
     s = gcc_npy_parse_header(xb.p, xb.n, xb.name, &x, d);
@@ -550,33 +559,9 @@ gcc_status gcc_npy_load_pair(const char *path, int train, gcc_npy_tensor *x, gcc
                              gcc_diag *d) {
   memset(x, 0, sizeof *x);
   memset(y, 0, sizeof *y);
-  const char *xn = train ? "x_train.npy" : "x_test.npy", *yn = train ? "y_train.npy" : "y_test.npy";
   npy_bytes xb = {0}, yb = {0};
-  struct stat st;
-  gcc_status s = GCC_OK;
   zip_t *z = NULL;
-  if (stat(path, &st) != 0)
-    return gcc_diag_set(d, GCC_ERR_IO,
-                        "--dataset npy: %s: %s (a folder of x_train.npy, "
-                        "y_train.npy, x_test.npy, y_test.npy, or a .npz of them)",
-                        path, strerror(errno));
-  if (S_ISDIR(st.st_mode)) {
-    char px[4200], py[4200];
-    snprintf(px, sizeof px, "%s/%s", path, xn);
-    snprintf(py, sizeof py, "%s/%s", path, yn);
-    s = map_file(px, &xb, d);
-    if (s == GCC_OK)
-      s = map_file(py, &yb, d);
-  } else {
-    int err = 0;
-    z = zip_open(path, ZIP_RDONLY, &err);
-    if (!z)
-      return gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npz (zip) archive (libzip error %d)", path,
-                          err);
-    s = zip_entry(z, path, xn, &xb, d);
-    if (s == GCC_OK)
-      s = zip_entry(z, path, yn, &yb, d);
-  }
+  gcc_status s = open_pair(path, train, &xb, &yb, &z, d);
   if (s == GCC_OK)
     s = take_array(&xb, x, d);
   if (s == GCC_OK)

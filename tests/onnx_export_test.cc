@@ -26,9 +26,9 @@
 //    the exported file run by gcc-run.
 //
 // Regenerating the fixture (needs onnx and onnxruntime, e.g. the bench venv):
-//   GCC_ONNX_EXPORT_DIR=/tmp/onnx-export bazel run //tests:onnx_export_test --
+//   GCC_ONNX_EXPORT_DIR=$PWD/runs/onnx-export bazel run //tests:onnx_export_test --
 //       --gtest_filter='OnnxExportOrt.*'   (one command)
-//   python3 tests/fixtures/make_onnx_export_fixtures.py --models /tmp/onnx-export
+//   python3 tests/fixtures/make_onnx_export_fixtures.py --models runs/onnx-export
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
