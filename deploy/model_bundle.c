@@ -369,6 +369,29 @@ static json_t *tensor_json(const gcc_value *v, const char *name) {
   return t;
 }
 
+/* The inference graph of `model` as a bundle's reader loads it (written
+ * out and parsed back): the plans and kernels of the bundle are compiled
+ * from exactly the graph gcc-run and the C API compile, so that a 16-bit
+ * plan's casts, kernels and their names agree (the autocast pass keeps the
+ * dtype of values a training spec names, which the written graph has no
+ * longer). */
+static gcc_status reader_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d) {
+  *out = NULL;
+  gcc_graph *ig;
+  GCC_TRY(gcc_inference_graph(model, &ig, d));
+  uint8_t *bytes;
+  size_t size;
+  gcc_status s = gcc_model_serialize(ig, &bytes, &size, d);
+  if (s == GCC_OK) {
+    s = gcc_model_parse(bytes, size, ig->source, out, d);
+    free(bytes);
+    if (s != GCC_OK)
+      d->status = s = GCC_ERR_INTERNAL;
+  }
+  gcc_graph_free(ig);
+  return s;
+}
+
 gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
                             gcc_bundle_cuda_fn cuda, const char *source, uint8_t **out,
                             size_t *out_size, gcc_diag *d) {
@@ -395,7 +418,7 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
   gcc_dtype low = gcc_precision_dtype(o->precision);
   uint32_t version = low == GCC_DT_FLOAT32 ? GCC_BUNDLE_FORMAT_VERSION_MIN : 2u;
   gcc_graph *ig;
-  GCC_TRY(gcc_inference_graph(model, &ig, d));
+  GCC_TRY(reader_graph(model, &ig, d));
   gcc_bundle_sections *secs = calloc(1, sizeof *secs);
   unsigned char *is16 = malloc((size_t)ig->n_values + 1);
   if (!secs || !is16) {
