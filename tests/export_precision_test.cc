@@ -61,10 +61,10 @@ using namespace gcc_test; // tests/testutil.h, tests/run_plans.h
 constexpr int64_t kRows = 7; // the one exported batch size
 const int kPrecisions[3] = {GCC_PRECISION_FP32, GCC_PRECISION_BF16, GCC_PRECISION_FP16};
 const char *const kModels[2] = {"mnist_mlp", "mnist_cnn"};
-const char *const kSectionNames[] = {"manifest",         "graph",          "weights",
-                                     "plan.cpu",         "plan.sm_80.b7",  "kernels.sm_80.b7",
-                                     "cubin.sm_80.b7",   "plan.sm_90.b7",  "kernels.sm_90.b7",
-                                     "cubin.sm_90.b7",   "ptx.b7",         "source.b7"};
+const char *const kSectionNames[] = {"manifest",       "graph",         "weights",
+                                     "plan.cpu",       "plan.sm_80.b7", "kernels.sm_80.b7",
+                                     "cubin.sm_80.b7", "plan.sm_90.b7", "kernels.sm_90.b7",
+                                     "cubin.sm_90.b7", "ptx.b7",        "source.b7"};
 
 float Round16(float x, int precision) {
   return precision == GCC_PRECISION_BF16 ? gcc_round_bf16(x) : gcc_round_f16(x);
@@ -95,8 +95,7 @@ protected:
         o.n_batch_sizes = 1;
         o.created = 1795000000;
         o.precision = p;
-        std::string path =
-            TmpPath(std::string(kModels[m]) + "." + gcc_precision_name(p) + ".gccx");
+        std::string path = TmpPath(std::string(kModels[m]) + "." + gcc_precision_name(p) + ".gccx");
         ASSERT_EQ(gcc_export_bundle(models_[m], &o, path.c_str(), &d), GCC_OK)
             << kModels[m] << " " << gcc_precision_name(p) << ": " << d.msg;
         paths_[{m, p}] = path;
@@ -150,9 +149,8 @@ protected:
     float loss;
     int64_t correct;
     const gcc_tensor *pred = nullptr;
-    EXPECT_EQ(
-        gcc_session_eval_batch(s, x.data(), labels.data(), kRows, &loss, &correct, &pred, &d),
-        GCC_OK)
+    EXPECT_EQ(gcc_session_eval_batch(s, x.data(), labels.data(), kRows, &loss, &correct, &pred, &d),
+              GCC_OK)
         << d.msg;
     std::vector<float> out;
     if (pred) {
@@ -236,7 +234,8 @@ TEST_F(ExportPrecision, WeightsTakeHalfTheBytesAndReadBackAsTheRoundedWeights) {
         const float *orig = static_cast<const float *>(models_[m]->values[mv].data);
         int64_t n = gcc_shape_numel(&g->values[v].shape, nullptr);
         for (int64_t k = 0; k < n; k++) {
-          ASSERT_EQ(Bits(got[k]), Bits(Round16(orig[k], p))) << g->values[v].name << "[" << k << "]";
+          ASSERT_EQ(Bits(got[k]), Bits(Round16(orig[k], p)))
+              << g->values[v].name << "[" << k << "]";
           moved += got[k] != orig[k];
         }
         checked++;
@@ -268,8 +267,8 @@ TEST_F(ExportPrecision, CpuOutputsAreTheModelsOwnEvaluationPlanBitForBit) {
         EXPECT_EQ(Bits(logits[k]), Bits(Round16(logits[k], p))) << "logit " << k;
         differ32 += logits[k] != l32[k];
         // and near the float32 bundle's: a few 16-bit units of the logits' scale
-        EXPECT_NEAR(logits[k], l32[k], (p == GCC_PRECISION_BF16 ? 0x1p-4 : 0x1p-7) *
-                                           std::fmax(1.0, std::fabs(l32[k])))
+        EXPECT_NEAR(logits[k], l32[k],
+                    (p == GCC_PRECISION_BF16 ? 0x1p-4 : 0x1p-7) * std::fmax(1.0, std::fabs(l32[k])))
             << "logit " << k;
       }
       EXPECT_GT(differ32, static_cast<int>(want.size()) / 2) << "no 16-bit computation seen";
@@ -294,8 +293,8 @@ std::string RunOnHostBackend(const gcc_bundle *b, const std::vector<float> &x,
   const void *bytes = nullptr;
   size_t size = 0;
   const char *launches = nullptr;
-  if (gcc_bundle_kernel_image(b, 90, kRows, "host-emulated cuda:0", &img, &bytes, &size,
-                              &launches, &d) != GCC_OK)
+  if (gcc_bundle_kernel_image(b, 90, kRows, "host-emulated cuda:0", &img, &bytes, &size, &launches,
+                              &d) != GCC_OK)
     return d.msg;
   if (img.kind != GCC_IMAGE_CUBIN || img.arch != 90)
     return "not the sm_90 cubin";
@@ -426,8 +425,8 @@ TEST_F(ExportPrecision, HostEmulatedBundleKernelsMatchTheCpuBitForBit) {
 
 int Ptxas(const std::string &ptx, int sm, std::string *log) {
   static int counter = 0;
-  std::string base = TmpDir() + "/export_ptxas_" + std::to_string(getpid()) + "_" +
-                     std::to_string(counter++);
+  std::string base =
+      TmpDir() + "/export_ptxas_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   EXPECT_TRUE(WriteFile(base + ".ptx", ptx.data(), ptx.size()));
   std::string cmd = "/usr/local/cuda/bin/ptxas -arch=sm_" + std::to_string(sm) + " -o /dev/null " +
                     base + ".ptx > " + base + ".log 2>&1";
@@ -578,18 +577,18 @@ TEST_F(ExportPrecision, CorruptTruncatedAndInconsistentSixteenBitBundlesAreRefus
     EXPECT_NE(msg.find("needs \"precision\""), std::string::npos) << msg;
   }
   // bfloat16 weights in a bundle that says fp16
-  EXPECT_EQ(Parse(Pack(with(0, Replace(manifest, "\"precision\": \"bf16\"",
-                                       "\"precision\": \"fp16\"")),
-                       2),
-                  &msg),
-            GCC_ERR_PARSE);
+  EXPECT_EQ(
+      Parse(
+          Pack(with(0, Replace(manifest, "\"precision\": \"bf16\"", "\"precision\": \"fp16\"")), 2),
+          &msg),
+      GCC_ERR_PARSE);
   EXPECT_NE(msg.find("section 'weights': tensor 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dtype bfloat16"), std::string::npos) << msg;
   // a weights summary that is not the section's
-  EXPECT_EQ(Parse(Pack(with(0, Replace(manifest, "\"tensors_16bit\": 10", "\"tensors_16bit\": 9")),
-                       2),
-                  &msg),
-            GCC_ERR_PARSE);
+  EXPECT_EQ(
+      Parse(Pack(with(0, Replace(manifest, "\"tensors_16bit\": 10", "\"tensors_16bit\": 9")), 2),
+            &msg),
+      GCC_ERR_PARSE);
   EXPECT_NE(msg.find("manifest: \"weights\" says bfloat16"), std::string::npos) << msg;
   EXPECT_EQ(Parse(Pack(with(0, Replace(manifest, "\"weights\": {", "\"weightz\": {")), 2), &msg),
             GCC_ERR_PARSE);
@@ -628,7 +627,7 @@ TEST_F(ExportPrecision, Fp16RefusesWeightsBeyondItsRange) {
   int v = gcc_graph_find(g, "fc5.bias");
   ASSERT_GE(v, 0);
   static_cast<float *>(g->values[v].data)[3] = 70000.0f; // float16's largest finite: 65504
-  gcc_export_options o = {};                              // CPU only: no NVRTC needed
+  gcc_export_options o = {};                             // CPU only: no NVRTC needed
   o.precision = GCC_PRECISION_FP16;
   uint8_t *bytes = nullptr;
   size_t size = 0;
