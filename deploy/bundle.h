@@ -143,9 +143,10 @@ typedef struct gcc_bundle_info {
    * Every plan of the bundle is compiled at it (gcc_options.precision). */
   int precision;
   /* The weights section's tensor data: bytes as stored (16-bit tensors at 2
-   * bytes per element), the same tensors in float32 (4 bytes per float32
-   * element), and how many tensors are stored in 16 bits (of
-   * n_weight_tensors). Computed from the section itself. */
+   * bytes per element), the same with the 16-bit tensors widened to float32
+   * (4 bytes per element: what the reader holds in memory), and how many
+   * tensors are stored in 16 bits (of n_weight_tensors). Computed from the
+   * section itself (a version 2 manifest's "weights" must agree). */
   uint64_t weight_bytes, weight_bytes_fp32;
   int n_weights_16bit, n_weight_tensors;
 } gcc_bundle_info;

@@ -37,6 +37,8 @@
 
 extern "C" {
 #include "codegen/emit.h"
+#include "graph/builder.h"
+#include "graph/ops.h"
 #include "codegen/nvrtc.h"
 #include "deploy/bundle.h"
 #include "deploy/bundle_internal.h"
@@ -618,6 +620,69 @@ TEST_F(ExportPrecision, CorruptTruncatedAndInconsistentSixteenBitBundlesAreRefus
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_UNSUPPORTED);
   EXPECT_NE(msg.find("bundle format version 3, but this gcc-train"), std::string::npos) << msg;
   EXPECT_NE(msg.find("reads versions 1 to 2"), std::string::npos) << msg;
+}
+
+// A weight that a float32 node reads as well stays float32: out =
+// Gemm(x, W, b) + b, where the Add promotes to float32 and reads b itself.
+// The CPU-only bundle (no NVRTC) computes exactly the graph's own bf16 plan.
+TEST(ExportPrecisionRules, AWeightThatAFloat32NodeReadsStaysFloat32) {
+  gcc_builder *bl = gcc_builder_new("shared_bias", 5);
+  ASSERT_NE(bl, nullptr);
+  int64_t xd[2] = {GCC_BATCH_DIM, 6};
+  int x = gcc_build_input(bl, "x", GCC_DT_FLOAT32, 2, xd);
+  int h = gcc_build_linear(bl, "fc", x, 6, 4);
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  int bias = -1;
+  for (int v = 0; v < bl->g->n_values; v++)
+    if (strcmp(bl->g->values[v].name, "fc.bias") == 0)
+      bias = v;
+  ASSERT_GE(bias, 0);
+  int add_in[2] = {h, bias};
+  int out = gcc_build_op(bl, GCC_OP_ADD, "add", "out", add_in, 2);
+  gcc_build_output(bl, out);
+  ASSERT_EQ(gcc_builder_finish(bl, &g, &d), GCC_OK) << d.msg;
+  gcc_graph *ig = nullptr;
+  ASSERT_EQ(gcc_inference_graph(g, &ig, &d), GCC_OK) << d.msg;
+  std::vector<unsigned char> is16(static_cast<size_t>(ig->n_values));
+  ASSERT_EQ(gcc_bundle_weights_16bit(ig, GCC_PRECISION_BF16, is16.data(), &d), GCC_OK) << d.msg;
+  EXPECT_EQ(is16[static_cast<size_t>(gcc_graph_find(ig, "fc.weight"))], 1);
+  EXPECT_EQ(is16[static_cast<size_t>(gcc_graph_find(ig, "fc.bias"))], 0);
+  ASSERT_EQ(gcc_bundle_weights_16bit(ig, GCC_PRECISION_FP32, is16.data(), &d), GCC_OK);
+  EXPECT_EQ(is16[static_cast<size_t>(gcc_graph_find(ig, "fc.weight"))], 0);
+  gcc_export_options o = {};
+  o.precision = GCC_PRECISION_BF16;
+  uint8_t *bytes = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(gcc_bundle_build(g, &o, nullptr, "shared.pb", &bytes, &size, &d), GCC_OK) << d.msg;
+  gcc_bundle *b = nullptr;
+  ASSERT_EQ(gcc_bundle_parse(bytes, size, "shared.gccx", &b, &d), GCC_OK) << d.msg;
+  free(bytes);
+  const gcc_bundle_info *i = gcc_bundle_get_info(b);
+  EXPECT_EQ(i->n_weight_tensors, 2);
+  EXPECT_EQ(i->n_weights_16bit, 1);
+  EXPECT_EQ(i->weight_bytes, 24u * 2 + 4u * 4);
+  EXPECT_EQ(i->weight_bytes_fp32, 24u * 4 + 4u * 4);
+  // the bundle's CPU plan against the model's own at bf16
+  std::vector<float> xv(3 * 6);
+  for (size_t k = 0; k < xv.size(); k++)
+    xv[k] = std::sin(0.7f * static_cast<float>(k)) * 3.0f;
+  std::vector<PlanOutput> want, got;
+  ASSERT_EQ(RunPlan(g, {xv.data()}, 3, false, &want, 1, GCC_PRECISION_BF16), "");
+  ASSERT_EQ(RunPlan(gcc_bundle_graph(b), {xv.data()}, 3, false, &got, 1, GCC_PRECISION_BF16), "");
+  ASSERT_EQ(got.size(), 2u); // logits, probabilities
+  ASSERT_EQ(want[0].f32.size(), got[0].f32.size());
+  int differ32 = 0;
+  std::vector<PlanOutput> f32;
+  ASSERT_EQ(RunPlan(g, {xv.data()}, 3, false, &f32, 1, GCC_PRECISION_FP32), "");
+  for (size_t k = 0; k < want[0].f32.size(); k++) {
+    EXPECT_EQ(Bits(got[0].f32[k]), Bits(want[0].f32[k])) << k;
+    differ32 += got[0].f32[k] != f32[0].f32[k];
+  }
+  EXPECT_GT(differ32, 0);
+  gcc_bundle_free(b);
+  gcc_graph_free(ig);
+  gcc_graph_free(g);
 }
 
 TEST_F(ExportPrecision, Fp16RefusesWeightsBeyondItsRange) {
