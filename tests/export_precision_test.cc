@@ -597,6 +597,86 @@ TEST_F(ExportPrecision, EverySixteenBitKernelCompilesForSm80AndSm90) {
     }
 }
 
+// ---- bundles written before --export-precision ---------------------------------------
+
+// tests/fixtures/v1_linear.gccx: written by gcc-train before bundles had a
+// precision (format version 1, tests/fixtures/README.md).
+TEST(ExportPrecisionOldBundles, AVersion1BundleStillLoadsAndComputesAsBefore) {
+  std::string old_path = Runfile("tests/fixtures/v1_linear.gccx");
+  ASSERT_FALSE(old_path.empty());
+  gcc_diag d{};
+  gcc_bundle *old_b = nullptr;
+  ASSERT_EQ(gcc_bundle_read(old_path.c_str(), &old_b, &d), GCC_OK) << d.msg;
+  const gcc_bundle_info *i = gcc_bundle_get_info(old_b);
+  EXPECT_EQ(i->format_version, 1u);
+  EXPECT_EQ(i->precision, GCC_PRECISION_FP32);
+  EXPECT_EQ(i->n_weights_16bit, 0);
+  EXPECT_EQ(i->weight_bytes, 16u); // Linear(3, 1): 3 weights and a bias
+  EXPECT_EQ(i->n_cubin_archs, 1);
+  EXPECT_EQ(i->cubin_archs[0], 90);
+  // the weights are the committed model's
+  gcc_graph *model = nullptr;
+  ASSERT_EQ(gcc_model_load(Runfile("models/linear.pb").c_str(), &model, &d), GCC_OK) << d.msg;
+  const gcc_graph *g = gcc_bundle_graph(old_b);
+  for (const char *w : {"fc.weight", "fc.bias"}) {
+    int a = gcc_graph_find(g, w), b = gcc_graph_find(model, w);
+    ASSERT_GE(a, 0) << w;
+    ASSERT_GE(b, 0) << w;
+    ASSERT_EQ(g->values[a].data_bytes, model->values[b].data_bytes);
+    EXPECT_EQ(memcmp(g->values[a].data, model->values[b].data, g->values[a].data_bytes), 0) << w;
+  }
+  // this version's reader regenerates the CUDA C the old bundle carries
+  gcc_device_info devs[2];
+  gcc_device_info_cpu(&devs[0]);
+  ASSERT_EQ(gcc_device_info_from_arch("sm_90", 0, &devs[1], &d), GCC_OK);
+  gcc_graph *cg = nullptr;
+  char *report = nullptr;
+  ASSERT_EQ(gcc_bundle_compile_for(g, devs, 2, GCC_DEV_CUDA(0), 2, i->precision, &cg, &report, &d),
+            GCC_OK)
+      << d.msg;
+  gcc_kernel_set ks{};
+  ASSERT_EQ(gcc_codegen_emit(cg, GCC_DEV_CUDA(0), devs[1].units, &ks, &d), GCC_OK) << d.msg;
+  const void *src = nullptr;
+  size_t src_size = 0;
+  ASSERT_EQ(gcc_bundle_section(old_b, "source.b2", &src, &src_size, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(std::string(ks.source), std::string(static_cast<const char *>(src), src_size));
+  gcc_kernel_set_free(&ks);
+  free(report);
+  gcc_graph_free(cg);
+  gcc_bundle_free(old_b);
+  // the C API computes with it what it computes with a fresh export
+  gcc_export_options o = {};
+  uint8_t *bytes = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(gcc_bundle_build(model, &o, nullptr, "linear.pb", &bytes, &size, &d), GCC_OK) << d.msg;
+  gccx_bundle *fresh = nullptr, *old_api = nullptr;
+  ASSERT_EQ(gccx_bundle_open_memory(bytes, size, "fresh", &fresh, &d), GCC_OK) << d.msg;
+  free(bytes);
+  ASSERT_EQ(gccx_bundle_open(old_path.c_str(), &old_api, &d), GCC_OK) << d.msg;
+  const float x[6] = {0.5f, -0.25f, 1.0f, -1.0f, 0.75f, 0.125f};
+  std::vector<float> out[2];
+  gccx_bundle *bundles[2] = {old_api, fresh};
+  for (int k = 0; k < 2; k++) {
+    gccx_session_options so = {"cpu", 1, 2};
+    gccx_session *s = nullptr;
+    ASSERT_EQ(gccx_session_create(bundles[k], &so, &s, nullptr, 0, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gccx_set_input(s, "x", x, 2, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gccx_run(s, &d), GCC_OK) << d.msg;
+    const float *l = nullptr;
+    ASSERT_EQ(gccx_get_output(s, "logits", &l, nullptr, nullptr, &d), GCC_OK) << d.msg;
+    out[k].assign(l, l + 2);
+    gccx_session_destroy(&s);
+  }
+  EXPECT_EQ(out[0], out[1]);
+  const float *w =
+      static_cast<const float *>(model->values[gcc_graph_find(model, "fc.weight")].data);
+  const float *b = static_cast<const float *>(model->values[gcc_graph_find(model, "fc.bias")].data);
+  EXPECT_NEAR(out[0][0], b[0] + w[0] * x[0] + w[1] * x[1] + w[2] * x[2], 1e-6);
+  gccx_bundle_close(&fresh);
+  gccx_bundle_close(&old_api);
+  gcc_graph_free(model);
+}
+
 // ---- what readers refuse ----------------------------------------------------------
 
 struct Sec {
