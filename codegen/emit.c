@@ -838,7 +838,8 @@ int gcc_fits_dropout_identity(const gcc_graph *g, int node) {
  * Philox-4x32-10 of graph/philox.h (its source put once into the
  * translation unit, before the first kernel that calls it), the optimizer
  * step an argument (GCC_KARG_STEP). The same operations as the CPU's
- * dropout_apply, so the same bits. */
+ * dropout_apply, so the same bits (a 16-bit X widened, the product rounded
+ * to Y's 16 bits, as the CPU plan's shadows do). */
 static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_t key) {
   const gcc_graph *g = e->g;
   const gcc_node *nd = &g->nodes[ni];
@@ -853,8 +854,9 @@ static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   sig s = {.k = k, .ok = 1};
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
-  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], "const float*", "in0");
-  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "out0");
+  gcc_dtype tx = vdt(g, nd->inputs[0]), ty = vdt(g, nd->outputs[0]);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], in_type(tx), "in0");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], out_type(ty), "out0");
   param(e, &s, GCC_KARG_STEP, -1, "long long", "step");
   out(&e->src, ") {\n");
   if (!s.ok)
@@ -872,11 +874,12 @@ static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_
       "    gcc_dropout_block(%lluull, q, step, r);\n"
       "    for (int j = 0; j < 4; j++) {\n"
       "      const long long i = q * 4 + j;\n"
-      "      if (i < %" PRId64 "LL) out0[i] = in0[i] * ((unsigned long long)r[j] >= %lluull ? %s : "
-      "0.0f);\n"
+      "      if (i < %" PRId64
+      "LL) out0[i] = %s%sin0[i]%s * ((unsigned long long)r[j] >= %lluull ? "
+      "%s : 0.0f)%s;\n"
       "    }\n  }\n}\n",
-      (double)ratio, thr, nq, (unsigned long long)key, n, thr,
-      float_lit(ls, sizeof ls, gcc_dropout_scale(ratio)));
+      (double)ratio, thr, nq, (unsigned long long)key, n, st_open(ty), ld_open(tx), close16(tx),
+      thr, float_lit(ls, sizeof ls, gcc_dropout_scale(ratio)), close16(ty));
   set_grid(e, k, nq);
   emit_wrapper(e, k, s.types);
   return GCC_OK;

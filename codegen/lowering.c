@@ -104,8 +104,11 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_DROPOUT] = {.kind = GCC_LOWER_POINTWISE,
                         .expr = "{0}",
                         .fits = gcc_fits_dropout_identity,
-                        .kernel = gcc_emit_dropout_kernel},
-    [GCC_OP_DROPOUT_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_dropout_grad_kernel},
+                        .kernel = gcc_emit_dropout_kernel,
+                        .kernel16 = 1},
+    [GCC_OP_DROPOUT_GRAD] = {.kind = GCC_LOWER_KERNEL,
+                             .kernel = gcc_emit_dropout_grad_kernel,
+                             .kernel16 = 1},
     /* the conversion is the load and store of the operand's and the result's
      * dtypes (codegen/emit.c): fused into its neighbours' kernels */
     [GCC_OP_CAST] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0}"},

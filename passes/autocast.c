@@ -126,9 +126,9 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_BATCH_NORM] = {AC_PROMOTE, 0, 1},      /* X; scale, B, mean, var */
     [GCC_OP_BATCH_NORM_GRAD] = {AC_PROMOTE, 0, 2}, /* dY, X; scale */
     [GCC_OP_CAST] = {AC_KEEP, 0},
-    /* the training form is a generated kernel of its own that reads float32 */
-    [GCC_OP_DROPOUT] = {AC_FP32, 0},
-    [GCC_OP_DROPOUT_GRAD] = {AC_FP32, 0},
+    /* not on autocast's lists: nn.Dropout of a bfloat16 tensor is bfloat16 */
+    [GCC_OP_DROPOUT] = {AC_PROMOTE, 0},
+    [GCC_OP_DROPOUT_GRAD] = {AC_PROMOTE, 0},
 };
 
 const char *gcc_autocast_class_name(int op) {
