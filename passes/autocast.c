@@ -5,19 +5,27 @@
  *
  * The pass's own per-op table (kAutocast, pinned to GCC_OP_COUNT) puts
  * every op in one class:
- *  - LOW: GEMMs (and 2-D MatMuls) and convolutions compute in 16 bits:
- *    every float input is
- *    cast to the 16-bit dtype, the result is stored in it; the GEMM
- *    accumulates in float32 (cuBLASLt CUBLAS_COMPUTE_32F, the CPU's sgemm
- *    on the widened operands). torch.autocast's "lower precision" list
- *    (mm, addmm, linear, conv).
- *  - FP32: reductions, softmax, the losses and their gradients, the
- *    optimizers, normalization, everything whose generated kernel reads
- *    float32 only: 16-bit inputs are cast to float32. torch.autocast's
- *    "float32" list (sum, softmax, log_softmax, cross_entropy, ...).
- *  - PROMOTE: elementwise ops and views run in the dtype of their inputs
- *    (a ReLU of a bfloat16 GEMM output is bfloat16); mixed float inputs are
- *    cast to float32, the widest (torch's type promotion).
+ *  - LOW: GEMMs (and 2-D MatMuls), convolutions and ConvTranspose compute
+ *    in 16 bits: every float input is cast to the 16-bit dtype, the result
+ *    is stored in it; the GEMM accumulates in float32 (cuBLASLt
+ *    CUBLAS_COMPUTE_32F, cuDNN with a float32 convolution descriptor, the
+ *    CPU's sgemm on the widened operands). torch.autocast's "lower
+ *    precision" list (mm, addmm, linear, conv2d, conv_transpose2d).
+ *  - FP32: reductions, softmax, log-softmax, the losses and their
+ *    gradients, the optimizers, LRN, Sqrt: 16-bit inputs are cast to
+ *    float32. torch.autocast's "float32" list (sum, softmax, log_softmax,
+ *    cross_entropy, ...).
+ *  - PROMOTE: the ops on neither list run in the dtype of their inputs:
+ *    elementwise ops and views (a ReLU of a bfloat16 GEMM output is
+ *    bfloat16), the poolings and their gradients (max_pool2d, avg_pool2d,
+ *    adaptive_avg_pool2d: cuDNN with 16-bit tensors, averages summed in
+ *    float32), Concat, Transpose, Pad and Dropout (generated kernels that
+ *    load 16 bits into float and store rounded to nearest even); mixed
+ *    float inputs are cast to float32, the widest (torch's type
+ *    promotion). BatchNormalization and BatchNormGrad are PROMOTE in X and
+ *    dY only (f32_from): scale, bias and the running statistics stay
+ *    float32 and so do dscale and dB, the statistics are float64 sums, as
+ *    cuDNN's batch norm runs a 16-bit input under autocast.
  *  - KEEP: the node is left as it is (Cast itself, copies).
  * Values the runtime binds or reads keep their dtype: parameters,
  * gradients, optimizer state, graph outputs, the loss and the prediction.
