@@ -322,8 +322,12 @@ static gcc_status shape_flatten(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* float32, or a 16-bit float (the bias gradient of a 16-bit Gemm, autocast.c)
+ * summed in float32 and stored in its own dtype, as torch.sum of a bfloat16
+ * tensor is. */
 static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_value *x = in_val(g, node, 0);
   const gcc_attr *sa = &g->nodes[node].av[REDUCE_SUM_TO_SHAPE];
   gcc_shape y = {sa->n_ints, {0}};
@@ -335,7 +339,7 @@ static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
   if (!gcc_broadcast_shapes(&x->shape, &y, &r) || !gcc_shape_equal(&r, &x->shape))
     return shape_err(g, node, d, "target shape does not broadcast back to the input:", &y,
                      &x->shape);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
