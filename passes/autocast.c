@@ -57,7 +57,7 @@ typedef struct ac_rule {
   int only_2d; /* LOW only when every input is 2-D (a cuBLASLt GEMM); else FP32 */
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) are LOW: cuDNN with
  * 16-bit tensors and a float32 convolution descriptor. ConvTranspose and the
@@ -118,6 +118,9 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     /* the training form is a generated kernel of its own that reads float32 */
     [GCC_OP_DROPOUT] = {AC_FP32, 0},
     [GCC_OP_DROPOUT_GRAD] = {AC_FP32, 0},
+    /* fp16 loss scaling: float32 gradients and scalars */
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {AC_FP32, 0},
+    [GCC_OP_AMP_UPDATE_SCALE] = {AC_FP32, 0},
 };
 
 const char *gcc_autocast_class_name(int op) {
