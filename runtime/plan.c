@@ -1423,6 +1423,10 @@ static int64_t first_nonfinite(const gcc_plan *p, int v) {
 static gcc_status check_anomaly(const gcc_plan *p, int node, int64_t step, gcc_diag *d) {
   const gcc_graph *g = p->g;
   const gcc_node *n = &g->nodes[node];
+  /* fp16 loss scaling: an Inf in the scaled backward is what the scaler
+   * looks for (the step is skipped, the scale backs off), not an anomaly */
+  if (n->phase == GCC_PHASE_BACKWARD && gcc_graph_find(g, GCC_SCALER_SCALE_NAME) >= 0)
+    return GCC_OK;
   for (int pass = 0; pass < 2; pass++) {
     int count = pass == 0 ? n->n_outputs : n->n_inputs;
     for (int k = 0; k < count; k++) {

@@ -261,7 +261,8 @@ void TrajectoryFollowsTheRules(gcc_opt_kind kind, bool cuda) {
           float want_p, want_s0, want_s1 = 0;
           if (kind == GCC_OPT_SGD) {
             float dd = gi + wd * p;
-            float b = applied_before == 0 ? dd : before[2 * l.total + at] * mom + (1.0f - 0.0f) * dd;
+            float b =
+                applied_before == 0 ? dd : before[2 * l.total + at] * mom + (1.0f - 0.0f) * dd;
             want_s0 = b;
             want_p = p + (-lr) * b;
           } else {
@@ -470,7 +471,8 @@ void NoOverflowMatchesUnscaled(bool cuda) {
   ASSERT_NE(g, nullptr);
   HostBackend hb;
   gcc_loss_scale none{};
-  gcc_session *scaled = Session(g, Dynamic(4096.0f, GCC_SCALER_GROWTH_INTERVAL), cuda ? &hb : nullptr);
+  gcc_session *scaled =
+      Session(g, Dynamic(4096.0f, GCC_SCALER_GROWTH_INTERVAL), cuda ? &hb : nullptr);
   gcc_session *plain = Session(g, none, cuda ? &hb : nullptr);
   ASSERT_NE(scaled, nullptr);
   ASSERT_NE(plain, nullptr);
