@@ -70,7 +70,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -139,6 +139,9 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     /* not on autocast's lists: nn.Dropout of a bfloat16 tensor is bfloat16 */
     [GCC_OP_DROPOUT] = {AC_PROMOTE, 0},
     [GCC_OP_DROPOUT_GRAD] = {AC_PROMOTE, 0},
+    /* fp16 loss scaling: float32 gradients and scalars */
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {AC_FP32, 0},
+    [GCC_OP_AMP_UPDATE_SCALE] = {AC_FP32, 0},
 };
 
 const char *gcc_autocast_class_name(int op) {
