@@ -1264,6 +1264,22 @@ static int64_t padded(int64_t n) {
   return (n + per - 1) / per * per;
 }
 
+/* fp16 loss scaling (graph/ops.h SCALER_IN_*): the scale, found_inf and
+ * applied_steps inputs of the group's first node (the same values for
+ * every node of the group), read from device memory, never baked in */
+static void scaler_params(emitter *e, sig *s, const gcc_node *n0, int at) {
+  param(e, s, GCC_KARG_INPUT, n0->inputs[at + SCALER_IN_SCALE], "const float*", "scale");
+  param(e, s, GCC_KARG_INPUT, n0->inputs[at + SCALER_IN_FOUND_INF], "const float*", "found_inf");
+  param(e, s, GCC_KARG_INPUT, n0->inputs[at + SCALER_IN_STEPS], "const float*", "applied");
+}
+
+static const char *const kScalerPrologue =
+    "  /* torch.amp.GradScaler: a step with an Inf/NaN gradient updates nothing;\n"
+    "     otherwise the gradients are unscaled by inv_scale = 1 / scale (float64,\n"
+    "     rounded to float32) as they are read */\n"
+    "  if (found_inf[0] != 0.0f) return;\n"
+    "  const float inv = (float)(1.0 / (double)scale[0]);\n";
+
 /* The optimizer kernel of group `gi`: its signature starts with the flat
  * parameter and gradient sections; *total is the floats they hold. */
 static gcc_status optimizer_begin(emitter *e, int gi, gcc_kernel_info **kp, sig *s,
@@ -1301,15 +1317,21 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   char l2[32], l3[32], l4[32];
   GCC_TRY(optimizer_begin(e, gi, &k, &s, &total));
   int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
+  int scaled = n0->n_inputs > SGD_IN_SCALER;
   if (has_buf)
     param(e, &s, GCC_KARG_STATE0, -1, "float*", "buf");
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
-  param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
+  if (!scaled)
+    param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
   param(e, &s, GCC_KARG_LR, -1, "float", "lr");
+  if (scaled)
+    scaler_params(e, &s, n0, SGD_IN_SCALER);
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, gr);
+  if (scaled)
+    out(&e->src, "%s  const int first = applied[0] == 0.0f;\n", kScalerPrologue);
   out(&e->src,
       "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
       "     (parallel arrays, each tensor padded to %d bytes): %" PRId64 " floats */\n"
@@ -1321,15 +1343,16 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
       GCC_ARENA_ALIGN, total, float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
       float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
       float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
+  const char *gi_ = scaled ? "g[i] * inv" : "g[i]";
   if (!has_buf)
-    out(&e->src, "    p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);\n  }\n}\n");
+    out(&e->src, "    p[i] = p[i] + (-lr) * (%s + wd * p[i]);\n  }\n}\n", gi_);
   else
     out(&e->src,
-        "    float d = g[i] + wd * p[i];\n"
+        "    float d = %s + wd * p[i];\n"
         "    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;\n"
         "    buf[i] = b;\n"
         "    p[i] = p[i] + (-lr) * (%s);\n  }\n}\n",
-        n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b");
+        gi_, n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b");
   return optimizer_end(e, k, &s, total);
 }
 
@@ -1346,15 +1369,30 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
   param(e, &s, GCC_KARG_STATE0, -1, "float*", "m");
   param(e, &s, GCC_KARG_STATE1, -1, "float*", "v");
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
-  param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
-  param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
+  int scaled = n0->n_inputs > ADAM_IN_SCALER;
+  if (!scaled) {
+    param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
+    param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
+  }
   int decoupled = (int)n0->av[ADAM_DECOUPLED].i;
-  if (decoupled)
+  if (decoupled || scaled)
     param(e, &s, GCC_KARG_LR, -1, "float", "lr");
+  if (scaled)
+    scaler_params(e, &s, n0, ADAM_IN_SCALER);
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, gr);
+  if (scaled)
+    out(&e->src,
+        "%s"
+        "  /* the bias corrections of the steps applied (skipped steps do not count), in\n"
+        "     float64 as gcc_cpu_adam */\n"
+        "  const double t = (double)applied[0] + 1.0;\n"
+        "  const float step_size = (float)((double)lr / (1.0 - pow((double)%s, t)));\n"
+        "  const float bc2_sqrt = (float)sqrt(1.0 - pow((double)%s, t));\n",
+        kScalerPrologue, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
+        float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f));
   out(&e->src,
       "  /* torch.optim.Adam over the flat sections: %" PRId64
       " floats; step_size = lr / (1 - beta1^t),\n"
@@ -1376,7 +1414,9 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
                   "torch's scalar) */\n"
                   "  const float decay = (float)(1.0 - (double)lr * (double)wd);\n"
                 : "",
-      decoupled ? "    p[i] = p[i] * decay;\n    float gi = g[i];\n"
+      decoupled ? (scaled ? "    p[i] = p[i] * decay;\n    float gi = g[i] * inv;\n"
+                          : "    p[i] = p[i] * decay;\n    float gi = g[i];\n")
+      : scaled  ? "    float gi = g[i] * inv + wd * p[i];\n"
                 : "    float gi = g[i] + wd * p[i];\n");
   return optimizer_end(e, k, &s, total);
 }
@@ -1659,4 +1699,97 @@ void gcc_kernel_set_free(gcc_kernel_set *ks) {
   free(ks->strings);
   free(ks->source);
   memset(ks, 0, sizeof *ks);
+}
+
+/* ---- fp16 loss scaling (torch.amp.GradScaler) --------------------------- */
+
+/* AmpNonFiniteCheck: one block over the node's gradients, which lie in
+ * the flat gradient section of the persistent arena, consecutive and each
+ * padded to GCC_ARENA_ALIGN bytes (the padding is zeros; the runtime checks
+ * the layout, GCC_KARG_FLAT_INPUTS). No atomics: a block-wide flag. */
+gcc_status gcc_emit_amp_non_finite_check_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  int64_t total = 0;
+  for (int j = 0; j < nd->n_inputs; j++)
+    total += padded(gcc_shape_numel(&g->values[nd->inputs[j]].shape, NULL));
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_FLAT_INPUTS, -1, "const float*", "g");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "found_inf");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  out(&e->src,
+      "  /* found_inf of torch._amp_foreach_non_finite_check_and_unscale_ over the %d\n"
+      "     gradients (%" PRId64 " floats with padding): Inf and NaN fail |x| <= FLT_MAX */\n"
+      "  __shared__ int s_bad;\n"
+      "  if (blockIdx.x != 0) return;\n"
+      "  if (threadIdx.x == 0) s_bad = 0;\n"
+      "  __syncthreads();\n"
+      "  int bad = 0;\n"
+      "  for (long long i = threadIdx.x; i < %" PRId64 "LL; i += blockDim.x)\n"
+      "    bad |= !(fabsf(g[i]) <= 3.402823466e+38f);\n"
+      "  if (bad) s_bad = 1;\n"
+      "  __syncthreads();\n"
+      "  if (threadIdx.x == 0) found_inf[0] = s_bad ? 1.0f : 0.0f;\n"
+      "}\n",
+      nd->n_inputs, total, total);
+  k->single_block = 1;
+  k->grid_dim = 1;
+  k->work_items = total;
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* AmpUpdateScale: one thread, the scalars in place (as gcc_cpu_amp_update_scale) */
+gcc_status gcc_emit_amp_update_scale_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_SCALE], "float*", "scale");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_FOUND_INF], "const float*", "found_inf");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_TRACKER], "float*", "tracker");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_STEPS], "float*", "applied");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  char lg[32], lb[32];
+  out(&e->src,
+      "  /* torch._amp_update_scale_, and the count of applied optimizer steps */\n"
+      "  if (blockIdx.x != 0 || threadIdx.x != 0) return;\n"
+      "  if (found_inf[0] != 0.0f) {\n"
+      "    scale[0] = scale[0] * %s;\n"
+      "    tracker[0] = 0.0f;\n"
+      "    return;\n"
+      "  }\n"
+      "  const float successful = tracker[0] + 1.0f;\n"
+      "  if (successful >= %" PRId64 ".0f) {\n"
+      "    const float grown = scale[0] * %s;\n"
+      "    if (fabsf(grown) <= 3.402823466e+38f) scale[0] = grown;\n"
+      "    tracker[0] = 0.0f;\n"
+      "  } else {\n"
+      "    tracker[0] = successful;\n"
+      "  }\n"
+      "  applied[0] = applied[0] + 1.0f;\n"
+      "}\n",
+      float_lit(lb, sizeof lb, nd->av[AMP_UPDATE_BACKOFF_FACTOR].f),
+      (int64_t)nd->av[AMP_UPDATE_GROWTH_INTERVAL].i,
+      float_lit(lg, sizeof lg, nd->av[AMP_UPDATE_GROWTH_FACTOR].f));
+  k->single_block = 1;
+  k->grid_dim = 1;
+  k->work_items = 1;
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
 }

@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -112,6 +112,12 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     /* the conversion is the load and store of the operand's and the result's
      * dtypes (codegen/emit.c): fused into its neighbours' kernels */
     [GCC_OP_CAST] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0}"},
+    /* fp16 loss scaling: a single-block check over every gradient, and a
+     * one-thread update of the scale (the unscale is in the optimizer kernel) */
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {.kind = GCC_LOWER_KERNEL,
+                                     .kernel = gcc_emit_amp_non_finite_check_kernel},
+    [GCC_OP_AMP_UPDATE_SCALE] = {.kind = GCC_LOWER_KERNEL,
+                                 .kernel = gcc_emit_amp_update_scale_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -322,8 +322,12 @@ static gcc_status shape_flatten(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* float32, or a 16-bit float (the bias gradient of a 16-bit Gemm, autocast.c)
+ * summed in float32 and stored in its own dtype, as torch.sum of a bfloat16
+ * tensor is. */
 static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_value *x = in_val(g, node, 0);
   const gcc_attr *sa = &g->nodes[node].av[REDUCE_SUM_TO_SHAPE];
   gcc_shape y = {sa->n_ints, {0}};
@@ -335,7 +339,7 @@ static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
   if (!gcc_broadcast_shapes(&x->shape, &y, &r) || !gcc_shape_equal(&r, &x->shape))
     return shape_err(g, node, d, "target shape does not broadcast back to the input:", &y,
                      &x->shape);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
@@ -432,10 +436,32 @@ static double flops_all_reduce(const gcc_graph *g, int node) {
   return f;
 }
 
-static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
+/* float32 input k of one element (a loss-scaling scalar) */
+static gcc_status need_one(gcc_graph *g, int node, int k, gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  if (!v)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s' (%s): input %d is missing",
+                        g->source, g->nodes[node].name, gcc_op_name(g->nodes[node].op), k);
+  GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  if (gcc_shape_numel(&v->shape, NULL) != 1)
+    return shape_err(g, node, d, "a loss-scaling input must be a scalar, got", &v->shape, NULL);
+  return GCC_OK;
+}
+
+/* inputs [0, scaler): the parameter, its gradient and state, of one
+ * shape; from `scaler` on (loss scaling): scale, found_inf, applied_steps */
+static gcc_status shape_optimizer(gcc_graph *g, int node, int scaler, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   gcc_value *p = in_val(g, node, 0);
+  if (n->n_inputs > scaler && n->n_inputs != scaler + SCALER_N_IN)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: node '%s' (%s): %d inputs; loss scaling adds %d to the first %d",
+                        g->source, n->name, gcc_op_name(n->op), n->n_inputs, SCALER_N_IN, scaler);
   for (int k = 0; k < n->n_inputs; k++) {
+    if (k >= scaler) {
+      GCC_TRY(need_one(g, node, k, d));
+      continue;
+    }
     gcc_value *v = in_val(g, node, k);
     if (!v)
       continue;
@@ -445,6 +471,48 @@ static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
                        &v->shape);
   }
   return GCC_OK;
+}
+
+static gcc_status shape_sgd(gcc_graph *g, int node, gcc_diag *d) {
+  return shape_optimizer(g, node, SGD_IN_SCALER, d);
+}
+
+static gcc_status shape_adam(gcc_graph *g, int node, gcc_diag *d) {
+  return shape_optimizer(g, node, ADAM_IN_SCALER, d);
+}
+
+/* AmpNonFiniteCheck: float32 gradients of any shape -> found_inf [] */
+static gcc_status shape_amp_check(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &kScalar);
+  return GCC_OK;
+}
+
+static double flops_amp_check(const gcc_graph *g, int node) {
+  return flops_all_reduce(g, node); /* one comparison per element */
+}
+
+/* AmpUpdateScale: four float32 scalars, updated in place */
+static gcc_status shape_amp_update(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_one(g, node, k, d));
+  if (n->n_av > AMP_UPDATE_GROWTH_INTERVAL &&
+      (n->av[AMP_UPDATE_GROWTH_INTERVAL].i < 1 || !(n->av[AMP_UPDATE_GROWTH_FACTOR].f > 0.0f) ||
+       !(n->av[AMP_UPDATE_BACKOFF_FACTOR].f > 0.0f)))
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: node '%s' (AmpUpdateScale): growth_interval must be >= 1 and the "
+                        "factors > 0",
+                        g->source, n->name);
+  return GCC_OK;
+}
+
+static double flops_amp_update(const gcc_graph *g, int node) {
+  (void)g;
+  (void)node;
+  return 4.0;
 }
 
 /* ---- convolution and pooling (2-D, NCHW) ---------------------------- */
@@ -1080,6 +1148,9 @@ static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f), F
 static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
 static const gcc_attr_spec kAllReduceAttrs[] = {I("bucket", 0), B("mean", 1)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
+static const gcc_attr_spec kAmpUpdateAttrs[] = {F("growth_factor", GCC_SCALER_GROWTH_FACTOR),
+                                                F("backoff_factor", GCC_SCALER_BACKOFF_FACTOR),
+                                                I("growth_interval", GCC_SCALER_GROWTH_INTERVAL)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f),         F("beta1", 0.9f),
                                            F("beta2", 0.999f),      F("eps", 1e-8f),
                                            F("weight_decay", 0.0f), B("decoupled_weight_decay", 0)};
@@ -1131,7 +1202,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1268,25 +1339,27 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                                      "prediction"},
     [GCC_OP_SGD] = {.name = "SGD",
                     .min_inputs = 2,
-                    .max_inputs = 3,
+                    .max_inputs = SGD_IN_SCALER + SCALER_N_IN,
                     .n_outputs = 0,
-                    .input_names = "param, grad, momentum_buffer",
+                    .input_names = "param, grad, momentum_buffer, scale, found_inf, "
+                                   "applied_steps",
                     .attrs = kSgdAttrs,
                     .n_attrs = COUNT(kSgdAttrs),
                     .flags = GCC_OPF_OPTIMIZER,
-                    .shape = shape_optimizer,
+                    .shape = shape_sgd,
                     .flops = flops_sgd,
                     .semantics = "torch.optim.SGD (momentum, dampening, weight_decay, "
                                  "nesterov)"},
     [GCC_OP_ADAM] = {.name = "Adam",
                      .min_inputs = 4,
-                     .max_inputs = 4,
+                     .max_inputs = ADAM_IN_SCALER + SCALER_N_IN,
                      .n_outputs = 0,
-                     .input_names = "param, grad, exp_avg, exp_avg_sq",
+                     .input_names = "param, grad, exp_avg, exp_avg_sq, scale, found_inf, "
+                                    "applied_steps",
                      .attrs = kAdamAttrs,
                      .n_attrs = COUNT(kAdamAttrs),
                      .flags = GCC_OPF_OPTIMIZER,
-                     .shape = shape_optimizer,
+                     .shape = shape_adam,
                      .flops = flops_adam,
                      .semantics = "torch.optim.Adam (L2 weight_decay, bias-corrected moments)"},
     [GCC_OP_COPY] = {.name = "Copy",
@@ -1734,6 +1807,34 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                   "graph.proto DataType); float32 -> 16 bits rounds to nearest, "
                                   "ties to even (PyTorch Tensor.to, CUDA __float2bfloat16_rn / "
                                   "__float2half_rn), 16 bits -> float32 is exact"},
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {.name = "AmpNonFiniteCheck",
+                                     .min_inputs = 1,
+                                     .max_inputs = 1 << 20,
+                                     .n_outputs = 1,
+                                     .input_names = "grads",
+                                     .flags = GCC_OPF_INTERNAL, /* made by autodiff (fp16) */
+                                     .shape = shape_amp_check,
+                                     .flops = flops_amp_check,
+                                     .semantics = "the found_inf of "
+                                                  "torch._amp_foreach_non_finite_check_and_"
+                                                  "unscale_ (torch.amp.GradScaler.unscale_): 1 "
+                                                  "when any element of the scaled gradients is "
+                                                  "Inf or NaN, else 0"},
+    [GCC_OP_AMP_UPDATE_SCALE] = {.name = "AmpUpdateScale",
+                                 .min_inputs = 4,
+                                 .max_inputs = 4,
+                                 .n_outputs = 0,
+                                 .input_names = "scale, found_inf, growth_tracker, applied_steps",
+                                 .attrs = kAmpUpdateAttrs,
+                                 .n_attrs = COUNT(kAmpUpdateAttrs),
+                                 /* updates its inputs in place after every other reader */
+                                 .flags = GCC_OPF_OPTIMIZER | GCC_OPF_INTERNAL,
+                                 .shape = shape_amp_update,
+                                 .flops = flops_amp_update,
+                                 .semantics = "torch._amp_update_scale_ "
+                                              "(torch.amp.GradScaler.update: backoff on Inf/NaN, "
+                                              "growth after growth_interval good steps), plus "
+                                              "the count of optimizer steps not skipped"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

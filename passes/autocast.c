@@ -14,7 +14,9 @@
  *  - FP32: reductions, softmax, log-softmax, the losses and their
  *    gradients, the optimizers, LRN, Sqrt: 16-bit inputs are cast to
  *    float32. torch.autocast's "float32" list (sum, softmax, log_softmax,
- *    cross_entropy, ...).
+ *    cross_entropy, ...). One exception: the bias gradient of a 16-bit Gemm
+ *    (a ReduceSumTo, part of addmm's backward in PyTorch, not an autocast
+ *    op) is LOW, see gemm_bias_grad.
  *  - PROMOTE: the ops on neither list run in the dtype of their inputs:
  *    elementwise ops and views (a ReLU of a bfloat16 GEMM output is
  *    bfloat16), the poolings and their gradients (max_pool2d, avg_pool2d,
@@ -39,8 +41,8 @@
  * Casts go right before the first node that reads them (or right after the
  * node whose output they convert), so the schedule keeps its order; fusion
  * (codegen/fusion.c) fuses them into the pointwise kernels next to them
- * (a Cast to float32 before a bias-gradient sum is one reduction kernel
- * reading bfloat16).
+ * (a Cast to float32 before a sum is one reduction kernel reading
+ * bfloat16).
  *
  * FP32 and TF32 leave the graph unchanged: an FP32 plan is the plan of a
  * build without this pass.
@@ -68,7 +70,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -137,6 +139,9 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     /* not on autocast's lists: nn.Dropout of a bfloat16 tensor is bfloat16 */
     [GCC_OP_DROPOUT] = {AC_PROMOTE, 0},
     [GCC_OP_DROPOUT_GRAD] = {AC_PROMOTE, 0},
+    /* fp16 loss scaling: float32 gradients and scalars */
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {AC_FP32, 0},
+    [GCC_OP_AMP_UPDATE_SCALE] = {AC_FP32, 0},
 };
 
 const char *gcc_autocast_class_name(int op) {
@@ -238,9 +243,45 @@ static ac_class class_of(const gcc_graph *g, int node) {
   return r.cls;
 }
 
+/* 1 if ReduceSumTo node `node` is the bias gradient of a 16-bit Gemm: its
+ * output is the gradient of a parameter that a LOW Gemm reads as C (through
+ * the parameter's 16-bit Cast), summed over the rows of a 2-D gradient.
+ * torch.autocast casts nn.Linear's bias to 16 bits with the other operands,
+ * so addmm's backward sums the 16-bit output gradient into a 16-bit bias
+ * gradient and the float32 .grad is its Cast: the sum runs in the low dtype
+ * here too (reading the 16-bit gradient the dW GEMM reads). That is also the
+ * type cuBLASLt's BGRAD epilogues write next to a 16-bit D (cublasLt.h,
+ * CUBLASLT_MATMUL_DESC_BIAS_POINTER: "Bias gradient vector elements are the
+ * same type as the output elements (Ctype)"), so codegen/fusion.c folds the
+ * sum into the GEMM as in a float32 plan. */
+static int gemm_bias_grad(const ac_ctx *c, int node) {
+  const gcc_graph *g = c->g;
+  const gcc_node *n = &g->nodes[node];
+  if (n->op != GCC_OP_REDUCE_SUM_TO || n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1)
+    return 0;
+  const gcc_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+  if (y->kind != GCC_VALUE_GRAD || y->param_of < 0 || x->shape.ndim != 2 ||
+      gcc_shape_numel(&y->shape, NULL) != x->shape.dims[1] ||
+      !(y->shape.ndim == 1 || (y->shape.ndim == 2 && y->shape.dims[0] == 1)))
+    return 0;
+  int p = y->param_of;
+  for (int j = 0; j < node; j++) {
+    const gcc_node *m = &g->nodes[j];
+    if (m->op != GCC_OP_GEMM || m->n_inputs < 3 || m->inputs[2] < 0 || class_of(g, j) != AC_LOW)
+      continue;
+    int cv = m->inputs[2];
+    if (cv == p)
+      return 1;
+    for (int k = 0; k < c->n; k++) /* the parameter's 16-bit copy */
+      if (c->casts[k].value == p && c->casts[k].cast_value == cv)
+        return 1;
+  }
+  return 0;
+}
+
 static gcc_status autocast_node(ac_ctx *c, int i, gcc_dtype low, gcc_diag *d) {
   gcc_graph *g = c->g;
-  ac_class cls = class_of(g, i);
+  ac_class cls = gemm_bias_grad(c, i) ? AC_LOW : class_of(g, i);
   if (cls == AC_KEEP)
     return GCC_OK;
   gcc_dtype want = cls == AC_LOW ? low : GCC_DT_FLOAT32;

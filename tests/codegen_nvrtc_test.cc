@@ -67,7 +67,8 @@ struct Case {
   gcc_mode mode;
   int64_t batch;
   int expect_min_kernels;
-  int precision = 0; /* --precision: 16-bit kernels for bf16 / fp16 */
+  int precision = 0;       /* --precision: 16-bit kernels for bf16 / fp16 */
+  bool loss_scale = false; /* fp16 dynamic loss scaling (GradScaler's kernels) */
 };
 
 void CompileAll(const Case &c) {
@@ -80,6 +81,9 @@ void CompileAll(const Case &c) {
   o.device_explicit = 1;
   o.n_cuda_devices = 1;
   o.precision = c.precision;
+  if (c.loss_scale)
+    o.opt.scaler = {GCC_LOSS_SCALE_DYNAMIC, GCC_SCALER_INIT_SCALE, GCC_SCALER_GROWTH_FACTOR,
+                    GCC_SCALER_BACKOFF_FACTOR, GCC_SCALER_GROWTH_INTERVAL};
   FILE *sink = fopen("/dev/null", "w");
   o.warn_file = sink;
   gcc_graph *g = nullptr;
@@ -90,6 +94,12 @@ void CompileAll(const Case &c) {
   gcc_kernel_set ks;
   ASSERT_EQ(gcc_codegen_emit(g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
   EXPECT_GE(ks.n_kernels, c.expect_min_kernels);
+  if (c.loss_scale) { /* the check, the update, and the unscale in the optimizer */
+    const std::string src(ks.source);
+    EXPECT_NE(src.find("AmpNonFiniteCheck"), std::string::npos);
+    EXPECT_NE(src.find("AmpUpdateScale"), std::string::npos);
+    EXPECT_NE(src.find("g[i] * inv"), std::string::npos);
+  }
   if (c.precision == GCC_PRECISION_BF16 || c.precision == GCC_PRECISION_FP16) { /* 16 bits */
     EXPECT_NE(std::string(ks.source).find(c.precision == GCC_PRECISION_BF16 ? "__nv_bfloat16*"
                                                                             : "__half*"),
@@ -164,6 +174,12 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
       {"linear_train_b16_bf16", lin, GCC_MODE_TRAIN, 16, 2, GCC_PRECISION_BF16},
       {"cifar_cnn_train_b64_bf16", cifar, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_BF16},
       {"mnist_cnn_eval_b1000_fp16", mcnn, GCC_MODE_EVAL, 1000, 2, GCC_PRECISION_FP16},
+      // fp16 loss scaling: the gradient check, the scale update, and the
+      // optimizers reading the scale from device memory (SGD with and without
+      // a momentum buffer, Adam)
+      {"mnist_mlp_train_b64_fp16_scaled", mlp, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_FP16, true},
+      {"mnist_mlp_adam_b64_fp16_scaled", mlp_adam, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_FP16, true},
+      {"linear_train_b16_fp16_scaled", lin, GCC_MODE_TRAIN, 16, 4, GCC_PRECISION_FP16, true},
   };
   for (const Case &c : mixed)
     CompileAll(c);
