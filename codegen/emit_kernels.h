@@ -21,7 +21,8 @@ gcc_status gcc_emit_adam(struct gcc_emitter *e, int group, int fwd, int grad);
  * computing what the CPU kernels compute: Softmax and LogSoftmax (one
  * thread per line along the axis, float64 sums), LRN, Concat, Transpose,
  * Pad (constant, edge, reflect), numpy MatMul (batched, broadcast, 1-D
- * operands), MaxPool and AveragePool with dilations or asymmetric pads. */
+ * operands), MaxPool and AveragePool (and their gradients) with 16-bit
+ * operands, dilations or asymmetric pads. */
 gcc_status gcc_emit_softmax_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_log_softmax_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_lrn_kernel(struct gcc_emitter *e, int group, int node);
@@ -44,6 +45,10 @@ gcc_status gcc_emit_pad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_matmul_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_max_pool_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_average_pool_kernel(struct gcc_emitter *e, int group, int node);
+/* MaxPoolGrad and AveragePoolGrad: one thread per element of dX, summing
+ * the windows that hold it in the CPU kernels' order (bit for bit). */
+gcc_status gcc_emit_max_pool_grad_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_average_pool_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* fp16 loss scaling: AmpNonFiniteCheck, one block over the flat gradient
  * section (GCC_KARG_FLAT_INPUTS), and AmpUpdateScale, one thread updating
  * the scale, growth tracker and applied-step count in place, as the CPU
@@ -53,7 +58,9 @@ gcc_status gcc_emit_amp_update_scale_kernel(struct gcc_emitter *e, int group, in
 
 /* cuBLASLt runs a MatMul as one matmul when both operands are 2-D. */
 int gcc_fits_matmul_2d(const gcc_graph *g, int node);
-/* cuDNN's pooling runs a window without dilation and with symmetric pads. */
+/* cuDNN's pooling runs a float32 pooling (or its gradient) whose window has
+ * no dilation and symmetric pads; a 16-bit one is a generated kernel
+ * (cudnnPoolingForward/Backward do not promise CUDNN_DATA_BFLOAT16). */
 int gcc_fits_cudnn_pool(const gcc_graph *g, int node);
 /* Dropout in evaluation form is the identity, a pointwise "{0}" that fuses;
  * in training it is its own kernel (gcc_emit_dropout_kernel). */

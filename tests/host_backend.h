@@ -252,6 +252,8 @@ struct HostBackend {
   std::set<Prepared *> prepared; // live prepared matmuls
   std::set<std::pair<const gcc_graph *, int>> lib_prepared;
   int launches = 0, gemms = 0, captures = 0, replays = 0, library_calls = 0;
+  // every library call (cuDNN) issued: the node's op, and whether an operand is 16-bit
+  std::vector<std::pair<int, bool>> library_ops;
   std::vector<std::string> epilogues;
   std::set<int> refuse;                                // epilogues whose heuristic returns nothing
   std::map<void *, std::pair<bool, int>> module_image; // cubin?, arch
@@ -610,6 +612,13 @@ struct HostBackend {
       if (need)
         r.refs.push_back({ws, need, "cuDNN workspace"});
       h->library_calls++;
+      bool b16 = false;
+      for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+        int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+        b16 |= v >= 0 &&
+               (g->values[v].dtype == GCC_DT_BFLOAT16 || g->values[v].dtype == GCC_DT_FLOAT16);
+      }
+      h->library_ops.push_back({n->op, b16});
       return h->Issue(r, d);
     };
     be.event_record = [](void *self, int e, int stream, gcc_diag *) -> gcc_status {

@@ -13,7 +13,9 @@
 //    float32 and rounds the 16-bit values at the same points;
 //  - poolings, Concat, Transpose, Pad, ConvTranspose and BatchNormalization
 //    in 16 bits store the CPU's bits (averages: within a bound for any
-//    summation order); BatchNorm training statistics bit for bit;
+//    summation order); BatchNorm training statistics bit for bit; the
+//    pooling gradients in 16 bits are generated kernels (never cuDNN) that
+//    store the CPU's bits, ties included;
 //  - the MLP's forward pass in bfloat16, on the CPU and host-emulated, lies
 //    in the interval a float64 reference with the same roundings allows
 //    (derived below), and its training runs on both, as do the CNNs',
@@ -925,6 +927,225 @@ TEST(Kernels16, PoolingsConcatTransposePadConvTransposeAndBatchNorm) {
     }
     for (float v : out[1][3].f32)
       ASSERT_EQ(v, r16(v)) << "a ConvTranspose output that is not a 16-bit value";
+    gcc_graph_free(g);
+  }
+}
+
+// ---- the pooling gradients in 16 bits ------------------------------------------
+//
+// x [3, 4, 9, 9] and the incoming gradients, cast to `low` (none for
+// float32) -> MaxPool(3, s 2, p 1) and its MaxPoolGrad, MaxPool(2, dilation
+// 2) and its MaxPoolGrad, AveragePoolGrad(3, s 2, p 1, count_include_pad
+// 0), AveragePoolGrad(2, s 2, pads (0, 0, 1, 1), count_include_pad 1) and
+// the global AveragePoolGrad (9 x 9) -> Casts to float32 (exact).
+struct PoolGradCase {
+  int64_t k, s, pt, pl, pb, pr, dil, oh;
+  bool max, include_pad;
+};
+const PoolGradCase kPoolGrads[5] = {{3, 2, 1, 1, 1, 1, 1, 5, true, false},
+                                    {2, 1, 0, 0, 0, 0, 2, 7, true, false},
+                                    {3, 2, 1, 1, 1, 1, 1, 5, false, false},
+                                    {2, 2, 0, 0, 1, 1, 1, 5, false, true},
+                                    {9, 1, 0, 0, 0, 0, 1, 1, false, false}};
+
+gcc_graph *PoolGradChain(gcc_dtype low) {
+  gcc_builder *b = gcc_builder_new("pool_grad_chain", 5);
+  int64_t xd[4] = {3, 4, 9, 9};
+  auto cast = [&](int v, const char *name) {
+    if (low == GCC_DT_FLOAT32)
+      return v;
+    int c = gcc_build_op(b, GCC_OP_CAST, name, (std::string(name) + ".out").c_str(), &v, 1);
+    gcc_build_set_int(b, c, "to", low);
+    return c;
+  };
+  int x = cast(gcc_build_input(b, "x", GCC_DT_FLOAT32, 4, xd), "x16");
+  std::vector<int> outs;
+  for (int c = 0; c < 5; c++) {
+    const PoolGradCase &pc = kPoolGrads[c];
+    std::string t = std::to_string(c);
+    int64_t dd[4] = {3, 4, pc.oh, pc.oh}, k[2] = {pc.k, pc.k}, s[2] = {pc.s, pc.s},
+            p[4] = {pc.pt, pc.pl, pc.pb, pc.pr}, dl[2] = {pc.dil, pc.dil};
+    int dy =
+        cast(gcc_build_input(b, ("dy" + t).c_str(), GCC_DT_FLOAT32, 4, dd), ("dy16_" + t).c_str());
+    auto window = [&](int n) {
+      gcc_build_set_ints(b, n, "kernel_shape", k, 2);
+      gcc_build_set_ints(b, n, "strides", s, 2);
+      gcc_build_set_ints(b, n, "pads", p, 4);
+      if (pc.dil != 1)
+        gcc_build_set_ints(b, n, "dilations", dl, 2);
+    };
+    int gr;
+    if (pc.max) {
+      int mp = gcc_build_op(b, GCC_OP_MAX_POOL, ("maxpool" + t).c_str(),
+                            ("maxpool" + t + ".out").c_str(), &x, 1);
+      window(mp);
+      int in[3] = {dy, x, mp};
+      gr = gcc_build_op(b, GCC_OP_MAX_POOL_GRAD, ("maxpool_grad" + t).c_str(),
+                        ("maxpool_grad" + t + ".out").c_str(), in, 3);
+    } else {
+      gr = gcc_build_op(b, GCC_OP_AVERAGE_POOL_GRAD, ("avgpool_grad" + t).c_str(),
+                        ("avgpool_grad" + t + ".out").c_str(), &dy, 1);
+      gcc_build_set_int(b, gr, "count_include_pad", pc.include_pad);
+      gcc_build_set_ints(b, gr, "input_shape", xd, 4);
+    }
+    window(gr);
+    outs.push_back(gr);
+  }
+  for (size_t c = 0; c < outs.size(); c++) {
+    int o = outs[c];
+    if (low != GCC_DT_FLOAT32) {
+      std::string name = "dx" + std::to_string(c);
+      o = gcc_build_op(b, GCC_OP_CAST, (name + "_f32").c_str(), name.c_str(), &o, 1);
+      gcc_build_set_int(b, o, "to", GCC_DT_FLOAT32);
+    }
+    gcc_build_output(b, o);
+  }
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+// dX of one case, written here from the definitions: dY of each window to
+// its first maximum in row-major window order (NaN wins), or dY / divisor
+// to each tap inside, summed in float32 in ascending window order (the
+// CPU kernel's scatter order), rounded once to `low`.
+std::vector<float> RefPoolGrad(const PoolGradCase &pc, const std::vector<float> &x,
+                               const std::vector<float> &dy, gcc_dtype low) {
+  const int64_t h = 9, oh = pc.oh;
+  std::vector<float> dx(x.size(), 0.0f);
+  for (int64_t pl = 0; pl < 12; pl++)
+    for (int64_t oy = 0; oy < oh; oy++)
+      for (int64_t ox = 0; ox < oh; ox++) {
+        std::vector<int64_t> taps;
+        for (int64_t a = 0; a < pc.k; a++)
+          for (int64_t bb = 0; bb < pc.k; bb++) {
+            int64_t iy = oy * pc.s - pc.pt + a * pc.dil, ix = ox * pc.s - pc.pl + bb * pc.dil;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < h)
+              taps.push_back(pl * h * h + iy * h + ix);
+          }
+        float g = dy[(size_t)((pl * oh + oy) * oh + ox)];
+        if (pc.max) {
+          int64_t best = taps[0];
+          for (int64_t t : taps)
+            if (x[(size_t)t] > x[(size_t)best] || std::isnan(x[(size_t)t]))
+              best = t;
+          dx[(size_t)best] += g;
+        } else {
+          float v = g / (float)(pc.include_pad ? pc.k * pc.k : (int64_t)taps.size());
+          for (int64_t t : taps)
+            dx[(size_t)t] += v;
+        }
+      }
+  if (low != GCC_DT_FLOAT32)
+    for (float &v : dx)
+      v = low == GCC_DT_BFLOAT16 ? gcc_round_bf16(v) : gcc_round_f16(v);
+  return dx;
+}
+
+// The pooling gradients of 16-bit plans are generated kernels on a GPU (not
+// cuDNN, whose legacy pooling API does not promise bfloat16), and they
+// store the CPU's bits: host-emulated CUDA plan, CPU plan and the reference
+// above agree bit for bit, ties (x takes four values) included. A NaN in X
+// wins its windows (MaxPoolGrad's semantics, the CPU kernel's and cuDNN's
+// NaN-propagating max) in the CUDA plan; the CPU plan's oneDNN primitive
+// does not propagate it, so its plane is left out of the CPU comparison.
+// Float32 plans keep cuDNN for the windows it expresses (the dilated and
+// the asymmetric ones are generated kernels there too).
+TEST(Kernels16, PoolingGradientsAreGeneratedKernelsThatStoreTheCpuBits) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int> ud(0, 3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(3 * 4 * 81);
+  for (float &v : x)
+    v = 0.5f * (float)ud(rng) - 1.0f; // exact in 16 bits: many ties
+  x[81 + 2 * 9 + 3] = NAN;
+  std::vector<std::vector<float>> dys(5);
+  for (int c = 0; c < 5; c++) {
+    dys[(size_t)c].resize((size_t)(12 * kPoolGrads[c].oh * kPoolGrads[c].oh));
+    for (float &v : dys[(size_t)c])
+      v = nd(rng);
+  }
+  for (gcc_dtype low : {GCC_DT_BFLOAT16, GCC_DT_FLOAT16, GCC_DT_FLOAT32}) {
+    SCOPED_TRACE(gcc_dtype_name(low));
+    auto r16 = [&](float f) {
+      return low == GCC_DT_BFLOAT16  ? gcc_round_bf16(f)
+             : low == GCC_DT_FLOAT16 ? gcc_round_f16(f)
+                                     : f;
+    };
+    gcc_graph *g = PoolGradChain(low);
+    ASSERT_NE(g, nullptr);
+    { // the poolings' groups: generated kernels in 16 bits, cuDNN in float32
+      gcc_graph *pl = Compile(g, GCC_PRECISION_FP32, GCC_MODE_EVAL, GCC_DEV_CUDA(0), 3);
+      ASSERT_NE(pl, nullptr);
+      int pools = 0;
+      for (int i = 0; i < pl->n_nodes; i++) {
+        const gcc_node *n = &pl->nodes[i];
+        if (n->op != GCC_OP_MAX_POOL && n->op != GCC_OP_MAX_POOL_GRAD &&
+            n->op != GCC_OP_AVERAGE_POOL_GRAD)
+          continue;
+        pools++;
+        ASSERT_EQ(n->device, GCC_DEV_CUDA(0)) << n->name;
+        ASSERT_GE(n->group, 0) << n->name;
+        // cuDNN expresses cases 0, 2 and 4 (1 is dilated, 3 padded asymmetrically)
+        char last = n->name[strlen(n->name) - 1];
+        bool cudnn = low == GCC_DT_FLOAT32 && (last == '0' || last == '2' || last == '4');
+        int want = cudnn ? GCC_GROUP_CUDNN : GCC_GROUP_POINTWISE;
+        EXPECT_EQ(pl->groups[n->group].kind, want) << n->name;
+      }
+      EXPECT_EQ(pools, 7);
+      gcc_graph_free(pl);
+    }
+    std::vector<float> xq(x.size());
+    for (size_t i = 0; i < x.size(); i++)
+      xq[i] = r16(x[i]);
+    std::vector<const void *> in = {x.data()};
+    for (auto &dy : dys)
+      in.push_back(dy.data());
+    std::vector<PlanOutput> out[2];
+    ASSERT_EQ(RunPlan(g, in, 3, false, &out[0]), "");
+    gcc_host_test::HostBackend *hb = SharedHostBackend();
+    hb->library_ops.clear();
+    ASSERT_EQ(RunPlan(g, in, 3, true, &out[1]), "");
+    int pool_calls = 0;
+    for (auto &op : hb->library_ops) {
+      EXPECT_FALSE(op.second) << "a library call with 16-bit operands: " << gcc_op_name(op.first);
+      pool_calls += op.first == GCC_OP_MAX_POOL || op.first == GCC_OP_MAX_POOL_GRAD ||
+                    op.first == GCC_OP_AVERAGE_POOL_GRAD;
+    }
+    EXPECT_EQ(pool_calls, low == GCC_DT_FLOAT32 ? 4 : 0); // cases 0 (both), 2 and 4
+    ASSERT_EQ(out[0].size(), 5u);
+    ASSERT_EQ(out[1].size(), 5u);
+    for (int c = 0; c < 5; c++) {
+      SCOPED_TRACE("case " + std::to_string(c));
+      std::vector<float> dyq(dys[(size_t)c].size());
+      for (size_t i = 0; i < dyq.size(); i++)
+        dyq[i] = r16(dys[(size_t)c][i]);
+      std::vector<float> want = RefPoolGrad(kPoolGrads[c], xq, dyq, low);
+      for (int plan = 0; plan < 2; plan++) {
+        const std::vector<float> &got = out[plan][(size_t)c].f32;
+        ASSERT_EQ(got.size(), want.size());
+        int differ = 0, nonzero = 0, nan_plane = 0;
+        for (size_t i = 0; i < want.size(); i++) {
+          // the CPU plan's oneDNN max pooling backward (float32 operands, which
+          // the shadows of 16-bit ones are) lets the NaN lose: see NaN below
+          if (plan == 0 && kPoolGrads[c].max && i / 81 == 1) {
+            nan_plane += !SameBits(got[i], want[i]);
+            continue;
+          }
+          differ += !SameBits(got[i], want[i]);
+          nonzero += want[i] != 0.0f;
+        }
+        EXPECT_EQ(differ, 0) << (plan ? "CUDA plan" : "CPU plan");
+        EXPECT_GT(nonzero, (int)want.size() / 8);
+        if (nan_plane)
+          std::printf("[kernels16] %s case %d: the CPU plan routes %d gradients of the plane "
+                      "with a NaN elsewhere\n",
+                      gcc_dtype_name(low), c, nan_plane);
+      }
+    }
     gcc_graph_free(g);
   }
 }

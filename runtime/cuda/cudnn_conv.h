@@ -216,8 +216,10 @@ typedef struct gcc_pool2d_shape {
   gcc_window2d win;
   gcc_pool_mode mode;
   /* the dtype of X, Y, dX and dY: float32 (0 reads as GCC_DT_UNDEFINED and
-   * is taken as float32), or bfloat16 / float16 in a mixed-precision plan
-   * (16-bit tensors; cuDNN averages them in float32, alpha / beta float) */
+   * is taken as float32), or bfloat16 / float16 (16-bit tensors; cuDNN
+   * averages them in float32, alpha / beta float). Plans do not pool 16-bit
+   * tensors here: codegen/lowering.c gives them generated kernels, as the
+   * legacy pooling API does not promise CUDNN_DATA_BFLOAT16 */
   gcc_dtype dtype;
 } gcc_pool2d_shape;
 
