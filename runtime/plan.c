@@ -47,6 +47,10 @@ typedef struct op {
   int site;               /* OP_NODE: profiler site, when profiling */
   int wait_first, n_wait; /* OP_KERNEL of an optimizer: its buckets in p->waits */
   int sh_first, sh_n;     /* OP_NODE: its float32 shadows in p->shadows (16-bit operands) */
+  /* OP_NODE: the bias of a Conv / ConvTranspose with a 16-bit result, added
+   * after the result is rounded to 16 bits (as cuDNN's cudnnAddTensor on a
+   * GPU), then rounded again; the kernel itself runs without it */
+  const gcc_tensor *bias_after;
 } op;
 
 typedef struct input_copy {
@@ -349,6 +353,21 @@ static void widen_shadows(const gcc_plan *p, const op *o) {
   }
 }
 
+/* A 16-bit Conv's / ConvTranspose's bias, as a GPU adds it: the result
+ * [N, M, ...] rounded to its 16-bit dtype, plus B[m] in float32 (rounded
+ * again by narrow_shadows). */
+static void add_bias_after_rounding(const gcc_plan *p, const op *o) {
+  const gcc_tensor *y = o->cpu.out[0];
+  float *f = y->data;
+  const float *b = o->bias_after->data;
+  int bf16 = p->g->values[o->cpu.node->outputs[0]].dtype == GCC_DT_BFLOAT16;
+  int64_t m = y->shape.dims[1], inner = 1;
+  for (int q = 2; q < y->shape.ndim; q++)
+    inner *= y->shape.dims[q];
+  for (int64_t i = 0; i < y->numel; i++)
+    f[i] = (bf16 ? gcc_round_bf16(f[i]) : gcc_round_f16(f[i])) + b[(i / inner) % m];
+}
+
 /* After it: its float32 results rounded into their 16-bit storage. */
 static void narrow_shadows(const gcc_plan *p, const op *o) {
   for (int k = o->sh_first; k < o->sh_first + o->sh_n; k++) {
@@ -423,6 +442,12 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
         }
       }
       o.sh_n = p->n_shadows - o.sh_first;
+      if ((n->op == GCC_OP_CONV || n->op == GCC_OP_CONV_TRANSPOSE) && n->n_inputs > 2 &&
+          n->inputs[2] >= 0 && gcc_dtype_size(g->values[n->outputs[0]].dtype) == 2) {
+        gcc_tensor **args = ptr - n->n_inputs - n->n_outputs;
+        o.bias_after = args[2]; /* float32: a shadow (widened before the node) or float32 */
+        args[2] = NULL;
+      }
       if (p->mem.ws_bytes && p->mem.ws_bytes[i]) { /* im2col scratch in the host arena */
         o.cpu.workspace = (char *)p->host_arena + p->mem.ws_offset[i];
         o.cpu.workspace_bytes = p->mem.ws_bytes[i];
@@ -1514,6 +1539,8 @@ static gcc_status issue_one(gcc_plan *p, const op *o, int slot, int64_t step, in
       GCC_TRY(p->be.sync(p->be.self, d));
     widen_shadows(p, o);
     gcc_status s = p->cpu->run_node(p->cpu->self, &o->cpu);
+    if (s == GCC_OK && o->bias_after)
+      add_bias_after_rounding(p, o);
     if (s == GCC_OK)
       narrow_shadows(p, o);
     if (p->prof) {

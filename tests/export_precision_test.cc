@@ -259,7 +259,8 @@ TEST_F(ExportPrecision, WeightsTakeHalfTheBytesAndReadBackAsTheRoundedWeights) {
 // weights and biases of every GEMM and convolution, and every GEMM /
 // convolution output rounded to nearest even to the 16-bit dtype (computed
 // here with graph/half.h's rounding of the float32 nearest to the float64
-// sum); ReLU, max pooling and flatten on the rounded values. The plan sums
+// sum; a convolution's bias added after that rounding, and the sum rounded
+// again); ReLU, max pooling and flatten on the rounded values. The plan sums
 // in float32 in an order of its own, so a value whose sum falls near a
 // 16-bit rounding boundary may round to the neighbouring 16-bit value, and
 // that difference propagates; a worst-case interval of it (precision_test's
@@ -271,7 +272,9 @@ struct Reference {
 };
 
 // y = W x + b per row (W: out x (c h w)), or a convolution (W: out x c x k
-// x k, stride 1, no padding) when `conv`; W and b already rounded.
+// x k, stride 1, no padding) when `conv`, whose result is rounded before b
+// is added and rounded again (a GPU's cudnnAddTensor, and the CPU plan's);
+// W and b already rounded.
 Reference Layer(const Reference &x, int64_t rows, const std::vector<double> &W,
                 const std::vector<double> &b, int64_t out, bool conv, int64_t k, int precision) {
   Reference y;
@@ -284,7 +287,7 @@ Reference Layer(const Reference &x, int64_t rows, const std::vector<double> &W,
     for (int64_t o = 0; o < out; o++)
       for (int64_t i = 0; i < y.h; i++)
         for (int64_t j = 0; j < y.w; j++) {
-          double sum = b[static_cast<size_t>(o)];
+          double sum = conv ? 0.0 : b[static_cast<size_t>(o)];
           if (conv) {
             for (int64_t ci = 0; ci < x.c; ci++)
               for (int64_t a = 0; a < k; a++)
@@ -296,6 +299,8 @@ Reference Layer(const Reference &x, int64_t rows, const std::vector<double> &W,
               sum +=
                   W[static_cast<size_t>(o * per_in + q)] * x.s[static_cast<size_t>(r * per_in + q)];
           }
+          if (conv) // the bias added to the 16-bit result, rounded again (as cuDNN's)
+            sum = Round16(static_cast<float>(sum), precision) + b[static_cast<size_t>(o)];
           y.s[static_cast<size_t>(r * per_out + (o * y.h + i) * y.w + j)] =
               Round16(static_cast<float>(sum), precision);
         }

@@ -843,6 +843,14 @@ struct HostBackend {
         in[k] = n->inputs[k] >= 0 ? &ts[k] : nullptr;
       for (int k = 0; k < n->n_outputs; k++)
         out[k] = &ts[n->n_inputs + k];
+      // cuDNN stores a 16-bit convolution's result, then adds the bias to it
+      // (cudnnAddTensor): the kernel without B, B added after rounding
+      const float *bias_after = nullptr;
+      if ((n->op == GCC_OP_CONV || n->op == GCC_OP_CONV_TRANSPOSE) && n->n_inputs > 2 &&
+          n->inputs[2] >= 0 && !wide[n->n_inputs].empty()) {
+        bias_after = static_cast<const float *>(ts[2].data);
+        in[2] = nullptr;
+      }
       size_t ws = gcc_cpu_workspace(r.graph, r.node);
       gcc_cpu_ctx ctx{};
       ctx.max_threads = 1;
@@ -858,6 +866,18 @@ struct HostBackend {
                          ws ? r.workspace_bytes : 0,
                          nullptr};
       gcc_status st = gcc_cpu_op_of(n->op)->kernel(&ka);
+      if (st == GCC_OK && bias_after) {
+        const gcc_tensor &y = ts[n->n_inputs];
+        bool bf = r.graph->values[n->outputs[0]].dtype == GCC_DT_BFLOAT16;
+        int64_t inner = 1;
+        for (int q = 2; q < y.shape.ndim; q++)
+          inner *= y.shape.dims[q];
+        std::vector<float> &f = wide[n->n_inputs];
+        for (size_t i = 0; i < f.size(); i++)
+          f[i] =
+              (bf ? gcc_bf16_to_f32(gcc_f32_to_bf16(f[i])) : gcc_f16_to_f32(gcc_f32_to_f16(f[i]))) +
+              bias_after[(i / (size_t)inner) % (size_t)y.shape.dims[1]];
+      }
       for (int k = n->n_inputs; k < n->n_inputs + n->n_outputs && st == GCC_OK; k++) {
         if (wide[k].empty())
           continue;

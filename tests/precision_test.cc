@@ -1150,6 +1150,141 @@ TEST(Kernels16, PoolingGradientsAreGeneratedKernelsThatStoreTheCpuBits) {
   }
 }
 
+// ---- a 16-bit convolution's bias ------------------------------------------------
+//
+// x [2, 3, 6, 6] -> Conv(3 -> 4, 3x3, p 1) and ConvTranspose(3 -> 2, 3x3,
+// s 2, p 1), X, W and B cast to `low` (B left out with `bias` false) ->
+// Casts to float32 (exact).
+gcc_graph *ConvBiasChain(gcc_dtype low, bool bias) {
+  gcc_builder *b = gcc_builder_new("conv_bias_chain", 7);
+  int64_t xd[4] = {GCC_BATCH_DIM, 3, 6, 6}, wd[4] = {4, 3, 3, 3}, td[4] = {3, 2, 3, 3};
+  int64_t bd[1] = {4}, btd[1] = {2};
+  auto cast = [&](int v, const char *name, gcc_dtype to) {
+    int c = gcc_build_op(b, GCC_OP_CAST, name, (std::string(name) + ".out").c_str(), &v, 1);
+    gcc_build_set_int(b, c, "to", to);
+    return c;
+  };
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  std::vector<float> w(4 * 27), wt(3 * 18), bv(4), btv(2);
+  for (auto *v : {&w, &wt, &bv, &btv})
+    for (float &f : *v)
+      f = nd(rng);
+  int x = cast(gcc_build_input(b, "x", GCC_DT_FLOAT32, 4, xd), "x16", low);
+  const int64_t p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+  int cin[3] = {x, cast(gcc_build_param(b, "conv.weight", 4, wd, w.data()), "w16", low),
+                bias ? cast(gcc_build_param(b, "conv.bias", 1, bd, bv.data()), "b16", low) : -1};
+  int cv = gcc_build_op(b, GCC_OP_CONV, "conv16", "conv16.out", cin, bias ? 3 : 2);
+  gcc_build_set_ints(b, cv, "pads", p1, 4);
+  int tin[3] = {x, cast(gcc_build_param(b, "convt.weight", 4, td, wt.data()), "wt16", low),
+                bias ? cast(gcc_build_param(b, "convt.bias", 1, btd, btv.data()), "bt16", low)
+                     : -1};
+  int ct = gcc_build_op(b, GCC_OP_CONV_TRANSPOSE, "convt16", "convt16.out", tin, bias ? 3 : 2);
+  gcc_build_set_ints(b, ct, "strides", s2, 2);
+  gcc_build_set_ints(b, ct, "pads", p1, 4);
+  gcc_build_output(b, cast(cv, "conv", GCC_DT_FLOAT32));
+  gcc_build_output(b, cast(ct, "convt", GCC_DT_FLOAT32));
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+// A GPU stores a 16-bit Conv's / ConvTranspose's result, then adds the bias
+// (cudnnAddTensor) and rounds again; the CPU reference does the same: its
+// output with B is round16(round16(conv) + B), conv being the plan's own
+// result without B (so this holds whatever order the convolution sums in),
+// on the CPU plan and on the host-emulated CUDA plan. A single rounding
+// (round16(conv + B), conv in float64) differs from it at some elements:
+// the check can fail.
+TEST(Kernels16, ConvolutionBiasIsAddedAfterTheSixteenBitResultAsOnAGpu) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  const int64_t n = 2;
+  std::vector<float> x((size_t)(n * 3 * 36));
+  std::mt19937 rng(37);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float &v : x)
+    v = nd(rng);
+  for (gcc_dtype low : {GCC_DT_BFLOAT16, GCC_DT_FLOAT16}) {
+    SCOPED_TRACE(gcc_dtype_name(low));
+    auto r16 = [&](double f) {
+      return low == GCC_DT_BFLOAT16 ? gcc_round_bf16((float)f) : gcc_round_f16((float)f);
+    };
+    gcc_graph *with = ConvBiasChain(low, true), *without = ConvBiasChain(low, false);
+    ASSERT_NE(with, nullptr);
+    ASSERT_NE(without, nullptr);
+    // the biases, as the graph holds them (float32 parameters, cast to low)
+    std::vector<float> bias[2];
+    for (int k = 0; k < with->n_values; k++)
+      for (int o = 0; o < 2; o++)
+        if (strcmp(with->values[k].name, o ? "convt.bias" : "conv.bias") == 0) {
+          const float *f = static_cast<const float *>(with->values[k].data);
+          ASSERT_NE(f, nullptr);
+          for (int64_t i = 0; i < (o ? 2 : 4); i++)
+            bias[o].push_back(r16(f[i]));
+        }
+    ASSERT_EQ(bias[0].size(), 4u);
+    ASSERT_EQ(bias[1].size(), 2u);
+    int single_differs = 0;
+    for (int cuda = 0; cuda < 2; cuda++) {
+      SCOPED_TRACE(cuda ? "CUDA plan" : "CPU plan");
+      std::vector<PlanOutput> yb, y0;
+      ASSERT_EQ(RunPlan(with, {x.data()}, n, cuda, &yb), "");
+      ASSERT_EQ(RunPlan(without, {x.data()}, n, cuda, &y0), "");
+      ASSERT_EQ(yb.size(), 2u);
+      ASSERT_EQ(y0.size(), 2u);
+      for (int o = 0; o < 2; o++) {
+        const int64_t m = o ? 2 : 4, inner = o ? 11 * 11 : 6 * 6;
+        ASSERT_EQ(yb[(size_t)o].f32.size(), (size_t)(n * m * inner));
+        ASSERT_EQ(y0[(size_t)o].f32.size(), yb[(size_t)o].f32.size());
+        int differ = 0;
+        for (size_t i = 0; i < yb[(size_t)o].f32.size(); i++) {
+          float c = y0[(size_t)o].f32[i], bb = bias[o][(i / (size_t)inner) % (size_t)m];
+          ASSERT_EQ(c, r16(c)) << "a result without B that is not a 16-bit value";
+          float want = r16((double)(c + bb)); // the float32 sum, as cudnnAddTensor's
+          differ += !SameBits(yb[(size_t)o].f32[i], want);
+        }
+        EXPECT_EQ(differ, 0) << (o ? "ConvTranspose" : "Conv");
+      }
+      if (cuda)
+        continue;
+      // Conv in float64 on the 16-bit operands, rounded once with its bias
+      std::vector<float> w, xq(x.size());
+      for (size_t i = 0; i < x.size(); i++)
+        xq[i] = r16(x[i]);
+      for (int k = 0; k < with->n_values; k++)
+        if (strcmp(with->values[k].name, "conv.weight") == 0) {
+          const float *f = static_cast<const float *>(with->values[k].data);
+          for (int i = 0; i < 4 * 27; i++)
+            w.push_back(r16(f[i]));
+        }
+      ASSERT_EQ(w.size(), 108u);
+      for (int64_t s = 0; s < n; s++)
+        for (int64_t mo = 0; mo < 4; mo++)
+          for (int64_t oy = 0; oy < 6; oy++)
+            for (int64_t ox = 0; ox < 6; ox++) {
+              double acc = 0;
+              for (int64_t c = 0; c < 3; c++)
+                for (int64_t a = 0; a < 3; a++)
+                  for (int64_t bb = 0; bb < 3; bb++) {
+                    int64_t iy = oy - 1 + a, ix = ox - 1 + bb;
+                    if (iy >= 0 && iy < 6 && ix >= 0 && ix < 6)
+                      acc += (double)xq[(size_t)(((s * 3 + c) * 6 + iy) * 6 + ix)] *
+                             w[(size_t)(((mo * 3 + c) * 3 + a) * 3 + bb)];
+                  }
+              size_t at = (size_t)(((s * 4 + mo) * 6 + oy) * 6 + ox);
+              single_differs += !SameBits(yb[0].f32[at], r16(acc + bias[0][(size_t)mo]));
+            }
+    }
+    EXPECT_GT(single_differs, 0) << "one rounding gives the same values here: the test is weak";
+    std::printf("[kernels16] %s: %d of %d Conv outputs differ from a single rounding\n",
+                gcc_dtype_name(low), single_differs, (int)(n * 4 * 36));
+    gcc_graph_free(with);
+    gcc_graph_free(without);
+  }
+}
+
 // Training steps in bfloat16 on the host-emulated CUDA plan and on the CPU
 // plan: both update float32 master weights from float32 gradients. The two
 // differ only where a GEMM's float32 sums, taken in different orders, fall
