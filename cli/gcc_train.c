@@ -218,6 +218,11 @@ static void usage(FILE *f) {
          "  --export-batch-sizes LIST\n"
          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+         "  --export-precision P\n"
+         "                      fp32 (default, whatever --precision trained in), bf16 or\n"
+         "                      fp16: the bundle's plans and CUDA kernels compiled with\n"
+         "                      autocast at P and GEMM/conv weights stored in 16 bits;\n"
+         "                      inputs and outputs stay float32\n"
          "  --export-onnx FILE  after training (with --epochs 0: the model as it is), write\n"
          "                      its inference graph as ONNX (opset 17; BatchNormalization\n"
          "                      with the trained running statistics, no loss or Dropout,\n"
@@ -784,6 +789,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_EXPORT,
     OPT_EXPORT_ARCHS,
     OPT_EXPORT_BATCHES,
+    OPT_EXPORT_PRECISION,
     OPT_EXPORT_ONNX,
     OPT_PREDICTIONS,
     OPT_SHOW_PREDICTIONS,
@@ -850,6 +856,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"export", required_argument, 0, OPT_EXPORT},
       {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
+      {"export-precision", required_argument, 0, OPT_EXPORT_PRECISION},
       {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
@@ -863,7 +870,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {0, 0, 0, 0},
   };
   const char *device_str = "auto", *dump_format = NULL;
-  const char *export_archs = NULL, *export_batches = NULL;
+  const char *export_archs = NULL, *export_batches = NULL, *export_precision = NULL;
   memset(a, 0, sizeof *a);
   gcc_recipe_init(&a->recipe);
   a->eval_batch = 1000;
@@ -1024,6 +1031,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
+    case OPT_EXPORT_PRECISION: export_precision = optarg; break;
     case OPT_EXPORT_ONNX: a->export_onnx_path = optarg; break;
     case OPT_PREDICTIONS: a->predictions_path = optarg; break;
     case OPT_DATA: a->data_dir = optarg; break;
@@ -1133,9 +1141,15 @@ static int parse_args(int argc, char **argv, train_args *a) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if ((export_archs || export_batches) && !a->export_path) {
+  if (export_precision && gcc_export_parse_precision(export_precision, eo, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if ((export_archs || export_batches || export_precision) && !a->export_path) {
     fprintf(stderr, "gcc-train: %s needs --export FILE\n",
-            export_archs ? "--export-archs" : "--export-batch-sizes");
+            export_archs     ? "--export-archs"
+            : export_batches ? "--export-batch-sizes"
+                             : "--export-precision");
     return EXIT_USAGE;
   }
   if ((a->export_path || a->export_onnx_path || a->predictions_path) &&
@@ -1204,6 +1218,24 @@ static const char *default_data_dir(const train_args *a, const gcc_training *t, 
   return is_dir(r->near_model) ? r->near_model : r->data_buf;
 }
 
+/* After an export at --export-precision bf16 / fp16: the bundle's weight
+ * bytes, as its reader counts them. */
+static void print_bundle_weights(const char *path) {
+  gcc_bundle *b = NULL;
+  gcc_diag d = {0};
+  if (gcc_bundle_read(path, &b, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: warning: %s\n", d.msg);
+    return;
+  }
+  const gcc_bundle_info *i = gcc_bundle_get_info(b);
+  if (i->precision != GCC_PRECISION_FP32)
+    printf("bundle precision %s: %d of %d weight tensors in 16 bits, %" PRIu64
+           " weight bytes (%" PRIu64 " in float32)\n",
+           gcc_precision_name(i->precision), i->n_weights_16bit, i->n_weight_tensors,
+           i->weight_bytes, i->weight_bytes_fp32);
+  gcc_bundle_free(b);
+}
+
 /* --export-onnx: writes the ONNX file of the inference graph of `model`
  * (deploy/model_bundle.h gcc_inference_graph: the graph a bundle holds) to
  * `path`, or with path NULL only checks that it exports (before training:
@@ -1266,8 +1298,10 @@ static int build_run(train_args *a, train_run *r) {
       es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
       if (es != GCC_OK)
         fprintf(stderr, "gcc-train: %s\n", d.msg);
-      else if (!a->quiet)
+      else if (!a->quiet) {
         printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+        print_bundle_weights(a->export_path);
+      }
     }
     rc = es == GCC_OK ? -1 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
     if (rc < 0 && a->export_onnx_path) {
@@ -1668,6 +1702,7 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
       for (int i = 0; i < eo->n_batch_sizes; i++)
         printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
                i == eo->n_batch_sizes - 1 ? ")\n" : "");
+      print_bundle_weights(a->export_path);
     }
   }
   if (rc == 0 && a->export_onnx_path) {

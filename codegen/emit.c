@@ -300,8 +300,12 @@ static const char *const kLoop =
     "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < "
     "%" PRId64 "LL; i += stride) {\n";
 
+/* A kernel whose lowering says kernel16 declares a 16-bit operand with its
+ * 16-bit type, and its body wraps loads in ld_open / close16 and stores in
+ * st_open / close16; the others take float32 only. */
 static gcc_status single_begin(emitter *e, int gi, int ni, single *c) {
-  GCC_TRY(need_f32(e, gi));
+  if (!gcc_lowering_of(e->g->nodes[ni].op)->kernel16)
+    GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   c->g = g;
@@ -315,10 +319,11 @@ static gcc_status single_begin(emitter *e, int gi, int ni, single *c) {
   char pname[32];
   out(&e->src, "extern \"C\" __global__ void %s(", c->k->name);
   for (int j = 0; j < c->nd->n_inputs; j++) {
+    int v = c->nd->inputs[j];
     snprintf(pname, sizeof pname, "in%d", j);
-    param(e, &c->s, GCC_KARG_INPUT, c->nd->inputs[j], "const float*", pname);
+    param(e, &c->s, GCC_KARG_INPUT, v, in_type(v >= 0 ? vdt(g, v) : GCC_DT_FLOAT32), pname);
   }
-  param(e, &c->s, GCC_KARG_OUTPUT, c->nd->outputs[0], "float*", "out0");
+  param(e, &c->s, GCC_KARG_OUTPUT, c->nd->outputs[0], out_type(vdt(g, c->nd->outputs[0])), "out0");
   out(&e->src, ") {\n");
   if (!c->s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -501,20 +506,23 @@ static void bn_kernel_dims(const gcc_graph *g, const gcc_node *nd, int xin, int6
     *inner *= X->dims[q];
 }
 
-/* The batch mean and biased variance of channel ci of `x` into mean, var
- * (float64, the CPU's order of summation). */
-static void bn_stats_src(emitter *e, const char *x, int64_t n, int64_t c, int64_t inner) {
+/* The batch mean and biased variance of channel ci of `x` (of dtype `t`)
+ * into mean, var (float64, the CPU's order of summation: a 16-bit x is
+ * widened exactly, so the statistics are the CPU's bit for bit). */
+static void bn_stats_src(emitter *e, const char *x, gcc_dtype t, int64_t n, int64_t c,
+                         int64_t inner) {
   out(&e->src,
       "    double s = 0.0;\n"
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
-      "LL; q++) s += %s[(b * %" PRId64 "LL + ci) * %" PRId64 "LL + q];\n"
+      "LL; q++) s += %s%s[(b * %" PRId64 "LL + ci) * %" PRId64 "LL + q]%s;\n"
       "    mean = s / %" PRId64 ".0;\n"
       "    double v = 0.0;\n"
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
-      "LL; q++) { double t = %s[(b * %" PRId64 "LL + ci) * %" PRId64
-      "LL + q] - mean; v += t * t; }\n"
+      "LL; q++) { double t = %s%s[(b * %" PRId64 "LL + ci) * %" PRId64
+      "LL + q]%s - mean; v += t * t; }\n"
       "    var = v / %" PRId64 ".0;\n",
-      n, inner, x, c, inner, n * inner, n, inner, x, c, inner, n * inner);
+      n, inner, ld_open(t), x, c, inner, close16(t), n * inner, n, inner, ld_open(t), x, c, inner,
+      close16(t), n * inner);
 }
 
 gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
@@ -524,6 +532,7 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
   int64_t n, c, inner;
   bn_kernel_dims(sk.g, nd, 0, &n, &c, &inner);
   int64_t m = n * inner;
+  gcc_dtype tx = vdt(sk.g, nd->inputs[0]), ty = vdt(sk.g, nd->outputs[0]);
   char le[40], lm[40];
   snprintf(le, sizeof le, "%.17g", (double)nd->av[BN_EPSILON].f);
   snprintf(lm, sizeof lm, "%.17g", (double)nd->av[BN_MOMENTUM].f);
@@ -531,7 +540,7 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
   out(&e->src, kLoop, c);
   out(&e->src, "    const long long ci = i;\n    double mean = in3[ci], var = in4[ci];\n");
   if (nd->av[BN_TRAINING].i) {
-    bn_stats_src(e, "in0", n, c, inner);
+    bn_stats_src(e, "in0", tx, n, c, inner);
     /* the running variance takes the unbiased estimate, as PyTorch's */
     char unb[96];
     if (m > 1)
@@ -548,8 +557,8 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
       "LL; q++) {\n"
       "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
-      "      out0[at] = (float)((double)in0[at] * k + b0);\n    }\n  }\n}\n",
-      le, n, inner, c, inner);
+      "      out0[at] = %s(float)((double)%sin0[at]%s * k + b0)%s;\n    }\n  }\n}\n",
+      le, n, inner, c, inner, st_open(ty), ld_open(tx), close16(tx), close16(ty));
   return single_end(e, &sk, c);
 }
 
@@ -560,21 +569,24 @@ gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
   int64_t n, c, inner;
   bn_kernel_dims(sk.g, nd, 1, &n, &c, &inner);
   int64_t m = n * inner, which = nd->av[BN_GRAD_OUTPUT].i;
+  gcc_dtype tg = vdt(sk.g, nd->inputs[0]), tx = vdt(sk.g, nd->inputs[1]),
+            ty = vdt(sk.g, nd->outputs[0]);
   char le[40];
   snprintf(le, sizeof le, "%.17g", (double)nd->av[BN_GRAD_EPSILON].f);
   /* in0 = dY, in1 = X, in2 = scale */
   out(&e->src, kLoop, c);
   out(&e->src, "    const long long ci = i;\n    double mean, var;\n");
-  bn_stats_src(e, "in1", n, c, inner);
+  bn_stats_src(e, "in1", tx, n, c, inner);
   out(&e->src,
       "    const double invstd = 1.0 / sqrt(var + (%s));\n"
       "    double db = 0.0, ds = 0.0;\n"
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
       "LL; q++) {\n"
       "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
-      "      db += in0[at];\n"
-      "      ds += (double)in0[at] * ((double)in1[at] - mean) * invstd;\n    }\n",
-      le, n, inner, c, inner);
+      "      db += %sin0[at]%s;\n"
+      "      ds += (double)%sin0[at]%s * ((double)%sin1[at]%s - mean) * invstd;\n    }\n",
+      le, n, inner, c, inner, ld_open(tg), close16(tg), ld_open(tg), close16(tg), ld_open(tx),
+      close16(tx));
   if (which == 1)
     out(&e->src, "    out0[ci] = (float)ds;\n");
   else if (which == 2)
@@ -585,10 +597,12 @@ gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
         "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
         "LL; q++) {\n"
         "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
-        "      const double xhat = ((double)in1[at] - mean) * invstd;\n"
-        "      out0[at] = (float)(k * (%" PRId64
-        ".0 * (double)in0[at] - db - xhat * ds));\n    }\n",
-        m, n, inner, c, inner, m);
+        "      const double xhat = ((double)%sin1[at]%s - mean) * invstd;\n"
+        "      out0[at] = %s(float)(k * (%" PRId64
+        ".0 * (double)%sin0[at]%s - db - xhat * ds))%s;\n"
+        "    }\n",
+        m, n, inner, c, inner, ld_open(tx), close16(tx), st_open(ty), m, ld_open(tg), close16(tg),
+        close16(ty));
   out(&e->src, "  }\n}\n");
   return single_end(e, &sk, c);
 }
@@ -615,12 +629,14 @@ gcc_status gcc_emit_concat_kernel(emitter *e, int gi, int ni) {
       "LL, q = i %% %" PRId64 "LL;\n",
       ax * inner, inner, ax, inner);
   int64_t off = 0;
+  gcc_dtype ty = vdt(g, nd->outputs[0]); /* every input's too */
   for (int j = 0; j < nd->n_inputs; j++) {
     int64_t len = g->values[nd->inputs[j]].shape.dims[axis];
     out(&e->src,
-        "    %sif (a < %" PRId64 "LL) out0[i] = in%d[(o * %" PRId64 "LL + a - %" PRId64
-        "LL) * %" PRId64 "LL + q];\n",
-        j ? "else " : "", off + len, j, len, off, inner);
+        "    %sif (a < %" PRId64 "LL) out0[i] = %s%sin%d[(o * %" PRId64 "LL + a - %" PRId64
+        "LL) * %" PRId64 "LL + q]%s%s;\n",
+        j ? "else " : "", off + len, st_open(ty), ld_open(ty), j, len, off, inner, close16(ty),
+        close16(ty));
     off += len;
   }
   out(&e->src, "  }\n}\n");
@@ -645,10 +661,11 @@ gcc_status gcc_emit_transpose_kernel(emitter *e, int gi, int ni) {
   }
   out(&e->src, loop, ny);
   coords(&e->src, Y, "i");
-  out(&e->src, "    out0[i] = in0[0LL");
+  gcc_dtype ty = vdt(g, nd->outputs[0]);
+  out(&e->src, "    out0[i] = %s%sin0[0LL", st_open(ty), ld_open(ty));
   for (int q = 0; q < Y->ndim; q++)
     out(&e->src, " + c%d * %" PRId64 "LL", q, xst[nd->av[TRANSPOSE_PERM].ints[q]]);
-  out(&e->src, "];\n  }\n}\n");
+  out(&e->src, "]%s%s;\n  }\n}\n", close16(ty), close16(ty));
   return single_end(e, &sk, work);
 }
 
@@ -694,7 +711,9 @@ gcc_status gcc_emit_pad_kernel(emitter *e, int gi, int ni) {
           2 * (in - 1));
     out(&e->src, "      src += t * %" PRId64 "LL; }\n", xst[q]);
   }
-  out(&e->src, "    out0[i] = inside ? in0[src] : %s;\n  }\n}\n", lit);
+  gcc_dtype ty = vdt(g, nd->outputs[0]);
+  out(&e->src, "    out0[i] = %s(inside ? %sin0[src]%s : %s)%s;\n  }\n}\n", st_open(ty),
+      ld_open(ty), close16(ty), lit, close16(ty));
   return single_end(e, &sk, work);
 }
 
@@ -762,12 +781,13 @@ static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
   gcc_window2d w;
   gcc_window2d_of(nd, NULL, &w);
   int64_t h = X->dims[2], wd = X->dims[3], oh = Y->dims[2], ow = Y->dims[3];
+  gcc_dtype tx = vdt(g, nd->inputs[0]), ty = vdt(g, nd->outputs[0]);
   out(&e->src, loop, ny);
   out(&e->src,
       "    const long long ox = i %% %" PRId64 "LL, oy = (i / %" PRId64 "LL) %% %" PRId64
       "LL, pc = i / (%" PRId64 "LL * %" PRId64 "LL);\n"
-      "    const float* plane = in0 + pc * %" PRId64 "LL;\n",
-      ow, ow, oh, oh, ow, h * wd);
+      "    %s plane = in0 + pc * %" PRId64 "LL;\n",
+      ow, ow, oh, oh, ow, in_type(tx), h * wd);
   if (is_max)
     out(&e->src, "    float best = __int_as_float((int)0xff800000u);\n    bool any = false;\n");
   else
@@ -779,11 +799,11 @@ static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
       "      for (long long b = 0; b < %" PRId64 "LL; b++) {\n"
       "        const long long ix = ox * %" PRId64 "LL - %" PRId64 "LL + b * %" PRId64 "LL;\n"
       "        if (ix < 0 || ix >= %" PRId64 "LL) continue;\n"
-      "        const float v = plane[iy * %" PRId64 "LL + ix];\n",
-      w.kh, w.sh, w.pt, w.dh, h, w.kw, w.sw, w.pl, w.dw, wd, wd);
+      "        const float v = %splane[iy * %" PRId64 "LL + ix]%s;\n",
+      w.kh, w.sh, w.pt, w.dh, h, w.kw, w.sw, w.pl, w.dw, wd, ld_open(tx), wd, close16(tx));
   if (is_max)
     out(&e->src, "        if (!any || v > best || v != v) best = v; /* NaN wins */\n"
-                 "        any = true;\n      }\n    }\n    out0[i] = best;\n");
+                 "        any = true;\n      }\n    }\n");
   else {
     char div[32]; /* count_include_pad: the whole window, else the taps inside */
     if (nd->av[POOL_COUNT_INCLUDE_PAD].i)
@@ -791,8 +811,11 @@ static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
     else
       snprintf(div, sizeof div, "cnt");
     out(&e->src,
-        "        sum += v;\n        cnt++;\n      }\n    }\n    out0[i] = sum / (float)%s;\n", div);
+        "        sum += v;\n        cnt++;\n      }\n    }\n    const float best = sum / "
+        "(float)%s;\n",
+        div);
   }
+  out(&e->src, "    out0[i] = %sbest%s;\n", st_open(ty), close16(ty));
   out(&e->src, "  }\n}\n");
   return single_end(e, &sk, work);
 }
@@ -815,7 +838,8 @@ int gcc_fits_dropout_identity(const gcc_graph *g, int node) {
  * Philox-4x32-10 of graph/philox.h (its source put once into the
  * translation unit, before the first kernel that calls it), the optimizer
  * step an argument (GCC_KARG_STEP). The same operations as the CPU's
- * dropout_apply, so the same bits. */
+ * dropout_apply, so the same bits (a 16-bit X widened, the product rounded
+ * to Y's 16 bits, as the CPU plan's shadows do). */
 static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_t key) {
   const gcc_graph *g = e->g;
   const gcc_node *nd = &g->nodes[ni];
@@ -830,8 +854,9 @@ static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   sig s = {.k = k, .ok = 1};
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
-  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], "const float*", "in0");
-  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "out0");
+  gcc_dtype tx = vdt(g, nd->inputs[0]), ty = vdt(g, nd->outputs[0]);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], in_type(tx), "in0");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], out_type(ty), "out0");
   param(e, &s, GCC_KARG_STEP, -1, "long long", "step");
   out(&e->src, ") {\n");
   if (!s.ok)
@@ -849,11 +874,12 @@ static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_
       "    gcc_dropout_block(%lluull, q, step, r);\n"
       "    for (int j = 0; j < 4; j++) {\n"
       "      const long long i = q * 4 + j;\n"
-      "      if (i < %" PRId64 "LL) out0[i] = in0[i] * ((unsigned long long)r[j] >= %lluull ? %s : "
-      "0.0f);\n"
+      "      if (i < %" PRId64
+      "LL) out0[i] = %s%sin0[i]%s * ((unsigned long long)r[j] >= %lluull ? "
+      "%s : 0.0f)%s;\n"
       "    }\n  }\n}\n",
-      (double)ratio, thr, nq, (unsigned long long)key, n, thr,
-      float_lit(ls, sizeof ls, gcc_dropout_scale(ratio)));
+      (double)ratio, thr, nq, (unsigned long long)key, n, st_open(ty), ld_open(tx), close16(tx),
+      thr, float_lit(ls, sizeof ls, gcc_dropout_scale(ratio)), close16(ty));
   set_grid(e, k, nq);
   emit_wrapper(e, k, s.types);
   return GCC_OK;

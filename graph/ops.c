@@ -160,10 +160,11 @@ static gcc_status shape_add(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
-/* Concat, Transpose, Pad move elements of any computable dtype. */
+/* Concat, Transpose, Pad move elements of any computable dtype (float32,
+ * the 16-bit floats of the autocast pass, int64, int32). */
 static gcc_status need_movable(gcc_graph *g, int node, int k, gcc_diag *d) {
   gcc_value *v = in_val(g, node, k);
-  if (v && v->dtype != GCC_DT_FLOAT32 && v->dtype != GCC_DT_INT64 && v->dtype != GCC_DT_INT32)
+  if (v && !gcc_dtype_is_float(v->dtype) && v->dtype != GCC_DT_INT64 && v->dtype != GCC_DT_INT32)
     return need_dtype(g, node, k, GCC_DT_FLOAT32, d);
   return GCC_OK;
 }
@@ -321,8 +322,12 @@ static gcc_status shape_flatten(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* float32, or a 16-bit float (the bias gradient of a 16-bit Gemm, autocast.c)
+ * summed in float32 and stored in its own dtype, as torch.sum of a bfloat16
+ * tensor is. */
 static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_value *x = in_val(g, node, 0);
   const gcc_attr *sa = &g->nodes[node].av[REDUCE_SUM_TO_SHAPE];
   gcc_shape y = {sa->n_ints, {0}};
@@ -334,7 +339,7 @@ static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
   if (!gcc_broadcast_shapes(&x->shape, &y, &r) || !gcc_shape_equal(&r, &x->shape))
     return shape_err(g, node, d, "target shape does not broadcast back to the input:", &y,
                      &x->shape);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
@@ -745,47 +750,49 @@ static gcc_status pool_common(gcc_graph *g, int node, const gcc_shape *x, gcc_wi
   return GCC_OK;
 }
 
-/* ONNX MaxPool / AveragePool, 2-D: X [N, C, H, W] -> Y [N, C, oh, ow]. */
+/* ONNX MaxPool / AveragePool, 2-D: X [N, C, H, W] -> Y [N, C, oh, ow], of
+ * X's float dtype (16 bits: an average summed in float32). */
 static gcc_status shape_pool(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   GCC_TRY(need_rank(g, node, 0, 4, "pooling takes a 4-D NCHW input X, got", d));
   gcc_value *x = in_val(g, node, 0);
   gcc_window2d w;
   int64_t oh = 0, ow = 0;
   GCC_TRY(pool_common(g, node, &x->shape, &w, &oh, &ow, d));
   gcc_shape y = {4, {x->shape.dims[0], x->shape.dims[1], oh, ow}};
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
-/* MaxPoolGrad(dY, X, Y) -> dX [shape of X]. */
+/* MaxPoolGrad(dY, X, Y) -> dX [shape of X]: one float dtype. */
 static gcc_status shape_max_pool_grad(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 2, &dt, d));
   GCC_TRY(need_rank(g, node, 1, 4, "MaxPoolGrad takes a 4-D NCHW X, got", d));
   gcc_value *x = in_val(g, node, 1);
   gcc_window2d w;
   int64_t oh = 0, ow = 0;
   GCC_TRY(pool_common(g, node, &x->shape, &w, &oh, &ow, d));
   GCC_TRY(check_dy(g, node, &x->shape, &w, 1, x->shape.dims[1], d));
-  GCC_TRY(need_dtype(g, node, 2, GCC_DT_FLOAT32, d));
   gcc_value *y = in_val(g, node, 2), *dy = in_val(g, node, 0);
   if (!gcc_shape_equal(&y->shape, &dy->shape))
     return shape_err(g, node, d, "Y and dY differ in shape:", &y->shape, &dy->shape);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  set_out(g, node, 0, dt, &x->shape);
   return GCC_OK;
 }
 
-/* AveragePoolGrad(dY) -> dX [input_shape]. */
+/* AveragePoolGrad(dY) -> dX [input_shape], of dY's float dtype. */
 static gcc_status shape_avg_pool_grad(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_shape xs;
   GCC_TRY(shape_attr4(g, node, POOL_SHAPE, "input_shape", &xs, d));
   gcc_window2d w;
   int64_t oh = 0, ow = 0;
   GCC_TRY(pool_common(g, node, &xs, &w, &oh, &ow, d));
   GCC_TRY(check_dy(g, node, &xs, &w, 1, xs.dims[1], d));
-  set_out(g, node, 0, GCC_DT_FLOAT32, &xs);
+  set_out(g, node, 0, dt, &xs);
   return GCC_OK;
 }
 
@@ -832,22 +839,27 @@ static gcc_status need_channel_vec(gcc_graph *g, int node, int k, const gcc_valu
   return GCC_OK;
 }
 
-/* BatchNormalization (X, scale, B, mean, var): X [N, C, ...], the rest [C]. */
+/* BatchNormalization (X, scale, B, mean, var): X [N, C, ...], the rest [C]
+ * float32; Y of X's float dtype (a 16-bit X: float32 parameters, running
+ * statistics and arithmetic, as cuDNN's batch norm under torch.autocast). */
 static gcc_status shape_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_value *x = in_val(g, node, 0);
   if (x->shape.ndim < 2)
     return shape_err(g, node, d, "BatchNormalization takes X [N, C, D1, ...], got", &x->shape,
                      NULL);
   for (int k = 1; k < 5; k++)
     GCC_TRY(need_channel_vec(g, node, k, x, d));
-  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  set_out(g, node, 0, dt, &x->shape);
   return GCC_OK;
 }
 
-/* BatchNormGrad (dY, X, scale) -> dX [X's shape] or dscale / dB [C]. */
+/* BatchNormGrad (dY, X, scale) -> dX [X's shape] of dY's and X's float
+ * dtype, or dscale / dB [C] float32 (the gradients of float32 parameters). */
 static gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(shape_relu_grad(g, node, d)); /* dY and X: float32, same shape */
+  GCC_TRY(shape_elem_grad(g, node, d)); /* dY and X: one float dtype, one shape */
+  gcc_dtype dt = in_val(g, node, 0)->dtype;
   gcc_value *x = in_val(g, node, 1);
   if (x->shape.ndim < 2)
     return shape_err(g, node, d, "BatchNormGrad takes X [N, C, D1, ...], got", &x->shape, NULL);
@@ -860,7 +872,7 @@ static gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
                         gcc_node_desc(g, node, desc, sizeof desc));
   }
   gcc_shape c = {1, {x->shape.dims[1]}};
-  set_out(g, node, 0, GCC_DT_FLOAT32, which == 0 ? &x->shape : &c);
+  set_out(g, node, 0, which == 0 ? dt : GCC_DT_FLOAT32, which == 0 ? &x->shape : &c);
   return GCC_OK;
 }
 
@@ -967,11 +979,12 @@ static gcc_status shape_pad(gcc_graph *g, int node, gcc_diag *d) {
 }
 
 /* ONNX ConvTranspose, 2-D: X [N, C, H, W], W [C, M / group, kh, kw], B [M]
- * -> Y [N, M, (H - 1) s - pt - pb + d (kh - 1) + 1 + output_padding, ...]. */
+ * -> Y [N, M, (H - 1) s - pt - pb + d (kh - 1) + 1 + output_padding, ...];
+ * X, W, B, Y of one float dtype (16 bits: float32 accumulation). */
 static gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
-  for (int k = 0; k < n->n_inputs; k++)
-    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, n->n_inputs - 1, &dt, d));
   GCC_TRY(need_rank(g, node, 0, 4, "ConvTranspose takes a 4-D NCHW input X, got", d));
   GCC_TRY(need_rank(g, node, 1, 4, "ConvTranspose takes a 4-D filter W [C, M / group, kh, kw], got",
                     d));
@@ -1002,7 +1015,7 @@ static gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d) {
   if (oh <= 0 || ow <= 0)
     return shape_err(g, node, d, "the pads leave no output for", &x->shape, &w->shape);
   gcc_shape y = {4, {x->shape.dims[0], m, oh, ow}};
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
