@@ -188,7 +188,9 @@ gcc_status gcc_session_param(gcc_session *s, const char *name, float **data, int
                              gcc_diag *d);
 
 /* The gradient of parameter `name` from the last training step, as
- * gcc_session_param (same errors). */
+ * gcc_session_param (same errors). Under fp16 loss scaling it is the
+ * scaled gradient (times the step's scale, Inf/NaN on a skipped step): the
+ * optimizer unscales as it reads, PyTorch's unscale_ writes .grad back. */
 gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int64_t *numel,
                             gcc_diag *d);
 
