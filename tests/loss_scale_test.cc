@@ -45,7 +45,10 @@ extern "C" {
 #include "graph/builder.h"
 #include "graph/ir.h"
 #include "graph/ops.h"
+#include "passes/memplan.h"
+#include "passes/passes.h"
 #include "runtime/checkpoint.h"
+#include "runtime/compile.h"
 #include "runtime/session.h"
 }
 #include "runtime/cpu/cpu_kernels.h"
@@ -205,6 +208,96 @@ struct RefScaler {
     }
   }
 };
+
+// The training plan under fp16 loss scaling, data-parallel over 2 ranks
+// on cuda:0: the backward starts from the scale (a persistent value, not
+// the constant 1), one AmpNonFiniteCheck reads every gradient after every
+// AllReduce has summed it, every update reads the scale and found_inf
+// (after the check), AmpUpdateScale comes last; the scaling state lives on
+// the device; bf16 (no scaler set) has none of it.
+TEST(LossScale, TheTrainingPlanChecksAfterTheAllReduceAndUpdatesLast) {
+  gcc_graph *model = Mlp(GCC_OPT_ADAM);
+  ASSERT_NE(model, nullptr);
+  for (bool scaled : {true, false}) {
+    SCOPED_TRACE(scaled ? "fp16, loss scaling" : "fp16, --loss-scale none");
+    gcc_options o{};
+    o.mode = GCC_MODE_TRAIN;
+    o.batch_size = kRows;
+    o.opt = model->training.opt;
+    if (scaled)
+      o.opt.scaler = Dynamic(GCC_SCALER_INIT_SCALE, GCC_SCALER_GROWTH_INTERVAL);
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    o.precision = GCC_PRECISION_FP16;
+    o.world_size = 2;
+    o.bucket_bytes = 1024; // several buckets
+    FILE *sink = fopen("/dev/null", "w");
+    o.warn_file = sink;
+    gcc_graph *g = nullptr;
+    gcc_mem_plan mem{};
+    gcc_diag d{};
+    ASSERT_EQ(gcc_compile_graph(model, &o, &g, &mem, &d), GCC_OK) << d.msg;
+    fclose(sink);
+    int check = -1, update = -1, last_all_reduce = -1, all_reduces = 0, first_update = -1,
+        last_opt = -1, updates = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const std::string op = gcc_op_name(g->nodes[i].op);
+      if (op == "AllReduce") {
+        last_all_reduce = i;
+        all_reduces++;
+      }
+      if (op == "AmpNonFiniteCheck")
+        check = i;
+      if (op == "AmpUpdateScale")
+        update = i;
+      if (op == "Adam") {
+        first_update = first_update < 0 ? i : first_update;
+        last_opt = i;
+        updates++;
+        const gcc_node *n = &g->nodes[i];
+        ASSERT_EQ(n->n_inputs, scaled ? ADAM_IN_SCALER + SCALER_N_IN : 4);
+        if (scaled) {
+          EXPECT_STREQ(g->values[n->inputs[ADAM_IN_SCALER + SCALER_IN_SCALE]].name,
+                       GCC_SCALER_SCALE_NAME);
+          EXPECT_STREQ(g->values[n->inputs[ADAM_IN_SCALER + SCALER_IN_FOUND_INF]].name,
+                       GCC_SCALER_FOUND_INF_NAME);
+        }
+      }
+    }
+    EXPECT_GT(all_reduces, 1);
+    EXPECT_EQ(updates, 6);
+    if (!scaled) {
+      EXPECT_EQ(check, -1);
+      EXPECT_EQ(update, -1);
+      EXPECT_LT(gcc_graph_find(g, GCC_SCALER_SCALE_NAME), 0);
+    } else {
+      ASSERT_GE(check, 0);
+      ASSERT_GE(update, 0);
+      EXPECT_GT(check, last_all_reduce) << "the check must see the summed gradients";
+      EXPECT_LT(check, first_update);
+      EXPECT_GT(update, last_opt) << "the scale changes after every update read it";
+      EXPECT_EQ(g->nodes[check].n_inputs, AMP_CHECK_IN_GRADS + updates);
+      for (const char *v : {GCC_SCALER_SCALE_NAME, GCC_SCALER_TRACKER_NAME, GCC_SCALER_STEPS_NAME,
+                            GCC_SCALER_SCRATCH_NAME, GCC_SCALER_FOUND_INF_NAME}) {
+        int vi = gcc_graph_find(g, v);
+        ASSERT_GE(vi, 0) << v;
+        EXPECT_EQ(g->values[vi].device, GCC_DEV_CUDA(0)) << v;
+        EXPECT_EQ(g->values[vi].dtype, GCC_DT_FLOAT32) << v;
+      }
+      // the backward's seed is the scale: the loss gradient reads it
+      int sv = gcc_graph_find(g, GCC_SCALER_SCALE_NAME), readers = 0;
+      for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+          readers += g->nodes[i].inputs[k] == sv &&
+                     std::string(gcc_op_name(g->nodes[i].op)) == "SoftmaxCrossEntropyGrad";
+      EXPECT_EQ(readers, 1);
+    }
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+  }
+  gcc_graph_free(model);
+}
 
 // PyTorch's GradScaler (fixture) against RefScaler, and against the CPU
 // kernels run node by node: AmpUpdateScale, and SGD (lr 0.5, momentum 0.9)
