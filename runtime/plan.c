@@ -227,8 +227,9 @@ static gcc_status add_op(gcc_plan *p, const op *o, gcc_diag *d) {
 
 /* the optimizer group's parameters, gradients and state must be
  * consecutive in group order, each padded to GCC_ARENA_ALIGN (emit.h) */
-/* Data-parallel: the AllReduce buckets whose gradients optimizer group
- * `gr` reads, appended (each once) to p->waits; *n: how many. */
+/* Data-parallel: the AllReduce buckets whose gradients kernel group `gr`
+ * reads (an optimizer's, fp16 loss scaling's check; not gradients the group
+ * makes itself), appended (each once) to p->waits; *n: how many. */
 static gcc_status optimizer_waits(gcc_plan *p, const gcc_group *gr, int *n, gcc_diag *d) {
   const gcc_graph *g = p->g;
   *n = 0;
