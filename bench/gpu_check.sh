@@ -34,11 +34,18 @@
 #     against one GPU at the same global batch: every parameter within 1e-4
 #     (tests/compare_params), then samples/s and the all-reduce time per step
 #     for N = 1 and N = all GPUs;
-#  9. when PyTorch with CUDA is installed: a table of samples/s of the MNIST
+#  9. fp16 with dynamic loss scaling (GradScaler's rules, growth every 25
+#     good steps so the scale moves): the MNIST MLP for 200 steps on cuda and
+#     on cpu (whose CPU plan rounds the same values to float16): the loss
+#     curves within 2e-2 and the same steps skipped, the same final scale
+#     (the summary lines equal);
+# 10. when PyTorch with CUDA is installed: a table of samples/s of the MNIST
 #     MLP at batch 1024, gcc-train against PyTorch on the same GPU
-#     (bench/torch_gpu_step.py), for fp32, tf32 and bf16 (gcc-train's tf32 and
-#     bf16 rows when it has --precision).
-# Exits 1 when a step fails, the curves differ beyond tolerance, a step
+#     (bench/torch_gpu_step.py), for fp32, tf32, bf16 and fp16 (PyTorch's
+#     fp16 with torch.amp.GradScaler; gcc-train's rows other than fp32 when
+#     it has --precision).
+# Exits 1 when a step fails, the curves differ beyond tolerance, fp16 loss
+# scaling skips other steps on the GPU than on the CPU, a step
 # launches more than its plan says, a CUDA Graph replay is not faster than
 # launch-by-launch issue, or compute-sanitizer reports an error; 4 when there
 # is no usable GPU.
@@ -133,6 +140,21 @@ extract_losses() {
   grep -E '^\[[0-9]+, +[0-9]+\] loss' "$1" | awk '{print $1, $NF}'
 }
 
+# check_loss_scale A B: the fp16 loss scaling summaries of two runs (cuda,
+# cpu: "fp16 loss scaling: N of M steps skipped (inf/nan gradients), scale
+# S") must be present and equal: the same steps skipped, the same scale.
+check_loss_scale() {
+  local a b
+  a=$(grep -E '^fp16 loss scaling: ' "$1" || true)
+  b=$(grep -E '^fp16 loss scaling: ' "$2" || true)
+  echo "cuda: ${a:-no summary}"
+  echo "cpu:  ${b:-no summary}"
+  if [ -z "$a" ] || [ "$a" != "$b" ]; then
+    echo "fp16 loss scaling: the GPU and the CPU disagree on the skipped steps or the scale" >&2
+    return 1
+  fi
+}
+
 # samples_per_s LOG: the rate of gcc-train's summary line ("...: N samples/s").
 samples_per_s() {
   sed -nE 's/.*: ([0-9.]+) samples\/s.*/\1/p' "$1" | tail -1
@@ -201,6 +223,13 @@ self_test() {
   expect fail "sanitizer errors" check_sanitizer "$T/san2"
   printf 'gpu_test crashed\n' >"$T/san3"
   expect fail "sanitizer without a summary" check_sanitizer "$T/san3"
+  echo 'fp16 loss scaling: 3 of 200 steps skipped (inf/nan gradients), scale 131072' >"$T/ls1"
+  cp "$T/ls1" "$T/ls2"
+  expect pass "loss scaling agrees" check_loss_scale "$T/ls1" "$T/ls2"
+  echo 'fp16 loss scaling: 4 of 200 steps skipped (inf/nan gradients), scale 65536' >"$T/ls3"
+  expect fail "loss scaling skips differ" check_loss_scale "$T/ls1" "$T/ls3"
+  : >"$T/ls4"
+  expect fail "no loss scaling summary" check_loss_scale "$T/ls4" "$T/ls4"
   echo "trained 1 epochs (300 steps) in 1.20 s: 256000 samples/s; test accuracy 96.10%" >"$T/log"
   expect pass "samples/s parsed" test "$(samples_per_s "$T/log")" = 256000
   if command -v python3 >/dev/null; then
@@ -345,6 +374,16 @@ section "one training step: CUDA Graph replay vs launch by launch"
 "$BB/bench/gpu_step" | tee "$TMP/gpu_step"
 check_graph_speed "$TMP/gpu_step"
 
+section "fp16 with dynamic loss scaling, 200 steps, growth every 25: cuda vs cpu"
+for dev in cuda cpu; do
+  "$GT" models/mnist_mlp.pb --device "$dev" --data "$DATA" --seed 1 --epochs 1 --max-steps 200 \
+    --log-every 1 --no-output --precision fp16 --loss-scale-growth-interval 25 \
+    >"$TMP/fp16.$dev.log"
+  extract_losses "$TMP/fp16.$dev.log" >"$TMP/fp16.$dev.loss"
+done
+check_curves "$TMP/fp16.cuda.loss" "$TMP/fp16.cpu.loss" 2e-2 200
+check_loss_scale "$TMP/fp16.cuda.log" "$TMP/fp16.cpu.log"
+
 NGPU=$("$GT" --list-devices 2>/dev/null | grep -c '^ *cuda:' || true)
 if [ "${NGPU:-0}" -ge 2 ] && command -v mpirun >/dev/null; then
   section "several GPUs: $NGPU ranks with NCCL against one GPU, same global batch"
@@ -365,7 +404,7 @@ if command -v python3 >/dev/null && python3 -c 'import torch, sys; sys.exit(0 if
   HAS_PRECISION=0
   "$GT" --help 2>&1 | grep -q -- '--precision' && HAS_PRECISION=1
   printf '%-10s %14s %14s %8s\n' precision gcc-train PyTorch ratio
-  for prec in fp32 tf32 bf16; do
+  for prec in fp32 tf32 bf16 fp16; do
     ours="n/a"
     if [ "$prec" = fp32 ] || [ "$HAS_PRECISION" = 1 ]; then
       extra=()
