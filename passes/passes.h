@@ -139,6 +139,10 @@ gcc_status gcc_pass_autocast(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
  * the pass's per-op table; NULL for an op without an entry or out of range. */
 const char *gcc_autocast_class_name(int op);
 
+/* 1 when node `n` is a Cast (made by the autocast pass) whose output is of
+ * dtype `to`; 0 otherwise. */
+int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to);
+
 /* Device placement: gives every node and value a device and every node
  * the reason for it. Precedence: the node's pin > --device > the default.
  * Rules, in order: an optimizer update runs where its parameter lives; a
