@@ -15,6 +15,10 @@ Precision, as PyTorch users set it:
   fp32  torch.backends.cuda.matmul.allow_tf32 = False (PyTorch's default)
   tf32  allow_tf32 = True (cuBLAS TF32 tensor cores; cudnn.allow_tf32 too)
   bf16  torch.autocast("cuda", dtype=torch.bfloat16) around forward and loss
+  fp16  torch.autocast("cuda", dtype=torch.float16) and a GradScaler (init
+        scale 65536, growth 2 every 2000 steps, backoff 0.5: PyTorch's AMP
+        recipe; its step() skips a step with inf/nan gradients, reading the
+        flag on the host)
 Exits 4 when PyTorch sees no GPU.
 """
 import argparse
