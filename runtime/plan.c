@@ -444,8 +444,8 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
         }
       }
       o.sh_n = p->n_shadows - o.sh_first;
-      if ((n->op == GCC_OP_CONV || n->op == GCC_OP_CONV_TRANSPOSE) && n->n_inputs > 2 &&
-          n->inputs[2] >= 0 && gcc_dtype_size(g->values[n->outputs[0]].dtype) == 2) {
+      if (gcc_cpu_op_of(n->op)->bias_after_16bit && n->n_inputs > 2 && n->inputs[2] >= 0 &&
+          gcc_dtype_size(g->values[n->outputs[0]].dtype) == 2) {
         gcc_tensor **args = ptr - n->n_inputs - n->n_outputs;
         o.bias_after = args[2]; /* float32: a shadow (widened before the node) or float32 */
         args[2] = NULL;

@@ -846,8 +846,8 @@ struct HostBackend {
       // cuDNN stores a 16-bit convolution's result, then adds the bias to it
       // (cudnnAddTensor): the kernel without B, B added after rounding
       const float *bias_after = nullptr;
-      if ((n->op == GCC_OP_CONV || n->op == GCC_OP_CONV_TRANSPOSE) && n->n_inputs > 2 &&
-          n->inputs[2] >= 0 && !wide[n->n_inputs].empty()) {
+      if (gcc_cpu_op_of(n->op)->bias_after_16bit && n->n_inputs > 2 && n->inputs[2] >= 0 &&
+          !wide[n->n_inputs].empty()) {
         bias_after = static_cast<const float *>(ts[2].data);
         in[2] = nullptr;
       }

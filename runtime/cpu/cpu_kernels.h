@@ -50,6 +50,12 @@ typedef struct gcc_cpu_op {
    * 16-bit operands float32 copies of them and rounds its 16-bit results
    * (runtime/plan.c), which is how the CPU emulates a mixed-precision plan. */
   int reads_16bit;
+  /* 1: input 2, when present, is a per-channel bias (dim 1 of the output)
+   * that a GPU adds after storing a 16-bit result (cuDNN's cudnnAddTensor
+   * after a Conv / ConvTranspose): with a 16-bit output the plan runner
+   * runs the kernel without it, rounds the result to 16 bits, adds it in
+   * float32 and rounds again (runtime/plan.c), as the GPU does */
+  int bias_after_16bit;
 } gcc_cpu_op;
 
 /* The entry of op `op`; NULL when `op` is out of range. */
