@@ -69,6 +69,10 @@ typedef enum gcc_karg_kind {
                            (gcc_plan_run's step): the Philox counter of Dropout's
                            mask; a kernel that takes it is launched, not replayed
                            from a CUDA Graph */
+  GCC_KARG_PARAM_COPY, /* optimizer: __nv_bfloat16* / __half* base of the section of the
+                          parameters' 16-bit copies (--precision bf16|fp16), at the
+                          parameters' element offsets: the kernel stores each updated
+                          weight rounded to nearest even */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 

@@ -630,6 +630,15 @@ gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a) {
 
 /* ---- optimizers ------------------------------------------------------- */
 
+/* An update's output, the parameter's 16-bit copy (--precision bf16|fp16):
+ * the plan runner gives the kernel a float32 stand-in and rounds it into the
+ * copy right after the node (runtime/plan.c shadows), so the updated weight
+ * is rounded once, to nearest even, as the CUDA optimizer kernel's store. */
+static void store_copy(const gcc_kernel_args *a, const float *p) {
+  if (a->n_out > 0 && a->out[0])
+    memcpy(a->out[0]->data, p, (size_t)a->in[0]->numel * sizeof(float));
+}
+
 gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   const gcc_node *n = a->node;
   float *p = F32(a->in[0]);
@@ -640,6 +649,7 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   float wd = n->av[SGD_WEIGHT_DECAY].f;
   int nesterov = (int)n->av[SGD_NESTEROV].i;
   sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, a->ctx->optimizer_step == 0);
+  store_copy(a, p);
   return GCC_OK;
 }
 
@@ -660,6 +670,7 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
   adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, decoupled ? 0.0f : wd, step_size, bc2_sqrt,
             decay);
+  store_copy(a, p);
   return GCC_OK;
 }
 
