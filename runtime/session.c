@@ -227,7 +227,9 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
   s->copy_dt = gcc_precision_dtype(o->precision);
   if (s->copy_dt != GCC_DT_FLOAT32) {
     s->copies_bytes = total * sizeof(uint16_t);
-    s->copies = aligned_alloc(GCC_ARENA_ALIGN, s->copies_bytes ? s->copies_bytes : GCC_ARENA_ALIGN);
+    /* aligned_alloc takes a multiple of the alignment */
+    size_t alloc = (s->copies_bytes / GCC_ARENA_ALIGN + 1) * GCC_ARENA_ALIGN;
+    s->copies = aligned_alloc(GCC_ARENA_ALIGN, alloc);
     if (!s->copies) {
       size_t b = s->copies_bytes;
       gcc_session_destroy(s);
@@ -259,7 +261,9 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
   if (o->backend)
     st = upload_arena(s, d);
   if (st == GCC_OK && s->copies && o->backend)
-    st = s->opt.backend->alloc(s->opt.backend->self, s->copies_bytes, &s->dev_copies, d);
+    st = s->opt.backend->alloc(s->opt.backend->self,
+                               s->copies_bytes ? s->copies_bytes : GCC_ARENA_ALIGN, &s->dev_copies,
+                               d);
   if (st == GCC_OK)
     st = refresh_copies(s, NULL, d);
   if (st != GCC_OK) {
