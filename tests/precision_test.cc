@@ -929,10 +929,17 @@ TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
   if (gcc_emu_test::ShimPath().empty())
     GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
   gcc_graph *mlp = Mlp(), *mlp_adam = Mlp(GCC_OPT_ADAM), *mixed = MixedUse(GCC_OPT_ADAM);
-  gcc_graph *mcnn = nullptr;
+  gcc_graph *mcnn = nullptr, *plain = nullptr, *adamw = nullptr;
   gcc_diag d{};
   ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &mcnn, &d), GCC_OK) << d.msg;
   ASSERT_TRUE(mlp && mlp_adam && mixed);
+  // the other branches of the optimizer kernels: SGD without momentum, AdamW
+  ASSERT_EQ(gcc_graph_clone(mlp, &plain, &d), GCC_OK) << d.msg;
+  plain->training.opt.momentum = 0.0f;
+  plain->training.opt.weight_decay = 1e-3f;
+  ASSERT_EQ(gcc_graph_clone(mlp_adam, &adamw, &d), GCC_OK) << d.msg;
+  adamw->training.opt.decoupled = 1;
+  adamw->training.opt.weight_decay = 1e-2f;
   struct C {
     const char *name;
     const gcc_graph *g;
@@ -944,6 +951,8 @@ TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
       {"mlp adam fp16", mlp_adam, GCC_PRECISION_FP16, 36, 8, 5, 5},
       {"mixed_use adam bf16", mixed, GCC_PRECISION_BF16, 36, 8, 5, 4},
       {"mnist_cnn sgd bf16", mcnn, GCC_PRECISION_BF16, 28 * 28, 4, 10, 2},
+      {"mlp sgd without momentum fp16", plain, GCC_PRECISION_FP16, 36, 8, 5, 3},
+      {"mlp adamw bf16", adamw, GCC_PRECISION_BF16, 36, 8, 5, 3},
   };
   for (const C &c : cases)
     for (bool device : {false, true}) {
@@ -970,6 +979,8 @@ TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
   gcc_graph_free(mlp_adam);
   gcc_graph_free(mixed);
   gcc_graph_free(mcnn);
+  gcc_graph_free(plain);
+  gcc_graph_free(adamw);
 }
 
 // Resuming from a checkpoint (the persistent arena: float32 weights and
