@@ -3,6 +3,7 @@
  *
  *   gcc-run OUT.gccx --input FILE [--labels FILE] [--device DEV] [--output FILE]
  *                    [--save-outputs OUT.npz|DIR] [--batch-size N] [--threads N] [--quiet]
+ *   gcc-run OUT.gccx --info     (the manifest: version, precision, weight bytes, kernels)
  *
  * Instead of a bundle, a model file (an ONNX model or a gcc-train .pb,
  * recognised by content) runs on the CPU: the C API makes a CPU-only bundle
@@ -43,6 +44,7 @@
 
 static void usage(FILE *f) {
   fprintf(f, "usage: gcc-run BUNDLE.gccx|MODEL --input FILE [options]\n"
+             "       gcc-run BUNDLE.gccx|MODEL --info\n"
              "\n"
              "Runs the inference graph of a bundle written by gcc-train --export, or of a\n"
              "model file (ONNX or gcc-train .pb, recognised by content) on the CPU.\n"
@@ -59,6 +61,8 @@ static void usage(FILE *f) {
              "  --batch-size N      rows per run (default 1000)\n"
              "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
              "  --quiet             no summary line\n"
+             "  --info              print the bundle's format version, precision, weight\n"
+             "                      bytes, signature and CUDA kernels, and exit (no --input)\n"
              "  --version, --help\n"
              "\n"
              "Output: CSV with a header, one line per sample: index,class,probability[,label]\n"
@@ -66,6 +70,35 @@ static void usage(FILE *f) {
              "\n"
              "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid bundle,\n"
              "4 device unusable.\n");
+}
+
+/* --info: what the bundle's manifest and weights section say. */
+static void print_info(const char *path, const gcc_bundle_info *i) {
+  char sh[128];
+  printf("bundle %s: format version %u, gcc-train %s, created %s, from %s\n", path,
+         i->format_version, i->gcc_train_version, i->created, i->model);
+  printf("precision %s: weights %" PRIu64 " bytes (%d of %d tensors in 16 bits; %" PRIu64
+         " bytes in float32)\n",
+         gcc_precision_name(i->precision), i->weight_bytes, i->n_weights_16bit, i->n_weight_tensors,
+         i->weight_bytes_fp32);
+  printf("input %s %s %s\n", i->input.name, gcc_dtype_name(i->input.dtype),
+         gcc_shape_str(&i->input.shape, sh, sizeof sh));
+  for (int k = 0; k < 2; k++)
+    printf("output %s %s %s\n", i->outputs[k].name, gcc_dtype_name(i->outputs[k].dtype),
+           gcc_shape_str(&i->outputs[k].shape, sh, sizeof sh));
+  if (i->n_cubin_archs == 0) {
+    printf("CUDA: none (a CPU-only bundle)\n");
+    return;
+  }
+  printf("CUDA: cubin for");
+  for (int k = 0; k < i->n_cubin_archs; k++)
+    printf("%s sm_%d", k ? "," : "", i->cubin_archs[k]);
+  if (i->ptx_arch)
+    printf(", PTX for compute_%d", i->ptx_arch);
+  printf("; batch sizes");
+  for (int k = 0; k < i->n_batch_sizes; k++)
+    printf("%s %" PRId64, k ? "," : "", i->batch_sizes[k]);
+  printf("\n");
 }
 
 /* 1 if the file starts with the .npy magic (anything else is read as IDX,
@@ -110,7 +143,8 @@ int main(int argc, char **argv) {
     OPT_QUIET,
     OPT_VERSION,
     OPT_HELP,
-    OPT_SAVE
+    OPT_SAVE,
+    OPT_INFO
   };
   static const struct option longopts[] = {
       {"input", required_argument, 0, OPT_INPUT},
@@ -123,11 +157,12 @@ int main(int argc, char **argv) {
       {"quiet", no_argument, 0, OPT_QUIET},
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
+      {"info", no_argument, 0, OPT_INFO},
       {0, 0, 0, 0},
   };
   const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL, *save = NULL;
   int64_t batch = 1000, threads = 0;
-  int quiet = 0, c;
+  int quiet = 0, show_info = 0, c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     switch (c) {
@@ -145,6 +180,7 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
       break;
     case OPT_QUIET: quiet = 1; break;
+    case OPT_INFO: show_info = 1; break;
     case OPT_VERSION:
       printf("gcc-run %s (bundle format %u)\n", GCC_TRAIN_VERSION, GCC_BUNDLE_FORMAT_VERSION);
       return 0;
@@ -160,6 +196,17 @@ int main(int argc, char **argv) {
                                    : "gcc-run: exactly one bundle expected\n");
     usage(stderr);
     return EXIT_USAGE;
+  }
+  if (show_info) { /* the bundle's manifest, nothing run */
+    gccx_bundle *b = NULL;
+    gcc_diag d = {0};
+    if (gccx_bundle_open(argv[optind], &b, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
+    }
+    print_info(argv[optind], gcc_bundle_get_info(gccx_bundle_raw(b)));
+    gccx_bundle_close(&b);
+    return 0;
   }
   if (!input) {
     fprintf(stderr, "gcc-run: --input FILE is required\n");

@@ -9,6 +9,7 @@
  * written).
  */
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -54,6 +55,9 @@ static int is_root(void) {
   return !g_comm || g_comm->rank == 0;
 }
 static int g_no_kernel_cache = 0; /* --no-kernel-cache */
+/* --loss-scale, --loss-scale-growth-interval: fp16 loss scaling of every
+ * training plan (mode NONE: none); set by parse_args */
+static gcc_loss_scale g_loss_scale;
 
 /* A second SIGINT/SIGTERM/SIGHUP ends the process at once, removing the
  * temporary file of an output or checkpoint being written. */
@@ -173,6 +177,13 @@ static void usage(FILE *f) {
          "                      TF32), bf16 or fp16 (torch.autocast: GEMMs read and write\n"
          "                      16 bits and accumulate in float32; reductions, losses and\n"
          "                      the optimizer stay float32, on float32 master weights)\n"
+         "  --loss-scale S      fp16 loss scaling: dynamic (default with --precision fp16:\n"
+         "                      torch.amp.GradScaler, scale 65536 halved on Inf/NaN\n"
+         "                      gradients, whose steps are skipped, doubled after 2000\n"
+         "                      good steps), none, or a fixed scale X > 0 (steps with\n"
+         "                      Inf/NaN gradients still skipped); fp16 only\n"
+         "  --loss-scale-growth-interval N\n"
+         "                      good steps before a dynamic scale doubles (default 2000)\n"
          "  --strict-placement  a node the chosen device cannot run is an error instead of\n"
          "                      falling back to the CPU\n"
          "  --dump-kernels DIR  compile only and write the generated CUDA C of the plan\n"
@@ -207,6 +218,11 @@ static void usage(FILE *f) {
          "  --export-batch-sizes LIST\n"
          "                      batch sizes to generate CUDA kernels for (their shapes are\n"
          "                      constants), e.g. 1,64,1000 (default 1,1000)\n"
+         "  --export-precision P\n"
+         "                      fp32 (default, whatever --precision trained in), bf16 or\n"
+         "                      fp16: the bundle's plans and CUDA kernels compiled with\n"
+         "                      autocast at P and GEMM/conv weights stored in 16 bits;\n"
+         "                      inputs and outputs stay float32\n"
          "  --export-onnx FILE  after training (with --epochs 0: the model as it is), write\n"
          "                      its inference graph as ONNX (opset 17; BatchNormalization\n"
          "                      with the trained running statistics, no loss or Dropout,\n"
@@ -409,6 +425,7 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
                  : recipe->batch_size > 0 ? recipe->batch_size
                                           : 1;
   o.opt = model->training.opt;
+  o.opt.scaler = g_loss_scale;
   o.device = dev;
   o.device_explicit = device_explicit;
   o.n_cuda_devices = count > 0 ? count : 1;
@@ -473,6 +490,7 @@ static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_
   gcc_session_options so = {0};
   so.threads = 1;
   so.opt = model->training.opt;
+  so.opt.scaler = g_loss_scale;
   so.device = GCC_DEV_CUDA(index);
   so.plan.sm = info->cc_major * 10 + info->cc_minor;
   so.plan.sm_count = info->units;
@@ -738,6 +756,11 @@ static int check_outputs(train_args *a) {
 /* Step 1: the flags into *a, checked. Returns -1 to go on, else the exit
  * status (0 after --help, --version and --list-devices). */
 static int parse_args(int argc, char **argv, train_args *a) {
+  /* --loss-scale as given (NULL: the precision's default) */
+  const char *loss_scale_given = NULL;
+  gcc_loss_scale_mode loss_scale_mode = GCC_LOSS_SCALE_NONE;
+  float fixed_scale = 0.0f;
+  int64_t growth_interval = 0; /* 0: not given */
   enum {
     OPT_DEVICE = 256,
     OPT_DATA,
@@ -766,6 +789,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_EXPORT,
     OPT_EXPORT_ARCHS,
     OPT_EXPORT_BATCHES,
+    OPT_EXPORT_PRECISION,
     OPT_EXPORT_ONNX,
     OPT_PREDICTIONS,
     OPT_SHOW_PREDICTIONS,
@@ -781,7 +805,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_PROGRESS,
     OPT_LOG_DIR,
     OPT_AUGMENT,
-    OPT_PRECISION
+    OPT_PRECISION,
+    OPT_LOSS_SCALE,
+    OPT_LOSS_SCALE_GROWTH
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -810,6 +836,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"dump-placement-file", required_argument, 0, OPT_DUMP_PLACEMENT_FILE},
       {"cuda-arch", required_argument, 0, OPT_CUDA_ARCH},
       {"precision", required_argument, 0, OPT_PRECISION},
+      {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
+      {"loss-scale-growth-interval", required_argument, 0, OPT_LOSS_SCALE_GROWTH},
       {"strict-placement", no_argument, 0, OPT_STRICT},
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
@@ -828,6 +856,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"export", required_argument, 0, OPT_EXPORT},
       {"export-archs", required_argument, 0, OPT_EXPORT_ARCHS},
       {"export-batch-sizes", required_argument, 0, OPT_EXPORT_BATCHES},
+      {"export-precision", required_argument, 0, OPT_EXPORT_PRECISION},
       {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX},
       {"predictions", required_argument, 0, OPT_PREDICTIONS},
       {"show-predictions", required_argument, 0, OPT_SHOW_PREDICTIONS},
@@ -841,7 +870,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {0, 0, 0, 0},
   };
   const char *device_str = "auto", *dump_format = NULL;
-  const char *export_archs = NULL, *export_batches = NULL;
+  const char *export_archs = NULL, *export_batches = NULL, *export_precision = NULL;
   memset(a, 0, sizeof *a);
   gcc_recipe_init(&a->recipe);
   a->eval_batch = 1000;
@@ -883,6 +912,33 @@ static int parse_args(int argc, char **argv, train_args *a) {
       a->precision = gcc_precision_lookup(optarg);
       if (a->precision < 0) {
         fprintf(stderr, "gcc-train: --precision '%s': expected fp32, tf32, bf16 or fp16\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_LOSS_SCALE: {
+      char *end = NULL;
+      double x = strtod(optarg, &end);
+      if (strcmp(optarg, "dynamic") == 0) {
+        loss_scale_mode = GCC_LOSS_SCALE_DYNAMIC;
+      } else if (strcmp(optarg, "none") == 0) {
+        loss_scale_mode = GCC_LOSS_SCALE_NONE;
+      } else if (end != optarg && *end == '\0' && x > 0.0 && x <= FLT_MAX) {
+        loss_scale_mode = GCC_LOSS_SCALE_FIXED;
+        fixed_scale = (float)x;
+      } else {
+        fprintf(stderr, "gcc-train: --loss-scale '%s': expected dynamic, none or a scale > 0\n",
+                optarg);
+        return EXIT_USAGE;
+      }
+      loss_scale_given = optarg;
+      break;
+    }
+    case OPT_LOSS_SCALE_GROWTH:
+      if (!gcc_flag_i64("gcc-train", "--loss-scale-growth-interval", optarg, 1, &growth_interval))
+        return EXIT_USAGE;
+      if (growth_interval > (1 << 24)) { /* the float32 growth tracker counts exactly */
+        fprintf(stderr, "gcc-train: --loss-scale-growth-interval %s: at most %d\n", optarg,
+                1 << 24);
         return EXIT_USAGE;
       }
       break;
@@ -975,6 +1031,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_EXPORT_ARCHS: export_archs = optarg; break;
     case OPT_EXPORT_BATCHES: export_batches = optarg; break;
+    case OPT_EXPORT_PRECISION: export_precision = optarg; break;
     case OPT_EXPORT_ONNX: a->export_onnx_path = optarg; break;
     case OPT_PREDICTIONS: a->predictions_path = optarg; break;
     case OPT_DATA: a->data_dir = optarg; break;
@@ -1022,6 +1079,29 @@ static int parse_args(int argc, char **argv, train_args *a) {
     return EXIT_USAGE;
   }
   a->model_path = argv[optind];
+  /* fp16 loss scaling: GradScaler by default; meaningless without fp16 */
+  if (loss_scale_given && loss_scale_mode != GCC_LOSS_SCALE_NONE &&
+      a->precision != GCC_PRECISION_FP16) {
+    fprintf(stderr,
+            "gcc-train: --loss-scale %s needs --precision fp16 (%s gradients need no loss "
+            "scaling: PyTorch uses no GradScaler for them)\n",
+            loss_scale_given, gcc_precision_name(a->precision));
+    return EXIT_USAGE;
+  }
+  if (!loss_scale_given)
+    loss_scale_mode =
+        a->precision == GCC_PRECISION_FP16 ? GCC_LOSS_SCALE_DYNAMIC : GCC_LOSS_SCALE_NONE;
+  if (growth_interval > 0 && loss_scale_mode != GCC_LOSS_SCALE_DYNAMIC) {
+    fprintf(stderr, "gcc-train: --loss-scale-growth-interval needs a dynamic loss scale "
+                    "(--precision fp16 without --loss-scale none or a fixed scale)\n");
+    return EXIT_USAGE;
+  }
+  g_loss_scale = (gcc_loss_scale){
+      .mode = loss_scale_mode,
+      .init_scale = loss_scale_mode == GCC_LOSS_SCALE_FIXED ? fixed_scale : GCC_SCALER_INIT_SCALE,
+      .growth_factor = GCC_SCALER_GROWTH_FACTOR,
+      .backoff_factor = GCC_SCALER_BACKOFF_FACTOR,
+      .growth_interval = growth_interval > 0 ? growth_interval : GCC_SCALER_GROWTH_INTERVAL};
   gcc_diag d = {0};
   if (gcc_recipe_check(&a->recipe, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
@@ -1061,9 +1141,15 @@ static int parse_args(int argc, char **argv, train_args *a) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return EXIT_USAGE;
   }
-  if ((export_archs || export_batches) && !a->export_path) {
+  if (export_precision && gcc_export_parse_precision(export_precision, eo, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    return EXIT_USAGE;
+  }
+  if ((export_archs || export_batches || export_precision) && !a->export_path) {
     fprintf(stderr, "gcc-train: %s needs --export FILE\n",
-            export_archs ? "--export-archs" : "--export-batch-sizes");
+            export_archs     ? "--export-archs"
+            : export_batches ? "--export-batch-sizes"
+                             : "--export-precision");
     return EXIT_USAGE;
   }
   if ((a->export_path || a->export_onnx_path || a->predictions_path) &&
@@ -1132,6 +1218,24 @@ static const char *default_data_dir(const train_args *a, const gcc_training *t, 
   return is_dir(r->near_model) ? r->near_model : r->data_buf;
 }
 
+/* After an export at --export-precision bf16 / fp16: the bundle's weight
+ * bytes, as its reader counts them. */
+static void print_bundle_weights(const char *path) {
+  gcc_bundle *b = NULL;
+  gcc_diag d = {0};
+  if (gcc_bundle_read(path, &b, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: warning: %s\n", d.msg);
+    return;
+  }
+  const gcc_bundle_info *i = gcc_bundle_get_info(b);
+  if (i->precision != GCC_PRECISION_FP32)
+    printf("bundle precision %s: %d of %d weight tensors in 16 bits, %" PRIu64
+           " weight bytes (%" PRIu64 " in float32)\n",
+           gcc_precision_name(i->precision), i->n_weights_16bit, i->n_weight_tensors,
+           i->weight_bytes, i->weight_bytes_fp32);
+  gcc_bundle_free(b);
+}
+
 /* --export-onnx: writes the ONNX file of the inference graph of `model`
  * (deploy/model_bundle.h gcc_inference_graph: the graph a bundle holds) to
  * `path`, or with path NULL only checks that it exports (before training:
@@ -1194,8 +1298,10 @@ static int build_run(train_args *a, train_run *r) {
       es = gcc_export_bundle(r->model, &a->eo, a->export_path, &d);
       if (es != GCC_OK)
         fprintf(stderr, "gcc-train: %s\n", d.msg);
-      else if (!a->quiet)
+      else if (!a->quiet) {
         printf("exported the inference graph of %s to %s\n", a->model_path, a->export_path);
+        print_bundle_weights(a->export_path);
+      }
     }
     rc = es == GCC_OK ? -1 : es == GCC_ERR_INVALID_GRAPH ? EXIT_MODEL : EXIT_RUN;
     if (rc < 0 && a->export_onnx_path) {
@@ -1269,6 +1375,7 @@ static int build_run(train_args *a, train_run *r) {
   so.threads = (int)a->threads;
   so.plan.detect_anomaly = a->detect_anomaly;
   so.opt = t->opt;
+  so.opt.scaler = g_loss_scale;
   so.dump_after = a->dump_after;
   so.dump_file = stderr;
   so.comm = g_comm;
@@ -1518,6 +1625,12 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
              rep.test_loss);
     else
       printf("%s; final loss %.6f\n", head, rep.test_loss);
+    gcc_loss_scale_state ls;
+    gcc_diag ld = {0};
+    if (!a->quiet && gcc_session_loss_scale(r->s, &ls, &ld) == GCC_OK && ls.on)
+      printf("fp16 loss scaling: %" PRId64 " of %" PRId64
+             " steps skipped (inf/nan gradients), scale %g\n",
+             ls.skipped_steps, gcc_session_steps(r->s), (double)ls.scale);
     if (r->cuda && !a->quiet) {
       gcc_plan *p = NULL;
       gcc_diag pd = {0};
@@ -1589,6 +1702,7 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
       for (int i = 0; i < eo->n_batch_sizes; i++)
         printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
                i == eo->n_batch_sizes - 1 ? ")\n" : "");
+      print_bundle_weights(a->export_path);
     }
   }
   if (rc == 0 && a->export_onnx_path) {

@@ -302,8 +302,12 @@ static const char *const kLoop =
     "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < "
     "%" PRId64 "LL; i += stride) {\n";
 
+/* A kernel whose lowering says kernel16 declares a 16-bit operand with its
+ * 16-bit type, and its body wraps loads in ld_open / close16 and stores in
+ * st_open / close16; the others take float32 only. */
 static gcc_status single_begin(emitter *e, int gi, int ni, single *c) {
-  GCC_TRY(need_f32(e, gi));
+  if (!gcc_lowering_of(e->g->nodes[ni].op)->kernel16)
+    GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   c->g = g;
@@ -317,10 +321,11 @@ static gcc_status single_begin(emitter *e, int gi, int ni, single *c) {
   char pname[32];
   out(&e->src, "extern \"C\" __global__ void %s(", c->k->name);
   for (int j = 0; j < c->nd->n_inputs; j++) {
+    int v = c->nd->inputs[j];
     snprintf(pname, sizeof pname, "in%d", j);
-    param(e, &c->s, GCC_KARG_INPUT, c->nd->inputs[j], "const float*", pname);
+    param(e, &c->s, GCC_KARG_INPUT, v, in_type(v >= 0 ? vdt(g, v) : GCC_DT_FLOAT32), pname);
   }
-  param(e, &c->s, GCC_KARG_OUTPUT, c->nd->outputs[0], "float*", "out0");
+  param(e, &c->s, GCC_KARG_OUTPUT, c->nd->outputs[0], out_type(vdt(g, c->nd->outputs[0])), "out0");
   out(&e->src, ") {\n");
   if (!c->s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -503,20 +508,23 @@ static void bn_kernel_dims(const gcc_graph *g, const gcc_node *nd, int xin, int6
     *inner *= X->dims[q];
 }
 
-/* The batch mean and biased variance of channel ci of `x` into mean, var
- * (float64, the CPU's order of summation). */
-static void bn_stats_src(emitter *e, const char *x, int64_t n, int64_t c, int64_t inner) {
+/* The batch mean and biased variance of channel ci of `x` (of dtype `t`)
+ * into mean, var (float64, the CPU's order of summation: a 16-bit x is
+ * widened exactly, so the statistics are the CPU's bit for bit). */
+static void bn_stats_src(emitter *e, const char *x, gcc_dtype t, int64_t n, int64_t c,
+                         int64_t inner) {
   out(&e->src,
       "    double s = 0.0;\n"
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
-      "LL; q++) s += %s[(b * %" PRId64 "LL + ci) * %" PRId64 "LL + q];\n"
+      "LL; q++) s += %s%s[(b * %" PRId64 "LL + ci) * %" PRId64 "LL + q]%s;\n"
       "    mean = s / %" PRId64 ".0;\n"
       "    double v = 0.0;\n"
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
-      "LL; q++) { double t = %s[(b * %" PRId64 "LL + ci) * %" PRId64
-      "LL + q] - mean; v += t * t; }\n"
+      "LL; q++) { double t = %s%s[(b * %" PRId64 "LL + ci) * %" PRId64
+      "LL + q]%s - mean; v += t * t; }\n"
       "    var = v / %" PRId64 ".0;\n",
-      n, inner, x, c, inner, n * inner, n, inner, x, c, inner, n * inner);
+      n, inner, ld_open(t), x, c, inner, close16(t), n * inner, n, inner, ld_open(t), x, c, inner,
+      close16(t), n * inner);
 }
 
 gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
@@ -526,6 +534,7 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
   int64_t n, c, inner;
   bn_kernel_dims(sk.g, nd, 0, &n, &c, &inner);
   int64_t m = n * inner;
+  gcc_dtype tx = vdt(sk.g, nd->inputs[0]), ty = vdt(sk.g, nd->outputs[0]);
   char le[40], lm[40];
   snprintf(le, sizeof le, "%.17g", (double)nd->av[BN_EPSILON].f);
   snprintf(lm, sizeof lm, "%.17g", (double)nd->av[BN_MOMENTUM].f);
@@ -533,7 +542,7 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
   out(&e->src, kLoop, c);
   out(&e->src, "    const long long ci = i;\n    double mean = in3[ci], var = in4[ci];\n");
   if (nd->av[BN_TRAINING].i) {
-    bn_stats_src(e, "in0", n, c, inner);
+    bn_stats_src(e, "in0", tx, n, c, inner);
     /* the running variance takes the unbiased estimate, as PyTorch's */
     char unb[96];
     if (m > 1)
@@ -550,8 +559,8 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
       "LL; q++) {\n"
       "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
-      "      out0[at] = (float)((double)in0[at] * k + b0);\n    }\n  }\n}\n",
-      le, n, inner, c, inner);
+      "      out0[at] = %s(float)((double)%sin0[at]%s * k + b0)%s;\n    }\n  }\n}\n",
+      le, n, inner, c, inner, st_open(ty), ld_open(tx), close16(tx), close16(ty));
   return single_end(e, &sk, c);
 }
 
@@ -562,21 +571,24 @@ gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
   int64_t n, c, inner;
   bn_kernel_dims(sk.g, nd, 1, &n, &c, &inner);
   int64_t m = n * inner, which = nd->av[BN_GRAD_OUTPUT].i;
+  gcc_dtype tg = vdt(sk.g, nd->inputs[0]), tx = vdt(sk.g, nd->inputs[1]),
+            ty = vdt(sk.g, nd->outputs[0]);
   char le[40];
   snprintf(le, sizeof le, "%.17g", (double)nd->av[BN_GRAD_EPSILON].f);
   /* in0 = dY, in1 = X, in2 = scale */
   out(&e->src, kLoop, c);
   out(&e->src, "    const long long ci = i;\n    double mean, var;\n");
-  bn_stats_src(e, "in1", n, c, inner);
+  bn_stats_src(e, "in1", tx, n, c, inner);
   out(&e->src,
       "    const double invstd = 1.0 / sqrt(var + (%s));\n"
       "    double db = 0.0, ds = 0.0;\n"
       "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
       "LL; q++) {\n"
       "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
-      "      db += in0[at];\n"
-      "      ds += (double)in0[at] * ((double)in1[at] - mean) * invstd;\n    }\n",
-      le, n, inner, c, inner);
+      "      db += %sin0[at]%s;\n"
+      "      ds += (double)%sin0[at]%s * ((double)%sin1[at]%s - mean) * invstd;\n    }\n",
+      le, n, inner, c, inner, ld_open(tg), close16(tg), ld_open(tg), close16(tg), ld_open(tx),
+      close16(tx));
   if (which == 1)
     out(&e->src, "    out0[ci] = (float)ds;\n");
   else if (which == 2)
@@ -587,10 +599,12 @@ gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
         "    for (long long b = 0; b < %" PRId64 "LL; b++) for (long long q = 0; q < %" PRId64
         "LL; q++) {\n"
         "      const long long at = (b * %" PRId64 "LL + ci) * %" PRId64 "LL + q;\n"
-        "      const double xhat = ((double)in1[at] - mean) * invstd;\n"
-        "      out0[at] = (float)(k * (%" PRId64
-        ".0 * (double)in0[at] - db - xhat * ds));\n    }\n",
-        m, n, inner, c, inner, m);
+        "      const double xhat = ((double)%sin1[at]%s - mean) * invstd;\n"
+        "      out0[at] = %s(float)(k * (%" PRId64
+        ".0 * (double)%sin0[at]%s - db - xhat * ds))%s;\n"
+        "    }\n",
+        m, n, inner, c, inner, ld_open(tx), close16(tx), st_open(ty), m, ld_open(tg), close16(tg),
+        close16(ty));
   out(&e->src, "  }\n}\n");
   return single_end(e, &sk, c);
 }
@@ -617,12 +631,14 @@ gcc_status gcc_emit_concat_kernel(emitter *e, int gi, int ni) {
       "LL, q = i %% %" PRId64 "LL;\n",
       ax * inner, inner, ax, inner);
   int64_t off = 0;
+  gcc_dtype ty = vdt(g, nd->outputs[0]); /* every input's too */
   for (int j = 0; j < nd->n_inputs; j++) {
     int64_t len = g->values[nd->inputs[j]].shape.dims[axis];
     out(&e->src,
-        "    %sif (a < %" PRId64 "LL) out0[i] = in%d[(o * %" PRId64 "LL + a - %" PRId64
-        "LL) * %" PRId64 "LL + q];\n",
-        j ? "else " : "", off + len, j, len, off, inner);
+        "    %sif (a < %" PRId64 "LL) out0[i] = %s%sin%d[(o * %" PRId64 "LL + a - %" PRId64
+        "LL) * %" PRId64 "LL + q]%s%s;\n",
+        j ? "else " : "", off + len, st_open(ty), ld_open(ty), j, len, off, inner, close16(ty),
+        close16(ty));
     off += len;
   }
   out(&e->src, "  }\n}\n");
@@ -647,10 +663,11 @@ gcc_status gcc_emit_transpose_kernel(emitter *e, int gi, int ni) {
   }
   out(&e->src, loop, ny);
   coords(&e->src, Y, "i");
-  out(&e->src, "    out0[i] = in0[0LL");
+  gcc_dtype ty = vdt(g, nd->outputs[0]);
+  out(&e->src, "    out0[i] = %s%sin0[0LL", st_open(ty), ld_open(ty));
   for (int q = 0; q < Y->ndim; q++)
     out(&e->src, " + c%d * %" PRId64 "LL", q, xst[nd->av[TRANSPOSE_PERM].ints[q]]);
-  out(&e->src, "];\n  }\n}\n");
+  out(&e->src, "]%s%s;\n  }\n}\n", close16(ty), close16(ty));
   return single_end(e, &sk, work);
 }
 
@@ -696,7 +713,9 @@ gcc_status gcc_emit_pad_kernel(emitter *e, int gi, int ni) {
           2 * (in - 1));
     out(&e->src, "      src += t * %" PRId64 "LL; }\n", xst[q]);
   }
-  out(&e->src, "    out0[i] = inside ? in0[src] : %s;\n  }\n}\n", lit);
+  gcc_dtype ty = vdt(g, nd->outputs[0]);
+  out(&e->src, "    out0[i] = %s(inside ? %sin0[src]%s : %s)%s;\n  }\n}\n", st_open(ty),
+      ld_open(ty), close16(ty), lit, close16(ty));
   return single_end(e, &sk, work);
 }
 
@@ -764,12 +783,13 @@ static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
   gcc_window2d w;
   gcc_window2d_of(nd, NULL, &w);
   int64_t h = X->dims[2], wd = X->dims[3], oh = Y->dims[2], ow = Y->dims[3];
+  gcc_dtype tx = vdt(g, nd->inputs[0]), ty = vdt(g, nd->outputs[0]);
   out(&e->src, loop, ny);
   out(&e->src,
       "    const long long ox = i %% %" PRId64 "LL, oy = (i / %" PRId64 "LL) %% %" PRId64
       "LL, pc = i / (%" PRId64 "LL * %" PRId64 "LL);\n"
-      "    const float* plane = in0 + pc * %" PRId64 "LL;\n",
-      ow, ow, oh, oh, ow, h * wd);
+      "    %s plane = in0 + pc * %" PRId64 "LL;\n",
+      ow, ow, oh, oh, ow, in_type(tx), h * wd);
   if (is_max)
     out(&e->src, "    float best = __int_as_float((int)0xff800000u);\n    bool any = false;\n");
   else
@@ -781,11 +801,11 @@ static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
       "      for (long long b = 0; b < %" PRId64 "LL; b++) {\n"
       "        const long long ix = ox * %" PRId64 "LL - %" PRId64 "LL + b * %" PRId64 "LL;\n"
       "        if (ix < 0 || ix >= %" PRId64 "LL) continue;\n"
-      "        const float v = plane[iy * %" PRId64 "LL + ix];\n",
-      w.kh, w.sh, w.pt, w.dh, h, w.kw, w.sw, w.pl, w.dw, wd, wd);
+      "        const float v = %splane[iy * %" PRId64 "LL + ix]%s;\n",
+      w.kh, w.sh, w.pt, w.dh, h, w.kw, w.sw, w.pl, w.dw, wd, ld_open(tx), wd, close16(tx));
   if (is_max)
     out(&e->src, "        if (!any || v > best || v != v) best = v; /* NaN wins */\n"
-                 "        any = true;\n      }\n    }\n    out0[i] = best;\n");
+                 "        any = true;\n      }\n    }\n");
   else {
     char div[32]; /* count_include_pad: the whole window, else the taps inside */
     if (nd->av[POOL_COUNT_INCLUDE_PAD].i)
@@ -793,8 +813,11 @@ static gcc_status pool_kernel(emitter *e, int gi, int ni, int is_max) {
     else
       snprintf(div, sizeof div, "cnt");
     out(&e->src,
-        "        sum += v;\n        cnt++;\n      }\n    }\n    out0[i] = sum / (float)%s;\n", div);
+        "        sum += v;\n        cnt++;\n      }\n    }\n    const float best = sum / "
+        "(float)%s;\n",
+        div);
   }
+  out(&e->src, "    out0[i] = %sbest%s;\n", st_open(ty), close16(ty));
   out(&e->src, "  }\n}\n");
   return single_end(e, &sk, work);
 }
@@ -817,7 +840,8 @@ int gcc_fits_dropout_identity(const gcc_graph *g, int node) {
  * Philox-4x32-10 of graph/philox.h (its source put once into the
  * translation unit, before the first kernel that calls it), the optimizer
  * step an argument (GCC_KARG_STEP). The same operations as the CPU's
- * dropout_apply, so the same bits. */
+ * dropout_apply, so the same bits (a 16-bit X widened, the product rounded
+ * to Y's 16 bits, as the CPU plan's shadows do). */
 static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_t key) {
   const gcc_graph *g = e->g;
   const gcc_node *nd = &g->nodes[ni];
@@ -832,8 +856,9 @@ static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   sig s = {.k = k, .ok = 1};
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
-  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], "const float*", "in0");
-  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "out0");
+  gcc_dtype tx = vdt(g, nd->inputs[0]), ty = vdt(g, nd->outputs[0]);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], in_type(tx), "in0");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], out_type(ty), "out0");
   param(e, &s, GCC_KARG_STEP, -1, "long long", "step");
   out(&e->src, ") {\n");
   if (!s.ok)
@@ -851,11 +876,12 @@ static gcc_status dropout_kernel(emitter *e, int gi, int ni, float ratio, int64_
       "    gcc_dropout_block(%lluull, q, step, r);\n"
       "    for (int j = 0; j < 4; j++) {\n"
       "      const long long i = q * 4 + j;\n"
-      "      if (i < %" PRId64 "LL) out0[i] = in0[i] * ((unsigned long long)r[j] >= %lluull ? %s : "
-      "0.0f);\n"
+      "      if (i < %" PRId64
+      "LL) out0[i] = %s%sin0[i]%s * ((unsigned long long)r[j] >= %lluull ? "
+      "%s : 0.0f)%s;\n"
       "    }\n  }\n}\n",
-      (double)ratio, thr, nq, (unsigned long long)key, n, thr,
-      float_lit(ls, sizeof ls, gcc_dropout_scale(ratio)));
+      (double)ratio, thr, nq, (unsigned long long)key, n, st_open(ty), ld_open(tx), close16(tx),
+      thr, float_lit(ls, sizeof ls, gcc_dropout_scale(ratio)), close16(ty));
   set_grid(e, k, nq);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
@@ -1240,6 +1266,22 @@ static int64_t padded(int64_t n) {
   return (n + per - 1) / per * per;
 }
 
+/* fp16 loss scaling (graph/ops.h SCALER_IN_*): the scale, found_inf and
+ * applied_steps inputs of the group's first node (the same values for
+ * every node of the group), read from device memory, never baked in */
+static void scaler_params(emitter *e, sig *s, const gcc_node *n0, int at) {
+  param(e, s, GCC_KARG_INPUT, n0->inputs[at + SCALER_IN_SCALE], "const float*", "scale");
+  param(e, s, GCC_KARG_INPUT, n0->inputs[at + SCALER_IN_FOUND_INF], "const float*", "found_inf");
+  param(e, s, GCC_KARG_INPUT, n0->inputs[at + SCALER_IN_STEPS], "const float*", "applied");
+}
+
+static const char *const kScalerPrologue =
+    "  /* torch.amp.GradScaler: a step with an Inf/NaN gradient updates nothing;\n"
+    "     otherwise the gradients are unscaled by inv_scale = 1 / scale (float64,\n"
+    "     rounded to float32) as they are read */\n"
+    "  if (found_inf[0] != 0.0f) return;\n"
+    "  const float inv = (float)(1.0 / (double)scale[0]);\n";
+
 /* The optimizer kernel of group `gi`: its signature starts with the flat
  * parameter and gradient sections; *total is the floats they hold. */
 static gcc_status optimizer_begin(emitter *e, int gi, gcc_kernel_info **kp, sig *s,
@@ -1296,11 +1338,15 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   char l2[32], l3[32], l4[32];
   GCC_TRY(optimizer_begin(e, gi, &k, &s, &total));
   int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
+  int scaled = n0->n_inputs > SGD_IN_SCALER;
   if (has_buf)
     param(e, &s, GCC_KARG_STATE0, -1, "float*", "buf");
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
-  param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
+  if (!scaled)
+    param(e, &s, GCC_KARG_FIRST_STEP, -1, "int", "first");
   param(e, &s, GCC_KARG_LR, -1, "float", "lr");
+  if (scaled)
+    scaler_params(e, &s, n0, SGD_IN_SCALER);
   optimizer_copy_arg(e, gi, &s);
   char copy[96];
   optimizer_copy(e, gi, copy, sizeof copy);
@@ -1308,6 +1354,8 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, gr);
+  if (scaled)
+    out(&e->src, "%s  const int first = applied[0] == 0.0f;\n", kScalerPrologue);
   out(&e->src,
       "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
       "     (parallel arrays, each tensor padded to %d bytes): %" PRId64 " floats */\n"
@@ -1319,15 +1367,16 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
       GCC_ARENA_ALIGN, total, float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
       float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
       float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
+  const char *gi_ = scaled ? "g[i] * inv" : "g[i]";
   if (!has_buf)
-    out(&e->src, "    p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);\n%s  }\n}\n", copy);
+    out(&e->src, "    p[i] = p[i] + (-lr) * (%s + wd * p[i]);\n%s  }\n}\n", gi_, copy);
   else
     out(&e->src,
-        "    float d = g[i] + wd * p[i];\n"
+        "    float d = %s + wd * p[i];\n"
         "    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;\n"
         "    buf[i] = b;\n"
         "    p[i] = p[i] + (-lr) * (%s);\n%s  }\n}\n",
-        n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b", copy);
+        gi_, n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b", copy);
   return optimizer_end(e, k, &s, total);
 }
 
@@ -1344,11 +1393,16 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
   param(e, &s, GCC_KARG_STATE0, -1, "float*", "m");
   param(e, &s, GCC_KARG_STATE1, -1, "float*", "v");
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
-  param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
-  param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
+  int scaled = n0->n_inputs > ADAM_IN_SCALER;
+  if (!scaled) {
+    param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
+    param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
+  }
   int decoupled = (int)n0->av[ADAM_DECOUPLED].i;
-  if (decoupled)
+  if (decoupled || scaled)
     param(e, &s, GCC_KARG_LR, -1, "float", "lr");
+  if (scaled)
+    scaler_params(e, &s, n0, ADAM_IN_SCALER);
   optimizer_copy_arg(e, gi, &s);
   char copy[96];
   optimizer_copy(e, gi, copy, sizeof copy);
@@ -1356,6 +1410,16 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, gr);
+  if (scaled)
+    out(&e->src,
+        "%s"
+        "  /* the bias corrections of the steps applied (skipped steps do not count), in\n"
+        "     float64 as gcc_cpu_adam */\n"
+        "  const double t = (double)applied[0] + 1.0;\n"
+        "  const float step_size = (float)((double)lr / (1.0 - pow((double)%s, t)));\n"
+        "  const float bc2_sqrt = (float)sqrt(1.0 - pow((double)%s, t));\n",
+        kScalerPrologue, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
+        float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f));
   out(&e->src,
       "  /* torch.optim.Adam over the flat sections: %" PRId64
       " floats; step_size = lr / (1 - beta1^t),\n"
@@ -1377,7 +1441,9 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
                   "torch's scalar) */\n"
                   "  const float decay = (float)(1.0 - (double)lr * (double)wd);\n"
                 : "",
-      decoupled ? "    p[i] = p[i] * decay;\n    float gi = g[i];\n"
+      decoupled ? (scaled ? "    p[i] = p[i] * decay;\n    float gi = g[i] * inv;\n"
+                          : "    p[i] = p[i] * decay;\n    float gi = g[i];\n")
+      : scaled  ? "    float gi = g[i] * inv + wd * p[i];\n"
                 : "    float gi = g[i] + wd * p[i];\n",
       copy);
   return optimizer_end(e, k, &s, total);
@@ -1661,4 +1727,97 @@ void gcc_kernel_set_free(gcc_kernel_set *ks) {
   free(ks->strings);
   free(ks->source);
   memset(ks, 0, sizeof *ks);
+}
+
+/* ---- fp16 loss scaling (torch.amp.GradScaler) --------------------------- */
+
+/* AmpNonFiniteCheck: one block over the node's gradients, which lie in
+ * the flat gradient section of the persistent arena, consecutive and each
+ * padded to GCC_ARENA_ALIGN bytes (the padding is zeros; the runtime checks
+ * the layout, GCC_KARG_FLAT_INPUTS). No atomics: a block-wide flag. */
+gcc_status gcc_emit_amp_non_finite_check_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  int64_t total = 0;
+  for (int j = 0; j < nd->n_inputs; j++)
+    total += padded(gcc_shape_numel(&g->values[nd->inputs[j]].shape, NULL));
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_FLAT_INPUTS, -1, "const float*", "g");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "found_inf");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  out(&e->src,
+      "  /* found_inf of torch._amp_foreach_non_finite_check_and_unscale_ over the %d\n"
+      "     gradients (%" PRId64 " floats with padding): Inf and NaN fail |x| <= FLT_MAX */\n"
+      "  __shared__ int s_bad;\n"
+      "  if (blockIdx.x != 0) return;\n"
+      "  if (threadIdx.x == 0) s_bad = 0;\n"
+      "  __syncthreads();\n"
+      "  int bad = 0;\n"
+      "  for (long long i = threadIdx.x; i < %" PRId64 "LL; i += blockDim.x)\n"
+      "    bad |= !(fabsf(g[i]) <= 3.402823466e+38f);\n"
+      "  if (bad) s_bad = 1;\n"
+      "  __syncthreads();\n"
+      "  if (threadIdx.x == 0) found_inf[0] = s_bad ? 1.0f : 0.0f;\n"
+      "}\n",
+      nd->n_inputs, total, total);
+  k->single_block = 1;
+  k->grid_dim = 1;
+  k->work_items = total;
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* AmpUpdateScale: one thread, the scalars in place (as gcc_cpu_amp_update_scale) */
+gcc_status gcc_emit_amp_update_scale_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_SCALE], "float*", "scale");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_FOUND_INF], "const float*", "found_inf");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_TRACKER], "float*", "tracker");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_UPDATE_IN_STEPS], "float*", "applied");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  char lg[32], lb[32];
+  out(&e->src,
+      "  /* torch._amp_update_scale_, and the count of applied optimizer steps */\n"
+      "  if (blockIdx.x != 0 || threadIdx.x != 0) return;\n"
+      "  if (found_inf[0] != 0.0f) {\n"
+      "    scale[0] = scale[0] * %s;\n"
+      "    tracker[0] = 0.0f;\n"
+      "    return;\n"
+      "  }\n"
+      "  const float successful = tracker[0] + 1.0f;\n"
+      "  if (successful >= %" PRId64 ".0f) {\n"
+      "    const float grown = scale[0] * %s;\n"
+      "    if (fabsf(grown) <= 3.402823466e+38f) scale[0] = grown;\n"
+      "    tracker[0] = 0.0f;\n"
+      "  } else {\n"
+      "    tracker[0] = successful;\n"
+      "  }\n"
+      "  applied[0] = applied[0] + 1.0f;\n"
+      "}\n",
+      float_lit(lb, sizeof lb, nd->av[AMP_UPDATE_BACKOFF_FACTOR].f),
+      (int64_t)nd->av[AMP_UPDATE_GROWTH_INTERVAL].i,
+      float_lit(lg, sizeof lg, nd->av[AMP_UPDATE_GROWTH_FACTOR].f));
+  k->single_block = 1;
+  k->grid_dim = 1;
+  k->work_items = 1;
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
 }

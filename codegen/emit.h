@@ -47,29 +47,33 @@ typedef enum gcc_karg_kind {
    * group, in group order, each padded to GCC_ARENA_ALIGN bytes (the same
    * offsets in every section): the runtime lays the device's persistent
    * arena out that way per optimizer group. */
-  GCC_KARG_PARAMS,     /* optimizer: float* base of the parameter section */
-  GCC_KARG_GRADS,      /* optimizer: const float* base of the gradient section */
-  GCC_KARG_STATE0,     /* optimizer: float* momentum buffer / Adam exp_avg section */
-  GCC_KARG_STATE1,     /* optimizer: float* Adam exp_avg_sq section */
-  GCC_KARG_NUMEL,      /* long long: elements of the flat sections */
-  GCC_KARG_FIRST_STEP, /* int: 1 on the first optimizer step (SGD momentum) */
-  GCC_KARG_STEP_SIZE,  /* float: Adam lr / (1 - beta1^t) */
-  GCC_KARG_BC2_SQRT,   /* float: Adam sqrt(1 - beta2^t) */
-  GCC_KARG_LR,         /* float: the step's learning rate (the lr schedule's, else the
+  GCC_KARG_PARAMS,      /* optimizer: float* base of the parameter section */
+  GCC_KARG_GRADS,       /* optimizer: const float* base of the gradient section */
+  GCC_KARG_STATE0,      /* optimizer: float* momentum buffer / Adam exp_avg section */
+  GCC_KARG_STATE1,      /* optimizer: float* Adam exp_avg_sq section */
+  GCC_KARG_NUMEL,       /* long long: elements of the flat sections */
+  GCC_KARG_FIRST_STEP,  /* int: 1 on the first optimizer step (SGD momentum) */
+  GCC_KARG_STEP_SIZE,   /* float: Adam lr / (1 - beta1^t) */
+  GCC_KARG_BC2_SQRT,    /* float: Adam sqrt(1 - beta2^t) */
+  GCC_KARG_LR,          /* float: the step's learning rate (the lr schedule's, else the
                           node's lr attribute) */
-  GCC_KARG_BAD_LABEL,  /* int*: set by the host to GCC_BAD_LABEL_NONE; a loss
+  GCC_KARG_BAD_LABEL,   /* int*: set by the host to GCC_BAD_LABEL_NONE; a loss
                            kernel lowers it (atomicMin) to the row of each label
                            outside [0, C) (and zeroes that row's gradient), so
                            it ends at the first such row whatever order the
                            threads run in; the host checks it after the step
                            and fails as the CPU backend does (same row) */
-  GCC_KARG_I64,        /* long long set by the runtime per launch (the gather
+  GCC_KARG_I64,         /* long long set by the runtime per launch (the gather
                            kernel's first row, rows and 32-bit words per row) */
-  GCC_KARG_STEP,       /* long long: the optimizer steps completed before this one
+  GCC_KARG_STEP,        /* long long: the optimizer steps completed before this one
                            (gcc_plan_run's step): the Philox counter of Dropout's
                            mask; a kernel that takes it is launched, not replayed
                            from a CUDA Graph */
-  GCC_KARG_PARAM_COPY, /* optimizer: __nv_bfloat16* / __half* base of the section of the
+  GCC_KARG_FLAT_INPUTS, /* const float*: the first input of the group's node, whose inputs
+                           lie consecutively, each padded to GCC_ARENA_ALIGN bytes (the
+                           flat gradient section: AmpNonFiniteCheck); the runtime checks
+                           that layout when it builds the plan */
+  GCC_KARG_PARAM_COPY,  /* optimizer: __nv_bfloat16* / __half* base of the section of the
                           parameters' 16-bit copies (--precision bf16|fp16), at the
                           parameters' element offsets: the kernel stores each updated
                           weight rounded to nearest even */

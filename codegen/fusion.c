@@ -19,6 +19,14 @@
  *     (the gradient of a one-output layer); their ReluGrad and bias sums
  *     become generated kernels. (Shapes the device refuses otherwise are
  *     handled when the plan is built: runtime/device_plan.c.)
+ *     Mixed precision: cuBLASLt's bias and bias-gradient vectors have D's
+ *     type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE and _BIAS_POINTER:
+ *     float32 ones next to a 16-bit D are documented for FP8 and IMMA
+ *     kernels only), so an epilogue forms only where the bias (or the sum)
+ *     has the GEMM's dtype. The autocast pass makes them so: a 16-bit Gemm
+ *     reads the 16-bit copy of its bias, and its bias gradient is summed
+ *     in 16 bits from the 16-bit output gradient (passes/autocast.c), so
+ *     16-bit plans get the epilogues of float32 plans.
  *  4. maximal chains of pointwise ops of one shape, each value consumed
  *     once inside the chain, optionally ending in one reduction
  *     (ReduceSumTo) -> one POINTWISE group;
@@ -251,7 +259,8 @@ static int bias_sum_of(const gcc_graph *g, int v) {
       continue;
     const gcc_shape *s = &g->values[n->outputs[0]].shape;
     if (n->av[REDUCE_SUM_TO_SCALE].f == 1.0f && gcc_shape_numel(s, NULL) == val->shape.dims[1] &&
-        (s->ndim == 1 || (s->ndim == 2 && s->dims[0] == 1)))
+        (s->ndim == 1 || (s->ndim == 2 && s->dims[0] == 1)) &&
+        g->values[n->outputs[0]].dtype == val->dtype) /* cuBLASLt: bgrad of D's type */
       return u;
   }
   return -1;
@@ -301,7 +310,8 @@ static gcc_status fuse_gemms(gcc_graph *g, gcc_diag *d) {
       const gcc_shape *cs = &g->values[n->inputs[2]].shape;
       const gcc_shape *ys = &g->values[n->outputs[0]].shape;
       int row = gcc_shape_numel(cs, NULL) == ys->dims[1] &&
-                (cs->ndim == 1 || (cs->ndim == 2 && cs->dims[0] == 1));
+                (cs->ndim == 1 || (cs->ndim == 2 && cs->dims[0] == 1)) &&
+                g->values[n->inputs[2]].dtype == g->values[n->outputs[0]].dtype;
       if (row && n->av[GEMM_BETA].f == 1.0f) {
         c.epi = GCC_EPI_BIAS;
         int r = only_consumer(g, n->outputs[0]);

@@ -107,6 +107,13 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
         return gcc_diag_set(d, GCC_ERR_INTERNAL,
                             "%s: %s: a bias epilogue needs a row-vector C and beta = 1", g->source,
                             desc);
+      if (g->values[C].dtype != o->dtype)
+        return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                            "%s: %s: a %s bias with %s D: cuBLASLt's bias vector has D's type "
+                            "(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; other types for FP8 and IMMA "
+                            "kernels only) (group '%s')",
+                            g->source, desc, gcc_dtype_name(g->values[C].dtype),
+                            gcc_dtype_name(o->dtype), gr->name);
       o->bias_value = C;
     } else if (full && g->values[C].dtype == o->dtype) {
       o->c_value = C;
@@ -161,6 +168,12 @@ gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *o, gcc
                           "%s: group '%s' has a BGRAD epilogue but no ReduceSumTo", g->source,
                           gr->name);
     o->bias_value = g->nodes[rsum].outputs[0];
+    if (g->values[o->bias_value].dtype != o->dtype)
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: group '%s': a %s bias gradient with %s D: cuBLASLt writes it in "
+                          "D's type (CUBLASLT_MATMUL_DESC_BIAS_POINTER)",
+                          g->source, gr->name, gcc_dtype_name(g->values[o->bias_value].dtype),
+                          gcc_dtype_name(o->dtype));
     int64_t want = o->epilogue == GCC_EPI_DRELU_BGRAD ? o->m : o->n;
     if (gcc_shape_numel(&g->values[o->bias_value].shape, NULL) != want)
       return gcc_diag_set(d, GCC_ERR_INTERNAL,

@@ -55,9 +55,9 @@ typedef struct gcc_colmajor_gemm {
   int64_t ldd;
   float alpha, beta;
   gcc_epilogue epilogue; /* in column-major terms (BGRADB where fusion formed BGRADA) */
-  int bias_value;        /* BIAS variants: the bias input (m floats); BGRAD
-                             variants: the bias-gradient output (m floats for
-                             DRELU_BGRAD, n for BGRADB); else -1 */
+  int bias_value;        /* BIAS variants: the bias input (m elements); BGRAD
+                             variants: the bias-gradient output (m elements for
+                             DRELU_BGRAD, n for BGRADB); of `dtype`; else -1 */
   int aux_group;         /* RELU_AUX_BIAS: this group; DRELU*: the forward
                              group whose ReLU bit-mask is read; else -1 */
   int64_t aux_ld;        /* bit-mask leading dimension in bits (multiple of
@@ -84,7 +84,9 @@ unsigned gcc_lt_alignment(const void *p);
  *    a row vector; a DRELU group whose forward ReLU is not the RELU_AUX_BIAS
  *    epilogue of a GEMM group of the same shape (no bit-mask to read); a
  *    non-2-D operand, or operands that are not all of one float dtype
- *    (float32, float16, bfloat16). */
+ *    (float32, float16, bfloat16); a bias or bias-gradient vector of another
+ *    dtype than D (cuBLASLt documents other bias types for FP8 and IMMA
+ *    kernels only: cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE). */
 gcc_status gcc_gemm_map(const gcc_graph *g, int group, gcc_colmajor_gemm *out, gcc_diag *d);
 
 #ifdef __cplusplus

@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -51,12 +51,14 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_MAX_POOL] = {.kind = GCC_LOWER_LIBRARY,
                          .call = "cudnnPoolingForward",
                          .fits = gcc_fits_cudnn_pool,
-                         .kernel = gcc_emit_max_pool_kernel},
+                         .kernel = gcc_emit_max_pool_kernel,
+                         .kernel16 = 1},
     [GCC_OP_MAX_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
     [GCC_OP_AVERAGE_POOL] = {.kind = GCC_LOWER_LIBRARY,
                              .call = "cudnnPoolingForward",
                              .fits = gcc_fits_cudnn_pool,
-                             .kernel = gcc_emit_average_pool_kernel},
+                             .kernel = gcc_emit_average_pool_kernel,
+                             .kernel16 = 1},
     [GCC_OP_AVERAGE_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnPoolingBackward"},
     [GCC_OP_SUB] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} - {1}"},
     [GCC_OP_MUL] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} * {1}"},
@@ -70,9 +72,11 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
                      .expr = "{0} < {f0} ? {f0} : ({0} > {f1} ? {f1} : {0})"},
     [GCC_OP_LOG_SOFTMAX] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_log_softmax_kernel},
     [GCC_OP_LRN] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_lrn_kernel},
-    [GCC_OP_CONCAT] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_concat_kernel},
-    [GCC_OP_TRANSPOSE] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_transpose_kernel},
-    [GCC_OP_PAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_pad_kernel},
+    [GCC_OP_CONCAT] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_concat_kernel, .kernel16 = 1},
+    [GCC_OP_TRANSPOSE] = {.kind = GCC_LOWER_KERNEL,
+                          .kernel = gcc_emit_transpose_kernel,
+                          .kernel16 = 1},
+    [GCC_OP_PAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_pad_kernel, .kernel16 = 1},
     /* cudnnConvolutionBackwardData with X as dY and Y as dX, then the bias */
     [GCC_OP_CONV_TRANSPOSE] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardData"},
     /* on the communication stream (runtime/comm.h: NCCL on GPU ranks) */
@@ -89,19 +93,31 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_LRN_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_lrn_grad_kernel},
     /* one thread per channel, float64 sums as the CPU (deterministic; the
      * running statistics are written in place in training) */
-    [GCC_OP_BATCH_NORM] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_batch_norm_kernel},
+    [GCC_OP_BATCH_NORM] = {.kind = GCC_LOWER_KERNEL,
+                           .kernel = gcc_emit_batch_norm_kernel,
+                           .kernel16 = 1},
     [GCC_OP_BATCH_NORM_GRAD] = {.kind = GCC_LOWER_KERNEL,
-                                .kernel = gcc_emit_batch_norm_grad_kernel},
+                                .kernel = gcc_emit_batch_norm_grad_kernel,
+                                .kernel16 = 1},
     /* the identity in evaluation (fused as "{0}"); in training a kernel of its own
      * drawing the Philox mask (graph/philox.h), as DropoutGrad */
     [GCC_OP_DROPOUT] = {.kind = GCC_LOWER_POINTWISE,
                         .expr = "{0}",
                         .fits = gcc_fits_dropout_identity,
-                        .kernel = gcc_emit_dropout_kernel},
-    [GCC_OP_DROPOUT_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_dropout_grad_kernel},
+                        .kernel = gcc_emit_dropout_kernel,
+                        .kernel16 = 1},
+    [GCC_OP_DROPOUT_GRAD] = {.kind = GCC_LOWER_KERNEL,
+                             .kernel = gcc_emit_dropout_grad_kernel,
+                             .kernel16 = 1},
     /* the conversion is the load and store of the operand's and the result's
      * dtypes (codegen/emit.c): fused into its neighbours' kernels */
     [GCC_OP_CAST] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0}"},
+    /* fp16 loss scaling: a single-block check over every gradient, and a
+     * one-thread update of the scale (the unscale is in the optimizer kernel) */
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {.kind = GCC_LOWER_KERNEL,
+                                     .kernel = gcc_emit_amp_non_finite_check_kernel},
+    [GCC_OP_AMP_UPDATE_SCALE] = {.kind = GCC_LOWER_KERNEL,
+                                 .kernel = gcc_emit_amp_update_scale_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -82,6 +82,11 @@ typedef struct gcc_lowering {
   gcc_lowering_fits_fn fits; /* GEMM / LIBRARY / POINTWISE: NULL = every node fits (a
                               POINTWISE op that does not fit is a KERNEL: Dropout in
                               training) */
+  /* 1: `kernel` loads float16 / bfloat16 operands into float and stores
+   * 16-bit results rounded to nearest even (an op the autocast pass may put
+   * in 16 bits); 0: it reads and writes float32 only, and a 16-bit operand
+   * is an error naming the node */
+  int kernel16;
 } gcc_lowering;
 
 /* The entry of op `op`; NULL when `op` is out of range. */

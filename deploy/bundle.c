@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "graph/graph.pb-c.h"
+#include "graph/half.h"
 #include "graph/loader.h"
 #include "deploy/bundle.pb-c.h"
 #include "deploy/bundle_internal.h"
@@ -63,6 +64,11 @@ static uint64_t get_u64(const uint8_t *p) {
 
 gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes, size_t *size,
                            gcc_diag *d) {
+  return gcc_bundle_pack_version(secs, n, GCC_BUNDLE_FORMAT_VERSION_MIN, bytes, size, d);
+}
+
+gcc_status gcc_bundle_pack_version(const gcc_bundle_section_ref *secs, int n, uint32_t version,
+                                   uint8_t **bytes, size_t *size, gcc_diag *d) {
   *bytes = NULL;
   *size = 0;
   Gccx__Section *s = calloc((size_t)(n ? n : 1), sizeof *s);
@@ -95,7 +101,7 @@ gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **
                         GCC_BUNDLE_HEADER_BYTES + p);
     } else {
       memcpy(buf, GCC_BUNDLE_MAGIC, 8);
-      put_u32(buf + 8, GCC_BUNDLE_FORMAT_VERSION);
+      put_u32(buf + 8, version);
       put_u32(buf + 12, 0);
       put_u64(buf + 16, p);
       gccx__bundle__pack(&b, buf + GCC_BUNDLE_HEADER_BYTES);
@@ -124,6 +130,7 @@ struct gcc_bundle {
   gcc_bundle_info info;
   json_t *manifest;
   gcc_graph *graph;
+  uint32_t header_version; /* the format version in the file's header */
 };
 
 void gcc_bundle_free(gcc_bundle *b) {
@@ -244,13 +251,29 @@ static gcc_status read_manifest(gcc_bundle *b, gcc_diag *d) {
   json_t *fv = json_object_get(m, "format_version");
   if (!json_is_integer(fv))
     return bad(b, d, "manifest: missing format_version", NULL);
-  if (json_integer_value(fv) != GCC_BUNDLE_FORMAT_VERSION)
+  if (json_integer_value(fv) < GCC_BUNDLE_FORMAT_VERSION_MIN ||
+      json_integer_value(fv) > GCC_BUNDLE_FORMAT_VERSION)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: manifest: bundle format version %" PRId64 ", but this gcc-train (%s) "
-                        "reads version %u",
+                        "reads versions %u to %u",
                         b->source, (int64_t)json_integer_value(fv), GCC_TRAIN_VERSION,
-                        GCC_BUNDLE_FORMAT_VERSION);
-  b->info.format_version = GCC_BUNDLE_FORMAT_VERSION;
+                        GCC_BUNDLE_FORMAT_VERSION_MIN, GCC_BUNDLE_FORMAT_VERSION);
+  if ((uint64_t)json_integer_value(fv) != b->header_version)
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: manifest: format_version %" PRId64 " differs from the header's %u",
+                        b->source, (int64_t)json_integer_value(fv), b->header_version);
+  b->info.format_version = b->header_version;
+  b->info.precision = GCC_PRECISION_FP32;
+  if (b->header_version >= 2) { /* the precision its plans compute in */
+    json_t *p = json_object_get(m, "precision");
+    int prec = json_is_string(p) ? gcc_precision_lookup(json_string_value(p)) : -1;
+    if (prec != GCC_PRECISION_FP32 && prec != GCC_PRECISION_BF16 && prec != GCC_PRECISION_FP16)
+      return bad(b, d,
+                 "manifest: a version 2 bundle needs \"precision\": \"fp32\", \"bf16\" "
+                 "or \"fp16\"",
+                 NULL);
+    b->info.precision = prec;
+  }
   const char *keys[3] = {"gcc_train_version", "created", "model"};
   const char **dst[3] = {&b->info.gcc_train_version, &b->info.created, &b->info.model};
   for (int i = 0; i < 3; i++) {
@@ -386,6 +409,31 @@ static gcc_status read_manifest(gcc_bundle *b, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* Version 2: the manifest's "weights" summary agrees with the weights
+ * section (as read_graph counted it). */
+static gcc_status check_weights_summary(gcc_bundle *b, gcc_diag *d) {
+  json_t *w = json_object_get(b->manifest, "weights");
+  json_t *dt = json_object_get(w, "dtype"), *by = json_object_get(w, "bytes"),
+         *fb = json_object_get(w, "float32_bytes"), *n16 = json_object_get(w, "tensors_16bit");
+  if (!json_is_object(w) || !json_is_string(dt) || !json_is_integer(by) || !json_is_integer(fb) ||
+      !json_is_integer(n16))
+    return bad(b, d, "manifest: malformed \"weights\" (dtype, bytes, float32_bytes, tensors_16bit)",
+               NULL);
+  gcc_dtype want =
+      b->info.n_weights_16bit ? gcc_precision_dtype(b->info.precision) : GCC_DT_FLOAT32;
+  if (strcmp(json_string_value(dt), gcc_dtype_name(want)) != 0 ||
+      (uint64_t)json_integer_value(by) != b->info.weight_bytes ||
+      (uint64_t)json_integer_value(fb) != b->info.weight_bytes_fp32 ||
+      json_integer_value(n16) != b->info.n_weights_16bit)
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: manifest: \"weights\" says %s, %" PRId64 " bytes, %" PRId64
+                        " tensors in 16 bits; section 'weights' has %s, %" PRIu64 " bytes, %d",
+                        b->source, json_string_value(dt), (int64_t)json_integer_value(by),
+                        (int64_t)json_integer_value(n16), gcc_dtype_name(want),
+                        b->info.weight_bytes, b->info.n_weights_16bit);
+  return GCC_OK;
+}
+
 /* graph + weights -> one Model -> the loader (which checks everything a
  * model file must satisfy). */
 static gcc_status read_graph(gcc_bundle *b, gcc_diag *d) {
@@ -408,22 +456,69 @@ static gcc_status read_graph(gcc_bundle *b, gcc_diag *d) {
     if (!saved || !saved_has)
       st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (bundle)");
   }
+  /* a 16-bit weight (version 2): widened to float32 for the loader */
+  gcc_dtype low = gcc_precision_dtype(b->info.precision);
+  float **wide = NULL;
+  if (st == GCC_OK && !(wide = calloc(n + 1, sizeof *wide)))
+    st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (bundle)");
   size_t swapped = 0;
   for (size_t i = 0; i < n && st == GCC_OK; i++) {
     Gcc__Tensor *t = m->graph->initializers[i], *wt = w->initializers[i];
-    if (!t->name || !wt->name || strcmp(t->name, wt->name) != 0 || t->n_dims != wt->n_dims ||
-        t->dtype != wt->dtype || !wt->has_raw_data) {
-      st = gcc_diag_set(d, GCC_ERR_PARSE,
-                        "%s: section 'weights': tensor %zu ('%s') does not match the graph's "
-                        "initializer '%s'",
-                        b->source, i, wt->name ? wt->name : "", t->name ? t->name : "");
+    int half = low != GCC_DT_FLOAT32 && (int)wt->dtype == (int)low &&
+               t->dtype == GCC__DATA_TYPE__DT_FLOAT32;
+    int same_dims = t->n_dims == wt->n_dims;
+    for (size_t k = 0; same_dims && k < t->n_dims; k++)
+      same_dims = t->dims[k] == wt->dims[k];
+    if (!t->name || !wt->name || strcmp(t->name, wt->name) != 0 || !same_dims ||
+        (t->dtype != wt->dtype && !half) || !wt->has_raw_data) {
+      st = gcc_diag_set(
+          d, GCC_ERR_PARSE,
+          "%s: section 'weights': tensor %zu ('%s'%s%s) does not match the graph's "
+          "initializer '%s'%s",
+          b->source, i, wt->name ? wt->name : "", wt->dtype != t->dtype ? ", dtype " : "",
+          wt->dtype != t->dtype && wt->dtype >= 0 && (int)wt->dtype < (int)GCC_DT_COUNT
+              ? gcc_dtype_name((gcc_dtype)wt->dtype)
+              : "",
+          t->name ? t->name : "",
+          wt->dtype != t->dtype && b->info.precision == GCC_PRECISION_FP32
+              ? " (a float32 bundle has no 16-bit weights)"
+              : "");
       break;
     }
+    uint64_t numel = 1;
+    for (size_t k = 0; k < t->n_dims && numel; k++)
+      numel = t->dims[k] > 0 && (uint64_t)t->dims[k] <= (UINT64_MAX >> 3) / numel
+                  ? numel * (uint64_t)t->dims[k]
+                  : 0;
+    if (half && (numel == 0 || wt->raw_data.len != 2 * numel)) {
+      st = gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: section 'weights': %s tensor '%s' has %zu bytes, not 2 per element "
+                        "(%" PRIu64 " elements)",
+                        b->source, gcc_dtype_name(low), wt->name, wt->raw_data.len, numel);
+      break;
+    }
+    b->info.n_weight_tensors++;
+    b->info.weight_bytes += wt->raw_data.len;
+    b->info.weight_bytes_fp32 += half ? 2 * (uint64_t)wt->raw_data.len : wt->raw_data.len;
     saved[i] = t->raw_data;
     saved_has[i] = t->has_raw_data;
     t->raw_data = wt->raw_data;
     t->has_raw_data = 1;
     swapped = i + 1;
+    if (half) {
+      b->info.n_weights_16bit++;
+      if (!(wide[i] = malloc((size_t)numel * sizeof(float)))) {
+        st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (bundle weights)");
+        break;
+      }
+      const uint8_t *h = wt->raw_data.data;
+      for (uint64_t k = 0; k < numel; k++) { /* little-endian, exact */
+        uint16_t u = (uint16_t)(h[2 * k] | h[2 * k + 1] << 8);
+        wide[i][k] = low == GCC_DT_BFLOAT16 ? gcc_bf16_to_f32(u) : gcc_f16_to_f32(u);
+      }
+      t->raw_data.data = (uint8_t *)wide[i];
+      t->raw_data.len = (size_t)numel * sizeof(float);
+    }
   }
   uint8_t *bytes = NULL;
   size_t size = 0;
@@ -441,6 +536,9 @@ static gcc_status read_graph(gcc_bundle *b, gcc_diag *d) {
   }
   free(saved);
   free(saved_has);
+  for (size_t i = 0; wide && i < n; i++)
+    free(wide[i]);
+  free(wide);
   if (m)
     gcc__model__free_unpacked(m, NULL);
   if (w)
@@ -466,7 +564,7 @@ static gcc_status read_graph(gcc_bundle *b, gcc_diag *d) {
   for (int i = 0; i < 2; i++)
     if (strcmp(g->values[g->outputs[i]].name, b->info.outputs[i].name) != 0)
       return bad(b, d, "the graph's outputs differ from the manifest's", NULL);
-  return GCC_OK;
+  return b->header_version >= 2 ? check_weights_summary(b, d) : GCC_OK;
 }
 
 gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *source, gcc_bundle **out,
@@ -485,10 +583,13 @@ gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *sourc
                       b->source, size, GCC_BUNDLE_HEADER_BYTES);
   } else if (memcmp(bytes, GCC_BUNDLE_MAGIC, 8) != 0) {
     st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .gccx bundle (wrong magic bytes)", b->source);
-  } else if (get_u32(bytes + 8) != GCC_BUNDLE_FORMAT_VERSION) {
+  } else if (get_u32(bytes + 8) < GCC_BUNDLE_FORMAT_VERSION_MIN ||
+             get_u32(bytes + 8) > GCC_BUNDLE_FORMAT_VERSION) {
     st = gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                      "%s: bundle format version %u, but this gcc-train (%s) reads version %u%s",
-                      b->source, get_u32(bytes + 8), GCC_TRAIN_VERSION, GCC_BUNDLE_FORMAT_VERSION,
+                      "%s: bundle format version %u, but this gcc-train (%s) reads versions %u "
+                      "to %u%s",
+                      b->source, get_u32(bytes + 8), GCC_TRAIN_VERSION,
+                      GCC_BUNDLE_FORMAT_VERSION_MIN, GCC_BUNDLE_FORMAT_VERSION,
                       get_u32(bytes + 8) > GCC_BUNDLE_FORMAT_VERSION
                           ? ": re-export it with this version, or use a newer gcc-run"
                           : "");
@@ -503,6 +604,8 @@ gcc_status gcc_bundle_parse(const uint8_t *bytes, size_t size, const char *sourc
                       b->source, want, size - GCC_BUNDLE_HEADER_BYTES,
                       want > size - GCC_BUNDLE_HEADER_BYTES ? "truncated" : "trailing bytes");
   }
+  if (st == GCC_OK)
+    b->header_version = get_u32(bytes + 8);
   Gccx__Bundle *pb = NULL;
   if (st == GCC_OK) {
     pb =

@@ -7,7 +7,10 @@
  *
  *   offset 0   8 bytes  magic "GCCX\r\n\x1a\n" (the PNG trick: a text-mode
  *                       transfer or a truncation to 7 bits breaks it)
- *   offset 8   uint32   format version (GCC_BUNDLE_FORMAT_VERSION)
+ *   offset 8   uint32   format version: 1 for a float32 bundle (the layout
+ *                       of every bundle before --export-precision), 2 for
+ *                       one with 16-bit weights (--export-precision bf16 or
+ *                       fp16; see "Format versions" below)
  *   offset 12  uint32   0 (reserved; a non-zero value is rejected)
  *   offset 16  uint64   payload size P
  *   offset 24  P bytes  one serialized gccx.Bundle (deploy/bundle.proto):
@@ -27,7 +30,13 @@
  *                  `probabilities` = Softmax(logits)), initializers without
  *                  their data
  *   weights        a graph.proto Graph holding only the initializers with
- *                  their data (float32 parameters and constants)
+ *                  their data (float32 parameters and constants; in a
+ *                  version 2 bundle of precision bf16 / fp16, the
+ *                  initializers that the autocast pass rounds to that
+ *                  dtype for every reader are stored in it: dtype
+ *                  DT_BFLOAT16 / DT_FLOAT16, 2 bytes per element, little-
+ *                  endian, rounded to nearest even as graph/half.h does;
+ *                  the graph section keeps them float32)
  *   plan.cpu       the CPU plan's placement and memory report (JSON, schema
  *                  of runtime/placement_report.h), batch 1
  *
@@ -45,6 +54,25 @@
  * A plan on a GPU runs a batch of another size padded to the next larger
  * exported size (gcc_bundle_batch_for); the CPU compiles any batch size.
  *
+ * Format versions. Version 1 is float32 throughout. Version 2 adds the
+ * manifest's "precision" ("fp32", "bf16" or "fp16", gcc-train
+ * --export-precision) and "weights" ({"dtype": the dtype of the 16-bit
+ * tensors or "float32", "bytes": the tensor bytes of the weights section,
+ * "float32_bytes": what they take in float32, "tensors_16bit": how many are
+ * stored in 16 bits}). Its plans (plan.*, the kernels, cubins and PTX) are
+ * compiled with the autocast pass at that precision (passes/autocast.c,
+ * an EVAL plan: GEMMs and convolutions read and write 16 bits and
+ * accumulate in float32; softmax, reductions and normalization in float32),
+ * and every reader compiles the graph the same way. Readers widen the
+ * 16-bit weights to float32 when loading (exact), so the plan's Cast of a
+ * weight to 16 bits gives back exactly the stored bits: a bundle's outputs
+ * are those of the trained model's own evaluation plan at that precision.
+ * Inputs and outputs stay float32. gcc-train writes version 1 for float32
+ * exports (older readers keep reading them) and version 2 only for 16-bit
+ * ones, which a version 1 reader refuses by the header's version
+ * (GCC_ERR_UNSUPPORTED: "bundle format version 2, but this gcc-train reads
+ * version 1").
+ *
  * Reading rejects, with GCC_ERR_PARSE and a message naming the file and,
  * where one is at fault, the section: a file shorter than the header, a
  * wrong magic, a non-zero reserved word, a payload size that disagrees with
@@ -53,8 +81,13 @@
  * section, a checksum mismatch, a manifest that is not the expected JSON, a
  * section the manifest does not list or lists with another size or SHA-256,
  * a section the manifest lists that is missing, and a graph or weights
- * section the model loader rejects. A format version other than ours is
- * GCC_ERR_UNSUPPORTED naming both versions. Nothing is trusted before its
+ * section the model loader rejects; a manifest format_version other than
+ * the header's; in version 2, a missing or unknown precision, a weights
+ * summary that disagrees with the weights section, and a 16-bit weight
+ * tensor whose dtype is not the precision's, whose graph initializer is
+ * not float32 or whose byte count is not 2 per element; in version 1 any
+ * 16-bit tensor. A format version outside [GCC_BUNDLE_FORMAT_VERSION_MIN,
+ * GCC_BUNDLE_FORMAT_VERSION] is GCC_ERR_UNSUPPORTED naming both sides. Nothing is trusted before its
  * checksum is verified, and nothing crashes on any byte string.
  */
 #ifndef GCC_DEPLOY_BUNDLE_H
@@ -69,12 +102,15 @@
 extern "C" {
 #endif
 
-#define GCC_TRAIN_VERSION         "0.1.0"
-#define GCC_BUNDLE_FORMAT_VERSION 1u
-#define GCC_BUNDLE_MAGIC          "GCCX\r\n\x1a\n"
-#define GCC_BUNDLE_HEADER_BYTES   24
-#define GCC_BUNDLE_MAX_ARCHS      16
-#define GCC_BUNDLE_MAX_BATCHES    8
+#define GCC_TRAIN_VERSION "0.1.0"
+/* The newest bundle format version this reads and writes (2: 16-bit
+ * weights), and the oldest it reads (1, also what float32 exports write). */
+#define GCC_BUNDLE_FORMAT_VERSION     2u
+#define GCC_BUNDLE_FORMAT_VERSION_MIN 1u
+#define GCC_BUNDLE_MAGIC              "GCCX\r\n\x1a\n"
+#define GCC_BUNDLE_HEADER_BYTES       24
+#define GCC_BUNDLE_MAX_ARCHS          16
+#define GCC_BUNDLE_MAX_BATCHES        8
 /* The largest bundle file gcc_bundle_read reads (refused by its size). */
 #define GCC_BUNDLE_MAX_BYTES ((size_t)1 << 30)
 
@@ -102,6 +138,17 @@ typedef struct gcc_bundle_info {
   int ptx_arch;                                /* compute_XX of the PTX, 0 if none */
   int64_t batch_sizes[GCC_BUNDLE_MAX_BATCHES]; /* of the CUDA kernels, ascending */
   int n_batch_sizes;
+  /* What the plans compute in (graph/ir.h gcc_precision): GCC_PRECISION_FP32
+   * for every version 1 bundle, else the manifest's (FP32, BF16 or FP16).
+   * Every plan of the bundle is compiled at it (gcc_options.precision). */
+  int precision;
+  /* The weights section's tensor data: bytes as stored (16-bit tensors at 2
+   * bytes per element), the same with the 16-bit tensors widened to float32
+   * (4 bytes per element: what the reader holds in memory), and how many
+   * tensors are stored in 16 bits (of n_weight_tensors). Computed from the
+   * section itself (a version 2 manifest's "weights" must agree). */
+  uint64_t weight_bytes, weight_bytes_fp32;
+  int n_weights_16bit, n_weight_tensors;
 } gcc_bundle_info;
 
 /* Parses and verifies `size` bytes of a bundle (see the top of this file

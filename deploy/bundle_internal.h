@@ -30,9 +30,16 @@ int gcc_bundle_sha256(const char *name, const void *data, size_t size, uint8_t o
 void gcc_bundle_hex(const uint8_t h[32], char out[65]);
 
 /* The whole file (header + gccx.Bundle with every section's checksum) in a
- * malloc'ed buffer. Errors: GCC_ERR_OUT_OF_MEMORY, GCC_ERR_INTERNAL. */
+ * malloc'ed buffer, with format version GCC_BUNDLE_FORMAT_VERSION_MIN (a
+ * float32 bundle) in its header. Errors: GCC_ERR_OUT_OF_MEMORY,
+ * GCC_ERR_INTERNAL. */
 gcc_status gcc_bundle_pack(const gcc_bundle_section_ref *secs, int n, uint8_t **bytes, size_t *size,
                            gcc_diag *d);
+
+/* The same with format version `version` in the header (deploy/bundle.h:
+ * 2 for a bundle with 16-bit weights). */
+gcc_status gcc_bundle_pack_version(const gcc_bundle_section_ref *secs, int n, uint32_t version,
+                                   uint8_t **bytes, size_t *size, gcc_diag *d);
 
 #ifdef __cplusplus
 }

@@ -118,6 +118,18 @@ gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o,
   return GCC_OK;
 }
 
+gcc_status gcc_export_parse_precision(const char *name, gcc_export_options *o, gcc_diag *d) {
+  int p = name ? gcc_precision_lookup(name) : -1;
+  if (p != GCC_PRECISION_FP32 && p != GCC_PRECISION_BF16 && p != GCC_PRECISION_FP16)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--export-precision '%s': expected fp32, bf16 or fp16%s", name ? name : "",
+                        p == GCC_PRECISION_TF32 ? " (tf32 is a math mode of float32 GEMMs, not a "
+                                                  "storage format: export fp32)"
+                                                : "");
+  o->precision = p;
+  return GCC_OK;
+}
+
 /* Per architecture and batch size: the CUDA plan's report, its kernels'
  * launch manifest and cubin; per batch size the PTX and the source of the
  * newest architecture. */
@@ -149,7 +161,8 @@ static gcc_status export_cuda(const gcc_graph *ig, const gcc_export_options *o,
       gcc_kernel_set ks = {0};
       gcc_nvrtc_output nv = {0};
       int hit = 0;
-      s = gcc_bundle_compile_for(ig, devs, 2, GCC_DEV_CUDA(0), batch, &cg, &report, d);
+      s = gcc_bundle_compile_for(ig, devs, 2, GCC_DEV_CUDA(0), batch, o->precision, &cg, &report,
+                                 d);
       if (s == GCC_OK)
         s = gcc_codegen_emit(cg, GCC_DEV_CUDA(0), devs[1].units, &ks, d);
       if (s == GCC_OK) {

@@ -31,6 +31,13 @@ gcc_status gcc_export_parse_archs(const char *list, gcc_export_options *o, gcc_d
  * GCC_ERR_INVALID_ARGUMENT naming --export-batch-sizes and the entry. */
 gcc_status gcc_export_parse_batch_sizes(const char *list, gcc_export_options *o, gcc_diag *d);
 
+/* Parses --export-precision: "fp32", "bf16" or "fp16" into o->precision
+ * (graph/ir.h gcc_precision; what each means: gcc_export_options in
+ * deploy/model_bundle.h). Errors: GCC_ERR_INVALID_ARGUMENT naming
+ * --export-precision and the value (also for "tf32", a math mode rather
+ * than a storage format). */
+gcc_status gcc_export_parse_precision(const char *name, gcc_export_options *o, gcc_diag *d);
+
 /* Writes the bundle of `model` (a trained model with its training spec;
  * its initializers hold the weights to ship) to `path`, atomically (temp
  * file, fsync, rename). Compiles the inference graph for the CPU and, per

@@ -182,6 +182,8 @@ static gcc_status plan_for(gccx_session *s, int64_t rows, gcc_plan **out, gcc_di
   gcc_options o = {0};
   o.mode = GCC_MODE_EVAL;
   o.batch_size = batch;
+  /* the bundle's precision: the plan its kernels were compiled from */
+  o.precision = gcc_bundle_get_info(s->bundle->b)->precision;
   o.device = s->device;
   o.device_explicit = 1;
   o.n_cuda_devices = GCC_DEV_IS_CUDA(s->device) ? GCC_DEV_CUDA_INDEX(s->device) + 1 : 1;

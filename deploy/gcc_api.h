@@ -77,8 +77,13 @@ void gccx_bundle_close(gccx_bundle **b);
 
 /* The bundle's manifest: input (name, float32, shape [-1, C, H, W] or
  * [-1, F]), outputs (logits and probabilities, float32 [-1, classes]),
- * normalization, CUDA architectures, versions. Owned by the bundle, valid
- * until it is freed. Errors: GCC_ERR_INVALID_ARGUMENT for a NULL bundle. */
+ * normalization, CUDA architectures, versions, and the precision with the
+ * weights' bytes (info->precision: GCC_PRECISION_FP32, BF16 or FP16 of
+ * graph/ir.h; weight_bytes as stored, weight_bytes_fp32 in float32,
+ * n_weights_16bit of n_weight_tensors stored in 16 bits; deploy/bundle.h).
+ * Inputs and outputs are float32 whatever the precision. Owned by the
+ * bundle, valid until it is freed. Errors: GCC_ERR_INVALID_ARGUMENT for a
+ * NULL bundle. */
 gcc_status gccx_bundle_info(const gccx_bundle *b, const gcc_bundle_info **info, gcc_diag *d);
 
 /* The underlying bundle (sections, graph; deploy/bundle.h), owned by `b`;
@@ -91,7 +96,16 @@ typedef struct gccx_session_options {
   int64_t max_batch;  /* most rows one run takes (<= 0: 1) */
 } gccx_session_options;
 
-/* Creates a session on o->device. "auto" uses a usable CUDA GPU, else the
+/* Creates a session on o->device. Its plans are compiled at the bundle's
+ * precision (info->precision): for a bf16 / fp16 bundle (gcc-train
+ * --export-precision) the autocast pass's plan, whose GEMMs and
+ * convolutions read and write 16 bits and accumulate in float32 (on the
+ * CPU: computed in float32, rounded to 16 bits where the GPU stores 16
+ * bits; runtime/plan.c), so the outputs are those of the trained model's
+ * evaluation plan at that precision. The 16-bit weights are held widened
+ * to float32 (exact; 4 bytes per element in memory, on a GPU too) and
+ * rounded back, exactly, by the plan's Cast of each weight. "auto" uses a
+ * usable CUDA GPU, else the
  * CPU, and says why in `note` (may be NULL; "" when there is nothing to
  * say). On a CUDA device the session first chooses the kernel image
  * (gcc_bundle_kernel_image: a cubin for the device's architecture, else the

@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +13,12 @@
 
 #include "deploy/bundle_internal.h"
 #include "graph/graph.pb-c.h"
+#include "graph/half.h"
 #include "graph/loader.h"
 #include "graph/ops.h"
 #include "graph/util.h"
 #include "onnx/model_file.h"
+#include "passes/passes.h"
 #include "runtime/compile.h"
 #include "runtime/device.h"
 #include "runtime/placement_report.h"
@@ -177,9 +180,55 @@ void gcc_bundle_add_section(gcc_bundle_sections *s, const char *name, void *data
   s->n++;
 }
 
+gcc_status gcc_bundle_weights_16bit(const gcc_graph *ig, int precision, unsigned char *is16,
+                                    gcc_diag *d) {
+  memset(is16, 0, (size_t)ig->n_values);
+  gcc_dtype low = gcc_precision_dtype(precision);
+  if (low == GCC_DT_FLOAT32)
+    return GCC_OK;
+  gcc_graph *probe;
+  GCC_TRY(gcc_graph_clone(ig, &probe, d));
+  gcc_options o = {0};
+  o.mode = GCC_MODE_EVAL;
+  o.batch_size = 1;
+  o.precision = precision;
+  gcc_status s = gcc_graph_bind_batch(probe, 1, d);
+  if (s == GCC_OK)
+    s = gcc_infer_shapes(probe, d);
+  if (s == GCC_OK)
+    s = gcc_pass_autocast(probe, &o, d);
+  for (int v = 0; v < ig->n_values && s == GCC_OK; v++) {
+    const gcc_value *val = &ig->values[v];
+    if (!val->data || val->dtype != GCC_DT_FLOAT32)
+      continue;
+    int pv = gcc_graph_find(probe, val->name), readers = 0, to_low = 0;
+    for (int i = 0; pv >= 0 && i < probe->n_nodes; i++) {
+      const gcc_node *n = &probe->nodes[i];
+      for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] == pv) {
+          const gcc_attr *to = gcc_node_attr(n, "to");
+          readers++;
+          to_low += n->op == GCC_OP_CAST && to && to->i == (int64_t)low;
+        }
+    }
+    is16[v] = readers > 0 && readers == to_low;
+  }
+  gcc_graph_free(probe);
+  return s;
+}
+
+/* Bytes of the weights section's tensor data (as gcc_bundle_info counts
+ * them). */
+typedef struct weight_stats {
+  uint64_t bytes, bytes_fp32;
+  int n16;
+} weight_stats;
+
 /* The graph (initializers without data) and the weights (a Graph of the
- * initializers with data) from one serialized Model. */
-static gcc_status split_model(const gcc_graph *g, gcc_bundle_sections *secs, gcc_diag *d) {
+ * initializers with data) from one serialized Model; the initializers
+ * is16 marks (by value of g) stored in `low` (a 16-bit dtype). */
+static gcc_status split_model(const gcc_graph *g, const unsigned char *is16, gcc_dtype low,
+                              weight_stats *ws, gcc_bundle_sections *secs, gcc_diag *d) {
   uint8_t *bytes;
   size_t size;
   GCC_TRY(gcc_model_serialize(g, &bytes, &size, d));
@@ -199,8 +248,54 @@ static gcc_status split_model(const gcc_graph *g, gcc_bundle_sections *secs, gcc
   protobuf_c_boolean *had = calloc(n + 1, sizeof *had);
   uint8_t *gbytes = NULL;
   size_t gsize = 0;
-  if (wbytes && had) {
+  /* the 16-bit tensors: rounded to nearest even, little-endian */
+  uint8_t **half = calloc(n + 1, sizeof *half);
+  ProtobufCBinaryData *keep = calloc(n + 1, sizeof *keep);
+  gcc_status st = GCC_OK;
+  if (!half || !keep)
+    st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export)");
+  for (size_t i = 0; i < n && st == GCC_OK; i++) {
+    Gcc__Tensor *t = m->graph->initializers[i];
+    int v = gcc_graph_find(g, t->name);
+    keep[i] = t->raw_data;
+    ws->bytes_fp32 += t->raw_data.len;
+    if (v < 0 || !is16 || !is16[v] || t->dtype != GCC__DATA_TYPE__DT_FLOAT32) {
+      ws->bytes += t->raw_data.len;
+      continue;
+    }
+    size_t numel = t->raw_data.len / sizeof(float);
+    if (!(half[i] = malloc(2 * numel + 1))) {
+      st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export)");
+      break;
+    }
+    const float *f = (const float *)g->values[v].data;
+    for (size_t k = 0; k < numel; k++) {
+      uint16_t h = low == GCC_DT_BFLOAT16 ? gcc_f32_to_bf16(f[k]) : gcc_f32_to_f16(f[k]);
+      if (isfinite(f[k]) && (h & 0x7fffu) >= (low == GCC_DT_BFLOAT16 ? 0x7f80u : 0x7c00u)) {
+        st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--export-precision %s: weight '%s' holds %g, beyond the largest "
+                          "finite %s (%s); export with --export-precision bf16 or fp32",
+                          low == GCC_DT_BFLOAT16 ? "bf16" : "fp16", t->name, (double)f[k],
+                          gcc_dtype_name(low), low == GCC_DT_BFLOAT16 ? "3.39e38" : "65504");
+        break;
+      }
+      half[i][2 * k] = (uint8_t)(h & 0xff);
+      half[i][2 * k + 1] = (uint8_t)(h >> 8);
+    }
+    t->raw_data.data = half[i];
+    t->raw_data.len = 2 * numel;
+    t->dtype = (Gcc__DataType)low;
+    ws->bytes += 2 * numel;
+    ws->n16++;
+  }
+  if (st == GCC_OK && wbytes && had) {
+    wsize = gcc__graph__get_packed_size(&w); /* the 16-bit tensors are smaller */
     gcc__graph__pack(&w, wbytes);
+    for (size_t i = 0; i < n; i++) /* the graph keeps float32 initializers */
+      if (half[i]) {
+        m->graph->initializers[i]->raw_data = keep[i];
+        m->graph->initializers[i]->dtype = GCC__DATA_TYPE__DT_FLOAT32;
+      }
     for (size_t i = 0; i < n; i++) { /* the graph without the tensor bytes */
       had[i] = m->graph->initializers[i]->has_raw_data;
       m->graph->initializers[i]->has_raw_data = 0;
@@ -213,11 +308,21 @@ static gcc_status split_model(const gcc_graph *g, gcc_bundle_sections *secs, gcc
       m->graph->initializers[i]->has_raw_data = had[i];
   }
   free(had);
+  for (size_t i = 0; keep && i < n; i++) { /* the message frees its own buffers */
+    if (half && half[i]) {
+      m->graph->initializers[i]->raw_data = keep[i];
+      m->graph->initializers[i]->dtype = GCC__DATA_TYPE__DT_FLOAT32;
+    }
+  }
+  for (size_t i = 0; half && i < n; i++)
+    free(half[i]);
+  free(half);
+  free(keep);
   gcc__model__free_unpacked(m, NULL);
-  if (!wbytes || !gbytes) {
+  if (st != GCC_OK || !wbytes || !gbytes) {
     free(wbytes);
     free(gbytes);
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export)");
+    return st != GCC_OK ? st : gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export)");
   }
   gcc_bundle_add_section(secs, "graph", gbytes, gsize, 1);
   gcc_bundle_add_section(secs, "weights", wbytes, wsize, 1);
@@ -227,10 +332,11 @@ static gcc_status split_model(const gcc_graph *g, gcc_bundle_sections *secs, gcc
 /* Compiles the inference graph for device `dev` and `batch` rows and
  * returns the compiled graph and its JSON placement report. */
 gcc_status gcc_bundle_compile_for(const gcc_graph *ig, const gcc_device_info *devs, int n_devs,
-                                  int dev, int64_t batch, gcc_graph **cg, char **report,
-                                  gcc_diag *d) {
+                                  int dev, int64_t batch, int precision, gcc_graph **cg,
+                                  char **report, gcc_diag *d) {
   gcc_options o = {0};
   o.mode = GCC_MODE_EVAL;
+  o.precision = precision;
   o.batch_size = batch;
   o.device = dev;
   o.device_explicit = 1;
@@ -263,6 +369,29 @@ static json_t *tensor_json(const gcc_value *v, const char *name) {
   return t;
 }
 
+/* The inference graph of `model` as a bundle's reader loads it (written
+ * out and parsed back): the plans and kernels of the bundle are compiled
+ * from exactly the graph gcc-run and the C API compile, so that a 16-bit
+ * plan's casts, kernels and their names agree (the autocast pass keeps the
+ * dtype of values a training spec names, which the written graph has no
+ * longer). */
+static gcc_status reader_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d) {
+  *out = NULL;
+  gcc_graph *ig;
+  GCC_TRY(gcc_inference_graph(model, &ig, d));
+  uint8_t *bytes;
+  size_t size;
+  gcc_status s = gcc_model_serialize(ig, &bytes, &size, d);
+  if (s == GCC_OK) {
+    s = gcc_model_parse(bytes, size, ig->source, out, d);
+    free(bytes);
+    if (s != GCC_OK)
+      d->status = s = GCC_ERR_INTERNAL;
+  }
+  gcc_graph_free(ig);
+  return s;
+}
+
 gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
                             gcc_bundle_cuda_fn cuda, const char *source, uint8_t **out,
                             size_t *out_size, gcc_diag *d) {
@@ -281,21 +410,35 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
     if (batches[j] < 1 || batches[j] > INT32_MAX || (j > 0 && batches[j] <= batches[j - 1]))
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                           "export: batch sizes must be ascending integers in [1, 2^31)");
+  if (o->precision != GCC_PRECISION_FP32 && o->precision != GCC_PRECISION_BF16 &&
+      o->precision != GCC_PRECISION_FP16)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "export: precision %s; a bundle is fp32, bf16 or fp16",
+                        gcc_precision_name(o->precision));
+  gcc_dtype low = gcc_precision_dtype(o->precision);
+  uint32_t version = low == GCC_DT_FLOAT32 ? GCC_BUNDLE_FORMAT_VERSION_MIN : 2u;
   gcc_graph *ig;
-  GCC_TRY(gcc_inference_graph(model, &ig, d));
+  GCC_TRY(reader_graph(model, &ig, d));
   gcc_bundle_sections *secs = calloc(1, sizeof *secs);
-  if (!secs) {
+  unsigned char *is16 = malloc((size_t)ig->n_values + 1);
+  if (!secs || !is16) {
+    free(secs);
+    free(is16);
     gcc_graph_free(ig);
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (export)");
   }
   gcc_bundle_add_section(secs, "manifest", NULL, 0, 0); /* filled last: it lists the others */
-  gcc_status s = split_model(ig, secs, d);
+  weight_stats ws = {0};
+  gcc_status s = gcc_bundle_weights_16bit(ig, o->precision, is16, d);
+  if (s == GCC_OK)
+    s = split_model(ig, is16, low, &ws, secs, d);
+  free(is16);
   gcc_graph *cg = NULL; /* the CPU plan's graph: the signature's shapes */
   if (s == GCC_OK) {
     gcc_device_info cpu;
     gcc_device_info_cpu(&cpu);
     char *report = NULL;
-    s = gcc_bundle_compile_for(ig, &cpu, 1, GCC_DEV_CPU, 1, &cg, &report, d);
+    s = gcc_bundle_compile_for(ig, &cpu, 1, GCC_DEV_CPU, 1, o->precision, &cg, &report, d);
     if (s == GCC_OK)
       gcc_bundle_add_section(secs, "plan.cpu", report, strlen(report), 1);
   }
@@ -313,7 +456,7 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
   if (s == GCC_OK) {
     json_t *m = json_object();
     json_object_set_new(m, "schema", json_string("gcc-train.bundle/1"));
-    json_object_set_new(m, "format_version", json_integer(GCC_BUNDLE_FORMAT_VERSION));
+    json_object_set_new(m, "format_version", json_integer(version));
     json_object_set_new(m, "gcc_train_version", json_string(GCC_TRAIN_VERSION));
     time_t now = o->created ? (time_t)o->created : time(NULL);
     struct tm tmv;
@@ -357,6 +500,15 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
     for (int j = 0; o->n_archs > 0 && j < n_batches; j++)
       json_array_append_new(bj, json_integer(batches[j]));
     json_object_set_new(m, "batch_sizes", bj);
+    if (version >= 2) { /* deploy/bundle.h: "Format versions" */
+      json_object_set_new(m, "precision", json_string(gcc_precision_name(o->precision)));
+      json_t *w = json_object();
+      json_object_set_new(w, "dtype", json_string(gcc_dtype_name(ws.n16 ? low : GCC_DT_FLOAT32)));
+      json_object_set_new(w, "bytes", json_integer((json_int_t)ws.bytes));
+      json_object_set_new(w, "float32_bytes", json_integer((json_int_t)ws.bytes_fp32));
+      json_object_set_new(w, "tensors_16bit", json_integer(ws.n16));
+      json_object_set_new(m, "weights", w);
+    }
     json_t *list = json_array();
     for (int i = 1; i < secs->n; i++) {
       uint8_t h[32];
@@ -383,7 +535,7 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
     secs->ref[0].size = strlen(manifest);
     uint8_t *bytes;
     size_t size;
-    s = gcc_bundle_pack(secs->ref, secs->n, &bytes, &size, d);
+    s = gcc_bundle_pack_version(secs->ref, secs->n, version, &bytes, &size, d);
     if (s == GCC_OK) { /* what we write must read back */
       gcc_bundle *b;
       s = gcc_bundle_parse(bytes, size, source, &b, d);

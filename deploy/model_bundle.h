@@ -53,6 +53,17 @@ typedef struct gcc_export_options {
   int n_batch_sizes;
   int use_kernel_cache; /* read/write the NVRTC kernel cache (codegen/kernel_cache.h) */
   int64_t created;      /* creation time, seconds since the epoch (0: now) */
+  /* --export-precision (graph/ir.h gcc_precision): GCC_PRECISION_FP32 (0,
+   * the default: a version 1 bundle, float32 throughout), or BF16 / FP16: a
+   * version 2 bundle whose plans, kernels and cubins are compiled with the
+   * autocast pass at that precision (EVAL plans: torch.autocast's rules)
+   * and whose weights section stores in that 16-bit dtype every
+   * initializer the pass rounds to it for all of its readers (the weights
+   * of GEMMs and convolutions and their biases; not normalization
+   * parameters, which the pass keeps float32), rounded to nearest even
+   * (graph/half.h). Inputs and outputs stay float32. TF32 is refused (a
+   * math mode, not a storage format). */
+  int precision;
 } gcc_export_options;
 
 /* gcc_bundle_parse, or, for bytes that are a model file rather than a
@@ -83,11 +94,21 @@ typedef struct gcc_bundle_sections {
 void gcc_bundle_add_section(gcc_bundle_sections *s, const char *name, void *data, size_t size,
                             int owned);
 
-/* Compiles the inference graph `ig` for device `dev` and `batch` rows:
- * the compiled graph (*cg) and its JSON placement report (*report). */
+/* Compiles the inference graph `ig` for device `dev`, `batch` rows and
+ * `precision` (gcc_precision; the autocast pass for BF16 / FP16): the
+ * compiled graph (*cg) and its JSON placement report (*report). */
 gcc_status gcc_bundle_compile_for(const gcc_graph *ig, const gcc_device_info *devs, int n_devs,
-                                  int dev, int64_t batch, gcc_graph **cg, char **report,
-                                  gcc_diag *d);
+                                  int dev, int64_t batch, int precision, gcc_graph **cg,
+                                  char **report, gcc_diag *d);
+
+/* Which initializers of the inference graph `ig` a bundle of `precision`
+ * stores in 16 bits: is16[v] = 1 for a float32 initializer v that the
+ * autocast pass (EVAL, batch 1) casts to the precision's 16-bit dtype for
+ * every node that reads it, else 0 (all 0 for FP32). `is16` has
+ * ig->n_values entries. Errors: shape inference's and the pass's;
+ * GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_bundle_weights_16bit(const gcc_graph *ig, int precision, unsigned char *is16,
+                                    gcc_diag *d);
 
 /* Adds the CUDA sections of the bundle (export.c: NVRTC). */
 typedef gcc_status (*gcc_bundle_cuda_fn)(const gcc_graph *ig, const gcc_export_options *o,

@@ -197,12 +197,52 @@ int gcc_group_point(const gcc_group *gr);
 
 typedef enum gcc_opt_kind { GCC_OPT_NONE = 0, GCC_OPT_SGD, GCC_OPT_ADAM } gcc_opt_kind;
 
+/* fp16 loss scaling (--loss-scale), torch.amp.GradScaler's rules: the
+ * backward starts from `init_scale` instead of 1 (the loss multiplied by
+ * the scale), every gradient is checked for Inf/NaN (after the data-parallel
+ * all-reduce) and unscaled (times 1 / scale, float32) inside the optimizer
+ * kernel; a step with a non-finite gradient updates nothing (parameters,
+ * momentum, Adam's moments and step count stay bit for bit) and multiplies
+ * the scale by backoff_factor; after growth_interval good steps in a row
+ * the scale is multiplied by growth_factor. FIXED keeps the scale (growth
+ * and backoff factors 1) but still skips non-finite steps. The scale, the
+ * growth tracker and the count of applied steps are float32 values of the
+ * graph in the persistent arena (GCC_SCALER_*_NAME), on the parameters'
+ * device: a step never reads them on the host. */
+typedef enum gcc_loss_scale_mode {
+  GCC_LOSS_SCALE_NONE = 0, /* no scaling (fp32, tf32, bf16: PyTorch uses no GradScaler) */
+  GCC_LOSS_SCALE_DYNAMIC,  /* GradScaler() */
+  GCC_LOSS_SCALE_FIXED,    /* a constant scale, non-finite steps still skipped */
+} gcc_loss_scale_mode;
+
+typedef struct gcc_loss_scale {
+  gcc_loss_scale_mode mode;
+  float init_scale;        /* GradScaler's init_scale (65536) */
+  float growth_factor;     /* 2 (1 when FIXED) */
+  float backoff_factor;    /* 0.5 (1 when FIXED) */
+  int64_t growth_interval; /* 2000 */
+} gcc_loss_scale;
+
+/* torch.amp.GradScaler's defaults. */
+#define GCC_SCALER_INIT_SCALE      65536.0f
+#define GCC_SCALER_GROWTH_FACTOR   2.0f
+#define GCC_SCALER_BACKOFF_FACTOR  0.5f
+#define GCC_SCALER_GROWTH_INTERVAL 2000
+
+/* The persistent scalar values a loss-scaled training graph holds (named
+ * after GradScaler's state_dict keys), and its per-step flag. */
+#define GCC_SCALER_SCALE_NAME     "grad_scaler.scale"
+#define GCC_SCALER_TRACKER_NAME   "grad_scaler._growth_tracker"
+#define GCC_SCALER_STEPS_NAME     "grad_scaler.applied_steps" /* Adam's `step`, SGD's first step */
+#define GCC_SCALER_FOUND_INF_NAME "grad_scaler.found_inf"
+
 typedef struct gcc_optimizer {
   gcc_opt_kind kind;
   float lr, momentum, dampening, weight_decay; /* SGD (weight_decay shared) */
   int nesterov;
   float beta1, beta2, eps; /* Adam */
   int decoupled;           /* Adam: decoupled weight decay (torch.optim.AdamW) */
+  gcc_loss_scale scaler;   /* fp16 loss scaling; mode NONE (zeroed): none */
 } gcc_optimizer;
 
 /* LrSchedule of graph.proto: the learning rate of each epoch

@@ -160,10 +160,11 @@ static gcc_status shape_add(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
-/* Concat, Transpose, Pad move elements of any computable dtype. */
+/* Concat, Transpose, Pad move elements of any computable dtype (float32,
+ * the 16-bit floats of the autocast pass, int64, int32). */
 static gcc_status need_movable(gcc_graph *g, int node, int k, gcc_diag *d) {
   gcc_value *v = in_val(g, node, k);
-  if (v && v->dtype != GCC_DT_FLOAT32 && v->dtype != GCC_DT_INT64 && v->dtype != GCC_DT_INT32)
+  if (v && !gcc_dtype_is_float(v->dtype) && v->dtype != GCC_DT_INT64 && v->dtype != GCC_DT_INT32)
     return need_dtype(g, node, k, GCC_DT_FLOAT32, d);
   return GCC_OK;
 }
@@ -321,8 +322,12 @@ static gcc_status shape_flatten(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* float32, or a 16-bit float (the bias gradient of a 16-bit Gemm, autocast.c)
+ * summed in float32 and stored in its own dtype, as torch.sum of a bfloat16
+ * tensor is. */
 static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_value *x = in_val(g, node, 0);
   const gcc_attr *sa = &g->nodes[node].av[REDUCE_SUM_TO_SHAPE];
   gcc_shape y = {sa->n_ints, {0}};
@@ -334,7 +339,7 @@ static gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
   if (!gcc_broadcast_shapes(&x->shape, &y, &r) || !gcc_shape_equal(&r, &x->shape))
     return shape_err(g, node, d, "target shape does not broadcast back to the input:", &y,
                      &x->shape);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
@@ -431,10 +436,32 @@ static double flops_all_reduce(const gcc_graph *g, int node) {
   return f;
 }
 
-static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
+/* float32 input k of one element (a loss-scaling scalar) */
+static gcc_status need_one(gcc_graph *g, int node, int k, gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  if (!v)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s' (%s): input %d is missing",
+                        g->source, g->nodes[node].name, gcc_op_name(g->nodes[node].op), k);
+  GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  if (gcc_shape_numel(&v->shape, NULL) != 1)
+    return shape_err(g, node, d, "a loss-scaling input must be a scalar, got", &v->shape, NULL);
+  return GCC_OK;
+}
+
+/* inputs [0, scaler): the parameter, its gradient and state, of one
+ * shape; from `scaler` on (loss scaling): scale, found_inf, applied_steps */
+static gcc_status shape_optimizer(gcc_graph *g, int node, int scaler, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   gcc_value *p = in_val(g, node, 0);
+  if (n->n_inputs > scaler && n->n_inputs != scaler + SCALER_N_IN)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: node '%s' (%s): %d inputs; loss scaling adds %d to the first %d",
+                        g->source, n->name, gcc_op_name(n->op), n->n_inputs, SCALER_N_IN, scaler);
   for (int k = 0; k < n->n_inputs; k++) {
+    if (k >= scaler) {
+      GCC_TRY(need_one(g, node, k, d));
+      continue;
+    }
     gcc_value *v = in_val(g, node, k);
     if (!v)
       continue;
@@ -457,6 +484,48 @@ static gcc_status shape_optimizer(gcc_graph *g, int node, gcc_diag *d) {
     c->shape = p->shape;
   }
   return GCC_OK;
+}
+
+static gcc_status shape_sgd(gcc_graph *g, int node, gcc_diag *d) {
+  return shape_optimizer(g, node, SGD_IN_SCALER, d);
+}
+
+static gcc_status shape_adam(gcc_graph *g, int node, gcc_diag *d) {
+  return shape_optimizer(g, node, ADAM_IN_SCALER, d);
+}
+
+/* AmpNonFiniteCheck: float32 gradients of any shape -> found_inf [] */
+static gcc_status shape_amp_check(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &kScalar);
+  return GCC_OK;
+}
+
+static double flops_amp_check(const gcc_graph *g, int node) {
+  return flops_all_reduce(g, node); /* one comparison per element */
+}
+
+/* AmpUpdateScale: four float32 scalars, updated in place */
+static gcc_status shape_amp_update(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_one(g, node, k, d));
+  if (n->n_av > AMP_UPDATE_GROWTH_INTERVAL &&
+      (n->av[AMP_UPDATE_GROWTH_INTERVAL].i < 1 || !(n->av[AMP_UPDATE_GROWTH_FACTOR].f > 0.0f) ||
+       !(n->av[AMP_UPDATE_BACKOFF_FACTOR].f > 0.0f)))
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: node '%s' (AmpUpdateScale): growth_interval must be >= 1 and the "
+                        "factors > 0",
+                        g->source, n->name);
+  return GCC_OK;
+}
+
+static double flops_amp_update(const gcc_graph *g, int node) {
+  (void)g;
+  (void)node;
+  return 4.0;
 }
 
 /* ---- convolution and pooling (2-D, NCHW) ---------------------------- */
@@ -690,47 +759,49 @@ static gcc_status pool_common(gcc_graph *g, int node, const gcc_shape *x, gcc_wi
   return GCC_OK;
 }
 
-/* ONNX MaxPool / AveragePool, 2-D: X [N, C, H, W] -> Y [N, C, oh, ow]. */
+/* ONNX MaxPool / AveragePool, 2-D: X [N, C, H, W] -> Y [N, C, oh, ow], of
+ * X's float dtype (16 bits: an average summed in float32). */
 static gcc_status shape_pool(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   GCC_TRY(need_rank(g, node, 0, 4, "pooling takes a 4-D NCHW input X, got", d));
   gcc_value *x = in_val(g, node, 0);
   gcc_window2d w;
   int64_t oh = 0, ow = 0;
   GCC_TRY(pool_common(g, node, &x->shape, &w, &oh, &ow, d));
   gcc_shape y = {4, {x->shape.dims[0], x->shape.dims[1], oh, ow}};
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
-/* MaxPoolGrad(dY, X, Y) -> dX [shape of X]. */
+/* MaxPoolGrad(dY, X, Y) -> dX [shape of X]: one float dtype. */
 static gcc_status shape_max_pool_grad(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
-  GCC_TRY(need_dtype(g, node, 1, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 2, &dt, d));
   GCC_TRY(need_rank(g, node, 1, 4, "MaxPoolGrad takes a 4-D NCHW X, got", d));
   gcc_value *x = in_val(g, node, 1);
   gcc_window2d w;
   int64_t oh = 0, ow = 0;
   GCC_TRY(pool_common(g, node, &x->shape, &w, &oh, &ow, d));
   GCC_TRY(check_dy(g, node, &x->shape, &w, 1, x->shape.dims[1], d));
-  GCC_TRY(need_dtype(g, node, 2, GCC_DT_FLOAT32, d));
   gcc_value *y = in_val(g, node, 2), *dy = in_val(g, node, 0);
   if (!gcc_shape_equal(&y->shape, &dy->shape))
     return shape_err(g, node, d, "Y and dY differ in shape:", &y->shape, &dy->shape);
-  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  set_out(g, node, 0, dt, &x->shape);
   return GCC_OK;
 }
 
-/* AveragePoolGrad(dY) -> dX [input_shape]. */
+/* AveragePoolGrad(dY) -> dX [input_shape], of dY's float dtype. */
 static gcc_status shape_avg_pool_grad(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_shape xs;
   GCC_TRY(shape_attr4(g, node, POOL_SHAPE, "input_shape", &xs, d));
   gcc_window2d w;
   int64_t oh = 0, ow = 0;
   GCC_TRY(pool_common(g, node, &xs, &w, &oh, &ow, d));
   GCC_TRY(check_dy(g, node, &xs, &w, 1, xs.dims[1], d));
-  set_out(g, node, 0, GCC_DT_FLOAT32, &xs);
+  set_out(g, node, 0, dt, &xs);
   return GCC_OK;
 }
 
@@ -777,22 +848,27 @@ static gcc_status need_channel_vec(gcc_graph *g, int node, int k, const gcc_valu
   return GCC_OK;
 }
 
-/* BatchNormalization (X, scale, B, mean, var): X [N, C, ...], the rest [C]. */
+/* BatchNormalization (X, scale, B, mean, var): X [N, C, ...], the rest [C]
+ * float32; Y of X's float dtype (a 16-bit X: float32 parameters, running
+ * statistics and arithmetic, as cuDNN's batch norm under torch.autocast). */
 static gcc_status shape_batch_norm(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
   gcc_value *x = in_val(g, node, 0);
   if (x->shape.ndim < 2)
     return shape_err(g, node, d, "BatchNormalization takes X [N, C, D1, ...], got", &x->shape,
                      NULL);
   for (int k = 1; k < 5; k++)
     GCC_TRY(need_channel_vec(g, node, k, x, d));
-  set_out(g, node, 0, GCC_DT_FLOAT32, &x->shape);
+  set_out(g, node, 0, dt, &x->shape);
   return GCC_OK;
 }
 
-/* BatchNormGrad (dY, X, scale) -> dX [X's shape] or dscale / dB [C]. */
+/* BatchNormGrad (dY, X, scale) -> dX [X's shape] of dY's and X's float
+ * dtype, or dscale / dB [C] float32 (the gradients of float32 parameters). */
 static gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(shape_relu_grad(g, node, d)); /* dY and X: float32, same shape */
+  GCC_TRY(shape_elem_grad(g, node, d)); /* dY and X: one float dtype, one shape */
+  gcc_dtype dt = in_val(g, node, 0)->dtype;
   gcc_value *x = in_val(g, node, 1);
   if (x->shape.ndim < 2)
     return shape_err(g, node, d, "BatchNormGrad takes X [N, C, D1, ...], got", &x->shape, NULL);
@@ -805,7 +881,7 @@ static gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
                         gcc_node_desc(g, node, desc, sizeof desc));
   }
   gcc_shape c = {1, {x->shape.dims[1]}};
-  set_out(g, node, 0, GCC_DT_FLOAT32, which == 0 ? &x->shape : &c);
+  set_out(g, node, 0, which == 0 ? dt : GCC_DT_FLOAT32, which == 0 ? &x->shape : &c);
   return GCC_OK;
 }
 
@@ -912,11 +988,12 @@ static gcc_status shape_pad(gcc_graph *g, int node, gcc_diag *d) {
 }
 
 /* ONNX ConvTranspose, 2-D: X [N, C, H, W], W [C, M / group, kh, kw], B [M]
- * -> Y [N, M, (H - 1) s - pt - pb + d (kh - 1) + 1 + output_padding, ...]. */
+ * -> Y [N, M, (H - 1) s - pt - pb + d (kh - 1) + 1 + output_padding, ...];
+ * X, W, B, Y of one float dtype (16 bits: float32 accumulation). */
 static gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
-  for (int k = 0; k < n->n_inputs; k++)
-    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, n->n_inputs - 1, &dt, d));
   GCC_TRY(need_rank(g, node, 0, 4, "ConvTranspose takes a 4-D NCHW input X, got", d));
   GCC_TRY(need_rank(g, node, 1, 4, "ConvTranspose takes a 4-D filter W [C, M / group, kh, kw], got",
                     d));
@@ -947,7 +1024,7 @@ static gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d) {
   if (oh <= 0 || ow <= 0)
     return shape_err(g, node, d, "the pads leave no output for", &x->shape, &w->shape);
   gcc_shape y = {4, {x->shape.dims[0], m, oh, ow}};
-  set_out(g, node, 0, GCC_DT_FLOAT32, &y);
+  set_out(g, node, 0, dt, &y);
   return GCC_OK;
 }
 
@@ -1084,6 +1161,9 @@ static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f), F
 static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
 static const gcc_attr_spec kAllReduceAttrs[] = {I("bucket", 0), B("mean", 1)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
+static const gcc_attr_spec kAmpUpdateAttrs[] = {F("growth_factor", GCC_SCALER_GROWTH_FACTOR),
+                                                F("backoff_factor", GCC_SCALER_BACKOFF_FACTOR),
+                                                I("growth_interval", GCC_SCALER_GROWTH_INTERVAL)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f),         F("beta1", 0.9f),
                                            F("beta2", 0.999f),      F("eps", 1e-8f),
                                            F("weight_decay", 0.0f), B("decoupled_weight_decay", 0)};
@@ -1135,7 +1215,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1272,27 +1352,29 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                                      "prediction"},
     [GCC_OP_SGD] = {.name = "SGD",
                     .min_inputs = 2,
-                    .max_inputs = 3,
+                    .max_inputs = SGD_IN_SCALER + SCALER_N_IN,
                     .n_outputs = 0,
-                    .input_names = "param, grad, momentum_buffer",
+                    .input_names = "param, grad, momentum_buffer, scale, found_inf, "
+                                   "applied_steps",
                     .attrs = kSgdAttrs,
                     .n_attrs = COUNT(kSgdAttrs),
                     .flags = GCC_OPF_OPTIMIZER,
                     .opt_outputs = 1, /* the 16-bit copy */
-                    .shape = shape_optimizer,
+                    .shape = shape_sgd,
                     .flops = flops_sgd,
                     .semantics = "torch.optim.SGD (momentum, dampening, weight_decay, "
                                  "nesterov)"},
     [GCC_OP_ADAM] = {.name = "Adam",
                      .min_inputs = 4,
-                     .max_inputs = 4,
+                     .max_inputs = ADAM_IN_SCALER + SCALER_N_IN,
                      .n_outputs = 0,
-                     .input_names = "param, grad, exp_avg, exp_avg_sq",
+                     .input_names = "param, grad, exp_avg, exp_avg_sq, scale, found_inf, "
+                                    "applied_steps",
                      .attrs = kAdamAttrs,
                      .n_attrs = COUNT(kAdamAttrs),
                      .flags = GCC_OPF_OPTIMIZER,
                      .opt_outputs = 1, /* the 16-bit copy */
-                     .shape = shape_optimizer,
+                     .shape = shape_adam,
                      .flops = flops_adam,
                      .semantics = "torch.optim.Adam (L2 weight_decay, bias-corrected moments)"},
     [GCC_OP_COPY] = {.name = "Copy",
@@ -1740,6 +1822,34 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                   "graph.proto DataType); float32 -> 16 bits rounds to nearest, "
                                   "ties to even (PyTorch Tensor.to, CUDA __float2bfloat16_rn / "
                                   "__float2half_rn), 16 bits -> float32 is exact"},
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {.name = "AmpNonFiniteCheck",
+                                     .min_inputs = 1,
+                                     .max_inputs = 1 << 20,
+                                     .n_outputs = 1,
+                                     .input_names = "grads",
+                                     .flags = GCC_OPF_INTERNAL, /* made by autodiff (fp16) */
+                                     .shape = shape_amp_check,
+                                     .flops = flops_amp_check,
+                                     .semantics = "the found_inf of "
+                                                  "torch._amp_foreach_non_finite_check_and_"
+                                                  "unscale_ (torch.amp.GradScaler.unscale_): 1 "
+                                                  "when any element of the scaled gradients is "
+                                                  "Inf or NaN, else 0"},
+    [GCC_OP_AMP_UPDATE_SCALE] = {.name = "AmpUpdateScale",
+                                 .min_inputs = 4,
+                                 .max_inputs = 4,
+                                 .n_outputs = 0,
+                                 .input_names = "scale, found_inf, growth_tracker, applied_steps",
+                                 .attrs = kAmpUpdateAttrs,
+                                 .n_attrs = COUNT(kAmpUpdateAttrs),
+                                 /* updates its inputs in place after every other reader */
+                                 .flags = GCC_OPF_OPTIMIZER | GCC_OPF_INTERNAL,
+                                 .shape = shape_amp_update,
+                                 .flops = flops_amp_update,
+                                 .semantics = "torch._amp_update_scale_ "
+                                              "(torch.amp.GradScaler.update: backoff on Inf/NaN, "
+                                              "growth after growth_interval good steps), plus "
+                                              "the count of optimizer steps not skipped"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

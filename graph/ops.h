@@ -153,7 +153,9 @@ typedef struct gcc_op_desc {
   X(BATCH_NORM_GRAD, BatchNormGrad)                                                                \
   X(DROPOUT, Dropout)                                                                              \
   X(DROPOUT_GRAD, DropoutGrad)                                                                     \
-  X(CAST, Cast)
+  X(CAST, Cast)                                                                                    \
+  X(AMP_NON_FINITE_CHECK, AmpNonFiniteCheck)                                                       \
+  X(AMP_UPDATE_SCALE, AmpUpdateScale)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -229,6 +231,28 @@ enum { CONVT_OUTPUT_PADDING = CONV_KERNEL_SHAPE + 1 };
 enum { ALL_REDUCE_BUCKET, ALL_REDUCE_MEAN };
 /* Cast: the dtype to convert to (graph.proto DataType numbering: gcc_dtype). */
 enum { CAST_TO };
+/* fp16 loss scaling (graph/ir.h gcc_loss_scale; torch.amp.GradScaler).
+ * AmpNonFiniteCheck (grads...) -> found_inf, a float32 scalar: 1 when an
+ * element of any input is Inf or NaN, else 0 (the check half of
+ * torch._amp_foreach_non_finite_check_and_unscale_, on the scaled
+ * gradients; the unscale is fused into the optimizer kernels).
+ * AmpUpdateScale (scale, found_inf, growth_tracker, applied_steps) updates
+ * its inputs in place, as torch._amp_update_scale_: found_inf != 0:
+ * scale *= backoff_factor, tracker = 0; else tracker += 1 and, when it
+ * reaches growth_interval, scale *= growth_factor, tracker = 0; and
+ * applied_steps += 1 (the optimizer steps not skipped). Runs after every
+ * update that reads the scale. */
+enum { AMP_UPDATE_GROWTH_FACTOR, AMP_UPDATE_BACKOFF_FACTOR, AMP_UPDATE_GROWTH_INTERVAL };
+enum { AMP_UPDATE_IN_SCALE, AMP_UPDATE_IN_FOUND_INF, AMP_UPDATE_IN_TRACKER, AMP_UPDATE_IN_STEPS };
+/* SGD and Adam under loss scaling take three more inputs after their own
+ * (SGD's momentum_buffer may then be omitted: -1): the scale, found_inf and
+ * applied_steps. The update reads grad * (1 / scale) (1 / scale in float64,
+ * rounded to float32, as GradScaler's inv_scale), does nothing when
+ * found_inf != 0, and takes applied_steps as its step count (Adam's bias
+ * corrections with t = applied_steps + 1; SGD's first momentum step when it
+ * is 0). */
+enum { SGD_IN_SCALER = 3, ADAM_IN_SCALER = 4 };
+enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

@@ -5,19 +5,29 @@
  *
  * The pass's own per-op table (kAutocast, pinned to GCC_OP_COUNT) puts
  * every op in one class:
- *  - LOW: GEMMs (and 2-D MatMuls) and convolutions compute in 16 bits:
- *    every float input is
- *    cast to the 16-bit dtype, the result is stored in it; the GEMM
- *    accumulates in float32 (cuBLASLt CUBLAS_COMPUTE_32F, the CPU's sgemm
- *    on the widened operands). torch.autocast's "lower precision" list
- *    (mm, addmm, linear, conv).
- *  - FP32: reductions, softmax, the losses and their gradients, the
- *    optimizers, normalization, everything whose generated kernel reads
- *    float32 only: 16-bit inputs are cast to float32. torch.autocast's
- *    "float32" list (sum, softmax, log_softmax, cross_entropy, ...).
- *  - PROMOTE: elementwise ops and views run in the dtype of their inputs
- *    (a ReLU of a bfloat16 GEMM output is bfloat16); mixed float inputs are
- *    cast to float32, the widest (torch's type promotion).
+ *  - LOW: GEMMs (and 2-D MatMuls), convolutions and ConvTranspose compute
+ *    in 16 bits: every float input is cast to the 16-bit dtype, the result
+ *    is stored in it; the GEMM accumulates in float32 (cuBLASLt
+ *    CUBLAS_COMPUTE_32F, cuDNN with a float32 convolution descriptor, the
+ *    CPU's sgemm on the widened operands). torch.autocast's "lower
+ *    precision" list (mm, addmm, linear, conv2d, conv_transpose2d).
+ *  - FP32: reductions, softmax, log-softmax, the losses and their
+ *    gradients, the optimizers, LRN, Sqrt: 16-bit inputs are cast to
+ *    float32. torch.autocast's "float32" list (sum, softmax, log_softmax,
+ *    cross_entropy, ...). One exception: the bias gradient of a 16-bit Gemm
+ *    (a ReduceSumTo, part of addmm's backward in PyTorch, not an autocast
+ *    op) is LOW, see gemm_bias_grad.
+ *  - PROMOTE: the ops on neither list run in the dtype of their inputs:
+ *    elementwise ops and views (a ReLU of a bfloat16 GEMM output is
+ *    bfloat16), the poolings and their gradients (max_pool2d, avg_pool2d,
+ *    adaptive_avg_pool2d: cuDNN with 16-bit tensors, averages summed in
+ *    float32), Concat, Transpose, Pad and Dropout (generated kernels that
+ *    load 16 bits into float and store rounded to nearest even); mixed
+ *    float inputs are cast to float32, the widest (torch's type
+ *    promotion). BatchNormalization and BatchNormGrad are PROMOTE in X and
+ *    dY only (f32_from): scale, bias and the running statistics stay
+ *    float32 and so do dscale and dB, the statistics are float64 sums, as
+ *    cuDNN's batch norm runs a 16-bit input under autocast.
  *  - KEEP: the node is left as it is (Cast itself, copies).
  * Values the runtime binds or reads keep their dtype: parameters,
  * gradients, optimizer state, graph outputs, the loss and the prediction.
@@ -44,8 +54,8 @@
  * Casts go right before the first node that reads them (or right after the
  * node whose output they convert), so the schedule keeps its order; fusion
  * (codegen/fusion.c) fuses them into the pointwise kernels next to them
- * (a Cast to float32 before a bias-gradient sum is one reduction kernel
- * reading bfloat16).
+ * (a Cast to float32 before a sum is one reduction kernel reading
+ * bfloat16).
  *
  * FP32 and TF32 leave the graph unchanged: an FP32 plan is the plan of a
  * build without this pass.
@@ -68,14 +78,25 @@ typedef enum ac_class {
 typedef struct ac_rule {
   ac_class cls;
   int only_2d; /* LOW only when every input is 2-D (a cuBLASLt GEMM); else FP32 */
+  /* PROMOTE: inputs from this one on are float32 whatever the others are
+   * (BatchNormalization's scale, bias and running statistics); 0: none */
+  int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its autocast class to kAutocast");
 
-/* Convolutions (forward, data and filter gradients) are LOW: cuDNN with
- * 16-bit tensors and a float32 convolution descriptor. ConvTranspose and the
- * poolings stay FP32 in this version; so do ops whose generated kernels read
- * float32 only (softmax, concat, transpose, pad, normalization). */
+/* Convolutions (forward, data and filter gradients) and ConvTranspose are
+ * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
+ * (torch.autocast's list has conv_transpose2d). Poolings, Concat, Transpose
+ * and Pad are on neither of autocast's lists, so they run in their input's
+ * dtype (PROMOTE): max_pool2d, avg_pool2d, adaptive_avg_pool2d, cat, pad
+ * and permute of a bfloat16 tensor are bfloat16 in PyTorch; cuDNN pools 16-bit
+ * tensors (averages summed in float32) and the generated kernels load 16
+ * bits into float and store 16 bits. BatchNormalization and its gradient
+ * take a 16-bit X (and dY) and give a 16-bit Y (and dX) with float32 scale,
+ * bias, running statistics, dscale and dB and float32 (float64 here)
+ * statistics, as cuDNN's batch norm under autocast. Softmax, LogSoftmax, the
+ * losses, LRN and Sqrt stay FP32 (autocast's float32 list). */
 static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {AC_LOW, 0},
     [GCC_OP_MATMUL] = {AC_LOW, 1},
@@ -99,10 +120,10 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_CONV_GRAD_DATA] = {AC_LOW, 0},
     [GCC_OP_CONV_GRAD_FILTER] = {AC_LOW, 0},
     [GCC_OP_CONV_GRAD_BIAS] = {AC_FP32, 0},
-    [GCC_OP_MAX_POOL] = {AC_FP32, 0},
-    [GCC_OP_MAX_POOL_GRAD] = {AC_FP32, 0},
-    [GCC_OP_AVERAGE_POOL] = {AC_FP32, 0},
-    [GCC_OP_AVERAGE_POOL_GRAD] = {AC_FP32, 0},
+    [GCC_OP_MAX_POOL] = {AC_PROMOTE, 0},
+    [GCC_OP_MAX_POOL_GRAD] = {AC_PROMOTE, 0},
+    [GCC_OP_AVERAGE_POOL] = {AC_PROMOTE, 0},
+    [GCC_OP_AVERAGE_POOL_GRAD] = {AC_PROMOTE, 0},
     [GCC_OP_SUB] = {AC_PROMOTE, 0},
     [GCC_OP_MUL] = {AC_PROMOTE, 0},
     [GCC_OP_DIV] = {AC_PROMOTE, 0},
@@ -113,10 +134,10 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_CLIP] = {AC_PROMOTE, 0},
     [GCC_OP_LOG_SOFTMAX] = {AC_FP32, 0},
     [GCC_OP_LRN] = {AC_FP32, 0},
-    [GCC_OP_CONCAT] = {AC_FP32, 0},
-    [GCC_OP_TRANSPOSE] = {AC_FP32, 0},
-    [GCC_OP_PAD] = {AC_FP32, 0},
-    [GCC_OP_CONV_TRANSPOSE] = {AC_FP32, 0},
+    [GCC_OP_CONCAT] = {AC_PROMOTE, 0},
+    [GCC_OP_TRANSPOSE] = {AC_PROMOTE, 0},
+    [GCC_OP_PAD] = {AC_PROMOTE, 0},
+    [GCC_OP_CONV_TRANSPOSE] = {AC_LOW, 0},
     [GCC_OP_ALL_REDUCE] = {AC_FP32, 0},
     [GCC_OP_SIGMOID_GRAD] = {AC_PROMOTE, 0},
     [GCC_OP_TANH_GRAD] = {AC_PROMOTE, 0},
@@ -125,12 +146,15 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_CLIP_GRAD] = {AC_PROMOTE, 0},
     [GCC_OP_LOG_SOFTMAX_GRAD] = {AC_FP32, 0},
     [GCC_OP_LRN_GRAD] = {AC_FP32, 0},
-    [GCC_OP_BATCH_NORM] = {AC_FP32, 0},
-    [GCC_OP_BATCH_NORM_GRAD] = {AC_FP32, 0},
+    [GCC_OP_BATCH_NORM] = {AC_PROMOTE, 0, 1},      /* X; scale, B, mean, var */
+    [GCC_OP_BATCH_NORM_GRAD] = {AC_PROMOTE, 0, 2}, /* dY, X; scale */
     [GCC_OP_CAST] = {AC_KEEP, 0},
-    /* the training form is a generated kernel of its own that reads float32 */
-    [GCC_OP_DROPOUT] = {AC_FP32, 0},
-    [GCC_OP_DROPOUT_GRAD] = {AC_FP32, 0},
+    /* not on autocast's lists: nn.Dropout of a bfloat16 tensor is bfloat16 */
+    [GCC_OP_DROPOUT] = {AC_PROMOTE, 0},
+    [GCC_OP_DROPOUT_GRAD] = {AC_PROMOTE, 0},
+    /* fp16 loss scaling: float32 gradients and scalars */
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {AC_FP32, 0},
+    [GCC_OP_AMP_UPDATE_SCALE] = {AC_FP32, 0},
 };
 
 const char *gcc_autocast_class_name(int op) {
@@ -278,16 +302,55 @@ static ac_class class_of(const gcc_graph *g, int node) {
   return r.cls;
 }
 
+/* 1 if ReduceSumTo node `node` is the bias gradient of a 16-bit Gemm: its
+ * output is the gradient of a parameter that a LOW Gemm reads as C (through
+ * the parameter's 16-bit Cast), summed over the rows of a 2-D gradient.
+ * torch.autocast casts nn.Linear's bias to 16 bits with the other operands,
+ * so addmm's backward sums the 16-bit output gradient into a 16-bit bias
+ * gradient and the float32 .grad is its Cast: the sum runs in the low dtype
+ * here too (reading the 16-bit gradient the dW GEMM reads). That is also the
+ * type cuBLASLt's BGRAD epilogues write next to a 16-bit D (cublasLt.h,
+ * CUBLASLT_MATMUL_DESC_BIAS_POINTER: "Bias gradient vector elements are the
+ * same type as the output elements (Ctype)"), so codegen/fusion.c folds the
+ * sum into the GEMM as in a float32 plan. */
+static int gemm_bias_grad(const ac_ctx *c, int node) {
+  const gcc_graph *g = c->g;
+  const gcc_node *n = &g->nodes[node];
+  if (n->op != GCC_OP_REDUCE_SUM_TO || n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs < 1)
+    return 0;
+  const gcc_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+  if (y->kind != GCC_VALUE_GRAD || y->param_of < 0 || x->shape.ndim != 2 ||
+      gcc_shape_numel(&y->shape, NULL) != x->shape.dims[1] ||
+      !(y->shape.ndim == 1 || (y->shape.ndim == 2 && y->shape.dims[0] == 1)))
+    return 0;
+  int p = y->param_of;
+  for (int j = 0; j < node; j++) {
+    const gcc_node *m = &g->nodes[j];
+    if (m->op != GCC_OP_GEMM || m->n_inputs < 3 || m->inputs[2] < 0 || class_of(g, j) != AC_LOW)
+      continue;
+    int cv = m->inputs[2];
+    if (cv == p)
+      return 1;
+    for (int k = 0; k < c->n; k++) /* the parameter's 16-bit copy */
+      if (c->casts[k].value == p && c->casts[k].cast_value == cv)
+        return 1;
+  }
+  return 0;
+}
+
 static gcc_status autocast_node(ac_ctx *c, int i, gcc_dtype low, gcc_diag *d) {
   gcc_graph *g = c->g;
-  ac_class cls = class_of(g, i);
+  ac_class cls = gemm_bias_grad(c, i) ? AC_LOW : class_of(g, i);
   if (cls == AC_KEEP)
     return GCC_OK;
   gcc_dtype want = cls == AC_LOW ? low : GCC_DT_FLOAT32;
+  int f32_from = cls == AC_PROMOTE && kAutocast[g->nodes[i].op].f32_from
+                     ? kAutocast[g->nodes[i].op].f32_from
+                     : g->nodes[i].n_inputs;
   if (cls == AC_PROMOTE) { /* the inputs' dtype if they agree, else float32 */
     gcc_dtype seen = GCC_DT_UNDEFINED;
     want = GCC_DT_UNDEFINED;
-    for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+    for (int k = 0; k < f32_from && k < g->nodes[i].n_inputs; k++) {
       int v = g->nodes[i].inputs[k];
       if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype))
         continue;
@@ -301,10 +364,11 @@ static gcc_status autocast_node(ac_ctx *c, int i, gcc_dtype low, gcc_diag *d) {
   }
   for (int k = 0; k < g->nodes[i].n_inputs; k++) {
     int v = g->nodes[i].inputs[k];
-    if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype) || g->values[v].dtype == want)
+    gcc_dtype wk = k < f32_from ? want : GCC_DT_FLOAT32;
+    if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype) || g->values[v].dtype == wk)
       continue;
     int cv = -1;
-    GCC_TRY(cast_of(c, v, want, i, &cv, d));
+    GCC_TRY(cast_of(c, v, wk, i, &cv, d));
     g->nodes[i].inputs[k] = cv;
   }
   /* the node's outputs in their new dtype */

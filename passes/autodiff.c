@@ -169,11 +169,16 @@ static gcc_status add_state(gcc_graph *g, int p, const char *suffix, int *out, g
   return GCC_OK;
 }
 
+/* fp16 loss scaling's values (graph/ir.h GCC_SCALER_*): -1 when off */
+typedef struct scaler_values {
+  int scale, found_inf, tracker, steps;
+} scaler_values;
+
 static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p, int grad,
-                                     gcc_diag *d) {
+                                     const scaler_values *sc, gcc_diag *d) {
   char name[512];
   snprintf(name, sizeof name, "%s/update", g->values[p].name);
-  int in[4] = {p, grad, -1, -1}, n_in = 2, node;
+  int in[8] = {p, grad, -1, -1, -1, -1, -1, -1}, n_in = 2, node;
   int op = o->kind == GCC_OPT_ADAM ? GCC_OP_ADAM : GCC_OP_SGD;
   if (o->kind == GCC_OPT_ADAM) {
     GCC_TRY(add_state(g, p, "exp_avg", &in[2], d));
@@ -182,6 +187,13 @@ static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p
   } else if (o->momentum != 0.0f) {
     GCC_TRY(add_state(g, p, "momentum_buffer", &in[2], d));
     n_in = 3;
+  }
+  if (sc->scale >= 0) { /* after the optimizer's own inputs (graph/ops.h SCALER_IN_*) */
+    n_in = o->kind == GCC_OPT_ADAM ? ADAM_IN_SCALER : SGD_IN_SCALER;
+    in[n_in + SCALER_IN_SCALE] = sc->scale;
+    in[n_in + SCALER_IN_FOUND_INF] = sc->found_inf;
+    in[n_in + SCALER_IN_STEPS] = sc->steps;
+    n_in += SCALER_N_IN;
   }
   GCC_TRY(gcc_graph_add_node(g, name, op, in, n_in, NULL, 0, &node, d));
   g->nodes[node].phase = GCC_PHASE_OPTIMIZER;
@@ -199,6 +211,50 @@ static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p
     GCC_TRY(gcc_node_set_float(g, node, "weight_decay", o->weight_decay));
     GCC_TRY(gcc_node_set_int(g, node, "nesterov", o->nesterov));
   }
+  GCC_TRY(gcc_op_resolve_attrs(g, node, d));
+  return gcc_op(g->nodes[node].op)->shape(g, node, d);
+}
+
+/* A persistent float32 scalar of loss scaling, starting at `init`. */
+static gcc_status add_scaler_value(gcc_graph *g, const char *name, float init, int *out,
+                                   gcc_diag *d) {
+  gcc_shape scalar = {0, {0}};
+  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_OPT_STATE, &init,
+                              sizeof init, out, d));
+  g->values[*out].param_of = -1; /* the graph's, not a parameter's */
+  return GCC_OK;
+}
+
+/* fp16 loss scaling after the backward: AmpNonFiniteCheck over every
+ * gradient an update reads (grads[0 .. n)), its found_inf in sc. */
+static gcc_status add_scaler_check(gcc_graph *g, const int *grads, int n, scaler_values *sc,
+                                   gcc_diag *d) {
+  gcc_shape scalar = {0, {0}};
+  GCC_TRY(gcc_graph_add_value(g, GCC_SCALER_FOUND_INF_NAME, GCC_DT_FLOAT32, &scalar,
+                              GCC_VALUE_ACTIVATION, NULL, 0, &sc->found_inf, d));
+  int node;
+  GCC_TRY(gcc_graph_add_node(g, "grad_scaler/check", GCC_OP_AMP_NON_FINITE_CHECK, grads, n,
+                             &sc->found_inf, 1, &node, d));
+  g->nodes[node].phase = GCC_PHASE_BACKWARD;
+  GCC_TRY(gcc_op_resolve_attrs(g, node, d));
+  return gcc_op(g->nodes[node].op)->shape(g, node, d);
+}
+
+/* ... and AmpUpdateScale after every update. */
+static gcc_status add_scaler_update(gcc_graph *g, const gcc_loss_scale *ls, const scaler_values *sc,
+                                    gcc_diag *d) {
+  int in[4], node;
+  in[AMP_UPDATE_IN_SCALE] = sc->scale;
+  in[AMP_UPDATE_IN_FOUND_INF] = sc->found_inf;
+  in[AMP_UPDATE_IN_TRACKER] = sc->tracker;
+  in[AMP_UPDATE_IN_STEPS] = sc->steps;
+  GCC_TRY(gcc_graph_add_node(g, "grad_scaler/update", GCC_OP_AMP_UPDATE_SCALE, in, 4, NULL, 0,
+                             &node, d));
+  g->nodes[node].phase = GCC_PHASE_OPTIMIZER;
+  int fixed = ls->mode == GCC_LOSS_SCALE_FIXED;
+  GCC_TRY(gcc_node_set_float(g, node, "growth_factor", fixed ? 1.0f : ls->growth_factor));
+  GCC_TRY(gcc_node_set_float(g, node, "backoff_factor", fixed ? 1.0f : ls->backoff_factor));
+  GCC_TRY(gcc_node_set_int(g, node, "growth_interval", ls->growth_interval));
   GCC_TRY(gcc_op_resolve_attrs(g, node, d));
   return gcc_op(g->nodes[node].op)->shape(g, node, d);
 }
@@ -248,14 +304,29 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
                         "%s: the loss '%s' does not depend on any parameter: nothing to train",
                         g->source, g->values[loss].name);
 
-  /* seed: dL/dL = 1 */
+  /* seed: dL/dL = 1; under loss scaling the scale (the backward of
+   * scaler.scale(loss)), read from the persistent arena each step */
   float one = 1.0f;
   gcc_shape scalar = {0, {0}};
   int seed;
-  char seed_name[512];
-  snprintf(seed_name, sizeof seed_name, "%s.grad_seed", g->values[loss].name);
-  GCC_TRY(gcc_graph_add_value(g, seed_name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_CONST, &one,
-                              sizeof one, &seed, d));
+  scaler_values sc = {-1, -1, -1, -1};
+  const gcc_loss_scale *ls = &opt->scaler;
+  if (ls->mode != GCC_LOSS_SCALE_NONE && opt->kind != GCC_OPT_NONE) {
+    if (!(ls->init_scale > 0.0f) || ls->growth_interval < 1)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "%s: loss scaling needs a scale > 0 and a growth interval >= 1 (got "
+                          "%g and %lld)",
+                          g->source, (double)ls->init_scale, (long long)ls->growth_interval);
+    GCC_TRY(add_scaler_value(g, GCC_SCALER_SCALE_NAME, ls->init_scale, &sc.scale, d));
+    GCC_TRY(add_scaler_value(g, GCC_SCALER_TRACKER_NAME, 0.0f, &sc.tracker, d));
+    GCC_TRY(add_scaler_value(g, GCC_SCALER_STEPS_NAME, 0.0f, &sc.steps, d));
+    seed = sc.scale;
+  } else {
+    char seed_name[512];
+    snprintf(seed_name, sizeof seed_name, "%s.grad_seed", g->values[loss].name);
+    GCC_TRY(gcc_graph_add_value(g, seed_name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_CONST, &one,
+                                sizeof one, &seed, d));
+  }
   GCC_TRY(add_contrib(c, loss, seed, d));
 
   for (int i = n_fwd - 1; i >= 0; i--) {
@@ -299,21 +370,32 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     }
   }
 
-  /* parameters: persistent gradients, then one update node each */
+  /* parameters: persistent gradients, then (loss scaling: the check over
+   * all of them) one update node each (loss scaling: then the scale's) */
   c->fwd = -1;
-  for (int p = 0; p < n_vals; p++) {
+  int *params = malloc((size_t)(n_vals ? n_vals : 1) * 2 * sizeof *params), n_params = 0;
+  if (!params)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+  int *grads = params + n_vals;
+  gcc_status st = GCC_OK;
+  for (int p = 0; p < n_vals && st == GCC_OK; p++) {
     if (c->g->values[p].kind != GCC_VALUE_PARAM || !c->wanted[p])
       continue;
     int grad;
-    GCC_TRY(total_grad(c, p, &grad, d));
-    if (grad < 0)
+    st = total_grad(c, p, &grad, d);
+    if (st != GCC_OK || grad < 0)
       continue;
-    int pg;
-    GCC_TRY(make_param_grad(c, p, grad, &pg, d));
-    if (opt->kind != GCC_OPT_NONE)
-      GCC_TRY(add_optimizer_node(c->g, opt, p, pg, d));
+    st = make_param_grad(c, p, grad, &grads[n_params], d);
+    params[n_params++] = p;
   }
-  return GCC_OK;
+  if (st == GCC_OK && sc.scale >= 0 && n_params > 0)
+    st = add_scaler_check(c->g, grads, n_params, &sc, d);
+  for (int i = 0; i < n_params && st == GCC_OK && opt->kind != GCC_OPT_NONE; i++)
+    st = add_optimizer_node(c->g, opt, params[i], grads[i], &sc, d);
+  if (st == GCC_OK && sc.found_inf >= 0)
+    st = add_scaler_update(c->g, ls, &sc, d);
+  free(params);
+  return st;
 }
 
 gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {

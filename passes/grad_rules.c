@@ -651,7 +651,7 @@ static gcc_status train_dropout(gcc_graph *g, int node, gcc_diag *d) {
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 53, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 55, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -709,6 +709,9 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_DROPOUT] = {.fn = gcc_grad_dropout, .train = train_dropout, .eval = eval_dropout},
     [GCC_OP_DROPOUT_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_CAST] = {.none = "made by the autocast pass, after autodiff"},
+    [GCC_OP_AMP_NON_FINITE_CHECK] = {.none = "fp16 loss scaling: made by autodiff, after the "
+                                             "backward"},
+    [GCC_OP_AMP_UPDATE_SCALE] = {.none = "fp16 loss scaling: made by autodiff, after the updates"},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -232,28 +232,31 @@ static gcc_status add_op(gcc_plan *p, const op *o, gcc_diag *d) {
 static gcc_status optimizer_waits(gcc_plan *p, const gcc_group *gr, int *n, gcc_diag *d) {
   const gcc_graph *g = p->g;
   *n = 0;
-  for (int j = 0; j < gr->n_nodes; j++) {
-    const gcc_node *u = &g->nodes[gr->nodes[j]];
-    if (u->n_inputs < 2 || u->inputs[1] < 0)
-      continue;
-    const gcc_value *grad = &g->values[u->inputs[1]];
-    for (int c = 0; c < grad->n_consumers; c++) {
-      const gcc_node *ar = &g->nodes[grad->consumers[c]];
-      if (!(gcc_op(ar->op)->flags & GCC_OPF_COLLECTIVE))
+  for (int j = 0; j < gr->n_nodes; j++)
+    for (int in = 0; in < g->nodes[gr->nodes[j]].n_inputs; in++) {
+      const gcc_node *u = &g->nodes[gr->nodes[j]];
+      if (u->inputs[in] < 0 || g->values[u->inputs[in]].kind != GCC_VALUE_GRAD)
         continue;
-      int bucket = (int)ar->av[ALL_REDUCE_BUCKET].i, seen = 0;
-      for (int k = p->n_waits - *n; k < p->n_waits; k++)
-        seen |= p->waits[k] == bucket;
-      if (seen)
-        continue;
-      int *w = realloc(p->waits, (size_t)(p->n_waits + 1) * sizeof *w);
-      if (!w)
-        return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
-      p->waits = w;
-      p->waits[p->n_waits++] = bucket;
-      (*n)++;
+      const gcc_value *grad = &g->values[u->inputs[in]];
+      if (grad->producer >= 0 && g->nodes[grad->producer].group == (int)(gr - g->groups))
+        continue; /* made in this launch: before its all-reduce */
+      for (int c = 0; c < grad->n_consumers; c++) {
+        const gcc_node *ar = &g->nodes[grad->consumers[c]];
+        if (!(gcc_op(ar->op)->flags & GCC_OPF_COLLECTIVE))
+          continue;
+        int bucket = (int)ar->av[ALL_REDUCE_BUCKET].i, seen = 0;
+        for (int k = p->n_waits - *n; k < p->n_waits; k++)
+          seen |= p->waits[k] == bucket;
+        if (seen)
+          continue;
+        int *w = realloc(p->waits, (size_t)(p->n_waits + 1) * sizeof *w);
+        if (!w)
+          return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (plan)");
+        p->waits = w;
+        p->waits[p->n_waits++] = bucket;
+        (*n)++;
+      }
     }
-  }
   return GCC_OK;
 }
 
@@ -261,7 +264,10 @@ static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_d
   const gcc_graph *g = p->g;
   const gcc_node *n0 = &g->nodes[gr->nodes[0]];
   for (int k = 0; k < n0->n_inputs; k++) {
-    if (n0->inputs[k] < 0)
+    /* the flat sections: the parameter and what belongs to it (not the
+     * loss-scaling scalars every update of the group shares) */
+    const gcc_value *v0 = n0->inputs[k] >= 0 ? &g->values[n0->inputs[k]] : NULL;
+    if (!v0 || (v0->kind != GCC_VALUE_PARAM && v0->param_of < 0))
       continue;
     char *base = p->addr[n0->inputs[k]];
     size_t off = 0;
@@ -293,6 +299,26 @@ static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_d
                           g->source, gr->name, v >= 0 ? g->values[v].name : "?");
     elems += (value_bytes(g, n->inputs[0]) + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN *
              GCC_ARENA_ALIGN / sizeof(float);
+  }
+  return GCC_OK;
+}
+
+/* GCC_KARG_FLAT_INPUTS: the inputs of the group's node must lie one after
+ * another, each padded to GCC_ARENA_ALIGN (the flat gradient section). */
+static gcc_status check_flat_inputs(gcc_plan *p, const gcc_kernel_info *k, gcc_diag *d) {
+  const gcc_graph *g = p->g;
+  const gcc_group *gr = &g->groups[k->group];
+  const gcc_node *n = &g->nodes[gr->nodes[0]];
+  char *base = n->n_inputs > 0 ? p->addr[n->inputs[0]] : NULL;
+  size_t off = 0;
+  for (int j = 0; j < n->n_inputs; j++) {
+    int v = n->inputs[j];
+    if (!base || v < 0 || (char *)p->addr[v] != base + off)
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: kernel '%s': '%s' is not where the flat gradient section puts it "
+                          "(the gradients it reads must be consecutive in input order)",
+                          g->source, k->name, v >= 0 ? g->values[v].name : "?");
+    off += (value_bytes(g, v) + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
   }
   return GCC_OK;
 }
@@ -486,10 +512,13 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
     if (gr->kind == GCC_GROUP_OPTIMIZER)
       GCC_TRY(check_optimizer_layout(p, gr, d));
     int wait_first = p->n_waits, n_wait = 0;
-    if (gr->kind == GCC_GROUP_OPTIMIZER) /* the buckets of its gradients, each once */
-      GCC_TRY(optimizer_waits(p, gr, &n_wait, d));
+    /* the buckets of the gradients it reads, each once (the optimizer's,
+     * fp16 loss scaling's check) */
+    GCC_TRY(optimizer_waits(p, gr, &n_wait, d));
     for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
       gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
+      if (kk == GCC_KARG_FLAT_INPUTS)
+        GCC_TRY(check_flat_inputs(p, &p->ks.kernels[k], d));
       if (kk == GCC_KARG_STEP_SIZE || kk == GCC_KARG_BC2_SQRT)
         p->varying_args |= 1;
       if (kk == GCC_KARG_STEP)
@@ -1350,6 +1379,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
     }
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
     case GCC_KARG_STEP: vals[a].ll = (long long)step; break; /* Dropout's Philox counter */
+    case GCC_KARG_FLAT_INPUTS: vals[a].p = p->addr[n0->inputs[0]]; break;
     default:
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name,
                           a);
@@ -1410,6 +1440,10 @@ static int64_t first_nonfinite(const gcc_plan *p, int v) {
 static gcc_status check_anomaly(const gcc_plan *p, int node, int64_t step, gcc_diag *d) {
   const gcc_graph *g = p->g;
   const gcc_node *n = &g->nodes[node];
+  /* fp16 loss scaling: an Inf in the scaled backward is what the scaler
+   * looks for (the step is skipped, the scale backs off), not an anomaly */
+  if (n->phase == GCC_PHASE_BACKWARD && gcc_graph_find(g, GCC_SCALER_SCALE_NAME) >= 0)
+    return GCC_OK;
   for (int pass = 0; pass < 2; pass++) {
     int count = pass == 0 ? n->n_outputs : n->n_inputs;
     for (int k = 0; k < count; k++) {

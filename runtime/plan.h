@@ -114,7 +114,9 @@ typedef struct gcc_plan_config {
   /* 1: after every node run on the host, check its float32 outputs (and the
    * parameters and optimizer state it updates in place) for NaN and Inf, and
    * fail with GCC_ERR_NUMERIC naming the first node that produced one, as
-   * torch.autograd.detect_anomaly does. Costs one pass over every output. */
+   * torch.autograd.detect_anomaly does. Costs one pass over every output.
+   * Under fp16 loss scaling the backward's outputs are not checked: an Inf
+   * there is what the scaler looks for (the step is skipped). */
   int detect_anomaly;
   /* The plan's generated kernels: a prebuilt image (a .gccx bundle's cubin
    * or PTX for this plan's graph and batch size), loaded as is; else

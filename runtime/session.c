@@ -45,6 +45,8 @@ struct gcc_session {
   int n_slots;
   float *arena;
   size_t arena_bytes;
+  float *scaler; /* fp16 loss scaling: [scale, growth tracker, applied steps] after the
+                    optimizer state (GCC_ARENA_ALIGN bytes), or NULL */
   cached_plan plans[MAX_PLANS];
   int n_plans;
   int dumped;
@@ -215,6 +217,9 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
     }
   int ns = n_state(&o->opt);
   size_t floats = total * (size_t)(2 + ns);
+  int scaled = o->opt.scaler.mode != GCC_LOSS_SCALE_NONE && o->opt.kind != GCC_OPT_NONE;
+  if (scaled) /* the loss scaling scalars: one aligned block after the state */
+    floats += GCC_ARENA_ALIGN / sizeof(float);
   s->arena_bytes = floats * sizeof(float);
   s->arena = aligned_alloc(GCC_ARENA_ALIGN, s->arena_bytes ? s->arena_bytes : GCC_ARENA_ALIGN);
   if (!s->arena) {
@@ -256,6 +261,10 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
       sl->copy = s->copies + off;
     memcpy(sl->data, model->values[sl->param].data, sl->numel * sizeof(float));
     off += round_up(sl->numel);
+  }
+  if (scaled) { /* GradScaler(init_scale=...): tracker and applied steps 0 */
+    s->scaler = s->arena + total * (size_t)(2 + ns);
+    s->scaler[GCC_SESSION_SCALER_SCALE] = o->opt.scaler.init_scale;
   }
   gcc_status st = GCC_OK;
   if (o->backend)
@@ -310,6 +319,17 @@ static int ends_with(const char *s, const char *suffix) {
 static void *bind_persistent(void *user, const gcc_graph *g, int v) {
   gcc_session *s = user;
   const gcc_value *val = &g->values[v];
+  if (val->kind == GCC_VALUE_OPT_STATE && val->param_of < 0) { /* loss scaling's */
+    if (!s->scaler)
+      return NULL;
+    if (strcmp(val->name, GCC_SCALER_SCALE_NAME) == 0)
+      return &s->scaler[GCC_SESSION_SCALER_SCALE];
+    if (strcmp(val->name, GCC_SCALER_TRACKER_NAME) == 0)
+      return &s->scaler[GCC_SESSION_SCALER_TRACKER];
+    if (strcmp(val->name, GCC_SCALER_STEPS_NAME) == 0)
+      return &s->scaler[GCC_SESSION_SCALER_STEPS];
+    return NULL;
+  }
   int p = val->kind == GCC_VALUE_PARAM ? v : val->param_of;
   if (p < 0)
     return NULL;
@@ -896,6 +916,19 @@ float gcc_session_lr(const gcc_session *s) {
 
 int64_t gcc_session_steps(const gcc_session *s) {
   return s->steps;
+}
+
+gcc_status gcc_session_loss_scale(gcc_session *s, gcc_loss_scale_state *out, gcc_diag *d) {
+  memset(out, 0, sizeof *out);
+  if (!s->scaler)
+    return GCC_OK;
+  GCC_TRY(download_arena(s, d));
+  out->on = 1;
+  out->scale = s->scaler[GCC_SESSION_SCALER_SCALE];
+  out->growth_tracker = s->scaler[GCC_SESSION_SCALER_TRACKER];
+  out->applied_steps = (int64_t)s->scaler[GCC_SESSION_SCALER_STEPS];
+  out->skipped_steps = s->steps - out->applied_steps;
+  return GCC_OK;
 }
 size_t gcc_session_persistent_bytes(const gcc_session *s) {
   return s->arena_bytes;

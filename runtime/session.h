@@ -141,6 +141,26 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
                                   int64_t rows, float *loss, int64_t *correct,
                                   const gcc_tensor **pred_out, gcc_diag *d);
 
+/* fp16 loss scaling (gcc_session_options.opt.scaler): where the arena's
+ * last GCC_ARENA_ALIGN-byte block holds its float32 scalars, so that a
+ * checkpoint of the arena carries GradScaler's state (state_dict's `scale`
+ * and `_growth_tracker`; growth_factor, backoff_factor and growth_interval
+ * are the recipe's) and a resumed run continues bit for bit. */
+enum { GCC_SESSION_SCALER_SCALE, GCC_SESSION_SCALER_TRACKER, GCC_SESSION_SCALER_STEPS };
+
+typedef struct gcc_loss_scale_state {
+  int on;                /* 0: the session does no loss scaling (the rest 0) */
+  float scale;           /* the current scale (GradScaler.get_scale()) */
+  float growth_tracker;  /* good steps since the scale last changed */
+  int64_t applied_steps; /* optimizer steps that updated the parameters */
+  int64_t skipped_steps; /* steps skipped for Inf/NaN gradients (steps - applied) */
+} gcc_loss_scale_state;
+
+/* The loss scaling state after the steps issued so far (a device session
+ * waits for them and refreshes the host copy of the arena). Errors: the
+ * device's. */
+gcc_status gcc_session_loss_scale(gcc_session *s, gcc_loss_scale_state *out, gcc_diag *d);
+
 /* A copy of the model whose initializers hold the current parameters
  * (the trained model to save). */
 gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d);

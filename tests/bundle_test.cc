@@ -172,7 +172,14 @@ TEST_F(BundleTest, RoundTripManifestAndSections) {
   gcc_bundle *b = nullptr;
   ASSERT_EQ(gcc_bundle_read(path_.c_str(), &b, &d), GCC_OK) << d.msg;
   const gcc_bundle_info *i = gcc_bundle_get_info(b);
-  EXPECT_EQ(i->format_version, GCC_BUNDLE_FORMAT_VERSION);
+  // a float32 export keeps format version 1, which older readers read
+  EXPECT_EQ(i->format_version, GCC_BUNDLE_FORMAT_VERSION_MIN);
+  EXPECT_EQ(i->format_version, 1u);
+  EXPECT_EQ(i->precision, GCC_PRECISION_FP32);
+  EXPECT_EQ(i->n_weights_16bit, 0);
+  EXPECT_EQ(i->n_weight_tensors, 10);
+  EXPECT_EQ(i->weight_bytes, i->weight_bytes_fp32);
+  EXPECT_EQ(i->weight_bytes, 4u * 575050); // fc1..fc5 weights and biases
   EXPECT_STREQ(i->gcc_train_version, GCC_TRAIN_VERSION);
   EXPECT_STREQ(i->created, "2026-11-18T11:06:40Z");
   EXPECT_STREQ(i->input.name, "image");
@@ -279,10 +286,17 @@ TEST_F(BundleTest, WrongMagicFutureVersionReservedAndTrailingBytes) {
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_PARSE);
   EXPECT_NE(msg.find("not a .gccx bundle (wrong magic"), std::string::npos) << msg;
   t = bytes_;
-  t[8] = 2; // format version 2
+  t[8] = 3; // format version 3
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_UNSUPPORTED);
-  EXPECT_NE(msg.find("bundle format version 2"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("reads version 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bundle format version 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("reads versions 1 to 2"), std::string::npos) << msg;
+  t[8] = 0;
+  EXPECT_EQ(Parse(t, &msg), GCC_ERR_UNSUPPORTED);
+  EXPECT_NE(msg.find("bundle format version 0"), std::string::npos) << msg;
+  t[8] = 2; // a version this reads, but not the manifest's
+  EXPECT_EQ(Parse(t, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("manifest: format_version 1 differs from the header's 2"), std::string::npos)
+      << msg;
   t = bytes_;
   t[13] = 1;
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_PARSE);

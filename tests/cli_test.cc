@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -614,6 +615,78 @@ TEST_F(CliTest, EveryFlagIsCheckedBeforeAnythingRuns) {
                       "autodiff", "--no-output"});
   EXPECT_EQ(ok.exit_code, 0) << ok;
   EXPECT_TRUE(Has(ok.err, "; IR after pass autodiff")) << ok;
+}
+
+// fp16 loss scaling (--loss-scale): dynamic by default under --precision
+// fp16, a summary line of the skipped steps and the final scale; a
+// meaningless or malformed setting is a command-line error before anything
+// runs.
+TEST_F(CliTest, LossScaleDefaultsToDynamicUnderFp16AndReportsSkippedSteps) {
+  const std::vector<std::string> base = {linear_, "--device", "cpu", "--threads",
+                                         "1",     "--epochs", "2",   "--no-output"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return RunCli(a);
+  };
+  Result r = with({"--precision", "fp16"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex("fp16 loss scaling: ([0-9]+) of 32 steps skipped "
+                                           "\\(inf/nan gradients\\), scale ([0-9]+)\n")))
+      << r;
+  // 32 steps cannot reach a growth (every 2000): each skip halved 65536
+  int skipped = std::stoi(m[1]);
+  EXPECT_GE(skipped, 1) << "65536 overflows this model's float16 gradients at first";
+  EXPECT_LT(skipped, 32);
+  EXPECT_EQ(std::stod(m[2]), std::ldexp(65536.0, -skipped)) << r;
+  // growth after every good step: the scale ends above where it started to fall
+  Result g = with({"--precision", "fp16", "--loss-scale-growth-interval", "1"});
+  ASSERT_EQ(g.exit_code, 0) << g;
+  ASSERT_TRUE(
+      std::regex_search(g.out, m, std::regex("fp16 loss scaling: ([0-9]+) of 32 steps skipped")))
+      << g;
+  EXPECT_GT(std::stoi(m[1]), skipped) << "doubling every step overflows again and again";
+  // a fixed scale never moves; one this large skips every step
+  Result f = with({"--precision", "fp16", "--loss-scale", "1e30"});
+  ASSERT_EQ(f.exit_code, 0) << f;
+  EXPECT_TRUE(Has(f.out, "fp16 loss scaling: 32 of 32 steps skipped (inf/nan gradients), "
+                         "scale 1e+30"))
+      << f;
+  // none, and the other precisions: no scaling, no line
+  for (const std::vector<std::string> &x :
+       {std::vector<std::string>{"--precision", "fp16", "--loss-scale", "none"},
+        std::vector<std::string>{"--precision", "bf16"}, std::vector<std::string>{}}) {
+    Result n = with(x);
+    ASSERT_EQ(n.exit_code, 0) << n;
+    EXPECT_FALSE(Has(n.out, "loss scaling")) << n;
+  }
+  // errors, before anything runs
+  struct Bad {
+    std::vector<std::string> args;
+    const char *says;
+  };
+  const Bad bad[] = {
+      {{"--loss-scale", "dynamic"}, "--loss-scale dynamic needs --precision fp16"},
+      {{"--precision", "bf16", "--loss-scale", "128"}, "--loss-scale 128 needs --precision fp16"},
+      {{"--precision", "fp16", "--loss-scale", "huge"}, "--loss-scale 'huge': expected"},
+      {{"--precision", "fp16", "--loss-scale", "0"}, "--loss-scale '0': expected"},
+      {{"--precision", "fp16", "--loss-scale", "-4"}, "--loss-scale '-4': expected"},
+      {{"--precision", "fp16", "--loss-scale-growth-interval", "0"},
+       "--loss-scale-growth-interval"},
+      {{"--precision", "fp16", "--loss-scale", "none", "--loss-scale-growth-interval", "10"},
+       "--loss-scale-growth-interval needs a dynamic loss scale"},
+  };
+  for (const Bad &b : bad) {
+    Result e = with(b.args);
+    EXPECT_EQ(e.exit_code, 2) << e;
+    EXPECT_TRUE(Has(e.err, b.says)) << e;
+    EXPECT_TRUE(e.out.empty()) << e;
+  }
+  // and without fp16 an explicit none is harmless
+  Result ok = with({"--loss-scale", "none"});
+  EXPECT_EQ(ok.exit_code, 0) << ok;
 }
 
 TEST_F(CliTest, NoCudaNoticeBeforeAnUnrelatedError) {

@@ -3,7 +3,10 @@
 // the PTX. Plans: the MNIST MLP (training at batch 64 and 13, evaluation,
 // the CNNs cifar_cnn and mnist_cnn (training and evaluation),
 // SGD and Adam), the nn.Linear MSE model, and a pointwise chain ending in
-// a reduction (broadcast, float4 and reduction code paths).
+// a reduction (broadcast, float4 and reduction code paths); in bfloat16 and
+// float16 (--precision) the MLP, both CNNs, MixedOpsNet (16-bit poolings,
+// BatchNorm, Concat, Transpose, Pad, ConvTranspose) and the imported
+// ResNet-style and MobileNet-style fixtures.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -22,8 +25,9 @@ extern "C" {
 #include "models/models.h"
 #include "runtime/plan.h"
 }
-#include "tests/testutil.h"
+#include "tests/imported_graphs.h"
 #include "tests/test_graphs.h"
+#include "tests/testutil.h"
 
 using namespace gcc_test; // tests/testutil.h
 
@@ -63,7 +67,8 @@ struct Case {
   gcc_mode mode;
   int64_t batch;
   int expect_min_kernels;
-  int precision = 0; /* --precision: 16-bit kernels for bf16 / fp16 */
+  int precision = 0;       /* --precision: 16-bit kernels for bf16 / fp16 */
+  bool loss_scale = false; /* fp16 dynamic loss scaling (GradScaler's kernels) */
 };
 
 void CompileAll(const Case &c) {
@@ -76,6 +81,9 @@ void CompileAll(const Case &c) {
   o.device_explicit = 1;
   o.n_cuda_devices = 1;
   o.precision = c.precision;
+  if (c.loss_scale)
+    o.opt.scaler = {GCC_LOSS_SCALE_DYNAMIC, GCC_SCALER_INIT_SCALE, GCC_SCALER_GROWTH_FACTOR,
+                    GCC_SCALER_BACKOFF_FACTOR, GCC_SCALER_GROWTH_INTERVAL};
   FILE *sink = fopen("/dev/null", "w");
   o.warn_file = sink;
   gcc_graph *g = nullptr;
@@ -86,6 +94,12 @@ void CompileAll(const Case &c) {
   gcc_kernel_set ks;
   ASSERT_EQ(gcc_codegen_emit(g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
   EXPECT_GE(ks.n_kernels, c.expect_min_kernels);
+  if (c.loss_scale) { /* the check, the update, and the unscale in the optimizer */
+    const std::string src(ks.source);
+    EXPECT_NE(src.find("AmpNonFiniteCheck"), std::string::npos);
+    EXPECT_NE(src.find("AmpUpdateScale"), std::string::npos);
+    EXPECT_NE(src.find("g[i] * inv"), std::string::npos);
+  }
   if (c.precision == GCC_PRECISION_BF16 || c.precision == GCC_PRECISION_FP16) { /* 16 bits */
     bool bf16 = c.precision == GCC_PRECISION_BF16;
     std::string src(ks.source);
@@ -172,8 +186,13 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
       {"linear_train_b16_bf16", lin, GCC_MODE_TRAIN, 16, 2, GCC_PRECISION_BF16},
       {"cifar_cnn_train_b64_bf16", cifar, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_BF16},
       {"mnist_cnn_eval_b1000_fp16", mcnn, GCC_MODE_EVAL, 1000, 2, GCC_PRECISION_FP16},
-      {"mnist_cnn_train_b64_fp16", mcnn, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_FP16},
       {"mnist_mlp_adam_b64_bf16", mlp_adam, GCC_MODE_TRAIN, 64, 2, GCC_PRECISION_BF16},
+      // fp16 loss scaling: the gradient check, the scale update, and the
+      // optimizers reading the scale from device memory (SGD with and without
+      // a momentum buffer, Adam)
+      {"mnist_mlp_train_b64_fp16_scaled", mlp, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_FP16, true},
+      {"mnist_mlp_adam_b64_fp16_scaled", mlp_adam, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_FP16, true},
+      {"linear_train_b16_fp16_scaled", lin, GCC_MODE_TRAIN, 16, 4, GCC_PRECISION_FP16, true},
   };
   for (const Case &c : mixed)
     CompileAll(c);
@@ -183,6 +202,43 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
   gcc_graph_free(mlp_adam);
   gcc_graph_free(lin);
   gcc_graph_free(chain);
+}
+
+// Every 16-bit plan of the CNNs not above, and of the models whose
+// poolings, BatchNorms, Concat, Transpose, Pad, ConvTranspose and Dropout
+// run in 16 bits (their generated kernels load and store __nv_bfloat16 /
+// __half): MixedOpsNet and the imported ResNet-style and MobileNet-style
+// fixtures, each dtype in training (about 20 s of NVRTC and ptxas per
+// training plan on a loaded 2-core machine).
+TEST(CodegenNvrtc, EverySixteenBitKernelOfTheCnnsAndImportedModelsCompiles) {
+  gcc_graph *cifar = nullptr, *mcnn = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cifar, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &mcnn, &d), GCC_OK) << d.msg;
+  gcc_graph *net = MixedOpsNet(), *resnet = ImportForTraining("resnet_tiny"),
+            *mobilenet = ImportForTraining("mobilenet_tiny");
+  ASSERT_TRUE(net && resnet && mobilenet);
+  const Case mixed_cnn[] = {
+      {"cifar_cnn_train_b64_fp16", cifar, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_FP16},
+      {"cifar_cnn_eval_b1000_bf16", cifar, GCC_MODE_EVAL, 1000, 2, GCC_PRECISION_BF16},
+      {"mnist_cnn_train_b64_bf16", mcnn, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_BF16},
+      {"mnist_cnn_train_b64_fp16", mcnn, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_FP16},
+      {"mixed_ops_net_train_b5_fp16", net, GCC_MODE_TRAIN, 5, 8, GCC_PRECISION_FP16},
+      {"mixed_ops_net_eval_b64_bf16", net, GCC_MODE_EVAL, 64, 4, GCC_PRECISION_BF16},
+      {"resnet_tiny_train_b64_bf16", resnet, GCC_MODE_TRAIN, 64, 6, GCC_PRECISION_BF16},
+      {"resnet_tiny_train_b4_fp16", resnet, GCC_MODE_TRAIN, 4, 6, GCC_PRECISION_FP16},
+      {"resnet_tiny_eval_b1000_fp16", resnet, GCC_MODE_EVAL, 1000, 3, GCC_PRECISION_FP16},
+      {"mobilenet_tiny_train_b64_bf16", mobilenet, GCC_MODE_TRAIN, 64, 6, GCC_PRECISION_BF16},
+      {"mobilenet_tiny_train_b4_fp16", mobilenet, GCC_MODE_TRAIN, 4, 6, GCC_PRECISION_FP16},
+      {"mobilenet_tiny_eval_b1000_bf16", mobilenet, GCC_MODE_EVAL, 1000, 3, GCC_PRECISION_BF16},
+  };
+  for (const Case &c : mixed_cnn)
+    CompileAll(c);
+  gcc_graph_free(net);
+  gcc_graph_free(resnet);
+  gcc_graph_free(mobilenet);
+  gcc_graph_free(cifar);
+  gcc_graph_free(mcnn);
 }
 
 // The generated epilogue kernels (cuBLASLt refused the fused epilogue) for

@@ -328,4 +328,72 @@ TEST(CudnnConv, EveryCnnPlanNodeThroughTheCache) {
   }
 }
 
+// Mixed precision (issue 19): the poolings and convolutions of a bfloat16
+// or float16 plan of the CIFAR CNN, and a ConvTranspose of those dtypes,
+// get descriptors of 16-bit tensors (cuDNN pools and convolves them with
+// float32 arithmetic), cached apart from the float32 ones of the same shape.
+TEST(CudnnConv, SixteenBitPlansGetSixteenBitDescriptors) {
+  gcc_graph *model = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &model, &d), GCC_OK) << d.msg;
+  for (int precision : {GCC_PRECISION_BF16, GCC_PRECISION_FP16}) {
+    gcc_dtype want = precision == GCC_PRECISION_BF16 ? GCC_DT_BFLOAT16 : GCC_DT_FLOAT16;
+    SCOPED_TRACE(gcc_dtype_name(want));
+    gcc_options o{};
+    o.mode = GCC_MODE_TRAIN;
+    o.batch_size = 8;
+    o.opt = model->training.opt;
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    o.precision = precision;
+    FILE *sink = fopen("/dev/null", "w");
+    o.warn_file = sink;
+    gcc_graph *g = nullptr;
+    gcc_mem_plan mem{};
+    ASSERT_EQ(gcc_compile_graph(model, &o, &g, &mem, &d), GCC_OK) << d.msg;
+    fclose(sink);
+    gcc_cudnn_cache *cache = nullptr;
+    ASSERT_EQ(gcc_cudnn_cache_create(&cache, &d), GCC_OK);
+    int pools = 0, convs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const gcc_node *n = &g->nodes[i];
+      gcc_conv2d_shape cs;
+      gcc_pool2d_shape ps;
+      SCOPED_TRACE(n->name);
+      if (n->op == GCC_OP_MAX_POOL || n->op == GCC_OP_MAX_POOL_GRAD) {
+        ASSERT_EQ(gcc_pool2d_shape_of(g, i, &ps, &d), GCC_OK) << d.msg;
+        EXPECT_EQ(ps.dtype, want);
+        gcc_cudnn_pool *p16 = nullptr, *p32 = nullptr;
+        ASSERT_EQ(gcc_cudnn_cache_pool(cache, &ps, &p16, &d), GCC_OK) << d.msg;
+        ps.dtype = GCC_DT_FLOAT32;
+        ASSERT_EQ(gcc_cudnn_cache_pool(cache, &ps, &p32, &d), GCC_OK) << d.msg;
+        EXPECT_NE(p16, p32) << "a 16-bit pooling shares the float32 one's descriptors";
+        pools++;
+      } else if (n->op == GCC_OP_CONV || n->op == GCC_OP_CONV_GRAD_DATA ||
+                 n->op == GCC_OP_CONV_GRAD_FILTER) {
+        ASSERT_EQ(gcc_conv2d_shape_of(g, i, &cs, &d), GCC_OK) << d.msg;
+        EXPECT_EQ(cs.dtype, want);
+        gcc_cudnn_conv *c = nullptr;
+        ASSERT_EQ(gcc_cudnn_cache_conv(cache, &cs, &c, &d), GCC_OK) << d.msg;
+        convs++;
+      }
+    }
+    EXPECT_EQ(pools, 4); // pool1, pool2 and their gradients
+    EXPECT_EQ(convs, 5);
+    gcc_cudnn_cache_destroy(cache);
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+  }
+  gcc_graph_free(model);
+  // ConvTranspose's descriptors are a convolution's of its dtype (the one
+  // whose input has Y's shape): 16-bit ones are made
+  gcc_conv2d_shape s = ConvShape(2, 4, 13, 13, 12, 3, 3, 2, 2, 1, 1, 1, 1);
+  s.dtype = GCC_DT_BFLOAT16;
+  gcc_cudnn_conv *c = nullptr;
+  ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_cudnn_conv_shape(c)->dtype, GCC_DT_BFLOAT16);
+  gcc_cudnn_conv_destroy(c);
+}
+
 } // namespace

@@ -60,10 +60,11 @@ protected:
     buf.push_back('\0');
     data_dir_ = dirname(buf.data());
     bundle_ = TmpPath("mlp.gccx");
-    train_ = Exec("cli/gcc-train",
-                  {Runfile("models/mnist_mlp.pb"), "--data", data_dir_, "--max-steps", "200",
-                   "--threads", "1", "--no-output", "--no-kernel-cache", "--device", "cpu",
-                   "--export", bundle_, "--predictions", TmpPath("train_predictions.csv")});
+    train_ =
+        Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", data_dir_, "--max-steps",
+                               "200", "--threads", "1", "--output", TmpPath("mlp.trained.pb"),
+                               "--no-kernel-cache", "--device", "cpu", "--export", bundle_,
+                               "--predictions", TmpPath("train_predictions.csv")});
     ASSERT_EQ(train_.exit_code, 0) << train_;
   }
   static Result train_;
@@ -201,6 +202,107 @@ TEST_F(ExportCli, ExitCodesAndMessages) {
                              "--export-batch-sizes", "0"});
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_NE(r.err.find("--export-batch-sizes '0'"), std::string::npos) << r;
+}
+
+// The accuracy on gcc-run's output (its summary line), in percent.
+double Accuracy(const Result &r) {
+  const std::string &s = r.err.find("accuracy ") != std::string::npos ? r.err : r.out;
+  size_t at = s.find("accuracy ");
+  return at == std::string::npos ? -1.0 : atof(s.c_str() + at + 9);
+}
+
+// --export-precision: the trained MLP (200 steps) exported again from its
+// trained model in bf16 and fp16, by a gcc-train run that evaluates it at
+// the same --precision; gcc-run on the 10,000 MNIST test images predicts
+// exactly that evaluation's classes, keeps the float32 bundle's accuracy
+// within 0.5 points and its classes on all but 1% of the images; --info
+// and gcc-train say what the bundle holds.
+TEST_F(ExportCli, SixteenBitBundlesKeepTheTrainedAccuracy) {
+  Result fp32 = Exec("cli/gcc-run", {bundle_, "--input", images_, "--labels", labels_, "--device",
+                                     "cpu", "--threads", "1", "--output", TmpPath("fp32.csv")});
+  ASSERT_EQ(fp32.exit_code, 0) << fp32;
+  double acc32 = Accuracy(fp32);
+  EXPECT_GT(acc32, 85.0) << fp32; // trained: a check that cannot pass on an untrained model
+  std::vector<int> classes32 = Classes(ReadText(TmpPath("fp32.csv")));
+  Result info = Exec("cli/gcc-run", {bundle_, "--info"});
+  ASSERT_EQ(info.exit_code, 0) << info;
+  EXPECT_NE(info.out.find("format version 1,"), std::string::npos) << info;
+  EXPECT_NE(info.out.find("precision fp32: weights 2300200 bytes (0 of 10 tensors in 16 bits"),
+            std::string::npos)
+      << info;
+  for (const char *p : {"bf16", "fp16"}) {
+    SCOPED_TRACE(p);
+    std::string b = TmpPath(std::string("mlp.") + p + ".gccx");
+    Result exp =
+        Exec("cli/gcc-train", {TmpPath("mlp.trained.pb"), "--data", data_dir_, "--epochs", "0",
+                               "--threads", "1", "--no-output", "--no-kernel-cache", "--device",
+                               "cpu", "--export", b, "--export-precision", p, "--precision", p,
+                               "--predictions", TmpPath(std::string("eval.") + p + ".csv")});
+    ASSERT_EQ(exp.exit_code, 0) << exp;
+    EXPECT_NE(exp.out.find(std::string("bundle precision ") + p +
+                           ": 10 of 10 weight tensors in 16 bits, 1150100 weight bytes (2300200 "
+                           "in float32)"),
+              std::string::npos)
+        << exp;
+    info = Exec("cli/gcc-run", {b, "--info"});
+    ASSERT_EQ(info.exit_code, 0) << info;
+    EXPECT_NE(info.out.find("format version 2,"), std::string::npos) << info;
+    EXPECT_NE(info.out.find(std::string("precision ") + p +
+                            ": weights 1150100 bytes (10 of 10 tensors in 16 bits; 2300200 bytes "
+                            "in float32)"),
+              std::string::npos)
+        << info;
+    EXPECT_NE(
+        info.out.find("CUDA: cubin for sm_80, sm_90, PTX for compute_90; batch sizes 1, 1000"),
+        std::string::npos)
+        << info;
+    std::string csv = TmpPath(std::string("run.") + p + ".csv");
+    Result run = Exec("cli/gcc-run", {b, "--input", images_, "--labels", labels_, "--device", "cpu",
+                                      "--threads", "1", "--output", csv});
+    ASSERT_EQ(run.exit_code, 0) << run;
+    double acc = Accuracy(run);
+    printf("%s: accuracy %.2f%% (float32 %.2f%%)\n", p, acc, acc32);
+    EXPECT_NEAR(acc, acc32, 0.5) << run;
+    std::vector<int> classes = Classes(ReadText(csv));
+    // the training binary's own evaluation at that precision, class for class
+    std::vector<int> eval = Classes(ReadText(TmpPath(std::string("eval.") + p + ".csv")));
+    ASSERT_EQ(eval.size(), classes.size());
+    int from_eval = 0;
+    for (size_t i = 0; i < classes.size(); i++)
+      from_eval += classes[i] != eval[i];
+    EXPECT_EQ(from_eval, 0);
+    size_t at = exp.out.find("test accuracy ");
+    ASSERT_NE(at, std::string::npos) << exp;
+    std::string acc_eval = exp.out.substr(at + 14, exp.out.find('%', at) - at - 14);
+    EXPECT_NE((run.out + run.err).find("accuracy " + acc_eval + "% ("), std::string::npos)
+        << acc_eval << run;
+    ASSERT_EQ(classes.size(), classes32.size());
+    int differ = 0;
+    for (size_t i = 0; i < classes.size(); i++)
+      differ += classes[i] != classes32[i];
+    printf("%s: %d of %zu classes differ from the float32 bundle's\n", p, differ, classes.size());
+    EXPECT_LE(differ, 100); // 1%
+  }
+}
+
+TEST_F(ExportCli, ExportPrecisionFlagIsCheckedBeforeAnyData) {
+  // a data folder that does not exist: the flag's error comes first
+  for (const char *bad : {"fp8", "tf32", "BF16"}) {
+    Result r =
+        Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", "/nonexistent", "--export",
+                               TmpPath("never.gccx"), "--export-precision", bad});
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_NE(
+        r.err.find(std::string("--export-precision '") + bad + "': expected fp32, bf16 or fp16"),
+        std::string::npos)
+        << r;
+  }
+  Result r = Exec("cli/gcc-train", {Runfile("models/mnist_mlp.pb"), "--data", "/nonexistent",
+                                    "--export-precision", "bf16"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("--export-precision needs --export FILE"), std::string::npos) << r;
+  struct stat st;
+  EXPECT_NE(stat(TmpPath("never.gccx").c_str(), &st), 0);
 }
 
 TEST_F(ExportCli, CudaWithoutAGpu) {

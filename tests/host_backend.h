@@ -121,7 +121,16 @@ inline void ColMajorGemm(const gcc_colmajor_gemm &m, const float *A, const float
 // A matmul of 16-bit operands (a mixed-precision plan) as cuBLASLt runs it
 // with CUBLAS_COMPUTE_32F: the operands widened to float32 (exact), the
 // float32 GEMM and epilogue, then D (and a bias gradient) rounded to the
-// operands' dtype, to nearest even. float32 (or unset) dtype: ColMajorGemm.
+// operands' dtype, to nearest even. The bias and the bias gradient have D's
+// type (cublasLt.h: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE defaults to D's type,
+// other types are documented for FP8 and IMMA kernels only; "Bias gradient
+// vector elements are the same type as the output elements"). A BGRADB sum
+// reads the 16-bit operand (exact values); a DRELU_BGRAD sum here reads the
+// float32 epilogue values before D is rounded (the epilogue reduces its
+// accumulators: an assumption only a GPU can confirm; a sum of the stored
+// 16-bit values, as the CPU plan and the fallback kernel take it, differs
+// by at most 2^-8 of the sum of magnitudes, plus the final rounding).
+// float32 (or unset) dtype: ColMajorGemm.
 inline void ColMajorGemmOfDtype(const gcc_colmajor_gemm &m, const void *A, const void *B,
                                 const void *C, void *D, void *bias, uint8_t *aux) {
   if (m.dtype != GCC_DT_BFLOAT16 && m.dtype != GCC_DT_FLOAT16) {
@@ -209,7 +218,10 @@ struct Prepared {
 //    assumes exactly the alignments it was asked for; running it on less
 //    aligned operands is recorded in `misaligned`. It offers no algorithm
 //    for BGRADB with n = 1, DRELU* with k = 1, and the epilogues in
-//    `refuse`;
+//    `refuse`. Types as cuBLASLt documents them for CUBLAS_COMPUTE_32F
+//    (ColMajorGemmOfDtype): A, B, C, D, the bias and the bias gradient all
+//    of the GEMM's dtype (codegen/gemm_map.c refuses a plan that would
+//    need another bias type);
 //  - the device has a compute capability (be.arch) and loads modules
 //    lazily: an image it cannot run fails at its first launch;
 //  - launch limits (max_threads, max_grid_x, max_block_x, max_dyn_smem,
@@ -255,9 +267,14 @@ struct HostBackend {
   uint64_t copy_seq = 0, compute_dep = 0;
   std::map<int, std::pair<int, uint64_t>> event_mark; // event -> stream, copies it covers
   int fail_gemm_at = -1;                              // inject a failure at this GEMM call
-  // launch limits (a fake device's, for the tests)
+  // launch limits (a fake device's, for the tests); with limit_prefix set,
+  // only the kernels whose names start with it get them (the others an
+  // H100's)
   int max_threads = 1024, max_grid_x = INT_MAX, max_block_x = 1024;
   size_t max_dyn_smem = 227 * 1024;
+  std::string limit_prefix;
+  std::map<LaunchFn, std::string> kernel_name; // every loaded kernel's name
+  std::vector<std::string> sources;            // the source of every loaded kernel set
   // prepares and captures in order: "gemm MxNxK EPILOGUE", "library NODE", "capture"
   std::vector<std::string> prep_log;
   // emulated timing events: ms on the host clock when recorded (NaN: never)
@@ -430,8 +447,10 @@ struct HostBackend {
           return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s", err.c_str());
         kernels[i] = reinterpret_cast<void *>(f);
         h->module_of[f] = mod.get();
+        h->kernel_name[f] = ks->kernels[i].name;
       }
       h->module_image[mod.get()] = {cubin, arch};
+      h->sources.push_back(ks->source);
       *module = mod.get();
       h->modules.push_back(std::move(mod));
       return GCC_OK;
@@ -475,8 +494,9 @@ struct HostBackend {
       auto *h = static_cast<HostBackend *>(self);
       *out = nullptr;
       char shape[160];
-      snprintf(shape, sizeof shape, "gemm %lldx%lldx%lld %s", (long long)g->m, (long long)g->n,
-               (long long)g->k, gcc_epilogue_name(g->epilogue));
+      snprintf(shape, sizeof shape, "gemm %lldx%lldx%lld %s %s", (long long)g->m, (long long)g->n,
+               (long long)g->k, gcc_epilogue_name(g->epilogue),
+               gcc_dtype_name(g->dtype ? g->dtype : GCC_DT_FLOAT32));
       h->prep_log.push_back(shape);
       if (h->capturing) {
         h->violations.push_back(std::string("cuBLASLt heuristic asked during a capture (") + shape +
@@ -488,9 +508,9 @@ struct HostBackend {
           ((g->epilogue == GCC_EPI_DRELU || g->epilogue == GCC_EPI_DRELU_BGRAD) && g->k == 1);
       if (none)
         return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                            "cuBLASLt has no algorithm for a %lld x %lld x %lld float32 GEMM "
-                            "with %s",
+                            "cuBLASLt has no algorithm for a %lld x %lld x %lld %s GEMM with %s",
                             (long long)g->m, (long long)g->n, (long long)g->k,
+                            gcc_dtype_name(g->dtype ? g->dtype : GCC_DT_FLOAT32),
                             gcc_epilogue_name(g->epilogue));
       bool needs_bias = g->epilogue != GCC_EPI_DEFAULT && g->epilogue != GCC_EPI_DRELU;
       bool needs_aux = g->epilogue == GCC_EPI_RELU_AUX_BIAS || g->epilogue == GCC_EPI_DRELU ||
@@ -680,12 +700,20 @@ struct HostBackend {
                                 ", which was not reduced in this step");
       return GCC_OK;
     };
-    be.launch_limits = [](void *self, void *, gcc_launch_limits *out, gcc_diag *) -> gcc_status {
+    be.launch_limits = [](void *self, void *kernel, gcc_launch_limits *out,
+                          gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       out->max_threads_per_block = h->max_threads;
       out->max_grid_x = h->max_grid_x;
       out->max_block_x = h->max_block_x;
       out->max_dynamic_smem = h->max_dyn_smem;
+      auto it = h->kernel_name.find(reinterpret_cast<LaunchFn>(kernel));
+      if (!h->limit_prefix.empty() &&
+          (it == h->kernel_name.end() || it->second.rfind(h->limit_prefix, 0) != 0)) {
+        out->max_threads_per_block = out->max_block_x = 1024; // an H100's, for the others
+        out->max_grid_x = INT_MAX;
+        out->max_dynamic_smem = 227 * 1024;
+      }
       return GCC_OK;
     };
     be.timer_reserve = [](void *self, int n, gcc_diag *) -> gcc_status {

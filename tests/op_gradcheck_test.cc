@@ -3323,6 +3323,10 @@ const Covered kCovered[] = {
     {GCC_OP_DROPOUT_GRAD, "DropoutGrad", kInternal,
      "DropoutGrad.TrainingForm*, DropoutGrad.CpuAndHostCudaPlans*"},
     {GCC_OP_CAST, "Cast", kInternal, "Half.*, Kernels16.*, Autocast.* (tests/precision_test.cc)"},
+    {GCC_OP_AMP_NON_FINITE_CHECK, "AmpNonFiniteCheck", kInternal,
+     "LossScale.* (tests/loss_scale_test.cc)"},
+    {GCC_OP_AMP_UPDATE_SCALE, "AmpUpdateScale", kInternal,
+     "LossScale.* (tests/loss_scale_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -82,14 +82,24 @@ TEST(OpTables, AutocastTableHasEveryOp) {
     ASSERT_NE(c, nullptr) << Name(op) << ": passes/autocast.c kAutocast has no entry";
     // what mixed precision may put in 16 bits, the lower layers must run so:
     // a "low" or "promote" op is a GEMM, a library call (cuDNN), a pointwise
-    // op or a view on a GPU,
-    // and the CPU runs it (in float32, through the plan's shadows)
+    // op, a view or a generated kernel that loads and stores 16 bits
+    // (kernel16) on a GPU, a library call's fallback kernel (a pooling cuDNN
+    // cannot express) is a 16-bit one too, and the CPU runs it (in float32, through
+    // the plan's shadows)
+    const gcc_lowering *l = gcc_lowering_of(op);
     if (strcmp(c, "low") == 0 || strcmp(c, "promote") == 0) {
-      gcc_lowering_kind k = gcc_lowering_of(op)->kind;
+      gcc_lowering_kind k = l->kind;
       EXPECT_TRUE(k == GCC_LOWER_GEMM || k == GCC_LOWER_LIBRARY || k == GCC_LOWER_POINTWISE ||
-                  k == GCC_LOWER_VIEW)
+                  k == GCC_LOWER_VIEW || (k == GCC_LOWER_KERNEL && l->kernel16))
           << Name(op) << " (" << c << ")";
+      if (k == GCC_LOWER_LIBRARY && l->kernel) { // (a batched MatMul's is float32: FP32)
+        EXPECT_TRUE(l->kernel16) << Name(op) << " (" << c << "): its generated kernel";
+      }
       EXPECT_TRUE(gcc_cpu_supports_op(op)) << Name(op);
+    }
+    // kernel16 marks a generated kernel
+    if (l->kernel16) {
+      EXPECT_NE(l->kernel, nullptr) << Name(op);
     }
     // the ops that read 16 bits themselves are the ones autocast keeps
     if (gcc_cpu_op_of(op)->reads_16bit) {

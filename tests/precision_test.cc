@@ -4,8 +4,9 @@
 //    cases: ties, overflow, subnormals, signed zeros);
 //  - the autocast pass makes the plan torch.autocast makes: GEMMs in 16
 //    bits, reductions / losses / optimizer / parameters / gradients in
-//    float32, one Cast per (value, dtype), casts fused into their
-//    neighbours' kernels; FP32 and TF32 plans are the plans of before;
+//    float32 (but a Gemm's bias gradient: a 16-bit sum, as addmm's backward
+//    under autocast, folded into the GEMM's cuBLASLt epilogue), one Cast per
+//    (value, dtype); FP32 and TF32 plans are the plans of before;
 //  - generated kernels with 16-bit operands (host-emulated through
 //    tests/cuda_host_shim.h, whose conversions are written independently of
 //    graph/half.h) store the same bits as the CPU backend, which computes in
@@ -24,16 +25,20 @@
 #include <vector>
 
 extern "C" {
+#include "codegen/lowering.h"
 #include "graph/builder.h"
 #include "graph/half.h"
 #include "graph/ops.h"
+#include "graph/util.h"
 #include "models/models.h"
 #include "passes/passes.h"
 #include "runtime/compile.h"
 #include "runtime/session.h"
 }
+#include "tests/imported_graphs.h"
 #include "tests/kernel_emulation.h"
 #include "tests/run_plans.h"
+#include "tests/testutil.h"
 #include "tests/test_graphs.h"
 
 namespace {
@@ -195,6 +200,11 @@ TEST(Autocast, Bf16TrainingPlanFollowsTorchAutocast) {
     const char *cls = gcc_autocast_class_name(n->op);
     ASSERT_NE(cls, nullptr);
     bool update = (gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER) != 0;
+    // the bias gradients of the 16-bit Gemms: summed in 16 bits, as addmm's
+    // backward does under torch.autocast (checked below)
+    if (op == "ReduceSumTo" &&
+        std::string(g->values[n->outputs[0]].name).find(".bias.grad") != std::string::npos)
+      cls = "low";
     for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
       int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
       if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype))
@@ -249,29 +259,36 @@ TEST(Autocast, Bf16TrainingPlanFollowsTorchAutocast) {
       }
     EXPECT_EQ(writers, 1) << p;
   }
-  // a Cast of an activation shares a kernel with its neighbours: the bias
-  // gradients' Cast to float32 (of the ReLU gradients of fc1 and fc2) is in
-  // its ReduceSumTo's group
-  int in_groups = 0, fused_sums = 0;
+  // each bias gradient is the 16-bit column sum of the 16-bit output
+  // gradient the dW GEMM reads (fc3's: the Cast of the loss gradient; fc1's
+  // and fc2's: the ReLU gradients), written to a 16-bit temporary whose
+  // Cast is the float32 .grad (torch.autocast: the grad of the bias's
+  // bfloat16 copy, widened); so the sums fold into the GEMMs as cuBLASLt
+  // epilogues, as in the float32 plan: DRELU_BGRAD for fc1 and fc2 (in the
+  // dX GEMM of the layer above), BGRADA (BGRADB after the swap) for fc3
+  int sums = 0;
   for (int i = 0; i < g->n_nodes; i++) {
-    const gcc_node *n = &g->nodes[i];
-    if (strcmp(gcc_op_name(n->op), "Cast") != 0)
+    const gcc_node *r = &g->nodes[i];
+    if (strcmp(gcc_op_name(r->op), "ReduceSumTo") != 0)
       continue;
-    ASSERT_GE(n->group, 0) << n->name;
-    in_groups += g->groups[n->group].n_nodes > 1;
+    SCOPED_TRACE(r->name);
+    sums++;
+    EXPECT_EQ(g->values[r->inputs[0]].dtype, GCC_DT_BFLOAT16);
+    const gcc_value *out = &g->values[r->outputs[0]];
+    EXPECT_EQ(out->dtype, GCC_DT_BFLOAT16);
+    ASSERT_EQ(out->n_consumers, 1);
+    const gcc_node *c = &g->nodes[out->consumers[0]];
+    EXPECT_STREQ(gcc_op_name(c->op), "Cast");
+    EXPECT_EQ(g->values[c->outputs[0]].kind, GCC_VALUE_GRAD);
+    EXPECT_EQ(g->values[c->outputs[0]].dtype, GCC_DT_FLOAT32);
+    ASSERT_GE(r->group, 0);
+    const gcc_group *gr = &g->groups[r->group];
+    EXPECT_EQ(gr->kind, GCC_GROUP_GEMM);
+    std::string name = r->name;
+    EXPECT_STREQ(gcc_epilogue_name(gr->epilogue),
+                 name == "fc3/dC" ? "CUBLASLT_EPILOGUE_BGRADA" : "CUBLASLT_EPILOGUE_DRELU_BGRAD");
   }
-  EXPECT_GE(in_groups, 2) << "the bias-gradient casts fuse with their ReduceSumTo";
-  for (int i = 0; i < g->n_nodes; i++)
-    if (strcmp(gcc_op_name(g->nodes[i].op), "ReduceSumTo") == 0) {
-      const gcc_node *r = &g->nodes[i];
-      int p = g->values[r->inputs[0]].producer;
-      ASSERT_GE(p, 0);
-      if (strcmp(gcc_op_name(g->nodes[p].op), "Cast") != 0)
-        continue; /* fc3's bias gradient sums the loss kernel's float32 output */
-      EXPECT_EQ(g->nodes[p].group, r->group) << r->name << " and its Cast: one kernel";
-      fused_sums++;
-    }
-  EXPECT_EQ(fused_sums, 2);
+  EXPECT_EQ(sums, 3);
   gcc_graph_free(g);
   gcc_graph_free(model);
 }
@@ -554,6 +571,264 @@ TEST(MixedPrecisionMlp, Bf16ForwardLiesInTheIntervalOfTheFloat64Reference) {
   }
   gcc_graph_free(inf);
   gcc_graph_free(model);
+}
+
+// ---- the ops autocast leaves in their input's dtype, and ConvTranspose ---------------
+//
+// x [N, 4, 9, 9] float32 -> Cast to 16 bits -> BatchNormalization
+// (evaluation) -> MaxPool(3, s 2, p 1), AveragePool(3, s 2, p 1,
+// count_include_pad 0) and AveragePool(2, s 2, pads (0, 0, 1, 1)) ->
+// Concat -> Transpose (H, W) -> Pad (constant 0.25) -> ConvTranspose(12 ->
+// 2, 3x3, s 2, p 1, W and B cast to 16 bits); the 16-bit values bn, cat,
+// pad and convt are outputs through Casts to float32 (exact). Written with
+// explicit Casts and run at --precision fp32, so the graph runs as built.
+gcc_graph *MixedOpsChain(gcc_dtype low) {
+  gcc_builder *b = gcc_builder_new("mixed_ops_chain", 3);
+  int64_t xd[4] = {GCC_BATCH_DIM, 4, 9, 9}, cd[1] = {4};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 4, xd);
+  auto cast = [&](int v, const char *name, gcc_dtype to) {
+    int c = gcc_build_op(b, GCC_OP_CAST, name, (std::string(name) + ".out").c_str(), &v, 1);
+    gcc_build_set_int(b, c, "to", to);
+    return c;
+  };
+  auto output = [&](int v, const char *name) {
+    int c = gcc_build_op(b, GCC_OP_CAST, (std::string(name) + "_f32").c_str(), name, &v, 1);
+    gcc_build_set_int(b, c, "to", GCC_DT_FLOAT32);
+    gcc_build_output(b, c);
+  };
+  const float scale[4] = {1.0f, 0.75f, 1.25f, 0.5f}, shift[4] = {0.1f, -0.2f, 0.0f, 0.3f};
+  const float mean[4] = {0.0f, 0.1f, -0.1f, 0.0f}, var[4] = {1.0f, 0.5f, 2.0f, 1.0f};
+  int bn_in[5] = {cast(x, "x16", low), gcc_build_param(b, "bn.scale", 1, cd, scale),
+                  gcc_build_param(b, "bn.bias", 1, cd, shift),
+                  gcc_build_const(b, "bn.mean", GCC_DT_FLOAT32, 1, cd, mean),
+                  gcc_build_const(b, "bn.var", GCC_DT_FLOAT32, 1, cd, var)};
+  int bn = gcc_build_op(b, GCC_OP_BATCH_NORM, "bn16", "bn16.out", bn_in, 5);
+  const int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};
+  const int64_t pasym[4] = {0, 0, 1, 1};
+  int mp = gcc_build_op(b, GCC_OP_MAX_POOL, "maxpool", "maxpool.out", &bn, 1);
+  gcc_build_set_ints(b, mp, "kernel_shape", k3, 2);
+  gcc_build_set_ints(b, mp, "strides", s2, 2);
+  gcc_build_set_ints(b, mp, "pads", p1, 4);
+  int ap = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool", "avgpool.out", &bn, 1);
+  gcc_build_set_ints(b, ap, "kernel_shape", k3, 2);
+  gcc_build_set_ints(b, ap, "strides", s2, 2);
+  gcc_build_set_ints(b, ap, "pads", p1, 4);
+  int aa = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool_asym", "avgpool_asym.out", &bn, 1);
+  gcc_build_set_ints(b, aa, "kernel_shape", k2, 2);
+  gcc_build_set_ints(b, aa, "strides", s2, 2);
+  gcc_build_set_ints(b, aa, "pads", pasym, 4);
+  int cat_in[3] = {mp, ap, aa};
+  int cat = gcc_build_op(b, GCC_OP_CONCAT, "concat", "concat.out", cat_in, 3);
+  gcc_build_set_int(b, cat, "axis", 1);
+  const int64_t perm[4] = {0, 1, 3, 2}, pads[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  int tr = gcc_build_op(b, GCC_OP_TRANSPOSE, "transpose", "transpose.out", &cat, 1);
+  gcc_build_set_ints(b, tr, "perm", perm, 4);
+  int pd = gcc_build_op(b, GCC_OP_PAD, "pad16", "pad16.out", &tr, 1);
+  gcc_build_set_ints(b, pd, "pads", pads, 8);
+  gcc_build_set_float(b, pd, "value", 0.25f);
+  int64_t wd[4] = {12, 2, 3, 3}, bd[1] = {2};
+  std::vector<float> w(12 * 2 * 9);
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> ud(-0.3f, 0.3f);
+  for (float &v : w)
+    v = ud(rng);
+  const float bt[2] = {0.05f, -0.05f};
+  int ct_in[3] = {pd, cast(gcc_build_param(b, "convt.weight", 4, wd, w.data()), "w16", low),
+                  cast(gcc_build_param(b, "convt.bias", 1, bd, bt), "b16", low)};
+  int ct = gcc_build_op(b, GCC_OP_CONV_TRANSPOSE, "convt16", "convt16.out", ct_in, 3);
+  gcc_build_set_ints(b, ct, "strides", s2, 2);
+  gcc_build_set_ints(b, ct, "pads", p1, 4);
+  output(bn, "bn");
+  output(cat, "cat");
+  output(pd, "pad");
+  output(ct, "convt");
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+// The average of 16-bit values v_1 .. v_n that a pooling stores: the float32
+// sum, in any order, divided by n in float32, rounded to 16 bits. With
+// S = sum v_i and A = sum |v_i| (float64: exact for these few terms of
+// 8 / 11-bit significands within a small exponent range), a float32 sum in
+// any order is within gamma_(n-1) A of S (Higham, eq. 3.5; u = 2^-24), and
+// the division adds one more rounding: |fl(fl(S) / n) - S / n| <=
+// gamma_(n-1) A / n + u (|S| + gamma_(n-1) A) / n =: D. Rounding to 16 bits
+// is monotone, so whatever order cuDNN (or oneDNN on the CPU) sums in, the
+// stored value lies in [round16(S / n - D), round16(S / n + D)].
+struct Bound16 {
+  double lo, hi, ref;
+};
+Bound16 AverageBound(const std::vector<double> &v, gcc_dtype low) {
+  auto r16 = [&](double x) {
+    return (double)(low == GCC_DT_BFLOAT16 ? gcc_round_bf16((float)x) : gcc_round_f16((float)x));
+  };
+  const double u = 0x1p-24;
+  double s = 0, a = 0, n = (double)v.size();
+  for (double x : v) {
+    s += x;
+    a += std::fabs(x);
+  }
+  double gamma = (n - 1) * u / (1 - (n - 1) * u);
+  double dmax = gamma * a / n + u * (std::fabs(s) + gamma * a) / n;
+  return {r16(Lower(s / n - dmax)), r16(Upper(s / n + dmax)), r16(s / n)};
+}
+
+// Every kernel of the chain, on the host-emulated CUDA plan (generated
+// kernels for BatchNormalization, the asymmetric AveragePool, Concat,
+// Transpose, Pad; cuDNN's MaxPool, AveragePool and ConvTranspose as the CPU
+// kernels on widened operands) and on the CPU plan: the 16-bit values they
+// store agree bit for bit where the order of summation is fixed (all but
+// the averages, which oneDNN may sum in its own order on the CPU), and the
+// averages of both plans lie in the interval derived above, of which most
+// hold a single value (so the test fails on a plan that does not round, or
+// rounds elsewhere). Two other summation orders (reversed, and pairwise)
+// of the same windows land in the interval too: the bound is what a GPU's
+// cuDNN must meet.
+TEST(Kernels16, PoolingsConcatTransposePadConvTransposeAndBatchNorm) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  const int64_t n = 3;
+  std::vector<float> x((size_t)(n * 4 * 81));
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (float &v : x)
+    v = nd(rng);
+  for (gcc_dtype low : {GCC_DT_BFLOAT16, GCC_DT_FLOAT16}) {
+    SCOPED_TRACE(gcc_dtype_name(low));
+    auto r16 = [&](float f) {
+      return low == GCC_DT_BFLOAT16 ? gcc_round_bf16(f) : gcc_round_f16(f);
+    };
+    gcc_graph *g = MixedOpsChain(low);
+    ASSERT_NE(g, nullptr);
+    { // every op of the chain runs on the GPU (a generated kernel or cuDNN)
+      gcc_graph *pl = Compile(g, GCC_PRECISION_FP32, GCC_MODE_EVAL, GCC_DEV_CUDA(0), n);
+      ASSERT_NE(pl, nullptr);
+      int on_gpu = 0;
+      for (int i = 0; i < pl->n_nodes; i++)
+        for (const char *name : {"bn16", "maxpool", "avgpool", "avgpool_asym", "concat",
+                                 "transpose", "pad16", "convt16"})
+          if (strcmp(pl->nodes[i].name, name) == 0) {
+            EXPECT_EQ(pl->nodes[i].device, GCC_DEV_CUDA(0)) << name;
+            on_gpu++;
+          }
+      EXPECT_EQ(on_gpu, 8);
+      gcc_graph_free(pl);
+    }
+    std::vector<PlanOutput> out[2];
+    ASSERT_EQ(RunPlan(g, {x.data()}, n, false, &out[0]), "");
+    ASSERT_EQ(RunPlan(g, {x.data()}, n, true, &out[1]), "");
+    ASSERT_EQ(out[0].size(), 4u);
+    ASSERT_EQ(out[1].size(), 4u);
+    for (int k = 0; k < 4; k++)
+      ASSERT_EQ(out[0][k].f32.size(), out[1][k].f32.size());
+    const std::vector<float> &bn = out[0][0].f32;
+    ASSERT_EQ(bn.size(), x.size());
+    // BatchNormalization: bit for bit, 16-bit values, and the formula
+    const float sc[4] = {1.0f, 0.75f, 1.25f, 0.5f}, sh[4] = {0.1f, -0.2f, 0.0f, 0.3f};
+    const float mu[4] = {0.0f, 0.1f, -0.1f, 0.0f}, var[4] = {1.0f, 0.5f, 2.0f, 1.0f};
+    int bn_differ = 0, bn_off = 0;
+    for (size_t i = 0; i < bn.size(); i++) {
+      bn_differ += !SameBits(bn[i], out[1][0].f32[i]);
+      int c = (int)((i / 81) % 4);
+      double k = (double)sc[c] / std::sqrt((double)var[c] + 1e-5);
+      double want = (double)r16(x[i]) * k + ((double)sh[c] - (double)mu[c] * k);
+      bn_off += std::fabs(bn[i] - want) > 0x1p-7 * std::fabs(want) + 1e-30 || bn[i] != r16(bn[i]);
+    }
+    EXPECT_EQ(bn_differ, 0);
+    EXPECT_EQ(bn_off, 0);
+    // the poolings, concatenated: max bit for bit; averages in the interval
+    const int64_t cs = 5 * 5;
+    int point = 0, avgs = 0, cat_differ = 0;
+    for (int plan = 0; plan < 2; plan++) {
+      const std::vector<float> &cat = out[plan][1].f32;
+      ASSERT_EQ(cat.size(), (size_t)(n * 12 * cs));
+      for (int64_t s = 0; s < n; s++)
+        for (int64_t c = 0; c < 12; c++)
+          for (int64_t oy = 0; oy < 5; oy++)
+            for (int64_t ox = 0; ox < 5; ox++) {
+              size_t at = (size_t)(((s * 12 + c) * 5 + oy) * 5 + ox);
+              int kind = (int)(c / 4), ch = (int)(c % 4);
+              int64_t k = kind == 2 ? 2 : 3, p = kind == 2 ? 0 : 1; // asym: top / left pads 0
+              std::vector<double> win;
+              for (int64_t a = 0; a < k; a++)
+                for (int64_t bb = 0; bb < k; bb++) {
+                  int64_t iy = oy * 2 - p + a, ix = ox * 2 - p + bb;
+                  if (iy >= 0 && iy < 9 && ix >= 0 && ix < 9)
+                    win.push_back(bn[(size_t)(((s * 4 + ch) * 9 + iy) * 9 + ix)]);
+                }
+              ASSERT_FALSE(win.empty());
+              if (kind == 0) {
+                double m = win[0];
+                for (double v : win)
+                  m = std::fmax(m, v);
+                EXPECT_EQ(cat[at], (float)m) << "max at " << at;
+                continue;
+              }
+              Bound16 bd = AverageBound(win, low);
+              EXPECT_GE(cat[at], bd.lo) << at;
+              EXPECT_LE(cat[at], bd.hi) << at;
+              EXPECT_EQ(cat[at], r16(cat[at])) << "not a 16-bit value at " << at;
+              if (plan == 1) {
+                avgs++;
+                point += bd.lo == bd.hi;
+                cat_differ += !SameBits(cat[at], out[0][1].f32[at]);
+                // other summation orders a GPU may take
+                float rev = 0.0f, pair = 0.0f;
+                for (size_t q = win.size(); q-- > 0;)
+                  rev += (float)win[q];
+                std::vector<float> t(win.begin(), win.end());
+                while (t.size() > 1) {
+                  std::vector<float> h;
+                  for (size_t q = 0; q + 1 < t.size(); q += 2)
+                    h.push_back(t[q] + t[q + 1]);
+                  if (t.size() % 2)
+                    h.push_back(t.back());
+                  t = h;
+                }
+                pair = t[0];
+                for (float sum : {rev, pair}) {
+                  float v = r16(sum / (float)win.size());
+                  EXPECT_GE(v, bd.lo) << at;
+                  EXPECT_LE(v, bd.hi) << at;
+                }
+              }
+            }
+    }
+    EXPECT_GE(point, avgs * 8 / 10) << "the interval is too loose to test";
+    // the host-emulated plan's averages are the CPU kernel's order: bit for bit
+    // unless the CPU plan's oneDNN summed otherwise (then within the bound)
+    std::printf("[kernels16] %s: %d of %d averages differ between the plans\n", gcc_dtype_name(low),
+                cat_differ, avgs);
+    // Transpose and Pad move each plan's own values exactly
+    for (int plan = 0; plan < 2; plan++) {
+      const std::vector<float> &cat = out[plan][1].f32, &pad = out[plan][2].f32;
+      ASSERT_EQ(pad.size(), (size_t)(n * 12 * 49));
+      int bad = 0;
+      for (int64_t s = 0; s < n; s++)
+        for (int64_t c = 0; c < 12; c++)
+          for (int64_t yy = 0; yy < 7; yy++)
+            for (int64_t xx = 0; xx < 7; xx++) {
+              float want = 0.25f;
+              if (yy >= 1 && yy <= 5 && xx >= 1 && xx <= 5) // transposed: [.., xx, yy] of cat
+                want = cat[(size_t)(((s * 12 + c) * 5 + (xx - 1)) * 5 + (yy - 1))];
+              bad += !SameBits(pad[(size_t)(((s * 12 + c) * 7 + yy) * 7 + xx)], want);
+            }
+      EXPECT_EQ(bad, 0) << (plan ? "CUDA plan" : "CPU plan");
+    }
+    // ConvTranspose: the same kernel on the same 16-bit operands when the
+    // plans' inputs agree
+    if (cat_differ == 0) {
+      int ct_differ = 0;
+      for (size_t i = 0; i < out[0][3].f32.size(); i++)
+        ct_differ += !SameBits(out[0][3].f32[i], out[1][3].f32[i]);
+      EXPECT_EQ(ct_differ, 0);
+    }
+    for (float v : out[1][3].f32)
+      ASSERT_EQ(v, r16(v)) << "a ConvTranspose output that is not a 16-bit value";
+    gcc_graph_free(g);
+  }
 }
 
 // Training steps in bfloat16 on the host-emulated CUDA plan and on the CPU
@@ -1086,6 +1361,110 @@ TEST(OptimizerCopies, CopiesFollowParametersSetThroughTheApi) {
   EXPECT_EQ(p[100], 0.5f);
   gcc_graph_free(moved);
   gcc_graph_free(g);
+}
+
+// ---- imported models and the 16-bit ops of issue 19 --------------------------------
+
+// Elements per sample of the model's input.
+int64_t InputFeatures(const gcc_graph *g) {
+  const gcc_shape &s = g->values[gcc_graph_find(g, g->training.input)].shape;
+  int64_t f = 1;
+  for (int k = 1; k < s.ndim; k++)
+    f *= s.dims[k];
+  return f;
+}
+
+// The bfloat16 training plan of a model with BatchNorm, poolings, Concat,
+// Transpose, Pad or ConvTranspose puts them in 16 bits, as torch.autocast
+// does: their X (and dY) and Y (and dX) are bfloat16; BatchNorm's scale,
+// bias, running statistics, dscale and dB float32; and no Cast of an
+// activation stands in front of them (only parameters, ConvTranspose's W
+// and B, are cast). Returns how many such nodes the plan has.
+int ExpectOpsIn16Bits(const gcc_graph *model) {
+  gcc_graph *g = Compile(model, GCC_PRECISION_BF16, GCC_MODE_TRAIN, GCC_DEV_CUDA(0), 4);
+  EXPECT_NE(g, nullptr);
+  if (!g)
+    return 0;
+  int seen = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    std::string op = gcc_op_name(n->op);
+    if (op != "MaxPool" && op != "MaxPoolGrad" && op != "AveragePool" && op != "AveragePoolGrad" &&
+        op != "Concat" && op != "Transpose" && op != "Pad" && op != "ConvTranspose" &&
+        op != "BatchNormalization" && op != "BatchNormGrad")
+      continue;
+    SCOPED_TRACE(std::string(n->name) + " (" + op + ")");
+    seen++;
+    EXPECT_EQ(n->device, GCC_DEV_CUDA(0));
+    bool bng = op == "BatchNormGrad";
+    int n16 = op == "BatchNormalization" ? 1 : bng ? 2 : n->n_inputs;
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype))
+        continue;
+      EXPECT_EQ(g->values[v].dtype, k < n16 ? GCC_DT_BFLOAT16 : GCC_DT_FLOAT32)
+          << "input " << k << " '" << g->values[v].name << "'";
+      int p = g->values[v].producer;
+      if (k < n16 && p >= 0 && strcmp(gcc_op_name(g->nodes[p].op), "Cast") == 0) {
+        const gcc_value *src = &g->values[g->nodes[p].inputs[0]];
+        EXPECT_NE(src->kind, GCC_VALUE_ACTIVATION)
+            << "'" << g->values[v].name << "': a Cast of an activation in front of a 16-bit op";
+      }
+    }
+    bool dx = !bng || n->av[BN_GRAD_OUTPUT].i == 0;
+    EXPECT_EQ(g->values[n->outputs[0]].dtype, dx ? GCC_DT_BFLOAT16 : GCC_DT_FLOAT32);
+  }
+  gcc_graph_free(g);
+  return seen;
+}
+
+TEST(Autocast, PoolingsConcatTransposePadConvTransposeAndBatchNormRunIn16Bits) {
+  gcc_graph *net = MixedOpsNet();
+  ASSERT_NE(net, nullptr);
+  {
+    SCOPED_TRACE("mixed_ops_net");
+    // forward: BatchNorm, 4 poolings, Concat, Transpose, Pad, ConvTranspose;
+    // backward: at least BatchNorm's dX, dscale, dB and the 4 pooling gradients
+    EXPECT_GE(ExpectOpsIn16Bits(net), 9 + 7);
+  }
+  gcc_graph_free(net);
+  for (const char *name : {"resnet_tiny", "mobilenet_tiny"}) {
+    SCOPED_TRACE(name);
+    gcc_graph *g = ImportForTraining(name);
+    ASSERT_NE(g, nullptr);
+    EXPECT_GE(ExpectOpsIn16Bits(g), 4); // BatchNorms, their gradients, the global pool
+    gcc_graph_free(g);
+  }
+}
+
+// Training steps in bfloat16 and float16, host-emulated CUDA plan against
+// the CPU plan, of the models whose poolings, BatchNorms, Concat,
+// Transpose, Pad and ConvTranspose now run in 16 bits: the ResNet-style
+// (BatchNorm, residual adds, global average pool) and MobileNet-style
+// (depthwise convolution, ReLU6, Dropout) imports and MixedOpsNet. The
+// 16-bit kernels store the CPU's bits (Kernels16 above); BatchNorm's
+// statistics are float64 sums in the CPU's order on both; what differs is
+// GEMM summation order (the classifier) and the averages oneDNN may sum in
+// its own order, each within one 16-bit unit of an element, so the
+// tolerances are those of the MLP test above.
+TEST(MixedPrecisionTraining, ImportedModelsAndMixedOpsNetOnTheDeviceTrackTheCpu) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  // every model has 5 classes (tests/fixtures/make_train_import_fixtures.py)
+  for (const char *name : {"mixed_ops_net", "resnet_tiny", "mobilenet_tiny"}) {
+    gcc_graph *g = strcmp(name, "mixed_ops_net") == 0 ? MixedOpsNet() : ImportForTraining(name);
+    ASSERT_NE(g, nullptr) << name;
+    ASSERT_GT(InputFeatures(g), 0) << name;
+    {
+      SCOPED_TRACE(std::string(name) + " bf16");
+      TrainBothAndCompare(g, GCC_PRECISION_BF16, InputFeatures(g), 5, 4, 3, 2e-2, 1e-3);
+    }
+    {
+      SCOPED_TRACE(std::string(name) + " fp16");
+      TrainBothAndCompare(g, GCC_PRECISION_FP16, InputFeatures(g), 5, 4, 3, 4e-3, 2e-4);
+    }
+    gcc_graph_free(g);
+  }
 }
 
 } // namespace

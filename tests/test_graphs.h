@@ -4,6 +4,7 @@
 #define GCC_TESTS_TEST_GRAPHS_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -66,6 +67,82 @@ inline gcc_graph *TinyRegressor() {
   int loss = gcc_build_mse(b, "loss", pred, y);
   gcc_build_output(b, loss);
   return FinishInlineTraining(b, "loss", "fc2.out", "x", "y", Opt(GCC_OPT_SGD, 0.05f));
+}
+
+// The ops torch.autocast leaves in their input's dtype, and ConvTranspose,
+// in one small classifier (issue 19's mixed-precision kernels): image
+// [N, 3, 9, 9] -> Conv(3 -> 4, 3x3, pad 1) -> BatchNormalization (running
+// statistics as state) -> ReLU, then MaxPool(3, stride 2, pad 1),
+// AveragePool(3, stride 2, pad 1, count_include_pad 0) and AveragePool(2,
+// stride 2, pads (0, 0, 1, 1): asymmetric, cuDNN cannot, a generated
+// kernel) of it -> Concat (channels) [N, 12, 5, 5] -> Transpose (H, W) ->
+// Pad (constant 0.25, 1 each side of H and W) [N, 12, 7, 7] ->
+// ConvTranspose(12 -> 2, 3x3, stride 2, pad 1) [N, 2, 13, 13] -> global
+// AveragePool (13x13) -> Flatten -> Linear(2, 5) -> CrossEntropy against
+// label [N]; SGD lr 0.05 momentum 0.9. Parameters drawn from a fixed seed.
+inline gcc_graph *MixedOpsNet() {
+  gcc_builder *b = gcc_builder_new("mixed_ops_net", 11);
+  int64_t xd[4] = {GCC_BATCH_DIM, 3, 9, 9}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "image", GCC_DT_FLOAT32, 4, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  int c1 = gcc_build_conv2d(b, "conv1", x, 3, 4, 3, 1, 1);
+  int64_t cd[1] = {4};
+  const float scale[4] = {1.0f, 0.75f, 1.25f, 0.5f}, shift[4] = {0.1f, -0.2f, 0.0f, 0.3f};
+  const float mean[4] = {0.0f, 0.1f, -0.1f, 0.0f}, var[4] = {1.0f, 0.5f, 2.0f, 1.0f};
+  int bn_in[5] = {c1, gcc_build_param(b, "bn.scale", 1, cd, scale),
+                  gcc_build_param(b, "bn.bias", 1, cd, shift),
+                  gcc_build_param(b, "bn.running_mean", 1, cd, mean),
+                  gcc_build_param(b, "bn.running_var", 1, cd, var)};
+  int r = gcc_build_relu(b, "relu1", gcc_build_op(b, GCC_OP_BATCH_NORM, "bn", "bn.out", bn_in, 5));
+  const int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};
+  const int64_t pasym[4] = {0, 0, 1, 1};
+  int mp = gcc_build_op(b, GCC_OP_MAX_POOL, "maxpool", "maxpool.out", &r, 1);
+  gcc_build_set_ints(b, mp, "kernel_shape", k3, 2);
+  gcc_build_set_ints(b, mp, "strides", s2, 2);
+  gcc_build_set_ints(b, mp, "pads", p1, 4);
+  int ap = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool", "avgpool.out", &r, 1);
+  gcc_build_set_ints(b, ap, "kernel_shape", k3, 2);
+  gcc_build_set_ints(b, ap, "strides", s2, 2);
+  gcc_build_set_ints(b, ap, "pads", p1, 4);
+  int aa = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool_asym", "avgpool_asym.out", &r, 1);
+  gcc_build_set_ints(b, aa, "kernel_shape", k2, 2);
+  gcc_build_set_ints(b, aa, "strides", s2, 2);
+  gcc_build_set_ints(b, aa, "pads", pasym, 4);
+  int cat_in[3] = {mp, ap, aa};
+  int cat = gcc_build_op(b, GCC_OP_CONCAT, "concat", "concat.out", cat_in, 3);
+  gcc_build_set_int(b, cat, "axis", 1);
+  const int64_t perm[4] = {0, 1, 3, 2}, pads[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  int tr = gcc_build_op(b, GCC_OP_TRANSPOSE, "transpose", "transpose.out", &cat, 1);
+  gcc_build_set_ints(b, tr, "perm", perm, 4);
+  int pd = gcc_build_op(b, GCC_OP_PAD, "pad", "pad.out", &tr, 1);
+  gcc_build_set_ints(b, pd, "pads", pads, 8);
+  gcc_build_set_float(b, pd, "value", 0.25f);
+  int64_t wd[4] = {12, 2, 3, 3}, bd[1] = {2};
+  float w[12 * 2 * 9];
+  uint32_t st = 12345u;
+  for (float &v : w) { // a fixed LCG: U(-1/3, 1/3)
+    st = st * 1664525u + 1013904223u;
+    v = ((float)(st >> 8) / 16777216.0f - 0.5f) * (2.0f / 3.0f);
+  }
+  const float bt[2] = {0.05f, -0.05f};
+  int ct_in[3] = {pd, gcc_build_param(b, "convt.weight", 4, wd, w),
+                  gcc_build_param(b, "convt.bias", 1, bd, bt)};
+  int ct = gcc_build_op(b, GCC_OP_CONV_TRANSPOSE, "convt", "convt.out", ct_in, 3);
+  gcc_build_set_ints(b, ct, "strides", s2, 2);
+  gcc_build_set_ints(b, ct, "pads", p1, 4);
+  const int64_t k13[2] = {13, 13};
+  int gp = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "gap", "gap.out", &ct, 1);
+  gcc_build_set_ints(b, gp, "kernel_shape", k13, 2);
+  int logits = gcc_build_linear(b, "fc", gcc_build_flatten(b, "flatten", gp, 1), 2, 5);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_graph *g =
+      FinishInlineTraining(b, "loss", "fc.out", "image", "label", Opt(GCC_OPT_SGD, 0.05f, 0.9f));
+  if (g) // PyTorch's buffers: updated by the forward in training, not by SGD
+    for (int v = 0; v < g->n_values; v++)
+      if (strstr(g->values[v].name, "bn.running_") == g->values[v].name)
+        g->values[v].state = 1;
+  return g;
 }
 
 } // namespace gcc_test

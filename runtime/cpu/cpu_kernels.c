@@ -6,6 +6,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -62,14 +63,14 @@ GCC_HOT static void col_sum_loop(const float *restrict x, float *restrict y, int
 /* torch.optim.SGD for one parameter; `first` = no momentum history yet */
 GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *restrict buf,
                              int64_t n, float lr, float mom, float damp, float wd, int nesterov,
-                             int first) {
+                             int first, float inv) {
   if (!buf) {
     for (int64_t i = 0; i < n; i++)
-      p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);
+      p[i] = p[i] + (-lr) * (g[i] * inv + wd * p[i]);
     return;
   }
   for (int64_t i = 0; i < n; i++) {
-    float d = g[i] + wd * p[i];
+    float d = g[i] * inv + wd * p[i];
     float b = first ? d : buf[i] * mom + (1.0f - damp) * d;
     buf[i] = b;
     p[i] = p[i] + (-lr) * (nesterov ? d + mom * b : b);
@@ -80,10 +81,10 @@ GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *
  * AdamW (wd = 0, decay = 1 - lr * weight_decay applied to p first) */
 GCC_HOT static void adam_loop(float *restrict p, const float *restrict g, float *restrict m,
                               float *restrict v, int64_t n, float b1, float b2, float eps, float wd,
-                              float step_size, float bc2_sqrt, float decay) {
+                              float step_size, float bc2_sqrt, float decay, float inv) {
   for (int64_t i = 0; i < n; i++) {
     p[i] = p[i] * decay;
-    float gi = g[i] + wd * p[i];
+    float gi = g[i] * inv + wd * p[i];
     m[i] = m[i] * b1 + (1.0f - b1) * gi;
     v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
     float denom = sqrtf(v[i]) / bc2_sqrt + eps;
@@ -639,6 +640,22 @@ static void store_copy(const gcc_kernel_args *a, const float *p) {
     memcpy(a->out[0]->data, p, (size_t)a->in[0]->numel * sizeof(float));
 }
 
+/* Loss scaling (inputs from `at` on, graph/ops.h SCALER_IN_*): 0 when the
+ * step is skipped (found_inf), else 1 with GradScaler's inv_scale (float64
+ * reciprocal rounded to float32) and the optimizer steps applied so far;
+ * without those inputs inv 1 and the plan's step. */
+static int scaler_step(const gcc_kernel_args *a, int at, float *inv, double *steps) {
+  *inv = 1.0f;
+  *steps = (double)a->ctx->optimizer_step;
+  if (a->n_in <= at)
+    return 1;
+  if (F32(a->in[at + SCALER_IN_FOUND_INF])[0] != 0.0f)
+    return 0;
+  *inv = (float)(1.0 / (double)F32(a->in[at + SCALER_IN_SCALE])[0]);
+  *steps = (double)F32(a->in[at + SCALER_IN_STEPS])[0];
+  return 1;
+}
+
 gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   const gcc_node *n = a->node;
   float *p = F32(a->in[0]);
@@ -648,7 +665,13 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   float mom = n->av[SGD_MOMENTUM].f, damp = n->av[SGD_DAMPENING].f;
   float wd = n->av[SGD_WEIGHT_DECAY].f;
   int nesterov = (int)n->av[SGD_NESTEROV].i;
-  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, a->ctx->optimizer_step == 0);
+  float inv;
+  double steps;
+  if (!scaler_step(a, SGD_IN_SCALER, &inv, &steps)) {
+    store_copy(a, p); /* the parameter as it is: its float32 stand-in is rounded after */
+    return GCC_OK;    /* GradScaler.step skips optimizer.step */
+  }
+  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, steps == 0.0, inv);
   store_copy(a, p);
   return GCC_OK;
 }
@@ -660,7 +683,13 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   float lr = a->ctx->lr > 0.0f ? a->ctx->lr : n->av[ADAM_LR].f;
   float b1 = n->av[ADAM_BETA1].f, b2 = n->av[ADAM_BETA2].f;
   float eps = n->av[ADAM_EPS].f, wd = n->av[ADAM_WEIGHT_DECAY].f;
-  double step = (double)(a->ctx->optimizer_step + 1);
+  float inv;
+  double steps;
+  if (!scaler_step(a, ADAM_IN_SCALER, &inv, &steps)) {
+    store_copy(a, p); /* the parameter as it is: its float32 stand-in is rounded after */
+    return GCC_OK;    /* skipped: the moments and the step count stay */
+  }
+  double step = steps + 1.0;
   /* as torch.optim.Adam (1.13, single-tensor path): corrections in double */
   double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
   float step_size = (float)((double)lr / bc1);
@@ -669,7 +698,7 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   int decoupled = (int)n->av[ADAM_DECOUPLED].i;
   float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
   adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, decoupled ? 0.0f : wd, step_size, bc2_sqrt,
-            decay);
+            decay, inv);
   store_copy(a, p);
   return GCC_OK;
 }
@@ -1660,5 +1689,45 @@ gcc_status gcc_cpu_cast(const gcc_kernel_args *a) {
     for (int64_t i = 0; i < n; i++)
       o[i] = load_float(x, i);
   }
+  return GCC_OK;
+}
+
+/* ---- fp16 loss scaling (torch.amp.GradScaler) ------------------------- */
+
+gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a) {
+  int bad = 0;
+  for (int k = 0; k < a->n_in && !bad; k++) {
+    const float *x = F32(a->in[k]);
+    int64_t n = a->in[k]->numel;
+    for (int64_t i = 0; i < n; i++)
+      bad |= !(fabsf(x[i]) <= FLT_MAX); /* Inf or NaN */
+  }
+  F32(a->out[0])[0] = bad ? 1.0f : 0.0f;
+  return GCC_OK;
+}
+
+/* torch._amp_update_scale_ (aten/src/ATen/native/cuda/AmpKernels.cu),
+ * in float32 as its kernel */
+gcc_status gcc_cpu_amp_update_scale(const gcc_kernel_args *a) {
+  const gcc_node *n = a->node;
+  float *scale = F32(a->in[AMP_UPDATE_IN_SCALE]);
+  float found_inf = F32(a->in[AMP_UPDATE_IN_FOUND_INF])[0];
+  float *tracker = F32(a->in[AMP_UPDATE_IN_TRACKER]);
+  float *steps = F32(a->in[AMP_UPDATE_IN_STEPS]);
+  if (found_inf != 0.0f) {
+    scale[0] = scale[0] * n->av[AMP_UPDATE_BACKOFF_FACTOR].f;
+    tracker[0] = 0.0f;
+    return GCC_OK;
+  }
+  float successful = tracker[0] + 1.0f;
+  if (successful >= (float)n->av[AMP_UPDATE_GROWTH_INTERVAL].i) {
+    float grown = scale[0] * n->av[AMP_UPDATE_GROWTH_FACTOR].f;
+    if (fabsf(grown) <= FLT_MAX) /* PyTorch grows only to a finite scale */
+      scale[0] = grown;
+    tracker[0] = 0.0f;
+  } else {
+    tracker[0] = successful;
+  }
+  steps[0] = steps[0] + 1.0f;
   return GCC_OK;
 }

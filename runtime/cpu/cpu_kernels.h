@@ -122,6 +122,14 @@ gcc_status gcc_cpu_dropout_grad(const gcc_kernel_args *a);
 /* Cast between float32, float16 and bfloat16 (graph/half.h: round to nearest
  * even into 16 bits, exact out of them). */
 gcc_status gcc_cpu_cast(const gcc_kernel_args *a);
+/* fp16 loss scaling (graph/ops.h AmpNonFiniteCheck, AmpUpdateScale;
+ * torch.amp.GradScaler). The check writes 1.0f to its output when any
+ * element of its float32 inputs is Inf or NaN, else 0.0f; the update
+ * changes scale, growth tracker and applied-step count in place. SGD and
+ * Adam with the three loss-scaling inputs read grad * inv_scale (inv_scale
+ * = (float)(1.0 / scale)) and return at once when found_inf != 0. */
+gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a);
+gcc_status gcc_cpu_amp_update_scale(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's

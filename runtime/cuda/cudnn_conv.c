@@ -512,6 +512,7 @@ gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *o
   out->h = x->dims[2];
   out->w = x->dims[3];
   gcc_window2d_of(n, NULL, &out->win);
+  out->dtype = g->values[co->xs > 0 ? n->inputs[co->xs - 1] : n->outputs[-co->xs - 1]].dtype;
   if (co->max_pool)
     out->mode = GCC_POOL_MAX;
   else
@@ -538,11 +539,16 @@ static gcc_status pool_descriptors(gcc_cudnn_pool *p, gcc_diag *d) {
   static const cudnnPoolingMode_t modes[] = {CUDNN_POOLING_MAX_DETERMINISTIC,
                                              CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
                                              CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING};
+  /* 16-bit tensors as Conv's (a pooling has no compute type: cuDNN sums an
+   * average of 16-bit data in float32) */
+  cudnnDataType_t dt = s->dtype == GCC_DT_BFLOAT16  ? CUDNN_DATA_BFLOAT16
+                       : s->dtype == GCC_DT_FLOAT16 ? CUDNN_DATA_HALF
+                                                    : CUDNN_DATA_FLOAT;
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&p->x_desc), d);
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&p->y_desc), d);
   GCC_CUDNN_TRY(cudnnCreatePoolingDescriptor(&p->pool_desc), d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                           (int)s->n, (int)s->c, (int)s->h, (int)s->w),
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NCHW, dt, (int)s->n, (int)s->c,
+                                           (int)s->h, (int)s->w),
                 d);
   /* NaN propagates through max pooling, as in PyTorch */
   GCC_CUDNN_TRY(cudnnSetPooling2dDescriptor(p->pool_desc, modes[s->mode], CUDNN_PROPAGATE_NAN,
@@ -557,9 +563,8 @@ static gcc_status pool_descriptors(gcc_cudnn_pool *p, gcc_diag *d) {
   p->y[2] = gcc_window_out_dim(s->h, w->kh, w->sh, w->pt, w->pb, 1);
   p->y[3] = gcc_window_out_dim(s->w, w->kw, w->sw, w->pl, w->pr, 1);
   GCC_TRY(check_out(s->mode == GCC_POOL_MAX ? "MaxPool" : "AveragePool", p->y, y, d));
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, y[0],
-                                           y[1], y[2], y[3]),
-                d);
+  GCC_CUDNN_TRY(
+      cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NCHW, dt, y[0], y[1], y[2], y[3]), d);
   return GCC_OK;
 }
 
@@ -692,7 +697,8 @@ gcc_status gcc_cudnn_cache_pool(gcc_cudnn_cache *c, const gcc_pool2d_shape *shap
   for (int i = 0; i < c->n_pools; i++) {
     const gcc_pool2d_shape *s = &c->pools[i]->shape;
     if (s->n == shape->n && s->c == shape->c && s->h == shape->h && s->w == shape->w &&
-        s->mode == shape->mode && same_window(&s->win, &shape->win)) {
+        s->mode == shape->mode && same_window(&s->win, &shape->win) &&
+        (s->dtype ? s->dtype : GCC_DT_FLOAT32) == (shape->dtype ? shape->dtype : GCC_DT_FLOAT32)) {
       *out = c->pools[i];
       return GCC_OK;
     }

@@ -215,6 +215,10 @@ typedef struct gcc_pool2d_shape {
   int64_t n, c, h, w; /* X */
   gcc_window2d win;
   gcc_pool_mode mode;
+  /* the dtype of X, Y, dX and dY: float32 (0 reads as GCC_DT_UNDEFINED and
+   * is taken as float32), or bfloat16 / float16 in a mixed-precision plan
+   * (16-bit tensors; cuDNN averages them in float32, alpha / beta float) */
+  gcc_dtype dtype;
 } gcc_pool2d_shape;
 
 /* The shape of a MaxPool, MaxPoolGrad, AveragePool or AveragePoolGrad node
@@ -231,7 +235,8 @@ gcc_status gcc_cudnn_pool_create(const gcc_pool2d_shape *shape, gcc_cudnn_pool *
 void gcc_cudnn_pool_destroy(gcc_cudnn_pool *p);
 void gcc_cudnn_pool_output_dims(const gcc_cudnn_pool *p, int64_t dims[4]);
 
-/* Y = pool(X). */
+/* Y = pool(X). Pointers are of the shape's dtype (typed float for the
+ * float32 case). */
 gcc_status gcc_cudnn_pool_forward(const gcc_cudnn_pool *p, cudnnHandle_t handle, const float *x,
                                   float *y, gcc_diag *d);
 /* dX from dY; cuDNN reads the forward's X and Y too (for average pooling
