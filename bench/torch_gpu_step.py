@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch on the same GPU as gcc-train, for bench/gpu_check.sh's table.
 
-  python3 bench/torch_gpu_step.py [--batch 1024] [--steps 300] [--precision fp32|tf32|bf16]
+  python3 bench/torch_gpu_step.py [--batch 1024] [--steps 300] [--precision fp32|tf32|bf16|fp16]
 
 Trains the MNIST MLP of models/mnist_mlp.pb (Flatten, Linear 784-512, ReLU,
 512-256, ReLU, 256-128, ReLU, 128-64, ReLU, 64-10; CrossEntropyLoss; SGD lr
@@ -15,6 +15,10 @@ Precision, as PyTorch users set it:
   fp32  torch.backends.cuda.matmul.allow_tf32 = False (PyTorch's default)
   tf32  allow_tf32 = True (cuBLAS TF32 tensor cores; cudnn.allow_tf32 too)
   bf16  torch.autocast("cuda", dtype=torch.bfloat16) around forward and loss
+  fp16  torch.autocast("cuda", dtype=torch.float16) and a GradScaler (init
+        scale 65536, growth 2 every 2000 steps, backoff 0.5: PyTorch's AMP
+        recipe; its step() skips a step with inf/nan gradients, reading the
+        flag on the host)
 Exits 4 when PyTorch sees no GPU.
 """
 import argparse
@@ -29,7 +33,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16", "fp16"], default="fp32")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_gpu_step: PyTorch sees no CUDA GPU", file=sys.stderr)
@@ -50,12 +54,17 @@ def main():
     x = torch.randn(a.batch, 1, 28, 28, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
 
+    # fp16: torch.amp.GradScaler's dynamic loss scaling, as gcc-train's default
+    scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16")
+    low = torch.float16 if a.precision == "fp16" else torch.bfloat16
+
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast("cuda", dtype=low, enabled=a.precision in ("bf16", "fp16")):
             loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     for _ in range(50):
         step()

@@ -1731,22 +1731,27 @@ void gcc_kernel_set_free(gcc_kernel_set *ks) {
 
 /* ---- fp16 loss scaling (torch.amp.GradScaler) --------------------------- */
 
-/* AmpNonFiniteCheck: one block over the node's gradients, which lie in
- * the flat gradient section of the persistent arena, consecutive and each
+/* AmpNonFiniteCheck: a grid over the node's gradients, which lie in the
+ * flat gradient section of the persistent arena, consecutive and each
  * padded to GCC_ARENA_ALIGN bytes (the padding is zeros; the runtime checks
- * the layout, GCC_KARG_FLAT_INPUTS). No atomics: a block-wide flag. */
+ * the layout, GCC_KARG_FLAT_INPUTS). Each block ORs its threads' flags in
+ * shared memory and, if set, the scratch flag; the last block to finish
+ * (the scratch counter, after a __threadfence) writes found_inf and clears
+ * the scratch for the next step: one launch, no memset, no host. The
+ * result does not depend on the order blocks run in. */
 gcc_status gcc_emit_amp_non_finite_check_kernel(emitter *e, int gi, int ni) {
   GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
   const gcc_node *nd = &g->nodes[ni];
   int64_t total = 0;
-  for (int j = 0; j < nd->n_inputs; j++)
+  for (int j = AMP_CHECK_IN_GRADS; j < nd->n_inputs; j++)
     total += padded(gcc_shape_numel(&g->values[nd->inputs[j]].shape, NULL));
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   sig s = {.k = k, .ok = 1};
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[AMP_CHECK_IN_SCRATCH], "unsigned int*", "scratch");
   param(e, &s, GCC_KARG_FLAT_INPUTS, -1, "const float*", "g");
   param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "found_inf");
   out(&e->src, ") {\n");
@@ -1755,22 +1760,32 @@ gcc_status gcc_emit_amp_non_finite_check_kernel(emitter *e, int gi, int ni) {
   comment_nodes(e, &g->groups[gi]);
   out(&e->src,
       "  /* found_inf of torch._amp_foreach_non_finite_check_and_unscale_ over the %d\n"
-      "     gradients (%" PRId64 " floats with padding): Inf and NaN fail |x| <= FLT_MAX */\n"
-      "  __shared__ int s_bad;\n"
-      "  if (blockIdx.x != 0) return;\n"
+      "     gradients (%" PRId64 " floats with padding): Inf and NaN fail |x| <= FLT_MAX;\n"
+      "     scratch[0] counts finished blocks, scratch[1] is set by a block that saw one */\n"
+      "  __shared__ int s_bad, s_last;\n"
       "  if (threadIdx.x == 0) s_bad = 0;\n"
       "  __syncthreads();\n"
       "  int bad = 0;\n"
-      "  for (long long i = threadIdx.x; i < %" PRId64 "LL; i += blockDim.x)\n"
+      "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64
+      "LL; i += stride)\n"
       "    bad |= !(fabsf(g[i]) <= 3.402823466e+38f);\n"
       "  if (bad) s_bad = 1;\n"
       "  __syncthreads();\n"
-      "  if (threadIdx.x == 0) found_inf[0] = s_bad ? 1.0f : 0.0f;\n"
+      "  if (threadIdx.x == 0) {\n"
+      "    if (s_bad) atomicExch((int*)(scratch + 1), 1);\n"
+      "    __threadfence();\n"
+      "    s_last = atomicAdd(scratch, 1u) == gridDim.x - 1;\n"
+      "  }\n"
+      "  __syncthreads();\n"
+      "  if (s_last && threadIdx.x == 0) { /* every other block's flag is visible */\n"
+      "    __threadfence();\n"
+      "    found_inf[0] = atomicExch((int*)(scratch + 1), 0) != 0 ? 1.0f : 0.0f;\n"
+      "    scratch[0] = 0u;\n"
+      "  }\n"
       "}\n",
-      nd->n_inputs, total, total);
-  k->single_block = 1;
-  k->grid_dim = 1;
-  k->work_items = total;
+      nd->n_inputs - AMP_CHECK_IN_GRADS, total, total);
+  set_grid(e, k, total);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
 }

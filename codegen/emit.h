@@ -69,8 +69,8 @@ typedef enum gcc_karg_kind {
                            (gcc_plan_run's step): the Philox counter of Dropout's
                            mask; a kernel that takes it is launched, not replayed
                            from a CUDA Graph */
-  GCC_KARG_FLAT_INPUTS, /* const float*: the first input of the group's node, whose inputs
-                           lie consecutively, each padded to GCC_ARENA_ALIGN bytes (the
+  GCC_KARG_FLAT_INPUTS, /* const float*: input 1 of the group's node, whose inputs from 1
+                           on lie consecutively, each padded to GCC_ARENA_ALIGN bytes (the
                            flat gradient section: AmpNonFiniteCheck); the runtime checks
                            that layout when it builds the plan */
   GCC_KARG_PARAM_COPY,  /* optimizer: __nv_bfloat16* / __half* base of the section of the

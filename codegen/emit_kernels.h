@@ -44,8 +44,9 @@ gcc_status gcc_emit_pad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_matmul_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_max_pool_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_average_pool_kernel(struct gcc_emitter *e, int group, int node);
-/* fp16 loss scaling: AmpNonFiniteCheck, one block over the flat gradient
- * section (GCC_KARG_FLAT_INPUTS), and AmpUpdateScale, one thread updating
+/* fp16 loss scaling: AmpNonFiniteCheck, a grid over the flat gradient
+ * section (GCC_KARG_FLAT_INPUTS) whose last block writes found_inf, and
+ * AmpUpdateScale, one thread updating
  * the scale, growth tracker and applied-step count in place, as the CPU
  * kernels (runtime/cpu/cpu_kernels.h). */
 gcc_status gcc_emit_amp_non_finite_check_kernel(struct gcc_emitter *e, int group, int node);

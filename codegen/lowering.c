@@ -112,7 +112,7 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     /* the conversion is the load and store of the operand's and the result's
      * dtypes (codegen/emit.c): fused into its neighbours' kernels */
     [GCC_OP_CAST] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0}"},
-    /* fp16 loss scaling: a single-block check over every gradient, and a
+    /* fp16 loss scaling: a grid-wide check over every gradient, and a
      * one-thread update of the scale (the unscale is in the optimizer kernel) */
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.kind = GCC_LOWER_KERNEL,
                                      .kernel = gcc_emit_amp_non_finite_check_kernel},

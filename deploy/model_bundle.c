@@ -206,9 +206,8 @@ gcc_status gcc_bundle_weights_16bit(const gcc_graph *ig, int precision, unsigned
       const gcc_node *n = &probe->nodes[i];
       for (int k = 0; k < n->n_inputs; k++)
         if (n->inputs[k] == pv) {
-          const gcc_attr *to = gcc_node_attr(n, "to");
           readers++;
-          to_low += n->op == GCC_OP_CAST && to && to->i == (int64_t)low;
+          to_low += gcc_autocast_is_cast_to(n, low);
         }
     }
     is16[v] = readers > 0 && readers == to_low;

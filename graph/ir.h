@@ -235,6 +235,9 @@ typedef struct gcc_loss_scale {
 #define GCC_SCALER_TRACKER_NAME   "grad_scaler._growth_tracker"
 #define GCC_SCALER_STEPS_NAME     "grad_scaler.applied_steps" /* Adam's `step`, SGD's first step */
 #define GCC_SCALER_FOUND_INF_NAME "grad_scaler.found_inf"
+/* two 32-bit words the CUDA check kernel counts its blocks and ORs their
+ * flags in; zero between launches (the last block clears them) */
+#define GCC_SCALER_SCRATCH_NAME "grad_scaler.check_scratch"
 
 typedef struct gcc_optimizer {
   gcc_opt_kind kind;

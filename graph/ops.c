@@ -494,17 +494,21 @@ static gcc_status shape_adam(gcc_graph *g, int node, gcc_diag *d) {
   return shape_optimizer(g, node, ADAM_IN_SCALER, d);
 }
 
-/* AmpNonFiniteCheck: float32 gradients of any shape -> found_inf [] */
+/* AmpNonFiniteCheck: scratch [2], float32 gradients of any shape ->
+ * found_inf [] */
 static gcc_status shape_amp_check(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   for (int k = 0; k < n->n_inputs; k++)
     GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  if (gcc_shape_numel(&in_val(g, node, AMP_CHECK_IN_SCRATCH)->shape, NULL) != 2)
+    return shape_err(g, node, d, "the check's scratch must hold 2 words, got",
+                     &in_val(g, node, AMP_CHECK_IN_SCRATCH)->shape, NULL);
   set_out(g, node, 0, GCC_DT_FLOAT32, &kScalar);
   return GCC_OK;
 }
 
 static double flops_amp_check(const gcc_graph *g, int node) {
-  return flops_all_reduce(g, node); /* one comparison per element */
+  return flops_all_reduce(g, node) - 2.0; /* one comparison per gradient element */
 }
 
 /* AmpUpdateScale: four float32 scalars, updated in place */
@@ -1823,10 +1827,10 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                   "ties to even (PyTorch Tensor.to, CUDA __float2bfloat16_rn / "
                                   "__float2half_rn), 16 bits -> float32 is exact"},
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.name = "AmpNonFiniteCheck",
-                                     .min_inputs = 1,
+                                     .min_inputs = 2,
                                      .max_inputs = 1 << 20,
                                      .n_outputs = 1,
-                                     .input_names = "grads",
+                                     .input_names = "scratch, grads",
                                      .flags = GCC_OPF_INTERNAL, /* made by autodiff (fp16) */
                                      .shape = shape_amp_check,
                                      .flops = flops_amp_check,

@@ -232,16 +232,21 @@ enum { ALL_REDUCE_BUCKET, ALL_REDUCE_MEAN };
 /* Cast: the dtype to convert to (graph.proto DataType numbering: gcc_dtype). */
 enum { CAST_TO };
 /* fp16 loss scaling (graph/ir.h gcc_loss_scale; torch.amp.GradScaler).
- * AmpNonFiniteCheck (grads...) -> found_inf, a float32 scalar: 1 when an
- * element of any input is Inf or NaN, else 0 (the check half of
+ * AmpNonFiniteCheck (scratch, grads...) -> found_inf, a float32 scalar: 1
+ * when an element of any gradient is Inf or NaN, else 0 (the check half of
  * torch._amp_foreach_non_finite_check_and_unscale_, on the scaled
- * gradients; the unscale is fused into the optimizer kernels).
+ * gradients; the unscale is fused into the optimizer kernels). `scratch`
+ * (2 float32-sized words, zero between steps) is the CUDA kernel's block
+ * counter and flag: its blocks scan the gradients in parallel and the last
+ * one to finish writes found_inf and clears the scratch; the CPU ignores
+ * it.
  * AmpUpdateScale (scale, found_inf, growth_tracker, applied_steps) updates
  * its inputs in place, as torch._amp_update_scale_: found_inf != 0:
  * scale *= backoff_factor, tracker = 0; else tracker += 1 and, when it
  * reaches growth_interval, scale *= growth_factor, tracker = 0; and
  * applied_steps += 1 (the optimizer steps not skipped). Runs after every
  * update that reads the scale. */
+enum { AMP_CHECK_IN_SCRATCH, AMP_CHECK_IN_GRADS };
 enum { AMP_UPDATE_GROWTH_FACTOR, AMP_UPDATE_BACKOFF_FACTOR, AMP_UPDATE_GROWTH_INTERVAL };
 enum { AMP_UPDATE_IN_SCALE, AMP_UPDATE_IN_FOUND_INF, AMP_UPDATE_IN_TRACKER, AMP_UPDATE_IN_STEPS };
 /* SGD and Adam under loss scaling take three more inputs after their own

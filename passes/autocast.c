@@ -157,6 +157,11 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_AMP_UPDATE_SCALE] = {AC_FP32, 0},
 };
 
+int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {
+  const gcc_attr *a = n->op == GCC_OP_CAST ? gcc_node_attr(n, "to") : NULL;
+  return a && a->i == (int64_t)to;
+}
+
 const char *gcc_autocast_class_name(int op) {
   static const char *const names[] = {NULL, "low", "fp32", "promote", "keep"};
   if (op < 0 || op >= GCC_OP_COUNT)

@@ -171,7 +171,7 @@ static gcc_status add_state(gcc_graph *g, int p, const char *suffix, int *out, g
 
 /* fp16 loss scaling's values (graph/ir.h GCC_SCALER_*): -1 when off */
 typedef struct scaler_values {
-  int scale, found_inf, tracker, steps;
+  int scale, found_inf, tracker, steps, scratch;
 } scaler_values;
 
 static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p, int grad,
@@ -218,9 +218,12 @@ static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p
 /* A persistent float32 scalar of loss scaling, starting at `init`. */
 static gcc_status add_scaler_value(gcc_graph *g, const char *name, float init, int *out,
                                    gcc_diag *d) {
-  gcc_shape scalar = {0, {0}};
-  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_OPT_STATE, &init,
-                              sizeof init, out, d));
+  gcc_shape scalar = {0, {0}}, two = {1, {2}};
+  float zeros[2] = {0.0f, 0.0f};
+  int scratch = strcmp(name, GCC_SCALER_SCRATCH_NAME) == 0;
+  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, scratch ? &two : &scalar,
+                              GCC_VALUE_OPT_STATE, scratch ? (const void *)zeros : &init,
+                              scratch ? sizeof zeros : sizeof init, out, d));
   g->values[*out].param_of = -1; /* the graph's, not a parameter's */
   return GCC_OK;
 }
@@ -232,9 +235,16 @@ static gcc_status add_scaler_check(gcc_graph *g, const int *grads, int n, scaler
   gcc_shape scalar = {0, {0}};
   GCC_TRY(gcc_graph_add_value(g, GCC_SCALER_FOUND_INF_NAME, GCC_DT_FLOAT32, &scalar,
                               GCC_VALUE_ACTIVATION, NULL, 0, &sc->found_inf, d));
-  int node;
-  GCC_TRY(gcc_graph_add_node(g, "grad_scaler/check", GCC_OP_AMP_NON_FINITE_CHECK, grads, n,
-                             &sc->found_inf, 1, &node, d));
+  GCC_TRY(add_scaler_value(g, GCC_SCALER_SCRATCH_NAME, 0.0f, &sc->scratch, d));
+  int *in = malloc((size_t)(n + 1) * sizeof *in), node;
+  if (!in)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+  in[AMP_CHECK_IN_SCRATCH] = sc->scratch;
+  memcpy(in + AMP_CHECK_IN_GRADS, grads, (size_t)n * sizeof *in);
+  gcc_status st = gcc_graph_add_node(g, "grad_scaler/check", GCC_OP_AMP_NON_FINITE_CHECK, in, n + 1,
+                                     &sc->found_inf, 1, &node, d);
+  free(in);
+  GCC_TRY(st);
   g->nodes[node].phase = GCC_PHASE_BACKWARD;
   GCC_TRY(gcc_op_resolve_attrs(g, node, d));
   return gcc_op(g->nodes[node].op)->shape(g, node, d);
@@ -309,7 +319,7 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
   float one = 1.0f;
   gcc_shape scalar = {0, {0}};
   int seed;
-  scaler_values sc = {-1, -1, -1, -1};
+  scaler_values sc = {-1, -1, -1, -1, -1};
   const gcc_loss_scale *ls = &opt->scaler;
   if (ls->mode != GCC_LOSS_SCALE_NONE && opt->kind != GCC_OPT_NONE) {
     if (!(ls->init_scale > 0.0f) || ls->growth_interval < 1)

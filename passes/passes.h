@@ -110,7 +110,13 @@ gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
  * appends one optimizer-update node per parameter (SGD or Adam) with its
  * state values ("<param>.momentum_buffer", "<param>.exp_avg",
  * "<param>.exp_avg_sq": PyTorch's state names). Parameters whose gradient
- * does not reach the loss are not updated (PyTorch: grad is None).
+ * does not reach the loss are not updated (PyTorch: grad is None). With
+ * fp16 loss scaling (opt->opt.scaler, graph/ir.h gcc_loss_scale) the
+ * backward starts from the persistent value GCC_SCALER_SCALE_NAME instead
+ * of the constant 1, one AmpNonFiniteCheck over every gradient precedes the
+ * updates, which take the scale, found_inf and the applied-step count as
+ * their last inputs (graph/ops.h SCALER_IN_*), and one AmpUpdateScale
+ * follows them (torch.amp.GradScaler's scale, unscale_, step, update).
  * Errors: GCC_ERR_INVALID_GRAPH if the loss is missing or not a float32
  * scalar; GCC_ERR_UNSUPPORTED for a gradient an op does not provide. */
 gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
@@ -146,6 +152,10 @@ gcc_status gcc_pass_autocast(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 /* The autocast class of op `op` ("low", "fp32", "promote" or "keep"), from
  * the pass's per-op table; NULL for an op without an entry or out of range. */
 const char *gcc_autocast_class_name(int op);
+
+/* 1 when node `n` is a Cast (made by the autocast pass) whose output is of
+ * dtype `to`; 0 otherwise. */
+int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to);
 
 /* Device placement: gives every node and value a device and every node
  * the reason for it. Precedence: the node's pin > --device > the default.

@@ -128,11 +128,13 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
       g->values[n->outputs[k]].device = dev;
   }
 
-  /* parameters and constants live where their first consumer (or the first reader of
-   * their 16-bit copy) runs */
+  /* parameters and constants live where their first consumer (or the first
+   * reader of their 16-bit copy) runs (and the graph's own state, fp16 loss
+   * scaling's, unless an update takes it home with its parameter below) */
   for (int v = 0; v < g->n_values; v++) {
     gcc_value *val = &g->values[v];
-    if (val->kind != GCC_VALUE_PARAM && val->kind != GCC_VALUE_CONST)
+    if (val->kind != GCC_VALUE_PARAM && val->kind != GCC_VALUE_CONST &&
+        !(val->kind == GCC_VALUE_OPT_STATE && val->param_of < 0))
       continue;
     for (int i = 0; i < g->n_nodes && val->device < 0; i++) {
       const gcc_node *n = &g->nodes[i];

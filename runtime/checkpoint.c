@@ -343,7 +343,9 @@ gcc_status gcc_checkpoint_check(const gcc_checkpoint *c, const gcc_graph *model,
                         "--resume %s: the checkpoint's normalization (mean, std) differs", c->path);
   if (c->arena_size != gcc_session_persistent_bytes(s))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "--resume %s: the checkpoint's arena has %zu bytes, this session's %zu",
+                        "--resume %s: the checkpoint's arena has %zu bytes, this session's %zu "
+                        "(the optimizer, and fp16 loss scaling (--precision, --loss-scale), must "
+                        "be the checkpoint's)",
                         c->path, c->arena_size, gcc_session_persistent_bytes(s));
-  return GCC_OK;
+  return gcc_session_check_loss_scale(s, c->arena, c->arena_size, c->path, d);
 }

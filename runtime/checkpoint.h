@@ -3,7 +3,9 @@
  *
  * A checkpoint holds the session's whole persistent arena (parameters,
  * gradients, optimizer state such as SGD momentum buffers and Adam moments,
- * in the session's layout), the optimizer steps taken, the position in the
+ * fp16 loss scaling's state: GradScaler's state_dict scale, _growth_tracker,
+ * growth_factor, backoff_factor and growth_interval, and the steps applied,
+ * in the session's layout: session.h), the optimizer steps taken, the position in the
  * data (the epoch to continue and the batches of it already taken: the
  * shuffled order of an epoch is a function of the seed and the epoch, see
  * datasets/dataloader.h, so this is the data order's RNG state and

@@ -227,8 +227,9 @@ static gcc_status add_op(gcc_plan *p, const op *o, gcc_diag *d) {
 
 /* the optimizer group's parameters, gradients and state must be
  * consecutive in group order, each padded to GCC_ARENA_ALIGN (emit.h) */
-/* Data-parallel: the AllReduce buckets whose gradients optimizer group
- * `gr` reads, appended (each once) to p->waits; *n: how many. */
+/* Data-parallel: the AllReduce buckets whose gradients kernel group `gr`
+ * reads (an optimizer's, fp16 loss scaling's check; not gradients the group
+ * makes itself), appended (each once) to p->waits; *n: how many. */
 static gcc_status optimizer_waits(gcc_plan *p, const gcc_group *gr, int *n, gcc_diag *d) {
   const gcc_graph *g = p->g;
   *n = 0;
@@ -303,15 +304,16 @@ static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_d
   return GCC_OK;
 }
 
-/* GCC_KARG_FLAT_INPUTS: the inputs of the group's node must lie one after
- * another, each padded to GCC_ARENA_ALIGN (the flat gradient section). */
+/* GCC_KARG_FLAT_INPUTS: the inputs of the group's node after input 0 must
+ * lie one after another, each padded to GCC_ARENA_ALIGN (the flat gradient
+ * section). */
 static gcc_status check_flat_inputs(gcc_plan *p, const gcc_kernel_info *k, gcc_diag *d) {
   const gcc_graph *g = p->g;
   const gcc_group *gr = &g->groups[k->group];
   const gcc_node *n = &g->nodes[gr->nodes[0]];
-  char *base = n->n_inputs > 0 ? p->addr[n->inputs[0]] : NULL;
+  char *base = n->n_inputs > 1 ? p->addr[n->inputs[1]] : NULL;
   size_t off = 0;
-  for (int j = 0; j < n->n_inputs; j++) {
+  for (int j = 1; j < n->n_inputs; j++) {
     int v = n->inputs[j];
     if (!base || v < 0 || (char *)p->addr[v] != base + off)
       return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
@@ -1379,7 +1381,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
     }
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
     case GCC_KARG_STEP: vals[a].ll = (long long)step; break; /* Dropout's Philox counter */
-    case GCC_KARG_FLAT_INPUTS: vals[a].p = p->addr[n0->inputs[0]]; break;
+    case GCC_KARG_FLAT_INPUTS: vals[a].p = p->addr[n0->inputs[1]]; break;
     default:
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name,
                           a);

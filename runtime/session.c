@@ -264,7 +264,13 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
   }
   if (scaled) { /* GradScaler(init_scale=...): tracker and applied steps 0 */
     s->scaler = s->arena + total * (size_t)(2 + ns);
-    s->scaler[GCC_SESSION_SCALER_SCALE] = o->opt.scaler.init_scale;
+    const gcc_loss_scale *ls = &o->opt.scaler;
+    int fixed = ls->mode == GCC_LOSS_SCALE_FIXED;
+    s->scaler[GCC_SESSION_SCALER_SCALE] = ls->init_scale;
+    s->scaler[GCC_SESSION_SCALER_GROWTH_FACTOR] = fixed ? 1.0f : ls->growth_factor;
+    s->scaler[GCC_SESSION_SCALER_BACKOFF_FACTOR] = fixed ? 1.0f : ls->backoff_factor;
+    s->scaler[GCC_SESSION_SCALER_GROWTH_INTERVAL] = (float)ls->growth_interval;
+    s->scaler[GCC_SESSION_SCALER_MODE] = (float)ls->mode;
   }
   gcc_status st = GCC_OK;
   if (o->backend)
@@ -328,6 +334,8 @@ static void *bind_persistent(void *user, const gcc_graph *g, int v) {
       return &s->scaler[GCC_SESSION_SCALER_TRACKER];
     if (strcmp(val->name, GCC_SCALER_STEPS_NAME) == 0)
       return &s->scaler[GCC_SESSION_SCALER_STEPS];
+    if (strcmp(val->name, GCC_SCALER_SCRATCH_NAME) == 0)
+      return &s->scaler[GCC_SESSION_SCALER_SCRATCH];
     return NULL;
   }
   int p = val->kind == GCC_VALUE_PARAM ? v : val->param_of;
@@ -916,6 +924,30 @@ float gcc_session_lr(const gcc_session *s) {
 
 int64_t gcc_session_steps(const gcc_session *s) {
   return s->steps;
+}
+
+gcc_status gcc_session_check_loss_scale(const gcc_session *s, const void *arena, size_t bytes,
+                                        const char *path, gcc_diag *d) {
+  if (!s->scaler || bytes != s->arena_bytes)
+    return GCC_OK; /* no scaling, or the arenas differ anyway (the caller's check) */
+  const float *theirs = (const float *)arena + (s->scaler - s->arena);
+  static const struct {
+    int at;
+    const char *name;
+  } keys[] = {{GCC_SESSION_SCALER_MODE, "mode (1 dynamic, 2 fixed)"},
+              {GCC_SESSION_SCALER_GROWTH_FACTOR, "growth_factor"},
+              {GCC_SESSION_SCALER_BACKOFF_FACTOR, "backoff_factor"},
+              {GCC_SESSION_SCALER_GROWTH_INTERVAL, "growth_interval"}};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    float a, b = s->scaler[keys[i].at];
+    memcpy(&a, theirs + keys[i].at, sizeof a);
+    if (memcmp(&a, &b, sizeof a) != 0)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--resume %s: the checkpoint's fp16 loss scaling %s is %.9g, this run's "
+                          "is %.9g (--loss-scale, --loss-scale-growth-interval)",
+                          path, keys[i].name, (double)a, (double)b);
+  }
+  return GCC_OK;
 }
 
 gcc_status gcc_session_loss_scale(gcc_session *s, gcc_loss_scale_state *out, gcc_diag *d) {

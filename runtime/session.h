@@ -146,7 +146,19 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
  * checkpoint of the arena carries GradScaler's state (state_dict's `scale`
  * and `_growth_tracker`; growth_factor, backoff_factor and growth_interval
  * are the recipe's) and a resumed run continues bit for bit. */
-enum { GCC_SESSION_SCALER_SCALE, GCC_SESSION_SCALER_TRACKER, GCC_SESSION_SCALER_STEPS };
+enum {
+  GCC_SESSION_SCALER_SCALE,
+  GCC_SESSION_SCALER_TRACKER,
+  GCC_SESSION_SCALER_STEPS,
+  GCC_SESSION_SCALER_SCRATCH = 4, /* and 5: the CUDA check kernel's, zero between steps */
+  /* the configuration, so that a checkpoint says it (GradScaler's
+   * state_dict keeps it too): growth_factor, backoff_factor,
+   * growth_interval, and the mode (graph/ir.h gcc_loss_scale_mode) */
+  GCC_SESSION_SCALER_GROWTH_FACTOR = 8,
+  GCC_SESSION_SCALER_BACKOFF_FACTOR,
+  GCC_SESSION_SCALER_GROWTH_INTERVAL,
+  GCC_SESSION_SCALER_MODE
+};
 
 typedef struct gcc_loss_scale_state {
   int on;                /* 0: the session does no loss scaling (the rest 0) */
@@ -155,6 +167,13 @@ typedef struct gcc_loss_scale_state {
   int64_t applied_steps; /* optimizer steps that updated the parameters */
   int64_t skipped_steps; /* steps skipped for Inf/NaN gradients (steps - applied) */
 } gcc_loss_scale_state;
+
+/* GCC_OK when persistent arena `arena` of `bytes` (a checkpoint's, read
+ * from `path`) holds the same loss scaling configuration as session s
+ * (mode, growth_factor, backoff_factor, growth_interval); else
+ * GCC_ERR_INVALID_ARGUMENT naming what differs and both values. */
+gcc_status gcc_session_check_loss_scale(const gcc_session *s, const void *arena, size_t bytes,
+                                        const char *path, gcc_diag *d);
 
 /* The loss scaling state after the steps issued so far (a device session
  * waits for them and refreshes the host copy of the arena). Errors: the
@@ -187,7 +206,9 @@ gcc_status gcc_session_set_param(gcc_session *s, const char *name, const float *
                                  gcc_diag *d);
 
 /* The gradient of parameter `name` from the last training step, as
- * gcc_session_param (same errors). */
+ * gcc_session_param (same errors). Under fp16 loss scaling it is the
+ * scaled gradient (times the step's scale, Inf/NaN on a skipped step): the
+ * optimizer unscales as it reads, PyTorch's unscale_ writes .grad back. */
 gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int64_t *numel,
                             gcc_diag *d);
 

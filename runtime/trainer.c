@@ -927,9 +927,17 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
 
 /* --log-dir, after an evaluation: its loss and accuracy, and the epoch's
  * rate when it could be timed (none for --epochs 0). */
-static gcc_status epoch_scalars(const gcc_train_config *cfg, const gcc_train_report *r,
-                                const char *test_name, int64_t samples, double secs, gcc_diag *d) {
+static gcc_status epoch_scalars(gcc_session *s, const gcc_train_config *cfg,
+                                const gcc_train_report *r, const char *test_name, int64_t samples,
+                                double secs, gcc_diag *d) {
   char tag[64];
+  gcc_loss_scale_state ls; /* fp16 loss scaling: read once per epoch (a device waits) */
+  GCC_TRY(gcc_session_loss_scale(s, &ls, d));
+  if (ls.on) {
+    GCC_TRY(cfg->on_scalar(cfg->scalar_user, "train/loss_scale", r->steps, ls.scale, d));
+    GCC_TRY(cfg->on_scalar(cfg->scalar_user, "train/skipped_steps", r->steps,
+                           (double)ls.skipped_steps, d));
+  }
   snprintf(tag, sizeof tag, "%s/loss", test_name);
   GCC_TRY(cfg->on_scalar(cfg->scalar_user, tag, r->steps, r->test_loss, d));
   if (r->test_accuracy >= 0) {
@@ -1195,7 +1203,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       break;
     }
     if (cfg->on_scalar) {
-      st = epoch_scalars(cfg, report, test_name, epoch_samples, secs, d);
+      st = epoch_scalars(s, cfg, report, test_name, epoch_samples, secs, d);
       if (st != GCC_OK)
         break;
     }
@@ -1231,7 +1239,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     if (track)
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), 0);
     if (st == GCC_OK && cfg->on_scalar)
-      st = epoch_scalars(cfg, report, test_name, 0, 0, d);
+      st = epoch_scalars(s, cfg, report, test_name, 0, 0, d);
     if (st == GCC_OK && !cfg->quiet) {
       if (report->test_accuracy >= 0)
         fprintf(out, "evaluated: %s accuracy %.2f%%, %s loss %.4f\n", test_name,

@@ -75,7 +75,9 @@ typedef struct gcc_train_config {
    * scalar_every steps, > 0) and "train/lr" every scalar_every steps; after
    * each evaluation "test/loss", "test/accuracy" (a fraction; classifiers
    * only; "train-set/..." for an inline data set, evaluated on itself) and
-   * "train/samples_per_sec" (the epoch's, when it could be timed). A status
+   * "train/samples_per_sec" (the epoch's, when it could be timed), and
+   * under fp16 loss scaling "train/loss_scale" and "train/skipped_steps"
+   * (the scale and the steps skipped so far). A status
    * other than GCC_OK stops training with it. */
   gcc_status (*on_scalar)(void *user, const char *tag, int64_t step, double value, gcc_diag *d);
   void *scalar_user;

@@ -641,6 +641,14 @@ TEST_F(CliTest, LossScaleDefaultsToDynamicUnderFp16AndReportsSkippedSteps) {
   EXPECT_GE(skipped, 1) << "65536 overflows this model's float16 gradients at first";
   EXPECT_LT(skipped, 32);
   EXPECT_EQ(std::stod(m[2]), std::ldexp(65536.0, -skipped)) << r;
+  // --log-dir: the scale and the skipped steps after every epoch
+  std::string dir = tmp_.file("runs");
+  Result lg = with({"--precision", "fp16", "--log-dir", dir});
+  ASSERT_EQ(lg.exit_code, 0) << lg;
+  std::string csv = ReadText(dir + "/metrics.csv");
+  EXPECT_TRUE(Has(csv, ",32,train/loss_scale," + std::string(m[2]) + "\n")) << csv;
+  EXPECT_TRUE(Has(csv, ",32,train/skipped_steps," + std::to_string(skipped) + "\n")) << csv;
+  EXPECT_TRUE(Has(csv, ",16,train/loss_scale,")) << csv;
   // growth after every good step: the scale ends above where it started to fall
   Result g = with({"--precision", "fp16", "--loss-scale-growth-interval", "1"});
   ASSERT_EQ(g.exit_code, 0) << g;

@@ -67,8 +67,11 @@
  *    the same; a GPU may contract a*b+c into an FMA.
  *  - no min()/max() overloads (use fminf/fmaxf or explicit ?:).
  *  - atomics are provided (atomicAdd/atomicMax/atomicMin/atomicExch/
- *    atomicCAS) as host atomics; the generated code uses only atomicMin, for
- *    the loss kernels' bad-label flag (reductions use no atomics).
+ *    atomicCAS) as host atomics, and __threadfence() as a full fence; the
+ *    generated code uses atomicMin for the loss kernels' bad-label flag and
+ *    atomicExch / atomicAdd for the loss-scaling check's flag and block
+ *    counter (an OR and a count: their order does not change the result;
+ *    reductions of values use no atomics).
  */
 #ifndef GCC_CODEGEN_CUDA_HOST_SHIM_H
 #define GCC_CODEGEN_CUDA_HOST_SHIM_H
@@ -259,6 +262,11 @@ static inline int atomicMin(int *a, int v) {
          !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }
   return old;
+}
+/* blocks run one after another on one host thread: a full fence is more
+ * than enough for a __threadfence() between a block's writes and its atomics */
+static inline void __threadfence() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 static inline int atomicExch(int *a, int v) {
   return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);

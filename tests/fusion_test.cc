@@ -32,8 +32,10 @@ struct Compiled {
   }
 };
 
-void Compile(const gcc_graph *model, int device, gcc_mode mode, int64_t batch, Compiled *c) {
+void Compile(const gcc_graph *model, int device, gcc_mode mode, int64_t batch, Compiled *c,
+             int precision = GCC_PRECISION_FP32) {
   gcc_options o{};
+  o.precision = precision;
   o.mode = mode;
   o.batch_size = batch;
   o.opt = model->training.opt;
@@ -65,6 +67,56 @@ std::map<std::string, std::string> EpilogueByFirstNode(const gcc_graph *g) {
     if (g->groups[k].kind == GCC_GROUP_GEMM)
       m[g->nodes[g->groups[k].nodes[0]].name] = gcc_epilogue_name(g->groups[k].epilogue);
   return m;
+}
+
+// Mixed precision (issue 19): the 16-bit plans of the MLP and both CNNs
+// fold the same cuBLASLt epilogues into the same GEMMs as their float32
+// plans (RELU_AUX_BIAS, BIAS, DRELU_BGRAD, BGRADA, and RELU_BIAS in
+// evaluation), the bias and bias gradient in the GEMM's dtype as cuBLASLt
+// takes them (gemm_map accepts every group); the only extra launches are
+// the Casts that widen the 16-bit bias gradients to their float32 .grad.
+TEST(Fusion, SixteenBitPlansKeepTheEpiloguesOfFloat32Plans) {
+  struct Model {
+    const char *name;
+    gcc_status (*make)(uint64_t, gcc_graph **, gcc_diag *);
+    uint64_t seed;
+  } models[] = {{"mnist_mlp", gcc_model_mnist_mlp, GCC_MNIST_MLP_SEED},
+                {"mnist_cnn", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED},
+                {"cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED}};
+  for (const Model &m : models)
+    for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL})
+      for (int prec : {GCC_PRECISION_BF16, GCC_PRECISION_FP16}) {
+        SCOPED_TRACE(std::string(m.name) + (mode == GCC_MODE_TRAIN ? " train " : " eval ") +
+                     (prec == GCC_PRECISION_BF16 ? "bf16" : "fp16"));
+        gcc_graph *model = nullptr;
+        gcc_diag d{};
+        ASSERT_EQ(m.make(m.seed, &model, &d), GCC_OK) << d.msg;
+        Compiled a, b;
+        Compile(model, GCC_DEV_CUDA(0), mode, 64, &a);
+        Compile(model, GCC_DEV_CUDA(0), mode, 64, &b, prec);
+        gcc_graph_free(model);
+        std::map<std::string, std::string> e32 = EpilogueByFirstNode(a.g),
+                                           e16 = EpilogueByFirstNode(b.g);
+        EXPECT_EQ(e16, e32);
+        int fused = 0;
+        for (const auto &kv : e32)
+          fused += kv.second != "CUBLASLT_EPILOGUE_DEFAULT";
+        EXPECT_GE(fused, mode == GCC_MODE_TRAIN ? 5 : 3);
+        gcc_dtype low = prec == GCC_PRECISION_BF16 ? GCC_DT_BFLOAT16 : GCC_DT_FLOAT16;
+        int bias_grads = 0;
+        for (int k = 0; k < b.g->n_groups; k++) {
+          if (b.g->groups[k].kind != GCC_GROUP_GEMM)
+            continue;
+          gcc_colmajor_gemm cm;
+          ASSERT_EQ(gcc_gemm_map(b.g, k, &cm, &d), GCC_OK) << d.msg;
+          EXPECT_EQ(cm.dtype, low) << b.g->groups[k].name;
+          if (cm.bias_value >= 0) {
+            EXPECT_EQ(b.g->values[cm.bias_value].dtype, low) << b.g->groups[k].name;
+          }
+          bias_grads += cm.epilogue == GCC_EPI_DRELU_BGRAD || cm.epilogue == GCC_EPI_BGRADB;
+        }
+        EXPECT_EQ(bias_grads, mode == GCC_MODE_TRAIN ? 3 + 2 * (m.make == gcc_model_mnist_mlp) : 0);
+      }
 }
 
 TEST(Fusion, MnistMlpTrainingStepIsSixteenLaunches) {

@@ -17,6 +17,11 @@
 //  - A run resumed from a checkpoint written mid-run (scale, growth tracker
 //    and applied steps travel in the persistent arena) ends bit for bit
 //    where the uninterrupted run does.
+//  - PyTorch's own GradScaler (tests/fixtures/loss_scale.fix, from
+//    make_loss_scale_fixture.py) on a run of steps with and without Inf
+//    gradients: the reference above, the CPU kernels of AmpUpdateScale and of
+//    SGD with momentum under loss scaling give its scales, growth trackers
+//    and parameter.
 //  - Without overflow, one fp16 step with a power-of-two scale equals the
 //    unscaled fp16 step: bit for bit where the unscaled gradient is a
 //    normal float16 number, within lr * 2^-24 (plus one rounding of the
@@ -32,6 +37,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 extern "C" {
@@ -39,12 +45,18 @@ extern "C" {
 #include "graph/builder.h"
 #include "graph/ir.h"
 #include "graph/ops.h"
+#include "passes/memplan.h"
+#include "passes/passes.h"
 #include "runtime/checkpoint.h"
+#include "runtime/compile.h"
 #include "runtime/session.h"
 }
+#include "runtime/cpu/cpu_kernels.h"
+#include "tests/fixture.h"
 #include "tests/host_backend.h"
 #include "tests/kernel_emulation.h"
 #include "tests/test_graphs.h"
+#include "tests/testutil.h"
 
 namespace {
 
@@ -103,6 +115,7 @@ gcc_session *Session(const gcc_graph *g, const gcc_loss_scale &ls, HostBackend *
     so.plan.sm_count = 4;
     so.plan.compile = gcc_kernel_cache_hook;
     so.plan.compile_user = (void *)&kNoCache;
+    so.plan.cuda_graph = 1; // steps replayed from a captured graph: nothing baked in
     so.max_pending = 1;
   }
   gcc_session *s = nullptr;
@@ -196,6 +209,178 @@ struct RefScaler {
     }
   }
 };
+
+// The training plan under fp16 loss scaling, data-parallel over 2 ranks
+// on cuda:0: the backward starts from the scale (a persistent value, not
+// the constant 1), one AmpNonFiniteCheck reads every gradient after every
+// AllReduce has summed it, every update reads the scale and found_inf
+// (after the check), AmpUpdateScale comes last; the scaling state lives on
+// the device; bf16 (no scaler set) has none of it.
+TEST(LossScale, TheTrainingPlanChecksAfterTheAllReduceAndUpdatesLast) {
+  gcc_graph *model = Mlp(GCC_OPT_ADAM);
+  ASSERT_NE(model, nullptr);
+  for (bool scaled : {true, false}) {
+    SCOPED_TRACE(scaled ? "fp16, loss scaling" : "fp16, --loss-scale none");
+    gcc_options o{};
+    o.mode = GCC_MODE_TRAIN;
+    o.batch_size = kRows;
+    o.opt = model->training.opt;
+    if (scaled)
+      o.opt.scaler = Dynamic(GCC_SCALER_INIT_SCALE, GCC_SCALER_GROWTH_INTERVAL);
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    o.precision = GCC_PRECISION_FP16;
+    o.world_size = 2;
+    o.bucket_bytes = 1024; // several buckets
+    FILE *sink = fopen("/dev/null", "w");
+    o.warn_file = sink;
+    gcc_graph *g = nullptr;
+    gcc_mem_plan mem{};
+    gcc_diag d{};
+    ASSERT_EQ(gcc_compile_graph(model, &o, &g, &mem, &d), GCC_OK) << d.msg;
+    fclose(sink);
+    int check = -1, update = -1, last_all_reduce = -1, all_reduces = 0, first_update = -1,
+        last_opt = -1, updates = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const std::string op = gcc_op_name(g->nodes[i].op);
+      if (op == "AllReduce") {
+        last_all_reduce = i;
+        all_reduces++;
+      }
+      if (op == "AmpNonFiniteCheck")
+        check = i;
+      if (op == "AmpUpdateScale")
+        update = i;
+      if (op == "Adam") {
+        first_update = first_update < 0 ? i : first_update;
+        last_opt = i;
+        updates++;
+        const gcc_node *n = &g->nodes[i];
+        ASSERT_EQ(n->n_inputs, scaled ? ADAM_IN_SCALER + SCALER_N_IN : 4);
+        if (scaled) {
+          EXPECT_STREQ(g->values[n->inputs[ADAM_IN_SCALER + SCALER_IN_SCALE]].name,
+                       GCC_SCALER_SCALE_NAME);
+          EXPECT_STREQ(g->values[n->inputs[ADAM_IN_SCALER + SCALER_IN_FOUND_INF]].name,
+                       GCC_SCALER_FOUND_INF_NAME);
+        }
+      }
+    }
+    EXPECT_GT(all_reduces, 1);
+    EXPECT_EQ(updates, 6);
+    if (!scaled) {
+      EXPECT_EQ(check, -1);
+      EXPECT_EQ(update, -1);
+      EXPECT_LT(gcc_graph_find(g, GCC_SCALER_SCALE_NAME), 0);
+    } else {
+      ASSERT_GE(check, 0);
+      ASSERT_GE(update, 0);
+      EXPECT_GT(check, last_all_reduce) << "the check must see the summed gradients";
+      EXPECT_LT(check, first_update);
+      EXPECT_GT(update, last_opt) << "the scale changes after every update read it";
+      EXPECT_EQ(g->nodes[check].n_inputs, AMP_CHECK_IN_GRADS + updates);
+      for (const char *v : {GCC_SCALER_SCALE_NAME, GCC_SCALER_TRACKER_NAME, GCC_SCALER_STEPS_NAME,
+                            GCC_SCALER_SCRATCH_NAME, GCC_SCALER_FOUND_INF_NAME}) {
+        int vi = gcc_graph_find(g, v);
+        ASSERT_GE(vi, 0) << v;
+        EXPECT_EQ(g->values[vi].device, GCC_DEV_CUDA(0)) << v;
+        EXPECT_EQ(g->values[vi].dtype, GCC_DT_FLOAT32) << v;
+      }
+      // the backward's seed is the scale: the loss gradient reads it
+      int sv = gcc_graph_find(g, GCC_SCALER_SCALE_NAME), readers = 0;
+      for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+          readers += g->nodes[i].inputs[k] == sv &&
+                     std::string(gcc_op_name(g->nodes[i].op)) == "SoftmaxCrossEntropyGrad";
+      EXPECT_EQ(readers, 1);
+    }
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+  }
+  gcc_graph_free(model);
+}
+
+// PyTorch's GradScaler (fixture) against RefScaler, and against the CPU
+// kernels run node by node: AmpUpdateScale, and SGD (lr 0.5, momentum 0.9)
+// of one parameter whose gradient is scale * 1, or Inf on the flagged steps
+// (as the fixture's loss p * c makes it).
+TEST(LossScale, UpdateRuleMatchesPyTorchGradScaler) {
+  std::string looked, err;
+  std::string path = gcc_test::FindRunfile("tests/fixtures/loss_scale.fix", &looked);
+  ASSERT_FALSE(path.empty()) << "loss_scale.fix not found; looked in: " << looked;
+  gcc_test::Fixture fx;
+  ASSERT_TRUE(gcc_test::Fixture::Load(path, &fx, &err)) << err;
+  const gcc_test::FixtureArray &flags = fx.Get("found_inf"), &scales = fx.Get("scale");
+  const gcc_test::FixtureArray &trackers = fx.Get("growth_tracker"), &params = fx.Get("param");
+  const int64_t interval = fx.Get("growth_interval").i64()[0], n = flags.numel();
+  ASSERT_EQ(scales.numel(), n);
+  // the graph of one update: SGD under loss scaling, then AmpUpdateScale
+  gcc_graph *g = gcc_graph_new("update_rule", "<test>");
+  ASSERT_NE(g, nullptr);
+  gcc_diag d{};
+  gcc_shape one = {1, {1}}, scalar = {0, {0}};
+  int p, grad, buf, scale, found, tracker, steps, sgd, upd;
+  for (auto [name, shape, out] :
+       {std::make_tuple("p", &one, &p), std::make_tuple("p.grad", &one, &grad),
+        std::make_tuple("p.momentum_buffer", &one, &buf), std::make_tuple("scale", &scalar, &scale),
+        std::make_tuple("found_inf", &scalar, &found),
+        std::make_tuple("tracker", &scalar, &tracker), std::make_tuple("steps", &scalar, &steps)})
+    ASSERT_EQ(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, shape, GCC_VALUE_OPT_STATE, nullptr, 0,
+                                  out, &d),
+              GCC_OK)
+        << d.msg;
+  int sgd_in[6] = {p, grad, buf, scale, found, steps};
+  ASSERT_EQ(gcc_graph_add_node(g, "sgd", GCC_OP_SGD, sgd_in, 6, nullptr, 0, &sgd, &d), GCC_OK);
+  ASSERT_EQ(gcc_node_set_float(g, sgd, "lr", 0.5f), GCC_OK);
+  ASSERT_EQ(gcc_node_set_float(g, sgd, "momentum", 0.9f), GCC_OK);
+  int upd_in[4] = {scale, found, tracker, steps};
+  ASSERT_EQ(
+      gcc_graph_add_node(g, "update", GCC_OP_AMP_UPDATE_SCALE, upd_in, 4, nullptr, 0, &upd, &d),
+      GCC_OK);
+  ASSERT_EQ(gcc_node_set_int(g, upd, "growth_interval", interval), GCC_OK);
+  for (int node : {sgd, upd}) {
+    ASSERT_EQ(gcc_op_resolve_attrs(g, node, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_op(g->nodes[node].op)->shape(g, node, &d), GCC_OK) << d.msg;
+  }
+  float vals[7] = {0.0f, 0.0f, 0.0f, 65536.0f, 0.0f, 0.0f, 0.0f}; // p .. steps
+  gcc_tensor t[7];
+  gcc_tensor *tp[7];
+  for (int k = 0; k < 7; k++) {
+    t[k] = gcc_tensor{GCC_DT_FLOAT32, k < 3 ? one : scalar, 1, &vals[k]};
+    tp[k] = &t[k];
+  }
+  gcc_tensor *sgd_args[6] = {tp[0], tp[1], tp[2], tp[3], tp[4], tp[6]};
+  gcc_tensor *upd_args[4] = {tp[3], tp[4], tp[5], tp[6]};
+  gcc_cpu_ctx ctx{};
+  ctx.max_threads = 1;
+  ctx.diag = &d;
+  RefScaler ref(65536.0, interval);
+  for (int64_t k = 0; k < n; k++) {
+    SCOPED_TRACE("step " + std::to_string(k));
+    bool inf = flags.i64()[k] != 0;
+    ref.Update(inf);
+    EXPECT_EQ(ref.scale, (double)scales.f32()[k]);
+    EXPECT_EQ(ref.tracker, trackers.i64()[k]);
+    // the step as the plan runs it: the scaled gradient, the check's flag
+    vals[1] = inf ? INFINITY : vals[3] * 1.0f;
+    vals[4] = inf ? 1.0f : 0.0f;
+    gcc_kernel_args a{};
+    a.node = &g->nodes[sgd];
+    a.in = sgd_args;
+    a.n_in = 6;
+    a.ctx = &ctx;
+    ASSERT_EQ(gcc_cpu_op_of(GCC_OP_SGD)->kernel(&a), GCC_OK);
+    a.node = &g->nodes[upd];
+    a.in = upd_args;
+    a.n_in = 4;
+    ASSERT_EQ(gcc_cpu_op_of(GCC_OP_AMP_UPDATE_SCALE)->kernel(&a), GCC_OK);
+    ctx.optimizer_step++;
+    EXPECT_EQ(vals[3], scales.f32()[k]) << "the scale after the step";
+    EXPECT_EQ((int64_t)vals[5], trackers.i64()[k]) << "the growth tracker";
+    EXPECT_EQ(vals[0], params.f32()[k]) << "the parameter";
+  }
+  gcc_graph_free(g);
+}
 
 // Steps of the MLP with a scale that starts far above what float16 holds and
 // a growth interval of 3: the scale falls until the gradients fit, then
@@ -292,6 +477,11 @@ void TrajectoryFollowsTheRules(gcc_opt_kind kind, bool cuda) {
   EXPECT_GE(grown, 1) << "the scale never grew after " << kInterval << " good steps";
   EXPECT_GE(skipped_after_growth, 1) << "no overflow after a growth: the backoff is untested";
   EXPECT_LT(skipped, kSteps) << "every step skipped: nothing trained";
+  if (cuda) { // the scale, found_inf and the step count come from device memory, so the
+              // captured step replays right whatever they are (Adam's bias corrections too)
+    EXPECT_GE(hb.captures, 1);
+    EXPECT_GE(hb.replays, kSteps - 4);
+  }
   gcc_session_destroy(s);
   for (const std::string &v : hb.violations)
     ADD_FAILURE() << v;
@@ -414,6 +604,20 @@ void ResumeIsBitwise(bool cuda) {
   gcc_session_destroy(first);
   gcc_checkpoint ck{};
   ASSERT_EQ(gcc_checkpoint_find(dir.c_str(), &ck, nullptr, &d), GCC_OK) << d.msg;
+  if (!cuda) { // another growth interval, or no scaling: not this checkpoint's run
+    gcc_session *other = Session(g, Dynamic(kHugeScale, kInterval + 1), nullptr);
+    ASSERT_NE(other, nullptr);
+    EXPECT_EQ(gcc_checkpoint_check(&ck, g, other, &d), GCC_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(d.msg).find("growth_interval is 3, this run's is 4"), std::string::npos)
+        << d.msg;
+    gcc_session_destroy(other);
+    gcc_loss_scale none{};
+    other = Session(g, none, nullptr);
+    ASSERT_NE(other, nullptr);
+    EXPECT_EQ(gcc_checkpoint_check(&ck, g, other, &d), GCC_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(d.msg).find("--loss-scale"), std::string::npos) << d.msg;
+    gcc_session_destroy(other);
+  }
   gcc_session *resumed = Session(g, Dynamic(kHugeScale, kInterval), cuda ? &hb : nullptr);
   ASSERT_NE(resumed, nullptr);
   ASSERT_EQ(gcc_checkpoint_check(&ck, g, resumed, &d), GCC_OK) << d.msg;

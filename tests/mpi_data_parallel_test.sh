@@ -11,7 +11,11 @@
 #     saying why, with no model written;
 #  3. --dump-placement --ranks 2 lists the AllReduce buckets;
 #  4. the host-emulated CUDA plan under mpirun -np 2 (tests/dp_host_emulation:
-#     the bucketed schedule, MPI standing in for NCCL) matches one process.
+#     the bucketed schedule, MPI standing in for NCCL) matches one process;
+#  5. fp16 dynamic loss scaling under mpirun -np 2: the gradient check runs
+#     on the summed gradients, so every rank skips the same steps (else the
+#     ranks' parameters would part, or an Inf would reach them: both stop
+#     the run) and the run trains and reports its skipped steps.
 set -euo pipefail
 
 runfile() {
@@ -141,6 +145,18 @@ fi
 grep -E '^rank 0: |PASSED' "$TMP/emu.log" | head -8
 [[ $(grep -c 'PASSED' "$TMP/emu.log") == 2 ]] ||
   { cat "$TMP/emu.log"; echo "FAIL: the emulation test did not pass on both ranks" >&2; fail=1; }
+
+LINEAR=$(runfile models/linear.pb)
+if ! "${RANK_ENV[@]}" "${MPIRUN[@]}" -np 2 "$TRAIN" "$LINEAR" --device cpu --threads 1 --epochs 3 \
+     --precision fp16 --loss-scale-growth-interval 4 --no-output >"$TMP/fp16.log" 2>&1; then
+  cat "$TMP/fp16.log"; echo "FAIL: fp16 loss scaling under mpirun -np 2" >&2; fail=1
+fi
+grep -E '^fp16 loss scaling|^trained' "$TMP/fp16.log"
+[[ $(grep -c '^fp16 loss scaling: [1-9][0-9]* of 48 steps skipped' "$TMP/fp16.log") == 1 ]] ||
+  { cat "$TMP/fp16.log"; echo "FAIL: fp16 -np 2: no one summary of skipped steps" >&2; fail=1; }
+loss=$(grep -o 'final loss [0-9.]*' "$TMP/fp16.log" | grep -o '[0-9.]*$')
+awk -v l="$loss" 'BEGIN { exit !(l != "" && l < 0.1) }' ||
+  { echo "FAIL: fp16 -np 2: final loss '$loss' (not trained)" >&2; fail=1; }
 
 ((fail == 0)) && echo "PASS"
 exit "$fail"

@@ -11,9 +11,14 @@
 //    tests/cuda_host_shim.h, whose conversions are written independently of
 //    graph/half.h) store the same bits as the CPU backend, which computes in
 //    float32 and rounds the 16-bit values at the same points;
+//  - poolings, Concat, Transpose, Pad, ConvTranspose and BatchNormalization
+//    in 16 bits store the CPU's bits (averages: within a bound for any
+//    summation order); BatchNorm training statistics bit for bit;
 //  - the MLP's forward pass in bfloat16, on the CPU and host-emulated, lies
 //    in the interval a float64 reference with the same roundings allows
-//    (derived below), and its training runs on both.
+//    (derived below), and its training runs on both, as do the CNNs',
+//    MixedOpsNet's and the imported ResNet-style and MobileNet-style
+//    fixtures' in bfloat16 and float16.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -429,6 +434,124 @@ TEST(Kernels16, FusedCastsStoreTheBitsTheCpuStores) {
     EXPECT_TRUE(SameBits(cpu[0].f32[0], m16)) << cpu[0].f32[0] << " vs " << m16;
     gcc_graph_free(g);
   }
+}
+
+// BatchNormalization in training on a 16-bit X: x [N, 1] @ W [1, 4] (a
+// MatMul: autocast's LOW class, so its output is 16-bit, and with one term
+// per element exact in any GEMM) -> BatchNormalization over the 4 channels
+// (its training form: batch statistics, running statistics updated) ->
+// MSE against t [N, 4]; SGD lr 0.1.
+gcc_graph *BatchNormNet() {
+  gcc_builder *b = gcc_builder_new("batchnorm16", 5);
+  int64_t xd[2] = {GCC_BATCH_DIM, 1}, td[2] = {GCC_BATCH_DIM, 4}, wd[2] = {1, 4}, cd[1] = {4};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 2, td);
+  const float w[4] = {1.0f, -0.7f, 0.33f, 2.1f};
+  int mm[2] = {x, gcc_build_param(b, "w", 2, wd, w)};
+  int h = gcc_build_op(b, GCC_OP_MATMUL, "mm", "mm.out", mm, 2);
+  const float scale[4] = {1.0f, 0.75f, 1.25f, 0.5f}, shift[4] = {0.1f, -0.2f, 0.0f, 0.3f};
+  const float mean[4] = {0.0f, 0.1f, -0.1f, 0.0f}, var[4] = {1.0f, 0.5f, 2.0f, 1.0f};
+  int in[5] = {h, gcc_build_param(b, "bn.scale", 1, cd, scale),
+               gcc_build_param(b, "bn.bias", 1, cd, shift),
+               gcc_build_param(b, "bn.running_mean", 1, cd, mean),
+               gcc_build_param(b, "bn.running_var", 1, cd, var)};
+  int bn = gcc_build_op(b, GCC_OP_BATCH_NORM, "bn", "bn.out", in, 5);
+  int loss = gcc_build_mse(b, "loss", bn, t);
+  gcc_build_output(b, loss);
+  gcc_graph *g = FinishInlineTraining(b, "loss", nullptr, "x", "t", Opt(GCC_OPT_SGD, 0.1f));
+  if (g)
+    for (int v = 0; v < g->n_values; v++)
+      g->values[v].state |= strncmp(g->values[v].name, "bn.running_", 11) == 0;
+  return g;
+}
+
+// A training step of it in bfloat16 and float16 on the host-emulated CUDA
+// plan (the generated 16-bit BatchNormalization kernel) and on the CPU plan
+// (the CPU kernel on the widened X): the batch statistics are float64 sums
+// in the same order on both, so the running statistics the step writes
+// agree bit for bit, and so do the scale and bias it updates (BatchNormGrad
+// of the float32 loss gradient and the same X). Later steps read weights
+// that went through a GEMM's summation over the batch; they agree to the
+// tolerance of the training tests.
+TEST(Kernels16, BatchNormTrainingStepStoresTheBitsTheCpuStores) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  const int64_t rows = 64;
+  gcc_graph *g = BatchNormNet();
+  ASSERT_NE(g, nullptr);
+  for (int precision : {GCC_PRECISION_BF16, GCC_PRECISION_FP16}) {
+    SCOPED_TRACE(precision == GCC_PRECISION_BF16 ? "bf16" : "fp16");
+    { // the BatchNorm reads the MatMul's 16-bit output
+      gcc_graph *pl = Compile(g, precision, GCC_MODE_TRAIN, GCC_DEV_CUDA(0), rows);
+      ASSERT_NE(pl, nullptr);
+      int bns = 0;
+      for (int i = 0; i < pl->n_nodes; i++)
+        if (pl->nodes[i].op == GCC_OP_BATCH_NORM) {
+          bns++;
+          EXPECT_EQ(gcc_dtype_size(pl->values[pl->nodes[i].inputs[0]].dtype), 2u);
+          EXPECT_EQ(pl->nodes[i].device, GCC_DEV_CUDA(0));
+        }
+      EXPECT_EQ(bns, 1);
+      gcc_graph_free(pl);
+    }
+    HostBackend hb;
+    gcc_diag d{};
+    gcc_session_options co{};
+    co.threads = 1;
+    co.opt = g->training.opt;
+    co.precision = precision;
+    gcc_session_options dso = co;
+    dso.backend = &hb.be;
+    dso.device = GCC_DEV_CUDA(0);
+    dso.plan.sm = 90;
+    dso.plan.sm_count = 4;
+    dso.plan.compile = gcc_kernel_cache_hook;
+    dso.plan.compile_user = (void *)&kNoCache;
+    dso.max_pending = 1;
+    gcc_session *cpu = nullptr, *dev = nullptr;
+    ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+    std::mt19937 rng(29);
+    std::normal_distribution<float> nd(0.5f, 2.0f);
+    for (int step = 0; step < 3; step++) {
+      std::vector<float> x((size_t)rows), t((size_t)(rows * 4));
+      for (float &v : x)
+        v = nd(rng);
+      for (float &v : t)
+        v = nd(rng) * 0.25f;
+      float l1 = 0, l2 = 0;
+      ASSERT_EQ(gcc_session_train_step(cpu, x.data(), t.data(), rows, &l1, &d), GCC_OK) << d.msg;
+      ASSERT_EQ(gcc_session_train_step(dev, x.data(), t.data(), rows, &l2, &d), GCC_OK) << d.msg;
+      EXPECT_NEAR(l1, l2, 1e-5 * std::fabs(l1)) << "step " << step;
+      for (const char *p : {"bn.running_mean", "bn.running_var", "bn.scale", "bn.bias"}) {
+        float *a = nullptr, *c = nullptr;
+        int64_t n1 = 0, n2 = 0;
+        ASSERT_EQ(gcc_session_param(cpu, p, &a, &n1, &d), GCC_OK) << d.msg;
+        ASSERT_EQ(gcc_session_param(dev, p, &c, &n2, &d), GCC_OK) << d.msg;
+        ASSERT_EQ(n1, 4);
+        ASSERT_EQ(n2, 4);
+        for (int k = 0; k < 4; k++) {
+          if (step == 0) {
+            EXPECT_TRUE(SameBits(a[k], c[k])) << p << "[" << k << "]: " << a[k] << " vs " << c[k];
+          } else {
+            EXPECT_NEAR(a[k], c[k], 2e-3 * std::fmax(1.0f, std::fabs(a[k])))
+                << p << "[" << k << "] step " << step;
+          }
+        }
+      }
+    }
+    // the running mean moved: the training form ran
+    float *m = nullptr;
+    int64_t nm = 0;
+    ASSERT_EQ(gcc_session_param(cpu, "bn.running_mean", &m, &nm, &d), GCC_OK) << d.msg;
+    EXPECT_GT(std::fabs(m[0]), 0.05f);
+    gcc_session_destroy(dev);
+    gcc_session_destroy(cpu);
+    for (const std::string &v : hb.violations)
+      ADD_FAILURE() << v;
+  }
+  gcc_graph_free(g);
 }
 
 // ---- the MLP's forward pass in bfloat16: an interval from a float64 reference ---------

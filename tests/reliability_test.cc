@@ -684,6 +684,48 @@ TEST_F(Reliability, ResumeIsBitwiseTheUninterruptedRunAcrossEpochs) {
   EXPECT_EQ(ReadText(tmp_.file("u.pb")), ReadText(tmp_.file("r.pb")));
 }
 
+// The same under fp16 dynamic loss scaling (growth every 4 good steps, so
+// the scale moves and skips recur): the checkpoint carries the scale, the
+// growth tracker and the applied steps, and the resumed run ends bitwise
+// where the uninterrupted one does, with the same summary; a resume with
+// other loss-scaling settings is refused.
+TEST_F(Reliability, ResumeIsBitwiseTheUninterruptedRunUnderFp16LossScaling) {
+  std::vector<std::string> base = {Runfile("models/linear.pb"),
+                                   "--epochs",
+                                   "3",
+                                   "--seed",
+                                   "7",
+                                   "--device",
+                                   "cpu",
+                                   "--threads",
+                                   "1",
+                                   "--precision",
+                                   "fp16",
+                                   "--loss-scale-growth-interval",
+                                   "4"};
+  std::string ck = tmp_.file("ck");
+  Result u = RunBin("cli/gcc-train", Cat(base, {"--output", tmp_.file("u.pb")}));
+  ASSERT_EQ(u.exit_code, 0) << u;
+  Result r = RunBin("cli/gcc-train", Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "5",
+                                                "--max-steps", "23", "--no-output"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  Result other = RunBin("cli/gcc-train", {Runfile("models/linear.pb"), "--epochs", "3", "--seed",
+                                          "7", "--device", "cpu", "--threads", "1", "--precision",
+                                          "fp16", "--resume", ck, "--no-output"});
+  EXPECT_EQ(other.exit_code, 2) << other;
+  EXPECT_TRUE(Has(other.err, "growth_interval is 4, this run's is 2000")) << other;
+  r = RunBin("cli/gcc-train", Cat(base, {"--resume", ck, "--output", tmp_.file("r.pb")}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  ExpectSameParams(tmp_.file("u.pb"), tmp_.file("r.pb"));
+  EXPECT_EQ(ReadText(tmp_.file("u.pb")), ReadText(tmp_.file("r.pb")));
+  auto summary = [](const std::string &out) {
+    size_t at = out.find("fp16 loss scaling: ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  EXPECT_FALSE(summary(u.out).empty()) << u;
+  EXPECT_EQ(summary(u.out), summary(r.out)) << u << r;
+}
+
 // The MNIST MLP (SGD momentum 0.5: the momentum buffers are state), resumed
 // mid-epoch from the data loader's order, two threads as in the run before.
 TEST_F(Reliability, ResumeIsBitwiseTheUninterruptedRunForTheMlp) {

@@ -1695,8 +1695,8 @@ gcc_status gcc_cpu_cast(const gcc_kernel_args *a) {
 /* ---- fp16 loss scaling (torch.amp.GradScaler) ------------------------- */
 
 gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a) {
-  int bad = 0;
-  for (int k = 0; k < a->n_in && !bad; k++) {
+  int bad = 0; /* input 0, the CUDA kernel's scratch, is not needed here */
+  for (int k = AMP_CHECK_IN_GRADS; k < a->n_in && !bad; k++) {
     const float *x = F32(a->in[k]);
     int64_t n = a->in[k]->numel;
     for (int64_t i = 0; i < n; i++)

@@ -358,7 +358,10 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
     cudaDataType_t ty = lt_type(g->dtype);
     LT_TRY(cublasLtMatmulDescCreate(
         &e->op, g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    if (ops->bias && g->dtype != GCC_DT_FLOAT32) /* the bias in the operands' dtype */
+    /* the bias or bias gradient in D's type, as cublasLt.h documents it
+     * (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, _BIAS_POINTER; other types for
+     * FP8 and IMMA kernels only): codegen/gemm_map.c maps no other */
+    if (ops->bias && g->dtype != GCC_DT_FLOAT32)
       LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
                                             sizeof ty));
     LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));

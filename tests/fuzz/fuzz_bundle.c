@@ -1,8 +1,9 @@
 /* libFuzzer harness: .gccx bundles (gcc_bundle_parse, deploy/bundle.h).
  * Two passes per input: as is (header, sizes, checksums first), and with
  * every section's SHA-256 and the manifest's section list (sizes and
- * checksums) recomputed, so that the fuzzer also reaches the manifest and
- * graph checks behind them. Built and run by tools/fuzz.sh. */
+ * checksums) recomputed and the header's format version kept, so that the
+ * fuzzer also reaches the manifest, graph and (version 2) 16-bit weight
+ * checks behind them. Built and run by tools/fuzz.sh. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,7 +59,9 @@ static int fix_checksums(const uint8_t *data, size_t size, uint8_t **out, size_t
     break;
   }
   gcc_diag d = {0};
-  if (refs && gcc_bundle_pack(refs, ns, out, n, &d) == GCC_OK)
+  uint32_t version = (uint32_t)data[8] | (uint32_t)data[9] << 8 | (uint32_t)data[10] << 16 |
+                     (uint32_t)data[11] << 24; /* kept: version 2 reaches the 16-bit checks */
+  if (refs && gcc_bundle_pack_version(refs, ns, version, out, n, &d) == GCC_OK)
     ok = 1;
   free(manifest_text);
   free(refs);
