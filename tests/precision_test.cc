@@ -1338,6 +1338,12 @@ TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
   ASSERT_EQ(gcc_graph_clone(mlp_adam, &adamw, &d), GCC_OK) << d.msg;
   adamw->training.opt.decoupled = 1;
   adamw->training.opt.weight_decay = 1e-2f;
+  // fp16 loss scaling from 2^20: the float16 gradients overflow at first and
+  // those steps are skipped (the copies stay those of the unchanged weights)
+  gcc_graph *scaled = nullptr;
+  ASSERT_EQ(gcc_graph_clone(mlp, &scaled, &d), GCC_OK) << d.msg;
+  scaled->training.opt.scaler = {GCC_LOSS_SCALE_DYNAMIC, 1048576.0f, GCC_SCALER_GROWTH_FACTOR,
+                                 GCC_SCALER_BACKOFF_FACTOR, GCC_SCALER_GROWTH_INTERVAL};
   struct C {
     const char *name;
     const gcc_graph *g;
@@ -1351,6 +1357,7 @@ TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
       {"mnist_cnn sgd bf16", mcnn, GCC_PRECISION_BF16, 28 * 28, 4, 10, 2},
       {"mlp sgd without momentum fp16", plain, GCC_PRECISION_FP16, 36, 8, 5, 3},
       {"mlp adamw bf16", adamw, GCC_PRECISION_BF16, 36, 8, 5, 3},
+      {"mlp sgd fp16 loss-scaled", scaled, GCC_PRECISION_FP16, 36, 8, 5, 5},
   };
   for (const C &c : cases)
     for (bool device : {false, true}) {
@@ -1368,6 +1375,12 @@ TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
       ASSERT_TRUE(pn && pb);
       EXPECT_EQ(ParamCasts(pn), c.g == mixed ? 2 : 0);
       EXPECT_GT(ParamCasts(pb), ParamCasts(pn));
+      if (c.g == scaled) { // some steps skipped, some applied
+        gcc_loss_scale_state ls{};
+        ASSERT_EQ(gcc_session_loss_scale(now.s, &ls, &d), GCC_OK) << d.msg;
+        EXPECT_GT(ls.skipped_steps, 0);
+        EXPECT_GT(ls.applied_steps, 0);
+      }
       for (const std::string &v : now.hb.violations)
         ADD_FAILURE() << v;
       for (const std::string &v : now.hb.misaligned)
@@ -1379,6 +1392,7 @@ TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
   gcc_graph_free(mcnn);
   gcc_graph_free(plain);
   gcc_graph_free(adamw);
+  gcc_graph_free(scaled);
 }
 
 // Resuming from a checkpoint (the persistent arena: float32 weights and
