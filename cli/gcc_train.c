@@ -1627,7 +1627,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
       printf("%s; final loss %.6f\n", head, rep.test_loss);
     gcc_loss_scale_state ls;
     gcc_diag ld = {0};
-    if (!a->quiet && gcc_session_loss_scale(r->s, &ls, &ld) == GCC_OK && ls.on)
+    if (!a->quiet && gcc_session_steps(r->s) > 0 &&
+        gcc_session_loss_scale(r->s, &ls, &ld) == GCC_OK && ls.on)
       printf("fp16 loss scaling: %" PRId64 " of %" PRId64
              " steps skipped (inf/nan gradients), scale %g\n",
              ls.skipped_steps, gcc_session_steps(r->s), (double)ls.scale);

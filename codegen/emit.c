@@ -219,7 +219,9 @@ static gcc_status need_f32(emitter *e, int gi) {
   const gcc_group *gr = &g->groups[gi];
   for (int i = 0; i < gr->n_nodes; i++) {
     const gcc_node *n = &g->nodes[gr->nodes[i]];
-    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+    /* an update's 16-bit output: the copy its kernel stores (optimizer_copy) */
+    int n_out = (gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER) ? 0 : n->n_outputs;
+    for (int k = 0; k < n->n_inputs + n_out; k++) {
       int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
       if (v >= 0 && is16(vdt(g, v)))
         return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
@@ -1402,6 +1404,25 @@ static gcc_status optimizer_begin(emitter *e, int gi, gcc_kernel_info **kp, sig 
   return GCC_OK;
 }
 
+/* --precision bf16|fp16: the group's updates write their parameters' 16-bit
+ * copies (passes/autocast.c): the copy section's argument, and the store of
+ * the updated weight p[i] (one read of it, one rounded 16-bit store). */
+static void optimizer_copy_arg(emitter *e, int gi, sig *s) {
+  const gcc_node *n0 = &e->g->nodes[e->g->groups[gi].nodes[0]];
+  if (n0->n_outputs > 0)
+    param(e, s, GCC_KARG_PARAM_COPY, -1, out_type(vdt(e->g, n0->outputs[0])), "h");
+}
+
+static const char *optimizer_copy(emitter *e, int gi, char *buf, size_t cap) {
+  const gcc_node *n0 = &e->g->nodes[e->g->groups[gi].nodes[0]];
+  buf[0] = 0;
+  if (n0->n_outputs > 0) {
+    gcc_dtype t = vdt(e->g, n0->outputs[0]);
+    snprintf(buf, cap, "    h[i] = %sp[i]%s;\n", st_open(t), close16(t));
+  }
+  return buf;
+}
+
 static gcc_status optimizer_end(emitter *e, gcc_kernel_info *k, const sig *s, int64_t total) {
   set_grid(e, k, total);
   emit_wrapper(e, k, s->types);
@@ -1428,6 +1449,9 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   param(e, &s, GCC_KARG_LR, -1, "float", "lr");
   if (scaled)
     scaler_params(e, &s, n0, SGD_IN_SCALER);
+  optimizer_copy_arg(e, gi, &s);
+  char copy[96];
+  optimizer_copy(e, gi, copy, sizeof copy);
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -1447,14 +1471,14 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
       float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
   const char *gi_ = scaled ? "g[i] * inv" : "g[i]";
   if (!has_buf)
-    out(&e->src, "    p[i] = p[i] + (-lr) * (%s + wd * p[i]);\n  }\n}\n", gi_);
+    out(&e->src, "    p[i] = p[i] + (-lr) * (%s + wd * p[i]);\n%s  }\n}\n", gi_, copy);
   else
     out(&e->src,
         "    float d = %s + wd * p[i];\n"
         "    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;\n"
         "    buf[i] = b;\n"
-        "    p[i] = p[i] + (-lr) * (%s);\n  }\n}\n",
-        gi_, n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b");
+        "    p[i] = p[i] + (-lr) * (%s);\n%s  }\n}\n",
+        gi_, n0->av[SGD_NESTEROV].i ? "d + mom * b" : "b", copy);
   return optimizer_end(e, k, &s, total);
 }
 
@@ -1481,6 +1505,9 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
     param(e, &s, GCC_KARG_LR, -1, "float", "lr");
   if (scaled)
     scaler_params(e, &s, n0, ADAM_IN_SCALER);
+  optimizer_copy_arg(e, gi, &s);
+  char copy[96];
+  optimizer_copy(e, gi, copy, sizeof copy);
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -1508,7 +1535,7 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
       "    m[i] = m[i] * b1 + (1.0f - b1) * gi;\n"
       "    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;\n"
       "    float denom = sqrtf(v[i]) / bc2_sqrt + eps;\n"
-      "    p[i] = p[i] + (-step_size) * (m[i] / denom);\n  }\n}\n",
+      "    p[i] = p[i] + (-step_size) * (m[i] / denom);\n%s  }\n}\n",
       total, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
       float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f), float_lit(l3, sizeof l3, n0->av[ADAM_EPS].f),
       float_lit(l4, sizeof l4, n0->av[ADAM_WEIGHT_DECAY].f),
@@ -1519,7 +1546,8 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
       decoupled ? (scaled ? "    p[i] = p[i] * decay;\n    float gi = g[i] * inv;\n"
                           : "    p[i] = p[i] * decay;\n    float gi = g[i];\n")
       : scaled  ? "    float gi = g[i] * inv + wd * p[i];\n"
-                : "    float gi = g[i] + wd * p[i];\n");
+                : "    float gi = g[i] + wd * p[i];\n",
+      copy);
   return optimizer_end(e, k, &s, total);
 }
 

@@ -73,6 +73,10 @@ typedef enum gcc_karg_kind {
                            on lie consecutively, each padded to GCC_ARENA_ALIGN bytes (the
                            flat gradient section: AmpNonFiniteCheck); the runtime checks
                            that layout when it builds the plan */
+  GCC_KARG_PARAM_COPY,  /* optimizer: __nv_bfloat16* / __half* base of the section of the
+                          parameters' 16-bit copies (--precision bf16|fp16), at the
+                          parameters' element offsets: the kernel stores each updated
+                          weight rounded to nearest even */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 

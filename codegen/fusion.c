@@ -159,6 +159,15 @@ static int same_attrs(const gcc_node *a, const gcc_node *b) {
   return 1;
 }
 
+/* Updates `a` and `b` both write a 16-bit copy of their parameter of one
+ * dtype (--precision bf16|fp16), or neither: one kernel has one copy section. */
+static int same_copy(const gcc_graph *g, int a, int b) {
+  const gcc_node *x = &g->nodes[a], *y = &g->nodes[b];
+  if (x->n_outputs != y->n_outputs)
+    return 0;
+  return x->n_outputs == 0 || g->values[x->outputs[0]].dtype == g->values[y->outputs[0]].dtype;
+}
+
 /* Data-parallel: the gradient bucket of update `node` (the AllReduce that
  * sums its gradient), or -1 without one. */
 static int bucket_of(const gcc_graph *g, int node) {
@@ -184,12 +193,15 @@ static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
     int bucket = bucket_of(g, i);
     if (bucket < 0) {
       for (int j = i; j < g->n_nodes; j++)
-        if (!grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j]))
+        if (!grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j])) {
+          if (!same_copy(g, i, j))
+            break; /* the copy section starts or ends: the parameters stay consecutive */
           members[n++] = j;
+        }
     } else { /* data-parallel: one kernel per run of updates of one bucket, so that
                 each waits for its own bucket's all-reduce only */
       for (int j = i; j < g->n_nodes && !grouped(g, j) && same_attrs(&g->nodes[i], &g->nodes[j]) &&
-                      bucket_of(g, j) == bucket;
+                      same_copy(g, i, j) && bucket_of(g, j) == bucket;
            j++)
         members[n++] = j;
     }

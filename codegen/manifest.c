@@ -8,10 +8,10 @@
 #include "graph/ops.h"
 
 static const char *arg_kind_name(gcc_karg_kind k) {
-  static const char *const names[] = {"input",     "output",   "params",     "grads",
-                                      "state0",    "state1",   "numel",      "first_step",
-                                      "step_size", "bc2_sqrt", "lr",         "bad_label",
-                                      "i64",       "step",     "flat_inputs"};
+  static const char *const names[] = {"input",     "output",   "params",      "grads",
+                                      "state0",    "state1",   "numel",       "first_step",
+                                      "step_size", "bc2_sqrt", "lr",          "bad_label",
+                                      "i64",       "step",     "flat_inputs", "param_copy"};
   _Static_assert(sizeof names / sizeof names[0] == GCC_KARG_KIND_COUNT, "arg kinds");
   return (unsigned)k < GCC_KARG_KIND_COUNT ? names[k] : "?";
 }

@@ -546,7 +546,12 @@ gcc_status gcc_graph_link(gcc_graph *g, gcc_diag *d) {
   char desc[600];
   for (int i = 0; i < g->n_nodes; i++) {
     gcc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_outputs; k++) {
+    /* an optimizer's output (a parameter's 16-bit copy) is written for the
+     * next step: within a step it is read before the update, as the
+     * parameter is, and has no producer (GCC_OPF_OPTIMIZER) */
+    const gcc_op_desc *od = gcc_op(n->op);
+    int carried = od && (od->flags & GCC_OPF_OPTIMIZER);
+    for (int k = 0; k < n->n_outputs && !carried; k++) {
       gcc_value *v = &g->values[n->outputs[k]];
       if (v->producer >= 0) {
         free(caps);
@@ -654,6 +659,9 @@ gcc_status gcc_graph_toposort(gcc_graph *g, gcc_diag *d) {
     done[pick] = 1;
     order[placed++] = pick;
     const gcc_node *nd = &g->nodes[pick];
+    const gcc_op_desc *od = gcc_op(nd->op);
+    if (od && (od->flags & GCC_OPF_OPTIMIZER))
+      continue; /* its output is for the next step (gcc_graph_link) */
     for (int k = 0; k < nd->n_outputs; k++) {
       const gcc_value *v = &g->values[nd->outputs[k]];
       for (int c = 0; c < v->n_consumers; c++)

@@ -99,7 +99,8 @@ typedef enum gcc_value_kind {
   GCC_VALUE_PARAM,          /* trainable FLOAT32 initializer: persistent arena */
   GCC_VALUE_CONST,          /* non-trainable initializer or pass-made constant */
   GCC_VALUE_GRAD,           /* gradient of a parameter: persistent arena */
-  GCC_VALUE_OPT_STATE,      /* optimizer state (momentum, Adam moments): persistent */
+  GCC_VALUE_OPT_STATE,      /* optimizer state (momentum, Adam moments) and the 16-bit
+                               copy of a parameter that its update writes: persistent */
   GCC_VALUE_KIND_COUNT
 } gcc_value_kind;
 
@@ -110,7 +111,10 @@ typedef struct gcc_value {
   gcc_dtype dtype;
   gcc_shape shape;
   gcc_value_kind kind;
-  int producer;   /* node index, -1 if none */
+  /* node index, -1 if none; -1 too for the output of an optimizer update
+   * (a parameter's 16-bit copy, written for the next step: graph/ops.h
+   * GCC_OPF_OPTIMIZER) */
+  int producer;
   int *consumers; /* node indices (filled by gcc_graph_link) */
   int n_consumers;
   void *data; /* PARAM/CONST: owned element data, row-major LE */

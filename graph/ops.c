@@ -470,6 +470,19 @@ static gcc_status shape_optimizer(gcc_graph *g, int node, int scaler, gcc_diag *
       return shape_err(g, node, d, "parameter and its gradient/state differ in shape:", &p->shape,
                        &v->shape);
   }
+  if (n->n_outputs == 1) { /* the parameter's 16-bit copy (GCC_OPF_OPTIMIZER) */
+    gcc_value *c = out_val(g, node, 0);
+    if ((c->dtype != GCC_DT_BFLOAT16 && c->dtype != GCC_DT_FLOAT16) ||
+        c->kind != GCC_VALUE_OPT_STATE) {
+      char desc[600];
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: %s: output '%s' (%s, %s) must be the parameter's bfloat16 / "
+                          "float16 copy, which --precision bf16|fp16 makes",
+                          g->source, gcc_node_desc(g, node, desc, sizeof desc), c->name,
+                          gcc_dtype_name(c->dtype), gcc_value_kind_name(c->kind));
+    }
+    c->shape = p->shape;
+  }
   return GCC_OK;
 }
 
@@ -1350,6 +1363,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                     .attrs = kSgdAttrs,
                     .n_attrs = COUNT(kSgdAttrs),
                     .flags = GCC_OPF_OPTIMIZER,
+                    .opt_outputs = 1, /* the 16-bit copy */
                     .shape = shape_sgd,
                     .flops = flops_sgd,
                     .semantics = "torch.optim.SGD (momentum, dampening, weight_decay, "
@@ -1363,6 +1377,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                      .attrs = kAdamAttrs,
                      .n_attrs = COUNT(kAdamAttrs),
                      .flags = GCC_OPF_OPTIMIZER,
+                     .opt_outputs = 1, /* the 16-bit copy */
                      .shape = shape_adam,
                      .flops = flops_adam,
                      .semantics = "torch.optim.Adam (L2 weight_decay, bias-corrected moments)"},
@@ -1895,9 +1910,13 @@ gcc_status gcc_op_resolve_attrs(gcc_graph *g, int node, gcc_diag *d) {
     if (n->inputs[k] < 0)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: required input %d (of %s) is empty",
                           g->source, desc, k, op->input_names);
-  if (n->n_outputs != op->n_outputs)
-    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s has %d outputs, got %d", g->source, desc,
-                        op->n_outputs, n->n_outputs);
+  if (n->n_outputs < op->n_outputs || n->n_outputs > op->n_outputs + op->opt_outputs) {
+    if (!op->opt_outputs)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s has %d outputs, got %d", g->source,
+                          desc, op->n_outputs, n->n_outputs);
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s has %d to %d outputs, got %d", g->source,
+                        desc, op->n_outputs, op->n_outputs + op->opt_outputs, n->n_outputs);
+  }
   for (int k = 0; k < n->n_attrs; k++) {
     int found = 0;
     for (int j = 0; j < op->n_attrs; j++)

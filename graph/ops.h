@@ -62,11 +62,18 @@ typedef struct gcc_attr_spec {
 } gcc_attr_spec;
 
 enum {
-  GCC_OPF_ALIAS = 1u << 0,     /* output 0 is a view of input 0 (no copy, no kernel) */
-  GCC_OPF_OPTIMIZER = 1u << 2, /* no outputs; updates input 0 (param) and state in place */
-  GCC_OPF_INTERNAL = 1u << 3,  /* made by passes (gradients); accepted in files too */
-  GCC_OPF_LOSS = 1u << 4,      /* scalar loss of a training graph */
-  GCC_OPF_COPY = 1u << 5,      /* a copy between devices, made by copy insertion */
+  GCC_OPF_ALIAS = 1u << 0, /* output 0 is a view of input 0 (no copy, no kernel) */
+  /* updates input 0 (param) and state in place. Its one optional output
+   * (n_outputs + opt_outputs) is the parameter's 16-bit copy under
+   * --precision bf16|fp16 (passes/autocast.c): a persistent value
+   * ("<param>.bf16", OPT_STATE) that the update writes from the updated
+   * float32 weight for the next step. Like the parameter, the step reads it
+   * before the update runs: it has no producer (gcc_graph_link leaves -1),
+   * and every other reader comes before the update (gcc_verify). */
+  GCC_OPF_OPTIMIZER = 1u << 2,
+  GCC_OPF_INTERNAL = 1u << 3, /* made by passes (gradients); accepted in files too */
+  GCC_OPF_LOSS = 1u << 4,     /* scalar loss of a training graph */
+  GCC_OPF_COPY = 1u << 5,     /* a copy between devices, made by copy insertion */
   /* no outputs; sums its inputs (gradients) over the data-parallel ranks in
    * place, made by the all-reduce pass: every reader of an input that is not
    * its producer comes after it */
@@ -80,7 +87,8 @@ typedef struct gcc_op_desc {
   const char *input_names; /* "A, B, C" for messages */
   const gcc_attr_spec *attrs;
   int n_attrs;
-  unsigned flags; /* GCC_OPF_* */
+  unsigned flags;  /* GCC_OPF_* */
+  int opt_outputs; /* outputs a node may add after the n_outputs required (0: none) */
   gcc_shape_fn shape;
   gcc_flops_fn flops;    /* NULL: none (views, copies) */
   const char *semantics; /* where the definition comes from */

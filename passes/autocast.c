@@ -34,9 +34,22 @@
  * When a 16-bit node produces one, it writes a 16-bit temporary and a Cast
  * to float32 writes the value (so parameter gradients are float32, as
  * PyTorch's .grad of a float32 parameter). The optimizer updates the
- * float32 parameters (master weights); their 16-bit copies are Casts of
- * the parameters, one per (value, dtype) and shared by every reader in the
- * step (the forward and the backward GEMM of a layer read the same copy).
+ * float32 parameters (master weights), and writes their 16-bit copies in
+ * the same kernel: a parameter that a LOW node reads and an update node
+ * updates gets a persistent copy "<param>.bf16" / "<param>.fp16"
+ * (OPT_STATE, param_of the parameter), the update node's output (graph/ops.h
+ * GCC_OPF_OPTIMIZER): the update rounds the updated float32 weight once to
+ * nearest even and stores it, and the next step's GEMMs and convolutions
+ * (forward and backward) read it; the session makes it from the parameters
+ * when it starts, resumes, or is given parameters (runtime/session.h). No
+ * per-step Cast of such a parameter is left. A parameter without an update
+ * (no gradient reaches the loss) keeps a Cast, and so does every parameter
+ * of an evaluation plan (no update to make the copy: one Cast per batch,
+ * of the same float32 weights, so the same bits); options->param_copy_casts
+ * makes the Casts of before for every parameter (tests compare the two).
+ * Casts and copies are one per (value, dtype), shared by every reader in
+ * the step (the forward and the backward GEMM of a layer read the same
+ * one); a parameter that float32 nodes read too is read there as it is.
  *
  * Casts go right before the first node that reads them (or right after the
  * node whose output they convert), so the schedule keeps its order; fusion
@@ -157,7 +170,8 @@ const char *gcc_autocast_class_name(int op) {
 }
 
 /* A Cast made by the pass: (value, dtype) -> the cast value, and where it
- * goes in the schedule. */
+ * goes in the schedule; or a parameter's copy its update node writes
+ * (before and after -1, node the update). */
 typedef struct ac_cast {
   int value;
   gcc_dtype dt;
@@ -168,8 +182,9 @@ typedef struct ac_cast {
 
 typedef struct ac_ctx {
   gcc_graph *g;
-  ac_cast *casts;
+  ac_cast *casts; /* and the 16-bit copies updates write (no node of their own) */
   int n, cap;
+  int param_casts; /* gcc_options.param_copy_casts */
 } ac_ctx;
 
 static gcc_status push_cast(ac_ctx *c, const ac_cast *k, gcc_diag *d) {
@@ -205,8 +220,49 @@ static gcc_status cast_node(gcc_graph *g, int in, int out, gcc_dtype dt, int lik
   return gcc_op(GCC_OP_CAST)->shape(g, *node, d);
 }
 
-/* Value `v` in dtype `dt` for node `reader`: an existing cast, or a new one
- * that runs right before `reader`. */
+/* The update node of parameter `v`, or -1 (not trained: no gradient reaches
+ * the loss, or a running statistic). */
+static int update_of(const gcc_graph *g, int v) {
+  const gcc_value *val = &g->values[v];
+  if (val->kind != GCC_VALUE_PARAM || val->state)
+    return -1;
+  for (int c = 0; c < val->n_consumers; c++) {
+    const gcc_node *u = &g->nodes[val->consumers[c]];
+    if ((gcc_op(u->op)->flags & GCC_OPF_OPTIMIZER) && u->inputs[0] == v)
+      return val->consumers[c];
+  }
+  return -1;
+}
+
+/* Parameter `v`'s 16-bit copy "<param>.bf16" written by its update node `u`
+ * (its output) for the next step, in place of a Cast. */
+static gcc_status update_copy(ac_ctx *c, int v, gcc_dtype dt, int u, int *out, gcc_diag *d) {
+  gcc_graph *g = c->g;
+  char base[600];
+  snprintf(base, sizeof base, "%s.%s", g->values[v].name, short_dtype(dt));
+  ac_cast k = {.value = v, .dt = dt, .node = u, .before = -1, .after = -1}; /* no new node */
+  GCC_TRY(gcc_graph_add_temp(g, base, GCC_VALUE_OPT_STATE, &k.cast_value, d));
+  gcc_value *cv = &g->values[k.cast_value];
+  cv->dtype = dt;
+  cv->shape = g->values[v].shape;
+  cv->param_of = v;
+  gcc_node *n = &g->nodes[u];
+  int *outs = realloc(n->outputs, sizeof *outs);
+  if (!outs)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autocast)");
+  outs[0] = k.cast_value;
+  n->outputs = outs;
+  n->n_outputs = 1;
+  GCC_TRY(gcc_op_resolve_attrs(g, u, d));
+  GCC_TRY(gcc_op(n->op)->shape(g, u, d));
+  GCC_TRY(push_cast(c, &k, d));
+  *out = k.cast_value;
+  return GCC_OK;
+}
+
+/* Value `v` in dtype `dt` for node `reader`: an existing cast or copy, the
+ * 16-bit copy its update writes (a trained parameter), or a new Cast that
+ * runs right before `reader`. */
 static gcc_status cast_of(ac_ctx *c, int v, gcc_dtype dt, int reader, int *out, gcc_diag *d) {
   for (int i = 0; i < c->n; i++)
     if (c->casts[i].value == v && c->casts[i].dt == dt) {
@@ -214,6 +270,9 @@ static gcc_status cast_of(ac_ctx *c, int v, gcc_dtype dt, int reader, int *out, 
       return GCC_OK;
     }
   gcc_graph *g = c->g;
+  int u = dt != GCC_DT_FLOAT32 && !c->param_casts ? update_of(g, v) : -1;
+  if (u >= 0)
+    return update_copy(c, v, dt, u, out, d);
   char base[600];
   snprintf(base, sizeof base, "%s.%s", g->values[v].name, short_dtype(dt));
   ac_cast k = {.value = v, .dt = dt, .before = reader, .after = -1};
@@ -313,7 +372,7 @@ static gcc_status autocast_node(ac_ctx *c, int i, gcc_dtype low, gcc_diag *d) {
     gcc_dtype wk = k < f32_from ? want : GCC_DT_FLOAT32;
     if (v < 0 || !gcc_dtype_is_float(g->values[v].dtype) || g->values[v].dtype == wk)
       continue;
-    int cv;
+    int cv = -1;
     GCC_TRY(cast_of(c, v, wk, i, &cv, d));
     g->nodes[i].inputs[k] = cv;
   }
@@ -377,7 +436,7 @@ gcc_status gcc_pass_autocast(gcc_graph *g, const gcc_options *opt, gcc_diag *d) 
   gcc_dtype low = gcc_precision_dtype(opt->precision);
   if (low == GCC_DT_FLOAT32)
     return GCC_OK;
-  ac_ctx c = {.g = g};
+  ac_ctx c = {.g = g, .param_casts = opt->param_copy_casts};
   int n0 = g->n_nodes;
   gcc_status s = GCC_OK;
   for (int i = 0; i < n0 && s == GCC_OK; i++)

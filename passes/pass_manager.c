@@ -70,6 +70,16 @@ gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d) {
     }
     for (int k = 0; k < n->n_outputs && s == GCC_OK; k++) {
       int v = n->outputs[k];
+      if (gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER) { /* a 16-bit copy for the next step */
+        if (g->values[v].kind != GCC_VALUE_OPT_STATE || defined_at[v] != -1) {
+          s = gcc_diag_set(d, GCC_ERR_INTERNAL,
+                           "verify: %s writes '%s', which is not a parameter copy of its own",
+                           gcc_node_desc(g, i, desc, sizeof desc), g->values[v].name);
+          break;
+        }
+        defined_at[v] = -2; /* persistent: read from the start of the step */
+        continue;
+      }
       if (defined_at[v] != INT32_MAX) {
         s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: %s writes value '%s' defined elsewhere",
                          gcc_node_desc(g, i, desc, sizeof desc), g->values[v].name);
@@ -83,11 +93,13 @@ gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d) {
     const gcc_node *n = &g->nodes[i];
     if (!(gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER))
       continue;
-    int p = n->inputs[0];
-    if (last_read[p] > i)
-      s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: %s updates '%s' before node '%s' reads it",
-                       gcc_node_desc(g, i, desc, sizeof desc), g->values[p].name,
-                       g->nodes[last_read[p]].name);
+    for (int k = -1; k < n->n_outputs && s == GCC_OK; k++) { /* the parameter, its copy */
+      int p = k < 0 ? n->inputs[0] : n->outputs[k];
+      if (last_read[p] > i)
+        s = gcc_diag_set(d, GCC_ERR_INTERNAL, "verify: %s updates '%s' before node '%s' reads it",
+                         gcc_node_desc(g, i, desc, sizeof desc), g->values[p].name,
+                         g->nodes[last_read[p]].name);
+    }
   }
   /* an AllReduce must come before every reader of its gradients but their producer */
   for (int i = 0; i < g->n_nodes && s == GCC_OK; i++) {

@@ -90,6 +90,11 @@ typedef struct gcc_options {
    * float32 */
   int precision;
   FILE *dump_file; /* where dumps go (stderr if NULL) */
+  /* BF16 / FP16 training: 1 makes every parameter's 16-bit copy a Cast run
+   * each step, as before the optimizer update wrote the copies
+   * (passes/autocast.c); the same values, for tests to compare. No flag
+   * sets it. */
+  int param_copy_casts;
 } gcc_options;
 
 /* Prepares a loaded model for compilation: binds the batch, infers shapes,
@@ -137,7 +142,10 @@ gcc_status gcc_pass_all_reduce(gcc_graph *g, const gcc_options *opt, gcc_diag *d
  * their inputs' dtype. Conversions are Cast nodes (one per value and
  * dtype), scheduled right before their first reader; parameters,
  * gradients, optimizer state, graph outputs, the loss and the prediction
- * keep their dtype (a 16-bit result is cast back into them). Errors:
+ * keep their dtype (a 16-bit result is cast back into them). A trained
+ * parameter's 16-bit copy is no Cast: its update node writes it as its
+ * output ("<param>.bf16" / "<param>.fp16", a persistent OPT_STATE value)
+ * for the next step (unless opt->param_copy_casts). Errors:
  * GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_pass_autocast(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 

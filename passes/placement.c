@@ -65,6 +65,12 @@ static int device_has_kernel(const gcc_options *opt, int op_id, int dev) {
   return opt->target->supports_op(dev, op_id);
 }
 
+/* 1 if value `v` is parameter `p`'s 16-bit copy (its update's output) */
+static int is_copy_of(const gcc_graph *g, int v, int p) {
+  return g->values[v].kind == GCC_VALUE_OPT_STATE && g->values[v].param_of == p &&
+         g->values[v].dtype != GCC_DT_FLOAT32;
+}
+
 gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
   char desc[600], a[32], b[32];
   int requested = opt->device >= 0 ? opt->device : GCC_DEV_CPU;
@@ -122,9 +128,9 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
       g->values[n->outputs[k]].device = dev;
   }
 
-  /* parameters and constants live where their first consumer runs (and
-   * the graph's own state, fp16 loss scaling's, unless an update takes it
-   * home with its parameter below) */
+  /* parameters and constants live where their first consumer (or the first
+   * reader of their 16-bit copy) runs (and the graph's own state, fp16 loss
+   * scaling's, unless an update takes it home with its parameter below) */
   for (int v = 0; v < g->n_values; v++) {
     gcc_value *val = &g->values[v];
     if (val->kind != GCC_VALUE_PARAM && val->kind != GCC_VALUE_CONST &&
@@ -135,7 +141,7 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
       if (gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER)
         continue;
       for (int k = 0; k < n->n_inputs; k++)
-        if (n->inputs[k] == v) {
+        if (n->inputs[k] == v || (n->inputs[k] >= 0 && is_copy_of(g, n->inputs[k], v))) {
           val->device = n->device;
           break;
         }
@@ -159,6 +165,8 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
     for (int k = 2; k < n->n_inputs; k++)
       if (n->inputs[k] >= 0)
         g->values[n->inputs[k]].device = home; /* momentum / Adam moments */
+    for (int k = 0; k < n->n_outputs; k++)
+      g->values[n->outputs[k]].device = home; /* the 16-bit copy */
   }
   for (int v = 0; v < g->n_values; v++)
     if (g->values[v].device < 0)

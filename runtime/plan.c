@@ -289,6 +289,22 @@ static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_d
       off += (b + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
     }
   }
+  if (n0->n_outputs == 0)
+    return GCC_OK;
+  /* the 16-bit copies: at the parameters' element offsets (GCC_KARG_PARAM_COPY) */
+  char *base = p->addr[n0->outputs[0]];
+  size_t elems = 0;
+  for (int i = 0; i < gr->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[gr->nodes[i]];
+    int v = n->n_outputs > 0 ? n->outputs[0] : -1;
+    if (!base || v < 0 || (char *)p->addr[v] != base + elems * gcc_dtype_size(g->values[v].dtype))
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: optimizer kernel '%s': the 16-bit copy '%s' is not at its "
+                          "parameter's element offset in the copy section",
+                          g->source, gr->name, v >= 0 ? g->values[v].name : "?");
+    elems += (value_bytes(g, n->inputs[0]) + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN *
+             GCC_ARENA_ALIGN / sizeof(float);
+  }
   return GCC_OK;
 }
 
@@ -1374,6 +1390,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
     case GCC_KARG_GRADS: vals[a].p = p->addr[n0->inputs[1]]; break;
     case GCC_KARG_STATE0: vals[a].p = p->addr[n0->inputs[2]]; break;
     case GCC_KARG_STATE1: vals[a].p = p->addr[n0->inputs[3]]; break;
+    case GCC_KARG_PARAM_COPY: vals[a].p = p->addr[n0->outputs[0]]; break;
     case GCC_KARG_NUMEL: vals[a].ll = o->numel; break;
     case GCC_KARG_FIRST_STEP: vals[a].i = step == 0; break;
     case GCC_KARG_LR: vals[a].f = step_lr(p, n0); break;

@@ -84,10 +84,13 @@
 extern "C" {
 #endif
 
-/* Returns the persistent storage (float32, the value's numel elements, on
- * the device that runs the plan) of a PARAM, GRAD or OPT_STATE value of the
- * compiled graph, or NULL if the caller has none (an error naming the value
- * follows). */
+/* Returns the persistent storage (the value's numel elements of its dtype:
+ * float32, or bfloat16 / float16 for a parameter's 16-bit copy that its
+ * optimizer update writes; on the device that runs the plan) of a PARAM,
+ * GRAD or OPT_STATE value of the compiled graph, or NULL if the caller has
+ * none (an error naming the value follows). The copies of the parameters of
+ * one optimizer group must sit at their parameters' element offsets from
+ * the first one's (the optimizer kernel's GCC_KARG_PARAM_COPY section). */
 typedef void *(*gcc_bind_fn)(void *user, const gcc_graph *g, int value);
 
 /* Compiles a plan's generated kernels for sm_XX (NVRTC through the kernel

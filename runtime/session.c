@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/half.h"
 #include "passes/memplan.h"
 #include "runtime/comm.h"
 
@@ -21,6 +22,7 @@ typedef struct slot {
   int param; /* value index in the model */
   size_t numel;
   float *data, *grad, *state[2];
+  uint16_t *copy; /* --precision bf16|fp16: its 16-bit copy (host), else NULL */
 } slot;
 
 typedef struct cached_plan {
@@ -54,6 +56,16 @@ struct gcc_session {
   int on_device;
   void *dev_arena; /* the mirror of `arena` */
   int host_stale;  /* the device has newer parameters than `arena` */
+  /* --precision bf16|fp16: the parameters' 16-bit copies ("<param>.bf16"),
+   * at the parameters' element offsets, that the optimizer updates write
+   * (passes/autocast.c) and the next step's GEMMs read; not part of `arena`
+   * (nor of a checkpoint): made from the parameters whenever those are set
+   * from outside the steps (refresh_copies) */
+  gcc_dtype copy_dt; /* GCC_DT_FLOAT32: no copies */
+  uint16_t *copies;
+  size_t copies_bytes;
+  void *dev_copies; /* the device's (the one the steps use) */
+  int copies_stale; /* a CPU session's parameters were handed out writable */
   pending *pend;
   int n_pend, max_pend;
   /* --dataset-on-device: [x rows | y | perm] on the device */
@@ -136,6 +148,37 @@ static gcc_status download_arena(gcc_session *s, gcc_diag *d) {
   return st;
 }
 
+/* The 16-bit copies of the host arena's parameters (all of them, or `only`'s),
+ * rounded to nearest even as the optimizer kernels round them
+ * (graph/half.h), and on a device uploaded: after the session starts, and
+ * whenever parameters are set from outside the steps (checkpoint restore,
+ * broadcast, gcc_session_set_param, writes through gcc_session_param on the
+ * CPU), so that the next step reads the copy of the parameters it updates.
+ * Device errors. */
+static gcc_status refresh_copies(gcc_session *s, const slot *only, gcc_diag *d) {
+  if (!s->copies)
+    return GCC_OK;
+  for (int i = 0; i < s->n_slots; i++) {
+    const slot *sl = &s->slots[i];
+    if (only && sl != only)
+      continue;
+    if (s->copy_dt == GCC_DT_BFLOAT16)
+      for (size_t k = 0; k < sl->numel; k++)
+        sl->copy[k] = gcc_f32_to_bf16(sl->data[k]);
+    else
+      for (size_t k = 0; k < sl->numel; k++)
+        sl->copy[k] = gcc_f32_to_f16(sl->data[k]);
+    if (s->on_device && only) {
+      size_t at = (size_t)((char *)sl->copy - (char *)s->copies);
+      GCC_TRY(upload(s, (char *)s->dev_copies + at, sl->copy, sl->numel * sizeof(uint16_t), d));
+    }
+  }
+  if (only)
+    return GCC_OK;
+  s->copies_stale = 0;
+  return s->on_device ? upload(s, s->dev_copies, s->copies, s->copies_bytes, d) : GCC_OK;
+}
+
 gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options *o,
                               gcc_session **out, gcc_diag *d) {
   *out = NULL;
@@ -186,6 +229,20 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
                         "out of memory: the persistent arena needs %zu bytes", b);
   }
   memset(s->arena, 0, s->arena_bytes);
+  s->copy_dt = gcc_precision_dtype(o->precision);
+  if (s->copy_dt != GCC_DT_FLOAT32) {
+    s->copies_bytes = total * sizeof(uint16_t);
+    /* aligned_alloc takes a multiple of the alignment */
+    size_t alloc = (s->copies_bytes / GCC_ARENA_ALIGN + 1) * GCC_ARENA_ALIGN;
+    s->copies = aligned_alloc(GCC_ARENA_ALIGN, alloc);
+    if (!s->copies) {
+      size_t b = s->copies_bytes;
+      gcc_session_destroy(s);
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                          "out of memory: the parameters' 16-bit copies need %zu bytes", b);
+    }
+    memset(s->copies, 0, s->copies_bytes);
+  }
   s->max_pend = o->max_pending > 0 ? o->max_pending : 1;
   s->pend = calloc((size_t)s->max_pend, sizeof *s->pend);
   if (!s->pend) {
@@ -200,6 +257,8 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
     sl->grad = s->arena + total + off;
     for (int k = 0; k < ns; k++)
       sl->state[k] = s->arena + total * (size_t)(2 + k) + off;
+    if (s->copies)
+      sl->copy = s->copies + off;
     memcpy(sl->data, model->values[sl->param].data, sl->numel * sizeof(float));
     off += round_up(sl->numel);
   }
@@ -213,12 +272,18 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
     s->scaler[GCC_SESSION_SCALER_GROWTH_INTERVAL] = (float)ls->growth_interval;
     s->scaler[GCC_SESSION_SCALER_MODE] = (float)ls->mode;
   }
-  if (o->backend) {
-    gcc_status st = upload_arena(s, d);
-    if (st != GCC_OK) {
-      gcc_session_destroy(s);
-      return st;
-    }
+  gcc_status st = GCC_OK;
+  if (o->backend)
+    st = upload_arena(s, d);
+  if (st == GCC_OK && s->copies && o->backend)
+    st = s->opt.backend->alloc(s->opt.backend->self,
+                               s->copies_bytes ? s->copies_bytes : GCC_ARENA_ALIGN, &s->dev_copies,
+                               d);
+  if (st == GCC_OK)
+    st = refresh_copies(s, NULL, d);
+  if (st != GCC_OK) {
+    gcc_session_destroy(s);
+    return st;
   }
   *out = s;
   return GCC_OK;
@@ -236,6 +301,9 @@ void gcc_session_destroy(gcc_session *s) {
   }
   if (s->ds_dev)
     s->opt.backend->release(s->opt.backend->self, s->ds_dev);
+  if (s->dev_copies)
+    s->opt.backend->release(s->opt.backend->self, s->dev_copies);
+  free(s->copies);
   free(s->pend);
   free(s->slots);
   free(s->arena);
@@ -280,6 +348,8 @@ static void *bind_persistent(void *user, const gcc_graph *g, int v) {
   case GCC_VALUE_PARAM: return sl->data;
   case GCC_VALUE_GRAD: return sl->grad;
   case GCC_VALUE_OPT_STATE:
+    if (val->dtype != GCC_DT_FLOAT32) /* the parameter's 16-bit copy */
+      return val->dtype == s->copy_dt ? sl->copy : NULL;
     if (ends_with(val->name, ".exp_avg_sq"))
       return sl->state[1];
     return sl->state[0]; /* momentum_buffer or exp_avg */
@@ -319,6 +389,8 @@ static void *bind_storage(void *user, const gcc_graph *g, int v) {
   char *host = bind_persistent(user, g, v);
   if (!host || !s->on_device)
     return host;
+  if (s->copies && host >= (char *)s->copies && host < (char *)s->copies + s->copies_bytes)
+    return (char *)s->dev_copies + (host - (char *)s->copies);
   return (char *)s->dev_arena + (host - (char *)s->arena);
 }
 
@@ -363,6 +435,7 @@ static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   o.world_size = s->opt.comm ? s->opt.comm->size : 1;
   o.bucket_bytes = s->opt.bucket_bytes;
   o.precision = s->opt.precision;
+  o.param_copy_casts = s->opt.param_copy_casts;
   if (!s->dumped && s->opt.dump_after && mode == GCC_MODE_TRAIN) {
     o.dump_after = s->opt.dump_after;
     o.dump_file = s->opt.dump_file;
@@ -443,6 +516,8 @@ gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "%s: %d steps are pending: collect their losses first", s->model->source,
                         s->n_pend);
+  if (s->copies_stale)
+    GCC_TRY(refresh_copies(s, NULL, d));
   pending *pe = &s->pend[s->n_pend];
   memset(pe, 0, sizeof *pe);
   pe->step = s->steps;
@@ -697,9 +772,34 @@ gcc_status gcc_session_param(gcc_session *s, const char *name, float **data, int
   slot *sl;
   GCC_TRY(host_slot(s, "gcc_session_param", name, &sl, d));
   *data = sl->data;
+  s->copies_stale |= s->copies && !s->on_device; /* the caller may write the parameter */
   if (numel)
     *numel = (int64_t)sl->numel;
   return GCC_OK;
+}
+
+gcc_status gcc_session_set_param(gcc_session *s, const char *name, const float *data, int64_t numel,
+                                 gcc_diag *d) {
+  slot *sl = name ? find_slot(s, name) : NULL;
+  if (!sl)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: gcc_session_set_param: '%s' is not a parameter of the model",
+                        s->model->source, name ? name : "(null)");
+  if (!data || numel != (int64_t)sl->numel)
+    return gcc_diag_set(
+        d, GCC_ERR_INVALID_ARGUMENT, "%s: gcc_session_set_param: '%s' has %zu elements, got %lld%s",
+        s->model->source, name, sl->numel, (long long)numel, data ? "" : " and no data");
+  if (s->n_pend > 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: gcc_session_set_param: asynchronous steps are pending: collect their "
+                        "losses first",
+                        s->model->source);
+  GCC_TRY(download_arena(s, d)); /* the host arena whole again: one parameter changes */
+  memmove(sl->data, data, sl->numel * sizeof(float));
+  if (s->on_device)
+    GCC_TRY(upload(s, (char *)s->dev_arena + ((char *)sl->data - (char *)s->arena), sl->data,
+                   sl->numel * sizeof(float), d));
+  return refresh_copies(s, sl, d);
 }
 
 gcc_status gcc_session_grad(gcc_session *s, const char *name, float **data, int64_t *numel,
@@ -776,6 +876,7 @@ gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, 
     GCC_TRY(upload(s, s->dev_arena, s->arena, s->arena_bytes, d));
     s->host_stale = 0;
   }
+  GCC_TRY(refresh_copies(s, NULL, d)); /* the checkpoint keeps the float32 weights only */
   s->steps = steps;
   return GCC_OK;
 }
@@ -794,7 +895,7 @@ gcc_status gcc_session_broadcast_params(gcc_session *s, gcc_diag *d) {
     GCC_TRY(upload(s, s->dev_arena, s->arena, s->arena_bytes, d));
     s->host_stale = 0;
   }
-  return GCC_OK;
+  return refresh_copies(s, NULL, d);
 }
 
 gcc_status gcc_session_param_hash(gcc_session *s, uint64_t *hash, gcc_diag *d) {

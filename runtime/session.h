@@ -48,12 +48,19 @@ typedef struct gcc_session_options {
   /* --precision (graph/ir.h gcc_precision): the precision every plan of the
    * session is compiled for (gcc_options.precision); 0: float32 */
   int precision;
+  /* gcc_options.param_copy_casts of every plan (the per-step Casts of the
+   * parameters instead of the copies the updates write; for tests) */
+  int param_copy_casts;
 } gcc_session_options;
 
 typedef struct gcc_session gcc_session;
 
 /* Creates a session: allocates the persistent arena and copies the
- * model's parameters into it. The model must outlive the session.
+ * model's parameters into it; with --precision bf16|fp16 (o->precision)
+ * also the parameters' 16-bit copies (outside the arena, rounded to nearest
+ * even from the parameters), which each training step's optimizer updates
+ * rewrite and the next step's GEMMs and convolutions read (passes/autocast.c).
+ * The model must outlive the session.
  * Errors: GCC_ERR_OUT_OF_MEMORY; GCC_ERR_INVALID_GRAPH if the model has no
  * training spec. */
 gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options *o,
@@ -180,12 +187,23 @@ gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d);
 /* The current value of parameter `name`: *data points at its numel floats
  * in the session's host arena (numel may be NULL), valid until the session
  * is destroyed. On a device session this waits for the device and
- * refreshes the host copy first (writes to it are not sent back). Errors:
+ * refreshes the host copy first (writes to it are not sent back: use
+ * gcc_session_set_param). On the CPU, writes to it are the parameter's new
+ * value, and with --precision bf16|fp16 the next training step first remakes
+ * the 16-bit copies of the parameters from them. Errors:
  * GCC_ERR_INVALID_ARGUMENT when the model has no parameter `name`; the
  * device's error (GCC_ERR_DEVICE, ...) when the copy back fails, its
  * message prefixed with the parameter. *data is NULL after an error. */
 gcc_status gcc_session_param(gcc_session *s, const char *name, float **data, int64_t *numel,
                              gcc_diag *d);
+
+/* Sets parameter `name` to data[0 .. numel) (copied; on a device session
+ * uploaded), and with --precision bf16|fp16 its 16-bit copy, which the next
+ * training step's GEMMs read, to it rounded to nearest even. Errors
+ * (GCC_ERR_INVALID_ARGUMENT, naming the parameter): no parameter `name`,
+ * numel not its element count, steps pending; device errors. */
+gcc_status gcc_session_set_param(gcc_session *s, const char *name, const float *data, int64_t numel,
+                                 gcc_diag *d);
 
 /* The gradient of parameter `name` from the last training step, as
  * gcc_session_param (same errors). Under fp16 loss scaling it is the
@@ -218,7 +236,9 @@ gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d);
 gcc_status gcc_session_arena(gcc_session *s, const void **arena, size_t *bytes, gcc_diag *d);
 
 /* Resumes from a checkpoint: the persistent arena becomes `arena` (`bytes`
- * must be gcc_session_persistent_bytes; on a device, uploaded) and the
+ * must be gcc_session_persistent_bytes; on a device, uploaded; with
+ * --precision bf16|fp16 the parameters' 16-bit copies, which the arena does
+ * not hold, are made from its parameters) and the
  * optimizer step count `steps` (SGD's first-step rule and Adam's bias
  * correction follow it). GCC_ERR_INVALID_ARGUMENT for another size or with
  * steps pending; device errors. */

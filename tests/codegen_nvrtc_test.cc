@@ -101,9 +101,21 @@ void CompileAll(const Case &c) {
     EXPECT_NE(src.find("g[i] * inv"), std::string::npos);
   }
   if (c.precision == GCC_PRECISION_BF16 || c.precision == GCC_PRECISION_FP16) { /* 16 bits */
-    EXPECT_NE(std::string(ks.source).find(c.precision == GCC_PRECISION_BF16 ? "__nv_bfloat16*"
-                                                                            : "__half*"),
-              std::string::npos);
+    bool bf16 = c.precision == GCC_PRECISION_BF16;
+    std::string src(ks.source);
+    EXPECT_NE(src.find(bf16 ? "__nv_bfloat16*" : "__half*"), std::string::npos);
+    // training: the optimizer kernel stores each updated weight's 16-bit copy
+    // (passes/autocast.c), and no Cast of a parameter is left
+    size_t store =
+        src.find(bf16 ? "h[i] = __float2bfloat16_rn(p[i]);" : "h[i] = __float2half_rn(p[i]);");
+    EXPECT_EQ(store != std::string::npos, c.mode == GCC_MODE_TRAIN) << src;
+    if (c.mode == GCC_MODE_TRAIN) {
+      EXPECT_NE(src.rfind("optimizer_", store), std::string::npos);
+      for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == GCC_OP_CAST) {
+          EXPECT_NE(g->values[g->nodes[i].inputs[0]].kind, GCC_VALUE_PARAM) << g->nodes[i].name;
+        }
+    }
   }
   for (int sm : {80, 90}) {
     gcc_nvrtc_output out{};
@@ -174,6 +186,7 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
       {"linear_train_b16_bf16", lin, GCC_MODE_TRAIN, 16, 2, GCC_PRECISION_BF16},
       {"cifar_cnn_train_b64_bf16", cifar, GCC_MODE_TRAIN, 64, 4, GCC_PRECISION_BF16},
       {"mnist_cnn_eval_b1000_fp16", mcnn, GCC_MODE_EVAL, 1000, 2, GCC_PRECISION_FP16},
+      {"mnist_mlp_adam_b64_bf16", mlp_adam, GCC_MODE_TRAIN, 64, 2, GCC_PRECISION_BF16},
       // fp16 loss scaling: the gradient check, the scale update, and the
       // optimizers reading the scale from device memory (SGD with and without
       // a momentum buffer, Adam)

@@ -1076,6 +1076,12 @@ TEST(PlacementCli, DumpPlacementShowsSixteenBitValuesAndTheirSavings) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(Contains(text.out, "precision bf16: ")) << text.out;
   EXPECT_TRUE(Contains(text.out, "fc1.weight.bf16")) << text.out;
+  // the weight copies are the optimizer updates' outputs: no Cast of a parameter each step
+  EXPECT_FALSE(Contains(text.out, "fc1.weight/cast_bf16")) << text.out;
+  size_t at = text.out.find("fc1.weight/update");
+  ASSERT_NE(at, std::string::npos) << text.out;
+  std::string line = text.out.substr(at, text.out.find('\n', at) - at);
+  EXPECT_TRUE(Contains(line, "fc1.weight.bf16 bfloat16[512, 784]")) << line;
   EXPECT_TRUE(Contains(text.out, "bfloat16[64, 512]")) << text.out; // a node's output column
 
   gcc_test::ProcResult json =

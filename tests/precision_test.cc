@@ -163,8 +163,10 @@ gcc_graph *Mlp(gcc_opt_kind kind = GCC_OPT_SGD) {
 }
 
 gcc_graph *Compile(const gcc_graph *model, int precision, gcc_mode mode, int device,
-                   int64_t batch = 8) {
+                   int64_t batch = 8, bool param_casts = false, int world_size = 1) {
   gcc_options o{};
+  o.param_copy_casts = param_casts;
+  o.world_size = world_size;
   o.mode = mode;
   o.batch_size = batch;
   o.opt = model->training.opt;
@@ -204,6 +206,7 @@ TEST(Autocast, Bf16TrainingPlanFollowsTorchAutocast) {
     SCOPED_TRACE(std::string(n->name) + " (" + op + ")");
     const char *cls = gcc_autocast_class_name(n->op);
     ASSERT_NE(cls, nullptr);
+    bool update = (gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER) != 0;
     // the bias gradients of the 16-bit Gemms: summed in 16 bits, as addmm's
     // backward does under torch.autocast (checked below)
     if (op == "ReduceSumTo" &&
@@ -217,29 +220,51 @@ TEST(Autocast, Bf16TrainingPlanFollowsTorchAutocast) {
       if (strcmp(cls, "low") == 0) {
         EXPECT_EQ(dt, GCC_DT_BFLOAT16) << g->values[v].name;
       }
-      if (strcmp(cls, "fp32") == 0) {
-        EXPECT_EQ(dt, GCC_DT_FLOAT32) << g->values[v].name;
+      if (strcmp(cls, "fp32") == 0) { // an update reads float32, writes the 16-bit copy
+        EXPECT_EQ(dt, update && k >= n->n_inputs ? GCC_DT_BFLOAT16 : GCC_DT_FLOAT32)
+            << g->values[v].name;
       }
     }
     gemms += op == "Gemm";
   }
   EXPECT_EQ(gemms, 3 + 2 + 3); // forward, dX of fc2 and fc3, dW of all three
-  // parameters, gradients, the loss and the prediction keep float32
+  // parameters, gradients, optimizer state, the loss and the prediction keep
+  // float32; the parameters' copies that the updates write are bfloat16
+  int copies = 0;
   for (int v = 0; v < g->n_values; v++) {
     const gcc_value *val = &g->values[v];
+    bool copy = val->kind == GCC_VALUE_OPT_STATE && val->param_of >= 0 &&
+                std::string(val->name) == std::string(g->values[val->param_of].name) + ".bf16";
+    copies += copy;
     if (val->kind == GCC_VALUE_PARAM || val->kind == GCC_VALUE_GRAD ||
         val->kind == GCC_VALUE_OPT_STATE || strcmp(val->name, "loss") == 0 ||
         strcmp(val->name, "fc3.out") == 0) {
-      EXPECT_EQ(val->dtype, GCC_DT_FLOAT32) << val->name;
+      EXPECT_EQ(val->dtype, copy ? GCC_DT_BFLOAT16 : GCC_DT_FLOAT32) << val->name;
     }
   }
-  // one bfloat16 copy per parameter, shared by the forward and backward GEMMs
+  EXPECT_EQ(copies, 6);
+  // one bfloat16 copy per parameter, shared by the forward and backward
+  // GEMMs: no Cast, the output of the parameter's update
   for (const char *p : {"fc1.weight", "fc2.weight", "fc3.weight", "fc1.bias"}) {
     int casts = 0, pv = gcc_graph_find(g, p);
     ASSERT_GE(pv, 0);
     for (int c = 0; c < g->values[pv].n_consumers; c++)
       casts += strcmp(gcc_op_name(g->nodes[g->values[pv].consumers[c]].op), "Cast") == 0;
-    EXPECT_EQ(casts, 1) << p;
+    EXPECT_EQ(casts, 0) << p;
+    int cv = gcc_graph_find(g, (std::string(p) + ".bf16").c_str());
+    ASSERT_GE(cv, 0) << p;
+    EXPECT_EQ(g->values[cv].producer, -1) << p;
+    EXPECT_GE(g->values[cv].n_consumers, 1) << p;
+    int writers = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      if (g->nodes[i].n_outputs == 1 && g->nodes[i].outputs[0] == cv) {
+        writers++;
+        EXPECT_STREQ(gcc_op_name(g->nodes[i].op), "SGD") << p;
+        EXPECT_EQ(g->nodes[i].inputs[0], pv) << p;
+        for (int c = 0; c < g->values[cv].n_consumers; c++) // read before it is rewritten
+          EXPECT_LT(g->values[cv].consumers[c], i) << p;
+      }
+    EXPECT_EQ(writers, 1) << p;
   }
   // each bias gradient is the 16-bit column sum of the 16-bit output
   // gradient the dW GEMM reads (fc3's: the Cast of the loss gradient; fc1's
@@ -1396,6 +1421,438 @@ TEST(MixedPrecisionTraining, BothCnnsOnTheDeviceTrackTheCpu) {
     SCOPED_TRACE("cifar_cnn bf16");
     TrainBothAndCompare(g, GCC_PRECISION_BF16, 3 * 32 * 32, 10, 4, 2, 2e-2, 1e-3);
   }
+  gcc_graph_free(g);
+}
+
+// ---- the 16-bit weight copies the optimizer updates write ---------------------
+//
+// A trained parameter's bfloat16 / float16 copy is the output of its update
+// node (passes/autocast.c): the update rounds the updated float32 weight to
+// nearest even and stores it, and the next step's GEMMs read it, where the
+// plans before cast the parameter at the start of each step. Both round the
+// same float32 weights the same way, so training gives the same bits
+// (checked against the Cast plans, gcc_options.param_copy_casts), and the
+// copy must follow the parameters wherever they are set from outside a step.
+
+// Cast nodes reading a parameter: the per-step casts of 16-bit weight copies.
+int ParamCasts(const gcc_graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += g->nodes[i].op == GCC_OP_CAST && g->values[g->nodes[i].inputs[0]].kind == GCC_VALUE_PARAM;
+  return n;
+}
+
+// Update nodes that write their parameter's 16-bit copy.
+int UpdateCopies(const gcc_graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += (gcc_op(g->nodes[i].op)->flags & GCC_OPF_OPTIMIZER) && g->nodes[i].n_outputs == 1;
+  return n;
+}
+
+// x [N, 36] -> fc1 -> ReLU -> "shift": + fc1.bias (an Add: float32, so
+// fc1.bias is read in float32 there and in bfloat16 by fc1's Gemm) -> fc2 ->
+// cross-entropy; "aux", a Linear of x that is a graph output but not part of
+// the loss: no gradient, no update, so its Gemm reads a per-step Cast.
+gcc_graph *MixedUse(gcc_opt_kind kind = GCC_OPT_SGD) {
+  gcc_builder *b = gcc_builder_new("mixed_use", 11);
+  int64_t xd[2] = {GCC_BATCH_DIM, 36}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "image", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  int h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", x, 36, 24));
+  int shift_in[2] = {h, gcc_graph_find(b->g, "fc1.bias")};
+  h = gcc_build_op(b, GCC_OP_ADD, "shift", "shift.out", shift_in, 2);
+  int logits = gcc_build_linear(b, "fc2", h, 24, 5);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, gcc_build_linear(b, "aux", x, 36, 3));
+  gcc_build_output(b, loss);
+  return FinishInlineTraining(b, "loss", "fc2.out", "image", "label",
+                              Opt(kind, kind == GCC_OPT_ADAM ? 0.01f : 0.1f, 0.5f));
+}
+
+TEST(OptimizerCopies, TrainingPlansCastNoTrainedParameter) {
+  gcc_graph *mlp = Mlp(), *mlp_adam = Mlp(GCC_OPT_ADAM), *mcnn = nullptr, *cifar = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &mcnn, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &cifar, &d), GCC_OK) << d.msg;
+  ASSERT_TRUE(mlp && mlp_adam);
+  struct M {
+    const char *name;
+    const gcc_graph *g;
+    int params; // all read by a GEMM or convolution, all trained
+  } models[] = {{"mlp", mlp, 6},
+                {"mlp_adam", mlp_adam, 6},
+                {"mnist_cnn", mcnn, 10},
+                {"cifar_cnn", cifar, 10}};
+  for (const M &m : models)
+    for (int prec : {GCC_PRECISION_BF16, GCC_PRECISION_FP16})
+      for (int dev : {GCC_DEV_CPU, GCC_DEV_CUDA(0)}) {
+        SCOPED_TRACE(std::string(m.name) + " " + gcc_precision_name(prec) +
+                     (dev == GCC_DEV_CPU ? " cpu" : " cuda"));
+        int np = 0;
+        for (int v = 0; v < m.g->n_values; v++)
+          np += m.g->values[v].kind == GCC_VALUE_PARAM;
+        ASSERT_EQ(np, m.params);
+        gcc_graph *g = Compile(m.g, prec, GCC_MODE_TRAIN, dev, 4);
+        gcc_graph *old = Compile(m.g, prec, GCC_MODE_TRAIN, dev, 4, true);
+        gcc_graph *ev = Compile(m.g, prec, GCC_MODE_EVAL, dev, 4);
+        ASSERT_TRUE(g && old && ev);
+        EXPECT_EQ(ParamCasts(g), 0); // no per-step pass over the weights
+        EXPECT_EQ(UpdateCopies(g), m.params);
+        // the plans of before: one Cast per parameter each step, no copies
+        EXPECT_EQ(ParamCasts(old), m.params);
+        EXPECT_EQ(UpdateCopies(old), 0);
+        EXPECT_EQ(g->n_nodes, old->n_nodes - m.params);
+        // an evaluation plan has no update to make the copy: it casts the
+        // same float32 weights (the same bits) once per batch
+        EXPECT_EQ(ParamCasts(ev), m.params);
+        if (dev != GCC_DEV_CPU) { // the copies live with their parameters, on the GPU
+          for (int v = 0; v < g->n_values; v++)
+            if (g->values[v].kind == GCC_VALUE_OPT_STATE && g->values[v].dtype != GCC_DT_FLOAT32) {
+              EXPECT_EQ(g->values[v].device, GCC_DEV_CUDA(0)) << g->values[v].name;
+            }
+          for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].op == GCC_OP_COPY) { // only the batch, the loss and the prediction
+              EXPECT_NE(g->values[g->nodes[i].inputs[0]].kind, GCC_VALUE_OPT_STATE)
+                  << g->nodes[i].name;
+            }
+        }
+        gcc_graph_free(g);
+        gcc_graph_free(old);
+        gcc_graph_free(ev);
+      }
+  gcc_graph_free(mlp);
+  gcc_graph_free(mlp_adam);
+  gcc_graph_free(mcnn);
+  gcc_graph_free(cifar);
+}
+
+TEST(OptimizerCopies, UntrainedParametersKeepTheirCastFloat32ReadersTheParameter) {
+  gcc_graph *model = MixedUse();
+  ASSERT_NE(model, nullptr);
+  for (int dev : {GCC_DEV_CPU, GCC_DEV_CUDA(0)}) {
+    gcc_graph *g = Compile(model, GCC_PRECISION_BF16, GCC_MODE_TRAIN, dev);
+    ASSERT_NE(g, nullptr);
+    auto readers = [&](const char *v, int op) {
+      int n = 0, vi = gcc_graph_find(g, v);
+      EXPECT_GE(vi, 0) << v;
+      for (int c = 0; vi >= 0 && c < g->values[vi].n_consumers; c++)
+        n += g->nodes[g->values[vi].consumers[c]].op == op;
+      return n;
+    };
+    // aux: no gradient reaches the loss, no update: its Gemm reads a Cast
+    EXPECT_EQ(readers("aux.weight", GCC_OP_CAST), 1);
+    EXPECT_EQ(readers("aux.bias", GCC_OP_CAST), 1);
+    EXPECT_LT(gcc_graph_find(g, "aux.weight.bf16_1"), 0);
+    int aux_copy = gcc_graph_find(g, "aux.weight.bf16");
+    ASSERT_GE(aux_copy, 0);
+    EXPECT_EQ(g->values[aux_copy].kind, GCC_VALUE_ACTIVATION); // a Cast's, per step
+    // fc1.bias: read by the Add in float32 and by fc1's Gemm through the copy
+    // its update writes
+    EXPECT_EQ(readers("fc1.bias", GCC_OP_CAST), 0);
+    EXPECT_EQ(readers("fc1.bias", GCC_OP_ADD), 1);
+    EXPECT_EQ(readers("fc1.bias", GCC_OP_SGD), 1);
+    EXPECT_EQ(readers("fc1.bias.bf16", GCC_OP_GEMM), 1);
+    int copy = gcc_graph_find(g, "fc1.bias.bf16");
+    ASSERT_GE(copy, 0);
+    EXPECT_EQ(g->values[copy].kind, GCC_VALUE_OPT_STATE);
+    EXPECT_EQ(g->values[copy].param_of, gcc_graph_find(g, "fc1.bias"));
+    EXPECT_EQ(ParamCasts(g), 2);
+    EXPECT_EQ(UpdateCopies(g), 4);
+    gcc_graph_free(g);
+  }
+  gcc_graph_free(model);
+}
+
+// Data-parallel: every update (and so its copy) comes after the AllReduce
+// of its gradient: the copy is of the all-reduced update.
+TEST(OptimizerCopies, DataParallelCopiesFollowTheAllReduce) {
+  gcc_graph *model = Mlp();
+  ASSERT_NE(model, nullptr);
+  for (int dev : {GCC_DEV_CPU, GCC_DEV_CUDA(0)}) {
+    gcc_graph *g = Compile(model, GCC_PRECISION_FP16, GCC_MODE_TRAIN, dev, 8, false, 2);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(ParamCasts(g), 0);
+    EXPECT_EQ(UpdateCopies(g), 6);
+    int reduces = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const gcc_node *u = &g->nodes[i];
+      reduces += u->op == GCC_OP_ALL_REDUCE;
+      if (!(gcc_op(u->op)->flags & GCC_OPF_OPTIMIZER))
+        continue;
+      ASSERT_EQ(u->n_outputs, 1) << u->name;
+      int ar = -1;
+      for (int j = 0; j < g->n_nodes; j++)
+        for (int k = 0; k < g->nodes[j].n_inputs; k++)
+          if (g->nodes[j].op == GCC_OP_ALL_REDUCE && g->nodes[j].inputs[k] == u->inputs[1])
+            ar = j;
+      ASSERT_GE(ar, 0) << u->name;
+      EXPECT_LT(ar, i) << u->name;
+      if (dev != GCC_DEV_CPU) { // its kernel waits for that bucket
+        ASSERT_GE(u->group, 0);
+        EXPECT_EQ(g->groups[u->group].kind, GCC_GROUP_OPTIMIZER);
+      }
+    }
+    EXPECT_GT(reduces, 0);
+    gcc_graph_free(g);
+  }
+  gcc_graph_free(model);
+}
+
+struct Sess {
+  gcc_session *s = nullptr;
+  HostBackend hb; // a device session's (unused on the CPU)
+  ~Sess() { gcc_session_destroy(s); }
+};
+
+// A session of `g` at `precision` on the CPU or the host-emulated GPU,
+// with the Cast plans of before when `casts`.
+void MakeSession(const gcc_graph *g, int precision, bool device, bool casts, Sess *out) {
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  gcc_session_options o{};
+  o.threads = 1;
+  o.opt = g->training.opt;
+  o.precision = precision;
+  o.param_copy_casts = casts;
+  if (device) {
+    o.backend = &out->hb.be;
+    o.device = GCC_DEV_CUDA(0);
+    o.plan.sm = 90;
+    o.plan.sm_count = 4;
+    o.plan.compile = gcc_kernel_cache_hook;
+    o.plan.compile_user = (void *)&kNoCache;
+    o.max_pending = 1;
+  }
+  gcc_diag d{};
+  ASSERT_EQ(gcc_session_create(g, &o, &out->s, &d), GCC_OK) << d.msg;
+}
+
+// The batch of optimizer step `step`: `rows` samples of `features` normal
+// floats, labels below `classes` (the same for every session).
+void Batch(int step, int64_t rows, int64_t features, int classes, std::vector<float> *x,
+           std::vector<int64_t> *y) {
+  std::mt19937 rng(1000u + (unsigned)step);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  x->resize((size_t)(rows * features));
+  y->resize((size_t)rows);
+  for (float &v : *x)
+    v = nd(rng);
+  for (int64_t &v : *y)
+    v = (int64_t)(rng() % (uint32_t)classes);
+}
+
+// Steps first .. last - 1 on session `s`; their losses appended to *losses.
+void Train(gcc_session *s, int first, int last, int64_t rows, int64_t features, int classes,
+           std::vector<float> *losses) {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  gcc_diag d{};
+  for (int t = first; t < last; t++) {
+    Batch(t, rows, features, classes, &x, &y);
+    float l = 0;
+    ASSERT_EQ(gcc_session_train_step(s, x.data(), y.data(), rows, &l, &d), GCC_OK) << d.msg;
+    losses->push_back(l);
+  }
+}
+
+uint64_t Hash(gcc_session *s) {
+  uint64_t h = 0;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_session_param_hash(s, &h, &d), GCC_OK) << d.msg;
+  return h;
+}
+
+bool SameLossBits(const std::vector<float> &a, const std::vector<float> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); i++)
+    if (!SameBits(a[i], b[i]))
+      return false;
+  return true;
+}
+
+// The training plan of session `s` (batch `rows`).
+const gcc_graph *TrainPlan(gcc_session *s, int64_t rows) {
+  gcc_plan *p = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, &d), GCC_OK) << d.msg;
+  return p ? gcc_plan_graph(p) : nullptr;
+}
+
+TEST(OptimizerCopies, TrainingGivesTheBitsOfTheCastPlans) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  gcc_graph *mlp = Mlp(), *mlp_adam = Mlp(GCC_OPT_ADAM), *mixed = MixedUse(GCC_OPT_ADAM);
+  gcc_graph *mcnn = nullptr, *plain = nullptr, *adamw = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &mcnn, &d), GCC_OK) << d.msg;
+  ASSERT_TRUE(mlp && mlp_adam && mixed);
+  // the other branches of the optimizer kernels: SGD without momentum, AdamW
+  ASSERT_EQ(gcc_graph_clone(mlp, &plain, &d), GCC_OK) << d.msg;
+  plain->training.opt.momentum = 0.0f;
+  plain->training.opt.weight_decay = 1e-3f;
+  ASSERT_EQ(gcc_graph_clone(mlp_adam, &adamw, &d), GCC_OK) << d.msg;
+  adamw->training.opt.decoupled = 1;
+  adamw->training.opt.weight_decay = 1e-2f;
+  // fp16 loss scaling from 2^20: the float16 gradients overflow at first and
+  // those steps are skipped (the copies stay those of the unchanged weights)
+  gcc_graph *scaled = nullptr;
+  ASSERT_EQ(gcc_graph_clone(mlp, &scaled, &d), GCC_OK) << d.msg;
+  scaled->training.opt.scaler = {GCC_LOSS_SCALE_DYNAMIC, 1048576.0f, GCC_SCALER_GROWTH_FACTOR,
+                                 GCC_SCALER_BACKOFF_FACTOR, GCC_SCALER_GROWTH_INTERVAL};
+  struct C {
+    const char *name;
+    const gcc_graph *g;
+    int precision;
+    int64_t features, rows;
+    int classes, steps;
+  } cases[] = {
+      {"mlp sgd bf16", mlp, GCC_PRECISION_BF16, 36, 8, 5, 5},
+      {"mlp adam fp16", mlp_adam, GCC_PRECISION_FP16, 36, 8, 5, 5},
+      {"mixed_use adam bf16", mixed, GCC_PRECISION_BF16, 36, 8, 5, 4},
+      {"mnist_cnn sgd bf16", mcnn, GCC_PRECISION_BF16, 28 * 28, 4, 10, 2},
+      {"mlp sgd without momentum fp16", plain, GCC_PRECISION_FP16, 36, 8, 5, 3},
+      {"mlp adamw bf16", adamw, GCC_PRECISION_BF16, 36, 8, 5, 3},
+      {"mlp sgd fp16 loss-scaled", scaled, GCC_PRECISION_FP16, 36, 8, 5, 5},
+  };
+  for (const C &c : cases)
+    for (bool device : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (device ? " host-emulated cuda" : " cpu"));
+      Sess now, before;
+      MakeSession(c.g, c.precision, device, false, &now);
+      MakeSession(c.g, c.precision, device, true, &before);
+      ASSERT_TRUE(now.s && before.s);
+      std::vector<float> l1, l2;
+      Train(now.s, 0, c.steps, c.rows, c.features, c.classes, &l1);
+      Train(before.s, 0, c.steps, c.rows, c.features, c.classes, &l2);
+      EXPECT_TRUE(SameLossBits(l1, l2));
+      EXPECT_EQ(Hash(now.s), Hash(before.s)) << "the parameters after " << c.steps << " steps";
+      const gcc_graph *pn = TrainPlan(now.s, c.rows), *pb = TrainPlan(before.s, c.rows);
+      ASSERT_TRUE(pn && pb);
+      EXPECT_EQ(ParamCasts(pn), c.g == mixed ? 2 : 0);
+      EXPECT_GT(ParamCasts(pb), ParamCasts(pn));
+      if (c.g == scaled) { // some steps skipped, some applied
+        gcc_loss_scale_state ls{};
+        ASSERT_EQ(gcc_session_loss_scale(now.s, &ls, &d), GCC_OK) << d.msg;
+        EXPECT_GT(ls.skipped_steps, 0);
+        EXPECT_GT(ls.applied_steps, 0);
+      }
+      for (const std::string &v : now.hb.violations)
+        ADD_FAILURE() << v;
+      for (const std::string &v : now.hb.misaligned)
+        ADD_FAILURE() << v;
+    }
+  gcc_graph_free(mlp);
+  gcc_graph_free(mlp_adam);
+  gcc_graph_free(mixed);
+  gcc_graph_free(mcnn);
+  gcc_graph_free(plain);
+  gcc_graph_free(adamw);
+  gcc_graph_free(scaled);
+}
+
+// Resuming from a checkpoint (the persistent arena: float32 weights and
+// optimizer state, no copies) continues bit for bit: the session makes the
+// copies from the restored weights, not from the model's initial ones.
+TEST(OptimizerCopies, ResumeIsBitwiseTheUninterruptedRun) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  gcc_graph *g = Mlp(GCC_OPT_ADAM);
+  ASSERT_NE(g, nullptr);
+  for (int prec : {GCC_PRECISION_BF16, GCC_PRECISION_FP16})
+    for (bool device : {false, true}) {
+      SCOPED_TRACE(std::string(gcc_precision_name(prec)) +
+                   (device ? " host-emulated cuda" : " cpu"));
+      Sess whole, first, resumed;
+      MakeSession(g, prec, device, false, &whole);
+      MakeSession(g, prec, device, false, &first);
+      MakeSession(g, prec, device, false, &resumed);
+      ASSERT_TRUE(whole.s && first.s && resumed.s);
+      std::vector<float> lw, lf, lr;
+      Train(whole.s, 0, 5, 8, 36, 5, &lw);
+      Train(first.s, 0, 2, 8, 36, 5, &lf);
+      const void *arena = nullptr;
+      size_t bytes = 0;
+      gcc_diag d{};
+      ASSERT_EQ(gcc_session_arena(first.s, &arena, &bytes, &d), GCC_OK) << d.msg;
+      std::vector<char> saved((const char *)arena, (const char *)arena + bytes);
+      ASSERT_EQ(gcc_session_restore(resumed.s, saved.data(), saved.size(), 2, &d), GCC_OK) << d.msg;
+      Train(resumed.s, 2, 5, 8, 36, 5, &lr);
+      lf.insert(lf.end(), lr.begin(), lr.end());
+      EXPECT_TRUE(SameLossBits(lw, lf));
+      EXPECT_EQ(Hash(whole.s), Hash(resumed.s));
+    }
+  gcc_graph_free(g);
+}
+
+// Parameters given to a session (gcc_session_set_param; on the CPU also
+// written through gcc_session_param's pointer) train as a model that
+// starts from them: the next step reads their copies, not stale ones.
+TEST(OptimizerCopies, CopiesFollowParametersSetThroughTheApi) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  gcc_graph *g = Mlp();
+  ASSERT_NE(g, nullptr);
+  gcc_diag d{};
+  // parameters after 3 steps, and a model that starts from them
+  Sess src;
+  MakeSession(g, GCC_PRECISION_BF16, false, false, &src);
+  ASSERT_NE(src.s, nullptr);
+  std::vector<float> ignore;
+  Train(src.s, 0, 3, 8, 36, 5, &ignore);
+  gcc_graph *moved = nullptr;
+  ASSERT_EQ(gcc_session_export(src.s, &moved, &d), GCC_OK) << d.msg;
+  std::vector<std::string> names;
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].kind == GCC_VALUE_PARAM)
+      names.push_back(g->values[v].name);
+  ASSERT_EQ(names.size(), 6u);
+  for (bool device : {false, true})
+    for (bool pointer : {false, true}) {
+      if (device && pointer)
+        continue; // a device session's gcc_session_param is a read-back copy
+      SCOPED_TRACE(std::string(device ? "host-emulated cuda" : "cpu") +
+                   (pointer ? ", written through gcc_session_param" : ", gcc_session_set_param"));
+      Sess ref, set;
+      MakeSession(moved, GCC_PRECISION_BF16, device, false, &ref);
+      MakeSession(g, GCC_PRECISION_BF16, device, false, &set);
+      ASSERT_TRUE(ref.s && set.s);
+      for (const std::string &p : names) {
+        int v = gcc_graph_find(moved, p.c_str());
+        const float *want = (const float *)moved->values[v].data;
+        int64_t n = gcc_shape_numel(&moved->values[v].shape, nullptr);
+        if (pointer) {
+          float *w = nullptr;
+          int64_t m = 0;
+          ASSERT_EQ(gcc_session_param(set.s, p.c_str(), &w, &m, &d), GCC_OK) << d.msg;
+          ASSERT_EQ(m, n);
+          memcpy(w, want, (size_t)n * sizeof(float));
+        } else {
+          ASSERT_EQ(gcc_session_set_param(set.s, p.c_str(), want, n, &d), GCC_OK) << d.msg;
+        }
+      }
+      EXPECT_EQ(Hash(ref.s), Hash(set.s));
+      std::vector<float> l1, l2;
+      Train(ref.s, 3, 6, 8, 36, 5, &l1);
+      Train(set.s, 3, 6, 8, 36, 5, &l2);
+      EXPECT_TRUE(SameLossBits(l1, l2));
+      EXPECT_EQ(Hash(ref.s), Hash(set.s));
+    }
+  // errors name the parameter
+  Sess s;
+  MakeSession(g, GCC_PRECISION_BF16, false, false, &s);
+  std::vector<float> w(24 * 36, 0.5f);
+  EXPECT_EQ(gcc_session_set_param(s.s, "fc9.weight", w.data(), (int64_t)w.size(), &d),
+            GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("fc9.weight"), std::string::npos) << d.msg;
+  EXPECT_EQ(gcc_session_set_param(s.s, "fc1.weight", w.data(), 5, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("864"), std::string::npos) << d.msg;
+  EXPECT_EQ(gcc_session_set_param(s.s, "fc1.weight", w.data(), (int64_t)w.size(), &d), GCC_OK)
+      << d.msg;
+  float *p = nullptr;
+  ASSERT_EQ(gcc_session_param(s.s, "fc1.weight", &p, nullptr, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(p[100], 0.5f);
+  gcc_graph_free(moved);
   gcc_graph_free(g);
 }
 

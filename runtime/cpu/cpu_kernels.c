@@ -631,6 +631,15 @@ gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a) {
 
 /* ---- optimizers ------------------------------------------------------- */
 
+/* An update's output, the parameter's 16-bit copy (--precision bf16|fp16):
+ * the plan runner gives the kernel a float32 stand-in and rounds it into the
+ * copy right after the node (runtime/plan.c shadows), so the updated weight
+ * is rounded once, to nearest even, as the CUDA optimizer kernel's store. */
+static void store_copy(const gcc_kernel_args *a, const float *p) {
+  if (a->n_out > 0 && a->out[0])
+    memcpy(a->out[0]->data, p, (size_t)a->in[0]->numel * sizeof(float));
+}
+
 /* Loss scaling (inputs from `at` on, graph/ops.h SCALER_IN_*): 0 when the
  * step is skipped (found_inf), else 1 with GradScaler's inv_scale (float64
  * reciprocal rounded to float32) and the optimizer steps applied so far;
@@ -658,9 +667,12 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   int nesterov = (int)n->av[SGD_NESTEROV].i;
   float inv;
   double steps;
-  if (!scaler_step(a, SGD_IN_SCALER, &inv, &steps))
-    return GCC_OK; /* GradScaler.step skips optimizer.step */
+  if (!scaler_step(a, SGD_IN_SCALER, &inv, &steps)) {
+    store_copy(a, p); /* the parameter as it is: its float32 stand-in is rounded after */
+    return GCC_OK;    /* GradScaler.step skips optimizer.step */
+  }
   sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, steps == 0.0, inv);
+  store_copy(a, p);
   return GCC_OK;
 }
 
@@ -673,8 +685,10 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   float eps = n->av[ADAM_EPS].f, wd = n->av[ADAM_WEIGHT_DECAY].f;
   float inv;
   double steps;
-  if (!scaler_step(a, ADAM_IN_SCALER, &inv, &steps))
-    return GCC_OK; /* skipped: the moments and the step count stay */
+  if (!scaler_step(a, ADAM_IN_SCALER, &inv, &steps)) {
+    store_copy(a, p); /* the parameter as it is: its float32 stand-in is rounded after */
+    return GCC_OK;    /* skipped: the moments and the step count stay */
+  }
   double step = steps + 1.0;
   /* as torch.optim.Adam (1.13, single-tensor path): corrections in double */
   double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
@@ -685,6 +699,7 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
   adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, decoupled ? 0.0f : wd, step_size, bc2_sqrt,
             decay, inv);
+  store_copy(a, p);
   return GCC_OK;
 }
 
