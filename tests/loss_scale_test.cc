@@ -596,9 +596,9 @@ void ResumeIsBitwise(bool cuda) {
   EXPECT_GT(mid.skipped_steps, 0);
   EXPECT_NE(mid.scale, kHugeScale);
   EXPECT_GT(mid.growth_tracker, 0.0f) << "resume with a growth tracker part way";
-  char tmpl[] = "/tmp/loss_scale_test.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string dir = tmpl;
+  gcc_test::TempDir tmp("loss_scale_test"); // under $TEST_TMPDIR, removed at the end
+  ASSERT_FALSE(tmp.path().empty());
+  std::string dir = tmp.path();
   gcc_diag d{};
   ASSERT_EQ(gcc_checkpoint_write(dir.c_str(), first, g, 0, half, 1, &d), GCC_OK) << d.msg;
   gcc_session_destroy(first);
@@ -638,8 +638,6 @@ void ResumeIsBitwise(bool cuda) {
   EXPECT_EQ(x.skipped_steps, y.skipped_steps);
   gcc_session_destroy(resumed);
   gcc_session_destroy(whole);
-  std::string cmd = "rm -rf '" + dir + "'";
-  EXPECT_EQ(system(cmd.c_str()), 0);
   gcc_graph_free(g);
 }
 
