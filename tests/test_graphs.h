@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -69,6 +70,41 @@ inline gcc_graph *TinyRegressor() {
   return FinishInlineTraining(b, "loss", "fc2.out", "x", "y", Opt(GCC_OPT_SGD, 0.05f));
 }
 
+// The ops torch.autocast leaves in their input's dtype, as MixedOpsNet and
+// precision_test's MixedOpsChain use them on `in` [N, 4, 9, 9]: MaxPool(3,
+// stride 2, pad 1), AveragePool(3, stride 2, pad 1, count_include_pad 0) and
+// AveragePool(2, stride 2, pads (0, 0, 1, 1): asymmetric, cuDNN cannot, a
+// generated kernel) -> Concat (channels) [N, 12, 5, 5] ("concat", also
+// returned in *cat) -> Transpose (H, W) -> Pad (constant 0.25, 1 each side of
+// H and W) [N, 12, 7, 7], the node named `pad_name`, whose value it returns.
+inline int PoolConcatTransposePad(gcc_builder *b, int in, const char *pad_name, int *cat_out) {
+  const int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};
+  const int64_t pasym[4] = {0, 0, 1, 1};
+  int mp = gcc_build_op(b, GCC_OP_MAX_POOL, "maxpool", "maxpool.out", &in, 1);
+  gcc_build_set_ints(b, mp, "kernel_shape", k3, 2);
+  gcc_build_set_ints(b, mp, "strides", s2, 2);
+  gcc_build_set_ints(b, mp, "pads", p1, 4);
+  int ap = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool", "avgpool.out", &in, 1);
+  gcc_build_set_ints(b, ap, "kernel_shape", k3, 2);
+  gcc_build_set_ints(b, ap, "strides", s2, 2);
+  gcc_build_set_ints(b, ap, "pads", p1, 4);
+  int aa = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool_asym", "avgpool_asym.out", &in, 1);
+  gcc_build_set_ints(b, aa, "kernel_shape", k2, 2);
+  gcc_build_set_ints(b, aa, "strides", s2, 2);
+  gcc_build_set_ints(b, aa, "pads", pasym, 4);
+  int cat_in[3] = {mp, ap, aa};
+  int cat = gcc_build_op(b, GCC_OP_CONCAT, "concat", "concat.out", cat_in, 3);
+  gcc_build_set_int(b, cat, "axis", 1);
+  const int64_t perm[4] = {0, 1, 3, 2}, pads[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  int tr = gcc_build_op(b, GCC_OP_TRANSPOSE, "transpose", "transpose.out", &cat, 1);
+  gcc_build_set_ints(b, tr, "perm", perm, 4);
+  int pd = gcc_build_op(b, GCC_OP_PAD, pad_name, (std::string(pad_name) + ".out").c_str(), &tr, 1);
+  gcc_build_set_ints(b, pd, "pads", pads, 8);
+  gcc_build_set_float(b, pd, "value", 0.25f);
+  *cat_out = cat;
+  return pd;
+}
+
 // The ops torch.autocast leaves in their input's dtype, and ConvTranspose,
 // in one small classifier (issue 19's mixed-precision kernels): image
 // [N, 3, 9, 9] -> Conv(3 -> 4, 3x3, pad 1) -> BatchNormalization (running
@@ -94,29 +130,9 @@ inline gcc_graph *MixedOpsNet() {
                   gcc_build_param(b, "bn.running_mean", 1, cd, mean),
                   gcc_build_param(b, "bn.running_var", 1, cd, var)};
   int r = gcc_build_relu(b, "relu1", gcc_build_op(b, GCC_OP_BATCH_NORM, "bn", "bn.out", bn_in, 5));
-  const int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};
-  const int64_t pasym[4] = {0, 0, 1, 1};
-  int mp = gcc_build_op(b, GCC_OP_MAX_POOL, "maxpool", "maxpool.out", &r, 1);
-  gcc_build_set_ints(b, mp, "kernel_shape", k3, 2);
-  gcc_build_set_ints(b, mp, "strides", s2, 2);
-  gcc_build_set_ints(b, mp, "pads", p1, 4);
-  int ap = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool", "avgpool.out", &r, 1);
-  gcc_build_set_ints(b, ap, "kernel_shape", k3, 2);
-  gcc_build_set_ints(b, ap, "strides", s2, 2);
-  gcc_build_set_ints(b, ap, "pads", p1, 4);
-  int aa = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "avgpool_asym", "avgpool_asym.out", &r, 1);
-  gcc_build_set_ints(b, aa, "kernel_shape", k2, 2);
-  gcc_build_set_ints(b, aa, "strides", s2, 2);
-  gcc_build_set_ints(b, aa, "pads", pasym, 4);
-  int cat_in[3] = {mp, ap, aa};
-  int cat = gcc_build_op(b, GCC_OP_CONCAT, "concat", "concat.out", cat_in, 3);
-  gcc_build_set_int(b, cat, "axis", 1);
-  const int64_t perm[4] = {0, 1, 3, 2}, pads[8] = {0, 0, 1, 1, 0, 0, 1, 1};
-  int tr = gcc_build_op(b, GCC_OP_TRANSPOSE, "transpose", "transpose.out", &cat, 1);
-  gcc_build_set_ints(b, tr, "perm", perm, 4);
-  int pd = gcc_build_op(b, GCC_OP_PAD, "pad", "pad.out", &tr, 1);
-  gcc_build_set_ints(b, pd, "pads", pads, 8);
-  gcc_build_set_float(b, pd, "value", 0.25f);
+  int cat = -1;
+  int pd = PoolConcatTransposePad(b, r, "pad", &cat);
+  const int64_t s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};
   int64_t wd[4] = {12, 2, 3, 3}, bd[1] = {2};
   float w[12 * 2 * 9];
   uint32_t st = 12345u;
