@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -617,6 +616,25 @@ TEST_F(CliTest, EveryFlagIsCheckedBeforeAnythingRuns) {
   EXPECT_TRUE(Has(ok.err, "; IR after pass autodiff")) << ok;
 }
 
+// The run summary's "fp16 loss scaling: N of 32 steps skipped (inf/nan
+// gradients), scale S" line in `out`, S a whole number: N and S, or false.
+bool LossScaleLine(const std::string &out, int *skipped, std::string *scale) {
+  const std::string head = "fp16 loss scaling: ";
+  size_t at = out.find(head);
+  size_t eol = at == std::string::npos ? at : out.find('\n', at);
+  if (eol == std::string::npos)
+    return false;
+  std::string line = out.substr(at + head.size(), eol - at - head.size());
+  char s[64] = "";
+  int end = 0;
+  if (sscanf(line.c_str(), "%d of 32 steps skipped (inf/nan gradients), scale %63s%n", skipped, s,
+             &end) != 2 ||
+      end != (int)line.size() || s[strspn(s, "0123456789")] != '\0')
+    return false;
+  *scale = s;
+  return true;
+}
+
 // fp16 loss scaling (--loss-scale): dynamic by default under --precision
 // fp16, a summary line of the skipped steps and the final scale; a
 // meaningless or malformed setting is a command-line error before anything
@@ -631,31 +649,27 @@ TEST_F(CliTest, LossScaleDefaultsToDynamicUnderFp16AndReportsSkippedSteps) {
   };
   Result r = with({"--precision", "fp16"});
   ASSERT_EQ(r.exit_code, 0) << r;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m,
-                                std::regex("fp16 loss scaling: ([0-9]+) of 32 steps skipped "
-                                           "\\(inf/nan gradients\\), scale ([0-9]+)\n")))
-      << r;
+  int skipped = -1;
+  std::string scale;
+  ASSERT_TRUE(LossScaleLine(r.out, &skipped, &scale)) << r;
   // 32 steps cannot reach a growth (every 2000): each skip halved 65536
-  int skipped = std::stoi(m[1]);
   EXPECT_GE(skipped, 1) << "65536 overflows this model's float16 gradients at first";
   EXPECT_LT(skipped, 32);
-  EXPECT_EQ(std::stod(m[2]), std::ldexp(65536.0, -skipped)) << r;
+  EXPECT_EQ(std::stod(scale), std::ldexp(65536.0, -skipped)) << r;
   // --log-dir: the scale and the skipped steps after every epoch
   std::string dir = tmp_.file("runs");
   Result lg = with({"--precision", "fp16", "--log-dir", dir});
   ASSERT_EQ(lg.exit_code, 0) << lg;
   std::string csv = ReadText(dir + "/metrics.csv");
-  EXPECT_TRUE(Has(csv, ",32,train/loss_scale," + std::string(m[2]) + "\n")) << csv;
+  EXPECT_TRUE(Has(csv, ",32,train/loss_scale," + scale + "\n")) << csv;
   EXPECT_TRUE(Has(csv, ",32,train/skipped_steps," + std::to_string(skipped) + "\n")) << csv;
   EXPECT_TRUE(Has(csv, ",16,train/loss_scale,")) << csv;
   // growth after every good step: the scale ends above where it started to fall
   Result g = with({"--precision", "fp16", "--loss-scale-growth-interval", "1"});
   ASSERT_EQ(g.exit_code, 0) << g;
-  ASSERT_TRUE(
-      std::regex_search(g.out, m, std::regex("fp16 loss scaling: ([0-9]+) of 32 steps skipped")))
-      << g;
-  EXPECT_GT(std::stoi(m[1]), skipped) << "doubling every step overflows again and again";
+  int skipped_g = -1;
+  ASSERT_TRUE(LossScaleLine(g.out, &skipped_g, &scale)) << g;
+  EXPECT_GT(skipped_g, skipped) << "doubling every step overflows again and again";
   // a fixed scale never moves; one this large skips every step
   Result f = with({"--precision", "fp16", "--loss-scale", "1e30"});
   ASSERT_EQ(f.exit_code, 0) << f;
