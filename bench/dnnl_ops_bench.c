@@ -262,6 +262,9 @@ static void bench_pools(gcc_dnnl *dn, int threads) {
   gcc_dnnl_pool_desc ps[] = {
       {GCC_DNNL_POOL_MAX, 64, 6, 24, 24, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 1},
       {GCC_DNNL_POOL_MAX, 64, 16, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 1},
+      /* ResNet's stem, MaxPool2d(3, 2, 1) at batch 16 (224x224 images):
+       * the general loops against oneDNN's workspace forward and backward */
+      {GCC_DNNL_POOL_MAX, 16, 64, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 1},
   };
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
     gcc_dnnl_pool_desc p = ps[i];
@@ -273,7 +276,7 @@ static void bench_pools(gcc_dnnl *dn, int threads) {
     op_run f = {0}, b = {0}, bx = {0};
     op_run fi = {0};
     gcc_dnnl_pool_desc pi = p;
-    pi.training = 0; /* inference: the tiled loops */
+    pi.training = 0; /* a plan's forward: this layer's loops */
     if (gcc_dnnl_pool_fwd_create(dn, &p, &f.op, &d) ||
         gcc_dnnl_pool_bwd_create(dn, &p, &b.op, &d) ||
         gcc_dnnl_max_pool_bwd_from_x_create(dn, &p, &bx.op, &d) ||
@@ -287,8 +290,10 @@ static void bench_pools(gcc_dnnl *dn, int threads) {
     b.ptrs[0] = dY, b.ptrs[1] = ws, b.ptrs[2] = dX;
     bx.ptrs[0] = dY, bx.ptrs[1] = X, bx.ptrs[2] = dX;
     char name[64];
-    snprintf(name, sizeof name, "max 2x2 %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64, p.n, p.c,
-             p.h, p.w);
+    snprintf(name, sizeof name,
+             "max %" PRId64 "x%" PRId64 " s%" PRId64 " p%" PRId64 " %" PRId64 "x%" PRId64
+             "x%" PRId64 "x%" PRId64,
+             p.kh, p.kw, p.sh, p.pt, p.n, p.c, p.h, p.w);
     printf("| %s | fwd (training) | %s | %.1f |\n", name, gcc_dnnl_op_impl(f.op),
            median_us(run_op, &f));
     printf("| %s | bwd (workspace) | %s | %.1f |\n", name, gcc_dnnl_op_impl(b.op),

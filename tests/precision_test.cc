@@ -1053,8 +1053,8 @@ std::vector<float> RefPoolGrad(const PoolGradCase &pc, const std::vector<float> 
 // store the CPU's bits: host-emulated CUDA plan, CPU plan and the reference
 // above agree bit for bit, ties (x takes four values) included. A NaN in X
 // wins its windows (MaxPoolGrad's semantics, the CPU kernel's and cuDNN's
-// NaN-propagating max) in the CUDA plan; the CPU plan's oneDNN primitive
-// does not propagate it, so its plane is left out of the CPU comparison.
+// NaN-propagating max) in both plans. The float32 average pooling gradient of
+// the CPU plan is oneDNN's, compared within a bound (see below).
 // Float32 plans keep cuDNN for the windows it expresses (the dilated and
 // the asymmetric ones are generated kernels there too).
 TEST(Kernels16, PoolingGradientsAreGeneratedKernelsThatStoreTheCpuBits) {
@@ -1132,23 +1132,35 @@ TEST(Kernels16, PoolingGradientsAreGeneratedKernelsThatStoreTheCpuBits) {
       for (int plan = 0; plan < 2; plan++) {
         const std::vector<float> &got = out[plan][(size_t)c].f32;
         ASSERT_EQ(got.size(), want.size());
-        int differ = 0, nonzero = 0, nan_plane = 0;
+        // Max pooling, both plans, the plane with a NaN included, bit for bit:
+        // the CPU plan's max pooling gradient is runtime/cpu's own loops
+        // (PyTorch's first maximum, NaN winning) on every ISA, not oneDNN's JIT
+        // kernels, whose ties differed between AVX2 and AVX-512.
+        // Average pooling in float32 on the CPU plan is oneDNN's backward
+        // primitive, whose JIT kernel divides and sums in another order on
+        // AVX-512 than on AVX2 (49 of 972 elements of case 2 differed in the
+        // last bit there): within a bound instead. dX is a sum of at most
+        // ceil(k/s)^2 = 4 terms dY/div, each rounded once (1 ulp) and summed
+        // with 3 roundings: |got - want| <= 8 * 2^-24 * sum |dY/div| (2x margin).
+        bool bounded = plan == 0 && !kPoolGrads[c].max && low == GCC_DT_FLOAT32;
+        std::vector<float> scale;
+        if (bounded) {
+          std::vector<float> dy_abs(dyq.size());
+          for (size_t i = 0; i < dyq.size(); i++)
+            dy_abs[i] = std::fabs(dyq[i]);
+          scale = RefPoolGrad(kPoolGrads[c], xq, dy_abs, low);
+        }
+        int differ = 0, nonzero = 0;
         for (size_t i = 0; i < want.size(); i++) {
-          // the CPU plan's oneDNN max pooling backward (float32 operands, which
-          // the shadows of 16-bit ones are) lets the NaN lose: see NaN below
-          if (plan == 0 && kPoolGrads[c].max && i / 81 == 1) {
-            nan_plane += !SameBits(got[i], want[i]);
-            continue;
-          }
-          differ += !SameBits(got[i], want[i]);
+          if (bounded)
+            differ += !(std::fabs(got[i] - want[i]) <= 8.0f * 0x1p-24f * scale[i]);
+          else
+            differ += !SameBits(got[i], want[i]);
           nonzero += want[i] != 0.0f;
         }
-        EXPECT_EQ(differ, 0) << (plan ? "CUDA plan" : "CPU plan");
+        EXPECT_EQ(differ, 0) << (plan ? "CUDA plan" : "CPU plan")
+                             << (bounded ? " (within the bound)" : " (bit for bit)");
         EXPECT_GT(nonzero, (int)want.size() / 8);
-        if (nan_plane)
-          std::printf("[kernels16] %s case %d: the CPU plan routes %d gradients of the plane "
-                      "with a NaN elsewhere\n",
-                      gcc_dtype_name(low), c, nan_plane);
       }
     }
     gcc_graph_free(g);

@@ -737,7 +737,13 @@ static int gemv_applies(const gcc_dnnl_matmul_desc *m) {
 #ifdef HAVE_GEMV_X86
   if (m->m != 1 || m->beta != 0.0f || (m->trans_a && m->lda > 1))
     return GEMV_NONE;
-  if (__builtin_cpu_supports("avx512f"))
+  /* the ISA oneDNN runs at (DNNL_MAX_CPU_ISA=AVX2 makes an AVX-512 machine
+   * an AVX2 one, for its primitives and for this loop alike) */
+  dnnl_cpu_isa_t dnnl_isa = dnnl_get_effective_cpu_isa();
+  int dnnl_avx512 =
+      dnnl_isa == dnnl_cpu_isa_avx512_core || dnnl_isa == dnnl_cpu_isa_avx512_core_vnni ||
+      dnnl_isa == dnnl_cpu_isa_avx512_core_bf16 || dnnl_isa == dnnl_cpu_isa_avx512_core_amx;
+  if (dnnl_avx512 && __builtin_cpu_supports("avx512f"))
     return GEMV_AVX512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     return GEMV_AVX2;
@@ -1456,18 +1462,34 @@ static void pre_bwd_corr(const gcc_dnnl_op *op, void *const *ptrs, char *scratch
   apply_corrections(op, ptrs[0], (float *)scratch); /* dY scaled into the scratch */
 }
 
-/* ---- max pooling over disjoint windows, by hand ----------------------------
+/* ---- max pooling, by hand -------------------------------------------------
  *
- * oneDNN 2.6's pooling is slow on the CNNs' MaxPool2d(2, 2): 244 us forward
- * and 215 backward for 64x6x24x24 on 2 threads in NCHW, 185 / 156 in
- * nChw16c, against 40-50 us for the loops below (bench/dnnl_ops_bench). When
- * the windows tile the input (kernel = stride, no pads, no dilation, floor
- * mode) every input belongs to at most one window: the forward is a max
- * per window and the backward writes each input once (no scatter-add, no
- * zeroing pass but for the rows and columns no window covers). The maximum
- * is PyTorch's: the first largest value in row-major window order, a NaN
- * winning (the last NaN), as runtime/cpu_kernels' max pooling. Planes are
- * split between the threads. */
+ * Every max pooling of a plan (the forward without a workspace and the
+ * backward from X) runs on the loops below, not on oneDNN, for two reasons:
+ *
+ * - Semantics that do not depend on the machine. oneDNN 2.6 JITs a pooling
+ *   kernel per ISA, and its AVX2 and AVX-512 kernels break ties between equal
+ *   maxima of a window differently (measured: the float32 MaxPoolGrad of
+ *   precision_test's Kernels16 case sent the gradient of 4 and 49 tied windows
+ *   to another element on an AVX-512 machine than on an AVX2 one). Ties are
+ *   common (after a ReLU, whole windows are 0). Here the maximum is always
+ *   PyTorch's (max_pool2d on CPU and CUDA): the first largest value in
+ *   row-major window order, a NaN winning (the last NaN), as
+ *   runtime/cpu_kernels' reference max pooling; the gradient of a window goes
+ *   to that element. Padding never wins (it is -inf).
+ * - Speed where the windows tile the input (kernel = stride, no pads, no
+ *   dilation, floor mode: the CNNs' MaxPool2d(2, 2)): oneDNN took 244 us
+ *   forward and 215 backward for 64x6x24x24 on 2 threads in NCHW, 185 / 156
+ *   in nChw16c, against 40-50 us for the tiled loops (bench/dnnl_ops_bench).
+ *   Every input belongs to at most one window there: the forward is a max per
+ *   window and the backward writes each input once (no scatter-add, no
+ *   zeroing pass but for the rows and columns no window covers).
+ *
+ * Other windows (overlapping, padded, dilated, ceil mode: ResNet's
+ * MaxPool2d(3, 2, 1)) take the general loops: per window the tap range inside
+ * the input, the argmax, and in the backward a scatter-add of dY into the
+ * zeroed plane of dX, in output order (deterministic). Planes are split
+ * between the threads, so no two threads write one plane. */
 static int pool_tiles(const gcc_dnnl_pool_desc *p) {
   return p->kind == GCC_DNNL_POOL_MAX && p->kh == p->sh && p->kw == p->sw && !p->pt && !p->pl &&
          !p->pb && !p->pr && p->dh == 1 && p->dw == 1 && !p->ceil_mode && p->kh * p->kw <= 64;
@@ -1573,18 +1595,170 @@ static void run_tiled_max_bwd(const gcc_dnnl_op *op, void *const *ptrs, char *sc
   }
 }
 
-static gcc_status tiled_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, int bwd, const char *what,
-                               gcc_dnnl_op **out, gcc_diag *d) {
+/* The taps [*lo, *hi) of window `o` (of k taps, stride s, leading pad p0,
+ * dilation dil) whose input o * s - p0 + t * dil lies in [0, n). */
+static void pool_taps(int64_t o, int64_t s, int64_t p0, int64_t dil, int64_t k, int64_t n,
+                      int64_t *lo, int64_t *hi) {
+  int64_t start = o * s - p0;
+  int64_t a = 0, b = k;
+  while (a < k && start + a * dil < 0)
+    a++;
+  while (b > a && start + (b - 1) * dil >= n)
+    b--;
+  *lo = a;
+  *hi = b;
+}
+
+/* Flat index in the (h, w) plane of the maximum of window (oy, ox), the
+ * first largest in row-major window order, a NaN winning; the window has a
+ * tap inside the input (pool_check: pads are at most half the kernel). */
+static inline int64_t general_argmax(const gcc_dnnl_pool_desc *p, const float *plane, int64_t oy,
+                                     int64_t ox) {
+  int64_t y0 = oy * p->sh - p->pt, x0 = ox * p->sw - p->pl;
+  int64_t i0 = 0, i1 = p->kh, j0 = 0, j1 = p->kw;
+  if (y0 < 0 || y0 + (p->kh - 1) * p->dh >= p->h)
+    pool_taps(oy, p->sh, p->pt, p->dh, p->kh, p->h, &i0, &i1);
+  if (x0 < 0 || x0 + (p->kw - 1) * p->dw >= p->w)
+    pool_taps(ox, p->sw, p->pl, p->dw, p->kw, p->w, &j0, &j1);
+  int64_t best_i = (y0 + i0 * p->dh) * p->w + x0 + j0 * p->dw;
+  float best = plane[best_i];
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t row = (y0 + i * p->dh) * p->w + x0;
+    for (int64_t j = j0; j < j1; j++) {
+      float v = plane[row + j * p->dw];
+      if (v > best || isnan(v)) {
+        best = v;
+        best_i = row + j * p->dw;
+      }
+    }
+  }
+  return best_i;
+}
+
+/* The output columns [*lo, *hi) of windows that lie inside the input's
+ * columns (no tap in the padding). */
+static void inner_cols(const gcc_dnnl_pool_desc *p, int64_t ow, int64_t *lo, int64_t *hi) {
+  int64_t a = (p->pl + p->sw - 1) / p->sw;
+  int64_t last = p->w - 1 - (p->kw - 1) * p->dw + p->pl; /* ox * sw <= last */
+  int64_t b = last < 0 ? 0 : last / p->sw + 1;
+  b = b > ow ? ow : b;
+  *lo = a > b ? b : a;
+  *hi = b;
+}
+
+#define POOL_CHUNK 64
+
+/* One output row oy of a plane: the maximum of each window (PyTorch's rule)
+ * into y_row when it is not NULL, and the row's gradients dy_row scattered
+ * into the plane dx in output order when dx is not NULL. The columns of
+ * windows inside the input run tap by tap over up to 64 windows at once
+ * (loops the compiler vectorises; the same argmax: taps in row-major order,
+ * a tap replaces the maximum when larger or NaN); the others tap range by
+ * tap range. */
+static void max_pool_row(const gcc_dnnl_pool_desc *p, int64_t ow, const float *plane, int64_t oy,
+                         int64_t c_lo, int64_t c_hi, float *y_row, const float *dy_row, float *dx) {
+  int64_t y0 = oy * p->sh - p->pt, i0 = 0, i1 = p->kh;
+  if (y0 < 0 || y0 + (p->kh - 1) * p->dh >= p->h)
+    pool_taps(oy, p->sh, p->pt, p->dh, p->kh, p->h, &i0, &i1);
+  for (int64_t ox = 0; ox < c_lo; ox++) {
+    int64_t at = general_argmax(p, plane, oy, ox);
+    if (y_row)
+      y_row[ox] = plane[at];
+    if (dx)
+      dx[at] += dy_row[ox];
+  }
+  const int64_t sw = p->sw;
+  for (int64_t q0 = c_lo; q0 < c_hi; q0 += POOL_CHUNK) {
+    int64_t nq = c_hi - q0 < POOL_CHUNK ? c_hi - q0 : POOL_CHUNK;
+    float m[POOL_CHUNK];
+    int32_t k[POOL_CHUNK];
+    int first = 1;
+    for (int64_t i = i0; i < i1; i++) {
+      const float *row = plane + (y0 + i * p->dh) * p->w + q0 * sw - p->pl;
+      for (int64_t j = 0; j < p->kw; j++) {
+        const float *src = row + j * p->dw;
+        int32_t tap = (int32_t)(i * p->kw + j);
+        if (first) {
+          for (int64_t q = 0; q < nq; q++) {
+            m[q] = src[q * sw];
+            k[q] = tap;
+          }
+          first = 0;
+          continue;
+        }
+        for (int64_t q = 0; q < nq; q++) {
+          float v = src[q * sw];
+          int take = v > m[q] || v != v;
+          m[q] = take ? v : m[q];
+          k[q] = take ? tap : k[q];
+        }
+      }
+    }
+    if (y_row)
+      for (int64_t q = 0; q < nq; q++)
+        y_row[q0 + q] = m[q];
+    if (dx)
+      for (int64_t q = 0; q < nq; q++) {
+        int64_t i = k[q] / p->kw, j = k[q] % p->kw;
+        dx[(y0 + i * p->dh) * p->w + (q0 + q) * sw - p->pl + j * p->dw] += dy_row[q0 + q];
+      }
+  }
+  for (int64_t ox = c_hi; ox < ow; ox++) {
+    int64_t at = general_argmax(p, plane, oy, ox);
+    if (y_row)
+      y_row[ox] = plane[at];
+    if (dx)
+      dx[at] += dy_row[ox];
+  }
+}
+
+/* {X, Y} */
+static void run_general_max_fwd(const gcc_dnnl_op *op, void *const *ptrs, char *scratch) {
+  (void)scratch;
+  const gcc_dnnl_pool_desc *p = &op->pool;
+  const float *x = ptrs[0];
+  float *y = ptrs[1];
+  int64_t planes = p->n * p->c, oh = op->oh, ow = op->ow, hw = p->h * p->w, c_lo, c_hi;
+  inner_cols(p, ow, &c_lo, &c_hi);
+  int t = planes * oh * ow * p->kh * p->kw >= PARALLEL_ELEMS ? op->threads : 1;
+#pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
+  for (int64_t pc = 0; pc < planes; pc++)
+    for (int64_t oy = 0; oy < oh; oy++)
+      max_pool_row(p, ow, x + pc * hw, oy, c_lo, c_hi, y + (pc * oh + oy) * ow, NULL, NULL);
+}
+
+/* {dY, X, dX} */
+static void run_general_max_bwd(const gcc_dnnl_op *op, void *const *ptrs, char *scratch) {
+  (void)scratch;
+  const gcc_dnnl_pool_desc *p = &op->pool;
+  const float *dy = ptrs[0], *x = ptrs[1];
+  float *dx = ptrs[2];
+  int64_t planes = p->n * p->c, oh = op->oh, ow = op->ow, hw = p->h * p->w, c_lo, c_hi;
+  inner_cols(p, ow, &c_lo, &c_hi);
+  int t = planes * oh * ow * p->kh * p->kw >= PARALLEL_ELEMS ? op->threads : 1;
+#pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
+  for (int64_t pc = 0; pc < planes; pc++) {
+    float *o = dx + pc * hw;
+    memset(o, 0, (size_t)hw * sizeof *o);
+    for (int64_t oy = 0; oy < oh; oy++)
+      max_pool_row(p, ow, x + pc * hw, oy, c_lo, c_hi, NULL, dy + (pc * oh + oy) * ow, o);
+  }
+}
+
+static gcc_status max_pool_own_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, int bwd,
+                                      const char *what, gcc_dnnl_op **out, gcc_diag *d) {
   gcc_dnnl_op *op = NULL;
   GCC_TRY(op_new(dn, bwd ? 3 : 2, &op, d));
   op->pool = *p;
-  op->custom = bwd ? run_tiled_max_bwd : run_tiled_max_fwd;
+  int tiles = pool_tiles(p);
+  op->custom = tiles ? (bwd ? run_tiled_max_bwd : run_tiled_max_fwd)
+                     : (bwd ? run_general_max_bwd : run_general_max_fwd);
   op->optional_ptr = -1;
   gcc_dnnl_pool_out_dims(p, &op->oh, &op->ow);
-  snprintf(op->impl, sizeof op->impl, "gcc:max_pool_tiled");
+  snprintf(op->impl, sizeof op->impl, "%s", tiles ? "gcc:max_pool_tiled" : "gcc:max_pool");
   const char *sp = strchr(what, ' ');
-  snprintf(op->name, sizeof op->name, "%.*s (gcc:max_pool_tiled)%s",
-           sp ? (int)(sp - what) : (int)strlen(what), what, sp ? sp : "");
+  snprintf(op->name, sizeof op->name, "%.*s (%s)%s", sp ? (int)(sp - what) : (int)strlen(what),
+           what, op->impl, sp ? sp : "");
   *out = op;
   return GCC_OK;
 }
@@ -1595,8 +1769,8 @@ gcc_status gcc_dnnl_pool_fwd_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, g
   char what[256];
   pool_what("pool_fwd", p, what, sizeof what);
   GCC_TRY(pool_check(p, what, d));
-  if (pool_tiles(p) && !p->training)
-    return tiled_create(dn, p, 0, what, out, d);
+  if (p->kind == GCC_DNNL_POOL_MAX && !p->training)
+    return max_pool_own_create(dn, p, 0, what, out, d);
   int training = pool_training(p);
   prim_key key;
   pool_key(dn, K_POOL_FWD, p, training, &key);
@@ -1677,46 +1851,7 @@ gcc_status gcc_dnnl_max_pool_bwd_from_x_create(gcc_dnnl *dn, const gcc_dnnl_pool
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "oneDNN: %s: only max pooling has an argmax",
                         what);
   GCC_TRY(pool_check(p, what, d));
-  if (pool_tiles(p))
-    return tiled_create(dn, p, 1, what, out, d);
-  gcc_dnnl_pool_desc fp = *p;
-  fp.training = 1;
-  prim_key kf, kb;
-  pool_key(dn, K_POOL_FWD, &fp, 1, &kf);
-  pool_key(dn, K_POOL_BWD, &fp, 1, &kb);
-  cache_entry *ef = NULL, *eb = NULL;
-  GCC_TRY(cache_get(dn, &kf, build_pool_fwd, &fp, what, &ef, d));
-  GCC_TRY(cache_get(dn, &kb, build_pool_bwd, &fp, what, &eb, d));
-  gcc_dnnl_op *op = NULL;
-  GCC_TRY(op_new(dn, 3, &op, d));
-  snprintf(op->name, sizeof op->name, "max_pool_bwd_from_x (%s + %s)%s", ef->impl, eb->impl,
-           what + strlen("max_pool_bwd_from_x"));
-  int64_t oh, ow;
-  gcc_dnnl_pool_out_dims(p, &oh, &ow);
-  /* scratch: [Y of the recomputed forward][its workspace][scratchpads] */
-  size_t y_bytes = align_up((size_t)(p->n * p->c * oh * ow) * sizeof(float));
-  op->temps = y_bytes + align_up(ef->workspace);
-  op_step *sf = op_step_add(op, ef);
-  gcc_status s = op_arg(op, sf, DNNL_ARG_SRC, FROM_PTR, 1, what, d);
-  if (s == GCC_OK)
-    s = op_arg(op, sf, DNNL_ARG_DST, FROM_SCRATCH, 0, what, d);
-  if (s == GCC_OK)
-    s = op_arg(op, sf, DNNL_ARG_WORKSPACE, FROM_SCRATCH, (int64_t)y_bytes, what, d);
-  op_step *sb = op_step_add(op, eb);
-  if (s == GCC_OK)
-    s = op_arg(op, sb, DNNL_ARG_DIFF_DST, FROM_PTR, 0, what, d);
-  if (s == GCC_OK)
-    s = op_arg(op, sb, DNNL_ARG_WORKSPACE, FROM_SCRATCH, (int64_t)y_bytes, what, d);
-  if (s == GCC_OK)
-    s = op_arg(op, sb, DNNL_ARG_DIFF_SRC, FROM_PTR, 2, what, d);
-  if (s == GCC_OK)
-    s = op_finish(op, what, d);
-  if (s != GCC_OK) {
-    gcc_dnnl_op_free(op);
-    return s;
-  }
-  *out = op;
-  return GCC_OK;
+  return max_pool_own_create(dn, p, 1, what, out, d);
 }
 
 /* ---- eltwise (ReLU) -------------------------------------------------------- */

@@ -102,8 +102,8 @@ size_t gcc_dnnl_op_workspace_bytes(const gcc_dnnl_op *op);
 const char *gcc_dnnl_op_name(const gcc_dnnl_op *op);
 
 /* The implementation oneDNN chose, alone ("brg:avx512_core", "gemm:jit",
- * "jit:avx512_core", "ref:any"...). For a max-pooling backward that recomputes
- * the argmax, the backward primitive's. */
+ * "jit:avx512_core", "ref:any"...), or this layer's own loops ("gcc:gemv_avx512",
+ * "gcc:max_pool_tiled", "gcc:max_pool"). */
 const char *gcc_dnnl_op_impl(const gcc_dnnl_op *op);
 
 /* Executes `op` on the buffers in `ptrs` (the order each create function
@@ -255,12 +255,18 @@ typedef enum gcc_dnnl_pool_kind {
  *   backward from X (MAX only): {dY, X, dX}: recomputes the forward's
  *             argmax into the scratch first (the graph's MaxPoolGrad reads
  *             X, not a workspace).
- * Ties: the first maximum of a window in row-major window order takes the
- * gradient, as in PyTorch; NaN inputs are not defined here, but for the
- * windows that tile the input (kernel = stride, no pads, no dilation, floor
- * mode: MaxPool2d(2, 2)), which this layer runs itself, without oneDNN,
- * where oneDNN was 4-5x slower: a forward without a workspace and the
- * backward from X. There a NaN wins its window, as in PyTorch. */
+ * MAX without a workspace (the forward of a plan) and the backward from X
+ * run on this layer's own loops, never on oneDNN, on every ISA: the
+ * maximum of a window is PyTorch's (max_pool2d on CPU and CUDA), the first
+ * largest value in row-major window order, a NaN winning (the last NaN), and
+ * the window's gradient goes to that element; overlapping windows sum their
+ * gradients into dX in output order (deterministic). oneDNN's JIT kernels
+ * break ties differently on AVX2 and AVX-512, so the workspace forms
+ * ({X, Y, WS} and {dY, WS, dX}), which are oneDNN's, leave the element that
+ * takes a tied window's gradient and NaN inputs undefined; no plan uses them.
+ * Windows that tile the input (kernel = stride, no pads, no dilation, floor
+ * mode: MaxPool2d(2, 2)) take a faster loop (impl "gcc:max_pool_tiled"),
+ * others the general one ("gcc:max_pool"). */
 typedef struct gcc_dnnl_pool_desc {
   gcc_dnnl_pool_kind kind;
   int64_t n, c, h, w;
