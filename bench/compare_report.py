@@ -214,10 +214,19 @@ def main(tmp):
       f"{tv.get('torch_blas', '?')}; eager, and torch.compile with Inductor's C++ CPU backend), "
       f"ONNX Runtime {ov.get('ort_version', '?')} from PyPI (CPU execution provider); "
       f"gcc-train on oneDNN {sg.get('dnnl_version', '?')} (JIT for {sg.get('dnnl_isa', '?')})")
+    policy = (open(P('omp_wait_policy.txt')).read().strip()
+              if os.path.exists(P('omp_wait_policy.txt')) else 'unset')
     w(f"- threads: {threads} on every side (gcc-train --threads; torch.set_num_threads and "
-      "OMP_NUM_THREADS; ONNX Runtime intra_op_num_threads, inter_op 1); OpenMP wait policy "
-      f"{open(P('omp_wait_policy.txt')).read().strip() if os.path.exists(P('omp_wait_policy.txt')) else 'default'} "
-      "for every process (OMP_WAIT_POLICY: libgomp's spinning workers stall on a shared machine)")
+      "OMP_NUM_THREADS; ONNX Runtime intra_op_num_threads, inter_op 1)")
+    if policy == 'unset':
+        w("- environment: each side as its users run it. Nothing but the thread count is set on a "
+          "peer's process: PyTorch and ONNX Runtime keep their own OpenMP / thread-pool wait "
+          "behaviour (PyTorch's libgomp spins). gcc-train, gcc-run and the harnesses standing in "
+          "for them (mlp_bench, gcc_run_bench) set OMP_WAIT_POLICY=passive for themselves, as "
+          "they do for every user (cli/flags.h)")
+    else:
+        w(f"- environment: OMP_WAIT_POLICY={policy} was set by the caller for every side; "
+          "otherwise as each side's users run it (nothing but the thread count set on a peer)")
     w(f"- the limit: oneDNN's dnnl_sgemm 2048^3, best of the run (before and after): "
       f"{float(sg.get('dnnl_sgemm_2048_gflops_1t', 'nan')):.1f} GFLOP/s on 1 thread, "
       f"{peak:.1f} on {threads}")

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "graph/loader.h"
 #include "datasets/dataset.h"
 #include "deploy/export.h"
@@ -108,7 +109,10 @@ static double session_latency(const gcc_dataset *ds, int threads, int runs, doub
 }
 
 int main(int argc, char **argv) {
-  int64_t flag; /* an integer flag value (0, which every flag refuses, if none) */
+  /* gcc-train's and gcc-run's own OpenMP wait policy (passive unless the
+   * environment says otherwise): this harness measures them as they run */
+  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
+  int64_t flag;                  /* an integer flag value (0, which every flag refuses, if none) */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "gcc_run_bench: warning: cannot enter %s: %s\n", bwd, strerror(errno));

@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "graph/loader.h"
 #include "models/models.h"
 #include "datasets/dataloader.h"
@@ -169,7 +170,10 @@ static void next_batch(gcc_dataloader *dl, int64_t *epoch, gcc_batch *b) {
 }
 
 int main(int argc, char **argv) {
-  int64_t flag; /* an integer flag value (0, which every flag refuses, if none) */
+  /* gcc-train's and gcc-run's own OpenMP wait policy (passive unless the
+   * environment says otherwise): this harness measures them as they run */
+  gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
+  int64_t flag;                  /* an integer flag value (0, which every flag refuses, if none) */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)
     fprintf(stderr, "mlp_bench: warning: cannot enter %s: %s\n", bwd, strerror(errno));
