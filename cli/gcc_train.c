@@ -1420,7 +1420,9 @@ static int build_run(train_args *a, train_run *r) {
     if (rs != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
       run_free(r);
-      return rs == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+      return rs == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE
+             : rs == GCC_ERR_PARSE          ? EXIT_MODEL /* corrupt */
+                                            : EXIT_RUN;
     }
   }
   return -1;
@@ -1607,6 +1609,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     *rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
               ? EXIT_MODEL
               : EXIT_RUN;
+    if (rep.resume_refused) /* a corrupt checkpoint, or one past --epochs */
+      *rc = st == GCC_ERR_PARSE ? EXIT_MODEL : EXIT_USAGE;
   } else if (is_root()) {
     /* the rate only when steps ran for long enough to time them */
     char rate[64] = "";

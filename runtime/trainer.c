@@ -1031,6 +1031,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   /* --resume: the arena, the step count and the position in the data */
   int64_t start_epoch = 0, start_batch = 0;
   if (st == GCC_OK && cfg->resume) {
+    st = gcc_checkpoint_check_position(cfg->resume, source_batches(&src, 0), cfg->epochs, d);
+    report->resume_refused = st != GCC_OK;
+  }
+  if (st == GCC_OK && cfg->resume) {
     st = gcc_session_restore(s, cfg->resume->arena, cfg->resume->arena_size, cfg->resume->step, d);
     start_epoch = cfg->resume->epoch;
     start_batch = cfg->resume->batch;

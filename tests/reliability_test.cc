@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 
 #include "graph/ir.h"
 #include "graph/loader.h"
@@ -783,7 +785,89 @@ TEST_F(Reliability, ResumeRefusesAnotherRecipeOrModelAndSkipsACorruptCheckpoint)
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.err, "skipping checkpoint " + newest + ": SHA-256 mismatch")) << r;
   r = RunBin("cli/gcc-train", Cat(base, {"--resume", newest, "--no-output"}));
-  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_EQ(r.exit_code, 3) << r; // corrupt
+}
+
+// A checkpoint's header edited and its SHA-256 recomputed (as a hostile file
+// would be): every position field is range-checked against the model's data
+// (the linear model: 256 rows at batch 16, 16 batches an epoch) and a bad one
+// is refused as corrupt (exit 3) naming the field, before any step. Before
+// the checks, batch -1 crashed on .npy data and the others "resumed",
+// trained nothing and wrote the model (exit 0).
+void PutU64(std::string *b, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    (*b)[at + i] = static_cast<char>(v >> (8 * i));
+}
+
+std::string Resealed(std::string b) { // the trailer: SHA-256 of the rest
+  unsigned char sum[32];
+  unsigned len = 0;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+            EVP_DigestUpdate(ctx, b.data(), b.size() - 32) == 1 &&
+            EVP_DigestFinal_ex(ctx, sum, &len) == 1 && len == 32;
+  EVP_MD_CTX_free(ctx);
+  EXPECT_TRUE(ok);
+  b.replace(b.size() - 32, 32, reinterpret_cast<const char *>(sum), 32);
+  return b;
+}
+
+TEST_F(Reliability, ResumeRefusesACraftedCheckpointPosition) {
+  std::vector<std::string> base = {
+      Runfile("models/linear.pb"), "--device", "cpu", "--quiet", "--epochs", "2"};
+  std::string ck = tmp_.file("ck");
+  Result r = RunBin("cli/gcc-train", Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "4",
+                                                "--max-steps", "12", "--no-output"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::string good = ReadText(ck + "/ckpt-000000000012.gcck");
+  ASSERT_GT(good.size(), 88u);
+  // the control: the untouched file resumes (step 12 = epoch 0, batch 12)
+  std::string file = tmp_.file("crafted.gcck");
+  ASSERT_TRUE(WriteText(file, Resealed(good)));
+  r = RunBin("cli/gcc-train", Cat(base, {"--resume", file, "--output", tmp_.file("ok.pb")}));
+  EXPECT_EQ(r.exit_code, 0) << r;
+  const int64_t kMax = INT64_MAX;
+  struct Case {
+    int64_t step, epoch, batch;
+    int exit_code;
+    const char *says;
+  } cases[] = {
+      {12, 0, -1, 3, "its batch field is -1 (must be >= 0)"},
+      {12, 0, -3, 3, "its batch field is -3 (must be >= 0)"},
+      {-5, 0, 12, 3, "its step field is -5 (must be >= 0)"},
+      {12, -1, 12, 3, "its epoch field is -1 (must be >= 0)"},
+      {16, 0, 16, 3, "its batch field is 16, but an epoch of this training set has 16 batches"},
+      {1000, 0, 1000, 3, "its batch field is 1000, but an epoch"},
+      {12, 1000000, 12, 3, "step 12 cannot be epoch 1000000, batch 12"},
+      {kMax, 0, 12, 3, "its step field is 9223372036854775807, but epoch 0, batch 12"},
+      {kMax, kMax / 16, 14, 3, "its step field is 9223372036854775807"},
+      {13, 0, 12, 3,
+       "its step field is 13, but epoch 0, batch 12 at 16 batches per epoch is "
+       "step 12"},
+      // consistent, but past this run's 2 epochs: a command-line mismatch
+      {16000012, 1000000, 12, 2, "has finished 1000000 epochs, more than this run's 2"},
+  };
+  for (const Case &c : cases) {
+    std::string b = good;
+    PutU64(&b, 16, static_cast<uint64_t>(c.step));
+    PutU64(&b, 24, static_cast<uint64_t>(c.epoch));
+    PutU64(&b, 32, static_cast<uint64_t>(c.batch));
+    ASSERT_TRUE(WriteText(file, Resealed(b)));
+    std::string out = tmp_.file("out.pb");
+    unlink(out.c_str());
+    r = RunBin("cli/gcc-train", Cat(base, {"--resume", file, "--output", out}));
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.step << " " << c.epoch << " " << c.batch << r;
+    EXPECT_TRUE(Has(r.err, c.says)) << r;
+    EXPECT_TRUE(Has(r.err, file)) << "the file is named: " << r;
+    EXPECT_FALSE(Exists(out)) << "a refused resume wrote " << out;
+  }
+  // a checkpoint FILE whose checksum fails is corrupt too (exit 3)
+  std::string b = Resealed(good);
+  b[b.size() / 2] ^= 0x10;
+  ASSERT_TRUE(WriteText(file, b));
+  r = RunBin("cli/gcc-train", Cat(base, {"--resume", file, "--no-output"}));
+  EXPECT_EQ(r.exit_code, 3) << r;
+  EXPECT_TRUE(Has(r.err, "SHA-256 mismatch (corrupt)")) << r;
 }
 
 // kill -9 at 20 random moments, each run resuming from the newest complete
