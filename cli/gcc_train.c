@@ -713,8 +713,8 @@ static int check_outputs(train_args *a) {
       {"--profile", a->profile_path},
       {"--dump-placement-file", a->dump_placement ? a->dump_file : NULL},
   };
-  const gcc_named_path ins[] = {{"the model", a->model_path}};
-  if (gcc_outfiles_check(outs, 6, ins, 1, &d) != GCC_OK) {
+  const gcc_named_path ins[] = {{"the model", a->model_path}, {"--resume", a->resume_path}};
+  if (gcc_outfiles_check(outs, 6, ins, 2, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
@@ -1439,6 +1439,30 @@ static gcc_status log_scalar(void *user, const char *tag, int64_t step, double v
   return gcc_event_log_scalar(user, tag, step, wall_seconds(), (float)value, d);
 }
 
+/* The trainer's on_inputs_read: no output replaces a file the run read
+ * (the data set's files, ONNX external data, a checkpoint found in the
+ * --resume folder; graph/outfile.h), checked before the first step. */
+typedef struct inputs_check {
+  const train_args *a;
+  const train_run *r;
+  int clash; /* 1: an output names an input (exit 2) */
+} inputs_check;
+
+static gcc_status check_inputs_read(void *user, gcc_diag *d) {
+  inputs_check *c = user;
+  const train_args *a = c->a;
+  const gcc_named_path outs[] = {
+      {"--output", a->no_output ? NULL : c->r->output},
+      {"--predictions", a->predictions_path},
+      {"--export", a->export_path},
+      {"--export-onnx", a->export_onnx_path},
+      {"--profile", a->profile_path},
+  };
+  gcc_status st = gcc_outfiles_check_inputs(outs, 5, d);
+  c->clash = st != GCC_OK;
+  return st;
+}
+
 /* Step 3: trains (SIGINT stops it between steps) and prints the summary.
  * Returns the trainer's status; *rc: the exit status so far. */
 /* GCC_TRAIN_TEST_FAULT=RANK:STEP:KIND (tests only): after optimizer step
@@ -1575,6 +1599,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.checkpoint_every = a->checkpoint_every;
   cfg.keep_checkpoints = (int)a->keep_checkpoints;
   cfg.resume = a->resume_path ? &r->resume : NULL;
+  inputs_check ic = {a, r, 0};
+  cfg.on_inputs_read = check_inputs_read;
+  cfg.inputs_user = &ic;
   gcc_train_report rep;
   gcc_diag d = {0};
   gcc_event_log *log = NULL;
@@ -1611,6 +1638,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
               : EXIT_RUN;
     if (rep.resume_refused) /* a corrupt checkpoint, or one past --epochs */
       *rc = st == GCC_ERR_PARSE ? EXIT_MODEL : EXIT_USAGE;
+    if (ic.clash) /* an output would replace an input */
+      *rc = EXIT_USAGE;
   } else if (is_root()) {
     /* the rate only when steps ran for long enough to time them */
     char rate[64] = "";
@@ -1782,6 +1811,7 @@ int main(int argc, char **argv) {
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
   signal(SIGXFSZ, SIG_IGN);
+  gcc_inputs_track(1); /* every file read is an input (graph/outfile.h) */
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "graph/loader.h"
+#include "graph/outfile.h"
 
 int gcc_npy_is_npy(const uint8_t *bytes, size_t size) {
   return size >= 6 && memcmp(bytes, "\x93NUMPY", 6) == 0;
@@ -371,11 +372,16 @@ static void npy_bytes_free(npy_bytes *b) {
 
 static gcc_status map_file(const char *path, npy_bytes *b, gcc_diag *d) {
   snprintf(b->name, sizeof b->name, "%s", path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK and fstat: a FIFO or device in place of the file is
+   * refused, never waited on */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 10) {
+  int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular)
+    gcc_input_note(path, fd);
+  if (!regular || st.st_size < 10) {
     close(fd);
     return gcc_diag_set(d, GCC_ERR_PARSE,
                         "%s: not a .npy file (not a regular file of 10 bytes "
@@ -463,11 +469,23 @@ static gcc_status open_pair(const char *path, int train, npy_bytes *xb, npy_byte
     if (s == GCC_OK)
       s = map_file(py, yb, d);
   } else {
-    int err = 0;
-    *z = zip_open(path, ZIP_RDONLY, &err);
-    if (!*z)
+    /* opened here (O_NONBLOCK, fstat) so that a FIFO is refused, not
+     * waited on; libzip takes the descriptor */
+    int err = 0, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      err = fd < 0 ? errno : 0;
+      if (fd >= 0)
+        close(fd);
+      return gcc_diag_set(d, GCC_ERR_IO, "--dataset npy: %s: %s", path,
+                          err ? strerror(err) : "not a folder or a regular (.npz) file");
+    }
+    gcc_input_note(path, fd);
+    *z = zip_fdopen(fd, ZIP_RDONLY, &err);
+    if (!*z) {
+      close(fd);
       return gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npz (zip) archive (libzip error %d)", path,
                           err);
+    }
     s = zip_entry(*z, path, xn, xb, d);
     if (s == GCC_OK)
       s = zip_entry(*z, path, yn, yb, d);

@@ -51,6 +51,87 @@ void gcc_outfile_cleanup_signal_safe(void) {
   }
 }
 
+/* ---- the files this run read (gcc_inputs_track) ------------------------ */
+
+typedef struct noted_input {
+  dev_t dev;
+  ino_t ino;
+  char *path;
+} noted_input;
+
+static atomic_int g_track;
+static atomic_flag g_inputs_lock = ATOMIC_FLAG_INIT;
+static noted_input *g_inputs;
+static int g_n_inputs, g_cap_inputs;
+
+static void inputs_lock(void) {
+  while (atomic_flag_test_and_set_explicit(&g_inputs_lock, memory_order_acquire))
+    ;
+}
+
+static void inputs_unlock(void) {
+  atomic_flag_clear_explicit(&g_inputs_lock, memory_order_release);
+}
+
+void gcc_inputs_track(int on) {
+  atomic_store(&g_track, on != 0);
+  if (on)
+    return;
+  inputs_lock();
+  for (int i = 0; i < g_n_inputs; i++)
+    free(g_inputs[i].path);
+  free(g_inputs);
+  g_inputs = NULL;
+  g_n_inputs = g_cap_inputs = 0;
+  inputs_unlock();
+}
+
+void gcc_input_note(const char *path, int fd) {
+  if (!atomic_load(&g_track) || !path)
+    return;
+  struct stat st;
+  if ((fd >= 0 ? fstat(fd, &st) : stat(path, &st)) != 0 || !S_ISREG(st.st_mode))
+    return; /* only regular files can be replaced by an output */
+  inputs_lock();
+  int known = 0;
+  for (int i = 0; i < g_n_inputs && !known; i++)
+    known = g_inputs[i].dev == st.st_dev && g_inputs[i].ino == st.st_ino;
+  if (!known && g_n_inputs == g_cap_inputs) {
+    int cap = g_cap_inputs ? 2 * g_cap_inputs : 16;
+    noted_input *grown = realloc(g_inputs, (size_t)cap * sizeof *grown);
+    if (grown) {
+      g_inputs = grown;
+      g_cap_inputs = cap;
+    }
+  }
+  if (!known && g_n_inputs < g_cap_inputs) {
+    char *copy = gcc_strdup(path);
+    if (copy)
+      g_inputs[g_n_inputs++] = (noted_input){st.st_dev, st.st_ino, copy};
+  }
+  inputs_unlock();
+}
+
+gcc_status gcc_outfiles_check_inputs(const gcc_named_path *outputs, int n_outputs, gcc_diag *d) {
+  gcc_status s = GCC_OK;
+  inputs_lock();
+  for (int i = 0; i < n_outputs && s == GCC_OK; i++) {
+    struct stat st;
+    if (!outputs[i].path || stat(outputs[i].path, &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    for (int j = 0; j < g_n_inputs; j++)
+      if (g_inputs[j].dev == st.st_dev && g_inputs[j].ino == st.st_ino) {
+        s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                         "%s %s would replace %s, which this run reads: an output never "
+                         "overwrites an input",
+                         outputs[i].flag, outputs[i].path, g_inputs[j].path);
+        break;
+      }
+  }
+  inputs_unlock();
+  return s;
+}
+
 /* ---- paths ------------------------------------------------------------- */
 
 /* `path` with every symbolic link of its last component followed (a

@@ -1034,6 +1034,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     st = gcc_checkpoint_check_position(cfg->resume, source_batches(&src, 0), cfg->epochs, d);
     report->resume_refused = st != GCC_OK;
   }
+  if (st == GCC_OK && cfg->on_inputs_read)
+    st = cfg->on_inputs_read(cfg->inputs_user, d);
   if (st == GCC_OK && cfg->resume) {
     st = gcc_session_restore(s, cfg->resume->arena, cfg->resume->arena_size, cfg->resume->step, d);
     start_epoch = cfg->resume->epoch;

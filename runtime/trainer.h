@@ -116,6 +116,12 @@ typedef struct gcc_train_config {
    * it. gcc-train's test-only fault injection (GCC_TRAIN_TEST_FAULT). */
   gcc_status (*after_step)(void *user, int64_t step, gcc_diag *d);
   void *step_user;
+  /* If not NULL, called once the training and test data (and `resume`) are
+   * read and checked, before the first step; an error stops the run with
+   * it, nothing trained. gcc-train checks there that no output replaces a
+   * file the run read (graph/outfile.h gcc_outfiles_check_inputs). */
+  gcc_status (*on_inputs_read)(void *user, gcc_diag *d);
+  void *inputs_user;
 } gcc_train_config;
 
 /* --per-class auto prints the per-class accuracy of sets with at most this

@@ -888,6 +888,58 @@ TEST(RecipeCli, NpyFloatInputsAndRegressionTargets) {
   }
 }
 
+// Every file of the data set is an input: an output that would replace one
+// (--output, --predictions) is a command-line error (exit 2) before any
+// step, and the file is unchanged (issue 32: both replaced the training
+// data and exited 0). The same for a .npz, and the folder's other files
+// stay writable.
+TEST(RecipeCli, OutputsNeverReplaceTheDataSet) {
+  std::string model = TmpPath("npy_mlp_safe.onnx");
+  std::vector<uint8_t> mb = Mlp();
+  ASSERT_TRUE(WriteFile(model, mb.data(), mb.size()));
+  std::vector<float> x(10 * 4, 0.25f);
+  std::vector<int64_t> y(10, 1);
+  std::string dir = NpyDir("safe", "<f4", {10, 4}, x.data(), 4, "<i8", {10}, y.data(), 8, 6);
+  std::vector<std::string> base = {model,    "--dataset",     "npy",      "--data", dir,
+                                   "--loss", "cross-entropy", "--device", "cpu",    "--epochs",
+                                   "1",      "--lr",          "0.1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  for (const char *name : {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"}) {
+    std::string f = dir + "/" + name, before = ReadText(f);
+    for (const char *flag : {"--output", "--predictions"}) {
+      Result r = Exec("gcc-train", with({flag, f}));
+      EXPECT_EQ(r.code, 2) << r;
+      EXPECT_NE(r.err.find(std::string(flag) + " " + f + " would replace"), std::string::npos) << r;
+      EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << "trained first: " << r;
+      EXPECT_EQ(ReadText(f), before) << name << " was replaced";
+    }
+  }
+  Result ok = Exec("gcc-train", with({"--output", dir + "/trained.pb"}));
+  EXPECT_EQ(ok.code, 0) << ok;
+  // a .npz is one input
+  std::string npz = TmpPath("safe.npz");
+  zip_t *z = zip_open(npz.c_str(), ZIP_CREATE | ZIP_TRUNCATE, nullptr);
+  ASSERT_NE(z, nullptr);
+  std::vector<std::string> keep;
+  keep.reserve(4);
+  for (const char *name : {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"}) {
+    keep.push_back(ReadText(dir + "/" + name));
+    zip_source_t *src = zip_source_buffer(z, keep.back().data(), keep.back().size(), 0);
+    ASSERT_NE(src, nullptr);
+    ASSERT_GE(zip_file_add(z, name, src, ZIP_FL_OVERWRITE), 0);
+  }
+  ASSERT_EQ(zip_close(z), 0);
+  std::string before = ReadText(npz);
+  base[4] = npz;
+  Result r = Exec("gcc-train", with({"--predictions", npz}));
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(ReadText(npz), before);
+}
+
 // A shape or dtype that does not fit the model's input or target is an
 // error naming the file with its shape and dtype and the model's value with
 // its own (exit 3, before any step).
