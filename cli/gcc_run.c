@@ -401,6 +401,8 @@ int main(int argc, char **argv) {
       len += (size_t)snprintf(csv + len, cap - len, "\n");
     }
   }
+  /* the CSV and --save-outputs staged: in place together or not at all */
+  gcc_outfiles_stage_begin();
   if (rc == 0) {
     if (output) {
       if (gcc_write_file_atomic(output, csv, len, &d) != GCC_OK) {
@@ -439,6 +441,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = EXIT_RUN;
     }
+  }
+  gcc_diag sd = {0};
+  if (gcc_outfiles_stage_end(rc == 0, &sd) != GCC_OK) {
+    fprintf(stderr, "gcc-run: %s\n", sd.msg);
+    rc = EXIT_RUN;
   }
   if (rc == 0 && !quiet) {
     FILE *f = output ? stdout : stderr; /* never mixed into CSV on stdout */

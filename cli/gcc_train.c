@@ -9,6 +9,7 @@
  * written).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1252,7 +1254,9 @@ static int onnx_export(const gcc_graph *model, const char *path) {
   gcc_graph_free(ig);
   if (s == GCC_OK)
     return -1;
-  fprintf(stderr, "gcc-train: --export-onnx: %s\n", d.msg);
+  /* an I/O error names the flag already */
+  fprintf(stderr, "gcc-train: %s%s\n", strncmp(d.msg, "--export-onnx", 13) ? "--export-onnx: " : "",
+          d.msg);
   return s == GCC_ERR_IO || s == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
 }
 
@@ -1736,7 +1740,6 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
       for (int i = 0; i < eo->n_batch_sizes; i++)
         printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
                i == eo->n_batch_sizes - 1 ? ")\n" : "");
-      print_bundle_weights(a->export_path);
     }
   }
   if (rc == 0 && a->export_onnx_path) {
@@ -1770,6 +1773,31 @@ static int write_profile(const train_args *a, train_run *r, int rc) {
 }
 
 /* After the flags and the communicator: compile only, or train and write. */
+/* --checkpoint-dir: one writer at a time (two runs pruning each other's
+ * checkpoints would lose both). The flock on the folder is held until the
+ * process exits. Returns -1 to go on, else the exit status. */
+static int lock_checkpoint_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "gcc-train: --checkpoint-dir %s: %s\n", dir, strerror(errno));
+    return EXIT_RUN;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) {
+      fprintf(stderr,
+              "gcc-train: --checkpoint-dir %s: another run writes checkpoints there (the folder "
+              "is locked); give each run its own folder\n",
+              dir);
+      return EXIT_USAGE;
+    }
+    fprintf(stderr, "gcc-train: --checkpoint-dir %s: cannot lock it: %s\n", dir, strerror(err));
+    return EXIT_RUN;
+  }
+  return -1; /* fd stays open: the lock lasts as long as the run */
+}
+
 static int run_main(train_args *ap) {
   train_args a = *ap;
   int rc;
@@ -1791,17 +1819,34 @@ static int run_main(train_args *ap) {
     a.export_onnx_path = NULL;
     a.profile_path = NULL;
   }
+  if (a.checkpoint_dir && is_root() && (rc = lock_checkpoint_dir(a.checkpoint_dir)) >= 0)
+    return rc;
   train_run r = {0};
   rc = build_run(&a, &r);
   if (rc >= 0)
     return rc;
   predictions preds = {0};
   gcc_status st = train(&a, &r, &preds, &rc);
-  if (st == GCC_OK)
+  /* the outputs staged (graph/outfile.h), in place together only when
+   * every one was written: a failed run writes nothing */
+  if (st == GCC_OK) {
+    gcc_outfiles_stage_begin();
     rc = write_outputs(&a, &r, &preds);
+  }
   /* no trace after a failure, whose message is the thing to read */
   if (r.prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED))
     rc = write_profile(&a, &r, rc);
+  if (st == GCC_OK) {
+    gcc_diag sd = {0};
+    if (gcc_outfiles_stage_end(rc == 0, &sd) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", sd.msg);
+      rc = EXIT_RUN;
+    } else if (rc != 0 && !a.quiet) {
+      fprintf(stderr, "gcc-train: no output written\n");
+    }
+    if (rc == 0 && a.export_path && !a.quiet)
+      print_bundle_weights(a.export_path); /* read back once it is in place */
+  }
   free(preds.cls);
   run_free(&r);
   return rc;

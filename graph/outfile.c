@@ -357,6 +357,73 @@ void gcc_outfile_abort(gcc_outfile *o) {
   outfile_free(o);
 }
 
+/* ---- staging (gcc_outfiles_stage_begin) ------------------------------- */
+
+typedef struct staged_file {
+  char *what, *tmp, *target;
+} staged_file;
+
+static int g_staging;
+static staged_file *g_staged;
+static int g_n_staged, g_cap_staged;
+
+void gcc_outfiles_stage_begin(void) {
+  g_staging = 1;
+}
+
+/* fsync of the directory of `target`: makes a rename durable */
+static void sync_dir_of(const char *target) {
+  char *dir = dir_of(target);
+  int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+  free(dir);
+}
+
+gcc_status gcc_outfiles_stage_end(int commit, gcc_diag *d) {
+  gcc_status s = GCC_OK;
+  for (int i = 0; i < g_n_staged; i++) {
+    staged_file *f = &g_staged[i];
+    if (commit && s == GCC_OK) {
+      if (rename(f->tmp, f->target) == 0) {
+        sync_dir_of(f->target);
+      } else {
+        s = gcc_diag_set(d, GCC_ERR_IO, "%s: write failed: %s (the file was not changed)", f->what,
+                         strerror(errno));
+        unlink(f->tmp);
+      }
+    } else {
+      unlink(f->tmp);
+    }
+    live_remove(f->tmp);
+    free(f->what);
+    free(f->tmp);
+    free(f->target);
+  }
+  free(g_staged);
+  g_staged = NULL;
+  g_n_staged = g_cap_staged = 0;
+  g_staging = 0;
+  return s;
+}
+
+/* Keeps o's written, fsynced temporary for gcc_outfiles_stage_end. */
+static int stage(gcc_outfile *o) {
+  if (g_n_staged == g_cap_staged) {
+    int cap = g_cap_staged ? 2 * g_cap_staged : 8;
+    staged_file *grown = realloc(g_staged, (size_t)cap * sizeof *grown);
+    if (!grown)
+      return ENOMEM;
+    g_staged = grown;
+    g_cap_staged = cap;
+  }
+  g_staged[g_n_staged++] = (staged_file){o->what, o->tmp, o->target};
+  memset(o, 0, sizeof *o); /* the names now belong to the stage */
+  return 0;
+}
+
 gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d) {
   int err = o->err;
   if (!err && fflush(o->f) != 0)
@@ -373,6 +440,11 @@ gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d) {
   if (fclose(o->f) != 0 && !err)
     err = errno ? errno : EIO;
   o->f = NULL;
+  if (o->tmp && !err && g_staging) { /* renamed by gcc_outfiles_stage_end */
+    err = stage(o);
+    if (!err)
+      return GCC_OK;
+  }
   if (o->tmp && !err && rename(o->tmp, o->target) != 0)
     err = errno;
   if (err) {
@@ -383,13 +455,7 @@ gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d) {
   }
   if (o->tmp) {
     live_remove(o->tmp);
-    char *dir = dir_of(o->target); /* make the rename durable */
-    int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (dfd >= 0) {
-      (void)fsync(dfd);
-      close(dfd);
-    }
-    free(dir);
+    sync_dir_of(o->target); /* make the rename durable */
   }
   outfile_free(o);
   return GCC_OK;

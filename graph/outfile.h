@@ -70,6 +70,18 @@ void gcc_outfile_write(gcc_outfile *o, const void *bytes, size_t n);
  * changed)"). *o is released either way. */
 gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d);
 
+/* Staging, so that a run's outputs appear together or not at all (a
+ * failed run writes nothing): after gcc_outfiles_stage_begin(), a
+ * gcc_outfile_commit of a temporary file flushes, fsyncs and keeps it
+ * instead of renaming it; gcc_outfiles_stage_end(1, d) then renames every
+ * kept temporary over its target (GCC_ERR_IO naming the first that fails;
+ * those after it are removed), and gcc_outfiles_stage_end(0, d) removes
+ * them all, every target unchanged. Devices and FIFOs are written directly
+ * as always. Either ends the staging. Not thread-safe: one thread writes a
+ * run's outputs. */
+void gcc_outfiles_stage_begin(void);
+gcc_status gcc_outfiles_stage_end(int commit, gcc_diag *d);
+
 /* Closes and removes the temporary; the target is unchanged. */
 void gcc_outfile_abort(gcc_outfile *o);
 

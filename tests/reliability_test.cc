@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -178,6 +179,39 @@ TEST_F(Reliability, DivergedMlpWritesNothing) {
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, "the evaluation loss is") && Has(r.err, "after optimizer step 2")) << r;
   o.ExpectUntouched();
+}
+
+// A run whose last output fails (/dev/full) leaves the others as they were
+// (issue 32: --output and --predictions were in place, exit 1): every
+// output is staged and all are renamed only when each was written. The
+// control: the same run with a writable last output writes them all.
+TEST_F(Reliability, AFailedOutputLeavesNoOtherOutput) {
+  std::vector<std::string> base = {Runfile("models/mnist_mlp.pb"),
+                                   "--data",
+                                   data_,
+                                   "--max-steps",
+                                   "2",
+                                   "--quiet",
+                                   "--device",
+                                   "cpu"};
+  for (const std::vector<std::string> &last :
+       {std::vector<std::string>{"--export-onnx", "/dev/full"},
+        std::vector<std::string>{"--export-onnx", tmp_.file("m.onnx"), "--profile", "/dev/full"}}) {
+    Outputs o(tmp_);
+    Result r = RunBin("cli/gcc-train", Cat(Cat(base, o.Flags()), last));
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(Has(r.err, "/dev/full: write failed: No space left on device")) << r;
+    EXPECT_FALSE(Has(r.err, "--export-onnx: --export-onnx")) << "the flag once: " << r;
+    o.ExpectUntouched();
+    EXPECT_FALSE(Exists(tmp_.file("m.onnx")));
+    for (const std::string &f : gcc_test::ListDir(tmp_.file("")))
+      EXPECT_EQ(f.find(".tmp."), std::string::npos) << "a temporary is left: " << f;
+  }
+  Outputs o(tmp_);
+  Result r = RunBin("cli/gcc-train", Cat(Cat(base, o.Flags()), {"--export-onnx", "/dev/null"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(ReadText(o.model), "the previous model");
+  EXPECT_TRUE(Exists(o.preds) && Exists(o.bundle) && Exists(o.trace));
 }
 
 // A learning rate that overflows the parameters in the first update, whose
@@ -870,8 +904,7 @@ TEST_F(Reliability, ResumeRefusesACraftedCheckpointPosition) {
   EXPECT_TRUE(Has(r.err, "SHA-256 mismatch (corrupt)")) << r;
 }
 
-// kill -9 at 20 random moments, each run resuming from the newest complete
-// checkpoint: the run then finishes bitwise where an uninterrupted one does.
+// 1 if `dir` holds a checkpoint file.
 bool HasCheckpoint(const std::string &dir) {
   for (const std::string &n : gcc_test::ListDir(dir))
     if (n.size() > 5 && n.compare(n.size() - 5, 5, ".gcck") == 0)
@@ -879,6 +912,39 @@ bool HasCheckpoint(const std::string &dir) {
   return false;
 }
 
+// Two runs sharing a --checkpoint-dir pruned each other's checkpoints
+// without a word (issue 32): the folder is locked (flock) by the run that
+// writes there, and a second writer is refused (exit 2) before any work.
+// The test holds the lock as a running gcc-train would.
+TEST_F(Reliability, ASecondWriterOfACheckpointFolderIsRefused) {
+  std::string ck = tmp_.file("shared");
+  ASSERT_EQ(mkdir(ck.c_str(), 0755), 0);
+  std::vector<std::string> run = {Runfile("models/linear.pb"),
+                                  "--device",
+                                  "cpu",
+                                  "--quiet",
+                                  "--no-output",
+                                  "--max-steps",
+                                  "4",
+                                  "--checkpoint-dir",
+                                  ck,
+                                  "--checkpoint-every",
+                                  "2"};
+  int fd = open(ck.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  Result r = RunBin("cli/gcc-train", run);
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "--checkpoint-dir " + ck + ": another run writes checkpoints there")) << r;
+  EXPECT_FALSE(HasCheckpoint(ck)) << "the second writer wrote";
+  close(fd); // the first run ends: the folder is free again
+  r = RunBin("cli/gcc-train", run);
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(HasCheckpoint(ck)) << r;
+}
+
+// kill -9 at 20 random moments, each run resuming from the newest complete
+// checkpoint: the run then finishes bitwise where an uninterrupted one does.
 TEST_F(Reliability, TwentyKillsThenResumeGivesTheUninterruptedResult) {
   // 160,000 steps of the linear model, about 2 s with a checkpoint every 50
   std::vector<std::string> base = {Runfile("models/linear.pb"),
