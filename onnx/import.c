@@ -884,6 +884,13 @@ static gcc_status read_model_header(imp *I, gcc_diag *d) {
                         "%s: the model has training_info (ONNX training), which is not supported",
                         I->src);
   I->gp = m->graph;
+  /* an empty graph is no model (it imported as one that computes nothing) */
+  const char *none = !I->gp->n_node ? "nodes" : !I->gp->n_output ? "outputs" : NULL;
+  if (none)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: the graph has no %s (%zu nodes, %zu inputs, %zu outputs): nothing "
+                        "to import",
+                        I->src, none, I->gp->n_node, I->gp->n_input, I->gp->n_output);
   if (I->gp->n_sparse_initializer > 0)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: the graph has sparse initializers, which are not supported", I->src);

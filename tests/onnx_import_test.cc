@@ -681,6 +681,34 @@ TEST(OnnxBadInput, CycleIsNamed) {
   EXPECT_NE(r.msg.find("node 'second' (Relu)"), std::string::npos) << r.msg;
 }
 
+// A graph with no nodes or no outputs is refused, naming what it lacks
+// (issue 32: it imported with exit 0 as an empty model). One without inputs
+// but with nodes computes constants and still imports.
+TEST(OnnxBadInput, EmptyGraphIsRefused) {
+  OnnxModel none(13), no_out(13);
+  none.Input("x", {2});
+  none.Output("x");
+  no_out.Input("x", {2});
+  no_out.Node("Relu", {"x"}, {"y"});
+  struct Case {
+    OnnxModel *m;
+    const char *says;
+  } cases[] = {{&none, "the graph has no nodes (0 nodes, 1 inputs, 1 outputs)"},
+               {&no_out, "the graph has no outputs"}};
+  for (const Case &c : cases) {
+    Imported r;
+    Import(c.m->Bytes(), &r, "empty.onnx");
+    EXPECT_EQ(r.status, GCC_ERR_INVALID_GRAPH) << r.msg;
+    EXPECT_NE(r.msg.find(std::string("empty.onnx: ") + c.says), std::string::npos) << r.msg;
+  }
+  // gcc-import exits 3 (an invalid model)
+  std::string path = Tmp("empty.onnx");
+  WriteBytes(path, none.Bytes());
+  gcc_test::ProcResult p = gcc_test::RunRunfile("cli/gcc-import", {path, "-o", Tmp("empty.pb")});
+  EXPECT_EQ(p.exit_code, 3) << p.err;
+  EXPECT_FALSE(gcc_test::Exists(Tmp("empty.pb")));
+}
+
 // A constant folded at import is kept in the graph: one larger than a model
 // file may be (1 GiB) is refused naming the node, not allocated (the ONNX
 // fuzz harness found a 17 GB shape).
