@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -998,6 +999,40 @@ TEST_F(CliTest, ProgressBarOffATerminalWhenAskedAndLinesOtherwise) {
 }
 
 // ---- --log-dir: TensorBoard event files and metrics.csv ------------------------------
+
+// --log-dir under a file-size limit (issue 32): the run fails (EFBIG), and
+// what it wrote is whole records only, the event file and metrics.csv alike;
+// at a limit of 0 no empty event file (or metrics.csv) is left. Before: a
+// record cut mid-write, and a 0-byte event file.
+TEST_F(CliTest, LogDirNeverKeepsAHalfRecordOrAnEmptyFile) {
+  for (rlim_t limit : {(rlim_t)1500, (rlim_t)0}) {
+    std::string dir = tmp_.file("capped" + std::to_string(limit));
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    ProcOptions o;
+    o.child_setup = [limit] {
+      struct rlimit rl = {limit, limit};
+      setrlimit(RLIMIT_FSIZE, &rl);
+    };
+    Result r = RunRunfile("cli/gcc-train",
+                          {linear_, "--device", "cpu", "--quiet", "--no-output", "--log-every", "1",
+                           "--epochs", "3", "--log-dir", dir},
+                          o);
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(Has(r.err, strerror(EFBIG))) << r;
+    std::vector<std::string> files = ListDir(dir);
+    if (limit == 0) {
+      EXPECT_TRUE(files.empty()) << "left: " << (files.empty() ? "" : files[0]);
+      continue;
+    }
+    ASSERT_EQ(files.size(), 2u);
+    std::vector<TfEvent> ev;
+    EXPECT_EQ(ReadTfEvents(dir + "/" + files[0], &ev), "") << "a record was cut";
+    EXPECT_GE(ev.size(), 2u); // the file version and at least one scalar
+    std::string csv = ReadText(dir + "/metrics.csv");
+    ASSERT_FALSE(csv.empty());
+    EXPECT_EQ(csv.back(), '\n') << "a row was cut: " << csv;
+  }
+}
 
 TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
   std::string dir = tmp_.file("runs");
