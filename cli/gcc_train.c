@@ -206,7 +206,7 @@ static void usage(FILE *f) {
          "                      the free GPU memory\n"
          "  --log-dir DIR       write TensorBoard event files (train loss and learning\n"
          "                      rate every --log-every steps, test loss and accuracy\n"
-         "                      and samples/s per epoch) and metrics.csv to DIR, as\n"
+         "                      and samples/s per epoch) and a metrics CSV to DIR, as\n"
          "                      torch.utils.tensorboard does; view: tensorboard --logdir DIR\n"
          "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
          "                      every step: each op, copy, data-loader batch, wait for a\n"
@@ -720,9 +720,7 @@ static int check_outputs(train_args *a) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
-  if (a->log_dir) { /* made now, and metrics.csv can be written in it */
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/metrics.csv", a->log_dir);
+  if (a->log_dir) { /* made now, and writable (each run adds its own files) */
     if (mkdir(a->log_dir, 0777) != 0 && errno != EEXIST) {
       fprintf(stderr, "gcc-train: --log-dir %s: cannot create it: %s\n", a->log_dir,
               strerror(errno));
@@ -730,10 +728,6 @@ static int check_outputs(train_args *a) {
     }
     if (!is_dir(a->log_dir) || access(a->log_dir, W_OK) != 0) {
       fprintf(stderr, "gcc-train: --log-dir %s: not a writable folder\n", a->log_dir);
-      return EXIT_RUN;
-    }
-    if (access(probe, F_OK) == 0 && access(probe, W_OK) != 0) {
-      fprintf(stderr, "gcc-train: --log-dir: %s is not writable\n", probe);
       return EXIT_RUN;
     }
   }
@@ -1623,9 +1617,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   char log_note[4600] = "";
   if (log)
     snprintf(log_note, sizeof log_note,
-             "TensorBoard events in %s, the scalars also in %s/metrics.csv (view them: "
+             "TensorBoard events in %s, the scalars also in %s (view them: "
              "tensorboard --logdir %s)\n",
-             gcc_event_log_path(log), a->log_dir, a->log_dir);
+             gcc_event_log_path(log), gcc_event_log_csv_path(log), a->log_dir);
   gcc_event_log_close(log);
   *rc = 0;
   if (st == GCC_ERR_INTERRUPTED) {

@@ -1,5 +1,5 @@
 /*
- * event_log.c - TensorBoard event files and metrics.csv (event_log.h).
+ * event_log.c - TensorBoard event files and metrics CSVs (event_log.h).
  */
 #include "runtime/event_log.h"
 
@@ -101,14 +101,17 @@ gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log *
       *h = '_';
   snprintf(log->path, sizeof log->path, "%s/events.out.tfevents.%010lld.%s.%ld", dir,
            (long long)wall_time, host, (long)getpid());
-  snprintf(log->csv_path, sizeof log->csv_path, "%s/metrics.csv", dir);
+  /* one file set per run, as TensorBoard's writers do: the CSV is named as
+   * the event file (a second run never appends rows with repeated steps) */
+  snprintf(log->csv_path, sizeof log->csv_path, "%s/metrics.%010lld.%s.%ld.csv", dir,
+           (long long)wall_time, host, (long)getpid());
   log->events = fopen(log->path, "wb");
   if (!log->events) {
     gcc_diag_set(d, GCC_ERR_IO, "%s: cannot create: %s", log->path, strerror(errno));
     gcc_event_log_close(log);
     return GCC_ERR_IO;
   }
-  log->csv = fopen(log->csv_path, "a");
+  log->csv = fopen(log->csv_path, "w");
   static const char kHead[] = "wall_time,step,tag,value\n";
   if (!log->csv) {
     gcc_diag_set(d, GCC_ERR_IO, "%s: cannot write: %s", log->csv_path, strerror(errno));
@@ -168,6 +171,10 @@ gcc_status gcc_event_log_scalar(gcc_event_log *log, const char *tag, int64_t ste
 
 const char *gcc_event_log_path(const gcc_event_log *log) {
   return log->path;
+}
+
+const char *gcc_event_log_csv_path(const gcc_event_log *log) {
+  return log->csv_path;
 }
 
 void gcc_event_log_close(gcc_event_log *log) {

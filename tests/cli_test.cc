@@ -661,7 +661,7 @@ TEST_F(CliTest, LossScaleDefaultsToDynamicUnderFp16AndReportsSkippedSteps) {
   std::string dir = tmp_.file("runs");
   Result lg = with({"--precision", "fp16", "--log-dir", dir});
   ASSERT_EQ(lg.exit_code, 0) << lg;
-  std::string csv = ReadText(dir + "/metrics.csv");
+  std::string csv = ReadText(dir + "/" + ListDir(dir).back()); // metrics.*.csv
   EXPECT_TRUE(Has(csv, ",32,train/loss_scale," + scale + "\n")) << csv;
   EXPECT_TRUE(Has(csv, ",32,train/skipped_steps," + std::to_string(skipped) + "\n")) << csv;
   EXPECT_TRUE(Has(csv, ",16,train/loss_scale,")) << csv;
@@ -998,11 +998,11 @@ TEST_F(CliTest, ProgressBarOffATerminalWhenAskedAndLinesOtherwise) {
   EXPECT_TRUE(Has(bad.err, "--progress 'tqdm': expected auto, bar or lines")) << bad;
 }
 
-// ---- --log-dir: TensorBoard event files and metrics.csv ------------------------------
+// ---- --log-dir: TensorBoard event files and metrics CSVs ------------------------------
 
 // --log-dir under a file-size limit (issue 32): the run fails (EFBIG), and
-// what it wrote is whole records only, the event file and metrics.csv alike;
-// at a limit of 0 no empty event file (or metrics.csv) is left. Before: a
+// what it wrote is whole records only, the event file and the CSV alike;
+// at a limit of 0 no empty event file (or CSV) is left. Before: a
 // record cut mid-write, and a 0-byte event file.
 TEST_F(CliTest, LogDirNeverKeepsAHalfRecordOrAnEmptyFile) {
   for (rlim_t limit : {(rlim_t)1500, (rlim_t)0}) {
@@ -1028,7 +1028,7 @@ TEST_F(CliTest, LogDirNeverKeepsAHalfRecordOrAnEmptyFile) {
     std::vector<TfEvent> ev;
     EXPECT_EQ(ReadTfEvents(dir + "/" + files[0], &ev), "") << "a record was cut";
     EXPECT_GE(ev.size(), 2u); // the file version and at least one scalar
-    std::string csv = ReadText(dir + "/metrics.csv");
+    std::string csv = ReadText(dir + "/" + files[1]);
     ASSERT_FALSE(csv.empty());
     EXPECT_EQ(csv.back(), '\n') << "a row was cut: " << csv;
   }
@@ -1043,8 +1043,9 @@ TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
   EXPECT_TRUE(Has(r.out, "tensorboard --logdir " + dir)) << r;
   std::vector<std::string> files = ListDir(dir);
   ASSERT_EQ(files.size(), 2u) << r;
-  EXPECT_EQ(files[1], "metrics.csv");
   ASSERT_EQ(files[0].rfind("events.out.tfevents.", 0), 0u) << files[0];
+  // the CSV is named as the event file: one file set per run
+  EXPECT_EQ(files[1], "metrics." + files[0].substr(20) + ".csv");
   std::vector<TfEvent> ev;
   ASSERT_EQ(ReadTfEvents(dir + "/" + files[0], &ev), "");
   ASSERT_FALSE(ev.empty());
@@ -1081,8 +1082,8 @@ TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
   EXPECT_EQ(test_loss, 1);
   EXPECT_EQ(acc, 1);
   EXPECT_EQ(rate, 1);
-  // metrics.csv holds the same scalars, one per row
-  std::string csv = ReadText(dir + "/metrics.csv");
+  // the CSV holds the same scalars, one per row
+  std::string csv = ReadText(dir + "/" + files[1]);
   EXPECT_EQ(csv.rfind("wall_time,step,tag,value\n", 0), 0u) << csv;
   EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), ev.size()) << csv;
   EXPECT_TRUE(Has(csv, ",60,test/accuracy,")) << csv;
