@@ -127,6 +127,7 @@ int main(int argc, char **argv) {
   }
   const char *path = argv[optind];
   gcc_diag d = {0};
+  gcc_inputs_track(1); /* every file read is an input (graph/outfile.h) */
   /* the outputs, before the model is read: distinct, never the model */
   const gcc_named_path outs[] = {{"--output", output}, {"--export-onnx", onnx_out}};
   const gcc_named_path ins[] = {{"the model", path}};
@@ -147,6 +148,12 @@ int main(int argc, char **argv) {
   if (gcc_model_open_with(path, &oo, &g, &info, &d) != GCC_OK) {
     fprintf(stderr, "gcc-import: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
+  }
+  /* the files the import read (external data) are inputs too */
+  if (gcc_outfiles_check_inputs(outs, 2, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-import: %s\n", d.msg);
+    gcc_graph_free(g);
+    return EXIT_USAGE;
   }
   if (info.format != GCC_MODEL_FORMAT_ONNX && !quiet && output)
     fprintf(stderr, "gcc-import: %s is already a %s model; writing it again\n", path,
@@ -172,7 +179,7 @@ int main(int argc, char **argv) {
              GCC_ONNX_EXPORT_OPSET, ig->n_nodes);
     gcc_graph_free(ig);
     if (s != GCC_OK) {
-      fprintf(stderr, "gcc-import: --export-onnx: %s\n", d.msg);
+      fprintf(stderr, "gcc-import: %s\n", d.msg); /* d names --export-onnx */
       gcc_graph_free(g);
       return s == GCC_ERR_IO || s == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
     }

@@ -213,11 +213,31 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   gcc_diag d = {0};
-  /* the output, before any work: never an input, writable */
-  const gcc_named_path outs[] = {{"--output", output}};
+  gcc_inputs_track(1); /* every file read is an input (graph/outfile.h) */
+  /* the outputs, before any work: never an input, writable; --save-outputs
+   * DIR writes DIR/logits.npy and DIR/probabilities.npy */
+  char save_logits[4200], save_probs[4200];
+  size_t save_len = save ? strlen(save) : 0;
+  int save_npz = save_len > 4 && strcmp(save + save_len - 4, ".npz") == 0;
+  if (save && !save_npz) {
+    snprintf(save_logits, sizeof save_logits, "%s/logits.npy", save);
+    snprintf(save_probs, sizeof save_probs, "%s/probabilities.npy", save);
+  }
+  const gcc_named_path outs[] = {{"--output", output},
+                                 {"--save-outputs", save_npz ? save : NULL},
+                                 {"--save-outputs", save && !save_npz ? save_logits : NULL},
+                                 {"--save-outputs", save && !save_npz ? save_probs : NULL}};
   const gcc_named_path ins[] = {
       {"the bundle", argv[optind]}, {"--input", input}, {"--labels", labels_path}};
-  if (gcc_outfiles_check(outs, 1, ins, 3, &d) != GCC_OK) {
+  /* the folder's files: collisions only (the folder is made after the run) */
+  gcc_status oc = gcc_outfiles_check(outs, 2, ins, 3, &d);
+  for (int i = 2; oc == GCC_OK && i < 4; i++)
+    for (int j = 0; j < 3 && oc == GCC_OK; j++)
+      if (outs[i].path && ins[j].path && gcc_outfile_same(outs[i].path, ins[j].path))
+        oc = gcc_diag_set(&d, GCC_ERR_INVALID_ARGUMENT,
+                          "%s %s names %s (%s): an output never overwrites an input", outs[i].flag,
+                          outs[i].path, ins[j].flag, ins[j].path);
+  if (oc != GCC_OK) {
     fprintf(stderr, "gcc-run: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
@@ -230,6 +250,12 @@ int main(int argc, char **argv) {
   if (gccx_bundle_open(argv[optind], &b, &d) != GCC_OK) {
     fprintf(stderr, "gcc-run: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
+  }
+  /* the files the bundle's model read (ONNX external data) are inputs too */
+  if (gcc_outfiles_check_inputs(outs, 4, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-run: %s\n", d.msg);
+    gccx_bundle_close(&b);
+    return EXIT_USAGE;
   }
   const gcc_bundle_info *info;
   gccx_bundle_info(b, &info, &d);
@@ -375,6 +401,8 @@ int main(int argc, char **argv) {
       len += (size_t)snprintf(csv + len, cap - len, "\n");
     }
   }
+  /* the CSV and --save-outputs staged: in place together or not at all */
+  gcc_outfiles_stage_begin();
   if (rc == 0) {
     if (output) {
       if (gcc_write_file_atomic(output, csv, len, &d) != GCC_OK) {
@@ -413,6 +441,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = EXIT_RUN;
     }
+  }
+  gcc_diag sd = {0};
+  if (gcc_outfiles_stage_end(rc == 0, &sd) != GCC_OK) {
+    fprintf(stderr, "gcc-run: %s\n", sd.msg);
+    rc = EXIT_RUN;
   }
   if (rc == 0 && !quiet) {
     FILE *f = output ? stdout : stderr; /* never mixed into CSV on stdout */

@@ -9,6 +9,7 @@
  * written).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -204,7 +206,7 @@ static void usage(FILE *f) {
          "                      the free GPU memory\n"
          "  --log-dir DIR       write TensorBoard event files (train loss and learning\n"
          "                      rate every --log-every steps, test loss and accuracy\n"
-         "                      and samples/s per epoch) and metrics.csv to DIR, as\n"
+         "                      and samples/s per epoch) and a metrics CSV to DIR, as\n"
          "                      torch.utils.tensorboard does; view: tensorboard --logdir DIR\n"
          "  --profile FILE      write a Chrome trace (JSON; Perfetto, chrome://tracing) of\n"
          "                      every step: each op, copy, data-loader batch, wait for a\n"
@@ -713,14 +715,12 @@ static int check_outputs(train_args *a) {
       {"--profile", a->profile_path},
       {"--dump-placement-file", a->dump_placement ? a->dump_file : NULL},
   };
-  const gcc_named_path ins[] = {{"the model", a->model_path}};
-  if (gcc_outfiles_check(outs, 6, ins, 1, &d) != GCC_OK) {
+  const gcc_named_path ins[] = {{"the model", a->model_path}, {"--resume", a->resume_path}};
+  if (gcc_outfiles_check(outs, 6, ins, 2, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
   }
-  if (a->log_dir) { /* made now, and metrics.csv can be written in it */
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/metrics.csv", a->log_dir);
+  if (a->log_dir) { /* made now, and writable (each run adds its own files) */
     if (mkdir(a->log_dir, 0777) != 0 && errno != EEXIST) {
       fprintf(stderr, "gcc-train: --log-dir %s: cannot create it: %s\n", a->log_dir,
               strerror(errno));
@@ -728,10 +728,6 @@ static int check_outputs(train_args *a) {
     }
     if (!is_dir(a->log_dir) || access(a->log_dir, W_OK) != 0) {
       fprintf(stderr, "gcc-train: --log-dir %s: not a writable folder\n", a->log_dir);
-      return EXIT_RUN;
-    }
-    if (access(probe, F_OK) == 0 && access(probe, W_OK) != 0) {
-      fprintf(stderr, "gcc-train: --log-dir: %s is not writable\n", probe);
       return EXIT_RUN;
     }
   }
@@ -1252,7 +1248,9 @@ static int onnx_export(const gcc_graph *model, const char *path) {
   gcc_graph_free(ig);
   if (s == GCC_OK)
     return -1;
-  fprintf(stderr, "gcc-train: --export-onnx: %s\n", d.msg);
+  /* an I/O error names the flag already */
+  fprintf(stderr, "gcc-train: %s%s\n", strncmp(d.msg, "--export-onnx", 13) ? "--export-onnx: " : "",
+          d.msg);
   return s == GCC_ERR_IO || s == GCC_ERR_OUT_OF_MEMORY ? EXIT_RUN : EXIT_MODEL;
 }
 
@@ -1420,7 +1418,9 @@ static int build_run(train_args *a, train_run *r) {
     if (rs != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
       run_free(r);
-      return rs == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
+      return rs == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE
+             : rs == GCC_ERR_PARSE          ? EXIT_MODEL /* corrupt */
+                                            : EXIT_RUN;
     }
   }
   return -1;
@@ -1435,6 +1435,30 @@ static double wall_seconds(void) {
 /* --log-dir: the trainer's scalars, stamped with the wall-clock time */
 static gcc_status log_scalar(void *user, const char *tag, int64_t step, double value, gcc_diag *d) {
   return gcc_event_log_scalar(user, tag, step, wall_seconds(), (float)value, d);
+}
+
+/* The trainer's on_inputs_read: no output replaces a file the run read
+ * (the data set's files, ONNX external data, a checkpoint found in the
+ * --resume folder; graph/outfile.h), checked before the first step. */
+typedef struct inputs_check {
+  const train_args *a;
+  const train_run *r;
+  int clash; /* 1: an output names an input (exit 2) */
+} inputs_check;
+
+static gcc_status check_inputs_read(void *user, gcc_diag *d) {
+  inputs_check *c = user;
+  const train_args *a = c->a;
+  const gcc_named_path outs[] = {
+      {"--output", a->no_output ? NULL : c->r->output},
+      {"--predictions", a->predictions_path},
+      {"--export", a->export_path},
+      {"--export-onnx", a->export_onnx_path},
+      {"--profile", a->profile_path},
+  };
+  gcc_status st = gcc_outfiles_check_inputs(outs, 5, d);
+  c->clash = st != GCC_OK;
+  return st;
 }
 
 /* Step 3: trains (SIGINT stops it between steps) and prints the summary.
@@ -1573,6 +1597,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.checkpoint_every = a->checkpoint_every;
   cfg.keep_checkpoints = (int)a->keep_checkpoints;
   cfg.resume = a->resume_path ? &r->resume : NULL;
+  inputs_check ic = {a, r, 0};
+  cfg.on_inputs_read = check_inputs_read;
+  cfg.inputs_user = &ic;
   gcc_train_report rep;
   gcc_diag d = {0};
   gcc_event_log *log = NULL;
@@ -1590,9 +1617,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   char log_note[4600] = "";
   if (log)
     snprintf(log_note, sizeof log_note,
-             "TensorBoard events in %s, the scalars also in %s/metrics.csv (view them: "
+             "TensorBoard events in %s, the scalars also in %s (view them: "
              "tensorboard --logdir %s)\n",
-             gcc_event_log_path(log), a->log_dir, a->log_dir);
+             gcc_event_log_path(log), gcc_event_log_csv_path(log), a->log_dir);
   gcc_event_log_close(log);
   *rc = 0;
   if (st == GCC_ERR_INTERRUPTED) {
@@ -1607,6 +1634,10 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     *rc = st == GCC_ERR_SHAPE || st == GCC_ERR_INVALID_GRAPH || st == GCC_ERR_UNSUPPORTED
               ? EXIT_MODEL
               : EXIT_RUN;
+    if (rep.resume_refused) /* a corrupt checkpoint, or one past --epochs */
+      *rc = st == GCC_ERR_PARSE ? EXIT_MODEL : EXIT_USAGE;
+    if (ic.clash) /* an output would replace an input */
+      *rc = EXIT_USAGE;
   } else if (is_root()) {
     /* the rate only when steps ran for long enough to time them */
     char rate[64] = "";
@@ -1703,7 +1734,6 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
       for (int i = 0; i < eo->n_batch_sizes; i++)
         printf("%s %" PRId64 "%s", i ? "," : "", eo->batch_sizes[i],
                i == eo->n_batch_sizes - 1 ? ")\n" : "");
-      print_bundle_weights(a->export_path);
     }
   }
   if (rc == 0 && a->export_onnx_path) {
@@ -1737,6 +1767,31 @@ static int write_profile(const train_args *a, train_run *r, int rc) {
 }
 
 /* After the flags and the communicator: compile only, or train and write. */
+/* --checkpoint-dir: one writer at a time (two runs pruning each other's
+ * checkpoints would lose both). The flock on the folder is held until the
+ * process exits. Returns -1 to go on, else the exit status. */
+static int lock_checkpoint_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "gcc-train: --checkpoint-dir %s: %s\n", dir, strerror(errno));
+    return EXIT_RUN;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) {
+      fprintf(stderr,
+              "gcc-train: --checkpoint-dir %s: another run writes checkpoints there (the folder "
+              "is locked); give each run its own folder\n",
+              dir);
+      return EXIT_USAGE;
+    }
+    fprintf(stderr, "gcc-train: --checkpoint-dir %s: cannot lock it: %s\n", dir, strerror(err));
+    return EXIT_RUN;
+  }
+  return -1; /* fd stays open: the lock lasts as long as the run */
+}
+
 static int run_main(train_args *ap) {
   train_args a = *ap;
   int rc;
@@ -1758,17 +1813,34 @@ static int run_main(train_args *ap) {
     a.export_onnx_path = NULL;
     a.profile_path = NULL;
   }
+  if (a.checkpoint_dir && is_root() && (rc = lock_checkpoint_dir(a.checkpoint_dir)) >= 0)
+    return rc;
   train_run r = {0};
   rc = build_run(&a, &r);
   if (rc >= 0)
     return rc;
   predictions preds = {0};
   gcc_status st = train(&a, &r, &preds, &rc);
-  if (st == GCC_OK)
+  /* the outputs staged (graph/outfile.h), in place together only when
+   * every one was written: a failed run writes nothing */
+  if (st == GCC_OK) {
+    gcc_outfiles_stage_begin();
     rc = write_outputs(&a, &r, &preds);
+  }
   /* no trace after a failure, whose message is the thing to read */
   if (r.prof && (st == GCC_OK || st == GCC_ERR_INTERRUPTED))
     rc = write_profile(&a, &r, rc);
+  if (st == GCC_OK) {
+    gcc_diag sd = {0};
+    if (gcc_outfiles_stage_end(rc == 0, &sd) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", sd.msg);
+      rc = EXIT_RUN;
+    } else if (rc != 0 && !a.quiet) {
+      fprintf(stderr, "gcc-train: no output written\n");
+    }
+    if (rc == 0 && a.export_path && !a.quiet)
+      print_bundle_weights(a.export_path); /* read back once it is in place */
+  }
   free(preds.cls);
   run_free(&r);
   return rc;
@@ -1778,6 +1850,7 @@ int main(int argc, char **argv) {
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   /* a file-size limit (ulimit -f) becomes a reported EFBIG, not a kill */
   signal(SIGXFSZ, SIG_IGN);
+  gcc_inputs_track(1); /* every file read is an input (graph/outfile.h) */
   /* `bazel run` starts us in the runfiles tree: work where the user was */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
   if (bwd && chdir(bwd) != 0)

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "graph/outfile.h"
+
 enum {
   IDX_TYPE_U8 = 0x08,
   IDX_MAX_NDIM = 4,
@@ -241,6 +243,7 @@ gcc_status gcc_idx_read(const char *path, int expect_ndim, int64_t dims[4], uint
     close(fd);
     return gcc_diag_set(d, GCC_ERR_IO, "%s: not a regular file", path);
   }
+  gcc_input_note(path, fd);
   errno = 0;
   gzFile f = gzdopen(fd, "rb");
   if (f == NULL) {
@@ -371,10 +374,23 @@ static gcc_status cifar_records(const char *path, int64_t *records, gcc_diag *d)
 /* Reads `records` records of `path` into images/labels (room for them). */
 static gcc_status cifar_read(const char *path, int64_t records, uint8_t *images, uint8_t *labels,
                              gcc_diag *d) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s %s", path, strerror(errno),
-                        kCifarFiles);
+  /* O_NONBLOCK and fstat: a FIFO put in place of the file since
+   * cifar_records is refused, never waited on */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int err = fd < 0 ? errno : 0;
+    if (fd >= 0)
+      close(fd);
+    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s %s", path,
+                        err ? strerror(err) : "not a regular file", kCifarFiles);
+  }
+  gcc_input_note(path, fd);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "%s: cannot open: out of memory", path);
+  }
   uint8_t rec[CIFAR_RECORD];
   for (int64_t i = 0; i < records; i++) {
     if (fread(rec, 1, sizeof rec, f) != sizeof rec) {

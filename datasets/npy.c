@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "graph/loader.h"
+#include "graph/outfile.h"
 
 int gcc_npy_is_npy(const uint8_t *bytes, size_t size) {
   return size >= 6 && memcmp(bytes, "\x93NUMPY", 6) == 0;
@@ -39,6 +40,22 @@ static const char *dict_value(const char *h, const char *key) {
   while (*p == ' ')
     p++;
   return p;
+}
+
+/* How many times key `key` (quoted with ' or ", followed by ':') appears
+ * in the header dict. */
+static int key_count(const char *h, const char *key) {
+  int n = 0;
+  size_t kl = strlen(key);
+  for (const char *p = h; *p; p++) {
+    if ((*p != '\'' && *p != '"') || strncmp(p + 1, key, kl) != 0 || p[1 + kl] != *p)
+      continue;
+    const char *c = p + 2 + kl;
+    while (*c == ' ')
+      c++;
+    n += *c == ':';
+  }
+  return n;
 }
 
 /* The dtype of a descr ("<f4"), or 0. */
@@ -91,6 +108,14 @@ gcc_status gcc_npy_parse_header(const uint8_t *bytes, size_t size, const char *s
   gcc_status st = GCC_OK;
   if (strlen(h) != hlen || hlen < 2 || h[0] != '{' || !strchr(h, '}'))
     st = gcc_diag_set(d, GCC_ERR_PARSE, "%s: the .npy header is not a dict", source);
+  /* numpy's header dict keeps the last of a repeated key, a reader that
+   * searches the first: ambiguous, refused */
+  const char *const keys[3] = {"descr", "fortran_order", "shape"};
+  for (int k = 0; k < 3 && st == GCC_OK; k++)
+    if (key_count(h, keys[k]) > 1)
+      st = gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: the .npy header gives '%s' more than once (ambiguous)", source,
+                        keys[k]);
   const char *descr = st == GCC_OK ? dict_value(h, "descr") : NULL;
   const char *fortran = st == GCC_OK ? dict_value(h, "fortran_order") : NULL;
   const char *shp = st == GCC_OK ? dict_value(h, "shape") : NULL;
@@ -371,11 +396,16 @@ static void npy_bytes_free(npy_bytes *b) {
 
 static gcc_status map_file(const char *path, npy_bytes *b, gcc_diag *d) {
   snprintf(b->name, sizeof b->name, "%s", path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK and fstat: a FIFO or device in place of the file is
+   * refused, never waited on */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 10) {
+  int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular)
+    gcc_input_note(path, fd);
+  if (!regular || st.st_size < 10) {
     close(fd);
     return gcc_diag_set(d, GCC_ERR_PARSE,
                         "%s: not a .npy file (not a regular file of 10 bytes "
@@ -393,9 +423,25 @@ static gcc_status map_file(const char *path, npy_bytes *b, gcc_diag *d) {
   return GCC_OK;
 }
 
-static gcc_status zip_entry(zip_t *z, const char *zpath, const char *entry, npy_bytes *b,
-                            gcc_diag *d) {
+/* `archive_bytes`: the .npz file's size, which bounds what a member can
+ * hold before any allocation (stored: its own bytes; deflated: at most
+ * 1032 times them, deflate's largest ratio). */
+static gcc_status zip_entry(zip_t *z, const char *zpath, const char *entry, uint64_t archive_bytes,
+                            npy_bytes *b, gcc_diag *d) {
   snprintf(b->name, sizeof b->name, "%s:%s", zpath, entry);
+  /* numpy.load reads the last of two members of one name, libzip the
+   * first: ambiguous, refused */
+  int same = 0;
+  zip_int64_t members = zip_get_num_entries(z, 0);
+  for (zip_int64_t i = 0; i < members; i++) {
+    const char *name = zip_get_name(z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+    same += name && strcmp(name, entry) == 0;
+  }
+  if (same > 1)
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: the archive holds %d members named '%s' (ambiguous: numpy reads the "
+                        "last, other readers the first)",
+                        zpath, same, entry);
   zip_stat_t zs;
   zip_stat_init(&zs);
   if (zip_stat(z, entry, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE))
@@ -403,10 +449,24 @@ static gcc_status zip_entry(zip_t *z, const char *zpath, const char *entry, npy_
   if (zs.size > GCC_NPY_MAX_BYTES)
     return gcc_diag_set(d, GCC_ERR_PARSE, "%s: %llu bytes (at most %zu)", b->name,
                         (unsigned long long)zs.size, GCC_NPY_MAX_BYTES);
+  uint64_t packed = (zs.valid & ZIP_STAT_COMP_SIZE) ? zs.comp_size : archive_bytes;
+  int stored = (zs.valid & ZIP_STAT_COMP_METHOD) && zs.comp_method == ZIP_CM_STORE;
+  if (packed > archive_bytes || (stored && zs.size != packed) ||
+      zs.size / 1032 > packed + 1) /* refused before the allocation */
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "%s: the archive says %llu bytes from %llu packed bytes in a %llu-byte "
+                        "file: corrupt",
+                        b->name, (unsigned long long)zs.size, (unsigned long long)packed,
+                        (unsigned long long)archive_bytes);
   b->buf = malloc(zs.size ? zs.size : 1);
   if (!b->buf)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%s)", b->name);
   zip_file_t *f = zip_fopen(z, entry, 0);
+  if (!f && zip_error_code_zip(zip_get_error(z)) == ZIP_ER_COMPNOTSUPP)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: compressed with method %u, which this reader does not support "
+                        "(numpy writes stored or deflated members)",
+                        b->name, (zs.valid & ZIP_STAT_COMP_METHOD) ? (unsigned)zs.comp_method : 0u);
   zip_int64_t got = f ? zip_fread(f, b->buf, zs.size) : -1;
   if (f)
     zip_fclose(f);
@@ -463,14 +523,34 @@ static gcc_status open_pair(const char *path, int train, npy_bytes *xb, npy_byte
     if (s == GCC_OK)
       s = map_file(py, yb, d);
   } else {
-    int err = 0;
-    *z = zip_open(path, ZIP_RDONLY, &err);
-    if (!*z)
-      return gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npz (zip) archive (libzip error %d)", path,
-                          err);
-    s = zip_entry(*z, path, xn, xb, d);
+    /* opened here (O_NONBLOCK, fstat) so that a FIFO is refused, not
+     * waited on; libzip takes the descriptor */
+    int err = 0, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      err = fd < 0 ? errno : 0;
+      if (fd >= 0)
+        close(fd);
+      return gcc_diag_set(d, GCC_ERR_IO, "--dataset npy: %s: %s", path,
+                          err ? strerror(err) : "not a folder or a regular (.npz) file");
+    }
+    gcc_input_note(path, fd);
+    *z = zip_fdopen(fd, ZIP_RDONLY, &err);
+    if (!*z) {
+      close(fd);
+      zip_error_t ze;
+      zip_error_init_with_code(&ze, err);
+      gcc_status zs =
+          err == ZIP_ER_NOZIP
+              ? gcc_diag_set(d, GCC_ERR_PARSE, "%s: not a .npz (zip) archive (libzip: %s)", path,
+                             zip_error_strerror(&ze))
+              : gcc_diag_set(d, GCC_ERR_PARSE, "%s: a .npz (zip) archive libzip cannot open: %s",
+                             path, zip_error_strerror(&ze));
+      zip_error_fini(&ze);
+      return zs;
+    }
+    s = zip_entry(*z, path, xn, (uint64_t)st.st_size, xb, d);
     if (s == GCC_OK)
-      s = zip_entry(*z, path, yn, yb, d);
+      s = zip_entry(*z, path, yn, (uint64_t)st.st_size, yb, d);
   }
   return s;
 }

@@ -51,6 +51,87 @@ void gcc_outfile_cleanup_signal_safe(void) {
   }
 }
 
+/* ---- the files this run read (gcc_inputs_track) ------------------------ */
+
+typedef struct noted_input {
+  dev_t dev;
+  ino_t ino;
+  char *path;
+} noted_input;
+
+static atomic_int g_track;
+static atomic_flag g_inputs_lock = ATOMIC_FLAG_INIT;
+static noted_input *g_inputs;
+static int g_n_inputs, g_cap_inputs;
+
+static void inputs_lock(void) {
+  while (atomic_flag_test_and_set_explicit(&g_inputs_lock, memory_order_acquire))
+    ;
+}
+
+static void inputs_unlock(void) {
+  atomic_flag_clear_explicit(&g_inputs_lock, memory_order_release);
+}
+
+void gcc_inputs_track(int on) {
+  atomic_store(&g_track, on != 0);
+  if (on)
+    return;
+  inputs_lock();
+  for (int i = 0; i < g_n_inputs; i++)
+    free(g_inputs[i].path);
+  free(g_inputs);
+  g_inputs = NULL;
+  g_n_inputs = g_cap_inputs = 0;
+  inputs_unlock();
+}
+
+void gcc_input_note(const char *path, int fd) {
+  if (!atomic_load(&g_track) || !path)
+    return;
+  struct stat st;
+  if ((fd >= 0 ? fstat(fd, &st) : stat(path, &st)) != 0 || !S_ISREG(st.st_mode))
+    return; /* only regular files can be replaced by an output */
+  inputs_lock();
+  int known = 0;
+  for (int i = 0; i < g_n_inputs && !known; i++)
+    known = g_inputs[i].dev == st.st_dev && g_inputs[i].ino == st.st_ino;
+  if (!known && g_n_inputs == g_cap_inputs) {
+    int cap = g_cap_inputs ? 2 * g_cap_inputs : 16;
+    noted_input *grown = realloc(g_inputs, (size_t)cap * sizeof *grown);
+    if (grown) {
+      g_inputs = grown;
+      g_cap_inputs = cap;
+    }
+  }
+  if (!known && g_n_inputs < g_cap_inputs) {
+    char *copy = gcc_strdup(path);
+    if (copy)
+      g_inputs[g_n_inputs++] = (noted_input){st.st_dev, st.st_ino, copy};
+  }
+  inputs_unlock();
+}
+
+gcc_status gcc_outfiles_check_inputs(const gcc_named_path *outputs, int n_outputs, gcc_diag *d) {
+  gcc_status s = GCC_OK;
+  inputs_lock();
+  for (int i = 0; i < n_outputs && s == GCC_OK; i++) {
+    struct stat st;
+    if (!outputs[i].path || stat(outputs[i].path, &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    for (int j = 0; j < g_n_inputs; j++)
+      if (g_inputs[j].dev == st.st_dev && g_inputs[j].ino == st.st_ino) {
+        s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                         "%s %s would replace %s, which this run reads: an output never "
+                         "overwrites an input",
+                         outputs[i].flag, outputs[i].path, g_inputs[j].path);
+        break;
+      }
+  }
+  inputs_unlock();
+  return s;
+}
+
 /* ---- paths ------------------------------------------------------------- */
 
 /* `path` with every symbolic link of its last component followed (a
@@ -276,6 +357,73 @@ void gcc_outfile_abort(gcc_outfile *o) {
   outfile_free(o);
 }
 
+/* ---- staging (gcc_outfiles_stage_begin) ------------------------------- */
+
+typedef struct staged_file {
+  char *what, *tmp, *target;
+} staged_file;
+
+static int g_staging;
+static staged_file *g_staged;
+static int g_n_staged, g_cap_staged;
+
+void gcc_outfiles_stage_begin(void) {
+  g_staging = 1;
+}
+
+/* fsync of the directory of `target`: makes a rename durable */
+static void sync_dir_of(const char *target) {
+  char *dir = dir_of(target);
+  int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+  free(dir);
+}
+
+gcc_status gcc_outfiles_stage_end(int commit, gcc_diag *d) {
+  gcc_status s = GCC_OK;
+  for (int i = 0; i < g_n_staged; i++) {
+    staged_file *f = &g_staged[i];
+    if (commit && s == GCC_OK) {
+      if (rename(f->tmp, f->target) == 0) {
+        sync_dir_of(f->target);
+      } else {
+        s = gcc_diag_set(d, GCC_ERR_IO, "%s: write failed: %s (the file was not changed)", f->what,
+                         strerror(errno));
+        unlink(f->tmp);
+      }
+    } else {
+      unlink(f->tmp);
+    }
+    live_remove(f->tmp);
+    free(f->what);
+    free(f->tmp);
+    free(f->target);
+  }
+  free(g_staged);
+  g_staged = NULL;
+  g_n_staged = g_cap_staged = 0;
+  g_staging = 0;
+  return s;
+}
+
+/* Keeps o's written, fsynced temporary for gcc_outfiles_stage_end. */
+static int stage(gcc_outfile *o) {
+  if (g_n_staged == g_cap_staged) {
+    int cap = g_cap_staged ? 2 * g_cap_staged : 8;
+    staged_file *grown = realloc(g_staged, (size_t)cap * sizeof *grown);
+    if (!grown)
+      return ENOMEM;
+    g_staged = grown;
+    g_cap_staged = cap;
+  }
+  g_staged[g_n_staged++] = (staged_file){o->what, o->tmp, o->target};
+  memset(o, 0, sizeof *o); /* the names now belong to the stage */
+  return 0;
+}
+
 gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d) {
   int err = o->err;
   if (!err && fflush(o->f) != 0)
@@ -292,6 +440,11 @@ gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d) {
   if (fclose(o->f) != 0 && !err)
     err = errno ? errno : EIO;
   o->f = NULL;
+  if (o->tmp && !err && g_staging) { /* renamed by gcc_outfiles_stage_end */
+    err = stage(o);
+    if (!err)
+      return GCC_OK;
+  }
   if (o->tmp && !err && rename(o->tmp, o->target) != 0)
     err = errno;
   if (err) {
@@ -302,13 +455,7 @@ gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d) {
   }
   if (o->tmp) {
     live_remove(o->tmp);
-    char *dir = dir_of(o->target); /* make the rename durable */
-    int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (dfd >= 0) {
-      (void)fsync(dfd);
-      close(dfd);
-    }
-    free(dir);
+    sync_dir_of(o->target); /* make the rename durable */
   }
   outfile_free(o);
   return GCC_OK;

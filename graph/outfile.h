@@ -70,6 +70,18 @@ void gcc_outfile_write(gcc_outfile *o, const void *bytes, size_t n);
  * changed)"). *o is released either way. */
 gcc_status gcc_outfile_commit(gcc_outfile *o, gcc_diag *d);
 
+/* Staging, so that a run's outputs appear together or not at all (a
+ * failed run writes nothing): after gcc_outfiles_stage_begin(), a
+ * gcc_outfile_commit of a temporary file flushes, fsyncs and keeps it
+ * instead of renaming it; gcc_outfiles_stage_end(1, d) then renames every
+ * kept temporary over its target (GCC_ERR_IO naming the first that fails;
+ * those after it are removed), and gcc_outfiles_stage_end(0, d) removes
+ * them all, every target unchanged. Devices and FIFOs are written directly
+ * as always. Either ends the staging. Not thread-safe: one thread writes a
+ * run's outputs. */
+void gcc_outfiles_stage_begin(void);
+gcc_status gcc_outfiles_stage_end(int commit, gcc_diag *d);
+
 /* Closes and removes the temporary; the target is unchanged. */
 void gcc_outfile_abort(gcc_outfile *o);
 
@@ -96,6 +108,26 @@ typedef struct gcc_named_path {
  * flags for a collision; those of gcc_outfile_check. */
 gcc_status gcc_outfiles_check(const gcc_named_path *outputs, int n_outputs,
                               const gcc_named_path *inputs, int n_inputs, gcc_diag *d);
+
+/* The files a run reads, by identity (device and inode), so that no output
+ * replaces one that is only known once the inputs are read (ONNX external
+ * data, the files of a data set, a checkpoint found in a folder). Off by
+ * default: a program calls gcc_inputs_track(1) first; then every reader of
+ * this project (graph/util.h gcc_read_file, the ONNX importer's external
+ * data, datasets/) notes the regular files it opens with gcc_input_note.
+ * gcc_inputs_track(0) stops and forgets them. Thread-safe. */
+void gcc_inputs_track(int on);
+
+/* Notes the regular file at `path` (fd >= 0: its open descriptor, whose
+ * identity is used) as read by this run; a no-op while not tracking, and
+ * for devices and FIFOs. */
+void gcc_input_note(const char *path, int fd);
+
+/* GCC_OK unless an output that exists as a regular file (after following
+ * links) is one of the files noted as read: then GCC_ERR_INVALID_ARGUMENT
+ * naming the flag, the output and the input. Call it once the inputs are
+ * read and before any work whose result the outputs hold. */
+gcc_status gcc_outfiles_check_inputs(const gcc_named_path *outputs, int n_outputs, gcc_diag *d);
 
 /* From a signal handler: unlinks every temporary file still open (only
  * async-signal-safe calls). */

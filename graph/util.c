@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "graph/outfile.h"
+
 char *gcc_strdup(const char *s) {
   if (!s)
     return NULL;
@@ -46,6 +48,7 @@ gcc_status gcc_read_file(const char *path, size_t max_bytes, uint8_t **bytes, si
     close(fd);
     return gcc_diag_set(d, GCC_ERR_IO, "%s: not a regular file", path);
   }
+  gcc_input_note(path, fd);
   size_t n = (size_t)st.st_size;
   if (max_bytes && n > max_bytes) {
     close(fd);

@@ -6,6 +6,7 @@
 #include "onnx/import.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -13,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "graph/loader.h"
 #include "graph/ops.h"
+#include "graph/outfile.h"
 #include "graph/util.h"
 #include "onnx/import_internal.h"
 
@@ -574,20 +577,31 @@ static gcc_status read_external(imp *I, const Onnx__TensorProto *t, const char *
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: external data file %s: %s", I->src, what,
                         path, strerror(errno));
   size_t ld = strlen(real_dir);
+  if (strcmp(real_file, real_dir) == 0)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: external data location '%s' is the model's folder %s itself, "
+                        "not a file in it",
+                        I->src, what, location, real_dir);
   if (strncmp(real_file, real_dir, ld) != 0 || (real_file[ld] != '/' && ld > 1))
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: %s: external data location '%s' resolves to %s, outside the "
                         "model's folder %s",
                         I->src, what, location, real_file, real_dir);
+  /* the type before the open (O_NONBLOCK, then fstat): a FIFO or device
+   * is refused, never waited on */
   struct stat st;
-  FILE *f = fopen(real_file, "rb");
-  if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    if (f)
-      fclose(f);
+  int fd = open(real_file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  FILE *f = NULL;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+    f = fdopen(fd, "rb");
+  if (!f) {
+    if (fd >= 0)
+      close(fd);
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: %s: external data file %s is not a readable file", I->src, what,
                         real_file);
   }
+  gcc_input_note(real_file, fd);
   if (length < 0)
     length = (int64_t)st.st_size - offset;
   if ((uint64_t)length != want || offset > (int64_t)st.st_size ||
@@ -870,6 +884,13 @@ static gcc_status read_model_header(imp *I, gcc_diag *d) {
                         "%s: the model has training_info (ONNX training), which is not supported",
                         I->src);
   I->gp = m->graph;
+  /* an empty graph is no model (it imported as one that computes nothing) */
+  const char *none = !I->gp->n_node ? "nodes" : !I->gp->n_output ? "outputs" : NULL;
+  if (none)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: the graph has no %s (%zu nodes, %zu inputs, %zu outputs): nothing "
+                        "to import",
+                        I->src, none, I->gp->n_node, I->gp->n_input, I->gp->n_output);
   if (I->gp->n_sparse_initializer > 0)
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: the graph has sparse initializers, which are not supported", I->src);

@@ -196,10 +196,16 @@ gcc_status gcc_checkpoint_read(const char *path, gcc_checkpoint *out, gcc_diag *
   uint8_t *b;
   size_t size;
   GCC_TRY(gcc_read_file(path, 0, &b, &size, d)); /* regular files only */
-  if (size < HEADER + TRAILER) {
-    free(b);
+  gcc_status s = gcc_checkpoint_parse(b, size, path, out, d);
+  free(b);
+  return s;
+}
+
+gcc_status gcc_checkpoint_parse(const uint8_t *b, size_t size, const char *path,
+                                gcc_checkpoint *out, gcc_diag *d) {
+  memset(out, 0, sizeof *out);
+  if (size < HEADER + TRAILER)
     return gcc_diag_set(d, GCC_ERR_PARSE, "checkpoint %s: truncated (%zu bytes)", path, size);
-  }
   gcc_status s = GCC_OK;
   uint8_t sum[32];
   uint64_t msize = get_u64(b + 40), asize = get_u64(b + 48);
@@ -220,7 +226,26 @@ gcc_status gcc_checkpoint_read(const char *path, gcc_checkpoint *out, gcc_diag *
     out->step = (int64_t)get_u64(b + 16);
     out->epoch = (int64_t)get_u64(b + 24);
     out->batch = (int64_t)get_u64(b + 32);
-    s = gcc_model_parse(b + HEADER, (size_t)msize, path, &out->model, d);
+    /* a checksum proves integrity, not validity: a position is never
+     * negative, and each step took one batch (the rest needs the data:
+     * gcc_checkpoint_check_position) */
+    const struct {
+      const char *name;
+      int64_t v;
+    } field[] = {{"step", out->step}, {"epoch", out->epoch}, {"batch", out->batch}};
+    for (int i = 0; i < 3 && s == GCC_OK; i++)
+      if (field[i].v < 0)
+        s = gcc_diag_set(d, GCC_ERR_PARSE,
+                         "checkpoint %s: corrupt: its %s field is %" PRId64 " (must be >= 0)", path,
+                         field[i].name, field[i].v);
+    if (s == GCC_OK && (out->batch > out->step || out->epoch > out->step - out->batch))
+      s = gcc_diag_set(d, GCC_ERR_PARSE,
+                       "checkpoint %s: corrupt: step %" PRId64 " cannot be epoch %" PRId64
+                       ", batch %" PRId64 " (every epoch before it took at least one step, and "
+                       "every batch one)",
+                       path, out->step, out->epoch, out->batch);
+    if (s == GCC_OK)
+      s = gcc_model_parse(b + HEADER, (size_t)msize, path, &out->model, d);
   }
   if (s == GCC_OK) {
     out->arena = malloc(asize ? (size_t)asize : 1);
@@ -232,7 +257,6 @@ gcc_status gcc_checkpoint_read(const char *path, gcc_checkpoint *out, gcc_diag *
       out->arena_size = (size_t)asize;
     }
   }
-  free(b);
   if (s != GCC_OK)
     gcc_checkpoint_free(out);
   return s;
@@ -348,4 +372,37 @@ gcc_status gcc_checkpoint_check(const gcc_checkpoint *c, const gcc_graph *model,
                         "be the checkpoint's)",
                         c->path, c->arena_size, gcc_session_persistent_bytes(s));
   return gcc_session_check_loss_scale(s, c->arena, c->arena_size, c->path, d);
+}
+
+gcc_status gcc_checkpoint_check_position(const gcc_checkpoint *c, int64_t batches_per_epoch,
+                                         int64_t epochs, gcc_diag *d) {
+  const char *p = c->path ? c->path : "(checkpoint)";
+  if (c->step < 0 || c->epoch < 0 || c->batch < 0)
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "checkpoint %s: corrupt: step %" PRId64 ", epoch %" PRId64
+                        ", batch %" PRId64 " (must be >= 0)",
+                        p, c->step, c->epoch, c->batch);
+  if (batches_per_epoch < 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--resume %s: this run's training set has no batch", p);
+  if (c->batch >= batches_per_epoch)
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "checkpoint %s: corrupt: its batch field is %" PRId64
+                        ", but an epoch of this training set has %" PRId64 " batches",
+                        p, c->batch, batches_per_epoch);
+  /* step == epoch * batches_per_epoch + batch, without overflow */
+  if (c->epoch > (c->step - c->batch) / batches_per_epoch ||
+      c->epoch * batches_per_epoch + c->batch != c->step)
+    return gcc_diag_set(d, GCC_ERR_PARSE,
+                        "checkpoint %s: corrupt: its step field is %" PRId64 ", but epoch %" PRId64
+                        ", batch %" PRId64 " at %" PRId64 " batches per epoch is step %.0f (or "
+                        "another training set than the checkpoint's)",
+                        p, c->step, c->epoch, c->batch, batches_per_epoch,
+                        (double)c->epoch * (double)batches_per_epoch + (double)c->batch);
+  if (c->epoch > epochs)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--resume %s: the checkpoint has finished %" PRId64
+                        " epochs, more than this run's %" PRId64 " (--epochs)",
+                        p, c->epoch, epochs);
+  return GCC_OK;
 }

@@ -65,9 +65,16 @@ gcc_status gcc_checkpoint_write(const char *dir, gcc_session *s, const gcc_graph
                                 int64_t epoch, int64_t batch, int keep, gcc_diag *d);
 
 /* Reads and verifies one checkpoint file (magic, version, sizes, SHA-256,
- * the model). Errors: GCC_ERR_IO; GCC_ERR_PARSE naming the file and what is
- * wrong (truncated, checksum mismatch, another format version). */
+ * the position's fields >= 0 and consistent with each other, the model).
+ * Errors: GCC_ERR_IO; GCC_ERR_PARSE naming the file and what is wrong
+ * (truncated, checksum mismatch, another format version, a field out of
+ * range). */
 gcc_status gcc_checkpoint_read(const char *path, gcc_checkpoint *out, gcc_diag *d);
+
+/* gcc_checkpoint_read of `size` bytes in memory; `path` names them in
+ * messages and becomes out->path. */
+gcc_status gcc_checkpoint_parse(const uint8_t *bytes, size_t size, const char *path,
+                                gcc_checkpoint *out, gcc_diag *d);
 
 /* `path` is a checkpoint file, or a directory whose newest valid checkpoint
  * is read; a newer one that does not verify is skipped with a line on
@@ -82,6 +89,17 @@ gcc_status gcc_checkpoint_find(const char *path, gcc_checkpoint *out, FILE *note
  * GCC_ERR_INVALID_ARGUMENT saying what differs, both values. */
 gcc_status gcc_checkpoint_check(const gcc_checkpoint *c, const gcc_graph *model,
                                 const gcc_session *s, gcc_diag *d);
+
+/* GCC_OK if the position of checkpoint `c` is one of this run's: step,
+ * epoch and batch >= 0, batch < batches_per_epoch (of the training set at
+ * the checkpoint's batch size), step == epoch * batches_per_epoch + batch
+ * (each step took one batch), and epoch <= `epochs` (the run's --epochs).
+ * Errors: GCC_ERR_PARSE naming the file and the field for a corrupt
+ * position (a crafted header with a valid checksum, or a training set of
+ * another size); GCC_ERR_INVALID_ARGUMENT for a checkpoint past `epochs`
+ * or a training set without a batch. */
+gcc_status gcc_checkpoint_check_position(const gcc_checkpoint *c, int64_t batches_per_epoch,
+                                         int64_t epochs, gcc_diag *d);
 
 void gcc_checkpoint_free(gcc_checkpoint *c);
 

@@ -1,5 +1,5 @@
 /*
- * event_log.c - TensorBoard event files and metrics.csv (event_log.h).
+ * event_log.c - TensorBoard event files and metrics CSVs (event_log.h).
  */
 #include "runtime/event_log.h"
 
@@ -43,6 +43,31 @@ static void put_le32(unsigned char *p, uint32_t v) {
     p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* Appends n bytes to `f` (unbuffered) as one whole record: a write that
+ * fails part way (a full disk, a file-size limit) is cut back to where the
+ * record began, so that a reader never meets half a record. */
+static gcc_status append_whole(FILE *f, const char *path, const void *bytes, size_t n,
+                               gcc_diag *d) {
+  int fd = fileno(f);
+  off_t start = lseek(fd, 0, SEEK_END);
+  size_t done = 0;
+  while (start >= 0 && done < n) {
+    ssize_t w = write(fd, (const char *)bytes + done, n - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break;
+    done += (size_t)w;
+  }
+  if (start >= 0 && done == n)
+    return GCC_OK;
+  int err = start < 0 || !errno ? EIO : errno;
+  if (start >= 0 && done > 0)
+    (void)!ftruncate(fd, start);
+  return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot write: %s (the record was not kept)", path,
+                      strerror(err));
+}
+
 /* One record: length, its masked CRC, the event, its masked CRC. */
 static gcc_status write_event(gcc_event_log *log, const Tensorboard__Event *ev, gcc_diag *d) {
   size_t n = tensorboard__event__get_packed_size(ev);
@@ -55,11 +80,9 @@ static gcc_status write_event(gcc_event_log *log, const Tensorboard__Event *ev, 
   put_le32(buf + 8, gcc_crc32c_masked(buf, 8));
   tensorboard__event__pack(ev, buf + 12);
   put_le32(buf + 12 + n, gcc_crc32c_masked(buf + 12, n));
-  int ok = fwrite(buf, 1, 12 + n + 4, log->events) == 12 + n + 4 && fflush(log->events) == 0;
+  gcc_status s = append_whole(log->events, log->path, buf, 12 + n + 4, d);
   free(buf);
-  if (!ok)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot write: %s", log->path, strerror(errno));
-  return GCC_OK;
+  return s;
 }
 
 gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log **out, gcc_diag *d) {
@@ -78,17 +101,28 @@ gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log *
       *h = '_';
   snprintf(log->path, sizeof log->path, "%s/events.out.tfevents.%010lld.%s.%ld", dir,
            (long long)wall_time, host, (long)getpid());
-  snprintf(log->csv_path, sizeof log->csv_path, "%s/metrics.csv", dir);
+  /* one file set per run, as TensorBoard's writers do: the CSV is named as
+   * the event file (a second run never appends rows with repeated steps) */
+  snprintf(log->csv_path, sizeof log->csv_path, "%s/metrics.%010lld.%s.%ld.csv", dir,
+           (long long)wall_time, host, (long)getpid());
   log->events = fopen(log->path, "wb");
   if (!log->events) {
     gcc_diag_set(d, GCC_ERR_IO, "%s: cannot create: %s", log->path, strerror(errno));
     gcc_event_log_close(log);
     return GCC_ERR_IO;
   }
-  log->csv = fopen(log->csv_path, "a");
-  if (!log->csv || (ftell(log->csv) == 0 &&
-                    (fputs("wall_time,step,tag,value\n", log->csv) < 0 || fflush(log->csv) != 0))) {
+  log->csv = fopen(log->csv_path, "w");
+  static const char kHead[] = "wall_time,step,tag,value\n";
+  if (!log->csv) {
     gcc_diag_set(d, GCC_ERR_IO, "%s: cannot write: %s", log->csv_path, strerror(errno));
+    unlink(log->path); /* no empty event file of a run that wrote nothing */
+    gcc_event_log_close(log);
+    return GCC_ERR_IO;
+  }
+  if (lseek(fileno(log->csv), 0, SEEK_END) == 0 &&
+      append_whole(log->csv, log->csv_path, kHead, sizeof kHead - 1, d) != GCC_OK) {
+    unlink(log->path);
+    unlink(log->csv_path); /* empty: its header was not written */
     gcc_event_log_close(log);
     return GCC_ERR_IO;
   }
@@ -99,6 +133,7 @@ gcc_status gcc_event_log_open(const char *dir, double wall_time, gcc_event_log *
   ev.file_version = "brain.Event:2";
   gcc_status s = write_event(log, &ev, d);
   if (s != GCC_OK) {
+    unlink(log->path); /* not even its first record: no 0-byte event file */
     gcc_event_log_close(log);
     return s;
   }
@@ -124,16 +159,22 @@ gcc_status gcc_event_log_scalar(gcc_event_log *log, const char *tag, int64_t ste
   ev.what_case = TENSORBOARD__EVENT__WHAT_SUMMARY;
   ev.summary = &sum;
   GCC_TRY(write_event(log, &ev, d));
-  /* %.9g: a float32 round-trips */
-  if (fprintf(log->csv, "%.6f,%lld,%s,%.9g\n", wall_time, (long long)step, tag, (double)value) <
-          0 ||
-      fflush(log->csv) != 0)
-    return gcc_diag_set(d, GCC_ERR_IO, "%s: cannot write: %s", log->csv_path, strerror(errno));
-  return GCC_OK;
+  /* %.9g: a float32 round-trips; one whole row or none */
+  char row[512];
+  int len = snprintf(row, sizeof row, "%.6f,%lld,%s,%.9g\n", wall_time, (long long)step, tag,
+                     (double)value);
+  if (len < 0 || (size_t)len >= sizeof row)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: tag '%s' is too long", log->csv_path,
+                        tag);
+  return append_whole(log->csv, log->csv_path, row, (size_t)len, d);
 }
 
 const char *gcc_event_log_path(const gcc_event_log *log) {
   return log->path;
+}
+
+const char *gcc_event_log_csv_path(const gcc_event_log *log) {
+  return log->csv_path;
 }
 
 void gcc_event_log_close(gcc_event_log *log) {

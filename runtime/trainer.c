@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "graph/ops.h"
 #include "graph/recipe.h"
 #include "graph/rng.h"
 #include "runtime/checkpoint.h"
@@ -152,6 +153,78 @@ static gcc_status npy_inputs(gcc_npy_tensor *x, const gcc_value *in, const gcc_t
   return GCC_OK;
 }
 
+/* What a class index may be: [0, classes) of the model (classes -1 when
+ * the model does not say: >= 0), or the loss's ignore_index (PyTorch's
+ * CrossEntropyLoss(ignore_index=-100) skips such rows). */
+typedef struct label_rule {
+  int64_t classes, ignore;
+} label_rule;
+
+/* The last dim of the prediction, else of the cross-entropy's logits, on a
+ * copy of the model with its shapes inferred (the stored model keeps only
+ * the inputs' and parameters'). */
+static label_rule label_rule_of(const gcc_graph *m) {
+  label_rule r = {-1, INT64_MIN};
+  gcc_graph *g = NULL;
+  gcc_diag d = {0};
+  if (gcc_graph_clone(m, &g, &d) != GCC_OK || gcc_infer_shapes(g, &d) != GCC_OK) {
+    gcc_graph_free(g);
+    return r;
+  }
+  int v = g->training.prediction ? gcc_graph_find(g, g->training.prediction) : -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == GCC_OP_SOFTMAX_CROSS_ENTROPY && g->nodes[i].n_inputs > 0) {
+      r.ignore = g->nodes[i].av[SCE_IGNORE_INDEX].i;
+      if (v < 0)
+        v = g->nodes[i].inputs[0];
+    }
+  if (v >= 0 && g->values[v].shape.ndim == 2 && g->values[v].shape.dims[1] >= 1)
+    r.classes = g->values[v].shape.dims[1];
+  gcc_graph_free(g);
+  return r;
+}
+
+/* Class indices (int64, int32 or uint8 y) checked at load, one rule for
+ * every dtype: each in [0, classes) of the model, the error naming the file
+ * and the index (not a row of a shuffled batch after training started). */
+static gcc_status check_labels(const gcc_npy_tensor *y, const label_rule *rule, gcc_diag *d) {
+  int64_t classes = rule->classes;
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t v = y->dtype == GCC_DT_INT64   ? ((const int64_t *)y->data)[i]
+                : y->dtype == GCC_DT_INT32 ? ((const int32_t *)y->data)[i]
+                : y->dtype == GCC_DT_UINT8 ? ((const uint8_t *)y->data)[i]
+                                           : 0;
+    if (v != rule->ignore && (v < 0 || (classes > 0 && v >= classes))) {
+      char range[96] = "must be >= 0";
+      if (classes > 0)
+        snprintf(range, sizeof range, "the model has %" PRId64 " classes, 0 to %" PRId64, classes,
+                 classes - 1);
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "%s: label %" PRId64 " at index %" PRId64 " is not a class index (%s)",
+                          y->name, v, i, range);
+    }
+  }
+  return GCC_OK;
+}
+
+/* Float data checked at load: a NaN or an infinity names the file and the
+ * element (it was reported as a diverged loss, "learning rate too high?"). */
+static gcc_status check_finite(const gcc_npy_tensor *t, gcc_diag *d) {
+  if (t->dtype != GCC_DT_FLOAT32)
+    return GCC_OK;
+  const float *f = t->data;
+  for (int64_t i = 0; i < t->numel; i++)
+    if (!isfinite(f[i]))
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "%s: element %" PRId64 " (sample %" PRId64 ") is %s: the data must be "
+                          "finite",
+                          t->name, i, t->shape.dims[0] > 0 ? i / (t->numel / t->shape.dims[0]) : 0,
+                          isnan(f[i]) ? "NaN"
+                          : f[i] > 0  ? "+Inf"
+                                      : "-Inf");
+  return GCC_OK;
+}
+
 /* y of one set as the target takes it: int64 class indices (from int64,
  * int32 or uint8) for an int64 target of shape (N), float32 values of the
  * target's per-sample shape for a float32 one (a regression). */
@@ -207,8 +280,15 @@ static gcc_status open_npy_rows(source *src, const gcc_graph *m, const gcc_train
   gcc_status s = GCC_OK;
   if (images) { /* the image loader reads them again (mapped: no copy kept) */
     gcc_npy_tensor_free(&x[0]);
+    label_rule rule = label_rule_of(m);
+    s = check_labels(&y[0], &rule, d); /* the model's classes, before the loader's own rule */
     gcc_npy_tensor_free(&y[0]);
-    return GCC_OK;
+    if (s == GCC_OK && (s = gcc_npy_load_pair(cfg->data_dir, 0, &x[1], &y[1], d)) == GCC_OK) {
+      gcc_npy_tensor_free(&x[1]);
+      s = check_labels(&y[1], &rule, d);
+      gcc_npy_tensor_free(&y[1]);
+    }
+    return s;
   }
   memset(&x[1], 0, sizeof x[1]);
   memset(&y[1], 0, sizeof y[1]);
@@ -219,8 +299,15 @@ static gcc_status open_npy_rows(source *src, const gcc_graph *m, const gcc_train
                      cfg->data_dir, gcc_dtype_name(x[0].dtype), gcc_dtype_name(y[0].dtype));
   if (s == GCC_OK)
     s = gcc_npy_load_pair(cfg->data_dir, 0, &x[1], &y[1], d);
+  label_rule rule = label_rule_of(m);
   for (int k = 0; k < 2 && s == GCC_OK; k++) {
-    s = npy_inputs(&x[k], in, &m->training, d);
+    s = check_finite(&x[k], d);
+    if (s == GCC_OK)
+      s = check_finite(&y[k], d);
+    if (s == GCC_OK && tg->dtype == GCC_DT_INT64 && y[k].dtype != GCC_DT_FLOAT32)
+      s = check_labels(&y[k], &rule, d);
+    if (s == GCC_OK)
+      s = npy_inputs(&x[k], in, &m->training, d);
     if (s == GCC_OK)
       s = npy_targets(&y[k], tg, d);
   }
@@ -385,6 +472,16 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
                           m->source, in->name, want_c, want_h, want_w, ds_name,
                           k == 0 ? "training" : "test", sets[k]->channels, sets[k]->height,
                           sets[k]->width);
+  int64_t classes = label_rule_of(m).classes;
+  for (int k = 0; k < 2 && classes > 0; k++)
+    for (int64_t i = 0; i < sets[k]->n; i++)
+      if (sets[k]->labels[i] >= classes)
+        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                            "%s: the %s set's label %d at index %" PRId64
+                            " is not a class index (the model has %" PRId64
+                            " classes, 0 to %" PRId64 ")",
+                            cfg->data_dir, k == 0 ? "training" : "test", sets[k]->labels[i], i,
+                            classes, classes - 1);
   src->x_row = (size_t)img * sizeof(float);
   src->y_row = sizeof(int64_t);
   if (tg->dtype != GCC_DT_INT64 || per_sample(tg) != 1)
@@ -1030,6 +1127,12 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   }
   /* --resume: the arena, the step count and the position in the data */
   int64_t start_epoch = 0, start_batch = 0;
+  if (st == GCC_OK && cfg->resume) {
+    st = gcc_checkpoint_check_position(cfg->resume, source_batches(&src, 0), cfg->epochs, d);
+    report->resume_refused = st != GCC_OK;
+  }
+  if (st == GCC_OK && cfg->on_inputs_read)
+    st = cfg->on_inputs_read(cfg->inputs_user, d);
   if (st == GCC_OK && cfg->resume) {
     st = gcc_session_restore(s, cfg->resume->arena, cfg->resume->arena_size, cfg->resume->step, d);
     start_epoch = cfg->resume->epoch;

@@ -116,6 +116,12 @@ typedef struct gcc_train_config {
    * it. gcc-train's test-only fault injection (GCC_TRAIN_TEST_FAULT). */
   gcc_status (*after_step)(void *user, int64_t step, gcc_diag *d);
   void *step_user;
+  /* If not NULL, called once the training and test data (and `resume`) are
+   * read and checked, before the first step; an error stops the run with
+   * it, nothing trained. gcc-train checks there that no output replaces a
+   * file the run read (graph/outfile.h gcc_outfiles_check_inputs). */
+  gcc_status (*on_inputs_read)(void *user, gcc_diag *d);
+  void *inputs_user;
 } gcc_train_config;
 
 /* --per-class auto prints the per-class accuracy of sets with at most this
@@ -137,10 +143,14 @@ typedef struct gcc_train_report {
   int64_t test_samples;
   double final_train_loss; /* mean loss of the last epoch */
   int dataset_on_device;   /* 1 when the training set was batched on the device */
+  int resume_refused;      /* 1 when cfg->resume's position is not one of this run's
+                              (gcc_checkpoint_check_position's error; nothing ran) */
 } gcc_train_report;
 
 /* Trains `s` (built from `model`) as `cfg` says. Errors: dataset errors
- * (GCC_ERR_IO / GCC_ERR_PARSE naming the file), step errors, and
+ * (GCC_ERR_IO / GCC_ERR_PARSE naming the file), those of
+ * gcc_checkpoint_check_position for cfg->resume (report->resume_refused
+ * set), step errors, and
  * GCC_ERR_INTERRUPTED when *cfg->stop was set (the report then covers the
  * steps done). */
 gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train_config *cfg,

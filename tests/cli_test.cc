@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -660,7 +661,7 @@ TEST_F(CliTest, LossScaleDefaultsToDynamicUnderFp16AndReportsSkippedSteps) {
   std::string dir = tmp_.file("runs");
   Result lg = with({"--precision", "fp16", "--log-dir", dir});
   ASSERT_EQ(lg.exit_code, 0) << lg;
-  std::string csv = ReadText(dir + "/metrics.csv");
+  std::string csv = ReadText(dir + "/" + ListDir(dir).back()); // metrics.*.csv
   EXPECT_TRUE(Has(csv, ",32,train/loss_scale," + scale + "\n")) << csv;
   EXPECT_TRUE(Has(csv, ",32,train/skipped_steps," + std::to_string(skipped) + "\n")) << csv;
   EXPECT_TRUE(Has(csv, ",16,train/loss_scale,")) << csv;
@@ -997,7 +998,41 @@ TEST_F(CliTest, ProgressBarOffATerminalWhenAskedAndLinesOtherwise) {
   EXPECT_TRUE(Has(bad.err, "--progress 'tqdm': expected auto, bar or lines")) << bad;
 }
 
-// ---- --log-dir: TensorBoard event files and metrics.csv ------------------------------
+// ---- --log-dir: TensorBoard event files and metrics CSVs ------------------------------
+
+// --log-dir under a file-size limit (issue 32): the run fails (EFBIG), and
+// what it wrote is whole records only, the event file and the CSV alike;
+// at a limit of 0 no empty event file (or CSV) is left. Before: a
+// record cut mid-write, and a 0-byte event file.
+TEST_F(CliTest, LogDirNeverKeepsAHalfRecordOrAnEmptyFile) {
+  for (rlim_t limit : {(rlim_t)1500, (rlim_t)0}) {
+    std::string dir = tmp_.file("capped" + std::to_string(limit));
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    ProcOptions o;
+    o.child_setup = [limit] {
+      struct rlimit rl = {limit, limit};
+      setrlimit(RLIMIT_FSIZE, &rl);
+    };
+    Result r = RunRunfile("cli/gcc-train",
+                          {linear_, "--device", "cpu", "--quiet", "--no-output", "--log-every", "1",
+                           "--epochs", "3", "--log-dir", dir},
+                          o);
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(Has(r.err, strerror(EFBIG))) << r;
+    std::vector<std::string> files = ListDir(dir);
+    if (limit == 0) {
+      EXPECT_TRUE(files.empty()) << "left: " << (files.empty() ? "" : files[0]);
+      continue;
+    }
+    ASSERT_EQ(files.size(), 2u);
+    std::vector<TfEvent> ev;
+    EXPECT_EQ(ReadTfEvents(dir + "/" + files[0], &ev), "") << "a record was cut";
+    EXPECT_GE(ev.size(), 2u); // the file version and at least one scalar
+    std::string csv = ReadText(dir + "/" + files[1]);
+    ASSERT_FALSE(csv.empty());
+    EXPECT_EQ(csv.back(), '\n') << "a row was cut: " << csv;
+  }
+}
 
 TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
   std::string dir = tmp_.file("runs");
@@ -1008,8 +1043,9 @@ TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
   EXPECT_TRUE(Has(r.out, "tensorboard --logdir " + dir)) << r;
   std::vector<std::string> files = ListDir(dir);
   ASSERT_EQ(files.size(), 2u) << r;
-  EXPECT_EQ(files[1], "metrics.csv");
   ASSERT_EQ(files[0].rfind("events.out.tfevents.", 0), 0u) << files[0];
+  // the CSV is named as the event file: one file set per run
+  EXPECT_EQ(files[1], "metrics." + files[0].substr(20) + ".csv");
   std::vector<TfEvent> ev;
   ASSERT_EQ(ReadTfEvents(dir + "/" + files[0], &ev), "");
   ASSERT_FALSE(ev.empty());
@@ -1046,8 +1082,8 @@ TEST_F(CliTest, LogDirWritesTensorBoardEventsAndMetricsCsv) {
   EXPECT_EQ(test_loss, 1);
   EXPECT_EQ(acc, 1);
   EXPECT_EQ(rate, 1);
-  // metrics.csv holds the same scalars, one per row
-  std::string csv = ReadText(dir + "/metrics.csv");
+  // the CSV holds the same scalars, one per row
+  std::string csv = ReadText(dir + "/" + files[1]);
   EXPECT_EQ(csv.rfind("wall_time,step,tag,value\n", 0), 0u) << csv;
   EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), ev.size()) << csv;
   EXPECT_TRUE(Has(csv, ",60,test/accuracy,")) << csv;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +82,12 @@ std::string WriteLog(const std::string &dir, const Scalar *s, size_t n, std::str
   return "";
 }
 
+// The CSV of the event file at `path`: metrics.<time>.<host>.<pid>.csv.
+std::string CsvOf(const std::string &path) {
+  size_t at = path.rfind("/events.out.tfevents.");
+  return path.substr(0, at) + "/metrics." + path.substr(at + 21) + ".csv";
+}
+
 TEST(EventLog, WritesRecordsAndCsvThatReadBack) {
   TempDir tmp;
   std::string dir = tmp.file("logs"), path;
@@ -101,7 +108,7 @@ TEST(EventLog, WritesRecordsAndCsvThatReadBack) {
     EXPECT_EQ(e.wall_time, kFixtureScalars[i].wall_time) << i;
     EXPECT_EQ(e.value, kFixtureScalars[i].value) << i; // float32 exactly
   }
-  std::string csv = ReadText(dir + "/metrics.csv");
+  std::string csv = ReadText(CsvOf(path));
   std::istringstream lines(csv);
   std::string line;
   ASSERT_TRUE(std::getline(lines, line));
@@ -118,16 +125,23 @@ TEST(EventLog, WritesRecordsAndCsvThatReadBack) {
     EXPECT_EQ(static_cast<float>(value), kFixtureScalars[i].value) << line;
   }
   EXPECT_FALSE(std::getline(lines, line)) << csv;
-  // a second run in the folder: a new event file, metrics.csv appended to
-  // without a second header (same second and pid: the event file is new
-  // content, not appended to the old one)
+  // a second run in the folder: its own file set, never rows appended to
+  // another run's CSV (issue 32: repeated step numbers); at the same second
+  // and pid its files are new content, as the event file is
   std::string path2;
   ASSERT_EQ(WriteLog(dir, kFixtureScalars, 1, &path2), "");
-  std::string csv2 = ReadText(dir + "/metrics.csv");
-  EXPECT_EQ(csv2.compare(0, csv.size(), csv), 0);
-  EXPECT_EQ(csv2.find("wall_time,step", 1), std::string::npos) << csv2;
+  std::string csv2 = ReadText(CsvOf(path2));
+  EXPECT_EQ(csv2.rfind("wall_time,step,tag,value\n", 0), 0u) << csv2;
+  EXPECT_EQ(std::count(csv2.begin(), csv2.end(), '\n'), 2) << csv2;
   ASSERT_EQ(ReadTfEvents(path2, &ev), "");
   EXPECT_EQ(ev.size(), 2u);
+  gcc_event_log *later = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_event_log_open(dir.c_str(), kFixtureStart + 1, &later, &d), GCC_OK) << d.msg;
+  EXPECT_NE(std::string(gcc_event_log_csv_path(later)), CsvOf(path2));
+  gcc_event_log_close(later);
+  EXPECT_EQ(ReadText(CsvOf(path2)), csv2) << "a later run touched an earlier run's CSV";
+  EXPECT_EQ(ListDir(dir).size(), 4u); // two event files, two CSVs
 }
 
 TEST(EventLog, ErrorsNameThePath) {

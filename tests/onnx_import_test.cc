@@ -681,6 +681,34 @@ TEST(OnnxBadInput, CycleIsNamed) {
   EXPECT_NE(r.msg.find("node 'second' (Relu)"), std::string::npos) << r.msg;
 }
 
+// A graph with no nodes or no outputs is refused, naming what it lacks
+// (issue 32: it imported with exit 0 as an empty model). One without inputs
+// but with nodes computes constants and still imports.
+TEST(OnnxBadInput, EmptyGraphIsRefused) {
+  OnnxModel none(13), no_out(13);
+  none.Input("x", {2});
+  none.Output("x");
+  no_out.Input("x", {2});
+  no_out.Node("Relu", {"x"}, {"y"});
+  struct Case {
+    OnnxModel *m;
+    const char *says;
+  } cases[] = {{&none, "the graph has no nodes (0 nodes, 1 inputs, 1 outputs)"},
+               {&no_out, "the graph has no outputs"}};
+  for (const Case &c : cases) {
+    Imported r;
+    Import(c.m->Bytes(), &r, "empty.onnx");
+    EXPECT_EQ(r.status, GCC_ERR_INVALID_GRAPH) << r.msg;
+    EXPECT_NE(r.msg.find(std::string("empty.onnx: ") + c.says), std::string::npos) << r.msg;
+  }
+  // gcc-import exits 3 (an invalid model)
+  std::string path = Tmp("empty.onnx");
+  WriteBytes(path, none.Bytes());
+  gcc_test::ProcResult p = gcc_test::RunRunfile("cli/gcc-import", {path, "-o", Tmp("empty.pb")});
+  EXPECT_EQ(p.exit_code, 3) << p.err;
+  EXPECT_FALSE(gcc_test::Exists(Tmp("empty.pb")));
+}
+
 // A constant folded at import is kept in the graph: one larger than a model
 // file may be (1 GiB) is refused naming the node, not allocated (the ONNX
 // fuzz harness found a 17 GB shape).
@@ -1102,6 +1130,101 @@ TEST(OnnxCli, DumpPlacementAndExport) {
   }
   ASSERT_EQ(got[0].size(), 15u);
   EXPECT_EQ(got[0], got[1]);
+}
+
+// Every file a run reads is an input (issue 32): the model's external data,
+// an --input, a --save-outputs file. An output that would replace one is a
+// command-line error (exit 2) before anything is written, and the file
+// stays as it was. Before, gcc-import -o ext.onnx.data replaced the weights
+// and a later import read the .pb bytes as weights.
+TEST(OnnxCli, OutputsNeverReplaceExternalDataOrInputs) {
+  std::string dir = Tmp("ext_cli");
+  mkdir(dir.c_str(), 0755);
+  OnnxModel m(13);
+  m.Input("x", {kBatch, 3});
+  m.InitExternal("W", {3, 2}, {{"location", "model.onnx.data"}});
+  m.Node("MatMul", {"x", "W"}, {"y"});
+  m.Output("y");
+  std::string onnx = dir + "/model.onnx", data = dir + "/model.onnx.data";
+  WriteBytes(onnx, m.Bytes());
+  std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  WriteBytes(data, std::vector<uint8_t>(reinterpret_cast<uint8_t *>(w.data()),
+                                        reinterpret_cast<uint8_t *>(w.data() + 6)));
+  std::vector<uint8_t> before = ReadBytes(data);
+  ASSERT_EQ(before.size(), 24u);
+  std::vector<float> x = {1, 0, 0, 0, 1, 0};
+  gcc_shape xs = {2, {2, 3}};
+  uint8_t *npy = nullptr;
+  size_t n = 0;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_npy_encode_f32(&xs, x.data(), &npy, &n, &d), GCC_OK);
+  std::string in = dir + "/x.npy";
+  WriteBytes(in, std::vector<uint8_t>(npy, npy + n));
+  free(npy);
+  struct Case {
+    const char *tool;
+    std::vector<std::string> args;
+    std::string says, kept;
+  } cases[] = {
+      {"gcc-import", {onnx, "-o", data}, "--output " + data + " would replace", data},
+      {"gcc-import", {onnx, "--export-onnx", data}, "--export-onnx " + data, data},
+      {"gcc-run",
+       {onnx, "--input", in, "--device", "cpu", "--output", data},
+       "--output " + data + " would replace",
+       data},
+  };
+  for (const Case &c : cases) {
+    Result r = Exec(c.tool, c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.tool << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(ReadBytes(c.kept), before) << c.tool << " replaced " << c.kept;
+  }
+  // the import still reads the weights
+  Result ok = Exec("gcc-import", {onnx, "-o", dir + "/model.pb"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  // --save-outputs DIR over its own --input DIR/logits.npy
+  std::string so = dir + "/so";
+  mkdir(so.c_str(), 0755);
+  std::string logits = so + "/logits.npy";
+  WriteBytes(logits, ReadBytes(in));
+  std::vector<uint8_t> lb = ReadBytes(logits);
+  Result r = Exec("gcc-run", {onnx, "--input", logits, "--device", "cpu", "--save-outputs", so});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--save-outputs " + logits + " names --input"), std::string::npos) << r.err;
+  EXPECT_EQ(ReadBytes(logits), lb);
+  // the control: another folder is written
+  r = Exec("gcc-run", {onnx, "--input", logits, "--device", "cpu", "--save-outputs", so + "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// A FIFO where the external data should be is refused at once, never waited
+// on in open() (issue 32: gcc-import and gcc-run --info hung), and so is a
+// location naming the model's folder itself, with what is wrong with it.
+TEST_F(ExternalData, RefusesAFifoAtOnceAndTheFolderItself) {
+  std::string fifo = dir_ + "/pipe.bin";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  gcc_test::ProcOptions o;
+  o.timeout_s = 30; // a hang is killed and fails the test
+  OnnxModel m(13);
+  m.Input("x", {kBatch, 3});
+  m.InitExternal("W", {3, 1}, {{"location", "pipe.bin"}});
+  m.Node("MatMul", {"x", "W"}, {"y"});
+  m.Output("y");
+  std::string path = dir_ + "/fifo.onnx";
+  WriteBytes(path, m.Bytes());
+  for (const std::vector<std::string> &args :
+       {std::vector<std::string>{"gcc-import", path, "-o", Tmp("fifo.pb")},
+        std::vector<std::string>{"gcc-run", path, "--info"}}) {
+    Result r = gcc_test::RunRunfile("cli/" + args[0],
+                                    std::vector<std::string>(args.begin() + 1, args.end()), o);
+    EXPECT_EQ(r.exit_code, 3) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("is not a readable file"), std::string::npos) << r.err;
+  }
+  Imported dot = Try({{"location", "."}});
+  EXPECT_EQ(dot.status, GCC_ERR_INVALID_GRAPH);
+  EXPECT_NE(dot.msg.find("is the model's folder"), std::string::npos) << dot.msg;
+  EXPECT_EQ(dot.msg.find("outside"), std::string::npos) << dot.msg;
 }
 
 } // namespace

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <zip.h>
+#include <zlib.h>
 
 extern "C" {
 #include "datasets/dataloader.h"
@@ -758,6 +759,121 @@ TEST(RecipeCli, NpyErrorsNameTheFileAndShape) {
   EXPECT_NE(r.err.find("--dataset npy needs --data"), std::string::npos) << r;
 }
 
+// A zip archive written byte by byte (local headers, central directory, end
+// record), every member stored with `method` (0: stored; another number
+// declares a compression this reader lacks): what libzip will not write,
+// such as two members of one name.
+std::string StoredZip(const std::vector<std::pair<std::string, std::string>> &members,
+                      uint16_t method = 0) {
+  auto u16 = [](std::string *o, uint32_t v) {
+    *o += (char)(v & 0xff);
+    *o += (char)((v >> 8) & 0xff);
+  };
+  auto u32 = [&](std::string *o, uint32_t v) {
+    u16(o, v & 0xffff);
+    u16(o, v >> 16);
+  };
+  std::string out, central;
+  for (const auto &m : members) {
+    uint32_t crc = (uint32_t)crc32(0, (const Bytef *)m.second.data(), (uInt)m.second.size());
+    uint32_t at = (uint32_t)out.size(), n = (uint32_t)m.second.size();
+    u32(&out, 0x04034b50);
+    u16(&out, 20); // version needed
+    u16(&out, 0);  // flags
+    u16(&out, method);
+    u32(&out, 0); // time, date
+    u32(&out, crc);
+    u32(&out, n);
+    u32(&out, n);
+    u16(&out, (uint32_t)m.first.size());
+    u16(&out, 0);
+    out += m.first + m.second;
+    u32(&central, 0x02014b50);
+    u16(&central, 20);
+    u16(&central, 20);
+    u16(&central, 0);
+    u16(&central, method);
+    u32(&central, 0);
+    u32(&central, crc);
+    u32(&central, n);
+    u32(&central, n);
+    u16(&central, (uint32_t)m.first.size());
+    u32(&central, 0); // extra, comment lengths
+    u32(&central, 0); // disk, internal attributes
+    u32(&central, 0); // external attributes
+    u32(&central, at);
+    central += m.first;
+  }
+  uint32_t cd_at = (uint32_t)out.size();
+  out += central;
+  u32(&out, 0x06054b50);
+  u32(&out, 0);
+  u16(&out, (uint32_t)members.size());
+  u16(&out, (uint32_t)members.size());
+  u32(&out, (uint32_t)central.size());
+  u32(&out, cd_at);
+  u16(&out, 0);
+  return out;
+}
+
+// Input that numpy and this reader would read differently is refused as
+// ambiguous (issue 32): a .npy header giving a key twice (numpy's dict keeps
+// the last), a .npz with two members of one name (numpy reads the last,
+// libzip the first). A member compressed with a method the reader lacks
+// says so (it was "not a .npz (zip) archive").
+TEST(RecipeCli, AmbiguousNpyAndNpzAreRefused) {
+  std::vector<float> v = {1, 2, 3, 4};
+  std::string good = Npy("<f4", {4}, v.data(), 4);
+  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'shape': (2,), }";
+  while ((10 + h.size() + 1) % 64 != 0)
+    h += ' ';
+  h += '\n';
+  std::string twice = std::string("\x93NUMPY\x01\x00", 8) + (char)(h.size() & 0xff) +
+                      (char)(h.size() >> 8) + h + std::string((const char *)v.data(), 16);
+  gcc_shape shape{};
+  float *out = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(
+      gcc_npy_parse_f32((const uint8_t *)good.data(), good.size(), "good.npy", &shape, &out, &d),
+      GCC_OK)
+      << d.msg;
+  free(out);
+  out = nullptr;
+  EXPECT_EQ(
+      gcc_npy_parse_f32((const uint8_t *)twice.data(), twice.size(), "twice.npy", &shape, &out, &d),
+      GCC_ERR_PARSE);
+  EXPECT_NE(std::string(d.msg).find("twice.npy: the .npy header gives 'shape' more than once"),
+            std::string::npos)
+      << d.msg;
+  free(out);
+  // .npz: the control reads; a duplicated member and an unknown method do not
+  std::vector<uint8_t> x(6 * 4 * 4, 7);
+  std::vector<int64_t> y = {0, 1, 2, 3, 4, 5};
+  std::string xs = Npy("|u1", {6, 4, 4}, x.data(), 1), ys = Npy("<i8", {6}, y.data(), 8);
+  std::string ok = TmpPath("ok.npz"), dup = TmpPath("dup.npz"), comp = TmpPath("comp.npz");
+  Put(ok, StoredZip({{"x_train.npy", xs}, {"y_train.npy", ys}}));
+  Put(dup, StoredZip({{"x_train.npy", xs}, {"y_train.npy", ys}, {"x_train.npy", xs}}));
+  Put(comp, StoredZip({{"x_train.npy", xs}, {"y_train.npy", ys}}, 99));
+  gcc_dataset ds{};
+  ASSERT_EQ(gcc_npy_dataset_load(ok.c_str(), 1, &ds, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(ds.n, 6);
+  gcc_dataset_free(&ds);
+  EXPECT_EQ(gcc_npy_dataset_load(dup.c_str(), 1, &ds, &d), GCC_ERR_PARSE);
+  EXPECT_NE(std::string(d.msg).find("holds 2 members named 'x_train.npy' (ambiguous"),
+            std::string::npos)
+      << d.msg;
+  gcc_dataset_free(&ds);
+  EXPECT_NE(gcc_npy_dataset_load(comp.c_str(), 1, &ds, &d), GCC_OK);
+  // libzip refuses the archive itself (inconsistent) or its member; either
+  // way the reason is libzip's, not "not a .npz"
+  EXPECT_TRUE(std::string(d.msg).find("compressed with method 99, which this reader does not "
+                                      "support") != std::string::npos ||
+              std::string(d.msg).find("libzip cannot open: ") != std::string::npos)
+      << d.msg;
+  EXPECT_EQ(std::string(d.msg).find("not a .npz"), std::string::npos) << d.msg;
+  gcc_dataset_free(&ds);
+}
+
 // The model of Mlp() on float rows, in float64: relu(x W^T + B), W and B as
 // Mlp() fills them.
 std::vector<double> MlpForward(const std::vector<float> &x, int64_t n) {
@@ -885,6 +1001,106 @@ TEST(RecipeCli, NpyFloatInputsAndRegressionTargets) {
     Result r = run(dir, {"--loss", "mse", "--epochs", "0", "--mean", "0.5", "--std", "0.25"});
     ASSERT_EQ(r.code, 0) << r;
     EXPECT_NEAR(After(r.out, "final loss "), want, 2e-6) << r;
+  }
+}
+
+// Every file of the data set is an input: an output that would replace one
+// (--output, --predictions) is a command-line error (exit 2) before any
+// step, and the file is unchanged (issue 32: both replaced the training
+// data and exited 0). The same for a .npz, and the folder's other files
+// stay writable.
+TEST(RecipeCli, OutputsNeverReplaceTheDataSet) {
+  std::string model = TmpPath("npy_mlp_safe.onnx");
+  std::vector<uint8_t> mb = Mlp();
+  ASSERT_TRUE(WriteFile(model, mb.data(), mb.size()));
+  std::vector<float> x(10 * 4, 0.25f);
+  std::vector<int64_t> y(10, 1);
+  std::string dir = NpyDir("safe", "<f4", {10, 4}, x.data(), 4, "<i8", {10}, y.data(), 8, 6);
+  std::vector<std::string> base = {model,    "--dataset",     "npy",      "--data", dir,
+                                   "--loss", "cross-entropy", "--device", "cpu",    "--epochs",
+                                   "1",      "--lr",          "0.1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  for (const char *name : {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"}) {
+    std::string f = dir + "/" + name, before = ReadText(f);
+    for (const char *flag : {"--output", "--predictions"}) {
+      Result r = Exec("gcc-train", with({flag, f}));
+      EXPECT_EQ(r.code, 2) << r;
+      EXPECT_NE(r.err.find(std::string(flag) + " " + f + " would replace"), std::string::npos) << r;
+      EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << "trained first: " << r;
+      EXPECT_EQ(ReadText(f), before) << name << " was replaced";
+    }
+  }
+  Result ok = Exec("gcc-train", with({"--output", dir + "/trained.pb"}));
+  EXPECT_EQ(ok.code, 0) << ok;
+  // a .npz is one input
+  std::string npz = TmpPath("safe.npz");
+  zip_t *z = zip_open(npz.c_str(), ZIP_CREATE | ZIP_TRUNCATE, nullptr);
+  ASSERT_NE(z, nullptr);
+  std::vector<std::string> keep;
+  keep.reserve(4);
+  for (const char *name : {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"}) {
+    keep.push_back(ReadText(dir + "/" + name));
+    zip_source_t *src = zip_source_buffer(z, keep.back().data(), keep.back().size(), 0);
+    ASSERT_NE(src, nullptr);
+    ASSERT_GE(zip_file_add(z, name, src, ZIP_FL_OVERWRITE), 0);
+  }
+  ASSERT_EQ(zip_close(z), 0);
+  std::string before = ReadText(npz);
+  base[4] = npz;
+  Result r = Exec("gcc-train", with({"--predictions", npz}));
+  EXPECT_EQ(r.code, 2) << r;
+  EXPECT_EQ(ReadText(npz), before);
+}
+
+// Bad values in the data are found at load, naming the file and the
+// element (issue 32): a NaN or Inf (it was "the loss became nan (learning
+// rate too high?)"), and a label outside the model's classes, one rule for
+// int64, int32 and uint8 labels, rows and images alike (int32 -1 passed the
+// load, int64 -1 was refused as outside [0, 255] with 3 classes).
+TEST(RecipeCli, BadDataValuesAreNamedAtLoad) {
+  std::string model = TmpPath("npy_mlp_values.onnx");
+  std::vector<uint8_t> mb = Mlp();
+  ASSERT_TRUE(WriteFile(model, mb.data(), mb.size()));
+  const int64_t n = 8;
+  std::vector<float> x((size_t)n * 4, 0.5f), xnan = x, yinf((size_t)n * 3, 0.25f);
+  xnan[5] = NAN;
+  yinf[(size_t)(6 * 3 + 1)] = INFINITY; // the test set's row 0 (6 training rows)
+  std::vector<uint8_t> xu((size_t)n * 4, 9);
+  std::vector<int64_t> y64 = {0, 1, 2, 0, 1, 2, 0, 1}, y64neg = y64, y64big = y64;
+  y64neg[2] = -1;
+  y64big[7] = 3; // the test set's index 1
+  std::vector<int32_t> y32neg = {0, 1, -1, 0, 1, 2, 0, 1};
+  struct Case {
+    std::string name;
+    std::string dir, loss, says;
+  } cases[] = {
+      {"nan", NpyDir("v_nan", "<f4", {n, 4}, xnan.data(), 4, "<i8", {n}, y64.data(), 8, 6),
+       "cross-entropy", "/x_train.npy: element 5 (sample 1) is NaN: the data must be finite"},
+      {"inf", NpyDir("v_inf", "<f4", {n, 4}, x.data(), 4, "<f4", {n, 3}, yinf.data(), 4, 6), "mse",
+       "/y_test.npy: element 1 (sample 0) is +Inf"},
+      {"i64", NpyDir("v_i64", "<f4", {n, 4}, x.data(), 4, "<i8", {n}, y64neg.data(), 8, 6),
+       "cross-entropy", "/y_train.npy: label -1 at index 2 is not a class index"},
+      {"i32", NpyDir("v_i32", "<f4", {n, 4}, x.data(), 4, "<i4", {n}, y32neg.data(), 4, 6),
+       "cross-entropy", "/y_train.npy: label -1 at index 2 is not a class index"},
+      {"big", NpyDir("v_big", "<f4", {n, 4}, x.data(), 4, "<i8", {n}, y64big.data(), 8, 6),
+       "cross-entropy", "/y_test.npy: label 3 at index 1 is not a class index"},
+      {"u8_i64", NpyDir("v_u8", "|u1", {n, 4}, xu.data(), 1, "<i8", {n}, y64neg.data(), 8, 6),
+       "cross-entropy", "/y_train.npy: label -1 at index 2 is not a class index"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    Result r = Exec("gcc-train", {model, "--dataset", "npy", "--data", c.dir, "--loss", c.loss,
+                                  "--lr", "0.1", "--device", "cpu", "--no-output"});
+    EXPECT_EQ(r.code, 1) << r;
+    EXPECT_NE(r.err.find(c.dir + c.says), std::string::npos) << r;
+    if (c.says.find("label") != std::string::npos) {
+      EXPECT_NE(r.err.find("(the model has 3 classes, 0 to 2)"), std::string::npos) << r;
+    }
+    EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << "trained first: " << r;
   }
 }
 

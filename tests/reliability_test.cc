@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -13,6 +14,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 
 #include "graph/ir.h"
 #include "graph/loader.h"
@@ -176,6 +179,39 @@ TEST_F(Reliability, DivergedMlpWritesNothing) {
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, "the evaluation loss is") && Has(r.err, "after optimizer step 2")) << r;
   o.ExpectUntouched();
+}
+
+// A run whose last output fails (/dev/full) leaves the others as they were
+// (issue 32: --output and --predictions were in place, exit 1): every
+// output is staged and all are renamed only when each was written. The
+// control: the same run with a writable last output writes them all.
+TEST_F(Reliability, AFailedOutputLeavesNoOtherOutput) {
+  std::vector<std::string> base = {Runfile("models/mnist_mlp.pb"),
+                                   "--data",
+                                   data_,
+                                   "--max-steps",
+                                   "2",
+                                   "--quiet",
+                                   "--device",
+                                   "cpu"};
+  for (const std::vector<std::string> &last :
+       {std::vector<std::string>{"--export-onnx", "/dev/full"},
+        std::vector<std::string>{"--export-onnx", tmp_.file("m.onnx"), "--profile", "/dev/full"}}) {
+    Outputs o(tmp_);
+    Result r = RunBin("cli/gcc-train", Cat(Cat(base, o.Flags()), last));
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(Has(r.err, "/dev/full: write failed: No space left on device")) << r;
+    EXPECT_FALSE(Has(r.err, "--export-onnx: --export-onnx")) << "the flag once: " << r;
+    o.ExpectUntouched();
+    EXPECT_FALSE(Exists(tmp_.file("m.onnx")));
+    for (const std::string &f : gcc_test::ListDir(tmp_.file("")))
+      EXPECT_EQ(f.find(".tmp."), std::string::npos) << "a temporary is left: " << f;
+  }
+  Outputs o(tmp_);
+  Result r = RunBin("cli/gcc-train", Cat(Cat(base, o.Flags()), {"--export-onnx", "/dev/null"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(ReadText(o.model), "the previous model");
+  EXPECT_TRUE(Exists(o.preds) && Exists(o.bundle) && Exists(o.trace));
 }
 
 // A learning rate that overflows the parameters in the first update, whose
@@ -783,11 +819,92 @@ TEST_F(Reliability, ResumeRefusesAnotherRecipeOrModelAndSkipsACorruptCheckpoint)
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.err, "skipping checkpoint " + newest + ": SHA-256 mismatch")) << r;
   r = RunBin("cli/gcc-train", Cat(base, {"--resume", newest, "--no-output"}));
-  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_EQ(r.exit_code, 3) << r; // corrupt
 }
 
-// kill -9 at 20 random moments, each run resuming from the newest complete
-// checkpoint: the run then finishes bitwise where an uninterrupted one does.
+// A checkpoint's header edited and its SHA-256 recomputed (as a hostile file
+// would be): every position field is range-checked against the model's data
+// (the linear model: 256 rows at batch 16, 16 batches an epoch) and a bad one
+// is refused as corrupt (exit 3) naming the field, before any step. Before
+// the checks, batch -1 crashed on .npy data and the others "resumed",
+// trained nothing and wrote the model (exit 0).
+void PutU64(std::string *b, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    (*b)[at + i] = static_cast<char>(v >> (8 * i));
+}
+
+std::string Resealed(std::string b) { // the trailer: SHA-256 of the rest
+  unsigned char sum[32];
+  unsigned len = 0;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+            EVP_DigestUpdate(ctx, b.data(), b.size() - 32) == 1 &&
+            EVP_DigestFinal_ex(ctx, sum, &len) == 1 && len == 32;
+  EVP_MD_CTX_free(ctx);
+  EXPECT_TRUE(ok);
+  b.replace(b.size() - 32, 32, reinterpret_cast<const char *>(sum), 32);
+  return b;
+}
+
+TEST_F(Reliability, ResumeRefusesACraftedCheckpointPosition) {
+  std::vector<std::string> base = {
+      Runfile("models/linear.pb"), "--device", "cpu", "--quiet", "--epochs", "2"};
+  std::string ck = tmp_.file("ck");
+  Result r = RunBin("cli/gcc-train", Cat(base, {"--checkpoint-dir", ck, "--checkpoint-every", "4",
+                                                "--max-steps", "12", "--no-output"}));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  std::string good = ReadText(ck + "/ckpt-000000000012.gcck");
+  ASSERT_GT(good.size(), 88u);
+  // the control: the untouched file resumes (step 12 = epoch 0, batch 12)
+  std::string file = tmp_.file("crafted.gcck");
+  ASSERT_TRUE(WriteText(file, Resealed(good)));
+  r = RunBin("cli/gcc-train", Cat(base, {"--resume", file, "--output", tmp_.file("ok.pb")}));
+  EXPECT_EQ(r.exit_code, 0) << r;
+  const int64_t kMax = INT64_MAX;
+  struct Case {
+    int64_t step, epoch, batch;
+    int exit_code;
+    const char *says;
+  } cases[] = {
+      {12, 0, -1, 3, "its batch field is -1 (must be >= 0)"},
+      {12, 0, -3, 3, "its batch field is -3 (must be >= 0)"},
+      {-5, 0, 12, 3, "its step field is -5 (must be >= 0)"},
+      {12, -1, 12, 3, "its epoch field is -1 (must be >= 0)"},
+      {16, 0, 16, 3, "its batch field is 16, but an epoch of this training set has 16 batches"},
+      {1000, 0, 1000, 3, "its batch field is 1000, but an epoch"},
+      {12, 1000000, 12, 3, "step 12 cannot be epoch 1000000, batch 12"},
+      {kMax, 0, 12, 3, "its step field is 9223372036854775807, but epoch 0, batch 12"},
+      {kMax, kMax / 16, 14, 3, "its step field is 9223372036854775807"},
+      {13, 0, 12, 3,
+       "its step field is 13, but epoch 0, batch 12 at 16 batches per epoch is "
+       "step 12"},
+      // consistent, but past this run's 2 epochs: a command-line mismatch
+      {16000012, 1000000, 12, 2, "has finished 1000000 epochs, more than this run's 2"},
+  };
+  for (const Case &c : cases) {
+    std::string b = good;
+    PutU64(&b, 16, static_cast<uint64_t>(c.step));
+    PutU64(&b, 24, static_cast<uint64_t>(c.epoch));
+    PutU64(&b, 32, static_cast<uint64_t>(c.batch));
+    ASSERT_TRUE(WriteText(file, Resealed(b)));
+    std::string out = tmp_.file("out.pb");
+    unlink(out.c_str());
+    r = RunBin("cli/gcc-train", Cat(base, {"--resume", file, "--output", out}));
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.step << " " << c.epoch << " " << c.batch << r;
+    EXPECT_TRUE(Has(r.err, c.says)) << r;
+    EXPECT_TRUE(Has(r.err, file)) << "the file is named: " << r;
+    EXPECT_FALSE(Exists(out)) << "a refused resume wrote " << out;
+  }
+  // a checkpoint FILE whose checksum fails is corrupt too (exit 3)
+  std::string b = Resealed(good);
+  b[b.size() / 2] ^= 0x10;
+  ASSERT_TRUE(WriteText(file, b));
+  r = RunBin("cli/gcc-train", Cat(base, {"--resume", file, "--no-output"}));
+  EXPECT_EQ(r.exit_code, 3) << r;
+  EXPECT_TRUE(Has(r.err, "SHA-256 mismatch (corrupt)")) << r;
+}
+
+// 1 if `dir` holds a checkpoint file.
 bool HasCheckpoint(const std::string &dir) {
   for (const std::string &n : gcc_test::ListDir(dir))
     if (n.size() > 5 && n.compare(n.size() - 5, 5, ".gcck") == 0)
@@ -795,6 +912,39 @@ bool HasCheckpoint(const std::string &dir) {
   return false;
 }
 
+// Two runs sharing a --checkpoint-dir pruned each other's checkpoints
+// without a word (issue 32): the folder is locked (flock) by the run that
+// writes there, and a second writer is refused (exit 2) before any work.
+// The test holds the lock as a running gcc-train would.
+TEST_F(Reliability, ASecondWriterOfACheckpointFolderIsRefused) {
+  std::string ck = tmp_.file("shared");
+  ASSERT_EQ(mkdir(ck.c_str(), 0755), 0);
+  std::vector<std::string> run = {Runfile("models/linear.pb"),
+                                  "--device",
+                                  "cpu",
+                                  "--quiet",
+                                  "--no-output",
+                                  "--max-steps",
+                                  "4",
+                                  "--checkpoint-dir",
+                                  ck,
+                                  "--checkpoint-every",
+                                  "2"};
+  int fd = open(ck.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  Result r = RunBin("cli/gcc-train", run);
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "--checkpoint-dir " + ck + ": another run writes checkpoints there")) << r;
+  EXPECT_FALSE(HasCheckpoint(ck)) << "the second writer wrote";
+  close(fd); // the first run ends: the folder is free again
+  r = RunBin("cli/gcc-train", run);
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(HasCheckpoint(ck)) << r;
+}
+
+// kill -9 at 20 random moments, each run resuming from the newest complete
+// checkpoint: the run then finishes bitwise where an uninterrupted one does.
 TEST_F(Reliability, TwentyKillsThenResumeGivesTheUninterruptedResult) {
   // 160,000 steps of the linear model, about 2 s with a checkpoint every 50
   std::vector<std::string> base = {Runfile("models/linear.pb"),

@@ -7,6 +7,7 @@
 # $FUZZ_OUT/NAME/ with the libFuzzer log.
 #
 #   tools/fuzz.sh [SECONDS] [NAME ...]    NAME: model bundle idx cifar npy onnx train
+#                                                       checkpoint
 #
 # Needs clang (with compiler-rt's libFuzzer and LLVM's OpenMP runtime for the
 # CPU backend's oneDNN code), protoc-c and the libraries the harnesses link
@@ -18,7 +19,7 @@ root=$(pwd)
 secs=${1:-60}
 shift || true
 names=("$@")
-((${#names[@]})) || names=(model bundle idx cifar npy onnx train)
+((${#names[@]})) || names=(model bundle idx cifar npy onnx train checkpoint)
 out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gcc_fuzz_XXXXXX")}
 mkdir -p "$out/gen/graph" "$out/gen/deploy" "$out/gen/onnx"
 protoc-c --proto_path=graph --c_out="$out/gen/graph" graph/graph.proto
@@ -39,14 +40,16 @@ train=(passes/*.c codegen/emit.c codegen/fusion.c codegen/gemm_map.c codegen/ker
 declare -A srcs=(
   [model]="tests/fuzz/fuzz_model.c ${graph[*]}"
   [bundle]="tests/fuzz/fuzz_bundle.c deploy/bundle.c $out/gen/deploy/bundle.pb-c.c ${graph[*]}"
-  [idx]="tests/fuzz/fuzz_idx.c datasets/dataset.c graph/status.c"
-  [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c"
+  [idx]="tests/fuzz/fuzz_idx.c datasets/dataset.c graph/status.c graph/outfile.c graph/util.c"
+  [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c graph/outfile.c graph/util.c"
   [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c datasets/dataset.c ${graph[*]}"
   [onnx]="tests/fuzz/fuzz_onnx.c onnx/import.c onnx/import_ops.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
   [train]="tests/fuzz/fuzz_train.c ${train[*]} ${graph[*]}"
+  [checkpoint]="tests/fuzz/fuzz_checkpoint.c runtime/checkpoint.c ${train[*]} ${graph[*]}"
 )
 libs=(-lprotobuf-c -ljansson -lcrypto -lz -lm)
-declare -A extra=([train]="-fopenmp -lopenblas -ldnnl -lpthread" [npy]="-lzip")
+declare -A extra=([train]="-fopenmp -lopenblas -ldnnl -lpthread" [npy]="-lzip"
+                  [checkpoint]="-fopenmp -lopenblas -ldnnl -lpthread")
 
 # seeds from the repository, next to the committed corpus
 seeds() {
