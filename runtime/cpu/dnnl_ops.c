@@ -735,7 +735,7 @@ static void run_gemv(const gcc_dnnl_op *op, void *const *ptrs, char *scratch) {
 /* GEMV_AVX512, GEMV_AVX2 when this layer runs the matmul itself, else 0 */
 static int gemv_applies(const gcc_dnnl_matmul_desc *m) {
 #ifdef HAVE_GEMV_X86
-  if (m->m != 1 || m->beta != 0.0f || (m->trans_a && m->lda > 1))
+  if (m->no_gemv || m->m != 1 || m->beta != 0.0f || (m->trans_a && m->lda > 1))
     return GEMV_NONE;
   if (__builtin_cpu_supports("avx512f"))
     return GEMV_AVX512;
