@@ -37,9 +37,10 @@
  *
  * Key: the caller's text (the node's op, m, n, k, transposes, alpha, beta,
  * bias / full C and the candidate set) after the machine's: the CPU model
- * (/proc/cpuinfo "model name"), the ISA oneDNN JITs for (dnnl_get_effective
- * _cpu_isa, which DNNL_MAX_CPU_ISA lowers), oneDNN's version, the thread
- * count and the OpenMP wait policy (gcc_cpu_choice_machine).
+ * (CPUID's brand string; elsewhere /proc/cpuinfo "model name"), the ISA
+ * oneDNN JITs for (dnnl_get_effective_cpu_isa, which DNNL_MAX_CPU_ISA
+ * lowers), oneDNN's version, the thread count and the OpenMP wait policy
+ * (gcc_cpu_choice_machine).
  *
  * Disk cache: the directory of the NVRTC kernel cache (codegen/
  * kernel_cache.h: the explicit `dir`, else $XDG_CACHE_HOME/gcc-train when

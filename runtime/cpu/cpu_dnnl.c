@@ -162,53 +162,59 @@ static gcc_status run_prepared(const cpu_prepared *p, const gcc_kernel_args *a, 
 #define TIMED_MAX_BYTES ((size_t)64 << 20)
 
 /* The candidates of one GEMM node run on scratch operands of its shapes
- * (the plan's buffers are not bound yet): cpu_choice.h's run function. */
+ * (the plan's buffers are not bound yet): cpu_choice.h's run function.
+ * The operands are made at the first run, so a cache hit costs nothing. */
 typedef struct gemm_timing {
   gcc_kernel_args args; /* the node's, on the tensors below */
   gcc_tensor t[5];      /* inputs (up to 4), then Y */
   gcc_tensor *in[4], *out[1];
   cpu_prepared cand[GCC_CPU_LIB_COUNT];
   void *scratch;
+  size_t total; /* floats of all operands */
   float *mem;
 } gemm_timing;
 
 static gcc_status time_one(void *user, int lib, gcc_diag *d) {
-  (void)d; /* the kernels report through the plan context's diag */
   gemm_timing *t = user;
+  if (!t->mem) { /* small values: a GEMM's time does not depend on them (NaN or denormals could) */
+    t->mem = aligned_alloc(GCC_ARENA_ALIGN, (t->total * sizeof(float) + GCC_ARENA_ALIGN - 1) /
+                                                GCC_ARENA_ALIGN * GCC_ARENA_ALIGN);
+    if (!t->mem)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                          "out of memory: %zu bytes to time the GEMM of node '%s'",
+                          t->total * sizeof(float), t->args.node->name);
+    for (size_t i = 0; i < t->total; i++)
+      t->mem[i] = (float)((int)((i * 2654435761u) >> 24 & 15) - 8) * 0.0625f;
+    float *p = t->mem;
+    for (int k = 0; k < 5; k++)
+      if (t->t[k].numel > 0 && (k == 4 || t->in[k])) {
+        t->t[k].data = p;
+        p += t->t[k].numel;
+      }
+  }
   return run_prepared(&t->cand[lib], &t->args, t->scratch);
 }
 
-/* Scratch operands for the node's shapes, filled with small values
- * (a GEMM's time does not depend on them; NaN or denormals could). Returns
- * 0 when they would be too large to time or memory is short. */
+/* The scratch operands' tensors for the node's shapes. Returns 0 when they
+ * would be too large to time. */
 static int timing_setup(gemm_timing *t, const gcc_kernel_args *a, cpu_dnnl_state *st) {
   memset(t, 0, sizeof *t);
   if (a->n_in > 4 || a->n_out != 1)
     return 0;
-  size_t total = 0;
-  for (int k = 0; k < a->n_in; k++)
-    total += a->in[k] ? (size_t)a->in[k]->numel : 0;
-  total += (size_t)a->out[0]->numel;
-  if (total * sizeof(float) > TIMED_MAX_BYTES)
-    return 0;
-  t->mem = aligned_alloc(GCC_ARENA_ALIGN, (total * sizeof(float) + GCC_ARENA_ALIGN - 1) /
-                                              GCC_ARENA_ALIGN * GCC_ARENA_ALIGN);
-  if (!t->mem)
-    return 0;
-  for (size_t i = 0; i < total; i++)
-    t->mem[i] = (float)((int)((i * 2654435761u) >> 24 & 15) - 8) * 0.0625f;
-  float *p = t->mem;
   for (int k = 0; k < a->n_in; k++) {
     if (!a->in[k])
       continue;
     t->t[k] = *a->in[k];
-    t->t[k].data = p;
-    p += a->in[k]->numel;
+    t->t[k].data = NULL;
+    t->total += (size_t)a->in[k]->numel;
     t->in[k] = &t->t[k];
   }
   t->t[4] = *a->out[0];
-  t->t[4].data = p;
+  t->t[4].data = NULL;
+  t->total += (size_t)a->out[0]->numel;
   t->out[0] = &t->t[4];
+  if (t->total * sizeof(float) > TIMED_MAX_BYTES)
+    return 0;
   t->args = *a;
   t->args.in = t->in;
   t->args.out = t->out;
