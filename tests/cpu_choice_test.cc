@@ -123,11 +123,15 @@ TEST_F(CpuChoice, TimingPicksTheFastestAndWritesTheEntry) {
 }
 
 TEST_F(CpuChoice, ABudgetEndsTheRoundsAfterOne) {
-  Fake f;
-  gcc_cpu_choice c = Choose(&f, 3, 1e-9);
-  EXPECT_EQ(c.how, GCC_CPU_CHOICE_TIMED);
-  EXPECT_EQ(c.rounds, 1);
-  EXPECT_EQ(c.lib, GCC_CPU_LIB_OPENBLAS);
+  for (double budget : {1e-9, 0.0}) { // 0: a plan past its budget still times one round
+    gcc_cpu_choice_forget();
+    Fake f;
+    gcc_cpu_choice c = Choose(&f, 3, budget, 0);
+    EXPECT_EQ(c.how, GCC_CPU_CHOICE_TIMED) << budget;
+    EXPECT_EQ(c.rounds, 1) << budget;
+    EXPECT_EQ(c.lib, GCC_CPU_LIB_OPENBLAS) << budget;
+    EXPECT_EQ(Calls(f), 4) << "a warm-up and one round of two candidates";
+  }
 }
 
 TEST_F(CpuChoice, ACacheHitTimesNothing) {
@@ -234,7 +238,7 @@ TEST_F(CpuChoice, CacheOffAndNoBudget) {
   EXPECT_NE(stat(Path().c_str(), &st), 0) << "GCC_CPU_CHOICE_CACHE=0 writes nothing";
   gcc_cpu_choice_forget();
   Fake g;
-  c = Choose(&g, 3, 0.0);
+  c = Choose(&g, 3, -1.0);
   EXPECT_EQ(c.how, GCC_CPU_CHOICE_UNTIMED);
   EXPECT_EQ(c.lib, GCC_CPU_LIB_ONEDNN) << "untimed: the lowest candidate";
   EXPECT_EQ(Calls(g), 0);

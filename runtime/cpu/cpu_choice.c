@@ -478,7 +478,7 @@ gcc_status gcc_cpu_choose(const gcc_cpu_choice_req *r, gcc_cpu_choice *out, gcc_
     return GCC_OK;
   }
 
-  if ((mask & (mask - 1)) == 0 || r->budget_s <= 0) { /* one candidate, or no time left */
+  if ((mask & (mask - 1)) == 0 || r->budget_s < 0) { /* one candidate, or not to be timed */
     out->lib = __builtin_ctz(mask);
     out->how = GCC_CPU_CHOICE_UNTIMED;
     out->lib = memo_put(r->key, out->lib);

@@ -27,13 +27,19 @@
  *      operands, not the plan's), once to warm up, then in rounds of one run
  *      each (the order rotating each round, so that a burst of load from
  *      other processes hits every candidate), at most GCC_CPU_CHOICE_ROUNDS
- *      rounds and no more after the node has spent `node_budget_s`
- *      (at least one round); the fastest by its minimum time wins (the
- *      minimum: other processes on the machine only ever add time), ties to
- *      the lower enum value. The result goes to the memo and the disk cache;
- *   5. untimed: when the request's budget is 0 (the plan has spent its
- *      timing budget), the lowest candidate (oneDNN) without timing; kept
- *      in the memo (not on disk), so that a later process times it.
+ *      rounds and no more after the node has spent the request's budget
+ *      (at least one round: a budget of 0 is warm-up plus one round); the
+ *      fastest by its minimum time wins (the minimum: other processes on
+ *      the machine only ever add time), ties to the lower enum value. The
+ *      result goes to the memo and the disk cache. Every node that can be
+ *      timed is timed, so that a process which finds every choice on disk
+ *      runs exactly what the process that timed them chose (a node left
+ *      untimed for lack of time and timed by a later process could change
+ *      the bits of a resumed run);
+ *   5. untimed: when the request's budget is negative (the CPU backend: a
+ *      GEMM too large to time, decided by its shape alone), or with one
+ *      candidate, the lowest candidate (oneDNN) without timing; kept in the
+ *      memo, not on disk.
  *
  * Key: the caller's text (the node's op, m, n, k, transposes, alpha, beta,
  * bias / full C and the candidate set) after the machine's: the CPU model
@@ -78,7 +84,10 @@ typedef enum gcc_cpu_lib {
 } gcc_cpu_lib;
 
 /* Rounds of timing at most, and the timing budgets the CPU backend gives a
- * node and a whole plan (runtime/cpu/cpu_dnnl.c). */
+ * node and a whole plan (runtime/cpu/cpu_dnnl.c): once a plan has spent
+ * its budget, each further node gets budget 0 (warm-up and one round:
+ * about two runs of each candidate, as much as two training steps spend
+ * in that GEMM). */
 #define GCC_CPU_CHOICE_ROUNDS        5
 #define GCC_CPU_CHOICE_NODE_BUDGET_S 0.020
 #define GCC_CPU_CHOICE_PLAN_BUDGET_S 0.300
@@ -108,7 +117,7 @@ typedef struct gcc_cpu_choice_req {
   const char *dir; /* the cache directory; NULL: the default (above) */
   int use_disk;    /* 0: neither read nor write the disk cache */
   double budget_s; /* the most seconds timing may take (at least one
-                           round); <= 0: no timing (untimed, step 5) */
+                      round); < 0: no timing (untimed, step 5) */
 } gcc_cpu_choice_req;
 
 typedef enum gcc_cpu_choice_how {

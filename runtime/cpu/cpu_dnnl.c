@@ -366,7 +366,8 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
                             t,
                             NULL,
                             1,
-                            !timed                                ? 0
+                            !timed                                ? -1.0
+                            : left < 0                            ? 0.0
                             : left < GCC_CPU_CHOICE_NODE_BUDGET_S ? left
                                                                   : GCC_CPU_CHOICE_NODE_BUDGET_S};
     gcc_status s = gcc_cpu_choose(&r, &c, d);
@@ -379,10 +380,9 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
     }
     st->timing_s += c.seconds;
     lib = c.lib;
-    how = c.how == GCC_CPU_CHOICE_TIMED    ? "timed"
+    how = c.how == GCC_CPU_CHOICE_TIMED    ? (left > 0 ? "timed" : "timed once")
           : c.how == GCC_CPU_CHOICE_CACHED ? "cached"
           : c.how == GCC_CPU_CHOICE_MEMO   ? "chosen before"
-          : timed                          ? "untimed (the plan's timing budget is spent)"
                                            : "untimed (too large to time)";
   }
   free_ops(ops, lib);
