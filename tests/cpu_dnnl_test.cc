@@ -321,8 +321,9 @@ TEST(CpuDnnl, AnUnforcedGemmIsChosenAndNamed) {
   std::string dir =
       std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/cpu_dnnl_test_cache";
   ScopedEnv xdg("XDG_CACHE_HOME", dir.c_str());
+  // 64x64x128: OpenBLAS runs it on one thread, so both are candidates
   Result r =
-      RunBoth(GCC_OP_GEMM, {Shape({64, 256}), Shape({128, 256}), Shape({128})}, {Shape({64, 128})},
+      RunBoth(GCC_OP_GEMM, {Shape({64, 128}), Shape({64, 128}), Shape({64})}, {Shape({64, 64})},
               [](gcc_graph *g, int node) { gcc_node_set_int(g, node, "transB", 1); });
   ASSERT_TRUE(r.prepared);
   EXPECT_LT(r.err, kTol) << r.impl;
@@ -332,6 +333,15 @@ TEST(CpuDnnl, AnUnforcedGemmIsChosenAndNamed) {
         "[openblas: cached", "[onednn: chosen before", "[openblas: chosen before"})
     named = named || r.impl.find(how) != std::string::npos;
   EXPECT_TRUE(named) << r.impl;
+  // 64x512x784 on 2 threads: OpenBLAS would use both (its spinning workers
+  // would slow the nodes around it), so oneDNN is the only candidate
+  r = RunBoth(GCC_OP_GEMM, {Shape({64, 784}), Shape({512, 784}), Shape({512})}, {Shape({64, 512})},
+              [](gcc_graph *g, int node) { gcc_node_set_int(g, node, "transB", 1); });
+  ASSERT_TRUE(r.prepared);
+  EXPECT_LT(r.err, kTol) << r.impl;
+  EXPECT_NE(r.impl.find("[onednn: the only candidate; OpenBLAS would use 2 threads]"),
+            std::string::npos)
+      << r.impl;
 }
 
 TEST(CpuDnnl, MatMul) {

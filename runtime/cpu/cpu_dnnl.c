@@ -288,9 +288,15 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
   cpu_dnnl_state *st = NULL;
   GCC_TRY(context(a, &st, d));
 
-  /* the candidates */
+  /* The candidates. OpenBLAS only where it runs the node on one thread:
+   * Debian's OpenBLAS (pthreads) keeps its workers spinning after a call,
+   * and beside oneDNN's OpenMP threads on the same cores they take the
+   * time of the nodes around it, which timing one node alone does not see
+   * (MNIST MLP, 2 threads, a loaded EPYC: with a two-thread OpenBLAS fc1
+   * the whole run took 34-52 s against 21-29 s on oneDNN alone). */
   gcc_dnnl_op *ops[GCC_CPU_LIB_COUNT] = {0};
-  unsigned cand = 1u << GCC_CPU_LIB_OPENBLAS;
+  int blas_alone = gcc_cpu_blas_threads(md.m, md.n, md.k, a->ctx->max_threads) == 1;
+  unsigned cand = blas_alone || forced == GCC_CPU_LIB_OPENBLAS ? 1u << GCC_CPU_LIB_OPENBLAS : 0;
   for (int gemv = 0; gemv <= (md.m == 1); gemv++) {
     md.no_gemv = !gemv;
     gcc_dnnl_op *op = NULL;
@@ -318,7 +324,7 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
       return d->status;
     }
   }
-  if (cand == 1u << GCC_CPU_LIB_OPENBLAS)
+  if (!(cand & ~(1u << GCC_CPU_LIB_OPENBLAS)))
     return GCC_OK; /* the reference kernel alone, as for a GEMM oneDNN does not take */
 
   int lib;
@@ -326,11 +332,17 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
   memset(&c, 0, sizeof c);
   const char *how;
   char how_buf[64];
+  int chosen = 0; /* by gcc_cpu_choose */
   if (forced >= 0) {
     lib = (cand & (1u << forced))               ? forced
           : (cand & (1u << GCC_CPU_LIB_ONEDNN)) ? GCC_CPU_LIB_ONEDNN
                                                 : GCC_CPU_LIB_OPENBLAS;
     snprintf(how_buf, sizeof how_buf, "GCC_CPU_GEMM=%s", gcc_cpu_lib_name(forced));
+    how = how_buf;
+  } else if (!(cand & (cand - 1))) { /* one candidate: nothing to choose */
+    lib = __builtin_ctz(cand);
+    snprintf(how_buf, sizeof how_buf, "the only candidate; OpenBLAS would use %d threads",
+             gcc_cpu_blas_threads(md.m, md.n, md.k, a->ctx->max_threads));
     how = how_buf;
   } else {
     char machine[384], key[1001], cands[64] = "";
@@ -380,6 +392,7 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
     }
     st->timing_s += c.seconds;
     lib = c.lib;
+    chosen = 1;
     how = c.how == GCC_CPU_CHOICE_TIMED    ? (left > 0 ? "timed" : "timed once")
           : c.how == GCC_CPU_CHOICE_CACHED ? "cached"
           : c.how == GCC_CPU_CHOICE_MEMO   ? "chosen before"
@@ -405,7 +418,7 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
              md.bias  ? " bias"
              : copy_c ? " C"
                       : "");
-  describe(p->name, sizeof p->name, base, lib, how, forced >= 0 ? NULL : &c, cand);
+  describe(p->name, sizeof p->name, base, lib, how, chosen ? &c : NULL, cand);
   a->prepared = p;
   return GCC_OK;
 }
