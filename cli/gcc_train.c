@@ -366,12 +366,14 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
                          const char *cuda_arch, const char *dir);
 static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_device_info *info,
                                    int64_t batch, FILE *f);
+static void print_cpu_libraries(const gcc_graph *model, int threads, gcc_mode mode, int64_t batch,
+                                FILE *f);
 
 static int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
                                int strict, const char *cuda_arch, int fmt, const char *file,
                                const char *kernels_dir, const gcc_recipe *recipe,
                                const char *dump_after, int world_size, int64_t bucket_bytes,
-                               int precision) {
+                               int precision, int threads) {
   gcc_diag d = {0};
   gcc_graph *model;
   gcc_model_info info;
@@ -471,6 +473,9 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
                       "the plan is built on the GPU (a refused one runs as a plain GEMM + a "
                       "generated kernel, named in the run summary)\n");
   }
+  /* which library runs each CPU GEMM is measured when the plan is built */
+  if (rc == 0 && fmt == GCC_DUMP_TEXT && !file && dev == GCC_DEV_CPU && world_size <= 1)
+    print_cpu_libraries(model, threads, o.mode, o.batch_size, stdout);
   if (rc == 0 && kernels_dir)
     rc = write_kernels(g, dev, &devs[1], cuda_arch, kernels_dir);
   gcc_mem_plan_free(&mem);
@@ -518,6 +523,36 @@ static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_
   }
   gcc_session_destroy(s);
   gcc_cuda_backend_destroy(be);
+}
+
+/* --dump-placement on the CPU: builds the plan as a run would (the same
+ * thread count), which chooses each GEMM's library by measurement or from
+ * the cache (runtime/cpu/cpu_choice.h), and lists every node's library
+ * kernel. */
+static void print_cpu_libraries(const gcc_graph *model, int threads, gcc_mode mode, int64_t batch,
+                                FILE *f) {
+  gcc_diag d = {0};
+  gcc_session *s = NULL;
+  gcc_session_options so = {0};
+  long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+  so.threads = threads > 0 ? threads : nproc > 0 ? (int)nproc : 1;
+  so.opt = model->training.opt;
+  so.opt.scaler = g_loss_scale;
+  so.device = GCC_DEV_CPU;
+  gcc_plan *p = NULL;
+  if (gcc_session_create(model, &so, &s, &d) == GCC_OK)
+    (void)gcc_session_plan(s, mode, batch, &p, &d);
+  if (!p) {
+    fprintf(f, "\nCPU library kernels: not known, the plan could not be built (%s)\n", d.msg);
+  } else {
+    char text[16384];
+    gcc_plan_cpu_library_text(p, text, sizeof text);
+    fprintf(f,
+            "\nCPU library kernels (%d thread%s; a GEMM's library timed when the plan is built, "
+            "or cached per machine; GCC_CPU_GEMM=onednn|openblas|gemv forces one):\n%s",
+            so.threads, so.threads > 1 ? "s" : "", text[0] ? text : "  none\n");
+  }
+  gcc_session_destroy(s);
 }
 
 /* --dump-kernels DIR: the generated program and its manifest */
@@ -1801,7 +1836,7 @@ static int run_main(train_args *ap) {
     return dump_placement_main(a.model_path, &a.want, a.device_explicit, a.strict, a.cuda_arch,
                                a.dump_placement ? (int)a.fmt : -1, a.dump_file, a.dump_kernels,
                                &a.recipe, a.dump_after, a.ranks > 0 ? (int)a.ranks : g_comm->size,
-                               a.bucket_bytes, a.precision);
+                               a.bucket_bytes, a.precision, (int)a.threads);
   }
   /* on every rank: rank 0 then evaluates every row for the predictions */
   a.eval_on_root = a.predictions_path != NULL || a.show_predictions > 0;

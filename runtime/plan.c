@@ -2207,6 +2207,23 @@ void gcc_plan_fallback_text(const gcc_plan *p, char *buf, size_t cap) {
     len += (size_t)n < cap - len ? (size_t)n : cap - len - 1;
   }
 }
+void gcc_plan_cpu_library_text(const gcc_plan *p, char *buf, size_t cap) {
+  if (cap == 0)
+    return;
+  buf[0] = '\0';
+  size_t len = 0;
+  for (int i = 0; i < p->n_ops && len + 1 < cap && p->cpu->node_impl; i++) {
+    const op *o = &p->ops[i];
+    const char *impl = o->kind == OP_NODE ? p->cpu->node_impl(p->cpu->self, &o->cpu) : NULL;
+    if (!impl)
+      continue;
+    int n = snprintf(buf + len, cap - len, "  %s (%s): %s\n", o->cpu.node->name,
+                     gcc_op_name(o->cpu.node->op), impl);
+    if (n < 0)
+      break;
+    len += (size_t)n < cap - len ? (size_t)n : cap - len - 1;
+  }
+}
 int64_t gcc_plan_graph_replays(const gcc_plan *p) {
   return p->replays;
 }

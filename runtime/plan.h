@@ -298,6 +298,13 @@ int gcc_plan_epilogue_fallback(const gcc_plan *p, int i, const char **group, con
  * offered (WHY); plain GEMM + generated kernel gcc_epilogue_K\n", or
  * "" when there are none. Truncated to `cap` bytes (NUL included). */
 void gcc_plan_fallback_text(const gcc_plan *p, char *buf, size_t cap);
+/* The library kernel of every node the plan's CPU backend prepared one for
+ * (gcc_device_backend.node_impl: a GEMM's library chosen by measurement,
+ * runtime/cpu/cpu_choice.h, a convolution's or pooling's oneDNN primitive),
+ * one line per node: "  fc1 (Gemm): sgemm (OpenBLAS) 64x512x784 B^T bias
+ * [openblas: cached]\n"; "" when there is none. Truncated to `cap` bytes
+ * (NUL included). */
+void gcc_plan_cpu_library_text(const gcc_plan *p, char *buf, size_t cap);
 /* Steps replayed from a CUDA Graph so far, and why the plan is not
  * captured ("" when it is, or will be on its next steps). */
 int64_t gcc_plan_graph_replays(const gcc_plan *p);

@@ -64,6 +64,7 @@ struct Result {
   bool prepared = false;
   std::string impl;
   double err = 0;
+  std::vector<std::vector<float>> in, got; // the inputs, and the prepared path's outputs
 };
 
 Result RunBoth(int op, const std::vector<gcc_shape> &ins, const std::vector<gcc_shape> &outs,
@@ -148,6 +149,8 @@ Result RunBoth(int op, const std::vector<gcc_shape> &ins, const std::vector<gcc_
   EXPECT_EQ(be->run_node(be->self, &dn), GCC_OK) << d.msg;
   for (size_t i = 0; i < outs.size(); i++)
     r.err = std::max(r.err, RelErr(got[i], want[i]));
+  r.in = in_data;
+  r.got = got;
   if (dn.prepared)
     be->release_node(be->self, &dn);
   if (ctx.state)
@@ -205,6 +208,140 @@ TEST(CpuDnnl, GemmEveryTransposeAlphaBetaAndC) {
     EXPECT_EQ(r.prepared, c.prepared) << what;
     EXPECT_LT(r.err, kTol) << what;
   }
+}
+
+// Sets an environment variable for a scope.
+struct ScopedEnv {
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    const char *old = getenv(name);
+    had_ = old != nullptr;
+    if (had_)
+      old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  const char *name_;
+  bool had_;
+  std::string old_;
+};
+
+// Every library a GEMM node can be given (runtime/cpu/cpu_choice.h: oneDNN's
+// matmul, OpenBLAS, the batch-1 GEMV), forced with GCC_CPU_GEMM, against
+// float64 on the same float inputs. Bound per element: a float sum of k
+// products in any order or blocking, with or without FMA, is within
+// gamma_k * sum |a_i b_i| of the exact one (Higham, Accuracy and Stability,
+// 3.1), gamma_k ~ k u with u = 2^-24; alpha's product, the bias or beta*C
+// add and its product add three more roundings: (k + 3) u (|alpha| sum|a b| +
+// |bias| + |beta C|), doubled for the accumulation of those bounds'
+// own rounding.
+TEST(CpuDnnl, EveryGemmLibraryMatchesFloat64AndAForcedChoiceIsHonoured) {
+  struct Case {
+    int64_t m, n, k;
+    int ta, tb;
+    float alpha, beta;
+    int c; // 0 none, 1 bias row [n], 3 full C [m, n]
+  };
+  const Case cases[] = {
+      {64, 512, 784, 0, 1, 1.0f, 1.0f, 1}, // nn.Linear at batch 64
+      {1, 512, 784, 0, 1, 1.0f, 1.0f, 1},  // batch 1: the GEMV's rows
+      {1, 300, 70, 0, 0, 1.0f, 0.0f, 0},   // batch 1, B not transposed: the GEMV's columns
+      {512, 784, 64, 1, 0, 1.0f, 0.0f, 0}, // dW = dY^T X
+      {64, 512, 256, 0, 0, 1.0f, 0.0f, 0}, // dX = dY W
+      {7, 5, 3, 1, 1, 0.5f, 1.0f, 1},      // alpha with a bias
+      {9, 6, 4, 0, 0, 2.0f, 0.25f, 3},     // full C, beta
+  };
+  const double u = std::ldexp(1.0, -24);
+  for (const char *lib : {"onednn", "openblas", "gemv"}) {
+    ScopedEnv pin("GCC_CPU_GEMM", lib);
+    for (const Case &c : cases) {
+      std::vector<gcc_shape> ins = {c.ta ? Shape({c.k, c.m}) : Shape({c.m, c.k}),
+                                    c.tb ? Shape({c.n, c.k}) : Shape({c.k, c.n})};
+      if (c.c == 1)
+        ins.push_back(Shape({c.n}));
+      if (c.c == 3)
+        ins.push_back(Shape({c.m, c.n}));
+      Result r = RunBoth(GCC_OP_GEMM, ins, {Shape({c.m, c.n})}, [&](gcc_graph *g, int node) {
+        gcc_node_set_int(g, node, "transA", c.ta);
+        gcc_node_set_int(g, node, "transB", c.tb);
+        gcc_node_set_float(g, node, "alpha", c.alpha);
+        gcc_node_set_float(g, node, "beta", c.beta);
+      });
+      std::string what = std::string(lib) + " " + std::to_string(c.m) + "x" + std::to_string(c.n) +
+                         "x" + std::to_string(c.k) + ": " + r.impl;
+      ASSERT_TRUE(r.prepared) << what;
+      // the forced library runs, and the profile's name says so
+      bool gemv_fits = c.m == 1 && c.c != 3;
+      std::string want = std::string(lib) == "gemv" && !gemv_fits ? "onednn" : lib;
+      EXPECT_NE(r.impl.find("[" + want + ": GCC_CPU_GEMM=" + lib + "]"), std::string::npos) << what;
+      if (want == "openblas")
+        EXPECT_EQ(r.impl.rfind("sgemm (OpenBLAS)", 0), 0u) << what;
+      else
+        EXPECT_EQ(r.impl.find("gcc:gemv") != std::string::npos, want == "gemv") << what;
+      const std::vector<float> &A = r.in[0], &B = r.in[1];
+      double worst = 0;
+      for (int64_t i = 0; i < c.m; i++)
+        for (int64_t j = 0; j < c.n; j++) {
+          double sum = 0, mag = 0;
+          for (int64_t p = 0; p < c.k; p++) {
+            double a = A[(size_t)(c.ta ? p * c.m + i : i * c.k + p)];
+            double b = B[(size_t)(c.tb ? j * c.k + p : p * c.n + j)];
+            sum += a * b;
+            mag += std::fabs(a * b);
+          }
+          double want_v = (double)c.alpha * sum, bound_mag = std::fabs((double)c.alpha) * mag;
+          if (c.c == 1) {
+            want_v += r.in[2][(size_t)j];
+            bound_mag += std::fabs((double)r.in[2][(size_t)j]);
+          } else if (c.c == 3) {
+            double cc = (double)c.beta * r.in[2][(size_t)(i * c.n + j)];
+            want_v += cc;
+            bound_mag += std::fabs(cc);
+          }
+          double err = std::fabs((double)r.got[0][(size_t)(i * c.n + j)] - want_v);
+          double bound = 2.0 * (double)(c.k + 3) * u * bound_mag;
+          worst = std::max(worst, err / bound);
+        }
+      EXPECT_LE(worst, 1.0) << what << ": the worst element's error over its bound";
+    }
+  }
+}
+
+// Without GCC_CPU_GEMM the library is measured (or read from the cache
+// beside the kernel cache): the name says which and how.
+TEST(CpuDnnl, AnUnforcedGemmIsChosenAndNamed) {
+  ScopedEnv pin("GCC_CPU_GEMM", nullptr);
+  std::string dir =
+      std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/cpu_dnnl_test_cache";
+  ScopedEnv xdg("XDG_CACHE_HOME", dir.c_str());
+  // 64x64x128: OpenBLAS runs it on one thread, so both are candidates
+  Result r =
+      RunBoth(GCC_OP_GEMM, {Shape({64, 128}), Shape({64, 128}), Shape({64})}, {Shape({64, 64})},
+              [](gcc_graph *g, int node) { gcc_node_set_int(g, node, "transB", 1); });
+  ASSERT_TRUE(r.prepared);
+  EXPECT_LT(r.err, kTol) << r.impl;
+  bool named = false;
+  for (const char *how :
+       {"[onednn: timed onednn ", "[openblas: timed onednn ", "[onednn: cached",
+        "[openblas: cached", "[onednn: chosen before", "[openblas: chosen before"})
+    named = named || r.impl.find(how) != std::string::npos;
+  EXPECT_TRUE(named) << r.impl;
+  // 64x512x784 on 2 threads: OpenBLAS would use both (its spinning workers
+  // would slow the nodes around it), so oneDNN is the only candidate
+  r = RunBoth(GCC_OP_GEMM, {Shape({64, 784}), Shape({512, 784}), Shape({512})}, {Shape({64, 512})},
+              [](gcc_graph *g, int node) { gcc_node_set_int(g, node, "transB", 1); });
+  ASSERT_TRUE(r.prepared);
+  EXPECT_LT(r.err, kTol) << r.impl;
+  EXPECT_NE(r.impl.find("[onednn: the only candidate; OpenBLAS would use 2 threads]"),
+            std::string::npos)
+      << r.impl;
 }
 
 TEST(CpuDnnl, MatMul) {

@@ -1019,6 +1019,37 @@ bool Contains(const std::string &s, const std::string &w) {
   return s.find(w) != std::string::npos;
 }
 
+// On the CPU the text report ends with each node's library kernel: the plan
+// is built as a run builds it, so a GEMM's library is the one a run would
+// use (forced here with GCC_CPU_GEMM; measured or cached otherwise).
+TEST(PlacementCli, CpuDumpListsEachGemmsLibrary) {
+  std::string model = Runfile("models/mnist_mlp.pb");
+  gcc_test::ProcOptions o;
+  o.env = {{"GCC_CPU_GEMM", "openblas"}, {"XDG_CACHE_HOME", TmpPath("cpu_choice_cache")}};
+  gcc_test::ProcResult r = gcc_test::RunRunfile(
+      "cli/gcc-train", {model, "--device", "cpu", "--threads", "2", "--dump-placement"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "\nCPU library kernels (2 threads;")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "\n  fc1 (Gemm): sgemm (OpenBLAS) 64x512x784 B^T bias "
+                              "[openblas: GCC_CPU_GEMM=openblas]\n"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "\n  fc1/dB (Gemm): sgemm (OpenBLAS) 512x784x64 A^T "
+                              "[openblas: GCC_CPU_GEMM=openblas]\n"))
+      << r.out;
+  o.env[0].second = "onednn";
+  r = gcc_test::RunRunfile("cli/gcc-train",
+                           {model, "--device", "cpu", "--threads", "2", "--dump-placement"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "\n  fc1 (Gemm): matmul (")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "[onednn: GCC_CPU_GEMM=onednn]\n")) << r.out;
+  o.env[0].second = "mkl";
+  r = gcc_test::RunRunfile("cli/gcc-train",
+                           {model, "--device", "cpu", "--threads", "2", "--dump-placement"}, o);
+  EXPECT_TRUE(Contains(r.out, "CPU library kernels: not known")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "GCC_CPU_GEMM=mkl: expected auto, onednn, openblas or gemv"))
+      << r.out;
+}
+
 TEST(PlacementCli, DumpPlacementFormats) {
   std::string model = Runfile("models/mnist_mlp.pb");
   char reason[512];

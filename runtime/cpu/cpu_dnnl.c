@@ -4,12 +4,15 @@
  */
 #include "runtime/cpu/cpu_dnnl.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/ops.h"
 #include "passes/memplan.h"
+#include "runtime/cpu/cpu_choice.h"
+#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/dnnl_ops.h"
 
 /* The plan's oneDNN context and the scratch its nodes share. */
@@ -17,6 +20,7 @@ typedef struct cpu_dnnl_state {
   gcc_dnnl *dn;
   void *scratch; /* GCC_ARENA_ALIGN-aligned, scratch_bytes */
   size_t scratch_bytes;
+  double timing_s; /* what choosing GEMM libraries has cost this plan (cpu_choice.h) */
 } cpu_dnnl_state;
 
 /* Where operand i of the primitive's run comes from: input k (0..7),
@@ -24,11 +28,13 @@ typedef struct cpu_dnnl_state {
 enum { OUT0 = 8, NONE = -1, MAX_PTRS = 6 };
 
 typedef struct cpu_prepared {
-  gcc_dnnl_op *op;
+  gcc_dnnl_op *op; /* NULL: the op table's kernel runs the node (a GEMM
+                      whose measured choice is OpenBLAS) */
   int n_ptrs;
   signed char src[MAX_PTRS];
-  int copy_c; /* Gemm with a full C: Y = C before the run (beta as a sum
+  int copy_c;     /* Gemm with a full C: Y = C before the run (beta as a sum
                  post-op) */
+  char name[448]; /* a GEMM's: the library, how it was chosen, the shape */
 } cpu_prepared;
 
 int gcc_cpu_dnnl_enabled(void) {
@@ -54,6 +60,24 @@ static gcc_status context(gcc_kernel_args *a, cpu_dnnl_state **out, gcc_diag *d)
     a->ctx->state = st;
   }
   *out = st;
+  return GCC_OK;
+}
+
+/* Grows the plan's scratch to what `op` (NULL: nothing) needs. */
+static gcc_status grow_scratch(const gcc_kernel_args *a, cpu_dnnl_state *st, const gcc_dnnl_op *op,
+                               gcc_diag *d) {
+  size_t need = op ? gcc_dnnl_op_scratch_bytes(op) : 0;
+  if (need <= st->scratch_bytes)
+    return GCC_OK;
+  size_t n = (need + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
+  void *s = aligned_alloc(GCC_ARENA_ALIGN, n);
+  if (!s)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                        "out of memory: %zu bytes of oneDNN scratch for node '%s'", n,
+                        a->node->name);
+  free(st->scratch);
+  st->scratch = s;
+  st->scratch_bytes = n;
   return GCC_OK;
 }
 
@@ -83,20 +107,10 @@ static gcc_status adopt(gcc_kernel_args *a, cpu_dnnl_state *st, gcc_status made,
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (oneDNN op of node '%s')",
                         a->node->name);
   }
-  size_t need = gcc_dnnl_op_scratch_bytes(op);
-  if (need > st->scratch_bytes) {
-    size_t n = (need + GCC_ARENA_ALIGN - 1) / GCC_ARENA_ALIGN * GCC_ARENA_ALIGN;
-    void *s = aligned_alloc(GCC_ARENA_ALIGN, n);
-    if (!s) {
-      free(p);
-      gcc_dnnl_op_free(op);
-      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                          "out of memory: %zu bytes of oneDNN scratch for node '%s'", n,
-                          a->node->name);
-    }
-    free(st->scratch);
-    st->scratch = s;
-    st->scratch_bytes = n;
+  if (grow_scratch(a, st, op, d) != GCC_OK) {
+    free(p);
+    gcc_dnnl_op_free(op);
+    return d ? d->status : GCC_ERR_OUT_OF_MEMORY;
   }
   p->op = op;
   p->n_ptrs = n_ptrs;
@@ -119,6 +133,121 @@ static int all_f32(const gcc_kernel_args *a) {
 /* ---- GEMMs ----------------------------------------------------------------
  */
 
+/* Runs prepared node `p` on a's tensors with `scratch`. */
+static gcc_status run_prepared(const cpu_prepared *p, const gcc_kernel_args *a, void *scratch) {
+  if (!p->op) /* the measured choice: the op table's kernel (OpenBLAS) */
+    return gcc_cpu_op_of(a->node->op)->kernel(a);
+  void *ptrs[MAX_PTRS] = {0};
+  for (int i = 0; i < p->n_ptrs; i++) {
+    int s = p->src[i];
+    ptrs[i] = s == NONE ? NULL : s >= OUT0 ? a->out[s - OUT0]->data : a->in[s]->data;
+  }
+  if (p->copy_c) /* Gemm's full C: Y = C, then Y = alpha A B + beta Y */
+    memcpy(a->out[0]->data, a->in[2]->data, (size_t)a->out[0]->numel * sizeof(float));
+  gcc_status s = gcc_dnnl_op_run(p->op, ptrs, scratch, a->ctx->diag);
+  if (s != GCC_OK) {
+    gcc_diag *d = a->ctx->diag;
+    char msg[sizeof d->msg];
+    snprintf(msg, sizeof msg, "%s", d ? d->msg : "");
+    return gcc_diag_set(d, s, "%s: node '%s' (%s): %s", src_of(a), a->node->name,
+                        gcc_op_name(a->node->op), msg);
+  }
+  return GCC_OK;
+}
+
+/* A GEMM is timed only below these sizes (one run of a larger one takes
+ * longer than a node's whole timing budget, where the choice matters
+ * least): oneDNN's primitive runs it untimed. */
+#define TIMED_MAX_FLOPS 4e8
+#define TIMED_MAX_BYTES ((size_t)64 << 20)
+
+/* The candidates of one GEMM node run on scratch operands of its shapes
+ * (the plan's buffers are not bound yet): cpu_choice.h's run function.
+ * The operands are made at the first run, so a cache hit costs nothing. */
+typedef struct gemm_timing {
+  gcc_kernel_args args; /* the node's, on the tensors below */
+  gcc_tensor t[5];      /* inputs (up to 4), then Y */
+  gcc_tensor *in[4], *out[1];
+  cpu_prepared cand[GCC_CPU_LIB_COUNT];
+  void *scratch;
+  size_t total; /* floats of all operands */
+  float *mem;
+} gemm_timing;
+
+static gcc_status time_one(void *user, int lib, gcc_diag *d) {
+  gemm_timing *t = user;
+  if (!t->mem) { /* small values: a GEMM's time does not depend on them (NaN or denormals could) */
+    t->mem = aligned_alloc(GCC_ARENA_ALIGN, (t->total * sizeof(float) + GCC_ARENA_ALIGN - 1) /
+                                                GCC_ARENA_ALIGN * GCC_ARENA_ALIGN);
+    if (!t->mem)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                          "out of memory: %zu bytes to time the GEMM of node '%s'",
+                          t->total * sizeof(float), t->args.node->name);
+    for (size_t i = 0; i < t->total; i++)
+      t->mem[i] = (float)((int)((i * 2654435761u) >> 24 & 15) - 8) * 0.0625f;
+    float *p = t->mem;
+    for (int k = 0; k < 5; k++)
+      if (t->t[k].numel > 0 && (k == 4 || t->in[k])) {
+        t->t[k].data = p;
+        p += t->t[k].numel;
+      }
+  }
+  return run_prepared(&t->cand[lib], &t->args, t->scratch);
+}
+
+/* The scratch operands' tensors for the node's shapes. Returns 0 when they
+ * would be too large to time. */
+static int timing_setup(gemm_timing *t, const gcc_kernel_args *a, cpu_dnnl_state *st) {
+  memset(t, 0, sizeof *t);
+  if (a->n_in > 4 || a->n_out != 1)
+    return 0;
+  for (int k = 0; k < a->n_in; k++) {
+    if (!a->in[k])
+      continue;
+    t->t[k] = *a->in[k];
+    t->t[k].data = NULL;
+    t->total += (size_t)a->in[k]->numel;
+    t->in[k] = &t->t[k];
+  }
+  t->t[4] = *a->out[0];
+  t->t[4].data = NULL;
+  t->total += (size_t)a->out[0]->numel;
+  t->out[0] = &t->t[4];
+  if (t->total * sizeof(float) > TIMED_MAX_BYTES)
+    return 0;
+  t->args = *a;
+  t->args.in = t->in;
+  t->args.out = t->out;
+  t->args.prepared = NULL;
+  t->scratch = st->scratch;
+  return 1;
+}
+
+/* Frees every candidate op but `keep`'s. */
+static void free_ops(gcc_dnnl_op **ops, int keep) {
+  for (int i = 0; i < GCC_CPU_LIB_COUNT; i++)
+    if (i != keep)
+      gcc_dnnl_op_free(ops[i]);
+}
+
+static void describe(char *buf, size_t size, const char *base, int lib, const char *how,
+                     const gcc_cpu_choice *c, unsigned cand) {
+  int w = snprintf(buf, size, "%s [%s: %s", base, gcc_cpu_lib_name(lib), how);
+  for (int i = 0; c && c->how == GCC_CPU_CHOICE_TIMED && i < GCC_CPU_LIB_COUNT; i++)
+    if ((cand & (1u << i)) && w > 0 && (size_t)w < size)
+      w += snprintf(buf + w, size - (size_t)w, " %s %.0f us", gcc_cpu_lib_name(i), c->min_us[i]);
+  if (c && c->note[0] && w > 0 && (size_t)w < size)
+    w += snprintf(buf + w, size - (size_t)w, "; %s", c->note);
+  if (w > 0 && (size_t)w < size)
+    snprintf(buf + w, size - (size_t)w, "]");
+  for (char *q = buf; *q; q++) /* the profile writes it into JSON unescaped */
+    if (*q == '"' || *q == '\\' || (unsigned char)*q < ' ')
+      *q = '?';
+}
+
+/* oneDNN's matmul primitive, OpenBLAS (the op table's kernel) and, at batch
+ * 1, the hand-written GEMV: the one GCC_CPU_GEMM forces, else the one
+ * cpu_choice.h measures fastest on the node's shapes. */
 static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, float beta,
                                gcc_diag *d) {
   if (!all_f32(a))
@@ -149,11 +278,149 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
   }
   if (md.m < 1 || md.n < 1 || md.k < 1)
     return GCC_OK;
+  int forced = -1;
+  if (gcc_cpu_lib_forced("GCC_CPU_GEMM", &forced, d) != GCC_OK) {
+    char msg[sizeof d->msg];
+    snprintf(msg, sizeof msg, "%s", d->msg);
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: node '%s' (%s): %s", src_of(a),
+                        a->node->name, gcc_op_name(a->node->op), msg);
+  }
   cpu_dnnl_state *st = NULL;
   GCC_TRY(context(a, &st, d));
-  gcc_dnnl_op *op = NULL;
-  gcc_status s = gcc_dnnl_matmul_create(st->dn, &md, &op, d);
-  return adopt(a, st, s, op, 4, src, copy_c, d);
+
+  /* The candidates. OpenBLAS only where it runs the node on one thread:
+   * Debian's OpenBLAS (pthreads) keeps its workers spinning after a call,
+   * and beside oneDNN's OpenMP threads on the same cores they take the
+   * time of the nodes around it, which timing one node alone does not see
+   * (MNIST MLP, 2 threads, a loaded EPYC: with a two-thread OpenBLAS fc1
+   * the whole run took 34-52 s against 21-29 s on oneDNN alone). */
+  gcc_dnnl_op *ops[GCC_CPU_LIB_COUNT] = {0};
+  int blas_alone = gcc_cpu_blas_threads(md.m, md.n, md.k, a->ctx->max_threads) == 1;
+  unsigned cand = blas_alone || forced == GCC_CPU_LIB_OPENBLAS ? 1u << GCC_CPU_LIB_OPENBLAS : 0;
+  for (int gemv = 0; gemv <= (md.m == 1); gemv++) {
+    md.no_gemv = !gemv;
+    gcc_dnnl_op *op = NULL;
+    gcc_status s = gcc_dnnl_matmul_create(st->dn, &md, &op, d);
+    if (s == GCC_ERR_UNSUPPORTED || s == GCC_ERR_INVALID_ARGUMENT) {
+      d->status = GCC_OK; /* oneDNN does not take it: not a candidate */
+      d->msg[0] = '\0';
+      continue;
+    }
+    if (s != GCC_OK) {
+      free_ops(ops, -1);
+      return adopt(a, st, s, NULL, 0, src, 0, d); /* names the node */
+    }
+    int lib = !gemv                                               ? GCC_CPU_LIB_ONEDNN
+              : strncmp(gcc_dnnl_op_impl(op), "gcc:gemv", 8) == 0 ? GCC_CPU_LIB_GEMV
+                                                                  : -1;
+    if (lib < 0) {
+      gcc_dnnl_op_free(op);
+      continue;
+    }
+    ops[lib] = op;
+    cand |= 1u << lib;
+    if (grow_scratch(a, st, op, d) != GCC_OK) {
+      free_ops(ops, -1);
+      return d->status;
+    }
+  }
+  if (!(cand & ~(1u << GCC_CPU_LIB_OPENBLAS)))
+    return GCC_OK; /* the reference kernel alone, as for a GEMM oneDNN does not take */
+
+  int lib;
+  gcc_cpu_choice c;
+  memset(&c, 0, sizeof c);
+  const char *how;
+  char how_buf[64];
+  int chosen = 0; /* by gcc_cpu_choose */
+  if (forced >= 0) {
+    lib = (cand & (1u << forced))               ? forced
+          : (cand & (1u << GCC_CPU_LIB_ONEDNN)) ? GCC_CPU_LIB_ONEDNN
+                                                : GCC_CPU_LIB_OPENBLAS;
+    snprintf(how_buf, sizeof how_buf, "GCC_CPU_GEMM=%s", gcc_cpu_lib_name(forced));
+    how = how_buf;
+  } else if (!(cand & (cand - 1))) { /* one candidate: nothing to choose */
+    lib = __builtin_ctz(cand);
+    snprintf(how_buf, sizeof how_buf, "the only candidate; OpenBLAS would use %d threads",
+             gcc_cpu_blas_threads(md.m, md.n, md.k, a->ctx->max_threads));
+    how = how_buf;
+  } else {
+    char machine[384], key[1001], cands[64] = "";
+    gcc_cpu_choice_machine(gcc_dnnl_threads(st->dn), machine, sizeof machine);
+    for (int i = 0; i < GCC_CPU_LIB_COUNT; i++)
+      if (cand & (1u << i))
+        snprintf(cands + strlen(cands), sizeof cands - strlen(cands), "%s%s", cands[0] ? "," : "",
+                 gcc_cpu_lib_name(i));
+    snprintf(key, sizeof key,
+             "%s %s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 " ta=%d tb=%d alpha=%a beta=%a c=%s "
+             "candidates=%s",
+             machine, gcc_op_name(a->node->op), md.m, md.n, md.k, ta, tb, (double)alpha,
+             (double)md.beta,
+             md.bias  ? "bias"
+             : copy_c ? "full"
+                      : "none",
+             cands);
+    gemm_timing *t = malloc(sizeof *t);
+    int timed = t && 2.0 * (double)md.m * (double)md.n * (double)md.k <= TIMED_MAX_FLOPS &&
+                timing_setup(t, a, st);
+    if (t) {
+      for (int i = 0; i < GCC_CPU_LIB_COUNT; i++) {
+        t->cand[i].op = ops[i];
+        t->cand[i].n_ptrs = 4;
+        memcpy(t->cand[i].src, src, sizeof src);
+        t->cand[i].copy_c = copy_c;
+      }
+    }
+    double left = GCC_CPU_CHOICE_PLAN_BUDGET_S - st->timing_s;
+    gcc_cpu_choice_req r = {key,
+                            cand,
+                            time_one,
+                            t,
+                            NULL,
+                            1,
+                            !timed                                ? -1.0
+                            : left < 0                            ? 0.0
+                            : left < GCC_CPU_CHOICE_NODE_BUDGET_S ? left
+                                                                  : GCC_CPU_CHOICE_NODE_BUDGET_S};
+    gcc_status s = gcc_cpu_choose(&r, &c, d);
+    if (t)
+      free(t->mem);
+    free(t);
+    if (s != GCC_OK) {
+      free_ops(ops, -1);
+      return s;
+    }
+    st->timing_s += c.seconds;
+    lib = c.lib;
+    chosen = 1;
+    how = c.how == GCC_CPU_CHOICE_TIMED    ? (left > 0 ? "timed" : "timed once")
+          : c.how == GCC_CPU_CHOICE_CACHED ? "cached"
+          : c.how == GCC_CPU_CHOICE_MEMO   ? "chosen before"
+                                           : "untimed (too large to time)";
+  }
+  free_ops(ops, lib);
+  cpu_prepared *p = calloc(1, sizeof *p);
+  if (!p) {
+    gcc_dnnl_op_free(ops[lib]);
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (GEMM of node '%s')",
+                        a->node->name);
+  }
+  p->op = lib == GCC_CPU_LIB_OPENBLAS ? NULL : ops[lib];
+  p->n_ptrs = 4;
+  memcpy(p->src, src, sizeof src);
+  p->copy_c = copy_c;
+  char base[256];
+  if (p->op)
+    snprintf(base, sizeof base, "%s", gcc_dnnl_op_name(p->op));
+  else
+    snprintf(base, sizeof base, "sgemm (OpenBLAS) %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s%s", md.m,
+             md.n, md.k, ta ? " A^T" : "", tb ? " B^T" : "",
+             md.bias  ? " bias"
+             : copy_c ? " C"
+                      : "");
+  describe(p->name, sizeof p->name, base, lib, how, chosen ? &c : NULL, cand);
+  a->prepared = p;
+  return GCC_OK;
 }
 
 gcc_status gcc_cpu_dnnl_gemm_prepare(gcc_kernel_args *a, gcc_diag *d) {
@@ -290,29 +557,13 @@ gcc_status gcc_cpu_dnnl_average_pool_grad_prepare(gcc_kernel_args *a, gcc_diag *
  * ------------------------------------------------------ */
 
 gcc_status gcc_cpu_dnnl_run(const gcc_kernel_args *a) {
-  const cpu_prepared *p = a->prepared;
   const cpu_dnnl_state *st = a->ctx->state;
-  void *ptrs[MAX_PTRS] = {0};
-  for (int i = 0; i < p->n_ptrs; i++) {
-    int s = p->src[i];
-    ptrs[i] = s == NONE ? NULL : s >= OUT0 ? a->out[s - OUT0]->data : a->in[s]->data;
-  }
-  if (p->copy_c) /* Gemm's full C: Y = C, then Y = alpha A B + beta Y */
-    memcpy(a->out[0]->data, a->in[2]->data, (size_t)a->out[0]->numel * sizeof(float));
-  gcc_status s = gcc_dnnl_op_run(p->op, ptrs, st->scratch, a->ctx->diag);
-  if (s != GCC_OK) {
-    gcc_diag *d = a->ctx->diag;
-    char msg[sizeof d->msg];
-    snprintf(msg, sizeof msg, "%s", d ? d->msg : "");
-    return gcc_diag_set(d, s, "%s: node '%s' (%s): %s", src_of(a), a->node->name,
-                        gcc_op_name(a->node->op), msg);
-  }
-  return GCC_OK;
+  return run_prepared(a->prepared, a, st->scratch);
 }
 
 const char *gcc_cpu_dnnl_name(const gcc_kernel_args *a) {
   const cpu_prepared *p = a->prepared;
-  return p ? gcc_dnnl_op_name(p->op) : NULL;
+  return !p ? NULL : p->name[0] ? p->name : gcc_dnnl_op_name(p->op);
 }
 
 void gcc_cpu_dnnl_release(gcc_kernel_args *a) {

@@ -178,6 +178,14 @@ static void set_blas_threads(gcc_cpu_ctx *ctx, int t) {
  * and 10.9 on two, 256x128 1.96 and 1.90, smaller ones no gain). */
 #define GCC_GEMV_PARALLEL_ELEMS (64 * 1024)
 
+int gcc_cpu_blas_threads(int64_t m, int64_t n, int64_t k, int max_threads) {
+  if ((m == 1 || n == 1) && k > 0) {
+    int64_t rows = m == 1 ? n : m; /* of the matrix in y = op(M) x */
+    return max_threads > 1 && rows * k >= GCC_GEMV_PARALLEL_ELEMS ? max_threads : 1;
+  }
+  return gcc_cpu_gemm_threads(m, n, k, max_threads);
+}
+
 static void gemm_rowmajor(gcc_cpu_ctx *ctx, int ta, int tb, int64_t m, int64_t n, int64_t k,
                           float alpha, const float *A, const float *B, float beta, float *Y) {
   /* One row or one column of output is a matrix-vector product. OpenBLAS's
@@ -186,9 +194,7 @@ static void gemm_rowmajor(gcc_cpu_ctx *ctx, int ta, int tb, int64_t m, int64_t n
    * operand is contiguous whatever its transpose flag, as one of its
    * dimensions is 1. */
   if ((m == 1 || n == 1) && k > 0) {
-    int64_t rows = m == 1 ? n : m; /* of the matrix in y = op(M) x */
-    set_blas_threads(
-        ctx, ctx->max_threads > 1 && rows * k >= GCC_GEMV_PARALLEL_ELEMS ? ctx->max_threads : 1);
+    set_blas_threads(ctx, gcc_cpu_blas_threads(m, n, k, ctx->max_threads));
     if (m == 1) /* y[n] = op(B)^T a: B is [n,k] when transposed, else [k,n] */
       cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (blasint)(tb ? n : k),
                   (blasint)(tb ? k : n), alpha, B, (blasint)(tb ? k : n), A, 1, beta, Y, 1);

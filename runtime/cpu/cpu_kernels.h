@@ -71,6 +71,11 @@ size_t gcc_cpu_workspace(const gcc_graph *g, int node);
  * one thread below a measured work threshold (bench/gemm_threads). */
 int gcc_cpu_gemm_threads(int64_t m, int64_t n, int64_t k, int max_threads);
 
+/* The OpenBLAS threads the op table's GEMM kernel uses for that product:
+ * gcc_cpu_gemm_threads, or for one row or column of output (an sgemv) one
+ * thread below 64 Ki matrix elements. */
+int gcc_cpu_blas_threads(int64_t m, int64_t n, int64_t k, int max_threads);
+
 gcc_status gcc_cpu_gemm(const gcc_kernel_args *a);
 gcc_status gcc_cpu_matmul(const gcc_kernel_args *a);
 gcc_status gcc_cpu_add(const gcc_kernel_args *a);

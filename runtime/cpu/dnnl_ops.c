@@ -735,7 +735,7 @@ static void run_gemv(const gcc_dnnl_op *op, void *const *ptrs, char *scratch) {
 /* GEMV_AVX512, GEMV_AVX2 when this layer runs the matmul itself, else 0 */
 static int gemv_applies(const gcc_dnnl_matmul_desc *m) {
 #ifdef HAVE_GEMV_X86
-  if (m->m != 1 || m->beta != 0.0f || (m->trans_a && m->lda > 1))
+  if (m->no_gemv || m->m != 1 || m->beta != 0.0f || (m->trans_a && m->lda > 1))
     return GEMV_NONE;
   /* the ISA oneDNN runs at (DNNL_MAX_CPU_ISA=AVX2 makes an AVX-512 machine
    * an AVX2 one, for its primitives and for this loop alike) */

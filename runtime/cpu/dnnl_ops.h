@@ -138,6 +138,9 @@ void gcc_dnnl_op_free(gcc_dnnl_op *op);
  * bias is added unscaled, as in ONNX where the bias is C with beta = 1
  * (oneDNN's output scale would scale the bias too, so with alpha != 1 the
  * bias becomes a binary-add post-op).
+ * A 1 x n x k product without a full C runs a hand-written AVX-512 / AVX2
+ * GEMV of this layer instead of oneDNN (implementation "gcc:gemv_avx512"),
+ * unless `no_gemv`.
  * Run pointers: {A, B, bias (optional: NULL unless `bias`), Y}. */
 typedef struct gcc_dnnl_matmul_desc {
   int64_t m, n, k;
@@ -147,6 +150,8 @@ typedef struct gcc_dnnl_matmul_desc {
   float beta;
   int bias;
   int relu;
+  int no_gemv; /* 1: oneDNN's primitive even where the hand-written GEMV
+                  applies (runtime/cpu/cpu_choice.h times both) */
 } gcc_dnnl_matmul_desc;
 
 gcc_status gcc_dnnl_matmul_create(gcc_dnnl *dn, const gcc_dnnl_matmul_desc *md, gcc_dnnl_op **out,
