@@ -1,6 +1,6 @@
 /*
  * emit_kernels.h - the kernel emitters of LOSS, OPTIMIZER and KERNEL groups
- * (codegen/emit.c) and the fit tests of GEMM, LIBRARY and POINTWISE ops, named
+ * (codegen/emit_*.c) and the fit tests of GEMM, LIBRARY and POINTWISE ops, named
  * by the lowering table (codegen/lowering.c).
  * Internal to codegen.
  */
