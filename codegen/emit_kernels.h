@@ -31,7 +31,10 @@ gcc_status gcc_emit_lrn_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_log_softmax_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_lrn_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* BatchNormalization (evaluation or training, updating the running
- * statistics in place) and BatchNormGrad: one thread per channel. */
+ * statistics in place) and BatchNormGrad: groups of two or three kernels
+ * that reduce over many blocks per channel in float32, deterministically
+ * (per-block partials through GCC_KARG_SCRATCH, merged in index order), and
+ * one elementwise pass (codegen/emit_batchnorm.c). */
 gcc_status gcc_emit_batch_norm_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_batch_norm_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* Dropout in training and DropoutGrad: one thread per block of four
