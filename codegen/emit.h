@@ -42,7 +42,7 @@ extern "C" {
 
 /* Bumped whenever generated code changes for the same graph (part of the
  * kernel cache key). */
-#define GCC_CODEGEN_VERSION 2
+#define GCC_CODEGEN_VERSION 3
 
 typedef enum gcc_karg_kind {
   GCC_KARG_INPUT = 0, /* const pointer to a value's storage (its dtype) */
@@ -105,12 +105,12 @@ typedef struct gcc_kernel_info {
   int group;            /* index in graph->groups */
   gcc_kernel_arg *args; /* in parameter order */
   int n_args;
-  int64_t work_items;  /* elements the grid-stride loop covers */
-  int block_dim;       /* threads per block the kernel MUST be launched with
+  int64_t work_items;   /* elements the grid-stride loop covers */
+  int block_dim;        /* threads per block the kernel MUST be launched with
                             (single-block kernels size shared memory by it) */
-  int grid_dim;        /* blocks for `work_items` on the target (<= 65535) */
-  int single_block;    /* 1: uses __syncthreads and must run as exactly one block */
-  size_t dynamic_smem; /* bytes of dynamic shared memory per launch (the
+  int grid_dim;         /* blocks for `work_items` on the target (<= 65535) */
+  int single_block;     /* 1: uses __syncthreads and must run as exactly one block */
+  size_t dynamic_smem;  /* bytes of dynamic shared memory per launch (the
                           cudaLaunchKernel sharedMem argument); 0: none (the
                           generated kernels size their shared arrays statically) */
   size_t scratch_bytes; /* bytes of GCC_KARG_SCRATCH the kernel reads or writes; 0: none */

@@ -9,8 +9,10 @@
 
 #include "codegen/lowering.h"
 
-/* SoftmaxCrossEntropy and its gradient, MeanSquaredError and its gradient
- * (`fwd` / `grad`: the group's loss and gradient nodes, -1 when absent). */
+/* SoftmaxCrossEntropy and its gradient (a block per row; with the loss, a
+ * second one-block kernel sums the rows' losses from the plan's scratch),
+ * MeanSquaredError and its gradient (one block) (`fwd` / `grad`: the group's
+ * loss and gradient nodes, -1 when absent). */
 gcc_status gcc_emit_sce(struct gcc_emitter *e, int group, int fwd, int grad);
 gcc_status gcc_emit_mse(struct gcc_emitter *e, int group, int fwd, int grad);
 /* torch.optim.SGD and torch.optim.Adam over the flat sections. */
@@ -18,8 +20,8 @@ gcc_status gcc_emit_sgd(struct gcc_emitter *e, int group, int fwd, int grad);
 gcc_status gcc_emit_adam(struct gcc_emitter *e, int group, int fwd, int grad);
 
 /* Single-node kernels (GCC_LOWER_KERNEL, and the fallbacks of `fits`),
- * computing what the CPU kernels compute: Softmax and LogSoftmax (one
- * thread per line along the axis, float64 sums), LRN, Concat, Transpose,
+ * computing what the CPU kernels compute: Softmax and LogSoftmax (a block
+ * per line along the axis, float64 sums in a fixed tree), LRN, Concat, Transpose,
  * Pad (constant, edge, reflect), numpy MatMul (batched, broadcast, 1-D
  * operands), MaxPool and AveragePool (and their gradients) with 16-bit
  * operands, dilations or asymmetric pads. */

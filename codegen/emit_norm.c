@@ -5,17 +5,18 @@
  */
 #include "codegen/emit_internal.h"
 
-/* Softmax and LogSoftmax: one thread per line along the axis, float64 sums as the CPU */
+/* Softmax and LogSoftmax: a block per line along the axis (lines
+ * grid-stride over the blocks). The line's max and sum of exponentials are
+ * reduced over BLOCK lanes (lane l takes elements l, l + BLOCK, ...; run by
+ * thread l % blockDim.x) in a fixed tree, the sum in float64 as the CPU
+ * kernel: the bits do not depend on the launch shape, and differ from the
+ * CPU's serial float64 sum only where the float64 results round to
+ * different floats. */
 static gcc_status softmax_kernel(emitter *e, int gi, int ni, int is_log) {
   single sk;
   GCC_TRY(single_begin(e, gi, ni, &sk));
-  const gcc_graph *g = sk.g;
   const gcc_node *nd = sk.nd;
   const gcc_shape *Y = sk.Y;
-  const int64_t ny = sk.ny;
-  int64_t work = ny;
-  const char *loop = kLoop;
-  (void)g;
   int64_t axis = nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
   if (axis < 0)
     axis += Y->ndim;
@@ -23,31 +24,54 @@ static gcc_status softmax_kernel(emitter *e, int gi, int ni, int is_log) {
     outer *= Y->dims[q];
   for (int q = (int)axis + 1; q < Y->ndim; q++)
     inner *= Y->dims[q];
-  int64_t len = Y->dims[axis];
-  work = outer * inner;
-  out(&e->src, loop, work);
+  int64_t len = Y->dims[axis], lines = outer * inner;
   out(&e->src,
+      "  (void)stride;\n"
+      "  __shared__ float s_m[%d];\n  __shared__ double s_r[%d];\n"
+      "  for (long long i = blockIdx.x; i < %" PRId64 "LL; i += gridDim.x) {\n"
       "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
-      "    float mx = in0[base];\n"
-      "    for (long long j = 1; j < %" PRId64 "LL; j++) { float v = in0[base + j * %" PRId64
-      "LL]; mx = v > mx ? v : mx; }\n"
-      "    double se = 0.0;\n"
-      "    for (long long j = 0; j < %" PRId64 "LL; j++) se += exp((double)in0[base + j * %" PRId64
-      "LL] - mx);\n",
-      inner, len * inner, inner, len, inner, len, inner);
+      "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
+      "      float m = in0[base];\n"
+      "      for (long long j = l; j < %" PRId64 "LL; j += %d) { const float v = in0[base + j * "
+      "%" PRId64 "LL]; m = v > m ? v : m; }\n"
+      "      s_m[l] = m;\n"
+      "    }\n"
+      "    __syncthreads();\n"
+      "    for (int h = %d; h > 0; h >>= 1) {\n"
+      "      for (int l = threadIdx.x; l < h; l += blockDim.x) s_m[l] = s_m[l + h] > s_m[l] ? "
+      "s_m[l + h] : s_m[l];\n"
+      "      __syncthreads();\n"
+      "    }\n"
+      "    const float mx = s_m[0];\n"
+      "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
+      "      double se = 0.0;\n"
+      "      for (long long j = l; j < %" PRId64 "LL; j += %d) se += exp((double)in0[base + j * "
+      "%" PRId64 "LL] - mx);\n"
+      "      s_r[l] = se;\n"
+      "    }\n"
+      "    __syncthreads();\n"
+      "    for (int h = %d; h > 0; h >>= 1) {\n"
+      "      for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
+      "      __syncthreads();\n"
+      "    }\n"
+      "    const double se = s_r[0];\n",
+      BLOCK, BLOCK, lines, inner, len * inner, inner, BLOCK, len, BLOCK, inner, BLOCK / 2, BLOCK,
+      len, BLOCK, inner, BLOCK / 2);
   if (!is_log)
     out(&e->src,
-        "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
-        "LL] = (float)(exp((double)in0[base + j * %" PRId64 "LL] - mx) / se);\n",
+        "    for (long long j = threadIdx.x; j < %" PRId64
+        "LL; j += blockDim.x) out0[base + j * %" PRId64 "LL] = (float)(exp((double)in0[base + j * "
+        "%" PRId64 "LL] - mx) / se);\n",
         len, inner, inner);
   else
     out(&e->src,
         "    const double lse = log(se);\n"
-        "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
-        "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - mx - lse);\n",
+        "    for (long long j = threadIdx.x; j < %" PRId64
+        "LL; j += blockDim.x) out0[base + j * %" PRId64 "LL] = (float)((double)in0[base + j * "
+        "%" PRId64 "LL] - mx - lse);\n",
         len, inner, inner);
-  out(&e->src, "  }\n}\n");
-  return single_end(e, &sk, work);
+  out(&e->src, "    __syncthreads();\n  }\n}\n");
+  return single_end(e, &sk, lines * BLOCK);
 }
 
 gcc_status gcc_emit_softmax_kernel(emitter *e, int gi, int ni) {

@@ -135,9 +135,9 @@ struct gcc_plan {
   void *graph[2]; /* per input slot: the captured step (graph_destroy), or NULL */
   int failed;     /* a step failed after its inputs were staged: never run again */
   char fail_msg[400];
-  size_t off_ws, ws_bytes; /* the library calls' workspace in the plan's allocation */
+  size_t off_ws, ws_bytes;           /* the library calls' workspace in the plan's allocation */
   size_t off_scratch, scratch_bytes; /* the generated kernels' GCC_KARG_SCRATCH */
-  gcc_kernel_set epi_ks;   /* generated epilogues of GEMMs cuBLASLt refused */
+  gcc_kernel_set epi_ks;             /* generated epilogues of GEMMs cuBLASLt refused */
   void *epi_module, **epi_kernels;
   int n_fallbacks;
   int *fb_group;       /* per fallback: its GEMM group */
@@ -542,7 +542,14 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
     for (int k = k0; k < k1; k++) { /* the earlier phases: buffers only, no waits */
       for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
         gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
-        if (kk != GCC_KARG_INPUT && kk != GCC_KARG_OUTPUT && kk != GCC_KARG_SCRATCH)
+        if (kk == GCC_KARG_BAD_LABEL && !cleared) { /* a loss's rows kernel */
+          op c = {.kind = OP_CLEAR_BAD_LABEL};
+          GCC_TRY(add_op(p, &c, d));
+          cleared = 1;
+          p->has_loss_kernel = 1;
+        }
+        if (kk != GCC_KARG_INPUT && kk != GCC_KARG_OUTPUT && kk != GCC_KARG_SCRATCH &&
+            kk != GCC_KARG_BAD_LABEL)
           return gcc_diag_set(d, GCC_ERR_INTERNAL,
                               "%s: kernel '%s' of group '%s' runs before the group's last and "
                               "takes argument '%s', which only a last kernel may take",
