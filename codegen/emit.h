@@ -17,7 +17,11 @@
  *  - reductions are deterministic: no atomics in them; a loss kernel runs as
  *    one block and reduces in shared memory in a fixed order (its only
  *    atomic is the bad-label flag's atomicMin, whose result is the same in
- *    any order);
+ *    any order); BatchNormalization and BatchNormGrad reduce over many
+ *    blocks per channel: a group of several kernels (the kernel set holds
+ *    them consecutively, in launch order, the last named after the group),
+ *    the per-block partials passed through the plan's scratch
+ *    (GCC_KARG_SCRATCH) and merged in index order by the next kernel;
  *  - the same source compiles as host C++ with tests/cuda_host_shim.h
  *    (GCC_HOST_EMULATION defined), which is how the tests run generated
  *    kernels without a GPU. For that build the source also defines, per
@@ -38,7 +42,7 @@ extern "C" {
 
 /* Bumped whenever generated code changes for the same graph (part of the
  * kernel cache key). */
-#define GCC_CODEGEN_VERSION 2
+#define GCC_CODEGEN_VERSION 3
 
 typedef enum gcc_karg_kind {
   GCC_KARG_INPUT = 0, /* const pointer to a value's storage (its dtype) */
@@ -77,6 +81,11 @@ typedef enum gcc_karg_kind {
                           parameters' 16-bit copies (--precision bf16|fp16), at the
                           parameters' element offsets: the kernel stores each updated
                           weight rounded to nearest even */
+  GCC_KARG_SCRATCH,     /* float*: the plan's device scratch of gcc_kernel_info.scratch_bytes
+                           (at least), one region shared by every kernel of the plan: a
+                           group of several kernels (BatchNormalization, BatchNormGrad)
+                           passes its per-block partials from one kernel to the next
+                           through it, in stream order */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 
@@ -96,14 +105,15 @@ typedef struct gcc_kernel_info {
   int group;            /* index in graph->groups */
   gcc_kernel_arg *args; /* in parameter order */
   int n_args;
-  int64_t work_items;  /* elements the grid-stride loop covers */
-  int block_dim;       /* threads per block the kernel MUST be launched with
+  int64_t work_items;   /* elements the grid-stride loop covers */
+  int block_dim;        /* threads per block the kernel MUST be launched with
                             (single-block kernels size shared memory by it) */
-  int grid_dim;        /* blocks for `work_items` on the target (<= 65535) */
-  int single_block;    /* 1: uses __syncthreads and must run as exactly one block */
-  size_t dynamic_smem; /* bytes of dynamic shared memory per launch (the
+  int grid_dim;         /* blocks for `work_items` on the target (<= 65535) */
+  int single_block;     /* 1: uses __syncthreads and must run as exactly one block */
+  size_t dynamic_smem;  /* bytes of dynamic shared memory per launch (the
                           cudaLaunchKernel sharedMem argument); 0: none (the
                           generated kernels size their shared arrays statically) */
+  size_t scratch_bytes; /* bytes of GCC_KARG_SCRATCH the kernel reads or writes; 0: none */
 } gcc_kernel_info;
 
 typedef struct gcc_kernel_set {

@@ -1,6 +1,6 @@
 /*
  * emit_kernels.h - the kernel emitters of LOSS, OPTIMIZER and KERNEL groups
- * (codegen/emit.c) and the fit tests of GEMM, LIBRARY and POINTWISE ops, named
+ * (codegen/emit_*.c) and the fit tests of GEMM, LIBRARY and POINTWISE ops, named
  * by the lowering table (codegen/lowering.c).
  * Internal to codegen.
  */
@@ -9,8 +9,10 @@
 
 #include "codegen/lowering.h"
 
-/* SoftmaxCrossEntropy and its gradient, MeanSquaredError and its gradient
- * (`fwd` / `grad`: the group's loss and gradient nodes, -1 when absent). */
+/* SoftmaxCrossEntropy and its gradient (a block per row; with the loss, a
+ * second one-block kernel sums the rows' losses from the plan's scratch),
+ * MeanSquaredError and its gradient (one block) (`fwd` / `grad`: the group's
+ * loss and gradient nodes, -1 when absent). */
 gcc_status gcc_emit_sce(struct gcc_emitter *e, int group, int fwd, int grad);
 gcc_status gcc_emit_mse(struct gcc_emitter *e, int group, int fwd, int grad);
 /* torch.optim.SGD and torch.optim.Adam over the flat sections. */
@@ -18,8 +20,8 @@ gcc_status gcc_emit_sgd(struct gcc_emitter *e, int group, int fwd, int grad);
 gcc_status gcc_emit_adam(struct gcc_emitter *e, int group, int fwd, int grad);
 
 /* Single-node kernels (GCC_LOWER_KERNEL, and the fallbacks of `fits`),
- * computing what the CPU kernels compute: Softmax and LogSoftmax (one
- * thread per line along the axis, float64 sums), LRN, Concat, Transpose,
+ * computing what the CPU kernels compute: Softmax and LogSoftmax (a block
+ * per line along the axis, float64 sums in a fixed tree), LRN, Concat, Transpose,
  * Pad (constant, edge, reflect), numpy MatMul (batched, broadcast, 1-D
  * operands), MaxPool and AveragePool (and their gradients) with 16-bit
  * operands, dilations or asymmetric pads. */
@@ -31,7 +33,10 @@ gcc_status gcc_emit_lrn_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_log_softmax_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_lrn_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* BatchNormalization (evaluation or training, updating the running
- * statistics in place) and BatchNormGrad: one thread per channel. */
+ * statistics in place) and BatchNormGrad: groups of two or three kernels
+ * that reduce over many blocks per channel in float32, deterministically
+ * (per-block partials through GCC_KARG_SCRATCH, merged in index order), and
+ * one elementwise pass (codegen/emit_batchnorm.c). */
 gcc_status gcc_emit_batch_norm_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_batch_norm_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* Dropout in training and DropoutGrad: one thread per block of four

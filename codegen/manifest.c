@@ -8,10 +8,10 @@
 #include "graph/ops.h"
 
 static const char *arg_kind_name(gcc_karg_kind k) {
-  static const char *const names[] = {"input",     "output",   "params",      "grads",
-                                      "state0",    "state1",   "numel",       "first_step",
-                                      "step_size", "bc2_sqrt", "lr",          "bad_label",
-                                      "i64",       "step",     "flat_inputs", "param_copy"};
+  static const char *const names[] = {
+      "input", "output",     "params",      "grads",      "state0", "state1",
+      "numel", "first_step", "step_size",   "bc2_sqrt",   "lr",     "bad_label",
+      "i64",   "step",       "flat_inputs", "param_copy", "scratch"};
   _Static_assert(sizeof names / sizeof names[0] == GCC_KARG_KIND_COUNT, "arg kinds");
   return (unsigned)k < GCC_KARG_KIND_COUNT ? names[k] : "?";
 }
@@ -45,6 +45,8 @@ gcc_status gcc_codegen_manifest(const gcc_graph *g, int device, const char *arch
     json_object_set_new(kj, "block", json_integer(k->block_dim));
     json_object_set_new(kj, "single_block", json_boolean(k->single_block));
     json_object_set_new(kj, "work_items", json_integer(k->work_items));
+    if (k->scratch_bytes)
+      json_object_set_new(kj, "scratch_bytes", json_integer((json_int_t)k->scratch_bytes));
     json_t *args = json_array();
     for (int a = 0; a < k->n_args; a++) {
       const gcc_kernel_arg *ar = &k->args[a];

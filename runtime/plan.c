@@ -135,8 +135,9 @@ struct gcc_plan {
   void *graph[2]; /* per input slot: the captured step (graph_destroy), or NULL */
   int failed;     /* a step failed after its inputs were staged: never run again */
   char fail_msg[400];
-  size_t off_ws, ws_bytes; /* the library calls' workspace in the plan's allocation */
-  gcc_kernel_set epi_ks;   /* generated epilogues of GEMMs cuBLASLt refused */
+  size_t off_ws, ws_bytes;           /* the library calls' workspace in the plan's allocation */
+  size_t off_scratch, scratch_bytes; /* the generated kernels' GCC_KARG_SCRATCH */
+  gcc_kernel_set epi_ks;             /* generated epilogues of GEMMs cuBLASLt refused */
   void *epi_module, **epi_kernels;
   int n_fallbacks;
   int *fb_group;       /* per fallback: its GEMM group */
@@ -529,13 +530,36 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
       GCC_TRY(add_op(p, &o, d));
       continue;
     }
-    int k = -1;
+    int k0 = -1, k1 = -1; /* the group's kernels, consecutive, in launch order (emit.h) */
     for (int j = 0; j < p->ks.n_kernels; j++)
-      if (p->ks.kernels[j].group == gi)
-        k = j;
-    if (k < 0)
+      if (p->ks.kernels[j].group == gi) {
+        k0 = k0 < 0 ? j : k0;
+        k1 = j;
+      }
+    if (k0 < 0)
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has no generated kernel", g->source,
                           gr->name);
+    for (int k = k0; k < k1; k++) { /* the earlier phases: buffers only, no waits */
+      for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
+        gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
+        if (kk == GCC_KARG_BAD_LABEL && !cleared) { /* a loss's rows kernel */
+          op c = {.kind = OP_CLEAR_BAD_LABEL};
+          GCC_TRY(add_op(p, &c, d));
+          cleared = 1;
+          p->has_loss_kernel = 1;
+        }
+        if (kk != GCC_KARG_INPUT && kk != GCC_KARG_OUTPUT && kk != GCC_KARG_SCRATCH &&
+            kk != GCC_KARG_BAD_LABEL)
+          return gcc_diag_set(d, GCC_ERR_INTERNAL,
+                              "%s: kernel '%s' of group '%s' runs before the group's last and "
+                              "takes argument '%s', which only a last kernel may take",
+                              g->source, p->ks.kernels[k].name, gr->name,
+                              p->ks.kernels[k].args[a].name);
+      }
+      op o = {.kind = OP_KERNEL, .kernel = k, .group = gi};
+      GCC_TRY(add_op(p, &o, d));
+    }
+    int k = k1;
     if (gr->kind == GCC_GROUP_OPTIMIZER)
       GCC_TRY(check_optimizer_layout(p, gr, d));
     int wait_first = p->n_waits, n_wait = 0;
@@ -1066,6 +1090,11 @@ static gcc_status layout_device(gcc_plan *p, gcc_diag *d) {
   off += up(p->ring_stride * (size_t)p->ring);
   p->off_ws = off;
   off += up(p->ws_bytes);
+  for (int i = 0; i < p->ks.n_kernels; i++) /* one region: the kernels run in stream order */
+    if (p->ks.kernels[i].scratch_bytes > p->scratch_bytes)
+      p->scratch_bytes = p->ks.kernels[i].scratch_bytes;
+  p->off_scratch = off;
+  off += up(p->scratch_bytes);
   p->dev_bytes = off;
   gcc_status s = p->be.alloc(p->be.self, p->dev_bytes, &p->dev, d);
   if (s == GCC_ERR_OUT_OF_MEMORY || (s != GCC_OK && !p->dev)) {
@@ -1407,6 +1436,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
     case GCC_KARG_STEP: vals[a].ll = (long long)step; break; /* Dropout's Philox counter */
     case GCC_KARG_FLAT_INPUTS: vals[a].p = p->addr[n0->inputs[1]]; break;
+    case GCC_KARG_SCRATCH: vals[a].p = (char *)p->dev + p->off_scratch; break;
     default:
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name,
                           a);

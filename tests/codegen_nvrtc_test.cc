@@ -159,9 +159,19 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
       {"linear_train_b16", lin, GCC_MODE_TRAIN, 16, 2},
       {"chain_train_b8", chain, GCC_MODE_TRAIN, 8, 3},
       {"chain_train_b5", chain, GCC_MODE_TRAIN, 5, 3},
+      // past 16384 logits: the loss a block per row, then one block sums
+      {"mnist_mlp_train_b2048", mlp, GCC_MODE_TRAIN, 2048, 3},
+      {"mnist_mlp_eval_b2000", mlp, GCC_MODE_EVAL, 2000, 2},
   };
   for (const Case &c : cases)
     CompileAll(c);
+  { // Softmax and LogSoftmax a block per line, 1000 classes' loss a block per row
+    gcc_graph *wide = gcc_test::WideSoftmaxModel();
+    ASSERT_NE(wide, nullptr);
+    CompileAll({"wide_softmax_eval_b7", wide, GCC_MODE_EVAL, 7, 4});
+    CompileAll({"wide_softmax_train_b64", wide, GCC_MODE_TRAIN, 64, 4});
+    gcc_graph_free(wide);
+  }
   // the CNNs: the generated groups around the cuDNN calls (ReLU and its
   // gradient, bias epilogues, loss, optimizer)
   gcc_graph *cifar = nullptr, *mcnn = nullptr;

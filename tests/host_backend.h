@@ -485,7 +485,7 @@ struct HostBackend {
         r.args.push_back(v);
         if (kk == GCC_KARG_INPUT || kk == GCC_KARG_OUTPUT || kk == GCC_KARG_PARAMS ||
             kk == GCC_KARG_GRADS || kk == GCC_KARG_STATE0 || kk == GCC_KARG_STATE1 ||
-            kk == GCC_KARG_BAD_LABEL || kk == GCC_KARG_PARAM_COPY)
+            kk == GCC_KARG_BAD_LABEL || kk == GCC_KARG_PARAM_COPY || kk == GCC_KARG_SCRATCH)
           r.refs.push_back({reinterpret_cast<const void *>(v), 1, "kernel argument"});
       }
       h->launches++;

@@ -52,6 +52,7 @@ extern "C" {
 using gcc_test::FinishInlineTraining; // tests/test_graphs.h
 using gcc_test::Opt;
 using gcc_test::TinyRegressor;
+using gcc_test::WideSoftmaxModel;
 
 namespace {
 
@@ -589,40 +590,47 @@ std::string Where(const gcc_kernel_set &ks, const gcc_kernel_info &k) {
 }
 
 // Arguments, groups and values agree (what the runtime will bind).
-void CheckStructure(const gcc_graph *g, const gcc_kernel_set &ks, const gcc_kernel_info &k) {
+// A group's kernels are ks.kernels[k0 .. k1], launched in that order (a loss
+// group with its loss: the rows, then their sum), the last named after it.
+void CheckStructure(const gcc_graph *g, const gcc_kernel_set &ks, int k0, int k1) {
+  const gcc_kernel_info &k = ks.kernels[k1];
   SCOPED_TRACE(k.name);
   ASSERT_GE(k.group, 0);
   ASSERT_LT(k.group, g->n_groups);
   const gcc_group *gr = &g->groups[k.group];
   EXPECT_STREQ(k.name, gr->name);
-  EXPECT_GE(k.block_dim, 1);
-  EXPECT_LE(k.block_dim, 1024);
-  EXPECT_GE(k.grid_dim, 1);
-  EXPECT_LE(k.grid_dim, 65535);
-  if (k.single_block) {
-    EXPECT_EQ(k.grid_dim, 1);
-  }
   std::set<int> ins, outs;
-  for (int a = 0; a < k.n_args; a++) {
-    const gcc_kernel_arg &arg = k.args[a];
-    EXPECT_NE(strstr(ks.source, arg.name), nullptr) << arg.name;
-    if (arg.kind == GCC_KARG_INPUT || arg.kind == GCC_KARG_OUTPUT) {
-      ASSERT_GE(arg.value, 0) << arg.name;
-      ASSERT_LT(arg.value, g->n_values) << arg.name;
-      int p = g->values[arg.value].producer;
-      if (arg.kind == GCC_KARG_INPUT) {
-        EXPECT_FALSE(p >= 0 && InGroup(gr, p))
-            << "input " << arg.name << " = '" << g->values[arg.value].name
-            << "' is computed inside the kernel" << Where(ks, k);
-        ins.insert(arg.value);
+  for (int ki = k0; ki <= k1; ki++) {
+    const gcc_kernel_info &k = ks.kernels[ki];
+    EXPECT_EQ(k.group, ks.kernels[k1].group);
+    EXPECT_GE(k.block_dim, 1);
+    EXPECT_LE(k.block_dim, 1024);
+    EXPECT_GE(k.grid_dim, 1);
+    EXPECT_LE(k.grid_dim, 65535);
+    if (k.single_block) {
+      EXPECT_EQ(k.grid_dim, 1);
+    }
+    for (int a = 0; a < k.n_args; a++) {
+      const gcc_kernel_arg &arg = k.args[a];
+      EXPECT_NE(strstr(ks.source, arg.name), nullptr) << arg.name;
+      if (arg.kind == GCC_KARG_INPUT || arg.kind == GCC_KARG_OUTPUT) {
+        ASSERT_GE(arg.value, 0) << arg.name;
+        ASSERT_LT(arg.value, g->n_values) << arg.name;
+        int p = g->values[arg.value].producer;
+        if (arg.kind == GCC_KARG_INPUT) {
+          EXPECT_FALSE(p >= 0 && InGroup(gr, p))
+              << "input " << arg.name << " = '" << g->values[arg.value].name
+              << "' is computed inside the kernel" << Where(ks, k);
+          ins.insert(arg.value);
+        } else {
+          EXPECT_TRUE(p >= 0 && InGroup(gr, p))
+              << "output " << arg.name << " = '" << g->values[arg.value].name
+              << "' is not produced by the group" << Where(ks, k);
+          EXPECT_TRUE(outs.insert(arg.value).second) << "output bound twice: " << arg.name;
+        }
       } else {
-        EXPECT_TRUE(p >= 0 && InGroup(gr, p))
-            << "output " << arg.name << " = '" << g->values[arg.value].name
-            << "' is not produced by the group" << Where(ks, k);
-        EXPECT_TRUE(outs.insert(arg.value).second) << "output bound twice: " << arg.name;
+        EXPECT_EQ(arg.value, -1) << arg.name;
       }
-    } else {
-      EXPECT_EQ(arg.value, -1) << arg.name;
     }
   }
   for (int m = 0; m < gr->n_nodes; m++) {
@@ -710,27 +718,43 @@ struct GroupRun {
   std::map<int, Buf> in;  // INPUT value -> data
   std::map<int, Buf> out; // OUTPUT value -> data
   int bad_label = GCC_BAD_LABEL_NONE;
+  std::vector<float> scratch; // GCC_KARG_SCRATCH: partials from one kernel to the next
 };
 
-bool LaunchGroup(const EmulatedModule &mod, const gcc_kernel_info &k, GroupRun *r, unsigned grid,
-                 unsigned block, float poison, std::string *err) {
-  std::vector<void *> ptrs(k.n_args), argv(k.n_args);
+// The group's kernels ks.kernels[k0 .. k1] in order, each with (grid,
+// block) (0: the kernel's own, as the runtime launches it), but a single-block kernel with its own block_dim (it may size
+// shared memory by it) and grid 1 or 3 (its other blocks return).
+bool LaunchGroup(const EmulatedModule &mod, const gcc_kernel_set &ks, int k0, int k1, GroupRun *r,
+                 unsigned grid, unsigned block, float poison, std::string *err) {
   for (auto &o : r->out)
     Fill(o.second, poison);
   r->bad_label = GCC_BAD_LABEL_NONE;
-  for (int a = 0; a < k.n_args; a++) {
-    const gcc_kernel_arg &arg = k.args[a];
-    switch (arg.kind) {
-    case GCC_KARG_INPUT: ptrs[a] = r->in.at(arg.value).data(); break;
-    case GCC_KARG_OUTPUT: ptrs[a] = r->out.at(arg.value).data(); break;
-    case GCC_KARG_BAD_LABEL: ptrs[a] = &r->bad_label; break;
-    default:
-      *err = std::string("unexpected argument kind for a non-optimizer kernel: ") + arg.name;
-      return false;
+  size_t scratch = 0;
+  for (int ki = k0; ki <= k1; ki++)
+    scratch = std::max(scratch, ks.kernels[ki].scratch_bytes);
+  r->scratch.assign(scratch / 4 + 1, NAN); // a partial read before it is written: NaN
+  for (int ki = k0; ki <= k1; ki++) {
+    const gcc_kernel_info &k = ks.kernels[ki];
+    std::vector<void *> ptrs(k.n_args), argv(k.n_args);
+    for (int a = 0; a < k.n_args; a++) {
+      const gcc_kernel_arg &arg = k.args[a];
+      switch (arg.kind) {
+      case GCC_KARG_INPUT: ptrs[a] = r->in.at(arg.value).data(); break;
+      case GCC_KARG_OUTPUT: ptrs[a] = r->out.at(arg.value).data(); break;
+      case GCC_KARG_BAD_LABEL: ptrs[a] = &r->bad_label; break;
+      case GCC_KARG_SCRATCH: ptrs[a] = r->scratch.data(); break;
+      default:
+        *err = std::string("unexpected argument kind for a non-optimizer kernel: ") + arg.name;
+        return false;
+      }
+      argv[a] = &ptrs[a];
     }
-    argv[a] = &ptrs[a];
+    unsigned gr = grid == 0 ? (unsigned)k.grid_dim : k.single_block ? (grid == 1 ? 1u : 3u) : grid;
+    unsigned bl = block == 0 || k.single_block ? (unsigned)k.block_dim : block;
+    if (!mod.Launch(k.name, gr, bl, argv.data(), err))
+      return false;
   }
-  return mod.Launch(k.name, grid, block, argv.data(), err);
+  return true;
 }
 
 // The group's nodes one by one on the CPU backend; fills ref[v] for every
@@ -791,40 +815,42 @@ gcc_status RunReference(const gcc_graph *g, const gcc_group *gr, const GroupRun 
   return GCC_OK;
 }
 
-void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_kernel_set &ks,
-                      const gcc_kernel_info &k, const EmulatedModule &mod, std::mt19937 *rng) {
+void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_kernel_set &ks, int k0,
+                      int k1, const EmulatedModule &mod, std::mt19937 *rng) {
+  const gcc_kernel_info &k = ks.kernels[k1];
   SCOPED_TRACE(k.name);
   const gcc_group *gr = &g->groups[k.group];
   LabelInfo li = FindLabels(g, gr);
   GroupRun r;
   bool has_bad_label_arg = false;
-  for (int a = 0; a < k.n_args; a++) {
-    const gcc_kernel_arg &arg = k.args[a];
-    if (arg.kind == GCC_KARG_INPUT && !r.in.count(arg.value)) {
-      r.in[arg.value] = RandomValue(g, arg.value, rng);
-      const gcc_value *val = &g->values[arg.value];
-      if (arg.value == li.value)
-        FillLabels(r.in[arg.value], val->dtype, li.rows, li.classes, li.ignore, rng);
-      else if (val->dtype != GCC_DT_FLOAT32)
-        ADD_FAILURE() << "integer input '" << val->name << "' that is not a loss's labels";
-      // class weights are positive
-      for (int m = 0; m < gr->n_nodes; m++) {
-        const gcc_node *n = &g->nodes[gr->nodes[m]];
-        int wpos = n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY        ? 2
-                   : n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 3
-                                                                : -1;
-        if (wpos >= 0 && n->n_inputs > wpos && n->inputs[wpos] == arg.value)
-          for (size_t i = 0; i < r.in[arg.value].floats(); i++)
-            r.in[arg.value].f()[i] = 0.25f + fabsf(r.in[arg.value].f()[i]);
+  for (int ki = k0; ki <= k1; ki++)
+    for (int a = 0; a < ks.kernels[ki].n_args; a++) {
+      const gcc_kernel_arg &arg = ks.kernels[ki].args[a];
+      if (arg.kind == GCC_KARG_INPUT && !r.in.count(arg.value)) {
+        r.in[arg.value] = RandomValue(g, arg.value, rng);
+        const gcc_value *val = &g->values[arg.value];
+        if (arg.value == li.value)
+          FillLabels(r.in[arg.value], val->dtype, li.rows, li.classes, li.ignore, rng);
+        else if (val->dtype != GCC_DT_FLOAT32)
+          ADD_FAILURE() << "integer input '" << val->name << "' that is not a loss's labels";
+        // class weights are positive
+        for (int m = 0; m < gr->n_nodes; m++) {
+          const gcc_node *n = &g->nodes[gr->nodes[m]];
+          int wpos = n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY        ? 2
+                     : n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD ? 3
+                                                                  : -1;
+          if (wpos >= 0 && n->n_inputs > wpos && n->inputs[wpos] == arg.value)
+            for (size_t i = 0; i < r.in[arg.value].floats(); i++)
+              r.in[arg.value].f()[i] = 0.25f + fabsf(r.in[arg.value].f()[i]);
+        }
+      } else if (arg.kind == GCC_KARG_OUTPUT) {
+        const gcc_value *val = &g->values[arg.value];
+        ASSERT_EQ(val->dtype, GCC_DT_FLOAT32) << val->name;
+        r.out[arg.value] = Buf::Alloc((size_t)gcc_shape_numel(&val->shape, nullptr) * 4);
+      } else if (arg.kind == GCC_KARG_BAD_LABEL) {
+        has_bad_label_arg = true;
       }
-    } else if (arg.kind == GCC_KARG_OUTPUT) {
-      const gcc_value *val = &g->values[arg.value];
-      ASSERT_EQ(val->dtype, GCC_DT_FLOAT32) << val->name;
-      r.out[arg.value] = Buf::Alloc((size_t)gcc_shape_numel(&val->shape, nullptr) * 4);
-    } else if (arg.kind == GCC_KARG_BAD_LABEL) {
-      has_bad_label_arg = true;
     }
-  }
   EXPECT_EQ(has_bad_label_arg, li.value >= 0) << "a kernel with labels reports bad ones";
   std::map<int, Buf> pristine;
   for (auto &i : r.in)
@@ -837,8 +863,7 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
 
   // the kernel, as the runtime will launch it
   std::string err;
-  ASSERT_TRUE(LaunchGroup(mod, k, &r, (unsigned)k.grid_dim, (unsigned)k.block_dim, NAN, &err))
-      << err << Where(ks, k);
+  ASSERT_TRUE(LaunchGroup(mod, ks, k0, k1, &r, 0, 0, NAN, &err)) << err << Where(ks, k);
   EXPECT_EQ(mod.BarrierMismatches(), 0u) << "divergent __syncthreads" << Where(ks, k);
   EXPECT_EQ(r.bad_label, GCC_BAD_LABEL_NONE) << "labels are all in range";
   for (auto &i : r.in)
@@ -869,7 +894,7 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
     bool rev;
   };
   std::vector<Shape> shapes;
-  if (k.single_block)
+  if (k.single_block && k0 == k1) // else: the rows kernel any shape, the sum one block
     shapes = {{1, (unsigned)k.block_dim, true}, {3, (unsigned)k.block_dim, false}};
   else
     shapes = {{3, 37, false}, {(unsigned)k.grid_dim, (unsigned)k.block_dim, true}, {1, 1, false}};
@@ -877,7 +902,7 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
     SCOPED_TRACE("grid " + std::to_string(s.grid) + " block " + std::to_string(s.block) +
                  (s.rev ? " reversed" : ""));
     mod.SetReversedThreadOrder(s.rev);
-    bool ok = LaunchGroup(mod, k, &r, s.grid, s.block, 3.0e38f, &err);
+    bool ok = LaunchGroup(mod, ks, k0, k1, &r, s.grid, s.block, 3.0e38f, &err);
     mod.SetReversedThreadOrder(false);
     ASSERT_TRUE(ok) << err;
     EXPECT_EQ(mod.BarrierMismatches(), 0u);
@@ -898,8 +923,7 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
     SCOPED_TRACE("label " + std::to_string(b.second) + " in row " + std::to_string(b.first));
     memcpy(labels.data(), saved.data(), saved.bytes);
     SetLabel(labels, lv->dtype, b.first, b.second);
-    ASSERT_TRUE(LaunchGroup(mod, k, &r, (unsigned)k.grid_dim, (unsigned)k.block_dim, NAN, &err))
-        << err;
+    ASSERT_TRUE(LaunchGroup(mod, ks, k0, k1, &r, 0, 0, NAN, &err)) << err;
     EXPECT_EQ(r.bad_label, (int)b.first);
     std::map<int, Buf> ref2;
     gcc_diag d2{};
@@ -913,8 +937,7 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
     SetLabel(labels, lv->dtype, li.rows - 1, -3);
     for (bool reversed : {false, true}) {
       mod.SetReversedThreadOrder(reversed);
-      ASSERT_TRUE(LaunchGroup(mod, k, &r, (unsigned)k.grid_dim, (unsigned)k.block_dim, NAN, &err))
-          << err;
+      ASSERT_TRUE(LaunchGroup(mod, ks, k0, k1, &r, 0, 0, NAN, &err)) << err;
       EXPECT_EQ(r.bad_label, 1) << (reversed ? "threads in descending order" : "ascending");
     }
     mod.SetReversedThreadOrder(false);
@@ -925,8 +948,7 @@ void CheckGroupKernel(const std::string &plan, const gcc_graph *g, const gcc_ker
   std::map<int, Buf> ref3;
   gcc_diag d3{};
   ASSERT_EQ(RunReference(g, gr, r, &ref3, &d3), GCC_OK) << d3.msg;
-  ASSERT_TRUE(LaunchGroup(mod, k, &r, (unsigned)k.grid_dim, (unsigned)k.block_dim, 3.0e38f, &err))
-      << err;
+  ASSERT_TRUE(LaunchGroup(mod, ks, k0, k1, &r, 0, 0, 3.0e38f, &err)) << err;
   EXPECT_EQ(r.bad_label, GCC_BAD_LABEL_NONE);
   for (auto &o : r.out) {
     Cmp c = Compare(o.second.f(), ref3.at(o.first).f(), o.second.floats(), kTol, false);
@@ -1151,7 +1173,8 @@ void CheckPlan(const PlanCase &pc) {
     FAIL() << d.msg;
   }
   EXPECT_GE(ks.n_kernels, pc.min_kernels);
-  // every generated group of the device has its kernel, once
+  // every generated group of the device has its kernel, once (a loss
+  // group with its loss of more than a few classes two: the rows, then their sum)
   std::map<int, int> per_group;
   for (int i = 0; i < ks.n_kernels; i++)
     per_group[ks.kernels[i].group]++;
@@ -1159,8 +1182,16 @@ void CheckPlan(const PlanCase &pc) {
     const gcc_group *gr = &g->groups[gi];
     bool generated = gr->kind == GCC_GROUP_POINTWISE || gr->kind == GCC_GROUP_LOSS ||
                      gr->kind == GCC_GROUP_OPTIMIZER;
+    bool sce = false; // with the loss, of more than a small batch of few classes
+    for (int m = 0; m < gr->n_nodes; m++) {
+      const gcc_node *n = &g->nodes[gr->nodes[m]];
+      if (n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY) {
+        const gcc_shape &xs = g->values[n->inputs[0]].shape;
+        sce = !(xs.dims[1] <= 32 && xs.dims[0] * xs.dims[1] <= 16384);
+      }
+    }
     if (gr->device == GCC_DEV_CUDA(0)) {
-      EXPECT_EQ(per_group[gi], generated ? 1 : 0) << gr->name;
+      EXPECT_EQ(per_group[gi], generated ? (sce ? 2 : 1) : 0) << gr->name;
     }
   }
   g_sources += ks.source;
@@ -1170,12 +1201,15 @@ void CheckPlan(const PlanCase &pc) {
   EXPECT_TRUE(compiled) << err << "\n---- source ----\n" << ks.source;
   std::mt19937 rng(1234);
   for (int i = 0; compiled && i < ks.n_kernels; i++) {
+    int k0 = i; // the group's kernels are consecutive
+    while (i + 1 < ks.n_kernels && ks.kernels[i + 1].group == ks.kernels[k0].group)
+      i++;
     const gcc_kernel_info &k = ks.kernels[i];
-    CheckStructure(g, ks, k);
+    CheckStructure(g, ks, k0, i);
     if (g->groups[k.group].kind == GCC_GROUP_OPTIMIZER)
       CheckOptimizerKernel(pc.name, g, ks, k, mod, &rng);
     else
-      CheckGroupKernel(pc.name, g, ks, k, mod, &rng);
+      CheckGroupKernel(pc.name, g, ks, k0, i, mod, &rng);
   }
   gcc_kernel_set_free(&ks);
   gcc_mem_plan_free(&mem);
@@ -1462,6 +1496,21 @@ TEST_F(Generated, ReductionsScaledReductionsAndGradientAccumulationMatchTheCpuBa
     CheckPlan(c);
   EXPECT_TRUE(Emitted("acc += in0[i];"));         // a reduction alone
   EXPECT_TRUE(Emitted("acc * 5.000000000e-01f")); // scaled (Gemm beta 0.5)
+  gcc_graph_free(m);
+}
+
+TEST_F(Generated, SoftmaxLinesAndAThousandClassLossMatchTheCpuBackend) {
+  gcc_graph *m = WideSoftmaxModel();
+  ASSERT_TRUE(m);
+  const PlanCase cases[] = {
+      {"wide_softmax_eval_b7", m, GCC_MODE_EVAL, 7, m->training.opt, 132, 3},
+      {"wide_softmax_train_b5", m, GCC_MODE_TRAIN, 5, m->training.opt, 2, 2},
+  };
+  for (const PlanCase &c : cases)
+    CheckPlan(c);
+  EXPECT_TRUE(Emitted("for (long long i = blockIdx.x; i < 7LL; i += gridDim.x)"));    // rows
+  EXPECT_TRUE(Emitted("for (long long i = blockIdx.x; i < 1000LL; i += gridDim.x)")); // axis 0
+  EXPECT_TRUE(Emitted("loss[0] = (float)(s_l[0] / s_w[0]);")); // the rows' losses summed
   gcc_graph_free(m);
 }
 

@@ -11,9 +11,10 @@
 //    tests/cuda_host_shim.h, whose conversions are written independently of
 //    graph/half.h) store the same bits as the CPU backend, which computes in
 //    float32 and rounds the 16-bit values at the same points;
-//  - poolings, Concat, Transpose, Pad, ConvTranspose and BatchNormalization
-//    in 16 bits store the CPU's bits (averages: within a bound for any
-//    summation order); BatchNorm training statistics bit for bit; the
+//  - poolings, Concat, Transpose, Pad and ConvTranspose in 16 bits store the
+//    CPU's bits (averages: within a bound for any summation order);
+//    BatchNormalization's values and training statistics (float32 parallel
+//    reductions on the device) within bounds derived from the reductions; the
 //    pooling gradients in 16 bits are generated kernels (never cuDNN) that
 //    store the CPU's bits, ties included;
 //  - the MLP's forward pass in bfloat16, on the CPU and host-emulated, lies
@@ -468,14 +469,18 @@ gcc_graph *BatchNormNet() {
 }
 
 // A training step of it in bfloat16 and float16 on the host-emulated CUDA
-// plan (the generated 16-bit BatchNormalization kernel) and on the CPU plan
-// (the CPU kernel on the widened X): the batch statistics are float64 sums
-// in the same order on both, so the running statistics the step writes
-// agree bit for bit, and so do the scale and bias it updates (BatchNormGrad
-// of the float32 loss gradient and the same X). Later steps read weights
-// that went through a GEMM's summation over the batch; they agree to the
-// tolerance of the training tests.
-TEST(Kernels16, BatchNormTrainingStepStoresTheBitsTheCpuStores) {
+// plan (the generated 16-bit BatchNormalization kernels) and on the CPU plan
+// (the CPU kernel on the widened X). The CPU's batch statistics are float64
+// sums; the generated kernels' are float32 reductions (codegen/
+// emit_batchnorm.c) of depth K = 12 for these 64 rows (1 term a lane, a tree
+// of 8 levels, 1 partial, 2 for the merge and the division), so the first
+// step's running statistics and updated scale and bias agree within the
+// first-order bound of such sums, derived below from the batch (no longer
+// bit for bit: the CPU's bits come from a serial float64 order, not worth a
+// serial GPU kernel). Later steps read weights that went through a GEMM's
+// summation over the batch; they agree to the tolerance of the training
+// tests.
+TEST(Kernels16, BatchNormTrainingStepStaysWithinTheBoundOfItsFloat32Reductions) {
   if (gcc_emu_test::ShimPath().empty())
     GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
   static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
@@ -516,6 +521,12 @@ TEST(Kernels16, BatchNormTrainingStepStoresTheBitsTheCpuStores) {
     ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
     std::mt19937 rng(29);
     std::normal_distribution<float> nd(0.5f, 2.0f);
+    const float w[4] = {1.0f, -0.7f, 0.33f, 2.1f}, scale[4] = {1.0f, 0.75f, 1.25f, 0.5f};
+    const double u = 0x1p-24, K = 12, M = (double)rows, lr = 0.1;
+    double mom = 0.9; // BatchNormalization's default, unless the node sets it
+    for (int i = 0; i < g->n_nodes; i++)
+      if (g->nodes[i].op == GCC_OP_BATCH_NORM && gcc_node_attr(&g->nodes[i], "momentum"))
+        mom = gcc_node_attr(&g->nodes[i], "momentum")->f;
     for (int step = 0; step < 3; step++) {
       std::vector<float> x((size_t)rows), t((size_t)(rows * 4));
       for (float &v : x)
@@ -526,6 +537,26 @@ TEST(Kernels16, BatchNormTrainingStepStoresTheBitsTheCpuStores) {
       ASSERT_EQ(gcc_session_train_step(cpu, x.data(), t.data(), rows, &l1, &d), GCC_OK) << d.msg;
       ASSERT_EQ(gcc_session_train_step(dev, x.data(), t.data(), rows, &l2, &d), GCC_OK) << d.msg;
       EXPECT_NEAR(l1, l2, 1e-5 * std::fabs(l1)) << "step " << step;
+      // the first step's bounds: X's channel c is x * w[c] rounded to 16 bits
+      // (|X| <= max|x| |w[c]| (1 + 2^-8)); |xhat| <= sqrt(M - 1) for any batch;
+      // dY of the mean MSE over M * 4 values is 2 (y - t) / (4 M), |y| <=
+      // |scale| sqrt(M - 1) + |B|
+      double maxx = 0, maxt = 0;
+      for (float v : x)
+        maxx = std::fmax(maxx, std::fabs(v));
+      for (float v : t)
+        maxt = std::fmax(maxt, std::fabs(v));
+      auto bound = [&](const char *p, int k, double a) {
+        const double mx = maxx * std::fabs(w[k]) * (1 + 0x1p-8), xh = std::sqrt(M - 1);
+        const double dy = 2 * (std::fabs(scale[k]) * xh + 0.3 + maxt) / (4 * M);
+        if (strcmp(p, "bn.running_mean") == 0) // Welford's mean: 2 K u max|X|
+          return (1 - mom) * 2 * K * u * mx + 4 * u * std::fabs(a);
+        if (strcmp(p, "bn.running_var") == 0) // M2 / M: 3 K u max (X - mean)^2
+          return (1 - mom) * 3 * K * u * 4 * mx * mx * M / (M - 1) + 4 * u * std::fabs(a);
+        if (strcmp(p, "bn.scale") == 0) // lr (K u sum |dy xhat| + xhat's error sum |dy|)
+          return lr * (K * u * M * dy * xh + 2 * K * u * mx * xh * M * dy) + 2 * u * std::fabs(a);
+        return lr * K * u * M * dy + 2 * u * std::fabs(a); // bn.bias: lr K u sum |dy|
+      };
       for (const char *p : {"bn.running_mean", "bn.running_var", "bn.scale", "bn.bias"}) {
         float *a = nullptr, *c = nullptr;
         int64_t n1 = 0, n2 = 0;
@@ -535,7 +566,7 @@ TEST(Kernels16, BatchNormTrainingStepStoresTheBitsTheCpuStores) {
         ASSERT_EQ(n2, 4);
         for (int k = 0; k < 4; k++) {
           if (step == 0) {
-            EXPECT_TRUE(SameBits(a[k], c[k])) << p << "[" << k << "]: " << a[k] << " vs " << c[k];
+            EXPECT_NEAR(a[k], c[k], bound(p, k, a[k])) << p << "[" << k << "]";
           } else {
             EXPECT_NEAR(a[k], c[k], 2e-3 * std::fmax(1.0f, std::fabs(a[k])))
                 << p << "[" << k << "] step " << step;
@@ -830,24 +861,32 @@ TEST(Kernels16, PoolingsConcatTransposePadConvTransposeAndBatchNorm) {
       ASSERT_EQ(out[0][k].f32.size(), out[1][k].f32.size());
     const std::vector<float> &bn = out[0][0].f32;
     ASSERT_EQ(bn.size(), x.size());
-    // BatchNormalization: bit for bit, 16-bit values, and the formula
+    // BatchNormalization: 16-bit values, and the formula, on both plans. Not
+    // bit for bit: the generated kernel computes k and b0 in float32 (the
+    // CPU's in float64), so a value within a few float32 ulps of a 16-bit
+    // rounding tie may round the other way; 2^-7 relative covers a bf16 ulp
+    // (2^-8 relative spacing, rounded once) and the float32 error (< 2^-20).
     const float sc[4] = {1.0f, 0.75f, 1.25f, 0.5f}, sh[4] = {0.1f, -0.2f, 0.0f, 0.3f};
     const float mu[4] = {0.0f, 0.1f, -0.1f, 0.0f}, var[4] = {1.0f, 0.5f, 2.0f, 1.0f};
-    int bn_differ = 0, bn_off = 0;
-    for (size_t i = 0; i < bn.size(); i++) {
-      bn_differ += !SameBits(bn[i], out[1][0].f32[i]);
-      int c = (int)((i / 81) % 4);
-      double k = (double)sc[c] / std::sqrt((double)var[c] + 1e-5);
-      double want = (double)r16(x[i]) * k + ((double)sh[c] - (double)mu[c] * k);
-      bn_off += std::fabs(bn[i] - want) > 0x1p-7 * std::fabs(want) + 1e-30 || bn[i] != r16(bn[i]);
-    }
-    EXPECT_EQ(bn_differ, 0);
-    EXPECT_EQ(bn_off, 0);
+    int bn_differ = 0, bn_off[2] = {0, 0};
+    for (int plan = 0; plan < 2; plan++)
+      for (size_t i = 0; i < bn.size(); i++) {
+        const float got = out[plan][0].f32[i];
+        bn_differ += plan == 1 && !SameBits(bn[i], got);
+        int c = (int)((i / 81) % 4);
+        double k = (double)sc[c] / std::sqrt((double)var[c] + 1e-5);
+        double want = (double)r16(x[i]) * k + ((double)sh[c] - (double)mu[c] * k);
+        bn_off[plan] += std::fabs(got - want) > 0x1p-7 * std::fabs(want) + 1e-30 || got != r16(got);
+      }
+    std::printf("[kernels16] %s: %d of %zu BatchNormalization values differ between the plans\n",
+                gcc_dtype_name(low), bn_differ, bn.size());
+    EXPECT_EQ(bn_off[0], 0) << "CPU plan";
+    EXPECT_EQ(bn_off[1], 0) << "CUDA plan";
     // the poolings, concatenated: max bit for bit; averages in the interval
     const int64_t cs = 5 * 5;
     int point = 0, avgs = 0, cat_differ = 0;
     for (int plan = 0; plan < 2; plan++) {
-      const std::vector<float> &cat = out[plan][1].f32;
+      const std::vector<float> &cat = out[plan][1].f32, &bnp = out[plan][0].f32;
       ASSERT_EQ(cat.size(), (size_t)(n * 12 * cs));
       for (int64_t s = 0; s < n; s++)
         for (int64_t c = 0; c < 12; c++)
@@ -861,7 +900,7 @@ TEST(Kernels16, PoolingsConcatTransposePadConvTransposeAndBatchNorm) {
                 for (int64_t bb = 0; bb < k; bb++) {
                   int64_t iy = oy * 2 - p + a, ix = ox * 2 - p + bb;
                   if (iy >= 0 && iy < 9 && ix >= 0 && ix < 9)
-                    win.push_back(bn[(size_t)(((s * 4 + ch) * 9 + iy) * 9 + ix)]);
+                    win.push_back(bnp[(size_t)(((s * 4 + ch) * 9 + iy) * 9 + ix)]);
                 }
               ASSERT_FALSE(win.empty());
               if (kind == 0) {
@@ -1927,11 +1966,13 @@ TEST(Autocast, PoolingsConcatTransposePadConvTransposeAndBatchNormRunIn16Bits) {
 // Transpose, Pad and ConvTranspose now run in 16 bits: the ResNet-style
 // (BatchNorm, residual adds, global average pool) and MobileNet-style
 // (depthwise convolution, ReLU6, Dropout) imports and MixedOpsNet. The
-// 16-bit kernels store the CPU's bits (Kernels16 above); BatchNorm's
-// statistics are float64 sums in the CPU's order on both; what differs is
-// GEMM summation order (the classifier) and the averages oneDNN may sum in
-// its own order, each within one 16-bit unit of an element, so the
-// tolerances are those of the MLP test above.
+// 16-bit kernels store the CPU's bits (Kernels16 above) but BatchNorm's,
+// whose statistics are float32 parallel reductions on the device (float64
+// serial sums on the CPU, a relative difference of order K 2^-24, far below
+// a 16-bit unit); what differs is that, GEMM summation order (the
+// classifier) and the averages oneDNN may sum in its own order, each within
+// one 16-bit unit of an element, so the tolerances are those of the MLP
+// test above.
 TEST(MixedPrecisionTraining, ImportedModelsAndMixedOpsNetOnTheDeviceTrackTheCpu) {
   if (gcc_emu_test::ShimPath().empty())
     GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";

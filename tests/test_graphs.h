@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -159,6 +160,30 @@ inline gcc_graph *MixedOpsNet() {
       if (strstr(g->values[v].name, "bn.running_") == g->values[v].name)
         g->values[v].state = 1;
   return g;
+}
+
+// x [N, 1000] + b -> logits -> Softmax over the classes -> LogSoftmax over
+// the batch (axis 0: lines strided by 1000), the prediction; and the
+// cross-entropy of the 1000 classes. Softmax and LogSoftmax: a block per
+// line; the loss: a block per row, then one block sums the rows.
+inline gcc_graph *WideSoftmaxModel() {
+  gcc_builder *b = gcc_builder_new("wide_softmax", 5);
+  int64_t xd[2] = {GCC_BATCH_DIM, 1000}, yd[1] = {GCC_BATCH_DIM}, bd[1] = {1000};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  std::vector<float> bias(1000);
+  for (size_t i = 0; i < bias.size(); i++)
+    bias[i] = 0.001f * (float)(i % 97) - 0.05f;
+  int in[2] = {x, gcc_build_param(b, "b", 1, bd, bias.data())};
+  int logits = gcc_build_op(b, GCC_OP_ADD, "add_b", "logits", in, 2);
+  int sm = gcc_build_op(b, GCC_OP_SOFTMAX, "softmax", "softmax.out", &logits, 1);
+  gcc_build_set_int(b, sm, "axis", 1);
+  int lsm = gcc_build_op(b, GCC_OP_LOG_SOFTMAX, "lsm", "lsm.out", &sm, 1);
+  gcc_build_set_int(b, lsm, "axis", 0);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, lsm);
+  gcc_build_output(b, loss);
+  return FinishInlineTraining(b, "loss", "lsm.out", "x", "label", Opt(GCC_OPT_SGD, 0.1f));
 }
 
 } // namespace gcc_test

@@ -33,7 +33,7 @@ flags=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-point
 graph=(graph/*.c "$out/gen/graph/graph.pb-c.c")
 # load + compile + train: the passes, the CPU backend and the session (no
 # CUDA: codegen's emitters only, for the shared lowering tables)
-train=(passes/*.c codegen/emit.c codegen/fusion.c codegen/gemm_map.c codegen/kernel_image.c
+train=(passes/*.c codegen/emit*.c codegen/fusion.c codegen/gemm_map.c codegen/kernel_image.c
        codegen/lowering.c codegen/manifest.c runtime/compile.c runtime/placement_report.c
        runtime/plan.c runtime/session.c runtime/device.c runtime/profile.c runtime/comm.c
        runtime/cpu/*.c)
