@@ -27,7 +27,8 @@
 # 4. compile time: gcc-train's training run of the first batch size and
 #    precision with an empty kernel cache (cold) and again (warm, cache hit),
 #    both SHORT steps (wall seconds, start-up included), and NVRTC alone on
-#    that plan's kernels (bench/nvrtc_compile: cold compile and cache hit);
+#    that plan's kernels (bench/nvrtc_compile: cold compile and cache hit as
+#    one program, then split into programs on 1 thread and on every core);
 # 5. gcc-train --profile on that training plan: the device time per step and
 #    the profile's top-10 table of nodes.
 # Every run is bounded by RUN_TIMEOUT seconds (a run past it reads as
@@ -121,7 +122,8 @@ if [ -x "$NVRTC_COMPILE" ] &&
    timeout "$RUN_TIMEOUT" "$GCC_TRAIN" "$O/r50_train.onnx" --device cuda --loss cross-entropy \
      --optimizer sgd --lr 0.1 --momentum 0.9 --batch-size "$FB" --precision "$FP" \
      --dump-kernels "$O/kernels" >"$O/dump_kernels.log" 2>&1; then
-  timeout "$RUN_TIMEOUT" "$NVRTC_COMPILE" "$O/kernels/kernels.cu" --runs 1 >"$O/nvrtc.log" 2>&1 ||
+  timeout "$RUN_TIMEOUT" "$NVRTC_COMPILE" "$O/kernels/kernels.cu" --runs 1 --threads "1,$(nproc)" \
+    >"$O/nvrtc.log" 2>&1 ||
     echo "(nvrtc_compile failed: $O/nvrtc.log)"
   NV=$(grep -E '^\|' "$O/nvrtc.log" || true)
 fi
