@@ -2,60 +2,60 @@
 # gpu_check.sh: the CUDA checks that need a GPU, in one command, for a machine
 # that has one (this project's CI has none). From the repository root:
 #
-#   bench/gpu_check.sh [--data DIR]
+#   bench/gpu_check.sh [--data DIR] [--only REGEX]             (builds with Bazel)
+#   bench/gpu_check.sh --prebuilt KITDIR [--data DIR] [--only REGEX]
 #   bench/gpu_check.sh --self-test     (no GPU: the checks' logic on canned outputs)
 #
-#  1. builds everything and lists the devices (gcc-train --list-devices);
-#  2. runs the GPU tests (tests/gpu, which skip without a GPU) and the
-#     device-plan tests; then, when compute-sanitizer is installed, the GPU
-#     tests under its memcheck and racecheck tools (any error fails);
-#  3. trains the MNIST MLP for 100 steps on cuda and on cpu with the same seed
-#     and a loss line per step, and compares the two loss curves (each step
-#     within 1e-3 relative); then in bfloat16 (--precision bf16): the MNIST
-#     MLP and CNN for 30 steps on cuda (cuBLASLt and cuDNN in 16 bits) and on
-#     cpu (the CPU backend rounding the same values), each step within 2e-2
-#     (the bound tests/precision_test derives for a few steps; measured on the
-#     CPU, the MLP's bf16 and fp32 curves agree within 1.4e-4 for 30 steps and
-#     drift apart to 1e-1 by step 71, so longer bf16 curves would compare
-#     chaos, not arithmetic), with the run's GEMM epilogue fallbacks printed;
-#  4. trains, evaluates and trains again with CUDA Graphs on (the default):
-#     the MNIST MLP and the MNIST CNN at batch 256 into the second epoch
-#     (300 steps; the test set evaluated at batch 1000 after epoch 1), on
-#     cuda and on cpu; every loss must agree (MLP 1e-3, CNN 1e-2 relative:
-#     cuDNN sums convolutions in other orders than im2col + GEMM), the
-#     epoch-1 test accuracies within 0.3 points, and the losses after the
-#     evaluation must not be stuck at one value;
-#  5. trains one epoch on cuda and on cpu (default logging) and prints their
-#     samples/s, the launches and copies per step and the CUDA Graph state;
-#  6. launches per step: a --profile run on cuda (every launch timed with CUDA
-#     events) must not issue more launches per training step than the plan
-#     says (the run summary's "N launches"; bench/trace_launches.py counts the
-#     trace's device events per step); the device time table is printed;
-#  7. times one training step replayed from a CUDA Graph and issued launch by
-#     launch (bench/gpu_step, batch 64 and 1024): the replay must be faster at
-#     every batch size;
-#  8. only when several GPUs are usable (and mpirun is installed): data-parallel
-#     training, one rank per GPU with NCCL (`mpirun -np N gcc-train ... --device
-#     cuda`), 200 steps of the MNIST MLP and the MNIST CNN at global batch 256
-#     against one GPU at the same global batch: every parameter within 1e-4
-#     (tests/compare_params), then samples/s and the all-reduce time per step
-#     for N = 1 and N = all GPUs;
-#  9. fp16 with dynamic loss scaling (GradScaler's rules, growth every 25
-#     good steps so the scale moves): the MNIST MLP for 200 steps on cuda and
-#     on cpu (whose CPU plan rounds the same values to float16): the loss
-#     curves within 2e-2 and the same steps skipped, the same final scale
-#     (the summary lines equal);
-# 10. when PyTorch with CUDA is installed: a table of samples/s of the MNIST
-#     MLP at batch 1024, gcc-train against PyTorch on the same GPU
-#     (bench/torch_gpu_step.py), for fp32, tf32, bf16 and fp16 (PyTorch's
-#     fp16: torch.autocast with torch.amp.GradScaler, as its AMP recipe says;
-#     the gcc-train rows other than fp32 when it has --precision; n/a where a
-#     run fails: the table reports, the checks above decide).
-# Exits 1 when a step fails, the curves (fp32 or bf16) differ beyond
-# tolerance, fp16 loss scaling skips other steps on the GPU than on the CPU, a step
-# launches more than its plan says, a CUDA Graph replay is not faster than
-# launch-by-launch issue, or compute-sanitizer reports an error; 4 when there
-# is no usable GPU.
+# --prebuilt KITDIR runs the binaries of an unpacked tools/gpu_kit.sh archive
+# (KITDIR/bin in bazel-bin's layout, KITDIR/env.sh for LD_LIBRARY_PATH): no
+# Bazel, for the GPU machine. Every check runs even when one before it failed;
+# each writes its log as it goes to $OUT/gpu_check/NAME.log (OUT unset:
+# runs/gpu-check/), and the end prints one summary line per check (PASS, FAIL
+# or SKIP, seconds, its last line; also in summary.txt). --only runs the
+# checks whose name matches REGEX (devices always runs).
+#
+#  devices           gcc-train --list-devices; no usable GPU: exit 4;
+#  gpu_tests         tests/gpu and cuda_runtime_test (binaries run from the
+#                    repository root; includes the intended cudaMalloc failure
+#                    of APlanLargerThanTheDeviceGetsTheOutOfMemoryMessage; the
+#                    host-emulation tests such as device_plan_test need no GPU);
+#  memcheck          gpu_test under compute-sanitizer memcheck, less that test
+#                    (the sanitizer counts its intended failure as an error);
+#  racecheck         racecheck of the tests whose kernels share memory
+#                    (RACE_TESTS: the one-block losses, reductions, the
+#                    bad-label atomicMin; all of gpu_test took over 200 s);
+#  memcheck_train    a short MNIST CNN training under memcheck (CUDA Graphs,
+#                    cuBLASLt, cuDNN);
+#  curves_fp32       the MNIST MLP for 100 steps on cuda and on cpu, seed 1, a
+#                    loss line per step: the first CURVE_STEPS (40) within 1e-3
+#                    relative, the end by test accuracy (check_accuracy: within
+#                    1.3 points). On the H100 the curves agreed to 4 decimals
+#                    for 45 steps, then drifted chaotically (4.7% at step 71:
+#                    other summation orders, amplified), so later steps compare
+#                    chaos, not arithmetic;
+#  curves_bf16       --precision bf16: the MNIST MLP and CNN for 30 steps on cuda
+#                    and on the cpu's bf16 emulation, each step within 2e-2 (the
+#                    bound tests/precision_test derives for a few steps);
+#  train_eval_train  the MLP and the CNN at batch 256 into the second epoch (300
+#                    steps; the test set at batch 1000 after epoch 1) with CUDA
+#                    Graphs, cuda vs cpu: the first 40 losses (MLP 1e-3, CNN 1e-2:
+#                    cuDNN sums in other orders than im2col + GEMM), epoch 2 not
+#                    stuck, the epoch-1 test accuracies within 0.3 points;
+#  epoch_rate        one epoch on cuda and on cpu: samples/s, launches and copies
+#                    per step, the CUDA Graph state;
+#  launches          a --profile run must not launch more per step than the plan
+#                    says (bench/trace_launches.py counts the trace);
+#  graph_speed       bench/gpu_step: a step replayed from a CUDA Graph must be
+#                    faster than launch by launch, batch 64 and 1024;
+#  fp16_loss_scaling --precision fp16, dynamic loss scaling growing every 25
+#                    steps, 200 steps: the first 40 losses within 2e-2, the same
+#                    skipped steps and final scale, the end by test accuracy;
+#  multi_gpu         with several GPUs and mpirun: NCCL data parallel against one
+#                    GPU at the same global batch, parameters within 1e-4;
+#  torch_mlp         samples/s of the MNIST MLP at batch 1024 against PyTorch on
+#                    this GPU (bench/torch_gpu_step.py), fp32/tf32/bf16/fp16;
+#  resnet50          bench/resnet50_gpu.sh: torchvision ResNet-50 against PyTorch.
+# Exits 1 when a check failed, 4 when there is no usable GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,6 +79,41 @@ check_curves() {
       if (e2min > 0 && (e2 < 2 || distinct < 2)) {
         printf "epoch 2: %d steps, %d distinct losses on cuda: stuck\n", e2, distinct; exit 1 }
       exit worst <= tol + 0 ? 0 : 1 }'
+}
+
+# check_curves_head A B TOL N MIN: as check_curves on the first N steps only;
+# both files must hold at least MIN lines (the whole run happened) and as
+# many lines each. Past N steps the curves of two devices drift apart
+# chaotically (see CURVE_STEPS): the end of the run is compared by accuracy.
+check_curves_head() {
+  local na nb
+  na=$(wc -l <"$1")
+  nb=$(wc -l <"$2")
+  if [ "$na" -ne "$nb" ] || [ "$na" -lt "$5" ]; then
+    echo "loss curves of $na and $nb steps (want $5 each)"
+    return 1
+  fi
+  head -n "$4" "$1" >"$1.head"
+  head -n "$4" "$2" >"$2.head"
+  check_curves "$1.head" "$2.head" "$3" "$4"
+}
+
+# check_accuracy A B: the last "test accuracy ... (N/M)" of two logs (cuda,
+# cpu) within ACC_LIMIT images of M = 10000. Two runs whose curves drifted
+# apart are two different models: the difference of two independent
+# binomial accuracy estimates near p = 0.9 on n = 10000 images has standard
+# deviation sqrt(2 p (1 - p) / n) = 0.42 points; 3 of them: 1.3 points.
+ACC_LIMIT=130
+check_accuracy() {
+  local a b
+  a=$(grep -E 'test accuracy [0-9.]+% \([0-9]+/' "$1" | tail -1 | sed -E 's/.*\(([0-9]+)\/.*/\1/')
+  b=$(grep -E 'test accuracy [0-9.]+% \([0-9]+/' "$2" | tail -1 | sed -E 's/.*\(([0-9]+)\/.*/\1/')
+  if [ -z "$a" ] || [ -z "$b" ]; then
+    echo "test accuracy: cuda ${a:-none}, cpu ${b:-none}: a run printed none"
+    return 1
+  fi
+  echo "end of run, test accuracy: cuda $a, cpu $b correct (limit $ACC_LIMIT apart)"
+  [ $((a > b ? a - b : b - a)) -le "$ACC_LIMIT" ]
 }
 
 # check_launches PLAN COUNTS: the launches per step of a profiled run
@@ -207,6 +242,22 @@ self_test() {
   expect pass "bf16: a step 1e-2 off within 2e-2" check_curves "$T/b16a" "$T/b16" 2e-2 3
   sed 's/2.2000$/2.3100/' "$T/b16" >"$T/b16b"
   expect fail "bf16: a step 5e-2 off" check_curves "$T/b16b" "$T/b16" 2e-2 3
+  # the first N steps tightly, the rest not compared
+  for i in 1 2 3 4 5 6; do printf '[1, %5d] loss: 2.%d000\n' "$i" "$i"; done >"$T/logh"
+  extract_losses "$T/logh" >"$T/h1"
+  sed 's/2.6000$/2.9000/' "$T/h1" >"$T/h2"
+  expect pass "drift after the head is not compared" check_curves_head "$T/h2" "$T/h1" 1e-3 4 6
+  sed 's/2.2000$/2.2100/' "$T/h1" >"$T/h3"
+  expect fail "a head step off by 5e-3" check_curves_head "$T/h3" "$T/h1" 1e-3 4 6
+  head -5 "$T/h1" >"$T/h4"
+  expect fail "a run that stopped early" check_curves_head "$T/h4" "$T/h4" 1e-3 4 6
+  echo 'epoch 1: test accuracy 91.20% (9120/10000), test loss 0.3, train loss 0.4, 1 s (x)' >"$T/acc1"
+  echo 'epoch 1: test accuracy 90.10% (9010/10000), test loss 0.3, train loss 0.4, 1 s (x)' >"$T/acc2"
+  echo 'epoch 1: test accuracy 89.80% (8980/10000), test loss 0.3, train loss 0.4, 1 s (x)' >"$T/acc3"
+  expect pass "accuracies 110 images apart" check_accuracy "$T/acc1" "$T/acc2"
+  expect fail "accuracies 140 images apart" check_accuracy "$T/acc1" "$T/acc3"
+  : >"$T/noacc"
+  expect fail "no accuracy line" check_accuracy "$T/acc1" "$T/noacc"
   printf 'steps=20\nmin_per_step=16\nmax_per_step=16\n' >"$T/tl"
   expect pass "launches as planned" check_launches 16 "$T/tl"
   printf 'steps=20\nmin_per_step=16\nmax_per_step=17\n' >"$T/tl2"
@@ -268,12 +319,16 @@ self_test() {
     expect fail "trace: 3 launches against a plan of 2" check_launches 2 "$T/counts"
     echo '{"traceEvents":[]}' >"$T/empty.json"
     expect fail "trace without a device track" python3 bench/trace_launches.py "$T/empty.json"
-    expect pass "torch_gpu_step.py compiles" python3 -c \
-      'import ast, sys; ast.parse(open(sys.argv[1]).read())' bench/torch_gpu_step.py
+    for f in bench/torch_gpu_step.py bench/resnet50_gpu.py bench/export_resnet50.py; do
+      expect pass "$(basename "$f") compiles" python3 -c \
+        'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$f"
+    done
   else
     echo "skip trace_launches.py (no python3)"
   fi
   expect pass "bash -n" bash -n "$0"
+  expect pass "bash -n resnet50_gpu.sh" bash -n bench/resnet50_gpu.sh
+  expect pass "bash -n gpu_kit.sh" bash -n tools/gpu_kit.sh
   rm -rf "$T"
   if [ "$fails" -gt 0 ]; then
     echo "gpu_check --self-test: $fails expectation(s) failed"
@@ -282,179 +337,311 @@ self_test() {
   echo "gpu_check --self-test: all expectations met"
 }
 
+# ---- the driver ----------------------------------------------------------------
+
 DATA=data/mnist
+PREBUILT=""
+ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) DATA=$2; shift 2 ;;
+    --prebuilt) PREBUILT=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
     --self-test) self_test; exit $? ;;
-    *) echo "usage: $0 [--data DIR] | --self-test" >&2; exit 2 ;;
+    *) echo "usage: $0 [--data DIR] [--prebuilt KITDIR] [--only REGEX] | --self-test" >&2; exit 2 ;;
   esac
 done
 
-section() { printf '\n== %s ==\n' "$*"; }
-
-section "build"
-bazel build //:gcc-train //bench:gpu_step //tests/gpu:gpu_test //tests:device_plan_test \
-  //tests:compare_params >&2
-BB=$(bazel info bazel-bin 2>/dev/null)
-GT=$BB/cli/gcc-train
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-
-section "devices"
-"$GT" --list-devices
-if ! "$GT" models/mnist_mlp.pb --device cuda --epochs 0 --no-output --quiet >/dev/null 2>"$TMP/why"; then
-  echo "gpu_check: no usable GPU: $(cat "$TMP/why")" >&2
-  exit 4
+if [ -n "$PREBUILT" ]; then
+  PREBUILT=$(cd "$PREBUILT" && pwd)
+  [ -x "$PREBUILT/bin/cli/gcc-train" ] ||
+    { echo "gpu_check: --prebuilt $PREBUILT: no bin/cli/gcc-train (unpack tools/gpu_kit.sh's archive)" >&2; exit 2; }
+  if [ -f "$PREBUILT/env.sh" ]; then
+    # shellcheck source=/dev/null
+    . "$PREBUILT/env.sh"
+  else
+    export LD_LIBRARY_PATH="$PREBUILT/lib:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  BB=$PREBUILT/bin
+  echo "gpu_check: prebuilt binaries from $PREBUILT ($(sed -n 2p "$PREBUILT/MANIFEST" 2>/dev/null))"
+else
+  bazel build //cli:gcc-train //cli:gcc-run //bench:gpu_step //bench:nvrtc_compile \
+    //tests/gpu:gpu_test //tests:cuda_runtime_test //tests:compare_params >&2
+  BB=$(bazel info bazel-bin 2>/dev/null)
 fi
+GT=$BB/cli/gcc-train
+export GCC_TRAIN=$GT GCC_RUN=$BB/cli/gcc-run
+# output as it goes: $OUT/gpu_check when $OUT is set (the GPU machine's
+# folder that comes back), else runs/gpu-check (ignored by git)
+RES=${OUT:+$OUT/gpu_check}
+RES=${RES:-runs/gpu-check}
+mkdir -p "$RES"
+RES=$(cd "$RES" && pwd)
+SUMMARY=$RES/summary.txt
+: >"$SUMMARY"
+export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
 
-section "GPU tests"
-bazel test //tests/gpu:gpu_test //tests:device_plan_test //tests:cuda_runtime_test \
-  --test_output=errors
+# run_check NAME FUNCTION: runs FUNCTION in a subshell with errexit (a
+# failing command fails that check only), its output on the terminal and
+# in $RES/NAME.log; its scratch folder is $W ($RES/NAME). Exit status 3
+# from FUNCTION means skipped. One summary line per check goes to $SUMMARY.
+FAILED=0
+run_check() {
+  local name=$1 fn=$2 rc t0 t1 status last
+  if [ -n "$ONLY" ] && [ "$name" != devices ] && ! [[ $name =~ $ONLY ]]; then
+    return 0
+  fi
+  W=$RES/$name
+  mkdir -p "$W"
+  printf '\n== %s ==\n' "$name"
+  t0=$(date +%s)
+  set +e
+  (set -euo pipefail; "$fn") 2>&1 | tee "$RES/$name.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  t1=$(date +%s)
+  case $rc in
+    0) status=PASS ;;
+    3) status=SKIP ;;
+    *) status=FAIL; FAILED=$((FAILED + 1)) ;;
+  esac
+  last=$(grep -v '^[[:space:]]*$' "$RES/$name.log" | tail -1 | cut -c1-150)
+  printf '%-4s %-28s %5ss  %s\n' "$status" "$name" "$((t1 - t0))" "$last" >>"$SUMMARY"
+  return 0
+}
 
+# Python (PyTorch) with the library path it had before the kit's env.sh
+py() { LD_LIBRARY_PATH=${PY_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}} python3 "$@"; }
+
+# the compute-sanitizer binary, if there is one
 SAN=$(command -v compute-sanitizer || true)
 [ -z "$SAN" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && SAN=/usr/local/cuda/bin/compute-sanitizer
-if [ -n "$SAN" ]; then
-  for tool in memcheck racecheck; do
-    section "GPU tests under compute-sanitizer --tool $tool"
-    # the gtest binary directly (bazel test would run it in a sandbox without the tool)
-    "$SAN" --tool "$tool" --error-exitcode 1 "$BB/tests/gpu/gpu_test" >"$TMP/san.$tool" 2>&1 ||
-      { tail -40 "$TMP/san.$tool" >&2; echo "compute-sanitizer $tool failed" >&2; exit 1; }
-    check_sanitizer "$TMP/san.$tool" && grep -E 'ERROR SUMMARY' "$TMP/san.$tool"
+
+c_devices() {
+  "$GT" --list-devices
+  "$GT" models/mnist_mlp.pb --device cuda --epochs 0 --no-output --quiet >/dev/null 2>"$W/why" ||
+    { echo "no usable GPU: $(cat "$W/why")"; return 1; }
+  echo "a usable GPU"
+}
+
+# the test binaries directly (from the repository root); the out-of-memory
+# test runs here, outside compute-sanitizer. device_plan_test and the other
+# host-emulation tests need no GPU (CI runs them): not here
+c_gpu_tests() {
+  local t bad=0
+  for t in tests/gpu/gpu_test tests/cuda_runtime_test; do
+    echo "-- $t"
+    "$BB/$t" --gtest_brief=1 >"$W/$(basename "$t").log" 2>&1 || bad=1
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|tests? ran|SKIPPED' \
+      "$W/$(basename "$t").log" | head -20 || true
   done
-  section "a short training under compute-sanitizer memcheck (CUDA Graphs, cuBLASLt, cuDNN)"
+  return $bad
+}
+
+# memcheck of gpu_test, less the test whose cudaMalloc is meant to fail
+# (compute-sanitizer counts that failure as an error; it runs in gpu_tests)
+c_memcheck() {
+  [ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 3; }
+  "$SAN" --tool memcheck --error-exitcode 1 "$BB/tests/gpu/gpu_test" \
+    --gtest_filter=-Gpu.APlanLargerThanTheDeviceGetsTheOutOfMemoryMessage >"$W/san.log" 2>&1 ||
+    { tail -40 "$W/san.log"; echo "compute-sanitizer memcheck failed"; return 1; }
+  check_sanitizer "$W/san.log" && grep -E 'ERROR SUMMARY' "$W/san.log"
+}
+
+# racecheck (shared-memory hazards) of the tests whose kernels use shared
+# memory and __syncthreads: the one-block losses, the bias-gradient and
+# pooling reductions of the MLP and the CIFAR CNN, the bad-label flag's
+# atomicMin. All of gpu_test under racecheck took over 200 s.
+RACE_TESTS=Gpu.MlpTrainingStepsMatchTheCpuBackend:Gpu.CifarCnnThroughCudnnMatchesTheCpuBackend:Gpu.ABadLabelIsReportedByTheLossKernel
+c_racecheck() {
+  [ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 3; }
+  "$SAN" --tool racecheck --error-exitcode 1 "$BB/tests/gpu/gpu_test" \
+    --gtest_filter="$RACE_TESTS" >"$W/san.log" 2>&1 ||
+    { tail -40 "$W/san.log"; echo "compute-sanitizer racecheck failed"; return 1; }
+  check_sanitizer "$W/san.log" && grep -E 'ERROR SUMMARY' "$W/san.log"
+}
+
+c_memcheck_train() {
+  [ -n "$SAN" ] || { echo "compute-sanitizer not installed"; return 3; }
   "$SAN" --tool memcheck --error-exitcode 1 "$GT" models/mnist_cnn.pb --device cuda \
-    --data "$DATA" --max-steps 20 --epochs 1 --log-every 10 --no-output >"$TMP/san.train" 2>&1 ||
-    { tail -40 "$TMP/san.train" >&2; echo "compute-sanitizer memcheck of a training failed" >&2; exit 1; }
-  check_sanitizer "$TMP/san.train" && grep -E 'ERROR SUMMARY' "$TMP/san.train"
-else
-  section "compute-sanitizer: not installed, memcheck and racecheck skipped"
-fi
+    --data "$DATA" --max-steps 20 --epochs 1 --log-every 10 --no-output >"$W/san.log" 2>&1 ||
+    { tail -40 "$W/san.log"; echo "compute-sanitizer memcheck of a training failed"; return 1; }
+  check_sanitizer "$W/san.log" && grep -E 'ERROR SUMMARY' "$W/san.log"
+}
 
-section "loss curves, 100 steps, seed 1: cuda vs cpu"
-for dev in cuda cpu; do
-  "$GT" models/mnist_mlp.pb --device "$dev" --data "$DATA" --seed 1 --max-steps 100 \
-    --log-every 1 --no-output --epochs 1 >"$TMP/$dev.log"
-  extract_losses "$TMP/$dev.log" >"$TMP/$dev.loss"
-done
-check_curves "$TMP/cuda.loss" "$TMP/cpu.loss" 1e-3 100
+# Loss curves on cuda and cpu agree to 4 decimals for about 45 steps at lr
+# 0.1, then drift apart chaotically (other summation orders, amplified: 4.7%
+# at step 71 on the H100): the first CURVE_STEPS steps are compared at the
+# arithmetic's tolerance, the end of the run by its test accuracy.
+CURVE_STEPS=40
+c_curves_fp32() {
+  for dev in cuda cpu; do
+    "$GT" models/mnist_mlp.pb --device "$dev" --data "$DATA" --seed 1 --max-steps 100 \
+      --log-every 1 --no-output --epochs 1 >"$W/$dev.log"
+    extract_losses "$W/$dev.log" >"$W/$dev.loss"
+  done
+  check_curves_head "$W/cuda.loss" "$W/cpu.loss" 1e-3 "$CURVE_STEPS" 100
+  check_accuracy "$W/cuda.log" "$W/cpu.log"
+}
 
-# bfloat16: the GPU's 16-bit GEMMs (cuBLASLt epilogues), convolutions and
-# kernels against the CPU backend rounding the same values
-if "$GT" --help 2>&1 | grep -q -- '--precision'; then
+c_curves_bf16() {
+  "$GT" --help 2>&1 | grep -q -- '--precision' || { echo "gcc-train has no --precision"; return 3; }
+  local model dev bad=0
   for model in mnist_mlp mnist_cnn; do
-    section "bf16 loss curves, 30 steps, seed 1, $model: cuda vs the cpu's bf16 emulation"
+    echo "-- $model: bf16 on cuda vs the cpu's bf16 emulation, 30 steps"
     for dev in cuda cpu; do
       "$GT" models/$model.pb --device "$dev" --precision bf16 --data "$DATA" --seed 1 \
-        --max-steps 30 --log-every 1 --no-output --epochs 1 >"$TMP/$model.bf16.$dev.log"
-      extract_losses "$TMP/$model.bf16.$dev.log" >"$TMP/$model.bf16.$dev.loss"
+        --max-steps 30 --log-every 1 --no-output --epochs 1 >"$W/$model.$dev.log"
+      extract_losses "$W/$model.$dev.log" >"$W/$model.$dev.loss"
     done
-    grep -E 'not offered|GEMM epilogue' "$TMP/$model.bf16.cuda.log" || true
-    check_curves "$TMP/$model.bf16.cuda.loss" "$TMP/$model.bf16.cpu.loss" 2e-2 30
+    grep -E 'not offered|GEMM epilogue' "$W/$model.cuda.log" || true
+    check_curves "$W/$model.cuda.loss" "$W/$model.cpu.loss" 2e-2 30 || bad=1
   done
-else
-  section "bf16 loss curves: gcc-train has no --precision, skipped"
-fi
+  return $bad
+}
 
 # train -> evaluate -> train: a session holds several plans on one backend
 # (training at 256, the epoch's last batch of 96, evaluation at 1000), each
-# with its own CUDA Graphs and cuDNN workspace.
-for model in mnist_mlp mnist_cnn; do
-  section "train -> evaluate -> train with CUDA Graphs, $model: cuda vs cpu"
-  tol=1e-3
-  [ "$model" = mnist_cnn ] && tol=1e-2
-  for dev in cuda cpu; do
-    "$GT" models/$model.pb --device "$dev" --data "$DATA" --seed 2 --batch-size 256 \
-      --eval-batch-size 1000 --epochs 2 --max-steps 300 --log-every 1 --no-output \
-      >"$TMP/$model.$dev.log"
-    extract_losses "$TMP/$model.$dev.log" >"$TMP/$model.$dev.loss"
-    grep -E '^epoch 1: test accuracy' "$TMP/$model.$dev.log" | sed -E 's/.*\(([0-9]+)\/.*/\1/' \
-      >"$TMP/$model.$dev.correct"
-  done
-  check_curves "$TMP/$model.cuda.loss" "$TMP/$model.cpu.loss" "$tol" 300 1
-  c1=$(cat "$TMP/$model.cuda.correct") c2=$(cat "$TMP/$model.cpu.correct")
-  if [ -z "$c1" ] || [ -z "$c2" ] || [ $(( c1 > c2 ? c1 - c2 : c2 - c1 )) -gt 30 ]; then
-    echo "epoch-1 test accuracy: cuda ${c1:-?}/10000, cpu ${c2:-?}/10000: they disagree" >&2
-    exit 1
-  fi
-  echo "epoch-1 test accuracy: cuda $c1/10000, cpu $c2/10000"
-done
-
-section "one epoch, default logging (losses read back every 100 steps)"
-for dev in cuda cpu; do
-  "$GT" models/mnist_mlp.pb --device "$dev" --data "$DATA" --seed 1 --epochs 1 --no-output \
-    --quiet | tee "$TMP/$dev.epoch"
-done
-"$GT" models/mnist_mlp.pb --device cuda --data "$DATA" --epochs 1 --no-output --log-every 0 \
-  | grep -E 'launches and .* copies per training step' || true
-
-section "launches per step: --profile (CUDA events around every launch) against the plan"
-"$GT" models/mnist_mlp.pb --device cuda --data "$DATA" --seed 1 --batch-size 256 --epochs 1 \
-  --max-steps 30 --log-every 10 --no-output --profile "$TMP/trace.json" >"$TMP/prof.log"
-grep -E 'device time per training step|input H2D|copies inside the step|GEMM epilogue' \
-  "$TMP/prof.log" || true
-PLAN_LAUNCHES=$(sed -nE 's/.*: ([0-9]+) launches and [0-9]+ copies per training step.*/\1/p' \
-  "$TMP/prof.log" | tail -1)
-if command -v python3 >/dev/null; then
-  python3 bench/trace_launches.py "$TMP/trace.json" >"$TMP/counts"
-  check_launches "$PLAN_LAUNCHES" "$TMP/counts"
-else
-  echo "python3 missing: the trace's launches are not counted" >&2
-  exit 1
-fi
-
-section "one training step: CUDA Graph replay vs launch by launch"
-"$BB/bench/gpu_step" | tee "$TMP/gpu_step"
-check_graph_speed "$TMP/gpu_step"
-
-section "fp16 with dynamic loss scaling, 200 steps, growth every 25: cuda vs cpu"
-for dev in cuda cpu; do
-  "$GT" models/mnist_mlp.pb --device "$dev" --data "$DATA" --seed 1 --epochs 1 --max-steps 200 \
-    --log-every 1 --no-output --precision fp16 --loss-scale-growth-interval 25 \
-    >"$TMP/fp16.$dev.log"
-  extract_losses "$TMP/fp16.$dev.log" >"$TMP/fp16.$dev.loss"
-done
-check_curves "$TMP/fp16.cuda.loss" "$TMP/fp16.cpu.loss" 2e-2 200
-check_loss_scale "$TMP/fp16.cuda.log" "$TMP/fp16.cpu.log"
-
-NGPU=$("$GT" --list-devices 2>/dev/null | grep -c '^ *cuda:' || true)
-if [ "${NGPU:-0}" -ge 2 ] && command -v mpirun >/dev/null; then
-  section "several GPUs: $NGPU ranks with NCCL against one GPU, same global batch"
-  MPIRUN=(mpirun --allow-run-as-root -np "$NGPU" --bind-to none)
+# with its own CUDA Graphs and cuDNN workspace. The first CURVE_STEPS losses
+# tightly, epoch 2 must move, the epoch-1 test accuracies within 0.3 points.
+c_train_eval_train() {
+  local model dev tol bad=0 c1 c2
   for model in mnist_mlp mnist_cnn; do
-    common=(models/$model.pb --device cuda --data "$DATA" --seed 3 --batch-size 256 --epochs 1
-            --max-steps 200 --log-every 0)
-    "$GT" "${common[@]}" --output "$TMP/$model.1gpu.pb" | tee "$TMP/$model.1gpu.log" | tail -1
-    "${MPIRUN[@]}" "$GT" "${common[@]}" --output "$TMP/$model.ngpu.pb" | tee "$TMP/$model.ngpu.log" |
-      grep -E 'data-parallel|trained|all-reduce'
-    "$BB/tests/compare_params" "$TMP/$model.1gpu.pb" "$TMP/$model.ngpu.pb" 1e-4 | tail -1
+    echo "-- $model"
+    tol=1e-3
+    [ "$model" = mnist_cnn ] && tol=1e-2
+    for dev in cuda cpu; do
+      "$GT" models/$model.pb --device "$dev" --data "$DATA" --seed 2 --batch-size 256 \
+        --eval-batch-size 1000 --epochs 2 --max-steps 300 --log-every 1 --no-output \
+        >"$W/$model.$dev.log"
+      extract_losses "$W/$model.$dev.log" >"$W/$model.$dev.loss"
+    done
+    check_curves_head "$W/$model.cuda.loss" "$W/$model.cpu.loss" "$tol" "$CURVE_STEPS" 300 || bad=1
+    check_curves "$W/$model.cuda.loss" "$W/$model.cuda.loss" 0 300 1 || bad=1
+    c1=$(grep -E '^epoch 1: test accuracy' "$W/$model.cuda.log" | sed -E 's/.*\(([0-9]+)\/.*/\1/')
+    c2=$(grep -E '^epoch 1: test accuracy' "$W/$model.cpu.log" | sed -E 's/.*\(([0-9]+)\/.*/\1/')
+    if [ -z "$c1" ] || [ -z "$c2" ] || [ $((c1 > c2 ? c1 - c2 : c2 - c1)) -gt 30 ]; then
+      echo "epoch-1 test accuracy: cuda ${c1:-?}/10000, cpu ${c2:-?}/10000: they disagree"
+      bad=1
+    else
+      echo "epoch-1 test accuracy: cuda $c1/10000, cpu $c2/10000"
+    fi
   done
-else
-  section "several GPUs: skipped ($NGPU usable GPU(s)${NGPU:+, }$(command -v mpirun >/dev/null || echo 'no mpirun'))"
-fi
-if command -v python3 >/dev/null && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  section "samples/s, MNIST MLP training at batch 1024: gcc-train vs PyTorch on this GPU"
-  HAS_PRECISION=0
-  "$GT" --help 2>&1 | grep -q -- '--precision' && HAS_PRECISION=1
+  return $bad
+}
+
+c_epoch_rate() {
+  for dev in cuda cpu; do
+    "$GT" models/mnist_mlp.pb --device "$dev" --data "$DATA" --seed 1 --epochs 1 --no-output \
+      --quiet | tee "$W/$dev.epoch"
+  done
+  "$GT" models/mnist_mlp.pb --device cuda --data "$DATA" --epochs 1 --no-output --log-every 0 |
+    grep -E 'launches and .* copies per training step' || true
+}
+
+c_launches() {
+  "$GT" models/mnist_mlp.pb --device cuda --data "$DATA" --seed 1 --batch-size 256 --epochs 1 \
+    --max-steps 30 --log-every 10 --no-output --profile "$W/trace.json" >"$W/prof.log"
+  grep -E 'device time per training step|input H2D|copies inside the step|GEMM epilogue' \
+    "$W/prof.log" || true
+  local plan
+  plan=$(sed -nE 's/.*: ([0-9]+) launches and [0-9]+ copies per training step.*/\1/p' \
+    "$W/prof.log" | tail -1)
+  py bench/trace_launches.py "$W/trace.json" >"$W/counts"
+  check_launches "$plan" "$W/counts"
+}
+
+c_graph_speed() {
+  "$BB/bench/gpu_step" | tee "$W/gpu_step"
+  check_graph_speed "$W/gpu_step"
+}
+
+# fp16 with dynamic loss scaling (growth every 25 good steps so the scale
+# moves): the first CURVE_STEPS losses within 2e-2, then the same skipped
+# steps and final scale, and the end of the run by accuracy
+c_fp16() {
+  "$GT" --help 2>&1 | grep -q -- '--precision' || { echo "gcc-train has no --precision"; return 3; }
+  local bad=0
+  for dev in cuda cpu; do
+    "$GT" models/mnist_mlp.pb --device "$dev" --data "$DATA" --seed 1 --epochs 1 --max-steps 200 \
+      --log-every 1 --no-output --precision fp16 --loss-scale-growth-interval 25 \
+      >"$W/$dev.log"
+    extract_losses "$W/$dev.log" >"$W/$dev.loss"
+  done
+  check_curves_head "$W/cuda.loss" "$W/cpu.loss" 2e-2 "$CURVE_STEPS" 200 || bad=1
+  check_loss_scale "$W/cuda.log" "$W/cpu.log" || bad=1
+  check_accuracy "$W/cuda.log" "$W/cpu.log" || bad=1
+  return $bad
+}
+
+c_multi_gpu() {
+  local ngpu model
+  ngpu=$("$GT" --list-devices 2>/dev/null | grep -c '^ *cuda:' || true)
+  if [ "${ngpu:-0}" -lt 2 ] || ! command -v mpirun >/dev/null; then
+    echo "skipped: ${ngpu:-0} usable GPU(s)$(command -v mpirun >/dev/null || echo ', no mpirun')"
+    return 3
+  fi
+  local mpi=(mpirun --allow-run-as-root -np "$ngpu" --bind-to none)
+  for model in mnist_mlp mnist_cnn; do
+    local common=("models/$model.pb" --device cuda --data "$DATA" --seed 3 --batch-size 256
+                  --epochs 1 --max-steps 200 --log-every 0)
+    "$GT" "${common[@]}" --output "$W/$model.1gpu.pb" | tee "$W/$model.1gpu.log" | tail -1
+    "${mpi[@]}" "$GT" "${common[@]}" --output "$W/$model.ngpu.pb" | tee "$W/$model.ngpu.log" |
+      grep -E 'data-parallel|trained|all-reduce'
+    "$BB/tests/compare_params" "$W/$model.1gpu.pb" "$W/$model.ngpu.pb" 1e-4 | tail -1
+  done
+}
+
+c_torch_mlp() {
+  py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+    { echo "PyTorch with CUDA: not installed"; return 3; }
   printf '%-10s %14s %14s %8s\n' precision gcc-train PyTorch ratio
+  local prec ours theirs ratio
   for prec in fp32 tf32 bf16 fp16; do
     ours="n/a"
-    if [ "$prec" = fp32 ] || [ "$HAS_PRECISION" = 1 ]; then
-      extra=()
-      [ "$HAS_PRECISION" = 1 ] && extra=(--precision "$prec")
-      "$GT" models/mnist_mlp.pb --device cuda --data "$DATA" --batch-size 1024 --epochs 1 \
-        --max-steps 300 --log-every 0 --no-output --quiet "${extra[@]}" >"$TMP/ours.$prec" 2>&1 &&
-        ours=$(samples_per_s "$TMP/ours.$prec")
-    fi
-    theirs=$(python3 bench/torch_gpu_step.py --batch 1024 --steps 300 --precision "$prec" |
+    "$GT" models/mnist_mlp.pb --device cuda --data "$DATA" --batch-size 1024 --epochs 1 \
+      --max-steps 300 --log-every 0 --no-output --quiet --precision "$prec" >"$W/ours.$prec" 2>&1 &&
+      ours=$(samples_per_s "$W/ours.$prec")
+    theirs=$(py bench/torch_gpu_step.py --batch 1024 --steps 300 --precision "$prec" |
       sed -n 's/^samples_per_s=//p' || true)
     ratio=$(awk -v a="${ours:-0}" -v b="${theirs:-0}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
     printf '%-10s %14s %14s %8s\n' "$prec" "${ours:-n/a}" "${theirs:-n/a}" "$ratio"
   done
-  echo "(gcc-train: 300 steps of a training run with the data loader, summary rate; PyTorch:"
-  echo " 300 steps on a batch already on the GPU, bench/torch_gpu_step.py)"
-else
-  section "PyTorch with CUDA: not installed, no comparison table"
+  echo "(gcc-train: 300 steps with the data loader, summary rate; PyTorch: a batch on the GPU)"
+}
+
+# ResNet-50 against PyTorch (bench/resnet50_gpu.sh: its own table and logs)
+c_resnet50() {
+  py -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+    2>/dev/null || { echo "PyTorch with CUDA and torchvision: not installed"; return 3; }
+  OUT=$W bench/resnet50_gpu.sh
+}
+
+run_check devices c_devices
+if grep -q '^FAIL devices' "$SUMMARY"; then
+  cat "$SUMMARY"
+  echo "gpu_check: no usable GPU" >&2
+  exit 4
 fi
-echo
-echo "gpu_check: all checks passed"
+run_check gpu_tests c_gpu_tests
+run_check memcheck c_memcheck
+run_check racecheck c_racecheck
+run_check memcheck_train c_memcheck_train
+run_check curves_fp32 c_curves_fp32
+run_check curves_bf16 c_curves_bf16
+run_check train_eval_train c_train_eval_train
+run_check epoch_rate c_epoch_rate
+run_check launches c_launches
+run_check graph_speed c_graph_speed
+run_check fp16_loss_scaling c_fp16
+run_check multi_gpu c_multi_gpu
+run_check torch_mlp c_torch_mlp
+run_check resnet50 c_resnet50
+
+printf '\n== summary (logs in %s) ==\n' "$RES"
+cat "$SUMMARY"
+if [ "$FAILED" -gt 0 ]; then
+  echo "gpu_check: $FAILED check(s) failed"
+  exit 1
+fi
+echo "gpu_check: all checks passed (or skipped)"

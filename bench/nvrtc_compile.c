@@ -13,9 +13,15 @@
  * kernels in the style of codegen/emit.c (pointwise with float4 and
  * broadcasts, a bias-gradient reduction, two one-block losses, SGD and Adam
  * updates). No GPU needed.
+ *
+ * Then the same source split into NVRTC programs (codegen/program_split.h)
+ * compiled on 1, 2, 4, ... threads up to the online CPUs (--threads LIST:
+ * those counts): cold (no cache) and warm (every program a cache hit), wall
+ * time, one run each. --split-only skips the one-program rows.
  */
 #include <dirent.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +29,7 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
 #include "codegen/nvrtc.h"
+#include "codegen/program_split.h"
 #include "models/models.h"
 #include "runtime/compile.h"
 #include "graph/util.h"
@@ -194,10 +201,106 @@ static char *mlp_plan_source(void) {
   return src;
 }
 
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* one gcc_compile_programs run through the cache in `dir` (NULL: no cache);
+ * its wall time, or -1 after printing the error */
+static double split_run(const gcc_program_split *sp, const char *dir, int sm, int threads,
+                        int *used) {
+  gcc_kernel_cache_config cfg = {dir, dir != NULL};
+  gcc_nvrtc_output *outs = calloc((size_t)sp->n_programs, sizeof *outs);
+  gcc_diag d = {0};
+  if (!outs)
+    return -1;
+  double t0 = wall_s();
+  gcc_status st = gcc_compile_programs(sp, "bench.cu", sm, threads, gcc_kernel_cache_hook, &cfg,
+                                       outs, used, &d);
+  double t = wall_s() - t0;
+  for (int i = 0; i < sp->n_programs; i++)
+    gcc_nvrtc_output_free(&outs[i]);
+  free(outs);
+  if (st != GCC_OK) {
+    fprintf(stderr, "nvrtc_compile: %s\n", d.msg);
+    return -1;
+  }
+  return t;
+}
+
+/* the split rows: cold and warm on each thread count */
+static int split_table(const char *source, int sm, const char *threads_list) {
+  gcc_program_split sp;
+  gcc_diag d = {0};
+  if (gcc_program_split_source(source, &sp, &d) != GCC_OK) {
+    printf("\nsplit into programs: not possible (%s)\n", d.msg);
+    gcc_program_split_free(&sp);
+    return 0;
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int counts[32], n = 0;
+  if (threads_list) {
+    for (const char *p = threads_list; *p && n < 32;) {
+      int64_t v;
+      char num[16];
+      size_t l = strcspn(p, ",");
+      if (l == 0 || l >= sizeof num) {
+        fprintf(stderr, "nvrtc_compile: --threads: expected a list like 1,2,16\n");
+        gcc_program_split_free(&sp);
+        return 2;
+      }
+      memcpy(num, p, l);
+      num[l] = '\0';
+      if (!gcc_parse_i64(num, 1, 1024, &v)) {
+        fprintf(stderr, "nvrtc_compile: --threads: '%s' is not a count in 1..1024\n", num);
+        gcc_program_split_free(&sp);
+        return 2;
+      }
+      counts[n++] = (int)v;
+      p += l + (p[l] == ',');
+    }
+  } else {
+    for (int t = 1; t < cpus && n < 31; t *= 2)
+      counts[n++] = t;
+    counts[n++] = cpus > 0 ? (int)cpus : 1;
+  }
+  printf("\nsplit into %d programs (%d kernels, at most %d per program; the programs do not "
+         "depend on the thread count), %ld online CPUs, wall time of one run:\n\n",
+         sp.n_programs, sp.n_kernels, (sp.n_kernels + sp.n_programs - 1) / sp.n_programs, cpus);
+  printf("| threads | cold: compile, no cache (ms) | warm: every program a cache hit (ms) |\n"
+         "|---:|---:|---:|\n");
+  int rc = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/gcc-nvrtc-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+      perror("nvrtc_compile: mkdtemp");
+      rc = 1;
+      break;
+    }
+    int used = 0;
+    double cold = split_run(&sp, dir, sm, counts[i], &used); /* fills the cache */
+    double warm = cold >= 0 ? split_run(&sp, dir, sm, counts[i], &used) : -1;
+    remove_dir(dir);
+    if (cold < 0 || warm < 0) {
+      rc = 1;
+      break;
+    }
+    printf("| %d | %.1f | %.2f |\n", used, cold * 1e3, warm * 1e3);
+    fflush(stdout);
+  }
+  gcc_program_split_free(&sp);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   int64_t flag; /* an integer flag value (0, which every flag refuses, if none) */
   const char *file = NULL;
-  int sm = 90, runs = 9, sample = 0;
+  int sm = 90, runs = 9, sample = 0, split_only = 0;
+  const char *threads_list = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sm") && i + 1 < argc)
       sm = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
@@ -205,8 +308,15 @@ int main(int argc, char **argv) {
       runs = gcc_parse_i64(argv[++i], 0, INT32_MAX, &flag) ? (int)flag : 0;
     else if (!strcmp(argv[i], "--sample"))
       sample = 1;
+    else if (!strcmp(argv[i], "--split-only"))
+      split_only = 1;
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads_list = argv[++i];
     else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: %s [FILE.cu | --sample] [--sm 90] [--runs 9]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [FILE.cu | --sample] [--sm 90] [--runs 9] [--threads 1,2,16] "
+              "[--split-only]\n",
+              argv[0]);
       return 2;
     } else
       file = argv[i];
@@ -234,6 +344,11 @@ int main(int argc, char **argv) {
     source = loaded;
   }
   const char *name = file ? file : sample ? "bench_sample(8 kernels)" : "mnist_mlp train plan";
+  if (split_only) {
+    int rc = split_table(source, sm, threads_list);
+    free(loaded);
+    return rc;
+  }
   int major = 0, minor = 0;
   gcc_nvrtc_version(&major, &minor);
 
@@ -304,6 +419,7 @@ int main(int argc, char **argv) {
   printf("\ncold / warm: %.0fx\n", w > 0 ? c / w : 0.0);
   free(cold);
   free(warm);
+  int rc = split_table(source, sm, threads_list);
   free(loaded);
-  return 0;
+  return rc;
 }

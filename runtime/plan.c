@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "codegen/lowering.h"
+#include "codegen/program_split.h"
 #include "graph/half.h"
 #include "graph/ops.h"
 #include "passes/memplan.h"
@@ -94,6 +95,8 @@ struct gcc_plan {
   gcc_mode mode;
   gcc_kernel_set ks;
   void *module;
+  void **modules; /* the modules of ks's programs, when it was split (n_modules) */
+  int n_modules;
   void **kernels;
   op *ops;
   int n_ops;
@@ -882,7 +885,10 @@ static void kernel_where(const gcc_plan *p, const gcc_kernel_set *ks, int i, cha
                          size_t cap) {
   const gcc_graph *g = p->g;
   const gcc_kernel_info *k = &ks->kernels[i];
-  int gi = ks == &p->ks ? k->group : ks == &p->epi_ks && p->fb_group ? p->fb_group[i] : -1;
+  /* a kernel of ks or of one of its programs (compile_and_load_programs) */
+  int main_set = ks == &p->ks || (p->ks.n_kernels > 0 && ks->kernels >= p->ks.kernels &&
+                                  ks->kernels < p->ks.kernels + p->ks.n_kernels);
+  int gi = main_set ? k->group : ks == &p->epi_ks && p->fb_group ? p->fb_group[i] : -1;
   if (gi < 0 || gi >= g->n_groups) {
     snprintf(buf, cap, "kernel %s (%s)", k->name,
              ks == &p->gather_ks ? "the dataset row gather of --dataset-on-device"
@@ -990,6 +996,48 @@ static gcc_status load_image(gcc_plan *p, const gcc_kernel_set *ks, const gcc_nv
   return check_launches(p, ks, kernels, d);
 }
 
+/* The plan's kernels as several NVRTC programs compiled on several threads
+ * (codegen/program_split.h), each program's image loaded as a module of its
+ * own (p->modules); its kernels are a contiguous run of p->ks. One program
+ * (compile_and_load) when the split gives one, or refuses the source, or
+ * finds the kernels in another order than the kernel set's. */
+static gcc_status compile_and_load_programs(gcc_plan *p, const char *prog, gcc_diag *d) {
+  gcc_program_split sp;
+  gcc_diag ignore = {0};
+  int split = gcc_program_split_source(p->ks.source, &sp, &ignore) == GCC_OK && sp.n_programs > 1 &&
+              sp.n_kernels == p->ks.n_kernels;
+  for (int k = 0; split && k < sp.n_kernels; k++)
+    split = strcmp(sp.kernel_names[k], p->ks.kernels[k].name) == 0;
+  if (!split) {
+    gcc_program_split_free(&sp);
+    return compile_and_load(p, &p->ks, prog, &p->module, p->kernels, d);
+  }
+  if (!p->cfg.compile) {
+    gcc_program_split_free(&sp);
+    return compile_kernels(p, NULL, prog, NULL, d); /* the "no kernel compiler" error */
+  }
+  gcc_nvrtc_output *img = calloc((size_t)sp.n_programs, sizeof *img);
+  p->modules = calloc((size_t)sp.n_programs, sizeof *p->modules);
+  gcc_status s = GCC_OK;
+  if (!img || !p->modules)
+    s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (device plan)");
+  if (s == GCC_OK)
+    s = gcc_compile_programs(&sp, prog, p->cfg.sm, p->cfg.compile_threads, p->cfg.compile,
+                             p->cfg.compile_user, img, NULL, d);
+  for (int i = 0; s == GCC_OK && i < sp.n_programs; i++) {
+    const gcc_program *pr = &sp.programs[i];
+    gcc_kernel_set view = {sp.programs[i].source, p->ks.kernels + pr->first, pr->count, NULL, 0};
+    s = load_image(p, &view, &img[i], p->cfg.sm, &p->modules[i], p->kernels + pr->first, d);
+    if (p->modules[i])
+      p->n_modules = i + 1;
+  }
+  for (int i = 0; img && i < sp.n_programs; i++)
+    gcc_nvrtc_output_free(&img[i]);
+  free(img);
+  gcc_program_split_free(&sp);
+  return s; /* on failure the loaded modules go with the plan */
+}
+
 /* The kernel compiler (cfg.compile) for cfg.sm, then load_image. */
 static gcc_status compile_and_load(gcc_plan *p, const gcc_kernel_set *ks, const char *prog,
                                    void **module, void **kernels, gcc_diag *d) {
@@ -1015,7 +1063,7 @@ static gcc_status load_kernels(gcc_plan *p, const gcc_plan_config *cfg, gcc_diag
                       &p->module, p->kernels, d);
   char prog[200];
   snprintf(prog, sizeof prog, "%s.cu", p->g->name && *p->g->name ? p->g->name : "gcc_kernels");
-  return compile_and_load(p, &p->ks, prog, &p->module, p->kernels, d);
+  return compile_and_load_programs(p, prog, d);
 }
 
 /* Every library call of the plan (cuDNN) chooses its algorithms now, and
@@ -2264,7 +2312,7 @@ const char *gcc_plan_graph_note(const gcc_plan *p) {
 void gcc_plan_free(gcc_plan *p) {
   if (!p)
     return;
-  if (p->has_be && (p->dev || p->module || p->ring_host)) {
+  if (p->has_be && (p->dev || p->module || p->n_modules || p->ring_host)) {
     gcc_diag ignore = {0};
     p->be.sync(p->be.self, &ignore);
   }
@@ -2286,6 +2334,10 @@ void gcc_plan_free(gcc_plan *p) {
     p->be.release(p->be.self, p->dev);
   if (p->module)
     p->be.unload(p->be.self, p->module);
+  for (int i = 0; i < p->n_modules; i++)
+    if (p->modules[i])
+      p->be.unload(p->be.self, p->modules[i]);
+  free(p->modules);
   if (p->gather_module)
     p->be.unload(p->be.self, p->gather_module);
   for (int i = 0; i < p->n_ops; i++)

@@ -128,6 +128,13 @@ typedef struct gcc_plan_config {
   int image_arch;
   gcc_kernel_compile_fn compile;
   void *compile_user;
+  /* Threads that call `compile` at once (<= 0: the online CPUs): the
+   * kernels are split into several NVRTC programs (codegen/program_split.h:
+   * how many depends on the kernels only, so the programs and their cache
+   * keys do not depend on this), each loaded as a module of its own;
+   * `compile` must allow being called from several threads at once
+   * (gcc_kernel_cache_hook does). */
+  int compile_threads;
   /* Data-parallel training: the ranks' communicator (runtime/comm.h) that
    * the plan's AllReduce nodes sum over (the all-reduce pass adds them when
    * the gcc_options' world_size > 1); NULL: no all-reduce. */
