@@ -486,7 +486,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                  "(torch.nn.functional.local_response_norm)"},
     [GCC_OP_CONCAT] = {.name = "Concat",
                        .min_inputs = 1,
-                       .max_inputs = 64,
+                       .max_inputs = 1 << 20, /* no limit: DenseNet-121 concatenates 25 */
                        .n_outputs = 1,
                        .input_names = "inputs",
                        .attrs = kConcatAttrs,

@@ -1432,12 +1432,19 @@ static gcc_status drop_unused(imp *I, gcc_diag *d) {
     st = gcc_graph_add_input(h, map[g->inputs[i]]);
   for (int i = 0; i < g->n_nodes && st == GCC_OK; i++) {
     const gcc_node *n = &g->nodes[i];
-    int ins[64], outs[16], node;
+    /* any arity (a Concat of DenseNet-121 has 25 inputs) */
+    int *ins = malloc((size_t)(n->n_inputs + n->n_outputs + 1) * sizeof *ins), *outs, node;
+    if (!ins) {
+      st = oom(d, "nodes");
+      break;
+    }
+    outs = ins + n->n_inputs;
     for (int k = 0; k < n->n_inputs; k++)
       ins[k] = n->inputs[k] >= 0 ? map[n->inputs[k]] : -1;
     for (int k = 0; k < n->n_outputs; k++)
       outs[k] = map[n->outputs[k]];
     st = gcc_graph_add_node(h, n->name, n->op, ins, n->n_inputs, outs, n->n_outputs, &node, d);
+    free(ins);
     for (int k = 0; k < n->n_attrs && st == GCC_OK; k++) {
       const gcc_attr *a = &n->attrs[k];
       switch (a->type) {

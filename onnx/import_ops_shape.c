@@ -310,8 +310,6 @@ gcc_status cv_concat(nctx *c, gcc_diag *d) {
   int n = n_in(c);
   if (n < 1)
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "needs at least one input");
-  if (n > 64)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED, "%d inputs (at most 64)", n);
   int64_t axis;
   if (c->ver < 4) {
     GCC_TRY(a_int(c, "axis", 1, &axis, d));
@@ -366,19 +364,25 @@ gcc_status cv_concat(nctx *c, gcc_diag *d) {
     mark_folded(c);
     return GCC_OK;
   }
-  int ins[64];
-  for (int k = 0; k < n; k++) {
-    GCC_TRY(need_computable(c, k, d));
-    GCC_TRY(in_ir(c, k, &ins[k], d));
+  int *ins = malloc((size_t)n * sizeof *ins), node = -1;
+  if (!ins)
+    return oom(d);
+  gcc_status st = GCC_OK;
+  for (int k = 0; k < n && st == GCC_OK; k++) {
+    st = need_computable(c, k, d);
+    if (st == GCC_OK)
+      st = in_ir(c, k, &ins[k], d);
   }
-  if (n == 1) {
+  if (st == GCC_OK && n == 1) {
     set_alias(c, 0, in_idx(c, 0));
     mark_folded(c);
-    return GCC_OK;
+  } else if (st == GCC_OK) {
+    st = emit(c, GCC_OP_CONCAT, ins, n, 0, dt, &s, NULL, &node, d);
+    if (st == GCC_OK && gcc_node_set_int(c->I->g, node, "axis", axis))
+      st = oom(d);
   }
-  int node;
-  GCC_TRY(emit(c, GCC_OP_CONCAT, ins, n, 0, dt, &s, NULL, &node, d));
-  return gcc_node_set_int(c->I->g, node, "axis", axis) ? oom(d) : GCC_OK;
+  free(ins);
+  return st;
 }
 
 gcc_status cv_transpose(nctx *c, gcc_diag *d) {

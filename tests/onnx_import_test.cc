@@ -160,6 +160,48 @@ TEST(OnnxImport, MatMulAddWithSymbolicBatch) {
     EXPECT_FLOAT_EQ(y[i], want[i]) << i;
 }
 
+// DenseNet-121's Concat of 25 inputs (issue 30): imported, run, and written
+// and read back by the .pb loader (which refused more than 16 inputs).
+TEST(OnnxImport, ConcatOfTwentyFiveInputsImportsRunsAndRoundTrips) {
+  constexpr int kN = 25;
+  OnnxModel m(13);
+  m.Input("x", {kBatch, 2});
+  std::vector<std::string> ins;
+  for (int k = 0; k < kN; k++) {
+    std::string r = "r" + std::to_string(k);
+    m.Init("b" + std::to_string(k), {2}, {(float)k, -(float)k});
+    m.Node("Add", {"x", "b" + std::to_string(k)}, {r});
+    ins.push_back(r);
+  }
+  m.Node("Concat", ins, {"y"}, {m.Int("axis", 1)});
+  m.Output("y");
+  Imported r;
+  Import(m.Bytes(), &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(CountOp(r.g, GCC_OP_CONCAT), 1);
+  std::vector<float> in = {0.5f, -1.5f, 2.0f, 3.0f}; // two rows
+  auto check = [&](const gcc_graph *g) {
+    std::vector<float> y = RunCpu(g, {in}, 2);
+    ASSERT_EQ(y.size(), (size_t)(2 * 2 * kN));
+    for (int row = 0; row < 2; row++)
+      for (int k = 0; k < kN; k++) { // exact: one float32 addition each
+        EXPECT_EQ(y[row * 2 * kN + 2 * k], in[row * 2] + (float)k) << row << " " << k;
+        EXPECT_EQ(y[row * 2 * kN + 2 * k + 1], in[row * 2 + 1] - (float)k) << row << " " << k;
+      }
+  };
+  check(r.g);
+  uint8_t *bytes = nullptr;
+  size_t size = 0;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_serialize(r.g, &bytes, &size, &d), GCC_OK) << d.msg;
+  gcc_graph *back = nullptr;
+  gcc_status st = gcc_model_parse(bytes, size, "cat25.pb", &back, &d);
+  free(bytes);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  check(back);
+  gcc_graph_free(back);
+}
+
 TEST(OnnxImport, TypedFieldsEqualRawData) {
   for (bool raw : {true, false}) {
     OnnxModel m(13);
