@@ -666,15 +666,20 @@ static gcc_status batchnorm_train(nctx *c, float eps, gcc_diag *d) {
       return node_err(c, d, GCC_ERR_UNSUPPORTED,
                       "input %d ('%s', the running %s) must be an initializer to train", k,
                       pv->name, k == 3 ? "mean" : "variance");
-    GCC_TRY(in_ir(c, k, &ins[k], d));
+    /* a running statistic is updated in place: stored once with another
+     * input (equal initializers deduplicated by the exporter: a fresh
+     * BatchNorm's bias and running_mean are both zeros), it gets its own copy */
+    if (k >= 3 && pv->n_uses > 1)
+      GCC_TRY(ir_private_copy(c, in_idx(c, k), &ins[k], d));
+    else
+      GCC_TRY(in_ir(c, k, &ins[k], d));
   }
   gcc_graph *g = c->I->g;
   for (int k = 3; k < 5; k++) {
     gcc_value *v = &g->values[ins[k]];
-    if ((v->kind != GCC_VALUE_PARAM && v->kind != GCC_VALUE_CONST) ||
-        imp_val(c->I, in_idx(c, k))->n_uses > 1)
-      return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                      "the running statistic '%s' is also read by another node", v->name);
+    if (v->kind != GCC_VALUE_PARAM && v->kind != GCC_VALUE_CONST)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "the running statistic '%s' is not an initializer",
+                      v->name);
     v->kind = GCC_VALUE_PARAM;
     v->state = 1;
   }
