@@ -1120,6 +1120,17 @@ TEST(OnnxCli, DumpPlacementAndExport) {
   r = Exec("gcc-train", {onnx});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("no training spec"), std::string::npos) << r.err;
+  // --epochs 0 (nothing to train) needs no training spec either (issue 30):
+  // the same export, the same bundle, and no .trained.pb
+  std::string bundle0 = Tmp("export_epochs0.gccx");
+  r = Exec("gcc-train", {onnx, "--epochs", "0", "--export", bundle0, "--export-archs", "sm_90",
+                         "--export-batch-sizes", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("exported"), std::string::npos) << r.out;
+  EXPECT_EQ(access(Tmp("export.trained.pb").c_str(), F_OK), -1) << "nothing was trained";
+  r = Exec("gcc-train", {onnx, "--epochs", "0"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("no training spec"), std::string::npos) << r.err;
   // the bundle and the .onnx give the same logits
   std::vector<float> x = Iota(3 * 2 * 4 * 4);
   gcc_shape s = {4, {3, 2, 4, 4}};
