@@ -182,7 +182,8 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                               .shape = shape_reduce_sum_to,
                               .flops = numel_in0,
                               .semantics = "scale * sum over the dims that broadcasting expanded "
-                                           "(PyTorch sum_to_size)"},
+                                           "(PyTorch sum_to_size); a 0 in `shape` keeps the "
+                                           "input's dim (ONNX ReduceSum/ReduceMean import)"},
     [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.name = "SoftmaxCrossEntropy",
                                       .min_inputs = 2,
                                       .max_inputs = 3,

@@ -277,8 +277,11 @@ gcc_status shape_reduce_sum_to(gcc_graph *g, int node, gcc_diag *d) {
   gcc_shape y = {sa->n_ints, {0}};
   if (sa->n_ints > GCC_MAX_DIMS)
     return shape_err(g, node, d, "target shape has too many dims for input", &x->shape, NULL);
-  for (int i = 0; i < sa->n_ints; i++)
+  for (int i = 0; i < sa->n_ints; i++) {
     y.dims[i] = sa->ints[i];
+    if (y.dims[i] == 0 && sa->n_ints == x->shape.ndim) /* 0 keeps the input's dim (its batch) */
+      y.dims[i] = x->shape.dims[i];
+  }
   gcc_shape r;
   if (!gcc_broadcast_shapes(&x->shape, &y, &r) || !gcc_shape_equal(&r, &x->shape))
     return shape_err(g, node, d, "target shape does not broadcast back to the input:", &y,

@@ -6,6 +6,7 @@
  *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
+ *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
  *                                  Squeeze, Unsqueeze, Concat, Transpose, Pad)
  */
@@ -146,5 +147,11 @@ gcc_status cv_unsqueeze(nctx *c, gcc_diag *d);
 gcc_status cv_concat(nctx *c, gcc_diag *d);
 gcc_status cv_transpose(nctx *c, gcc_diag *d);
 gcc_status cv_pad(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
+gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_mean(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_max(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_l2(nctx *c, gcc_diag *d);
 
 #endif /* GCC_ONNX_IMPORT_OPS_INTERNAL_H */

@@ -202,6 +202,144 @@ TEST(OnnxImport, ConcatOfTwentyFiveInputsImportsRunsAndRoundTrips) {
   gcc_graph_free(back);
 }
 
+// ONNX ReduceSum / ReduceMean / ReduceMax / ReduceL2 (issue 30) against a
+// float64 reference on the CPU: axes as attribute (opset 13, 11) and as input
+// (opset 18, ReduceSum 13), negative axes, keepdims 0 and 1, no axes (every
+// dim) and noop_with_empty_axes (the identity). The spatial mean / max of
+// NCHW is a global pool. Tolerance: float32 sums of at most 60 terms of
+// |x| <= 1.2, 1e-5 relative to the largest term sum (60 ulps of float32
+// accumulation), absolute 1e-5.
+struct ReduceCase {
+  const char *op;
+  int opset;
+  std::vector<int64_t> dims; // dims[0] is the batch (2)
+  std::vector<int64_t> axes; // empty with has_axes: an empty axes input
+  bool has_axes, keepdims, noop;
+  int want_pool; // the IR op a spatial reduction becomes, or -1
+};
+
+std::vector<double> ReduceRef(const ReduceCase &rc, const std::vector<float> &x) {
+  int rank = (int)rc.dims.size();
+  std::vector<int> red(rank, rc.has_axes && rc.axes.empty() ? 0 : !rc.has_axes);
+  if (rc.has_axes && rc.axes.empty() && !rc.noop)
+    red.assign(rank, 1);
+  for (int64_t a : rc.axes)
+    red[a < 0 ? a + rank : a] = 1;
+  std::vector<int64_t> od(rank);
+  for (int i = 0; i < rank; i++)
+    od[i] = red[i] ? 1 : rc.dims[i];
+  int64_t on = 1;
+  for (int64_t v : od)
+    on *= v;
+  bool mx = std::string(rc.op) == "ReduceMax";
+  std::vector<double> acc(on, mx ? -INFINITY : 0.0), cnt(on, 0.0);
+  std::vector<int64_t> idx(rank, 0);
+  for (size_t i = 0; i < x.size(); i++) {
+    int64_t o = 0;
+    for (int k = 0; k < rank; k++)
+      o = o * od[k] + (red[k] ? 0 : idx[k]);
+    double v = x[i];
+    if (mx)
+      acc[o] = std::max(acc[o], v);
+    else
+      acc[o] += std::string(rc.op) == "ReduceL2" ? v * v : v;
+    cnt[o] += 1;
+    for (int k = rank - 1; k >= 0 && ++idx[k] == rc.dims[k]; k--)
+      idx[k] = 0;
+  }
+  for (int64_t o = 0; o < on; o++) {
+    if (std::string(rc.op) == "ReduceMean")
+      acc[o] /= cnt[o];
+    if (std::string(rc.op) == "ReduceL2")
+      acc[o] = std::sqrt(acc[o]);
+  }
+  return acc;
+}
+
+TEST(OnnxImport, ReductionsMatchFloat64InEveryOpsetForm) {
+  const std::vector<ReduceCase> cases = {
+      {"ReduceMean", 18, {2, 3, 4, 5}, {-1, -2}, true, true, false, GCC_OP_AVERAGE_POOL},
+      {"ReduceMean", 13, {2, 3, 4, 5}, {2, 3}, true, false, false, GCC_OP_AVERAGE_POOL},
+      {"ReduceMax", 13, {2, 3, 4, 5}, {3, 2}, true, true, false, GCC_OP_MAX_POOL},
+      {"ReduceMax", 18, {2, 3, 4, 5}, {-2, -1}, true, false, false, GCC_OP_MAX_POOL},
+      {"ReduceMean", 13, {2, 3, 4}, {1}, true, false, false, -1},
+      {"ReduceMean", 18, {2, 3, 4}, {-1}, true, true, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {0, 2}, true, true, false, -1},
+      {"ReduceSum", 11, {2, 3, 4}, {1}, true, false, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {}, false, true, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {}, true, true, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {}, true, true, true, -1},
+      {"ReduceL2", 13, {2, 3, 4}, {2}, true, true, false, -1},
+      {"ReduceL2", 18, {2, 3, 4}, {-2, 0}, true, false, false, -1},
+  };
+  for (const ReduceCase &rc : cases) {
+    std::string label = std::string(rc.op) + "-" + std::to_string(rc.opset) + " axes [";
+    for (int64_t a : rc.axes)
+      label += std::to_string(a) + " ";
+    label += "] keepdims " + std::to_string(rc.keepdims) + (rc.noop ? " noop" : "") +
+             (rc.has_axes ? "" : " (none given)");
+    SCOPED_TRACE(label);
+    OnnxModel m(rc.opset);
+    std::vector<int64_t> in_dims = rc.dims;
+    in_dims[0] = kBatch;
+    m.Input("x", in_dims);
+    std::vector<std::string> ins = {"x"};
+    std::vector<OnnxModel::Attr> attrs = {m.Int("keepdims", rc.keepdims)};
+    bool axes_input = std::string(rc.op) == "ReduceSum" ? rc.opset >= 13 : rc.opset >= 18;
+    if (rc.has_axes && axes_input) {
+      m.InitI64("axes", {(int64_t)rc.axes.size()}, rc.axes);
+      ins.push_back("axes");
+    } else if (rc.has_axes) {
+      attrs.push_back(m.Ints("axes", rc.axes));
+    }
+    if (rc.noop)
+      attrs.push_back(m.Int("noop_with_empty_axes", 1));
+    m.Node(rc.op, ins, {"y"}, attrs);
+    m.Output("y");
+    Imported r;
+    Import(m.Bytes(), &r);
+    ASSERT_EQ(r.status, GCC_OK) << r.msg;
+    if (rc.want_pool >= 0) {
+      EXPECT_EQ(CountOp(r.g, rc.want_pool), 1);
+    }
+    int64_t n = 1;
+    for (int64_t v : rc.dims)
+      n *= v;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; i++)
+      x[i] = 1.2f * std::sin(0.7f * (float)i + 0.3f);
+    std::vector<double> want = ReduceRef(rc, x);
+    if (rc.noop)
+      want.assign(x.begin(), x.end());
+    gcc_shape ys{};
+    std::vector<float> y = RunCpu(r.g, {x}, rc.dims[0], &ys);
+    ASSERT_EQ(y.size(), want.size());
+    int want_rank = (int)rc.dims.size();
+    if (!rc.keepdims)
+      want_rank -= rc.has_axes ? (int)rc.axes.size() : want_rank;
+    EXPECT_EQ(ys.ndim, want_rank);
+    for (size_t i = 0; i < y.size(); i++)
+      EXPECT_NEAR(y[i], want[i], 1e-5 * std::max(1.0, std::fabs(want[i]))) << i;
+  }
+}
+
+// ReduceMax over other than the spatial dims of NCHW, and a mean over the
+// symbolic batch, are refused naming the node.
+TEST(OnnxImport, ReductionsThatAreNotSupportedAreNamed) {
+  for (int which = 0; which < 2; which++) {
+    OnnxModel m(13);
+    m.Input("x", {kBatch, 3, 4});
+    m.Node(which ? "ReduceMean" : "ReduceMax", {"x"}, {"y"}, {m.Ints("axes", {which ? 0 : 1})},
+           "red");
+    m.Output("y");
+    Imported r;
+    Import(m.Bytes(), &r);
+    EXPECT_EQ(r.status, GCC_ERR_UNSUPPORTED) << r.msg;
+    EXPECT_NE(r.msg.find("'red'"), std::string::npos) << r.msg;
+    EXPECT_NE(r.msg.find(which ? "symbolic batch" : "spatial dims"), std::string::npos) << r.msg;
+  }
+}
+
 TEST(OnnxImport, TypedFieldsEqualRawData) {
   for (bool raw : {true, false}) {
     OnnxModel m(13);
