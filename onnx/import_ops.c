@@ -44,6 +44,8 @@ static const onnx_op_map kOnnxOps[] = {
     {"Gemm", {1, 6, 7, 9, 11, 13}, cv_gemm, "Gemm"},
     {"GlobalAveragePool", {1}, cv_global_avgpool, "AveragePool"},
     {"GlobalMaxPool", {1}, cv_global_maxpool, "MaxPool"},
+    {"HardSigmoid", {1, 6}, cv_hard_sigmoid, "Clip(Add(Mul(X, alpha), beta), 0, 1)"},
+    {"HardSwish", {14}, cv_hard_swish, "Mul(X, Clip(X / 6 + 1 / 2, 0, 1))"},
     {"Identity", {1, 13, 14, 16, 19, 21}, cv_identity, "folded"},
     {"LRN", {1, 13}, cv_lrn, "LRN"},
     {"LeakyRelu", {1, 6, 16}, cv_leaky_relu, "LeakyRelu"},

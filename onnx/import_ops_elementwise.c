@@ -410,3 +410,56 @@ gcc_status cv_sum(nctx *c, gcc_diag *d) {
   }
   return GCC_OK;
 }
+
+/* A float32 scalar constant of the IR, named "<node>/<what>" (made unique). */
+static gcc_status scalar_const(nctx *c, const char *what, float value, int *v, gcc_diag *d) {
+  gcc_graph *g = c->I->g;
+  char base[600], name[620];
+  snprintf(base, sizeof base, "%s/%s", c->ir_name, what);
+  snprintf(name, sizeof name, "%s", base);
+  for (int k = 1; gcc_graph_find(g, name) >= 0; k++)
+    snprintf(name, sizeof name, "%s_%d", base, k);
+  gcc_shape scalar = {0, {0}};
+  return gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_CONST, &value,
+                             sizeof value, v, d);
+}
+
+/* max(0, min(1, alpha x + beta)) as Clip(Add(Mul(x, alpha), beta), 0, 1)
+ * into output 0 (`x_times`: then multiplied by x, HardSwish). */
+static gcc_status hard_sigmoid_of(nctx *c, float alpha, float beta, int x_times, gcc_diag *d) {
+  GCC_TRY(need_inputs(c, 1, 1, d));
+  GCC_TRY(need_float(c, 0, d));
+  const tshape *s = in_sh(c, 0);
+  int x, av, bv, t1, t2, t3, node;
+  GCC_TRY(in_ir(c, 0, &x, d));
+  GCC_TRY(scalar_const(c, "alpha", alpha, &av, d));
+  GCC_TRY(scalar_const(c, "beta", beta, &bv, d));
+  int m[2] = {x, av};
+  GCC_TRY(emit(c, GCC_OP_MUL, m, 2, -1, F32, s, &t1, &node, d));
+  int a[2] = {t1, bv};
+  GCC_TRY(emit(c, GCC_OP_ADD, a, 2, -1, F32, s, &t2, &node, d));
+  GCC_TRY(emit(c, GCC_OP_CLIP, &t2, 1, x_times ? -1 : 0, F32, s, &t3, &node, d));
+  if (gcc_node_set_float(c->I->g, node, "min", 0.0f) ||
+      gcc_node_set_float(c->I->g, node, "max", 1.0f))
+    return oom(d);
+  if (!x_times)
+    return GCC_OK;
+  int p[2] = {x, t3};
+  return emit(c, GCC_OP_MUL, p, 2, 0, F32, s, NULL, &node, d);
+}
+
+/* HardSigmoid (alpha default 0.2, beta 0.5; nn.Hardsigmoid exports 1/6, 0.5). */
+gcc_status cv_hard_sigmoid(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "alpha", "beta", c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  float alpha, beta;
+  GCC_TRY(a_float(c, "alpha", 0.2f, &alpha, d));
+  GCC_TRY(a_float(c, "beta", 0.5f, &beta, d));
+  return hard_sigmoid_of(c, alpha, beta, 0, d);
+}
+
+/* HardSwish: x max(0, min(1, x / 6 + 1 / 2)) (nn.Hardswish). */
+gcc_status cv_hard_swish(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  return hard_sigmoid_of(c, 1.0f / 6.0f, 0.5f, 1, d);
+}

@@ -148,6 +148,10 @@ gcc_status cv_concat(nctx *c, gcc_diag *d);
 gcc_status cv_transpose(nctx *c, gcc_diag *d);
 gcc_status cv_pad(nctx *c, gcc_diag *d);
 
+/* onnx/import_ops_elementwise.c: HardSigmoid, HardSwish */
+gcc_status cv_hard_sigmoid(nctx *c, gcc_diag *d);
+gcc_status cv_hard_swish(nctx *c, gcc_diag *d);
+
 /* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
 gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_mean(nctx *c, gcc_diag *d);

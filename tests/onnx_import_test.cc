@@ -323,6 +323,46 @@ TEST(OnnxImport, ReductionsMatchFloat64InEveryOpsetForm) {
   }
 }
 
+// HardSigmoid (default and nn.Hardsigmoid's alpha 1/6) and HardSwish
+// (MobileNetV3) against float64: max(0, min(1, alpha x + beta)) and
+// x max(0, min(1, x / 6 + 1 / 2)); x spans both saturations. Three float32
+// roundings (mul, add, and HardSwish's product): 4 ulps relative, 1e-7
+// absolute near 0.
+TEST(OnnxImport, HardSigmoidAndHardSwishMatchFloat64) {
+  struct Case {
+    const char *op;
+    int opset;
+    bool attrs;
+    double alpha, beta;
+  };
+  for (const Case &k :
+       {Case{"HardSigmoid", 6, false, 0.2, 0.5}, Case{"HardSigmoid", 21, true, 1.0 / 6.0, 0.5},
+        Case{"HardSwish", 14, false, 1.0 / 6.0, 0.5}}) {
+    SCOPED_TRACE(std::string(k.op) + "-" + std::to_string(k.opset));
+    OnnxModel m(k.opset);
+    m.Input("x", {kBatch, 3, 8});
+    std::vector<OnnxModel::Attr> attrs;
+    if (k.attrs)
+      attrs = {m.Float("alpha", (float)k.alpha), m.Float("beta", (float)k.beta)};
+    m.Node(k.op, {"x"}, {"y"}, attrs);
+    m.Output("y");
+    Imported r;
+    Import(m.Bytes(), &r);
+    ASSERT_EQ(r.status, GCC_OK) << r.msg;
+    std::vector<float> x(2 * 3 * 8);
+    for (size_t i = 0; i < x.size(); i++)
+      x[i] = -5.0f + 10.0f * (float)i / (float)(x.size() - 1); // [-5, 5]
+    std::vector<float> y = RunCpu(r.g, {x}, 2);
+    ASSERT_EQ(y.size(), x.size());
+    bool swish = std::string(k.op) == "HardSwish";
+    for (size_t i = 0; i < x.size(); i++) {
+      double a = (double)(float)k.alpha, hs = std::max(0.0, std::min(1.0, a * x[i] + k.beta));
+      double want = swish ? x[i] * hs : hs;
+      EXPECT_NEAR(y[i], want, 4 * 1.2e-7 * std::fabs(want) + 1e-7) << "x = " << x[i];
+    }
+  }
+}
+
 // ReduceMax over other than the spatial dims of NCHW, and a mean over the
 // symbolic batch, are refused naming the node.
 TEST(OnnxImport, ReductionsThatAreNotSupportedAreNamed) {
