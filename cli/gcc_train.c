@@ -286,6 +286,10 @@ static int parse_seed(const char *s, uint64_t *out) {
 static int apply_recipe(const gcc_recipe *recipe, gcc_graph **model) {
   if (!gcc_recipe_given(recipe))
     return -1;
+  /* --epochs 0 without --loss on an inference model (an ONNX export): nothing
+   * to train, so no training spec is needed; it is exported as it is */
+  if (!(*model)->training.present && !recipe->loss && recipe->epochs == 0)
+    return -1;
   gcc_diag d = {0};
   gcc_graph *g;
   if (gcc_recipe_apply(*model, recipe, &g, &d) != GCC_OK) {
@@ -1737,7 +1741,11 @@ static int write_outputs(const train_args *a, train_run *r, const predictions *p
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     rc = EXIT_RUN;
   }
-  if (rc == 0 && !a->no_output) {
+  /* nothing trained (0 epochs): no MODEL.trained.pb unless --output asks */
+  int save = !a->no_output && (a->output || r->model->training.epochs != 0);
+  if (rc == 0 && !a->no_output && !save && !a->quiet)
+    printf("nothing trained (0 epochs): no trained model written (--output FILE writes one)\n");
+  if (rc == 0 && save) {
     if (gcc_model_save(trained, r->output, &d) != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
       rc = EXIT_RUN;

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,25 +386,32 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
                           src, nn, pn->op_type ? pn->op_type : "", known);
     }
     GCC_TRY(check_device(src, nn, pn->device, d));
-    if (pn->n_outputs > 16 || pn->n_inputs > 16)
+    if (pn->n_outputs > INT_MAX / 2 || pn->n_inputs > INT_MAX / 2)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s' has too many inputs/outputs",
                           src, nn);
-    int outs[16];
-    for (size_t k = 0; k < pn->n_outputs; k++) {
+    /* any arity (the op's schema bounds it: a Concat takes any number) */
+    int *outs = malloc((pn->n_outputs ? pn->n_outputs : 1) * sizeof *outs), node;
+    if (!outs)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+    gcc_status st = GCC_OK;
+    for (size_t k = 0; k < pn->n_outputs && st == GCC_OK; k++) {
       const char *on = pn->outputs[k];
       if (!on || !*on)
-        return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': output %zu has no name", src,
-                            nn, k);
-      if (gcc_graph_find(g, on) >= 0)
-        return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                            "%s: node '%s': output '%s' is already defined (values are SSA: one "
-                            "producer each)",
-                            src, nn, on);
-      GCC_TRY(gcc_graph_add_value(g, on, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
-                                  &outs[k], d));
+        st = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': output %zu has no name", src,
+                          nn, k);
+      else if (gcc_graph_find(g, on) >= 0)
+        st = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: node '%s': output '%s' is already defined (values are SSA: one "
+                          "producer each)",
+                          src, nn, on);
+      else
+        st = gcc_graph_add_value(g, on, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
+                                 &outs[k], d);
     }
-    int node;
-    GCC_TRY(gcc_graph_add_node(g, nn, op, NULL, 0, outs, (int)pn->n_outputs, &node, d));
+    if (st == GCC_OK)
+      st = gcc_graph_add_node(g, nn, op, NULL, 0, outs, (int)pn->n_outputs, &node, d);
+    free(outs);
+    GCC_TRY(st);
     if (pn->device && *pn->device && !(g->nodes[node].pin = gcc_strdup(pn->device)))
       return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t k = 0; k < pn->n_attributes; k++)
@@ -431,7 +439,12 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
   for (size_t i = 0; i < pg->n_nodes; i++) {
     const Gcc__Node *pn = pg->nodes[i];
     gcc_node *n = &g->nodes[i];
-    int ins[16];
+    free(n->inputs);
+    n->inputs = malloc((pn->n_inputs ? pn->n_inputs : 1) * sizeof(int));
+    if (!n->inputs)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
+    n->n_inputs = 0; /* filled below; any arity */
+    int *ins = n->inputs;
     for (size_t k = 0; k < pn->n_inputs; k++) {
       const char *in = pn->inputs[k];
       if (!in || !*in) {
@@ -445,11 +458,6 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
                             "initializer or node output has that name)",
                             src, n->name, gcc_op_name(n->op), in);
     }
-    free(n->inputs);
-    n->inputs = malloc((pn->n_inputs ? pn->n_inputs : 1) * sizeof(int));
-    if (!n->inputs)
-      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory");
-    memcpy(n->inputs, ins, pn->n_inputs * sizeof(int));
     n->n_inputs = (int)pn->n_inputs;
   }
   for (size_t i = 0; i < pg->n_outputs; i++) {

@@ -168,6 +168,9 @@ typedef enum gcc_op_id {
 enum { GEMM_ALPHA, GEMM_BETA, GEMM_TRANS_A, GEMM_TRANS_B };
 enum { RESHAPE_SHAPE };
 enum { FLATTEN_AXIS };
+/* ReduceSumTo: `shape` the target (broadcastable back to the input; a 0,
+ * with as many dims as the input, keeps the input's dim: the symbolic
+ * batch of an imported ReduceSum / ReduceMean), `scale` the factor. */
 enum { REDUCE_SUM_TO_SHAPE, REDUCE_SUM_TO_SCALE };
 enum { SCE_REDUCTION, SCE_IGNORE_INDEX };
 enum { MSE_REDUCTION };

@@ -211,6 +211,8 @@ static gcc_status get_val(imp *I, const char *name, int *out, gcc_diag *d) {
   v->alias = -1;
   v->ir = -1;
   v->conv_node = -1;
+  v->ir_node = -1;
+  v->copy_ir = v->copy_node = -1;
   size_t mask = (size_t)I->map_cap - 1;
   size_t h = hash_str(name) & mask;
   while (I->map[h] >= 0)
@@ -317,14 +319,10 @@ static int to_gcc_shape(const tshape *s, int64_t batch, gcc_shape *out) {
   return 1;
 }
 
-gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d) {
+/* Adds constant v as a new IR initializer into *ir (its own name the first
+ * time, "<name>_<k>" for a copy). */
+static gcc_status materialise(nctx *c, ival *v, int *ir, gcc_diag *d) {
   imp *I = c->I;
-  idx = imp_root(I, idx);
-  ival *v = &I->v[idx];
-  if (v->ir >= 0) {
-    *ir = v->ir;
-    return GCC_OK;
-  }
   if (!v->is_const)
     return node_err(c, d, GCC_ERR_INTERNAL, "value '%s' has no IR value", v->name);
   gcc_dtype dt = onnx_to_gcc_dtype(v->onnx_dt);
@@ -348,9 +346,35 @@ gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d) {
   else
     fresh_name(I, v->name, name, sizeof name);
   int kind = (v->trainable && dt == GCC_DT_FLOAT32) ? GCC_VALUE_PARAM : GCC_VALUE_CONST;
-  GCC_TRY(gcc_graph_add_value(I->g, name, dt, &s, kind, v->data, v->bytes, &v->ir, d));
+  return gcc_graph_add_value(I->g, name, dt, &s, kind, v->data, v->bytes, ir, d);
+}
+
+gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d) {
+  imp *I = c->I;
+  idx = imp_root(I, idx);
+  ival *v = &I->v[idx];
+  /* training: a shared weight is one parameter per reading node */
+  if (v->ir >= 0 && I->train && v->is_init && v->trainable &&
+      I->g->values[v->ir].kind == GCC_VALUE_PARAM && v->ir_node >= 0 && v->ir_node != c->index) {
+    if (v->copy_node != c->index) {
+      GCC_TRY(materialise(c, v, &v->copy_ir, d));
+      v->copy_node = c->index;
+    }
+    *ir = v->copy_ir;
+    return GCC_OK;
+  }
+  if (v->ir >= 0) {
+    *ir = v->ir;
+    return GCC_OK;
+  }
+  GCC_TRY(materialise(c, v, &v->ir, d));
+  v->ir_node = c->index;
   *ir = v->ir;
   return GCC_OK;
+}
+
+gcc_status ir_private_copy(nctx *c, int idx, int *ir, gcc_diag *d) {
+  return materialise(c, &c->I->v[imp_root(c->I, idx)], ir, d);
 }
 
 gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_dt, const tshape *s,
@@ -1453,12 +1477,19 @@ static gcc_status drop_unused(imp *I, gcc_diag *d) {
     st = gcc_graph_add_input(h, map[g->inputs[i]]);
   for (int i = 0; i < g->n_nodes && st == GCC_OK; i++) {
     const gcc_node *n = &g->nodes[i];
-    int ins[64], outs[16], node;
+    /* any arity (a Concat of DenseNet-121 has 25 inputs) */
+    int *ins = malloc((size_t)(n->n_inputs + n->n_outputs + 1) * sizeof *ins), *outs, node;
+    if (!ins) {
+      st = oom(d, "nodes");
+      break;
+    }
+    outs = ins + n->n_inputs;
     for (int k = 0; k < n->n_inputs; k++)
       ins[k] = n->inputs[k] >= 0 ? map[n->inputs[k]] : -1;
     for (int k = 0; k < n->n_outputs; k++)
       outs[k] = map[n->outputs[k]];
     st = gcc_graph_add_node(h, n->name, n->op, ins, n->n_inputs, outs, n->n_outputs, &node, d);
+    free(ins);
     for (int k = 0; k < n->n_attrs && st == GCC_OK; k++) {
       const gcc_attr *a = &n->attrs[k];
       switch (a->type) {

@@ -52,6 +52,11 @@ typedef struct ival {
   /* the IR Conv node that produced it (for folding a BatchNormalization
    * into it), or -1 */
   int conv_node;
+  /* the ONNX node whose input first materialised `ir` (an initializer), or
+   * -1: importing for training, another node reading the same initializer
+   * gets its own copy (see ir_of) */
+  int ir_node;
+  int copy_ir, copy_node; /* the last such copy and its node (-1: none) */
 } ival;
 
 typedef struct imp {
@@ -118,10 +123,20 @@ int out_used(nctx *c, int k);
 int n_out(nctx *c);
 
 /* The IR value of a root value, materialising a constant as an IR
- * initializer (PARAM when trainable, else CONST) the first time. Errors:
- * a dtype the IR does not compute or a zero-size constant (UNSUPPORTED,
- * naming the consumer node). */
+ * initializer (PARAM when trainable, else CONST) the first time. Importing
+ * for training (imp.train), a trainable initializer that several nodes read
+ * is materialised once per node: exporters store equal initializers once
+ * (the TorchScript exporter's deduplication: a fresh BatchNorm's weight and
+ * running_var are both ones), while PyTorch trains each parameter on its
+ * own; the copies are named "<name>_1", "<name>_2"... Errors: a dtype the IR
+ * does not compute or a zero-size constant (UNSUPPORTED, naming the consumer
+ * node). */
 gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d);
+
+/* A new IR initializer holding a copy of constant `idx` (a root value with
+ * data), named "<name>_<k>"; for a running statistic that must not share
+ * storage with another reader. Errors as ir_of. */
+gcc_status ir_private_copy(nctx *c, int idx, int *ir, gcc_diag *d);
 
 /* Makes output k an alias of value `idx`. */
 void set_alias(nctx *c, int k, int idx);

@@ -31,6 +31,8 @@ struct gcc_grad_ctx {
   contrib_list *contrib;
   int n_contrib;
   int fwd; /* forward node being differentiated: backward nodes inherit its pin */
+  int *io; /* dy and dx of the node being differentiated (any arity: Concat of 25) */
+  int io_cap;
 };
 
 gcc_graph *gcc_grad_graph(gcc_grad_ctx *c) {
@@ -97,6 +99,7 @@ static void ctx_free(gcc_grad_ctx *c) {
     free(c->contrib[i].v);
   free(c->contrib);
   free(c->wanted);
+  free(c->io);
 }
 
 /* Renames value v (the name map is rebuilt by re-adding under the new name:
@@ -343,10 +346,14 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     c->fwd = i;
     const gcc_node *n = &c->g->nodes[i];
     int n_out = n->n_outputs, n_in = n->n_inputs, op = n->op;
-    int dy[8], dx[8], any = 0;
-    if (n_out > 8 || n_in > 8)
-      return gcc_diag_set(d, GCC_ERR_INTERNAL, "autodiff: node '%s' has too many inputs/outputs",
-                          n->name);
+    if (n_out + n_in > c->io_cap) {
+      int cap = n_out + n_in, *io = realloc(c->io, (size_t)cap * sizeof *io);
+      if (!io)
+        return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+      c->io = io;
+      c->io_cap = cap;
+    }
+    int *dy = c->io, *dx = c->io + n_out, any = 0;
     for (int k = 0; k < n_out; k++) {
       int ov = c->g->nodes[i].outputs[k];
       if (!c->wanted[ov]) {

@@ -483,6 +483,22 @@ TEST_F(CliTest, NoOutputWritesNothingAndTheDefaultOutputIsNextToTheModel) {
   EXPECT_TRUE(Has(d.out, "saved the trained model to " + tmp_.file("linear.trained.pb"))) << d;
 }
 
+// --epochs 0 trains nothing: no MODEL.trained.pb (issue 30), unless --output
+// names a file.
+TEST_F(CliTest, EpochsZeroWritesNoTrainedModelUnlessOutputIsGiven) {
+  std::string model = tmp_.file("linear.pb");
+  ASSERT_TRUE(WriteText(model, ReadText(linear_)));
+  Result r = RunCli({model, "--device", "cpu", "--threads", "1", "--epochs", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_FALSE(Has(r.out, "saved")) << r;
+  EXPECT_TRUE(Has(r.out, "nothing trained (0 epochs): no trained model written")) << r;
+  EXPECT_EQ(ListDir(tmp_.path()), std::vector<std::string>{"linear.pb"});
+  std::string out = tmp_.file("asis.pb");
+  Result o = RunCli({model, "--device", "cpu", "--threads", "1", "--epochs", "0", "--output", out});
+  ASSERT_EQ(o.exit_code, 0) << o;
+  EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"asis.pb", "linear.pb"}));
+}
+
 TEST_F(CliTest, OutputIntoAMissingDirectoryFails) {
   std::string out = tmp_.file("no/such/dir/m.pb");
   Result r =

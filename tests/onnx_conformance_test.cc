@@ -88,6 +88,23 @@ const Refusal kRefused[] = {
     {"test_identity_sequence", "is not a tensor"},
     // zero-size tensors
     {"test_reshape_allowzero_reordered", "zero-size tensors are not supported"},
+    // an empty `axes` graph input (every dim, or with noop_with_empty_axes none)
+    {"test_reduce_sum_default_axes_keepdims_example", "zero-size tensors are not supported"},
+    {"test_reduce_sum_default_axes_keepdims_random", "zero-size tensors are not supported"},
+    {"test_reduce_sum_empty_axes_input_noop_example", "zero-size tensors are not supported"},
+    {"test_reduce_sum_empty_axes_input_noop_random", "zero-size tensors are not supported"},
+    {"test_reduce_sum_negative_axes_keepdims_random", "zero-size tensors are not supported"},
+    // ReduceMax is a global max pool: the spatial dims of NCHW only (issue 30)
+    {"test_reduce_max_default_axes_keepdim_example", "ReduceMax is supported over the two spatial"},
+    {"test_reduce_max_default_axes_keepdims_random", "ReduceMax is supported over the two spatial"},
+    {"test_reduce_max_do_not_keepdims_example", "ReduceMax is supported over the two spatial"},
+    {"test_reduce_max_do_not_keepdims_random", "ReduceMax is supported over the two spatial"},
+    {"test_reduce_max_keepdims_example", "ReduceMax is supported over the two spatial"},
+    {"test_reduce_max_keepdims_random", "ReduceMax is supported over the two spatial"},
+    {"test_reduce_max_negative_axes_keepdims_example",
+     "ReduceMax is supported over the two spatial"},
+    {"test_reduce_max_negative_axes_keepdims_random",
+     "ReduceMax is supported over the two spatial"},
     {"test_constantofshape_int_shape_zero", "zero-size tensors are not supported"},
     // training mode (batch statistics, random masks) and its extra outputs
     {"test_batchnorm_epsilon_training_mode", "training_mode = 1"},

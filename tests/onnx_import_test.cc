@@ -160,6 +160,226 @@ TEST(OnnxImport, MatMulAddWithSymbolicBatch) {
     EXPECT_FLOAT_EQ(y[i], want[i]) << i;
 }
 
+// DenseNet-121's Concat of 25 inputs (issue 30): imported, run, and written
+// and read back by the .pb loader (which refused more than 16 inputs).
+TEST(OnnxImport, ConcatOfTwentyFiveInputsImportsRunsAndRoundTrips) {
+  constexpr int kN = 25;
+  OnnxModel m(13);
+  m.Input("x", {kBatch, 2});
+  std::vector<std::string> ins;
+  for (int k = 0; k < kN; k++) {
+    std::string r = "r" + std::to_string(k);
+    m.Init("b" + std::to_string(k), {2}, {(float)k, -(float)k});
+    m.Node("Add", {"x", "b" + std::to_string(k)}, {r});
+    ins.push_back(r);
+  }
+  m.Node("Concat", ins, {"y"}, {m.Int("axis", 1)});
+  m.Output("y");
+  Imported r;
+  Import(m.Bytes(), &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(CountOp(r.g, GCC_OP_CONCAT), 1);
+  std::vector<float> in = {0.5f, -1.5f, 2.0f, 3.0f}; // two rows
+  auto check = [&](const gcc_graph *g) {
+    std::vector<float> y = RunCpu(g, {in}, 2);
+    ASSERT_EQ(y.size(), (size_t)(2 * 2 * kN));
+    for (int row = 0; row < 2; row++)
+      for (int k = 0; k < kN; k++) { // exact: one float32 addition each
+        EXPECT_EQ(y[row * 2 * kN + 2 * k], in[row * 2] + (float)k) << row << " " << k;
+        EXPECT_EQ(y[row * 2 * kN + 2 * k + 1], in[row * 2 + 1] - (float)k) << row << " " << k;
+      }
+  };
+  check(r.g);
+  uint8_t *bytes = nullptr;
+  size_t size = 0;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_serialize(r.g, &bytes, &size, &d), GCC_OK) << d.msg;
+  gcc_graph *back = nullptr;
+  gcc_status st = gcc_model_parse(bytes, size, "cat25.pb", &back, &d);
+  free(bytes);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  check(back);
+  gcc_graph_free(back);
+}
+
+// ONNX ReduceSum / ReduceMean / ReduceMax / ReduceL2 (issue 30) against a
+// float64 reference on the CPU: axes as attribute (opset 13, 11) and as input
+// (opset 18, ReduceSum 13), negative axes, keepdims 0 and 1, no axes (every
+// dim) and noop_with_empty_axes (the identity). The spatial mean / max of
+// NCHW is a global pool. Tolerance: float32 sums of at most 60 terms of
+// |x| <= 1.2, 1e-5 relative to the largest term sum (60 ulps of float32
+// accumulation), absolute 1e-5.
+struct ReduceCase {
+  const char *op;
+  int opset;
+  std::vector<int64_t> dims; // dims[0] is the batch (2)
+  std::vector<int64_t> axes; // empty with has_axes: an empty axes input
+  bool has_axes, keepdims, noop;
+  int want_pool; // the IR op a spatial reduction becomes, or -1
+};
+
+std::vector<double> ReduceRef(const ReduceCase &rc, const std::vector<float> &x) {
+  int rank = (int)rc.dims.size();
+  std::vector<int> red(rank, rc.has_axes && rc.axes.empty() ? 0 : !rc.has_axes);
+  if (rc.has_axes && rc.axes.empty() && !rc.noop)
+    red.assign(rank, 1);
+  for (int64_t a : rc.axes)
+    red[a < 0 ? a + rank : a] = 1;
+  std::vector<int64_t> od(rank);
+  for (int i = 0; i < rank; i++)
+    od[i] = red[i] ? 1 : rc.dims[i];
+  int64_t on = 1;
+  for (int64_t v : od)
+    on *= v;
+  bool mx = std::string(rc.op) == "ReduceMax";
+  std::vector<double> acc(on, mx ? -INFINITY : 0.0), cnt(on, 0.0);
+  std::vector<int64_t> idx(rank, 0);
+  for (size_t i = 0; i < x.size(); i++) {
+    int64_t o = 0;
+    for (int k = 0; k < rank; k++)
+      o = o * od[k] + (red[k] ? 0 : idx[k]);
+    double v = x[i];
+    if (mx)
+      acc[o] = std::max(acc[o], v);
+    else
+      acc[o] += std::string(rc.op) == "ReduceL2" ? v * v : v;
+    cnt[o] += 1;
+    for (int k = rank - 1; k >= 0 && ++idx[k] == rc.dims[k]; k--)
+      idx[k] = 0;
+  }
+  for (int64_t o = 0; o < on; o++) {
+    if (std::string(rc.op) == "ReduceMean")
+      acc[o] /= cnt[o];
+    if (std::string(rc.op) == "ReduceL2")
+      acc[o] = std::sqrt(acc[o]);
+  }
+  return acc;
+}
+
+TEST(OnnxImport, ReductionsMatchFloat64InEveryOpsetForm) {
+  const std::vector<ReduceCase> cases = {
+      {"ReduceMean", 18, {2, 3, 4, 5}, {-1, -2}, true, true, false, GCC_OP_AVERAGE_POOL},
+      {"ReduceMean", 13, {2, 3, 4, 5}, {2, 3}, true, false, false, GCC_OP_AVERAGE_POOL},
+      {"ReduceMax", 13, {2, 3, 4, 5}, {3, 2}, true, true, false, GCC_OP_MAX_POOL},
+      {"ReduceMax", 18, {2, 3, 4, 5}, {-2, -1}, true, false, false, GCC_OP_MAX_POOL},
+      {"ReduceMean", 13, {2, 3, 4}, {1}, true, false, false, -1},
+      {"ReduceMean", 18, {2, 3, 4}, {-1}, true, true, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {0, 2}, true, true, false, -1},
+      {"ReduceSum", 11, {2, 3, 4}, {1}, true, false, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {}, false, true, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {}, true, true, false, -1},
+      {"ReduceSum", 13, {2, 3, 4}, {}, true, true, true, -1},
+      {"ReduceL2", 13, {2, 3, 4}, {2}, true, true, false, -1},
+      {"ReduceL2", 18, {2, 3, 4}, {-2, 0}, true, false, false, -1},
+  };
+  for (const ReduceCase &rc : cases) {
+    std::string label = std::string(rc.op) + "-" + std::to_string(rc.opset) + " axes [";
+    for (int64_t a : rc.axes)
+      label += std::to_string(a) + " ";
+    label += "] keepdims " + std::to_string(rc.keepdims) + (rc.noop ? " noop" : "") +
+             (rc.has_axes ? "" : " (none given)");
+    SCOPED_TRACE(label);
+    OnnxModel m(rc.opset);
+    std::vector<int64_t> in_dims = rc.dims;
+    in_dims[0] = kBatch;
+    m.Input("x", in_dims);
+    std::vector<std::string> ins = {"x"};
+    std::vector<OnnxModel::Attr> attrs = {m.Int("keepdims", rc.keepdims)};
+    bool axes_input = std::string(rc.op) == "ReduceSum" ? rc.opset >= 13 : rc.opset >= 18;
+    if (rc.has_axes && axes_input) {
+      m.InitI64("axes", {(int64_t)rc.axes.size()}, rc.axes);
+      ins.push_back("axes");
+    } else if (rc.has_axes) {
+      attrs.push_back(m.Ints("axes", rc.axes));
+    }
+    if (rc.noop)
+      attrs.push_back(m.Int("noop_with_empty_axes", 1));
+    m.Node(rc.op, ins, {"y"}, attrs);
+    m.Output("y");
+    Imported r;
+    Import(m.Bytes(), &r);
+    ASSERT_EQ(r.status, GCC_OK) << r.msg;
+    if (rc.want_pool >= 0) {
+      EXPECT_EQ(CountOp(r.g, rc.want_pool), 1);
+    }
+    int64_t n = 1;
+    for (int64_t v : rc.dims)
+      n *= v;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; i++)
+      x[i] = 1.2f * std::sin(0.7f * (float)i + 0.3f);
+    std::vector<double> want = ReduceRef(rc, x);
+    if (rc.noop)
+      want.assign(x.begin(), x.end());
+    gcc_shape ys{};
+    std::vector<float> y = RunCpu(r.g, {x}, rc.dims[0], &ys);
+    ASSERT_EQ(y.size(), want.size());
+    int want_rank = (int)rc.dims.size();
+    if (!rc.keepdims)
+      want_rank -= rc.has_axes ? (int)rc.axes.size() : want_rank;
+    EXPECT_EQ(ys.ndim, want_rank);
+    for (size_t i = 0; i < y.size(); i++)
+      EXPECT_NEAR(y[i], want[i], 1e-5 * std::max(1.0, std::fabs(want[i]))) << i;
+  }
+}
+
+// HardSigmoid (default and nn.Hardsigmoid's alpha 1/6) and HardSwish
+// (MobileNetV3) against float64: max(0, min(1, alpha x + beta)) and
+// x max(0, min(1, x / 6 + 1 / 2)); x spans both saturations. Three float32
+// roundings (mul, add, and HardSwish's product): 4 ulps relative, 1e-7
+// absolute near 0.
+TEST(OnnxImport, HardSigmoidAndHardSwishMatchFloat64) {
+  struct Case {
+    const char *op;
+    int opset;
+    bool attrs;
+    double alpha, beta;
+  };
+  for (const Case &k :
+       {Case{"HardSigmoid", 6, false, 0.2, 0.5}, Case{"HardSigmoid", 21, true, 1.0 / 6.0, 0.5},
+        Case{"HardSwish", 14, false, 1.0 / 6.0, 0.5}}) {
+    SCOPED_TRACE(std::string(k.op) + "-" + std::to_string(k.opset));
+    OnnxModel m(k.opset);
+    m.Input("x", {kBatch, 3, 8});
+    std::vector<OnnxModel::Attr> attrs;
+    if (k.attrs)
+      attrs = {m.Float("alpha", (float)k.alpha), m.Float("beta", (float)k.beta)};
+    m.Node(k.op, {"x"}, {"y"}, attrs);
+    m.Output("y");
+    Imported r;
+    Import(m.Bytes(), &r);
+    ASSERT_EQ(r.status, GCC_OK) << r.msg;
+    std::vector<float> x(2 * 3 * 8);
+    for (size_t i = 0; i < x.size(); i++)
+      x[i] = -5.0f + 10.0f * (float)i / (float)(x.size() - 1); // [-5, 5]
+    std::vector<float> y = RunCpu(r.g, {x}, 2);
+    ASSERT_EQ(y.size(), x.size());
+    bool swish = std::string(k.op) == "HardSwish";
+    for (size_t i = 0; i < x.size(); i++) {
+      double a = (double)(float)k.alpha, hs = std::max(0.0, std::min(1.0, a * x[i] + k.beta));
+      double want = swish ? x[i] * hs : hs;
+      EXPECT_NEAR(y[i], want, 4 * 1.2e-7 * std::fabs(want) + 1e-7) << "x = " << x[i];
+    }
+  }
+}
+
+// ReduceMax over other than the spatial dims of NCHW, and a mean over the
+// symbolic batch, are refused naming the node.
+TEST(OnnxImport, ReductionsThatAreNotSupportedAreNamed) {
+  for (int which = 0; which < 2; which++) {
+    OnnxModel m(13);
+    m.Input("x", {kBatch, 3, 4});
+    m.Node(which ? "ReduceMean" : "ReduceMax", {"x"}, {"y"}, {m.Ints("axes", {which ? 0 : 1})},
+           "red");
+    m.Output("y");
+    Imported r;
+    Import(m.Bytes(), &r);
+    EXPECT_EQ(r.status, GCC_ERR_UNSUPPORTED) << r.msg;
+    EXPECT_NE(r.msg.find("'red'"), std::string::npos) << r.msg;
+    EXPECT_NE(r.msg.find(which ? "symbolic batch" : "spatial dims"), std::string::npos) << r.msg;
+  }
+}
+
 TEST(OnnxImport, TypedFieldsEqualRawData) {
   for (bool raw : {true, false}) {
     OnnxModel m(13);
@@ -1104,6 +1324,17 @@ TEST(OnnxCli, DumpPlacementAndExport) {
   EXPECT_NE(r.out.find("exported"), std::string::npos) << r.out;
   // a model without a training spec and without --export: nothing to do
   r = Exec("gcc-train", {onnx});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("no training spec"), std::string::npos) << r.err;
+  // --epochs 0 (nothing to train) needs no training spec either (issue 30):
+  // the same export, the same bundle, and no .trained.pb
+  std::string bundle0 = Tmp("export_epochs0.gccx");
+  r = Exec("gcc-train", {onnx, "--epochs", "0", "--export", bundle0, "--export-archs", "sm_90",
+                         "--export-batch-sizes", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("exported"), std::string::npos) << r.out;
+  EXPECT_EQ(access(Tmp("export.trained.pb").c_str(), F_OK), -1) << "nothing was trained";
+  r = Exec("gcc-train", {onnx, "--epochs", "0"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("no training spec"), std::string::npos) << r.err;
   // the bundle and the .onnx give the same logits

@@ -2495,6 +2495,49 @@ TEST(ImportGrad, ConcatEveryAxisWithAnInput) {
   }
 }
 
+// DenseNet-121 concatenates up to 25 inputs (issue 30): no arity limit in
+// the loader, the importer or autodiff. 25 parameters of [2, k] along axis 1.
+TEST(ImportGrad, ConcatOfTwentyFiveInputs) {
+  constexpr int kN = 25;
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    GradCase c;
+    c.label = "Concat of 25 inputs, axis 1";
+    std::vector<std::string> names;
+    for (int k = 0; k < kN; ++k) {
+      names.push_back("P" + std::to_string(k));
+      Dims dk = {2, r.I(1, 3)};
+      c.params.push_back({names.back(), dk, r.F(Numel(dk))});
+    }
+    c.build = [names](gcc_builder *b, const Ids &v) {
+      std::vector<int> ins;
+      for (const std::string &n : names)
+        ins.push_back(v.at(n));
+      int y = Op(b, GCC_OP_CONCAT, "cat", ins);
+      gcc_build_set_int(b, y, "axis", 1);
+      return y;
+    };
+    c.ref = [names](const Env &e) {
+      Dims od = {2, 0};
+      for (const std::string &n : names)
+        od[1] += e.at(n).dims[1];
+      T64 y = Zeros(od);
+      int64_t off = 0;
+      for (const std::string &n : names) {
+        const T64 &t = e.at(n);
+        for (int64_t o = 0; o < 2; ++o)
+          for (int64_t j = 0; j < t.dims[1]; ++j)
+            y.v[o * od[1] + off + j] = t.v[o * t.dims[1] + j];
+        off += t.dims[1];
+      }
+      return y;
+    };
+    c.bwd_ops = {GCC_OP_PAD};
+    c.cuda = seed == kSeeds[0];
+    RunGradCase(c, seed);
+  }
+}
+
 TEST(ImportGrad, TransposeRandomPermutations) {
   for (uint64_t seed : kSeeds) {
     Rng r(seed);
@@ -3299,7 +3342,8 @@ const Covered kCovered[] = {
     {GCC_OP_CLIP, "Clip", kGradcheck, "ImportGrad.PointwiseActivations"},
     {GCC_OP_LOG_SOFTMAX, "LogSoftmax", kGradcheck, "ImportGrad.LogSoftmaxEveryAxis"},
     {GCC_OP_LRN, "LRN", kGradcheck, "ImportGrad.LrnOddAndEvenSizes"},
-    {GCC_OP_CONCAT, "Concat", kGradcheck, "ImportGrad.ConcatEveryAxisWithAnInput"},
+    {GCC_OP_CONCAT, "Concat", kGradcheck,
+     "ImportGrad.ConcatEveryAxisWithAnInput, ImportGrad.ConcatOfTwentyFiveInputs"},
     {GCC_OP_TRANSPOSE, "Transpose", kGradcheck, "ImportGrad.TransposeRandomPermutations"},
     {GCC_OP_PAD, "Pad", kGradcheck, "ImportGrad.Pad*, ImportGrad.Concat*"},
     {GCC_OP_CONV_TRANSPOSE, "ConvTranspose", kGradcheck, "ImportGrad.ConvTranspose*"},

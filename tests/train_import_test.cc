@@ -36,6 +36,7 @@ extern "C" {
 }
 #include "tests/fixture.h"
 #include "tests/host_backend.h"
+#include "tests/onnx_builder.h"
 #include "tests/testutil.h"
 
 namespace {
@@ -251,6 +252,161 @@ TEST(TrainImport, MobileNetPreserveExportTrainsAsTheTrainingExport) {
 }
 TEST(TrainImport, MobileNetEvalExportTrainsWithoutDropout) {
   TrainAndCompare("mobilenet_tiny", false, "mobilenet_tiny_eval", 0, "eval_export.");
+}
+
+// ---- shared initializers (issue 30) -------------------------------------------------
+
+// Conv -> BN -> Relu -> Conv -> BN -> GlobalAveragePool -> Flatten -> Gemm,
+// BatchNorms as a fresh nn.BatchNorm2d has them (weight and running_var
+// ones, bias and running_mean zeros). `shared`: every BN input reads one of
+// two initializers "ones" / "zeros", as the TorchScript exporter's
+// deduplication of equal initializers writes them; otherwise each input has
+// its own initializer of the same values.
+std::vector<uint8_t> FreshBnNet(bool shared) {
+  gcc_test::OnnxModel m(14);
+  constexpr int64_t kC = 3;
+  m.Input("input", {gcc_test::kBatch, 2, 5, 5});
+  auto fill = [](int64_t n, float scale, float off) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; i++)
+      v[i] = off + scale * (float)((i * 5) % 11);
+    return v;
+  };
+  m.Init("w1", {kC, 2, 3, 3}, fill(kC * 2 * 9, 0.05f, -0.25f));
+  m.Init("w2", {kC, kC, 3, 3}, fill(kC * kC * 9, -0.04f, 0.2f));
+  m.Init("fc.w", {4, kC}, fill(4 * kC, 0.1f, -0.5f));
+  m.Init("fc.b", {4}, fill(4, 0.1f, -0.1f));
+  std::vector<float> ones(kC, 1.0f), zeros(kC, 0.0f);
+  if (shared) {
+    m.Init("ones", {kC}, ones);
+    m.Init("zeros", {kC}, zeros);
+  }
+  auto bn = [&](const std::string &p, const std::string &x, const std::string &y) {
+    std::vector<std::string> in = {x, "ones", "zeros", "zeros", "ones"};
+    if (!shared) {
+      in = {x, p + ".weight", p + ".bias", p + ".running_mean", p + ".running_var"};
+      m.Init(in[1], {kC}, ones);
+      m.Init(in[2], {kC}, zeros);
+      m.Init(in[3], {kC}, zeros);
+      m.Init(in[4], {kC}, ones);
+    }
+    m.Node("BatchNormalization", in, {y}, {m.Float("momentum", 0.9f), m.Int("training_mode", 1)},
+           p);
+  };
+  m.Node("Conv", {"input", "w1"}, {"c1"}, {m.Ints("pads", {1, 1, 1, 1})}, "conv1");
+  bn("bn1", "c1", "b1");
+  m.Node("Relu", {"b1"}, {"r1"}, {}, "relu1");
+  m.Node("Conv", {"r1", "w2"}, {"c2"}, {m.Ints("pads", {1, 1, 1, 1})}, "conv2");
+  bn("bn2", "c2", "b2");
+  m.Node("GlobalAveragePool", {"b2"}, {"p"}, {}, "pool");
+  m.Node("Flatten", {"p"}, {"f"}, {}, "flatten");
+  m.Node("Gemm", {"f", "fc.w", "fc.b"}, {"logits"}, {m.Int("transB", 1)}, "fc");
+  m.Output("logits");
+  return m.Bytes();
+}
+
+// Imports `bytes` for training with cross-entropy and SGD (momentum), trains
+// 3 steps on a fixed batch of 4 and returns the 3 losses and the evaluation
+// logits after them (which read the running statistics).
+void TrainFreshBnNet(const std::vector<uint8_t> &bytes, std::vector<float> *out, int *n_params,
+                     int *n_state) {
+  gcc_onnx_options o{};
+  o.train = 1;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_onnx_import(bytes.data(), bytes.size(), "fresh_bn.onnx", &o, &g, nullptr, &d),
+            GCC_OK)
+      << d.msg;
+  // every initializer is read by one node: no parameter or statistic shared
+  std::vector<int> readers(g->n_values, 0);
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] >= 0)
+        readers[g->nodes[i].inputs[k]]++;
+  *n_params = *n_state = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    if (g->values[v].kind != GCC_VALUE_PARAM)
+      continue;
+    EXPECT_EQ(readers[v], 1) << g->values[v].name << " is read by " << readers[v] << " inputs";
+    (g->values[v].state ? *n_state : *n_params) += 1;
+  }
+  int logits = gcc_graph_find(g, "logits"), labels = -1, loss = -1, node = -1;
+  ASSERT_GE(logits, 0);
+  gcc_shape ls = {1, {GCC_BATCH_DIM}}, scalar = {0, {0}};
+  ASSERT_EQ(
+      gcc_graph_add_value(g, "labels", GCC_DT_INT64, &ls, GCC_VALUE_INPUT, nullptr, 0, &labels, &d),
+      GCC_OK);
+  ASSERT_EQ(gcc_graph_add_input(g, labels), GCC_OK);
+  int ins[2] = {logits, labels};
+  ASSERT_EQ(gcc_graph_add_value(g, "loss", GCC_DT_FLOAT32, &scalar, GCC_VALUE_ACTIVATION, nullptr,
+                                0, &loss, &d),
+            GCC_OK);
+  ASSERT_EQ(
+      gcc_graph_add_node(g, "loss", GCC_OP_SOFTMAX_CROSS_ENTROPY, ins, 2, &loss, 1, &node, &d),
+      GCC_OK);
+  ASSERT_EQ(gcc_graph_add_output(g, loss), GCC_OK);
+  ASSERT_EQ(gcc_graph_link(g, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_graph_toposort(g, &d), GCC_OK) << d.msg;
+  gcc_training *t = &g->training;
+  t->present = 1;
+  t->loss = gcc_strdup("loss");
+  t->prediction = gcc_strdup("logits");
+  t->input = gcc_strdup("input");
+  t->target = gcc_strdup("labels");
+  t->opt.kind = GCC_OPT_SGD;
+  t->opt.lr = 0.1f;
+  t->opt.momentum = 0.9f;
+  t->batch_size = 4;
+  t->epochs = 1;
+  gcc_session_options so{};
+  so.threads = 1;
+  so.opt = g->training.opt;
+  gcc_session *s = nullptr;
+  ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  std::vector<float> x(4 * 2 * 5 * 5);
+  for (size_t i = 0; i < x.size(); i++)
+    x[i] = (float)((i * 7) % 13) / 13.0f - 0.4f;
+  const int64_t y[4] = {0, 3, 1, 2};
+  for (int step = 0; step < 3; step++) {
+    float l = 0;
+    ASSERT_EQ(gcc_session_train_step(s, x.data(), y, 4, &l, &d), GCC_OK) << d.msg;
+    out->push_back(l);
+  }
+  float eval_loss = 0;
+  int64_t correct = 0;
+  const gcc_tensor *pred = nullptr;
+  ASSERT_EQ(gcc_session_eval_batch(s, x.data(), y, 4, &eval_loss, &correct, &pred, &d), GCC_OK)
+      << d.msg;
+  ASSERT_NE(pred, nullptr);
+  const float *p = static_cast<const float *>(pred->data);
+  out->insert(out->end(), p, p + pred->numel);
+  gcc_session_destroy(s);
+  gcc_graph_free(g);
+}
+
+// The TorchScript exporter stores equal initializers once; importing for
+// training gives each parameter and running statistic its own copy, so the
+// deduplicated file trains as the one with distinct initializers (which
+// PyTorch's model is): the same losses over 3 SGD steps and the same
+// evaluation logits (the running statistics updated per BatchNorm). Same
+// ops in the same order on the same machine: equal to float32 rounding of a
+// different arena layout, 1e-6 relative (nothing reassociates: expected
+// bit-equal).
+TEST(TrainImport, SharedInitializersTrainAsDistinctOnes) {
+  std::vector<float> shared, distinct;
+  int np_s = 0, ns_s = 0, np_d = 0, ns_d = 0;
+  TrainFreshBnNet(FreshBnNet(true), &shared, &np_s, &ns_s);
+  TrainFreshBnNet(FreshBnNet(false), &distinct, &np_d, &ns_d);
+  EXPECT_EQ(np_s, np_d) << "parameters";
+  EXPECT_EQ(ns_s, 4) << "two running statistics per BatchNormalization";
+  EXPECT_EQ(ns_d, 4);
+  ASSERT_EQ(shared.size(), distinct.size());
+  ASSERT_EQ(shared.size(), 3u + 16u);
+  for (size_t i = 0; i < shared.size(); i++)
+    EXPECT_LE(std::fabs(shared[i] - distinct[i]), 1e-6 * std::max(1.0f, std::fabs(distinct[i])))
+        << (i < 3 ? "loss of step " + std::to_string(i + 1)
+                  : "eval logit " + std::to_string(i - 3));
+  EXPECT_NE(shared[0], shared[2]) << "the loss moves: the test trains";
 }
 
 } // namespace

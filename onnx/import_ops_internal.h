@@ -1,0 +1,161 @@
+/*
+ * import_ops_internal.h - what the files of the ONNX op mapping share: the
+ * small helpers of the converters and the converters that the table in
+ * onnx/import_ops.c names. Internal to onnx/import_ops*.c.
+ *
+ *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
+ *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
+ *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
+ *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
+ *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
+ *                                  Squeeze, Unsqueeze, Concat, Transpose, Pad)
+ */
+#ifndef GCC_ONNX_IMPORT_OPS_INTERNAL_H
+#define GCC_ONNX_IMPORT_OPS_INTERNAL_H
+
+#include "onnx/import_internal.h"
+
+#define F32 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+#define I64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+static inline gcc_status oom(gcc_diag *d) {
+  return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (ONNX import)");
+}
+
+static inline const tshape *in_sh(nctx *c, int k) {
+  return &imp_val(c->I, in_idx(c, k))->sh;
+}
+static inline int in_dt(nctx *c, int k) {
+  return imp_val(c->I, in_idx(c, k))->onnx_dt;
+}
+
+static inline gcc_status need_inputs(nctx *c, int lo, int hi, gcc_diag *d) {
+  int n = n_in(c);
+  if (n < lo || n > hi)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "takes %d to %d inputs, got %d", lo, hi, n);
+  for (int k = 0; k < lo; k++)
+    if (in_idx(c, k) < 0)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "required input %d is empty", k);
+  return GCC_OK;
+}
+
+/* Outputs from `from` on must be absent or unused. */
+static inline gcc_status unused_outputs(nctx *c, int from, const char *what, gcc_diag *d) {
+  for (int k = from; k < n_out(c); k++)
+    if (out_used(c, k))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "output %d (%s) is used; it is not supported", k,
+                      what);
+  return GCC_OK;
+}
+
+static inline gcc_status need_float(nctx *c, int k, gcc_diag *d) {
+  int dt = in_dt(c, k);
+  if (dt != F32)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "input %d ('%s') has dtype %s; this op is supported for float only", k,
+                    imp_val(c->I, in_idx(c, k))->name, onnx_dtype_name(dt));
+  return GCC_OK;
+}
+
+/* float, int64 or int32 (what Concat, Transpose, Pad and the integer
+ * arithmetic of Add / Sub / Mul / Div take). */
+static inline gcc_status need_computable(nctx *c, int k, gcc_diag *d) {
+  int dt = in_dt(c, k);
+  if (onnx_to_gcc_dtype(dt) == GCC_DT_UNDEFINED)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "input %d ('%s') has dtype %s (supported: float, int64, int32)", k,
+                    imp_val(c->I, in_idx(c, k))->name, onnx_dtype_name(dt));
+  return GCC_OK;
+}
+
+static inline gcc_status in_ir(nctx *c, int k, int *ir, gcc_diag *d) {
+  return ir_of(c, in_idx(c, k), ir, d);
+}
+
+/* A normalised axis in [0, rank) (or [0, rank] when `inclusive`). */
+static inline gcc_status norm_axis(nctx *c, int64_t axis, int rank, int inclusive, const char *what,
+                                   int64_t *out, gcc_diag *d) {
+  int64_t hi = inclusive ? rank : rank - 1;
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a > hi)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s %" PRId64 " is out of range for rank %d", what,
+                    axis, rank);
+  *out = a;
+  return GCC_OK;
+}
+
+/* IR operand for value `idx` with another shape `ns` of the same numel: a
+ * constant gets a reshaped copy, anything else an IR Reshape. */
+static inline gcc_status reshaped(nctx *c, int idx, const tshape *ns, int *ir, gcc_diag *d) {
+  ival *v = imp_val(c->I, idx);
+  if (v->is_const) {
+    gcc_dtype dt = onnx_to_gcc_dtype(v->onnx_dt);
+    if (dt == GCC_DT_UNDEFINED)
+      return ir_of(c, idx, ir, d); /* gives the dtype error */
+    gcc_shape s = {ns->ndim, {0}};
+    for (int i = 0; i < ns->ndim; i++)
+      s.dims[i] = ns->d[i].v;
+    char base[600], name[620];
+    snprintf(base, sizeof base, "%s/reshaped", v->name);
+    snprintf(name, sizeof name, "%s", base);
+    for (int k = 1; gcc_graph_find(c->I->g, name) >= 0; k++)
+      snprintf(name, sizeof name, "%s_%d", base, k);
+    int kind = (v->trainable && dt == GCC_DT_FLOAT32) ? GCC_VALUE_PARAM : GCC_VALUE_CONST;
+    return gcc_graph_add_value(c->I->g, name, dt, &s, kind, v->data, v->bytes, ir, d);
+  }
+  int x;
+  GCC_TRY(ir_of(c, idx, &x, d));
+  return emit_reshape(c, x, ns, -1, v->onnx_dt, ir, d);
+}
+
+/* ---- converters and helpers shared between the files ---------------------------- */
+
+gcc_status cv_constant(nctx *c, gcc_diag *d);
+gcc_status cv_constant_of_shape(nctx *c, gcc_diag *d);
+gcc_status cv_identity(nctx *c, gcc_diag *d);
+gcc_status cv_dropout(nctx *c, gcc_diag *d);
+gcc_status no_consumed_inputs(nctx *c, gcc_diag *d);
+gcc_status cv_relu(nctx *c, gcc_diag *d);
+gcc_status cv_add(nctx *c, gcc_diag *d);
+gcc_status cv_sub(nctx *c, gcc_diag *d);
+gcc_status cv_mul(nctx *c, gcc_diag *d);
+gcc_status cv_div(nctx *c, gcc_diag *d);
+gcc_status cv_sigmoid(nctx *c, gcc_diag *d);
+gcc_status cv_tanh(nctx *c, gcc_diag *d);
+gcc_status cv_sqrt(nctx *c, gcc_diag *d);
+gcc_status cv_leaky_relu(nctx *c, gcc_diag *d);
+gcc_status cv_clip(nctx *c, gcc_diag *d);
+gcc_status cv_sum(nctx *c, gcc_diag *d);
+gcc_status cv_gemm(nctx *c, gcc_diag *d);
+gcc_status cv_matmul(nctx *c, gcc_diag *d);
+gcc_status cv_conv(nctx *c, gcc_diag *d);
+gcc_status cv_maxpool(nctx *c, gcc_diag *d);
+gcc_status cv_avgpool(nctx *c, gcc_diag *d);
+gcc_status cv_global_avgpool(nctx *c, gcc_diag *d);
+gcc_status cv_global_maxpool(nctx *c, gcc_diag *d);
+gcc_status cv_batchnorm(nctx *c, gcc_diag *d);
+gcc_status cv_conv_transpose(nctx *c, gcc_diag *d);
+gcc_status cv_softmax(nctx *c, gcc_diag *d);
+gcc_status cv_log_softmax(nctx *c, gcc_diag *d);
+gcc_status cv_lrn(nctx *c, gcc_diag *d);
+gcc_status cv_flatten(nctx *c, gcc_diag *d);
+gcc_status cv_reshape(nctx *c, gcc_diag *d);
+gcc_status cv_squeeze(nctx *c, gcc_diag *d);
+gcc_status cv_unsqueeze(nctx *c, gcc_diag *d);
+gcc_status cv_concat(nctx *c, gcc_diag *d);
+gcc_status cv_transpose(nctx *c, gcc_diag *d);
+gcc_status cv_pad(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_elementwise.c: HardSigmoid, HardSwish */
+gcc_status cv_hard_sigmoid(nctx *c, gcc_diag *d);
+gcc_status cv_hard_swish(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
+gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_mean(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_max(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_l2(nctx *c, gcc_diag *d);
+
+#endif /* GCC_ONNX_IMPORT_OPS_INTERNAL_H */
