@@ -172,12 +172,19 @@ static label_rule label_rule_of(const gcc_graph *m) {
     return r;
   }
   int v = g->training.prediction ? gcc_graph_find(g, g->training.prediction) : -1;
-  for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == GCC_OP_SOFTMAX_CROSS_ENTROPY && g->nodes[i].n_inputs > 0) {
-      r.ignore = g->nodes[i].av[SCE_IGNORE_INDEX].i;
-      if (v < 0)
-        v = g->nodes[i].inputs[0];
-    }
+  /* the loss (the op table's flag, not a comparison of ops): its first
+   * input is the logits; a class-index loss has an ignore_index attribute */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_op_desc *od = gcc_op(g->nodes[i].op);
+    if (!(od->flags & GCC_OPF_LOSS) || g->nodes[i].n_inputs < 1)
+      continue;
+    for (int k = 0; k < od->n_attrs; k++)
+      if (strcmp(od->attrs[k].name, "ignore_index") == 0) { /* class indices */
+        r.ignore = g->nodes[i].av[k].i;
+        if (v < 0)
+          v = g->nodes[i].inputs[0];
+      }
+  }
   if (v >= 0 && g->values[v].shape.ndim == 2 && g->values[v].shape.dims[1] >= 1)
     r.classes = g->values[v].shape.dims[1];
   gcc_graph_free(g);
