@@ -36,6 +36,14 @@ export TMPDIR=$TMP
 export OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_tcp_if_include=lo
 export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_plm_rsh_agent=false
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+# One GEMM library for every process: the CPU backend chooses one per shape
+# by timing (runtime/cpu/cpu_choice.h), and a rank's GEMMs (batch 32 or 22)
+# have other shapes than the single process's (batch 64), so each could time
+# its way to another library and sum in another order; the comparison below
+# (parameters within 1e-5, the same accuracy after 50 steps at lr 0.1) holds
+# when one library sums every product. Failed here without it: accuracy
+# 39.40% (-np 2) against 41.20%.
+export GCC_CPU_GEMM=onednn
 # Under --config=asan: OpenMPI's MPI_Init/MPI_Finalize leak (ompi_op_base_op_select,
 # its dlopen'ed MCA components, unwound through frames LeakSanitizer cannot
 # name), so the ranks run without leak checking; the single-process run,
