@@ -335,6 +335,55 @@ TEST(CudnnConv, EveryCnnPlanNodeThroughTheCache) {
   }
 }
 
+// --no-deterministic (gcc_options.nondeterministic) reaches every
+// convolution's shape through the compiled graph; the default keeps it 0,
+// and the per-process cache keeps the two apart.
+TEST(CudnnConv, NondeterministicOptionReachesTheConvolutionShapes) {
+  gcc_graph *model = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &model, &d), GCC_OK) << d.msg;
+  gcc_cudnn_cache *cache = nullptr;
+  ASSERT_EQ(gcc_cudnn_cache_create(&cache, &d), GCC_OK);
+  for (int nondet : {0, 1}) {
+    SCOPED_TRACE(nondet);
+    gcc_options o{};
+    o.mode = GCC_MODE_TRAIN;
+    o.batch_size = 8;
+    o.opt = model->training.opt;
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    o.nondeterministic = nondet;
+    FILE *sink = fopen("/dev/null", "w");
+    o.warn_file = sink;
+    gcc_graph *g = nullptr;
+    gcc_mem_plan mem{};
+    ASSERT_EQ(gcc_compile_graph(model, &o, &g, &mem, &d), GCC_OK) << d.msg;
+    fclose(sink);
+    EXPECT_EQ(g->nondeterministic, nondet);
+    int convs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      gcc_conv2d_shape cs;
+      if (g->nodes[i].op != GCC_OP_CONV && g->nodes[i].op != GCC_OP_CONV_GRAD_DATA &&
+          g->nodes[i].op != GCC_OP_CONV_GRAD_FILTER)
+        continue;
+      ASSERT_EQ(gcc_conv2d_shape_of(g, i, &cs, &d), GCC_OK) << d.msg;
+      EXPECT_EQ(cs.nondeterministic, nondet) << g->nodes[i].name;
+      gcc_cudnn_conv *c = nullptr;
+      ASSERT_EQ(gcc_cudnn_cache_conv(cache, &cs, &c, &d), GCC_OK) << d.msg;
+      EXPECT_EQ(gcc_cudnn_conv_shape(c)->nondeterministic, nondet);
+      convs++;
+    }
+    EXPECT_EQ(convs, 5);
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+  }
+  // conv1 and conv2, each once per mode
+  EXPECT_EQ(gcc_cudnn_cache_conv_count(cache), 4);
+  gcc_cudnn_cache_destroy(cache);
+  gcc_graph_free(model);
+}
+
 // Mixed precision (issue 19): the cuDNN module describes 16-bit poolings
 // and convolutions of a bfloat16 or float16 plan of the CIFAR CNN, and a
 // ConvTranspose of those dtypes, with descriptors of 16-bit tensors (float32

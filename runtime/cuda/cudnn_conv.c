@@ -119,6 +119,7 @@ gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *o
   gcc_window2d_of(n, w, &out->win);
   out->tf32 = g->precision == GCC_PRECISION_TF32;
   out->dtype = g->values[co->xs > 0 ? n->inputs[co->xs - 1] : n->outputs[-co->xs - 1]].dtype;
+  out->nondeterministic = g->nondeterministic;
   return GCC_OK;
 }
 

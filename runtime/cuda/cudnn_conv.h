@@ -103,7 +103,8 @@ typedef struct gcc_conv2d_shape {
 
 /* The shape of a Conv, ConvGradData, ConvGradFilter or ConvTranspose node
  * of a graph with inferred shapes (X, W, the window and the group from its
- * inputs, outputs and attributes; a ConvTranspose is the data gradient of
+ * inputs, outputs and attributes, tf32 and nondeterministic from the
+ * graph's precision and nondeterministic; a ConvTranspose is the data gradient of
  * the convolution whose input X is its output). GCC_ERR_INVALID_ARGUMENT
  * for another op. */
 gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out, gcc_diag *d);
