@@ -25,8 +25,8 @@
 #include "cli/flags.h"
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
+#include "codegen/lowering.h"
 #include "graph/loader.h"
-#include "graph/ops.h"
 #include "graph/outfile.h"
 #include "graph/recipe.h"
 #include "graph/util.h"
@@ -483,9 +483,8 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
   /* the convolutions' algorithms: chosen by timing on the GPU itself */
   int convs = 0;
   for (int i = 0; i < g->n_nodes; i++)
-    convs += GCC_DEV_IS_CUDA(g->nodes[i].device) &&
-             (g->nodes[i].op == GCC_OP_CONV || g->nodes[i].op == GCC_OP_CONV_GRAD_DATA ||
-              g->nodes[i].op == GCC_OP_CONV_GRAD_FILTER || g->nodes[i].op == GCC_OP_CONV_TRANSPOSE);
+    convs += GCC_DEV_IS_CUDA(g->nodes[i].device) && gcc_lowering_of(g->nodes[i].op)->conv &&
+             gcc_lowering_kind_of(g, i) == GCC_LOWER_LIBRARY;
   if (rc == 0 && fmt == GCC_DUMP_TEXT && !file && convs > 0)
     fprintf(stderr,
             "gcc-train: cuDNN convolutions (%d nodes): %s; each shape's algorithms are timed "

@@ -11,6 +11,7 @@
  * through NVTX_INJECTION64_PATH, which the header dlopens. */
 #include <nvtx3/nvToolsExt.h>
 
+#include "codegen/fusion.h"
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "runtime/comm.h"
@@ -52,6 +53,8 @@ struct gcc_cuda_backend {
    * and what the choices did: shapes read from it, shapes timed, notes */
   char *algo_cache_dir;
   int algo_cache_use, algo_hits, algo_searches;
+  /* Conv + Relu groups prepared: as one fused call, as two calls */
+  int relu_fused, relu_unfused;
   char algo_note[600];
   /* data-parallel: the communication stream (NCCL's all-reduces, made on
    * first use) and per bucket the events "its gradients are computed"
@@ -574,6 +577,12 @@ static gcc_status be_library_prepare(void *self, const gcc_graph *g, int node, s
         snprintf(b->algo_note, sizeof b->algo_note, "%s", info.note);
     }
     *ws = gcc_cudnn_conv_direction_workspace(c, call);
+    if (call == GCC_CUDA_CALL_CONV_FORWARD && gcc_fusion_conv_relu(g, node) >= 0) {
+      int fused = gcc_cudnn_conv_relu_fused(c) && g->nodes[node].n_inputs > 2 &&
+                  g->nodes[node].inputs[2] >= 0;
+      b->relu_fused += fused;
+      b->relu_unfused += !fused;
+    }
     return GCC_OK;
   }
   char desc[600];
@@ -605,6 +614,10 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
     if (!gcc_cudnn_conv_prepared(c)) /* choosing algorithms now could land in a capture */
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it", g->source,
                           gcc_node_desc(g, node, desc, sizeof desc));
+    /* a Conv with its Relu fused (codegen/fusion.h): `out` is the Relu's */
+    if (call == GCC_CUDA_CALL_CONV_FORWARD && gcc_fusion_conv_relu(g, node) >= 0)
+      return gcc_cudnn_conv_forward_relu(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
+                                         P(y), ws, ws_bytes, d);
     if (call == GCC_CUDA_CALL_CONV_FORWARD)
       return gcc_cudnn_conv_forward(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL, P(y),
                                     ws, ws_bytes, d);
@@ -948,6 +961,12 @@ void gcc_cuda_backend_conv_report(const gcc_cuda_backend *b, FILE *f) {
   else if (shown)
     fprintf(f, "  the cost of --deterministic is unmeasured: some shapes were chosen by "
                "heuristics (cudnnFind failed)\n");
+  if (b->relu_fused + b->relu_unfused)
+    fprintf(f,
+            "  Conv + ReLU: %d run as one cudnnConvolutionBiasActivationForward "
+            "(IMPLICIT_PRECOMP_GEMM with a bias), %d as the convolution and "
+            "cudnnActivationForward\n",
+            b->relu_fused, b->relu_unfused);
   if (b->algo_note[0])
     fprintf(f, "  %s\n", b->algo_note);
 }

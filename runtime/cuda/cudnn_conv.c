@@ -80,6 +80,7 @@ struct gcc_cudnn_conv {
   gcc_conv2d_shape shape;
   int64_t y[4];
   cudnnTensorDescriptor_t x_desc, y_desc, b_desc, xb_desc; /* xb: [1, c, 1, 1] */
+  cudnnActivationDescriptor_t relu_desc; /* a fused Relu's (gcc_cudnn_conv_forward_relu) */
   cudnnFilterDescriptor_t w_desc;
   /* one convolution descriptor per direction (forward, backward-data,
    * backward-filter): each carries the math type of its chosen algorithm */
@@ -142,6 +143,8 @@ void gcc_cudnn_conv_destroy(gcc_cudnn_conv *c) {
     cudnnDestroyConvolutionDescriptor(c->conv_desc_bd);
   if (c->conv_desc_bf)
     cudnnDestroyConvolutionDescriptor(c->conv_desc_bf);
+  if (c->relu_desc)
+    cudnnDestroyActivationDescriptor(c->relu_desc);
   free(c);
 }
 
@@ -200,6 +203,11 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
                 d);
   GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->xb_desc, CUDNN_TENSOR_NCHW, dt, 1, (int)s->c, 1, 1),
                 d);
+  /* ReLU with NaN propagated (PyTorch's relu keeps NaN) */
+  GCC_CUDNN_TRY(cudnnCreateActivationDescriptor(&c->relu_desc), d);
+  GCC_CUDNN_TRY(
+      cudnnSetActivationDescriptor(c->relu_desc, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+      d);
   return GCC_OK;
 }
 
@@ -869,6 +877,34 @@ gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                 d);
   if (b)
     GCC_CUDNN_TRY(cudnnAddTensor(handle, &one, c->b_desc, b, &one, c->y_desc, y), d);
+  return GCC_OK;
+}
+
+int gcc_cudnn_conv_relu_fused(const gcc_cudnn_conv *c) {
+  return c->prepared && c->fwd == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+}
+
+gcc_status gcc_cudnn_conv_forward_relu(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                       const float *x, const float *w, const float *b, float *y,
+                                       void *workspace, size_t workspace_bytes, gcc_diag *d) {
+  const char *fn = "gcc_cudnn_conv_forward_relu";
+  GCC_TRY(run_checks(c, handle, fn, c->ws_fwd, workspace, workspace_bytes, d));
+  GCC_TRY(need_ptr(x, "X", fn, d));
+  GCC_TRY(need_ptr(w, "W", fn, d));
+  GCC_TRY(need_ptr(y, "Y", fn, d));
+  const float one = 1.0f, zero = 0.0f;
+  if (b && gcc_cudnn_conv_relu_fused(c)) {
+    /* alpha2 = 0: z (= Y) is not read */
+    GCC_CUDNN_TRY(cudnnConvolutionBiasActivationForward(handle, &one, c->x_desc, x, c->w_desc, w,
+                                                        c->conv_desc, c->fwd, workspace,
+                                                        workspace_bytes, &zero, c->y_desc, y,
+                                                        c->b_desc, b, c->relu_desc, c->y_desc, y),
+                  d);
+    return GCC_OK;
+  }
+  GCC_TRY(gcc_cudnn_conv_forward(c, handle, x, w, b, y, workspace, workspace_bytes, d));
+  GCC_CUDNN_TRY(
+      cudnnActivationForward(handle, c->relu_desc, &one, c->y_desc, y, &zero, c->y_desc, y), d);
   return GCC_OK;
 }
 

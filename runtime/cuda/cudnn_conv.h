@@ -312,6 +312,24 @@ int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data, 
 gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle, const float *x,
                                   const float *w, const float *b, float *y, void *workspace,
                                   size_t workspace_bytes, gcc_diag *d);
+/* Y = max(conv(X, W) + B, 0): ONNX Conv then Relu (PyTorch's conv2d then
+ * relu; NaN propagates). With a bias and the forward algorithm
+ * IMPLICIT_PRECOMP_GEMM (gcc_cudnn_conv_relu_fused) one
+ * cudnnConvolutionBiasActivationForward call (alpha1 1, alpha2 0, z = Y,
+ * CUDNN_ACTIVATION_RELU): the algorithm cuDNN's fused call is known to
+ * support (NVIDIA documents CUDNN_ACTIVATION_IDENTITY for it alone, and
+ * the fused kernels exist for it); otherwise cudnnConvolutionForward (+
+ * cudnnAddTensor for B) and cudnnActivationForward in place on Y. B may be
+ * NULL (no bias: never the fused call, which needs one). Preconditions and
+ * errors as gcc_cudnn_conv_forward. */
+gcc_status gcc_cudnn_conv_forward_relu(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                       const float *x, const float *w, const float *b, float *y,
+                                       void *workspace, size_t workspace_bytes, gcc_diag *d);
+/* 1 when a prepared convolution with a bias runs Conv + ReLU as one
+ * cudnnConvolutionBiasActivationForward (its forward algorithm is
+ * IMPLICIT_PRECOMP_GEMM), else 0. */
+int gcc_cudnn_conv_relu_fused(const gcc_cudnn_conv *c);
+
 /* dX = ConvGradData(dY, W). */
 gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                                         const float *dy, const float *w, float *dx, void *workspace,
