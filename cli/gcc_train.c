@@ -27,6 +27,7 @@
 #include "cli/flags.h"
 #include "codegen/emit.h"
 #include "codegen/kernel_cache.h"
+#include "codegen/lowering.h"
 #include "graph/loader.h"
 #include "graph/outfile.h"
 #include "graph/recipe.h"
@@ -56,7 +57,8 @@ static gcc_comm *g_comm = NULL;
 static int is_root(void) {
   return !g_comm || g_comm->rank == 0;
 }
-static int g_no_kernel_cache = 0; /* --no-kernel-cache */
+static int g_no_kernel_cache = 0;  /* --no-kernel-cache */
+static int g_nondeterministic = 0; /* --no-deterministic (--deterministic: 0, the default) */
 /* --loss-scale, --loss-scale-growth-interval: fp16 loss scaling of every
  * training plan (mode NONE: none); set by parse_args */
 static gcc_loss_scale g_loss_scale;
@@ -195,6 +197,14 @@ static void usage(FILE *f) {
          "                      (DIR/kernels.sm_XX.cubin); needs --device cuda\n"
          "  --no-kernel-cache   compile with NVRTC without reading or writing the kernel\n"
          "                      cache ($XDG_CACHE_HOME/gcc-train, else ~/.cache/gcc-train)\n"
+         "                      nor the cuDNN algorithm choices cached beside it\n"
+         "  --deterministic     (default) cuDNN convolutions use only deterministic\n"
+         "                      algorithms (the same bits every run, as resumed runs\n"
+         "                      promise); the fastest is chosen by timing each one when\n"
+         "                      the plan is built on the GPU, cached per shape and GPU\n"
+         "  --no-deterministic  also the faster atomics-based ones (results vary run to\n"
+         "                      run); --profile prints each shape's algorithms and what\n"
+         "                      determinism costs\n"
          "  --no-cuda-graph     on a GPU, issue every step instead of capturing it into a\n"
          "                      CUDA Graph and replaying it\n"
          "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
@@ -443,6 +453,7 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
   o.world_size = world_size;
   o.bucket_bytes = bucket_bytes;
   o.precision = precision;
+  o.nondeterministic = g_nondeterministic;
   gcc_graph *g;
   gcc_mem_plan mem;
   int rc = 0;
@@ -480,6 +491,20 @@ static int dump_placement_main(const char *model_path, const gcc_device *want, i
   /* which library runs each CPU GEMM is measured when the plan is built */
   if (rc == 0 && fmt == GCC_DUMP_TEXT && !file && dev == GCC_DEV_CPU && world_size <= 1)
     print_cpu_libraries(model, threads, o.mode, o.batch_size, stdout);
+  /* the convolutions' algorithms: chosen by timing on the GPU itself */
+  int convs = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    convs += GCC_DEV_IS_CUDA(g->nodes[i].device) && gcc_lowering_of(g->nodes[i].op)->conv &&
+             gcc_lowering_kind_of(g, i) == GCC_LOWER_LIBRARY;
+  if (rc == 0 && fmt == GCC_DUMP_TEXT && !file && convs > 0)
+    fprintf(stderr,
+            "gcc-train: cuDNN convolutions (%d nodes): %s; each shape's algorithms are timed "
+            "(cudnnFind) when the plan is built on the GPU and cached beside the kernel cache; "
+            "--profile prints them%s\n",
+            convs,
+            g_nondeterministic ? "any algorithm (--no-deterministic)"
+                               : "deterministic algorithms only (--deterministic, the default)",
+            o.mode == GCC_MODE_TRAIN && count > 0 ? " (and this report, below)" : "");
   if (rc == 0 && kernels_dir)
     rc = write_kernels(g, dev, &devs[1], cuda_arch, kernels_dir);
   gcc_mem_plan_free(&mem);
@@ -508,8 +533,10 @@ static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_
   so.plan.compile = gcc_kernel_cache_hook;
   so.plan.compile_user = &kc;
   so.plan.cuda_graph = 1;
+  so.nondeterministic = g_nondeterministic;
   gcc_plan *p = NULL;
-  if (gcc_cuda_backend_create(index, &be, &d) == GCC_OK) {
+  if (gcc_cuda_backend_create(index, &be, &d) == GCC_OK &&
+      gcc_cuda_backend_set_algo_cache(be, NULL, !g_no_kernel_cache, &d) == GCC_OK) {
     so.backend = gcc_cuda_backend_table(be);
     if (gcc_session_create(model, &so, &s, &d) == GCC_OK)
       (void)gcc_session_plan(s, GCC_MODE_TRAIN, batch, &p, &d);
@@ -525,6 +552,8 @@ static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_
     fprintf(f, "\nGEMM epilogue fallbacks on %s (%d; cuBLASLt offered no algorithm):\n%s",
             info->name, gcc_plan_epilogue_fallbacks(p), text);
   }
+  if (p)
+    gcc_cuda_backend_conv_report(be, f); /* each convolution's algorithms */
   gcc_session_destroy(s);
   gcc_cuda_backend_destroy(be);
 }
@@ -817,6 +846,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
     OPT_STRICT,
     OPT_DUMP_KERNELS,
     OPT_NO_KERNEL_CACHE,
+    OPT_DETERMINISTIC,
+    OPT_NO_DETERMINISTIC,
     OPT_NO_CUDA_GRAPH,
     OPT_LIST_DEVICES,
     OPT_DATASET_ON_DEVICE,
@@ -876,6 +907,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"strict-placement", no_argument, 0, OPT_STRICT},
       {"dump-kernels", required_argument, 0, OPT_DUMP_KERNELS},
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
+      {"deterministic", no_argument, 0, OPT_DETERMINISTIC},
+      {"no-deterministic", no_argument, 0, OPT_NO_DETERMINISTIC},
       {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
       {"detect-anomaly", no_argument, 0, OPT_DETECT_ANOMALY},
       {"checkpoint-dir", required_argument, 0, OPT_CHECKPOINT_DIR},
@@ -980,6 +1013,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
     case OPT_STRICT: a->strict = 1; break;
     case OPT_DUMP_KERNELS: a->dump_kernels = optarg; break;
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
+    case OPT_DETERMINISTIC: g_nondeterministic = 0; break;
+    case OPT_NO_DETERMINISTIC: g_nondeterministic = 1; break;
     case OPT_NO_CUDA_GRAPH: a->no_cuda_graph = 1; break;
     case OPT_DETECT_ANOMALY: a->detect_anomaly = 1; break;
     case OPT_CHECKPOINT_DIR: a->checkpoint_dir = optarg; break;
@@ -1418,10 +1453,12 @@ static int build_run(train_args *a, train_run *r) {
   so.comm = g_comm;
   so.bucket_bytes = a->bucket_bytes;
   so.precision = a->precision;
+  so.nondeterministic = g_nondeterministic;
   r->kernel_cache = (gcc_kernel_cache_config){NULL, !g_no_kernel_cache};
   if (r->dev.kind == GCC_DEVICE_CUDA) {
     if (gcc_device_info_cuda(r->dev.index, &r->cuda_info, &d) != GCC_OK ||
-        gcc_cuda_backend_create(r->dev.index, &r->cuda, &d) != GCC_OK) {
+        gcc_cuda_backend_create(r->dev.index, &r->cuda, &d) != GCC_OK ||
+        gcc_cuda_backend_set_algo_cache(r->cuda, NULL, !g_no_kernel_cache, &d) != GCC_OK) {
       fprintf(stderr, "gcc-train: %s\n", d.msg);
       run_free(r);
       return EXIT_DEVICE;
@@ -1558,6 +1595,7 @@ static void print_device_profile(train_run *r, int64_t batch) {
   if (dp.copy_ms > 0)
     printf("copies inside the step: %.0f bytes per step (%.2f GB/s)\n", dp.copy_bytes / n,
            dp.copy_bytes / (dp.copy_ms * 1e6));
+  gcc_cuda_backend_conv_report(r->cuda, stdout);
 }
 
 static gcc_status train(const train_args *a, train_run *r, predictions *preds, int *rc) {

@@ -30,7 +30,14 @@
  *  4. maximal chains of pointwise ops of one shape, each value consumed
  *     once inside the chain, optionally ending in one reduction
  *     (ReduceSumTo) -> one POINTWISE group;
- *  5. everything else on a CUDA device is a group of its own (a Copy is a
+ *  5. a float32 2-D Conv (a cuDNN call) whose output only a Relu on its
+ *     device reads -> one CUDNN group of the two: the convolution, its bias
+ *     and the ReLU in one cudnnConvolutionBiasActivationForward where the
+ *     chosen algorithm allows it (runtime/cuda/cudnn_conv.h), else the
+ *     convolution and cudnnActivationForward; either way no generated
+ *     ReLU kernel, and the Conv's own output is never written (ReluGrad
+ *     reads the Relu's output, not its input);
+ *  6. everything else on a CUDA device is a group of its own (a Copy is a
  *     COPY group: a transfer, not a launch; a convolution or pooling node
  *     is a CUDNN group: one cuDNN call, as a cuBLAS GEMM is one call).
  * A group runs at one point of the schedule: a GEMM group at its first
@@ -216,6 +223,37 @@ static gcc_status fuse_optimizers(gcc_graph *g, gcc_diag *d) {
     GCC_TRY(s);
   }
   return GCC_OK;
+}
+
+/* Step 5: Conv -> Relu into one cuDNN group (the Relu its last node). */
+static gcc_status fuse_conv_relu(gcc_graph *g, gcc_diag *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (lower(g, i)->conv != GCC_CONV_FORWARD || !is_cuda(g, i) || grouped(g, i) ||
+        gcc_lowering_kind_of(g, i) != GCC_LOWER_LIBRARY)
+      continue;
+    int y = n->outputs[0];
+    int r = only_consumer(g, y);
+    if (r < 0 || lower(g, r)->epilogue != GCC_EPIROLE_RELU || g->nodes[r].device != n->device ||
+        grouped(g, r) || kept(g, y) || g->values[y].dtype != GCC_DT_FLOAT32 ||
+        g->values[y].shape.ndim != 4)
+      continue;
+    cand c = {.nodes = {i, r}, .n = 2, .kind = GCC_GROUP_CUDNN};
+    if (placeable(g, &c))
+      GCC_TRY(commit(g, &c, "cudnn_", d));
+  }
+  return GCC_OK;
+}
+
+int gcc_fusion_conv_relu(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  if (lower(g, node)->conv != GCC_CONV_FORWARD || n->group < 0 || n->group >= g->n_groups)
+    return -1;
+  const gcc_group *gr = &g->groups[n->group];
+  if (gr->kind != GCC_GROUP_CUDNN || gr->n_nodes != 2 || gr->nodes[0] != node ||
+      lower(g, gr->nodes[1])->epilogue != GCC_EPIROLE_RELU)
+    return -1;
+  return gr->nodes[1];
 }
 
 static gcc_status fuse_losses(gcc_graph *g, gcc_diag *d) {
@@ -421,6 +459,7 @@ gcc_status gcc_pass_fusion(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
   GCC_TRY(fuse_optimizers(g, d));
   GCC_TRY(fuse_losses(g, d));
   GCC_TRY(fuse_gemms(g, d));
+  GCC_TRY(fuse_conv_relu(g, d));
   GCC_TRY(fuse_pointwise(g, d));
   for (int i = 0; i < g->n_nodes; i++) { /* the rest: one group each */
     gcc_lowering_kind k = gcc_lowering_kind_of(g, i);

@@ -87,7 +87,15 @@ typedef struct gcc_lowering {
    * in 16 bits); 0: it reads and writes float32 only, and a 16-bit operand
    * is an error naming the node */
   int kernel16;
+  /* LIBRARY convolutions, whose cuDNN algorithm is chosen by timing when a
+   * plan is built (runtime/cuda/cudnn_conv.h): GCC_CONV_FORWARD for Conv
+   * (a ReLU that alone reads its float32 output joins its call:
+   * codegen/fusion.h gcc_fusion_conv_relu), GCC_CONV_OTHER for the
+   * backward-data, backward-filter and ConvTranspose calls; 0 otherwise
+   * (ConvGradBias has no algorithm) */
+  int conv;
 } gcc_lowering;
+enum { GCC_CONV_FORWARD = 1, GCC_CONV_OTHER = 2 };
 
 /* The entry of op `op`; NULL when `op` is out of range. */
 const gcc_lowering *gcc_lowering_of(int op);

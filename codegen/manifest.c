@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "codegen/emit.h"
+#include "codegen/fusion.h"
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 
@@ -81,6 +82,15 @@ gcc_status gcc_codegen_manifest(const gcc_graph *g, int device, const char *arch
     if (gr->kind == GCC_GROUP_GEMM) {
       json_object_set_new(cj, "library", json_string("cublasLt"));
       json_object_set_new(cj, "epilogue", json_string(gcc_epilogue_name(gr->epilogue)));
+    } else if (gcc_fusion_conv_relu(g, gr->nodes[0]) >= 0) {
+      /* Conv + Relu: which calls depends on the algorithm timed on the GPU */
+      json_object_set_new(cj, "library", json_string("cudnn"));
+      json_object_set_new(
+          cj, "call",
+          json_string("cudnnConvolutionBiasActivationForward (IMPLICIT_PRECOMP_GEMM "
+                      "with a bias), else cudnnConvolutionForward + "
+                      "cudnnActivationForward"));
+      json_object_set_new(cj, "activation", json_string("relu"));
     } else { /* one node: its op names the cuDNN function */
       const gcc_lowering *lw = gcc_lowering_of(g->nodes[gr->nodes[0]].op);
       json_object_set_new(cj, "library", json_string("cudnn"));

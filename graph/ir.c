@@ -846,6 +846,7 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
     c->training.dataset = gcc_strdup(t->dataset);
     c->producer = gcc_strdup(g->producer);
     c->precision = g->precision;
+    c->nondeterministic = g->nondeterministic;
     if ((t->loss && !c->training.loss) || (t->prediction && !c->training.prediction) ||
         (t->input && !c->training.input) || (t->target && !c->training.target) ||
         (t->dataset && !c->training.dataset) || (g->producer && !c->producer))

@@ -292,6 +292,9 @@ typedef struct gcc_graph {
   /* the --precision the graph is compiled for (gcc_precision; set by the
    * autocast pass, 0 = FP32): the math mode of its GEMMs and convolutions */
   int precision;
+  /* --no-deterministic (gcc_options.nondeterministic, set by the autocast
+   * pass): 1 lets cuDNN choose non-deterministic convolution algorithms */
+  int nondeterministic;
 } gcc_graph;
 
 /* Drops every fusion group (node->group = -1). */

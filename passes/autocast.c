@@ -433,6 +433,7 @@ static gcc_status reorder(ac_ctx *c, int n0, gcc_diag *d) {
 
 gcc_status gcc_pass_autocast(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
   g->precision = opt->precision;
+  g->nondeterministic = opt->nondeterministic;
   gcc_dtype low = gcc_precision_dtype(opt->precision);
   if (low == GCC_DT_FLOAT32)
     return GCC_OK;

@@ -89,6 +89,10 @@ typedef struct gcc_options {
    * pass (mixed precision); FP32 (0, the default) and TF32 leave every value
    * float32 */
   int precision;
+  /* --no-deterministic: 1 lets cuDNN's convolutions use algorithms whose
+   * results vary run to run (recorded in g->nondeterministic by the
+   * autocast pass); 0, the default: deterministic ones only */
+  int nondeterministic;
   FILE *dump_file; /* where dumps go (stderr if NULL) */
   /* BF16 / FP16 training: 1 makes every parameter's 16-bit copy a Cast run
    * each step, as before the optimizer update wrote the copies

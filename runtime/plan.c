@@ -1617,8 +1617,12 @@ static gcc_status issue_one(gcc_plan *p, const op *o, int slot, int64_t step, in
     void *in[8] = {0}, *outp[4] = {0};
     for (int k = 0; k < n->n_inputs && k < 8; k++)
       in[k] = ptr_of(p, n->inputs[k], slot);
-    for (int k = 0; k < n->n_outputs && k < 4; k++)
-      outp[k] = ptr_of(p, n->outputs[k], slot);
+    /* the group's last node's outputs: a Conv with its Relu fused
+     * (codegen/fusion.h gcc_fusion_conv_relu) writes the Relu's */
+    const gcc_group *lg = &p->g->groups[o->group];
+    const gcc_node *on = &p->g->nodes[lg->nodes[lg->n_nodes - 1]];
+    for (int k = 0; k < on->n_outputs && k < 4; k++)
+      outp[k] = ptr_of(p, on->outputs[k], slot);
     GCC_TRY(p->be.library_op(p->be.self, p->g, o->node, in, outp,
                              p->ws_bytes ? (char *)p->dev + p->off_ws : NULL, p->ws_bytes, d));
     break;

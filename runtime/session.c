@@ -435,6 +435,7 @@ static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   o.world_size = s->opt.comm ? s->opt.comm->size : 1;
   o.bucket_bytes = s->opt.bucket_bytes;
   o.precision = s->opt.precision;
+  o.nondeterministic = s->opt.nondeterministic;
   o.param_copy_casts = s->opt.param_copy_casts;
   if (!s->dumped && s->opt.dump_after && mode == GCC_MODE_TRAIN) {
     o.dump_after = s->opt.dump_after;

@@ -48,6 +48,9 @@ typedef struct gcc_session_options {
   /* --precision (graph/ir.h gcc_precision): the precision every plan of the
    * session is compiled for (gcc_options.precision); 0: float32 */
   int precision;
+  /* --no-deterministic: gcc_options.nondeterministic of every plan (1:
+   * cuDNN may choose non-deterministic convolution algorithms) */
+  int nondeterministic;
   /* gcc_options.param_copy_casts of every plan (the per-step Casts of the
    * parameters instead of the copies the updates write; for tests) */
   int param_copy_casts;

@@ -180,9 +180,11 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
   const Case cnn_cases[] = {
       {"cifar_cnn_train_b4", cifar, GCC_MODE_TRAIN, 4, 4},
       {"cifar_cnn_train_b64", cifar, GCC_MODE_TRAIN, 64, 4},
-      {"cifar_cnn_eval_b1000", cifar, GCC_MODE_EVAL, 1000, 2},
+      // evaluation: the ReLUs joined their convolutions' cuDNN calls (issue
+      // 29), the loss kernel is what is generated
+      {"cifar_cnn_eval_b1000", cifar, GCC_MODE_EVAL, 1000, 1},
       {"mnist_cnn_train_b64", mcnn, GCC_MODE_TRAIN, 64, 4},
-      {"mnist_cnn_eval_b1000", mcnn, GCC_MODE_EVAL, 1000, 2},
+      {"mnist_cnn_eval_b1000", mcnn, GCC_MODE_EVAL, 1000, 1},
   };
   for (const Case &c : cnn_cases)
     CompileAll(c);

@@ -9,7 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <set>
 #include <string>
+#include <vector>
+
+#include <sys/stat.h>
 
 extern "C" {
 #include "graph/builder.h"
@@ -19,6 +25,7 @@ extern "C" {
 #include "runtime/cuda/cudnn_conv.h"
 #include "runtime/plan.h"
 }
+#include "tests/testutil.h"
 
 namespace {
 
@@ -328,6 +335,55 @@ TEST(CudnnConv, EveryCnnPlanNodeThroughTheCache) {
   }
 }
 
+// --no-deterministic (gcc_options.nondeterministic) reaches every
+// convolution's shape through the compiled graph; the default keeps it 0,
+// and the per-process cache keeps the two apart.
+TEST(CudnnConv, NondeterministicOptionReachesTheConvolutionShapes) {
+  gcc_graph *model = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_cifar_cnn(GCC_CIFAR_CNN_SEED, &model, &d), GCC_OK) << d.msg;
+  gcc_cudnn_cache *cache = nullptr;
+  ASSERT_EQ(gcc_cudnn_cache_create(&cache, &d), GCC_OK);
+  for (int nondet : {0, 1}) {
+    SCOPED_TRACE(nondet);
+    gcc_options o{};
+    o.mode = GCC_MODE_TRAIN;
+    o.batch_size = 8;
+    o.opt = model->training.opt;
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    o.nondeterministic = nondet;
+    FILE *sink = fopen("/dev/null", "w");
+    o.warn_file = sink;
+    gcc_graph *g = nullptr;
+    gcc_mem_plan mem{};
+    ASSERT_EQ(gcc_compile_graph(model, &o, &g, &mem, &d), GCC_OK) << d.msg;
+    fclose(sink);
+    EXPECT_EQ(g->nondeterministic, nondet);
+    int convs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      gcc_conv2d_shape cs;
+      if (g->nodes[i].op != GCC_OP_CONV && g->nodes[i].op != GCC_OP_CONV_GRAD_DATA &&
+          g->nodes[i].op != GCC_OP_CONV_GRAD_FILTER)
+        continue;
+      ASSERT_EQ(gcc_conv2d_shape_of(g, i, &cs, &d), GCC_OK) << d.msg;
+      EXPECT_EQ(cs.nondeterministic, nondet) << g->nodes[i].name;
+      gcc_cudnn_conv *c = nullptr;
+      ASSERT_EQ(gcc_cudnn_cache_conv(cache, &cs, &c, &d), GCC_OK) << d.msg;
+      EXPECT_EQ(gcc_cudnn_conv_shape(c)->nondeterministic, nondet);
+      convs++;
+    }
+    EXPECT_EQ(convs, 5);
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+  }
+  // conv1 and conv2, each once per mode
+  EXPECT_EQ(gcc_cudnn_cache_conv_count(cache), 4);
+  gcc_cudnn_cache_destroy(cache);
+  gcc_graph_free(model);
+}
+
 // Mixed precision (issue 19): the cuDNN module describes 16-bit poolings
 // and convolutions of a bfloat16 or float16 plan of the CIFAR CNN, and a
 // ConvTranspose of those dtypes, with descriptors of 16-bit tensors (float32
@@ -395,6 +451,356 @@ TEST(CudnnConv, SixteenBitPlansGetSixteenBitDescriptors) {
   gcc_cudnn_conv *c = nullptr;
   ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
   EXPECT_EQ(gcc_cudnn_conv_shape(c)->dtype, GCC_DT_BFLOAT16);
+  gcc_cudnn_conv_destroy(c);
+}
+
+// Issue 29: --no-deterministic lets the choice take the atomics-based
+// algorithms; among timed candidates (cudnnFind) the least time wins,
+// whatever the list's order; the cost of determinism is the chosen time
+// against the fastest candidate that qualifies without it.
+gcc_cudnn_algo_perf Timed(int algo, cudnnDeterminism_t det, float ms, size_t mem = 0,
+                          cudnnMathType_t math = CUDNN_FMA_MATH) {
+  gcc_cudnn_algo_perf p = Perf(algo, CUDNN_STATUS_SUCCESS, mem, det, math);
+  p.time_ms = ms;
+  return p;
+}
+
+TEST(CudnnConv, DeterminismFilterAndTimedChoice) {
+  const size_t cap = 1 << 20;
+  size_t smallest = 0;
+  const gcc_cudnn_algo_perf list[] = {
+      Timed(0, CUDNN_NON_DETERMINISTIC, 0.50f),
+      Timed(3, CUDNN_NON_DETERMINISTIC, 0.20f), // fastest of all
+      Timed(1, CUDNN_DETERMINISTIC, 0.90f),
+      Timed(5, CUDNN_DETERMINISTIC, 0.60f, 2 << 20), // faster, but over the cap
+      Timed(6, CUDNN_DETERMINISTIC, 0.70f),          // fastest deterministic that fits
+      Timed(2, CUDNN_DETERMINISTIC, 0.10f, 0, CUDNN_TENSOR_OP_MATH), // TF32: fp32 plans refuse
+  };
+  EXPECT_EQ(gcc_cudnn_pick_algo_opts(list, 6, cap, &smallest, 0, 1), 4);
+  EXPECT_EQ(smallest, (size_t)2 << 20);
+  EXPECT_EQ(gcc_cudnn_pick_algo_opts(list, 6, cap, &smallest, 0, 0), 1);
+  EXPECT_EQ(gcc_cudnn_pick_algo_opts(list, 6, cap, &smallest, 1, 1), 5); // --precision tf32
+  EXPECT_EQ(gcc_cudnn_pick_algo_opts(list, 6, cap, &smallest, 1, 0), 5);
+  // heuristic lists (time -1) keep their order: the first that qualifies
+  gcc_cudnn_algo_perf heur[] = {Timed(1, CUDNN_DETERMINISTIC, -1.0f),
+                                Timed(0, CUDNN_DETERMINISTIC, -1.0f)};
+  EXPECT_EQ(gcc_cudnn_pick_algo_opts(heur, 2, cap, &smallest, 0, 1), 0);
+
+  // whole choices: the shape's flag decides, and the times are kept
+  for (int nondet : {0, 1}) {
+    SCOPED_TRACE(nondet ? "--no-deterministic" : "--deterministic");
+    gcc_conv2d_shape s = ConvShape(4, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 1, 1);
+    s.nondeterministic = nondet;
+    gcc_cudnn_conv *c = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+    const gcc_cudnn_algo_perf fwd[] = {Timed(1, CUDNN_DETERMINISTIC, 0.30f)};
+    const gcc_cudnn_algo_perf bd[] = {Timed(0, CUDNN_NON_DETERMINISTIC, 0.40f),
+                                      Timed(1, CUDNN_DETERMINISTIC, 0.50f)};
+    const gcc_cudnn_algo_perf bf[] = {Timed(1, CUDNN_DETERMINISTIC, 0.80f),
+                                      Timed(3, CUDNN_NON_DETERMINISTIC, 0.25f),
+                                      Timed(0, CUDNN_NON_DETERMINISTIC, 0.35f)};
+    ASSERT_EQ(gcc_cudnn_conv_choose(c, fwd, 1, bd, 2, bf, 3, cap, &d), GCC_OK) << d.msg;
+    int f, b, w;
+    gcc_cudnn_conv_algorithms(c, &f, &b, &w);
+    EXPECT_EQ(f, 1);
+    EXPECT_EQ(b, nondet ? 0 : 1);
+    EXPECT_EQ(w, nondet ? 3 : 1);
+    float tc[3], tf[3];
+    gcc_cudnn_conv_choice_times(c, tc, tf);
+    EXPECT_FLOAT_EQ(tc[0], 0.30f);
+    EXPECT_FLOAT_EQ(tf[0], 0.30f);
+    EXPECT_FLOAT_EQ(tc[1], nondet ? 0.40f : 0.50f);
+    EXPECT_FLOAT_EQ(tf[1], 0.40f);
+    EXPECT_FLOAT_EQ(tc[2], nondet ? 0.25f : 0.80f);
+    EXPECT_FLOAT_EQ(tf[2], 0.25f);
+    char sum[512];
+    gcc_cudnn_conv_choice_summary(c, sum, sizeof sum);
+    EXPECT_NE(std::string(sum).find("fwd IMPLICIT_PRECOMP_GEMM fma"), std::string::npos) << sum;
+    EXPECT_NE(std::string(sum).find(nondet ? "bwd-filter ALGO_3" : "bwd-filter ALGO_1"),
+              std::string::npos)
+        << sum;
+    gcc_cudnn_conv_destroy(c);
+  }
+  // --deterministic with only non-deterministic candidates: the message
+  // says so and names the flag that would allow them
+  gcc_conv2d_shape s = ConvShape(4, 3, 32, 32, 6, 5, 5, 1, 1, 0, 0, 1, 1);
+  gcc_cudnn_conv *c = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+  const gcc_cudnn_algo_perf ok[] = {Timed(1, CUDNN_DETERMINISTIC, 0.3f)};
+  const gcc_cudnn_algo_perf bad[] = {Timed(0, CUDNN_NON_DETERMINISTIC, 0.3f)};
+  EXPECT_EQ(gcc_cudnn_conv_choose(c, ok, 1, ok, 1, bad, 1, cap, &d), GCC_ERR_DEVICE);
+  EXPECT_NE(std::string(d.msg).find("--no-deterministic"), std::string::npos) << d.msg;
+  gcc_cudnn_conv_destroy(c);
+}
+
+// ---- the disk cache of choices ----------------------------------------------
+
+struct FakeFind {
+  int calls = 0;
+  static gcc_status Fn(void *user, const gcc_cudnn_conv *, gcc_cudnn_candidates *out, gcc_diag *) {
+    auto *f = static_cast<FakeFind *>(user);
+    f->calls++;
+    *out = gcc_cudnn_candidates{};
+    out->fwd[0] = Timed(0, CUDNN_DETERMINISTIC, 0.45f);
+    out->fwd[1] = Timed(1, CUDNN_DETERMINISTIC, 0.125f, 4096); // the fastest
+    out->n_fwd = 2;
+    out->bwd_data[0] = Timed(0, CUDNN_NON_DETERMINISTIC, 0.2f);
+    out->bwd_data[1] = Timed(1, CUDNN_DETERMINISTIC, 0.25f);
+    out->n_bwd_data = 2;
+    out->bwd_filter[0] = Timed(3, CUDNN_NON_DETERMINISTIC, 0.5f);
+    out->bwd_filter[1] = Timed(1, CUDNN_DETERMINISTIC, 0.75f, 512);
+    out->n_bwd_filter = 2;
+    out->timed[0] = out->timed[1] = out->timed[2] = 1;
+    return GCC_OK;
+  }
+};
+
+gcc_cudnn_gpu_id H100() {
+  gcc_cudnn_gpu_id g{};
+  std::snprintf(g.name, sizeof g.name, "NVIDIA H100 80GB HBM3");
+  g.sm = 90;
+  g.cudnn_version = 91400;
+  return g;
+}
+
+std::string ReadAll(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteAll(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::string Key(const gcc_conv2d_shape &s, const gcc_cudnn_gpu_id &g, size_t cap) {
+  gcc_cudnn_conv *c = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+  char buf[1024] = "";
+  EXPECT_EQ(gcc_cudnn_choice_key(c, &g, cap, buf, sizeof buf, &d), GCC_OK) << d.msg;
+  gcc_cudnn_conv_destroy(c);
+  return buf;
+}
+
+TEST(CudnnChoiceCache, KeyHoldsTheGpuCudnnAndTheWholeDescriptor) {
+  gcc_conv2d_shape s = ConvShape(64, 64, 56, 56, 128, 3, 3, 2, 2, 1, 1, 1, 1);
+  gcc_cudnn_gpu_id g = H100();
+  const size_t cap = 256u << 20;
+  std::string k = Key(s, g, cap);
+  for (const char *part :
+       {"gpu=\"NVIDIA H100 80GB HBM3\"", "sm=90", "cudnn=91400", "x=64x64x56x56", "w=128x64x3x3",
+        "dtype=float32", "layout=NCHW", "pads=1,1", "strides=2,2", "dilations=1,1", "groups=1",
+        "math=fma", "deterministic=1", "workspace_cap=268435456"})
+    EXPECT_NE(k.find(part), std::string::npos) << part << " not in " << k;
+  // every field changes the key
+  std::vector<std::string> keys = {k};
+  auto with = [&](auto change) {
+    gcc_conv2d_shape t = s;
+    gcc_cudnn_gpu_id h = g;
+    size_t c = cap;
+    change(t, h, c);
+    keys.push_back(Key(t, h, c));
+  };
+  with([](gcc_conv2d_shape &, gcc_cudnn_gpu_id &h, size_t &) { h.sm = 80; });
+  with([](gcc_conv2d_shape &, gcc_cudnn_gpu_id &h, size_t &) { h.cudnn_version = 91300; });
+  with([](gcc_conv2d_shape &, gcc_cudnn_gpu_id &h, size_t &) {
+    std::snprintf(h.name, sizeof h.name, "NVIDIA H200");
+  });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.n = 32; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.win.pt = t.win.pb = 0; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.win.sw = 1; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.win.dh = 2; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.group = 2; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.dtype = GCC_DT_BFLOAT16; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.tf32 = 1; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.nondeterministic = 1; });
+  with([](gcc_conv2d_shape &, gcc_cudnn_gpu_id &, size_t &c) { c = 1 << 20; });
+  std::set<std::string> distinct(keys.begin(), keys.end());
+  EXPECT_EQ(distinct.size(), keys.size());
+  // one line: a name with a quote or a newline cannot break it
+  std::snprintf(g.name, sizeof g.name, "odd\"name\nx");
+  std::string odd = Key(s, g, cap);
+  EXPECT_EQ(odd.find('\n'), std::string::npos) << odd;
+  EXPECT_NE(odd.find("gpu=\"odd_name_x\""), std::string::npos) << odd;
+}
+
+// A miss times (calls find) and writes the entry; a hit on a fresh
+// descriptor set reads the same choice and times nothing; a different GPU
+// misses.
+TEST(CudnnChoiceCache, HitSkipsFindAndGivesTheSameChoice) {
+  gcc_test::TempDir tmp("cudnn_choice");
+  ASSERT_FALSE(tmp.path().empty());
+  std::string dir = tmp.file("cache/sub"); // created on demand
+  gcc_cudnn_choice_cache cache{dir.c_str(), 1};
+  gcc_conv2d_shape s = ConvShape(8, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1);
+  gcc_cudnn_gpu_id g = H100();
+  const size_t cap = 1 << 20;
+  FakeFind ff;
+  int algos[2][3];
+  float times[2][3], fastest[2][3];
+  for (int round = 0; round < 2; round++) {
+    SCOPED_TRACE(round ? "second plan (hit)" : "first plan (miss)");
+    gcc_cudnn_conv *c = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+    gcc_cudnn_choice_info info{};
+    ASSERT_EQ(gcc_cudnn_conv_choose_cached(c, &g, &cache, FakeFind::Fn, &ff, cap, &info, &d),
+              GCC_OK)
+        << d.msg;
+    EXPECT_EQ(info.hit, round);
+    EXPECT_EQ(info.searched, 1 - round);
+    EXPECT_STREQ(info.note, "");
+    EXPECT_EQ(ff.calls, 1); // the second round did not time
+    gcc_cudnn_conv_algorithms(c, &algos[round][0], &algos[round][1], &algos[round][2]);
+    gcc_cudnn_conv_choice_times(c, times[round], fastest[round]);
+    int math[3];
+    gcc_cudnn_conv_math_types(c, math);
+    for (int k = 0; k < 3; k++)
+      EXPECT_EQ(math[k], (int)CUDNN_FMA_MATH);
+    EXPECT_EQ(gcc_cudnn_conv_workspace_bytes(c), 4096u); // the entry's, until prepare asks cuDNN
+    gcc_cudnn_conv_destroy(c);
+  }
+  EXPECT_EQ(algos[0][0], 1);
+  EXPECT_EQ(algos[0][1], 1);
+  EXPECT_EQ(algos[0][2], 1);
+  for (int k = 0; k < 3; k++) {
+    EXPECT_EQ(algos[1][k], algos[0][k]) << k;
+    EXPECT_FLOAT_EQ(times[1][k], times[0][k]) << k;
+    EXPECT_FLOAT_EQ(fastest[1][k], fastest[0][k]) << k;
+  }
+  EXPECT_FLOAT_EQ(fastest[0][2], 0.5f); // ALGO_3, refused for determinism
+  // the entry is where gcc_cudnn_choice_path says, and holds the full key
+  char key[1024], path[4300];
+  gcc_diag d{};
+  gcc_cudnn_conv *c = nullptr;
+  ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_cudnn_choice_key(c, &g, cap, key, sizeof key, &d), GCC_OK);
+  ASSERT_EQ(gcc_cudnn_choice_path(&cache, key, path, sizeof path, &d), GCC_OK);
+  EXPECT_EQ(std::string(path).rfind(dir + "/cudnn-", 0), 0u) << path;
+  std::string text = ReadAll(path);
+  EXPECT_NE(text.find(std::string("key ") + key + "\n"), std::string::npos) << text;
+  // another GPU: a miss, timed again
+  gcc_cudnn_gpu_id other = H100();
+  other.sm = 80;
+  gcc_cudnn_choice_info info{};
+  ASSERT_EQ(gcc_cudnn_conv_choose_cached(c, &other, &cache, FakeFind::Fn, &ff, cap, &info, &d),
+            GCC_OK);
+  EXPECT_EQ(info.hit, 0);
+  EXPECT_EQ(ff.calls, 2);
+  // use_cache 0 (--no-kernel-cache): timed, nothing read
+  gcc_cudnn_choice_cache off{dir.c_str(), 0};
+  ASSERT_EQ(gcc_cudnn_conv_choose_cached(c, &g, &off, FakeFind::Fn, &ff, cap, &info, &d), GCC_OK);
+  EXPECT_EQ(info.hit, 0);
+  EXPECT_EQ(ff.calls, 3);
+  gcc_cudnn_conv_destroy(c);
+}
+
+// Damaged entries are ignored with a note naming the file, the shape is
+// timed again and the entry rewritten (the next plan hits); an entry of
+// another key at the same path is a plain miss; an unwritable directory
+// only costs the caching.
+TEST(CudnnChoiceCache, CorruptEntriesAreIgnoredWithANote) {
+  gcc_test::TempDir tmp("cudnn_choice");
+  ASSERT_FALSE(tmp.path().empty());
+  gcc_cudnn_choice_cache cache{tmp.path().c_str(), 1};
+  gcc_conv2d_shape s = ConvShape(2, 4, 9, 9, 8, 3, 3, 1, 1, 0, 0, 1, 1);
+  gcc_cudnn_gpu_id g = H100();
+  const size_t cap = 1 << 20;
+  FakeFind ff;
+  auto choose = [&](gcc_cudnn_choice_info *info) {
+    gcc_cudnn_conv *c = nullptr;
+    gcc_diag d{};
+    EXPECT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK) << d.msg;
+    EXPECT_EQ(gcc_cudnn_conv_choose_cached(c, &g, &cache, FakeFind::Fn, &ff, cap, info, &d), GCC_OK)
+        << d.msg;
+    int f, b, w;
+    gcc_cudnn_conv_algorithms(c, &f, &b, &w);
+    EXPECT_EQ(f, 1);
+    EXPECT_EQ(w, 1);
+    gcc_cudnn_conv_destroy(c);
+  };
+  gcc_cudnn_choice_info info{};
+  choose(&info);
+  ASSERT_EQ(ff.calls, 1);
+  char key[1024], path[4300];
+  {
+    gcc_cudnn_conv *c = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK);
+    ASSERT_EQ(gcc_cudnn_choice_key(c, &g, cap, key, sizeof key, &d), GCC_OK);
+    ASSERT_EQ(gcc_cudnn_choice_path(&cache, key, path, sizeof path, &d), GCC_OK);
+    gcc_cudnn_conv_destroy(c);
+  }
+  const std::string good = ReadAll(path);
+  ASSERT_FALSE(good.empty());
+  std::string flipped = good;
+  flipped[flipped.find("forward ") + 8] ^= 1; // algorithm 1 -> 0: checksum fails
+  std::string bad_algo = good;                // a sound checksum over an impossible algorithm
+  const struct {
+    const char *what;
+    std::string text;
+    const char *why;
+  } cases[] = {
+      {"flipped byte", flipped, "checksum"},
+      {"truncated", good.substr(0, good.size() / 2), "truncated"},
+      {"garbage",
+       std::string("\x7f"
+                   "ELF\0\0binary",
+                   11),
+       "NUL"},
+      {"empty", "", "first line"},
+  };
+  int calls = ff.calls;
+  for (const auto &k : cases) {
+    SCOPED_TRACE(k.what);
+    WriteAll(path, k.text);
+    gcc_cudnn_choice_info i{};
+    choose(&i);
+    EXPECT_EQ(i.hit, 0);
+    EXPECT_EQ(ff.calls, ++calls);
+    std::string note = i.note;
+    EXPECT_NE(note.find("corrupt"), std::string::npos) << note;
+    EXPECT_NE(note.find(path), std::string::npos) << note;
+    EXPECT_NE(note.find(k.why), std::string::npos) << note;
+    EXPECT_EQ(ReadAll(path), good); // rewritten
+    choose(&i);
+    EXPECT_EQ(i.hit, 1);
+    EXPECT_EQ(ff.calls, calls);
+  }
+  // another key's entry at this path (a hash collision): a miss, no note
+  std::string foreign = good;
+  size_t at = foreign.find("sm=90");
+  ASSERT_NE(at, std::string::npos);
+  foreign.replace(at, 5, "sm=89");
+  foreign = foreign.substr(0, foreign.find("checksum "));
+  uint64_t h = 0xcbf29ce484222325ull; // FNV-1a 64, as the entry's checksum
+  for (unsigned char ch : foreign)
+    h = (h ^ ch) * 0x100000001b3ull;
+  char sum[40];
+  std::snprintf(sum, sizeof sum, "checksum %016llx\n", (unsigned long long)h);
+  WriteAll(path, foreign + sum);
+  gcc_cudnn_choice_info i{};
+  choose(&i);
+  EXPECT_EQ(i.hit, 0);
+  EXPECT_STREQ(i.note, "");
+  EXPECT_EQ(ff.calls, ++calls);
+  // a regular file where the directory should be: chosen, not cached, said
+  std::string blocked = tmp.file("file");
+  WriteAll(blocked, "x");
+  std::string under_file = blocked + "/cache";
+  gcc_cudnn_choice_cache nowhere{under_file.c_str(), 1};
+  gcc_cudnn_conv *c = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_cudnn_conv_create(&s, &c, &d), GCC_OK);
+  ASSERT_EQ(gcc_cudnn_conv_choose_cached(c, &g, &nowhere, FakeFind::Fn, &ff, cap, &i, &d), GCC_OK)
+      << d.msg;
+  EXPECT_EQ(i.hit, 0);
+  EXPECT_NE(std::string(i.note).find("not cached"), std::string::npos) << i.note;
   gcc_cudnn_conv_destroy(c);
 }
 

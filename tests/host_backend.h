@@ -36,6 +36,7 @@
 #include <vector>
 
 extern "C" {
+#include "codegen/fusion.h"
 #include "codegen/gemm_map.h"
 #include "codegen/lowering.h"
 #include "codegen/nvrtc.h"
@@ -254,6 +255,7 @@ struct HostBackend {
   int launches = 0, gemms = 0, captures = 0, replays = 0, library_calls = 0;
   // every library call (cuDNN) issued: the node's op, and whether an operand is 16-bit
   std::vector<std::pair<int, bool>> library_ops;
+  int conv_relu_calls = 0; // Conv calls with their Relu fused (codegen/fusion.h)
   std::vector<std::string> epilogues;
   std::set<int> refuse;                                // epilogues whose heuristic returns nothing
   std::map<void *, std::pair<bool, int>> module_image; // cubin?, arch
@@ -619,6 +621,7 @@ struct HostBackend {
                (g->values[v].dtype == GCC_DT_BFLOAT16 || g->values[v].dtype == GCC_DT_FLOAT16);
       }
       h->library_ops.push_back({n->op, b16});
+      h->conv_relu_calls += gcc_fusion_conv_relu(g, node) >= 0;
       return h->Issue(r, d);
     };
     be.event_record = [](void *self, int e, int stream, gcc_diag *) -> gcc_status {
@@ -866,6 +869,15 @@ struct HostBackend {
                          ws ? r.workspace_bytes : 0,
                          nullptr};
       gcc_status st = gcc_cpu_op_of(n->op)->kernel(&ka);
+      // a Conv with its Relu fused (float32 only): the plan passed the
+      // Relu's output, and cuDNN applies max(y, 0) after the bias, NaN kept
+      // (CUDNN_PROPAGATE_NAN), whether in one fused call or two
+      if (st == GCC_OK && gcc_fusion_conv_relu(r.graph, r.node) >= 0) {
+        const gcc_tensor &y = ts[n->n_inputs];
+        float *f = static_cast<float *>(y.data);
+        for (int64_t i = 0; i < y.numel; i++)
+          f[i] = f[i] < 0.0f ? 0.0f : f[i];
+      }
       if (st == GCC_OK && bias_after) {
         const gcc_tensor &y = ts[n->n_inputs];
         bool bf = r.graph->values[n->outputs[0]].dtype == GCC_DT_BFLOAT16;

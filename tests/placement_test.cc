@@ -1050,6 +1050,40 @@ TEST(PlacementCli, CpuDumpListsEachGemmsLibrary) {
       << r.out;
 }
 
+// Issue 29: --deterministic (default) / --no-deterministic reach the
+// convolutions: --dump-placement names the mode (without a GPU, on stderr;
+// on one, the training plan is built there and the report of each shape's
+// timed algorithms follows the placement).
+TEST(PlacementCli, DeterministicFlagNamedWithTheConvolutions) {
+  std::string model = Runfile("models/mnist_cnn.pb");
+  char reason[512];
+  const bool no_gpu = gcc_cuda_device_count(reason, sizeof reason) == 0;
+  for (const char *flag : {"", "--deterministic", "--no-deterministic"}) {
+    SCOPED_TRACE(flag);
+    std::vector<std::string> args = {model, "--device", "cuda", "--dump-placement"};
+    if (*flag)
+      args.push_back(flag);
+    gcc_test::ProcResult r = Cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    bool any = std::string(flag) == "--no-deterministic";
+    EXPECT_TRUE(Contains(r.err, any ? "cuDNN convolutions (5 nodes): any algorithm "
+                                      "(--no-deterministic)"
+                                    : "cuDNN convolutions (5 nodes): deterministic algorithms "
+                                      "only (--deterministic, the default)"))
+        << r.err;
+    if (!no_gpu) {
+      EXPECT_TRUE(Contains(r.out, any ? "cuDNN convolutions (any algorithms"
+                                      : "cuDNN convolutions (deterministic algorithms"))
+          << r.out;
+    }
+  }
+  // the MLP has no convolution: nothing said
+  gcc_test::ProcResult mlp = Cli({Runfile("models/mnist_mlp.pb"), "--device", "cuda",
+                                  "--dump-placement", "--no-deterministic"});
+  ASSERT_EQ(mlp.exit_code, 0) << mlp.err;
+  EXPECT_FALSE(Contains(mlp.err, "cuDNN convolutions")) << mlp.err;
+}
+
 TEST(PlacementCli, DumpPlacementFormats) {
   std::string model = Runfile("models/mnist_mlp.pb");
   char reason[512];

@@ -1,6 +1,8 @@
 /* cuda_backend.c - gcc_device_backend on the CUDA runtime API and cuBLASLt (cuda_backend.h). */
 #include "runtime/cuda/cuda_backend.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +11,7 @@
  * through NVTX_INJECTION64_PATH, which the header dlopens. */
 #include <nvtx3/nvToolsExt.h>
 
+#include "codegen/fusion.h"
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "runtime/comm.h"
@@ -46,6 +49,13 @@ struct gcc_cuda_backend {
    * built; the workspaces belong to the plans (library_prepare) */
   cudnnHandle_t cudnn;
   gcc_cudnn_cache *cudnn_cache;
+  /* the disk cache of algorithm choices (gcc_cuda_backend_set_algo_cache),
+   * and what the choices did: shapes read from it, shapes timed, notes */
+  char *algo_cache_dir;
+  int algo_cache_use, algo_hits, algo_searches;
+  /* Conv + Relu groups prepared: as one fused call, as two calls */
+  int relu_fused, relu_unfused;
+  char algo_note[600];
   /* data-parallel: the communication stream (NCCL's all-reduces, made on
    * first use) and per bucket the events "its gradients are computed"
    * (compute stream) and "it is reduced" (communication stream) */
@@ -539,15 +549,16 @@ static gcc_status be_library_prepare(void *self, const gcc_graph *g, int node, s
   gcc_cuda_backend *b = self;
   *ws = 0;
   GCC_TRY(set_device(b, d));
-  /* Capture rules: the algorithms come from cudnnGetConvolution*Algorithm_v7
-   * (heuristics, host only), never cudnnFindConvolution*Algorithm (which
-   * runs and times every algorithm on the device, synchronising: not
-   * allowed in a capture), and cudnnGet*WorkspaceSize sizes the workspace
-   * here; cudnnCreate and cudnnSetStream (cudnn_ready) also run here, never
+  /* Capture rules: the algorithms are chosen here, by
+   * cudnnFindConvolution*Algorithm (which runs and times every algorithm on
+   * the device with memory it allocates, synchronising: never allowed in a
+   * capture, and never called in one: this runs when the plan is built) or
+   * read from the disk cache of choices, and cudnnGet*WorkspaceSize sizes
+   * the workspace here; cudnnCreate and cudnnSetStream (cudnn_ready) also run here, never
    * under capture. The convolution call itself is then captured with the
    * plan's own workspace (cuDNN's legacy convolution API allocates no
    * memory when given one). */
-  GCC_TRY(not_capturing(b, "cuDNN algorithm choice (cudnnGetConvolution*Algorithm_v7)", d));
+  GCC_TRY(not_capturing(b, "cuDNN algorithm choice (cudnnFindConvolution*Algorithm)", d));
   GCC_TRY(cudnn_ready(b, d));
   gcc_cuda_call call = call_of(g, node);
   if (is_conv(call)) {
@@ -555,8 +566,23 @@ static gcc_status be_library_prepare(void *self, const gcc_graph *g, int node, s
     GCC_TRY(conv_of(b, g, node, &c, d));
     if (call == GCC_CUDA_CALL_CONV_BACKWARD_BIAS)
       return GCC_OK;
-    GCC_TRY(gcc_cudnn_conv_prepare(c, b->cudnn, GCC_CUDNN_WORKSPACE_CAP, d));
+    if (!gcc_cudnn_conv_prepared(c)) {
+      gcc_cudnn_choice_cache cache = {b->algo_cache_dir, b->algo_cache_use};
+      gcc_cudnn_choice_info info;
+      GCC_TRY(
+          gcc_cudnn_conv_prepare_cached(c, b->cudnn, GCC_CUDNN_WORKSPACE_CAP, &cache, &info, d));
+      b->algo_hits += info.hit;
+      b->algo_searches += info.searched;
+      if (info.note[0])
+        snprintf(b->algo_note, sizeof b->algo_note, "%s", info.note);
+    }
     *ws = gcc_cudnn_conv_direction_workspace(c, call);
+    if (call == GCC_CUDA_CALL_CONV_FORWARD && gcc_fusion_conv_relu(g, node) >= 0) {
+      int fused = gcc_cudnn_conv_relu_fused(c) && g->nodes[node].n_inputs > 2 &&
+                  g->nodes[node].inputs[2] >= 0;
+      b->relu_fused += fused;
+      b->relu_unfused += !fused;
+    }
     return GCC_OK;
   }
   char desc[600];
@@ -588,6 +614,10 @@ static gcc_status be_library_op(void *self, const gcc_graph *g, int node, void *
     if (!gcc_cudnn_conv_prepared(c)) /* choosing algorithms now could land in a capture */
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: %s runs before its plan prepared it", g->source,
                           gcc_node_desc(g, node, desc, sizeof desc));
+    /* a Conv with its Relu fused (codegen/fusion.h): `out` is the Relu's */
+    if (call == GCC_CUDA_CALL_CONV_FORWARD && gcc_fusion_conv_relu(g, node) >= 0)
+      return gcc_cudnn_conv_forward_relu(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL,
+                                         P(y), ws, ws_bytes, d);
     if (call == GCC_CUDA_CALL_CONV_FORWARD)
       return gcc_cudnn_conv_forward(c, b->cudnn, P(x), P(w), n->n_inputs > 2 ? P(b) : NULL, P(y),
                                     ws, ws_bytes, d);
@@ -751,6 +781,7 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
   if (!b)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (CUDA backend)");
   b->ordinal = ordinal;
+  b->algo_cache_use = 1;
   gcc_status s = set_device(b, d);
   int major = 0, minor = 0;
   if (s == GCC_OK) {
@@ -877,5 +908,65 @@ void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   for (int i = 0; i < 2; i++)
     if (b->stream[i])
       (void)cudaStreamDestroy(b->stream[i]);
+  free(b->algo_cache_dir);
   free(b);
+}
+
+gcc_status gcc_cuda_backend_set_algo_cache(gcc_cuda_backend *b, const char *dir, int use_cache,
+                                           gcc_diag *d) {
+  char *copy = NULL;
+  if (dir && !(copy = strdup(dir)))
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuDNN choice cache)");
+  free(b->algo_cache_dir);
+  b->algo_cache_dir = copy;
+  b->algo_cache_use = use_cache;
+  return GCC_OK;
+}
+
+void gcc_cuda_backend_conv_report(const gcc_cuda_backend *b, FILE *f) {
+  int n = b->cudnn_cache ? gcc_cudnn_cache_conv_count(b->cudnn_cache) : 0, shown = 0;
+  double chosen = 0, fastest = 0;
+  int timed = 1;
+  for (int i = 0; i < n; i++) {
+    const gcc_cudnn_conv *c = gcc_cudnn_cache_conv_at(b->cudnn_cache, i);
+    if (!gcc_cudnn_conv_prepared(c))
+      continue; /* a ConvGradBias shape: no algorithm */
+    const gcc_conv2d_shape *s = gcc_cudnn_conv_shape(c);
+    char sum[512];
+    gcc_cudnn_conv_choice_summary(c, sum, sizeof sum);
+    if (!shown++)
+      fprintf(f,
+              "cuDNN convolutions (%s algorithms; %d shapes timed, %d from the choice "
+              "cache):\n",
+              s->nondeterministic ? "any" : "deterministic", b->algo_searches, b->algo_hits);
+    fprintf(f,
+            "  X %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " W %" PRId64 "x%" PRId64 "x%" PRId64
+            " s%" PRId64 " g%" PRId64 ": %s\n",
+            s->n, s->c, s->h, s->w, s->m, s->win.kh, s->win.kw, s->win.sh,
+            s->group > 0 ? s->group : 1, sum);
+    float tc[3], tf[3];
+    gcc_cudnn_conv_choice_times(c, tc, tf);
+    for (int k = 0; k < 3; k++) {
+      if (tc[k] < 0)
+        timed = 0;
+      chosen += tc[k];
+      fastest += tf[k];
+    }
+  }
+  if (shown && timed)
+    fprintf(f,
+            "  deterministic algorithms: %.3f ms per pass over these shapes (3 directions "
+            "each) against %.3f ms for the fastest of any (%+.1f%%)\n",
+            chosen, fastest, fastest > 0 ? 100.0 * (chosen - fastest) / fastest : 0.0);
+  else if (shown)
+    fprintf(f, "  the cost of --deterministic is unmeasured: some shapes were chosen by "
+               "heuristics (cudnnFind failed)\n");
+  if (b->relu_fused + b->relu_unfused)
+    fprintf(f,
+            "  Conv + ReLU: %d run as one cudnnConvolutionBiasActivationForward "
+            "(IMPLICIT_PRECOMP_GEMM with a bias), %d as the convolution and "
+            "cudnnActivationForward\n",
+            b->relu_fused, b->relu_unfused);
+  if (b->algo_note[0])
+    fprintf(f, "  %s\n", b->algo_note);
 }

@@ -20,7 +20,9 @@
  *    algorithm for an epilogue is GCC_ERR_UNSUPPORTED (the plan falls back
  *    to the plain GEMM and a generated epilogue kernel).
  *  - cuDNN: one handle and a per-shape cache of descriptors and
- *    algorithms (runtime/cuda/cudnn_conv.h: deterministic, float32 FMA); each
+ *    algorithms (runtime/cuda/cudnn_conv.h: timed with
+ *    cudnnFindConvolution*Algorithm when a plan is built, cached on disk,
+ *    deterministic unless --no-deterministic, float32 FMA); each
  *    plan prepares its convolutions when it is built (library_prepare) and
  *    owns the workspace they need, so no graph refers to a workspace this
  *    backend could free.
@@ -38,6 +40,8 @@
  */
 #ifndef GCC_RUNTIME_CUDA_BACKEND_H
 #define GCC_RUNTIME_CUDA_BACKEND_H
+
+#include <stdio.h>
 
 #include "runtime/backend.h"
 
@@ -66,6 +70,23 @@ const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b);
  * and sessions using the backend must be freed first (they own their
  * graphs, prepared GEMMs and workspaces). */
 void gcc_cuda_backend_destroy(gcc_cuda_backend *b);
+
+/* The disk cache of cuDNN algorithm choices (runtime/cuda/cudnn_conv.h
+ * gcc_cudnn_conv_choose_cached): `dir` (copied; NULL: the kernel cache's
+ * directory, the default) and use_cache (0: --no-kernel-cache, every shape
+ * is timed and nothing written; 1 by default). Applies to the convolutions
+ * prepared afterwards. Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_cuda_backend_set_algo_cache(gcc_cuda_backend *b, const char *dir, int use_cache,
+                                           gcc_diag *d);
+
+/* Writes to `f` the cuDNN algorithm chosen for each convolution shape the
+ * backend's plans prepared (per direction: algorithm, math type,
+ * workspace, measured time and the fastest non-deterministic candidate's),
+ * how many shapes were timed and read from the choice cache, the total
+ * cost of --deterministic where every shape was timed (else that it is
+ * unmeasured), and the last choice-cache note. Nothing when no
+ * convolution was prepared. */
+void gcc_cuda_backend_conv_report(const gcc_cuda_backend *b, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -94,11 +94,17 @@ typedef struct gcc_conv2d_shape {
    * mixed-precision plan, computed in float32: CUDNN_DATA_FLOAT convolution
    * descriptors, tensor-op math); 0 reads as float32 */
   gcc_dtype dtype;
+  /* --no-deterministic: 1 lets the algorithm choice take candidates cuDNN
+   * reports CUDNN_NON_DETERMINISTIC (the atomics-based backward algorithms:
+   * results vary run to run); 0, the default (--deterministic), keeps only
+   * CUDNN_DETERMINISTIC ones (PyTorch's torch.backends.cudnn.deterministic) */
+  int nondeterministic;
 } gcc_conv2d_shape;
 
 /* The shape of a Conv, ConvGradData, ConvGradFilter or ConvTranspose node
  * of a graph with inferred shapes (X, W, the window and the group from its
- * inputs, outputs and attributes; a ConvTranspose is the data gradient of
+ * inputs, outputs and attributes, tf32 and nondeterministic from the
+ * graph's precision and nondeterministic; a ConvTranspose is the data gradient of
  * the convolution whose input X is its output). GCC_ERR_INVALID_ARGUMENT
  * for another op. */
 gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out, gcc_diag *d);
@@ -119,9 +125,11 @@ void gcc_cudnn_conv_output_dims(const gcc_cudnn_conv *c, int64_t dims[4]);
 const gcc_conv2d_shape *gcc_cudnn_conv_shape(const gcc_cudnn_conv *c);
 
 /* Chooses the forward, backward-data and backward-filter algorithms for
- * this shape, once (later calls return at once): deterministic, float32 FMA
- * and with a workspace of at most `workspace_cap` bytes (gcc_cudnn_pick_algo
- * over cudnnGetConvolution*Algorithm_v7's candidates); sets each chosen
+ * this shape, once (later calls return at once): deterministic unless the
+ * shape says nondeterministic, float32 FMA (tensor-op math under tf32 or
+ * 16-bit data) and with a workspace of at most `workspace_cap` bytes, the
+ * fastest by cudnnFindConvolution*Algorithm's timing (else the first of
+ * cudnnGetConvolution*Algorithm_v7's candidates); sets each chosen
  * math type on its direction's descriptor and records each one's workspace
  * as cudnnGetConvolution*WorkspaceSize gives it for that algorithm and math
  * type. Needs a handle (a GPU). On any error the shape stays unprepared.
@@ -140,6 +148,9 @@ typedef struct gcc_cudnn_algo_perf {
   size_t memory; /* bytes of workspace */
   cudnnDeterminism_t determinism;
   cudnnMathType_t math_type;
+  /* milliseconds cudnnFindConvolution*Algorithm measured; < 0 when the
+   * candidate came from a heuristic (not timed); 0 in a zeroed struct */
+  float time_ms;
 } gcc_cudnn_algo_perf;
 
 /* The candidate to use among perf[0 .. n) (cuDNN lists them fastest
@@ -152,6 +163,14 @@ int gcc_cudnn_pick_algo(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size
  * (--precision tf32: TF32 tensor cores on float32 data). */
 int gcc_cudnn_pick_algo_math(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest,
                              int tf32);
+
+/* The general filter: as gcc_cudnn_pick_algo_math, and with deterministic
+ * = 0 (--no-deterministic) CUDNN_NON_DETERMINISTIC candidates qualify too.
+ * Among the qualifying candidates that fit the cap the one with the least
+ * measured time (time_ms >= 0) is taken, the first in the list on ties and
+ * when none was timed (heuristic lists are ordered by expected speed). */
+int gcc_cudnn_pick_algo_opts(const gcc_cudnn_algo_perf *perf, int n, size_t cap, size_t *smallest,
+                             int tf32, int deterministic);
 
 /* Chooses the three directions' algorithms from their candidates
  * (gcc_cudnn_pick_algo), sets each chosen candidate's math type on its
@@ -169,6 +188,115 @@ gcc_status gcc_cudnn_conv_choose(gcc_cudnn_conv *c, const gcc_cudnn_algo_perf *f
  * backward-filter convolution descriptors (-1 where it cannot be read). */
 void gcc_cudnn_conv_math_types(const gcc_cudnn_conv *c, int out[3]);
 
+/* ---- algorithm choice by timing, cached on disk ------------------------ */
+
+/* The candidates of the three directions, as one source gives them. */
+enum { GCC_CUDNN_MAX_ALGOS = 16 };
+typedef struct gcc_cudnn_candidates {
+  gcc_cudnn_algo_perf fwd[GCC_CUDNN_MAX_ALGOS], bwd_data[GCC_CUDNN_MAX_ALGOS],
+      bwd_filter[GCC_CUDNN_MAX_ALGOS];
+  int n_fwd, n_bwd_data, n_bwd_filter;
+  /* per direction (forward, backward-data, backward-filter): 1 when the
+   * list is cudnnFindConvolution*Algorithm's (timed), 0 for
+   * cudnnGetConvolution*Algorithm_v7's (heuristics, its fallback) */
+  int timed[3];
+} gcc_cudnn_candidates;
+
+/* A source of candidates for convolution `c`: gcc_cudnn_conv_prepare's asks
+ * cuDNN (Find, else the v7 heuristics, per direction); tests give lists. */
+typedef gcc_status (*gcc_cudnn_find_fn)(void *user, const gcc_cudnn_conv *c,
+                                        gcc_cudnn_candidates *out, gcc_diag *d);
+
+/* Which GPU and cuDNN a choice was made on: part of the disk cache's key. */
+typedef struct gcc_cudnn_gpu_id {
+  char name[256];       /* cudaDeviceProp.name */
+  int sm;               /* compute capability, major * 10 + minor */
+  size_t cudnn_version; /* cudnnGetVersion(), e.g. 91400 */
+} gcc_cudnn_gpu_id;
+
+/* The disk cache of algorithm choices ("beside the kernel cache"): dir is
+ * the directory (NULL: the kernel cache's, codegen/kernel_cache.h
+ * gcc_kernel_cache_dir: $XDG_CACHE_HOME/gcc-train or
+ * $HOME/.cache/gcc-train); use_cache 0 neither reads nor writes it
+ * (--no-kernel-cache). */
+typedef struct gcc_cudnn_choice_cache {
+  const char *dir;
+  int use_cache;
+} gcc_cudnn_choice_cache;
+
+/* The disk cache's key of convolution `c` on `gpu` with a workspace cap of
+ * `cap` bytes, as one line of text into buf: the GPU's name and SM, cuDNN's
+ * version, and the full descriptor: X's and W's dims, dtype, layout (NCHW),
+ * pads, strides, dilations, groups, math (fma, tf32, tensor-op for 16-bit
+ * data), determinism and the cap. Errors: GCC_ERR_INVALID_ARGUMENT when it
+ * does not fit `size`. */
+gcc_status gcc_cudnn_choice_key(const gcc_cudnn_conv *c, const gcc_cudnn_gpu_id *gpu, size_t cap,
+                                char *buf, size_t size, gcc_diag *d);
+
+/* The path of the key's entry: "<dir>/cudnn-<16 hex digits of the key's
+ * FNV-1a 64-bit hash>.choice" (the entry holds the whole key, compared on
+ * reading: another key of the same hash is a miss). */
+gcc_status gcc_cudnn_choice_path(const gcc_cudnn_choice_cache *cache, const char *key, char *buf,
+                                 size_t size, gcc_diag *d);
+
+/* What one choice did (gcc_cudnn_conv_choose_cached). */
+typedef struct gcc_cudnn_choice_info {
+  int hit;      /* 1: read from the disk cache, no candidates asked for */
+  int searched; /* 1: `find` was called */
+  /* a disk-cache problem that did not stop the choice (corrupt entry
+   * ignored, directory not writable, ...), else "" */
+  char note[600];
+} gcc_cudnn_choice_info;
+
+/* Chooses the three directions' algorithms of `c` (gcc_cudnn_conv_choose)
+ * through the disk cache: on a hit the stored choice is committed and
+ * `find` is not called (no timing); on a miss (no entry, another key, or an
+ * entry that is corrupt: bad header, checksum, field or algorithm number,
+ * truncated; info->note says so and it is replaced) `find` gives the
+ * candidates, gcc_cudnn_pick_algo_opts picks (determinism from the shape's
+ * `nondeterministic`, math from its precision), and the choice is written
+ * (to a temporary file renamed into place). With the choice the fastest
+ * time of any qualifying candidate regardless of determinism is kept
+ * (gcc_cudnn_conv_choice_times), so the cost of --deterministic is known.
+ * A cache that cannot be read or written never fails the choice. Needs no
+ * GPU itself. Errors: those of `find` and gcc_cudnn_conv_choose. */
+gcc_status gcc_cudnn_conv_choose_cached(gcc_cudnn_conv *c, const gcc_cudnn_gpu_id *gpu,
+                                        const gcc_cudnn_choice_cache *cache, gcc_cudnn_find_fn find,
+                                        void *user, size_t workspace_cap,
+                                        gcc_cudnn_choice_info *info, gcc_diag *d);
+
+/* Per direction (forward, backward-data, backward-filter) of a chosen
+ * convolution: chosen_ms, the measured time of the chosen algorithm, and
+ * fastest_ms, the least measured time of any candidate that qualified but
+ * for determinism (equal when --deterministic costs nothing); both -1 when
+ * the direction's candidates were not timed (heuristics) or before a
+ * choice. */
+void gcc_cudnn_conv_choice_times(const gcc_cudnn_conv *c, float chosen_ms[3], float fastest_ms[3]);
+
+/* cuDNN's name of an algorithm of one direction (0 forward, 1 backward-
+ * data, 2 backward-filter), e.g. "IMPLICIT_PRECOMP_GEMM", "ALGO_1"; "?"
+ * for a number out of range. */
+const char *gcc_cudnn_algo_name(int direction, int algo);
+
+/* One line describing the choice: per direction the algorithm, math type,
+ * workspace and, where timed, its time and the fastest non-deterministic
+ * one's, e.g. "fwd IMPLICIT_PRECOMP_GEMM fma ws 0 0.412 ms (any 0.412);
+ * bwd-data ALGO_1 ...". "not chosen" before a choice. */
+void gcc_cudnn_conv_choice_summary(const gcc_cudnn_conv *c, char *buf, size_t size);
+
+/* gcc_cudnn_conv_prepare with algorithms chosen by timing: candidates from
+ * cudnnFindConvolution*Algorithm (it runs every algorithm on the current
+ * device with memory it allocates and frees itself, synchronising: never
+ * call it under a stream capture), falling back per direction to
+ * cudnnGetConvolution*Algorithm_v7 when Find fails, through the disk cache
+ * `cache` (gcc_cudnn_conv_choose_cached; NULL: no disk cache); `info` (may
+ * be NULL) says whether the cache hit. gcc_cudnn_conv_prepare is this with
+ * cache NULL. Errors: as gcc_cudnn_conv_prepare; GCC_ERR_DEVICE naming
+ * cudaGetDeviceProperties when the device cannot be read. */
+gcc_status gcc_cudnn_conv_prepare_cached(gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                         size_t workspace_cap, const gcc_cudnn_choice_cache *cache,
+                                         gcc_cudnn_choice_info *info, gcc_diag *d);
+
 /* The workspace bytes the prepared algorithm of one direction needs
  * (`call`: GCC_CUDA_CALL_CONV_FORWARD, _BACKWARD_DATA, _BACKWARD_FILTER, or
  * _TRANSPOSE, which runs the backward-data algorithm;
@@ -184,6 +312,24 @@ int gcc_cudnn_conv_algorithms(const gcc_cudnn_conv *c, int *fwd, int *bwd_data, 
 gcc_status gcc_cudnn_conv_forward(const gcc_cudnn_conv *c, cudnnHandle_t handle, const float *x,
                                   const float *w, const float *b, float *y, void *workspace,
                                   size_t workspace_bytes, gcc_diag *d);
+/* Y = max(conv(X, W) + B, 0): ONNX Conv then Relu (PyTorch's conv2d then
+ * relu; NaN propagates). With a bias and the forward algorithm
+ * IMPLICIT_PRECOMP_GEMM (gcc_cudnn_conv_relu_fused) one
+ * cudnnConvolutionBiasActivationForward call (alpha1 1, alpha2 0, z = Y,
+ * CUDNN_ACTIVATION_RELU): the algorithm cuDNN's fused call is known to
+ * support (NVIDIA documents CUDNN_ACTIVATION_IDENTITY for it alone, and
+ * the fused kernels exist for it); otherwise cudnnConvolutionForward (+
+ * cudnnAddTensor for B) and cudnnActivationForward in place on Y. B may be
+ * NULL (no bias: never the fused call, which needs one). Preconditions and
+ * errors as gcc_cudnn_conv_forward. */
+gcc_status gcc_cudnn_conv_forward_relu(const gcc_cudnn_conv *c, cudnnHandle_t handle,
+                                       const float *x, const float *w, const float *b, float *y,
+                                       void *workspace, size_t workspace_bytes, gcc_diag *d);
+/* 1 when a prepared convolution with a bias runs Conv + ReLU as one
+ * cudnnConvolutionBiasActivationForward (its forward algorithm is
+ * IMPLICIT_PRECOMP_GEMM), else 0. */
+int gcc_cudnn_conv_relu_fused(const gcc_cudnn_conv *c);
+
 /* dX = ConvGradData(dY, W). */
 gcc_status gcc_cudnn_conv_backward_data(const gcc_cudnn_conv *c, cudnnHandle_t handle,
                                         const float *dy, const float *w, float *dx, void *workspace,
@@ -261,6 +407,10 @@ gcc_status gcc_cudnn_cache_pool(gcc_cudnn_cache *c, const gcc_pool2d_shape *shap
                                 gcc_cudnn_pool **out, gcc_diag *d);
 /* Distinct shapes held (convolutions + poolings). */
 int gcc_cudnn_cache_size(const gcc_cudnn_cache *c);
+/* The convolutions held, in the order they were first asked for: their
+ * number, and the i-th (0 <= i < count). */
+int gcc_cudnn_cache_conv_count(const gcc_cudnn_cache *c);
+const gcc_cudnn_conv *gcc_cudnn_cache_conv_at(const gcc_cudnn_cache *c, int i);
 
 #ifdef __cplusplus
 }

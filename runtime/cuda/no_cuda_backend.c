@@ -21,3 +21,17 @@ const gcc_device_backend *gcc_cuda_backend_table(gcc_cuda_backend *b) {
 void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   (void)b;
 }
+
+gcc_status gcc_cuda_backend_set_algo_cache(gcc_cuda_backend *b, const char *dir, int use_cache,
+                                           gcc_diag *d) {
+  (void)b;
+  (void)dir;
+  (void)use_cache;
+  (void)d;
+  return GCC_OK;
+}
+
+void gcc_cuda_backend_conv_report(const gcc_cuda_backend *b, FILE *f) {
+  (void)b;
+  (void)f;
+}
