@@ -157,26 +157,7 @@ gcc_status gcc_kernel_cache_key(const char *source, const char *program_name, in
 /* ---- directory ------------------------------------------------------------ */
 
 gcc_status gcc_kernel_cache_dir(const char *cache_dir, char *buf, size_t size, gcc_diag *d) {
-  int w;
-  if (cache_dir && *cache_dir) {
-    w = snprintf(buf, size, "%s", cache_dir);
-  } else {
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    /* XDG: a relative XDG_CACHE_HOME is invalid and must be ignored */
-    if (xdg && xdg[0] == '/')
-      w = snprintf(buf, size, "%s/gcc-train", xdg);
-    else if (home && *home)
-      w = snprintf(buf, size, "%s/.cache/gcc-train", home);
-    else
-      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                          "kernel cache: no directory: neither XDG_CACHE_HOME (absolute) nor "
-                          "HOME is set");
-  }
-  if (w < 0 || (size_t)w >= size)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "kernel cache: directory path is longer than %zu bytes", size);
-  return GCC_OK;
+  return gcc_cache_dir(cache_dir, "kernel cache", buf, size, d);
 }
 
 gcc_status gcc_kernel_cache_entry_path(const char *cache_dir, const char *source,
@@ -190,28 +171,6 @@ gcc_status gcc_kernel_cache_entry_path(const char *cache_dir, const char *source
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "kernel cache: entry path is longer than %zu bytes", size);
   return GCC_OK;
-}
-
-/* mkdir -p; returns 0 or an errno (ENOTDIR when a file is in the way). */
-static int mkdir_p(const char *dir) {
-  char p[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof p)
-    return ENAMETOOLONG;
-  memcpy(p, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (p[i] != '/' && p[i] != '\0')
-      continue;
-    char c = p[i];
-    p[i] = '\0';
-    if (mkdir(p, 0700) != 0 && errno != EEXIST)
-      return errno;
-    p[i] = c;
-  }
-  struct stat st;
-  if (stat(dir, &st) != 0)
-    return errno;
-  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
 
 /* ---- entries -------------------------------------------------------------- */
@@ -451,7 +410,7 @@ gcc_status gcc_kernel_cache_compile(const char *cache_dir, int use_cache, const 
 
   gcc_status s = gcc_nvrtc_compile(source, program_name, sm, out, d); /* zeroes out */
   if (s == GCC_OK && have_dir) {
-    int e = mkdir_p(dir);
+    int e = gcc_mkdir_p(dir);
     if (e != 0)
       snprintf(note, sizeof note, "kernel cache disabled: cannot create directory '%s': %s", dir,
                strerror(e));

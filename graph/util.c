@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,4 +86,44 @@ int gcc_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 0;
   *out = v;
   return 1;
+}
+
+gcc_status gcc_cache_dir(const char *dir, const char *what, char *buf, size_t size, gcc_diag *d) {
+  int w;
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (dir && *dir)
+    w = snprintf(buf, size, "%s", dir);
+  else if (xdg && xdg[0] == '/') /* a relative XDG_CACHE_HOME is invalid */
+    w = snprintf(buf, size, "%s/gcc-train", xdg);
+  else if (home && *home)
+    w = snprintf(buf, size, "%s/.cache/gcc-train", home);
+  else
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: no directory: neither XDG_CACHE_HOME (absolute) nor HOME is set",
+                        what);
+  if (w < 0 || (size_t)w >= size)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: directory path is longer than %zu bytes",
+                        what, size);
+  return GCC_OK;
+}
+
+int gcc_mkdir_p(const char *dir) {
+  char p[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof p)
+    return ENAMETOOLONG;
+  memcpy(p, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (p[i] != '/' && p[i] != '\0')
+      continue;
+    char c = p[i];
+    p[i] = '\0';
+    if (mkdir(p, 0700) != 0 && errno != EEXIST)
+      return errno;
+    p[i] = c;
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return errno;
+  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }

@@ -1,7 +1,8 @@
 /*
  * util.h - the small helpers every layer shares, written once: a NULL-safe
- * strdup, the whole-file reader, and the parser of decimal integers (flags,
- * device ordinals, batch-size lists).
+ * strdup, the whole-file reader, the parser of decimal integers (flags,
+ * device ordinals, batch-size lists), and the on-disk cache folder that the
+ * NVRTC kernel cache and the CPU library choice share.
  */
 #ifndef GCC_GRAPH_UTIL_H
 #define GCC_GRAPH_UTIL_H
@@ -37,6 +38,17 @@ size_t gcc_read_fd(int fd, void *buf, size_t n);
  * leading white space and a sign allowed, nothing after the digits). Returns 1 and sets *out, or 0 (out of
  * range, overflow, empty, trailing characters) leaving *out unchanged. */
 int gcc_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* The cache folder into buf: `dir` when given (non-empty), else
+ * $XDG_CACHE_HOME/gcc-train when XDG_CACHE_HOME is absolute (a relative one
+ * is invalid and ignored, as the XDG spec says), else $HOME/.cache/gcc-train.
+ * Errors (GCC_ERR_INVALID_ARGUMENT, the message starting with `what`, e.g.
+ * "kernel cache"): neither variable usable, or a path longer than `size`. */
+gcc_status gcc_cache_dir(const char *dir, const char *what, char *buf, size_t size, gcc_diag *d);
+
+/* mkdir -p with mode 0700: 0, or an errno (ENOTDIR when a file is in the
+ * way, ENAMETOOLONG past 4095 bytes). */
+int gcc_mkdir_p(const char *dir);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "graph/util.h"
 #include "runtime/cpu/dnnl_ops.h"
 
 #define MAX_KEY     1000
@@ -191,57 +192,16 @@ static uint64_t fnv1a64(const char *s) {
   return h;
 }
 
-static gcc_status cache_dir(const char *dir, char *buf, size_t size, gcc_diag *d) {
-  int w;
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (dir && *dir)
-    w = snprintf(buf, size, "%s", dir);
-  else if (xdg && xdg[0] == '/') /* a relative XDG_CACHE_HOME is invalid */
-    w = snprintf(buf, size, "%s/gcc-train", xdg);
-  else if (home && *home)
-    w = snprintf(buf, size, "%s/.cache/gcc-train", home);
-  else
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "CPU choice cache: no directory: neither XDG_CACHE_HOME (absolute) nor "
-                        "HOME is set");
-  if (w < 0 || (size_t)w >= size)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "CPU choice cache: directory path is longer than %zu bytes", size);
-  return GCC_OK;
-}
-
 gcc_status gcc_cpu_choice_entry_path(const char *dir, const char *key, char *buf, size_t size,
                                      gcc_diag *d) {
   char base[4096];
-  GCC_TRY(cache_dir(dir, base, sizeof base, d));
+  GCC_TRY(gcc_cache_dir(dir, "CPU choice cache", base, sizeof base, d));
   int w = snprintf(buf, size, "%s/cpu-choice-%016llx.txt", base,
                    (unsigned long long)fnv1a64(key ? key : ""));
   if (w < 0 || (size_t)w >= size)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "CPU choice cache: entry path is longer than %zu bytes", size);
   return GCC_OK;
-}
-
-/* mkdir -p (mode 0700); 0 or an errno (ENOTDIR when a file is in the way). */
-static int mkdir_p(const char *dir) {
-  char p[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof p)
-    return ENAMETOOLONG;
-  memcpy(p, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (p[i] != '/' && p[i] != '\0')
-      continue;
-    char c = p[i];
-    p[i] = '\0';
-    if (mkdir(p, 0700) != 0 && errno != EEXIST)
-      return errno;
-    p[i] = c;
-  }
-  struct stat st;
-  if (stat(dir, &st) != 0)
-    return errno;
-  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
 
 /* The next line of b[*pos, n) without its '\n' into *line / *len; 0 when
@@ -341,7 +301,7 @@ static int write_entry(const char *path, const char *key, const gcc_cpu_choice *
   char *slash = strrchr(dir, '/');
   if (slash)
     *slash = '\0';
-  int e = slash ? mkdir_p(dir) : 0;
+  int e = slash ? gcc_mkdir_p(dir) : 0;
   if (e != 0) {
     snprintf(note, note_size, "CPU choice cache: cannot create directory '%s': %s", dir,
              strerror(e));

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "codegen/kernel_cache.h"
+#include "graph/util.h"
 
 #include "runtime/cuda/cuda_ops.h"
 
@@ -592,7 +592,7 @@ gcc_status gcc_cudnn_choice_key(const gcc_cudnn_conv *c, const gcc_cudnn_gpu_id 
 gcc_status gcc_cudnn_choice_path(const gcc_cudnn_choice_cache *cache, const char *key, char *buf,
                                  size_t size, gcc_diag *d) {
   char dir[4096];
-  GCC_TRY(gcc_kernel_cache_dir(cache ? cache->dir : NULL, dir, sizeof dir, d));
+  GCC_TRY(gcc_cache_dir(cache ? cache->dir : NULL, "cuDNN choice cache", dir, sizeof dir, d));
   int n = snprintf(buf, size, "%s/cudnn-%016" PRIx64 ".choice", dir, fnv1a(key, strlen(key)));
   if (n < 0 || (size_t)n >= size)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
@@ -702,20 +702,11 @@ static void choice_write(const char *path, const char *text, size_t len, char *n
   char *slash = strrchr(dir, '/');
   if (slash && slash != dir) {
     *slash = '\0';
-    /* mkdir -p, mode 0700 for what it creates */
-    for (char *p = dir + 1;; p++) {
-      if (*p != '/' && *p != '\0')
-        continue;
-      char ch = *p;
-      *p = '\0';
-      if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        snprintf(note, note_size, "cuDNN choice cache: cannot create %s: %s; not cached", dir,
-                 strerror(errno));
-        return;
-      }
-      *p = ch;
-      if (ch == '\0')
-        break;
+    int e = gcc_mkdir_p(dir); /* mode 0700 for what it creates */
+    if (e != 0) {
+      snprintf(note, note_size, "cuDNN choice cache: cannot create %s: %s; not cached", dir,
+               strerror(e));
+      return;
     }
   }
   char tmp[4200];

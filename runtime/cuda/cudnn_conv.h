@@ -215,9 +215,8 @@ typedef struct gcc_cudnn_gpu_id {
 } gcc_cudnn_gpu_id;
 
 /* The disk cache of algorithm choices ("beside the kernel cache"): dir is
- * the directory (NULL: the kernel cache's, codegen/kernel_cache.h
- * gcc_kernel_cache_dir: $XDG_CACHE_HOME/gcc-train or
- * $HOME/.cache/gcc-train); use_cache 0 neither reads nor writes it
+ * the directory (NULL: the kernel cache's, graph/util.h gcc_cache_dir:
+ * $XDG_CACHE_HOME/gcc-train or $HOME/.cache/gcc-train); use_cache 0 neither reads nor writes it
  * (--no-kernel-cache). */
 typedef struct gcc_cudnn_choice_cache {
   const char *dir;
