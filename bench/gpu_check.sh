@@ -54,6 +54,8 @@
 #                    GPU at the same global batch, parameters within 1e-4;
 #  torch_mlp         samples/s of the MNIST MLP at batch 1024 against PyTorch on
 #                    this GPU (bench/torch_gpu_step.py), fp32/tf32/bf16/fp16;
+#  conv_algos        bench/conv_algos: cuDNN's algorithm per ResNet-50 convolution
+#                    shape, deterministic and not, timed; the cost of --deterministic;
 #  resnet50          bench/resnet50_gpu.sh: torchvision ResNet-50 against PyTorch.
 # Exits 1 when a check failed, 4 when there is no usable GPU.
 set -euo pipefail
@@ -365,7 +367,7 @@ if [ -n "$PREBUILT" ]; then
   BB=$PREBUILT/bin
   echo "gpu_check: prebuilt binaries from $PREBUILT ($(sed -n 2p "$PREBUILT/MANIFEST" 2>/dev/null))"
 else
-  bazel build //cli:gcc-train //cli:gcc-run //bench:gpu_step //bench:nvrtc_compile \
+  bazel build //cli:gcc-train //cli:gcc-run //bench:gpu_step //bench:nvrtc_compile //bench:conv_algos \
     //tests/gpu:gpu_test //tests:cuda_runtime_test //tests:compare_params >&2
   BB=$(bazel info bazel-bin 2>/dev/null)
 fi
@@ -610,6 +612,16 @@ c_torch_mlp() {
   echo "(gcc-train: 300 steps with the data loader, summary rate; PyTorch: a batch on the GPU)"
 }
 
+# cuDNN's algorithm per ResNet-50 convolution shape and direction, with
+# --deterministic and without, each timed, and what determinism costs
+# (bench/conv_algos; batch 64 in every precision, and fp32 at batch 256)
+c_conv_algos() {
+  for prec in fp32 tf32 bf16; do
+    "$BB/bench/conv_algos" --batch 64 --precision "$prec"
+  done
+  "$BB/bench/conv_algos" --batch 256 --precision fp32
+}
+
 # ResNet-50 against PyTorch (bench/resnet50_gpu.sh: its own table and logs)
 c_resnet50() {
   py -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
@@ -636,6 +648,7 @@ run_check graph_speed c_graph_speed
 run_check fp16_loss_scaling c_fp16
 run_check multi_gpu c_multi_gpu
 run_check torch_mlp c_torch_mlp
+run_check conv_algos c_conv_algos
 run_check resnet50 c_resnet50
 
 printf '\n== summary (logs in %s) ==\n' "$RES"
