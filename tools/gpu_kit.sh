@@ -18,10 +18,10 @@
 #             that travels with the kit has it already);
 #   env.sh    `. gpu-kit/env.sh` sets LD_LIBRARY_PATH (lib/, then the CUDA folders);
 #   MANIFEST  the commit, the build's date, every file with its size.
-# Then: unpack on the machine (tar -xJf ... -C /tmp) and run
-#   bench/gpu_check.sh --prebuilt /tmp/gpu-kit
-# from the repository checkout (or /tmp/gpu-kit/repo/bench/gpu_check.sh
-# --prebuilt /tmp/gpu-kit --data CHECKOUT/data/mnist).
+# Then: unpack it on the machine into a folder DIR (tar -xJf ... -C DIR) and run
+#   bench/gpu_check.sh --prebuilt DIR/gpu-kit
+# from the repository checkout (or DIR/gpu-kit/repo/bench/gpu_check.sh
+# --prebuilt DIR/gpu-kit --data CHECKOUT/data/mnist).
 #
 # --no-build packs the current bazel-bin as it is (else `bazel build` first).
 set -euo pipefail
