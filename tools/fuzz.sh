@@ -33,7 +33,7 @@ flags=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-point
 graph=(graph/*.c "$out/gen/graph/graph.pb-c.c")
 # load + compile + train: the passes, the CPU backend and the session (no
 # CUDA: codegen's emitters only, for the shared lowering tables)
-train=(passes/*.c codegen/emit*.c codegen/fusion.c codegen/gemm_map.c codegen/kernel_image.c
+train=(passes/*.c codegen/emit*.c codegen/fusion.c codegen/gemm_map.c codegen/kernel_image.c codegen/program_split.c
        codegen/lowering.c codegen/manifest.c runtime/compile.c runtime/placement_report.c
        runtime/plan.c runtime/session.c runtime/device.c runtime/profile.c runtime/comm.c
        runtime/cpu/*.c)
@@ -43,7 +43,7 @@ declare -A srcs=(
   [idx]="tests/fuzz/fuzz_idx.c datasets/dataset.c graph/status.c graph/outfile.c graph/util.c"
   [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c graph/outfile.c graph/util.c"
   [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c datasets/dataset.c ${graph[*]}"
-  [onnx]="tests/fuzz/fuzz_onnx.c onnx/import.c onnx/import_ops.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
+  [onnx]="tests/fuzz/fuzz_onnx.c onnx/import.c onnx/import_ops*.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
   [train]="tests/fuzz/fuzz_train.c ${train[*]} ${graph[*]}"
   [checkpoint]="tests/fuzz/fuzz_checkpoint.c runtime/checkpoint.c ${train[*]} ${graph[*]}"
 )

@@ -68,7 +68,8 @@ static char g_model[128] = "unknown";
 static void read_model(void) {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned r[12];
-  if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+  /* unsigned in GCC's cpuid.h, int in clang's (the fuzz builds) */
+  if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
     for (unsigned i = 0; i < 3; i++)
       __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
     char brand[49];
