@@ -85,6 +85,8 @@ static const gcc_attr_spec kDropoutAttrs[] = {F("ratio", 0.5f), I("seed", 0), B(
 static const gcc_attr_spec kDropoutGradAttrs[] = {F("ratio", 0.5f), I("key", 0)};
 _Static_assert(DROPOUT_RATIO == 0 && DROPOUT_GRAD_RATIO == 0, "shape_dropout reads the ratio at 0");
 static const gcc_attr_spec kCastAttrs[] = {{"to", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
+static const gcc_attr_spec kGatherAttrs[] = {I("axis", 0)};
+static const gcc_attr_spec kGatherGradAttrs[] = {I("axis", 0), INTS_REQ("shape")};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
@@ -95,7 +97,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -731,6 +733,32 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                               "(torch.amp.GradScaler.update: backoff on Inf/NaN, "
                                               "growth after growth_interval good steps), plus "
                                               "the count of optimizer steps not skipped"},
+    [GCC_OP_GATHER] = {.name = "Gather",
+                       .min_inputs = 2,
+                       .max_inputs = 2,
+                       .n_outputs = 1,
+                       .input_names = "data, indices",
+                       .attrs = kGatherAttrs,
+                       .n_attrs = COUNT(kGatherAttrs),
+                       .shape = shape_gather,
+                       .semantics = "ONNX Gather-13 along axis (torch.index_select; axis 0 of a "
+                                    "[V, C] table by [B, T] ids is nn.Embedding), negative "
+                                    "indices counted from the end, an out-of-range index an "
+                                    "error at run time"},
+    [GCC_OP_GATHER_GRAD] = {.name = "GatherGrad",
+                            .min_inputs = 2,
+                            .max_inputs = 2,
+                            .n_outputs = 1,
+                            .input_names = "dY, indices",
+                            .attrs = kGatherGradAttrs,
+                            .n_attrs = COUNT(kGatherGradAttrs),
+                            .flags = GCC_OPF_INTERNAL,
+                            .shape = shape_gather_grad,
+                            .flops = numel_in0,
+                            .semantics = "the backward of Gather: zeros of data's shape, dY's "
+                                         "slices added at their indices in index order (a "
+                                         "deterministic scatter-add: torch index_add_, "
+                                         "embedding_backward)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */
