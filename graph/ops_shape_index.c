@@ -10,10 +10,9 @@ static gcc_status need_indices(gcc_graph *g, int node, int k, gcc_diag *d) {
   gcc_value *v = in_val(g, node, k);
   if (v->dtype != GCC_DT_INT64 && v->dtype != GCC_DT_INT32) {
     char desc[600];
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: %s: indices '%s' have dtype %s (int64 or int32 expected)", g->source,
-                        gcc_node_desc(g, node, desc, sizeof desc), v->name,
-                        gcc_dtype_name(v->dtype));
+    return gcc_diag_set(
+        d, GCC_ERR_UNSUPPORTED, "%s: %s: indices '%s' have dtype %s (int64 or int32 expected)",
+        g->source, gcc_node_desc(g, node, desc, sizeof desc), v->name, gcc_dtype_name(v->dtype));
   }
   return GCC_OK;
 }

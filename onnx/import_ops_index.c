@@ -13,8 +13,7 @@
 #define I32 ONNX__TENSOR_PROTO__DATA_TYPE__INT32
 
 static int64_t index_at(const ival *v, int64_t k) {
-  return v->onnx_dt == I32 ? (int64_t)((const int32_t *)v->data)[k]
-                           : ((const int64_t *)v->data)[k];
+  return v->onnx_dt == I32 ? (int64_t)((const int32_t *)v->data)[k] : ((const int64_t *)v->data)[k];
 }
 
 /* Gather (1, 11, 13): Y = data.shape[:axis] + indices.shape +
@@ -36,9 +35,10 @@ gcc_status cv_gather(nctx *c, gcc_diag *d) {
   if (x->ndim < 1)
     return node_err(c, d, GCC_ERR_SHAPE, "data must have rank >= 1");
   if (x->ndim - 1 + q->ndim > GCC_MAX_DIMS)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the output of data %s and indices %s has more "
-                    "than %d dims", tshape_str(x, a, sizeof a), tshape_str(q, b, sizeof b),
-                    GCC_MAX_DIMS);
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "the output of data %s and indices %s has more "
+                    "than %d dims",
+                    tshape_str(x, a, sizeof a), tshape_str(q, b, sizeof b), GCC_MAX_DIMS);
   int64_t axis;
   GCC_TRY(a_int(c, "axis", 0, &axis, d));
   GCC_TRY(norm_axis(c, axis, x->ndim, 0, "axis", &axis, d));
