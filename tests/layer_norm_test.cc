@@ -459,4 +459,70 @@ TEST(LayerNorm, OnnxExportAndReimportGiveTheSameOutputs) {
   EXPECT_EQ(outs[0], outs[1]);
 }
 
+// nn.Linear -> nn.LayerNorm(32) -> nn.LayerNorm([5, 32]) as both of
+// PyTorch's exporters write it (fixtures/layer_norm_ts.onnx: TorchScript,
+// opset 17; layer_norm_dyn.onnx: the default torch.export-based exporter,
+// opset 20): imported, two LayerNormalization nodes, and the eval() output of
+// PyTorch on the CPU and the host-emulated CUDA plan. Tolerance as the parity
+// test's, for the second LayerNorm's rows of D = 160 after a GEMM of 16 terms:
+// 2 (160 + 16 + 8) u.
+TEST(LayerNorm, BothPyTorchExportersImport) {
+  const Fixture &fx = LoadFixture();
+  const FixtureArray &x = fx.Get("onnx.x"), &y = fx.Get("onnx.y");
+  for (const char *file : {"layer_norm_ts.onnx", "layer_norm_dyn.onnx"}) {
+    SCOPED_TRACE(file);
+    std::string looked;
+    std::string path = gcc_test::FindRunfile(std::string("tests/fixtures/") + file, &looked);
+    ASSERT_FALSE(path.empty()) << looked;
+    gcc_graph *raw = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_onnx_import_file(path.c_str(), &raw, nullptr, &d), GCC_OK) << d.msg;
+    GraphPtr g(raw);
+    int n_ln = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      n_ln += g->nodes[i].op == GCC_OP_LAYER_NORM;
+    EXPECT_EQ(n_ln, 2);
+    for (bool cuda : {false, true}) {
+      if (cuda && !BuiltWithNvrtc())
+        continue;
+      static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
+      gcc_options o = {};
+      o.mode = GCC_MODE_EVAL;
+      o.batch_size = 2;
+      FILE *quiet = std::fopen("/dev/null", "w");
+      o.warn_file = quiet;
+      static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+      gcc_plan_config cfg{};
+      cfg.threads = 1;
+      cfg.readback_ring = 1;
+      if (cuda) {
+        o.device = GCC_DEV_CUDA(0);
+        o.device_explicit = 1;
+        o.n_cuda_devices = 1;
+        cfg.device = &hb->be;
+        cfg.sm = 90;
+        cfg.sm_count = 4;
+        cfg.compile = gcc_kernel_cache_hook;
+        cfg.compile_user = (void *)&kNoCache;
+      }
+      gcc_host_test::ModelWeights weights(g.get(), cuda ? hb : nullptr);
+      gcc_plan *praw = nullptr;
+      gcc_status st = gcc_plan_compile(g.get(), &o, &cfg, gcc_host_test::ModelWeights::Bind,
+                                       &weights, &praw, &d);
+      if (quiet)
+        std::fclose(quiet);
+      ASSERT_EQ(st, GCC_OK) << d.msg;
+      PlanPtr plan(praw);
+      ASSERT_EQ(gcc_plan_bind_input(plan.get(), "x", x.f32(), &d), GCC_OK) << d.msg;
+      ASSERT_EQ(gcc_plan_run(plan.get(), 0, &d), GCC_OK) << d.msg;
+      const gcc_tensor *t = gcc_plan_host_tensor(plan.get(), "y", &d);
+      ASSERT_NE(t, nullptr) << d.msg;
+      std::vector<float> got(static_cast<const float *>(t->data),
+                             static_cast<const float *>(t->data) + t->numel);
+      ExpectNormwise(got, y, 2.0 * (160 + 16 + 8) * std::ldexp(1.0, -24),
+                     std::string(file) + (cuda ? " CUDA" : " CPU"));
+    }
+  }
+}
+
 } // namespace
