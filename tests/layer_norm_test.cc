@@ -103,6 +103,8 @@ struct Case {
   GraphPtr model;
 };
 
+void BuildModel(Case *c);
+
 // x, weight, bias PARAMETERS -> LayerNormalization -> MSE(sum) against t.
 void MakeCase(const Fixture &fx, const std::string &name, Case *c) {
   c->name = name;
@@ -117,6 +119,11 @@ void MakeCase(const Fixture &fx, const std::string &name, Case *c) {
   const float *y = fx.Get(name + ".y").f32(), *dy = fx.Get(name + ".dy").f32();
   for (int64_t i = 0; i < x.numel(); i++)
     c->target.push_back(static_cast<float>(static_cast<double>(y[i]) - 0.5 * dy[i]));
+  BuildModel(c);
+}
+
+// The model of case `c` from its fields (everything but `model`).
+void BuildModel(Case *c) {
   gcc_builder *bd = gcc_builder_new("layer_norm", 1);
   ASSERT_NE(bd, nullptr);
   int px = gcc_build_param(bd, "x", (int)c->xd.size(), c->xd.data(), c->x.data());
@@ -326,6 +333,46 @@ TEST(LayerNorm, MatchesPyTorchOnTheCpuAndTheHostEmulatedCudaPlan) {
     }
   }
   std::printf("[layer_norm] worst error / tolerance %.3f\n", g_worst);
+}
+
+// Rows enough for the CPU kernels to split them over threads (256 rows of a
+// GPT block's 384: past the one-thread threshold of runtime/cpu/cpu_norm.c,
+// 32 Ki elements): 1, 2 and 3 threads give the same bits for Y, dX, dScale
+// and dB, and so do two runs of the host-emulated CUDA plan.
+TEST(LayerNorm, ThreadCountDoesNotChangeTheBits) {
+  Case c;
+  c.name = "rows256";
+  c.xd = {4, 64, 384};
+  c.nd = {384};
+  uint32_t state = 12345;
+  auto next = [&state]() {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.0f * 4.0f - 2.0f;
+  };
+  for (int i = 0; i < 4 * 64 * 384; i++) {
+    c.x.push_back(next());
+    c.target.push_back(next());
+  }
+  for (int i = 0; i < 384; i++) {
+    c.w.push_back(1.0f + 0.25f * next());
+    c.b.push_back(next());
+  }
+  BuildModel(&c);
+  ASSERT_NE(c.model, nullptr);
+  Result r1, r2, r3;
+  RunPlan(c, false, 1, 1, &r1);
+  RunPlan(c, false, 2, 2, &r2);
+  RunPlan(c, false, 3, 1, &r3);
+  for (const Result *r : {&r2, &r3}) {
+    EXPECT_EQ(r1.y, r->y);
+    EXPECT_EQ(r1.dx, r->dx);
+    EXPECT_EQ(r1.dw, r->dw);
+    EXPECT_EQ(r1.db, r->db);
+  }
+  if (BuiltWithNvrtc()) {
+    Result cu;
+    RunPlan(c, true, 1, 2, &cu);
+  }
 }
 
 // x [4, 6] @ W [6, 8] (a bfloat16 GEMM under --precision bf16) ->
