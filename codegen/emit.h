@@ -18,7 +18,8 @@
  *    one block and reduces in shared memory in a fixed order (its only
  *    atomic is the bad-label flag's atomicMin, whose result is the same in
  *    any order); BatchNormalization and BatchNormGrad reduce over many
- *    blocks per channel: a group of several kernels (the kernel set holds
+ *    blocks per channel, LayerNormGrad's dScale and dB over many blocks per
+ *    column (codegen/emit_layernorm.c): a group of several kernels (the kernel set holds
  *    them consecutively, in launch order, the last named after the group),
  *    the per-block partials passed through the plan's scratch
  *    (GCC_KARG_SCRATCH) and merged in index order by the next kernel;
@@ -83,9 +84,9 @@ typedef enum gcc_karg_kind {
                           weight rounded to nearest even */
   GCC_KARG_SCRATCH,     /* float*: the plan's device scratch of gcc_kernel_info.scratch_bytes
                            (at least), one region shared by every kernel of the plan: a
-                           group of several kernels (BatchNormalization, BatchNormGrad)
-                           passes its per-block partials from one kernel to the next
-                           through it, in stream order */
+                           group of several kernels (BatchNormalization, BatchNormGrad,
+                           LayerNormGrad) passes its per-block partials from one kernel
+                           to the next through it, in stream order */
   GCC_KARG_KIND_COUNT
 } gcc_karg_kind;
 

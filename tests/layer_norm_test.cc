@@ -103,6 +103,8 @@ struct Case {
   GraphPtr model;
 };
 
+void BuildModel(Case *c);
+
 // x, weight, bias PARAMETERS -> LayerNormalization -> MSE(sum) against t.
 void MakeCase(const Fixture &fx, const std::string &name, Case *c) {
   c->name = name;
@@ -117,6 +119,11 @@ void MakeCase(const Fixture &fx, const std::string &name, Case *c) {
   const float *y = fx.Get(name + ".y").f32(), *dy = fx.Get(name + ".dy").f32();
   for (int64_t i = 0; i < x.numel(); i++)
     c->target.push_back(static_cast<float>(static_cast<double>(y[i]) - 0.5 * dy[i]));
+  BuildModel(c);
+}
+
+// The model of case `c` from its fields (everything but `model`).
+void BuildModel(Case *c) {
   gcc_builder *bd = gcc_builder_new("layer_norm", 1);
   ASSERT_NE(bd, nullptr);
   int px = gcc_build_param(bd, "x", (int)c->xd.size(), c->xd.data(), c->x.data());
@@ -328,6 +335,46 @@ TEST(LayerNorm, MatchesPyTorchOnTheCpuAndTheHostEmulatedCudaPlan) {
   std::printf("[layer_norm] worst error / tolerance %.3f\n", g_worst);
 }
 
+// Rows enough for the CPU kernels to split them over threads (256 rows of a
+// GPT block's 384: past the one-thread threshold of runtime/cpu/cpu_norm.c,
+// 32 Ki elements): 1, 2 and 3 threads give the same bits for Y, dX, dScale
+// and dB, and so do two runs of the host-emulated CUDA plan.
+TEST(LayerNorm, ThreadCountDoesNotChangeTheBits) {
+  Case c;
+  c.name = "rows256";
+  c.xd = {4, 64, 384};
+  c.nd = {384};
+  uint32_t state = 12345;
+  auto next = [&state]() {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.0f * 4.0f - 2.0f;
+  };
+  for (int i = 0; i < 4 * 64 * 384; i++) {
+    c.x.push_back(next());
+    c.target.push_back(next());
+  }
+  for (int i = 0; i < 384; i++) {
+    c.w.push_back(1.0f + 0.25f * next());
+    c.b.push_back(next());
+  }
+  BuildModel(&c);
+  ASSERT_NE(c.model, nullptr);
+  Result r1, r2, r3;
+  RunPlan(c, false, 1, 1, &r1);
+  RunPlan(c, false, 2, 2, &r2);
+  RunPlan(c, false, 3, 1, &r3);
+  for (const Result *r : {&r2, &r3}) {
+    EXPECT_EQ(r1.y, r->y);
+    EXPECT_EQ(r1.dx, r->dx);
+    EXPECT_EQ(r1.dw, r->dw);
+    EXPECT_EQ(r1.db, r->db);
+  }
+  if (BuiltWithNvrtc()) {
+    Result cu;
+    RunPlan(c, true, 1, 2, &cu);
+  }
+}
+
 // x [4, 6] @ W [6, 8] (a bfloat16 GEMM under --precision bf16) ->
 // LayerNormalization -> MSE: the LayerNormalization and its gradients read
 // and write float32 only (a Cast of the GEMM's bfloat16 output before them).
@@ -457,6 +504,72 @@ TEST(LayerNorm, OnnxExportAndReimportGiveTheSameOutputs) {
     outs[k].assign(static_cast<const float *>(t->data), static_cast<const float *>(t->data) + 90);
   }
   EXPECT_EQ(outs[0], outs[1]);
+}
+
+// nn.Linear -> nn.LayerNorm(32) -> nn.LayerNorm([5, 32]) as both of
+// PyTorch's exporters write it (fixtures/layer_norm_ts.onnx: TorchScript,
+// opset 17; layer_norm_dyn.onnx: the default torch.export-based exporter,
+// opset 20): imported, two LayerNormalization nodes, and the eval() output of
+// PyTorch on the CPU and the host-emulated CUDA plan. Tolerance as the parity
+// test's, for the second LayerNorm's rows of D = 160 after a GEMM of 16 terms:
+// 2 (160 + 16 + 8) u.
+TEST(LayerNorm, BothPyTorchExportersImport) {
+  const Fixture &fx = LoadFixture();
+  const FixtureArray &x = fx.Get("onnx.x"), &y = fx.Get("onnx.y");
+  for (const char *file : {"layer_norm_ts.onnx", "layer_norm_dyn.onnx"}) {
+    SCOPED_TRACE(file);
+    std::string looked;
+    std::string path = gcc_test::FindRunfile(std::string("tests/fixtures/") + file, &looked);
+    ASSERT_FALSE(path.empty()) << looked;
+    gcc_graph *raw = nullptr;
+    gcc_diag d{};
+    ASSERT_EQ(gcc_onnx_import_file(path.c_str(), &raw, nullptr, &d), GCC_OK) << d.msg;
+    GraphPtr g(raw);
+    int n_ln = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      n_ln += g->nodes[i].op == GCC_OP_LAYER_NORM;
+    EXPECT_EQ(n_ln, 2);
+    for (bool cuda : {false, true}) {
+      if (cuda && !BuiltWithNvrtc())
+        continue;
+      static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
+      gcc_options o = {};
+      o.mode = GCC_MODE_EVAL;
+      o.batch_size = 2;
+      FILE *quiet = std::fopen("/dev/null", "w");
+      o.warn_file = quiet;
+      static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+      gcc_plan_config cfg{};
+      cfg.threads = 1;
+      cfg.readback_ring = 1;
+      if (cuda) {
+        o.device = GCC_DEV_CUDA(0);
+        o.device_explicit = 1;
+        o.n_cuda_devices = 1;
+        cfg.device = &hb->be;
+        cfg.sm = 90;
+        cfg.sm_count = 4;
+        cfg.compile = gcc_kernel_cache_hook;
+        cfg.compile_user = (void *)&kNoCache;
+      }
+      gcc_host_test::ModelWeights weights(g.get(), cuda ? hb : nullptr);
+      gcc_plan *praw = nullptr;
+      gcc_status st = gcc_plan_compile(g.get(), &o, &cfg, gcc_host_test::ModelWeights::Bind,
+                                       &weights, &praw, &d);
+      if (quiet)
+        std::fclose(quiet);
+      ASSERT_EQ(st, GCC_OK) << d.msg;
+      PlanPtr plan(praw);
+      ASSERT_EQ(gcc_plan_bind_input(plan.get(), "x", x.f32(), &d), GCC_OK) << d.msg;
+      ASSERT_EQ(gcc_plan_run(plan.get(), 0, &d), GCC_OK) << d.msg;
+      const gcc_tensor *t = gcc_plan_host_tensor(plan.get(), "y", &d);
+      ASSERT_NE(t, nullptr) << d.msg;
+      std::vector<float> got(static_cast<const float *>(t->data),
+                             static_cast<const float *>(t->data) + t->numel);
+      ExpectNormwise(got, y, 2.0 * (160 + 16 + 8) * std::ldexp(1.0, -24),
+                     std::string(file) + (cuda ? " CUDA" : " CPU"));
+    }
+  }
 }
 
 } // namespace
