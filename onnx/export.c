@@ -306,6 +306,22 @@ static gcc_status ex_reshape(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_
                      (size_t)s->n_ints * sizeof(int64_t), d);
 }
 
+/* Slice-13: starts, ends, axes and steps as int64 inputs */
+static gcc_status ex_slice(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  static const char *const what[] = {"starts", "ends", "axes", "steps"};
+  const int k_n = n->av[SLICE_STARTS].n_ints;
+  int64_t axes[GCC_MAX_DIMS], steps[GCC_MAX_DIMS], dim = k_n;
+  for (int k = 0; k < k_n; k++) {
+    axes[k] = n->av[SLICE_AXES].n_ints ? n->av[SLICE_AXES].ints[k] : k;
+    steps[k] = n->av[SLICE_STEPS].n_ints ? n->av[SLICE_STEPS].ints[k] : 1;
+  }
+  const int64_t *vals[] = {n->av[SLICE_STARTS].ints, n->av[SLICE_ENDS].ints, axes, steps};
+  for (int i = 0; i < 4; i++)
+    GCC_TRY(extra_const(E, np, what[i], ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &dim, 1, vals[i],
+                        (size_t)k_n * sizeof(int64_t), d));
+  return GCC_OK;
+}
+
 static gcc_status window_attrs(ex *E, const gcc_window2d *w, Onnx__NodeProto *np, int dilations,
                                gcc_diag *d) {
   int64_t k[2] = {w->kh, w->kw}, s[2] = {w->sh, w->sw}, p[4] = {w->pt, w->pl, w->pb, w->pr};
@@ -418,7 +434,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -483,6 +499,8 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_AMP_UPDATE_SCALE] = NONE("fp16 loss scaling's scale update (made for training)"),
     [GCC_OP_GATHER] = MAP_A("Gather", ex_axis),
     [GCC_OP_GATHER_GRAD] = TRAINING("the gradient of Gather"),
+    [GCC_OP_SLICE] = MAP_A("Slice", ex_slice),
+    [GCC_OP_SLICE_GRAD] = TRAINING("the gradient of Slice"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {
