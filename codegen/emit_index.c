@@ -1,9 +1,10 @@
 /*
- * emit_index.c - CUDA C for Gather (ONNX Gather-13, nn.Embedding's lookup), Slice
- * and GatherGrad, its deterministic scatter-add. See emit.h for the
- * conventions of the generated source.
+ * emit_index.c - CUDA C for the indexing ops: Gather (ONNX Gather-13,
+ * nn.Embedding's lookup) and GatherGrad, its deterministic scatter-add;
+ * Slice and SliceGrad; Expand. See emit.h for the conventions of the
+ * generated source.
  *
- * Both view data as [outer, A, inner] (A the gathered axis) and Y / dY as
+ * Gather and GatherGrad view data as [outer, A, inner] (A the gathered axis) and Y / dY as
  * [outer, n, inner] (n indices).
  */
 #include "codegen/emit_internal.h"
@@ -243,4 +244,46 @@ gcc_status gcc_emit_slice_grad_kernel(emitter *e, int gi, int ni) {
   }
   out(&e->src, "    out0[i] = on ? in0[src] : 0.0f;\n  }\n}\n");
   return single_end(e, &sk, sk.ny);
+}
+
+/* ---- Expand --------------------------------------------------------------- */
+
+/* One thread per element of Y: X's element at the broadcast coordinate
+ * (any element type: a copy). */
+gcc_status gcc_emit_expand_kernel(emitter *e, int gi, int ni) {
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_value *x = &g->values[nd->inputs[0]];
+  const gcc_shape *y = &g->values[nd->outputs[0]].shape;
+  int off = y->ndim - x->shape.ndim;
+  int64_t xst[GCC_MAX_DIMS], acc = 1, ny = gcc_shape_numel(y, NULL);
+  for (int q = x->shape.ndim - 1; q >= 0; q--) {
+    xst[q] = acc;
+    acc *= x->shape.dims[q];
+  }
+  char t0[48], t1[48];
+  snprintf(t0, sizeof t0, "const %s*", elem_type(x->dtype));
+  snprintf(t1, sizeof t1, "%s*", elem_type(x->dtype));
+  const char *k0 = keep_str(e, t0), *k1 = keep_str(e, t1);
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k || !k0 || !k1)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], k0, "in0");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], k1, "out0");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, ny);
+  coords(&e->src, y, "i");
+  out(&e->src, "    out0[i] = in0[0LL");
+  for (int q = off; q < y->ndim; q++)
+    if (x->shape.dims[q - off] != 1)
+      out(&e->src, " + c%d * %" PRId64 "LL", q, xst[q - off]);
+  out(&e->src, "];\n  }\n}\n");
+  set_grid(e, k, ny);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
 }

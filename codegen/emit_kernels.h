@@ -73,6 +73,8 @@ gcc_status gcc_emit_gather_grad_kernel(struct gcc_emitter *e, int group, int nod
  * thread per element of dX: dY's element or 0) (codegen/emit_index.c). */
 gcc_status gcc_emit_slice_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_slice_grad_kernel(struct gcc_emitter *e, int group, int node);
+/* Expand: a thread per element of Y (codegen/emit_index.c). */
+gcc_status gcc_emit_expand_kernel(struct gcc_emitter *e, int group, int node);
 
 int gcc_fits_matmul_2d(const gcc_graph *g, int node);
 /* cuDNN's pooling runs a float32 pooling (or its gradient) whose window has

@@ -87,6 +87,7 @@ _Static_assert(DROPOUT_RATIO == 0 && DROPOUT_GRAD_RATIO == 0, "shape_dropout rea
 static const gcc_attr_spec kCastAttrs[] = {{"to", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
 static const gcc_attr_spec kGatherAttrs[] = {I("axis", 0)};
 static const gcc_attr_spec kGatherGradAttrs[] = {I("axis", 0), INTS_REQ("shape")};
+static const gcc_attr_spec kExpandAttrs[] = {INTS_REQ("shape")};
 static const gcc_attr_spec kSliceAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends"), INTS("axes"),
                                             INTS("steps")};
 static const gcc_attr_spec kSliceGradAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends"), INTS("axes"),
@@ -101,7 +102,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 59, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 60, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -784,6 +785,16 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                            .shape = shape_slice_grad,
                            .semantics = "the backward of Slice: zeros of X's shape with dY at the "
                                         "sliced positions (torch slice_backward)"},
+    [GCC_OP_EXPAND] = {.name = "Expand",
+                       .min_inputs = 1,
+                       .max_inputs = 1,
+                       .n_outputs = 1,
+                       .input_names = "X",
+                       .attrs = kExpandAttrs,
+                       .n_attrs = COUNT(kExpandAttrs),
+                       .shape = shape_expand,
+                       .semantics = "ONNX Expand-13 with the shape as an attribute: X broadcast "
+                                    "(numpy rules) with `shape` (torch.Tensor.expand, copied)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

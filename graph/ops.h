@@ -159,7 +159,8 @@ typedef struct gcc_op_desc {
   X(GATHER, Gather)                                                                                \
   X(GATHER_GRAD, GatherGrad)                                                                       \
   X(SLICE, Slice)                                                                                  \
-  X(SLICE_GRAD, SliceGrad)
+  X(SLICE_GRAD, SliceGrad)                                                                         \
+  X(EXPAND, Expand)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -291,6 +292,11 @@ enum { GATHER_GRAD_AXIS, GATHER_GRAD_SHAPE };
  * dY scattered at the sliced positions (the adjoint; no two positions
  * coincide, so it is a plain copy: deterministic). float32 only. */
 enum { SLICE_STARTS, SLICE_ENDS, SLICE_AXES, SLICE_STEPS, SLICE_SHAPE };
+/* Expand (X) -> Y, ONNX Expand-13 with the shape as an attribute
+ * (torch.Tensor.expand, copied): Y's shape is the numpy broadcast of X's
+ * shape and `shape` (a 1 in either keeps the other's dim), any dtype
+ * Concat takes. Its gradient is ReduceSumTo (dY summed back to X's shape). */
+enum { EXPAND_SHAPE };
 
 /* A Slice or SliceGrad node's resolved slice (attributes resolved: av) of
  * an input of shape `x`: per dim of x, the first element (start), the step

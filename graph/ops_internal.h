@@ -8,7 +8,7 @@
  *   graph/ops_shape_core.c   GEMMs, elementwise, views, losses, optimizers, AllReduce, fp16 scaling
  *   graph/ops_shape_window.c Conv, the pools and their gradients (2-D, NCHW)
  *   graph/ops_shape_layers.c LRN, BatchNormalization, Dropout, Concat, Transpose, Pad, ConvTranspose
- *   graph/ops_shape_index.c  Gather, Slice and their gradients
+ *   graph/ops_shape_index.c  Gather, Slice and their gradients, Expand
  *   graph/ops_flops.c        the FLOPs functions
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
@@ -123,6 +123,7 @@ gcc_status shape_gather(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_gather_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_slice(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_slice_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_expand(gcc_graph *g, int node, gcc_diag *d);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

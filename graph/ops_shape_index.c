@@ -184,3 +184,23 @@ gcc_status shape_slice_grad(gcc_graph *g, int node, gcc_diag *d) {
   set_out(g, node, 0, GCC_DT_FLOAT32, &x);
   return GCC_OK;
 }
+
+/* ---- Expand --------------------------------------------------------------- */
+
+gcc_status shape_expand(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_movable(g, node, 0, d));
+  gcc_value *x = in_val(g, node, 0);
+  const gcc_attr *sa = &g->nodes[node].av[EXPAND_SHAPE];
+  if (sa->n_ints > GCC_MAX_DIMS)
+    return shape_err(g, node, d, "shape has more than 8 dims; X", &x->shape, NULL);
+  gcc_shape t = {sa->n_ints, {0}}, y;
+  for (int i = 0; i < sa->n_ints; i++) {
+    if (sa->ints[i] < 1)
+      return shape_err(g, node, d, "shape must have dims >= 1; X", &x->shape, NULL);
+    t.dims[i] = sa->ints[i];
+  }
+  if (!gcc_broadcast_shapes(&x->shape, &t, &y))
+    return shape_err(g, node, d, "X does not broadcast to shape:", &x->shape, &t);
+  set_out(g, node, 0, x->dtype, &y);
+  return GCC_OK;
+}

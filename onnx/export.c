@@ -322,6 +322,14 @@ static gcc_status ex_slice(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_di
   return GCC_OK;
 }
 
+/* Expand-13: the shape as an int64 input */
+static gcc_status ex_expand(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  const gcc_attr *s = &n->av[EXPAND_SHAPE];
+  int64_t dim = s->n_ints;
+  return extra_const(E, np, "shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &dim, 1, s->ints,
+                     (size_t)s->n_ints * sizeof(int64_t), d);
+}
+
 static gcc_status window_attrs(ex *E, const gcc_window2d *w, Onnx__NodeProto *np, int dilations,
                                gcc_diag *d) {
   int64_t k[2] = {w->kh, w->kw}, s[2] = {w->sh, w->sw}, p[4] = {w->pt, w->pl, w->pb, w->pr};
@@ -434,7 +442,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 59, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 60, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -501,6 +509,7 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GATHER_GRAD] = TRAINING("the gradient of Gather"),
     [GCC_OP_SLICE] = MAP_A("Slice", ex_slice),
     [GCC_OP_SLICE_GRAD] = TRAINING("the gradient of Slice"),
+    [GCC_OP_EXPAND] = MAP_A("Expand", ex_expand),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

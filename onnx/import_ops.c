@@ -40,6 +40,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"ConvTranspose", {1, 11}, cv_conv_transpose, "ConvTranspose"},
     {"Div", {1, 6, 7, 13, 14}, cv_div, "Div"},
     {"Dropout", {1, 6, 7, 10, 12, 13}, cv_dropout, "folded (identity), or Dropout to train"},
+    {"Expand", {8, 13}, cv_expand, "Expand (folded for constants)"},
     {"Flatten", {1, 9, 11, 13, 21}, cv_flatten, "Reshape"},
     {"Gather", {1, 11, 13}, cv_gather, "Gather (folded for constants)"},
     {"Gemm", {1, 6, 7, 9, 11, 13}, cv_gemm, "Gemm"},
@@ -73,6 +74,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"Sub", {1, 6, 7, 13, 14}, cv_sub, "Sub"},
     {"Sum", {1, 6, 8, 13}, cv_sum, "Add"},
     {"Tanh", {1, 6, 13}, cv_tanh, "Tanh"},
+    {"Tile", {1, 6, 13}, cv_tile, "Reshape + Expand + Reshape"},
     {"Transpose", {1, 13, 21}, cv_transpose, "Transpose"},
     {"Unsqueeze", {1, 11, 13, 21}, cv_unsqueeze, "Reshape"},
 };

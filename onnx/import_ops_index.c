@@ -308,3 +308,130 @@ gcc_status cv_split(nctx *c, gcc_diag *d) {
     mark_folded(c);
   return st;
 }
+
+/* ---- Expand and Tile ---------------------------------------------------------- */
+
+/* X broadcast to `t` (k dims; numpy rules, a 1 on either side keeps the
+ * other's dim): folded for a constant, else an IR Expand into output
+ * out_k or a temporary (*tmp). A symbolic (batch) dim of X is kept where t
+ * has 1 there. */
+static gcc_status expand_to(nctx *c, int idx, const int64_t *t, int k, int out_k, int *tmp,
+                            gcc_diag *d) {
+  const tshape *x = &imp_val(c->I, idx)->sh;
+  char a[128];
+  int n = x->ndim > k ? x->ndim : k;
+  if (n > GCC_MAX_DIMS)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the result has more than %d dims", GCC_MAX_DIMS);
+  tshape s = {n, {{0, 0}}};
+  int64_t ir_shape[GCC_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    int ix = x->ndim - n + i, it = k - n + i;
+    sdim dx = ix >= 0 ? x->d[ix] : (sdim){1, 0};
+    int64_t dt = it >= 0 ? t[it] : 1;
+    if (dt < 1)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "shape entry %" PRId64 " (dims must be >= 1)", dt);
+    if (dx.sym && dt != 1)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "expands %s, whose dim %d depends on the batch, to %" PRId64,
+                      tshape_str(x, a, sizeof a), ix, dt);
+    if (!dx.sym && dx.v != 1 && dt != 1 && dx.v != dt)
+      return node_err(c, d, GCC_ERR_SHAPE, "%s does not broadcast to a dim %" PRId64,
+                      tshape_str(x, a, sizeof a), dt);
+    s.d[i] = dx.sym || dt == 1 ? dx : (sdim){dt, 0};
+    ir_shape[i] = dt;
+  }
+  const ival *xv = imp_val(c->I, idx);
+  int dt = xv->onnx_dt;
+  if (xv->is_const && out_k >= 0 && !(xv->trainable && c->I->train)) {
+    size_t es = onnx_dtype_size(dt);
+    int64_t numel = tshape_static_numel(&s), xst[GCC_MAX_DIMS], acc = 1, cidx[GCC_MAX_DIMS] = {0};
+    for (int i = n - 1; i >= 0; i--) {
+      int ix = x->ndim - n + i;
+      xst[i] = ix < 0 || x->d[ix].v == 1 ? 0 : acc;
+      acc *= ix < 0 ? 1 : x->d[ix].v;
+    }
+    uint8_t *data = malloc((size_t)numel * es);
+    if (!data)
+      return oom(d);
+    for (int64_t o = 0; o < numel; o++) {
+      int64_t src = 0;
+      for (int i = 0; i < n; i++)
+        src += cidx[i] * xst[i];
+      memcpy(data + (size_t)o * es, (const uint8_t *)xv->data + (size_t)src * es, es);
+      for (int i = n - 1; i >= 0; i--) {
+        if (++cidx[i] < s.d[i].v)
+          break;
+        cidx[i] = 0;
+      }
+    }
+    return set_const(c, out_k, dt, &s, data, (size_t)numel * es, d);
+  }
+  int xi, node;
+  if (onnx_to_gcc_dtype(dt) == GCC_DT_UNDEFINED)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "input '%s' has dtype %s (float, int64, int32)",
+                    xv->name, onnx_dtype_name(dt));
+  GCC_TRY(ir_of(c, idx, &xi, d));
+  GCC_TRY(emit(c, GCC_OP_EXPAND, &xi, 1, out_k, dt, &s, tmp, &node, d));
+  return gcc_node_set_ints(c->I->g, node, "shape", ir_shape, n) ? oom(d) : GCC_OK;
+}
+
+/* Expand (8, 13): the shape a constant input. */
+gcc_status cv_expand(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  const int64_t *t;
+  int64_t k;
+  GCC_TRY(const_ints(c, in_idx(c, 1), "shape input", &t, &k, d));
+  if (k > GCC_MAX_DIMS)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "shape has %" PRId64 " entries", k);
+  GCC_TRY(expand_to(c, in_idx(c, 0), t, (int)k, 0, NULL, d));
+  if (!c->n_ir)
+    mark_folded(c);
+  return GCC_OK;
+}
+
+/* Tile (1 (tiles, axis), 6, 13: repeats a constant input): X [d0, ..] is
+ * reshaped to [1, d0, 1, d1, ...], expanded to [r0, d0, r1, d1, ...] and
+ * reshaped to [r0 d0, r1 d1, ...] (torch.Tensor.repeat), so that its
+ * gradient is the Expand's ReduceSumTo. */
+gcc_status cv_tile(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  if (c->ver < 6)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "Tile-1 (tiles and axis inputs) is not supported");
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  const tshape *x = in_sh(c, 0);
+  const int64_t *rep;
+  int64_t k;
+  char a[128];
+  GCC_TRY(const_ints(c, in_idx(c, 1), "repeats input", &rep, &k, d));
+  if (k != x->ndim)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "repeats has %" PRId64 " entries for rank %d", k,
+                    x->ndim);
+  if (2 * x->ndim > GCC_MAX_DIMS)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "Tile of rank %d (at most %d)", x->ndim,
+                    GCC_MAX_DIMS / 2);
+  tshape mid = {2 * x->ndim, {{0, 0}}}, y = {x->ndim, {{0, 0}}};
+  int64_t big[GCC_MAX_DIMS];
+  for (int i = 0; i < x->ndim; i++) {
+    if (rep[i] < 1)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "repeats entry %" PRId64 " (must be >= 1)",
+                      rep[i]);
+    if (x->d[i].sym && rep[i] != 1)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "tiles dim %d of %s, which depends on the batch",
+                      i, tshape_str(x, a, sizeof a));
+    mid.d[2 * i] = (sdim){1, 0};
+    mid.d[2 * i + 1] = x->d[i];
+    big[2 * i] = rep[i];
+    big[2 * i + 1] = 1;
+    y.d[i] = x->d[i].sym ? x->d[i] : (sdim){x->d[i].v * rep[i], 0};
+  }
+  tshape ex = mid; /* [r0, d0, r1, d1, ...] */
+  for (int i = 0; i < x->ndim; i++)
+    ex.d[2 * i] = (sdim){rep[i], 0};
+  int r1, r2, node;
+  GCC_TRY(reshaped(c, in_idx(c, 0), &mid, &r1, d));
+  GCC_TRY(emit(c, GCC_OP_EXPAND, &r1, 1, -1, in_dt(c, 0), &ex, &r2, &node, d));
+  if (gcc_node_set_ints(c->I->g, node, "shape", big, mid.ndim))
+    return oom(d);
+  return emit_reshape(c, r2, &y, 0, in_dt(c, 0), NULL, d);
+}

@@ -6,7 +6,7 @@
  *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
- *   onnx/import_ops_index.c        Gather, Slice, Split
+ *   onnx/import_ops_index.c        Gather, Slice, Split, Expand, Tile
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
  *                                  Squeeze, Unsqueeze, Concat, Transpose, Pad)
@@ -153,10 +153,12 @@ gcc_status cv_pad(nctx *c, gcc_diag *d);
 gcc_status cv_hard_sigmoid(nctx *c, gcc_diag *d);
 gcc_status cv_hard_swish(nctx *c, gcc_diag *d);
 
-/* onnx/import_ops_index.c: Gather, Slice, Split */
+/* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile */
 gcc_status cv_gather(nctx *c, gcc_diag *d);
 gcc_status cv_slice(nctx *c, gcc_diag *d);
 gcc_status cv_split(nctx *c, gcc_diag *d);
+gcc_status cv_expand(nctx *c, gcc_diag *d);
+gcc_status cv_tile(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
 gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);

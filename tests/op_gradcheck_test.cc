@@ -3628,6 +3628,59 @@ TEST(InternalOps, SliceOfIntegersAndRefusedSlices) {
   }
 }
 
+// ---- Expand (ONNX Expand-13) -------------------------------------------------------------
+
+// X broadcast to shapes that add leading dims, stretch 1s and keep dims
+// (a 1 in `shape` keeps X's dim); the gradient sums dY back (ReduceSumTo).
+TEST(ExpandGrad, BroadcastsToLargerShapes) {
+  struct Case {
+    Dims x, shape;
+  };
+  const Case cases[] = {
+      {{1, 3, 1}, {2, 1, 3, 4}}, {{3}, {2, 3}}, {{2, 1}, {1, 3}}, {{4, 1, 2}, {4, 3, 1}}};
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (const Case &k : cases) {
+      GradCase c;
+      c.label = "Expand " + Str(k.x) + " to " + Str(k.shape);
+      c.params.push_back({"X", k.x, r.F(Numel(k.x))});
+      c.build = [k](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_EXPAND, "expand", {v.at("X")});
+        SetInts(b, y, "shape", k.shape);
+        return y;
+      };
+      c.ref = [k](const Env &e) {
+        const T64 &x = e.at("X");
+        const size_t n = std::max(k.x.size(), k.shape.size());
+        Dims od(n);
+        for (size_t i = 0; i < n; ++i) {
+          int64_t dx = i + k.x.size() >= n ? k.x[i + k.x.size() - n] : 1;
+          int64_t ds = i + k.shape.size() >= n ? k.shape[i + k.shape.size() - n] : 1;
+          od[i] = dx == 1 ? ds : dx;
+        }
+        T64 y = Zeros(od);
+        for (int64_t o = 0; o < Numel(od); ++o) {
+          int64_t rem = o, src = 0, mul = 1;
+          for (size_t i = n; i-- > 0;) {
+            int64_t ci = rem % od[i];
+            rem /= od[i];
+            if (i + k.x.size() >= n) {
+              int64_t dx = k.x[i + k.x.size() - n];
+              src += (dx == 1 ? 0 : ci) * mul;
+              mul *= dx;
+            }
+          }
+          y.v[o] = x.v[src];
+        }
+        return y;
+      };
+      c.bwd_ops = {GCC_OP_REDUCE_SUM_TO};
+      c.cuda = seed == kSeeds[0] && k.x.size() == 3;
+      RunGradCase(c, seed);
+    }
+  }
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -3722,6 +3775,7 @@ const Covered kCovered[] = {
      "GatherGrad.*, InternalOps.GatherGradIsBitwiseTheSameOnTheCudaPlan"},
     {GCC_OP_SLICE, "Slice", kGradcheck, "SliceGrad.*, InternalOps.SliceOfIntegersAndRefusedSlices"},
     {GCC_OP_SLICE_GRAD, "SliceGrad", kInternal, "SliceGrad.RandomBoundsStepsAndAxes"},
+    {GCC_OP_EXPAND, "Expand", kGradcheck, "ExpandGrad.BroadcastsToLargerShapes"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

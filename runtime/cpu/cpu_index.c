@@ -158,3 +158,31 @@ gcc_status gcc_cpu_slice_grad(const gcc_kernel_args *a) {
   }
   return GCC_OK;
 }
+
+/* ---- Expand ------------------------------------------------------------- */
+
+/* Y = X broadcast to Y's shape: an odometer over Y, X's offset kept with
+ * stride 0 on its broadcast (and missing leading) dims. */
+gcc_status gcc_cpu_expand(const gcc_kernel_args *a) {
+  const gcc_tensor *x = a->in[0];
+  gcc_tensor *y = a->out[0];
+  int r = y->shape.ndim, off = r - x->shape.ndim;
+  int64_t xst[GCC_MAX_DIMS], st[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0}, ix = 0;
+  strides_of(&x->shape, xst);
+  for (int k = 0; k < r; k++)
+    st[k] = k < off || x->shape.dims[k - off] == 1 ? 0 : xst[k - off];
+  size_t es = gcc_dtype_size(x->dtype);
+  const uint8_t *src = x->data;
+  uint8_t *dst = y->data;
+  for (int64_t o = 0; o < y->numel; o++) {
+    memcpy(dst + (size_t)o * es, src + (size_t)ix * es, es);
+    for (int k = r - 1; k >= 0; k--) {
+      ix += st[k];
+      if (++idx[k] < y->shape.dims[k])
+        break;
+      ix -= st[k] * idx[k];
+      idx[k] = 0;
+    }
+  }
+  return GCC_OK;
+}

@@ -11,7 +11,7 @@
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 59, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 60, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -86,6 +86,7 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GATHER_GRAD] = {.kernel = gcc_cpu_gather_grad},
     [GCC_OP_SLICE] = {.kernel = gcc_cpu_slice},
     [GCC_OP_SLICE_GRAD] = {.kernel = gcc_cpu_slice_grad},
+    [GCC_OP_EXPAND] = {.kernel = gcc_cpu_expand},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
