@@ -25,6 +25,8 @@ static int64_t index_at(const ival *v, int64_t k) {
 gcc_status cv_gather(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, "axis", (char *)NULL));
   GCC_TRY(need_inputs(c, 2, 2, d));
+  if (has_symv(c, 0))
+    return sym_gather(c, d);
   GCC_TRY(need_computable(c, 0, d));
   int idt = in_dt(c, 1);
   if (idt != I64 && idt != I32)
@@ -162,6 +164,8 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
     step[axis] = st;
   }
   const ival *xv = imp_val(c->I, in_idx(c, 0));
+  if (xv->symv)
+    return sym_slice(c, out_k, start[0], step[0], s.d[0].v, d);
   if (xv->is_const && !(xv->trainable && c->I->train)) {
     int dt = in_dt(c, 0);
     size_t es = onnx_dtype_size(dt);
@@ -381,7 +385,10 @@ gcc_status cv_expand(nctx *c, gcc_diag *d) {
   GCC_TRY(need_inputs(c, 2, 2, d));
   const int64_t *t;
   int64_t k;
-  GCC_TRY(const_ints(c, in_idx(c, 1), "shape input", &t, &k, d));
+  if (has_symv(c, 1))
+    GCC_TRY(sym_target(c, 1, in_sh(c, 0), 1, &t, &k, d));
+  else
+    GCC_TRY(const_ints(c, in_idx(c, 1), "shape input", &t, &k, d));
   if (k > GCC_MAX_DIMS)
     return node_err(c, d, GCC_ERR_UNSUPPORTED, "shape has %" PRId64 " entries", k);
   GCC_TRY(expand_to(c, in_idx(c, 0), t, (int)k, 0, NULL, d));
