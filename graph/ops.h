@@ -292,10 +292,13 @@ enum { GATHER_GRAD_AXIS, GATHER_GRAD_SHAPE };
  * dY scattered at the sliced positions (the adjoint; no two positions
  * coincide, so it is a plain copy: deterministic). float32 only. */
 enum { SLICE_STARTS, SLICE_ENDS, SLICE_AXES, SLICE_STEPS, SLICE_SHAPE };
-/* Expand (X) -> Y, ONNX Expand-13 with the shape as an attribute
+/* Expand (X[, like]) -> Y, ONNX Expand-13 with the shape as an attribute
  * (torch.Tensor.expand, copied): Y's shape is the numpy broadcast of X's
  * shape and `shape` (a 1 in either keeps the other's dim), any dtype
- * Concat takes. Its gradient is ReduceSumTo (dY summed back to X's shape). */
+ * Concat takes. An entry 0 of `shape` is the batch size: dim 0 of `like`
+ * (a graph input whose dim 0 is the symbolic batch; only its shape is
+ * read, never its data), as ViT's class token is expanded to the batch.
+ * Its gradient is ReduceSumTo (dY summed back to X's shape). */
 enum { EXPAND_SHAPE };
 
 /* A Slice or SliceGrad node's resolved slice (attributes resolved: av) of

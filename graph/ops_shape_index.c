@@ -194,10 +194,14 @@ gcc_status shape_expand(gcc_graph *g, int node, gcc_diag *d) {
   if (sa->n_ints > GCC_MAX_DIMS)
     return shape_err(g, node, d, "shape has more than 8 dims; X", &x->shape, NULL);
   gcc_shape t = {sa->n_ints, {0}}, y;
+  gcc_value *like = in_val(g, node, 1);
   for (int i = 0; i < sa->n_ints; i++) {
-    if (sa->ints[i] < 1)
-      return shape_err(g, node, d, "shape must have dims >= 1; X", &x->shape, NULL);
     t.dims[i] = sa->ints[i];
+    if (sa->ints[i] == 0 && like && like->shape.ndim > 0) /* the batch */
+      t.dims[i] = like->shape.dims[0];
+    else if (sa->ints[i] < 1)
+      return shape_err(g, node, d, "shape must have dims >= 1 (0: the batch, with input `like`); X",
+                       &x->shape, NULL);
   }
   if (!gcc_broadcast_shapes(&x->shape, &t, &y))
     return shape_err(g, node, d, "X does not broadcast to shape:", &x->shape, &t);

@@ -326,6 +326,12 @@ static gcc_status ex_slice(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_di
 static gcc_status ex_expand(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
   const gcc_attr *s = &n->av[EXPAND_SHAPE];
   int64_t dim = s->n_ints;
+  for (int i = 0; i < s->n_ints; i++)
+    if (s->ints[i] == 0)
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "node '%s' (Expand): expands to the batch size (a 0 in its shape); "
+                          "the export writes static shapes only",
+                          n->name);
   return extra_const(E, np, "shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &dim, 1, s->ints,
                      (size_t)s->n_ints * sizeof(int64_t), d);
 }

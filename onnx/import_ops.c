@@ -55,6 +55,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"LogSoftmax", {1, 11, 13}, cv_log_softmax, "LogSoftmax"},
     {"MatMul", {1, 9, 13}, cv_matmul, "MatMul"},
     {"MaxPool", {1, 8, 10, 11, 12}, cv_maxpool, "MaxPool (Pad + MaxPool for ceil_mode)"},
+    {"Mod", {10, 13}, cv_mod, "folded (integer constants and shapes)"},
     {"Mul", {1, 6, 7, 13, 14}, cv_mul, "Mul"},
     {"Pad", {1, 2, 11, 13, 18, 19, 21}, cv_pad, "Pad"},
     {"ReduceL2", {1, 11, 13, 18}, cv_reduce_l2, "Sqrt(ReduceSumTo(X * X)) (forward only)"},

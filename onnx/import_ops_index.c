@@ -156,7 +156,9 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
                       "slices axis %" PRId64 " of %s, which depends on the batch (only a slice "
                       "of all of it is supported)",
                       axis, tshape_str(x, a, sizeof a));
-    if (s.d[axis].v == 0)
+    const ival *x0 = imp_val(c->I, in_idx(c, 0));
+    int folds = x0->symv || (x0->is_const && !(x0->trainable && c->I->train));
+    if (s.d[axis].v == 0 && !folds) /* an empty shape vector folds (a Concat drops it) */
       return node_err(c, d, GCC_ERR_UNSUPPORTED,
                       "the slice of axis %" PRId64 " of %s is empty (zero-size tensors are not "
                       "supported)",
@@ -174,7 +176,7 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
       xst[q] = acc;
       acc *= x->d[q].v;
     }
-    uint8_t *data = malloc((size_t)n * es);
+    uint8_t *data = malloc((size_t)(n > 0 ? n : 1) * es);
     if (!data)
       return oom(d);
     for (int64_t o = 0; o < n; o++) {
@@ -320,7 +322,7 @@ gcc_status cv_split(nctx *c, gcc_diag *d) {
  * out_k or a temporary (*tmp). A symbolic (batch) dim of X is kept where t
  * has 1 there. */
 static gcc_status expand_to(nctx *c, int idx, const int64_t *t, int k, int out_k, int *tmp,
-                            gcc_diag *d) {
+                            int batch_from, gcc_diag *d) {
   const tshape *x = &imp_val(c->I, idx)->sh;
   char a[128];
   int n = x->ndim > k ? x->ndim : k;
@@ -332,6 +334,11 @@ static gcc_status expand_to(nctx *c, int idx, const int64_t *t, int k, int out_k
     int ix = x->ndim - n + i, it = k - n + i;
     sdim dx = ix >= 0 ? x->d[ix] : (sdim){1, 0};
     int64_t dt = it >= 0 ? t[it] : 1;
+    if (dt == 0 && batch_from >= 0 && (ix < 0 || (!dx.sym && dx.v == 1))) {
+      s.d[i] = (sdim){1, 1}; /* the batch (sym_target) */
+      ir_shape[i] = 0;
+      continue;
+    }
     if (dt < 1)
       return node_err(c, d, GCC_ERR_UNSUPPORTED, "shape entry %" PRId64 " (dims must be >= 1)", dt);
     if (dx.sym && dt != 1)
@@ -346,7 +353,10 @@ static gcc_status expand_to(nctx *c, int idx, const int64_t *t, int k, int out_k
   }
   const ival *xv = imp_val(c->I, idx);
   int dt = xv->onnx_dt;
-  if (xv->is_const && out_k >= 0 && !(xv->trainable && c->I->train)) {
+  int needs_batch = 0;
+  for (int i = 0; i < n; i++)
+    needs_batch |= ir_shape[i] == 0;
+  if (xv->is_const && out_k >= 0 && !needs_batch && !(xv->trainable && c->I->train)) {
     size_t es = onnx_dtype_size(dt);
     int64_t numel = tshape_static_numel(&s), xst[GCC_MAX_DIMS], acc = 1, cidx[GCC_MAX_DIMS] = {0};
     for (int i = n - 1; i >= 0; i--) {
@@ -370,12 +380,15 @@ static gcc_status expand_to(nctx *c, int idx, const int64_t *t, int k, int out_k
     }
     return set_const(c, out_k, dt, &s, data, (size_t)numel * es, d);
   }
-  int xi, node;
+  int node;
   if (onnx_to_gcc_dtype(dt) == GCC_DT_UNDEFINED)
     return node_err(c, d, GCC_ERR_UNSUPPORTED, "input '%s' has dtype %s (float, int64, int32)",
                     xv->name, onnx_dtype_name(dt));
-  GCC_TRY(ir_of(c, idx, &xi, d));
-  GCC_TRY(emit(c, GCC_OP_EXPAND, &xi, 1, out_k, dt, &s, tmp, &node, d));
+  int ins[2];
+  GCC_TRY(ir_of(c, idx, &ins[0], d));
+  if (needs_batch)
+    GCC_TRY(ir_of(c, batch_from, &ins[1], d));
+  GCC_TRY(emit(c, GCC_OP_EXPAND, ins, needs_batch ? 2 : 1, out_k, dt, &s, tmp, &node, d));
   return gcc_node_set_ints(c->I->g, node, "shape", ir_shape, n) ? oom(d) : GCC_OK;
 }
 
@@ -391,7 +404,12 @@ gcc_status cv_expand(nctx *c, gcc_diag *d) {
     GCC_TRY(const_ints(c, in_idx(c, 1), "shape input", &t, &k, d));
   if (k > GCC_MAX_DIMS)
     return node_err(c, d, GCC_ERR_UNSUPPORTED, "shape has %" PRId64 " entries", k);
-  GCC_TRY(expand_to(c, in_idx(c, 0), t, (int)k, 0, NULL, d));
+  int batch_from = -1; /* a graph input whose dim 0 is the symbolic batch */
+  for (int i = 0; i < c->I->n_v && batch_from < 0; i++)
+    if (c->I->v[i].is_input && c->I->v[i].sh.ndim > 0 && c->I->v[i].sh.d[0].sym &&
+        c->I->v[i].sh.d[0].v == 1)
+      batch_from = i;
+  GCC_TRY(expand_to(c, in_idx(c, 0), t, (int)k, 0, NULL, batch_from, d));
   if (!c->n_ir)
     mark_folded(c);
   return GCC_OK;

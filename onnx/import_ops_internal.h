@@ -178,6 +178,12 @@ gcc_status sym_concat(nctx *c, gcc_diag *d);
 gcc_status sym_reshape(nctx *c, const tshape *s, gcc_diag *d);
 gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t **out, int64_t *n,
                       gcc_diag *d);
+/* Add, Sub, Mul, Div and Mod of integer constants and shape values
+ * (scalars or vectors), folded: sym_arith_applies says whether the node's
+ * operands are such; op is '+', '-', '*', '/' or '%'. */
+int sym_arith_applies(nctx *c);
+gcc_status sym_arith(nctx *c, char op, gcc_diag *d);
+gcc_status cv_mod(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
 gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);

@@ -85,7 +85,8 @@ gcc_status cv_shape(nctx *c, gcc_diag *d) {
   b = b < 0 ? 0 : b > r ? r : b;
   e = e < 0 ? 0 : e > r ? r : e;
   if (e <= b)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED, "an empty shape (zero-size tensors are not "
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "an empty shape (zero-size tensors are not "
                     "supported)");
   tshape s = {1, {{e - b, 0}}};
   GCC_TRY(set_sym(c, 0, &s, &x->d[b], e - b, d));
@@ -162,8 +163,8 @@ gcc_status sym_gather(nctx *c, gcc_diag *d) {
     int64_t v = idx[j] < 0 ? idx[j] + n : idx[j];
     if (v < 0 || v >= n) {
       free(r);
-      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "index %" PRId64 " is outside [-%" PRId64
-                      ", %" PRId64 ")", idx[j], n, n);
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                      "index %" PRId64 " is outside [-%" PRId64 ", %" PRId64 ")", idx[j], n, n);
     }
     r[j] = x[v];
   }
@@ -200,8 +201,8 @@ gcc_status sym_concat(nctx *c, gcc_diag *d) {
     int64_t n;
     st = sym_in(c, k, &x, &n, d);
     if (st == GCC_OK && in_sh(c, k)->ndim != 1)
-      st = node_err(c, d, GCC_ERR_UNSUPPORTED, "concatenates a %d-D shape value",
-                    in_sh(c, k)->ndim);
+      st =
+          node_err(c, d, GCC_ERR_UNSUPPORTED, "concatenates a %d-D shape value", in_sh(c, k)->ndim);
     if (st != GCC_OK)
       break;
     sdim *nr = realloc(r, (size_t)(total + n + 1) * sizeof *nr);
@@ -236,8 +237,8 @@ gcc_status sym_reshape(nctx *c, const tshape *s, gcc_diag *d) {
  * entry equal to the input's dim at that position becomes 0, copy; one
  * other becomes -1, inferred) or of Expand (an entry equal to the input's
  * dim becomes 1, keep); anything else is an error naming the input. */
-gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t **out,
-                      int64_t *n, gcc_diag *d) {
+gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t **out, int64_t *n,
+                      gcc_diag *d) {
   const sdim *t;
   GCC_TRY(sym_in(c, k, &t, n, d));
   int64_t *r = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *r);
@@ -252,6 +253,8 @@ gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t
     int64_t xi = expand ? x->ndim - *n + i : i;
     if (xi >= 0 && xi < x->ndim && x->d[xi].sym && x->d[xi].v == t[i].v) {
       r[i] = expand ? 1 : 0;
+    } else if (expand && t[i].v == 1 && (xi < 0 || (!x->d[xi].sym && x->d[xi].v == 1))) {
+      r[i] = 0; /* the batch size, from a graph input (Expand's `like`) */
     } else if (!expand && !inferred) {
       r[i] = -1;
       inferred = 1;
@@ -265,4 +268,87 @@ gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t
   }
   *out = r;
   return GCC_OK;
+}
+
+/* Integer arithmetic on shape values and integer constants (scalars or
+ * vectors, a scalar broadcast): folded, so that the TorchScript exporter's
+ * size computations (H / patch, N * heads, dim % heads) run at import. */
+int sym_arith_applies(nctx *c) {
+  if (c->ver < 7 || n_in(c) != 2)
+    return 0;
+  for (int k = 0; k < 2; k++) {
+    int idx = in_idx(c, k);
+    if (idx < 0)
+      return 0;
+    const ival *v = imp_val(c->I, idx);
+    if (!(v->symv || v->is_const) || (v->onnx_dt != I64 && v->onnx_dt != I32) || v->sh.ndim > 1)
+      return 0;
+  }
+  return 1;
+}
+
+gcc_status sym_arith(nctx *c, char op, gcc_diag *d) {
+  if (op != '%')
+    GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  const sdim *a, *b;
+  int64_t na, nb;
+  GCC_TRY(sym_in(c, 0, &a, &na, d));
+  GCC_TRY(sym_in(c, 1, &b, &nb, d));
+  if (na != nb && na != 1 && nb != 1)
+    return node_err(c, d, GCC_ERR_SHAPE, "operands of %" PRId64 " and %" PRId64 " elements", na,
+                    nb);
+  int64_t n = na > nb ? na : nb;
+  sdim *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+  if (!r)
+    return oom(d);
+  GCC_TRY(pool_add(c->I, r, d));
+  for (int64_t i = 0; i < n; i++) {
+    sdim x = a[na == 1 ? 0 : i], y = b[nb == 1 ? 0 : i];
+    int ok = 1;
+    switch (op) {
+    case '+':
+    case '-':
+      ok = x.sym == y.sym || (x.sym ? y.v == 0 : x.v == 0);
+      r[i] = (sdim){op == '+' ? x.v + y.v : x.v - y.v, x.sym || y.sym};
+      if (!x.sym && y.sym && op == '-')
+        ok = 0;
+      break;
+    case '*':
+      ok = !(x.sym && y.sym);
+      r[i] = (sdim){x.v * y.v, x.sym || y.sym};
+      break;
+    case '/':
+    case '%':
+      ok = !y.sym && y.v != 0 && (!x.sym || (op == '/' && x.v % y.v == 0));
+      if (ok && op == '/')
+        r[i] = (sdim){x.v / y.v, x.sym};
+      else if (ok) /* ONNX Mod with fmod 0: the sign of the divisor, as Python */
+        r[i] = (sdim){((x.v % y.v) + y.v) % y.v, 0};
+      break;
+    default: ok = 0;
+    }
+    if (!ok)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "shape arithmetic %" PRId64 "%s %c %" PRId64 "%s cannot be folded with the "
+                      "symbolic batch N",
+                      x.v, x.sym ? "N" : "", op, y.v, y.sym ? "N" : "");
+  }
+  tshape s = na >= nb ? *in_sh(c, 0) : *in_sh(c, 1);
+  GCC_TRY(set_sym(c, 0, &s, r, n, d));
+  imp_val(c->I, out_idx(c, 0))->onnx_dt = in_dt(c, 0);
+  mark_folded(c);
+  return GCC_OK;
+}
+
+/* Mod (10, 13): folded for integer constants and shape values (fmod 0). */
+gcc_status cv_mod(nctx *c, gcc_diag *d) {
+  int64_t fmod;
+  GCC_TRY(a_int(c, "fmod", 0, &fmod, d));
+  if (fmod == 0 && sym_arith_applies(c)) {
+    GCC_TRY(allow_attrs(c, d, "fmod", (char *)NULL));
+    return sym_arith(c, '%', d);
+  }
+  return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                  "Mod at run time is not supported here: only integer constants and shapes "
+                  "are folded");
 }
