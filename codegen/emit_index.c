@@ -1,9 +1,10 @@
 /*
- * emit_index.c - CUDA C for Gather (ONNX Gather-13, nn.Embedding's lookup)
- * and GatherGrad, its deterministic scatter-add. See emit.h for the
- * conventions of the generated source.
+ * emit_index.c - CUDA C for the indexing ops: Gather (ONNX Gather-13,
+ * nn.Embedding's lookup) and GatherGrad, its deterministic scatter-add;
+ * Slice and SliceGrad; Expand. See emit.h for the conventions of the
+ * generated source.
  *
- * Both view data as [outer, A, inner] (A the gathered axis) and Y / dY as
+ * Gather and GatherGrad view data as [outer, A, inner] (A the gathered axis) and Y / dY as
  * [outer, n, inner] (n indices).
  */
 #include "codegen/emit_internal.h"
@@ -158,6 +159,131 @@ gcc_status gcc_emit_gather_grad_kernel(emitter *e, int gi, int ni) {
       BLOCK, rows, q.a, q.a, q.inner, CHUNKS * BLOCK, CHUNKS, CHUNKS, q.n, BLOCK, q.n, q.a, q.n,
       BLOCK, q.n, BLOCK, q.n, q.inner, CHUNKS, BLOCK, q.inner, CHUNKS, BLOCK, q.inner, q.inner);
   set_grid(e, k, rows * BLOCK);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* ---- Slice ---------------------------------------------------------------- */
+
+/* The slice of node `ni` over input shape `x` (resolved as the CPU does). */
+static gcc_status slice_of(emitter *e, int ni, const gcc_shape *x, int64_t *start, int64_t *step,
+                           gcc_shape *y) {
+  return gcc_slice_resolve(&e->g->nodes[ni], e->g->source, x, start, step, y, e->d);
+}
+
+/* One thread per element of Y: Y[c] = X[start + c * step], any element
+ * type (a copy). */
+gcc_status gcc_emit_slice_kernel(emitter *e, int gi, int ni) {
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_value *x = &g->values[nd->inputs[0]];
+  int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS], xst[GCC_MAX_DIMS], acc = 1, base = 0;
+  gcc_shape y;
+  GCC_TRY(slice_of(e, ni, &x->shape, start, step, &y));
+  for (int q = x->shape.ndim - 1; q >= 0; q--) {
+    xst[q] = acc;
+    acc *= x->shape.dims[q];
+    base += start[q] * xst[q];
+  }
+  int64_t ny = gcc_shape_numel(&y, NULL);
+  gcc_kernel_info *k;
+  sig s;
+  char t0[48], t1[48];
+  snprintf(t0, sizeof t0, "const %s*", elem_type(x->dtype));
+  snprintf(t1, sizeof t1, "%s*", elem_type(x->dtype));
+  const char *k0 = keep_str(e, t0), *k1 = keep_str(e, t1);
+  k = new_kernel(e, gi);
+  if (!k || !k0 || !k1)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  s = (sig){.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], k0, "in0");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], k1, "out0");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, ny);
+  coords(&e->src, &y, "i");
+  out(&e->src, "    out0[i] = in0[%" PRId64 "LL", base);
+  for (int q = 0; q < y.ndim; q++)
+    out(&e->src, " + c%d * %" PRId64 "LL", q, step[q] * xst[q]);
+  out(&e->src, "];\n  }\n}\n");
+  set_grid(e, k, ny);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* One thread per element of dX: dY's element when the coordinate lies on
+ * the slice's lattice in every dim, else 0 (no two threads write one
+ * element: deterministic). */
+gcc_status gcc_emit_slice_grad_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_shape *X = sk.Y;
+  int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS], yst[GCC_MAX_DIMS], acc = 1;
+  gcc_shape y;
+  GCC_TRY(slice_of(e, ni, X, start, step, &y));
+  for (int q = y.ndim - 1; q >= 0; q--) {
+    yst[q] = acc;
+    acc *= y.dims[q];
+  }
+  out(&e->src, kLoop, sk.ny);
+  coords(&e->src, X, "i");
+  out(&e->src, "    long long src = 0;\n    bool on = true;\n");
+  for (int q = 0; q < X->ndim; q++) {
+    if (step[q] == 1 && start[q] == 0 && y.dims[q] == X->dims[q]) {
+      out(&e->src, "    src += c%d * %" PRId64 "LL;\n", q, yst[q]);
+      continue;
+    }
+    out(&e->src,
+        "    { const long long t = c%d - %" PRId64 "LL, j = t / %" PRId64 "LL;\n"
+        "      if (j * %" PRId64 "LL != t || j < 0 || j >= %" PRId64 "LL) on = false;\n"
+        "      src += j * %" PRId64 "LL; }\n",
+        q, start[q], step[q], step[q], y.dims[q], yst[q]);
+  }
+  out(&e->src, "    out0[i] = on ? in0[src] : 0.0f;\n  }\n}\n");
+  return single_end(e, &sk, sk.ny);
+}
+
+/* ---- Expand --------------------------------------------------------------- */
+
+/* One thread per element of Y: X's element at the broadcast coordinate
+ * (any element type: a copy). */
+gcc_status gcc_emit_expand_kernel(emitter *e, int gi, int ni) {
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_value *x = &g->values[nd->inputs[0]];
+  const gcc_shape *y = &g->values[nd->outputs[0]].shape;
+  int off = y->ndim - x->shape.ndim;
+  int64_t xst[GCC_MAX_DIMS], acc = 1, ny = gcc_shape_numel(y, NULL);
+  for (int q = x->shape.ndim - 1; q >= 0; q--) {
+    xst[q] = acc;
+    acc *= x->shape.dims[q];
+  }
+  char t0[48], t1[48];
+  snprintf(t0, sizeof t0, "const %s*", elem_type(x->dtype));
+  snprintf(t1, sizeof t1, "%s*", elem_type(x->dtype));
+  const char *k0 = keep_str(e, t0), *k1 = keep_str(e, t1);
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k || !k0 || !k1)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], k0, "in0");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], k1, "out0");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, ny);
+  coords(&e->src, y, "i");
+  out(&e->src, "    out0[i] = in0[0LL");
+  for (int q = off; q < y->ndim; q++)
+    if (x->shape.dims[q - off] != 1)
+      out(&e->src, " + c%d * %" PRId64 "LL", q, xst[q - off]);
+  out(&e->src, "];\n  }\n}\n");
+  set_grid(e, k, ny);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
 }

@@ -76,6 +76,12 @@ gcc_status gcc_emit_amp_update_scale_kernel(struct gcc_emitter *e, int group, in
  * CPU kernel's additions bit for bit) (codegen/emit_index.c). */
 gcc_status gcc_emit_gather_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_gather_grad_kernel(struct gcc_emitter *e, int group, int node);
+/* Slice (a thread per element of Y, any element type) and SliceGrad (a
+ * thread per element of dX: dY's element or 0) (codegen/emit_index.c). */
+gcc_status gcc_emit_slice_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_slice_grad_kernel(struct gcc_emitter *e, int group, int node);
+/* Expand: a thread per element of Y (codegen/emit_index.c). */
+gcc_status gcc_emit_expand_kernel(struct gcc_emitter *e, int group, int node);
 
 int gcc_fits_matmul_2d(const gcc_graph *g, int node);
 /* cuDNN's pooling runs a float32 pooling (or its gradient) whose window has

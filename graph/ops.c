@@ -93,6 +93,11 @@ _Static_assert((int)LN_AXIS == (int)LN_GRAD_AXIS && (int)LN_EPSILON == (int)LN_G
 static const gcc_attr_spec kCastAttrs[] = {{"to", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
 static const gcc_attr_spec kGatherAttrs[] = {I("axis", 0)};
 static const gcc_attr_spec kGatherGradAttrs[] = {I("axis", 0), INTS_REQ("shape")};
+static const gcc_attr_spec kExpandAttrs[] = {INTS_REQ("shape")};
+static const gcc_attr_spec kSliceAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends"), INTS("axes"),
+                                            INTS("steps")};
+static const gcc_attr_spec kSliceGradAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends"), INTS("axes"),
+                                                INTS("steps"), INTS_REQ("shape")};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
@@ -103,7 +108,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 59, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 62, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -798,6 +803,37 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                          "slices added at their indices in index order (a "
                                          "deterministic scatter-add: torch index_add_, "
                                          "embedding_backward)"},
+    [GCC_OP_SLICE] = {.name = "Slice",
+                      .min_inputs = 1,
+                      .max_inputs = 1,
+                      .n_outputs = 1,
+                      .input_names = "X",
+                      .attrs = kSliceAttrs,
+                      .n_attrs = COUNT(kSliceAttrs),
+                      .shape = shape_slice,
+                      .semantics = "ONNX Slice-13 with starts, ends, axes and steps as attributes "
+                                   "(torch x[a:b:s]), ONNX's clamping of out-of-range bounds"},
+    [GCC_OP_SLICE_GRAD] = {.name = "SliceGrad",
+                           .min_inputs = 1,
+                           .max_inputs = 1,
+                           .n_outputs = 1,
+                           .input_names = "dY",
+                           .attrs = kSliceGradAttrs,
+                           .n_attrs = COUNT(kSliceGradAttrs),
+                           .flags = GCC_OPF_INTERNAL,
+                           .shape = shape_slice_grad,
+                           .semantics = "the backward of Slice: zeros of X's shape with dY at the "
+                                        "sliced positions (torch slice_backward)"},
+    [GCC_OP_EXPAND] = {.name = "Expand",
+                       .min_inputs = 1,
+                       .max_inputs = 2,
+                       .n_outputs = 1,
+                       .input_names = "X, like",
+                       .attrs = kExpandAttrs,
+                       .n_attrs = COUNT(kExpandAttrs),
+                       .shape = shape_expand,
+                       .semantics = "ONNX Expand-13 with the shape as an attribute: X broadcast "
+                                    "(numpy rules) with `shape` (torch.Tensor.expand, copied)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -159,7 +159,10 @@ typedef struct gcc_op_desc {
   X(LAYER_NORM, LayerNormalization)                                                                \
   X(LAYER_NORM_GRAD, LayerNormGrad)                                                                \
   X(GATHER, Gather)                                                                                \
-  X(GATHER_GRAD, GatherGrad)
+  X(GATHER_GRAD, GatherGrad)                                                                       \
+  X(SLICE, Slice)                                                                                  \
+  X(SLICE_GRAD, SliceGrad)                                                                         \
+  X(EXPAND, Expand)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -279,6 +282,34 @@ enum { SGD_IN_SCALER = 3, ADAM_IN_SCALER = 4 };
  * float32 only. */
 enum { GATHER_AXIS };
 enum { GATHER_GRAD_AXIS, GATHER_GRAD_SHAPE };
+/* Slice (X) -> Y, ONNX Slice-13 with starts, ends, axes and steps as
+ * attributes (torch's x[a:b:s] on several dims; any dtype Concat takes):
+ * along axes[k] (default 0, 1, ...; negative counts from the end) the
+ * elements start, start + step, ... before end, with ONNX's clamping
+ * (negative starts and ends count from the end, then are clamped to
+ * [0, dim] for a positive step and [-1, dim - 1] for a negative one; step
+ * != 0). A symbolic batch dim may only be kept whole (start 0, end >= the
+ * largest int32, step 1). An empty result is an error.
+ * SliceGrad (dY) -> dX of `shape` (X's shape), same attributes: zeros with
+ * dY scattered at the sliced positions (the adjoint; no two positions
+ * coincide, so it is a plain copy: deterministic). float32 only. */
+enum { SLICE_STARTS, SLICE_ENDS, SLICE_AXES, SLICE_STEPS, SLICE_SHAPE };
+/* Expand (X[, like]) -> Y, ONNX Expand-13 with the shape as an attribute
+ * (torch.Tensor.expand, copied): Y's shape is the numpy broadcast of X's
+ * shape and `shape` (a 1 in either keeps the other's dim), any dtype
+ * Concat takes. An entry 0 of `shape` is the batch size: dim 0 of `like`
+ * (a graph input whose dim 0 is the symbolic batch; only its shape is
+ * read, never its data), as ViT's class token is expanded to the batch.
+ * Its gradient is ReduceSumTo (dY summed back to X's shape). */
+enum { EXPAND_SHAPE };
+
+/* A Slice or SliceGrad node's resolved slice (attributes resolved: av) of
+ * an input of shape `x`: per dim of x, the first element (start), the step
+ * (1 on dims not sliced) and the output dim (*y). GCC_ERR_SHAPE naming
+ * `source` and the node for a step of 0, an axis out of range or repeated,
+ * a partial slice of a symbolic dim, an empty result. */
+gcc_status gcc_slice_resolve(const gcc_node *n, const char *source, const gcc_shape *x,
+                             int64_t *start, int64_t *step, gcc_shape *y, gcc_diag *d);
 enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
 /* LayerNormalization (X, Scale, B?) -> Y (, Mean, InvStdDev), ONNX
  * LayerNormalization-17 = torch.nn.functional.layer_norm: X is seen as

@@ -306,6 +306,36 @@ static gcc_status ex_reshape(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_
                      (size_t)s->n_ints * sizeof(int64_t), d);
 }
 
+/* Slice-13: starts, ends, axes and steps as int64 inputs */
+static gcc_status ex_slice(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  static const char *const what[] = {"starts", "ends", "axes", "steps"};
+  const int k_n = n->av[SLICE_STARTS].n_ints;
+  int64_t axes[GCC_MAX_DIMS], steps[GCC_MAX_DIMS], dim = k_n;
+  for (int k = 0; k < k_n; k++) {
+    axes[k] = n->av[SLICE_AXES].n_ints ? n->av[SLICE_AXES].ints[k] : k;
+    steps[k] = n->av[SLICE_STEPS].n_ints ? n->av[SLICE_STEPS].ints[k] : 1;
+  }
+  const int64_t *vals[] = {n->av[SLICE_STARTS].ints, n->av[SLICE_ENDS].ints, axes, steps};
+  for (int i = 0; i < 4; i++)
+    GCC_TRY(extra_const(E, np, what[i], ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &dim, 1, vals[i],
+                        (size_t)k_n * sizeof(int64_t), d));
+  return GCC_OK;
+}
+
+/* Expand-13: the shape as an int64 input */
+static gcc_status ex_expand(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  const gcc_attr *s = &n->av[EXPAND_SHAPE];
+  int64_t dim = s->n_ints;
+  for (int i = 0; i < s->n_ints; i++)
+    if (s->ints[i] == 0)
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "node '%s' (Expand): expands to the batch size (a 0 in its shape); "
+                          "the export writes static shapes only",
+                          n->name);
+  return extra_const(E, np, "shape", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, &dim, 1, s->ints,
+                     (size_t)s->n_ints * sizeof(int64_t), d);
+}
+
 static gcc_status window_attrs(ex *E, const gcc_window2d *w, Onnx__NodeProto *np, int dilations,
                                gcc_diag *d) {
   int64_t k[2] = {w->kh, w->kw}, s[2] = {w->sh, w->sw}, p[4] = {w->pt, w->pl, w->pb, w->pr};
@@ -424,7 +454,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 59, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 62, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -491,6 +521,9 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_LAYER_NORM_GRAD] = TRAINING("the gradient of LayerNormalization"),
     [GCC_OP_GATHER] = MAP_A("Gather", ex_axis),
     [GCC_OP_GATHER_GRAD] = TRAINING("the gradient of Gather"),
+    [GCC_OP_SLICE] = MAP_A("Slice", ex_slice),
+    [GCC_OP_SLICE_GRAD] = TRAINING("the gradient of Slice"),
+    [GCC_OP_EXPAND] = MAP_A("Expand", ex_expand),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -323,6 +323,11 @@ static int to_gcc_shape(const tshape *s, int64_t batch, gcc_shape *out) {
  * time, "<name>_<k>" for a copy). */
 static gcc_status materialise(nctx *c, ival *v, int *ir, gcc_diag *d) {
   imp *I = c->I;
+  if (v->symv)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "value '%s' is computed from the symbolic batch size (shape arithmetic); "
+                    "this node cannot read it",
+                    v->name);
   if (!v->is_const)
     return node_err(c, d, GCC_ERR_INTERNAL, "value '%s' has no IR value", v->name);
   gcc_dtype dt = onnx_to_gcc_dtype(v->onnx_dt);
@@ -771,6 +776,11 @@ static gcc_status const_of(nctx *c, int idx, const char *what, gcc_diag *d) {
   if (idx < 0)
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s is missing", what);
   ival *v = &c->I->v[idx];
+  if (v->symv)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "%s '%s' depends on the symbolic batch size; bind the batch (freeze the "
+                    "input's shape) to import this node",
+                    what, v->name);
   if (!v->is_const)
     return node_err(c, d, GCC_ERR_SHAPE,
                     "%s '%s' is not a constant (computed at run time); this importer needs it "

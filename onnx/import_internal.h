@@ -57,6 +57,14 @@ typedef struct ival {
    * gets its own copy (see ir_of) */
   int ir_node;
   int copy_ir, copy_node; /* the last such copy and its node (-1: none) */
+  /* shape arithmetic (onnx/import_ops_index.c): an int64 scalar or vector
+   * computed from shapes that holds the symbolic batch N: element k is
+   * symv[k] (v, or v * N when sym); owned by the pool. Such a value is not
+   * a constant (is_const 0): only the converters that fold shape
+   * arithmetic read it (Shape, Gather, Slice, Concat, Squeeze, Unsqueeze,
+   * Cast, Reshape's and Expand's shape input); any other use is an error
+   * naming it. */
+  const sdim *symv;
 } ival;
 
 typedef struct imp {

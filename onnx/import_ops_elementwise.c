@@ -297,15 +297,23 @@ static gcc_status binary(nctx *c, int op, gcc_diag *d) {
 }
 
 gcc_status cv_add(nctx *c, gcc_diag *d) {
+  if (sym_arith_applies(c)) /* shape arithmetic: folded */
+    return sym_arith(c, '+', d);
   return binary(c, GCC_OP_ADD, d);
 }
 gcc_status cv_sub(nctx *c, gcc_diag *d) {
+  if (sym_arith_applies(c)) /* shape arithmetic: folded */
+    return sym_arith(c, '-', d);
   return binary(c, GCC_OP_SUB, d);
 }
 gcc_status cv_mul(nctx *c, gcc_diag *d) {
+  if (sym_arith_applies(c)) /* shape arithmetic: folded */
+    return sym_arith(c, '*', d);
   return binary(c, GCC_OP_MUL, d);
 }
 gcc_status cv_div(nctx *c, gcc_diag *d) {
+  if (sym_arith_applies(c)) /* shape arithmetic: folded */
+    return sym_arith(c, '/', d);
   return binary(c, GCC_OP_DIV, d);
 }
 

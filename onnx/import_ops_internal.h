@@ -6,7 +6,8 @@
  *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
- *   onnx/import_ops_index.c        Gather
+ *   onnx/import_ops_index.c        Gather, Slice, Split, Expand, Tile
+ *   onnx/import_ops_shapecalc.c    Shape, Cast: shape arithmetic folded at import
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
  *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
@@ -157,8 +158,36 @@ gcc_status cv_hard_swish(nctx *c, gcc_diag *d);
 /* onnx/import_ops_norm.c: LayerNormalization */
 gcc_status cv_layer_norm(nctx *c, gcc_diag *d);
 
-/* onnx/import_ops_index.c: Gather */
+/* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile */
 gcc_status cv_gather(nctx *c, gcc_diag *d);
+gcc_status cv_slice(nctx *c, gcc_diag *d);
+gcc_status cv_split(nctx *c, gcc_diag *d);
+gcc_status cv_expand(nctx *c, gcc_diag *d);
+gcc_status cv_tile(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_shapecalc.c: shape arithmetic (ival.symv). has_symv: input
+ * k is a shape value holding N; sym_in: input k's elements as sdims (a
+ * shape value or an int64 / int32 constant); set_sym: output k holds
+ * `vals` (a constant when none holds N); the folds of Gather, Slice,
+ * Concat and Squeeze / Unsqueeze / Reshape of shape values; sym_target:
+ * Reshape's (expand 0) or Expand's (expand 1) shape input as int64 entries. */
+gcc_status cv_shape(nctx *c, gcc_diag *d);
+gcc_status cv_cast(nctx *c, gcc_diag *d);
+int has_symv(nctx *c, int k);
+gcc_status sym_in(nctx *c, int k, const sdim **vals, int64_t *n, gcc_diag *d);
+gcc_status set_sym(nctx *c, int k, const tshape *s, const sdim *vals, int64_t n, gcc_diag *d);
+gcc_status sym_gather(nctx *c, gcc_diag *d);
+gcc_status sym_slice(nctx *c, int out_k, int64_t start, int64_t step, int64_t len, gcc_diag *d);
+gcc_status sym_concat(nctx *c, gcc_diag *d);
+gcc_status sym_reshape(nctx *c, const tshape *s, gcc_diag *d);
+gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t **out, int64_t *n,
+                      gcc_diag *d);
+/* Add, Sub, Mul, Div and Mod of integer constants and shape values
+ * (scalars or vectors), folded: sym_arith_applies says whether the node's
+ * operands are such; op is '+', '-', '*', '/' or '%'. */
+int sym_arith_applies(nctx *c);
+gcc_status sym_arith(nctx *c, char op, gcc_diag *d);
+gcc_status cv_mod(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
 gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);

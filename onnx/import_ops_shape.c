@@ -183,6 +183,8 @@ gcc_status cv_reshape(nctx *c, gcc_diag *d) {
     if (ni < 0)
       return node_err(c, d, GCC_ERR_INVALID_GRAPH, "attribute 'shape' is missing");
     n = ni;
+  } else if (has_symv(c, 1)) {
+    GCC_TRY(sym_target(c, 1, in_sh(c, 0), 0, &t, &n, d));
   } else {
     GCC_TRY(const_ints(c, in_idx(c, 1), "shape input", &t, &n, d));
   }
@@ -191,6 +193,8 @@ gcc_status cv_reshape(nctx *c, gcc_diag *d) {
   tshape s;
   GCC_TRY(reshape_target(c, in_sh(c, 0), t, n, (int)allowzero, &s, d));
   ival *x = imp_val(c->I, in_idx(c, 0));
+  if (x->symv)
+    return sym_reshape(c, &s, d);
   if (x->is_const) { /* a constant reshaped is a constant */
     GCC_TRY(set_const(c, 0, x->onnx_dt, &s, NULL, x->bytes, d));
     ival *o = imp_val(c->I, out_idx(c, 0));
@@ -226,6 +230,8 @@ static gcc_status read_axes(nctx *c, const int64_t **axes, int64_t *n, gcc_diag 
 /* A reshape of input 0 to `s`: folded for a constant, an IR Reshape else. */
 static gcc_status to_shape(nctx *c, const tshape *s, gcc_diag *d) {
   ival *x = imp_val(c->I, in_idx(c, 0));
+  if (x->symv)
+    return sym_reshape(c, s, d);
   if (x->is_const) {
     GCC_TRY(set_const(c, 0, x->onnx_dt, s, NULL, x->bytes, d));
     ival *o = imp_val(c->I, out_idx(c, 0));
@@ -322,6 +328,9 @@ gcc_status cv_concat(nctx *c, gcc_diag *d) {
   if (axis < 0 && c->ver < 11)
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "a negative axis needs opset 11");
   GCC_TRY(norm_axis(c, axis, x0->ndim, 0, "axis", &axis, d));
+  for (int k = 0; k < n; k++)
+    if (has_symv(c, k))
+      return sym_concat(c, d);
   tshape s = *x0;
   s.d[axis].v = 0;
   int all_const = 1, dt = in_dt(c, 0);

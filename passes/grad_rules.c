@@ -703,11 +703,41 @@ static gcc_status gcc_grad_gather(gcc_grad_ctx *c, int node, const int *dy, int 
   return gcc_grad_finish(c, n2, d);
 }
 
+/* Slice: dX = SliceGrad(G) with Slice's attributes and X's shape. */
+static gcc_status gcc_grad_slice(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const gcc_shape xs = g->values[X].shape;
+  int n2;
+  GCC_TRY(emit(c, GCC_OP_SLICE_GRAD, node, "dX", &dy[0], 1, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  static const char *const names[] = {"starts", "ends", "axes", "steps"};
+  for (int k = 0; k < 4; k++) {
+    const gcc_attr a = g->nodes[node].av[SLICE_STARTS + k];
+    if (a.n_ints)
+      GCC_TRY(gcc_node_set_ints(g, n2, names[k], a.ints, a.n_ints));
+  }
+  GCC_TRY(gcc_node_set_ints(g, n2, "shape", xs.dims, xs.ndim));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* Expand: dX = dY summed back to X's shape (ReduceSumTo), as a broadcast
+ * operand of Add. */
+static gcc_status gcc_grad_expand(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  return sum_to(c, node, "dX", dy[0], X, 1.0f, &dx[0], d);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 59, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 62, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -772,6 +802,9 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_LAYER_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_GATHER] = {.fn = gcc_grad_gather},
     [GCC_OP_GATHER_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SLICE] = {.fn = gcc_grad_slice},
+    [GCC_OP_SLICE_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_EXPAND] = {.fn = gcc_grad_expand},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -518,6 +518,83 @@ TEST(OnnxImport, SqueezeUnsqueezeAttributeAndInputForms) {
   gcc_graph_free(g);
 }
 
+// Shape arithmetic as the exporters write it around a batch-dependent
+// Reshape (nn.MultiheadAttention's head split: Shape -> Slice / Gather ->
+// Unsqueeze -> Concat -> Reshape), folded at import with the symbolic batch:
+// no shape op is left in the graph, and the result runs at any batch.
+TEST(OnnxImport, ShapeArithmeticWithTheSymbolicBatchFolds) {
+  OnnxModel m(17);
+  m.Input("x", {kBatch, 4, 6});
+  m.InitI64("zero", {1}, {0});
+  m.InitI64("one", {1}, {1});
+  m.InitI64("i0", {}, {0});
+  m.InitI64("heads", {1}, {2});
+  m.InitI64("head_dim", {1}, {3});
+  m.InitI64("ax0", {1}, {0});
+  m.Node("Shape", {"x"}, {"s"});
+  m.Node("Gather", {"s", "i0"}, {"n"}, {m.Int("axis", 0)}); // N, a scalar
+  m.Node("Unsqueeze", {"n", "ax0"}, {"n1"});
+  m.Node("Slice", {"s", "one", "heads"}, {"t"}); // [4]
+  m.Node("Cast", {"t"}, {"t64"}, {m.Int("to", kI64)});
+  m.Node("Concat", {"n1", "t64", "heads", "head_dim"}, {"shp"}, {m.Int("axis", 0)});
+  m.Node("Reshape", {"x", "shp"}, {"y"}); // [N, 4, 2, 3]
+  m.Output("y");
+  Imported r;
+  Import(m.Bytes(), &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(CountOp(r.g, GCC_OP_RESHAPE), 1);
+  EXPECT_EQ(r.g->n_nodes, 1) << "every shape op folded";
+  for (int64_t batch : {1, 3}) {
+    gcc_shape s{};
+    std::vector<float> y = RunCpu(r.g, {Iota(batch * 24)}, batch, &s);
+    ASSERT_EQ(s.ndim, 4);
+    EXPECT_EQ(s.dims[0], batch);
+    EXPECT_EQ(s.dims[1], 4);
+    EXPECT_EQ(s.dims[2], 2);
+    EXPECT_EQ(s.dims[3], 3);
+    EXPECT_EQ(y, Iota(batch * 24));
+  }
+  // a shape value read as a tensor is refused, naming it
+  OnnxModel m2(17);
+  m2.Input("x", {kBatch, 4});
+  m2.Node("Shape", {"x"}, {"s"});
+  m2.Node("Cast", {"s"}, {"f"}, {m2.Int("to", 1)});
+  m2.Output("f");
+  Imported r2;
+  Import(m2.Bytes(), &r2);
+  EXPECT_EQ(r2.status, GCC_ERR_UNSUPPORTED);
+  EXPECT_NE(r2.msg.find("'s'"), std::string::npos) << r2.msg;
+}
+
+// Gather (embedding of a weight by int64 ids; index select of an activation
+// by constant indices), Slice with steps, Split, Expand and Tile import as
+// IR ops and compute numpy's results.
+TEST(OnnxImport, GatherSliceSplitExpandTile) {
+  OnnxModel m(13);
+  m.Input("ids", {kBatch, 2}, kI64);
+  m.Init("E", {3, 2}, {1, 2, 3, 4, 5, 6});
+  m.Node("Gather", {"E", "ids"}, {"e"}, {m.Int("axis", 0)}); // [N, 2, 2]
+  m.InitI64("st", {1}, {1});
+  m.InitI64("en", {1}, {-100});
+  m.InitI64("ax", {1}, {2});
+  m.InitI64("sp", {1}, {-1});
+  m.Node("Slice", {"e", "st", "en", "ax", "sp"}, {"r"}); // reversed last dim
+  m.InitI64("parts", {2}, {1, 1});
+  m.Node("Split", {"r", "parts"}, {"a", "b"}, {m.Int("axis", 1)}); // [N, 1, 2] each
+  m.InitI64("eshape", {3}, {1, 3, 1});
+  m.Node("Expand", {"a", "eshape"}, {"x"}); // [N, 3, 2]
+  m.InitI64("reps", {3}, {1, 1, 2});
+  m.Node("Tile", {"b", "reps"}, {"t"}); // [N, 1, 4]
+  m.Output("x");
+  m.Output("t");
+  Imported r;
+  Import(m.Bytes(), &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(CountOp(r.g, GCC_OP_GATHER), 1);
+  EXPECT_EQ(CountOp(r.g, GCC_OP_SLICE), 3); // the Slice and a Slice per part of Split
+  EXPECT_EQ(CountOp(r.g, GCC_OP_EXPAND), 2);
+}
+
 // Conv + BatchNormalization: the BN is folded into the convolution's
 // weights and bias, and the result equals conv then BN in float64.
 TEST(OnnxImport, BatchNormFoldsIntoConv) {

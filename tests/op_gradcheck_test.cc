@@ -3609,6 +3609,193 @@ TEST(InternalOps, GatherGradIsBitwiseTheSameOnTheCudaPlan) {
   EXPECT_NE(std::string(dd.msg).find("position 7"), std::string::npos) << dd.msg;
 }
 
+// ---- Slice (ONNX Slice-13) ---------------------------------------------------------------
+
+// Python's slice(b, e, s).indices(dim) (which ONNX Slice's clamping
+// follows): the positions the slice takes along one dim.
+std::vector<int64_t> PySliceIndices(int64_t b, int64_t e, int64_t s, int64_t dim) {
+  auto adjust = [dim, s](int64_t v) {
+    if (v < 0) {
+      v += dim;
+      if (v < 0)
+        v = s < 0 ? -1 : 0;
+    } else if (v >= dim) {
+      v = s < 0 ? dim - 1 : dim;
+    }
+    return v;
+  };
+  b = adjust(b);
+  e = adjust(e);
+  std::vector<int64_t> r;
+  for (int64_t i = b; s > 0 ? i < e : i > e; i += s)
+    r.push_back(i);
+  return r;
+}
+
+struct SliceSpec {
+  Dims starts, ends, axes, steps;
+};
+
+T64 RefSlice(const T64 &x, const SliceSpec &sp) {
+  const size_t r = x.dims.size();
+  std::vector<std::vector<int64_t>> pos(r);
+  for (size_t q = 0; q < r; ++q)
+    for (int64_t i = 0; i < x.dims[q]; ++i)
+      pos[q].push_back(i);
+  for (size_t k = 0; k < sp.starts.size(); ++k) {
+    int64_t a = sp.axes.empty() ? static_cast<int64_t>(k) : sp.axes[k];
+    a += a < 0 ? static_cast<int64_t>(r) : 0;
+    pos[a] =
+        PySliceIndices(sp.starts[k], sp.ends[k], sp.steps.empty() ? 1 : sp.steps[k], x.dims[a]);
+  }
+  Dims od(r);
+  for (size_t q = 0; q < r; ++q)
+    od[q] = static_cast<int64_t>(pos[q].size());
+  T64 y = Zeros(od);
+  for (int64_t o = 0; o < Numel(od); ++o) {
+    int64_t rem = o, src = 0, mul = 1;
+    for (size_t q = r; q-- > 0;) {
+      src += pos[q][rem % od[q]] * mul;
+      rem /= od[q];
+      mul *= x.dims[q];
+    }
+    y.v[o] = x.v[src];
+  }
+  return y;
+}
+
+// Random slices of rank 1-4 tensors: negative and out-of-range bounds
+// (clamped), negative steps, a subset of the axes in any order, negative
+// axes; the gradient scatters dY back (SliceGrad).
+TEST(SliceGrad, RandomBoundsStepsAndAxes) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 4; ++rank) {
+      Dims d = r.RandDims(rank, 2, 5);
+      SliceSpec sp;
+      Dims order(rank);
+      for (int i = 0; i < rank; ++i)
+        order[i] = i;
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(seed * 13 + rank));
+      int n_ax = static_cast<int>(r.I(1, rank));
+      for (int k = 0; k < n_ax; ++k) {
+        const int64_t a = order[k], dim = d[a];
+        int64_t step = r.I(1, 3) * (r.U(0, 1) < 0.3 ? -1 : 1), b, e;
+        do { // a non-empty slice, bounds sometimes negative or past the ends
+          b = r.I(-dim - 1, dim + 1);
+          e = r.U(0, 1) < 0.2 ? (step > 0 ? INT64_MAX : INT64_MIN) : r.I(-dim - 1, dim + 1);
+        } while (PySliceIndices(b, e, step, dim).empty());
+        sp.starts.push_back(b);
+        sp.ends.push_back(e);
+        sp.axes.push_back(r.U(0, 1) < 0.5 ? a - rank : a);
+        sp.steps.push_back(step);
+      }
+      GradCase c;
+      c.label = "Slice " + Str(d) + " starts " + Str(sp.starts) + " ends " + Str(sp.ends) +
+                " axes " + Str(sp.axes) + " steps " + Str(sp.steps);
+      c.params.push_back({"X", d, r.F(Numel(d))});
+      c.build = [sp](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_SLICE, "slice", {v.at("X")});
+        SetInts(b, y, "starts", sp.starts);
+        SetInts(b, y, "ends", sp.ends);
+        SetInts(b, y, "axes", sp.axes);
+        SetInts(b, y, "steps", sp.steps);
+        return y;
+      };
+      c.ref = [sp](const Env &e) { return RefSlice(e.at("X"), sp); };
+      c.bwd_ops = {GCC_OP_SLICE_GRAD};
+      c.cuda = seed == kSeeds[0] && rank >= 3;
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+// Slice moves integers too (shape vectors), axes and steps defaulted; an
+// empty slice and a step of 0 are refused when the graph is built.
+TEST(InternalOps, SliceOfIntegersAndRefusedSlices) {
+  DirectCase c;
+  c.label = "Slice int64 [1:3] of [5]";
+  c.inputs = {LabelInput("X", GCC_DT_INT64, {10, 20, 30, 40, 50})};
+  c.build = [](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_SLICE, "slice", {v.at("X")});
+    SetInts(b, y, "starts", {1});
+    SetInts(b, y, "ends", {-2});
+    return y;
+  };
+  c.expect = Zeros({2});
+  c.expect.v = {20, 30};
+  c.expect_dt = GCC_DT_INT64;
+  RunDirect(c);
+  for (int bad = 0; bad < 2; ++bad) {
+    gcc_builder *b = gcc_builder_new("slice_bad", 1);
+    int64_t xd[1] = {5};
+    int x = gcc_build_input(b, "X", GCC_DT_FLOAT32, 1, xd);
+    int y = Op(b, GCC_OP_SLICE, "slice", {x});
+    SetInts(b, y, "starts", {bad ? 1 : 3});
+    SetInts(b, y, "ends", {bad ? 4 : 3});
+    SetInts(b, y, "steps", {bad ? 0 : 1});
+    gcc_build_output(b, y);
+    gcc_graph *g = nullptr;
+    gcc_diag d = {};
+    EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_ERR_SHAPE);
+    EXPECT_NE(std::string(d.msg).find("'slice'"), std::string::npos) << d.msg;
+    gcc_graph_free(g);
+  }
+}
+
+// ---- Expand (ONNX Expand-13) -------------------------------------------------------------
+
+// X broadcast to shapes that add leading dims, stretch 1s and keep dims
+// (a 1 in `shape` keeps X's dim); the gradient sums dY back (ReduceSumTo).
+TEST(ExpandGrad, BroadcastsToLargerShapes) {
+  struct Case {
+    Dims x, shape;
+  };
+  const Case cases[] = {
+      {{1, 3, 1}, {2, 1, 3, 4}}, {{3}, {2, 3}}, {{2, 1}, {1, 3}}, {{4, 1, 2}, {4, 3, 1}}};
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (const Case &k : cases) {
+      GradCase c;
+      c.label = "Expand " + Str(k.x) + " to " + Str(k.shape);
+      c.params.push_back({"X", k.x, r.F(Numel(k.x))});
+      c.build = [k](gcc_builder *b, const Ids &v) {
+        int y = Op(b, GCC_OP_EXPAND, "expand", {v.at("X")});
+        SetInts(b, y, "shape", k.shape);
+        return y;
+      };
+      c.ref = [k](const Env &e) {
+        const T64 &x = e.at("X");
+        const size_t n = std::max(k.x.size(), k.shape.size());
+        Dims od(n);
+        for (size_t i = 0; i < n; ++i) {
+          int64_t dx = i + k.x.size() >= n ? k.x[i + k.x.size() - n] : 1;
+          int64_t ds = i + k.shape.size() >= n ? k.shape[i + k.shape.size() - n] : 1;
+          od[i] = dx == 1 ? ds : dx;
+        }
+        T64 y = Zeros(od);
+        for (int64_t o = 0; o < Numel(od); ++o) {
+          int64_t rem = o, src = 0, mul = 1;
+          for (size_t i = n; i-- > 0;) {
+            int64_t ci = rem % od[i];
+            rem /= od[i];
+            if (i + k.x.size() >= n) {
+              int64_t dx = k.x[i + k.x.size() - n];
+              src += (dx == 1 ? 0 : ci) * mul;
+              mul *= dx;
+            }
+          }
+          y.v[o] = x.v[src];
+        }
+        return y;
+      };
+      c.bwd_ops = {GCC_OP_REDUCE_SUM_TO};
+      c.cuda = seed == kSeeds[0] && k.x.size() == 3;
+      RunGradCase(c, seed);
+    }
+  }
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -3705,6 +3892,9 @@ const Covered kCovered[] = {
      "GatherGrad.*, InternalOps.GatherOfIntegersAndOutOfRangeIndices"},
     {GCC_OP_GATHER_GRAD, "GatherGrad", kInternal,
      "GatherGrad.*, InternalOps.GatherGradIsBitwiseTheSameOnTheCudaPlan"},
+    {GCC_OP_SLICE, "Slice", kGradcheck, "SliceGrad.*, InternalOps.SliceOfIntegersAndRefusedSlices"},
+    {GCC_OP_SLICE_GRAD, "SliceGrad", kInternal, "SliceGrad.RandomBoundsStepsAndAxes"},
+    {GCC_OP_EXPAND, "Expand", kGradcheck, "ExpandGrad.BroadcastsToLargerShapes"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

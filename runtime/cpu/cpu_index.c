@@ -90,3 +90,99 @@ gcc_status gcc_cpu_gather_grad(const gcc_kernel_args *a) {
     }
   return GCC_OK;
 }
+
+/* ---- Slice -------------------------------------------------------------- */
+
+/* The element strides of `s` (row-major). */
+static void strides_of(const gcc_shape *s, int64_t *st) {
+  int64_t acc = 1;
+  for (int i = s->ndim - 1; i >= 0; i--) {
+    st[i] = acc;
+    acc *= s->dims[i];
+  }
+}
+
+/* Y[c] = X[start + c * step] per dim: an odometer over Y with the offset in
+ * X kept incrementally. */
+gcc_status gcc_cpu_slice(const gcc_kernel_args *a) {
+  const gcc_tensor *x = a->in[0];
+  gcc_tensor *yt = a->out[0];
+  int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS], xst[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0};
+  gcc_shape y;
+  GCC_TRY(gcc_slice_resolve(a->node, a->ctx->source, &x->shape, start, step, &y, a->ctx->diag));
+  strides_of(&x->shape, xst);
+  int r = y.ndim;
+  size_t es = gcc_dtype_size(x->dtype);
+  int64_t ix = 0;
+  for (int k = 0; k < r; k++)
+    ix += start[k] * xst[k];
+  const uint8_t *src = x->data;
+  uint8_t *dst = yt->data;
+  for (int64_t o = 0; o < yt->numel; o++) {
+    memcpy(dst + (size_t)o * es, src + (size_t)ix * es, es);
+    for (int k = r - 1; k >= 0; k--) {
+      ix += step[k] * xst[k];
+      if (++idx[k] < y.dims[k])
+        break;
+      ix -= step[k] * xst[k] * idx[k];
+      idx[k] = 0;
+    }
+  }
+  return GCC_OK;
+}
+
+/* dX = 0, then dX[start + c * step] = dY[c]: the positions are distinct. */
+gcc_status gcc_cpu_slice_grad(const gcc_kernel_args *a) {
+  const gcc_tensor *dy = a->in[0];
+  gcc_tensor *dx = a->out[0];
+  int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS], xst[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0};
+  gcc_shape y;
+  GCC_TRY(gcc_slice_resolve(a->node, a->ctx->source, &dx->shape, start, step, &y, a->ctx->diag));
+  strides_of(&dx->shape, xst);
+  int r = y.ndim;
+  int64_t ix = 0;
+  for (int k = 0; k < r; k++)
+    ix += start[k] * xst[k];
+  const float *s = dy->data;
+  float *t = dx->data;
+  memset(t, 0, (size_t)dx->numel * sizeof *t);
+  for (int64_t o = 0; o < dy->numel; o++) {
+    t[ix] = s[o];
+    for (int k = r - 1; k >= 0; k--) {
+      ix += step[k] * xst[k];
+      if (++idx[k] < y.dims[k])
+        break;
+      ix -= step[k] * xst[k] * idx[k];
+      idx[k] = 0;
+    }
+  }
+  return GCC_OK;
+}
+
+/* ---- Expand ------------------------------------------------------------- */
+
+/* Y = X broadcast to Y's shape: an odometer over Y, X's offset kept with
+ * stride 0 on its broadcast (and missing leading) dims. */
+gcc_status gcc_cpu_expand(const gcc_kernel_args *a) {
+  const gcc_tensor *x = a->in[0];
+  gcc_tensor *y = a->out[0];
+  int r = y->shape.ndim, off = r - x->shape.ndim;
+  int64_t xst[GCC_MAX_DIMS], st[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0}, ix = 0;
+  strides_of(&x->shape, xst);
+  for (int k = 0; k < r; k++)
+    st[k] = k < off || x->shape.dims[k - off] == 1 ? 0 : xst[k - off];
+  size_t es = gcc_dtype_size(x->dtype);
+  const uint8_t *src = x->data;
+  uint8_t *dst = y->data;
+  for (int64_t o = 0; o < y->numel; o++) {
+    memcpy(dst + (size_t)o * es, src + (size_t)ix * es, es);
+    for (int k = r - 1; k >= 0; k--) {
+      ix += st[k];
+      if (++idx[k] < y->shape.dims[k])
+        break;
+      ix -= st[k] * idx[k];
+      idx[k] = 0;
+    }
+  }
+  return GCC_OK;
+}

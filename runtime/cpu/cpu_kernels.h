@@ -114,6 +114,11 @@ gcc_status gcc_cpu_pad(const gcc_kernel_args *a);
  * the index's position; GatherGrad adds in index order (deterministic). */
 gcc_status gcc_cpu_gather(const gcc_kernel_args *a);
 gcc_status gcc_cpu_gather_grad(const gcc_kernel_args *a);
+/* Slice and SliceGrad (runtime/cpu/cpu_index.c). */
+gcc_status gcc_cpu_slice(const gcc_kernel_args *a);
+gcc_status gcc_cpu_slice_grad(const gcc_kernel_args *a);
+/* Expand: X broadcast to Y's shape (runtime/cpu/cpu_index.c). */
+gcc_status gcc_cpu_expand(const gcc_kernel_args *a);
 /* Gradients of the import set's ops (issue 15); formulas in graph/ops.c's
  * table. SigmoidGrad, TanhGrad, SqrtGrad read the forward's output Y;
  * LeakyReluGrad and ClipGrad its input X; LogSoftmaxGrad sums along the

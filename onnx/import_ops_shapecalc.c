@@ -1,0 +1,354 @@
+/*
+ * import_ops_shapecalc.c - shape arithmetic at import: Shape and Cast, and
+ * the int64 vectors they make that hold the symbolic batch N (ival.symv:
+ * each element v or v * N), folded through Gather, Slice, Concat,
+ * Squeeze, Unsqueeze and Reshape and read by Reshape's and Expand's shape
+ * inputs, so that no shape op runs per step. See onnx/import_ops.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "onnx/import_ops_internal.h"
+
+#define I32 ONNX__TENSOR_PROTO__DATA_TYPE__INT32
+
+int has_symv(nctx *c, int k) {
+  int idx = in_idx(c, k);
+  return idx >= 0 && imp_val(c->I, idx)->symv != NULL;
+}
+
+gcc_status sym_in(nctx *c, int k, const sdim **vals, int64_t *n, gcc_diag *d) {
+  int idx = in_idx(c, k);
+  const ival *v = idx >= 0 ? imp_val(c->I, idx) : NULL;
+  if (v && v->symv) {
+    *vals = v->symv;
+    *n = tshape_static_numel(&v->sh);
+    return GCC_OK;
+  }
+  if (!v || !v->is_const || (v->onnx_dt != I64 && v->onnx_dt != I32))
+    return node_err(c, d, GCC_ERR_SHAPE,
+                    "input %d is not an int64 or int32 constant nor a shape computed at import", k);
+  int64_t m = tshape_static_numel(&v->sh);
+  sdim *r = malloc((size_t)(m > 0 ? m : 1) * sizeof *r);
+  if (!r)
+    return oom(d);
+  for (int64_t i = 0; i < m; i++)
+    r[i] = (sdim){v->onnx_dt == I32 ? ((const int32_t *)v->data)[i] : ((const int64_t *)v->data)[i],
+                  0};
+  GCC_TRY(pool_add(c->I, r, d));
+  *vals = r;
+  *n = m;
+  return GCC_OK;
+}
+
+gcc_status set_sym(nctx *c, int k, const tshape *s, const sdim *vals, int64_t n, gcc_diag *d) {
+  int any = 0;
+  for (int64_t i = 0; i < n; i++)
+    any |= vals[i].sym;
+  if (!any) {
+    int64_t *data = malloc((size_t)(n > 0 ? n : 1) * sizeof *data);
+    if (!data)
+      return oom(d);
+    for (int64_t i = 0; i < n; i++)
+      data[i] = vals[i].v;
+    return set_const(c, k, I64, s, data, (size_t)n * sizeof *data, d);
+  }
+  sdim *copy = malloc((size_t)n * sizeof *copy);
+  if (!copy)
+    return oom(d);
+  memcpy(copy, vals, (size_t)n * sizeof *copy);
+  GCC_TRY(pool_add(c->I, copy, d));
+  int o = out_idx(c, k);
+  if (o < 0)
+    return GCC_OK;
+  ival *v = imp_val(c->I, o);
+  v->onnx_dt = I64;
+  v->sh = *s;
+  v->symv = copy;
+  v->done = 1;
+  return GCC_OK;
+}
+
+/* Shape (1, 13, 15 with start and end): X's dims, folded. */
+gcc_status cv_shape(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "start", "end", (char *)NULL));
+  GCC_TRY(need_inputs(c, 1, 1, d));
+  const tshape *x = in_sh(c, 0);
+  int64_t b, e, r = x->ndim;
+  GCC_TRY(a_int(c, "start", 0, &b, d));
+  GCC_TRY(a_int(c, "end", r, &e, d));
+  b += b < 0 ? r : 0;
+  e += e < 0 ? r : 0;
+  b = b < 0 ? 0 : b > r ? r : b;
+  e = e < 0 ? 0 : e > r ? r : e;
+  if (e <= b)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "an empty shape (zero-size tensors are not "
+                    "supported)");
+  tshape s = {1, {{e - b, 0}}};
+  GCC_TRY(set_sym(c, 0, &s, &x->d[b], e - b, d));
+  mark_folded(c);
+  return GCC_OK;
+}
+
+/* Cast (1, 6, 9, 13, 19, 21): folded for a constant or a shape computed at
+ * import (to int64, int32 or float); the identity when the dtype does not
+ * change. A run-time conversion is not supported here. */
+gcc_status cv_cast(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "to", "saturate", (char *)NULL));
+  GCC_TRY(need_inputs(c, 1, 1, d));
+  int64_t to;
+  GCC_TRY(a_int(c, "to", 0, &to, d));
+  int from = in_dt(c, 0);
+  const ival *x = imp_val(c->I, in_idx(c, 0));
+  if (to == from) {
+    set_alias(c, 0, in_idx(c, 0));
+    mark_folded(c);
+    return GCC_OK;
+  }
+  if (x->symv && (to == I64 || to == I32)) {
+    GCC_TRY(set_sym(c, 0, &x->sh, x->symv, tshape_static_numel(&x->sh), d));
+    imp_val(c->I, out_idx(c, 0))->onnx_dt = (int)to;
+    mark_folded(c);
+    return GCC_OK;
+  }
+  if (x->is_const && (from == I64 || from == I32 || from == F32) &&
+      (to == I64 || to == I32 || to == F32)) {
+    int64_t n = tshape_static_numel(&x->sh);
+    size_t es = onnx_dtype_size((int)to);
+    uint8_t *data = malloc((size_t)(n > 0 ? n : 1) * es);
+    if (!data)
+      return oom(d);
+    for (int64_t i = 0; i < n; i++) {
+      double v = from == F32   ? ((const float *)x->data)[i]
+                 : from == I32 ? ((const int32_t *)x->data)[i]
+                               : (double)((const int64_t *)x->data)[i];
+      if (to == F32) {
+        float f = (float)v;
+        memcpy(data + i * es, &f, es);
+      } else if (to == I32) {
+        int32_t t = (int32_t)v;
+        memcpy(data + i * es, &t, es);
+      } else {
+        int64_t t = from == I64 ? ((const int64_t *)x->data)[i] : (int64_t)v;
+        memcpy(data + i * es, &t, es);
+      }
+    }
+    GCC_TRY(set_const(c, 0, (int)to, &x->sh, data, (size_t)n * es, d));
+    mark_folded(c);
+    return GCC_OK;
+  }
+  return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                  "casts '%s' (%s) to %s at run time; only constants and shapes are cast here",
+                  x->name, onnx_dtype_name(from), onnx_dtype_name((int)to));
+}
+
+/* A shape vector (1-D, or a scalar) folded by Gather along axis 0. */
+gcc_status sym_gather(nctx *c, gcc_diag *d) {
+  const sdim *x;
+  int64_t n, n_idx;
+  GCC_TRY(sym_in(c, 0, &x, &n, d));
+  const int64_t *idx;
+  GCC_TRY(const_ints(c, in_idx(c, 1), "indices input", &idx, &n_idx, d));
+  if (in_sh(c, 0)->ndim != 1)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "gathers from a %d-D shape value",
+                    in_sh(c, 0)->ndim);
+  sdim *r = malloc((size_t)(n_idx > 0 ? n_idx : 1) * sizeof *r);
+  if (!r)
+    return oom(d);
+  for (int64_t j = 0; j < n_idx; j++) {
+    int64_t v = idx[j] < 0 ? idx[j] + n : idx[j];
+    if (v < 0 || v >= n) {
+      free(r);
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                      "index %" PRId64 " is outside [-%" PRId64 ", %" PRId64 ")", idx[j], n, n);
+    }
+    r[j] = x[v];
+  }
+  gcc_status st = set_sym(c, 0, in_sh(c, 1), r, n_idx, d);
+  free(r);
+  if (st == GCC_OK)
+    mark_folded(c);
+  return st;
+}
+
+/* A 1-D shape vector sliced (start, step, count). */
+gcc_status sym_slice(nctx *c, int out_k, int64_t start, int64_t step, int64_t len, gcc_diag *d) {
+  const sdim *x;
+  int64_t n;
+  GCC_TRY(sym_in(c, 0, &x, &n, d));
+  sdim *r = malloc((size_t)(len > 0 ? len : 1) * sizeof *r);
+  if (!r)
+    return oom(d);
+  for (int64_t j = 0; j < len; j++)
+    r[j] = x[start + j * step];
+  tshape s = {1, {{len, 0}}};
+  gcc_status st = set_sym(c, out_k, &s, r, len, d);
+  free(r);
+  return st;
+}
+
+/* Concat of 1-D shape vectors (constants among them). */
+gcc_status sym_concat(nctx *c, gcc_diag *d) {
+  int64_t total = 0;
+  sdim *r = NULL;
+  gcc_status st = GCC_OK;
+  for (int k = 0; k < n_in(c) && st == GCC_OK; k++) {
+    const sdim *x;
+    int64_t n;
+    st = sym_in(c, k, &x, &n, d);
+    if (st == GCC_OK && in_sh(c, k)->ndim != 1)
+      st =
+          node_err(c, d, GCC_ERR_UNSUPPORTED, "concatenates a %d-D shape value", in_sh(c, k)->ndim);
+    if (st != GCC_OK)
+      break;
+    sdim *nr = realloc(r, (size_t)(total + n + 1) * sizeof *nr);
+    if (!nr) {
+      st = oom(d);
+      break;
+    }
+    r = nr;
+    memcpy(r + total, x, (size_t)n * sizeof *r);
+    total += n;
+  }
+  if (st == GCC_OK) {
+    tshape s = {1, {{total, 0}}};
+    st = set_sym(c, 0, &s, r, total, d);
+  }
+  free(r);
+  if (st == GCC_OK)
+    mark_folded(c);
+  return st;
+}
+
+/* Input 0, a shape value, with another shape (Squeeze, Unsqueeze,
+ * Reshape). */
+gcc_status sym_reshape(nctx *c, const tshape *s, gcc_diag *d) {
+  const ival *x = imp_val(c->I, in_idx(c, 0));
+  GCC_TRY(set_sym(c, 0, s, x->symv, tshape_static_numel(&x->sh), d));
+  mark_folded(c);
+  return GCC_OK;
+}
+
+/* A shape input that holds N, as the int64 entries of Reshape (each v * N
+ * entry equal to the input's dim at that position becomes 0, copy; one
+ * other becomes -1, inferred) or of Expand (an entry equal to the input's
+ * dim becomes 1, keep); anything else is an error naming the input. */
+gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t **out, int64_t *n,
+                      gcc_diag *d) {
+  const sdim *t;
+  GCC_TRY(sym_in(c, k, &t, n, d));
+  int64_t *r = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *r);
+  if (!r)
+    return oom(d);
+  GCC_TRY(pool_add(c->I, r, d));
+  int inferred = 0;
+  for (int64_t i = 0; i < *n; i++) {
+    r[i] = t[i].v;
+    if (!t[i].sym)
+      continue;
+    int64_t xi = expand ? x->ndim - *n + i : i;
+    if (xi >= 0 && xi < x->ndim && x->d[xi].sym && x->d[xi].v == t[i].v) {
+      r[i] = expand ? 1 : 0;
+    } else if (expand && t[i].v == 1 && (xi < 0 || (!x->d[xi].sym && x->d[xi].v == 1))) {
+      r[i] = 0; /* the batch size, from a graph input (Expand's `like`) */
+    } else if (!expand && !inferred) {
+      r[i] = -1;
+      inferred = 1;
+    } else {
+      char a[128];
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "shape entry %" PRId64 " is %" PRId64 " x the batch size, which the "
+                      "input %s does not have there",
+                      i, t[i].v, tshape_str(x, a, sizeof a));
+    }
+  }
+  *out = r;
+  return GCC_OK;
+}
+
+/* Integer arithmetic on shape values and integer constants (scalars or
+ * vectors, a scalar broadcast): folded, so that the TorchScript exporter's
+ * size computations (H / patch, N * heads, dim % heads) run at import. */
+int sym_arith_applies(nctx *c) {
+  if (c->ver < 7 || n_in(c) != 2)
+    return 0;
+  for (int k = 0; k < 2; k++) {
+    int idx = in_idx(c, k);
+    if (idx < 0)
+      return 0;
+    const ival *v = imp_val(c->I, idx);
+    if (!(v->symv || v->is_const) || (v->onnx_dt != I64 && v->onnx_dt != I32) || v->sh.ndim > 1)
+      return 0;
+  }
+  return 1;
+}
+
+gcc_status sym_arith(nctx *c, char op, gcc_diag *d) {
+  if (op != '%')
+    GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  const sdim *a, *b;
+  int64_t na, nb;
+  GCC_TRY(sym_in(c, 0, &a, &na, d));
+  GCC_TRY(sym_in(c, 1, &b, &nb, d));
+  if (na != nb && na != 1 && nb != 1)
+    return node_err(c, d, GCC_ERR_SHAPE, "operands of %" PRId64 " and %" PRId64 " elements", na,
+                    nb);
+  int64_t n = na > nb ? na : nb;
+  sdim *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+  if (!r)
+    return oom(d);
+  GCC_TRY(pool_add(c->I, r, d));
+  for (int64_t i = 0; i < n; i++) {
+    sdim x = a[na == 1 ? 0 : i], y = b[nb == 1 ? 0 : i];
+    int ok = 1;
+    switch (op) {
+    case '+':
+    case '-':
+      ok = x.sym == y.sym || (x.sym ? y.v == 0 : x.v == 0);
+      r[i] = (sdim){op == '+' ? x.v + y.v : x.v - y.v, x.sym || y.sym};
+      if (!x.sym && y.sym && op == '-')
+        ok = 0;
+      break;
+    case '*':
+      ok = !(x.sym && y.sym);
+      r[i] = (sdim){x.v * y.v, x.sym || y.sym};
+      break;
+    case '/':
+    case '%':
+      ok = !y.sym && y.v != 0 && (!x.sym || (op == '/' && x.v % y.v == 0));
+      if (ok && op == '/')
+        r[i] = (sdim){x.v / y.v, x.sym};
+      else if (ok) /* ONNX Mod with fmod 0: the sign of the divisor, as Python */
+        r[i] = (sdim){((x.v % y.v) + y.v) % y.v, 0};
+      break;
+    default: ok = 0;
+    }
+    if (!ok)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "shape arithmetic %" PRId64 "%s %c %" PRId64 "%s cannot be folded with the "
+                      "symbolic batch N",
+                      x.v, x.sym ? "N" : "", op, y.v, y.sym ? "N" : "");
+  }
+  tshape s = na >= nb ? *in_sh(c, 0) : *in_sh(c, 1);
+  GCC_TRY(set_sym(c, 0, &s, r, n, d));
+  imp_val(c->I, out_idx(c, 0))->onnx_dt = in_dt(c, 0);
+  mark_folded(c);
+  return GCC_OK;
+}
+
+/* Mod (10, 13): folded for integer constants and shape values (fmod 0). */
+gcc_status cv_mod(nctx *c, gcc_diag *d) {
+  int64_t fmod;
+  GCC_TRY(a_int(c, "fmod", 0, &fmod, d));
+  if (fmod == 0 && sym_arith_applies(c)) {
+    GCC_TRY(allow_attrs(c, d, "fmod", (char *)NULL));
+    return sym_arith(c, '%', d);
+  }
+  return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                  "Mod at run time is not supported here: only integer constants and shapes "
+                  "are folded");
+}
