@@ -338,7 +338,7 @@ TEST(LayerNorm, MatchesPyTorchOnTheCpuAndTheHostEmulatedCudaPlan) {
 // Rows enough for the CPU kernels to split them over threads (256 rows of a
 // GPT block's 384: past the one-thread threshold of runtime/cpu/cpu_norm.c,
 // 32 Ki elements): 1, 2 and 3 threads give the same bits for Y, dX, dScale
-// and dB, and so do two runs of the host-emulated CUDA plan.
+// and dB (the CUDA plan's run-to-run bits: the parity test above).
 TEST(LayerNorm, ThreadCountDoesNotChangeTheBits) {
   Case c;
   c.name = "rows256";
@@ -368,10 +368,6 @@ TEST(LayerNorm, ThreadCountDoesNotChangeTheBits) {
     EXPECT_EQ(r1.dx, r->dx);
     EXPECT_EQ(r1.dw, r->dw);
     EXPECT_EQ(r1.db, r->db);
-  }
-  if (BuiltWithNvrtc()) {
-    Result cu;
-    RunPlan(c, true, 1, 2, &cu);
   }
 }
 
