@@ -768,4 +768,3 @@ int parse_args(int argc, char **argv, train_args *a) {
   }
   return check_outputs(a);
 }
-

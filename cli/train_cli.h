@@ -54,7 +54,6 @@ typedef struct train_args {
   gcc_export_options eo;        /* --export-archs, --export-batch-sizes */
 } train_args;
 
-
 /* train_args.c */
 /* Step 1: the flags into *a, checked. Returns -1 to go on, else the exit
  * status (0 after --help, --version and --list-devices). */

@@ -69,10 +69,9 @@ static void print_cpu_libraries(const gcc_graph *model, int threads, gcc_mode mo
                                 FILE *f);
 
 int dump_placement_main(const char *model_path, const gcc_device *want, int device_explicit,
-                               int strict, const char *cuda_arch, int fmt, const char *file,
-                               const char *kernels_dir, const gcc_recipe *recipe,
-                               const char *dump_after, int world_size, int64_t bucket_bytes,
-                               int precision, int threads) {
+                        int strict, const char *cuda_arch, int fmt, const char *file,
+                        const char *kernels_dir, const gcc_recipe *recipe, const char *dump_after,
+                        int world_size, int64_t bucket_bytes, int precision, int threads) {
   gcc_diag d = {0};
   gcc_graph *model;
   gcc_model_info info;
@@ -335,4 +334,3 @@ static int write_kernels(const gcc_graph *g, int dev, const gcc_device_info *inf
   gcc_kernel_set_free(&ks);
   return rc;
 }
-

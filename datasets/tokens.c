@@ -133,10 +133,9 @@ int64_t gcc_tokens_count(const gcc_tokens *t, int split) {
 gcc_status gcc_tokens_offsets(const gcc_tokens *t, int split, int64_t B, int64_t T, gcc_rng *rng,
                               int64_t *offsets, gcc_diag *d) {
   if (B < 1 || T < 1)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "gcc_tokens_offsets: batch %" PRId64 " and block size %" PRId64
-                        " must be >= 1",
-                        B, T);
+    return gcc_diag_set(
+        d, GCC_ERR_INVALID_ARGUMENT,
+        "gcc_tokens_offsets: batch %" PRId64 " and block size %" PRId64 " must be >= 1", B, T);
   int64_t n = t->n[split];
   if (n < T + 1)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,

@@ -100,7 +100,7 @@ gcc_status gcc_tokens_window(const gcc_tokens *t, int split, const int64_t *offs
  * step's batch depends on (seed, step) only, so a resumed run sees the
  * batches the uninterrupted one did. */
 #define GCC_TOKENS_TRAIN_SALT 0x7f4a7c159e3779b9ull
-#define GCC_TOKENS_EVAL_SALT 0x94d049bb133111ebull
+#define GCC_TOKENS_EVAL_SALT  0x94d049bb133111ebull
 
 #ifdef __cplusplus
 }
