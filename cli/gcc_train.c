@@ -50,6 +50,7 @@
 #include "runtime/compile.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
+#include "datasets/tokens.h"
 
 static volatile sig_atomic_t g_stop = 0;
 /* The ranks of `mpirun -np N gcc-train ...` (a world of 1 without mpirun). */
@@ -190,10 +191,12 @@ static void run_free(train_run *r) {
  * data/cifar-10-batches-bin, the folder of the official tarball), else the
  * same under ../ next to the model. */
 static const char *default_data_dir(const train_args *a, const gcc_training *t, train_run *r) {
-  const char *sub =
-      t->dataset && strcmp(t->dataset, "cifar10") == 0 ? "cifar-10-batches-bin" : "mnist";
+  int text = t->dataset && strcmp(t->dataset, "text") == 0;
+  const char *sub = t->dataset && strcmp(t->dataset, "cifar10") == 0 ? "cifar-10-batches-bin"
+                    : text                                           ? "shakespeare/input.txt"
+                                                                     : "mnist";
   snprintf(r->data_buf, sizeof r->data_buf, "data/%s", sub);
-  if (is_dir(r->data_buf))
+  if (text ? access(r->data_buf, R_OK) == 0 : is_dir(r->data_buf))
     return r->data_buf;
   char copy[4096];
   snprintf(copy, sizeof copy, "%s", a->model_path);
@@ -201,7 +204,8 @@ static const char *default_data_dir(const train_args *a, const gcc_training *t, 
   if (slash)
     *slash = '\0';
   snprintf(r->near_model, sizeof r->near_model, "%s/../data/%s", slash ? copy : ".", sub);
-  return is_dir(r->near_model) ? r->near_model : r->data_buf;
+  return (text ? access(r->near_model, R_OK) == 0 : is_dir(r->near_model)) ? r->near_model
+                                                                           : r->data_buf;
 }
 
 /* After an export at --export-precision bf16 / fp16: the bundle's weight
@@ -322,8 +326,37 @@ static int build_run(train_args *a, train_run *r) {
     run_free(r);
     return EXIT_USAGE;
   }
+  if (!a->data_dir && t->dataset && strcmp(t->dataset, "tokens") == 0) {
+    fprintf(stderr, "gcc-train: --dataset tokens needs --data DIR (train.bin and val.bin, uint16 "
+                    "token ids)\n");
+    run_free(r);
+    return EXIT_USAGE;
+  }
   r->data_dir = a->data_dir ? a->data_dir : default_data_dir(a, t, r);
-  if (!a->data_dir && !is_dir(r->data_dir) && t->dataset && strcmp(t->dataset, "inline") != 0) {
+  int text = t->dataset && strcmp(t->dataset, "text") == 0;
+  if (!a->data_dir && text && access(r->data_dir, R_OK) != 0) {
+    fprintf(stderr,
+            "gcc-train: %s: no text file: looked for %s and %s (relative to the current "
+            "directory); give one with --data FILE\n",
+            a->model_path, r->data_buf, r->near_model);
+    run_free(r);
+    return EXIT_RUN;
+  }
+  if (text) { /* the vocabulary goes into the model (and the trained model) */
+    gcc_tokens tok;
+    if (gcc_tokens_open_text(r->data_dir, &tok, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-train: %s\n", d.msg);
+      run_free(r);
+      return EXIT_RUN;
+    }
+    if (t->n_vocab == 0) { /* a model trained before keeps its own: the trainer compares */
+      t->n_vocab = tok.vocab_size;
+      memcpy(t->vocab, tok.vocab, (size_t)tok.vocab_size);
+    }
+    gcc_tokens_close(&tok);
+  }
+  if (!a->data_dir && !text && !is_dir(r->data_dir) && t->dataset &&
+      strcmp(t->dataset, "inline") != 0) {
     /* neither default folder exists: say where we looked, before anything
      * else (the device notice included) */
     int cifar = strcmp(t->dataset, "cifar10") == 0;
@@ -560,6 +593,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.log_every = a->log_every;
   cfg.max_steps = a->max_steps;
   cfg.eval_batch = a->eval_batch;
+  cfg.block_size = a->block_size;
+  cfg.eval_every = a->eval_every;
+  cfg.eval_batches = a->eval_batches;
   cfg.quiet = quiet;
   cfg.progress = !quiet && (a->progress == 1 || (a->progress == 2 && isatty(fileno(stdout))));
   cfg.comm = g_comm;
@@ -644,7 +680,14 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     else
       snprintf(head, sizeof head, "trained %" PRId64 " epochs (%" PRId64 " steps) in %.2f s%s",
                rep.epochs_done, rep.steps, rep.train_seconds, rate);
-    if (rep.test_accuracy >= 0)
+    if (rep.language_model) { /* steps/s and tokens/s; nanoGPT's two losses */
+      if (rep.steps > 0 && rep.samples_per_sec > 0)
+        snprintf(head, sizeof head,
+                 "trained %" PRId64 " steps in %.2f s: %.2f steps/s, %.0f tokens/s", rep.steps,
+                 rep.train_seconds, (double)rep.steps / rep.train_seconds,
+                 rep.samples_per_sec * (double)rep.tokens_per_sample);
+      printf("%s; train loss %.4f, val loss %.4f\n", head, rep.eval_train_loss, rep.test_loss);
+    } else if (rep.test_accuracy >= 0)
       printf("%s; test accuracy %.2f%%, test loss %.4f\n", head, 100.0 * rep.test_accuracy,
              rep.test_loss);
     else

@@ -53,13 +53,33 @@ static void usage(FILE *f) {
          "  --momentum X        SGD momentum in [0, 1)\n"
          "  --weight-decay X    L2 weight decay (X >= 0)\n"
          "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
-         "  --dataset D         mnist, cifar10 or npy (default for a new spec: mnist); npy:\n"
+         "  --dataset D         mnist, cifar10, npy, text or tokens (default for a new spec:\n"
+         "                      mnist); npy:\n"
          "                      --data names a folder of x_train.npy, y_train.npy,\n"
          "                      x_test.npy, y_test.npy or a .npz of them: inputs float32\n"
          "                      of the model input's shape (fed as they are) or uint8\n"
          "                      images (N, H, W), (N, C, H, W) or (N, D) (scaled by\n"
          "                      --mean/--std); targets integer class indices (N) or, for\n"
          "                      --loss mse, float32 of the prediction's shape\n"
+         "                      text: --data names a text file (default\n"
+         "                      data/shakespeare/input.txt): a character-level corpus whose\n"
+         "                      vocabulary is its sorted distinct bytes (kept in the\n"
+         "                      trained model for gcc-run --generate), the first 90%% for\n"
+         "                      training and the rest for validation (nanoGPT's\n"
+         "                      shakespeare_char); tokens: --data names a folder of\n"
+         "                      train.bin and val.bin, uint16 token ids (nanoGPT, llm.c).\n"
+         "                      A language model takes int64 ids (B, T) (or float32 one-hot\n"
+         "                      rows (B, T, V)) and predicts logits (B, T, V); --loss\n"
+         "                      cross-entropy is then the mean over the B*T tokens; each\n"
+         "                      batch is B windows of T+1 tokens at random offsets from\n"
+         "                      --seed (nanoGPT's get_batch), an epoch as many batches as\n"
+         "                      the training split has tokens (--max-steps ends a run)\n"
+         "  --block-size T      token data: the window length; the model's input fixes it\n"
+         "                      (given: checked against it)\n"
+         "  --eval-every N      token data: every N steps, and at the end, estimate the\n"
+         "                      training and validation loss (nanoGPT's estimate_loss)\n"
+         "  --eval-batches K    ... as the mean over K random batches of each split\n"
+         "                      (default 200)\n"
          "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
          "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
          "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
@@ -372,7 +392,10 @@ int parse_args(int argc, char **argv, train_args *a) {
     OPT_AUGMENT,
     OPT_PRECISION,
     OPT_LOSS_SCALE,
-    OPT_LOSS_SCALE_GROWTH
+    OPT_LOSS_SCALE_GROWTH,
+    OPT_BLOCK_SIZE,
+    OPT_EVAL_EVERY,
+    OPT_EVAL_BATCHES
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -380,6 +403,9 @@ int parse_args(int argc, char **argv, train_args *a) {
       {"epochs", required_argument, 0, OPT_RECIPE},
       {"batch-size", required_argument, 0, OPT_RECIPE},
       {"eval-batch-size", required_argument, 0, OPT_EVAL_BATCH},
+      {"block-size", required_argument, 0, OPT_BLOCK_SIZE},
+      {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+      {"eval-batches", required_argument, 0, OPT_EVAL_BATCHES},
       {"lr", required_argument, 0, OPT_RECIPE},
       {"loss", required_argument, 0, OPT_RECIPE},
       {"optimizer", required_argument, 0, OPT_RECIPE},
@@ -441,6 +467,7 @@ int parse_args(int argc, char **argv, train_args *a) {
   memset(a, 0, sizeof *a);
   gcc_recipe_init(&a->recipe);
   a->eval_batch = 1000;
+  a->eval_batches = 200; /* nanoGPT's eval_iters */
   a->log_every = 100;
   a->cuda_arch = "sm_90";
   a->dataset_on_device = 2;
@@ -606,6 +633,18 @@ int parse_args(int argc, char **argv, train_args *a) {
     case OPT_DATA: a->data_dir = optarg; break;
     case OPT_EVAL_BATCH:
       if (!gcc_flag_i64("gcc-train", "--eval-batch-size", optarg, 1, &a->eval_batch))
+        return EXIT_USAGE;
+      break;
+    case OPT_BLOCK_SIZE:
+      if (!gcc_flag_i64("gcc-train", "--block-size", optarg, 1, &a->block_size))
+        return EXIT_USAGE;
+      break;
+    case OPT_EVAL_EVERY:
+      if (!gcc_flag_i64("gcc-train", "--eval-every", optarg, 1, &a->eval_every))
+        return EXIT_USAGE;
+      break;
+    case OPT_EVAL_BATCHES:
+      if (!gcc_flag_i64("gcc-train", "--eval-batches", optarg, 1, &a->eval_batches))
         return EXIT_USAGE;
       break;
     case OPT_SEED:

@@ -200,3 +200,45 @@ gcc_status gcc_model_relu_chain(int64_t n_relu, uint64_t seed, gcc_graph **out, 
   gcc_build_training(b, &t);
   return gcc_builder_finish(b, out, d);
 }
+
+gcc_status gcc_model_char_bigram_sized(int64_t vocab, int64_t block, uint64_t seed, gcc_graph **out,
+                                       gcc_diag *d) {
+  gcc_builder *b = gcc_builder_new("char_bigram", seed);
+  const int64_t xd[3] = {GCC_BATCH_DIM, block, vocab}, yd[2] = {GCC_BATCH_DIM, block};
+  const int64_t lshape[2] = {-1, vocab}, tshape[1] = {-1}, sshape[3] = {-1, block, vocab};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 3, xd);
+  int y = gcc_build_input(b, "targets", GCC_DT_INT64, 2, yd);
+  int rows = gcc_build_op(b, GCC_OP_RESHAPE, "x_flat", "x_flat", &x, 1);
+  gcc_build_set_ints(b, rows, "shape", lshape, 2);
+  int fc = gcc_build_linear(b, "bigram", rows, vocab, vocab);
+  int logits = gcc_build_op(b, GCC_OP_RESHAPE, "logits", "logits", &fc, 1);
+  gcc_build_set_ints(b, logits, "shape", sshape, 3);
+  int flat = gcc_build_op(b, GCC_OP_RESHAPE, "logits_flat", "logits_flat", &logits, 1);
+  gcc_build_set_ints(b, flat, "shape", lshape, 2);
+  int yflat = gcc_build_op(b, GCC_OP_RESHAPE, "target_flat", "target_flat", &y, 1);
+  gcc_build_set_ints(b, yflat, "shape", tshape, 1);
+  int loss = gcc_build_cross_entropy(b, "loss", flat, yflat, -1);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, logits);
+  gcc_build_training_spec t = {0};
+  t.loss = "loss";
+  t.prediction = "logits";
+  t.input = "x";
+  t.target = "targets";
+  t.dataset = "text";
+  t.opt.kind = GCC_OPT_ADAM;
+  t.opt.decoupled = 1;
+  t.opt.lr = 1e-2f;
+  t.opt.beta1 = 0.9f;
+  t.opt.beta2 = 0.999f;
+  t.opt.eps = 1e-8f;
+  t.batch_size = 32;
+  t.epochs = 1;
+  t.seed = seed;
+  gcc_build_training(b, &t);
+  return gcc_builder_finish(b, out, d);
+}
+
+gcc_status gcc_model_char_bigram(uint64_t seed, gcc_graph **out, gcc_diag *d) {
+  return gcc_model_char_bigram_sized(84, 64, seed, out, d);
+}
