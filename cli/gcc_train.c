@@ -342,6 +342,8 @@ static int build_run(train_args *a, train_run *r) {
     run_free(r);
     return EXIT_RUN;
   }
+  a->steps_only = t->dataset && (text || strcmp(t->dataset, "tokens") == 0) && a->max_steps > 0 &&
+                  a->recipe.epochs < 0;
   if (text) { /* the vocabulary goes into the model (and the trained model) */
     gcc_tokens tok;
     if (gcc_tokens_open_text(r->data_dir, &tok, &d) != GCC_OK) {
@@ -554,7 +556,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     char ds[32], what[128];
     /* what will run: training for N epochs (at most --max-steps steps), or
      * one evaluation */
-    if (t->epochs == 0)
+    if (a->steps_only)
+      snprintf(what, sizeof what, "%" PRId64 " steps (--max-steps)", a->max_steps);
+    else if (t->epochs == 0)
       snprintf(what, sizeof what, "0 epochs (evaluation only)");
     else if (a->max_steps > 0)
       snprintf(what, sizeof what,
@@ -587,7 +591,8 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
 
   gcc_train_config cfg = {0};
   cfg.data_dir = r->data_dir;
-  cfg.epochs = t->epochs;
+  /* token data: --max-steps alone sets the length, as nanoGPT's max_iters */
+  cfg.epochs = a->steps_only ? INT64_MAX / 4 : t->epochs;
   cfg.batch_size = t->batch_size;
   cfg.seed = t->seed;
   cfg.log_every = a->log_every;

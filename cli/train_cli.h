@@ -35,6 +35,8 @@ typedef struct train_args {
   const char *data_dir, *output, *dump_after;
   int64_t eval_batch, threads, log_every, max_steps, show_predictions;
   int64_t block_size, eval_every, eval_batches; /* token data: --block-size, --eval-every, ... */
+  int steps_only;    /* token data with --max-steps and no --epochs: run max-steps steps (nanoGPT's
+                     max_iters), whatever the epochs of the spec */
   gcc_recipe recipe; /* --loss, --optimizer, --lr, --epochs, --seed ... (graph/recipe.h) */
   int quiet, no_output, device_explicit, dump_placement, strict;
   const char *dump_file, *cuda_arch, *dump_kernels, *profile_path;

@@ -157,8 +157,8 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
   int has_vocab = t->n_vocab > 0;
   if (s == GCC_OK && has_vocab && t->n_vocab > V)
     s = gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                     "%s: training.vocab has %d bytes, more than the %" PRId64 " logits", model->source,
-                     t->n_vocab, V);
+                     "%s: training.vocab has %d bytes, more than the %" PRId64 " logits",
+                     model->source, t->n_vocab, V);
   const char *prompt = o->prompt ? o->prompt : "";
   size_t plen = strlen(prompt);
   if (s == GCC_OK && plen > 0 && !has_vocab)
@@ -245,7 +245,9 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
     if (s != GCC_OK)
       break;
     const float *row = (const float *)lt->data + (n - 1) * V;
-    int64_t next = gcc_generate_pick(row, V, o->temperature, o->top_k, uniform53(&rng), scratch);
+    /* with a vocabulary, ids past it never occurred in training: not drawn */
+    int64_t next = gcc_generate_pick(row, has_vocab ? t->n_vocab : V, o->temperature, o->top_k,
+                                     uniform53(&rng), scratch);
     seq[len++] = next;
     if (has_vocab && next < t->n_vocab) {
       char c = (char)t->vocab[next];

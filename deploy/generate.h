@@ -17,8 +17,10 @@
  * The model: a gcc-train model (.pb) whose training spec names the input
  * (int64 ids (B, T), or float32 one-hot rows (B, T, V)) and the prediction
  * (logits (B, T, V)); with training.vocab (--dataset text) prompts are
- * encoded and tokens decoded as bytes, else tokens are printed as decimal
- * ids. Runs on the CPU; links no compiler (NVRTC).
+ * encoded and tokens decoded as bytes, and only the vocabulary's ids are
+ * drawn (logits past it, V > the vocabulary, belong to ids the training
+ * text never had); else tokens are printed as decimal ids. Runs on the
+ * CPU; links no compiler (NVRTC).
  */
 #ifndef GCC_DEPLOY_GENERATE_H
 #define GCC_DEPLOY_GENERATE_H
@@ -34,13 +36,13 @@ extern "C" {
 #endif
 
 typedef struct gcc_generate_options {
-  int64_t n_new;          /* tokens to sample (>= 0) */
-  const char *prompt;     /* bytes to start from (NULL or "": "\n" when the vocabulary has it,
+  int64_t n_new;      /* tokens to sample (>= 0) */
+  const char *prompt; /* bytes to start from (NULL or "": "\n" when the vocabulary has it,
                              as sample.py's start, else token 0) */
-  double temperature;     /* > 0 (1.0: the model's distribution) */
-  int64_t top_k;          /* 0: every token; else the k most likely */
-  uint64_t seed;          /* the draws: gcc_rng_seed(seed, GCC_GENERATE_STREAM) */
-  int threads;            /* CPU threads (<= 0: 1) */
+  double temperature; /* > 0 (1.0: the model's distribution) */
+  int64_t top_k;      /* 0: every token; else the k most likely */
+  uint64_t seed;      /* the draws: gcc_rng_seed(seed, GCC_GENERATE_STREAM) */
+  int threads;        /* CPU threads (<= 0: 1) */
   /* Called with the prompt's bytes once, then with each new token's bytes
    * (its vocabulary byte, or "<id> " without a vocabulary); a status other
    * than GCC_OK stops generation with it. */

@@ -1303,10 +1303,12 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       /* losses come back in groups (on a GPU, once per log interval) */
       int64_t every = cfg->progress ? (nb / 100 > 0 ? nb / 100 : 1) : cfg->log_every;
       int ck_due = ck_steps && report->steps % cfg->checkpoint_every == 0;
-      /* token data: estimate_loss every eval_every steps (and at the epoch's end) */
-      int eval_due = src.lm && cfg->eval_every > 0 && report->steps % cfg->eval_every == 0 &&
-                     epoch_batches != nb &&
-                     !(cfg->max_steps > 0 && report->steps >= cfg->max_steps);
+      /* token data: estimate_loss every eval_every steps; the run's last
+       * step is evaluated after the loop */
+      int run_ends = (cfg->max_steps > 0 && report->steps >= cfg->max_steps) ||
+                     (epoch + 1 >= cfg->epochs && epoch_batches == nb);
+      int eval_due =
+          src.lm && cfg->eval_every > 0 && report->steps % cfg->eval_every == 0 && !run_ends;
       int due = issued == max_pending || epoch_batches == nb || ck_due || eval_due ||
                 (!cfg->quiet && every > 0 && epoch_batches % every == 0) ||
                 (cfg->on_scalar && cfg->scalar_every > 0 && report->steps % cfg->scalar_every == 0);
@@ -1384,9 +1386,12 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       fprintf(out, "\n");
     if (st == GCC_ERR_INTERRUPTED)
       break;
+    /* token data with --eval-every: evaluated on its steps, and at the end */
+    int lm_skip = src.lm && cfg->eval_every > 0 && epoch + 1 < cfg->epochs &&
+                  !(cfg->max_steps > 0 && report->steps >= cfg->max_steps);
     gcc_diag ed = {0};
     int64_t eval_t0 = track ? gcc_prof_now() : 0;
-    gcc_status es = evaluate(s, &src, cfg, report, &ed);
+    gcc_status es = lm_skip ? GCC_OK : evaluate(s, &src, cfg, report, &ed);
     if (track)
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), epoch);
     if (es != GCC_OK) {
@@ -1394,7 +1399,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       st = es;
       break;
     }
-    if (cfg->on_scalar) {
+    if (cfg->on_scalar && !lm_skip) {
       st = epoch_scalars(s, cfg, report, test_name, epoch_samples, secs, d);
       if (st != GCC_OK)
         break;
@@ -1406,7 +1411,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       if (st != GCC_OK)
         break;
     }
-    if (!cfg->quiet && src.lm) {
+    if (!cfg->quiet && src.lm && !lm_skip) {
       char rate[64] = "too short to time";
       if (secs >= GCC_TRAIN_MIN_TIMED_SECONDS)
         snprintf(rate, sizeof rate, "%.0f tokens/s",
@@ -1415,7 +1420,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
               "step %" PRId64 ": train loss %.4f, val loss %.4f (epoch %" PRId64 ", %.2f s, %s)\n",
               report->steps, report->eval_train_loss, report->test_loss, epoch + 1, secs, rate);
       fflush(out);
-    } else if (!cfg->quiet) {
+    } else if (!cfg->quiet && !src.lm) {
       char rate[64];
       if (report->test_accuracy >= 0)
         fprintf(out,

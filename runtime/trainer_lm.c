@@ -16,14 +16,14 @@
 
 struct gcc_lm_source {
   gcc_tokens tok;
-  int64_t B, T, V;     /* batch, block size, vocabulary (the logits' last dim) */
-  int one_hot;         /* the input takes float32 one-hot rows (B, T, V) */
-  int64_t nb;          /* batches per epoch */
+  int64_t B, T, V; /* batch, block size, vocabulary (the logits' last dim) */
+  int one_hot;     /* the input takes float32 one-hot rows (B, T, V) */
+  int64_t nb;      /* batches per epoch */
   uint64_t seed;
-  int64_t *offsets;    /* (B) */
-  int64_t *ids;        /* (B, T) input ids */
-  int64_t *targets;    /* (B, T) */
-  float *hot;          /* (B, T, V) with one_hot */
+  int64_t *offsets; /* (B) */
+  int64_t *ids;     /* (B, T) input ids */
+  int64_t *targets; /* (B, T) */
+  float *hot;       /* (B, T, V) with one_hot */
 };
 
 int gcc_lm_dataset(const char *dataset) {
@@ -46,7 +46,8 @@ int64_t gcc_lm_batches_per_epoch(const gcc_lm_source *lm) {
 }
 
 size_t gcc_lm_x_row(const gcc_lm_source *lm) {
-  return (size_t)(lm->T * (lm->one_hot ? lm->V * (int64_t)sizeof(float) : (int64_t)sizeof(int64_t)));
+  return (size_t)(lm->T *
+                  (lm->one_hot ? lm->V * (int64_t)sizeof(float) : (int64_t)sizeof(int64_t)));
 }
 
 size_t gcc_lm_y_row(const gcc_lm_source *lm) {
@@ -74,8 +75,8 @@ static gcc_status lm_shapes(const gcc_graph *m, gcc_value *in, gcc_value *tg, gc
   return s;
 }
 
-gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg,
-                              gcc_lm_source **out, gcc_diag *d) {
+gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg, gcc_lm_source **out,
+                              gcc_diag *d) {
   *out = NULL;
   const gcc_training *t = &m->training;
   if (!t->prediction)
@@ -144,16 +145,15 @@ gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg,
       s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                        "%s: the %s split has %" PRId64 " tokens; windows of the model's block "
                        "size %" PRId64 " need %" PRId64,
-                       lm->tok.path[k], k == 0 ? "training" : "validation", lm->tok.n[k], T,
-                       T + 1);
+                       lm->tok.path[k], k == 0 ? "training" : "validation", lm->tok.n[k], T, T + 1);
   if (s == GCC_OK) {
     lm->offsets = malloc((size_t)lm->B * sizeof *lm->offsets);
     lm->ids = malloc((size_t)(lm->B * T) * sizeof *lm->ids);
     lm->targets = malloc((size_t)(lm->B * T) * sizeof *lm->targets);
     lm->hot = hot ? calloc((size_t)(lm->B * T * V), sizeof *lm->hot) : NULL;
     if (!lm->offsets || !lm->ids || !lm->targets || (hot && !lm->hot))
-      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (token batches of %" PRId64 "x%" PRId64 ")",
-                       lm->B, T);
+      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                       "out of memory (token batches of %" PRId64 "x%" PRId64 ")", lm->B, T);
   }
   if (s != GCC_OK) {
     gcc_lm_source_free(lm);
@@ -166,8 +166,8 @@ gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg,
 /* B windows of `split` from `rng` into ids/targets (and the one-hot rows). */
 static gcc_status cut_batch(gcc_lm_source *lm, int split, gcc_rng *rng, gcc_diag *d) {
   GCC_TRY(gcc_tokens_offsets(&lm->tok, split, lm->B, lm->T, rng, lm->offsets, d));
-  GCC_TRY(gcc_tokens_window(&lm->tok, split, lm->offsets, lm->B, lm->T, lm->V, lm->ids,
-                            lm->targets, d));
+  GCC_TRY(gcc_tokens_window(&lm->tok, split, lm->offsets, lm->B, lm->T, lm->V, lm->ids, lm->targets,
+                            d));
   if (lm->one_hot) {
     int64_t rows = lm->B * lm->T;
     memset(lm->hot, 0, (size_t)(rows * lm->V) * sizeof *lm->hot);
