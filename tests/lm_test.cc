@@ -5,6 +5,7 @@
 // no accuracy) then gcc-run --generate, and their errors.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,8 +15,12 @@
 #include <gtest/gtest.h>
 
 #include "deploy/generate.h"
+#include "graph/builder.h"
 #include "graph/ir.h"
+#include "graph/ops.h"
+#include "graph/recipe.h"
 #include "models/models.h"
+#include "runtime/session.h"
 #include "tests/subprocess.h"
 #include "tests/testutil.h"
 
@@ -146,6 +151,111 @@ TEST(Generate, IsDeterministicForASeedAndDrawsByTheSoftmax) {
   gcc_graph_free(g);
 }
 
+// ---- the loss over sequences -------------------------------------------------
+
+// The mean cross-entropy over the B*T tokens in float64 from the model's
+// nn.Linear(V, V) ("bigram.weight" (out, in), "bigram.bias"): logits of
+// token (b, t) = W x_bt + bias, loss = mean of logsumexp - logit[target].
+double ReferenceLoss(const gcc_graph *g, const std::vector<float> &x, const std::vector<int64_t> &y,
+                     int64_t V) {
+  const float *w = nullptr, *bias = nullptr;
+  for (int v = 0; v < g->n_values; v++) {
+    if (std::strcmp(g->values[v].name, "bigram.weight") == 0)
+      w = static_cast<const float *>(g->values[v].data);
+    if (std::strcmp(g->values[v].name, "bigram.bias") == 0)
+      bias = static_cast<const float *>(g->values[v].data);
+  }
+  EXPECT_TRUE(w && bias);
+  if (!w || !bias)
+    return NAN;
+  double sum = 0;
+  int64_t n = (int64_t)y.size();
+  for (int64_t r = 0; r < n; r++) {
+    std::vector<double> z(V);
+    double mx = -INFINITY;
+    for (int64_t o = 0; o < V; o++) {
+      z[o] = bias[o];
+      for (int64_t i = 0; i < V; i++)
+        z[o] += (double)w[o * V + i] * x[r * V + i];
+      mx = std::max(mx, z[o]);
+    }
+    double se = 0;
+    for (int64_t o = 0; o < V; o++)
+      se += std::exp(z[o] - mx);
+    sum += mx + std::log(se) - z[y[r]];
+  }
+  return sum / (double)n;
+}
+
+// The model's evaluation loss on one batch (B, T) of one-hot rows.
+double SessionLoss(const gcc_graph *g, const std::vector<float> &x, const std::vector<int64_t> &y,
+                   int64_t B) {
+  gcc_session_options so = {};
+  so.threads = 1;
+  so.opt = g->training.opt;
+  gcc_session *s = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  float loss = NAN;
+  int64_t ok = 0;
+  const gcc_tensor *pred = nullptr;
+  if (s) {
+    EXPECT_EQ(gcc_session_eval_batch(s, x.data(), y.data(), B, &loss, &ok, &pred, &d), GCC_OK)
+        << d.msg;
+  }
+  EXPECT_EQ(ok, -1); // logits (B, T, V): no accuracy
+  gcc_session_destroy(s);
+  return loss;
+}
+
+TEST(SequenceLoss, IsTheMeanOverTheTokensOfTheSpecAndOfARecipe) {
+  const int64_t B = 3, T = 4, V = 5;
+  std::vector<float> x(B * T * V, 0.0f);
+  std::vector<int64_t> y(B * T);
+  for (int64_t r = 0; r < B * T; r++) {
+    x[r * V + (r * 7 + 1) % V] = 1.0f;
+    y[r] = (r * 3 + 2) % V;
+  }
+  // float32 logits of 5 terms, logsumexp over 5 and a mean of 12: a few
+  // float32 roundings of values below 3, so 1e-5 relative is ample
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_model_char_bigram_sized(V, T, 11, &g, &d), GCC_OK) << d.msg;
+  double ref = ReferenceLoss(g, x, y, V);
+  EXPECT_NEAR(SessionLoss(g, x, y, B), ref, 1e-5 * ref);
+  gcc_graph_free(g);
+  // the same network without a spec, given --loss cross-entropy: the recipe
+  // reshapes (B, T, V) to (B*T, V) and the targets (B, T) to (B*T)
+  gcc_builder *b = gcc_builder_new("lm", 11);
+  const int64_t xd[3] = {GCC_BATCH_DIM, T, V}, flat[2] = {-1, V}, seq[3] = {-1, T, V};
+  int in = gcc_build_input(b, "x", GCC_DT_FLOAT32, 3, xd);
+  int rows = gcc_build_op(b, GCC_OP_RESHAPE, "x_flat", "x_flat", &in, 1);
+  gcc_build_set_ints(b, rows, "shape", flat, 2);
+  int fc = gcc_build_linear(b, "bigram", rows, V, V);
+  int logits = gcc_build_op(b, GCC_OP_RESHAPE, "logits", "logits", &fc, 1);
+  gcc_build_set_ints(b, logits, "shape", seq, 3);
+  gcc_build_output(b, logits);
+  gcc_graph *m = nullptr;
+  ASSERT_EQ(gcc_builder_finish(b, &m, &d), GCC_OK) << d.msg;
+  gcc_recipe r;
+  gcc_recipe_init(&r);
+  ASSERT_EQ(gcc_recipe_set(&r, "--loss", "cross-entropy", &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_recipe_set(&r, "--optimizer", "adamw", &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_recipe_set(&r, "--dataset", "text", &d), GCC_OK) << d.msg;
+  gcc_graph *trainable = nullptr;
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &trainable, &d), GCC_OK) << d.msg;
+  const gcc_value *tv = &trainable->values[gcc_graph_find(trainable, trainable->training.target)];
+  EXPECT_EQ(tv->dtype, GCC_DT_INT64);
+  ASSERT_EQ(tv->shape.ndim, 2);
+  EXPECT_EQ(tv->shape.dims[1], T);
+  EXPECT_STREQ(trainable->training.prediction, "logits");
+  EXPECT_STREQ(trainable->training.dataset, "text");
+  ref = ReferenceLoss(trainable, x, y, V);
+  EXPECT_NEAR(SessionLoss(trainable, x, y, B), ref, 1e-5 * ref);
+  gcc_graph_free(trainable);
+  gcc_graph_free(m);
+}
+
 // ---- the command lines ------------------------------------------------------
 
 ProcResult Train(const std::vector<std::string> &args) {
@@ -178,10 +288,10 @@ protected:
 
 TEST_F(LmCli, TrainsOnTextLogsTheEstimatesAndGenerates) {
   std::string out = tmp_.file("abc.pb"), logs = tmp_.file("logs");
-  ProcResult r = Train({model_, "--dataset", "text", "--data", text_, "--max-steps", "40",
-                        "--batch-size", "8", "--eval-every", "20", "--eval-batches", "4",
-                        "--seed", "3", "--device", "cpu", "--threads", "1", "--log-dir", logs,
-                        "--output", out});
+  ProcResult r = Train({model_, "--dataset",    "text", "--data",       text_, "--max-steps",
+                        "40",   "--batch-size", "8",    "--eval-every", "20",  "--eval-batches",
+                        "4",    "--seed",       "3",    "--device",     "cpu", "--threads",
+                        "1",    "--log-dir",    logs,   "--output",     out});
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r.out, "40 steps (--max-steps), batch 8")) << r.out;
   EXPECT_TRUE(Has(r.out, "step 20: train loss ")) << r.out;
@@ -230,8 +340,8 @@ TEST_F(LmCli, TrainsOnTextLogsTheEstimatesAndGenerates) {
 
 TEST_F(LmCli, BadDataAndFlagsGiveClearErrors) {
   // a missing text file is named
-  ProcResult r = Train({model_, "--data", tmp_.file("none.txt"), "--max-steps", "1",
-                        "--device", "cpu", "--no-output"});
+  ProcResult r = Train({model_, "--data", tmp_.file("none.txt"), "--max-steps", "1", "--device",
+                        "cpu", "--no-output"});
   EXPECT_EQ(r.exit_code, 1) << r;
   EXPECT_TRUE(Has(r.err, tmp_.file("none.txt") + ": cannot open it")) << r.err;
   // a block size the model does not have
