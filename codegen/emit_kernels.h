@@ -39,6 +39,13 @@ gcc_status gcc_emit_lrn_grad_kernel(struct gcc_emitter *e, int group, int node);
  * one elementwise pass (codegen/emit_batchnorm.c). */
 gcc_status gcc_emit_batch_norm_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_batch_norm_grad_kernel(struct gcc_emitter *e, int group, int node);
+/* LayerNormalization (Y, and Mean / InvStdDev when the node has them) and
+ * LayerNormGrad: a block per row, float32 sums over 256 lanes in a fixed
+ * tree; dScale and dB summed over chunks of rows in many blocks, the
+ * partials (GCC_KARG_SCRATCH) merged in chunk order (codegen/emit_layernorm.c).
+ * Float32 operands only. */
+gcc_status gcc_emit_layer_norm_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_layer_norm_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* Dropout in training and DropoutGrad: one thread per block of four
  * elements, the Philox mask of graph/philox.h at the step the kernel is
  * given (GCC_KARG_STEP), as the CPU kernels. */

@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -133,6 +133,12 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
                                      .kernel = gcc_emit_amp_non_finite_check_kernel},
     [GCC_OP_AMP_UPDATE_SCALE] = {.kind = GCC_LOWER_KERNEL,
                                  .kernel = gcc_emit_amp_update_scale_kernel},
+    /* a block per row (float32 tree reductions), the column sums of dScale / dB
+     * over many blocks, merged in chunk order (codegen/emit_layernorm.c); float32
+     * only (the autocast pass keeps it there) */
+    [GCC_OP_LAYER_NORM] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_layer_norm_kernel},
+    [GCC_OP_LAYER_NORM_GRAD] = {.kind = GCC_LOWER_KERNEL,
+                                .kernel = gcc_emit_layer_norm_grad_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -84,6 +84,12 @@ static const gcc_attr_spec kDropoutAttrs[] = {F("ratio", 0.5f), I("seed", 0), B(
                                               I("key", 0)};
 static const gcc_attr_spec kDropoutGradAttrs[] = {F("ratio", 0.5f), I("key", 0)};
 _Static_assert(DROPOUT_RATIO == 0 && DROPOUT_GRAD_RATIO == 0, "shape_dropout reads the ratio at 0");
+static const gcc_attr_spec kLayerNormAttrs[] = {I("axis", -1), F("epsilon", 1e-5f),
+                                                I("stash_type", 1)};
+static const gcc_attr_spec kLayerNormGradAttrs[] = {I("axis", -1), F("epsilon", 1e-5f),
+                                                    I("output", 0)};
+_Static_assert((int)LN_AXIS == (int)LN_GRAD_AXIS && (int)LN_EPSILON == (int)LN_GRAD_EPSILON,
+               "LayerNormalization and LayerNormGrad share axis and epsilon positions");
 static const gcc_attr_spec kCastAttrs[] = {{"to", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
@@ -95,7 +101,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -731,6 +737,39 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                               "(torch.amp.GradScaler.update: backoff on Inf/NaN, "
                                               "growth after growth_interval good steps), plus "
                                               "the count of optimizer steps not skipped"},
+    [GCC_OP_LAYER_NORM] = {.name = "LayerNormalization",
+                           .min_inputs = 2,
+                           .max_inputs = 3,
+                           .n_outputs = 1,
+                           .opt_outputs = 2,
+                           .input_names = "X, Scale, B",
+                           .attrs = kLayerNormAttrs,
+                           .n_attrs = COUNT(kLayerNormAttrs),
+                           .shape = shape_layer_norm,
+                           .flops = flops_layer_norm,
+                           .semantics =
+                               "ONNX LayerNormalization-17 = torch.nn.functional.layer_norm "
+                               "(nn.LayerNorm): over the dims [axis, rank) of X, per row of the "
+                               "leading dims, Y = (X - mean) / sqrt(var + epsilon) * Scale + B "
+                               "with the row's mean and biased variance; optional outputs Mean "
+                               "and InvStdDev = 1 / sqrt(var + epsilon), float32 (stash_type 1)"},
+    [GCC_OP_LAYER_NORM_GRAD] = {.name = "LayerNormGrad",
+                                .min_inputs = 3,
+                                .max_inputs = 3,
+                                .n_outputs = 1,
+                                .input_names = "dY, X, Scale",
+                                .attrs = kLayerNormGradAttrs,
+                                .n_attrs = COUNT(kLayerNormGradAttrs),
+                                .flags = GCC_OPF_INTERNAL,
+                                .shape = shape_layer_norm_grad,
+                                .flops = flops_layer_norm,
+                                .semantics =
+                                    "the backward of LayerNormalization (PyTorch "
+                                    "native_layer_norm_backward), the row statistics recomputed "
+                                    "from X: with xhat = (X - mean) rstd over the D elements of a "
+                                    "row and g = dY Scale, dX = rstd (g - mean(g) - xhat "
+                                    "mean(g xhat)) (output 0), dScale = sum over rows of dY xhat "
+                                    "(1), dB = sum over rows of dY (2)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

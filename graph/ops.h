@@ -155,7 +155,9 @@ typedef struct gcc_op_desc {
   X(DROPOUT_GRAD, DropoutGrad)                                                                     \
   X(CAST, Cast)                                                                                    \
   X(AMP_NON_FINITE_CHECK, AmpNonFiniteCheck)                                                       \
-  X(AMP_UPDATE_SCALE, AmpUpdateScale)
+  X(AMP_UPDATE_SCALE, AmpUpdateScale)                                                              \
+  X(LAYER_NORM, LayerNormalization)                                                                \
+  X(LAYER_NORM_GRAD, LayerNormGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -261,6 +263,28 @@ enum { AMP_UPDATE_IN_SCALE, AMP_UPDATE_IN_FOUND_INF, AMP_UPDATE_IN_TRACKER, AMP_
  * is 0). */
 enum { SGD_IN_SCALER = 3, ADAM_IN_SCALER = 4 };
 enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
+/* LayerNormalization (X, Scale, B?) -> Y (, Mean, InvStdDev), ONNX
+ * LayerNormalization-17 = torch.nn.functional.layer_norm: X is seen as
+ * [rows, D] with rows = X.dims[0] ... X.dims[axis - 1] and D = X.dims[axis]
+ * ... X.dims[rank - 1] (`axis` in [-rank, rank), default -1); each row is
+ * normalised by its mean and biased variance: Y = (X - mean) / sqrt(var +
+ * epsilon) * Scale + B, Scale and B of shape X.dims[axis:] (float32). The
+ * optional outputs are ONNX's Mean and InvStdDev (1 / sqrt(var + epsilon)),
+ * of shape X.dims[:axis] followed by rank - axis ones, float32
+ * (`stash_type` 1, the only one supported). Under --precision bf16|fp16 it
+ * runs in float32, as torch.autocast's float32 list has layer_norm.
+ * LayerNormGrad (dY, X, Scale) -> dX (output = 0), dScale (1) or dB (2):
+ * PyTorch's native_layer_norm_backward, the row statistics recomputed from
+ * X; dScale and dB are sums over the rows. */
+enum { LN_AXIS, LN_EPSILON, LN_STASH_TYPE };
+enum { LN_GRAD_AXIS, LN_GRAD_EPSILON, LN_GRAD_OUTPUT };
+enum { LN_OUT_Y, LN_OUT_MEAN, LN_OUT_INV_STD_DEV };
+
+/* The [rows, D] view of a LayerNormalization / LayerNormGrad node's X of
+ * shape `x` with attribute axis `axis` (negative from the end, already
+ * checked by the shape function): *axis_out in [0, rank). */
+void gcc_layer_norm_dims(const gcc_shape *x, int64_t axis, int64_t *rows, int64_t *d,
+                         int *axis_out);
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

@@ -50,6 +50,14 @@ double flops_batch_norm(const gcc_graph *g, int node) {
   return 4.0 * numel_in0(g, node);
 }
 
+/* LayerNormalization and its gradient: about 8 operations per element of X
+ * (two reductions, the normalisation, scale and shift) */
+double flops_layer_norm(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  int x = gcc_op(n->op)->flags & GCC_OPF_INTERNAL ? n->inputs[1] : n->inputs[0];
+  return 8.0 * (double)gcc_shape_numel(&g->values[x].shape, NULL);
+}
+
 /* ConvTranspose: the multiply-adds of the convolution it is the adjoint of */
 double flops_conv_transpose(const gcc_graph *g, int node) {
   const gcc_node *n = &g->nodes[node];

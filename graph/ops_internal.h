@@ -7,7 +7,8 @@
  *   graph/ops.c              the table (kOps), attribute resolution, gcc_infer_shapes
  *   graph/ops_shape_core.c   GEMMs, elementwise, views, losses, optimizers, AllReduce, fp16 scaling
  *   graph/ops_shape_window.c Conv, the pools and their gradients (2-D, NCHW)
- *   graph/ops_shape_layers.c LRN, BatchNormalization, Dropout, Concat, Transpose, Pad, ConvTranspose
+ *   graph/ops_shape_layers.c LRN, BatchNormalization, LayerNormalization, Dropout, Concat,
+ *                            Transpose, Pad, ConvTranspose
  *   graph/ops_flops.c        the FLOPs functions
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
@@ -113,6 +114,8 @@ gcc_status shape_lrn(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_lrn_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_batch_norm(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_layer_norm(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_layer_norm_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_dropout(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_transpose(gcc_graph *g, int node, gcc_diag *d);
@@ -124,6 +127,7 @@ double flops_gemm(const gcc_graph *g, int node);
 double flops_matmul(const gcc_graph *g, int node);
 double flops_lrn(const gcc_graph *g, int node);
 double flops_batch_norm(const gcc_graph *g, int node);
+double flops_layer_norm(const gcc_graph *g, int node);
 double flops_conv_transpose(const gcc_graph *g, int node);
 double flops_sce(const gcc_graph *g, int node);
 double flops_mse(const gcc_graph *g, int node);

@@ -1,6 +1,7 @@
 /*
  * ops_shape_layers.c - shape inference of the ops of ONNX import (issue 14): LRN,
- * BatchNormalization, Dropout, Concat, Transpose, Pad, ConvTranspose, and their gradients.
+ * BatchNormalization, LayerNormalization, Dropout, Concat, Transpose, Pad, ConvTranspose, and
+ * their gradients.
  */
 #include "graph/ops_internal.h"
 
@@ -88,6 +89,102 @@ gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
   }
   gcc_shape c = {1, {x->shape.dims[1]}};
   set_out(g, node, 0, which == 0 ? dt : GCC_DT_FLOAT32, which == 0 ? &x->shape : &c);
+  return GCC_OK;
+}
+
+void gcc_layer_norm_dims(const gcc_shape *x, int64_t axis, int64_t *rows, int64_t *d,
+                         int *axis_out) {
+  int a = (int)(axis < 0 ? axis + x->ndim : axis);
+  int64_t r = 1, n = 1;
+  for (int k = 0; k < x->ndim; k++) {
+    if (k < a)
+      r *= x->dims[k];
+    else
+      n *= x->dims[k];
+  }
+  *rows = r;
+  *d = n;
+  if (axis_out)
+    *axis_out = a;
+}
+
+/* X float32 of rank >= 1 with `axis` in [-rank, rank), and input k (when
+ * present) a float32 of shape X.dims[axis:] (Scale, B). *a: the axis. */
+static gcc_status need_ln_param(gcc_graph *g, int node, int k, const gcc_value *x, int a,
+                                const char *what, gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  if (!v)
+    return GCC_OK;
+  GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_shape want = {x->shape.ndim - a, {0}};
+  for (int q = a; q < x->shape.ndim; q++)
+    want.dims[q - a] = x->shape.dims[q];
+  if (!gcc_shape_equal(&v->shape, &want)) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s must have the normalised shape X.dims[%d:] =", what, a);
+    return shape_err(g, node, d, msg, &want, &v->shape);
+  }
+  return GCC_OK;
+}
+
+static gcc_status need_ln_axis(gcc_graph *g, int node, int xin, int *a, gcc_diag *d) {
+  gcc_value *x = in_val(g, node, xin);
+  int64_t axis = g->nodes[node].av[LN_AXIS].i, r = x->shape.ndim;
+  if (r < 1)
+    return shape_err(g, node, d, "LayerNormalization takes X of rank >= 1, got", &x->shape, NULL);
+  if (axis < -r || axis >= r) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: axis %" PRId64 " is out of range for X of rank %" PRId64
+                        " (it must be in [%" PRId64 ", %" PRId64 "))",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), axis, r, -r, r);
+  }
+  *a = (int)(axis < 0 ? axis + r : axis);
+  return GCC_OK;
+}
+
+/* LayerNormalization (X, Scale, B?) -> Y [X's shape], Mean, InvStdDev
+ * [X.dims[:axis], 1, ...]: float32 (the autocast pass keeps it there). */
+gcc_status shape_layer_norm(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  gcc_value *x = in_val(g, node, 0);
+  int a = 0;
+  GCC_TRY(need_ln_axis(g, node, 0, &a, d));
+  if (g->nodes[node].av[LN_STASH_TYPE].i != 1) {
+    char desc[600];
+    return gcc_diag_set(
+        d, GCC_ERR_UNSUPPORTED,
+        "%s: %s: stash_type %" PRId64 " is not supported (1, float32 statistics, only)", g->source,
+        gcc_node_desc(g, node, desc, sizeof desc), g->nodes[node].av[LN_STASH_TYPE].i);
+  }
+  GCC_TRY(need_ln_param(g, node, 1, x, a, "Scale", d));
+  GCC_TRY(need_ln_param(g, node, 2, x, a, "B", d));
+  gcc_shape xs = x->shape, st = x->shape;
+  for (int q = a; q < st.ndim; q++)
+    st.dims[q] = 1;
+  set_out(g, node, LN_OUT_Y, GCC_DT_FLOAT32, &xs);
+  for (int k = 1; k < g->nodes[node].n_outputs; k++)
+    set_out(g, node, k, GCC_DT_FLOAT32, &st);
+  return GCC_OK;
+}
+
+/* LayerNormGrad (dY, X, Scale) -> dX [X's shape] or dScale / dB [Scale's
+ * shape], float32. */
+gcc_status shape_layer_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(shape_relu_grad(g, node, d)); /* dY and X: float32, same shape */
+  gcc_value *x = in_val(g, node, 1);
+  int a = 0;
+  GCC_TRY(need_ln_axis(g, node, 1, &a, d));
+  GCC_TRY(need_ln_param(g, node, 2, x, a, "Scale", d));
+  int64_t which = g->nodes[node].av[LN_GRAD_OUTPUT].i;
+  if (which < 0 || which > 2) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: output must be 0 (dX), 1 (dScale) or 2 (dB)", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  gcc_shape xs = x->shape, ss = in_val(g, node, 2)->shape;
+  set_out(g, node, 0, GCC_DT_FLOAT32, which == 0 ? &xs : &ss);
   return GCC_OK;
 }
 

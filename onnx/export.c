@@ -403,6 +403,12 @@ static gcc_status ex_batch_norm(ex *E, const gcc_node *n, Onnx__NodeProto *np, g
   return attr_float(E, np, "momentum", n->av[BN_MOMENTUM].f, d);
 }
 
+/* LayerNormalization-17: axis, epsilon; stash_type 1 is ONNX's default */
+static gcc_status ex_layer_norm(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  GCC_TRY(attr_int(E, np, "axis", n->av[LN_AXIS].i, d));
+  return attr_float(E, np, "epsilon", n->av[LN_EPSILON].f, d);
+}
+
 typedef struct export_entry {
   gcc_onnx_export_op pub;
   ex_fn fn; /* attributes and extra inputs; NULL: none */
@@ -418,7 +424,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -481,6 +487,8 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_AMP_NON_FINITE_CHECK] = NONE("fp16 loss scaling's gradient check (made for "
                                          "training)"),
     [GCC_OP_AMP_UPDATE_SCALE] = NONE("fp16 loss scaling's scale update (made for training)"),
+    [GCC_OP_LAYER_NORM] = MAP_A("LayerNormalization", ex_layer_norm),
+    [GCC_OP_LAYER_NORM_GRAD] = TRAINING("the gradient of LayerNormalization"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -61,6 +61,9 @@
  *                                            scale, B, mean, var (inference
  *                                            form, training_mode 0)
  *   LRN                 LRN                  size, alpha, beta, bias
+ *   LayerNormalization  LayerNormalization   axis, epsilon; inputs X, Scale,
+ *                                            B; outputs Y (, Mean,
+ *                                            InvStdDev) (opset 17)
  *   Concat              Concat               axis
  *   Transpose           Transpose            perm
  *   Pad                 Pad                  mode; pads as an int64

@@ -414,6 +414,34 @@ gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_
   return GCC_OK;
 }
 
+gcc_status emit_output(nctx *c, int node, int out_k, int onnx_dt, const tshape *s, gcc_diag *d) {
+  imp *I = c->I;
+  int outv, o = out_idx(c, out_k);
+  if (o >= 0) {
+    GCC_TRY(gcc_graph_add_value(I->g, I->v[o].name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION,
+                                NULL, 0, &outv, d));
+    ival *v = &I->v[o];
+    v->ir = outv;
+    v->onnx_dt = onnx_dt;
+    v->sh = *s;
+    v->done = 1;
+  } else {
+    char base[300], name[320];
+    snprintf(base, sizeof base, "%s/output%d", c->ir_name, out_k);
+    fresh_name(I, base, name, sizeof name);
+    GCC_TRY(gcc_graph_add_value(I->g, name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
+                                &outv, d));
+  }
+  gcc_node *n = &I->g->nodes[node];
+  int *no = realloc(n->outputs, (size_t)(n->n_outputs + 1) * sizeof *no);
+  if (!no)
+    return oom(d, "node outputs");
+  no[n->n_outputs++] = outv;
+  n->outputs = no;
+  I->g->values[outv].producer = node;
+  return GCC_OK;
+}
+
 gcc_status emit_reshape(nctx *c, int x, const tshape *s, int out_k, int onnx_dt, int *tmp,
                         gcc_diag *d) {
   int64_t dims[GCC_MAX_DIMS];

@@ -152,6 +152,11 @@ gcc_status pool_add(imp *I, void *p, gcc_diag *d);
  * in *tmp). Returns the IR node in *node. */
 gcc_status emit(nctx *c, int op, const int *ins, int n_ins, int out_k, int onnx_dt, const tshape *s,
                 int *tmp, int *node, gcc_diag *d);
+/* Appends one more output to IR node `node` (made by emit): the ONNX output
+ * out_k when it has a name (given dtype and tracked shape `s`), else a new
+ * temporary named after the node and out_k. For the optional outputs of a
+ * multi-output op (LayerNormalization's Mean and InvStdDev). */
+gcc_status emit_output(nctx *c, int node, int out_k, int onnx_dt, const tshape *s, gcc_diag *d);
 /* An IR Reshape of IR value `x` to `s` (a batch-dependent dim written -1;
  * at most one), into ONNX output out_k or a temporary (*tmp). */
 gcc_status emit_reshape(nctx *c, int x, const tshape *s, int out_k, int onnx_dt, int *tmp,

@@ -48,6 +48,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"HardSwish", {14}, cv_hard_swish, "Mul(X, Clip(X / 6 + 1 / 2, 0, 1))"},
     {"Identity", {1, 13, 14, 16, 19, 21}, cv_identity, "folded"},
     {"LRN", {1, 13}, cv_lrn, "LRN"},
+    {"LayerNormalization", {17}, cv_layer_norm, "LayerNormalization"},
     {"LeakyRelu", {1, 6, 16}, cv_leaky_relu, "LeakyRelu"},
     {"LogSoftmax", {1, 11, 13}, cv_log_softmax, "LogSoftmax"},
     {"MatMul", {1, 9, 13}, cv_matmul, "MatMul"},

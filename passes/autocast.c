@@ -12,11 +12,12 @@
  *    CPU's sgemm on the widened operands). torch.autocast's "lower
  *    precision" list (mm, addmm, linear, conv2d, conv_transpose2d).
  *  - FP32: reductions, softmax, log-softmax, the losses and their
- *    gradients, the optimizers, LRN, Sqrt: 16-bit inputs are cast to
- *    float32. torch.autocast's "float32" list (sum, softmax, log_softmax,
- *    cross_entropy, ...). One exception: the bias gradient of a 16-bit Gemm
- *    (a ReduceSumTo, part of addmm's backward in PyTorch, not an autocast
- *    op) is LOW, see gemm_bias_grad.
+ *    gradients, the optimizers, LRN, Sqrt, LayerNormalization and its
+ *    gradient: 16-bit inputs are cast to float32. torch.autocast's
+ *    "float32" list (sum, softmax, log_softmax, cross_entropy, layer_norm,
+ *    ...). One exception: the bias gradient of a 16-bit Gemm (a
+ *    ReduceSumTo, part of addmm's backward in PyTorch, not an autocast op)
+ *    is LOW, see gemm_bias_grad.
  *  - PROMOTE: the ops on neither list run in the dtype of their inputs:
  *    elementwise ops and views (a ReLU of a bfloat16 GEMM output is
  *    bfloat16), the poolings and their gradients (max_pool2d, avg_pool2d,
@@ -83,7 +84,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -155,6 +156,10 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     /* fp16 loss scaling: float32 gradients and scalars */
     [GCC_OP_AMP_NON_FINITE_CHECK] = {AC_FP32, 0, 0},
     [GCC_OP_AMP_UPDATE_SCALE] = {AC_FP32, 0, 0},
+    /* torch.autocast's float32 list has layer_norm: 16-bit inputs are cast to
+     * float32, and Y (and dX) are float32, as PyTorch's under autocast */
+    [GCC_OP_LAYER_NORM] = {AC_FP32, 0, 0},
+    [GCC_OP_LAYER_NORM_GRAD] = {AC_FP32, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

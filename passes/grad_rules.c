@@ -647,11 +647,49 @@ static gcc_status train_dropout(gcc_graph *g, int node, gcc_diag *d) {
   return gcc_op_resolve_attrs(g, node, d);
 }
 
+/* LayerNormalization: the row statistics normalise, so the gradient flows
+ * through them (PyTorch's native_layer_norm_backward): LayerNormGrad(G, X,
+ * Scale) with output 0 (dX), 1 (dScale), 2 (dB), each recomputing the row
+ * statistics from X. Mean and InvStdDev (the optional outputs) are
+ * statistics: a loss that depends on them has no gradient here. */
+gcc_status gcc_grad_layer_norm(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  for (int k = 1; k < g->nodes[node].n_outputs; k++)
+    if (dy[k] >= 0) {
+      char desc[600];
+      return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                          "%s: %s: the gradient through output %d (%s) is not supported: the "
+                          "loss may depend on Y only",
+                          g->source, gcc_node_desc(g, node, desc, sizeof desc), k,
+                          k == LN_OUT_MEAN ? "Mean" : "InvStdDev");
+    }
+  int G = dy[0];
+  if (G < 0)
+    return GCC_OK;
+  static const char *const what[3] = {"dX", "dScale", "dB"};
+  for (int k = 0; k < 3; k++) {
+    g = gcc_grad_graph(c);
+    const gcc_node *n = &g->nodes[node];
+    if (k >= n->n_inputs || n->inputs[k] < 0 || !gcc_grad_wanted(c, n->inputs[k]))
+      continue;
+    int in[3] = {G, n->inputs[0], n->inputs[1]}, n2;
+    int64_t axis = n->av[LN_AXIS].i;
+    float eps = n->av[LN_EPSILON].f;
+    GCC_TRY(emit(c, GCC_OP_LAYER_NORM_GRAD, node, what[k], in, 3, &n2, &dx[k], d));
+    g = gcc_grad_graph(c);
+    GCC_TRY(gcc_node_set_int(g, n2, "axis", axis));
+    GCC_TRY(gcc_node_set_float(g, n2, "epsilon", eps));
+    GCC_TRY(gcc_node_set_int(g, n2, "output", k));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  return GCC_OK;
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -712,6 +750,8 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.none = "fp16 loss scaling: made by autodiff, after the "
                                              "backward"},
     [GCC_OP_AMP_UPDATE_SCALE] = {.none = "fp16 loss scaling: made by autodiff, after the updates"},
+    [GCC_OP_LAYER_NORM] = {.fn = gcc_grad_layer_norm},
+    [GCC_OP_LAYER_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

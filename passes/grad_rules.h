@@ -81,6 +81,9 @@ GCC_GRAD_DECL(conv_transpose)
 /* BatchNormalization (training form): dX, dscale, dB by BatchNormGrad(dY, X,
  * scale) with output = 0, 1, 2; the running mean and var get none. */
 GCC_GRAD_DECL(batch_norm)
+/* LayerNormalization: dX, dScale, dB by LayerNormGrad(dY, X, Scale) with
+ * output = 0, 1, 2; no gradient through Mean and InvStdDev (an error). */
+GCC_GRAD_DECL(layer_norm)
 /* Dropout (training form): dX = DropoutGrad(dY) with the node's ratio and key;
  * the identity in evaluation form. */
 GCC_GRAD_DECL(dropout)

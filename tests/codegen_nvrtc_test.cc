@@ -6,7 +6,9 @@
 // a reduction (broadcast, float4 and reduction code paths); in bfloat16 and
 // float16 (--precision) the MLP, both CNNs, MixedOpsNet (16-bit poolings,
 // BatchNorm, Concat, Transpose, Pad, ConvTranspose) and the imported
-// ResNet-style and MobileNet-style fixtures.
+// ResNet-style and MobileNet-style fixtures; LayerNormalization's kernels
+// (forward with and without Mean / InvStdDev, dX, dScale, dB; float32 and
+// behind a bfloat16 Linear).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -69,6 +71,8 @@ struct Case {
   int expect_min_kernels;
   int precision = 0;       /* --precision: 16-bit kernels for bf16 / fp16 */
   bool loss_scale = false; /* fp16 dynamic loss scaling (GradScaler's kernels) */
+  /* substrings of kernel names the set must have (space-separated), or NULL */
+  const char *expect_kernels = nullptr;
 };
 
 void CompileAll(const Case &c) {
@@ -94,6 +98,18 @@ void CompileAll(const Case &c) {
   gcc_kernel_set ks;
   ASSERT_EQ(gcc_codegen_emit(g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
   EXPECT_GE(ks.n_kernels, c.expect_min_kernels);
+  if (c.expect_kernels) {
+    std::string want(c.expect_kernels), have;
+    for (int i = 0; i < ks.n_kernels; i++)
+      have += std::string(" ") + ks.kernels[i].name;
+    for (size_t at = 0, sp; at < want.size(); at = sp + 1) {
+      sp = want.find(' ', at);
+      if (sp == std::string::npos)
+        sp = want.size();
+      std::string k = want.substr(at, sp - at);
+      EXPECT_NE(have.find(k), std::string::npos) << "no kernel named *" << k << "*:" << have;
+    }
+  }
   if (c.loss_scale) { /* the check, the update, and the unscale in the optimizer */
     const std::string src(ks.source);
     EXPECT_NE(src.find("AmpNonFiniteCheck"), std::string::npos);
@@ -251,6 +267,84 @@ TEST(CodegenNvrtc, EverySixteenBitKernelOfTheCnnsAndImportedModelsCompiles) {
   gcc_graph_free(mobilenet);
   gcc_graph_free(cifar);
   gcc_graph_free(mcnn);
+}
+
+// LayerNormalization (issue 30): x [N, 16, 384] (a GPT block's width, more
+// than the 256 lanes of a row) -> LayerNormalization -> MSE, trained with
+// Adam (the forward, dX, and the chunked column sums of dScale and dB); the
+// same behind a Linear in bfloat16 (a Cast to float32 before it); and an
+// evaluation graph whose LayerNormalization over axis 2 of [N, 3, 4, 5], with
+// no B, also writes Mean and InvStdDev (graph outputs).
+gcc_graph *LayerNormNet(bool linear) {
+  gcc_builder *b = gcc_builder_new(linear ? "ln_linear" : "ln_net", 1);
+  int64_t xd[3] = {GCC_BATCH_DIM, 16, 384}, cd = 384;
+  std::vector<float> ones(384, 1.0f), zeros(384, 0.0f);
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 3, xd);
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 3, xd);
+  int h = x;
+  if (linear) {
+    int64_t x2[2] = {GCC_BATCH_DIM, 384};
+    x = gcc_build_input(b, "x2", GCC_DT_FLOAT32, 2, x2);
+    t = gcc_build_input(b, "t2", GCC_DT_FLOAT32, 2, x2);
+    h = gcc_build_linear(b, "fc", x, 384, 384);
+  }
+  int in[3] = {h, gcc_build_param(b, "ln.weight", 1, &cd, ones.data()),
+               gcc_build_param(b, "ln.bias", 1, &cd, zeros.data())};
+  int y = gcc_build_op(b, GCC_OP_LAYER_NORM, "ln", "ln.out", in, 3);
+  int loss = gcc_build_mse(b, "loss", y, t);
+  gcc_build_output(b, loss);
+  return FinishInlineTraining(b, "loss", "ln.out", linear ? "x2" : "x", linear ? "t2" : "t",
+                              Opt(GCC_OPT_ADAM, 0.01f));
+}
+
+gcc_graph *LayerNormStatsNet() {
+  gcc_builder *b = gcc_builder_new("ln_stats", 1);
+  int64_t xd[4] = {GCC_BATCH_DIM, 3, 4, 5}, sd[2] = {4, 5};
+  std::vector<float> scale(20, 0.5f);
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 4, xd);
+  int in[2] = {x, gcc_build_const(b, "scale", GCC_DT_FLOAT32, 2, sd, scale.data())};
+  int y = gcc_build_op(b, GCC_OP_LAYER_NORM, "ln", "ln.out", in, 2);
+  gcc_build_set_int(b, y, "axis", 2);
+  gcc_graph *g = b->g;
+  int node = g->values[y].producer, stats[2];
+  gcc_diag d{};
+  const char *names[2] = {"ln.mean", "ln.inv_std_dev"};
+  for (int k = 0; k < 2; k++) {
+    EXPECT_EQ(gcc_graph_add_value(g, names[k], GCC_DT_UNDEFINED, nullptr, GCC_VALUE_ACTIVATION,
+                                  nullptr, 0, &stats[k], &d),
+              GCC_OK)
+        << d.msg;
+    gcc_node *n = &g->nodes[node];
+    int *o = static_cast<int *>(realloc(n->outputs, (size_t)(n->n_outputs + 1) * sizeof(int)));
+    EXPECT_NE(o, nullptr);
+    o[n->n_outputs++] = stats[k];
+    n->outputs = o;
+    g->values[stats[k]].producer = node;
+  }
+  gcc_build_output(b, y);
+  gcc_build_output(b, stats[0]);
+  gcc_build_output(b, stats[1]);
+  gcc_graph *out = nullptr;
+  EXPECT_EQ(gcc_builder_finish(b, &out, &d), GCC_OK) << d.msg;
+  return out;
+}
+
+TEST(CodegenNvrtc, LayerNormKernelsCompileForSm80AndSm90) {
+  gcc_graph *net = LayerNormNet(false), *lin = LayerNormNet(true), *stats = LayerNormStatsNet();
+  ASSERT_TRUE(net && lin && stats);
+  const Case cases[] = {
+      {"layer_norm_train_b4", net, GCC_MODE_TRAIN, 4, 6, 0, false,
+       "k_ln_k ln_dScale_k ln_dB_k _stats _part"},
+      {"layer_norm_eval_b3", net, GCC_MODE_EVAL, 3, 1, 0, false, "k_ln_k"},
+      {"layer_norm_linear_train_b64_bf16", lin, GCC_MODE_TRAIN, 64, 6, GCC_PRECISION_BF16, false,
+       "k_ln_k ln_dX_k ln_dScale_k ln_dB_k _stats _part"},
+      {"layer_norm_stats_eval_b2", stats, GCC_MODE_EVAL, 2, 1, 0, false, "k_ln_k"},
+  };
+  for (const Case &c : cases)
+    CompileAll(c);
+  gcc_graph_free(net);
+  gcc_graph_free(lin);
+  gcc_graph_free(stats);
 }
 
 // The generated epilogue kernels (cuBLASLt refused the fused epilogue) for

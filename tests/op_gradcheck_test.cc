@@ -3283,6 +3283,121 @@ TEST(DropoutGrad, CpuAndHostCudaPlansDrawTheSameMaskBitwise) {
   }
 }
 
+// ---- LayerNormalization (issue 30) --------------------------------------------------------
+
+// torch.nn.functional.layer_norm in float64: rows of the dims before `axis`,
+// each normalised by its mean and biased variance over the dims from `axis`.
+T64 RefLayerNorm(const T64 &x, const T64 &scale, const T64 *bias, int64_t axis, double eps) {
+  int64_t r = static_cast<int64_t>(x.dims.size());
+  if (axis < 0)
+    axis += r;
+  int64_t D = 1;
+  for (int64_t k = axis; k < r; ++k)
+    D *= x.dims[k];
+  int64_t rows = Numel(x.dims) / D;
+  T64 y = x;
+  for (int64_t i = 0; i < rows; ++i) {
+    double s = 0, v = 0;
+    for (int64_t j = 0; j < D; ++j)
+      s += x.v[i * D + j];
+    double mu = s / static_cast<double>(D);
+    for (int64_t j = 0; j < D; ++j)
+      v += (x.v[i * D + j] - mu) * (x.v[i * D + j] - mu);
+    double rstd = 1.0 / std::sqrt(v / static_cast<double>(D) + eps);
+    for (int64_t j = 0; j < D; ++j)
+      y.v[i * D + j] = (x.v[i * D + j] - mu) * rstd * scale.v[j] + (bias ? bias->v[j] : 0.0);
+  }
+  return y;
+}
+
+// Forward against float64 and dX, dScale, dB against central differences,
+// on the CPU and (first seed) through the host-emulated CUDA plan: (B, T, C)
+// over the last axis, 4-D over axis 1 and 2, 2-D over every dim (axis 0),
+// without B, and epsilon other than the default.
+TEST(LayerNormGrad, EveryAxisWithAndWithoutBias) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed + 40);
+    for (int rep = 0; rep < 5; ++rep) {
+      Dims d;
+      int64_t axis = -1;
+      switch (rep) {
+      case 0: d = {r.I(1, 3), r.I(2, 5), r.I(3, 9)}; break; // (B, T, C), axis -1
+      case 1: d = {r.I(1, 3), r.I(2, 4), r.I(2, 3), r.I(2, 3)}, axis = 1; break;
+      case 2: d = {r.I(1, 3), r.I(2, 3), r.I(2, 4), r.I(2, 4)}, axis = 2; break;
+      case 3: d = {r.I(2, 4), r.I(2, 5)}, axis = 0; break;   // one row
+      default: d = {r.I(2, 7), r.I(3, 6)}, axis = -1; break; // no B
+      }
+      const bool has_b = rep != 4;
+      const float eps = rep == 2 ? 1e-2f : 1e-5f;
+      int64_t a = axis < 0 ? axis + static_cast<int64_t>(d.size()) : axis;
+      Dims nd(d.begin() + a, d.end());
+      GradCase c;
+      c.label =
+          "LayerNormalization " + Str(d) + " axis " + std::to_string(axis) + (has_b ? "" : " no B");
+      c.params.push_back({"X", d, r.F(Numel(d), -2, 2)});
+      c.params.push_back({"Scale", nd, r.F(Numel(nd), 0.5, 1.5)});
+      if (has_b)
+        c.params.push_back({"B", nd, r.F(Numel(nd))});
+      c.build = [=](gcc_builder *b, const Ids &v) {
+        std::vector<int> in = {v.at("X"), v.at("Scale")};
+        if (has_b)
+          in.push_back(v.at("B"));
+        int y = Op(b, GCC_OP_LAYER_NORM, "ln", in);
+        if (axis != -1)
+          gcc_build_set_int(b, y, "axis", axis);
+        if (eps != 1e-5f)
+          gcc_build_set_float(b, y, "epsilon", eps);
+        return y;
+      };
+      c.ref = [=](const Env &e) {
+        return RefLayerNorm(e.at("X"), e.at("Scale"), has_b ? &e.at("B") : nullptr, axis, eps);
+      };
+      c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD};
+      c.cuda = seed == kSeeds[0];
+      RunGradCase(c, seed);
+    }
+  }
+}
+
+// A Transformer-sized row (C = 384, more than the 256 lanes of the CUDA
+// kernels) and more rows than the column sums' chunks (GCC_LN_CHUNKS), on
+// the CPU and the host-emulated CUDA plan: X as an input, so only Scale's
+// and B's gradients (the column sums) and the forward are checked here;
+// dX of long rows is in LayerNormGrad.LongRowsDx.
+TEST(LayerNormGrad, LongRowsColumnSums) {
+  Rng r(77);
+  Dims d = {2, 40, 384};
+  Dims nd = {384};
+  GradCase c;
+  c.label = "LayerNormalization " + Str(d);
+  c.inputs.push_back(FloatInput("X", d, r.F(Numel(d), -2, 2)));
+  c.params.push_back({"Scale", nd, r.F(384, 0.5, 1.5)});
+  c.params.push_back({"B", nd, r.F(384)});
+  c.build = [](gcc_builder *b, const Ids &v) {
+    return Op(b, GCC_OP_LAYER_NORM, "ln", {v.at("X"), v.at("Scale"), v.at("B")});
+  };
+  c.ref = [](const Env &e) { return RefLayerNorm(e.at("X"), e.at("Scale"), &e.at("B"), -1, 1e-5); };
+  c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD};
+  c.cuda = true;
+  RunGradCase(c, 1);
+}
+
+TEST(LayerNormGrad, LongRowsDx) {
+  Rng r(78);
+  Dims d = {3, 300};
+  GradCase c;
+  c.label = "LayerNormalization " + Str(d) + " dX";
+  c.params.push_back({"X", d, r.F(Numel(d), -2, 2)});
+  c.inputs.push_back(FloatInput("Scale", {300}, r.F(300, 0.5, 1.5)));
+  c.build = [](gcc_builder *b, const Ids &v) {
+    return Op(b, GCC_OP_LAYER_NORM, "ln", {v.at("X"), v.at("Scale")});
+  };
+  c.ref = [](const Env &e) { return RefLayerNorm(e.at("X"), e.at("Scale"), nullptr, -1, 1e-5); };
+  c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD};
+  c.cuda = true;
+  RunGradCase(c, 1);
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -3371,6 +3486,10 @@ const Covered kCovered[] = {
      "LossScale.* (tests/loss_scale_test.cc)"},
     {GCC_OP_AMP_UPDATE_SCALE, "AmpUpdateScale", kInternal,
      "LossScale.* (tests/loss_scale_test.cc)"},
+    {GCC_OP_LAYER_NORM, "LayerNormalization", kGradcheck,
+     "LayerNormGrad.*, LayerNorm.* (tests/layer_norm_test.cc)"},
+    {GCC_OP_LAYER_NORM_GRAD, "LayerNormGrad", kInternal,
+     "LayerNormGrad.*, LayerNorm.* (tests/layer_norm_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -10,8 +10,9 @@
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -82,6 +83,10 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_CAST] = {.kernel = gcc_cpu_cast, .reads_16bit = 1},
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.kernel = gcc_cpu_amp_non_finite_check},
     [GCC_OP_AMP_UPDATE_SCALE] = {.kernel = gcc_cpu_amp_update_scale},
+    /* runtime/cpu/cpu_norm.c: float64 row statistics, rows over the OpenMP threads */
+    [GCC_OP_LAYER_NORM] = {.kernel = gcc_cpu_layer_norm},
+    [GCC_OP_LAYER_NORM_GRAD] = {.kernel = gcc_cpu_layer_norm_grad,
+                                .workspace = gcc_cpu_layer_norm_grad_workspace},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
