@@ -754,8 +754,11 @@ static void draw_bar(FILE *out, int cols, int64_t epoch, int64_t epochs, int64_t
    * no bar (the line is then cut at the width) */
   static const int min_bar[4] = {10, 10, 5, 0};
   for (int stage = 0; stage < 4; stage++) {
-    snprintf(left, sizeof left, "%s%" PRId64 "/%" PRId64 " %3d%%", stage < 2 ? "epoch " : "", epoch,
-             epochs, pct);
+    if (epochs > 0)
+      snprintf(left, sizeof left, "%s%" PRId64 "/%" PRId64 " %3d%%", stage < 2 ? "epoch " : "",
+               epoch, epochs, pct);
+    else /* one bar over the run's steps (token data, --max-steps) */
+      snprintf(left, sizeof left, "%3d%%", pct);
     snprintf(right, sizeof right, " %" PRId64 "/%" PRId64 " [%s%s, loss %.4f]", done, total, times,
              stage == 0 ? rate : "", loss);
     int bar = width - (int)strlen(left) - (int)strlen(right) - 2;
@@ -1226,6 +1229,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   int ck_steps = cfg->checkpoint_dir && cfg->checkpoint_every > 0;
   double scalar_sum = 0; /* --log-dir: losses since the last train/loss scalar */
   int64_t in_scalar = 0;
+  double run_t0 = now_seconds(); /* the step bar of token data */
+  int64_t run_first_step = report->steps, run_first_samples = report->samples;
   for (int64_t epoch = start_epoch; st == GCC_OK && epoch < cfg->epochs; epoch++) {
     int64_t epoch_t0 = track ? gcc_prof_now() : 0;
     double t0 = now_seconds(), window = 0, epoch_loss = 0;
@@ -1301,7 +1306,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       taken++;
       issued++;
       /* losses come back in groups (on a GPU, once per log interval) */
-      int64_t every = cfg->progress ? (nb / 100 > 0 ? nb / 100 : 1) : cfg->log_every;
+      /* token data with --max-steps: one bar over the run's steps */
+      int step_bar = src.lm && cfg->max_steps > 0;
+      int64_t bar_total = step_bar ? cfg->max_steps : nb;
+      int64_t every = cfg->progress ? (bar_total / 100 > 0 ? bar_total / 100 : 1) : cfg->log_every;
       int ck_due = ck_steps && report->steps % cfg->checkpoint_every == 0;
       /* token data: estimate_loss every eval_every steps; the run's last
        * step is evaluated after the loop */
@@ -1347,7 +1355,13 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       if (cfg->quiet)
         continue;
       if (cfg->progress) { /* a TTY: one bar, redrawn about every 1% of the epoch */
-        if (epoch_batches % every == 0 || epoch_batches == nb) {
+        if (step_bar && (report->steps % every == 0 || run_ends)) {
+          draw_bar(out, out_columns(out, cfg->progress_columns), 0, 0, run_first_step,
+                   report->steps, cfg->max_steps, report->samples - run_first_samples,
+                   window / (double)in_window, now_seconds() - run_t0);
+          window = 0;
+          in_window = 0;
+        } else if (!step_bar && (epoch_batches % every == 0 || epoch_batches == nb)) {
           draw_bar(out, out_columns(out, cfg->progress_columns), epoch + 1, cfg->epochs, first,
                    epoch_batches, nb, epoch_samples, window / (double)in_window,
                    now_seconds() - t0);
@@ -1382,13 +1396,14 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     report->epochs_done++;
     report->last_epoch_seconds = secs;
     report->final_train_loss = epoch_loss / (double)taken;
-    if (cfg->progress && !cfg->quiet)
-      fprintf(out, "\n");
-    if (st == GCC_ERR_INTERRUPTED)
-      break;
     /* token data with --eval-every: evaluated on its steps, and at the end */
     int lm_skip = src.lm && cfg->eval_every > 0 && epoch + 1 < cfg->epochs &&
                   !(cfg->max_steps > 0 && report->steps >= cfg->max_steps);
+    /* the epoch's bar ends (token data's step bar goes on over epochs) */
+    if (cfg->progress && !cfg->quiet && !(src.lm && cfg->max_steps > 0 && lm_skip))
+      fprintf(out, "\n");
+    if (st == GCC_ERR_INTERRUPTED)
+      break;
     gcc_diag ed = {0};
     int64_t eval_t0 = track ? gcc_prof_now() : 0;
     gcc_status es = lm_skip ? GCC_OK : evaluate(s, &src, cfg, report, &ed);

@@ -1,8 +1,10 @@
 /*
  * trainer.h - the training loop of gcc-train: epochs of shuffled,
  * normalised batches (MNIST from IDX files, CIFAR-10 from its binary
- * batches, or data carried inline in the model), a log line every N batches, evaluation of the forward graph on
- * the test set after every epoch, and timing.
+ * batches, .npy arrays, or data carried inline in the model), a log line
+ * every N batches, evaluation of the forward graph on the test set after
+ * every epoch, and timing. Token data for language models (random windows,
+ * nanoGPT's estimate_loss) is runtime/trainer_lm.h's.
  *
  * Output imitates the PyTorch tutorials: "[epoch, batch] loss: x" lines,
  * then per epoch the test accuracy and loss; a progress bar instead of the

@@ -368,6 +368,33 @@ TEST_F(LmCli, AResumedRunIsTheUninterruptedOne) {
   EXPECT_EQ(ReadBytes(full), ReadBytes(resumed));
 }
 
+// --dataset tokens: train.bin/val.bin of uint16 ids below the model's 84;
+// an id past it names the file and its index.
+TEST_F(LmCli, TrainsOnUint16TokenFiles) {
+  std::string dir = tmp_.file("tok");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::vector<uint16_t> train(4000), val(400);
+  for (size_t i = 0; i < train.size(); i++)
+    train[i] = (uint16_t)(i * 7 % 84);
+  for (size_t i = 0; i < val.size(); i++)
+    val[i] = (uint16_t)(i * 7 % 84);
+  ASSERT_TRUE(WriteFile(dir + "/train.bin", train.data(), train.size() * 2));
+  ASSERT_TRUE(WriteFile(dir + "/val.bin", val.data(), val.size() * 2));
+  ProcResult r =
+      Train({model_, "--dataset", "tokens", "--data", dir, "--max-steps", "6", "--batch-size", "4",
+             "--eval-batches", "2", "--device", "cpu", "--threads", "1", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "step 6: train loss ")) << r.out;
+  val[123] = 84;
+  ASSERT_TRUE(WriteFile(dir + "/val.bin", val.data(), val.size() * 2));
+  r = Train({model_, "--dataset", "tokens", "--data", dir, "--max-steps", "2", "--batch-size", "64",
+             "--eval-batches", "20", "--device", "cpu", "--threads", "1", "--no-output"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, dir + "/val.bin: the token at index 123 of the file is id 84, but the "
+                               "model's vocabulary has 84 tokens"))
+      << r.err;
+}
+
 TEST_F(LmCli, BadDataAndFlagsGiveClearErrors) {
   // a missing text file is named
   ProcResult r = Train({model_, "--data", tmp_.file("none.txt"), "--max-steps", "1", "--device",
