@@ -1407,7 +1407,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     gcc_diag ed = {0};
     int64_t eval_t0 = track ? gcc_prof_now() : 0;
     gcc_status es = lm_skip ? GCC_OK : evaluate(s, &src, cfg, report, &ed);
-    if (track)
+    if (track && !lm_skip)
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), epoch);
     if (es != GCC_OK) {
       *d = ed;
