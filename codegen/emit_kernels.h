@@ -70,6 +70,13 @@ gcc_status gcc_emit_amp_non_finite_check_kernel(struct gcc_emitter *e, int group
 gcc_status gcc_emit_amp_update_scale_kernel(struct gcc_emitter *e, int group, int node);
 
 /* cuBLASLt runs a MatMul as one matmul when both operands are 2-D. */
+/* Gather (one thread per element of Y, any element type; an index out of
+ * range lowers the bad-label flag to -1 - its position) and GatherGrad (a
+ * block per row of dX scanning the indices in order: deterministic, the
+ * CPU kernel's additions bit for bit) (codegen/emit_index.c). */
+gcc_status gcc_emit_gather_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_gather_grad_kernel(struct gcc_emitter *e, int group, int node);
+
 int gcc_fits_matmul_2d(const gcc_graph *g, int node);
 /* cuDNN's pooling runs a float32 pooling (or its gradient) whose window has
  * no dilation and symmetric pads; a 16-bit one is a generated kernel

@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -139,6 +139,10 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_LAYER_NORM] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_layer_norm_kernel},
     [GCC_OP_LAYER_NORM_GRAD] = {.kind = GCC_LOWER_KERNEL,
                                 .kernel = gcc_emit_layer_norm_grad_kernel},
+    /* an index map over any element type (a copy: 16-bit data stays 16-bit) */
+    [GCC_OP_GATHER] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_gather_kernel, .kernel16 = 1},
+    /* a block per row of dX scanning the indices: deterministic, no atomics */
+    [GCC_OP_GATHER_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_gather_grad_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -91,6 +91,8 @@ static const gcc_attr_spec kLayerNormGradAttrs[] = {I("axis", -1), F("epsilon", 
 _Static_assert((int)LN_AXIS == (int)LN_GRAD_AXIS && (int)LN_EPSILON == (int)LN_GRAD_EPSILON,
                "LayerNormalization and LayerNormGrad share axis and epsilon positions");
 static const gcc_attr_spec kCastAttrs[] = {{"to", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
+static const gcc_attr_spec kGatherAttrs[] = {I("axis", 0)};
+static const gcc_attr_spec kGatherGradAttrs[] = {I("axis", 0), INTS_REQ("shape")};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
@@ -101,7 +103,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -770,6 +772,32 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                     "row and g = dY Scale, dX = rstd (g - mean(g) - xhat "
                                     "mean(g xhat)) (output 0), dScale = sum over rows of dY xhat "
                                     "(1), dB = sum over rows of dY (2)"},
+    [GCC_OP_GATHER] = {.name = "Gather",
+                       .min_inputs = 2,
+                       .max_inputs = 2,
+                       .n_outputs = 1,
+                       .input_names = "data, indices",
+                       .attrs = kGatherAttrs,
+                       .n_attrs = COUNT(kGatherAttrs),
+                       .shape = shape_gather,
+                       .semantics = "ONNX Gather-13 along axis (torch.index_select; axis 0 of a "
+                                    "[V, C] table by [B, T] ids is nn.Embedding), negative "
+                                    "indices counted from the end, an out-of-range index an "
+                                    "error at run time"},
+    [GCC_OP_GATHER_GRAD] = {.name = "GatherGrad",
+                            .min_inputs = 2,
+                            .max_inputs = 2,
+                            .n_outputs = 1,
+                            .input_names = "dY, indices",
+                            .attrs = kGatherGradAttrs,
+                            .n_attrs = COUNT(kGatherGradAttrs),
+                            .flags = GCC_OPF_INTERNAL,
+                            .shape = shape_gather_grad,
+                            .flops = numel_in0,
+                            .semantics = "the backward of Gather: zeros of data's shape, dY's "
+                                         "slices added at their indices in index order (a "
+                                         "deterministic scatter-add: torch index_add_, "
+                                         "embedding_backward)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

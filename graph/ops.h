@@ -157,7 +157,9 @@ typedef struct gcc_op_desc {
   X(AMP_NON_FINITE_CHECK, AmpNonFiniteCheck)                                                       \
   X(AMP_UPDATE_SCALE, AmpUpdateScale)                                                              \
   X(LAYER_NORM, LayerNormalization)                                                                \
-  X(LAYER_NORM_GRAD, LayerNormGrad)
+  X(LAYER_NORM_GRAD, LayerNormGrad)                                                                \
+  X(GATHER, Gather)                                                                                \
+  X(GATHER_GRAD, GatherGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -262,6 +264,21 @@ enum { AMP_UPDATE_IN_SCALE, AMP_UPDATE_IN_FOUND_INF, AMP_UPDATE_IN_TRACKER, AMP_
  * corrections with t = applied_steps + 1; SGD's first momentum step when it
  * is 0). */
 enum { SGD_IN_SCALER = 3, ADAM_IN_SCALER = 4 };
+/* Gather (data, indices) -> Y, ONNX Gather-13 (torch.index_select; with
+ * axis 0 of a [V, C] table and [B, T] ids, nn.Embedding's lookup): data of
+ * rank r >= 1 (float32, int64, int32; float16 / bfloat16 under autocast),
+ * indices int64 or int32 of any shape q, Y = data.shape[:axis] + q +
+ * data.shape[axis + 1:], Y[o, j, i] = data[o, idx[j], i] with a negative
+ * index counting from the end (idx + data.dims[axis]). An index outside
+ * [-dims[axis], dims[axis]) is an error when the step runs
+ * (GCC_ERR_INVALID_ARGUMENT naming the node and the index's position), never
+ * a read outside data.
+ * GatherGrad (dY, indices) -> dX of `shape` (data's shape), the adjoint:
+ * zeros, then dX[o, idx[j], i] += dY[o, j, i] for every j in index order (a
+ * deterministic scatter-add, torch.Tensor.index_add_ / embedding_backward);
+ * float32 only. */
+enum { GATHER_AXIS };
+enum { GATHER_GRAD_AXIS, GATHER_GRAD_SHAPE };
 enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
 /* LayerNormalization (X, Scale, B?) -> Y (, Mean, InvStdDev), ONNX
  * LayerNormalization-17 = torch.nn.functional.layer_norm: X is seen as

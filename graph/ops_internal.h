@@ -9,6 +9,7 @@
  *   graph/ops_shape_window.c Conv, the pools and their gradients (2-D, NCHW)
  *   graph/ops_shape_layers.c LRN, BatchNormalization, LayerNormalization, Dropout, Concat,
  *                            Transpose, Pad, ConvTranspose
+ *   graph/ops_shape_index.c  Gather and GatherGrad
  *   graph/ops_flops.c        the FLOPs functions
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
@@ -121,6 +122,8 @@ gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_transpose(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_gather(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_gather_grad(gcc_graph *g, int node, gcc_diag *d);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

@@ -296,7 +296,7 @@ static gcc_status ex_gemm(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_dia
 }
 
 static gcc_status ex_axis(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
-  return attr_int(E, np, "axis", n->av[0].i, d); /* Softmax, LogSoftmax, Flatten, Concat */
+  return attr_int(E, np, "axis", n->av[0].i, d); /* Softmax, LogSoftmax, Flatten, Concat, Gather */
 }
 
 static gcc_status ex_reshape(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
@@ -424,7 +424,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -489,6 +489,8 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_AMP_UPDATE_SCALE] = NONE("fp16 loss scaling's scale update (made for training)"),
     [GCC_OP_LAYER_NORM] = MAP_A("LayerNormalization", ex_layer_norm),
     [GCC_OP_LAYER_NORM_GRAD] = TRAINING("the gradient of LayerNormalization"),
+    [GCC_OP_GATHER] = MAP_A("Gather", ex_axis),
+    [GCC_OP_GATHER_GRAD] = TRAINING("the gradient of Gather"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -41,6 +41,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"Div", {1, 6, 7, 13, 14}, cv_div, "Div"},
     {"Dropout", {1, 6, 7, 10, 12, 13}, cv_dropout, "folded (identity), or Dropout to train"},
     {"Flatten", {1, 9, 11, 13, 21}, cv_flatten, "Reshape"},
+    {"Gather", {1, 11, 13}, cv_gather, "Gather (folded for constants)"},
     {"Gemm", {1, 6, 7, 9, 11, 13}, cv_gemm, "Gemm"},
     {"GlobalAveragePool", {1}, cv_global_avgpool, "AveragePool"},
     {"GlobalMaxPool", {1}, cv_global_maxpool, "MaxPool"},

@@ -6,6 +6,7 @@
  *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
+ *   onnx/import_ops_index.c        Gather
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
  *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
@@ -155,6 +156,9 @@ gcc_status cv_hard_swish(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_norm.c: LayerNormalization */
 gcc_status cv_layer_norm(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_index.c: Gather */
+gcc_status cv_gather(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
 gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);

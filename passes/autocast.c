@@ -84,7 +84,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -160,6 +160,11 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
      * float32, and Y (and dX) are float32, as PyTorch's under autocast */
     [GCC_OP_LAYER_NORM] = {AC_FP32, 0, 0},
     [GCC_OP_LAYER_NORM_GRAD] = {AC_FP32, 0, 0},
+    /* embedding is on neither of autocast's lists: nn.Embedding of a float32
+     * table is float32 (the table is a float32 parameter), and its gradient
+     * is float32 */
+    [GCC_OP_GATHER] = {AC_FP32, 0, 0},
+    [GCC_OP_GATHER_GRAD] = {AC_FP32, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

@@ -685,11 +685,29 @@ gcc_status gcc_grad_layer_norm(gcc_grad_ctx *c, int node, const int *dy, int *dx
   return GCC_OK;
 }
 
+/* Gather: dX = GatherGrad(G, indices), zeros of data's shape with G's rows
+ * added at their indices (a deterministic scatter-add); no gradient for the
+ * indices (integers). */
+static gcc_status gcc_grad_gather(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], I = g->nodes[node].inputs[1];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const gcc_shape xs = g->values[X].shape;
+  int64_t axis = g->nodes[node].av[GATHER_AXIS].i;
+  int in[2] = {dy[0], I}, n2;
+  GCC_TRY(emit(c, GCC_OP_GATHER_GRAD, node, "dX", in, 2, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_ints(g, n2, "shape", xs.dims, xs.ndim));
+  GCC_TRY(gcc_node_set_int(g, n2, "axis", axis));
+  return gcc_grad_finish(c, n2, d);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -752,6 +770,8 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_AMP_UPDATE_SCALE] = {.none = "fp16 loss scaling: made by autodiff, after the updates"},
     [GCC_OP_LAYER_NORM] = {.fn = gcc_grad_layer_norm},
     [GCC_OP_LAYER_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_GATHER] = {.fn = gcc_grad_gather},
+    [GCC_OP_GATHER_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

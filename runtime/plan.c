@@ -2024,6 +2024,11 @@ gcc_status gcc_plan_wait_readback(gcc_plan *p, int entry, gcc_diag *d) {
     if (*bad != GCC_BAD_LABEL_NONE) {
       int row = *bad;
       *bad = GCC_BAD_LABEL_NONE;
+      if (row < 0) /* a Gather kernel's: -1 - the position (codegen/emit_index.c) */
+        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                            "%s: a Gather's index at position %d is "
+                            "outside its axis (found by the kernel on the GPU)",
+                            p->g->source, -1 - row);
       const char *loss = "the loss";
       for (int i = 0; i < p->g->n_nodes; i++)
         if (gcc_op(p->g->nodes[i].op)->flags & GCC_OPF_LOSS)

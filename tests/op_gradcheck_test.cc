@@ -3398,6 +3398,217 @@ TEST(LayerNormGrad, LongRowsDx) {
   RunGradCase(c, 1);
 }
 
+// ---- Gather (ONNX Gather-13; nn.Embedding, index_select) ----------------------------
+
+// Index input `name` of dims `dims` (int64 or int32), values `v`.
+InputSpec IndexInput(const std::string &name, gcc_dtype dt, const Dims &dims,
+                     const std::vector<int64_t> &v) {
+  InputSpec s = LabelInput(name, dt, v);
+  s.dims = dims;
+  return s;
+}
+
+// float64 Gather along `axis` (negative indices wrap), the reference.
+T64 RefGather(const T64 &x, int64_t axis, const Dims &idims, const std::vector<int64_t> &idx) {
+  const int r = static_cast<int>(x.dims.size());
+  if (axis < 0)
+    axis += r;
+  int64_t outer = 1, inner = 1, a = x.dims[axis];
+  for (int i = 0; i < axis; ++i)
+    outer *= x.dims[i];
+  for (int i = static_cast<int>(axis) + 1; i < r; ++i)
+    inner *= x.dims[i];
+  Dims od(x.dims.begin(), x.dims.begin() + axis);
+  od.insert(od.end(), idims.begin(), idims.end());
+  od.insert(od.end(), x.dims.begin() + axis + 1, x.dims.end());
+  T64 y = Zeros(od);
+  const int64_t n = static_cast<int64_t>(idx.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t v = idx[j] < 0 ? idx[j] + a : idx[j];
+      for (int64_t i = 0; i < inner; ++i)
+        y.v[(o * n + j) * inner + i] = x.v[(o * a + v) * inner + i];
+    }
+  return y;
+}
+
+GradCase GatherCase(const std::string &what, const Dims &xd, const std::vector<float> &x,
+                    int64_t axis, gcc_dtype idt, const Dims &idims, const std::vector<int64_t> &idx,
+                    bool cuda) {
+  GradCase c;
+  c.label = "Gather " + what + " X" + Str(xd) + " axis " + std::to_string(axis) + " indices" +
+            Str(idims) + (idt == GCC_DT_INT32 ? " int32" : " int64");
+  c.params.push_back({"X", xd, x});
+  c.inputs.push_back(IndexInput("idx", idt, idims, idx));
+  c.build = [axis](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_GATHER, "gather", {v.at("X"), v.at("idx")});
+    gcc_build_set_int(b, y, "axis", axis);
+    return y;
+  };
+  c.ref = [axis, idims, idx](const Env &e) { return RefGather(e.at("X"), axis, idims, idx); };
+  c.bwd_ops = {GCC_OP_GATHER_GRAD};
+  c.cuda = cuda;
+  return c;
+}
+
+// nn.Embedding's lookup: axis 0 of a [V, C] table by [B, T] ids, ids
+// repeated (their gradients add up) and negative (counted from the end).
+TEST(GatherGrad, EmbeddingWithRepeatedAndNegativeIds) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    const int64_t V = r.I(3, 7), C = r.I(1, 6), B = r.I(1, 3), T = r.I(2, 5);
+    std::vector<int64_t> ids(static_cast<size_t>(B * T));
+    for (int64_t &v : ids)
+      v = r.I(-V, V - 1);
+    ids[0] = ids.back() = 1; // at least one repeat
+    for (gcc_dtype idt : {GCC_DT_INT64, GCC_DT_INT32})
+      RunGradCase(
+          GatherCase("embedding", {V, C}, r.F(V * C), 0, idt, {B, T}, ids, seed == kSeeds[0]),
+          seed);
+  }
+}
+
+// index_select along every axis (negative axes too), with scalar, 1-D and
+// 2-D indices.
+TEST(GatherGrad, EveryAxisWithScalarVectorAndMatrixIndices) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    Dims xd = r.RandDims(3, 2, 4);
+    for (int64_t axis = -3; axis < 3; ++axis) {
+      const int64_t a = xd[static_cast<size_t>(axis < 0 ? axis + 3 : axis)];
+      for (const Dims &idims : {Dims{}, Dims{3}, Dims{2, 2}}) {
+        std::vector<int64_t> idx(static_cast<size_t>(Numel(idims)));
+        for (int64_t &v : idx)
+          v = r.I(-a, a - 1);
+        RunGradCase(GatherCase("index_select", xd, r.F(Numel(xd)), axis, GCC_DT_INT64, idims, idx,
+                               seed == kSeeds[0] && axis >= 0 && idims.size() == 2),
+                    seed);
+      }
+    }
+  }
+}
+
+// Gather moves any element type (the shape vectors of exported models are
+// int64): the forward only, no gradient.
+TEST(InternalOps, GatherOfIntegersAndOutOfRangeIndices) {
+  DirectCase c;
+  c.label = "Gather int64 rows";
+  c.inputs = {LabelInput("X", GCC_DT_INT64, {10, 20, 30, 40}),
+              IndexInput("idx", GCC_DT_INT32, {2, 2}, {3, -4, 1, 1})};
+  c.inputs[0].dims = {2, 2};
+  c.build = [](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_GATHER, "gather", {v.at("X"), v.at("idx")});
+    gcc_build_set_int(b, y, "axis", 1);
+    return y;
+  };
+  // X [[10, 20], [30, 40]] along axis 1 by [[3, -4], [1, 1]]: out of range
+  c.run_status = GCC_ERR_INVALID_ARGUMENT;
+  RunDirect(c);
+  c.label = "Gather int64 rows, in range";
+  c.inputs[1] = IndexInput("idx", GCC_DT_INT32, {2, 2}, {1, -2, 0, 1});
+  c.run_status = GCC_OK;
+  c.expect = Zeros({2, 2, 2});
+  c.expect.v = {20, 10, 10, 20, 40, 30, 30, 40};
+  c.expect_dt = GCC_DT_INT64;
+  RunDirect(c);
+}
+
+// The CUDA plan's GatherGrad (a block per row of dX scanning the indices in
+// tiles, codegen/emit_index.c) adds what the CPU kernel adds in the same
+// order: the gradients are equal bit for bit. The sizes cross the kernel's
+// tiles (more than 256 ids) and column passes (more than 4 x 256 columns);
+// an id out of range fails the CUDA step as it fails the CPU's.
+TEST(InternalOps, GatherGradIsBitwiseTheSameOnTheCudaPlan) {
+  if (!BuiltWithNvrtc())
+    GTEST_SKIP() << "built without NVRTC (--config=cpu_only): no CUDA plan";
+  const int64_t V = 3, C = 1030, N = 300;
+  Rng r(11);
+  std::vector<int64_t> ids(N);
+  for (int64_t &v : ids)
+    v = r.I(-V, V - 1);
+  GradCase c = GatherCase("wide", {V, C}, r.F(V * C), 0, GCC_DT_INT64, {N}, ids, true);
+  InputSpec target = FloatInput("gc.target", {N, C}, r.F(N * C));
+  gcc_builder *b = gcc_builder_new("gather_bits", 1);
+  ASSERT_NE(b, nullptr);
+  Ids v;
+  v["idx"] = gcc_build_input(b, "idx", GCC_DT_INT64, 1, c.inputs[0].dims.data());
+  v["X"] = gcc_build_param(b, "X", 2, c.params[0].dims.data(), c.params[0].data.data());
+  int out = c.build(b, v);
+  int t = gcc_build_input(b, target.name.c_str(), GCC_DT_FLOAT32, 2, target.dims.data());
+  int loss = gcc_build_mse(b, kLossName, out, t);
+  std::string loss_name = b->g->values[loss].name;
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = loss_name.c_str();
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.batch_size = 1;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *model_raw = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_builder_finish(b, &model_raw, &d), GCC_OK) << d.msg;
+  GraphPtr model(model_raw);
+  Storage s;
+  s.param["X"] = c.params[0].data;
+  s.grad["X"].assign(c.params[0].data.size(), 0.0f);
+  gcc_options o = {};
+  o.mode = GCC_MODE_TRAIN;
+  o.batch_size = 1;
+  o.opt.kind = GCC_OPT_NONE;
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  gcc_plan *plan_raw = nullptr;
+  ASSERT_EQ(gcc_plan_compile(model.get(), &o, &cfg, BindPersistent, &s, &plan_raw, &d), GCC_OK)
+      << d.msg;
+  PlanPtr plan(plan_raw);
+  ASSERT_EQ(gcc_plan_bind_input(plan.get(), "idx", c.inputs[0].data(), &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_bind_input(plan.get(), target.name.c_str(), target.f.data(), &d), GCC_OK);
+  ASSERT_EQ(gcc_plan_run(plan.get(), 0, &d), GCC_OK) << d.msg;
+  double cuda_loss = 0;
+  std::map<std::string, std::vector<float>> cuda_grad;
+  RunOnHostCuda(model.get(), c, target, loss_name, s, &cuda_loss, &cuda_grad);
+  ASSERT_EQ(cuda_grad["X"].size(), s.grad["X"].size());
+  EXPECT_EQ(std::memcmp(cuda_grad["X"].data(), s.grad["X"].data(), s.grad["X"].size() * 4), 0)
+      << "the CUDA plan's GatherGrad differs from the CPU's";
+
+  // an id out of range: the CUDA step fails naming the position, as the CPU's
+  GradCase bad = c;
+  bad.inputs[0].i64[7] = V;
+  ASSERT_EQ(gcc_plan_bind_input(plan.get(), "idx", bad.inputs[0].data(), &d), GCC_OK);
+  EXPECT_EQ(gcc_plan_run(plan.get(), 0, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("position 7"), std::string::npos) << d.msg;
+  gcc_host_test::HostBackend *hb = SharedHostBackend();
+  DeviceStorage ds{hb, &s, {}, {}, {}};
+  o.device = GCC_DEV_CUDA(0);
+  o.device_explicit = 1;
+  o.n_cuda_devices = 1;
+  FILE *quiet = std::fopen("/dev/null", "w");
+  o.warn_file = quiet;
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  gcc_plan_config dc{};
+  dc.threads = 1;
+  dc.readback_ring = 1;
+  dc.device = &hb->be;
+  dc.sm = 90;
+  dc.sm_count = 4;
+  dc.compile = gcc_kernel_cache_hook;
+  dc.compile_user = (void *)&kNoCache;
+  gcc_plan *dev_raw = nullptr;
+  gcc_status st = gcc_plan_compile(model.get(), &o, &dc, DeviceStorage::Bind, &ds, &dev_raw, &d);
+  if (quiet)
+    std::fclose(quiet);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  PlanPtr dev(dev_raw);
+  ASSERT_EQ(gcc_plan_bind_input(dev.get(), "idx", bad.inputs[0].data(), &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_plan_bind_input(dev.get(), target.name.c_str(), target.f.data(), &d), GCC_OK);
+  gcc_diag dd = {};
+  st = gcc_plan_run(dev.get(), 0, &dd);
+  if (st == GCC_OK) {
+    EXPECT_EQ(gcc_plan_host_tensor(dev.get(), loss_name.c_str(), &dd), nullptr);
+  }
+  EXPECT_NE(std::string(dd.msg).find("position 7"), std::string::npos) << dd.msg;
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -3490,6 +3701,10 @@ const Covered kCovered[] = {
      "LayerNormGrad.*, LayerNorm.* (tests/layer_norm_test.cc)"},
     {GCC_OP_LAYER_NORM_GRAD, "LayerNormGrad", kInternal,
      "LayerNormGrad.*, LayerNorm.* (tests/layer_norm_test.cc)"},
+    {GCC_OP_GATHER, "Gather", kGradcheck,
+     "GatherGrad.*, InternalOps.GatherOfIntegersAndOutOfRangeIndices"},
+    {GCC_OP_GATHER_GRAD, "GatherGrad", kInternal,
+     "GatherGrad.*, InternalOps.GatherGradIsBitwiseTheSameOnTheCudaPlan"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -109,6 +109,11 @@ gcc_status gcc_cpu_lrn(const gcc_kernel_args *a);
 gcc_status gcc_cpu_concat(const gcc_kernel_args *a);
 gcc_status gcc_cpu_transpose(const gcc_kernel_args *a);
 gcc_status gcc_cpu_pad(const gcc_kernel_args *a);
+/* Gather and GatherGrad (runtime/cpu/cpu_index.c): an index outside
+ * [-dims[axis], dims[axis]) is GCC_ERR_INVALID_ARGUMENT naming the node and
+ * the index's position; GatherGrad adds in index order (deterministic). */
+gcc_status gcc_cpu_gather(const gcc_kernel_args *a);
+gcc_status gcc_cpu_gather_grad(const gcc_kernel_args *a);
 /* Gradients of the import set's ops (issue 15); formulas in graph/ops.c's
  * table. SigmoidGrad, TanhGrad, SqrtGrad read the forward's output Y;
  * LeakyReluGrad and ClipGrad its input X; LogSoftmaxGrad sums along the

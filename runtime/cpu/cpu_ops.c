@@ -12,7 +12,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -87,6 +87,8 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_LAYER_NORM] = {.kernel = gcc_cpu_layer_norm},
     [GCC_OP_LAYER_NORM_GRAD] = {.kernel = gcc_cpu_layer_norm_grad,
                                 .workspace = gcc_cpu_layer_norm_grad_workspace},
+    [GCC_OP_GATHER] = {.kernel = gcc_cpu_gather},
+    [GCC_OP_GATHER_GRAD] = {.kernel = gcc_cpu_gather_grad},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

@@ -12,7 +12,7 @@
 #define IN          GCC_CUDA_IN
 #define OUT         GCC_CUDA_OUT
 
-_Static_assert(GCC_OP_COUNT == 57, "a new op: add its entry to kCudaOps");
+_Static_assert(GCC_OP_COUNT == 59, "a new op: add its entry to kCudaOps");
 
 static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.call = GCC_CUDA_CALL_NONE, .none = "a cuBLASLt GEMM (gemm_map.h)"},
@@ -122,6 +122,8 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_AMP_UPDATE_SCALE] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_LAYER_NORM] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_LAYER_NORM_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_GATHER] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_GATHER_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {

@@ -1,0 +1,92 @@
+/*
+ * cpu_index.c - the CPU kernels of the indexing ops: Gather (ONNX
+ * Gather-13, nn.Embedding's lookup) and GatherGrad, its deterministic
+ * scatter-add (graph/ops.h).
+ *
+ * Both view data as [outer, A, inner] (A the gathered axis) and Y / dY as
+ * [outer, n, inner] (n the number of indices): one index moves one
+ * contiguous row of `inner` elements.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/ops.h"
+#include "runtime/cpu/cpu_kernels.h"
+
+typedef struct gather_geom {
+  int64_t outer, a, inner, n;
+} gather_geom;
+
+static void geom_of(const gcc_shape *data, int64_t axis, int64_t n, gather_geom *g) {
+  if (axis < 0)
+    axis += data->ndim;
+  g->outer = g->inner = 1;
+  for (int i = 0; i < axis; i++)
+    g->outer *= data->dims[i];
+  for (int i = (int)axis + 1; i < data->ndim; i++)
+    g->inner *= data->dims[i];
+  g->a = data->dims[axis];
+  g->n = n;
+}
+
+static int64_t index_at(const gcc_tensor *t, int64_t k) {
+  return t->dtype == GCC_DT_INT32 ? (int64_t)((const int32_t *)t->data)[k]
+                                  : ((const int64_t *)t->data)[k];
+}
+
+/* Every index in [-a, a), or GCC_ERR_INVALID_ARGUMENT naming the node and
+ * the first index outside. */
+static gcc_status check_indices(const gcc_kernel_args *a, const gcc_tensor *ix, int64_t dim) {
+  for (int64_t k = 0; k < ix->numel; k++) {
+    int64_t v = index_at(ix, k);
+    if (v < -dim || v >= dim)
+      return gcc_diag_set(a->ctx->diag, GCC_ERR_INVALID_ARGUMENT,
+                          "%s: node '%s' (%s): index %" PRId64 " at position %" PRId64
+                          " of the indices is outside [-%" PRId64 ", %" PRId64 ")",
+                          a->ctx->source ? a->ctx->source : "<model>", a->node->name,
+                          gcc_op_name(a->node->op), v, k, dim, dim);
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_gather(const gcc_kernel_args *a) {
+  const gcc_tensor *x = a->in[0], *ix = a->in[1];
+  gather_geom g;
+  geom_of(&x->shape, a->node->av[GATHER_AXIS].i, ix->numel, &g);
+  GCC_TRY(check_indices(a, ix, g.a));
+  size_t es = gcc_dtype_size(x->dtype), row = (size_t)g.inner * es;
+  const uint8_t *src = x->data;
+  uint8_t *y = a->out[0]->data;
+  for (int64_t o = 0; o < g.outer; o++)
+    for (int64_t j = 0; j < g.n; j++) {
+      int64_t v = index_at(ix, j);
+      v += v < 0 ? g.a : 0;
+      memcpy(y + (size_t)(o * g.n + j) * row, src + (size_t)(o * g.a + v) * row, row);
+    }
+  return GCC_OK;
+}
+
+/* dX = 0; dX[o, idx[j], :] += dY[o, j, :] for j in index order: the same
+ * float32 additions in the same order on every run (and in the order the
+ * CUDA kernel adds them, codegen/emit_index.c). */
+gcc_status gcc_cpu_gather_grad(const gcc_kernel_args *a) {
+  const gcc_tensor *dy = a->in[0], *ix = a->in[1];
+  gcc_tensor *dx = a->out[0];
+  gather_geom g;
+  geom_of(&dx->shape, a->node->av[GATHER_GRAD_AXIS].i, ix->numel, &g);
+  GCC_TRY(check_indices(a, ix, g.a));
+  const float *s = dy->data;
+  float *y = dx->data;
+  memset(y, 0, (size_t)dx->numel * sizeof *y);
+  for (int64_t o = 0; o < g.outer; o++)
+    for (int64_t j = 0; j < g.n; j++) {
+      int64_t v = index_at(ix, j);
+      v += v < 0 ? g.a : 0;
+      float *d = y + (o * g.a + v) * g.inner;
+      const float *r = s + (o * g.n + j) * g.inner;
+      for (int64_t i = 0; i < g.inner; i++)
+        d[i] += r[i];
+    }
+  return GCC_OK;
+}
