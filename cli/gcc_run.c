@@ -4,6 +4,8 @@
  *   gcc-run OUT.gccx --input FILE [--labels FILE] [--device DEV] [--output FILE]
  *                    [--save-outputs OUT.npz|DIR] [--batch-size N] [--threads N] [--quiet]
  *   gcc-run OUT.gccx --info     (the manifest: version, precision, weight bytes, kernels)
+ *   gcc-run MODEL.pb --generate N [--prompt TEXT] [--temperature X] [--top-k K] [--seed S]
+ *                               (text from a language model: deploy/generate.h)
  *
  * Instead of a bundle, a model file (an ONNX model or a gcc-train .pb,
  * recognised by content) runs on the CPU: the C API makes a CPU-only bundle
@@ -41,10 +43,13 @@
 #include "runtime/device.h"
 #include "deploy/gcc_api.h"
 #include "datasets/npy.h"
+#include "deploy/generate.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: gcc-run BUNDLE.gccx|MODEL --input FILE [options]\n"
              "       gcc-run BUNDLE.gccx|MODEL --info\n"
+             "       gcc-run MODEL.pb --generate N [--prompt TEXT] [--temperature X] [--top-k K]\n"
+             "                        [--seed S]\n"
              "\n"
              "Runs the inference graph of a bundle written by gcc-train --export, or of a\n"
              "model file (ONNX or gcc-train .pb, recognised by content) on the CPU.\n"
@@ -63,6 +68,16 @@ static void usage(FILE *f) {
              "  --quiet             no summary line\n"
              "  --info              print the bundle's format version, precision, weight\n"
              "                      bytes, signature and CUDA kernels, and exit (no --input)\n"
+             "  --generate N        sample N tokens from a language model trained by gcc-train\n"
+             "                      (--dataset text or tokens; a .pb) and print the prompt and\n"
+             "                      them, as nanoGPT's sample.py: decoded with the model's\n"
+             "                      vocabulary, else as token ids; on the CPU, the model run\n"
+             "                      on the last block-size tokens for every new one (no KV\n"
+             "                      cache yet)\n"
+             "  --prompt TEXT       the start (default a newline, as sample.py)\n"
+             "  --temperature X     divide the logits by X > 0 (default 1.0)\n"
+             "  --top-k K           sample among the K most likely tokens only (default: all)\n"
+             "  --seed S            the sampling seed (default 1337, sample.py's)\n"
              "  --version, --help\n"
              "\n"
              "Output: CSV with a header, one line per sample: index,class,probability[,label]\n"
@@ -124,6 +139,59 @@ static void on_signal(int sig) {
   raise(sig);
 }
 
+/* --generate: each piece of text as it comes */
+static gcc_status emit_stdout(void *user, const char *bytes, size_t n, gcc_diag *d) {
+  (void)user;
+  if (fwrite(bytes, 1, n, stdout) != n || fflush(stdout) != 0)
+    return gcc_diag_set(d, GCC_ERR_IO, "cannot write the generated text to stdout");
+  return GCC_OK;
+}
+
+static int generate_main(const char *path, gcc_generate_options *gen, int other_flags, int threads,
+                         int quiet) {
+  if (gen->n_new < 0) {
+    fprintf(stderr, "gcc-run: --prompt, --temperature, --top-k and --seed go with --generate N\n");
+    return EXIT_USAGE;
+  }
+  if (other_flags) {
+    fprintf(stderr, "gcc-run: --generate prints text; --input, --labels, --output, "
+                    "--save-outputs and --info are for classifier bundles\n");
+    return EXIT_USAGE;
+  }
+  gcc_diag d = {0};
+  gcc_graph *model = NULL;
+  if (gcc_model_load(path, &model, &d) != GCC_OK) {
+    fprintf(stderr,
+            "gcc-run: %s (--generate takes a gcc-train model file, e.g. "
+            "MODEL.trained.pb)\n",
+            d.msg);
+    return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
+  }
+  gen->threads = threads;
+  gen->emit = emit_stdout;
+  gcc_status s = gcc_generate(model, gen, &d);
+  gcc_graph_free(model);
+  if (s == GCC_OK) {
+    if (fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+      s = gcc_diag_set(&d, GCC_ERR_IO, "cannot write the generated text to stdout");
+  }
+  if (s != GCC_OK) {
+    fprintf(stderr, "gcc-run: %s\n", d.msg);
+    return s == GCC_ERR_INVALID_ARGUMENT                      ? EXIT_USAGE
+           : s == GCC_ERR_INVALID_GRAPH || s == GCC_ERR_SHAPE ? EXIT_MODEL
+                                                              : EXIT_RUN;
+  }
+  char k[32] = "all";
+  if (gen->top_k > 0)
+    snprintf(k, sizeof k, "%" PRId64, gen->top_k);
+  if (!quiet)
+    fprintf(stderr,
+            "gcc-run: %" PRId64 " tokens sampled on the CPU (temperature %g, top-k %s, "
+            "seed %" PRIu64 "; the window re-run per token, no KV cache)\n",
+            gen->n_new, gen->temperature, k, gen->seed);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   signal(SIGXFSZ, SIG_IGN);      /* a file-size limit becomes a reported EFBIG */
@@ -144,7 +212,12 @@ int main(int argc, char **argv) {
     OPT_VERSION,
     OPT_HELP,
     OPT_SAVE,
-    OPT_INFO
+    OPT_INFO,
+    OPT_GENERATE,
+    OPT_PROMPT,
+    OPT_TEMPERATURE,
+    OPT_TOP_K,
+    OPT_SEED
   };
   static const struct option longopts[] = {
       {"input", required_argument, 0, OPT_INPUT},
@@ -158,11 +231,21 @@ int main(int argc, char **argv) {
       {"version", no_argument, 0, OPT_VERSION},
       {"help", no_argument, 0, OPT_HELP},
       {"info", no_argument, 0, OPT_INFO},
+      {"generate", required_argument, 0, OPT_GENERATE},
+      {"prompt", required_argument, 0, OPT_PROMPT},
+      {"temperature", required_argument, 0, OPT_TEMPERATURE},
+      {"top-k", required_argument, 0, OPT_TOP_K},
+      {"seed", required_argument, 0, OPT_SEED},
       {0, 0, 0, 0},
   };
   const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL, *save = NULL;
   int64_t batch = 1000, threads = 0;
   int quiet = 0, show_info = 0, c;
+  gcc_generate_options gen = {0};
+  gen.n_new = -1; /* no --generate */
+  gen.temperature = 1.0;
+  gen.seed = 1337;
+  int gen_flags = 0; /* --prompt, --temperature, --top-k, --seed given */
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     switch (c) {
@@ -181,6 +264,41 @@ int main(int argc, char **argv) {
       break;
     case OPT_QUIET: quiet = 1; break;
     case OPT_INFO: show_info = 1; break;
+    case OPT_GENERATE:
+      if (!gcc_flag_i64("gcc-run", "--generate", optarg, 0, &gen.n_new))
+        return EXIT_USAGE;
+      break;
+    case OPT_PROMPT:
+      gen.prompt = optarg;
+      gen_flags = 1;
+      break;
+    case OPT_TEMPERATURE: {
+      char *end;
+      gen.temperature = strtod(optarg, &end);
+      if (end == optarg || *end || !(gen.temperature > 0) || gen.temperature > 1e30) {
+        fprintf(stderr, "gcc-run: --temperature '%s': expected a number > 0\n", optarg);
+        return EXIT_USAGE;
+      }
+      gen_flags = 1;
+      break;
+    }
+    case OPT_TOP_K:
+      if (!gcc_flag_i64("gcc-run", "--top-k", optarg, 1, &gen.top_k))
+        return EXIT_USAGE;
+      gen_flags = 1;
+      break;
+    case OPT_SEED: {
+      char *end;
+      errno = 0;
+      unsigned long long v = strtoull(optarg, &end, 10);
+      if (errno || end == optarg || *end || strchr(optarg, '-')) {
+        fprintf(stderr, "gcc-run: --seed '%s': expected an integer in [0, 2^64 - 1]\n", optarg);
+        return EXIT_USAGE;
+      }
+      gen.seed = (uint64_t)v;
+      gen_flags = 1;
+      break;
+    }
     case OPT_VERSION:
       printf("gcc-run %s (bundle format %u)\n", GCC_TRAIN_VERSION, GCC_BUNDLE_FORMAT_VERSION);
       return 0;
@@ -197,6 +315,9 @@ int main(int argc, char **argv) {
     usage(stderr);
     return EXIT_USAGE;
   }
+  if (gen.n_new >= 0 || gen_flags) /* text from a language model */
+    return generate_main(argv[optind], &gen, input || labels_path || output || save || show_info,
+                         (int)threads, quiet);
   if (show_info) { /* the bundle's manifest, nothing run */
     gccx_bundle *b = NULL;
     gcc_diag d = {0};

@@ -273,6 +273,10 @@ typedef struct gcc_training {
   uint64_t seed;
   int inline_inputs, inline_targets; /* CONST value indices of the inline dataset, or -1 */
   gcc_lr_schedule sched;
+  /* TrainingSpec.vocab: token id i is the byte vocab[i] (--dataset text);
+   * n_vocab 0: none */
+  int n_vocab;
+  uint8_t vocab[256];
 } gcc_training;
 
 typedef struct gcc_graph {

@@ -315,6 +315,14 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
   }
   if (!tr->dataset)
     tr->dataset = gcc_strdup(tr->inline_inputs >= 0 ? "inline" : "mnist");
+  if (t->has_vocab) {
+    if (t->vocab.len < 1 || t->vocab.len > sizeof tr->vocab)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: training.vocab has %zu bytes (a byte vocabulary has 1 to 256)", src,
+                          t->vocab.len);
+    memcpy(tr->vocab, t->vocab.data, t->vocab.len);
+    tr->n_vocab = (int)t->vocab.len;
+  }
   return read_schedule(tr, t->lr_schedule, src, d);
 }
 
@@ -839,6 +847,11 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
       sched.kind_case = GCC__LR_SCHEDULE__KIND_COSINE;
       sched.cosine = &cos_lr;
       ts.lr_schedule = &sched;
+    }
+    if (t->n_vocab > 0) {
+      ts.has_vocab = 1;
+      ts.vocab.len = (size_t)t->n_vocab;
+      ts.vocab.data = (uint8_t *)t->vocab;
     }
     if (t->inline_inputs >= 0 && t->inline_targets >= 0) {
       fill_tensor(&inl_in, &g->values[t->inline_inputs], inl_dims[0]);

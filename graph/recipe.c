@@ -15,7 +15,7 @@
 
 static const char *const kLosses[] = {"cross-entropy", "mse", NULL};
 static const char *const kOptimizers[] = {"sgd", "adam", "adamw", NULL};
-static const char *const kDatasets[] = {"mnist", "cifar10", "npy", NULL};
+static const char *const kDatasets[] = {"mnist", "cifar10", "npy", "text", "tokens", NULL};
 
 void gcc_recipe_init(gcc_recipe *r) {
   memset(r, 0, sizeof *r);
@@ -209,6 +209,29 @@ static gcc_status shape_at(const gcc_graph *g, int v, int64_t batch, gcc_shape *
   return s;
 }
 
+/* Cross-entropy over sequences, as nanoGPT's
+ * F.cross_entropy(logits.view(-1, V), targets.view(-1)): ins[0], logits
+ * (B, T, V), and ins[1], targets (B, T), replaced by Reshapes to (B*T, V)
+ * and (B*T), so that SoftmaxCrossEntropy keeps its (N, C) form and its mean
+ * is over the B*T tokens. (ONNX's (N, C, d1) form has the classes on dim 1
+ * and would need (B, T, V) transposed to (B, V, T).) The Reshapes are
+ * views: nothing is copied. */
+static gcc_status flatten_sequence(gcc_graph *g, int ins[2], int64_t vocab, gcc_diag *d) {
+  static const char *const base[2] = {"logits_flat", "target_flat"};
+  for (int k = 0; k < 2; k++) {
+    char name[256];
+    fresh_name(g, base[k], name, sizeof name);
+    int out, node;
+    GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
+                                &out, d));
+    GCC_TRY(gcc_graph_add_node(g, name, GCC_OP_RESHAPE, &ins[k], 1, &out, 1, &node, d));
+    const int64_t shape[2] = {-1, vocab};
+    GCC_TRY(gcc_node_set_ints(g, node, "shape", shape, k == 0 ? 2 : 1));
+    ins[k] = out;
+  }
+  return GCC_OK;
+}
+
 /* The loss on an inference model: a target input and the loss node on the
  * only output; the spec's names. */
 static gcc_status add_loss(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) {
@@ -242,15 +265,15 @@ static gcc_status add_loss(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) {
                         r->loss, g->values[pred].name, gcc_dtype_name(dt),
                         gcc_shape_str(&s1, sh, sizeof sh));
   int ce = strcmp(r->loss, "cross-entropy") == 0;
-  if (ce && s1.ndim != 2)
+  if (ce && s1.ndim != 2 && s1.ndim != 3)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "--loss cross-entropy: the output '%s' is %s at batch 1; cross-entropy "
-                        "needs logits (N, C)",
+                        "needs logits (N, C), or (B, T, V) over sequences",
                         g->values[pred].name, gcc_shape_str(&s1, sh, sizeof sh));
   gcc_shape ts = s1;
   ts.dims[0] = GCC_BATCH_DIM;
   if (ce)
-    ts.ndim = 1;
+    ts.ndim = s1.ndim - 1; /* (N) class indices, or (B, T) next tokens */
   char tname[256], lname[256];
   fresh_name(g, "target", tname, sizeof tname);
   fresh_name(g, "loss", lname, sizeof lname);
@@ -262,6 +285,8 @@ static gcc_status add_loss(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) {
   GCC_TRY(gcc_graph_add_value(g, lname, GCC_DT_UNDEFINED, NULL, GCC_VALUE_ACTIVATION, NULL, 0,
                               &loss, d));
   int ins[2] = {pred, target};
+  if (ce && s1.ndim == 3) /* over sequences: (B*T, V) and (B*T) */
+    GCC_TRY(flatten_sequence(g, ins, s1.dims[2], d));
   GCC_TRY(gcc_graph_add_node(g, lname,
                              ce ? GCC_OP_SOFTMAX_CROSS_ENTROPY : GCC_OP_MEAN_SQUARED_ERROR, ins, 2,
                              &loss, 1, &node, d));

@@ -6,7 +6,11 @@
  * spec a native .pb already carries.
  *
  * Semantics follow PyTorch: --loss cross-entropy is nn.CrossEntropyLoss
- * (logits (N, C), int64 class indices (N), mean over the batch); --loss
+ * (logits (N, C), int64 class indices (N), mean over the batch; over
+ * sequences, logits (B, T, V) and next tokens (B, T), the mean over the
+ * B*T tokens as F.cross_entropy(logits.view(-1, V), targets.view(-1)):
+ * the graph gets Reshape views to (B*T, V) and (B*T) before the
+ * SoftmaxCrossEntropy, which keeps its (N, C) form); --loss
  * mse is nn.MSELoss (float32 target of the prediction's shape, mean);
  * --optimizer sgd|adam|adamw is torch.optim.SGD|Adam|AdamW with their
  * documented defaults (Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8; AdamW
@@ -39,7 +43,7 @@ typedef struct gcc_recipe {
   const char *optimizer;   /* "sgd" | "adam" | "adamw" | NULL */
   const char *lr_schedule; /* --lr-schedule as given, or NULL */
   gcc_lr_schedule sched;   /* ... parsed */
-  const char *dataset;     /* "mnist" | "cifar10" | "npy" | NULL */
+  const char *dataset;     /* "mnist" | "cifar10" | "npy" | "text" | "tokens" | NULL */
   int has_lr, has_momentum, has_weight_decay, nesterov;
   float lr, momentum, weight_decay;
   int64_t batch_size, epochs; /* -1: not given */
@@ -68,7 +72,8 @@ gcc_status gcc_recipe_check(const gcc_recipe *r, gcc_diag *d);
  *
  * A model without a training spec needs --loss; the loss is added on the
  * model's only output (the prediction) with a new graph input "target"
- * (cross-entropy: int64 (N); mse: float32 of the prediction's shape);
+ * (cross-entropy: int64 (N), or (B, T) for logits (B, T, V); mse: float32
+ * of the prediction's shape);
  * the model's only graph input is the spec's input; the rest defaults to
  * sgd (which needs --lr), batch 64, 1 epoch, dataset mnist, seed 0.
  * A model with a spec keeps everything not given; --loss must then name

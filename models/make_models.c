@@ -1,7 +1,8 @@
 /*
  * make_models - writes the reference models:
  *   make_models OUTDIR        -> OUTDIR/mnist_mlp.pb, OUTDIR/linear.pb,
- *                                OUTDIR/cifar_cnn.pb, OUTDIR/mnist_cnn.pb
+ *                                OUTDIR/cifar_cnn.pb, OUTDIR/mnist_cnn.pb,
+ *                                OUTDIR/char_bigram.pb
  * The files are deterministic (fixed seeds, own RNG), so the committed model
  * files can be checked against a fresh run (tests/models_test).
  */
@@ -34,5 +35,6 @@ int main(int argc, char **argv) {
   rc |= write_model(argv[1], "linear", gcc_model_linear, GCC_LINEAR_SEED);
   rc |= write_model(argv[1], "cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED);
   rc |= write_model(argv[1], "mnist_cnn", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED);
+  rc |= write_model(argv[1], "char_bigram", gcc_model_char_bigram, GCC_CHAR_BIGRAM_SEED);
   return rc;
 }

@@ -7,9 +7,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "graph/builder.h"
 #include "graph/ops.h"
+#include "graph/rng.h"
 
 gcc_status gcc_model_mnist_mlp(uint64_t seed, gcc_graph **out, gcc_diag *d) {
   gcc_builder *b = gcc_builder_new("mnist_mlp", seed);
@@ -199,4 +201,88 @@ gcc_status gcc_model_relu_chain(int64_t n_relu, uint64_t seed, gcc_graph **out, 
   t.seed = seed;
   gcc_build_training(b, &t);
   return gcc_builder_finish(b, out, d);
+}
+
+static void bigram_spec(gcc_builder *b, const char *input, uint64_t seed);
+
+gcc_status gcc_model_char_bigram_onehot_sized(int64_t vocab, int64_t block, uint64_t seed,
+                                              gcc_graph **out, gcc_diag *d) {
+  gcc_builder *b = gcc_builder_new("char_bigram", seed);
+  const int64_t xd[3] = {GCC_BATCH_DIM, block, vocab}, yd[2] = {GCC_BATCH_DIM, block};
+  const int64_t lshape[2] = {-1, vocab}, tshape[1] = {-1}, sshape[3] = {-1, block, vocab};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 3, xd);
+  int y = gcc_build_input(b, "targets", GCC_DT_INT64, 2, yd);
+  int rows = gcc_build_op(b, GCC_OP_RESHAPE, "x_flat", "x_flat", &x, 1);
+  gcc_build_set_ints(b, rows, "shape", lshape, 2);
+  int fc = gcc_build_linear(b, "bigram", rows, vocab, vocab);
+  int logits = gcc_build_op(b, GCC_OP_RESHAPE, "logits", "logits", &fc, 1);
+  gcc_build_set_ints(b, logits, "shape", sshape, 3);
+  int flat = gcc_build_op(b, GCC_OP_RESHAPE, "logits_flat", "logits_flat", &logits, 1);
+  gcc_build_set_ints(b, flat, "shape", lshape, 2);
+  int yflat = gcc_build_op(b, GCC_OP_RESHAPE, "target_flat", "target_flat", &y, 1);
+  gcc_build_set_ints(b, yflat, "shape", tshape, 1);
+  int loss = gcc_build_cross_entropy(b, "loss", flat, yflat, -1);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, logits);
+  bigram_spec(b, "x", seed);
+  return gcc_builder_finish(b, out, d);
+}
+
+/* The spec both bigram models train with. */
+static void bigram_spec(gcc_builder *b, const char *input, uint64_t seed) {
+  gcc_build_training_spec t = {0};
+  t.loss = "loss";
+  t.prediction = "logits";
+  t.input = input;
+  t.target = "targets";
+  t.dataset = "text";
+  t.opt.kind = GCC_OPT_ADAM;
+  t.opt.decoupled = 1;
+  t.opt.lr = 1e-2f;
+  t.opt.beta1 = 0.9f;
+  t.opt.beta2 = 0.999f;
+  t.opt.eps = 1e-8f;
+  t.batch_size = 32;
+  t.epochs = 1;
+  t.seed = seed;
+  gcc_build_training(b, &t);
+}
+
+gcc_status gcc_model_char_bigram_sized(int64_t vocab, int64_t block, uint64_t seed, gcc_graph **out,
+                                       gcc_diag *d) {
+  const int64_t xd[2] = {GCC_BATCH_DIM, block}, wd[2] = {vocab, vocab};
+  const int64_t lshape[2] = {-1, vocab}, tshape[1] = {-1};
+  /* nn.Embedding's N(0, 1), by Box-Muller from the model's own generator */
+  float *w = malloc((size_t)(vocab * vocab) * sizeof *w);
+  if (!w)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (char_bigram)");
+  gcc_rng rng;
+  gcc_rng_seed(&rng, seed, 1);
+  for (int64_t i = 0; i < vocab * vocab; i += 2) {
+    double u1 = ((double)gcc_rng_u32(&rng) + 1.0) / 4294967297.0, u2 = gcc_rng_uniform(&rng);
+    double r = sqrt(-2.0 * log(u1));
+    w[i] = (float)(r * cos(2.0 * M_PI * u2));
+    if (i + 1 < vocab * vocab)
+      w[i + 1] = (float)(r * sin(2.0 * M_PI * u2));
+  }
+  gcc_builder *b = gcc_builder_new("char_bigram", seed);
+  int idx = gcc_build_input(b, "idx", GCC_DT_INT64, 2, xd);
+  int y = gcc_build_input(b, "targets", GCC_DT_INT64, 2, xd);
+  int table = gcc_build_param(b, "wte.weight", 2, wd, w);
+  free(w);
+  int ins[2] = {table, idx};
+  int logits = gcc_build_op(b, GCC_OP_GATHER, "wte", "logits", ins, 2);
+  int flat = gcc_build_op(b, GCC_OP_RESHAPE, "logits_flat", "logits_flat", &logits, 1);
+  gcc_build_set_ints(b, flat, "shape", lshape, 2);
+  int yflat = gcc_build_op(b, GCC_OP_RESHAPE, "target_flat", "target_flat", &y, 1);
+  gcc_build_set_ints(b, yflat, "shape", tshape, 1);
+  int loss = gcc_build_cross_entropy(b, "loss", flat, yflat, -1);
+  gcc_build_output(b, loss);
+  gcc_build_output(b, logits);
+  bigram_spec(b, "idx", seed);
+  return gcc_builder_finish(b, out, d);
+}
+
+gcc_status gcc_model_char_bigram(uint64_t seed, gcc_graph **out, gcc_diag *d) {
+  return gcc_model_char_bigram_sized(84, 64, seed, out, d);
 }

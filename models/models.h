@@ -15,10 +15,30 @@ extern "C" {
 #endif
 
 /* Seeds the committed models/...pb files files were written with. */
-#define GCC_MNIST_MLP_SEED 20261122u
-#define GCC_LINEAR_SEED    3u
-#define GCC_CIFAR_CNN_SEED 20261123u
-#define GCC_MNIST_CNN_SEED 20261124u
+#define GCC_MNIST_MLP_SEED   20261122u
+#define GCC_LINEAR_SEED      3u
+#define GCC_CIFAR_CNN_SEED   20261123u
+#define GCC_MNIST_CNN_SEED   20261124u
+#define GCC_CHAR_BIGRAM_SEED 20261128u
+
+/* The character-level bigram language model of Karpathy's "Let's build
+ * GPT" (BigramLanguageModel): idx int64 (B, T) -> logits =
+ * token_embedding_table(idx) (B, T, V), the table nn.Embedding(V, V)
+ * ("wte.weight", N(0, 1) as PyTorch initialises it; a Gather); loss =
+ * cross-entropy of the logits reshaped to (B*T, V) against the targets
+ * (B, T) reshaped to (B*T), the mean over the B*T tokens
+ * (F.cross_entropy(logits.view(-1, V), targets.view(-1))). Spec: dataset
+ * text, AdamW lr 1e-2 (weight decay 0), batch 32, 1 epoch. models/
+ * char_bigram.pb is (V, T) = (84, 64): the Shakespeare corpus's bytes. */
+gcc_status gcc_model_char_bigram_sized(int64_t vocab, int64_t block, uint64_t seed, gcc_graph **out,
+                                       gcc_diag *d);
+gcc_status gcc_model_char_bigram(uint64_t seed, gcc_graph **out, gcc_diag *d);
+
+/* The same model without an embedding op: x float32 one-hot rows
+ * (B, T, V) -> nn.Linear(V, V) ("bigram.weight", "bigram.bias") over the
+ * B*T rows -> logits (B, T, V), the same loss and spec. */
+gcc_status gcc_model_char_bigram_onehot_sized(int64_t vocab, int64_t block, uint64_t seed,
+                                              gcc_graph **out, gcc_diag *d);
 
 /* The MNIST MLP of the tutorial: image (N, 1, 28, 28) float32 -> Flatten
  * -> Linear 784-512 -> ReLU -> 512-256 -> ReLU -> 256-128 -> ReLU -> 128-64

@@ -19,6 +19,7 @@
 #include "graph/rng.h"
 #include "runtime/checkpoint.h"
 #include "runtime/comm.h"
+#include "runtime/trainer_lm.h"
 #include "datasets/dataloader.h"
 #include "datasets/dataset.h"
 #include "datasets/npy.h"
@@ -70,6 +71,10 @@ typedef struct source {
   /* the last evaluation's confusion counts, (n_classes, n_classes): row the
    * label, column the argmax; NULL until a classifier was evaluated */
   int64_t n_classes, *confusion;
+  /* token data (runtime/trainer_lm.h): the source, and the epoch and batch
+   * of the next training batch */
+  gcc_lm_source *lm;
+  int64_t lm_epoch, lm_pos;
 } source;
 
 static void source_free(source *src) {
@@ -85,6 +90,7 @@ static void source_free(source *src) {
   free(src->show_truth);
   free(src->show_pred);
   free(src->confusion);
+  gcc_lm_source_free(src->lm);
 }
 
 static int64_t per_sample(const gcc_value *v) {
@@ -377,6 +383,13 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
                         "%s: inputs '%s' and '%s' need the batch dim (-1) first", m->source,
                         in->name, tg->name);
+  if (gcc_lm_dataset(t->dataset)) { /* token windows */
+    GCC_TRY(gcc_lm_source_open(m, cfg, &src->lm, d));
+    src->int_targets = 1;
+    src->x_row = gcc_lm_x_row(src->lm);
+    src->y_row = gcc_lm_y_row(src->lm);
+    return GCC_OK;
+  }
   if (strcmp(t->dataset, "inline") == 0) {
     if (t->inline_inputs < 0)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
@@ -535,6 +548,8 @@ static gcc_status open_source(source *src, const gcc_graph *m, const gcc_train_c
 }
 
 static int64_t source_batches(const source *src, int eval) {
+  if (src->lm)
+    return gcc_lm_batches_per_epoch(src->lm);
   if (src->is_inline) {
     int64_t n = eval ? src->test_n : src->train_n, b = eval ? src->eval_batch : src->train_batch;
     return (n + b - 1) / b;
@@ -544,6 +559,11 @@ static int64_t source_batches(const source *src, int eval) {
 
 static gcc_status source_start_at(source *src, int eval, int64_t epoch, int64_t first,
                                   gcc_diag *d) {
+  if (src->lm) { /* evaluation is gcc_lm_estimate_loss's own batches */
+    src->lm_epoch = epoch;
+    src->lm_pos = first;
+    return GCC_OK;
+  }
   if (src->is_inline) {
     src->x = eval ? src->test_x : src->train_x;
     src->y = eval ? src->test_y : src->train_y;
@@ -588,6 +608,16 @@ static gcc_status source_next(source *src, int eval, int64_t index, batch *b, in
 }
 
 static gcc_status source_next_batch(source *src, int eval, batch *b, int *has, gcc_diag *d) {
+  if (src->lm) {
+    int64_t nb = gcc_lm_batches_per_epoch(src->lm);
+    *has = !eval && src->lm_pos < nb;
+    if (!*has)
+      return GCC_OK;
+    GCC_TRY(
+        gcc_lm_train_batch(src->lm, src->lm_epoch * nb + src->lm_pos, &b->x, &b->y, &b->rows, d));
+    src->lm_pos++;
+    return GCC_OK;
+  }
   if (src->is_inline) {
     int64_t rows = src->n - src->pos;
     if (rows > src->batch_size)
@@ -724,8 +754,11 @@ static void draw_bar(FILE *out, int cols, int64_t epoch, int64_t epochs, int64_t
    * no bar (the line is then cut at the width) */
   static const int min_bar[4] = {10, 10, 5, 0};
   for (int stage = 0; stage < 4; stage++) {
-    snprintf(left, sizeof left, "%s%" PRId64 "/%" PRId64 " %3d%%", stage < 2 ? "epoch " : "", epoch,
-             epochs, pct);
+    if (epochs > 0)
+      snprintf(left, sizeof left, "%s%" PRId64 "/%" PRId64 " %3d%%", stage < 2 ? "epoch " : "",
+               epoch, epochs, pct);
+    else /* one bar over the run's steps (token data, --max-steps) */
+      snprintf(left, sizeof left, "%3d%%", pct);
     snprintf(right, sizeof right, " %" PRId64 "/%" PRId64 " [%s%s, loss %.4f]", done, total, times,
              stage == 0 ? rate : "", loss);
     int bar = width - (int)strlen(left) - (int)strlen(right) - 2;
@@ -887,6 +920,11 @@ static gcc_status reduce_confusion(gcc_comm *c, source *src, gcc_diag *d) {
 
 static gcc_status evaluate(gcc_session *s, source *src, const gcc_train_config *cfg,
                            gcc_train_report *r, gcc_diag *d) {
+  if (src->lm) { /* nanoGPT's estimate_loss: no accuracy */
+    r->test_accuracy = -1;
+    r->test_samples = cfg->batch_size * (cfg->eval_batches > 0 ? cfg->eval_batches : 1);
+    return gcc_lm_estimate_loss(src->lm, s, cfg, r->steps, &r->eval_train_loss, &r->test_loss, d);
+  }
   GCC_TRY(source_start(src, 1, 0, d));
   src->n_shown = 0;
   if (src->confusion)
@@ -987,6 +1025,13 @@ static gcc_status maybe_upload(gcc_session *s, const gcc_graph *model, const sou
                           "thread; use --dataset-on-device off");
     return GCC_OK;
   }
+  if (src->lm) { /* token windows are cut on the host from the mapped file */
+    if (cfg->dataset_on_device == 1)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "--dataset-on-device on: token windows are cut from the mapped file on "
+                          "the host; use --dataset-on-device off");
+    return GCC_OK;
+  }
   FILE *note = cfg->note ? cfg->note : stderr;
   size_t fr = 0, tot = 0;
   gcc_diag md = {0};
@@ -1044,6 +1089,8 @@ static gcc_status epoch_scalars(gcc_session *s, const gcc_train_config *cfg,
   }
   snprintf(tag, sizeof tag, "%s/loss", test_name);
   GCC_TRY(cfg->on_scalar(cfg->scalar_user, tag, r->steps, r->test_loss, d));
+  if (r->language_model) /* estimate_loss's training split */
+    GCC_TRY(cfg->on_scalar(cfg->scalar_user, "train/eval_loss", r->steps, r->eval_train_loss, d));
   if (r->test_accuracy >= 0) {
     snprintf(tag, sizeof tag, "%s/accuracy", test_name);
     GCC_TRY(cfg->on_scalar(cfg->scalar_user, tag, r->steps, r->test_accuracy, d));
@@ -1051,6 +1098,22 @@ static gcc_status epoch_scalars(gcc_session *s, const gcc_train_config *cfg,
   if (samples > 0 && secs >= GCC_TRAIN_MIN_TIMED_SECONDS)
     GCC_TRY(cfg->on_scalar(cfg->scalar_user, "train/samples_per_sec", r->steps,
                            (double)samples / secs, d));
+  return GCC_OK;
+}
+
+/* Token data, every cfg->eval_every steps: estimate_loss, its line
+ * (nanoGPT's "step N: train loss X, val loss Y") and its scalars. */
+static gcc_status lm_eval_point(gcc_session *s, source *src, const gcc_train_config *cfg,
+                                gcc_train_report *r, const char *test_name, FILE *out,
+                                gcc_diag *d) {
+  GCC_TRY(evaluate(s, src, cfg, r, d));
+  if (!cfg->quiet) {
+    fprintf(out, "%sstep %" PRId64 ": train loss %.4f, val loss %.4f\n", cfg->progress ? "\n" : "",
+            r->steps, r->eval_train_loss, r->test_loss);
+    fflush(out);
+  }
+  if (cfg->on_scalar)
+    GCC_TRY(epoch_scalars(s, cfg, r, test_name, 0, 0, d));
   return GCC_OK;
 }
 
@@ -1079,6 +1142,15 @@ static gcc_status prepare_plans(gcc_session *s, const source *src, const gcc_tra
                                 gcc_diag *d) {
   if (!gcc_session_on_device(s))
     return GCC_OK;
+  if (src->lm) { /* every batch has B windows, in training and evaluation */
+    for (int eval = cfg->epochs > 0 ? 0 : 1; eval < 2; eval++) {
+      int64_t rows = local_rows(cfg, 0, cfg->batch_size);
+      gcc_plan *p = NULL;
+      if (rows > 0)
+        GCC_TRY(gcc_session_plan(s, eval ? GCC_MODE_EVAL : GCC_MODE_TRAIN, rows, &p, d));
+    }
+    return GCC_OK;
+  }
   int64_t n[2], bs[2];
   n[0] = src->is_inline ? src->n : src->train.n;
   n[1] = src->is_inline ? src->n : src->test.n;
@@ -1120,6 +1192,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   if (st == GCC_OK && cfg->epochs > 0)
     st = maybe_upload(s, model, &src, cfg, &on_device, d);
   report->dataset_on_device = on_device;
+  report->language_model = st == GCC_OK && src.lm;
+  report->tokens_per_sample = report->language_model ? gcc_lm_block_size(src.lm) : 1;
   int site_epoch = -1, site_evaluate = -1;
   if (st == GCC_OK && track) {
     gcc_profiler *pr = cfg->profiler;
@@ -1151,10 +1225,12 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   if (st == GCC_OK)
     st = prepare_plans(s, &src, cfg, d);
   FILE *out = cfg->out ? cfg->out : stdout;
-  const char *test_name = src.is_inline && !src.has_test ? "train-set" : "test";
+  const char *test_name = src.lm ? "val" : src.is_inline && !src.has_test ? "train-set" : "test";
   int ck_steps = cfg->checkpoint_dir && cfg->checkpoint_every > 0;
   double scalar_sum = 0; /* --log-dir: losses since the last train/loss scalar */
   int64_t in_scalar = 0;
+  double run_t0 = now_seconds(); /* the step bar of token data */
+  int64_t run_first_step = report->steps, run_first_samples = report->samples;
   for (int64_t epoch = start_epoch; st == GCC_OK && epoch < cfg->epochs; epoch++) {
     int64_t epoch_t0 = track ? gcc_prof_now() : 0;
     double t0 = now_seconds(), window = 0, epoch_loss = 0;
@@ -1230,9 +1306,18 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       taken++;
       issued++;
       /* losses come back in groups (on a GPU, once per log interval) */
-      int64_t every = cfg->progress ? (nb / 100 > 0 ? nb / 100 : 1) : cfg->log_every;
+      /* token data with --max-steps: one bar over the run's steps */
+      int step_bar = src.lm && cfg->max_steps > 0;
+      int64_t bar_total = step_bar ? cfg->max_steps : nb;
+      int64_t every = cfg->progress ? (bar_total / 100 > 0 ? bar_total / 100 : 1) : cfg->log_every;
       int ck_due = ck_steps && report->steps % cfg->checkpoint_every == 0;
-      int due = issued == max_pending || epoch_batches == nb || ck_due ||
+      /* token data: estimate_loss every eval_every steps; the run's last
+       * step is evaluated after the loop */
+      int run_ends = (cfg->max_steps > 0 && report->steps >= cfg->max_steps) ||
+                     (epoch + 1 >= cfg->epochs && epoch_batches == nb);
+      int eval_due =
+          src.lm && cfg->eval_every > 0 && report->steps % cfg->eval_every == 0 && !run_ends;
+      int due = issued == max_pending || epoch_batches == nb || ck_due || eval_due ||
                 (!cfg->quiet && every > 0 && epoch_batches % every == 0) ||
                 (cfg->on_scalar && cfg->scalar_every > 0 && report->steps % cfg->scalar_every == 0);
       if (!due)
@@ -1260,10 +1345,23 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         if (st != GCC_OK)
           break;
       }
+      if (eval_due) { /* not timed as training */
+        double e0 = now_seconds();
+        st = lm_eval_point(s, &src, cfg, report, test_name, out, d);
+        t0 += now_seconds() - e0;
+        if (st != GCC_OK)
+          break;
+      }
       if (cfg->quiet)
         continue;
       if (cfg->progress) { /* a TTY: one bar, redrawn about every 1% of the epoch */
-        if (epoch_batches % every == 0 || epoch_batches == nb) {
+        if (step_bar && (report->steps % every == 0 || run_ends)) {
+          draw_bar(out, out_columns(out, cfg->progress_columns), 0, 0, run_first_step,
+                   report->steps, cfg->max_steps, report->samples - run_first_samples,
+                   window / (double)in_window, now_seconds() - run_t0);
+          window = 0;
+          in_window = 0;
+        } else if (!step_bar && (epoch_batches % every == 0 || epoch_batches == nb)) {
           draw_bar(out, out_columns(out, cfg->progress_columns), epoch + 1, cfg->epochs, first,
                    epoch_batches, nb, epoch_samples, window / (double)in_window,
                    now_seconds() - t0);
@@ -1298,21 +1396,25 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     report->epochs_done++;
     report->last_epoch_seconds = secs;
     report->final_train_loss = epoch_loss / (double)taken;
-    if (cfg->progress && !cfg->quiet)
+    /* token data with --eval-every: evaluated on its steps, and at the end */
+    int lm_skip = src.lm && cfg->eval_every > 0 && epoch + 1 < cfg->epochs &&
+                  !(cfg->max_steps > 0 && report->steps >= cfg->max_steps);
+    /* the epoch's bar ends (token data's step bar goes on over epochs) */
+    if (cfg->progress && !cfg->quiet && !(src.lm && cfg->max_steps > 0 && lm_skip))
       fprintf(out, "\n");
     if (st == GCC_ERR_INTERRUPTED)
       break;
     gcc_diag ed = {0};
     int64_t eval_t0 = track ? gcc_prof_now() : 0;
-    gcc_status es = evaluate(s, &src, cfg, report, &ed);
-    if (track)
+    gcc_status es = lm_skip ? GCC_OK : evaluate(s, &src, cfg, report, &ed);
+    if (track && !lm_skip)
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), epoch);
     if (es != GCC_OK) {
       *d = ed;
       st = es;
       break;
     }
-    if (cfg->on_scalar) {
+    if (cfg->on_scalar && !lm_skip) {
       st = epoch_scalars(s, cfg, report, test_name, epoch_samples, secs, d);
       if (st != GCC_OK)
         break;
@@ -1324,7 +1426,16 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       if (st != GCC_OK)
         break;
     }
-    if (!cfg->quiet) {
+    if (!cfg->quiet && src.lm && !lm_skip) {
+      char rate[64] = "too short to time";
+      if (secs >= GCC_TRAIN_MIN_TIMED_SECONDS)
+        snprintf(rate, sizeof rate, "%.0f tokens/s",
+                 (double)(epoch_samples * report->tokens_per_sample) / secs);
+      fprintf(out,
+              "step %" PRId64 ": train loss %.4f, val loss %.4f (epoch %" PRId64 ", %.2f s, %s)\n",
+              report->steps, report->eval_train_loss, report->test_loss, epoch + 1, secs, rate);
+      fflush(out);
+    } else if (!cfg->quiet && !src.lm) {
       char rate[64];
       if (report->test_accuracy >= 0)
         fprintf(out,
@@ -1350,7 +1461,10 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       gcc_prof_record(track, site_evaluate, eval_t0, gcc_prof_now(), 0);
     if (st == GCC_OK && cfg->on_scalar)
       st = epoch_scalars(s, cfg, report, test_name, 0, 0, d);
-    if (st == GCC_OK && !cfg->quiet) {
+    if (st == GCC_OK && !cfg->quiet && src.lm)
+      fprintf(out, "step %" PRId64 ": train loss %.4f, val loss %.4f\n", report->steps,
+              report->eval_train_loss, report->test_loss);
+    else if (st == GCC_OK && !cfg->quiet) {
       if (report->test_accuracy >= 0)
         fprintf(out, "evaluated: %s accuracy %.2f%%, %s loss %.4f\n", test_name,
                 100.0 * report->test_accuracy, test_name, report->test_loss);

@@ -1,8 +1,10 @@
 /*
  * trainer.h - the training loop of gcc-train: epochs of shuffled,
  * normalised batches (MNIST from IDX files, CIFAR-10 from its binary
- * batches, or data carried inline in the model), a log line every N batches, evaluation of the forward graph on
- * the test set after every epoch, and timing.
+ * batches, .npy arrays, or data carried inline in the model), a log line
+ * every N batches, evaluation of the forward graph on the test set after
+ * every epoch, and timing. Token data for language models (random windows,
+ * nanoGPT's estimate_loss) is runtime/trainer_lm.h's.
  *
  * Output imitates the PyTorch tutorials: "[epoch, batch] loss: x" lines,
  * then per epoch the test accuracy and loss; a progress bar instead of the
@@ -122,6 +124,15 @@ typedef struct gcc_train_config {
    * file the run read (graph/outfile.h gcc_outfiles_check_inputs). */
   gcc_status (*on_inputs_read)(void *user, gcc_diag *d);
   void *inputs_user;
+  /* Token data (training.dataset "text" or "tokens"; runtime/trainer_lm.h):
+   * data_dir is the text file or the folder of train.bin and val.bin;
+   * block_size 0 or the model input's T (--block-size); every eval_every
+   * optimizer steps (0: only after each epoch, i.e. at the end of the run)
+   * the training and validation losses are estimated as nanoGPT's
+   * estimate_loss over eval_batches (>= 1) random batches of each split,
+   * printed ("step N: train loss X, val loss Y") and given to on_scalar as
+   * "train/eval_loss" and "val/loss". No accuracy is computed. */
+  int64_t block_size, eval_every, eval_batches;
 } gcc_train_config;
 
 /* --per-class auto prints the per-class accuracy of sets with at most this
@@ -145,6 +156,12 @@ typedef struct gcc_train_report {
   int dataset_on_device;   /* 1 when the training set was batched on the device */
   int resume_refused;      /* 1 when cfg->resume's position is not one of this run's
                               (gcc_checkpoint_check_position's error; nothing ran) */
+  /* token data: 1, the tokens per sample (the block size T; a sample is one
+   * window), and the last estimate of the training loss (test_loss holds
+   * the validation loss's) */
+  int language_model;
+  int64_t tokens_per_sample;
+  double eval_train_loss;
 } gcc_train_report;
 
 /* Trains `s` (built from `model`) as `cfg` says. Errors: dataset errors

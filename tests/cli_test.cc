@@ -93,7 +93,7 @@ protected:
 // every entry {"name", no_argument | required_argument | optional_argument.
 std::vector<std::string> FlagsInMainC() {
   std::vector<std::string> flags;
-  std::string src = ReadText(Runfile("cli/gcc_train.c"));
+  std::string src = ReadText(Runfile("cli/train_args.c"));
   size_t at = src.find("longopts[]");
   size_t end = src.find("{0, 0, 0, 0}", at);
   if (at == std::string::npos || end == std::string::npos)
@@ -144,7 +144,7 @@ TEST_F(CliTest, HelpDocumentsEveryFlag) {
   EXPECT_TRUE(Has(r.out, "usage: gcc-train MODEL.pb")) << r;
   EXPECT_TRUE(r.err.empty()) << r;
   std::vector<std::string> flags = FlagsInMainC();
-  ASSERT_FALSE(flags.empty()) << "cli/gcc_train.c not readable from the test";
+  ASSERT_FALSE(flags.empty()) << "cli/train_args.c not readable from the test";
   EXPECT_GE(flags.size(), 20u);
   for (const char *f : {"--device",
                         "--data",

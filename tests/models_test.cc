@@ -86,6 +86,7 @@ TEST(ModelsTest, CommittedCifarCnnIsWhatTheBuilderWrites) {
 
 TEST(ModelsTest, CommittedMnistCnnIsWhatTheBuilderWrites) {
   ExpectCommittedFileIsFresh("models/mnist_cnn.pb", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED);
+  ExpectCommittedFileIsFresh("models/char_bigram.pb", gcc_model_char_bigram, GCC_CHAR_BIGRAM_SEED);
 }
 
 TEST(ModelsTest, BuilderIsDeterministicAndSeeded) {

@@ -49,8 +49,8 @@ std::vector<uint8_t> Mlp(bool three_d = false) {
   m.Init("W", {3, 4}, w);
   m.Init("B", {3}, b);
   m.Node("Gemm", {"x", "W", "B"}, {"h"}, {m.Int("transB", 1)});
-  if (three_d) {
-    m.InitI64("axes", {1}, {2});
+  if (three_d) { /* (N, 3, 1, 1): neither (N, C) nor (B, T, V) logits */
+    m.InitI64("axes", {2}, {2, 3});
     m.Node("Relu", {"h"}, {"r"});
     m.Node("Unsqueeze", {"r", "axes"}, {"y"});
   } else {

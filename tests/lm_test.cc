@@ -1,0 +1,435 @@
+// Language models end to end: the sampling step of deploy/generate.h
+// (temperature, top-k, the draw), generation from a model with set
+// weights (decoding, prompts, determinism), and the command lines: gcc-train
+// on --dataset text (estimate_loss lines and scalars, steps/s and tokens/s,
+// no accuracy) then gcc-run --generate, and their errors.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "deploy/generate.h"
+#include "graph/builder.h"
+#include "graph/ir.h"
+#include "graph/ops.h"
+#include "graph/recipe.h"
+#include "models/models.h"
+#include "runtime/session.h"
+#include "tests/subprocess.h"
+#include "tests/testutil.h"
+
+using namespace gcc_test; // tests/testutil.h, tests/subprocess.h
+
+namespace {
+
+bool Has(const std::string &s, const std::string &needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+TEST(GeneratePick, DrawsByCumulativeProbability) {
+  // logits ln 1, ln 2, ln 3: probabilities 1/6, 2/6, 3/6
+  const float logits[3] = {0.0f, std::log(2.0f), std::log(3.0f)};
+  std::vector<double> scratch(8); // 2 V doubles, V up to 4
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 0, 0.10, scratch.data()), 0);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 0, 0.20, scratch.data()), 1);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 0, 0.49, scratch.data()), 1);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 0, 0.51, scratch.data()), 2);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 0, 0.999999, scratch.data()), 2);
+  // top-k 2 drops token 0: probabilities 2/5, 3/5
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 2, 0.0, scratch.data()), 1);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 2, 0.39, scratch.data()), 1);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 2, 0.41, scratch.data()), 2);
+  // top-k 1 is the argmax whatever the draw
+  for (double u : {0.0, 0.5, 0.999})
+    EXPECT_EQ(gcc_generate_pick(logits, 3, 1.0, 1, u, scratch.data()), 2);
+  // temperature 0.5 squares the odds: 1, 4, 9 of 14
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 0.5, 0, 1.0 / 14 - 1e-6, scratch.data()), 0);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 0.5, 0, 1.0 / 14 + 1e-6, scratch.data()), 1);
+  EXPECT_EQ(gcc_generate_pick(logits, 3, 0.5, 0, 5.0 / 14 + 1e-6, scratch.data()), 2);
+  // ties with the k-th value stay in (torch.topk's threshold, logits < v[-1] dropped)
+  const float tie[4] = {1.0f, 1.0f, 1.0f, 0.0f};
+  EXPECT_EQ(gcc_generate_pick(tie, 4, 1.0, 1, 0.9, scratch.data()), 2);
+}
+
+// The bigram model (V = 5, T = 4) with weights 0 and `bias`, and the
+// vocabulary "\nabcd".
+gcc_graph *Bigram(const std::vector<float> &bias) {
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_model_char_bigram_onehot_sized(5, 4, 1, &g, &d), GCC_OK) << d.msg;
+  if (!g)
+    return nullptr;
+  for (int v = 0; v < g->n_values; v++) {
+    gcc_value *val = &g->values[v];
+    if (val->kind != GCC_VALUE_PARAM)
+      continue;
+    float *x = static_cast<float *>(val->data);
+    int64_t n = val->data_bytes / sizeof(float);
+    for (int64_t i = 0; i < n; i++)
+      x[i] = std::strcmp(val->name, "bigram.bias") == 0 ? bias[i] : 0.0f;
+  }
+  g->training.n_vocab = 5;
+  std::memcpy(g->training.vocab, "\nabcd", 5);
+  return g;
+}
+
+struct Out {
+  std::string text;
+};
+
+gcc_status Collect(void *user, const char *bytes, size_t n, gcc_diag *) {
+  static_cast<Out *>(user)->text.append(bytes, n);
+  return GCC_OK;
+}
+
+gcc_status Generate(const gcc_graph *g, int64_t n, const char *prompt, uint64_t seed,
+                    std::string *text, gcc_diag *d, int64_t top_k = 0) {
+  Out out;
+  gcc_generate_options o = {};
+  o.n_new = n;
+  o.prompt = prompt;
+  o.temperature = 1.0;
+  o.top_k = top_k;
+  o.seed = seed;
+  o.emit = Collect;
+  o.user = &out;
+  gcc_status s = gcc_generate(g, &o, d);
+  *text = out.text;
+  return s;
+}
+
+TEST(Generate, DecodesWithTheVocabularyAndStartsWithTheNewline) {
+  gcc_graph *g = Bigram({0, 0, 40, 0, 0}); // id 2, 'b', with probability 1 - 4e-17
+  ASSERT_NE(g, nullptr);
+  std::string text;
+  gcc_diag d = {};
+  ASSERT_EQ(Generate(g, 10, "da", 1, &text, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(text, "da" + std::string(10, 'b'));
+  // no prompt: sample.py's start, a newline (id 0 here), is printed first
+  ASSERT_EQ(Generate(g, 3, nullptr, 1, &text, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(text, "\nbbb");
+  // a prompt longer than the block size (T = 4): the last 4 tokens are the context
+  ASSERT_EQ(Generate(g, 2, "abcdabcd", 1, &text, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(text, "abcdabcdbb");
+  // a byte outside the vocabulary names its position
+  EXPECT_EQ(Generate(g, 2, "abx", 1, &text, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Has(d.msg, "--prompt: byte 2 (0x78) is not in the model's vocabulary")) << d.msg;
+  // without a vocabulary: no prompt can be encoded, ids are printed
+  g->training.n_vocab = 0;
+  EXPECT_EQ(Generate(g, 2, "ab", 1, &text, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Has(d.msg, "has no vocabulary")) << d.msg;
+  ASSERT_EQ(Generate(g, 3, nullptr, 1, &text, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(text, "2 2 2 ");
+  gcc_graph_free(g);
+}
+
+TEST(Generate, IsDeterministicForASeedAndDrawsByTheSoftmax) {
+  gcc_graph *g = Bigram({0, 0, 0, 0, 0}); // uniform over the 5 ids
+  ASSERT_NE(g, nullptr);
+  std::string a, b, c;
+  gcc_diag d = {};
+  ASSERT_EQ(Generate(g, 2000, "a", 7, &a, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(Generate(g, 2000, "a", 7, &b, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(Generate(g, 2000, "a", 8, &c, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c); // equal with probability 5^-2000
+  // 2000 uniform draws over 5 ids: each count is 400 +- 17.9 (binomial sd);
+  // 300 .. 500 is over 5.5 sd either side
+  for (char ch : std::string("\nabcd")) {
+    int64_t n = 0;
+    for (size_t i = 1; i < a.size(); i++)
+      n += a[i] == ch;
+    EXPECT_GT(n, 300) << int(ch);
+    EXPECT_LT(n, 500) << int(ch);
+  }
+  gcc_graph_free(g);
+}
+
+// ---- the loss over sequences -------------------------------------------------
+
+// The mean cross-entropy over the B*T tokens in float64 from the model's
+// nn.Linear(V, V) ("bigram.weight" (out, in), "bigram.bias"): logits of
+// token (b, t) = W x_bt + bias, loss = mean of logsumexp - logit[target].
+double ReferenceLoss(const gcc_graph *g, const std::vector<float> &x, const std::vector<int64_t> &y,
+                     int64_t V) {
+  const float *w = nullptr, *bias = nullptr;
+  for (int v = 0; v < g->n_values; v++) {
+    if (std::strcmp(g->values[v].name, "bigram.weight") == 0)
+      w = static_cast<const float *>(g->values[v].data);
+    if (std::strcmp(g->values[v].name, "bigram.bias") == 0)
+      bias = static_cast<const float *>(g->values[v].data);
+  }
+  EXPECT_TRUE(w && bias);
+  if (!w || !bias)
+    return NAN;
+  double sum = 0;
+  int64_t n = (int64_t)y.size();
+  for (int64_t r = 0; r < n; r++) {
+    std::vector<double> z(V);
+    double mx = -INFINITY;
+    for (int64_t o = 0; o < V; o++) {
+      z[o] = bias[o];
+      for (int64_t i = 0; i < V; i++)
+        z[o] += (double)w[o * V + i] * x[r * V + i];
+      mx = std::max(mx, z[o]);
+    }
+    double se = 0;
+    for (int64_t o = 0; o < V; o++)
+      se += std::exp(z[o] - mx);
+    sum += mx + std::log(se) - z[y[r]];
+  }
+  return sum / (double)n;
+}
+
+// The model's evaluation loss on one batch (B, T) of one-hot rows.
+double SessionLoss(const gcc_graph *g, const std::vector<float> &x, const std::vector<int64_t> &y,
+                   int64_t B) {
+  gcc_session_options so = {};
+  so.threads = 1;
+  so.opt = g->training.opt;
+  gcc_session *s = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  float loss = NAN;
+  int64_t ok = 0;
+  const gcc_tensor *pred = nullptr;
+  if (s) {
+    EXPECT_EQ(gcc_session_eval_batch(s, x.data(), y.data(), B, &loss, &ok, &pred, &d), GCC_OK)
+        << d.msg;
+  }
+  EXPECT_EQ(ok, -1); // logits (B, T, V): no accuracy
+  gcc_session_destroy(s);
+  return loss;
+}
+
+TEST(SequenceLoss, IsTheMeanOverTheTokensOfTheSpecAndOfARecipe) {
+  const int64_t B = 3, T = 4, V = 5;
+  std::vector<float> x(B * T * V, 0.0f);
+  std::vector<int64_t> y(B * T);
+  for (int64_t r = 0; r < B * T; r++) {
+    x[r * V + (r * 7 + 1) % V] = 1.0f;
+    y[r] = (r * 3 + 2) % V;
+  }
+  // float32 logits of 5 terms, logsumexp over 5 and a mean of 12: a few
+  // float32 roundings of values below 3, so 1e-5 relative is ample
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_model_char_bigram_onehot_sized(V, T, 11, &g, &d), GCC_OK) << d.msg;
+  double ref = ReferenceLoss(g, x, y, V);
+  EXPECT_NEAR(SessionLoss(g, x, y, B), ref, 1e-5 * ref);
+  gcc_graph_free(g);
+  // the same network without a spec, given --loss cross-entropy: the recipe
+  // reshapes (B, T, V) to (B*T, V) and the targets (B, T) to (B*T)
+  gcc_builder *b = gcc_builder_new("lm", 11);
+  const int64_t xd[3] = {GCC_BATCH_DIM, T, V}, flat[2] = {-1, V}, seq[3] = {-1, T, V};
+  int in = gcc_build_input(b, "x", GCC_DT_FLOAT32, 3, xd);
+  int rows = gcc_build_op(b, GCC_OP_RESHAPE, "x_flat", "x_flat", &in, 1);
+  gcc_build_set_ints(b, rows, "shape", flat, 2);
+  int fc = gcc_build_linear(b, "bigram", rows, V, V);
+  int logits = gcc_build_op(b, GCC_OP_RESHAPE, "logits", "logits", &fc, 1);
+  gcc_build_set_ints(b, logits, "shape", seq, 3);
+  gcc_build_output(b, logits);
+  gcc_graph *m = nullptr;
+  ASSERT_EQ(gcc_builder_finish(b, &m, &d), GCC_OK) << d.msg;
+  gcc_recipe r;
+  gcc_recipe_init(&r);
+  ASSERT_EQ(gcc_recipe_set(&r, "--loss", "cross-entropy", &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_recipe_set(&r, "--optimizer", "adamw", &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_recipe_set(&r, "--dataset", "text", &d), GCC_OK) << d.msg;
+  gcc_graph *trainable = nullptr;
+  ASSERT_EQ(gcc_recipe_apply(m, &r, &trainable, &d), GCC_OK) << d.msg;
+  const gcc_value *tv = &trainable->values[gcc_graph_find(trainable, trainable->training.target)];
+  EXPECT_EQ(tv->dtype, GCC_DT_INT64);
+  ASSERT_EQ(tv->shape.ndim, 2);
+  EXPECT_EQ(tv->shape.dims[1], T);
+  EXPECT_STREQ(trainable->training.prediction, "logits");
+  EXPECT_STREQ(trainable->training.dataset, "text");
+  ref = ReferenceLoss(trainable, x, y, V);
+  EXPECT_NEAR(SessionLoss(trainable, x, y, B), ref, 1e-5 * ref);
+  gcc_graph_free(trainable);
+  gcc_graph_free(m);
+}
+
+// ---- the command lines ------------------------------------------------------
+
+ProcResult Train(const std::vector<std::string> &args,
+                 const std::vector<std::pair<std::string, std::string>> &env = {}) {
+  ProcOptions o;
+  o.timeout_s = 120;
+  o.env = env;
+  return RunRunfile("cli/gcc-train", args, o);
+}
+
+ProcResult GccRun(const std::vector<std::string> &args) {
+  ProcOptions o;
+  o.timeout_s = 60;
+  return RunRunfile("cli/gcc-run", args, o);
+}
+
+class LmCli : public ::testing::Test {
+protected:
+  void SetUp() override {
+    model_ = Runfile("models/char_bigram.pb");
+    ASSERT_FALSE(model_.empty());
+    // 3000 bytes of "abc\n": the training split 2700, validation 300
+    std::string s;
+    for (int i = 0; i < 3000; i++)
+      s += "abc\n"[i % 4];
+    text_ = tmp_.file("abc.txt");
+    ASSERT_TRUE(WriteText(text_, s));
+  }
+  std::string model_, text_;
+  TempDir tmp_;
+};
+
+TEST_F(LmCli, TrainsOnTextLogsTheEstimatesAndGenerates) {
+  std::string out = tmp_.file("abc.pb"), logs = tmp_.file("logs");
+  ProcResult r = Train({model_, "--dataset",    "text", "--data",       text_, "--max-steps",
+                        "40",   "--batch-size", "8",    "--eval-every", "20",  "--eval-batches",
+                        "4",    "--seed",       "3",    "--device",     "cpu", "--threads",
+                        "1",    "--log-dir",    logs,   "--output",     out,   "--lr",
+                        "0.1"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "40 steps (--max-steps), batch 8")) << r.out;
+  EXPECT_TRUE(Has(r.out, "step 20: train loss ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "step 40: train loss ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "trained 40 steps in ")) << r.out;
+  EXPECT_TRUE(Has(r.out, " steps/s, ")) << r.out;
+  EXPECT_TRUE(Has(r.out, " tokens/s; train loss ")) << r.out;
+  EXPECT_FALSE(Has(r.out, "accuracy")) << r.out;
+  // the validation loss at 20 and 40 steps, from the scalars' CSV
+  std::vector<std::string> files = ListDir(logs);
+  std::string csv;
+  for (const std::string &f : files)
+    if (f.rfind("metrics.", 0) == 0)
+      csv = ReadText(logs + "/" + f);
+  ASSERT_FALSE(csv.empty()) << "no metrics CSV in " << logs;
+  auto value = [&](const std::string &key) {
+    size_t at = csv.find(key);
+    return at == std::string::npos ? NAN : std::strtod(csv.c_str() + at + key.size(), nullptr);
+  };
+  double v20 = value(",20,val/loss,"), v40 = value(",40,val/loss,");
+  double t40 = value(",40,train/eval_loss,");
+  ASSERT_FALSE(std::isnan(v20)) << csv;
+  ASSERT_FALSE(std::isnan(v40)) << csv;
+  ASSERT_FALSE(std::isnan(t40)) << csv;
+  // from about 4.9 (the N(0, 1) table over 84 ids) the loss falls with
+  // Adam at lr 0.1 towards 0 (the text is a cycle); measured 1.29 and 0.13
+  EXPECT_LT(v20, 2.5);
+  EXPECT_LT(v40, 0.5);
+  // the trained model keeps the vocabulary: greedy sampling continues the cycle
+  ProcResult g = GccRun({out, "--generate", "12", "--prompt", "a", "--top-k", "1", "--quiet"});
+  ASSERT_EQ(g.exit_code, 0) << g;
+  EXPECT_EQ(g.out, "abc\nabc\nabc\na\n");
+  // the same seed, the same text; sampled from the softmax
+  ProcResult s1 = GccRun({out, "--generate", "50", "--seed", "5", "--quiet"});
+  ProcResult s2 = GccRun({out, "--generate", "50", "--seed", "5", "--quiet"});
+  ASSERT_EQ(s1.exit_code, 0) << s1;
+  EXPECT_EQ(s1.out, s2.out);
+  EXPECT_EQ(s1.out.size(), 1u + 50u + 1u) << s1.out; // the start "\n", 50, the final newline
+  // and the run says how it sampled
+  ProcResult s3 = GccRun({out, "--generate", "5", "--temperature", "0.8"});
+  ASSERT_EQ(s3.exit_code, 0) << s3;
+  EXPECT_TRUE(Has(s3.err, "5 tokens sampled on the CPU (temperature 0.8, top-k all, seed 1337; "
+                          "the window re-run per token, no KV cache)"))
+      << s3.err;
+}
+
+// The windows of a step depend on (seed, step) only: a run resumed from a
+// checkpoint (mid-epoch: an epoch of this file is 5 batches of 8 x 64)
+// writes the model the uninterrupted run does, bit for bit.
+TEST_F(LmCli, AResumedRunIsTheUninterruptedOne) {
+  std::vector<std::string> common = {
+      model_,      "--data", text_,     "--batch-size",   "8", "--seed", "3", "--device", "cpu",
+      "--threads", "1",      "--quiet", "--eval-batches", "2"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  std::string full = tmp_.file("full.pb"), resumed = tmp_.file("resumed.pb"), ck = tmp_.file("ck");
+  // one GEMM library for the three processes: each could otherwise time its
+  // way to another (runtime/cpu/cpu_choice.h) and round differently
+  const std::vector<std::pair<std::string, std::string>> env = {{"GCC_CPU_GEMM", "onednn"}};
+  ProcResult r = Train(with({"--max-steps", "12", "--output", full}), env);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  r = Train(
+      with({"--max-steps", "7", "--checkpoint-dir", ck, "--checkpoint-every", "7", "--no-output"}),
+      env);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  r = Train(with({"--max-steps", "12", "--resume", ck, "--output", resumed}), env);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(ReadBytes(full), ReadBytes(resumed));
+}
+
+// --dataset tokens: train.bin/val.bin of uint16 ids below the model's 84;
+// an id past it names the file and its index.
+TEST_F(LmCli, TrainsOnUint16TokenFiles) {
+  std::string dir = tmp_.file("tok");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::vector<uint16_t> train(4000), val(400);
+  for (size_t i = 0; i < train.size(); i++)
+    train[i] = (uint16_t)(i * 7 % 84);
+  for (size_t i = 0; i < val.size(); i++)
+    val[i] = (uint16_t)(i * 7 % 84);
+  ASSERT_TRUE(WriteFile(dir + "/train.bin", train.data(), train.size() * 2));
+  ASSERT_TRUE(WriteFile(dir + "/val.bin", val.data(), val.size() * 2));
+  ProcResult r =
+      Train({model_, "--dataset", "tokens", "--data", dir, "--max-steps", "6", "--batch-size", "4",
+             "--eval-batches", "2", "--device", "cpu", "--threads", "1", "--no-output"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "step 6: train loss ")) << r.out;
+  val[123] = 84;
+  ASSERT_TRUE(WriteFile(dir + "/val.bin", val.data(), val.size() * 2));
+  r = Train({model_, "--dataset", "tokens", "--data", dir, "--max-steps", "2", "--batch-size", "64",
+             "--eval-batches", "20", "--device", "cpu", "--threads", "1", "--no-output"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, dir + "/val.bin: the token at index 123 of the file is id 84, but the "
+                               "model's vocabulary has 84 tokens"))
+      << r.err;
+}
+
+TEST_F(LmCli, BadDataAndFlagsGiveClearErrors) {
+  // a missing text file is named
+  ProcResult r = Train({model_, "--data", tmp_.file("none.txt"), "--max-steps", "1", "--device",
+                        "cpu", "--no-output"});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, tmp_.file("none.txt") + ": cannot open it")) << r.err;
+  // a block size the model does not have
+  r = Train({model_, "--data", text_, "--max-steps", "1", "--block-size", "32", "--device", "cpu",
+             "--no-output"});
+  EXPECT_NE(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.err, "--block-size 32: the model")) << r.err;
+  EXPECT_TRUE(Has(r.err, "takes windows of 64 tokens")) << r.err;
+  // --dataset tokens: train.bin of an odd size is named
+  std::string dir = tmp_.file("bin");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteText(dir + "/train.bin", std::string(301, 'x')));
+  ASSERT_TRUE(WriteText(dir + "/val.bin", std::string(300, 'x')));
+  r = Train({model_, "--dataset", "tokens", "--data", dir, "--max-steps", "1", "--device", "cpu",
+             "--no-output"});
+  EXPECT_NE(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.err, dir + "/train.bin: 301 bytes, an odd count")) << r.err;
+  // --dataset tokens without --data
+  r = Train({model_, "--dataset", "tokens", "--max-steps", "1", "--no-output"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r.err, "--dataset tokens needs --data DIR")) << r.err;
+  // gcc-run: sampling flags without --generate, a prompt byte outside the vocabulary
+  ProcResult g = GccRun({model_, "--top-k", "3"});
+  EXPECT_EQ(g.exit_code, 2) << g;
+  EXPECT_TRUE(Has(g.err, "go with --generate N")) << g.err;
+  g = GccRun({model_, "--generate", "3", "--prompt", "x"});
+  EXPECT_EQ(g.exit_code, 2) << g;
+  EXPECT_TRUE(Has(g.err, "has no vocabulary")) << g.err; // the untrained model has none
+  g = GccRun({model_, "--generate", "3", "--temperature", "0"});
+  EXPECT_EQ(g.exit_code, 2) << g;
+}
+
+} // namespace
