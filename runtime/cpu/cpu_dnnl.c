@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph/ops.h"
 #include "passes/memplan.h"
@@ -544,8 +545,16 @@ gcc_status gcc_cpu_dnnl_prepare_done(gcc_cpu_ctx *ctx, gcc_diag *d) {
         if (*q == '"' || *q == '\\' || (unsigned char)*q < ' ')
           *q = '?';
     }
-    if (s == GCC_OK)
-      st->timing_s += c.seconds;
+    if (s == GCC_OK && c.how == GCC_CPU_CHOICE_TIMED) {
+      /* OpenBLAS's workers spin for about 0.1 s after its last call (2^28
+       * cycles, Debian's build): let them sleep before the next plan's
+       * nodes are timed, or their spinning slows every candidate that
+       * runs on the same cores (once per machine: later runs read the
+       * cache) */
+      struct timespec nap = {0, 150 * 1000 * 1000};
+      nanosleep(&nap, NULL);
+      st->timing_s += c.seconds + 0.150;
+    }
   }
   for (int i = 0; i < st->n_gemms; i++) { /* the scratch operands go */
     cpu_prepared *p = st->gemms[i]->prepared;

@@ -77,7 +77,9 @@ gcc_status gcc_cpu_dnnl_average_pool_grad_prepare(gcc_kernel_args *a, gcc_diag *
  * on OpenBLAS already. Each GEMM's name then ends with the whole plan's
  * choice ("[openblas: whole plan timed: all OpenBLAS (997 us against 1183
  * us); the node alone: onednn: ...]", or "[onednn: ...; whole plan cached:
- * each node's choice]"). Frees the scratch
+ * each node's choice]"). After timing it waits 150 ms for
+ * OpenBLAS's workers to stop spinning (they would slow the next plan's
+ * timing). Frees the scratch
  * operands either way. Errors: a timing run's, naming the node. */
 gcc_status gcc_cpu_dnnl_prepare_done(gcc_cpu_ctx *ctx, gcc_diag *d);
 
