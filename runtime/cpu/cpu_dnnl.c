@@ -367,7 +367,8 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
            md.bias  ? "bias"
            : copy_c ? "full"
                     : "none");
-  gemm_timing *t = forced >= 0 ? NULL : malloc(sizeof *t);
+  /* zeroed: freed untouched when too large to time (timing_setup not run) */
+  gemm_timing *t = forced >= 0 ? NULL : calloc(1, sizeof *t);
   int timed = t && 2.0 * (double)md.m * (double)md.n * (double)md.k <= TIMED_MAX_FLOPS &&
               timing_setup(t, a, st);
   if (t) {
