@@ -205,6 +205,10 @@ typedef struct gcc_device_backend {
   gcc_status (*prepare_node)(void *self, gcc_kernel_args *a, gcc_diag *d);
   void (*release_node)(void *self, gcc_kernel_args *a);
   void (*release_ctx)(void *self, gcc_cpu_ctx *ctx);
+  /* Optional: once after prepare_node has run on every node of the plan
+   * (choices about the nodes together: the CPU backend's whole-plan GEMM
+   * library, runtime/cpu/cpu_dnnl.h). */
+  gcc_status (*prepare_done)(void *self, gcc_cpu_ctx *ctx, gcc_diag *d);
   /* The library implementation that runs a prepared node ("matmul
    * brg:avx512_core 64x512x784 bias"), for --profile; NULL when the node
    * runs the op table's own kernel. */

@@ -1403,14 +1403,12 @@ gcc_status gcc_plan_compile(const gcc_graph *model, const gcc_options *opt,
 }
 
 /* The CPU backend's per-node preparation (its oneDNN primitives, created
- * once here for the nodes' shapes, not per step). */
+ * once here for the nodes' shapes, not per step), then the whole plan's. */
 static gcc_status prepare_cpu_nodes(gcc_plan *p, gcc_diag *d) {
-  if (!p->cpu->prepare_node)
-    return GCC_OK;
-  for (int i = 0; i < p->n_ops; i++)
+  for (int i = 0; i < p->n_ops && p->cpu->prepare_node; i++)
     if (p->ops[i].kind == OP_NODE)
       GCC_TRY(p->cpu->prepare_node(p->cpu->self, &p->ops[i].cpu, d));
-  return GCC_OK;
+  return p->cpu->prepare_done ? p->cpu->prepare_done(p->cpu->self, &p->ctx, d) : GCC_OK;
 }
 
 /* ---- run ---------------------------------------------------------------- */

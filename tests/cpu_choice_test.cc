@@ -18,6 +18,7 @@
 #include <string>
 #include <sys/stat.h>
 #include <thread>
+#include <vector>
 #include <unistd.h>
 
 #include "runtime/cpu/cpu_choice.h"
@@ -28,11 +29,13 @@ namespace {
 struct Fake {
   int calls[GCC_CPU_LIB_COUNT] = {0, 0, 0};
   int us[GCC_CPU_LIB_COUNT] = {2000, 100, 2000}; // openblas the fastest
+  std::vector<int> order;                        // the libraries run, in order
 };
 
 gcc_status RunFake(void *user, int lib, gcc_diag *) {
   Fake *f = static_cast<Fake *>(user);
   f->calls[lib]++;
+  f->order.push_back(lib);
   auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(f->us[lib]);
   while (std::chrono::steady_clock::now() < until) { // busy: a sleep may overshoot by ms
   }
@@ -67,7 +70,7 @@ protected:
   void TearDown() override { gcc_cpu_choice_forget(); }
 
   gcc_cpu_choice Choose(Fake *f, unsigned candidates = 3, double budget = 0.5, int disk = 1) {
-    gcc_cpu_choice_req r{key_.c_str(), candidates, RunFake, f, dir_.c_str(), disk, budget};
+    gcc_cpu_choice_req r{key_.c_str(), candidates, RunFake, f, dir_.c_str(), disk, budget, 0};
     gcc_cpu_choice c{};
     gcc_diag d{};
     EXPECT_EQ(gcc_cpu_choose(&r, &c, &d), GCC_OK) << d.msg;
@@ -120,6 +123,25 @@ TEST_F(CpuChoice, TimingPicksTheFastestAndWritesTheEntry) {
   std::string e = Slurp(Path());
   EXPECT_EQ(e.rfind("gcc-train cpu choice 1\nkey " + key_ + "\nchoice openblas\nus onednn=", 0), 0u)
       << e;
+}
+
+// Grouped (the whole plan's GEMMs: OpenBLAS's workers spin after a run):
+// every run of one candidate, warm-up first, before any of the next one,
+// in enum order; the fastest still wins and is cached.
+TEST_F(CpuChoice, GroupedTimingRunsEachCandidateAlone) {
+  Fake f;
+  gcc_cpu_choice_req r{key_.c_str(), 3, RunFake, &f, dir_.c_str(), 1, 0.5, 1};
+  gcc_cpu_choice c{};
+  gcc_diag d{};
+  ASSERT_EQ(gcc_cpu_choose(&r, &c, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(c.how, GCC_CPU_CHOICE_TIMED);
+  EXPECT_EQ(c.lib, GCC_CPU_LIB_OPENBLAS);
+  EXPECT_GE(c.rounds, 1);
+  ASSERT_GE(f.calls[0], 2) << "a warm-up and at least one round";
+  ASSERT_GE(f.calls[1], 2);
+  for (size_t i = 0; i < f.order.size(); i++)
+    EXPECT_EQ(f.order[i], i < (size_t)f.calls[0] ? 0 : 1) << "run " << i;
+  EXPECT_NE(Slurp(Path()).find("\nchoice openblas\n"), std::string::npos);
 }
 
 TEST_F(CpuChoice, ABudgetEndsTheRoundsAfterOne) {
@@ -257,7 +279,7 @@ TEST_F(CpuChoice, BadRequestsAreErrors) {
   Fake f;
   gcc_cpu_choice c{};
   gcc_diag d{};
-  gcc_cpu_choice_req r{"a\nb", 3, RunFake, &f, dir_.c_str(), 1, 0.1};
+  gcc_cpu_choice_req r{"a\nb", 3, RunFake, &f, dir_.c_str(), 1, 0.1, 0};
   EXPECT_EQ(gcc_cpu_choose(&r, &c, &d), GCC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(strstr(d.msg, "newline"), nullptr) << d.msg;
   std::string longkey(1001, 'k');

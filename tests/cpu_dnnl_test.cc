@@ -7,11 +7,13 @@
 // MNIST CNN: on oneDNN twice with the same seed the weights are bitwise
 // identical (a fixed thread count), and they stay within float rounding of
 // the reference kernels' (GCC_CPU_ONEDNN=0).
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -22,7 +24,9 @@
 #include "models/models.h"
 #include "passes/memplan.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_choice.h"
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
 
 namespace {
@@ -509,6 +513,123 @@ TEST(CpuDnnl, TrainingIsBitwiseRepeatableAndMatchesTheReferenceKernels) {
       << "GCC_CPU_ONEDNN=0 must run the reference kernels (else this test "
          "compares nothing)";
   EXPECT_LT(RelErr(a, ref), 1e-4) << "8 SGD steps on oneDNN against the reference kernels";
+}
+
+// ---- the whole plan's GEMM library (gcc_cpu_dnnl_prepare_done)
+// ---------------------------------------
+
+// The CPU library lines of the MNIST MLP's training plan at batch 64, 2
+// threads, and whether one training step gives a finite loss.
+std::string MlpTrainPlanLibraries(bool *finite) {
+  gcc_diag d{};
+  gcc_graph *g = nullptr;
+  EXPECT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &g, &d), GCC_OK) << d.msg;
+  if (!g)
+    return "";
+  gcc_session_options so{};
+  so.threads = 2;
+  so.opt = g->training.opt;
+  gcc_session *s = nullptr;
+  EXPECT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  std::string text;
+  if (s) {
+    gcc_plan *p = nullptr;
+    EXPECT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, 64, &p, &d), GCC_OK) << d.msg;
+    std::vector<char> buf(1 << 16);
+    if (p)
+      gcc_plan_cpu_library_text(p, buf.data(), buf.size());
+    text = buf.data();
+    std::vector<float> x(64 * 784, 0.25f);
+    std::vector<int64_t> y(64, 3);
+    float loss = NAN;
+    EXPECT_EQ(gcc_session_train_step(s, x.data(), y.data(), 64, &loss, &d), GCC_OK) << d.msg;
+    *finite = std::isfinite(loss);
+    gcc_session_destroy(s);
+  }
+  gcc_graph_free(g);
+  return text;
+}
+
+// The cache entry of the whole plan's choice in `dir`/gcc-train, or "".
+std::string PlanEntry(const std::string &dir) {
+  std::string base = dir + "/gcc-train";
+  DIR *dp = opendir(base.c_str());
+  std::string found;
+  while (dp) {
+    struct dirent *e = readdir(dp);
+    if (!e)
+      break;
+    if (strncmp(e->d_name, "cpu-choice-", 11) != 0)
+      continue;
+    std::ifstream f(base + "/" + e->d_name);
+    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (all.find(" plan gemms=") != std::string::npos)
+      found = base + "/" + e->d_name;
+  }
+  if (dp)
+    closedir(dp);
+  return found;
+}
+
+// Rewrites the choice line of cache entry `path` to `lib`.
+void SetChoice(const std::string &path, const std::string &lib) {
+  std::ifstream f(path);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), out;
+  f.close();
+  size_t at = all.find("\nchoice ");
+  ASSERT_NE(at, std::string::npos) << all;
+  size_t end = all.find('\n', at + 1);
+  out = all.substr(0, at) + "\nchoice " + lib + all.substr(end);
+  std::ofstream(path, std::ios::trunc) << out;
+}
+
+size_t Count(const std::string &s, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1))
+    n++;
+  return n;
+}
+
+// The MLP's fc1 (64x512x784) would run on both OpenBLAS threads, so the
+// plan's GEMMs are also timed as a whole (each node's choice against all on
+// OpenBLAS); the choice is named on every GEMM, cached on disk, and a
+// cached choice is what the next plan runs, either way. Forcing a library
+// leaves the whole plan alone.
+TEST(CpuDnnl, TheWholePlansGemmLibraryIsChosenCachedAndRespected) {
+  ScopedEnv pin("GCC_CPU_GEMM", nullptr);
+  ScopedEnv cache("GCC_CPU_CHOICE_CACHE", nullptr);
+  std::string dir = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
+                    "/cpu_dnnl_test_whole_plan";
+  ScopedEnv xdg("XDG_CACHE_HOME", dir.c_str());
+  const size_t gemms = 14; // 5 forward, 9 backward (fc1 has no dA)
+  gcc_cpu_choice_forget();
+  bool finite = false;
+  std::string text = MlpTrainPlanLibraries(&finite);
+  EXPECT_TRUE(finite);
+  EXPECT_EQ(Count(text, "(Gemm): "), gemms) << text;
+  EXPECT_EQ(Count(text, "whole plan timed: "), gemms) << text;
+  std::string entry = PlanEntry(dir);
+  ASSERT_NE(entry, "") << "no whole-plan entry in " << dir;
+
+  for (const char *lib : {"openblas", "onednn"}) {
+    SetChoice(entry, lib);
+    gcc_cpu_choice_forget();
+    text = MlpTrainPlanLibraries(&finite);
+    EXPECT_TRUE(finite) << lib;
+    if (std::string(lib) == "openblas") {
+      EXPECT_EQ(Count(text, "(Gemm): sgemm (OpenBLAS) "), gemms) << text;
+      EXPECT_EQ(Count(text, "[openblas: whole plan cached: all OpenBLAS; the node alone: "), gemms)
+          << text;
+    } else {
+      EXPECT_EQ(Count(text, "whole plan cached: each node's choice]"), gemms) << text;
+      EXPECT_NE(text.find("fc1 (Gemm): matmul "), std::string::npos) << text;
+    }
+  }
+  ScopedEnv force("GCC_CPU_GEMM", "onednn");
+  gcc_cpu_choice_forget();
+  text = MlpTrainPlanLibraries(&finite);
+  EXPECT_TRUE(finite);
+  EXPECT_EQ(Count(text, "whole plan"), 0u) << text;
 }
 
 } // namespace

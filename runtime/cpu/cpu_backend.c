@@ -210,6 +210,11 @@ static gcc_status cpu_prepare_node(void *self, gcc_kernel_args *a, gcc_diag *d) 
   return e->prepare(a, d);
 }
 
+static gcc_status cpu_prepare_done(void *self, gcc_cpu_ctx *ctx, gcc_diag *d) {
+  (void)self;
+  return gcc_cpu_dnnl_prepare_done(ctx, d);
+}
+
 static void cpu_release_node(void *self, gcc_kernel_args *a) {
   (void)self;
   gcc_cpu_dnnl_release(a);
@@ -256,6 +261,7 @@ static const gcc_device_backend kCpu = {
     .prepare_node = cpu_prepare_node,
     .release_node = cpu_release_node,
     .release_ctx = cpu_release_ctx,
+    .prepare_done = cpu_prepare_done,
     .node_impl = cpu_node_impl,
 };
 

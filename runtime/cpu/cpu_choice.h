@@ -91,6 +91,10 @@ typedef enum gcc_cpu_lib {
 #define GCC_CPU_CHOICE_ROUNDS        5
 #define GCC_CPU_CHOICE_NODE_BUDGET_S 0.020
 #define GCC_CPU_CHOICE_PLAN_BUDGET_S 0.300
+/* The whole plan's GEMMs together (runtime/cpu/cpu_dnnl.h,
+ * gcc_cpu_dnnl_prepare_done): each node's own choice against every GEMM on
+ * OpenBLAS at the plan's thread count, timed grouped. */
+#define GCC_CPU_CHOICE_WHOLE_BUDGET_S 0.100
 
 /* "onednn", "openblas", "gemv"; NULL for another value. */
 const char *gcc_cpu_lib_name(int lib);
@@ -118,6 +122,13 @@ typedef struct gcc_cpu_choice_req {
   int use_disk;    /* 0: neither read nor write the disk cache */
   double budget_s; /* the most seconds timing may take (at least one
                       round); < 0: no timing (untimed, step 5) */
+  int grouped;     /* 0: rounds rotate over the candidates (above); 1: each
+                      candidate's warm-up and rounds run together, in enum
+                      order, each with an equal share of the budget: for
+                      candidates that leave threads spinning after a run
+                      (OpenBLAS's pthread pool spins about 0.1 s), which
+                      would slow the next candidate's run and not the
+                      step that runs one of them alone */
 } gcc_cpu_choice_req;
 
 typedef enum gcc_cpu_choice_how {
@@ -147,6 +158,10 @@ gcc_status gcc_cpu_choose(const gcc_cpu_choice_req *r, gcc_cpu_choice *out, gcc_
  * (neither XDG_CACHE_HOME absolute nor HOME) or the path exceeds size. */
 gcc_status gcc_cpu_choice_entry_path(const char *dir, const char *key, char *buf, size_t size,
                                      gcc_diag *d);
+
+/* FNV-1a 64 of the string s (the disk cache's file names; callers digest
+ * keys longer than a key may be). */
+unsigned long long gcc_cpu_choice_hash(const char *s);
 
 /* Forgets this process's memo (tests: the next choice reads the disk cache
  * or times again). */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph/ops.h"
 #include "passes/memplan.h"
@@ -21,6 +22,15 @@ typedef struct cpu_dnnl_state {
   void *scratch; /* GCC_ARENA_ALIGN-aligned, scratch_bytes */
   size_t scratch_bytes;
   double timing_s; /* what choosing GEMM libraries has cost this plan (cpu_choice.h) */
+  /* The whole-plan choice (gcc_cpu_dnnl_prepare_done): the plan's GEMM
+   * nodes in order, what rules the choice out, the digest of their shapes
+   * and per-node choices. */
+  gcc_kernel_args **gemms;
+  int n_gemms, cap_gemms;
+  int no_plan;        /* a forced library, an untimed GEMM, another oneDNN primitive */
+  int blas_parallel;  /* GEMMs not on OpenBLAS that it would run on several threads */
+  char plan_desc[64]; /* "gemms=N hash=H" */
+  unsigned long long plan_hash;
 } cpu_dnnl_state;
 
 /* Where operand i of the primitive's run comes from: input k (0..7),
@@ -32,9 +42,11 @@ typedef struct cpu_prepared {
                       whose measured choice is OpenBLAS) */
   int n_ptrs;
   signed char src[MAX_PTRS];
-  int copy_c;     /* Gemm with a full C: Y = C before the run (beta as a sum
+  int copy_c;                 /* Gemm with a full C: Y = C before the run (beta as a sum
                  post-op) */
-  char name[448]; /* a GEMM's: the library, how it was chosen, the shape */
+  char name[448];             /* a GEMM's: the library, how it was chosen, the shape */
+  struct gemm_timing *timing; /* a GEMM's scratch operands until the whole plan is chosen */
+  char blas_base[160];        /* a GEMM's name on OpenBLAS */
 } cpu_prepared;
 
 int gcc_cpu_dnnl_enabled(void) {
@@ -117,6 +129,7 @@ static gcc_status adopt(gcc_kernel_args *a, cpu_dnnl_state *st, gcc_status made,
   memcpy(p->src, src, (size_t)n_ptrs);
   p->copy_c = copy_c;
   a->prepared = p;
+  st->no_plan = 1; /* its OpenMP threads beside OpenBLAS's spinning ones: not timed together */
   return GCC_OK;
 }
 
@@ -164,7 +177,8 @@ static gcc_status run_prepared(const cpu_prepared *p, const gcc_kernel_args *a, 
 /* The candidates of one GEMM node run on scratch operands of its shapes
  * (the plan's buffers are not bound yet): cpu_choice.h's run function.
  * The operands are made at the first run, so a cache hit costs nothing. */
-typedef struct gemm_timing {
+typedef struct gemm_timing gemm_timing;
+struct gemm_timing {
   gcc_kernel_args args; /* the node's, on the tensors below */
   gcc_tensor t[5];      /* inputs (up to 4), then Y */
   gcc_tensor *in[4], *out[1];
@@ -172,10 +186,9 @@ typedef struct gemm_timing {
   void *scratch;
   size_t total; /* floats of all operands */
   float *mem;
-} gemm_timing;
+};
 
-static gcc_status time_one(void *user, int lib, gcc_diag *d) {
-  gemm_timing *t = user;
+static gcc_status timing_mem(gemm_timing *t, gcc_diag *d) {
   if (!t->mem) { /* small values: a GEMM's time does not depend on them (NaN or denormals could) */
     t->mem = aligned_alloc(GCC_ARENA_ALIGN, (t->total * sizeof(float) + GCC_ARENA_ALIGN - 1) /
                                                 GCC_ARENA_ALIGN * GCC_ARENA_ALIGN);
@@ -192,7 +205,19 @@ static gcc_status time_one(void *user, int lib, gcc_diag *d) {
         p += t->t[k].numel;
       }
   }
+  return GCC_OK;
+}
+
+static gcc_status time_one(void *user, int lib, gcc_diag *d) {
+  gemm_timing *t = user;
+  GCC_TRY(timing_mem(t, d));
   return run_prepared(&t->cand[lib], &t->args, t->scratch);
+}
+
+static void timing_free(gemm_timing *t) {
+  if (t)
+    free(t->mem);
+  free(t);
 }
 
 /* The scratch operands' tensors for the node's shapes. Returns 0 when they
@@ -333,6 +358,27 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
   const char *how;
   char how_buf[64];
   int chosen = 0; /* by gcc_cpu_choose */
+  /* The node's shapes and the scratch operands that time it (here, and
+   * with the whole plan in gcc_cpu_dnnl_prepare_done). */
+  char shape[384];
+  snprintf(shape, sizeof shape,
+           "%s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 " ta=%d tb=%d alpha=%a beta=%a c=%s",
+           gcc_op_name(a->node->op), md.m, md.n, md.k, ta, tb, (double)alpha, (double)md.beta,
+           md.bias  ? "bias"
+           : copy_c ? "full"
+                    : "none");
+  /* zeroed: freed untouched when too large to time (timing_setup not run) */
+  gemm_timing *t = forced >= 0 ? NULL : calloc(1, sizeof *t);
+  int timed = t && 2.0 * (double)md.m * (double)md.n * (double)md.k <= TIMED_MAX_FLOPS &&
+              timing_setup(t, a, st);
+  if (t) {
+    for (int i = 0; i < GCC_CPU_LIB_COUNT; i++) {
+      t->cand[i].op = ops[i];
+      t->cand[i].n_ptrs = 4;
+      memcpy(t->cand[i].src, src, sizeof src);
+      t->cand[i].copy_c = copy_c;
+    }
+  }
   if (forced >= 0) {
     lib = (cand & (1u << forced))               ? forced
           : (cand & (1u << GCC_CPU_LIB_ONEDNN)) ? GCC_CPU_LIB_ONEDNN
@@ -351,26 +397,7 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
       if (cand & (1u << i))
         snprintf(cands + strlen(cands), sizeof cands - strlen(cands), "%s%s", cands[0] ? "," : "",
                  gcc_cpu_lib_name(i));
-    snprintf(key, sizeof key,
-             "%s %s m=%" PRId64 " n=%" PRId64 " k=%" PRId64 " ta=%d tb=%d alpha=%a beta=%a c=%s "
-             "candidates=%s",
-             machine, gcc_op_name(a->node->op), md.m, md.n, md.k, ta, tb, (double)alpha,
-             (double)md.beta,
-             md.bias  ? "bias"
-             : copy_c ? "full"
-                      : "none",
-             cands);
-    gemm_timing *t = malloc(sizeof *t);
-    int timed = t && 2.0 * (double)md.m * (double)md.n * (double)md.k <= TIMED_MAX_FLOPS &&
-                timing_setup(t, a, st);
-    if (t) {
-      for (int i = 0; i < GCC_CPU_LIB_COUNT; i++) {
-        t->cand[i].op = ops[i];
-        t->cand[i].n_ptrs = 4;
-        memcpy(t->cand[i].src, src, sizeof src);
-        t->cand[i].copy_c = copy_c;
-      }
-    }
+    snprintf(key, sizeof key, "%s %s candidates=%s", machine, shape, cands);
     double left = GCC_CPU_CHOICE_PLAN_BUDGET_S - st->timing_s;
     gcc_cpu_choice_req r = {key,
                             cand,
@@ -381,12 +408,11 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
                             !timed                                ? -1.0
                             : left < 0                            ? 0.0
                             : left < GCC_CPU_CHOICE_NODE_BUDGET_S ? left
-                                                                  : GCC_CPU_CHOICE_NODE_BUDGET_S};
+                                                                  : GCC_CPU_CHOICE_NODE_BUDGET_S,
+                            0};
     gcc_status s = gcc_cpu_choose(&r, &c, d);
-    if (t)
-      free(t->mem);
-    free(t);
     if (s != GCC_OK) {
+      timing_free(t);
       free_ops(ops, -1);
       return s;
     }
@@ -399,8 +425,18 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
                                            : "untimed (too large to time)";
   }
   free_ops(ops, lib);
-  cpu_prepared *p = calloc(1, sizeof *p);
+  gcc_kernel_args **gl = st->gemms;
+  if (st->n_gemms == st->cap_gemms) {
+    int cap = st->cap_gemms ? 2 * st->cap_gemms : 16;
+    gl = realloc(st->gemms, (size_t)cap * sizeof *gl);
+    if (gl) {
+      st->gemms = gl;
+      st->cap_gemms = cap;
+    }
+  }
+  cpu_prepared *p = gl ? calloc(1, sizeof *p) : NULL;
   if (!p) {
+    timing_free(t);
     gcc_dnnl_op_free(ops[lib]);
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (GEMM of node '%s')",
                         a->node->name);
@@ -409,18 +445,125 @@ static gcc_status prepare_gemm(gcc_kernel_args *a, int ta, int tb, float alpha, 
   p->n_ptrs = 4;
   memcpy(p->src, src, sizeof src);
   p->copy_c = copy_c;
-  char base[256];
-  if (p->op)
-    snprintf(base, sizeof base, "%s", gcc_dnnl_op_name(p->op));
-  else
-    snprintf(base, sizeof base, "sgemm (OpenBLAS) %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s%s", md.m,
-             md.n, md.k, ta ? " A^T" : "", tb ? " B^T" : "",
-             md.bias  ? " bias"
-             : copy_c ? " C"
-                      : "");
-  describe(p->name, sizeof p->name, base, lib, how, chosen ? &c : NULL, cand);
+  snprintf(p->blas_base, sizeof p->blas_base,
+           "sgemm (OpenBLAS) %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s%s", md.m, md.n, md.k,
+           ta ? " A^T" : "", tb ? " B^T" : "",
+           md.bias  ? " bias"
+           : copy_c ? " C"
+                    : "");
+  describe(p->name, sizeof p->name, p->op ? gcc_dnnl_op_name(p->op) : p->blas_base, lib, how,
+           chosen ? &c : NULL, cand);
+  /* What the whole-plan choice needs: this node's operands, shape and choice */
+  if (timed) {
+    for (int i = 0; i < GCC_CPU_LIB_COUNT; i++)
+      t->cand[i].op = NULL; /* freed above, but the chosen one (p's) */
+    p->timing = t;
+  } else {
+    timing_free(t);
+    st->no_plan = 1;
+  }
+  if (lib != GCC_CPU_LIB_OPENBLAS &&
+      gcc_cpu_blas_threads(md.m, md.n, md.k, a->ctx->max_threads) > 1)
+    st->blas_parallel++;
+  char node[448];
+  snprintf(node, sizeof node, "%016llx %s lib=%s", st->plan_hash, shape, gcc_cpu_lib_name(lib));
+  st->plan_hash = gcc_cpu_choice_hash(node);
+  st->gemms[st->n_gemms++] = a;
   a->prepared = p;
   return GCC_OK;
+}
+
+/* ---- the whole plan's GEMMs -------------------------------------------------
+ */
+
+/* Runs every GEMM of the plan once, in the plan's order, on its scratch
+ * operands: each on its own choice (lib ONEDNN) or all on OpenBLAS at the
+ * plan's thread count (lib OPENBLAS). */
+static gcc_status time_plan(void *user, int lib, gcc_diag *d) {
+  cpu_dnnl_state *st = user;
+  cpu_prepared blas;
+  memset(&blas, 0, sizeof blas);
+  for (int i = 0; i < st->n_gemms; i++) {
+    const cpu_prepared *p = st->gemms[i]->prepared;
+    GCC_TRY(timing_mem(p->timing, d));
+    GCC_TRY(run_prepared(lib == GCC_CPU_LIB_OPENBLAS ? &blas : p, &p->timing->args, st->scratch));
+  }
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_dnnl_prepare_done(gcc_cpu_ctx *ctx, gcc_diag *d) {
+  cpu_dnnl_state *st = ctx->state;
+  if (!st || st->n_gemms == 0)
+    return GCC_OK;
+  gcc_status s = GCC_OK;
+  if (!st->no_plan && st->blas_parallel > 0) {
+    char machine[384], key[1001];
+    gcc_cpu_choice_machine(gcc_dnnl_threads(st->dn), machine, sizeof machine);
+    snprintf(key, sizeof key, "%s plan gemms=%d digest=%016llx candidates=onednn,openblas", machine,
+             st->n_gemms, st->plan_hash);
+    gcc_cpu_choice_req r = {key,
+                            (1u << GCC_CPU_LIB_ONEDNN) | (1u << GCC_CPU_LIB_OPENBLAS),
+                            time_plan,
+                            st,
+                            NULL,
+                            1,
+                            GCC_CPU_CHOICE_WHOLE_BUDGET_S,
+                            1};
+    gcc_cpu_choice c;
+    s = gcc_cpu_choose(&r, &c, d);
+    const char *how = c.how == GCC_CPU_CHOICE_TIMED    ? "timed"
+                      : c.how == GCC_CPU_CHOICE_CACHED ? "cached"
+                                                       : "chosen before";
+    char times[160] = "";
+    int won = c.lib, lost = GCC_CPU_LIB_ONEDNN + GCC_CPU_LIB_OPENBLAS - c.lib;
+    if (s == GCC_OK && c.how == GCC_CPU_CHOICE_TIMED)
+      snprintf(times, sizeof times, " (%.0f us against %.0f us)", c.min_us[won], c.min_us[lost]);
+    for (int i = 0; s == GCC_OK && i < st->n_gemms; i++) {
+      cpu_prepared *p = st->gemms[i]->prepared;
+      char old[sizeof p->name];
+      snprintf(old, sizeof old, "%s", p->name);
+      char *node = strstr(old, " [");
+      node = node ? node + 2 : old;
+      size_t n = strlen(node);
+      if (n > 0 && node[n - 1] == ']')
+        node[n - 1] = '\0';
+      if (c.lib == GCC_CPU_LIB_OPENBLAS) {
+        gcc_dnnl_op_free(p->op);
+        p->op = NULL;
+        snprintf(p->name, sizeof p->name,
+                 "%s [openblas: whole plan %s: all OpenBLAS%s; the node alone: %s]", p->blas_base,
+                 how, times, node);
+      } else {
+        char base[sizeof p->name];
+        snprintf(base, sizeof base, "%s", old);
+        char *cut = strstr(base, " [");
+        if (cut)
+          *cut = '\0';
+        snprintf(p->name, sizeof p->name, "%s [%s; whole plan %s: each node's choice%s]", base,
+                 node, how, times);
+      }
+      for (char *q = p->name; *q; q++) /* the profile writes it into JSON unescaped */
+        if (*q == '"' || *q == '\\' || (unsigned char)*q < ' ')
+          *q = '?';
+    }
+    if (s == GCC_OK && c.how == GCC_CPU_CHOICE_TIMED) {
+      /* OpenBLAS's workers spin for about 0.1 s after its last call (2^28
+       * cycles, Debian's build): let them sleep before the next plan's
+       * nodes are timed, or their spinning slows every candidate that
+       * runs on the same cores (once per machine: later runs read the
+       * cache) */
+      struct timespec nap = {0, 150 * 1000 * 1000};
+      nanosleep(&nap, NULL);
+      st->timing_s += c.seconds + 0.150;
+    }
+  }
+  for (int i = 0; i < st->n_gemms; i++) { /* the scratch operands go */
+    cpu_prepared *p = st->gemms[i]->prepared;
+    timing_free(p->timing);
+    p->timing = NULL;
+  }
+  st->n_gemms = 0;
+  return s;
 }
 
 gcc_status gcc_cpu_dnnl_gemm_prepare(gcc_kernel_args *a, gcc_diag *d) {
@@ -571,6 +714,7 @@ void gcc_cpu_dnnl_release(gcc_kernel_args *a) {
   if (!p)
     return;
   gcc_dnnl_op_free(p->op);
+  timing_free(p->timing);
   free(p);
   a->prepared = NULL;
 }
@@ -580,6 +724,7 @@ void gcc_cpu_dnnl_release_ctx(gcc_cpu_ctx *ctx) {
   if (!st)
     return;
   gcc_dnnl_free(st->dn);
+  free(st->gemms);
   free(st->scratch);
   free(st);
   ctx->state = NULL;

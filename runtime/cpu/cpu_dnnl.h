@@ -59,6 +59,30 @@ gcc_status gcc_cpu_dnnl_max_pool_grad_prepare(gcc_kernel_args *a, gcc_diag *d);
 gcc_status gcc_cpu_dnnl_average_pool_prepare(gcc_kernel_args *a, gcc_diag *d);
 gcc_status gcc_cpu_dnnl_average_pool_grad_prepare(gcc_kernel_args *a, gcc_diag *d);
 
+/* After every node of the plan is prepared: the plan's GEMMs as a whole.
+ * OpenBLAS (Debian's pthread build) keeps its workers spinning about 0.1 s
+ * after a call: beside oneDNN's OpenMP threads on the same cores that slows
+ * the nodes around it, and one node timed alone does not see it, so a node
+ * is offered OpenBLAS only where it runs on one thread. Here the other
+ * choice is made for all GEMMs at once: each node's own choice against
+ * every GEMM on OpenBLAS at the plan's thread count (what the reference
+ * kernels run), the plan's GEMM sequence timed both ways on the scratch
+ * operands (cpu_choice.h, grouped: the per-node set first, then OpenBLAS),
+ * cached under the key "<machine> plan gemms=N digest=<FNV-1a of each
+ * node's shape and choice> candidates=onednn,openblas" (the entry's
+ * "onednn" means each node's own choice). Offered only when no library
+ * is forced (GCC_CPU_GEMM), every GEMM could be timed, the plan has no
+ * other oneDNN primitive (a convolution's OpenMP threads beside OpenBLAS's)
+ * and at least one GEMM would run on several OpenBLAS threads and is not
+ * on OpenBLAS already. Each GEMM's name then ends with the whole plan's
+ * choice ("[openblas: whole plan timed: all OpenBLAS (997 us against 1183
+ * us); the node alone: onednn: ...]", or "[onednn: ...; whole plan cached:
+ * each node's choice]"). After timing it waits 150 ms for
+ * OpenBLAS's workers to stop spinning (they would slow the next plan's
+ * timing). Frees the scratch
+ * operands either way. Errors: a timing run's, naming the node. */
+gcc_status gcc_cpu_dnnl_prepare_done(gcc_cpu_ctx *ctx, gcc_diag *d);
+
 /* Runs a prepared node (a->prepared != NULL) on its bound tensors' current
  * data and the plan's scratch. Errors: oneDNN's, naming the node. */
 gcc_status gcc_cpu_dnnl_run(const gcc_kernel_args *a);
