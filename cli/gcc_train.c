@@ -133,9 +133,18 @@ static void usage(FILE *f) {
          "                      weight decay, default 0.01; default sgd)\n"
          "  --lr X              learning rate (X > 0; sgd needs it, adam's default 1e-3)\n"
          "  --lr-schedule S     step:STEP[:GAMMA] (StepLR: lr * GAMMA every STEP epochs,\n"
-         "                      GAMMA default 0.1) or cosine[:T_MAX] (CosineAnnealingLR to\n"
-         "                      0 over T_MAX epochs, default the epochs); kept in\n"
-         "                      checkpoints, resumed at the epoch's lr\n"
+         "                      GAMMA default 0.1), cosine[:T_MAX] (CosineAnnealingLR to\n"
+         "                      0 over T_MAX epochs, default the epochs) or\n"
+         "                      warmup-cosine:WARMUP:MAX_STEPS:MIN_LR (nanoGPT's get_lr,\n"
+         "                      set every optimizer step); kept in checkpoints, resumed at\n"
+         "                      the epoch's (step's) lr\n"
+         "  --betas B1,B2       Adam's betas, each in [0, 1) (default 0.9,0.999; GPT\n"
+         "                      recipes 0.9,0.95)\n"
+         "  --weight-decay-on W matrices (parameters of >= 2 dims: weights and\n"
+         "                      embeddings, not biases nor norm scales; nanoGPT; the\n"
+         "                      default of adamw) or all (torch.optim's; sgd's and adam's)\n"
+         "  --clip-grad-norm M  torch.nn.utils.clip_grad_norm_(params, M) before every\n"
+         "                      update (M > 0; not with fp16 loss scaling)\n"
          "  --momentum X        SGD momentum in [0, 1)\n"
          "  --weight-decay X    L2 weight decay (X >= 0)\n"
          "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
@@ -886,6 +895,9 @@ static int parse_args(int argc, char **argv, train_args *a) {
       {"optimizer", required_argument, 0, OPT_RECIPE},
       {"momentum", required_argument, 0, OPT_RECIPE},
       {"weight-decay", required_argument, 0, OPT_RECIPE},
+      {"weight-decay-on", required_argument, 0, OPT_RECIPE},
+      {"betas", required_argument, 0, OPT_RECIPE},
+      {"clip-grad-norm", required_argument, 0, OPT_RECIPE},
       {"nesterov", no_argument, 0, OPT_RECIPE},
       {"lr-schedule", required_argument, 0, OPT_RECIPE},
       {"dataset", required_argument, 0, OPT_RECIPE},
@@ -1616,6 +1628,10 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     printf("gcc-train %s: %s on %s, %s, batch %" PRId64 ", %s lr %g, %" PRId64 " threads\n",
            GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), what,
            t->batch_size, gcc_optimizer_name(&t->opt), (double)t->opt.lr, a->threads);
+    char recipe_line[512]; /* betas, weight decay (which tensors), clipping, schedule */
+    if (t->opt.kind == GCC_OPT_ADAM || t->opt.weight_decay > 0.0f || t->opt.clip_grad_norm > 0.0f ||
+        t->sched.kind != GCC_SCHED_NONE)
+      printf("%s\n", gcc_recipe_describe(r->model, recipe_line, sizeof recipe_line));
     if (g_comm->size > 1) {
       int64_t lo = t->batch_size / g_comm->size;
       printf("data-parallel: %d ranks (%s), global batch %" PRId64 " = %" PRId64 "%s rows per "

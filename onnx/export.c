@@ -418,7 +418,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 56, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -481,6 +481,7 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_AMP_NON_FINITE_CHECK] = NONE("fp16 loss scaling's gradient check (made for "
                                          "training)"),
     [GCC_OP_AMP_UPDATE_SCALE] = NONE("fp16 loss scaling's scale update (made for training)"),
+    [GCC_OP_GRAD_NORM] = NONE("gradient clipping's norm (made for training)"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -651,7 +651,7 @@ static gcc_status train_dropout(gcc_graph *g, int node, gcc_diag *d) {
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 56, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -712,6 +712,7 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.none = "fp16 loss scaling: made by autodiff, after the "
                                              "backward"},
     [GCC_OP_AMP_UPDATE_SCALE] = {.none = "fp16 loss scaling: made by autodiff, after the updates"},
+    [GCC_OP_GRAD_NORM] = {.none = "gradient clipping: made by autodiff, after the backward"},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -3371,6 +3371,9 @@ const Covered kCovered[] = {
      "LossScale.* (tests/loss_scale_test.cc)"},
     {GCC_OP_AMP_UPDATE_SCALE, "AmpUpdateScale", kInternal,
      "LossScale.* (tests/loss_scale_test.cc)"},
+    {GCC_OP_GRAD_NORM, "GradNorm", kInternal,
+     "GptRecipe.* (tests/gpt_recipe_test.cc: PyTorch clip_grad_norm_ fixture, CPU and "
+     "host-emulated CUDA plans)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -11,7 +11,7 @@
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 56, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -82,6 +82,7 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_CAST] = {.kernel = gcc_cpu_cast, .reads_16bit = 1},
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.kernel = gcc_cpu_amp_non_finite_check},
     [GCC_OP_AMP_UPDATE_SCALE] = {.kernel = gcc_cpu_amp_update_scale},
+    [GCC_OP_GRAD_NORM] = {.kernel = gcc_cpu_grad_norm},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
