@@ -144,7 +144,7 @@ static void usage(FILE *f) {
          "                      embeddings, not biases nor norm scales; nanoGPT; the\n"
          "                      default of adamw) or all (torch.optim's; sgd's and adam's)\n"
          "  --clip-grad-norm M  torch.nn.utils.clip_grad_norm_(params, M) before every\n"
-         "                      update (M > 0; not with fp16 loss scaling)\n"
+         "                      update (M > 0; of the unscaled gradients under fp16)\n"
          "  --momentum X        SGD momentum in [0, 1)\n"
          "  --weight-decay X    L2 weight decay (X >= 0)\n"
          "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"

@@ -366,8 +366,9 @@ gcc_status gcc_emit_grad_norm_kernel(emitter *e, int gi, int ni) {
   GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
   const gcc_node *nd = &g->nodes[ni];
+  int scaled = (int)nd->av[GRAD_NORM_SCALED].i; /* input 0: fp16 loss scaling's scale */
   int64_t total = 0;
-  for (int j = 0; j < nd->n_inputs; j++)
+  for (int j = scaled; j < nd->n_inputs; j++)
     total += padded(gcc_shape_numel(&g->values[nd->inputs[j]].shape, NULL));
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k || !suffix_kernel(k, "_partials"))
@@ -380,6 +381,8 @@ gcc_status gcc_emit_grad_norm_kernel(emitter *e, int gi, int ni) {
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
   param(e, &s, GCC_KARG_FLAT_INPUTS, -1, "const float*", "g");
   param(e, &s, GCC_KARG_SCRATCH, -1, "double*", "partial");
+  if (scaled)
+    param(e, &s, GCC_KARG_INPUT, nd->inputs[0], "const float*", "scale");
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -388,11 +391,12 @@ gcc_status gcc_emit_grad_norm_kernel(emitter *e, int gi, int ni) {
       "  /* the sum of squares of the %d gradients (%" PRId64 " floats with padding):\n"
       "     float64 per thread over a grid-stride loop, then a fixed tree per block */\n"
       "  __shared__ double s_ss[%d];\n"
+      "%s"
       "  double acc = 0.0;\n"
       "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
       "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64
       "LL; i += stride) {\n"
-      "    const double x = (double)g[i];\n"
+      "    const double x = (double)(g[i]%s);\n"
       "    acc += x * x;\n"
       "  }\n"
       "  s_ss[threadIdx.x] = acc;\n"
@@ -403,7 +407,11 @@ gcc_status gcc_emit_grad_norm_kernel(emitter *e, int gi, int ni) {
       "  }\n"
       "  if (threadIdx.x == 0) partial[blockIdx.x] = s_ss[0];\n"
       "}\n",
-      nd->n_inputs, total, BLOCK, total, BLOCK / 2);
+      nd->n_inputs - scaled, total, BLOCK,
+      scaled ? "  /* fp16 loss scaling: the unscaled gradients (scaler.unscale_ first) */\n"
+               "  const float inv = (float)(1.0 / (double)scale[0]);\n"
+             : "",
+      total, scaled ? " * inv" : "", BLOCK / 2);
   k->scratch_bytes = (size_t)blocks * sizeof(double);
   emit_wrapper(e, k, s.types);
 

@@ -44,7 +44,7 @@ static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAmpUpdateAttrs[] = {F("growth_factor", GCC_SCALER_GROWTH_FACTOR),
                                                 F("backoff_factor", GCC_SCALER_BACKOFF_FACTOR),
                                                 I("growth_interval", GCC_SCALER_GROWTH_INTERVAL)};
-static const gcc_attr_spec kGradNormAttrs[] = {F("max_norm", 1.0f)};
+static const gcc_attr_spec kGradNormAttrs[] = {F("max_norm", 1.0f), B("scaled", 0)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f),         F("beta1", 0.9f),
                                            F("beta2", 0.999f),      F("eps", 1e-8f),
                                            F("weight_decay", 0.0f), B("decoupled_weight_decay", 0)};
@@ -532,7 +532,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                            .min_inputs = 1,
                            .max_inputs = 1 << 20,
                            .n_outputs = 0,
-                           .input_names = "grads",
+                           .input_names = "[scale,] grads",
                            .attrs = kAllReduceAttrs,
                            .n_attrs = COUNT(kAllReduceAttrs),
                            .flags = GCC_OPF_INTERNAL | GCC_OPF_COLLECTIVE,

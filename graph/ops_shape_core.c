@@ -479,11 +479,19 @@ double flops_amp_check(const gcc_graph *g, int node) {
   return flops_all_reduce(g, node) - 2.0; /* one comparison per gradient element */
 }
 
-/* GradNorm: float32 gradients of any shape -> [norm, coefficient] */
+/* GradNorm: ([scale] when scaled,) float32 gradients of any shape ->
+ * [norm, coefficient] */
 gcc_status shape_grad_norm(gcc_graph *g, int node, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   for (int k = 0; k < n->n_inputs; k++)
     GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  if (n->n_av > GRAD_NORM_SCALED && n->av[GRAD_NORM_SCALED].i) {
+    GCC_TRY(need_one(g, node, 0, d));
+    if (n->n_inputs < 2)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: node '%s' (GradNorm): scaled needs the scale and a gradient",
+                          g->source, n->name);
+  }
   if (n->n_av > GRAD_NORM_MAX_NORM &&
       !(n->av[GRAD_NORM_MAX_NORM].f > 0.0f && isfinite(n->av[GRAD_NORM_MAX_NORM].f)))
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,

@@ -21,7 +21,7 @@
  * configure_optimizers, the default of --optimizer adamw; all: every
  * parameter, torch.optim's default and that of sgd and adam);
  * --clip-grad-norm MAX is torch.nn.utils.clip_grad_norm_(params, MAX)
- * before every update.
+ * before every update (under fp16 loss scaling after scaler.unscale_).
  *
  * Every error is GCC_ERR_INVALID_ARGUMENT with a message naming the flag
  * at fault (a command line maps it to exit status 2), found before any

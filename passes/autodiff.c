@@ -269,11 +269,20 @@ static gcc_status add_grad_norm(gcc_graph *g, const int *grads, int n, float max
   gcc_shape two = {1, {2}};
   GCC_TRY(gcc_graph_add_value(g, GCC_CLIP_NORM_NAME, GCC_DT_FLOAT32, &two, GCC_VALUE_ACTIVATION,
                               NULL, 0, &sc->clip, d));
-  int node;
-  GCC_TRY(gcc_graph_add_node(g, "clip_grad_norm/norm", GCC_OP_GRAD_NORM, grads, n, &sc->clip, 1,
-                             &node, d));
+  /* fp16 loss scaling: the scale first, the gradients unscaled as read */
+  int scaled = sc->scale >= 0, node;
+  int *in = malloc((size_t)(n + 1) * sizeof *in);
+  if (!in)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+  in[0] = sc->scale;
+  memcpy(in + scaled, grads, (size_t)n * sizeof *in);
+  gcc_status st = gcc_graph_add_node(g, "clip_grad_norm/norm", GCC_OP_GRAD_NORM, in, n + scaled,
+                                     &sc->clip, 1, &node, d);
+  free(in);
+  GCC_TRY(st);
   g->nodes[node].phase = GCC_PHASE_BACKWARD;
   GCC_TRY(gcc_node_set_float(g, node, "max_norm", max_norm));
+  GCC_TRY(gcc_node_set_int(g, node, "scaled", scaled));
   GCC_TRY(gcc_op_resolve_attrs(g, node, d));
   return gcc_op(g->nodes[node].op)->shape(g, node, d);
 }
@@ -349,13 +358,6 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
   int seed;
   scaler_values sc = {-1, -1, -1, -1, -1, -1};
   const gcc_loss_scale *ls = &opt->scaler;
-  if (opt->clip_grad_norm > 0.0f && ls->mode != GCC_LOSS_SCALE_NONE && opt->kind != GCC_OPT_NONE)
-    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
-                        "%s: --clip-grad-norm with fp16 loss scaling (--loss-scale) is not "
-                        "supported yet: the norm would be taken of the scaled gradients (PyTorch "
-                        "unscales them first, scaler.unscale_); use --precision bf16 or fp32, "
-                        "which need no loss scaling",
-                        g->source);
   if (!(opt->clip_grad_norm >= 0.0f) || !isfinite(opt->clip_grad_norm))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "%s: the clip_grad_norm max_norm must be a finite number >= 0, got %g",

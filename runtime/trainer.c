@@ -1190,15 +1190,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
         /* warmup-cosine: the lr of this optimizer step (nanoGPT's get_lr of
          * the steps taken, also after --resume, whose step count it keeps) */
         double lr = gcc_lr_at_step(&model->training, report->steps);
-        float want = (float)lr > 0.0f ? (float)lr : FLT_MIN;
-        /* gcc_session_set_lr wants no step pending on a device (a captured
-         * CUDA Graph is dropped): collect first when the lr changes */
-        if (issued > 0 && gcc_session_on_device(s) && gcc_session_lr(s) != want)
-          st = collect(s, cfg, losses, weights, &issued, &window, &epoch_loss, &in_window,
-                       &scalar_sum, &in_scalar, d);
-        if (st != GCC_OK)
-          break;
-        gcc_session_set_lr(s, want);
+        gcc_session_set_lr(s, (float)lr > 0.0f ? (float)lr : FLT_MIN); /* steps may be pending */
       }
       batch b;
       int has;
