@@ -50,7 +50,9 @@ static void usage(FILE *f) {
           "that trains as nn.BatchNorm2d (batch statistics, running mean and var saved as\n"
           "state) instead of being folded into the Conv before it:\n"
           "  --loss cross-entropy|mse  --optimizer sgd|adam|adamw  --lr X  --momentum X\n"
-          "  --weight-decay X  --nesterov  --lr-schedule step:S[:G]|cosine[:T]\n"
+          "  --weight-decay X  --nesterov  --lr-schedule step:S[:G]|cosine[:T]|\n"
+          "  warmup-cosine:W:M:MIN  --betas B1,B2  --weight-decay-on matrices|all\n"
+          "  --clip-grad-norm M\n"
           "  --batch-size N  --epochs N  --dataset mnist|cifar10|npy  --mean M  --std S\n"
           "  --version, --help\n"
           "\n"
@@ -76,6 +78,9 @@ int main(int argc, char **argv) {
       {"lr", required_argument, 0, OPT_RECIPE},
       {"momentum", required_argument, 0, OPT_RECIPE},
       {"weight-decay", required_argument, 0, OPT_RECIPE},
+      {"weight-decay-on", required_argument, 0, OPT_RECIPE},
+      {"betas", required_argument, 0, OPT_RECIPE},
+      {"clip-grad-norm", required_argument, 0, OPT_RECIPE},
       {"nesterov", no_argument, 0, OPT_RECIPE},
       {"lr-schedule", required_argument, 0, OPT_RECIPE},
       {"batch-size", required_argument, 0, OPT_RECIPE},

@@ -569,6 +569,10 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     printf("gcc-train %s: %s on %s, %s, batch %" PRId64 ", %s lr %g, %" PRId64 " threads\n",
            GCC_TRAIN_VERSION, a->model_path, gcc_device_str(&r->dev, ds, sizeof ds), what,
            t->batch_size, gcc_optimizer_name(&t->opt), (double)t->opt.lr, a->threads);
+    char recipe_line[512]; /* betas, weight decay (which tensors), clipping, schedule */
+    if (t->opt.kind == GCC_OPT_ADAM || t->opt.weight_decay > 0.0f || t->opt.clip_grad_norm > 0.0f ||
+        t->sched.kind != GCC_SCHED_NONE)
+      printf("%s\n", gcc_recipe_describe(r->model, recipe_line, sizeof recipe_line));
     if (g_comm->size > 1) {
       int64_t lo = t->batch_size / g_comm->size;
       printf("data-parallel: %d ranks (%s), global batch %" PRId64 " = %" PRId64 "%s rows per "

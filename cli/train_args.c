@@ -47,9 +47,18 @@ static void usage(FILE *f) {
          "                      weight decay, default 0.01; default sgd)\n"
          "  --lr X              learning rate (X > 0; sgd needs it, adam's default 1e-3)\n"
          "  --lr-schedule S     step:STEP[:GAMMA] (StepLR: lr * GAMMA every STEP epochs,\n"
-         "                      GAMMA default 0.1) or cosine[:T_MAX] (CosineAnnealingLR to\n"
-         "                      0 over T_MAX epochs, default the epochs); kept in\n"
-         "                      checkpoints, resumed at the epoch's lr\n"
+         "                      GAMMA default 0.1), cosine[:T_MAX] (CosineAnnealingLR to\n"
+         "                      0 over T_MAX epochs, default the epochs) or\n"
+         "                      warmup-cosine:WARMUP:MAX_STEPS:MIN_LR (nanoGPT's get_lr,\n"
+         "                      set every optimizer step); kept in checkpoints, resumed at\n"
+         "                      the epoch's (step's) lr\n"
+         "  --betas B1,B2       Adam's betas, each in [0, 1) (default 0.9,0.999; GPT\n"
+         "                      recipes 0.9,0.95)\n"
+         "  --weight-decay-on W matrices (parameters of >= 2 dims: weights and\n"
+         "                      embeddings, not biases nor norm scales; nanoGPT; the\n"
+         "                      default of adamw) or all (torch.optim's; sgd's and adam's)\n"
+         "  --clip-grad-norm M  torch.nn.utils.clip_grad_norm_(params, M) before every\n"
+         "                      update (M > 0; of the unscaled gradients under fp16)\n"
          "  --momentum X        SGD momentum in [0, 1)\n"
          "  --weight-decay X    L2 weight decay (X >= 0)\n"
          "  --nesterov          SGD with Nesterov momentum (needs --momentum > 0)\n"
@@ -411,6 +420,9 @@ int parse_args(int argc, char **argv, train_args *a) {
       {"optimizer", required_argument, 0, OPT_RECIPE},
       {"momentum", required_argument, 0, OPT_RECIPE},
       {"weight-decay", required_argument, 0, OPT_RECIPE},
+      {"weight-decay-on", required_argument, 0, OPT_RECIPE},
+      {"betas", required_argument, 0, OPT_RECIPE},
+      {"clip-grad-norm", required_argument, 0, OPT_RECIPE},
       {"nesterov", no_argument, 0, OPT_RECIPE},
       {"lr-schedule", required_argument, 0, OPT_RECIPE},
       {"dataset", required_argument, 0, OPT_RECIPE},

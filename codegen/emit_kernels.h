@@ -67,6 +67,7 @@ gcc_status gcc_emit_average_pool_grad_kernel(struct gcc_emitter *e, int group, i
  * the scale, growth tracker and applied-step count in place, as the CPU
  * kernels (runtime/cpu/cpu_kernels.h). */
 gcc_status gcc_emit_amp_non_finite_check_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_grad_norm_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_amp_update_scale_kernel(struct gcc_emitter *e, int group, int node);
 
 /* cuBLASLt runs a MatMul as one matmul when both operands are 2-D. */

@@ -16,6 +16,23 @@ static void scaler_params(emitter *e, sig *s, const gcc_node *n0, int at) {
   param(e, s, GCC_KARG_INPUT, n0->inputs[at + SCALER_IN_STEPS], "const float*", "applied");
 }
 
+/* Loss scaling is on when the first scaler input is given (a clip input
+ * after them leaves them -1 without it). */
+static int has_scaler(const gcc_node *n0, int at) {
+  return n0->n_inputs > at && n0->inputs[at] >= 0;
+}
+
+/* Gradient clipping (graph/ops.h GRAD_NORM_*): GradNorm's [norm, coef],
+ * read from device memory; the gradient expression multiplied by coef */
+static int has_clip(const gcc_node *n0, int at) {
+  return n0->n_inputs > at && n0->inputs[at] >= 0;
+}
+
+static const char *const kClipPrologue =
+    "  /* torch.nn.utils.clip_grad_norm_: every gradient times the clip coefficient\n"
+    "     min(1, max_norm / (norm + 1e-6)) of GradNorm */\n"
+    "  const float clip = clip_norm[1];\n";
+
 static const char *const kScalerPrologue =
     "  /* torch.amp.GradScaler: a step with an Inf/NaN gradient updates nothing;\n"
     "     otherwise the gradients are unscaled by inv_scale = 1 / scale (float64,\n"
@@ -79,7 +96,7 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   char l2[32], l3[32], l4[32];
   GCC_TRY(optimizer_begin(e, gi, &k, &s, &total));
   int has_buf = n0->n_inputs > 2 && n0->inputs[2] >= 0;
-  int scaled = n0->n_inputs > SGD_IN_SCALER;
+  int scaled = has_scaler(n0, SGD_IN_SCALER), clipped = has_clip(n0, SGD_IN_CLIP);
   if (has_buf)
     param(e, &s, GCC_KARG_STATE0, -1, "float*", "buf");
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
@@ -88,6 +105,8 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   param(e, &s, GCC_KARG_LR, -1, "float", "lr");
   if (scaled)
     scaler_params(e, &s, n0, SGD_IN_SCALER);
+  if (clipped)
+    param(e, &s, GCC_KARG_INPUT, n0->inputs[SGD_IN_CLIP], "const float*", "clip_norm");
   optimizer_copy_arg(e, gi, &s);
   char copy[96];
   optimizer_copy(e, gi, copy, sizeof copy);
@@ -97,6 +116,8 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
   comment_nodes(e, gr);
   if (scaled)
     out(&e->src, "%s  const int first = applied[0] == 0.0f;\n", kScalerPrologue);
+  if (clipped)
+    out(&e->src, "%s", kClipPrologue);
   out(&e->src,
       "  /* torch.optim.SGD over the flat parameter, gradient and momentum sections\n"
       "     (parallel arrays, each tensor padded to %d bytes): %" PRId64 " floats */\n"
@@ -108,7 +129,8 @@ gcc_status gcc_emit_sgd(emitter *e, int gi, int fwd, int grad) {
       GCC_ARENA_ALIGN, total, float_lit(l2, sizeof l2, n0->av[SGD_MOMENTUM].f),
       float_lit(l3, sizeof l3, n0->av[SGD_DAMPENING].f),
       float_lit(l4, sizeof l4, n0->av[SGD_WEIGHT_DECAY].f));
-  const char *gi_ = scaled ? "g[i] * inv" : "g[i]";
+  const char *gi_ =
+      scaled ? (clipped ? "g[i] * inv * clip" : "g[i] * inv") : (clipped ? "g[i] * clip" : "g[i]");
   if (!has_buf)
     out(&e->src, "    p[i] = p[i] + (-lr) * (%s + wd * p[i]);\n%s  }\n}\n", gi_, copy);
   else
@@ -134,7 +156,7 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
   param(e, &s, GCC_KARG_STATE0, -1, "float*", "m");
   param(e, &s, GCC_KARG_STATE1, -1, "float*", "v");
   param(e, &s, GCC_KARG_NUMEL, -1, "long long", "n");
-  int scaled = n0->n_inputs > ADAM_IN_SCALER;
+  int scaled = has_scaler(n0, ADAM_IN_SCALER), clipped = has_clip(n0, ADAM_IN_CLIP);
   if (!scaled) {
     param(e, &s, GCC_KARG_STEP_SIZE, -1, "float", "step_size");
     param(e, &s, GCC_KARG_BC2_SQRT, -1, "float", "bc2_sqrt");
@@ -144,6 +166,8 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
     param(e, &s, GCC_KARG_LR, -1, "float", "lr");
   if (scaled)
     scaler_params(e, &s, n0, ADAM_IN_SCALER);
+  if (clipped)
+    param(e, &s, GCC_KARG_INPUT, n0->inputs[ADAM_IN_CLIP], "const float*", "clip_norm");
   optimizer_copy_arg(e, gi, &s);
   char copy[96];
   optimizer_copy(e, gi, copy, sizeof copy);
@@ -161,6 +185,16 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
         "  const float bc2_sqrt = (float)sqrt(1.0 - pow((double)%s, t));\n",
         kScalerPrologue, float_lit(l1, sizeof l1, n0->av[ADAM_BETA1].f),
         float_lit(l2, sizeof l2, n0->av[ADAM_BETA2].f));
+  if (clipped)
+    out(&e->src, "%s", kClipPrologue);
+  /* the gradient as read: g * inv (loss scaling) * clip (clip_grad_norm_) */
+  const char *gx =
+      scaled ? (clipped ? "g[i] * inv * clip" : "g[i] * inv") : (clipped ? "g[i] * clip" : "g[i]");
+  char gline[160];
+  if (decoupled)
+    snprintf(gline, sizeof gline, "    p[i] = p[i] * decay;\n    float gi = %s;\n", gx);
+  else
+    snprintf(gline, sizeof gline, "    float gi = %s + wd * p[i];\n", gx);
   out(&e->src,
       "  /* torch.optim.Adam over the flat sections: %" PRId64
       " floats; step_size = lr / (1 - beta1^t),\n"
@@ -182,11 +216,7 @@ gcc_status gcc_emit_adam(emitter *e, int gi, int fwd, int grad) {
                   "torch's scalar) */\n"
                   "  const float decay = (float)(1.0 - (double)lr * (double)wd);\n"
                 : "",
-      decoupled ? (scaled ? "    p[i] = p[i] * decay;\n    float gi = g[i] * inv;\n"
-                          : "    p[i] = p[i] * decay;\n    float gi = g[i];\n")
-      : scaled  ? "    float gi = g[i] * inv + wd * p[i];\n"
-                : "    float gi = g[i] + wd * p[i];\n",
-      copy);
+      gline, copy);
   return optimizer_end(e, k, &s, total);
 }
 
@@ -304,6 +334,126 @@ gcc_status gcc_emit_amp_update_scale_kernel(emitter *e, int gi, int ni) {
   k->single_block = 1;
   k->grid_dim = 1;
   k->work_items = 1;
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ----------------- */
+
+/* GradNorm: two kernels. The first is a grid of at most
+ * GRAD_NORM_MAX_BLOCKS blocks over the node's gradients, which lie in the
+ * flat gradient section of the persistent arena (consecutive, each padded
+ * to GCC_ARENA_ALIGN bytes with zeros, which add nothing;
+ * GCC_KARG_FLAT_INPUTS): each thread adds g^2 in float64 over its
+ * grid-stride elements, the block adds its threads' sums in a fixed tree
+ * and writes one partial to the scratch. The second is one block that adds
+ * the partials in a fixed tree and writes [norm, coefficient]. Every sum
+ * has one order whatever order the blocks run in: run-to-run bitwise equal,
+ * no atomics. */
+/* Kernel `k` renamed "<name><suffix>" (a group's two kernels need two names). */
+static int suffix_kernel(gcc_kernel_info *k, const char *suffix) {
+  size_t len = strlen(k->name) + strlen(suffix) + 1;
+  char *nm = malloc(len);
+  if (!nm)
+    return 0;
+  snprintf(nm, len, "%s%s", k->name, suffix);
+  free(k->name);
+  k->name = nm;
+  return 1;
+}
+
+gcc_status gcc_emit_grad_norm_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  int scaled = (int)nd->av[GRAD_NORM_SCALED].i; /* input 0: fp16 loss scaling's scale */
+  int64_t total = 0;
+  for (int j = scaled; j < nd->n_inputs; j++)
+    total += padded(gcc_shape_numel(&g->values[nd->inputs[j]].shape, NULL));
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k || !suffix_kernel(k, "_partials"))
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  set_grid(e, k, total);
+  if (k->grid_dim > GRAD_NORM_MAX_BLOCKS)
+    k->grid_dim = GRAD_NORM_MAX_BLOCKS;
+  int blocks = k->grid_dim;
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_FLAT_INPUTS, -1, "const float*", "g");
+  param(e, &s, GCC_KARG_SCRATCH, -1, "double*", "partial");
+  if (scaled)
+    param(e, &s, GCC_KARG_INPUT, nd->inputs[0], "const float*", "scale");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  out(&e->src,
+      "  /* the sum of squares of the %d gradients (%" PRId64 " floats with padding):\n"
+      "     float64 per thread over a grid-stride loop, then a fixed tree per block */\n"
+      "  __shared__ double s_ss[%d];\n"
+      "%s"
+      "  double acc = 0.0;\n"
+      "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64
+      "LL; i += stride) {\n"
+      "    const double x = (double)(g[i]%s);\n"
+      "    acc += x * x;\n"
+      "  }\n"
+      "  s_ss[threadIdx.x] = acc;\n"
+      "  __syncthreads();\n"
+      "  for (int h = %d; h > 0; h >>= 1) {\n"
+      "    if ((int)threadIdx.x < h) s_ss[threadIdx.x] += s_ss[threadIdx.x + h];\n"
+      "    __syncthreads();\n"
+      "  }\n"
+      "  if (threadIdx.x == 0) partial[blockIdx.x] = s_ss[0];\n"
+      "}\n",
+      nd->n_inputs - scaled, total, BLOCK,
+      scaled ? "  /* fp16 loss scaling: the unscaled gradients (scaler.unscale_ first) */\n"
+               "  const float inv = (float)(1.0 / (double)scale[0]);\n"
+             : "",
+      total, scaled ? " * inv" : "", BLOCK / 2);
+  k->scratch_bytes = (size_t)blocks * sizeof(double);
+  emit_wrapper(e, k, s.types);
+
+  /* the norm and the coefficient: one block over the partials */
+  k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  s = (sig){.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_SCRATCH, -1, "const double*", "partial");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "out");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  char lm[32];
+  out(&e->src,
+      "  /* the %d blocks' partial sums in a fixed tree (float64); clip_grad_norm_'s\n"
+      "     total_norm and clip_coef = (1 / (total_norm + 1e-6)) * max_norm (Tensor\n"
+      "     .__rtruediv__), clamped to 1 keeping NaN, in float32 */\n"
+      "  __shared__ double s_ss[%d];\n"
+      "  if (blockIdx.x != 0) return;\n"
+      "  double acc = 0.0;\n"
+      "  for (int b = threadIdx.x; b < %d; b += blockDim.x) acc += partial[b];\n"
+      "  s_ss[threadIdx.x] = acc;\n"
+      "  __syncthreads();\n"
+      "  for (int h = %d; h > 0; h >>= 1) {\n"
+      "    if ((int)threadIdx.x < h) s_ss[threadIdx.x] += s_ss[threadIdx.x + h];\n"
+      "    __syncthreads();\n"
+      "  }\n"
+      "  if (threadIdx.x == 0) {\n"
+      "    const float norm = (float)sqrt(s_ss[0]);\n"
+      "    const float coef = (1.0f / (norm + 1e-6f)) * %s;\n"
+      "    out[0] = norm;\n"
+      "    out[1] = coef > 1.0f ? 1.0f : coef;\n"
+      "  }\n"
+      "}\n",
+      blocks, BLOCK, blocks, BLOCK / 2, float_lit(lm, sizeof lm, nd->av[GRAD_NORM_MAX_NORM].f));
+  k->single_block = 1;
+  k->grid_dim = 1;
+  k->work_items = blocks;
+  k->scratch_bytes = (size_t)blocks * sizeof(double);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
 }

@@ -119,6 +119,10 @@ const char *gcc_dev_name(int id, char *buf, size_t cap) {
   return buf;
 }
 
+int gcc_param_decayed(const gcc_optimizer *o, const gcc_value *v) {
+  return !o->decay_matrices_only || v->shape.ndim >= 2;
+}
+
 int gcc_group_point(const gcc_group *gr) {
   int pos = gr->nodes[0];
   for (int i = 0; i < gr->n_nodes; i++)

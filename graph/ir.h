@@ -235,6 +235,8 @@ typedef struct gcc_loss_scale {
 #define GCC_SCALER_TRACKER_NAME   "grad_scaler._growth_tracker"
 #define GCC_SCALER_STEPS_NAME     "grad_scaler.applied_steps" /* Adam's `step`, SGD's first step */
 #define GCC_SCALER_FOUND_INF_NAME "grad_scaler.found_inf"
+/* gradient clipping's GradNorm output [norm, coefficient] (graph/ops.h) */
+#define GCC_CLIP_NORM_NAME "clip_grad_norm.norm"
 /* two 32-bit words the CUDA check kernel counts its blocks and ORs their
  * flags in; zero between launches (the last block clears them) */
 #define GCC_SCALER_SCRATCH_NAME "grad_scaler.check_scratch"
@@ -246,18 +248,34 @@ typedef struct gcc_optimizer {
   float beta1, beta2, eps; /* Adam */
   int decoupled;           /* Adam: decoupled weight decay (torch.optim.AdamW) */
   gcc_loss_scale scaler;   /* fp16 loss scaling; mode NONE (zeroed): none */
+  /* weight_decay on the parameters of >= 2 dims only (nanoGPT's
+   * configure_optimizers; gcc_param_decayed); 0: on every parameter */
+  int decay_matrices_only;
+  /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the updates (a
+   * GradNorm node over every gradient, graph/ops.h GRAD_NORM_*); 0: none */
+  float clip_grad_norm;
 } gcc_optimizer;
+
+/* Whether the optimizer's weight decay applies to parameter value `v`:
+ * always, or with decay_matrices_only when its shape has >= 2 dims. */
+int gcc_param_decayed(const gcc_optimizer *o, const gcc_value *v);
 
 /* LrSchedule of graph.proto: the learning rate of each epoch
  * (graph/recipe.h gcc_lr_at_epoch). */
-typedef enum gcc_sched_kind { GCC_SCHED_NONE = 0, GCC_SCHED_STEP, GCC_SCHED_COSINE } gcc_sched_kind;
+typedef enum gcc_sched_kind {
+  GCC_SCHED_NONE = 0,
+  GCC_SCHED_STEP,
+  GCC_SCHED_COSINE,
+  GCC_SCHED_WARMUP_COSINE, /* by optimizer step, not by epoch (gcc_lr_at_step) */
+} gcc_sched_kind;
 
 typedef struct gcc_lr_schedule {
   gcc_sched_kind kind;
   int64_t step_size; /* StepLR */
   float gamma;       /* StepLR */
-  int64_t t_max;     /* CosineAnnealingLR; 0: the spec's epochs */
-  float eta_min;     /* CosineAnnealingLR */
+  int64_t t_max;     /* CosineAnnealingLR (0: the spec's epochs); WarmupCosineLR's max_steps */
+  float eta_min;     /* CosineAnnealingLR; WarmupCosineLR's min_lr */
+  int64_t warmup;    /* WarmupCosineLR */
 } gcc_lr_schedule;
 
 #define GCC_MAX_CHANNELS 4

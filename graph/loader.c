@@ -200,6 +200,18 @@ static gcc_status read_schedule(gcc_training *tr, const Gcc__LrSchedule *ls, con
                           "%s: training.lr_schedule.cosine: t_max must be >= 0 and eta_min a "
                           "finite number >= 0 (got %" PRId64 ", %g)",
                           src, s->t_max, (double)s->eta_min);
+  } else if (ls->kind_case == GCC__LR_SCHEDULE__KIND_WARMUP_COSINE && ls->warmup_cosine) {
+    const Gcc__WarmupCosineLR *w = ls->warmup_cosine;
+    s->kind = GCC_SCHED_WARMUP_COSINE;
+    s->warmup = w->has_warmup ? w->warmup : 0;
+    s->t_max = w->has_max_steps ? w->max_steps : 0;
+    s->eta_min = w->has_min_lr ? w->min_lr : 0.0f;
+    if (s->warmup < 0 || s->t_max <= s->warmup || !isfinite(s->eta_min) || s->eta_min < 0.0f)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: training.lr_schedule.warmup_cosine: warmup must be >= 0, "
+                          "max_steps > warmup and min_lr a finite number >= 0 (got %" PRId64
+                          ", %" PRId64 ", %g)",
+                          src, s->warmup, s->t_max, (double)s->eta_min);
   }
   return GCC_OK;
 }
@@ -280,6 +292,14 @@ static gcc_status read_training(gcc_graph *g, const Gcc__TrainingSpec *t, gcc_di
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: training.optimizer is not set (sgd or adam)",
                         src);
   }
+  o->decay_matrices_only =
+      t->optimizer->has_decay_matrices_only && t->optimizer->decay_matrices_only;
+  o->clip_grad_norm = t->optimizer->has_clip_grad_norm ? t->optimizer->clip_grad_norm : 0.0f;
+  if (!isfinite(o->clip_grad_norm) || o->clip_grad_norm < 0.0f)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: training.optimizer.clip_grad_norm is %g: it must be a finite number "
+                        ">= 0 (0: no clipping)",
+                        src, (double)o->clip_grad_norm);
   /* every hyperparameter finite and in torch.optim's range: a NaN or Inf
    * here would make the first update non-finite */
   const char *kind = o->kind == GCC_OPT_ADAM ? "adam" : "sgd";
@@ -790,6 +810,7 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
   Gcc__LrSchedule sched = GCC__LR_SCHEDULE__INIT;
   Gcc__StepLR step_lr = GCC__STEP_LR__INIT;
   Gcc__CosineAnnealingLR cos_lr = GCC__COSINE_ANNEALING_LR__INIT;
+  Gcc__WarmupCosineLR wc_lr = GCC__WARMUP_COSINE_LR__INIT;
   Gcc__InlineDataset inl = GCC__INLINE_DATASET__INIT;
   Gcc__Tensor inl_in, inl_tg;
   int64_t inl_dims[2][GCC_MAX_DIMS];
@@ -832,6 +853,10 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
       po.kind_case = GCC__OPTIMIZER__KIND_SGD;
       po.sgd = &sgd;
     }
+    po.has_decay_matrices_only = t->opt.decay_matrices_only != 0;
+    po.decay_matrices_only = t->opt.decay_matrices_only != 0;
+    po.has_clip_grad_norm = t->opt.clip_grad_norm > 0.0f;
+    po.clip_grad_norm = t->opt.clip_grad_norm;
     ts.optimizer = &po;
     if (t->sched.kind == GCC_SCHED_STEP) {
       step_lr.has_step_size = step_lr.has_gamma = 1;
@@ -846,6 +871,14 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
       cos_lr.eta_min = t->sched.eta_min;
       sched.kind_case = GCC__LR_SCHEDULE__KIND_COSINE;
       sched.cosine = &cos_lr;
+      ts.lr_schedule = &sched;
+    } else if (t->sched.kind == GCC_SCHED_WARMUP_COSINE) {
+      wc_lr.has_warmup = wc_lr.has_max_steps = wc_lr.has_min_lr = 1;
+      wc_lr.warmup = t->sched.warmup;
+      wc_lr.max_steps = t->sched.t_max;
+      wc_lr.min_lr = t->sched.eta_min;
+      sched.kind_case = GCC__LR_SCHEDULE__KIND_WARMUP_COSINE;
+      sched.warmup_cosine = &wc_lr;
       ts.lr_schedule = &sched;
     }
     if (t->n_vocab > 0) {

@@ -44,6 +44,7 @@ static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
 static const gcc_attr_spec kAmpUpdateAttrs[] = {F("growth_factor", GCC_SCALER_GROWTH_FACTOR),
                                                 F("backoff_factor", GCC_SCALER_BACKOFF_FACTOR),
                                                 I("growth_interval", GCC_SCALER_GROWTH_INTERVAL)};
+static const gcc_attr_spec kGradNormAttrs[] = {F("max_norm", 1.0f), B("scaled", 0)};
 static const gcc_attr_spec kAdamAttrs[] = {F("lr", 0.001f),         F("beta1", 0.9f),
                                            F("beta2", 0.999f),      F("eps", 1e-8f),
                                            F("weight_decay", 0.0f), B("decoupled_weight_decay", 0)};
@@ -108,7 +109,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 62, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 63, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -246,7 +247,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                                      "prediction"},
     [GCC_OP_SGD] = {.name = "SGD",
                     .min_inputs = 2,
-                    .max_inputs = SGD_IN_SCALER + SCALER_N_IN,
+                    .max_inputs = SGD_IN_CLIP + 1,
                     .n_outputs = 0,
                     .input_names = "param, grad, momentum_buffer, scale, found_inf, "
                                    "applied_steps",
@@ -260,7 +261,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                  "nesterov)"},
     [GCC_OP_ADAM] = {.name = "Adam",
                      .min_inputs = 4,
-                     .max_inputs = ADAM_IN_SCALER + SCALER_N_IN,
+                     .max_inputs = ADAM_IN_CLIP + 1,
                      .n_outputs = 0,
                      .input_names = "param, grad, exp_avg, exp_avg_sq, scale, found_inf, "
                                     "applied_steps",
@@ -544,7 +545,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                            .min_inputs = 1,
                            .max_inputs = 1 << 20,
                            .n_outputs = 0,
-                           .input_names = "grads",
+                           .input_names = "[scale,] grads",
                            .attrs = kAllReduceAttrs,
                            .n_attrs = COUNT(kAllReduceAttrs),
                            .flags = GCC_OPF_INTERNAL | GCC_OPF_COLLECTIVE,
@@ -834,6 +835,21 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                        .shape = shape_expand,
                        .semantics = "ONNX Expand-13 with the shape as an attribute: X broadcast "
                                     "(numpy rules) with `shape` (torch.Tensor.expand, copied)"},
+    [GCC_OP_GRAD_NORM] = {.name = "GradNorm",
+                          .min_inputs = 1,
+                          .max_inputs = 1 << 20,
+                          .n_outputs = 1,
+                          .input_names = "grads",
+                          .attrs = kGradNormAttrs,
+                          .n_attrs = COUNT(kGradNormAttrs),
+                          .flags = GCC_OPF_INTERNAL, /* made by autodiff (--clip-grad-norm) */
+                          .shape = shape_grad_norm,
+                          .flops = flops_grad_norm,
+                          .semantics = "torch.nn.utils.clip_grad_norm_(grads, max_norm) without "
+                                       "the in-place multiply: [total L2 norm, clip coefficient "
+                                       "min(1, max_norm / (norm + 1e-6))] in float32; the "
+                                       "optimizer updates multiply each gradient by the "
+                                       "coefficient as they read it"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

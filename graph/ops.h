@@ -162,7 +162,8 @@ typedef struct gcc_op_desc {
   X(GATHER_GRAD, GatherGrad)                                                                       \
   X(SLICE, Slice)                                                                                  \
   X(SLICE_GRAD, SliceGrad)                                                                         \
-  X(EXPAND, Expand)
+  X(EXPAND, Expand)                                                                                \
+  X(GRAD_NORM, GradNorm)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -333,6 +334,25 @@ enum { LN_OUT_Y, LN_OUT_MEAN, LN_OUT_INV_STD_DEV };
  * checked by the shape function): *axis_out in [0, rank). */
 void gcc_layer_norm_dims(const gcc_shape *x, int64_t axis, int64_t *rows, int64_t *d,
                          int *axis_out);
+/* Gradient clipping (--clip-grad-norm; torch.nn.utils.clip_grad_norm_).
+ * GradNorm ([scale,] grads...) -> out, float32 (2): out[0] the L2 norm of
+ * all the float32 gradients together, sqrt(sum of g^2) accumulated in
+ * float64 (torch's total_norm is the norm of the per-tensor float32 norms:
+ * equal to rounding), out[1] the clip coefficient min(1, (1 / (out[0] +
+ * 1e-6)) * max_norm) in float32 as clip_grad_norm_ computes it (NaN when
+ * the norm is). `scaled` (fp16 loss scaling): input 0 is the loss scale and
+ * each gradient element is unscaled first, g * inv_scale in float32 with
+ * inv_scale = 1 / scale in float64 rounded to float32 (scaler.unscale_
+ * before clip_grad_norm_); a step with an Inf/NaN gradient is skipped by
+ * the updates whatever the coefficient. On CUDA a grid of at most
+ * GRAD_NORM_MAX_BLOCKS blocks writes its per-block partial sums and one
+ * block adds them in a fixed tree (deterministic, no atomics).
+ * SGD and Adam take the GradNorm output as one more input after the
+ * scaler's three (those -1 when there is no loss scaling): the update
+ * reads grad * inv_scale * out[1]. */
+enum { GRAD_NORM_MAX_NORM, GRAD_NORM_SCALED };
+enum { GRAD_NORM_MAX_BLOCKS = 1024 };
+enum { SGD_IN_CLIP = SGD_IN_SCALER + SCALER_N_IN, ADAM_IN_CLIP = ADAM_IN_SCALER + SCALER_N_IN };
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

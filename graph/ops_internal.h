@@ -100,6 +100,8 @@ gcc_status shape_sgd(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_adam(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_amp_check(gcc_graph *g, int node, gcc_diag *d);
 double flops_amp_check(const gcc_graph *g, int node);
+gcc_status shape_grad_norm(gcc_graph *g, int node, gcc_diag *d);
+double flops_grad_norm(const gcc_graph *g, int node);
 gcc_status shape_amp_update(gcc_graph *g, int node, gcc_diag *d);
 double flops_amp_update(const gcc_graph *g, int node);
 int64_t ints_at(const gcc_attr *a, int k, int64_t def);

@@ -396,17 +396,38 @@ static gcc_status need_one(gcc_graph *g, int node, int k, gcc_diag *d) {
 }
 
 /* inputs [0, scaler): the parameter, its gradient and state, of one
- * shape; from `scaler` on (loss scaling): scale, found_inf, applied_steps */
+ * shape; from `scaler` on (loss scaling): scale, found_inf, applied_steps
+ * (all three, or all -1 before a clip input); then (gradient clipping) the
+ * GradNorm output, float32 (2) */
 static gcc_status shape_optimizer(gcc_graph *g, int node, int scaler, gcc_diag *d) {
   const gcc_node *n = &g->nodes[node];
   gcc_value *p = in_val(g, node, 0);
-  if (n->n_inputs > scaler && n->n_inputs != scaler + SCALER_N_IN)
+  int clip = scaler + SCALER_N_IN;
+  if (n->n_inputs > scaler && n->n_inputs != clip && n->n_inputs != clip + 1)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
-                        "%s: node '%s' (%s): %d inputs; loss scaling adds %d to the first %d",
+                        "%s: node '%s' (%s): %d inputs; loss scaling adds %d to the first %d, "
+                        "gradient clipping one more",
                         g->source, n->name, gcc_op_name(n->op), n->n_inputs, SCALER_N_IN, scaler);
+  if (n->n_inputs > scaler) {
+    int given = 0;
+    for (int k = scaler; k < clip; k++)
+      given += n->inputs[k] >= 0;
+    if (given != 0 && given != SCALER_N_IN)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: node '%s' (%s): the loss scaling inputs are all given or none",
+                          g->source, n->name, gcc_op_name(n->op));
+  }
   for (int k = 0; k < n->n_inputs; k++) {
+    if (k == clip) {
+      GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+      if (gcc_shape_numel(&in_val(g, node, k)->shape, NULL) != 2)
+        return shape_err(g, node, d, "the clip input (GradNorm's output) must hold 2 floats, got",
+                         &in_val(g, node, k)->shape, NULL);
+      continue;
+    }
     if (k >= scaler) {
-      GCC_TRY(need_one(g, node, k, d));
+      if (n->inputs[k] >= 0)
+        GCC_TRY(need_one(g, node, k, d));
       continue;
     }
     gcc_value *v = in_val(g, node, k);
@@ -456,6 +477,33 @@ gcc_status shape_amp_check(gcc_graph *g, int node, gcc_diag *d) {
 
 double flops_amp_check(const gcc_graph *g, int node) {
   return flops_all_reduce(g, node) - 2.0; /* one comparison per gradient element */
+}
+
+/* GradNorm: ([scale] when scaled,) float32 gradients of any shape ->
+ * [norm, coefficient] */
+gcc_status shape_grad_norm(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_inputs; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  if (n->n_av > GRAD_NORM_SCALED && n->av[GRAD_NORM_SCALED].i) {
+    GCC_TRY(need_one(g, node, 0, d));
+    if (n->n_inputs < 2)
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: node '%s' (GradNorm): scaled needs the scale and a gradient",
+                          g->source, n->name);
+  }
+  if (n->n_av > GRAD_NORM_MAX_NORM &&
+      !(n->av[GRAD_NORM_MAX_NORM].f > 0.0f && isfinite(n->av[GRAD_NORM_MAX_NORM].f)))
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: node '%s' (GradNorm): max_norm must be a finite number > 0, got %g",
+                        g->source, n->name, (double)n->av[GRAD_NORM_MAX_NORM].f);
+  gcc_shape two = {1, {2}};
+  set_out(g, node, 0, GCC_DT_FLOAT32, &two);
+  return GCC_OK;
+}
+
+double flops_grad_norm(const gcc_graph *g, int node) {
+  return 2.0 * flops_all_reduce(g, node); /* a multiply-add per gradient element */
 }
 
 /* AmpUpdateScale: four float32 scalars, updated in place */

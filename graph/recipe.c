@@ -4,6 +4,7 @@
 #include "graph/recipe.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 static const char *const kLosses[] = {"cross-entropy", "mse", NULL};
 static const char *const kOptimizers[] = {"sgd", "adam", "adamw", NULL};
 static const char *const kDatasets[] = {"mnist", "cifar10", "npy", "text", "tokens", NULL};
+static const char *const kDecayOn[] = {"matrices", "all", NULL};
 
 void gcc_recipe_init(gcc_recipe *r) {
   memset(r, 0, sizeof *r);
@@ -26,7 +28,7 @@ void gcc_recipe_init(gcc_recipe *r) {
 int gcc_recipe_given(const gcc_recipe *r) {
   return r->loss || r->optimizer || r->dataset || r->lr_schedule || r->n_mean || r->has_lr ||
          r->has_momentum || r->has_weight_decay || r->nesterov || r->batch_size >= 0 ||
-         r->epochs >= 0 || r->has_seed;
+         r->epochs >= 0 || r->has_seed || r->has_betas || r->decay_on || r->has_clip;
 }
 
 /* `v` if it is one of `names`, else an error listing them. */
@@ -65,7 +67,44 @@ static gcc_status integer(const char *flag, const char *s, int64_t lo, int64_t *
                       (long long)lo);
 }
 
-/* step:S[:G] or cosine[:T] */
+/* A finite double in [lo, hi] from all of `s`. */
+static int parse_double(const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+    return 0;
+  *out = v;
+  return 1;
+}
+
+/* warmup-cosine:WARMUP:MAX_STEPS:MIN_LR (after the kind's ':') */
+static gcc_status parse_warmup_cosine(gcc_recipe *r, const char *v, char *rest, gcc_diag *d) {
+  gcc_lr_schedule s = {0};
+  s.kind = GCC_SCHED_WARMUP_COSINE;
+  char *f[3] = {rest, NULL, NULL};
+  for (int i = 1; i < 3 && f[i - 1]; i++)
+    if ((f[i] = strchr(f[i - 1], ':')) != NULL)
+      *f[i]++ = '\0';
+  double min_lr = 0;
+  if (!f[2] || strchr(f[2], ':') || !gcc_parse_i64(f[0], 0, INT64_MAX, &s.warmup) ||
+      !gcc_parse_i64(f[1], 1, INT64_MAX, &s.t_max) || !parse_double(f[2], 0, 3e38, &min_lr))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--lr-schedule '%s': expected warmup-cosine:WARMUP:MAX_STEPS:MIN_LR "
+                        "(optimizer steps: WARMUP an integer >= 0, MAX_STEPS > WARMUP, MIN_LR a "
+                        "number >= 0)",
+                        v);
+  if (s.t_max <= s.warmup)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--lr-schedule '%s': MAX_STEPS (%lld) must be greater than WARMUP (%lld)",
+                        v, (long long)s.t_max, (long long)s.warmup);
+  s.eta_min = (float)min_lr;
+  r->lr_schedule = v;
+  r->sched = s;
+  return GCC_OK;
+}
+
+/* step:S[:G], cosine[:T] or warmup-cosine:W:M:MIN */
 static gcc_status parse_schedule(gcc_recipe *r, const char *v, gcc_diag *d) {
   gcc_lr_schedule s = {0};
   char buf[128];
@@ -73,9 +112,11 @@ static gcc_status parse_schedule(gcc_recipe *r, const char *v, gcc_diag *d) {
   char *f1 = strchr(buf, ':'), *f2 = f1 ? strchr(f1 + 1, ':') : NULL;
   if (f1)
     *f1++ = '\0';
+  int ok = strlen(v) < sizeof buf - 1;
+  if (ok && strcmp(buf, "warmup-cosine") == 0)
+    return parse_warmup_cosine(r, v, f1 ? f1 : buf + strlen(buf), d);
   if (f2)
     *f2++ = '\0';
-  int ok = strlen(v) < sizeof buf - 1;
   if (ok && strcmp(buf, "step") == 0) {
     s.kind = GCC_SCHED_STEP;
     s.gamma = 0.1f;
@@ -96,8 +137,9 @@ static gcc_status parse_schedule(gcc_recipe *r, const char *v, gcc_diag *d) {
   if (!ok)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "--lr-schedule '%s': expected step:STEP_SIZE[:GAMMA] (StepLR: an integer "
-                        ">= 1 of epochs, GAMMA > 0, default 0.1) or cosine[:T_MAX] "
-                        "(CosineAnnealingLR, T_MAX default the epochs)",
+                        ">= 1 of epochs, GAMMA > 0, default 0.1), cosine[:T_MAX] "
+                        "(CosineAnnealingLR, T_MAX default the epochs) or "
+                        "warmup-cosine:WARMUP:MAX_STEPS:MIN_LR (by optimizer step)",
                         v);
   r->lr_schedule = v;
   r->sched = s;
@@ -133,6 +175,32 @@ gcc_status gcc_recipe_set(gcc_recipe *r, const char *flag, const char *value, gc
   if (strcmp(flag, "--weight-decay") == 0) {
     GCC_TRY(number(flag, value, 0, &r->weight_decay, d));
     r->has_weight_decay = 1;
+    return GCC_OK;
+  }
+  if (strcmp(flag, "--betas") == 0) {
+    char buf[128], *comma;
+    double b1 = 0, b2 = 0;
+    snprintf(buf, sizeof buf, "%s", value);
+    comma = strchr(buf, ',');
+    if (comma)
+      *comma++ = '\0';
+    /* [0, 1) as torch.optim.Adam checks (0 <= beta < 1.0) */
+    if (strlen(value) >= sizeof buf - 1 || !comma || !parse_double(buf, 0, 1, &b1) ||
+        !parse_double(comma, 0, 1, &b2) || (float)b1 >= 1.0f || (float)b2 >= 1.0f)
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                          "%s '%s': expected BETA1,BETA2, each a number in [0, 1) (Adam's "
+                          "betas, e.g. 0.9,0.95)",
+                          flag, value);
+    r->beta1 = (float)b1;
+    r->beta2 = (float)b2;
+    r->has_betas = 1;
+    return GCC_OK;
+  }
+  if (strcmp(flag, "--weight-decay-on") == 0)
+    return one_of(flag, value, kDecayOn, &r->decay_on, d);
+  if (strcmp(flag, "--clip-grad-norm") == 0) {
+    GCC_TRY(number(flag, value, 1, &r->clip, d));
+    r->has_clip = 1;
     return GCC_OK;
   }
   if (strcmp(flag, "--mean") == 0 || strcmp(flag, "--std") == 0) {
@@ -176,6 +244,9 @@ gcc_status gcc_recipe_check(const gcc_recipe *r, gcc_diag *d) {
   if (is_adam(r->optimizer) && r->nesterov)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "--nesterov is an SGD setting, not %s's",
                         r->optimizer);
+  if (r->optimizer && !is_adam(r->optimizer) && r->has_betas)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--betas is an Adam setting; --optimizer sgd has --momentum instead");
   if (r->n_mean != r->n_std)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "--mean and --std need as many values (one per channel), got %d and %d",
@@ -332,7 +403,14 @@ static gcc_status set_optimizer(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) 
   if (want == GCC_OPT_NONE)
     want = GCC_OPT_SGD;
   if (want != o->kind || decoupled != o->decoupled) { /* the new kind's torch.optim defaults */
+    gcc_loss_scale keep_scaler = o->scaler;
+    float keep_clip = o->clip_grad_norm;
     memset(o, 0, sizeof *o);
+    o->scaler = keep_scaler;
+    o->clip_grad_norm = keep_clip;
+    /* AdamW, the GPT recipe: weight decay on the matrices only, as nanoGPT's
+     * configure_optimizers (--weight-decay-on all: every parameter) */
+    o->decay_matrices_only = decoupled;
     o->kind = want;
     o->decoupled = decoupled;
     o->beta1 = 0.9f;
@@ -353,6 +431,18 @@ static gcc_status set_optimizer(gcc_graph *g, const gcc_recipe *r, gcc_diag *d) 
                         "%s: the model's optimizer is %s, which has no momentum; give "
                         "--optimizer sgd",
                         r->has_momentum ? "--momentum" : "--nesterov", gcc_optimizer_name(o));
+  if (o->kind == GCC_OPT_SGD && r->has_betas)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "--betas: the model's optimizer is sgd, which has no betas; give "
+                        "--optimizer adam or adamw");
+  if (r->has_betas) {
+    o->beta1 = r->beta1;
+    o->beta2 = r->beta2;
+  }
+  if (r->decay_on)
+    o->decay_matrices_only = strcmp(r->decay_on, "matrices") == 0;
+  if (r->has_clip)
+    o->clip_grad_norm = r->clip;
   if (r->has_lr)
     o->lr = r->lr;
   if (r->has_momentum)
@@ -432,6 +522,8 @@ gcc_status gcc_recipe_apply(const gcc_graph *model, const gcc_recipe *r, gcc_gra
 }
 
 int64_t gcc_lr_schedule_t_max(const gcc_training *t) {
+  if (t->sched.kind == GCC_SCHED_WARMUP_COSINE)
+    return t->sched.t_max;
   if (t->sched.kind != GCC_SCHED_COSINE)
     return 0;
   return t->sched.t_max > 0 ? t->sched.t_max : t->epochs;
@@ -452,9 +544,30 @@ double gcc_lr_at_epoch(const gcc_training *t, int64_t epoch) {
   return lr;
 }
 
+int gcc_lr_schedule_per_step(const gcc_training *t) {
+  return t->sched.kind == GCC_SCHED_WARMUP_COSINE;
+}
+
+double gcc_lr_at_step(const gcc_training *t, int64_t it) {
+  const gcc_lr_schedule *s = &t->sched;
+  double lr = t->opt.lr, min_lr = s->eta_min;
+  if (s->kind != GCC_SCHED_WARMUP_COSINE)
+    return lr;
+  if (it < s->warmup) /* nanoGPT's get_lr: never 0 at it = 0 */
+    return lr * (double)(it + 1) / (double)(s->warmup + 1);
+  if (it > s->t_max)
+    return min_lr;
+  double ratio = (double)(it - s->warmup) / (double)(s->t_max - s->warmup);
+  double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+  return min_lr + coeff * (lr - min_lr);
+}
+
 const char *gcc_lr_schedule_str(const gcc_training *t, char *buf, size_t cap) {
   const gcc_lr_schedule *s = &t->sched;
-  if (s->kind == GCC_SCHED_STEP)
+  if (s->kind == GCC_SCHED_WARMUP_COSINE)
+    snprintf(buf, cap, "warmup-cosine:%lld:%lld:%g", (long long)s->warmup, (long long)s->t_max,
+             (double)s->eta_min);
+  else if (s->kind == GCC_SCHED_STEP)
     snprintf(buf, cap, "step:%lld:%g", (long long)s->step_size, (double)s->gamma);
   else if (s->kind == GCC_SCHED_COSINE)
     snprintf(buf, cap, "cosine:%lld", (long long)gcc_lr_schedule_t_max(t));
@@ -467,4 +580,52 @@ const char *gcc_optimizer_name(const gcc_optimizer *o) {
   if (o->kind == GCC_OPT_ADAM)
     return o->decoupled ? "adamw" : "adam";
   return o->kind == GCC_OPT_SGD ? "sgd" : "none";
+}
+
+const char *gcc_recipe_describe(const gcc_graph *g, char *buf, size_t cap) {
+  const gcc_training *t = &g->training;
+  const gcc_optimizer *o = &t->opt;
+  int64_t n_dec = 0, n_keep = 0, e_dec = 0, e_keep = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    const gcc_value *pv = &g->values[v];
+    if (pv->kind != GCC_VALUE_PARAM || pv->state)
+      continue;
+    int64_t numel = gcc_shape_numel(&pv->shape, NULL);
+    if (gcc_param_decayed(o, pv)) {
+      n_dec++;
+      e_dec += numel;
+    } else {
+      n_keep++;
+      e_keep += numel;
+    }
+  }
+  size_t at = 0;
+#define PUT(...)                                                                                   \
+  do {                                                                                             \
+    if (at < cap)                                                                                  \
+      at += (size_t)snprintf(buf + at, cap - at, __VA_ARGS__);                                     \
+  } while (0)
+  PUT("optimizer %s:", gcc_optimizer_name(o));
+  if (o->kind == GCC_OPT_ADAM)
+    PUT(" betas (%g, %g), eps %g,", (double)o->beta1, (double)o->beta2, (double)o->eps);
+  else
+    PUT(" momentum %g%s,", (double)o->momentum, o->nesterov ? " (nesterov)" : "");
+  if (o->weight_decay == 0.0f)
+    PUT(" no weight decay");
+  else if (!o->decay_matrices_only)
+    PUT(" weight decay %g on all %" PRId64 " tensors (%" PRId64 " parameters)",
+        (double)o->weight_decay, n_dec, e_dec);
+  else
+    PUT(" weight decay %g on %" PRId64 " tensors of >= 2 dims (%" PRId64
+        " parameters), none on %" PRId64 " others (%" PRId64 " parameters)",
+        (double)o->weight_decay, n_dec, e_dec, n_keep, e_keep);
+  if (o->clip_grad_norm > 0.0f)
+    PUT("; clip-grad-norm %g", (double)o->clip_grad_norm);
+  if (t->sched.kind != GCC_SCHED_NONE) {
+    char sb[96];
+    PUT("; lr schedule %s by %s", gcc_lr_schedule_str(t, sb, sizeof sb),
+        gcc_lr_schedule_per_step(t) ? "optimizer step" : "epoch");
+  }
+#undef PUT
+  return buf;
 }

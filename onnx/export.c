@@ -454,7 +454,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 62, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 63, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -524,6 +524,7 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_SLICE] = MAP_A("Slice", ex_slice),
     [GCC_OP_SLICE_GRAD] = TRAINING("the gradient of Slice"),
     [GCC_OP_EXPAND] = MAP_A("Expand", ex_expand),
+    [GCC_OP_GRAD_NORM] = NONE("gradient clipping's norm (made for training)"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

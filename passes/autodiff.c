@@ -10,6 +10,7 @@
  * node producing it writes straight into the persistent arena; no copy),
  * and one optimizer node per parameter is appended.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,9 +173,11 @@ static gcc_status add_state(gcc_graph *g, int p, const char *suffix, int *out, g
   return GCC_OK;
 }
 
-/* fp16 loss scaling's values (graph/ir.h GCC_SCALER_*): -1 when off */
+/* fp16 loss scaling's values (graph/ir.h GCC_SCALER_*): -1 when off; and
+ * gradient clipping's GradNorm output (-1 when off) */
 typedef struct scaler_values {
   int scale, found_inf, tracker, steps, scratch;
+  int clip;
 } scaler_values;
 
 static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p, int grad,
@@ -191,13 +194,18 @@ static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p
     GCC_TRY(add_state(g, p, "momentum_buffer", &in[2], d));
     n_in = 3;
   }
-  if (sc->scale >= 0) { /* after the optimizer's own inputs (graph/ops.h SCALER_IN_*) */
+  if (sc->scale >= 0 || sc->clip >= 0) { /* after the optimizer's own inputs (graph/ops.h
+                                            SCALER_IN_*), all -1 without loss scaling */
     n_in = o->kind == GCC_OPT_ADAM ? ADAM_IN_SCALER : SGD_IN_SCALER;
     in[n_in + SCALER_IN_SCALE] = sc->scale;
     in[n_in + SCALER_IN_FOUND_INF] = sc->found_inf;
     in[n_in + SCALER_IN_STEPS] = sc->steps;
     n_in += SCALER_N_IN;
   }
+  if (sc->clip >= 0) /* then GradNorm's [norm, coefficient] */
+    in[n_in++] = sc->clip;
+  /* --weight-decay-on matrices: none on the parameters of < 2 dims */
+  float wd = gcc_param_decayed(o, &g->values[p]) ? o->weight_decay : 0.0f;
   GCC_TRY(gcc_graph_add_node(g, name, op, in, n_in, NULL, 0, &node, d));
   g->nodes[node].phase = GCC_PHASE_OPTIMIZER;
   if (o->kind == GCC_OPT_ADAM) {
@@ -205,13 +213,13 @@ static gcc_status add_optimizer_node(gcc_graph *g, const gcc_optimizer *o, int p
     GCC_TRY(gcc_node_set_float(g, node, "beta1", o->beta1));
     GCC_TRY(gcc_node_set_float(g, node, "beta2", o->beta2));
     GCC_TRY(gcc_node_set_float(g, node, "eps", o->eps));
-    GCC_TRY(gcc_node_set_float(g, node, "weight_decay", o->weight_decay));
+    GCC_TRY(gcc_node_set_float(g, node, "weight_decay", wd));
     GCC_TRY(gcc_node_set_int(g, node, "decoupled_weight_decay", o->decoupled));
   } else {
     GCC_TRY(gcc_node_set_float(g, node, "lr", o->lr));
     GCC_TRY(gcc_node_set_float(g, node, "momentum", o->momentum));
     GCC_TRY(gcc_node_set_float(g, node, "dampening", o->dampening));
-    GCC_TRY(gcc_node_set_float(g, node, "weight_decay", o->weight_decay));
+    GCC_TRY(gcc_node_set_float(g, node, "weight_decay", wd));
     GCC_TRY(gcc_node_set_int(g, node, "nesterov", o->nesterov));
   }
   GCC_TRY(gcc_op_resolve_attrs(g, node, d));
@@ -249,6 +257,32 @@ static gcc_status add_scaler_check(gcc_graph *g, const int *grads, int n, scaler
   free(in);
   GCC_TRY(st);
   g->nodes[node].phase = GCC_PHASE_BACKWARD;
+  GCC_TRY(gcc_op_resolve_attrs(g, node, d));
+  return gcc_op(g->nodes[node].op)->shape(g, node, d);
+}
+
+/* Gradient clipping after the backward (and the all-reduce, which the
+ * all-reduce pass puts before every reader of a gradient): GradNorm over
+ * every gradient an update reads, its output in sc->clip. */
+static gcc_status add_grad_norm(gcc_graph *g, const int *grads, int n, float max_norm,
+                                scaler_values *sc, gcc_diag *d) {
+  gcc_shape two = {1, {2}};
+  GCC_TRY(gcc_graph_add_value(g, GCC_CLIP_NORM_NAME, GCC_DT_FLOAT32, &two, GCC_VALUE_ACTIVATION,
+                              NULL, 0, &sc->clip, d));
+  /* fp16 loss scaling: the scale first, the gradients unscaled as read */
+  int scaled = sc->scale >= 0, node;
+  int *in = malloc((size_t)(n + 1) * sizeof *in);
+  if (!in)
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+  in[0] = sc->scale;
+  memcpy(in + scaled, grads, (size_t)n * sizeof *in);
+  gcc_status st = gcc_graph_add_node(g, "clip_grad_norm/norm", GCC_OP_GRAD_NORM, in, n + scaled,
+                                     &sc->clip, 1, &node, d);
+  free(in);
+  GCC_TRY(st);
+  g->nodes[node].phase = GCC_PHASE_BACKWARD;
+  GCC_TRY(gcc_node_set_float(g, node, "max_norm", max_norm));
+  GCC_TRY(gcc_node_set_int(g, node, "scaled", scaled));
   GCC_TRY(gcc_op_resolve_attrs(g, node, d));
   return gcc_op(g->nodes[node].op)->shape(g, node, d);
 }
@@ -322,8 +356,12 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
   float one = 1.0f;
   gcc_shape scalar = {0, {0}};
   int seed;
-  scaler_values sc = {-1, -1, -1, -1, -1};
+  scaler_values sc = {-1, -1, -1, -1, -1, -1};
   const gcc_loss_scale *ls = &opt->scaler;
+  if (!(opt->clip_grad_norm >= 0.0f) || !isfinite(opt->clip_grad_norm))
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: the clip_grad_norm max_norm must be a finite number >= 0, got %g",
+                        g->source, (double)opt->clip_grad_norm);
   if (ls->mode != GCC_LOSS_SCALE_NONE && opt->kind != GCC_OPT_NONE) {
     if (!(ls->init_scale > 0.0f) || ls->growth_interval < 1)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
@@ -405,6 +443,28 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     st = make_param_grad(c, p, grad, &grads[n_params], d);
     params[n_params++] = p;
   }
+  /* --weight-decay-on matrices: the decayed parameters' updates first, then
+   * the others (each in value order), as the session lays the parameters
+   * out (runtime/session.c): each kind's updates make one optimizer kernel
+   * over consecutive parameters */
+  if (opt->decay_matrices_only && st == GCC_OK) {
+    int *tmp = malloc((size_t)(n_params ? n_params : 1) * 2 * sizeof *tmp), k = 0;
+    if (!tmp)
+      st = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+    for (int pass = 0; pass < 2 && tmp; pass++)
+      for (int i = 0; i < n_params; i++)
+        if (gcc_param_decayed(opt, &c->g->values[params[i]]) == !pass) {
+          tmp[k] = params[i];
+          tmp[n_params + k++] = grads[i];
+        }
+    if (tmp) {
+      memcpy(params, tmp, (size_t)n_params * sizeof *tmp);
+      memcpy(grads, tmp + n_params, (size_t)n_params * sizeof *tmp);
+      free(tmp);
+    }
+  }
+  if (st == GCC_OK && opt->clip_grad_norm > 0.0f && opt->kind != GCC_OPT_NONE && n_params > 0)
+    st = add_grad_norm(c->g, grads, n_params, opt->clip_grad_norm, &sc, d);
   if (st == GCC_OK && sc.scale >= 0 && n_params > 0)
     st = add_scaler_check(c->g, grads, n_params, &sc, d);
   for (int i = 0; i < n_params && st == GCC_OK && opt->kind != GCC_OPT_NONE; i++)

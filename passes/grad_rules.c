@@ -737,7 +737,7 @@ static gcc_status gcc_grad_expand(gcc_grad_ctx *c, int node, const int *dy, int 
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 62, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 63, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -805,6 +805,7 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_SLICE] = {.fn = gcc_grad_slice},
     [GCC_OP_SLICE_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_EXPAND] = {.fn = gcc_grad_expand},
+    [GCC_OP_GRAD_NORM] = {.none = "gradient clipping: made by autodiff, after the backward"},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

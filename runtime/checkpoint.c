@@ -339,7 +339,7 @@ gcc_status gcc_checkpoint_check(const gcc_checkpoint *c, const gcc_graph *model,
   if (a->sched.kind != b->sched.kind || a->sched.step_size != b->sched.step_size ||
       memcmp(&a->sched.gamma, &b->sched.gamma, sizeof(float)) != 0 ||
       memcmp(&a->sched.eta_min, &b->sched.eta_min, sizeof(float)) != 0 ||
-      gcc_lr_schedule_t_max(a) != gcc_lr_schedule_t_max(b)) {
+      a->sched.warmup != b->sched.warmup || gcc_lr_schedule_t_max(a) != gcc_lr_schedule_t_max(b)) {
     char x[64], y[64];
     DIFF("lr schedule", "%s", gcc_lr_schedule_str(a, x, sizeof x),
          gcc_lr_schedule_str(b, y, sizeof y));
@@ -347,14 +347,17 @@ gcc_status gcc_checkpoint_check(const gcc_checkpoint *c, const gcc_graph *model,
   const struct {
     const char *name;
     float x, y;
-  } hp[] = {{"lr", a->opt.lr, b->opt.lr},
-            {"momentum", a->opt.momentum, b->opt.momentum},
-            {"dampening", a->opt.dampening, b->opt.dampening},
-            {"weight_decay", a->opt.weight_decay, b->opt.weight_decay},
-            {"nesterov", (float)a->opt.nesterov, (float)b->opt.nesterov},
-            {"beta1", a->opt.beta1, b->opt.beta1},
-            {"beta2", a->opt.beta2, b->opt.beta2},
-            {"eps", a->opt.eps, b->opt.eps}};
+  } hp[] = {
+      {"lr", a->opt.lr, b->opt.lr},
+      {"momentum", a->opt.momentum, b->opt.momentum},
+      {"dampening", a->opt.dampening, b->opt.dampening},
+      {"weight_decay", a->opt.weight_decay, b->opt.weight_decay},
+      {"nesterov", (float)a->opt.nesterov, (float)b->opt.nesterov},
+      {"beta1", a->opt.beta1, b->opt.beta1},
+      {"beta2", a->opt.beta2, b->opt.beta2},
+      {"eps", a->opt.eps, b->opt.eps},
+      {"decay_matrices_only", (float)a->opt.decay_matrices_only, (float)b->opt.decay_matrices_only},
+      {"clip_grad_norm", a->opt.clip_grad_norm, b->opt.clip_grad_norm}};
   for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
     if (memcmp(&hp[i].x, &hp[i].y, sizeof(float)) != 0)
       return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,

@@ -312,16 +312,18 @@ static gcc_status check_optimizer_layout(gcc_plan *p, const gcc_group *gr, gcc_d
   return GCC_OK;
 }
 
-/* GCC_KARG_FLAT_INPUTS: the inputs of the group's node after input 0 must
- * lie one after another, each padded to GCC_ARENA_ALIGN (the flat gradient
- * section). */
+/* GCC_KARG_FLAT_INPUTS: the node's inputs from its first gradient on lie one after another,
+ * each padded to GCC_ARENA_ALIGN (the gradient section); 1: AmpNonFiniteCheck's scratch first */
+static int flat_first(const gcc_graph *g, const gcc_node *n) {
+  return n->n_inputs > 1 && (n->inputs[0] < 0 || g->values[n->inputs[0]].kind != GCC_VALUE_GRAD);
+}
+
 static gcc_status check_flat_inputs(gcc_plan *p, const gcc_kernel_info *k, gcc_diag *d) {
   const gcc_graph *g = p->g;
-  const gcc_group *gr = &g->groups[k->group];
-  const gcc_node *n = &g->nodes[gr->nodes[0]];
-  char *base = n->n_inputs > 1 ? p->addr[n->inputs[1]] : NULL;
+  const gcc_node *n = &g->nodes[g->groups[k->group].nodes[0]];
+  char *base = n->n_inputs > 0 ? p->addr[n->inputs[flat_first(g, n)]] : NULL;
   size_t off = 0;
-  for (int j = 1; j < n->n_inputs; j++) {
+  for (int j = flat_first(g, n); j < n->n_inputs; j++) {
     int v = n->inputs[j];
     if (!base || v < 0 || (char *)p->addr[v] != base + off)
       return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
@@ -542,33 +544,33 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
     if (k0 < 0)
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: group '%s' has no generated kernel", g->source,
                           gr->name);
-    for (int k = k0; k < k1; k++) { /* the earlier phases: buffers only, no waits */
+    int wait_first = p->n_waits, n_wait = 0; /* the buckets of the grads it reads, each once */
+    GCC_TRY(optimizer_waits(p, gr, &n_wait, d));
+    for (int k = k0; k < k1; k++) { /* the earlier phases: buffers (GradNorm's flat gradients) */
       for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
         gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
         if (kk == GCC_KARG_BAD_LABEL && !cleared) { /* a loss's rows kernel */
           op c = {.kind = OP_CLEAR_BAD_LABEL};
           GCC_TRY(add_op(p, &c, d));
-          cleared = 1;
-          p->has_loss_kernel = 1;
+          cleared = p->has_loss_kernel = 1;
         }
-        if (kk != GCC_KARG_INPUT && kk != GCC_KARG_OUTPUT && kk != GCC_KARG_SCRATCH &&
-            kk != GCC_KARG_BAD_LABEL)
+        if (kk == GCC_KARG_FLAT_INPUTS)
+          GCC_TRY(check_flat_inputs(p, &p->ks.kernels[k], d));
+        else if (kk != GCC_KARG_INPUT && kk != GCC_KARG_OUTPUT && kk != GCC_KARG_SCRATCH &&
+                 kk != GCC_KARG_BAD_LABEL)
           return gcc_diag_set(d, GCC_ERR_INTERNAL,
                               "%s: kernel '%s' of group '%s' runs before the group's last and "
                               "takes argument '%s', which only a last kernel may take",
                               g->source, p->ks.kernels[k].name, gr->name,
                               p->ks.kernels[k].args[a].name);
       }
-      op o = {.kind = OP_KERNEL, .kernel = k, .group = gi};
+      op o = {.kind = OP_KERNEL, .kernel = k, .group = gi, .wait_first = wait_first};
+      o.n_wait = k == k0 ? n_wait : 0; /* the first kernel waits */
       GCC_TRY(add_op(p, &o, d));
     }
     int k = k1;
     if (gr->kind == GCC_GROUP_OPTIMIZER)
       GCC_TRY(check_optimizer_layout(p, gr, d));
-    int wait_first = p->n_waits, n_wait = 0;
-    /* the buckets of the gradients it reads, each once (the optimizer's,
-     * fp16 loss scaling's check) */
-    GCC_TRY(optimizer_waits(p, gr, &n_wait, d));
     for (int a = 0; a < p->ks.kernels[k].n_args; a++) {
       gcc_karg_kind kk = p->ks.kernels[k].args[a].kind;
       if (kk == GCC_KARG_FLAT_INPUTS)
@@ -580,13 +582,11 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
       if (kk == GCC_KARG_BAD_LABEL && !cleared) {
         op c = {.kind = OP_CLEAR_BAD_LABEL};
         GCC_TRY(add_op(p, &c, d));
-        cleared = 1;
-        p->has_loss_kernel = 1;
+        cleared = p->has_loss_kernel = 1;
       }
     }
-    op o = {.kind = OP_KERNEL, .kernel = k, .group = gi};
-    o.wait_first = wait_first;
-    o.n_wait = n_wait;
+    op o = {.kind = OP_KERNEL, .kernel = k, .group = gi, .wait_first = wait_first};
+    o.n_wait = k0 < k1 ? 0 : n_wait;
     if (gr->kind == GCC_GROUP_OPTIMIZER) /* each tensor padded to GCC_ARENA_ALIGN (emit.h) */
       for (int j = 0; j < gr->n_nodes; j++)
         o.numel +=
@@ -1481,7 +1481,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
     }
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
     case GCC_KARG_STEP: vals[a].ll = (long long)step; break; /* Dropout's Philox counter */
-    case GCC_KARG_FLAT_INPUTS: vals[a].p = p->addr[n0->inputs[1]]; break;
+    case GCC_KARG_FLAT_INPUTS: vals[a].p = p->addr[n0->inputs[flat_first(g, n0)]]; break;
     case GCC_KARG_SCRATCH: vals[a].p = (char *)p->dev + p->off_scratch; break;
     default:
       return gcc_diag_set(d, GCC_ERR_INTERNAL, "kernel %s: argument %d of unknown kind", k->name,

@@ -205,10 +205,14 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
   size_t total = 0;
   /* the trained parameters first, then the state values (running
    * statistics: no gradient, no update), so that the parameters an
-   * optimizer kernel walks stay consecutive in the flat sections */
-  for (int pass = 0; pass < 2; pass++)
+   * optimizer kernel walks stay consecutive in the flat sections; with
+   * weight decay on the matrices only, the decayed parameters before the
+   * others (the order of autodiff's updates: one kernel each) */
+  for (int pass = 0; pass < 3; pass++)
     for (int v = 0; v < model->n_values; v++) {
-      if (model->values[v].kind != GCC_VALUE_PARAM || model->values[v].state != pass)
+      const gcc_value *pv = &model->values[v];
+      if (pv->kind != GCC_VALUE_PARAM || pv->state != (pass == 2) ||
+          (pass < 2 && gcc_param_decayed(&o->opt, pv) != (pass == 0)))
         continue;
       slot *sl = &s->slots[s->n_slots++];
       sl->param = v;

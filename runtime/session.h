@@ -252,9 +252,13 @@ gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, 
 int64_t gcc_session_steps(const gcc_session *s);
 
 /* The learning rate of the following training steps (> 0; an lr
- * schedule's, e.g. graph/recipe.h gcc_lr_at_epoch), or 0 for the
- * optimizer's own (TrainingSpec's lr). No steps may be pending on a device
- * (collect their losses first). */
+ * schedule's, e.g. graph/recipe.h gcc_lr_at_epoch or gcc_lr_at_step), or 0
+ * for the optimizer's own (TrainingSpec's lr). Steps may be pending on a
+ * device: each launch takes the lr by value, and a captured CUDA Graph that
+ * a new lr drops is freed when its launches complete (cudaGraphExecDestroy
+ * of a graph in flight), so a per-step schedule costs no synchronisation
+ * (an SGD step is then captured again; Adam's steps are never captured:
+ * their bias corrections vary). */
 void gcc_session_set_lr(gcc_session *s, float lr);
 /* The learning rate the next step uses. */
 float gcc_session_lr(const gcc_session *s);

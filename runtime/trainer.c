@@ -1238,7 +1238,8 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
     int64_t nb = source_batches(&src, 0), in_window = 0, epoch_batches = first, epoch_samples = 0;
     int64_t taken = 0; /* batches of this epoch run by this process */
     int issued = 0;
-    if (model->training.sched.kind != GCC_SCHED_NONE) {
+    if (model->training.sched.kind != GCC_SCHED_NONE &&
+        !gcc_lr_schedule_per_step(&model->training)) {
       /* the schedule's lr of this epoch, also after --resume (a function of
        * the epoch, which the checkpoint keeps, and of its recipe) */
       double lr = gcc_lr_at_epoch(&model->training, epoch);
@@ -1261,6 +1262,12 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
       }
       if (cfg->max_steps > 0 && report->steps >= cfg->max_steps)
         break;
+      if (gcc_lr_schedule_per_step(&model->training)) {
+        /* warmup-cosine: the lr of this optimizer step (nanoGPT's get_lr of
+         * the steps taken, also after --resume, whose step count it keeps) */
+        double lr = gcc_lr_at_step(&model->training, report->steps);
+        gcc_session_set_lr(s, (float)lr > 0.0f ? (float)lr : FLT_MIN); /* steps may be pending */
+      }
       batch b;
       int has;
       int64_t global_rows;
@@ -1330,7 +1337,7 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
                             scalar_sum / (double)in_scalar, d);
         if (st == GCC_OK)
           st = cfg->on_scalar(cfg->scalar_user, "train/lr", report->steps,
-                              (double)model->training.opt.lr, d);
+                              (double)gcc_session_lr(s), d);
         scalar_sum = 0;
         in_scalar = 0;
       }

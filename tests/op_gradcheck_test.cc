@@ -3895,6 +3895,9 @@ const Covered kCovered[] = {
     {GCC_OP_SLICE, "Slice", kGradcheck, "SliceGrad.*, InternalOps.SliceOfIntegersAndRefusedSlices"},
     {GCC_OP_SLICE_GRAD, "SliceGrad", kInternal, "SliceGrad.RandomBoundsStepsAndAxes"},
     {GCC_OP_EXPAND, "Expand", kGradcheck, "ExpandGrad.BroadcastsToLargerShapes"},
+    {GCC_OP_GRAD_NORM, "GradNorm", kInternal,
+     "GptRecipe.* (tests/gpt_recipe_test.cc: PyTorch clip_grad_norm_ fixture, CPU and "
+     "host-emulated CUDA plans)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

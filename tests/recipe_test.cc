@@ -615,6 +615,68 @@ TEST(RecipeCli, LrScheduleResumesExactly) {
       << r4;
 }
 
+// The GPT recipe's flags (issue 31; numerics against PyTorch in
+// tests/gpt_recipe_test): the run header says them, a per-step
+// warmup-cosine schedule resumed mid-epoch gives the bytes of the run that
+// was not interrupted (the lr is a function of the optimizer steps, which
+// the checkpoint keeps), another clip value is refused, and bad values exit
+// 2 naming the flag.
+TEST(RecipeCli, GptRecipeFlagsResumeExactly) {
+  std::string linear = Runfile("models/linear.pb");
+  std::string dir = TmpPath("ck_gpt"), full = TmpPath("full_gpt.pb"), res = TmpPath("res_gpt.pb");
+  std::vector<std::string> base = {linear,
+                                   "--device",
+                                   "cpu",
+                                   "--threads",
+                                   "1",
+                                   "--epochs",
+                                   "3",
+                                   "--optimizer",
+                                   "adamw",
+                                   "--lr",
+                                   "0.05",
+                                   "--betas",
+                                   "0.9,0.95",
+                                   "--weight-decay",
+                                   "0.1",
+                                   "--lr-schedule",
+                                   "warmup-cosine:5:40:0.001"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  Result r1 = Exec("gcc-train",
+                   with({"--clip-grad-norm", "0.5", "--checkpoint-dir", dir, "--checkpoint-every",
+                         "10", "--keep-checkpoints", "5", "--output", full}));
+  ASSERT_EQ(r1.code, 0) << r1;
+  EXPECT_NE(r1.out.find("optimizer adamw: betas (0.9, 0.95), eps 1e-08, weight decay 0.1 on 1 "
+                        "tensors of >= 2 dims"),
+            std::string::npos)
+      << r1;
+  EXPECT_NE(r1.out.find("clip-grad-norm 0.5; lr schedule warmup-cosine:5:40:0.001 by optimizer "
+                        "step"),
+            std::string::npos)
+      << r1;
+  // linear.pb: 16 steps an epoch; step 20 is in the middle of epoch 2
+  std::string ck = dir + "/ckpt-000000000020.gcck";
+  Result r2 = Exec("gcc-train", with({"--clip-grad-norm", "0.5", "--resume", ck, "--output", res}));
+  ASSERT_EQ(r2.code, 0) << r2;
+  EXPECT_EQ(ReadText(full), ReadText(res));
+  Result r3 = Exec("gcc-train", with({"--clip-grad-norm", "2", "--resume", ck, "--no-output"}));
+  EXPECT_EQ(r3.code, 2) << r3;
+  EXPECT_NE(r3.err.find("clip_grad_norm is 0.5, this run's is 2"), std::string::npos) << r3;
+  for (auto bad :
+       std::vector<std::pair<std::string, std::string>>{{"--betas", "0.9"},
+                                                        {"--clip-grad-norm", "-1"},
+                                                        {"--weight-decay-on", "some"},
+                                                        {"--lr-schedule", "warmup-cosine:5:5:0"}}) {
+    Result r = Exec("gcc-train", {linear, "--device", "cpu", bad.first, bad.second});
+    EXPECT_EQ(r.code, 2) << r;
+    EXPECT_NE(r.err.find(bad.first + " '" + bad.second + "'"), std::string::npos) << r;
+  }
+}
+
 } // namespace
 
 // ---- --dataset npy ---------------------------------------------------------------------

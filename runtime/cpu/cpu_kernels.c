@@ -60,17 +60,19 @@ GCC_HOT static void col_sum_loop(const float *restrict x, float *restrict y, int
       y[c] += x[r * cols + c];
 }
 
-/* torch.optim.SGD for one parameter; `first` = no momentum history yet */
+/* torch.optim.SGD for one parameter; `first` = no momentum history yet;
+ * the gradient read as g * inv (loss scaling) * clip (clip_grad_norm_),
+ * both 1 when off (x * 1 is x) */
 GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *restrict buf,
                              int64_t n, float lr, float mom, float damp, float wd, int nesterov,
-                             int first, float inv) {
+                             int first, float inv, float clip) {
   if (!buf) {
     for (int64_t i = 0; i < n; i++)
-      p[i] = p[i] + (-lr) * (g[i] * inv + wd * p[i]);
+      p[i] = p[i] + (-lr) * (g[i] * inv * clip + wd * p[i]);
     return;
   }
   for (int64_t i = 0; i < n; i++) {
-    float d = g[i] * inv + wd * p[i];
+    float d = g[i] * inv * clip + wd * p[i];
     float b = first ? d : buf[i] * mom + (1.0f - damp) * d;
     buf[i] = b;
     p[i] = p[i] + (-lr) * (nesterov ? d + mom * b : b);
@@ -81,10 +83,10 @@ GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *
  * AdamW (wd = 0, decay = 1 - lr * weight_decay applied to p first) */
 GCC_HOT static void adam_loop(float *restrict p, const float *restrict g, float *restrict m,
                               float *restrict v, int64_t n, float b1, float b2, float eps, float wd,
-                              float step_size, float bc2_sqrt, float decay, float inv) {
+                              float step_size, float bc2_sqrt, float decay, float inv, float clip) {
   for (int64_t i = 0; i < n; i++) {
     p[i] = p[i] * decay;
-    float gi = g[i] * inv + wd * p[i];
+    float gi = g[i] * inv * clip + wd * p[i];
     m[i] = m[i] * b1 + (1.0f - b1) * gi;
     v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
     float denom = sqrtf(v[i]) / bc2_sqrt + eps;
@@ -653,13 +655,18 @@ static void store_copy(const gcc_kernel_args *a, const float *p) {
 static int scaler_step(const gcc_kernel_args *a, int at, float *inv, double *steps) {
   *inv = 1.0f;
   *steps = (double)a->ctx->optimizer_step;
-  if (a->n_in <= at)
+  if (a->n_in <= at || !a->in[at])
     return 1;
   if (F32(a->in[at + SCALER_IN_FOUND_INF])[0] != 0.0f)
     return 0;
   *inv = (float)(1.0 / (double)F32(a->in[at + SCALER_IN_SCALE])[0]);
   *steps = (double)F32(a->in[at + SCALER_IN_STEPS])[0];
   return 1;
+}
+
+/* Gradient clipping (input `at`, GradNorm's output): the coefficient, or 1 */
+static float clip_coef(const gcc_kernel_args *a, int at) {
+  return a->n_in > at && a->in[at] ? F32(a->in[at])[1] : 1.0f;
 }
 
 gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
@@ -677,7 +684,8 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
     store_copy(a, p); /* the parameter as it is: its float32 stand-in is rounded after */
     return GCC_OK;    /* GradScaler.step skips optimizer.step */
   }
-  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, steps == 0.0, inv);
+  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, steps == 0.0, inv,
+           clip_coef(a, SGD_IN_CLIP));
   store_copy(a, p);
   return GCC_OK;
 }
@@ -704,7 +712,7 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   int decoupled = (int)n->av[ADAM_DECOUPLED].i;
   float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
   adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, decoupled ? 0.0f : wd, step_size, bc2_sqrt,
-            decay, inv);
+            decay, inv, clip_coef(a, ADAM_IN_CLIP));
   store_copy(a, p);
   return GCC_OK;
 }
@@ -1709,6 +1717,32 @@ gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a) {
       bad |= !(fabsf(x[i]) <= FLT_MAX); /* Inf or NaN */
   }
   F32(a->out[0])[0] = bad ? 1.0f : 0.0f;
+  return GCC_OK;
+}
+
+/* ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ---------------- */
+
+gcc_status gcc_cpu_grad_norm(const gcc_kernel_args *a) {
+  double ss = 0.0;
+  int scaled = (int)a->node->av[GRAD_NORM_SCALED].i;
+  /* fp16 loss scaling: the unscaled gradients, g * inv_scale in float32 as
+   * scaler.unscale_ leaves them (inv 1 otherwise: g * 1 is g) */
+  float inv = scaled ? (float)(1.0 / (double)F32(a->in[0])[0]) : 1.0f;
+  for (int k = scaled; k < a->n_in; k++) {
+    const float *x = F32(a->in[k]);
+    int64_t n = a->in[k]->numel;
+    for (int64_t i = 0; i < n; i++) {
+      double u = (double)(x[i] * inv);
+      ss += u * u;
+    }
+  }
+  float norm = (float)sqrt(ss);
+  /* clip_coef = max_norm / (total_norm + 1e-6): Tensor.__rtruediv__ is
+   * reciprocal() * max_norm, each rounded to float32; clamp(max=1) keeps NaN */
+  float coef = (1.0f / (norm + 1e-6f)) * a->node->av[GRAD_NORM_MAX_NORM].f;
+  float *out = F32(a->out[0]);
+  out[0] = norm;
+  out[1] = coef > 1.0f ? 1.0f : coef;
   return GCC_OK;
 }
 

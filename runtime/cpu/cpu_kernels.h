@@ -150,6 +150,10 @@ gcc_status gcc_cpu_cast(const gcc_kernel_args *a);
  * Adam with the three loss-scaling inputs read grad * inv_scale (inv_scale
  * = (float)(1.0 / scale)) and return at once when found_inf != 0. */
 gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a);
+/* GradNorm (graph/ops.h GRAD_NORM_*): the sum of squares in float64 over
+ * every gradient element in input order, its square root rounded to
+ * float32, and the clip coefficient from it in float32 */
+gcc_status gcc_cpu_grad_norm(const gcc_kernel_args *a);
 gcc_status gcc_cpu_amp_update_scale(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its

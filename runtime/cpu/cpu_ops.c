@@ -12,7 +12,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 62, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 63, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -92,6 +92,7 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_SLICE] = {.kernel = gcc_cpu_slice},
     [GCC_OP_SLICE_GRAD] = {.kernel = gcc_cpu_slice_grad},
     [GCC_OP_EXPAND] = {.kernel = gcc_cpu_expand},
+    [GCC_OP_GRAD_NORM] = {.kernel = gcc_cpu_grad_norm},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
