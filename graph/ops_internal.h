@@ -9,6 +9,7 @@
  *   graph/ops_shape_window.c Conv, the pools and their gradients (2-D, NCHW)
  *   graph/ops_shape_layers.c LRN, BatchNormalization, Dropout, Concat, Transpose, Pad, ConvTranspose
  *   graph/ops_flops.c        the FLOPs functions
+ *   graph/ops_shape_attention.c  Attention and AttentionGrad (shapes, FLOPs, geometry)
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
 #define GCC_GRAPH_OPS_INTERNAL_H
@@ -118,6 +119,10 @@ gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_transpose(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_attention(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_attention_grad(gcc_graph *g, int node, gcc_diag *d);
+double flops_attention(const gcc_graph *g, int node);
+double flops_attention_grad(const gcc_graph *g, int node);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

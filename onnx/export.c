@@ -418,7 +418,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -481,6 +481,11 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_AMP_NON_FINITE_CHECK] = NONE("fp16 loss scaling's gradient check (made for "
                                          "training)"),
     [GCC_OP_AMP_UPDATE_SCALE] = NONE("fp16 loss scaling's scale update (made for training)"),
+    [GCC_OP_ATTENTION] = NONE("the fused attention (GCC_OPF_FUSED) is made by the attention pass "
+                              "when a plan is compiled; a model keeps the MatMul -> Softmax -> "
+                              "MatMul chain it came from (ONNX has Attention from opset 23, "
+                              "export writes 17)"),
+    [GCC_OP_ATTENTION_GRAD] = TRAINING("the gradient of Attention"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

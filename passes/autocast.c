@@ -83,7 +83,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -155,6 +155,10 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     /* fp16 loss scaling: float32 gradients and scalars */
     [GCC_OP_AMP_NON_FINITE_CHECK] = {AC_FP32, 0, 0},
     [GCC_OP_AMP_UPDATE_SCALE] = {AC_FP32, 0, 0},
+    /* the fused attention's kernels read and write float32 (a 16-bit
+     * flash-attention kernel and cuDNN's SDPA are the next step) */
+    [GCC_OP_ATTENTION] = {AC_FP32, 0, 0},
+    [GCC_OP_ATTENTION_GRAD] = {AC_FP32, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

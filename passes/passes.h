@@ -107,6 +107,14 @@ typedef struct gcc_options {
  * node. */
 gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
 
+/* The attention pass (passes/attention.c): MatMul(Q, Transpose(K)) -> scale
+ * (Mul or Div by constants, on the scores or on Q and K) -> optional Add of
+ * a float32 mask -> Softmax(axis -1) -> MatMul(., V), every intermediate
+ * read by the chain only, becomes one Attention node (graph/ops.h; a
+ * constant causal -Inf triangle becomes is_causal). Runs after infer in
+ * every mode. Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_pass_attention(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
+
 /* Reverse-mode automatic differentiation (TRAIN only; no-op in EVAL):
  * builds the backward graph from the scalar loss named by the training
  * spec, accumulating gradient contributions of values used more than once,

@@ -8,10 +8,11 @@
 #include <stddef.h>
 
 #include "graph/ops.h"
+#include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 57, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -82,6 +83,9 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_CAST] = {.kernel = gcc_cpu_cast, .reads_16bit = 1},
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.kernel = gcc_cpu_amp_non_finite_check},
     [GCC_OP_AMP_UPDATE_SCALE] = {.kernel = gcc_cpu_amp_update_scale},
+    [GCC_OP_ATTENTION] = {.kernel = gcc_cpu_attention, .workspace = gcc_cpu_attention_workspace},
+    [GCC_OP_ATTENTION_GRAD] = {.kernel = gcc_cpu_attention_grad,
+                               .workspace = gcc_cpu_attention_grad_workspace},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
