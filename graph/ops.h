@@ -276,7 +276,8 @@ enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
  * softmax over key blocks).
  *   Attention (Q, K, V [, mask]) -> O, L
  *     Q [B, H, Tq, D], K [B, H, Tk, D], V [B, H, Tk, Dv] (float32; rank 3
- *     [N, T, D] is read as H = 1; leading dims equal, no broadcast);
+ *     [N, T, D] is read as H = 1, rank 2 [T, D] as B = H = 1; leading dims
+ *     equal, no broadcast);
  *     mask (optional) broadcastable to [B, H, Tq, Tk] (each dim 1 or full,
  *     right-aligned), float32, added to the scaled scores (-Inf masks; a
  *     PyTorch boolean attn_mask is where(mask, 0, -Inf): the IR has no

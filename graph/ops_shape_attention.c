@@ -8,9 +8,14 @@
 #include <math.h>
 #include <stdio.h>
 
-/* The 4-D reading of a rank-3 or rank-4 operand: [N, T, D] is [N, 1, T, D]. */
+/* The 4-D reading of a rank-2, 3 or 4 operand: [N, T, D] is [N, 1, T, D],
+ * [T, D] is [1, 1, T, D]. */
 static void as4(const gcc_shape *s, int64_t out[4]) {
-  if (s->ndim == 3) {
+  if (s->ndim == 2) {
+    out[0] = out[1] = 1;
+    out[2] = s->dims[0];
+    out[3] = s->dims[1];
+  } else if (s->ndim == 3) {
     out[0] = s->dims[0];
     out[1] = 1;
     out[2] = s->dims[1];
@@ -46,7 +51,10 @@ void gcc_attn_geometry(const gcc_shape *q, const gcc_shape *k, const gcc_shape *
   int64_t mr[4] = {1, 1, 1, 1};
   for (int i = 0; i < mask->ndim; i++)
     mr[off + i] = mask->dims[i];
-  if (r == 3) {
+  if (r == 2) {
+    m[2] = mr[0];
+    m[3] = mr[1];
+  } else if (r == 3) {
     m[0] = mr[0];
     m[2] = mr[1];
     m[3] = mr[2];
@@ -65,7 +73,7 @@ void gcc_attn_geometry(const gcc_shape *q, const gcc_shape *k, const gcc_shape *
   a->ms_j = strides[3];
 }
 
-/* Q, K, V (and for the gradient O, dO) float32 of rank 3 or 4 with equal
+/* Q, K, V (and for the gradient O, dO) float32 of rank 2 to 4 with equal
  * leading dims, K and V the same keys, Q and K the same head dim; the mask
  * float32, broadcastable to the scores. The scale is finite (the
  * schema) and not negative. */
@@ -76,9 +84,9 @@ static gcc_status check_qkv(gcc_graph *g, int node, int iq, int imask, gcc_diag 
     if (!x)
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: node '%s': input %d is required",
                           g->source, g->nodes[node].name, k);
-    if (x->shape.ndim != 3 && x->shape.ndim != 4)
-      return shape_err(g, node, d, "Q, K and V are [B, H, T, D] or [N, T, D], got", &x->shape,
-                       NULL);
+    if (x->shape.ndim < 2 || x->shape.ndim > 4)
+      return shape_err(g, node, d, "Q, K and V are [B, H, T, D], [N, T, D] or [T, D], got",
+                       &x->shape, NULL);
   }
   gcc_value *q = in_val(g, node, iq), *kk = in_val(g, node, iq + 1), *v = in_val(g, node, iq + 2);
   int r = q->shape.ndim;

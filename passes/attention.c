@@ -17,7 +17,7 @@
  *
  * with c, c_q and c_k float32 constants of one element (their product, a
  * Div's reciprocal, is the op's scale: PyTorch's exporter scales Q and K by
- * sqrt(scale) each) and Q, K, V of rank 3 or 4 with equal leading dims. A
+ * sqrt(scale) each) and Q, K, V of rank 2 to 4 with equal leading dims. A
  * constant mask that is exactly 0 on and below the diagonal and -Inf above
  * it (nn.Transformer.generate_square_subsequent_mask; any leading dims of 1)
  * becomes is_causal = 1 and is dropped; any other mask stays an input.
@@ -151,9 +151,9 @@ static int is_causal_mask(const gcc_graph *g, int v, int64_t tq, int64_t tk) {
   return 1;
 }
 
-static int rank34(const gcc_graph *g, int v) {
-  return v >= 0 && g->values[v].dtype == GCC_DT_FLOAT32 &&
-         (g->values[v].shape.ndim == 3 || g->values[v].shape.ndim == 4);
+static int rank234(const gcc_graph *g, int v) {
+  return v >= 0 && g->values[v].dtype == GCC_DT_FLOAT32 && g->values[v].shape.ndim >= 2 &&
+         g->values[v].shape.ndim <= 4;
 }
 
 /* Tries the chain that ends at MatMul node `f`; rewrites it and marks the
@@ -247,7 +247,7 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
     k = inner;
   }
   /* shapes: Q [.., Tq, D], K [.., Tk, D], V [.., Tk, Dv], equal leading dims */
-  int ok = rank34(g, q) && rank34(g, k) && rank34(g, V) && isfinite(scale) && scale > 0.0f;
+  int ok = rank234(g, q) && rank234(g, k) && rank234(g, V) && isfinite(scale) && scale > 0.0f;
   if (ok) {
     const gcc_shape *qs = &g->values[q].shape, *ks = &g->values[k].shape, *vs = &g->values[V].shape;
     int r = qs->ndim;
