@@ -312,7 +312,8 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
 }
 
 gcc_status gcc_pass_attention(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
-  (void)opt;
+  if (opt && opt->no_attention_fusion)
+    return GCC_OK;
   GCC_TRY(gcc_graph_link(g, d));
   matcher m = {g, -1, -1, NULL};
   if (g->training.present) {

@@ -99,6 +99,9 @@ typedef struct gcc_options {
    * (passes/autocast.c); the same values, for tests to compare. No flag
    * sets it. */
   int param_copy_casts;
+  /* 1: the attention pass leaves MatMul -> Softmax -> MatMul chains as they
+   * are (bench/attention_bench's unfused plan). No flag sets it. */
+  int no_attention_fusion;
 } gcc_options;
 
 /* Prepares a loaded model for compilation: binds the batch, infers shapes,

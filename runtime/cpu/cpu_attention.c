@@ -89,29 +89,46 @@ size_t gcc_cpu_attention_grad_workspace(const gcc_graph *g, int node) {
   return attn_workspace(g, &g->nodes[node], ATTN_GRAD_IN_Q, ATTN_GRAD_IN_MASK);
 }
 
-/* e^x for x <= 0 (and a little above, from rounding), ~1 ulp: Cody-Waite
- * reduction x = k ln2 + r, |r| <= ln2 / 2, Cephes' expf polynomial, 2^k by
- * the exponent bits; 0 below -87 (and for -Inf). Branch-free, so loops over
- * it vectorise. */
-static inline float attn_exp(float x) {
-  const float lo = -87.0f;
-  float xc = x < lo ? lo : (x > 80.0f ? 80.0f : x);
-  float t = xc * 1.44269504088896341f;
-  int32_t k = (int32_t)(t + (t < 0.0f ? -0.5f : 0.5f)); /* round half away from zero */
-  float kf = (float)k;
-  float r = xc - kf * 0.693359375f;
-  r = r - kf * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * r * r + r + 1.0f;
-  int32_t bits = (k + 127) << 23;
-  float s;
-  memcpy(&s, &bits, sizeof s);
-  return x < lo ? 0.0f : y * s;
+/* s[j] = e^(s[j] - sub) for j < n (n <= BK), where s[j] - sub <= 0 (the
+ * scores less their row's max or logsumexp; -Inf for a masked key), to ~1
+ * ulp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2, Cephes' expf
+ * polynomial, 2^k by the exponent bits; 0 below -87. Three loops without
+ * branches (clamp, polynomial, zero below -87), so that each vectorises:
+ * GCC does not if-convert the clamp inside the polynomial's loop. */
+static inline void exp_row(float *restrict s, int64_t n, float sub) {
+  float x[BK];
+  for (int64_t j = 0; j < n; j++) {
+    float v = s[j] - sub;
+    v = v < -87.0f ? -87.0f : v;
+    x[j] = v > 0.0f ? 0.0f : v;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    const float xc = x[j];
+    const int32_t k = (int32_t)(xc * 1.44269504088896341f - 0.5f); /* rounds: xc <= 0 */
+    const float kf = (float)k;
+    float r = xc - kf * 0.693359375f;
+    r = r - kf * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float y = p * r * r + r + 1.0f;
+    const int32_t bits = (k + 127) * (1 << 23);
+    float sc;
+    memcpy(&sc, &bits, sizeof sc);
+    x[j] = y * sc;
+  }
+  for (int64_t j = 0; j < n; j++)
+    s[j] = s[j] - sub < -87.0f ? 0.0f : x[j];
+}
+
+/* e^x of one number (x <= 0), as exp_row. */
+static inline float attn_exp1(float x) {
+  float s = x;
+  exp_row(&s, 1, 0.0f);
+  return s;
 }
 
 /* The tile's geometry: rows [i0, i0 + nq) of head bh against keys [j0, j0 + nk). */
@@ -127,25 +144,82 @@ ATTN_HOT static void pack_t(const float *restrict src, int64_t n, int64_t w, flo
   for (int64_t j = 0; j < n; j++)
     for (int64_t c = 0; c < w; c++)
       dst[c * BK + j] = src[j * w + c];
+  for (int64_t c = 0; c < w; c++) /* the tile's columns past n: zeros, never read back */
+    for (int64_t j = n; j < BK; j++)
+      dst[c * BK + j] = 0.0f;
 }
 
-/* s[i][j] = scale * q_i . k_j (+ mask, -Inf where masked or after the
- * causal diagonal); kt is the key block transposed. Axpy form over j. */
+/* 16 floats, for GCC's vector extensions: one zmm register in the AVX-512
+ * clone, two ymm in the AVX2 one, four xmm in the baseline one; element-wise
+ * IEEE operations, so every clone gives the same bits. aligned(4): loads and
+ * stores of any float address. */
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+#define VW 16
+
+/* out[i][j] = sum_d (a[i][d] * mul) bt[d][j] for i < nq, j < BK (row
+ * strides BK; a's lda): the tile product with bt packed BK wide, four rows
+ * at a time with the sums in registers; each element's sum runs over d in
+ * order from 0, as a scalar loop would. */
+ATTN_HOT static void tile_nt(const float *restrict a, int64_t lda, float mul, int64_t nq,
+                             const float *restrict bt, int64_t K, float *restrict out) {
+  int64_t i = 0;
+  for (; i + 4 <= nq; i += 4)
+    for (int64_t jc = 0; jc < BK; jc += VW) {
+      v16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+      for (int64_t d = 0; d < K; d++) {
+        const v16 b = *(const v16 *)(bt + d * BK + jc);
+        c0 += (a[i * lda + d] * mul) * b;
+        c1 += (a[(i + 1) * lda + d] * mul) * b;
+        c2 += (a[(i + 2) * lda + d] * mul) * b;
+        c3 += (a[(i + 3) * lda + d] * mul) * b;
+      }
+      *(v16 *)(out + i * BK + jc) = c0;
+      *(v16 *)(out + (i + 1) * BK + jc) = c1;
+      *(v16 *)(out + (i + 2) * BK + jc) = c2;
+      *(v16 *)(out + (i + 3) * BK + jc) = c3;
+    }
+  for (; i < nq; i++)
+    for (int64_t jc = 0; jc < BK; jc += VW) {
+      v16 c0 = {0};
+      for (int64_t d = 0; d < K; d++)
+        c0 += (a[i * lda + d] * mul) * *(const v16 *)(bt + d * BK + jc);
+      *(v16 *)(out + i * BK + jc) = c0;
+    }
+}
+
+/* acc[r][e] += sum_c coef[r * cr + c * cc] m[c][e] for r < nr, c < nc,
+ * e < w (acc's row stride w, m's ldm): the sum over c in order, 16 columns
+ * at a time in a register (a scalar tail past the last multiple of 16). */
+ATTN_HOT static void rows_axpy(float *restrict acc, int64_t nr, int64_t w,
+                               const float *restrict coef, int64_t cr, int64_t cc, int64_t nc,
+                               const float *restrict m, int64_t ldm) {
+  const int64_t wv = w / VW * VW;
+  for (int64_t r = 0; r < nr; r++) {
+    float *restrict ar = acc + r * w;
+    const float *restrict cf = coef + r * cr;
+    for (int64_t e = 0; e < wv; e += VW) {
+      v16 x = *(const v16 *)(ar + e);
+      for (int64_t c = 0; c < nc; c++)
+        x += cf[c * cc] * *(const v16 *)(m + c * ldm + e);
+      *(v16 *)(ar + e) = x;
+    }
+    for (int64_t e = wv; e < w; e++) {
+      float x = ar[e];
+      for (int64_t c = 0; c < nc; c++)
+        x += cf[c * cc] * m[c * ldm + e];
+      ar[e] = x;
+    }
+  }
+}
+
+/* s[i][j] = (q_i * scale) . k_j (+ mask, -Inf where masked or after the
+ * causal diagonal); kt is the key block transposed. */
 ATTN_HOT static void scores(const tile *t, const float *restrict kt, float *restrict s) {
   const gcc_attn_geo *g = t->g;
   const int64_t D = g->d, nk = t->nk;
-  const float sc = g->scale;
+  tile_nt(t->q + t->i0 * D, D, g->scale, t->nq, kt, D, s);
   for (int64_t i = 0; i < t->nq; i++) {
     float *restrict si = s + i * BK;
-    const float *restrict qi = t->q + (t->i0 + i) * D;
-    for (int64_t j = 0; j < nk; j++)
-      si[j] = 0.0f;
-    for (int64_t d = 0; d < D; d++) {
-      const float qd = qi[d] * sc;
-      const float *restrict kr = kt + d * BK;
-      for (int64_t j = 0; j < nk; j++)
-        si[j] += qd * kr[j];
-    }
     if (t->mask) {
       const int64_t sj = g->ms_j;
       const float *m = t->mask + (t->i0 + i) * g->ms_i + t->j0 * sj;
@@ -206,11 +280,13 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, i
       float mx = m[i];
       for (int64_t j = 0; j < t.nk; j++)
         mx = si[j] > mx ? si[j] : mx;
-      if (mx == -INFINITY) /* every key so far masked: nothing to add */
+      if (mx == -INFINITY) { /* every key so far masked: nothing to add */
+        for (int64_t j = 0; j < t.nk; j++)
+          si[j] = 0.0f;
         continue;
-      const float corr = attn_exp(m[i] - mx);
-      for (int64_t j = 0; j < t.nk; j++)
-        si[j] = attn_exp(si[j] - mx);
+      }
+      const float corr = attn_exp1(m[i] - mx);
+      exp_row(si, t.nk, mx);
       float sum = 0.0f;
       for (int64_t j = 0; j < t.nk; j++)
         sum += si[j];
@@ -219,13 +295,8 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, i
       float *restrict ai = acc + i * E;
       for (int64_t e = 0; e < E; e++)
         ai[e] *= corr;
-      for (int64_t j = 0; j < t.nk; j++) {
-        const float p = si[j];
-        const float *restrict vj = t.v + (t.j0 + j) * E;
-        for (int64_t e = 0; e < E; e++)
-          ai[e] += p * vj[e];
-      }
     }
+    rows_axpy(acc, t.nq, E, s, BK, 1, t.nk, t.v + t.j0 * E, E); /* acc += P V */
   }
   float *o = (float *)a->out[0]->data + (bh * g->tq + t.i0) * E;
   float *lse = (float *)a->out[1]->data + bh * g->tq + t.i0;
@@ -259,38 +330,38 @@ gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
 /* ---- backward --------------------------------------------------------------- */
 
 /* The tile's P (in s, from L) and dS (in dp): P = exp(S - L_i) (0 on a row
- * with L = -Inf), dP = dO V^T, dS = P (dP - D_i). vt is the key block of V
+ * with L = -Inf), dP = dO V^T, dS = P (dP - D_i) (0 past the tile's keys). vt is the key block of V
  * transposed; do_, o_ this head's dO and O; l_ this head's L. */
 ATTN_HOT static void probs_and_ds(const tile *t, const float *restrict kt, const float *restrict vt,
                                   const float *restrict l_, const float *restrict do_,
                                   const float *restrict o_, float *restrict s, float *restrict dp) {
   const int64_t E = t->g->dv, nk = t->nk;
+  float Ds[BQ];
   scores(t, kt, s);
   for (int64_t i = 0; i < t->nq; i++) {
     const int64_t r = t->i0 + i;
     const float li = l_[r];
-    float *restrict si = s + i * BK, *restrict di = dp + i * BK;
+    float *restrict si = s + i * BK;
     const float *restrict doi = do_ + r * E, *restrict oi = o_ + r * E;
-    if (li == -INFINITY) {
+    if (li == -INFINITY) { /* P = 0, dS = 0 */
       for (int64_t j = 0; j < nk; j++)
-        si[j] = di[j] = 0.0f;
+        si[j] = 0.0f;
+      Ds[i] = 0.0f;
       continue;
     }
-    for (int64_t j = 0; j < nk; j++)
-      si[j] = attn_exp(si[j] - li);
+    exp_row(si, nk, li);
     float Di = 0.0f;
     for (int64_t e = 0; e < E; e++)
       Di += doi[e] * oi[e];
+    Ds[i] = Di;
+  }
+  /* dP = dO V^T, then dS = P (dP - D_i) */
+  tile_nt(do_ + t->i0 * E, E, 1.0f, t->nq, vt, E, dp);
+  for (int64_t i = 0; i < t->nq; i++) {
+    const float *restrict si = s + i * BK;
+    float *restrict di = dp + i * BK;
     for (int64_t j = 0; j < nk; j++)
-      di[j] = 0.0f;
-    for (int64_t e = 0; e < E; e++) {
-      const float g = doi[e];
-      const float *restrict vr = vt + e * BK;
-      for (int64_t j = 0; j < nk; j++)
-        di[j] += g * vr[j];
-    }
-    for (int64_t j = 0; j < nk; j++)
-      di[j] = si[j] * (di[j] - Di);
+      di[j] = si[j] * (di[j] - Ds[i]);
   }
 }
 
@@ -329,18 +400,8 @@ ATTN_HOT static void bwd_kv_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64
   for (t.i0 = i_start; t.i0 < g->tq; t.i0 += BQ) {
     t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
     probs_and_ds(&t, kt, vt, lh, doh, oh, s, dp);
-    for (int64_t i = 0; i < t.nq; i++) {
-      const float *restrict si = s + i * BK, *restrict di = dp + i * BK;
-      const float *restrict doi = doh + (t.i0 + i) * E, *restrict qi = t.q + (t.i0 + i) * D;
-      for (int64_t j = 0; j < t.nk; j++) {
-        const float pij = si[j], dsij = di[j];
-        float *restrict dvj = dv + j * E, *restrict dkj = dk + j * D;
-        for (int64_t e = 0; e < E; e++)
-          dvj[e] += pij * doi[e];
-        for (int64_t d = 0; d < D; d++)
-          dkj[d] += dsij * qi[d];
-      }
-    }
+    rows_axpy(dv, t.nk, E, s, 1, BK, t.nq, doh + t.i0 * E, E);  /* dV += P^T dO */
+    rows_axpy(dk, t.nk, D, dp, 1, BK, t.nq, t.q + t.i0 * D, D); /* dK += dS^T Q */
   }
   float *dko = p->dk + (bh * g->tk + t.j0) * D, *dvo = p->dv + (bh * g->tk + t.j0) * E;
   for (int64_t x = 0; x < t.nk * D; x++)
@@ -374,16 +435,7 @@ ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_
     pack_t(t.k + t.j0 * D, t.nk, D, kt);
     pack_t(t.v + t.j0 * E, t.nk, E, vt);
     probs_and_ds(&t, kt, vt, lh, doh, oh, s, dp);
-    for (int64_t i = 0; i < t.nq; i++) {
-      const float *restrict di = dp + i * BK;
-      float *restrict dqi = dq + i * D;
-      for (int64_t j = 0; j < t.nk; j++) {
-        const float dsij = di[j];
-        const float *restrict kj = t.k + (t.j0 + j) * D;
-        for (int64_t d = 0; d < D; d++)
-          dqi[d] += dsij * kj[d];
-      }
-    }
+    rows_axpy(dq, t.nq, D, dp, BK, 1, t.nk, t.k + t.j0 * D, D); /* dQ += dS K */
   }
   float *dqo = p->dq + (bh * g->tq + t.i0) * D;
   for (int64_t x = 0; x < t.nq * D; x++)
