@@ -413,6 +413,7 @@ struct Chain {
   bool probs_output = false;   // P is also a graph output: must not fuse
   bool wrong_perm = false;     // Transpose perm (1, 0, 2, 3): must not fuse
   bool softmax_axis_2 = false; // Softmax over axis 2: must not fuse
+  bool k_scaled_first = false; // split_scale with Transpose(Mul(K, c)) instead
 };
 
 const int64_t kB = 2, kH = 3, kT = 9, kD = 8;
@@ -429,15 +430,23 @@ gcc_graph *ChainGraph(const Chain &c) {
   auto scalar = [&](const char *name, float x) {
     return gcc_build_const(b, name, GCC_DT_FLOAT32, 0, nullptr, &x);
   };
+  if (c.split_scale && c.k_scaled_first) {
+    int ck = scalar("c_k0", std::pow(static_cast<float>(kD), -0.25f));
+    int i0[2] = {k, ck};
+    k = gcc_build_op(b, GCC_OP_MUL, "k_scaled", "k_scaled.out", i0, 2);
+  }
   int kt = gcc_build_op(b, GCC_OP_TRANSPOSE, "kt", "kt.out", &k, 1);
   int64_t perm[4] = {0, 1, 3, 2}, bad[4] = {1, 0, 3, 2};
   gcc_build_set_ints(b, kt, "perm", c.wrong_perm ? bad : perm, 4);
   if (c.split_scale) {
     int c1 = scalar("c_q", std::pow(static_cast<float>(kD), -0.25f));
-    int c2 = scalar("c_k", std::pow(static_cast<float>(kD), -0.25f));
-    int i1[2] = {q, c1}, i2[2] = {c2, kt};
+    int i1[2] = {q, c1};
     q = gcc_build_op(b, GCC_OP_MUL, "q_scaled", "q_scaled.out", i1, 2);
-    kt = gcc_build_op(b, GCC_OP_MUL, "kt_scaled", "kt_scaled.out", i2, 2);
+    if (!c.k_scaled_first) {
+      int c2 = scalar("c_k", std::pow(static_cast<float>(kD), -0.25f));
+      int i2[2] = {c2, kt};
+      kt = gcc_build_op(b, GCC_OP_MUL, "kt_scaled", "kt_scaled.out", i2, 2);
+    }
   }
   int i3[2] = {q, kt};
   int s = gcc_build_op(b, GCC_OP_MATMUL, "qk", "qk.out", i3, 2);
@@ -512,6 +521,10 @@ TEST(AttentionPass, FusesTheExportersChains) {
        true,
        3},
       {"a mask input", {true, false, 2, false, false, false}, false, 4},
+      {"Q scaled, and K before its Transpose, causal",
+       {true, true, 1, false, false, false, true},
+       true,
+       3},
   };
   std::mt19937_64 r(5);
   const int64_t n = kB * kH * kT * kD;
@@ -528,12 +541,16 @@ TEST(AttentionPass, FusesTheExportersChains) {
     EXPECT_EQ(CountOp(g.get(), GCC_OP_SOFTMAX), 0);
     EXPECT_EQ(CountOp(g.get(), GCC_OP_MATMUL), 0);
     EXPECT_EQ(CountOp(g.get(), GCC_OP_TRANSPOSE), 0);
+    EXPECT_EQ(CountOp(g.get(), GCC_OP_MUL), 0);
+    EXPECT_EQ(CountOp(g.get(), GCC_OP_DIV), 0);
+    EXPECT_EQ(CountOp(g.get(), GCC_OP_ADD), 0);
     for (int i = 0; i < g->n_nodes; ++i) {
       const gcc_node &nd = g->nodes[i];
       if (nd.op != GCC_OP_ATTENTION)
         continue;
       EXPECT_EQ(nd.n_inputs, tc.n_in);
       EXPECT_EQ(nd.av[ATTN_IS_CAUSAL].i, tc.causal ? 1 : 0);
+      // D^-1/4 squared, or 1 / sqrt(D): within a float32 rounding or two
       EXPECT_NEAR(nd.av[ATTN_SCALE].f, 1.0 / std::sqrt(static_cast<double>(kD)), 1e-7);
       EXPECT_STREQ(g->values[nd.outputs[0]].name, "pv.out");
     }
