@@ -31,7 +31,9 @@
  *                  key tile it sees, dQ += dS K, scaled at the end
  *
  * Shared memory is static (no dynamic shared memory: the host emulation
- * has none) and kept under 46 KiB per block by the tile sizes: BQ x BK of
+ * has none); K and V tile rows are padded by one float (no bank conflicts
+ * where a warp reads a column of them); kept under 46 KiB per block by the
+ * tile sizes: BQ x BK of
  * 16 x 32, 16 x 16, 8 x 16 or 8 x 8, the first that fits D and E; a head
  * dim above 256 is refused (GCC_ERR_UNSUPPORTED naming the node).
  */
@@ -52,8 +54,8 @@ static const int kTiles[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8}};
 /* Shared floats of the forward (fwd = 1) or of a backward kernel. */
 static int64_t smem_floats(int fwd, int64_t bq, int64_t bk, int64_t d, int64_t e) {
   if (fwd)
-    return bq * d + bk * d + bk * e + bq * bk + 3 * bq;
-  return bq * d + bq * e + bk * d + bk * e + 2 * bq * bk + 2 * bq;
+    return bq * d + bk * (d + 1) + bk * (e + 1) + bq * bk + 3 * bq;
+  return bq * d + bq * e + bk * (d + 1) + bk * (e + 1) + 2 * bq * bk + 2 * bq;
 }
 
 static gcc_status attn_setup(emitter *e, int ni, int iq, int imask, int fwd, attn_emit *x) {
@@ -121,10 +123,11 @@ static void attn_consts(emitter *e, const attn_emit *x) {
   char sc[32];
   out(&e->src,
       "  const long long BH = %" PRId64 "LL, TQ = %" PRId64 "LL, TK = %" PRId64 "LL;\n"
-      "  const int H = %" PRId64 ", D = %" PRId64 ", E = %" PRId64 ", BQ = %d, BK = %d, NT = %d;\n"
+      "  const int H = %" PRId64 ", D = %" PRId64 ", E = %" PRId64
+      ", BQ = %d, BK = %d, NT = %d, SK = D + 1, SV = E + 1;\n"
       "  const float scale = %s;\n"
       "  const float NEG_INF = __int_as_float((int)0xff800000u);\n"
-      "  (void)H; (void)NEG_INF; (void)TQ; (void)TK;\n",
+      "  (void)H; (void)NEG_INF; (void)TQ; (void)TK; (void)SK; (void)SV;\n",
       a->b * a->h, a->tq, a->tk, a->h, a->d, a->dv, x->bq, x->bk, ATTN_NT,
       float_lit(sc, sizeof sc, a->scale));
 }
@@ -136,7 +139,7 @@ static void attn_score(emitter *e, const attn_emit *x, const char *q_scaled) {
   const gcc_attn_geo *a = &x->a;
   out(&e->src,
       "        float s = 0.0f;\n"
-      "        for (int d = 0; d < D; d++) s += %s * sK[c * D + d];\n",
+      "        for (int d = 0; d < D; d++) s += %s * sK[c * SK + d];\n",
       q_scaled);
   if (x->mask_v >= 0)
     out(&e->src,
@@ -149,13 +152,16 @@ static void attn_score(emitter *e, const attn_emit *x, const char *q_scaled) {
 }
 
 /* Loads rows [base, base + n) of a [*, W] tensor `src` into shared `dst`
- * [ROWS, W] (zeros past n), times `mul` ("" or " * scale"). */
+ * [ROWS, ST] (row stride ST: W, or W + 1 for the K and V tiles, whose rows
+ * the score loops read across the threads of a warp: the padding puts those
+ * reads in different banks), zeros past n, times `mul` ("" or " * scale").
+ * Coalesced: consecutive threads read consecutive elements. */
 static void attn_load(emitter *e, const char *dst, const char *src, const char *rows, const char *w,
-                      const char *base, const char *n, const char *mul) {
+                      const char *st, const char *base, const char *n, const char *mul) {
   out(&e->src,
-      "    for (int x = threadIdx.x; x < %s * %s; x += NT) { const int rr = x / %s; %s[x] = rr < "
-      "%s ? %s[(%s + rr) * %s + x %% %s]%s : 0.0f; }\n",
-      rows, w, w, dst, n, src, base, w, w, mul);
+      "    for (int x = threadIdx.x; x < %s * %s; x += NT) { const int rr = x / %s; %s[rr * %s + x "
+      "%% %s] = rr < %s ? %s[(%s + rr) * %s + x %% %s]%s : 0.0f; }\n",
+      rows, w, w, dst, st, w, n, src, base, w, w, mul);
 }
 
 static void attn_params(emitter *e, sig *s, const gcc_node *nd, int iq, const attn_emit *x) {
@@ -189,8 +195,8 @@ gcc_status gcc_emit_attention_kernel(emitter *e, int gi, int ni) {
       "    const long long bh = w / NQB, i0 = (w %% NQB) * BQ;\n"
       "    const int nq = TQ - i0 < BQ ? (int)(TQ - i0) : BQ;\n"
       "    const float *qh = q + bh * TQ * D, *kh = k + bh * TK * D, *vh = v + bh * TK * E;\n",
-      nqb, x.bq * a->d, x.bk * a->d, x.bk * a->dv, x.bq * x.bk, x.bq, x.bq, x.bq);
-  attn_load(e, "sQ", "qh", "BQ", "D", "i0", "nq", " * scale");
+      nqb, x.bq * a->d, x.bk * (a->d + 1), x.bk * (a->dv + 1), x.bq * x.bk, x.bq, x.bq, x.bq);
+  attn_load(e, "sQ", "qh", "BQ", "D", "D", "i0", "nq", " * scale");
   out(&e->src,
       "    for (int r = threadIdx.x; r < BQ; r += NT) { sM[r] = NEG_INF; sL[r] = 0.0f; }\n"
       "    float acc[%d];\n"
@@ -200,8 +206,8 @@ gcc_status gcc_emit_attention_kernel(emitter *e, int gi, int ni) {
       "    for (long long j0 = 0; j0 < kend; j0 += BK) {\n"
       "      const int nk = kend - j0 < BK ? (int)(kend - j0) : BK;\n",
       na, na, a->causal ? "i0 + nq < TK ? i0 + nq : TK" : "TK");
-  attn_load(e, "sK", "kh", "BK", "D", "j0", "nk", "");
-  attn_load(e, "sV", "vh", "BK", "E", "j0", "nk", "");
+  attn_load(e, "sK", "kh", "BK", "D", "SK", "j0", "nk", "");
+  attn_load(e, "sV", "vh", "BK", "E", "SV", "j0", "nk", "");
   out(&e->src, "      __syncthreads();\n"
                "      for (int x = threadIdx.x; x < BQ * BK; x += NT) {\n"
                "        const int r = x / BK, c = x %% BK;\n");
@@ -230,7 +236,7 @@ gcc_status gcc_emit_attention_kernel(emitter *e, int gi, int ni) {
       "        if (x >= BQ * E) break;\n"
       "        const int r = x / E, ee = x %% E;\n"
       "        float t = acc[n] * sC[r];\n"
-      "        for (int c = 0; c < BK; c++) t += sS[r * BK + c] * sV[c * E + ee];\n"
+      "        for (int c = 0; c < BK; c++) t += sS[r * BK + c] * sV[c * SV + ee];\n"
       "        acc[n] = t;\n"
       "      }\n"
       "      __syncthreads();\n"
@@ -260,7 +266,7 @@ static void attn_p_ds(emitter *e, const attn_emit *x) {
   out(&e->src, "        const float li = sLs[r];\n"
                "        const float p = li == NEG_INF ? 0.0f : expf(s - li);\n"
                "        float dp = 0.0f;\n"
-               "        for (int ee = 0; ee < E; ee++) dp += sdO[r * E + ee] * sV[c * E + ee];\n"
+               "        for (int ee = 0; ee < E; ee++) dp += sdO[r * E + ee] * sV[c * SV + ee];\n"
                "        sP[x] = p;\n"
                "        sdS[x] = p * (dp - sDi[r]);\n"
                "      }\n"
@@ -272,14 +278,14 @@ static void attn_bwd_shared(emitter *e, const attn_emit *x) {
   out(&e->src,
       "  __shared__ float sQ[%" PRId64 "], sdO[%" PRId64 "], sK[%" PRId64 "], sV[%" PRId64
       "], sP[%d], sdS[%d], sLs[%d], sDi[%d];\n",
-      x->bq * a->d, x->bq * a->dv, x->bk * a->d, x->bk * a->dv, x->bq * x->bk, x->bq * x->bk, x->bq,
-      x->bq);
+      x->bq * a->d, x->bq * a->dv, x->bk * (a->d + 1), x->bk * (a->dv + 1), x->bq * x->bk,
+      x->bq * x->bk, x->bq, x->bq);
 }
 
 /* Loads the query tile's Q, dO, L and D_i. */
 static void attn_bwd_load_q(emitter *e) {
-  attn_load(e, "sQ", "qh", "BQ", "D", "i0", "nq", "");
-  attn_load(e, "sdO", "doh", "BQ", "E", "i0", "nq", "");
+  attn_load(e, "sQ", "qh", "BQ", "D", "D", "i0", "nq", "");
+  attn_load(e, "sdO", "doh", "BQ", "E", "E", "i0", "nq", "");
   out(&e->src, "    for (int r = threadIdx.x; r < BQ; r += NT) { sLs[r] = r < nq ? lse[bh * TQ + "
                "i0 + r] : NEG_INF; sDi[r] = r < nq ? scratch[bh * TQ + i0 + r] : 0.0f; }\n");
 }
@@ -337,8 +343,8 @@ gcc_status gcc_emit_attention_grad_kernel(emitter *e, int gi, int ni) {
       "    const float *qh = q + bh * TQ * D, *kh = k + bh * TK * D, *vh = v + bh * TK * E, *doh "
       "= dout + bh * TQ * E;\n",
       nkb);
-  attn_load(e, "sK", "kh", "BK", "D", "j0", "nk", "");
-  attn_load(e, "sV", "vh", "BK", "E", "j0", "nk", "");
+  attn_load(e, "sK", "kh", "BK", "D", "SK", "j0", "nk", "");
+  attn_load(e, "sV", "vh", "BK", "E", "SV", "j0", "nk", "");
   out(&e->src,
       "    float ak[%d], av[%d];\n"
       "    for (int n = 0; n < %d; n++) ak[n] = 0.0f;\n"
@@ -412,8 +418,8 @@ gcc_status gcc_emit_attention_grad_kernel(emitter *e, int gi, int ni) {
       "    for (long long j0 = 0; j0 < kend; j0 += BK) {\n"
       "      const int nk = kend - j0 < BK ? (int)(kend - j0) : BK;\n",
       nqd, nqd, a->causal ? "i0 + nq < TK ? i0 + nq : TK" : "TK");
-  attn_load(e, "sK", "kh", "BK", "D", "j0", "nk", "");
-  attn_load(e, "sV", "vh", "BK", "E", "j0", "nk", "");
+  attn_load(e, "sK", "kh", "BK", "D", "SK", "j0", "nk", "");
+  attn_load(e, "sV", "vh", "BK", "E", "SV", "j0", "nk", "");
   out(&e->src, "      __syncthreads();\n");
   attn_p_ds(e, &x);
   out(&e->src,
@@ -422,7 +428,7 @@ gcc_status gcc_emit_attention_grad_kernel(emitter *e, int gi, int ni) {
       "        if (x >= BQ * D) break;\n"
       "        const int r = x / D, d = x %% D;\n"
       "        float t = aq[n];\n"
-      "        for (int c = 0; c < BK; c++) t += sdS[r * BK + c] * sK[c * D + d];\n"
+      "        for (int c = 0; c < BK; c++) t += sdS[r * BK + c] * sK[c * SK + d];\n"
       "        aq[n] = t;\n"
       "      }\n"
       "      __syncthreads();\n"
