@@ -69,6 +69,13 @@ gcc_status gcc_emit_average_pool_grad_kernel(struct gcc_emitter *e, int group, i
 gcc_status gcc_emit_amp_non_finite_check_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_grad_norm_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_amp_update_scale_kernel(struct gcc_emitter *e, int group, int node);
+/* The fused attention (codegen/emit_attention.c): Attention, one
+ * flash-attention kernel (a block per (b, h, query tile), K / V tiles
+ * through shared memory, online softmax); AttentionGrad, FlashAttention-2's
+ * deterministic backward (D_i, then dK / dV a block per key tile, then dQ
+ * a block per query tile). GCC_ERR_UNSUPPORTED for a head dim above 256. */
+gcc_status gcc_emit_attention_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_attention_grad_kernel(struct gcc_emitter *e, int group, int node);
 
 /* cuBLASLt runs a MatMul as one matmul when both operands are 2-D. */
 /* Gather (one thread per element of Y, any element type; an index out of

@@ -10,7 +10,7 @@
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 63, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 65, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -149,6 +149,8 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     /* gradient clipping: a deterministic grid-wide norm (the multiply by the
      * coefficient is in the optimizer kernel) */
     [GCC_OP_GRAD_NORM] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_grad_norm_kernel},
+    [GCC_OP_ATTENTION] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_attention_kernel},
+    [GCC_OP_ATTENTION_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_attention_grad_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

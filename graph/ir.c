@@ -745,9 +745,18 @@ gcc_status gcc_graph_prune(gcc_graph *g, const int *keep, int n_keep, gcc_diag *
       if (n->inputs[k] >= 0)
         live_v[n->inputs[k]] = 1;
   }
+  for (int i = 0; i < g->n_nodes; i++)
+    live_n[i] = !live_n[i]; /* now: the dead ones */
+  free(live_v);
+  gcc_status s = gcc_graph_remove_nodes(g, live_n, d);
+  free(live_n);
+  return s;
+}
+
+gcc_status gcc_graph_remove_nodes(gcc_graph *g, const char *dead, gcc_diag *d) {
   int w = 0;
   for (int i = 0; i < g->n_nodes; i++) {
-    if (live_n[i]) {
+    if (!dead[i]) {
       g->nodes[w++] = g->nodes[i];
       continue;
     }
@@ -764,8 +773,6 @@ gcc_status gcc_graph_prune(gcc_graph *g, const int *keep, int n_keep, gcc_diag *
     free(n->pin);
   }
   g->n_nodes = w;
-  free(live_v);
-  free(live_n);
   return gcc_graph_link(g, d);
 }
 

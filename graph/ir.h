@@ -380,6 +380,10 @@ gcc_status gcc_graph_bind_batch(gcc_graph *g, int64_t batch, gcc_diag *d);
  * inference graph from a training graph. */
 gcc_status gcc_graph_prune(gcc_graph *g, const int *keep, int n_keep, gcc_diag *d);
 
+/* Removes the nodes i with dead[i] != 0 (dead has n_nodes entries), keeping
+ * the others in order, and relinks. The caller makes sure no remaining node
+ * reads what a removed one wrote. */
+gcc_status gcc_graph_remove_nodes(gcc_graph *g, const char *dead, gcc_diag *d);
 /* A one-line human description of a node: "node 'fc1' (Gemm)". */
 const char *gcc_node_desc(const gcc_graph *g, int node, char *buf, size_t cap);
 

@@ -41,6 +41,7 @@ static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f), F
 static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
 static const gcc_attr_spec kAllReduceAttrs[] = {I("bucket", 0), B("mean", 1)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
+static const gcc_attr_spec kAttentionAttrs[] = {B("is_causal", 0), F("scale", 0.0f)};
 static const gcc_attr_spec kAmpUpdateAttrs[] = {F("growth_factor", GCC_SCALER_GROWTH_FACTOR),
                                                 F("backoff_factor", GCC_SCALER_BACKOFF_FACTOR),
                                                 I("growth_interval", GCC_SCALER_GROWTH_INTERVAL)};
@@ -109,7 +110,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 63, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 65, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -850,6 +851,37 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                        "min(1, max_norm / (norm + 1e-6))] in float32; the "
                                        "optimizer updates multiply each gradient by the "
                                        "coefficient as they read it"},
+    [GCC_OP_ATTENTION] = {.name = "Attention",
+                          .min_inputs = 3,
+                          .max_inputs = 4,
+                          .n_outputs = 2,
+                          .input_names = "Q, K, V, mask",
+                          .attrs = kAttentionAttrs,
+                          .n_attrs = COUNT(kAttentionAttrs),
+                          .flags = GCC_OPF_FUSED,
+                          .shape = shape_attention,
+                          .flops = flops_attention,
+                          .semantics =
+                              "torch.nn.functional.scaled_dot_product_attention(Q, K, V, "
+                              "attn_mask = mask, dropout_p = 0, is_causal, scale) (scale 0: 1 / "
+                              "sqrt(D)); second output L = logsumexp of each row of the scaled, "
+                              "masked scores (FlashAttention-2's softmax_lse); made by the "
+                              "attention pass from MatMul -> scale -> mask -> Softmax -> MatMul"},
+    [GCC_OP_ATTENTION_GRAD] = {.name = "AttentionGrad",
+                               .min_inputs = 6,
+                               .max_inputs = 7,
+                               .n_outputs = 3,
+                               .input_names = "Q, K, V, O, L, dO, mask",
+                               .attrs = kAttentionAttrs,
+                               .n_attrs = COUNT(kAttentionAttrs),
+                               .flags = GCC_OPF_INTERNAL,
+                               .shape = shape_attention_grad,
+                               .flops = flops_attention_grad,
+                               .semantics =
+                                   "the backward of scaled_dot_product_attention "
+                                   "(FlashAttention-2): P = exp(S - L) recomputed, dV = P^T dO, "
+                                   "dS = P (dO V^T - rowsum(dO * O)), dQ = scale dS K, dK = scale "
+                                   "dS^T Q"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -78,6 +78,12 @@ enum {
    * place, made by the all-reduce pass: every reader of an input that is not
    * its producer comes after it */
   GCC_OPF_COLLECTIVE = 1u << 6,
+  /* made by a rewriting pass from a chain of ops that model files write
+   * (the attention pass: MatMul -> Softmax -> MatMul becomes Attention);
+   * differentiable, accepted in files too, but never in an exported
+   * inference graph (which is made from the model before the passes), so
+   * it needs no ONNX mapping */
+  GCC_OPF_FUSED = 1u << 7,
 };
 
 /* One op as this layer describes it (entries of graph/ops.c). */
@@ -163,7 +169,9 @@ typedef struct gcc_op_desc {
   X(SLICE, Slice)                                                                                  \
   X(SLICE_GRAD, SliceGrad)                                                                         \
   X(EXPAND, Expand)                                                                                \
-  X(GRAD_NORM, GradNorm)
+  X(GRAD_NORM, GradNorm)                                                                           \
+  X(ATTENTION, Attention)                                                                          \
+  X(ATTENTION_GRAD, AttentionGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -353,6 +361,59 @@ void gcc_layer_norm_dims(const gcc_shape *x, int64_t axis, int64_t *rows, int64_
 enum { GRAD_NORM_MAX_NORM, GRAD_NORM_SCALED };
 enum { GRAD_NORM_MAX_BLOCKS = 1024 };
 enum { SGD_IN_CLIP = SGD_IN_SCALER + SCALER_N_IN, ADAM_IN_CLIP = ADAM_IN_SCALER + SCALER_N_IN };
+
+/* Scaled dot-product attention, torch.nn.functional.scaled_dot_product_attention
+ * (dropout_p = 0; enable_gqa = False) computed flash-attention style: the
+ * (B, H, Tq, Tk) scores are never stored (FlashAttention-2's online
+ * softmax over key blocks).
+ *   Attention (Q, K, V [, mask]) -> O, L
+ *     Q [B, H, Tq, D], K [B, H, Tk, D], V [B, H, Tk, Dv] (float32; rank 3
+ *     [N, T, D] is read as H = 1, rank 2 [T, D] as B = H = 1; leading dims
+ *     equal, no broadcast);
+ *     mask (optional) broadcastable to [B, H, Tq, Tk] (each dim 1 or full,
+ *     right-aligned), float32, added to the scaled scores (-Inf masks; a
+ *     PyTorch boolean attn_mask is where(mask, 0, -Inf): the IR has no
+ *     boolean dtype).
+ *     O [B, H, Tq, Dv] = softmax(Q K^T * scale + mask) V; L [B, H, Tq] the
+ *     natural logsumexp of each row of the masked, scaled scores (kept for
+ *     the backward, as FlashAttention-2's softmax_lse). `is_causal`:
+ *     PyTorch's top-left alignment, query i sees keys j <= i (with Tq > Tk
+ *     too). `scale`: 0 (the default) means 1 / sqrt(D), PyTorch's
+ *     scale = None. A row whose keys are all masked gives O = 0 and L = -Inf
+ *     (the flash kernels' and PyTorch's math backend's answer since 2.5).
+ *     Dropout on the probabilities is not implemented yet (dropout_p = 0).
+ *   AttentionGrad (Q, K, V, O, L, dO [, mask]) -> dQ, dK, dV: FlashAttention-2's
+ *     backward (P recomputed per block from L, D_i = rowsum(dO * O),
+ *     dS = P (dP - D_i)); the same attributes as the forward. The mask gets
+ *     no gradient. */
+enum { ATTN_IS_CAUSAL, ATTN_SCALE };
+enum { ATTN_IN_Q, ATTN_IN_K, ATTN_IN_V, ATTN_IN_MASK };
+enum {
+  ATTN_GRAD_IN_Q,
+  ATTN_GRAD_IN_K,
+  ATTN_GRAD_IN_V,
+  ATTN_GRAD_IN_O,
+  ATTN_GRAD_IN_L,
+  ATTN_GRAD_IN_DO,
+  ATTN_GRAD_IN_MASK
+};
+
+/* The geometry of an Attention / AttentionGrad node, read as 4-D: batch b,
+ * heads h, rows tq, keys tk, head dims d (Q, K) and dv (V, O); the mask's
+ * element strides over (b, h, i, j), 0 on a broadcast dim; has_mask, causal
+ * and the resolved scale. */
+typedef struct gcc_attn_geo {
+  int64_t b, h, tq, tk, d, dv;
+  int64_t ms_b, ms_h, ms_i, ms_j;
+  int has_mask, causal;
+  float scale;
+} gcc_attn_geo;
+
+/* Fills *a from the shapes of Q, K, V and the mask (NULL: none) and the
+ * node's resolved attributes (is_causal, scale), for an Attention or
+ * AttentionGrad node whose shapes were checked by shape inference. */
+void gcc_attn_geometry(const gcc_shape *q, const gcc_shape *k, const gcc_shape *v,
+                       const gcc_shape *mask, const gcc_node *n, gcc_attn_geo *a);
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

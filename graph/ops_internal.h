@@ -11,6 +11,7 @@
  *                            Transpose, Pad, ConvTranspose
  *   graph/ops_shape_index.c  Gather, Slice and their gradients, Expand
  *   graph/ops_flops.c        the FLOPs functions
+ *   graph/ops_shape_attention.c  Attention and AttentionGrad (shapes, FLOPs, geometry)
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
 #define GCC_GRAPH_OPS_INTERNAL_H
@@ -129,6 +130,10 @@ gcc_status shape_gather_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_slice(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_slice_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_expand(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_attention(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_attention_grad(gcc_graph *g, int node, gcc_diag *d);
+double flops_attention(const gcc_graph *g, int node);
+double flops_attention_grad(const gcc_graph *g, int node);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

@@ -454,7 +454,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 63, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 65, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -525,6 +525,11 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_SLICE_GRAD] = TRAINING("the gradient of Slice"),
     [GCC_OP_EXPAND] = MAP_A("Expand", ex_expand),
     [GCC_OP_GRAD_NORM] = NONE("gradient clipping's norm (made for training)"),
+    [GCC_OP_ATTENTION] = NONE("the fused attention (GCC_OPF_FUSED) is made by the attention pass "
+                              "when a plan is compiled; a model keeps the MatMul -> Softmax -> "
+                              "MatMul chain it came from (ONNX has Attention from opset 23, "
+                              "export writes 17)"),
+    [GCC_OP_ATTENTION_GRAD] = TRAINING("the gradient of Attention"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

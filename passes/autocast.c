@@ -84,7 +84,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 63, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 65, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -171,6 +171,10 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_EXPAND] = {AC_PROMOTE, 0, 0},
     /* gradient clipping: float32 gradients */
     [GCC_OP_GRAD_NORM] = {AC_FP32, 0, 0},
+    /* the fused attention's kernels read and write float32 (a 16-bit
+     * flash-attention kernel and cuDNN's SDPA are the next step) */
+    [GCC_OP_ATTENTION] = {AC_FP32, 0, 0},
+    [GCC_OP_ATTENTION_GRAD] = {AC_FP32, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

@@ -57,6 +57,27 @@ gcc_status gcc_grad_add_node(gcc_grad_ctx *c, int op, const char *hint, const in
   return GCC_OK;
 }
 
+gcc_status gcc_grad_add_node_n(gcc_grad_ctx *c, int op, const char *hint, const char *const *outs,
+                               int n_out, const int *in, int n_in, int *node, int *out,
+                               gcc_diag *d) {
+  if (n_out < 1 || n_out > 8)
+    return gcc_diag_set(d, GCC_ERR_INTERNAL, "autodiff: %d outputs for '%s'", n_out, hint);
+  int v[8];
+  for (int k = 0; k < n_out; k++) {
+    char name[600];
+    snprintf(name, sizeof name, "%s/%s", hint, outs[k]);
+    GCC_TRY(gcc_graph_add_temp(c->g, name, GCC_VALUE_ACTIVATION, &v[k], d));
+  }
+  GCC_TRY(gcc_graph_add_node(c->g, hint, op, in, n_in, v, n_out, node, d));
+  c->g->nodes[*node].phase = GCC_PHASE_BACKWARD;
+  const char *pin = c->fwd >= 0 ? c->g->nodes[c->fwd].pin : NULL;
+  if (pin && !(c->g->nodes[*node].pin = strdup(pin)))
+    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+  for (int k = 0; k < n_out; k++)
+    out[k] = v[k];
+  return GCC_OK;
+}
+
 gcc_status gcc_grad_finish(gcc_grad_ctx *c, int node, gcc_diag *d) {
   GCC_TRY(gcc_op_resolve_attrs(c->g, node, d));
   return gcc_op(c->g->nodes[node].op)->shape(c->g, node, d);

@@ -27,6 +27,11 @@ int gcc_grad_wanted(gcc_grad_ctx *c, int value);
 gcc_status gcc_grad_add_node(gcc_grad_ctx *c, int op, const char *hint, const int *in, int n_in,
                              int *node, int *out, gcc_diag *d);
 
+/* As gcc_grad_add_node with n_out (1 to 8) outputs, named "<hint>/<outs[k]>",
+ * returned in out[0 .. n_out - 1] (AttentionGrad's dQ, dK, dV). */
+gcc_status gcc_grad_add_node_n(gcc_grad_ctx *c, int op, const char *hint, const char *const *outs,
+                               int n_out, const int *in, int n_in, int *node, int *out,
+                               gcc_diag *d);
 /* Resolves the node's attributes and infers its output shape. */
 gcc_status gcc_grad_finish(gcc_grad_ctx *c, int node, gcc_diag *d);
 

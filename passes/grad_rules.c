@@ -733,11 +733,60 @@ static gcc_status gcc_grad_expand(gcc_grad_ctx *c, int node, const int *dy, int 
   return sum_to(c, node, "dX", dy[0], X, 1.0f, &dx[0], d);
 }
 
+/* Attention: dQ, dK, dV by one AttentionGrad(Q, K, V, O, L, dO [, mask])
+ * (FlashAttention-2's backward: the probabilities recomputed from L). The
+ * mask gets no gradient; nor does L (nothing but AttentionGrad reads it in
+ * the graphs the attention pass makes). */
+gcc_status gcc_grad_attention(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  char desc[600];
+  if (dy[1] >= 0)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: a gradient flows into the logsumexp output L; only O has a "
+                        "gradient rule",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+  int has_mask = n->n_inputs > ATTN_IN_MASK && n->inputs[ATTN_IN_MASK] >= 0;
+  if (has_mask && gcc_grad_wanted(c, n->inputs[ATTN_IN_MASK]))
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: the mask '%s' would need a gradient; the fused attention gives "
+                        "none (a constant or input mask is expected)",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc),
+                        g->values[n->inputs[ATTN_IN_MASK]].name);
+  int want[3], any = 0;
+  for (int k = 0; k < 3; k++)
+    any |= want[k] = gcc_grad_wanted(c, n->inputs[k]);
+  if (dy[0] < 0 || !any)
+    return GCC_OK;
+  int in[7] = {n->inputs[ATTN_IN_Q],
+               n->inputs[ATTN_IN_K],
+               n->inputs[ATTN_IN_V],
+               n->outputs[0],
+               n->outputs[1],
+               dy[0],
+               has_mask ? n->inputs[ATTN_IN_MASK] : -1};
+  int64_t causal = n->av[ATTN_IS_CAUSAL].i;
+  float scale = n->av[ATTN_SCALE].f;
+  static const char *const outs[3] = {"dQ", "dK", "dV"};
+  char hint[512];
+  snprintf(hint, sizeof hint, "%s/grad", n->name);
+  int n2, o[3];
+  GCC_TRY(gcc_grad_add_node_n(c, GCC_OP_ATTENTION_GRAD, hint, outs, 3, in, has_mask ? 7 : 6, &n2, o,
+                              d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_int(g, n2, "is_causal", causal));
+  GCC_TRY(gcc_node_set_float(g, n2, "scale", scale));
+  for (int k = 0; k < 3; k++)
+    if (want[k])
+      dx[k] = o[k];
+  return gcc_grad_finish(c, n2, d);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 63, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 65, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -806,6 +855,8 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_SLICE_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_EXPAND] = {.fn = gcc_grad_expand},
     [GCC_OP_GRAD_NORM] = {.none = "gradient clipping: made by autodiff, after the backward"},
+    [GCC_OP_ATTENTION] = {.fn = gcc_grad_attention},
+    [GCC_OP_ATTENTION_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -87,6 +87,8 @@ GCC_GRAD_DECL(layer_norm)
 /* Dropout (training form): dX = DropoutGrad(dY) with the node's ratio and key;
  * the identity in evaluation form. */
 GCC_GRAD_DECL(dropout)
+/* Attention: dQ, dK, dV by one AttentionGrad(Q, K, V, O, L, dO [, mask]). */
+GCC_GRAD_DECL(attention)
 #undef GCC_GRAD_DECL
 
 #ifdef __cplusplus

@@ -151,9 +151,13 @@ void gcc_dump_graph(const gcc_graph *g, FILE *f) {
 }
 
 static const gcc_pass kPasses[] = {
-    {"infer", gcc_pass_infer},           {"autodiff", gcc_pass_autodiff},
-    {"all-reduce", gcc_pass_all_reduce}, {"autocast", gcc_pass_autocast},
-    {"placement", gcc_pass_placement},   {"copy-insertion", gcc_pass_copy_insertion},
+    {"infer", gcc_pass_infer},
+    {"attention", gcc_pass_attention},
+    {"autodiff", gcc_pass_autodiff},
+    {"all-reduce", gcc_pass_all_reduce},
+    {"autocast", gcc_pass_autocast},
+    {"placement", gcc_pass_placement},
+    {"copy-insertion", gcc_pass_copy_insertion},
 };
 
 gcc_status gcc_check_dump_after(const char *name, const gcc_target *t, gcc_diag *d) {

@@ -99,6 +99,9 @@ typedef struct gcc_options {
    * (passes/autocast.c); the same values, for tests to compare. No flag
    * sets it. */
   int param_copy_casts;
+  /* 1: the attention pass leaves MatMul -> Softmax -> MatMul chains as they
+   * are (bench/attention_bench's unfused plan). No flag sets it. */
+  int no_attention_fusion;
 } gcc_options;
 
 /* Prepares a loaded model for compilation: binds the batch, infers shapes,
@@ -106,6 +109,14 @@ typedef struct gcc_options {
  * the prediction. Errors: GCC_ERR_SHAPE / GCC_ERR_INVALID_GRAPH naming the
  * node. */
 gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
+/* The attention pass (passes/attention.c): MatMul(Q, Transpose(K)) -> scale
+ * (Mul or Div by constants, on the scores or on Q and K) -> optional Add of
+ * a float32 mask -> Softmax(axis -1) -> MatMul(., V), every intermediate
+ * read by the chain only, becomes one Attention node (graph/ops.h; a
+ * constant causal -Inf triangle becomes is_causal). Runs after infer in
+ * every mode. Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_pass_attention(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
 
 /* Reverse-mode automatic differentiation (TRAIN only; no-op in EVAL):
  * builds the backward graph from the scalar loss named by the training

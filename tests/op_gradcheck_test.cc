@@ -42,6 +42,7 @@
 //    1e-5 |ref| after each step (float32 update arithmetic only: the
 //    reference is fed the gradient the library computed, which is itself
 //    checked against the float64 analytic gradient).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -3796,6 +3797,171 @@ TEST(ExpandGrad, BroadcastsToLargerShapes) {
   }
 }
 
+// ---- Attention (scaled dot-product attention, fused) ----------------------------------
+
+// float64 softmax(Q K^T * scale + mask) V over [B, H, T, D] (rank 3: H = 1),
+// the mask given per (b, h, i, j) by `mask_at` (+0 when null; -Inf masks),
+// causal top-left (key j visible to row i when j <= i); a row with every key
+// masked gives 0 (PyTorch's math backend since 2.5, and the flash kernels).
+// *lse (optional) gets each row's logsumexp (-Inf for such a row).
+T64 RefAttention(const T64 &Q, const T64 &K, const T64 &V, bool causal, double scale,
+                 const std::function<double(int64_t, int64_t, int64_t, int64_t)> &mask_at,
+                 T64 *lse = nullptr) {
+  const size_t r = Q.dims.size();
+  const int64_t B = Q.dims[0], H = r == 4 ? Q.dims[1] : 1, Tq = Q.dims[r - 2], D = Q.dims[r - 1],
+                Tk = K.dims[r - 2], E = V.dims[r - 1];
+  Dims od = Q.dims;
+  od[r - 1] = E;
+  T64 O = Zeros(od);
+  Dims ld(Q.dims.begin(), Q.dims.end() - 1);
+  if (lse)
+    *lse = Zeros(ld);
+  std::vector<double> s(static_cast<size_t>(Tk));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      for (int64_t i = 0; i < Tq; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < Tk; ++j) {
+          double x = 0;
+          for (int64_t d = 0; d < D; ++d)
+            x += Q.v[(bh * Tq + i) * D + d] * K.v[(bh * Tk + j) * D + d];
+          x = x * scale + (mask_at ? mask_at(b, h, i, j) : 0.0);
+          if (causal && j > i)
+            x = -INFINITY;
+          s[j] = x;
+          mx = std::max(mx, x);
+        }
+        double sum = 0;
+        if (mx != -INFINITY)
+          for (int64_t j = 0; j < Tk; ++j)
+            sum += std::exp(s[j] - mx);
+        for (int64_t e = 0; e < E; ++e) {
+          double o = 0;
+          for (int64_t j = 0; j < Tk && sum > 0; ++j)
+            o += std::exp(s[j] - mx) / sum * V.v[(bh * Tk + j) * E + e];
+          O.v[(bh * Tq + i) * E + e] = o;
+        }
+        if (lse)
+          lse->v[bh * Tq + i] = sum > 0 ? mx + std::log(sum) : -INFINITY;
+      }
+    }
+  return O;
+}
+
+// Attention(Q, K, V [, mask]) -> O, L built into the builder's graph; returns O.
+int BuildAttention(gcc_builder *b, const char *name, int q, int k, int v, int mask, bool causal,
+                   float scale) {
+  gcc_graph *g = b->g;
+  int o = -1, l = -1, node = -1;
+  gcc_diag d{};
+  std::string on = std::string(name) + ".O", ln = std::string(name) + ".L";
+  EXPECT_EQ(gcc_graph_add_temp(g, on.c_str(), GCC_VALUE_ACTIVATION, &o, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_graph_add_temp(g, ln.c_str(), GCC_VALUE_ACTIVATION, &l, &d), GCC_OK) << d.msg;
+  int ins[4] = {q, k, v, mask}, outs[2] = {o, l};
+  EXPECT_EQ(
+      gcc_graph_add_node(g, name, GCC_OP_ATTENTION, ins, mask >= 0 ? 4 : 3, outs, 2, &node, &d),
+      GCC_OK)
+      << d.msg;
+  if (causal) {
+    EXPECT_EQ(gcc_node_set_int(g, node, "is_causal", 1), GCC_OK);
+  }
+  if (scale != 0.0f) {
+    EXPECT_EQ(gcc_node_set_float(g, node, "scale", scale), GCC_OK);
+  }
+  return o;
+}
+
+// kFloatMask: a random additive mask input [Tq, Tk] with -Inf entries;
+// kBoolMask: a constant 0 / -Inf mask [B, 1, Tq, Tk] (what a boolean
+// attn_mask is), broadcast over the heads.
+enum AttnMask { kNoMask, kFloatMask, kBoolMask };
+
+// One Attention gradcheck: Q, K, V parameters [B, H, Tq, D] / [B, H, Tk, D] /
+// [B, H, Tk, Dv] (rank 3 when H = 0), an optional mask (AttnMask; kBoolMask
+// rank-4 only), also through the host-emulated CUDA plan (the generated kernels).
+GradCase AttentionCase(Rng &r, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t E,
+                       bool causal, float scale, AttnMask mk) {
+  GradCase c;
+  c.label = "Attention B,H,Tq,Tk,D,Dv=" + std::to_string(B) + "," + std::to_string(H) + "," +
+            std::to_string(Tq) + "," + std::to_string(Tk) + "," + std::to_string(D) + "," +
+            std::to_string(E) + (causal ? " causal" : "") +
+            (mk == kFloatMask  ? " float mask"
+             : mk == kBoolMask ? " 0/-inf mask"
+                               : "") +
+            " scale=" + std::to_string(scale);
+  auto dims = [&](int64_t t, int64_t w) { return H ? Dims{B, H, t, w} : Dims{B, t, w}; };
+  // scores of O(1): the softmax is neither flat nor one-hot
+  c.params.push_back({"Q", dims(Tq, D), r.F(Numel(dims(Tq, D)), -1.5, 1.5)});
+  c.params.push_back({"K", dims(Tk, D), r.F(Numel(dims(Tk, D)), -1.5, 1.5)});
+  c.params.push_back({"V", dims(Tk, E), r.F(Numel(dims(Tk, E)))});
+  Dims md;
+  std::vector<float> mf;
+  std::vector<float> mb;
+  if (mk == kFloatMask) {
+    md = {Tq, Tk};
+    mf = r.F(Tq * Tk, -1, 1);
+    for (int64_t i = 0; i < Tq; ++i) // about one key in five masked, row 0 entirely
+      for (int64_t j = 0; j < Tk; ++j)
+        if (i == 0 || r.I(0, 4) == 0)
+          mf[i * Tk + j] = -INFINITY;
+    InputSpec in = FloatInput("M", md, mf);
+    c.inputs.push_back(in);
+  } else if (mk == kBoolMask) { // a constant 0 / -Inf mask
+    md = {B, 1, Tq, Tk};
+    for (int64_t x = 0; x < Numel(md); ++x)
+      mb.push_back(r.I(0, 3) != 0 ? 0.0f : -INFINITY);
+  }
+  c.build = [=](gcc_builder *b, const Ids &v) {
+    int m = -1;
+    if (mk == kFloatMask)
+      m = v.at("M");
+    else if (mk == kBoolMask)
+      m = gcc_build_const(b, "M", GCC_DT_FLOAT32, 4, md.data(), mb.data());
+    return BuildAttention(b, "attn", v.at("Q"), v.at("K"), v.at("V"), m, causal, scale);
+  };
+  c.ref = [=](const Env &e) {
+    double sc = scale != 0.0f ? scale : 1.0 / std::sqrt(static_cast<double>(D));
+    std::function<double(int64_t, int64_t, int64_t, int64_t)> at;
+    if (mk == kFloatMask)
+      at = [=](int64_t, int64_t, int64_t i, int64_t j) {
+        return static_cast<double>(mf[i * Tk + j]);
+      };
+    else if (mk == kBoolMask)
+      at = [=](int64_t b, int64_t, int64_t i, int64_t j) {
+        return static_cast<double>(mb[(b * Tq + i) * Tk + j]);
+      };
+    return RefAttention(e.at("Q"), e.at("K"), e.at("V"), causal, sc, at);
+  };
+  c.bwd_ops = {GCC_OP_ATTENTION_GRAD};
+  c.cuda = true;
+  return c;
+}
+
+TEST(AttentionGrad, CausalAndNotWithTqUnequalTk) {
+  Rng r(31);
+  for (bool causal : {false, true}) {
+    RunGradCase(AttentionCase(r, 2, 2, 5, 7, 4, 3, causal, 0.0f, kNoMask), 1);
+    RunGradCase(AttentionCase(r, 1, 3, 6, 4, 3, 3, causal, 0.0f, kNoMask), 2); // Tq > Tk
+  }
+}
+
+TEST(AttentionGrad, MasksScaleAndRankThree) {
+  Rng r(32);
+  RunGradCase(AttentionCase(r, 2, 2, 4, 6, 3, 2, false, 0.0f, kFloatMask), 3);
+  RunGradCase(AttentionCase(r, 2, 3, 5, 5, 4, 4, true, 0.0f, kBoolMask), 4);
+  RunGradCase(AttentionCase(r, 3, 0, 5, 6, 4, 5, false, 0.7f, kNoMask), 5); // [N, T, D]
+}
+
+// Several tiles each way (the CPU kernel's 32 x 64 tiles, the generated
+// kernels' 16 x 32): the online softmax across key tiles and the backward's
+// loops over query tiles inside a key tile.
+TEST(AttentionGrad, SeveralTilesEachWay) {
+  Rng r(33);
+  RunGradCase(AttentionCase(r, 1, 2, 37, 70, 5, 3, true, 0.0f, kNoMask), 6);
+  RunGradCase(AttentionCase(r, 1, 1, 70, 37, 4, 4, false, 0.0f, kFloatMask), 7);
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -3898,6 +4064,9 @@ const Covered kCovered[] = {
     {GCC_OP_GRAD_NORM, "GradNorm", kInternal,
      "GptRecipe.* (tests/gpt_recipe_test.cc: PyTorch clip_grad_norm_ fixture, CPU and "
      "host-emulated CUDA plans)"},
+    {GCC_OP_ATTENTION, "Attention", kGradcheck, "AttentionGrad.*, Attention.* (attention_test.cc)"},
+    {GCC_OP_ATTENTION_GRAD, "AttentionGrad", kInternal,
+     "AttentionGrad.*, Attention.* (tests/attention_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -223,8 +223,8 @@ TEST(OpTables, CudaBackendTableHasEveryOp) {
 }
 
 TEST(OpTables, OnnxExportTableHasEveryOp) {
-  const unsigned training =
-      GCC_OPF_INTERNAL | GCC_OPF_OPTIMIZER | GCC_OPF_LOSS | GCC_OPF_COPY | GCC_OPF_COLLECTIVE;
+  const unsigned training = GCC_OPF_INTERNAL | GCC_OPF_OPTIMIZER | GCC_OPF_LOSS | GCC_OPF_COPY |
+                            GCC_OPF_COLLECTIVE | GCC_OPF_FUSED;
   for (int op = 0; op < GCC_OP_COUNT; op++) {
     const gcc_onnx_export_op *e = gcc_onnx_export_op_of(op);
     ASSERT_NE(e, nullptr) << Name(op);

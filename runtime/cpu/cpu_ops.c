@@ -8,11 +8,12 @@
 #include <stddef.h>
 
 #include "graph/ops.h"
+#include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 63, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 65, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -93,6 +94,9 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_SLICE_GRAD] = {.kernel = gcc_cpu_slice_grad},
     [GCC_OP_EXPAND] = {.kernel = gcc_cpu_expand},
     [GCC_OP_GRAD_NORM] = {.kernel = gcc_cpu_grad_norm},
+    [GCC_OP_ATTENTION] = {.kernel = gcc_cpu_attention, .workspace = gcc_cpu_attention_workspace},
+    [GCC_OP_ATTENTION_GRAD] = {.kernel = gcc_cpu_attention_grad,
+                               .workspace = gcc_cpu_attention_grad_workspace},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

@@ -12,7 +12,7 @@
 #define IN          GCC_CUDA_IN
 #define OUT         GCC_CUDA_OUT
 
-_Static_assert(GCC_OP_COUNT == 63, "a new op: add its entry to kCudaOps");
+_Static_assert(GCC_OP_COUNT == 65, "a new op: add its entry to kCudaOps");
 
 static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.call = GCC_CUDA_CALL_NONE, .none = "a cuBLASLt GEMM (gemm_map.h)"},
@@ -128,6 +128,11 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_SLICE_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_EXPAND] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_GRAD_NORM] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    /* generated flash-attention kernels (codegen/emit_attention.c); cuDNN's
+     * SDPA through the v9 graph API is the next step, once it can be checked
+     * on a GPU */
+    [GCC_OP_ATTENTION] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_ATTENTION_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {
