@@ -155,7 +155,20 @@ typedef struct gcc_op_desc {
   X(DROPOUT_GRAD, DropoutGrad)                                                                     \
   X(CAST, Cast)                                                                                    \
   X(AMP_NON_FINITE_CHECK, AmpNonFiniteCheck)                                                       \
-  X(AMP_UPDATE_SCALE, AmpUpdateScale)
+  X(AMP_UPDATE_SCALE, AmpUpdateScale)                                                              \
+  X(GELU, Gelu)                                                                                    \
+  X(GELU_GRAD, GeluGrad)                                                                           \
+  X(ERF, Erf)                                                                                      \
+  X(ERF_GRAD, ErfGrad)                                                                             \
+  X(EXP, Exp)                                                                                      \
+  X(LOG, Log)                                                                                      \
+  X(NEG, Neg)                                                                                      \
+  X(ABS, Abs)                                                                                      \
+  X(ABS_GRAD, AbsGrad)                                                                             \
+  X(POW, Pow)                                                                                      \
+  X(POW_GRAD_BASE, PowGradBase)                                                                    \
+  X(POW_GRAD_EXPONENT, PowGradExponent)                                                            \
+  X(RECIPROCAL, Reciprocal)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -260,6 +273,10 @@ enum { AMP_UPDATE_IN_SCALE, AMP_UPDATE_IN_FOUND_INF, AMP_UPDATE_IN_TRACKER, AMP_
  * corrections with t = applied_steps + 1; SGD's first momentum step when it
  * is 0). */
 enum { SGD_IN_SCALER = 3, ADAM_IN_SCALER = 4 };
+/* Gelu (X) -> Y and GeluGrad (dY, X) -> dX: `approximate` "none" (the erf
+ * form, ONNX Gelu-20's default, torch.nn.GELU()) or "tanh"
+ * (torch.nn.GELU(approximate='tanh')); gcc_gelu_is_tanh reads it. */
+enum { GELU_APPROXIMATE };
 enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
@@ -279,6 +296,10 @@ void gcc_window2d_of(const gcc_node *n, const gcc_shape *filter, gcc_window2d *w
  * (dilated) kernel does not fit in the padded input. */
 int64_t gcc_window_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad0, int64_t pad1,
                            int64_t dil);
+
+/* 1 when the Gelu / GeluGrad node's resolved `approximate` is "tanh", 0
+ * for "none" (the shape function refuses any other value). */
+int gcc_gelu_is_tanh(const gcc_node *n);
 
 /* The descriptor of op `op` (0 <= op < GCC_OP_COUNT). */
 const gcc_op_desc *gcc_op(int op);

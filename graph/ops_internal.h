@@ -8,6 +8,7 @@
  *   graph/ops_shape_core.c   GEMMs, elementwise, views, losses, optimizers, AllReduce, fp16 scaling
  *   graph/ops_shape_window.c Conv, the pools and their gradients (2-D, NCHW)
  *   graph/ops_shape_layers.c LRN, BatchNormalization, Dropout, Concat, Transpose, Pad, ConvTranspose
+ *   graph/ops_shape_math.c   Gelu, Pow and the pointwise math of the Transformer blocks
  *   graph/ops_flops.c        the FLOPs functions
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
@@ -118,6 +119,10 @@ gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_transpose(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_gelu(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_gelu_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_pow(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_pow_grad(gcc_graph *g, int node, gcc_diag *d);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

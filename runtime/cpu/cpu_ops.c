@@ -11,7 +11,7 @@
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 55, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 68, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -82,6 +82,19 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_CAST] = {.kernel = gcc_cpu_cast, .reads_16bit = 1},
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.kernel = gcc_cpu_amp_non_finite_check},
     [GCC_OP_AMP_UPDATE_SCALE] = {.kernel = gcc_cpu_amp_update_scale},
+    [GCC_OP_GELU] = {.kernel = gcc_cpu_gelu},
+    [GCC_OP_GELU_GRAD] = {.kernel = gcc_cpu_gelu_grad},
+    [GCC_OP_ERF] = {.kernel = gcc_cpu_erf},
+    [GCC_OP_ERF_GRAD] = {.kernel = gcc_cpu_erf_grad},
+    [GCC_OP_EXP] = {.kernel = gcc_cpu_exp},
+    [GCC_OP_LOG] = {.kernel = gcc_cpu_log},
+    [GCC_OP_NEG] = {.kernel = gcc_cpu_neg},
+    [GCC_OP_ABS] = {.kernel = gcc_cpu_abs},
+    [GCC_OP_ABS_GRAD] = {.kernel = gcc_cpu_abs_grad},
+    [GCC_OP_POW] = {.kernel = gcc_cpu_pow},
+    [GCC_OP_POW_GRAD_BASE] = {.kernel = gcc_cpu_pow_grad_base},
+    [GCC_OP_POW_GRAD_EXPONENT] = {.kernel = gcc_cpu_pow_grad_exponent},
+    [GCC_OP_RECIPROCAL] = {.kernel = gcc_cpu_reciprocal},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
