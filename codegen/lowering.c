@@ -33,7 +33,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 68, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 72, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -178,6 +178,14 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
                                   .expr = "({1} == 0.0f && {2} >= 0.0f) ? 0.0f : {0} * (powf({1}, "
                                           "{2}) * logf({1}))"},
     [GCC_OP_RECIPROCAL] = {.kind = GCC_LOWER_POINTWISE, .expr = "1.0f / {0}"},
+    /* NaN propagates (torch.maximum): a NaN {0} is kept, a NaN {1} loses every comparison */
+    [GCC_OP_MAX] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} > {1} || {0} != {0}) ? {0} : {1}"},
+    [GCC_OP_MIN] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} < {1} || {0} != {0}) ? {0} : {1}"},
+    /* PyTorch: where(self == other, grad / 2, grad).masked_fill_(self < other, 0) */
+    [GCC_OP_MAX_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "{1} < {2} ? 0.0f : ({1} == {2} ? 0.5f * {0} : {0})"},
+    [GCC_OP_MIN_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "{1} > {2} ? 0.0f : ({1} == {2} ? 0.5f * {0} : {0})"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -96,7 +96,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 68, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 72, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -858,6 +858,48 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                            .shape = shape_unary_same,
                            .flops = numel_out,
                            .semantics = "ONNX Reciprocal (torch.reciprocal): 1 / x"},
+    [GCC_OP_MAX] = {.name = "Max",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_pow,
+                    .flops = numel_out,
+                    .semantics = "torch.maximum = ONNX Max of two inputs with multidirectional "
+                                 "broadcasting (the importer chains more); NaN propagates"},
+    [GCC_OP_MIN] = {.name = "Min",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_pow,
+                    .flops = numel_out,
+                    .semantics = "torch.minimum = ONNX Min of two inputs with multidirectional "
+                                 "broadcasting (the importer chains more); NaN propagates"},
+    [GCC_OP_MAX_GRAD] = {.name = "MaxGrad",
+                         .min_inputs = 3,
+                         .max_inputs = 3,
+                         .n_outputs = 1,
+                         .input_names = "dY, X, Other",
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_pow_grad,
+                         .flops = numel_out,
+                         .semantics =
+                             "X's share of max(X, Other)'s gradient before the broadcast's "
+                             "sum: X < Other ? 0 : X == Other ? dY / 2 : dY (PyTorch's "
+                             "maximum backward)"},
+    [GCC_OP_MIN_GRAD] = {.name = "MinGrad",
+                         .min_inputs = 3,
+                         .max_inputs = 3,
+                         .n_outputs = 1,
+                         .input_names = "dY, X, Other",
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_pow_grad,
+                         .flops = numel_out,
+                         .semantics =
+                             "X's share of min(X, Other)'s gradient before the broadcast's "
+                             "sum: X > Other ? 0 : X == Other ? dY / 2 : dY (PyTorch's "
+                             "minimum backward)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

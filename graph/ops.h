@@ -168,7 +168,11 @@ typedef struct gcc_op_desc {
   X(POW, Pow)                                                                                      \
   X(POW_GRAD_BASE, PowGradBase)                                                                    \
   X(POW_GRAD_EXPONENT, PowGradExponent)                                                            \
-  X(RECIPROCAL, Reciprocal)
+  X(RECIPROCAL, Reciprocal)                                                                        \
+  X(MAX, Max)                                                                                      \
+  X(MIN, Min)                                                                                      \
+  X(MAX_GRAD, MaxGrad)                                                                             \
+  X(MIN_GRAD, MinGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,

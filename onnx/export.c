@@ -426,7 +426,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 68, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 72, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -503,6 +503,10 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_POW_GRAD_BASE] = TRAINING("a gradient of Pow"),
     [GCC_OP_POW_GRAD_EXPONENT] = TRAINING("a gradient of Pow"),
     [GCC_OP_RECIPROCAL] = MAP("Reciprocal"),
+    [GCC_OP_MAX] = MAP("Max"),
+    [GCC_OP_MIN] = MAP("Min"),
+    [GCC_OP_MAX_GRAD] = TRAINING("the gradient of Max"),
+    [GCC_OP_MIN_GRAD] = TRAINING("the gradient of Min"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

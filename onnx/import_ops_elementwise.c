@@ -419,7 +419,9 @@ gcc_status cv_clip(nctx *c, gcc_diag *d) {
 
 /* Sum of n inputs: a chain of Adds (broadcasting from opset 8; before, the
  * shapes must be equal). */
-gcc_status cv_sum(nctx *c, gcc_diag *d) {
+/* Sum, Max, Min: any number of float inputs (opset 8 on: broadcast), a
+ * chain of the binary op from the left; one input is an alias of it. */
+static gcc_status variadic(nctx *c, int op, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
   GCC_TRY(no_consumed_inputs(c, d));
   int n = n_in(c);
@@ -454,10 +456,23 @@ gcc_status cv_sum(nctx *c, gcc_diag *d) {
                       tshape_str(&s, x, sizeof x));
     int ins[2] = {acc, -1}, node;
     GCC_TRY(in_ir(c, k, &ins[1], d));
-    GCC_TRY(emit(c, GCC_OP_ADD, ins, 2, k == n - 1 ? 0 : -1, F32, &r, &acc, &node, d));
+    GCC_TRY(emit(c, op, ins, 2, k == n - 1 ? 0 : -1, F32, &r, &acc, &node, d));
     s = r;
   }
   return GCC_OK;
+}
+
+gcc_status cv_sum(nctx *c, gcc_diag *d) {
+  return variadic(c, GCC_OP_ADD, d);
+}
+/* Max, Min of several inputs: the binary ops chained from the left, so a
+ * tie of more than two inputs shares the gradient as the chain of
+ * torch.maximum calls does (1/2 at each tied step). */
+gcc_status cv_max(nctx *c, gcc_diag *d) {
+  return variadic(c, GCC_OP_MAX, d);
+}
+gcc_status cv_min(nctx *c, gcc_diag *d) {
+  return variadic(c, GCC_OP_MIN, d);
 }
 
 /* A float32 scalar constant of the IR, named "<node>/<what>" (made unique). */

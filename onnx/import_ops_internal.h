@@ -157,6 +157,8 @@ gcc_status cv_neg(nctx *c, gcc_diag *d);
 gcc_status cv_abs(nctx *c, gcc_diag *d);
 gcc_status cv_reciprocal(nctx *c, gcc_diag *d);
 gcc_status cv_pow(nctx *c, gcc_diag *d);
+gcc_status cv_max(nctx *c, gcc_diag *d);
+gcc_status cv_min(nctx *c, gcc_diag *d);
 /* 1 when the Mul being converted ends a GELU pattern (onnx/import_ops_math.c):
  * *x its input (a root value index), *tanh_form 1 for the tanh form. */
 int onnx_gelu_pattern(nctx *c, int *x, int *tanh_form);

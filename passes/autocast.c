@@ -83,7 +83,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 68, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 72, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -170,6 +170,10 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_POW_GRAD_BASE] = {AC_FP32, 0, 0},
     [GCC_OP_POW_GRAD_EXPONENT] = {AC_FP32, 0, 0},
     [GCC_OP_RECIPROCAL] = {AC_FP32, 0, 0},
+    [GCC_OP_MAX] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_MIN] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_MAX_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_MIN_GRAD] = {AC_PROMOTE, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

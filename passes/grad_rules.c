@@ -483,6 +483,38 @@ static gcc_status gcc_grad_pow(gcc_grad_ctx *c, int node, const int *dy, int *dx
   return GCC_OK;
 }
 
+/* Y = max(A, B) or min(A, B) (broadcast): dA = sum_to(op(G, A, B), A), dB
+ * = sum_to(op(G, B, A), B), op = MaxGrad / MinGrad (the winner gets G,
+ * each of a tie G / 2: torch.maximum's backward). */
+static gcc_status min_max_grad(gcc_grad_ctx *c, int node, const int *dy, int *dx, int op,
+                               gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0], t, n2;
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A)) {
+    int in[3] = {G, A, B};
+    GCC_TRY(emit(c, op, node, "dA_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dA", t, A, 1.0f, &dx[0], d));
+  }
+  if (gcc_grad_wanted(c, B)) {
+    int in[3] = {G, B, A};
+    GCC_TRY(emit(c, op, node, "dB_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dB", t, B, 1.0f, &dx[1], d));
+  }
+  return GCC_OK;
+}
+
+static gcc_status gcc_grad_max(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return min_max_grad(c, node, dy, dx, GCC_OP_MAX_GRAD, d);
+}
+
+static gcc_status gcc_grad_min(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return min_max_grad(c, node, dy, dx, GCC_OP_MIN_GRAD, d);
+}
+
 /* LRN: dX = LRNGrad(G, X, Y). */
 gcc_status gcc_grad_lrn(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
   gcc_graph *g = gcc_grad_graph(c);
@@ -729,7 +761,7 @@ static gcc_status train_dropout(gcc_graph *g, int node, gcc_diag *d) {
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 68, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 72, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -803,6 +835,10 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_POW_GRAD_BASE] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_POW_GRAD_EXPONENT] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_RECIPROCAL] = {.fn = gcc_grad_reciprocal},
+    [GCC_OP_MAX] = {.fn = gcc_grad_max},
+    [GCC_OP_MIN] = {.fn = gcc_grad_min},
+    [GCC_OP_MAX_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_MIN_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

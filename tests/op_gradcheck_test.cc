@@ -2514,6 +2514,87 @@ TEST(MathGrad, PowBroadcastingBaseAndExponent) {
   }
 }
 
+// Max / Min with broadcasting, both operands parameters. The operands are
+// drawn from disjoint grids (A on odd, B on even multiples of 0.05), so no
+// element ties and the finite differences (step far below 0.05) never
+// cross a switch; ties are checked exactly below.
+GradCase MinMaxCase(int op, const std::string &what, const Dims &a, const Dims &b, Rng &r) {
+  GradCase c;
+  c.label = std::string(gcc_op_name(op)) + " " + what;
+  auto grid = [&r](int64_t n, int odd) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &x : v)
+      x = static_cast<float>(0.05 * (2 * r.I(-20, 20) + odd));
+    return v;
+  };
+  c.params.push_back({"A", a, grid(Numel(a), 1)});
+  c.params.push_back({"B", b, grid(Numel(b), 0)});
+  c.build = [op](gcc_builder *bl, const Ids &v) {
+    return Op(bl, op, "mm", {v.at("A"), v.at("B")});
+  };
+  c.ref = [op](const Env &e) {
+    const T64 &x = e.at("A"), &z = e.at("B");
+    Dims od;
+    EXPECT_TRUE(BroadcastDims(x.dims, z.dims, &od));
+    T64 y = Zeros(od);
+    for (int64_t o = 0; o < Numel(od); ++o) {
+      double p = x.v[BroadcastIndex(x.dims, od, o)], q = z.v[BroadcastIndex(z.dims, od, o)];
+      y.v[o] = op == GCC_OP_MAX ? std::max(p, q) : std::min(p, q);
+    }
+    return y;
+  };
+  c.bwd_ops = {op == GCC_OP_MAX ? GCC_OP_MAX_GRAD : GCC_OP_MIN_GRAD};
+  return c;
+}
+
+TEST(MathGrad, MaxMinBroadcasting) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 4), C = r.I(2, 4);
+    for (int op : {GCC_OP_MAX, GCC_OP_MIN}) {
+      std::vector<GradCase> cases = {
+          MinMaxCase(op, "[N,C],[N,C]", {N, C}, {N, C}, r),
+          MinMaxCase(op, "[N,C],[C]", {N, C}, {C}, r),
+          MinMaxCase(op, "[N,1],[1,C]", {N, 1}, {1, C}, r),
+          MinMaxCase(op, "[],[N,C]", {}, {N, C}, r),
+      };
+      for (size_t i = 0; i < cases.size(); ++i) {
+        cases[i].cuda = seed == kSeeds[0] && i % 2 == 0;
+        RunGradCase(cases[i], seed);
+      }
+    }
+  }
+}
+
+// torch.maximum / torch.minimum's backward on ties: each operand gets half
+// of the gradient (checked in PyTorch 2.15: torch.maximum(a, b) with a == b
+// gives a.grad == b.grad == 0.5 * grad); the loser gets 0, the winner all.
+TEST(InternalOps, MaxMinGradientsSplitTiesInHalf) {
+  Dims d = {1, 4};
+  InputSpec dy = FloatInput("dy", d, {1.5f, -2.0f, 0.5f, 3.0f});
+  InputSpec x = FloatInput("x", d, {1.0f, 2.0f, -1.0f, 0.0f});
+  InputSpec o = FloatInput("o", d, {1.0f, 1.0f, 0.5f, -0.0f});
+  struct K {
+    int op;
+    std::vector<double> want;
+  } ks[] = {
+      {GCC_OP_MAX_GRAD, {0.75, -2.0, 0.0, 1.5}}, // tie, wins, loses, tie (0 == -0)
+      {GCC_OP_MIN_GRAD, {0.75, 0.0, 0.5, 1.5}},
+  };
+  for (const K &k : ks) {
+    DirectCase c;
+    c.label = gcc_op_name(k.op);
+    c.inputs = {dy, x, o};
+    int op = k.op;
+    c.build = [op](gcc_builder *bl, const Ids &v) {
+      return Op(bl, op, "g", {v.at("dy"), v.at("x"), v.at("o")});
+    };
+    c.expect = Zeros(d);
+    c.expect.v = k.want;
+    RunDirect(c);
+  }
+}
+
 // PyTorch's special cases of pow's backward: no base gradient where the
 // exponent is 0 (0^0 included), no exponent gradient where the base is 0
 // and the exponent >= 0; and AbsGrad is 0 at 0 (torch.sgn).
@@ -3616,6 +3697,12 @@ const Covered kCovered[] = {
     {GCC_OP_POW_GRAD_EXPONENT, "PowGradExponent", kInternal,
      "MathGrad.Pow*, InternalOps.PowAndAbsGradientsAtTheirSpecialPoints"},
     {GCC_OP_RECIPROCAL, "Reciprocal", kGradcheck, "MathGrad.UnaryOps"},
+    {GCC_OP_MAX, "Max", kGradcheck, "MathGrad.MaxMinBroadcasting"},
+    {GCC_OP_MIN, "Min", kGradcheck, "MathGrad.MaxMinBroadcasting"},
+    {GCC_OP_MAX_GRAD, "MaxGrad", kInternal,
+     "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
+    {GCC_OP_MIN_GRAD, "MinGrad", kInternal,
+     "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

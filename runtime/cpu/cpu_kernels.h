@@ -163,6 +163,13 @@ gcc_status gcc_cpu_pow(const gcc_kernel_args *a);
 gcc_status gcc_cpu_pow_grad_base(const gcc_kernel_args *a);
 gcc_status gcc_cpu_pow_grad_exponent(const gcc_kernel_args *a);
 gcc_status gcc_cpu_reciprocal(const gcc_kernel_args *a);
+/* Max, Min (A, B) -> the larger / smaller, broadcast, NaN propagated
+ * (torch.maximum / torch.minimum); MaxGrad, MinGrad (dY, X, Other) -> X's
+ * share: 0 where X loses, dY / 2 on a tie, else dY (PyTorch's rule). */
+gcc_status gcc_cpu_max(const gcc_kernel_args *a);
+gcc_status gcc_cpu_min(const gcc_kernel_args *a);
+gcc_status gcc_cpu_max_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_min_grad(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's

@@ -1,10 +1,9 @@
 /*
  * cpu_math.c - the CPU backend's kernels of the pointwise math of the
- * Transformer blocks (Gelu, Erf, Exp, Log, Neg, Abs, Pow, Reciprocal and
- * their gradients). Plain loops over dense
- * float32, compiled for AVX2 and baseline x86-64 as cpu_kernels.c's hot
- * loops; the formulas are PyTorch's CPU GELU kernels (GeluKernelImpl,
- * GeluBackwardKernelImpl) in float.
+ * Transformer blocks (Gelu, Erf, Exp, Log, Neg, Abs, Pow, Reciprocal, Max,
+ * Min and their gradients). Plain loops over dense float32, compiled for
+ * AVX2 and baseline x86-64 as cpu_kernels.c's hot loops; GELU's formulas are
+ * PyTorch's CPU kernels (GeluKernelImpl, GeluBackwardKernelImpl) in float.
  */
 #include <math.h>
 #include <stdint.h>
@@ -18,9 +17,9 @@
 #define GCC_HOT
 #endif
 
-#define GELU_BETA  0.79788456080286536f /* sqrt(2 / pi) */
-#define GELU_KAPPA 0.044715f
-#define SQRT1_2    0.70710678118654752f
+#define GELU_BETA        0.79788456080286536f /* sqrt(2 / pi) */
+#define GELU_KAPPA       0.044715f
+#define SQRT1_2          0.70710678118654752f
 #define INV_SQRT_2PI     0.39894228040143268f /* 1 / sqrt(2 pi) */
 #define TWO_OVER_SQRT_PI 1.12837916709551257f /* 2 / sqrt(pi) */
 
@@ -156,7 +155,7 @@ gcc_status gcc_cpu_abs_grad(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
-/* ---- Pow and its gradients (broadcast operands) ---------------------------------- */
+/* ---- Pow, Max, Min and their gradients (broadcast operands) ---------------------- */
 
 /* Strides (elements) of `in` broadcast to `out`: 0 on broadcast dims. */
 static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st) {
@@ -169,21 +168,26 @@ static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st
   }
 }
 
-/* The three pointwise formulas over broadcast operands, by kind. */
-enum { POW_FWD, POW_GRAD_A, POW_GRAD_B };
+/* The pointwise formulas over broadcast operands, by kind. */
+enum { POW_FWD, POW_GRAD_A, POW_GRAD_B, MAX_FWD, MIN_FWD, MAX_GRAD, MIN_GRAD };
 
 static inline float pow_elem(int kind, float g, float a, float b) {
   switch (kind) {
   case POW_FWD: return powf(a, b);
   case POW_GRAD_A: return b == 0.0f ? 0.0f : g * (b * powf(a, b - 1.0f));
-  default: return (a == 0.0f && b >= 0.0f) ? 0.0f : g * (powf(a, b) * logf(a));
+  case POW_GRAD_B: return (a == 0.0f && b >= 0.0f) ? 0.0f : g * (powf(a, b) * logf(a));
+  case MAX_FWD: return (a > b || a != a) ? a : b; /* NaN propagates */
+  case MIN_FWD: return (a < b || a != a) ? a : b;
+  case MAX_GRAD: return a < b ? 0.0f : (a == b ? 0.5f * g : g);
+  default: return a > b ? 0.0f : (a == b ? 0.5f * g : g); /* MIN_GRAD */
   }
 }
 
-/* y[i] = pow_elem(kind, g[i], a[ia], b[ib]) over y's shape; g (NULL for the
+/* y[i] = pow_elem(kind, g[i], a[ia], b[ib]) over y's shape (the kind is a
+ * constant at each call: the compiler specialises the loops); g (NULL for the
  * forward) has y's shape, A and B are broadcast. */
-static void pow_walk(int kind, const gcc_tensor *G, const gcc_tensor *A, const gcc_tensor *B,
-                     gcc_tensor *Y) {
+static inline void pow_walk(int kind, const gcc_tensor *G, const gcc_tensor *A, const gcc_tensor *B,
+                            gcc_tensor *Y) {
   const float *g = G ? (const float *)G->data : NULL, *av = (const float *)A->data,
               *bv = (const float *)B->data;
   float *y = (float *)Y->data;
@@ -230,5 +234,27 @@ gcc_status gcc_cpu_pow_grad_base(const gcc_kernel_args *a) {
 
 gcc_status gcc_cpu_pow_grad_exponent(const gcc_kernel_args *a) {
   pow_walk(POW_GRAD_B, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+/* ---- Max, Min and their gradients ------------------------------------------------ */
+
+gcc_status gcc_cpu_max(const gcc_kernel_args *a) {
+  pow_walk(MAX_FWD, NULL, a->in[0], a->in[1], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_min(const gcc_kernel_args *a) {
+  pow_walk(MIN_FWD, NULL, a->in[0], a->in[1], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_max_grad(const gcc_kernel_args *a) {
+  pow_walk(MAX_GRAD, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_min_grad(const gcc_kernel_args *a) {
+  pow_walk(MIN_GRAD, a->in[0], a->in[1], a->in[2], a->out[0]);
   return GCC_OK;
 }

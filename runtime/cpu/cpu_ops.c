@@ -11,7 +11,7 @@
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 
-_Static_assert(GCC_OP_COUNT == 68, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 72, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -95,6 +95,10 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_POW_GRAD_BASE] = {.kernel = gcc_cpu_pow_grad_base},
     [GCC_OP_POW_GRAD_EXPONENT] = {.kernel = gcc_cpu_pow_grad_exponent},
     [GCC_OP_RECIPROCAL] = {.kernel = gcc_cpu_reciprocal},
+    [GCC_OP_MAX] = {.kernel = gcc_cpu_max},
+    [GCC_OP_MIN] = {.kernel = gcc_cpu_min},
+    [GCC_OP_MAX_GRAD] = {.kernel = gcc_cpu_max_grad},
+    [GCC_OP_MIN_GRAD] = {.kernel = gcc_cpu_min_grad},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

@@ -12,7 +12,7 @@
 #define IN          GCC_CUDA_IN
 #define OUT         GCC_CUDA_OUT
 
-_Static_assert(GCC_OP_COUNT == 68, "a new op: add its entry to kCudaOps");
+_Static_assert(GCC_OP_COUNT == 72, "a new op: add its entry to kCudaOps");
 
 static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.call = GCC_CUDA_CALL_NONE, .none = "a cuBLASLt GEMM (gemm_map.h)"},
@@ -133,6 +133,10 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_POW_GRAD_BASE] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_POW_GRAD_EXPONENT] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_RECIPROCAL] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_MAX] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_MIN] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_MAX_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_MIN_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {
