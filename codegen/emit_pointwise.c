@@ -96,8 +96,8 @@ gcc_status gcc_emit_pointwise_group(emitter *e, int gi) {
       if (ni == red)
         continue;
       const gcc_node *nd = &g->nodes[ni];
-      char a[2][32];
-      for (int q = 0; q < nd->n_inputs && q < 2; q++) {
+      char a[3][32];
+      for (int q = 0; q < nd->n_inputs && q < 3; q++) {
         int v = nd->inputs[q];
         int p = g->values[v].producer;
         if (p >= 0 && member(gr, p)) {
@@ -109,14 +109,15 @@ gcc_status gcc_emit_pointwise_group(emitter *e, int gi) {
         }
       }
       const gcc_lowering *lw = gcc_lowering_of(nd->op);
-      if (lw->kind != GCC_LOWER_POINTWISE || !lw->expr)
+      const char *expr = lw->expr_of ? lw->expr_of(nd) : lw->expr;
+      if (lw->kind != GCC_LOWER_POINTWISE || !expr)
         return gcc_diag_set(
             e->d, GCC_ERR_UNSUPPORTED,
             "%s: codegen: group '%s': node '%s' (%s) has no pointwise code generator", g->source,
             gr->name, nd->name, gcc_op_name(nd->op));
       out(&e->src, "  float t%d = ", ni);
-      for (const char *c = lw->expr; *c; c++) /* {k}: operand k; {fk}: float attribute k */
-        if (c[0] == '{' && (c[1] == '0' || c[1] == '1') && c[2] == '}') {
+      for (const char *c = expr; *c; c++) /* {k}: operand k; {fk}: float attribute k */
+        if (c[0] == '{' && c[1] >= '0' && c[1] <= '2' && c[1] - '0' < nd->n_inputs && c[2] == '}') {
           out(&e->src, "%s", a[c[1] - '0']);
           c += 2;
         } else if (c[0] == '{' && c[1] == 'f' && c[2] >= '0' && c[2] <= '9' && c[3] == '}' &&

@@ -8,9 +8,32 @@
 #include "codegen/emit_kernels.h"
 #include "graph/ops.h"
 
+/* GELU in float (PyTorch's CUDA kernels: GeluCUDAKernelImpl,
+ * GeluBackwardCUDAKernelImpl): the erf form with M_SQRT1_2, the tanh form
+ * with kBeta = sqrt(2 / pi) and kKappa = 0.044715. */
+#define GELU_ERF "0.5f * {0} * (1.0f + erff({0} * 0.70710678118654752f))"
+#define GELU_TANH                                                                                  \
+  "0.5f * {0} * (1.0f + tanhf(0.79788456080286536f * ({0} + 0.044715f * {0} * {0} * {0})))"
+/* dY (Phi(x) + x phi(x)), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
+#define GELU_GRAD_ERF                                                                              \
+  "{0} * (0.5f * (1.0f + erff({1} * 0.70710678118654752f)) + {1} * 0.39894228040143268f * "        \
+  "expf(-0.5f * {1} * {1}))"
+/* dY (0.5 (1 + t) + 0.5 x (1 - t^2) kBeta (1 + 3 kKappa x^2)) */
+#define GELU_TANH_T "tanhf(0.79788456080286536f * ({1} + 0.044715f * {1} * {1} * {1}))"
+#define GELU_GRAD_TANH                                                                             \
+  "{0} * (0.5f * (1.0f + " GELU_TANH_T ") + 0.5f * {1} * (1.0f - " GELU_TANH_T " * " GELU_TANH_T   \
+  ") * 0.79788456080286536f * (1.0f + 0.134145f * {1} * {1}))"
+
+static const char *gelu_expr(const gcc_node *n) {
+  return gcc_gelu_is_tanh(n) ? GELU_TANH : GELU_ERF;
+}
+static const char *gelu_grad_expr(const gcc_node *n) {
+  return gcc_gelu_is_tanh(n) ? GELU_GRAD_TANH : GELU_GRAD_ERF;
+}
+
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 65, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 82, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -151,6 +174,36 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GRAD_NORM] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_grad_norm_kernel},
     [GCC_OP_ATTENTION] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_attention_kernel},
     [GCC_OP_ATTENTION_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_attention_grad_kernel},
+    [GCC_OP_GELU] = {.kind = GCC_LOWER_POINTWISE, .expr_of = gelu_expr},
+    [GCC_OP_GELU_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr_of = gelu_grad_expr},
+    [GCC_OP_ERF] = {.kind = GCC_LOWER_POINTWISE, .expr = "erff({0})"},
+    /* 2 / sqrt(pi) exp(-x^2) */
+    [GCC_OP_ERF_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "{0} * 1.12837916709551257f * expf(-{1} * {1})"},
+    [GCC_OP_EXP] = {.kind = GCC_LOWER_POINTWISE, .expr = "expf({0})"},
+    [GCC_OP_LOG] = {.kind = GCC_LOWER_POINTWISE, .expr = "logf({0})"},
+    [GCC_OP_NEG] = {.kind = GCC_LOWER_POINTWISE, .expr = "-{0}"},
+    [GCC_OP_ABS] = {.kind = GCC_LOWER_POINTWISE, .expr = "fabsf({0})"},
+    /* dY sgn(X): torch.sgn is 0 at 0 */
+    [GCC_OP_ABS_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "{1} > 0.0f ? {0} : ({1} < 0.0f ? -{0} : 0.0f)"},
+    [GCC_OP_POW] = {.kind = GCC_LOWER_POINTWISE, .expr = "powf({0}, {1})"},
+    /* pow_backward_self: 0 where the exponent is 0 */
+    [GCC_OP_POW_GRAD_BASE] = {.kind = GCC_LOWER_POINTWISE,
+                              .expr = "{2} == 0.0f ? 0.0f : {0} * ({2} * powf({1}, {2} - 1.0f))"},
+    /* pow_backward_exponent: 0 where the base is 0 and the exponent >= 0 */
+    [GCC_OP_POW_GRAD_EXPONENT] = {.kind = GCC_LOWER_POINTWISE,
+                                  .expr = "({1} == 0.0f && {2} >= 0.0f) ? 0.0f : {0} * (powf({1}, "
+                                          "{2}) * logf({1}))"},
+    [GCC_OP_RECIPROCAL] = {.kind = GCC_LOWER_POINTWISE, .expr = "1.0f / {0}"},
+    /* NaN propagates (torch.maximum): a NaN {0} is kept, a NaN {1} loses every comparison */
+    [GCC_OP_MAX] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} > {1} || {0} != {0}) ? {0} : {1}"},
+    [GCC_OP_MIN] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} < {1} || {0} != {0}) ? {0} : {1}"},
+    /* PyTorch: where(self == other, grad / 2, grad).masked_fill_(self < other, 0) */
+    [GCC_OP_MAX_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "{1} < {2} ? 0.0f : ({1} == {2} ? 0.5f * {0} : {0})"},
+    [GCC_OP_MIN_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "{1} > {2} ? 0.0f : ({1} == {2} ? 0.5f * {0} : {0})"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

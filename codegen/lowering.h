@@ -65,10 +65,14 @@ typedef int (*gcc_lowering_fits_fn)(const gcc_graph *g, int node);
 /* One entry of the table (codegen/lowering.c). */
 typedef struct gcc_lowering {
   gcc_lowering_kind kind;
-  /* POINTWISE: the float expression of one element, with {0}, {1} for the
-   * op's inputs ("{0} + {1}") and {f0}, {f1} for the node's float
+  /* POINTWISE: the float expression of one element, with {0}, {1}, {2} for
+   * the op's inputs ("{0} + {1}") and {f0}, {f1} for the node's float
    * attributes at those schema positions (graph/ops.h), as literals */
   const char *expr;
+  /* POINTWISE ops whose expression depends on a string attribute (Gelu's
+   * `approximate`): the expression of node `n` (attributes resolved); NULL:
+   * `expr` */
+  const char *(*expr_of)(const gcc_node *n);
   gcc_epilogue_role epilogue;
   /* GEMM: 1 when the op has Gemm's attributes (alpha, beta, transA, transB)
    * and optional C input; 0 for a plain A @ B (MatMul) */

@@ -100,6 +100,7 @@ static const gcc_attr_spec kSliceAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends")
                                             INTS("steps")};
 static const gcc_attr_spec kSliceGradAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends"), INTS("axes"),
                                                 INTS("steps"), INTS_REQ("shape")};
+static const gcc_attr_spec kGeluAttrs[] = {S("approximate", "none")};
 static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("pads"),
                                                     INTS("dilations"),    I("group", 1),
                                                     INTS("kernel_shape"), INTS("output_padding")};
@@ -110,7 +111,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 65, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 82, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -882,6 +883,174 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                    "(FlashAttention-2): P = exp(S - L) recomputed, dV = P^T dO, "
                                    "dS = P (dO V^T - rowsum(dO * O)), dQ = scale dS K, dK = scale "
                                    "dS^T Q"},
+    [GCC_OP_GELU] = {.name = "Gelu",
+                     .min_inputs = 1,
+                     .max_inputs = 1,
+                     .n_outputs = 1,
+                     .input_names = "X",
+                     .attrs = kGeluAttrs,
+                     .n_attrs = COUNT(kGeluAttrs),
+                     .shape = shape_gelu,
+                     .flops = numel_out,
+                     .semantics = "ONNX Gelu-20 = torch.nn.GELU: approximate \"none\": 0.5 x (1 + "
+                                  "erf(x / sqrt(2))); \"tanh\": 0.5 x (1 + tanh(sqrt(2 / pi) (x + "
+                                  "0.044715 x^3)))"},
+    [GCC_OP_GELU_GRAD] = {.name = "GeluGrad",
+                          .min_inputs = 2,
+                          .max_inputs = 2,
+                          .n_outputs = 1,
+                          .input_names = "dY, X",
+                          .attrs = kGeluAttrs,
+                          .n_attrs = COUNT(kGeluAttrs),
+                          .flags = GCC_OPF_INTERNAL,
+                          .shape = shape_gelu_grad,
+                          .flops = numel_out,
+                          .semantics = "the derivative of Gelu from X (PyTorch gelu_backward): "
+                                       "\"none\": dY (Phi(x) + x phi(x)); \"tanh\": dY (0.5 (1 + "
+                                       "t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715 x^2)), t "
+                                       "= tanh(sqrt(2 / pi) (x + 0.044715 x^3))"},
+    [GCC_OP_ERF] = {.name = "Erf",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .shape = shape_unary_same,
+                    .flops = numel_out,
+                    .semantics = "ONNX Erf (torch.erf): 2 / sqrt(pi) * integral of exp(-t^2) "
+                                 "from 0 to x"},
+    [GCC_OP_ERF_GRAD] = {.name = "ErfGrad",
+                         .min_inputs = 2,
+                         .max_inputs = 2,
+                         .n_outputs = 1,
+                         .input_names = "dY, X",
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_elem_grad,
+                         .flops = numel_out,
+                         .semantics = "dX = dY * 2 / sqrt(pi) * exp(-X^2) (PyTorch's erf "
+                                      "derivative)"},
+    [GCC_OP_EXP] = {.name = "Exp",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .shape = shape_unary_same,
+                    .flops = numel_out,
+                    .semantics = "ONNX Exp (torch.exp)"},
+    [GCC_OP_LOG] = {.name = "Log",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .shape = shape_unary_same,
+                    .flops = numel_out,
+                    .semantics = "ONNX Log (torch.log): natural logarithm, -Inf at 0, NaN below"},
+    [GCC_OP_NEG] = {.name = "Neg",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .shape = shape_unary_same,
+                    .flops = numel_out,
+                    .semantics = "ONNX Neg (torch.neg): -x"},
+    [GCC_OP_ABS] = {.name = "Abs",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .shape = shape_unary_same,
+                    .flops = numel_out,
+                    .semantics = "ONNX Abs (torch.abs)"},
+    [GCC_OP_ABS_GRAD] = {.name = "AbsGrad",
+                         .min_inputs = 2,
+                         .max_inputs = 2,
+                         .n_outputs = 1,
+                         .input_names = "dY, X",
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_elem_grad,
+                         .flops = numel_out,
+                         .semantics = "dX = dY * sgn(X), 0 at X = 0 (PyTorch abs_backward: grad "
+                                      "* self.sgn())"},
+    [GCC_OP_POW] = {.name = "Pow",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_pow,
+                    .flops = numel_out,
+                    .semantics = "ONNX Pow with multidirectional broadcasting (torch.pow, "
+                                 "numpy.power): A^B, NaN for a negative base and a non-integer "
+                                 "exponent"},
+    [GCC_OP_POW_GRAD_BASE] = {.name = "PowGradBase",
+                              .min_inputs = 3,
+                              .max_inputs = 3,
+                              .n_outputs = 1,
+                              .input_names = "dY, A, B",
+                              .flags = GCC_OPF_INTERNAL,
+                              .shape = shape_pow_grad,
+                              .flops = numel_out,
+                              .semantics = "dA (before the broadcast's sum) = B == 0 ? 0 : dY * B "
+                                           "* A^(B - 1) (PyTorch pow_backward_self)"},
+    [GCC_OP_POW_GRAD_EXPONENT] = {.name = "PowGradExponent",
+                                  .min_inputs = 3,
+                                  .max_inputs = 3,
+                                  .n_outputs = 1,
+                                  .input_names = "dY, A, B",
+                                  .flags = GCC_OPF_INTERNAL,
+                                  .shape = shape_pow_grad,
+                                  .flops = numel_out,
+                                  .semantics = "dB (before the broadcast's sum) = (A == 0 and B >= "
+                                               "0) ? 0 : dY * A^B * log(A) (PyTorch "
+                                               "pow_backward_exponent)"},
+    [GCC_OP_RECIPROCAL] = {.name = "Reciprocal",
+                           .min_inputs = 1,
+                           .max_inputs = 1,
+                           .n_outputs = 1,
+                           .input_names = "X",
+                           .shape = shape_unary_same,
+                           .flops = numel_out,
+                           .semantics = "ONNX Reciprocal (torch.reciprocal): 1 / x"},
+    [GCC_OP_MAX] = {.name = "Max",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_pow,
+                    .flops = numel_out,
+                    .semantics = "torch.maximum = ONNX Max of two inputs with multidirectional "
+                                 "broadcasting (the importer chains more); NaN propagates"},
+    [GCC_OP_MIN] = {.name = "Min",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_pow,
+                    .flops = numel_out,
+                    .semantics = "torch.minimum = ONNX Min of two inputs with multidirectional "
+                                 "broadcasting (the importer chains more); NaN propagates"},
+    [GCC_OP_MAX_GRAD] = {.name = "MaxGrad",
+                         .min_inputs = 3,
+                         .max_inputs = 3,
+                         .n_outputs = 1,
+                         .input_names = "dY, X, Other",
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_pow_grad,
+                         .flops = numel_out,
+                         .semantics =
+                             "X's share of max(X, Other)'s gradient before the broadcast's "
+                             "sum: X < Other ? 0 : X == Other ? dY / 2 : dY (PyTorch's "
+                             "maximum backward)"},
+    [GCC_OP_MIN_GRAD] = {.name = "MinGrad",
+                         .min_inputs = 3,
+                         .max_inputs = 3,
+                         .n_outputs = 1,
+                         .input_names = "dY, X, Other",
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_pow_grad,
+                         .flops = numel_out,
+                         .semantics =
+                             "X's share of min(X, Other)'s gradient before the broadcast's "
+                             "sum: X > Other ? 0 : X == Other ? dY / 2 : dY (PyTorch's "
+                             "minimum backward)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -171,7 +171,24 @@ typedef struct gcc_op_desc {
   X(EXPAND, Expand)                                                                                \
   X(GRAD_NORM, GradNorm)                                                                           \
   X(ATTENTION, Attention)                                                                          \
-  X(ATTENTION_GRAD, AttentionGrad)
+  X(ATTENTION_GRAD, AttentionGrad)                                                                 \
+  X(GELU, Gelu)                                                                                    \
+  X(GELU_GRAD, GeluGrad)                                                                           \
+  X(ERF, Erf)                                                                                      \
+  X(ERF_GRAD, ErfGrad)                                                                             \
+  X(EXP, Exp)                                                                                      \
+  X(LOG, Log)                                                                                      \
+  X(NEG, Neg)                                                                                      \
+  X(ABS, Abs)                                                                                      \
+  X(ABS_GRAD, AbsGrad)                                                                             \
+  X(POW, Pow)                                                                                      \
+  X(POW_GRAD_BASE, PowGradBase)                                                                    \
+  X(POW_GRAD_EXPONENT, PowGradExponent)                                                            \
+  X(RECIPROCAL, Reciprocal)                                                                        \
+  X(MAX, Max)                                                                                      \
+  X(MIN, Min)                                                                                      \
+  X(MAX_GRAD, MaxGrad)                                                                             \
+  X(MIN_GRAD, MinGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -319,6 +336,10 @@ enum { EXPAND_SHAPE };
  * a partial slice of a symbolic dim, an empty result. */
 gcc_status gcc_slice_resolve(const gcc_node *n, const char *source, const gcc_shape *x,
                              int64_t *start, int64_t *step, gcc_shape *y, gcc_diag *d);
+/* Gelu (X) -> Y and GeluGrad (dY, X) -> dX: `approximate` "none" (the erf
+ * form, ONNX Gelu-20's default, torch.nn.GELU()) or "tanh"
+ * (torch.nn.GELU(approximate='tanh')); gcc_gelu_is_tanh reads it. */
+enum { GELU_APPROXIMATE };
 enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
 /* LayerNormalization (X, Scale, B?) -> Y (, Mean, InvStdDev), ONNX
  * LayerNormalization-17 = torch.nn.functional.layer_norm: X is seen as
@@ -432,6 +453,10 @@ void gcc_window2d_of(const gcc_node *n, const gcc_shape *filter, gcc_window2d *w
  * (dilated) kernel does not fit in the padded input. */
 int64_t gcc_window_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad0, int64_t pad1,
                            int64_t dil);
+
+/* 1 when the Gelu / GeluGrad node's resolved `approximate` is "tanh", 0
+ * for "none" (the shape function refuses any other value). */
+int gcc_gelu_is_tanh(const gcc_node *n);
 
 /* The descriptor of op `op` (0 <= op < GCC_OP_COUNT). */
 const gcc_op_desc *gcc_op(int op);

@@ -10,6 +10,7 @@
  *   graph/ops_shape_layers.c LRN, BatchNormalization, LayerNormalization, Dropout, Concat,
  *                            Transpose, Pad, ConvTranspose
  *   graph/ops_shape_index.c  Gather, Slice and their gradients, Expand
+ *   graph/ops_shape_math.c   Gelu, Pow and the pointwise math of the Transformer blocks
  *   graph/ops_flops.c        the FLOPs functions
  *   graph/ops_shape_attention.c  Attention and AttentionGrad (shapes, FLOPs, geometry)
  */
@@ -134,6 +135,10 @@ gcc_status shape_attention(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_attention_grad(gcc_graph *g, int node, gcc_diag *d);
 double flops_attention(const gcc_graph *g, int node);
 double flops_attention_grad(const gcc_graph *g, int node);
+gcc_status shape_gelu(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_gelu_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_pow(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_pow_grad(gcc_graph *g, int node, gcc_diag *d);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

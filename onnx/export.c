@@ -36,6 +36,7 @@ typedef struct ex {
   char **made; /* names of the constants the export adds */
   int n_made, cap_made;
   char desc[512]; /* the node being written, for messages */
+  int opset;      /* above GCC_ONNX_EXPORT_OPSET when a node's ONNX op needs it (Gelu: 20) */
 } ex;
 
 static gcc_status oom(gcc_diag *d) {
@@ -428,6 +429,10 @@ static gcc_status ex_pad(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag
                      d);
 }
 
+static gcc_status ex_gelu(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  return attr_string(E, np, "approximate", gcc_gelu_is_tanh(n) ? "tanh" : "none", d);
+}
+
 static gcc_status ex_batch_norm(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
   GCC_TRY(attr_float(E, np, "epsilon", n->av[BN_EPSILON].f, d));
   return attr_float(E, np, "momentum", n->av[BN_MOMENTUM].f, d);
@@ -441,7 +446,8 @@ static gcc_status ex_layer_norm(ex *E, const gcc_node *n, Onnx__NodeProto *np, g
 
 typedef struct export_entry {
   gcc_onnx_export_op pub;
-  ex_fn fn; /* attributes and extra inputs; NULL: none */
+  ex_fn fn;  /* attributes and extra inputs; NULL: none */
+  int opset; /* the opset the ONNX op appears in, when above GCC_ONNX_EXPORT_OPSET; 0: none */
 } export_entry;
 
 #define MAP(onnx_type)                                                                             \
@@ -451,10 +457,12 @@ typedef struct export_entry {
 #define NONE(why)                                                                                  \
   { {NULL, why, 0}, NULL }
 #define TRAINING(what) NONE(what " (made by autodiff for training; never in an inference graph)")
+#define MAP_SINCE(onnx_type, fn, since)                                                            \
+  { {onnx_type, NULL, 1}, fn, since }
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 65, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 82, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -530,6 +538,24 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
                               "MatMul chain it came from (ONNX has Attention from opset 23, "
                               "export writes 17)"),
     [GCC_OP_ATTENTION_GRAD] = TRAINING("the gradient of Attention"),
+    /* ONNX has Gelu from opset 20: a graph with one is written at opset 20 */
+    [GCC_OP_GELU] = MAP_SINCE("Gelu", ex_gelu, 20),
+    [GCC_OP_GELU_GRAD] = TRAINING("the gradient of Gelu"),
+    [GCC_OP_ERF] = MAP("Erf"),
+    [GCC_OP_ERF_GRAD] = TRAINING("the gradient of Erf"),
+    [GCC_OP_EXP] = MAP("Exp"),
+    [GCC_OP_LOG] = MAP("Log"),
+    [GCC_OP_NEG] = MAP("Neg"),
+    [GCC_OP_ABS] = MAP("Abs"),
+    [GCC_OP_ABS_GRAD] = TRAINING("the gradient of Abs"),
+    [GCC_OP_POW] = MAP("Pow"),
+    [GCC_OP_POW_GRAD_BASE] = TRAINING("a gradient of Pow"),
+    [GCC_OP_POW_GRAD_EXPONENT] = TRAINING("a gradient of Pow"),
+    [GCC_OP_RECIPROCAL] = MAP("Reciprocal"),
+    [GCC_OP_MAX] = MAP("Max"),
+    [GCC_OP_MIN] = MAP("Min"),
+    [GCC_OP_MAX_GRAD] = TRAINING("the gradient of Max"),
+    [GCC_OP_MIN_GRAD] = TRAINING("the gradient of Min"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {
@@ -646,6 +672,8 @@ static gcc_status write_node(ex *E, int i, gcc_diag *d) {
   }
   if (m->fn)
     GCC_TRY(m->fn(E, n, np, d));
+  if (m->opset > E->opset)
+    E->opset = m->opset;
   E->nodes[E->n_nodes++] = np;
   return GCC_OK;
 }
@@ -707,11 +735,12 @@ static gcc_status build(ex *E, const gcc_onnx_export_options *o, Onnx__ModelProt
   onnx__operator_set_id_proto__init(opset);
   opset->domain = "";
   opset->has_version = 1;
-  opset->version = GCC_ONNX_EXPORT_OPSET;
+  opset->version = E->opset > GCC_ONNX_EXPORT_OPSET ? E->opset : GCC_ONNX_EXPORT_OPSET;
   opsets[0] = opset;
   onnx__model_proto__init(mp);
   mp->has_ir_version = 1;
-  mp->ir_version = GCC_ONNX_EXPORT_IR_VERSION;
+  /* IR version 9 came with opset 19 (ONNX 1.14) */
+  mp->ir_version = opset->version >= 19 ? 9 : GCC_ONNX_EXPORT_IR_VERSION;
   mp->n_opset_import = 1;
   mp->opset_import = opsets;
   mp->producer_name = "gcc-train";

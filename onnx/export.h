@@ -69,6 +69,9 @@
  *   Pad                 Pad                  mode; pads as an int64
  *                                            initializer input, the value
  *                                            as a scalar one
+ *   Gelu                Gelu (opset 20)      approximate ("none" | "tanh");
+ *                                            a graph holding one is written
+ *                                            at opset 20, IR version 9
  *
  * Every other IR op (losses, gradients, optimizer updates, copies,
  * all-reduces, ReduceSumTo) is made by the training passes and has no ONNX
@@ -103,7 +106,9 @@
 extern "C" {
 #endif
 
-/* The default-domain opset and the IR version of every exported model. */
+/* The default-domain opset and the IR version of every exported model
+ * (opset 20 and IR version 9 for a graph with an op ONNX added later:
+ * Gelu). */
 #define GCC_ONNX_EXPORT_OPSET      17
 #define GCC_ONNX_EXPORT_IR_VERSION 8
 

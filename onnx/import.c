@@ -1603,6 +1603,9 @@ static gcc_status check_shapes(imp *I, gcc_diag *d) {
     int pv = gcc_graph_find(probe, v->name);
     if (pv < 0)
       continue;
+    /* the value of a pattern's inner node, removed (GELU): nothing computes it */
+    if (probe->values[pv].kind == GCC_VALUE_ACTIVATION && probe->values[pv].producer < 0)
+      continue;
     gcc_shape want;
     to_gcc_shape(&v->sh, batch, &want);
     if (!gcc_shape_equal(&want, &probe->values[pv].shape) ||
@@ -1669,6 +1672,9 @@ gcc_status gcc_onnx_import(const uint8_t *bytes, size_t size, const char *source
     st = convert_nodes(&I, d);
   if (st == GCC_OK)
     st = bind_outputs(&I, d);
+  /* the IR nodes of a pattern's inner ONNX nodes (GELU) that nothing reads */
+  if (st == GCC_OK && I.n_patterns)
+    st = gcc_graph_prune(I.g, NULL, 0, d);
   if (st == GCC_OK)
     st = drop_unused(&I, d);
   if (st == GCC_OK)

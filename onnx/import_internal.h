@@ -92,6 +92,9 @@ typedef struct imp {
     const char *name;
   } * rename;
   int n_rename, cap_rename;
+  /* patterns converted as one IR node (onnx/import_ops_math.c: GELU): the IR
+   * nodes of their other ONNX nodes are removed when the graph is done */
+  int n_patterns;
 } imp;
 
 /* A node being converted. */

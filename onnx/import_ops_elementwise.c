@@ -309,12 +309,61 @@ gcc_status cv_sub(nctx *c, gcc_diag *d) {
 gcc_status cv_mul(nctx *c, gcc_diag *d) {
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '*', d);
+  int x, tanh_form;
+  if (onnx_gelu_pattern(c, &x, &tanh_form))
+    return cv_gelu_pattern(c, x, tanh_form, d);
   return binary(c, GCC_OP_MUL, d);
 }
 gcc_status cv_div(nctx *c, gcc_diag *d) {
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '/', d);
   return binary(c, GCC_OP_DIV, d);
+}
+/* Pow: float base and exponent. An int64 / int32 constant exponent (x^3
+ * as some exporters write it) is converted to float (exactly, below 2^24);
+ * other integer operands are refused naming the dtype. */
+gcc_status cv_pow(nctx *c, gcc_diag *d) {
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  GCC_TRY(need_float(c, 0, d));
+  ival *e = imp_val(c->I, in_idx(c, 1));
+  int64_t n = tshape_static_numel(&e->sh);
+  if (c->ver >= 7 && e->is_const && e->data && n >= 0 &&
+      (e->onnx_dt == I64 || e->onnx_dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)) {
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    if (!f)
+      return oom(d);
+    int wide = e->onnx_dt == I64, exact = 1;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = wide ? ((const int64_t *)e->data)[i] : ((const int32_t *)e->data)[i];
+      exact &= v >= -(1 << 24) && v <= (1 << 24);
+      f[i] = (float)v;
+    }
+    if (!exact) {
+      free(f);
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "the integer exponent is not exactly a float32 (|B| > 2^24)");
+    }
+    gcc_shape gs = {e->sh.ndim, {0}};
+    for (int i = 0; i < e->sh.ndim; i++)
+      gs.dims[i] = e->sh.d[i].v;
+    char name[620];
+    snprintf(name, sizeof name, "%s/exponent", c->ir_name);
+    for (int k = 1; gcc_graph_find(c->I->g, name) >= 0; k++)
+      snprintf(name, sizeof name, "%s/exponent_%d", c->ir_name, k);
+    int ins[2], node;
+    gcc_status st = gcc_graph_add_value(c->I->g, name, GCC_DT_FLOAT32, &gs, GCC_VALUE_CONST, f,
+                                        (size_t)n * sizeof *f, &ins[1], d);
+    free(f);
+    GCC_TRY(st);
+    GCC_TRY(allow_attrs(c, d, (char *)NULL));
+    GCC_TRY(in_ir(c, 0, &ins[0], d));
+    tshape s;
+    if (!tshape_broadcast(in_sh(c, 0), &e->sh, &s))
+      return node_err(c, d, GCC_ERR_SHAPE, "operands do not broadcast");
+    return emit(c, GCC_OP_POW, ins, 2, 0, F32, &s, NULL, &node, d);
+  }
+  GCC_TRY(need_float(c, 1, d));
+  return binary(c, GCC_OP_POW, d);
 }
 
 gcc_status cv_sigmoid(nctx *c, gcc_diag *d) {
@@ -378,7 +427,9 @@ gcc_status cv_clip(nctx *c, gcc_diag *d) {
 
 /* Sum of n inputs: a chain of Adds (broadcasting from opset 8; before, the
  * shapes must be equal). */
-gcc_status cv_sum(nctx *c, gcc_diag *d) {
+/* Sum, Max, Min: any number of float inputs (opset 8 on: broadcast), a
+ * chain of the binary op from the left; one input is an alias of it. */
+static gcc_status variadic(nctx *c, int op, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
   GCC_TRY(no_consumed_inputs(c, d));
   int n = n_in(c);
@@ -413,10 +464,23 @@ gcc_status cv_sum(nctx *c, gcc_diag *d) {
                       tshape_str(&s, x, sizeof x));
     int ins[2] = {acc, -1}, node;
     GCC_TRY(in_ir(c, k, &ins[1], d));
-    GCC_TRY(emit(c, GCC_OP_ADD, ins, 2, k == n - 1 ? 0 : -1, F32, &r, &acc, &node, d));
+    GCC_TRY(emit(c, op, ins, 2, k == n - 1 ? 0 : -1, F32, &r, &acc, &node, d));
     s = r;
   }
   return GCC_OK;
+}
+
+gcc_status cv_sum(nctx *c, gcc_diag *d) {
+  return variadic(c, GCC_OP_ADD, d);
+}
+/* Max, Min of several inputs: the binary ops chained from the left, so a
+ * tie of more than two inputs shares the gradient as the chain of
+ * torch.maximum calls does (1/2 at each tied step). */
+gcc_status cv_max(nctx *c, gcc_diag *d) {
+  return variadic(c, GCC_OP_MAX, d);
+}
+gcc_status cv_min(nctx *c, gcc_diag *d) {
+  return variadic(c, GCC_OP_MIN, d);
 }
 
 /* A float32 scalar constant of the IR, named "<node>/<what>" (made unique). */

@@ -10,6 +10,8 @@
  *   onnx/import_ops_shapecalc.c    Shape, Cast: shape arithmetic folded at import
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
+ *   onnx/import_ops_math.c         Gelu, Erf, Exp, Log, Neg, Abs, Reciprocal and the GELU
+ *                                  patterns of opsets < 20 (Pow: import_ops_elementwise.c)
  *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
  *                                  Squeeze, Unsqueeze, Concat, Transpose, Pad)
  */
@@ -150,6 +152,21 @@ gcc_status cv_unsqueeze(nctx *c, gcc_diag *d);
 gcc_status cv_concat(nctx *c, gcc_diag *d);
 gcc_status cv_transpose(nctx *c, gcc_diag *d);
 gcc_status cv_pad(nctx *c, gcc_diag *d);
+gcc_status cv_gelu(nctx *c, gcc_diag *d);
+gcc_status cv_erf(nctx *c, gcc_diag *d);
+gcc_status cv_exp(nctx *c, gcc_diag *d);
+gcc_status cv_log(nctx *c, gcc_diag *d);
+gcc_status cv_neg(nctx *c, gcc_diag *d);
+gcc_status cv_abs(nctx *c, gcc_diag *d);
+gcc_status cv_reciprocal(nctx *c, gcc_diag *d);
+gcc_status cv_pow(nctx *c, gcc_diag *d);
+gcc_status cv_max(nctx *c, gcc_diag *d);
+gcc_status cv_min(nctx *c, gcc_diag *d);
+/* 1 when the Mul being converted ends a GELU pattern (onnx/import_ops_math.c):
+ * *x its input (a root value index), *tanh_form 1 for the tanh form. */
+int onnx_gelu_pattern(nctx *c, int *x, int *tanh_form);
+/* Converts that Mul as Gelu(x). */
+gcc_status cv_gelu_pattern(nctx *c, int x, int tanh_form, gcc_diag *d);
 
 /* onnx/import_ops_elementwise.c: HardSigmoid, HardSwish */
 gcc_status cv_hard_sigmoid(nctx *c, gcc_diag *d);

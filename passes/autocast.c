@@ -84,7 +84,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 65, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 82, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -175,6 +175,25 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
      * flash-attention kernel and cuDNN's SDPA are the next step) */
     [GCC_OP_ATTENTION] = {AC_FP32, 0, 0},
     [GCC_OP_ATTENTION_GRAD] = {AC_FP32, 0, 0},
+    /* not on autocast's lists: GELU of a bfloat16 tensor is bfloat16 (computed in float) */
+    [GCC_OP_GELU] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_GELU_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_ERF] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_ERF_GRAD] = {AC_PROMOTE, 0, 0},
+    /* torch.autocast's float32 list: exp, log, pow, reciprocal */
+    [GCC_OP_EXP] = {AC_FP32, 0, 0},
+    [GCC_OP_LOG] = {AC_FP32, 0, 0},
+    [GCC_OP_NEG] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_ABS] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_ABS_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_POW] = {AC_FP32, 0, 0},
+    [GCC_OP_POW_GRAD_BASE] = {AC_FP32, 0, 0},
+    [GCC_OP_POW_GRAD_EXPONENT] = {AC_FP32, 0, 0},
+    [GCC_OP_RECIPROCAL] = {AC_FP32, 0, 0},
+    [GCC_OP_MAX] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_MIN] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_MAX_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_MIN_GRAD] = {AC_PROMOTE, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

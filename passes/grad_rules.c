@@ -405,6 +405,116 @@ gcc_status gcc_grad_log_softmax(gcc_grad_ctx *c, int node, const int *dy, int *d
   return unary_grad(c, node, dy, dx, GCC_OP_LOG_SOFTMAX_GRAD, 1, d);
 }
 
+/* Gelu: dX = GeluGrad(G, X) with the forward's `approximate`. */
+static gcc_status gcc_grad_gelu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_GELU_GRAD, 0, d);
+}
+
+/* Erf: dX = ErfGrad(G, X) = G 2 / sqrt(pi) exp(-X^2). */
+static gcc_status gcc_grad_erf(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_ERF_GRAD, 0, d);
+}
+
+/* Exp: dX = G * Y (PyTorch: grad * result). */
+static gcc_status gcc_grad_exp(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], Y = g->nodes[node].outputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  return binary(c, GCC_OP_MUL, node, "dX", dy[0], Y, &dx[0], d);
+}
+
+/* Log: dX = G / X. */
+static gcc_status gcc_grad_log(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  return binary(c, GCC_OP_DIV, node, "dX", dy[0], X, &dx[0], d);
+}
+
+/* Neg: dX = -G. */
+static gcc_status gcc_grad_neg(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], n2;
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  GCC_TRY(emit(c, GCC_OP_NEG, node, "dX", &dy[0], 1, &n2, &dx[0], d));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* Abs: dX = AbsGrad(G, X) = G sgn(X). */
+static gcc_status gcc_grad_abs(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_ABS_GRAD, 0, d);
+}
+
+/* Reciprocal: dX = -G Y^2 (PyTorch: -grad * (result * result).conj()). */
+static gcc_status gcc_grad_reciprocal(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                      gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], Y = g->nodes[node].outputs[0], t, t2, n2;
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  GCC_TRY(binary(c, GCC_OP_MUL, node, "dX_gy", dy[0], Y, &t, d));
+  GCC_TRY(binary(c, GCC_OP_MUL, node, "dX_gyy", t, Y, &t2, d));
+  GCC_TRY(emit(c, GCC_OP_NEG, node, "dX", &t2, 1, &n2, &dx[0], d));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* Y = A^B (broadcast): dA = sum_to(PowGradBase(G, A, B), A), dB =
+ * sum_to(PowGradExponent(G, A, B), B), each only where wanted (a constant
+ * exponent gets none). */
+static gcc_status gcc_grad_pow(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0], t, n2;
+  if (G < 0)
+    return GCC_OK;
+  int in[3] = {G, A, B};
+  if (gcc_grad_wanted(c, A)) {
+    GCC_TRY(emit(c, GCC_OP_POW_GRAD_BASE, node, "dA_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dA", t, A, 1.0f, &dx[0], d));
+  }
+  if (gcc_grad_wanted(c, B)) {
+    GCC_TRY(emit(c, GCC_OP_POW_GRAD_EXPONENT, node, "dB_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dB", t, B, 1.0f, &dx[1], d));
+  }
+  return GCC_OK;
+}
+
+/* Y = max(A, B) or min(A, B) (broadcast): dA = sum_to(op(G, A, B), A), dB
+ * = sum_to(op(G, B, A), B), op = MaxGrad / MinGrad (the winner gets G,
+ * each of a tie G / 2: torch.maximum's backward). */
+static gcc_status min_max_grad(gcc_grad_ctx *c, int node, const int *dy, int *dx, int op,
+                               gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0], t, n2;
+  if (G < 0)
+    return GCC_OK;
+  if (gcc_grad_wanted(c, A)) {
+    int in[3] = {G, A, B};
+    GCC_TRY(emit(c, op, node, "dA_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dA", t, A, 1.0f, &dx[0], d));
+  }
+  if (gcc_grad_wanted(c, B)) {
+    int in[3] = {G, B, A};
+    GCC_TRY(emit(c, op, node, "dB_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dB", t, B, 1.0f, &dx[1], d));
+  }
+  return GCC_OK;
+}
+
+static gcc_status gcc_grad_max(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return min_max_grad(c, node, dy, dx, GCC_OP_MAX_GRAD, d);
+}
+
+static gcc_status gcc_grad_min(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return min_max_grad(c, node, dy, dx, GCC_OP_MIN_GRAD, d);
+}
+
 /* LRN: dX = LRNGrad(G, X, Y). */
 gcc_status gcc_grad_lrn(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
   gcc_graph *g = gcc_grad_graph(c);
@@ -786,7 +896,7 @@ gcc_status gcc_grad_attention(gcc_grad_ctx *c, int node, const int *dy, int *dx,
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 65, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 82, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -857,6 +967,23 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GRAD_NORM] = {.none = "gradient clipping: made by autodiff, after the backward"},
     [GCC_OP_ATTENTION] = {.fn = gcc_grad_attention},
     [GCC_OP_ATTENTION_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_GELU] = {.fn = gcc_grad_gelu},
+    [GCC_OP_GELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_ERF] = {.fn = gcc_grad_erf},
+    [GCC_OP_ERF_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_EXP] = {.fn = gcc_grad_exp},
+    [GCC_OP_LOG] = {.fn = gcc_grad_log},
+    [GCC_OP_NEG] = {.fn = gcc_grad_neg},
+    [GCC_OP_ABS] = {.fn = gcc_grad_abs},
+    [GCC_OP_ABS_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_POW] = {.fn = gcc_grad_pow},
+    [GCC_OP_POW_GRAD_BASE] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_POW_GRAD_EXPONENT] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_RECIPROCAL] = {.fn = gcc_grad_reciprocal},
+    [GCC_OP_MAX] = {.fn = gcc_grad_max},
+    [GCC_OP_MIN] = {.fn = gcc_grad_min},
+    [GCC_OP_MAX_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_MIN_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -2370,6 +2370,314 @@ TEST(ImportGrad, PointwiseActivations) {
   }
 }
 
+// ---- the pointwise math of the Transformer blocks (issue 30) ------------------------------
+
+// torch.nn.GELU in float64: the erf form and the tanh approximation.
+double RefGelu(double x, bool tanh_form) {
+  if (tanh_form)
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+// The derivative of RefGelu, written out independently of the kernels.
+double RefGeluDerivative(double x, bool tanh_form) {
+  if (tanh_form) {
+    double k = std::sqrt(2 / M_PI), u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+  }
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-x * x / 2) / std::sqrt(2 * M_PI);
+}
+
+int GeluOp(gcc_builder *b, int x, const char *approximate) {
+  int y = Op(b, GCC_OP_GELU, "gelu", {x});
+  if (approximate) {
+    EXPECT_EQ(gcc_node_set_string(b->g, b->g->values[y].producer, "approximate", approximate),
+              GCC_OK);
+  }
+  return y;
+}
+
+TEST(MathGrad, GeluBothApproximations) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      int64_t n = Numel(d);
+      std::vector<GradCase> cases;
+      // the attribute left out is "none", ONNX's and PyTorch's default
+      for (const char *a : {static_cast<const char *>(nullptr), "none", "tanh"}) {
+        bool tanh_form = a && std::string(a) == "tanh";
+        cases.push_back(UnaryCase(
+            std::string("Gelu approximate=") + (a ? a : "(default)"), d, r.F(n, -4, 4),
+            [a](gcc_builder *b, int x) { return GeluOp(b, x, a); },
+            [tanh_form](double x) { return RefGelu(x, tanh_form); }, GCC_OP_GELU_GRAD));
+      }
+      for (GradCase &c : cases) {
+        c.cuda = seed == kSeeds[0] && rank == 2;
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
+// The unary math ops with a float64 reference and their own gradient op (or
+// a composition of existing ones), on random shapes, CPU and CUDA plans.
+struct MathCase {
+  const char *name;
+  int op;
+  double lo, hi, gap; // inputs in [lo, hi), |x| >= gap (away from a kink or a pole)
+  double (*f)(double);
+  std::vector<int> bwd_ops;
+};
+
+TEST(MathGrad, UnaryOps) {
+  const MathCase cases[] = {
+      {"Erf", GCC_OP_ERF, -2.5, 2.5, 0, [](double x) { return std::erf(x); }, {GCC_OP_ERF_GRAD}},
+      {"Exp", GCC_OP_EXP, -2, 2, 0, [](double x) { return std::exp(x); }, {GCC_OP_MUL}},
+      {"Log", GCC_OP_LOG, 0.2, 3, 0, [](double x) { return std::log(x); }, {GCC_OP_DIV}},
+      {"Neg", GCC_OP_NEG, -2, 2, 0, [](double x) { return -x; }, {GCC_OP_NEG}},
+      // away from the kink at 0
+      {"Abs", GCC_OP_ABS, -2, 2, 0.05, [](double x) { return std::fabs(x); }, {GCC_OP_ABS_GRAD}},
+      // away from the pole at 0
+      {"Reciprocal",
+       GCC_OP_RECIPROCAL,
+       -2,
+       2,
+       0.3,
+       [](double x) { return 1 / x; },
+       {GCC_OP_MUL, GCC_OP_NEG}},
+  };
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      int64_t n = Numel(d);
+      for (const MathCase &m : cases) {
+        int op = m.op;
+        GradCase c = UnaryCase(
+            m.name, d, AwayFrom(r, n, m.lo, m.hi, {0}, m.gap),
+            [op](gcc_builder *b, int x) { return Op(b, op, "f", {x}); }, m.f, m.bwd_ops[0]);
+        c.bwd_ops = m.bwd_ops;
+        c.cuda = seed == kSeeds[0] && rank == 2;
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
+// Pow with broadcasting, gradients to the base and to a parameter exponent
+// (PowGradBase, PowGradExponent, summed over the broadcast dims); a base in
+// [0.5, 2] keeps log(A) defined, as the finite differences need.
+GradCase PowCase(const std::string &what, const Dims &a, const Dims &b, Rng &r,
+                 bool b_is_const = false) {
+  GradCase c;
+  c.label = "Pow " + what;
+  c.params.push_back({"A", a, r.F(Numel(a), 0.5, 2)});
+  std::vector<float> bv = r.F(Numel(b), -2, 3);
+  if (b_is_const)
+    c.inputs.push_back(FloatInput("B", b, bv));
+  else
+    c.params.push_back({"B", b, bv});
+  c.build = [](gcc_builder *bl, const Ids &v) {
+    return Op(bl, GCC_OP_POW, "pow", {v.at("A"), v.at("B")});
+  };
+  c.ref = [](const Env &e) {
+    const T64 &x = e.at("A"), &z = e.at("B");
+    Dims od;
+    EXPECT_TRUE(BroadcastDims(x.dims, z.dims, &od));
+    T64 y = Zeros(od);
+    for (int64_t o = 0; o < Numel(od); ++o)
+      y.v[o] = std::pow(x.v[BroadcastIndex(x.dims, od, o)], z.v[BroadcastIndex(z.dims, od, o)]);
+    return y;
+  };
+  c.bwd_ops = {GCC_OP_POW_GRAD_BASE};
+  if (!b_is_const)
+    c.bwd_ops.push_back(GCC_OP_POW_GRAD_EXPONENT);
+  return c;
+}
+
+TEST(MathGrad, PowBroadcastingBaseAndExponent) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 4), C = r.I(2, 4);
+    std::vector<GradCase> cases = {
+        PowCase("[N,C]^[N,C]", {N, C}, {N, C}, r),
+        PowCase("[N,C]^[C]", {N, C}, {C}, r),
+        PowCase("[N,1]^[1,C]", {N, 1}, {1, C}, r),
+        PowCase("[C]^[N,C]", {C}, {N, C}, r),
+        PowCase("[N,C]^[] (a scalar exponent)", {N, C}, {}, r),
+        PowCase("[N,C]^input[C] (no exponent gradient)", {N, C}, {C}, r, true),
+    };
+    for (size_t i = 0; i < cases.size(); ++i) {
+      cases[i].cuda = seed == kSeeds[0] && i % 2 == 0;
+      RunGradCase(cases[i], seed);
+    }
+  }
+}
+
+// Max / Min with broadcasting, both operands parameters. The operands are
+// drawn from disjoint grids (A on odd, B on even multiples of 0.05), so no
+// element ties and the finite differences (step far below 0.05) never
+// cross a switch; ties are checked exactly below.
+GradCase MinMaxCase(int op, const std::string &what, const Dims &a, const Dims &b, Rng &r) {
+  GradCase c;
+  c.label = std::string(gcc_op_name(op)) + " " + what;
+  auto grid = [&r](int64_t n, int odd) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &x : v)
+      x = static_cast<float>(0.05 * (2 * r.I(-20, 20) + odd));
+    return v;
+  };
+  c.params.push_back({"A", a, grid(Numel(a), 1)});
+  c.params.push_back({"B", b, grid(Numel(b), 0)});
+  c.build = [op](gcc_builder *bl, const Ids &v) {
+    return Op(bl, op, "mm", {v.at("A"), v.at("B")});
+  };
+  c.ref = [op](const Env &e) {
+    const T64 &x = e.at("A"), &z = e.at("B");
+    Dims od;
+    EXPECT_TRUE(BroadcastDims(x.dims, z.dims, &od));
+    T64 y = Zeros(od);
+    for (int64_t o = 0; o < Numel(od); ++o) {
+      double p = x.v[BroadcastIndex(x.dims, od, o)], q = z.v[BroadcastIndex(z.dims, od, o)];
+      y.v[o] = op == GCC_OP_MAX ? std::max(p, q) : std::min(p, q);
+    }
+    return y;
+  };
+  c.bwd_ops = {op == GCC_OP_MAX ? GCC_OP_MAX_GRAD : GCC_OP_MIN_GRAD};
+  return c;
+}
+
+TEST(MathGrad, MaxMinBroadcasting) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 4), C = r.I(2, 4);
+    for (int op : {GCC_OP_MAX, GCC_OP_MIN}) {
+      std::vector<GradCase> cases = {
+          MinMaxCase(op, "[N,C],[N,C]", {N, C}, {N, C}, r),
+          MinMaxCase(op, "[N,C],[C]", {N, C}, {C}, r),
+          MinMaxCase(op, "[N,1],[1,C]", {N, 1}, {1, C}, r),
+          MinMaxCase(op, "[],[N,C]", {}, {N, C}, r),
+      };
+      for (size_t i = 0; i < cases.size(); ++i) {
+        cases[i].cuda = seed == kSeeds[0] && i % 2 == 0;
+        RunGradCase(cases[i], seed);
+      }
+    }
+  }
+}
+
+// torch.maximum / torch.minimum's backward on ties: each operand gets half
+// of the gradient (checked in PyTorch 2.15: torch.maximum(a, b) with a == b
+// gives a.grad == b.grad == 0.5 * grad); the loser gets 0, the winner all.
+TEST(InternalOps, MaxMinGradientsSplitTiesInHalf) {
+  Dims d = {1, 4};
+  InputSpec dy = FloatInput("dy", d, {1.5f, -2.0f, 0.5f, 3.0f});
+  InputSpec x = FloatInput("x", d, {1.0f, 2.0f, -1.0f, 0.0f});
+  InputSpec o = FloatInput("o", d, {1.0f, 1.0f, 0.5f, -0.0f});
+  struct K {
+    int op;
+    std::vector<double> want;
+  } ks[] = {
+      {GCC_OP_MAX_GRAD, {0.75, -2.0, 0.0, 1.5}}, // tie, wins, loses, tie (0 == -0)
+      {GCC_OP_MIN_GRAD, {0.75, 0.0, 0.5, 1.5}},
+  };
+  for (const K &k : ks) {
+    DirectCase c;
+    c.label = gcc_op_name(k.op);
+    c.inputs = {dy, x, o};
+    int op = k.op;
+    c.build = [op](gcc_builder *bl, const Ids &v) {
+      return Op(bl, op, "g", {v.at("dy"), v.at("x"), v.at("o")});
+    };
+    c.expect = Zeros(d);
+    c.expect.v = k.want;
+    RunDirect(c);
+  }
+}
+
+// PyTorch's special cases of pow's backward: no base gradient where the
+// exponent is 0 (0^0 included), no exponent gradient where the base is 0
+// and the exponent >= 0; and AbsGrad is 0 at 0 (torch.sgn).
+TEST(InternalOps, PowAndAbsGradientsAtTheirSpecialPoints) {
+  Dims d = {1, 4};
+  InputSpec dy = FloatInput("dy", d, {1.5f, -2.0f, 0.5f, 3.0f});
+  InputSpec a = FloatInput("a", d, {0.0f, 0.0f, 2.0f, 0.0f});
+  InputSpec b = FloatInput("b", d, {0.0f, 2.0f, 0.0f, 3.0f});
+  struct K {
+    int op;
+    std::vector<double> want;
+  } ks[] = {
+      // dY * B * A^(B - 1): 0 where B = 0; 0^1 * 2 = 0; 0^2 * 3 = 0
+      {GCC_OP_POW_GRAD_BASE, {0.0, 0.0, 0.0, 0.0}},
+      // dY * A^B * log(A): 0 where A = 0 and B >= 0; 2^0 log 2 * 0.5
+      {GCC_OP_POW_GRAD_EXPONENT, {0.0, 0.0, 0.5 * std::log(2.0), 0.0}},
+  };
+  for (const K &k : ks) {
+    DirectCase c;
+    c.label = gcc_op_name(k.op);
+    c.inputs = {dy, a, b};
+    int op = k.op;
+    c.build = [op](gcc_builder *bl, const Ids &v) {
+      return Op(bl, op, "g", {v.at("dy"), v.at("a"), v.at("b")});
+    };
+    c.expect = Zeros(d);
+    c.expect.v = k.want;
+    RunDirect(c);
+  }
+  DirectCase c;
+  c.label = "AbsGrad";
+  c.inputs = {dy, FloatInput("x", d, {0.0f, -1.0f, 2.0f, -0.0f})};
+  c.build = [](gcc_builder *bl, const Ids &v) {
+    return Op(bl, GCC_OP_ABS_GRAD, "g", {v.at("dy"), v.at("x")});
+  };
+  c.expect = Zeros(d);
+  c.expect.v = {0.0, 2.0, 0.5, 0.0};
+  RunDirect(c);
+}
+
+TEST(InternalOps, GeluGradMatchesItsFormula) {
+  Rng r(12);
+  Dims d = {5, 7};
+  int64_t n = Numel(d);
+  InputSpec dy = FloatInput("dy", d, r.F(n, -2, 2));
+  InputSpec x = FloatInput("x", d, r.F(n, -6, 6));
+  x.f[0] = 0.0f; // the derivative at 0 is 1/2 in both forms
+  for (const char *a : {"none", "tanh"}) {
+    DirectCase c;
+    c.label = std::string("GeluGrad ") + a;
+    c.inputs = {dy, x};
+    c.build = [a](gcc_builder *b, const Ids &v) {
+      int out = Op(b, GCC_OP_GELU_GRAD, "g", {v.at("dy"), v.at("x")});
+      EXPECT_EQ(gcc_node_set_string(b->g, b->g->values[out].producer, "approximate", a), GCC_OK);
+      return out;
+    };
+    c.expect = Zeros(d);
+    bool tanh_form = std::string(a) == "tanh";
+    for (int64_t i = 0; i < n; ++i)
+      c.expect.v[i] = dy.f[i] * RefGeluDerivative(x.f[i], tanh_form);
+    RunDirect(c);
+  }
+}
+
+TEST(InternalOps, GeluRefusesAnUnknownApproximation) {
+  gcc_builder *b = gcc_builder_new("gelu_bad", 1);
+  ASSERT_NE(b, nullptr);
+  int64_t dims[2] = {2, 3};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, dims);
+  int y = GeluOp(b, x, "erf");
+  gcc_build_output(b, y);
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  gcc_status st = gcc_builder_finish(b, &g, &d);
+  if (st == GCC_OK)
+    st = gcc_infer_shapes(g, &d);
+  EXPECT_NE(st, GCC_OK);
+  EXPECT_NE(std::string(d.msg).find("'approximate' is 'erf'"), std::string::npos) << d.msg;
+  EXPECT_NE(std::string(d.msg).find("node 'gelu'"), std::string::npos) << d.msg;
+  gcc_graph_free(g);
+}
+
 // log_softmax along `axis`, float64.
 T64 RefLogSoftmax(const T64 &x, int64_t axis) {
   T64 y = RefSoftmax(x, axis);
@@ -4067,6 +4375,30 @@ const Covered kCovered[] = {
     {GCC_OP_ATTENTION, "Attention", kGradcheck, "AttentionGrad.*, Attention.* (attention_test.cc)"},
     {GCC_OP_ATTENTION_GRAD, "AttentionGrad", kInternal,
      "AttentionGrad.*, Attention.* (tests/attention_test.cc)"},
+    {GCC_OP_GELU, "Gelu", kGradcheck,
+     "MathGrad.GeluBothApproximations, OnnxGelu.* (tests/onnx_gelu_test.cc: PyTorch fixture)"},
+    {GCC_OP_GELU_GRAD, "GeluGrad", kInternal,
+     "MathGrad.GeluBothApproximations, InternalOps.GeluGrad*"},
+    {GCC_OP_ERF, "Erf", kGradcheck, "MathGrad.UnaryOps"},
+    {GCC_OP_ERF_GRAD, "ErfGrad", kInternal, "MathGrad.UnaryOps"},
+    {GCC_OP_EXP, "Exp", kGradcheck, "MathGrad.UnaryOps"},
+    {GCC_OP_LOG, "Log", kGradcheck, "MathGrad.UnaryOps"},
+    {GCC_OP_NEG, "Neg", kGradcheck, "MathGrad.UnaryOps"},
+    {GCC_OP_ABS, "Abs", kGradcheck, "MathGrad.UnaryOps"},
+    {GCC_OP_ABS_GRAD, "AbsGrad", kInternal,
+     "MathGrad.UnaryOps, InternalOps.PowAndAbsGradientsAtTheirSpecialPoints"},
+    {GCC_OP_POW, "Pow", kGradcheck, "MathGrad.PowBroadcastingBaseAndExponent"},
+    {GCC_OP_POW_GRAD_BASE, "PowGradBase", kInternal,
+     "MathGrad.Pow*, InternalOps.PowAndAbsGradientsAtTheirSpecialPoints"},
+    {GCC_OP_POW_GRAD_EXPONENT, "PowGradExponent", kInternal,
+     "MathGrad.Pow*, InternalOps.PowAndAbsGradientsAtTheirSpecialPoints"},
+    {GCC_OP_RECIPROCAL, "Reciprocal", kGradcheck, "MathGrad.UnaryOps"},
+    {GCC_OP_MAX, "Max", kGradcheck, "MathGrad.MaxMinBroadcasting"},
+    {GCC_OP_MIN, "Min", kGradcheck, "MathGrad.MaxMinBroadcasting"},
+    {GCC_OP_MAX_GRAD, "MaxGrad", kInternal,
+     "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
+    {GCC_OP_MIN_GRAD, "MinGrad", kInternal,
+     "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -155,6 +155,35 @@ gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a);
  * float32, and the clip coefficient from it in float32 */
 gcc_status gcc_cpu_grad_norm(const gcc_kernel_args *a);
 gcc_status gcc_cpu_amp_update_scale(const gcc_kernel_args *a);
+/* The pointwise math of the Transformer blocks (runtime/cpu/cpu_math.c),
+ * float32, dense: Gelu (X) -> Y and GeluGrad (dY, X) -> dX, both
+ * approximations (`approximate`), as PyTorch's CPU GELU kernels. */
+gcc_status gcc_cpu_gelu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_gelu_grad(const gcc_kernel_args *a);
+/* Erf (X) -> Y (erff) and ErfGrad (dY, X) -> dY * 2 / sqrt(pi) * exp(-X^2). */
+gcc_status gcc_cpu_erf(const gcc_kernel_args *a);
+gcc_status gcc_cpu_erf_grad(const gcc_kernel_args *a);
+/* Exp, Log, Neg, Abs, Reciprocal (X) -> Y (expf, logf, -x, fabsf, 1 / x);
+ * AbsGrad (dY, X) -> dY sgn(X) (0 at X = 0); Pow (A, B) -> A^B (powf) with
+ * A and B broadcast (ONNX multidirectional broadcasting); PowGradBase and
+ * PowGradExponent (dY, A, B), A and B broadcast to dY's shape: PyTorch's
+ * pow_backward_self and pow_backward_exponent (formulas in graph/ops.c). */
+gcc_status gcc_cpu_exp(const gcc_kernel_args *a);
+gcc_status gcc_cpu_log(const gcc_kernel_args *a);
+gcc_status gcc_cpu_neg(const gcc_kernel_args *a);
+gcc_status gcc_cpu_abs(const gcc_kernel_args *a);
+gcc_status gcc_cpu_abs_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_pow(const gcc_kernel_args *a);
+gcc_status gcc_cpu_pow_grad_base(const gcc_kernel_args *a);
+gcc_status gcc_cpu_pow_grad_exponent(const gcc_kernel_args *a);
+gcc_status gcc_cpu_reciprocal(const gcc_kernel_args *a);
+/* Max, Min (A, B) -> the larger / smaller, broadcast, NaN propagated
+ * (torch.maximum / torch.minimum); MaxGrad, MinGrad (dY, X, Other) -> X's
+ * share: 0 where X loses, dY / 2 on a tie, else dY (PyTorch's rule). */
+gcc_status gcc_cpu_max(const gcc_kernel_args *a);
+gcc_status gcc_cpu_min(const gcc_kernel_args *a);
+gcc_status gcc_cpu_max_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_min_grad(const gcc_kernel_args *a);
 
 /* Convolution (ONNX Conv, 2-D, NCHW, groups) by im2col + sgemm per group, and its
  * gradients. The batch is processed in chunks of samples: one chunk's

@@ -13,7 +13,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 65, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 82, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -97,6 +97,23 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_ATTENTION] = {.kernel = gcc_cpu_attention, .workspace = gcc_cpu_attention_workspace},
     [GCC_OP_ATTENTION_GRAD] = {.kernel = gcc_cpu_attention_grad,
                                .workspace = gcc_cpu_attention_grad_workspace},
+    [GCC_OP_GELU] = {.kernel = gcc_cpu_gelu},
+    [GCC_OP_GELU_GRAD] = {.kernel = gcc_cpu_gelu_grad},
+    [GCC_OP_ERF] = {.kernel = gcc_cpu_erf},
+    [GCC_OP_ERF_GRAD] = {.kernel = gcc_cpu_erf_grad},
+    [GCC_OP_EXP] = {.kernel = gcc_cpu_exp},
+    [GCC_OP_LOG] = {.kernel = gcc_cpu_log},
+    [GCC_OP_NEG] = {.kernel = gcc_cpu_neg},
+    [GCC_OP_ABS] = {.kernel = gcc_cpu_abs},
+    [GCC_OP_ABS_GRAD] = {.kernel = gcc_cpu_abs_grad},
+    [GCC_OP_POW] = {.kernel = gcc_cpu_pow},
+    [GCC_OP_POW_GRAD_BASE] = {.kernel = gcc_cpu_pow_grad_base},
+    [GCC_OP_POW_GRAD_EXPONENT] = {.kernel = gcc_cpu_pow_grad_exponent},
+    [GCC_OP_RECIPROCAL] = {.kernel = gcc_cpu_reciprocal},
+    [GCC_OP_MAX] = {.kernel = gcc_cpu_max},
+    [GCC_OP_MIN] = {.kernel = gcc_cpu_min},
+    [GCC_OP_MAX_GRAD] = {.kernel = gcc_cpu_max_grad},
+    [GCC_OP_MIN_GRAD] = {.kernel = gcc_cpu_min_grad},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

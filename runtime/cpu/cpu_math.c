@@ -1,0 +1,260 @@
+/*
+ * cpu_math.c - the CPU backend's kernels of the pointwise math of the
+ * Transformer blocks (Gelu, Erf, Exp, Log, Neg, Abs, Pow, Reciprocal, Max,
+ * Min and their gradients). Plain loops over dense float32, compiled for
+ * AVX2 and baseline x86-64 as cpu_kernels.c's hot loops; GELU's formulas are
+ * PyTorch's CPU kernels (GeluKernelImpl, GeluBackwardKernelImpl) in float.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "graph/ops.h"
+#include "runtime/cpu/cpu_kernels.h"
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define GCC_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define GCC_HOT
+#endif
+
+#define GELU_BETA        0.79788456080286536f /* sqrt(2 / pi) */
+#define GELU_KAPPA       0.044715f
+#define SQRT1_2          0.70710678118654752f
+#define INV_SQRT_2PI     0.39894228040143268f /* 1 / sqrt(2 pi) */
+#define TWO_OVER_SQRT_PI 1.12837916709551257f /* 2 / sqrt(pi) */
+
+GCC_HOT static void gelu_erf_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * SQRT1_2));
+}
+
+GCC_HOT static void gelu_tanh_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    y[i] = 0.5f * v * (1.0f + tanhf(GELU_BETA * (v + GELU_KAPPA * v * v * v)));
+  }
+}
+
+GCC_HOT static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x,
+                                       float *restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    float cdf = 0.5f * (1.0f + erff(v * SQRT1_2));
+    float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
+GCC_HOT static void gelu_tanh_grad_loop(const float *restrict dy, const float *restrict x,
+                                        float *restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i], v2 = v * v;
+    float t = tanhf(GELU_BETA * (v + GELU_KAPPA * v2 * v));
+    float left = 0.5f * v, right = 1.0f + t;
+    float dleft = 0.5f * right;
+    float dright = left * (1.0f - t * t) * GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * v2);
+    dx[i] = dy[i] * (dleft + dright);
+  }
+}
+
+gcc_status gcc_cpu_gelu(const gcc_kernel_args *a) {
+  const float *x = (const float *)a->in[0]->data;
+  float *y = (float *)a->out[0]->data;
+  if (gcc_gelu_is_tanh(a->node))
+    gelu_tanh_loop(x, y, a->out[0]->numel);
+  else
+    gelu_erf_loop(x, y, a->out[0]->numel);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_gelu_grad(const gcc_kernel_args *a) {
+  const float *dy = (const float *)a->in[0]->data, *x = (const float *)a->in[1]->data;
+  float *dx = (float *)a->out[0]->data;
+  if (gcc_gelu_is_tanh(a->node))
+    gelu_tanh_grad_loop(dy, x, dx, a->out[0]->numel);
+  else
+    gelu_erf_grad_loop(dy, x, dx, a->out[0]->numel);
+  return GCC_OK;
+}
+
+GCC_HOT static void erf_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = erff(x[i]);
+}
+
+GCC_HOT static void erf_grad_loop(const float *restrict dy, const float *restrict x,
+                                  float *restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = dy[i] * TWO_OVER_SQRT_PI * expf(-x[i] * x[i]);
+}
+
+gcc_status gcc_cpu_erf(const gcc_kernel_args *a) {
+  erf_loop((const float *)a->in[0]->data, (float *)a->out[0]->data, a->out[0]->numel);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_erf_grad(const gcc_kernel_args *a) {
+  erf_grad_loop((const float *)a->in[0]->data, (const float *)a->in[1]->data,
+                (float *)a->out[0]->data, a->out[0]->numel);
+  return GCC_OK;
+}
+
+/* ---- Exp, Log, Neg, Abs, Reciprocal ---------------------------------------------- */
+
+GCC_HOT static void exp_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = expf(x[i]);
+}
+GCC_HOT static void log_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = logf(x[i]);
+}
+GCC_HOT static void neg_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = -x[i];
+}
+GCC_HOT static void abs_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = fabsf(x[i]);
+}
+GCC_HOT static void reciprocal_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = 1.0f / x[i];
+}
+GCC_HOT static void abs_grad_loop(const float *restrict dy, const float *restrict x,
+                                  float *restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = x[i] > 0.0f ? dy[i] : (x[i] < 0.0f ? -dy[i] : 0.0f);
+}
+
+typedef void (*unary_loop)(const float *restrict, float *restrict, int64_t);
+
+static gcc_status unary(const gcc_kernel_args *a, unary_loop f) {
+  f((const float *)a->in[0]->data, (float *)a->out[0]->data, a->out[0]->numel);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_exp(const gcc_kernel_args *a) {
+  return unary(a, exp_loop);
+}
+gcc_status gcc_cpu_log(const gcc_kernel_args *a) {
+  return unary(a, log_loop);
+}
+gcc_status gcc_cpu_neg(const gcc_kernel_args *a) {
+  return unary(a, neg_loop);
+}
+gcc_status gcc_cpu_abs(const gcc_kernel_args *a) {
+  return unary(a, abs_loop);
+}
+gcc_status gcc_cpu_reciprocal(const gcc_kernel_args *a) {
+  return unary(a, reciprocal_loop);
+}
+gcc_status gcc_cpu_abs_grad(const gcc_kernel_args *a) {
+  abs_grad_loop((const float *)a->in[0]->data, (const float *)a->in[1]->data,
+                (float *)a->out[0]->data, a->out[0]->numel);
+  return GCC_OK;
+}
+
+/* ---- Pow, Max, Min and their gradients (broadcast operands) ---------------------- */
+
+/* Strides (elements) of `in` broadcast to `out`: 0 on broadcast dims. */
+static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st) {
+  int64_t s = 1;
+  for (int i = out->ndim - 1; i >= 0; i--) {
+    int j = in->ndim - out->ndim + i;
+    int64_t dim = j >= 0 ? in->dims[j] : 1;
+    st[i] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+}
+
+/* The pointwise formulas over broadcast operands, by kind. */
+enum { POW_FWD, POW_GRAD_A, POW_GRAD_B, MAX_FWD, MIN_FWD, MAX_GRAD, MIN_GRAD };
+
+static inline float pow_elem(int kind, float g, float a, float b) {
+  switch (kind) {
+  case POW_FWD: return powf(a, b);
+  case POW_GRAD_A: return b == 0.0f ? 0.0f : g * (b * powf(a, b - 1.0f));
+  case POW_GRAD_B: return (a == 0.0f && b >= 0.0f) ? 0.0f : g * (powf(a, b) * logf(a));
+  case MAX_FWD: return (a > b || a != a) ? a : b; /* NaN propagates */
+  case MIN_FWD: return (a < b || a != a) ? a : b;
+  case MAX_GRAD: return a < b ? 0.0f : (a == b ? 0.5f * g : g);
+  default: return a > b ? 0.0f : (a == b ? 0.5f * g : g); /* MIN_GRAD */
+  }
+}
+
+/* y[i] = pow_elem(kind, g[i], a[ia], b[ib]) over y's shape (the kind is a
+ * constant at each call: the compiler specialises the loops); g (NULL for the
+ * forward) has y's shape, A and B are broadcast. */
+static inline void pow_walk(int kind, const gcc_tensor *G, const gcc_tensor *A, const gcc_tensor *B,
+                            gcc_tensor *Y) {
+  const float *g = G ? (const float *)G->data : NULL, *av = (const float *)A->data,
+              *bv = (const float *)B->data;
+  float *y = (float *)Y->data;
+  int64_t n = Y->numel;
+  if (A->numel == n && B->numel == n) {
+    for (int64_t i = 0; i < n; i++)
+      y[i] = pow_elem(kind, g ? g[i] : 0.0f, av[i], bv[i]);
+    return;
+  }
+  if (A->numel == n && B->numel == 1) { /* x^c: the exporters' x^3, x^2 */
+    float b = bv[0];
+    for (int64_t i = 0; i < n; i++)
+      y[i] = pow_elem(kind, g ? g[i] : 0.0f, av[i], b);
+    return;
+  }
+  const gcc_shape *s = &Y->shape;
+  int64_t sa[GCC_MAX_DIMS], sb[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0}, ia = 0, ib = 0;
+  bcast_strides(&A->shape, s, sa);
+  bcast_strides(&B->shape, s, sb);
+  for (int64_t o = 0; o < n; o++) {
+    y[o] = pow_elem(kind, g ? g[o] : 0.0f, av[ia], bv[ib]);
+    for (int k = s->ndim - 1; k >= 0; k--) {
+      idx[k]++;
+      ia += sa[k];
+      ib += sb[k];
+      if (idx[k] < s->dims[k])
+        break;
+      ia -= sa[k] * idx[k];
+      ib -= sb[k] * idx[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+gcc_status gcc_cpu_pow(const gcc_kernel_args *a) {
+  pow_walk(POW_FWD, NULL, a->in[0], a->in[1], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_pow_grad_base(const gcc_kernel_args *a) {
+  pow_walk(POW_GRAD_A, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_pow_grad_exponent(const gcc_kernel_args *a) {
+  pow_walk(POW_GRAD_B, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+/* ---- Max, Min and their gradients ------------------------------------------------ */
+
+gcc_status gcc_cpu_max(const gcc_kernel_args *a) {
+  pow_walk(MAX_FWD, NULL, a->in[0], a->in[1], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_min(const gcc_kernel_args *a) {
+  pow_walk(MIN_FWD, NULL, a->in[0], a->in[1], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_max_grad(const gcc_kernel_args *a) {
+  pow_walk(MAX_GRAD, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_min_grad(const gcc_kernel_args *a) {
+  pow_walk(MIN_GRAD, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
