@@ -201,9 +201,9 @@ gcc_status sym_target(nctx *c, int k, const tshape *x, int expand, const int64_t
                       gcc_diag *d);
 /* Add, Sub, Mul, Div and Mod of integer constants and shape values
  * (scalars or vectors), folded: sym_arith_applies says whether the node's
- * operands are such; op is '+', '-', '*', '/' or '%'. */
+ * operands are such; how is '+', '-', '*', '/' or '%'. */
 int sym_arith_applies(nctx *c);
-gcc_status sym_arith(nctx *c, char op, gcc_diag *d);
+gcc_status sym_arith(nctx *c, char how, gcc_diag *d);
 gcc_status cv_mod(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */

@@ -287,8 +287,8 @@ int sym_arith_applies(nctx *c) {
   return 1;
 }
 
-gcc_status sym_arith(nctx *c, char op, gcc_diag *d) {
-  if (op != '%')
+gcc_status sym_arith(nctx *c, char how, gcc_diag *d) {
+  if (how != '%')
     GCC_TRY(allow_attrs(c, d, (char *)NULL));
   const sdim *a, *b;
   int64_t na, nb;
@@ -305,12 +305,12 @@ gcc_status sym_arith(nctx *c, char op, gcc_diag *d) {
   for (int64_t i = 0; i < n; i++) {
     sdim x = a[na == 1 ? 0 : i], y = b[nb == 1 ? 0 : i];
     int ok = 1;
-    switch (op) {
+    switch (how) {
     case '+':
     case '-':
       ok = x.sym == y.sym || (x.sym ? y.v == 0 : x.v == 0);
-      r[i] = (sdim){op == '+' ? x.v + y.v : x.v - y.v, x.sym || y.sym};
-      if (!x.sym && y.sym && op == '-')
+      r[i] = (sdim){how == '+' ? x.v + y.v : x.v - y.v, x.sym || y.sym};
+      if (!x.sym && y.sym && how == '-')
         ok = 0;
       break;
     case '*':
@@ -319,8 +319,8 @@ gcc_status sym_arith(nctx *c, char op, gcc_diag *d) {
       break;
     case '/':
     case '%':
-      ok = !y.sym && y.v != 0 && (!x.sym || (op == '/' && x.v % y.v == 0));
-      if (ok && op == '/')
+      ok = !y.sym && y.v != 0 && (!x.sym || (how == '/' && x.v % y.v == 0));
+      if (ok && how == '/')
         r[i] = (sdim){x.v / y.v, x.sym};
       else if (ok) /* ONNX Mod with fmod 0: the sign of the divisor, as Python */
         r[i] = (sdim){((x.v % y.v) + y.v) % y.v, 0};
@@ -331,7 +331,7 @@ gcc_status sym_arith(nctx *c, char op, gcc_diag *d) {
       return node_err(c, d, GCC_ERR_UNSUPPORTED,
                       "shape arithmetic %" PRId64 "%s %c %" PRId64 "%s cannot be folded with the "
                       "symbolic batch N",
-                      x.v, x.sym ? "N" : "", op, y.v, y.sym ? "N" : "");
+                      x.v, x.sym ? "N" : "", how, y.v, y.sym ? "N" : "");
   }
   tshape s = na >= nb ? *in_sh(c, 0) : *in_sh(c, 1);
   GCC_TRY(set_sym(c, 0, &s, r, n, d));

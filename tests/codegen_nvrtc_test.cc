@@ -63,6 +63,35 @@ gcc_graph *ChainModel() {
   return FinishInlineTraining(b, "loss", nullptr, "x", "t", Opt(GCC_OPT_ADAM, 0.01f));
 }
 
+// Gather (an embedding of int64 ids), Slice with a step and Expand, in
+// training: their kernels and GatherGrad's, SliceGrad's.
+gcc_graph *IndexModel() {
+  gcc_builder *b = gcc_builder_new("index", 1);
+  int64_t idd[2] = {GCC_BATCH_DIM, 5}, ed[2] = {7, 6}, pd[2] = {5, 1},
+          td[3] = {GCC_BATCH_DIM, 5, 3};
+  int ids = gcc_build_input(b, "ids", GCC_DT_INT64, 2, idd);
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 3, td);
+  std::vector<float> e(42, 0.5f), p(5, 0.25f);
+  int table = gcc_build_param(b, "table", 2, ed, e.data());
+  int pos = gcc_build_param(b, "pos", 2, pd, p.data());
+  int gi[2] = {table, ids};
+  int y = gcc_build_op(b, GCC_OP_GATHER, "emb", "emb.out", gi, 2); // [N, 5, 6]
+  int sl = gcc_build_op(b, GCC_OP_SLICE, "every_other", "every_other.out", &y, 1);
+  int64_t st[1] = {0}, en[1] = {6}, ax[1] = {2}, sp[1] = {2};
+  gcc_build_set_ints(b, sl, "starts", st, 1);
+  gcc_build_set_ints(b, sl, "ends", en, 1);
+  gcc_build_set_ints(b, sl, "axes", ax, 1);
+  gcc_build_set_ints(b, sl, "steps", sp, 1);
+  int ex = gcc_build_op(b, GCC_OP_EXPAND, "pos_expand", "pos_expand.out", &pos, 1);
+  int64_t es[2] = {5, 3};
+  gcc_build_set_ints(b, ex, "shape", es, 2);
+  int ai[2] = {sl, ex};
+  int sum = gcc_build_op(b, GCC_OP_ADD, "add", "add.out", ai, 2);
+  int loss = gcc_build_mse(b, "loss", sum, t);
+  gcc_build_output(b, loss);
+  return FinishInlineTraining(b, "loss", nullptr, "ids", "t", Opt(GCC_OPT_SGD, 0.1f));
+}
+
 struct Case {
   std::string name;
   gcc_graph *model;
@@ -204,6 +233,12 @@ TEST(CodegenNvrtc, EveryGeneratedKernelCompilesForSm80AndSm90) {
   };
   for (const Case &c : cnn_cases)
     CompileAll(c);
+  { // the indexing ops (Gather, Slice, Expand and their gradients)
+    gcc_graph *index = IndexModel();
+    ASSERT_NE(index, nullptr);
+    CompileAll({"index_train_b4", index, GCC_MODE_TRAIN, 4, 5});
+    gcc_graph_free(index);
+  }
   // mixed precision: the same plans with 16-bit storage (cuda_bf16.h,
   // cuda_fp16.h from the toolkit's include directory)
   const Case mixed[] = {
