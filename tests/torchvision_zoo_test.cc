@@ -24,9 +24,11 @@
 // training, given cross-entropy and the reference's SGD recipe, trained 3
 // steps on the reference's batch of 2 on the CPU; the losses and every
 // parameter and running statistic must match PyTorch's
-// (MODEL.EXPORTER.train.fix, computed in float64) within train_import_test's
-// bound, |got - want| <= 1e-4 max(|want|, 1e-2), a running mean in units of
-// its channel's standard deviation (see TrainAndCompare).
+// (MODEL.EXPORTER.train.fix, PyTorch float32) within train_import_test's
+// bound, |got - want| <= 1e-4 max(|want|, 1e-2) (a running mean in units of
+// its channel's standard deviation), or within 4 times the spread between
+// the reference's NCHW and channels_last runs where that is larger (see
+// kAlt: batch-2 training BatchNorms amplify rounding in some networks).
 //
 // Both tests print their table rows ("[zoo] ..."), which bench/RESULTS.md
 // collects.
@@ -237,6 +239,12 @@ TEST(TorchvisionZoo, EvalExportsMatchPyTorchOnCpuAndCudaPlans) {
 // ---- training -----------------------------------------------------------------------
 
 constexpr double kRtol = 1e-4, kFloor = 1e-2; // train_import_test's bound
+// The reference's second float32 run (channels_last: the convolutions sum in
+// another order) differs from its first by what this computation makes of
+// float32 rounding; gcc-train's float32 steps, a third summation order, are
+// allowed kAlt times that spread where it exceeds the plain bound (two
+// samples of a rounding spread underestimate its range: a margin of 4).
+constexpr double kAlt = 4;
 
 // Adds labels, cross-entropy on "logits" and the reference's recipe.
 std::string AddLossAndRecipe(gcc_graph *g, const gcc_test::Fixture &fx) {
@@ -276,7 +284,9 @@ std::string AddLossAndRecipe(gcc_graph *g, const gcc_test::Fixture &fx) {
 // Trains `g` 3 steps on the CPU and compares with the reference; returns the
 // worst error over its tolerance (losses, parameters, running statistics)
 // and the number of tensors compared, or sets *err.
-double TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, int *tensors, std::string *err) {
+double TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, int *tensors, double *sensitivity,
+                       std::string *err) {
+  *sensitivity = 0;
   *err = AddLossAndRecipe(g, fx);
   if (!err->empty())
     return NAN;
@@ -302,7 +312,11 @@ double TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, int *tensors, 
       return NAN;
     }
     double want = fx.Get("loss." + std::to_string(step)).f64()[0];
-    double tol = kRtol * std::max(std::fabs(want), kFloor), e = std::fabs(loss - want);
+    double alt = fx.Get("alt.loss." + std::to_string(step)).f64()[0];
+    double tol = std::max(kRtol * std::max(std::fabs(want), kFloor), kAlt * std::fabs(alt - want));
+    double e = std::fabs(loss - want);
+    *sensitivity =
+        std::max(*sensitivity, std::fabs(alt - want) / (kRtol * std::max(std::fabs(want), kFloor)));
     worst = std::max(worst, e / tol);
     EXPECT_LE(e, tol) << "step " << step << " loss " << loss << ", PyTorch " << want;
   }
@@ -324,6 +338,12 @@ double TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, int *tensors, 
     if (n != rec.numel())
       continue;
     const float *want = rec.f32();
+    std::string aname = "alt." + pname;
+    if (!fx.Has(aname) || fx.Get(aname).numel() != n) {
+      ADD_FAILURE() << pname << ": no " << aname << " of " << n << " elements in the reference";
+      continue;
+    }
+    const float *alt = fx.Get(aname).f32();
     // a running mean is compared in units of its channel's standard
     // deviation (sqrt of the running variance), the scale of the activations
     // it averages: deep layers' means are near 0 and their float32 error is
@@ -342,7 +362,9 @@ double TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, int *tensors, 
       double scale = std::max(std::fabs((double)want[i]), kFloor);
       if (var)
         scale = std::max(scale, std::sqrt(std::max(0.0, (double)var[i])));
-      double tol = kRtol * scale;
+      double plain = kRtol * scale, spread = std::fabs((double)alt[i] - want[i]);
+      *sensitivity = std::max(*sensitivity, spread / plain);
+      double tol = std::max(plain, kAlt * spread);
       double e = std::fabs((double)p[i] - want[i]);
       tensor_worst = std::max(tensor_worst, e / tol);
       if (!(e <= tol) && bad++ < 2)
@@ -396,7 +418,8 @@ TEST(TorchvisionZoo, ExportsTrainAsPyTorchForThreeSgdSteps) {
         continue;
       }
       int tensors = 0;
-      double worst = TrainAndCompare(g, fx, &tensors, &err);
+      double sensitivity = 0;
+      double worst = TrainAndCompare(g, fx, &tensors, &sensitivity, &err);
       gcc_graph_free(g);
       EXPECT_EQ(err, "");
       if (!err.empty()) {
@@ -406,8 +429,10 @@ TEST(TorchvisionZoo, ExportsTrainAsPyTorchForThreeSgdSteps) {
       }
       EXPECT_GT(tensors, 0);
       matched += worst <= 1;
-      std::printf("[zoo-train] %-20s %-12s %-8s %.3g (%d tensors, %.0f s)\n", model.c_str(),
-                  exporter, worst <= 1 ? "yes" : "MISMATCH", worst, tensors, Seconds(t0));
+      std::printf("[zoo-train] %-20s %-12s %-8s %.3g (%d tensors; PyTorch NCHW vs channels_last "
+                  "%.3g plain tolerances; %.0f s)\n",
+                  model.c_str(), exporter, worst <= 1 ? "yes" : "MISMATCH", worst, tensors,
+                  sensitivity, Seconds(t0));
       std::fflush(stdout);
     }
   }
