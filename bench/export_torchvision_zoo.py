@@ -2,33 +2,71 @@
 """Exports torchvision classifiers with both of PyTorch's ONNX exporters into a
 cache directory, for tests/torchvision_zoo_test (issue 30).
 
-For each model (random weights, eval mode, seeded) and each exporter:
+For each model (random weights, seeded) and each exporter:
   DIR/<model>.<exporter>.onnx   (+ .onnx.data where the exporter writes one)
 where <exporter> is `dynamo` (torch.onnx.export's default since PyTorch 2.9:
 the torch.export-based exporter, a dynamic batch through dynamic_shapes) or
-`torchscript` (dynamo=False, dynamic_axes on the batch). Beside them:
-  DIR/<model>.input.npy    float32 [2, 3, H, W], a fixed pseudo-random input
+`torchscript` (dynamo=False, dynamic_axes on the batch), both of model.eval().
+Beside them:
+  DIR/<model>.input.npy    float32 [2, 3, S, S], a fixed pseudo-random input
   DIR/<model>.logits.npy   float32 [2, classes], PyTorch's eval() logits
   DIR/<model>.<exporter>.error.txt  when the export itself failed
+and for training:
+  DIR/<model>.torchscript.train.onnx  the TorchScript exporter's
+      TrainingMode.TRAINING export of model.train() (BatchNormalization with
+      batch statistics, not folded); the dynamo exporter has no training
+      form (torch.export of a training BatchNorm writes no running-statistic
+      updates), so its eval export is what gcc-train trains for that row
+      (the importer keeps BatchNormalization as nn.BatchNorm2d when it
+      imports for training). That export has each Conv -> BatchNormalization
+      folded into the Conv (onnxscript's optimizer: weights `<conv>.weight`,
+      biases `<conv>.weight_bias`), so its reference is PyTorch training the
+      folded network: torch.fx.experimental.optimization.fuse of the model,
+      loaded with the file's own folded values, trained in train() mode
+      (BatchNorms not after a Conv stay and train on batch statistics; an
+      all-zero Conv bias the exporter dropped stays zero)
+  DIR/<model>.<exporter>.train.fix  (tests/fixture.h format) PyTorch's
+      reference: the batch x [2, 3, S, S] and labels, the recipe (SGD lr,
+      momentum, weight decay), the CrossEntropyLoss of each of 3 SGD steps
+      of model.train() on that batch, and every parameter and running
+      statistic after them ("final.<state_dict name>", the ONNX initializer
+      names). Two files because the TRAINING export itself runs one forward
+      in training mode: its file holds the running statistics as that
+      forward left them, the eval export's the ones before it.
+
+Input size: the smallest square input each model accepts with a spatial map
+of at least 2x2 before its global pool (so that a training BatchNorm at the
+last stage averages over 8 values of a batch of 2, not 2), batch 2.
+AlexNet and VGG keep 224: their adaptive pools (6x6, 7x7) export only when
+the feature map is a multiple of the output.
 
 Weights that make the logits depend on the input: the classifier head (ViT
 zero-initialises it) is re-drawn from N(0, 0.02), every BatchNorm's affine
 parameters are randomised and its running statistics calibrated on 4
 random batches (a fresh MobileNetV3's signal otherwise fades through its
-blocks: its logits are the same for every input to 1e-8).
+blocks: its logits are the same for every input to 1e-8). Dropout and
+stochastic depth are set to p = 0 for the training reference (gcc-train's
+Philox masks are tested in tests/train_import_test; these rows test the
+networks' layers).
 
 Usage (the venv with torch/torchvision from PyPI; nothing is downloaded):
-  python bench/export_torchvision_zoo.py [--dir DIR] [--models a,b,...]
+  python bench/export_torchvision_zoo.py [--dir DIR] [--models a,b,...] [--no-train]
 DIR defaults to $GCC_TRAIN_ZOO_DIR, else ~/.cache/gcc-train/torchvision-zoo.
 Then: bazel test //tests:torchvision_zoo_test --test_env=GCC_TRAIN_ZOO_DIR=DIR
 """
 import argparse
+import copy
 import os
+import sys
 import traceback
 
 import numpy as np
 import torch
 import torchvision
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "fixtures"))
+from make_fixtures import FixtureWriter  # noqa: E402
 
 DEFAULT_MODELS = [
     "alexnet", "vgg11_bn", "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2",
@@ -37,6 +75,16 @@ DEFAULT_MODELS = [
     "regnet_y_400mf", "googlenet", "inception_v3", "convnext_tiny", "vit_b_16", "swin_t",
     "maxvit_t",
 ]
+
+# input side per model (see the docstring); 64 = a 2x2 map after 32x downsampling
+SIZES = {"alexnet": 224, "vgg11_bn": 224, "inception_v3": 107, "vit_b_16": 224,
+         "swin_t": 224, "maxvit_t": 224}
+LR, MOMENTUM, WD = 0.001, 0.9, 1e-4
+LABELS = [1, 5]
+
+
+def size_of(name):
+    return SIZES.get(name, 64)
 
 
 def build(name):
@@ -51,6 +99,7 @@ def build(name):
         torch.nn.init.normal_(last[-1].weight, 0.0, 0.02)
         torch.nn.init.normal_(last[-1].bias, 0.0, 0.02)
     gen = torch.Generator().manual_seed(2)
+    bns = []
     for mod in m.modules():
         if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm):
             c = mod.num_features
@@ -58,12 +107,127 @@ def build(name):
             mod.bias.data = torch.rand(c, generator=gen) * 0.4 - 0.2
             mod.reset_running_stats()
             mod.momentum = None  # a cumulative average over the calibration batches
+            bns.append(mod)
+        # no randomness in training: gcc-train's dropout masks are tested elsewhere
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+        if type(mod).__name__ == "StochasticDepth":
+            mod.p = 0.0
     m.train()
-    size = 299 if name == "inception_v3" else 224
+    size = size_of(name)
     with torch.no_grad():
         for _ in range(4):
             m(torch.rand(8, 3, size, size, generator=gen) * 2 - 1)
+    for mod in bns:
+        mod.momentum = 0.1  # PyTorch's default again, for the training reference
     return m.eval()
+
+
+def sgd_steps(model, x, labels, frozen, channels_last):
+    """3 SGD steps of model.train(); the losses and the final state."""
+    m = copy.deepcopy(model).train()
+    for k, p in m.named_parameters():
+        # fuse_conv_bn_eval's new Conv biases come frozen: trained here
+        p.requires_grad_(k not in frozen)
+    if channels_last:
+        m = m.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=LR,
+                          momentum=MOMENTUM, weight_decay=WD)
+    lossf = torch.nn.CrossEntropyLoss()
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = lossf(m(x), labels)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    state = {k: v.detach().contiguous().numpy().astype(np.float32)
+             for k, v in m.state_dict().items()
+             if not k.endswith("num_batches_tracked") and k not in frozen}
+    return losses, state
+
+
+def train_reference(model, x, labels, path, names=None, frozen=()):
+    """3 SGD steps of model.train() from its present state, written to `path`;
+    `names` maps state_dict names to the ONNX file's initializer names;
+    parameters named in `frozen` are not trained (nor written).
+
+    Twice, in float32: NCHW ("loss.N", "final.NAME") and channels_last
+    ("alt.loss.N", "alt.NAME"), whose convolutions sum in another order.
+    Their difference measures how much this very computation amplifies
+    float32 rounding, which the test allows gcc-train's float32 steps too:
+    with a batch of 2, a training BatchNorm over a channel that ReLU6 or
+    ReLU left (nearly) constant divides rounding noise by sqrt(eps), and
+    PyTorch's own float32 and float64 runs of MobileNetV2 differ by 5e4
+    tolerances after 3 steps at lr 1e-3 (ResNet-18, SqueezeNet 1.1: within
+    0.5). LR 1e-3: at 1e-2 even ResNet-18's float32 and float64 runs differ
+    by 1e3 tolerances; at 1e-3 the parameters still move by 5e3-1e5
+    tolerances (a wrong gradient cannot pass)."""
+    fw = FixtureWriter()
+    fw.add("x", x.float().numpy())
+    fw.add("labels", labels.numpy())
+    fw.add("lr", np.float64(LR))
+    fw.add("momentum", np.float64(MOMENTUM))
+    fw.add("weight_decay", np.float64(WD))
+    for prefix, cl in (("", False), ("alt.", True)):
+        losses, state = sgd_steps(model, x, labels, frozen, cl)
+        for step, loss in enumerate(losses, 1):
+            fw.add("%sloss.%d" % (prefix, step), np.float64(loss))
+        for k, v in state.items():
+            fw.add((prefix or "final.") + (names or {}).get(k, k), v)
+    fw.write(path)
+
+
+def folded_reference(model, onnx_path, x, labels, path):
+    """The reference for training the dynamo export (BatchNorms folded into
+    the Convs): the fx-fused model with the file's values."""
+    import onnx
+    import onnx.numpy_helper
+    import torch.fx.experimental.optimization
+    fused = torch.fx.experimental.optimization.fuse(copy.deepcopy(model).eval())
+    file = {t.name: t for t in onnx.load(onnx_path).graph.initializer}
+    names, state, frozen = {}, fused.state_dict(), set()
+    for k in state:
+        if k.endswith("num_batches_tracked"):
+            continue
+        cand = [k, k[:-len(".bias")] + ".weight_bias"] if k.endswith(".bias") else [k]
+        hit = [c for c in cand if c in file]
+        if not hit and k.endswith(".bias") and not state[k].any():
+            # the exporter drops an all-zero Conv bias (SqueezeNet's init): the
+            # file's network has none to train
+            frozen.add(k)
+            continue
+        if not hit:
+            raise RuntimeError("%s: no initializer %s in %s" % (k, " or ".join(cand), onnx_path))
+        names[k] = hit[0]
+        state[k] = torch.from_numpy(onnx.numpy_helper.to_array(file[hit[0]]).copy())
+    fused.load_state_dict(state)
+    train_reference(fused, x, labels, path, names, frozen)
+
+
+def export(model, x, path, exporter, training=False):
+    err = path[:-5] + ".error.txt"
+    if os.path.exists(err):
+        os.remove(err)
+    try:
+        if exporter == "dynamo":
+            batch = torch.export.Dim("batch", min=1, max=1024)
+            torch.onnx.export(model, (x,), path, dynamo=True, input_names=["input"],
+                              output_names=["logits"], dynamic_shapes=({0: batch},))
+        else:
+            mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+            torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17,
+                              input_names=["input"], output_names=["logits"], training=mode,
+                              do_constant_folding=not training,
+                              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
+        print("exported", path, flush=True)
+        return True
+    except Exception:  # recorded for the test's table
+        with open(err, "w") as f:
+            f.write(traceback.format_exc())
+        print("FAILED", path, flush=True)
+        return False
 
 
 def main():
@@ -71,38 +235,43 @@ def main():
     ap.add_argument("--dir", default=os.environ.get(
         "GCC_TRAIN_ZOO_DIR", os.path.expanduser("~/.cache/gcc-train/torchvision-zoo")))
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--no-train", action="store_true", help="only the eval exports")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     for name in a.models.split(","):
         torch.manual_seed(0)
         model = build(name)
-        size = 299 if name == "inception_v3" else 224
+        size = size_of(name)
         gen = torch.Generator().manual_seed(1)
         x = torch.rand(2, 3, size, size, generator=gen) * 2 - 1
         with torch.no_grad():
             logits = model(x)
-        np.save(os.path.join(a.dir, name + ".input.npy"), x.numpy().astype(np.float32))
-        np.save(os.path.join(a.dir, name + ".logits.npy"), logits.numpy().astype(np.float32))
+        spread = (logits[0] - logits[1]).abs().max().item() / logits.abs().max().item()
+        print("%s: %dx%d input, logits row spread %.3g of the largest" % (name, size, size, spread),
+              flush=True)
+        base = os.path.join(a.dir, name)
+        np.save(base + ".input.npy", x.numpy().astype(np.float32))
+        np.save(base + ".logits.npy", logits.numpy().astype(np.float32))
+        labels = torch.tensor(LABELS, dtype=torch.int64)
         for exporter in ("torchscript", "dynamo"):
-            path = os.path.join(a.dir, "%s.%s.onnx" % (name, exporter))
-            err = path[:-5] + ".error.txt"
-            if os.path.exists(err):
-                os.remove(err)
-            try:
-                if exporter == "dynamo":
-                    batch = torch.export.Dim("batch", min=1, max=1024)
-                    torch.onnx.export(model, (x,), path, dynamo=True, input_names=["input"],
-                                      output_names=["logits"],
-                                      dynamic_shapes={"x": {0: batch}})
-                else:
-                    torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17,
-                                      input_names=["input"], output_names=["logits"],
-                                      dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
-                print("exported", path, flush=True)
-            except Exception:  # recorded for the test's table
-                with open(err, "w") as f:
-                    f.write(traceback.format_exc())
-                print("FAILED", path, flush=True)
+            ok = export(model, x, "%s.%s.onnx" % (base, exporter), exporter)
+            if exporter == "dynamo" and ok and not a.no_train:
+                if os.path.exists(base + ".dynamo.train.error.txt"):
+                    os.remove(base + ".dynamo.train.error.txt")
+                try:
+                    folded_reference(model, "%s.dynamo.onnx" % base, x, labels,
+                                     base + ".dynamo.train.fix")
+                except Exception:  # the test reports the row as without reference
+                    with open(base + ".dynamo.train.error.txt", "w") as f:
+                        f.write(traceback.format_exc())
+                    print("FAILED training reference", name, flush=True)
+        if a.no_train:
+            continue
+        # the TRAINING export runs one training forward: the reference starts
+        # from the state it leaves (what the file holds)
+        m = copy.deepcopy(model).train()
+        if export(m, x, base + ".torchscript.train.onnx", "torchscript", training=True):
+            train_reference(m, x, labels, base + ".torchscript.train.fix")
 
 
 if __name__ == "__main__":
