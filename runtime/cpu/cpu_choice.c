@@ -446,12 +446,17 @@ gcc_status gcc_cpu_choose(const gcc_cpu_choice_req *r, gcc_cpu_choice *out, gcc_
   }
 
   char path[4200];
-  int disk = r->use_disk && disk_enabled();
+  int disk = r->use_disk && disk_enabled(), no_dir = 0;
   if (disk) {
     gcc_diag dd = {0};
     if (gcc_cpu_choice_entry_path(r->dir, r->key, path, sizeof path, &dd) != GCC_OK) {
-      snprintf(out->note, sizeof out->note, "CPU choice cache disabled: %s", dd.msg);
+      snprintf(out->note, sizeof out->note,
+               "CPU choice cache disabled: %s; not timed (the first candidate), as a choice "
+               "that no cache keeps could differ between runs and a resumed run would not be "
+               "bitwise the uninterrupted one",
+               dd.msg);
       disk = 0;
+      no_dir = 1;
     }
   }
   if (disk && read_entry(path, r->key, mask, &lib, out->note, sizeof out->note) == DISK_HIT) {
@@ -461,7 +466,10 @@ gcc_status gcc_cpu_choose(const gcc_cpu_choice_req *r, gcc_cpu_choice *out, gcc_
     return GCC_OK;
   }
 
-  if ((mask & (mask - 1)) == 0 || r->budget_s < 0) { /* one candidate, or not to be timed */
+  /* one candidate, not to be timed, or no cache directory to keep the choice
+   * for the next run of this machine (HOME and XDG_CACHE_HOME unset, as in a
+   * Bazel test): the first candidate, so that every process agrees */
+  if ((mask & (mask - 1)) == 0 || r->budget_s < 0 || no_dir) {
     out->lib = __builtin_ctz(mask);
     out->how = GCC_CPU_CHOICE_UNTIMED;
     out->lib = memo_put(r->key, out->lib);

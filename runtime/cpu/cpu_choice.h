@@ -63,7 +63,13 @@
  * replaced, and out->note says why. Entries are written to a temporary file
  * and renamed into place. The environment variable GCC_CPU_CHOICE_CACHE=0
  * turns the disk cache off (timing and the memo remain). The cache never
- * makes a plan fail: an unusable directory leaves a note and times.
+ * makes a plan fail: an unusable directory leaves a note and times. With no
+ * directory at all (neither an explicit `dir`, an absolute XDG_CACHE_HOME nor
+ * HOME: a Bazel test's environment, some daemons) nothing keeps a timed
+ * choice for the next process, so runs could choose differently and a
+ * resumed run would not be bitwise the uninterrupted one: the choice is then
+ * not timed but the first candidate (the lowest gcc_cpu_lib), and the note
+ * says so.
  */
 #ifndef GCC_RUNTIME_CPU_CPU_CHOICE_H
 #define GCC_RUNTIME_CPU_CPU_CHOICE_H
