@@ -159,8 +159,7 @@ gcc_status gcc_grad_matmul(gcc_grad_ctx *c, int node, const int *dy, int *dx, gc
     GCC_TRY(reshape_to(c, node, "dY_rows", G, g2d, 2, &G2, d));
     if (wa) {
       GCC_TRY(gemm_node(c, node, "dA_rows", G2, B, 0, 1, 1.0f, &t, d));
-      GCC_TRY(reshape_to(c, node, "dA", t, sa.dims, sa.ndim,
-                         &dx[0], d));
+      GCC_TRY(reshape_to(c, node, "dA", t, sa.dims, sa.ndim, &dx[0], d));
     }
     if (wb) {
       int A2;
