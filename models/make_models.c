@@ -2,7 +2,7 @@
  * make_models - writes the reference models:
  *   make_models OUTDIR        -> OUTDIR/mnist_mlp.pb, OUTDIR/linear.pb,
  *                                OUTDIR/cifar_cnn.pb, OUTDIR/mnist_cnn.pb,
- *                                OUTDIR/char_bigram.pb
+ *                                OUTDIR/char_bigram.pb, OUTDIR/char_gpt.pb
  * The files are deterministic (fixed seeds, own RNG), so the committed model
  * files can be checked against a fresh run (tests/models_test).
  */
@@ -36,5 +36,6 @@ int main(int argc, char **argv) {
   rc |= write_model(argv[1], "cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED);
   rc |= write_model(argv[1], "mnist_cnn", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED);
   rc |= write_model(argv[1], "char_bigram", gcc_model_char_bigram, GCC_CHAR_BIGRAM_SEED);
+  rc |= write_model(argv[1], "char_gpt", gcc_model_char_gpt, GCC_CHAR_GPT_SEED);
   return rc;
 }
