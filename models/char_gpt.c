@@ -161,15 +161,15 @@ static int mlp(gpt_ctx *c, const char *p, int x, int64_t C, double proj_std, flo
 }
 
 gcc_status gcc_model_char_gpt_sized(int64_t vocab, int64_t block, int64_t n_layer, int64_t n_head,
-                                    int64_t n_embd, float dropout_p, uint64_t seed,
-                                    gcc_graph **out, gcc_diag *d) {
+                                    int64_t n_embd, float dropout_p, uint64_t seed, gcc_graph **out,
+                                    gcc_diag *d) {
   if (vocab < 1 || block < 1 || n_layer < 1 || n_head < 1 || n_embd < 1 || n_embd % n_head != 0 ||
       !(dropout_p >= 0.0f && dropout_p < 1.0f))
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "char_gpt: vocab %lld, block %lld, n_layer %lld, n_head %lld, n_embd %lld, "
                         "dropout %g (all >= 1, n_embd a multiple of n_head, dropout in [0, 1))",
-                        (long long)vocab, (long long)block, (long long)n_layer,
-                        (long long)n_head, (long long)n_embd, (double)dropout_p);
+                        (long long)vocab, (long long)block, (long long)n_layer, (long long)n_head,
+                        (long long)n_embd, (double)dropout_p);
   const int64_t C = n_embd, T = block, V = vocab;
   int64_t largest = V * C > 4 * C * C ? V * C : 4 * C * C;
   if (T * C > largest)

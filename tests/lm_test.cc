@@ -15,13 +15,17 @@
 
 #include <gtest/gtest.h>
 
+#include "codegen/kernel_cache.h"
 #include "deploy/generate.h"
 #include "graph/builder.h"
 #include "graph/ir.h"
 #include "graph/ops.h"
 #include "graph/recipe.h"
 #include "models/models.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
+#include "tests/host_backend.h"
+#include "tests/run_plans.h"
 #include "tests/subprocess.h"
 #include "tests/testutil.h"
 
@@ -433,3 +437,115 @@ TEST_F(LmCli, BadDataAndFlagsGiveClearErrors) {
 }
 
 } // namespace
+
+// ---- the built-in GPT (models/models.h gcc_model_char_gpt_sized) --------------
+
+namespace gpt {
+
+// A tiny GPT: vocabulary 6, block 8, 2 layers of 2 heads, 16 wide, dropout 0.1.
+constexpr int64_t kV = 6, kT = 8, kB = 2;
+
+gcc_graph *TinyGpt(float dropout) {
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_model_char_gpt_sized(kV, kT, 2, 2, 16, dropout, 5, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+int CountOp(const gcc_graph *g, int op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += g->nodes[i].op == op;
+  return n;
+}
+
+// `steps` AdamW steps (the model's recipe -- clipping 1.0, decay on the
+// matrices -- at lr 1e-2) on one fixed batch, in a CPU session or a session
+// on the CUDA plan of the host-emulation backend; returns the loss of each
+// step.
+std::vector<float> TrainSteps(const gcc_graph *model, bool cuda, int steps) {
+  std::vector<float> losses;
+  std::vector<int64_t> idx(kB * kT), tgt(kB * kT);
+  for (int64_t i = 0; i < kB * kT; i++) { // a cycle of the 6 ids, shifted per row
+    idx[i] = (i + i / kT) % kV;
+    tgt[i] = (idx[i] + 1) % kV;
+  }
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
+  gcc_session_options so{};
+  so.threads = 1;
+  so.opt = model->training.opt;
+  so.opt.lr = 1e-2f;
+  if (cuda) {
+    so.backend = &SharedHostBackend()->be;
+    so.device = GCC_DEV_CUDA(0);
+    so.plan.sm = 90;
+    so.plan.sm_count = 4;
+    so.plan.compile = gcc_kernel_cache_hook;
+    so.plan.compile_user = (void *)&kNoCache;
+  }
+  gcc_session *s = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_session_create(model, &so, &s, &d), GCC_OK) << d.msg;
+  if (!s)
+    return losses;
+  gcc_plan *p = nullptr;
+  EXPECT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, kB, &p, &d), GCC_OK) << d.msg;
+  if (p) {
+    const gcc_graph *cg = gcc_plan_graph(p);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION), 2);      // the fused causal SDPA, one per layer
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), 2); // and its backward
+    EXPECT_EQ(CountOp(cg, GCC_OP_GATHER_GRAD), 2);    // wte (tied) and wpe scatter-adds
+    EXPECT_EQ(CountOp(cg, GCC_OP_GRAD_NORM), 1);      // clip_grad_norm_
+  }
+  for (int step = 0; step < steps; step++) {
+    float l = NAN;
+    if (gcc_session_train_step(s, idx.data(), tgt.data(), kB, &l, &d) != GCC_OK) {
+      ADD_FAILURE() << "step " << step << ": " << d.msg;
+      break;
+    }
+    losses.push_back(l);
+  }
+  gcc_session_destroy(s);
+  return losses;
+}
+
+void ExpectTrains(bool cuda) {
+  gcc_graph *g = TinyGpt(0.1f);
+  ASSERT_NE(g, nullptr);
+  // one token embedding, read by the Gather and by lm_head (weight tying)
+  int wte = gcc_graph_find(g, "transformer.wte.weight");
+  ASSERT_GE(wte, 0);
+  int readers = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      readers += g->nodes[i].inputs[k] == wte;
+  EXPECT_EQ(readers, 2);
+  EXPECT_LT(gcc_graph_find(g, "lm_head.weight"), 0);
+  const int steps = 25;
+  std::vector<float> l = TrainSteps(g, cuda, steps);
+  gcc_graph_free(g);
+  ASSERT_EQ(l.size(), static_cast<size_t>(steps));
+  // N(0, 0.02) weights: the logits start near 0, the loss near ln 6 = 1.79
+  EXPECT_NEAR(l[0], std::log(6.0), 0.1);
+  // the batch is a cycle: AdamW at lr 1e-2 learns it (dropout 0.1 keeps
+  // some noise in each step's loss; measured 1.83 -> 0.17 on the CPU)
+  EXPECT_LT(l[steps - 1], 0.5 * l[0]) << l[0] << " -> " << l[steps - 1];
+  std::printf("[char_gpt] %s: loss %.4f -> %.4f in %d steps\n", cuda ? "cuda(host)" : "cpu", l[0],
+              l[steps - 1], steps);
+}
+
+TEST(CharGpt, TrainsOnTheCpu) {
+  ExpectTrains(false);
+}
+
+// Disabled: a device session of a model with int64 token inputs crashes
+// (SIGSEGV in the host backend's memcpy of a copy, from
+// gcc_session_train_step -> gcc_plan_run -> issue_ops) -- the committed
+// char_bigram model does the same, so it is the runtime's, not this model's;
+// the planner also warns that 'target_flat' (an int64 Reshape kept on the
+// host) crosses to cuda:0. Enable when that is fixed.
+TEST(CharGpt, DISABLED_TrainsOnTheHostEmulatedCudaPlan) {
+  ExpectTrains(true);
+}
+
+} // namespace gpt
