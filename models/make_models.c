@@ -1,12 +1,16 @@
 /*
  * make_models - writes the reference models:
- *   make_models OUTDIR        -> OUTDIR/mnist_mlp.pb, OUTDIR/linear.pb,
+ *   make_models OUTDIR [NAME...] -> OUTDIR/mnist_mlp.pb, OUTDIR/linear.pb,
  *                                OUTDIR/cifar_cnn.pb, OUTDIR/mnist_cnn.pb,
- *                                OUTDIR/char_bigram.pb
+ *                                OUTDIR/char_bigram.pb, OUTDIR/char_gpt.pb
+ *                                (only the NAMEs given, if any)
  * The files are deterministic (fixed seeds, own RNG), so the committed model
- * files can be checked against a fresh run (tests/models_test).
+ * files can be checked against a fresh run (tests/models_test). char_gpt.pb
+ * (10.8M parameters, 43 MB) is not committed: `make_models models char_gpt`
+ * writes it (the README's GPT section).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "graph/loader.h"
 #include "models/models.h"
@@ -26,15 +30,45 @@ static int write_model(const char *dir, const char *name,
   return 0;
 }
 
+typedef struct model_entry {
+  const char *name;
+  gcc_status (*build)(uint64_t, gcc_graph **, gcc_diag *);
+  uint64_t seed;
+} model_entry;
+
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: make_models OUTDIR\n");
+  static const model_entry models[] = {
+      {"mnist_mlp", gcc_model_mnist_mlp, GCC_MNIST_MLP_SEED},
+      {"linear", gcc_model_linear, GCC_LINEAR_SEED},
+      {"cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED},
+      {"mnist_cnn", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED},
+      {"char_bigram", gcc_model_char_bigram, GCC_CHAR_BIGRAM_SEED},
+      {"char_gpt", gcc_model_char_gpt, GCC_CHAR_GPT_SEED},
+  };
+  const int n = (int)(sizeof models / sizeof models[0]);
+  if (argc < 2) {
+    fprintf(stderr, "usage: make_models OUTDIR [NAME...]\n");
     return 2;
   }
-  int rc = write_model(argv[1], "mnist_mlp", gcc_model_mnist_mlp, GCC_MNIST_MLP_SEED);
-  rc |= write_model(argv[1], "linear", gcc_model_linear, GCC_LINEAR_SEED);
-  rc |= write_model(argv[1], "cifar_cnn", gcc_model_cifar_cnn, GCC_CIFAR_CNN_SEED);
-  rc |= write_model(argv[1], "mnist_cnn", gcc_model_mnist_cnn, GCC_MNIST_CNN_SEED);
-  rc |= write_model(argv[1], "char_bigram", gcc_model_char_bigram, GCC_CHAR_BIGRAM_SEED);
+  for (int a = 2; a < argc; a++) {
+    int known = 0;
+    for (int i = 0; i < n; i++)
+      known |= strcmp(argv[a], models[i].name) == 0;
+    if (!known) {
+      fprintf(stderr, "make_models: no model '%s' (models:", argv[a]);
+      for (int i = 0; i < n; i++)
+        fprintf(stderr, " %s", models[i].name);
+      fprintf(stderr, ")\n");
+      return 2;
+    }
+  }
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    int wanted = argc == 2;
+    for (int a = 2; a < argc; a++)
+      wanted |= strcmp(argv[a], models[i].name) == 0;
+    if (wanted)
+      rc |= write_model(argv[1], models[i].name, models[i].build, models[i].seed);
+  }
   return rc;
 }

@@ -20,6 +20,7 @@ extern "C" {
 #define GCC_CIFAR_CNN_SEED   20261123u
 #define GCC_MNIST_CNN_SEED   20261124u
 #define GCC_CHAR_BIGRAM_SEED 20261128u
+#define GCC_CHAR_GPT_SEED    1337u
 
 /* The character-level bigram language model of Karpathy's "Let's build
  * GPT" (BigramLanguageModel): idx int64 (B, T) -> logits =
@@ -39,6 +40,41 @@ gcc_status gcc_model_char_bigram(uint64_t seed, gcc_graph **out, gcc_diag *d);
  * B*T rows -> logits (B, T, V), the same loss and spec. */
 gcc_status gcc_model_char_bigram_onehot_sized(int64_t vocab, int64_t block, uint64_t seed,
                                               gcc_graph **out, gcc_diag *d);
+
+/* nanoGPT's GPT (model.py) for characters, as models/char_gpt.c builds it:
+ * idx (B, T) int64 -> wte Gather (V, C) + wpe Gather of the constant
+ * positions 0..T-1 (T, C) -> Dropout -> n_layer pre-LN blocks
+ * "transformer.h.<l>": x + attn(ln_1(x)), x + mlp(ln_2(x)) -> ln_f ->
+ * lm_head = x wte^T (weight tying: the one "transformer.wte.weight" read by
+ * the Gather and by the lm_head Gemm; its gradient is the sum of both) ->
+ * logits (B, T, V); loss = cross-entropy of (B*T, V) against targets (B, T)
+ * reshaped to (B*T), the mean over the tokens. The residual stream is kept
+ * as rows (B*T, C), so every nn.Linear is one Gemm with PyTorch's (out, in)
+ * weight (transB) and zero bias. attn: c_attn one (3C, C) Linear whose
+ * output is split into q, k, v by three Slices (columns [0, C), [C, 2C),
+ * [2C, 3C), nanoGPT's qkv.split), each reshaped to (B, T, H, C/H) and
+ * transposed to (B, H, T, C/H); one fused causal Attention op (SDPA, scale
+ * 1/sqrt(C/H)); back to rows; c_proj; resid_dropout. mlp: c_fc (4C, C),
+ * Gelu (approximate "none", nn.GELU()), c_proj (C, 4C), dropout. Dropout
+ * (ratio `dropout`, omitted when 0) where nanoGPT has transformer.drop,
+ * resid_dropout and mlp.dropout; nanoGPT's attn_dropout (on the attention
+ * probabilities) is not there: the Attention op has no dropout (ops.h).
+ * LayerNorms: weight 1, bias 0, eps 1e-5. Init as nanoGPT's _init_weights:
+ * every Linear and Embedding weight N(0, 0.02) (the tied wte once), both
+ * c_proj weights N(0, 0.02 / sqrt(2 n_layer)), biases 0; the normals by
+ * Box-Muller from the model's generator (`seed`), not torch's. Unlike
+ * nanoGPT's train.py (bias = False) the Linears and LayerNorms have biases
+ * (GPTConfig's default bias = True). Spec (config/train_shakespeare_char.py):
+ * dataset text, AdamW lr 1e-3 betas (0.9, 0.99) eps 1e-8, weight decay 0.1
+ * on the matrices only, gradient clipping 1.0, batch 64.
+ * models/char_gpt.pb is (V, T, n_layer, n_head, C, dropout) = (84, 256, 6,
+ * 6, 384, 0.2), seed GCC_CHAR_GPT_SEED. Errors: GCC_ERR_INVALID_ARGUMENT
+ * (a size < 1, n_embd not a multiple of n_head, dropout outside [0, 1)),
+ * GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_model_char_gpt_sized(int64_t vocab, int64_t block, int64_t n_layer, int64_t n_head,
+                                    int64_t n_embd, float dropout, uint64_t seed, gcc_graph **out,
+                                    gcc_diag *d);
+gcc_status gcc_model_char_gpt(uint64_t seed, gcc_graph **out, gcc_diag *d);
 
 /* The MNIST MLP of the tutorial: image (N, 1, 28, 28) float32 -> Flatten
  * -> Linear 784-512 -> ReLU -> 512-256 -> ReLU -> 256-128 -> ReLU -> 128-64

@@ -88,16 +88,98 @@ gcc_status gcc_grad_gemm(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_
   return GCC_OK;
 }
 
-/* Y = A B: dA = G B^T, dB = A^T G. */
+/* Value v viewed with `ndim` dims `dims` (a Reshape node). */
+static gcc_status reshape_to(gcc_grad_ctx *c, int fwd, const char *what, int v, const int64_t *dims,
+                             int ndim, int *out, gcc_diag *d) {
+  int node;
+  GCC_TRY(emit(c, GCC_OP_RESHAPE, fwd, what, &v, 1, &node, out, d));
+  GCC_TRY(gcc_node_set_ints(gcc_grad_graph(c), node, "shape", dims, ndim));
+  return gcc_grad_finish(c, node, d);
+}
+
+/* Value v with its last two dims swapped (a Transpose node). */
+static gcc_status swap_last2(gcc_grad_ctx *c, int fwd, const char *what, int v, int *out,
+                             gcc_diag *d) {
+  int ndim = gcc_grad_graph(c)->values[v].shape.ndim, node;
+  int64_t perm[GCC_MAX_DIMS];
+  for (int i = 0; i < ndim; i++)
+    perm[i] = i;
+  perm[ndim - 2] = ndim - 1;
+  perm[ndim - 1] = ndim - 2;
+  GCC_TRY(emit(c, GCC_OP_TRANSPOSE, fwd, what, &v, 1, &node, out, d));
+  GCC_TRY(gcc_node_set_ints(gcc_grad_graph(c), node, "perm", perm, ndim));
+  return gcc_grad_finish(c, node, d);
+}
+
+static gcc_status matmul_node(gcc_grad_ctx *c, int fwd, const char *what, int a, int b, int *out,
+                              gcc_diag *d) {
+  int in[2] = {a, b}, node;
+  GCC_TRY(emit(c, GCC_OP_MATMUL, fwd, what, in, 2, &node, out, d));
+  return gcc_grad_finish(c, node, d);
+}
+
+/* Y = A B (numpy.matmul), G = dY:
+ *   A [M,K], B [K,N]: dA = G B^T, dB = A^T G, one Gemm each;
+ *   A [...,M,K], B [K,N] (the Linear layer of a Transformer): the batch dims
+ *     fold into the rows: G2 = G as [-1,N], dA = (G2 B^T) viewed as A,
+ *     dB = A2^T G2 with A2 = A as [-1,K] -- Gemms only, the batch sum inside
+ *     the GEMM reduction;
+ *   otherwise (batch dims on B, or on both, broadcast): dA =
+ *     sum_to(G B^T, shape(A)), dB = sum_to(A^T G, shape(B)) with batched
+ *     MatMuls of the last-two-dims transposes, the sum over broadcast batch
+ *     dims by ReduceSumTo (torch.matmul's backward).
+ * 1-D operands (promoted by numpy.matmul) are not supported: a clear error. */
 gcc_status gcc_grad_matmul(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
   gcc_graph *g = gcc_grad_graph(c);
   int A = g->nodes[node].inputs[0], B = g->nodes[node].inputs[1], G = dy[0];
   if (G < 0)
     return GCC_OK;
-  if (gcc_grad_wanted(c, A))
-    GCC_TRY(gemm_node(c, node, "dA", G, B, 0, 1, 1.0f, &dx[0], d));
-  if (gcc_grad_wanted(c, B))
-    GCC_TRY(gemm_node(c, node, "dB", A, G, 1, 0, 1.0f, &dx[1], d));
+  int wa = gcc_grad_wanted(c, A), wb = gcc_grad_wanted(c, B);
+  if (!wa && !wb)
+    return GCC_OK;
+  const gcc_shape sa = g->values[A].shape, sb = g->values[B].shape;
+  if (sa.ndim < 2 || sb.ndim < 2) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: %s: the gradient of a MatMul with a 1-D operand is not supported "
+                        "(reshape the vector to a 1-row or 1-column matrix)",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  if (sa.ndim == 2 && sb.ndim == 2) {
+    if (wa)
+      GCC_TRY(gemm_node(c, node, "dA", G, B, 0, 1, 1.0f, &dx[0], d));
+    if (wb)
+      GCC_TRY(gemm_node(c, node, "dB", A, G, 1, 0, 1.0f, &dx[1], d));
+    return GCC_OK;
+  }
+  if (sb.ndim == 2) {
+    const int64_t K = sb.dims[0], N = sb.dims[1];
+    const int64_t g2d[2] = {-1, N}, a2d[2] = {-1, K};
+    int G2, t;
+    GCC_TRY(reshape_to(c, node, "dY_rows", G, g2d, 2, &G2, d));
+    if (wa) {
+      GCC_TRY(gemm_node(c, node, "dA_rows", G2, B, 0, 1, 1.0f, &t, d));
+      GCC_TRY(reshape_to(c, node, "dA", t, sa.dims, sa.ndim, &dx[0], d));
+    }
+    if (wb) {
+      int A2;
+      GCC_TRY(reshape_to(c, node, "A_rows", A, a2d, 2, &A2, d));
+      GCC_TRY(gemm_node(c, node, "dB", A2, G2, 1, 0, 1.0f, &dx[1], d));
+    }
+    return GCC_OK;
+  }
+  if (wa) {
+    int Bt, t;
+    GCC_TRY(swap_last2(c, node, "B_T", B, &Bt, d));
+    GCC_TRY(matmul_node(c, node, "dA_full", G, Bt, &t, d));
+    GCC_TRY(sum_to(c, node, "dA", t, A, 1.0f, &dx[0], d));
+  }
+  if (wb) {
+    int At, t;
+    GCC_TRY(swap_last2(c, node, "A_T", A, &At, d));
+    GCC_TRY(matmul_node(c, node, "dB_full", At, G, &t, d));
+    GCC_TRY(sum_to(c, node, "dB", t, B, 1.0f, &dx[1], d));
+  }
   return GCC_OK;
 }
 

@@ -9,19 +9,25 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "codegen/kernel_cache.h"
 #include "deploy/generate.h"
 #include "graph/builder.h"
 #include "graph/ir.h"
+#include "graph/loader.h"
 #include "graph/ops.h"
 #include "graph/recipe.h"
 #include "models/models.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
+#include "tests/host_backend.h"
+#include "tests/run_plans.h"
 #include "tests/subprocess.h"
 #include "tests/testutil.h"
 
@@ -342,6 +348,47 @@ TEST_F(LmCli, TrainsOnTextLogsTheEstimatesAndGenerates) {
       << s3.err;
 }
 
+// The built-in GPT (a tiny one: vocabulary 8, block 8, 2 layers of 2 heads,
+// 16 wide, dropout 0.1) trains on text with its recipe (AdamW, decay on the
+// matrices, clipping) and samples with gcc-run --generate.
+TEST_F(LmCli, TrainsTheBuiltInGptAndGenerates) {
+  gcc_graph *m = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_model_char_gpt_sized(8, 8, 2, 2, 16, 0.1f, 7, &m, &d), GCC_OK) << d.msg;
+  std::string model = tmp_.file("gpt.pb"), out = tmp_.file("gpt_trained.pb"),
+              logs = tmp_.file("gpt_logs");
+  ASSERT_EQ(gcc_model_save(m, model.c_str(), &d), GCC_OK) << d.msg;
+  gcc_graph_free(m);
+  ProcResult r = Train({model, "--dataset",    "text", "--data",       text_, "--max-steps",
+                        "60",  "--batch-size", "8",    "--eval-every", "30",  "--eval-batches",
+                        "4",   "--seed",       "3",    "--device",     "cpu", "--threads",
+                        "1",   "--log-dir",    logs,   "--output",     out,   "--lr",
+                        "0.01"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r.out, "clip-grad-norm 1")) << r.out;
+  std::string csv;
+  for (const std::string &f : ListDir(logs))
+    if (f.rfind("metrics.", 0) == 0)
+      csv = ReadText(logs + "/" + f);
+  ASSERT_FALSE(csv.empty()) << "no metrics CSV in " << logs;
+  auto value = [&](const std::string &key) {
+    size_t at = csv.find(key);
+    return at == std::string::npos ? NAN : std::strtod(csv.c_str() + at + key.size(), nullptr);
+  };
+  double v30 = value(",30,val/loss,"), v60 = value(",60,val/loss,");
+  ASSERT_FALSE(std::isnan(v30)) << csv;
+  ASSERT_FALSE(std::isnan(v60)) << csv;
+  // from ln 8 = 2.08 (N(0, 0.02) weights: logits near 0) the loss falls on
+  // the "abc\n" cycle
+  EXPECT_LT(v30, 2.0);
+  EXPECT_LT(v60, v30);
+  std::printf("[char_gpt cli] val loss %.4f at 30 steps, %.4f at 60\n", v30, v60);
+  ProcResult g = GccRun({out, "--generate", "12", "--prompt", "a", "--top-k", "1", "--quiet"});
+  ASSERT_EQ(g.exit_code, 0) << g;
+  // greedy sampling continues the cycle (measured val loss 0.004 at 60)
+  EXPECT_EQ(g.out, "abc\nabc\nabc\na\n");
+}
+
 // The windows of a step depend on (seed, step) only: a run resumed from a
 // checkpoint (mid-epoch: an epoch of this file is 5 batches of 8 x 64)
 // writes the model the uninterrupted run does, bit for bit.
@@ -433,3 +480,246 @@ TEST_F(LmCli, BadDataAndFlagsGiveClearErrors) {
 }
 
 } // namespace
+
+// ---- the built-in GPT (models/models.h gcc_model_char_gpt_sized) --------------
+
+namespace gpt {
+
+// A tiny GPT: vocabulary 6, block 8, 2 layers of 2 heads, 16 wide, dropout 0.1.
+constexpr int64_t kV = 6, kT = 8, kB = 2;
+
+gcc_graph *TinyGpt(float dropout) {
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_model_char_gpt_sized(kV, kT, 2, 2, 16, dropout, 5, &g, &d), GCC_OK) << d.msg;
+  return g;
+}
+
+int CountOp(const gcc_graph *g, int op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += g->nodes[i].op == op;
+  return n;
+}
+
+// `steps` AdamW steps (the model's recipe -- clipping 1.0, decay on the
+// matrices -- at lr 1e-2) on one fixed batch, in a CPU session or a session
+// on the CUDA plan of the host-emulation backend; returns the loss of each
+// step.
+std::vector<float> TrainSteps(const gcc_graph *model, bool cuda, int steps) {
+  std::vector<float> losses;
+  std::vector<int64_t> idx(kB * kT), tgt(kB * kT);
+  for (int64_t i = 0; i < kB * kT; i++) { // a cycle of the 6 ids, shifted per row
+    idx[i] = (i + i / kT) % kV;
+    tgt[i] = (idx[i] + 1) % kV;
+  }
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
+  gcc_session_options so{};
+  so.threads = 1;
+  so.opt = model->training.opt;
+  so.opt.lr = 1e-2f;
+  if (cuda) {
+    so.backend = &SharedHostBackend()->be;
+    so.device = GCC_DEV_CUDA(0);
+    so.plan.sm = 90;
+    so.plan.sm_count = 4;
+    so.plan.compile = gcc_kernel_cache_hook;
+    so.plan.compile_user = (void *)&kNoCache;
+  }
+  gcc_session *s = nullptr;
+  gcc_diag d{};
+  EXPECT_EQ(gcc_session_create(model, &so, &s, &d), GCC_OK) << d.msg;
+  if (!s)
+    return losses;
+  gcc_plan *p = nullptr;
+  EXPECT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, kB, &p, &d), GCC_OK) << d.msg;
+  if (p) {
+    const gcc_graph *cg = gcc_plan_graph(p);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION), 2);      // the fused causal SDPA, one per layer
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), 2); // and its backward
+    EXPECT_EQ(CountOp(cg, GCC_OP_GATHER_GRAD), 2);    // wte (tied) and wpe scatter-adds
+    EXPECT_EQ(CountOp(cg, GCC_OP_GRAD_NORM), 1);      // clip_grad_norm_
+  }
+  for (int step = 0; step < steps; step++) {
+    float l = NAN;
+    if (gcc_session_train_step(s, idx.data(), tgt.data(), kB, &l, &d) != GCC_OK) {
+      ADD_FAILURE() << "step " << step << ": " << d.msg;
+      break;
+    }
+    losses.push_back(l);
+  }
+  gcc_session_destroy(s);
+  return losses;
+}
+
+// Storage for a gradients-only plan: the model's parameters (copied to the
+// host backend's "device" memory on the CUDA plan) and the gradients.
+struct GradStore {
+  gcc_host_test::HostBackend *hb;
+  gcc_host_test::ModelWeights weights;
+  std::map<std::string, std::pair<void *, size_t>> grads; // name -> (memory, elements)
+  std::vector<std::vector<float>> host;
+  std::vector<void *> dev;
+  GradStore(const gcc_graph *m, gcc_host_test::HostBackend *h) : hb(h), weights(m, h) {}
+  ~GradStore() {
+    for (void *p : dev)
+      hb->be.release(hb->be.self, p);
+  }
+  static void *Bind(void *user, const gcc_graph *g, int v) {
+    auto *s = static_cast<GradStore *>(user);
+    const gcc_value &val = g->values[v];
+    if (val.kind == GCC_VALUE_PARAM)
+      return gcc_host_test::ModelWeights::Bind(&s->weights, g, v);
+    if (val.kind != GCC_VALUE_GRAD || val.param_of < 0)
+      return nullptr;
+    size_t n = static_cast<size_t>(gcc_shape_numel(&val.shape, nullptr));
+    void *p = nullptr;
+    if (!s->hb) {
+      s->host.emplace_back(n + 1, 0.0f);
+      p = s->host.back().data();
+    } else {
+      gcc_diag d{};
+      if (s->hb->be.alloc(s->hb->be.self, n * 4 + 4, &p, &d) != GCC_OK)
+        return nullptr;
+      std::memset(p, 0, n * 4);
+      s->dev.push_back(p);
+    }
+    s->grads[g->values[val.param_of].name] = {p, n};
+    return p;
+  }
+};
+
+// The loss and the parameter gradients of one batch (dropout 0), from a
+// gradients-only training plan on the CPU or on the host-emulated CUDA plan.
+void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
+                  std::map<std::string, std::vector<float>> *grads) {
+  std::vector<int64_t> idx(kB * kT), tgt(kB * kT);
+  for (int64_t i = 0; i < kB * kT; i++) {
+    idx[i] = (i * 5 + i / kT) % kV;
+    tgt[i] = (i * 3 + 1) % kV;
+  }
+  gcc_options o{};
+  o.mode = GCC_MODE_TRAIN;
+  o.batch_size = kB;
+  o.opt.kind = GCC_OPT_NONE;
+  FILE *quiet = std::fopen("/dev/null", "w");
+  o.warn_file = quiet;
+  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
+  gcc_plan_config cfg{};
+  cfg.threads = 1;
+  cfg.readback_ring = 1;
+  if (cuda) {
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    cfg.device = &SharedHostBackend()->be;
+    cfg.sm = 90;
+    cfg.sm_count = 4;
+    cfg.compile = gcc_kernel_cache_hook;
+    cfg.compile_user = (void *)&kNoCache;
+  }
+  GradStore store(model, cuda ? SharedHostBackend() : nullptr);
+  gcc_plan *p = nullptr;
+  gcc_diag d{};
+  gcc_status st = gcc_plan_compile(model, &o, &cfg, GradStore::Bind, &store, &p, &d);
+  if (quiet)
+    std::fclose(quiet);
+  ASSERT_EQ(st, GCC_OK) << d.msg;
+  if (cuda) { // the attention and its gradient run as generated kernels on the device
+    const gcc_graph *cg = gcc_plan_graph(p);
+    for (int i = 0; i < cg->n_nodes; i++)
+      if (cg->nodes[i].op == GCC_OP_ATTENTION || cg->nodes[i].op == GCC_OP_ATTENTION_GRAD) {
+        EXPECT_TRUE(GCC_DEV_IS_CUDA(cg->nodes[i].device)) << cg->nodes[i].name;
+      }
+  }
+  EXPECT_EQ(gcc_plan_bind_input(p, "idx", idx.data(), &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_plan_bind_input(p, "targets", tgt.data(), &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_plan_run(p, 0, &d), GCC_OK) << d.msg;
+  const gcc_tensor *l = gcc_plan_host_tensor(p, "loss", &d);
+  ASSERT_NE(l, nullptr) << d.msg;
+  *loss = *static_cast<const float *>(l->data);
+  for (auto &kv : store.grads) {
+    const float *g = static_cast<const float *>(kv.second.first);
+    (*grads)[kv.first].assign(g, g + kv.second.second);
+  }
+  gcc_plan_free(p);
+}
+
+// The same step on the host-emulated CUDA plan (generated kernels run on the
+// host, cuBLASLt as OpenBLAS) and on the CPU: float32 both, summation orders
+// differ. Each gradient is a sum over B*T = 16 tokens of products through
+// 2 layers of 16- to 64-term dot products and LayerNorm rows of 16: 1e-4 of
+// the tensor's largest magnitude is ~1700 float32 epsilons, far above
+// rounding and far below any wrong term.
+TEST(CharGpt, CudaPlanGradientsMatchTheCpu) {
+  gcc_graph *g = TinyGpt(0.0f);
+  ASSERT_NE(g, nullptr);
+  float lc = NAN, lg = NAN;
+  std::map<std::string, std::vector<float>> gc, gg;
+  LossAndGrads(g, false, &lc, &gc);
+  // Workaround of a runtime bug: placed on the host (an int64 Reshape of a
+  // graph input), 'target_flat' crosses to cuda:0 and the step crashes
+  // (SIGSEGV in the backend's copy; char_bigram does the same). Pinned to
+  // the device, the view stays there.
+  for (int i = 0; i < g->n_nodes; i++)
+    if (std::strcmp(g->nodes[i].name, "target_flat") == 0)
+      g->nodes[i].pin = strdup("cuda");
+  LossAndGrads(g, true, &lg, &gg);
+  gcc_graph_free(g);
+  EXPECT_NEAR(lg, lc, 1e-5 * lc);
+  ASSERT_EQ(gc.size(), 52u / 2u + 2u) << "every parameter has a gradient";
+  ASSERT_EQ(gg.size(), gc.size());
+  for (auto &kv : gc) {
+    const std::vector<float> &a = kv.second, &b = gg[kv.first];
+    ASSERT_EQ(a.size(), b.size()) << kv.first;
+    double m = 0, e = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+      m = std::max(m, std::fabs(static_cast<double>(a[i])));
+      e = std::max(e, std::fabs(static_cast<double>(a[i]) - b[i]));
+    }
+    EXPECT_GT(m, 0.0) << kv.first;
+    EXPECT_LE(e, 1e-4 * m) << kv.first;
+  }
+}
+
+void ExpectTrains(bool cuda) {
+  gcc_graph *g = TinyGpt(0.1f);
+  ASSERT_NE(g, nullptr);
+  // one token embedding, read by the Gather and by lm_head (weight tying)
+  int wte = gcc_graph_find(g, "transformer.wte.weight");
+  ASSERT_GE(wte, 0);
+  int readers = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      readers += g->nodes[i].inputs[k] == wte;
+  EXPECT_EQ(readers, 2);
+  EXPECT_LT(gcc_graph_find(g, "lm_head.weight"), 0);
+  if (cuda) { // the workaround of CudaPlanGradientsMatchTheCpu
+    for (int i = 0; i < g->n_nodes; i++)
+      if (std::strcmp(g->nodes[i].name, "target_flat") == 0)
+        g->nodes[i].pin = strdup("cuda");
+  }
+  const int steps = 25;
+  std::vector<float> l = TrainSteps(g, cuda, steps);
+  gcc_graph_free(g);
+  ASSERT_EQ(l.size(), static_cast<size_t>(steps));
+  // N(0, 0.02) weights: the logits start near 0, the loss near ln 6 = 1.79
+  EXPECT_NEAR(l[0], std::log(6.0), 0.1);
+  // the batch is a cycle: AdamW at lr 1e-2 learns it (dropout 0.1 keeps
+  // some noise in each step's loss; measured 1.83 -> 0.17 on the CPU)
+  EXPECT_LT(l[steps - 1], 0.5 * l[0]) << l[0] << " -> " << l[steps - 1];
+  std::printf("[char_gpt] %s: loss %.4f -> %.4f in %d steps\n", cuda ? "cuda(host)" : "cpu", l[0],
+              l[steps - 1], steps);
+}
+
+TEST(CharGpt, TrainsOnTheCpu) {
+  ExpectTrains(false);
+}
+
+// With 'target_flat' pinned to the device: on the host it crosses to cuda:0
+// and the step crashes (a runtime bug, char_bigram does the same).
+TEST(CharGpt, TrainsOnTheHostEmulatedCudaPlan) {
+  ExpectTrains(true);
+}
+
+} // namespace gpt

@@ -89,6 +89,54 @@ TEST(ModelsTest, CommittedMnistCnnIsWhatTheBuilderWrites) {
   ExpectCommittedFileIsFresh("models/char_bigram.pb", gcc_model_char_bigram, GCC_CHAR_BIGRAM_SEED);
 }
 
+// nanoGPT's _init_weights on a 4-layer GPT 64 wide: N(0, 0.02) weights and
+// embeddings, c_proj N(0, 0.02 / sqrt(2 * 4)), zero biases, LayerNorm 1 / 0;
+// one token embedding (tied lm_head). Sample standard deviations of n
+// normals are within 5 / sqrt(2 n) relative of sigma (5 standard errors).
+TEST(ModelsTest, CharGptInitialisationIsNanoGpts) {
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_model_char_gpt_sized(65, 32, 4, 4, 64, 0.0f, 3, &g, &d), GCC_OK) << d.msg;
+  int checked = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    const gcc_value *val = &g->values[v];
+    if (val->kind != GCC_VALUE_PARAM)
+      continue;
+    std::string name = val->name;
+    const float *x = static_cast<const float *>(val->data);
+    int64_t n = val->data_bytes / static_cast<int64_t>(sizeof(float));
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < n; i++) {
+      s += x[i];
+      s2 += static_cast<double>(x[i]) * x[i];
+    }
+    bool ln = name.find("ln_") != std::string::npos;
+    bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (bias) {
+      EXPECT_EQ(s2, 0.0) << name;
+    } else if (ln) {
+      EXPECT_EQ(s, static_cast<double>(n)) << name;
+      EXPECT_EQ(s2, static_cast<double>(n)) << name;
+    } else {
+      double sigma = name.find("c_proj") != std::string::npos ? 0.02 / std::sqrt(8.0) : 0.02;
+      double sd = std::sqrt(s2 / static_cast<double>(n));
+      EXPECT_NEAR(sd, sigma, 5.0 / std::sqrt(2.0 * static_cast<double>(n)) * sigma) << name;
+      EXPECT_NEAR(s / static_cast<double>(n), 0.0, 5.0 * sigma / std::sqrt(static_cast<double>(n)))
+          << name;
+    }
+    checked++;
+  }
+  // wte, wpe, ln_f (2), and per layer ln_1, ln_2 (4), c_attn, attn.c_proj,
+  // c_fc, mlp.c_proj (8): 4 + 4 * 12 = 52
+  EXPECT_EQ(checked, 52);
+  EXPECT_LT(gcc_graph_find(g, "lm_head.weight"), 0);
+  EXPECT_STREQ(g->training.prediction, "logits");
+  EXPECT_EQ(g->training.opt.decay_matrices_only, 1);
+  gcc_graph_free(g);
+  EXPECT_EQ(gcc_model_char_gpt_sized(65, 32, 4, 5, 64, 0.0f, 3, &g, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("multiple of n_head"), std::string::npos) << d.msg;
+}
+
 TEST(ModelsTest, BuilderIsDeterministicAndSeeded) {
   gcc_diag d = {};
   gcc_graph *a = nullptr, *b = nullptr, *c = nullptr;

@@ -1031,6 +1031,73 @@ TEST(MatMulGrad, InputTimesParameterAndSquareOfParameter) {
   }
 }
 
+// numpy.matmul of operands of at least 2 dims, batch dims broadcast.
+T64 RefMatMulBatched(const T64 &A, const T64 &B) {
+  size_t ra = A.dims.size(), rb = B.dims.size();
+  int64_t M = A.dims[ra - 2], K = A.dims[ra - 1], N = B.dims[rb - 1];
+  Dims ba(A.dims.begin(), A.dims.end() - 2), bb(B.dims.begin(), B.dims.end() - 2), bo;
+  EXPECT_TRUE(BroadcastDims(ba, bb, &bo));
+  Dims od = bo;
+  od.push_back(M);
+  od.push_back(N);
+  T64 y = Zeros(od);
+  for (int64_t p = 0; p < Numel(bo); ++p) {
+    const double *a = &A.v[BroadcastIndex(ba, bo, p) * M * K];
+    const double *b = &B.v[BroadcastIndex(bb, bo, p) * K * N];
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += a[i * K + k] * b[k * N + j];
+        y.v[(p * M + i) * N + j] = acc;
+      }
+  }
+  return y;
+}
+
+GradCase BatchedMatMulCase(const Dims &a, const Dims &b, Rng &r, bool a_is_input) {
+  GradCase c;
+  c.label = "MatMul " + Str(a) + " x " + Str(b);
+  if (a_is_input)
+    c.inputs.push_back(FloatInput("A", a, r.F(Numel(a))));
+  else
+    c.params.push_back({"A", a, r.F(Numel(a))});
+  c.params.push_back({"B", b, r.F(Numel(b))});
+  c.build = [](gcc_builder *bl, const Ids &v) {
+    return Op(bl, GCC_OP_MATMUL, "mm", {v.at("A"), v.at("B")});
+  };
+  c.ref = [](const Env &e) { return RefMatMulBatched(e.at("A"), e.at("B")); };
+  c.cuda = true;
+  return c;
+}
+
+// The Linear layer of a Transformer export, (B,T,C) x (C,N): the batch dims
+// fold into the GEMM rows (Gemms only, no ReduceSumTo); then batch dims on
+// B or on both, broadcast, summed back by ReduceSumTo.
+TEST(MatMulGrad, BatchedAndBroadcastOperands) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t Bt = r.I(1, 3), T = r.I(1, 4), K = r.I(1, 4), N = r.I(1, 4), M = r.I(1, 4);
+    for (bool a_is_input : {false, true}) {
+      GradCase lin = BatchedMatMulCase({Bt, T, K}, {K, N}, r, a_is_input);
+      lin.bwd_ops = {GCC_OP_GEMM, GCC_OP_RESHAPE};
+      RunGradCase(lin, seed);
+    }
+    GradCase lin4 = BatchedMatMulCase({2, Bt, T, K}, {K, N}, r, false);
+    lin4.bwd_ops = {GCC_OP_GEMM, GCC_OP_RESHAPE};
+    RunGradCase(lin4, seed);
+    GradCase bat = BatchedMatMulCase({Bt, M, K}, {Bt, K, N}, r, false);
+    bat.bwd_ops = {GCC_OP_MATMUL, GCC_OP_TRANSPOSE};
+    RunGradCase(bat, seed);
+    GradCase left = BatchedMatMulCase({M, K}, {3, K, N}, r, false);
+    left.bwd_ops = {GCC_OP_MATMUL, GCC_OP_REDUCE_SUM_TO};
+    RunGradCase(left, seed);
+    GradCase bc = BatchedMatMulCase({2, 1, M, K}, {3, K, N}, r, false);
+    bc.bwd_ops = {GCC_OP_MATMUL, GCC_OP_REDUCE_SUM_TO};
+    RunGradCase(bc, seed);
+  }
+}
+
 // ---- Add ----------------------------------------------------------------------------
 
 GradCase AddCase(const std::string &what, const Dims &a, const Dims &b, Rng &r,
