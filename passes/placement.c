@@ -108,7 +108,10 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
       /* an all-reduce sums its gradients where they are */
       dev = g->values[n->inputs[0]].device;
       reason = GCC_PLACED_WITH_GRADIENTS;
-    } else if (all_outputs_integer(g, n)) {
+    } else if (all_outputs_integer(g, n) && !(op->flags & GCC_OPF_ALIAS)) {
+      /* (an integer view of a graph input goes where its consumers are asked
+       * to, as above: the targets of a sequence loss, (B, T) viewed as
+       * (B*T), are copied once and viewed on the device) */
       dev = GCC_DEV_CPU;
       reason = GCC_PLACED_HOST_COMPUTE;
     }

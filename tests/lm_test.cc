@@ -657,13 +657,9 @@ TEST(CharGpt, CudaPlanGradientsMatchTheCpu) {
   float lc = NAN, lg = NAN;
   std::map<std::string, std::vector<float>> gc, gg;
   LossAndGrads(g, false, &lc, &gc);
-  // Workaround of a runtime bug: placed on the host (an int64 Reshape of a
-  // graph input), 'target_flat' crosses to cuda:0 and the step crashes
-  // (SIGSEGV in the backend's copy; char_bigram does the same). Pinned to
-  // the device, the view stays there.
-  for (int i = 0; i < g->n_nodes; i++)
-    if (std::strcmp(g->nodes[i].name, "target_flat") == 0)
-      g->nodes[i].pin = strdup("cuda");
+  // 'target_flat' (an int64 view of the targets, a graph input) is placed
+  // with its consumer on cuda:0, not on the host (it crashed the step there
+  // once: the copy read the unbound host view)
   LossAndGrads(g, true, &lg, &gg);
   gcc_graph_free(g);
   EXPECT_NEAR(lg, lc, 1e-5 * lc);
@@ -694,11 +690,6 @@ void ExpectTrains(bool cuda) {
       readers += g->nodes[i].inputs[k] == wte;
   EXPECT_EQ(readers, 2);
   EXPECT_LT(gcc_graph_find(g, "lm_head.weight"), 0);
-  if (cuda) { // the workaround of CudaPlanGradientsMatchTheCpu
-    for (int i = 0; i < g->n_nodes; i++)
-      if (std::strcmp(g->nodes[i].name, "target_flat") == 0)
-        g->nodes[i].pin = strdup("cuda");
-  }
   const int steps = 25;
   std::vector<float> l = TrainSteps(g, cuda, steps);
   gcc_graph_free(g);
@@ -716,8 +707,7 @@ TEST(CharGpt, TrainsOnTheCpu) {
   ExpectTrains(false);
 }
 
-// With 'target_flat' pinned to the device: on the host it crosses to cuda:0
-// and the step crashes (a runtime bug, char_bigram does the same).
+// 'target_flat' is placed on cuda:0 with its consumer (passes/placement.c).
 TEST(CharGpt, TrainsOnTheHostEmulatedCudaPlan) {
   ExpectTrains(true);
 }
