@@ -2465,6 +2465,104 @@ TEST(MathGrad, UnaryOps) {
   }
 }
 
+// The activations of torch.nn (ELU, SELU, CELU, Softplus, Softsign,
+// Threshold(alpha, 0)) and Sin, Cos: at their defaults and at other
+// attribute values, against float64 references, inputs away from the kinks
+// (0 for Elu/Selu/Celu at alpha != 1, alpha for ThresholdedRelu); Softplus
+// over [-25, 25] covers torch's threshold 20 (the formulas agree there to
+// float32 rounding), CPU and host-emulated CUDA plans.
+struct ActCase {
+  const char *name;
+  int op, bwd_op;
+  std::vector<std::pair<const char *, float>> attrs;
+  double lo, hi;
+  std::vector<double> kinks;
+  std::function<double(double)> f;
+};
+
+TEST(MathGrad, Activations) {
+  const double kSeluA = 1.67326319217681884765625, kSeluG = 1.05070102214813232421875;
+  auto elu = [](double a) { return [a](double x) { return x > 0 ? x : a * std::expm1(x); }; };
+  auto celu = [](double a) {
+    return [a](double x) { return std::max(0.0, x) + std::min(0.0, a * std::expm1(x / a)); };
+  };
+  auto selu = [](double a, double g) {
+    return [a, g](double x) { return g * (x > 0 ? x : a * std::expm1(x)); };
+  };
+  auto thr = [](double a) { return [a](double x) { return x > a ? x : 0.0; }; };
+  const std::vector<ActCase> cases = {
+      {"Elu default", GCC_OP_ELU, GCC_OP_ELU_GRAD, {}, -3, 3, {0}, elu(1.0)},
+      {"Elu alpha=0.5", GCC_OP_ELU, GCC_OP_ELU_GRAD, {{"alpha", 0.5f}}, -3, 3, {0}, elu(0.5)},
+      {"Selu default", GCC_OP_SELU, GCC_OP_SELU_GRAD, {}, -3, 3, {0}, selu(kSeluA, kSeluG)},
+      {"Selu alpha=2 gamma=3",
+       GCC_OP_SELU,
+       GCC_OP_SELU_GRAD,
+       {{"alpha", 2.0f}, {"gamma", 3.0f}},
+       -3,
+       3,
+       {0},
+       selu(2, 3)},
+      {"Celu default", GCC_OP_CELU, GCC_OP_CELU_GRAD, {}, -3, 3, {0}, celu(1.0)},
+      {"Celu alpha=2", GCC_OP_CELU, GCC_OP_CELU_GRAD, {{"alpha", 2.0f}}, -3, 3, {0}, celu(2.0)},
+      {"Softplus",
+       GCC_OP_SOFTPLUS,
+       GCC_OP_SOFTPLUS_GRAD,
+       {},
+       -25,
+       25,
+       {},
+       [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }},
+      {"Softsign",
+       GCC_OP_SOFTSIGN,
+       GCC_OP_SOFTSIGN_GRAD,
+       {},
+       -3,
+       3,
+       {0},
+       [](double x) { return x / (1 + std::fabs(x)); }},
+      {"ThresholdedRelu default",
+       GCC_OP_THRESHOLDED_RELU,
+       GCC_OP_THRESHOLDED_RELU_GRAD,
+       {},
+       -3,
+       3,
+       {1},
+       thr(1.0)},
+      {"ThresholdedRelu alpha=-0.5",
+       GCC_OP_THRESHOLDED_RELU,
+       GCC_OP_THRESHOLDED_RELU_GRAD,
+       {{"alpha", -0.5f}},
+       -3,
+       3,
+       {-0.5},
+       thr(-0.5)},
+      {"Sin", GCC_OP_SIN, GCC_OP_COS, {}, -4, 4, {}, [](double x) { return std::sin(x); }},
+      {"Cos", GCC_OP_COS, GCC_OP_SIN, {}, -4, 4, {}, [](double x) { return std::cos(x); }},
+  };
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      int64_t n = Numel(d);
+      for (const ActCase &m : cases) {
+        int op = m.op;
+        auto attrs = m.attrs;
+        GradCase c = UnaryCase(
+            m.name, d, AwayFrom(r, n, m.lo, m.hi, m.kinks, 0.05),
+            [op, attrs](gcc_builder *b, int x) {
+              int y = Op(b, op, "f", {x});
+              for (const auto &a : attrs)
+                gcc_build_set_float(b, y, a.first, a.second);
+              return y;
+            },
+            m.f, m.bwd_op);
+        c.cuda = seed == kSeeds[0] && rank == 2;
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
 // Pow with broadcasting, gradients to the base and to a parameter exponent
 // (PowGradBase, PowGradExponent, summed over the broadcast dims); a base in
 // [0.5, 2] keeps log(A) defined, as the finite differences need.
@@ -4399,6 +4497,20 @@ const Covered kCovered[] = {
      "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
     {GCC_OP_MIN_GRAD, "MinGrad", kInternal,
      "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
+    {GCC_OP_ELU, "Elu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_ELU_GRAD, "EluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SELU, "Selu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_SELU_GRAD, "SeluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_CELU, "Celu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_CELU_GRAD, "CeluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SOFTPLUS, "Softplus", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_SOFTPLUS_GRAD, "SoftplusGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SOFTSIGN, "Softsign", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_SOFTSIGN_GRAD, "SoftsignGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_THRESHOLDED_RELU, "ThresholdedRelu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_THRESHOLDED_RELU_GRAD, "ThresholdedReluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SIN, "Sin", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_COS, "Cos", kGradcheck, "MathGrad.Activations"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {
