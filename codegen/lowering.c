@@ -33,7 +33,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 96, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -228,6 +228,11 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
                                       .expr = "{1} > {f0} ? {0} : 0.0f"},
     [GCC_OP_SIN] = {.kind = GCC_LOWER_POINTWISE, .expr = "sinf({0})"},
     [GCC_OP_COS] = {.kind = GCC_LOWER_POINTWISE, .expr = "cosf({0})"},
+    /* the slope broadcast as Pow's operands */
+    [GCC_OP_PRELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} < 0.0f ? {1} * {0} : {0}"},
+    [GCC_OP_PRELU_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{1} < 0.0f ? {2} * {0} : {0}"},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {.kind = GCC_LOWER_POINTWISE,
+                                 .expr = "{1} < 0.0f ? {1} * {0} : 0.0f"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

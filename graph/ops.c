@@ -116,7 +116,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 96, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1197,6 +1197,35 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                     .shape = shape_unary_same,
                     .flops = numel_out,
                     .semantics = "ONNX Cos (torch.cos)"},
+    [GCC_OP_PRELU] = {.name = "PRelu",
+                      .min_inputs = 2,
+                      .max_inputs = 2,
+                      .n_outputs = 1,
+                      .input_names = "X, slope",
+                      .shape = shape_prelu,
+                      .flops = numel_out,
+                      .semantics = "ONNX PRelu: x < 0 ? slope * x : x, slope unidirectionally "
+                                   "broadcast to X (torch.nn.PReLU)"},
+    [GCC_OP_PRELU_GRAD] = {.name = "PReluGrad",
+                           .min_inputs = 3,
+                           .max_inputs = 3,
+                           .n_outputs = 1,
+                           .input_names = "dY, X, slope",
+                           .flags = GCC_OPF_INTERNAL,
+                           .shape = shape_prelu_grad,
+                           .flops = numel_out,
+                           .semantics =
+                               "dX = X < 0 ? slope * dY : dY (torch prelu backward, input)"},
+    [GCC_OP_PRELU_GRAD_SLOPE] =
+        {.name = "PReluGradSlope",
+         .min_inputs = 3,
+         .max_inputs = 3,
+         .n_outputs = 1,
+         .input_names = "dY, X, slope",
+         .flags = GCC_OPF_INTERNAL,
+         .shape = shape_prelu_grad,
+         .flops = numel_out,
+         .semantics = "the slope's gradient before the broadcast's sum: X < 0 ? X * dY : 0"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

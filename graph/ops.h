@@ -202,7 +202,10 @@ typedef struct gcc_op_desc {
   X(THRESHOLDED_RELU, ThresholdedRelu)                                                             \
   X(THRESHOLDED_RELU_GRAD, ThresholdedReluGrad)                                                    \
   X(SIN, Sin)                                                                                      \
-  X(COS, Cos)
+  X(COS, Cos)                                                                                      \
+  X(PRELU, PRelu)                                                                                  \
+  X(PRELU_GRAD, PReluGrad)                                                                         \
+  X(PRELU_GRAD_SLOPE, PReluGradSlope)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -363,6 +366,11 @@ enum { GELU_APPROXIMATE };
  *   (alpha 1) = torch.nn.Threshold(alpha, 0), Sin, Cos (no gradient op: Mul
  *   with Cos / Neg(Sin)). Attribute positions: */
 enum { ACT_ALPHA, ACT_GAMMA };
+/* PRelu (X, slope) -> Y = X < 0 ? slope X : X, ONNX PRelu-16 / torch.nn.PReLU:
+ * float, slope unidirectionally broadcast to X (torch's [C, 1, 1] for NCHW,
+ * or [1]), Y of X's shape. PReluGrad (dY, X, slope) -> dX = X < 0 ? slope dY
+ * : dY and PReluGradSlope (dY, X, slope) -> X < 0 ? X dY : 0, both of dY's
+ * shape (the slope's gradient is the latter summed by ReduceSumTo). */
 enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
 /* LayerNormalization (X, Scale, B?) -> Y (, Mean, InvStdDev), ONNX
  * LayerNormalization-17 = torch.nn.functional.layer_norm: X is seen as

@@ -472,7 +472,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 96, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -580,6 +580,9 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_THRESHOLDED_RELU_GRAD] = TRAINING("the gradient of ThresholdedRelu"),
     [GCC_OP_SIN] = MAP("Sin"),
     [GCC_OP_COS] = MAP("Cos"),
+    [GCC_OP_PRELU] = MAP("PRelu"),
+    [GCC_OP_PRELU_GRAD] = TRAINING("a gradient of PRelu"),
+    [GCC_OP_PRELU_GRAD_SLOPE] = TRAINING("a gradient of PRelu"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -69,6 +69,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"Min", {1, 6, 8, 12, 13}, cv_min, "Min (chained, broadcast)"},
     {"Mul", {1, 6, 7, 13, 14}, cv_mul, "Mul"},
     {"Neg", {1, 6, 13}, cv_neg, "Neg"},
+    {"PRelu", {1, 6, 7, 9, 16}, cv_prelu, "PRelu (a 1-D slope per channel before opset 7)"},
     {"Pad", {1, 2, 11, 13, 18, 19, 21}, cv_pad, "Pad"},
     {"Pow", {1, 7, 12, 13, 15}, cv_pow, "Pow"},
     {"Reciprocal", {1, 6, 13}, cv_reciprocal, "Reciprocal"},

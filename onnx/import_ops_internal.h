@@ -166,6 +166,7 @@ gcc_status cv_softsign(nctx *c, gcc_diag *d);
 gcc_status cv_thresholded_relu(nctx *c, gcc_diag *d);
 gcc_status cv_sin(nctx *c, gcc_diag *d);
 gcc_status cv_cos(nctx *c, gcc_diag *d);
+gcc_status cv_prelu(nctx *c, gcc_diag *d);
 gcc_status cv_reciprocal(nctx *c, gcc_diag *d);
 gcc_status cv_pow(nctx *c, gcc_diag *d);
 gcc_status cv_max(nctx *c, gcc_diag *d);

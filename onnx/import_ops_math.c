@@ -283,3 +283,35 @@ gcc_status cv_sin(nctx *c, gcc_diag *d) {
 gcc_status cv_cos(nctx *c, gcc_diag *d) {
   return activation(c, GCC_OP_COS, NULL, 0, NULL, 0, 0, d);
 }
+
+/* PRelu (X, slope): float. From opset 7 the slope broadcasts to X
+ * unidirectionally (numpy); PRelu-1/6 (the pytorch-converted cases) give a
+ * per-channel slope as 1-D [C], C = X's dim 1: reshaped to [C, 1, ...] so it
+ * broadcasts along dim 1 (a 1-element slope broadcasts either way). */
+gcc_status cv_prelu(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  GCC_TRY(need_float(c, 0, d));
+  GCC_TRY(need_float(c, 1, d));
+  const tshape *xs = in_sh(c, 0);
+  tshape ss = *in_sh(c, 1), b;
+  int ins[2], node;
+  GCC_TRY(in_ir(c, 0, &ins[0], d));
+  GCC_TRY(in_ir(c, 1, &ins[1], d));
+  if (c->ver < 7 && ss.ndim == 1 && xs->ndim >= 2 && !ss.d[0].sym && !xs->d[1].sym &&
+      ss.d[0].v == xs->d[1].v && ss.d[0].v != 1) {
+    tshape r = {xs->ndim - 1, {{0, 0}}};
+    r.d[0] = ss.d[0];
+    for (int i = 1; i < r.ndim; i++)
+      r.d[i] = (sdim){1, 0};
+    GCC_TRY(emit_reshape(c, ins[1], &r, -1, F32, &ins[1], d));
+    ss = r;
+  }
+  if (!tshape_broadcast(xs, &ss, &b) || b.ndim != xs->ndim) {
+    char x[128], y[128];
+    return node_err(c, d, GCC_ERR_SHAPE, "the slope %s does not broadcast to X %s",
+                    tshape_str(&ss, y, sizeof y), tshape_str(xs, x, sizeof x));
+  }
+  return emit(c, GCC_OP_PRELU, ins, 2, 0, F32, xs, NULL, &node, d);
+}

@@ -495,6 +495,27 @@ static gcc_status gcc_grad_cos(gcc_grad_ctx *c, int node, const int *dy, int *dx
   return sin_cos_grad(c, node, dy, dx, 1, d);
 }
 
+/* Y = PRelu(X, slope): dX = PReluGrad(G, X, slope), dslope =
+ * sum_to(PReluGradSlope(G, X, slope), slope) (ReduceSumTo over the
+ * broadcast dims: torch's PReLU weight gradient). */
+static gcc_status gcc_grad_prelu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], S = g->nodes[node].inputs[1], G = dy[0], t, n2;
+  if (G < 0)
+    return GCC_OK;
+  int in[3] = {G, X, S};
+  if (gcc_grad_wanted(c, X)) {
+    GCC_TRY(emit(c, GCC_OP_PRELU_GRAD, node, "dX", in, 3, &n2, &dx[0], d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  if (gcc_grad_wanted(c, S)) {
+    GCC_TRY(emit(c, GCC_OP_PRELU_GRAD_SLOPE, node, "dslope_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dslope", t, S, 1.0f, &dx[1], d));
+  }
+  return GCC_OK;
+}
+
 /* Reciprocal: dX = -G Y^2 (PyTorch: -grad * (result * result).conj()). */
 static gcc_status gcc_grad_reciprocal(gcc_grad_ctx *c, int node, const int *dy, int *dx,
                                       gcc_diag *d) {
@@ -943,7 +964,7 @@ gcc_status gcc_grad_attention(gcc_grad_ctx *c, int node, const int *dy, int *dx,
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 96, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -1045,6 +1066,9 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_THRESHOLDED_RELU_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_SIN] = {.fn = gcc_grad_sin},
     [GCC_OP_COS] = {.fn = gcc_grad_cos},
+    [GCC_OP_PRELU] = {.fn = gcc_grad_prelu},
+    [GCC_OP_PRELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -2613,6 +2613,48 @@ TEST(MathGrad, PowBroadcastingBaseAndExponent) {
   }
 }
 
+// PRelu with the slope shapes torch.nn.PReLU and ONNX use: [C, 1, 1]
+// per channel of NCHW, [1] shared, X's own shape, a trailing [W]; X away
+// from the kink at 0, the slope's gradient summed over the broadcast dims
+// (ReduceSumTo), CPU and host-emulated CUDA plans.
+GradCase PReluCase(const std::string &what, const Dims &x, const Dims &sl, Rng &r) {
+  GradCase c;
+  c.label = "PRelu " + what;
+  c.params.push_back({"X", x, AwayFrom(r, Numel(x), -2, 2, {0}, 0.05)});
+  c.params.push_back({"S", sl, r.F(Numel(sl), -0.5, 0.8)});
+  c.build = [](gcc_builder *bl, const Ids &v) {
+    return Op(bl, GCC_OP_PRELU, "prelu", {v.at("X"), v.at("S")});
+  };
+  c.ref = [](const Env &e) {
+    const T64 &xv = e.at("X"), &sv = e.at("S");
+    T64 y = Zeros(xv.dims);
+    for (int64_t o = 0; o < Numel(xv.dims); ++o) {
+      double xo = xv.v[o];
+      y.v[o] = xo < 0 ? sv.v[BroadcastIndex(sv.dims, xv.dims, o)] * xo : xo;
+    }
+    return y;
+  };
+  c.bwd_ops = {GCC_OP_PRELU_GRAD, GCC_OP_PRELU_GRAD_SLOPE};
+  return c;
+}
+
+TEST(MathGrad, PReluSlopeBroadcasting) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(1, 3), C = r.I(2, 4), H = r.I(1, 3), W = r.I(2, 4);
+    std::vector<GradCase> cases = {
+        PReluCase("[N,C,H,W] slope [C,1,1]", {N, C, H, W}, {C, 1, 1}, r),
+        PReluCase("[N,C,H,W] slope [1]", {N, C, H, W}, {1}, r),
+        PReluCase("[N,C] slope [N,C]", {N, C}, {N, C}, r),
+        PReluCase("[N,C,W] slope [W]", {N, C, W}, {W}, r),
+    };
+    for (size_t i = 0; i < cases.size(); ++i) {
+      cases[i].cuda = seed == kSeeds[0];
+      RunGradCase(cases[i], seed);
+    }
+  }
+}
+
 // Max / Min with broadcasting, both operands parameters. The operands are
 // drawn from disjoint grids (A on odd, B on even multiples of 0.05), so no
 // element ties and the finite differences (step far below 0.05) never
@@ -4511,6 +4553,9 @@ const Covered kCovered[] = {
     {GCC_OP_THRESHOLDED_RELU_GRAD, "ThresholdedReluGrad", kInternal, "MathGrad.Activations"},
     {GCC_OP_SIN, "Sin", kGradcheck, "MathGrad.Activations"},
     {GCC_OP_COS, "Cos", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_PRELU, "PRelu", kGradcheck, "MathGrad.PReluSlopeBroadcasting"},
+    {GCC_OP_PRELU_GRAD, "PReluGrad", kInternal, "MathGrad.PReluSlopeBroadcasting"},
+    {GCC_OP_PRELU_GRAD_SLOPE, "PReluGradSlope", kInternal, "MathGrad.PReluSlopeBroadcasting"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -246,6 +246,11 @@ gcc_status gcc_cpu_thresholded_relu(const gcc_kernel_args *a);
 gcc_status gcc_cpu_thresholded_relu_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_sin(const gcc_kernel_args *a);
 gcc_status gcc_cpu_cos(const gcc_kernel_args *a);
+/* PRelu (X, slope) -> Y, PReluGrad and PReluGradSlope (dY, X, slope) -> of
+ * dY's shape, the slope broadcast (formulas in graph/ops.h). */
+gcc_status gcc_cpu_prelu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_prelu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_prelu_grad_slope(const gcc_kernel_args *a);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
  * cpu_math.c - the CPU backend's kernels of the pointwise math of the
  * Transformer blocks (Gelu, Erf, Exp, Log, Neg, Abs, Pow, Reciprocal, Max,
  * Min and their gradients) and torch.nn's activations (Elu, Selu, Celu,
- * Softplus, Softsign, ThresholdedRelu, Sin, Cos). Plain loops over dense float32, compiled for
+ * Softplus, Softsign, ThresholdedRelu, Sin, Cos, PRelu). Plain loops over dense float32, compiled for
  * AVX2 and baseline x86-64 as cpu_kernels.c's hot loops; GELU's formulas are
  * PyTorch's CPU kernels (GeluKernelImpl, GeluBackwardKernelImpl) in float.
  */
@@ -170,7 +170,18 @@ static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st
 }
 
 /* The pointwise formulas over broadcast operands, by kind. */
-enum { POW_FWD, POW_GRAD_A, POW_GRAD_B, MAX_FWD, MIN_FWD, MAX_GRAD, MIN_GRAD };
+enum {
+  POW_FWD,
+  POW_GRAD_A,
+  POW_GRAD_B,
+  MAX_FWD,
+  MIN_FWD,
+  MAX_GRAD,
+  MIN_GRAD,
+  PRELU_FWD,
+  PRELU_GRAD_X,
+  PRELU_GRAD_SLOPE
+};
 
 static inline float pow_elem(int kind, float g, float a, float b) {
   switch (kind) {
@@ -180,6 +191,9 @@ static inline float pow_elem(int kind, float g, float a, float b) {
   case MAX_FWD: return (a > b || a != a) ? a : b; /* NaN propagates */
   case MIN_FWD: return (a < b || a != a) ? a : b;
   case MAX_GRAD: return a < b ? 0.0f : (a == b ? 0.5f * g : g);
+  case PRELU_FWD: return a < 0.0f ? b * a : a; /* a = X, b = slope */
+  case PRELU_GRAD_X: return a < 0.0f ? b * g : g;
+  case PRELU_GRAD_SLOPE: return a < 0.0f ? a * g : 0.0f;
   default: return a > b ? 0.0f : (a == b ? 0.5f * g : g); /* MIN_GRAD */
   }
 }
@@ -317,4 +331,21 @@ gcc_status gcc_cpu_sin(const gcc_kernel_args *a) {
 }
 gcc_status gcc_cpu_cos(const gcc_kernel_args *a) {
   return unary(a, cos_loop);
+}
+
+/* ---- PRelu and its gradients (the slope broadcast) ------------------------------- */
+
+gcc_status gcc_cpu_prelu(const gcc_kernel_args *a) {
+  pow_walk(PRELU_FWD, NULL, a->in[0], a->in[1], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_prelu_grad(const gcc_kernel_args *a) {
+  pow_walk(PRELU_GRAD_X, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_prelu_grad_slope(const gcc_kernel_args *a) {
+  pow_walk(PRELU_GRAD_SLOPE, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
 }

@@ -13,7 +13,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 96, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -128,6 +128,9 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_THRESHOLDED_RELU_GRAD] = {.kernel = gcc_cpu_thresholded_relu_grad},
     [GCC_OP_SIN] = {.kernel = gcc_cpu_sin},
     [GCC_OP_COS] = {.kernel = gcc_cpu_cos},
+    [GCC_OP_PRELU] = {.kernel = gcc_cpu_prelu},
+    [GCC_OP_PRELU_GRAD] = {.kernel = gcc_cpu_prelu_grad},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {.kernel = gcc_cpu_prelu_grad_slope},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

@@ -12,7 +12,7 @@
 #define IN          GCC_CUDA_IN
 #define OUT         GCC_CUDA_OUT
 
-_Static_assert(GCC_OP_COUNT == 96, "a new op: add its entry to kCudaOps");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its entry to kCudaOps");
 
 static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.call = GCC_CUDA_CALL_NONE, .none = "a cuBLASLt GEMM (gemm_map.h)"},
@@ -164,6 +164,9 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_THRESHOLDED_RELU_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_SIN] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_COS] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_PRELU] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_PRELU_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {
