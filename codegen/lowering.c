@@ -33,7 +33,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 82, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -202,8 +202,37 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     /* PyTorch: where(self == other, grad / 2, grad).masked_fill_(self < other, 0) */
     [GCC_OP_MAX_GRAD] = {.kind = GCC_LOWER_POINTWISE,
                          .expr = "{1} < {2} ? 0.0f : ({1} == {2} ? 0.5f * {0} : {0})"},
-    [GCC_OP_MIN_GRAD] = {.kind = GCC_LOWER_POINTWISE,
-                         .expr = "{1} > {2} ? 0.0f : ({1} == {2} ? 0.5f * {0} : {0})"},
+    [GCC_OP_MIN_GRAD] =
+        {.kind = GCC_LOWER_POINTWISE,
+         .expr =
+             "{1} > {2} ? 0.0f : ({1} == {2} ? 0.5f * {0} : {0})"}, /* Softplus: max(x, 0) + log1p(e^-|x|), log(1 + e^x) without overflow (NaN stays NaN) */
+    [GCC_OP_ELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} > 0.0f ? {0} : {f0} * expm1f({0})"},
+    [GCC_OP_ELU_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "{1} > 0.0f ? {0} : {0} * {f0} * expf({1})"},
+    [GCC_OP_SELU] = {.kind = GCC_LOWER_POINTWISE,
+                     .expr = "{f1} * ({0} > 0.0f ? {0} : {f0} * expm1f({0}))"},
+    [GCC_OP_SELU_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                          .expr = "{1} > 0.0f ? {f1} * {0} : {0} * {f1} * {f0} * expf({1})"},
+    [GCC_OP_CELU] = {.kind = GCC_LOWER_POINTWISE,
+                     .expr = "{0} > 0.0f ? {0} : {f0} * expm1f({0} / {f0})"},
+    [GCC_OP_CELU_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                          .expr = "{1} > 0.0f ? {0} : {0} * expf({1} / {f0})"},
+    [GCC_OP_SOFTPLUS] = {.kind = GCC_LOWER_POINTWISE,
+                         .expr = "fmaxf({0}, 0.0f) + log1pf(expf(-fabsf({0})))"},
+    [GCC_OP_SOFTPLUS_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} / (1.0f + expf(-{1}))"},
+    [GCC_OP_SOFTSIGN] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} / (1.0f + fabsf({0}))"},
+    [GCC_OP_SOFTSIGN_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                              .expr = "{0} / ((1.0f + fabsf({1})) * (1.0f + fabsf({1})))"},
+    [GCC_OP_THRESHOLDED_RELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} > {f0} ? {0} : 0.0f"},
+    [GCC_OP_THRESHOLDED_RELU_GRAD] = {.kind = GCC_LOWER_POINTWISE,
+                                      .expr = "{1} > {f0} ? {0} : 0.0f"},
+    [GCC_OP_SIN] = {.kind = GCC_LOWER_POINTWISE, .expr = "sinf({0})"},
+    [GCC_OP_COS] = {.kind = GCC_LOWER_POINTWISE, .expr = "cosf({0})"},
+    /* the slope broadcast as Pow's operands */
+    [GCC_OP_PRELU] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} < 0.0f ? {1} * {0} : {0}"},
+    [GCC_OP_PRELU_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{1} < 0.0f ? {2} * {0} : {0}"},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {.kind = GCC_LOWER_POINTWISE,
+                                 .expr = "{1} < 0.0f ? {1} * {0} : 0.0f"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -188,7 +188,24 @@ typedef struct gcc_op_desc {
   X(MAX, Max)                                                                                      \
   X(MIN, Min)                                                                                      \
   X(MAX_GRAD, MaxGrad)                                                                             \
-  X(MIN_GRAD, MinGrad)
+  X(MIN_GRAD, MinGrad)                                                                             \
+  X(ELU, Elu)                                                                                      \
+  X(ELU_GRAD, EluGrad)                                                                             \
+  X(SELU, Selu)                                                                                    \
+  X(SELU_GRAD, SeluGrad)                                                                           \
+  X(CELU, Celu)                                                                                    \
+  X(CELU_GRAD, CeluGrad)                                                                           \
+  X(SOFTPLUS, Softplus)                                                                            \
+  X(SOFTPLUS_GRAD, SoftplusGrad)                                                                   \
+  X(SOFTSIGN, Softsign)                                                                            \
+  X(SOFTSIGN_GRAD, SoftsignGrad)                                                                   \
+  X(THRESHOLDED_RELU, ThresholdedRelu)                                                             \
+  X(THRESHOLDED_RELU_GRAD, ThresholdedReluGrad)                                                    \
+  X(SIN, Sin)                                                                                      \
+  X(COS, Cos)                                                                                      \
+  X(PRELU, PRelu)                                                                                  \
+  X(PRELU_GRAD, PReluGrad)                                                                         \
+  X(PRELU_GRAD_SLOPE, PReluGradSlope)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -340,6 +357,20 @@ gcc_status gcc_slice_resolve(const gcc_node *n, const char *source, const gcc_sh
  * form, ONNX Gelu-20's default, torch.nn.GELU()) or "tanh"
  * (torch.nn.GELU(approximate='tanh')); gcc_gelu_is_tanh reads it. */
 enum { GELU_APPROXIMATE };
+/* The activations (X) -> Y, float, Y of X's shape, with their gradient ops
+ * (dY, X) -> dX (formulas: graph/ops.c kOps semantics):
+ *   Elu (alpha 1) = torch.nn.ELU, Selu (alpha 1.6732632, gamma 1.0507010) =
+ *   torch.nn.SELU, Celu (alpha 1) = torch.nn.CELU, Softplus = log(1 + e^x)
+ *   (ONNX Softplus; torch.nn.Softplus(beta 1, threshold 20) agrees to float32
+ *   rounding: see graph/ops.c), Softsign = torch.nn.Softsign, ThresholdedRelu
+ *   (alpha 1) = torch.nn.Threshold(alpha, 0), Sin, Cos (no gradient op: Mul
+ *   with Cos / Neg(Sin)). Attribute positions: */
+enum { ACT_ALPHA, ACT_GAMMA };
+/* PRelu (X, slope) -> Y = X < 0 ? slope X : X, ONNX PRelu-16 / torch.nn.PReLU:
+ * float, slope unidirectionally broadcast to X (torch's [C, 1, 1] for NCHW,
+ * or [1]), Y of X's shape. PReluGrad (dY, X, slope) -> dX = X < 0 ? slope dY
+ * : dY and PReluGradSlope (dY, X, slope) -> X < 0 ? X dY : 0, both of dY's
+ * shape (the slope's gradient is the latter summed by ReduceSumTo). */
 enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
 /* LayerNormalization (X, Scale, B?) -> Y (, Mean, InvStdDev), ONNX
  * LayerNormalization-17 = torch.nn.functional.layer_norm: X is seen as

@@ -139,6 +139,8 @@ gcc_status shape_gelu(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_gelu_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pow(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pow_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_prelu(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_prelu_grad(gcc_graph *g, int node, gcc_diag *d);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

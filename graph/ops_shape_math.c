@@ -59,3 +59,31 @@ gcc_status shape_pow_grad(gcc_graph *g, int node, gcc_diag *d) {
   set_out(g, node, 0, dt, &dy->shape);
   return GCC_OK;
 }
+
+/* PRelu (X, slope): one float dtype, slope unidirectionally broadcast to X
+ * (ONNX PRelu-7+); Y has X's shape. */
+gcc_status shape_prelu(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 1, &dt, d));
+  gcc_value *x = in_val(g, node, 0), *s = in_val(g, node, 1);
+  gcc_shape r;
+  if (!gcc_broadcast_shapes(&x->shape, &s->shape, &r) || !gcc_shape_equal(&r, &x->shape))
+    return shape_err(g, node, d, "the slope does not broadcast to X:", &s->shape, &x->shape);
+  set_out(g, node, 0, dt, &x->shape);
+  return GCC_OK;
+}
+
+/* PReluGrad / PReluGradSlope (dY, X, slope): X of dY's shape, the slope
+ * broadcast to it; the output has dY's shape. */
+gcc_status shape_prelu_grad(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_dtype dt;
+  GCC_TRY(need_same_float(g, node, 0, 2, &dt, d));
+  gcc_value *dy = in_val(g, node, 0), *x = in_val(g, node, 1), *s = in_val(g, node, 2);
+  gcc_shape r;
+  if (!gcc_shape_equal(&x->shape, &dy->shape))
+    return shape_err(g, node, d, "X's shape is not dY's:", &x->shape, &dy->shape);
+  if (!gcc_broadcast_shapes(&x->shape, &s->shape, &r) || !gcc_shape_equal(&r, &x->shape))
+    return shape_err(g, node, d, "the slope does not broadcast to X:", &s->shape, &x->shape);
+  set_out(g, node, 0, dt, &dy->shape);
+  return GCC_OK;
+}

@@ -385,6 +385,16 @@ static gcc_status ex_leaky_relu(ex *E, const gcc_node *n, Onnx__NodeProto *np, g
   return attr_float(E, np, "alpha", n->av[LEAKY_RELU_ALPHA].f, d);
 }
 
+/* Elu, Celu, ThresholdedRelu: alpha; Selu: alpha and gamma (graph/ops.h ACT_*). */
+static gcc_status ex_alpha(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  return attr_float(E, np, "alpha", n->av[ACT_ALPHA].f, d);
+}
+
+static gcc_status ex_selu(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  GCC_TRY(attr_float(E, np, "alpha", n->av[ACT_ALPHA].f, d));
+  return attr_float(E, np, "gamma", n->av[ACT_GAMMA].f, d);
+}
+
 static gcc_status ex_clip(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
   float lo = n->av[CLIP_MIN].f, hi = n->av[CLIP_MAX].f;
   GCC_TRY(
@@ -462,7 +472,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 82, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -556,6 +566,23 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_MIN] = MAP("Min"),
     [GCC_OP_MAX_GRAD] = TRAINING("the gradient of Max"),
     [GCC_OP_MIN_GRAD] = TRAINING("the gradient of Min"),
+    [GCC_OP_ELU] = MAP_A("Elu", ex_alpha),
+    [GCC_OP_ELU_GRAD] = TRAINING("the gradient of Elu"),
+    [GCC_OP_SELU] = MAP_A("Selu", ex_selu),
+    [GCC_OP_SELU_GRAD] = TRAINING("the gradient of Selu"),
+    [GCC_OP_CELU] = MAP_A("Celu", ex_alpha),
+    [GCC_OP_CELU_GRAD] = TRAINING("the gradient of Celu"),
+    [GCC_OP_SOFTPLUS] = MAP("Softplus"),
+    [GCC_OP_SOFTPLUS_GRAD] = TRAINING("the gradient of Softplus"),
+    [GCC_OP_SOFTSIGN] = MAP("Softsign"),
+    [GCC_OP_SOFTSIGN_GRAD] = TRAINING("the gradient of Softsign"),
+    [GCC_OP_THRESHOLDED_RELU] = MAP_A("ThresholdedRelu", ex_alpha),
+    [GCC_OP_THRESHOLDED_RELU_GRAD] = TRAINING("the gradient of ThresholdedRelu"),
+    [GCC_OP_SIN] = MAP("Sin"),
+    [GCC_OP_COS] = MAP("Cos"),
+    [GCC_OP_PRELU] = MAP("PRelu"),
+    [GCC_OP_PRELU_GRAD] = TRAINING("a gradient of PRelu"),
+    [GCC_OP_PRELU_GRAD_SLOPE] = TRAINING("a gradient of PRelu"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

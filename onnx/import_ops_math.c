@@ -224,3 +224,94 @@ gcc_status cv_gelu_pattern(nctx *c, int x, int tanh_form, gcc_diag *d) {
   c->I->n_patterns++;
   return GCC_OK;
 }
+
+/* Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Sin, Cos: float X,
+ * the float attributes named (ONNX's defaults; graph/ops.h ACT_ALPHA,
+ * ACT_GAMMA order), `consumed_inputs` allowed and unused at opset 1. */
+static gcc_status activation(nctx *c, int op, const char *a0, float d0, const char *a1, float d1,
+                             int alpha_divides, gcc_diag *d) {
+  const char *cons = c->ver == 1 ? "consumed_inputs" : NULL;
+  if (!a0)
+    GCC_TRY(allow_attrs(c, d, cons, (char *)NULL));
+  else if (!a1)
+    GCC_TRY(allow_attrs(c, d, a0, cons, (char *)NULL));
+  else
+    GCC_TRY(allow_attrs(c, d, a0, a1, cons, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  GCC_TRY(need_inputs(c, 1, 1, d));
+  GCC_TRY(need_float(c, 0, d));
+  float v0 = d0, v1 = d1;
+  if (a0)
+    GCC_TRY(a_float(c, a0, d0, &v0, d));
+  if (a1)
+    GCC_TRY(a_float(c, a1, d1, &v1, d));
+  if (alpha_divides && v0 == 0.0f) /* Celu: x / alpha */
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                    "attribute 'alpha' is 0; it must not be (x / alpha)");
+  int x, node;
+  GCC_TRY(in_ir(c, 0, &x, d));
+  GCC_TRY(emit(c, op, &x, 1, 0, F32, in_sh(c, 0), NULL, &node, d));
+  if (a0 && gcc_node_set_float(c->I->g, node, a0, v0))
+    return oom(d);
+  if (a1 && gcc_node_set_float(c->I->g, node, a1, v1))
+    return oom(d);
+  return GCC_OK;
+}
+
+gcc_status cv_elu(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_ELU, "alpha", 1.0f, NULL, 0, 0, d);
+}
+gcc_status cv_selu(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_SELU, "alpha", 1.67326319217681884765625f, "gamma",
+                    1.05070102214813232421875f, 0, d);
+}
+gcc_status cv_celu(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_CELU, "alpha", 1.0f, NULL, 0, 1, d);
+}
+gcc_status cv_thresholded_relu(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_THRESHOLDED_RELU, "alpha", 1.0f, NULL, 0, 0, d);
+}
+gcc_status cv_softplus(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_SOFTPLUS, NULL, 0, NULL, 0, 0, d);
+}
+gcc_status cv_softsign(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_SOFTSIGN, NULL, 0, NULL, 0, 0, d);
+}
+gcc_status cv_sin(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_SIN, NULL, 0, NULL, 0, 0, d);
+}
+gcc_status cv_cos(nctx *c, gcc_diag *d) {
+  return activation(c, GCC_OP_COS, NULL, 0, NULL, 0, 0, d);
+}
+
+/* PRelu (X, slope): float. From opset 7 the slope broadcasts to X
+ * unidirectionally (numpy); PRelu-1/6 (the pytorch-converted cases) give a
+ * per-channel slope as 1-D [C], C = X's dim 1: reshaped to [C, 1, ...] so it
+ * broadcasts along dim 1 (a 1-element slope broadcasts either way). */
+gcc_status cv_prelu(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
+  GCC_TRY(no_consumed_inputs(c, d));
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  GCC_TRY(need_float(c, 0, d));
+  GCC_TRY(need_float(c, 1, d));
+  const tshape *xs = in_sh(c, 0);
+  tshape ss = *in_sh(c, 1), b;
+  int ins[2], node;
+  GCC_TRY(in_ir(c, 0, &ins[0], d));
+  GCC_TRY(in_ir(c, 1, &ins[1], d));
+  if (c->ver < 7 && ss.ndim == 1 && xs->ndim >= 2 && !ss.d[0].sym && !xs->d[1].sym &&
+      ss.d[0].v == xs->d[1].v && ss.d[0].v != 1) {
+    tshape r = {xs->ndim - 1, {{0, 0}}};
+    r.d[0] = ss.d[0];
+    for (int i = 1; i < r.ndim; i++)
+      r.d[i] = (sdim){1, 0};
+    GCC_TRY(emit_reshape(c, ins[1], &r, -1, F32, &ins[1], d));
+    ss = r;
+  }
+  if (!tshape_broadcast(xs, &ss, &b) || b.ndim != xs->ndim) {
+    char x[128], y[128];
+    return node_err(c, d, GCC_ERR_SHAPE, "the slope %s does not broadcast to X %s",
+                    tshape_str(&ss, y, sizeof y), tshape_str(xs, x, sizeof x));
+  }
+  return emit(c, GCC_OP_PRELU, ins, 2, 0, F32, xs, NULL, &node, d);
+}

@@ -84,7 +84,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 82, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -194,6 +194,24 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_MIN] = {AC_PROMOTE, 0, 0},
     [GCC_OP_MAX_GRAD] = {AC_PROMOTE, 0, 0},
     [GCC_OP_MIN_GRAD] = {AC_PROMOTE, 0, 0},
+    /* torch.autocast's float32 list: softplus; the others run in the input's type */
+    [GCC_OP_ELU] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_ELU_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_SELU] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_SELU_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_CELU] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_CELU_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_SOFTPLUS] = {AC_FP32, 0, 0},
+    [GCC_OP_SOFTPLUS_GRAD] = {AC_FP32, 0, 0},
+    [GCC_OP_SOFTSIGN] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_SOFTSIGN_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_THRESHOLDED_RELU] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_THRESHOLDED_RELU_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_SIN] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_COS] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_PRELU] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_PRELU_GRAD] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {AC_PROMOTE, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

@@ -530,6 +530,74 @@ static gcc_status gcc_grad_abs(gcc_grad_ctx *c, int node, const int *dy, int *dx
   return unary_grad(c, node, dy, dx, GCC_OP_ABS_GRAD, 0, d);
 }
 
+/* Elu, Selu, Celu, Softplus, Softsign, ThresholdedRelu: dX = <Op>Grad(G, X)
+ * (the attributes copied). */
+static gcc_status gcc_grad_elu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_ELU_GRAD, 0, d);
+}
+static gcc_status gcc_grad_selu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_SELU_GRAD, 0, d);
+}
+static gcc_status gcc_grad_celu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_CELU_GRAD, 0, d);
+}
+static gcc_status gcc_grad_softplus(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                    gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_SOFTPLUS_GRAD, 0, d);
+}
+static gcc_status gcc_grad_softsign(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                    gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_SOFTSIGN_GRAD, 0, d);
+}
+static gcc_status gcc_grad_thresholded_relu(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                            gcc_diag *d) {
+  return unary_grad(c, node, dy, dx, GCC_OP_THRESHOLDED_RELU_GRAD, 0, d);
+}
+
+/* Sin: dX = G cos(X); Cos: dX = G (-sin(X)). */
+static gcc_status sin_cos_grad(gcc_grad_ctx *c, int node, const int *dy, int *dx, int is_cos,
+                               gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], t, t2, n2;
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  GCC_TRY(emit(c, is_cos ? GCC_OP_SIN : GCC_OP_COS, node, "dX_d", &X, 1, &n2, &t, d));
+  GCC_TRY(gcc_grad_finish(c, n2, d));
+  if (is_cos) {
+    GCC_TRY(emit(c, GCC_OP_NEG, node, "dX_neg", &t, 1, &n2, &t2, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    t = t2;
+  }
+  return binary(c, GCC_OP_MUL, node, "dX", dy[0], t, &dx[0], d);
+}
+static gcc_status gcc_grad_sin(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return sin_cos_grad(c, node, dy, dx, 0, d);
+}
+static gcc_status gcc_grad_cos(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return sin_cos_grad(c, node, dy, dx, 1, d);
+}
+
+/* Y = PRelu(X, slope): dX = PReluGrad(G, X, slope), dslope =
+ * sum_to(PReluGradSlope(G, X, slope), slope) (ReduceSumTo over the
+ * broadcast dims: torch's PReLU weight gradient). */
+static gcc_status gcc_grad_prelu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], S = g->nodes[node].inputs[1], G = dy[0], t, n2;
+  if (G < 0)
+    return GCC_OK;
+  int in[3] = {G, X, S};
+  if (gcc_grad_wanted(c, X)) {
+    GCC_TRY(emit(c, GCC_OP_PRELU_GRAD, node, "dX", in, 3, &n2, &dx[0], d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+  }
+  if (gcc_grad_wanted(c, S)) {
+    GCC_TRY(emit(c, GCC_OP_PRELU_GRAD_SLOPE, node, "dslope_full", in, 3, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, "dslope", t, S, 1.0f, &dx[1], d));
+  }
+  return GCC_OK;
+}
+
 /* Reciprocal: dX = -G Y^2 (PyTorch: -grad * (result * result).conj()). */
 static gcc_status gcc_grad_reciprocal(gcc_grad_ctx *c, int node, const int *dy, int *dx,
                                       gcc_diag *d) {
@@ -978,7 +1046,7 @@ gcc_status gcc_grad_attention(gcc_grad_ctx *c, int node, const int *dy, int *dx,
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
 
-_Static_assert(GCC_OP_COUNT == 82, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -1066,6 +1134,23 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_MIN] = {.fn = gcc_grad_min},
     [GCC_OP_MAX_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_MIN_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_ELU] = {.fn = gcc_grad_elu},
+    [GCC_OP_ELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SELU] = {.fn = gcc_grad_selu},
+    [GCC_OP_SELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_CELU] = {.fn = gcc_grad_celu},
+    [GCC_OP_CELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SOFTPLUS] = {.fn = gcc_grad_softplus},
+    [GCC_OP_SOFTPLUS_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SOFTSIGN] = {.fn = gcc_grad_softsign},
+    [GCC_OP_SOFTSIGN_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_THRESHOLDED_RELU] = {.fn = gcc_grad_thresholded_relu},
+    [GCC_OP_THRESHOLDED_RELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_SIN] = {.fn = gcc_grad_sin},
+    [GCC_OP_COS] = {.fn = gcc_grad_cos},
+    [GCC_OP_PRELU] = {.fn = gcc_grad_prelu},
+    [GCC_OP_PRELU_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

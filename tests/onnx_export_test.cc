@@ -330,8 +330,22 @@ GraphPtr OpsChain(std::string *err) {
   gcc_node_set_string(g, LastNode(g), "mode", "reflect");
   int lr = AddNode(g, "leaky", GCC_OP_LEAKY_RELU, {pad});
   gcc_node_set_float(g, LastNode(g), "alpha", 0.2f);
-  int sg = AddNode(g, "sigmoid", GCC_OP_SIGMOID, {lr});
-  int th = AddNode(g, "tanh", GCC_OP_TANH, {lr});
+  int elu = AddNode(g, "elu", GCC_OP_ELU, {lr});
+  gcc_node_set_float(g, LastNode(g), "alpha", 0.7f);
+  int selu = AddNode(g, "selu", GCC_OP_SELU, {elu});
+  gcc_node_set_float(g, LastNode(g), "gamma", 0.9f);
+  int celu = AddNode(g, "celu", GCC_OP_CELU, {selu});
+  gcc_node_set_float(g, LastNode(g), "alpha", 1.5f);
+  int ssn = AddNode(g, "softsign", GCC_OP_SOFTSIGN, {celu});
+  int spl = AddNode(g, "softplus", GCC_OP_SOFTPLUS, {ssn});
+  int trl = AddNode(g, "thresholded_relu", GCC_OP_THRESHOLDED_RELU, {spl});
+  gcc_node_set_float(g, LastNode(g), "alpha", 0.6f);
+  int sin = AddNode(g, "sin", GCC_OP_SIN, {trl});
+  int cos = AddNode(g, "cos", GCC_OP_COS, {sin});
+  int act = AddNode(g, "prelu", GCC_OP_PRELU,
+                    {cos, AddInit(g, "prelu.slope", {3, {2, 1, 1}}, 0.1f, 0.3f)});
+  int sg = AddNode(g, "sigmoid", GCC_OP_SIGMOID, {act});
+  int th = AddNode(g, "tanh", GCC_OP_TANH, {act});
   int sub = AddNode(g, "sub", GCC_OP_SUB, {sg, th});
   int mul = AddNode(g, "mul", GCC_OP_MUL, {sub, sg});
   int sq = AddNode(g, "sqrt", GCC_OP_SQRT, {sg});

@@ -2532,6 +2532,104 @@ TEST(MathGrad, UnaryOps) {
   }
 }
 
+// The activations of torch.nn (ELU, SELU, CELU, Softplus, Softsign,
+// Threshold(alpha, 0)) and Sin, Cos: at their defaults and at other
+// attribute values, against float64 references, inputs away from the kinks
+// (0 for Elu/Selu/Celu at alpha != 1, alpha for ThresholdedRelu); Softplus
+// over [-25, 25] covers torch's threshold 20 (the formulas agree there to
+// float32 rounding), CPU and host-emulated CUDA plans.
+struct ActCase {
+  const char *name;
+  int op, bwd_op;
+  std::vector<std::pair<const char *, float>> attrs;
+  double lo, hi;
+  std::vector<double> kinks;
+  std::function<double(double)> f;
+};
+
+TEST(MathGrad, Activations) {
+  const double kSeluA = 1.67326319217681884765625, kSeluG = 1.05070102214813232421875;
+  auto elu = [](double a) { return [a](double x) { return x > 0 ? x : a * std::expm1(x); }; };
+  auto celu = [](double a) {
+    return [a](double x) { return std::max(0.0, x) + std::min(0.0, a * std::expm1(x / a)); };
+  };
+  auto selu = [](double a, double g) {
+    return [a, g](double x) { return g * (x > 0 ? x : a * std::expm1(x)); };
+  };
+  auto thr = [](double a) { return [a](double x) { return x > a ? x : 0.0; }; };
+  const std::vector<ActCase> cases = {
+      {"Elu default", GCC_OP_ELU, GCC_OP_ELU_GRAD, {}, -3, 3, {0}, elu(1.0)},
+      {"Elu alpha=0.5", GCC_OP_ELU, GCC_OP_ELU_GRAD, {{"alpha", 0.5f}}, -3, 3, {0}, elu(0.5)},
+      {"Selu default", GCC_OP_SELU, GCC_OP_SELU_GRAD, {}, -3, 3, {0}, selu(kSeluA, kSeluG)},
+      {"Selu alpha=2 gamma=3",
+       GCC_OP_SELU,
+       GCC_OP_SELU_GRAD,
+       {{"alpha", 2.0f}, {"gamma", 3.0f}},
+       -3,
+       3,
+       {0},
+       selu(2, 3)},
+      {"Celu default", GCC_OP_CELU, GCC_OP_CELU_GRAD, {}, -3, 3, {0}, celu(1.0)},
+      {"Celu alpha=2", GCC_OP_CELU, GCC_OP_CELU_GRAD, {{"alpha", 2.0f}}, -3, 3, {0}, celu(2.0)},
+      {"Softplus",
+       GCC_OP_SOFTPLUS,
+       GCC_OP_SOFTPLUS_GRAD,
+       {},
+       -25,
+       25,
+       {},
+       [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }},
+      {"Softsign",
+       GCC_OP_SOFTSIGN,
+       GCC_OP_SOFTSIGN_GRAD,
+       {},
+       -3,
+       3,
+       {0},
+       [](double x) { return x / (1 + std::fabs(x)); }},
+      {"ThresholdedRelu default",
+       GCC_OP_THRESHOLDED_RELU,
+       GCC_OP_THRESHOLDED_RELU_GRAD,
+       {},
+       -3,
+       3,
+       {1},
+       thr(1.0)},
+      {"ThresholdedRelu alpha=-0.5",
+       GCC_OP_THRESHOLDED_RELU,
+       GCC_OP_THRESHOLDED_RELU_GRAD,
+       {{"alpha", -0.5f}},
+       -3,
+       3,
+       {-0.5},
+       thr(-0.5)},
+      {"Sin", GCC_OP_SIN, GCC_OP_COS, {}, -4, 4, {}, [](double x) { return std::sin(x); }},
+      {"Cos", GCC_OP_COS, GCC_OP_SIN, {}, -4, 4, {}, [](double x) { return std::cos(x); }},
+  };
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank) {
+      Dims d = r.RandDims(rank, 1, 5);
+      int64_t n = Numel(d);
+      for (const ActCase &m : cases) {
+        int op = m.op;
+        auto attrs = m.attrs;
+        GradCase c = UnaryCase(
+            m.name, d, AwayFrom(r, n, m.lo, m.hi, m.kinks, 0.05),
+            [op, attrs](gcc_builder *b, int x) {
+              int y = Op(b, op, "f", {x});
+              for (const auto &a : attrs)
+                gcc_build_set_float(b, y, a.first, a.second);
+              return y;
+            },
+            m.f, m.bwd_op);
+        c.cuda = seed == kSeeds[0] && rank == 2;
+        RunGradCase(c, seed);
+      }
+    }
+  }
+}
+
 // Pow with broadcasting, gradients to the base and to a parameter exponent
 // (PowGradBase, PowGradExponent, summed over the broadcast dims); a base in
 // [0.5, 2] keeps log(A) defined, as the finite differences need.
@@ -2577,6 +2675,48 @@ TEST(MathGrad, PowBroadcastingBaseAndExponent) {
     };
     for (size_t i = 0; i < cases.size(); ++i) {
       cases[i].cuda = seed == kSeeds[0] && i % 2 == 0;
+      RunGradCase(cases[i], seed);
+    }
+  }
+}
+
+// PRelu with the slope shapes torch.nn.PReLU and ONNX use: [C, 1, 1]
+// per channel of NCHW, [1] shared, X's own shape, a trailing [W]; X away
+// from the kink at 0, the slope's gradient summed over the broadcast dims
+// (ReduceSumTo), CPU and host-emulated CUDA plans.
+GradCase PReluCase(const std::string &what, const Dims &x, const Dims &sl, Rng &r) {
+  GradCase c;
+  c.label = "PRelu " + what;
+  c.params.push_back({"X", x, AwayFrom(r, Numel(x), -2, 2, {0}, 0.05)});
+  c.params.push_back({"S", sl, r.F(Numel(sl), -0.5, 0.8)});
+  c.build = [](gcc_builder *bl, const Ids &v) {
+    return Op(bl, GCC_OP_PRELU, "prelu", {v.at("X"), v.at("S")});
+  };
+  c.ref = [](const Env &e) {
+    const T64 &xv = e.at("X"), &sv = e.at("S");
+    T64 y = Zeros(xv.dims);
+    for (int64_t o = 0; o < Numel(xv.dims); ++o) {
+      double xo = xv.v[o];
+      y.v[o] = xo < 0 ? sv.v[BroadcastIndex(sv.dims, xv.dims, o)] * xo : xo;
+    }
+    return y;
+  };
+  c.bwd_ops = {GCC_OP_PRELU_GRAD, GCC_OP_PRELU_GRAD_SLOPE};
+  return c;
+}
+
+TEST(MathGrad, PReluSlopeBroadcasting) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(1, 3), C = r.I(2, 4), H = r.I(1, 3), W = r.I(2, 4);
+    std::vector<GradCase> cases = {
+        PReluCase("[N,C,H,W] slope [C,1,1]", {N, C, H, W}, {C, 1, 1}, r),
+        PReluCase("[N,C,H,W] slope [1]", {N, C, H, W}, {1}, r),
+        PReluCase("[N,C] slope [N,C]", {N, C}, {N, C}, r),
+        PReluCase("[N,C,W] slope [W]", {N, C, W}, {W}, r),
+    };
+    for (size_t i = 0; i < cases.size(); ++i) {
+      cases[i].cuda = seed == kSeeds[0];
       RunGradCase(cases[i], seed);
     }
   }
@@ -4466,6 +4606,23 @@ const Covered kCovered[] = {
      "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
     {GCC_OP_MIN_GRAD, "MinGrad", kInternal,
      "MathGrad.MaxMinBroadcasting, InternalOps.MaxMinGradientsSplitTiesInHalf"},
+    {GCC_OP_ELU, "Elu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_ELU_GRAD, "EluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SELU, "Selu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_SELU_GRAD, "SeluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_CELU, "Celu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_CELU_GRAD, "CeluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SOFTPLUS, "Softplus", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_SOFTPLUS_GRAD, "SoftplusGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SOFTSIGN, "Softsign", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_SOFTSIGN_GRAD, "SoftsignGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_THRESHOLDED_RELU, "ThresholdedRelu", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_THRESHOLDED_RELU_GRAD, "ThresholdedReluGrad", kInternal, "MathGrad.Activations"},
+    {GCC_OP_SIN, "Sin", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_COS, "Cos", kGradcheck, "MathGrad.Activations"},
+    {GCC_OP_PRELU, "PRelu", kGradcheck, "MathGrad.PReluSlopeBroadcasting"},
+    {GCC_OP_PRELU_GRAD, "PReluGrad", kInternal, "MathGrad.PReluSlopeBroadcasting"},
+    {GCC_OP_PRELU_GRAD_SLOPE, "PReluGradSlope", kInternal, "MathGrad.PReluSlopeBroadcasting"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

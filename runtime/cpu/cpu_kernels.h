@@ -229,6 +229,29 @@ gcc_status gcc_cpu_max_pool_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_average_pool(const gcc_kernel_args *a);
 gcc_status gcc_cpu_average_pool_grad(const gcc_kernel_args *a);
 
+/* Elu, Selu, Celu, Softplus, Softsign, ThresholdedRelu (X) -> Y and their
+ * gradients (dY, X) -> dX, float32, attributes alpha / gamma at ACT_ALPHA /
+ * ACT_GAMMA (graph/ops.h; formulas in graph/ops.c); Sin, Cos (X) -> Y. */
+gcc_status gcc_cpu_elu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_elu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_selu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_selu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_celu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_celu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_softplus(const gcc_kernel_args *a);
+gcc_status gcc_cpu_softplus_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_softsign(const gcc_kernel_args *a);
+gcc_status gcc_cpu_softsign_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_thresholded_relu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_thresholded_relu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_sin(const gcc_kernel_args *a);
+gcc_status gcc_cpu_cos(const gcc_kernel_args *a);
+/* PRelu (X, slope) -> Y, PReluGrad and PReluGradSlope (dY, X, slope) -> of
+ * dY's shape, the slope broadcast (formulas in graph/ops.h). */
+gcc_status gcc_cpu_prelu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_prelu_grad(const gcc_kernel_args *a);
+gcc_status gcc_cpu_prelu_grad_slope(const gcc_kernel_args *a);
+
 #ifdef __cplusplus
 }
 #endif

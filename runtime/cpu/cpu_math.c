@@ -1,7 +1,8 @@
 /*
  * cpu_math.c - the CPU backend's kernels of the pointwise math of the
  * Transformer blocks (Gelu, Erf, Exp, Log, Neg, Abs, Pow, Reciprocal, Max,
- * Min and their gradients). Plain loops over dense float32, compiled for
+ * Min and their gradients) and torch.nn's activations (Elu, Selu, Celu,
+ * Softplus, Softsign, ThresholdedRelu, Sin, Cos, PRelu). Plain loops over dense float32, compiled for
  * AVX2 and baseline x86-64 as cpu_kernels.c's hot loops; GELU's formulas are
  * PyTorch's CPU kernels (GeluKernelImpl, GeluBackwardKernelImpl) in float.
  */
@@ -169,7 +170,18 @@ static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st
 }
 
 /* The pointwise formulas over broadcast operands, by kind. */
-enum { POW_FWD, POW_GRAD_A, POW_GRAD_B, MAX_FWD, MIN_FWD, MAX_GRAD, MIN_GRAD };
+enum {
+  POW_FWD,
+  POW_GRAD_A,
+  POW_GRAD_B,
+  MAX_FWD,
+  MIN_FWD,
+  MAX_GRAD,
+  MIN_GRAD,
+  PRELU_FWD,
+  PRELU_GRAD_X,
+  PRELU_GRAD_SLOPE
+};
 
 static inline float pow_elem(int kind, float g, float a, float b) {
   switch (kind) {
@@ -179,6 +191,9 @@ static inline float pow_elem(int kind, float g, float a, float b) {
   case MAX_FWD: return (a > b || a != a) ? a : b; /* NaN propagates */
   case MIN_FWD: return (a < b || a != a) ? a : b;
   case MAX_GRAD: return a < b ? 0.0f : (a == b ? 0.5f * g : g);
+  case PRELU_FWD: return a < 0.0f ? b * a : a; /* a = X, b = slope */
+  case PRELU_GRAD_X: return a < 0.0f ? b * g : g;
+  case PRELU_GRAD_SLOPE: return a < 0.0f ? a * g : 0.0f;
   default: return a > b ? 0.0f : (a == b ? 0.5f * g : g); /* MIN_GRAD */
   }
 }
@@ -256,5 +271,81 @@ gcc_status gcc_cpu_max_grad(const gcc_kernel_args *a) {
 
 gcc_status gcc_cpu_min_grad(const gcc_kernel_args *a) {
   pow_walk(MIN_GRAD, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+/* ---- Elu, Selu, Celu, Softplus, Softsign, ThresholdedRelu, Sin, Cos ---------------- */
+
+/* Y = f(X) and dX = f'(X) dY; p = alpha, q = gamma (formulas: graph/ops.c). */
+#define ACT_LOOPS(name, fwd, bwd)                                                                  \
+  GCC_HOT static void name##_loop(const float *restrict xs, float *restrict ys, int64_t n,         \
+                                  float p, float q) {                                              \
+    (void)p, (void)q;                                                                              \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      float x = xs[i];                                                                             \
+      ys[i] = (fwd);                                                                               \
+    }                                                                                              \
+  }                                                                                                \
+  GCC_HOT static void name##_grad_loop(const float *restrict dys, const float *restrict xs,        \
+                                       float *restrict dxs, int64_t n, float p, float q) {         \
+    (void)p, (void)q;                                                                              \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      float x = xs[i], g = dys[i];                                                                 \
+      dxs[i] = (bwd);                                                                              \
+    }                                                                                              \
+  }                                                                                                \
+  gcc_status gcc_cpu_##name(const gcc_kernel_args *a) {                                            \
+    const gcc_node *nd = a->node;                                                                  \
+    name##_loop((const float *)a->in[0]->data, (float *)a->out[0]->data, a->out[0]->numel,         \
+                nd->n_av > ACT_ALPHA ? nd->av[ACT_ALPHA].f : 0.0f,                                 \
+                nd->n_av > ACT_GAMMA ? nd->av[ACT_GAMMA].f : 0.0f);                                \
+    return GCC_OK;                                                                                 \
+  }                                                                                                \
+  gcc_status gcc_cpu_##name##_grad(const gcc_kernel_args *a) {                                     \
+    const gcc_node *nd = a->node;                                                                  \
+    name##_grad_loop((const float *)a->in[0]->data, (const float *)a->in[1]->data,                 \
+                     (float *)a->out[0]->data, a->out[0]->numel,                                   \
+                     nd->n_av > ACT_ALPHA ? nd->av[ACT_ALPHA].f : 0.0f,                            \
+                     nd->n_av > ACT_GAMMA ? nd->av[ACT_GAMMA].f : 0.0f);                           \
+    return GCC_OK;                                                                                 \
+  }
+
+ACT_LOOPS(elu, x > 0.0f ? x : p * expm1f(x), x > 0.0f ? g : g * p * expf(x))
+ACT_LOOPS(selu, q *(x > 0.0f ? x : p * expm1f(x)), x > 0.0f ? q * g : g * q * p * expf(x))
+ACT_LOOPS(celu, x > 0.0f ? x : p * expm1f(x / p), x > 0.0f ? g : g * expf(x / p))
+/* log(1 + e^x) without overflow; NaN stays NaN through log1pf */
+ACT_LOOPS(softplus, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))), g / (1.0f + expf(-x)))
+ACT_LOOPS(softsign, x / (1.0f + fabsf(x)), g / ((1.0f + fabsf(x)) * (1.0f + fabsf(x))))
+ACT_LOOPS(thresholded_relu, x > p ? x : 0.0f, x > p ? g : 0.0f)
+
+GCC_HOT static void sin_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = sinf(x[i]);
+}
+GCC_HOT static void cos_loop(const float *restrict x, float *restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = cosf(x[i]);
+}
+gcc_status gcc_cpu_sin(const gcc_kernel_args *a) {
+  return unary(a, sin_loop);
+}
+gcc_status gcc_cpu_cos(const gcc_kernel_args *a) {
+  return unary(a, cos_loop);
+}
+
+/* ---- PRelu and its gradients (the slope broadcast) ------------------------------- */
+
+gcc_status gcc_cpu_prelu(const gcc_kernel_args *a) {
+  pow_walk(PRELU_FWD, NULL, a->in[0], a->in[1], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_prelu_grad(const gcc_kernel_args *a) {
+  pow_walk(PRELU_GRAD_X, a->in[0], a->in[1], a->in[2], a->out[0]);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_prelu_grad_slope(const gcc_kernel_args *a) {
+  pow_walk(PRELU_GRAD_SLOPE, a->in[0], a->in[1], a->in[2], a->out[0]);
   return GCC_OK;
 }

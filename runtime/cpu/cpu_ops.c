@@ -13,7 +13,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 82, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 99, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -114,6 +114,23 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_MIN] = {.kernel = gcc_cpu_min},
     [GCC_OP_MAX_GRAD] = {.kernel = gcc_cpu_max_grad},
     [GCC_OP_MIN_GRAD] = {.kernel = gcc_cpu_min_grad},
+    [GCC_OP_ELU] = {.kernel = gcc_cpu_elu},
+    [GCC_OP_ELU_GRAD] = {.kernel = gcc_cpu_elu_grad},
+    [GCC_OP_SELU] = {.kernel = gcc_cpu_selu},
+    [GCC_OP_SELU_GRAD] = {.kernel = gcc_cpu_selu_grad},
+    [GCC_OP_CELU] = {.kernel = gcc_cpu_celu},
+    [GCC_OP_CELU_GRAD] = {.kernel = gcc_cpu_celu_grad},
+    [GCC_OP_SOFTPLUS] = {.kernel = gcc_cpu_softplus},
+    [GCC_OP_SOFTPLUS_GRAD] = {.kernel = gcc_cpu_softplus_grad},
+    [GCC_OP_SOFTSIGN] = {.kernel = gcc_cpu_softsign},
+    [GCC_OP_SOFTSIGN_GRAD] = {.kernel = gcc_cpu_softsign_grad},
+    [GCC_OP_THRESHOLDED_RELU] = {.kernel = gcc_cpu_thresholded_relu},
+    [GCC_OP_THRESHOLDED_RELU_GRAD] = {.kernel = gcc_cpu_thresholded_relu_grad},
+    [GCC_OP_SIN] = {.kernel = gcc_cpu_sin},
+    [GCC_OP_COS] = {.kernel = gcc_cpu_cos},
+    [GCC_OP_PRELU] = {.kernel = gcc_cpu_prelu},
+    [GCC_OP_PRELU_GRAD] = {.kernel = gcc_cpu_prelu_grad},
+    [GCC_OP_PRELU_GRAD_SLOPE] = {.kernel = gcc_cpu_prelu_grad_slope},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
