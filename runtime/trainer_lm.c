@@ -70,6 +70,12 @@ static gcc_status lm_shapes(const gcc_graph *m, gcc_value *in, gcc_value *tg, gc
     *in = g->values[gcc_graph_find(g, m->training.input)];
     *tg = g->values[gcc_graph_find(g, m->training.target)];
     *pred = g->values[gcc_graph_find(g, m->training.prediction)];
+    /* the copies' pointers go with the clone: the names are the model's */
+    in->name = m->training.input;
+    tg->name = m->training.target;
+    pred->name = m->training.prediction;
+    in->data = tg->data = pred->data = NULL;
+    in->consumers = tg->consumers = pred->consumers = NULL;
   }
   gcc_graph_free(g);
   return s;
