@@ -652,6 +652,10 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
 // the tensor's largest magnitude is ~1700 float32 epsilons, far above
 // rounding and far below any wrong term.
 TEST(CharGpt, CudaPlanGradientsMatchTheCpu) {
+#ifdef GCC_NO_CUDA // tests/BUILD: defined in --config=cpu_only
+  GTEST_SKIP() << "built without CUDA (--config=cpu_only): the host-emulated CUDA plan needs "
+                  "the toolkit's NVRTC";
+#endif
   gcc_graph *g = TinyGpt(0.0f);
   ASSERT_NE(g, nullptr);
   float lc = NAN, lg = NAN;
@@ -709,6 +713,10 @@ TEST(CharGpt, TrainsOnTheCpu) {
 
 // 'target_flat' is placed on cuda:0 with its consumer (passes/placement.c).
 TEST(CharGpt, TrainsOnTheHostEmulatedCudaPlan) {
+#ifdef GCC_NO_CUDA // tests/BUILD: defined in --config=cpu_only
+  GTEST_SKIP() << "built without CUDA (--config=cpu_only): the host-emulated CUDA plan needs "
+                  "the toolkit's NVRTC";
+#endif
   ExpectTrains(true);
 }
 
