@@ -13,6 +13,7 @@
 #
 #   bench/compare.sh [--threads N] [--runs N] [--steps N] [--venv DIR]
 #                    [--data DIR] [--out FILE] [--readme] [--keep DIR] [--quick]
+#                    [--no-resnet50]
 #
 #   --threads N  threads on every side (default 2): gcc-train --threads;
 #                torch.set_num_threads and OMP_NUM_THREADS; ONNX Runtime's
@@ -38,6 +39,10 @@
 #                bench/compare_report.py DIR over them
 #   --quick      a smoke run (1 run, 50 steps, 1 MLP epoch, a tenth of a
 #                CIFAR epoch); the report says it is no measurement
+#   --no-resnet50  leave out issue 29's ResNet-50 rows (bench/resnet50_cpu.sh:
+#                torchvision's ResNet-50 at batch 16, training and inference,
+#                against PyTorch eager and ONNX Runtime; tens of minutes on
+#                2 cores), which otherwise follow the report's table
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,9 +55,10 @@ OUT=
 KEEP=
 README=
 QUICK=
+RESNET50=1
 usage() {
   echo "usage: $0 [--threads N] [--runs N] [--steps N] [--venv DIR] [--data DIR] [--out FILE]" \
-       "[--readme] [--keep DIR] [--quick]" >&2
+       "[--readme] [--keep DIR] [--quick] [--no-resnet50]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -66,6 +72,7 @@ while [ $# -gt 0 ]; do
     --keep) KEEP=${2:-}; shift 2 || usage ;;
     --readme) README=1; shift ;;
     --quick) QUICK=1; shift ;;
+    --no-resnet50) RESNET50=; shift ;;
     *) usage ;;
   esac
 done
@@ -99,7 +106,8 @@ if ! "$PY" -c 'import torch, onnxruntime, onnx, numpy' 2>/dev/null; then
 fi
 
 START=$(date +%s)
-bazel build -c opt //bench:mlp_bench //bench:gcc_run_bench //bench:dnnl_ops_bench //:gcc-train >&2
+bazel build -c opt //bench:mlp_bench //bench:gcc_run_bench //bench:dnnl_ops_bench //:gcc-train \
+  //cli:gcc-run >&2
 BB=$(bazel info -c opt bazel-bin 2>/dev/null)
 MB=$BB/bench/mlp_bench
 GT=$BB/cli/gcc-train
@@ -211,6 +219,17 @@ echo "compare.sh: gcc-train --profile runs ..." >&2
 "$GT" models/cifar_cnn.pb "${GP[@]}" --epochs 1 --batch-size 4 --max-steps 2000 \
   --data "$CIFAR" --profile "$TMP/prof_cifar.json" >"$TMP/prof_cifar.txt"
 
+# issue 29: ResNet-50 at batch 16 (its own alternating runs; --quick: 1 run
+# of the fewest steps)
+if [ -n "$RESNET50" ]; then
+  echo "compare.sh: ResNet-50 (bench/resnet50_cpu.sh) ..." >&2
+  R50_ENV=(OUT="$TMP" THREADS="$THREADS" RUNS="$RUNS" PYTHON="$PY" GCC_TRAIN="$GT"
+           GCC_RUN="$BB/cli/gcc-run")
+  [ -n "$QUICK" ] && R50_ENV+=(SHORT=1 LONG=2 TORCH_WARMUP=1 TORCH_STEPS=1 INFER_K=2)
+  env "${R50_ENV[@]}" bench/resnet50_cpu.sh >/dev/null ||
+    echo "compare.sh: bench/resnet50_cpu.sh failed (see $TMP/resnet50)" >&2
+fi
+
 "$BB/bench/dnnl_ops_bench" --sgemm-peak --threads "$THREADS" >>"$TMP/sgemm.txt"
 uptime >"$TMP/load_after.txt"
 snap >"$TMP/cpu_after.txt"
@@ -219,6 +238,7 @@ echo $(($(date +%s) - START)) >"$TMP/elapsed.txt"
 date -Iseconds >"$TMP/date.txt"
 
 "$PY" bench/compare_report.py "$TMP" >"$TMP/report.md"
+[ -s "$TMP/resnet50/table.md" ] && cat "$TMP/resnet50/table.md" >>"$TMP/report.md"
 cat "$TMP/report.md"
 if [ -n "$README" ]; then
   "$PY" bench/compare_report.py --splice "$TMP/report.md" README.md

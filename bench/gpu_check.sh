@@ -47,6 +47,10 @@
 #                    says (bench/trace_launches.py counts the trace);
 #  graph_speed       bench/gpu_step: a step replayed from a CUDA Graph must be
 #                    faster than launch by launch, batch 64 and 1024;
+#  bundle_graphs     bench/bundle_graph_bench: a bundle through the C API (gcc-run's
+#                    path), launched vs replayed from CUDA Graphs, sequential and
+#                    pipelined, batch 1, 64 and 1024: replayed every run after
+#                    the first two, 2 captures (the figures: ms/batch, images/s);
 #  fp16_loss_scaling --precision fp16, dynamic loss scaling growing every 25
 #                    steps, 200 steps: the first 40 losses within 2e-2, the same
 #                    skipped steps and final scale, the end by test accuracy;
@@ -167,6 +171,18 @@ check_graph_speed() {
 }
 
 # check_sanitizer LOG: compute-sanitizer's summary must say 0 errors.
+# bundle_graph_bench's table: both "replay" rows with runs - 2 replays and 2
+# captures, both "launches" rows with none
+check_bundle_graphs() {
+  awk '$1 == "replay" || $1 == "launches" {
+         split($5, n, "/")
+         if ($1 == "replay" && n[2] == n[1] - 2 && n[3] == 2) ok++
+         else if ($1 == "launches" && n[2] == 0 && n[3] == 0) ok++
+         else print "not as expected: " $0
+       }
+       END { exit ok == 4 ? 0 : 1 }' "$1"
+}
+
 check_sanitizer() {
   if grep -qE 'ERROR SUMMARY: [1-9][0-9]* error' "$1"; then
     grep -E 'ERROR SUMMARY' "$1" >&2
@@ -328,6 +344,17 @@ self_test() {
   else
     echo "skip trace_launches.py (no python3)"
   fi
+  # bundle_graph_bench's table: replay rows that replayed, launch rows that did not
+  {
+    echo 'mode       order          ms/batch     images/s  runs/replays/captures  note'
+    echo 'launches   sequential       0.1000       640000        220/0/0       disabled (--no-cuda-graph)'
+    echo 'launches   pipelined        0.0800       800000        220/0/0       disabled (--no-cuda-graph)'
+    echo 'replay     sequential       0.0500      1280000        220/218/2'
+    echo 'replay     pipelined        0.0400      1600000        220/218/2'
+  } >"$T/bundle"
+  expect pass "bundle graphs: replayed" check_bundle_graphs "$T/bundle"
+  sed 's|220/218/2|220/0/0|' "$T/bundle" >"$T/bundle_none"
+  expect fail "bundle graphs: nothing replayed" check_bundle_graphs "$T/bundle_none"
   expect pass "bash -n" bash -n "$0"
   expect pass "bash -n resnet50_gpu.sh" bash -n bench/resnet50_gpu.sh
   expect pass "bash -n gpu_kit.sh" bash -n tools/gpu_kit.sh
@@ -558,6 +585,18 @@ c_graph_speed() {
   check_graph_speed "$W/gpu_step"
 }
 
+# bundles (gcc-run, the C API): per batch, launched against replayed from
+# CUDA Graphs, one at a time and pipelined (bench/bundle_graph_bench); the
+# two replay rows must have replayed every run but the first two (the first
+# use of each input slot), with 2 captures
+c_bundle_graphs() {
+  local b
+  for b in 1 64 1024; do
+    "$BB/bench/bundle_graph_bench" --batch "$b" --batches 200 --warmup 20 | tee "$W/bench.$b"
+    check_bundle_graphs "$W/bench.$b" || return 1
+  done
+}
+
 # fp16 with dynamic loss scaling (growth every 25 good steps so the scale
 # moves): the first CURVE_STEPS losses within 2e-2, then the same skipped
 # steps and final scale, and the end of the run by accuracy
@@ -645,6 +684,7 @@ run_check train_eval_train c_train_eval_train
 run_check epoch_rate c_epoch_rate
 run_check launches c_launches
 run_check graph_speed c_graph_speed
+run_check bundle_graphs c_bundle_graphs
 run_check fp16_loss_scaling c_fp16
 run_check multi_gpu c_multi_gpu
 run_check torch_mlp c_torch_mlp

@@ -65,7 +65,10 @@ static void usage(FILE *f) {
              "                      with logits.npy and probabilities.npy\n"
              "  --batch-size N      rows per run (default 1000)\n"
              "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
-             "  --quiet             no summary line\n"
+             "  --quiet             no summary line (else it ends, on a GPU, with how many\n"
+             "                      batches were replayed from CUDA Graphs, and why not)\n"
+             "  --no-cuda-graph     on a GPU, launch every batch kernel by kernel instead of\n"
+             "                      replaying the forward captured per batch size\n"
              "  --info              print the bundle's format version, precision, weight\n"
              "                      bytes, signature and CUDA kernels, and exit (no --input)\n"
              "  --generate N        sample N tokens from a language model trained by gcc-train\n"
@@ -192,6 +195,14 @@ static int generate_main(const char *path, gcc_generate_options *gen, int other_
   return 0;
 }
 
+/* Sets rows [first, first + rows) of the input as the session's next batch. */
+static gcc_status set_batch(gccx_session *s, const gcc_bundle_info *info, const uint8_t *pixels,
+                            const float *floats, int64_t per_sample, int64_t first, int64_t rows,
+                            gcc_diag *d) {
+  return pixels ? gccx_set_input_images(s, pixels + first * per_sample, rows, d)
+                : gccx_set_input(s, info->input.name, floats + first * per_sample, rows, d);
+}
+
 int main(int argc, char **argv) {
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   signal(SIGXFSZ, SIG_IGN);      /* a file-size limit becomes a reported EFBIG */
@@ -217,7 +228,8 @@ int main(int argc, char **argv) {
     OPT_PROMPT,
     OPT_TEMPERATURE,
     OPT_TOP_K,
-    OPT_SEED
+    OPT_SEED,
+    OPT_NO_GRAPH
   };
   static const struct option longopts[] = {
       {"input", required_argument, 0, OPT_INPUT},
@@ -236,11 +248,12 @@ int main(int argc, char **argv) {
       {"temperature", required_argument, 0, OPT_TEMPERATURE},
       {"top-k", required_argument, 0, OPT_TOP_K},
       {"seed", required_argument, 0, OPT_SEED},
+      {"no-cuda-graph", no_argument, 0, OPT_NO_GRAPH},
       {0, 0, 0, 0},
   };
   const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL, *save = NULL;
   int64_t batch = 1000, threads = 0;
-  int quiet = 0, show_info = 0, c;
+  int quiet = 0, show_info = 0, no_graph = 0, c;
   gcc_generate_options gen = {0};
   gen.n_new = -1; /* no --generate */
   gen.temperature = 1.0;
@@ -263,6 +276,7 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
       break;
     case OPT_QUIET: quiet = 1; break;
+    case OPT_NO_GRAPH: no_graph = 1; break;
     case OPT_INFO: show_info = 1; break;
     case OPT_GENERATE:
       if (!gcc_flag_i64("gcc-run", "--generate", optarg, 0, &gen.n_new))
@@ -454,8 +468,11 @@ int main(int argc, char **argv) {
     if (gccx_session_create(b, &o, &s, note, sizeof note, &d) != GCC_OK) {
       fprintf(stderr, "gcc-run: %s\n", d.msg);
       rc = d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_UNSUPPORTED ? EXIT_DEVICE : EXIT_MODEL;
-    } else if (note[0] && !quiet) {
-      fprintf(stderr, "gcc-run: %s\n", note);
+    } else {
+      if (note[0] && !quiet)
+        fprintf(stderr, "gcc-run: %s\n", note);
+      if (no_graph)
+        gccx_session_set_cuda_graphs(s, 0, &d);
     }
     batch = o.max_batch;
   }
@@ -471,15 +488,22 @@ int main(int argc, char **argv) {
   float *all_logits = NULL, *all_probs = NULL;
   if (rc == 0)
     len += (size_t)snprintf(csv, cap, "index,class,probability%s\n", labels ? ",label" : "");
+  /* double buffering on a GPU: batch i + 1 is set (its H2D issued) while
+   * the device computes batch i, before batch i's outputs are read */
+  gcc_status st0 = rc == 0 && n > 0 ? set_batch(s, info, pixels, floats, per_sample, 0,
+                                                n < batch ? n : batch, &d)
+                                    : GCC_OK;
   for (int64_t first = 0; rc == 0 && first < n; first += batch) {
     int64_t rows = n - first < batch ? n - first : batch;
-    gcc_status st =
-        pixels ? gccx_set_input_images(s, pixels + first * per_sample, rows, &d)
-               : gccx_set_input(s, info->input.name, floats + first * per_sample, rows, &d);
+    gcc_status st = st0;
     const float *logits = NULL, *probs = NULL;
     int64_t r = 0, classes = 0;
     if (st == GCC_OK)
       st = gccx_run(s, &d);
+    int64_t next = first + batch;
+    if (st == GCC_OK && next < n)
+      st = set_batch(s, info, pixels, floats, per_sample, next, n - next < batch ? n - next : batch,
+                     &d);
     if (st == GCC_OK)
       st = gccx_get_output(s, "logits", &logits, &r, &classes, &d);
     if (st == GCC_OK)
@@ -571,6 +595,13 @@ int main(int argc, char **argv) {
   if (rc == 0 && !quiet) {
     FILE *f = output ? stdout : stderr; /* never mixed into CSV on stdout */
     fprintf(f, "gcc-run: %" PRId64 " samples on %s", n, gccx_session_device(s));
+    gccx_run_stats rs;
+    if (strcmp(gccx_session_device(s), "cpu") != 0 && gccx_session_stats(s, &rs, &d) == GCC_OK)
+      fprintf(f,
+              "; %" PRId64 " of %" PRId64 " batches replayed from CUDA Graphs (%" PRId64
+              " captured)%s%s%s",
+              rs.replays, rs.runs, rs.captures, rs.graph_note[0] ? " [" : "", rs.graph_note,
+              rs.graph_note[0] ? "]" : "");
     if (labels)
       fprintf(f, "; accuracy %.2f%% (%" PRId64 "/%" PRId64 ")",
               n ? 100.0 * (double)correct / (double)n : 0.0, correct, n);

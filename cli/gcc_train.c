@@ -60,6 +60,7 @@ int is_root(void) {
   return !g_comm || g_comm->rank == 0;
 }
 int g_no_kernel_cache = 0;  /* --no-kernel-cache */
+int g_layout = 0;           /* --layout (gcc_layout_choice): auto */
 int g_nondeterministic = 0; /* --no-deterministic (--deterministic: 0, the default) */
 /* --loss-scale, --loss-scale-growth-interval: fp16 loss scaling of every
  * training plan (mode NONE: none); set by parse_args */
@@ -320,6 +321,16 @@ static int build_run(train_args *a, train_run *r) {
   }
   openblas_set_num_threads((int)a->threads);
 
+  if (a->grad_accum > 1 &&
+      !(t->dataset && (strcmp(t->dataset, "text") == 0 || strcmp(t->dataset, "tokens") == 0))) {
+    fprintf(stderr,
+            "gcc-train: --grad-accum %" PRId64 ": gradient accumulation is for token data "
+            "(--dataset text|tokens) only; --dataset %s trains on whole batches (raise "
+            "--batch-size instead)\n",
+            a->grad_accum, t->dataset ? t->dataset : "(none)");
+    run_free(r);
+    return EXIT_USAGE;
+  }
   if (!a->data_dir && t->dataset && strcmp(t->dataset, "npy") == 0) {
     fprintf(stderr, "gcc-train: --dataset npy needs --data DIR (x_train.npy, y_train.npy, "
                     "x_test.npy, y_test.npy) or --data FILE.npz\n");
@@ -405,6 +416,8 @@ static int build_run(train_args *a, train_run *r) {
   so.bucket_bytes = a->bucket_bytes;
   so.precision = a->precision;
   so.nondeterministic = g_nondeterministic;
+  so.layout = g_layout;
+  so.grad_accum = (int)a->grad_accum;
   r->kernel_cache = (gcc_kernel_cache_config){NULL, !g_no_kernel_cache};
   if (r->dev.kind == GCC_DEVICE_CUDA) {
     if (gcc_device_info_cuda(r->dev.index, &r->cuda_info, &d) != GCC_OK ||
@@ -605,6 +618,7 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
   cfg.block_size = a->block_size;
   cfg.eval_every = a->eval_every;
   cfg.eval_batches = a->eval_batches;
+  cfg.grad_accum = a->grad_accum;
   cfg.quiet = quiet;
   cfg.progress = !quiet && (a->progress == 1 || (a->progress == 2 && isatty(fileno(stdout))));
   cfg.comm = g_comm;

@@ -89,6 +89,11 @@ static void usage(FILE *f) {
          "                      training and validation loss (nanoGPT's estimate_loss)\n"
          "  --eval-batches K    ... as the mean over K random batches of each split, of\n"
          "                      --batch-size windows (default 200)\n"
+         "  --grad-accum K      token data: K micro-batches of --batch-size windows per\n"
+         "                      optimizer step, each loss scaled by 1/K, the gradients\n"
+         "                      summed (nanoGPT's gradient_accumulation_steps); clipping,\n"
+         "                      the update, the lr schedule and the step count act once\n"
+         "                      per step (default 1)\n"
          "  --mean M[,M...]     per-channel mean and std: pixels become (p / 255 - mean) /\n"
          "  --std S[,S...]      std (torchvision ToTensor + Normalize)\n"
          "A new spec trains batch 64, 1 epoch, unless --batch-size and --epochs say.\n"
@@ -148,6 +153,13 @@ static void usage(FILE *f) {
          "  --no-deterministic  also the faster atomics-based ones (results vary run to\n"
          "                      run); --profile prints each shape's algorithms and what\n"
          "                      determinism costs\n"
+         "  --layout L          auto (default), nchw or nhwc: the memory order of the\n"
+         "                      convolution chains on a GPU. nhwc runs convolutions,\n"
+         "                      poolings and the elementwise ops between them\n"
+         "                      channels-last (cuDNN's tensor-core kernels want it),\n"
+         "                      with explicit transposes at the chains' boundaries\n"
+         "                      (--dump-placement lists them); auto: nhwc for\n"
+         "                      --precision tf32, bf16 and fp16, nchw for fp32\n"
          "  --no-cuda-graph     on a GPU, issue every step instead of capturing it into a\n"
          "                      CUDA Graph and replaying it\n"
          "  --list-devices      print the CPU and every CUDA device (or why none is usable)\n"
@@ -376,6 +388,7 @@ int parse_args(int argc, char **argv, train_args *a) {
     OPT_NO_KERNEL_CACHE,
     OPT_DETERMINISTIC,
     OPT_NO_DETERMINISTIC,
+    OPT_LAYOUT,
     OPT_NO_CUDA_GRAPH,
     OPT_LIST_DEVICES,
     OPT_DATASET_ON_DEVICE,
@@ -404,7 +417,8 @@ int parse_args(int argc, char **argv, train_args *a) {
     OPT_LOSS_SCALE_GROWTH,
     OPT_BLOCK_SIZE,
     OPT_EVAL_EVERY,
-    OPT_EVAL_BATCHES
+    OPT_EVAL_BATCHES,
+    OPT_GRAD_ACCUM
   };
   static const struct option longopts[] = {
       {"device", required_argument, 0, OPT_DEVICE},
@@ -415,6 +429,7 @@ int parse_args(int argc, char **argv, train_args *a) {
       {"block-size", required_argument, 0, OPT_BLOCK_SIZE},
       {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
       {"eval-batches", required_argument, 0, OPT_EVAL_BATCHES},
+      {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM},
       {"lr", required_argument, 0, OPT_RECIPE},
       {"loss", required_argument, 0, OPT_RECIPE},
       {"optimizer", required_argument, 0, OPT_RECIPE},
@@ -446,6 +461,7 @@ int parse_args(int argc, char **argv, train_args *a) {
       {"no-kernel-cache", no_argument, 0, OPT_NO_KERNEL_CACHE},
       {"deterministic", no_argument, 0, OPT_DETERMINISTIC},
       {"no-deterministic", no_argument, 0, OPT_NO_DETERMINISTIC},
+      {"layout", required_argument, 0, OPT_LAYOUT},
       {"no-cuda-graph", no_argument, 0, OPT_NO_CUDA_GRAPH},
       {"detect-anomaly", no_argument, 0, OPT_DETECT_ANOMALY},
       {"checkpoint-dir", required_argument, 0, OPT_CHECKPOINT_DIR},
@@ -480,6 +496,7 @@ int parse_args(int argc, char **argv, train_args *a) {
   gcc_recipe_init(&a->recipe);
   a->eval_batch = 1000;
   a->eval_batches = 200; /* nanoGPT's eval_iters */
+  a->grad_accum = 1;
   a->log_every = 100;
   a->cuda_arch = "sm_90";
   a->dataset_on_device = 2;
@@ -553,6 +570,13 @@ int parse_args(int argc, char **argv, train_args *a) {
     case OPT_NO_KERNEL_CACHE: g_no_kernel_cache = 1; break;
     case OPT_DETERMINISTIC: g_nondeterministic = 0; break;
     case OPT_NO_DETERMINISTIC: g_nondeterministic = 1; break;
+    case OPT_LAYOUT:
+      g_layout = gcc_layout_choice_lookup(optarg);
+      if (g_layout < 0) {
+        fprintf(stderr, "gcc-train: --layout '%s': expected auto, nchw or nhwc\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case OPT_NO_CUDA_GRAPH: a->no_cuda_graph = 1; break;
     case OPT_DETECT_ANOMALY: a->detect_anomaly = 1; break;
     case OPT_CHECKPOINT_DIR: a->checkpoint_dir = optarg; break;
@@ -658,6 +682,15 @@ int parse_args(int argc, char **argv, train_args *a) {
     case OPT_EVAL_BATCHES:
       if (!gcc_flag_i64("gcc-train", "--eval-batches", optarg, 1, &a->eval_batches))
         return EXIT_USAGE;
+      break;
+    case OPT_GRAD_ACCUM:
+      if (!gcc_flag_i64("gcc-train", "--grad-accum", optarg, 1, &a->grad_accum))
+        return EXIT_USAGE;
+      if (a->grad_accum > 4096) {
+        fprintf(stderr, "gcc-train: --grad-accum %" PRId64 ": at most 4096 micro-batches\n",
+                a->grad_accum);
+        return EXIT_USAGE;
+      }
       break;
     case OPT_SEED:
       if (!parse_seed(optarg, &a->recipe.seed))

@@ -22,6 +22,7 @@
 /* The ranks of `mpirun -np N gcc-train ...` (a world of 1 without mpirun). */
 extern gcc_comm *g_comm;
 extern int g_no_kernel_cache;  /* --no-kernel-cache */
+extern int g_layout;           /* --layout (passes/passes.h gcc_layout_choice; 0: auto) */
 extern int g_nondeterministic; /* --no-deterministic (--deterministic: 0, the default) */
 /* --loss-scale, --loss-scale-growth-interval: fp16 loss scaling of every
  * training plan (mode NONE: none); set by parse_args */
@@ -35,6 +36,7 @@ typedef struct train_args {
   const char *data_dir, *output, *dump_after;
   int64_t eval_batch, threads, log_every, max_steps, show_predictions;
   int64_t block_size, eval_every, eval_batches; /* token data: --block-size, --eval-every, ... */
+  int64_t grad_accum;                           /* --grad-accum K (token data; default 1) */
   int steps_only;    /* token data with --max-steps and no --epochs: run max-steps steps (nanoGPT's
                      max_iters), whatever the epochs of the spec */
   gcc_recipe recipe; /* --loss, --optimizer, --lr, --epochs, --seed ... (graph/recipe.h) */

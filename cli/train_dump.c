@@ -138,6 +138,7 @@ int dump_placement_main(const char *model_path, const gcc_device *want, int devi
   o.bucket_bytes = bucket_bytes;
   o.precision = precision;
   o.nondeterministic = g_nondeterministic;
+  o.layout = g_layout;
   gcc_graph *g;
   gcc_mem_plan mem;
   int rc = 0;
@@ -218,6 +219,7 @@ static void print_device_fallbacks(const gcc_graph *model, int index, const gcc_
   so.plan.compile_user = &kc;
   so.plan.cuda_graph = 1;
   so.nondeterministic = g_nondeterministic;
+  so.layout = g_layout;
   gcc_plan *p = NULL;
   if (gcc_cuda_backend_create(index, &be, &d) == GCC_OK &&
       gcc_cuda_backend_set_algo_cache(be, NULL, !g_no_kernel_cache, &d) == GCC_OK) {

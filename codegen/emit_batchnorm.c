@@ -32,6 +32,18 @@
  *   BatchNormGrad dX:      <group>_stats, <group>_sums, <group> (dx, elementwise)
  *   BatchNormGrad dscale:  <group>_stats, <group>_sums, <group> (one thread a channel)
  *   BatchNormGrad dB:      <group>_sums (no statistics), <group> (one thread a channel)
+ *
+ * NHWC (X laid out channels-last by the layout pass, passes/layout.c): a
+ * channel's M elements lie C floats apart, so a work item is a tile of CW
+ * channels (a power of two, at most 32, covering min(C, 32)) by a chunk of
+ * CH rows (a row: the C channels of one (n, h, w)), w = t * P + p. Its 256
+ * lanes are RL = 256 / CW rows by CW channels, lane l = r * CW + j: the
+ * threads of a warp read consecutive channels of consecutive rows
+ * (coalesced), lane (r, j) takes rows u0 + r, u0 + r + RL, ... of channel
+ * t * CW + j, and the RL lanes of a channel merge in a fixed tree (r with r
+ * + s, s = RL / 2, ..., 1). Every channel still gets P partials, stored at
+ * the same places as in NCHW (scratch[3 (c P + p)] ...), merged in index
+ * order: deterministic, and the same kernels after the partials.
  */
 #include "codegen/emit_internal.h"
 
@@ -43,8 +55,11 @@ typedef struct bn_geo {
   int v;              /* elements per unit: 4 (float4) or 1 */
   int64_t su, u;      /* units per sample (S / V) and per channel (M / V) */
   int64_t p, ch;      /* chunks per channel, units per chunk */
-  int64_t items;      /* C * P */
+  int64_t items;      /* work items: C * P (NHWC: CT * P) */
+  int64_t parts;      /* partials: C * P */
   gcc_dtype tx;       /* X's dtype */
+  int nhwc;           /* X (and dY, dX, Y) channels-last */
+  int64_t cw, rl, ct; /* NHWC: channels and rows of a work item's lanes; channel tiles */
 } bn_geo;
 
 static void bn_geometry(emitter *e, const gcc_node *nd, int xin, bn_geo *q) {
@@ -74,6 +89,79 @@ static void bn_geometry(emitter *e, const gcc_node *nd, int xin, bn_geo *q) {
   if (q->p < 1)
     q->p = 1;
   q->items = q->c * q->p;
+  q->parts = q->items;
+  const gcc_value *xv = &e->g->values[nd->inputs[xin]];
+  q->nhwc = xv->layout == GCC_LAYOUT_NHWC && X->ndim == 4;
+  if (!q->nhwc)
+    return;
+  q->v = 1;
+  q->su = q->s;
+  q->u = q->m;
+  for (q->cw = 1; q->cw < q->c && q->cw < 32; q->cw *= 2) {
+  }
+  q->rl = BN_LANES / q->cw;
+  q->ct = (q->c + q->cw - 1) / q->cw;
+  p = (target + q->ct - 1) / q->ct;
+  most = (q->m + 4 * q->rl - 1) / (4 * q->rl);
+  if (p > most)
+    p = most;
+  if (p < 1)
+    p = 1;
+  q->ch = (q->m + p - 1) / p;
+  if (q->ch < 1)
+    q->ch = 1;
+  q->p = (q->m + q->ch - 1) / q->ch;
+  if (q->p < 1)
+    q->p = 1;
+  q->items = q->ct * q->p;
+  q->parts = q->c * q->p;
+}
+
+/* NHWC: the work-item loop over (tile t, chunk p) with the chunk's rows
+ * [u0, u1). */
+static void bn_tiles_open(emitter *e, const bn_geo *q) {
+  out(&e->src,
+      "  for (long long w = blockIdx.x; w < %" PRId64 "LL; w += gridDim.x) {\n"
+      "    const long long t = w / %" PRId64 "LL, p = w %% %" PRId64 "LL;\n"
+      "    const long long u0 = p * %" PRId64 "LL, u1 = u0 + %" PRId64 "LL < %" PRId64
+      "LL ? u0 + %" PRId64 "LL : %" PRId64 "LL;\n",
+      q->items, q->p, q->p, q->ch, q->ch, q->m, q->ch, q->m);
+}
+
+/* NHWC: opens the lanes' loop: lane l = r * CW + j on channel c, its rows
+ * u (declares `at`, the element u * C + c, inside "if (c < C)"). */
+static void bn_lanes_open(emitter *e, const bn_geo *q, const char *init) {
+  out(&e->src,
+      "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
+      "      const long long j = l %% %" PRId64 "LL, r = l / %" PRId64 "LL, c = t * %" PRId64
+      "LL + j;\n"
+      "      %s\n"
+      "      if (c < %" PRId64 "LL)\n"
+      "      for (long long u = u0 + r; u < u1; u += %" PRId64 "LL) {\n"
+      "        const long long at = u * %" PRId64 "LL + c;\n",
+      BN_LANES, q->cw, q->cw, q->cw, init, q->c, q->rl, q->c);
+}
+
+/* NHWC: the RL lanes of each channel merged by the fixed tree with `merge`
+ * (a statement on lanes l and l + h). */
+static void bn_rows_tree(emitter *e, const bn_geo *q, const char *merge) {
+  out(&e->src,
+      "    __syncthreads();\n"
+      "    for (long long h = %" PRId64 "LL; h > 0; h >>= 1) {\n"
+      "      for (long long s = h * %" PRId64 "LL, l = threadIdx.x; l < s; l += blockDim.x) {\n"
+      "        const long long m = l + s; %s }\n"
+      "      __syncthreads();\n"
+      "    }\n",
+      q->rl / 2, q->cw, merge);
+}
+
+/* NHWC: "for each channel j of the tile (c < C): { <body>" opened */
+static void bn_channels_open(emitter *e, const bn_geo *q) {
+  out(&e->src,
+      "    for (long long j = threadIdx.x; j < %" PRId64 "LL; j += blockDim.x) {\n"
+      "      const long long c = t * %" PRId64 "LL + j;\n"
+      "      if (c >= %" PRId64 "LL) continue;\n",
+      q->cw, q->cw, q->c);
 }
 
 /* The device helpers, once per translation unit (a preprocessor guard, so
@@ -190,6 +278,26 @@ static gcc_status bn_stats_kernel(emitter *e, int gi, int xv, const bn_geo *q) {
       " units of %d per channel */\n"
       "  __shared__ float s_n[%d], s_mean[%d], s_m2[%d];\n",
       q->n, q->c, q->s, q->p, q->ch, q->v, BN_LANES, BN_LANES, BN_LANES);
+  if (q->nhwc) {
+    bn_tiles_open(e, q);
+    bn_lanes_open(e, q, "float n = 0.0f, mean = 0.0f, m2 = 0.0f;");
+    out(&e->src,
+        "        gcc_bn_push(&n, &mean, &m2, %sx[at]%s);\n"
+        "      }\n"
+        "      s_n[l] = n; s_mean[l] = mean; s_m2[l] = m2;\n"
+        "    }\n",
+        ld_open(q->tx), close16(q->tx));
+    bn_rows_tree(e, q, "gcc_bn_merge(&s_n[l], &s_mean[l], &s_m2[l], s_n[m], s_mean[m], s_m2[m]);");
+    bn_channels_open(e, q);
+    out(&e->src,
+        "      const long long o = 3 * (c * %" PRId64 "LL + p);\n"
+        "      scratch[o] = s_n[j]; scratch[o + 1] = s_mean[j]; scratch[o + 2] = s_m2[j];\n"
+        "    }\n"
+        "    __syncthreads();\n  }\n}\n",
+        q->p);
+    bn_close(e, &s, q->items * BN_LANES, (size_t)(3 * q->parts) * sizeof(float));
+    return GCC_OK;
+  }
   bn_items_open(e, q);
   out(&e->src,
       "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
@@ -208,7 +316,7 @@ static gcc_status bn_stats_kernel(emitter *e, int gi, int xv, const bn_geo *q) {
   out(&e->src, "    if (threadIdx.x == 0) { scratch[3 * w] = s_n[0]; scratch[3 * w + 1] = "
                "s_mean[0]; scratch[3 * w + 2] = s_m2[0]; }\n"
                "    __syncthreads();\n  }\n}\n");
-  bn_close(e, &s, q->items * BN_LANES, (size_t)(3 * q->items) * sizeof(float));
+  bn_close(e, &s, q->items * BN_LANES, (size_t)(3 * q->parts) * sizeof(float));
   return GCC_OK;
 }
 
@@ -254,9 +362,15 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
   if (training)
     param(e, &s, GCC_KARG_SCRATCH, -1, "const float*", "scratch");
   GCC_TRY(bn_open(e, gi, &s));
-  out(&e->src, "  __shared__ float s_k, s_b;\n");
-  bn_items_open(e, &q);
-  out(&e->src, "    if (threadIdx.x == 0) {\n");
+  if (q.nhwc) {
+    out(&e->src, "  __shared__ float s_k[32], s_b[32];\n");
+    bn_tiles_open(e, &q);
+    bn_channels_open(e, &q);
+  } else {
+    out(&e->src, "  __shared__ float s_k, s_b;\n");
+    bn_items_open(e, &q);
+    out(&e->src, "    if (threadIdx.x == 0) {\n");
+  }
   if (training) {
     bn_merge_stats(e, &q, "      ");
     /* the running variance takes the unbiased estimate, as PyTorch's */
@@ -268,6 +382,24 @@ gcc_status gcc_emit_batch_norm_kernel(emitter *e, int gi, int ni) {
         lm, lm1, lm, lm1, q.m, q.m > 1 ? q.m - 1 : 1);
   } else {
     out(&e->src, "      const float mean = in3[c], var = in4[c];\n");
+  }
+  if (q.nhwc) {
+    out(&e->src,
+        "      const float k = in1[c] / sqrtf(var + %s);\n"
+        "      s_k[j] = k; s_b[j] = in2[c] - mean * k;\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "    for (long long i = threadIdx.x; i < (u1 - u0) * %" PRId64 "LL; i += blockDim.x) {\n"
+        "      const long long j = i %% %" PRId64 "LL, c = t * %" PRId64 "LL + j;\n"
+        "      if (c >= %" PRId64 "LL) continue;\n"
+        "      const long long at = (u0 + i / %" PRId64 "LL) * %" PRId64 "LL + c;\n"
+        "      out0[at] = %s%sin0[at]%s * s_k[j] + s_b[j]%s;\n"
+        "    }\n"
+        "    __syncthreads();\n  }\n}\n",
+        le, q.cw, q.cw, q.cw, q.c, q.cw, q.c, st_open(ty), ld_open(q.tx), close16(q.tx),
+        close16(ty));
+    bn_close(e, &s, q.items * BN_LANES, 0);
+    return GCC_OK;
   }
   out(&e->src,
       "      const float k = in1[c] / sqrtf(var + %s);\n"
@@ -311,6 +443,41 @@ static gcc_status bn_sums_kernel(emitter *e, int gi, const gcc_node *nd, const b
   param(e, &s, GCC_KARG_INPUT, nd->inputs[1], in_type(q->tx), "x");
   param(e, &s, GCC_KARG_SCRATCH, -1, "float*", "scratch");
   GCC_TRY(bn_open(e, gi, &s));
+  if (q->nhwc) {
+    out(&e->src, "  __shared__ float s_dy[%d], s_dx[%d], s_mean[32];\n", BN_LANES, BN_LANES);
+    bn_tiles_open(e, q);
+    bn_channels_open(e, q);
+    if (with_stats) {
+      bn_merge_stats(e, q, "      ");
+      out(&e->src, "      (void)var;\n      s_mean[j] = mean;\n    }\n");
+    } else {
+      out(&e->src, "      s_mean[j] = 0.0f;\n    }\n");
+    }
+    out(&e->src, "    __syncthreads();\n");
+    char init[160];
+    snprintf(init, sizeof init,
+             "float sdy = 0.0f, sdx = 0.0f; const float mean = c < %" PRId64
+             "LL ? s_mean[j] : 0.0f;",
+             q->c);
+    bn_lanes_open(e, q, init);
+    out(&e->src,
+        "        const float gv = %sdy[at]%s;\n"
+        "        sdy += gv; sdx += gv * (%sx[at]%s - mean);\n"
+        "      }\n"
+        "      s_dy[l] = sdy; s_dx[l] = sdx;\n"
+        "    }\n",
+        ld_open(tg), close16(tg), ld_open(q->tx), close16(q->tx));
+    bn_rows_tree(e, q, "s_dy[l] += s_dy[m]; s_dx[l] += s_dx[m];");
+    bn_channels_open(e, q);
+    out(&e->src,
+        "      const long long o = %" PRId64 "LL + 2 * (c * %" PRId64 "LL + p);\n"
+        "      scratch[o] = s_dy[j]; scratch[o + 1] = s_dx[j];\n"
+        "    }\n"
+        "    __syncthreads();\n  }\n}\n",
+        3 * q->parts, q->p);
+    bn_close(e, &s, q->items * BN_LANES, (size_t)(5 * q->parts) * sizeof(float));
+    return GCC_OK;
+  }
   out(&e->src, "  __shared__ float s_dy[%d], s_dx[%d], s_mean;\n", BN_LANES, BN_LANES);
   bn_items_open(e, q);
   if (with_stats) {
@@ -342,8 +509,8 @@ static gcc_status bn_sums_kernel(emitter *e, int gi, const gcc_node *nd, const b
       "    if (threadIdx.x == 0) { scratch[%" PRId64 "LL + 2 * w] = s_dy[0]; scratch[%" PRId64
       "LL + 2 * w + 1] = s_dx[0]; }\n"
       "    __syncthreads();\n  }\n}\n",
-      3 * q->items, 3 * q->items);
-  bn_close(e, &s, q->items * BN_LANES, (size_t)(5 * q->items) * sizeof(float));
+      3 * q->parts, 3 * q->parts);
+  bn_close(e, &s, q->items * BN_LANES, (size_t)(5 * q->parts) * sizeof(float));
   return GCC_OK;
 }
 
@@ -374,7 +541,7 @@ gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
   param(e, &s, GCC_KARG_SCRATCH, -1, "const float*", "scratch");
   GCC_TRY(bn_open(e, gi, &s));
   out(&e->src, "  (void)in0; (void)in1; (void)in2;\n");
-  const int64_t sums = 3 * q.items;
+  const int64_t sums = 3 * q.parts;
   if (which != 0) { /* dscale = sum dy * xhat, dB = sum dy: one thread a channel */
     out(&e->src,
         "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
@@ -393,11 +560,39 @@ gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
     }
     out(&e->src, "  }\n}\n");
     set_grid(e, s.k, q.c);
-    s.k->scratch_bytes = (size_t)(5 * q.items) * sizeof(float);
+    s.k->scratch_bytes = (size_t)(5 * q.parts) * sizeof(float);
     emit_wrapper(e, s.k, s.types);
     return GCC_OK;
   }
   /* dX = scale * invstd * (dy - sum dy / M - xhat * sum(dy * xhat) / M) */
+  if (q.nhwc) {
+    out(&e->src, "  __shared__ float s_mean[32], s_invstd[32], s_k[32], s_db[32], s_ds[32];\n");
+    bn_tiles_open(e, &q);
+    bn_channels_open(e, &q);
+    bn_merge_stats(e, &q, "      ");
+    out(&e->src,
+        "      float sdy = 0.0f, sdx = 0.0f;\n"
+        "      for (long long i = c * %" PRId64 "LL; i < (c + 1) * %" PRId64
+        "LL; i++) { sdy += scratch[%" PRId64 "LL + 2 * i]; sdx += scratch[%" PRId64
+        "LL + 2 * i + 1]; }\n"
+        "      const float invstd = 1.0f / sqrtf(var + %s);\n"
+        "      s_mean[j] = mean; s_invstd[j] = invstd; s_k[j] = in2[c] * invstd;\n"
+        "      s_db[j] = sdy / %" PRId64 ".0f; s_ds[j] = sdx * invstd / %" PRId64 ".0f;\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "    for (long long i = threadIdx.x; i < (u1 - u0) * %" PRId64 "LL; i += blockDim.x) {\n"
+        "      const long long j = i %% %" PRId64 "LL, c = t * %" PRId64 "LL + j;\n"
+        "      if (c >= %" PRId64 "LL) continue;\n"
+        "      const long long at = (u0 + i / %" PRId64 "LL) * %" PRId64 "LL + c;\n"
+        "      const float xhat = (%sin1[at]%s - s_mean[j]) * s_invstd[j];\n"
+        "      out0[at] = %ss_k[j] * (%sin0[at]%s - s_db[j] - xhat * s_ds[j])%s;\n"
+        "    }\n"
+        "    __syncthreads();\n  }\n}\n",
+        q.p, q.p, sums, sums, le, q.m, q.m, q.cw, q.cw, q.cw, q.c, q.cw, q.c, ld_open(q.tx),
+        close16(q.tx), st_open(ty), ld_open(tg), close16(tg), close16(ty));
+    bn_close(e, &s, q.items * BN_LANES, (size_t)(5 * q.parts) * sizeof(float));
+    return GCC_OK;
+  }
   out(&e->src, "  __shared__ float s_mean, s_invstd, s_k, s_db, s_ds;\n");
   bn_items_open(e, &q);
   out(&e->src, "    if (threadIdx.x == 0) {\n");
@@ -431,6 +626,6 @@ gcc_status gcc_emit_batch_norm_grad_kernel(emitter *e, int gi, int ni) {
         "      out0[at0] = %sk * (%sin0[at0]%s - db - xhat * ds)%s;\n",
         ld_open(q.tx), close16(q.tx), st_open(ty), ld_open(tg), close16(tg), close16(ty));
   out(&e->src, "    }\n    __syncthreads();\n  }\n}\n");
-  bn_close(e, &s, q.items * BN_LANES, (size_t)(5 * q.items) * sizeof(float));
+  bn_close(e, &s, q.items * BN_LANES, (size_t)(5 * q.parts) * sizeof(float));
   return GCC_OK;
 }

@@ -84,12 +84,27 @@ gcc_status gcc_emit_attention_grad_kernel(struct gcc_emitter *e, int group, int 
  * CPU kernel's additions bit for bit) (codegen/emit_index.c). */
 gcc_status gcc_emit_gather_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_gather_grad_kernel(struct gcc_emitter *e, int group, int node);
+/* NegativeLogLikelihoodLoss (a thread per target for reduction none; per-block
+ * float64 partials in the scratch and one block for sum and mean) and its
+ * gradient (a thread per element of dInput; mean: the weight sum's partials
+ * first, added in a fixed tree by every block): deterministic; a target out
+ * of range lowers the bad-label flag to -1 - its position
+ * (codegen/emit_nll.c). */
+gcc_status gcc_emit_nll_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_nll_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* Slice (a thread per element of Y, any element type) and SliceGrad (a
  * thread per element of dX: dY's element or 0) (codegen/emit_index.c). */
 gcc_status gcc_emit_slice_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_slice_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* Expand: a thread per element of Y (codegen/emit_index.c). */
 gcc_status gcc_emit_expand_kernel(struct gcc_emitter *e, int group, int node);
+/* Trilu: a thread per element of Y, X's element or 0 (any element type);
+ * ArgMax / ArgMin: a block per output element, its threads scanning the
+ * reduced axis and combining (value, index) pairs in a fixed tree in shared
+ * memory (deterministic; ties resolved by index) (codegen/emit_select.c). */
+gcc_status gcc_emit_trilu_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_arg_max_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_arg_min_kernel(struct gcc_emitter *e, int group, int node);
 
 int gcc_fits_matmul_2d(const gcc_graph *g, int node);
 /* cuDNN's pooling runs a float32 pooling (or its gradient) whose window has

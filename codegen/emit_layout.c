@@ -50,18 +50,65 @@ gcc_status gcc_emit_transpose_kernel(emitter *e, int gi, int ni) {
   int64_t work = ny;
   const char *loop = kLoop;
   (void)g;
-  const gcc_shape *X = &g->values[nd->inputs[0]].shape;
+  /* in memory order (graph/ir.h gcc_layout): a layout conversion of the
+   * layout pass is the logical identity between an NCHW and an NHWC value,
+   * physically the transpose [0, 2, 3, 1] or [0, 3, 1, 2]. Physical axis q
+   * of Y is logical axis ly(q) of Y, which is logical axis perm[ly(q)] of
+   * X, at X's physical axis lx^-1(perm[ly(q)]). */
+  const gcc_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->outputs[0]];
+  const int64_t *perm = nd->av[TRANSPOSE_PERM].ints;
+  if (xv->layout != yv->layout && Y->ndim == 4 && perm[0] == 0 && perm[1] == 1 && perm[2] == 2 &&
+      perm[3] == 3) {
+    /* a layout conversion: per sample, the [R, K] matrix (NCHW -> NHWC: [C,
+     * H*W]; NHWC -> NCHW: [H*W, C]) transposed through 32 x 33 shared
+     * tiles, so that both the reads and the writes of a warp are 32
+     * consecutive elements (a gather per element would read C or H*W
+     * elements apart) */
+    const int64_t n = Y->dims[0], c = Y->dims[1], hw = Y->dims[2] * Y->dims[3];
+    const int64_t r = xv->layout == GCC_LAYOUT_NCHW ? c : hw,
+                  k = xv->layout == GCC_LAYOUT_NCHW ? hw : c;
+    const int64_t tr = (r + 31) / 32, tk = (k + 31) / 32, tiles = n * tr * tk;
+    gcc_dtype ty = vdt(g, nd->outputs[0]), tx = vdt(g, nd->inputs[0]);
+    out(&e->src,
+        "  (void)stride;\n"
+        "  __shared__ float tile[32][33];\n"
+        "  for (long long t = blockIdx.x; t < %" PRId64 "LL; t += gridDim.x) {\n"
+        "    const long long s = t / %" PRId64 "LL, r0 = (t / %" PRId64 "LL) %% %" PRId64
+        "LL * 32, k0 = t %% %" PRId64 "LL * 32;\n"
+        "    const long long base = s * %" PRId64 "LL;\n"
+        "    for (int i = threadIdx.x; i < 1024; i += blockDim.x) {\n"
+        "      const long long a = r0 + i / 32, b = k0 + i %% 32;\n"
+        "      if (a < %" PRId64 "LL && b < %" PRId64
+        "LL) tile[i / 32][i %% 32] = %sin0[base + a * %" PRId64 "LL + b]%s;\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "    for (int i = threadIdx.x; i < 1024; i += blockDim.x) {\n"
+        "      const long long b = k0 + i / 32, a = r0 + i %% 32;\n"
+        "      if (a < %" PRId64 "LL && b < %" PRId64 "LL) out0[base + b * %" PRId64
+        "LL + a] = %stile[i %% 32][i / 32]%s;\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "  }\n}\n",
+        tiles, tr * tk, tk, tr, tk, r * k, r, k, ld_open(tx), k, close16(tx), r, k, r, st_open(ty),
+        close16(ty));
+    return single_end(e, &sk, tiles * BLOCK);
+  }
+  const gcc_shape Xp = gcc_layout_physical(&xv->shape, xv->layout);
+  const gcc_shape Yp = gcc_layout_physical(Y, yv->layout);
   int64_t xst[GCC_MAX_DIMS], acc = 1;
-  for (int q = X->ndim - 1; q >= 0; q--) {
+  for (int q = Xp.ndim - 1; q >= 0; q--) {
     xst[q] = acc;
-    acc *= X->dims[q];
+    acc *= Xp.dims[q];
   }
   out(&e->src, loop, ny);
-  coords(&e->src, Y, "i");
+  coords(&e->src, &Yp, "i");
   gcc_dtype ty = vdt(g, nd->outputs[0]);
   out(&e->src, "    out0[i] = %s%sin0[0LL", st_open(ty), ld_open(ty));
-  for (int q = 0; q < Y->ndim; q++)
-    out(&e->src, " + c%d * %" PRId64 "LL", q, xst[nd->av[TRANSPOSE_PERM].ints[q]]);
+  for (int q = 0; q < Yp.ndim; q++) {
+    int ly = gcc_layout_axis(yv->layout, Yp.ndim, q, 1);
+    int px = gcc_layout_axis(xv->layout, Xp.ndim, (int)nd->av[TRANSPOSE_PERM].ints[ly], 0);
+    out(&e->src, " + c%d * %" PRId64 "LL", q, xst[px]);
+  }
   out(&e->src, "]%s%s;\n  }\n}\n", close16(ty), close16(ty));
   return single_end(e, &sk, work);
 }

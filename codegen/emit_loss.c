@@ -160,17 +160,22 @@ gcc_status gcc_emit_sce(emitter *e, int gi, int fwd, int grad) {
       any->av[SCE_IGNORE_INDEX].i, BLOCK, BLOCK);
   if (grad >= 0 && mean)
     out(&e->src,
-        "  /* the mean's denominator: the weights of the rows with a label, in row order */\n"
-        "  __shared__ double s_wsum;\n"
-        "  if (threadIdx.x == 0) {\n"
+        "  /* the mean's denominator: the weights of the rows with a label, over %d lanes (lane l "
+        "takes rows l, l + %d, ...) in a fixed tree, in float64 */\n"
+        "  for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
         "    double ws = 0.0;\n"
-        "    for (long long i = 0; i < N; i++) { const long long y = (long long)labels[i]; if (y "
-        "!= IGNORE && y >= 0 && y < C) ws += %s; }\n"
-        "    s_wsum = ws;\n"
+        "    for (long long i = l; i < N; i += %d) { const long long y = (long long)labels[i]; "
+        "if (y != IGNORE && y >= 0 && y < C) ws += %s; }\n"
+        "    s_r[l] = ws;\n"
         "  }\n"
         "  __syncthreads();\n"
-        "  const double wsum = s_wsum;\n",
-        wy);
+        "  for (int h = %d; h > 0; h >>= 1) {\n"
+        "    for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
+        "    __syncthreads();\n"
+        "  }\n"
+        "  const double wsum = s_r[0];\n"
+        "  __syncthreads();\n",
+        BLOCK, BLOCK, BLOCK, BLOCK, wy, BLOCK / 2);
   if (grad >= 0)
     out(&e->src, "  const float dl = dloss[0];\n");
   out(&e->src, "  for (long long i = blockIdx.x; i < N; i += gridDim.x) {\n"
@@ -273,7 +278,7 @@ gcc_status gcc_emit_sce(emitter *e, int gi, int fwd, int grad) {
   return GCC_OK;
 }
 
-gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
+static gcc_status mse_one_block(emitter *e, int gi, int fwd, int grad) {
   const gcc_graph *g = e->g;
   const gcc_group *gr = &g->groups[gi];
   const gcc_node *any = &g->nodes[fwd >= 0 ? fwd : grad];
@@ -324,6 +329,136 @@ gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
   k->single_block = 1;
   k->grid_dim = 1;
   k->work_items = n;
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* MSELoss (and its gradient), larger than one block's worth: the forward in
+ * two kernels, P fixed chunks of the elements each summed by a block over
+ * BLOCK lanes (lane l takes the chunk's elements l, l + BLOCK, ...) in a
+ * fixed tree, in float64, into the plan's scratch (P doubles), then one
+ * block summing the P partials in a fixed tree; P and the chunks depend on
+ * the size only, so the bits do not depend on the launch shape. The
+ * gradient is an elementwise grid-stride kernel. */
+enum { MSE_CHUNK = BLOCK * 8, MSE_MAX_PARTS = 1024 };
+
+gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
+  const gcc_graph *g = e->g;
+  const gcc_group *gr = &g->groups[gi];
+  const gcc_node *any = &g->nodes[fwd >= 0 ? fwd : grad];
+  int first = fwd >= 0 ? 0 : 1;
+  int P = any->inputs[first], T = any->inputs[first + 1];
+  int64_t n = gcc_shape_numel(&g->values[P].shape, NULL);
+  if (n <= 16384) /* the tutorials' regressions: one launch */
+    return mse_one_block(e, gi, fwd, grad);
+  int mean = strcmp(any->av[MSE_REDUCTION].s, "mean") == 0;
+  int64_t parts = (n + MSE_CHUNK - 1) / MSE_CHUNK;
+  if (parts > MSE_MAX_PARTS)
+    parts = MSE_MAX_PARTS;
+  int64_t chunk = (n + parts - 1) / parts;
+  char mean_of[96], scale_by[48]; /* the mean's divisor, N, as a literal */
+  snprintf(scale_by, sizeof scale_by, "%s", "1.0");
+  if (mean)
+    snprintf(scale_by, sizeof scale_by, "(double)%" PRId64 "LL", n);
+  snprintf(mean_of, sizeof mean_of, "s_r[0] / %s", scale_by);
+  gcc_kernel_info *k;
+  sig s;
+  if (fwd >= 0) {
+    k = new_kernel(e, gi);
+    if (!k || !rename_kernel(k, "_parts"))
+      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+    s = (sig){.k = k, .ok = 1};
+    out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+    param(e, &s, GCC_KARG_INPUT, P, "const float*", "pred");
+    param(e, &s, GCC_KARG_INPUT, T, "const float*", "target");
+    param(e, &s, GCC_KARG_SCRATCH, -1, "float*", "scratch");
+    out(&e->src, ") {\n");
+    if (!s.ok)
+      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+    comment_nodes(e, gr);
+    out(&e->src,
+        "  /* %" PRId64 " chunks of %" PRId64 " elements: each a block's sum of squared "
+        "differences over %d lanes in a fixed tree, in float64, to part[b] */\n"
+        "  const long long N = %" PRId64 "LL, CHUNK = %" PRId64 "LL;\n"
+        "  double *part = (double *)scratch;\n"
+        "  __shared__ double s_r[%d];\n"
+        "  for (long long b = blockIdx.x; b < %" PRId64 "LL; b += gridDim.x) {\n"
+        "    const long long lo = b * CHUNK, hi = lo + CHUNK < N ? lo + CHUNK : N;\n"
+        "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
+        "      double acc = 0.0;\n"
+        "      for (long long i = lo + l; i < hi; i += %d) { const double d = (double)pred[i] - "
+        "(double)target[i]; acc += d * d; }\n"
+        "      s_r[l] = acc;\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "    for (int h = %d; h > 0; h >>= 1) {\n"
+        "      for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
+        "      __syncthreads();\n"
+        "    }\n"
+        "    if (threadIdx.x == 0) part[b] = s_r[0];\n"
+        "    __syncthreads();\n"
+        "  }\n}\n",
+        parts, chunk, BLOCK, n, chunk, BLOCK, parts, BLOCK, BLOCK, BLOCK / 2);
+    set_grid(e, k, parts * BLOCK);
+    k->scratch_bytes = (size_t)parts * sizeof(double);
+    emit_wrapper(e, k, s.types);
+
+    k = new_kernel(e, gi); /* the group's last kernel is named after it */
+    if (!k || (grad >= 0 && !rename_kernel(k, "_sum")))
+      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+    s = (sig){.k = k, .ok = 1};
+    out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+    param(e, &s, GCC_KARG_SCRATCH, -1, "const float*", "scratch");
+    param(e, &s, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "float*", "loss");
+    out(&e->src, ") {\n");
+    if (!s.ok)
+      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+    comment_nodes(e, gr);
+    out(&e->src,
+        "  /* the %" PRId64 " partial sums (%s_parts) over %d lanes in a fixed tree */\n"
+        "  const double *part = (const double *)scratch;\n"
+        "  __shared__ double s_r[%d];\n"
+        "  if (blockIdx.x != 0) return;\n"
+        "  for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
+        "    double a = 0.0;\n"
+        "    for (long long b = l; b < %" PRId64 "LL; b += %d) a += part[b];\n"
+        "    s_r[l] = a;\n"
+        "  }\n"
+        "  __syncthreads();\n"
+        "  for (int h = %d; h > 0; h >>= 1) {\n"
+        "    for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
+        "    __syncthreads();\n"
+        "  }\n"
+        "  if (threadIdx.x == 0) loss[0] = (float)(%s);\n}\n",
+        parts, gr->name, BLOCK, BLOCK, BLOCK, parts, BLOCK, BLOCK / 2, mean ? mean_of : "s_r[0]");
+    k->single_block = 1;
+    k->grid_dim = 1;
+    k->work_items = parts;
+    k->scratch_bytes = (size_t)parts * sizeof(double);
+    emit_wrapper(e, k, s.types);
+  }
+  if (grad < 0)
+    return GCC_OK;
+  k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  s = (sig){.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, P, "const float*", "pred");
+  param(e, &s, GCC_KARG_INPUT, T, "const float*", "target");
+  param(e, &s, GCC_KARG_INPUT, g->nodes[grad].inputs[0], "const float*", "dloss");
+  param(e, &s, GCC_KARG_OUTPUT, g->nodes[grad].outputs[0], "float*", "dpred");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, gr);
+  out(&e->src,
+      "  const long long stride = (long long)gridDim.x * blockDim.x;\n"
+      "  const float scale = (float)(2.0 * (double)dloss[0] / %s);\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64
+      "LL; i += stride) dpred[i] = scale * (pred[i] - target[i]);\n}\n",
+      scale_by, n);
+  set_grid(e, k, n);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
 }

@@ -115,6 +115,11 @@ gcc_status gcc_emit_lrn_kernel(emitter *e, int gi, int ni) {
   return single_end(e, &sk, work);
 }
 
+/* LogSoftmaxGrad, dX = dY - exp(Y) * sum(dY) along the axis: a block per
+ * line as the forward (lines grid-stride over the blocks); the line's sum of
+ * dY over BLOCK lanes (lane l takes elements l, l + BLOCK, ...) in a fixed
+ * tree, in float64 as the CPU kernel, so the bits do not depend on the
+ * launch shape (1000 classes were one thread walking the line twice). */
 gcc_status gcc_emit_log_softmax_grad_kernel(emitter *e, int gi, int ni) {
   single sk;
   GCC_TRY(single_begin(e, gi, ni, &sk));
@@ -126,19 +131,32 @@ gcc_status gcc_emit_log_softmax_grad_kernel(emitter *e, int gi, int ni) {
     outer *= Y->dims[q];
   for (int q = (int)axis + 1; q < Y->ndim; q++)
     inner *= Y->dims[q];
-  int64_t len = Y->dims[axis], work = outer * inner;
+  int64_t len = Y->dims[axis], lines = outer * inner;
   /* in0 = dY, in1 = Y */
-  out(&e->src, kLoop, work);
   out(&e->src,
+      "  (void)stride;\n"
+      "  __shared__ double s_r[%d];\n"
+      "  for (long long i = blockIdx.x; i < %" PRId64 "LL; i += gridDim.x) {\n"
       "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
-      "    double sum = 0.0;\n"
-      "    for (long long j = 0; j < %" PRId64 "LL; j++) sum += (double)in0[base + j * %" PRId64
-      "LL];\n"
-      "    for (long long j = 0; j < %" PRId64 "LL; j++) out0[base + j * %" PRId64
-      "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - exp((double)in1[base + j * %" PRId64
-      "LL]) * sum);\n  }\n}\n",
-      inner, len * inner, inner, len, inner, len, inner, inner, inner);
-  return single_end(e, &sk, work);
+      "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
+      "      double sum = 0.0;\n"
+      "      for (long long j = l; j < %" PRId64 "LL; j += %d) sum += (double)in0[base + j * "
+      "%" PRId64 "LL];\n"
+      "      s_r[l] = sum;\n"
+      "    }\n"
+      "    __syncthreads();\n"
+      "    for (int h = %d; h > 0; h >>= 1) {\n"
+      "      for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
+      "      __syncthreads();\n"
+      "    }\n"
+      "    const double sum = s_r[0];\n"
+      "    for (long long j = threadIdx.x; j < %" PRId64 "LL; j += blockDim.x) out0[base + j * "
+      "%" PRId64 "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - exp((double)in1[base + j "
+      "* %" PRId64 "LL]) * sum);\n"
+      "    __syncthreads();\n  }\n}\n",
+      BLOCK, lines, inner, len * inner, inner, BLOCK, len, BLOCK, inner, BLOCK / 2, len, inner,
+      inner, inner);
+  return single_end(e, &sk, lines * BLOCK);
 }
 
 gcc_status gcc_emit_lrn_grad_kernel(emitter *e, int gi, int ni) {

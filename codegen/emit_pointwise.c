@@ -4,6 +4,37 @@
  */
 #include "codegen/emit_internal.h"
 
+/* ---- operand types ----------------------------------------------------- */
+
+/* Pointwise code computes in float. Beyond the 16-bit floats of
+ * emit_internal.h, a bool value (GCC_DT_BOOL) is one unsigned char that
+ * loads as 0.0f / 1.0f and stores (value != 0.0f); an int64 / int32 operand
+ * (a Cast to float) loads converted to float. */
+static int is_byte_or_int(gcc_dtype t) {
+  return t == GCC_DT_BOOL || t == GCC_DT_INT64 || t == GCC_DT_INT32;
+}
+static const char *pw_in_type(gcc_dtype t) {
+  return t == GCC_DT_BOOL    ? "const unsigned char*"
+         : t == GCC_DT_INT64 ? "const long long*"
+         : t == GCC_DT_INT32 ? "const int*"
+                             : in_type(t);
+}
+static const char *pw_out_type(gcc_dtype t) {
+  return t == GCC_DT_BOOL ? "unsigned char*" : out_type(t);
+}
+static const char *pw_ld_open(gcc_dtype t) {
+  return is_byte_or_int(t) ? "(float)(" : ld_open(t);
+}
+static const char *pw_ld_close(gcc_dtype t) {
+  return is_byte_or_int(t) ? ")" : close16(t);
+}
+static const char *pw_st_open(gcc_dtype t) {
+  return t == GCC_DT_BOOL ? "(unsigned char)((" : st_open(t);
+}
+static const char *pw_st_close(gcc_dtype t) {
+  return t == GCC_DT_BOOL ? ") != 0.0f)" : close16(t);
+}
+
 /* ---- pointwise groups ------------------------------------------------- */
 
 static int member(const gcc_group *gr, int node) {
@@ -81,9 +112,10 @@ gcc_status gcc_emit_pointwise_group(emitter *e, int gi) {
   char pname[32];
   int outv = g->nodes[tail].outputs[0];
   gcc_dtype odt = vdt(g, outv);
-  int vec = red < 0 && n % 4 == 0 && !is16(odt); /* float4: float32 operands only */
+  /* float4: float32 operands only */
+  int vec = red < 0 && n % 4 == 0 && odt == GCC_DT_FLOAT32;
   for (int j = 0; j < n_ext && vec; j++)
-    vec = gcc_shape_numel(&g->values[ext[j]].shape, NULL) == n && !is16(vdt(g, ext[j]));
+    vec = gcc_shape_numel(&g->values[ext[j]].shape, NULL) == n && vdt(g, ext[j]) == GCC_DT_FLOAT32;
 
   /* the element function: the chain at one element */
   if (chain_end >= 0) {
@@ -141,9 +173,9 @@ gcc_status gcc_emit_pointwise_group(emitter *e, int gi) {
   out(&e->src, "extern \"C\" __global__ void %s(", k->name);
   for (int j = 0; j < n_ext; j++) {
     snprintf(pname, sizeof pname, "in%d", j);
-    param(e, &s, GCC_KARG_INPUT, ext[j], in_type(vdt(g, ext[j])), pname);
+    param(e, &s, GCC_KARG_INPUT, ext[j], pw_in_type(vdt(g, ext[j])), pname);
   }
-  param(e, &s, GCC_KARG_OUTPUT, outv, out_type(odt), "out0");
+  param(e, &s, GCC_KARG_OUTPUT, outv, pw_out_type(odt), "out0");
   out(&e->src, ") {\n");
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -185,17 +217,18 @@ gcc_status gcc_emit_pointwise_group(emitter *e, int gi) {
     if (chain_end >= 0) {
       out(&e->src, "      acc += %s_elem(", k->name);
       for (int j = 0; j < n_ext; j++) {
-        out(&e->src, "%s%sin%d[", j ? ", " : "", ld_open(vdt(g, ext[j])), j);
+        out(&e->src, "%s%sin%d[", j ? ", " : "", pw_ld_open(vdt(g, ext[j])), j);
         bcast_index(&e->src, &g->values[ext[j]].shape, S, "i");
-        out(&e->src, "]%s", close16(vdt(g, ext[j])));
+        out(&e->src, "]%s", pw_ld_close(vdt(g, ext[j])));
       }
       out(&e->src, ");\n");
     } else {
-      out(&e->src, "      acc += %sin0[i]%s;\n", ld_open(vdt(g, ext[0])), close16(vdt(g, ext[0])));
+      out(&e->src, "      acc += %sin0[i]%s;\n", pw_ld_open(vdt(g, ext[0])),
+          pw_ld_close(vdt(g, ext[0])));
     }
-    out(&e->src, "    }\n    out0[o] = %sacc%s%s%s;\n  }\n}\n", st_open(odt),
+    out(&e->src, "    }\n    out0[o] = %sacc%s%s%s;\n  }\n}\n", pw_st_open(odt),
         scale != 1.0f ? " * " : "", scale != 1.0f ? float_lit(lit, sizeof lit, scale) : "",
-        close16(odt));
+        pw_st_close(odt));
     set_grid(e, k, ny);
   } else if (vec) {
     out(&e->src,
@@ -219,13 +252,13 @@ gcc_status gcc_emit_pointwise_group(emitter *e, int gi) {
     out(&e->src,
         "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < %" PRId64
         "LL; i += stride)\n    out0[i] = %s%s_elem(",
-        n, st_open(odt), k->name);
+        n, pw_st_open(odt), k->name);
     for (int j = 0; j < n_ext; j++) {
-      out(&e->src, "%s%sin%d[", j ? ", " : "", ld_open(vdt(g, ext[j])), j);
+      out(&e->src, "%s%sin%d[", j ? ", " : "", pw_ld_open(vdt(g, ext[j])), j);
       bcast_index(&e->src, &g->values[ext[j]].shape, S, "i");
-      out(&e->src, "]%s", close16(vdt(g, ext[j])));
+      out(&e->src, "]%s", pw_ld_close(vdt(g, ext[j])));
     }
-    out(&e->src, ")%s;\n}\n", close16(odt));
+    out(&e->src, ")%s;\n}\n", pw_st_close(odt));
     set_grid(e, k, n);
   }
   emit_wrapper(e, k, s.types);

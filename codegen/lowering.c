@@ -7,6 +7,7 @@
 
 #include "codegen/emit_kernels.h"
 #include "graph/ops.h"
+#include "passes/passes.h"
 
 /* GELU in float (PyTorch's CUDA kernels: GeluCUDAKernelImpl,
  * GeluBackwardCUDAKernelImpl): the erf form with M_SQRT1_2, the tanh form
@@ -33,7 +34,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 99, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 116, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -67,35 +68,44 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_SOFTMAX_GRAD] = {.kind = GCC_LOWER_NONE, .none = NO_CUDA_SOFTMAX_GRAD},
     [GCC_OP_CONV] = {.kind = GCC_LOWER_LIBRARY,
                      .call = "cudnnConvolutionForward",
-                     .conv = GCC_CONV_FORWARD},
+                     .conv = GCC_CONV_FORWARD,
+                     .nhwc = GCC_NHWC_LIBRARY},
     [GCC_OP_CONV_GRAD_DATA] = {.kind = GCC_LOWER_LIBRARY,
                                .call = "cudnnConvolutionBackwardData",
-                               .conv = GCC_CONV_OTHER},
+                               .conv = GCC_CONV_OTHER,
+                               .nhwc = GCC_NHWC_LIBRARY},
     [GCC_OP_CONV_GRAD_FILTER] = {.kind = GCC_LOWER_LIBRARY,
                                  .call = "cudnnConvolutionBackwardFilter",
-                                 .conv = GCC_CONV_OTHER},
-    [GCC_OP_CONV_GRAD_BIAS] = {.kind = GCC_LOWER_LIBRARY, .call = "cudnnConvolutionBackwardBias"},
+                                 .conv = GCC_CONV_OTHER,
+                                 .nhwc = GCC_NHWC_LIBRARY},
+    [GCC_OP_CONV_GRAD_BIAS] = {.kind = GCC_LOWER_LIBRARY,
+                               .call = "cudnnConvolutionBackwardBias",
+                               .nhwc = GCC_NHWC_LIBRARY},
     /* 16-bit operands, dilated or asymmetrically padded windows: a generated kernel */
     [GCC_OP_MAX_POOL] = {.kind = GCC_LOWER_LIBRARY,
                          .call = "cudnnPoolingForward",
                          .fits = gcc_fits_cudnn_pool,
                          .kernel = gcc_emit_max_pool_kernel,
-                         .kernel16 = 1},
+                         .kernel16 = 1,
+                         .nhwc = GCC_NHWC_LIBRARY},
     [GCC_OP_MAX_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY,
                               .call = "cudnnPoolingBackward",
                               .fits = gcc_fits_cudnn_pool,
                               .kernel = gcc_emit_max_pool_grad_kernel,
-                              .kernel16 = 1},
+                              .kernel16 = 1,
+                              .nhwc = GCC_NHWC_LIBRARY},
     [GCC_OP_AVERAGE_POOL] = {.kind = GCC_LOWER_LIBRARY,
                              .call = "cudnnPoolingForward",
                              .fits = gcc_fits_cudnn_pool,
                              .kernel = gcc_emit_average_pool_kernel,
-                             .kernel16 = 1},
+                             .kernel16 = 1,
+                             .nhwc = GCC_NHWC_LIBRARY},
     [GCC_OP_AVERAGE_POOL_GRAD] = {.kind = GCC_LOWER_LIBRARY,
                                   .call = "cudnnPoolingBackward",
                                   .fits = gcc_fits_cudnn_pool,
                                   .kernel = gcc_emit_average_pool_grad_kernel,
-                                  .kernel16 = 1},
+                                  .kernel16 = 1,
+                                  .nhwc = GCC_NHWC_LIBRARY},
     [GCC_OP_SUB] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} - {1}"},
     [GCC_OP_MUL] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} * {1}"},
     [GCC_OP_DIV] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} / {1}"},
@@ -116,7 +126,8 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     /* cudnnConvolutionBackwardData with X as dY and Y as dX, then the bias */
     [GCC_OP_CONV_TRANSPOSE] = {.kind = GCC_LOWER_LIBRARY,
                                .call = "cudnnConvolutionBackwardData",
-                               .conv = GCC_CONV_OTHER},
+                               .conv = GCC_CONV_OTHER,
+                               .nhwc = GCC_NHWC_LIBRARY},
     /* on the communication stream (runtime/comm.h: NCCL on GPU ranks) */
     [GCC_OP_ALL_REDUCE] = {.kind = GCC_LOWER_LIBRARY, .call = "ncclAllReduce"},
     [GCC_OP_SIGMOID_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} * {1} * (1.0f - {1})"},
@@ -133,10 +144,12 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
      * running statistics are written in place in training) */
     [GCC_OP_BATCH_NORM] = {.kind = GCC_LOWER_KERNEL,
                            .kernel = gcc_emit_batch_norm_kernel,
-                           .kernel16 = 1},
+                           .kernel16 = 1,
+                           .nhwc = GCC_NHWC_KERNEL},
     [GCC_OP_BATCH_NORM_GRAD] = {.kind = GCC_LOWER_KERNEL,
                                 .kernel = gcc_emit_batch_norm_grad_kernel,
-                                .kernel16 = 1},
+                                .kernel16 = 1,
+                                .nhwc = GCC_NHWC_KERNEL},
     /* the identity in evaluation (fused as "{0}"); in training a kernel of its own
      * drawing the Philox mask (graph/philox.h), as DropoutGrad */
     [GCC_OP_DROPOUT] = {.kind = GCC_LOWER_POINTWISE,
@@ -233,6 +246,32 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_PRELU_GRAD] = {.kind = GCC_LOWER_POINTWISE, .expr = "{1} < 0.0f ? {2} * {0} : {0}"},
     [GCC_OP_PRELU_GRAD_SLOPE] = {.kind = GCC_LOWER_POINTWISE,
                                  .expr = "{1} < 0.0f ? {1} * {0} : 0.0f"},
+    [GCC_OP_TRILU] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_trilu_kernel, .kernel16 = 1},
+    [GCC_OP_ARG_MAX] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_arg_max_kernel},
+    [GCC_OP_ARG_MIN] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_arg_min_kernel},
+    /* a thread per target (none), or per-block partials and one block
+     * (sum, mean): deterministic, no atomics but the bad-label flag */
+    [GCC_OP_NLL_LOSS] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_nll_kernel},
+    /* a thread per element of dInput (mean: the weight sum's partials first) */
+    [GCC_OP_NLL_LOSS_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_nll_grad_kernel},
+    /* comparisons and logic: a bool operand loads as 0.0f / 1.0f and a bool
+     * result stores (value != 0) as one byte (codegen/emit_pointwise.c); a
+     * NaN compares false. Integer operands stay on the CPU (placement). */
+    [GCC_OP_EQUAL] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} == {1}) ? 1.0f : 0.0f"},
+    [GCC_OP_LESS] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} < {1}) ? 1.0f : 0.0f"},
+    [GCC_OP_GREATER] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} > {1}) ? 1.0f : 0.0f"},
+    [GCC_OP_LESS_OR_EQUAL] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} <= {1}) ? 1.0f : 0.0f"},
+    [GCC_OP_GREATER_OR_EQUAL] = {.kind = GCC_LOWER_POINTWISE, .expr = "({0} >= {1}) ? 1.0f : 0.0f"},
+    [GCC_OP_NOT] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} != 0.0f ? 0.0f : 1.0f"},
+    [GCC_OP_AND] = {.kind = GCC_LOWER_POINTWISE,
+                    .expr = "({0} != 0.0f && {1} != 0.0f) ? 1.0f : 0.0f"},
+    [GCC_OP_OR] = {.kind = GCC_LOWER_POINTWISE,
+                   .expr = "({0} != 0.0f || {1} != 0.0f) ? 1.0f : 0.0f"},
+    [GCC_OP_XOR] = {.kind = GCC_LOWER_POINTWISE,
+                    .expr = "(({0} != 0.0f) != ({1} != 0.0f)) ? 1.0f : 0.0f"},
+    [GCC_OP_WHERE] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} != 0.0f ? {1} : {2}"},
+    [GCC_OP_WHERE_GRAD_X] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} != 0.0f ? {1} : 0.0f"},
+    [GCC_OP_WHERE_GRAD_Y] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} != 0.0f ? 0.0f : {1}"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {
@@ -253,6 +292,28 @@ gcc_lowering_kind gcc_lowering_kind_of(const gcc_graph *g, int node) {
   if (l->fits && l->kernel && !l->fits(g, node))
     return GCC_LOWER_KERNEL;
   return l->kind;
+}
+
+int gcc_cuda_layout_class(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const gcc_lowering *l = gcc_lowering_of(n->op);
+  gcc_lowering_kind kind = gcc_lowering_kind_of(g, node);
+  if (l && (((l->nhwc & GCC_NHWC_LIBRARY) && kind == GCC_LOWER_LIBRARY) ||
+            ((l->nhwc & GCC_NHWC_KERNEL) && kind == GCC_LOWER_KERNEL)))
+    return GCC_LAYOUT_CLASS_NHWC;
+  if (kind != GCC_LOWER_POINTWISE || n->n_outputs < 1 || n->outputs[0] < 0)
+    return GCC_LAYOUT_CLASS_NCHW;
+  const gcc_shape *y = &g->values[n->outputs[0]].shape;
+  if (y->ndim != 4)
+    return GCC_LAYOUT_CLASS_NCHW;
+  for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+    int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
+    if (v < 0)
+      continue;
+    if (!gcc_dtype_is_float(g->values[v].dtype) || !gcc_shape_equal(&g->values[v].shape, y))
+      return GCC_LAYOUT_CLASS_NCHW;
+  }
+  return GCC_LAYOUT_CLASS_ANY;
 }
 
 const char *gcc_group_kind_name(int kind) {

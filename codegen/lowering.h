@@ -98,8 +98,16 @@ typedef struct gcc_lowering {
    * backward-data, backward-filter and ConvTranspose calls; 0 otherwise
    * (ConvGradBias has no algorithm) */
   int conv;
+  /* GCC_NHWC_LIBRARY: the LIBRARY call takes NHWC tensors (cuDNN's
+   * convolutions and poolings: CUDNN_TENSOR_NHWC descriptors, filters in
+   * KRSC); GCC_NHWC_KERNEL: the generated `kernel` reads and writes its 4-D
+   * operands in either layout (BatchNormalization, BatchNormGrad:
+   * codegen/emit_batchnorm.c). The layout pass may run such a node
+   * channels-last (gcc_cuda_layout_class); 0: NCHW only */
+  int nhwc;
 } gcc_lowering;
 enum { GCC_CONV_FORWARD = 1, GCC_CONV_OTHER = 2 };
+enum { GCC_NHWC_LIBRARY = 1, GCC_NHWC_KERNEL = 2 };
 
 /* The entry of op `op`; NULL when `op` is out of range. */
 const gcc_lowering *gcc_lowering_of(int op);
@@ -111,6 +119,16 @@ int gcc_cuda_supports_op(int op);
  * `fits` refuses the node (a batched MatMul, a pooling cuDNN cannot
  * express, Dropout in training). */
 gcc_lowering_kind gcc_lowering_kind_of(const gcc_graph *g, int node);
+
+/* The layout class of node `node` on a CUDA device, for the layout pass
+ * (passes/passes.h gcc_target.layout_class): GCC_LAYOUT_CLASS_NHWC for a
+ * node whose entry's `nhwc` covers the way it runs (GCC_NHWC_LIBRARY and
+ * its library runs it: a pooling `fits` refuses is a generated NCHW
+ * kernel; GCC_NHWC_KERNEL and it is a generated KERNEL); GCC_LAYOUT_CLASS_ANY
+ * for a POINTWISE node whose inputs and outputs are all floating-point of
+ * one 4-D shape (no broadcast: element i of every operand is the same
+ * logical element in either layout); GCC_LAYOUT_CLASS_NCHW otherwise. */
+int gcc_cuda_layout_class(const gcc_graph *g, int node);
 
 /* What one fused group becomes on a CUDA device (gcc_group.kind). */
 typedef enum gcc_group_kind {

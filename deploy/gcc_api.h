@@ -131,7 +131,15 @@ void gccx_session_destroy(gccx_session **s);
 const char *gccx_session_device(const gccx_session *s);
 
 /* Copies `rows` samples of input `name` (float32, C order, rows x the
- * input's per-sample shape, already normalized) into the session.
+ * input's per-sample shape, already normalized) into the session: on the
+ * CPU into the buffer the plan reads; on a GPU straight into the pinned
+ * (cudaHostAlloc) staging buffer of the plan for `rows` rows (zero padding
+ * rows after them), from which its H2D is issued at once on the copy
+ * stream, so that it overlaps the batch the GPU is still computing (the
+ * results of the last gccx_run stay readable). One host copy per batch;
+ * it may wait for the batch before the last one to finish with that
+ * staging buffer (double buffering). On a GPU a row count that needs
+ * another exported batch size compiles (or switches to) that plan here.
  * Errors: GCC_ERR_INVALID_ARGUMENT for a NULL handle or data, an unknown
  * input name (the message names the bundle's input), or rows outside
  * [1, max_batch]. */
@@ -145,18 +153,52 @@ gcc_status gccx_set_input(gccx_session *s, const char *name, const float *data, 
  * when it has none. Errors: as gccx_set_input. */
 gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t rows, gcc_diag *d);
 
-/* Runs the inference graph on the rows last set. Errors:
- * GCC_ERR_INVALID_ARGUMENT (NULL handle, no input set yet); compile errors
- * for a new row count; GCC_ERR_DEVICE from the device. */
+/* Runs the inference graph on the rows last set. On the CPU the run is
+ * done when this returns. On a GPU it is issued and this returns without
+ * waiting (gccx_get_output waits for it): the plan of each batch size
+ * replays its forward from a CUDA Graph, captured per input slot on the
+ * slot's second use (the 3rd and 4th run of that batch size; the runs
+ * before are launched kernel by kernel and give bitwise the same outputs),
+ * unless a capture fails (then launches, gccx_session_stats says why).
+ * Errors: GCC_ERR_INVALID_ARGUMENT (NULL handle, no input set yet);
+ * compile errors for a new row count; GCC_ERR_DEVICE from the device. */
 gcc_status gccx_run(gccx_session *s, gcc_diag *d);
 
 /* Output `name` ("logits" or "probabilities") of the last run: *data points
  * at rows x cols float32 values in C order, owned by the session and valid
- * until the next gccx_set_input*, gccx_run or gccx_session_destroy.
- * Errors: GCC_ERR_INVALID_ARGUMENT for a NULL handle or pointer, an unknown
- * output name (the message lists the outputs), or no run yet. */
+ * until the next gccx_run or gccx_session_destroy (setting the next input
+ * keeps them). On a GPU the first call after a run waits for that run
+ * (not for the device as a whole: an input H2D issued since may still be
+ * in flight) and brings both outputs back in one D2H into pinned memory,
+ * which *data then points into. Errors: GCC_ERR_INVALID_ARGUMENT for a
+ * NULL handle or pointer, an unknown output name (the message lists the
+ * outputs), or no run yet (or its batch size's plan was replaced by a
+ * third batch size since); GCC_ERR_DEVICE from the device. */
 gcc_status gccx_get_output(const gccx_session *s, const char *name, const float **data,
                            int64_t *rows, int64_t *cols, gcc_diag *d);
+
+/* How a session's runs went on the device (gcc-run prints it): */
+typedef struct gccx_run_stats {
+  int64_t runs;     /* gccx_run calls that ran or issued a batch */
+  int64_t replays;  /* of them, replayed from a CUDA Graph (a GPU session) */
+  int64_t captures; /* CUDA Graphs captured: per batch size, one per input slot */
+  int64_t plans;    /* plans compiled: one per batch size used (a GPU: exported batch size) */
+  /* why the last run's plan is not replayed: "" when it is (or will be
+   * from its slots' second use), "not used: the capture failed (WHY);
+   * launches instead", "disabled (...)"; "the CPU runs no CUDA Graphs" */
+  char graph_note[256];
+} gccx_run_stats;
+
+/* Fills *out. Errors: GCC_ERR_INVALID_ARGUMENT for a NULL handle or out. */
+gcc_status gccx_session_stats(const gccx_session *s, gccx_run_stats *out, gcc_diag *d);
+
+/* on = 0: a GPU session launches every batch kernel by kernel from now on,
+ * never replaying a CUDA Graph (gcc-run --no-cuda-graph; graph_note then
+ * says "disabled (--no-cuda-graph)"); 1: replays again (the default). The
+ * compiled plans are dropped and compiled again at the next input (their
+ * last results with them); no effect on the CPU. Errors:
+ * GCC_ERR_INVALID_ARGUMENT for a NULL handle. */
+gcc_status gccx_session_set_cuda_graphs(gccx_session *s, int on, gcc_diag *d);
 
 /* The kernel image a CUDA session loaded (the CUDA plan runner's hook):
  * what gcc_bundle_kernel_image returned for the session's device. Errors:

@@ -24,13 +24,14 @@ size_t gcc_dtype_size(gcc_dtype t) {
   case GCC_DT_BFLOAT16: return 2;
   case GCC_DT_FLOAT64: return 8;
   case GCC_DT_UINT8: return 1;
+  case GCC_DT_BOOL: return 1;
   default: return 0;
   }
 }
 
 const char *gcc_dtype_name(gcc_dtype t) {
-  static const char *const names[] = {"undefined", "float32",  "int64",   "int32",
-                                      "float16",   "bfloat16", "float64", "uint8"};
+  static const char *const names[] = {"undefined", "float32", "int64", "int32", "float16",
+                                      "bfloat16",  "float64", "uint8", "bool"};
   _Static_assert(sizeof names / sizeof names[0] == GCC_DT_COUNT, "dtype names");
   if ((unsigned)t >= GCC_DT_COUNT)
     return "?";
@@ -38,7 +39,7 @@ const char *gcc_dtype_name(gcc_dtype t) {
 }
 
 int gcc_dtype_supported(gcc_dtype t) {
-  return t == GCC_DT_FLOAT32 || t == GCC_DT_INT64 || t == GCC_DT_INT32;
+  return t == GCC_DT_FLOAT32 || t == GCC_DT_INT64 || t == GCC_DT_INT32 || t == GCC_DT_BOOL;
 }
 
 int gcc_dtype_is_float(gcc_dtype t) {
@@ -58,6 +59,25 @@ int gcc_precision_lookup(const char *name) {
     if (strcmp(name, kPrecisionNames[i]) == 0)
       return i;
   return -1;
+}
+
+const char *gcc_layout_name(int layout) {
+  return layout == GCC_LAYOUT_NCHW ? "NCHW" : layout == GCC_LAYOUT_NHWC ? "NHWC" : "?";
+}
+
+int gcc_layout_axis(int layout, int ndim, int axis, int inverse) {
+  /* NHWC: physical [N, H, W, C] = logical axes [0, 2, 3, 1] */
+  static const int to_logical[4] = {0, 2, 3, 1}, to_physical[4] = {0, 3, 1, 2};
+  if (layout != GCC_LAYOUT_NHWC || ndim != 4 || axis < 0 || axis > 3)
+    return axis;
+  return inverse ? to_logical[axis] : to_physical[axis];
+}
+
+gcc_shape gcc_layout_physical(const gcc_shape *logical, int layout) {
+  gcc_shape p = *logical;
+  for (int q = 0; q < logical->ndim; q++)
+    p.dims[q] = logical->dims[gcc_layout_axis(layout, logical->ndim, q, 1)];
+  return p;
 }
 
 gcc_dtype gcc_precision_dtype(int p) {
@@ -814,6 +834,7 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
       c->values[idx].param_of = v->param_of;
       c->values[idx].state = v->state;
       c->values[idx].device = v->device;
+      c->values[idx].layout = v->layout;
     }
   }
   for (int i = 0; i < g->n_nodes && s == GCC_OK; i++) {

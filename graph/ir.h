@@ -45,6 +45,9 @@ typedef enum gcc_dtype {
   GCC_DT_BFLOAT16 = 5,
   GCC_DT_FLOAT64 = 6,
   GCC_DT_UINT8 = 7,
+  /* one byte, 0 or 1 (ONNX elem_type 9, numpy/torch bool): the results of
+   * comparisons and logical ops, Where's condition */
+  GCC_DT_BOOL = 8,
   GCC_DT_COUNT
 } gcc_dtype;
 
@@ -52,7 +55,7 @@ typedef enum gcc_dtype {
 size_t gcc_dtype_size(gcc_dtype t);
 /* "float32", "int64", ... ("?" when out of range). */
 const char *gcc_dtype_name(gcc_dtype t);
-/* 1 for the dtypes a model file may name (FLOAT32, INT64, INT32). FLOAT16
+/* 1 for the dtypes a model file may name (FLOAT32, INT64, INT32, BOOL). FLOAT16
  * and BFLOAT16 values are made by the autocast pass (--precision), not read
  * from files. */
 int gcc_dtype_supported(gcc_dtype t);
@@ -92,6 +95,25 @@ int64_t gcc_shape_numel(const gcc_shape *s, int *overflow);
 char *gcc_shape_str(const gcc_shape *s, char *buf, size_t cap);
 int gcc_shape_equal(const gcc_shape *a, const gcc_shape *b);
 
+/* The memory order of a 4-D value (passes/layout.c). A value's shape is
+ * always its logical [N, C, H, W] (ONNX's and PyTorch's order); the layout
+ * says how its elements lie in memory: NCHW (row-major in that order, the
+ * default: every value before the layout pass, and every graph input,
+ * output, parameter, gradient and optimizer state after it) or NHWC
+ * (channels-last: the channel innermost, element (n, c, h, w) at
+ * ((n * H + h) * W + w) * C + c; PyTorch's torch.channels_last). A filter
+ * [K, C, R, S] in NHWC is cuDNN's KRSC. Values of another rank are NCHW. */
+typedef enum gcc_layout { GCC_LAYOUT_NCHW = 0, GCC_LAYOUT_NHWC = 1, GCC_LAYOUT_COUNT } gcc_layout;
+
+/* "NCHW", "NHWC" ("?" when out of range). */
+const char *gcc_layout_name(int layout);
+/* The dims of `logical` in memory order under `layout` (NHWC: [N, H, W, C]
+ * for a 4-D shape; the shape itself otherwise). */
+gcc_shape gcc_layout_physical(const gcc_shape *logical, int layout);
+/* The physical axis of logical axis `axis` of a `ndim`-D value under
+ * `layout`, and the logical axis of physical axis `axis` (`inverse` 1). */
+int gcc_layout_axis(int layout, int ndim, int axis, int inverse);
+
 /* What a value is, which decides where its storage lives. */
 typedef enum gcc_value_kind {
   GCC_VALUE_ACTIVATION = 0, /* produced by a node, per-step arena */
@@ -126,6 +148,8 @@ typedef struct gcc_value {
    * training, never differentiated nor updated by the optimizer */
   int state;
   int device; /* after placement: GCC_DEV_CPU or GCC_DEV_CUDA(n); -1 before */
+  /* gcc_layout: NCHW (0) unless the layout pass made it NHWC (4-D only) */
+  int layout;
 } gcc_value;
 
 typedef enum gcc_attr_type {

@@ -35,7 +35,7 @@ static gcc_status check_dtype(const char *src, const char *what, const char *nam
   if (dt < 0 || dt >= GCC_DT_COUNT || !gcc_dtype_supported((gcc_dtype)dt))
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: %s '%s' has dtype %s, which this version does not support "
-                        "(supported: float32, int64, int32)",
+                        "(supported: float32, int64, int32, bool)",
                         src, what, name,
                         dt >= 0 && dt < GCC_DT_COUNT ? gcc_dtype_name((gcc_dtype)dt) : "unknown");
   return GCC_OK;

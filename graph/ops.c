@@ -100,6 +100,9 @@ static const gcc_attr_spec kSliceAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends")
                                             INTS("steps")};
 static const gcc_attr_spec kSliceGradAttrs[] = {INTS_REQ("starts"), INTS_REQ("ends"), INTS("axes"),
                                                 INTS("steps"), INTS_REQ("shape")};
+static const gcc_attr_spec kNllAttrs[] = {S("reduction", "mean"), I("ignore_index", NLL_NO_IGNORE)};
+static const gcc_attr_spec kNllGradAttrs[] = {S("reduction", "mean"),
+                                              I("ignore_index", NLL_NO_IGNORE), INTS_REQ("shape")};
 static const gcc_attr_spec kGeluAttrs[] = {S("approximate", "none")};
 /* ONNX's defaults (opset 6..22); Selu's are float32 roundings of SELU's constants */
 static const gcc_attr_spec kEluAttrs[] = {F("alpha", 1.0f)};
@@ -116,7 +119,11 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 99, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 116, "a new op: add its entry to kOps (and to every per-op table)");
+
+static const gcc_attr_spec kTriluAttrs[] = {B("upper", 1), I("k", 0)};
+static const gcc_attr_spec kArgAttrs[] = {I("axis", 0), B("keepdims", 1),
+                                          B("select_last_index", 0)};
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -717,13 +724,15 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                      .input_names = "X",
                      .attrs = kCastAttrs,
                      .n_attrs = COUNT(kCastAttrs),
-                     .flags = GCC_OPF_INTERNAL, /* made by the autocast pass */
+                     /* made by the autocast pass, and imported (ONNX Cast at run time) */
                      .shape = shape_cast,
                      .flops = numel_out,
-                     .semantics = "ONNX Cast between float32, float16 and bfloat16 (`to`: the "
-                                  "graph.proto DataType); float32 -> 16 bits rounds to nearest, "
-                                  "ties to even (PyTorch Tensor.to, CUDA __float2bfloat16_rn / "
-                                  "__float2half_rn), 16 bits -> float32 is exact"},
+                     .semantics = "ONNX Cast between float32, float16, bfloat16, int64, int32 and "
+                                  "bool (`to`: the graph.proto DataType); float32 -> 16 bits "
+                                  "rounds to nearest, ties to even (PyTorch Tensor.to, CUDA "
+                                  "__float2bfloat16_rn / __float2half_rn), 16 bits -> float32 is "
+                                  "exact; to bool: nonzero (NaN too) is true; bool -> number: 0 "
+                                  "or 1; float -> integer truncates toward zero (C, numpy)"},
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.name = "AmpNonFiniteCheck",
                                      .min_inputs = 2,
                                      .max_inputs = 1 << 20,
@@ -1226,6 +1235,179 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
          .shape = shape_prelu_grad,
          .flops = numel_out,
          .semantics = "the slope's gradient before the broadcast's sum: X < 0 ? X * dY : 0"},
+    [GCC_OP_TRILU] = {.name = "Trilu",
+                      .min_inputs = 1,
+                      .max_inputs = 1,
+                      .n_outputs = 1,
+                      .input_names = "X",
+                      .attrs = kTriluAttrs,
+                      .n_attrs = COUNT(kTriluAttrs),
+                      .shape = shape_trilu,
+                      .flops = numel_out,
+                      .semantics = "ONNX Trilu-14 with k as an attribute (torch.triu when upper, "
+                                   "torch.tril otherwise): over the last two dims, X[.., r, c] "
+                                   "where c - r >= k (upper) or c - r <= k (lower), else 0"},
+    [GCC_OP_ARG_MAX] = {.name = "ArgMax",
+                        .min_inputs = 1,
+                        .max_inputs = 1,
+                        .n_outputs = 1,
+                        .input_names = "X",
+                        .attrs = kArgAttrs,
+                        .n_attrs = COUNT(kArgAttrs),
+                        .flags = GCC_OPF_INDEX_OF_FLOAT,
+                        .shape = shape_arg,
+                        .flops = numel_in0,
+                        .semantics = "ONNX ArgMax-13 (torch.argmax): int64 index of the largest "
+                                     "element along axis, first (or with select_last_index the "
+                                     "last) of equal ones; a NaN is the largest"},
+    [GCC_OP_ARG_MIN] = {.name = "ArgMin",
+                        .min_inputs = 1,
+                        .max_inputs = 1,
+                        .n_outputs = 1,
+                        .input_names = "X",
+                        .attrs = kArgAttrs,
+                        .n_attrs = COUNT(kArgAttrs),
+                        .flags = GCC_OPF_INDEX_OF_FLOAT,
+                        .shape = shape_arg,
+                        .flops = numel_in0,
+                        .semantics = "ONNX ArgMin-13 (torch.argmin): int64 index of the smallest "
+                                     "element along axis, first (or with select_last_index the "
+                                     "last) of equal ones; a NaN is the smallest"},
+    [GCC_OP_NLL_LOSS] = {.name = "NegativeLogLikelihoodLoss",
+                         .min_inputs = 2,
+                         .max_inputs = 3,
+                         .n_outputs = 1,
+                         .input_names = "input, target, weight",
+                         .attrs = kNllAttrs,
+                         .n_attrs = COUNT(kNllAttrs),
+                         .shape = shape_nll,
+                         .flops = numel_out,
+                         .semantics =
+                             "ONNX NegativeLogLikelihoodLoss-13/22 = "
+                             "torch.nn.functional.nll_loss: -weight[t] input[n, t, d...] per "
+                             "target t (class axis 1; ignore_index gives 0 and weight 0), "
+                             "reduction none | sum | mean (the sum over the sum of the weights "
+                             "of the targets not ignored); a target outside [0, C) an error at "
+                             "run time"},
+    [GCC_OP_NLL_LOSS_GRAD] = {.name = "NegativeLogLikelihoodLossGrad",
+                              .min_inputs = 2,
+                              .max_inputs = 3,
+                              .n_outputs = 1,
+                              .input_names = "dY, target, weight",
+                              .attrs = kNllGradAttrs,
+                              .n_attrs = COUNT(kNllGradAttrs),
+                              .flags = GCC_OPF_INTERNAL,
+                              .shape = shape_nll_grad,
+                              .flops = numel_out,
+                              .semantics = "the backward of NegativeLogLikelihoodLoss w.r.t. "
+                                           "the input (torch nll_loss_backward): zeros of "
+                                           "`shape`, -weight[t] g at each target t not ignored "
+                                           "(g: dY's element, dY, or dY over the weight sum)"},
+    [GCC_OP_EQUAL] =
+        {.name = "Equal",
+         .min_inputs = 2,
+         .max_inputs = 2,
+         .n_outputs = 1,
+         .input_names = "A, B",
+         .shape = shape_equal,
+         .flops = numel_out,
+         .semantics =
+             "ONNX Equal-13 (torch.eq): A == B, broadcast, bool; NaN is unequal to everything"},
+    [GCC_OP_LESS] = {.name = "Less",
+                     .min_inputs = 2,
+                     .max_inputs = 2,
+                     .n_outputs = 1,
+                     .input_names = "A, B",
+                     .shape = shape_compare,
+                     .flops = numel_out,
+                     .semantics = "ONNX Less-13 (torch.lt): A < B, broadcast, bool"},
+    [GCC_OP_GREATER] = {.name = "Greater",
+                        .min_inputs = 2,
+                        .max_inputs = 2,
+                        .n_outputs = 1,
+                        .input_names = "A, B",
+                        .shape = shape_compare,
+                        .flops = numel_out,
+                        .semantics = "ONNX Greater-13 (torch.gt): A > B, broadcast, bool"},
+    [GCC_OP_LESS_OR_EQUAL] = {.name = "LessOrEqual",
+                              .min_inputs = 2,
+                              .max_inputs = 2,
+                              .n_outputs = 1,
+                              .input_names = "A, B",
+                              .shape = shape_compare,
+                              .flops = numel_out,
+                              .semantics =
+                                  "ONNX LessOrEqual-16 (torch.le): A <= B, broadcast, bool"},
+    [GCC_OP_GREATER_OR_EQUAL] = {.name = "GreaterOrEqual",
+                                 .min_inputs = 2,
+                                 .max_inputs = 2,
+                                 .n_outputs = 1,
+                                 .input_names = "A, B",
+                                 .shape = shape_compare,
+                                 .flops = numel_out,
+                                 .semantics =
+                                     "ONNX GreaterOrEqual-16 (torch.ge): A >= B, broadcast, bool"},
+    [GCC_OP_NOT] = {.name = "Not",
+                    .min_inputs = 1,
+                    .max_inputs = 1,
+                    .n_outputs = 1,
+                    .input_names = "X",
+                    .shape = shape_logic,
+                    .flops = numel_out,
+                    .semantics = "ONNX Not-1 (torch.logical_not): bool -> bool"},
+    [GCC_OP_AND] = {.name = "And",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_logic,
+                    .flops = numel_out,
+                    .semantics = "ONNX And-7 (torch.logical_and): bool, broadcast"},
+    [GCC_OP_OR] = {.name = "Or",
+                   .min_inputs = 2,
+                   .max_inputs = 2,
+                   .n_outputs = 1,
+                   .input_names = "A, B",
+                   .shape = shape_logic,
+                   .flops = numel_out,
+                   .semantics = "ONNX Or-7 (torch.logical_or): bool, broadcast"},
+    [GCC_OP_XOR] = {.name = "Xor",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .n_outputs = 1,
+                    .input_names = "A, B",
+                    .shape = shape_logic,
+                    .flops = numel_out,
+                    .semantics = "ONNX Xor-7 (torch.logical_xor): bool, broadcast"},
+    [GCC_OP_WHERE] = {.name = "Where",
+                      .min_inputs = 3,
+                      .max_inputs = 3,
+                      .n_outputs = 1,
+                      .input_names = "condition, X, Y",
+                      .shape = shape_where,
+                      .flops = numel_out,
+                      .semantics = "ONNX Where-16 (torch.where): condition ? X : Y, the three "
+                                   "broadcast together"},
+    [GCC_OP_WHERE_GRAD_X] = {.name = "WhereGradX",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .n_outputs = 1,
+                             .input_names = "condition, dZ",
+                             .flags = GCC_OPF_INTERNAL,
+                             .shape = shape_where_grad,
+                             .flops = numel_out,
+                             .semantics = "X's gradient before the broadcast's sum: condition ? "
+                                          "dZ : 0 (torch where backward)"},
+    [GCC_OP_WHERE_GRAD_Y] = {.name = "WhereGradY",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .n_outputs = 1,
+                             .input_names = "condition, dZ",
+                             .flags = GCC_OPF_INTERNAL,
+                             .shape = shape_where_grad,
+                             .flops = numel_out,
+                             .semantics = "Y's gradient before the broadcast's sum: condition ? "
+                                          "0 : dZ (torch where backward)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

@@ -84,6 +84,11 @@ enum {
    * inference graph (which is made from the model before the passes), so
    * it needs no ONNX mapping */
   GCC_OPF_FUSED = 1u << 7,
+  /* an integer output computed from a float input 0 (ArgMax / ArgMin of
+   * logits): placed like the float ops, on the requested device where its
+   * input is, not as host integer compute (shape arithmetic) as the other
+   * ops with integer outputs are (passes/placement.c) */
+  GCC_OPF_INDEX_OF_FLOAT = 1u << 8,
 };
 
 /* One op as this layer describes it (entries of graph/ops.c). */
@@ -205,7 +210,24 @@ typedef struct gcc_op_desc {
   X(COS, Cos)                                                                                      \
   X(PRELU, PRelu)                                                                                  \
   X(PRELU_GRAD, PReluGrad)                                                                         \
-  X(PRELU_GRAD_SLOPE, PReluGradSlope)
+  X(PRELU_GRAD_SLOPE, PReluGradSlope)                                                              \
+  X(TRILU, Trilu)                                                                                  \
+  X(ARG_MAX, ArgMax)                                                                               \
+  X(ARG_MIN, ArgMin)                                                                               \
+  X(NLL_LOSS, NegativeLogLikelihoodLoss)                                                           \
+  X(NLL_LOSS_GRAD, NegativeLogLikelihoodLossGrad)                                                  \
+  X(EQUAL, Equal)                                                                                  \
+  X(LESS, Less)                                                                                    \
+  X(GREATER, Greater)                                                                              \
+  X(LESS_OR_EQUAL, LessOrEqual)                                                                    \
+  X(GREATER_OR_EQUAL, GreaterOrEqual)                                                              \
+  X(NOT, Not)                                                                                      \
+  X(AND, And)                                                                                      \
+  X(OR, Or)                                                                                        \
+  X(XOR, Xor)                                                                                      \
+  X(WHERE, Where)                                                                                  \
+  X(WHERE_GRAD_X, WhereGradX)                                                                      \
+  X(WHERE_GRAD_Y, WhereGradY)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -414,6 +436,23 @@ enum { GRAD_NORM_MAX_NORM, GRAD_NORM_SCALED };
 enum { GRAD_NORM_MAX_BLOCKS = 1024 };
 enum { SGD_IN_CLIP = SGD_IN_SCALER + SCALER_N_IN, ADAM_IN_CLIP = ADAM_IN_SCALER + SCALER_N_IN };
 
+/* Trilu (X) -> Y, ONNX Trilu-14 with k as an attribute (torch.triu /
+ * torch.tril): X of rank >= 2 (float32, int64, int32; float16 / bfloat16
+ * under autocast), Y of X's shape; over the last two dims [.., r, c],
+ * `upper` 1 keeps the elements with c - r >= k and zeros the others, `upper`
+ * 0 keeps c - r <= k. k may be any integer (a diagonal outside the matrix
+ * keeps all or nothing). Its gradient is Trilu of dY (same attributes). */
+enum { TRILU_UPPER, TRILU_K };
+/* ArgMax / ArgMin (X) -> Y, ONNX ArgMax-13 / ArgMin-13 (torch.argmax /
+ * torch.argmin with keepdim): the int64 position along `axis` (negative
+ * counts from the end) of the largest / smallest element of X (float32,
+ * int64, int32); Y is X's shape with that dim 1 (`keepdims` 1) or removed
+ * (0). Ties go to the first position, or to the last with
+ * `select_last_index` 1. A NaN compares above every number for ArgMax and
+ * below for ArgMin (so the first NaN wins, as numpy and PyTorch). No
+ * gradient (an integer output). */
+enum { ARG_AXIS, ARG_KEEPDIMS, ARG_SELECT_LAST_INDEX };
+
 /* Scaled dot-product attention, torch.nn.functional.scaled_dot_product_attention
  * (dropout_p = 0; enable_gqa = False) computed flash-attention style: the
  * (B, H, Tq, Tk) scores are never stored (FlashAttention-2's online
@@ -438,6 +477,28 @@ enum { SGD_IN_CLIP = SGD_IN_SCALER + SCALER_N_IN, ADAM_IN_CLIP = ADAM_IN_SCALER 
  *     backward (P recomputed per block from L, D_i = rowsum(dO * O),
  *     dS = P (dP - D_i)); the same attributes as the forward. The mask gets
  *     no gradient. */
+/* NegativeLogLikelihoodLoss (input, target[, weight]) -> loss, ONNX
+ * NegativeLogLikelihoodLoss-13/22 = torch.nn.functional.nll_loss: input
+ * float32 (N, C) or (N, C, d1, ..., dk) (log-probabilities, class axis 1),
+ * target int64 or int32 (N) or (N, d1, ..., dk), weight float32 (C)
+ * (default all ones). With D = d1 * ... * dk and t = target[n, j]:
+ * loss[n, j] = -weight[t] * input[n, t, j], and 0 (weight 0) where t equals
+ * ignore_index. reduction "none": the loss of target's shape; "sum": the
+ * scalar sum; "mean": the scalar sum / the sum of weight[t] over the
+ * targets that are not ignored (0 / 0 = NaN when all are ignored, as
+ * PyTorch and ONNX's reference give). ignore_index NLL_NO_IGNORE (the
+ * default): none ignored (ONNX's attribute absent). A target outside
+ * [0, C) that is not ignore_index is an error when the step runs
+ * (GCC_ERR_INVALID_ARGUMENT naming the node and the target's position;
+ * on a GPU the bad-label flag, as Gather's), never a read outside input.
+ * Sums are float64 in a fixed order (run-to-run bitwise equal).
+ * NegativeLogLikelihoodLossGrad (dY, target[, weight]) -> dInput of
+ * `shape` (the input's shape): zeros, and at [n, t, j] for every target
+ * not ignored -weight[t] * g with g = dY[n, j] ("none"), dY ("sum"),
+ * dY / (sum of the weights of the targets not ignored) ("mean"). */
+enum { NLL_REDUCTION, NLL_IGNORE_INDEX };
+enum { NLL_GRAD_REDUCTION, NLL_GRAD_IGNORE_INDEX, NLL_GRAD_SHAPE };
+#define NLL_NO_IGNORE INT64_MIN
 enum { ATTN_IS_CAUSAL, ATTN_SCALE };
 enum { ATTN_IN_Q, ATTN_IN_K, ATTN_IN_V, ATTN_IN_MASK };
 enum {
@@ -488,6 +549,24 @@ int64_t gcc_window_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad0, 
 /* 1 when the Gelu / GeluGrad node's resolved `approximate` is "tanh", 0
  * for "none" (the shape function refuses any other value). */
 int gcc_gelu_is_tanh(const gcc_node *n);
+
+/* Comparisons and logic (graph/ops_shape_logic.c), numpy / ONNX
+ * multidirectional broadcasting, outputs bool (GCC_DT_BOOL: one byte, 0 or
+ * 1):
+ *   Equal, Less, Greater, LessOrEqual, GreaterOrEqual (A, B) -> C: ONNX
+ *   Equal-13 / Less-13 / Greater-13 / LessOrEqual-16 / GreaterOrEqual-16
+ *   (torch.eq, lt, gt, le, ge): A and B of one dtype, float32 (16-bit floats
+ *   are compared in float32 under --precision), int64 or int32; Equal also
+ *   takes bool. A NaN compares false (Equal too). Not differentiable: they
+ *   have no gradient rule, so autodiff treats C as a constant.
+ *   Not (X) -> Y, And / Or / Xor (A, B) -> C: bool in, bool out (ONNX Not-1,
+ *   And-7, Or-7, Xor-7; torch.logical_not, logical_and, ...).
+ * Where (cond, X, Y) -> Z = cond ? X : Y, ONNX Where-16 (torch.where):
+ * cond bool, X and Y of one dtype (float32, int64, int32 or bool), the
+ * three broadcast together. Its gradient: WhereGradX (cond, dZ) = cond ? dZ
+ * : 0 and WhereGradY (cond, dZ) = cond ? 0 : dZ (float32, dZ's shape, cond
+ * broadcast to it), each then summed by ReduceSumTo to X's / Y's shape
+ * (torch's where backward). */
 
 /* The descriptor of op `op` (0 <= op < GCC_OP_COUNT). */
 const gcc_op_desc *gcc_op(int op);

@@ -13,6 +13,7 @@
  *   graph/ops_shape_math.c   Gelu, Pow and the pointwise math of the Transformer blocks
  *   graph/ops_flops.c        the FLOPs functions
  *   graph/ops_shape_attention.c  Attention and AttentionGrad (shapes, FLOPs, geometry)
+ *   graph/ops_shape_logic.c  comparisons (Equal, Less, ...), Not / And / Or / Xor, Where
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
 #define GCC_GRAPH_OPS_INTERNAL_H
@@ -128,6 +129,8 @@ gcc_status shape_pad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_conv_transpose(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_gather(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_gather_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_nll(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_nll_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_slice(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_slice_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_expand(gcc_graph *g, int node, gcc_diag *d);
@@ -141,6 +144,14 @@ gcc_status shape_pow(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pow_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_prelu(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_prelu_grad(gcc_graph *g, int node, gcc_diag *d);
+/* graph/ops_shape_select.c: Trilu, ArgMax / ArgMin */
+gcc_status shape_trilu(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_arg(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_compare(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_equal(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_logic(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_where(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_where_grad(gcc_graph *g, int node, gcc_diag *d);
 double numel_out(const gcc_graph *g, int node);
 double numel_in0(const gcc_graph *g, int node);
 double flops_gemm(const gcc_graph *g, int node);

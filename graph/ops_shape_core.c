@@ -136,17 +136,25 @@ gcc_status shape_elem_grad(gcc_graph *g, int node, gcc_diag *d) {
 }
 
 /* ONNX Cast between the float dtypes (`to`: a graph.proto DataType). */
+static int castable(int64_t t) {
+  return t > 0 && t < GCC_DT_COUNT &&
+         (gcc_dtype_is_float((gcc_dtype)t) || t == GCC_DT_INT64 || t == GCC_DT_INT32 ||
+          t == GCC_DT_BOOL);
+}
+
 gcc_status shape_cast(gcc_graph *g, int node, gcc_diag *d) {
-  gcc_dtype dt;
-  GCC_TRY(need_same_float(g, node, 0, 0, &dt, d));
+  int64_t from = in_val(g, node, 0)->dtype;
+  if (!castable(from))
+    GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
   int64_t to = g->nodes[node].av[CAST_TO].i;
-  if (to < 0 || to >= GCC_DT_COUNT || !gcc_dtype_is_float((gcc_dtype)to)) {
+  if (!castable(to)) {
     char desc[600];
     return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                         "%s: %s: Cast to dtype %" PRId64
-                        " (%s): this version casts between float32, float16 and bfloat16 only",
+                        " (%s): this version casts between float32, float16, bfloat16, int64, "
+                        "int32 and bool only",
                         g->source, gcc_node_desc(g, node, desc, sizeof desc), to,
-                        gcc_dtype_name((gcc_dtype)to));
+                        to >= 0 && to < GCC_DT_COUNT ? gcc_dtype_name((gcc_dtype)to) : "unknown");
   }
   set_out(g, node, 0, (gcc_dtype)to, &in_val(g, node, 0)->shape);
   return GCC_OK;

@@ -88,6 +88,7 @@ static int onnx_dtype_of(gcc_dtype t) {
       [GCC_DT_BFLOAT16] = ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16,
       [GCC_DT_FLOAT64] = ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE,
       [GCC_DT_UINT8] = ONNX__TENSOR_PROTO__DATA_TYPE__UINT8,
+      [GCC_DT_BOOL] = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL,
   };
   return t > GCC_DT_UNDEFINED && t < GCC_DT_COUNT ? k[t] : 0;
 }
@@ -454,6 +455,39 @@ static gcc_status ex_layer_norm(ex *E, const gcc_node *n, Onnx__NodeProto *np, g
   return attr_float(E, np, "epsilon", n->av[LN_EPSILON].f, d);
 }
 
+/* Trilu-14: upper, and k as an int64 scalar input */
+static gcc_status ex_trilu(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  int64_t k = n->av[TRILU_K].i;
+  GCC_TRY(attr_int(E, np, "upper", n->av[TRILU_UPPER].i, d));
+  return extra_const(E, np, "k", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, NULL, 0, &k, sizeof k, d);
+}
+
+/* ArgMax-13 / ArgMin-13: axis, keepdims, select_last_index */
+static gcc_status ex_arg(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  GCC_TRY(attr_int(E, np, "axis", n->av[ARG_AXIS].i, d));
+  GCC_TRY(attr_int(E, np, "keepdims", n->av[ARG_KEEPDIMS].i, d));
+  return attr_int(E, np, "select_last_index", n->av[ARG_SELECT_LAST_INDEX].i, d);
+}
+
+/* NegativeLogLikelihoodLoss-13: reduction, and ignore_index when one is set */
+static gcc_status ex_nll(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  GCC_TRY(attr_string(E, np, "reduction", n->av[NLL_REDUCTION].s, d));
+  if (n->av[NLL_IGNORE_INDEX].i == NLL_NO_IGNORE)
+    return GCC_OK;
+  return attr_int(E, np, "ignore_index", n->av[NLL_IGNORE_INDEX].i, d);
+}
+
+/* Cast: `to` in ONNX's numbering */
+static gcc_status ex_cast(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  int to = onnx_dtype_of((gcc_dtype)n->av[CAST_TO].i);
+  if (!to)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "node '%s' (Cast) casts to %s, which ONNX export "
+                        "does not write",
+                        n->name, gcc_dtype_name((gcc_dtype)n->av[CAST_TO].i));
+  return attr_int(E, np, "to", to, d);
+}
+
 typedef struct export_entry {
   gcc_onnx_export_op pub;
   ex_fn fn;  /* attributes and extra inputs; NULL: none */
@@ -472,7 +506,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 99, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 116, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -530,8 +564,8 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
      * training_mode), written as the Identity it is */
     [GCC_OP_DROPOUT] = MAP("Identity"),
     [GCC_OP_DROPOUT_GRAD] = TRAINING("the gradient of Dropout"),
-    [GCC_OP_CAST] = NONE("a mixed-precision conversion made by the autocast pass (--precision); "
-                         "an exported graph is float32"),
+    /* an imported Cast (a mask to float, ...); the autocast pass's come after export */
+    [GCC_OP_CAST] = MAP_A("Cast", ex_cast),
     [GCC_OP_AMP_NON_FINITE_CHECK] = NONE("fp16 loss scaling's gradient check (made for "
                                          "training)"),
     [GCC_OP_AMP_UPDATE_SCALE] = NONE("fp16 loss scaling's scale update (made for training)"),
@@ -583,6 +617,24 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_PRELU] = MAP("PRelu"),
     [GCC_OP_PRELU_GRAD] = TRAINING("a gradient of PRelu"),
     [GCC_OP_PRELU_GRAD_SLOPE] = TRAINING("a gradient of PRelu"),
+    [GCC_OP_TRILU] = MAP_A("Trilu", ex_trilu),
+    [GCC_OP_ARG_MAX] = MAP_A("ArgMax", ex_arg),
+    [GCC_OP_ARG_MIN] = MAP_A("ArgMin", ex_arg),
+    /* SoftmaxCrossEntropyLoss is imported as LogSoftmax + this: exported so */
+    [GCC_OP_NLL_LOSS] = MAP_A("NegativeLogLikelihoodLoss", ex_nll),
+    [GCC_OP_NLL_LOSS_GRAD] = TRAINING("the gradient of NegativeLogLikelihoodLoss"),
+    [GCC_OP_EQUAL] = MAP("Equal"),
+    [GCC_OP_LESS] = MAP("Less"),
+    [GCC_OP_GREATER] = MAP("Greater"),
+    [GCC_OP_LESS_OR_EQUAL] = MAP("LessOrEqual"),
+    [GCC_OP_GREATER_OR_EQUAL] = MAP("GreaterOrEqual"),
+    [GCC_OP_NOT] = MAP("Not"),
+    [GCC_OP_AND] = MAP("And"),
+    [GCC_OP_OR] = MAP("Or"),
+    [GCC_OP_XOR] = MAP("Xor"),
+    [GCC_OP_WHERE] = MAP("Where"),
+    [GCC_OP_WHERE_GRAD_X] = TRAINING("a gradient of Where"),
+    [GCC_OP_WHERE_GRAD_Y] = TRAINING("a gradient of Where"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -72,6 +72,12 @@
  *   Gelu                Gelu (opset 20)      approximate ("none" | "tanh");
  *                                            a graph holding one is written
  *                                            at opset 20, IR version 9
+ *   NegativeLogLikelihoodLoss                reduction, ignore_index (when
+ *                       NegativeLogLikelihoodLoss   set); inputs input, target
+ *                                            (, weight). An imported
+ *                                            SoftmaxCrossEntropyLoss is
+ *                                            written as LogSoftmax (axis 1)
+ *                                            and this, its ONNX definition
  *
  * Every other IR op (losses, gradients, optimizer updates, copies,
  * all-reduces, ReduceSumTo) is made by the training passes and has no ONNX

@@ -58,6 +58,7 @@ gcc_dtype onnx_to_gcc_dtype(int t) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: return GCC_DT_FLOAT32;
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: return GCC_DT_INT64;
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: return GCC_DT_INT32;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return GCC_DT_BOOL;
   default: return GCC_DT_UNDEFINED;
   }
 }
@@ -334,7 +335,7 @@ static gcc_status materialise(nctx *c, ival *v, int *ir, gcc_diag *d) {
   if (dt == GCC_DT_UNDEFINED)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "constant '%s' has dtype %s, which this version does not compute "
-                    "(float, int64, int32)",
+                    "(float, int64, int32, bool)",
                     v->name, onnx_dtype_name(v->onnx_dt));
   int64_t numel = tshape_static_numel(&v->sh);
   if (numel <= 0) {
@@ -766,6 +767,9 @@ gcc_status read_tensor(imp *I, const Onnx__TensorProto *t, const char *what, int
     free(buf);
     return st;
   }
+  if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) /* numpy's bool: any nonzero byte is true */
+    for (uint64_t i = 0; i < numel; i++)
+      ((uint8_t *)buf)[i] = ((uint8_t *)buf)[i] != 0;
   *onnx_dt = dt;
   *data = buf;
   *bytes = want;
@@ -1106,7 +1110,7 @@ static gcc_status read_values(imp *I, gcc_diag *d) {
     if (gdt == GCC_DT_UNDEFINED)
       return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
                           "%s: graph input '%s' has dtype %s, which this version does not "
-                          "compute (float, int64, int32)",
+                          "compute (float, int64, int32, bool)",
                           I->src, vi->name, onnx_dtype_name(dt));
     ival *v = &I->v[k];
     v->is_input = v->done = 1;

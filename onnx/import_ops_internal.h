@@ -10,8 +10,12 @@
  *   onnx/import_ops_shapecalc.c    Shape, Cast: shape arithmetic folded at import
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
+ *   onnx/import_ops_loss.c         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
  *   onnx/import_ops_math.c         Gelu, Erf, Exp, Log, Neg, Abs, Reciprocal and the GELU
  *                                  patterns of opsets < 20 (Pow: import_ops_elementwise.c)
+ *   onnx/import_ops_select.c       Size (folded), Trilu, ArgMax, ArgMin
+ *   onnx/import_ops_logic.c        Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, And,
+ *                                  Or, Xor, Where (bool values)
  *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
  *                                  Squeeze, Unsqueeze, Concat, Transpose, Pad)
  */
@@ -65,10 +69,12 @@ static inline gcc_status need_float(nctx *c, int k, gcc_diag *d) {
 }
 
 /* float, int64 or int32 (what Concat, Transpose, Pad and the integer
- * arithmetic of Add / Sub / Mul / Div take). */
+ * arithmetic of Add / Sub / Mul / Div take; bool is read by the comparison,
+ * logical and Where ops of onnx/import_ops_logic.c only). */
 static inline gcc_status need_computable(nctx *c, int k, gcc_diag *d) {
   int dt = in_dt(c, k);
-  if (onnx_to_gcc_dtype(dt) == GCC_DT_UNDEFINED)
+  gcc_dtype gdt = onnx_to_gcc_dtype(dt);
+  if (gdt == GCC_DT_UNDEFINED || gdt == GCC_DT_BOOL)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "input %d ('%s') has dtype %s (supported: float, int64, int32)", k,
                     imp_val(c->I, in_idx(c, k))->name, onnx_dtype_name(dt));
@@ -167,6 +173,17 @@ gcc_status cv_thresholded_relu(nctx *c, gcc_diag *d);
 gcc_status cv_sin(nctx *c, gcc_diag *d);
 gcc_status cv_cos(nctx *c, gcc_diag *d);
 gcc_status cv_prelu(nctx *c, gcc_diag *d);
+/* onnx/import_ops_logic.c */
+gcc_status cv_equal(nctx *c, gcc_diag *d);
+gcc_status cv_less(nctx *c, gcc_diag *d);
+gcc_status cv_greater(nctx *c, gcc_diag *d);
+gcc_status cv_less_or_equal(nctx *c, gcc_diag *d);
+gcc_status cv_greater_or_equal(nctx *c, gcc_diag *d);
+gcc_status cv_not(nctx *c, gcc_diag *d);
+gcc_status cv_and(nctx *c, gcc_diag *d);
+gcc_status cv_or(nctx *c, gcc_diag *d);
+gcc_status cv_xor(nctx *c, gcc_diag *d);
+gcc_status cv_where(nctx *c, gcc_diag *d);
 gcc_status cv_reciprocal(nctx *c, gcc_diag *d);
 gcc_status cv_pow(nctx *c, gcc_diag *d);
 gcc_status cv_max(nctx *c, gcc_diag *d);
@@ -183,6 +200,10 @@ gcc_status cv_hard_swish(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_norm.c: LayerNormalization */
 gcc_status cv_layer_norm(nctx *c, gcc_diag *d);
+/* onnx/import_ops_loss.c: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+ * (LogSoftmax over axis 1 + NegativeLogLikelihoodLoss) */
+gcc_status cv_nll_loss(nctx *c, gcc_diag *d);
+gcc_status cv_softmax_cross_entropy_loss(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile */
 gcc_status cv_gather(nctx *c, gcc_diag *d);
@@ -220,5 +241,15 @@ gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_mean(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_max(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_l2(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_select.c: Size, Trilu, ArgMax, ArgMin */
+gcc_status cv_size(nctx *c, gcc_diag *d);
+gcc_status cv_trilu(nctx *c, gcc_diag *d);
+gcc_status cv_arg_max(nctx *c, gcc_diag *d);
+gcc_status cv_arg_min(nctx *c, gcc_diag *d);
+/* Neg of an int64 constant or a shape value (the expanded LayerNormalization's
+ * -axis), folded: sym_neg_applies says whether the node's input is one. */
+int sym_neg_applies(nctx *c);
+gcc_status sym_neg(nctx *c, gcc_diag *d);
 
 #endif /* GCC_ONNX_IMPORT_OPS_INTERNAL_H */

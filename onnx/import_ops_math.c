@@ -71,6 +71,8 @@ gcc_status cv_log(nctx *c, gcc_diag *d) {
   return unary_math(c, GCC_OP_LOG, d);
 }
 gcc_status cv_neg(nctx *c, gcc_diag *d) {
+  if (sym_neg_applies(c))
+    return sym_neg(c, d); /* shape arithmetic (onnx/import_ops_select.c) */
   return unary_math(c, GCC_OP_NEG, d);
 }
 gcc_status cv_abs(nctx *c, gcc_diag *d) {

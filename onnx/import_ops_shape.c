@@ -190,6 +190,22 @@ gcc_status cv_reshape(nctx *c, gcc_diag *d) {
   }
   int64_t allowzero;
   GCC_TRY(a_int(c, "allowzero", 0, &allowzero, d));
+  if (allowzero && has_symv(c, 1)) {
+    /* a shape computed from the batch size (the dynamo exporter's view:
+     * Concat(Shape(x)[0], T, ...) with allowzero = 1): sym_target wrote 0
+     * for "the input's batch dim", which is no zero-size entry; a constant
+     * 0 among the entries still is one */
+    const sdim *tv;
+    int64_t nv;
+    GCC_TRY(sym_in(c, 1, &tv, &nv, d));
+    for (int64_t i = 0; i < nv; i++)
+      if (!tv[i].sym && tv[i].v == 0)
+        return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                        "shape entry %" PRId64 " is 0 with allowzero (zero-size tensors are not "
+                        "supported)",
+                        i);
+    allowzero = 0;
+  }
   tshape s;
   GCC_TRY(reshape_target(c, in_sh(c, 0), t, n, (int)allowzero, &s, d));
   ival *x = imp_val(c->I, in_idx(c, 0));

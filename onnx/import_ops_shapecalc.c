@@ -115,18 +115,22 @@ gcc_status cv_cast(nctx *c, gcc_diag *d) {
     mark_folded(c);
     return GCC_OK;
   }
-  if (x->is_const && (from == I64 || from == I32 || from == F32) &&
-      (to == I64 || to == I32 || to == F32)) {
+  const int BOOL_DT = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+  if (x->is_const && (from == I64 || from == I32 || from == F32 || from == BOOL_DT) &&
+      (to == I64 || to == I32 || to == F32 || to == BOOL_DT)) {
     int64_t n = tshape_static_numel(&x->sh);
     size_t es = onnx_dtype_size((int)to);
     uint8_t *data = malloc((size_t)(n > 0 ? n : 1) * es);
     if (!data)
       return oom(d);
     for (int64_t i = 0; i < n; i++) {
-      double v = from == F32   ? ((const float *)x->data)[i]
-                 : from == I32 ? ((const int32_t *)x->data)[i]
-                               : (double)((const int64_t *)x->data)[i];
-      if (to == F32) {
+      double v = from == F32       ? ((const float *)x->data)[i]
+                 : from == I32     ? ((const int32_t *)x->data)[i]
+                 : from == BOOL_DT ? ((const uint8_t *)x->data)[i]
+                                   : (double)((const int64_t *)x->data)[i];
+      if (to == BOOL_DT) { /* nonzero (NaN too) is true */
+        data[i] = v != 0.0;
+      } else if (to == F32) {
         float f = (float)v;
         memcpy(data + i * es, &f, es);
       } else if (to == I32) {
@@ -141,9 +145,17 @@ gcc_status cv_cast(nctx *c, gcc_diag *d) {
     mark_folded(c);
     return GCC_OK;
   }
-  return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                  "casts '%s' (%s) to %s at run time; only constants and shapes are cast here",
-                  x->name, onnx_dtype_name(from), onnx_dtype_name((int)to));
+  /* at run time: an IR Cast between float, int64, int32 and bool */
+  gcc_dtype gfrom = onnx_to_gcc_dtype(from), gto = onnx_to_gcc_dtype((int)to);
+  if (gfrom == GCC_DT_UNDEFINED || gto == GCC_DT_UNDEFINED)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "casts '%s' (%s) to %s; this version casts between float, int64, int32 and "
+                    "bool",
+                    x->name, onnx_dtype_name(from), onnx_dtype_name((int)to));
+  int in, node;
+  GCC_TRY(in_ir(c, 0, &in, d));
+  GCC_TRY(emit(c, GCC_OP_CAST, &in, 1, 0, (int)to, &x->sh, NULL, &node, d));
+  return gcc_node_set_int(c->I->g, node, "to", gto) ? oom(d) : GCC_OK;
 }
 
 /* A shape vector (1-D, or a scalar) folded by Gather along axis 0. */

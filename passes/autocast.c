@@ -84,7 +84,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 99, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 116, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -212,6 +212,28 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_PRELU] = {AC_PROMOTE, 0, 0},
     [GCC_OP_PRELU_GRAD] = {AC_PROMOTE, 0, 0},
     [GCC_OP_PRELU_GRAD_SLOPE] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_TRILU] = {AC_PROMOTE, 0, 0},
+    [GCC_OP_ARG_MAX] = {AC_FP32, 0, 0},
+    [GCC_OP_ARG_MIN] = {AC_FP32, 0, 0},
+    /* nll_loss is on autocast's float32 list (as the losses are) */
+    [GCC_OP_NLL_LOSS] = {AC_FP32, 0, 0},
+    [GCC_OP_NLL_LOSS_GRAD] = {AC_FP32, 0, 0},
+    /* comparisons read float32 (a 16-bit operand widens exactly, so the
+     * result is the same); the bool ops have no float operand; Where and
+     * its gradients are on neither of autocast's lists, but stay float32
+     * here (their condition is bool, and the kernels move float32) */
+    [GCC_OP_EQUAL] = {AC_FP32, 0, 0},
+    [GCC_OP_LESS] = {AC_FP32, 0, 0},
+    [GCC_OP_GREATER] = {AC_FP32, 0, 0},
+    [GCC_OP_LESS_OR_EQUAL] = {AC_FP32, 0, 0},
+    [GCC_OP_GREATER_OR_EQUAL] = {AC_FP32, 0, 0},
+    [GCC_OP_NOT] = {AC_KEEP, 0, 0},
+    [GCC_OP_AND] = {AC_KEEP, 0, 0},
+    [GCC_OP_OR] = {AC_KEEP, 0, 0},
+    [GCC_OP_XOR] = {AC_KEEP, 0, 0},
+    [GCC_OP_WHERE] = {AC_FP32, 0, 0},
+    [GCC_OP_WHERE_GRAD_X] = {AC_FP32, 0, 0},
+    [GCC_OP_WHERE_GRAD_Y] = {AC_FP32, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

@@ -327,7 +327,29 @@ static gcc_status add_scaler_update(gcc_graph *g, const gcc_loss_scale *ls, cons
   return gcc_op(g->nodes[node].op)->shape(g, node, d);
 }
 
-static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *opt, gcc_diag *d) {
+/* Gradient accumulation (MIDDLE and LAST micro-steps): `grad` (this
+ * micro-batch's gradient of parameter p) becomes Add(<p>.grad_acc, grad),
+ * where <p>.grad_acc is the gradient accumulated so far: a GRAD value
+ * without producer, bound to the same persistent storage as <p>.grad, which
+ * the Add then overwrites in place (elementwise, each element read before
+ * it is written: PyTorch's p.grad += g of AccumulateGrad). */
+static gcc_status accumulate_grad(gcc_grad_ctx *c, int p, int grad, int *out, gcc_diag *d) {
+  gcc_graph *g = c->g;
+  char name[512];
+  snprintf(name, sizeof name, "%s.grad_acc", g->values[p].name);
+  int prev;
+  gcc_shape sh = g->values[p].shape;
+  GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &sh, GCC_VALUE_GRAD, NULL, 0, &prev, d));
+  g->values[prev].param_of = p;
+  snprintf(name, sizeof name, "%s/grad_accumulate", g->values[p].name);
+  int in[2] = {prev, grad}, node;
+  GCC_TRY(gcc_grad_add_node(c, GCC_OP_ADD, name, in, 2, &node, out, d));
+  return gcc_grad_finish(c, node, d);
+}
+
+static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_options *o, gcc_diag *d) {
+  const gcc_optimizer *opt = &o->opt;
+  int accum = o->grad_accum > 1, role = accum ? o->accum_role : GCC_ACCUM_LAST;
   gcc_graph *g = c->g;
   int n_fwd = g->n_nodes, n_vals = g->n_values;
 
@@ -396,8 +418,26 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
   } else {
     char seed_name[512];
     snprintf(seed_name, sizeof seed_name, "%s.grad_seed", g->values[loss].name);
+    /* gradient accumulation: (loss / K).backward(), whose seed is the
+     * float32 1/K (DivBackward's grad / K of a grad of 1) */
+    if (accum)
+      one = (float)(1.0 / (double)o->grad_accum);
     GCC_TRY(gcc_graph_add_value(g, seed_name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_CONST, &one,
                                 sizeof one, &seed, d));
+  }
+  if (accum && sc.scale >= 0) { /* scaler.scale(loss / K).backward(): the scale times 1/K */
+    float inv = (float)(1.0 / (double)o->grad_accum);
+    int k_inv, node, in[2];
+    char name[512];
+    snprintf(name, sizeof name, "%s.grad_accum_inv", g->values[loss].name);
+    GCC_TRY(gcc_graph_add_value(g, name, GCC_DT_FLOAT32, &scalar, GCC_VALUE_CONST, &inv, sizeof inv,
+                                &k_inv, d));
+    in[0] = sc.scale;
+    in[1] = k_inv;
+    snprintf(name, sizeof name, "%s.grad_seed", g->values[loss].name);
+    GCC_TRY(gcc_grad_add_node(c, GCC_OP_MUL, name, in, 2, &node, &seed, d));
+    GCC_TRY(gcc_grad_finish(c, node, d));
+    g = c->g;
   }
   GCC_TRY(add_contrib(c, loss, seed, d));
 
@@ -461,7 +501,10 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
     st = total_grad(c, p, &grad, d);
     if (st != GCC_OK || grad < 0)
       continue;
-    st = make_param_grad(c, p, grad, &grads[n_params], d);
+    if (role != GCC_ACCUM_FIRST && accum)
+      st = accumulate_grad(c, p, grad, &grad, d);
+    if (st == GCC_OK)
+      st = make_param_grad(c, p, grad, &grads[n_params], d);
     params[n_params++] = p;
   }
   /* --weight-decay-on matrices: the decayed parameters' updates first, then
@@ -483,6 +526,10 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_optimizer *
       memcpy(grads, tmp + n_params, (size_t)n_params * sizeof *tmp);
       free(tmp);
     }
+  }
+  if (role != GCC_ACCUM_LAST) { /* a micro-step before the last: gradients only */
+    free(params);
+    return st;
   }
   if (st == GCC_OK && opt->clip_grad_norm > 0.0f && opt->kind != GCC_OPT_NONE && n_params > 0)
     st = add_grad_norm(c->g, grads, n_params, opt->clip_grad_norm, &sc, d);
@@ -529,7 +576,7 @@ gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) 
   gcc_grad_ctx c = {0};
   c.g = g;
   c.fwd = -1;
-  gcc_status s = differentiate(&c, loss, &opt->opt, d);
+  gcc_status s = differentiate(&c, loss, opt, d);
   ctx_free(&c);
   if (s != GCC_OK)
     return s;

@@ -577,6 +577,30 @@ static gcc_status gcc_grad_cos(gcc_grad_ctx *c, int node, const int *dy, int *dx
   return sin_cos_grad(c, node, dy, dx, 1, d);
 }
 
+/* Z = Where(cond, X, Y): dX = sum_to(WhereGradX(cond, G), X), dY =
+ * sum_to(WhereGradY(cond, G), Y) (torch's where backward: the gradient
+ * goes to the branch each element was taken from, summed over the
+ * broadcast dims as Add's); the condition gets none (bool). */
+static gcc_status gcc_grad_where(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int C = g->nodes[node].inputs[0], G = dy[0], t, n2;
+  if (G < 0)
+    return GCC_OK;
+  int in[2] = {C, G};
+  static const int ops[2] = {GCC_OP_WHERE_GRAD_X, GCC_OP_WHERE_GRAD_Y};
+  static const char *const full[2] = {"dX_full", "dY_full"}, *const name[2] = {"dX", "dY"};
+  for (int k = 0; k < 2; k++) {
+    int V = g->nodes[node].inputs[1 + k];
+    if (!gcc_grad_wanted(c, V))
+      continue;
+    GCC_TRY(emit(c, ops[k], node, full[k], in, 2, &n2, &t, d));
+    GCC_TRY(gcc_grad_finish(c, n2, d));
+    GCC_TRY(sum_to(c, node, name[k], t, V, 1.0f, &dx[1 + k], d));
+    g = gcc_grad_graph(c);
+  }
+  return GCC_OK;
+}
+
 /* Y = PRelu(X, slope): dX = PReluGrad(G, X, slope), dslope =
  * sum_to(PReluGradSlope(G, X, slope), slope) (ReduceSumTo over the
  * broadcast dims: torch's PReLU weight gradient). */
@@ -963,6 +987,21 @@ static gcc_status gcc_grad_gather(gcc_grad_ctx *c, int node, const int *dy, int 
   return gcc_grad_finish(c, n2, d);
 }
 
+/* Trilu: dX = Trilu(G) with the same upper and k (the mask is linear and
+ * its own adjoint), as torch.triu's backward. */
+static gcc_status gcc_grad_trilu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], n2;
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  int64_t upper = g->nodes[node].av[TRILU_UPPER].i, k = g->nodes[node].av[TRILU_K].i;
+  GCC_TRY(emit(c, GCC_OP_TRILU, node, "dX", &dy[0], 1, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_int(g, n2, "upper", upper));
+  GCC_TRY(gcc_node_set_int(g, n2, "k", k));
+  return gcc_grad_finish(c, n2, d);
+}
+
 /* Slice: dX = SliceGrad(G) with Slice's attributes and X's shape. */
 static gcc_status gcc_grad_slice(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
   gcc_graph *g = gcc_grad_graph(c);
@@ -1042,11 +1081,37 @@ gcc_status gcc_grad_attention(gcc_grad_ctx *c, int node, const int *dy, int *dx,
   return gcc_grad_finish(c, n2, d);
 }
 
+/* NegativeLogLikelihoodLoss: dInput = NegativeLogLikelihoodLossGrad(dY,
+ * target[, weight]) with the forward's reduction and ignore_index and the
+ * input's shape; no gradient for the target (integers) and none for the
+ * class weight: PyTorch's nll_loss does not differentiate its weight
+ * (derivatives.yaml), so a weight that is a parameter (an ONNX initializer
+ * imported for training: PyTorch's exporters write F.cross_entropy's
+ * weight buffer as one) gets none and stays as it is. */
+static gcc_status gcc_grad_nll(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  const gcc_node *n = &g->nodes[node];
+  int X = n->inputs[0], W = n->n_inputs > 2 ? n->inputs[2] : -1;
+  GCC_TRY(no_target_grad(c, node, n->inputs[1], d));
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const gcc_shape xs = g->values[X].shape;
+  int in[3] = {dy[0], n->inputs[1], W}, n2;
+  GCC_TRY(emit(c, GCC_OP_NLL_LOSS_GRAD, node, "dinput", in, W >= 0 ? 3 : 2, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(copy_attrs(g, node, n2));
+  GCC_TRY(gcc_node_set_ints(g, n2, "shape", xs.dims, xs.ndim));
+  return gcc_grad_finish(c, n2, d);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #define NO_GRAD_INTERNAL "an internal gradient op: no second derivatives"
+/* comparisons and logical ops: their bool outputs are constants to autodiff
+ * (no rule, so nothing that depends on a parameter flows through them) */
+#define NOT_DIFFERENTIABLE "a comparison or logical op: its bool output is piecewise constant"
 
-_Static_assert(GCC_OP_COUNT == 99, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 116, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -1151,6 +1216,23 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_PRELU] = {.fn = gcc_grad_prelu},
     [GCC_OP_PRELU_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_PRELU_GRAD_SLOPE] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_TRILU] = {.fn = gcc_grad_trilu},
+    [GCC_OP_ARG_MAX] = {.none = "an index (int64): no gradient, as torch.argmax"},
+    [GCC_OP_ARG_MIN] = {.none = "an index (int64): no gradient, as torch.argmin"},
+    [GCC_OP_NLL_LOSS] = {.fn = gcc_grad_nll},
+    [GCC_OP_NLL_LOSS_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_EQUAL] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_LESS] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_GREATER] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_LESS_OR_EQUAL] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_GREATER_OR_EQUAL] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_NOT] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_AND] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_OR] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_XOR] = {.none = NOT_DIFFERENTIABLE},
+    [GCC_OP_WHERE] = {.fn = gcc_grad_where},
+    [GCC_OP_WHERE_GRAD_X] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_WHERE_GRAD_Y] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

@@ -41,7 +41,11 @@ gcc_status gcc_verify(const gcc_graph *g, gcc_diag *d) {
   gcc_status s = GCC_OK;
   for (int v = 0; v < g->n_values; v++) {
     gcc_value_kind k = g->values[v].kind;
-    defined_at[v] = (k == GCC_VALUE_ACTIVATION || k == GCC_VALUE_GRAD) ? INT32_MAX : -1;
+    /* (a GRAD value without producer is the gradient accumulated by the
+     * earlier micro-steps: persistent, read by this step's accumulation) */
+    defined_at[v] = k == GCC_VALUE_ACTIVATION || (k == GCC_VALUE_GRAD && g->values[v].producer >= 0)
+                        ? INT32_MAX
+                        : -1;
     last_read[v] = -1;
   }
   for (int i = 0; i < g->n_nodes && s == GCC_OK; i++) {
@@ -141,8 +145,8 @@ void gcc_dump_graph(const gcc_graph *g, FILE *f) {
     for (int k = 0; k < n->n_outputs; k++) {
       char s[128];
       const gcc_value *v = &g->values[n->outputs[k]];
-      fprintf(f, "%s%s %s%s", k ? ", " : "", v->name, gcc_dtype_name(v->dtype),
-              gcc_shape_str(&v->shape, s, sizeof s));
+      fprintf(f, "%s%s %s%s%s", k ? ", " : "", v->name, gcc_dtype_name(v->dtype),
+              gcc_shape_str(&v->shape, s, sizeof s), v->layout == GCC_LAYOUT_NHWC ? " NHWC" : "");
     }
     if (n->group >= 0)
       fprintf(f, "  [%s]", g->groups[n->group].name);
@@ -158,6 +162,7 @@ static const gcc_pass kPasses[] = {
     {"autocast", gcc_pass_autocast},
     {"placement", gcc_pass_placement},
     {"copy-insertion", gcc_pass_copy_insertion},
+    {"layout", gcc_pass_layout},
 };
 
 gcc_status gcc_check_dump_after(const char *name, const gcc_target *t, gcc_diag *d) {

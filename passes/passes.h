@@ -35,6 +35,7 @@ typedef enum gcc_placement_reason {
   GCC_PLACED_WITH_PARAMETER,   /* an optimizer update runs where its parameter lives */
   GCC_PLACED_COPY_DESTINATION, /* a copy node runs on (is issued for) its destination */
   GCC_PLACED_WITH_GRADIENTS,   /* an all-reduce runs where its gradients are */
+  GCC_PLACED_LAYOUT,           /* a layout conversion runs where its value lives */
   GCC_PLACEMENT_REASON_COUNT
 } gcc_placement_reason;
 
@@ -62,7 +63,28 @@ typedef struct gcc_target {
    * insertion, in order */
   const gcc_pass *lower;
   int n_lower;
+  /* How node `node` (placed on a CUDA device) can run its 4-D float
+   * operands (graph/ir.h gcc_layout), for the layout pass
+   * (passes/layout.c): GCC_LAYOUT_CLASS_NCHW (NCHW only), _ANY
+   * (elementwise over operands of one shape: either layout, all operands
+   * alike), _NHWC (a library call that takes NHWC tensors: cuDNN's
+   * convolutions and poolings). NULL: every node NCHW. */
+  int (*layout_class)(const gcc_graph *g, int node);
 } gcc_target;
+
+enum { GCC_LAYOUT_CLASS_NCHW = 0, GCC_LAYOUT_CLASS_ANY, GCC_LAYOUT_CLASS_NHWC };
+
+/* --layout: which layout convolution chains on CUDA devices run in. */
+typedef enum gcc_layout_choice {
+  GCC_LAYOUT_AUTO = 0, /* NHWC for tf32 / bf16 / fp16 plans, NCHW for fp32 */
+  GCC_LAYOUT_CHOOSE_NCHW,
+  GCC_LAYOUT_CHOOSE_NHWC,
+  GCC_LAYOUT_CHOICE_COUNT
+} gcc_layout_choice;
+
+/* "auto", "nchw", "nhwc" ("?" out of range); the choice called `name`, or -1. */
+const char *gcc_layout_choice_name(int c);
+int gcc_layout_choice_lookup(const char *name);
 
 typedef struct gcc_options {
   const gcc_target *target; /* the devices' answers (required by gcc_run_passes) */
@@ -102,7 +124,25 @@ typedef struct gcc_options {
   /* 1: the attention pass leaves MatMul -> Softmax -> MatMul chains as they
    * are (bench/attention_bench's unfused plan). No flag sets it. */
   int no_attention_fusion;
+  /* --layout (gcc_layout_choice; 0: auto) */
+  int layout;
+  /* Gradient accumulation (TRAIN; --grad-accum K): grad_accum K > 1
+   * micro-batches per optimizer step, each one's backward seeded with 1/K
+   * (PyTorch's (loss / K).backward()); accum_role says which micro-step the
+   * plan runs (gcc_accum_role). K <= 1: one batch per step, role ignored. */
+  int grad_accum;
+  int accum_role;
 } gcc_options;
+
+/* The micro-steps of an optimizer step under gradient accumulation:
+ * FIRST writes the gradients (no update), MIDDLE adds to them in place
+ * (p.grad += g, no update), LAST adds to them and then clips, checks
+ * (fp16 loss scaling) and updates once (optimizer.step()). */
+typedef enum gcc_accum_role {
+  GCC_ACCUM_FIRST = 0,
+  GCC_ACCUM_MIDDLE,
+  GCC_ACCUM_LAST,
+} gcc_accum_role;
 
 /* Prepares a loaded model for compilation: binds the batch, infers shapes,
  * and for GCC_MODE_EVAL prunes everything that does not lead to the loss or
@@ -132,6 +172,14 @@ gcc_status gcc_pass_attention(gcc_graph *g, const struct gcc_options *opt, gcc_d
  * updates, which take the scale, found_inf and the applied-step count as
  * their last inputs (graph/ops.h SCALER_IN_*), and one AmpUpdateScale
  * follows them (torch.amp.GradScaler's scale, unscale_, step, update).
+ * Gradient accumulation (opt->grad_accum K > 1): the seed is 1/K (times
+ * the scale under loss scaling); in the FIRST micro-step's plan the
+ * gradients are written and nothing else follows; in the MIDDLE and LAST
+ * ones each parameter's gradient of the micro-batch is added in place to
+ * the accumulated one, read as the GRAD value "<param>.grad_acc" (no
+ * producer; the same persistent storage as "<param>.grad", which the Add
+ * writes), and only LAST has the clipping, the loss-scaling check, the
+ * updates and the scale's update.
  * Errors: GCC_ERR_INVALID_GRAPH if the loss is missing or not a float32
  * scalar; GCC_ERR_UNSUPPORTED for a gradient an op does not provide. */
 gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
@@ -193,6 +241,32 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
  * inside the step (a CPU-only node between device nodes) is reported on
  * opt->warn_file naming the nodes responsible. */
 gcc_status gcc_pass_copy_insertion(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
+/* 1 when the layout pass makes the convolution chains of CUDA nodes NHWC
+ * under `opt`: --layout nhwc, or auto with precision tf32, bf16 or fp16
+ * (cuDNN's tensor-core kernels read and write NHWC natively; NCHW tensors
+ * are transposed inside cuDNN). fp32 stays NCHW under auto: without tensor
+ * cores cuDNN's NCHW FMA kernels are its best-tuned ones, and NHWC only adds
+ * the boundary transposes. */
+int gcc_layout_wants_nhwc(const gcc_options *opt);
+
+/* The layout pass (passes/layout.c; after copy insertion, before the
+ * target's lowering, when gcc_layout_wants_nhwc): every CUDA node of class
+ * NHWC (opt->target->layout_class) runs NHWC, and every node of class ANY
+ * whose 4-D float input is NHWC follows it; their 4-D float outputs become
+ * NHWC values. Explicit layout conversions are inserted where a value
+ * crosses layouts: one Transpose node per (value, layout), named
+ * "<value>@NHWC" / "<value>@NCHW", with perm [0, 1, 2, 3] (logically the
+ * identity; the input's and output's layouts make it a physical transpose),
+ * on the value's device. Graph inputs and outputs, parameters, gradients,
+ * optimizer state, the loss and the prediction stay NCHW: an NHWC node that
+ * writes one writes an NHWC temporary "<value>.nhwc" converted into it.
+ * Errors: GCC_ERR_OUT_OF_MEMORY. */
+gcc_status gcc_pass_layout(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
+
+/* 1 when node `node` is a layout conversion made by the layout pass (one
+ * input and one output of one shape and different layouts). */
+int gcc_layout_is_conversion(const gcc_graph *g, int node);
 
 /* Checks IR invariants: SSA (one producer per value), every input defined
  * before use, topological order, known dtypes and shapes of every value a

@@ -27,6 +27,7 @@ const char *gcc_placement_reason_name(int reason) {
       "with its parameter",
       "copy destination",
       "with its gradients",
+      "layout conversion, where its value lives",
   };
   _Static_assert(sizeof names / sizeof names[0] == GCC_PLACEMENT_REASON_COUNT, "reasons");
   if (reason < 0 || reason >= GCC_PLACEMENT_REASON_COUNT)
@@ -46,15 +47,28 @@ static int parse_pin(const char *s) {
   return -1;
 }
 
+static int is_integer(gcc_dtype t) {
+  return t == GCC_DT_INT64 || t == GCC_DT_INT32;
+}
+
+/* Integer values are computed on the host: a node whose outputs are all
+ * integers, or all integers or bool with an integer input (a comparison
+ * of int64 values, a Cast of int64 to bool: generated kernels compute in
+ * float, which is not exact for integers above 2^24). */
 static int all_outputs_integer(const gcc_graph *g, const gcc_node *n) {
   if (n->n_outputs == 0)
     return 0;
+  int any_bool = 0, int_input = 0;
   for (int k = 0; k < n->n_outputs; k++) {
     gcc_dtype t = g->values[n->outputs[k]].dtype;
-    if (t != GCC_DT_INT64 && t != GCC_DT_INT32)
+    if (t == GCC_DT_BOOL)
+      any_bool = 1;
+    else if (!is_integer(t))
       return 0;
   }
-  return 1;
+  for (int k = 0; k < n->n_inputs; k++)
+    int_input |= n->inputs[k] >= 0 && is_integer(g->values[n->inputs[k]].dtype);
+  return !any_bool || int_input;
 }
 
 /* The backend's answer (opt->target->supports_op), unless the caller
@@ -108,7 +122,9 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
       /* an all-reduce sums its gradients where they are */
       dev = g->values[n->inputs[0]].device;
       reason = GCC_PLACED_WITH_GRADIENTS;
-    } else if (all_outputs_integer(g, n) && !(op->flags & GCC_OPF_ALIAS)) {
+    } else if (all_outputs_integer(g, n) && !(op->flags & GCC_OPF_ALIAS) &&
+               !((op->flags & GCC_OPF_INDEX_OF_FLOAT) && n->inputs[0] >= 0 &&
+                 gcc_dtype_is_float(g->values[n->inputs[0]].dtype))) {
       /* (an integer view of a graph input goes where its consumers are asked
        * to, as above: the targets of a sequence loss, (B, T) viewed as
        * (B*T), are copied once and viewed on the device) */
@@ -137,7 +153,8 @@ gcc_status gcc_pass_placement(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
   for (int v = 0; v < g->n_values; v++) {
     gcc_value *val = &g->values[v];
     if (val->kind != GCC_VALUE_PARAM && val->kind != GCC_VALUE_CONST &&
-        !(val->kind == GCC_VALUE_OPT_STATE && val->param_of < 0))
+        !(val->kind == GCC_VALUE_OPT_STATE && val->param_of < 0) &&
+        !(val->kind == GCC_VALUE_GRAD && val->producer < 0)) /* accumulated so far */
       continue;
     for (int i = 0; i < g->n_nodes && val->device < 0; i++) {
       const gcc_node *n = &g->nodes[i];

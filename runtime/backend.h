@@ -32,11 +32,16 @@ typedef struct gcc_cpu_ctx {
   int max_threads;        /* upper bound for OpenBLAS threads (>= 1) */
   int64_t optimizer_step; /* optimizer steps completed before this one (Adam bias
                              correction, SGD's first-step momentum) */
-  float lr;               /* the learning rate of this step (an lr schedule's), or 0:
+  /* Dropout's Philox counter of this run: optimizer_step, or under gradient
+   * accumulation the micro-step's index over the run (micro: 1 once
+   * gcc_plan_set_micro_step set micro_rng and micro_ring, the ring index) */
+  int64_t rng_step, micro_rng, micro_ring;
+  int micro;
+  float lr;           /* the learning rate of this step (an lr schedule's), or 0:
                              each optimizer node's own lr attribute */
-  int blas_threads;       /* OpenBLAS threads currently set (0 = unknown) */
-  gcc_diag *diag;         /* where kernels report data errors */
-  const char *source;     /* model file, for messages */
+  int blas_threads;   /* OpenBLAS threads currently set (0 = unknown) */
+  gcc_diag *diag;     /* where kernels report data errors */
+  const char *source; /* model file, for messages */
   /* Data-parallel training (AllReduce nodes): the ranks' communicator
    * (runtime/comm.h), the rows of the global batch this rank ran in this
    * step (0: it contributes nothing, its gradients are weighted by 0) and

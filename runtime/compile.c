@@ -18,7 +18,10 @@ static int supports_op(int device, int op) {
 
 static const gcc_pass kLowering[] = {{"fusion", gcc_pass_fusion}};
 
-static const gcc_target kTarget = {.supports_op = supports_op, .lower = kLowering, .n_lower = 1};
+static const gcc_target kTarget = {.supports_op = supports_op,
+                                   .lower = kLowering,
+                                   .n_lower = 1,
+                                   .layout_class = gcc_cuda_layout_class};
 
 const gcc_target *gcc_default_target(void) {
   return &kTarget;

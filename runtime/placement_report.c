@@ -12,6 +12,7 @@
 
 #include "codegen/lowering.h"
 #include "graph/ops.h"
+#include "passes/passes.h"
 
 gcc_status gcc_dump_format_parse(const char *s, gcc_dump_format *out, gcc_diag *d) {
   if (!s || strcmp(s, "text") == 0)
@@ -295,6 +296,43 @@ static json_t *build(const gcc_graph *g, const gcc_mem_plan *mem, const gcc_devi
   json_object_set_new(prec, "saved_bytes", json_integer(saved));
   json_object_set_new(prec, "values", halves);
   json_object_set_new(root, "precision", prec);
+  /* the layout pass: every NHWC value and every conversion it inserted
+   * (passes/layout.c); values not listed are NCHW */
+  json_t *lay = json_object(), *nhwc = json_array(), *convs = json_array();
+  for (int v = 0; v < g->n_values; v++) {
+    const gcc_value *val = &g->values[v];
+    if (!ref[v] || val->layout != GCC_LAYOUT_NHWC)
+      continue;
+    json_t *vj = json_object();
+    json_object_set_new(vj, "name", json_string(val->name));
+    json_object_set_new(vj, "shape", shape_json(&val->shape));
+    json_object_set_new(vj, "device", dev_json(val->device));
+    json_array_append_new(nhwc, vj);
+  }
+  int64_t conv_bytes = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (!gcc_layout_is_conversion(g, i))
+      continue;
+    const gcc_node *n = &g->nodes[i];
+    const gcc_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+    json_t *cj = json_object();
+    json_object_set_new(cj, "node", json_string(n->name));
+    json_object_set_new(cj, "value", json_string(x->name));
+    json_object_set_new(cj, "from", json_string(gcc_layout_name(x->layout)));
+    json_object_set_new(cj, "to", json_string(gcc_layout_name(y->layout)));
+    json_object_set_new(cj, "device", dev_json(n->device));
+    json_object_set_new(cj, "phase", json_string(phase_name(n->phase)));
+    json_object_set_new(cj, "bytes", json_integer(value_bytes(y)));
+    json_array_append_new(convs, cj);
+    conv_bytes += value_bytes(y);
+  }
+  json_object_set_new(lay, "values_nhwc", json_integer((json_int_t)json_array_size(nhwc)));
+  json_object_set_new(lay, "conversions_per_step",
+                      json_integer((json_int_t)json_array_size(convs)));
+  json_object_set_new(lay, "conversion_bytes_per_step", json_integer(conv_bytes));
+  json_object_set_new(lay, "nhwc", nhwc);
+  json_object_set_new(lay, "conversions", convs);
+  json_object_set_new(root, "layout", lay);
   free(ref);
   return root;
 }
@@ -431,6 +469,31 @@ static void render_text(const json_t *r, FILE *f) {
     }
   } else if (strcmp(str(prec, "mode"), "fp32") != 0) {
     fprintf(f, "\nprecision %s: every value float32\n", str(prec, "mode"));
+  }
+  const json_t *lay = json_object_get(r, "layout");
+  if (num(lay, "values_nhwc") > 0) {
+    fprintf(f,
+            "\nlayout: %lld values NHWC (channels-last), every other value NCHW; %lld layout "
+            "conversions (Transpose nodes), %lld bytes per step\n  %-40s %-12s %-8s %-5s %12s\n",
+            num(lay, "values_nhwc"), num(lay, "conversions_per_step"),
+            num(lay, "conversion_bytes_per_step"), "conversion", "layouts", "device", "phase",
+            "bytes");
+    size_t li;
+    json_t *cj;
+    json_array_foreach(json_object_get(lay, "conversions"), li, cj) {
+      char ft[32];
+      snprintf(ft, sizeof ft, "%s->%s", str(cj, "from"), str(cj, "to"));
+      fprintf(f, "  %-40s %-12s %-8s %-5s %12lld\n", str(cj, "node"), ft, str(cj, "device"),
+              str(cj, "phase"), num(cj, "bytes"));
+    }
+    fprintf(f, "  NHWC values:");
+    json_t *vj;
+    json_array_foreach(json_object_get(lay, "nhwc"), li, vj) {
+      char sh[128] = "";
+      shape_text(json_object_get(vj, "shape"), sh, sizeof sh);
+      fprintf(f, "%s %s%s", li ? "," : "", str(vj, "name"), sh);
+    }
+    fprintf(f, "\n");
   }
 }
 

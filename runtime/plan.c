@@ -1,8 +1,5 @@
-/*
- * plan.c - the plan runner (plan.h): one plan type for every device; the
- * nodes on the CPU run through the CPU backend one by one, the groups on a
- * CUDA device through that device's backend.
- */
+/* plan.c - the plan runner (plan.h): one plan type for every device; the nodes on the CPU run
+ * through the CPU backend one by one, the groups on a CUDA device through that device's backend. */
 #include "runtime/plan.h"
 
 #include <inttypes.h>
@@ -19,158 +16,7 @@
 #include "runtime/comm.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_kernels.h"
-
-#define DALIGN 256
-
-typedef enum op_kind {
-  OP_KERNEL,
-  OP_GEMM,
-  OP_COPY,
-  OP_NODE,
-  OP_CLEAR_BAD_LABEL,
-  OP_LIBRARY,
-  OP_EPILOGUE, /* a generated kernel doing a refused cuBLASLt epilogue's work */
-} op_kind;
-
-typedef struct op {
-  op_kind kind;
-  int kernel;             /* OP_KERNEL: index in ks; OP_EPILOGUE: in epi_ks */
-  int group;              /* OP_KERNEL / OP_GEMM */
-  gcc_colmajor_gemm gemm; /* OP_GEMM (as issued); OP_EPILOGUE: the group's full matmul */
-  void *prepared;         /* OP_GEMM: the backend's prepared matmul (gemm_release) */
-  int src, dst;           /* OP_COPY: values */
-  size_t bytes;
-  gcc_copy_kind ck;
-  int node;               /* OP_NODE / OP_COPY / OP_LIBRARY */
-  long long numel;        /* OP_KERNEL of an optimizer: floats of its flat sections */
-  gcc_kernel_args cpu;    /* OP_NODE: the node, run by the CPU backend */
-  int needs_sync;         /* OP_NODE: wait for the device first */
-  int site;               /* OP_NODE: profiler site, when profiling */
-  int wait_first, n_wait; /* OP_KERNEL of an optimizer: its buckets in p->waits */
-  int sh_first, sh_n;     /* OP_NODE: its float32 shadows in p->shadows (16-bit operands) */
-  /* OP_NODE: the bias of a Conv / ConvTranspose with a 16-bit result, added
-   * after the result is rounded to 16 bits (as cuDNN's cudnnAddTensor on a
-   * GPU), then rounded again; the kernel itself runs without it */
-  const gcc_tensor *bias_after;
-} op;
-
-typedef struct input_copy {
-  int src, dst; /* host input value, device copy value */
-  size_t bytes;
-  void *staging[2]; /* pinned */
-  void *slot[2];    /* device */
-  const void *host; /* bound for the next run */
-  /* or gathered on the device (--dataset-on-device) */
-  const void *gsrc;     /* device rows */
-  const int64_t *gperm; /* device permutation */
-  int64_t gfirst;
-} input_copy;
-
-typedef struct readback {
-  int src, dst; /* device value, its host copy ("<value>@cpu") */
-  int kept;     /* the model's value (loss / prediction) */
-  size_t bytes;
-} readback;
-
-/* A float32 stand-in for a float16 / bfloat16 operand of a node the CPU
- * runs: CPU kernels compute in float32, so the runner widens 16-bit inputs
- * into their shadows before the node (exact) and rounds the node's float32
- * results into their 16-bit storage after it (round to nearest even,
- * graph/half.h), exactly where a CUDA plan stores 16 bits. Allocated when
- * the plan is built, never per step. */
-typedef struct shadow {
-  gcc_tensor t;     /* float32, the operand's shape; data owned */
-  gcc_tensor *real; /* the bound 16-bit tensor */
-  int out;          /* 1: a result (rounded after the node), 0: an input (widened before) */
-} shadow;
-
-struct gcc_plan {
-  gcc_graph *g;
-  gcc_mem_plan mem;
-  const gcc_device_backend *cpu; /* the CPU backend: runs the nodes on the host */
-  int has_be;                    /* 1: a CUDA device runs (part of) the plan ... */
-  gcc_device_backend be;         /* ... through this backend */
-  gcc_plan_config cfg;
-  int device;
-  gcc_mode mode;
-  gcc_kernel_set ks;
-  void *module;
-  void **modules; /* the modules of ks's programs, when it was split (n_modules) */
-  int n_modules;
-  void **kernels;
-  op *ops;
-  int n_ops;
-  input_copy *inputs;
-  int n_inputs;
-  readback *rb;
-  int n_rb;
-  int *hrb; /* values read after a step that are computed on the host */
-  int n_hrb;
-  gcc_tensor *hring; /* ring > 1: their copies, ring * n_hrb (data after the tensors) */
-  int ring;          /* entries */
-  void *ring_host;   /* pinned: ring * (rb bytes + bad-label int) */
-  size_t ring_stride;
-  size_t off_ring;         /* the device copy of the ring, in the plan's allocation */
-  int64_t serial, fetched; /* steps issued; steps whose ring entries are on the host */
-  int64_t *entry_serial;   /* per entry: the step serial that wrote it */
-  size_t *rb_off;          /* per read-back: offset inside an entry */
-  gcc_tensor *rb_tensors;  /* ring * n_rb */
-  void *dev;               /* the plan's device allocation */
-  size_t dev_bytes;
-  size_t off_arena, off_aux, off_const, off_bad;
-  size_t *aux_off;     /* per group: offset of its bit-mask, or SIZE_MAX */
-  void **addr;         /* per value: storage (device or host), NULL when none */
-  int *slot_of;        /* per value: input copy index whose slot it lives in, or -1 */
-  gcc_tensor *tensors; /* per value, for CPU nodes */
-  gcc_tensor **ptrs;
-  void *host_arena;
-  gcc_cpu_ctx ctx;
-  gcc_diag run_diag;
-  int has_cpu_nodes, has_loss_kernel;
-  int varying_args; /* kernel arguments set per step: 1 Adam's corrections, 2 the step (Dropout) */
-  /* data-parallel: the buckets each optimizer kernel waits for, and the
-   * gradient pointers and sizes of the largest AllReduce (filled per run) */
-  int *waits, n_waits;
-  void **coll_ptrs;
-  int64_t *coll_numel;
-  int coll_cap, has_collective;
-  int64_t uses[2], replays;
-  void *graph[2]; /* per input slot: the captured step (graph_destroy), or NULL */
-  int failed;     /* a step failed after its inputs were staged: never run again */
-  char fail_msg[400];
-  size_t off_ws, ws_bytes;           /* the library calls' workspace in the plan's allocation */
-  size_t off_scratch, scratch_bytes; /* the generated kernels' GCC_KARG_SCRATCH */
-  gcc_kernel_set epi_ks;             /* generated epilogues of GEMMs cuBLASLt refused */
-  void *epi_module, **epi_kernels;
-  int n_fallbacks;
-  int *fb_group;       /* per fallback: its GEMM group */
-  int *fb_epilogue;    /* the epilogue cuBLASLt did not offer */
-  char (*fb_why)[256]; /* and why (the heuristic's answer) */
-  char graph_note[256];
-  char saved_note[256]; /* the note before --profile turned capture off */
-  int launches, copies;
-  size_t *slot_off, *const_off; /* layout scratch (freed with the plan) */
-  gcc_kernel_set gather_ks;     /* the row-gather kernel, loaded on first use */
-  void *gather_module, *gather_kernel;
-  gcc_prof_track *prof; /* non-NULL: profile every node run on the CPU */
-  char **labels;        /* per op: its name for NVTX ranges and profiles */
-  /* --profile on a device: CUDA event markers around every device op
-   * (marker 0: the anchor; per input slot: the H2D pair, then a pair per
-   * op), read when the step that recorded them is known to be done */
-  int timed;
-  gcc_prof_track *dev_track[2]; /* compute stream, copy stream */
-  int site_h2d;
-  int64_t anchor_host;    /* gcc_prof_now() when marker 0 was recorded; 0: not yet */
-  int pending[2];         /* 1: slot's markers recorded, not read yet */
-  int64_t pend_serial[2]; /* the step serial that recorded them */
-  int64_t pend_step[2];   /* its optimizer step */
-  int pend_h2d[2];        /* 1: its H2D pair was recorded */
-  double prev_span[2];    /* device ms (from the anchor) of the last read step's compute */
-  int has_prev_span;
-  gcc_plan_device_profile dprof;
-  shadow **shadows; /* float32 stand-ins of 16-bit operands of CPU nodes */
-  int n_shadows;
-};
+#include "runtime/plan_internal.h"
 
 static size_t up(size_t x) {
   return (x + DALIGN - 1) / DALIGN * DALIGN;
@@ -1480,7 +1326,7 @@ static gcc_status issue_kernel(gcc_plan *p, const op *o, int slot, int64_t step,
       break;
     }
     case GCC_KARG_BAD_LABEL: vals[a].p = (char *)p->dev + p->off_bad; break;
-    case GCC_KARG_STEP: vals[a].ll = (long long)step; break; /* Dropout's Philox counter */
+    case GCC_KARG_STEP: vals[a].ll = (long long)p->ctx.rng_step; break; /* Dropout's Philox */
     case GCC_KARG_FLAT_INPUTS: vals[a].p = p->addr[n0->inputs[flat_first(g, n0)]]; break;
     case GCC_KARG_SCRATCH: vals[a].p = (char *)p->dev + p->off_scratch; break;
     default:
@@ -1662,12 +1508,12 @@ static gcc_status issue_one(gcc_plan *p, const op *o, int slot, int64_t step, in
   return GCC_OK;
 }
 
-/* Issues the step's ops in order, each inside an NVTX range named after
- * its node or group (the backend's range_push; Nsight Systems shows the
- * plan's names) and, when the plan is timed (--profile on a device),
- * between two timing markers on the compute stream. */
+/* Issues the step's ops in order, each inside an NVTX range named after its node or group (the
+ * backend's range_push; Nsight Systems shows the plan's names) and, when the plan is timed
+ * (--profile on a device), between two timing markers on the compute stream. */
 static gcc_status issue_ops(gcc_plan *p, int slot, int64_t step, gcc_diag *d) {
   p->ctx.optimizer_step = step;
+  p->ctx.rng_step = p->ctx.micro ? p->ctx.micro_rng : step;
   int64_t t0 = p->prof ? gcc_prof_now() : 0; /* profiling: node events end to end */
   int ranges = p->has_be && p->be.range_push && p->be.range_pop && p->labels;
   int base = marker_base(p, slot);
@@ -1866,25 +1712,33 @@ static void copy_host_readbacks(gcc_plan *p, int entry) {
  * (replayed, captured or issued), then the read-back copies. */
 static gcc_status issue_step(gcc_plan *p, int slot, int entry, int64_t optimizer_step,
                              gcc_diag *d) {
-  int can_graph =
-      p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes && !p->has_collective && !p->timed;
+  int can_graph = p->cfg.cuda_graph && !p->varying_args && !p->has_cpu_nodes &&
+                  !p->has_collective && !p->timed && !p->capture_failed;
   if (can_graph && p->graph[slot]) {
     GCC_TRY(p->be.graph_launch(p->be.self, p->graph[slot], d));
     p->replays++;
   } else if (can_graph && p->uses[slot] >= 1 && optimizer_step > 0) {
     /* warm: the first-step flag of SGD is 0 from here on */
-    GCC_TRY(p->be.capture_begin(p->be.self, d));
-    gcc_status s = issue_ops(p, slot, optimizer_step, d);
-    gcc_diag ignore = {0};
+    gcc_diag cd = {0}, ignore = {0};
     void *graph = NULL;
-    gcc_status e = p->be.capture_end(p->be.self, &graph, s == GCC_OK ? d : &ignore);
-    if ((s != GCC_OK || e != GCC_OK) && graph)
+    gcc_status c = p->be.capture_begin(p->be.self, &cd);
+    gcc_status s = c == GCC_OK ? issue_ops(p, slot, optimizer_step, d) : GCC_OK;
+    if (c == GCC_OK)
+      c = p->be.capture_end(p->be.self, &graph, s == GCC_OK ? &cd : &ignore);
+    if ((s != GCC_OK || c != GCC_OK) && graph)
       p->be.graph_destroy(p->be.self, graph);
     GCC_TRY(s);
-    GCC_TRY(e);
-    p->graph[slot] = graph;
-    GCC_TRY(p->be.graph_launch(p->be.self, graph, d));
-    p->replays++;
+    if (c != GCC_OK) { /* nothing ran: the same work launch by launch, now and from now on */
+      p->capture_failed = 1;
+      snprintf(p->graph_note, sizeof p->graph_note,
+               "not used: the capture failed (%.180s); launches instead", cd.msg);
+      GCC_TRY(issue_ops(p, slot, optimizer_step, d));
+    } else {
+      p->graph[slot] = graph;
+      p->captures++;
+      GCC_TRY(p->be.graph_launch(p->be.self, graph, d));
+      p->replays++;
+    }
   } else {
     GCC_TRY(issue_ops(p, slot, optimizer_step, d));
   }
@@ -1907,15 +1761,63 @@ static gcc_status issue_step(gcc_plan *p, int slot, int entry, int64_t optimizer
   return GCC_OK;
 }
 
+void gcc_plan_set_micro_step(gcc_plan *p, int64_t ring_index, int64_t rng_step) {
+  p->ctx.micro_ring = ring_index, p->ctx.micro_rng = rng_step, p->ctx.micro = 1;
+}
+
 void gcc_plan_set_shard(gcc_plan *p, int64_t shard_rows, int64_t global_rows) {
-  p->ctx.shard_rows = shard_rows;
-  p->ctx.global_rows = global_rows;
+  p->ctx.shard_rows = shard_rows, p->ctx.global_rows = global_rows;
+}
+
+/* plan_internal.h */
+gcc_status gcc_plan_stage_inputs_(gcc_plan *p, int slot, int *copied, int *h2d_marked, int *intact,
+                                  gcc_diag *d) {
+  *copied = *h2d_marked = 0;
+  *intact = 1;
+  if (p->uses[slot] > 0)
+    GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_STEP_DONE + slot, d));
+  harvest(p, slot); /* --profile: that step's device times, before its markers are reused */
+  if (p->timed && p->anchor_host == 0) {
+    GCC_TRY(p->be.timer_record(p->be.self, 0, GCC_STREAM_COMPUTE, d));
+    p->anchor_host = gcc_prof_now();
+  }
+  gcc_status st = GCC_OK;
+  for (int k = 0; k < p->n_inputs && st == GCC_OK; k++) {
+    input_copy *ic = &p->inputs[k];
+    *intact = 0;
+    if (ic->gsrc) {
+      st = gather_input(p, ic, slot, d);
+      continue;
+    }
+    if (!ic->host) {
+      *intact = *copied == 0;
+      return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
+                          p->g->source, p->g->values[ic->src].name);
+    }
+    ++*copied;
+    if (p->timed && !*h2d_marked) {
+      st = p->be.timer_record(p->be.self, marker_base(p, slot), GCC_STREAM_COPY, d);
+      *h2d_marked = 1;
+      if (st != GCC_OK)
+        break;
+    }
+    if (ic->host != ic->staging[slot])
+      memcpy(ic->staging[slot], ic->host, ic->bytes);
+    st = p->be.copy(p->be.self, ic->slot[slot], ic->staging[slot], ic->bytes, GCC_COPY_H2D,
+                    GCC_STREAM_COPY, d);
+  }
+  if (st == GCC_OK && *h2d_marked)
+    st = p->be.timer_record(p->be.self, marker_base(p, slot) + 1, GCC_STREAM_COPY, d);
+  if (st == GCC_OK && *copied > 0)
+    st = p->be.event_record(p->be.self, GCC_EVENT_INPUT_READY + slot, GCC_STREAM_COPY, d);
+  return st;
 }
 
 gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
   const gcc_graph *g = p->g;
+  int64_t ring_index = p->ctx.micro ? p->ctx.micro_ring : optimizer_step;
+  int entry = g->training.present && p->ring > 1 ? (int)(ring_index % p->ring) : 0;
   if (!p->has_be) { /* on the CPU: run the nodes, done */
-    int entry = g->training.present && p->ring > 1 ? (int)(optimizer_step % p->ring) : 0;
     GCC_TRY(check_host_inputs(p, d));
     GCC_TRY(issue_ops(p, 0, optimizer_step, d));
     copy_host_readbacks(p, entry);
@@ -1931,53 +1833,19 @@ gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d) {
                         "its staging buffers",
                         g->source, p->fail_msg);
   int slot = (int)(p->uses[0] + p->uses[1]) % 2;
-  int entry = g->training.present && p->ring > 1 ? (int)(optimizer_step % p->ring) : 0;
   GCC_TRY(check_host_inputs(p, d));
   if (p->n_rb == 0 && p->n_inputs == 0 && p->n_ops == 0)
     return GCC_OK;
-  /* 1. inputs: host -> pinned staging -> the slot, on the copy stream,
-   *    once the step that last read this slot (the plan's step i - 2) is
-   *    done: the host runs at most two steps ahead */
-  if (p->uses[slot] > 0)
-    GCC_TRY(p->be.event_sync(p->be.self, GCC_EVENT_STEP_DONE + slot, d));
-  harvest(p, slot); /* --profile: that step's device times, before its markers are reused */
-  if (p->timed && p->anchor_host == 0) {
-    GCC_TRY(p->be.timer_record(p->be.self, 0, GCC_STREAM_COMPUTE, d));
-    p->anchor_host = gcc_prof_now();
-  }
-  int copied = 0, h2d_marked = 0;
-  gcc_status st = GCC_OK;
-  for (int k = 0; k < p->n_inputs && st == GCC_OK; k++) {
-    input_copy *ic = &p->inputs[k];
-    if (ic->gsrc) {
-      st = gather_input(p, ic, slot, d);
-      continue;
-    }
-    if (!ic->host) {
-      st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: graph input '%s' is not bound to data",
-                        g->source, g->values[ic->src].name);
-      if (copied == 0)
-        return st; /* nothing issued yet: the plan is intact */
-      break;
-    }
-    copied++;
-    if (p->timed && !h2d_marked) {
-      st = p->be.timer_record(p->be.self, marker_base(p, slot), GCC_STREAM_COPY, d);
-      h2d_marked = 1;
-      if (st != GCC_OK)
-        break;
-    }
-    memcpy(ic->staging[slot], ic->host, ic->bytes);
-    st = p->be.copy(p->be.self, ic->slot[slot], ic->staging[slot], ic->bytes, GCC_COPY_H2D,
-                    GCC_STREAM_COPY, d);
-  }
-  if (st == GCC_OK && h2d_marked)
-    st = p->be.timer_record(p->be.self, marker_base(p, slot) + 1, GCC_STREAM_COPY, d);
-  if (st == GCC_OK && copied > 0) {
-    st = p->be.event_record(p->be.self, GCC_EVENT_INPUT_READY + slot, GCC_STREAM_COPY, d);
-    if (st == GCC_OK)
-      st = p->be.stream_wait(p->be.self, GCC_STREAM_COMPUTE, GCC_EVENT_INPUT_READY + slot, d);
-  }
+  /* 1. inputs (unless gcc_plan_issue_inputs issued them), then the step */
+  int copied = p->staged_copies, h2d_marked = p->staged_h2d, intact = 0;
+  gcc_status st = p->staged == slot + 1
+                      ? GCC_OK
+                      : gcc_plan_stage_inputs_(p, slot, &copied, &h2d_marked, &intact, d);
+  p->staged = 0;
+  if (st != GCC_OK && intact)
+    return st; /* nothing issued yet: the plan is intact */
+  if (st == GCC_OK && copied > 0)
+    st = p->be.stream_wait(p->be.self, GCC_STREAM_COMPUTE, GCC_EVENT_INPUT_READY + slot, d);
   /* 2. the step and its read-back */
   if (st == GCC_OK)
     st = issue_step(p, slot, entry, optimizer_step, d);
@@ -2022,10 +1890,10 @@ gcc_status gcc_plan_wait_readback(gcc_plan *p, int entry, gcc_diag *d) {
     if (*bad != GCC_BAD_LABEL_NONE) {
       int row = *bad;
       *bad = GCC_BAD_LABEL_NONE;
-      if (row < 0) /* a Gather kernel's: -1 - the position (codegen/emit_index.c) */
+      if (row < 0) /* -1 - the position (codegen/emit_index.c, codegen/emit_nll.c) */
         return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                            "%s: a Gather's index at position %d is "
-                            "outside its axis (found by the kernel on the GPU)",
+                            "%s: a Gather's index or a NegativeLogLikelihoodLoss's target at "
+                            "position %d is outside its range (found by the kernel on the GPU)",
                             p->g->source, -1 - row);
       const char *loss = "the loss";
       for (int i = 0; i < p->g->n_nodes; i++)
@@ -2228,92 +2096,6 @@ gcc_status gcc_plan_set_profiler(gcc_plan *p, gcc_profiler *prof, gcc_prof_track
   }
   p->prof = track;
   return GCC_OK;
-}
-
-const gcc_tensor *gcc_plan_tensor(const gcc_plan *p, const char *name) {
-  int v = gcc_graph_find(p->g, name);
-  return v >= 0 ? &p->tensors[v] : NULL;
-}
-
-const gcc_graph *gcc_plan_graph(const gcc_plan *p) {
-  return p->g;
-}
-size_t gcc_plan_arena_bytes(const gcc_plan *p) {
-  return p->mem.arena_bytes;
-}
-size_t gcc_plan_unshared_bytes(const gcc_plan *p) {
-  return p->mem.total_bytes;
-}
-size_t gcc_plan_step_bytes(const gcc_plan *p) {
-  return p->has_be ? p->dev_bytes : p->mem.arena_bytes;
-}
-int gcc_plan_num_steps(const gcc_plan *p) {
-  return p->n_ops;
-}
-int gcc_plan_launches(const gcc_plan *p) {
-  return p->launches;
-}
-int gcc_plan_copies(const gcc_plan *p) {
-  return p->copies;
-}
-size_t gcc_plan_device_bytes(const gcc_plan *p) {
-  return p->dev_bytes;
-}
-size_t gcc_plan_workspace_bytes(const gcc_plan *p) {
-  return p->ws_bytes;
-}
-int gcc_plan_epilogue_fallbacks(const gcc_plan *p) {
-  return p->n_fallbacks;
-}
-int gcc_plan_epilogue_fallback(const gcc_plan *p, int i, const char **group, const char **epilogue,
-                               const char **why) {
-  if (i < 0 || i >= p->n_fallbacks)
-    return -1;
-  if (group)
-    *group = p->g->groups[p->fb_group[i]].name;
-  if (epilogue)
-    *epilogue = gcc_epilogue_name(p->fb_epilogue[i]);
-  if (why)
-    *why = p->fb_why[i];
-  return 0;
-}
-void gcc_plan_fallback_text(const gcc_plan *p, char *buf, size_t cap) {
-  if (cap == 0)
-    return;
-  buf[0] = '\0';
-  size_t len = 0;
-  for (int i = 0; i < p->n_fallbacks && len + 1 < cap; i++) {
-    int n = snprintf(buf + len, cap - len,
-                     "  GEMM group '%s': %s not offered (%s); plain GEMM + generated kernel %s\n",
-                     p->g->groups[p->fb_group[i]].name, gcc_epilogue_name(p->fb_epilogue[i]),
-                     p->fb_why[i], p->epi_ks.kernels ? p->epi_ks.kernels[i].name : "?");
-    if (n < 0)
-      break;
-    len += (size_t)n < cap - len ? (size_t)n : cap - len - 1;
-  }
-}
-void gcc_plan_cpu_library_text(const gcc_plan *p, char *buf, size_t cap) {
-  if (cap == 0)
-    return;
-  buf[0] = '\0';
-  size_t len = 0;
-  for (int i = 0; i < p->n_ops && len + 1 < cap && p->cpu->node_impl; i++) {
-    const op *o = &p->ops[i];
-    const char *impl = o->kind == OP_NODE ? p->cpu->node_impl(p->cpu->self, &o->cpu) : NULL;
-    if (!impl)
-      continue;
-    int n = snprintf(buf + len, cap - len, "  %s (%s): %s\n", o->cpu.node->name,
-                     gcc_op_name(o->cpu.node->op), impl);
-    if (n < 0)
-      break;
-    len += (size_t)n < cap - len ? (size_t)n : cap - len - 1;
-  }
-}
-int64_t gcc_plan_graph_replays(const gcc_plan *p) {
-  return p->replays;
-}
-const char *gcc_plan_graph_note(const gcc_plan *p) {
-  return p->graph_note;
 }
 
 void gcc_plan_free(gcc_plan *p) {

@@ -197,6 +197,13 @@ gcc_status gcc_plan_bind_input_gather(gcc_plan *p, const char *name, const void 
  * device plan that failed before. */
 gcc_status gcc_plan_run(gcc_plan *p, int64_t optimizer_step, gcc_diag *d);
 
+/* Gradient accumulation (runtime/session.c): the next runs of this plan (a
+ * micro-step's) put their read-back values in ring entry `ring_index %
+ * readback_ring` instead of optimizer_step's, and draw Dropout's masks from
+ * counter `rng_step` (the micro-step's index over the run) instead of
+ * optimizer_step; optimizer_step still drives the updates. */
+void gcc_plan_set_micro_step(gcc_plan *p, int64_t ring_index, int64_t rng_step);
+
 /* Data-parallel training: the next runs' AllReduce nodes weight this
  * rank's gradients as `shard_rows` rows of a global batch of `global_rows`
  * (runtime/cpu/cpu_kernels.h gcc_cpu_all_reduce); shard_rows 0: this rank
@@ -312,10 +319,32 @@ void gcc_plan_fallback_text(const gcc_plan *p, char *buf, size_t cap);
  * [openblas: cached]\n"; "" when there is none. Truncated to `cap` bytes
  * (NUL included). */
 void gcc_plan_cpu_library_text(const gcc_plan *p, char *buf, size_t cap);
-/* Steps replayed from a CUDA Graph so far, and why the plan is not
- * captured ("" when it is, or will be on its next steps). */
+/* Steps replayed from a CUDA Graph so far, the graphs captured (at most
+ * one per input slot), and why the plan is not captured ("" when it is, or
+ * will be on its next steps; "not used: the capture failed (WHY); launches
+ * instead" after a capture_begin / capture_end error: that step and every
+ * later one are issued launch by launch, and nothing is lost). */
 int64_t gcc_plan_graph_replays(const gcc_plan *p);
+int64_t gcc_plan_graph_captures(const gcc_plan *p);
 const char *gcc_plan_graph_note(const gcc_plan *p);
+
+/* Inference pipelines on a device (deploy/gcc_api.c): the caller writes the
+ * next step's input straight into its pinned staging buffer (no host copy
+ * in gcc_plan_run), issues its H2D early, and reads the previous step's
+ * results while the copy is in flight.
+ * gcc_plan_input_staging: *buf = the pinned staging buffer of input `name`
+ * (its numel elements of its dtype) for the next gcc_plan_run, once it is
+ * free: waits for the step that last read that input slot (step i - 2) and
+ * for an H2D issued from it and not yet run. Bind it with
+ * gcc_plan_bind_input(p, name, *buf) (the run then copies nothing on the
+ * host). Errors: GCC_ERR_INVALID_ARGUMENT (a CPU plan, or no input `name`
+ * copied to the device), GCC_ERR_DEVICE (a failed plan), the backend's.
+ * gcc_plan_issue_inputs: issues the next step's input H2Ds on the copy
+ * stream now (as gcc_plan_run would, which then only makes the compute
+ * stream wait for them); returns without waiting for them. GCC_OK at once
+ * for a CPU plan. Errors: as gcc_plan_run's for its inputs. */
+gcc_status gcc_plan_input_staging(gcc_plan *p, const char *name, void **buf, gcc_diag *d);
+gcc_status gcc_plan_issue_inputs(gcc_plan *p, gcc_diag *d);
 
 void gcc_plan_free(gcc_plan *p);
 

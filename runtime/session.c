@@ -28,6 +28,7 @@ typedef struct slot {
 typedef struct cached_plan {
   gcc_mode mode;
   int64_t rows;
+  int role; /* gradient accumulation: the micro-step's gcc_accum_role; -1: none */
   gcc_plan *plan;
 } cached_plan;
 
@@ -36,6 +37,11 @@ typedef struct pending {
   gcc_plan *plan;
   int entry;
   int64_t step;
+  /* gradient accumulation: `plan` is the LAST micro-step's; the FIRST's
+   * loss is in its ring entry `entry`, the MIDDLE's K - 2 in entries
+   * mid_base .. mid_base + K - 3 (mod its ring) */
+  gcc_plan *first, *middle;
+  int64_t mid_base;
 } pending;
 
 struct gcc_session {
@@ -79,6 +85,7 @@ struct gcc_session {
   int site_step, site_eval;
   int64_t eval_batches;            /* evaluation batches run while profiling */
   int64_t shard_rows, global_rows; /* gcc_session_set_shard; global 0: whole batches */
+  int accum;                       /* --grad-accum K (1: none) */
 };
 
 static size_t round_up(size_t n) {
@@ -194,6 +201,15 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (session)");
   s->model = model;
   s->opt = *o;
+  s->accum = o->grad_accum > 1 ? o->grad_accum : 1;
+  if (s->accum > 1 && o->comm && o->comm->size > 1) {
+    gcc_session_destroy(s);
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: --grad-accum %d with data-parallel training (%d ranks) is not "
+                        "supported: the all-reduce would run on every micro-step; use a larger "
+                        "global batch",
+                        model->source, o->grad_accum, o->comm->size);
+  }
   int np = 0;
   for (int v = 0; v < model->n_values; v++)
     np += model->values[v].kind == GCC_VALUE_PARAM;
@@ -361,8 +377,10 @@ static void *bind_persistent(void *user, const gcc_graph *g, int v) {
   }
 }
 
-static void plan_label(gcc_mode mode, int64_t rows, char *buf, size_t cap) {
-  snprintf(buf, cap, "%s b%" PRId64, mode == GCC_MODE_TRAIN ? "train" : "eval", rows);
+static void plan_label(gcc_mode mode, int64_t rows, int role, char *buf, size_t cap) {
+  static const char *const roles[] = {" first", " middle", " last"};
+  snprintf(buf, cap, "%s b%" PRId64 "%s", mode == GCC_MODE_TRAIN ? "train" : "eval", rows,
+           role >= 0 && role < 3 ? roles[role] : "");
 }
 
 gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof_track *track,
@@ -371,7 +389,7 @@ gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof
   s->track = NULL;
   for (int i = 0; i < s->n_plans; i++) {
     char label[64];
-    plan_label(s->plans[i].mode, s->plans[i].rows, label, sizeof label);
+    plan_label(s->plans[i].mode, s->plans[i].rows, s->plans[i].role, label, sizeof label);
     /* a device plan times its launches with CUDA events (gcc_plan_set_profiler) */
     GCC_TRY(gcc_plan_set_profiler(s->plans[i].plan, prof, track, label, d));
   }
@@ -398,21 +416,23 @@ static void *bind_storage(void *user, const gcc_graph *g, int v) {
   return (char *)s->dev_arena + (host - (char *)s->arena);
 }
 
-static cached_plan *find_plan(gcc_session *s, gcc_mode mode, int64_t rows) {
+static cached_plan *find_plan(gcc_session *s, gcc_mode mode, int64_t rows, int role) {
   for (int i = 0; i < s->n_plans; i++)
-    if (s->plans[i].mode == mode && s->plans[i].rows == rows)
+    if (s->plans[i].mode == mode && s->plans[i].rows == rows && s->plans[i].role == role)
       return &s->plans[i];
   return NULL;
 }
 
 /* a free cache entry; evicts the oldest plan no pending step uses */
-static cached_plan *new_plan_entry(gcc_session *s, gcc_mode mode, int64_t rows) {
+static cached_plan *new_plan_entry(gcc_session *s, gcc_mode mode, int64_t rows, int role) {
   if (s->n_plans == MAX_PLANS) {
     int victim = 0;
     for (; victim < s->n_plans - 1; victim++) {
       int busy = 0;
       for (int j = 0; j < s->n_pend; j++)
-        busy |= s->pend[j].plan == s->plans[victim].plan;
+        busy |= s->pend[j].plan == s->plans[victim].plan ||
+                s->pend[j].first == s->plans[victim].plan ||
+                s->pend[j].middle == s->plans[victim].plan;
       if (!busy)
         break;
     }
@@ -425,11 +445,14 @@ static cached_plan *new_plan_entry(gcc_session *s, gcc_mode mode, int64_t rows) 
   memset(c, 0, sizeof *c);
   c->mode = mode;
   c->rows = rows;
+  c->role = role;
   return c;
 }
 
-static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
+static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows, int role) {
   gcc_options o = {0};
+  o.grad_accum = role >= 0 ? s->accum : 1;
+  o.accum_role = role;
   o.mode = mode;
   o.batch_size = rows;
   o.opt = s->opt.opt;
@@ -440,6 +463,7 @@ static gcc_options plan_options(gcc_session *s, gcc_mode mode, int64_t rows) {
   o.bucket_bytes = s->opt.bucket_bytes;
   o.precision = s->opt.precision;
   o.nondeterministic = s->opt.nondeterministic;
+  o.layout = s->opt.layout;
   o.param_copy_casts = s->opt.param_copy_casts;
   if (!s->dumped && s->opt.dump_after && mode == GCC_MODE_TRAIN) {
     o.dump_after = s->opt.dump_after;
@@ -453,17 +477,22 @@ int gcc_session_on_device(const gcc_session *s) {
   return s->on_device;
 }
 
-gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
+/* The plan of (mode, rows) and, under gradient accumulation, of the
+ * micro-step `role` (-1: none). The MIDDLE plan runs K - 2 times a step:
+ * its read-back ring has that many entries per pending step. */
+static gcc_status role_plan(gcc_session *s, gcc_mode mode, int64_t rows, int role, gcc_plan **out,
                             gcc_diag *d) {
-  cached_plan *c = find_plan(s, mode, rows);
+  cached_plan *c = find_plan(s, mode, rows, role);
   if (c) {
     *out = c->plan;
     return GCC_OK;
   }
-  gcc_options o = plan_options(s, mode, rows);
+  gcc_options o = plan_options(s, mode, rows, role);
   gcc_plan_config cfg = s->opt.plan;
   cfg.device = s->on_device ? s->opt.backend : NULL;
-  cfg.readback_ring = mode == GCC_MODE_TRAIN ? s->max_pend : 1;
+  cfg.readback_ring = mode != GCC_MODE_TRAIN     ? 1
+                      : role == GCC_ACCUM_MIDDLE ? s->max_pend * (s->accum - 2)
+                                                 : s->max_pend;
   cfg.threads = s->opt.threads;
   cfg.comm = mode == GCC_MODE_TRAIN ? s->opt.comm : NULL;
   gcc_plan *p;
@@ -473,7 +502,7 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
   gcc_plan_set_lr(p, s->lr);
   if (profile) {
     char label[64];
-    plan_label(mode, rows, label, sizeof label);
+    plan_label(mode, rows, role, label, sizeof label);
     gcc_status ps = gcc_plan_set_profiler(p, s->prof, s->track, label, d);
     if (ps != GCC_OK) {
       gcc_plan_free(p);
@@ -485,10 +514,20 @@ gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_pla
                     gcc_profiler_site(s->prof, GCC_PROF_COMPILE, name, NULL, label, NULL, 0, 0), t0,
                     gcc_prof_now(), s->n_plans);
   }
-  c = new_plan_entry(s, mode, rows);
+  c = new_plan_entry(s, mode, rows, role);
   c->plan = p;
   *out = p;
   return GCC_OK;
+}
+
+gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
+                            gcc_diag *d) {
+  if (mode != GCC_MODE_TRAIN || s->accum <= 1)
+    return role_plan(s, mode, rows, -1, out, d);
+  for (int role = GCC_ACCUM_FIRST; role <= GCC_ACCUM_LAST; role++)
+    if (role != GCC_ACCUM_MIDDLE || s->accum > 2)
+      GCC_TRY(role_plan(s, mode, rows, role, out, d));
+  return GCC_OK; /* the LAST's */
 }
 
 void gcc_session_set_shard(gcc_session *s, int64_t shard_rows, int64_t global_rows) {
@@ -515,6 +554,52 @@ static gcc_status bind_batch(gcc_session *s, gcc_plan *p, const void *input, con
   return gcc_plan_bind_input(p, t->target, target, d);
 }
 
+static int64_t sample_numel(const gcc_value *v);
+
+/* Bytes of one row of graph input `name` of the model. */
+static size_t row_bytes(const gcc_session *s, const char *name) {
+  int v = gcc_graph_find(s->model, name);
+  return v < 0 ? 0
+               : (size_t)sample_numel(&s->model->values[v]) *
+                     gcc_dtype_size(s->model->values[v].dtype);
+}
+
+/* Gradient accumulation: the K micro-steps of one optimizer step (session.h
+ * grad_accum), micro-batch k = rows [k * rows / K, (k + 1) * rows / K). Each
+ * micro-step's Dropout counter is steps * K + k; the FIRST and LAST plans
+ * run once per step (ring entry: the step), the MIDDLE one K - 2 times
+ * (ring entries steps * (K - 2) + k - 1). */
+static gcc_status accum_step(gcc_session *s, const void *input, const void *target, int64_t rows,
+                             pending *pe, gcc_diag *d) {
+  int64_t K = s->accum, mr = rows / K;
+  if (rows % K != 0 || mr < 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: --grad-accum %" PRId64 ": a step of %" PRId64 " rows is not %" PRId64
+                        " micro-batches of equal size",
+                        s->model->source, K, rows, K);
+  const gcc_training *t = &s->model->training;
+  size_t xb = row_bytes(s, t->input), yb = row_bytes(s, t->target);
+  pe->mid_base = s->steps * (K - 2);
+  for (int64_t k = 0; k < K; k++) {
+    int role = k == 0 ? GCC_ACCUM_FIRST : k == K - 1 ? GCC_ACCUM_LAST : GCC_ACCUM_MIDDLE;
+    gcc_plan *p;
+    GCC_TRY(role_plan(s, GCC_MODE_TRAIN, mr, role, &p, d));
+    GCC_TRY(bind_batch(s, p, (const char *)input + (size_t)(k * mr) * xb,
+                       (const char *)target + (size_t)(k * mr) * yb, d));
+    set_shard(s, p, mr);
+    gcc_plan_set_micro_step(p, role == GCC_ACCUM_MIDDLE ? pe->mid_base + k - 1 : s->steps,
+                            s->steps * K + k);
+    GCC_TRY(gcc_plan_run(p, s->steps, d));
+    if (role == GCC_ACCUM_FIRST)
+      pe->first = p;
+    else if (role == GCC_ACCUM_MIDDLE)
+      pe->middle = p;
+    else
+      pe->plan = p;
+  }
+  return GCC_OK;
+}
+
 gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const void *target,
                                         int64_t rows, gcc_diag *d) {
   if (s->n_pend >= s->max_pend)
@@ -527,12 +612,16 @@ gcc_status gcc_session_train_step_async(gcc_session *s, const void *input, const
   memset(pe, 0, sizeof *pe);
   pe->step = s->steps;
   int64_t t0 = s->track ? gcc_prof_now() : 0;
-  gcc_plan *p;
-  GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
-  GCC_TRY(bind_batch(s, p, input, target, d));
-  set_shard(s, p, rows);
-  GCC_TRY(gcc_plan_run(p, s->steps, d));
-  pe->plan = p;
+  if (s->accum > 1) {
+    GCC_TRY(accum_step(s, input, target, rows, pe, d));
+  } else {
+    gcc_plan *p;
+    GCC_TRY(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &p, d));
+    GCC_TRY(bind_batch(s, p, input, target, d));
+    set_shard(s, p, rows);
+    GCC_TRY(gcc_plan_run(p, s->steps, d));
+    pe->plan = p;
+  }
   pe->entry = (int)(s->steps % s->max_pend);
   s->host_stale = s->on_device;
   if (s->track) /* on a GPU: the time to issue the step */
@@ -610,6 +699,10 @@ gcc_status gcc_session_train_step_uploaded(gcc_session *s, int64_t first, int64_
                                            gcc_diag *d) {
   if (!s->ds_dev)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "%s: no dataset uploaded", s->model->source);
+  if (s->accum > 1)
+    return gcc_diag_set(d, GCC_ERR_UNSUPPORTED,
+                        "%s: --grad-accum with --dataset-on-device is not supported",
+                        s->model->source);
   if (first < 0 || rows <= 0 || first + rows > s->ds_n)
     return gcc_diag_set(
         d, GCC_ERR_INVALID_ARGUMENT, "%s: batch [%lld, %lld) is outside the %lld uploaded samples",
@@ -644,16 +737,26 @@ gcc_status gcc_session_collect_losses(gcc_session *s, float *losses, int cap, in
   gcc_status st = GCC_OK;
   for (; done < s->n_pend; done++) {
     pending *pe = &s->pend[done];
-    st = gcc_plan_wait_readback(pe->plan, pe->entry, d);
+    /* the step's micro-steps (one without gradient accumulation), in order */
+    double sum = 0;
+    for (int64_t k = 0; k < s->accum && st == GCC_OK; k++) {
+      gcc_plan *p = s->accum == 1 || k == s->accum - 1 ? pe->plan : k == 0 ? pe->first : pe->middle;
+      int entry = s->accum == 1 || k == 0 || k == s->accum - 1
+                      ? pe->entry
+                      : (int)((pe->mid_base + k - 1) % (s->max_pend * (s->accum - 2)));
+      st = gcc_plan_wait_readback(p, entry, d);
+      const gcc_tensor *t =
+          st == GCC_OK ? gcc_plan_readback(p, s->model->training.loss, entry) : NULL;
+      if (st == GCC_OK && !t)
+        st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back",
+                          s->model->source, s->model->training.loss);
+      if (st == GCC_OK)
+        sum += ((const float *)t->data)[0];
+    }
     if (st != GCC_OK)
       break;
-    const gcc_tensor *t = gcc_plan_readback(pe->plan, s->model->training.loss, pe->entry);
-    if (!t) {
-      st = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the loss '%s' is not read back", s->model->source,
-                        s->model->training.loss);
-      break;
-    }
-    float l = ((const float *)t->data)[0];
+    /* the mean over the K micro-batches (each a mean over its rows) */
+    float l = s->accum == 1 ? (float)sum : (float)(sum / (double)s->accum);
     losses[(*n)++] = l;
     if (!isfinite(l)) {
       st = gcc_diag_set(d, GCC_ERR_NUMERIC,

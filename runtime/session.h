@@ -51,9 +51,24 @@ typedef struct gcc_session_options {
   /* --no-deterministic: gcc_options.nondeterministic of every plan (1:
    * cuDNN may choose non-deterministic convolution algorithms) */
   int nondeterministic;
+  /* --layout: gcc_options.layout of every plan (passes/passes.h
+   * gcc_layout_choice; 0: auto) */
+  int layout;
   /* gcc_options.param_copy_casts of every plan (the per-step Casts of the
    * parameters instead of the copies the updates write; for tests) */
   int param_copy_casts;
+  /* --grad-accum K (<= 1: none): every training step is K micro-steps, as
+   * PyTorch's loop of K (loss / K).backward() then one optimizer.step(): the
+   * step's rows are K micro-batches of rows / K, run one after another by
+   * the plans of the FIRST, MIDDLE and LAST micro-step (passes/passes.h
+   * gcc_accum_role), which write, add to, and then clip and apply the
+   * gradients; the optimizer, fp16 loss scaling's unscale/skip decision and
+   * the step count act once per step; the step's loss is the mean of the K
+   * micro-batches' losses (the mean over all K * rows / K rows). Dropout
+   * draws each micro-step's masks from the micro-step's own index
+   * (step * K + k). Not with data-parallel training (comm of more than one
+   * rank: GCC_ERR_UNSUPPORTED from gcc_session_create). */
+  int grad_accum;
 } gcc_session_options;
 
 typedef struct gcc_session gcc_session;
@@ -73,7 +88,9 @@ void gcc_session_destroy(gcc_session *s);
 /* One optimizer step on a batch of `rows` samples. `input` holds rows x
  * (input shape without its batch dim) elements of the input's dtype,
  * `target` likewise for the target. Writes the batch loss (before the
- * update) to *loss. Errors: compile errors (first batch of a size), data
+ * update) to *loss. With gradient accumulation (grad_accum K > 1) the rows
+ * are K micro-batches of rows / K (GCC_ERR_INVALID_ARGUMENT when K does not
+ * divide rows) and *loss is the mean of their losses. Errors: compile errors (first batch of a size), data
  * errors (GCC_ERR_INVALID_ARGUMENT: a label out of range), and
  * GCC_ERR_NUMERIC if the loss is NaN or infinite (the parameters have then
  * been updated with it: stop training). */
@@ -273,7 +290,9 @@ int gcc_session_on_device(const gcc_session *s);
 
 /* The plan for `mode` and batch `rows`, compiled if needed (for reports:
  * launches and copies per step, device bytes, CUDA Graph state); owned by
- * the session. Errors: compile errors. */
+ * the session. With gradient accumulation, the TRAIN plan of `rows` is the
+ * LAST micro-step's for micro-batches of `rows` (the FIRST and MIDDLE ones
+ * are compiled too). Errors: compile errors. */
 gcc_status gcc_session_plan(gcc_session *s, gcc_mode mode, int64_t rows, gcc_plan **out,
                             gcc_diag *d);
 

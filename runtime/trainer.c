@@ -1188,6 +1188,11 @@ gcc_status gcc_train_run(gcc_session *s, const gcc_graph *model, const gcc_train
   gcc_prof_track *track = cfg->profiler ? gcc_profiler_track(cfg->profiler, "main") : NULL;
   source src;
   gcc_status st = open_source(&src, model, cfg, d);
+  if (st == GCC_OK && cfg->grad_accum > 1 && !src.lm)
+    st = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                      "--grad-accum %" PRId64 ": gradient accumulation is for token data "
+                      "(--dataset text|tokens) only",
+                      cfg->grad_accum);
   int on_device = 0;
   if (st == GCC_OK && cfg->epochs > 0)
     st = maybe_upload(s, model, &src, cfg, &on_device, d);

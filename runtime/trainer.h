@@ -133,6 +133,12 @@ typedef struct gcc_train_config {
    * printed ("step N: train loss X, val loss Y") and given to on_scalar as
    * "train/eval_loss" and "val/loss". No accuracy is computed. */
   int64_t block_size, eval_every, eval_batches;
+  /* --grad-accum K (token data; <= 1: none): each optimizer step takes K
+   * micro-batches of batch_size windows, micro-batch k of step n drawn from
+   * (seed, n * K + k) (trainer_lm.h), handed to the session (whose
+   * grad_accum must be K) as one batch of K * batch_size rows; steps,
+   * evaluation, checkpoints and the lr schedule count optimizer steps. */
+  int64_t grad_accum;
 } gcc_train_config;
 
 /* --per-class auto prints the per-class accuracy of sets with at most this

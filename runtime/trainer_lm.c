@@ -17,13 +17,14 @@
 struct gcc_lm_source {
   gcc_tokens tok;
   int64_t B, T, V; /* batch, block size, vocabulary (the logits' last dim) */
+  int64_t K;       /* --grad-accum: micro-batches of B windows per training batch */
   int one_hot;     /* the input takes float32 one-hot rows (B, T, V) */
   int64_t nb;      /* batches per epoch */
   uint64_t seed;
   int64_t *offsets; /* (B) */
-  int64_t *ids;     /* (B, T) input ids */
-  int64_t *targets; /* (B, T) */
-  float *hot;       /* (B, T, V) with one_hot */
+  int64_t *ids;     /* (K * B, T) input ids (evaluation: the first B rows) */
+  int64_t *targets; /* (K * B, T) */
+  float *hot;       /* (K * B, T, V) with one_hot */
 };
 
 int gcc_lm_dataset(const char *dataset) {
@@ -140,12 +141,13 @@ gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg, g
                        cfg->data_dir, lm->tok.vocab_size, m->source, t->n_vocab);
   }
   lm->B = cfg->batch_size;
+  lm->K = cfg->grad_accum > 1 ? cfg->grad_accum : 1;
   lm->T = T;
   lm->V = V;
   lm->one_hot = hot;
   lm->seed = cfg->seed;
   int64_t n = lm->tok.n[GCC_SPLIT_TRAIN];
-  lm->nb = n / (lm->B * T) > 0 ? n / (lm->B * T) : 1;
+  lm->nb = n / (lm->K * lm->B * T) > 0 ? n / (lm->K * lm->B * T) : 1;
   for (int k = 0; k < 2 && s == GCC_OK; k++)
     if (lm->tok.n[k] < T + 1)
       s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
@@ -154,9 +156,10 @@ gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg, g
                        lm->tok.path[k], k == 0 ? "training" : "validation", lm->tok.n[k], T, T + 1);
   if (s == GCC_OK) {
     lm->offsets = malloc((size_t)lm->B * sizeof *lm->offsets);
-    lm->ids = malloc((size_t)(lm->B * T) * sizeof *lm->ids);
-    lm->targets = malloc((size_t)(lm->B * T) * sizeof *lm->targets);
-    lm->hot = hot ? calloc((size_t)(lm->B * T * V), sizeof *lm->hot) : NULL;
+    int64_t rows = lm->K * lm->B;
+    lm->ids = malloc((size_t)(rows * T) * sizeof *lm->ids);
+    lm->targets = malloc((size_t)(rows * T) * sizeof *lm->targets);
+    lm->hot = hot ? calloc((size_t)(rows * T * V), sizeof *lm->hot) : NULL;
     if (!lm->offsets || !lm->ids || !lm->targets || (hot && !lm->hot))
       s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
                        "out of memory (token batches of %" PRId64 "x%" PRId64 ")", lm->B, T);
@@ -169,28 +172,33 @@ gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg, g
   return GCC_OK;
 }
 
-/* B windows of `split` from `rng` into ids/targets (and the one-hot rows). */
-static gcc_status cut_batch(gcc_lm_source *lm, int split, gcc_rng *rng, gcc_diag *d) {
+/* B windows of `split` from `rng` into rows [first, first + B) of
+ * ids/targets (and of the one-hot rows). */
+static gcc_status cut_batch(gcc_lm_source *lm, int split, gcc_rng *rng, int64_t first,
+                            gcc_diag *d) {
+  int64_t *ids = lm->ids + first * lm->T, *targets = lm->targets + first * lm->T;
   GCC_TRY(gcc_tokens_offsets(&lm->tok, split, lm->B, lm->T, rng, lm->offsets, d));
-  GCC_TRY(gcc_tokens_window(&lm->tok, split, lm->offsets, lm->B, lm->T, lm->V, lm->ids, lm->targets,
-                            d));
+  GCC_TRY(gcc_tokens_window(&lm->tok, split, lm->offsets, lm->B, lm->T, lm->V, ids, targets, d));
   if (lm->one_hot) {
     int64_t rows = lm->B * lm->T;
-    memset(lm->hot, 0, (size_t)(rows * lm->V) * sizeof *lm->hot);
+    float *hot = lm->hot + first * lm->T * lm->V;
+    memset(hot, 0, (size_t)(rows * lm->V) * sizeof *hot);
     for (int64_t r = 0; r < rows; r++)
-      lm->hot[r * lm->V + lm->ids[r]] = 1.0f;
+      hot[r * lm->V + ids[r]] = 1.0f;
   }
   return GCC_OK;
 }
 
 gcc_status gcc_lm_train_batch(gcc_lm_source *lm, int64_t index, const void **x, const void **y,
                               int64_t *rows, gcc_diag *d) {
-  gcc_rng rng;
-  gcc_rng_seed(&rng, lm->seed ^ GCC_TOKENS_TRAIN_SALT, (uint64_t)index);
-  GCC_TRY(cut_batch(lm, GCC_SPLIT_TRAIN, &rng, d));
+  for (int64_t k = 0; k < lm->K; k++) { /* micro-batch k: (seed, index * K + k) */
+    gcc_rng rng;
+    gcc_rng_seed(&rng, lm->seed ^ GCC_TOKENS_TRAIN_SALT, (uint64_t)(index * lm->K + k));
+    GCC_TRY(cut_batch(lm, GCC_SPLIT_TRAIN, &rng, k * lm->B, d));
+  }
   *x = lm->one_hot ? (const void *)lm->hot : (const void *)lm->ids;
   *y = lm->targets;
-  *rows = lm->B;
+  *rows = lm->K * lm->B;
   return GCC_OK;
 }
 
@@ -203,7 +211,7 @@ gcc_status gcc_lm_estimate_loss(gcc_lm_source *lm, gcc_session *s, const gcc_tra
     gcc_rng rng;
     gcc_rng_seed(&rng, lm->seed ^ GCC_TOKENS_EVAL_SALT, (uint64_t)step * 2u + (uint64_t)split);
     for (int64_t k = 0; k < K; k++) {
-      GCC_TRY(cut_batch(lm, split, &rng, d));
+      GCC_TRY(cut_batch(lm, split, &rng, 0, d));
       int64_t first = 0, rows = lm->B;
       if (dp)
         gcc_comm_share(lm->B, cfg->comm->rank, cfg->comm->size, &first, &rows);

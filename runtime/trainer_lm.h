@@ -44,8 +44,11 @@ int64_t gcc_lm_block_size(const gcc_lm_source *lm);
 
 /* Training batch number `index` of the run (epoch * batches per epoch +
  * batch): B windows at offsets drawn from gcc_rng_seed(seed ^
- * GCC_TOKENS_TRAIN_SALT, index); *x and *y point into the source's buffers
- * until the next call. */
+ * GCC_TOKENS_TRAIN_SALT, index); with --grad-accum K (cfg->grad_accum),
+ * K micro-batches of B windows one after another, micro-batch k drawn from
+ * gcc_rng_seed(seed ^ GCC_TOKENS_TRAIN_SALT, index * K + k) (*rows = K * B;
+ * an epoch is then floor(train tokens / (K * B * T)) batches); *x and *y
+ * point into the source's buffers until the next call. */
 gcc_status gcc_lm_train_batch(gcc_lm_source *lm, int64_t index, const void **x, const void **y,
                               int64_t *rows, gcc_diag *d);
 

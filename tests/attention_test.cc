@@ -242,26 +242,32 @@ TEST(Attention, MatchesPyTorchSdpaForwardAndBackward) {
 
 // ---- determinism -------------------------------------------------------------------
 
+// Two key lengths: 80 (two key blocks: the two-pass backward) and 48 (one
+// key block: the one-pass backward of a GPT's short context).
 TEST(Attention, CpuPlanIsBitwiseDeterministicOverRunsAndThreads) {
-  const Dims qd = {3, 4, 96, 32}, kd = {3, 4, 80, 32}, vd = {3, 4, 80, 24};
-  std::mt19937_64 r(7);
-  std::vector<float> q = Randn(r, Numel(qd)), k = Randn(r, Numel(kd)), v = Randn(r, Numel(vd)),
-                     dout = Randn(r, 3 * 4 * 96 * 24), mask = Randn(r, 96 * 80, 0.3f);
-  for (bool causal : {false, true}) {
-    GraphPtr g(FusedGraph(qd, kd, vd, true, causal, 0.0f));
-    ASSERT_NE(g, nullptr);
-    std::vector<const void *> ins = {q.data(), k.data(), v.data(), dout.data(), mask.data()};
-    std::vector<PlanOutput> a, b, c;
-    ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &a, 2), "");
-    ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &b, 2), "");
-    ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &c, 1), "");
-    ASSERT_EQ(a.size(), 5u);
-    for (size_t t = 0; t < a.size(); ++t) {
-      ASSERT_EQ(a[t].f32.size(), b[t].f32.size());
-      EXPECT_EQ(std::memcmp(a[t].f32.data(), b[t].f32.data(), a[t].f32.size() * sizeof(float)), 0)
-          << "output " << t << " differs between two runs (causal " << causal << ")";
-      EXPECT_EQ(std::memcmp(a[t].f32.data(), c[t].f32.data(), a[t].f32.size() * sizeof(float)), 0)
-          << "output " << t << " differs between 2 threads and 1 (causal " << causal << ")";
+  for (int64_t tk : {80, 48}) {
+    const Dims qd = {3, 4, 96, 32}, kd = {3, 4, tk, 32}, vd = {3, 4, tk, 24};
+    std::mt19937_64 r(7);
+    std::vector<float> q = Randn(r, Numel(qd)), k = Randn(r, Numel(kd)), v = Randn(r, Numel(vd)),
+                       dout = Randn(r, 3 * 4 * 96 * 24), mask = Randn(r, 96 * tk, 0.3f);
+    for (bool causal : {false, true}) {
+      GraphPtr g(FusedGraph(qd, kd, vd, true, causal, 0.0f));
+      ASSERT_NE(g, nullptr);
+      std::vector<const void *> ins = {q.data(), k.data(), v.data(), dout.data(), mask.data()};
+      std::vector<PlanOutput> a, b, c;
+      ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &a, 2), "");
+      ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &b, 2), "");
+      ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &c, 1), "");
+      ASSERT_EQ(a.size(), 5u);
+      for (size_t t = 0; t < a.size(); ++t) {
+        ASSERT_EQ(a[t].f32.size(), b[t].f32.size());
+        EXPECT_EQ(std::memcmp(a[t].f32.data(), b[t].f32.data(), a[t].f32.size() * sizeof(float)), 0)
+            << "output " << t << " differs between two runs (tk " << tk << ", causal " << causal
+            << ")";
+        EXPECT_EQ(std::memcmp(a[t].f32.data(), c[t].f32.data(), a[t].f32.size() * sizeof(float)), 0)
+            << "output " << t << " differs between 2 threads and 1 (tk " << tk << ", causal "
+            << causal << ")";
+      }
     }
   }
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "codegen/emit.h"
+#include "codegen/lowering.h"
 #include "graph/builder.h"
 #include "graph/ops.h"
 #include "runtime/compile.h"
@@ -335,7 +336,11 @@ void CheckModel(const Case &cs, gcc_mode mode) {
     int first = k0;
     k0 = k1 + 1;
     if (nd->op != GCC_OP_BATCH_NORM && nd->op != GCC_OP_BATCH_NORM_GRAD) {
-      EXPECT_EQ(first, k1) << "only BatchNorm groups have several kernels: " << gr->name;
+      // a large loss also has several (codegen/emit_loss.c: the rows or chunks, then their sum;
+      // this model's MSE is over more than 16,384 elements)
+      if (gr->kind != GCC_GROUP_LOSS) {
+        EXPECT_EQ(first, k1) << "only BatchNorm and loss groups have several kernels: " << gr->name;
+      }
       continue;
     }
     SCOPED_TRACE(gr->name);

@@ -619,6 +619,7 @@ TEST(CudnnChoiceCache, KeyHoldsTheGpuCudnnAndTheWholeDescriptor) {
   with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.dtype = GCC_DT_BFLOAT16; });
   with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.tf32 = 1; });
   with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.nondeterministic = 1; });
+  with([](gcc_conv2d_shape &t, gcc_cudnn_gpu_id &, size_t &) { t.nhwc = 1; });
   with([](gcc_conv2d_shape &, gcc_cudnn_gpu_id &, size_t &c) { c = 1 << 20; });
   std::set<std::string> distinct(keys.begin(), keys.end());
   EXPECT_EQ(distinct.size(), keys.size());
@@ -805,3 +806,75 @@ TEST(CudnnChoiceCache, CorruptEntriesAreIgnoredWithANote) {
 }
 
 } // namespace
+
+// The layout pass (--layout nhwc): every cuDNN convolution and pooling of
+// the MNIST CNN's plans reads NHWC tensors (and KRSC filters), its shape
+// says so, its descriptors are made (no GPU needed) with the logical output
+// dims, the choice cache's key says layout=NHWC, and the per-process cache
+// keeps NHWC and NCHW shapes apart.
+TEST(CudnnConv, NhwcPlansGetNhwcDescriptorsKeyedApartFromNchw) {
+  gcc_graph *model = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_mnist_cnn(GCC_MNIST_CNN_SEED, &model, &d), GCC_OK) << d.msg;
+  gcc_cudnn_cache *cache = nullptr;
+  ASSERT_EQ(gcc_cudnn_cache_create(&cache, &d), GCC_OK);
+  const gcc_cudnn_gpu_id gpu = H100();
+  for (int layout : {GCC_LAYOUT_CHOOSE_NCHW, GCC_LAYOUT_CHOOSE_NHWC}) {
+    gcc_options o{};
+    o.mode = GCC_MODE_TRAIN;
+    o.batch_size = model->training.batch_size;
+    o.opt = model->training.opt;
+    o.device = GCC_DEV_CUDA(0);
+    o.device_explicit = 1;
+    o.n_cuda_devices = 1;
+    o.layout = layout;
+    FILE *sink = fopen("/dev/null", "w");
+    o.warn_file = sink;
+    gcc_graph *g = nullptr;
+    gcc_mem_plan mem{};
+    ASSERT_EQ(gcc_compile_graph(model, &o, &g, &mem, &d), GCC_OK) << d.msg;
+    fclose(sink);
+    int nodes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const gcc_node *n = &g->nodes[i];
+      if (gcc_lowering_of(n->op)->kind != GCC_LOWER_LIBRARY || n->op == GCC_OP_CONV_GRAD_BIAS)
+        continue;
+      SCOPED_TRACE(n->name);
+      nodes++;
+      const int want = layout == GCC_LAYOUT_CHOOSE_NHWC;
+      EXPECT_EQ(g->values[n->inputs[0]].layout, want ? GCC_LAYOUT_NHWC : GCC_LAYOUT_NCHW);
+      gcc_conv2d_shape cs;
+      gcc_pool2d_shape ps;
+      int64_t dims[4];
+      const gcc_shape *y;
+      if (gcc_conv2d_shape_of(g, i, &cs, &d) == GCC_OK) {
+        EXPECT_EQ(cs.nhwc, want);
+        gcc_cudnn_conv *c = nullptr;
+        ASSERT_EQ(gcc_cudnn_cache_conv(cache, &cs, &c, &d), GCC_OK) << d.msg;
+        gcc_cudnn_conv_output_dims(c, dims);
+        y = &g->values[n->op == GCC_OP_CONV ? n->outputs[0] : n->inputs[0]].shape;
+        char key[1024];
+        ASSERT_EQ(gcc_cudnn_choice_key(c, &gpu, 1 << 20, key, sizeof key, &d), GCC_OK);
+        EXPECT_NE(std::string(key).find(want ? "layout=NHWC" : "layout=NCHW"), std::string::npos)
+            << key;
+      } else {
+        ASSERT_EQ(gcc_pool2d_shape_of(g, i, &ps, &d), GCC_OK) << d.msg;
+        EXPECT_EQ(ps.nhwc, want);
+        gcc_cudnn_pool *p = nullptr;
+        ASSERT_EQ(gcc_cudnn_cache_pool(cache, &ps, &p, &d), GCC_OK) << d.msg;
+        gcc_cudnn_pool_output_dims(p, dims);
+        bool fwd = n->op == GCC_OP_MAX_POOL || n->op == GCC_OP_AVERAGE_POOL;
+        y = &g->values[fwd ? n->outputs[0] : n->inputs[0]].shape;
+      }
+      for (int k = 0; k < 4; k++)
+        EXPECT_EQ(dims[k], y->dims[k]) << "dim " << k; // logical N, C, H, W either way
+    }
+    EXPECT_EQ(nodes, 2 + 3 + 2 + 2); // as EveryCnnPlanNodeThroughTheCache's training plan
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+  }
+  // conv1, conv2, pool1, pool2: four shapes in each layout
+  EXPECT_EQ(gcc_cudnn_cache_size(cache), 8);
+  gcc_cudnn_cache_destroy(cache);
+  gcc_graph_free(model);
+}

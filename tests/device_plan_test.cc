@@ -1933,4 +1933,45 @@ TEST(GemmMap, BiasGradientOfOperandABecomesBgradbAfterTheSwap) {
   gcc_graph_free(g);
 }
 
+// tests/gpu's residual BatchNorm block (issue 29) on the host-emulated CUDA
+// plan, small: batch 8 of 3 x 8 x 8, so each BatchNorm reduces 512 values
+// per channel in the generated kernels' float32 tree (float64 serial sums on
+// the CPU). Three steps with CUDA Graphs: the losses and every parameter and
+// running statistic track the CPU plan's within the 1e-5 relative of this
+// file's other comparisons: the BatchNorm statistics' tree adds at most
+// L + log2(256) + P + 2 <= 20 roundings (tests/batchnorm_kernels_test), 20 u
+// = 1.2e-6, and the emulated GEMMs and convolutions sum up to 144 products in
+// another order than the CPU's (<= 144 u = 8.6e-6 of sum |x w|). Bitwise
+// run-to-run repeatability of these kernels is batchnorm_kernels_test's.
+TEST_F(DevicePlan, ResidualBatchNormBlockMatchesTheCpu) {
+  gcc_graph *g = gcc_test::ResidualBnBlock(8);
+  ASSERT_NE(g, nullptr);
+  gcc_diag d{};
+  HostBackend hb;
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, /*graphs=*/true, 1);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int step = 0; step < 3; step++) {
+    std::vector<float> x(8 * 3 * 8 * 8);
+    std::vector<int64_t> y(8);
+    for (float &v : x)
+      v = nd(rng);
+    for (int64_t &v : y)
+      v = rng() % 10;
+    float lc = 0, ld = 0;
+    ASSERT_EQ(gcc_session_train_step(cpu, x.data(), y.data(), 8, &lc, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_train_step(dev, x.data(), y.data(), 8, &ld, &d), GCC_OK) << d.msg;
+    EXPECT_NEAR(ld, lc, 1e-5 * std::max(1.0f, std::fabs(lc))) << "step " << step;
+  }
+  ExpectSameParameters(g, dev, cpu, 1e-5);
+  EXPECT_GT(hb.captures, 0);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  EXPECT_EQ(hb.used, 0u) << "device memory leaked";
+  gcc_graph_free(g);
+}
+
 } // namespace

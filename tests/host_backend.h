@@ -253,6 +253,12 @@ struct HostBackend {
   std::set<Prepared *> prepared; // live prepared matmuls
   std::set<std::pair<const gcc_graph *, int>> lib_prepared;
   int launches = 0, gemms = 0, captures = 0, replays = 0, library_calls = 0;
+  // copies by kind, device-wide synchronisations (sync), host waits for an
+  // event (event_sync), and their order: 'h' H2D, 'd' D2H, 'D' D2D, 's' sync,
+  // 'e' event_sync, 'c' capture, 'g' graph replay, 'k' launch / GEMM / library call
+  int h2d = 0, d2h = 0, d2d = 0, device_syncs = 0, event_syncs = 0;
+  std::string log;
+  bool fail_capture = false; // capture_end fails (cudaStreamEndCapture's error)
   // every library call (cuDNN) issued: the node's op, and whether an operand is 16-bit
   std::vector<std::pair<int, bool>> library_ops;
   int conv_relu_calls = 0; // Conv calls with their Relu fused (codegen/fusion.h)
@@ -403,6 +409,8 @@ struct HostBackend {
     be.copy = [](void *self, void *dst, const void *src, size_t bytes, gcc_copy_kind kind,
                  int stream, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      (kind == GCC_COPY_H2D ? h->h2d : kind == GCC_COPY_D2H ? h->d2h : h->d2d)++;
+      h->log += kind == GCC_COPY_H2D ? 'h' : kind == GCC_COPY_D2H ? 'd' : 'D';
       if (h->fail_d2h && kind == GCC_COPY_D2H)
         return gcc_diag_set(d, GCC_ERR_DEVICE,
                             "cudaMemcpyAsync failed: cudaErrorIllegalAddress (emulated)");
@@ -491,6 +499,7 @@ struct HostBackend {
           r.refs.push_back({reinterpret_cast<const void *>(v), 1, "kernel argument"});
       }
       h->launches++;
+      h->log += 'k';
       return h->Issue(r, d);
     };
     be.gemm_prepare = [](void *self, const gcc_colmajor_gemm *g, const gcc_gemm_operands *ops,
@@ -569,6 +578,7 @@ struct HostBackend {
       r.refs = {{a, 1, "GEMM A"},   {b, 1, "GEMM B"},         {ops[2], 1, "GEMM C"},
                 {dst, 1, "GEMM D"}, {r.bias, 1, "GEMM bias"}, {r.aux, 1, "GEMM aux"}};
       h->gemms++;
+      h->log += 'k';
       h->epilogues.push_back(gcc_epilogue_name(g->epilogue));
       return h->Issue(r, d);
     };
@@ -614,6 +624,7 @@ struct HostBackend {
       if (need)
         r.refs.push_back({ws, need, "cuDNN workspace"});
       h->library_calls++;
+      h->log += 'k';
       bool b16 = false;
       for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
         int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
@@ -640,6 +651,8 @@ struct HostBackend {
     };
     be.event_sync = [](void *self, int e, gcc_diag *) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
+      h->event_syncs++;
+      h->log += 'e';
       auto it = h->event_mark.find(e);
       if (it != h->event_mark.end())
         h->Drain(it->second.second);
@@ -648,6 +661,8 @@ struct HostBackend {
       return GCC_OK;
     };
     be.sync = [](void *self, gcc_diag *) -> gcc_status {
+      static_cast<HostBackend *>(self)->device_syncs++;
+      static_cast<HostBackend *>(self)->log += 's';
       static_cast<HostBackend *>(self)->Drain(UINT64_MAX);
       return GCC_OK;
     };
@@ -658,9 +673,17 @@ struct HostBackend {
       h->rec.clear();
       return GCC_OK;
     };
-    be.capture_end = [](void *self, void **out, gcc_diag *) -> gcc_status {
+    be.capture_end = [](void *self, void **out, gcc_diag *d) -> gcc_status {
       auto *h = static_cast<HostBackend *>(self);
       h->capturing = false;
+      *out = nullptr;
+      if (h->fail_capture) { // what was recorded is dropped, as cudaStreamEndCapture does
+        h->rec.clear();
+        return gcc_diag_set(d, GCC_ERR_DEVICE,
+                            "cudaStreamEndCapture: operation not permitted when stream is "
+                            "capturing (cudaErrorStreamCaptureInvalidated, emulated)");
+      }
+      h->log += 'c';
       auto *g = new Graph{h->rec};
       h->graphs.insert(g);
       h->captures++;
@@ -673,6 +696,7 @@ struct HostBackend {
       if (!h->graphs.count(g))
         return gcc_diag_set(d, GCC_ERR_INTERNAL, "launch of a CUDA Graph that is not live");
       h->replays++;
+      h->log += 'g';
       h->BeforeCompute();
       for (const Recorded &r : g->work)
         GCC_TRY(h->Run(r, d));
@@ -782,6 +806,13 @@ struct HostBackend {
       delete p;
   }
 
+  // The memory index of NCHW element i of a 4-D value laid out NHWC.
+  static size_t NhwcIndex(const gcc_shape &s, size_t i) {
+    const size_t C = (size_t)s.dims[1], H = (size_t)s.dims[2], W = (size_t)s.dims[3];
+    const size_t w = i % W, h = (i / W) % H, c = (i / (W * H)) % C, nn = i / (W * H * C);
+    return ((nn * H + h) * W + w) * C + c;
+  }
+
   gcc_status Run(const Recorded &r, gcc_diag *d) {
     GCC_TRY(Check(r, d));
     switch (r.kind) {
@@ -822,7 +853,10 @@ struct HostBackend {
       const gcc_node *n = &r.graph->nodes[r.node];
       std::vector<gcc_tensor> ts(n->n_inputs + n->n_outputs);
       std::vector<gcc_tensor *> in(n->n_inputs), out(n->n_outputs);
-      std::vector<std::vector<float>> wide(ts.size()); // 16-bit operands, widened
+      // 16-bit operands widened, NHWC operands in NCHW order: the CPU
+      // kernel's float32 NCHW view of the operand
+      std::vector<std::vector<float>> wide(ts.size());
+      std::vector<int> is16(ts.size(), 0), nhwc(ts.size(), 0);
       for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
         int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
         void *ptr = k < n->n_inputs ? r.lib_in[k] : r.lib_out[k - n->n_inputs];
@@ -830,14 +864,24 @@ struct HostBackend {
           continue;
         const gcc_value *val = &r.graph->values[v];
         ts[k] = gcc_tensor{val->dtype, val->shape, gcc_shape_numel(&val->shape, nullptr), ptr};
-        if (val->dtype == GCC_DT_BFLOAT16 || val->dtype == GCC_DT_FLOAT16) {
+        is16[k] = val->dtype == GCC_DT_BFLOAT16 || val->dtype == GCC_DT_FLOAT16;
+        // cuDNN with CUDNN_TENSOR_NHWC descriptors (filters KRSC): the
+        // layout pass's channels-last operands, read and written here in
+        // their memory order
+        nhwc[k] = val->layout == GCC_LAYOUT_NHWC;
+        if (is16[k] || nhwc[k]) {
           // cuDNN computes 16-bit data in float32: the CPU kernel on widened
           // copies, its results rounded back (as the plan runs CPU nodes)
           std::vector<float> &f = wide[k];
           f.resize((size_t)ts[k].numel);
           const uint16_t *h = static_cast<const uint16_t *>(ptr);
-          for (size_t i = 0; k < n->n_inputs && i < f.size(); i++)
-            f[i] = val->dtype == GCC_DT_BFLOAT16 ? gcc_bf16_to_f32(h[i]) : gcc_f16_to_f32(h[i]);
+          const float *p32 = static_cast<const float *>(ptr);
+          for (size_t i = 0; k < n->n_inputs && i < f.size(); i++) {
+            size_t src = nhwc[k] ? NhwcIndex(val->shape, i) : i;
+            f[i] = !is16[k]                        ? p32[src]
+                   : val->dtype == GCC_DT_BFLOAT16 ? gcc_bf16_to_f32(h[src])
+                                                   : gcc_f16_to_f32(h[src]);
+          }
           ts[k].dtype = GCC_DT_FLOAT32;
           ts[k].data = f.data();
         }
@@ -850,7 +894,7 @@ struct HostBackend {
       // (cudnnAddTensor): the kernel without B, B added after rounding
       const float *bias_after = nullptr;
       if (gcc_cpu_op_of(n->op)->bias_after_16bit && n->n_inputs > 2 && n->inputs[2] >= 0 &&
-          !wide[n->n_inputs].empty()) {
+          is16[n->n_inputs]) {
         bias_after = static_cast<const float *>(ts[2].data);
         in[2] = nullptr;
       }
@@ -893,10 +937,17 @@ struct HostBackend {
       for (int k = n->n_inputs; k < n->n_inputs + n->n_outputs && st == GCC_OK; k++) {
         if (wide[k].empty())
           continue;
-        bool bf = r.graph->values[n->outputs[k - n->n_inputs]].dtype == GCC_DT_BFLOAT16;
+        const gcc_value *val = &r.graph->values[n->outputs[k - n->n_inputs]];
+        bool bf = val->dtype == GCC_DT_BFLOAT16;
         uint16_t *h = static_cast<uint16_t *>(r.lib_out[k - n->n_inputs]);
-        for (size_t i = 0; i < wide[k].size(); i++)
-          h[i] = bf ? gcc_f32_to_bf16(wide[k][i]) : gcc_f32_to_f16(wide[k][i]);
+        float *p32 = static_cast<float *>(r.lib_out[k - n->n_inputs]);
+        for (size_t i = 0; i < wide[k].size(); i++) {
+          size_t dst = nhwc[k] ? NhwcIndex(val->shape, i) : i;
+          if (!is16[k])
+            p32[dst] = wide[k][i];
+          else
+            h[dst] = bf ? gcc_f32_to_bf16(wide[k][i]) : gcc_f32_to_f16(wide[k][i]);
+        }
       }
       return st;
     }

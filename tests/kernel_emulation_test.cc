@@ -1183,15 +1183,24 @@ void CheckPlan(const PlanCase &pc) {
     bool generated = gr->kind == GCC_GROUP_POINTWISE || gr->kind == GCC_GROUP_LOSS ||
                      gr->kind == GCC_GROUP_OPTIMIZER;
     bool sce = false; // with the loss, of more than a small batch of few classes
+    bool big_mse = false, mse_fwd = false, mse_grad = false; // over 16,384 elements
     for (int m = 0; m < gr->n_nodes; m++) {
       const gcc_node *n = &g->nodes[gr->nodes[m]];
       if (n->op == GCC_OP_SOFTMAX_CROSS_ENTROPY) {
         const gcc_shape &xs = g->values[n->inputs[0]].shape;
         sce = !(xs.dims[1] <= 32 && xs.dims[0] * xs.dims[1] <= 16384);
       }
+      if (n->op == GCC_OP_MEAN_SQUARED_ERROR || n->op == GCC_OP_MEAN_SQUARED_ERROR_GRAD) {
+        bool fwd = n->op == GCC_OP_MEAN_SQUARED_ERROR;
+        mse_fwd |= fwd;
+        mse_grad |= !fwd;
+        big_mse = gcc_shape_numel(&g->values[n->inputs[fwd ? 0 : 1]].shape, nullptr) > 16384;
+      }
     }
+    // a large MSE: the chunks' partial sums, their sum, and the gradient
+    int kernels = big_mse ? 2 * mse_fwd + mse_grad : sce ? 2 : 1;
     if (gr->device == GCC_DEV_CUDA(0)) {
-      EXPECT_EQ(per_group[gi], generated ? (sce ? 2 : 1) : 0) << gr->name;
+      EXPECT_EQ(per_group[gi], generated ? kernels : 0) << gr->name;
     }
   }
   g_sources += ks.source;
@@ -1319,6 +1328,28 @@ gcc_graph *ReductionModel() {
   int loss = gcc_build_mse(b, "loss", y, t);
   gcc_build_output(b, loss);
   return FinishInlineTraining(b, "loss", nullptr, "x", "t", Opt(GCC_OPT_SGD, 0.1f, 0.5f));
+}
+
+// x (N, 1000) + b -> LogSoftmax over the 1000 classes -> MSE with t (N,
+// 1000): LogSoftmaxGrad's lines of 1000 (a block per line, the sum of dY
+// over 256 lanes in a fixed tree) and, from 17 rows on, an MSE over more
+// than 16,384 elements (per-chunk partial sums, then one block over them,
+// and an elementwise gradient kernel).
+gcc_graph *WideLogSoftmaxMseModel() {
+  gcc_builder *b = gcc_builder_new("wide_log_softmax_mse", 5);
+  int64_t xd[2] = {GCC_BATCH_DIM, 1000}, bd[1] = {1000};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int t = gcc_build_input(b, "t", GCC_DT_FLOAT32, 2, xd);
+  std::vector<float> bias(1000);
+  for (size_t i = 0; i < bias.size(); i++)
+    bias[i] = 0.002f * (float)(i % 89) - 0.05f;
+  int in[2] = {x, gcc_build_param(b, "b", 1, bd, bias.data())};
+  int y = gcc_build_op(b, GCC_OP_ADD, "add_b", "add_b.out", in, 2);
+  int lsm = gcc_build_op(b, GCC_OP_LOG_SOFTMAX, "lsm", "lsm.out", &y, 1);
+  gcc_build_set_int(b, lsm, "axis", 1);
+  int loss = gcc_build_mse(b, "loss", lsm, t);
+  gcc_build_output(b, loss);
+  return FinishInlineTraining(b, "loss", nullptr, "x", "t", Opt(GCC_OPT_SGD, 0.1f));
 }
 
 // x (N, 4) + c0 + c1 + ... (n_adds constants of shape (4)): one pointwise
@@ -1513,6 +1544,26 @@ TEST_F(Generated, SoftmaxLinesAndAThousandClassLossMatchTheCpuBackend) {
   EXPECT_TRUE(Emitted("for (long long i = blockIdx.x; i < 7LL; i += gridDim.x)"));    // rows
   EXPECT_TRUE(Emitted("for (long long i = blockIdx.x; i < 1000LL; i += gridDim.x)")); // axis 0
   EXPECT_TRUE(Emitted("loss[0] = (float)(s_l[0] / s_w[0]);")); // the rows' losses summed
+  gcc_graph_free(m);
+}
+
+// Issue 29: no thread walks a long line alone. LogSoftmaxGrad is a block
+// per line (1000 classes); an MSE over 20,000 elements sums 10 chunks of
+// 2,048 in as many blocks, then the partials in one block; at 5 rows (5,000
+// elements) it stays the single-block kernel.
+TEST_F(Generated, LogSoftmaxGradLinesAndALargeMseMatchTheCpuBackend) {
+  gcc_graph *m = WideLogSoftmaxMseModel();
+  ASSERT_TRUE(m);
+  const PlanCase cases[] = {
+      {"wide_lsm_mse_train_b20", m, GCC_MODE_TRAIN, 20, m->training.opt, 132, 4},
+      {"wide_lsm_mse_train_b20_2sm", m, GCC_MODE_TRAIN, 20, m->training.opt, 2, 4},
+      {"wide_lsm_mse_train_b5", m, GCC_MODE_TRAIN, 5, m->training.opt, 132, 2},
+  };
+  for (const PlanCase &c : cases)
+    CheckPlan(c);
+  EXPECT_TRUE(Emitted("for (long long b = blockIdx.x; b < 10LL; b += gridDim.x)")); // chunks
+  EXPECT_TRUE(Emitted("for (long long b = l; b < 10LL; b += 256) a += part[b];"));  // partials
+  EXPECT_TRUE(Emitted("for (long long i = blockIdx.x; i < 20LL; i += gridDim.x)")); // lines
   gcc_graph_free(m);
 }
 

@@ -72,28 +72,26 @@ const Refusal kRefused[] = {
     {"test_clip_default_int8_inbounds", "dtype int8"},
     {"test_clip_default_int8_max", "dtype int8"},
     {"test_clip_default_int8_min", "dtype int8"},
-    {"test_training_dropout", "dtype bool"},
-    {"test_training_dropout_default", "dtype bool"},
-    {"test_training_dropout_default_mask", "dtype bool"},
-    {"test_training_dropout_mask", "dtype bool"},
-    {"test_training_dropout_zero_ratio", "dtype bool"},
-    {"test_training_dropout_zero_ratio_mask", "dtype bool"},
+    {"test_training_dropout_default_mask", "output 1 (mask) is used"},
+    {"test_training_dropout_mask", "output 1 (mask) is used"},
+    {"test_training_dropout_zero_ratio_mask", "output 1 (mask) is used"},
     {"test_operator_add_broadcast", "dtype double"},
     {"test_operator_add_size1_broadcast", "dtype double"},
     {"test_operator_add_size1_right_broadcast", "dtype double"},
     {"test_operator_add_size1_singleton_broadcast", "dtype double"},
     {"test_operator_addconstant", "dtype double"},
-    // Cast and Mod at run time (issue 30: only constants and shapes are folded at import;
-    // the run-time ops are another change), and element types the IR does not compute
+    // Mod at run time (issue 30: only constants and shapes are folded at import; the
+    // run-time op is another change), and element types the IR does not compute (Cast
+    // runs between float32, int64, int32 and bool)
     {"test_cast_BFLOAT16_to_FLOAT", "dtype bfloat16"},
     {"test_cast_DOUBLE_to_FLOAT", "dtype double"},
     {"test_cast_DOUBLE_to_FLOAT16", "dtype double"},
     {"test_cast_FLOAT16_to_DOUBLE", "dtype float16"},
     {"test_cast_FLOAT16_to_FLOAT", "dtype float16"},
-    {"test_cast_FLOAT_to_BFLOAT16", "at run time; only constants and shapes are cast here"},
-    {"test_cast_FLOAT_to_DOUBLE", "at run time; only constants and shapes are cast here"},
-    {"test_cast_FLOAT_to_FLOAT16", "at run time; only constants and shapes are cast here"},
-    {"test_cast_FLOAT_to_STRING", "at run time; only constants and shapes are cast here"},
+    {"test_cast_FLOAT_to_BFLOAT16", "this version casts between float, int64, int32 and bool"},
+    {"test_cast_FLOAT_to_DOUBLE", "this version casts between float, int64, int32 and bool"},
+    {"test_cast_FLOAT_to_FLOAT16", "this version casts between float, int64, int32 and bool"},
+    {"test_cast_FLOAT_to_STRING", "this version casts between float, int64, int32 and bool"},
     {"test_cast_STRING_to_FLOAT", "dtype string"},
     {"test_castlike_BFLOAT16_to_FLOAT_expanded", "dtype bfloat16"},
     {"test_castlike_DOUBLE_to_FLOAT16_expanded", "dtype double"},
@@ -125,6 +123,8 @@ const Refusal kRefused[] = {
     {"test_reshape_allowzero_reordered", "zero-size tensors are not supported"},
     {"test_split_zero_size_splits", "zero-size tensors are not supported"},
     {"test_slice_start_out_of_bounds", "zero-size tensors are not supported"},
+    {"test_tril_zero", "zero-size tensors are not supported"},
+    {"test_triu_zero", "zero-size tensors are not supported"},
     // an empty `axes` graph input (every dim, or with noop_with_empty_axes none)
     {"test_reduce_sum_default_axes_keepdims_example", "zero-size tensors are not supported"},
     {"test_reduce_sum_default_axes_keepdims_random", "zero-size tensors are not supported"},
@@ -317,6 +317,7 @@ double Element(const void *p, gcc_dtype dt, int64_t i) {
   case GCC_DT_FLOAT32: return static_cast<const float *>(p)[i];
   case GCC_DT_INT64: return (double)static_cast<const int64_t *>(p)[i];
   case GCC_DT_INT32: return static_cast<const int32_t *>(p)[i];
+  case GCC_DT_BOOL: return static_cast<const uint8_t *>(p)[i];
   default: return NAN;
   }
 }
@@ -604,6 +605,20 @@ CaseResult RunCase(const std::string &dir) {
   return r;
 }
 
+// Cases whose expected output is one random draw: training-mode Dropout
+// (ratio > 0), whose mask ONNX's reference draws with numpy's generator. An
+// inference import takes Dropout as the identity whatever the file's
+// training_mode (onnx/import_ops_elementwise.c cv_dropout), so these run
+// and differ; they are counted apart, and fail the test if they pass.
+const char *const kRandomOutput[] = {"test_training_dropout", "test_training_dropout_default"};
+
+bool IsRandomOutput(const std::string &name) {
+  for (const char *n : kRandomOutput)
+    if (name == n)
+      return true;
+  return false;
+}
+
 const Refusal *FindRefusal(const std::string &name) {
   for (const Refusal &r : kRefused)
     if (name == r.test_case)
@@ -616,12 +631,20 @@ void RunSuite(const std::string &suite) {
   std::vector<std::string> cases = List(root, true);
   ASSERT_FALSE(cases.empty()) << "no cases under " << root
                               << " (is libonnx-testdata installed? tools/install-deps.sh)";
-  int ran = 0, passed = 0, failed = 0, skipped = 0, refused = 0;
+  int ran = 0, passed = 0, failed = 0, skipped = 0, refused = 0, random = 0;
   std::map<std::string, int> skipped_ops;
   std::vector<std::string> failures, refusals;
   for (const std::string &name : cases) {
     CaseResult r = RunCase(root + "/" + name);
     const Refusal *listed = FindRefusal(name);
+    if (IsRandomOutput(name)) {
+      if (r.outcome == Outcome::kFailed && r.detail.find("elements differ") != std::string::npos)
+        random++;
+      else
+        failures.push_back(name +
+                           ": listed in kRandomOutput but did not run and differ: " + r.detail);
+      continue;
+    }
     switch (r.outcome) {
     case Outcome::kSkipped:
       skipped++;
@@ -661,6 +684,9 @@ void RunSuite(const std::string &suite) {
   g_on_device.clear();
   g_on_host.clear();
   printf("%s: refused %d (supported ops, variant not supported)\n", suite.c_str(), refused);
+  if (random)
+    printf("%s: not compared %d (a random expected output: kRandomOutput)\n", suite.c_str(),
+           random);
   for (const std::string &s : refusals)
     printf("  refused %s\n", s.c_str());
   std::vector<std::pair<int, std::string>> by_count;

@@ -690,6 +690,68 @@ TEST(OnnxExport, ZooArchitecturesRoundTripBitwise) {
   }
 }
 
+// Trilu (upper, k as an int64 scalar input) and ArgMax / ArgMin (axis,
+// keepdims, select_last_index) export with their attributes, and the
+// importer reads them back to the same IR nodes.
+TEST(OnnxExport, TriluAndArgMaxRoundTrip) {
+  gcc_graph *g = gcc_graph_new("select", "select.pb");
+  GraphPtr gp(g);
+  gcc_diag d{};
+  gcc_shape xs = {3, {GCC_BATCH_DIM, 4, 5}};
+  int x = -1;
+  ASSERT_EQ(gcc_graph_add_value(g, "x", GCC_DT_FLOAT32, &xs, GCC_VALUE_INPUT, nullptr, 0, &x, &d),
+            GCC_OK);
+  gcc_graph_add_input(g, x);
+  int t = AddNode(g, "tril", GCC_OP_TRILU, {x});
+  gcc_node_set_int(g, LastNode(g), "upper", 0);
+  gcc_node_set_int(g, LastNode(g), "k", -1);
+  int am = AddNode(g, "argmax", GCC_OP_ARG_MAX, {t});
+  gcc_node_set_int(g, LastNode(g), "axis", 2);
+  gcc_node_set_int(g, LastNode(g), "keepdims", 0);
+  gcc_node_set_int(g, LastNode(g), "select_last_index", 1);
+  int an = AddNode(g, "argmin", GCC_OP_ARG_MIN, {t});
+  gcc_node_set_int(g, LastNode(g), "axis", 1);
+  ASSERT_GE(an, 0);
+  gcc_graph_add_output(g, t);
+  gcc_graph_add_output(g, am);
+  gcc_graph_add_output(g, an);
+  ASSERT_EQ(gcc_graph_link(g, &d), GCC_OK) << d.msg;
+  uint8_t *bytes = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(gcc_onnx_export_memory(g, nullptr, &bytes, &size, &d), GCC_OK) << d.msg;
+  std::vector<uint8_t> b(bytes, bytes + size);
+  free(bytes);
+  Onnx__ModelProto *m = onnx__model_proto__unpack(nullptr, b.size(), b.data());
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(CheckWiring(m), "");
+  std::map<std::string, int> ops = OpCounts(m);
+  EXPECT_EQ(ops["Trilu"], 1);
+  EXPECT_EQ(ops["ArgMax"], 1);
+  EXPECT_EQ(ops["ArgMin"], 1);
+  onnx__model_proto__free_unpacked(m, nullptr);
+  std::string err;
+  GraphPtr back = Import(b, false, &err);
+  ASSERT_NE(back.g, nullptr) << err;
+  std::map<int, const gcc_node *> by_op;
+  for (int i = 0; i < back.g->n_nodes; i++)
+    by_op[back.g->nodes[i].op] = &back.g->nodes[i];
+  ASSERT_TRUE(by_op.count(GCC_OP_TRILU) && by_op.count(GCC_OP_ARG_MAX) &&
+              by_op.count(GCC_OP_ARG_MIN));
+  auto attr = [&](int op, const char *name) -> int64_t {
+    const gcc_attr *a = gcc_node_attr(by_op[op], name);
+    EXPECT_NE(a, nullptr) << gcc_op_name(op) << " has no attribute " << name;
+    return a ? a->i : -99;
+  };
+  EXPECT_EQ(attr(GCC_OP_TRILU, "upper"), 0);
+  EXPECT_EQ(attr(GCC_OP_TRILU, "k"), -1);
+  EXPECT_EQ(attr(GCC_OP_ARG_MAX, "axis"), 2);
+  EXPECT_EQ(attr(GCC_OP_ARG_MAX, "keepdims"), 0);
+  EXPECT_EQ(attr(GCC_OP_ARG_MAX, "select_last_index"), 1);
+  EXPECT_EQ(attr(GCC_OP_ARG_MIN, "axis"), 1);
+  EXPECT_EQ(attr(GCC_OP_ARG_MIN, "keepdims"), 1);
+  EXPECT_EQ(attr(GCC_OP_ARG_MIN, "select_last_index"), 0);
+}
+
 // ---- refusals ----------------------------------------------------------------
 
 TEST(OnnxExport, AGraphWithATrainingSpecIsRefused) {

@@ -72,6 +72,7 @@ extern "C" {
 #include "codegen/kernel_cache.h"
 }
 #include "tests/host_backend.h"
+#include "tests/run_plans.h"
 
 namespace {
 
@@ -2722,6 +2723,58 @@ TEST(MathGrad, PReluSlopeBroadcasting) {
   }
 }
 
+// Where(cond, X, Y) with its gradient (WhereGradX / WhereGradY, then
+// ReduceSumTo over the broadcast dims), cond = Greater(M, T) of two float
+// inputs (a comparison: no gradient, a constant to autodiff), X and Y
+// parameters of broadcast shapes. The last case is relu-like, Where(X > T,
+// X, Y): X feeds the comparison too, and only its branch gets a gradient;
+// X is kept 0.05 away from T so the finite differences never flip cond.
+GradCase WhereCase(const std::string &what, const Dims &cd, const Dims &xd, const Dims &yd, Rng &r,
+                   bool x_in_cond = false) {
+  GradCase c;
+  c.label = "Where " + what;
+  c.params.push_back(
+      {"X", xd, x_in_cond ? AwayFrom(r, Numel(xd), -1, 1, {0}, 0.05) : r.F(Numel(xd))});
+  c.params.push_back({"Y", yd, r.F(Numel(yd))});
+  if (!x_in_cond)
+    c.inputs.push_back(FloatInput("M", cd, r.F(Numel(cd))));
+  c.inputs.push_back(FloatInput("T", {1}, {0.0f}));
+  c.build = [x_in_cond](gcc_builder *bl, const Ids &v) {
+    int cond = Op(bl, GCC_OP_GREATER, "gt", {x_in_cond ? v.at("X") : v.at("M"), v.at("T")});
+    return Op(bl, GCC_OP_WHERE, "where", {cond, v.at("X"), v.at("Y")});
+  };
+  c.ref = [x_in_cond](const Env &e) {
+    const T64 &x = e.at("X"), &y = e.at("Y"), &m = x_in_cond ? e.at("X") : e.at("M");
+    Dims od, t;
+    EXPECT_TRUE(BroadcastDims(m.dims, x.dims, &t));
+    EXPECT_TRUE(BroadcastDims(t, y.dims, &od));
+    T64 z = Zeros(od);
+    for (int64_t o = 0; o < Numel(od); ++o)
+      z.v[o] = m.v[BroadcastIndex(m.dims, od, o)] > 0 ? x.v[BroadcastIndex(x.dims, od, o)]
+                                                      : y.v[BroadcastIndex(y.dims, od, o)];
+    return z;
+  };
+  c.bwd_ops = {GCC_OP_WHERE_GRAD_X, GCC_OP_WHERE_GRAD_Y};
+  return c;
+}
+
+TEST(MathGrad, WhereBroadcasting) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t N = r.I(2, 4), C = r.I(2, 4);
+    std::vector<GradCase> cases = {
+        WhereCase("cond, X, Y [N,C]", {N, C}, {N, C}, {N, C}, r),
+        WhereCase("cond [N,1], X [C], Y [N,C]", {N, 1}, {C}, {N, C}, r),
+        WhereCase("cond [C], X [] (a scalar), Y [N,1]", {C}, {}, {N, 1}, r),
+        WhereCase("Where(X > 0, X, Y), X [N,C], Y [C]", {N, C}, {N, C}, {C}, r, true),
+    };
+    for (size_t i = 0; i < cases.size(); ++i) {
+      cases[i].cuda = seed == kSeeds[0];
+      RunGradCase(cases[i], seed);
+    }
+  }
+}
+
 // Max / Min with broadcasting, both operands parameters. The operands are
 // drawn from disjoint grids (A on odd, B on even multiples of 0.05), so no
 // element ties and the finite differences (step far below 0.05) never
@@ -3641,6 +3694,7 @@ std::vector<float> DropoutOnes(int64_t n, float p, int64_t key, int64_t step) {
   gcc_cpu_ctx ctx = {};
   ctx.max_threads = 1;
   ctx.optimizer_step = step;
+  ctx.rng_step = step; // Dropout's counter (the plan sets it from the step)
   gcc_kernel_args a = {};
   a.node = &nd;
   a.in = ins;
@@ -4477,6 +4531,233 @@ TEST(AttentionGrad, SeveralTilesEachWay) {
   RunGradCase(AttentionCase(r, 1, 1, 70, 37, 4, 4, false, 0.0f, kFloatMask), 7);
 }
 
+// ---- Trilu (ONNX Trilu-14), ArgMax / ArgMin (ONNX ArgMax-13 / ArgMin-13) -----------------
+
+// float64 Trilu over the last two dims: kept where c - r >= k (upper) or
+// c - r <= k (lower).
+T64 RefTrilu(const T64 &x, bool upper, int64_t k) {
+  T64 y = x;
+  const size_t r = x.dims.size();
+  const int64_t R = x.dims[r - 2], C = x.dims[r - 1];
+  for (int64_t i = 0; i < Numel(x.dims); ++i) {
+    int64_t c = i % C, row = (i / C) % R;
+    bool keep = upper ? c - row >= k : c - row <= k;
+    if (!keep)
+      y.v[i] = 0;
+  }
+  return y;
+}
+
+// torch.triu / torch.tril of matrices and batches of them, square and not,
+// with diagonals inside, on the edge of and outside the matrix (everything
+// or nothing kept); the gradient is Trilu of dY. CPU, and the host-emulated
+// CUDA plan for the first seed.
+TEST(TriluGrad, UpperAndLowerEveryDiagonal) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    Dims xd = r.RandDims(static_cast<int>(r.I(2, 4)), 1, 5);
+    const int64_t R = xd[xd.size() - 2], C = xd[xd.size() - 1];
+    for (int upper = 0; upper <= 1; ++upper)
+      for (int64_t k : {int64_t(0), int64_t(1), int64_t(-1), C, -R, C + 2, -R - 3}) {
+        GradCase c;
+        c.label = std::string(upper ? "triu" : "tril") + " X" + Str(xd) + " k " + std::to_string(k);
+        c.params.push_back({"X", xd, r.F(Numel(xd))});
+        c.build = [upper, k](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_TRILU, "trilu", {v.at("X")});
+          gcc_build_set_int(b, y, "upper", upper);
+          gcc_build_set_int(b, y, "k", k);
+          return y;
+        };
+        c.ref = [upper, k](const Env &e) { return RefTrilu(e.at("X"), upper != 0, k); };
+        c.bwd_ops = {GCC_OP_TRILU};
+        c.cuda = seed == kSeeds[0] && (k == 1 || k == -R - 3);
+        RunGradCase(c, seed);
+      }
+  }
+}
+
+// A graph of one node `op` over input X of dtype `dt` (elements `x`), run on
+// the CPU and, with `cuda` when built with NVRTC, through the host-emulated
+// CUDA plan; both outputs (int64 or the input's element type) into `got` as
+// int64s.
+void RunSelect(int op, gcc_dtype dt, const Dims &xd, const void *x,
+               const std::function<void(gcc_builder *, int)> &attrs,
+               std::vector<std::vector<int64_t>> *got, gcc_shape *shape, bool cuda_too) {
+  gcc_builder *b = gcc_builder_new("select", 1);
+  ASSERT_NE(b, nullptr);
+  int xi = gcc_build_input(b, "X", dt, static_cast<int>(xd.size()), xd.data());
+  int y = Op(b, op, "sel", {xi});
+  attrs(b, y);
+  gcc_build_output(b, y);
+  gcc_graph *raw = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
+  GraphPtr model(raw);
+  got->clear();
+  for (bool cuda : {false, true}) {
+    if (cuda && !(cuda_too && BuiltWithNvrtc()))
+      continue;
+    std::vector<gcc_test::PlanOutput> outs;
+    std::string err = gcc_test::RunPlan(model.get(), {x}, 1, cuda, &outs);
+    ASSERT_EQ(err, "") << (cuda ? "CUDA plan: " : "CPU plan: ") << err;
+    ASSERT_EQ(outs.size(), 1u);
+    *shape = outs[0].shape;
+    got->push_back(outs[0].f32.empty() ? outs[0].i64 : std::vector<int64_t>());
+    if (!outs[0].f32.empty())
+      for (float f : outs[0].f32)
+        got->back().push_back(static_cast<int64_t>(f));
+  }
+}
+
+// float64 reference of ArgMax (max) / ArgMin: the first (or last) position
+// of the extreme along `axis`, a NaN above every number for both (numpy).
+std::vector<int64_t> RefArg(const std::vector<double> &x, const Dims &xd, int64_t axis, bool max,
+                            bool last) {
+  const int64_t a = axis < 0 ? axis + static_cast<int64_t>(xd.size()) : axis;
+  int64_t outer = 1, inner = 1, n = xd[static_cast<size_t>(a)];
+  for (int64_t i = 0; i < a; ++i)
+    outer *= xd[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(a) + 1; i < xd.size(); ++i)
+    inner *= xd[i];
+  std::vector<int64_t> y;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t q = 0; q < inner; ++q) {
+      int64_t best = -1;
+      double bv = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double v = x[static_cast<size_t>((o * n + j) * inner + q)];
+        bool take;
+        if (best < 0)
+          take = true;
+        else if (std::isnan(v) || std::isnan(bv))
+          take = std::isnan(v) && (!std::isnan(bv) || last);
+        else if (v == bv)
+          take = last;
+        else
+          take = max ? v > bv : v < bv;
+        if (take) {
+          best = j;
+          bv = v;
+        }
+      }
+      y.push_back(best);
+    }
+  return y;
+}
+
+// ArgMax and ArgMin on every axis (negative too), keepdims 0 and 1,
+// select_last_index 0 and 1, over float32 values with many ties (a few
+// distinct values) and NaNs, int64 and int32 values, and rows longer than
+// the CUDA kernel's block (the block's tree combines 256 candidates): the
+// CPU plan gives the reference's indices exactly, and so does the
+// host-emulated CUDA plan on one axis per shape (cuda_axis; float32 and, for
+// the long rows, int64: each CUDA plan compiles its kernel with the host
+// compiler, so not every combination).
+TEST(ArgMaxMin, EveryAxisTiesNaNsAndLongRows) {
+  Rng r(7);
+  struct Shape {
+    Dims d;
+    int64_t cuda_axis;
+  };
+  for (const Shape &sh :
+       {Shape{{3, 4, 5}, 1}, Shape{{2, 700}, -1}, Shape{{600, 3}, 0}, Shape{{1}, 0}}) {
+    const Dims &xd = sh.d;
+    const int64_t n = Numel(xd);
+    std::vector<float> f(static_cast<size_t>(n));
+    for (float &v : f)
+      v = static_cast<float>(r.I(-3, 3)); // ties
+    if (n > 4) {
+      f[1] = std::numeric_limits<float>::quiet_NaN();
+      f[static_cast<size_t>(n - 2)] = std::numeric_limits<float>::quiet_NaN();
+    }
+    std::vector<int64_t> i64(static_cast<size_t>(n));
+    std::vector<int32_t> i32(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      i64[static_cast<size_t>(i)] = r.I(-4, 4) * (int64_t(1) << 40) + 1; // beyond float's range
+      i32[static_cast<size_t>(i)] = static_cast<int32_t>(r.I(-2, 2));
+    }
+    const int rank = static_cast<int>(xd.size());
+    for (int64_t axis = -rank; axis < rank; ++axis)
+      for (int op : {GCC_OP_ARG_MAX, GCC_OP_ARG_MIN})
+        for (int keep = 0; keep <= 1; ++keep)
+          for (int last = 0; last <= 1; ++last)
+            for (gcc_dtype dt : {GCC_DT_FLOAT32, GCC_DT_INT64, GCC_DT_INT32}) {
+              SCOPED_TRACE(std::string(op == GCC_OP_ARG_MAX ? "ArgMax" : "ArgMin") + " X" +
+                           Str(xd) + " " + gcc_dtype_name(dt) + " axis " + std::to_string(axis) +
+                           " keepdims " + std::to_string(keep) + " last " + std::to_string(last));
+              std::vector<double> xv;
+              const void *data = dt == GCC_DT_FLOAT32 ? static_cast<const void *>(f.data())
+                                 : dt == GCC_DT_INT64 ? static_cast<const void *>(i64.data())
+                                                      : static_cast<const void *>(i32.data());
+              for (int64_t i = 0; i < n; ++i)
+                xv.push_back(dt == GCC_DT_FLOAT32 ? f[static_cast<size_t>(i)]
+                             : dt == GCC_DT_INT64 ? static_cast<double>(i64[static_cast<size_t>(i)])
+                                                  : i32[static_cast<size_t>(i)]);
+              std::vector<std::vector<int64_t>> got;
+              gcc_shape ys{};
+              const bool cuda = axis == sh.cuda_axis && keep == 1 &&
+                                last == (op == GCC_OP_ARG_MIN) &&
+                                (dt == GCC_DT_FLOAT32 || (dt == GCC_DT_INT64 && n == 1400));
+              RunSelect(
+                  op, dt, xd, data,
+                  [&](gcc_builder *b, int y) {
+                    gcc_build_set_int(b, y, "axis", axis);
+                    gcc_build_set_int(b, y, "keepdims", keep);
+                    gcc_build_set_int(b, y, "select_last_index", last);
+                  },
+                  &got, &ys, cuda);
+              if (HasFatalFailure())
+                return;
+              std::vector<int64_t> want = RefArg(xv, xd, axis, op == GCC_OP_ARG_MAX, last != 0);
+              EXPECT_EQ(ys.ndim, keep ? rank : rank - 1);
+              ASSERT_EQ(got.size(), cuda && BuiltWithNvrtc() ? 2u : 1u);
+              for (size_t p = 0; p < got.size(); ++p)
+                EXPECT_EQ(got[p], want) << (p ? "CUDA plan" : "CPU plan");
+            }
+  }
+}
+
+// Trilu moves integers too (a forward without gradient): int64 and int32
+// matrices (placed on the CPU in a CUDA plan too, as every op with integer
+// outputs from integer inputs: passes/placement.c).
+TEST(TriluGrad, IntegerMatricesForward) {
+  const Dims xd = {2, 3, 4};
+  std::vector<int64_t> i64(24);
+  std::vector<int32_t> i32(24);
+  for (int i = 0; i < 24; ++i) {
+    i64[static_cast<size_t>(i)] = (int64_t(1) << 40) + i;
+    i32[static_cast<size_t>(i)] = i + 1;
+  }
+  for (gcc_dtype dt : {GCC_DT_INT64, GCC_DT_INT32})
+    for (int upper = 0; upper <= 1; ++upper) {
+      std::vector<std::vector<int64_t>> got;
+      gcc_shape ys{};
+      RunSelect(
+          GCC_OP_TRILU, dt, xd,
+          dt == GCC_DT_INT64 ? static_cast<const void *>(i64.data())
+                             : static_cast<const void *>(i32.data()),
+          [&](gcc_builder *b, int y) {
+            gcc_build_set_int(b, y, "upper", upper);
+            gcc_build_set_int(b, y, "k", 1);
+          },
+          &got, &ys, false);
+      if (HasFatalFailure())
+        return;
+      T64 x = Zeros(xd);
+      for (int i = 0; i < 24; ++i)
+        x.v[static_cast<size_t>(i)] = dt == GCC_DT_INT64
+                                          ? static_cast<double>(i64[static_cast<size_t>(i)])
+                                          : i32[static_cast<size_t>(i)];
+      T64 want = RefTrilu(x, upper != 0, 1);
+      std::vector<int64_t> w;
+      for (double v : want.v)
+        w.push_back(static_cast<int64_t>(v));
+      ASSERT_EQ(got.size(), 1u);
+      for (size_t p = 0; p < got.size(); ++p)
+        EXPECT_EQ(got[p], w) << gcc_dtype_name(dt) << (p ? " CUDA plan" : " CPU plan");
+    }
+}
+
 // ---- coverage of the op table ------------------------------------------------------------
 
 // Every op of GCC_OP_LIST and the test that covers it. An op added to the
@@ -4485,6 +4766,178 @@ TEST(AttentionGrad, SeveralTilesEachWay) {
 // gradients since issue 15); its forward would be checked against PyTorch
 // in tests/onnx_op_parity_test.cc and ONNX's conformance cases in
 // tests/onnx_conformance_test.cc.
+// ---- NegativeLogLikelihoodLoss (ONNX NegativeLogLikelihoodLoss-13, F.nll_loss) ----------
+
+struct NllOpts {
+  int rank = 2; // of the input: (N, C) or (N, C, d1, ...)
+  const char *reduction = "mean";
+  bool weighted = false, int32 = false;
+  int ignore = 0; // 0: none set; 1: an in-range class; 2: -1 (outside [0, C))
+};
+
+// float64 reference: -w[t] x[n, t, j], 0 where ignored; none | sum | mean
+// (the sum over the weights of the targets not ignored).
+T64 RefNll(const T64 &x, const std::vector<int64_t> &t, const std::vector<double> &w,
+           int64_t ignore, bool has_ignore, const std::string &red) {
+  const int64_t N = x.dims[0], C = x.dims[1], D = Numel(x.dims) / (N * C);
+  Dims td(x.dims.begin(), x.dims.end());
+  td.erase(td.begin() + 1);
+  T64 y = Zeros(red == "none" ? td : Dims{});
+  double sum = 0, wsum = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < D; ++j) {
+      const int64_t v = t[static_cast<size_t>(n * D + j)];
+      if (has_ignore && v == ignore)
+        continue;
+      const double wv = w.empty() ? 1.0 : w[static_cast<size_t>(v)];
+      const double l = -wv * x.v[static_cast<size_t>((n * C + v) * D + j)];
+      if (red == "none")
+        y.v[static_cast<size_t>(n * D + j)] = l;
+      sum += l;
+      wsum += wv;
+    }
+  if (red != "none")
+    y.v[0] = red == "mean" ? sum / wsum : sum;
+  return y;
+}
+
+GradCase NllCase(Rng &r, const NllOpts &o, bool cuda) {
+  Dims xd = {r.I(1, 4), r.I(2, 5)};
+  for (int i = 2; i < o.rank; ++i)
+    xd.push_back(r.I(1, 3));
+  const int64_t N = xd[0], C = xd[1], D = Numel(xd) / (N * C);
+  Dims td(xd.begin(), xd.end());
+  td.erase(td.begin() + 1);
+  const int64_t ignore = o.ignore == 1 ? r.I(0, C - 1) : -1;
+  std::vector<int64_t> t(static_cast<size_t>(N * D));
+  for (int64_t &v : t)
+    v = r.I(0, C - 1);
+  if (o.ignore)
+    for (size_t i = 1; i < t.size(); i += 2)
+      if (r.U(0, 1) < 0.6)
+        t[i] = ignore;
+  if (o.ignore && t[0] == ignore)
+    t[0] = (ignore + 1 + C) % C; // one target counts: the mean's denominator is not 0
+  GradCase c;
+  c.label = std::string("NegativeLogLikelihoodLoss ") + o.reduction +
+            (o.weighted ? " weighted" : "") + (o.int32 ? " int32" : " int64") +
+            (o.ignore ? " ignore_index=" + std::to_string(ignore) : "") + " input" + Str(xd);
+  c.params.push_back({"X", xd, r.F(Numel(xd), -3, 1)});
+  c.inputs.push_back(IndexInput("t", o.int32 ? GCC_DT_INT32 : GCC_DT_INT64, td, t));
+  std::vector<double> w;
+  if (o.weighted) {
+    c.inputs.push_back(FloatInput("w", {C}, r.F(C, 0.2, 2.0)));
+    for (float v : c.inputs.back().f)
+      w.push_back(v);
+  }
+  const std::string red = o.reduction;
+  const bool has_ignore = o.ignore != 0, weighted = o.weighted;
+  c.build = [red, has_ignore, ignore, weighted](gcc_builder *b, const Ids &v) {
+    std::vector<int> ins = {v.at("X"), v.at("t")};
+    if (weighted)
+      ins.push_back(v.at("w"));
+    int y = Op(b, GCC_OP_NLL_LOSS, "nll", ins);
+    SetString(b, y, "reduction", red.c_str());
+    if (has_ignore)
+      gcc_build_set_int(b, y, "ignore_index", ignore);
+    return y;
+  };
+  c.ref = [t, w, ignore, has_ignore, red](const Env &e) {
+    return RefNll(e.at("X"), t, w, ignore, has_ignore, red);
+  };
+  c.bwd_ops = {GCC_OP_NLL_LOSS_GRAD};
+  c.cuda = cuda;
+  return c;
+}
+
+// Every reduction, with and without class weights, int64 and int32
+// targets, ignore_index unset, in range and outside [0, C) (-1), inputs
+// (N, C) to (N, C, d1, d2): the loss is linear in the input, so the
+// finite differences are exact up to float32 rounding. The first seed also
+// runs two variants per reduction through the host-emulated CUDA plan (a
+// thread per target, per-block partials and one block, a thread per dInput
+// element).
+TEST(NllLossGrad, EveryReductionWeightIgnoreIndexAndRank) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (const char *red : {"none", "sum", "mean"})
+      for (int weighted = 0; weighted < 2; ++weighted)
+        for (int ignore = 0; ignore < 3; ++ignore) {
+          NllOpts o;
+          o.reduction = red;
+          o.weighted = weighted;
+          o.ignore = ignore;
+          o.rank = 2 + (ignore + weighted + seed) % 3;
+          o.int32 = (seed + ignore) % 2 == 0;
+          // the CUDA plan (about 3 s of host compilation a case): a weighted
+          // in-range ignore_index and an unweighted -1 per reduction
+          const bool cuda =
+              seed == kSeeds[0] && ((weighted && ignore == 1) || (!weighted && ignore == 2));
+          RunGradCase(NllCase(r, o, cuda), seed);
+        }
+  }
+}
+
+// Many targets (more than one block of partials) through the CUDA plan's
+// two-kernel reduction, and the mean over a large (N, C, d1) input.
+TEST(NllLossGrad, ManyTargetsAcrossBlocksOnTheCudaPlan) {
+  Rng r(21);
+  for (const char *red : {"sum", "mean"}) {
+    NllOpts o;
+    o.reduction = red;
+    o.weighted = true;
+    o.ignore = 1;
+    GradCase c = NllCase(r, o, true);
+    // (N, C, d1) = (40, 3, 30): 1200 targets, 5 blocks of partials
+    const int64_t N = 40, C = 3, D = 30;
+    c.params[0] = {"X", {N, C, D}, r.F(N * C * D, -3, 1)};
+    std::vector<int64_t> t(static_cast<size_t>(N * D));
+    for (int64_t &v : t)
+      v = r.I(0, C - 1);
+    c.inputs[0] = IndexInput("t", GCC_DT_INT64, {N, D}, t);
+    c.inputs[1] = FloatInput("w", {C}, r.F(C, 0.2, 2.0));
+    std::vector<double> w(c.inputs[1].f.begin(), c.inputs[1].f.end());
+    const int64_t ignore = 1;
+    const std::string rs = red;
+    c.build = [rs, ignore](gcc_builder *b, const Ids &v) {
+      int y = Op(b, GCC_OP_NLL_LOSS, "nll", {v.at("X"), v.at("t"), v.at("w")});
+      SetString(b, y, "reduction", rs.c_str());
+      gcc_build_set_int(b, y, "ignore_index", ignore);
+      return y;
+    };
+    c.ref = [t, w, ignore, rs](const Env &e) { return RefNll(e.at("X"), t, w, ignore, true, rs); };
+    c.label = std::string("NegativeLogLikelihoodLoss ") + red + " (40, 3, 30)";
+    RunGradCase(c, 21);
+  }
+}
+
+// A target outside [0, C) that is not ignore_index fails the step naming
+// the node and the target's position; an ignored one does not count.
+TEST(InternalOps, NllLossTargetOutOfRange) {
+  DirectCase c;
+  c.label = "NegativeLogLikelihoodLoss, target 3 of 3 classes";
+  c.inputs = {FloatInput("X", {2, 3}, {-1, -2, -3, -4, -5, -6}),
+              LabelInput("t", GCC_DT_INT64, {1, 3})};
+  c.build = [](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_NLL_LOSS, "nll", {v.at("X"), v.at("t")});
+    SetString(b, y, "reduction", "sum");
+    return y;
+  };
+  c.run_status = GCC_ERR_INVALID_ARGUMENT;
+  RunDirect(c);
+  c.label = "NegativeLogLikelihoodLoss, target 3 ignored";
+  c.build = [](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_NLL_LOSS, "nll", {v.at("X"), v.at("t")});
+    SetString(b, y, "reduction", "mean");
+    gcc_build_set_int(b, y, "ignore_index", 3);
+    return y;
+  };
+  c.run_status = GCC_OK;
+  c.expect = Zeros({});
+  c.expect.v = {2}; // -X[0, 1] over the weight 1 of the one target counted
+  RunDirect(c);
+}
+
 enum CoverKind { kGradcheck, kInternal, kOptimizer, kCopy, kForward };
 struct Covered {
   int op;
@@ -4560,7 +5013,8 @@ const Covered kCovered[] = {
     {GCC_OP_DROPOUT, "Dropout", kGradcheck, "DropoutGrad.*"},
     {GCC_OP_DROPOUT_GRAD, "DropoutGrad", kInternal,
      "DropoutGrad.TrainingForm*, DropoutGrad.CpuAndHostCudaPlans*"},
-    {GCC_OP_CAST, "Cast", kInternal, "Half.*, Kernels16.*, Autocast.* (tests/precision_test.cc)"},
+    {GCC_OP_CAST, "Cast", kForward,
+     "Half.*, Kernels16.*, Autocast.* (tests/precision_test.cc); LogicForward.Cast*"},
     {GCC_OP_AMP_NON_FINITE_CHECK, "AmpNonFiniteCheck", kInternal,
      "LossScale.* (tests/loss_scale_test.cc)"},
     {GCC_OP_AMP_UPDATE_SCALE, "AmpUpdateScale", kInternal,
@@ -4623,6 +5077,24 @@ const Covered kCovered[] = {
     {GCC_OP_PRELU, "PRelu", kGradcheck, "MathGrad.PReluSlopeBroadcasting"},
     {GCC_OP_PRELU_GRAD, "PReluGrad", kInternal, "MathGrad.PReluSlopeBroadcasting"},
     {GCC_OP_PRELU_GRAD_SLOPE, "PReluGradSlope", kInternal, "MathGrad.PReluSlopeBroadcasting"},
+    {GCC_OP_TRILU, "Trilu", kGradcheck, "TriluGrad.*"},
+    {GCC_OP_ARG_MAX, "ArgMax", kForward, "ArgMaxMin.EveryAxisTiesNaNsAndLongRows"},
+    {GCC_OP_ARG_MIN, "ArgMin", kForward, "ArgMaxMin.EveryAxisTiesNaNsAndLongRows"},
+    {GCC_OP_NLL_LOSS, "NegativeLogLikelihoodLoss", kGradcheck,
+     "NllLossGrad.*, InternalOps.NllLossTargetOutOfRange"},
+    {GCC_OP_NLL_LOSS_GRAD, "NegativeLogLikelihoodLossGrad", kInternal, "NllLossGrad.*"},
+    {GCC_OP_EQUAL, "Equal", kForward, "LogicForward.* (tests/logic_test.cc)"},
+    {GCC_OP_LESS, "Less", kForward, "LogicForward.*"},
+    {GCC_OP_GREATER, "Greater", kForward, "LogicForward.*, MathGrad.WhereBroadcasting"},
+    {GCC_OP_LESS_OR_EQUAL, "LessOrEqual", kForward, "LogicForward.*"},
+    {GCC_OP_GREATER_OR_EQUAL, "GreaterOrEqual", kForward, "LogicForward.*"},
+    {GCC_OP_NOT, "Not", kForward, "LogicForward.NotAndOrXorBroadcast"},
+    {GCC_OP_AND, "And", kForward, "LogicForward.NotAndOrXorBroadcast"},
+    {GCC_OP_OR, "Or", kForward, "LogicForward.NotAndOrXorBroadcast"},
+    {GCC_OP_XOR, "Xor", kForward, "LogicForward.NotAndOrXorBroadcast"},
+    {GCC_OP_WHERE, "Where", kGradcheck, "MathGrad.WhereBroadcasting"},
+    {GCC_OP_WHERE_GRAD_X, "WhereGradX", kInternal, "MathGrad.WhereBroadcasting"},
+    {GCC_OP_WHERE_GRAD_Y, "WhereGradY", kInternal, "MathGrad.WhereBroadcasting"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -21,7 +21,8 @@ namespace gcc_test {
 struct PlanOutput {
   gcc_dtype dtype = GCC_DT_UNDEFINED;
   gcc_shape shape{};
-  std::vector<float> f32; // float32 outputs
+  std::vector<float> f32;   // float32 outputs
+  std::vector<int64_t> i64; // int64, int32 and bool outputs (widened)
 };
 
 inline gcc_host_test::HostBackend *SharedHostBackend() {
@@ -86,6 +87,14 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
     if (t->dtype == GCC_DT_FLOAT32)
       po.f32.assign(static_cast<const float *>(t->data),
                     static_cast<const float *>(t->data) + t->numel);
+    for (int64_t i = 0; i < t->numel; i++) {
+      if (t->dtype == GCC_DT_INT64)
+        po.i64.push_back(static_cast<const int64_t *>(t->data)[i]);
+      else if (t->dtype == GCC_DT_INT32)
+        po.i64.push_back(static_cast<const int32_t *>(t->data)[i]);
+      else if (t->dtype == GCC_DT_BOOL)
+        po.i64.push_back(static_cast<const uint8_t *>(t->data)[i]);
+    }
     outs->push_back(po);
   }
   gcc_plan_free(p);

@@ -186,6 +186,50 @@ inline gcc_graph *WideSoftmaxModel() {
   return FinishInlineTraining(b, "loss", "lsm.out", "x", "label", Opt(GCC_OPT_SGD, 0.1f));
 }
 
+// A residual block as ResNet's (issue 29): x [N, 3, hw, hw] -> Conv(3 -> 16,
+// 3x3, pad 1) -> BatchNormalization -> ReLU -> Conv(16 -> 16) ->
+// BatchNormalization -> + the first ReLU's output -> ReLU -> global average
+// pool -> Linear(16, 10) -> cross-entropy; SGD lr 0.05, momentum 0.9. At
+// batch 64 and hw 32 each BatchNorm reduces 65,536 values per channel, which
+// the generated kernels (codegen/emit_batchnorm.c) cut into many blocks per
+// channel.
+inline gcc_graph *ResidualBnBlock(int64_t hw) {
+  gcc_builder *b = gcc_builder_new("residual_bn_block", 29);
+  int64_t xd[4] = {GCC_BATCH_DIM, 3, hw, hw}, yd[1] = {GCC_BATCH_DIM}, cd[1] = {16};
+  int x = gcc_build_input(b, "image", GCC_DT_FLOAT32, 4, xd);
+  int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
+  std::vector<float> one(16, 1.0f), zero(16, 0.0f), scale(16), shift(16);
+  for (int i = 0; i < 16; i++) {
+    scale[i] = 0.75f + 0.05f * (float)i;
+    shift[i] = 0.02f * (float)(i % 5) - 0.04f;
+  }
+  auto bn = [&](const char *name, int in) {
+    std::string n(name);
+    int bn_in[5] = {in, gcc_build_param(b, (n + ".scale").c_str(), 1, cd, scale.data()),
+                    gcc_build_param(b, (n + ".bias").c_str(), 1, cd, shift.data()),
+                    gcc_build_param(b, (n + ".running_mean").c_str(), 1, cd, zero.data()),
+                    gcc_build_param(b, (n + ".running_var").c_str(), 1, cd, one.data())};
+    return gcc_build_op(b, GCC_OP_BATCH_NORM, name, (n + ".out").c_str(), bn_in, 5);
+  };
+  int r1 = gcc_build_relu(b, "relu1", bn("bn1", gcc_build_conv2d(b, "conv1", x, 3, 16, 3, 1, 1)));
+  int b2 = bn("bn2", gcc_build_conv2d(b, "conv2", r1, 16, 16, 3, 1, 1));
+  int add_in[2] = {b2, r1};
+  int r2 = gcc_build_relu(b, "relu2",
+                          gcc_build_op(b, GCC_OP_ADD, "residual", "residual.out", add_in, 2));
+  const int64_t khw[2] = {hw, hw};
+  int gp = gcc_build_op(b, GCC_OP_AVERAGE_POOL, "gap", "gap.out", &r2, 1);
+  gcc_build_set_ints(b, gp, "kernel_shape", khw, 2);
+  int logits = gcc_build_linear(b, "fc", gcc_build_flatten(b, "flatten", gp, 1), 16, 10);
+  gcc_build_output(b, gcc_build_cross_entropy(b, "loss", logits, y, -1));
+  gcc_graph *g =
+      FinishInlineTraining(b, "loss", "fc.out", "image", "label", Opt(GCC_OPT_SGD, 0.05f, 0.9f));
+  if (g) // PyTorch's buffers: updated by the forward in training, not by SGD
+    for (int v = 0; v < g->n_values; v++)
+      if (strstr(g->values[v].name, ".running_") != nullptr)
+        g->values[v].state = 1;
+  return g;
+}
+
 } // namespace gcc_test
 
 #endif // GCC_TESTS_TEST_GRAPHS_H_

@@ -44,9 +44,10 @@ done
 # not the host-emulation tests such as device_plan_test: they need no GPU,
 # CI runs them, and they compile kernels with the host compiler from runfiles)
 TARGETS=(//cli:gcc-train //cli:gcc-run //bench:gpu_step //bench:nvrtc_compile //bench:conv_algos
-         //tests/gpu:gpu_test //tests:cuda_runtime_test //tests:compare_params)
+         //bench:bundle_graph_bench //tests/gpu:gpu_test //tests:cuda_runtime_test
+         //tests:compare_params)
 BINS=(cli/gcc-train cli/gcc-run bench/gpu_step bench/nvrtc_compile bench/conv_algos
-      tests/gpu/gpu_test tests/cuda_runtime_test tests/compare_params)
+      bench/bundle_graph_bench tests/gpu/gpu_test tests/cuda_runtime_test tests/compare_params)
 
 if [ "$BUILD" = 1 ]; then
   bazel build "${TARGETS[@]}" >&2

@@ -19,8 +19,11 @@
  * key block): for every query block that can see it, P = exp(S - L) is
  * recomputed, dV += P^T dO, dP = dO V^T, dS = P (dP - D_i) with
  * D_i = rowsum(dO * O), dK += dS^T Q; pass 2, one work item per (b, h,
- * query block): the same tiles, dQ += dS K. Every accumulation runs in a
- * fixed order inside one thread: the bits do not depend on the thread count.
+ * query block): the same tiles, dQ += dS K. When the keys fit one block
+ * (tk <= 64: a GPT's short context), one pass per (b, h) computes P and dS
+ * once per query block and all three gradients from them. Every
+ * accumulation runs in a fixed order inside one thread: the bits do not
+ * depend on the thread count.
  *
  * The inner loops are axpy-shaped (contiguous, no reduction) so that the
  * compiler vectorises them without reassociating sums; exp is a Cephes-style
@@ -442,6 +445,52 @@ ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_
     dqo[x] = dq[x] * g->scale;
 }
 
+/* One key block (tk <= BK, a GPT's short context): dK, dV and dQ of head bh
+ * in one pass, P and dS computed once per query block instead of once for
+ * dK/dV and again for dQ. dQ of a query block is complete after its one key
+ * block (dS is 0 past the causal edge, so summing all nk keys adds zeros to
+ * what the two-pass dQ sums). */
+ATTN_HOT static void bwd_head_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_t bh,
+                                   float *restrict ws) {
+  const int64_t D = g->d, E = g->dv;
+  tile t = {g,
+            p->q + bh * g->tq * D,
+            p->k + bh * g->tk * D,
+            p->v + bh * g->tk * E,
+            mask_base(g, p->mask, bh),
+            0,
+            0,
+            0,
+            0};
+  t.nk = g->tk;
+  float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dk = vt + BK * E,
+        *dv = dk + BK * D, *dq = dv + BK * E;
+  pack_t(t.k, t.nk, D, kt);
+  pack_t(t.v, t.nk, E, vt);
+  for (int64_t x = 0; x < t.nk * D; x++)
+    dk[x] = 0.0f;
+  for (int64_t x = 0; x < t.nk * E; x++)
+    dv[x] = 0.0f;
+  const float *lh = p->l + bh * g->tq, *doh = p->dout + bh * g->tq * E, *oh = p->o + bh * g->tq * E;
+  for (t.i0 = 0; t.i0 < g->tq; t.i0 += BQ) {
+    t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
+    probs_and_ds(&t, kt, vt, lh, doh, oh, s, dp);
+    rows_axpy(dv, t.nk, E, s, 1, BK, t.nq, doh + t.i0 * E, E);  /* dV += P^T dO */
+    rows_axpy(dk, t.nk, D, dp, 1, BK, t.nq, t.q + t.i0 * D, D); /* dK += dS^T Q */
+    for (int64_t x = 0; x < t.nq * D; x++)
+      dq[x] = 0.0f;
+    rows_axpy(dq, t.nq, D, dp, BK, 1, t.nk, t.k, D); /* dQ = dS K */
+    float *dqo = p->dq + (bh * g->tq + t.i0) * D;
+    for (int64_t x = 0; x < t.nq * D; x++)
+      dqo[x] = dq[x] * g->scale;
+  }
+  float *dko = p->dk + bh * g->tk * D, *dvo = p->dv + bh * g->tk * E;
+  for (int64_t x = 0; x < t.nk * D; x++)
+    dko[x] = dk[x] * g->scale;
+  for (int64_t x = 0; x < t.nk * E; x++)
+    dvo[x] = dv[x];
+}
+
 gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a) {
   gcc_attn_geo g;
   geo_of(a, ATTN_GRAD_IN_Q, ATTN_GRAD_IN_MASK, &g);
@@ -459,7 +508,21 @@ gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a) {
   float *ws = a->workspace;
   const int64_t kv_items = g.b * g.h * ((g.tk + BK - 1) / BK);
   const int64_t q_items = g.b * g.h * ((g.tq + BQ - 1) / BQ);
-  int nt = (int)n_threads_for(a, kv_items);
+  int nt;
+  if (g.tk <= BK) { /* one key block: one pass per head */
+    nt = (int)n_threads_for(a, g.b * g.h);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t it = 0; it < g.b * g.h; it++) {
+#ifdef _OPENMP
+      float *mine = ws + (size_t)omp_get_thread_num() * per;
+#else
+      float *mine = ws;
+#endif
+      bwd_head_item(&g, &p, it, mine);
+    }
+    return GCC_OK;
+  }
+  nt = (int)n_threads_for(a, kv_items);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t it = 0; it < kv_items; it++) {
 #ifdef _OPENMP

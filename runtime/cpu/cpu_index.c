@@ -118,6 +118,20 @@ gcc_status gcc_cpu_slice(const gcc_kernel_args *a) {
     ix += start[k] * xst[k];
   const uint8_t *src = x->data;
   uint8_t *dst = yt->data;
+  if (r > 0 && step[r - 1] == 1) { /* contiguous rows (a GPT's q, k, v split): one memcpy each */
+    const int64_t row = y.dims[r - 1], rows = row > 0 ? yt->numel / row : 0;
+    for (int64_t o = 0; o < rows; o++) {
+      memcpy(dst + (size_t)(o * row) * es, src + (size_t)ix * es, (size_t)row * es);
+      for (int k = r - 2; k >= 0; k--) {
+        ix += step[k] * xst[k];
+        if (++idx[k] < y.dims[k])
+          break;
+        ix -= step[k] * xst[k] * idx[k];
+        idx[k] = 0;
+      }
+    }
+    return GCC_OK;
+  }
   for (int64_t o = 0; o < yt->numel; o++) {
     memcpy(dst + (size_t)o * es, src + (size_t)ix * es, es);
     for (int k = r - 1; k >= 0; k--) {
@@ -146,6 +160,20 @@ gcc_status gcc_cpu_slice_grad(const gcc_kernel_args *a) {
   const float *s = dy->data;
   float *t = dx->data;
   memset(t, 0, (size_t)dx->numel * sizeof *t);
+  if (r > 0 && step[r - 1] == 1) { /* contiguous rows: one memcpy each */
+    const int64_t row = y.dims[r - 1], rows = row > 0 ? dy->numel / row : 0;
+    for (int64_t o = 0; o < rows; o++) {
+      memcpy(t + ix, s + o * row, (size_t)row * sizeof *t);
+      for (int k = r - 2; k >= 0; k--) {
+        ix += step[k] * xst[k];
+        if (++idx[k] < y.dims[k])
+          break;
+        ix -= step[k] * xst[k] * idx[k];
+        idx[k] = 0;
+      }
+    }
+    return GCC_OK;
+  }
   for (int64_t o = 0; o < dy->numel; o++) {
     t[ix] = s[o];
     for (int k = r - 1; k >= 0; k--) {

@@ -923,93 +923,7 @@ gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
-/* Channels and elements per channel of X [N, C, D1, ...]. */
-static void bn_dims(const gcc_shape *s, int64_t *n, int64_t *c, int64_t *inner) {
-  *n = s->dims[0];
-  *c = s->dims[1];
-  *inner = 1;
-  for (int i = 2; i < s->ndim; i++)
-    *inner *= s->dims[i];
-}
-
-/* The batch mean and biased variance of channel ci, in float64. */
-static void bn_stats(const float *x, int64_t n, int64_t c, int64_t inner, int64_t ci, double *mean,
-                     double *var) {
-  double s = 0, m = (double)(n * inner);
-  for (int64_t b = 0; b < n; b++)
-    for (int64_t q = 0; q < inner; q++)
-      s += x[(b * c + ci) * inner + q];
-  double mu = s / m, v = 0;
-  for (int64_t b = 0; b < n; b++)
-    for (int64_t q = 0; q < inner; q++) {
-      double t = x[(b * c + ci) * inner + q] - mu;
-      v += t * t;
-    }
-  *mean = mu;
-  *var = v / m;
-}
-
-gcc_status gcc_cpu_batch_norm(const gcc_kernel_args *a) {
-  const gcc_node *nd = a->node;
-  const float *x = F32(a->in[0]), *scale = F32(a->in[1]), *bias = F32(a->in[2]);
-  float *rmean = F32(a->in[3]), *rvar = F32(a->in[4]), *y = F32(a->out[0]);
-  int64_t n, c, inner;
-  bn_dims(&a->in[0]->shape, &n, &c, &inner);
-  double eps = nd->av[BN_EPSILON].f, mom = nd->av[BN_MOMENTUM].f, m = (double)(n * inner);
-  int training = (int)nd->av[BN_TRAINING].i;
-  for (int64_t ci = 0; ci < c; ci++) {
-    double mean = rmean[ci], var = rvar[ci];
-    if (training) {
-      bn_stats(x, n, c, inner, ci, &mean, &var);
-      /* PyTorch: the running variance takes the unbiased estimate */
-      double unbiased = m > 1 ? var * m / (m - 1) : var;
-      rmean[ci] = (float)(mom * rmean[ci] + (1.0 - mom) * mean);
-      rvar[ci] = (float)(mom * rvar[ci] + (1.0 - mom) * unbiased);
-    }
-    double k = (double)scale[ci] / sqrt(var + eps), b0 = (double)bias[ci] - mean * k;
-    for (int64_t b = 0; b < n; b++)
-      for (int64_t q = 0; q < inner; q++) {
-        int64_t at = (b * c + ci) * inner + q;
-        y[at] = (float)((double)x[at] * k + b0);
-      }
-  }
-  return GCC_OK;
-}
-
-gcc_status gcc_cpu_batch_norm_grad(const gcc_kernel_args *a) {
-  const gcc_node *nd = a->node;
-  const float *dy = F32(a->in[0]), *x = F32(a->in[1]), *scale = F32(a->in[2]);
-  float *out = F32(a->out[0]);
-  int64_t n, c, inner;
-  bn_dims(&a->in[1]->shape, &n, &c, &inner);
-  double eps = nd->av[BN_GRAD_EPSILON].f, m = (double)(n * inner);
-  int64_t which = nd->av[BN_GRAD_OUTPUT].i;
-  for (int64_t ci = 0; ci < c; ci++) {
-    double mean, var;
-    bn_stats(x, n, c, inner, ci, &mean, &var);
-    double invstd = 1.0 / sqrt(var + eps), db = 0, ds = 0;
-    for (int64_t b = 0; b < n; b++)
-      for (int64_t q = 0; q < inner; q++) {
-        int64_t at = (b * c + ci) * inner + q;
-        db += dy[at];
-        ds += (double)dy[at] * ((double)x[at] - mean) * invstd;
-      }
-    if (which == 1) {
-      out[ci] = (float)ds;
-    } else if (which == 2) {
-      out[ci] = (float)db;
-    } else {
-      double k = (double)scale[ci] * invstd / m;
-      for (int64_t b = 0; b < n; b++)
-        for (int64_t q = 0; q < inner; q++) {
-          int64_t at = (b * c + ci) * inner + q;
-          double xhat = ((double)x[at] - mean) * invstd;
-          out[at] = (float)(k * (m * (double)dy[at] - db - xhat * ds));
-        }
-    }
-  }
-  return GCC_OK;
-}
+/* BatchNormalization and BatchNormGrad: runtime/cpu/cpu_bnorm.c. */
 
 /* Y = X * (kept ? 1 / (1 - ratio) : 0) with the Philox mask of (key, step):
  * graph/philox.h, the code the generated CUDA kernel runs. */
@@ -1035,7 +949,7 @@ gcc_status gcc_cpu_dropout(const gcc_kernel_args *a) {
       memmove(y, x, (size_t)n * sizeof(float));
     return GCC_OK;
   }
-  dropout_apply(x, y, n, (uint64_t)nd->av[DROPOUT_KEY].i, a->ctx ? a->ctx->optimizer_step : 0,
+  dropout_apply(x, y, n, (uint64_t)nd->av[DROPOUT_KEY].i, a->ctx ? a->ctx->rng_step : 0,
                 nd->av[DROPOUT_RATIO].f);
   return GCC_OK;
 }
@@ -1043,7 +957,7 @@ gcc_status gcc_cpu_dropout(const gcc_kernel_args *a) {
 gcc_status gcc_cpu_dropout_grad(const gcc_kernel_args *a) {
   const gcc_node *nd = a->node;
   dropout_apply(F32(a->in[0]), F32(a->out[0]), a->out[0]->numel,
-                (uint64_t)nd->av[DROPOUT_GRAD_KEY].i, a->ctx ? a->ctx->optimizer_step : 0,
+                (uint64_t)nd->av[DROPOUT_GRAD_KEY].i, a->ctx ? a->ctx->rng_step : 0,
                 nd->av[DROPOUT_GRAD_RATIO].f);
   return GCC_OK;
 }
@@ -1086,6 +1000,21 @@ gcc_status gcc_cpu_transpose(const gcc_kernel_args *a) {
   uint8_t *y = a->out[0]->data;
   size_t es = gcc_dtype_size(a->out[0]->dtype);
   int64_t n = a->out[0]->numel, ix = 0;
+  if (nd > 1 && perm[nd - 1] == nd - 1) { /* the last dim stays: rows of it, one memcpy each */
+    const int64_t row = ys->dims[nd - 1], rows = row > 0 ? n / row : 0;
+    for (int64_t o = 0; o < rows; o++) {
+      memcpy(y + (size_t)(o * row) * es, x + (size_t)ix * es, (size_t)row * es);
+      for (int k = nd - 2; k >= 0; k--) {
+        idx[k]++;
+        ix += st[k];
+        if (idx[k] < ys->dims[k])
+          break;
+        ix -= st[k] * idx[k];
+        idx[k] = 0;
+      }
+    }
+    return GCC_OK;
+  }
   for (int64_t o = 0; o < n; o++) {
     if (es == 4)
       memcpy(y + (size_t)o * 4, x + (size_t)ix * 4, 4);
@@ -1678,6 +1607,9 @@ static float load_float(const gcc_tensor *t, int64_t i) {
   switch (t->dtype) {
   case GCC_DT_BFLOAT16: return gcc_bf16_to_f32(((const uint16_t *)t->data)[i]);
   case GCC_DT_FLOAT16: return gcc_f16_to_f32(((const uint16_t *)t->data)[i]);
+  case GCC_DT_INT64:
+  case GCC_DT_INT32:
+  case GCC_DT_BOOL: return gcc_cpu_load_int_as_float(t, i);
   default: return ((const float *)t->data)[i];
   }
 }
@@ -1690,6 +1622,8 @@ gcc_status gcc_cpu_cast(const gcc_kernel_args *a) {
     memcpy(y->data, x->data, (size_t)n * gcc_dtype_size(y->dtype));
     return GCC_OK;
   }
+  if (gcc_cpu_dtype_is_int(y->dtype)) /* to int64, int32, bool: runtime/cpu/cpu_logic.c */
+    return gcc_cpu_cast_to_int(a);
   if (y->dtype == GCC_DT_BFLOAT16) {
     uint16_t *o = y->data;
     for (int64_t i = 0; i < n; i++)

@@ -130,13 +130,9 @@ gcc_status gcc_cpu_leaky_relu_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_clip_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_log_softmax_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a);
-/* BatchNormalization over X [N, C, D1, ...] per channel, sums in float64;
- * in training it writes the running mean and var (inputs 3 and 4) in place.
- * BatchNormGrad recomputes the batch statistics from X. */
-gcc_status gcc_cpu_batch_norm(const gcc_kernel_args *a);
-gcc_status gcc_cpu_batch_norm_grad(const gcc_kernel_args *a);
+/* BatchNormalization and BatchNormGrad: runtime/cpu/cpu_bnorm.h. */
 /* Dropout: the identity in evaluation form; in training Y = X * mask / (1 -
- * ratio) with the Philox mask of the node's key at ctx->optimizer_step
+ * ratio) with the Philox mask of the node's key at ctx->rng_step
  * (graph/philox.h). DropoutGrad: dX = dY * the same mask / (1 - ratio). */
 gcc_status gcc_cpu_dropout(const gcc_kernel_args *a);
 gcc_status gcc_cpu_dropout_grad(const gcc_kernel_args *a);
@@ -251,6 +247,44 @@ gcc_status gcc_cpu_cos(const gcc_kernel_args *a);
 gcc_status gcc_cpu_prelu(const gcc_kernel_args *a);
 gcc_status gcc_cpu_prelu_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_prelu_grad_slope(const gcc_kernel_args *a);
+/* Trilu (X) -> Y (any element type) and ArgMax / ArgMin (X) -> int64 Y
+ * (float32, int64, int32 X), graph/ops.h (runtime/cpu/cpu_select.c). */
+gcc_status gcc_cpu_trilu(const gcc_kernel_args *a);
+gcc_status gcc_cpu_arg_max(const gcc_kernel_args *a);
+gcc_status gcc_cpu_arg_min(const gcc_kernel_args *a);
+/* NegativeLogLikelihoodLoss (input, target[, weight]) -> loss and its
+ * gradient (dY, target[, weight]) -> dInput (runtime/cpu/cpu_loss.c;
+ * semantics in graph/ops.h): a target outside [0, C) that is not
+ * ignore_index is GCC_ERR_INVALID_ARGUMENT naming the node and the target's
+ * position; sums in float64 in target order (deterministic). */
+gcc_status gcc_cpu_nll_loss(const gcc_kernel_args *a);
+gcc_status gcc_cpu_nll_loss_grad(const gcc_kernel_args *a);
+
+/* runtime/cpu/cpu_logic.c (semantics: graph/ops.h). Equal, Less, Greater,
+ * LessOrEqual, GreaterOrEqual (A, B) -> C bool: A, B float32 (16-bit
+ * operands widened by the runner), int64, int32 or (Equal) bool; broadcast.
+ * Not (X) -> Y, And / Or / Xor (A, B) -> C: bool. Where (cond, X, Y) -> Z of
+ * X's dtype (any of 1, 4 or 8 bytes). WhereGradX / WhereGradY (cond, dZ) ->
+ * float32 of dZ's shape. */
+gcc_status gcc_cpu_equal(const gcc_kernel_args *a);
+gcc_status gcc_cpu_less(const gcc_kernel_args *a);
+gcc_status gcc_cpu_greater(const gcc_kernel_args *a);
+gcc_status gcc_cpu_less_or_equal(const gcc_kernel_args *a);
+gcc_status gcc_cpu_greater_or_equal(const gcc_kernel_args *a);
+gcc_status gcc_cpu_not(const gcc_kernel_args *a);
+gcc_status gcc_cpu_and(const gcc_kernel_args *a);
+gcc_status gcc_cpu_or(const gcc_kernel_args *a);
+gcc_status gcc_cpu_xor(const gcc_kernel_args *a);
+gcc_status gcc_cpu_where(const gcc_kernel_args *a);
+gcc_status gcc_cpu_where_grad_x(const gcc_kernel_args *a);
+gcc_status gcc_cpu_where_grad_y(const gcc_kernel_args *a);
+/* Cast's integer side (gcc_cpu_cast calls it): X of any castable dtype ->
+ * Y int64, int32 or bool (nonzero, NaN included, is true; a float truncates
+ * toward zero, saturating out of range). */
+gcc_status gcc_cpu_cast_to_int(const gcc_kernel_args *a);
+/* 1 for int64, int32 and bool; element i of such a tensor as a float. */
+int gcc_cpu_dtype_is_int(gcc_dtype t);
+float gcc_cpu_load_int_as_float(const gcc_tensor *t, int64_t i);
 
 #ifdef __cplusplus
 }

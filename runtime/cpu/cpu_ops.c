@@ -9,11 +9,12 @@
 
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_attention.h"
+#include "runtime/cpu/cpu_bnorm.h"
 #include "runtime/cpu/cpu_dnnl.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 99, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 116, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -131,6 +132,24 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_PRELU] = {.kernel = gcc_cpu_prelu},
     [GCC_OP_PRELU_GRAD] = {.kernel = gcc_cpu_prelu_grad},
     [GCC_OP_PRELU_GRAD_SLOPE] = {.kernel = gcc_cpu_prelu_grad_slope},
+    [GCC_OP_TRILU] = {.kernel = gcc_cpu_trilu},
+    [GCC_OP_ARG_MAX] = {.kernel = gcc_cpu_arg_max},
+    [GCC_OP_ARG_MIN] = {.kernel = gcc_cpu_arg_min},
+    [GCC_OP_NLL_LOSS] = {.kernel = gcc_cpu_nll_loss},
+    [GCC_OP_NLL_LOSS_GRAD] = {.kernel = gcc_cpu_nll_loss_grad},
+    /* runtime/cpu/cpu_logic.c */
+    [GCC_OP_EQUAL] = {.kernel = gcc_cpu_equal},
+    [GCC_OP_LESS] = {.kernel = gcc_cpu_less},
+    [GCC_OP_GREATER] = {.kernel = gcc_cpu_greater},
+    [GCC_OP_LESS_OR_EQUAL] = {.kernel = gcc_cpu_less_or_equal},
+    [GCC_OP_GREATER_OR_EQUAL] = {.kernel = gcc_cpu_greater_or_equal},
+    [GCC_OP_NOT] = {.kernel = gcc_cpu_not},
+    [GCC_OP_AND] = {.kernel = gcc_cpu_and},
+    [GCC_OP_OR] = {.kernel = gcc_cpu_or},
+    [GCC_OP_XOR] = {.kernel = gcc_cpu_xor},
+    [GCC_OP_WHERE] = {.kernel = gcc_cpu_where},
+    [GCC_OP_WHERE_GRAD_X] = {.kernel = gcc_cpu_where_grad_x},
+    [GCC_OP_WHERE_GRAD_Y] = {.kernel = gcc_cpu_where_grad_y},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {

@@ -12,7 +12,7 @@
 #define IN          GCC_CUDA_IN
 #define OUT         GCC_CUDA_OUT
 
-_Static_assert(GCC_OP_COUNT == 99, "a new op: add its entry to kCudaOps");
+_Static_assert(GCC_OP_COUNT == 116, "a new op: add its entry to kCudaOps");
 
 static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.call = GCC_CUDA_CALL_NONE, .none = "a cuBLASLt GEMM (gemm_map.h)"},
@@ -167,6 +167,23 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_PRELU] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_PRELU_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_PRELU_GRAD_SLOPE] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_TRILU] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_ARG_MAX] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_ARG_MIN] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_NLL_LOSS] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_NLL_LOSS_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_EQUAL] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_LESS] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_GREATER] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_LESS_OR_EQUAL] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_GREATER_OR_EQUAL] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_NOT] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_AND] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_OR] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_XOR] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_WHERE] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_WHERE_GRAD_X] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
+    [GCC_OP_WHERE_GRAD_Y] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
 };
 
 const gcc_cuda_op *gcc_cuda_op_of(int op) {

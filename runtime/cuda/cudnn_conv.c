@@ -121,6 +121,8 @@ gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *o
   out->tf32 = g->precision == GCC_PRECISION_TF32;
   out->dtype = g->values[co->xs > 0 ? n->inputs[co->xs - 1] : n->outputs[-co->xs - 1]].dtype;
   out->nondeterministic = g->nondeterministic;
+  out->nhwc = g->values[co->xs > 0 ? n->inputs[co->xs - 1] : n->outputs[-co->xs - 1]].layout ==
+              GCC_LAYOUT_NHWC;
   return GCC_OK;
 }
 
@@ -166,11 +168,16 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc), d);
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc_bd), d);
   GCC_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv_desc_bf), d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, dt, (int)s->n, (int)s->c,
-                                           (int)s->h, (int)s->w),
-                d);
-  GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, dt, CUDNN_TENSOR_NCHW, (int)s->m,
-                                           (int)(s->c / group), (int)w->kh, (int)w->kw),
+  /* NHWC (the layout pass): every tensor channels-last and the filter in
+   * KRSC (cudnnSetFilter4dDescriptor's CUDNN_TENSOR_NHWC), the pairing
+   * cuDNN's tensor-core kernels take without transposing; dims are given
+   * in N, C, H, W order either way */
+  const cudnnTensorFormat_t fmt = s->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  GCC_CUDNN_TRY(
+      cudnnSetTensor4dDescriptor(c->x_desc, fmt, dt, (int)s->n, (int)s->c, (int)s->h, (int)s->w),
+      d);
+  GCC_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w_desc, dt, fmt, (int)s->m, (int)(s->c / group),
+                                           (int)w->kh, (int)w->kw),
                 d);
   cudnnConvolutionDescriptor_t cds[3] = {c->conv_desc, c->conv_desc_bd, c->conv_desc_bf};
   for (int i = 0; i < 3; i++) {
@@ -197,12 +204,10 @@ static gcc_status conv_descriptors(gcc_cudnn_conv *c, gcc_diag *d) {
   c->y[2] = gcc_window_out_dim(s->h, w->kh, w->sh, w->pt, w->pb, w->dh);
   c->y[3] = gcc_window_out_dim(s->w, w->kw, w->sw, w->pl, w->pr, w->dw);
   GCC_TRY(check_out("Conv", c->y, y, d));
-  GCC_CUDNN_TRY(
-      cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, dt, y[0], y[1], y[2], y[3]), d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b_desc, CUDNN_TENSOR_NCHW, dt, 1, (int)s->m, 1, 1),
-                d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->xb_desc, CUDNN_TENSOR_NCHW, dt, 1, (int)s->c, 1, 1),
-                d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->y_desc, fmt, dt, y[0], y[1], y[2], y[3]), d);
+  /* biases [1, m, 1, 1]: the same m contiguous elements in either format */
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->b_desc, fmt, dt, 1, (int)s->m, 1, 1), d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->xb_desc, fmt, dt, 1, (int)s->c, 1, 1), d);
   /* ReLU with NaN propagated (PyTorch's relu keeps NaN) */
   GCC_CUDNN_TRY(cudnnCreateActivationDescriptor(&c->relu_desc), d);
   GCC_CUDNN_TRY(
@@ -577,12 +582,12 @@ gcc_status gcc_cudnn_choice_key(const gcc_cudnn_conv *c, const gcc_cudnn_gpu_id 
   int n =
       snprintf(buf, size,
                "gpu=\"%s\" sm=%d cudnn=%zu x=%" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64
-               " w=%" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " dtype=%s layout=NCHW"
+               " w=%" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " dtype=%s layout=%s"
                " pads=%" PRId64 ",%" PRId64 " strides=%" PRId64 ",%" PRId64 " dilations=%" PRId64
                ",%" PRId64 " groups=%" PRId64 " math=%s deterministic=%d workspace_cap=%zu",
                name, gpu->sm, gpu->cudnn_version, s->n, s->c, s->h, s->w, s->m, s->c / group, w->kh,
-               w->kw, gcc_dtype_name(dt), w->pt, w->pl, w->sh, w->sw, w->dh, w->dw, group, math,
-               !s->nondeterministic, cap);
+               w->kw, gcc_dtype_name(dt), s->nhwc ? "NHWC" : "NCHW", w->pt, w->pl, w->sh, w->sw,
+               w->dh, w->dw, group, math, !s->nondeterministic, cap);
   if (n < 0 || (size_t)n >= size)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "cuDNN choice cache: the key does not fit %zu bytes", size);
@@ -979,6 +984,8 @@ gcc_status gcc_pool2d_shape_of(const gcc_graph *g, int node, gcc_pool2d_shape *o
   out->w = x->dims[3];
   gcc_window2d_of(n, NULL, &out->win);
   out->dtype = g->values[co->xs > 0 ? n->inputs[co->xs - 1] : n->outputs[-co->xs - 1]].dtype;
+  out->nhwc = g->values[co->xs > 0 ? n->inputs[co->xs - 1] : n->outputs[-co->xs - 1]].layout ==
+              GCC_LAYOUT_NHWC;
   if (co->max_pool)
     out->mode = GCC_POOL_MAX;
   else
@@ -1013,9 +1020,10 @@ static gcc_status pool_descriptors(gcc_cudnn_pool *p, gcc_diag *d) {
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&p->x_desc), d);
   GCC_CUDNN_TRY(cudnnCreateTensorDescriptor(&p->y_desc), d);
   GCC_CUDNN_TRY(cudnnCreatePoolingDescriptor(&p->pool_desc), d);
-  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NCHW, dt, (int)s->n, (int)s->c,
-                                           (int)s->h, (int)s->w),
-                d);
+  const cudnnTensorFormat_t fmt = s->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  GCC_CUDNN_TRY(
+      cudnnSetTensor4dDescriptor(p->x_desc, fmt, dt, (int)s->n, (int)s->c, (int)s->h, (int)s->w),
+      d);
   /* NaN propagates through max pooling, as in PyTorch */
   GCC_CUDNN_TRY(cudnnSetPooling2dDescriptor(p->pool_desc, modes[s->mode], CUDNN_PROPAGATE_NAN,
                                             (int)w->kh, (int)w->kw, (int)w->pt, (int)w->pl,
@@ -1029,8 +1037,7 @@ static gcc_status pool_descriptors(gcc_cudnn_pool *p, gcc_diag *d) {
   p->y[2] = gcc_window_out_dim(s->h, w->kh, w->sh, w->pt, w->pb, 1);
   p->y[3] = gcc_window_out_dim(s->w, w->kw, w->sw, w->pl, w->pr, 1);
   GCC_TRY(check_out(s->mode == GCC_POOL_MAX ? "MaxPool" : "AveragePool", p->y, y, d));
-  GCC_CUDNN_TRY(
-      cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NCHW, dt, y[0], y[1], y[2], y[3]), d);
+  GCC_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->y_desc, fmt, dt, y[0], y[1], y[2], y[3]), d);
   return GCC_OK;
 }
 
@@ -1145,7 +1152,7 @@ gcc_status gcc_cudnn_cache_conv(gcc_cudnn_cache *c, const gcc_conv2d_shape *shap
         s->m == shape->m && same_window(&s->win, &shape->win) &&
         (s->group > 0 ? s->group : 1) == (shape->group > 0 ? shape->group : 1) &&
         s->tf32 == shape->tf32 && s->dtype == shape->dtype &&
-        s->nondeterministic == shape->nondeterministic) {
+        s->nondeterministic == shape->nondeterministic && s->nhwc == shape->nhwc) {
       *out = c->convs[i];
       return GCC_OK;
     }
@@ -1165,7 +1172,8 @@ gcc_status gcc_cudnn_cache_pool(gcc_cudnn_cache *c, const gcc_pool2d_shape *shap
     const gcc_pool2d_shape *s = &c->pools[i]->shape;
     if (s->n == shape->n && s->c == shape->c && s->h == shape->h && s->w == shape->w &&
         s->mode == shape->mode && same_window(&s->win, &shape->win) &&
-        (s->dtype ? s->dtype : GCC_DT_FLOAT32) == (shape->dtype ? shape->dtype : GCC_DT_FLOAT32)) {
+        (s->dtype ? s->dtype : GCC_DT_FLOAT32) == (shape->dtype ? shape->dtype : GCC_DT_FLOAT32) &&
+        s->nhwc == shape->nhwc) {
       *out = c->pools[i];
       return GCC_OK;
     }

@@ -3,7 +3,7 @@
  * (the LIBRARY lowering of codegen/lowering.h, calls by runtime/cuda/cuda_ops.h).
  *
  * Semantics: ONNX Conv (grouped: cudnnSetConvolutionGroupCount), ConvTranspose /
- * MaxPool / AveragePool in 2-D, NCHW, float32, as graph/ops.h defines them (cross-correlation, as PyTorch's
+ * MaxPool / AveragePool in 2-D, NCHW or NHWC (the `nhwc` of a shape), float32, as graph/ops.h defines them (cross-correlation, as PyTorch's
  * Conv2d and cuDNN's CUDNN_CROSS_CORRELATION). The calls are cuDNN's legacy
  * ("v7") API, still in cuDNN 9 (cudnn_cnn.h, cudnn_ops.h; NVIDIA, "cuDNN API
  * Reference", version 9): cudnnConvolutionForward, ...BackwardData,
@@ -99,12 +99,17 @@ typedef struct gcc_conv2d_shape {
    * results vary run to run); 0, the default (--deterministic), keeps only
    * CUDNN_DETERMINISTIC ones (PyTorch's torch.backends.cudnn.deterministic) */
   int nondeterministic;
+  /* 1: X, Y, dX, dY are NHWC (channels-last, CUDNN_TENSOR_NHWC) and W, dW
+   * are KRSC ([m, kh, kw, c / group] in memory: the filter descriptor's
+   * CUDNN_TENSOR_NHWC), as the layout pass (passes/layout.c) lays them
+   * out; shapes above stay in N, C, H, W order. 0: NCHW and KCRS */
+  int nhwc;
 } gcc_conv2d_shape;
 
 /* The shape of a Conv, ConvGradData, ConvGradFilter or ConvTranspose node
  * of a graph with inferred shapes (X, W, the window and the group from its
  * inputs, outputs and attributes, tf32 and nondeterministic from the
- * graph's precision and nondeterministic; a ConvTranspose is the data gradient of
+ * graph's precision and nondeterministic, nhwc from X's layout; a ConvTranspose is the data gradient of
  * the convolution whose input X is its output). GCC_ERR_INVALID_ARGUMENT
  * for another op. */
 gcc_status gcc_conv2d_shape_of(const gcc_graph *g, int node, gcc_conv2d_shape *out, gcc_diag *d);
@@ -225,7 +230,8 @@ typedef struct gcc_cudnn_choice_cache {
 
 /* The disk cache's key of convolution `c` on `gpu` with a workspace cap of
  * `cap` bytes, as one line of text into buf: the GPU's name and SM, cuDNN's
- * version, and the full descriptor: X's and W's dims, dtype, layout (NCHW),
+ * version, and the full descriptor: X's and W's dims, dtype, layout (NCHW,
+ * or NHWC with KRSC filters),
  * pads, strides, dilations, groups, math (fma, tf32, tensor-op for 16-bit
  * data), determinism and the cap. Errors: GCC_ERR_INVALID_ARGUMENT when it
  * does not fit `size`. */
@@ -366,6 +372,8 @@ typedef struct gcc_pool2d_shape {
    * tensors here: codegen/lowering.c gives them generated kernels, as the
    * legacy pooling API does not promise CUDNN_DATA_BFLOAT16 */
   gcc_dtype dtype;
+  /* 1: X, Y, dX, dY NHWC (CUDNN_TENSOR_NHWC descriptors); 0: NCHW */
+  int nhwc;
 } gcc_pool2d_shape;
 
 /* The shape of a MaxPool, MaxPoolGrad, AveragePool or AveragePoolGrad node

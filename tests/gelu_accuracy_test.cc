@@ -1,0 +1,152 @@
+// gelu_accuracy_test: the CPU kernels of the exact GELU and its gradient
+// (runtime/cpu/cpu_math.c: a vectorised erfc fit and exp instead of libm's
+// scalar erff / expf) against float64 math, over a sweep of float inputs.
+//
+// Reference: y = x Phi(x), dx = dy (Phi(x) + x phi(x)), Phi(x) = erfc(-x /
+// sqrt 2) / 2, phi(x) = e^(-x^2 / 2) / sqrt(2 pi), in double (std::erfc,
+// std::exp) at the float input itself.
+//
+// Tolerance, in u = 2^-24 (float32's unit roundoff), derived from the kernel:
+//   - the erfc fit (Numerical Recipes' erfcc): fractional error < 1.2e-7 = 2 u;
+//   - e^a: ~1 ulp = 2 u (Cephes' polynomial after Cody-Waite reduction);
+//   - the argument a = -z^2 - 1.26551223 + t P(t): z = |x| * fl(1/sqrt 2)
+//     is within 1.5 u of |x| / sqrt 2 (the constant 0.5 u, the product 1 u),
+//     z^2 within 4 u z^2 (twice that, plus its own rounding), the final sum
+//     adds u |a| ~ u z^2: |error of a| <= 5 u z^2 = 2.5 u x^2, which e^a turns
+//     into a relative error of 2.5 u x^2 (the conditioning of e^(-x^2/2) in
+//     float; no float kernel avoids it without splitting x^2 exactly);
+//   - t = 1 / (1 + z/2), the 9-term polynomial in t (Horner: t <= 1, terms
+//     alternate, |t P(t)| stays O(1)) and the final products: <= 8 u;
+// so Phi is within (12 + 2.5 x^2) u relatively; we allow (16 + 2.5 x^2) u.
+// y = x Phi adds 1 u. dx = dy (Phi + x phi): each term carries the bound
+// above (phi through the same exp of -z^2: (4 + 2.5 x^2) u), the sum and
+// product 2 u more, so |dx error| <= (18 + 2.5 x^2) u (|Phi| + |x phi|) |dy|
+// (the bound of a sum is relative to the sum of magnitudes: near x = -0.75,
+// where Phi + x phi crosses 0, a relative bound would be meaningless).
+// Where e^a or e^(-z^2) would fall under e^-87 (|x| > ~13) the kernel gives
+// 0 (or -0): the references there are under |x| e^-87 |dy| < 1e-35, the
+// absolute floor.
+// The measured maxima are printed (in u); they are far under the bound.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "graph/ir.h"
+#include "runtime/cpu/cpu_kernels.h"
+}
+
+namespace {
+
+const double kU = std::ldexp(1.0, -24);
+
+double Phi(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+double SmallPhi(double x) {
+  return std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+
+// Runs the Gelu (grad == false) or GeluGrad kernel on xs (dy = dys).
+std::vector<float> RunGelu(bool grad, const std::vector<float> &xs, const std::vector<float> &dys) {
+  gcc_node node;
+  std::memset(&node, 0, sizeof node); // no 'approximate' attribute: the exact GELU
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> out(xs.size());
+  gcc_tensor x{}, dy{}, y{};
+  x.dtype = dy.dtype = y.dtype = GCC_DT_FLOAT32;
+  x.numel = dy.numel = y.numel = n;
+  x.data = const_cast<float *>(xs.data());
+  dy.data = const_cast<float *>(dys.data());
+  y.data = out.data();
+  gcc_tensor *in_grad[2] = {&dy, &x}, *in_fwd[1] = {&x}, *outs[1] = {&y};
+  gcc_kernel_args a{};
+  a.node = &node;
+  a.in = grad ? in_grad : in_fwd;
+  a.n_in = grad ? 2 : 1;
+  a.out = outs;
+  a.n_out = 1;
+  EXPECT_EQ(grad ? gcc_cpu_gelu_grad(&a) : gcc_cpu_gelu(&a), GCC_OK);
+  return out;
+}
+
+// Every float in [-16, 16] with a step of 2^-9 (16,385 values, the chunk
+// boundaries of the kernel crossed many times), the tiny magnitudes 2^-k,
+// and values straddling the clamps (|x| / sqrt 2 = 10, e^a = e^-87).
+std::vector<float> Sweep() {
+  std::vector<float> xs;
+  for (int i = -16 * 512; i <= 16 * 512; ++i)
+    xs.push_back(static_cast<float>(i) / 512.0f);
+  for (int k = 1; k <= 126; ++k) {
+    xs.push_back(std::ldexp(1.0f, -k));
+    xs.push_back(-std::ldexp(1.0f, -k));
+  }
+  for (float v : {13.0f, 13.1f, 13.2f, 14.14f, 14.15f, 20.0f, 100.0f, 1e10f, 3e38f})
+    for (float s : {1.0f, -1.0f})
+      xs.push_back(s * v);
+  return xs;
+}
+
+TEST(GeluAccuracy, ForwardAgainstFloat64) {
+  std::vector<float> xs = Sweep(), dys(xs.size(), 1.0f);
+  std::vector<float> y = RunGelu(false, xs, dys);
+  double worst_u = 0, worst_x = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], want = x * Phi(x);
+    const double err = std::fabs(y[i] - want);
+    const double bound = (17.0 + 2.5 * x * x) * kU * std::fabs(want) + 1e-35;
+    ASSERT_LE(err, bound) << "x " << xs[i] << ": got " << y[i] << " want " << want;
+    if (std::fabs(want) > 1e-30 && err / (kU * std::fabs(want)) > worst_u) {
+      worst_u = err / (kU * std::fabs(want));
+      worst_x = x;
+    }
+  }
+  printf("GELU: max relative error %.2f u (u = 2^-24) at x = %g\n", worst_u, worst_x);
+}
+
+TEST(GeluAccuracy, GradientAgainstFloat64) {
+  std::vector<float> xs = Sweep(), dys(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) // |dy| in [0.5, 2): both signs
+    dys[i] = (i % 2 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i % 97) / 64.0f);
+  std::vector<float> dx = RunGelu(true, xs, dys);
+  double worst_u = 0, worst_x = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], p = Phi(x), q = x * SmallPhi(x);
+    const double want = dys[i] * (p + q);
+    const double mag = std::fabs(dys[i]) * (std::fabs(p) + std::fabs(q));
+    const double err = std::fabs(dx[i] - want);
+    const double bound = (18.0 + 2.5 * x * x) * kU * mag + 1e-35;
+    ASSERT_LE(err, bound) << "x " << xs[i] << " dy " << dys[i] << ": got " << dx[i] << " want "
+                          << want;
+    if (mag > 1e-30 && err / (kU * mag) > worst_u) {
+      worst_u = err / (kU * mag);
+      worst_x = x;
+    }
+  }
+  printf("GELU gradient: max error %.2f u of |dy| (|Phi| + |x phi|) at x = %g\n", worst_u, worst_x);
+}
+
+// Inf and NaN as libm's erff gave them: GELU(+Inf) = +Inf, GELU(-Inf) = -Inf *
+// 0 = NaN (PyTorch's formula gives NaN too), NaN stays NaN; the gradient is
+// NaN at both infinities (dy (Phi + x phi) with x phi = Inf * 0, as PyTorch's
+// GeluBackward and the erff kernel before).
+TEST(GeluAccuracy, InfAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs = {inf, -inf, nan, -nan}, dys = {2.0f, 2.0f, 2.0f, 2.0f};
+  std::vector<float> y = RunGelu(false, xs, dys), dx = RunGelu(true, xs, dys);
+  EXPECT_EQ(y[0], inf);
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_TRUE(std::isnan(y[3]));
+  EXPECT_TRUE(std::isnan(dx[0]));
+  EXPECT_TRUE(std::isnan(dx[1]));
+  EXPECT_TRUE(std::isnan(dx[2]));
+  EXPECT_TRUE(std::isnan(dx[3]));
+}
+
+} // namespace
