@@ -63,6 +63,7 @@ extern "C" {
 #include "tests/kernel_emulation.h"
 #include "tests/test_graphs.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 using gcc_test::FinishInlineTraining; // tests/test_graphs.h
 using gcc_test::Opt;
@@ -71,7 +72,6 @@ using gcc_test::TinyRegressor;
 namespace {
 
 // NVRTC without the on-disk cache (the plans' kernel compiler)
-const gcc_kernel_cache_config kNoKernelCache = {nullptr, 0};
 
 using gcc_emu_test::EmulatedModule;
 using gcc_emu_test::LaunchFn;
@@ -144,7 +144,7 @@ gcc_session_options DeviceOptions(const gcc_graph *g, HostBackend *hb, bool grap
   so.plan.sm = 90;
   so.plan.sm_count = sm_count;
   so.plan.compile = gcc_kernel_cache_hook;
-  so.plan.compile_user = (void *)&kNoKernelCache;
+  so.plan.compile_user = gcc_test::TestKernelCache();
   so.plan.cuda_graph = graphs ? 1 : 0;
   so.max_pending = pending;
   return so;

@@ -20,12 +20,11 @@ extern "C" {
 #include "runtime/session.h"
 }
 #include "tests/host_backend.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
 using gcc_host_test::HostBackend;
-
-const gcc_kernel_cache_config kNoKernelCache = {nullptr, 0};
 
 gcc_graph *SmallMlp() {
   gcc_builder *b = gcc_builder_new("dp_small_mlp", 11);
@@ -74,7 +73,7 @@ TEST(DataParallel, HostEmulatedCudaPlanMatchesOneProcess) {
   dso.plan.sm = 90;
   dso.plan.sm_count = 4;
   dso.plan.compile = gcc_kernel_cache_hook;
-  dso.plan.compile_user = (void *)&kNoKernelCache;
+  dso.plan.compile_user = gcc_test::TestKernelCache();
   dso.plan.cuda_graph = 1; // refused for plans with an all-reduce (checked below)
   dso.max_pending = 1;
   dso.comm = comm;

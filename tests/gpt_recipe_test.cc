@@ -46,6 +46,7 @@ extern "C" {
 #include "tests/fixture.h"
 #include "tests/host_backend.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -251,7 +252,6 @@ constexpr gcc_loss_scale kGradScaler = {GCC_LOSS_SCALE_DYNAMIC, GCC_SCALER_INIT_
                                         GCC_SCALER_GROWTH_INTERVAL};
 
 gcc_session *Session(const gcc_graph *g, HostBackend *hb, gcc_diag *d, bool fp16 = false) {
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_session_options so{};
   so.threads = 1;
   so.opt = g->training.opt;
@@ -265,7 +265,7 @@ gcc_session *Session(const gcc_graph *g, HostBackend *hb, gcc_diag *d, bool fp16
     so.plan.sm = 90;
     so.plan.sm_count = 4;
     so.plan.compile = gcc_kernel_cache_hook;
-    so.plan.compile_user = (void *)&kNoCache;
+    so.plan.compile_user = gcc_test::TestKernelCache();
     so.max_pending = 1;
   }
   gcc_session *s = nullptr;

@@ -25,6 +25,7 @@
 #include "tests/run_plans.h"
 #include "tests/subprocess.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 using namespace gcc_test; // tests/testutil.h, tests/subprocess.h, tests/run_plans.h
 
@@ -40,7 +41,6 @@ double Gamma(double n) {
 
 gcc_session *Session(const gcc_graph *g, bool cuda, int accum, const gcc_optimizer &opt,
                      int precision = 0) {
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
   gcc_session_options so{};
   so.threads = 1;
   so.opt = opt;
@@ -53,7 +53,7 @@ gcc_session *Session(const gcc_graph *g, bool cuda, int accum, const gcc_optimiz
     so.plan.sm = 90;
     so.plan.sm_count = 4;
     so.plan.compile = gcc_kernel_cache_hook;
-    so.plan.compile_user = (void *)&kNoCache;
+    so.plan.compile_user = gcc_test::TestKernelCache();
     so.plan.cuda_graph = 1;
   }
   gcc_session *s = nullptr;

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <vector>
 #include "tests/testutil.h"
@@ -150,13 +152,45 @@ bool EmulatedModule::Compile(const std::string &source, const std::string &name,
   std::string cmd;
   for (const std::string &a : argv)
     cmd += (cmd.empty() ? "" : " ") + a;
-  std::string why;
-  int rc = Run(argv, logf, &why);
-  log_ = ReadText(logf);
-  if (rc != 0) {
-    *error = "host compilation failed (" + (rc < 0 ? why : "exit status " + std::to_string(rc)) +
-             "):\n  " + cmd + "\n" + log_;
-    return false;
+  // The same kernel set is often loaded many times by one process (a plan
+  // and its twin, each epilogue refused in turn, resume checks): the first
+  // load compiles it, later loads get a byte copy of that shared object
+  // under their own name. A copy, not the same file: glibc's dlopen returns
+  // the already loaded object for the same file, and each module needs its
+  // own emulator state (the shim's globals: last error, thread order).
+  static std::mutex compiled_mu;
+  static std::map<std::string, std::pair<std::string, std::string>>
+      compiled; // source -> .so, compiler output
+  const std::string key = cxx + '\n' + shim + '\n' + source;
+  std::string cached_so;
+  {
+    std::lock_guard<std::mutex> lock(compiled_mu);
+    auto it = compiled.find(key);
+    if (it != compiled.end()) {
+      cached_so = it->second.first;
+      log_ = it->second.second;
+    }
+  }
+  if (!cached_so.empty()) {
+    std::ifstream in(cached_so, std::ios::binary);
+    std::ofstream out(so, std::ios::binary);
+    out << in.rdbuf();
+    out.close();
+    if (!in || !out) {
+      *error = "cannot copy " + cached_so + " to " + so;
+      return false;
+    }
+  } else {
+    std::string why;
+    int rc = Run(argv, logf, &why);
+    log_ = ReadText(logf);
+    if (rc != 0) {
+      *error = "host compilation failed (" + (rc < 0 ? why : "exit status " + std::to_string(rc)) +
+               "):\n  " + cmd + "\n" + log_;
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(compiled_mu);
+    compiled.emplace(key, std::make_pair(so, log_));
   }
   handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) {

@@ -51,6 +51,7 @@ extern "C" {
 #include "tests/fixture.h"
 #include "tests/host_backend.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -218,7 +219,6 @@ void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r) {
   o.opt.kind = GCC_OPT_NONE;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_plan_config cfg{};
   cfg.threads = threads;
   cfg.readback_ring = 1;
@@ -230,7 +230,7 @@ void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r) {
     cfg.sm = 90;
     cfg.sm_count = 4;
     cfg.compile = gcc_kernel_cache_hook;
-    cfg.compile_user = (void *)&kNoCache;
+    cfg.compile_user = gcc_test::TestKernelCache();
   }
   gcc_plan *raw = nullptr;
   gcc_diag d{};
@@ -534,7 +534,6 @@ TEST(LayerNorm, BothPyTorchExportersImport) {
       o.batch_size = 2;
       FILE *quiet = std::fopen("/dev/null", "w");
       o.warn_file = quiet;
-      static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
       gcc_plan_config cfg{};
       cfg.threads = 1;
       cfg.readback_ring = 1;
@@ -546,7 +545,7 @@ TEST(LayerNorm, BothPyTorchExportersImport) {
         cfg.sm = 90;
         cfg.sm_count = 4;
         cfg.compile = gcc_kernel_cache_hook;
-        cfg.compile_user = (void *)&kNoCache;
+        cfg.compile_user = gcc_test::TestKernelCache();
       }
       gcc_host_test::ModelWeights weights(g.get(), cuda ? hb : nullptr);
       gcc_plan *praw = nullptr;

@@ -35,6 +35,7 @@ extern "C" {
 #include "tests/host_backend.h"
 #include "tests/kernel_emulation.h"
 #include "tests/test_graphs.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -42,7 +43,6 @@ using gcc_host_test::HostBackend;
 using gcc_test::FinishInlineTraining;
 using gcc_test::Opt;
 
-const gcc_kernel_cache_config kNoKernelCache = {nullptr, 0};
 constexpr int64_t kBatch = 4, kClasses = 5;
 
 int BatchNorm(gcc_builder *b, const char *name, int x, int64_t c) {
@@ -116,7 +116,7 @@ gcc_session_options Options(const gcc_graph *g, HostBackend *hb, int layout) {
     so.plan.sm = 90;
     so.plan.sm_count = 4;
     so.plan.compile = gcc_kernel_cache_hook;
-    so.plan.compile_user = (void *)&kNoKernelCache;
+    so.plan.compile_user = gcc_test::TestKernelCache();
     so.plan.cuda_graph = 1;
     so.max_pending = 1;
   }

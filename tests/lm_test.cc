@@ -30,6 +30,7 @@
 #include "tests/run_plans.h"
 #include "tests/subprocess.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 using namespace gcc_test; // tests/testutil.h, tests/subprocess.h
 
@@ -513,7 +514,6 @@ std::vector<float> TrainSteps(const gcc_graph *model, bool cuda, int steps) {
     idx[i] = (i + i / kT) % kV;
     tgt[i] = (idx[i] + 1) % kV;
   }
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
   gcc_session_options so{};
   so.threads = 1;
   so.opt = model->training.opt;
@@ -524,7 +524,7 @@ std::vector<float> TrainSteps(const gcc_graph *model, bool cuda, int steps) {
     so.plan.sm = 90;
     so.plan.sm_count = 4;
     so.plan.compile = gcc_kernel_cache_hook;
-    so.plan.compile_user = (void *)&kNoCache;
+    so.plan.compile_user = gcc_test::TestKernelCache();
   }
   gcc_session *s = nullptr;
   gcc_diag d{};
@@ -604,7 +604,6 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
   o.opt.kind = GCC_OPT_NONE;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_plan_config cfg{};
   cfg.threads = 1;
   cfg.readback_ring = 1;
@@ -616,7 +615,7 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
     cfg.sm = 90;
     cfg.sm_count = 4;
     cfg.compile = gcc_kernel_cache_hook;
-    cfg.compile_user = (void *)&kNoCache;
+    cfg.compile_user = gcc_test::TestKernelCache();
   }
   GradStore store(model, cuda ? SharedHostBackend() : nullptr);
   gcc_plan *p = nullptr;

@@ -57,6 +57,7 @@ extern "C" {
 #include "tests/kernel_emulation.h"
 #include "tests/test_graphs.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -102,7 +103,6 @@ gcc_loss_scale Dynamic(float init, int64_t interval) {
 // A session of `g` at --precision fp16 with loss scaling `ls`, on the CPU or
 // (hb != NULL) on the host-emulated cuda:0.
 gcc_session *Session(const gcc_graph *g, const gcc_loss_scale &ls, HostBackend *hb) {
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_session_options so{};
   so.threads = 1;
   so.opt = g->training.opt;
@@ -114,7 +114,7 @@ gcc_session *Session(const gcc_graph *g, const gcc_loss_scale &ls, HostBackend *
     so.plan.sm = 90;
     so.plan.sm_count = 4;
     so.plan.compile = gcc_kernel_cache_hook;
-    so.plan.compile_user = (void *)&kNoCache;
+    so.plan.compile_user = gcc_test::TestKernelCache();
     so.plan.cuda_graph = 1; // steps replayed from a captured graph: nothing baked in
     so.max_pending = 1;
   }

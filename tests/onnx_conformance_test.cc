@@ -49,6 +49,7 @@ extern "C" {
 }
 #include "tests/host_backend.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -396,7 +397,6 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
   o.warn_file = quiet;
   gcc_plan *p = nullptr;
   gcc_diag d{};
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
   gcc_plan_config cfg{};
   cfg.threads = 1;
   cfg.readback_ring = 1;
@@ -406,7 +406,7 @@ std::string RunDataSet(const gcc_graph *model, const std::vector<std::string> &n
     cfg.sm = 90;
     cfg.sm_count = 4;
     cfg.compile = gcc_kernel_cache_hook;
-    cfg.compile_user = (void *)&kNoCache;
+    cfg.compile_user = gcc_test::TestKernelCache();
   }
   gcc_status cs =
       gcc_plan_compile(model, &o, &cfg, gcc_host_test::ModelWeights::Bind, &weights, &p, &d);

@@ -39,6 +39,7 @@ extern "C" {
 #include "tests/host_backend.h"
 #include "tests/run_plans.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -171,7 +172,6 @@ void CheckModel(const std::string &model, const std::string &file, bool cuda, in
   o.n_cuda_devices = 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_plan_config cfg{};
   cfg.threads = 1;
   cfg.readback_ring = 1;
@@ -182,7 +182,7 @@ void CheckModel(const std::string &model, const std::string &file, bool cuda, in
     cfg.sm = 90;
     cfg.sm_count = 4;
     cfg.compile = gcc_kernel_cache_hook;
-    cfg.compile_user = (void *)&kNoCache;
+    cfg.compile_user = gcc_test::TestKernelCache();
   }
   gcc_plan *p = nullptr;
   gcc_status st = gcc_plan_compile(g, &o, &cfg, Persistent::Bind, &ps, &p, &d);

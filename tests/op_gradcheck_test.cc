@@ -73,6 +73,7 @@ extern "C" {
 }
 #include "tests/host_backend.h"
 #include "tests/run_plans.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -551,7 +552,6 @@ void RunOnHostCuda(const gcc_graph *model, const GradCase &c, const InputSpec &t
   o.n_cuda_devices = 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_plan_config cfg{};
   cfg.threads = 1;
   cfg.readback_ring = 1;
@@ -559,7 +559,7 @@ void RunOnHostCuda(const gcc_graph *model, const GradCase &c, const InputSpec &t
   cfg.sm = 90;
   cfg.sm_count = 4;
   cfg.compile = gcc_kernel_cache_hook;
-  cfg.compile_user = (void *)&kNoCache;
+  cfg.compile_user = gcc_test::TestKernelCache();
   gcc_plan *plan_raw = nullptr;
   gcc_diag d = {};
   gcc_status st = gcc_plan_compile(model, &o, &cfg, DeviceStorage::Bind, &ds, &plan_raw, &d);
@@ -3800,7 +3800,6 @@ TEST(DropoutGrad, CpuAndHostCudaPlansDrawTheSameMaskBitwise) {
   od.n_cuda_devices = 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   od.warn_file = quiet;
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_plan_config dcfg{};
   dcfg.threads = 1;
   dcfg.readback_ring = 1;
@@ -3808,7 +3807,7 @@ TEST(DropoutGrad, CpuAndHostCudaPlansDrawTheSameMaskBitwise) {
   dcfg.sm = 90;
   dcfg.sm_count = 4;
   dcfg.compile = gcc_kernel_cache_hook;
-  dcfg.compile_user = (void *)&kNoCache;
+  dcfg.compile_user = gcc_test::TestKernelCache();
   gcc_plan *dp_raw = nullptr;
   gcc_status st = gcc_plan_compile(model.get(), &od, &dcfg, DeviceStorage::Bind, &ds, &dp_raw, &dg);
   if (quiet)
@@ -4154,7 +4153,6 @@ TEST(InternalOps, GatherGradIsBitwiseTheSameOnTheCudaPlan) {
   o.n_cuda_devices = 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_plan_config dc{};
   dc.threads = 1;
   dc.readback_ring = 1;
@@ -4162,7 +4160,7 @@ TEST(InternalOps, GatherGradIsBitwiseTheSameOnTheCudaPlan) {
   dc.sm = 90;
   dc.sm_count = 4;
   dc.compile = gcc_kernel_cache_hook;
-  dc.compile_user = (void *)&kNoCache;
+  dc.compile_user = gcc_test::TestKernelCache();
   gcc_plan *dev_raw = nullptr;
   gcc_status st = gcc_plan_compile(model.get(), &o, &dc, DeviceStorage::Bind, &ds, &dev_raw, &d);
   if (quiet)

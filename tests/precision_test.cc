@@ -48,6 +48,7 @@ extern "C" {
 #include "tests/run_plans.h"
 #include "tests/testutil.h"
 #include "tests/test_graphs.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -483,7 +484,6 @@ gcc_graph *BatchNormNet() {
 TEST(Kernels16, BatchNormTrainingStepStaysWithinTheBoundOfItsFloat32Reductions) {
   if (gcc_emu_test::ShimPath().empty())
     GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   const int64_t rows = 64;
   gcc_graph *g = BatchNormNet();
   ASSERT_NE(g, nullptr);
@@ -514,7 +514,7 @@ TEST(Kernels16, BatchNormTrainingStepStaysWithinTheBoundOfItsFloat32Reductions) 
     dso.plan.sm = 90;
     dso.plan.sm_count = 4;
     dso.plan.compile = gcc_kernel_cache_hook;
-    dso.plan.compile_user = (void *)&kNoCache;
+    dso.plan.compile_user = gcc_test::TestKernelCache();
     dso.max_pending = 1;
     gcc_session *cpu = nullptr, *dev = nullptr;
     ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
@@ -1353,7 +1353,6 @@ TEST(Kernels16, ConvolutionBiasIsAddedAfterTheSixteenBitResultAsOnAGpu) {
 // below `classes`) on the host-emulated CUDA plan and on the CPU plan.
 void TrainBothAndCompare(const gcc_graph *g, int precision, int64_t features, int classes,
                          int64_t rows, int steps, double loss_tol, double param_tol) {
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   HostBackend hb;
   gcc_diag d{};
   gcc_session_options co{};
@@ -1366,7 +1365,7 @@ void TrainBothAndCompare(const gcc_graph *g, int precision, int64_t features, in
   dso.plan.sm = 90;
   dso.plan.sm_count = 4;
   dso.plan.compile = gcc_kernel_cache_hook;
-  dso.plan.compile_user = (void *)&kNoCache;
+  dso.plan.compile_user = gcc_test::TestKernelCache();
   dso.max_pending = 1;
   gcc_session *cpu = nullptr, *dev = nullptr;
   ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
@@ -1639,7 +1638,6 @@ struct Sess {
 // A session of `g` at `precision` on the CPU or the host-emulated GPU,
 // with the Cast plans of before when `casts`.
 void MakeSession(const gcc_graph *g, int precision, bool device, bool casts, Sess *out) {
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_session_options o{};
   o.threads = 1;
   o.opt = g->training.opt;
@@ -1651,7 +1649,7 @@ void MakeSession(const gcc_graph *g, int precision, bool device, bool casts, Ses
     o.plan.sm = 90;
     o.plan.sm_count = 4;
     o.plan.compile = gcc_kernel_cache_hook;
-    o.plan.compile_user = (void *)&kNoCache;
+    o.plan.compile_user = gcc_test::TestKernelCache();
     o.max_pending = 1;
   }
   gcc_diag d{};

@@ -15,6 +15,7 @@ extern "C" {
 #include "runtime/plan.h"
 }
 #include "tests/host_backend.h"
+#include "tests/test_kernel_cache.h"
 
 namespace gcc_test {
 
@@ -47,7 +48,6 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
   o.warn_file = quiet;
   gcc_plan *p = nullptr;
   gcc_diag d{};
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0}; // NVRTC, no disk cache
   gcc_plan_config cfg{};
   cfg.threads = threads;
   cfg.readback_ring = 1;
@@ -56,7 +56,7 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
     cfg.sm = 90;
     cfg.sm_count = 4;
     cfg.compile = gcc_kernel_cache_hook;
-    cfg.compile_user = (void *)&kNoCache;
+    cfg.compile_user = gcc_test::TestKernelCache();
   }
   gcc_host_test::ModelWeights weights(model, cuda ? SharedHostBackend() : nullptr);
   gcc_status s =

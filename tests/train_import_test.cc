@@ -38,6 +38,7 @@ extern "C" {
 #include "tests/host_backend.h"
 #include "tests/onnx_builder.h"
 #include "tests/testutil.h"
+#include "tests/test_kernel_cache.h"
 
 namespace {
 
@@ -135,7 +136,6 @@ void TrainAndCompare(const std::string &name, bool cuda, const std::string &onnx
   }
 
   static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
-  static const gcc_kernel_cache_config kNoCache = {nullptr, 0};
   gcc_session_options so{};
   so.threads = 1;
   so.opt = g->training.opt;
@@ -145,7 +145,7 @@ void TrainAndCompare(const std::string &name, bool cuda, const std::string &onnx
     so.plan.sm = 90;
     so.plan.sm_count = 4;
     so.plan.compile = gcc_kernel_cache_hook;
-    so.plan.compile_user = (void *)&kNoCache;
+    so.plan.compile_user = gcc_test::TestKernelCache();
   }
   gcc_session *s = nullptr;
   gcc_diag d{};
