@@ -17,7 +17,7 @@
 // reason; an unlisted refusal, a listed case that no longer is refused, and
 // any wrong output fail the test.
 //
-// Output, per suite:
+// Output, per suite part (the suites are split into parts for Bazel shards):
 //   node: ran N, passed P, failed F, skipped S (op not supported)
 //   node: refused R (supported ops, variant not supported), each listed
 //   node: skipped ops: Abs (2), ...
@@ -626,11 +626,21 @@ const Refusal *FindRefusal(const std::string &name) {
   return nullptr;
 }
 
-void RunSuite(const std::string &suite) {
+// Runs the cases of `suite` whose position in the sorted list is `part`
+// modulo `parts`: a suite is split into parts that Bazel's test shards run
+// side by side (shard_count in tests/BUILD), each far from the timeout.
+void RunSuite(const std::string &suite, int part, int parts) {
   std::string root = Dir() + "/" + suite;
-  std::vector<std::string> cases = List(root, true);
-  ASSERT_FALSE(cases.empty()) << "no cases under " << root
-                              << " (is libonnx-testdata installed? tools/install-deps.sh)";
+  std::vector<std::string> all = List(root, true);
+  ASSERT_FALSE(all.empty()) << "no cases under " << root
+                            << " (is libonnx-testdata installed? tools/install-deps.sh)";
+  std::vector<std::string> cases;
+  for (size_t i = 0; i < all.size(); i++)
+    if (static_cast<int>(i % parts) == part)
+      cases.push_back(all[i]);
+  std::string label = suite + " (part " + std::to_string(part + 1) + " of " +
+                      std::to_string(parts) + ", " + std::to_string(cases.size()) + " of " +
+                      std::to_string(all.size()) + " cases)";
   int ran = 0, passed = 0, failed = 0, skipped = 0, refused = 0, random = 0;
   std::map<std::string, int> skipped_ops;
   std::vector<std::string> failures, refusals;
@@ -671,10 +681,10 @@ void RunSuite(const std::string &suite) {
       break;
     }
   }
-  printf("%s: ran %d, passed %d, failed %d, skipped %d (op not supported)\n", suite.c_str(), ran,
+  printf("%s: ran %d, passed %d, failed %d, skipped %d (op not supported)\n", label.c_str(), ran,
          passed, failed, skipped);
   printf("%s: the same cases through the CUDA plan (host-emulated): IR nodes on cuda:0:",
-         suite.c_str());
+         label.c_str());
   for (const auto &kv : g_on_device)
     printf(" %s %d", kv.first.c_str(), kv.second);
   printf("; kept on the CPU:");
@@ -683,9 +693,9 @@ void RunSuite(const std::string &suite) {
   printf("\n");
   g_on_device.clear();
   g_on_host.clear();
-  printf("%s: refused %d (supported ops, variant not supported)\n", suite.c_str(), refused);
+  printf("%s: refused %d (supported ops, variant not supported)\n", label.c_str(), refused);
   if (random)
-    printf("%s: not compared %d (a random expected output: kRandomOutput)\n", suite.c_str(),
+    printf("%s: not compared %d (a random expected output: kRandomOutput)\n", label.c_str(),
            random);
   for (const std::string &s : refusals)
     printf("  refused %s\n", s.c_str());
@@ -693,7 +703,7 @@ void RunSuite(const std::string &suite) {
   for (const auto &kv : skipped_ops)
     by_count.push_back({-kv.second, kv.first});
   std::sort(by_count.begin(), by_count.end());
-  printf("%s: skipped ops (cases):", suite.c_str());
+  printf("%s: skipped ops (cases):", label.c_str());
   for (size_t i = 0; i < by_count.size(); i++)
     printf("%s %s (%d)", i ? "," : "", by_count[i].second.c_str(), -by_count[i].first);
   printf("\n");
@@ -702,14 +712,24 @@ void RunSuite(const std::string &suite) {
     ADD_FAILURE() << suite << "/" << f;
 }
 
-TEST(OnnxConformance, NodeCases) {
-  RunSuite("node");
+// The node suite (over 800 cases, each compiled for the CPU and for the
+// host-emulated CUDA plan: NVRTC and the host compiler) in 6 parts, the
+// models of pytorch-converted in 2; gtest's sharding spreads the tests over
+// Bazel's shards.
+class NodeCases : public ::testing::TestWithParam<int> {};
+TEST_P(NodeCases, Part) {
+  RunSuite("node", GetParam(), 6);
 }
-TEST(OnnxConformance, PytorchConverted) {
-  RunSuite("pytorch-converted");
+INSTANTIATE_TEST_SUITE_P(OnnxConformance, NodeCases, ::testing::Range(0, 6));
+
+class PytorchConverted : public ::testing::TestWithParam<int> {};
+TEST_P(PytorchConverted, Part) {
+  RunSuite("pytorch-converted", GetParam(), 2);
 }
+INSTANTIATE_TEST_SUITE_P(OnnxConformance, PytorchConverted, ::testing::Range(0, 2));
+
 TEST(OnnxConformance, PytorchOperator) {
-  RunSuite("pytorch-operator");
+  RunSuite("pytorch-operator", 0, 1);
 }
 
 } // namespace
