@@ -35,8 +35,8 @@ static inline uint32_t nonfinite_bit(float x) {
  * p is a NaN or an Inf (gcc_cpu_ctx.updates_nonfinite): the session's
  * divergence check reads that instead of scanning the parameters again. */
 GCC_HOT static uint32_t sgd_loop(float *restrict p, const float *restrict g, float *restrict buf,
-                                 int64_t n, float lr, float mom, float damp, float wd,
-                                 int nesterov, int first, float inv, float clip) {
+                                 int64_t n, float lr, float mom, float damp, float wd, int nesterov,
+                                 int first, float inv, float clip) {
   uint32_t bad = 0;
   if (!buf) {
     for (int64_t i = 0; i < n; i++) {
@@ -63,8 +63,8 @@ GCC_HOT static uint32_t sgd_loop(float *restrict p, const float *restrict g, flo
  * sgd_loop. */
 GCC_HOT static uint32_t adam_loop(float *restrict p, const float *restrict g, float *restrict m,
                                   float *restrict v, int64_t n, float b1, float b2, float eps,
-                                  float wd, float step_size, float bc2_sqrt, float decay,
-                                  float inv, float clip) {
+                                  float wd, float step_size, float bc2_sqrt, float decay, float inv,
+                                  float clip) {
   uint32_t bad = 0;
   for (int64_t i = 0; i < n; i++) {
     p[i] = p[i] * decay;
@@ -138,7 +138,7 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   if (!scaler_step(a, SGD_IN_SCALER, &inv, &steps)) {
     count_update(a, 0); /* unchanged: as finite as the session last found it */
     store_copy(a, p);   /* the parameter as it is: its float32 stand-in is rounded after */
-    return GCC_OK;    /* GradScaler.step skips optimizer.step */
+    return GCC_OK;      /* GradScaler.step skips optimizer.step */
   }
   uint32_t bad = sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, steps == 0.0,
                           inv, clip_coef(a, SGD_IN_CLIP));
@@ -159,7 +159,7 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   if (!scaler_step(a, ADAM_IN_SCALER, &inv, &steps)) {
     count_update(a, 0); /* unchanged: as finite as the session last found it */
     store_copy(a, p);   /* the parameter as it is: its float32 stand-in is rounded after */
-    return GCC_OK;    /* skipped: the moments and the step count stay */
+    return GCC_OK;      /* skipped: the moments and the step count stay */
   }
   double step = steps + 1.0;
   /* as torch.optim.Adam (1.13, single-tensor path): corrections in double */
