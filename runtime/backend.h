@@ -51,6 +51,12 @@ typedef struct gcc_cpu_ctx {
   void *state; /* the CPU backend's per-plan state (runtime/cpu: the
                              oneDNN context and scratchpad), made by its
                              prepare_node, freed by its release_ctx; NULL before */
+  /* The optimizer updates' report (runtime/cpu/cpu_optim.c): every SGD or
+   * Adam kernel adds 1 to updates_checked (a skipped update too: its
+   * parameter is unchanged), and 1 to updates_nonfinite when the parameter
+   * it wrote holds a NaN or an Inf; gcc_plan_take_update_checks reads and
+   * clears them (the session's divergence check, gcc_session_check_params) */
+  int64_t updates_checked, updates_nonfinite;
 } gcc_cpu_ctx;
 
 /* One node with its bound tensors, as a node-by-node backend runs it. */

@@ -277,6 +277,20 @@ const gcc_tensor *gcc_plan_tensor(const gcc_plan *p, const char *name);
 /* The compiled graph (after all passes). */
 const gcc_graph *gcc_plan_graph(const gcc_plan *p);
 
+/* The parameter (a value index of the compiled graph) that node `node`
+ * updates when it is an optimizer update of a parameter (GCC_OPF_OPTIMIZER
+ * with a GCC_VALUE_PARAM as input 0: SGD, Adam), else -1. */
+int gcc_plan_update_param(const gcc_plan *p, int node);
+
+/* The optimizer updates' own check of their results (gcc_cpu_ctx's counts,
+ * runtime/cpu/cpu_optim.c) since the previous call: returns 1 when every
+ * parameter update of every step this plan completed since then reported
+ * (a CPU plan whose steps all ran to the end), with *nonfinite the updates
+ * that left a NaN or an Inf in their parameter; 0 when that is not known
+ * (a device plan, a step that stopped half-way), *nonfinite then 0. Clears
+ * the counts either way. */
+int gcc_plan_take_update_checks(gcc_plan *p, int64_t *nonfinite);
+
 /* Size of the host (CPU) step arena in bytes, and the bytes its values
  * would take without reuse. */
 size_t gcc_plan_arena_bytes(const gcc_plan *p);

@@ -130,3 +130,22 @@ int64_t gcc_plan_graph_captures(const gcc_plan *p) {
 const char *gcc_plan_graph_note(const gcc_plan *p) {
   return p->graph_note;
 }
+
+int gcc_plan_update_param(const gcc_plan *p, int node) {
+  const gcc_node *n = &p->g->nodes[node];
+  if (!(gcc_op(n->op)->flags & GCC_OPF_OPTIMIZER) || n->n_inputs < 1 || n->inputs[0] < 0)
+    return -1;
+  return p->g->values[n->inputs[0]].kind == GCC_VALUE_PARAM ? n->inputs[0] : -1;
+}
+
+int gcc_plan_take_update_checks(gcc_plan *p, int64_t *nonfinite) {
+  int64_t per_step = 0;
+  for (int i = 0; i < p->g->n_nodes; i++)
+    per_step += gcc_plan_update_param(p, i) >= 0;
+  int64_t steps = p->serial - p->checks_serial;
+  int known = !p->has_be && p->ctx.updates_checked == per_step * steps;
+  *nonfinite = known ? p->ctx.updates_nonfinite : 0;
+  p->ctx.updates_checked = p->ctx.updates_nonfinite = 0;
+  p->checks_serial = p->serial;
+  return known;
+}

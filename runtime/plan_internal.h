@@ -100,6 +100,7 @@ struct gcc_plan {
   size_t ring_stride;
   size_t off_ring;         /* the device copy of the ring, in the plan's allocation */
   int64_t serial, fetched; /* steps issued; steps whose ring entries are on the host */
+  int64_t checks_serial;   /* serial when gcc_plan_take_update_checks last read ctx's counts */
   int64_t *entry_serial;   /* per entry: the step serial that wrote it */
   size_t *rb_off;          /* per read-back: offset inside an entry */
   gcc_tensor *rb_tensors;  /* ring * n_rb */

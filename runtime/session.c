@@ -23,6 +23,7 @@ typedef struct slot {
   size_t numel;
   float *data, *grad, *state[2];
   uint16_t *copy; /* --precision bf16|fp16: its 16-bit copy (host), else NULL */
+  int updated;    /* a training plan's optimizer update writes it (and checks the result) */
 } slot;
 
 typedef struct cached_plan {
@@ -86,6 +87,10 @@ struct gcc_session {
   int64_t eval_batches;            /* evaluation batches run while profiling */
   int64_t shard_rows, global_rows; /* gcc_session_set_shard; global 0: whole batches */
   int accum;                       /* --grad-accum K (1: none) */
+  /* gcc_session_check_params: the parameters may hold a NaN or Inf that no
+   * check has seen (set from outside the steps, or a check failed), so the
+   * next check scans them all; `updated` of the slots is known */
+  int params_unchecked, updated_known;
 };
 
 static size_t round_up(size_t n) {
@@ -201,6 +206,7 @@ gcc_status gcc_session_create(const gcc_graph *model, const gcc_session_options 
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (session)");
   s->model = model;
   s->opt = *o;
+  s->params_unchecked = 1;
   s->accum = o->grad_accum > 1 ? o->grad_accum : 1;
   if (s->accum > 1 && o->comm && o->comm->size > 1) {
     gcc_session_destroy(s);
@@ -881,6 +887,7 @@ gcc_status gcc_session_param(gcc_session *s, const char *name, float **data, int
   GCC_TRY(host_slot(s, "gcc_session_param", name, &sl, d));
   *data = sl->data;
   s->copies_stale |= s->copies && !s->on_device; /* the caller may write the parameter */
+  s->params_unchecked = 1;
   if (numel)
     *numel = (int64_t)sl->numel;
   return GCC_OK;
@@ -904,6 +911,7 @@ gcc_status gcc_session_set_param(gcc_session *s, const char *name, const float *
                         s->model->source);
   GCC_TRY(download_arena(s, d)); /* the host arena whole again: one parameter changes */
   memmove(sl->data, data, sl->numel * sizeof(float));
+  s->params_unchecked = 1;
   if (s->on_device)
     GCC_TRY(upload(s, (char *)s->dev_arena + ((char *)sl->data - (char *)s->arena), sl->data,
                    sl->numel * sizeof(float), d));
@@ -942,13 +950,45 @@ static int64_t first_nonfinite(const float *x, size_t n) {
   return -1;
 }
 
+/* Marks the slots that a training plan's optimizer updates write. */
+static void find_updated(gcc_session *s) {
+  for (int i = 0; i < s->n_plans; i++) {
+    if (s->plans[i].mode != GCC_MODE_TRAIN)
+      continue;
+    const gcc_graph *g = gcc_plan_graph(s->plans[i].plan);
+    for (int k = 0; k < g->n_nodes; k++) {
+      int v = gcc_plan_update_param(s->plans[i].plan, k);
+      slot *sl = v >= 0 ? find_slot(s, g->values[v].name) : NULL;
+      if (sl)
+        sl->updated = 1;
+    }
+    s->updated_known = 1;
+  }
+}
+
 gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d) {
   GCC_TRY(download_arena(s, d));
+  /* On the CPU the updates checked what they wrote (runtime/cpu/cpu_optim.c):
+   * when every update of every step since the last check reported and none
+   * found a NaN or Inf, the parameters they wrote are finite and only the
+   * others (state values, parameters no update writes) are scanned. */
+  int all = s->on_device || s->params_unchecked;
+  for (int i = 0; i < s->n_plans; i++) {
+    int64_t bad = 0;
+    if (!gcc_plan_take_update_checks(s->plans[i].plan, &bad) || bad > 0)
+      all = 1;
+  }
+  if (!all && !s->updated_known)
+    find_updated(s);
+  all |= !s->updated_known;
   for (int i = 0; i < s->n_slots; i++) {
     const slot *sl = &s->slots[i];
+    if (!all && sl->updated)
+      continue;
     int64_t at = first_nonfinite(sl->data, sl->numel);
     if (at < 0)
       continue;
+    s->params_unchecked = 1; /* the next check reports it again */
     float x = sl->data[at];
     return gcc_diag_set(d, GCC_ERR_NUMERIC,
                         "%s: parameter '%s' is non-finite (%s at element %" PRId64 " of %zu) "
@@ -959,6 +999,7 @@ gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d) {
                                  : "-Inf",
                         at, sl->numel, s->steps);
   }
+  s->params_unchecked = 0;
   return GCC_OK;
 }
 
@@ -980,6 +1021,7 @@ gcc_status gcc_session_restore(gcc_session *s, const void *arena, size_t bytes, 
                         "%s: asynchronous steps are pending: collect their losses first",
                         s->model->source);
   memcpy(s->arena, arena, bytes);
+  s->params_unchecked = 1;
   if (s->on_device) {
     GCC_TRY(upload(s, s->dev_arena, s->arena, s->arena_bytes, d));
     s->host_stale = 0;
@@ -999,6 +1041,7 @@ gcc_status gcc_session_broadcast_params(gcc_session *s, gcc_diag *d) {
                         s->model->source);
   GCC_TRY(download_arena(s, d));
   GCC_TRY(c->broadcast(c, s->arena, s->arena_bytes, 0, d));
+  s->params_unchecked = 1;
   if (s->on_device) {
     GCC_TRY(upload(s, s->dev_arena, s->arena, s->arena_bytes, d));
     s->host_stale = 0;

@@ -245,8 +245,14 @@ gcc_status gcc_session_set_profiler(gcc_session *s, gcc_profiler *prof, gcc_prof
 /* GCC_ERR_NUMERIC naming the first parameter (in the model's order) that
  * holds a NaN or Inf, its first such element and the optimizer steps taken;
  * GCC_OK when all are finite. On a device session this waits for the device
- * and refreshes the host copy first (its errors). One pass over the
- * parameters. */
+ * and refreshes the host copy first (its errors), then scans every
+ * parameter. On the CPU the optimizer updates check what they write
+ * (runtime/cpu/cpu_optim.c): when all of them since the last check reported
+ * finite results and no parameter was set from outside the steps since
+ * (gcc_session_param, gcc_session_set_param, gcc_session_restore,
+ * gcc_session_broadcast_params), only the parameters no update writes (the
+ * state values) are scanned; otherwise all are, so the message is the
+ * same. */
 gcc_status gcc_session_check_params(gcc_session *s, gcc_diag *d);
 
 /* The persistent arena (parameters, gradients, optimizer state; the

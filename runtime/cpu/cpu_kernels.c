@@ -60,40 +60,6 @@ GCC_HOT static void col_sum_loop(const float *restrict x, float *restrict y, int
       y[c] += x[r * cols + c];
 }
 
-/* torch.optim.SGD for one parameter; `first` = no momentum history yet;
- * the gradient read as g * inv (loss scaling) * clip (clip_grad_norm_),
- * both 1 when off (x * 1 is x) */
-GCC_HOT static void sgd_loop(float *restrict p, const float *restrict g, float *restrict buf,
-                             int64_t n, float lr, float mom, float damp, float wd, int nesterov,
-                             int first, float inv, float clip) {
-  if (!buf) {
-    for (int64_t i = 0; i < n; i++)
-      p[i] = p[i] + (-lr) * (g[i] * inv * clip + wd * p[i]);
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    float d = g[i] * inv * clip + wd * p[i];
-    float b = first ? d : buf[i] * mom + (1.0f - damp) * d;
-    buf[i] = b;
-    p[i] = p[i] + (-lr) * (nesterov ? d + mom * b : b);
-  }
-}
-
-/* torch.optim.Adam (decay = 1: L2 weight decay `wd` in the gradient), or
- * AdamW (wd = 0, decay = 1 - lr * weight_decay applied to p first) */
-GCC_HOT static void adam_loop(float *restrict p, const float *restrict g, float *restrict m,
-                              float *restrict v, int64_t n, float b1, float b2, float eps, float wd,
-                              float step_size, float bc2_sqrt, float decay, float inv, float clip) {
-  for (int64_t i = 0; i < n; i++) {
-    p[i] = p[i] * decay;
-    float gi = g[i] * inv * clip + wd * p[i];
-    m[i] = m[i] * b1 + (1.0f - b1) * gi;
-    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
-    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] + (-step_size) * (m[i] / denom);
-  }
-}
-
 static float *F32(const gcc_tensor *t) {
   return (float *)t->data;
 }
@@ -634,86 +600,6 @@ gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a) {
   float scale = (float)(2.0 * (double)dl / (mean ? (double)n : 1.0)); /* exact for any n */
   for (int64_t i = 0; i < n; i++)
     dx[i] = scale * (p[i] - t[i]);
-  return GCC_OK;
-}
-
-/* ---- optimizers ------------------------------------------------------- */
-
-/* An update's output, the parameter's 16-bit copy (--precision bf16|fp16):
- * the plan runner gives the kernel a float32 stand-in and rounds it into the
- * copy right after the node (runtime/plan.c shadows), so the updated weight
- * is rounded once, to nearest even, as the CUDA optimizer kernel's store. */
-static void store_copy(const gcc_kernel_args *a, const float *p) {
-  if (a->n_out > 0 && a->out[0])
-    memcpy(a->out[0]->data, p, (size_t)a->in[0]->numel * sizeof(float));
-}
-
-/* Loss scaling (inputs from `at` on, graph/ops.h SCALER_IN_*): 0 when the
- * step is skipped (found_inf), else 1 with GradScaler's inv_scale (float64
- * reciprocal rounded to float32) and the optimizer steps applied so far;
- * without those inputs inv 1 and the plan's step. */
-static int scaler_step(const gcc_kernel_args *a, int at, float *inv, double *steps) {
-  *inv = 1.0f;
-  *steps = (double)a->ctx->optimizer_step;
-  if (a->n_in <= at || !a->in[at])
-    return 1;
-  if (F32(a->in[at + SCALER_IN_FOUND_INF])[0] != 0.0f)
-    return 0;
-  *inv = (float)(1.0 / (double)F32(a->in[at + SCALER_IN_SCALE])[0]);
-  *steps = (double)F32(a->in[at + SCALER_IN_STEPS])[0];
-  return 1;
-}
-
-/* Gradient clipping (input `at`, GradNorm's output): the coefficient, or 1 */
-static float clip_coef(const gcc_kernel_args *a, int at) {
-  return a->n_in > at && a->in[at] ? F32(a->in[at])[1] : 1.0f;
-}
-
-gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
-  const gcc_node *n = a->node;
-  float *p = F32(a->in[0]);
-  const float *g = F32(a->in[1]);
-  float *buf = a->n_in > 2 && a->in[2] ? F32(a->in[2]) : NULL;
-  float lr = a->ctx->lr > 0.0f ? a->ctx->lr : n->av[SGD_LR].f;
-  float mom = n->av[SGD_MOMENTUM].f, damp = n->av[SGD_DAMPENING].f;
-  float wd = n->av[SGD_WEIGHT_DECAY].f;
-  int nesterov = (int)n->av[SGD_NESTEROV].i;
-  float inv;
-  double steps;
-  if (!scaler_step(a, SGD_IN_SCALER, &inv, &steps)) {
-    store_copy(a, p); /* the parameter as it is: its float32 stand-in is rounded after */
-    return GCC_OK;    /* GradScaler.step skips optimizer.step */
-  }
-  sgd_loop(p, g, buf, a->in[0]->numel, lr, mom, damp, wd, nesterov, steps == 0.0, inv,
-           clip_coef(a, SGD_IN_CLIP));
-  store_copy(a, p);
-  return GCC_OK;
-}
-
-gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
-  const gcc_node *n = a->node;
-  float *p = F32(a->in[0]), *m = F32(a->in[2]), *v = F32(a->in[3]);
-  const float *g = F32(a->in[1]);
-  float lr = a->ctx->lr > 0.0f ? a->ctx->lr : n->av[ADAM_LR].f;
-  float b1 = n->av[ADAM_BETA1].f, b2 = n->av[ADAM_BETA2].f;
-  float eps = n->av[ADAM_EPS].f, wd = n->av[ADAM_WEIGHT_DECAY].f;
-  float inv;
-  double steps;
-  if (!scaler_step(a, ADAM_IN_SCALER, &inv, &steps)) {
-    store_copy(a, p); /* the parameter as it is: its float32 stand-in is rounded after */
-    return GCC_OK;    /* skipped: the moments and the step count stay */
-  }
-  double step = steps + 1.0;
-  /* as torch.optim.Adam (1.13, single-tensor path): corrections in double */
-  double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
-  float step_size = (float)((double)lr / bc1);
-  float bc2_sqrt = (float)sqrt(bc2);
-  /* AdamW: torch's param.mul_(1 - lr * weight_decay), in float32 */
-  int decoupled = (int)n->av[ADAM_DECOUPLED].i;
-  float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
-  adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, decoupled ? 0.0f : wd, step_size, bc2_sqrt,
-            decay, inv, clip_coef(a, ADAM_IN_CLIP));
-  store_copy(a, p);
   return GCC_OK;
 }
 

@@ -87,6 +87,14 @@ gcc_status gcc_cpu_sce(const gcc_kernel_args *a);
 gcc_status gcc_cpu_sce_grad(const gcc_kernel_args *a);
 gcc_status gcc_cpu_mse(const gcc_kernel_args *a);
 gcc_status gcc_cpu_mse_grad(const gcc_kernel_args *a);
+/* The optimizer updates (runtime/cpu/cpu_optim.c), in place on in[0]:
+ * torch.optim.SGD (in: param, grad, [momentum_buffer], [loss scaling's
+ * scale, found_inf, applied_steps], [GradNorm's output]) and
+ * torch.optim.Adam/AdamW (param, grad, exp_avg, exp_avg_sq, then the same
+ * optional inputs), float32, any shape; out[0], when bound, the updated
+ * parameter (its 16-bit copy's float32 stand-in). Each call adds 1 to
+ * a->ctx->updates_checked, and 1 to a->ctx->updates_nonfinite when the
+ * updated parameter holds a NaN or an Inf. */
 gcc_status gcc_cpu_sgd(const gcc_kernel_args *a);
 gcc_status gcc_cpu_adam(const gcc_kernel_args *a);
 /* Softmax along node attribute `axis` (negative counts from the end); the
