@@ -13,7 +13,7 @@
 
 #include "onnx/import_internal.h"
 
-#define TORCH_KIND_KEY "pkg.torch.export.graph_signature.InputSpec.kind"
+#define TORCH_KIND_KEY            "pkg.torch.export.graph_signature.InputSpec.kind"
 #define VALUE_INFO_METADATA_PROPS 4 /* ValueInfoProto.metadata_props (IR 10) */
 
 /* The InputSpec.kind of `vi` (a PARAMETER, BUFFER, ... string copied into
@@ -35,7 +35,8 @@ static void torch_kind(const Onnx__ValueInfoProto *vi, char *out, size_t cap) {
     }
     if (n != f->len - at)
       continue; /* not the entry ONNX 1.16 defines: not the exporter's */
-    Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(NULL, n, f->data + at);
+    Onnx__StringStringEntryProto *e =
+        onnx__string_string_entry_proto__unpack(NULL, n, f->data + at);
     if (!e)
       continue;
     if (e->key && e->value && strcmp(e->key, TORCH_KIND_KEY) == 0)

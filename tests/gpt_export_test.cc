@@ -116,11 +116,13 @@ const std::vector<std::pair<const char *, const char *>> kRecipe = {
 // Then 20 steps of the fixture's recipe (AdamW lr 3e-3, betas (0.9, 0.99),
 // weight decay 0.1 on the matrices, clip_grad_norm_ 1.0, dropout 0) on the
 // fixture's batches from the exported initial weights, against PyTorch's
-// losses and final parameters. The tolerances are derived below each
-// assertion; an untied weight (two parameters of the same start, the
-// embedding's trained by its gradient, lm_head's by its own) changes the
-// losses by 4e-3 to 3e-2 from step 2 on (measured with the tie disabled:
-// every loss from step 2 and every parameter fail the checks).
+// losses and final parameters, and with --grad-accum 2 against PyTorch's
+// losses of the same steps as two micro-batches. The tolerances are
+// derived below each assertion; an untied weight (two parameters of the
+// same start, the embedding's trained by its gradient, lm_head's by its
+// own) changes the losses by 4e-3 to 3e-2 from step 2 on (measured with the
+// tie disabled: every loss from step 2 and every parameter fail the
+// checks).
 TEST(GptExport, TrainsAsPyTorchWithTheTiedWeight) {
   std::string looked, err;
   std::string onnx = gcc_test::FindRunfile("tests/fixtures/gpt_export.onnx", &looked);
@@ -268,6 +270,30 @@ TEST(GptExport, TrainsAsPyTorchWithTheTiedWeight) {
   gcc_graph_free(back);
   gcc_graph_free(model);
   gcc_graph_free(trained);
+  gcc_session_destroy(s);
+
+  // --grad-accum 2 from the same initial weights: each step the same 8
+  // windows as two micro-batches of 4 (rows 0-3, then 4-7), PyTorch's
+  // (loss / 2).backward() twice, the tied weight's gradient accumulated
+  // over both uses and both micro-batches. Same bound as above: the
+  // accumulation adds one float32 addition per gradient entry (2^-24
+  // relative), nothing of the size of the bound.
+  so.grad_accum = 2;
+  ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+  const gcc_test::FixtureArray &losses2 = fx.Get("losses_ga2");
+  ASSERT_EQ(losses2.numel(), steps);
+  worst = 0;
+  for (int64_t k = 0; k < steps; k++) {
+    float loss = NAN;
+    ASSERT_EQ(gcc_session_train_step(s, idx.i64() + k * B * T, tgt.i64() + k * B * T, B, &loss, &d),
+              GCC_OK)
+        << "grad-accum 2, step " << k + 1 << ": " << d.msg;
+    double want = losses2.f64()[k], e = std::fabs(loss - want);
+    EXPECT_LE(e, 2e-5) << "grad-accum 2, step " << k + 1 << ": loss " << loss << ", PyTorch "
+                       << want;
+    worst = std::max(worst, std::isnan(e) ? INFINITY : e);
+  }
+  std::printf("[gpt_export] 20 steps, --grad-accum 2: max |loss - PyTorch's| %.3g\n", worst);
   gcc_session_destroy(s);
   gcc_graph_free(g);
 }
