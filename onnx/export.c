@@ -686,6 +686,58 @@ static Onnx__ValueInfoProto *value_info(ex *E, const char *name, int onnx_dt, in
   return vi;
 }
 
+/* The kind of each initializer the graph has, as PyTorch's dynamo exporter
+ * writes it (the ValueInfoProto's metadata_props, ONNX IR 10 field 4, an
+ * unknown field to the ONNX 1.12 schema compiled here, packed by hand):
+ * "pkg.torch.export.graph_signature.InputSpec.kind" PARAMETER for a
+ * parameter, BUFFER for a running statistic or a constant. gcc-train's
+ * import reads it back (onnx/import.h, train): a parameter that several
+ * nodes read stays one parameter (tied weights), a buffer is not trained. */
+static gcc_status kind_infos(ex *E, Onnx__GraphProto *gp, gcc_diag *d) {
+  const gcc_graph *g = E->g;
+  size_t n = 0;
+  for (int v = 0; v < g->n_values; v++)
+    n += E->emitted[v] != 0;
+  if (!n)
+    return GCC_OK;
+  Onnx__ValueInfoProto **vis = ex_alloc(E, n * sizeof *vis);
+  if (!vis)
+    return oom(d);
+  size_t k = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    const gcc_value *x = &g->values[v];
+    if (!E->emitted[v])
+      continue;
+    int sym[GCC_MAX_DIMS] = {0};
+    Onnx__ValueInfoProto *vi =
+        value_info(E, x->name, onnx_dtype_of(x->dtype), x->shape.ndim, x->shape.dims, sym);
+    Onnx__StringStringEntryProto e = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+    e.key = "pkg.torch.export.graph_signature.InputSpec.kind";
+    e.value = x->kind == GCC_VALUE_PARAM && !x->state ? "PARAMETER" : "BUFFER";
+    size_t len = onnx__string_string_entry_proto__get_packed_size(&e);
+    ProtobufCMessageUnknownField *f = ex_alloc(E, sizeof *f);
+    uint8_t *data = ex_alloc(E, len + 10);
+    if (!vi || !f || !data)
+      return oom(d);
+    /* protobuf-c writes an unknown field's tag, then its bytes as they are:
+     * a length-delimited one keeps its length varint in them */
+    size_t at = 0;
+    for (size_t l = len; at == 0 || l; l >>= 7)
+      data[at++] = (uint8_t)((l & 0x7f) | (l >> 7 ? 0x80 : 0));
+    onnx__string_string_entry_proto__pack(&e, data + at);
+    f->tag = 4;
+    f->wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
+    f->len = at + len;
+    f->data = data;
+    vi->base.n_unknown_fields = 1;
+    vi->base.unknown_fields = f;
+    vis[k++] = vi;
+  }
+  gp->n_value_info = k;
+  gp->value_info = vis;
+  return GCC_OK;
+}
+
 /* The clones, bound and shape-inferred. */
 static gcc_status prepare(ex *E, const gcc_graph *g, gcc_diag *d) {
   if (g->training.present)
@@ -806,6 +858,7 @@ static gcc_status build(ex *E, const gcc_onnx_export_options *o, Onnx__ModelProt
   gp->input = ins;
   gp->n_output = (size_t)g->n_outputs;
   gp->output = outs;
+  GCC_TRY(kind_infos(E, gp, d));
 
   Onnx__OperatorSetIdProto *opset = ex_alloc(E, sizeof *opset);
   Onnx__OperatorSetIdProto **opsets = ex_alloc(E, sizeof *opsets);

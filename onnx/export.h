@@ -15,7 +15,14 @@
  *  - every initializer a node reads (parameters, constants and the running
  *    statistics of BatchNormalization, which are state in training and
  *    plain inputs here) as a TensorProto with raw_data (little-endian, C
- *    order), under its IR name;
+ *    order), under its IR name, once however many nodes read it (a tied
+ *    weight stays one tensor), with a graph value_info entry whose
+ *    metadata_props (ValueInfoProto field 4 of ONNX IR 10, written as an
+ *    unknown field of the 1.12 schema) give the kind PyTorch's dynamo
+ *    exporter writes, "pkg.torch.export.graph_signature.InputSpec.kind":
+ *    PARAMETER for a trained parameter, BUFFER for a running statistic or a
+ *    constant; gcc-train's import for training reads it back (onnx/import.h:
+ *    a parameter read by several nodes stays one, a buffer is not trained);
  *  - the nodes in the IR's (topological) order, each with its IR name and
  *    value names; an omitted optional input is "" (ONNX's convention).
  *

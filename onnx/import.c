@@ -168,6 +168,10 @@ static int find_val(const imp *I, const char *name) {
   }
 }
 
+int imp_find(const imp *I, const char *name) {
+  return find_val(I, name);
+}
+
 static gcc_status map_grow(imp *I, gcc_diag *d) {
   int cap = I->map_cap ? I->map_cap * 2 : 1024;
   int *m = malloc((size_t)cap * sizeof *m);
@@ -359,8 +363,16 @@ gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d) {
   imp *I = c->I;
   idx = imp_root(I, idx);
   ival *v = &I->v[idx];
-  /* training: a shared weight is one parameter per reading node */
-  if (v->ir >= 0 && I->train && v->is_init && v->trainable &&
+  /* training: a shared weight is one parameter per reading node, unless the
+   * exporter says it is one nn.Parameter (tied weights: one IR parameter,
+   * whose gradient autodiff sums over its readers) */
+  if (v->ir >= 0 && I->train && v->tied && v->ir_node >= 0 && v->ir_node != c->index &&
+      !v->tie_counted && I->g->values[v->ir].kind == GCC_VALUE_PARAM &&
+      !I->g->values[v->ir].state) {
+    v->tie_counted = 1;
+    I->rep->n_tied++;
+  }
+  if (v->ir >= 0 && I->train && v->is_init && v->trainable && !v->tied &&
       I->g->values[v->ir].kind == GCC_VALUE_PARAM && v->ir_node >= 0 && v->ir_node != c->index) {
     if (v->copy_node != c->index) {
       GCC_TRY(materialise(c, v, &v->copy_ir, d));
@@ -1673,6 +1685,8 @@ gcc_status gcc_onnx_import(const uint8_t *bytes, size_t size, const char *source
   if (st == GCC_OK)
     st = read_values(&I, d);
   if (st == GCC_OK)
+    st = read_torch_kinds(&I, d);
+  if (st == GCC_OK)
     st = convert_nodes(&I, d);
   if (st == GCC_OK)
     st = bind_outputs(&I, d);
@@ -1767,6 +1781,13 @@ char *gcc_onnx_report_str(const gcc_onnx_report *r, char *buf, size_t cap) {
         r->ops[i].ir[0] ? r->ops[i].ir : "-");
   OUT("initializers: %d (%zu bytes, %d from external data) -> %d parameters, %d constants\n",
       r->n_initializers, r->initializer_bytes, r->n_external, r->n_params, r->n_consts);
+  if (r->n_tied)
+    OUT("kept %d initializer%s read by several nodes as one parameter each (PyTorch's tied "
+        "weights: the exporter's InputSpec.kind PARAMETER)\n",
+        r->n_tied, r->n_tied == 1 ? "" : "s");
+  if (r->n_torch_buffers)
+    OUT("%d initializer%s the exporter marks as buffers (not trained)\n", r->n_torch_buffers,
+        r->n_torch_buffers == 1 ? "" : "s");
   if (r->n_bn_folded)
     OUT("folded %d BatchNormalization node%s into the preceding Conv\n", r->n_bn_folded,
         r->n_bn_folded == 1 ? "" : "s");

@@ -91,8 +91,10 @@ typedef struct gcc_onnx_report {
     char ir[96];
   } ops[GCC_ONNX_REPORT_OPS];
   int n_ops;
-  int n_bn_folded; /* BatchNormalization nodes folded into their Conv */
-  int n_bn_train;  /* BatchNormalization nodes kept for training (gcc_onnx_options.train) */
+  int n_bn_folded;     /* BatchNormalization nodes folded into their Conv */
+  int n_bn_train;      /* BatchNormalization nodes kept for training (gcc_onnx_options.train) */
+  int n_tied;          /* shared PARAMETER initializers kept as one parameter (training) */
+  int n_torch_buffers; /* initializers the exporter marks BUFFER or CONSTANT_TENSOR */
 } gcc_onnx_report;
 
 /* A tensor given to the importer (gcc_onnx_options.frozen). */
@@ -135,7 +137,20 @@ typedef struct gcc_onnx_options {
    * must be a constant (an initializer or a Constant) in [0, 1]: a ratio
    * computed at run time is GCC_ERR_SHAPE, one outside [0, 1]
    * GCC_ERR_INVALID_GRAPH, both naming the node. The mask output must be
-   * unused. The masks come from the training spec's seed (graph/philox.h). */
+   * unused. The masks come from the training spec's seed (graph/philox.h).
+   * An initializer read by several nodes is one parameter per reader (the
+   * TorchScript exporter stores equal initializers once: a fresh
+   * BatchNorm's weight and running_var are both ones, two parameters in
+   * PyTorch) unless PyTorch's dynamo exporter marks it a PARAMETER (its
+   * ValueInfoProto's metadata_props InputSpec.kind): then it is one
+   * nn.Parameter, tied weights (nanoGPT's lm_head.weight is wte.weight),
+   * kept as one IR parameter whose gradient is the sum over its readers;
+   * the report counts them (n_tied). Initializers it marks BUFFER or
+   * CONSTANT_TENSOR are not trained (constants; a running statistic
+   * becomes BatchNormalization's state). Export with optimize=False: the
+   * exporter's optimizer merges initializers of equal value (<= 1024
+   * elements, e.g. every zero bias) into one that keeps the PARAMETER mark,
+   * which would then train as one tied parameter. */
   int train;
 } gcc_onnx_options;
 

@@ -57,6 +57,11 @@ typedef struct ival {
    * gets its own copy (see ir_of) */
   int ir_node;
   int copy_ir, copy_node; /* the last such copy and its node (-1: none) */
+  /* the dynamo exporter marks it a PARAMETER (import_torch_meta.c): one
+   * nn.Parameter however many nodes read it (tied weights), so importing for
+   * training gives its readers one IR parameter, not a copy each;
+   * tie_counted: counted in the report's n_tied */
+  int tied, tie_counted;
   /* shape arithmetic (onnx/import_ops_index.c): an int64 scalar or vector
    * computed from shapes that holds the symbolic batch N: element k is
    * symv[k] (v, or v * N when sym); owned by the pool. Such a value is not
@@ -122,6 +127,15 @@ int tshape_broadcast(const tshape *a, const tshape *b, tshape *out);
 
 /* ---- values (import.c) ---- */
 ival *imp_val(imp *I, int idx);
+/* The index of the value named `name`, -1 if none. */
+int imp_find(const imp *I, const char *name);
+/* ---- the exporter's metadata (import_torch_meta.c) ---- */
+/* Reads the InputSpec.kind that PyTorch's dynamo exporter writes on each
+ * initializer's ValueInfoProto (metadata_props): PARAMETER sets ival.tied,
+ * BUFFER and CONSTANT_TENSOR clear ival.trainable (a constant, or a running
+ * statistic that BatchNormalization makes state). Files without it are
+ * left as they are. */
+gcc_status read_torch_kinds(imp *I, gcc_diag *d);
 /* The value `idx` stands for (follows aliases). */
 int imp_root(imp *I, int idx);
 /* Input k of the node as a root value index; -1 if omitted or absent. */
@@ -139,7 +153,11 @@ int n_out(nctx *c);
  * is materialised once per node: exporters store equal initializers once
  * (the TorchScript exporter's deduplication: a fresh BatchNorm's weight and
  * running_var are both ones), while PyTorch trains each parameter on its
- * own; the copies are named "<name>_1", "<name>_2"... Errors: a dtype the IR
+ * own; the copies are named "<name>_1", "<name>_2"... -- except an
+ * initializer the dynamo exporter marks a PARAMETER (ival.tied): that is
+ * one nn.Parameter read by several nodes (nanoGPT's wte.weight, the
+ * embedding, is lm_head.weight), so every reader gets the one IR parameter
+ * and autodiff sums their gradients, as PyTorch's does. Errors: a dtype the IR
  * does not compute or a zero-size constant (UNSUPPORTED, naming the consumer
  * node). */
 gcc_status ir_of(nctx *c, int idx, int *ir, gcc_diag *d);
