@@ -9,6 +9,9 @@
 #   tools/fuzz.sh [SECONDS] [NAME ...]    NAME: model bundle idx cifar npy onnx train
 #                                                       checkpoint
 #
+# FUZZ_JOBS harnesses (default: one per core) build and run at a time, each
+# on one core; their reports are printed in NAME order at the end.
+#
 # Needs clang (with compiler-rt's libFuzzer and LLVM's OpenMP runtime for the
 # CPU backend's oneDNN code), protoc-c and the libraries the harnesses link
 # (protobuf-c, jansson, OpenSSL, zlib; for train also OpenBLAS and oneDNN):
@@ -62,13 +65,12 @@ seeds() {
   esac
 }
 
-failed=0
-for name in "${names[@]}"; do
-  [[ -n ${srcs[$name]:-} ]] || { echo "fuzz.sh: unknown harness '$name'" >&2; exit 2; }
-  dir="$out/$name"
+# one harness: build, seed, run; its report goes to $out/NAME/job.out
+fuzz_one() {
+  local name=$1 dir="$out/$1"
   mkdir -p "$dir/corpus"
   # shellcheck disable=SC2086
-  "$cc" "${flags[@]}" ${srcs[$name]} "${libs[@]}" ${extra[$name]:-} -o "$dir/fuzz_$name"
+  "$cc" "${flags[@]}" ${srcs[$name]} "${libs[@]}" ${extra[$name]:-} -o "$dir/fuzz_$name" || return 1
   cp tests/fuzz/corpus/"$name"/* "$dir/corpus/" 2>/dev/null || true
   for s in $(seeds "$name"); do cp "$s" "$dir/corpus/"; done
   echo "== fuzz_$name: ${secs}s from $(ls "$dir/corpus" | wc -l) seeds"
@@ -77,8 +79,36 @@ for name in "${names[@]}"; do
         corpus > log 2>&1); then
     grep -E "stat::number_of_executed_units|cov:" "$dir/log" | tail -2
   else
-    echo "fuzz_$name FAILED: see $dir/log and the crash-* / leak-* / timeout-* file there" >&2
-    tail -40 "$dir/log" >&2
+    echo "fuzz_$name FAILED: see $dir/log and the crash-* / leak-* / timeout-* file there"
+    tail -40 "$dir/log"
+    return 1
+  fi
+}
+
+for name in "${names[@]}"; do
+  [[ -n ${srcs[$name]:-} ]] || { echo "fuzz.sh: unknown harness '$name'" >&2; exit 2; }
+done
+# FUZZ_JOBS harnesses at a time (default: one per core), each fuzzing
+# SECONDS on one core; reports printed in the order of NAME
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+declare -A pid_of=()
+running=0
+for name in "${names[@]}"; do
+  if ((running >= jobs_max)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  mkdir -p "$out/$name"
+  fuzz_one "$name" > "$out/$name/job.out" 2>&1 &
+  pid_of[$name]=$!
+  running=$((running + 1))
+done
+failed=0
+for name in "${names[@]}"; do
+  if wait "${pid_of[$name]}"; then
+    cat "$out/$name/job.out"
+  else
+    cat "$out/$name/job.out" >&2
     failed=1
   fi
 done
