@@ -46,7 +46,7 @@ declare -A srcs=(
   [idx]="tests/fuzz/fuzz_idx.c datasets/dataset.c graph/status.c graph/outfile.c graph/util.c"
   [cifar]="tests/fuzz/fuzz_cifar.c datasets/dataset.c graph/status.c graph/outfile.c graph/util.c"
   [npy]="tests/fuzz/fuzz_npy.c datasets/npy.c datasets/dataset.c ${graph[*]}"
-  [onnx]="tests/fuzz/fuzz_onnx.c onnx/import.c onnx/import_ops*.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
+  [onnx]="tests/fuzz/fuzz_onnx.c onnx/import*.c $out/gen/onnx/onnx.pb-c.c ${graph[*]}"
   [train]="tests/fuzz/fuzz_train.c ${train[*]} ${graph[*]}"
   [checkpoint]="tests/fuzz/fuzz_checkpoint.c runtime/checkpoint.c ${train[*]} ${graph[*]}"
 )
