@@ -13,8 +13,8 @@
  * size, with their gradients on the CPU and CUDA. Any other axes: ReduceSum
  * and ReduceMean become ReduceSumTo (ReduceMean with scale 1 / the reduced
  * count; the count may not depend on the symbolic batch) and ReduceL2
- * Sqrt(ReduceSumTo(X * X)); those are forward only (ReduceSumTo has no
- * gradient: training names the node). ReduceMax over other axes is refused.
+ * Sqrt(ReduceSumTo(X * X)); ReduceSumTo's gradient is an Expand of dY
+ * back to X's shape (times the scale). ReduceMax over other axes is refused.
  * ReduceMin over any axes is the IR ReduceMin (torch.amin, its gradient
  * split evenly among tied minima), keepdims its attribute.
  * keepdims 0 removes the reduced dims with a Reshape (a view). See

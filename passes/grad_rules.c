@@ -987,6 +987,33 @@ static gcc_status gcc_grad_gather(gcc_grad_ctx *c, int node, const int *dy, int 
   return gcc_grad_finish(c, n2, d);
 }
 
+/* ReduceSumTo (the IR of an imported ReduceSum / ReduceMean over any axes):
+ * dX = scale * G broadcast back to X's shape (torch sum / mean backward:
+ * an expand), an Expand of G then, for scale != 1, a ReduceSumTo of X's
+ * own shape that only scales. */
+static gcc_status gcc_grad_reduce_sum_to(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                         gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const float scale = g->nodes[node].av[REDUCE_SUM_TO_SCALE].f;
+  const gcc_shape xs = g->values[X].shape;
+  int64_t dims[GCC_MAX_DIMS];
+  int like = 0; /* a symbolic dim (the batch): Expand reads it from X */
+  for (int i = 0; i < xs.ndim; i++) {
+    dims[i] = xs.dims[i] < 1 ? 0 : xs.dims[i];
+    like |= xs.dims[i] < 1;
+  }
+  int in[2] = {dy[0], X}, n2, ex;
+  GCC_TRY(emit(c, GCC_OP_EXPAND, node, scale == 1.0f ? "dX" : "dX.expanded", in, like ? 2 : 1, &n2,
+               &ex, d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_ints(g, n2, "shape", dims, xs.ndim));
+  GCC_TRY(gcc_grad_finish(c, n2, d));
+  return sum_to(c, node, "dX", ex, X, scale, &dx[0], d);
+}
+
 /* GatherElements: dX = GatherElementsGrad(G, indices), zeros of data's shape
  * with G's elements added at their indices in row-major order (a
  * deterministic scatter-add); no gradient for the indices. */
@@ -1162,7 +1189,7 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_IDENTITY] = {.fn = gcc_grad_identity},
     [GCC_OP_RESHAPE] = {.fn = gcc_grad_reshape},
     [GCC_OP_FLATTEN] = {.fn = gcc_grad_reshape},
-    [GCC_OP_REDUCE_SUM_TO] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_REDUCE_SUM_TO] = {.fn = gcc_grad_reduce_sum_to},
     [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.fn = gcc_grad_sce},
     [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_MEAN_SQUARED_ERROR] = {.fn = gcc_grad_mse},

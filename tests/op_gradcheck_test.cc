@@ -1556,6 +1556,39 @@ TEST(InternalOps, ReluGradMatchesThresholdBackward) {
   }
 }
 
+// ReduceSumTo's own gradient (an imported ReduceSum / ReduceMean trained:
+// dX = scale * dY expanded back to X's shape), over the target shapes of
+// InternalOps.ReduceSumToWithScale and scales 1 and 1 / count; the first
+// seed runs two of them through the host-emulated CUDA plan.
+TEST(ReduceSumToGrad, EveryTargetShapeAndScale) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t A = r.I(2, 4), B = r.I(2, 4), C = r.I(2, 4), N = r.I(2, 5);
+    const std::vector<std::pair<Dims, Dims>> pairs = {
+        {{N, C}, {C}},    {{N, C}, {1, C}},       {{N, C}, {N, 1}},       {{N, C}, {}},
+        {{N, C}, {N, C}}, {{A, B, C}, {A, 1, C}}, {{A, B, C}, {1, 1, 1}}, {{A, B, C}, {B, 1}},
+    };
+    for (size_t k = 0; k < pairs.size(); ++k)
+      for (float scale : {1.0f, 0.25f}) {
+        const Dims xd = pairs[k].first, td = pairs[k].second;
+        GradCase c;
+        c.label = "ReduceSumTo " + Str(xd) + " -> " + Str(td) + " scale " + std::to_string(scale);
+        c.params.push_back({"X", xd, r.F(Numel(xd))});
+        c.build = [td, scale](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_REDUCE_SUM_TO, "sum_to", {v.at("X")});
+          SetInts(b, y, "shape", td);
+          if (scale != 1.0f)
+            gcc_build_set_float(b, y, "scale", scale);
+          return y;
+        };
+        c.ref = [td, scale](const Env &e) { return RefSumTo(e.at("X"), td, scale); };
+        c.bwd_ops = {GCC_OP_EXPAND};
+        c.cuda = seed == kSeeds[0] && (k == 2 || k == 5) && scale != 1.0f;
+        RunGradCase(c, seed);
+      }
+  }
+}
+
 TEST(InternalOps, ReduceSumToWithScale) {
   for (uint64_t seed : kSeeds) {
     Rng r(seed);
@@ -5089,7 +5122,8 @@ const Covered kCovered[] = {
     {GCC_OP_IDENTITY, "Identity", kGradcheck, "IdentityGrad.RandomShapes"},
     {GCC_OP_RESHAPE, "Reshape", kGradcheck, "ReshapeGrad.*, FlattenGrad (backward)"},
     {GCC_OP_FLATTEN, "Flatten", kGradcheck, "FlattenGrad.EveryAxis"},
-    {GCC_OP_REDUCE_SUM_TO, "ReduceSumTo", kInternal, "AddGrad, GemmGrad, InternalOps.ReduceSumTo*"},
+    {GCC_OP_REDUCE_SUM_TO, "ReduceSumTo", kGradcheck,
+     "ReduceSumToGrad.*, AddGrad, GemmGrad, InternalOps.ReduceSumTo*"},
     {GCC_OP_SOFTMAX_CROSS_ENTROPY, "SoftmaxCrossEntropy", kGradcheck,
      "SoftmaxCrossEntropyGrad.*, InternalOps.SoftmaxCrossEntropyEdgeCases"},
     {GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, "SoftmaxCrossEntropyGrad", kInternal,
