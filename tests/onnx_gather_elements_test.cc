@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -20,6 +21,7 @@
 extern "C" {
 #include "graph/builder.h"
 #include "graph/ops.h"
+#include "onnx/export.h"
 #include "onnx/import.h"
 }
 #include "tests/fixture.h"
@@ -324,6 +326,45 @@ TEST(ReduceMin, GradientSplitsEvenlyAmongTiesAsPyTorch) {
     }
     gcc_graph_free(g);
   }
+}
+
+// ONNX export writes GatherElements-13 and ReduceMin-13 (axes and keepdims
+// attributes); the file imported again gives PyTorch's outputs on the CPU.
+TEST(GatherElements, ExportRoundTripWithReduceMin) {
+  Fixture fx;
+  ASSERT_TRUE(LoadFixture(&fx));
+  const FixtureArray &x = fx.Get("ge_axis1.x"), &idx = fx.Get("ge_axis1.idx"),
+                     &y = fx.Get("ge_axis1.y");
+  const FixtureArray &mx = fx.Get("rmin_1.x"), &my = fx.Get("rmin_1.y");
+  OnnxModel m(13);
+  m.Input("x", x.dims);
+  m.Input("idx", idx.dims, kI64);
+  m.Input("mx", mx.dims);
+  m.Node("GatherElements", {"x", "idx"}, {"y"}, {m.Int("axis", 1)});
+  m.Node("ReduceMin", {"mx"}, {"my"}, {m.Ints("axes", {1}), m.Int("keepdims", 0)});
+  m.Output("y");
+  m.Output("my");
+  gcc_graph *g = Import(m, "export round trip");
+  ASSERT_NE(g, nullptr);
+  uint8_t *out = nullptr;
+  size_t size = 0;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_onnx_export_memory(g, nullptr, &out, &size, &d), GCC_OK) << d.msg;
+  gcc_graph_free(g);
+  gcc_graph *g2 = nullptr;
+  gcc_onnx_options o{};
+  ASSERT_EQ(gcc_onnx_import(out, size, "exported.onnx", &o, &g2, nullptr, &d), GCC_OK) << d.msg;
+  free(out);
+  std::vector<uint8_t> xb = Bytes(kF32, F64(x)), ib = Bytes(kI64, F64(idx)),
+                       mb = Bytes(kF32, F64(mx));
+  std::vector<PlanOutput> outs;
+  ASSERT_EQ(gcc_test::RunPlan(g2, {xb.data(), ib.data(), mb.data()}, 1, false, &outs), "");
+  ASSERT_EQ(outs.size(), 2u);
+  ExpectDims(outs[0], y.dims);
+  ExpectDims(outs[1], my.dims);
+  EXPECT_EQ(memcmp(outs[0].f32.data(), y.f32(), static_cast<size_t>(y.numel()) * 4), 0);
+  EXPECT_EQ(memcmp(outs[1].f32.data(), my.f32(), static_cast<size_t>(my.numel()) * 4), 0);
+  gcc_graph_free(g2);
 }
 
 // ---- bool tensors through the data-movement ops ------------------------------
