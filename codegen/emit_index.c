@@ -1,7 +1,8 @@
 /*
  * emit_index.c - CUDA C for the indexing ops: Gather (ONNX Gather-13,
  * nn.Embedding's lookup) and GatherGrad, its deterministic scatter-add;
- * Slice and SliceGrad; Expand. See emit.h for the conventions of the
+ * GatherElements (torch.gather) and GatherElementsGrad; Slice and
+ * SliceGrad; Expand. See emit.h for the conventions of the
  * generated source.
  *
  * Gather and GatherGrad view data as [outer, A, inner] (A the gathered axis) and Y / dY as
@@ -13,6 +14,7 @@ static const char *elem_type(gcc_dtype t) {
   switch (t) {
   case GCC_DT_INT64: return "long long";
   case GCC_DT_INT32: return "int";
+  case GCC_DT_BOOL: return "unsigned char";
   case GCC_DT_FLOAT16: return "__half";
   case GCC_DT_BFLOAT16: return "__nv_bfloat16";
   default: return "float";
@@ -159,6 +161,97 @@ gcc_status gcc_emit_gather_grad_kernel(emitter *e, int gi, int ni) {
       BLOCK, rows, q.a, q.a, q.inner, CHUNKS * BLOCK, CHUNKS, CHUNKS, q.n, BLOCK, q.n, q.a, q.n,
       BLOCK, q.n, BLOCK, q.n, q.inner, CHUNKS, BLOCK, q.inner, CHUNKS, BLOCK, q.inner, q.inner);
   set_grid(e, k, rows * BLOCK);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* ---- GatherElements -------------------------------------------------------- */
+
+/* One thread per element of Y (the indices' shape): data's element at Y's
+ * coordinates with the axis one replaced by the index. An index outside
+ * [-A, A) writes nothing and lowers the bad-label flag to -1 - i, as
+ * Gather's. */
+gcc_status gcc_emit_gather_elements_kernel(emitter *e, int gi, int ni) {
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_value *x = &g->values[nd->inputs[0]];
+  const gcc_shape *q = &g->values[nd->inputs[1]].shape;
+  int64_t axis = nd->av[GATHER_ELEMENTS_AXIS].i;
+  axis += axis < 0 ? x->shape.ndim : 0;
+  int64_t ny = gcc_shape_numel(q, NULL), xst[GCC_MAX_DIMS], acc = 1, a = x->shape.dims[axis];
+  for (int k = x->shape.ndim - 1; k >= 0; k--) {
+    xst[k] = acc;
+    acc *= x->shape.dims[k];
+  }
+  gcc_kernel_info *k;
+  sig s;
+  GCC_TRY(begin(e, gi, ni, x->dtype, 1, &k, &s));
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, ny);
+  coords(&e->src, q, "i");
+  out(&e->src,
+      "    long long v = (long long)in1[i];\n"
+      "    if (v < 0) v += %" PRId64 "LL;\n"
+      "    if (v < 0 || v >= %" PRId64 "LL) {\n"
+      "      atomicMin(bad_label, -1 - (int)(i < 0x7ffffffeLL ? i : 0x7ffffffeLL));\n"
+      "      continue;\n"
+      "    }\n"
+      "    out0[i] = in0[0LL",
+      a, a);
+  for (int c = 0; c < q->ndim; c++)
+    if (c == axis)
+      out(&e->src, " + v * %" PRId64 "LL", xst[c]);
+    else
+      out(&e->src, " + c%d * %" PRId64 "LL", c, xst[c]);
+  out(&e->src, "];\n  }\n}\n");
+  set_grid(e, k, ny);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* One thread per element of dX: the sum, in increasing position j along
+ * the axis, of dY at (dX's coordinates with the axis one j) wherever the
+ * index there names dX's axis coordinate; 0 outside the indices' extent.
+ * These are the additions the CPU kernel makes into that element, in its
+ * row-major order (bit for bit), with no atomics. An index out of range
+ * adds nothing (the forward reports it). */
+gcc_status gcc_emit_gather_elements_grad_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_shape *X = &g->values[nd->outputs[0]].shape;
+  const gcc_shape *q = &g->values[nd->inputs[1]].shape;
+  int64_t axis = nd->av[GATHER_ELEMENTS_GRAD_AXIS].i;
+  axis += axis < 0 ? X->ndim : 0;
+  int64_t nx = gcc_shape_numel(X, NULL), qst[GCC_MAX_DIMS], acc = 1, a = X->dims[axis];
+  for (int k = q->ndim - 1; k >= 0; k--) {
+    qst[k] = acc;
+    acc *= q->dims[k];
+  }
+  gcc_kernel_info *k;
+  sig s;
+  GCC_TRY(begin(e, gi, ni, GCC_DT_FLOAT32, 0, &k, &s));
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, nx);
+  coords(&e->src, X, "i");
+  out(&e->src, "    float acc = 0.0f;\n    if (true");
+  for (int c = 0; c < X->ndim; c++)
+    if (c != axis && q->dims[c] < X->dims[c])
+      out(&e->src, " && c%d < %" PRId64 "LL", c, q->dims[c]);
+  out(&e->src, ") {\n      const long long base = 0LL");
+  for (int c = 0; c < X->ndim; c++)
+    if (c != axis)
+      out(&e->src, " + c%d * %" PRId64 "LL", c, qst[c]);
+  out(&e->src,
+      ";\n"
+      "      for (long long j = 0; j < %" PRId64 "LL; j++) {\n"
+      "        const long long p = base + j * %" PRId64 "LL;\n"
+      "        long long v = (long long)in1[p];\n"
+      "        if (v < 0) v += %" PRId64 "LL;\n"
+      "        if (v == c%d) acc += in0[p];\n"
+      "      }\n"
+      "    }\n"
+      "    out0[i] = acc;\n  }\n}\n",
+      q->dims[axis], qst[axis], a, (int)axis);
+  set_grid(e, k, nx);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
 }

@@ -182,14 +182,26 @@ static inline gcc_dtype vdt(const gcc_graph *g, int v) {
   return g->values[v].dtype;
 }
 
+/* The pointer types of a kernel's operands: the 16-bit floats as above, the
+ * integers and bool (one unsigned char, 0 or 1) as themselves (the copies
+ * of Concat, Transpose, Slice, Expand and Gather move them unchanged),
+ * float32 else. */
 static inline const char *in_type(gcc_dtype t) {
   return t == GCC_DT_BFLOAT16  ? "const __nv_bfloat16*"
          : t == GCC_DT_FLOAT16 ? "const __half*"
+         : t == GCC_DT_INT64   ? "const long long*"
+         : t == GCC_DT_INT32   ? "const int*"
+         : t == GCC_DT_BOOL    ? "const unsigned char*"
                                : "const float*";
 }
 
 static inline const char *out_type(gcc_dtype t) {
-  return t == GCC_DT_BFLOAT16 ? "__nv_bfloat16*" : t == GCC_DT_FLOAT16 ? "__half*" : "float*";
+  return t == GCC_DT_BFLOAT16  ? "__nv_bfloat16*"
+         : t == GCC_DT_FLOAT16 ? "__half*"
+         : t == GCC_DT_INT64   ? "long long*"
+         : t == GCC_DT_INT32   ? "int*"
+         : t == GCC_DT_BOOL    ? "unsigned char*"
+                               : "float*";
 }
 
 /* "__bfloat162float(" ... ")" around a load; "" for float32 */

@@ -84,6 +84,8 @@ gcc_status gcc_emit_attention_grad_kernel(struct gcc_emitter *e, int group, int 
  * CPU kernel's additions bit for bit) (codegen/emit_index.c). */
 gcc_status gcc_emit_gather_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_gather_grad_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_gather_elements_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_gather_elements_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* NegativeLogLikelihoodLoss (a thread per target for reduction none; per-block
  * float64 partials in the scratch and one block for sum and mean) and its
  * gradient (a thread per element of dInput; mean: the weight sum's partials
@@ -103,6 +105,8 @@ gcc_status gcc_emit_expand_kernel(struct gcc_emitter *e, int group, int node);
  * reduced axis and combining (value, index) pairs in a fixed tree in shared
  * memory (deterministic; ties resolved by index) (codegen/emit_select.c). */
 gcc_status gcc_emit_trilu_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_reduce_min_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_reduce_min_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_arg_max_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_arg_min_kernel(struct gcc_emitter *e, int group, int node);
 

@@ -1,6 +1,7 @@
 /*
  * emit_select.c - CUDA C for the selection ops (graph/ops.h): Trilu (ONNX
- * Trilu-14) and ArgMax / ArgMin (ONNX ArgMax-13 / ArgMin-13). See emit.h
+ * Trilu-14), ArgMax / ArgMin (ONNX ArgMax-13 / ArgMin-13) and ReduceMin
+ * (ONNX ReduceMin-13) with its gradient. See emit.h
  * for the conventions of the generated source; the CPU kernels are
  * runtime/cpu/cpu_select.c.
  */
@@ -10,6 +11,7 @@ static const char *elem_type(gcc_dtype t) {
   switch (t) {
   case GCC_DT_INT64: return "long long";
   case GCC_DT_INT32: return "int";
+  case GCC_DT_BOOL: return "unsigned char";
   case GCC_DT_FLOAT16: return "__half";
   case GCC_DT_BFLOAT16: return "__nv_bfloat16";
   default: return "float";
@@ -153,4 +155,118 @@ gcc_status gcc_emit_arg_max_kernel(emitter *e, int gi, int ni) {
 
 gcc_status gcc_emit_arg_min_kernel(emitter *e, int gi, int ni) {
   return arg_kernel(e, gi, ni, 0);
+}
+
+/* ---- ReduceMin ------------------------------------------------------------ */
+
+typedef struct rmin_geom {
+  int red[GCC_MAX_DIMS];
+  int64_t xst[GCC_MAX_DIMS]; /* X's row-major strides */
+  int64_t n_red;             /* elements per group */
+} rmin_geom;
+
+static gcc_status rmin_geom_of(emitter *e, int ni, const gcc_shape *x, rmin_geom *q) {
+  gcc_shape y;
+  GCC_TRY(gcc_reduce_min_resolve(&e->g->nodes[ni], e->g->source, x, q->red, &y, e->d));
+  int64_t acc = 1;
+  q->n_red = 1;
+  for (int k = x->ndim - 1; k >= 0; k--) {
+    q->xst[k] = acc;
+    acc *= x->dims[k];
+    if (q->red[k])
+      q->n_red *= x->dims[k];
+  }
+  return GCC_OK;
+}
+
+/* "for (r ...) { const long long p = base + (r's reduced coordinates) * strides;" over
+ * the group in X's row-major order. */
+static void group_loop(emitter *e, const gcc_shape *x, const rmin_geom *q, const char *ind) {
+  out(&e->src,
+      "%sfor (long long r = 0; r < %" PRId64 "LL; r++) {\n"
+      "%s  long long rr = r, p = base;\n",
+      ind, q->n_red, ind);
+  for (int k = x->ndim - 1; k >= 0; k--)
+    if (q->red[k])
+      out(&e->src, "%s  p += (rr %% %" PRId64 "LL) * %" PRId64 "LL; rr /= %" PRId64 "LL;\n", ind,
+          x->dims[k], q->xst[k], x->dims[k]);
+}
+
+/* One thread per element of Y: the minimum of its group, read in X's
+ * row-major order (the CPU kernel's), a NaN sticking. */
+gcc_status gcc_emit_reduce_min_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_shape *x = &g->values[nd->inputs[0]].shape;
+  rmin_geom q;
+  GCC_TRY(rmin_geom_of(e, ni, x, &q));
+  int64_t ny = gcc_shape_numel(&g->values[nd->outputs[0]].shape, NULL);
+  gcc_kernel_info *k;
+  sig s;
+  GCC_TRY(begin(e, gi, ni, &k, &s));
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, ny);
+  out(&e->src, "    long long o = i, base = 0;\n");
+  for (int c = x->ndim - 1; c >= 0; c--)
+    if (!q.red[c])
+      out(&e->src, "    base += (o %% %" PRId64 "LL) * %" PRId64 "LL; o /= %" PRId64 "LL;\n",
+          x->dims[c], q.xst[c], x->dims[c]);
+  out(&e->src, "    float m = __int_as_float(0x7f800000);\n");
+  group_loop(e, x, &q, "    ");
+  out(&e->src, "      const float v = in0[p];\n"
+               "      if (!isnan(m) && (isnan(v) || v < m)) m = v;\n"
+               "    }\n"
+               "    out0[i] = m;\n  }\n}\n");
+  set_grid(e, k, ny);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
+}
+
+/* One thread per element of dX: X == Y ? dY / count : 0, the ties of its
+ * group counted by a walk over the group (the CPU kernel's float32
+ * division). */
+gcc_status gcc_emit_reduce_min_grad_kernel(emitter *e, int gi, int ni) {
+  GCC_TRY(need_f32(e, gi));
+  const gcc_graph *g = e->g;
+  const gcc_node *nd = &g->nodes[ni];
+  const gcc_shape *x = &g->values[nd->inputs[1]].shape;
+  rmin_geom q;
+  GCC_TRY(rmin_geom_of(e, ni, x, &q));
+  int64_t nx = gcc_shape_numel(x, NULL);
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  sig s = {.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[0], "const float*", "in0");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[1], "const float*", "in1");
+  param(e, &s, GCC_KARG_INPUT, nd->inputs[2], "const float*", "in2");
+  param(e, &s, GCC_KARG_OUTPUT, nd->outputs[0], "float*", "out0");
+  out(&e->src, ") {\n");
+  if (!s.ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &g->groups[gi]);
+  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, nx);
+  out(&e->src, "    long long t = i, base = 0, gy = 0, gst = 1;\n");
+  for (int c = x->ndim - 1; c >= 0; c--) {
+    out(&e->src, "    { const long long cc = t %% %" PRId64 "LL; t /= %" PRId64 "LL;", x->dims[c],
+        x->dims[c]);
+    if (!q.red[c])
+      out(&e->src, " base += cc * %" PRId64 "LL; gy += cc * gst; gst *= %" PRId64 "LL;", q.xst[c],
+          x->dims[c]);
+    out(&e->src, " }\n");
+  }
+  out(&e->src, "    const float y = in2[gy];\n"
+               "    float d = 0.0f;\n"
+               "    if (in1[i] == y) {\n"
+               "      long long count = 0;\n");
+  group_loop(e, x, &q, "      ");
+  out(&e->src, "        count += in1[p] == y;\n"
+               "      }\n"
+               "      d = in0[gy] / (float)count;\n"
+               "    }\n"
+               "    out0[i] = d;\n  }\n}\n");
+  set_grid(e, k, nx);
+  emit_wrapper(e, k, s.types);
+  return GCC_OK;
 }

@@ -34,7 +34,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
 
 #define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
 
-_Static_assert(GCC_OP_COUNT == 116, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 120, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -272,6 +272,13 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_WHERE] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} != 0.0f ? {1} : {2}"},
     [GCC_OP_WHERE_GRAD_X] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} != 0.0f ? {1} : 0.0f"},
     [GCC_OP_WHERE_GRAD_Y] = {.kind = GCC_LOWER_POINTWISE, .expr = "{0} != 0.0f ? 0.0f : {1}"},
+    [GCC_OP_GATHER_ELEMENTS] = {.kind = GCC_LOWER_KERNEL,
+                                .kernel = gcc_emit_gather_elements_kernel},
+    [GCC_OP_GATHER_ELEMENTS_GRAD] = {.kind = GCC_LOWER_KERNEL,
+                                     .kernel = gcc_emit_gather_elements_grad_kernel},
+    [GCC_OP_REDUCE_MIN] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_reduce_min_kernel},
+    [GCC_OP_REDUCE_MIN_GRAD] = {.kind = GCC_LOWER_KERNEL,
+                                .kernel = gcc_emit_reduce_min_grad_kernel},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -119,11 +119,14 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 116, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 120, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_attr_spec kTriluAttrs[] = {B("upper", 1), I("k", 0)};
 static const gcc_attr_spec kArgAttrs[] = {I("axis", 0), B("keepdims", 1),
                                           B("select_last_index", 0)};
+static const gcc_attr_spec kGatherElementsAttrs[] = {I("axis", 0)};
+static const gcc_attr_spec kGatherElementsGradAttrs[] = {I("axis", 0), INTS_REQ("shape")};
+static const gcc_attr_spec kReduceMinAttrs[] = {INTS_REQ("axes"), B("keepdims", 1)};
 
 static const gcc_op_desc kOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.name = "Gemm",
@@ -1408,6 +1411,58 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                              .flops = numel_out,
                              .semantics = "Y's gradient before the broadcast's sum: condition ? "
                                           "0 : dZ (torch where backward)"},
+    [GCC_OP_GATHER_ELEMENTS] = {.name = "GatherElements",
+                                .min_inputs = 2,
+                                .max_inputs = 2,
+                                .n_outputs = 1,
+                                .input_names = "data, indices",
+                                .attrs = kGatherElementsAttrs,
+                                .n_attrs = COUNT(kGatherElementsAttrs),
+                                .shape = shape_gather_elements,
+                                .semantics = "ONNX GatherElements-13 (torch.gather): Y of indices' "
+                                             "shape, data's element at each position with the "
+                                             "axis coordinate replaced by the index, negative "
+                                             "indices counted from the end, an out-of-range "
+                                             "index an error at run time"},
+    [GCC_OP_GATHER_ELEMENTS_GRAD] = {.name = "GatherElementsGrad",
+                                     .min_inputs = 2,
+                                     .max_inputs = 2,
+                                     .n_outputs = 1,
+                                     .input_names = "dY, indices",
+                                     .attrs = kGatherElementsGradAttrs,
+                                     .n_attrs = COUNT(kGatherElementsGradAttrs),
+                                     .flags = GCC_OPF_INTERNAL,
+                                     .shape = shape_gather_elements_grad,
+                                     .flops = numel_in0,
+                                     .semantics = "the backward of GatherElements: zeros of "
+                                                  "data's shape, dY's elements added at their "
+                                                  "indices in row-major order (a deterministic "
+                                                  "scatter-add: torch scatter_add_)"},
+    [GCC_OP_REDUCE_MIN] = {.name = "ReduceMin",
+                           .min_inputs = 1,
+                           .max_inputs = 1,
+                           .n_outputs = 1,
+                           .input_names = "X",
+                           .attrs = kReduceMinAttrs,
+                           .n_attrs = COUNT(kReduceMinAttrs),
+                           .shape = shape_reduce_min,
+                           .flops = numel_in0,
+                           .semantics = "ONNX ReduceMin-13 with the axes an attribute "
+                                        "(torch.amin): the minimum over axes, kept as 1 or "
+                                        "removed (keepdims); a NaN makes its group's minimum NaN"},
+    [GCC_OP_REDUCE_MIN_GRAD] = {.name = "ReduceMinGrad",
+                                .min_inputs = 3,
+                                .max_inputs = 3,
+                                .n_outputs = 1,
+                                .input_names = "dY, X, Y",
+                                .attrs = kReduceMinAttrs,
+                                .n_attrs = COUNT(kReduceMinAttrs),
+                                .flags = GCC_OPF_INTERNAL,
+                                .shape = shape_reduce_min_grad,
+                                .flops = numel_in0,
+                                .semantics = "the backward of ReduceMin (torch amin backward): "
+                                             "dY split evenly among the elements equal to their "
+                                             "group's minimum, X == Y ? dY / count : 0"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

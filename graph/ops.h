@@ -227,7 +227,11 @@ typedef struct gcc_op_desc {
   X(XOR, Xor)                                                                                      \
   X(WHERE, Where)                                                                                  \
   X(WHERE_GRAD_X, WhereGradX)                                                                      \
-  X(WHERE_GRAD_Y, WhereGradY)
+  X(WHERE_GRAD_Y, WhereGradY)                                                                      \
+  X(GATHER_ELEMENTS, GatherElements)                                                               \
+  X(GATHER_ELEMENTS_GRAD, GatherElementsGrad)                                                      \
+  X(REDUCE_MIN, ReduceMin)                                                                         \
+  X(REDUCE_MIN_GRAD, ReduceMinGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -347,6 +351,38 @@ enum { SGD_IN_SCALER = 3, ADAM_IN_SCALER = 4 };
  * float32 only. */
 enum { GATHER_AXIS };
 enum { GATHER_GRAD_AXIS, GATHER_GRAD_SHAPE };
+/* GatherElements (data, indices) -> Y, ONNX GatherElements-13
+ * (torch.gather(data, axis, indices)): data of rank r >= 1 (any dtype Gather
+ * takes, bool too), indices int64 or int32 of the same rank with
+ * indices.dims[k] <= data.dims[k] for k != axis, Y of indices' shape and
+ * data's dtype, Y[c] = data[c with c[axis] replaced by idx[c]]; a negative
+ * index counts from the end (idx + data.dims[axis]). An index outside
+ * [-dims[axis], dims[axis]) is an error when the step runs
+ * (GCC_ERR_INVALID_ARGUMENT naming the node and the index's position, as
+ * Gather's), never a read outside data.
+ * GatherElementsGrad (dY, indices) -> dX of `shape` (data's shape), the
+ * adjoint: zeros, then dX[c with c[axis] = idx[c]] += dY[c] for every c of
+ * dY in row-major order (a deterministic scatter-add: torch.Tensor.
+ * scatter_add_, gather's backward); float32 only. */
+enum { GATHER_ELEMENTS_AXIS };
+enum { GATHER_ELEMENTS_GRAD_AXIS, GATHER_ELEMENTS_GRAD_SHAPE };
+/* ReduceMin (X) -> Y, ONNX ReduceMin-13 with the axes an attribute
+ * (torch.amin(X, axes, keepdim)): X float32 of rank >= 1, `axes` the
+ * reduced dims (at least one, each once, negative counting from the end),
+ * Y the minimum over them, those dims kept as 1 (keepdims 1) or removed
+ * (0). A NaN in a group makes its minimum NaN (torch.amin).
+ * ReduceMinGrad (dY, X, Y) -> dX of X's shape, same attributes: PyTorch's
+ * amin backward, the gradient split evenly among the tied minima:
+ * dX = X == Y ? dY / count : 0, count the number of elements of X's group
+ * equal to its minimum. float32. */
+enum { REDUCE_MIN_AXES, REDUCE_MIN_KEEPDIMS };
+/* A ReduceMin or ReduceMinGrad node's axes (attributes resolved: av) over
+ * an input of shape `x`: red[i] = 1 for each reduced dim of x, *y the
+ * output shape (keepdims applied). GCC_ERR_SHAPE naming `source` and the
+ * node for no axes, an axis out of range or repeated, a reduced dim that
+ * is empty or symbolic. */
+gcc_status gcc_reduce_min_resolve(const gcc_node *n, const char *source, const gcc_shape *x,
+                                  int *red, gcc_shape *y, gcc_diag *d);
 /* Slice (X) -> Y, ONNX Slice-13 with starts, ends, axes and steps as
  * attributes (torch's x[a:b:s] on several dims; any dtype Concat takes):
  * along axes[k] (default 0, 1, ...; negative counts from the end) the

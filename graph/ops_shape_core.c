@@ -113,6 +113,16 @@ gcc_status need_movable(gcc_graph *g, int node, int k, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* Concat, Transpose, Slice, Expand, Gather, GatherElements copy elements of
+ * any dtype need_movable takes, or bool (1 byte: the attention masks of the
+ * PyTorch exporters). */
+gcc_status need_copyable(gcc_graph *g, int node, int k, gcc_diag *d) {
+  gcc_value *v = in_val(g, node, k);
+  if (v && v->dtype == GCC_DT_BOOL)
+    return GCC_OK;
+  return need_movable(g, node, k, d);
+}
+
 /* Elementwise float ops: float32, or a 16-bit float computed in float32 and
  * stored in its own dtype. */
 gcc_status shape_unary_same(gcc_graph *g, int node, gcc_diag *d) {

@@ -1,6 +1,8 @@
 /*
  * ops_shape_index.c - shape and dtype inference of the indexing ops: Gather
- * (ONNX Gather-13) and its gradient GatherGrad (graph/ops.h).
+ * (ONNX Gather-13) and its gradient GatherGrad, GatherElements (ONNX
+ * GatherElements-13) and GatherElementsGrad, Slice, SliceGrad and Expand
+ * (graph/ops.h).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,7 +49,7 @@ static gcc_status gather_out_shape(gcc_graph *g, int node, const gcc_shape *data
 }
 
 gcc_status shape_gather(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_movable(g, node, 0, d));
+  GCC_TRY(need_copyable(g, node, 0, d));
   GCC_TRY(need_indices(g, node, 1, d));
   gcc_value *x = in_val(g, node, 0), *ix = in_val(g, node, 1);
   if (x->shape.ndim < 1)
@@ -85,6 +87,61 @@ gcc_status shape_gather_grad(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(gather_out_shape(g, node, &x, axis, &ix->shape, &y, d));
   if (!gcc_shape_equal(&y, &dy->shape))
     return shape_err(g, node, d, "dY must have the shape of Gather's output, got", &dy->shape, &y);
+  set_out(g, node, 0, GCC_DT_FLOAT32, &x);
+  return GCC_OK;
+}
+
+/* ---- GatherElements -------------------------------------------------------- */
+
+/* indices of data's rank, no dim larger than data's but along the axis
+ * (torch.gather's rule; ONNX's conformance cases keep to it too). */
+static gcc_status gather_elements_check(gcc_graph *g, int node, const gcc_shape *data,
+                                        int64_t axis_attr, const gcc_shape *idx, gcc_diag *d) {
+  if (data->ndim < 1)
+    return shape_err(g, node, d, "data must have rank >= 1, got", data, NULL);
+  int64_t axis = 0;
+  GCC_TRY(gather_axis(g, node, axis_attr, data->ndim, &axis, d));
+  if (idx->ndim != data->ndim)
+    return shape_err(g, node, d, "indices must have data's rank:", idx, data);
+  for (int k = 0; k < data->ndim; k++)
+    if (k != axis && idx->dims[k] > data->dims[k])
+      return shape_err(g, node, d,
+                       "indices are larger than data in a dim other than the axis:", idx, data);
+  if (data->dims[axis] == 0)
+    return shape_err(g, node, d, "the gathered axis of data is empty:", data, NULL);
+  return GCC_OK;
+}
+
+gcc_status shape_gather_elements(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_copyable(g, node, 0, d));
+  GCC_TRY(need_indices(g, node, 1, d));
+  gcc_value *x = in_val(g, node, 0), *ix = in_val(g, node, 1);
+  GCC_TRY(gather_elements_check(g, node, &x->shape, g->nodes[node].av[GATHER_ELEMENTS_AXIS].i,
+                                &ix->shape, d));
+  set_out(g, node, 0, x->dtype, &ix->shape);
+  return GCC_OK;
+}
+
+gcc_status shape_gather_elements_grad(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(need_indices(g, node, 1, d));
+  const gcc_node *n = &g->nodes[node];
+  const gcc_attr *sa = &n->av[GATHER_ELEMENTS_GRAD_SHAPE];
+  gcc_value *dy = in_val(g, node, 0), *ix = in_val(g, node, 1);
+  if (sa->n_ints < 1 || sa->n_ints > GCC_MAX_DIMS) {
+    char desc[600];
+    return gcc_diag_set(d, GCC_ERR_SHAPE, "%s: %s: shape has %d dims (1 to 8)", g->source,
+                        gcc_node_desc(g, node, desc, sizeof desc), sa->n_ints);
+  }
+  gcc_shape x = {sa->n_ints, {0}};
+  for (int i = 0; i < sa->n_ints; i++) {
+    if (sa->ints[i] < 1)
+      return shape_err(g, node, d, "shape has a dim < 1:", &x, NULL);
+    x.dims[i] = sa->ints[i];
+  }
+  GCC_TRY(gather_elements_check(g, node, &x, n->av[GATHER_ELEMENTS_GRAD_AXIS].i, &ix->shape, d));
+  if (!gcc_shape_equal(&ix->shape, &dy->shape))
+    return shape_err(g, node, d, "dY must have the indices' shape, got", &dy->shape, &ix->shape);
   set_out(g, node, 0, GCC_DT_FLOAT32, &x);
   return GCC_OK;
 }
@@ -158,7 +215,7 @@ gcc_status gcc_slice_resolve(const gcc_node *n, const char *source, const gcc_sh
 }
 
 gcc_status shape_slice(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_movable(g, node, 0, d));
+  GCC_TRY(need_copyable(g, node, 0, d));
   gcc_value *x = in_val(g, node, 0);
   int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS];
   gcc_shape y;
@@ -188,7 +245,7 @@ gcc_status shape_slice_grad(gcc_graph *g, int node, gcc_diag *d) {
 /* ---- Expand --------------------------------------------------------------- */
 
 gcc_status shape_expand(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_movable(g, node, 0, d));
+  GCC_TRY(need_copyable(g, node, 0, d));
   gcc_value *x = in_val(g, node, 0);
   const gcc_attr *sa = &g->nodes[node].av[EXPAND_SHAPE];
   if (sa->n_ints > GCC_MAX_DIMS)

@@ -220,7 +220,7 @@ gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d) {
       return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: input %d is empty", g->source,
                           node_d(g, node, desc, sizeof desc), k);
     GCC_TRY(need_dtype(g, node, k, x0->dtype, d));
-    GCC_TRY(need_movable(g, node, k, d));
+    GCC_TRY(need_copyable(g, node, k, d));
     int ok = v->shape.ndim == r;
     for (int i = 0; ok && i < r; i++)
       ok = i == axis || v->shape.dims[i] == x0->shape.dims[i];
@@ -235,7 +235,7 @@ gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d) {
 
 /* ONNX Transpose: Y.dims[i] = X.dims[perm[i]]; perm a permutation. */
 gcc_status shape_transpose(gcc_graph *g, int node, gcc_diag *d) {
-  GCC_TRY(need_movable(g, node, 0, d));
+  GCC_TRY(need_copyable(g, node, 0, d));
   gcc_value *x = in_val(g, node, 0);
   const gcc_attr *p = &g->nodes[node].av[TRANSPOSE_PERM];
   int seen[GCC_MAX_DIMS] = {0}, ok = p->n_ints == x->shape.ndim;

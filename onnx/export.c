@@ -469,6 +469,13 @@ static gcc_status ex_arg(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag
   return attr_int(E, np, "select_last_index", n->av[ARG_SELECT_LAST_INDEX].i, d);
 }
 
+/* ReduceMin-13: axes and keepdims attributes */
+static gcc_status ex_reduce_min(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
+  const gcc_attr *ax = &n->av[REDUCE_MIN_AXES];
+  GCC_TRY(attr_ints(E, np, "axes", ax->ints, ax->n_ints, d));
+  return attr_int(E, np, "keepdims", n->av[REDUCE_MIN_KEEPDIMS].i, d);
+}
+
 /* NegativeLogLikelihoodLoss-13: reduction, and ignore_index when one is set */
 static gcc_status ex_nll(ex *E, const gcc_node *n, Onnx__NodeProto *np, gcc_diag *d) {
   GCC_TRY(attr_string(E, np, "reduction", n->av[NLL_REDUCTION].s, d));
@@ -506,7 +513,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 116, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 120, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -635,6 +642,10 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_WHERE] = MAP("Where"),
     [GCC_OP_WHERE_GRAD_X] = TRAINING("a gradient of Where"),
     [GCC_OP_WHERE_GRAD_Y] = TRAINING("a gradient of Where"),
+    [GCC_OP_GATHER_ELEMENTS] = MAP_A("GatherElements", ex_axis),
+    [GCC_OP_GATHER_ELEMENTS_GRAD] = TRAINING("the gradient of GatherElements"),
+    [GCC_OP_REDUCE_MIN] = MAP_A("ReduceMin", ex_reduce_min),
+    [GCC_OP_REDUCE_MIN_GRAD] = TRAINING("the gradient of ReduceMin"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

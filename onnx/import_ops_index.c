@@ -27,7 +27,7 @@ gcc_status cv_gather(nctx *c, gcc_diag *d) {
   GCC_TRY(need_inputs(c, 2, 2, d));
   if (has_symv(c, 0))
     return sym_gather(c, d);
-  GCC_TRY(need_computable(c, 0, d));
+  GCC_TRY(need_movable(c, 0, d));
   int idt = in_dt(c, 1);
   if (idt != I64 && idt != I32)
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "indices have dtype %s (int64 or int32)",
@@ -95,6 +95,55 @@ gcc_status cv_gather(nctx *c, gcc_diag *d) {
   GCC_TRY(in_ir(c, 0, &ins[0], d));
   GCC_TRY(in_ir(c, 1, &ins[1], d));
   GCC_TRY(emit(c, GCC_OP_GATHER, ins, 2, 0, in_dt(c, 0), &s, NULL, &node, d));
+  return gcc_node_set_int(c->I->g, node, "axis", axis) ? oom(d) : GCC_OK;
+}
+
+/* GatherElements (11, 13): torch.gather. Y has the indices' shape (same
+ * rank as data, no dim larger than data's but along the axis). An IR
+ * GatherElements; constant indices are checked against the axis here, the
+ * others when the step runs. */
+gcc_status cv_gather_elements(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "axis", (char *)NULL));
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  GCC_TRY(need_movable(c, 0, d));
+  int idt = in_dt(c, 1);
+  if (idt != I64 && idt != I32)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "indices have dtype %s (int64 or int32)",
+                    onnx_dtype_name(idt));
+  const tshape *x = in_sh(c, 0), *q = in_sh(c, 1);
+  char a[128], b[128];
+  if (x->ndim < 1 || q->ndim != x->ndim)
+    return node_err(c, d, GCC_ERR_SHAPE, "data %s and indices %s must have one rank >= 1",
+                    tshape_str(x, a, sizeof a), tshape_str(q, b, sizeof b));
+  int64_t axis;
+  GCC_TRY(a_int(c, "axis", 0, &axis, d));
+  GCC_TRY(norm_axis(c, axis, x->ndim, 0, "axis", &axis, d));
+  if (x->d[axis].sym)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "axis %" PRId64 " of data %s is the symbolic batch (gathering along it is "
+                    "not supported)",
+                    axis, tshape_str(x, a, sizeof a));
+  for (int i = 0; i < x->ndim; i++)
+    if (i != axis && (q->d[i].sym != x->d[i].sym || (!q->d[i].sym && q->d[i].v > x->d[i].v)))
+      return node_err(c, d, GCC_ERR_SHAPE,
+                      "indices %s are larger than data %s in dim %d (only the axis %" PRId64
+                      " may be)",
+                      tshape_str(q, b, sizeof b), tshape_str(x, a, sizeof a), i, axis);
+  const ival *iv = imp_val(c->I, in_idx(c, 1));
+  int64_t dim = x->d[axis].v;
+  if (iv->is_const)
+    for (int64_t k = 0, n = tshape_static_numel(q); k < n; k++) {
+      int64_t v = index_at(iv, k);
+      if (v < -dim || v >= dim)
+        return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                        "index %" PRId64 " at position %" PRId64 " is outside [-%" PRId64
+                        ", %" PRId64 ") (axis %" PRId64 " of data %s)",
+                        v, k, dim, dim, axis, tshape_str(x, a, sizeof a));
+    }
+  int ins[2], node;
+  GCC_TRY(in_ir(c, 0, &ins[0], d));
+  GCC_TRY(in_ir(c, 1, &ins[1], d));
+  GCC_TRY(emit(c, GCC_OP_GATHER_ELEMENTS, ins, 2, 0, in_dt(c, 0), q, NULL, &node, d));
   return gcc_node_set_int(c->I->g, node, "axis", axis) ? oom(d) : GCC_OK;
 }
 
@@ -193,7 +242,7 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
     return set_const(c, out_k, dt, &s, data, (size_t)n * es, d);
   }
   int xi, node, tmp;
-  GCC_TRY(need_computable(c, 0, d));
+  GCC_TRY(need_movable(c, 0, d));
   GCC_TRY(in_ir(c, 0, &xi, d));
   GCC_TRY(emit(c, GCC_OP_SLICE, &xi, 1, out_k, in_dt(c, 0), &s, &tmp, &node, d));
   gcc_graph *g = c->I->g;

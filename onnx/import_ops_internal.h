@@ -6,9 +6,9 @@
  *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
- *   onnx/import_ops_index.c        Gather, Slice, Split, Expand, Tile
+ *   onnx/import_ops_index.c        Gather, GatherElements, Slice, Split, Expand, Tile
  *   onnx/import_ops_shapecalc.c    Shape, Cast: shape arithmetic folded at import
- *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
+ *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
  *   onnx/import_ops_loss.c         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
  *   onnx/import_ops_math.c         Gelu, Erf, Exp, Log, Neg, Abs, Reciprocal and the GELU
@@ -77,6 +77,18 @@ static inline gcc_status need_computable(nctx *c, int k, gcc_diag *d) {
   if (gdt == GCC_DT_UNDEFINED || gdt == GCC_DT_BOOL)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "input %d ('%s') has dtype %s (supported: float, int64, int32)", k,
+                    imp_val(c->I, in_idx(c, k))->name, onnx_dtype_name(dt));
+  return GCC_OK;
+}
+
+/* float, int64, int32 or bool: what the data-movement ops (Concat,
+ * Transpose, Slice, Expand, Gather, GatherElements) copy, bool included (the
+ * attention masks the PyTorch exporters build). */
+static inline gcc_status need_movable(nctx *c, int k, gcc_diag *d) {
+  int dt = in_dt(c, k);
+  if (onnx_to_gcc_dtype(dt) == GCC_DT_UNDEFINED)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "input %d ('%s') has dtype %s (supported: float, int64, int32, bool)", k,
                     imp_val(c->I, in_idx(c, k))->name, onnx_dtype_name(dt));
   return GCC_OK;
 }
@@ -207,6 +219,7 @@ gcc_status cv_softmax_cross_entropy_loss(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile */
 gcc_status cv_gather(nctx *c, gcc_diag *d);
+gcc_status cv_gather_elements(nctx *c, gcc_diag *d);
 gcc_status cv_slice(nctx *c, gcc_diag *d);
 gcc_status cv_split(nctx *c, gcc_diag *d);
 gcc_status cv_expand(nctx *c, gcc_diag *d);
@@ -240,6 +253,7 @@ gcc_status cv_mod(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_mean(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_max(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_min(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_l2(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_select.c: Size, Trilu, ArgMax, ArgMin */

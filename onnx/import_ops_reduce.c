@@ -1,6 +1,7 @@
 /*
  * import_ops_reduce.c - ONNX -> gcc IR converters of the reductions
- * ReduceMean, ReduceSum, ReduceMax and ReduceL2 (float32), every opset form:
+ * ReduceMean, ReduceSum, ReduceMax, ReduceMin and ReduceL2 (float32), every
+ * opset form:
  * `axes` an attribute (before ReduceSum-13 and the others' 18) or an input,
  * `keepdims` (default 1), `noop_with_empty_axes` (ReduceSum-13, the others
  * from 18: no axes is the identity; otherwise no axes reduces every dim).
@@ -12,8 +13,10 @@
  * size, with their gradients on the CPU and CUDA. Any other axes: ReduceSum
  * and ReduceMean become ReduceSumTo (ReduceMean with scale 1 / the reduced
  * count; the count may not depend on the symbolic batch) and ReduceL2
- * Sqrt(ReduceSumTo(X * X)); those are forward only (ReduceSumTo has no
- * gradient: training names the node). ReduceMax over other axes is refused.
+ * Sqrt(ReduceSumTo(X * X)); ReduceSumTo's gradient is an Expand of dY
+ * back to X's shape (times the scale). ReduceMax over other axes is refused.
+ * ReduceMin over any axes is the IR ReduceMin (torch.amin, its gradient
+ * split evenly among tied minima), keepdims its attribute.
  * keepdims 0 removes the reduced dims with a Reshape (a view). See
  * onnx/import_ops.c.
  */
@@ -28,7 +31,7 @@
 #include "graph/ops.h"
 #include "onnx/import_ops_internal.h"
 
-enum { RED_SUM, RED_MEAN, RED_MAX, RED_L2 };
+enum { RED_SUM, RED_MEAN, RED_MAX, RED_L2, RED_MIN };
 
 /* The axes (attribute or input, as the op version says) into red[] (1 per
  * reduced dim); *identity when noop_with_empty_axes makes the node Y = X. */
@@ -124,6 +127,22 @@ static gcc_status reduce(nctx *c, int kind, gcc_diag *d) {
       return oom(d);
     return emit_reshape(c, cur, &out, 0, F32, NULL, d);
   }
+  if (kind == RED_MIN) { /* ReduceMin over any axes, keepdims its own */
+    if (count_sym)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "a minimum over the symbolic batch dim N is not supported; give the input "
+                      "a fixed batch");
+    int64_t axes[GCC_MAX_DIMS];
+    int n_axes = 0;
+    for (int i = 0; i < rank; i++)
+      if (red[i])
+        axes[n_axes++] = i;
+    GCC_TRY(emit(c, GCC_OP_REDUCE_MIN, &xi, 1, 0, F32, &out, NULL, &node, d));
+    if (gcc_node_set_ints(c->I->g, node, "axes", axes, n_axes) ||
+        gcc_node_set_int(c->I->g, node, "keepdims", keepdims))
+      return oom(d);
+    return GCC_OK;
+  }
   if (kind == RED_MAX)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "ReduceMax is supported over the two spatial dims of a 4-D NCHW input "
@@ -164,4 +183,8 @@ gcc_status cv_reduce_max(nctx *c, gcc_diag *d) {
 
 gcc_status cv_reduce_l2(nctx *c, gcc_diag *d) {
   return reduce(c, RED_L2, d);
+}
+
+gcc_status cv_reduce_min(nctx *c, gcc_diag *d) {
+  return reduce(c, RED_MIN, d);
 }

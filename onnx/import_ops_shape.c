@@ -394,7 +394,7 @@ gcc_status cv_concat(nctx *c, gcc_diag *d) {
     return oom(d);
   gcc_status st = GCC_OK;
   for (int k = 0; k < n && st == GCC_OK; k++) {
-    st = need_computable(c, k, d);
+    st = need_movable(c, k, d);
     if (st == GCC_OK)
       st = in_ir(c, k, &ins[k], d);
   }
@@ -435,7 +435,7 @@ gcc_status cv_transpose(nctx *c, gcc_diag *d) {
     mark_folded(c);
     return GCC_OK;
   }
-  GCC_TRY(need_computable(c, 0, d));
+  GCC_TRY(need_movable(c, 0, d));
   int xi, node;
   GCC_TRY(in_ir(c, 0, &xi, d));
   GCC_TRY(emit(c, GCC_OP_TRANSPOSE, &xi, 1, 0, in_dt(c, 0), &s, NULL, &node, d));

@@ -987,6 +987,73 @@ static gcc_status gcc_grad_gather(gcc_grad_ctx *c, int node, const int *dy, int 
   return gcc_grad_finish(c, n2, d);
 }
 
+/* ReduceSumTo (the IR of an imported ReduceSum / ReduceMean over any axes):
+ * dX = scale * G broadcast back to X's shape (torch sum / mean backward:
+ * an expand), an Expand of G then, for scale != 1, a ReduceSumTo of X's
+ * own shape that only scales. */
+static gcc_status gcc_grad_reduce_sum_to(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                         gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const float scale = g->nodes[node].av[REDUCE_SUM_TO_SCALE].f;
+  const gcc_shape xs = g->values[X].shape;
+  int64_t dims[GCC_MAX_DIMS];
+  int like = 0; /* a symbolic dim (the batch): Expand reads it from X */
+  for (int i = 0; i < xs.ndim; i++) {
+    dims[i] = xs.dims[i] < 1 ? 0 : xs.dims[i];
+    like |= xs.dims[i] < 1;
+  }
+  int in[2] = {dy[0], X}, n2, ex;
+  GCC_TRY(emit(c, GCC_OP_EXPAND, node, scale == 1.0f ? "dX" : "dX.expanded", in, like ? 2 : 1, &n2,
+               &ex, d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_ints(g, n2, "shape", dims, xs.ndim));
+  GCC_TRY(gcc_grad_finish(c, n2, d));
+  return sum_to(c, node, "dX", ex, X, scale, &dx[0], d);
+}
+
+/* GatherElements: dX = GatherElementsGrad(G, indices), zeros of data's shape
+ * with G's elements added at their indices in row-major order (a
+ * deterministic scatter-add); no gradient for the indices. */
+static gcc_status gcc_grad_gather_elements(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                           gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0], I = g->nodes[node].inputs[1];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const gcc_shape xs = g->values[X].shape;
+  int64_t axis = g->nodes[node].av[GATHER_ELEMENTS_AXIS].i;
+  int in[2] = {dy[0], I}, n2;
+  GCC_TRY(emit(c, GCC_OP_GATHER_ELEMENTS_GRAD, node, "dX", in, 2, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_ints(g, n2, "shape", xs.dims, xs.ndim));
+  GCC_TRY(gcc_node_set_int(g, n2, "axis", axis));
+  return gcc_grad_finish(c, n2, d);
+}
+
+/* ReduceMin: dX = ReduceMinGrad(G, X, Y) with the same axes and keepdims
+ * (torch amin backward: G split evenly among the tied minima). */
+static gcc_status gcc_grad_reduce_min(gcc_grad_ctx *c, int node, const int *dy, int *dx,
+                                      gcc_diag *d) {
+  gcc_graph *g = gcc_grad_graph(c);
+  int X = g->nodes[node].inputs[0];
+  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
+    return GCC_OK;
+  const gcc_attr *ax = &g->nodes[node].av[REDUCE_MIN_AXES];
+  int64_t axes[GCC_MAX_DIMS], keep = g->nodes[node].av[REDUCE_MIN_KEEPDIMS].i;
+  int n_axes = ax->n_ints;
+  for (int k = 0; k < n_axes && k < GCC_MAX_DIMS; k++)
+    axes[k] = ax->ints[k];
+  int in[3] = {dy[0], X, g->nodes[node].outputs[0]}, n2;
+  GCC_TRY(emit(c, GCC_OP_REDUCE_MIN_GRAD, node, "dX", in, 3, &n2, &dx[0], d));
+  g = gcc_grad_graph(c);
+  GCC_TRY(gcc_node_set_ints(g, n2, "axes", axes, n_axes));
+  GCC_TRY(gcc_node_set_int(g, n2, "keepdims", keep));
+  return gcc_grad_finish(c, n2, d);
+}
+
 /* Trilu: dX = Trilu(G) with the same upper and k (the mask is linear and
  * its own adjoint), as torch.triu's backward. */
 static gcc_status gcc_grad_trilu(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
@@ -1111,7 +1178,7 @@ static gcc_status gcc_grad_nll(gcc_grad_ctx *c, int node, const int *dy, int *dx
  * (no rule, so nothing that depends on a parameter flows through them) */
 #define NOT_DIFFERENTIABLE "a comparison or logical op: its bool output is piecewise constant"
 
-_Static_assert(GCC_OP_COUNT == 116, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 120, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -1122,7 +1189,7 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_IDENTITY] = {.fn = gcc_grad_identity},
     [GCC_OP_RESHAPE] = {.fn = gcc_grad_reshape},
     [GCC_OP_FLATTEN] = {.fn = gcc_grad_reshape},
-    [GCC_OP_REDUCE_SUM_TO] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_REDUCE_SUM_TO] = {.fn = gcc_grad_reduce_sum_to},
     [GCC_OP_SOFTMAX_CROSS_ENTROPY] = {.fn = gcc_grad_sce},
     [GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_MEAN_SQUARED_ERROR] = {.fn = gcc_grad_mse},
@@ -1233,6 +1300,10 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_WHERE] = {.fn = gcc_grad_where},
     [GCC_OP_WHERE_GRAD_X] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_WHERE_GRAD_Y] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_GATHER_ELEMENTS] = {.fn = gcc_grad_gather_elements},
+    [GCC_OP_GATHER_ELEMENTS_GRAD] = {.none = NO_GRAD_INTERNAL},
+    [GCC_OP_REDUCE_MIN] = {.fn = gcc_grad_reduce_min},
+    [GCC_OP_REDUCE_MIN_GRAD] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

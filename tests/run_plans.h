@@ -77,8 +77,8 @@ inline std::string RunPlan(const gcc_graph *model, const std::vector<const void 
   for (int k = 0; k < model->n_outputs && err.empty(); k++) {
     const char *name = model->values[model->outputs[k]].name;
     const gcc_tensor *t = gcc_plan_host_tensor(p, name, &d);
-    if (!t) {
-      err = std::string("output '") + name + "' is not in the plan";
+    if (!t) { /* not in the plan, or the step's data error found on the GPU (read back) */
+      err = std::string("output '") + name + "' is not in the plan or not read: " + d.msg;
       break;
     }
     PlanOutput po;

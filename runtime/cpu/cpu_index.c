@@ -1,7 +1,8 @@
 /*
  * cpu_index.c - the CPU kernels of the indexing ops: Gather (ONNX
  * Gather-13, nn.Embedding's lookup) and GatherGrad, its deterministic
- * scatter-add (graph/ops.h).
+ * scatter-add; GatherElements (torch.gather) and GatherElementsGrad; Slice,
+ * SliceGrad and Expand (graph/ops.h).
  *
  * Both view data as [outer, A, inner] (A the gathered axis) and Y / dY as
  * [outer, n, inner] (n the number of indices): one index moves one
@@ -88,6 +89,65 @@ gcc_status gcc_cpu_gather_grad(const gcc_kernel_args *a) {
       for (int64_t i = 0; i < g.inner; i++)
         d[i] += r[i];
     }
+  return GCC_OK;
+}
+
+/* ---- GatherElements -------------------------------------------------------- */
+
+/* The offset in data (shape `x`) of the element that position i of the
+ * indices (shape `q`, same rank) reads: q's coordinates with the axis one
+ * replaced by index v (already in [0, x.dims[axis])). */
+static int64_t elem_offset(const gcc_shape *x, const gcc_shape *q, int axis, int64_t i, int64_t v) {
+  int64_t off = 0, st = 1;
+  for (int k = q->ndim - 1; k >= 0; k--) {
+    int64_t c = i % q->dims[k];
+    i /= q->dims[k];
+    off += (k == axis ? v : c) * st;
+    st *= x->dims[k];
+  }
+  return off;
+}
+
+static int elem_axis(const gcc_node *n, int rank, int attr) {
+  int64_t axis = n->av[attr].i;
+  return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* Y[c] = data[c with c[axis] = idx[c]]: any element type (a copy). */
+gcc_status gcc_cpu_gather_elements(const gcc_kernel_args *a) {
+  const gcc_tensor *x = a->in[0], *ix = a->in[1];
+  int axis = elem_axis(a->node, x->shape.ndim, GATHER_ELEMENTS_AXIS);
+  int64_t dim = x->shape.dims[axis];
+  GCC_TRY(check_indices(a, ix, dim));
+  size_t es = gcc_dtype_size(x->dtype);
+  const uint8_t *src = x->data;
+  uint8_t *y = a->out[0]->data;
+  for (int64_t i = 0; i < ix->numel; i++) {
+    int64_t v = index_at(ix, i);
+    v += v < 0 ? dim : 0;
+    memcpy(y + (size_t)i * es, src + (size_t)elem_offset(&x->shape, &ix->shape, axis, i, v) * es,
+           es);
+  }
+  return GCC_OK;
+}
+
+/* dX = 0; dX[c with c[axis] = idx[c]] += dY[c] for c in row-major order:
+ * the same float32 additions in the same order on every run (and in the
+ * order the CUDA kernel adds them, codegen/emit_index.c). */
+gcc_status gcc_cpu_gather_elements_grad(const gcc_kernel_args *a) {
+  const gcc_tensor *dy = a->in[0], *ix = a->in[1];
+  gcc_tensor *dx = a->out[0];
+  int axis = elem_axis(a->node, dx->shape.ndim, GATHER_ELEMENTS_GRAD_AXIS);
+  int64_t dim = dx->shape.dims[axis];
+  GCC_TRY(check_indices(a, ix, dim));
+  const float *s = dy->data;
+  float *y = dx->data;
+  memset(y, 0, (size_t)dx->numel * sizeof *y);
+  for (int64_t i = 0; i < ix->numel; i++) {
+    int64_t v = index_at(ix, i);
+    v += v < 0 ? dim : 0;
+    y[elem_offset(&dx->shape, &ix->shape, axis, i, v)] += s[i];
+  }
   return GCC_OK;
 }
 

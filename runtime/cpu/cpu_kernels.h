@@ -122,6 +122,10 @@ gcc_status gcc_cpu_pad(const gcc_kernel_args *a);
  * the index's position; GatherGrad adds in index order (deterministic). */
 gcc_status gcc_cpu_gather(const gcc_kernel_args *a);
 gcc_status gcc_cpu_gather_grad(const gcc_kernel_args *a);
+/* GatherElements and its gradient (graph/ops.h GCC_OP_GATHER_ELEMENTS):
+ * runtime/cpu/cpu_index.c. */
+gcc_status gcc_cpu_gather_elements(const gcc_kernel_args *a);
+gcc_status gcc_cpu_gather_elements_grad(const gcc_kernel_args *a);
 /* Slice and SliceGrad (runtime/cpu/cpu_index.c). */
 gcc_status gcc_cpu_slice(const gcc_kernel_args *a);
 gcc_status gcc_cpu_slice_grad(const gcc_kernel_args *a);
@@ -260,6 +264,10 @@ gcc_status gcc_cpu_prelu_grad_slope(const gcc_kernel_args *a);
 gcc_status gcc_cpu_trilu(const gcc_kernel_args *a);
 gcc_status gcc_cpu_arg_max(const gcc_kernel_args *a);
 gcc_status gcc_cpu_arg_min(const gcc_kernel_args *a);
+/* ReduceMin and its gradient (graph/ops.h GCC_OP_REDUCE_MIN):
+ * runtime/cpu/cpu_select.c. */
+gcc_status gcc_cpu_reduce_min(const gcc_kernel_args *a);
+gcc_status gcc_cpu_reduce_min_grad(const gcc_kernel_args *a);
 /* NegativeLogLikelihoodLoss (input, target[, weight]) -> loss and its
  * gradient (dY, target[, weight]) -> dInput (runtime/cpu/cpu_loss.c;
  * semantics in graph/ops.h): a target outside [0, C) that is not

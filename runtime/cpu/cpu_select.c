@@ -1,11 +1,13 @@
 /*
  * cpu_select.c - the CPU kernels of the selection ops (graph/ops.h): Trilu
- * (ONNX Trilu-14: torch.triu / torch.tril) and ArgMax / ArgMin (ONNX
- * ArgMax-13 / ArgMin-13). The float64 references of the tests and the
+ * (ONNX Trilu-14: torch.triu / torch.tril), ArgMax / ArgMin (ONNX
+ * ArgMax-13 / ArgMin-13) and ReduceMin (ONNX ReduceMin-13: torch.amin) with
+ * its gradient. The float64 references of the tests and the
  * generated CUDA kernels (codegen/emit_select.c) follow the same rules.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/ops.h"
@@ -108,4 +110,67 @@ gcc_status gcc_cpu_arg_max(const gcc_kernel_args *a) {
 
 gcc_status gcc_cpu_arg_min(const gcc_kernel_args *a) {
   return arg_run(a, 0);
+}
+
+/* ---- ReduceMin -------------------------------------------------------------- */
+
+/* The index in Y (the reduced dims dropped, row-major over the kept ones)
+ * of X's element i. */
+static int64_t group_of(const gcc_shape *x, const int *red, int64_t i) {
+  int64_t gidx = 0, gst = 1;
+  for (int k = x->ndim - 1; k >= 0; k--) {
+    int64_t c = i % x->dims[k];
+    i /= x->dims[k];
+    if (!red[k]) {
+      gidx += c * gst;
+      gst *= x->dims[k];
+    }
+  }
+  return gidx;
+}
+
+/* Y[g] = the minimum of X's group g, visited in X's row-major order; a NaN
+ * makes it NaN (torch.amin). */
+gcc_status gcc_cpu_reduce_min(const gcc_kernel_args *a) {
+  const gcc_tensor *x = a->in[0];
+  gcc_tensor *yt = a->out[0];
+  int red[GCC_MAX_DIMS];
+  gcc_shape ys;
+  GCC_TRY(gcc_reduce_min_resolve(a->node, a->ctx->source, &x->shape, red, &ys, a->ctx->diag));
+  const float *xv = x->data;
+  float *y = yt->data;
+  for (int64_t g = 0; g < yt->numel; g++)
+    y[g] = INFINITY;
+  for (int64_t i = 0; i < x->numel; i++) {
+    float *m = y + group_of(&x->shape, red, i);
+    if (!isnan(*m) && (isnan(xv[i]) || xv[i] < *m))
+      *m = xv[i];
+  }
+  return GCC_OK;
+}
+
+/* dX = X == Y ? dY / count : 0 with count the ties of X's group (PyTorch's
+ * amin backward: (dY / count) * mask). */
+gcc_status gcc_cpu_reduce_min_grad(const gcc_kernel_args *a) {
+  const gcc_tensor *dyt = a->in[0], *x = a->in[1], *yt = a->in[2];
+  gcc_tensor *dx = a->out[0];
+  int red[GCC_MAX_DIMS];
+  gcc_shape ys;
+  GCC_TRY(gcc_reduce_min_resolve(a->node, a->ctx->source, &x->shape, red, &ys, a->ctx->diag));
+  const float *xv = x->data, *y = yt->data, *dy = dyt->data;
+  float *out = dx->data;
+  int64_t *count = calloc((size_t)yt->numel, sizeof *count);
+  if (!count)
+    return gcc_diag_set(a->ctx->diag, GCC_ERR_OUT_OF_MEMORY, "node '%s' (%s): out of memory",
+                        a->node->name, gcc_op_name(a->node->op));
+  for (int64_t i = 0; i < x->numel; i++) {
+    int64_t g = group_of(&x->shape, red, i);
+    count[g] += xv[i] == y[g];
+  }
+  for (int64_t i = 0; i < x->numel; i++) {
+    int64_t g = group_of(&x->shape, red, i);
+    out[i] = xv[i] == y[g] ? dy[g] / (float)count[g] : 0.0f;
+  }
+  free(count);
+  return GCC_OK;
 }
