@@ -126,12 +126,13 @@ static int slice_dim(sdim dim, int64_t b, int64_t e, int64_t s, int64_t *start, 
   return 1;
 }
 
-/* Y = X's slice (starts, ends, axes, steps of k_n entries): folded when X
- * is a constant (an element range of a shape vector), else an IR Slice
- * into ONNX output out_k. */
-static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int64_t *ends,
-                           const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d) {
-  const tshape *x = in_sh(c, 0);
+/* Y = X's slice (starts, ends, axes, steps of k_n entries), X the root
+ * value x_idx: folded when X is a constant (an element range of a shape
+ * vector when X is input 0), else an IR Slice into ONNX output out_k. */
+gcc_status slice_of(nctx *c, int x_idx, int out_k, const int64_t *starts, const int64_t *ends,
+                    const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d) {
+  const ival *xv = imp_val(c->I, x_idx);
+  const tshape *x = &xv->sh;
   char a[128];
   if (k_n > x->ndim)
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%" PRId64 " sliced axes for rank %d", k_n,
@@ -156,8 +157,7 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
                       "slices axis %" PRId64 " of %s, which depends on the batch (only a slice "
                       "of all of it is supported)",
                       axis, tshape_str(x, a, sizeof a));
-    const ival *x0 = imp_val(c->I, in_idx(c, 0));
-    int folds = x0->symv || (x0->is_const && !(x0->trainable && c->I->train));
+    int folds = xv->symv || (xv->is_const && !(xv->trainable && c->I->train));
     if (s.d[axis].v == 0 && !folds) /* an empty shape vector folds (a Concat drops it) */
       return node_err(c, d, GCC_ERR_UNSUPPORTED,
                       "the slice of axis %" PRId64 " of %s is empty (zero-size tensors are not "
@@ -165,11 +165,10 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
                       axis, tshape_str(x, a, sizeof a));
     step[axis] = st;
   }
-  const ival *xv = imp_val(c->I, in_idx(c, 0));
-  if (xv->symv)
+  if (xv->symv) /* input 0 (Slice, Split) */
     return sym_slice(c, out_k, start[0], step[0], s.d[0].v, d);
   if (xv->is_const && !(xv->trainable && c->I->train)) {
-    int dt = in_dt(c, 0);
+    int dt = xv->onnx_dt;
     size_t es = onnx_dtype_size(dt);
     int64_t n = tshape_static_numel(&s), xst[GCC_MAX_DIMS], acc = 1, idx[GCC_MAX_DIMS] = {0};
     for (int q = x->ndim - 1; q >= 0; q--) {
@@ -193,9 +192,12 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
     return set_const(c, out_k, dt, &s, data, (size_t)n * es, d);
   }
   int xi, node, tmp;
-  GCC_TRY(need_computable(c, 0, d));
-  GCC_TRY(in_ir(c, 0, &xi, d));
-  GCC_TRY(emit(c, GCC_OP_SLICE, &xi, 1, out_k, in_dt(c, 0), &s, &tmp, &node, d));
+  gcc_dtype gdt = onnx_to_gcc_dtype(xv->onnx_dt);
+  if (gdt == GCC_DT_UNDEFINED || gdt == GCC_DT_BOOL)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "'%s' has dtype %s (supported: float, int64, int32)",
+                    xv->name, onnx_dtype_name(xv->onnx_dt));
+  GCC_TRY(ir_of(c, x_idx, &xi, d));
+  GCC_TRY(emit(c, GCC_OP_SLICE, &xi, 1, out_k, xv->onnx_dt, &s, &tmp, &node, d));
   gcc_graph *g = c->I->g;
   if (gcc_node_set_ints(g, node, "starts", starts, (int)k_n) ||
       gcc_node_set_ints(g, node, "ends", ends, (int)k_n) ||
@@ -204,6 +206,11 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
   if (steps && gcc_node_set_ints(g, node, "steps", steps, (int)k_n))
     return oom(d);
   return GCC_OK;
+}
+
+static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int64_t *ends,
+                           const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d) {
+  return slice_of(c, in_idx(c, 0), out_k, starts, ends, axes, steps, k_n, d);
 }
 
 /* Slice (1: attributes; 10, 11, 13: constant inputs starts, ends, axes,

@@ -7,7 +7,10 @@
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
  *   onnx/import_ops_index.c        Gather, Slice, Split, Expand, Tile
- *   onnx/import_ops_shapecalc.c    Shape, Cast: shape arithmetic folded at import
+ *   onnx/import_ops_shapecalc.c    Shape, Cast, CastLike, Range: shape arithmetic folded at
+ *                                  import
+ *   onnx/import_ops_fold.c         Add, Sub, Mul, Div, Sqrt, Reciprocal of float constants
+ *   onnx/import_ops_sequence.c     SplitToSequence, SequenceAt (Slices at import)
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
  *   onnx/import_ops_loss.c         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
@@ -211,6 +214,21 @@ gcc_status cv_slice(nctx *c, gcc_diag *d);
 gcc_status cv_split(nctx *c, gcc_diag *d);
 gcc_status cv_expand(nctx *c, gcc_diag *d);
 gcc_status cv_tile(nctx *c, gcc_diag *d);
+/* Slice of the root value x_idx (starts, ends, axes, steps of k_n entries)
+ * into output out_k: folded for a constant, else an IR Slice. */
+gcc_status slice_of(nctx *c, int x_idx, int out_k, const int64_t *starts, const int64_t *ends,
+                    const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d);
+
+/* onnx/import_ops_fold.c: float32 arithmetic of constants that are not
+ * weights, folded. fold_f32_applies: every input (one or two) is such a
+ * constant; fold_f32: how '+', '-', '*', '/' (broadcast), 'q' (Sqrt) or 'r'
+ * (Reciprocal). */
+int fold_f32_applies(nctx *c);
+gcc_status fold_f32(nctx *c, char how, gcc_diag *d);
+
+/* onnx/import_ops_sequence.c: SplitToSequence, SequenceAt */
+gcc_status cv_split_to_sequence(nctx *c, gcc_diag *d);
+gcc_status cv_sequence_at(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_shapecalc.c: shape arithmetic (ival.symv). has_symv: input
  * k is a shape value holding N; sym_in: input k's elements as sdims (a
@@ -220,6 +238,10 @@ gcc_status cv_tile(nctx *c, gcc_diag *d);
  * Reshape's (expand 0) or Expand's (expand 1) shape input as int64 entries. */
 gcc_status cv_shape(nctx *c, gcc_diag *d);
 gcc_status cv_cast(nctx *c, gcc_diag *d);
+/* CastLike: Cast to input 1's dtype. Range: folded to a constant (its
+ * inputs constants or shape values without the batch). */
+gcc_status cv_cast_like(nctx *c, gcc_diag *d);
+gcc_status cv_range(nctx *c, gcc_diag *d);
 int has_symv(nctx *c, int k);
 gcc_status sym_in(nctx *c, int k, const sdim **vals, int64_t *n, gcc_diag *d);
 gcc_status set_sym(nctx *c, int k, const tshape *s, const sdim *vals, int64_t n, gcc_diag *d);

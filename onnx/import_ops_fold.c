@@ -1,0 +1,90 @@
+/*
+ * import_ops_fold.c - float32 arithmetic on constants, folded at import:
+ * Add, Sub, Mul, Div (numpy broadcasting), Sqrt and Reciprocal whose
+ * inputs are all constants that are not weights (initializers train;
+ * Constant nodes and values folded from them do not). PyTorch's default
+ * exporter computes the attention's softmax scale so (CastLike(Shape(q)[-1])
+ * -> Sqrt -> Div(1, .) -> Sqrt, one factor on Q and one on K): folded, the
+ * scale is the constant that the attention pass (passes/attention.c)
+ * reads, and nothing of it runs per step. Each result is what ONNX
+ * Runtime computes: one float32 operation per element (IEEE-754 rounding
+ * of +, -, *, / and sqrt). See onnx/import_ops.c.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/import_ops_internal.h"
+
+/* Largest folded result (elements): a mask or a scale, not a weight. */
+#define FOLD_MAX_ELEMS ((int64_t)1 << 24)
+
+int fold_f32_applies(nctx *c) {
+  int n = n_in(c);
+  if (n < 1 || n > 2)
+    return 0;
+  for (int k = 0; k < n; k++) {
+    int idx = in_idx(c, k);
+    if (idx < 0)
+      return 0;
+    const ival *v = imp_val(c->I, idx);
+    int64_t m = tshape_static_numel(&v->sh);
+    if (!v->is_const || v->trainable || v->onnx_dt != F32 || !v->data || m < 1 ||
+        m > FOLD_MAX_ELEMS)
+      return 0;
+  }
+  return 1;
+}
+
+/* Element offset of input shape `in` for linear index o of broadcast shape `s`. */
+static int64_t bcast_off(const tshape *in, const tshape *s, int64_t o) {
+  int64_t off = 0, st = 1;
+  for (int j = s->ndim - 1; j >= 0; j--) {
+    int64_t dj = s->d[j].v, cj = o % dj;
+    o /= dj;
+    int ji = in->ndim - s->ndim + j;
+    int64_t din = ji >= 0 ? in->d[ji].v : 1;
+    if (din != 1)
+      off += cj * st;
+    st *= din;
+  }
+  return off;
+}
+
+gcc_status fold_f32(nctx *c, char how, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  int binary = how == '+' || how == '-' || how == '*' || how == '/';
+  GCC_TRY(need_inputs(c, binary ? 2 : 1, binary ? 2 : 1, d));
+  const ival *a = imp_val(c->I, in_idx(c, 0)), *b = binary ? imp_val(c->I, in_idx(c, 1)) : NULL;
+  tshape s = a->sh;
+  if (b && !tshape_broadcast(&a->sh, &b->sh, &s)) {
+    char x[128], y[128];
+    return node_err(c, d, GCC_ERR_SHAPE, "operands %s and %s do not broadcast",
+                    tshape_str(&a->sh, x, sizeof x), tshape_str(&b->sh, y, sizeof y));
+  }
+  int64_t n = tshape_static_numel(&s);
+  if (n < 1 || n > FOLD_MAX_ELEMS)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the folded result has %lld elements",
+                    (long long)n);
+  float *o = malloc((size_t)n * sizeof *o);
+  if (!o)
+    return oom(d);
+  const float *pa = a->data, *pb = b ? b->data : NULL;
+  for (int64_t i = 0; i < n; i++) {
+    float x = pa[bcast_off(&a->sh, &s, i)], y = pb ? pb[bcast_off(&b->sh, &s, i)] : 0.0f;
+    switch (how) {
+    case '+': o[i] = x + y; break;
+    case '-': o[i] = x - y; break;
+    case '*': o[i] = x * y; break;
+    case '/': o[i] = x / y; break;
+    case 'q': o[i] = sqrtf(x); break;
+    default: o[i] = 1.0f / x; break; /* 'r': Reciprocal */
+    }
+  }
+  GCC_TRY(set_const(c, 0, F32, &s, o, (size_t)n * sizeof *o, d));
+  mark_folded(c);
+  return GCC_OK;
+}
