@@ -67,8 +67,7 @@ gcc_status fold_f32(nctx *c, char how, gcc_diag *d) {
   }
   int64_t n = tshape_static_numel(&s);
   if (n < 1 || n > FOLD_MAX_ELEMS)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the folded result has %lld elements",
-                    (long long)n);
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the folded result has %lld elements", (long long)n);
   float *o = malloc((size_t)n * sizeof *o);
   if (!o)
     return oom(d);
