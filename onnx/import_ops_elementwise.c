@@ -543,9 +543,13 @@ gcc_status cv_sum(nctx *c, gcc_diag *d) {
  * tie of more than two inputs shares the gradient as the chain of
  * torch.maximum calls does (1/2 at each tied step). */
 gcc_status cv_max(nctx *c, gcc_diag *d) {
+  if (fold_int_applies(c)) /* integer constants and shapes: folded */
+    return fold_int_minmax(c, 1, d);
   return variadic(c, GCC_OP_MAX, d);
 }
 gcc_status cv_min(nctx *c, gcc_diag *d) {
+  if (fold_int_applies(c)) /* integer constants and shapes: folded */
+    return fold_int_minmax(c, 0, d);
   return variadic(c, GCC_OP_MIN, d);
 }
 

@@ -87,3 +87,75 @@ gcc_status fold_f32(nctx *c, char how, gcc_diag *d) {
   mark_folded(c);
   return GCC_OK;
 }
+
+/* ---- Max and Min of integers ------------------------------------------------------- */
+
+int fold_int_applies(nctx *c) {
+  int n = n_in(c);
+  if (n < 1 || c->ver < 8)
+    return 0;
+  int dt = in_dt(c, 0);
+  for (int k = 0; k < n; k++) {
+    int idx = in_idx(c, k);
+    if (idx < 0)
+      return 0;
+    const ival *v = imp_val(c->I, idx);
+    int64_t m = tshape_static_numel(&v->sh);
+    if (!(v->is_const || v->symv) || v->onnx_dt != dt ||
+        (dt != I64 && dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT32) || m < 1 || m > FOLD_MAX_ELEMS)
+      return 0;
+    for (int64_t i = 0; v->symv && i < m; i++)
+      if (v->symv[i].sym)
+        return 0; /* N against a number: unknown until the batch is bound */
+  }
+  return 1;
+}
+
+gcc_status fold_int_minmax(nctx *c, int is_max, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  int n = n_in(c), dt = in_dt(c, 0);
+  tshape s = *in_sh(c, 0);
+  for (int k = 1; k < n; k++) {
+    tshape r;
+    if (!tshape_broadcast(&s, in_sh(c, k), &r)) {
+      char x[128], y[128];
+      return node_err(c, d, GCC_ERR_SHAPE, "input %d %s does not broadcast with %s", k,
+                      tshape_str(in_sh(c, k), y, sizeof y), tshape_str(&s, x, sizeof x));
+    }
+    s = r;
+  }
+  int64_t m = tshape_static_numel(&s);
+  sdim *o = malloc((size_t)m * sizeof *o);
+  if (!o)
+    return oom(d);
+  gcc_status st = GCC_OK;
+  for (int k = 0; k < n && st == GCC_OK; k++) {
+    const sdim *v;
+    int64_t nv;
+    st = sym_in(c, k, &v, &nv, d);
+    for (int64_t i = 0; st == GCC_OK && i < m; i++) {
+      int64_t x = v[bcast_off(in_sh(c, k), &s, i)].v;
+      if (k == 0 || (is_max ? x > o[i].v : x < o[i].v))
+        o[i] = (sdim){x, 0};
+    }
+  }
+  if (st == GCC_OK)
+    st = set_sym(c, 0, &s, o, m, d);
+  free(o);
+  if (st != GCC_OK)
+    return st;
+  imp_val(c->I, out_idx(c, 0))->onnx_dt = dt; /* set_sym makes int64 */
+  if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
+    ival *ov = imp_val(c->I, out_idx(c, 0));
+    int32_t *w = malloc((size_t)m * sizeof *w);
+    if (!w)
+      return oom(d);
+    for (int64_t i = 0; i < m; i++)
+      w[i] = (int32_t)((const int64_t *)ov->data)[i];
+    GCC_TRY(pool_add(c->I, w, d));
+    ov->data = w;
+    ov->bytes = (size_t)m * sizeof *w;
+  }
+  mark_folded(c);
+  return GCC_OK;
+}

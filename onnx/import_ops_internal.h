@@ -9,7 +9,8 @@
  *   onnx/import_ops_index.c        Gather, Slice, Split, Expand, Tile
  *   onnx/import_ops_shapecalc.c    Shape, Cast, CastLike, Range: shape arithmetic folded at
  *                                  import
- *   onnx/import_ops_fold.c         Add, Sub, Mul, Div, Sqrt, Reciprocal of float constants
+ *   onnx/import_ops_fold.c         Add, Sub, Mul, Div, Sqrt, Reciprocal of float constants,
+ *                                  Max and Min of integer constants
  *   onnx/import_ops_sequence.c     SplitToSequence, SequenceAt (Slices at import)
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
@@ -225,6 +226,10 @@ gcc_status slice_of(nctx *c, int x_idx, int out_k, const int64_t *starts, const 
  * (Reciprocal). */
 int fold_f32_applies(nctx *c);
 gcc_status fold_f32(nctx *c, char how, gcc_diag *d);
+/* Max / Min (8+) whose inputs are all int64 (or all int32) constants or
+ * shape values without the batch: folded (is_max 1: Max). */
+int fold_int_applies(nctx *c);
+gcc_status fold_int_minmax(nctx *c, int is_max, gcc_diag *d);
 
 /* onnx/import_ops_sequence.c: SplitToSequence, SequenceAt */
 gcc_status cv_split_to_sequence(nctx *c, gcc_diag *d);

@@ -310,4 +310,49 @@ TEST(OnnxFold, TriluEqualWhereOfConstantsFold) {
       EXPECT_EQ(y[(size_t)(3 * i + j)], j > i ? -FLT_MAX : (float)(3 * i + j + 1)) << i << j;
 }
 
+// Max / Min of int64 constants and shape values (torchvision's Swin writes
+// Max(relative_position_index) for an index bound): folded, the dtype kept.
+TEST(OnnxFold, MaxMinOfIntegersFold) {
+  OnnxModel m(18);
+  m.Input("x", {kBatch, 3});
+  m.InitI64("idx", {3}, {4, -1, 7});
+  m.InitI64("lo", {}, {0});
+  m.InitI64("hi", {1}, {5});
+  m.InitI64("last", {}, {-1});
+  m.Node("Max", {"idx"}, {"same"});              // one input: itself
+  m.Node("Max", {"same", "lo"}, {"clamped_lo"}); // [4, 0, 7]
+  m.Node("Shape", {"x"}, {"s"});
+  m.Node("Gather", {"s", "last"}, {"d"}, {m.Int("axis", 0)}); // 3, a shape value
+  m.Node("Min", {"clamped_lo", "hi", "d"}, {"k"});            // [3, 0, 3]
+  m.Node("Cast", {"k"}, {"kf"}, {m.Int("to", kF32)});
+  m.Node("Add", {"x", "kf"}, {"y"});
+  m.Output("y");
+  Imported r;
+  Import(m, &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(r.g->n_nodes, 1);
+  EXPECT_EQ(CountOp(r.g, GCC_OP_MAX) + CountOp(r.g, GCC_OP_MIN), 0);
+  for (int64_t b : {1, 3}) {
+    std::vector<float> x = Count(3 * b), y = RunCpu(r.g, x, b), want(x.size());
+    const float k[3] = {3.0f, 0.0f, 3.0f};
+    for (size_t i = 0; i < x.size(); i++)
+      want[i] = x[i] + k[i % 3];
+    EXPECT_EQ(y, want);
+  }
+  // the batch size against a number is not known at import: refused
+  OnnxModel m2(18);
+  m2.Input("x", {kBatch, 3});
+  m2.InitI64("i0", {}, {0});
+  m2.InitI64("two", {}, {2});
+  m2.Node("Shape", {"x"}, {"s"});
+  m2.Node("Gather", {"s", "i0"}, {"n"}, {m2.Int("axis", 0)});
+  m2.Node("Max", {"n", "two"}, {"k"});
+  m2.Node("Cast", {"k"}, {"y"}, {m2.Int("to", kF32)});
+  m2.Output("y");
+  Imported r2;
+  Import(m2, &r2);
+  EXPECT_NE(r2.status, GCC_OK);
+  EXPECT_NE(r2.msg.find("Max"), std::string::npos) << r2.msg;
+}
+
 } // namespace
