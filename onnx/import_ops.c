@@ -95,6 +95,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"ReduceSum", {1, 11, 13}, cv_reduce_sum, "ReduceSumTo (forward only)"},
     {"Relu", {1, 6, 13, 14}, cv_relu, "Relu"},
     {"Reshape", {1, 5, 13, 14, 19, 21}, cv_reshape, "Reshape"},
+    {"ScatterND", {11, 13, 16, 18}, cv_scatter_nd, "folded (constants)"},
     {"Selu", {1, 6}, cv_selu, "Selu"},
     {"SequenceAt", {11}, cv_sequence_at, "Slice of the split tensor (constant positions)"},
     {"Shape", {1, 13, 15, 19, 21}, cv_shape, "folded (with the symbolic batch)"},

@@ -121,10 +121,19 @@ gcc_status cv_constant_of_shape(nctx *c, gcc_diag *d) {
   GCC_TRY(need_inputs(c, 1, 1, d));
   const sdim *sd;
   int64_t nd;
-  GCC_TRY(sym_in(c, 0, &sd, &nd, d));
-  if (in_sh(c, 0)->ndim != 1)
-    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "the shape input has rank %d (1-D)",
-                    in_sh(c, 0)->ndim);
+  if (has_symv(c, 0)) {
+    GCC_TRY(sym_in(c, 0, &sd, &nd, d));
+  } else {
+    const int64_t *dims;
+    GCC_TRY(const_ints(c, in_idx(c, 0), "shape input", &dims, &nd, d));
+    sdim *t = malloc((size_t)(nd > 0 ? nd : 1) * sizeof *t);
+    if (!t)
+      return oom(d);
+    GCC_TRY(pool_add(c->I, t, d));
+    for (int64_t i = 0; i < nd; i++)
+      t[i] = (sdim){dims[i], 0};
+    sd = t;
+  }
   if (nd > GCC_MAX_DIMS)
     return node_err(c, d, GCC_ERR_UNSUPPORTED, "%" PRId64 " dims (at most %d)", nd, GCC_MAX_DIMS);
   int batch = 0;

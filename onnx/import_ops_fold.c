@@ -159,3 +159,119 @@ gcc_status fold_int_minmax(nctx *c, int is_max, gcc_diag *d) {
   mark_folded(c);
   return GCC_OK;
 }
+
+/* ---- Transpose and ScatterND of constants ----------------------------------------- */
+
+int fold_const_applies(nctx *c, int k) {
+  int idx = in_idx(c, k);
+  if (idx < 0)
+    return 0;
+  const ival *v = imp_val(c->I, idx);
+  int64_t m = tshape_static_numel(&v->sh);
+  return v->is_const && !v->trainable && v->data && m >= 1 && m <= FOLD_MAX_ELEMS &&
+         onnx_dtype_size(v->onnx_dt) > 0;
+}
+
+/* C-order strides of s. */
+static void strides_of(const tshape *s, int64_t *st) {
+  int64_t acc = 1;
+  for (int i = s->ndim - 1; i >= 0; i--) {
+    st[i] = acc;
+    acc *= s->d[i].v;
+  }
+}
+
+gcc_status fold_transpose(nctx *c, const int64_t *perm, const tshape *s, gcc_diag *d) {
+  const ival *x = imp_val(c->I, in_idx(c, 0));
+  size_t es = onnx_dtype_size(x->onnx_dt);
+  int64_t n = tshape_static_numel(s), xst[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0};
+  strides_of(&x->sh, xst);
+  uint8_t *o = malloc((size_t)n * es);
+  if (!o)
+    return oom(d);
+  for (int64_t e = 0; e < n; e++) {
+    int64_t src = 0;
+    for (int i = 0; i < s->ndim; i++)
+      src += idx[i] * xst[perm[i]];
+    memcpy(o + (size_t)e * es, (const uint8_t *)x->data + (size_t)src * es, es);
+    for (int i = s->ndim - 1; i >= 0; i--) {
+      if (++idx[i] < s->d[i].v)
+        break;
+      idx[i] = 0;
+    }
+  }
+  GCC_TRY(set_const(c, 0, x->onnx_dt, s, o, (size_t)n * es, d));
+  mark_folded(c);
+  return GCC_OK;
+}
+
+gcc_status cv_scatter_nd(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver >= 16 ? "reduction" : NULL, (char *)NULL));
+  GCC_TRY(need_inputs(c, 3, 3, d));
+  char red[32];
+  GCC_TRY(a_string(c, "reduction", "none", red, sizeof red, d));
+  if (strcmp(red, "none") != 0)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "reduction '%s' (only 'none')", red);
+  /* an initializer is a weight only when importing for training (the
+   * exporter's optimizer stores folded constants as initializers too) */
+  for (int k = 0; k < 3; k++)
+    if (!fold_const_applies(c, k) &&
+        !(!c->I->train && in_idx(c, k) >= 0 && imp_val(c->I, in_idx(c, k))->is_init &&
+          imp_val(c->I, in_idx(c, k))->data))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "input %d ('%s') is not a constant: ScatterND is folded at import only "
+                      "(masks built from constants), not computed per step",
+                      k, imp_val(c->I, in_idx(c, k))->name);
+  const ival *x = imp_val(c->I, in_idx(c, 0)), *u = imp_val(c->I, in_idx(c, 2));
+  const tshape *xs = &x->sh, *is = in_sh(c, 1), *us = &u->sh;
+  const int64_t *ind;
+  int64_t n_ind;
+  GCC_TRY(const_ints(c, in_idx(c, 1), "indices input", &ind, &n_ind, d));
+  if (u->onnx_dt != x->onnx_dt)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "updates are %s but data is %s",
+                    onnx_dtype_name(u->onnx_dt), onnx_dtype_name(x->onnx_dt));
+  int q = is->ndim;
+  int64_t k = q > 0 ? is->d[q - 1].v : 0;
+  /* updates.shape = indices.shape[:-1] + data.shape[k:] */
+  int ok = q >= 1 && k >= 1 && k <= xs->ndim && us->ndim == q - 1 + xs->ndim - k;
+  for (int i = 0; ok && i < q - 1; i++)
+    ok = us->d[i].v == is->d[i].v;
+  for (int i = 0; ok && i < xs->ndim - k; i++)
+    ok = us->d[q - 1 + i].v == xs->d[k + i].v;
+  if (!ok) {
+    char a[128], b[128], e[128];
+    return node_err(c, d, GCC_ERR_SHAPE, "data %s, indices %s and updates %s do not agree",
+                    tshape_str(xs, a, sizeof a), tshape_str(is, b, sizeof b),
+                    tshape_str(us, e, sizeof e));
+  }
+  size_t es = onnx_dtype_size(x->onnx_dt);
+  int64_t n = tshape_static_numel(xs), xst[GCC_MAX_DIMS], slice = 1;
+  strides_of(xs, xst);
+  for (int i = (int)k; i < xs->ndim; i++)
+    slice *= xs->d[i].v;
+  uint8_t *o = malloc((size_t)n * es);
+  if (!o)
+    return oom(d);
+  memcpy(o, x->data, (size_t)n * es);
+  int64_t n_tuples = n_ind / k;
+  for (int64_t t = 0; t < n_tuples; t++) {
+    int64_t off = 0;
+    for (int64_t j = 0; j < k; j++) {
+      int64_t v = ind[t * k + j], dim = xs->d[j].v;
+      v += v < 0 ? dim : 0;
+      if (v < 0 || v >= dim) {
+        free(o);
+        return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                        "index %" PRId64 " of tuple %" PRId64 " is outside [-%" PRId64 ", %" PRId64
+                        ")",
+                        ind[t * k + j], t, dim, dim);
+      }
+      off += v * xst[j];
+    }
+    memcpy(o + (size_t)off * es, (const uint8_t *)u->data + (size_t)(t * slice) * es,
+           (size_t)slice * es);
+  }
+  GCC_TRY(set_const(c, 0, x->onnx_dt, xs, o, (size_t)n * es, d));
+  mark_folded(c);
+  return GCC_OK;
+}

@@ -10,7 +10,8 @@
  *   onnx/import_ops_shapecalc.c    Shape, Cast, CastLike, Range: shape arithmetic folded at
  *                                  import
  *   onnx/import_ops_fold.c         Add, Sub, Mul, Div, Sqrt, Reciprocal of float constants,
- *                                  Max and Min of integer constants
+ *                                  Max and Min of integer constants, Transpose and
+ *                                  ScatterND of constants
  *   onnx/import_ops_sequence.c     SplitToSequence, SequenceAt (Slices at import)
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
@@ -230,6 +231,15 @@ gcc_status fold_f32(nctx *c, char how, gcc_diag *d);
  * shape values without the batch: folded (is_max 1: Max). */
 int fold_int_applies(nctx *c);
 gcc_status fold_int_minmax(nctx *c, int is_max, gcc_diag *d);
+/* Input k is a constant that is not a weight (any dtype, at most 2^24
+ * elements, none of them the batch). */
+int fold_const_applies(nctx *c, int k);
+/* Transpose of such a constant by perm into shape s: folded. */
+gcc_status fold_transpose(nctx *c, const int64_t *perm, const tshape *s, gcc_diag *d);
+/* ScatterND (11, 13, 16, 18): folded when data, indices and updates are
+ * constants (the masks PyTorch's exporter builds by slice assignment, as
+ * Swin-T's shifted-window mask); refused naming the node otherwise. */
+gcc_status cv_scatter_nd(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_sequence.c: SplitToSequence, SequenceAt */
 gcc_status cv_split_to_sequence(nctx *c, gcc_diag *d);

@@ -390,7 +390,7 @@ gcc_status cv_range(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, (char *)NULL));
   GCC_TRY(need_inputs(c, 3, 3, d));
   int dt = in_dt(c, 0);
-  static const char *const kWhat[3] = {"start", "limit", "delta"};
+  static const char *const kWhat[3] = {"start input", "limit input", "delta input"};
   double v[3];
   int64_t iv[3] = {0, 0, 0};
   for (int k = 0; k < 3; k++) {
@@ -399,7 +399,13 @@ gcc_status cv_range(nctx *c, gcc_diag *d) {
                       onnx_dtype_name(in_dt(c, k)), onnx_dtype_name(dt));
     if (tshape_static_numel(in_sh(c, k)) != 1)
       return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s is not a scalar", kWhat[k]);
-    if (dt == I64 || dt == I32) {
+    if ((dt == I64 || dt == I32) && !has_symv(c, k)) {
+      const int64_t *x;
+      int64_t n;
+      GCC_TRY(const_ints(c, in_idx(c, k), kWhat[k], &x, &n, d));
+      iv[k] = x[0];
+      v[k] = (double)x[0];
+    } else if (dt == I64 || dt == I32) {
       const sdim *x;
       int64_t n;
       GCC_TRY(sym_in(c, k, &x, &n, d));

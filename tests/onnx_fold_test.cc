@@ -355,4 +355,44 @@ TEST(OnnxFold, MaxMinOfIntegersFold) {
   EXPECT_NE(r2.msg.find("Max"), std::string::npos) << r2.msg;
 }
 
+// Swin-T's shifted-window mask as the default exporter writes it: a
+// ConstantOfShape, slice assignments as ScatterND (rows, through Transposes
+// of constants) -- all folded; a ScatterND of a run-time tensor is refused.
+TEST(OnnxFold, ScatterNDAndTransposeOfConstantsFold) {
+  OnnxModel m(18);
+  m.Input("x", {kBatch, 2, 3});
+  m.InitI64("shape", {2}, {3, 2});
+  m.Node("ConstantOfShape", {"shape"}, {"z"});                  // zeros [3, 2]
+  m.Node("Transpose", {"z"}, {"zt"}, {m.Ints("perm", {1, 0})}); // [2, 3]
+  m.InitI64("rows", {1, 1}, {1});
+  ConstF(m, "upd", {1, 3}, {1.0f, 2.0f, 3.0f});
+  m.Node("ScatterND", {"zt", "rows", "upd"}, {"s"}); // row 1 = [1, 2, 3]
+  m.InitI64("cell", {1, 2}, {0, 2});
+  ConstF(m, "v", {1}, {5.0f});
+  m.Node("ScatterND", {"s", "cell", "v"}, {"mask"}); // [0][2] = 5
+  m.Node("Add", {"x", "mask"}, {"y"});
+  m.Output("y");
+  Imported r;
+  Import(m, &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(r.g->n_nodes, 1);
+  const float k[6] = {0, 0, 5, 1, 2, 3};
+  for (int64_t b : {1, 3}) {
+    std::vector<float> x = Count(6 * b), y = RunCpu(r.g, x, b), want(x.size());
+    for (size_t i = 0; i < x.size(); i++)
+      want[i] = x[i] + k[i % 6];
+    EXPECT_EQ(y, want);
+  }
+  OnnxModel m2(18);
+  m2.Input("x", {kBatch, 3});
+  m2.InitI64("cell", {1, 2}, {0, 1});
+  ConstF(m2, "v", {1}, {5.0f});
+  m2.Node("ScatterND", {"x", "cell", "v"}, {"y"});
+  m2.Output("y");
+  Imported r2;
+  Import(m2, &r2);
+  EXPECT_EQ(r2.status, GCC_ERR_UNSUPPORTED);
+  EXPECT_NE(r2.msg.find("('x') is not a constant"), std::string::npos) << r2.msg;
+}
+
 } // namespace
