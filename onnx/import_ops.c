@@ -55,6 +55,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"Exp", {1, 6, 13}, cv_exp, "Exp"},
     {"Flatten", {1, 9, 11, 13, 21}, cv_flatten, "Reshape"},
     {"Gather", {1, 11, 13}, cv_gather, "Gather (folded for constants)"},
+    {"GatherND", {11, 12, 13}, cv_gather_nd, "Gather (one index per tuple, batch_dims 0)"},
     {"Gelu", {20}, cv_gelu, "Gelu"},
     {"Gemm", {1, 6, 7, 9, 11, 13}, cv_gemm, "Gemm"},
     {"GlobalAveragePool", {1}, cv_global_avgpool, "AveragePool"},

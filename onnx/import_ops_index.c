@@ -467,3 +467,68 @@ gcc_status cv_tile(nctx *c, gcc_diag *d) {
     return oom(d);
   return emit_reshape(c, r2, &y, 0, in_dt(c, 0), NULL, d);
 }
+
+/* GatherND (11, 12, 13) with batch_dims 0 and indices [..., 1] (one index
+ * per tuple, into data's dim 0): Gather(data, indices[..., 0], axis 0), as
+ * PyTorch's default exporter writes a table lookup by an index tensor
+ * (torchvision Swin-T's relative_position_bias_table[index]). Other forms
+ * are refused naming the node. */
+gcc_status cv_gather_nd(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver >= 12 ? "batch_dims" : NULL, (char *)NULL));
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  int64_t bd;
+  GCC_TRY(a_int(c, "batch_dims", 0, &bd, d));
+  const tshape *x = in_sh(c, 0), *q = in_sh(c, 1);
+  char a[128], b[128];
+  int idt = in_dt(c, 1);
+  if (idt != I64)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "indices have dtype %s (int64)",
+                    onnx_dtype_name(idt));
+  if (bd != 0 || q->ndim < 1 || q->d[q->ndim - 1].sym || q->d[q->ndim - 1].v != 1 || x->ndim < 1)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "data %s, indices %s, batch_dims %" PRId64
+                    ": only batch_dims 0 with one index per tuple (indices [..., 1]) is "
+                    "supported",
+                    tshape_str(x, a, sizeof a), tshape_str(q, b, sizeof b), bd);
+  GCC_TRY(need_computable(c, 0, d));
+  tshape qi = *q; /* indices without their last dim */
+  qi.ndim--;
+  if (qi.ndim == 0)
+    qi = (tshape){1, {{1, 0}}};
+  tshape s = {0, {{0, 0}}};
+  for (int i = 0; i < q->ndim - 1; i++)
+    s.d[s.ndim++] = q->d[i];
+  if (q->ndim == 1)
+    s.d[s.ndim++] = (sdim){1, 0};
+  if (s.ndim + x->ndim - 1 > GCC_MAX_DIMS)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the output has more than %d dims", GCC_MAX_DIMS);
+  for (int i = 1; i < x->ndim; i++)
+    s.d[s.ndim++] = x->d[i];
+  const ival *iv = imp_val(c->I, in_idx(c, 1));
+  int64_t dim = x->d[0].v, n_idx = tshape_static_numel(q);
+  if (iv->is_const && !x->d[0].sym)
+    for (int64_t k = 0; k < n_idx; k++) {
+      int64_t v = index_at(iv, k);
+      if (v < -dim || v >= dim)
+        return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                        "index %" PRId64 " at position %" PRId64 " is outside [-%" PRId64
+                        ", %" PRId64 ") (dim 0 of data %s)",
+                        v, k, dim, dim, tshape_str(x, a, sizeof a));
+    }
+  int ins[2], node;
+  GCC_TRY(in_ir(c, 0, &ins[0], d));
+  GCC_TRY(reshaped(c, in_idx(c, 1), &qi, &ins[1], d));
+  if (q->ndim == 1) { /* indices [1]: the output keeps no index dim */
+    int tmp;
+    tshape s1 = s;
+    GCC_TRY(emit(c, GCC_OP_GATHER, ins, 2, -1, in_dt(c, 0), &s1, &tmp, &node, d));
+    if (gcc_node_set_int(c->I->g, node, "axis", 0))
+      return oom(d);
+    tshape s0 = {0, {{0, 0}}};
+    for (int i = 1; i < s.ndim; i++)
+      s0.d[s0.ndim++] = s.d[i];
+    return emit_reshape(c, tmp, &s0, 0, in_dt(c, 0), NULL, d);
+  }
+  GCC_TRY(emit(c, GCC_OP_GATHER, ins, 2, 0, in_dt(c, 0), &s, NULL, &node, d));
+  return gcc_node_set_int(c->I->g, node, "axis", 0) ? oom(d) : GCC_OK;
+}

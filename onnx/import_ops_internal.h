@@ -6,7 +6,7 @@
  *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
- *   onnx/import_ops_index.c        Gather, Slice, Split, Expand, Tile
+ *   onnx/import_ops_index.c        Gather, Slice, Split, Expand, Tile, GatherND (as Gather)
  *   onnx/import_ops_shapecalc.c    Shape, Cast, CastLike, Range: shape arithmetic folded at
  *                                  import
  *   onnx/import_ops_fold.c         Add, Sub, Mul, Div, Sqrt, Reciprocal of float constants,
@@ -210,12 +210,13 @@ gcc_status cv_layer_norm(nctx *c, gcc_diag *d);
 gcc_status cv_nll_loss(nctx *c, gcc_diag *d);
 gcc_status cv_softmax_cross_entropy_loss(nctx *c, gcc_diag *d);
 
-/* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile */
+/* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile, GatherND */
 gcc_status cv_gather(nctx *c, gcc_diag *d);
 gcc_status cv_slice(nctx *c, gcc_diag *d);
 gcc_status cv_split(nctx *c, gcc_diag *d);
 gcc_status cv_expand(nctx *c, gcc_diag *d);
 gcc_status cv_tile(nctx *c, gcc_diag *d);
+gcc_status cv_gather_nd(nctx *c, gcc_diag *d);
 /* Slice of the root value x_idx (starts, ends, axes, steps of k_n entries)
  * into output out_k: folded for a constant, else an IR Slice. */
 gcc_status slice_of(nctx *c, int x_idx, int out_k, const int64_t *starts, const int64_t *ends,

@@ -111,6 +111,10 @@ const Refusal kRefused[] = {
     {"test_hammingwindow_symmetric_expanded", "is not a constant (computed at run time)"},
     {"test_hannwindow_expanded", "is not a constant (computed at run time)"},
     {"test_hannwindow_symmetric_expanded", "is not a constant (computed at run time)"},
+    // GatherND is Gather: batch_dims 0 and one index per tuple only (issue 30)
+    {"test_gathernd_example_float32", "only batch_dims 0 with one index per tuple"},
+    {"test_gathernd_example_int32", "only batch_dims 0 with one index per tuple"},
+    {"test_gathernd_example_int32_batch_dim1", "only batch_dims 0 with one index per tuple"},
     // ScatterND is folded at import (issue 30: the masks built from constants), not run
     {"test_scatternd", "ScatterND is folded at import only"},
     {"test_scatternd_add", "reduction 'add' (only 'none')"},

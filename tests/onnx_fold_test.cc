@@ -395,4 +395,38 @@ TEST(OnnxFold, ScatterNDAndTransposeOfConstantsFold) {
   EXPECT_NE(r2.msg.find("('x') is not a constant"), std::string::npos) << r2.msg;
 }
 
+// GatherND with one index per tuple (Swin-T's relative_position_bias_table
+// lookup in the default export) is a Gather of dim 0; other forms refused.
+TEST(OnnxFold, GatherNDOfOneIndexPerTupleIsGather) {
+  OnnxModel m(18);
+  m.Input("x", {kBatch, 2, 2});
+  m.Init("table", {3, 2}, {1, 2, 3, 4, 5, 6});
+  m.InitI64("idx", {2, 1}, {2, 0});
+  m.Node("GatherND", {"table", "idx"}, {"g"}); // [[5, 6], [1, 2]]
+  m.Node("Add", {"x", "g"}, {"y"});
+  m.Output("y");
+  Imported r;
+  Import(m, &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(CountOp(r.g, GCC_OP_GATHER), 1);
+  const float k[4] = {5, 6, 1, 2};
+  for (int64_t b : {1, 3}) {
+    std::vector<float> x = Count(4 * b), y = RunCpu(r.g, x, b), want(x.size());
+    for (size_t i = 0; i < x.size(); i++)
+      want[i] = x[i] + k[i % 4];
+    EXPECT_EQ(y, want);
+  }
+  OnnxModel m2(18);
+  m2.Input("x", {kBatch, 2});
+  m2.Init("table", {3, 2}, {1, 2, 3, 4, 5, 6});
+  m2.InitI64("idx", {1, 2}, {2, 0});
+  m2.Node("GatherND", {"table", "idx"}, {"g"});
+  m2.Node("Add", {"x", "g"}, {"y"});
+  m2.Output("y");
+  Imported r2;
+  Import(m2, &r2);
+  EXPECT_EQ(r2.status, GCC_ERR_UNSUPPORTED);
+  EXPECT_NE(r2.msg.find("one index per tuple"), std::string::npos) << r2.msg;
+}
+
 } // namespace
