@@ -333,6 +333,11 @@ static gcc_status materialise(nctx *c, ival *v, int *ir, gcc_diag *d) {
                     "value '%s' is computed from the symbolic batch size (shape arithmetic); "
                     "this node cannot read it",
                     v->name);
+  if (v->seq)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "value '%s' is a sequence (SplitToSequence); only SequenceAt at a constant "
+                    "position can read it",
+                    v->name);
   if (!v->is_const)
     return node_err(c, d, GCC_ERR_INTERNAL, "value '%s' has no IR value", v->name);
   gcc_dtype dt = onnx_to_gcc_dtype(v->onnx_dt);

@@ -70,7 +70,22 @@ typedef struct ival {
    * Cast, Reshape's and Expand's shape input); any other use is an error
    * naming it. */
   const sdim *symv;
+  /* a sequence made by SplitToSequence (onnx/import_ops_sequence.c), or
+   * NULL; owned by the pool. Only SequenceAt at a constant position reads
+   * it; any other use is an error naming it. */
+  const struct iseq *seq;
 } ival;
+
+/* A sequence of slices of one tensor: part k is src[.., off_k : off_k +
+ * sizes[k], ..] along `axis` (off_k the sum of the sizes before it), that
+ * axis removed when squeeze. */
+typedef struct iseq {
+  int src; /* root value index of the split tensor */
+  int axis;
+  int squeeze;
+  int64_t n;
+  const int64_t *sizes; /* owned by the pool */
+} iseq;
 
 typedef struct imp {
   const char *src;     /* file name for messages */

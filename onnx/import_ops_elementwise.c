@@ -69,21 +69,84 @@ gcc_status cv_constant(nctx *c, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* ConstantOfShape whose shape holds the batch N (a shape value, onnx/
+ * import_ops_shapecalc.c): the fill value broadcast by an IR Expand whose
+ * batch dim comes from a graph input (graph/ops.h GCC_OP_EXPAND: a shape
+ * entry 0 is input 1's dim 0). An entry k * N with k != 1 is refused. */
+static gcc_status fill_batch_shape(nctx *c, const sdim *t, int64_t nd, int dt, const void *fill,
+                                   gcc_diag *d) {
+  tshape s = {(int)nd, {{0, 0}}};
+  int64_t ir_shape[GCC_MAX_DIMS];
+  gcc_shape one = {(int)nd, {0}};
+  for (int i = 0; i < nd; i++) {
+    one.dims[i] = 1;
+    if (t[i].sym && t[i].v != 1)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "shape entry %d is %" PRId64 " x the batch size (only the batch size "
+                      "itself is supported)",
+                      i, t[i].v);
+    if (!t[i].sym && (t[i].v < 1 || t[i].v > ((int64_t)1 << 40)))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "shape entry %d is %" PRId64, i, t[i].v);
+    s.d[i] = t[i];
+    ir_shape[i] = t[i].sym ? 0 : t[i].v;
+  }
+  int batch_from = -1; /* a graph input whose dim 0 is the symbolic batch */
+  for (int i = 0; i < c->I->n_v && batch_from < 0; i++)
+    if (c->I->v[i].is_input && c->I->v[i].sh.ndim > 0 && c->I->v[i].sh.d[0].sym &&
+        c->I->v[i].sh.d[0].v == 1)
+      batch_from = i;
+  gcc_dtype gdt = onnx_to_gcc_dtype(dt);
+  if (batch_from < 0 || gdt == GCC_DT_UNDEFINED)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    batch_from < 0 ? "a shape with the batch size but no graph input has it"
+                                   : "a value of dtype %s (float, int64, int32, bool)",
+                    onnx_dtype_name(dt));
+  char name[300];
+  snprintf(name, sizeof name, "%s/value", c->ir_name);
+  for (int k = 1; gcc_graph_find(c->I->g, name) >= 0; k++)
+    snprintf(name, sizeof name, "%s/value_%d", c->ir_name, k);
+  int ins[2], node;
+  GCC_TRY(gcc_graph_add_value(c->I->g, name, gdt, &one, GCC_VALUE_CONST, fill, onnx_dtype_size(dt),
+                              &ins[0], d));
+  GCC_TRY(ir_of(c, batch_from, &ins[1], d));
+  GCC_TRY(emit(c, GCC_OP_EXPAND, ins, 2, 0, dt, &s, NULL, &node, d));
+  return gcc_node_set_ints(c->I->g, node, "shape", ir_shape, (int)nd) ? oom(d) : GCC_OK;
+}
+
+/* ConstantOfShape (9, 20, 21): the shape a constant or a shape value
+ * computed at import; folded to a constant unless the shape holds the
+ * batch (fill_batch_shape). */
 gcc_status cv_constant_of_shape(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, "value", (char *)NULL));
   GCC_TRY(need_inputs(c, 1, 1, d));
-  const int64_t *dims;
+  const sdim *sd;
   int64_t nd;
-  GCC_TRY(const_ints(c, in_idx(c, 0), "shape input", &dims, &nd, d));
+  if (has_symv(c, 0)) {
+    GCC_TRY(sym_in(c, 0, &sd, &nd, d));
+  } else {
+    const int64_t *dims;
+    GCC_TRY(const_ints(c, in_idx(c, 0), "shape input", &dims, &nd, d));
+    sdim *t = malloc((size_t)(nd > 0 ? nd : 1) * sizeof *t);
+    if (!t)
+      return oom(d);
+    GCC_TRY(pool_add(c->I, t, d));
+    for (int64_t i = 0; i < nd; i++)
+      t[i] = (sdim){dims[i], 0};
+    sd = t;
+  }
   if (nd > GCC_MAX_DIMS)
     return node_err(c, d, GCC_ERR_UNSUPPORTED, "%" PRId64 " dims (at most %d)", nd, GCC_MAX_DIMS);
+  int batch = 0;
   tshape s = {(int)nd, {{0, 0}}};
   uint64_t numel = 1;
   for (int i = 0; i < nd; i++) {
-    if (dims[i] < 0 || dims[i] > ((int64_t)1 << 40))
-      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "shape entry %d is %" PRId64, i, dims[i]);
-    s.d[i] = (sdim){dims[i], 0};
-    numel *= (uint64_t)dims[i];
+    batch |= sd[i].sym;
+    if (sd[i].sym)
+      continue;
+    if (sd[i].v < 0 || sd[i].v > ((int64_t)1 << 40))
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "shape entry %d is %" PRId64, i, sd[i].v);
+    s.d[i] = (sdim){sd[i].v, 0};
+    numel *= (uint64_t)sd[i].v;
     if (numel > ((uint64_t)1 << 34))
       return node_err(c, d, GCC_ERR_UNSUPPORTED, "the constant is too large");
   }
@@ -107,6 +170,8 @@ gcc_status cv_constant_of_shape(nctx *c, gcc_diag *d) {
   } else {
     fill = &zero;
   }
+  if (batch)
+    return fill_batch_shape(c, sd, nd, dt, fill, d);
   size_t es = onnx_dtype_size(dt);
   /* the folded constant is kept in the graph: no larger than a model file
    * may be (found by tools/fuzz.sh: a shape of 17 GB) */
@@ -299,16 +364,22 @@ static gcc_status binary(nctx *c, int op, gcc_diag *d) {
 gcc_status cv_add(nctx *c, gcc_diag *d) {
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '+', d);
+  if (c->ver >= 7 && fold_f32_applies(c)) /* float constants: folded */
+    return fold_f32(c, '+', d);
   return binary(c, GCC_OP_ADD, d);
 }
 gcc_status cv_sub(nctx *c, gcc_diag *d) {
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '-', d);
+  if (c->ver >= 7 && fold_f32_applies(c)) /* float constants: folded */
+    return fold_f32(c, '-', d);
   return binary(c, GCC_OP_SUB, d);
 }
 gcc_status cv_mul(nctx *c, gcc_diag *d) {
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '*', d);
+  if (c->ver >= 7 && fold_f32_applies(c)) /* float constants: folded */
+    return fold_f32(c, '*', d);
   int x, tanh_form;
   if (onnx_gelu_pattern(c, &x, &tanh_form))
     return cv_gelu_pattern(c, x, tanh_form, d);
@@ -317,6 +388,8 @@ gcc_status cv_mul(nctx *c, gcc_diag *d) {
 gcc_status cv_div(nctx *c, gcc_diag *d) {
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '/', d);
+  if (c->ver >= 7 && fold_f32_applies(c)) /* float constants: folded */
+    return fold_f32(c, '/', d);
   return binary(c, GCC_OP_DIV, d);
 }
 /* Pow: float base and exponent. An int64 / int32 constant exponent (x^3
@@ -381,6 +454,8 @@ gcc_status cv_tanh(nctx *c, gcc_diag *d) {
 gcc_status cv_sqrt(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, c->ver == 1 ? "consumed_inputs" : NULL, (char *)NULL));
   GCC_TRY(no_consumed_inputs(c, d));
+  if (fold_f32_applies(c)) /* a float constant: folded */
+    return fold_f32(c, 'q', d);
   return unary(c, GCC_OP_SQRT, d);
 }
 
@@ -477,9 +552,13 @@ gcc_status cv_sum(nctx *c, gcc_diag *d) {
  * tie of more than two inputs shares the gradient as the chain of
  * torch.maximum calls does (1/2 at each tied step). */
 gcc_status cv_max(nctx *c, gcc_diag *d) {
+  if (fold_int_applies(c)) /* integer constants and shapes: folded */
+    return fold_int_minmax(c, 1, d);
   return variadic(c, GCC_OP_MAX, d);
 }
 gcc_status cv_min(nctx *c, gcc_diag *d) {
+  if (fold_int_applies(c)) /* integer constants and shapes: folded */
+    return fold_int_minmax(c, 0, d);
   return variadic(c, GCC_OP_MIN, d);
 }
 

@@ -175,12 +175,13 @@ static int slice_dim(sdim dim, int64_t b, int64_t e, int64_t s, int64_t *start, 
   return 1;
 }
 
-/* Y = X's slice (starts, ends, axes, steps of k_n entries): folded when X
- * is a constant (an element range of a shape vector), else an IR Slice
- * into ONNX output out_k. */
-static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int64_t *ends,
-                           const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d) {
-  const tshape *x = in_sh(c, 0);
+/* Y = X's slice (starts, ends, axes, steps of k_n entries), X the root
+ * value x_idx: folded when X is a constant (an element range of a shape
+ * vector when X is input 0), else an IR Slice into ONNX output out_k. */
+gcc_status slice_of(nctx *c, int x_idx, int out_k, const int64_t *starts, const int64_t *ends,
+                    const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d) {
+  const ival *xv = imp_val(c->I, x_idx);
+  const tshape *x = &xv->sh;
   char a[128];
   if (k_n > x->ndim)
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%" PRId64 " sliced axes for rank %d", k_n,
@@ -205,8 +206,7 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
                       "slices axis %" PRId64 " of %s, which depends on the batch (only a slice "
                       "of all of it is supported)",
                       axis, tshape_str(x, a, sizeof a));
-    const ival *x0 = imp_val(c->I, in_idx(c, 0));
-    int folds = x0->symv || (x0->is_const && !(x0->trainable && c->I->train));
+    int folds = xv->symv || (xv->is_const && !(xv->trainable && c->I->train));
     if (s.d[axis].v == 0 && !folds) /* an empty shape vector folds (a Concat drops it) */
       return node_err(c, d, GCC_ERR_UNSUPPORTED,
                       "the slice of axis %" PRId64 " of %s is empty (zero-size tensors are not "
@@ -214,11 +214,10 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
                       axis, tshape_str(x, a, sizeof a));
     step[axis] = st;
   }
-  const ival *xv = imp_val(c->I, in_idx(c, 0));
-  if (xv->symv)
+  if (xv->symv) /* input 0 (Slice, Split) */
     return sym_slice(c, out_k, start[0], step[0], s.d[0].v, d);
   if (xv->is_const && !(xv->trainable && c->I->train)) {
-    int dt = in_dt(c, 0);
+    int dt = xv->onnx_dt;
     size_t es = onnx_dtype_size(dt);
     int64_t n = tshape_static_numel(&s), xst[GCC_MAX_DIMS], acc = 1, idx[GCC_MAX_DIMS] = {0};
     for (int q = x->ndim - 1; q >= 0; q--) {
@@ -242,9 +241,13 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
     return set_const(c, out_k, dt, &s, data, (size_t)n * es, d);
   }
   int xi, node, tmp;
-  GCC_TRY(need_movable(c, 0, d));
-  GCC_TRY(in_ir(c, 0, &xi, d));
-  GCC_TRY(emit(c, GCC_OP_SLICE, &xi, 1, out_k, in_dt(c, 0), &s, &tmp, &node, d));
+  gcc_dtype gdt = onnx_to_gcc_dtype(xv->onnx_dt);
+  if (gdt == GCC_DT_UNDEFINED) /* as need_movable: bool is copied too */
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "'%s' has dtype %s (supported: float, int64, int32, bool)", xv->name,
+                    onnx_dtype_name(xv->onnx_dt));
+  GCC_TRY(ir_of(c, x_idx, &xi, d));
+  GCC_TRY(emit(c, GCC_OP_SLICE, &xi, 1, out_k, xv->onnx_dt, &s, &tmp, &node, d));
   gcc_graph *g = c->I->g;
   if (gcc_node_set_ints(g, node, "starts", starts, (int)k_n) ||
       gcc_node_set_ints(g, node, "ends", ends, (int)k_n) ||
@@ -253,6 +256,11 @@ static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int6
   if (steps && gcc_node_set_ints(g, node, "steps", steps, (int)k_n))
     return oom(d);
   return GCC_OK;
+}
+
+static gcc_status slice_to(nctx *c, int out_k, const int64_t *starts, const int64_t *ends,
+                           const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d) {
+  return slice_of(c, in_idx(c, 0), out_k, starts, ends, axes, steps, k_n, d);
 }
 
 /* Slice (1: attributes; 10, 11, 13: constant inputs starts, ends, axes,
@@ -508,4 +516,69 @@ gcc_status cv_tile(nctx *c, gcc_diag *d) {
   if (gcc_node_set_ints(c->I->g, node, "shape", big, mid.ndim))
     return oom(d);
   return emit_reshape(c, r2, &y, 0, in_dt(c, 0), NULL, d);
+}
+
+/* GatherND (11, 12, 13) with batch_dims 0 and indices [..., 1] (one index
+ * per tuple, into data's dim 0): Gather(data, indices[..., 0], axis 0), as
+ * PyTorch's default exporter writes a table lookup by an index tensor
+ * (torchvision Swin-T's relative_position_bias_table[index]). Other forms
+ * are refused naming the node. */
+gcc_status cv_gather_nd(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, c->ver >= 12 ? "batch_dims" : NULL, (char *)NULL));
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  int64_t bd;
+  GCC_TRY(a_int(c, "batch_dims", 0, &bd, d));
+  const tshape *x = in_sh(c, 0), *q = in_sh(c, 1);
+  char a[128], b[128];
+  int idt = in_dt(c, 1);
+  if (idt != I64)
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "indices have dtype %s (int64)",
+                    onnx_dtype_name(idt));
+  if (bd != 0 || q->ndim < 1 || q->d[q->ndim - 1].sym || q->d[q->ndim - 1].v != 1 || x->ndim < 1)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "data %s, indices %s, batch_dims %" PRId64
+                    ": only batch_dims 0 with one index per tuple (indices [..., 1]) is "
+                    "supported",
+                    tshape_str(x, a, sizeof a), tshape_str(q, b, sizeof b), bd);
+  GCC_TRY(need_computable(c, 0, d));
+  tshape qi = *q; /* indices without their last dim */
+  qi.ndim--;
+  if (qi.ndim == 0)
+    qi = (tshape){1, {{1, 0}}};
+  tshape s = {0, {{0, 0}}};
+  for (int i = 0; i < q->ndim - 1; i++)
+    s.d[s.ndim++] = q->d[i];
+  if (q->ndim == 1)
+    s.d[s.ndim++] = (sdim){1, 0};
+  if (s.ndim + x->ndim - 1 > GCC_MAX_DIMS)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED, "the output has more than %d dims", GCC_MAX_DIMS);
+  for (int i = 1; i < x->ndim; i++)
+    s.d[s.ndim++] = x->d[i];
+  const ival *iv = imp_val(c->I, in_idx(c, 1));
+  int64_t dim = x->d[0].v, n_idx = tshape_static_numel(q);
+  if (iv->is_const && !x->d[0].sym)
+    for (int64_t k = 0; k < n_idx; k++) {
+      int64_t v = index_at(iv, k);
+      if (v < -dim || v >= dim)
+        return node_err(c, d, GCC_ERR_INVALID_GRAPH,
+                        "index %" PRId64 " at position %" PRId64 " is outside [-%" PRId64
+                        ", %" PRId64 ") (dim 0 of data %s)",
+                        v, k, dim, dim, tshape_str(x, a, sizeof a));
+    }
+  int ins[2], node;
+  GCC_TRY(in_ir(c, 0, &ins[0], d));
+  GCC_TRY(reshaped(c, in_idx(c, 1), &qi, &ins[1], d));
+  if (q->ndim == 1) { /* indices [1]: the output keeps no index dim */
+    int tmp;
+    tshape s1 = s;
+    GCC_TRY(emit(c, GCC_OP_GATHER, ins, 2, -1, in_dt(c, 0), &s1, &tmp, &node, d));
+    if (gcc_node_set_int(c->I->g, node, "axis", 0))
+      return oom(d);
+    tshape s0 = {0, {{0, 0}}};
+    for (int i = 1; i < s.ndim; i++)
+      s0.d[s0.ndim++] = s.d[i];
+    return emit_reshape(c, tmp, &s0, 0, in_dt(c, 0), NULL, d);
+  }
+  GCC_TRY(emit(c, GCC_OP_GATHER, ins, 2, 0, in_dt(c, 0), &s, NULL, &node, d));
+  return gcc_node_set_int(c->I->g, node, "axis", 0) ? oom(d) : GCC_OK;
 }

@@ -6,8 +6,14 @@
  *   onnx/import_ops.c              the table (kOnnxOps): op types, version histories, converters
  *   onnx/import_ops_elementwise.c  folded ops (Constant, Identity, Dropout...) and elementwise ops
  *   onnx/import_ops_conv.c         Gemm, MatMul, Conv, the pools, BatchNormalization, ConvTranspose
- *   onnx/import_ops_index.c        Gather, GatherElements, Slice, Split, Expand, Tile
- *   onnx/import_ops_shapecalc.c    Shape, Cast: shape arithmetic folded at import
+ *   onnx/import_ops_index.c        Gather, GatherElements, Slice, Split, Expand, Tile,
+ *                                  GatherND (as Gather)
+ *   onnx/import_ops_shapecalc.c    Shape, Cast, CastLike, Range: shape arithmetic folded at
+ *                                  import
+ *   onnx/import_ops_fold.c         Add, Sub, Mul, Div, Sqrt, Reciprocal of float constants,
+ *                                  Max and Min of integer constants, Transpose and
+ *                                  ScatterND of constants
+ *   onnx/import_ops_sequence.c     SplitToSequence, SequenceAt (Slices at import)
  *   onnx/import_ops_reduce.c       ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceL2
  *   onnx/import_ops_norm.c         LayerNormalization
  *   onnx/import_ops_loss.c         NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
@@ -217,13 +223,42 @@ gcc_status cv_layer_norm(nctx *c, gcc_diag *d);
 gcc_status cv_nll_loss(nctx *c, gcc_diag *d);
 gcc_status cv_softmax_cross_entropy_loss(nctx *c, gcc_diag *d);
 
-/* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile */
+/* onnx/import_ops_index.c: Gather, Slice, Split, Expand, Tile, GatherND */
 gcc_status cv_gather(nctx *c, gcc_diag *d);
 gcc_status cv_gather_elements(nctx *c, gcc_diag *d);
 gcc_status cv_slice(nctx *c, gcc_diag *d);
 gcc_status cv_split(nctx *c, gcc_diag *d);
 gcc_status cv_expand(nctx *c, gcc_diag *d);
 gcc_status cv_tile(nctx *c, gcc_diag *d);
+gcc_status cv_gather_nd(nctx *c, gcc_diag *d);
+/* Slice of the root value x_idx (starts, ends, axes, steps of k_n entries)
+ * into output out_k: folded for a constant, else an IR Slice. */
+gcc_status slice_of(nctx *c, int x_idx, int out_k, const int64_t *starts, const int64_t *ends,
+                    const int64_t *axes, const int64_t *steps, int64_t k_n, gcc_diag *d);
+
+/* onnx/import_ops_fold.c: float32 arithmetic of constants that are not
+ * weights, folded. fold_f32_applies: every input (one or two) is such a
+ * constant; fold_f32: how '+', '-', '*', '/' (broadcast), 'q' (Sqrt) or 'r'
+ * (Reciprocal). */
+int fold_f32_applies(nctx *c);
+gcc_status fold_f32(nctx *c, char how, gcc_diag *d);
+/* Max / Min (8+) whose inputs are all int64 (or all int32) constants or
+ * shape values without the batch: folded (is_max 1: Max). */
+int fold_int_applies(nctx *c);
+gcc_status fold_int_minmax(nctx *c, int is_max, gcc_diag *d);
+/* Input k is a constant that is not a weight (any dtype, at most 2^24
+ * elements, none of them the batch). */
+int fold_const_applies(nctx *c, int k);
+/* Transpose of such a constant by perm into shape s: folded. */
+gcc_status fold_transpose(nctx *c, const int64_t *perm, const tshape *s, gcc_diag *d);
+/* ScatterND (11, 13, 16, 18): folded when data, indices and updates are
+ * constants (the masks PyTorch's exporter builds by slice assignment, as
+ * Swin-T's shifted-window mask); refused naming the node otherwise. */
+gcc_status cv_scatter_nd(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_sequence.c: SplitToSequence, SequenceAt */
+gcc_status cv_split_to_sequence(nctx *c, gcc_diag *d);
+gcc_status cv_sequence_at(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_shapecalc.c: shape arithmetic (ival.symv). has_symv: input
  * k is a shape value holding N; sym_in: input k's elements as sdims (a
@@ -233,6 +268,10 @@ gcc_status cv_tile(nctx *c, gcc_diag *d);
  * Reshape's (expand 0) or Expand's (expand 1) shape input as int64 entries. */
 gcc_status cv_shape(nctx *c, gcc_diag *d);
 gcc_status cv_cast(nctx *c, gcc_diag *d);
+/* CastLike: Cast to input 1's dtype. Range: folded to a constant (its
+ * inputs constants or shape values without the batch). */
+gcc_status cv_cast_like(nctx *c, gcc_diag *d);
+gcc_status cv_range(nctx *c, gcc_diag *d);
 int has_symv(nctx *c, int k);
 gcc_status sym_in(nctx *c, int k, const sdim **vals, int64_t *n, gcc_diag *d);
 gcc_status set_sym(nctx *c, int k, const tshape *s, const sdim *vals, int64_t n, gcc_diag *d);

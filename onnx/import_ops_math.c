@@ -79,6 +79,8 @@ gcc_status cv_abs(nctx *c, gcc_diag *d) {
   return unary_math(c, GCC_OP_ABS, d);
 }
 gcc_status cv_reciprocal(nctx *c, gcc_diag *d) {
+  if (fold_f32_applies(c)) /* a float constant: folded */
+    return fold_f32(c, 'r', d);
   return unary_math(c, GCC_OP_RECIPROCAL, d);
 }
 

@@ -71,7 +71,8 @@ gcc_status sym_neg(nctx *c, gcc_diag *d) {
 
 /* Trilu (14): X of rank >= 2 (float, int64, int32), `upper` (default 1)
  * and the optional int64 scalar input k (default 0), which must be a
- * constant: it becomes the IR node's attribute. */
+ * constant: it becomes the IR node's attribute. A constant X that is not
+ * a weight is folded. */
 gcc_status cv_trilu(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, "upper", (char *)NULL));
   GCC_TRY(need_inputs(c, 1, 2, d));
@@ -92,6 +93,28 @@ gcc_status cv_trilu(nctx *c, gcc_diag *d) {
     if (n != 1)
       return node_err(c, d, GCC_ERR_INVALID_GRAPH, "k has %" PRId64 " elements (a scalar)", n);
     k = kv[0];
+  }
+  const ival *xv = imp_val(c->I, in_idx(c, 0));
+  int64_t numel = tshape_static_numel(x);
+  if (xv->is_const && !xv->trainable && xv->data && numel > 0) {
+    /* a constant (the causal mask PyTorch's exporter builds from ones):
+     * folded; upper keeps j - i >= k, lower keeps j - i <= k, else 0 */
+    size_t es = onnx_dtype_size(xv->onnx_dt);
+    uint8_t *o = malloc((size_t)numel * es);
+    if (!o)
+      return oom(d);
+    int64_t rows = x->d[x->ndim - 2].v, cols = x->d[x->ndim - 1].v;
+    for (int64_t e = 0; e < numel; e++) {
+      int64_t j = e % cols, i = (e / cols) % rows;
+      int keep = upper ? j - i >= k : j - i <= k;
+      if (keep)
+        memcpy(o + (size_t)e * es, (const uint8_t *)xv->data + (size_t)e * es, es);
+      else
+        memset(o + (size_t)e * es, 0, es);
+    }
+    GCC_TRY(set_const(c, 0, xv->onnx_dt, x, o, (size_t)numel * es, d));
+    mark_folded(c);
+    return GCC_OK;
   }
   int xi, node;
   GCC_TRY(in_ir(c, 0, &xi, d));

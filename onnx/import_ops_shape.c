@@ -435,6 +435,8 @@ gcc_status cv_transpose(nctx *c, gcc_diag *d) {
     mark_folded(c);
     return GCC_OK;
   }
+  if (fold_const_applies(c, 0))
+    return fold_transpose(c, perm, &s, d);
   GCC_TRY(need_movable(c, 0, d));
   int xi, node;
   GCC_TRY(in_ir(c, 0, &xi, d));

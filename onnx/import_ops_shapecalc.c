@@ -6,6 +6,7 @@
  * inputs, so that no shape op runs per step. See onnx/import_ops.c.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,12 +97,26 @@ gcc_status cv_shape(nctx *c, gcc_diag *d) {
 
 /* Cast (1, 6, 9, 13, 19, 21): folded for a constant or a shape computed at
  * import (to int64, int32 or float); the identity when the dtype does not
- * change. A run-time conversion is not supported here. */
+ * change; otherwise an IR Cast (float, int64, int32, bool). */
+static gcc_status cast_to(nctx *c, int64_t to, gcc_diag *d);
+
 gcc_status cv_cast(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, "to", "saturate", (char *)NULL));
   GCC_TRY(need_inputs(c, 1, 1, d));
   int64_t to;
   GCC_TRY(a_int(c, "to", 0, &to, d));
+  return cast_to(c, to, d);
+}
+
+/* CastLike (15, 19, 21): Cast of input 0 to the dtype of input 1 (whose
+ * values are not read), folded or imported as Cast is. */
+gcc_status cv_cast_like(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, "saturate", (char *)NULL));
+  GCC_TRY(need_inputs(c, 2, 2, d));
+  return cast_to(c, in_dt(c, 1), d);
+}
+
+static gcc_status cast_to(nctx *c, int64_t to, gcc_diag *d) {
   int from = in_dt(c, 0);
   const ival *x = imp_val(c->I, in_idx(c, 0));
   if (to == from) {
@@ -363,4 +378,90 @@ gcc_status cv_mod(nctx *c, gcc_diag *d) {
   return node_err(c, d, GCC_ERR_UNSUPPORTED,
                   "Mod at run time is not supported here: only integer constants and shapes "
                   "are folded");
+}
+
+/* Range (11): start, limit and delta scalars, each a constant or a shape
+ * value computed at import (int64, int32) or a float constant: folded to
+ * the constant [start, start + delta, ...) of max(ceil((limit - start) /
+ * delta), 0) elements (ONNX's definition; torch.arange as the exporters
+ * write it). A bound that depends on the batch, or an empty range, is
+ * refused naming the node. */
+gcc_status cv_range(nctx *c, gcc_diag *d) {
+  GCC_TRY(allow_attrs(c, d, (char *)NULL));
+  GCC_TRY(need_inputs(c, 3, 3, d));
+  int dt = in_dt(c, 0);
+  static const char *const kWhat[3] = {"start input", "limit input", "delta input"};
+  double v[3];
+  int64_t iv[3] = {0, 0, 0};
+  for (int k = 0; k < 3; k++) {
+    if (in_dt(c, k) != dt)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s is %s but start is %s", kWhat[k],
+                      onnx_dtype_name(in_dt(c, k)), onnx_dtype_name(dt));
+    if (tshape_static_numel(in_sh(c, k)) != 1)
+      return node_err(c, d, GCC_ERR_INVALID_GRAPH, "%s is not a scalar", kWhat[k]);
+    if ((dt == I64 || dt == I32) && !has_symv(c, k)) {
+      const int64_t *x;
+      int64_t n;
+      GCC_TRY(const_ints(c, in_idx(c, k), kWhat[k], &x, &n, d));
+      iv[k] = x[0];
+      v[k] = (double)x[0];
+    } else if (dt == I64 || dt == I32) {
+      const sdim *x;
+      int64_t n;
+      GCC_TRY(sym_in(c, k, &x, &n, d));
+      if (x[0].sym)
+        return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                        "%s is %" PRId64 " x the batch size: a range whose length depends on the "
+                        "batch is not supported",
+                        kWhat[k], x[0].v);
+      iv[k] = x[0].v;
+      v[k] = (double)x[0].v;
+    } else if (dt == F32) {
+      GCC_TRY(const_scalar(c, in_idx(c, k), kWhat[k], &v[k], d));
+    } else {
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "dtype %s (int64, int32 or float)",
+                      onnx_dtype_name(dt));
+    }
+  }
+  if (v[2] == 0.0 || v[2] != v[2])
+    return node_err(c, d, GCC_ERR_INVALID_GRAPH, "delta is %g", v[2]);
+  int64_t n;
+  if (dt == F32) {
+    double len = ceil(((double)(float)v[1] - (double)(float)v[0]) / (double)(float)v[2]);
+    if (!(len < (double)((int64_t)1 << 32)))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "the range has %g elements", len);
+    n = len > 0 ? (int64_t)len : 0;
+  } else {
+    int64_t span = iv[1] - iv[0], dl = iv[2];
+    /* ceil(span / dl) in integers */
+    n = span / dl + ((span % dl != 0) && ((span > 0) == (dl > 0)));
+    n = n > 0 ? n : 0;
+    if (n > ((int64_t)1 << 32))
+      return node_err(c, d, GCC_ERR_UNSUPPORTED, "the range has %" PRId64 " elements", n);
+  }
+  if (n == 0)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "the range from %g to %g by %g is empty (zero-size tensors are not "
+                    "supported)",
+                    v[0], v[1], v[2]);
+  size_t es = onnx_dtype_size(dt);
+  uint8_t *data = malloc((size_t)n * es);
+  if (!data)
+    return oom(d);
+  for (int64_t i = 0; i < n; i++) {
+    if (dt == I64) {
+      int64_t x = iv[0] + i * iv[2];
+      memcpy(data + i * es, &x, es);
+    } else if (dt == I32) {
+      int32_t x = (int32_t)(iv[0] + i * iv[2]);
+      memcpy(data + i * es, &x, es);
+    } else {
+      float x = (float)((double)(float)v[0] + (double)i * (double)(float)v[2]);
+      memcpy(data + i * es, &x, es);
+    }
+  }
+  tshape s = {1, {{n, 0}}};
+  GCC_TRY(set_const(c, 0, dt, &s, data, (size_t)n * es, d));
+  mark_folded(c);
+  return GCC_OK;
 }

@@ -9,6 +9,8 @@
  *   Kt = Transpose(K')               perm swapping the last two dims
  *        K' = [Mul(K, c_k)]          K scaled on its own by a constant
  *        (or Mul(Transpose(K), c_k))
+ *        or Reshape(Transpose(Reshape(K, [L, T, D])), [.., D, T]), the
+ *        same (PyTorch's default exporter; see reshaped_transpose)
  *   S  = MatMul([Mul(Q, c_q)], Kt)   Q scaled on its own by a constant
  *   S' = [Mul(S, c) | Mul(c, S) | Div(S, c)]
  *   X  = [Add(S', M) | Add(M, S')]   a float32 mask broadcast to the scores
@@ -18,8 +20,8 @@
  * with c, c_q and c_k float32 constants of one element (their product, a
  * Div's reciprocal, is the op's scale: PyTorch's exporter scales Q and K by
  * sqrt(scale) each) and Q, K, V of rank 2 to 4 with equal leading dims. A
- * constant mask that is exactly 0 on and below the diagonal and -Inf above
- * it (nn.Transformer.generate_square_subsequent_mask; any leading dims of 1)
+ * constant mask that is exactly 0 on and below the diagonal and -Inf (or
+ * -FLT_MAX) above it (nn.Transformer.generate_square_subsequent_mask; any leading dims of 1)
  * becomes is_causal = 1 and is dropped; any other mask stays an input.
  * Every intermediate value (Kt, the scaled Q and K, S, S', X, P) must have
  * the chain's next node as its only reader and be neither a graph output
@@ -30,6 +32,7 @@
  * Not recognised yet: a mask made by Where (no Where op yet), Dropout on the
  * probabilities, a K^T that is not a Transpose (a stored transposed weight).
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,10 +42,11 @@
 #include "passes/passes.h"
 
 /* What each op is to the matcher: the pass's own table keyed by the op enum. */
-enum { R_NONE = 0, R_MATMUL, R_MUL, R_DIV, R_ADD, R_SOFTMAX, R_TRANSPOSE };
+enum { R_NONE = 0, R_MATMUL, R_MUL, R_DIV, R_ADD, R_SOFTMAX, R_TRANSPOSE, R_RESHAPE };
 static const unsigned char kRole[GCC_OP_COUNT] = {
-    [GCC_OP_MATMUL] = R_MATMUL, [GCC_OP_MUL] = R_MUL,         [GCC_OP_DIV] = R_DIV,
-    [GCC_OP_ADD] = R_ADD,       [GCC_OP_SOFTMAX] = R_SOFTMAX, [GCC_OP_TRANSPOSE] = R_TRANSPOSE,
+    [GCC_OP_MATMUL] = R_MATMUL,   [GCC_OP_MUL] = R_MUL,         [GCC_OP_DIV] = R_DIV,
+    [GCC_OP_ADD] = R_ADD,         [GCC_OP_SOFTMAX] = R_SOFTMAX, [GCC_OP_TRANSPOSE] = R_TRANSPOSE,
+    [GCC_OP_RESHAPE] = R_RESHAPE,
 };
 
 typedef struct matcher {
@@ -71,13 +75,18 @@ static int private_to(const matcher *m, int v, int node) {
   return 1;
 }
 
-/* The float32 constant of one element, or NAN. */
+/* The float32 constant of one element, or NAN. A graph without a training
+ * spec never trains: a one-element float initializer there (a PARAM: the
+ * importer makes every float initializer one) is read as the constant it
+ * is, as the scale that PyTorch's default exporter's optimizer stores as an
+ * initializer. */
 static float scalar_const(const gcc_graph *g, int v) {
   if (v < 0)
     return NAN;
   const gcc_value *x = &g->values[v];
-  if (x->kind != GCC_VALUE_CONST || x->dtype != GCC_DT_FLOAT32 || !x->data ||
-      x->data_bytes != sizeof(float) || gcc_shape_numel(&x->shape, NULL) != 1)
+  int fixed = x->kind == GCC_VALUE_CONST || (x->kind == GCC_VALUE_PARAM && !g->training.present);
+  if (!fixed || x->dtype != GCC_DT_FLOAT32 || !x->data || x->data_bytes != sizeof(float) ||
+      gcc_shape_numel(&x->shape, NULL) != 1)
     return NAN;
   float f;
   memcpy(&f, x->data, sizeof f);
@@ -128,8 +137,44 @@ static int swaps_last_two(const gcc_graph *g, int n) {
   return p->ints[r - 2] == r - 1 && p->ints[r - 1] == r - 2;
 }
 
+/* Kt = Reshape(Transpose(Reshape(K, [L, T, D]), swap), [.., D, T]) with K
+ * [.., T, D] and Kt's leading dims K's: K^T as PyTorch's default exporter
+ * writes it for scaled_dot_product_attention (the leading dims merged, each
+ * T x D matrix transposed, split again), the same values as a Transpose of
+ * the last two dims. Node `r2` is the outer Reshape (its input and the
+ * inner values private to the chain); *k the K, the two inner nodes marked
+ * in chain[]. */
+static int reshaped_transpose(const matcher *m, int r2, int *k, char *chain) {
+  const gcc_graph *g = m->g;
+  if (role(g, r2) != R_RESHAPE)
+    return 0;
+  int tv = g->nodes[r2].inputs[0], t = producer(g, tv);
+  if (role(g, t) != R_TRANSPOSE || !swaps_last_two(g, t) || !private_to(m, tv, r2))
+    return 0;
+  int rv = g->nodes[t].inputs[0], r1 = producer(g, rv);
+  if (role(g, r1) != R_RESHAPE || !private_to(m, rv, t))
+    return 0;
+  int kv = g->nodes[r1].inputs[0];
+  const gcc_shape *ks = &g->values[kv].shape, *ms = &g->values[rv].shape,
+                  *os = &g->values[g->nodes[r2].outputs[0]].shape;
+  int r = ks->ndim;
+  if (r < 2 || os->ndim != r || ms->ndim < 2 || ms->dims[ms->ndim - 2] != ks->dims[r - 2] ||
+      ms->dims[ms->ndim - 1] != ks->dims[r - 1] || os->dims[r - 2] != ks->dims[r - 1] ||
+      os->dims[r - 1] != ks->dims[r - 2])
+    return 0;
+  for (int i = 0; i < r - 2; i++)
+    if (os->dims[i] != ks->dims[i])
+      return 0;
+  chain[r1] = chain[t] = 1;
+  *k = kv;
+  return 1;
+}
+
 /* A constant [.., Tq, Tk] (leading dims 1) that is 0 where j <= i and -Inf
- * where j > i: PyTorch's causal mask, top-left aligned. */
+ * (or the lowest float, -FLT_MAX: PyTorch's default exporter's
+ * Where(mask, finfo.min, 0)) where j > i: PyTorch's causal mask, top-left
+ * aligned. Either masked value makes exp() 0 in the softmax, as the
+ * diagonal is never masked. */
 static int is_causal_mask(const gcc_graph *g, int v, int64_t tq, int64_t tk) {
   const gcc_value *x = &g->values[v];
   if (x->kind != GCC_VALUE_CONST || x->dtype != GCC_DT_FLOAT32 || !x->data || x->shape.ndim < 2)
@@ -144,8 +189,8 @@ static int is_causal_mask(const gcc_graph *g, int v, int64_t tq, int64_t tk) {
   const float *m = x->data;
   for (int64_t i = 0; i < tq; i++)
     for (int64_t j = 0; j < tk; j++) {
-      float want = j > i ? -INFINITY : 0.0f;
-      if (m[i * tk + j] != want)
+      float x = m[i * tk + j];
+      if (j > i ? !(x == -INFINITY || x == -FLT_MAX) : x != 0.0f)
         return 0;
     }
   return 1;
@@ -234,12 +279,14 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
     kt = inner;
     tn = producer(g, kt);
   }
-  if (role(g, tn) != R_TRANSPOSE || !swaps_last_two(g, tn) || !private_to(m, kt, kt_reader)) {
+  if (!private_to(m, kt, kt_reader) || !((role(g, tn) == R_TRANSPOSE && swaps_last_two(g, tn)) ||
+                                         reshaped_transpose(m, tn, &k, chain))) {
     free(chain);
     return GCC_OK;
   }
   chain[tn] = 1;
-  k = g->nodes[tn].inputs[0];
+  if (role(g, tn) == R_TRANSPOSE)
+    k = g->nodes[tn].inputs[0];
   kn = producer(g, k);
   if (scaling(g, kn, 0, &inner, &f1) && private_to(m, k, tn)) { /* Transpose(Mul(K, c)) */
     chain[kn] = 1;

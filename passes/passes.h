@@ -154,7 +154,8 @@ gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
  * (Mul or Div by constants, on the scores or on Q and K) -> optional Add of
  * a float32 mask -> Softmax(axis -1) -> MatMul(., V), every intermediate
  * read by the chain only, becomes one Attention node (graph/ops.h; a
- * constant causal -Inf triangle becomes is_causal). Runs after infer in
+ * constant causal -Inf or -FLT_MAX triangle becomes is_causal; K^T may be
+ * PyTorch's default exporter's Reshape -> Transpose -> Reshape). Runs after infer in
  * every mode. Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_pass_attention(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
 
