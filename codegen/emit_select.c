@@ -179,21 +179,36 @@ static gcc_status rmin_geom_of(emitter *e, int ni, const gcc_shape *x, rmin_geom
   return GCC_OK;
 }
 
-/* "for (r ...) { const long long p = base + (r's reduced coordinates) * strides;" over
- * the group in X's row-major order. */
+/* "for (r = t; r < n; r += BLOCK) { long long rr = r, p = base; p += ..." over
+ * this thread's share of the group, in X's row-major order (r = 0 first). */
 static void group_loop(emitter *e, const gcc_shape *x, const rmin_geom *q, const char *ind) {
   out(&e->src,
-      "%sfor (long long r = 0; r < %" PRId64 "LL; r++) {\n"
+      "%sfor (long long r = t; r < %" PRId64 "LL; r += %d) {\n"
       "%s  long long rr = r, p = base;\n",
-      ind, q->n_red, ind);
+      ind, q->n_red, BLOCK, ind);
   for (int k = x->ndim - 1; k >= 0; k--)
     if (q->red[k])
       out(&e->src, "%s  p += (rr %% %" PRId64 "LL) * %" PRId64 "LL; rr /= %" PRId64 "LL;\n", ind,
           x->dims[k], q->xst[k], x->dims[k]);
 }
 
-/* One thread per element of Y: the minimum of its group, read in X's
- * row-major order (the CPU kernel's), a NaN sticking. */
+/* "base": the offset in X of output group `o`'s first element (the kept
+ * coordinates of o, Y's row-major index). */
+static void group_base(emitter *e, const gcc_shape *x, const rmin_geom *q) {
+  out(&e->src, "    long long o = o0, base = 0;\n");
+  for (int c = x->ndim - 1; c >= 0; c--)
+    if (!q->red[c])
+      out(&e->src, "    base += (o %% %" PRId64 "LL) * %" PRId64 "LL; o /= %" PRId64 "LL;\n",
+          x->dims[c], q->xst[c], x->dims[c]);
+}
+
+/* A block per element of Y (grid-stride over Y): each thread takes the
+ * minimum of every BLOCK-th element of the group, then a tree in shared
+ * memory combines them. Every candidate carries its position r in the group
+ * and a tie (equal values, -0 and +0 included) or a second NaN goes to the
+ * smaller r, so the result is the CPU kernel's (the first minimum in
+ * row-major order, the first NaN sticking), bit for bit and on every run.
+ * Bytes moved: X read once, Y written once. */
 gcc_status gcc_emit_reduce_min_kernel(emitter *e, int gi, int ni) {
   GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
@@ -205,26 +220,57 @@ gcc_status gcc_emit_reduce_min_kernel(emitter *e, int gi, int ni) {
   gcc_kernel_info *k;
   sig s;
   GCC_TRY(begin(e, gi, ni, &k, &s));
-  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, ny);
-  out(&e->src, "    long long o = i, base = 0;\n");
-  for (int c = x->ndim - 1; c >= 0; c--)
-    if (!q.red[c])
-      out(&e->src, "    base += (o %% %" PRId64 "LL) * %" PRId64 "LL; o /= %" PRId64 "LL;\n",
-          x->dims[c], q.xst[c], x->dims[c]);
-  out(&e->src, "    float m = __int_as_float(0x7f800000);\n");
+  /* (v, j) replaces (m, mj): m is no candidate yet, or a NaN and v a NaN
+   * earlier in the group, or m a number and v a NaN, a smaller number or
+   * an equal one earlier in the group */
+#define RMIN_BETTER(v, j, m, mj)                                                                   \
+  "(" mj " < 0 || (isnan(" m ") ? (isnan(" v ") && " j " < " mj ") : (isnan(" v ") || " v " < " m  \
+  " || (" v " == " m " && " j " < " mj "))))"
+  out(&e->src,
+      "  __shared__ float sv[%d];\n"
+      "  __shared__ long long sj[%d];\n"
+      "  const int t = threadIdx.x;\n"
+      "  for (long long o0 = blockIdx.x; o0 < %" PRId64 "LL; o0 += gridDim.x) {\n",
+      BLOCK, BLOCK, ny);
+  group_base(e, x, &q);
+  out(&e->src, "    float m = __int_as_float(0x7f800000);\n"
+               "    long long mj = -1;\n");
   group_loop(e, x, &q, "    ");
-  out(&e->src, "      const float v = in0[p];\n"
-               "      if (!isnan(m) && (isnan(v) || v < m)) m = v;\n"
-               "    }\n"
-               "    out0[i] = m;\n  }\n}\n");
-  set_grid(e, k, ny);
+  out(&e->src,
+      "      const float v = in0[p];\n"
+      "      if " RMIN_BETTER("v", "r", "m",
+                              "mj") " { m = v; mj = r; }\n"
+                                    "    }\n"
+                                    "    __syncthreads();\n"
+                                    "    sv[t] = m;\n"
+                                    "    sj[t] = mj;\n"
+                                    "    __syncthreads();\n"
+                                    "    for (int h = %d; h > 0; h >>= 1) {\n"
+                                    "      if (t < h && sj[t + h] >= 0) {\n"
+                                    "        const float v = sv[t + h];\n"
+                                    "        const long long j = sj[t + h];\n"
+                                    "        if " RMIN_BETTER(
+                                        "v", "j", "sv[t]",
+                                        "sj[t]") " { sv[t] = v; sj[t] = j; }\n"
+                                                 "      }\n"
+                                                 "      __syncthreads();\n"
+                                                 "    }\n"
+                                                 "    if (t == 0) out0[o0] = sj[0] >= 0 ? sv[0] : "
+                                                 "__int_as_float(0x7f800000);\n"
+                                                 "  }\n}\n",
+      BLOCK / 2);
+#undef RMIN_BETTER
+  set_grid(e, k, ny * BLOCK);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
 }
 
-/* One thread per element of dX: X == Y ? dY / count : 0, the ties of its
- * group counted by a walk over the group (the CPU kernel's float32
- * division). */
+/* A block per group of X (grid-stride over Y): the block counts the group's
+ * elements equal to its minimum Y (an integer sum in shared memory: exact
+ * in any order), then writes the group's dX: X == Y ? dY / count : 0 (the
+ * CPU kernel's float32 division). Bytes moved: X read twice, dX written
+ * once, dY and Y read once per group; the ties are counted once per group,
+ * not once per element. */
 gcc_status gcc_emit_reduce_min_grad_kernel(emitter *e, int gi, int ni) {
   GCC_TRY(need_f32(e, gi));
   const gcc_graph *g = e->g;
@@ -232,7 +278,7 @@ gcc_status gcc_emit_reduce_min_grad_kernel(emitter *e, int gi, int ni) {
   const gcc_shape *x = &g->values[nd->inputs[1]].shape;
   rmin_geom q;
   GCC_TRY(rmin_geom_of(e, ni, x, &q));
-  int64_t nx = gcc_shape_numel(x, NULL);
+  int64_t ny = gcc_shape_numel(&g->values[nd->inputs[2]].shape, NULL);
   gcc_kernel_info *k = new_kernel(e, gi);
   if (!k)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
@@ -246,27 +292,32 @@ gcc_status gcc_emit_reduce_min_grad_kernel(emitter *e, int gi, int ni) {
   if (!s.ok)
     return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
   comment_nodes(e, &g->groups[gi]);
-  out(&e->src, "  const long long stride = (long long)gridDim.x * blockDim.x;\n" kLoop, nx);
-  out(&e->src, "    long long t = i, base = 0, gy = 0, gst = 1;\n");
-  for (int c = x->ndim - 1; c >= 0; c--) {
-    out(&e->src, "    { const long long cc = t %% %" PRId64 "LL; t /= %" PRId64 "LL;", x->dims[c],
-        x->dims[c]);
-    if (!q.red[c])
-      out(&e->src, " base += cc * %" PRId64 "LL; gy += cc * gst; gst *= %" PRId64 "LL;", q.xst[c],
-          x->dims[c]);
-    out(&e->src, " }\n");
-  }
-  out(&e->src, "    const float y = in2[gy];\n"
-               "    float d = 0.0f;\n"
-               "    if (in1[i] == y) {\n"
-               "      long long count = 0;\n");
-  group_loop(e, x, &q, "      ");
-  out(&e->src, "        count += in1[p] == y;\n"
-               "      }\n"
-               "      d = in0[gy] / (float)count;\n"
+  out(&e->src,
+      "  __shared__ long long sc[%d];\n"
+      "  const int t = threadIdx.x;\n"
+      "  for (long long o0 = blockIdx.x; o0 < %" PRId64 "LL; o0 += gridDim.x) {\n",
+      BLOCK, ny);
+  group_base(e, x, &q);
+  out(&e->src, "    const float y = in2[o0];\n"
+               "    long long c = 0;\n");
+  group_loop(e, x, &q, "    ");
+  out(&e->src,
+      "      c += in1[p] == y;\n"
+      "    }\n"
+      "    __syncthreads();\n"
+      "    sc[t] = c;\n"
+      "    __syncthreads();\n"
+      "    for (int h = %d; h > 0; h >>= 1) {\n"
+      "      if (t < h) sc[t] += sc[t + h];\n"
+      "      __syncthreads();\n"
+      "    }\n"
+      "    const float d = sc[0] > 0 ? in0[o0] / (float)sc[0] : 0.0f;\n",
+      BLOCK / 2);
+  group_loop(e, x, &q, "    ");
+  out(&e->src, "      out0[p] = in1[p] == y ? d : 0.0f;\n"
                "    }\n"
-               "    out0[i] = d;\n  }\n}\n");
-  set_grid(e, k, nx);
+               "  }\n}\n");
+  set_grid(e, k, ny * BLOCK);
   emit_wrapper(e, k, s.types);
   return GCC_OK;
 }

@@ -328,6 +328,111 @@ TEST(ReduceMin, GradientSplitsEvenlyAmongTiesAsPyTorch) {
   }
 }
 
+// Groups longer than a CUDA block (codegen/emit_select.c: a block per
+// group, each thread every 256th element, then a tree): X (3, 1000) over
+// axis 1 and (4, 300, 3) over axes 0 and 1 (1200 elements a group, strided
+// in memory), with the minimum tied at several places far apart (different
+// threads), -0 and +0 tied as the minimum, and a row with two NaNs. The
+// CPU kernel keeps the first minimum (and the first NaN) in row-major
+// order; the CUDA plan must give the same bits, and the gradient (each tie
+// dY / count, count from a block-wide sum) the CPU's bits too.
+TEST(ReduceMin, LongGroupsOnTheCudaPlanGiveTheCpuBits) {
+  struct LongCase {
+    Dims x;
+    Dims axes;
+    int64_t last_first, last_step; // flat position of the last group's element r: first + step r
+  };
+  for (const LongCase &lc :
+       {LongCase{{3, 1000}, {1}, 2000, 1}, LongCase{{4, 300, 3}, {0, 1}, 2, 3}}) {
+    SCOPED_TRACE(lc.x.size());
+    int64_t n = Numel(lc.x);
+    std::vector<double> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i++) // values in [1, 8), no minimum yet
+      x[static_cast<size_t>(i)] = 1.0 + static_cast<double>((i * 37) % 29) / 4.0;
+    // group 0 of both shapes (flat positions < 1000 and multiples of 3): a
+    // minimum -3 tied at 5 places far apart
+    for (int64_t at : {0L, 6L, 252L, 498L, 600L})
+      x[static_cast<size_t>(at)] = -3.0;
+    // the last group of both: -0 at its element 300 and +0 at its element
+    // 456 tied as its minimum. The -0 comes first in row-major order, but
+    // the tree carries thread 200's +0 (456 = 200 + 256) into slot 0 and
+    // thread 44's -0 (300 = 44 + 256) into slot 4, which meet last with the
+    // +0 in the lower slot: a tree that kept the lower slot on a tie would
+    // give +0
+    x[static_cast<size_t>(lc.last_first + 300 * lc.last_step)] = -0.0;
+    x[static_cast<size_t>(lc.last_first + 456 * lc.last_step)] = 0.0;
+    // the middle group of both (row 1; positions 1 mod 3): two NaNs
+    x[static_cast<size_t>(n / 2 + 1)] = std::nan("");
+    x[static_cast<size_t>(n / 2 + 4)] = std::nan("");
+    for (int keep : {0, 1}) {
+      SCOPED_TRACE(keep);
+      OnnxModel m(13);
+      m.Input("x", lc.x);
+      m.Node("ReduceMin", {"x"}, {"y"}, {m.Ints("axes", lc.axes), m.Int("keepdims", keep)});
+      m.Output("y");
+      gcc_graph *g = Import(m, "long ReduceMin");
+      ASSERT_NE(g, nullptr);
+      std::vector<PlanOutput> cpu, cuda;
+      RunBoth(g, {Bytes(kF32, x)}, &cpu, &cuda);
+      ASSERT_EQ(cpu.size(), 1u);
+      ASSERT_EQ(cuda.size(), 1u);
+      ASSERT_EQ(cpu[0].f32.size(), cuda[0].f32.size());
+      EXPECT_EQ(memcmp(cpu[0].f32.data(), cuda[0].f32.data(), cpu[0].f32.size() * 4), 0)
+          << "the CUDA plan's minima differ from the CPU's";
+      bool saw_min = false, saw_nan = false;
+      for (float v : cpu[0].f32) {
+        saw_min |= v == -3.0f;
+        saw_nan |= std::isnan(v);
+      }
+      EXPECT_TRUE(saw_min && saw_nan) << "the case lost its ties or its NaN";
+      EXPECT_TRUE(cpu[0].f32.back() == 0.0f && std::signbit(cpu[0].f32.back()))
+          << "the last group's first minimum is -0";
+      EXPECT_TRUE(cuda[0].f32.back() == 0.0f && std::signbit(cuda[0].f32.back()))
+          << "the CUDA plan's last group: " << cuda[0].f32.back();
+      gcc_graph_free(g);
+    }
+    // the gradient: Y from the CPU plan, dY = 1, 2, 3, ... per group
+    Dims yd = lc.x;
+    for (int64_t a : lc.axes)
+      yd[static_cast<size_t>(a)] = 1;
+    OnnxModel m(13);
+    m.Input("x", lc.x);
+    m.Node("ReduceMin", {"x"}, {"y"}, {m.Ints("axes", lc.axes), m.Int("keepdims", 1)});
+    m.Output("y");
+    gcc_graph *gy = Import(m, "long ReduceMin");
+    ASSERT_NE(gy, nullptr);
+    std::vector<PlanOutput> ycpu;
+    std::vector<const void *> xin = {nullptr};
+    std::vector<uint8_t> xb = Bytes(kF32, x);
+    xin[0] = xb.data();
+    ASSERT_EQ(gcc_test::RunPlan(gy, xin, 1, false, &ycpu), "");
+    gcc_graph_free(gy);
+    std::vector<double> y(ycpu[0].f32.begin(), ycpu[0].f32.end()), w(y.size());
+    for (size_t i = 0; i < w.size(); i++)
+      w[i] = static_cast<double>(i + 1);
+    Dims axes = lc.axes;
+    gcc_graph *g =
+        GradGraph(GCC_OP_REDUCE_MIN_GRAD,
+                  {{"dY", GCC_DT_FLOAT32}, {"X", GCC_DT_FLOAT32}, {"Y", GCC_DT_FLOAT32}},
+                  {yd, lc.x, yd}, [&](gcc_builder *b, int out) {
+                    gcc_build_set_ints(b, out, "axes", axes.data(), static_cast<int>(axes.size()));
+                    gcc_build_set_int(b, out, "keepdims", 1);
+                  });
+    ASSERT_NE(g, nullptr);
+    std::vector<PlanOutput> cpu, cuda;
+    RunBoth(g, {Bytes(kF32, w), xb, Bytes(kF32, y)}, &cpu, &cuda);
+    ASSERT_EQ(cpu[0].f32.size(), static_cast<size_t>(n));
+    ASSERT_EQ(cuda[0].f32.size(), static_cast<size_t>(n));
+    int64_t split = 0;
+    for (int64_t i = 0; i < n; i++) {
+      EXPECT_EQ(cpu[0].f32[i], cuda[0].f32[i]) << "dX element " << i;
+      split += cpu[0].f32[i] == 1.0f / 5.0f; // group 0's dY = 1 over its 5 ties
+    }
+    EXPECT_EQ(split, 5) << "group 0's gradient is not split over its 5 tied minima";
+    gcc_graph_free(g);
+  }
+}
+
 // ONNX export writes GatherElements-13 and ReduceMin-13 (axes and keepdims
 // attributes); the file imported again gives PyTorch's outputs on the CPU.
 TEST(GatherElements, ExportRoundTripWithReduceMin) {
