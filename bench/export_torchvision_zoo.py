@@ -38,7 +38,10 @@ Input size: the smallest square input each model accepts with a spatial map
 of at least 2x2 before its global pool (so that a training BatchNorm at the
 last stage averages over 8 values of a batch of 2, not 2), batch 2.
 AlexNet and VGG keep 224: their adaptive pools (6x6, 7x7) export only when
-the feature map is a multiple of the output.
+the feature map is a multiple of the output. `transformer_encoder` (the
+issue's nn.TransformerEncoder, see build_encoder) takes (2, 16, 64) and
+outputs the same shape: its "logits" file holds that output, and it has no
+training reference.
 
 Weights that make the logits depend on the input: the classifier head (ViT
 zero-initialises it) is re-drawn from N(0, 0.02), every BatchNorm's affine
@@ -73,8 +76,14 @@ DEFAULT_MODELS = [
     "densenet121", "squeezenet1_1", "shufflenet_v2_x1_0", "mobilenet_v2", "mobilenet_v3_small",
     "mobilenet_v3_large", "mnasnet1_0", "efficientnet_b0", "efficientnet_v2_s",
     "regnet_y_400mf", "googlenet", "inception_v3", "convnext_tiny", "vit_b_16", "swin_t",
-    "maxvit_t",
+    "maxvit_t", "transformer_encoder",
 ]
+
+# not a torchvision model: the issue's 23rd, nn.TransformerEncoder (2 post-norm
+# layers, d_model 64, 4 heads, feed-forward 128, GELU, batch_first), input
+# (batch, ENCODER_T, 64) and output of the same shape (no classifier, so no
+# training reference: the Transformer ops' training is tests/gpt_*_test's)
+ENCODER_T, ENCODER_C = 16, 64
 
 # input side per model (see the docstring); 64 = a 2x2 map after 32x downsampling
 SIZES = {"alexnet": 224, "vgg11_bn": 224, "inception_v3": 107, "vit_b_16": 224,
@@ -87,7 +96,29 @@ def size_of(name):
     return SIZES.get(name, 64)
 
 
+def build_encoder():
+    layer = torch.nn.TransformerEncoderLayer(d_model=ENCODER_C, nhead=4, dim_feedforward=128,
+                                             dropout=0.0, activation="gelu", batch_first=True)
+    m = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():  # LayerNorm affine parameters away from their 1/0 init
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                mod.weight.copy_(torch.rand(ENCODER_C, generator=gen) + 0.5)
+                mod.bias.copy_(torch.rand(ENCODER_C, generator=gen) * 0.4 - 0.2)
+    return m.eval()
+
+
+def example_input(name, gen):
+    if name == "transformer_encoder":
+        return torch.rand(2, ENCODER_T, ENCODER_C, generator=gen) * 2 - 1
+    size = size_of(name)
+    return torch.rand(2, 3, size, size, generator=gen) * 2 - 1
+
+
 def build(name):
+    if name == "transformer_encoder":
+        return build_encoder()
     kw = {"weights": None}
     if name in ("googlenet", "inception_v3"):
         kw["aux_logits"] = False
@@ -241,21 +272,21 @@ def main():
     for name in a.models.split(","):
         torch.manual_seed(0)
         model = build(name)
-        size = size_of(name)
         gen = torch.Generator().manual_seed(1)
-        x = torch.rand(2, 3, size, size, generator=gen) * 2 - 1
+        x = example_input(name, gen)
         with torch.no_grad():
             logits = model(x)
         spread = (logits[0] - logits[1]).abs().max().item() / logits.abs().max().item()
-        print("%s: %dx%d input, logits row spread %.3g of the largest" % (name, size, size, spread),
-              flush=True)
+        print("%s: %s input, output row spread %.3g of the largest" %
+              (name, "x".join(map(str, x.shape[1:])), spread), flush=True)
         base = os.path.join(a.dir, name)
         np.save(base + ".input.npy", x.numpy().astype(np.float32))
         np.save(base + ".logits.npy", logits.numpy().astype(np.float32))
         labels = torch.tensor(LABELS, dtype=torch.int64)
+        train = not a.no_train and name != "transformer_encoder"
         for exporter in ("torchscript", "dynamo"):
             ok = export(model, x, "%s.%s.onnx" % (base, exporter), exporter)
-            if exporter == "dynamo" and ok and not a.no_train:
+            if exporter == "dynamo" and ok and train:
                 if os.path.exists(base + ".dynamo.train.error.txt"):
                     os.remove(base + ".dynamo.train.error.txt")
                 try:
@@ -265,7 +296,7 @@ def main():
                     with open(base + ".dynamo.train.error.txt", "w") as f:
                         f.write(traceback.format_exc())
                     print("FAILED training reference", name, flush=True)
-        if a.no_train:
+        if not train:
             continue
         # the TRAINING export runs one training forward: the reference starts
         # from the state it leaves (what the file holds)

@@ -7,7 +7,7 @@ the same network as gcc-train's `make_models --char-gpt L,H,C,T,DROPOUT`
   VENV/bin/python bench/torch_gpt.py [--threads 2] [--compile]
       [--layers 4] [--heads 4] [--embd 128] [--block 64] [--batch 32]
       [--dropout 0] [--warmup-steps 10] [--steps 50]
-      [--data data/shakespeare/input.txt]
+      [--data data/shakespeare/input.txt] [--eval-every N] [--eval-batches K]
 
 Model (nanoGPT model.py, bias=True as models/char_gpt.c): token + position
 embeddings, n_layer pre-LayerNorm blocks (c_attn one (3C, C) Linear split into
@@ -31,6 +31,12 @@ optimizer.step(), zero_grad(set_to_none=True) (nanoGPT's loop without
 gradient accumulation). --compile: the model is torch.compile()d as nanoGPT's
 compile=True (Inductor's C++ CPU backend); the compilation happens in the
 first step, reported as compile_s (the first step's wall time).
+
+--eval-batches K: nanoGPT's estimate_loss, the mean loss (model.eval(), no
+gradients) over K random batches of the validation split (the last 10%),
+every --eval-every N steps and after the last step, printed as
+"step S: train loss L, val loss V" (gcc-train's own line); evaluation is
+outside the timed span of a step.
 
 Output: key=value lines: step_ms (median of the --steps timed steps after
 --warmup-steps), tokens_per_s (batch * block / median step), first_loss,
@@ -131,6 +137,8 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=10)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--data", default="data/shakespeare/input.txt")
+    ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--eval-batches", type=int, default=0)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
@@ -140,14 +148,24 @@ def main():
     table = bytearray(256)
     for i, ch in enumerate(chars):
         table[ch] = i
-    enc = bytearray(raw[: int(0.9 * len(raw))].translate(bytes(table)))
-    ids = torch.frombuffer(enc, dtype=torch.uint8).long()
+    enc = bytearray(raw.translate(bytes(table)))
+    n_train = int(0.9 * len(raw))
+    ids = torch.frombuffer(enc[:n_train], dtype=torch.uint8).long()
+    val_ids = torch.frombuffer(enc[n_train:], dtype=torch.uint8).long()
 
-    def get_batch():
-        ix = torch.randint(len(ids) - a.block, (a.batch,))
-        x = torch.stack([ids[i : i + a.block] for i in ix])
-        y = torch.stack([ids[i + 1 : i + 1 + a.block] for i in ix])
+    def get_batch(src=None):
+        src = ids if src is None else src
+        ix = torch.randint(len(src) - a.block, (a.batch,))
+        x = torch.stack([src[i : i + a.block] for i in ix])
+        y = torch.stack([src[i + 1 : i + 1 + a.block] for i in ix])
         return x, y
+
+    @torch.no_grad()
+    def estimate_val_loss():  # nanoGPT's estimate_loss on the validation split
+        model.eval()
+        losses = [model(*get_batch(val_ids)).item() for _ in range(a.eval_batches)]
+        model.train()
+        return sum(losses) / len(losses)
 
     model = GPT(len(chars), a.block, a.layers, a.heads, a.embd, a.dropout)
     model.train()
@@ -183,6 +201,9 @@ def main():
         if it >= a.warmup_steps:
             times.append(dt)
         last_loss = lv
+        done = it + 1
+        if a.eval_batches and ((a.eval_every and done % a.eval_every == 0) or done == a.warmup_steps + a.steps):
+            print(f"step {done}: train loss {lv:.4f}, val loss {estimate_val_loss():.4f}", flush=True)
     med = statistics.median(times)
     print(f"step_ms={med * 1e3:.3f}")
     print(f"tokens_per_s={a.batch * a.block / med:.0f}")
