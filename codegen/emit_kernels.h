@@ -28,9 +28,11 @@ gcc_status gcc_emit_adam(struct gcc_emitter *e, int group, int fwd, int grad);
 gcc_status gcc_emit_softmax_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_log_softmax_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_lrn_kernel(struct gcc_emitter *e, int group, int node);
-/* LogSoftmaxGrad (one thread per line, float64 sum) and LRNGrad (one thread
- * per element, window sums in float64), as the CPU kernels. */
+/* LogSoftmaxGrad and SoftmaxGrad (a block per line, the line's sum in
+ * float64 over a fixed tree of lanes) and LRNGrad (one thread per element,
+ * window sums in float64), as the CPU kernels. */
 gcc_status gcc_emit_log_softmax_grad_kernel(struct gcc_emitter *e, int group, int node);
+gcc_status gcc_emit_softmax_grad_kernel(struct gcc_emitter *e, int group, int node);
 gcc_status gcc_emit_lrn_grad_kernel(struct gcc_emitter *e, int group, int node);
 /* BatchNormalization (evaluation or training, updating the running
  * statistics in place) and BatchNormGrad: groups of two or three kernels

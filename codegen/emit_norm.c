@@ -159,6 +159,48 @@ gcc_status gcc_emit_log_softmax_grad_kernel(emitter *e, int gi, int ni) {
   return single_end(e, &sk, lines * BLOCK);
 }
 
+/* SoftmaxGrad, dX = Y * (dY - sum(dY * Y)) along the axis: a block per line
+ * as LogSoftmaxGrad; the line's dot product over BLOCK lanes in a fixed
+ * tree, in float64 as the CPU kernel (gcc_cpu_softmax_grad), so the bits do
+ * not depend on the launch shape. */
+gcc_status gcc_emit_softmax_grad_kernel(emitter *e, int gi, int ni) {
+  single sk;
+  GCC_TRY(single_begin(e, gi, ni, &sk));
+  const gcc_shape *Y = sk.Y;
+  int64_t axis = sk.nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
+  if (axis < 0)
+    axis += Y->ndim;
+  for (int q = 0; q < axis; q++)
+    outer *= Y->dims[q];
+  for (int q = (int)axis + 1; q < Y->ndim; q++)
+    inner *= Y->dims[q];
+  int64_t len = Y->dims[axis], lines = outer * inner;
+  /* in0 = dY, in1 = Y */
+  out(&e->src,
+      "  (void)stride;\n"
+      "  __shared__ double s_r[%d];\n"
+      "  for (long long i = blockIdx.x; i < %" PRId64 "LL; i += gridDim.x) {\n"
+      "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
+      "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
+      "      double dot = 0.0;\n"
+      "      for (long long j = l; j < %" PRId64 "LL; j += %d) { const long long o = base + j * "
+      "%" PRId64 "LL; dot += (double)in0[o] * (double)in1[o]; }\n"
+      "      s_r[l] = dot;\n"
+      "    }\n"
+      "    __syncthreads();\n"
+      "    for (int h = %d; h > 0; h >>= 1) {\n"
+      "      for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
+      "      __syncthreads();\n"
+      "    }\n"
+      "    const double dot = s_r[0];\n"
+      "    for (long long j = threadIdx.x; j < %" PRId64 "LL; j += blockDim.x) { const long long o "
+      "= base + j * %" PRId64 "LL; out0[o] = (float)((double)in1[o] * ((double)in0[o] - dot)); "
+      "}\n"
+      "    __syncthreads();\n  }\n}\n",
+      BLOCK, lines, inner, len * inner, inner, BLOCK, len, BLOCK, inner, BLOCK / 2, len, inner);
+  return single_end(e, &sk, lines * BLOCK);
+}
+
 gcc_status gcc_emit_lrn_grad_kernel(emitter *e, int gi, int ni) {
   single sk;
   GCC_TRY(single_begin(e, gi, ni, &sk));

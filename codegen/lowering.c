@@ -32,8 +32,6 @@ static const char *gelu_grad_expr(const gcc_node *n) {
   return gcc_gelu_is_tanh(n) ? GELU_GRAD_TANH : GELU_GRAD_ERF;
 }
 
-#define NO_CUDA_SOFTMAX_GRAD "no CUDA kernel in this version: runs on the CPU after a D2H copy"
-
 _Static_assert(GCC_OP_COUNT == 120, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
@@ -65,7 +63,7 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_ADAM] = {.kind = GCC_LOWER_OPTIMIZER, .emit = gcc_emit_adam},
     [GCC_OP_COPY] = {.kind = GCC_LOWER_COPY},
     [GCC_OP_SOFTMAX] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_softmax_kernel},
-    [GCC_OP_SOFTMAX_GRAD] = {.kind = GCC_LOWER_NONE, .none = NO_CUDA_SOFTMAX_GRAD},
+    [GCC_OP_SOFTMAX_GRAD] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_softmax_grad_kernel},
     [GCC_OP_CONV] = {.kind = GCC_LOWER_LIBRARY,
                      .call = "cudnnConvolutionForward",
                      .conv = GCC_CONV_FORWARD,

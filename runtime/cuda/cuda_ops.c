@@ -32,8 +32,7 @@ static const gcc_cuda_op kCudaOps[GCC_OP_COUNT] = {
     [GCC_OP_ADAM] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_COPY] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     [GCC_OP_SOFTMAX] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
-    [GCC_OP_SOFTMAX_GRAD] = {.call = GCC_CUDA_CALL_NONE,
-                             .none = "runs on the CPU (no CUDA lowering)"},
+    [GCC_OP_SOFTMAX_GRAD] = {.call = GCC_CUDA_CALL_NONE, .none = NOT_LIBRARY},
     /* Conv (X, W, B) -> Y */
     [GCC_OP_CONV] = {.call = GCC_CUDA_CALL_CONV_FORWARD,
                      .xs = IN(0),
