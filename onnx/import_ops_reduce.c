@@ -14,9 +14,10 @@
  * and ReduceMean become ReduceSumTo (ReduceMean with scale 1 / the reduced
  * count; the count may not depend on the symbolic batch) and ReduceL2
  * Sqrt(ReduceSumTo(X * X)); ReduceSumTo's gradient is an Expand of dY
- * back to X's shape (times the scale). ReduceMax over other axes is refused.
- * ReduceMin over any axes is the IR ReduceMin (torch.amin, its gradient
- * split evenly among tied minima), keepdims its attribute.
+ * back to X's shape (times the scale). ReduceMin over any axes is the IR
+ * ReduceMin (torch.amin, its gradient split evenly among tied minima),
+ * keepdims its attribute; ReduceMax over other axes is -ReduceMin(-X)
+ * (torch.amax, the same tie rule).
  * keepdims 0 removes the reduced dims with a Reshape (a view). See
  * onnx/import_ops.c.
  */
@@ -127,26 +128,35 @@ static gcc_status reduce(nctx *c, int kind, gcc_diag *d) {
       return oom(d);
     return emit_reshape(c, cur, &out, 0, F32, NULL, d);
   }
-  if (kind == RED_MIN) { /* ReduceMin over any axes, keepdims its own */
+  if (kind == RED_MIN || kind == RED_MAX) {
+    /* ReduceMin over any axes, keepdims its own; ReduceMax over other than
+     * the spatial dims as -ReduceMin(-X) (negation is exact: the same
+     * values and NaNs, and torch.amax's gradient, split evenly among tied
+     * maxima, is amin's) */
     if (count_sym)
       return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                      "a minimum over the symbolic batch dim N is not supported; give the input "
-                      "a fixed batch");
+                      "a %s over the symbolic batch dim N is not supported; give the input a "
+                      "fixed batch",
+                      kind == RED_MIN ? "minimum" : "maximum");
     int64_t axes[GCC_MAX_DIMS];
     int n_axes = 0;
     for (int i = 0; i < rank; i++)
       if (red[i])
         axes[n_axes++] = i;
-    GCC_TRY(emit(c, GCC_OP_REDUCE_MIN, &xi, 1, 0, F32, &out, NULL, &node, d));
+    if (kind == RED_MAX) {
+      GCC_TRY(emit(c, GCC_OP_NEG, &xi, 1, -1, F32, x, &next, &node, d));
+      cur = next;
+    }
+    int reduced;
+    GCC_TRY(emit(c, GCC_OP_REDUCE_MIN, &cur, 1, kind == RED_MIN ? 0 : -1, F32, &out,
+                 kind == RED_MIN ? NULL : &reduced, &node, d));
     if (gcc_node_set_ints(c->I->g, node, "axes", axes, n_axes) ||
         gcc_node_set_int(c->I->g, node, "keepdims", keepdims))
       return oom(d);
+    if (kind == RED_MAX)
+      GCC_TRY(emit(c, GCC_OP_NEG, &reduced, 1, 0, F32, &out, NULL, &node, d));
     return GCC_OK;
   }
-  if (kind == RED_MAX)
-    return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                    "ReduceMax is supported over the two spatial dims of a 4-D NCHW input "
-                    "(a global max pool) only");
   if (kind == RED_MEAN && count_sym)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "a mean over the symbolic batch dim N is not supported; give the input a "
