@@ -26,9 +26,12 @@
 #include "deploy/export.h"
 #include "deploy/gcc_api.h"
 #include "runtime/session.h"
+#include "datasets/npy.h"
+#include "tests/onnx_builder.h"
+#include "tests/subprocess.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test; // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h, tests/onnx_builder.h, tests/subprocess.h
 
 namespace {
 
@@ -370,3 +373,229 @@ TEST(ApiImages, PerChannelNormalisationOfAnNchwBundle) {
   gccx_session_destroy(&s);
   gccx_bundle_close(&b);
 }
+
+// ---- a tensor bundle: a model whose output is not classifier logits --------------------------
+
+namespace {
+
+// The MNIST bundle is a classifier: two outputs, logits and probabilities,
+// in a version 1 bundle, as before tensor bundles existed.
+TEST_F(ApiTest, AClassifierBundleListsLogitsAndProbabilities) {
+  gcc_diag d = {};
+  int n = 0;
+  ASSERT_EQ(gccx_bundle_output_count(b_, &n, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(n, 2);
+  const gcc_bundle_tensor *t = nullptr;
+  ASSERT_EQ(gccx_bundle_output(b_, 1, &t, &d), GCC_OK) << d.msg;
+  EXPECT_STREQ(t->name, "probabilities");
+  ASSERT_EQ(t->shape.ndim, 2);
+  EXPECT_EQ(t->shape.dims[0], -1);
+  EXPECT_EQ(t->shape.dims[1], 10);
+  const gcc_bundle_info *info = nullptr;
+  ASSERT_EQ(gccx_bundle_info(b_, &info, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(info->kind, GCC_BUNDLE_CLASSIFIER);
+  EXPECT_EQ(info->format_version, 1u);
+  EXPECT_EQ(gccx_bundle_output(b_, 2, &t, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("the bundle has 2 (0 to 1)"), std::string::npos) << d.msg;
+  EXPECT_EQ(gccx_bundle_output_count(nullptr, &n, &d), GCC_ERR_INVALID_ARGUMENT);
+}
+
+constexpr int64_t kT = 3, kC = 4, kTensorRows = 5;
+
+// y = LayerNormalization(x W + b; gamma, beta, axis -1, epsilon 1e-5):
+// (N, T, C) -> (N, T, C), a transformer block's shape. The output is named
+// "enc/y", as exporters name values ("/encoder/..."); gcc-run's file for it
+// is enc_y.npy.
+std::vector<uint8_t> TensorModel(std::vector<float> *w, std::vector<float> *b,
+                                 std::vector<float> *gamma, std::vector<float> *beta) {
+  w->resize(kC * kC);
+  for (int64_t i = 0; i < kC * kC; i++)
+    (*w)[static_cast<size_t>(i)] = 0.25f * static_cast<float>((i * 7) % 11 - 5);
+  *b = {0.5f, -0.25f, 0.125f, 1.0f};
+  *gamma = {1.5f, 0.75f, -1.0f, 2.0f};
+  *beta = {0.1f, -0.2f, 0.3f, 0.0f};
+  OnnxModel m(17);
+  m.Input("x", {kBatch, kT, kC});
+  m.Init("W", {kC, kC}, *w);
+  m.Init("B", {kC}, *b);
+  m.Init("gamma", {kC}, *gamma);
+  m.Init("beta", {kC}, *beta);
+  m.Node("MatMul", {"x", "W"}, {"h0"});
+  m.Node("Add", {"h0", "B"}, {"h"});
+  m.Node("LayerNormalization", {"h", "gamma", "beta"}, {"enc/y"},
+         {m.Int("axis", -1), m.Float("epsilon", 1e-5f)});
+  m.Output("enc/y");
+  return m.Bytes();
+}
+
+// The float64 reference of TensorModel and, per value, a bound on float32's
+// error derived from the computation (u = 2^-24, one rounding per operation):
+//  - h_j = sum_k x_k W_kj + b_j: |dh| <= (K + 1) u S_j, S_j = sum_k |x_k W_kj| + |b_j|;
+//  - the centred values h - mean: E = 2 max|dh| + C u max|h|;
+//  - sigma = sqrt(var + eps) relative: E / sigma, plus C u (max|h| / sigma)^2
+//    when var is computed as E[h^2] - mean^2 (the cancellation), plus C u;
+//  - y = (h - mean) / sigma * gamma + beta with |h - mean| / sigma <= sqrt(C - 1):
+//    |dy| <= |gamma| (E / sigma + sqrt(C - 1) rel(sigma)) + 2 u (|y| + |beta|).
+// The assertion allows twice that (the kernels may order the sums otherwise).
+void TensorReference(const std::vector<float> &x, const std::vector<float> &w,
+                     const std::vector<float> &b, const std::vector<float> &gamma,
+                     const std::vector<float> &beta, int64_t rows, std::vector<double> *y,
+                     std::vector<double> *bound) {
+  const double u = std::ldexp(1.0, -24);
+  y->assign(static_cast<size_t>(rows * kT * kC), 0.0);
+  bound->assign(y->size(), 0.0);
+  for (int64_t r = 0; r < rows * kT; r++) {
+    double h[kC], s[kC], mean = 0, var = 0, hmax = 0, dh = 0;
+    for (int64_t j = 0; j < kC; j++) {
+      h[j] = b[static_cast<size_t>(j)];
+      s[j] = std::fabs(h[j]);
+      for (int64_t k = 0; k < kC; k++) {
+        double p = static_cast<double>(x[static_cast<size_t>(r * kC + k)]) *
+                   w[static_cast<size_t>(k * kC + j)];
+        h[j] += p;
+        s[j] += std::fabs(p);
+      }
+      mean += h[j] / kC;
+      hmax = std::max(hmax, std::fabs(h[j]));
+      dh = std::max(dh, (kC + 1) * u * s[j]);
+    }
+    for (int64_t j = 0; j < kC; j++)
+      var += (h[j] - mean) * (h[j] - mean) / kC;
+    double sigma = std::sqrt(var + 1e-5);
+    double e = 2 * dh + kC * u * hmax;
+    double rel = e / sigma + kC * u * (hmax / sigma) * (hmax / sigma) + kC * u;
+    for (int64_t j = 0; j < kC; j++) {
+      size_t i = static_cast<size_t>(r * kC + j);
+      double g = gamma[static_cast<size_t>(j)], be = beta[static_cast<size_t>(j)];
+      (*y)[i] = (h[j] - mean) / sigma * g + be;
+      (*bound)[i] = 2 * (std::fabs(g) * (e / sigma + std::sqrt(kC - 1.0) * rel) +
+                         2 * u * (std::fabs((*y)[i]) + std::fabs(be)));
+    }
+  }
+}
+
+TEST(ApiTensorBundle, OneOutputAsTheModelComputesIt) {
+  std::vector<float> w, b, gamma, beta;
+  std::vector<uint8_t> onnx = TensorModel(&w, &b, &gamma, &beta);
+  std::vector<float> x(static_cast<size_t>(kTensorRows * kT * kC));
+  for (size_t i = 0; i < x.size(); i++)
+    x[i] = static_cast<float>(static_cast<int>((i * 37) % 23) - 11) / 8.0f;
+  std::vector<double> want, bound;
+  TensorReference(x, w, b, gamma, beta, kTensorRows, &want, &bound);
+
+  gcc_diag d = {};
+  gccx_bundle *bundle = nullptr;
+  ASSERT_EQ(gccx_bundle_open_memory(onnx.data(), onnx.size(), "tensor.onnx", &bundle, &d), GCC_OK)
+      << d.msg;
+  const gcc_bundle_info *info = nullptr;
+  ASSERT_EQ(gccx_bundle_info(bundle, &info, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(info->kind, GCC_BUNDLE_TENSOR);
+  EXPECT_EQ(info->format_version, 3u);
+  int n = 0;
+  ASSERT_EQ(gccx_bundle_output_count(bundle, &n, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(n, 1);
+  const gcc_bundle_tensor *out = nullptr;
+  ASSERT_EQ(gccx_bundle_output(bundle, 0, &out, &d), GCC_OK) << d.msg;
+  EXPECT_STREQ(out->name, "enc/y");
+  EXPECT_EQ(out->dtype, GCC_DT_FLOAT32);
+  ASSERT_EQ(out->shape.ndim, 3);
+  EXPECT_EQ(out->shape.dims[0], -1);
+  EXPECT_EQ(out->shape.dims[1], kT);
+  EXPECT_EQ(out->shape.dims[2], kC);
+  EXPECT_EQ(gccx_bundle_output(bundle, 1, &out, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("the bundle has 1"), std::string::npos) << d.msg;
+
+  gccx_session_options so = {"cpu", 1, kTensorRows};
+  gccx_session *s = nullptr;
+  ASSERT_EQ(gccx_session_create(bundle, &so, &s, nullptr, 0, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_set_input(s, "x", x.data(), kTensorRows, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_run(s, &d), GCC_OK) << d.msg;
+  const float *y = nullptr;
+  int64_t rows = 0, cols = 0;
+  ASSERT_EQ(gccx_get_output(s, "enc/y", &y, &rows, &cols, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(rows, kTensorRows);
+  ASSERT_EQ(cols, kT * kC); // values per row: T x C, row-major
+  std::vector<float> api(y, y + rows * cols);
+  for (size_t i = 0; i < want.size(); i++)
+    EXPECT_NEAR(api[i], want[i], bound[i]) << "value " << i;
+  // no softmax, no logits: a classifier's output names are refused by name
+  EXPECT_EQ(gccx_get_output(s, "probabilities", &y, &rows, &cols, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("its output is 'enc/y'"), std::string::npos) << d.msg;
+  gccx_session_destroy(&s);
+  gccx_bundle_close(&bundle);
+
+  // gcc-run on the ONNX file: batches of 2, 2 and 1 rows stitched into one
+  // (5, T, C) array, in --output FILE.npy and --save-outputs DIR/enc_y.npy
+  std::string model = TmpPath("tensor.onnx"), in = TmpPath("tensor_x.npy");
+  ASSERT_TRUE(WriteFile(model, onnx.data(), onnx.size()));
+  uint8_t *npy = nullptr;
+  size_t npy_size = 0;
+  gcc_shape xs = {3, {kTensorRows, kT, kC}};
+  ASSERT_EQ(gcc_npy_encode_f32(&xs, x.data(), &npy, &npy_size, &d), GCC_OK) << d.msg;
+  ASSERT_TRUE(WriteFile(in, npy, npy_size));
+  free(npy);
+  std::string ynpy = TmpPath("tensor_y.npy"), dir = TmpPath("tensor_outs");
+  ProcResult r = RunRunfile("cli/gcc-run", {model, "--input", in, "--device", "cpu", "--batch-size",
+                                            "2", "--output", ynpy, "--save-outputs", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string &path : {ynpy, dir + "/enc_y.npy"}) {
+    gcc_shape ys = {};
+    float *got = nullptr;
+    ASSERT_EQ(gcc_npy_read_f32(path.c_str(), &ys, &got, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(ys.ndim, 3) << path;
+    EXPECT_EQ(ys.dims[0], kTensorRows);
+    EXPECT_EQ(ys.dims[1], kT);
+    EXPECT_EQ(ys.dims[2], kC);
+    for (size_t i = 0; i < want.size(); i++)
+      EXPECT_NEAR(got[i], want[i], bound[i]) << path << " value " << i;
+    free(got);
+  }
+  // classifier-only requests name their flag (exit 2: a bad command line)
+  struct Case {
+    std::vector<std::string> extra;
+    std::string says;
+  } cases[] = {
+      {{"--output", ynpy, "--labels", TmpPath("labels.idx")}, "--labels: "},
+      {{"--output", TmpPath("p.csv")}, "it is written as a float32 .npy (--output FILE.npy)"},
+      {{}, "give --output FILE.npy and/or --save-outputs"},
+  };
+  for (const Case &c : cases) {
+    std::vector<std::string> args = {model, "--input", in, "--device", "cpu"};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    r = RunRunfile("cli/gcc-run", args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'enc/y' [N, 3, 4] is a tensor, not classifier logits"), std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(Exists(TmpPath("p.csv")));
+  // --info says what it is
+  r = RunRunfile("cli/gcc-run", {model, "--info"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("format version 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output enc/y float32 [N, 3, 4]\nkind tensor"), std::string::npos) << r.out;
+}
+
+// An output whose dim 0 is not the batch cannot be cut into rows: refused,
+// naming the output and its shapes at batch 1 and 2.
+TEST(ApiTensorBundle, AnOutputWithoutTheBatchFirstIsRefused) {
+  OnnxModel m(13);
+  m.Input("x", {kBatch, kT, kC});
+  m.InitI64("shape", {3}, {1, -1, kC});
+  m.Node("Reshape", {"x", "shape"}, {"y"});
+  m.Output("y");
+  std::vector<uint8_t> onnx = m.Bytes();
+  gcc_diag d = {};
+  gccx_bundle *bundle = nullptr;
+  EXPECT_EQ(gccx_bundle_open_memory(onnx.data(), onnx.size(), "flat.onnx", &bundle, &d),
+            GCC_ERR_INVALID_GRAPH);
+  EXPECT_EQ(bundle, nullptr);
+  std::string msg = d.msg;
+  EXPECT_NE(msg.find("flat.onnx: output 'y' has the shape [1, 3, 4] at batch 1 and [1, 6, 4] at "
+                     "batch 2"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("batch as the output's dim 0"), std::string::npos) << msg;
+}
+
+} // namespace
