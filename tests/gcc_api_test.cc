@@ -24,7 +24,9 @@
 #include "runtime/device.h"
 #include "runtime/cuda/cuda_device.h"
 #include "deploy/export.h"
+#include "deploy/bundle_internal.h"
 #include "deploy/gcc_api.h"
+#include "deploy/model_bundle.h"
 #include "runtime/session.h"
 #include "datasets/npy.h"
 #include "tests/subprocess.h"
@@ -500,6 +502,68 @@ TEST(ApiTensorBundle, OneOutputAsTheModelComputesIt) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("format version 3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("output enc/y float32 [N, 3, 4]\nkind tensor"), std::string::npos) << r.out;
+}
+
+// A version 3 manifest must say which kind it is, and list the outputs of
+// that kind; the header's version decides what is read (a version 2 header
+// is a classifier's, whatever the manifest says).
+TEST(ApiTensorBundle, TheManifestsKindAndOutputsAreChecked) {
+  std::vector<float> w, b, gamma, beta;
+  std::vector<uint8_t> onnx = TensorModel(&w, &b, &gamma, &beta);
+  gcc_diag d = {};
+  gcc_bundle *good = nullptr;
+  ASSERT_EQ(gcc_bundle_open_bytes(onnx.data(), onnx.size(), "tensor.onnx", &good, &d), GCC_OK)
+      << d.msg;
+  std::vector<std::string> names = {"manifest", "graph", "weights", "plan.cpu"};
+  std::vector<std::string> data;
+  for (const std::string &n : names) {
+    const void *p = nullptr;
+    size_t size = 0;
+    ASSERT_EQ(gcc_bundle_section(good, n.c_str(), &p, &size, &d), GCC_OK) << d.msg;
+    data.emplace_back(static_cast<const char *>(p), size);
+  }
+  gcc_bundle_free(good);
+  // the manifest with `from` replaced by `to`, packed with header `version`
+  auto parse = [&](const std::string &from, const std::string &to, uint32_t version,
+                   std::string *msg) {
+    std::string m = data[0];
+    size_t at = m.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos)
+      m.replace(at, from.size(), to);
+    std::vector<gcc_bundle_section_ref> refs = {{"manifest", m.data(), m.size()}};
+    for (size_t i = 1; i < names.size(); i++)
+      refs.push_back({names[i].c_str(), data[i].data(), data[i].size()});
+    uint8_t *bytes = nullptr;
+    size_t size = 0;
+    gcc_diag pd = {};
+    EXPECT_EQ(gcc_bundle_pack_version(refs.data(), static_cast<int>(refs.size()), version, &bytes,
+                                      &size, &pd),
+              GCC_OK);
+    gcc_bundle *out = nullptr;
+    gcc_status st = gcc_bundle_parse(bytes, size, "forged", &out, &pd);
+    free(bytes);
+    gcc_bundle_free(out);
+    *msg = pd.msg;
+    return st;
+  };
+  std::string msg;
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"tensor\"", 3, &msg), GCC_OK) << msg;
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"logits\"", 3, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("needs \"kind\": \"classifier\" or \"tensor\""), std::string::npos) << msg;
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"classifier\"", 3, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("'outputs' must list logits and probabilities"), std::string::npos) << msg;
+  EXPECT_EQ(parse("\"format_version\": 3", "\"format_version\": 2", 2, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("'outputs' must list logits and probabilities"), std::string::npos) << msg;
+  std::string shape = "\"shape\": [\n        -1,\n        3,\n        4\n      ]";
+  size_t out_at = data[0].find("\"outputs\"");
+  ASSERT_NE(out_at, std::string::npos);
+  ASSERT_NE(data[0].find(shape, out_at), std::string::npos) << data[0];
+  data[0].replace(data[0].find(shape, out_at), shape.size(),
+                  "\"shape\": [\n        2,\n        3,\n        4\n      ]");
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"tensor\"", 3, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("a tensor bundle's output needs the batch (-1) as dim 0"), std::string::npos)
+      << msg;
 }
 
 // An output whose dim 0 is not the batch cannot be cut into rows: refused,
