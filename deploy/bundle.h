@@ -101,7 +101,9 @@
  * summary that disagrees with the weights section, and a 16-bit weight
  * tensor whose dtype is not the precision's, whose graph initializer is
  * not float32 or whose byte count is not 2 per element; in version 1 any
- * 16-bit tensor. A format version outside [GCC_BUNDLE_FORMAT_VERSION_MIN,
+ * 16-bit tensor; in version 3, a missing or unknown "kind", outputs other
+ * than logits and probabilities for a classifier or other than one for a
+ * tensor bundle, and a tensor output without -1 as dim 0. A format version outside [GCC_BUNDLE_FORMAT_VERSION_MIN,
  * GCC_BUNDLE_FORMAT_VERSION] is GCC_ERR_UNSUPPORTED naming both sides. Nothing is trusted before its
  * checksum is verified, and nothing crashes on any byte string.
  */

@@ -566,9 +566,10 @@ TEST(ApiTensorBundle, TheManifestsKindAndOutputsAreChecked) {
       << msg;
 }
 
-// An output whose dim 0 is not the batch cannot be cut into rows: refused,
-// naming the output and its shapes at batch 1 and 2.
-TEST(ApiTensorBundle, AnOutputWithoutTheBatchFirstIsRefused) {
+// Outputs a bundle cannot return are refused, naming the output: one whose
+// dim 0 is not the batch (it cannot be cut into rows; both shapes named),
+// one that is not float32, and one that is the input itself.
+TEST(ApiTensorBundle, OutputsABundleCannotReturnAreRefused) {
   OnnxModel m(13);
   m.Input("x", {kBatch, kT, kC});
   m.InitI64("shape", {3}, {1, -1, kC});
@@ -586,6 +587,34 @@ TEST(ApiTensorBundle, AnOutputWithoutTheBatchFirstIsRefused) {
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("batch as the output's dim 0"), std::string::npos) << msg;
+
+  OnnxModel a(13);
+  a.Input("x", {kBatch, kT, kC});
+  a.Node("ArgMax", {"x"}, {"i"}, {a.Int("axis", 2)});
+  a.Output("i");
+  onnx = a.Bytes();
+  EXPECT_EQ(gccx_bundle_open_memory(onnx.data(), onnx.size(), "argmax.onnx", &bundle, &d),
+            GCC_ERR_INVALID_GRAPH);
+  EXPECT_NE(std::string(d.msg).find("argmax.onnx: output 'i' is int64; a bundle (and gcc-run) "
+                                    "returns float32 outputs"),
+            std::string::npos)
+      << d.msg;
+
+  gcc_graph *g = gcc_graph_new("io", "io.pb");
+  ASSERT_NE(g, nullptr);
+  gcc_shape xs = {3, {-1, kT, kC}};
+  int x = -1;
+  ASSERT_EQ(gcc_graph_add_value(g, "x", GCC_DT_FLOAT32, &xs, GCC_VALUE_INPUT, nullptr, 0, &x, &d),
+            GCC_OK)
+      << d.msg;
+  ASSERT_EQ(gcc_graph_add_input(g, x), GCC_OK);
+  ASSERT_EQ(gcc_graph_add_output(g, x), GCC_OK);
+  gcc_graph *ig = nullptr;
+  EXPECT_EQ(gcc_inference_graph(g, &ig, &d), GCC_ERR_INVALID_GRAPH);
+  EXPECT_EQ(ig, nullptr);
+  EXPECT_NE(std::string(d.msg).find("io.pb: output 'x' is the input itself"), std::string::npos)
+      << d.msg;
+  gcc_graph_free(g);
 }
 
 } // namespace
