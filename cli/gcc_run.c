@@ -20,6 +20,14 @@
  * (n, classes)): into one NumPy .npz when the path ends in .npz, else as
  * logits.npy and probabilities.npy in that directory (created if needed).
  *
+ * A tensor bundle (a model of one input and one output that is not
+ * classifier logits, e.g. nn.TransformerEncoder's (n, T, C); deploy/bundle.h
+ * format version 3) has no classes: its one output, float32 (n, ...) as the
+ * model computes it, goes to --output FILE.npy and/or --save-outputs P
+ * (P.npz, or P/NAME.npy with NAME the output's name, characters other than
+ * letters, digits, '.', '_' and '-' written '_'); one of them is required,
+ * and --labels or an --output that is not .npy is a bad command line.
+ *
  * Exit status: 0 success; 1 a run-time failure (input files, I/O);
  * 2 a bad command line; 3 an invalid bundle (corrupt, truncated, another
  * format version); 4 the device is unusable (no GPU, or no kernel image in
@@ -59,10 +67,13 @@ static void usage(FILE *f) {
              "  --labels FILE       IDX labels (n): print the accuracy and add a label column\n"
              "  --device DEV        cpu, cuda, cuda:N or auto (default auto: a usable CUDA GPU,\n"
              "                      else the CPU, saying why)\n"
-             "  --output FILE       write the predictions there (atomically), not to stdout\n"
+             "  --output FILE       write the predictions there (atomically), not to stdout;\n"
+             "                      for a model whose output is not classifier logits (a\n"
+             "                      tensor bundle): FILE.npy, that output (float32, n x ...)\n"
              "  --save-outputs P    also write the raw outputs (logits, probabilities; float32,\n"
              "                      n x classes): P.npz as one NumPy .npz, else a directory P\n"
-             "                      with logits.npy and probabilities.npy\n"
+             "                      with logits.npy and probabilities.npy (a tensor bundle:\n"
+             "                      its one output, P.npz or P/NAME.npy)\n"
              "  --batch-size N      rows per run (default 1000)\n"
              "  --threads N         CPU threads for GEMMs (default: online CPUs)\n"
              "  --quiet             no summary line (else it ends, on a GPU, with how many\n"
@@ -84,7 +95,8 @@ static void usage(FILE *f) {
              "  --version, --help\n"
              "\n"
              "Output: CSV with a header, one line per sample: index,class,probability[,label]\n"
-             "(class = argmax of the logits, the first on ties; probability = its softmax).\n"
+             "(class = argmax of the logits, the first on ties; probability = its softmax);\n"
+             "a tensor bundle writes no CSV: give --output FILE.npy and/or --save-outputs P.\n"
              "\n"
              "Exit status: 0 ok, 1 run-time failure, 2 bad command line, 3 invalid bundle,\n"
              "4 device unusable.\n");
@@ -101,9 +113,11 @@ static void print_info(const char *path, const gcc_bundle_info *i) {
          i->weight_bytes_fp32);
   printf("input %s %s %s\n", i->input.name, gcc_dtype_name(i->input.dtype),
          gcc_shape_str(&i->input.shape, sh, sizeof sh));
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < i->n_outputs; k++)
     printf("output %s %s %s\n", i->outputs[k].name, gcc_dtype_name(i->outputs[k].dtype),
            gcc_shape_str(&i->outputs[k].shape, sh, sizeof sh));
+  if (i->kind == GCC_BUNDLE_TENSOR)
+    printf("kind tensor: the model's output as it computes it (no classes, no softmax)\n");
   if (i->n_cubin_archs == 0) {
     printf("CUDA: none (a CPU-only bundle)\n");
     return;
@@ -192,6 +206,61 @@ static int generate_main(const char *path, gcc_generate_options *gen, int other_
             "gcc-run: %" PRId64 " tokens sampled on the CPU (temperature %g, top-k %s, "
             "seed %" PRIu64 "; the window re-run per token, no KV cache)\n",
             gen->n_new, gen->temperature, k, gen->seed);
+  return 0;
+}
+
+/* A tensor output's name as a file name: characters other than letters,
+ * digits, '.', '_' and '-' become '_' ("/enc/Add_output_0" ->
+ * "_enc_Add_output_0"); "." and ".." too. */
+static void file_name_of(const char *name, char *out, size_t cap) {
+  size_t n = 0;
+  for (; name[n] && n + 1 < cap; n++) {
+    char c = name[n];
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == '-';
+    out[n] = ok ? c : '_';
+  }
+  out[n] = '\0';
+  if (strcmp(out, ".") == 0 || strcmp(out, "..") == 0 || n == 0)
+    snprintf(out, cap, "output");
+}
+
+/* --save-outputs DIR's files (outs[2..3]) never name an input. */
+static gcc_status dir_collisions(const gcc_named_path *outs, const gcc_named_path *ins, int n_ins,
+                                 gcc_diag *d) {
+  for (int i = 2; i < 4; i++)
+    for (int j = 0; j < n_ins; j++)
+      if (outs[i].path && ins[j].path && gcc_outfile_same(outs[i].path, ins[j].path))
+        return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                            "%s %s names %s (%s): an output never overwrites an input",
+                            outs[i].flag, outs[i].path, ins[j].flag, ins[j].path);
+  return GCC_OK;
+}
+
+/* What a tensor bundle (no classes) cannot do, as a bad command line
+ * naming the flag; 0 when the flags fit. */
+static int tensor_flags_ok(const char *bundle, const gcc_bundle_tensor *o, const char *labels,
+                           const char *output, const char *save) {
+  char sh[128];
+  gcc_shape_str(&o->shape, sh, sizeof sh);
+  size_t ol = output ? strlen(output) : 0;
+  if (labels)
+    fprintf(stderr,
+            "gcc-run: --labels: %s's output '%s' %s is a tensor, not classifier logits: it has "
+            "no classes to score (write it with --output FILE.npy or --save-outputs P)\n",
+            bundle, o->name, sh);
+  else if (output && !(ol > 4 && strcmp(output + ol - 4, ".npy") == 0))
+    fprintf(stderr,
+            "gcc-run: --output %s: %s's output '%s' %s is a tensor, not classifier logits: it "
+            "is written as a float32 .npy (--output FILE.npy), there is no CSV of classes\n",
+            output, bundle, o->name, sh);
+  else if (!output && !save)
+    fprintf(stderr,
+            "gcc-run: %s's output '%s' %s is a tensor, not classifier logits (no CSV of "
+            "classes): give --output FILE.npy and/or --save-outputs P.npz|DIR\n",
+            bundle, o->name, sh);
+  else
+    return 1;
   return 0;
 }
 
@@ -358,20 +427,16 @@ int main(int argc, char **argv) {
     snprintf(save_logits, sizeof save_logits, "%s/logits.npy", save);
     snprintf(save_probs, sizeof save_probs, "%s/probabilities.npy", save);
   }
-  const gcc_named_path outs[] = {{"--output", output},
-                                 {"--save-outputs", save_npz ? save : NULL},
-                                 {"--save-outputs", save && !save_npz ? save_logits : NULL},
-                                 {"--save-outputs", save && !save_npz ? save_probs : NULL}};
+  gcc_named_path outs[] = {{"--output", output},
+                           {"--save-outputs", save_npz ? save : NULL},
+                           {"--save-outputs", save && !save_npz ? save_logits : NULL},
+                           {"--save-outputs", save && !save_npz ? save_probs : NULL}};
   const gcc_named_path ins[] = {
       {"the bundle", argv[optind]}, {"--input", input}, {"--labels", labels_path}};
   /* the folder's files: collisions only (the folder is made after the run) */
   gcc_status oc = gcc_outfiles_check(outs, 2, ins, 3, &d);
-  for (int i = 2; oc == GCC_OK && i < 4; i++)
-    for (int j = 0; j < 3 && oc == GCC_OK; j++)
-      if (outs[i].path && ins[j].path && gcc_outfile_same(outs[i].path, ins[j].path))
-        oc = gcc_diag_set(&d, GCC_ERR_INVALID_ARGUMENT,
-                          "%s %s names %s (%s): an output never overwrites an input", outs[i].flag,
-                          outs[i].path, ins[j].flag, ins[j].path);
+  if (oc == GCC_OK)
+    oc = dir_collisions(outs, ins, 3, &d);
   if (oc != GCC_OK) {
     fprintf(stderr, "gcc-run: %s\n", d.msg);
     return d.status == GCC_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
@@ -386,14 +451,33 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcc-run: %s\n", d.msg);
     return d.status == GCC_ERR_IO ? EXIT_RUN : EXIT_MODEL;
   }
+  const gcc_bundle_info *info;
+  gccx_bundle_info(b, &info, &d);
+  /* a tensor bundle: its one output, no classes; --save-outputs DIR writes
+   * DIR/NAME.npy */
+  int tensor = info->kind == GCC_BUNDLE_TENSOR;
+  char file[256] = "";
+  if (tensor) {
+    if (!tensor_flags_ok(argv[optind], &info->outputs[0], labels_path, output, save)) {
+      gccx_bundle_close(&b);
+      return EXIT_USAGE;
+    }
+    file_name_of(info->outputs[0].name, file, sizeof file);
+    if (save && !save_npz)
+      snprintf(save_logits, sizeof save_logits, "%s/%s.npy", save, file);
+    outs[3].path = NULL;
+    if (dir_collisions(outs, ins, 3, &d) != GCC_OK) {
+      fprintf(stderr, "gcc-run: %s\n", d.msg);
+      gccx_bundle_close(&b);
+      return EXIT_USAGE;
+    }
+  }
   /* the files the bundle's model read (ONNX external data) are inputs too */
   if (gcc_outfiles_check_inputs(outs, 4, &d) != GCC_OK) {
     fprintf(stderr, "gcc-run: %s\n", d.msg);
     gccx_bundle_close(&b);
     return EXIT_USAGE;
   }
-  const gcc_bundle_info *info;
-  gccx_bundle_info(b, &info, &d);
   int64_t per_sample = 1;
   for (int i = 1; i < info->input.shape.ndim; i++)
     per_sample *= info->input.shape.dims[i];
@@ -461,6 +545,10 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (rc == 0 && tensor && n == 0) {
+    fprintf(stderr, "gcc-run: %s has no samples: no output to write\n", input);
+    rc = EXIT_RUN;
+  }
   gccx_session *s = NULL;
   if (rc == 0) {
     gccx_session_options o = {device, (int)threads, batch < n ? batch : (n > 0 ? n : 1)};
@@ -478,7 +566,7 @@ int main(int argc, char **argv) {
   }
 
   /* run, batch by batch; the CSV grows in memory and is written at once */
-  size_t cap = 64 + (size_t)n * 48, len = 0;
+  size_t cap = 64 + (tensor ? 0 : (size_t)n * 48), len = 0;
   char *csv = rc == 0 ? malloc(cap) : NULL;
   if (rc == 0 && !csv) {
     fprintf(stderr, "gcc-run: out of memory (%" PRId64 " predictions)\n", n);
@@ -504,9 +592,9 @@ int main(int argc, char **argv) {
     if (st == GCC_OK && next < n)
       st = set_batch(s, info, pixels, floats, per_sample, next, n - next < batch ? n - next : batch,
                      &d);
-    if (st == GCC_OK)
-      st = gccx_get_output(s, "logits", &logits, &r, &classes, &d);
-    if (st == GCC_OK)
+    if (st == GCC_OK) /* a tensor bundle: its one output, classes = values per row */
+      st = gccx_get_output(s, info->outputs[0].name, &logits, &r, &classes, &d);
+    if (st == GCC_OK && !tensor)
       st = gccx_get_output(s, "probabilities", &probs, &r, &classes, &d);
     if (st == GCC_OK && r != rows) /* the rows the output has, never more than it holds */
       st = gcc_diag_set(&d, GCC_ERR_INTERNAL,
@@ -517,21 +605,21 @@ int main(int argc, char **argv) {
       rc = st == GCC_ERR_DEVICE ? EXIT_DEVICE : EXIT_RUN;
       break;
     }
-    if (save && !all_logits) {
+    if ((save || tensor) && !all_logits) {
       classes_all = classes;
       all_logits = malloc((size_t)(n * classes) * sizeof *all_logits);
-      all_probs = malloc((size_t)(n * classes) * sizeof *all_probs);
-      if (!all_logits || !all_probs) {
+      all_probs = tensor ? NULL : malloc((size_t)(n * classes) * sizeof *all_probs);
+      if (!all_logits || (!tensor && !all_probs)) {
         fprintf(stderr, "gcc-run: out of memory (--save-outputs of %" PRId64 " rows)\n", n);
         rc = EXIT_RUN;
         break;
       }
     }
-    if (save) {
+    if (save || tensor)
       memcpy(all_logits + first * classes, logits, (size_t)(rows * classes) * sizeof *logits);
+    if (save && !tensor)
       memcpy(all_probs + first * classes, probs, (size_t)(rows * classes) * sizeof *probs);
-    }
-    for (int64_t i = 0; i < rows; i++) {
+    for (int64_t i = 0; !tensor && i < rows; i++) {
       const float *x = logits + i * classes;
       int64_t best = 0;
       for (int64_t j = 1; j < classes; j++) /* argmax as the trainer's accuracy: first on ties */
@@ -548,7 +636,22 @@ int main(int argc, char **argv) {
   }
   /* the CSV and --save-outputs staged: in place together or not at all */
   gcc_outfiles_stage_begin();
-  if (rc == 0) {
+  /* a tensor bundle's output: (n, d1, ...) */
+  gcc_shape tshape = info->outputs[0].shape;
+  tshape.dims[0] = n;
+  if (rc == 0 && tensor && output && all_logits) {
+    uint8_t *bytes;
+    size_t size;
+    gcc_status ts = gcc_npy_encode_f32(&tshape, all_logits, &bytes, &size, &d);
+    if (ts == GCC_OK) {
+      ts = gcc_write_file_atomic(output, bytes, size, &d);
+      free(bytes);
+    }
+    if (ts != GCC_OK) {
+      fprintf(stderr, "gcc-run: --output %s: %s\n", output, d.msg);
+      rc = EXIT_RUN;
+    }
+  } else if (rc == 0 && !tensor) {
     if (output) {
       if (gcc_write_file_atomic(output, csv, len, &d) != GCC_OK) {
         fprintf(stderr, "gcc-run: %s\n", d.msg);
@@ -563,14 +666,20 @@ int main(int argc, char **argv) {
     const char *names[2] = {"logits", "probabilities"};
     const float *data[2] = {all_logits, all_probs};
     gcc_shape shapes[2] = {{2, {n, classes_all}}, {2, {n, classes_all}}};
+    int n_saved = 2;
+    if (tensor) { /* its one output, under its (file) name */
+      names[0] = file;
+      shapes[0] = tshape;
+      n_saved = 1;
+    }
     size_t len_save = strlen(save);
     gcc_status ss = GCC_OK;
     if (len_save > 4 && strcmp(save + len_save - 4, ".npz") == 0) {
-      ss = gcc_npz_write(save, names, shapes, data, 2, &d);
+      ss = gcc_npz_write(save, names, shapes, data, n_saved, &d);
     } else {
       if (mkdir(save, 0755) != 0 && errno != EEXIST)
         ss = gcc_diag_set(&d, GCC_ERR_IO, "--save-outputs %s: %s", save, strerror(errno));
-      for (int i = 0; i < 2 && ss == GCC_OK; i++) {
+      for (int i = 0; i < n_saved && ss == GCC_OK; i++) {
         char path[4200];
         uint8_t *bytes;
         size_t size;
@@ -606,7 +715,8 @@ int main(int argc, char **argv) {
       fprintf(f, "; accuracy %.2f%% (%" PRId64 "/%" PRId64 ")",
               n ? 100.0 * (double)correct / (double)n : 0.0, correct, n);
     if (output)
-      fprintf(f, "; predictions in %s", output);
+      fprintf(f, tensor ? "; output '%s' in %s" : "%s; predictions in %s",
+              tensor ? info->outputs[0].name : "", output);
     if (save)
       fprintf(f, "; outputs in %s", save);
     fprintf(f, "\n");

@@ -285,13 +285,31 @@ static gcc_status read_manifest(gcc_bundle *b, gcc_diag *d) {
   json_t *ins = json_object_get(m, "inputs"), *outs = json_object_get(m, "outputs");
   if (!json_is_array(ins) || json_array_size(ins) != 1)
     return bad(b, d, "manifest: 'inputs' must list exactly one input", NULL);
-  if (!json_is_array(outs) || json_array_size(outs) != 2)
-    return bad(b, d, "manifest: 'outputs' must list logits and probabilities", NULL);
+  b->info.kind = GCC_BUNDLE_CLASSIFIER; /* versions 1 and 2 */
+  if (b->header_version >= 3) {
+    json_t *k = json_object_get(m, "kind");
+    const char *ks = json_is_string(k) ? json_string_value(k) : "";
+    if (strcmp(ks, "tensor") == 0)
+      b->info.kind = GCC_BUNDLE_TENSOR;
+    else if (strcmp(ks, "classifier") != 0)
+      return bad(b, d, "manifest: a version 3 bundle needs \"kind\": \"classifier\" or \"tensor\"",
+                 NULL);
+  }
+  b->info.n_outputs = b->info.kind == GCC_BUNDLE_TENSOR ? 1 : 2;
+  if (!json_is_array(outs) || json_array_size(outs) != (size_t)b->info.n_outputs)
+    return bad(b, d,
+               b->info.kind == GCC_BUNDLE_TENSOR
+                   ? "manifest: 'outputs' of a tensor bundle must list exactly one output"
+                   : "manifest: 'outputs' must list logits and probabilities",
+               NULL);
   GCC_TRY(read_tensor(b, json_array_get(ins, 0), "inputs", &b->info.input, d));
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < b->info.n_outputs; i++)
     GCC_TRY(read_tensor(b, json_array_get(outs, (size_t)i), "outputs", &b->info.outputs[i], d));
-  if (strcmp(b->info.outputs[0].name, "logits") != 0 ||
-      strcmp(b->info.outputs[1].name, "probabilities") != 0)
+  if (b->info.kind == GCC_BUNDLE_TENSOR && b->info.outputs[0].shape.dims[0] != -1)
+    return bad(b, d, "manifest: a tensor bundle's output needs the batch (-1) as dim 0", NULL);
+  if (b->info.kind == GCC_BUNDLE_CLASSIFIER &&
+      (strcmp(b->info.outputs[0].name, "logits") != 0 ||
+       strcmp(b->info.outputs[1].name, "probabilities") != 0))
     return bad(b, d, "manifest: the outputs must be logits and probabilities", NULL);
   json_t *norm = json_object_get(m, "normalization");
   if (!json_is_object(norm))
@@ -559,9 +577,9 @@ static gcc_status read_graph(gcc_bundle *b, gcc_diag *d) {
       !gcc_shape_equal(&g->values[g->inputs[0]].shape, &b->info.input.shape) ||
       g->values[g->inputs[0]].dtype != GCC_DT_FLOAT32)
     return bad(b, d, "the graph's input differs from the manifest's", NULL);
-  if (g->n_outputs != 2)
+  if (g->n_outputs != b->info.n_outputs)
     return bad(b, d, "the graph's outputs differ from the manifest's", NULL);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < g->n_outputs; i++)
     if (strcmp(g->values[g->outputs[i]].name, b->info.outputs[i].name) != 0)
       return bad(b, d, "the graph's outputs differ from the manifest's", NULL);
   return b->header_version >= 2 ? check_weights_summary(b, d) : GCC_OK;

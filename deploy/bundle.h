@@ -7,10 +7,12 @@
  *
  *   offset 0   8 bytes  magic "GCCX\r\n\x1a\n" (the PNG trick: a text-mode
  *                       transfer or a truncation to 7 bits breaks it)
- *   offset 8   uint32   format version: 1 for a float32 bundle (the layout
- *                       of every bundle before --export-precision), 2 for
- *                       one with 16-bit weights (--export-precision bf16 or
- *                       fp16; see "Format versions" below)
+ *   offset 8   uint32   format version: 1 for a float32 classifier bundle
+ *                       (the layout of every bundle before
+ *                       --export-precision), 2 for a classifier with 16-bit
+ *                       weights (--export-precision bf16 or fp16), 3 for a
+ *                       tensor bundle (a model whose output is not
+ *                       classifier logits); see "Format versions" below
  *   offset 12  uint32   0 (reserved; a non-zero value is rejected)
  *   offset 16  uint64   payload size P
  *   offset 24  P bytes  one serialized gccx.Bundle (deploy/bundle.proto):
@@ -21,14 +23,16 @@
  *   manifest       JSON (schema "gcc-train.bundle/1"): format version,
  *                  gcc-train version, creation time (UTC, ISO 8601), the
  *                  source model, inputs and outputs (name, dtype, shape with
- *                  -1 for the batch), normalization (mean/std per channel of
- *                  x = (byte / 255 - mean) / std, the trainer's data loader),
+ *                  -1 for the batch; version 3: "kind", see below),
+ *                  normalization (mean/std per channel of x = (byte / 255 -
+ *                  mean) / std, the trainer's data loader),
  *                  the CUDA architectures with a cubin, the PTX target, and
  *                  every other section's name, size and SHA-256
  *   graph          a graph.proto Model: the inference graph (backward,
  *                  optimizer and loss pruned; outputs `logits` and
- *                  `probabilities` = Softmax(logits)), initializers without
- *                  their data
+ *                  `probabilities` = Softmax(logits), or for a tensor
+ *                  bundle the model's one output as it is), initializers
+ *                  without their data
  *   weights        a graph.proto Graph holding only the initializers with
  *                  their data (float32 parameters and constants; in a
  *                  version 2 bundle of precision bf16 / fp16, the
@@ -73,6 +77,17 @@
  * (GCC_ERR_UNSUPPORTED: "bundle format version 2, but this gcc-train reads
  * version 1").
  *
+ * Version 3 is a tensor bundle: the manifest of version 2 (precision,
+ * weights; any precision) plus "kind": "tensor" (or "classifier"), and for
+ * "tensor" exactly one output: the model's own output, any name, float32 of
+ * shape [-1, d1, ...] (batch first, any rank >= 1), with no softmax added
+ * (what ONNX Runtime returns for the model). gcc-train writes version 3 only
+ * for such models (one input, one output that is not float32 (N, C)
+ * logits), so classifier bundles keep versions 1 and 2 and the readers of
+ * before refuse a tensor bundle by its header's version. A version 1 or 2
+ * bundle is a classifier (kind GCC_BUNDLE_CLASSIFIER): outputs logits and
+ * probabilities.
+ *
  * Reading rejects, with GCC_ERR_PARSE and a message naming the file and,
  * where one is at fault, the section: a file shorter than the header, a
  * wrong magic, a non-zero reserved word, a payload size that disagrees with
@@ -86,7 +101,9 @@
  * summary that disagrees with the weights section, and a 16-bit weight
  * tensor whose dtype is not the precision's, whose graph initializer is
  * not float32 or whose byte count is not 2 per element; in version 1 any
- * 16-bit tensor. A format version outside [GCC_BUNDLE_FORMAT_VERSION_MIN,
+ * 16-bit tensor; in version 3, a missing or unknown "kind", outputs other
+ * than logits and probabilities for a classifier or other than one for a
+ * tensor bundle, and a tensor output without -1 as dim 0. A format version outside [GCC_BUNDLE_FORMAT_VERSION_MIN,
  * GCC_BUNDLE_FORMAT_VERSION] is GCC_ERR_UNSUPPORTED naming both sides. Nothing is trusted before its
  * checksum is verified, and nothing crashes on any byte string.
  */
@@ -103,9 +120,10 @@ extern "C" {
 #endif
 
 #define GCC_TRAIN_VERSION "0.1.0"
-/* The newest bundle format version this reads and writes (2: 16-bit
- * weights), and the oldest it reads (1, also what float32 exports write). */
-#define GCC_BUNDLE_FORMAT_VERSION     2u
+/* The newest bundle format version this reads and writes (3: a tensor
+ * bundle; 2: a classifier with 16-bit weights), and the oldest it reads (1,
+ * also what float32 classifier exports write). */
+#define GCC_BUNDLE_FORMAT_VERSION     3u
 #define GCC_BUNDLE_FORMAT_VERSION_MIN 1u
 #define GCC_BUNDLE_MAGIC              "GCCX\r\n\x1a\n"
 #define GCC_BUNDLE_HEADER_BYTES       24
@@ -118,6 +136,17 @@ extern "C" {
 
 typedef struct gcc_bundle gcc_bundle;
 
+/* What a bundle's outputs are (deploy/bundle.h "Format versions"). */
+typedef enum gcc_bundle_kind {
+  /* outputs[0] logits, float32 [-1, C]; outputs[1] probabilities =
+   * Softmax(logits, axis 1) (ONNX Softmax / torch.softmax(dim=1)); format
+   * versions 1 and 2, or 3 with "kind": "classifier" */
+  GCC_BUNDLE_CLASSIFIER = 0,
+  /* outputs[0] only: the model's one output as the model computes it,
+   * float32 [-1, d1, ...] (any rank >= 1, batch first); format version 3 */
+  GCC_BUNDLE_TENSOR = 1,
+} gcc_bundle_kind;
+
 /* One tensor of the bundle's signature. */
 typedef struct gcc_bundle_tensor {
   const char *name;
@@ -129,9 +158,14 @@ typedef struct gcc_bundle_tensor {
 typedef struct gcc_bundle_info {
   uint32_t format_version;
   const char *gcc_train_version, *created, *model;
-  gcc_bundle_tensor input;      /* the one input (float32, [-1, ...]) */
-  gcc_bundle_tensor outputs[2]; /* logits, probabilities: float32 [-1, C] */
-  int n_mean, n_std;            /* normalization of raw image bytes */
+  gcc_bundle_tensor input; /* the one input (float32, [-1, ...]) */
+  /* n_outputs of them: a classifier's logits and probabilities (float32
+   * [-1, C], n_outputs 2), a tensor bundle's one output (float32
+   * [-1, d1, ...], n_outputs 1; its name is the model's) */
+  gcc_bundle_tensor outputs[2];
+  int n_outputs;
+  gcc_bundle_kind kind;
+  int n_mean, n_std; /* normalization of raw image bytes */
   float mean[GCC_MAX_CHANNELS], std[GCC_MAX_CHANNELS];
   int cubin_archs[GCC_BUNDLE_MAX_ARCHS]; /* 10 * major + minor, ascending */
   int n_cubin_archs;

@@ -535,7 +535,14 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
   if (!name || !data)
     return null_arg(d, "gccx_get_output", !name ? "name" : "data");
   const gcc_bundle_info *info = gcc_bundle_get_info(s->bundle->b);
-  if (strcmp(name, info->outputs[0].name) != 0 && strcmp(name, info->outputs[1].name) != 0)
+  int known = 0;
+  for (int i = 0; i < info->n_outputs; i++)
+    known |= strcmp(name, info->outputs[i].name) == 0;
+  if (!known && info->n_outputs == 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gccx_get_output: the bundle has no output '%s' (its output is '%s')", name,
+                        info->outputs[0].name);
+  if (!known)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "gccx_get_output: the bundle has no output '%s' (its outputs are '%s' "
                         "and '%s')",
@@ -553,7 +560,7 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
   }
   if (!t)
     t = gcc_plan_host_tensor(s->last, name, d);
-  if (!t || !t->data || t->shape.ndim != 2)
+  if (!t || !t->data || t->shape.ndim < 1)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "gccx_get_output: output '%s' is not in the plan",
                         name);
   if (t->shape.dims[0] < s->last_rows)
@@ -564,8 +571,36 @@ gcc_status gccx_get_output(const gccx_session *s, const char *name, const float 
   *data = t->data;
   if (rows) /* a device plan's batch is padded: the first last_rows rows are the answer */
     *rows = s->last_rows;
-  if (cols)
-    *cols = t->shape.dims[1];
+  if (cols) { /* the values per row: C for logits, d1 x ... x dk for a tensor output */
+    int64_t per_row = 1;
+    for (int i = 1; i < t->shape.ndim; i++)
+      per_row *= t->shape.dims[i];
+    *cols = per_row;
+  }
+  return GCC_OK;
+}
+
+gcc_status gccx_bundle_output_count(const gccx_bundle *b, int *n, gcc_diag *d) {
+  if (!b)
+    return null_arg(d, "gccx_bundle_output_count", "bundle handle");
+  if (!n)
+    return null_arg(d, "gccx_bundle_output_count", "n");
+  *n = gcc_bundle_get_info(b->b)->n_outputs;
+  return GCC_OK;
+}
+
+gcc_status gccx_bundle_output(const gccx_bundle *b, int index, const gcc_bundle_tensor **out,
+                              gcc_diag *d) {
+  if (!b)
+    return null_arg(d, "gccx_bundle_output", "bundle handle");
+  if (!out)
+    return null_arg(d, "gccx_bundle_output", "out");
+  const gcc_bundle_info *info = gcc_bundle_get_info(b->b);
+  if (index < 0 || index >= info->n_outputs)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gccx_bundle_output: output %d; the bundle has %d (0 to %d)", index,
+                        info->n_outputs, info->n_outputs - 1);
+  *out = &info->outputs[index];
   return GCC_OK;
 }
 

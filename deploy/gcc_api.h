@@ -13,9 +13,14 @@
  *   gccx_get_output(s, "probabilities", &p, &rows, &cols, &d);
  *   gccx_session_destroy(&s);  gccx_bundle_close(&b);
  *
- * Semantics: the bundle's inference graph is the trained model's forward
- * pass up to its logits (float32 (N, C)), plus probabilities =
+ * Semantics: a classifier bundle's inference graph is the trained model's
+ * forward pass up to its logits (float32 (N, C)), plus probabilities =
  * Softmax(logits) along the classes (ONNX Softmax / torch.softmax, dim 1).
+ * A tensor bundle (info->kind GCC_BUNDLE_TENSOR: a model of one input and
+ * one output that is not (N, C) logits, e.g. nn.TransformerEncoder's
+ * (N, T, C)) has that one output as the model computes it, under its own
+ * name, no softmax: what ONNX Runtime's session.run returns. Callers size
+ * their buffers from gccx_bundle_output_count / gccx_bundle_output.
  *
  * Conventions:
  *  - Every fallible function returns a gcc_status (graph/status.h) and, on
@@ -56,8 +61,10 @@ typedef struct gccx_session gccx_session;
  * A model file instead of a bundle (an ONNX model or a gcc-train .pb,
  * recognised by content: onnx/model_file.h) is opened as the CPU-only
  * bundle of its inference graph (deploy/model_bundle.h): its one input
- * must have a symbolic batch dim 0 and its one output (or training
- * prediction) be float32 (N, C) logits; errors are then the model
+ * must have a symbolic batch dim 0 and its training prediction be float32
+ * (N, C) logits, or, without a training spec, its one output be float32
+ * with the batch as dim 0 ((N, C): a classifier; any other shape: a
+ * tensor bundle); errors are then the model
  * loader's (GCC_ERR_PARSE, GCC_ERR_INVALID_GRAPH, GCC_ERR_UNSUPPORTED,
  * GCC_ERR_SHAPE naming the file and node).
  * Errors: GCC_ERR_INVALID_ARGUMENT (NULL path or out); GCC_ERR_IO (cannot
@@ -76,7 +83,9 @@ gcc_status gccx_bundle_open_memory(const void *bytes, size_t size, const char *n
 void gccx_bundle_close(gccx_bundle **b);
 
 /* The bundle's manifest: input (name, float32, shape [-1, C, H, W] or
- * [-1, F]), outputs (logits and probabilities, float32 [-1, classes]),
+ * [-1, F]), kind and outputs (a classifier: logits and probabilities,
+ * float32 [-1, classes]; a tensor bundle: its one output, float32
+ * [-1, d1, ...]; info->n_outputs of info->outputs),
  * normalization, CUDA architectures, versions, and the precision with the
  * weights' bytes (info->precision: GCC_PRECISION_FP32, BF16 or FP16 of
  * graph/ir.h; weight_bytes as stored, weight_bytes_fp32 in float32,
@@ -85,6 +94,21 @@ void gccx_bundle_close(gccx_bundle **b);
  * bundle, valid until it is freed. Errors: GCC_ERR_INVALID_ARGUMENT for a
  * NULL bundle. */
 gcc_status gccx_bundle_info(const gccx_bundle *b, const gcc_bundle_info **info, gcc_diag *d);
+
+/* How many outputs the bundle has: 2 for a classifier (logits,
+ * probabilities), 1 for a tensor bundle. Errors: GCC_ERR_INVALID_ARGUMENT
+ * for a NULL bundle or n. */
+gcc_status gccx_bundle_output_count(const gccx_bundle *b, int *n, gcc_diag *d);
+
+/* Output `index` (0 to count - 1, in the order of the manifest: logits
+ * then probabilities for a classifier): name, dtype (always float32) and
+ * shape with dims[0] = -1 for the batch; a run of R rows gives R x
+ * dims[1] x ... x dims[ndim - 1] floats in C order (gccx_get_output's
+ * rows x cols). Owned by the bundle, valid until it is freed. Errors:
+ * GCC_ERR_INVALID_ARGUMENT for a NULL bundle or out, or an index out of
+ * range (the message gives the count). */
+gcc_status gccx_bundle_output(const gccx_bundle *b, int index, const gcc_bundle_tensor **out,
+                              gcc_diag *d);
 
 /* The underlying bundle (sections, graph; deploy/bundle.h), owned by `b`;
  * NULL for a NULL handle. */
@@ -164,16 +188,20 @@ gcc_status gccx_set_input_images(gccx_session *s, const uint8_t *pixels, int64_t
  * compile errors for a new row count; GCC_ERR_DEVICE from the device. */
 gcc_status gccx_run(gccx_session *s, gcc_diag *d);
 
-/* Output `name` ("logits" or "probabilities") of the last run: *data points
- * at rows x cols float32 values in C order, owned by the session and valid
- * until the next gccx_run or gccx_session_destroy (setting the next input
- * keeps them). On a GPU the first call after a run waits for that run
- * (not for the device as a whole: an input H2D issued since may still be
- * in flight) and brings both outputs back in one D2H into pinned memory,
- * which *data then points into. Errors: GCC_ERR_INVALID_ARGUMENT for a
- * NULL handle or pointer, an unknown output name (the message lists the
- * outputs), or no run yet (or its batch size's plan was replaced by a
- * third batch size since); GCC_ERR_DEVICE from the device. */
+/* Output `name` ("logits" or "probabilities" of a classifier; a tensor
+ * bundle's one output by its name, gccx_bundle_output) of the last run:
+ * *data points at rows x cols float32 values in C order, cols being the
+ * values per row (classes; for an output of shape [-1, d1, ..., dk],
+ * d1 x ... x dk: the row-major flattening of each row), owned by the
+ * session and valid until the next gccx_run or gccx_session_destroy
+ * (setting the next input keeps them). On a GPU the first call after a run
+ * waits for that run (not for the device as a whole: an input H2D issued
+ * since may still be in flight) and brings every output back in one D2H
+ * into pinned memory, which *data then points into. Errors:
+ * GCC_ERR_INVALID_ARGUMENT for a NULL handle or pointer, an unknown output
+ * name (the message lists the outputs), or no run yet (or its batch
+ * size's plan was replaced by a third batch size since); GCC_ERR_DEVICE
+ * from the device. */
 gcc_status gccx_get_output(const gccx_session *s, const char *name, const float **data,
                            int64_t *rows, int64_t *cols, gcc_diag *d);
 

@@ -60,6 +60,85 @@ static gcc_status kept_inference_graph(const gcc_graph *model, gcc_graph **out, 
   return GCC_OK;
 }
 
+/* The dtype and shape of `model`'s value `v` with the batch bound to
+ * `batch` (shape inference on a copy). */
+static gcc_status probe_value(const gcc_graph *model, int v, int64_t batch, gcc_dtype *dtype,
+                              gcc_shape *shape, gcc_diag *d) {
+  gcc_graph *probe;
+  GCC_TRY(gcc_graph_clone(model, &probe, d));
+  gcc_status s = gcc_graph_bind_batch(probe, batch, d);
+  if (s == GCC_OK)
+    s = gcc_infer_shapes(probe, d);
+  if (s == GCC_OK) {
+    const gcc_value *pv = &probe->values[gcc_graph_find(probe, model->values[v].name)];
+    *dtype = pv->dtype;
+    *shape = pv->shape;
+  }
+  gcc_graph_free(probe);
+  return s;
+}
+
+/* A model of one input and one output that is not float32 (N, C) logits:
+ * its graph pruned to that output, kept as it is (no softmax): a tensor
+ * bundle (deploy/bundle.h, format version 3). The output must be float32
+ * with the batch as dim 0: (1, ...) at batch 1 and (2, ...) at batch 2. */
+static gcc_status tensor_inference_graph(const gcc_graph *model, gcc_dtype dtype,
+                                         const gcc_shape *at1, gcc_graph **out, gcc_diag *d) {
+  int o = model->outputs[0], in = model->inputs[0];
+  const char *oname = model->values[o].name;
+  char sh[128], sh2[128];
+  if (o == in || model->values[o].kind != GCC_VALUE_ACTIVATION)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: output '%s' is %s, not computed from the input; a bundle runs a model "
+                        "whose output is computed from its input",
+                        model->source, oname, o == in ? "the input itself" : "a constant");
+  if (dtype != GCC_DT_FLOAT32)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: output '%s' is %s; a bundle (and gcc-run) returns float32 outputs",
+                        model->source, oname, gcc_dtype_name(dtype));
+  gcc_dtype dt2;
+  gcc_shape at2;
+  GCC_TRY(probe_value(model, o, 2, &dt2, &at2, d));
+  int batched = at1->ndim >= 1 && at1->dims[0] == 1 && at2.ndim == at1->ndim && at2.dims[0] == 2;
+  for (int i = 1; batched && i < at1->ndim; i++)
+    batched = at1->dims[i] == at2.dims[i];
+  if (!batched)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: output '%s' has the shape %s at batch 1 and %s at batch 2; a bundle "
+                        "(and gcc-run) needs the batch as the output's dim 0, as the input's",
+                        model->source, oname, gcc_shape_str(at1, sh, sizeof sh),
+                        gcc_shape_str(&at2, sh2, sizeof sh2));
+  gcc_graph *g;
+  GCC_TRY(gcc_graph_clone(model, &g, d));
+  int keep = o;
+  gcc_status s = gcc_graph_prune(g, &keep, 1, d);
+  if (s == GCC_OK) {
+    int input = gcc_graph_find(g, model->values[in].name), output = gcc_graph_find(g, oname);
+    g->n_inputs = 0;
+    g->n_outputs = 0;
+    s = gcc_graph_add_input(g, input);
+    if (s == GCC_OK)
+      s = gcc_graph_add_output(g, output);
+  }
+  if (s == GCC_OK)
+    s = gcc_graph_link(g, d);
+  if (s == GCC_OK)
+    s = gcc_graph_toposort(g, d);
+  if (s != GCC_OK) {
+    gcc_graph_free(g);
+    return s;
+  }
+  *out = g;
+  return GCC_OK;
+}
+
+gcc_bundle_kind gcc_inference_graph_kind(const gcc_graph *ig) {
+  return ig->n_outputs == 2 && strcmp(ig->values[ig->outputs[0]].name, "logits") == 0 &&
+                 strcmp(ig->values[ig->outputs[1]].name, "probabilities") == 0
+             ? GCC_BUNDLE_CLASSIFIER
+             : GCC_BUNDLE_TENSOR;
+}
+
 gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d) {
   *out = NULL;
   const gcc_training *t = &model->training;
@@ -96,6 +175,15 @@ gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag
                         "symbolic batch as dim 0 (in ONNX a dim_param, e.g. torch.onnx.export(..., "
                         "dynamic_axes={'%s': {0: 'batch'}}))",
                         model->source, in_name, gcc_shape_str(ins, sh, sizeof sh), in_name);
+  }
+  if (!t->present && model->n_inputs == 1 && model->n_outputs == 1) {
+    /* float32 (N, C): a classifier, as before; anything else: the output as
+     * it is (a tensor bundle) */
+    gcc_dtype dt1;
+    gcc_shape at1;
+    GCC_TRY(probe_value(model, pred, 1, &dt1, &at1, d));
+    if (dt1 != GCC_DT_FLOAT32 || at1.ndim != 2)
+      return tensor_inference_graph(model, dt1, &at1, out, d);
   }
   const char *taken[2] = {"logits", "probabilities"};
   for (int i = 0; i < 2; i++) {
@@ -415,9 +503,14 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
                         "export: precision %s; a bundle is fp32, bf16 or fp16",
                         gcc_precision_name(o->precision));
   gcc_dtype low = gcc_precision_dtype(o->precision);
-  uint32_t version = low == GCC_DT_FLOAT32 ? GCC_BUNDLE_FORMAT_VERSION_MIN : 2u;
   gcc_graph *ig;
   GCC_TRY(reader_graph(model, &ig, d));
+  /* deploy/bundle.h "Format versions": 3 for a tensor bundle; a classifier
+   * keeps 1 (float32) or 2 (16-bit weights) */
+  gcc_bundle_kind kind = gcc_inference_graph_kind(ig);
+  uint32_t version = kind == GCC_BUNDLE_TENSOR ? 3u
+                     : low == GCC_DT_FLOAT32   ? GCC_BUNDLE_FORMAT_VERSION_MIN
+                                               : 2u;
   gcc_bundle_sections *secs = calloc(1, sizeof *secs);
   unsigned char *is16 = malloc((size_t)ig->n_values + 1);
   if (!secs || !is16) {
@@ -467,7 +560,7 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
     json_t *ins = json_array(), *outs = json_array();
     const char *in_name = ig->values[ig->inputs[0]].name;
     json_array_append_new(ins, tensor_json(&cg->values[gcc_graph_find(cg, in_name)], in_name));
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < ig->n_outputs; i++) {
       const char *on = ig->values[ig->outputs[i]].name;
       json_array_append_new(outs, tensor_json(&cg->values[gcc_graph_find(cg, on)], on));
     }
@@ -499,6 +592,9 @@ gcc_status gcc_bundle_build(const gcc_graph *model, const gcc_export_options *o,
     for (int j = 0; o->n_archs > 0 && j < n_batches; j++)
       json_array_append_new(bj, json_integer(batches[j]));
     json_object_set_new(m, "batch_sizes", bj);
+    if (version >= 3)
+      json_object_set_new(m, "kind",
+                          json_string(kind == GCC_BUNDLE_TENSOR ? "tensor" : "classifier"));
     if (version >= 2) { /* deploy/bundle.h: "Format versions" */
       json_object_set_new(m, "precision", json_string(gcc_precision_name(o->precision)));
       json_t *w = json_object();

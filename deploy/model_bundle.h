@@ -33,11 +33,23 @@ extern "C" {
  * training spec or no prediction, the prediction is not float32 (N, C), or
  * the names `logits`/`probabilities` are taken by other values;
  * GCC_ERR_OUT_OF_MEMORY. A model without a training spec and with one
- * input and one output (an imported ONNX classifier) keeps its graph, its
- * output exposed as `logits`; one with one input and the outputs `logits`
- * and `probabilities` (an inference graph read back, such as the ONNX file
- * gcc-train --export-onnx writes) is kept as it is. */
+ * input and one output keeps its graph: an output of float32 (N, C) (an
+ * imported ONNX classifier) is exposed as `logits` with `probabilities`
+ * added as above; any other output (e.g. nn.TransformerEncoder's (N, T, C))
+ * stays the one output, under its own name and without a softmax (a tensor
+ * bundle, deploy/bundle.h format version 3), and must be float32 with the
+ * batch as dim 0 (shape inference at batch 1 and 2 gives (1, ...) and
+ * (2, ...) with the same other dims), else GCC_ERR_INVALID_GRAPH naming the
+ * output, its dtype or both shapes; shape inference's errors otherwise. One
+ * with one input and the outputs `logits` and `probabilities` (an
+ * inference graph read back, such as the ONNX file gcc-train --export-onnx
+ * writes) is kept as it is. */
 gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag *d);
+
+/* What the inference graph `ig` (from gcc_inference_graph) is:
+ * GCC_BUNDLE_CLASSIFIER when its outputs are `logits` and `probabilities`,
+ * else GCC_BUNDLE_TENSOR (one output, as the model computes it). */
+gcc_bundle_kind gcc_inference_graph_kind(const gcc_graph *ig);
 
 /* ---- export ------------------------------------------------------------- */
 

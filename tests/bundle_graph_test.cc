@@ -30,10 +30,12 @@ extern "C" {
 #include "deploy/gcc_api.h"
 #include "deploy/gcc_api_internal.h"
 #include "graph/loader.h"
+#include "onnx/model_file.h"
 #include "runtime/device.h"
 }
 #include "tests/host_backend.h"
 #include "tests/kernel_emulation.h"
+#include "tests/tensor_model.h"
 #include "tests/testutil.h"
 
 using namespace gcc_test; // tests/testutil.h
@@ -322,6 +324,65 @@ TEST_F(BundleGraph, SettingTheInputAgainBeforeARunUsesTheNewRows) {
   ASSERT_EQ(gccx_run(gpu_s_, &d), GCC_OK) << d.msg; // the same rows again
   Read(gpu_s_, kMax, &l, &q);
   ExpectBitwise(l, ref_l, "logit of the rerun");
+}
+
+// A tensor bundle (one (N, 3, 4) output, no softmax; tests/tensor_model.h)
+// exported for sm_90 at batch size 4 runs on the emulated GPU: 3 rows pad
+// to the plan of 4, and the output comes back with its 3 rows of T x C
+// values, each within the float32 bound of the float64 reference, as the
+// CPU session's.
+TEST(BundleGraphTensor, ATensorBundleRunsOnTheGpuWithItsPaddedRowsCut) {
+  if (gcc_emu_test::ShimPath().empty())
+    GTEST_FAIL() << "tests/cuda_host_shim.h missing from the runfiles";
+  std::vector<float> w, b, gamma, beta;
+  std::vector<uint8_t> onnx = TensorModel(&w, &b, &gamma, &beta);
+  gcc_diag d = {};
+  gcc_graph *g = nullptr;
+  ASSERT_EQ(gcc_model_open_memory(onnx.data(), onnx.size(), "tensor.onnx", &g, nullptr, &d), GCC_OK)
+      << d.msg;
+  gcc_export_options o = {};
+  o.archs[0] = 90;
+  o.n_archs = 1;
+  o.batch_sizes[0] = 4;
+  o.n_batch_sizes = 1;
+  std::string path = TmpPath("tensor.gccx");
+  ASSERT_EQ(gcc_export_bundle(g, &o, path.c_str(), &d), GCC_OK) << d.msg;
+  gcc_graph_free(g);
+  gccx_bundle *bundle = nullptr;
+  ASSERT_EQ(gccx_bundle_open(path.c_str(), &bundle, &d), GCC_OK) << d.msg;
+  const gcc_bundle_info *info = nullptr;
+  ASSERT_EQ(gccx_bundle_info(bundle, &info, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(info->kind, GCC_BUNDLE_TENSOR);
+  EXPECT_EQ(info->format_version, 3u);
+  EXPECT_EQ(info->n_cubin_archs, 1);
+  constexpr int64_t kRows = 3;
+  std::vector<float> x = TensorInput(kRows);
+  std::vector<double> want, bound;
+  TensorReference(x, w, b, gamma, beta, kRows, &want, &bound);
+  gcc_device_info gpu{};
+  ASSERT_EQ(gcc_device_info_from_arch("sm_90", 0, &gpu, &d), GCC_OK) << d.msg;
+  gcc_host_test::HostBackend hb;
+  for (int on_gpu = 0; on_gpu < 2; on_gpu++) {
+    gccx_session_options so = {"cpu", 1, kRows};
+    gccx_session *s = nullptr;
+    if (on_gpu)
+      ASSERT_EQ(gccx_session_create_on(bundle, &so, &hb.be, &gpu, &s, &d), GCC_OK) << d.msg;
+    else
+      ASSERT_EQ(gccx_session_create(bundle, &so, &s, nullptr, 0, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gccx_set_input(s, "x", x.data(), kRows, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gccx_run(s, &d), GCC_OK) << d.msg;
+    const float *y = nullptr;
+    int64_t rows = 0, cols = 0;
+    ASSERT_EQ(gccx_get_output(s, "enc/y", &y, &rows, &cols, &d), GCC_OK) << d.msg;
+    EXPECT_EQ(rows, kRows);
+    ASSERT_EQ(cols, kT * kC);
+    for (size_t i = 0; i < want.size(); i++)
+      EXPECT_NEAR(y[i], want[i], bound[i]) << (on_gpu ? "gpu" : "cpu") << " value " << i;
+    gccx_session_destroy(&s);
+  }
+  gccx_bundle_close(&bundle);
+  for (const std::string &v : hb.violations)
+    ADD_FAILURE() << v;
 }
 
 } // namespace

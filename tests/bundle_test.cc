@@ -286,10 +286,10 @@ TEST_F(BundleTest, WrongMagicFutureVersionReservedAndTrailingBytes) {
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_PARSE);
   EXPECT_NE(msg.find("not a .gccx bundle (wrong magic"), std::string::npos) << msg;
   t = bytes_;
-  t[8] = 3; // format version 3
+  t[8] = 4; // format version 4 (3 is a tensor bundle)
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_UNSUPPORTED);
-  EXPECT_NE(msg.find("bundle format version 3"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("reads versions 1 to 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bundle format version 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("reads versions 1 to 3"), std::string::npos) << msg;
   t[8] = 0;
   EXPECT_EQ(Parse(t, &msg), GCC_ERR_UNSUPPORTED);
   EXPECT_NE(msg.find("bundle format version 0"), std::string::npos) << msg;

@@ -24,11 +24,16 @@
 #include "runtime/device.h"
 #include "runtime/cuda/cuda_device.h"
 #include "deploy/export.h"
+#include "deploy/bundle_internal.h"
 #include "deploy/gcc_api.h"
+#include "deploy/model_bundle.h"
 #include "runtime/session.h"
+#include "datasets/npy.h"
+#include "tests/subprocess.h"
+#include "tests/tensor_model.h"
 #include "tests/testutil.h"
 
-using namespace gcc_test; // tests/testutil.h
+using namespace gcc_test; // tests/testutil.h, tensor_model.h, onnx_builder.h, subprocess.h
 
 namespace {
 
@@ -370,3 +375,246 @@ TEST(ApiImages, PerChannelNormalisationOfAnNchwBundle) {
   gccx_session_destroy(&s);
   gccx_bundle_close(&b);
 }
+
+// ---- a tensor bundle: a model whose output is not classifier logits --------------------------
+
+namespace {
+
+// The MNIST bundle is a classifier: two outputs, logits and probabilities,
+// in a version 1 bundle, as before tensor bundles existed.
+TEST_F(ApiTest, AClassifierBundleListsLogitsAndProbabilities) {
+  gcc_diag d = {};
+  int n = 0;
+  ASSERT_EQ(gccx_bundle_output_count(b_, &n, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(n, 2);
+  const gcc_bundle_tensor *t = nullptr;
+  ASSERT_EQ(gccx_bundle_output(b_, 1, &t, &d), GCC_OK) << d.msg;
+  EXPECT_STREQ(t->name, "probabilities");
+  ASSERT_EQ(t->shape.ndim, 2);
+  EXPECT_EQ(t->shape.dims[0], -1);
+  EXPECT_EQ(t->shape.dims[1], 10);
+  const gcc_bundle_info *info = nullptr;
+  ASSERT_EQ(gccx_bundle_info(b_, &info, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(info->kind, GCC_BUNDLE_CLASSIFIER);
+  EXPECT_EQ(info->format_version, 1u);
+  EXPECT_EQ(gccx_bundle_output(b_, 2, &t, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("the bundle has 2 (0 to 1)"), std::string::npos) << d.msg;
+  EXPECT_EQ(gccx_bundle_output_count(nullptr, &n, &d), GCC_ERR_INVALID_ARGUMENT);
+}
+
+constexpr int64_t kTensorRows = 5;
+
+TEST(ApiTensorBundle, OneOutputAsTheModelComputesIt) {
+  std::vector<float> w, b, gamma, beta;
+  std::vector<uint8_t> onnx = TensorModel(&w, &b, &gamma, &beta);
+  std::vector<float> x = TensorInput(kTensorRows);
+  std::vector<double> want, bound;
+  TensorReference(x, w, b, gamma, beta, kTensorRows, &want, &bound);
+
+  gcc_diag d = {};
+  gccx_bundle *bundle = nullptr;
+  ASSERT_EQ(gccx_bundle_open_memory(onnx.data(), onnx.size(), "tensor.onnx", &bundle, &d), GCC_OK)
+      << d.msg;
+  const gcc_bundle_info *info = nullptr;
+  ASSERT_EQ(gccx_bundle_info(bundle, &info, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(info->kind, GCC_BUNDLE_TENSOR);
+  EXPECT_EQ(info->format_version, 3u);
+  int n = 0;
+  ASSERT_EQ(gccx_bundle_output_count(bundle, &n, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(n, 1);
+  const gcc_bundle_tensor *out = nullptr;
+  ASSERT_EQ(gccx_bundle_output(bundle, 0, &out, &d), GCC_OK) << d.msg;
+  EXPECT_STREQ(out->name, "enc/y");
+  EXPECT_EQ(out->dtype, GCC_DT_FLOAT32);
+  ASSERT_EQ(out->shape.ndim, 3);
+  EXPECT_EQ(out->shape.dims[0], -1);
+  EXPECT_EQ(out->shape.dims[1], kT);
+  EXPECT_EQ(out->shape.dims[2], kC);
+  EXPECT_EQ(gccx_bundle_output(bundle, 1, &out, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("the bundle has 1"), std::string::npos) << d.msg;
+
+  gccx_session_options so = {"cpu", 1, kTensorRows};
+  gccx_session *s = nullptr;
+  ASSERT_EQ(gccx_session_create(bundle, &so, &s, nullptr, 0, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_set_input(s, "x", x.data(), kTensorRows, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gccx_run(s, &d), GCC_OK) << d.msg;
+  const float *y = nullptr;
+  int64_t rows = 0, cols = 0;
+  ASSERT_EQ(gccx_get_output(s, "enc/y", &y, &rows, &cols, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(rows, kTensorRows);
+  ASSERT_EQ(cols, kT * kC); // values per row: T x C, row-major
+  std::vector<float> api(y, y + rows * cols);
+  for (size_t i = 0; i < want.size(); i++)
+    EXPECT_NEAR(api[i], want[i], bound[i]) << "value " << i;
+  // no softmax, no logits: a classifier's output names are refused by name
+  EXPECT_EQ(gccx_get_output(s, "probabilities", &y, &rows, &cols, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("its output is 'enc/y'"), std::string::npos) << d.msg;
+  gccx_session_destroy(&s);
+  gccx_bundle_close(&bundle);
+
+  // gcc-run on the ONNX file: batches of 2, 2 and 1 rows stitched into one
+  // (5, T, C) array, in --output FILE.npy and --save-outputs DIR/enc_y.npy
+  std::string model = TmpPath("tensor.onnx"), in = TmpPath("tensor_x.npy");
+  ASSERT_TRUE(WriteFile(model, onnx.data(), onnx.size()));
+  uint8_t *npy = nullptr;
+  size_t npy_size = 0;
+  gcc_shape xs = {3, {kTensorRows, kT, kC}};
+  ASSERT_EQ(gcc_npy_encode_f32(&xs, x.data(), &npy, &npy_size, &d), GCC_OK) << d.msg;
+  ASSERT_TRUE(WriteFile(in, npy, npy_size));
+  free(npy);
+  std::string ynpy = TmpPath("tensor_y.npy"), dir = TmpPath("tensor_outs");
+  ProcResult r = RunRunfile("cli/gcc-run", {model, "--input", in, "--device", "cpu", "--batch-size",
+                                            "2", "--output", ynpy, "--save-outputs", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string &path : {ynpy, dir + "/enc_y.npy"}) {
+    gcc_shape ys = {};
+    float *got = nullptr;
+    ASSERT_EQ(gcc_npy_read_f32(path.c_str(), &ys, &got, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(ys.ndim, 3) << path;
+    EXPECT_EQ(ys.dims[0], kTensorRows);
+    EXPECT_EQ(ys.dims[1], kT);
+    EXPECT_EQ(ys.dims[2], kC);
+    for (size_t i = 0; i < want.size(); i++)
+      EXPECT_NEAR(got[i], want[i], bound[i]) << path << " value " << i;
+    free(got);
+  }
+  // classifier-only requests name their flag (exit 2: a bad command line)
+  struct Case {
+    std::vector<std::string> extra;
+    std::string says;
+  } cases[] = {
+      {{"--output", ynpy, "--labels", TmpPath("labels.idx")}, "--labels: "},
+      {{"--output", TmpPath("p.csv")}, "it is written as a float32 .npy (--output FILE.npy)"},
+      {{}, "give --output FILE.npy and/or --save-outputs"},
+  };
+  for (const Case &c : cases) {
+    std::vector<std::string> args = {model, "--input", in, "--device", "cpu"};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    r = RunRunfile("cli/gcc-run", args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'enc/y' [N, 3, 4] is a tensor, not classifier logits"), std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(Exists(TmpPath("p.csv")));
+  // --info says what it is
+  r = RunRunfile("cli/gcc-run", {model, "--info"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("format version 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output enc/y float32 [N, 3, 4]\nkind tensor"), std::string::npos) << r.out;
+}
+
+// A version 3 manifest must say which kind it is, and list the outputs of
+// that kind; the header's version decides what is read (a version 2 header
+// is a classifier's, whatever the manifest says).
+TEST(ApiTensorBundle, TheManifestsKindAndOutputsAreChecked) {
+  std::vector<float> w, b, gamma, beta;
+  std::vector<uint8_t> onnx = TensorModel(&w, &b, &gamma, &beta);
+  gcc_diag d = {};
+  gcc_bundle *good = nullptr;
+  ASSERT_EQ(gcc_bundle_open_bytes(onnx.data(), onnx.size(), "tensor.onnx", &good, &d), GCC_OK)
+      << d.msg;
+  std::vector<std::string> names = {"manifest", "graph", "weights", "plan.cpu"};
+  std::vector<std::string> data;
+  for (const std::string &n : names) {
+    const void *p = nullptr;
+    size_t size = 0;
+    ASSERT_EQ(gcc_bundle_section(good, n.c_str(), &p, &size, &d), GCC_OK) << d.msg;
+    data.emplace_back(static_cast<const char *>(p), size);
+  }
+  gcc_bundle_free(good);
+  // the manifest with `from` replaced by `to`, packed with header `version`
+  auto parse = [&](const std::string &from, const std::string &to, uint32_t version,
+                   std::string *msg) {
+    std::string m = data[0];
+    size_t at = m.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos)
+      m.replace(at, from.size(), to);
+    std::vector<gcc_bundle_section_ref> refs = {{"manifest", m.data(), m.size()}};
+    for (size_t i = 1; i < names.size(); i++)
+      refs.push_back({names[i].c_str(), data[i].data(), data[i].size()});
+    uint8_t *bytes = nullptr;
+    size_t size = 0;
+    gcc_diag pd = {};
+    EXPECT_EQ(gcc_bundle_pack_version(refs.data(), static_cast<int>(refs.size()), version, &bytes,
+                                      &size, &pd),
+              GCC_OK);
+    gcc_bundle *out = nullptr;
+    gcc_status st = gcc_bundle_parse(bytes, size, "forged", &out, &pd);
+    free(bytes);
+    gcc_bundle_free(out);
+    *msg = pd.msg;
+    return st;
+  };
+  std::string msg;
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"tensor\"", 3, &msg), GCC_OK) << msg;
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"logits\"", 3, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("needs \"kind\": \"classifier\" or \"tensor\""), std::string::npos) << msg;
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"classifier\"", 3, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("'outputs' must list logits and probabilities"), std::string::npos) << msg;
+  EXPECT_EQ(parse("\"format_version\": 3", "\"format_version\": 2", 2, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("'outputs' must list logits and probabilities"), std::string::npos) << msg;
+  std::string shape = "\"shape\": [\n        -1,\n        3,\n        4\n      ]";
+  size_t out_at = data[0].find("\"outputs\"");
+  ASSERT_NE(out_at, std::string::npos);
+  ASSERT_NE(data[0].find(shape, out_at), std::string::npos) << data[0];
+  data[0].replace(data[0].find(shape, out_at), shape.size(),
+                  "\"shape\": [\n        2,\n        3,\n        4\n      ]");
+  EXPECT_EQ(parse("\"kind\": \"tensor\"", "\"kind\": \"tensor\"", 3, &msg), GCC_ERR_PARSE);
+  EXPECT_NE(msg.find("a tensor bundle's output needs the batch (-1) as dim 0"), std::string::npos)
+      << msg;
+}
+
+// Outputs a bundle cannot return are refused, naming the output: one whose
+// dim 0 is not the batch (it cannot be cut into rows; both shapes named),
+// one that is not float32, and one that is the input itself.
+TEST(ApiTensorBundle, OutputsABundleCannotReturnAreRefused) {
+  OnnxModel m(13);
+  m.Input("x", {kBatch, kT, kC});
+  m.InitI64("shape", {3}, {1, -1, kC});
+  m.Node("Reshape", {"x", "shape"}, {"y"});
+  m.Output("y");
+  std::vector<uint8_t> onnx = m.Bytes();
+  gcc_diag d = {};
+  gccx_bundle *bundle = nullptr;
+  EXPECT_EQ(gccx_bundle_open_memory(onnx.data(), onnx.size(), "flat.onnx", &bundle, &d),
+            GCC_ERR_INVALID_GRAPH);
+  EXPECT_EQ(bundle, nullptr);
+  std::string msg = d.msg;
+  EXPECT_NE(msg.find("flat.onnx: output 'y' has the shape [1, 3, 4] at batch 1 and [1, 6, 4] at "
+                     "batch 2"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("batch as the output's dim 0"), std::string::npos) << msg;
+
+  OnnxModel a(13);
+  a.Input("x", {kBatch, kT, kC});
+  a.Node("ArgMax", {"x"}, {"i"}, {a.Int("axis", 2)});
+  a.Output("i");
+  onnx = a.Bytes();
+  EXPECT_EQ(gccx_bundle_open_memory(onnx.data(), onnx.size(), "argmax.onnx", &bundle, &d),
+            GCC_ERR_INVALID_GRAPH);
+  EXPECT_NE(std::string(d.msg).find("argmax.onnx: output 'i' is int64; a bundle (and gcc-run) "
+                                    "returns float32 outputs"),
+            std::string::npos)
+      << d.msg;
+
+  gcc_graph *g = gcc_graph_new("io", "io.pb");
+  ASSERT_NE(g, nullptr);
+  gcc_shape xs = {3, {-1, kT, kC}};
+  int x = -1;
+  ASSERT_EQ(gcc_graph_add_value(g, "x", GCC_DT_FLOAT32, &xs, GCC_VALUE_INPUT, nullptr, 0, &x, &d),
+            GCC_OK)
+      << d.msg;
+  ASSERT_EQ(gcc_graph_add_input(g, x), GCC_OK);
+  ASSERT_EQ(gcc_graph_add_output(g, x), GCC_OK);
+  gcc_graph *ig = nullptr;
+  EXPECT_EQ(gcc_inference_graph(g, &ig, &d), GCC_ERR_INVALID_GRAPH);
+  EXPECT_EQ(ig, nullptr);
+  EXPECT_NE(std::string(d.msg).find("io.pb: output 'x' is the input itself"), std::string::npos)
+      << d.msg;
+  gcc_graph_free(g);
+}
+
+} // namespace
