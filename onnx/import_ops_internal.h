@@ -294,6 +294,10 @@ gcc_status cv_reduce_mean(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_max(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_min(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_l2(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_l1(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_sum_square(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_log_sum(nctx *c, gcc_diag *d);
+gcc_status cv_reduce_log_sum_exp(nctx *c, gcc_diag *d);
 
 /* onnx/import_ops_select.c: Size, Trilu, ArgMax, ArgMin */
 gcc_status cv_size(nctx *c, gcc_diag *d);

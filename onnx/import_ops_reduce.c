@@ -1,7 +1,8 @@
 /*
  * import_ops_reduce.c - ONNX -> gcc IR converters of the reductions
- * ReduceMean, ReduceSum, ReduceMax, ReduceMin and ReduceL2 (float32), every
- * opset form:
+ * ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2,
+ * ReduceSumSquare, ReduceLogSum and ReduceLogSumExp (float32), every opset
+ * form:
  * `axes` an attribute (before ReduceSum-13 and the others' 18) or an input,
  * `keepdims` (default 1), `noop_with_empty_axes` (ReduceSum-13, the others
  * from 18: no axes is the identity; otherwise no axes reduces every dim).
@@ -17,7 +18,9 @@
  * back to X's shape (times the scale). ReduceMin over any axes is the IR
  * ReduceMin (torch.amin, its gradient split evenly among tied minima),
  * keepdims its attribute; ReduceMax over other axes is -ReduceMin(-X)
- * (torch.amax, the same tie rule).
+ * (torch.amax, the same tie rule). ReduceL1 is ReduceSumTo(Abs(X)),
+ * ReduceSumSquare ReduceSumTo(X * X), ReduceLogSum Log(ReduceSumTo(X)),
+ * ReduceLogSumExp the max-shifted M + Log(ReduceSumTo(Exp(X - M))).
  * keepdims 0 removes the reduced dims with a Reshape (a view). See
  * onnx/import_ops.c.
  */
@@ -32,7 +35,7 @@
 #include "graph/ops.h"
 #include "onnx/import_ops_internal.h"
 
-enum { RED_SUM, RED_MEAN, RED_MAX, RED_L2, RED_MIN };
+enum { RED_SUM, RED_MEAN, RED_MAX, RED_L2, RED_MIN, RED_L1, RED_SUMSQ, RED_LOGSUM, RED_LOGSUMEXP };
 
 /* The axes (attribute or input, as the op version says) into red[] (1 per
  * reduced dim); *identity when noop_with_empty_axes makes the node Y = X. */
@@ -157,13 +160,49 @@ static gcc_status reduce(nctx *c, int kind, gcc_diag *d) {
       GCC_TRY(emit(c, GCC_OP_NEG, &reduced, 1, 0, F32, &out, NULL, &node, d));
     return GCC_OK;
   }
+  if (kind == RED_LOGSUMEXP) {
+    /* torch.logsumexp's stable form: M + Log(ReduceSumTo(Exp(X - M))) with
+     * M = -ReduceMin(-X) (keepdims; the broadcast Sub and Add take it), so
+     * large inputs do not overflow (ONNX's reference sums exp(X) as is; the
+     * two agree wherever that does not overflow) */
+    if (count_sym)
+      return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                      "a log-sum-exp over the symbolic batch dim N is not supported; give the "
+                      "input a fixed batch");
+    int64_t axes[GCC_MAX_DIMS];
+    int n_axes = 0;
+    for (int i = 0; i < rank; i++)
+      if (red[i])
+        axes[n_axes++] = i;
+    int neg, mn, m, diff, ex, sum, lg, lse;
+    GCC_TRY(emit(c, GCC_OP_NEG, &xi, 1, -1, F32, x, &neg, &node, d));
+    GCC_TRY(emit(c, GCC_OP_REDUCE_MIN, &neg, 1, -1, F32, &kept, &mn, &node, d));
+    if (gcc_node_set_ints(c->I->g, node, "axes", axes, n_axes) ||
+        gcc_node_set_int(c->I->g, node, "keepdims", 1))
+      return oom(d);
+    GCC_TRY(emit(c, GCC_OP_NEG, &mn, 1, -1, F32, &kept, &m, &node, d));
+    int sub[2] = {xi, m};
+    GCC_TRY(emit(c, GCC_OP_SUB, sub, 2, -1, F32, x, &diff, &node, d));
+    GCC_TRY(emit(c, GCC_OP_EXP, &diff, 1, -1, F32, x, &ex, &node, d));
+    GCC_TRY(emit(c, GCC_OP_REDUCE_SUM_TO, &ex, 1, -1, F32, &kept, &sum, &node, d));
+    if (gcc_node_set_ints(c->I->g, node, "shape", ints, rank) ||
+        gcc_node_set_float(c->I->g, node, "scale", 1.0f))
+      return oom(d);
+    GCC_TRY(emit(c, GCC_OP_LOG, &sum, 1, -1, F32, &kept, &lg, &node, d));
+    int add[2] = {lg, m};
+    GCC_TRY(emit(c, GCC_OP_ADD, add, 2, -1, F32, &kept, &lse, &node, d));
+    return emit_reshape(c, lse, &out, 0, F32, NULL, d);
+  }
   if (kind == RED_MEAN && count_sym)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "a mean over the symbolic batch dim N is not supported; give the input a "
                     "fixed batch");
-  if (kind == RED_L2) {
+  if (kind == RED_L2 || kind == RED_SUMSQ) {
     int sq[2] = {xi, xi};
     GCC_TRY(emit(c, GCC_OP_MUL, sq, 2, -1, F32, x, &next, &node, d));
+    cur = next;
+  } else if (kind == RED_L1) {
+    GCC_TRY(emit(c, GCC_OP_ABS, &xi, 1, -1, F32, x, &next, &node, d));
     cur = next;
   }
   GCC_TRY(emit(c, GCC_OP_REDUCE_SUM_TO, &cur, 1, -1, F32, &kept, &next, &node, d));
@@ -172,8 +211,9 @@ static gcc_status reduce(nctx *c, int kind, gcc_diag *d) {
   if (gcc_node_set_ints(c->I->g, node, "shape", ints, rank) ||
       gcc_node_set_float(c->I->g, node, "scale", (float)scale))
     return oom(d);
-  if (kind == RED_L2) {
-    GCC_TRY(emit(c, GCC_OP_SQRT, &cur, 1, -1, F32, &kept, &next, &node, d));
+  if (kind == RED_L2 || kind == RED_LOGSUM) {
+    GCC_TRY(emit(c, kind == RED_L2 ? GCC_OP_SQRT : GCC_OP_LOG, &cur, 1, -1, F32, &kept, &next,
+                 &node, d));
     cur = next;
   }
   return emit_reshape(c, cur, &out, 0, F32, NULL, d);
@@ -197,4 +237,20 @@ gcc_status cv_reduce_l2(nctx *c, gcc_diag *d) {
 
 gcc_status cv_reduce_min(nctx *c, gcc_diag *d) {
   return reduce(c, RED_MIN, d);
+}
+
+gcc_status cv_reduce_l1(nctx *c, gcc_diag *d) {
+  return reduce(c, RED_L1, d);
+}
+
+gcc_status cv_reduce_sum_square(nctx *c, gcc_diag *d) {
+  return reduce(c, RED_SUMSQ, d);
+}
+
+gcc_status cv_reduce_log_sum(nctx *c, gcc_diag *d) {
+  return reduce(c, RED_LOGSUM, d);
+}
+
+gcc_status cv_reduce_log_sum_exp(nctx *c, gcc_diag *d) {
+  return reduce(c, RED_LOGSUMEXP, d);
 }
