@@ -15,6 +15,7 @@
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "runtime/comm.h"
+#include "runtime/cpu/cpu_parallel.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -277,6 +278,26 @@ typedef enum arith { ARITH_ADD, ARITH_SUB, ARITH_MUL, ARITH_DIV } arith;
 
 static gcc_status int_binary(const gcc_kernel_args *a, arith op);
 
+/* Add's same-shape and row-broadcast forms over parts of elements / rows
+ * (cpu_parallel.h); cols: the row length (1 for the same-shape form). */
+typedef struct add_job {
+  const float *a, *b;
+  float *y;
+  int64_t cols;
+} add_job;
+
+static void add_range(void *u, int part, int64_t b, int64_t e) {
+  const add_job *j = u;
+  (void)part;
+  add_loop(j->a + b, j->b + b, j->y + b, e - b);
+}
+
+static void add_rows_range(void *u, int part, int64_t b, int64_t e) {
+  const add_job *j = u;
+  (void)part;
+  add_row_loop(j->a + b * j->cols, j->b, j->y + b * j->cols, e - b, j->cols);
+}
+
 gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
   if (a->out[0]->dtype != GCC_DT_FLOAT32)
     return int_binary(a, ARITH_ADD);
@@ -285,13 +306,16 @@ gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
   float *y = F32(Y);
   const float *x0 = F32(A), *x1 = F32(B);
   int64_t n = Y->numel;
+  const int t = gcc_cpu_pointwise_threads(a, n);
   if (A->numel == n && B->numel == n) {
-    add_loop(x0, x1, y, n);
+    add_job j = {x0, x1, y, 1};
+    gcc_cpu_parallel_for(t, n, 16, add_range, &j);
   } else if (A->numel == n && Y->shape.ndim >= 1 && B->numel == Y->shape.dims[Y->shape.ndim - 1] &&
              (B->shape.ndim == 1 || B->numel == 1 ||
               B->shape.dims[B->shape.ndim - 1] == B->numel)) {
-    int64_t cols = B->numel; /* row broadcast: x + bias */
-    add_row_loop(x0, x1, y, n / cols, cols);
+    int64_t cols = B->numel; /* row broadcast: x + bias, rows split */
+    add_job j = {x0, x1, y, cols};
+    gcc_cpu_parallel_for(cols > 0 ? t : 1, cols > 0 ? n / cols : 0, 1, add_rows_range, &j);
   } else {
     add_ctx c = {y, x0, x1};
     bcast_walk(&Y->shape, &A->shape, &B->shape, visit_add, &c);
@@ -867,53 +891,6 @@ gcc_status gcc_cpu_concat(const gcc_kernel_args *a) {
     for (int64_t o = 0; o < outer; o++)
       memcpy(y + (size_t)(o * row + off) * es, x + (size_t)(o * len) * es, (size_t)len * es);
     off += len;
-  }
-  return GCC_OK;
-}
-
-gcc_status gcc_cpu_transpose(const gcc_kernel_args *a) {
-  const gcc_shape *xs = &a->in[0]->shape, *ys = &a->out[0]->shape;
-  const int64_t *perm = a->node->av[TRANSPOSE_PERM].ints;
-  int nd = ys->ndim;
-  int64_t xst[GCC_MAX_DIMS], st[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0}, acc = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    xst[i] = acc;
-    acc *= xs->dims[i];
-  }
-  for (int i = 0; i < nd; i++) /* output dim i walks input dim perm[i] */
-    st[i] = xst[perm[i]];
-  const uint8_t *x = a->in[0]->data;
-  uint8_t *y = a->out[0]->data;
-  size_t es = gcc_dtype_size(a->out[0]->dtype);
-  int64_t n = a->out[0]->numel, ix = 0;
-  if (nd > 1 && perm[nd - 1] == nd - 1) { /* the last dim stays: rows of it, one memcpy each */
-    const int64_t row = ys->dims[nd - 1], rows = row > 0 ? n / row : 0;
-    for (int64_t o = 0; o < rows; o++) {
-      memcpy(y + (size_t)(o * row) * es, x + (size_t)ix * es, (size_t)row * es);
-      for (int k = nd - 2; k >= 0; k--) {
-        idx[k]++;
-        ix += st[k];
-        if (idx[k] < ys->dims[k])
-          break;
-        ix -= st[k] * idx[k];
-        idx[k] = 0;
-      }
-    }
-    return GCC_OK;
-  }
-  for (int64_t o = 0; o < n; o++) {
-    if (es == 4)
-      memcpy(y + (size_t)o * 4, x + (size_t)ix * 4, 4);
-    else
-      memcpy(y + (size_t)o * es, x + (size_t)ix * es, es);
-    for (int k = nd - 1; k >= 0; k--) {
-      idx[k]++;
-      ix += st[k];
-      if (idx[k] < ys->dims[k])
-        break;
-      ix -= st[k] * idx[k];
-      idx[k] = 0;
-    }
   }
   return GCC_OK;
 }
