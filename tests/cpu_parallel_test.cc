@@ -2,19 +2,24 @@
 // cut into contiguous parts over the plan's threads (runtime/cpu/
 // cpu_parallel.h): Gelu, GeluGrad, Add (same shape, row broadcast),
 // Transpose (last dim kept, last dim moved), SliceGrad (one cut dim: one
-// pass; two cut dims or a step: the general walk) and Adam.
+// pass; two cut dims or a step: the general walk), Adam,
+// SoftmaxCrossEntropyGrad (rows) and ReduceSumTo's column sums (columns).
 //
 // Every case runs with 1, 2 and 3 threads on sizes over the parallel
 // threshold (GCC_CPU_PARALLEL_MIN_WORK), the outputs start as NaN (an element
 // no part wrote shows), and:
 // - the outputs of all thread counts are bitwise equal (the determinism the
 //   plan promises: every element is computed the same way in any part);
+// - ReduceSumTo's column sums equal float32 sums over the rows in order
+//   exactly (every column's additions in the kernel's order);
 // - Add, Transpose and SliceGrad equal their reference exactly (a float32
 //   addition, copies and zeros: no rounding to bound);
 // - Adam equals its float32 formula written out here in the kernel's order
 //   of operations exactly (ISO C/C++, no FMA contraction, sqrtf correctly
 //   rounded: the same operations give the same bits), and a non-finite
 //   result in the last part is reported once (the parts' flags combined);
+// - SoftmaxCrossEntropyGrad equals its float64 formula written out here in
+//   the kernel's order exactly (the same libm exp and float64 operations);
 // - Gelu's accuracy is tests/gelu_accuracy_test's (the same loops on one
 //   thread); here Y = X Phi(X) within its bound (16 + 2.5 x^2) u |y|, u =
 //   2^-24, against float64 erfc, as a check that the parts computed Gelu.
@@ -283,6 +288,77 @@ TEST(CpuParallel, AdamAnyThreadsAndNonFiniteInTheLastPart) {
     in[1][(size_t)n - 3] = INFINITY; // in the last part of any cut
     RunKernel(gcc_cpu_adam, &ad, {s, s, s, s}, &in, nullptr, threads, &ctx);
     EXPECT_EQ(ctx.updates_nonfinite, 1) << "the last part's non-finite flag";
+  }
+}
+
+TEST(CpuParallel, SoftmaxCrossEntropyGradRowsAnyThreads) {
+  const int64_t n = 600, c = 84, ignore = -100;
+  gcc_attr av[2]{};
+  av[SCE_REDUCTION].type = GCC_ATTR_STRING;
+  av[SCE_REDUCTION].s = (char *)"mean";
+  av[SCE_IGNORE_INDEX].i = ignore;
+  gcc_node nd = Node(GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, av, 2);
+  std::vector<float> x = Data((size_t)(n * c), 13, -5, 5);
+  std::vector<int64_t> t((size_t)n);
+  std::mt19937 gen(14);
+  for (int64_t i = 0; i < n; i++)
+    t[(size_t)i] = i % 7 == 3 ? ignore : (int64_t)(gen() % (unsigned)c);
+  float dl = 0.75f;
+  // the reference: mean over the rows not ignored
+  double wsum = 0;
+  for (int64_t y : t)
+    wsum += y != ignore;
+  std::vector<float> ref((size_t)(n * c), 0.0f);
+  for (int64_t i = 0; i < n; i++) {
+    if (t[(size_t)i] == ignore)
+      continue;
+    const float *row = &x[(size_t)(i * c)];
+    float mx = row[0];
+    for (int64_t k = 1; k < c; k++)
+      mx = row[k] > mx ? row[k] : mx;
+    double se = 0;
+    for (int64_t k = 0; k < c; k++)
+      se += std::exp((double)row[k] - mx);
+    double scale = (double)dl * 1.0 / wsum;
+    for (int64_t k = 0; k < c; k++)
+      ref[(size_t)(i * c + k)] =
+          (float)(scale * (std::exp((double)row[k] - mx) / se - (k == t[(size_t)i] ? 1.0 : 0.0)));
+  }
+  gcc_shape ls = Shape({1}), xs = Shape({n, c}), ts = Shape({n});
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    gcc_diag d{};
+    gcc_cpu_ctx ctx{};
+    ctx.max_threads = threads;
+    ctx.diag = &d;
+    ctx.source = "<test>";
+    std::vector<float> dx((size_t)(n * c), NAN);
+    gcc_tensor tl{GCC_DT_FLOAT32, ls, 1, &dl}, tx{GCC_DT_FLOAT32, xs, n * c, x.data()},
+        tt{GCC_DT_INT64, ts, n, t.data()}, ty{GCC_DT_FLOAT32, xs, n * c, dx.data()};
+    gcc_tensor *in[3] = {&tl, &tx, &tt}, *out[1] = {&ty};
+    gcc_kernel_args a{&nd, in, 3, out, 1, &ctx, nullptr, 0, nullptr};
+    ASSERT_EQ(gcc_cpu_sce_grad(&a), GCC_OK) << d.msg;
+    EXPECT_EQ(0, std::memcmp(dx.data(), ref.data(), ref.size() * sizeof(float)));
+  }
+}
+
+TEST(CpuParallel, ReduceSumToColumnsAnyThreads) {
+  const int64_t rows = 700, cols = 100; // 100 columns: parts of 16 and a short last one
+  for (float scale : {1.0f, 0.5f}) {
+    gcc_attr av[2]{};
+    av[REDUCE_SUM_TO_SCALE].f = scale;
+    gcc_node nd = Node(GCC_OP_REDUCE_SUM_TO, av, 2);
+    gcc_shape xs = Shape({rows, cols}), ys = Shape({cols});
+    std::vector<float> x = Data((size_t)(rows * cols), 15, -1, 1);
+    std::vector<float> y = RunThreads(gcc_cpu_reduce_sum_to, &nd, {xs}, {x}, ys);
+    for (int64_t c = 0; c < cols; c++) {
+      float ref = 0.0f;
+      for (int64_t r = 0; r < rows; r++)
+        ref += x[(size_t)(r * cols + c)];
+      if (scale != 1.0f)
+        ref *= scale;
+      ASSERT_EQ(y[(size_t)c], ref) << "column " << c;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/half.h"
@@ -54,11 +55,13 @@ GCC_HOT static void add_row_loop(const float *restrict a, const float *restrict 
       y[r * cols + c] = a[r * cols + c] + row[c];
 }
 
+/* y[c] += x[r][c] for the columns [c0, c1) of a rows x ld matrix, rows in
+ * order: each column's additions in the same order whatever the columns */
 GCC_HOT static void col_sum_loop(const float *restrict x, float *restrict y, int64_t rows,
-                                 int64_t cols) {
+                                 int64_t ld, int64_t c0, int64_t c1) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++)
-      y[c] += x[r * cols + c];
+    for (int64_t c = c0; c < c1; c++)
+      y[c] += x[r * ld + c];
 }
 
 static float *F32(const gcc_tensor *t) {
@@ -493,6 +496,19 @@ static void visit_sum(int64_t o, int64_t ia, int64_t ib, void *u) {
   c->out[ia] += c->in[o];
 }
 
+/* ReduceSumTo's column sums over parts of the columns (cpu_parallel.h) */
+typedef struct col_sum_job {
+  const float *x;
+  float *y;
+  int64_t rows, cols;
+} col_sum_job;
+
+static void col_sum_range(void *u, int part, int64_t b, int64_t e) {
+  const col_sum_job *j = u;
+  (void)part;
+  col_sum_loop(j->x, j->y, j->rows, j->cols, b, e);
+}
+
 gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
   const gcc_tensor *X = a->in[0];
   gcc_tensor *Y = a->out[0];
@@ -503,7 +519,8 @@ gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
   int64_t last = X->shape.ndim ? X->shape.dims[X->shape.ndim - 1] : 1;
   if (Y->numel == last && X->shape.ndim >= 1 &&
       (Y->shape.ndim == 0 || Y->shape.dims[Y->shape.ndim - 1] == last)) {
-    col_sum_loop(x, y, X->numel / last, last); /* column sums: the bias gradient */
+    col_sum_job j = {x, y, last > 0 ? X->numel / last : 0, last}; /* the bias gradient */
+    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, X->numel), last, 16, col_sum_range, &j);
   } else {
     /* walk the input; the output is the broadcast operand */
     sum_ctx c = {y, x};
@@ -570,35 +587,58 @@ gcc_status gcc_cpu_sce(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+/* SoftmaxCrossEntropyGrad's rows over parts (cpu_parallel.h): each row's
+ * e^(x - max) computed once into the part's float64 buffer (without one,
+ * twice: the same values) */
+typedef struct sce_grad_job {
+  const gcc_tensor *X, *T, *W;
+  float *dx;
+  int64_t c, ignore;
+  double dl, denom; /* dL; wsum for the mean, else 1 */
+} sce_grad_job;
+
+static void sce_grad_range(void *u, int part, int64_t b, int64_t e) {
+  const sce_grad_job *j = u;
+  (void)part;
+  const int64_t c = j->c;
+  double *ex = malloc((size_t)c * sizeof *ex);
+  for (int64_t i = b; i < e; i++) {
+    int64_t y = label_at(j->T, i);
+    float *drow = j->dx + i * c;
+    if (y == j->ignore) {
+      memset(drow, 0, (size_t)c * sizeof *drow);
+      continue;
+    }
+    const float *row = F32(j->X) + i * c;
+    float mx = row[0];
+    for (int64_t k = 1; k < c; k++)
+      mx = row[k] > mx ? row[k] : mx;
+    double se = 0;
+    for (int64_t k = 0; k < c; k++) {
+      const double v = exp((double)row[k] - mx);
+      if (ex)
+        ex[k] = v;
+      se += v;
+    }
+    double scale = j->dl * (j->W ? (double)F32(j->W)[y] : 1.0) / j->denom;
+    for (int64_t k = 0; k < c; k++) {
+      double p = (ex ? ex[k] : exp((double)row[k] - mx)) / se;
+      drow[k] = (float)(scale * (p - (k == y ? 1.0 : 0.0)));
+    }
+  }
+  free(ex);
+}
+
 gcc_status gcc_cpu_sce_grad(const gcc_kernel_args *a) {
   const gcc_tensor *X = a->in[1], *T = a->in[2], *W = a->n_in > 3 ? a->in[3] : NULL;
   float dl = F32(a->in[0])[0];
   int64_t n = X->shape.dims[0], c = X->shape.dims[1];
-  int64_t ignore = a->node->av[SCE_IGNORE_INDEX].i;
   int mean = strcmp(a->node->av[SCE_REDUCTION].s, "mean") == 0;
   double wsum;
   GCC_TRY(sce_prepare(a, 1, &wsum));
-  float *dx = F32(a->out[0]);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t y = label_at(T, i);
-    float *drow = dx + i * c;
-    if (y == ignore) {
-      memset(drow, 0, (size_t)c * sizeof *drow);
-      continue;
-    }
-    const float *row = F32(X) + i * c;
-    float mx = row[0];
-    for (int64_t j = 1; j < c; j++)
-      mx = row[j] > mx ? row[j] : mx;
-    double se = 0;
-    for (int64_t j = 0; j < c; j++)
-      se += exp((double)row[j] - mx);
-    double scale = (double)dl * (W ? (double)F32(W)[y] : 1.0) / (mean ? wsum : 1.0);
-    for (int64_t j = 0; j < c; j++) {
-      double p = exp((double)row[j] - mx) / se;
-      drow[j] = (float)(scale * (p - (j == y ? 1.0 : 0.0)));
-    }
-  }
+  sce_grad_job j = {
+      X, T, W, F32(a->out[0]), c, a->node->av[SCE_IGNORE_INDEX].i, (double)dl, mean ? wsum : 1.0};
+  gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n * c), n, 1, sce_grad_range, &j);
   return GCC_OK;
 }
 
