@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -358,6 +359,46 @@ TEST(CpuParallel, ReduceSumToColumnsAnyThreads) {
       if (scale != 1.0f)
         ref *= scale;
       ASSERT_EQ(y[(size_t)c], ref) << "column " << c;
+    }
+  }
+}
+
+TEST(CpuParallel, ThreadsForAWorkSizeAndTheSerialSwitch) {
+  gcc_cpu_ctx ctx{};
+  ctx.max_threads = 2;
+  gcc_kernel_args a{};
+  a.ctx = &ctx;
+  unsetenv("GCC_CPU_POINTWISE_PARALLEL");
+  EXPECT_EQ(gcc_cpu_pointwise_threads(&a, GCC_CPU_PARALLEL_MIN_WORK - 1), 1);
+  EXPECT_EQ(gcc_cpu_pointwise_threads(&a, GCC_CPU_PARALLEL_MIN_WORK), 2);
+  setenv("GCC_CPU_POINTWISE_PARALLEL", "0", 1);
+  EXPECT_EQ(gcc_cpu_pointwise_threads(&a, 1 << 20), 1);
+  setenv("GCC_CPU_POINTWISE_PARALLEL", "1", 1);
+  EXPECT_EQ(gcc_cpu_pointwise_threads(&a, 1 << 20), 2);
+  unsetenv("GCC_CPU_POINTWISE_PARALLEL");
+  a.ctx = nullptr;
+  EXPECT_EQ(gcc_cpu_pointwise_threads(&a, 1 << 20), 1);
+  // the cut: parts <= threads, <= the aligned units; every element once
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{100003}}) {
+    for (int threads : {1, 2, 3, 200}) {
+      std::vector<int> seen((size_t)n, 0);
+      struct Ctx {
+        std::vector<int> *seen;
+        int64_t align;
+      } c{&seen, 16};
+      int parts = gcc_cpu_parallel_for(
+          threads, n, 16,
+          [](void *u, int, int64_t b, int64_t e) {
+            Ctx *k = static_cast<Ctx *>(u);
+            EXPECT_EQ(b % k->align, 0);
+            for (int64_t i = b; i < e; i++)
+              (*k->seen)[(size_t)i]++;
+          },
+          &c);
+      EXPECT_LE(parts, threads < GCC_CPU_PARALLEL_MAX_PARTS ? threads : GCC_CPU_PARALLEL_MAX_PARTS);
+      EXPECT_LE(parts, (n + 15) / 16);
+      for (int64_t i = 0; i < n; i++)
+        ASSERT_EQ(seen[(size_t)i], 1) << "n " << n << ", " << threads << " threads, element " << i;
     }
   }
 }

@@ -4,9 +4,16 @@
  */
 #include "runtime/cpu/cpu_parallel.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 int gcc_cpu_pointwise_threads(const gcc_kernel_args *a, int64_t work) {
-  int t = a->ctx && a->ctx->max_threads > 0 ? a->ctx->max_threads : 1;
-  return work < GCC_CPU_PARALLEL_MIN_WORK ? 1 : t;
+  if (work < GCC_CPU_PARALLEL_MIN_WORK)
+    return 1;
+  const char *e = getenv("GCC_CPU_POINTWISE_PARALLEL");
+  if (e && strcmp(e, "0") == 0)
+    return 1;
+  return a->ctx && a->ctx->max_threads > 0 ? a->ctx->max_threads : 1;
 }
 
 int gcc_cpu_parallel_for(int threads, int64_t n, int64_t align, gcc_cpu_range_fn fn, void *arg) {

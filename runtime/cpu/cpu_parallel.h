@@ -26,8 +26,12 @@ extern "C" {
 typedef void (*gcc_cpu_range_fn)(void *arg, int part, int64_t begin, int64_t end);
 
 /* The threads a pointwise kernel over `work` elements uses: 1 below
- * GCC_CPU_PARALLEL_MIN_WORK (an OpenMP region costs more than such a loop),
- * else the plan's (a->ctx->max_threads; 1 without a context). */
+ * GCC_CPU_PARALLEL_MIN_WORK (an OpenMP region costs more than such a loop)
+ * or when the environment sets GCC_CPU_POINTWISE_PARALLEL=0 (for
+ * comparisons, and for machines shared with other work, where a parallel
+ * region waits for its second thread to be scheduled), else the plan's
+ * (a->ctx->max_threads; 1 without a context). The results are the same
+ * bits either way. */
 #define GCC_CPU_PARALLEL_MIN_WORK 32768
 int gcc_cpu_pointwise_threads(const gcc_kernel_args *a, int64_t work);
 
