@@ -14,6 +14,7 @@
 
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/cpu_parallel.h"
 
 typedef struct gather_geom {
   int64_t outer, a, inner, n;
@@ -205,6 +206,28 @@ gcc_status gcc_cpu_slice(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+/* SliceGrad of a cut along one dim `ax` with step 1: dX seen as [outer, dim,
+ * inner], dY as [outer, len, inner]; per outer block the zeros before, dY's
+ * block, the zeros after (outer blocks split over the threads). */
+typedef struct slice_grad_job {
+  const float *dy;
+  float *dx;
+  int64_t inner, dim, start, len;
+} slice_grad_job;
+
+static void slice_grad_range(void *u, int part, int64_t b, int64_t e) {
+  const slice_grad_job *j = u;
+  (void)part;
+  const int64_t in = j->inner, head = j->start * in, body = j->len * in;
+  const int64_t tail = (j->dim - j->start - j->len) * in;
+  for (int64_t o = b; o < e; o++) {
+    float *t = j->dx + o * j->dim * in;
+    memset(t, 0, (size_t)head * sizeof *t);
+    memcpy(t + head, j->dy + o * body, (size_t)body * sizeof *t);
+    memset(t + head + body, 0, (size_t)tail * sizeof *t);
+  }
+}
+
 /* dX = 0, then dX[start + c * step] = dY[c]: the positions are distinct. */
 gcc_status gcc_cpu_slice_grad(const gcc_kernel_args *a) {
   const gcc_tensor *dy = a->in[0];
@@ -219,6 +242,22 @@ gcc_status gcc_cpu_slice_grad(const gcc_kernel_args *a) {
     ix += start[k] * xst[k];
   const float *s = dy->data;
   float *t = dx->data;
+  int ax = -1, one_cut = r > 0; /* one dim cut, step 1 (a GPT's q, k, v split): one pass */
+  for (int k = 0; k < r; k++)
+    if (y.dims[k] != dx->shape.dims[k] || start[k] != 0 || step[k] != 1) {
+      one_cut &= ax < 0 && step[k] == 1;
+      ax = k;
+    }
+  if (ax < 0)
+    ax = r - 1; /* nothing cut: a copy */
+  if (one_cut && dx->numel > 0) {
+    slice_grad_job j = {s, t, 1, dx->shape.dims[ax], start[ax], y.dims[ax]};
+    for (int k = ax + 1; k < r; k++)
+      j.inner *= dx->shape.dims[k];
+    const int64_t outer = dx->numel / (j.inner * j.dim);
+    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, dx->numel), outer, 1, slice_grad_range, &j);
+    return GCC_OK;
+  }
   memset(t, 0, (size_t)dx->numel * sizeof *t);
   if (r > 0 && step[r - 1] == 1) { /* contiguous rows: one memcpy each */
     const int64_t row = y.dims[r - 1], rows = row > 0 ? dy->numel / row : 0;

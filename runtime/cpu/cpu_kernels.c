@@ -9,12 +9,14 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/half.h"
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "runtime/comm.h"
+#include "runtime/cpu/cpu_parallel.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -53,11 +55,13 @@ GCC_HOT static void add_row_loop(const float *restrict a, const float *restrict 
       y[r * cols + c] = a[r * cols + c] + row[c];
 }
 
+/* y[c] += x[r][c] for the columns [c0, c1) of a rows x ld matrix, rows in
+ * order: each column's additions in the same order whatever the columns */
 GCC_HOT static void col_sum_loop(const float *restrict x, float *restrict y, int64_t rows,
-                                 int64_t cols) {
+                                 int64_t ld, int64_t c0, int64_t c1) {
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++)
-      y[c] += x[r * cols + c];
+    for (int64_t c = c0; c < c1; c++)
+      y[c] += x[r * ld + c];
 }
 
 static float *F32(const gcc_tensor *t) {
@@ -277,6 +281,26 @@ typedef enum arith { ARITH_ADD, ARITH_SUB, ARITH_MUL, ARITH_DIV } arith;
 
 static gcc_status int_binary(const gcc_kernel_args *a, arith op);
 
+/* Add's same-shape and row-broadcast forms over parts of elements / rows
+ * (cpu_parallel.h); cols: the row length (1 for the same-shape form). */
+typedef struct add_job {
+  const float *a, *b;
+  float *y;
+  int64_t cols;
+} add_job;
+
+static void add_range(void *u, int part, int64_t b, int64_t e) {
+  const add_job *j = u;
+  (void)part;
+  add_loop(j->a + b, j->b + b, j->y + b, e - b);
+}
+
+static void add_rows_range(void *u, int part, int64_t b, int64_t e) {
+  const add_job *j = u;
+  (void)part;
+  add_row_loop(j->a + b * j->cols, j->b, j->y + b * j->cols, e - b, j->cols);
+}
+
 gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
   if (a->out[0]->dtype != GCC_DT_FLOAT32)
     return int_binary(a, ARITH_ADD);
@@ -285,13 +309,16 @@ gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
   float *y = F32(Y);
   const float *x0 = F32(A), *x1 = F32(B);
   int64_t n = Y->numel;
+  const int t = gcc_cpu_pointwise_threads(a, n);
   if (A->numel == n && B->numel == n) {
-    add_loop(x0, x1, y, n);
+    add_job j = {x0, x1, y, 1};
+    gcc_cpu_parallel_for(t, n, 16, add_range, &j);
   } else if (A->numel == n && Y->shape.ndim >= 1 && B->numel == Y->shape.dims[Y->shape.ndim - 1] &&
              (B->shape.ndim == 1 || B->numel == 1 ||
               B->shape.dims[B->shape.ndim - 1] == B->numel)) {
-    int64_t cols = B->numel; /* row broadcast: x + bias */
-    add_row_loop(x0, x1, y, n / cols, cols);
+    int64_t cols = B->numel; /* row broadcast: x + bias, rows split */
+    add_job j = {x0, x1, y, cols};
+    gcc_cpu_parallel_for(cols > 0 ? t : 1, cols > 0 ? n / cols : 0, 1, add_rows_range, &j);
   } else {
     add_ctx c = {y, x0, x1};
     bcast_walk(&Y->shape, &A->shape, &B->shape, visit_add, &c);
@@ -469,6 +496,19 @@ static void visit_sum(int64_t o, int64_t ia, int64_t ib, void *u) {
   c->out[ia] += c->in[o];
 }
 
+/* ReduceSumTo's column sums over parts of the columns (cpu_parallel.h) */
+typedef struct col_sum_job {
+  const float *x;
+  float *y;
+  int64_t rows, cols;
+} col_sum_job;
+
+static void col_sum_range(void *u, int part, int64_t b, int64_t e) {
+  const col_sum_job *j = u;
+  (void)part;
+  col_sum_loop(j->x, j->y, j->rows, j->cols, b, e);
+}
+
 gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
   const gcc_tensor *X = a->in[0];
   gcc_tensor *Y = a->out[0];
@@ -479,7 +519,8 @@ gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
   int64_t last = X->shape.ndim ? X->shape.dims[X->shape.ndim - 1] : 1;
   if (Y->numel == last && X->shape.ndim >= 1 &&
       (Y->shape.ndim == 0 || Y->shape.dims[Y->shape.ndim - 1] == last)) {
-    col_sum_loop(x, y, X->numel / last, last); /* column sums: the bias gradient */
+    col_sum_job j = {x, y, last > 0 ? X->numel / last : 0, last}; /* the bias gradient */
+    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, X->numel), last, 16, col_sum_range, &j);
   } else {
     /* walk the input; the output is the broadcast operand */
     sum_ctx c = {y, x};
@@ -546,35 +587,58 @@ gcc_status gcc_cpu_sce(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+/* SoftmaxCrossEntropyGrad's rows over parts (cpu_parallel.h): each row's
+ * e^(x - max) computed once into the part's float64 buffer (without one,
+ * twice: the same values) */
+typedef struct sce_grad_job {
+  const gcc_tensor *X, *T, *W;
+  float *dx;
+  int64_t c, ignore;
+  double dl, denom; /* dL; wsum for the mean, else 1 */
+} sce_grad_job;
+
+static void sce_grad_range(void *u, int part, int64_t b, int64_t e) {
+  const sce_grad_job *j = u;
+  (void)part;
+  const int64_t c = j->c;
+  double *ex = malloc((size_t)c * sizeof *ex);
+  for (int64_t i = b; i < e; i++) {
+    int64_t y = label_at(j->T, i);
+    float *drow = j->dx + i * c;
+    if (y == j->ignore) {
+      memset(drow, 0, (size_t)c * sizeof *drow);
+      continue;
+    }
+    const float *row = F32(j->X) + i * c;
+    float mx = row[0];
+    for (int64_t k = 1; k < c; k++)
+      mx = row[k] > mx ? row[k] : mx;
+    double se = 0;
+    for (int64_t k = 0; k < c; k++) {
+      const double v = exp((double)row[k] - mx);
+      if (ex)
+        ex[k] = v;
+      se += v;
+    }
+    double scale = j->dl * (j->W ? (double)F32(j->W)[y] : 1.0) / j->denom;
+    for (int64_t k = 0; k < c; k++) {
+      double p = (ex ? ex[k] : exp((double)row[k] - mx)) / se;
+      drow[k] = (float)(scale * (p - (k == y ? 1.0 : 0.0)));
+    }
+  }
+  free(ex);
+}
+
 gcc_status gcc_cpu_sce_grad(const gcc_kernel_args *a) {
   const gcc_tensor *X = a->in[1], *T = a->in[2], *W = a->n_in > 3 ? a->in[3] : NULL;
   float dl = F32(a->in[0])[0];
   int64_t n = X->shape.dims[0], c = X->shape.dims[1];
-  int64_t ignore = a->node->av[SCE_IGNORE_INDEX].i;
   int mean = strcmp(a->node->av[SCE_REDUCTION].s, "mean") == 0;
   double wsum;
   GCC_TRY(sce_prepare(a, 1, &wsum));
-  float *dx = F32(a->out[0]);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t y = label_at(T, i);
-    float *drow = dx + i * c;
-    if (y == ignore) {
-      memset(drow, 0, (size_t)c * sizeof *drow);
-      continue;
-    }
-    const float *row = F32(X) + i * c;
-    float mx = row[0];
-    for (int64_t j = 1; j < c; j++)
-      mx = row[j] > mx ? row[j] : mx;
-    double se = 0;
-    for (int64_t j = 0; j < c; j++)
-      se += exp((double)row[j] - mx);
-    double scale = (double)dl * (W ? (double)F32(W)[y] : 1.0) / (mean ? wsum : 1.0);
-    for (int64_t j = 0; j < c; j++) {
-      double p = exp((double)row[j] - mx) / se;
-      drow[j] = (float)(scale * (p - (j == y ? 1.0 : 0.0)));
-    }
-  }
+  sce_grad_job j = {
+      X, T, W, F32(a->out[0]), c, a->node->av[SCE_IGNORE_INDEX].i, (double)dl, mean ? wsum : 1.0};
+  gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n * c), n, 1, sce_grad_range, &j);
   return GCC_OK;
 }
 
@@ -867,53 +931,6 @@ gcc_status gcc_cpu_concat(const gcc_kernel_args *a) {
     for (int64_t o = 0; o < outer; o++)
       memcpy(y + (size_t)(o * row + off) * es, x + (size_t)(o * len) * es, (size_t)len * es);
     off += len;
-  }
-  return GCC_OK;
-}
-
-gcc_status gcc_cpu_transpose(const gcc_kernel_args *a) {
-  const gcc_shape *xs = &a->in[0]->shape, *ys = &a->out[0]->shape;
-  const int64_t *perm = a->node->av[TRANSPOSE_PERM].ints;
-  int nd = ys->ndim;
-  int64_t xst[GCC_MAX_DIMS], st[GCC_MAX_DIMS], idx[GCC_MAX_DIMS] = {0}, acc = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    xst[i] = acc;
-    acc *= xs->dims[i];
-  }
-  for (int i = 0; i < nd; i++) /* output dim i walks input dim perm[i] */
-    st[i] = xst[perm[i]];
-  const uint8_t *x = a->in[0]->data;
-  uint8_t *y = a->out[0]->data;
-  size_t es = gcc_dtype_size(a->out[0]->dtype);
-  int64_t n = a->out[0]->numel, ix = 0;
-  if (nd > 1 && perm[nd - 1] == nd - 1) { /* the last dim stays: rows of it, one memcpy each */
-    const int64_t row = ys->dims[nd - 1], rows = row > 0 ? n / row : 0;
-    for (int64_t o = 0; o < rows; o++) {
-      memcpy(y + (size_t)(o * row) * es, x + (size_t)ix * es, (size_t)row * es);
-      for (int k = nd - 2; k >= 0; k--) {
-        idx[k]++;
-        ix += st[k];
-        if (idx[k] < ys->dims[k])
-          break;
-        ix -= st[k] * idx[k];
-        idx[k] = 0;
-      }
-    }
-    return GCC_OK;
-  }
-  for (int64_t o = 0; o < n; o++) {
-    if (es == 4)
-      memcpy(y + (size_t)o * 4, x + (size_t)ix * 4, 4);
-    else
-      memcpy(y + (size_t)o * es, x + (size_t)ix * es, es);
-    for (int k = nd - 1; k >= 0; k--) {
-      idx[k]++;
-      ix += st[k];
-      if (idx[k] < ys->dims[k])
-        break;
-      ix -= st[k] * idx[k];
-      idx[k] = 0;
-    }
   }
   return GCC_OK;
 }

@@ -12,6 +12,7 @@
 
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/cpu_parallel.h"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define GCC_HOT    __attribute__((target_clones("avx2", "default")))
@@ -151,23 +152,45 @@ GCC_HOT static void gelu_tanh_grad_loop(const float *restrict dy, const float *r
   }
 }
 
-gcc_status gcc_cpu_gelu(const gcc_kernel_args *a) {
-  const float *x = (const float *)a->in[0]->data;
-  float *y = (float *)a->out[0]->data;
-  if (gcc_gelu_is_tanh(a->node))
-    gelu_tanh_loop(x, y, a->out[0]->numel);
+/* Gelu and GeluGrad over parts of whole GELU_CHUNKs (cpu_parallel.h): every
+ * element is computed as on one thread. */
+typedef struct gelu_job {
+  const float *dy, *x;
+  float *y;
+  int tanh_form;
+} gelu_job;
+
+static void gelu_range(void *u, int part, int64_t b, int64_t e) {
+  const gelu_job *j = u;
+  (void)part;
+  if (j->tanh_form)
+    gelu_tanh_loop(j->x + b, j->y + b, e - b);
   else
-    gelu_erf_loop(x, y, a->out[0]->numel);
+    gelu_erf_loop(j->x + b, j->y + b, e - b);
+}
+
+static void gelu_grad_range(void *u, int part, int64_t b, int64_t e) {
+  const gelu_job *j = u;
+  (void)part;
+  if (j->tanh_form)
+    gelu_tanh_grad_loop(j->dy + b, j->x + b, j->y + b, e - b);
+  else
+    gelu_erf_grad_loop(j->dy + b, j->x + b, j->y + b, e - b);
+}
+
+gcc_status gcc_cpu_gelu(const gcc_kernel_args *a) {
+  gelu_job j = {NULL, (const float *)a->in[0]->data, (float *)a->out[0]->data,
+                gcc_gelu_is_tanh(a->node)};
+  const int64_t n = a->out[0]->numel;
+  gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n), n, GELU_CHUNK, gelu_range, &j);
   return GCC_OK;
 }
 
 gcc_status gcc_cpu_gelu_grad(const gcc_kernel_args *a) {
-  const float *dy = (const float *)a->in[0]->data, *x = (const float *)a->in[1]->data;
-  float *dx = (float *)a->out[0]->data;
-  if (gcc_gelu_is_tanh(a->node))
-    gelu_tanh_grad_loop(dy, x, dx, a->out[0]->numel);
-  else
-    gelu_erf_grad_loop(dy, x, dx, a->out[0]->numel);
+  gelu_job j = {(const float *)a->in[0]->data, (const float *)a->in[1]->data,
+                (float *)a->out[0]->data, gcc_gelu_is_tanh(a->node)};
+  const int64_t n = a->out[0]->numel;
+  gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n), n, GELU_CHUNK, gelu_grad_range, &j);
   return GCC_OK;
 }
 

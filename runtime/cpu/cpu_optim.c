@@ -12,6 +12,7 @@
 
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/cpu_parallel.h"
 
 /* Hot loops compiled for AVX2 and baseline x86-64 (as cpu_kernels.c): both
  * clones give the same bits (ISO C, no FMA contraction). */
@@ -147,6 +148,22 @@ gcc_status gcc_cpu_sgd(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
+/* adam_loop over parts of the elements (cpu_parallel.h), each part's
+ * non-finite flag in bad[part] */
+typedef struct adam_job {
+  float *p;
+  const float *g;
+  float *m, *v;
+  float b1, b2, eps, wd, step_size, bc2_sqrt, decay, inv, clip;
+  uint32_t bad[GCC_CPU_PARALLEL_MAX_PARTS];
+} adam_job;
+
+static void adam_range(void *u, int part, int64_t b, int64_t e) {
+  adam_job *j = u;
+  j->bad[part] = adam_loop(j->p + b, j->g + b, j->m + b, j->v + b, e - b, j->b1, j->b2, j->eps,
+                           j->wd, j->step_size, j->bc2_sqrt, j->decay, j->inv, j->clip);
+}
+
 gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   const gcc_node *n = a->node;
   float *p = F32(a->in[0]), *m = F32(a->in[2]), *v = F32(a->in[3]);
@@ -169,8 +186,26 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   /* AdamW: torch's param.mul_(1 - lr * weight_decay), in float32 */
   int decoupled = (int)n->av[ADAM_DECOUPLED].i;
   float decay = decoupled ? (float)(1.0 - (double)lr * wd) : 1.0f;
-  uint32_t bad = adam_loop(p, g, m, v, a->in[0]->numel, b1, b2, eps, decoupled ? 0.0f : wd,
-                           step_size, bc2_sqrt, decay, inv, clip_coef(a, ADAM_IN_CLIP));
+  adam_job j = {p,
+                g,
+                m,
+                v,
+                b1,
+                b2,
+                eps,
+                decoupled ? 0.0f : wd,
+                step_size,
+                bc2_sqrt,
+                decay,
+                inv,
+                clip_coef(a, ADAM_IN_CLIP),
+                {0}};
+  const int64_t numel = a->in[0]->numel;
+  const int parts =
+      gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, numel), numel, 16, adam_range, &j);
+  uint32_t bad = 0;
+  for (int i = 0; i < parts; i++)
+    bad |= j.bad[i];
   count_update(a, bad);
   store_copy(a, p);
   return GCC_OK;
