@@ -182,7 +182,10 @@ def sgd_steps(model, x, labels, frozen, channels_last):
         losses.append(loss.item())
     state = {k: v.detach().contiguous().numpy().astype(np.float32)
              for k, v in m.state_dict().items()
-             if not k.endswith("num_batches_tracked") and k not in frozen}
+             if not k.endswith("num_batches_tracked") and k not in frozen
+             # integer buffers (Swin's relative_position_index) are constant
+             # indices that training never changes; gcc-train folds them
+             and v.is_floating_point()}
     return losses, state
 
 

@@ -333,6 +333,12 @@ static gcc_status materialise(nctx *c, ival *v, int *ir, gcc_diag *d) {
                     "value '%s' is computed from the symbolic batch size (shape arithmetic); "
                     "this node cannot read it",
                     v->name);
+  if (v->aff)
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "value '%s' is an index tensor computed from the symbolic batch size (Range "
+                    "over N); only Add, Mul, Squeeze, Unsqueeze, Reshape and Gather's indices "
+                    "can read it",
+                    v->name);
   if (v->seq)
     return node_err(c, d, GCC_ERR_UNSUPPORTED,
                     "value '%s' is a sequence (SplitToSequence); only SequenceAt at a constant "

@@ -74,7 +74,19 @@ typedef struct ival {
    * NULL; owned by the pool. Only SequenceAt at a constant position reads
    * it; any other use is an error naming it. */
   const struct iseq *seq;
+  /* an integer index tensor that depends on the symbolic batch N, held as
+   * an affine map of its indices (onnx/import_ops_affine.c), or NULL; owned
+   * by the pool. Like symv, not a constant: only the converters that fold
+   * it read it; any other use is an error naming it. */
+  const struct iaff *aff;
 } ival;
+
+/* Element [i0, i1, ...] is off + sum_d stride[d] * i_d (stride 0 on a
+ * 1-dim). */
+typedef struct iaff {
+  int64_t off;
+  int64_t stride[GCC_MAX_DIMS];
+} iaff;
 
 /* A sequence of slices of one tensor: part k is src[.., off_k : off_k +
  * sizes[k], ..] along `axis` (off_k the sum of the sizes before it), that

@@ -362,6 +362,8 @@ static gcc_status binary(nctx *c, int op, gcc_diag *d) {
 }
 
 gcc_status cv_add(nctx *c, gcc_diag *d) {
+  if (has_aff(c, 0) || has_aff(c, 1)) /* as_strided's indices over N */
+    return aff_arith(c, '+', d);
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '+', d);
   if (c->ver >= 7 && fold_f32_applies(c)) /* float constants: folded */
@@ -376,6 +378,8 @@ gcc_status cv_sub(nctx *c, gcc_diag *d) {
   return binary(c, GCC_OP_SUB, d);
 }
 gcc_status cv_mul(nctx *c, gcc_diag *d) {
+  if (has_aff(c, 0) || has_aff(c, 1)) /* as_strided's indices over N */
+    return aff_arith(c, '*', d);
   if (sym_arith_applies(c)) /* shape arithmetic: folded */
     return sym_arith(c, '*', d);
   if (c->ver >= 7 && fold_f32_applies(c)) /* float constants: folded */

@@ -27,6 +27,8 @@ gcc_status cv_gather(nctx *c, gcc_diag *d) {
   GCC_TRY(need_inputs(c, 2, 2, d));
   if (has_symv(c, 0))
     return sym_gather(c, d);
+  if (has_aff(c, 1)) /* Tensor.as_strided over N: a reshape when the identity */
+    return aff_gather(c, d);
   GCC_TRY(need_movable(c, 0, d));
   int idt = in_dt(c, 1);
   if (idt != I64 && idt != I32)

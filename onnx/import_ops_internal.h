@@ -288,6 +288,22 @@ int sym_arith_applies(nctx *c);
 gcc_status sym_arith(nctx *c, char how, gcc_diag *d);
 gcc_status cv_mod(nctx *c, gcc_diag *d);
 
+/* onnx/import_ops_affine.c: index tensors that depend on N (ival.aff),
+ * the indices of Tensor.as_strided as the default exporter writes it.
+ * has_aff: input k is one. aff_range: Range(0, k x N, delta) (iv: the
+ * start, limit factor and delta; k_sym: which input holds N); aff_arith:
+ * Add ('+') of two such maps or of an affine integer constant, Mul ('*')
+ * by an integer scalar constant; aff_reshape: input 0 to shape s when only
+ * 1-dims are added or removed; aff_gather: Gather of 1-D data by an
+ * identity map, imported as a Reshape of the data. Each refuses anything
+ * else naming the node. */
+int has_aff(nctx *c, int k);
+gcc_status aff_range(nctx *c, const int64_t iv[3], int k_sym, const sdim *limit, int dt,
+                     gcc_diag *d);
+gcc_status aff_arith(nctx *c, char how, gcc_diag *d);
+gcc_status aff_reshape(nctx *c, const tshape *s, gcc_diag *d);
+gcc_status aff_gather(nctx *c, gcc_diag *d);
+
 /* onnx/import_ops_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceL2 */
 gcc_status cv_reduce_sum(nctx *c, gcc_diag *d);
 gcc_status cv_reduce_mean(nctx *c, gcc_diag *d);

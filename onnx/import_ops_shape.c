@@ -211,6 +211,8 @@ gcc_status cv_reshape(nctx *c, gcc_diag *d) {
   ival *x = imp_val(c->I, in_idx(c, 0));
   if (x->symv)
     return sym_reshape(c, &s, d);
+  if (x->aff)
+    return aff_reshape(c, &s, d);
   if (x->is_const) { /* a constant reshaped is a constant */
     GCC_TRY(set_const(c, 0, x->onnx_dt, &s, NULL, x->bytes, d));
     ival *o = imp_val(c->I, out_idx(c, 0));
@@ -248,6 +250,8 @@ static gcc_status to_shape(nctx *c, const tshape *s, gcc_diag *d) {
   ival *x = imp_val(c->I, in_idx(c, 0));
   if (x->symv)
     return sym_reshape(c, s, d);
+  if (x->aff)
+    return aff_reshape(c, s, d);
   if (x->is_const) {
     GCC_TRY(set_const(c, 0, x->onnx_dt, s, NULL, x->bytes, d));
     ival *o = imp_val(c->I, out_idx(c, 0));

@@ -384,8 +384,10 @@ gcc_status cv_mod(nctx *c, gcc_diag *d) {
  * value computed at import (int64, int32) or a float constant: folded to
  * the constant [start, start + delta, ...) of max(ceil((limit - start) /
  * delta), 0) elements (ONNX's definition; torch.arange as the exporters
- * write it). A bound that depends on the batch, or an empty range, is
- * refused naming the node. */
+ * write it). Range(0, k x N, delta), the limit from the batch, is the
+ * affine index tensor of onnx/import_ops_affine.c (Tensor.as_strided's
+ * indices); any other bound that depends on the batch, or an empty range,
+ * is refused naming the node. */
 gcc_status cv_range(nctx *c, gcc_diag *d) {
   GCC_TRY(allow_attrs(c, d, (char *)NULL));
   GCC_TRY(need_inputs(c, 3, 3, d));
@@ -409,11 +411,18 @@ gcc_status cv_range(nctx *c, gcc_diag *d) {
       const sdim *x;
       int64_t n;
       GCC_TRY(sym_in(c, k, &x, &n, d));
-      if (x[0].sym)
-        return node_err(c, d, GCC_ERR_UNSUPPORTED,
-                        "%s is %" PRId64 " x the batch size: a range whose length depends on the "
-                        "batch is not supported",
-                        kWhat[k], x[0].v);
+      if (x[0].sym) { /* as_strided's indices: an affine map over N */
+        if (k != 1 || !(iv[0] == 0 && !has_symv(c, 0)) || has_symv(c, 2))
+          return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                          "%s is %" PRId64 " x the batch size: only the limit of Range(0, k x N, "
+                          "delta) may depend on the batch",
+                          kWhat[k], x[0].v);
+        const int64_t *dl;
+        int64_t nd;
+        GCC_TRY(const_ints(c, in_idx(c, 2), kWhat[2], &dl, &nd, d));
+        int64_t abc[3] = {0, x[0].v, dl[0]};
+        return aff_range(c, abc, 1, &x[0], dt, d);
+      }
       iv[k] = x[0].v;
       v[k] = (double)x[0].v;
     } else if (dt == F32) {

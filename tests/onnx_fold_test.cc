@@ -3,7 +3,7 @@
 // batch is symbolic (onnx/import_ops_shapecalc.c, import_ops_sequence.c,
 // import_ops_fold.c): CastLike, Range, ConstantOfShape of a shape value,
 // SplitToSequence + SequenceAt, float arithmetic of constants, Trilu of a
-// constant. Each graph is built with tests/onnx_builder.h; the folds leave
+// constant, Tensor.as_strided's indices over the batch (import_ops_affine.c). Each graph is built with tests/onnx_builder.h; the folds leave
 // only the IR ops named, and the results equal numpy's, written out here
 // (every value exact in float32: small integers, halves and quarters), at
 // batch 1 and 3; the forms that cannot fold are refused naming the value.
@@ -427,6 +427,95 @@ TEST(OnnxFold, GatherNDOfOneIndexPerTupleIsGather) {
   Import(m2, &r2);
   EXPECT_EQ(r2.status, GCC_ERR_UNSUPPORTED);
   EXPECT_NE(r2.msg.find("one index per tuple"), std::string::npos) << r2.msg;
+}
+
+// Tensor.as_strided as the default exporter writes it (Swin-T's
+// torch.flatten of its [N, C, 1, 1] pool): x [N, 3, 2] flattened, then a
+// Gather by off + Range(0, N, 1) * s0 + Range(0, 3, 1) * s1 + Range(0, 2,
+// 1) * s2, each unsqueezed to [N, 3, 2]'s rank. With off 0 and strides
+// (6, 2, 1) the indices are the identity: an IR Reshape, y == x at batch 1
+// and 3 (the reference: the same elements, as numpy's as_strided of a
+// contiguous array with its own strides). Other strides or offsets, and a
+// Range over N that does not start at 0, are refused naming the node.
+void AsStrided(OnnxModel &m, int64_t off, int64_t s0, int64_t s1, int64_t s2, int64_t start) {
+  m.Input("x", {kBatch, 3, 2});
+  m.InitI64("flat", {1}, {-1});
+  m.InitI64("i0", {}, {start});
+  m.InitI64("i1", {}, {1});
+  m.InitI64("three", {}, {3});
+  m.InitI64("two", {}, {2});
+  m.InitI64("off", {}, {off});
+  m.InitI64("s0", {}, {s0});
+  m.InitI64("s1", {}, {s1});
+  m.InitI64("s2", {}, {s2});
+  m.InitI64("zero", {}, {0});
+  m.InitI64("ax0", {1}, {0});
+  m.InitI64("ax12", {2}, {1, 2});
+  m.InitI64("ax01", {2}, {0, 1});
+  m.InitI64("ax02", {2}, {0, 2});
+  m.Node("Reshape", {"x", "flat"}, {"xf"});
+  m.Node("Shape", {"x"}, {"s"});
+  m.Node("Gather", {"s", "zero"}, {"n"}, {m.Int("axis", 0)});
+  m.Node("Range", {"i0", "n", "i1"}, {"rn"});
+  m.Node("Mul", {"rn", "s0"}, {"a0"});
+  m.Node("Unsqueeze", {"a0", "ax12"}, {"u0"}); // [N, 1, 1]
+  m.Node("Add", {"off", "u0"}, {"b0"});
+  m.Node("Range", {"zero", "three", "i1"}, {"r1"});
+  m.Node("Mul", {"r1", "s1"}, {"a1"});
+  m.Node("Unsqueeze", {"a1", "ax02"}, {"u1"}); // [1, 3, 1], a constant
+  m.Node("Add", {"b0", "u1"}, {"b1"});
+  m.Node("Range", {"zero", "two", "i1"}, {"r2"});
+  m.Node("Mul", {"r2", "s2"}, {"a2"});
+  m.Node("Unsqueeze", {"a2", "ax01"}, {"u2"}); // [1, 1, 2]
+  m.Node("Add", {"b1", "u2"}, {"idx"});        // [N, 3, 2]
+  m.Node("Gather", {"xf", "idx"}, {"y"}, {m.Int("axis", 0)});
+  m.Output("y");
+}
+
+TEST(OnnxFold, AsStridedOverTheBatchIsAReshape) {
+  OnnxModel m(18);
+  AsStrided(m, 0, 6, 2, 1, 0);
+  Imported r;
+  Import(m, &r);
+  ASSERT_EQ(r.status, GCC_OK) << r.msg;
+  EXPECT_EQ(r.g->n_nodes, 2) << "the flatten and the Gather, as Reshapes";
+  EXPECT_EQ(CountOp(r.g, GCC_OP_RESHAPE), 2);
+  for (int64_t b : {1, 3}) {
+    std::vector<float> x = Count(6 * b);
+    EXPECT_EQ(RunCpu(r.g, x, b), x);
+  }
+  struct Bad {
+    int64_t off, s0, s1, s2, start;
+    const char *what;
+  } bad[] = {
+      {0, 6, 1, 3, 0, "not the identity"}, // a transpose of the last two dims
+      {1, 6, 2, 1, 0, "not the identity"}, // shifted by one element
+      {0, 6, 2, 1, 1, "Range(0, k x N"},   // Range(1, N, 1)
+  };
+  for (const Bad &c : bad) {
+    OnnxModel m2(18);
+    AsStrided(m2, c.off, c.s0, c.s1, c.s2, c.start);
+    Imported r2;
+    Import(m2, &r2);
+    EXPECT_EQ(r2.status, GCC_ERR_UNSUPPORTED) << c.what;
+    EXPECT_NE(r2.msg.find(c.what), std::string::npos) << r2.msg;
+  }
+  // an index tensor over N read by anything else is refused naming it
+  OnnxModel m3(18);
+  m3.Input("x", {kBatch, 3});
+  m3.InitI64("i0", {}, {0});
+  m3.InitI64("i1", {}, {1});
+  m3.InitI64("nonaffine", {3}, {0, 1, 5});
+  m3.Node("Shape", {"x"}, {"s"});
+  m3.Node("Gather", {"s", "i0"}, {"n"}, {m3.Int("axis", 0)});
+  m3.Node("Range", {"i0", "n", "i1"}, {"r"});
+  m3.Node("Unsqueeze", {"r", "i1"}, {"ru"}); // [N, 1]
+  m3.Node("Add", {"ru", "nonaffine"}, {"y"});
+  m3.Output("y");
+  Imported r3;
+  Import(m3, &r3);
+  EXPECT_EQ(r3.status, GCC_ERR_UNSUPPORTED);
+  EXPECT_NE(r3.msg.find("not an affine function"), std::string::npos) << r3.msg;
 }
 
 } // namespace
