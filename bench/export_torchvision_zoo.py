@@ -97,7 +97,8 @@ def build(name):
     last = [mod for mod in m.modules() if isinstance(mod, torch.nn.Linear)]
     if last:
         torch.nn.init.normal_(last[-1].weight, 0.0, 0.02)
-        torch.nn.init.normal_(last[-1].bias, 0.0, 0.02)
+        if last[-1].bias is not None:  # MaxViT's head has none
+            torch.nn.init.normal_(last[-1].bias, 0.0, 0.02)
     gen = torch.Generator().manual_seed(2)
     bns = []
     for mod in m.modules():
