@@ -145,7 +145,10 @@ def sgd_steps(model, x, labels, frozen, channels_last):
         losses.append(loss.item())
     state = {k: v.detach().contiguous().numpy().astype(np.float32)
              for k, v in m.state_dict().items()
-             if not k.endswith("num_batches_tracked") and k not in frozen}
+             if not k.endswith("num_batches_tracked") and k not in frozen
+             # integer buffers (MaxViT's and Swin's relative_position_index) are no
+             # parameters or running statistics
+             and v.is_floating_point()}
     return losses, state
 
 
@@ -191,6 +194,11 @@ def folded_reference(model, onnx_path, x, labels, path):
     names, state, frozen = {}, fused.state_dict(), set()
     for k in state:
         if k.endswith("num_batches_tracked"):
+            continue
+        if k.startswith("_tensor_constant"):
+            # a constant torch.fx's tracing made an attribute (MaxViT's relative
+            # position index): not a parameter, not in the file by that name
+            frozen.add(k)
             continue
         cand = [k, k[:-len(".bias")] + ".weight_bias"] if k.endswith(".bias") else [k]
         hit = [c for c in cand if c in file]
