@@ -135,7 +135,8 @@ def build(name):
     last = [mod for mod in m.modules() if isinstance(mod, torch.nn.Linear)]
     if last:
         torch.nn.init.normal_(last[-1].weight, 0.0, 0.02)
-        torch.nn.init.normal_(last[-1].bias, 0.0, 0.02)
+        if last[-1].bias is not None:  # MaxViT's head has none
+            torch.nn.init.normal_(last[-1].bias, 0.0, 0.02)
     gen = torch.Generator().manual_seed(2)
     bns = []
     for mod in m.modules():
@@ -183,8 +184,8 @@ def sgd_steps(model, x, labels, frozen, channels_last):
     state = {k: v.detach().contiguous().numpy().astype(np.float32)
              for k, v in m.state_dict().items()
              if not k.endswith("num_batches_tracked") and k not in frozen
-             # integer buffers (Swin's relative_position_index) are constant
-             # indices that training never changes; gcc-train folds them
+             # integer buffers (MaxViT's and Swin's relative_position_index) are no
+             # parameters or running statistics
              and v.is_floating_point()}
     return losses, state
 
@@ -231,6 +232,11 @@ def folded_reference(model, onnx_path, x, labels, path):
     names, state, frozen = {}, fused.state_dict(), set()
     for k in state:
         if k.endswith("num_batches_tracked"):
+            continue
+        if k.startswith("_tensor_constant"):
+            # a constant torch.fx's tracing made an attribute (MaxViT's relative
+            # position index): not a parameter, not in the file by that name
+            frozen.add(k)
             continue
         cand = [k, k[:-len(".bias")] + ".weight_bias"] if k.endswith(".bias") else [k]
         hit = [c for c in cand if c in file]

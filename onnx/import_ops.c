@@ -50,6 +50,7 @@ static const onnx_op_map kOnnxOps[] = {
     {"Dropout", {1, 6, 7, 10, 12, 13}, cv_dropout, "folded (identity), or Dropout to train"},
     {"Expand", {8, 13}, cv_expand, "Expand (folded for constants)"},
     {"Elu", {1, 6}, cv_elu, "Elu"},
+    {"Einsum", {12}, cv_einsum, "Transpose + Reshape + MatMul + ReduceSumTo + Slice"},
     {"Equal", {1, 7, 11, 13, 19}, cv_equal, "Equal (folded for constants)"},
     {"Erf", {9, 13}, cv_erf, "Erf"},
     {"Exp", {1, 6, 13}, cv_exp, "Exp"},

@@ -22,6 +22,7 @@
  *   onnx/import_ops_select.c       Size (folded), Trilu, ArgMax, ArgMin
  *   onnx/import_ops_logic.c        Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, And,
  *                                  Or, Xor, Where (bool values)
+ *   onnx/import_ops_einsum.c       Einsum (Transpose, Reshape, MatMul, ReduceSumTo, Slice)
  *   onnx/import_ops_shape.c        Softmax, LogSoftmax, LRN and the shape ops (Flatten, Reshape,
  *                                  Squeeze, Unsqueeze, Concat, Transpose, Pad)
  */
@@ -324,5 +325,9 @@ gcc_status cv_arg_min(nctx *c, gcc_diag *d);
  * -axis), folded: sym_neg_applies says whether the node's input is one. */
 int sym_neg_applies(nctx *c);
 gcc_status sym_neg(nctx *c, gcc_diag *d);
+
+/* onnx/import_ops_einsum.c: Einsum-12 lowered onto Transpose, Reshape,
+ * MatMul, ReduceSumTo and Slice (diagonals) */
+gcc_status cv_einsum(nctx *c, gcc_diag *d);
 
 #endif /* GCC_ONNX_IMPORT_OPS_INTERNAL_H */
