@@ -3,7 +3,9 @@
  * LessOrEqual, GreaterOrEqual), logical ops (Not, And, Or, Xor) and Where:
  * bool (elem_type 9) values, numpy broadcasting. Nodes whose inputs are
  * all constants are folded (the masks and shape selections exporters
- * compute from initializers); the others become IR nodes (graph/ops.h).
+ * compute from initializers), as are Equal and Where of shape values that
+ * hold the symbolic batch (sym_equal, sym_where); the others become IR
+ * nodes (graph/ops.h).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -142,6 +144,88 @@ static gcc_status emit_n(nctx *c, int op, int kind, int out_dt, gcc_diag *d) {
   return emit(c, op, ins, n, 0, out_dt, &s, NULL, &node, d);
 }
 
+/* Equal of shape values that hold the symbolic batch N (sym_in: v or v * N
+ * per element) against each other or integer constants, 1-D or scalars:
+ * decided for every N >= 1 or refused. v * N == c holds for no N >= 1
+ * unless c / v is a whole number >= 1 (so [N, -1] == -1 is [false, true]),
+ * v * N == w * N iff v == w; what depends on N's value (2N == 4) is refused
+ * naming the elements. The TorchScript
+ * exporter's `x.expand(N, -1, -1)` (ViT's class token) writes
+ * Where(Equal([N, -1, -1], [-1, -1, -1]), 1, [N, -1, -1]) into Expand's
+ * shape. */
+static gcc_status sym_equal(nctx *c, gcc_diag *d) {
+  const sdim *a, *b;
+  int64_t na, nb;
+  GCC_TRY(sym_in(c, 0, &a, &na, d));
+  GCC_TRY(sym_in(c, 1, &b, &nb, d));
+  if (na != nb && na != 1 && nb != 1)
+    return node_err(c, d, GCC_ERR_SHAPE, "operands of %" PRId64 " and %" PRId64 " elements", na,
+                    nb);
+  int64_t n = na > nb ? na : nb;
+  uint8_t *r = malloc((size_t)(n > 0 ? n : 1));
+  if (!r)
+    return oom(d);
+  for (int64_t i = 0; i < n; i++) {
+    sdim x = a[na == 1 ? 0 : i], y = b[nb == 1 ? 0 : i];
+    if (x.sym && y.sym) {
+      r[i] = x.v == y.v;
+      continue;
+    }
+    if (!x.sym && !y.sym) {
+      r[i] = x.v == y.v;
+      continue;
+    }
+    sdim s = x.sym ? x : y, k = x.sym ? y : x; /* s.v * N against the constant k.v */
+    /* s.v * N == k.v for some N >= 1 only if k.v / s.v is a whole number >= 1 */
+    if (s.v == 0 || k.v == 0 || k.v % s.v != 0 || k.v / s.v < 1) {
+      r[i] = s.v == 0 && k.v == 0;
+      continue;
+    }
+    free(r);
+    return node_err(c, d, GCC_ERR_UNSUPPORTED,
+                    "shape arithmetic %" PRId64 "N == %" PRId64
+                    " depends on the symbolic batch N's value; it cannot be folded",
+                    s.v, k.v);
+  }
+  tshape sh = na >= nb ? *in_sh(c, 0) : *in_sh(c, 1);
+  GCC_TRY(set_const(c, 0, BOOL_DT, &sh, r, (size_t)n, d));
+  mark_folded(c);
+  return GCC_OK;
+}
+
+/* Where with a constant condition choosing between shape values holding N
+ * and integer constants (1-D or scalars): the chosen elements, a shape value
+ * again (see sym_equal). */
+static gcc_status sym_where(nctx *c, gcc_diag *d) {
+  const ival *cv = imp_val(c->I, in_idx(c, 0));
+  int64_t nc = tshape_static_numel(&cv->sh);
+  const sdim *x, *y;
+  int64_t nx, ny;
+  GCC_TRY(sym_in(c, 1, &x, &nx, d));
+  GCC_TRY(sym_in(c, 2, &y, &ny, d));
+  int64_t n = nc > nx ? nc : nx;
+  n = ny > n ? ny : n;
+  if ((nc != n && nc != 1) || (nx != n && nx != 1) || (ny != n && ny != 1) ||
+      in_sh(c, 0)->ndim > 1 || in_sh(c, 1)->ndim > 1 || in_sh(c, 2)->ndim > 1)
+    return node_err(c, d, GCC_ERR_SHAPE,
+                    "a selection between shape values needs 1-D operands of one length or "
+                    "scalars (%" PRId64 ", %" PRId64 " and %" PRId64 " elements)",
+                    nc, nx, ny);
+  sdim *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+  if (!r)
+    return oom(d);
+  GCC_TRY(pool_add(c->I, r, d));
+  for (int64_t i = 0; i < n; i++)
+    r[i] = ((const uint8_t *)cv->data)[nc == 1 ? 0 : i] ? x[nx == 1 ? 0 : i] : y[ny == 1 ? 0 : i];
+  tshape sh = {1, {{n, 0}}};
+  if (in_sh(c, 0)->ndim == 0 && in_sh(c, 1)->ndim == 0 && in_sh(c, 2)->ndim == 0)
+    sh.ndim = 0;
+  GCC_TRY(set_sym(c, 0, &sh, r, n, d));
+  imp_val(c->I, out_idx(c, 0))->onnx_dt = in_dt(c, 1);
+  mark_folded(c);
+  return GCC_OK;
+}
+
 /* Equal (1, 7, 11, 13, 19), Less / Greater (1, 7, 9, 13), LessOrEqual /
  * GreaterOrEqual (12, 16): two inputs of one dtype; bool only for Equal
  * (from opset 11). Opset < 7 (legacy `broadcast` attribute) is refused. */
@@ -155,6 +239,8 @@ static gcc_status comparison(nctx *c, int op, int kind, int bool_ok, gcc_diag *d
   if (in_dt(c, 1) != in_dt(c, 0))
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "A is %s but B is %s",
                     onnx_dtype_name(in_dt(c, 0)), onnx_dtype_name(in_dt(c, 1)));
+  if (kind == K_EQ && (has_symv(c, 0) || has_symv(c, 1)))
+    return sym_equal(c, d);
   return emit_n(c, op, kind, BOOL_DT, d);
 }
 
@@ -210,5 +296,8 @@ gcc_status cv_where(nctx *c, gcc_diag *d) {
   if (in_dt(c, 2) != in_dt(c, 1))
     return node_err(c, d, GCC_ERR_INVALID_GRAPH, "X is %s but Y is %s",
                     onnx_dtype_name(in_dt(c, 1)), onnx_dtype_name(in_dt(c, 2)));
+  const ival *cond = imp_val(c->I, in_idx(c, 0));
+  if ((has_symv(c, 1) || has_symv(c, 2)) && cond->is_const)
+    return sym_where(c, d);
   return emit_n(c, GCC_OP_WHERE, K_WHERE, in_dt(c, 1), d);
 }

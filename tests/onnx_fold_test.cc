@@ -223,6 +223,52 @@ TEST(OnnxFold, ConstantOfShapeOfAShapeValue) {
   EXPECT_EQ(y2, (std::vector<float>{2, 3, 4}));
 }
 
+// ViT's class token through the TorchScript exporter: cls.expand(N, -1, -1)
+// becomes Expand(cls, Where(Equal([N, -1, -1], -1), 1, [N, -1, -1])): the
+// Equal and Where of a shape value holding N fold (N == -1 is false for
+// every N >= 1), so the Expand's shape is [N, 1, 1]. A comparison whose
+// answer depends on N (N == 2) is refused naming the node.
+TEST(OnnxFold, EqualAndWhereOfAShapeWithTheBatchFold) {
+  for (int64_t probe : {-1, 2}) {
+    OnnxModel m(17);
+    m.Input("x", {kBatch, 2, 4});
+    ConstF(m, "cls", {1, 1, 4}, {10, 20, 30, 40});
+    m.InitI64("zero", {}, {0});
+    m.InitI64("axes0", {1}, {0});
+    m.InitI64("minus", {2}, {-1, -1});
+    m.InitI64("probe", {3}, {probe, -1, -1});
+    m.InitI64("ones", {3}, {1, 1, 1});
+    m.Node("Shape", {"x"}, {"s"});
+    m.Node("Gather", {"s", "zero"}, {"n"});
+    m.Node("Unsqueeze", {"n", "axes0"}, {"n1"});
+    m.Node("Concat", {"n1", "minus"}, {"shp"}, {m.Int("axis", 0)});
+    m.Node("Equal", {"shp", "probe"}, {"eq"}, {}, "eq");
+    m.Node("Where", {"eq", "ones", "shp"}, {"w"});
+    m.Node("Expand", {"cls", "w"}, {"t"});
+    m.Node("Concat", {"t", "x"}, {"y"}, {m.Int("axis", 1)});
+    m.Output("y");
+    Imported r;
+    Import(m, &r);
+    if (probe == 2) {
+      EXPECT_EQ(r.status, GCC_ERR_UNSUPPORTED) << r.msg;
+      EXPECT_NE(r.msg.find("'eq'"), std::string::npos) << r.msg;
+      EXPECT_NE(r.msg.find("1N == 2"), std::string::npos) << r.msg;
+      continue;
+    }
+    ASSERT_EQ(r.status, GCC_OK) << r.msg;
+    EXPECT_EQ(CountOp(r.g, GCC_OP_EQUAL), 0);
+    EXPECT_EQ(CountOp(r.g, GCC_OP_WHERE), 0);
+    for (int64_t b : {1, 3}) {
+      std::vector<float> x = Count(8 * b), y = RunCpu(r.g, x, b), want;
+      for (int64_t i = 0; i < b; i++) {
+        want.insert(want.end(), {10, 20, 30, 40});
+        want.insert(want.end(), x.begin() + 8 * i, x.begin() + 8 * (i + 1));
+      }
+      EXPECT_EQ(y, want) << "batch " << b;
+    }
+  }
+}
+
 // q, k, v = x.split(2, dim=1) as SplitToSequence + SequenceAt; and a split
 // into parts of 1 with keepdims 0 (torch.unbind); other sequence uses refused.
 TEST(OnnxFold, SplitToSequenceAndSequenceAtAreSlices) {
