@@ -25,14 +25,20 @@ and for training:
       loaded with the file's own folded values, trained in train() mode
       (BatchNorms not after a Conv stay and train on batch statistics; an
       all-zero Conv bias the exporter dropped stays zero)
+  DIR/<model>.dynamo.train.onnx  only where that export's optimizer folded
+      parameters into new initializers (ConvNeXt-Tiny, Swin-T, MaxViT-T:
+      transposed Linear weights, gathered position biases): the same
+      exporter with optimize=False, whose initializers are the state_dict's;
+      its reference is the model itself trained in train() mode
   DIR/<model>.<exporter>.train.fix  (tests/fixture.h format) PyTorch's
       reference: the batch x [B, 3, S, S] and labels (B = --train-batch,
       default 2: the eval input; a larger B draws its own batch, and labels
       i * 7 mod classes), the recipe (SGD lr,
       momentum, weight decay), the CrossEntropyLoss of each of 3 SGD steps
       of model.train() on that batch, and every parameter and running
-      statistic after them ("final.<state_dict name>", the ONNX initializer
-      names). Two files because the TRAINING export itself runs one forward
+      statistic after the first step and after the third ("final.<state_dict
+      name>", the ONNX initializer names), from three runs: float32 NCHW,
+      float32 channels_last and float64 (see train_reference). Two files because the TRAINING export itself runs one forward
       in training mode: its file holds the running statistics as that
       forward left them, the eval export's the ones before it.
 
