@@ -37,8 +37,9 @@ and for training:
       momentum, weight decay), the CrossEntropyLoss of each of 3 SGD steps
       of model.train() on that batch, and every parameter and running
       statistic after the first step and after the third ("final.<state_dict
-      name>", the ONNX initializer names), from three runs: float32 NCHW,
-      float32 channels_last and float64 (see train_reference). Two files because the TRAINING export itself runs one forward
+      name>", the ONNX initializer names), from four runs: float32 NCHW,
+      float32 channels_last, float32 with ulp-perturbed inputs and float64
+      (see train_reference). Two files because the TRAINING export itself runs one forward
       in training mode: its file holds the running statistics as that
       forward left them, the eval export's the ones before it.
 
@@ -168,14 +169,31 @@ def build(name):
     return m.eval()
 
 
-def sgd_steps(model, x, labels, frozen, channels_last, f64=False):
+def sgd_steps(model, x, labels, frozen, channels_last, f64=False, perturb=False):
     """3 SGD steps of model.train(); the losses, the state after the first
     step and the final state (float64 arrays with f64: the model and the
-    batch in float64, a reference for the float32 runs' rounding)."""
+    batch in float64, a reference for the float32 runs' rounding). perturb:
+    the batch and every floating parameter and buffer multiplied by
+    (1 + 2^-23 u), u uniform in [-1, 1] (seeded): a float32 rounding of
+    every input, which the network then amplifies as it amplifies its own
+    rounding (a training BatchNorm over a nearly constant channel included,
+    which the channels_last run, summing its statistics in the same
+    order, does not probe)."""
     m = copy.deepcopy(model).train()
     if f64:
         m = m.double()
         x = x.double()
+    if perturb:
+        gen = torch.Generator().manual_seed(4)
+
+        def ulp_noise(t):
+            return t * (1 + (torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1)
+                        * 2.0 ** -23).to(t.dtype)
+        x = ulp_noise(x)
+        with torch.no_grad():
+            for v in list(m.parameters()) + list(m.buffers()):
+                if v.is_floating_point():
+                    v.copy_(ulp_noise(v))
     for k, p in m.named_parameters():
         # fuse_conv_bn_eval's new Conv biases come frozen: trained here
         p.requires_grad_(k not in frozen)
@@ -211,14 +229,17 @@ def train_reference(model, x, labels, path, names=None, frozen=()):
     `names` maps state_dict names to the ONNX file's initializer names;
     parameters named in `frozen` are not trained (nor written).
 
-    Three times: in float32 NCHW ("loss.N", "final.NAME") and channels_last
-    ("alt.loss.N", "alt.NAME"), whose convolutions sum in another order, and
-    in float64 NCHW ("f64.loss.N", "f64.NAME", float64 arrays); and each
-    run's state after the first step ("step1.f32.NAME", "step1.alt.NAME",
+    Four times: in float32 NCHW ("loss.N", "final.NAME"), channels_last
+    ("alt.loss.N", "alt.NAME"), whose convolutions sum in another order,
+    and NCHW with every input and parameter perturbed by a float32 rounding
+    ("pert.loss.N", "pert.NAME"), and in float64 NCHW ("f64.loss.N",
+    "f64.NAME", float64 arrays); and each run's state after the first step
+    ("step1.f32.NAME", "step1.alt.NAME", "step1.pert.NAME",
     "step1.f64.NAME"). The float64 run is the reference the test measures
-    every float32 run against (normwise per tensor): PyTorch's two float32
-    runs' distance from it is how much this very computation amplifies
-    float32 rounding, which the test allows gcc-train's float32 steps too.
+    every float32 run against (normwise per tensor): PyTorch's three
+    float32 runs' distance from it is how much this very computation
+    amplifies float32 rounding, which the test allows gcc-train's float32
+    steps too.
     After one step that distance is rounding in one gradient; after three
     it can be as large as the update itself (MobileNetV2: PyTorch's float32
     loss at step 3 is 1.5% from float64's), which is why the first step is
@@ -236,8 +257,9 @@ def train_reference(model, x, labels, path, names=None, frozen=()):
     fw.add("lr", np.float64(LR))
     fw.add("momentum", np.float64(MOMENTUM))
     fw.add("weight_decay", np.float64(WD))
-    for prefix, cl, f64 in (("", False, False), ("alt.", True, False), ("f64.", False, True)):
-        losses, first, state = sgd_steps(model, x, labels, frozen, cl, f64)
+    for prefix, cl, f64, pert in (("", False, False, False), ("alt.", True, False, False),
+                                  ("pert.", False, False, True), ("f64.", False, True, False)):
+        losses, first, state = sgd_steps(model, x, labels, frozen, cl, f64, pert)
         for step, loss in enumerate(losses, 1):
             fw.add("%sloss.%d" % (prefix, step), np.float64(loss))
         for k, v in state.items():
