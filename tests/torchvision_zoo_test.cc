@@ -266,11 +266,15 @@ TEST(TorchvisionZoo, EvalExportsMatchPyTorchOnCpuAndCudaPlans) {
 // PyTorch's float32 loss at step 3 is 1.5% from float64's, P is a third of
 // M). After the first step, P is the rounding of one gradient: so every
 // tensor is judged after step 1 (the fixture's step1.* records) and after
-// step 3. A row is "yes" when every tensor and loss passes at both and at
-// most 5% of the moving tensors (M > 1e-6: the rest only feel weight
-// decay) are undecided after step 1; "MISMATCH" when one fails; "undecided"
-// otherwise.
-constexpr double kAlt = 4, kFloor = 0x1p-20;
+// step 3. A tensor "moves" when M > 2 kFloor: the rest move by less than
+// float32 resolves of them after a step (weight decay alone moves a tensor
+// by lr * wd = 1e-7 of its norm; ConvNeXt's blocks behind a layer scale of
+// 1e-6 get gradients of that order), so no float32 comparison can judge
+// their gradient; they are compared, but counted neither way. A row is
+// "yes" when every tensor and loss passes at both steps and at most 5% of
+// the moving tensors are undecided after step 1; "MISMATCH" when one
+// fails; "undecided" otherwise.
+constexpr double kAlt = 4, kFloor = 0x1p-20, kMoving = 2 * kFloor;
 
 // Adds labels, cross-entropy on "logits" and the reference's recipe.
 std::string AddLossAndRecipe(gcc_graph *g, const gcc_test::Fixture &fx) {
@@ -400,7 +404,7 @@ double JudgeState(gcc_session *s, const gcc_test::Fixture &fx,
     worst = std::max(worst, j.err);
     if (stage)
       res->worst_pt = std::max(res->worst_pt, j.pt);
-    if (j.move > 1e-6) {
+    if (j.move > kMoving) {
       res->moving[stage]++;
       res->undecided[stage] += j.undecided;
     }
