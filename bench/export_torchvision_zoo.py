@@ -272,6 +272,14 @@ def train_reference(model, x, labels, path, names=None, frozen=()):
 def folded_reference(model, onnx_path, x, labels, path):
     """The reference for training the dynamo export (BatchNorms folded into
     the Convs): the fx-fused model with the file's values."""
+    fused, names, frozen = folded_model(model, onnx_path)
+    train_reference(fused, x, labels, path, names, frozen)
+
+
+def folded_model(model, onnx_path):
+    """The fx-fused model loaded with the dynamo export's folded values; the
+    map from its state_dict names to the file's initializer names, and the
+    names it does not train."""
     import onnx
     import onnx.numpy_helper
     import torch.fx.experimental.optimization
@@ -298,7 +306,7 @@ def folded_reference(model, onnx_path, x, labels, path):
         names[k] = hit[0]
         state[k] = torch.from_numpy(onnx.numpy_helper.to_array(file[hit[0]]).copy())
     fused.load_state_dict(state)
-    train_reference(fused, x, labels, path, names, frozen)
+    return fused, names, frozen
 
 
 def export(model, x, path, exporter, training=False, optimize=True):

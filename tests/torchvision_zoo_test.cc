@@ -349,6 +349,31 @@ struct TrainResult {
   int moving[2] = {0, 0}, undecided[2] = {0, 0}; // after step 1, after step 3
 };
 
+// Writes `values` with the shape of the fixture record `like` as .npy.
+void DumpNpy(const std::string &path, const gcc_test::FixtureArray &like, const float *values) {
+  gcc_shape sh{};
+  sh.ndim = (int)like.dims.size();
+  for (int k = 0; k < sh.ndim && k < GCC_MAX_DIMS; k++)
+    sh.dims[k] = like.dims[k];
+  if (sh.ndim == 0) {
+    sh.ndim = 1;
+    sh.dims[0] = 1;
+  }
+  uint8_t *bytes = nullptr;
+  size_t size = 0;
+  gcc_diag d{};
+  if (gcc_npy_encode_f32(&sh, values, &bytes, &size, &d) != GCC_OK) {
+    ADD_FAILURE() << path << ": " << d.msg;
+    return;
+  }
+  FILE *f = std::fopen(path.c_str(), "wb");
+  EXPECT_TRUE(f && std::fwrite(bytes, 1, size, f) == size) << "cannot write " << path;
+  if (f)
+    std::fclose(f);
+  free(bytes);
+  std::printf("[zoo-train]   wrote %s\n", path.c_str());
+}
+
 bool EndsWith(const std::string &s, const std::string &suffix) {
   return s.size() > suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -360,7 +385,7 @@ bool EndsWith(const std::string &s, const std::string &suffix) {
 double JudgeState(gcc_session *s, const gcc_test::Fixture &fx,
                   const std::vector<std::string> &names,
                   const std::vector<std::vector<float>> &init, const std::vector<std::string> &f32,
-                  const std::string &f64, int stage, TrainResult *res,
+                  const std::string &f64, int stage, const std::string &dump, TrainResult *res,
                   std::vector<std::pair<double, std::string>> *by_tensor) {
   double worst = 0;
   gcc_diag d{};
@@ -402,6 +427,8 @@ double JudgeState(gcc_session *s, const gcc_test::Fixture &fx,
                         << j.err << " of the tolerance (PyTorch float32's own " << j.pt
                         << ", moved " << j.move << ")";
     worst = std::max(worst, j.err);
+    if (j.err > 1 && !dump.empty())
+      DumpNpy(dump + "." + pname + (stage ? ".step3.npy" : ".step1.npy"), fx.Get(f64 + pname), p);
     if (stage)
       res->worst_pt = std::max(res->worst_pt, j.pt);
     if (j.move > kMoving) {
@@ -416,7 +443,8 @@ double JudgeState(gcc_session *s, const gcc_test::Fixture &fx,
 // Trains `g` 3 steps on the CPU and judges every loss and tensor against the
 // fixture's float64 run, after the first step and after the third; sets
 // *err on a failure to train.
-TrainResult TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, std::string *err) {
+TrainResult TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, const std::string &dump,
+                            std::string *err) {
   TrainResult res;
   if (!fx.Has("f64.loss.1") || !fx.Has("pert.loss.1")) {
     *err =
@@ -476,10 +504,10 @@ TrainResult TrainAndCompare(gcc_graph *g, const gcc_test::Fixture &fx, std::stri
     if (step == 1)
       worst = std::max(worst,
                        JudgeState(s, fx, names, init, {"step1.f32.", "step1.alt.", "step1.pert."},
-                                  "step1.f64.", 0, &res, &by_tensor));
+                                  "step1.f64.", 0, dump, &res, &by_tensor));
   }
   worst = std::max(worst, JudgeState(s, fx, names, init, {"final.", "alt.", "pert."}, "f64.", 1,
-                                     &res, &by_tensor));
+                                     dump, &res, &by_tensor));
   std::sort(by_tensor.rbegin(), by_tensor.rend());
   for (size_t i = 0; i < by_tensor.size() && i < 4 && by_tensor[i].first > 1; i++)
     std::printf("[zoo-train]   %s: error %.3g of the tolerance\n", by_tensor[i].second.c_str(),
@@ -528,7 +556,12 @@ TEST(TorchvisionZoo, ExportsTrainAsPyTorchForThreeSgdSteps) {
                     err.c_str());
         continue;
       }
-      TrainResult r = TrainAndCompare(g, fx, &err);
+      // GCC_TRAIN_ZOO_DUMP=DIR: gcc-train's values of each tensor over its
+      // tolerance, DIR/MODEL.EXPORTER.TENSOR.step{1,3}.npy, for
+      // bench/zoo_relu_flip.py
+      const char *dump_dir = std::getenv("GCC_TRAIN_ZOO_DUMP");
+      TrainResult r = TrainAndCompare(
+          g, fx, dump_dir ? std::string(dump_dir) + "/" + model + "." + exporter : "", &err);
       gcc_graph_free(g);
       EXPECT_EQ(err, "");
       if (!err.empty()) {
