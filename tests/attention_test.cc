@@ -513,6 +513,7 @@ struct Chain {
   bool wrong_perm = false;     // Transpose perm (1, 0, 2, 3): must not fuse
   bool softmax_axis_2 = false; // Softmax over axis 2: must not fuse
   bool k_scaled_first = false; // split_scale with Transpose(Mul(K, c)) instead
+  float dropout = -1;          // >= 0: Dropout("attn_drop", ratio) after the Softmax
 };
 
 const int64_t kB = 2, kH = 3, kT = 9, kD = 8;
@@ -572,6 +573,10 @@ gcc_graph *ChainGraph(const Chain &c) {
   }
   int p = gcc_build_op(b, GCC_OP_SOFTMAX, "softmax", "softmax.out", &s, 1);
   gcc_build_set_int(b, p, "axis", c.softmax_axis_2 ? 2 : -1);
+  if (c.dropout >= 0.0f) {
+    p = gcc_build_op(b, GCC_OP_DROPOUT, "attn_drop", "attn_drop.out", &p, 1);
+    gcc_build_set_float(b, p, "ratio", c.dropout);
+  }
   int i6[2] = {p, v};
   int o = gcc_build_op(b, GCC_OP_MATMUL, "pv", "pv.out", i6, 2);
   gcc_build_output(b, o);
@@ -624,6 +629,10 @@ TEST(AttentionPass, FusesTheExportersChains) {
        {true, true, 1, false, false, false, true},
        true,
        3},
+      {"causal, Dropout 0.1 on the probabilities (a training export)",
+       {true, false, 1, false, false, false, false, 0.1f},
+       true,
+       3},
   };
   std::mt19937_64 r(5);
   const int64_t n = kB * kH * kT * kD;
@@ -643,6 +652,7 @@ TEST(AttentionPass, FusesTheExportersChains) {
     EXPECT_EQ(CountOp(g.get(), GCC_OP_MUL), 0);
     EXPECT_EQ(CountOp(g.get(), GCC_OP_DIV), 0);
     EXPECT_EQ(CountOp(g.get(), GCC_OP_ADD), 0);
+    EXPECT_EQ(CountOp(g.get(), GCC_OP_DROPOUT), 0);
     for (int i = 0; i < g->n_nodes; ++i) {
       const gcc_node &nd = g->nodes[i];
       if (nd.op != GCC_OP_ATTENTION)
@@ -652,6 +662,10 @@ TEST(AttentionPass, FusesTheExportersChains) {
       // D^-1/4 squared, or 1 / sqrt(D): within a float32 rounding or two
       EXPECT_NEAR(nd.av[ATTN_SCALE].f, 1.0 / std::sqrt(static_cast<double>(kD)), 1e-7);
       EXPECT_STREQ(g->values[nd.outputs[0]].name, "pv.out");
+      // the Dropout's ratio, and its name (the key's source); evaluation: off
+      EXPECT_EQ(nd.av[ATTN_DROPOUT_P].f, tc.c.dropout >= 0.0f ? tc.c.dropout : 0.0f);
+      EXPECT_STREQ(nd.name, tc.c.dropout >= 0.0f ? "attn_drop" : "pv");
+      EXPECT_EQ(nd.av[ATTN_TRAINING].i, 0);
     }
     // the values: the fused plan against float64
     std::vector<const void *> ins = {q.data(), k.data(), v.data()};
@@ -699,7 +713,9 @@ TEST(AttentionPass, LeavesOtherChainsAlone) {
 //
 // With dropout (issue 31): the chain MatMul -> Div -> Add(causal -Inf
 // triangle) -> Softmax -> Dropout("drop", p, training) -> MatMul left
-// unfused (Dropout's own kernels draw its mask) against one Attention node
+// unfused (Dropout's own kernels draw its mask) against the same chain
+// fused by the attention pass (the Attention node takes the Dropout's
+// ratio, seed and name) and against one Attention node written directly,
 // named "drop" (is_causal, dropout_p p: the training form gives it the key
 // a Dropout of that name gets), forward and dQ, dK, dV, on the CPU plan and
 // on the host-emulated CUDA plan (the CPU plan at steps 0 and 3, the CUDA
@@ -912,14 +928,24 @@ TEST(AttentionPass, TrainingGradientsMatchTheUnfusedChain) {
         const std::string tag = std::string(cuda ? "cuda" : "cpu") + " p=" + std::to_string(drop) +
                                 " step " + std::to_string(step);
         SCOPED_TRACE(tag);
-        Result fused, unfused;
-        run(drop > 0.0f ? kDirectFused : kPassFused, drop, cuda, step, &fused);
+        Result unfused;
         run(kUnfused, drop, cuda, step, &unfused);
-        if (HasFatalFailure())
-          return;
-        expect_close(fused.out, unfused.out, "O " + tag);
-        for (const char *name : {"Qp", "Kp", "Vp"})
-          expect_close(fused.grad[name], unfused.grad[name], std::string("d") + name + " " + tag);
+        // the chain fused by the pass (its Dropout too); with dropout also an
+        // Attention node written directly
+        for (ChainForm form : {kPassFused, kDirectFused}) {
+          if (form == kDirectFused && drop == 0.0f)
+            continue;
+          const std::string ftag =
+              tag + (form == kPassFused ? " (attention pass)" : " (Attention node)");
+          Result fused;
+          run(form, drop, cuda, step, &fused);
+          if (HasFatalFailure())
+            return;
+          expect_close(fused.out, unfused.out, "O " + ftag);
+          for (const char *name : {"Qp", "Kp", "Vp"})
+            expect_close(fused.grad[name], unfused.grad[name],
+                         std::string("d") + name + " " + ftag);
+        }
         if (drop > 0.0f) { // the mask is there: the same attention without dropout differs
           Result none;
           run(kDirectFused, 0.0f, cuda, step, &none);
