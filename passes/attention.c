@@ -47,11 +47,11 @@
 #include "passes/passes.h"
 
 /* What each op is to the matcher: the pass's own table keyed by the op enum. */
-enum { R_NONE = 0, R_MATMUL, R_MUL, R_DIV, R_ADD, R_SOFTMAX, R_TRANSPOSE, R_RESHAPE };
+enum { R_NONE = 0, R_MATMUL, R_MUL, R_DIV, R_ADD, R_SOFTMAX, R_TRANSPOSE, R_RESHAPE, R_DROPOUT };
 static const unsigned char kRole[GCC_OP_COUNT] = {
     [GCC_OP_MATMUL] = R_MATMUL,   [GCC_OP_MUL] = R_MUL,         [GCC_OP_DIV] = R_DIV,
     [GCC_OP_ADD] = R_ADD,         [GCC_OP_SOFTMAX] = R_SOFTMAX, [GCC_OP_TRANSPOSE] = R_TRANSPOSE,
-    [GCC_OP_RESHAPE] = R_RESHAPE,
+    [GCC_OP_RESHAPE] = R_RESHAPE, [GCC_OP_DROPOUT] = R_DROPOUT,
 };
 
 typedef struct matcher {
@@ -216,7 +216,7 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
     return GCC_OK;
   int p = fn->inputs[0], V = fn->inputs[1];
   int sm = producer(g, p), dn = -1;
-  if (sm >= 0 && g->nodes[sm].op == GCC_OP_DROPOUT) { /* P' = Dropout(P) */
+  if (role(g, sm) == R_DROPOUT) { /* P' = Dropout(P) */
     if (!private_to(m, p, f) || !(g->nodes[sm].av[DROPOUT_RATIO].f < 1.0f))
       return GCC_OK;
     dn = sm;
