@@ -32,7 +32,8 @@
  * summed the un-dropped P into l (so L is the un-dropped logsumexp). The
  * backward redraws the mask per tile: dV += (mask P)^T dO, dP = mask (dO
  * V^T), dS = P (dP - D_i) with D_i of the dropped O. Without dropout the
- * mask code is skipped once per tile (dr == NULL).
+ * mask code is skipped by one test per tile row (forward) or per tile
+ * (backward) on dr == NULL, never per element.
  *
  * The inner loops are axpy-shaped (contiguous, no reduction) so that the
  * compiler vectorises them without reassociating sums; exp is a Cephes-style
