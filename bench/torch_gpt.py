@@ -13,9 +13,10 @@ Model (nanoGPT model.py, bias=True as models/char_gpt.c): token + position
 embeddings, n_layer pre-LayerNorm blocks (c_attn one (3C, C) Linear split into
 q, k, v; F.scaled_dot_product_attention(is_causal=True), nanoGPT's flash path;
 c_proj; MLP c_fc 4C, nn.GELU() exact, c_proj), ln_f, lm_head tied to wte;
-nanoGPT's _init_weights. Dropout --dropout on transformer.drop, resid_dropout
-and mlp.dropout, none on the attention probabilities (gcc-train's fused
-Attention has none); the bench runs both sides with dropout 0.
+nanoGPT's _init_weights. Dropout --dropout on transformer.drop, resid_dropout,
+mlp.dropout and the attention probabilities (nanoGPT's attn_dropout: SDPA's
+dropout_p in training, gcc-train's fused Attention's dropout_p); the bench runs
+both sides with dropout 0.
 
 Recipe (config/train_shakespeare_char.py + train.py): AdamW lr 1e-3, betas
 (0.9, 0.99), eps 1e-8, weight decay 0.1 on parameters of >= 2 dims only
@@ -66,6 +67,7 @@ class Block(nn.Module):
         self.mlp_proj = nn.Linear(4 * c, c)
         self.resid_dropout = nn.Dropout(dropout)
         self.mlp_dropout = nn.Dropout(dropout)
+        self.dropout = dropout
         self.n_head = h
 
     def forward(self, x):
@@ -74,7 +76,9 @@ class Block(nn.Module):
         q = q.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
         k = k.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
         v = v.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=True)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+        )
         y = y.transpose(1, 2).contiguous().view(b, t, c)
         x = x + self.resid_dropout(self.attn_proj(y))
         x = x + self.mlp_dropout(self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x)))))

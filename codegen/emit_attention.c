@@ -30,6 +30,15 @@
  *   <group>        one block per (bh, query tile): the same tiles for every
  *                  key tile it sees, dQ += dS K, scaled at the end
  *
+ * Dropout on the probabilities (dropout_p > 0: the training form): the
+ * element (bh, i, j) of P is multiplied by (kept ? 1 / (1 - p) : 0) with
+ * Dropout's bits of the flat index (bh Tq + i) Tk + j (graph/philox.h, its
+ * source put once into the translation unit; the step a GCC_KARG_STEP
+ * argument), after the forward's row sum took the un-dropped P; the
+ * backward's tiles take sP = mask P (for dV) and dS = P (mask dP - D_i).
+ * One Philox block per element (four times the work of Dropout's kernel,
+ * small against the tile's products).
+ *
  * Shared memory is static (no dynamic shared memory: the host emulation
  * has none); K and V tile rows are padded by one float (no bank conflicts
  * where a warp reads a column of them); kept under 46 KiB per block by the
@@ -38,6 +47,7 @@
  * dim above 256 is refused (GCC_ERR_UNSUPPORTED naming the node).
  */
 #include "codegen/emit_internal.h"
+#include "graph/philox.h"
 
 #define ATTN_NT   128
 #define SMEM_CAP  (46 * 1024)
@@ -47,6 +57,8 @@ typedef struct attn_emit {
   gcc_attn_geo a;
   int bq, bk;
   int mask_v; /* the mask's value, or -1 */
+  float drop; /* dropout_p, 0 when the node has none (evaluation) */
+  int64_t key;
 } attn_emit;
 
 static const int kTiles[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8}};
@@ -66,6 +78,18 @@ static gcc_status attn_setup(emitter *e, int ni, int iq, int imask, int fwd, att
   gcc_attn_geometry(&g->values[n->inputs[iq]].shape, &g->values[n->inputs[iq + 1]].shape,
                     &g->values[n->inputs[iq + 2]].shape, ms, n, &x->a);
   x->mask_v = mv;
+  if (fwd) {
+    x->drop = n->av[ATTN_TRAINING].i ? n->av[ATTN_DROPOUT_P].f : 0.0f;
+    x->key = n->av[ATTN_KEY].i;
+  } else {
+    x->drop = n->av[ATTN_GRAD_DROPOUT_P].f;
+    x->key = n->av[ATTN_GRAD_KEY].i;
+  }
+  if (x->drop > 0.0f && !e->philox) {
+    out(&e->src, "/* Philox-4x32-10 and Dropout's blocks (graph/philox.h) */\n%s\n\n",
+        GCC_PHILOX_CUDA_SOURCE);
+    e->philox = 1;
+  }
   if (x->a.d > ATTN_DMAX || x->a.dv > ATTN_DMAX)
     return gcc_diag_set(e->d, GCC_ERR_UNSUPPORTED,
                         "%s: codegen: node '%s' (%s): head dims %" PRId64 " and %" PRId64
@@ -130,6 +154,29 @@ static void attn_consts(emitter *e, const attn_emit *x) {
       "  (void)H; (void)NEG_INF; (void)TQ; (void)TK; (void)SK; (void)SV;\n",
       a->b * a->h, a->tq, a->tk, a->h, a->d, a->dv, x->bq, x->bk, ATTN_NT,
       float_lit(sc, sizeof sc, a->scale));
+  if (x->drop > 0.0f) {
+    char ds[32];
+    out(&e->src,
+        "  /* dropout %.9g on P: element f of the [B, H, Tq, Tk] P is kept when word f %% 4 of "
+        "its Philox block is >= %llu */\n"
+        "  const unsigned long long DKEY = %lluull, DTHR = %lluull;\n"
+        "  const float DSCALE = %s;\n",
+        (double)x->drop, (unsigned long long)gcc_dropout_threshold(x->drop),
+        (unsigned long long)x->key, (unsigned long long)gcc_dropout_threshold(x->drop),
+        float_lit(ds, sizeof ds, gcc_dropout_scale(x->drop)));
+  }
+}
+
+/* `fac` = Dropout's factor of element (r, c) of the tile at (i0, j0) of head
+ * bh (0 past the tile's rows or keys). */
+static void attn_drop_factor(emitter *e) {
+  out(&e->src, "        float fac = 0.0f;\n"
+               "        if (r < nq && c < nk) {\n"
+               "          const long long f = (bh * TQ + i0 + r) * TK + j0 + c;\n"
+               "          unsigned int w4[4];\n"
+               "          gcc_dropout_block(DKEY, f >> 2, step, w4);\n"
+               "          fac = (unsigned long long)w4[f & 3] >= DTHR ? DSCALE : 0.0f;\n"
+               "        }\n");
 }
 
 /* `s` = the score of row r (of the tile at i0) and key c (of the tile at
@@ -170,6 +217,8 @@ static void attn_params(emitter *e, sig *s, const gcc_node *nd, int iq, const at
   param(e, s, GCC_KARG_INPUT, nd->inputs[iq + 2], "const float*", "v");
   if (x->mask_v >= 0)
     param(e, s, GCC_KARG_INPUT, x->mask_v, "const float*", "mk");
+  if (x->drop > 0.0f)
+    param(e, s, GCC_KARG_STEP, -1, "long long", "step");
 }
 
 gcc_status gcc_emit_attention_kernel(emitter *e, int gi, int ni) {
@@ -229,6 +278,7 @@ gcc_status gcc_emit_attention_kernel(emitter *e, int gi, int ni) {
       "        sL[r] = sL[r] * corr + sum;\n"
       "        sM[r] = mx;\n"
       "        sC[r] = corr;\n"
+      "%s"
       "      }\n"
       "      __syncthreads();\n"
       "      for (int n = 0; n < %d; n++) {\n"
@@ -252,6 +302,16 @@ gcc_status gcc_emit_attention_kernel(emitter *e, int gi, int ni) {
       "    __syncthreads();\n"
       "  }\n"
       "}\n",
+      x.drop > 0.0f
+          ? "        /* P's dropout, after its sum went into l */\n"
+            "        for (int c = 0; c < nk; c++) {\n"
+            "          const long long f = (bh * TQ + i0 + r) * TK + j0 + c;\n"
+            "          unsigned int w4[4];\n"
+            "          gcc_dropout_block(DKEY, f >> 2, step, w4);\n"
+            "          sS[r * BK + c] = sS[r * BK + c] * ((unsigned long long)w4[f & 3] >= DTHR ? "
+            "DSCALE : 0.0f);\n"
+            "        }\n"
+          : "",
       na, na);
   attn_close(e, &s, items, 0);
   return GCC_OK;
@@ -266,10 +326,16 @@ static void attn_p_ds(emitter *e, const attn_emit *x) {
   out(&e->src, "        const float li = sLs[r];\n"
                "        const float p = li == NEG_INF ? 0.0f : expf(s - li);\n"
                "        float dp = 0.0f;\n"
-               "        for (int ee = 0; ee < E; ee++) dp += sdO[r * E + ee] * sV[c * SV + ee];\n"
-               "        sP[x] = p;\n"
-               "        sdS[x] = p * (dp - sDi[r]);\n"
-               "      }\n"
+               "        for (int ee = 0; ee < E; ee++) dp += sdO[r * E + ee] * sV[c * SV + ee];\n");
+  if (x->drop > 0.0f) {
+    attn_drop_factor(e);
+    out(&e->src, "        sP[x] = p * fac;\n"
+                 "        sdS[x] = p * (dp * fac - sDi[r]);\n");
+  } else {
+    out(&e->src, "        sP[x] = p;\n"
+                 "        sdS[x] = p * (dp - sDi[r]);\n");
+  }
+  out(&e->src, "      }\n"
                "      __syncthreads();\n");
 }
 

@@ -41,7 +41,11 @@ static const gcc_attr_spec kSgdAttrs[] = {F("lr", 0.01f), F("momentum", 0.0f), F
 static const gcc_attr_spec kCopyAttrs[] = {B("once", 0)};
 static const gcc_attr_spec kAllReduceAttrs[] = {I("bucket", 0), B("mean", 1)};
 static const gcc_attr_spec kSoftmaxAttrs[] = {I("axis", -1)};
-static const gcc_attr_spec kAttentionAttrs[] = {B("is_causal", 0), F("scale", 0.0f)};
+static const gcc_attr_spec kAttentionAttrs[] = {B("is_causal", 0),    F("scale", 0.0f),
+                                                F("dropout_p", 0.0f), I("seed", 0),
+                                                B("training", 0),     I("key", 0)};
+static const gcc_attr_spec kAttentionGradAttrs[] = {B("is_causal", 0), F("scale", 0.0f),
+                                                    F("dropout_p", 0.0f), I("key", 0)};
 static const gcc_attr_spec kAmpUpdateAttrs[] = {F("growth_factor", GCC_SCALER_GROWTH_FACTOR),
                                                 F("backoff_factor", GCC_SCALER_BACKOFF_FACTOR),
                                                 I("growth_interval", GCC_SCALER_GROWTH_INTERVAL)};
@@ -881,8 +885,10 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                           .flops = flops_attention,
                           .semantics =
                               "torch.nn.functional.scaled_dot_product_attention(Q, K, V, "
-                              "attn_mask = mask, dropout_p = 0, is_causal, scale) (scale 0: 1 / "
-                              "sqrt(D)); second output L = logsumexp of each row of the scaled, "
+                              "attn_mask = mask, dropout_p, is_causal, scale) (scale 0: 1 / "
+                              "sqrt(D); dropout on the probabilities only in the training form, "
+                              "its mask Dropout's on the [B, H, Tq, Tk] probabilities under "
+                              "`key`); second output L = logsumexp of each row of the scaled, "
                               "masked scores (FlashAttention-2's softmax_lse); made by the "
                               "attention pass from MatMul -> scale -> mask -> Softmax -> MatMul"},
     [GCC_OP_ATTENTION_GRAD] = {.name = "AttentionGrad",
@@ -890,8 +896,8 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                .max_inputs = 7,
                                .n_outputs = 3,
                                .input_names = "Q, K, V, O, L, dO, mask",
-                               .attrs = kAttentionAttrs,
-                               .n_attrs = COUNT(kAttentionAttrs),
+                               .attrs = kAttentionGradAttrs,
+                               .n_attrs = COUNT(kAttentionGradAttrs),
                                .flags = GCC_OPF_INTERNAL,
                                .shape = shape_attention_grad,
                                .flops = flops_attention_grad,
@@ -899,7 +905,7 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                    "the backward of scaled_dot_product_attention "
                                    "(FlashAttention-2): P = exp(S - L) recomputed, dV = P^T dO, "
                                    "dS = P (dO V^T - rowsum(dO * O)), dQ = scale dS K, dK = scale "
-                                   "dS^T Q"},
+                                   "dS^T Q; with dropout_p the forward's mask redrawn from key"},
     [GCC_OP_GELU] = {.name = "Gelu",
                      .min_inputs = 1,
                      .max_inputs = 1,

@@ -508,11 +508,24 @@ enum { ARG_AXIS, ARG_KEEPDIMS, ARG_SELECT_LAST_INDEX };
  *     too). `scale`: 0 (the default) means 1 / sqrt(D), PyTorch's
  *     scale = None. A row whose keys are all masked gives O = 0 and L = -Inf
  *     (the flash kernels' and PyTorch's math backend's answer since 2.5).
- *     Dropout on the probabilities is not implemented yet (dropout_p = 0).
+ *     `dropout_p` in [0, 1) (PyTorch's dropout_p, default 0), `seed` the
+ *     node's own seed, `training` and `key` as Dropout's (set by autodiff's
+ *     training form, never read from files): in evaluation (`training` 0,
+ *     what files say and every inference plan runs) no dropout. In training,
+ *     O = (D(P)) V with P = softmax(Q K^T * scale + mask) and D exactly
+ *     Dropout (ratio dropout_p, the same key) on the [B, H, Tq, Tk] P:
+ *     element (b, h, i, j), flat index f = ((b H + h) Tq + i) Tk + j, takes
+ *     word f % 4 of gcc_dropout_block(key, f / 4, step), kept iff >=
+ *     gcc_dropout_threshold(p), scaled by gcc_dropout_scale(p); so the fused
+ *     op equals MatMul -> Softmax -> Dropout -> MatMul. L is that of the
+ *     un-dropped P (dropout follows the normalisation).
  *   AttentionGrad (Q, K, V, O, L, dO [, mask]) -> dQ, dK, dV: FlashAttention-2's
  *     backward (P recomputed per block from L, D_i = rowsum(dO * O),
- *     dS = P (dP - D_i)); the same attributes as the forward. The mask gets
- *     no gradient. */
+ *     dS = P (dP - D_i)); is_causal and scale as the forward's, dropout_p
+ *     (0 in evaluation) and key: with dropout, D_i = rowsum(dO * O) of the
+ *     dropped O, dV = (mask scale P)^T dO, dP = mask scale (dO V^T), the
+ *     mask redrawn at the same step (nothing stored). The mask gets no
+ *     gradient. */
 /* NegativeLogLikelihoodLoss (input, target[, weight]) -> loss, ONNX
  * NegativeLogLikelihoodLoss-13/22 = torch.nn.functional.nll_loss: input
  * float32 (N, C) or (N, C, d1, ..., dk) (log-probabilities, class axis 1),
@@ -535,7 +548,8 @@ enum { ARG_AXIS, ARG_KEEPDIMS, ARG_SELECT_LAST_INDEX };
 enum { NLL_REDUCTION, NLL_IGNORE_INDEX };
 enum { NLL_GRAD_REDUCTION, NLL_GRAD_IGNORE_INDEX, NLL_GRAD_SHAPE };
 #define NLL_NO_IGNORE INT64_MIN
-enum { ATTN_IS_CAUSAL, ATTN_SCALE };
+enum { ATTN_IS_CAUSAL, ATTN_SCALE, ATTN_DROPOUT_P, ATTN_SEED, ATTN_TRAINING, ATTN_KEY };
+enum { ATTN_GRAD_DROPOUT_P = ATTN_DROPOUT_P, ATTN_GRAD_KEY };
 enum { ATTN_IN_Q, ATTN_IN_K, ATTN_IN_V, ATTN_IN_MASK };
 enum {
   ATTN_GRAD_IN_Q,

@@ -133,9 +133,21 @@ static gcc_status check_qkv(gcc_graph *g, int node, int iq, int imask, gcc_diag 
   return GCC_OK;
 }
 
+/* dropout_p (ATTN_DROPOUT_P = ATTN_GRAD_DROPOUT_P) in [0, 1): p = 1 would
+ * drop every probability (O = 0, no gradient), which no model asks for. */
+static gcc_status check_dropout_p(gcc_graph *g, int node, gcc_diag *d) {
+  float p = g->nodes[node].av[ATTN_DROPOUT_P].f;
+  if (p >= 0.0f && p < 1.0f)
+    return GCC_OK;
+  char desc[600];
+  return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH, "%s: %s: dropout_p %g is outside [0, 1)", g->source,
+                      gcc_node_desc(g, node, desc, sizeof desc), (double)p);
+}
+
 /* Attention (Q, K, V [, mask]) -> O [..., Tq, Dv], L [..., Tq]. */
 gcc_status shape_attention(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(check_qkv(g, node, ATTN_IN_Q, ATTN_IN_MASK, d));
+  GCC_TRY(check_dropout_p(g, node, d));
   gcc_value *q = in_val(g, node, ATTN_IN_Q), *v = in_val(g, node, ATTN_IN_V);
   gcc_shape o = q->shape, l = q->shape;
   o.dims[o.ndim - 1] = v->shape.dims[v->shape.ndim - 1];
@@ -149,6 +161,7 @@ gcc_status shape_attention(gcc_graph *g, int node, gcc_diag *d) {
  * shapes; O and dO the forward's O shape, L its L shape. */
 gcc_status shape_attention_grad(gcc_graph *g, int node, gcc_diag *d) {
   GCC_TRY(check_qkv(g, node, ATTN_GRAD_IN_Q, ATTN_GRAD_IN_MASK, d));
+  GCC_TRY(check_dropout_p(g, node, d));
   for (int k = ATTN_GRAD_IN_O; k <= ATTN_GRAD_IN_DO; k++)
     GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
   gcc_value *q = in_val(g, node, ATTN_GRAD_IN_Q), *v = in_val(g, node, ATTN_GRAD_IN_V);

@@ -130,6 +130,8 @@ static int attention(gpt_ctx *c, const char *p, int x, int64_t T, int64_t H, int
       st = gcc_graph_add_node(g, name, GCC_OP_ATTENTION, ins, 3, outs, 2, &node, &c->b->diag);
     if (st == GCC_OK)
       st = gcc_node_set_int(g, node, "is_causal", 1);
+    if (st == GCC_OK && p_drop > 0.0f) /* nanoGPT's attn_dropout, on the probabilities */
+      st = gcc_node_set_float(g, node, "dropout_p", p_drop);
     if (st != GCC_OK) {
       c->b->status = st;
       return -1;

@@ -57,8 +57,8 @@ gcc_status gcc_model_char_bigram_onehot_sized(int64_t vocab, int64_t block, uint
  * 1/sqrt(C/H)); back to rows; c_proj; resid_dropout. mlp: c_fc (4C, C),
  * Gelu (approximate "none", nn.GELU()), c_proj (C, 4C), dropout. Dropout
  * (ratio `dropout`, omitted when 0) where nanoGPT has transformer.drop,
- * resid_dropout and mlp.dropout; nanoGPT's attn_dropout (on the attention
- * probabilities) is not there: the Attention op has no dropout (ops.h).
+ * resid_dropout and mlp.dropout, and nanoGPT's attn_dropout as the
+ * Attention op's dropout_p (on the probabilities, ops.h).
  * LayerNorms: weight 1, bias 0, eps 1e-5. Init as nanoGPT's _init_weights:
  * every Linear and Embedding weight N(0, 0.02) (the tied wte once), both
  * c_proj weights N(0, 0.02 / sqrt(2 n_layer)), biases 0; the normals by

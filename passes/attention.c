@@ -15,7 +15,8 @@
  *   S' = [Mul(S, c) | Mul(c, S) | Div(S, c)]
  *   X  = [Add(S', M) | Add(M, S')]   a float32 mask broadcast to the scores
  *   P  = Softmax(X, axis -1)
- *   O  = MatMul(P, V)
+ *   P' = [Dropout(P)]                ratio < 1 (the exporters' training exports)
+ *   O  = MatMul(P', V)
  *
  * with c, c_q and c_k float32 constants of one element (their product, a
  * Div's reciprocal, is the op's scale: PyTorch's exporter scales Q and K by
@@ -28,9 +29,13 @@
  * nor the training spec's loss or prediction, else the chain is left as it
  * is. The last MatMul becomes the Attention node (same name, output O,
  * a second output "<name>/lse"); the other nodes of the chain are removed.
+ * With a Dropout, the Attention node takes its ratio as dropout_p, its seed
+ * and its `training`, and its name (the MatMul's goes to the removed
+ * Dropout): the training form derives the key from the name and seed as
+ * Dropout's does, so the fused node draws the mask the Dropout would have.
  *
- * Not recognised yet: a mask made by Where (no Where op yet), Dropout on the
- * probabilities, a K^T that is not a Transpose (a stored transposed weight).
+ * Not recognised yet: a mask made by Where (no Where op yet), a K^T that is
+ * not a Transpose (a stored transposed weight).
  */
 #include <float.h>
 #include <math.h>
@@ -42,11 +47,11 @@
 #include "passes/passes.h"
 
 /* What each op is to the matcher: the pass's own table keyed by the op enum. */
-enum { R_NONE = 0, R_MATMUL, R_MUL, R_DIV, R_ADD, R_SOFTMAX, R_TRANSPOSE, R_RESHAPE };
+enum { R_NONE = 0, R_MATMUL, R_MUL, R_DIV, R_ADD, R_SOFTMAX, R_TRANSPOSE, R_RESHAPE, R_DROPOUT };
 static const unsigned char kRole[GCC_OP_COUNT] = {
     [GCC_OP_MATMUL] = R_MATMUL,   [GCC_OP_MUL] = R_MUL,         [GCC_OP_DIV] = R_DIV,
     [GCC_OP_ADD] = R_ADD,         [GCC_OP_SOFTMAX] = R_SOFTMAX, [GCC_OP_TRANSPOSE] = R_TRANSPOSE,
-    [GCC_OP_RESHAPE] = R_RESHAPE,
+    [GCC_OP_RESHAPE] = R_RESHAPE, [GCC_OP_DROPOUT] = R_DROPOUT,
 };
 
 typedef struct matcher {
@@ -210,8 +215,15 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
   if (fn->n_inputs != 2 || fn->n_attrs != 0)
     return GCC_OK;
   int p = fn->inputs[0], V = fn->inputs[1];
-  int sm = producer(g, p);
-  if (role(g, sm) != R_SOFTMAX || !private_to(m, p, f))
+  int sm = producer(g, p), dn = -1;
+  if (role(g, sm) == R_DROPOUT) { /* P' = Dropout(P) */
+    if (!private_to(m, p, f) || !(g->nodes[sm].av[DROPOUT_RATIO].f < 1.0f))
+      return GCC_OK;
+    dn = sm;
+    p = g->nodes[dn].inputs[0];
+    sm = producer(g, p);
+  }
+  if (role(g, sm) != R_SOFTMAX || !private_to(m, p, dn >= 0 ? dn : f))
     return GCC_OK;
   int64_t axis = g->nodes[sm].av[SOFTMAX_AXIS].i;
   int x = g->nodes[sm].inputs[0];
@@ -222,6 +234,8 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
   if (!chain)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attention pass)");
   chain[sm] = 1;
+  if (dn >= 0)
+    chain[dn] = 1;
   /* optional Add of a mask */
   int mask = -1, cur = x, n = producer(g, cur);
   if (role(g, n) == R_ADD && g->nodes[n].n_inputs == 2) {
@@ -352,6 +366,19 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
   free(chain);
   GCC_TRY(gcc_node_set_int(g, f, "is_causal", causal));
   GCC_TRY(gcc_node_set_float(g, f, "scale", scale));
+  if (dn >= 0) {
+    const gcc_node *dr = &g->nodes[dn];
+    float ratio = dr->av[DROPOUT_RATIO].f;
+    int64_t seed = dr->av[DROPOUT_SEED].i, training = dr->av[DROPOUT_TRAINING].i;
+    GCC_TRY(gcc_node_set_float(g, f, "dropout_p", ratio));
+    GCC_TRY(gcc_node_set_int(g, f, "seed", seed));
+    GCC_TRY(gcc_node_set_int(g, f, "training", training));
+    if (training) /* a key already set (autodiff's): the Dropout's */
+      GCC_TRY(gcc_node_set_int(g, f, "key", dr->av[DROPOUT_KEY].i));
+    char *name = g->nodes[f].name; /* the Dropout's name: its key */
+    g->nodes[f].name = g->nodes[dn].name;
+    g->nodes[dn].name = name;
+  }
   GCC_TRY(gcc_op_resolve_attrs(g, f, d));
   GCC_TRY(gcc_op(g->nodes[f].op)->shape(g, f, d));
   *done = 1;

@@ -931,6 +931,27 @@ static gcc_status train_dropout(gcc_graph *g, int node, gcc_diag *d) {
   return gcc_op_resolve_attrs(g, node, d);
 }
 
+/* Evaluation form of Attention: no dropout on the probabilities
+ * (scaled_dot_product_attention with dropout_p = 0, as nn.Module.eval()
+ * models call it). */
+static gcc_status eval_attention(gcc_graph *g, int node, gcc_diag *d) {
+  if (!g->nodes[node].av[ATTN_TRAINING].i)
+    return GCC_OK;
+  GCC_TRY(gcc_node_set_int(g, node, "training", 0));
+  return gcc_op_resolve_attrs(g, node, d);
+}
+
+/* Training form of Attention: the dropout mask's key as Dropout's (the run's
+ * seed, the node's name and its own seed), so a fused node draws the mask
+ * a Dropout of that name and seed would. */
+static gcc_status train_attention(gcc_graph *g, int node, gcc_diag *d) {
+  const gcc_node *n = &g->nodes[node];
+  uint64_t key = gcc_dropout_key(g->training.seed, n->name, n->av[ATTN_SEED].i);
+  GCC_TRY(gcc_node_set_int(g, node, "training", 1));
+  GCC_TRY(gcc_node_set_int(g, node, "key", (int64_t)key));
+  return gcc_op_resolve_attrs(g, node, d);
+}
+
 /* LayerNormalization: the row statistics normalise, so the gradient flows
  * through them (PyTorch's native_layer_norm_backward): LayerNormGrad(G, X,
  * Scale) with output 0 (dX), 1 (dScale), 2 (dB), each recomputing the row
@@ -1133,6 +1154,9 @@ gcc_status gcc_grad_attention(gcc_grad_ctx *c, int node, const int *dy, int *dx,
                has_mask ? n->inputs[ATTN_IN_MASK] : -1};
   int64_t causal = n->av[ATTN_IS_CAUSAL].i;
   float scale = n->av[ATTN_SCALE].f;
+  /* the evaluation form has no dropout: its gradient is p = 0's */
+  float drop = n->av[ATTN_TRAINING].i ? n->av[ATTN_DROPOUT_P].f : 0.0f;
+  int64_t key = n->av[ATTN_KEY].i;
   static const char *const outs[3] = {"dQ", "dK", "dV"};
   char hint[512];
   snprintf(hint, sizeof hint, "%s/grad", n->name);
@@ -1142,6 +1166,8 @@ gcc_status gcc_grad_attention(gcc_grad_ctx *c, int node, const int *dy, int *dx,
   g = gcc_grad_graph(c);
   GCC_TRY(gcc_node_set_int(g, n2, "is_causal", causal));
   GCC_TRY(gcc_node_set_float(g, n2, "scale", scale));
+  GCC_TRY(gcc_node_set_float(g, n2, "dropout_p", drop));
+  GCC_TRY(gcc_node_set_int(g, n2, "key", key));
   for (int k = 0; k < 3; k++)
     if (want[k])
       dx[k] = o[k];
@@ -1247,7 +1273,9 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_SLICE_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_EXPAND] = {.fn = gcc_grad_expand},
     [GCC_OP_GRAD_NORM] = {.none = "gradient clipping: made by autodiff, after the backward"},
-    [GCC_OP_ATTENTION] = {.fn = gcc_grad_attention},
+    [GCC_OP_ATTENTION] = {.fn = gcc_grad_attention,
+                          .train = train_attention,
+                          .eval = eval_attention},
     [GCC_OP_ATTENTION_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_GELU] = {.fn = gcc_grad_gelu},
     [GCC_OP_GELU_GRAD] = {.none = NO_GRAD_INTERNAL},

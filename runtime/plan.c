@@ -400,7 +400,9 @@ static gcc_status build_ops(gcc_plan *p, gcc_diag *d) {
           GCC_TRY(add_op(p, &c, d));
           cleared = p->has_loss_kernel = 1;
         }
-        if (kk == GCC_KARG_FLAT_INPUTS)
+        if (kk == GCC_KARG_STEP) /* Philox's counter (AttentionGrad's _kv kernel) */
+          p->varying_args |= 2;
+        else if (kk == GCC_KARG_FLAT_INPUTS)
           GCC_TRY(check_flat_inputs(p, &p->ks.kernels[k], d));
         else if (kk != GCC_KARG_INPUT && kk != GCC_KARG_OUTPUT && kk != GCC_KARG_SCRATCH &&
                  kk != GCC_KARG_BAD_LABEL)

@@ -33,6 +33,7 @@ extern "C" {
 #include "codegen/nvrtc.h"
 #include "graph/builder.h"
 #include "graph/ops.h"
+#include "graph/philox.h"
 #include "runtime/compile.h"
 #include "runtime/plan.h"
 }
@@ -67,11 +68,27 @@ std::vector<float> Randn(std::mt19937_64 &g, int64_t n, float sd = 1.0f) {
   return v;
 }
 
+// Dropout's mask (graph/philox.h) of n elements under `key` at `step`:
+// element f takes word f % 4 of block f / 4, kept when >= floor(p 2^32).
+std::vector<int> DropoutKeep(int64_t n, float p, uint64_t key, int64_t step) {
+  std::vector<int> keep(static_cast<size_t>(n));
+  const double thr = std::floor(static_cast<double>(p) * 4294967296.0);
+  for (int64_t f = 0; f < n; ++f) {
+    unsigned w[4];
+    gcc_dropout_block(key, f / 4, step, w);
+    keep[f] = static_cast<double>(w[f % 4]) >= thr;
+  }
+  return keep;
+}
+
 // float64 softmax(Q K^T * scale + mask) V and each row's logsumexp over
-// [B, H, T, D] (causal: key j visible to row i when j <= i).
+// [B, H, T, D] (causal: key j visible to row i when j <= i). `keep`
+// (optional): dropout p on the probabilities, element (bh, i, j) kept when
+// keep[(bh Tq + i) Tk + j], then scaled by 1 / (1 - p); L is unchanged.
 void RefAttention(const float *q, const float *k, const float *v, const float *mask, int64_t BH,
                   int64_t Tq, int64_t Tk, int64_t D, int64_t E, bool causal, double scale,
-                  std::vector<double> *o, std::vector<double> *lse) {
+                  std::vector<double> *o, std::vector<double> *lse,
+                  const std::vector<int> *keep = nullptr, double p = 0) {
   o->assign(static_cast<size_t>(BH * Tq * E), 0.0);
   lse->assign(static_cast<size_t>(BH * Tq), 0.0);
   std::vector<double> s(static_cast<size_t>(Tk));
@@ -93,8 +110,12 @@ void RefAttention(const float *q, const float *k, const float *v, const float *m
         sum += std::exp(s[j] - mx);
       for (int64_t e = 0; e < E; ++e) {
         double acc = 0;
-        for (int64_t j = 0; j < Tk; ++j)
-          acc += std::exp(s[j] - mx) / sum * v[(bh * Tk + j) * E + e];
+        for (int64_t j = 0; j < Tk; ++j) {
+          double pij = std::exp(s[j] - mx) / sum;
+          if (keep)
+            pij = (*keep)[(bh * Tq + i) * Tk + j] ? pij / (1.0 - p) : 0.0;
+          acc += pij * v[(bh * Tk + j) * E + e];
+        }
         (*o)[(bh * Tq + i) * E + e] = acc;
       }
       (*lse)[bh * Tq + i] = mx + std::log(sum);
@@ -272,6 +293,55 @@ TEST(Attention, CpuPlanIsBitwiseDeterministicOverRunsAndThreads) {
   }
 }
 
+// Evaluation (what an inference plan runs): an Attention whose file says
+// dropout_p 0.3 and even training 1 computes exactly the p = 0 op, bit for
+// bit, on the CPU plan and the host-emulated CUDA plan.
+TEST(Attention, EvaluationFormHasNoDropout) {
+  const Dims qd = {2, 3, 40, 16}, kd = {2, 3, 70, 16}, vd = {2, 3, 70, 8};
+  std::mt19937_64 r(13);
+  std::vector<float> q = Randn(r, Numel(qd)), k = Randn(r, Numel(kd)), v = Randn(r, Numel(vd)),
+                     dout = Randn(r, 2 * 3 * 40 * 8);
+  GraphPtr plain(FusedGraph(qd, kd, vd, false, true, 0.0f));
+  GraphPtr dropped(FusedGraph(qd, kd, vd, false, true, 0.0f));
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(dropped, nullptr);
+  int an = dropped->values[gcc_graph_find(dropped.get(), "O")].producer;
+  ASSERT_GE(an, 0);
+  ASSERT_EQ(gcc_node_set_float(dropped.get(), an, "dropout_p", 0.3f), GCC_OK);
+  ASSERT_EQ(gcc_node_set_int(dropped.get(), an, "training", 1), GCC_OK);
+  ASSERT_EQ(gcc_node_set_int(dropped.get(), an, "key", 77), GCC_OK);
+  gcc_diag d{};
+  ASSERT_EQ(gcc_op_resolve_attrs(dropped.get(), an, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(dropped->nodes[an].av[ATTN_TRAINING].i, 1);
+  ASSERT_EQ(dropped->nodes[an].av[ATTN_DROPOUT_P].f, 0.3f);
+  // dropout_p outside [0, 1) is refused, naming the node
+  {
+    GraphPtr bad(FusedGraph(qd, kd, vd, false, true, 0.0f));
+    ASSERT_EQ(gcc_node_set_float(bad.get(), an, "dropout_p", 1.0f), GCC_OK);
+    std::vector<PlanOutput> outs;
+    std::string err =
+        RunPlan(bad.get(), {q.data(), k.data(), v.data(), dout.data()}, 1, false, &outs);
+    EXPECT_NE(err.find("dropout_p 1 is outside [0, 1)"), std::string::npos) << err;
+    EXPECT_NE(err.find("attn"), std::string::npos) << err;
+  }
+  std::vector<const void *> ins = {q.data(), k.data(), v.data(), dout.data()};
+  for (bool cuda : {false, true}) {
+    if (cuda && !BuiltWithNvrtc())
+      continue;
+    SCOPED_TRACE(cuda ? "host-emulated CUDA plan" : "CPU plan");
+    std::vector<PlanOutput> a, b;
+    ASSERT_EQ(RunPlan(plain.get(), ins, 1, cuda, &a, 2), "");
+    ASSERT_EQ(RunPlan(dropped.get(), ins, 1, cuda, &b, 2), "");
+    ASSERT_EQ(a.size(), 5u);
+    ASSERT_EQ(b.size(), 5u);
+    for (size_t t = 0; t < a.size(); ++t) {
+      ASSERT_EQ(a[t].f32.size(), b[t].f32.size());
+      EXPECT_EQ(std::memcmp(a[t].f32.data(), b[t].f32.data(), a[t].f32.size() * sizeof(float)), 0)
+          << "output " << t;
+    }
+  }
+}
+
 int Ptxas(const std::string &ptx, int sm, std::string *log) {
   std::string base =
       gcc_test::TmpDir() + "/attn_" + std::to_string(getpid()) + "_" + std::to_string(sm);
@@ -291,9 +361,15 @@ int Ptxas(const std::string &ptx, int sm, std::string *log) {
 TEST(Attention, GeneratedKernelsAreBarrierCleanAndCompileWithNvrtc) {
   if (!BuiltWithNvrtc())
     GTEST_SKIP() << "built without NVRTC (--config=cpu_only): no generated kernels";
-  // head dims 64 and 136: two tile sizes (16 x 32 and 16 x 16 / 8 x 16)
-  for (int64_t D : {int64_t{64}, int64_t{136}}) {
-    SCOPED_TRACE("D = " + std::to_string(D));
+  // head dims 64 and 136: two tile sizes (16 x 32 and 16 x 16 / 8 x 16);
+  // D = 64 also with dropout 0.25 on the probabilities (the training form's
+  // attributes set on the compiled nodes; the kernels take the step)
+  const uint64_t dkey = 0x0123456789abcdefull;
+  const long long dstep = 5;
+  for (int run = 0; run < 3; ++run) {
+    const int64_t D = run == 1 ? 136 : 64;
+    const float drop = run == 2 ? 0.25f : 0.0f;
+    SCOPED_TRACE("D = " + std::to_string(D) + ", dropout_p " + std::to_string(drop));
     const Dims qd = {1, 2, 21, D}, kd = {1, 2, 37, D}, vd = {1, 2, 37, D};
     std::mt19937_64 r(11);
     std::vector<float> q = Randn(r, Numel(qd), 0.3f), k = Randn(r, Numel(kd), 0.3f),
@@ -315,6 +391,15 @@ TEST(Attention, GeneratedKernelsAreBarrierCleanAndCompileWithNvrtc) {
     ASSERT_EQ(gcc_compile_graph(model.get(), &o, &g, &mem, &d), GCC_OK) << d.msg;
     fclose(sink);
     GraphPtr gp(g);
+    for (int i = 0; i < g->n_nodes && drop > 0.0f; i++)
+      if (g->nodes[i].op == GCC_OP_ATTENTION || g->nodes[i].op == GCC_OP_ATTENTION_GRAD) {
+        if (g->nodes[i].op == GCC_OP_ATTENTION) {
+          ASSERT_EQ(gcc_node_set_int(g, i, "training", 1), GCC_OK);
+        }
+        ASSERT_EQ(gcc_node_set_float(g, i, "dropout_p", drop), GCC_OK);
+        ASSERT_EQ(gcc_node_set_int(g, i, "key", static_cast<int64_t>(dkey)), GCC_OK);
+        ASSERT_EQ(gcc_op_resolve_attrs(g, i, &d), GCC_OK) << d.msg;
+      }
     gcc_kernel_set ks;
     ASSERT_EQ(gcc_codegen_emit(g, GCC_DEV_CUDA(0), 132, &ks, &d), GCC_OK) << d.msg;
     ASSERT_EQ(ks.n_kernels, 4) << "Attention 1, AttentionGrad 3 (delta, kv, q)";
@@ -332,7 +417,9 @@ TEST(Attention, GeneratedKernelsAreBarrierCleanAndCompileWithNvrtc) {
     // the emulator: buffers per value, the scratch, launches in order
     gcc_emu_test::EmulatedModule mod;
     std::string err;
-    ASSERT_TRUE(mod.Compile(ks.source, "attention_" + std::to_string(D), &err)) << err;
+    ASSERT_TRUE(mod.Compile(
+        ks.source, "attention_" + std::to_string(D) + (drop > 0.0f ? "_dropout" : ""), &err))
+        << err;
     std::map<int, std::vector<float>> buf;
     const std::map<std::string, const std::vector<float> *> in = {
         {"Q", &q}, {"K", &k}, {"V", &v}, {"dO", &dout}, {"M", &mask}};
@@ -363,6 +450,10 @@ TEST(Attention, GeneratedKernelsAreBarrierCleanAndCompileWithNvrtc) {
         std::vector<void *> args(static_cast<size_t>(kn.n_args));
         for (int a = 0; a < kn.n_args; a++) {
           const gcc_kernel_arg &ka = kn.args[a];
+          if (ka.kind == GCC_KARG_STEP) {
+            args[a] = const_cast<long long *>(&dstep);
+            continue;
+          }
           if (ka.kind == GCC_KARG_SCRATCH) {
             ptrs[a] = scratch.data();
           } else {
@@ -396,8 +487,10 @@ TEST(Attention, GeneratedKernelsAreBarrierCleanAndCompileWithNvrtc) {
     }
     // O and L against float64 (the gradients: tests/op_gradcheck_test.cc)
     std::vector<double> ro, rl;
+    const std::vector<int> keep = DropoutKeep(2 * 21 * 37, drop, dkey, dstep);
     RefAttention(q.data(), k.data(), v.data(), mask.data(), 2, 21, 37, D, D, true,
-                 1.0 / std::sqrt(static_cast<double>(D)), &ro, &rl);
+                 1.0 / std::sqrt(static_cast<double>(D)), &ro, &rl, drop > 0.0f ? &keep : nullptr,
+                 drop);
     double mo = 0,
            eo = MaxErr(results[0][0].data(), ro.data(), static_cast<int64_t>(ro.size()), &mo);
     EXPECT_LE(eo, Bound(D + 37, mo)) << "O";
@@ -420,6 +513,7 @@ struct Chain {
   bool wrong_perm = false;     // Transpose perm (1, 0, 2, 3): must not fuse
   bool softmax_axis_2 = false; // Softmax over axis 2: must not fuse
   bool k_scaled_first = false; // split_scale with Transpose(Mul(K, c)) instead
+  float dropout = -1;          // >= 0: Dropout("attn_drop", ratio) after the Softmax
 };
 
 const int64_t kB = 2, kH = 3, kT = 9, kD = 8;
@@ -479,6 +573,10 @@ gcc_graph *ChainGraph(const Chain &c) {
   }
   int p = gcc_build_op(b, GCC_OP_SOFTMAX, "softmax", "softmax.out", &s, 1);
   gcc_build_set_int(b, p, "axis", c.softmax_axis_2 ? 2 : -1);
+  if (c.dropout >= 0.0f) {
+    p = gcc_build_op(b, GCC_OP_DROPOUT, "attn_drop", "attn_drop.out", &p, 1);
+    gcc_build_set_float(b, p, "ratio", c.dropout);
+  }
   int i6[2] = {p, v};
   int o = gcc_build_op(b, GCC_OP_MATMUL, "pv", "pv.out", i6, 2);
   gcc_build_output(b, o);
@@ -531,6 +629,10 @@ TEST(AttentionPass, FusesTheExportersChains) {
        {true, true, 1, false, false, false, true},
        true,
        3},
+      {"causal, Dropout 0.1 on the probabilities (a training export)",
+       {true, false, 1, false, false, false, false, 0.1f},
+       true,
+       3},
   };
   std::mt19937_64 r(5);
   const int64_t n = kB * kH * kT * kD;
@@ -550,6 +652,7 @@ TEST(AttentionPass, FusesTheExportersChains) {
     EXPECT_EQ(CountOp(g.get(), GCC_OP_MUL), 0);
     EXPECT_EQ(CountOp(g.get(), GCC_OP_DIV), 0);
     EXPECT_EQ(CountOp(g.get(), GCC_OP_ADD), 0);
+    EXPECT_EQ(CountOp(g.get(), GCC_OP_DROPOUT), 0);
     for (int i = 0; i < g->n_nodes; ++i) {
       const gcc_node &nd = g->nodes[i];
       if (nd.op != GCC_OP_ATTENTION)
@@ -559,6 +662,10 @@ TEST(AttentionPass, FusesTheExportersChains) {
       // D^-1/4 squared, or 1 / sqrt(D): within a float32 rounding or two
       EXPECT_NEAR(nd.av[ATTN_SCALE].f, 1.0 / std::sqrt(static_cast<double>(kD)), 1e-7);
       EXPECT_STREQ(g->values[nd.outputs[0]].name, "pv.out");
+      // the Dropout's ratio, and its name (the key's source); evaluation: off
+      EXPECT_EQ(nd.av[ATTN_DROPOUT_P].f, tc.c.dropout >= 0.0f ? tc.c.dropout : 0.0f);
+      EXPECT_STREQ(nd.name, tc.c.dropout >= 0.0f ? "attn_drop" : "pv");
+      EXPECT_EQ(nd.av[ATTN_TRAINING].i, 0);
     }
     // the values: the fused plan against float64
     std::vector<const void *> ins = {q.data(), k.data(), v.data()};
@@ -603,65 +710,147 @@ TEST(AttentionPass, LeavesOtherChainsAlone) {
 // SoftmaxGrad, no (T, T) tensor), and the gradients equal those of the same
 // chain left unfused (its probabilities also a graph output). Single-head
 // [T, D] operands: the MatMul gradient rule takes 2-D operands only.
+//
+// With dropout (issue 31): the chain MatMul -> Div -> Add(causal -Inf
+// triangle) -> Softmax -> Dropout("drop", p, training) -> MatMul left
+// unfused (Dropout's own kernels draw its mask) against the same chain
+// fused by the attention pass (the Attention node takes the Dropout's
+// ratio, seed and name) and against one Attention node written directly,
+// named "drop" (is_causal, dropout_p p: the training form gives it the key
+// a Dropout of that name gets), forward and dQ, dK, dV, on the CPU plan and
+// on the host-emulated CUDA plan (the CPU plan at steps 0 and 3, the CUDA
+// plan at step 3: the mask moves with the step).
+enum ChainForm { kPassFused, kUnfused, kDirectFused };
+
+// Training-graph storage: parameters (a device copy on the host backend)
+// and their gradients.
+struct TrainStore {
+  gcc_host_test::HostBackend *hb = nullptr;
+  std::map<std::string, std::vector<float>> param;
+  std::map<std::string, float *> grad;
+  std::map<std::string, size_t> grad_n;
+  std::vector<void *> blocks;
+  std::vector<std::vector<float>> host_grads;
+  ~TrainStore() {
+    for (void *p : blocks)
+      hb->be.release(hb->be.self, p);
+  }
+  void *Alloc(size_t n) {
+    if (!hb) {
+      host_grads.emplace_back(n, std::nanf(""));
+      return host_grads.back().data();
+    }
+    void *p = nullptr;
+    gcc_diag d{};
+    if (hb->be.alloc(hb->be.self, n * sizeof(float), &p, &d) != GCC_OK)
+      return nullptr;
+    blocks.push_back(p);
+    return p;
+  }
+  static void *Bind(void *user, const gcc_graph *g, int v) {
+    auto *s = static_cast<TrainStore *>(user);
+    const gcc_value &val = g->values[v];
+    const size_t n = static_cast<size_t>(gcc_shape_numel(&val.shape, NULL));
+    if (val.kind == GCC_VALUE_PARAM) {
+      if (!s->param.count(val.name))
+        return nullptr;
+      if (!s->hb)
+        return s->param[val.name].data();
+      void *p = s->Alloc(n);
+      if (p)
+        std::memcpy(p, s->param[val.name].data(), n * sizeof(float));
+      return p;
+    }
+    if (val.kind == GCC_VALUE_GRAD && val.param_of >= 0) {
+      float *p = static_cast<float *>(s->Alloc(n));
+      s->grad[g->values[val.param_of].name] = p;
+      s->grad_n[g->values[val.param_of].name] = n;
+      return p;
+    }
+    return nullptr;
+  }
+};
+
 TEST(AttentionPass, TrainingGradientsMatchTheUnfusedChain) {
   std::mt19937_64 r(9);
   const int64_t T = 23, n = T * kD;
   std::map<std::string, std::vector<float>> params = {
       {"Qp", Randn(r, n, 0.5f)}, {"Kp", Randn(r, n, 0.5f)}, {"Vp", Randn(r, n)}};
   std::vector<float> target = Randn(r, n);
-  auto build = [&](bool unfused) {
+  const uint64_t run_seed = 0x5eed31;
+  auto build = [&](ChainForm form, float drop) {
     gcc_builder *b = gcc_builder_new("train", 1);
     int64_t d2[2] = {T, kD};
     int q = gcc_build_param(b, "Qp", 2, d2, params["Qp"].data());
     int k = gcc_build_param(b, "Kp", 2, d2, params["Kp"].data());
     int v = gcc_build_param(b, "Vp", 2, d2, params["Vp"].data());
     int t = gcc_build_input(b, "target", GCC_DT_FLOAT32, 2, d2);
-    int kt = gcc_build_op(b, GCC_OP_TRANSPOSE, "kt", "kt.out", &k, 1);
-    int64_t perm[2] = {1, 0};
-    gcc_build_set_ints(b, kt, "perm", perm, 2);
-    int i1[2] = {q, kt};
-    int s = gcc_build_op(b, GCC_OP_MATMUL, "qk", "qk.out", i1, 2);
-    float sd = std::sqrt(static_cast<float>(kD));
-    int c = gcc_build_const(b, "sqrt_d", GCC_DT_FLOAT32, 0, nullptr, &sd);
-    int i2[2] = {s, c};
-    s = gcc_build_op(b, GCC_OP_DIV, "scale", "scale.out", i2, 2);
-    int p = gcc_build_op(b, GCC_OP_SOFTMAX, "softmax", "softmax.out", &s, 1);
-    gcc_build_set_int(b, p, "axis", -1);
-    int i3[2] = {p, v};
-    int o = gcc_build_op(b, GCC_OP_MATMUL, "pv", "pv.out", i3, 2);
+    int o;
+    if (form == kDirectFused) {
+      gcc_graph *g = b->g;
+      int l = -1, node = -1;
+      gcc_diag d{};
+      EXPECT_EQ(gcc_graph_add_temp(g, "drop.out", GCC_VALUE_ACTIVATION, &o, &d), GCC_OK);
+      EXPECT_EQ(gcc_graph_add_temp(g, "drop.L", GCC_VALUE_ACTIVATION, &l, &d), GCC_OK);
+      int ins[3] = {q, k, v}, outs[2] = {o, l};
+      EXPECT_EQ(gcc_graph_add_node(g, "drop", GCC_OP_ATTENTION, ins, 3, outs, 2, &node, &d), GCC_OK)
+          << d.msg;
+      EXPECT_EQ(gcc_node_set_int(g, node, "is_causal", 1), GCC_OK);
+      EXPECT_EQ(gcc_node_set_float(g, node, "dropout_p", drop), GCC_OK);
+    } else {
+      int kt = gcc_build_op(b, GCC_OP_TRANSPOSE, "kt", "kt.out", &k, 1);
+      int64_t perm[2] = {1, 0};
+      gcc_build_set_ints(b, kt, "perm", perm, 2);
+      int i1[2] = {q, kt};
+      int s = gcc_build_op(b, GCC_OP_MATMUL, "qk", "qk.out", i1, 2);
+      float sd = std::sqrt(static_cast<float>(kD));
+      int c = gcc_build_const(b, "sqrt_d", GCC_DT_FLOAT32, 0, nullptr, &sd);
+      int i2[2] = {s, c};
+      s = gcc_build_op(b, GCC_OP_DIV, "scale", "scale.out", i2, 2);
+      if (drop > 0.0f) { // the causal -Inf triangle
+        std::vector<float> tri(static_cast<size_t>(T * T));
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = 0; j < T; ++j)
+            tri[i * T + j] = j > i ? -INFINITY : 0.0f;
+        int64_t md[2] = {T, T};
+        int m = gcc_build_const(b, "causal_mask", GCC_DT_FLOAT32, 2, md, tri.data());
+        int i5[2] = {s, m};
+        s = gcc_build_op(b, GCC_OP_ADD, "add_mask", "add_mask.out", i5, 2);
+      }
+      int p = gcc_build_op(b, GCC_OP_SOFTMAX, "softmax", "softmax.out", &s, 1);
+      gcc_build_set_int(b, p, "axis", -1);
+      int pd = p;
+      if (drop > 0.0f) {
+        pd = gcc_build_op(b, GCC_OP_DROPOUT, "drop", "drop.pout", &p, 1);
+        gcc_build_set_float(b, pd, "ratio", drop);
+      }
+      int i3[2] = {pd, v};
+      o = gcc_build_op(b, GCC_OP_MATMUL, "pv", "drop.out", i3, 2);
+      if (form == kUnfused)
+        gcc_build_output(b, p);
+    }
     int loss = gcc_build_mse(b, "loss", o, t);
     gcc_build_output(b, loss);
-    if (unfused)
-      gcc_build_output(b, p);
     gcc_build_training_spec ts = {};
     ts.loss = "loss";
+    ts.prediction = "drop.out";
     ts.opt.kind = GCC_OPT_SGD;
     ts.batch_size = 1;
     ts.epochs = 1;
+    ts.seed = run_seed;
     gcc_build_training(b, &ts);
     gcc_graph *g = nullptr;
     gcc_diag d{};
     EXPECT_EQ(gcc_builder_finish(b, &g, &d), GCC_OK) << d.msg;
     return GraphPtr(g);
   };
-  struct Store {
-    std::map<std::string, std::vector<float>> param, grad;
-    static void *Bind(void *user, const gcc_graph *g, int v) {
-      auto *s = static_cast<Store *>(user);
-      const gcc_value &val = g->values[v];
-      if (val.kind == GCC_VALUE_PARAM)
-        return s->param.count(val.name) ? s->param[val.name].data() : nullptr;
-      if (val.kind == GCC_VALUE_GRAD && val.param_of >= 0) {
-        std::vector<float> &gv = s->grad[g->values[val.param_of].name];
-        gv.assign(static_cast<size_t>(gcc_shape_numel(&val.shape, NULL)), std::nanf(""));
-        return gv.data();
-      }
-      return nullptr;
-    }
+  struct Result {
+    std::vector<float> out;
+    std::map<std::string, std::vector<float>> grad;
   };
-  Store st[2];
-  for (int u = 0; u < 2; ++u) {
-    GraphPtr model = build(u == 1);
+  // runs `form` at `step`: the prediction and the gradients
+  auto run = [&](ChainForm form, float drop, bool cuda, int64_t step, Result *res) {
+    GraphPtr model = build(form, drop);
     ASSERT_NE(model, nullptr);
     gcc_options o{};
     o.mode = GCC_MODE_TRAIN;
@@ -669,33 +858,104 @@ TEST(AttentionPass, TrainingGradientsMatchTheUnfusedChain) {
     o.opt.kind = GCC_OPT_NONE;
     gcc_plan_config cfg{};
     cfg.threads = 1;
-    st[u].param = params;
+    FILE *quiet = fopen("/dev/null", "w");
+    if (cuda) {
+      o.device = GCC_DEV_CUDA(0);
+      o.device_explicit = 1;
+      o.n_cuda_devices = 1;
+      o.warn_file = quiet;
+      cfg.readback_ring = 1;
+      cfg.device = &gcc_test::SharedHostBackend()->be;
+      cfg.sm = 90;
+      cfg.sm_count = 4;
+      cfg.compile = gcc_kernel_cache_hook;
+      cfg.compile_user = gcc_test::TestKernelCache();
+    }
+    TrainStore st;
+    st.hb = cuda ? gcc_test::SharedHostBackend() : nullptr;
+    st.param = params;
     gcc_plan *plan = nullptr;
     gcc_diag d{};
-    ASSERT_EQ(gcc_plan_compile(model.get(), &o, &cfg, Store::Bind, &st[u], &plan, &d), GCC_OK)
-        << d.msg;
+    gcc_status cs = gcc_plan_compile(model.get(), &o, &cfg, TrainStore::Bind, &st, &plan, &d);
+    if (quiet)
+      fclose(quiet);
+    ASSERT_EQ(cs, GCC_OK) << d.msg;
     const gcc_graph *cg = gcc_plan_graph(plan);
-    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), u == 0 ? 1 : 0);
-    EXPECT_EQ(CountOp(cg, GCC_OP_SOFTMAX_GRAD), u == 0 ? 0 : 1);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), form == kUnfused ? 0 : 1);
+    EXPECT_EQ(CountOp(cg, GCC_OP_SOFTMAX_GRAD), form == kUnfused ? 1 : 0);
+    EXPECT_EQ(CountOp(cg, GCC_OP_DROPOUT), form == kUnfused && drop > 0.0f ? 1 : 0);
     ASSERT_EQ(gcc_plan_bind_input(plan, "target", target.data(), &d), GCC_OK) << d.msg;
-    ASSERT_EQ(gcc_plan_run(plan, 0, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_plan_run(plan, step, &d), GCC_OK) << d.msg;
+    if (cuda) {
+      ASSERT_NE(gcc_plan_host_tensor(plan, "loss", &d), nullptr) << d.msg; // waits
+    }
+    const gcc_tensor *y = gcc_plan_tensor(plan, "drop.out");
+    ASSERT_TRUE(y && y->data);
+    res->out.assign(static_cast<const float *>(y->data),
+                    static_cast<const float *>(y->data) + y->numel);
+    for (const auto &kv : st.grad)
+      res->grad[kv.first].assign(kv.second, kv.second + st.grad_n[kv.first]);
     gcc_plan_free(plan);
-  }
-  // both are float32 computations of the same gradient, each through sums of
-  // at most 2 D + T terms: each within 8 (2 D + T) 2^-24 of the gradient's
-  // largest magnitude, their difference within twice that
-  for (const char *name : {"Qp", "Kp", "Vp"}) {
-    const std::vector<float> &a = st[0].grad[name], &b = st[1].grad[name];
-    ASSERT_EQ(a.size(), static_cast<size_t>(n)) << name;
-    ASSERT_EQ(b.size(), static_cast<size_t>(n)) << name;
+  };
+  // Both are float32 computations of the same values, each through sums of
+  // at most 2 D + T terms (the D-term scores, the T-term softmax sum and
+  // P V, the D-term dP and the T-term dQ / dK / dV sums) plus, with
+  // dropout, one more rounding per probability (its 1 / (1 - p) factor):
+  // each within 8 (2 D + T + 1) 2^-24 of the tensor's largest magnitude
+  // (the factor 8 for exp's few ulps and the cancellation in dP - D_i, as
+  // Bound), their difference within twice that.
+  auto expect_close = [&](const std::vector<float> &a, const std::vector<float> &b,
+                          const std::string &what) {
+    ASSERT_EQ(a.size(), static_cast<size_t>(n)) << what;
+    ASSERT_EQ(b.size(), static_cast<size_t>(n)) << what;
     double e = 0, m = 0;
     for (int64_t i = 0; i < n; ++i) {
       e = std::max(e, std::fabs(static_cast<double>(a[i]) - b[i]));
       m = std::max(m, std::fabs(static_cast<double>(b[i])));
     }
-    EXPECT_GT(m, 0.0) << name;
-    std::printf("[attention] fused vs unfused d%s: max |diff| %.3g, max |grad| %.3g\n", name, e, m);
-    EXPECT_LE(e, 2 * 8 * static_cast<double>(2 * kD + T) * std::ldexp(1.0, -24) * m) << name;
+    EXPECT_GT(m, 0.0) << what;
+    std::printf("[attention] fused vs unfused %s: max |diff| %.3g, max |value| %.3g\n",
+                what.c_str(), e, m);
+    EXPECT_LE(e, 2 * 8 * static_cast<double>(2 * kD + T + 1) * std::ldexp(1.0, -24) * m) << what;
+  };
+  for (float drop : {0.0f, 0.2f}) {
+    for (bool cuda : {false, true}) {
+      if (cuda && (drop == 0.0f || !BuiltWithNvrtc()))
+        continue; // without dropout: the CPU plan (the generated kernels: the gradcheck)
+      for (int64_t step : {int64_t(0), int64_t(3)}) {
+        if ((drop == 0.0f || cuda) && step != (drop == 0.0f ? 0 : 3))
+          continue; // p = 0: step 0 only; the CUDA plan: step 3 only
+        const std::string tag = std::string(cuda ? "cuda" : "cpu") + " p=" + std::to_string(drop) +
+                                " step " + std::to_string(step);
+        SCOPED_TRACE(tag);
+        Result unfused;
+        run(kUnfused, drop, cuda, step, &unfused);
+        // the chain fused by the pass (its Dropout too); with dropout also an
+        // Attention node written directly
+        for (ChainForm form : {kPassFused, kDirectFused}) {
+          if (form == kDirectFused && drop == 0.0f)
+            continue;
+          const std::string ftag =
+              tag + (form == kPassFused ? " (attention pass)" : " (Attention node)");
+          Result fused;
+          run(form, drop, cuda, step, &fused);
+          if (HasFatalFailure())
+            return;
+          expect_close(fused.out, unfused.out, "O " + ftag);
+          for (const char *name : {"Qp", "Kp", "Vp"})
+            expect_close(fused.grad[name], unfused.grad[name],
+                         std::string("d") + name + " " + ftag);
+        }
+        if (drop > 0.0f) { // the mask is there: the same attention without dropout differs
+          Result none;
+          run(kDirectFused, 0.0f, cuda, step, &none);
+          double diff = 0;
+          for (int64_t i = 0; i < n; ++i)
+            diff = std::max(diff, std::fabs(static_cast<double>(none.out[i]) - unfused.out[i]));
+          EXPECT_GT(diff, 0.1) << "dropout changed nothing";
+        }
+      }
+    }
   }
 }
 

@@ -539,6 +539,22 @@ std::vector<float> TrainSteps(const gcc_graph *model, bool cuda, int steps) {
     EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), 2); // and its backward
     EXPECT_EQ(CountOp(cg, GCC_OP_GATHER_GRAD), 2);    // wte (tied) and wpe scatter-adds
     EXPECT_EQ(CountOp(cg, GCC_OP_GRAD_NORM), 1);      // clip_grad_norm_
+    // the model's dropout also on the attention probabilities (nanoGPT's
+    // attn_dropout), in its training form: each layer's own key
+    std::vector<int64_t> keys;
+    for (int i = 0; i < cg->n_nodes; i++)
+      if (cg->nodes[i].op == GCC_OP_ATTENTION) {
+        const gcc_node &n = cg->nodes[i];
+        EXPECT_EQ(n.av[ATTN_TRAINING].i, 1) << n.name;
+        if (n.av[ATTN_DROPOUT_P].f > 0.0f)
+          keys.push_back(n.av[ATTN_KEY].i);
+      }
+    if (CountOp(cg, GCC_OP_DROPOUT) > 0) { // a model with dropout: both layers' attention too
+      EXPECT_EQ(keys.size(), 2u);
+      if (keys.size() == 2) {
+        EXPECT_NE(keys[0], keys[1]);
+      }
+    }
   }
   for (int step = 0; step < steps; step++) {
     float l = NAN;
@@ -684,6 +700,13 @@ TEST(CharGpt, CudaPlanGradientsMatchTheCpu) {
 void ExpectTrains(bool cuda) {
   gcc_graph *g = TinyGpt(0.1f);
   ASSERT_NE(g, nullptr);
+  EXPECT_EQ(CountOp(g, GCC_OP_DROPOUT), 1 + 2 * 2); // transformer.drop, resid and mlp per layer
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == GCC_OP_ATTENTION) {
+      const gcc_attr *a = gcc_node_attr(&g->nodes[i], "dropout_p"); // the model: by name
+      ASSERT_NE(a, nullptr) << "attn_dropout";
+      EXPECT_EQ(a->f, 0.1f) << "attn_dropout";
+    }
   // one token embedding, read by the Gather and by lm_head (weight tying)
   int wte = gcc_graph_find(g, "transformer.wte.weight");
   ASSERT_GE(wte, 0);

@@ -63,6 +63,7 @@
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "passes/grad_rules.h"
+#include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "passes/passes.h"
 #include "runtime/plan.h"
@@ -4541,9 +4542,13 @@ TEST(ExpandGrad, BroadcastsToLargerShapes) {
 // causal top-left (key j visible to row i when j <= i); a row with every key
 // masked gives 0 (PyTorch's math backend since 2.5, and the flash kernels).
 // *lse (optional) gets each row's logsumexp (-Inf for such a row).
+// `drop` > 0: dropout on the probabilities, Dropout's mask of the
+// [B, H, Tq, Tk] probabilities under `key` at step 0 (RefDropoutMask's
+// documented bits: element (bh, i, j) is the flat index (bh Tq + i) Tk + j),
+// kept ones scaled by 1 / (1 - drop) after the softmax normalised them.
 T64 RefAttention(const T64 &Q, const T64 &K, const T64 &V, bool causal, double scale,
                  const std::function<double(int64_t, int64_t, int64_t, int64_t)> &mask_at,
-                 T64 *lse = nullptr) {
+                 T64 *lse = nullptr, float drop = 0.0f, const std::vector<int> *keep = nullptr) {
   const size_t r = Q.dims.size();
   const int64_t B = Q.dims[0], H = r == 4 ? Q.dims[1] : 1, Tq = Q.dims[r - 2], D = Q.dims[r - 1],
                 Tk = K.dims[r - 2], E = V.dims[r - 1];
@@ -4575,8 +4580,12 @@ T64 RefAttention(const T64 &Q, const T64 &K, const T64 &V, bool causal, double s
             sum += std::exp(s[j] - mx);
         for (int64_t e = 0; e < E; ++e) {
           double o = 0;
-          for (int64_t j = 0; j < Tk && sum > 0; ++j)
-            o += std::exp(s[j] - mx) / sum * V.v[(bh * Tk + j) * E + e];
+          for (int64_t j = 0; j < Tk && sum > 0; ++j) {
+            double pij = std::exp(s[j] - mx) / sum;
+            if (drop > 0.0f)
+              pij = (*keep)[(bh * Tq + i) * Tk + j] ? pij / (1.0 - static_cast<double>(drop)) : 0.0;
+            o += pij * V.v[(bh * Tk + j) * E + e];
+          }
           O.v[(bh * Tq + i) * E + e] = o;
         }
         if (lse)
@@ -4588,7 +4597,7 @@ T64 RefAttention(const T64 &Q, const T64 &K, const T64 &V, bool causal, double s
 
 // Attention(Q, K, V [, mask]) -> O, L built into the builder's graph; returns O.
 int BuildAttention(gcc_builder *b, const char *name, int q, int k, int v, int mask, bool causal,
-                   float scale) {
+                   float scale, float drop = 0.0f) {
   gcc_graph *g = b->g;
   int o = -1, l = -1, node = -1;
   gcc_diag d{};
@@ -4606,6 +4615,9 @@ int BuildAttention(gcc_builder *b, const char *name, int q, int k, int v, int ma
   if (scale != 0.0f) {
     EXPECT_EQ(gcc_node_set_float(g, node, "scale", scale), GCC_OK);
   }
+  if (drop != 0.0f) {
+    EXPECT_EQ(gcc_node_set_float(g, node, "dropout_p", drop), GCC_OK);
+  }
   return o;
 }
 
@@ -4617,8 +4629,11 @@ enum AttnMask { kNoMask, kFloatMask, kBoolMask };
 // One Attention gradcheck: Q, K, V parameters [B, H, Tq, D] / [B, H, Tk, D] /
 // [B, H, Tk, Dv] (rank 3 when H = 0), an optional mask (AttnMask; kBoolMask
 // rank-4 only), also through the host-emulated CUDA plan (the generated kernels).
+// `drop` > 0: dropout_p; the training form's mask is that of a Dropout
+// named "attn" under the gradcheck's run seed 0 at step 0 (fixed, so the
+// finite differences see the same mask).
 GradCase AttentionCase(Rng &r, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t E,
-                       bool causal, float scale, AttnMask mk) {
+                       bool causal, float scale, AttnMask mk, float drop = 0.0f) {
   GradCase c;
   c.label = "Attention B,H,Tq,Tk,D,Dv=" + std::to_string(B) + "," + std::to_string(H) + "," +
             std::to_string(Tq) + "," + std::to_string(Tk) + "," + std::to_string(D) + "," +
@@ -4626,7 +4641,8 @@ GradCase AttentionCase(Rng &r, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int
             (mk == kFloatMask  ? " float mask"
              : mk == kBoolMask ? " 0/-inf mask"
                                : "") +
-            " scale=" + std::to_string(scale);
+            " scale=" + std::to_string(scale) +
+            (drop > 0.0f ? " dropout_p=" + std::to_string(drop) : "");
   auto dims = [&](int64_t t, int64_t w) { return H ? Dims{B, H, t, w} : Dims{B, t, w}; };
   // scores of O(1): the softmax is neither flat nor one-hot
   c.params.push_back({"Q", dims(Tq, D), r.F(Numel(dims(Tq, D)), -1.5, 1.5)});
@@ -4655,8 +4671,10 @@ GradCase AttentionCase(Rng &r, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int
       m = v.at("M");
     else if (mk == kBoolMask)
       m = gcc_build_const(b, "M", GCC_DT_FLOAT32, 4, md.data(), mb.data());
-    return BuildAttention(b, "attn", v.at("Q"), v.at("K"), v.at("V"), m, causal, scale);
+    return BuildAttention(b, "attn", v.at("Q"), v.at("K"), v.at("V"), m, causal, scale, drop);
   };
+  const std::vector<int> keep =
+      RefDropoutMask(0, "attn", drop, B * (H ? H : 1) * Tq * Tk, 0); // all 1 for drop 0
   c.ref = [=](const Env &e) {
     double sc = scale != 0.0f ? scale : 1.0 / std::sqrt(static_cast<double>(D));
     std::function<double(int64_t, int64_t, int64_t, int64_t)> at;
@@ -4668,7 +4686,7 @@ GradCase AttentionCase(Rng &r, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int
       at = [=](int64_t b, int64_t, int64_t i, int64_t j) {
         return static_cast<double>(mb[(b * Tq + i) * Tk + j]);
       };
-    return RefAttention(e.at("Q"), e.at("K"), e.at("V"), causal, sc, at);
+    return RefAttention(e.at("Q"), e.at("K"), e.at("V"), causal, sc, at, nullptr, drop, &keep);
   };
   c.bwd_ops = {GCC_OP_ATTENTION_GRAD};
   c.cuda = true;
@@ -4697,6 +4715,103 @@ TEST(AttentionGrad, SeveralTilesEachWay) {
   Rng r(33);
   RunGradCase(AttentionCase(r, 1, 2, 37, 70, 5, 3, true, 0.0f, kNoMask), 6);
   RunGradCase(AttentionCase(r, 1, 1, 70, 37, 4, 4, false, 0.0f, kFloatMask), 7);
+}
+
+// Dropout on the probabilities (issue 31), its mask fixed at step 0 under
+// the gradcheck's seed: dQ, dK, dV against float64 finite differences of
+// the masked reference, CPU and host-emulated CUDA plans; one key block
+// (the CPU's one-pass backward) and several tiles each way with a mask.
+TEST(AttentionGrad, DropoutOnTheProbabilities) {
+  Rng r(34);
+  RunGradCase(AttentionCase(r, 2, 3, 5, 7, 4, 3, true, 0.0f, kNoMask, 0.2f), 8);
+  RunGradCase(AttentionCase(r, 1, 2, 37, 70, 5, 3, false, 0.0f, kFloatMask, 0.3f), 9);
+}
+
+// The CPU kernel of a training-form Attention (dropout_p p, key `key`) at
+// step `step` with Q = 0 (every probability 1 / Tk) and V the identity
+// (E = Tk): O[bh, i, j] = mask / (1 - p) / Tk, so its zeros are the dropped
+// probabilities.
+std::vector<float> AttentionDropPattern(int64_t BH, int64_t T, float p, int64_t key, int64_t step) {
+  const int64_t Tk = T;
+  std::vector<float> q(static_cast<size_t>(BH * T), 0.0f), k(static_cast<size_t>(BH * Tk), 1.0f),
+      v(static_cast<size_t>(BH * Tk * Tk), 0.0f), o(static_cast<size_t>(BH * T * Tk), -1.0f),
+      l(static_cast<size_t>(BH * T));
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t j = 0; j < Tk; ++j)
+      v[(bh * Tk + j) * Tk + j] = 1.0f;
+  gcc_attr av[6] = {};
+  av[ATTN_IS_CAUSAL].type = av[ATTN_SEED].type = av[ATTN_TRAINING].type = av[ATTN_KEY].type =
+      GCC_ATTR_INT;
+  av[ATTN_SCALE].type = av[ATTN_DROPOUT_P].type = GCC_ATTR_FLOAT;
+  av[ATTN_DROPOUT_P].f = p;
+  av[ATTN_TRAINING].i = 1;
+  av[ATTN_KEY].i = key;
+  gcc_node nd = {};
+  nd.op = GCC_OP_ATTENTION;
+  nd.av = av;
+  nd.n_av = 6;
+  auto tensor = [](std::vector<float> &x, std::initializer_list<int64_t> d) {
+    gcc_tensor t = {};
+    t.dtype = GCC_DT_FLOAT32;
+    t.shape.ndim = static_cast<int>(d.size());
+    int i = 0;
+    for (int64_t x1 : d)
+      t.shape.dims[i++] = x1;
+    t.numel = static_cast<int64_t>(x.size());
+    t.data = x.data();
+    return t;
+  };
+  gcc_tensor tq = tensor(q, {1, BH, T, 1}), tk = tensor(k, {1, BH, Tk, 1}),
+             tv = tensor(v, {1, BH, Tk, Tk}), to = tensor(o, {1, BH, T, Tk}),
+             tl = tensor(l, {1, BH, T});
+  gcc_tensor *ins[3] = {&tq, &tk, &tv}, *outs[2] = {&to, &tl};
+  // one thread's scratch of the kernel (cpu_attention.c per_thread_floats
+  // for D = 1, Dv = Tk), generously
+  std::vector<float> ws(static_cast<size_t>(8 * 64 * (Tk + 64)));
+  gcc_cpu_ctx ctx = {};
+  ctx.max_threads = 1;
+  ctx.optimizer_step = step;
+  ctx.rng_step = step;
+  gcc_kernel_args a = {};
+  a.node = &nd;
+  a.in = ins;
+  a.n_in = 3;
+  a.out = outs;
+  a.n_out = 2;
+  a.ctx = &ctx;
+  a.workspace = ws.data();
+  EXPECT_EQ(gcc_cpu_attention(&a), GCC_OK);
+  return o;
+}
+
+// The fused op's dropout draws exactly Dropout's mask of the [B, H, Tq, Tk]
+// probabilities (the same key and step: the same zeros), its kept share is
+// Binomial(n, 1 - p), and the step moves it.
+TEST(AttentionGrad, DropoutMaskIsDropoutsOnTheProbabilities) {
+  const int64_t BH = 4, T = 160, n = BH * T * T; // 102,400 probabilities, 3 key blocks
+  const float p = 0.2f;
+  for (int64_t step : {int64_t(3), (int64_t(1) << 32) + 1}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    std::vector<float> o = AttentionDropPattern(BH, T, p, 987654321, step);
+    std::vector<float> ref = DropoutOnes(n, p, 987654321, step);
+    ASSERT_EQ(o.size(), ref.size());
+    int64_t kept = 0, differ = 0;
+    const float want = gcc_dropout_scale(p) / static_cast<float>(T);
+    for (int64_t x = 0; x < n; ++x) {
+      kept += o[x] != 0.0f;
+      differ += (o[x] != 0.0f) != (ref[x] != 0.0f);
+      if (o[x] != 0.0f) {
+        // (1 * scale) * (1 / Tk): two roundings of the exact scale / Tk
+        ASSERT_NEAR(o[x], want, 2 * std::ldexp(static_cast<double>(want), -23)) << x;
+      }
+    }
+    EXPECT_EQ(differ, 0) << "the fused op's mask is not Dropout's";
+    // kept ~ Binomial(n, 1 - p): within 5 standard deviations
+    EXPECT_NEAR(static_cast<double>(kept), n * (1.0 - p), 5 * std::sqrt(n * p * (1.0 - p)));
+  }
+  std::vector<float> a = AttentionDropPattern(BH, T, p, 987654321, 3),
+                     b = AttentionDropPattern(BH, T, p, 987654321, 4);
+  EXPECT_NE(a, b) << "another step, another mask";
 }
 
 // ---- Trilu (ONNX Trilu-14), ArgMax / ArgMin (ONNX ArgMax-13 / ArgMin-13) -----------------

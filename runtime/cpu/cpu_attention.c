@@ -25,6 +25,16 @@
  * accumulation runs in a fixed order inside one thread: the bits do not
  * depend on the thread count.
  *
+ * Dropout on the probabilities (training form, dropout_p > 0): element
+ * (b, h, i, j) of P is multiplied by (kept ? 1 / (1 - p) : 0) with exactly
+ * Dropout's bits for the flat index ((b H + h) Tq + i) Tk + j of the
+ * [B, H, Tq, Tk] probabilities (graph/philox.h), after the online softmax
+ * summed the un-dropped P into l (so L is the un-dropped logsumexp). The
+ * backward redraws the mask per tile: dV += (mask P)^T dO, dP = mask (dO
+ * V^T), dS = P (dP - D_i) with D_i of the dropped O. Without dropout the
+ * mask code is skipped by one test per tile row (forward) or per tile
+ * (backward) on dr == NULL, never per element.
+ *
  * The inner loops are axpy-shaped (contiguous, no reduction) so that the
  * compiler vectorises them without reassociating sums; exp is a Cephes-style
  * polynomial written in plain C (so it vectorises too); no FMA contraction
@@ -42,6 +52,7 @@
 #endif
 
 #include "graph/ops.h"
+#include "graph/philox.h"
 #include "runtime/cpu/cpu_attention.h"
 
 #define BQ 32 /* query rows per tile */
@@ -134,13 +145,44 @@ static inline float attn_exp1(float x) {
   return s;
 }
 
+/* Dropout on the probabilities: the node's key, the step, the threshold
+ * and the kept elements' factor (graph/philox.h). */
+typedef struct attn_drop {
+  uint64_t key, thr;
+  int64_t step;
+  float scale;
+} attn_drop;
+
 /* The tile's geometry: rows [i0, i0 + nq) of head bh against keys [j0, j0 + nk). */
 typedef struct tile {
   const gcc_attn_geo *g;
   const float *q, *k, *v; /* this head's Q, K, V */
   const float *mask;      /* the mask's base for this (b, h), or NULL */
   int64_t i0, nq, j0, nk;
+  const attn_drop *dr; /* NULL: no dropout */
+  int64_t bh;          /* the head's index b H + h */
 } tile;
+
+/* f[j] = (kept ? scale : 0) for keys j0 .. j0 + nk - 1 of row r of the
+ * tile's head: the words of the Dropout blocks that cover flat indices
+ * (bh Tq + r) Tk + j0 + j (nk <= BK). */
+static void drop_factors(const tile *t, int64_t r, float *restrict f) {
+  const attn_drop *dr = t->dr;
+  const int64_t f0 = (t->bh * t->g->tq + r) * t->g->tk + t->j0;
+  const int64_t q0 = f0 / 4, q1 = (f0 + t->nk - 1) / 4, off = f0 - q0 * 4;
+  unsigned int w[BK + 8];
+  for (int64_t q = q0; q <= q1; q++)
+    gcc_dropout_block(dr->key, q, dr->step, w + (q - q0) * 4);
+  for (int64_t j = 0; j < t->nk; j++)
+    f[j] = (uint64_t)w[off + j] >= dr->thr ? dr->scale : 0.0f;
+}
+
+static void drop_of(const gcc_kernel_args *a, float p, int64_t key, attn_drop *dr) {
+  dr->key = (uint64_t)key;
+  dr->thr = gcc_dropout_threshold(p);
+  dr->scale = gcc_dropout_scale(p);
+  dr->step = a->ctx ? a->ctx->rng_step : 0;
+}
 
 /* kt[d][j] = K[j0 + j][d]: the key block transposed, BK wide. */
 ATTN_HOT static void pack_t(const float *restrict src, int64_t n, int64_t w, float *restrict dst) {
@@ -252,8 +294,8 @@ static const float *mask_base(const gcc_attn_geo *g, const gcc_tensor *m, int64_
 
 /* ---- forward --------------------------------------------------------------- */
 
-ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, int64_t item,
-                              float *restrict ws) {
+ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, const attn_drop *dr,
+                              int64_t item, float *restrict ws) {
   const int64_t nqb = (g->tq + BQ - 1) / BQ, bh = item / nqb, qb = item % nqb;
   const int64_t D = g->d, E = g->dv;
   tile t = {g,
@@ -264,7 +306,9 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, i
             qb * BQ,
             0,
             0,
-            0};
+            0,
+            dr,
+            bh};
   t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
   float *s = ws, *kt = s + BQ * BK, *acc = kt + BK * D, *m = acc + BQ * E, *l = m + BQ;
   for (int64_t i = 0; i < t.nq; i++) {
@@ -298,6 +342,12 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, i
       float *restrict ai = acc + i * E;
       for (int64_t e = 0; e < E; e++)
         ai[e] *= corr;
+      if (dr) { /* P's dropout, after its sum went into l */
+        float f[BK];
+        drop_factors(&t, t.i0 + i, f);
+        for (int64_t j = 0; j < t.nk; j++)
+          si[j] = si[j] * f[j];
+      }
     }
     rows_axpy(acc, t.nq, E, s, BK, 1, t.nk, t.v + t.j0 * E, E); /* acc += P V */
   }
@@ -314,6 +364,10 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, i
 gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
   gcc_attn_geo g;
   geo_of(a, ATTN_IN_Q, ATTN_IN_MASK, &g);
+  attn_drop drop;
+  const float p = a->node->av[ATTN_TRAINING].i ? a->node->av[ATTN_DROPOUT_P].f : 0.0f;
+  drop_of(a, p, a->node->av[ATTN_KEY].i, &drop);
+  const attn_drop *dr = p > 0.0f ? &drop : NULL;
   const int64_t items = g.b * g.h * ((g.tq + BQ - 1) / BQ);
   const int nt = (int)n_threads_for(a, items);
   const size_t per = per_thread_floats(g.d, g.dv);
@@ -325,7 +379,7 @@ gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
 #else
     float *mine = ws;
 #endif
-    fwd_item(&g, a, it, mine);
+    fwd_item(&g, a, dr, it, mine);
   }
   return GCC_OK;
 }
@@ -360,6 +414,20 @@ ATTN_HOT static void probs_and_ds(const tile *t, const float *restrict kt, const
   }
   /* dP = dO V^T, then dS = P (dP - D_i) */
   tile_nt(do_ + t->i0 * E, E, 1.0f, t->nq, vt, E, dp);
+  if (t->dr) { /* dP = mask (dO V^T), dS = P (dP - D_i), then s = mask P for dV */
+    for (int64_t i = 0; i < t->nq; i++) {
+      float f[BK];
+      drop_factors(t, t->i0 + i, f);
+      float *restrict si = s + i * BK;
+      float *restrict di = dp + i * BK;
+      for (int64_t j = 0; j < nk; j++) {
+        const float dpij = di[j] * f[j];
+        di[j] = si[j] * (dpij - Ds[i]);
+        si[j] = si[j] * f[j];
+      }
+    }
+    return;
+  }
   for (int64_t i = 0; i < t->nq; i++) {
     const float *restrict si = s + i * BK;
     float *restrict di = dp + i * BK;
@@ -372,6 +440,7 @@ typedef struct bwd_ptrs {
   const float *q, *k, *v, *o, *l, *dout;
   const gcc_tensor *mask;
   float *dq, *dk, *dv;
+  const attn_drop *dr;
 } bwd_ptrs;
 
 /* Pass 1: dK and dV of key block kb of head bh. */
@@ -387,7 +456,9 @@ ATTN_HOT static void bwd_kv_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64
             0,
             0,
             kb * BK,
-            0};
+            0,
+            p->dr,
+            bh};
   t.nk = g->tk - t.j0 < BK ? g->tk - t.j0 : BK;
   float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dk = vt + BK * E,
         *dv = dk + BK * D;
@@ -426,7 +497,9 @@ ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_
             qb * BQ,
             0,
             0,
-            0};
+            0,
+            p->dr,
+            bh};
   t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
   float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dq = vt + BK * E;
   for (int64_t x = 0; x < t.nq * D; x++)
@@ -461,7 +534,9 @@ ATTN_HOT static void bwd_head_item(const gcc_attn_geo *g, const bwd_ptrs *p, int
             0,
             0,
             0,
-            0};
+            0,
+            p->dr,
+            bh};
   t.nk = g->tk;
   float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dk = vt + BK * E,
         *dv = dk + BK * D, *dq = dv + BK * E;
@@ -503,7 +578,13 @@ gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a) {
                 a->n_in > ATTN_GRAD_IN_MASK ? a->in[ATTN_GRAD_IN_MASK] : NULL,
                 a->out[0]->data,
                 a->out[1]->data,
-                a->out[2]->data};
+                a->out[2]->data,
+                NULL};
+  attn_drop drop;
+  const float dp_ = a->node->av[ATTN_GRAD_DROPOUT_P].f;
+  drop_of(a, dp_, a->node->av[ATTN_GRAD_KEY].i, &drop);
+  if (dp_ > 0.0f)
+    p.dr = &drop;
   const size_t per = per_thread_floats(g.d, g.dv);
   float *ws = a->workspace;
   const int64_t kv_items = g.b * g.h * ((g.tk + BK - 1) / BK);
