@@ -83,7 +83,7 @@ import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "fixtures"))
-from make_fixtures import FixtureWriter  # noqa: E402
+from make_fixtures import MAGIC  # noqa: E402
 
 DEFAULT_MODELS = [
     "alexnet", "vgg11_bn", "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2",
@@ -251,7 +251,7 @@ def train_reference(model, x, labels, path, names=None, frozen=()):
     0.5). LR 1e-3: at 1e-2 even ResNet-18's float32 and float64 runs differ
     by 1e3 tolerances; at 1e-3 the parameters still move by 5e3-1e5
     tolerances (a wrong gradient cannot pass)."""
-    fw = FixtureWriter()
+    fw = StreamingFixture(path)
     fw.add("x", x.float().numpy())
     fw.add("labels", labels.numpy())
     fw.add("lr", np.float64(LR))
@@ -266,7 +266,35 @@ def train_reference(model, x, labels, path, names=None, frozen=()):
             fw.add((prefix or "final.") + (names or {}).get(k, k), v)
         for k, v in first.items():
             fw.add("step1." + (prefix or "f32.") + (names or {}).get(k, k), v)
-    fw.write(path)
+    fw.close()
+
+
+class StreamingFixture:
+    """tests/fixture.h's format (make_fixtures.FixtureWriter's), each record
+    written as it is added: VGG-11-BN's reference (133M parameters, six
+    states) does not fit in memory next to its networks. Written to
+    PATH.tmp and renamed at close(), so that a killed run leaves no partial
+    fixture."""
+
+    def __init__(self, path):
+        self.path, self.names = path, set()
+        self.f = open(path + ".tmp", "wb")
+        self.f.write(MAGIC)
+
+    def add(self, name, value):
+        arr = np.asarray(value, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        if name in self.names or not name or any(c.isspace() for c in name):
+            raise ValueError("bad or duplicate record name %r" % name)
+        self.names.add(name)
+        dt = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
+              np.dtype(np.int64): "i64"}[arr.dtype]
+        header = " ".join([name, dt, str(arr.ndim)] + [str(d) for d in arr.shape])
+        self.f.write(header.encode("ascii") + b"\n")
+        self.f.write(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes(order="C"))
+
+    def close(self):
+        self.f.close()
+        os.replace(self.path + ".tmp", self.path)
 
 
 def folded_reference(model, onnx_path, x, labels, path):

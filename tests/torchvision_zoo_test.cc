@@ -266,7 +266,8 @@ TEST(TorchvisionZoo, EvalExportsMatchPyTorchOnCpuAndCudaPlans) {
 // PyTorch's float32 loss at step 3 is 1.5% from float64's, P is a third of
 // M). After the first step, P is the rounding of one gradient: so every
 // tensor is judged after step 1 (the fixture's step1.* records) and after
-// step 3. A tensor "moves" when M > 2 kFloor: the rest move by less than
+// step 3 (where an undecided tensor is reported, not held to the tolerance:
+// see JudgeState). A tensor "moves" when M > 2 kFloor: the rest move by less than
 // float32 resolves of them after a step (weight decay alone moves a tensor
 // by lr * wd = 1e-7 of its norm; ConvNeXt's blocks behind a layer scale of
 // 1e-6 get gradients of that order), so no float32 comparison can judge
@@ -423,10 +424,19 @@ double JudgeState(gcc_session *s, const gcc_test::Fixture &fx,
     for (const std::string &run : f32)
       runs.push_back(fx.Get(run + pname).f32());
     Judged j = Judge(p, runs, fx.Get(f64 + pname).f64(), init[t].data(), var, n);
-    EXPECT_LE(j.err, 1) << pname << " after step " << (stage ? 3 : 1) << ": normwise error "
-                        << j.err << " of the tolerance (PyTorch float32's own " << j.pt
-                        << ", moved " << j.move << ")";
-    worst = std::max(worst, j.err);
+    // after step 3, a moving tensor that is undecided (PyTorch float32's own
+    // error a quarter of the update or more) is reported, not held to the
+    // tolerance: the float32 trajectories have left float64's, and how far
+    // a third one lands says nothing (EfficientNetV2-S's default export: an
+    // SE block's fc weights, PyTorch float32 100% from float64 after step
+    // 3). Step 1 judges every tensor.
+    const bool judged = !(stage == 1 && j.move > kMoving && j.undecided);
+    if (judged) {
+      EXPECT_LE(j.err, 1) << pname << " after step " << (stage ? 3 : 1) << ": normwise error "
+                          << j.err << " of the tolerance (PyTorch float32's own " << j.pt
+                          << ", moved " << j.move << ")";
+      worst = std::max(worst, j.err);
+    }
     if (j.err > 1 && !dump.empty())
       DumpNpy(dump + "." + pname + (stage ? ".step3.npy" : ".step1.npy"), fx.Get(f64 + pname), p);
     if (stage)
@@ -435,7 +445,8 @@ double JudgeState(gcc_session *s, const gcc_test::Fixture &fx,
       res->moving[stage]++;
       res->undecided[stage] += j.undecided;
     }
-    by_tensor->push_back({j.err, pname + (stage ? " (step 3)" : " (step 1)")});
+    if (judged)
+      by_tensor->push_back({j.err, pname + (stage ? " (step 3)" : " (step 1)")});
   }
   return worst;
 }
