@@ -34,6 +34,10 @@
  * Dropout): the training form derives the key from the name and seed as
  * Dropout's does, so the fused node draws the mask the Dropout would have.
  *
+ * Compiled for training, a mask computed from a trainable parameter (a
+ * learned position bias) leaves the chain unfused: the fused op gives the
+ * mask no gradient (evaluation fuses it).
+ *
  * Not recognised yet: a mask made by Where (no Where op yet), a K^T that is
  * not a Transpose (a stored transposed weight).
  */
@@ -57,6 +61,7 @@ static const unsigned char kRole[GCC_OP_COUNT] = {
 typedef struct matcher {
   gcc_graph *g;
   int loss, pred; /* the training spec's values, or -1 */
+  int train;      /* compiling for training (a backward pass follows) */
   char *dead;     /* nodes of matched chains */
 } matcher;
 
@@ -78,6 +83,35 @@ static int private_to(const matcher *m, int v, int node) {
     if (g->outputs[i] == v)
       return 0;
   return 1;
+}
+
+/* Whether value v is computed from a trainable parameter (a PARAM reached
+ * through its producers): in a graph that trains, such a mask needs a
+ * gradient, which the fused Attention does not give (its mask is a
+ * constant or an input), so the chain stays unfused and trains as the
+ * MatMul -> Softmax -> MatMul it is (Swin-T's relative-position bias,
+ * gathered from a trained table). `seen` has a byte and `stack` an int per
+ * value (an explicit stack: a mask can descend from the whole graph). */
+static int from_param(const gcc_graph *g, int v, char *seen, int *stack) {
+  int top = 0, found = 0;
+  stack[top++] = v;
+  seen[v] = 1;
+  while (top > 0 && !found) {
+    int u = stack[--top];
+    if (g->values[u].kind == GCC_VALUE_PARAM) {
+      found = 1;
+      break;
+    }
+    int n = producer(g, u);
+    for (int k = 0; n >= 0 && k < g->nodes[n].n_inputs; k++) {
+      int w = g->nodes[n].inputs[k];
+      if (w >= 0 && !seen[w]) {
+        seen[w] = 1;
+        stack[top++] = w; /* each value is pushed once: n_values entries suffice */
+      }
+    }
+  }
+  return found;
 }
 
 /* The float32 constant of one element, or NAN. A graph without a training
@@ -251,7 +285,22 @@ static gcc_status try_chain(matcher *m, int f, int *done, gcc_diag *d) {
     }
     if (s_in >= 0) {
       mask = s_in == a0 ? a1 : a0;
-      if (g->values[mask].dtype != GCC_DT_FLOAT32 || !private_to(m, s_in, n)) {
+      int trained = 0;
+      if (m->train) {
+        size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+        char *seen = calloc(nv, 1);
+        int *stack = malloc(nv * sizeof *stack);
+        if (!seen || !stack) {
+          free(seen);
+          free(stack);
+          free(chain);
+          return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (attention pass)");
+        }
+        trained = from_param(g, mask, seen, stack);
+        free(seen);
+        free(stack);
+      }
+      if (g->values[mask].dtype != GCC_DT_FLOAT32 || !private_to(m, s_in, n) || trained) {
         free(chain);
         return GCC_OK;
       }
@@ -389,7 +438,7 @@ gcc_status gcc_pass_attention(gcc_graph *g, const gcc_options *opt, gcc_diag *d)
   if (opt && opt->no_attention_fusion)
     return GCC_OK;
   GCC_TRY(gcc_graph_link(g, d));
-  matcher m = {g, -1, -1, NULL};
+  matcher m = {g, -1, -1, g->training.present && (!opt || opt->mode == GCC_MODE_TRAIN), NULL};
   if (g->training.present) {
     m.loss = g->training.loss ? gcc_graph_find(g, g->training.loss) : -1;
     m.pred = g->training.prediction ? gcc_graph_find(g, g->training.prediction) : -1;

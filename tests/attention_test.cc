@@ -706,6 +706,78 @@ TEST(AttentionPass, LeavesOtherChainsAlone) {
   }
 }
 
+// A learned mask (Swin's relative-position bias: a parameter added to the
+// scores) in a graph that trains: the fused Attention gives its mask no
+// gradient, so the pass leaves the chain unfused and the bias gets its
+// gradient through Add; the same graph compiled for evaluation fuses, with
+// the bias as the mask input.
+TEST(AttentionPass, LeavesAChainWithATrainedMaskUnfusedWhenTraining) {
+  std::mt19937_64 r(11);
+  const int64_t T = 8, n = T * kD;
+  std::vector<float> q = Randn(r, n), k = Randn(r, n), v = Randn(r, n), bias = Randn(r, T * T);
+  gcc_builder *b = gcc_builder_new("learned_bias", 1);
+  int64_t d2[2] = {T, kD}, md[2] = {T, T};
+  int qv = gcc_build_param(b, "Qp", 2, d2, q.data());
+  int kv = gcc_build_param(b, "Kp", 2, d2, k.data());
+  int vv = gcc_build_param(b, "Vp", 2, d2, v.data());
+  int bv = gcc_build_param(b, "bias_table", 2, md, bias.data());
+  int t = gcc_build_input(b, "target", GCC_DT_FLOAT32, 2, d2);
+  int kt = gcc_build_op(b, GCC_OP_TRANSPOSE, "kt", "kt.out", &kv, 1);
+  int64_t perm[2] = {1, 0};
+  gcc_build_set_ints(b, kt, "perm", perm, 2);
+  int i1[2] = {qv, kt};
+  int s = gcc_build_op(b, GCC_OP_MATMUL, "qk", "qk.out", i1, 2);
+  float sd = std::sqrt(static_cast<float>(kD));
+  int c = gcc_build_const(b, "sqrt_d", GCC_DT_FLOAT32, 0, nullptr, &sd);
+  int i2[2] = {s, c};
+  s = gcc_build_op(b, GCC_OP_DIV, "scale", "scale.out", i2, 2);
+  int i3[2] = {s, bv};
+  s = gcc_build_op(b, GCC_OP_ADD, "add_bias", "add_bias.out", i3, 2);
+  int p = gcc_build_op(b, GCC_OP_SOFTMAX, "softmax", "softmax.out", &s, 1);
+  gcc_build_set_int(b, p, "axis", -1);
+  int i4[2] = {p, vv};
+  int o = gcc_build_op(b, GCC_OP_MATMUL, "pv", "pv.out", i4, 2);
+  int loss = gcc_build_mse(b, "loss", o, t);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.prediction = "pv.out";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.batch_size = 1;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *graw = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_builder_finish(b, &graw, &d), GCC_OK) << d.msg;
+  GraphPtr model(graw);
+  for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL}) {
+    SCOPED_TRACE(mode == GCC_MODE_TRAIN ? "training" : "evaluation");
+    gcc_options o{};
+    o.mode = mode;
+    o.batch_size = 1;
+    o.opt.kind = GCC_OPT_NONE;
+    FILE *sink = fopen("/dev/null", "w");
+    o.warn_file = sink;
+    gcc_graph *g = nullptr;
+    gcc_mem_plan mem{};
+    ASSERT_EQ(gcc_compile_graph(model.get(), &o, &g, &mem, &d), GCC_OK) << d.msg;
+    fclose(sink);
+    gcc_mem_plan_free(&mem);
+    GraphPtr cg(g);
+    const bool train = mode == GCC_MODE_TRAIN;
+    EXPECT_EQ(CountOp(cg.get(), GCC_OP_ATTENTION), train ? 0 : 1);
+    EXPECT_EQ(CountOp(cg.get(), GCC_OP_SOFTMAX), train ? 1 : 0);
+    if (!train)
+      continue;
+    EXPECT_EQ(CountOp(cg.get(), GCC_OP_SOFTMAX_GRAD), 1);
+    int grads = 0; // the bias's gradient exists
+    for (int i = 0; i < cg->n_values; ++i)
+      grads += cg->values[i].kind == GCC_VALUE_GRAD && cg->values[i].param_of >= 0 &&
+               std::strcmp(cg->values[cg->values[i].param_of].name, "bias_table") == 0;
+    EXPECT_EQ(grads, 1);
+  }
+}
+
 // Training through the pass: the backward is one AttentionGrad (no
 // SoftmaxGrad, no (T, T) tensor), and the gradients equal those of the same
 // chain left unfused (its probabilities also a graph output). Single-head
