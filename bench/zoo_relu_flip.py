@@ -19,9 +19,9 @@ the failing one down to the other tensors' float32 level explains the
 mismatch.
 
 Usage (the bench venv):
-  GCC_TRAIN_ZOO_DUMP=/tmp/zdump bazel-bin/tests/torchvision_zoo_test ... (the failing row)
+  GCC_TRAIN_ZOO_DUMP=DUMP bazel-bin/tests/torchvision_zoo_test ... (the failing row)
   python bench/zoo_relu_flip.py --dir ZOO --model shufflenet_v2_x1_0 --exporter torchscript \\
-      --tensor stage4.3.branch2.5.weight --gcc /tmp/zdump/shufflenet_v2_x1_0.torchscript.stage4.3.branch2.5.weight.step1.npy
+      --tensor stage4.3.branch2.5.weight --gcc DUMP/shufflenet_v2_x1_0.torchscript.stage4.3.branch2.5.weight.step1.npy
 """
 import argparse
 import copy
