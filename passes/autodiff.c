@@ -34,6 +34,8 @@ struct gcc_grad_ctx {
   int fwd; /* forward node being differentiated: backward nodes inherit its pin */
   int *io; /* dy and dx of the node being differentiated (any arity: Concat of 25) */
   int io_cap;
+  char *dead; /* per node: a SliceGrad whose output a Concat replaced (removed at the end) */
+  int dead_cap;
 };
 
 gcc_graph *gcc_grad_graph(gcc_grad_ctx *c) {
@@ -97,11 +99,105 @@ static gcc_status add_contrib(gcc_grad_ctx *c, int value, int grad, gcc_diag *d)
   return GCC_OK;
 }
 
+/* When the contributions of `value` are all SliceGrads along one axis (step
+ * 1, every other dim whole) whose ranges tile that axis exactly once (the
+ * q, k and v thirds of a fused projection, Split's pieces), their sum is the
+ * Concat of their dY in start order: one copy instead of a zero-filled
+ * tensor per piece and the Adds between them. The same values but the sign
+ * of a zero (x + 0 is +0 for x = -0). *out = the Concat's output, or -1
+ * when the form does not apply (nothing added). The SliceGrads are marked
+ * dead and removed at the end of autodiff. */
+static gcc_status concat_slices(gcc_grad_ctx *c, int value, int *out, gcc_diag *d) {
+  const contrib_list *l = &c->contrib[value];
+  gcc_graph *g = c->g;
+  *out = -1;
+  if (l->n < 2 || l->n > 64 || g->values[value].dtype != GCC_DT_FLOAT32)
+    return GCC_OK;
+  const gcc_shape *xs = &g->values[value].shape;
+  int node[64], axis = -1;
+  int64_t first[64];
+  for (int i = 0; i < l->n; i++) {
+    int v = l->v[i], p = -1;
+    for (int j = g->n_nodes - 1; j >= 0 && p < 0; j--)
+      if (g->nodes[j].n_outputs == 1 && g->nodes[j].outputs[0] == v)
+        p = j;
+    if (p < 0 || g->nodes[p].op != GCC_OP_SLICE_GRAD || g->nodes[p].n_inputs != 1 ||
+        g->values[v].kind != GCC_VALUE_ACTIVATION)
+      return GCC_OK;
+    for (int j = 0; j < g->n_nodes; j++) /* read by the sum only */
+      for (int k = 0; k < g->nodes[j].n_inputs; k++)
+        if (g->nodes[j].inputs[k] == v)
+          return GCC_OK;
+    int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS];
+    gcc_shape ys;
+    gcc_diag quiet = {0};
+    if (gcc_slice_resolve(&g->nodes[p], g->source, xs, start, step, &ys, &quiet) != GCC_OK ||
+        ys.ndim != xs->ndim)
+      return GCC_OK;
+    int cut = -1;
+    for (int k = 0; k < xs->ndim; k++) {
+      if (step[k] != 1)
+        return GCC_OK;
+      if (start[k] != 0 || ys.dims[k] != xs->dims[k]) {
+        if (cut >= 0)
+          return GCC_OK; /* two cut dims */
+        cut = k;
+      }
+    }
+    if (cut < 0 || (axis >= 0 && cut != axis))
+      return GCC_OK;
+    axis = cut;
+    node[i] = p;
+    first[i] = start[cut];
+  }
+  /* start order (a handful of pieces: insertion sort), then an exact tiling */
+  int order[64];
+  for (int i = 0; i < l->n; i++) {
+    int k = i;
+    while (k > 0 && first[order[k - 1]] > first[i]) {
+      order[k] = order[k - 1];
+      k--;
+    }
+    order[k] = i;
+  }
+  int64_t at = 0;
+  int in[64];
+  for (int i = 0; i < l->n; i++) {
+    const gcc_node *n = &g->nodes[node[order[i]]];
+    if (first[order[i]] != at)
+      return GCC_OK;
+    in[i] = n->inputs[0];
+    at += g->values[in[i]].shape.dims[axis];
+  }
+  if (at != xs->dims[axis])
+    return GCC_OK;
+  if (g->n_nodes > c->dead_cap) {
+    int cap = g->n_nodes * 2;
+    char *nd = realloc(c->dead, (size_t)cap);
+    if (!nd)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+    memset(nd + c->dead_cap, 0, (size_t)(cap - c->dead_cap));
+    c->dead = nd;
+    c->dead_cap = cap;
+  }
+  for (int i = 0; i < l->n; i++)
+    c->dead[node[i]] = 1;
+  char hint[512];
+  snprintf(hint, sizeof hint, "%s/grad_concat", g->values[value].name);
+  int cn;
+  GCC_TRY(gcc_grad_add_node(c, GCC_OP_CONCAT, hint, in, l->n, &cn, out, d));
+  GCC_TRY(gcc_node_set_int(c->g, cn, "axis", axis));
+  return gcc_grad_finish(c, cn, d);
+}
+
 /* Sums the contributions of `value` into one value (or -1 if none). */
 static gcc_status total_grad(gcc_grad_ctx *c, int value, int *out, gcc_diag *d) {
   contrib_list *l = &c->contrib[value];
   *out = -1;
   if (l->n == 0)
+    return GCC_OK;
+  GCC_TRY(concat_slices(c, value, out, d));
+  if (*out >= 0)
     return GCC_OK;
   int acc = l->v[0];
   for (int i = 1; i < l->n; i++) {
@@ -122,6 +218,7 @@ static void ctx_free(gcc_grad_ctx *c) {
   free(c->contrib);
   free(c->wanted);
   free(c->io);
+  free(c->dead);
 }
 
 /* Renames value v (the name map is rebuilt by re-adding under the new name:
@@ -577,6 +674,16 @@ gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) 
   c.g = g;
   c.fwd = -1;
   gcc_status s = differentiate(&c, loss, opt, d);
+  if (s == GCC_OK && c.dead) { /* the SliceGrads concat_slices replaced */
+    char *dead = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!dead)
+      s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+    for (int i = 0; dead && i < g->n_nodes && i < c.dead_cap; i++)
+      dead[i] = c.dead[i];
+    if (dead)
+      s = gcc_graph_remove_nodes(g, dead, d);
+    free(dead);
+  }
   ctx_free(&c);
   if (s != GCC_OK)
     return s;

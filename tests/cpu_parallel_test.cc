@@ -1,9 +1,11 @@
 // cpu_parallel_test: the CPU pointwise kernels whose elements (or rows) are
 // cut into contiguous parts over the plan's threads (runtime/cpu/
-// cpu_parallel.h): Gelu, GeluGrad, Add (same shape, row broadcast),
+// cpu_parallel.h): Gelu, GeluGrad, Add (same shape, a repeated row:
+// a bias, a position table),
 // Transpose (last dim kept, last dim moved), SliceGrad (one cut dim: one
 // pass; two cut dims or a step: the general walk), Adam,
-// SoftmaxCrossEntropyGrad (rows) and ReduceSumTo's column sums (columns).
+// SoftmaxCrossEntropyGrad (rows) and ReduceSumTo's column sums (columns;
+// to a bias or to a trailing block such as a position table).
 //
 // Every case runs with 1, 2 and 3 threads on sizes over the parallel
 // threshold (GCC_CPU_PARALLEL_MIN_WORK), the outputs start as NaN (an element
@@ -171,6 +173,24 @@ TEST(CpuParallel, AddSameShapeAndRowBroadcast) {
   y = RunThreads(gcc_cpu_add, &add, {m, r}, {x, bias}, m);
   for (size_t i = 0; i < x.size(); i++)
     ASSERT_EQ(y[i], x[i] + bias[i % 77]) << i;
+  // a (T, C) position table added to (B, T, C) embeddings, as either operand
+  // and with a leading one: rows of T * C repeated
+  gcc_shape e = Shape({40, 30, 70}), pt = Shape({30, 70}), pt1 = Shape({1, 30, 70});
+  std::vector<float> emb = Data(84000, 7, -4, 4), pos = Data(2100, 8, -4, 4);
+  for (const gcc_shape &ps : {pt, pt1}) {
+    y = RunThreads(gcc_cpu_add, &add, {e, ps}, {emb, pos}, e);
+    for (size_t i = 0; i < emb.size(); i++)
+      ASSERT_EQ(y[i], emb[i] + pos[i % 2100]) << i;
+    y = RunThreads(gcc_cpu_add, &add, {ps, e}, {pos, emb}, e);
+    for (size_t i = 0; i < emb.size(); i++)
+      ASSERT_EQ(y[i], pos[i % 2100] + emb[i]) << i;
+  }
+  // (3, 1) + (1, 4): not one row repeated; the general walk
+  gcc_shape c3 = Shape({3, 1}), r4 = Shape({1, 4}), o = Shape({3, 4});
+  std::vector<float> u = Data(3, 9, -4, 4), v = Data(4, 10, -4, 4);
+  y = RunThreads(gcc_cpu_add, &add, {c3, r4}, {u, v}, o);
+  for (size_t i = 0; i < 12; i++)
+    ASSERT_EQ(y[i], u[i / 4] + v[i % 4]) << i;
 }
 
 TEST(CpuParallel, TransposeLastDimKeptAndMoved) {
@@ -360,6 +380,31 @@ TEST(CpuParallel, ReduceSumToColumnsAnyThreads) {
         ref *= scale;
       ASSERT_EQ(y[(size_t)c], ref) << "column " << c;
     }
+  }
+  // to a trailing (T, C) block, with and without a leading one (a position
+  // table's gradient): column sums over the B leading rows, in order
+  gcc_attr av[2]{};
+  av[REDUCE_SUM_TO_SCALE].f = 1.0f;
+  gcc_node nd = Node(GCC_OP_REDUCE_SUM_TO, av, 2);
+  gcc_shape xs = Shape({40, 30, 70});
+  std::vector<float> x = Data(84000, 16, -1, 1);
+  for (const gcc_shape &ys : {Shape({30, 70}), Shape({1, 30, 70})}) {
+    std::vector<float> y = RunThreads(gcc_cpu_reduce_sum_to, &nd, {xs}, {x}, ys);
+    for (int64_t c = 0; c < 2100; c++) {
+      float ref = 0.0f;
+      for (int64_t r = 0; r < 40; r++)
+        ref += x[(size_t)(r * 2100 + c)];
+      ASSERT_EQ(y[(size_t)c], ref) << "element " << c;
+    }
+  }
+  // to (30, 1): not a trailing block; the general walk sums in input order
+  std::vector<float> y = RunThreads(gcc_cpu_reduce_sum_to, &nd, {xs}, {x}, Shape({30, 1}));
+  for (int64_t t = 0; t < 30; t++) {
+    float ref = 0.0f;
+    for (int64_t b = 0; b < 40; b++)
+      for (int64_t c = 0; c < 70; c++)
+        ref += x[(size_t)((b * 30 + t) * 70 + c)];
+    ASSERT_EQ(y[(size_t)t], ref) << "row " << t;
   }
 }
 

@@ -43,6 +43,7 @@
 //    reference is fed the gradient the library computed, which is itself
 //    checked against the float64 analytic gradient).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -475,7 +476,8 @@ struct GradCase {
   BuildFn build;
   RefFn ref;
   bool is_loss = false;     // the op's output is the (scalar) loss itself
-  std::vector<int> bwd_ops; // ops that must appear in the backward graph
+  std::vector<int> bwd_ops;    // ops that must appear in the backward graph
+  std::vector<int> bwd_absent; // ops that must not
   bool cuda = false;        // also through a CUDA plan on the host backend (RunOnHostCuda)
   // persistent state values (BatchNormalization's running statistics):
   // bound like parameters, marked `state`, no gradient checked
@@ -695,6 +697,10 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
       found |= cg->nodes[i].op == op && cg->nodes[i].phase == GCC_PHASE_BACKWARD;
     EXPECT_TRUE(found) << "no backward " << gcc_op_name(op) << " node";
   }
+  for (int op : c.bwd_absent)
+    for (int i = 0; i < cg->n_nodes; ++i)
+      EXPECT_FALSE(cg->nodes[i].op == op && cg->nodes[i].phase == GCC_PHASE_BACKWARD)
+          << "backward node '" << cg->nodes[i].name << "' is a " << gcc_op_name(op);
 
   // forward: the op output and the loss against float64
   if (!c.is_loss)
@@ -4445,6 +4451,86 @@ TEST(SliceGrad, RandomBoundsStepsAndAxes) {
       c.bwd_ops = {GCC_OP_SLICE_GRAD};
       c.cuda = seed == kSeeds[0] && rank >= 3;
       RunGradCase(c, seed);
+    }
+  }
+}
+
+// X cut along one axis into pieces used by different ops (a fused q, k, v
+// projection's thirds). When the pieces tile the axis exactly, autodiff sums
+// their gradients as one Concat (no SliceGrad, no Add for X); when they do not
+// (the tail unused), the SliceGrads and their Adds stay. Both against float64
+// finite differences. The forward: Y = Concat(P2 * P2, P0, P1 * P1) along
+// the same axis, P_k = X[..., o_k : o_k + l_k, ...].
+TEST(SliceGrad, PiecesThatTileAnAxisSumAsOneConcat) {
+  for (uint64_t seed : kSeeds) {
+    Rng r(seed);
+    for (int rank = 2; rank <= 3; ++rank) {
+      for (bool tile : {true, false}) {
+        Dims d = r.RandDims(rank, 2, 4);
+        const int64_t axis = r.I(0, rank - 1);
+        const int n = tile ? 3 : 2;
+        std::vector<int64_t> len = {r.I(1, 3), r.I(1, 3), r.I(1, 3)};
+        d[axis] = len[0] + len[1] + len[2]; // without tile, piece 2 is the unused tail
+        GradCase c;
+        c.label = std::string(tile ? "tiling" : "partial") + " slices of " + Str(d) + " axis " +
+                  std::to_string(axis) + " lengths " + Str(len);
+        c.params.push_back({"X", d, r.F(Numel(d))});
+        c.build = [=](gcc_builder *b, const Ids &v) {
+          int p[3], off = 0;
+          for (int k = 0; k < n; ++k) {
+            std::string name = "piece" + std::to_string(k);
+            p[k] = Op(b, GCC_OP_SLICE, name.c_str(), {v.at("X")});
+            SetInts(b, p[k], "starts", {off});
+            SetInts(b, p[k], "ends", {off + len[k]});
+            SetInts(b, p[k], "axes", {axis});
+            off += static_cast<int>(len[k]);
+          }
+          std::vector<int> ins;
+          if (tile)
+            ins.push_back(Op(b, GCC_OP_MUL, "sq2", {p[2], p[2]}));
+          ins.push_back(p[0]);
+          ins.push_back(Op(b, GCC_OP_MUL, "sq1", {p[1], p[1]}));
+          int y = Op(b, GCC_OP_CONCAT, "cat", ins);
+          gcc_build_set_int(b, y, "axis", axis);
+          return y;
+        };
+        c.ref = [=](const Env &e) {
+          const T64 &x = e.at("X");
+          int64_t outer = 1, inner = 1;
+          for (int64_t i = 0; i < axis; ++i)
+            outer *= x.dims[i];
+          for (int64_t i = axis + 1; i < rank; ++i)
+            inner *= x.dims[i];
+          // the output's pieces: (source offset, length, squared) in order
+          std::vector<std::array<int64_t, 3>> parts;
+          if (tile)
+            parts.push_back({len[0] + len[1], len[2], 1});
+          parts.push_back({0, len[0], 0});
+          parts.push_back({len[0], len[1], 1});
+          Dims od = x.dims;
+          od[axis] = 0;
+          for (const auto &pt : parts)
+            od[axis] += pt[1];
+          T64 y = Zeros(od);
+          for (int64_t o = 0; o < outer; ++o) {
+            int64_t at = 0;
+            for (const auto &pt : parts)
+              for (int64_t j = 0; j < pt[1] * inner; ++j, ++at) {
+                double xv = x.v[(o * x.dims[axis] + pt[0]) * inner + j];
+                y.v[o * od[axis] * inner + at] = pt[2] ? xv * xv : xv;
+              }
+          }
+          return y;
+        };
+        if (tile) {
+          c.bwd_ops = {GCC_OP_CONCAT};
+          c.bwd_absent = {GCC_OP_SLICE_GRAD}; // (the Adds left are P1 * P1's and P2 * P2's)
+        } else {
+          c.bwd_ops = {GCC_OP_SLICE_GRAD, GCC_OP_ADD};
+        }
+        c.cuda = seed == kSeeds[0];
+        RunGradCase(c, seed);
+      }
     }
   }
 }

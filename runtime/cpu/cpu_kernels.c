@@ -80,6 +80,26 @@ static void bcast_strides(const gcc_shape *in, const gcc_shape *out, int64_t *st
   }
 }
 
+/* The row length when `small` broadcast to `big` is one row repeated: its
+ * dims, leading ones dropped, equal big's trailing dims (a bias over the
+ * last axis, a position table (T, C) added to (B, T, C)); 0 otherwise.
+ * small->numel == 0 gives 0 (the generic walk handles empty tensors). */
+static int64_t suffix_row(const gcc_shape *small, const gcc_shape *big) {
+  int lead = 0;
+  while (lead < small->ndim && small->dims[lead] == 1)
+    lead++;
+  int k = small->ndim - lead; /* the dims that must match big's last k */
+  if (k > big->ndim)
+    return 0;
+  int64_t cols = 1;
+  for (int i = 0; i < k; i++) {
+    if (small->dims[lead + i] != big->dims[big->ndim - k + i])
+      return 0;
+    cols *= small->dims[lead + i];
+  }
+  return cols;
+}
+
 /* Visits every element of `out` shape with the matching offsets of up to
  * two broadcast operands: calls f(o, ia, ib, user). */
 typedef void (*bcast_visit)(int64_t o, int64_t ia, int64_t ib, void *user);
@@ -310,15 +330,16 @@ gcc_status gcc_cpu_add(const gcc_kernel_args *a) {
   const float *x0 = F32(A), *x1 = F32(B);
   int64_t n = Y->numel;
   const int t = gcc_cpu_pointwise_threads(a, n);
+  int64_t cols = 0;
   if (A->numel == n && B->numel == n) {
     add_job j = {x0, x1, y, 1};
     gcc_cpu_parallel_for(t, n, 16, add_range, &j);
-  } else if (A->numel == n && Y->shape.ndim >= 1 && B->numel == Y->shape.dims[Y->shape.ndim - 1] &&
-             (B->shape.ndim == 1 || B->numel == 1 ||
-              B->shape.dims[B->shape.ndim - 1] == B->numel)) {
-    int64_t cols = B->numel; /* row broadcast: x + bias, rows split */
-    add_job j = {x0, x1, y, cols};
-    gcc_cpu_parallel_for(cols > 0 ? t : 1, cols > 0 ? n / cols : 0, 1, add_rows_range, &j);
+  } else if ((A->numel == n && (cols = suffix_row(&B->shape, &Y->shape)) > 0) ||
+             (B->numel == n && (cols = suffix_row(&A->shape, &Y->shape)) > 0)) {
+    /* row broadcast: x + bias, x + a position table; rows split. Addition
+     * commutes bit for bit, so the full operand may be either one. */
+    add_job j = A->numel == n ? (add_job){x0, x1, y, cols} : (add_job){x1, x0, y, cols};
+    gcc_cpu_parallel_for(t, n / cols, 1, add_rows_range, &j);
   } else {
     add_ctx c = {y, x0, x1};
     bcast_walk(&Y->shape, &A->shape, &B->shape, visit_add, &c);
@@ -516,11 +537,12 @@ gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
   float *y = F32(Y);
   float scale = a->node->av[REDUCE_SUM_TO_SCALE].f;
   memset(y, 0, (size_t)Y->numel * sizeof *y);
-  int64_t last = X->shape.ndim ? X->shape.dims[X->shape.ndim - 1] : 1;
-  if (Y->numel == last && X->shape.ndim >= 1 &&
-      (Y->shape.ndim == 0 || Y->shape.dims[Y->shape.ndim - 1] == last)) {
-    col_sum_job j = {x, y, last > 0 ? X->numel / last : 0, last}; /* the bias gradient */
-    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, X->numel), last, 16, col_sum_range, &j);
+  int64_t cols = suffix_row(&Y->shape, &X->shape);
+  if (cols > 0) {
+    /* the bias gradient, a position table's: column sums over the rows, each
+     * column's additions in row order as the walk below would make them */
+    col_sum_job j = {x, y, X->numel / cols, cols};
+    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, X->numel), cols, 16, col_sum_range, &j);
   } else {
     /* walk the input; the output is the broadcast operand */
     sum_ctx c = {y, x};
