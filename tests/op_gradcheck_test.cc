@@ -475,10 +475,10 @@ struct GradCase {
   std::vector<InputSpec> inputs;
   BuildFn build;
   RefFn ref;
-  bool is_loss = false;     // the op's output is the (scalar) loss itself
+  bool is_loss = false;        // the op's output is the (scalar) loss itself
   std::vector<int> bwd_ops;    // ops that must appear in the backward graph
   std::vector<int> bwd_absent; // ops that must not
-  bool cuda = false;        // also through a CUDA plan on the host backend (RunOnHostCuda)
+  bool cuda = false;           // also through a CUDA plan on the host backend (RunOnHostCuda)
   // persistent state values (BatchNormalization's running statistics):
   // bound like parameters, marked `state`, no gradient checked
   std::vector<ParamSpec> states;
