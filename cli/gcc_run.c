@@ -5,6 +5,7 @@
  *                    [--save-outputs OUT.npz|DIR] [--batch-size N] [--threads N] [--quiet]
  *   gcc-run OUT.gccx --info     (the manifest: version, precision, weight bytes, kernels)
  *   gcc-run MODEL.pb --generate N [--prompt TEXT] [--temperature X] [--top-k K] [--seed S]
+ *                               [--no-kv-cache]
  *                               (text from a language model: deploy/generate.h)
  *
  * Instead of a bundle, a model file (an ONNX model or a gcc-train .pb,
@@ -57,7 +58,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: gcc-run BUNDLE.gccx|MODEL --input FILE [options]\n"
              "       gcc-run BUNDLE.gccx|MODEL --info\n"
              "       gcc-run MODEL.pb --generate N [--prompt TEXT] [--temperature X] [--top-k K]\n"
-             "                        [--seed S]\n"
+             "                        [--seed S] [--no-kv-cache]\n"
              "\n"
              "Runs the inference graph of a bundle written by gcc-train --export, or of a\n"
              "model file (ONNX or gcc-train .pb, recognised by content) on the CPU.\n"
@@ -85,9 +86,11 @@ static void usage(FILE *f) {
              "  --generate N        sample N tokens from a language model trained by gcc-train\n"
              "                      (--dataset text or tokens; a .pb) and print the prompt and\n"
              "                      them, as nanoGPT's sample.py: decoded with the model's\n"
-             "                      vocabulary, else as token ids; on the CPU, the model run\n"
-             "                      on the last block-size tokens for every new one (no KV\n"
-             "                      cache yet)\n"
+             "                      vocabulary, else as token ids; on the CPU, one position per\n"
+             "                      token with a KV cache while the context fits the block\n"
+             "                      size (a GPT's causal attentions), then the model run on\n"
+             "                      the last block-size tokens for every new one\n"
+             "  --no-kv-cache       run the last block-size tokens for every token\n"
              "  --prompt TEXT       the start (default a newline, as sample.py)\n"
              "  --temperature X     divide the logits by X > 0 (default 1.0)\n"
              "  --top-k K           sample among the K most likely tokens only (default: all)\n"
@@ -167,7 +170,8 @@ static gcc_status emit_stdout(void *user, const char *bytes, size_t n, gcc_diag 
 static int generate_main(const char *path, gcc_generate_options *gen, int other_flags, int threads,
                          int quiet) {
   if (gen->n_new < 0) {
-    fprintf(stderr, "gcc-run: --prompt, --temperature, --top-k and --seed go with --generate N\n");
+    fprintf(stderr, "gcc-run: --prompt, --temperature, --top-k, --seed and --no-kv-cache go with "
+                    "--generate N\n");
     return EXIT_USAGE;
   }
   if (other_flags) {
@@ -186,6 +190,9 @@ static int generate_main(const char *path, gcc_generate_options *gen, int other_
   }
   gen->threads = threads;
   gen->emit = emit_stdout;
+  static char report[800];
+  gen->report = report;
+  gen->report_cap = sizeof report;
   gcc_status s = gcc_generate(model, gen, &d);
   gcc_graph_free(model);
   if (s == GCC_OK) {
@@ -204,8 +211,8 @@ static int generate_main(const char *path, gcc_generate_options *gen, int other_
   if (!quiet)
     fprintf(stderr,
             "gcc-run: %" PRId64 " tokens sampled on the CPU (temperature %g, top-k %s, "
-            "seed %" PRIu64 "; the window re-run per token, no KV cache)\n",
-            gen->n_new, gen->temperature, k, gen->seed);
+            "seed %" PRIu64 "; %s)\n",
+            gen->n_new, gen->temperature, k, gen->seed, gen->report);
   return 0;
 }
 
@@ -298,7 +305,8 @@ int main(int argc, char **argv) {
     OPT_TEMPERATURE,
     OPT_TOP_K,
     OPT_SEED,
-    OPT_NO_GRAPH
+    OPT_NO_GRAPH,
+    OPT_NO_KV_CACHE
   };
   static const struct option longopts[] = {
       {"input", required_argument, 0, OPT_INPUT},
@@ -318,6 +326,7 @@ int main(int argc, char **argv) {
       {"top-k", required_argument, 0, OPT_TOP_K},
       {"seed", required_argument, 0, OPT_SEED},
       {"no-cuda-graph", no_argument, 0, OPT_NO_GRAPH},
+      {"no-kv-cache", no_argument, 0, OPT_NO_KV_CACHE},
       {0, 0, 0, 0},
   };
   const char *input = NULL, *labels_path = NULL, *device = "auto", *output = NULL, *save = NULL;
@@ -382,6 +391,10 @@ int main(int argc, char **argv) {
       gen_flags = 1;
       break;
     }
+    case OPT_NO_KV_CACHE:
+      gen.no_kv_cache = 1;
+      gen_flags = 1;
+      break;
     case OPT_VERSION:
       printf("gcc-run %s (bundle format %u)\n", GCC_TRAIN_VERSION, GCC_BUNDLE_FORMAT_VERSION);
       return 0;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deploy/kv_cache.h"
 #include "graph/ops.h"
 #include "graph/rng.h"
 #include "runtime/plan.h"
@@ -108,6 +109,122 @@ int64_t gcc_generate_pick(const float *logits, int64_t V, double temperature, in
 static double uniform53(gcc_rng *r) {
   uint64_t hi = gcc_rng_u32(r) >> 5, lo = gcc_rng_u32(r) >> 6;
   return ((double)hi * 67108864.0 + (double)lo) * (1.0 / 9007199254740992.0);
+}
+
+/* The decoder (KV cache) of the model and its buffers: the caches of every
+ * attention [H, T - 1, D] and the one-position inputs. */
+typedef struct decoder {
+  gcc_kv_decoder kv;
+  gcc_plan *p;
+  int64_t T, V, cached; /* positions 0 .. cached - 1 are in the caches */
+  float **cache;        /* 2 per layer: k, v */
+  float *mask;          /* [T] */
+  int64_t id, pos;
+} decoder;
+
+static void decoder_free(decoder *dc) {
+  if (!dc)
+    return;
+  for (int i = 0; dc->cache && i < 2 * dc->kv.n_layers; i++)
+    free(dc->cache[i]);
+  free(dc->cache);
+  free(dc->mask);
+  gcc_plan_free(dc->p);
+  gcc_kv_decoder_free(&dc->kv);
+  free(dc);
+}
+
+/* The decoder of `g` compiled with `po`/`cfg`, or NULL with the reason in
+ * `why` (then sampling runs the window for every token). */
+static decoder *decoder_new(const gcc_graph *g, const gcc_graph *model, int64_t T, int64_t V,
+                            const gcc_options *po, const gcc_plan_config *cfg, char *why,
+                            size_t why_cap) {
+  gcc_diag kd;
+  memset(&kd, 0, sizeof kd);
+  decoder *dc = calloc(1, sizeof *dc);
+  gcc_status s = dc ? gcc_kv_decoder_build(g, T, &dc->kv, &kd) : GCC_ERR_OUT_OF_MEMORY;
+  if (s == GCC_OK)
+    s = gcc_plan_compile(dc->kv.g, po, cfg, bind_weights, (void *)model, &dc->p, &kd);
+  if (s == GCC_OK) {
+    dc->T = T;
+    dc->V = V;
+    dc->cache = calloc((size_t)(2 * dc->kv.n_layers), sizeof *dc->cache);
+    dc->mask = malloc((size_t)T * sizeof *dc->mask);
+    s = dc->cache && dc->mask ? GCC_OK : GCC_ERR_OUT_OF_MEMORY;
+    for (int i = 0; s == GCC_OK && i < dc->kv.n_layers; i++) {
+      const gcc_kv_layer *l = &dc->kv.layer[i];
+      dc->cache[2 * i] = calloc((size_t)(l->heads * (T - 1) * l->dk), sizeof(float));
+      dc->cache[2 * i + 1] = calloc((size_t)(l->heads * (T - 1) * l->dv), sizeof(float));
+      if (!dc->cache[2 * i] || !dc->cache[2 * i + 1])
+        s = GCC_ERR_OUT_OF_MEMORY;
+    }
+  }
+  if (s != GCC_OK) {
+    snprintf(why, why_cap, "%s",
+             s == GCC_ERR_OUT_OF_MEMORY && !kd.msg[0] ? "out of memory" : kd.msg);
+    decoder_free(dc);
+    return NULL;
+  }
+  return dc;
+}
+
+/* Runs the decoder on token `id` at position `pos` (= dc->cached), stores
+ * its keys and values at slot pos, and returns its logits (V). */
+static const float *decoder_step(decoder *dc, int64_t id, int64_t pos, gcc_diag *d) {
+  gcc_plan *p = dc->p;
+  dc->id = id;
+  dc->pos = pos;
+  for (int64_t j = 0; j < dc->T; j++) /* the cached positions and the new one (the last slot) */
+    dc->mask[j] = j < pos || j == dc->T - 1 ? 0.0f : -INFINITY;
+  gcc_status s = gcc_plan_bind_input(p, dc->kv.g->values[dc->kv.g->inputs[0]].name, &dc->id, d);
+  if (s == GCC_OK)
+    s = gcc_plan_bind_input(p, GCC_KV_POS_INPUT, &dc->pos, d);
+  if (s == GCC_OK)
+    s = gcc_plan_bind_input(p, GCC_KV_MASK_INPUT, dc->mask, d);
+  for (int i = 0; s == GCC_OK && i < dc->kv.n_layers; i++) {
+    s = gcc_plan_bind_input(p, dc->kv.layer[i].k_cache, dc->cache[2 * i], d);
+    if (s == GCC_OK)
+      s = gcc_plan_bind_input(p, dc->kv.layer[i].v_cache, dc->cache[2 * i + 1], d);
+  }
+  if (s == GCC_OK)
+    s = gcc_plan_run(p, 0, d);
+  if (s == GCC_OK)
+    s = gcc_plan_sync(p, d);
+  for (int i = 0; s == GCC_OK && i < dc->kv.n_layers && pos < dc->T - 1; i++) {
+    const gcc_kv_layer *l = &dc->kv.layer[i];
+    for (int kk = 0; kk < 2 && s == GCC_OK; kk++) {
+      const gcc_tensor *t = gcc_plan_host_tensor(p, kk ? l->v_new : l->k_new, d);
+      if (!t) {
+        s = d->status ? d->status : GCC_ERR_INTERNAL;
+        break;
+      }
+      int64_t D = kk ? l->dv : l->dk;
+      for (int64_t h = 0; h < l->heads; h++)
+        memcpy(dc->cache[2 * i + kk] + (h * (dc->T - 1) + pos) * D, (const float *)t->data + h * D,
+               (size_t)D * sizeof(float));
+    }
+  }
+  const gcc_graph *dg = gcc_plan_graph(p);
+  const gcc_tensor *lt =
+      s == GCC_OK ? gcc_plan_host_tensor(p, dg->values[dg->outputs[0]].name, d) : NULL;
+  if (s == GCC_OK && !lt)
+    gcc_diag_set(d, GCC_ERR_INTERNAL, "the decoder's logits are not in its plan");
+  if (!lt)
+    return NULL;
+  dc->cached = pos + 1;
+  return lt->data;
+}
+
+/* Writes token `next`: its vocabulary byte, or "<id> " */
+static gcc_status emit_token(const gcc_generate_options *o, const gcc_training *t, int has_vocab,
+                             int64_t next, gcc_diag *d) {
+  if (has_vocab && next < t->n_vocab) {
+    char c = (char)t->vocab[next];
+    return o->emit(o->user, &c, 1, d);
+  }
+  char buf[32];
+  int m = snprintf(buf, sizeof buf, "%" PRId64 " ", next);
+  return o->emit(o->user, buf, (size_t)m, d);
 }
 
 gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, gcc_diag *d) {
@@ -216,10 +333,47 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
     if (!x || !scratch)
       s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (generation buffers)");
   }
+  /* the decoder (KV cache), checked against the window at the first token */
+  decoder *dc = NULL;
+  char why[700] = "";
+  if (s == GCC_OK && !one_hot && !o->no_kv_cache) {
+    gcc_options po = {0};
+    po.mode = GCC_MODE_EVAL;
+    po.batch_size = 1;
+    po.device = GCC_DEV_CPU;
+    po.device_explicit = 1;
+    po.n_cuda_devices = 1;
+    gcc_plan_config cfg = {0};
+    cfg.threads = o->threads > 0 ? o->threads : 1;
+    cfg.readback_ring = 1;
+    dc = decoder_new(g, model, T, V, &po, &cfg, why, sizeof why);
+  } else if (s == GCC_OK) {
+    snprintf(why, sizeof why, "%s", one_hot ? "no KV cache: one-hot input rows" : "--no-kv-cache");
+  }
+  int checked = 0;
   gcc_rng rng;
   gcc_rng_seed(&rng, o->seed, GCC_GENERATE_STREAM);
   const char *in_name = g->values[g->inputs[0]].name, *out_name = g->values[g->outputs[0]].name;
   for (int64_t k = 0; s == GCC_OK && k < o->n_new; k++) {
+    /* the decoder while the context fits the window: the positions not
+     * cached yet (the prompt's at the first token), one run each */
+    const float *drow = NULL;
+    while (dc && len <= T && dc->cached < len && s == GCC_OK) {
+      drow = decoder_step(dc, seq[dc->cached], dc->cached, d);
+      if (!drow)
+        s = d->status;
+    }
+    if (s != GCC_OK)
+      break;
+    if (drow && checked) {
+      if (o->on_logits)
+        o->on_logits(o->user, drow, V);
+      int64_t next = gcc_generate_pick(drow, has_vocab ? t->n_vocab : V, o->temperature, o->top_k,
+                                       uniform53(&rng), scratch);
+      seq[len++] = next;
+      s = emit_token(o, t, has_vocab, next, d);
+      continue;
+    }
     /* the last T tokens at positions 0 .. n-1; the rest token 0 */
     int64_t n = len < T ? len : T;
     const int64_t *ctx = seq + len - n;
@@ -245,19 +399,41 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
     if (s != GCC_OK)
       break;
     const float *row = (const float *)lt->data + (n - 1) * V;
+    if (drow) {
+      /* the first token from the decoder: its logits must be the window's
+       * up to float32 rounding (sums of another length and order: the
+       * GEMMs of one row, the attention over T slots); a model whose other
+       * nodes mix positions gives different ones and keeps the window */
+      double worst = 0, scale = 1;
+      for (int64_t v = 0; v < V; v++) {
+        double e = fabs((double)drow[v] - (double)row[v]);
+        worst = e > worst ? e : worst;
+        scale = fabs((double)row[v]) > scale ? fabs((double)row[v]) : scale;
+      }
+      checked = 1;
+      if (!(worst <= 1e-3 * scale)) {
+        snprintf(why, sizeof why,
+                 "no KV cache: the decoder's logits differ from the window's by %.3g (of %.3g): "
+                 "a node mixes positions",
+                 worst, scale);
+        decoder_free(dc);
+        dc = NULL;
+      }
+    }
+    if (o->on_logits)
+      o->on_logits(o->user, row, V);
     /* with a vocabulary, ids past it never occurred in training: not drawn */
     int64_t next = gcc_generate_pick(row, has_vocab ? t->n_vocab : V, o->temperature, o->top_k,
                                      uniform53(&rng), scratch);
     seq[len++] = next;
-    if (has_vocab && next < t->n_vocab) {
-      char c = (char)t->vocab[next];
-      s = o->emit(o->user, &c, 1, d);
-    } else {
-      char buf[32];
-      int m = snprintf(buf, sizeof buf, "%" PRId64 " ", next);
-      s = o->emit(o->user, buf, (size_t)m, d);
-    }
+    s = emit_token(o, t, has_vocab, next, d);
   }
+  if (o->report)
+    snprintf(o->report, o->report_cap, "%s%s",
+             dc ? "KV cache (one position per run while the context fits the window)"
+                : "the whole window per token; ",
+             dc ? "" : why);
+  decoder_free(dc);
   free(scratch);
   free(x);
   free(seq);

@@ -6,13 +6,23 @@
  * the top k set to -inf (ties with the k-th kept, as torch.topk's
  * threshold), softmax, and one token drawn (torch.multinomial).
  *
- * This first version runs the whole window for every token (no KV cache):
- * T times the attention work of a cached decoder. The plan has a fixed T:
- * a context shorter than T sits at positions 0 .. len-1, the rest filled
- * with token 0, and the logits of position len-1 are read. That is exact
- * for causal models (a GPT: position t sees positions <= t only) and for
- * position-wise ones (a bigram model); nanoGPT runs the shorter sequence
- * instead.
+ * The window: a plan of fixed T; a context shorter than T sits at
+ * positions 0 .. len-1, the rest filled with token 0, and the logits of
+ * position len-1 are read. That is exact for causal models (a GPT:
+ * position t sees positions <= t only) and for position-wise ones (a bigram
+ * model); nanoGPT runs the shorter sequence instead.
+ *
+ * The KV cache (deploy/kv_cache.h): for a GPT with causal attentions and a
+ * constant position table, while the context fits the window (len <= T)
+ * each token is one run of the decoder form (one position through every
+ * layer, the earlier keys and values from the caches); the prompt's
+ * positions go through it one by one first. Its logits of the first token
+ * are checked against the window's (within 1e-3 of the largest |logit|,
+ * float32 rounding of sums of other lengths being ~1e-6 of it); a model
+ * whose other nodes mix positions fails that and keeps the window. Past T
+ * tokens every position of the window changes (nanoGPT crops the context
+ * to the last T tokens), so the window runs again for each token, as
+ * nanoGPT without a cache.
  *
  * The model: a gcc-train model (.pb) whose training spec names the input
  * (int64 ids (B, T), or float32 one-hot rows (B, T, V)) and the prediction
@@ -48,6 +58,14 @@ typedef struct gcc_generate_options {
    * than GCC_OK stops generation with it. */
   gcc_status (*emit)(void *user, const char *bytes, size_t n, gcc_diag *d);
   void *user;
+  int no_kv_cache; /* 1: run the whole window for every token */
+  /* When not NULL: which way the tokens were computed, one line (the KV
+   * cache, or the window and why), written at the end */
+  char *report;
+  size_t report_cap;
+  /* When not NULL: called with each new token's logits (V floats, before
+   * temperature and top-k) just before it is drawn (tests, tools) */
+  void (*on_logits)(void *user, const float *logits, int64_t V);
 } gcc_generate_options;
 
 #define GCC_GENERATE_STREAM 0x5a3d1e6b9c27f041ull

@@ -137,6 +137,95 @@ TEST(Generate, DecodesWithTheVocabularyAndStartsWithTheNewline) {
   gcc_graph_free(g);
 }
 
+// ---- the KV cache --------------------------------------------------------------
+
+struct Sampled {
+  std::string text, report;
+  std::vector<std::vector<float>> logits; // per new token
+};
+
+gcc_status SampleGpt(const gcc_graph *g, int64_t n, const char *prompt, bool kv_cache, Sampled *out,
+                     gcc_diag *d) {
+  char report[800] = "";
+  gcc_generate_options o = {};
+  o.n_new = n;
+  o.prompt = prompt;
+  o.temperature = 1.0;
+  o.seed = 11;
+  o.threads = 2;
+  o.no_kv_cache = kv_cache ? 0 : 1;
+  o.report = report;
+  o.report_cap = sizeof report;
+  o.emit = [](void *u, const char *b, size_t k, gcc_diag *) {
+    static_cast<Sampled *>(u)->text.append(b, k);
+    return GCC_OK;
+  };
+  o.on_logits = [](void *u, const float *row, int64_t V) {
+    static_cast<Sampled *>(u)->logits.emplace_back(row, row + V);
+  };
+  o.user = out;
+  gcc_status s = gcc_generate(g, &o, d);
+  out->report = report;
+  return s;
+}
+
+// A GPT (2 layers, 2 heads, 16 wide, block T = 8, vocabulary of 8) whose
+// weights are the built-in initialisation times 40, so that the attention
+// weights and the logits are far from uniform (|logits| up to ~10): sampled
+// with the KV cache and with the window for every token, the logits of every
+// new token agree within float32 rounding and so do the texts. The prompt
+// (2 tokens) and 18 new tokens cross the window: tokens 1-6 come from the
+// decoder (the first one checked against the window), the rest from the
+// window (positions shift past T).
+TEST(Generate, TheKvCacheGivesTheWindowsLogits) {
+  gcc_graph *g = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_model_char_gpt_sized(8, 8, 2, 2, 16, 0.0f, 7, &g, &d), GCC_OK) << d.msg;
+  for (int v = 0; v < g->n_values; v++) {
+    gcc_value *val = &g->values[v];
+    if (val->kind != GCC_VALUE_PARAM || std::strstr(val->name, "ln_"))
+      continue; // the LayerNorms keep scale 1 and shift 0
+    float *x = static_cast<float *>(val->data);
+    for (size_t i = 0; i < val->data_bytes / sizeof(float); i++)
+      x[i] *= 40.0f;
+  }
+  g->training.n_vocab = 8;
+  std::memcpy(g->training.vocab, "\nabcdefg", 8);
+  Sampled kv, win;
+  ASSERT_EQ(SampleGpt(g, 18, "ab", true, &kv, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(SampleGpt(g, 18, "ab", false, &win, &d), GCC_OK) << d.msg;
+  EXPECT_TRUE(Has(kv.report, "KV cache")) << kv.report;
+  EXPECT_TRUE(Has(win.report, "the whole window per token; --no-kv-cache")) << win.report;
+  ASSERT_EQ(kv.logits.size(), 18u);
+  ASSERT_EQ(win.logits.size(), 18u);
+  // Bound: the two forms sum the same products in other orders and lengths
+  // (one-row GEMMs of K <= 4 C = 64 terms, the attention over T slots with
+  // -Inf on the unused ones): float32 rounding of ~12 such sums in a row,
+  // each within K u = 64 * 2^-24 = 3.8e-6 of the largest logit; 1e-4 of it
+  // bounds them with margin, while a wrong key or position moves logits by
+  // O(1) at these weights.
+  double worst = 0, scale = 1;
+  for (size_t k = 0; k < 18; k++)
+    for (size_t v = 0; v < 8; v++) {
+      worst = std::max(worst, std::fabs((double)kv.logits[k][v] - win.logits[k][v]));
+      scale = std::max(scale, std::fabs((double)win.logits[k][v]));
+    }
+  EXPECT_LE(worst, 1e-4 * scale) << "largest |logit| " << scale;
+  std::printf("[kv cache] largest logit difference %.3g, largest |logit| %.3g\n", worst, scale);
+  EXPECT_GT(scale, 2.0); // the weights make the logits far from uniform
+  EXPECT_EQ(kv.text, win.text);
+  EXPECT_EQ(kv.text.size(), 20u);
+  // a one-hot input model (the bigram) has no decoder form: the window, said why
+  gcc_graph *b = Bigram({0, 0, 0, 0, 0});
+  ASSERT_NE(b, nullptr);
+  Sampled bg;
+  ASSERT_EQ(SampleGpt(b, 3, "a", true, &bg, &d), GCC_OK) << d.msg;
+  EXPECT_TRUE(Has(bg.report, "the whole window per token; no KV cache: one-hot input rows"))
+      << bg.report;
+  gcc_graph_free(b);
+  gcc_graph_free(g);
+}
+
 TEST(Generate, IsDeterministicForASeedAndDrawsByTheSoftmax) {
   gcc_graph *g = Bigram({0, 0, 0, 0, 0}); // uniform over the 5 ids
   ASSERT_NE(g, nullptr);
@@ -344,8 +433,9 @@ TEST_F(LmCli, TrainsOnTextLogsTheEstimatesAndGenerates) {
   // and the run says how it sampled
   ProcResult s3 = GccRun({out, "--generate", "5", "--temperature", "0.8"});
   ASSERT_EQ(s3.exit_code, 0) << s3;
+  // (a bigram model: no attention, no position table, so no decoder form)
   EXPECT_TRUE(Has(s3.err, "5 tokens sampled on the CPU (temperature 0.8, top-k all, seed 1337; "
-                          "the window re-run per token, no KV cache)"))
+                          "the whole window per token; no KV cache: no constant position table"))
       << s3.err;
 }
 
@@ -384,10 +474,17 @@ TEST_F(LmCli, TrainsTheBuiltInGptAndGenerates) {
   EXPECT_LT(v30, 2.0);
   EXPECT_LT(v60, v30);
   std::printf("[char_gpt cli] val loss %.4f at 30 steps, %.4f at 60\n", v30, v60);
-  ProcResult g = GccRun({out, "--generate", "12", "--prompt", "a", "--top-k", "1", "--quiet"});
+  ProcResult g = GccRun({out, "--generate", "12", "--prompt", "a", "--top-k", "1"});
   ASSERT_EQ(g.exit_code, 0) << g;
-  // greedy sampling continues the cycle (measured val loss 0.004 at 60)
+  // greedy sampling continues the cycle (measured val loss 0.004 at 60);
+  // the first 7 tokens through the KV cache (block 8), then the window
   EXPECT_EQ(g.out, "abc\nabc\nabc\na\n");
+  EXPECT_TRUE(Has(g.err, "; KV cache (one position per run")) << g.err;
+  ProcResult w =
+      GccRun({out, "--generate", "12", "--prompt", "a", "--top-k", "1", "--no-kv-cache"});
+  ASSERT_EQ(w.exit_code, 0) << w;
+  EXPECT_EQ(w.out, g.out);
+  EXPECT_TRUE(Has(w.err, "; the whole window per token; --no-kv-cache)")) << w.err;
 }
 
 // The windows of a step depend on (seed, step) only: a run resumed from a
