@@ -89,8 +89,45 @@ static gcc_status rewrite(gcc_graph *g, int64_t T, gcc_kv_decoder *k, gcc_diag *
         n_pos++;
       }
   }
+  /* or rows 0 .. T-1 of a parameter (the default exporter's wpe[:T] for
+   * wpe(arange(t))): a Gather of the new position's row instead */
+  int n_nodes0 = g->n_nodes;
+  for (int i = 0; i < n_nodes0; i++) {
+    const gcc_node *n = &g->nodes[i];
+    if (n->op != GCC_OP_SLICE || n->inputs[0] < 0 ||
+        g->values[n->inputs[0]].kind != GCC_VALUE_PARAM)
+      continue;
+    const gcc_shape *xs = &g->values[n->inputs[0]].shape;
+    int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS];
+    gcc_shape ys;
+    gcc_diag quiet = {0};
+    if (xs->ndim != 2 ||
+        gcc_slice_resolve(n, g->source, xs, start, step, &ys, &quiet) != GCC_OK ||
+        start[0] != 0 || step[0] != 1 || ys.dims[0] != T || start[1] != 0 || step[1] != 1 ||
+        ys.dims[1] != xs->dims[1])
+      continue;
+    if (pos < 0) {
+      gcc_shape ps = {1, {1}};
+      GCC_TRY(add_input(g, GCC_KV_POS_INPUT, GCC_DT_INT64, &ps, &pos, d));
+    }
+    char name[300];
+    snprintf(name, sizeof name, "%.200s.kv_position_row", g->nodes[i].name);
+    int row, gn, in[2] = {g->nodes[i].inputs[0], pos}, old = g->nodes[i].outputs[0];
+    GCC_TRY(gcc_graph_add_temp(g, name, GCC_VALUE_ACTIVATION, &row, d));
+    GCC_TRY(gcc_graph_add_node(g, name, GCC_OP_GATHER, in, 2, &row, 1, &gn, d));
+    GCC_TRY(gcc_op_resolve_attrs(g, gn, d));
+    for (int j = 0; j < g->n_nodes; j++) /* the Slice is left unread (pruned) */
+      for (int q = 0; j != gn && q < g->nodes[j].n_inputs; q++)
+        if (g->nodes[j].inputs[q] == old)
+          g->nodes[j].inputs[q] = row;
+    for (int q = 0; q < g->n_outputs; q++)
+      if (g->outputs[q] == old)
+        return unsupported(d, "the position rows are an output");
+    n_pos++;
+  }
   if (n_pos == 0)
-    return unsupported(d, "no constant position table (arange(T)) gathered by the model");
+    return unsupported(d, "no position table (a constant arange(T) gathered, or rows 0 .. T-1 "
+                          "of a parameter)");
   /* the token dim of the Reshapes' targets */
   for (int i = 0; i < g->n_nodes; i++) {
     gcc_node *n = &g->nodes[i];
