@@ -21,6 +21,8 @@
 #endif
 
 #define LANES 8
+typedef double ln_vd __attribute__((vector_size(32))); /* 4 of the LANES */
+typedef float ln_vf __attribute__((vector_size(16)));
 
 /* The 8 partial sums in a fixed tree. */
 static inline double combine(const double *acc) {
@@ -68,12 +70,23 @@ GCC_HOT static void row_backward(const float *restrict dy, const float *restrict
                                  double rstd) {
   double a1[LANES] = {0}, a2[LANES] = {0};
   int64_t m = n - n % LANES;
+  /* The LANES sums as two vectors of 4 (one ymm each in the AVX2 clone): GCC
+   * left the plain 8-lane loop scalar (2,048 rows of 128: 0.53 -> 0.42 ms on
+   * one thread, measured), and every lane adds its terms as before: the same
+   * bits. */
+  ln_vd v1[2] = {{0}}, v2[2] = {{0}};
   for (int64_t i = 0; i < m; i += LANES)
-    for (int l = 0; l < LANES; l++) {
-      const double g = (double)dy[i + l] * (double)s[i + l];
-      a1[l] += g;
-      a2[l] += g * (((double)x[i + l] - mu) * rstd);
+    for (int h = 0; h < 2; h++) {
+      ln_vf fy, fs, fx;
+      memcpy(&fy, dy + i + 4 * h, sizeof fy);
+      memcpy(&fs, s + i + 4 * h, sizeof fs);
+      memcpy(&fx, x + i + 4 * h, sizeof fx);
+      const ln_vd g = __builtin_convertvector(fy, ln_vd) * __builtin_convertvector(fs, ln_vd);
+      v1[h] += g;
+      v2[h] += g * ((__builtin_convertvector(fx, ln_vd) - mu) * rstd);
     }
+  memcpy(a1, v1, sizeof a1);
+  memcpy(a2, v2, sizeof a2);
   for (int64_t i = m; i < n; i++) {
     const double g = (double)dy[i] * (double)s[i];
     a1[i - m] += g;
