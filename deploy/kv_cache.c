@@ -101,8 +101,7 @@ static gcc_status rewrite(gcc_graph *g, int64_t T, gcc_kv_decoder *k, gcc_diag *
     int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS];
     gcc_shape ys;
     gcc_diag quiet = {0};
-    if (xs->ndim != 2 ||
-        gcc_slice_resolve(n, g->source, xs, start, step, &ys, &quiet) != GCC_OK ||
+    if (xs->ndim != 2 || gcc_slice_resolve(n, g->source, xs, start, step, &ys, &quiet) != GCC_OK ||
         start[0] != 0 || step[0] != 1 || ys.dims[0] != T || start[1] != 0 || step[1] != 1 ||
         ys.dims[1] != xs->dims[1])
       continue;

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 extern "C" {
+#include "deploy/generate.h"
 #include "graph/ir.h"
 #include "graph/loader.h"
 #include "graph/recipe.h"
@@ -74,6 +75,66 @@ TEST(GptExport, ImportsAndComputesPyTorchsLogits) {
   EXPECT_GT(m, 0.01);
   EXPECT_LE(diff, 1e-4 * m);
   std::printf("[gpt_export] logits: max |diff| %.3g of max |logit| %.3g\n", diff, m);
+}
+
+// Sampling from the export with the KV cache: the default exporter writes
+// wpe(arange(t)) as rows 0 .. T-1 sliced from wpe; the decoder gathers the
+// new position's row instead. 24 tokens from the start token (past the
+// window T = 16) with the cache and with the window for every token: the
+// same logits within the bound of ImportsAndComputesPyTorchsLogits (1e-4 of
+// the largest; the two forms differ by summation order only) and the same
+// tokens, and the summary names the cache.
+TEST(GptExport, SamplesWithTheKvCacheAsWithTheWindow) {
+  std::string looked;
+  std::string onnx = gcc_test::FindRunfile("tests/fixtures/gpt_export.onnx", &looked);
+  ASSERT_FALSE(onnx.empty()) << looked;
+  gcc_graph *g = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_model_open(onnx.c_str(), &g, nullptr, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(g->n_inputs, 1);
+  ASSERT_EQ(g->n_outputs, 1);
+  g->training.present = 1;
+  g->training.input = strdup(g->values[g->inputs[0]].name);
+  g->training.prediction = strdup(g->values[g->outputs[0]].name);
+  struct Run {
+    std::string text;
+    std::vector<std::vector<float>> logits;
+  } run[2];
+  char report[2][800];
+  for (int k = 0; k < 2; k++) {
+    gcc_generate_options o = {};
+    o.n_new = 24;
+    o.temperature = 1.0;
+    o.seed = 5;
+    o.threads = 1;
+    o.no_kv_cache = k;
+    o.report = report[k];
+    o.report_cap = sizeof report[k];
+    o.user = &run[k];
+    o.emit = [](void *u, const char *b, size_t n, gcc_diag *) {
+      static_cast<Run *>(u)->text.append(b, n);
+      return GCC_OK;
+    };
+    o.on_logits = [](void *u, const float *row, int64_t V) {
+      static_cast<Run *>(u)->logits.emplace_back(row, row + V);
+    };
+    ASSERT_EQ(gcc_generate(g, &o, &d), GCC_OK) << d.msg;
+  }
+  gcc_graph_free(g);
+  EXPECT_NE(std::string(report[0]).find("KV cache"), std::string::npos) << report[0];
+  EXPECT_NE(std::string(report[1]).find("--no-kv-cache"), std::string::npos) << report[1];
+  ASSERT_EQ(run[0].logits.size(), 24u);
+  ASSERT_EQ(run[1].logits.size(), 24u);
+  double m = 0, diff = 0;
+  for (size_t t = 0; t < 24; t++)
+    for (size_t v = 0; v < run[1].logits[t].size(); v++) {
+      m = std::max(m, std::fabs((double)run[1].logits[t][v]));
+      diff = std::max(diff, std::fabs((double)run[0].logits[t][v] - run[1].logits[t][v]));
+    }
+  EXPECT_GT(m, 0.01);
+  EXPECT_LE(diff, 1e-4 * m);
+  EXPECT_EQ(run[0].text, run[1].text);
+  std::printf("[gpt_export] KV cache logits: max |diff| %.3g of max |logit| %.3g\n", diff, m);
 }
 
 // How many node inputs read value `name` of `g` (-1: no such value).
