@@ -9,11 +9,13 @@
  * V [B, H, Tk, Dv], O [B, H, Tq, Dv], L [B, H, Tq], all row-major float32.
  *
  * Forward: one work item per (b, h, query block of BQ rows); OpenMP threads
- * take work items. For each key block of BK keys: S = (Q * scale) K^T
+ * take work items. For each key block of BK keys: S = (Q K^T) * scale
  * (+ mask, causal -Inf) into a tile, then the online softmax (the row max
  * m, the sum l and the output accumulator rescaled by exp(m_old - m_new))
  * and acc += P V. At the end O = acc / l and L = m + log(l). Keys after the
- * last visible one of a causal block are skipped.
+ * last visible one of a causal block are skipped, per group of MR = 4 rows
+ * (and, in the backward's P^T dO and dS^T Q, each group of 4 keys starts at
+ * the first row that sees it).
  *
  * Backward (deterministic, no atomics): pass 1, one work item per (b, h,
  * key block): for every query block that can see it, P = exp(S - L) is
@@ -35,10 +37,14 @@
  * mask code is skipped by one test per tile row (forward) or per tile
  * (backward) on dr == NULL, never per element.
  *
- * The inner loops are axpy-shaped (contiguous, no reduction) so that the
- * compiler vectorises them without reassociating sums; exp is a Cephes-style
- * polynomial written in plain C (so it vectorises too); no FMA contraction
- * (ISO C mode), so the AVX-512, AVX2 and baseline clones give the same bits.
+ * Every tile product (S = Q K^T with K^T packed per key block, P V,
+ * dP = dO V^T with V^T packed, P^T dO, dS^T Q, dS K) is one register-tiled
+ * loop (mm_block: 4 rows x 32 columns of the result in 8 vector registers
+ * over the whole reduction, each sum in order); exp is a Cephes-style
+ * polynomial written in plain C (so it vectorises). The file is compiled
+ * with FMA contraction: the AVX-512 clone fuses a * b + c, the AVX2 and
+ * baseline clones do not, so their bits differ from each other (within the
+ * tests' float64 bounds) but never from run to run or over thread counts.
  * oneDNN 2.6 has no SDPA primitive; its matmul on 32 x 64 tiles was not
  * used (bench/attention_bench measures this kernel against the unfused
  * MatMul -> Softmax -> MatMul plan).
