@@ -9,11 +9,13 @@
  * V [B, H, Tk, Dv], O [B, H, Tq, Dv], L [B, H, Tq], all row-major float32.
  *
  * Forward: one work item per (b, h, query block of BQ rows); OpenMP threads
- * take work items. For each key block of BK keys: S = (Q * scale) K^T
+ * take work items. For each key block of BK keys: S = (Q K^T) * scale
  * (+ mask, causal -Inf) into a tile, then the online softmax (the row max
  * m, the sum l and the output accumulator rescaled by exp(m_old - m_new))
  * and acc += P V. At the end O = acc / l and L = m + log(l). Keys after the
- * last visible one of a causal block are skipped.
+ * last visible one of a causal block are skipped, per group of MR = 4 rows
+ * (and, in the backward's P^T dO and dS^T Q, each group of 4 keys starts at
+ * the first row that sees it).
  *
  * Backward (deterministic, no atomics): pass 1, one work item per (b, h,
  * key block): for every query block that can see it, P = exp(S - L) is
@@ -35,10 +37,14 @@
  * mask code is skipped by one test per tile row (forward) or per tile
  * (backward) on dr == NULL, never per element.
  *
- * The inner loops are axpy-shaped (contiguous, no reduction) so that the
- * compiler vectorises them without reassociating sums; exp is a Cephes-style
- * polynomial written in plain C (so it vectorises too); no FMA contraction
- * (ISO C mode), so the AVX-512, AVX2 and baseline clones give the same bits.
+ * Every tile product (S = Q K^T with K^T packed per key block, P V,
+ * dP = dO V^T with V^T packed, P^T dO, dS^T Q, dS K) is one register-tiled
+ * loop (mm_block: 4 rows x 32 columns of the result in 8 vector registers
+ * over the whole reduction, each sum in order); exp is a Cephes-style
+ * polynomial written in plain C (so it vectorises). The file is compiled
+ * with FMA contraction: the AVX-512 clone fuses a * b + c, the AVX2 and
+ * baseline clones do not, so their bits differ from each other (within the
+ * tests' float64 bounds) but never from run to run or over thread counts.
  * oneDNN 2.6 has no SDPA primitive; its matmul on 32 x 64 tiles was not
  * used (bench/attention_bench measures this kernel against the unfused
  * MatMul -> Softmax -> MatMul plan).
@@ -54,6 +60,12 @@
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "runtime/cpu/cpu_attention.h"
+
+/* a * b + c as one fused multiply-add where the ISA has one (the AVX-512
+ * clone): the products' sums are the kernel's flops. The bits differ from
+ * the AVX2 and baseline clones' (separate multiply and add), not from run
+ * to run or over thread counts on one machine. */
+#pragma GCC optimize("fp-contract=fast")
 
 #define BQ 32 /* query rows per tile */
 #define BK 64 /* keys per tile */
@@ -184,95 +196,232 @@ static void drop_of(const gcc_kernel_args *a, float p, int64_t key, attn_drop *d
   dr->step = a->ctx ? a->ctx->rng_step : 0;
 }
 
-/* kt[d][j] = K[j0 + j][d]: the key block transposed, BK wide. */
-ATTN_HOT static void pack_t(const float *restrict src, int64_t n, int64_t w, float *restrict dst) {
-  for (int64_t j = 0; j < n; j++)
+/* Helpers inlined into the item functions (the ATTN_HOT clones), so that
+ * each clone's copy is compiled for its ISA and no call goes through the
+ * clones' resolver. */
+#define ATTN_INL static inline __attribute__((always_inline))
+
+/* 16 floats, for GCC's vector extensions: one zmm register in the AVX-512
+ * clone, two ymm in the AVX2 one, four xmm in the baseline one.
+ * aligned(4): loads and stores of any float address. */
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+#define VW 16
+/* kt[d][j] = K[j0 + j][d]: the key block transposed, BK wide; 16 x 16
+ * blocks transposed in registers (4 rounds of 16 two-register shuffles:
+ * round k swaps bit k of the row and column index), the edges by scalars. */
+ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, float *restrict dst) {
+  typedef int32_t i16v __attribute__((vector_size(64)));
+  int64_t j = 0;
+  for (; j + VW <= n; j += VW) {
+    int64_t c = 0;
+    for (; c + VW <= w; c += VW) {
+      v16 r[VW];
+#pragma GCC unroll 16
+      for (int x = 0; x < VW; x++)
+        r[x] = *(const v16 *)(src + (j + x) * w + c);
+#define ATTN_TR_ROUND(k, lo, hi)                                                                   \
+  _Pragma("GCC unroll 16") for (int x = 0; x < VW; x++) if (!(x & (k))) {                          \
+    const v16 a = r[x], b = r[x + (k)];                                                            \
+    r[x] = __builtin_shuffle(a, b, (i16v)lo);                                                      \
+    r[x + (k)] = __builtin_shuffle(a, b, (i16v)hi);                                                \
+  }
+      ATTN_TR_ROUND(8, ((i16v){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
+                    ((i16v){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}))
+      ATTN_TR_ROUND(4, ((i16v){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
+                    ((i16v){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}))
+      ATTN_TR_ROUND(2, ((i16v){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
+                    ((i16v){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}))
+      ATTN_TR_ROUND(1, ((i16v){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
+                    ((i16v){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}))
+#undef ATTN_TR_ROUND
+#pragma GCC unroll 16
+      for (int x = 0; x < VW; x++)
+        *(v16 *)(dst + (c + x) * BK + j) = r[x];
+    }
+    for (; c < w; c++)
+      for (int64_t x = j; x < j + VW; x++)
+        dst[c * BK + x] = src[x * w + c];
+  }
+  for (; j < n; j++)
     for (int64_t c = 0; c < w; c++)
       dst[c * BK + j] = src[j * w + c];
-  for (int64_t c = 0; c < w; c++) /* the tile's columns past n: zeros, never read back */
-    for (int64_t j = n; j < BK; j++)
+  for (int64_t c = 0; c < w; c++) /* the columns past n: zeros (read as a product's padding) */
+    for (j = n; j < BK; j++)
       dst[c * BK + j] = 0.0f;
 }
 
-/* 16 floats, for GCC's vector extensions: one zmm register in the AVX-512
- * clone, two ymm in the AVX2 one, four xmm in the baseline one; element-wise
- * IEEE operations, so every clone gives the same bits. aligned(4): loads and
- * stores of any float address. */
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
-#define VW 16
+/* Rows of a register tile: R x 32 columns, 2R accumulators (8 zmm). */
+#define MR 4
 
-/* out[i][j] = sum_d (a[i][d] * mul) bt[d][j] for i < nq, j < BK (row
- * strides BK; a's lda): the tile product with bt packed BK wide, four rows
- * at a time with the sums in registers; each element's sum runs over d in
- * order from 0, as a scalar loop would. */
-ATTN_HOT static void tile_nt(const float *restrict a, int64_t lda, float mul, int64_t nq,
-                             const float *restrict bt, int64_t K, float *restrict out) {
-  int64_t i = 0;
-  for (; i + 4 <= nq; i += 4)
-    for (int64_t jc = 0; jc < BK; jc += VW) {
-      v16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
-      for (int64_t d = 0; d < K; d++) {
-        const v16 b = *(const v16 *)(bt + d * BK + jc);
-        c0 += (a[i * lda + d] * mul) * b;
-        c1 += (a[(i + 1) * lda + d] * mul) * b;
-        c2 += (a[(i + 2) * lda + d] * mul) * b;
-        c3 += (a[(i + 3) * lda + d] * mul) * b;
+/* The register-tiled product every tile uses:
+ *   C[r][e] = (add ? C[r][e] : 0) + sum_{c0 <= c < c1} A[r ar + c ac] B[c][e]
+ * for r < R, e < w (C's row stride ldc, B's ldb). The R x 32 block of C is
+ * held in registers over the whole sum (B's row loaded once per c, A's
+ * element broadcast), and added to C once; each element's sum runs over c
+ * in order from c0. ar, ac: A is read as given (ar = lda, ac = 1) or
+ * transposed (ar = 1, ac = lda) at the same cost, so S = Q K^T (with K^T
+ * packed), P V, P^T dO, dS^T Q and dS K are all this loop. */
+ATTN_INL void mm_block(float *restrict C, int64_t ldc, const int R, int64_t w,
+                       const float *restrict A, int64_t ar, int64_t ac, int64_t c0, int64_t c1,
+                       const float *restrict B, int64_t ldb, const int add) {
+  int64_t e = 0;
+  for (; e + 2 * VW <= w; e += 2 * VW) {
+    v16 x0[MR], x1[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+      x0[r] = x1[r] = (v16){0};
+    for (int64_t c = c0; c < c1; c++) {
+      const v16 b0 = *(const v16 *)(B + c * ldb + e), b1 = *(const v16 *)(B + c * ldb + e + VW);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const float av = A[r * ar + c * ac];
+        x0[r] += av * b0;
+        x1[r] += av * b1;
       }
-      *(v16 *)(out + i * BK + jc) = c0;
-      *(v16 *)(out + (i + 1) * BK + jc) = c1;
-      *(v16 *)(out + (i + 2) * BK + jc) = c2;
-      *(v16 *)(out + (i + 3) * BK + jc) = c3;
     }
-  for (; i < nq; i++)
-    for (int64_t jc = 0; jc < BK; jc += VW) {
-      v16 c0 = {0};
-      for (int64_t d = 0; d < K; d++)
-        c0 += (a[i * lda + d] * mul) * *(const v16 *)(bt + d * BK + jc);
-      *(v16 *)(out + i * BK + jc) = c0;
-    }
-}
-
-/* acc[r][e] += sum_c coef[r * cr + c * cc] m[c][e] for r < nr, c < nc,
- * e < w (acc's row stride w, m's ldm): the sum over c in order, 16 columns
- * at a time in a register (a scalar tail past the last multiple of 16). */
-ATTN_HOT static void rows_axpy(float *restrict acc, int64_t nr, int64_t w,
-                               const float *restrict coef, int64_t cr, int64_t cc, int64_t nc,
-                               const float *restrict m, int64_t ldm) {
-  const int64_t wv = w / VW * VW;
-  for (int64_t r = 0; r < nr; r++) {
-    float *restrict ar = acc + r * w;
-    const float *restrict cf = coef + r * cr;
-    for (int64_t e = 0; e < wv; e += VW) {
-      v16 x = *(const v16 *)(ar + e);
-      for (int64_t c = 0; c < nc; c++)
-        x += cf[c * cc] * *(const v16 *)(m + c * ldm + e);
-      *(v16 *)(ar + e) = x;
-    }
-    for (int64_t e = wv; e < w; e++) {
-      float x = ar[e];
-      for (int64_t c = 0; c < nc; c++)
-        x += cf[c * cc] * m[c * ldm + e];
-      ar[e] = x;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      v16 *p0 = (v16 *)(C + r * ldc + e), *p1 = (v16 *)(C + r * ldc + e + VW);
+      *p0 = add ? *p0 + x0[r] : x0[r];
+      *p1 = add ? *p1 + x1[r] : x1[r];
     }
   }
+  if (e + VW <= w) {
+    v16 x0[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+      x0[r] = (v16){0};
+    for (int64_t c = c0; c < c1; c++) {
+      const v16 b0 = *(const v16 *)(B + c * ldb + e);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        x0[r] += A[r * ar + c * ac] * b0;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      v16 *p0 = (v16 *)(C + r * ldc + e);
+      *p0 = add ? *p0 + x0[r] : x0[r];
+    }
+    e += VW;
+  }
+  for (; e < w; e++) /* the columns past the last multiple of 16 */
+    for (int r = 0; r < R; r++) {
+      float x = 0.0f;
+      for (int64_t c = c0; c < c1; c++)
+        x += A[r * ar + c * ac] * B[c * ldb + e];
+      C[r * ldc + e] = add ? C[r * ldc + e] + x : x;
+    }
 }
 
-/* s[i][j] = (q_i * scale) . k_j (+ mask, -Inf where masked or after the
- * causal diagonal); kt is the key block transposed. */
-ATTN_HOT static void scores(const tile *t, const float *restrict kt, float *restrict s) {
+/* The larger of m and the largest of s[0..n), 16 running maxima (the
+ * comparison form of a scalar loop, so NaN is skipped as there; the maximum
+ * is exact, so the grouping does not change it). */
+ATTN_INL float row_max(const float *restrict s, int64_t n, float m) {
+  float mv[VW];
+  for (int l = 0; l < VW; l++)
+    mv[l] = m;
+  int64_t j = 0;
+  for (; j + VW <= n; j += VW)
+    for (int l = 0; l < VW; l++)
+      mv[l] = s[j + l] > mv[l] ? s[j + l] : mv[l];
+  for (; j < n; j++)
+    m = s[j] > m ? s[j] : m;
+  for (int l = 0; l < VW; l++)
+    m = mv[l] > m ? mv[l] : m;
+  return m;
+}
+
+/* sum_j a[j] (b ? b[j] : 1) for j < n: 16 partial sums (lane l takes j = l
+ * mod 16, in order), then lanes 0 .. 15 in order: a fixed order. */
+ATTN_INL float row_dot(const float *restrict a, const float *restrict b, int64_t n) {
+  v16 acc = {0};
+  int64_t j = 0;
+  if (b)
+    for (; j + VW <= n; j += VW)
+      acc += *(const v16 *)(a + j) * *(const v16 *)(b + j);
+  else
+    for (; j + VW <= n; j += VW)
+      acc += *(const v16 *)(a + j);
+  float x[VW];
+  memcpy(x, &acc, sizeof x);
+  for (int64_t k = j; k < n; k++)
+    x[k - j] += b ? a[k] * b[k] : a[k];
+  float sum = 0.0f;
+  for (int l = 0; l < VW; l++)
+    sum += x[l];
+  return sum;
+}
+
+/* mm_block over nr rows, MR at a time. */
+ATTN_INL void mm(float *restrict C, int64_t ldc, int64_t nr, int64_t w, const float *restrict A,
+                 int64_t ar, int64_t ac, int64_t c0, int64_t c1, const float *restrict B,
+                 int64_t ldb, int add) {
+  int64_t r = 0;
+  for (; r + MR <= nr; r += MR)
+    mm_block(C + r * ldc, ldc, MR, w, A + r * ar, ar, ac, c0, c1, B, ldb, add);
+  for (; r < nr; r++)
+    mm_block(C + r * ldc, ldc, 1, w, A + r * ar, ar, ac, c0, c1, B, ldb, add);
+}
+
+/* The causal skip, per group of MR rows: the tile's keys [0, n) that rows
+ * [r, r + nr) of the tile can see (all nk without is_causal). Everything per
+ * row (S, P, dP, dS) is computed for its group's n keys only; entries past
+ * them are never read: a product over the tile's keys stops at the group's n,
+ * and a product over its rows (P^T dO, dS^T Q) starts each group of MR keys
+ * at the first row that sees its first key (row_start), whose group's n
+ * covers the MR keys, because i0 - j0 and the key groups are multiples of MR. */
+static int64_t group_keys(const tile *t, int64_t r, int64_t nr) {
+  if (!t->g->causal)
+    return t->nk;
+  int64_t n = t->i0 + r + nr - t->j0;
+  return n < 0 ? 0 : n > t->nk ? t->nk : n;
+}
+
+static int64_t row_keys(const tile *t, int64_t i) {
+  const int64_t r = i / MR * MR;
+  return group_keys(t, r, t->nq - r < MR ? t->nq - r : MR);
+}
+
+/* The first row of the tile that sees key j of the tile (0 without is_causal). */
+static int64_t row_start(const tile *t, int64_t j) {
+  if (!t->g->causal)
+    return 0;
+  int64_t c = t->j0 + j - t->i0;
+  return c < 0 ? 0 : c > t->nq ? t->nq : c;
+}
+
+/* The keys of the tile that some row of it sees: the tile's keys past them
+ * take no part in P^T dO and dS^T Q. */
+static int64_t tile_keys(const tile *t) {
+  return group_keys(t, 0, t->nq);
+}
+
+/* s[i][j] = (q_i . k_j) * scale (+ mask, -Inf where masked or after the
+ * causal diagonal) for j < row_keys(i); kt is the key block transposed
+ * (zeros past nk, so a group's keys round up to 16 columns). */
+ATTN_INL void scores(const tile *t, const float *restrict kt, float *restrict s) {
   const gcc_attn_geo *g = t->g;
-  const int64_t D = g->d, nk = t->nk;
-  tile_nt(t->q + t->i0 * D, D, g->scale, t->nq, kt, D, s);
+  const int64_t D = g->d;
+  const float scale = g->scale;
+  for (int64_t r = 0; r < t->nq; r += MR) {
+    const int64_t nr = t->nq - r < MR ? t->nq - r : MR;
+    const int64_t w = (group_keys(t, r, nr) + VW - 1) / VW * VW;
+    mm(s + r * BK, BK, nr, w, t->q + (t->i0 + r) * D, D, 1, 0, D, kt, BK, 0);
+  }
   for (int64_t i = 0; i < t->nq; i++) {
     float *restrict si = s + i * BK;
+    const int64_t n = row_keys(t, i);
     if (t->mask) {
       const int64_t sj = g->ms_j;
       const float *m = t->mask + (t->i0 + i) * g->ms_i + t->j0 * sj;
-      for (int64_t j = 0; j < nk; j++)
-        si[j] += m[j * sj];
+      for (int64_t j = 0; j < n; j++)
+        si[j] = si[j] * scale + m[j * sj];
+    } else {
+      for (int64_t j = 0; j < n; j++)
+        si[j] = si[j] * scale;
     }
     if (g->causal)
-      for (int64_t j = 0; j < nk; j++)
+      for (int64_t j = 0; j < n; j++)
         si[j] = t->j0 + j > t->i0 + i ? -INFINITY : si[j];
   }
 }
@@ -292,10 +441,36 @@ static const float *mask_base(const gcc_attn_geo *g, const gcc_tensor *m, int64_
   return (const float *)m->data + b * g->ms_b + h * g->ms_h;
 }
 
+/* C (nr rows of stride ldc, w wide) += sum over the tile's rows of
+ * A[c][r] B[c][e] (A = P or dS, BK wide; B this tile's rows of dO or Q):
+ * dV += P^T dO, dK += dS^T Q, each group of MR keys from the first row that
+ * sees it, over the keys some row of the tile sees. */
+ATTN_INL void mm_tn(const tile *t, float *restrict C, int64_t w, const float *restrict a,
+                    const float *restrict B) {
+  const int64_t nk = tile_keys(t);
+  for (int64_t j = 0; j < nk; j += MR) {
+    const int64_t nj = nk - j < MR ? nk - j : MR;
+    mm(C + j * w, w, nj, w, a + j, 1, BK, row_start(t, j), t->nq, B, w, 1);
+  }
+}
+
+/* C (the tile's nq rows, stride w) (+)= P V or dS K: each group of MR rows
+ * over its keys. */
+ATTN_INL void mm_nn(const tile *t, float *restrict C, int64_t w, const float *restrict a,
+                    const float *restrict B, int add) {
+  for (int64_t r = 0; r < t->nq; r += MR) {
+    const int64_t nr = t->nq - r < MR ? t->nq - r : MR;
+    mm(C + r * w, w, nr, w, a + r * BK, BK, 1, 0, group_keys(t, r, nr), B, w, add);
+  }
+}
+
 /* ---- forward --------------------------------------------------------------- */
 
+/* Forward work item `item` (b, h, query block). *packed names the key
+ * block that kt holds (bh * blocks + block; -1: none): consecutive items of
+ * one head reuse it (a copy, so the bits are the same either way). */
 ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, const attn_drop *dr,
-                              int64_t item, float *restrict ws) {
+                              int64_t item, float *restrict ws, int64_t *packed) {
   const int64_t nqb = (g->tq + BQ - 1) / BQ, bh = item / nqb, qb = item % nqb;
   const int64_t D = g->d, E = g->dv;
   tile t = {g,
@@ -320,24 +495,24 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, c
   const int64_t kend = keys_seen(g, t.i0, t.nq);
   for (t.j0 = 0; t.j0 < kend; t.j0 += BK) {
     t.nk = kend - t.j0 < BK ? kend - t.j0 : BK;
-    pack_t(t.k + t.j0 * D, t.nk, D, kt);
+    const int64_t nkb = (g->tk + BK - 1) / BK, tag = bh * nkb + t.j0 / BK;
+    if (*packed != tag) { /* the whole key block, also past a causal kend */
+      pack_t(t.k + t.j0 * D, g->tk - t.j0 < BK ? g->tk - t.j0 : BK, D, kt);
+      *packed = tag;
+    }
     scores(&t, kt, s);
     for (int64_t i = 0; i < t.nq; i++) {
       float *restrict si = s + i * BK;
-      float mx = m[i];
-      for (int64_t j = 0; j < t.nk; j++)
-        mx = si[j] > mx ? si[j] : mx;
+      const int64_t n = row_keys(&t, i);
+      const float mx = row_max(si, n, m[i]);
       if (mx == -INFINITY) { /* every key so far masked: nothing to add */
-        for (int64_t j = 0; j < t.nk; j++)
+        for (int64_t j = 0; j < n; j++)
           si[j] = 0.0f;
         continue;
       }
       const float corr = attn_exp1(m[i] - mx);
-      exp_row(si, t.nk, mx);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < t.nk; j++)
-        sum += si[j];
-      l[i] = l[i] * corr + sum;
+      exp_row(si, n, mx);
+      l[i] = l[i] * corr + row_dot(si, NULL, n);
       m[i] = mx;
       float *restrict ai = acc + i * E;
       for (int64_t e = 0; e < E; e++)
@@ -345,11 +520,11 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, c
       if (dr) { /* P's dropout, after its sum went into l */
         float f[BK];
         drop_factors(&t, t.i0 + i, f);
-        for (int64_t j = 0; j < t.nk; j++)
+        for (int64_t j = 0; j < n; j++)
           si[j] = si[j] * f[j];
       }
     }
-    rows_axpy(acc, t.nq, E, s, BK, 1, t.nk, t.v + t.j0 * E, E); /* acc += P V */
+    mm_nn(&t, acc, E, s, t.v + t.j0 * E, 1); /* acc += P V */
   }
   float *o = (float *)a->out[0]->data + (bh * g->tq + t.i0) * E;
   float *lse = (float *)a->out[1]->data + bh * g->tq + t.i0;
@@ -372,14 +547,17 @@ gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
   const int nt = (int)n_threads_for(a, items);
   const size_t per = per_thread_floats(g.d, g.dv);
   float *ws = a->workspace;
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t it = 0; it < items; it++) {
+#pragma omp parallel num_threads(nt)
+  {
 #ifdef _OPENMP
     float *mine = ws + (size_t)omp_get_thread_num() * per;
 #else
     float *mine = ws;
 #endif
-    fwd_item(&g, a, dr, it, mine);
+    int64_t packed = -1; /* this call's: the workspace's kt of a previous call is stale */
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < items; it++)
+      fwd_item(&g, a, dr, it, mine, &packed);
   }
   return GCC_OK;
 }
@@ -387,40 +565,43 @@ gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
 /* ---- backward --------------------------------------------------------------- */
 
 /* The tile's P (in s, from L) and dS (in dp): P = exp(S - L_i) (0 on a row
- * with L = -Inf), dP = dO V^T, dS = P (dP - D_i) (0 past the tile's keys). vt is the key block of V
- * transposed; do_, o_ this head's dO and O; l_ this head's L. */
-ATTN_HOT static void probs_and_ds(const tile *t, const float *restrict kt, const float *restrict vt,
-                                  const float *restrict l_, const float *restrict do_,
-                                  const float *restrict o_, float *restrict s, float *restrict dp) {
-  const int64_t E = t->g->dv, nk = t->nk;
+ * with L = -Inf), dP = dO V^T, dS = P (dP - D_i), each row for its
+ * row_keys. vt is the key block of V transposed; do_, o_ this head's dO and
+ * O; l_ this head's L. */
+ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float *restrict kt,
+                           const float *restrict l_, const float *restrict do_,
+                           const float *restrict o_, float *restrict s, float *restrict dp) {
+  const int64_t E = t->g->dv;
   float Ds[BQ];
   scores(t, kt, s);
   for (int64_t i = 0; i < t->nq; i++) {
-    const int64_t r = t->i0 + i;
+    const int64_t r = t->i0 + i, n = row_keys(t, i);
     const float li = l_[r];
     float *restrict si = s + i * BK;
     const float *restrict doi = do_ + r * E, *restrict oi = o_ + r * E;
     if (li == -INFINITY) { /* P = 0, dS = 0 */
-      for (int64_t j = 0; j < nk; j++)
+      for (int64_t j = 0; j < n; j++)
         si[j] = 0.0f;
       Ds[i] = 0.0f;
       continue;
     }
-    exp_row(si, nk, li);
-    float Di = 0.0f;
-    for (int64_t e = 0; e < E; e++)
-      Di += doi[e] * oi[e];
-    Ds[i] = Di;
+    exp_row(si, n, li);
+    Ds[i] = row_dot(doi, oi, E);
   }
   /* dP = dO V^T, then dS = P (dP - D_i) */
-  tile_nt(do_ + t->i0 * E, E, 1.0f, t->nq, vt, E, dp);
+  for (int64_t r = 0; r < t->nq; r += MR) {
+    const int64_t nr = t->nq - r < MR ? t->nq - r : MR;
+    const int64_t w = (group_keys(t, r, nr) + VW - 1) / VW * VW;
+    mm(dp + r * BK, BK, nr, w, do_ + (t->i0 + r) * E, E, 1, 0, E, vt, BK, 0);
+  }
   if (t->dr) { /* dP = mask (dO V^T), dS = P (dP - D_i), then s = mask P for dV */
     for (int64_t i = 0; i < t->nq; i++) {
       float f[BK];
+      const int64_t n = row_keys(t, i);
       drop_factors(t, t->i0 + i, f);
       float *restrict si = s + i * BK;
       float *restrict di = dp + i * BK;
-      for (int64_t j = 0; j < nk; j++) {
+      for (int64_t j = 0; j < n; j++) {
         const float dpij = di[j] * f[j];
         di[j] = si[j] * (dpij - Ds[i]);
         si[j] = si[j] * f[j];
@@ -429,9 +610,10 @@ ATTN_HOT static void probs_and_ds(const tile *t, const float *restrict kt, const
     return;
   }
   for (int64_t i = 0; i < t->nq; i++) {
+    const int64_t n = row_keys(t, i);
     const float *restrict si = s + i * BK;
     float *restrict di = dp + i * BK;
-    for (int64_t j = 0; j < nk; j++)
+    for (int64_t j = 0; j < n; j++)
       di[j] = si[j] * (di[j] - Ds[i]);
   }
 }
@@ -473,9 +655,9 @@ ATTN_HOT static void bwd_kv_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64
   int64_t i_start = g->causal ? t.j0 / BQ * BQ : 0;
   for (t.i0 = i_start; t.i0 < g->tq; t.i0 += BQ) {
     t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
-    probs_and_ds(&t, kt, vt, lh, doh, oh, s, dp);
-    rows_axpy(dv, t.nk, E, s, 1, BK, t.nq, doh + t.i0 * E, E);  /* dV += P^T dO */
-    rows_axpy(dk, t.nk, D, dp, 1, BK, t.nq, t.q + t.i0 * D, D); /* dK += dS^T Q */
+    probs_and_ds(&t, vt, kt, lh, doh, oh, s, dp);
+    mm_tn(&t, dv, E, s, doh + t.i0 * E);  /* dV += P^T dO */
+    mm_tn(&t, dk, D, dp, t.q + t.i0 * D); /* dK += dS^T Q */
   }
   float *dko = p->dk + (bh * g->tk + t.j0) * D, *dvo = p->dv + (bh * g->tk + t.j0) * E;
   for (int64_t x = 0; x < t.nk * D; x++)
@@ -510,8 +692,8 @@ ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_
     t.nk = kend - t.j0 < BK ? kend - t.j0 : BK;
     pack_t(t.k + t.j0 * D, t.nk, D, kt);
     pack_t(t.v + t.j0 * E, t.nk, E, vt);
-    probs_and_ds(&t, kt, vt, lh, doh, oh, s, dp);
-    rows_axpy(dq, t.nq, D, dp, BK, 1, t.nk, t.k + t.j0 * D, D); /* dQ += dS K */
+    probs_and_ds(&t, vt, kt, lh, doh, oh, s, dp);
+    mm_nn(&t, dq, D, dp, t.k + t.j0 * D, 1); /* dQ += dS K */
   }
   float *dqo = p->dq + (bh * g->tq + t.i0) * D;
   for (int64_t x = 0; x < t.nq * D; x++)
@@ -520,9 +702,7 @@ ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_
 
 /* One key block (tk <= BK, a GPT's short context): dK, dV and dQ of head bh
  * in one pass, P and dS computed once per query block instead of once for
- * dK/dV and again for dQ. dQ of a query block is complete after its one key
- * block (dS is 0 past the causal edge, so summing all nk keys adds zeros to
- * what the two-pass dQ sums). */
+ * dK/dV and again for dQ. A causal query block's tile is its keys_seen. */
 ATTN_HOT static void bwd_head_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_t bh,
                                    float *restrict ws) {
   const int64_t D = g->d, E = g->dv;
@@ -537,32 +717,30 @@ ATTN_HOT static void bwd_head_item(const gcc_attn_geo *g, const bwd_ptrs *p, int
             0,
             p->dr,
             bh};
-  t.nk = g->tk;
   float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dk = vt + BK * E,
-        *dv = dk + BK * D, *dq = dv + BK * E;
-  pack_t(t.k, t.nk, D, kt);
-  pack_t(t.v, t.nk, E, vt);
-  for (int64_t x = 0; x < t.nk * D; x++)
+        *dv = dk + BK * D;
+  pack_t(t.k, g->tk, D, kt);
+  pack_t(t.v, g->tk, E, vt);
+  for (int64_t x = 0; x < g->tk * D; x++)
     dk[x] = 0.0f;
-  for (int64_t x = 0; x < t.nk * E; x++)
+  for (int64_t x = 0; x < g->tk * E; x++)
     dv[x] = 0.0f;
   const float *lh = p->l + bh * g->tq, *doh = p->dout + bh * g->tq * E, *oh = p->o + bh * g->tq * E;
   for (t.i0 = 0; t.i0 < g->tq; t.i0 += BQ) {
     t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
-    probs_and_ds(&t, kt, vt, lh, doh, oh, s, dp);
-    rows_axpy(dv, t.nk, E, s, 1, BK, t.nq, doh + t.i0 * E, E);  /* dV += P^T dO */
-    rows_axpy(dk, t.nk, D, dp, 1, BK, t.nq, t.q + t.i0 * D, D); /* dK += dS^T Q */
-    for (int64_t x = 0; x < t.nq * D; x++)
-      dq[x] = 0.0f;
-    rows_axpy(dq, t.nq, D, dp, BK, 1, t.nk, t.k, D); /* dQ = dS K */
+    t.nk = keys_seen(g, t.i0, t.nq);
     float *dqo = p->dq + (bh * g->tq + t.i0) * D;
+    probs_and_ds(&t, vt, kt, lh, doh, oh, s, dp);
+    mm_tn(&t, dv, E, s, doh + t.i0 * E);  /* dV += P^T dO */
+    mm_tn(&t, dk, D, dp, t.q + t.i0 * D); /* dK += dS^T Q */
+    mm_nn(&t, dqo, D, dp, t.k, 0);        /* dQ = dS K */
     for (int64_t x = 0; x < t.nq * D; x++)
-      dqo[x] = dq[x] * g->scale;
+      dqo[x] = dqo[x] * g->scale;
   }
   float *dko = p->dk + bh * g->tk * D, *dvo = p->dv + bh * g->tk * E;
-  for (int64_t x = 0; x < t.nk * D; x++)
+  for (int64_t x = 0; x < g->tk * D; x++)
     dko[x] = dk[x] * g->scale;
-  for (int64_t x = 0; x < t.nk * E; x++)
+  for (int64_t x = 0; x < g->tk * E; x++)
     dvo[x] = dv[x];
 }
 
