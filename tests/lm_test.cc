@@ -435,7 +435,7 @@ TEST_F(LmCli, TrainsOnTextLogsTheEstimatesAndGenerates) {
   ASSERT_EQ(s3.exit_code, 0) << s3;
   // (a bigram model: no attention, no position table, so no decoder form)
   EXPECT_TRUE(Has(s3.err, "5 tokens sampled on the CPU (temperature 0.8, top-k all, seed 1337; "
-                          "the whole window per token; no KV cache: no constant position table"))
+                          "the whole window per token; no KV cache: no position table"))
       << s3.err;
 }
 
