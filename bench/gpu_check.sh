@@ -847,6 +847,9 @@ c_resnet50() {
 # also by nvidia-smi's memory.used of the GPU (sampled every 100 ms; the
 # whole process: CUDA context, cuBLAS/cuDNN workspaces, allocator reserve).
 # GPT_COMPILE=0 leaves torch.compile out; every run is cut at GPT_TIMEOUT s.
+# Not yet run on a GPU: estimated 5-6 minutes on an H100-class GPU (3 x 11
+# processes, torch.compile's first compile the largest part); GPT_RUNS=2 or
+# GPT_COMPILE=0 shortens it. Run it alone with --only gpt.
 GPT_RUNS=${GPT_RUNS:-3}
 GPT_STEPS=${GPT_STEPS:-50}
 GPT_WARMUP=${GPT_WARMUP:-10}
