@@ -60,7 +60,11 @@
 #                    this GPU (bench/torch_gpu_step.py), fp32/tf32/bf16/fp16;
 #  conv_algos        bench/conv_algos: cuDNN's algorithm per ResNet-50 convolution
 #                    shape, deterministic and not, timed; the cost of --deterministic;
-#  resnet50          bench/resnet50_gpu.sh: torchvision ResNet-50 against PyTorch.
+#  resnet50          bench/resnet50_gpu.sh: torchvision ResNet-50 against PyTorch;
+#  gpt               issue 31's GPU rows: the baby GPT (6,6,384, block 256, batch
+#                    64) fp32 and bf16 against PyTorch eager (SDPA) and
+#                    torch.compile, GPT-2 124M's shape bf16 against eager;
+#                    steps/s, tokens/s, peak memory, one table (see c_gpt).
 # Exits 1 when a check failed, 4 when there is no usable GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -220,6 +224,107 @@ samples_per_s() {
   sed -nE 's/.*: ([0-9.]+) samples\/s.*/\1/p' "$1" | tail -1
 }
 
+# ---- the gpt check's logic (issue 31's GPU rows) -------------------------------
+
+# gcc_steps_per_s SHORT_LOG LONG_LOG: gcc-train's steps/s from two runs of
+# one model that differ only in --max-steps, by their summary lines
+# ("trained N steps in T s: ..."): (N2 - N1) / (T2 - T1). The difference
+# drops what both runs pay once (the plan's first compile or the kernel
+# cache's reads, the first step's allocations, the evaluation at the end).
+gcc_steps_per_s() {
+  local a b
+  a=$(sed -nE 's/^trained ([0-9]+) steps in ([0-9.]+) s.*/\1 \2/p' "$1" | tail -1)
+  b=$(sed -nE 's/^trained ([0-9]+) steps in ([0-9.]+) s.*/\1 \2/p' "$2" | tail -1)
+  if [ -z "$a" ] || [ -z "$b" ]; then
+    echo "gcc-train: no 'trained N steps in T s' line (short: '${a}', long: '${b}')" >&2
+    return 1
+  fi
+  awk -v a="$a" -v b="$b" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    if (y[1] <= x[1] || y[2] <= x[2]) {
+      printf "gcc-train: the long run (%s steps, %s s) is not longer than the short one (%s, %s)\n",
+        y[1], y[2], x[1], x[2] > "/dev/stderr"; exit 1 }
+    printf "%.3f\n", (y[1] - x[1]) / (y[2] - x[2]) }'
+}
+
+# gcc_device_mb LOG: the "N bytes of device memory per step" of gcc-train's
+# CUDA summary (the training plan's one device allocation: parameters,
+# gradients, optimizer state, activations, workspace) in MiB, or "-".
+gcc_device_mb() {
+  local b
+  b=$(sed -nE 's/.* ([0-9]+) bytes of device memory per step.*/\1/p' "$1" | tail -1)
+  if [ -n "$b" ]; then awk -v b="$b" 'BEGIN { printf "%.1f\n", b / 1048576 }'; else echo -; fi
+}
+
+# kv_get FILE KEY: the value of "KEY=VALUE" in torch_gpt.py's output, or "-"
+kv_get() {
+  local v
+  v=$(sed -n "s/^$2=//p" "$1" 2>/dev/null | tail -1)
+  echo "${v:--}"
+}
+
+# torch_record ROW SIDE RUN FILE: a record line of torch_gpt.py's output
+torch_record() {
+  local ms
+  ms=$(kv_get "$4" step_ms)
+  printf 'row=%s side=%s run=%s steps_per_s=%s tokens_per_s=%s peak_mb=%s compile_s=%s\n' \
+    "$1" "$2" "$3" "$(awk -v m="$ms" 'BEGIN { if (m + 0 > 0) printf "%.3f", 1000 / m; else print "-" }')" \
+    "$(kv_get "$4" tokens_per_s)" "$(kv_get "$4" peak_gpu_mb)" "$(kv_get "$4" compile_s)"
+}
+
+# gpt_table RECORDS: the table of the record lines ("row=R side=S run=N
+# steps_per_s=X tokens_per_s=Y peak_mb=M [smi_mb=G] [compile_s=C]"; "-" for
+# a value a run did not give): per row and side the medians over the runs
+# of steps/s, tokens/s and compile s, the largest memory figures, and
+# gcc-train's tokens/s over each other side's. Fails when a row/side has no
+# steps/s or a row no gcc-train side. The last line sums up the ratios.
+gpt_table() {
+  awk '
+    function add(k, v) { if (v == "" || v == "-") return; n[k]++; val[k, n[k]] = v + 0 }
+    function hi(k, v) { if (v == "" || v == "-") return; if (!(k in top) || v + 0 > top[k]) top[k] = v + 0 }
+    function med(k,   m, i, j, t, a) {
+      m = n[k]; if (m == 0) return ""
+      for (i = 1; i <= m; i++) a[i] = val[k, i]
+      for (i = 2; i <= m; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
+    function fmt(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
+    {
+      split("", f)
+      for (i = 1; i <= NF; i++) { p = index($i, "="); if (p) f[substr($i, 1, p - 1)] = substr($i, p + 1) }
+      r = f["row"]; s = f["side"]
+      if (r == "" || s == "") { print "unreadable record: " $0; bad = 1; next }
+      if (!(r in rs)) { rs[r] = 1; rows[++nr] = r }
+      if (!((r, s) in ss)) { ss[r, s] = 1; sides[r, ++ns[r]] = s }
+      runs[r, s]++
+      k = r SUBSEP s
+      add(k SUBSEP "sps", f["steps_per_s"]); add(k SUBSEP "tps", f["tokens_per_s"])
+      add(k SUBSEP "cs", f["compile_s"]); hi(k SUBSEP "mb", f["peak_mb"]); hi(k SUBSEP "smi", f["smi_mb"])
+    }
+    END {
+      printf "| row | side | runs | steps/s (median) | tokens/s (median) | gcc-train tokens/s over it | peak MB (own report) | GPU MB used (nvidia-smi) | compile s |\n"
+      printf "|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+      sum = ""
+      for (i = 1; i <= nr; i++) {
+        r = rows[i]; g = r SUBSEP "gcc-train"
+        gt = med(g SUBSEP "tps")
+        if (!((r, "gcc-train") in ss)) { printf "row %s: no gcc-train side\n", r; bad = 1 }
+        for (j = 1; j <= ns[r]; j++) {
+          s = sides[r, j]; k = r SUBSEP s
+          sps = med(k SUBSEP "sps"); tps = med(k SUBSEP "tps")
+          if (sps == "" || tps == "") bad = 1
+          ratio = (s != "gcc-train" && gt != "" && tps != "" && tps > 0) ? sprintf("%.2fx", gt / tps) : "-"
+          if (s == "gcc-train") ratio = ""
+          else sum = sum sprintf("%s%s vs %s %s", sum == "" ? "" : ", ", r, s, ratio)
+          printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", r, s, runs[r, s], fmt(sps, 2),
+            fmt(tps, 0), ratio, (k SUBSEP "mb") in top ? sprintf("%.0f", top[k SUBSEP "mb"]) : "-",
+            (k SUBSEP "smi") in top ? sprintf("%.0f", top[k SUBSEP "smi"]) : "-", fmt(med(k SUBSEP "cs"), 1)
+        }
+      }
+      if (nr == 0) { print "no records"; bad = 1 }
+      printf "gpt: gcc-train tokens/s over: %s%s\n", sum, bad ? " (a measurement is missing: FAIL)" : ""
+      exit bad ? 1 : 0 }' "$1"
+}
+
 # --self-test: every check against canned outputs, good ones must pass and
 # bad ones fail; needs no GPU, no build (bench:gpu_check_self_test runs it).
 self_test() {
@@ -337,10 +442,19 @@ self_test() {
     expect fail "trace: 3 launches against a plan of 2" check_launches 2 "$T/counts"
     echo '{"traceEvents":[]}' >"$T/empty.json"
     expect fail "trace without a device track" python3 bench/trace_launches.py "$T/empty.json"
-    for f in bench/torch_gpu_step.py bench/resnet50_gpu.py bench/export_resnet50.py; do
+    for f in bench/torch_gpu_step.py bench/resnet50_gpu.py bench/export_resnet50.py \
+      bench/torch_gpt.py bench/random_tokens.py; do
       expect pass "$(basename "$f") compiles" python3 -c \
         'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$f"
     done
+    # the gpt check's token files: 10 and 5 uint16 ids below the vocabulary
+    python3 bench/random_tokens.py "$T/tok" --vocab 7 --train 10 --val 5 >/dev/null
+    expect pass "random_tokens.py: 10 + 5 uint16 ids in [0, 7)" python3 -c '
+import array, sys
+t, v = array.array("H"), array.array("H")
+t.frombytes(open(sys.argv[1] + "/train.bin", "rb").read())
+v.frombytes(open(sys.argv[1] + "/val.bin", "rb").read())
+sys.exit(0 if len(t) == 10 and len(v) == 5 and max(t + v) < 7 and len(set(t + v)) > 1 else 1)' "$T/tok"
   else
     echo "skip trace_launches.py (no python3)"
   fi
@@ -355,6 +469,56 @@ self_test() {
   expect pass "bundle graphs: replayed" check_bundle_graphs "$T/bundle"
   sed 's|220/218/2|220/0/0|' "$T/bundle" >"$T/bundle_none"
   expect fail "bundle graphs: nothing replayed" check_bundle_graphs "$T/bundle_none"
+  # the gpt check: gcc-train's steps/s by the difference of two runs
+  eq() { # eq WANT COMMAND...: COMMAND succeeds and prints exactly WANT
+    local out
+    out=$("${@:2}") || return 1
+    echo "$out"
+    [ "$out" = "$1" ]
+  }
+  echo 'trained 10 steps in 2.00 s: 5.00 steps/s, 81920 tokens/s; train loss 4.1, val loss 4.2' >"$T/g10"
+  echo 'trained 60 steps in 4.50 s: 13.33 steps/s, 218453 tokens/s; train loss 3.1, val loss 3.2' >"$T/g60"
+  expect pass "gpt: gcc-train steps/s = (60 - 10) / (4.5 - 2)" eq 20.000 gcc_steps_per_s "$T/g10" "$T/g60"
+  expect fail "gpt: a long run no longer than the short one" gcc_steps_per_s "$T/g60" "$T/g10"
+  : >"$T/gnone"
+  expect fail "gpt: a run without its summary line" gcc_steps_per_s "$T/g10" "$T/gnone"
+  echo 'NVIDIA H200: 812 launches and 3 copies per training step, 1048576000 bytes of device memory per step; CUDA Graph: captured (59 steps replayed)' >"$T/gdev"
+  expect pass "gpt: gcc-train's device memory in MiB" eq 1000.0 gcc_device_mb "$T/gdev"
+  expect pass "gpt: no device memory line" eq - gcc_device_mb "$T/g10"
+  printf 'step_ms=20.000\ntokens_per_s=819200\nfirst_loss=4.4\nlast_loss=3.0\ncompile_s=41.2\npeak_gpu_mb=1234.5\npeak_rss_mb=900.0\n' >"$T/tg"
+  expect pass "gpt: a torch_gpt.py record" eq \
+    'row=baby_fp32 side=compile run=2 steps_per_s=50.000 tokens_per_s=819200 peak_mb=1234.5 compile_s=41.2' \
+    torch_record baby_fp32 compile 2 "$T/tg"
+  expect pass "gpt: a failed torch_gpt.py run" eq \
+    'row=r side=eager run=1 steps_per_s=- tokens_per_s=- peak_mb=- compile_s=-' torch_record r eager 1 "$T/gnone"
+  {
+    for v in 100:6 300:5 200:7; do
+      echo "row=baby_fp32 side=gcc-train run=1 steps_per_s=1 tokens_per_s=${v%:*} peak_mb=${v#*:}00 smi_mb=900"
+    done
+    echo 'row=baby_fp32 side=eager run=1 steps_per_s=2 tokens_per_s=100 peak_mb=800 compile_s=-'
+    echo 'row=baby_fp32 side=eager run=2 steps_per_s=2 tokens_per_s=100 peak_mb=850 compile_s=-'
+    echo 'row=baby_fp32 side=eager run=3 steps_per_s=3 tokens_per_s=150 peak_mb=820 compile_s=-'
+    echo 'row=baby_fp32 side=compile run=1 steps_per_s=4 tokens_per_s=300 peak_mb=700 compile_s=40'
+    echo 'row=baby_fp32 side=compile run=2 steps_per_s=4 tokens_per_s=500 peak_mb=700 compile_s=10'
+    echo 'row=gpt2_124M_bf16 side=gcc-train run=1 steps_per_s=1 tokens_per_s=1000 peak_mb=- smi_mb=-'
+    echo 'row=gpt2_124M_bf16 side=eager run=1 steps_per_s=1 tokens_per_s=4000 peak_mb=9000 compile_s=-'
+  } >"$T/rec"
+  expect pass "gpt: the table" gpt_table "$T/rec"
+  gpt_table "$T/rec" >"$T/table" || true
+  # gcc-train: median of 100, 300, 200 = 200; eager median 100: 2.00x;
+  # compile median of 300, 500 = 400: 0.50x; the largest peak (700 MB)
+  expect pass "gpt: medians and ratios" grep -q 'baby_fp32 vs eager 2.00x, baby_fp32 vs compile 0.50x, gpt2_124M_bf16 vs eager 0.25x$' "$T/table"
+  expect pass "gpt: gcc-train's row" grep -qF '| baby_fp32 | gcc-train | 3 | 1.00 | 200 |  | 700 | 900 | - |' "$T/table"
+  expect pass "gpt: torch.compile's row" grep -qF '| baby_fp32 | compile | 2 | 4.00 | 400 | 0.50x | 700 | - | 25.0 |' "$T/table"
+  sed 's/side=eager run=3 steps_per_s=3 tokens_per_s=150/side=eager run=3 steps_per_s=- tokens_per_s=-/' "$T/rec" >"$T/rec2"
+  expect pass "gpt: a failed run leaves the others' median" gpt_table "$T/rec2"
+  grep -v 'gpt2_124M_bf16 side=gcc-train' "$T/rec" >"$T/rec3"
+  expect fail "gpt: a row without gcc-train" gpt_table "$T/rec3"
+  grep -v 'side=compile' "$T/rec" | sed 's/side=compile/x/' >"$T/rec4"
+  echo 'row=baby_fp32 side=compile run=1 steps_per_s=- tokens_per_s=- peak_mb=- compile_s=-' >>"$T/rec4"
+  expect fail "gpt: a side with no measurement" gpt_table "$T/rec4"
+  : >"$T/rec5"
+  expect fail "gpt: no records" gpt_table "$T/rec5"
   expect pass "bash -n" bash -n "$0"
   expect pass "bash -n resnet50_gpu.sh" bash -n bench/resnet50_gpu.sh
   expect pass "bash -n gpu_kit.sh" bash -n tools/gpu_kit.sh
@@ -395,7 +559,7 @@ if [ -n "$PREBUILT" ]; then
   echo "gpu_check: prebuilt binaries from $PREBUILT ($(sed -n 2p "$PREBUILT/MANIFEST" 2>/dev/null))"
 else
   bazel build //cli:gcc-train //cli:gcc-run //bench:gpu_step //bench:nvrtc_compile //bench:conv_algos \
-    //tests/gpu:gpu_test //tests:cuda_runtime_test //tests:compare_params >&2
+    //tests/gpu:gpu_test //tests:cuda_runtime_test //tests:compare_params //models:make_models >&2
   BB=$(bazel info bazel-bin 2>/dev/null)
 fi
 GT=$BB/cli/gcc-train
@@ -668,6 +832,129 @@ c_resnet50() {
   OUT=$W bench/resnet50_gpu.sh
 }
 
+# issue 31's GPU rows: the baby GPT (make_models --char-gpt 6,6,384,256,0;
+# batch 64, data/shakespeare/input.txt) in fp32 and bf16, gcc-train against
+# PyTorch eager (F.scaled_dot_product_attention) and torch.compile
+# (bench/torch_gpt.py --device cuda); GPT-2 124M's shape (12,12,768,1024,
+# vocabulary 50257, random uint16 tokens from bench/random_tokens.py) in bf16
+# against PyTorch eager; GPT_RUNS (3) runs of every side, alternating,
+# medians. gcc-train's steps/s: two runs of GPT_WARMUP and GPT_WARMUP +
+# GPT_STEPS steps, gcc_steps_per_s (without --profile: its CUDA events
+# around every launch would be timed too); PyTorch's: the median step_ms
+# of GPT_STEPS steps after GPT_WARMUP. Memory: gcc-train's own report is
+# its training plan's device allocation (the summary's "bytes of device
+# memory per step"), PyTorch's torch.cuda.max_memory_allocated; both sides
+# also by nvidia-smi's memory.used of the GPU (sampled every 100 ms; the
+# whole process: CUDA context, cuBLAS/cuDNN workspaces, allocator reserve).
+# GPT_COMPILE=0 leaves torch.compile out; every run is cut at GPT_TIMEOUT s.
+# Not yet run on a GPU: estimated 5-6 minutes on an H100-class GPU (3 x 11
+# processes, torch.compile's first compile the largest part); GPT_RUNS=2 or
+# GPT_COMPILE=0 shortens it. Run it alone with --only gpt.
+GPT_RUNS=${GPT_RUNS:-3}
+GPT_STEPS=${GPT_STEPS:-50}
+GPT_WARMUP=${GPT_WARMUP:-10}
+GPT2_BATCH=${GPT2_BATCH:-16}
+GPT2_STEPS=${GPT2_STEPS:-20}
+GPT_TIMEOUT=${GPT_TIMEOUT:-300}
+GPT_COMPILE=${GPT_COMPILE:-1}
+
+# smi_run OUT COMMAND...: COMMAND with nvidia-smi sampling the GPU's
+# memory.used into OUT.smi; prints nothing, returns COMMAND's status
+smi_run() {
+  local out=$1 pid rc
+  shift
+  pid=
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --id=0 --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 \
+      >"$out.smi" 2>/dev/null &
+    pid=$!
+  fi
+  set +e
+  timeout "$GPT_TIMEOUT" "$@"
+  rc=$?
+  set -e
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  return $rc
+}
+smi_mb() { # the largest sample of smi_run's OUT.smi, or "-"
+  awk '$1 + 0 > m { m = $1 + 0 } END { if (m > 0) print m; else print "-" }' "$1.smi" 2>/dev/null || echo -
+}
+
+# gpt_gcc ROW RUN BATCH BLOCK STEPS MODEL ARGS...: a record of gcc-train's
+# two runs (GPT_WARMUP and GPT_WARMUP + STEPS steps)
+gpt_gcc() {
+  local row=$1 r=$2 batch=$3 block=$4 steps=$5 model=$6 base sps
+  shift 6
+  base=$W/$row.gcc.$r
+  local common=("$model" --device cuda --batch-size "$batch" --eval-batches 1
+                --lr-schedule warmup-cosine:100:5000:1e-4 --no-output --log-every 0 "$@")
+  smi_run "$base.short" "$GT" "${common[@]}" --max-steps "$GPT_WARMUP" >"$base.short" 2>&1 || true
+  smi_run "$base.long" "$GT" "${common[@]}" --max-steps "$((GPT_WARMUP + steps))" \
+    >"$base.long" 2>&1 || true
+  sps=$(gcc_steps_per_s "$base.short" "$base.long") || { tail -3 "$base.long"; sps=-; }
+  printf 'row=%s side=gcc-train run=%s steps_per_s=%s tokens_per_s=%s peak_mb=%s smi_mb=%s\n' \
+    "$row" "$r" "$sps" "$(awk -v s="$sps" -v t="$((batch * block))" \
+      'BEGIN { if (s + 0 > 0) printf "%.0f", s * t; else print "-" }')" \
+    "$(gcc_device_mb "$base.long")" "$(smi_mb "$base.long")" | tee -a "$W/records"
+}
+
+# gpt_torch ROW SIDE RUN ARGS...: a record of one torch_gpt.py run
+gpt_torch() {
+  local row=$1 side=$2 r=$3 out
+  shift 3
+  out=$W/$row.$side.$r
+  smi_run "$out" env LD_LIBRARY_PATH="${PY_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" python3 \
+    bench/torch_gpt.py --device cuda --threads 4 "$@" >"$out" 2>"$out.err" ||
+    tail -3 "$out.err"
+  echo "$(torch_record "$row" "$side" "$r" "$out") smi_mb=$(smi_mb "$out")" | tee -a "$W/records"
+}
+
+c_gpt() {
+  py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+    { echo "PyTorch with CUDA: not installed"; return 3; }
+  local MM=$BB/models/make_models r prec
+  [ -x "$MM" ] || { echo "no $MM (a kit from before the gpt check: rebuild it)"; return 1; }
+  "$MM" --char-gpt 6,6,384,256,0 "$W/baby.pb"
+  "$MM" --char-gpt 12,12,768,1024,0,50257 "$W/gpt2.pb"
+  py bench/random_tokens.py "$W/tokens" --vocab 50257
+  : >"$W/records"
+  local baby=(--layers 6 --heads 6 --embd 384 --block 256 --batch 64 --steps "$GPT_STEPS"
+              --warmup-steps "$GPT_WARMUP" --data data/shakespeare/input.txt)
+  local gpt2=(--layers 12 --heads 12 --embd 768 --block 1024 --batch "$GPT2_BATCH"
+              --steps "$GPT2_STEPS" --warmup-steps "$GPT_WARMUP" --random-tokens --vocab 50257)
+  # untimed: NVRTC fills the kernel cache once per plan
+  for prec in fp32 bf16; do
+    timeout "$GPT_TIMEOUT" "$GT" "$W/baby.pb" --device cuda --precision "$prec" --batch-size 64 \
+      --max-steps 2 --eval-batches 1 --no-output --log-every 0 --data data/shakespeare/input.txt \
+      >"$W/warm.baby.$prec" 2>&1 || tail -3 "$W/warm.baby.$prec"
+  done
+  timeout "$GPT_TIMEOUT" "$GT" "$W/gpt2.pb" --device cuda --precision bf16 --batch-size "$GPT2_BATCH" \
+    --max-steps 2 --eval-batches 1 --no-output --log-every 0 --dataset tokens --data "$W/tokens" \
+    >"$W/warm.gpt2" 2>&1 || tail -3 "$W/warm.gpt2"
+  for r in $(seq 1 "$GPT_RUNS"); do
+    for prec in fp32 bf16; do
+      gpt_gcc "baby_$prec" "$r" 64 256 "$GPT_STEPS" "$W/baby.pb" --precision "$prec" \
+        --data data/shakespeare/input.txt
+      gpt_torch "baby_$prec" eager "$r" --precision "$prec" "${baby[@]}"
+      [ "$GPT_COMPILE" = 0 ] ||
+        gpt_torch "baby_$prec" compile "$r" --precision "$prec" --compile "${baby[@]}"
+    done
+    gpt_gcc gpt2_124M_bf16 "$r" "$GPT2_BATCH" 1024 "$GPT2_STEPS" "$W/gpt2.pb" \
+      --precision bf16 --dataset tokens --data "$W/tokens"
+    gpt_torch gpt2_124M_bf16 eager "$r" --precision bf16 "${gpt2[@]}"
+  done
+  echo
+  echo "baby_*: 6 layers, 6 heads, 384 wide, block 256, batch 64, Shakespeare characters;"
+  echo "gpt2_124M_bf16: 12 layers, 12 heads, 768 wide, block 1024, vocabulary 50257, batch $GPT2_BATCH, random tokens."
+  echo "eager: PyTorch eager with F.scaled_dot_product_attention; compile: torch.compile (compile s: its first step)."
+  echo "peak MB (own report): gcc-train the training plan's device allocation (its summary), PyTorch"
+  echo "torch.cuda.max_memory_allocated; nvidia-smi: the GPU's memory.used, largest sample (whole process)."
+  echo "llm.c's published H100 figure for GPT-2 124M: not looked up (its README, read, gives none)."
+  echo "issue 31's goals: baby GPT >= 1.50x eager and >= 1.00x compile; GPT-2 124M >= 1.20x eager;"
+  echo "peak memory <= PyTorch's for the same batch. A ratio is gcc-train's tokens/s over that side's."
+  gpt_table "$W/records"
+}
+
 run_check devices c_devices
 if grep -q '^FAIL devices' "$SUMMARY"; then
   cat "$SUMMARY"
@@ -690,6 +977,7 @@ run_check multi_gpu c_multi_gpu
 run_check torch_mlp c_torch_mlp
 run_check conv_algos c_conv_algos
 run_check resnet50 c_resnet50
+run_check gpt c_gpt
 
 printf '\n== summary (logs in %s) ==\n' "$RES"
 cat "$SUMMARY"

@@ -8,6 +8,17 @@ the same network as gcc-train's `make_models --char-gpt L,H,C,T,DROPOUT`
       [--layers 4] [--heads 4] [--embd 128] [--block 64] [--batch 32]
       [--dropout 0] [--warmup-steps 10] [--steps 50]
       [--data data/shakespeare/input.txt] [--eval-every N] [--eval-batches K]
+      [--device cpu|cuda] [--precision fp32|bf16] [--random-tokens [--vocab N]]
+
+--device cuda (bench/gpu_check.sh's gpt check): the model, the batches and the
+optimizer on the GPU (batches cut on the CPU, pinned and copied non-blocking
+as nanoGPT's get_batch; AdamW fused=True as nanoGPT's configure_optimizers on
+CUDA); TF32 stays off (PyTorch's default for matmuls), so fp32 is fp32.
+--precision bf16: forward and loss under torch.autocast(device, bfloat16)
+(nanoGPT's ctx; parameters, gradients and AdamW in fp32). --random-tokens:
+no text file: --vocab ids (default 50257, GPT-2's) drawn uniformly with
+torch's generator seeded 1337 (4M tokens, 10% of them the validation split),
+for GPT-2 124M's shape (--layers 12 --heads 12 --embd 768 --block 1024).
 
 Model (nanoGPT model.py, bias=True as models/char_gpt.c): token + position
 embeddings, n_layer pre-LayerNorm blocks (c_attn one (3C, C) Linear split into
@@ -42,7 +53,10 @@ outside the timed span of a step.
 Output: key=value lines: step_ms (median of the --steps timed steps after
 --warmup-steps), tokens_per_s (batch * block / median step), first_loss,
 last_loss, compile_s (with --compile), peak_rss_mb (getrusage ru_maxrss at the
-end: the interpreter and libtorch included).
+end: the interpreter and libtorch included); on --device cuda also
+peak_gpu_mb (torch.cuda.max_memory_allocated: the caching allocator's
+tensors, not its reserve nor the CUDA context). On cuda the step's
+loss.item() waits for the GPU, so the wall time of a step is its GPU time.
 """
 import argparse
 import math
@@ -143,35 +157,62 @@ def main():
     ap.add_argument("--data", default="data/shakespeare/input.txt")
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--eval-batches", type=int, default=0)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--random-tokens", action="store_true")
+    ap.add_argument("--vocab", type=int, default=None)
     a = ap.parse_args()
+    if a.vocab is not None and not a.random_tokens:
+        ap.error("--vocab N goes with --random-tokens (a text file's vocabulary is its bytes)")
+    if a.vocab is not None and a.vocab < 1:
+        ap.error("--vocab must be positive")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch.cuda.is_available() is False")
+    dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
 
-    raw = open(a.data, "rb").read()
-    chars = sorted(set(raw))
-    table = bytearray(256)
-    for i, ch in enumerate(chars):
-        table[ch] = i
-    enc = bytearray(raw.translate(bytes(table)))
-    n_train = int(0.9 * len(raw))
-    ids = torch.frombuffer(enc[:n_train], dtype=torch.uint8).long()
-    val_ids = torch.frombuffer(enc[n_train:], dtype=torch.uint8).long()
+    if a.random_tokens:
+        vocab = a.vocab if a.vocab is not None else 50257
+        n_tok = 4 * 1024 * 1024
+        all_ids = torch.randint(0, vocab, (n_tok,), generator=torch.Generator().manual_seed(1337))
+        n_train = int(0.9 * n_tok)
+        ids, val_ids = all_ids[:n_train], all_ids[n_train:]
+    else:
+        raw = open(a.data, "rb").read()
+        chars = sorted(set(raw))
+        vocab = len(chars)
+        table = bytearray(256)
+        for i, ch in enumerate(chars):
+            table[ch] = i
+        enc = bytearray(raw.translate(bytes(table)))
+        n_train = int(0.9 * len(raw))
+        ids = torch.frombuffer(enc[:n_train], dtype=torch.uint8).long()
+        val_ids = torch.frombuffer(enc[n_train:], dtype=torch.uint8).long()
+    if a.device == "cuda":
+        ctx = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16")
+    else:
+        ctx = torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16")
 
     def get_batch(src=None):
         src = ids if src is None else src
         ix = torch.randint(len(src) - a.block, (a.batch,))
         x = torch.stack([src[i : i + a.block] for i in ix])
         y = torch.stack([src[i + 1 : i + 1 + a.block] for i in ix])
+        if a.device == "cuda":  # nanoGPT's get_batch
+            x = x.pin_memory().to(dev, non_blocking=True)
+            y = y.pin_memory().to(dev, non_blocking=True)
         return x, y
 
     @torch.no_grad()
     def estimate_val_loss():  # nanoGPT's estimate_loss on the validation split
         model.eval()
-        losses = [model(*get_batch(val_ids)).item() for _ in range(a.eval_batches)]
+        with ctx:
+            losses = [model(*get_batch(val_ids)).item() for _ in range(a.eval_batches)]
         model.train()
         return sum(losses) / len(losses)
 
-    model = GPT(len(chars), a.block, a.layers, a.heads, a.embd, a.dropout)
+    model = GPT(vocab, a.block, a.layers, a.heads, a.embd, a.dropout).to(dev)
     model.train()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -180,6 +221,7 @@ def main():
         lr=1e-3,
         betas=(0.9, 0.99),
         eps=1e-8,
+        **({"fused": True} if a.device == "cuda" else {}),
     )
     fwd = torch.compile(model) if a.compile else model
 
@@ -191,7 +233,8 @@ def main():
         x, y = get_batch()
         for g in opt.param_groups:
             g["lr"] = get_lr(it)
-        loss = fwd(x, y)
+        with ctx:
+            loss = fwd(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -215,6 +258,8 @@ def main():
     print(f"last_loss={last_loss:.4f}")
     if compile_s is not None:
         print(f"compile_s={compile_s:.1f}")
+    if a.device == "cuda":
+        print(f"peak_gpu_mb={torch.cuda.max_memory_allocated() / 2**20:.1f}")
     print(f"peak_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
     print(f"torch={torch.__version__}")
 

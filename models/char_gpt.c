@@ -2,9 +2,11 @@
  * char_gpt.c - nanoGPT's GPT (model.py) built in code: the character-level
  * "baby GPT" of shakespeare_char (models.h gcc_model_char_gpt_sized).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph/builder.h"
 #include "graph/ops.h"
@@ -260,4 +262,42 @@ gcc_status gcc_model_char_gpt_sized(int64_t vocab, int64_t block, int64_t n_laye
 
 gcc_status gcc_model_char_gpt(uint64_t seed, gcc_graph **out, gcc_diag *d) {
   return gcc_model_char_gpt_sized(84, 256, 6, 6, 384, 0.2f, seed, out, d);
+}
+
+/* strtoll/strtof of one field ending at `stop` ('\0' for the last one) */
+static int parse_field(const char **p, int is_float, char stop, int64_t *iv, float *fv) {
+  char *end;
+  errno = 0;
+  if (is_float)
+    *fv = strtof(*p, &end);
+  else
+    *iv = strtoll(*p, &end, 10);
+  if (errno || end == *p || *end != stop)
+    return 0;
+  *p = stop ? end + 1 : end;
+  return 1;
+}
+
+gcc_status gcc_char_gpt_sizes_parse(const char *text, gcc_char_gpt_sizes *out, gcc_diag *d) {
+  if (!text || !out)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "char_gpt sizes: NULL argument");
+  gcc_char_gpt_sizes s = {0};
+  s.vocab = 84;
+  const char *p = text;
+  int64_t *ints[4] = {&s.n_layer, &s.n_head, &s.n_embd, &s.block};
+  int ok = 1;
+  for (int i = 0; i < 4 && ok; i++)
+    ok = parse_field(&p, 0, ',', ints[i], NULL);
+  /* DROPOUT ends the text, or a comma and VOCAB follow */
+  const char *comma = ok ? strchr(p, ',') : NULL;
+  if (ok)
+    ok = parse_field(&p, 1, comma ? ',' : '\0', NULL, &s.dropout);
+  if (ok && comma)
+    ok = parse_field(&p, 0, '\0', &s.vocab, NULL);
+  if (!ok)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "char_gpt sizes '%s': expected N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT[,VOCAB]",
+                        text);
+  *out = s;
+  return GCC_OK;
 }

@@ -4,17 +4,18 @@
  *                                OUTDIR/cifar_cnn.pb, OUTDIR/mnist_cnn.pb,
  *                                OUTDIR/char_bigram.pb, OUTDIR/char_gpt.pb
  *                                (only the NAMEs given, if any)
- *   make_models --char-gpt N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT FILE
+ *   make_models --char-gpt N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT[,VOCAB] FILE
  *                             -> FILE: nanoGPT's GPT of those sizes
- *                                (gcc_model_char_gpt_sized, vocabulary 84,
- *                                seed GCC_CHAR_GPT_SEED), e.g. 4,4,128,64,0
- *                                for bench/gpt_cpu_bench.sh
+ *                                (gcc_model_char_gpt_sized, vocabulary VOCAB,
+ *                                default 84, seed GCC_CHAR_GPT_SEED;
+ *                                gcc_char_gpt_sizes_parse), e.g. 4,4,128,64,0
+ *                                for bench/gpt_cpu_bench.sh,
+ *                                12,12,768,1024,0,50257 for GPT-2 124M's shape
  * The files are deterministic (fixed seeds, own RNG), so the committed model
  * files can be checked against a fresh run (tests/models_test). char_gpt.pb
  * (10.8M parameters, 43 MB) is not committed: `make_models models char_gpt`
  * writes it (the README's GPT section).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,34 +44,17 @@ typedef struct model_entry {
   uint64_t seed;
 } model_entry;
 
-/* --char-gpt L,H,C,T,DROPOUT FILE */
+/* --char-gpt L,H,C,T,DROPOUT[,VOCAB] FILE */
 static int write_char_gpt(const char *sizes, const char *path) {
-  long long v[4];
-  float dropout;
-  const char *p = sizes;
-  for (int i = 0; i < 4; i++) {
-    char *end;
-    errno = 0;
-    v[i] = strtoll(p, &end, 10);
-    if (errno || end == p || *end != ',') {
-      fprintf(stderr,
-              "make_models: --char-gpt '%s': expected N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT\n",
-              sizes);
-      return 2;
-    }
-    p = end + 1;
-  }
-  char *end;
-  errno = 0;
-  dropout = strtof(p, &end);
-  if (errno || end == p || *end) {
-    fprintf(stderr, "make_models: --char-gpt '%s': DROPOUT '%s' is not a number\n", sizes, p);
+  gcc_diag d = {0};
+  gcc_char_gpt_sizes z;
+  if (gcc_char_gpt_sizes_parse(sizes, &z, &d) != GCC_OK) {
+    fprintf(stderr, "make_models: --char-gpt: %s\n", d.msg);
     return 2;
   }
-  gcc_diag d = {0};
   gcc_graph *g;
-  if (gcc_model_char_gpt_sized(84, v[3], v[0], v[1], v[2], dropout, GCC_CHAR_GPT_SEED, &g, &d) !=
-          GCC_OK ||
+  if (gcc_model_char_gpt_sized(z.vocab, z.block, z.n_layer, z.n_head, z.n_embd, z.dropout,
+                               GCC_CHAR_GPT_SEED, &g, &d) != GCC_OK ||
       gcc_model_save(g, path, &d) != GCC_OK) {
     fprintf(stderr, "make_models: --char-gpt %s: %s\n", sizes, d.msg);
     return 1;
@@ -83,7 +67,8 @@ static int write_char_gpt(const char *sizes, const char *path) {
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "--char-gpt")) {
     if (argc != 4) {
-      fprintf(stderr, "usage: make_models --char-gpt N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT FILE\n");
+      fprintf(stderr,
+              "usage: make_models --char-gpt N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT[,VOCAB] FILE\n");
       return 2;
     }
     return write_char_gpt(argv[2], argv[3]);
@@ -98,8 +83,9 @@ int main(int argc, char **argv) {
   };
   const int n = (int)(sizeof models / sizeof models[0]);
   if (argc < 2) {
-    fprintf(stderr, "usage: make_models OUTDIR [NAME...]\n"
-                    "       make_models --char-gpt N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT FILE\n");
+    fprintf(stderr,
+            "usage: make_models OUTDIR [NAME...]\n"
+            "       make_models --char-gpt N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT[,VOCAB] FILE\n");
     return 2;
   }
   for (int a = 2; a < argc; a++) {

@@ -76,6 +76,19 @@ gcc_status gcc_model_char_gpt_sized(int64_t vocab, int64_t block, int64_t n_laye
                                     gcc_diag *d);
 gcc_status gcc_model_char_gpt(uint64_t seed, gcc_graph **out, gcc_diag *d);
 
+/* The sizes of `make_models --char-gpt`: "N_LAYER,N_HEAD,N_EMBD,BLOCK,DROPOUT"
+ * with an optional sixth field ",VOCAB" (default 84, models/char_gpt.pb's
+ * vocabulary; 50257 makes GPT-2's token vocabulary for --dataset tokens).
+ * Integers in base 10, DROPOUT a float; only the syntax is checked here
+ * (gcc_model_char_gpt_sized checks the values). Errors:
+ * GCC_ERR_INVALID_ARGUMENT (a NULL argument, a field missing, not a number,
+ * or trailing text), the message quoting `text`. */
+typedef struct gcc_char_gpt_sizes {
+  int64_t n_layer, n_head, n_embd, block, vocab;
+  float dropout;
+} gcc_char_gpt_sizes;
+gcc_status gcc_char_gpt_sizes_parse(const char *text, gcc_char_gpt_sizes *out, gcc_diag *d);
+
 /* The MNIST MLP of the tutorial: image (N, 1, 28, 28) float32 -> Flatten
  * -> Linear 784-512 -> ReLU -> 512-256 -> ReLU -> 256-128 -> ReLU -> 128-64
  * -> ReLU -> 64-10 = logits (N, 10); loss = CrossEntropyLoss(logits, label)

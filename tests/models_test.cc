@@ -137,6 +137,41 @@ TEST(ModelsTest, CharGptInitialisationIsNanoGpts) {
   EXPECT_NE(std::string(d.msg).find("multiple of n_head"), std::string::npos) << d.msg;
 }
 
+// make_models --char-gpt's sizes: five fields (vocabulary 84) or six (the
+// vocabulary last); GPT-2's vocabulary 50257 builds a tied (50257, C) wte.
+TEST(ModelsTest, CharGptSizesParseTheOptionalVocabulary) {
+  gcc_char_gpt_sizes z;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_char_gpt_sizes_parse("6,6,384,256,0.2", &z, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(z.n_layer, 6);
+  EXPECT_EQ(z.n_head, 6);
+  EXPECT_EQ(z.n_embd, 384);
+  EXPECT_EQ(z.block, 256);
+  EXPECT_EQ(z.dropout, 0.2f);
+  EXPECT_EQ(z.vocab, 84);
+  ASSERT_EQ(gcc_char_gpt_sizes_parse("12,12,768,1024,0,50257", &z, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(z.n_layer, 12);
+  EXPECT_EQ(z.block, 1024);
+  EXPECT_EQ(z.dropout, 0.0f);
+  EXPECT_EQ(z.vocab, 50257);
+  for (const char *bad : {"6,6,384,256", "6,6,384,256,0,", "6,6,384,256,0,50257x",
+                          "6,6,384,256,0,50257,1", "6,6,x,256,0", ""}) {
+    EXPECT_EQ(gcc_char_gpt_sizes_parse(bad, &z, &d), GCC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(d.msg).find("[,VOCAB]"), std::string::npos) << d.msg;
+  }
+  // a 1-layer GPT 8 wide over GPT-2's vocabulary: wte is (50257, 8)
+  gcc_graph *g = nullptr;
+  ASSERT_EQ(gcc_char_gpt_sizes_parse("1,2,8,4,0,50257", &z, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_model_char_gpt_sized(z.vocab, z.block, z.n_layer, z.n_head, z.n_embd, z.dropout, 3,
+                                     &g, &d),
+            GCC_OK)
+      << d.msg;
+  int wte = gcc_graph_find(g, "transformer.wte.weight");
+  ASSERT_GE(wte, 0);
+  EXPECT_EQ(g->values[wte].data_bytes, static_cast<int64_t>(50257 * 8 * sizeof(float)));
+  gcc_graph_free(g);
+}
+
 TEST(ModelsTest, BuilderIsDeterministicAndSeeded) {
   gcc_diag d = {};
   gcc_graph *a = nullptr, *b = nullptr, *c = nullptr;

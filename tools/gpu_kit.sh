@@ -6,7 +6,8 @@
 #   tools/gpu_kit.sh [--no-build] [--with-data] [OUTDIR]   (default OUTDIR: gpu-kit, ignored by git)
 #
 # writes OUTDIR/gcc-train-gpu-kit.tar.xz holding one folder, gpu-kit/:
-#   bin/      the binaries in bazel-bin's layout (cli/, bench/, tests/, tests/gpu/)
+#   bin/      the binaries in bazel-bin's layout (cli/, bench/, tests/, tests/gpu/,
+#             models/make_models: the gpt check writes its GPT models with it)
 #             with _solib_k8/ beside them: test binaries find their shared
 #             libraries through the rpath $ORIGIN/../_solib_k8 (tests/gpu:
 #             $ORIGIN/../../_solib_k8), so the relative layout is kept;
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0; shift ;;
     --with-data) WITH_DATA=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) echo "gpu_kit.sh: unknown option $1" >&2; exit 2 ;;
     *) OUTDIR=$1; shift ;;
   esac
@@ -45,9 +46,10 @@ done
 # CI runs them, and they compile kernels with the host compiler from runfiles)
 TARGETS=(//cli:gcc-train //cli:gcc-run //bench:gpu_step //bench:nvrtc_compile //bench:conv_algos
          //bench:bundle_graph_bench //tests/gpu:gpu_test //tests:cuda_runtime_test
-         //tests:compare_params)
+         //tests:compare_params //models:make_models)
 BINS=(cli/gcc-train cli/gcc-run bench/gpu_step bench/nvrtc_compile bench/conv_algos
-      bench/bundle_graph_bench tests/gpu/gpu_test tests/cuda_runtime_test tests/compare_params)
+      bench/bundle_graph_bench tests/gpu/gpu_test tests/cuda_runtime_test tests/compare_params
+      models/make_models)
 
 if [ "$BUILD" = 1 ]; then
   bazel build "${TARGETS[@]}" >&2
