@@ -140,7 +140,8 @@ export OMP_NUM_THREADS=$THREADS
 # a peer's process (PyTorch keeps its OpenMP wait behaviour: libgomp's
 # spinning, which made it 1.5x faster here than passive waiting). gcc-train,
 # gcc-run and the harnesses standing in for them (mlp_bench, gcc_run_bench)
-# choose passive waiting for themselves (cli/flags.h), as users get them. An
+# choose a short spin (GOMP_SPINCOUNT=10000) for themselves (cli/flags.h), as
+# users get them. An
 # OMP_WAIT_POLICY set by the caller of this script reaches every side, and the
 # report says so.
 echo "${OMP_WAIT_POLICY:-unset}" >"$TMP/omp_wait_policy.txt"

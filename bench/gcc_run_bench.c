@@ -109,8 +109,9 @@ static double session_latency(const gcc_dataset *ds, int threads, int runs, doub
 }
 
 int main(int argc, char **argv) {
-  /* gcc-train's and gcc-run's own OpenMP wait policy (passive unless the
-   * environment says otherwise): this harness measures them as they run */
+  /* gcc-train's and gcc-run's own OpenMP wait policy (a short spin,
+   * cli/flags.h, unless the environment says otherwise): this harness
+   * measures them as they run */
   gcc_cli_omp_wait_policy(argv); /* before anything: it may re-execute */
   int64_t flag;                  /* an integer flag value (0, which every flag refuses, if none) */
   const char *bwd = getenv("BUILD_WORKING_DIRECTORY");

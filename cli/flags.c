@@ -21,7 +21,7 @@ int gcc_flag_i64(const char *prog, const char *flag, const char *s, int64_t lo, 
 void gcc_cli_omp_wait_policy(char **argv) {
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
     return;
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+  if (setenv("GOMP_SPINCOUNT", GCC_CLI_SPINCOUNT, 1) != 0)
     return;
   execv("/proc/self/exe", argv);
   /* exec failed (no /proc): run on with libgomp's default policy */

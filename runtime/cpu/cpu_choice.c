@@ -113,10 +113,16 @@ static void read_model(void) {
 
 void gcc_cpu_choice_machine(int threads, char *buf, size_t size) {
   pthread_once(&g_model_once, read_model);
-  const char *wp = getenv("OMP_WAIT_POLICY");
+  const char *wp = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+  char wait[48];
+  if (wp && strcasecmp(wp, "passive") == 0)
+    snprintf(wait, sizeof wait, "passive");
+  else if (spin && *spin && !wp)
+    snprintf(wait, sizeof wait, "spin%.32s", spin);
+  else
+    snprintf(wait, sizeof wait, "active");
   snprintf(buf, size, "cpu=%s isa=%s onednn=%s threads=%d wait=%s", g_model, gcc_dnnl_isa(),
-           gcc_dnnl_version(), threads,
-           wp && strcasecmp(wp, "passive") == 0 ? "passive" : "active");
+           gcc_dnnl_version(), threads, wait);
 }
 
 /* ---- the memo ---------------------------------------------------------------- */

@@ -112,7 +112,9 @@ const char *gcc_cpu_lib_name(int lib);
 gcc_status gcc_cpu_lib_forced(const char *var, int *lib, gcc_diag *d);
 
 /* The machine part of every key: "cpu=<model> isa=<oneDNN's ISA>
- * onednn=<version> threads=<threads> wait=<passive|active>", into buf
+ * onednn=<version> threads=<threads> wait=<passive|spinN|active>" (wait:
+ * OMP_WAIT_POLICY=passive; else GOMP_SPINCOUNT=N without OMP_WAIT_POLICY,
+ * gcc-train's own default being N = 10000; else active), into buf
  * (truncated to size). */
 void gcc_cpu_choice_machine(int threads, char *buf, size_t size);
 
