@@ -111,6 +111,19 @@ static double uniform53(gcc_rng *r) {
   return ((double)hi * 67108864.0 + (double)lo) * (1.0 / 9007199254740992.0);
 }
 
+/* Both plans of sampling: inference at batch 1 on the CPU. */
+static void cpu_plan_options(const gcc_generate_options *o, gcc_options *po, gcc_plan_config *cfg) {
+  memset(po, 0, sizeof *po);
+  po->mode = GCC_MODE_EVAL;
+  po->batch_size = 1;
+  po->device = GCC_DEV_CPU;
+  po->device_explicit = 1;
+  po->n_cuda_devices = 1;
+  memset(cfg, 0, sizeof *cfg);
+  cfg->threads = o->threads > 0 ? o->threads : 1;
+  cfg->readback_ring = 1;
+}
+
 /* The decoder (KV cache) of the model and its buffers: the caches of every
  * attention [H, T - 1, D] and the one-position inputs. */
 typedef struct decoder {
@@ -315,18 +328,11 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
   gcc_plan *p = NULL;
   void *x = NULL;
   double *scratch = NULL;
-  if (s == GCC_OK) {
-    gcc_options po = {0};
-    po.mode = GCC_MODE_EVAL;
-    po.batch_size = 1;
-    po.device = GCC_DEV_CPU;
-    po.device_explicit = 1;
-    po.n_cuda_devices = 1;
-    gcc_plan_config cfg = {0};
-    cfg.threads = o->threads > 0 ? o->threads : 1;
-    cfg.readback_ring = 1;
+  gcc_options po;
+  gcc_plan_config cfg;
+  cpu_plan_options(o, &po, &cfg);
+  if (s == GCC_OK)
     s = gcc_plan_compile(g, &po, &cfg, bind_weights, (void *)model, &p, d);
-  }
   if (s == GCC_OK) {
     x = calloc((size_t)(one_hot ? T * V : T), one_hot ? sizeof(float) : sizeof(int64_t));
     scratch = malloc((size_t)(2 * V) * sizeof *scratch);
@@ -337,15 +343,6 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
   decoder *dc = NULL;
   char why[700] = "";
   if (s == GCC_OK && !one_hot && !o->no_kv_cache) {
-    gcc_options po = {0};
-    po.mode = GCC_MODE_EVAL;
-    po.batch_size = 1;
-    po.device = GCC_DEV_CPU;
-    po.device_explicit = 1;
-    po.n_cuda_devices = 1;
-    gcc_plan_config cfg = {0};
-    cfg.threads = o->threads > 0 ? o->threads : 1;
-    cfg.readback_ring = 1;
     dc = decoder_new(g, model, T, V, &po, &cfg, why, sizeof why);
   } else if (s == GCC_OK) {
     snprintf(why, sizeof why, "%s", one_hot ? "no KV cache: one-hot input rows" : "--no-kv-cache");
