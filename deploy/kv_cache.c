@@ -10,6 +10,20 @@
 #include "graph/ops.h"
 #include "passes/passes.h"
 
+/* The ops the rewrite looks at, by role (a table, as every op dispatch:
+ * tests/op_tables_test) */
+enum { K_OTHER = 0, K_GATHER, K_SLICE, K_RESHAPE, K_ATTENTION };
+static const unsigned char kRole[GCC_OP_COUNT] = {
+    [GCC_OP_GATHER] = K_GATHER,
+    [GCC_OP_SLICE] = K_SLICE,
+    [GCC_OP_RESHAPE] = K_RESHAPE,
+    [GCC_OP_ATTENTION] = K_ATTENTION,
+};
+
+static int role(const gcc_node *n) {
+  return n->op >= 0 && n->op < GCC_OP_COUNT ? kRole[n->op] : K_OTHER;
+}
+
 static gcc_status unsupported(gcc_diag *d, const char *why) {
   return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "no KV cache: %s", why);
 }
@@ -79,7 +93,7 @@ static gcc_status rewrite(gcc_graph *g, int64_t T, gcc_kv_decoder *k, gcc_diag *
       for (int j = 0; j < g->nodes[i].n_inputs; j++) {
         if (g->nodes[i].inputs[j] != v)
           continue;
-        if (g->nodes[i].op != GCC_OP_GATHER || j != 1)
+        if (role(&g->nodes[i]) != K_GATHER || j != 1)
           return unsupported(d, "the positions are read by something else than a Gather");
         if (pos < 0) {
           gcc_shape ps = {1, {1}};
@@ -94,8 +108,7 @@ static gcc_status rewrite(gcc_graph *g, int64_t T, gcc_kv_decoder *k, gcc_diag *
   int n_nodes0 = g->n_nodes;
   for (int i = 0; i < n_nodes0; i++) {
     const gcc_node *n = &g->nodes[i];
-    if (n->op != GCC_OP_SLICE || n->inputs[0] < 0 ||
-        g->values[n->inputs[0]].kind != GCC_VALUE_PARAM)
+    if (role(n) != K_SLICE || n->inputs[0] < 0 || g->values[n->inputs[0]].kind != GCC_VALUE_PARAM)
       continue;
     const gcc_shape *xs = &g->values[n->inputs[0]].shape;
     int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS];
@@ -130,7 +143,7 @@ static gcc_status rewrite(gcc_graph *g, int64_t T, gcc_kv_decoder *k, gcc_diag *
   /* the token dim of the Reshapes' targets */
   for (int i = 0; i < g->n_nodes; i++) {
     gcc_node *n = &g->nodes[i];
-    if (n->op != GCC_OP_RESHAPE)
+    if (role(n) != K_RESHAPE)
       continue;
     const gcc_attr *a = &n->av[RESHAPE_SHAPE];
     if (n->n_inputs > 1 && n->inputs[1] >= 0) {
@@ -153,7 +166,7 @@ static gcc_status rewrite(gcc_graph *g, int64_t T, gcc_kv_decoder *k, gcc_diag *
   int mask = -1;
   int n_nodes = g->n_nodes;
   for (int i = 0; i < n_nodes; i++) {
-    if (g->nodes[i].op != GCC_OP_ATTENTION)
+    if (role(&g->nodes[i]) != K_ATTENTION)
       continue;
     if (g->nodes[i].av[ATTN_IS_CAUSAL].i != 1 || g->nodes[i].n_inputs != 3)
       return unsupported(d, "an attention is not causal or has a mask");

@@ -107,6 +107,8 @@ static gcc_status add_contrib(gcc_grad_ctx *c, int value, int grad, gcc_diag *d)
  * of a zero (x + 0 is +0 for x = -0). *out = the Concat's output, or -1
  * when the form does not apply (nothing added). The SliceGrads are marked
  * dead and removed at the end of autodiff. */
+static const unsigned char kSliceGrad[GCC_OP_COUNT] = {[GCC_OP_SLICE_GRAD] = 1};
+
 static gcc_status concat_slices(gcc_grad_ctx *c, int value, int *out, gcc_diag *d) {
   const contrib_list *l = &c->contrib[value];
   gcc_graph *g = c->g;
@@ -121,7 +123,8 @@ static gcc_status concat_slices(gcc_grad_ctx *c, int value, int *out, gcc_diag *
     for (int j = g->n_nodes - 1; j >= 0 && p < 0; j--)
       if (g->nodes[j].n_outputs == 1 && g->nodes[j].outputs[0] == v)
         p = j;
-    if (p < 0 || g->nodes[p].op != GCC_OP_SLICE_GRAD || g->nodes[p].n_inputs != 1 ||
+    if (p < 0 || g->nodes[p].op < 0 || g->nodes[p].op >= GCC_OP_COUNT ||
+        !kSliceGrad[g->nodes[p].op] || g->nodes[p].n_inputs != 1 ||
         g->values[v].kind != GCC_VALUE_ACTIVATION)
       return GCC_OK;
     for (int j = 0; j < g->n_nodes; j++) /* read by the sum only */
