@@ -65,7 +65,9 @@
  * clone): the products' sums are the kernel's flops. The bits differ from
  * the AVX2 and baseline clones' (separate multiply and add), not from run
  * to run or over thread counts on one machine. */
+#if !defined(__clang__) /* clang (tools/fuzz.sh) contracts within expressions by default */
 #pragma GCC optimize("fp-contract=fast")
+#endif
 
 #define BQ 32 /* query rows per tile */
 #define BK 64 /* keys per tile */
@@ -209,8 +211,25 @@ typedef float v16 __attribute__((vector_size(64), aligned(4)));
 /* kt[d][j] = K[j0 + j][d]: the key block transposed, BK wide; 16 x 16
  * blocks transposed in registers (4 rounds of 16 two-register shuffles:
  * round k swaps bit k of the row and column index), the edges by scalars. */
+typedef int32_t attn_i16v __attribute__((vector_size(64)));
+#if defined(__clang__)
+/* clang has __builtin_shufflevector with constant indices only, not GCC's
+ * __builtin_shuffle with a mask vector: lane by lane (the fuzzing build,
+ * tools/fuzz.sh; a statement expression, as a function taking v16 by value
+ * would change the ABI without AVX-512: -Wpsabi) */
+#define attn_shuffle(a, b, m)                                                                      \
+  ({                                                                                               \
+    const attn_i16v m_ = (m);                                                                      \
+    v16 r_;                                                                                        \
+    for (int i_ = 0; i_ < VW; i_++)                                                                \
+      r_[i_] = m_[i_] < VW ? (a)[m_[i_]] : (b)[m_[i_] - VW];                                       \
+    r_;                                                                                            \
+  })
+#else
+#define attn_shuffle(a, b, m) __builtin_shuffle(a, b, m)
+#endif
 ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, float *restrict dst) {
-  typedef int32_t i16v __attribute__((vector_size(64)));
+  typedef attn_i16v i16v;
   int64_t j = 0;
   for (; j + VW <= n; j += VW) {
     int64_t c = 0;
@@ -222,8 +241,8 @@ ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, float *res
 #define ATTN_TR_ROUND(k, lo, hi)                                                                   \
   _Pragma("GCC unroll 16") for (int x = 0; x < VW; x++) if (!(x & (k))) {                          \
     const v16 a = r[x], b = r[x + (k)];                                                            \
-    r[x] = __builtin_shuffle(a, b, (i16v)lo);                                                      \
-    r[x + (k)] = __builtin_shuffle(a, b, (i16v)hi);                                                \
+    r[x] = attn_shuffle(a, b, (i16v)lo);                                                           \
+    r[x + (k)] = attn_shuffle(a, b, (i16v)hi);                                                     \
   }
       ATTN_TR_ROUND(8, ((i16v){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
                     ((i16v){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}))

@@ -59,12 +59,19 @@
 #define GELU_CHUNK 256 /* the parts' alignment over threads */
 #define GELU_LANES 16
 
+/* fp-contract=fast is GCC's function attribute; clang (the fuzzing build,
+ * tools/fuzz.sh) has no such attribute and contracts within an expression
+ * by default */
+#if defined(__clang__)
+#define GELU_CONTRACT
+#else
+#define GELU_CONTRACT __attribute__((optimize("fp-contract=fast")))
+#endif
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define GELU_HOT                                                                                   \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),                     \
-                 optimize("fp-contract=fast")))
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) GELU_CONTRACT
 #else
-#define GELU_HOT __attribute__((optimize("fp-contract=fast")))
+#define GELU_HOT GELU_CONTRACT
 #endif
 
 typedef float gelu_vf __attribute__((vector_size(4 * GELU_LANES)));
