@@ -362,59 +362,53 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
     }
     if (s != GCC_OK)
       break;
-    if (drow && checked) {
-      if (o->on_logits)
-        o->on_logits(o->user, drow, V);
-      int64_t next = gcc_generate_pick(drow, has_vocab ? t->n_vocab : V, o->temperature, o->top_k,
-                                       uniform53(&rng), scratch);
-      seq[len++] = next;
-      s = emit_token(o, t, has_vocab, next, d);
-      continue;
-    }
-    /* the last T tokens at positions 0 .. n-1; the rest token 0 */
-    int64_t n = len < T ? len : T;
-    const int64_t *ctx = seq + len - n;
-    if (one_hot) {
-      float *h = x;
-      memset(h, 0, (size_t)(T * V) * sizeof *h);
-      for (int64_t i = 0; i < T; i++)
-        h[i * V + (i < n ? ctx[i] : 0)] = 1.0f;
-    } else {
-      int64_t *ids = x;
-      for (int64_t i = 0; i < T; i++)
-        ids[i] = i < n ? ctx[i] : 0;
-    }
-    s = gcc_plan_bind_input(p, in_name, x, d);
-    if (s == GCC_OK)
-      s = gcc_plan_run(p, 0, d);
-    if (s == GCC_OK)
-      s = gcc_plan_sync(p, d);
-    const gcc_tensor *lt = s == GCC_OK ? gcc_plan_host_tensor(p, out_name, d) : NULL;
-    if (s == GCC_OK && !lt)
-      s = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the logits '%s' are not in the plan",
-                       model->source, out_name);
-    if (s != GCC_OK)
-      break;
-    const float *row = (const float *)lt->data + (n - 1) * V;
-    if (drow) {
-      /* the first token from the decoder: its logits must be the window's
-       * up to float32 rounding (sums of another length and order: the
-       * GEMMs of one row, the attention over T slots); a model whose other
-       * nodes mix positions gives different ones and keeps the window */
-      double worst = 0, scale = 1;
-      for (int64_t v = 0; v < V; v++) {
-        double e = fabs((double)drow[v] - (double)row[v]);
-        worst = e > worst ? e : worst;
-        scale = fabs((double)row[v]) > scale ? fabs((double)row[v]) : scale;
+    const float *row = drow;
+    if (!(drow && checked)) { /* the window: the first token's check, or past T */
+      /* the last T tokens at positions 0 .. n-1; the rest token 0 */
+      int64_t n = len < T ? len : T;
+      const int64_t *ctx = seq + len - n;
+      if (one_hot) {
+        float *h = x;
+        memset(h, 0, (size_t)(T * V) * sizeof *h);
+        for (int64_t i = 0; i < T; i++)
+          h[i * V + (i < n ? ctx[i] : 0)] = 1.0f;
+      } else {
+        int64_t *ids = x;
+        for (int64_t i = 0; i < T; i++)
+          ids[i] = i < n ? ctx[i] : 0;
       }
-      checked = 1;
-      if (!(worst <= 1e-3 * scale)) {
-        snprintf(why, sizeof why,
-                 "no KV cache: the decoder's logits differ from the window's by %.3g (of %.3g): "
-                 "a node mixes positions",
-                 worst, scale);
-        decoder_free(dc);
-        dc = NULL;
+      s = gcc_plan_bind_input(p, in_name, x, d);
+      if (s == GCC_OK)
+        s = gcc_plan_run(p, 0, d);
+      if (s == GCC_OK)
+        s = gcc_plan_sync(p, d);
+      const gcc_tensor *lt = s == GCC_OK ? gcc_plan_host_tensor(p, out_name, d) : NULL;
+      if (s == GCC_OK && !lt)
+        s = gcc_diag_set(d, GCC_ERR_INTERNAL, "%s: the logits '%s' are not in the plan",
+                         model->source, out_name);
+      if (s != GCC_OK)
+        break;
+      row = (const float *)lt->data + (n - 1) * V;
+      if (drow) {
+        /* the first token from the decoder: its logits must be the window's
+         * up to float32 rounding (sums of another length and order: the
+         * GEMMs of one row, the attention over T slots); a model whose other
+         * nodes mix positions gives different ones and keeps the window */
+        double worst = 0, scale = 1;
+        for (int64_t v = 0; v < V; v++) {
+          double e = fabs((double)drow[v] - (double)row[v]);
+          worst = e > worst ? e : worst;
+          scale = fabs((double)row[v]) > scale ? fabs((double)row[v]) : scale;
+        }
+        checked = 1;
+        if (!(worst <= 1e-3 * scale)) {
+          snprintf(why, sizeof why,
+                   "no KV cache: the decoder's logits differ from the window's by %.3g (of %.3g): "
+                   "a node mixes positions",
+                   worst, scale);
+          decoder_free(dc);
+          dc = NULL;
+        }
       }
     }
     if (o->on_logits)

@@ -118,19 +118,12 @@ static gcc_status concat_slices(gcc_grad_ctx *c, int value, int *out, gcc_diag *
   const gcc_shape *xs = &g->values[value].shape;
   int node[64], axis = -1;
   int64_t first[64];
-  for (int i = 0; i < l->n; i++) {
-    int v = l->v[i], p = -1;
-    for (int j = g->n_nodes - 1; j >= 0 && p < 0; j--)
-      if (g->nodes[j].n_outputs == 1 && g->nodes[j].outputs[0] == v)
-        p = j;
-    if (p < 0 || g->nodes[p].op < 0 || g->nodes[p].op >= GCC_OP_COUNT ||
+  for (int i = 0; i < l->n; i++) { /* (gcc_graph_add_node sets producers) */
+    int v = l->v[i], p = g->values[v].producer;
+    if (p < 0 || p >= g->n_nodes || g->nodes[p].op < 0 || g->nodes[p].op >= GCC_OP_COUNT ||
         !kSliceGrad[g->nodes[p].op] || g->nodes[p].n_inputs != 1 ||
         g->values[v].kind != GCC_VALUE_ACTIVATION)
       return GCC_OK;
-    for (int j = 0; j < g->n_nodes; j++) /* read by the sum only */
-      for (int k = 0; k < g->nodes[j].n_inputs; k++)
-        if (g->nodes[j].inputs[k] == v)
-          return GCC_OK;
     int64_t start[GCC_MAX_DIMS], step[GCC_MAX_DIMS];
     gcc_shape ys;
     gcc_diag quiet = {0};
@@ -174,6 +167,11 @@ static gcc_status concat_slices(gcc_grad_ctx *c, int value, int *out, gcc_diag *
   }
   if (at != xs->dims[axis])
     return GCC_OK;
+  for (int j = 0; j < g->n_nodes; j++) /* the pieces are read by the sum only */
+    for (int k = 0; k < g->nodes[j].n_inputs; k++)
+      for (int i = 0; i < l->n; i++)
+        if (g->nodes[j].inputs[k] == l->v[i])
+          return GCC_OK;
   if (g->n_nodes > c->dead_cap) {
     int cap = g->n_nodes * 2;
     char *nd = realloc(c->dead, (size_t)cap);
