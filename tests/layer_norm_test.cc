@@ -21,9 +21,10 @@
 // tensor, as tests/pytorch_parity_test.cc): PyTorch sums a row's D terms
 // (the mean, the variance, and dX's two row sums) in float32, and dweight /
 // dbias over the R rows, each sum within D u (or R u) of exact, u = 2^-24;
-// ours are float64 on the CPU and float32 trees on the CUDA plan (within D u
-// too). The target t = y_ref - dy / 2 is rounded to float32 (|t| < 4: 4 u
-// absolute in dy). So tol = 2 (D + R + 8) u covers both sides' rounding with
+// ours are float32 lane sums on the CPU (within (D / 32 + 5) u, and (R / 64 +
+// 1) u for the column sums: runtime/cpu/cpu_norm.h) and float32 trees on the
+// CUDA plan (within D u too). The target t = y_ref - dy / 2 is rounded to
+// float32 (|t| < 4: 4 u absolute in dy). So tol = 2 (D + R + 8) u covers both sides' rounding with
 // margin: 2.4e-5 for the 384-wide rows, 4.5e-6 for the 4-D cases. The largest
 // errors seen are printed.
 #include <cmath>

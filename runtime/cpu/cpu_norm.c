@@ -1,8 +1,8 @@
 /*
  * cpu_norm.c - LayerNormalization and LayerNormGrad on the CPU (see
- * cpu_norm.h): row loops the compiler vectorises, float64 sums in a fixed
- * order, rows (and for dScale / dB chunks of rows, then columns) split over
- * the plan's OpenMP threads.
+ * cpu_norm.h): float32 row loops over rows that sit in L1, sums in 2 x 16
+ * float32 lanes combined in a fixed tree, rows (and for dScale / dB chunks
+ * of rows, then columns) split over the plan's OpenMP threads.
  */
 #include "runtime/cpu/cpu_norm.h"
 
@@ -11,105 +11,167 @@
 
 #include "graph/ops.h"
 
-/* As runtime/cpu/cpu_kernels.c: the hot loops are compiled for AVX2 and
- * for baseline x86-64 (GCC function multi-versioning); ISO C, no FMA
- * contraction, so both clones give the same bits. */
+/* As runtime/cpu/cpu_math.c's GELU_HOT: the hot loops are compiled for
+ * x86-64-v4 (AVX-512: one zmm per LN_LANES floats), x86-64-v3 (AVX2: two
+ * ymm) and baseline x86-64 (four xmm) by function multi-versioning. ISO C,
+ * no FMA contraction under GCC (-std=c11), and every lane adds its terms in
+ * the same order in each clone, so the three clones give the same bits. */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define GCC_HOT __attribute__((target_clones("avx2", "default")))
+#define GCC_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define GCC_HOT
 #endif
 
-#define LANES 8
-typedef double ln_vd __attribute__((vector_size(32))); /* 4 of the LANES */
-typedef float ln_vf __attribute__((vector_size(16)));
+#define LN_LANES 16
+typedef float ln_vf __attribute__((vector_size(4 * LN_LANES)));
+typedef float ln_v8 __attribute__((vector_size(32)));
+typedef float ln_v4 __attribute__((vector_size(16)));
+/* ln_vf at any float's address (unaligned loads) */
+typedef float ln_vfu __attribute__((vector_size(4 * LN_LANES), aligned(4), may_alias));
+#define LOAD(p) (*(const ln_vfu *)(p))
 
-/* The 8 partial sums in a fixed tree. */
-static inline double combine(const double *acc) {
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+/* A row's sums run in 2 x 16 float32 lanes: block k (16 consecutive
+ * elements) goes to acc[k % 2] (two chains, so the adds overlap), the last
+ * partial block padded with zero terms. The lanes are then combined in a
+ * fixed tree: acc[0] + acc[1], then halves added pairwise. Error of a sum of
+ * n terms: within (n / 32 + 5) u of the terms' absolute sum, u = 2^-24. */
+static inline float combine(const ln_vf *acc) {
+  const ln_vf v = acc[0] + acc[1];
+  ln_v8 lo, hi;
+  memcpy(&lo, &v, sizeof lo);
+  memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
+  const ln_v8 v8 = lo + hi;
+  ln_v4 l4, h4;
+  memcpy(&l4, &v8, sizeof l4);
+  memcpy(&h4, (const char *)&v8 + sizeof l4, sizeof h4);
+  const ln_v4 v4 = l4 + h4;
+  return (v4[0] + v4[2]) + (v4[1] + v4[3]);
 }
 
-/* The row's mean and biased variance (two passes), in float64. */
-GCC_HOT static void row_stats(const float *restrict x, int64_t n, double *mean, double *var) {
-  double acc[LANES] = {0}, q[LANES] = {0};
-  int64_t m = n - n % LANES;
-  for (int64_t i = 0; i < m; i += LANES)
-    for (int l = 0; l < LANES; l++)
-      acc[l] += (double)x[i + l];
-  for (int64_t i = m; i < n; i++)
-    acc[i - m] += (double)x[i];
-  const double mu = combine(acc) / (double)n;
-  for (int64_t i = 0; i < m; i += LANES)
-    for (int l = 0; l < LANES; l++) {
-      const double t = (double)x[i + l] - mu;
-      q[l] += t * t;
-    }
-  for (int64_t i = m; i < n; i++) {
-    const double t = (double)x[i] - mu;
-    q[i - m] += t * t;
+/* Adds the tail's terms t[0 .. n - m) (zero-padded) to the chain of block m / 16. */
+static inline void add_tail(ln_vf *acc, int64_t m, const float *t) {
+  ln_vf v;
+  memcpy(&v, t, sizeof v);
+  acc[(m / LN_LANES) % 2] += v;
+}
+
+/* The row's mean and 1 / sqrt(biased variance + eps): two passes over the
+ * row (the second from L1). */
+static inline __attribute__((always_inline)) void row_stats(const float *restrict x, int64_t n,
+                                                            double eps, float *mean, float *rstd) {
+  const int64_t m = n - n % LN_LANES;
+  ln_vf acc[2] = {{0}, {0}}, q[2] = {{0}, {0}};
+  int64_t i = 0;
+  for (; i + 2 * LN_LANES <= m; i += 2 * LN_LANES) {
+    acc[0] += LOAD(x + i);
+    acc[1] += LOAD(x + i + LN_LANES);
   }
+  if (i < m)
+    acc[0] += LOAD(x + i);
+  if (m < n) {
+    float t[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++)
+      t[k - m] = x[k];
+    add_tail(acc, m, t);
+  }
+  const float mu = combine(acc) / (float)n;
+  for (i = 0; i + 2 * LN_LANES <= m; i += 2 * LN_LANES) {
+    const ln_vf t0 = LOAD(x + i) - mu, t1 = LOAD(x + i + LN_LANES) - mu;
+    q[0] += t0 * t0;
+    q[1] += t1 * t1;
+  }
+  if (i < m) {
+    const ln_vf t0 = LOAD(x + i) - mu;
+    q[0] += t0 * t0;
+  }
+  if (m < n) {
+    float t[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++)
+      t[k - m] = (x[k] - mu) * (x[k] - mu);
+    add_tail(q, m, t);
+  }
+  const float var = combine(q) / (float)n;
   *mean = mu;
-  *var = combine(q) / (double)n;
+  *rstd = (float)(1.0 / sqrt((double)var + eps));
 }
 
+/* Y of one row; its mean and rstd to *mean, *rstd */
 GCC_HOT static void row_forward(const float *restrict x, const float *restrict s,
-                                const float *restrict b, float *restrict y, int64_t n, double mu,
-                                double rstd) {
+                                const float *restrict b, float *restrict y, int64_t n, double eps,
+                                float *mean, float *rstd_out) {
+  float mu, rstd;
+  row_stats(x, n, eps, &mu, &rstd);
+  *mean = mu;
+  *rstd_out = rstd;
   if (b) {
     for (int64_t i = 0; i < n; i++)
-      y[i] = (float)(((double)x[i] - mu) * rstd * (double)s[i] + (double)b[i]);
+      y[i] = (x[i] - mu) * rstd * s[i] + b[i];
   } else {
     for (int64_t i = 0; i < n; i++)
-      y[i] = (float)(((double)x[i] - mu) * rstd * (double)s[i]);
+      y[i] = (x[i] - mu) * rstd * s[i];
   }
 }
 
-/* dX of one row: g = dY Scale, dx = rstd (g - mean(g) - xhat mean(g xhat)) */
+/* dX of one row: g = dY Scale, dx = rstd (g - mean(g) - xhat mean(g xhat)).
+ * Three passes (the last two from L1): sum x and sum g; sum (x - mu)^2 and
+ * sum g (x - mu); dx. */
 GCC_HOT static void row_backward(const float *restrict dy, const float *restrict x,
-                                 const float *restrict s, float *restrict dx, int64_t n, double mu,
-                                 double rstd) {
-  double a1[LANES] = {0}, a2[LANES] = {0};
-  int64_t m = n - n % LANES;
-  /* The LANES sums as two vectors of 4 (one ymm each in the AVX2 clone): GCC
-   * left the plain 8-lane loop scalar (2,048 rows of 128: 0.53 -> 0.42 ms on
-   * one thread, measured), and every lane adds its terms as before: the same
-   * bits. */
-  ln_vd v1[2] = {{0}}, v2[2] = {{0}};
-  for (int64_t i = 0; i < m; i += LANES)
-    for (int h = 0; h < 2; h++) {
-      ln_vf fy, fs, fx;
-      memcpy(&fy, dy + i + 4 * h, sizeof fy);
-      memcpy(&fs, s + i + 4 * h, sizeof fs);
-      memcpy(&fx, x + i + 4 * h, sizeof fx);
-      const ln_vd g = __builtin_convertvector(fy, ln_vd) * __builtin_convertvector(fs, ln_vd);
-      v1[h] += g;
-      v2[h] += g * ((__builtin_convertvector(fx, ln_vd) - mu) * rstd);
+                                 const float *restrict s, float *restrict dx, int64_t n,
+                                 double eps) {
+  const int64_t m = n - n % LN_LANES;
+  ln_vf ax[2] = {{0}, {0}}, ag[2] = {{0}, {0}}, q[2] = {{0}, {0}}, agx[2] = {{0}, {0}};
+  for (int64_t i = 0; i < m; i += LN_LANES) {
+    const int k = (int)((i / LN_LANES) % 2);
+    ax[k] += LOAD(x + i);
+    ag[k] += LOAD(dy + i) * LOAD(s + i);
+  }
+  if (m < n) {
+    float tx[LN_LANES] = {0}, tg[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++) {
+      tx[k - m] = x[k];
+      tg[k - m] = dy[k] * s[k];
     }
-  memcpy(a1, v1, sizeof a1);
-  memcpy(a2, v2, sizeof a2);
-  for (int64_t i = m; i < n; i++) {
-    const double g = (double)dy[i] * (double)s[i];
-    a1[i - m] += g;
-    a2[i - m] += g * (((double)x[i] - mu) * rstd);
+    add_tail(ax, m, tx);
+    add_tail(ag, m, tg);
   }
-  const double mg = combine(a1) / (double)n, mgx = combine(a2) / (double)n;
-  for (int64_t i = 0; i < n; i++) {
-    const double xhat = ((double)x[i] - mu) * rstd;
-    dx[i] = (float)(rstd * ((double)dy[i] * (double)s[i] - mg - xhat * mgx));
+  const float mu = combine(ax) / (float)n, mg = combine(ag) / (float)n;
+  for (int64_t i = 0; i < m; i += LN_LANES) {
+    const int k = (int)((i / LN_LANES) % 2);
+    const ln_vf t = LOAD(x + i) - mu;
+    q[k] += t * t;
+    agx[k] += LOAD(dy + i) * LOAD(s + i) * t;
   }
+  if (m < n) {
+    float tq[LN_LANES] = {0}, tgx[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++) {
+      const float t = x[k] - mu;
+      tq[k - m] = t * t;
+      tgx[k - m] = dy[k] * s[k] * t;
+    }
+    add_tail(q, m, tq);
+    add_tail(agx, m, tgx);
+  }
+  const float var = combine(q) / (float)n;
+  const float rstd = (float)(1.0 / sqrt((double)var + eps));
+  /* mean(g xhat) = rstd mean(g (x - mu)); c = rstd^2 mean(g (x - mu)) */
+  const float c = rstd * (rstd * (combine(agx) / (float)n));
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = rstd * (dy[i] * s[i] - mg - (x[i] - mu) * c);
 }
 
-/* acc[j] += dY[j] * xhat[j] (dScale) or dY[j] (dB) of one row */
-GCC_HOT static void row_columns(const float *restrict dy, const float *restrict x,
-                                double *restrict acc, int64_t n, double mu, double rstd,
-                                int with_xhat) {
-  if (with_xhat) {
-    for (int64_t i = 0; i < n; i++)
-      acc[i] += (double)dy[i] * (((double)x[i] - mu) * rstd);
-  } else {
-    for (int64_t i = 0; i < n; i++)
-      acc[i] += (double)dy[i];
-  }
+/* acc[j] += dY[j] * xhat[j] of one row (dScale) */
+GCC_HOT static void row_dscale(const float *restrict dy, const float *restrict x,
+                               float *restrict acc, int64_t n, double eps) {
+  float mu, rstd;
+  row_stats(x, n, eps, &mu, &rstd);
+  for (int64_t i = 0; i < n; i++)
+    acc[i] += dy[i] * ((x[i] - mu) * rstd);
+}
+
+/* acc[j] += dY[j] of one row (dB) */
+GCC_HOT static void row_dbias(const float *restrict dy, float *restrict acc, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    acc[i] += dy[i];
 }
 
 /* The threads for `work` elements: one below 32 Ki (an OpenMP region costs
@@ -147,14 +209,12 @@ gcc_status gcc_cpu_layer_norm(const gcc_kernel_args *a) {
   (void)t;
 #pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
   for (int64_t r = 0; r < rows; r++) {
-    double mu, var;
-    row_stats(x + r * n, n, &mu, &var);
-    const double rstd = 1.0 / sqrt(var + eps);
-    row_forward(x + r * n, s, b, y + r * n, n, mu, rstd);
+    float mu, rstd;
+    row_forward(x + r * n, s, b, y + r * n, n, eps, &mu, &rstd);
     if (mean_out)
-      mean_out[r] = (float)mu;
+      mean_out[r] = mu;
     if (istd_out)
-      istd_out[r] = (float)rstd;
+      istd_out[r] = rstd;
   }
   return GCC_OK;
 }
@@ -166,7 +226,7 @@ size_t gcc_cpu_layer_norm_grad_workspace(const gcc_graph *g, int node) {
   int64_t rows, n, chunks, per;
   gcc_layer_norm_dims(&g->values[nd->inputs[1]].shape, nd->av[LN_GRAD_AXIS].i, &rows, &n, NULL);
   gcc_ln_chunks(rows, &chunks, &per);
-  return (size_t)(chunks * n) * sizeof(double);
+  return (size_t)(chunks * n) * sizeof(float);
 }
 
 gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a) {
@@ -182,30 +242,27 @@ gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a) {
   (void)t;
   if (which == 0) {
 #pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
-    for (int64_t r = 0; r < rows; r++) {
-      double mu, var;
-      row_stats(x + r * n, n, &mu, &var);
-      row_backward(dy + r * n, x + r * n, s, out + r * n, n, mu, 1.0 / sqrt(var + eps));
-    }
+    for (int64_t r = 0; r < rows; r++)
+      row_backward(dy + r * n, x + r * n, s, out + r * n, n, eps);
     return GCC_OK;
   }
-  /* dScale (1) / dB (2): per chunk of rows a float64 row of column sums in
-   * the workspace, then the chunks added in order */
+  /* dScale (1) / dB (2): per chunk of rows a float32 row of column sums in
+   * the workspace (the chunk's rows added in order), then the chunks added
+   * in order in float64 */
   int64_t chunks, per;
   gcc_ln_chunks(rows, &chunks, &per);
-  double *part = (double *)a->workspace;
+  float *part = (float *)a->workspace;
   const int with_xhat = which == 1;
 #pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
   for (int64_t c = 0; c < chunks; c++) {
-    double *acc = part + c * n;
+    float *acc = part + c * n;
     memset(acc, 0, (size_t)n * sizeof *acc);
     int64_t r1 = (c + 1) * per < rows ? (c + 1) * per : rows;
     for (int64_t r = c * per; r < r1; r++) {
-      double mu = 0, var = 0;
       if (with_xhat)
-        row_stats(x + r * n, n, &mu, &var);
-      row_columns(dy + r * n, x + r * n, acc, n, mu, with_xhat ? 1.0 / sqrt(var + eps) : 0.0,
-                  with_xhat);
+        row_dscale(dy + r * n, x + r * n, acc, n, eps);
+      else
+        row_dbias(dy + r * n, acc, n);
     }
   }
   int tc = n * chunks < 32768 ? 1 : t;
@@ -214,7 +271,7 @@ gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a) {
   for (int64_t j = 0; j < n; j++) {
     double v = 0;
     for (int64_t c = 0; c < chunks; c++)
-      v += part[c * n + j];
+      v += (double)part[c * n + j];
     out[j] = (float)v;
   }
   return GCC_OK;

@@ -7,12 +7,16 @@
  * j a column of the normalised D, xhat = (x - mean_r) * rstd_r with the
  * row's mean and biased variance var_r, rstd_r = 1 / sqrt(var_r + eps).
  *
- * Arithmetic: the row statistics are float64 sums of the float32 inputs (8
- * fixed partial sums per row, combined in a fixed order, so the compiler
- * vectorises them and the bits do not depend on the ISA's lane count or on
- * the threads), the results rounded to float32 once. Threads: the plan's CPU
- * thread count (gcc_cpu_ctx.max_threads) on the OpenMP pool oneDNN uses,
- * rows split between them; every row and every column sum is computed in
+ * Arithmetic: float32, as PyTorch's CPU LayerNorm. A row's sums (the mean,
+ * the variance around it, dX's sum of g and of g (x - mean)) run in 2 x 16
+ * float32 lanes combined in a fixed tree (each within (D / 32 + 5) u of its
+ * terms' absolute sum, u = 2^-24); the variance in a second pass over the
+ * row (from L1), rstd from it in float64 and rounded once. The kernels are
+ * compiled for AVX-512, AVX2 and baseline x86-64, all three adding every
+ * lane in the same order without FMA (GCC, -std=c11), so the ISA does not
+ * change the bits. Threads: the plan's CPU thread count
+ * (gcc_cpu_ctx.max_threads) on the OpenMP pool oneDNN uses, rows split
+ * between them; every row and every column sum is computed in
  * the same order whatever the split, so results are bitwise the same for
  * any thread count, run after run.
  *
@@ -25,9 +29,10 @@
  *                            dScale and dB: the rows are cut into at most
  *                            GCC_LN_CHUNKS chunks of consecutive rows (the
  *                            cut depends on the shape only); each chunk's
- *                            column sums go to its own float64 row of the
- *                            workspace (chunks in parallel), then the chunks
- *                            are added in chunk order per column (columns in
+ *                            column sums (its rows in order, float32) go to
+ *                            its own float32 row of the workspace (chunks in
+ *                            parallel), then the chunks are added in chunk
+ *                            order per column in float64 (columns in
  *                            parallel). No atomics, no race.
  * Errors: none (shapes are checked by graph/ops.c); GCC_OK.
  */
@@ -52,7 +57,7 @@ void gcc_ln_chunks(int64_t rows, int64_t *n_chunks, int64_t *rows_per_chunk);
 
 gcc_status gcc_cpu_layer_norm(const gcc_kernel_args *a);
 gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a);
-/* Bytes of float64 partial sums LayerNormGrad's dScale / dB need (chunks x
+/* Bytes of float32 partial sums LayerNormGrad's dScale / dB need (chunks x
  * D); 0 for dX. */
 size_t gcc_cpu_layer_norm_grad_workspace(const gcc_graph *g, int node);
 
