@@ -24,9 +24,9 @@
 // ours are float32 lane sums on the CPU (within (D / 32 + 5) u, and (R / 64 +
 // 1) u for the column sums: runtime/cpu/cpu_norm.h) and float32 trees on the
 // CUDA plan (within D u too). The target t = y_ref - dy / 2 is rounded to
-// float32 (|t| < 4: 4 u absolute in dy). So tol = 2 (D + R + 8) u covers both sides' rounding with
-// margin: 2.4e-5 for the 384-wide rows, 4.5e-6 for the 4-D cases. The largest
-// errors seen are printed.
+// float32 (|t| < 4: 4 u absolute in dy). So tol = 2 (D + R + 8) u covers
+// both sides' rounding with margin: 2.4e-5 for the 384-wide rows, 4.5e-6
+// for the 4-D cases. The largest errors seen are printed.
 #include <cmath>
 #include <cstdio>
 #include <cstring>

@@ -95,29 +95,13 @@ static inline __attribute__((always_inline)) void row_stats(const float *restric
   *rstd = (float)(1.0 / sqrt((double)var + eps));
 }
 
-/* Y of one row; its mean and rstd to *mean, *rstd */
-GCC_HOT static void row_forward(const float *restrict x, const float *restrict s,
-                                const float *restrict b, float *restrict y, int64_t n, double eps,
-                                float *mean, float *rstd_out) {
-  float mu, rstd;
-  row_stats(x, n, eps, &mu, &rstd);
-  *mean = mu;
-  *rstd_out = rstd;
-  if (b) {
-    for (int64_t i = 0; i < n; i++)
-      y[i] = (x[i] - mu) * rstd * s[i] + b[i];
-  } else {
-    for (int64_t i = 0; i < n; i++)
-      y[i] = (x[i] - mu) * rstd * s[i];
-  }
-}
-
-/* dX of one row: g = dY Scale, dx = rstd (g - mean(g) - xhat mean(g xhat)).
- * Three passes (the last two from L1): sum x and sum g; sum (x - mu)^2 and
- * sum g (x - mu); dx. */
-GCC_HOT static void row_backward(const float *restrict dy, const float *restrict x,
-                                 const float *restrict s, float *restrict dx, int64_t n,
-                                 double eps) {
+/* dX of one row: g = dY Scale, dx = rstd (g - mean(g) - xhat mean(g xhat))
+ * = rstd (g - mg - (x - mu) c), c = rstd^2 mean(g (x - mu)). The row's mu,
+ * mg, rstd and c in two passes (the second from L1): sum x and sum g; sum
+ * (x - mu)^2 and sum g (x - mu). */
+static inline __attribute__((always_inline)) void
+row_backward_stats(const float *restrict dy, const float *restrict x, const float *restrict s,
+                   int64_t n, double eps, float *st) {
   const int64_t m = n - n % LN_LANES;
   ln_vf ax[2] = {{0}, {0}}, ag[2] = {{0}, {0}}, q[2] = {{0}, {0}}, agx[2] = {{0}, {0}};
   for (int64_t i = 0; i < m; i += LN_LANES) {
@@ -153,25 +137,77 @@ GCC_HOT static void row_backward(const float *restrict dy, const float *restrict
   }
   const float var = combine(q) / (float)n;
   const float rstd = (float)(1.0 / sqrt((double)var + eps));
-  /* mean(g xhat) = rstd mean(g (x - mu)); c = rstd^2 mean(g (x - mu)) */
-  const float c = rstd * (rstd * (combine(agx) / (float)n));
-  for (int64_t i = 0; i < n; i++)
-    dx[i] = rstd * (dy[i] * s[i] - mg - (x[i] - mu) * c);
+  st[0] = mu;
+  st[1] = mg;
+  st[2] = rstd;
+  st[3] = rstd * (rstd * (combine(agx) / (float)n));
 }
 
-/* acc[j] += dY[j] * xhat[j] of one row (dScale) */
-GCC_HOT static void row_dscale(const float *restrict dy, const float *restrict x,
-                               float *restrict acc, int64_t n, double eps) {
-  float mu, rstd;
-  row_stats(x, n, eps, &mu, &rstd);
-  for (int64_t i = 0; i < n; i++)
-    acc[i] += dy[i] * ((x[i] - mu) * rstd);
+/* Rows per call of rows_forward / rows_backward. */
+#define LN_ROW_BLOCK 32
+
+/* The cloned loops over rows r0 .. r1 - 1, r1 - r0 <= LN_ROW_BLOCK: first
+ * the rows' statistics (independent rows, so their latency chains overlap),
+ * then the outputs. */
+GCC_HOT static void rows_forward(const float *restrict x, const float *restrict s,
+                                 const float *restrict b, float *restrict y,
+                                 float *restrict mean_out, float *restrict istd_out, int64_t n,
+                                 double eps, int64_t r0, int64_t r1) {
+  float mus[LN_ROW_BLOCK], rss[LN_ROW_BLOCK];
+  for (int64_t r = r0; r < r1; r++)
+    row_stats(x + r * n, n, eps, &mus[r - r0], &rss[r - r0]);
+  for (int64_t r = r0; r < r1; r++) {
+    const float mu = mus[r - r0], rstd = rss[r - r0];
+    const float *restrict xr = x + r * n;
+    float *restrict yr = y + r * n;
+    if (b) {
+      for (int64_t i = 0; i < n; i++)
+        yr[i] = (xr[i] - mu) * rstd * s[i] + b[i];
+    } else {
+      for (int64_t i = 0; i < n; i++)
+        yr[i] = (xr[i] - mu) * rstd * s[i];
+    }
+    if (mean_out)
+      mean_out[r] = mu;
+    if (istd_out)
+      istd_out[r] = rstd;
+  }
 }
 
-/* acc[j] += dY[j] of one row (dB) */
-GCC_HOT static void row_dbias(const float *restrict dy, float *restrict acc, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    acc[i] += dy[i];
+GCC_HOT static void rows_backward(const float *restrict dy, const float *restrict x,
+                                  const float *restrict s, float *restrict dx, int64_t n,
+                                  double eps, int64_t r0, int64_t r1) {
+  float st[LN_ROW_BLOCK][4];
+  for (int64_t r = r0; r < r1; r++)
+    row_backward_stats(dy + r * n, x + r * n, s, n, eps, st[r - r0]);
+  for (int64_t r = r0; r < r1; r++) {
+    const float mu = st[r - r0][0], mg = st[r - r0][1], rstd = st[r - r0][2], c = st[r - r0][3];
+    const float *restrict dyr = dy + r * n, *restrict xr = x + r * n;
+    float *restrict dxr = dx + r * n;
+    for (int64_t i = 0; i < n; i++)
+      dxr[i] = rstd * (dyr[i] * s[i] - mg - (xr[i] - mu) * c);
+  }
+}
+
+/* acc[j] = sum over rows r0 .. r1 - 1 in order of dY[r, j] xhat[r, j]
+ * (dScale) or dY[r, j] (dB) */
+GCC_HOT static void rows_columns(const float *restrict dy, const float *restrict x,
+                                 float *restrict acc, int64_t n, double eps, int64_t r0, int64_t r1,
+                                 int with_xhat) {
+  memset(acc, 0, (size_t)n * sizeof *acc);
+  for (int64_t r = r0; r < r1; r++) {
+    const float *restrict yr = dy + r * n;
+    if (with_xhat) {
+      const float *restrict xr = x + r * n;
+      float mu, rstd;
+      row_stats(xr, n, eps, &mu, &rstd);
+      for (int64_t i = 0; i < n; i++)
+        acc[i] += yr[i] * ((xr[i] - mu) * rstd);
+    } else {
+      for (int64_t i = 0; i < n; i++)
+        acc[i] += yr[i];
+    }
+  }
 }
 
 /* The threads for `work` elements: one below 32 Ki (an OpenMP region costs
@@ -207,14 +243,11 @@ gcc_status gcc_cpu_layer_norm(const gcc_kernel_args *a) {
   const double eps = nd->av[LN_EPSILON].f;
   int t = threads_for(a, rows * n);
   (void)t;
+  const int64_t blocks = (rows + LN_ROW_BLOCK - 1) / LN_ROW_BLOCK;
 #pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    float mu, rstd;
-    row_forward(x + r * n, s, b, y + r * n, n, eps, &mu, &rstd);
-    if (mean_out)
-      mean_out[r] = mu;
-    if (istd_out)
-      istd_out[r] = rstd;
+  for (int64_t k = 0; k < blocks; k++) {
+    const int64_t r0 = k * LN_ROW_BLOCK, r1 = r0 + LN_ROW_BLOCK < rows ? r0 + LN_ROW_BLOCK : rows;
+    rows_forward(x, s, b, y, mean_out, istd_out, n, eps, r0, r1);
   }
   return GCC_OK;
 }
@@ -241,9 +274,12 @@ gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a) {
   int t = threads_for(a, rows * n);
   (void)t;
   if (which == 0) {
+    const int64_t blocks = (rows + LN_ROW_BLOCK - 1) / LN_ROW_BLOCK;
 #pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
-    for (int64_t r = 0; r < rows; r++)
-      row_backward(dy + r * n, x + r * n, s, out + r * n, n, eps);
+    for (int64_t k = 0; k < blocks; k++) {
+      const int64_t r0 = k * LN_ROW_BLOCK, r1 = r0 + LN_ROW_BLOCK < rows ? r0 + LN_ROW_BLOCK : rows;
+      rows_backward(dy, x, s, out, n, eps, r0, r1);
+    }
     return GCC_OK;
   }
   /* dScale (1) / dB (2): per chunk of rows a float32 row of column sums in
@@ -255,15 +291,8 @@ gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a) {
   const int with_xhat = which == 1;
 #pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
   for (int64_t c = 0; c < chunks; c++) {
-    float *acc = part + c * n;
-    memset(acc, 0, (size_t)n * sizeof *acc);
-    int64_t r1 = (c + 1) * per < rows ? (c + 1) * per : rows;
-    for (int64_t r = c * per; r < r1; r++) {
-      if (with_xhat)
-        row_dscale(dy + r * n, x + r * n, acc, n, eps);
-      else
-        row_dbias(dy + r * n, acc, n);
-    }
+    const int64_t r1 = (c + 1) * per < rows ? (c + 1) * per : rows;
+    rows_columns(dy, x, part + c * n, n, eps, c * per, r1, with_xhat);
   }
   int tc = n * chunks < 32768 ? 1 : t;
   (void)tc;
