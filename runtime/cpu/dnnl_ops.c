@@ -22,10 +22,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define HAVE_GEMV_X86 1
-#endif
+#include "runtime/cpu/dnnl_internal.h"
 
 #if DNNL_VERSION_MAJOR != 2 || DNNL_VERSION_MINOR < 6
 #error "runtime/cpu/dnnl_ops.c is written against the oneDNN 2.6 C API (Debian 12 libdnnl-dev)"
@@ -33,11 +30,6 @@
 #if DNNL_CPU_RUNTIME != DNNL_RUNTIME_OMP
 #error "runtime/cpu/dnnl_ops.c expects oneDNN's OpenMP CPU runtime (Debian's build)"
 #endif
-
-#define ALIGN 64
-static size_t align_up(size_t x) {
-  return (x + ALIGN - 1) / ALIGN * ALIGN;
-}
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -50,85 +42,10 @@ static gcc_status status_of(dnnl_status_t st) {
   }
 }
 
-static gcc_status dnnl_fail(gcc_diag *d, const char *fn, dnnl_status_t st, const char *what) {
+gcc_status gdn_fail(gcc_diag *d, const char *fn, dnnl_status_t st, const char *what) {
   return gcc_diag_set(d, status_of(st), "oneDNN: %s failed (%s) for %s", fn, dnnl_status2str(st),
                       what);
 }
-
-/* Checks a oneDNN call in a function that has `gcc_status s`, `gcc_diag *d`,
- * `const char *what` (the op, for the message) and a `fail:` label that
- * releases what it made: the message names the function and its status. */
-#define DNNL_CALL(fn, args)                                                                        \
-  do {                                                                                             \
-    dnnl_status_t dnnl_st_ = fn args;                                                              \
-    if (dnnl_st_ != dnnl_success) {                                                                \
-      s = dnnl_fail(d, #fn, dnnl_st_, what);                                                       \
-      goto fail;                                                                                   \
-    }                                                                                              \
-  } while (0)
-
-/* The same where a failure just returns. */
-#define DNNL_RET(fn, args)                                                                         \
-  do {                                                                                             \
-    dnnl_status_t dnnl_st_ = fn args;                                                              \
-    if (dnnl_st_ != dnnl_success)                                                                  \
-      return dnnl_fail(d, #fn, dnnl_st_, what);                                                    \
-  } while (0)
-
-/* ---- context and primitive cache ----------------------------------------- */
-
-enum prim_kind {
-  K_MATMUL = 1,
-  K_CONV_FWD,
-  K_CONV_BWD_DATA,
-  K_CONV_BWD_WEIGHTS,
-  K_POOL_FWD,
-  K_POOL_BWD,
-  K_RELU_FWD,
-  K_RELU_BWD,
-  K_BNORM_FWD_TRAIN,
-  K_BNORM_FWD_INFER,
-  K_BNORM_BWD,
-  K_REORDER,
-};
-
-#define KEY_MAX 40
-typedef struct prim_key {
-  int n;
-  int64_t v[KEY_MAX]; /* kind, threads, then every field of the descriptor */
-} prim_key;
-
-static void key_i(prim_key *k, int64_t x) {
-  if (k->n < KEY_MAX)
-    k->v[k->n++] = x;
-}
-
-static void key_f(prim_key *k, float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  key_i(k, (int64_t)u);
-}
-
-typedef struct cache_entry {
-  prim_key key;
-  int has_mds; /* a reorder: also matched on its two memory descriptors */
-  dnnl_memory_desc_t from, to;
-  dnnl_primitive_desc_t pd;
-  dnnl_primitive_t prim;
-  const char *impl;  /* owned by pd */
-  size_t scratchpad; /* bytes */
-  size_t workspace;  /* bytes */
-} cache_entry;
-
-struct gcc_dnnl {
-  dnnl_engine_t engine;
-  dnnl_stream_t stream;
-  int threads;
-  int passive; /* OMP_WAIT_POLICY=passive: idle OpenMP workers sleep */
-  cache_entry **cache;
-  int n_cache, cap_cache;
-  int64_t hits, misses;
-};
 
 /* The OpenMP thread count oneDNN sizes a primitive for and runs it with:
  * the calling thread's ICV (omp_set_num_threads). */
@@ -221,16 +138,12 @@ gcc_status gcc_dnnl_set_verbose(int level, gcc_diag *d) {
   return GCC_OK;
 }
 
-/* Builds the primitive descriptor of a cache miss. */
-typedef gcc_status (*pd_builder)(gcc_dnnl *dn, const void *desc, dnnl_primitive_attr_t attr,
-                                 dnnl_primitive_desc_t *pd, const char *what, gcc_diag *d);
-
 /* The cached primitive of `key` (its v[1] is the thread count it runs
  * with), or a new one from `build`. `mds` (two memory descriptors, or NULL)
  * must match too: reorders are keyed on their descriptors. */
-static gcc_status cache_get_mds(gcc_dnnl *dn, const prim_key *key, const dnnl_memory_desc_t *mds,
-                                pd_builder build, const void *desc, const char *what,
-                                cache_entry **out, gcc_diag *d) {
+gcc_status gdn_cache_get_mds(gcc_dnnl *dn, const prim_key *key, const dnnl_memory_desc_t *mds,
+                             pd_builder build, const void *desc, const char *what,
+                             cache_entry **out, gcc_diag *d) {
   for (int i = 0; i < dn->n_cache; i++) {
     const cache_entry *e = dn->cache[i];
     if (e->key.n == key->n && memcmp(e->key.v, key->v, (size_t)key->n * sizeof key->v[0]) == 0 &&
@@ -290,55 +203,12 @@ fail:
   return s;
 }
 
-static gcc_status cache_get(gcc_dnnl *dn, const prim_key *key, pd_builder build, const void *desc,
-                            const char *what, cache_entry **out, gcc_diag *d) {
-  return cache_get_mds(dn, key, NULL, build, desc, what, out, d);
+gcc_status gdn_cache_get(gcc_dnnl *dn, const prim_key *key, pd_builder build, const void *desc,
+                         const char *what, cache_entry **out, gcc_diag *d) {
+  return gdn_cache_get_mds(dn, key, NULL, build, desc, what, out, d);
 }
 
-/* ---- ops -------------------------------------------------------------------- */
-
-#define MAX_ARGS  10
-#define MAX_STEPS 6
-
-typedef enum arg_src { FROM_PTR = 0, FROM_SCRATCH } arg_src;
-
-typedef struct op_step {
-  cache_entry *e;
-  int n_args;
-  dnnl_exec_arg_t args[MAX_ARGS];
-  arg_src src[MAX_ARGS];
-  int64_t index[MAX_ARGS]; /* FROM_PTR: the run pointer; FROM_SCRATCH: byte offset */
-  void *bound[MAX_ARGS];   /* the address the memory object points at now */
-} op_step;
-
-typedef void (*op_hook)(const gcc_dnnl_op *op, void *const *ptrs, char *scratch);
-
-struct gcc_dnnl_op {
-  gcc_dnnl *dn;
-  int threads; /* OpenMP threads of its primitives and loops */
-  int n_ptrs;
-  op_step step[MAX_STEPS];
-  int n_steps;
-  size_t temps;         /* bytes of this layer's temporaries at the start of the scratch */
-  size_t scratch_bytes; /* temps + the largest scratchpad of the steps */
-  size_t workspace;
-  op_hook pre, post; /* layer work before the first / after the last step */
-  /* average pooling, ceil_mode with count_include_pad: the factor per
-   * output row and column that turns oneDNN's kh*kw divisor into PyTorch's */
-  float *corr_h, *corr_w;
-  int64_t nc, oh, ow, h, w;
-  /* a matrix-vector product run by this layer instead of oneDNN (gemv) */
-  op_hook custom;
-  int gemv_isa;     /* custom gemv: GEMV_AVX512 or GEMV_AVX2 */
-  int optional_ptr; /* custom: a run pointer that may be NULL (a gemv's bias), or -1 */
-  gcc_dnnl_matmul_desc mm;
-  gcc_dnnl_pool_desc pool;
-  char impl[48]; /* the implementation, when no oneDNN primitive runs it */
-  int main_step; /* the step of the op's own primitive (others are reorders) */
-  char name[320];
-};
-
-static gcc_status op_new(gcc_dnnl *dn, int n_ptrs, gcc_dnnl_op **out, gcc_diag *d) {
+gcc_status gdn_op_new(gcc_dnnl *dn, int n_ptrs, gcc_dnnl_op **out, gcc_diag *d) {
   gcc_dnnl_op *op = calloc(1, sizeof *op);
   if (!op)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (oneDNN op)");
@@ -361,8 +231,8 @@ void gcc_dnnl_op_free(gcc_dnnl_op *op) {
   free(op);
 }
 
-/* Adds a step running cache entry `e`; its arguments follow with op_arg. */
-static op_step *op_step_add(gcc_dnnl_op *op, cache_entry *e) {
+/* Adds a step running cache entry `e`; its arguments follow with gdn_op_arg. */
+op_step *gdn_op_step_add(gcc_dnnl_op *op, cache_entry *e) {
   op_step *st = &op->step[op->n_steps++];
   st->e = e;
   return st;
@@ -371,8 +241,8 @@ static op_step *op_step_add(gcc_dnnl_op *op, cache_entry *e) {
 /* Argument `arg` (DNNL_ARG_*) of step `st`, stored in run pointer `index`
  * (FROM_PTR) or at byte offset `index` of the scratch (FROM_SCRATCH); its
  * memory descriptor is the one the primitive expects (dnnl_query_exec_arg_md). */
-static gcc_status op_arg(gcc_dnnl_op *op, op_step *st, int arg, arg_src src, int64_t index,
-                         const char *what, gcc_diag *d) {
+gcc_status gdn_op_arg(gcc_dnnl_op *op, op_step *st, int arg, arg_src src, int64_t index,
+                      const char *what, gcc_diag *d) {
   gcc_status s = GCC_OK;
   const dnnl_memory_desc_t *md =
       dnnl_primitive_desc_query_md(st->e->pd, dnnl_query_exec_arg_md, arg);
@@ -393,13 +263,13 @@ fail:
 }
 
 /* The scratchpad argument of every step, at offset op->temps, and the total. */
-static gcc_status op_finish(gcc_dnnl_op *op, const char *what, gcc_diag *d) {
+gcc_status gdn_op_finish(gcc_dnnl_op *op, const char *what, gcc_diag *d) {
   size_t pad = 0;
   for (int k = 0; k < op->n_steps; k++) {
     op_step *st = &op->step[k];
     if (st->e->scratchpad) {
-      GCC_TRY(
-          op_arg(op, st, DNNL_ARG_SCRATCHPAD, FROM_SCRATCH, (int64_t)align_up(op->temps), what, d));
+      GCC_TRY(gdn_op_arg(op, st, DNNL_ARG_SCRATCHPAD, FROM_SCRATCH, (int64_t)align_up(op->temps),
+                         what, d));
       pad = st->e->scratchpad > pad ? st->e->scratchpad : pad;
     }
   }
@@ -462,8 +332,8 @@ gcc_status gcc_dnnl_op_run(gcc_dnnl_op *op, void *const *ptrs, void *scratch, gc
 
 /* ---- memory descriptors ------------------------------------------------------ */
 
-static gcc_status md_strided(dnnl_memory_desc_t *md, int nd, const int64_t *dims,
-                             const int64_t *strides, const char *what, gcc_diag *d) {
+gcc_status gdn_md_strided(dnnl_memory_desc_t *md, int nd, const int64_t *dims,
+                          const int64_t *strides, const char *what, gcc_diag *d) {
   dnnl_dims_t dd, ss;
   for (int i = 0; i < nd; i++)
     dd[i] = dims[i], ss[i] = strides[i];
@@ -471,358 +341,12 @@ static gcc_status md_strided(dnnl_memory_desc_t *md, int nd, const int64_t *dims
   return GCC_OK;
 }
 
-static gcc_status md_tag(dnnl_memory_desc_t *md, int nd, const int64_t *dims, dnnl_format_tag_t tag,
-                         const char *what, gcc_diag *d) {
+gcc_status gdn_md_tag(dnnl_memory_desc_t *md, int nd, const int64_t *dims, dnnl_format_tag_t tag,
+                      const char *what, gcc_diag *d) {
   dnnl_dims_t dd;
   for (int i = 0; i < nd; i++)
     dd[i] = dims[i];
   DNNL_RET(dnnl_memory_desc_init_by_tag, (md, nd, dd, dnnl_f32, tag));
-  return GCC_OK;
-}
-
-/* ---- matmul ------------------------------------------------------------------ */
-
-static gcc_status build_matmul(gcc_dnnl *dn, const void *desc, dnnl_primitive_attr_t attr,
-                               dnnl_primitive_desc_t *pd, const char *what, gcc_diag *d) {
-  const gcc_dnnl_matmul_desc *m = desc;
-  gcc_status s = GCC_OK;
-  dnnl_post_ops_t po = NULL;
-  dnnl_memory_desc_t a, b, bias, y;
-  int64_t lda = m->lda ? m->lda : (m->trans_a ? m->m : m->k);
-  int64_t ldb = m->ldb ? m->ldb : (m->trans_b ? m->k : m->n);
-  int64_t ldy = m->ldy ? m->ldy : m->n;
-  /* op(A) [m, k]: A stored [m, k] (row stride lda) or [k, m] (A^T: column stride lda) */
-  GCC_TRY(md_strided(&a, 2, (int64_t[]){m->m, m->k},
-                     m->trans_a ? (int64_t[]){1, lda} : (int64_t[]){lda, 1}, what, d));
-  GCC_TRY(md_strided(&b, 2, (int64_t[]){m->k, m->n},
-                     m->trans_b ? (int64_t[]){1, ldb} : (int64_t[]){ldb, 1}, what, d));
-  GCC_TRY(md_strided(&y, 2, (int64_t[]){m->m, m->n}, (int64_t[]){ldy, 1}, what, d));
-  if (m->bias)
-    GCC_TRY(md_tag(&bias, 2, (int64_t[]){1, m->n}, dnnl_ab, what, d));
-  if (m->alpha != 1.0f)
-    DNNL_CALL(dnnl_primitive_attr_set_output_scales, (attr, 1, 0, &m->alpha));
-  /* oneDNN scales (alpha * (A B + bias)): with alpha != 1 the bias is a
-   * binary post-op instead, added after the scale */
-  int bias_po = m->bias && m->alpha != 1.0f;
-  if (m->beta != 0.0f || m->relu || bias_po) {
-    DNNL_CALL(dnnl_post_ops_create, (&po));
-    if (m->beta != 0.0f)
-      DNNL_CALL(dnnl_post_ops_append_sum, (po, m->beta));
-    if (bias_po)
-      DNNL_CALL(dnnl_post_ops_append_binary, (po, dnnl_binary_add, &bias));
-    if (m->relu)
-      DNNL_CALL(dnnl_post_ops_append_eltwise, (po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
-    DNNL_CALL(dnnl_primitive_attr_set_post_ops, (attr, po));
-  }
-  dnnl_matmul_desc_t md;
-  DNNL_CALL(dnnl_matmul_desc_init, (&md, &a, &b, m->bias && !bias_po ? &bias : NULL, &y));
-  DNNL_CALL(dnnl_primitive_desc_create, (pd, &md, attr, dn->engine, NULL));
-fail:
-  if (po)
-    dnnl_post_ops_destroy(po);
-  return s;
-}
-
-/* A matmul below this many FLOPs (2 m n k) runs on one thread: measured on
- * 2 cores (bench/dnnl_ops_bench), 64x10x64 (82 KFLOP) takes 1.1 us on one
- * thread and 1.8 on two, 64x64x10 0.8 against 1.8, while 64x64x128 (1 MFLOP)
- * gains from the second (6.7 -> 5.0 us). */
-#define MATMUL_PARALLEL_FLOPS (256.0 * 1024)
-
-/* ---- batch 1: the matrix-vector product ------------------------------------
- *
- * oneDNN 2.6's matmul is slow on one row: its brgemm kernel took 28 us for
- * 1x512x784 on 2 threads here, its gemm:jit 12.7 us, while the loops below
- * take 5.7 us (bench/dnnl_ops_bench, Xeon with AVX-512): a matrix-vector
- * product streams the matrix once, and splitting its rows between the
- * threads keeps each core's half in its own L2 from one call to the next.
- * Two builds of the loops, chosen at run time: AVX-512 (16 lanes) and, on
- * parts without it (AMD Zen 2/3 and older Intel), AVX2 with FMA (8 lanes);
- * on an x86-64 part with neither, and elsewhere, oneDNN runs it. Each output
- * is one dot product summed in a fixed order for a given instruction set,
- * whatever the thread count. */
-#define GEMV_ROWS           8
-#define GEMV_COLS           64
-#define GEMV_PARALLEL_ELEMS (32 * 1024)
-enum { GEMV_NONE, GEMV_AVX2, GEMV_AVX512 };
-
-#ifdef HAVE_GEMV_X86
-/* y[j] = epi(alpha * W[j, :] . x) for j in [j0, j1): W [n, k] rows of ldw */
-__attribute__((target("avx512f"))) static void gemv_rows(const float *W, int64_t ldw,
-                                                         const float *x, int64_t k, int64_t j0,
-                                                         int64_t j1, float *acc_out) {
-  for (int64_t j = j0; j < j1; j += GEMV_ROWS) {
-    int nr = j1 - j < GEMV_ROWS ? (int)(j1 - j) : GEMV_ROWS;
-    __m512 acc[GEMV_ROWS];
-    for (int r = 0; r < GEMV_ROWS; r++)
-      acc[r] = _mm512_setzero_ps();
-    int64_t p = 0;
-    if (nr == GEMV_ROWS) {
-      for (; p + 16 <= k; p += 16) {
-        __m512 xv = _mm512_loadu_ps(x + p);
-#pragma GCC unroll 8
-        for (int r = 0; r < GEMV_ROWS; r++)
-          acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(W + (j + r) * ldw + p), xv, acc[r]);
-      }
-    } else {
-      for (; p + 16 <= k; p += 16) {
-        __m512 xv = _mm512_loadu_ps(x + p);
-        for (int r = 0; r < nr; r++)
-          acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(W + (j + r) * ldw + p), xv, acc[r]);
-      }
-    }
-    if (p < k) {
-      __mmask16 m = (__mmask16)((1u << (k - p)) - 1);
-      __m512 xv = _mm512_maskz_loadu_ps(m, x + p);
-      for (int r = 0; r < nr; r++)
-        acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, W + (j + r) * ldw + p), xv, acc[r]);
-    }
-    for (int r = 0; r < nr; r++)
-      acc_out[j + r] = _mm512_reduce_add_ps(acc[r]);
-  }
-}
-
-/* y[c] = sum over p of x[p] B[p, c] for c in [c0, c1): B [k, n] rows of ldb */
-__attribute__((target("avx512f"))) static void gemv_cols(const float *B, int64_t ldb,
-                                                         const float *x, int64_t k, int64_t c0,
-                                                         int64_t c1, float *acc_out) {
-  for (int64_t c = c0; c < c1; c += GEMV_COLS) {
-    int64_t nc = c1 - c < GEMV_COLS ? c1 - c : GEMV_COLS;
-    __mmask16 m[4];
-    for (int q = 0; q < 4; q++) {
-      int64_t left = nc - 16 * q;
-      m[q] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-    }
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t p = 0; p < k; p++) {
-      __m512 xv = _mm512_set1_ps(x[p]);
-      const float *b = B + p * ldb + c;
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[0], b), xv, a0);
-      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[1], b + 16), xv, a1);
-      a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[2], b + 32), xv, a2);
-      a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[3], b + 48), xv, a3);
-    }
-    _mm512_mask_storeu_ps(acc_out + c, m[0], a0);
-    _mm512_mask_storeu_ps(acc_out + c + 16, m[1], a1);
-    _mm512_mask_storeu_ps(acc_out + c + 32, m[2], a2);
-    _mm512_mask_storeu_ps(acc_out + c + 48, m[3], a3);
-  }
-}
-/* The same two loops with AVX2 + FMA, 8 lanes: tails through masked loads
- * (vmaskmovps), so every output sums its products in one fixed order. */
-static inline __attribute__((target("avx2,fma"))) __m256i gemv_mask8(int64_t left) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 8 ? 8 : (int)left), lane);
-}
-
-static inline __attribute__((target("avx2,fma"))) float gemv_hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-__attribute__((target("avx2,fma"))) static void gemv_rows_avx2(const float *W, int64_t ldw,
-                                                               const float *x, int64_t k,
-                                                               int64_t j0, int64_t j1,
-                                                               float *acc_out) {
-  for (int64_t j = j0; j < j1; j += GEMV_ROWS) {
-    int nr = j1 - j < GEMV_ROWS ? (int)(j1 - j) : GEMV_ROWS;
-    __m256 acc[GEMV_ROWS];
-    for (int r = 0; r < GEMV_ROWS; r++)
-      acc[r] = _mm256_setzero_ps();
-    int64_t p = 0;
-    if (nr == GEMV_ROWS) {
-      for (; p + 8 <= k; p += 8) {
-        __m256 xv = _mm256_loadu_ps(x + p);
-#pragma GCC unroll 8
-        for (int r = 0; r < GEMV_ROWS; r++)
-          acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(W + (j + r) * ldw + p), xv, acc[r]);
-      }
-    } else {
-      for (; p + 8 <= k; p += 8) {
-        __m256 xv = _mm256_loadu_ps(x + p);
-        for (int r = 0; r < nr; r++)
-          acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(W + (j + r) * ldw + p), xv, acc[r]);
-      }
-    }
-    if (p < k) {
-      __m256i m = gemv_mask8(k - p);
-      __m256 xv = _mm256_maskload_ps(x + p, m);
-      for (int r = 0; r < nr; r++)
-        acc[r] = _mm256_fmadd_ps(_mm256_maskload_ps(W + (j + r) * ldw + p, m), xv, acc[r]);
-    }
-    for (int r = 0; r < nr; r++)
-      acc_out[j + r] = gemv_hsum8(acc[r]);
-  }
-}
-
-__attribute__((target("avx2,fma"))) static void gemv_cols_avx2(const float *B, int64_t ldb,
-                                                               const float *x, int64_t k,
-                                                               int64_t c0, int64_t c1,
-                                                               float *acc_out) {
-  for (int64_t c = c0; c < c1; c += 32) {
-    int64_t nc = c1 - c < 32 ? c1 - c : 32;
-    __m256i m[4];
-    for (int q = 0; q < 4; q++)
-      m[q] = gemv_mask8(nc - 8 * q); /* all-zero when nc <= 8 q */
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t p = 0; p < k; p++) {
-      __m256 xv = _mm256_set1_ps(x[p]);
-      const float *b = B + p * ldb + c;
-      a0 = _mm256_fmadd_ps(_mm256_maskload_ps(b, m[0]), xv, a0);
-      a1 = _mm256_fmadd_ps(_mm256_maskload_ps(b + 8, m[1]), xv, a1);
-      a2 = _mm256_fmadd_ps(_mm256_maskload_ps(b + 16, m[2]), xv, a2);
-      a3 = _mm256_fmadd_ps(_mm256_maskload_ps(b + 24, m[3]), xv, a3);
-    }
-    _mm256_maskstore_ps(acc_out + c, m[0], a0);
-    _mm256_maskstore_ps(acc_out + c + 8, m[1], a1);
-    _mm256_maskstore_ps(acc_out + c + 16, m[2], a2);
-    _mm256_maskstore_ps(acc_out + c + 24, m[3], a3);
-  }
-}
-#endif
-
-#ifdef HAVE_GEMV_X86
-/* outputs [j0, j1) of a gemv, with the epilogue */
-static void gemv_block(const gcc_dnnl_matmul_desc *m, int isa, const float *x, const float *B,
-                       int64_t ldb, const float *bias, float *y, int64_t j0, int64_t j1) {
-  if (isa == GEMV_AVX512) {
-    if (m->trans_b)
-      gemv_rows(B, ldb, x, m->k, j0, j1, y);
-    else
-      gemv_cols(B, ldb, x, m->k, j0, j1, y);
-  } else {
-    if (m->trans_b)
-      gemv_rows_avx2(B, ldb, x, m->k, j0, j1, y);
-    else
-      gemv_cols_avx2(B, ldb, x, m->k, j0, j1, y);
-  }
-  for (int64_t j = j0; j < j1; j++) {
-    float v = m->alpha * y[j];
-    if (bias)
-      v += bias[j];
-    y[j] = m->relu && v < 0.0f ? 0.0f : v;
-  }
-}
-#endif
-
-/* {A (the vector), B, bias?, Y}: ptrs of a 1 x n x k matmul */
-static void run_gemv(const gcc_dnnl_op *op, void *const *ptrs, char *scratch) {
-  (void)scratch;
-#ifdef HAVE_GEMV_X86
-  const gcc_dnnl_matmul_desc *m = &op->mm;
-  const float *x = ptrs[0], *B = ptrs[1], *bias = m->bias ? ptrs[2] : NULL;
-  float *y = ptrs[3];
-  int64_t ldb = m->ldb ? m->ldb : (m->trans_b ? m->k : m->n);
-  int64_t unit = m->trans_b ? GEMV_ROWS : GEMV_COLS;
-  int64_t blocks = (m->n + unit - 1) / unit;
-  int t = op->threads;
-  if (t == 1) { /* no OpenMP region at all: small products are a few 100 ns */
-    gemv_block(m, op->gemv_isa, x, B, ldb, bias, y, 0, m->n);
-    return;
-  }
-#pragma omp parallel for num_threads(t) schedule(static)
-  for (int64_t b = 0; b < blocks; b++) {
-    int64_t j0 = b * unit, j1 = j0 + unit < m->n ? j0 + unit : m->n;
-    gemv_block(m, op->gemv_isa, x, B, ldb, bias, y, j0, j1);
-  }
-#else
-  (void)op, (void)ptrs;
-#endif
-}
-
-/* GEMV_AVX512, GEMV_AVX2 when this layer runs the matmul itself, else 0 */
-static int gemv_applies(const gcc_dnnl_matmul_desc *m) {
-#ifdef HAVE_GEMV_X86
-  if (m->no_gemv || m->m != 1 || m->beta != 0.0f || (m->trans_a && m->lda > 1))
-    return GEMV_NONE;
-  /* the ISA oneDNN runs at (DNNL_MAX_CPU_ISA=AVX2 makes an AVX-512 machine
-   * an AVX2 one, for its primitives and for this loop alike) */
-  dnnl_cpu_isa_t dnnl_isa = dnnl_get_effective_cpu_isa();
-  int dnnl_avx512 =
-      dnnl_isa == dnnl_cpu_isa_avx512_core || dnnl_isa == dnnl_cpu_isa_avx512_core_vnni ||
-      dnnl_isa == dnnl_cpu_isa_avx512_core_bf16 || dnnl_isa == dnnl_cpu_isa_avx512_core_amx;
-  if (dnnl_avx512 && __builtin_cpu_supports("avx512f"))
-    return GEMV_AVX512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return GEMV_AVX2;
-  return GEMV_NONE;
-#else
-  (void)m;
-  return 0;
-#endif
-}
-
-gcc_status gcc_dnnl_matmul_create(gcc_dnnl *dn, const gcc_dnnl_matmul_desc *m, gcc_dnnl_op **out,
-                                  gcc_diag *d) {
-  *out = NULL;
-  char what[192];
-  snprintf(what, sizeof what, "matmul %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s%s%s", m->m, m->n,
-           m->k, m->trans_a ? " A^T" : "", m->trans_b ? " B^T" : "", m->bias ? " bias" : "",
-           m->relu ? " relu" : "");
-  if (m->m < 1 || m->n < 1 || m->k < 1)
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "oneDNN: %s: m, n and k must be >= 1", what);
-  if ((m->lda && m->lda < (m->trans_a ? m->m : m->k)) ||
-      (m->ldb && m->ldb < (m->trans_b ? m->k : m->n)) || (m->ldy && m->ldy < m->n))
-    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                        "oneDNN: %s: a leading dimension (lda %" PRId64 ", ldb %" PRId64
-                        ", ldy %" PRId64 ") is shorter than its row",
-                        what, m->lda, m->ldb, m->ldy);
-  double flops = 2.0 * (double)m->m * (double)m->n * (double)m->k;
-  gcc_dnnl_op *op = NULL;
-  int isa = gemv_applies(m);
-  if (isa != GEMV_NONE) {
-    GCC_TRY(op_new(dn, 4, &op, d));
-    op->mm = *m;
-    op->gemv_isa = isa;
-    op->custom = run_gemv;
-    op->optional_ptr = m->bias ? -1 : 2;
-    /* with passive waiting, waking the sleeping worker costs more than it
-     * saves (MNIST MLP batch-1 forward through gcc-run, 2 threads: 60 us,
-     * one thread: 49 us) */
-    op->threads = m->n * m->k >= GEMV_PARALLEL_ELEMS && !dn->passive ? dn->threads : 1;
-    snprintf(op->impl, sizeof op->impl, "gcc:gemv_%s", isa == GEMV_AVX512 ? "avx512" : "avx2");
-    snprintf(op->name, sizeof op->name, "matmul (%s, %d thread%s) %s", op->impl, op->threads,
-             op->threads > 1 ? "s" : "", what + strlen("matmul "));
-    *out = op;
-    return GCC_OK;
-  }
-  int threads = flops < MATMUL_PARALLEL_FLOPS ? 1 : dn->threads;
-  prim_key key = {0};
-  key_i(&key, K_MATMUL);
-  key_i(&key, threads);
-  key_i(&key, m->m), key_i(&key, m->n), key_i(&key, m->k);
-  key_i(&key, m->trans_a), key_i(&key, m->trans_b);
-  key_i(&key, m->lda ? m->lda : (m->trans_a ? m->m : m->k));
-  key_i(&key, m->ldb ? m->ldb : (m->trans_b ? m->k : m->n));
-  key_i(&key, m->ldy ? m->ldy : m->n);
-  key_f(&key, m->alpha), key_f(&key, m->beta);
-  key_i(&key, m->bias), key_i(&key, m->relu);
-  cache_entry *e;
-  GCC_TRY(cache_get(dn, &key, build_matmul, m, what, &e, d));
-  GCC_TRY(op_new(dn, 4, &op, d));
-  op->threads = threads;
-  snprintf(op->name, sizeof op->name, "matmul (%s%s) %s", e->impl,
-           threads == 1 && dn->threads > 1 ? ", 1 thread" : "", what + strlen("matmul "));
-  op_step *st = op_step_add(op, e);
-  gcc_status s = op_arg(op, st, DNNL_ARG_SRC, FROM_PTR, 0, what, d);
-  if (s == GCC_OK)
-    s = op_arg(op, st, DNNL_ARG_WEIGHTS, FROM_PTR, 1, what, d);
-  if (s == GCC_OK && m->bias && m->alpha == 1.0f)
-    s = op_arg(op, st, DNNL_ARG_BIAS, FROM_PTR, 2, what, d);
-  else if (s == GCC_OK && m->bias) /* the binary post-op after the sum, if any */
-    s = op_arg(op, st, DNNL_ARG_ATTR_MULTIPLE_POST_OP(m->beta != 0.0f ? 1 : 0) | DNNL_ARG_SRC_1,
-               FROM_PTR, 2, what, d);
-  if (s == GCC_OK)
-    s = op_arg(op, st, DNNL_ARG_DST, FROM_PTR, 3, what, d);
-  if (s == GCC_OK)
-    s = op_finish(op, what, d);
-  if (s != GCC_OK) {
-    gcc_dnnl_op_free(op);
-    return s;
-  }
-  *out = op;
   return GCC_OK;
 }
 
@@ -919,17 +443,18 @@ static gcc_status conv_mds_make(const gcc_dnnl_conv_desc *c, conv_mds *m, const 
   int64_t oh, ow;
   gcc_dnnl_conv_out_dims(c, &oh, &ow);
   int blocked = c->layout == GCC_DNNL_LAYOUT_BLOCKED;
-  GCC_TRY(md_tag(&m->x, 4, (int64_t[]){c->n, c->c, c->h, c->w},
-                 blocked ? dnnl_format_tag_any : dnnl_nchw, what, d));
-  GCC_TRY(md_tag(&m->y, 4, (int64_t[]){c->n, c->m, oh, ow},
-                 blocked ? dnnl_format_tag_any : dnnl_nchw, what, d));
+  GCC_TRY(gdn_md_tag(&m->x, 4, (int64_t[]){c->n, c->c, c->h, c->w},
+                     blocked ? dnnl_format_tag_any : dnnl_nchw, what, d));
+  GCC_TRY(gdn_md_tag(&m->y, 4, (int64_t[]){c->n, c->m, oh, ow},
+                     blocked ? dnnl_format_tag_any : dnnl_nchw, what, d));
   if (c->group > 1)
-    GCC_TRY(md_tag(&m->w, 5, (int64_t[]){c->group, c->m / c->group, c->c / c->group, c->kh, c->kw},
-                   blocked ? dnnl_format_tag_any : dnnl_goihw, what, d));
+    GCC_TRY(gdn_md_tag(&m->w, 5,
+                       (int64_t[]){c->group, c->m / c->group, c->c / c->group, c->kh, c->kw},
+                       blocked ? dnnl_format_tag_any : dnnl_goihw, what, d));
   else
-    GCC_TRY(md_tag(&m->w, 4, (int64_t[]){c->m, c->c, c->kh, c->kw},
-                   blocked ? dnnl_format_tag_any : dnnl_oihw, what, d));
-  GCC_TRY(md_tag(&m->b, 1, (int64_t[]){c->m}, dnnl_a, what, d));
+    GCC_TRY(gdn_md_tag(&m->w, 4, (int64_t[]){c->m, c->c, c->kh, c->kw},
+                       blocked ? dnnl_format_tag_any : dnnl_oihw, what, d));
+  GCC_TRY(gdn_md_tag(&m->b, 1, (int64_t[]){c->m}, dnnl_a, what, d));
   m->strides[0] = c->sh, m->strides[1] = c->sw;
   m->dil[0] = c->dh - 1, m->dil[1] = c->dw - 1; /* oneDNN counts the gaps */
   m->pad_l[0] = c->pt, m->pad_l[1] = c->pl;
@@ -1051,8 +576,8 @@ static gcc_status build_reorder(gcc_dnnl *dn, const void *desc, dnnl_primitive_a
 }
 
 /* The cached reorder from layout mds[0] to mds[1] (same dims). */
-static gcc_status reorder_entry(gcc_dnnl *dn, int threads, const dnnl_memory_desc_t *mds,
-                                const char *what, cache_entry **out, gcc_diag *d) {
+gcc_status gdn_reorder_entry(gcc_dnnl *dn, int threads, const dnnl_memory_desc_t *mds,
+                             const char *what, cache_entry **out, gcc_diag *d) {
   prim_key key = {0};
   key_i(&key, K_REORDER);
   key_i(&key, threads);
@@ -1061,13 +586,13 @@ static gcc_status reorder_entry(gcc_dnnl *dn, int threads, const dnnl_memory_des
     key_i(&key, mds[0].dims[i]);
   key_i(&key, (int64_t)dnnl_memory_desc_get_size(&mds[0]));
   key_i(&key, (int64_t)dnnl_memory_desc_get_size(&mds[1]));
-  return cache_get_mds(dn, &key, mds, build_reorder, mds, what, out, d);
+  return gdn_cache_get_mds(dn, &key, mds, build_reorder, mds, what, out, d);
 }
 
 /* oneDNN's name of a blocked layout: dims ordered outermost first by
  * stride, letters a, b, c... (upper case when blocked), then the inner
  * blocks: "aBcd16b" is nChw16c, "ABcd16b16a" a filter blocked 16o16i. */
-static void layout_str(const dnnl_memory_desc_t *md, char *buf, size_t cap) {
+void gdn_layout_str(const dnnl_memory_desc_t *md, char *buf, size_t cap) {
   buf[0] = '\0';
   if (md->format_kind != dnnl_blocked) {
     snprintf(buf, cap, "?");
@@ -1148,7 +673,7 @@ static gcc_status conv_create(gcc_dnnl *dn, const gcc_dnnl_conv_desc *c0, int ki
   prim_key key;
   conv_key(dn, kind, &c, &key);
   cache_entry *e = NULL;
-  GCC_TRY(cache_get(dn, &key, build, &c, what, &e, d));
+  GCC_TRY(gdn_cache_get(dn, &key, build, &c, what, &e, d));
   gcc_dnnl_conv_desc plain = c;
   plain.layout = GCC_DNNL_LAYOUT_PLAIN;
   conv_mds pm;
@@ -1166,11 +691,11 @@ static gcc_status conv_create(gcc_dnnl *dn, const gcc_dnnl_conv_desc *c0, int ki
     if (!md || dnnl_memory_desc_equal(md, pl))
       continue;
     dnnl_memory_desc_t pair[2] = {args[i].output ? *md : *pl, args[i].output ? *pl : *md};
-    GCC_TRY(reorder_entry(dn, dn->threads, pair, what, &re[i], d));
+    GCC_TRY(gdn_reorder_entry(dn, dn->threads, pair, what, &re[i], d));
     off[i] = temps;
     temps += align_up(dnnl_memory_desc_get_size(md));
     char l[48];
-    layout_str(md, l, sizeof l);
+    gdn_layout_str(md, l, sizeof l);
     size_t len = strlen(layouts);
     snprintf(layouts + len, sizeof layouts - len, "%s%s %s", len ? ", " : "; ",
              args[i].arg == DNNL_ARG_SRC || args[i].arg == DNNL_ARG_DIFF_SRC           ? "x"
@@ -1179,33 +704,33 @@ static gcc_status conv_create(gcc_dnnl *dn, const gcc_dnnl_conv_desc *c0, int ki
              l);
   }
   gcc_dnnl_op *op = NULL;
-  GCC_TRY(op_new(dn, n_ptrs, &op, d));
+  GCC_TRY(gdn_op_new(dn, n_ptrs, &op, d));
   op->temps = temps;
   snprintf(op->name, sizeof op->name, "%s (%s%s%s)%s", kind_name, e->impl, layouts,
            layouts[0] ? " via reorders" : "", what + strlen(kind_name));
   gcc_status s = GCC_OK;
   for (int i = 0; i < n_args && s == GCC_OK; i++) /* inputs into their layouts */
     if (re[i] && !args[i].output) {
-      op_step *st = op_step_add(op, re[i]);
-      s = op_arg(op, st, DNNL_ARG_FROM, FROM_PTR, args[i].ptr, what, d);
+      op_step *st = gdn_op_step_add(op, re[i]);
+      s = gdn_op_arg(op, st, DNNL_ARG_FROM, FROM_PTR, args[i].ptr, what, d);
       if (s == GCC_OK)
-        s = op_arg(op, st, DNNL_ARG_TO, FROM_SCRATCH, (int64_t)off[i], what, d);
+        s = gdn_op_arg(op, st, DNNL_ARG_TO, FROM_SCRATCH, (int64_t)off[i], what, d);
     }
   op->main_step = op->n_steps;
-  op_step *st = op_step_add(op, e);
+  op_step *st = gdn_op_step_add(op, e);
   for (int i = 0; i < n_args && s == GCC_OK; i++)
     if (args[i].ptr >= 0)
-      s = re[i] ? op_arg(op, st, args[i].arg, FROM_SCRATCH, (int64_t)off[i], what, d)
-                : op_arg(op, st, args[i].arg, FROM_PTR, args[i].ptr, what, d);
+      s = re[i] ? gdn_op_arg(op, st, args[i].arg, FROM_SCRATCH, (int64_t)off[i], what, d)
+                : gdn_op_arg(op, st, args[i].arg, FROM_PTR, args[i].ptr, what, d);
   for (int i = 0; i < n_args && s == GCC_OK; i++) /* outputs back to plain */
     if (re[i] && args[i].output) {
-      op_step *rs = op_step_add(op, re[i]);
-      s = op_arg(op, rs, DNNL_ARG_FROM, FROM_SCRATCH, (int64_t)off[i], what, d);
+      op_step *rs = gdn_op_step_add(op, re[i]);
+      s = gdn_op_arg(op, rs, DNNL_ARG_FROM, FROM_SCRATCH, (int64_t)off[i], what, d);
       if (s == GCC_OK)
-        s = op_arg(op, rs, DNNL_ARG_TO, FROM_PTR, args[i].ptr, what, d);
+        s = gdn_op_arg(op, rs, DNNL_ARG_TO, FROM_PTR, args[i].ptr, what, d);
     }
   if (s == GCC_OK)
-    s = op_finish(op, what, d);
+    s = gdn_op_finish(op, what, d);
   if (s != GCC_OK) {
     gcc_dnnl_op_free(op);
     return s;
@@ -1309,8 +834,8 @@ static gcc_status pool_mds_make(const gcc_dnnl_pool_desc *p, pool_mds *m, const 
                                 gcc_diag *d) {
   int64_t oh, ow;
   gcc_dnnl_pool_out_dims(p, &oh, &ow);
-  GCC_TRY(md_tag(&m->x, 4, (int64_t[]){p->n, p->c, p->h, p->w}, dnnl_nchw, what, d));
-  GCC_TRY(md_tag(&m->y, 4, (int64_t[]){p->n, p->c, oh, ow}, dnnl_nchw, what, d));
+  GCC_TRY(gdn_md_tag(&m->x, 4, (int64_t[]){p->n, p->c, p->h, p->w}, dnnl_nchw, what, d));
+  GCC_TRY(gdn_md_tag(&m->y, 4, (int64_t[]){p->n, p->c, oh, ow}, dnnl_nchw, what, d));
   m->strides[0] = p->sh, m->strides[1] = p->sw;
   m->kernel[0] = p->kh, m->kernel[1] = p->kw;
   m->dil[0] = p->dh - 1, m->dil[1] = p->dw - 1;
@@ -1748,7 +1273,7 @@ static void run_general_max_bwd(const gcc_dnnl_op *op, void *const *ptrs, char *
 static gcc_status max_pool_own_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, int bwd,
                                       const char *what, gcc_dnnl_op **out, gcc_diag *d) {
   gcc_dnnl_op *op = NULL;
-  GCC_TRY(op_new(dn, bwd ? 3 : 2, &op, d));
+  GCC_TRY(gdn_op_new(dn, bwd ? 3 : 2, &op, d));
   op->pool = *p;
   int tiles = pool_tiles(p);
   op->custom = tiles ? (bwd ? run_tiled_max_bwd : run_tiled_max_fwd)
@@ -1775,18 +1300,18 @@ gcc_status gcc_dnnl_pool_fwd_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, g
   prim_key key;
   pool_key(dn, K_POOL_FWD, p, training, &key);
   cache_entry *e = NULL;
-  GCC_TRY(cache_get(dn, &key, build_pool_fwd, p, what, &e, d));
+  GCC_TRY(gdn_cache_get(dn, &key, build_pool_fwd, p, what, &e, d));
   gcc_dnnl_op *op = NULL;
-  GCC_TRY(op_new(dn, training ? 3 : 2, &op, d));
+  GCC_TRY(gdn_op_new(dn, training ? 3 : 2, &op, d));
   snprintf(op->name, sizeof op->name, "pool_fwd (%s)%s", e->impl, what + strlen("pool_fwd"));
   int64_t oh, ow;
   gcc_dnnl_pool_out_dims(p, &oh, &ow);
-  op_step *st = op_step_add(op, e);
-  gcc_status s = op_arg(op, st, DNNL_ARG_SRC, FROM_PTR, 0, what, d);
+  op_step *st = gdn_op_step_add(op, e);
+  gcc_status s = gdn_op_arg(op, st, DNNL_ARG_SRC, FROM_PTR, 0, what, d);
   if (s == GCC_OK)
-    s = op_arg(op, st, DNNL_ARG_DST, FROM_PTR, 1, what, d);
+    s = gdn_op_arg(op, st, DNNL_ARG_DST, FROM_PTR, 1, what, d);
   if (s == GCC_OK && training) {
-    s = op_arg(op, st, DNNL_ARG_WORKSPACE, FROM_PTR, 2, what, d);
+    s = gdn_op_arg(op, st, DNNL_ARG_WORKSPACE, FROM_PTR, 2, what, d);
     op->workspace = e->workspace;
   }
   if (s == GCC_OK)
@@ -1794,7 +1319,7 @@ gcc_status gcc_dnnl_pool_fwd_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, g
   if (s == GCC_OK && op->corr_h)
     op->post = post_fwd_corr;
   if (s == GCC_OK)
-    s = op_finish(op, what, d);
+    s = gdn_op_finish(op, what, d);
   if (s != GCC_OK) {
     gcc_dnnl_op_free(op);
     return s;
@@ -1813,9 +1338,9 @@ gcc_status gcc_dnnl_pool_bwd_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, g
   prim_key key;
   pool_key(dn, K_POOL_BWD, p, 1, &key);
   cache_entry *e = NULL;
-  GCC_TRY(cache_get(dn, &key, build_pool_bwd, p, what, &e, d));
+  GCC_TRY(gdn_cache_get(dn, &key, build_pool_bwd, p, what, &e, d));
   gcc_dnnl_op *op = NULL;
-  GCC_TRY(op_new(dn, max ? 3 : 2, &op, d));
+  GCC_TRY(gdn_op_new(dn, max ? 3 : 2, &op, d));
   snprintf(op->name, sizeof op->name, "pool_bwd (%s)%s", e->impl, what + strlen("pool_bwd"));
   int64_t oh, ow;
   gcc_dnnl_pool_out_dims(p, &oh, &ow);
@@ -1824,16 +1349,16 @@ gcc_status gcc_dnnl_pool_bwd_create(gcc_dnnl *dn, const gcc_dnnl_pool_desc *p, g
     op->temps = align_up((size_t)(p->n * p->c * oh * ow) * sizeof(float));
     op->pre = pre_bwd_corr;
   }
-  op_step *st = op_step_add(op, e);
+  op_step *st = gdn_op_step_add(op, e);
   if (s == GCC_OK)
-    s = op->corr_h ? op_arg(op, st, DNNL_ARG_DIFF_DST, FROM_SCRATCH, 0, what, d)
-                   : op_arg(op, st, DNNL_ARG_DIFF_DST, FROM_PTR, 0, what, d);
+    s = op->corr_h ? gdn_op_arg(op, st, DNNL_ARG_DIFF_DST, FROM_SCRATCH, 0, what, d)
+                   : gdn_op_arg(op, st, DNNL_ARG_DIFF_DST, FROM_PTR, 0, what, d);
   if (s == GCC_OK && max)
-    s = op_arg(op, st, DNNL_ARG_WORKSPACE, FROM_PTR, 1, what, d);
+    s = gdn_op_arg(op, st, DNNL_ARG_WORKSPACE, FROM_PTR, 1, what, d);
   if (s == GCC_OK)
-    s = op_arg(op, st, DNNL_ARG_DIFF_SRC, FROM_PTR, max ? 2 : 1, what, d);
+    s = gdn_op_arg(op, st, DNNL_ARG_DIFF_SRC, FROM_PTR, max ? 2 : 1, what, d);
   if (s == GCC_OK)
-    s = op_finish(op, what, d);
+    s = gdn_op_finish(op, what, d);
   if (s != GCC_OK) {
     gcc_dnnl_op_free(op);
     return s;
@@ -1860,7 +1385,7 @@ static gcc_status relu_fwd_pd(gcc_dnnl *dn, int64_t numel, dnnl_alg_kind_t alg,
                               dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd,
                               const char *what, gcc_diag *d) {
   dnnl_memory_desc_t md;
-  GCC_TRY(md_tag(&md, 1, (int64_t[]){numel}, dnnl_a, what, d));
+  GCC_TRY(gdn_md_tag(&md, 1, (int64_t[]){numel}, dnnl_a, what, d));
   dnnl_eltwise_desc_t ed;
   DNNL_RET(dnnl_eltwise_forward_desc_init, (&ed, dnnl_forward_training, alg, &md, 0.0f, 0.0f));
   DNNL_RET(dnnl_primitive_desc_create, (pd, &ed, attr, dn->engine, NULL));
@@ -1878,7 +1403,7 @@ static gcc_status build_relu_bwd(gcc_dnnl *dn, const void *desc, dnnl_primitive_
   gcc_status s = GCC_OK;
   dnnl_primitive_desc_t hint = NULL;
   dnnl_memory_desc_t md;
-  GCC_TRY(md_tag(&md, 1, (int64_t[]){numel}, dnnl_a, what, d));
+  GCC_TRY(gdn_md_tag(&md, 1, (int64_t[]){numel}, dnnl_a, what, d));
   GCC_TRY(relu_fwd_pd(dn, numel, dnnl_eltwise_relu_use_dst_for_bwd, NULL, &hint, what, d));
   dnnl_eltwise_desc_t ed;
   DNNL_CALL(dnnl_eltwise_backward_desc_init,
@@ -1902,26 +1427,26 @@ static gcc_status relu_create(gcc_dnnl *dn, int64_t numel, int bwd, gcc_dnnl_op 
   key_i(&key, dn->threads);
   key_i(&key, numel);
   cache_entry *e = NULL;
-  GCC_TRY(cache_get(dn, &key, bwd ? build_relu_bwd : build_relu_fwd, &numel, what, &e, d));
+  GCC_TRY(gdn_cache_get(dn, &key, bwd ? build_relu_bwd : build_relu_fwd, &numel, what, &e, d));
   gcc_dnnl_op *op = NULL;
-  GCC_TRY(op_new(dn, bwd ? 3 : 2, &op, d));
+  GCC_TRY(gdn_op_new(dn, bwd ? 3 : 2, &op, d));
   snprintf(op->name, sizeof op->name, "%s (%s) %" PRId64, bwd ? "relu_bwd" : "relu_fwd", e->impl,
            numel);
-  op_step *st = op_step_add(op, e);
+  op_step *st = gdn_op_step_add(op, e);
   gcc_status s;
   if (bwd) {
-    s = op_arg(op, st, DNNL_ARG_DIFF_DST, FROM_PTR, 0, what, d);
+    s = gdn_op_arg(op, st, DNNL_ARG_DIFF_DST, FROM_PTR, 0, what, d);
     if (s == GCC_OK)
-      s = op_arg(op, st, DNNL_ARG_DST, FROM_PTR, 1, what, d);
+      s = gdn_op_arg(op, st, DNNL_ARG_DST, FROM_PTR, 1, what, d);
     if (s == GCC_OK)
-      s = op_arg(op, st, DNNL_ARG_DIFF_SRC, FROM_PTR, 2, what, d);
+      s = gdn_op_arg(op, st, DNNL_ARG_DIFF_SRC, FROM_PTR, 2, what, d);
   } else {
-    s = op_arg(op, st, DNNL_ARG_SRC, FROM_PTR, 0, what, d);
+    s = gdn_op_arg(op, st, DNNL_ARG_SRC, FROM_PTR, 0, what, d);
     if (s == GCC_OK)
-      s = op_arg(op, st, DNNL_ARG_DST, FROM_PTR, 1, what, d);
+      s = gdn_op_arg(op, st, DNNL_ARG_DST, FROM_PTR, 1, what, d);
   }
   if (s == GCC_OK)
-    s = op_finish(op, what, d);
+    s = gdn_op_finish(op, what, d);
   if (s != GCC_OK) {
     gcc_dnnl_op_free(op);
     return s;
@@ -1946,7 +1471,7 @@ static gcc_status bnorm_fwd_pd(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *b, int t
                                dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd,
                                const char *what, gcc_diag *d) {
   dnnl_memory_desc_t md;
-  GCC_TRY(md_tag(&md, 4, (int64_t[]){b->n, b->c, b->h, b->w}, dnnl_nchw, what, d));
+  GCC_TRY(gdn_md_tag(&md, 4, (int64_t[]){b->n, b->c, b->h, b->w}, dnnl_nchw, what, d));
   dnnl_batch_normalization_desc_t bd;
   DNNL_RET(dnnl_batch_normalization_forward_desc_init,
            (&bd, training ? dnnl_forward_training : dnnl_forward_inference, &md, b->eps,
@@ -1971,7 +1496,7 @@ static gcc_status build_bnorm_bwd(gcc_dnnl *dn, const void *desc, dnnl_primitive
   gcc_status s = GCC_OK;
   dnnl_primitive_desc_t hint = NULL;
   dnnl_memory_desc_t md;
-  GCC_TRY(md_tag(&md, 4, (int64_t[]){b->n, b->c, b->h, b->w}, dnnl_nchw, what, d));
+  GCC_TRY(gdn_md_tag(&md, 4, (int64_t[]){b->n, b->c, b->h, b->w}, dnnl_nchw, what, d));
   GCC_TRY(bnorm_fwd_pd(dn, b, 1, NULL, &hint, what, d));
   dnnl_batch_normalization_desc_t bd;
   DNNL_CALL(dnnl_batch_normalization_backward_desc_init,
@@ -2004,7 +1529,7 @@ static gcc_status bnorm_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *b, int k
                      : kind == K_BNORM_FWD_INFER ? build_bnorm_infer
                                                  : build_bnorm_bwd;
   cache_entry *e = NULL;
-  GCC_TRY(cache_get(dn, &key, build, b, what, &e, d));
+  GCC_TRY(gdn_cache_get(dn, &key, build, b, what, &e, d));
   static const int train_args[] = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
                                    DNNL_ARG_DST, DNNL_ARG_MEAN,  DNNL_ARG_VARIANCE};
   static const int infer_args[] = {DNNL_ARG_SRC,  DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
@@ -2018,15 +1543,15 @@ static gcc_status bnorm_create(gcc_dnnl *dn, const gcc_dnnl_bnorm_desc *b, int k
                                                 : bwd_args;
   int n = kind == K_BNORM_BWD ? 9 : 6;
   gcc_dnnl_op *op = NULL;
-  GCC_TRY(op_new(dn, n, &op, d));
+  GCC_TRY(gdn_op_new(dn, n, &op, d));
   snprintf(op->name, sizeof op->name, "%s (%s)%s", names[kind], e->impl,
            what + strlen(names[kind]));
-  op_step *st = op_step_add(op, e);
+  op_step *st = gdn_op_step_add(op, e);
   gcc_status s = GCC_OK;
   for (int i = 0; i < n && s == GCC_OK; i++)
-    s = op_arg(op, st, args[i], FROM_PTR, i, what, d);
+    s = gdn_op_arg(op, st, args[i], FROM_PTR, i, what, d);
   if (s == GCC_OK)
-    s = op_finish(op, what, d);
+    s = gdn_op_finish(op, what, d);
   if (s != GCC_OK) {
     gcc_dnnl_op_free(op);
     return s;
