@@ -114,13 +114,13 @@ static int third_of(const gcc_graph *g, int n, int p, int k, int64_t c) {
 
 /* The matched chain of one Attention node. */
 typedef struct chain {
-  int att, grad;                /* the Attention and its AttentionGrad (-1: none) */
-  int p, y, dy, dp;             /* P, Y, dY, dP */
-  int64_t heads, seq;           /* H, T */
-  int fwd[3][3];                /* per k: Slice, Reshape, Transpose */
-  int yt, yr;                   /* O's Transpose and Reshape */
-  int dot, dor;                 /* dO's Transpose and Reshape */
-  int back[3][2], concat;       /* per k: dX's Transpose and Reshape; the Concat */
+  int att, grad;          /* the Attention and its AttentionGrad (-1: none) */
+  int p, y, dy, dp;       /* P, Y, dY, dP */
+  int64_t heads, seq;     /* H, T */
+  int fwd[3][3];          /* per k: Slice, Reshape, Transpose */
+  int yt, yr;             /* O's Transpose and Reshape */
+  int dot, dor;           /* dO's Transpose and Reshape */
+  int back[3][2], concat; /* per k: dX's Transpose and Reshape; the Concat */
 } chain;
 
 /* The forward chain of Attention node f into *c (1: matched). */
