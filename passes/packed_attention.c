@@ -95,7 +95,7 @@ static const gcc_shape *shape_of(const gcc_graph *g, int v) {
   return &g->values[v].shape;
 }
 
-/* Node n is Slice(P) taking [k c, (k + 1) c) of P's last axis, step 1. */
+/* Node n is Slice(P) taking [k c, (k + 1) c) of P's last axis (3 c long), step 1. */
 static int third_of(const gcc_graph *g, int n, int p, int k, int64_t c) {
   if (role_of(g, n) != R_SLICE || g->nodes[n].n_inputs != 1 || g->nodes[n].inputs[0] != p)
     return 0;
@@ -109,7 +109,9 @@ static int third_of(const gcc_graph *g, int n, int p, int k, int64_t c) {
     return 0;
   if (sp && (sp->n_ints != 1 || sp->ints[0] != 1))
     return 0;
-  return st->ints[0] == k * c && en->ints[0] == (k + 1) * c;
+  /* the last third's end may be past the axis (x[..., 2C:] exports as end
+   * INT64_MAX; ONNX clamps it to the dim) */
+  return st->ints[0] == k * c && (en->ints[0] == (k + 1) * c || (k == 2 && en->ints[0] >= 3 * c));
 }
 
 /* The matched chain of one Attention node. */

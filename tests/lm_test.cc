@@ -24,6 +24,7 @@
 #include "graph/ops.h"
 #include "graph/recipe.h"
 #include "models/models.h"
+#include "runtime/compile.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 #include "tests/host_backend.h"
@@ -836,6 +837,45 @@ TEST(CharGpt, PackedAttentionGivesTheUnpackedPlansGradientsBitwise) {
   for (auto &kv : gp) {
     ASSERT_EQ(kv.second.size(), gu[kv.first].size()) << kv.first;
     EXPECT_EQ(kv.second, gu[kv.first]) << kv.first;
+  }
+}
+
+// A chain with a value the caller sees (layer 0's K in heads layout made a
+// graph output) stays unpacked, in evaluation and in training (Attention
+// and AttentionGrad); layer 1's is packed.
+TEST(CharGpt, PackedAttentionLeavesAChainWithAVisibleValueAlone) {
+  for (gcc_mode mode : {GCC_MODE_EVAL, GCC_MODE_TRAIN}) {
+    SCOPED_TRACE(mode == GCC_MODE_TRAIN ? "training" : "evaluation");
+    gcc_graph *g = TinyGpt(0.0f);
+    ASSERT_NE(g, nullptr);
+    const int kv = gcc_graph_find(g, "transformer.h.0.attn.k_bhtd");
+    ASSERT_GE(kv, 0);
+    gcc_diag d{};
+    ASSERT_EQ(gcc_graph_add_output(g, kv), GCC_OK) << d.msg;
+    gcc_options o{};
+    o.mode = mode;
+    o.batch_size = kB;
+    o.opt.kind = GCC_OPT_NONE;
+    FILE *quiet = std::fopen("/dev/null", "w");
+    o.warn_file = quiet;
+    gcc_graph *cg = nullptr;
+    gcc_mem_plan mem{};
+    EXPECT_EQ(gcc_compile_graph(g, &o, &cg, &mem, &d), GCC_OK) << d.msg;
+    if (quiet)
+      std::fclose(quiet);
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+    ASSERT_NE(cg, nullptr);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION), 1);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED), 1);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), mode == GCC_MODE_TRAIN ? 1 : 0);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED_GRAD), mode == GCC_MODE_TRAIN ? 1 : 0);
+    for (int i = 0; i < cg->n_nodes; i++)
+      if (cg->nodes[i].op == GCC_OP_ATTENTION) {
+        EXPECT_EQ(std::string(cg->nodes[i].name).rfind("transformer.h.0.", 0), 0u)
+            << cg->nodes[i].name;
+      }
+    gcc_graph_free(cg);
   }
 }
 
