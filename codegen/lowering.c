@@ -32,7 +32,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
   return gcc_gelu_is_tanh(n) ? GELU_GRAD_TANH : GELU_GRAD_ERF;
 }
 
-_Static_assert(GCC_OP_COUNT == 120, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 122, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -277,6 +277,15 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_REDUCE_MIN] = {.kind = GCC_LOWER_KERNEL, .kernel = gcc_emit_reduce_min_kernel},
     [GCC_OP_REDUCE_MIN_GRAD] = {.kind = GCC_LOWER_KERNEL,
                                 .kernel = gcc_emit_reduce_min_grad_kernel},
+    /* the CPU's packed attention (codegen/packed_attention.c) runs only where
+     * the target supports it: none here yet (cuDNN's SDPA takes strided Q, K,
+     * V, so a GPU version is possible) */
+    [GCC_OP_ATTENTION_PACKED] = {.kind = GCC_LOWER_NONE,
+                                 .none = "internal: made by the CPU-only packed-attention "
+                                         "lowering; cuDNN's SDPA could read strided Q, K, V"},
+    [GCC_OP_ATTENTION_PACKED_GRAD] = {.kind = GCC_LOWER_NONE,
+                                      .none = "internal: made by the CPU-only packed-attention "
+                                              "lowering, with AttentionPacked"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

@@ -46,6 +46,13 @@ static const gcc_attr_spec kAttentionAttrs[] = {B("is_causal", 0),    F("scale",
                                                 B("training", 0),     I("key", 0)};
 static const gcc_attr_spec kAttentionGradAttrs[] = {B("is_causal", 0), F("scale", 0.0f),
                                                     F("dropout_p", 0.0f), I("key", 0)};
+/* Attention's and AttentionGrad's, then heads and seq (ATTN_PACKED_HEADS) */
+static const gcc_attr_spec kAttentionPackedAttrs[] = {
+    B("is_causal", 0), F("scale", 0.0f), F("dropout_p", 0.0f), I("seed", 0),
+    B("training", 0),  I("key", 0),      I("heads", 1),        I("seq", 1)};
+static const gcc_attr_spec kAttentionPackedGradAttrs[] = {B("is_causal", 0),    F("scale", 0.0f),
+                                                          F("dropout_p", 0.0f), I("key", 0),
+                                                          I("heads", 1),        I("seq", 1)};
 static const gcc_attr_spec kAmpUpdateAttrs[] = {F("growth_factor", GCC_SCALER_GROWTH_FACTOR),
                                                 F("backoff_factor", GCC_SCALER_BACKOFF_FACTOR),
                                                 I("growth_interval", GCC_SCALER_GROWTH_INTERVAL)};
@@ -123,7 +130,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 120, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 122, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_attr_spec kTriluAttrs[] = {B("upper", 1), I("k", 0)};
 static const gcc_attr_spec kArgAttrs[] = {I("axis", 0), B("keepdims", 1),
@@ -1469,6 +1476,37 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                 .semantics = "the backward of ReduceMin (torch amin backward): "
                                              "dY split evenly among the elements equal to their "
                                              "group's minimum, X == Y ? dY / count : 0"},
+    [GCC_OP_ATTENTION_PACKED] = {.name = "AttentionPacked",
+                                 .min_inputs = 1,
+                                 .max_inputs = 1,
+                                 .n_outputs = 2,
+                                 .input_names = "QKV",
+                                 .attrs = kAttentionPackedAttrs,
+                                 .n_attrs = COUNT(kAttentionPackedAttrs),
+                                 .flags = GCC_OPF_INTERNAL,
+                                 .shape = shape_attention_packed,
+                                 .flops = flops_attention_packed,
+                                 .semantics =
+                                     "Attention on Q, K, V = the three thirds of QKV's last "
+                                     "axis (3 H D, rows B T of `seq` T) split into `heads` H "
+                                     "heads (PyTorch: q, k, v = qkv.split(C, -1); each "
+                                     "view(B, T, H, D).transpose(1, 2); SDPA; O transposed back "
+                                     "to [..., H D]), L [B, H, T]; Attention's attributes and "
+                                     "dropout bits; made by the CPU's packed-attention lowering"},
+    [GCC_OP_ATTENTION_PACKED_GRAD] = {.name = "AttentionPackedGrad",
+                                      .min_inputs = 4,
+                                      .max_inputs = 4,
+                                      .n_outputs = 1,
+                                      .input_names = "QKV, O, L, dO",
+                                      .attrs = kAttentionPackedGradAttrs,
+                                      .n_attrs = COUNT(kAttentionPackedGradAttrs),
+                                      .flags = GCC_OPF_INTERNAL,
+                                      .shape = shape_attention_packed_grad,
+                                      .flops = flops_attention_packed_grad,
+                                      .semantics =
+                                          "AttentionGrad of AttentionPacked: dQKV [..., 3 H D] "
+                                          "= dQ, dK, dV of its thirds, packed as QKV (the "
+                                          "Concat of their transposes back)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

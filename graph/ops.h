@@ -231,7 +231,9 @@ typedef struct gcc_op_desc {
   X(GATHER_ELEMENTS, GatherElements)                                                               \
   X(GATHER_ELEMENTS_GRAD, GatherElementsGrad)                                                      \
   X(REDUCE_MIN, ReduceMin)                                                                         \
-  X(REDUCE_MIN_GRAD, ReduceMinGrad)
+  X(REDUCE_MIN_GRAD, ReduceMinGrad)                                                                \
+  X(ATTENTION_PACKED, AttentionPacked)                                                             \
+  X(ATTENTION_PACKED_GRAD, AttentionPackedGrad)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -577,6 +579,26 @@ typedef struct gcc_attn_geo {
  * AttentionGrad node whose shapes were checked by shape inference. */
 void gcc_attn_geometry(const gcc_shape *q, const gcc_shape *k, const gcc_shape *v,
                        const gcc_shape *mask, const gcc_node *n, gcc_attn_geo *a);
+
+/* AttentionPacked (QKV [..., 3 H D] -> O [..., H D], L [B, H, T]) and
+ * AttentionPackedGrad (QKV, O, L, dO -> dQKV): Attention's / AttentionGrad's
+ * attributes at the same positions, then heads H and seq T; the rows of
+ * QKV (the product of its leading dims) are B T, batch-major. */
+enum { ATTN_PACKED_HEADS = ATTN_KEY + 1, ATTN_PACKED_SEQ };
+enum { ATTN_PACKED_GRAD_HEADS = ATTN_GRAD_KEY + 1, ATTN_PACKED_GRAD_SEQ };
+enum {
+  ATTN_PACKED_GRAD_IN_QKV,
+  ATTN_PACKED_GRAD_IN_O,
+  ATTN_PACKED_GRAD_IN_L,
+  ATTN_PACKED_GRAD_IN_DO
+};
+
+/* The geometry of an AttentionPacked / AttentionPackedGrad node from QKV's
+ * shape and its attributes heads (at position iheads) and seq (iseq):
+ * b = rows / seq, h = heads, tq = tk = seq, d = dv = last / (3 heads), no
+ * mask. For a node whose shapes were checked. */
+void gcc_attn_packed_geometry(const gcc_shape *qkv, const gcc_node *n, int iheads, int iseq,
+                              gcc_attn_geo *a);
 
 /* The 2-D window of a Conv, MaxPool or AveragePool node (or of their
  * gradient nodes), attributes resolved: kernel (kh, kw), strides, ONNX pads

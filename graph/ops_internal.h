@@ -12,7 +12,7 @@
  *   graph/ops_shape_index.c  Gather, Slice and their gradients, Expand
  *   graph/ops_shape_math.c   Gelu, Pow and the pointwise math of the Transformer blocks
  *   graph/ops_flops.c        the FLOPs functions
- *   graph/ops_shape_attention.c  Attention and AttentionGrad (shapes, FLOPs, geometry)
+ *   graph/ops_shape_attention.c  Attention, AttentionGrad and their packed forms
  *   graph/ops_shape_logic.c  comparisons (Equal, Less, ...), Not / And / Or / Xor, Where
  */
 #ifndef GCC_GRAPH_OPS_INTERNAL_H
@@ -143,6 +143,10 @@ gcc_status shape_attention(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_attention_grad(gcc_graph *g, int node, gcc_diag *d);
 double flops_attention(const gcc_graph *g, int node);
 double flops_attention_grad(const gcc_graph *g, int node);
+gcc_status shape_attention_packed(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_attention_packed_grad(gcc_graph *g, int node, gcc_diag *d);
+double flops_attention_packed(const gcc_graph *g, int node);
+double flops_attention_packed_grad(const gcc_graph *g, int node);
 gcc_status shape_gelu(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_gelu_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pow(gcc_graph *g, int node, gcc_diag *d);

@@ -205,3 +205,102 @@ double flops_attention(const gcc_graph *g, int node) {
 double flops_attention_grad(const gcc_graph *g, int node) {
   return 2.5 * attn_flops(g, node, ATTN_GRAD_IN_Q);
 }
+
+/* ---- AttentionPacked, AttentionPackedGrad ---------------------------------- */
+
+void gcc_attn_packed_geometry(const gcc_shape *qkv, const gcc_node *n, int iheads, int iseq,
+                              gcc_attn_geo *a) {
+  int64_t rows = 1;
+  for (int i = 0; i < qkv->ndim - 1; i++)
+    rows *= qkv->dims[i];
+  const int64_t h = n->av[iheads].i, t = n->av[iseq].i;
+  a->h = h;
+  a->tq = a->tk = t;
+  a->b = t > 0 ? rows / t : 0;
+  a->d = a->dv = h > 0 ? qkv->dims[qkv->ndim - 1] / (3 * h) : 0;
+  a->causal = (int)n->av[ATTN_IS_CAUSAL].i;
+  float sc = n->av[ATTN_SCALE].f;
+  a->scale = sc != 0.0f ? sc : (float)(1.0 / sqrt((double)a->d));
+  a->has_mask = 0;
+  a->ms_b = a->ms_h = a->ms_i = a->ms_j = 0;
+}
+
+/* QKV float32 of rank >= 2, last dim 3 heads D (D >= 1), its rows a
+ * multiple of seq >= 1; scale >= 0, dropout_p in [0, 1). Fills *a and the
+ * shapes of O ([..., H D]) and L ([B, H, T]). */
+static gcc_status check_packed(gcc_graph *g, int node, int iheads, int iseq, gcc_attn_geo *a,
+                               gcc_shape *o, gcc_shape *l, gcc_diag *d) {
+  GCC_TRY(need_dtype(g, node, 0, GCC_DT_FLOAT32, d));
+  GCC_TRY(check_dropout_p(g, node, d));
+  gcc_value *x = in_val(g, node, 0);
+  const gcc_node *n = &g->nodes[node];
+  int64_t rows = 1;
+  for (int i = 0; x->shape.ndim >= 2 && i < x->shape.ndim - 1; i++)
+    rows *= x->shape.dims[i];
+  const int64_t h = n->av[iheads].i, t = n->av[iseq].i;
+  const int64_t last = x->shape.ndim >= 2 ? x->shape.dims[x->shape.ndim - 1] : 0;
+  if (x->shape.ndim < 2 || h < 1 || t < 1 || rows < 1 || rows % t != 0 || last < 1 ||
+      last % (3 * h) != 0) {
+    char desc[600], sh[200];
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: QKV must be [..., 3 heads D] with its rows a multiple of seq "
+                        "(heads %lld, seq %lld), got %s",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), (long long)h,
+                        (long long)t, gcc_shape_str(&x->shape, sh, sizeof sh));
+  }
+  if (n->av[ATTN_SCALE].f < 0.0f)
+    return shape_err(g, node, d, "scale is negative; QKV:", &x->shape, NULL);
+  gcc_attn_packed_geometry(&x->shape, n, iheads, iseq, a);
+  *o = x->shape;
+  o->dims[o->ndim - 1] = a->h * a->d;
+  l->ndim = 3;
+  l->dims[0] = a->b;
+  l->dims[1] = a->h;
+  l->dims[2] = a->tq;
+  return GCC_OK;
+}
+
+/* AttentionPacked (QKV [..., 3 H D]) -> O [..., H D], L [B, H, T]. */
+gcc_status shape_attention_packed(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_attn_geo a;
+  gcc_shape o, l;
+  GCC_TRY(check_packed(g, node, ATTN_PACKED_HEADS, ATTN_PACKED_SEQ, &a, &o, &l, d));
+  set_out(g, node, 0, GCC_DT_FLOAT32, &o);
+  set_out(g, node, 1, GCC_DT_FLOAT32, &l);
+  return GCC_OK;
+}
+
+/* AttentionPackedGrad (QKV, O, L, dO) -> dQKV of QKV's shape. */
+gcc_status shape_attention_packed_grad(gcc_graph *g, int node, gcc_diag *d) {
+  gcc_attn_geo a;
+  gcc_shape os, ls;
+  GCC_TRY(check_packed(g, node, ATTN_PACKED_GRAD_HEADS, ATTN_PACKED_GRAD_SEQ, &a, &os, &ls, d));
+  for (int k = ATTN_PACKED_GRAD_IN_O; k <= ATTN_PACKED_GRAD_IN_DO; k++)
+    GCC_TRY(need_dtype(g, node, k, GCC_DT_FLOAT32, d));
+  gcc_value *o = in_val(g, node, ATTN_PACKED_GRAD_IN_O),
+            *l = in_val(g, node, ATTN_PACKED_GRAD_IN_L),
+            *dout = in_val(g, node, ATTN_PACKED_GRAD_IN_DO);
+  if (!gcc_shape_equal(&o->shape, &os))
+    return shape_err(g, node, d, "O must be [..., H D]:", &o->shape, &os);
+  if (!gcc_shape_equal(&dout->shape, &os))
+    return shape_err(g, node, d, "dO must be [..., H D]:", &dout->shape, &os);
+  if (!gcc_shape_equal(&l->shape, &ls))
+    return shape_err(g, node, d, "L must be [B, H, T]:", &l->shape, &ls);
+  set_out(g, node, 0, GCC_DT_FLOAT32, &in_val(g, node, 0)->shape);
+  return GCC_OK;
+}
+
+static double packed_flops(const gcc_graph *g, int node, int iheads, int iseq) {
+  const gcc_node *n = &g->nodes[node];
+  gcc_attn_geo a;
+  gcc_attn_packed_geometry(&g->values[n->inputs[0]].shape, n, iheads, iseq, &a);
+  return 2.0 * (double)(a.b * a.h) * (double)a.tq * (double)a.tk * (double)(a.d + a.dv);
+}
+
+double flops_attention_packed(const gcc_graph *g, int node) {
+  return packed_flops(g, node, ATTN_PACKED_HEADS, ATTN_PACKED_SEQ);
+}
+
+double flops_attention_packed_grad(const gcc_graph *g, int node) {
+  return 2.5 * packed_flops(g, node, ATTN_PACKED_GRAD_HEADS, ATTN_PACKED_GRAD_SEQ);
+}

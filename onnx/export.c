@@ -513,7 +513,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 120, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 122, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -646,6 +646,10 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GATHER_ELEMENTS_GRAD] = TRAINING("the gradient of GatherElements"),
     [GCC_OP_REDUCE_MIN] = MAP_A("ReduceMin", ex_reduce_min),
     [GCC_OP_REDUCE_MIN_GRAD] = TRAINING("the gradient of ReduceMin"),
+    [GCC_OP_ATTENTION_PACKED] = NONE("made from Attention by the CPU's packed-attention lowering "
+                                     "(codegen/packed_attention.c) after every pass an export "
+                                     "sees; never in an exported graph"),
+    [GCC_OP_ATTENTION_PACKED_GRAD] = TRAINING("the gradient of AttentionPacked"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -124,6 +124,9 @@ typedef struct gcc_options {
   /* 1: the attention pass leaves MatMul -> Softmax -> MatMul chains as they
    * are (bench/attention_bench's unfused plan). No flag sets it. */
   int no_attention_fusion;
+  /* 1: the packed-attention lowering leaves Attention's Slice / Reshape /
+   * Transpose chains as they are (as GCC_CPU_PACKED_ATTENTION=0 does). */
+  int no_packed_attention;
   /* --layout (gcc_layout_choice; 0: auto) */
   int layout;
   /* Gradient accumulation (TRAIN; --grad-accum K): grad_accum K > 1
@@ -158,6 +161,19 @@ gcc_status gcc_pass_infer(gcc_graph *g, const gcc_options *opt, gcc_diag *d);
  * PyTorch's default exporter's Reshape -> Transpose -> Reshape). Runs after infer in
  * every mode. Errors: GCC_ERR_OUT_OF_MEMORY. */
 gcc_status gcc_pass_attention(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
+
+/* The packed-attention lowering (passes/packed_attention.c; a target's
+ * lowering pass, before fusion): where opt->target supports AttentionPacked
+ * on the Attention node's device, an Attention whose Q, K, V are
+ * Transpose(Reshape(Slice(P))) of the three thirds of P's last axis, and
+ * whose O goes through Transpose and Reshape back to rows, becomes
+ * AttentionPacked(P); its AttentionGrad, with dO from Transpose(Reshape(dY))
+ * and dQ, dK, dV transposed back and concatenated along the last axis,
+ * becomes AttentionPackedGrad(P, Y, L, dY). Chains whose values are read
+ * elsewhere or seen by the caller are left as they are. Off under
+ * GCC_CPU_PACKED_ATTENTION=0 or opt->no_packed_attention. Errors: out of
+ * memory. */
+gcc_status gcc_pass_packed_attention(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
 
 /* Reverse-mode automatic differentiation (TRAIN only; no-op in EVAL):
  * builds the backward graph from the scalar loss named by the training

@@ -342,6 +342,118 @@ TEST(Attention, EvaluationFormHasNoDropout) {
   }
 }
 
+// ---- AttentionPacked ---------------------------------------------------------------
+
+// A graph of inputs P [B T, 3 H D] and dY [B T, H D] running AttentionPacked
+// and AttentionPackedGrad, outputs O [B T, H D], L [B, H, T], dP.
+gcc_graph *PackedGraph(int64_t B, int64_t H, int64_t T, int64_t D, bool causal, float drop,
+                       int64_t key) {
+  gcc_builder *b = gcc_builder_new("attention_packed", 1);
+  const int64_t pd[2] = {B * T, 3 * H * D}, yd[2] = {B * T, H * D};
+  int p = gcc_build_input(b, "P", GCC_DT_FLOAT32, 2, pd);
+  int dy = gcc_build_input(b, "dY", GCC_DT_FLOAT32, 2, yd);
+  gcc_graph *g = b->g;
+  gcc_diag d{};
+  int o = -1, l = -1, dp = -1, n1 = -1, n2 = -1;
+  EXPECT_EQ(gcc_graph_add_temp(g, "O", GCC_VALUE_ACTIVATION, &o, &d), GCC_OK);
+  EXPECT_EQ(gcc_graph_add_temp(g, "L", GCC_VALUE_ACTIVATION, &l, &d), GCC_OK);
+  EXPECT_EQ(gcc_graph_add_temp(g, "dP", GCC_VALUE_ACTIVATION, &dp, &d), GCC_OK);
+  int in1[1] = {p}, out1[2] = {o, l};
+  EXPECT_EQ(gcc_graph_add_node(g, "attn", GCC_OP_ATTENTION_PACKED, in1, 1, out1, 2, &n1, &d),
+            GCC_OK)
+      << d.msg;
+  int in2[4] = {p, o, l, dy};
+  EXPECT_EQ(
+      gcc_graph_add_node(g, "attn_grad", GCC_OP_ATTENTION_PACKED_GRAD, in2, 4, &dp, 1, &n2, &d),
+      GCC_OK)
+      << d.msg;
+  for (int n : {n1, n2}) {
+    EXPECT_EQ(gcc_node_set_int(g, n, "heads", H), GCC_OK);
+    EXPECT_EQ(gcc_node_set_int(g, n, "seq", T), GCC_OK);
+    EXPECT_EQ(gcc_node_set_int(g, n, "is_causal", causal ? 1 : 0), GCC_OK);
+  }
+  if (drop > 0.0f) { // the backward's dropout (the evaluation plan keeps an internal op's)
+    EXPECT_EQ(gcc_node_set_float(g, n2, "dropout_p", drop), GCC_OK);
+    EXPECT_EQ(gcc_node_set_int(g, n2, "key", key), GCC_OK);
+  }
+  for (int x : {o, l, dp})
+    gcc_build_output(b, x);
+  gcc_graph *out = nullptr;
+  EXPECT_EQ(gcc_builder_finish(b, &out, &d), GCC_OK) << d.msg;
+  return out;
+}
+
+// AttentionPacked / AttentionPackedGrad against Attention / AttentionGrad on
+// the Q, K, V that the thirds of P split into heads are (PyTorch:
+// q, k, v = p.split(C, -1); view(B, T, H, D).transpose(1, 2)): the same
+// kernels with other strides, every sum in the same order, so the results
+// are bitwise equal (tolerance 0). T 70 > 64 takes the two-pass backward,
+// T <= 64 the one-pass one; D 24 has a column edge past 16; the backward
+// with dropout redraws the same mask.
+TEST(AttentionPacked, EqualsAttentionOnTheSplitThirdsBitwise) {
+  struct Case {
+    int64_t B, H, T, D;
+    bool causal;
+    float drop;
+  } cases[] = {{2, 2, 5, 8, false, 0.0f},
+               {3, 4, 70, 16, true, 0.2f},
+               {2, 3, 70, 32, false, 0.1f},
+               {3, 2, 33, 24, true, 0.0f},
+               {2, 4, 64, 32, true, 0.3f}};
+  for (const Case &c : cases) {
+    const int64_t B = c.B, H = c.H, T = c.T, D = c.D, C = H * D;
+    SCOPED_TRACE("B " + std::to_string(B) + " H " + std::to_string(H) + " T " + std::to_string(T) +
+                 " D " + std::to_string(D) + " causal " + std::to_string(c.causal) + " dropout " +
+                 std::to_string(c.drop));
+    std::mt19937_64 r(static_cast<uint64_t>(B * 1000 + H * 100 + T + D));
+    std::vector<float> P = Randn(r, B * T * 3 * C), dY = Randn(r, B * T * C);
+    // [B, H, T, D] of column block `off` of rows of width `w`
+    auto split = [&](const std::vector<float> &src, int64_t w, int64_t off) {
+      std::vector<float> out(static_cast<size_t>(B * H * T * D));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t d = 0; d < D; ++d)
+              out[static_cast<size_t>(((b * H + h) * T + t) * D + d)] =
+                  src[static_cast<size_t>((b * T + t) * w + off + h * D + d)];
+      return out;
+    };
+    std::vector<float> q = split(P, 3 * C, 0), k = split(P, 3 * C, C), v = split(P, 3 * C, 2 * C),
+                       dout = split(dY, C, 0);
+    const Dims qd = {B, H, T, D};
+    GraphPtr ref(FusedGraph(qd, qd, qd, false, c.causal, 0.0f));
+    ASSERT_NE(ref, nullptr);
+    const int64_t key = 4242;
+    if (c.drop > 0.0f) {
+      int gn = ref->values[gcc_graph_find(ref.get(), "dQ")].producer;
+      ASSERT_EQ(gcc_node_set_float(ref.get(), gn, "dropout_p", c.drop), GCC_OK);
+      ASSERT_EQ(gcc_node_set_int(ref.get(), gn, "key", key), GCC_OK);
+    }
+    GraphPtr pk(PackedGraph(B, H, T, D, c.causal, c.drop, key));
+    ASSERT_NE(pk, nullptr);
+    std::vector<PlanOutput> a, b;
+    ASSERT_EQ(RunPlan(ref.get(), {q.data(), k.data(), v.data(), dout.data()}, 1, false, &a, 2), "");
+    ASSERT_EQ(RunPlan(pk.get(), {P.data(), dY.data()}, 1, false, &b, 2), "");
+    ASSERT_EQ(a.size(), 5u);
+    ASSERT_EQ(b.size(), 3u);
+    ASSERT_EQ(b[0].f32.size(), P.size() / 3);
+    ASSERT_EQ(b[2].f32.size(), P.size());
+    // O: packed rows against the transposed [B, H, T, D]; L as it is
+    EXPECT_EQ(split(b[0].f32, C, 0), a[0].f32) << "O";
+    EXPECT_EQ(b[1].f32, a[1].f32) << "L";
+    EXPECT_EQ(split(b[2].f32, 3 * C, 0), a[2].f32) << "dQ";
+    EXPECT_EQ(split(b[2].f32, 3 * C, C), a[3].f32) << "dK";
+    EXPECT_EQ(split(b[2].f32, 3 * C, 2 * C), a[4].f32) << "dV";
+    if (c.drop > 0.0f) { // the dropout did act: dV differs from the p = 0 one
+      GraphPtr nod(FusedGraph(qd, qd, qd, false, c.causal, 0.0f));
+      std::vector<PlanOutput> z;
+      ASSERT_EQ(RunPlan(nod.get(), {q.data(), k.data(), v.data(), dout.data()}, 1, false, &z, 2),
+                "");
+      EXPECT_NE(z[4].f32, a[4].f32);
+    }
+  }
+}
+
 int Ptxas(const std::string &ptx, int sm, std::string *log) {
   std::string base =
       gcc_test::TmpDir() + "/attn_" + std::to_string(getpid()) + "_" + std::to_string(sm);

@@ -5,8 +5,9 @@
 // as written (optimize=False: SplitToSequence/SequenceAt, Range, CastLike,
 // the scale's Sqrt/Div of shapes, the mask's Trilu/Equal/Where) and as the
 // exporter's optimizer leaves it (the default): every shape op folds at
-// import, each layer's attention is the fused causal Attention op, and the
-// logits are PyTorch's.
+// import, each layer's attention is the fused causal Attention op (on the
+// CPU packed: AttentionPacked on c_attn's rows), and the logits are
+// PyTorch's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -73,11 +74,14 @@ void CheckLogits(const char *onnx_name, bool also_cuda) {
     fclose(sink);
   gcc_mem_plan_free(&mem);
   if (cg) {
-    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION), 2);
+    // on the CPU, with q, k, v the exporter's Split of c_attn (Slices),
+    // packed (passes/packed_attention.c): AttentionPacked reads c_attn
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED), 2);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION), 0);
     EXPECT_EQ(CountOp(cg, GCC_OP_SOFTMAX), 0);
     for (int i = 0; i < cg->n_nodes; i++)
-      if (cg->nodes[i].op == GCC_OP_ATTENTION) {
-        EXPECT_EQ(cg->nodes[i].n_inputs, 3) << "the mask is is_causal, not an input";
+      if (cg->nodes[i].op == GCC_OP_ATTENTION_PACKED) {
+        EXPECT_EQ(cg->nodes[i].n_inputs, 1) << "the mask is is_causal, not an input";
         EXPECT_EQ(cg->nodes[i].av[ATTN_IS_CAUSAL].i, 1);
         // 1/sqrt(16) as sqrt(0.25) twice in float32: exact
         EXPECT_FLOAT_EQ(cg->nodes[i].av[ATTN_SCALE].f, 0.25f);

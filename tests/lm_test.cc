@@ -24,6 +24,7 @@
 #include "graph/ops.h"
 #include "graph/recipe.h"
 #include "models/models.h"
+#include "runtime/compile.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 #include "tests/host_backend.h"
@@ -632,15 +633,28 @@ std::vector<float> TrainSteps(const gcc_graph *model, bool cuda, int steps) {
   EXPECT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, kB, &p, &d), GCC_OK) << d.msg;
   if (p) {
     const gcc_graph *cg = gcc_plan_graph(p);
-    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION), 2);      // the fused causal SDPA, one per layer
-    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), 2); // and its backward
-    EXPECT_EQ(CountOp(cg, GCC_OP_GATHER_GRAD), 2);    // wte (tied) and wpe scatter-adds
-    EXPECT_EQ(CountOp(cg, GCC_OP_GRAD_NORM), 1);      // clip_grad_norm_
+    // the fused causal SDPA, one per layer, and its backward: on the CPU
+    // packed (passes/packed_attention.c: Q, K, V read from c_attn's rows, no
+    // Slice, Transpose or Concat left), on the CUDA plan as Attention
+    const int att = cuda ? GCC_OP_ATTENTION : GCC_OP_ATTENTION_PACKED;
+    const int att_grad = cuda ? GCC_OP_ATTENTION_GRAD : GCC_OP_ATTENTION_PACKED_GRAD;
+    EXPECT_EQ(CountOp(cg, att), 2);
+    EXPECT_EQ(CountOp(cg, att_grad), 2);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION) + CountOp(cg, GCC_OP_ATTENTION_PACKED), 2);
+    const int moves =
+        CountOp(cg, GCC_OP_TRANSPOSE) + CountOp(cg, GCC_OP_SLICE) + CountOp(cg, GCC_OP_CONCAT);
+    if (cuda) {
+      EXPECT_GT(moves, 0);
+    } else {
+      EXPECT_EQ(moves, 0);
+    }
+    EXPECT_EQ(CountOp(cg, GCC_OP_GATHER_GRAD), 2); // wte (tied) and wpe scatter-adds
+    EXPECT_EQ(CountOp(cg, GCC_OP_GRAD_NORM), 1);   // clip_grad_norm_
     // the model's dropout also on the attention probabilities (nanoGPT's
     // attn_dropout), in its training form: each layer's own key
     std::vector<int64_t> keys;
     for (int i = 0; i < cg->n_nodes; i++)
-      if (cg->nodes[i].op == GCC_OP_ATTENTION) {
+      if (cg->nodes[i].op == att) {
         const gcc_node &n = cg->nodes[i];
         EXPECT_EQ(n.av[ATTN_TRAINING].i, 1) << n.name;
         if (n.av[ATTN_DROPOUT_P].f > 0.0f)
@@ -705,7 +719,7 @@ struct GradStore {
 // The loss and the parameter gradients of one batch (dropout 0), from a
 // gradients-only training plan on the CPU or on the host-emulated CUDA plan.
 void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
-                  std::map<std::string, std::vector<float>> *grads) {
+                  std::map<std::string, std::vector<float>> *grads, bool packed = true) {
   std::vector<int64_t> idx(kB * kT), tgt(kB * kT);
   for (int64_t i = 0; i < kB * kT; i++) {
     idx[i] = (i * 5 + i / kT) % kV;
@@ -715,6 +729,7 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
   o.mode = GCC_MODE_TRAIN;
   o.batch_size = kB;
   o.opt.kind = GCC_OPT_NONE;
+  o.no_packed_attention = packed ? 0 : 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
   gcc_plan_config cfg{};
@@ -737,6 +752,11 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
   if (quiet)
     std::fclose(quiet);
   ASSERT_EQ(st, GCC_OK) << d.msg;
+  {
+    const gcc_graph *cg = gcc_plan_graph(p);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED), cuda || !packed ? 0 : 2);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED_GRAD), cuda || !packed ? 0 : 2);
+  }
   if (cuda) { // the attention and its gradient run as generated kernels on the device
     const gcc_graph *cg = gcc_plan_graph(p);
     for (int i = 0; i < cg->n_nodes; i++)
@@ -791,6 +811,71 @@ TEST(CharGpt, CudaPlanGradientsMatchTheCpu) {
     }
     EXPECT_GT(m, 0.0) << kv.first;
     EXPECT_LE(e, 1e-4 * m) << kv.first;
+  }
+}
+
+// The CPU plan with the packed attention (AttentionPacked reading Q, K, V
+// from c_attn's rows; passes/packed_attention.c) against the same plan
+// without it (Slice, Reshape, Transpose, Attention, ...): with dropout 0.1
+// in training (the probabilities' masks too), one step's loss and every
+// parameter gradient are bitwise equal (tolerance 0): the packed kernels run
+// the same arithmetic in the same order on other strides
+// (AttentionPacked.EqualsAttentionOnTheSplitThirdsBitwise in
+// attention_test), and the removed nodes only moved bytes.
+TEST(CharGpt, PackedAttentionGivesTheUnpackedPlansGradientsBitwise) {
+  gcc_graph *g = TinyGpt(0.1f);
+  ASSERT_NE(g, nullptr);
+  float lp = NAN, lu = NAN;
+  std::map<std::string, std::vector<float>> gp, gu;
+  LossAndGrads(g, false, &lp, &gp, true);
+  LossAndGrads(g, false, &lu, &gu, false);
+  gcc_graph_free(g);
+  EXPECT_EQ(lp, lu);
+  EXPECT_TRUE(std::isfinite(lp));
+  ASSERT_EQ(gp.size(), 52u / 2u + 2u) << "every parameter has a gradient";
+  ASSERT_EQ(gu.size(), gp.size());
+  for (auto &kv : gp) {
+    ASSERT_EQ(kv.second.size(), gu[kv.first].size()) << kv.first;
+    EXPECT_EQ(kv.second, gu[kv.first]) << kv.first;
+  }
+}
+
+// A chain with a value the caller sees (layer 0's K in heads layout made a
+// graph output) stays unpacked, in evaluation and in training (Attention
+// and AttentionGrad); layer 1's is packed.
+TEST(CharGpt, PackedAttentionLeavesAChainWithAVisibleValueAlone) {
+  for (gcc_mode mode : {GCC_MODE_EVAL, GCC_MODE_TRAIN}) {
+    SCOPED_TRACE(mode == GCC_MODE_TRAIN ? "training" : "evaluation");
+    gcc_graph *g = TinyGpt(0.0f);
+    ASSERT_NE(g, nullptr);
+    const int kv = gcc_graph_find(g, "transformer.h.0.attn.k_bhtd");
+    ASSERT_GE(kv, 0);
+    gcc_diag d{};
+    ASSERT_EQ(gcc_graph_add_output(g, kv), GCC_OK) << d.msg;
+    gcc_options o{};
+    o.mode = mode;
+    o.batch_size = kB;
+    o.opt.kind = GCC_OPT_NONE;
+    FILE *quiet = std::fopen("/dev/null", "w");
+    o.warn_file = quiet;
+    gcc_graph *cg = nullptr;
+    gcc_mem_plan mem{};
+    EXPECT_EQ(gcc_compile_graph(g, &o, &cg, &mem, &d), GCC_OK) << d.msg;
+    if (quiet)
+      std::fclose(quiet);
+    gcc_mem_plan_free(&mem);
+    gcc_graph_free(g);
+    ASSERT_NE(cg, nullptr);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION), 1);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED), 1);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_GRAD), mode == GCC_MODE_TRAIN ? 1 : 0);
+    EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED_GRAD), mode == GCC_MODE_TRAIN ? 1 : 0);
+    for (int i = 0; i < cg->n_nodes; i++)
+      if (cg->nodes[i].op == GCC_OP_ATTENTION) {
+        EXPECT_EQ(std::string(cg->nodes[i].name).rfind("transformer.h.0.", 0), 0u)
+            << cg->nodes[i].name;
+      }
+    gcc_graph_free(cg);
   }
 }
 

@@ -5474,6 +5474,14 @@ const Covered kCovered[] = {
      "ReduceMinGrad.*; ReduceMin.* (tests/onnx_gather_elements_test.cc: PyTorch fixture)"},
     {GCC_OP_REDUCE_MIN_GRAD, "ReduceMinGrad", kInternal,
      "ReduceMinGrad.*; ReduceMin.GradientSplitsEvenlyAmongTiesAsPyTorch (ties)"},
+    // bitwise equal to Attention / AttentionGrad (gradchecked above) on the
+    // split thirds, and a GPT's step equal to the unpacked plan's
+    {GCC_OP_ATTENTION_PACKED, "AttentionPacked", kInternal,
+     "AttentionPacked.EqualsAttentionOnTheSplitThirdsBitwise (tests/attention_test.cc); "
+     "CharGpt.PackedAttention* (tests/lm_test.cc)"},
+    {GCC_OP_ATTENTION_PACKED_GRAD, "AttentionPackedGrad", kInternal,
+     "AttentionPacked.EqualsAttentionOnTheSplitThirdsBitwise (tests/attention_test.cc); "
+     "CharGpt.PackedAttention* (tests/lm_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

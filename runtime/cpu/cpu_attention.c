@@ -117,6 +117,17 @@ size_t gcc_cpu_attention_grad_workspace(const gcc_graph *g, int node) {
   return attn_workspace(g, &g->nodes[node], ATTN_GRAD_IN_Q, ATTN_GRAD_IN_MASK);
 }
 
+/* AttentionPacked and its gradient: QKV is input 0 of both. */
+size_t gcc_cpu_attention_packed_workspace(const gcc_graph *g, int node) {
+  const gcc_node *n = &g->nodes[node];
+  const int grad = n->n_inputs > 1;
+  gcc_attn_geo a;
+  gcc_attn_packed_geometry(&g->values[n->inputs[0]].shape, n,
+                           grad ? ATTN_PACKED_GRAD_HEADS : ATTN_PACKED_HEADS,
+                           grad ? ATTN_PACKED_GRAD_SEQ : ATTN_PACKED_SEQ, &a);
+  return (size_t)GCC_ATTN_MAX_THREADS * per_thread_floats(a.d, a.dv) * sizeof(float);
+}
+
 /* s[j] = e^(s[j] - sub) for j < n (n <= BK), where s[j] - sub <= 0 (the
  * scores less their row's max or logsumexp; -Inf for a masked key), to ~1
  * ulp: Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2, Cephes' expf
@@ -171,6 +182,8 @@ typedef struct attn_drop {
 typedef struct tile {
   const gcc_attn_geo *g;
   const float *q, *k, *v; /* this head's Q, K, V */
+  int64_t ldq, ldk, ldv;  /* their row strides */
+  int64_t ldo;            /* O's and dO's row stride */
   const float *mask;      /* the mask's base for this (b, h), or NULL */
   int64_t i0, nq, j0, nk;
   const attn_drop *dr; /* NULL: no dropout */
@@ -228,7 +241,8 @@ typedef int32_t attn_i16v __attribute__((vector_size(64)));
 #else
 #define attn_shuffle(a, b, m) __builtin_shuffle(a, b, m)
 #endif
-ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, float *restrict dst) {
+ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, int64_t ld,
+                     float *restrict dst) {
   typedef attn_i16v i16v;
   int64_t j = 0;
   for (; j + VW <= n; j += VW) {
@@ -237,7 +251,7 @@ ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, float *res
       v16 r[VW];
 #pragma GCC unroll 16
       for (int x = 0; x < VW; x++)
-        r[x] = *(const v16 *)(src + (j + x) * w + c);
+        r[x] = *(const v16 *)(src + (j + x) * ld + c);
 #define ATTN_TR_ROUND(k, lo, hi)                                                                   \
   _Pragma("GCC unroll 16") for (int x = 0; x < VW; x++) if (!(x & (k))) {                          \
     const v16 a = r[x], b = r[x + (k)];                                                            \
@@ -259,11 +273,11 @@ ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, float *res
     }
     for (; c < w; c++)
       for (int64_t x = j; x < j + VW; x++)
-        dst[c * BK + x] = src[x * w + c];
+        dst[c * BK + x] = src[x * ld + c];
   }
   for (; j < n; j++)
     for (int64_t c = 0; c < w; c++)
-      dst[c * BK + j] = src[j * w + c];
+      dst[c * BK + j] = src[j * ld + c];
   for (int64_t c = 0; c < w; c++) /* the columns past n: zeros (read as a product's padding) */
     for (j = n; j < BK; j++)
       dst[c * BK + j] = 0.0f;
@@ -425,7 +439,7 @@ ATTN_INL void scores(const tile *t, const float *restrict kt, float *restrict s)
   for (int64_t r = 0; r < t->nq; r += MR) {
     const int64_t nr = t->nq - r < MR ? t->nq - r : MR;
     const int64_t w = (group_keys(t, r, nr) + VW - 1) / VW * VW;
-    mm(s + r * BK, BK, nr, w, t->q + (t->i0 + r) * D, D, 1, 0, D, kt, BK, 0);
+    mm(s + r * BK, BK, nr, w, t->q + (t->i0 + r) * t->ldq, t->ldq, 1, 0, D, kt, BK, 0);
   }
   for (int64_t i = 0; i < t->nq; i++) {
     float *restrict si = s + i * BK;
@@ -465,22 +479,76 @@ static const float *mask_base(const gcc_attn_geo *g, const gcc_tensor *m, int64_
  * dV += P^T dO, dK += dS^T Q, each group of MR keys from the first row that
  * sees it, over the keys some row of the tile sees. */
 ATTN_INL void mm_tn(const tile *t, float *restrict C, int64_t w, const float *restrict a,
-                    const float *restrict B) {
+                    const float *restrict B, int64_t ldb) {
   const int64_t nk = tile_keys(t);
   for (int64_t j = 0; j < nk; j += MR) {
     const int64_t nj = nk - j < MR ? nk - j : MR;
-    mm(C + j * w, w, nj, w, a + j, 1, BK, row_start(t, j), t->nq, B, w, 1);
+    mm(C + j * w, w, nj, w, a + j, 1, BK, row_start(t, j), t->nq, B, ldb, 1);
   }
 }
 
-/* C (the tile's nq rows, stride w) (+)= P V or dS K: each group of MR rows
- * over its keys. */
-ATTN_INL void mm_nn(const tile *t, float *restrict C, int64_t w, const float *restrict a,
-                    const float *restrict B, int add) {
+/* C (the tile's nq rows of stride ldc, w wide) (+)= P V or dS K (B's row
+ * stride ldb): each group of MR rows over its keys. */
+ATTN_INL void mm_nn(const tile *t, float *restrict C, int64_t ldc, int64_t w,
+                    const float *restrict a, const float *restrict B, int64_t ldb, int add) {
   for (int64_t r = 0; r < t->nq; r += MR) {
     const int64_t nr = t->nq - r < MR ? t->nq - r : MR;
-    mm(C + r * w, w, nr, w, a + r * BK, BK, 1, 0, group_keys(t, r, nr), B, w, add);
+    mm(C + r * ldc, ldc, nr, w, a + r * BK, BK, 1, 0, group_keys(t, r, nr), B, ldb, add);
   }
+}
+
+/* ---- operand layouts -------------------------------------------------------- */
+
+/* Where the rows of head (b, h) of one operand lie: row r at
+ * base + b sb + h sh + r ld floats. Attention's contiguous [B, H, T, D] is
+ * sb = H T D, sh = T D, ld = D (so head bh starts at bh T D); the packed
+ * QKV [B T, 3 H D] of AttentionPacked is sb = 3 T H D, sh = D, ld = 3 H D
+ * for each third (K's and V's bases H D and 2 H D further), its O
+ * [B T, H D] sb = T H D, sh = D, ld = H D. */
+typedef struct attn_rows {
+  int64_t sb, sh, ld;
+} attn_rows;
+
+/* The operands of one call: Q, K, V and O (dO as O; the gradients dQ, dK,
+ * dV as Q, K, V), L always [B, H, Tq] contiguous. */
+typedef struct attn_io {
+  const float *q, *k, *v, *dout; /* dout: the backward's */
+  float *o, *l;                  /* written by the forward, read by the backward */
+  const gcc_tensor *mask;
+  float *dq, *dk, *dv;
+  const attn_drop *dr;
+  attn_rows lq, lk, lv, lo;
+} attn_io;
+
+static int64_t head_at(const attn_rows *r, const gcc_attn_geo *g, int64_t bh) {
+  return bh / g->h * r->sb + bh % g->h * r->sh;
+}
+
+/* The contiguous [B, H, T, w] layout of Attention's operands. */
+static attn_rows rows_dense(const gcc_attn_geo *g, int64_t t, int64_t w) {
+  return (attn_rows){g->h * t * w, t * w, w};
+}
+
+/* The packed layout: rows of ld floats, head h at column h D, batch b at
+ * row b T. */
+static attn_rows rows_packed(const gcc_attn_geo *g, int64_t ld) {
+  return (attn_rows){g->tq * ld, g->d, ld};
+}
+
+/* Head bh's tile, no rows or keys yet. */
+static tile tile_of(const gcc_attn_geo *g, const attn_io *p, int64_t bh) {
+  tile t = {.g = g,
+            .q = p->q + head_at(&p->lq, g, bh),
+            .k = p->k + head_at(&p->lk, g, bh),
+            .v = p->v + head_at(&p->lv, g, bh),
+            .ldq = p->lq.ld,
+            .ldk = p->lk.ld,
+            .ldv = p->lv.ld,
+            .ldo = p->lo.ld,
+            .mask = mask_base(g, p->mask, bh),
+            .dr = p->dr,
+            .bh = bh};
+  return t;
 }
 
 /* ---- forward --------------------------------------------------------------- */
@@ -488,21 +556,12 @@ ATTN_INL void mm_nn(const tile *t, float *restrict C, int64_t w, const float *re
 /* Forward work item `item` (b, h, query block). *packed names the key
  * block that kt holds (bh * blocks + block; -1: none): consecutive items of
  * one head reuse it (a copy, so the bits are the same either way). */
-ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, const attn_drop *dr,
-                              int64_t item, float *restrict ws, int64_t *packed) {
+ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const attn_io *p, int64_t item,
+                              float *restrict ws, int64_t *packed) {
   const int64_t nqb = (g->tq + BQ - 1) / BQ, bh = item / nqb, qb = item % nqb;
   const int64_t D = g->d, E = g->dv;
-  tile t = {g,
-            (const float *)a->in[ATTN_IN_Q]->data + bh * g->tq * D,
-            (const float *)a->in[ATTN_IN_K]->data + bh * g->tk * D,
-            (const float *)a->in[ATTN_IN_V]->data + bh * g->tk * E,
-            mask_base(g, a->n_in > ATTN_IN_MASK ? a->in[ATTN_IN_MASK] : NULL, bh),
-            qb * BQ,
-            0,
-            0,
-            0,
-            dr,
-            bh};
+  tile t = tile_of(g, p, bh);
+  t.i0 = qb * BQ;
   t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
   float *s = ws, *kt = s + BQ * BK, *acc = kt + BK * D, *m = acc + BQ * E, *l = m + BQ;
   for (int64_t i = 0; i < t.nq; i++) {
@@ -516,7 +575,7 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, c
     t.nk = kend - t.j0 < BK ? kend - t.j0 : BK;
     const int64_t nkb = (g->tk + BK - 1) / BK, tag = bh * nkb + t.j0 / BK;
     if (*packed != tag) { /* the whole key block, also past a causal kend */
-      pack_t(t.k + t.j0 * D, g->tk - t.j0 < BK ? g->tk - t.j0 : BK, D, kt);
+      pack_t(t.k + t.j0 * t.ldk, g->tk - t.j0 < BK ? g->tk - t.j0 : BK, D, t.ldk, kt);
       *packed = tag;
     }
     scores(&t, kt, s);
@@ -536,35 +595,36 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const gcc_kernel_args *a, c
       float *restrict ai = acc + i * E;
       for (int64_t e = 0; e < E; e++)
         ai[e] *= corr;
-      if (dr) { /* P's dropout, after its sum went into l */
+      if (p->dr) { /* P's dropout, after its sum went into l */
         float f[BK];
         drop_factors(&t, t.i0 + i, f);
         for (int64_t j = 0; j < n; j++)
           si[j] = si[j] * f[j];
       }
     }
-    mm_nn(&t, acc, E, s, t.v + t.j0 * E, 1); /* acc += P V */
+    mm_nn(&t, acc, E, E, s, t.v + t.j0 * t.ldv, t.ldv, 1); /* acc += P V */
   }
-  float *o = (float *)a->out[0]->data + (bh * g->tq + t.i0) * E;
-  float *lse = (float *)a->out[1]->data + bh * g->tq + t.i0;
+  float *o = p->o + head_at(&p->lo, g, bh) + t.i0 * t.ldo;
+  float *lse = p->l + bh * g->tq + t.i0;
   for (int64_t i = 0; i < t.nq; i++) {
     const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
     for (int64_t e = 0; e < E; e++)
-      o[i * E + e] = acc[i * E + e] * inv;
+      o[i * t.ldo + e] = acc[i * E + e] * inv;
     lse[i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
   }
 }
 
-gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
-  gcc_attn_geo g;
-  geo_of(a, ATTN_IN_Q, ATTN_IN_MASK, &g);
-  attn_drop drop;
+/* The forward's dropout of node n (attributes at Attention's positions). */
+static const attn_drop *fwd_drop(const gcc_kernel_args *a, attn_drop *drop) {
   const float p = a->node->av[ATTN_TRAINING].i ? a->node->av[ATTN_DROPOUT_P].f : 0.0f;
-  drop_of(a, p, a->node->av[ATTN_KEY].i, &drop);
-  const attn_drop *dr = p > 0.0f ? &drop : NULL;
-  const int64_t items = g.b * g.h * ((g.tq + BQ - 1) / BQ);
+  drop_of(a, p, a->node->av[ATTN_KEY].i, drop);
+  return p > 0.0f ? drop : NULL;
+}
+
+static void run_fwd(const gcc_kernel_args *a, const gcc_attn_geo *g, const attn_io *p) {
+  const int64_t items = g->b * g->h * ((g->tq + BQ - 1) / BQ);
   const int nt = (int)n_threads_for(a, items);
-  const size_t per = per_thread_floats(g.d, g.dv);
+  const size_t per = per_thread_floats(g->d, g->dv);
   float *ws = a->workspace;
 #pragma omp parallel num_threads(nt)
   {
@@ -576,8 +636,46 @@ gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
     int64_t packed = -1; /* this call's: the workspace's kt of a previous call is stale */
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; it++)
-      fwd_item(&g, a, dr, it, mine, &packed);
+      fwd_item(g, p, it, mine, &packed);
   }
+}
+
+gcc_status gcc_cpu_attention(const gcc_kernel_args *a) {
+  gcc_attn_geo g;
+  geo_of(a, ATTN_IN_Q, ATTN_IN_MASK, &g);
+  attn_drop drop;
+  attn_io p = {.q = a->in[ATTN_IN_Q]->data,
+               .k = a->in[ATTN_IN_K]->data,
+               .v = a->in[ATTN_IN_V]->data,
+               .o = a->out[0]->data,
+               .l = a->out[1]->data,
+               .mask = a->n_in > ATTN_IN_MASK ? a->in[ATTN_IN_MASK] : NULL,
+               .dr = fwd_drop(a, &drop),
+               .lq = rows_dense(&g, g.tq, g.d),
+               .lk = rows_dense(&g, g.tk, g.d),
+               .lv = rows_dense(&g, g.tk, g.dv),
+               .lo = rows_dense(&g, g.tq, g.dv)};
+  run_fwd(a, &g, &p);
+  return GCC_OK;
+}
+
+/* AttentionPacked: Q, K, V the thirds of QKV's rows, O rows of H D. */
+static void io_packed(const gcc_attn_geo *g, attn_io *p) {
+  const int64_t c = g->h * g->d;
+  p->k = p->q + c;
+  p->v = p->q + 2 * c;
+  p->lq = p->lk = p->lv = rows_packed(g, 3 * c);
+  p->lo = rows_packed(g, c);
+}
+
+gcc_status gcc_cpu_attention_packed(const gcc_kernel_args *a) {
+  gcc_attn_geo g;
+  gcc_attn_packed_geometry(&a->in[0]->shape, a->node, ATTN_PACKED_HEADS, ATTN_PACKED_SEQ, &g);
+  attn_drop drop;
+  attn_io p = {
+      .q = a->in[0]->data, .o = a->out[0]->data, .l = a->out[1]->data, .dr = fwd_drop(a, &drop)};
+  io_packed(&g, &p);
+  run_fwd(a, &g, &p);
   return GCC_OK;
 }
 
@@ -597,7 +695,7 @@ ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float 
     const int64_t r = t->i0 + i, n = row_keys(t, i);
     const float li = l_[r];
     float *restrict si = s + i * BK;
-    const float *restrict doi = do_ + r * E, *restrict oi = o_ + r * E;
+    const float *restrict doi = do_ + r * t->ldo, *restrict oi = o_ + r * t->ldo;
     if (li == -INFINITY) { /* P = 0, dS = 0 */
       for (int64_t j = 0; j < n; j++)
         si[j] = 0.0f;
@@ -611,7 +709,7 @@ ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float 
   for (int64_t r = 0; r < t->nq; r += MR) {
     const int64_t nr = t->nq - r < MR ? t->nq - r : MR;
     const int64_t w = (group_keys(t, r, nr) + VW - 1) / VW * VW;
-    mm(dp + r * BK, BK, nr, w, do_ + (t->i0 + r) * E, E, 1, 0, E, vt, BK, 0);
+    mm(dp + r * BK, BK, nr, w, do_ + (t->i0 + r) * t->ldo, t->ldo, 1, 0, E, vt, BK, 0);
   }
   if (t->dr) { /* dP = mask (dO V^T), dS = P (dP - D_i), then s = mask P for dV */
     for (int64_t i = 0; i < t->nq; i++) {
@@ -637,168 +735,120 @@ ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float 
   }
 }
 
-typedef struct bwd_ptrs {
-  const float *q, *k, *v, *o, *l, *dout;
-  const gcc_tensor *mask;
-  float *dq, *dk, *dv;
-  const attn_drop *dr;
-} bwd_ptrs;
+/* dst rows (stride ld) = src rows (n of them, w wide, contiguous) * sc. */
+static void store_rows(float *restrict dst, int64_t ld, const float *restrict src, int64_t n,
+                       int64_t w, float sc) {
+  for (int64_t r = 0; r < n; r++)
+    for (int64_t x = 0; x < w; x++)
+      dst[r * ld + x] = src[r * w + x] * sc;
+}
 
 /* Pass 1: dK and dV of key block kb of head bh. */
-ATTN_HOT static void bwd_kv_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_t item,
+ATTN_HOT static void bwd_kv_item(const gcc_attn_geo *g, const attn_io *p, int64_t item,
                                  float *restrict ws) {
   const int64_t nkb = (g->tk + BK - 1) / BK, bh = item / nkb, kb = item % nkb;
   const int64_t D = g->d, E = g->dv;
-  tile t = {g,
-            p->q + bh * g->tq * D,
-            p->k + bh * g->tk * D,
-            p->v + bh * g->tk * E,
-            mask_base(g, p->mask, bh),
-            0,
-            0,
-            kb * BK,
-            0,
-            p->dr,
-            bh};
+  tile t = tile_of(g, p, bh);
+  t.j0 = kb * BK;
   t.nk = g->tk - t.j0 < BK ? g->tk - t.j0 : BK;
   float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dk = vt + BK * E,
         *dv = dk + BK * D;
-  pack_t(t.k + t.j0 * D, t.nk, D, kt);
-  pack_t(t.v + t.j0 * E, t.nk, E, vt);
+  pack_t(t.k + t.j0 * t.ldk, t.nk, D, t.ldk, kt);
+  pack_t(t.v + t.j0 * t.ldv, t.nk, E, t.ldv, vt);
   for (int64_t x = 0; x < t.nk * D; x++)
     dk[x] = 0.0f;
   for (int64_t x = 0; x < t.nk * E; x++)
     dv[x] = 0.0f;
-  const float *lh = p->l + bh * g->tq, *doh = p->dout + bh * g->tq * E, *oh = p->o + bh * g->tq * E;
+  const int64_t ho = head_at(&p->lo, g, bh);
+  const float *lh = p->l + bh * g->tq, *doh = p->dout + ho, *oh = p->o + ho;
   /* a causal key block is seen by rows i >= j0 only */
   int64_t i_start = g->causal ? t.j0 / BQ * BQ : 0;
   for (t.i0 = i_start; t.i0 < g->tq; t.i0 += BQ) {
     t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
     probs_and_ds(&t, vt, kt, lh, doh, oh, s, dp);
-    mm_tn(&t, dv, E, s, doh + t.i0 * E);  /* dV += P^T dO */
-    mm_tn(&t, dk, D, dp, t.q + t.i0 * D); /* dK += dS^T Q */
+    mm_tn(&t, dv, E, s, doh + t.i0 * t.ldo, t.ldo);  /* dV += P^T dO */
+    mm_tn(&t, dk, D, dp, t.q + t.i0 * t.ldq, t.ldq); /* dK += dS^T Q */
   }
-  float *dko = p->dk + (bh * g->tk + t.j0) * D, *dvo = p->dv + (bh * g->tk + t.j0) * E;
-  for (int64_t x = 0; x < t.nk * D; x++)
-    dko[x] = dk[x] * g->scale;
-  for (int64_t x = 0; x < t.nk * E; x++)
-    dvo[x] = dv[x];
+  store_rows(p->dk + head_at(&p->lk, g, bh) + t.j0 * t.ldk, t.ldk, dk, t.nk, D, g->scale);
+  store_rows(p->dv + head_at(&p->lv, g, bh) + t.j0 * t.ldv, t.ldv, dv, t.nk, E, 1.0f);
 }
 
 /* Pass 2: dQ of query block qb of head bh. */
-ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_t item,
+ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const attn_io *p, int64_t item,
                                 float *restrict ws) {
   const int64_t nqb = (g->tq + BQ - 1) / BQ, bh = item / nqb, qb = item % nqb;
   const int64_t D = g->d, E = g->dv;
-  tile t = {g,
-            p->q + bh * g->tq * D,
-            p->k + bh * g->tk * D,
-            p->v + bh * g->tk * E,
-            mask_base(g, p->mask, bh),
-            qb * BQ,
-            0,
-            0,
-            0,
-            p->dr,
-            bh};
+  tile t = tile_of(g, p, bh);
+  t.i0 = qb * BQ;
   t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
   float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dq = vt + BK * E;
   for (int64_t x = 0; x < t.nq * D; x++)
     dq[x] = 0.0f;
-  const float *lh = p->l + bh * g->tq, *doh = p->dout + bh * g->tq * E, *oh = p->o + bh * g->tq * E;
+  const int64_t ho = head_at(&p->lo, g, bh);
+  const float *lh = p->l + bh * g->tq, *doh = p->dout + ho, *oh = p->o + ho;
   const int64_t kend = keys_seen(g, t.i0, t.nq);
   for (t.j0 = 0; t.j0 < kend; t.j0 += BK) {
     t.nk = kend - t.j0 < BK ? kend - t.j0 : BK;
-    pack_t(t.k + t.j0 * D, t.nk, D, kt);
-    pack_t(t.v + t.j0 * E, t.nk, E, vt);
+    pack_t(t.k + t.j0 * t.ldk, t.nk, D, t.ldk, kt);
+    pack_t(t.v + t.j0 * t.ldv, t.nk, E, t.ldv, vt);
     probs_and_ds(&t, vt, kt, lh, doh, oh, s, dp);
-    mm_nn(&t, dq, D, dp, t.k + t.j0 * D, 1); /* dQ += dS K */
+    mm_nn(&t, dq, D, D, dp, t.k + t.j0 * t.ldk, t.ldk, 1); /* dQ += dS K */
   }
-  float *dqo = p->dq + (bh * g->tq + t.i0) * D;
-  for (int64_t x = 0; x < t.nq * D; x++)
-    dqo[x] = dq[x] * g->scale;
+  store_rows(p->dq + head_at(&p->lq, g, bh) + t.i0 * t.ldq, t.ldq, dq, t.nq, D, g->scale);
 }
 
 /* One key block (tk <= BK, a GPT's short context): dK, dV and dQ of head bh
  * in one pass, P and dS computed once per query block instead of once for
  * dK/dV and again for dQ. A causal query block's tile is its keys_seen. */
-ATTN_HOT static void bwd_head_item(const gcc_attn_geo *g, const bwd_ptrs *p, int64_t bh,
+ATTN_HOT static void bwd_head_item(const gcc_attn_geo *g, const attn_io *p, int64_t bh,
                                    float *restrict ws) {
   const int64_t D = g->d, E = g->dv;
-  tile t = {g,
-            p->q + bh * g->tq * D,
-            p->k + bh * g->tk * D,
-            p->v + bh * g->tk * E,
-            mask_base(g, p->mask, bh),
-            0,
-            0,
-            0,
-            0,
-            p->dr,
-            bh};
+  tile t = tile_of(g, p, bh);
   float *s = ws, *dp = s + BQ * BK, *kt = dp + BQ * BK, *vt = kt + BK * D, *dk = vt + BK * E,
         *dv = dk + BK * D;
-  pack_t(t.k, g->tk, D, kt);
-  pack_t(t.v, g->tk, E, vt);
+  pack_t(t.k, g->tk, D, t.ldk, kt);
+  pack_t(t.v, g->tk, E, t.ldv, vt);
   for (int64_t x = 0; x < g->tk * D; x++)
     dk[x] = 0.0f;
   for (int64_t x = 0; x < g->tk * E; x++)
     dv[x] = 0.0f;
-  const float *lh = p->l + bh * g->tq, *doh = p->dout + bh * g->tq * E, *oh = p->o + bh * g->tq * E;
+  const int64_t ho = head_at(&p->lo, g, bh);
+  const float *lh = p->l + bh * g->tq, *doh = p->dout + ho, *oh = p->o + ho;
+  float *dqh = p->dq + head_at(&p->lq, g, bh);
   for (t.i0 = 0; t.i0 < g->tq; t.i0 += BQ) {
     t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
     t.nk = keys_seen(g, t.i0, t.nq);
-    float *dqo = p->dq + (bh * g->tq + t.i0) * D;
+    float *dqo = dqh + t.i0 * t.ldq;
     probs_and_ds(&t, vt, kt, lh, doh, oh, s, dp);
-    mm_tn(&t, dv, E, s, doh + t.i0 * E);  /* dV += P^T dO */
-    mm_tn(&t, dk, D, dp, t.q + t.i0 * D); /* dK += dS^T Q */
-    mm_nn(&t, dqo, D, dp, t.k, 0);        /* dQ = dS K */
-    for (int64_t x = 0; x < t.nq * D; x++)
-      dqo[x] = dqo[x] * g->scale;
+    mm_tn(&t, dv, E, s, doh + t.i0 * t.ldo, t.ldo);  /* dV += P^T dO */
+    mm_tn(&t, dk, D, dp, t.q + t.i0 * t.ldq, t.ldq); /* dK += dS^T Q */
+    mm_nn(&t, dqo, t.ldq, D, dp, t.k, t.ldk, 0);     /* dQ = dS K */
+    for (int64_t i = 0; i < t.nq; i++)
+      for (int64_t x = 0; x < D; x++)
+        dqo[i * t.ldq + x] = dqo[i * t.ldq + x] * g->scale;
   }
-  float *dko = p->dk + bh * g->tk * D, *dvo = p->dv + bh * g->tk * E;
-  for (int64_t x = 0; x < g->tk * D; x++)
-    dko[x] = dk[x] * g->scale;
-  for (int64_t x = 0; x < g->tk * E; x++)
-    dvo[x] = dv[x];
+  store_rows(p->dk + head_at(&p->lk, g, bh), t.ldk, dk, g->tk, D, g->scale);
+  store_rows(p->dv + head_at(&p->lv, g, bh), t.ldv, dv, g->tk, E, 1.0f);
 }
 
-gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a) {
-  gcc_attn_geo g;
-  geo_of(a, ATTN_GRAD_IN_Q, ATTN_GRAD_IN_MASK, &g);
-  bwd_ptrs p = {a->in[ATTN_GRAD_IN_Q]->data,
-                a->in[ATTN_GRAD_IN_K]->data,
-                a->in[ATTN_GRAD_IN_V]->data,
-                a->in[ATTN_GRAD_IN_O]->data,
-                a->in[ATTN_GRAD_IN_L]->data,
-                a->in[ATTN_GRAD_IN_DO]->data,
-                a->n_in > ATTN_GRAD_IN_MASK ? a->in[ATTN_GRAD_IN_MASK] : NULL,
-                a->out[0]->data,
-                a->out[1]->data,
-                a->out[2]->data,
-                NULL};
-  attn_drop drop;
-  const float dp_ = a->node->av[ATTN_GRAD_DROPOUT_P].f;
-  drop_of(a, dp_, a->node->av[ATTN_GRAD_KEY].i, &drop);
-  if (dp_ > 0.0f)
-    p.dr = &drop;
-  const size_t per = per_thread_floats(g.d, g.dv);
+static void run_bwd(const gcc_kernel_args *a, const gcc_attn_geo *g, const attn_io *p) {
+  const size_t per = per_thread_floats(g->d, g->dv);
   float *ws = a->workspace;
-  const int64_t kv_items = g.b * g.h * ((g.tk + BK - 1) / BK);
-  const int64_t q_items = g.b * g.h * ((g.tq + BQ - 1) / BQ);
+  const int64_t kv_items = g->b * g->h * ((g->tk + BK - 1) / BK);
+  const int64_t q_items = g->b * g->h * ((g->tq + BQ - 1) / BQ);
   int nt;
-  if (g.tk <= BK) { /* one key block: one pass per head */
-    nt = (int)n_threads_for(a, g.b * g.h);
+  if (g->tk <= BK) { /* one key block: one pass per head */
+    nt = (int)n_threads_for(a, g->b * g->h);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t it = 0; it < g.b * g.h; it++) {
+    for (int64_t it = 0; it < g->b * g->h; it++) {
 #ifdef _OPENMP
       float *mine = ws + (size_t)omp_get_thread_num() * per;
 #else
       float *mine = ws;
 #endif
-      bwd_head_item(&g, &p, it, mine);
+      bwd_head_item(g, p, it, mine);
     }
-    return GCC_OK;
+    return;
   }
   nt = (int)n_threads_for(a, kv_items);
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -808,7 +858,7 @@ gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a) {
 #else
     float *mine = ws;
 #endif
-    bwd_kv_item(&g, &p, it, mine);
+    bwd_kv_item(g, p, it, mine);
   }
   nt = (int)n_threads_for(a, q_items);
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -818,7 +868,56 @@ gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a) {
 #else
     float *mine = ws;
 #endif
-    bwd_q_item(&g, &p, it, mine);
+    bwd_q_item(g, p, it, mine);
   }
+}
+
+/* The backward's dropout (AttentionGrad's attribute positions). */
+static const attn_drop *bwd_drop(const gcc_kernel_args *a, attn_drop *drop) {
+  const float p = a->node->av[ATTN_GRAD_DROPOUT_P].f;
+  drop_of(a, p, a->node->av[ATTN_GRAD_KEY].i, drop);
+  return p > 0.0f ? drop : NULL;
+}
+
+gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a) {
+  gcc_attn_geo g;
+  geo_of(a, ATTN_GRAD_IN_Q, ATTN_GRAD_IN_MASK, &g);
+  attn_drop drop;
+  attn_io p = {.q = a->in[ATTN_GRAD_IN_Q]->data,
+               .k = a->in[ATTN_GRAD_IN_K]->data,
+               .v = a->in[ATTN_GRAD_IN_V]->data,
+               .o = a->in[ATTN_GRAD_IN_O]->data,
+               .l = a->in[ATTN_GRAD_IN_L]->data,
+               .dout = a->in[ATTN_GRAD_IN_DO]->data,
+               .mask = a->n_in > ATTN_GRAD_IN_MASK ? a->in[ATTN_GRAD_IN_MASK] : NULL,
+               .dq = a->out[0]->data,
+               .dk = a->out[1]->data,
+               .dv = a->out[2]->data,
+               .dr = bwd_drop(a, &drop),
+               .lq = rows_dense(&g, g.tq, g.d),
+               .lk = rows_dense(&g, g.tk, g.d),
+               .lv = rows_dense(&g, g.tk, g.dv),
+               .lo = rows_dense(&g, g.tq, g.dv)};
+  run_bwd(a, &g, &p);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_attention_packed_grad(const gcc_kernel_args *a) {
+  gcc_attn_geo g;
+  gcc_attn_packed_geometry(&a->in[ATTN_PACKED_GRAD_IN_QKV]->shape, a->node, ATTN_PACKED_GRAD_HEADS,
+                           ATTN_PACKED_GRAD_SEQ, &g);
+  attn_drop drop;
+  const int64_t c = g.h * g.d;
+  float *dqkv = a->out[0]->data;
+  attn_io p = {.q = a->in[ATTN_PACKED_GRAD_IN_QKV]->data,
+               .o = a->in[ATTN_PACKED_GRAD_IN_O]->data,
+               .l = a->in[ATTN_PACKED_GRAD_IN_L]->data,
+               .dout = a->in[ATTN_PACKED_GRAD_IN_DO]->data,
+               .dq = dqkv,
+               .dk = dqkv + c,
+               .dv = dqkv + 2 * c,
+               .dr = bwd_drop(a, &drop)};
+  io_packed(&g, &p);
+  run_bwd(a, &g, &p);
   return GCC_OK;
 }

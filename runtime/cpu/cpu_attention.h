@@ -30,6 +30,14 @@ gcc_status gcc_cpu_attention_grad(const gcc_kernel_args *a);
  * sets. */
 size_t gcc_cpu_attention_workspace(const gcc_graph *g, int node);
 size_t gcc_cpu_attention_grad_workspace(const gcc_graph *g, int node);
+/* AttentionPacked (QKV) -> O, L and AttentionPackedGrad (QKV, O, L, dO) ->
+ * dQKV (graph/ops.h): the same kernels and bits as Attention /
+ * AttentionGrad on the Q, K, V that the thirds of QKV's last axis split
+ * into heads are, read in place (row stride 3 H D), O and dQKV written in
+ * place. Never fail (GCC_OK). The workspace serves both ops. */
+gcc_status gcc_cpu_attention_packed(const gcc_kernel_args *a);
+gcc_status gcc_cpu_attention_packed_grad(const gcc_kernel_args *a);
+size_t gcc_cpu_attention_packed_workspace(const gcc_graph *g, int node);
 
 #ifdef __cplusplus
 }
