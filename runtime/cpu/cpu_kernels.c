@@ -1462,31 +1462,7 @@ gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
-/* ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ---------------- */
-
-gcc_status gcc_cpu_grad_norm(const gcc_kernel_args *a) {
-  double ss = 0.0;
-  int scaled = (int)a->node->av[GRAD_NORM_SCALED].i;
-  /* fp16 loss scaling: the unscaled gradients, g * inv_scale in float32 as
-   * scaler.unscale_ leaves them (inv 1 otherwise: g * 1 is g) */
-  float inv = scaled ? (float)(1.0 / (double)F32(a->in[0])[0]) : 1.0f;
-  for (int k = scaled; k < a->n_in; k++) {
-    const float *x = F32(a->in[k]);
-    int64_t n = a->in[k]->numel;
-    for (int64_t i = 0; i < n; i++) {
-      double u = (double)(x[i] * inv);
-      ss += u * u;
-    }
-  }
-  float norm = (float)sqrt(ss);
-  /* clip_coef = max_norm / (total_norm + 1e-6): Tensor.__rtruediv__ is
-   * reciprocal() * max_norm, each rounded to float32; clamp(max=1) keeps NaN */
-  float coef = (1.0f / (norm + 1e-6f)) * a->node->av[GRAD_NORM_MAX_NORM].f;
-  float *out = F32(a->out[0]);
-  out[0] = norm;
-  out[1] = coef > 1.0f ? 1.0f : coef;
-  return GCC_OK;
-}
+/* ---- gradient clipping: GradNorm is in cpu_optim.c ------------------- */
 
 /* torch._amp_update_scale_ (aten/src/ATen/native/cuda/AmpKernels.cu),
  * in float32 as its kernel */

@@ -210,3 +210,115 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   store_copy(a, p);
   return GCC_OK;
 }
+
+/* ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ---------------- */
+
+/* GradNorm's sum of squares over fixed blocks: every gradient cut into
+ * blocks of GN_BLOCK << m elements (m the smallest that makes at most
+ * GN_MAX_BLOCKS blocks in all; from the shapes only), each block's sum of
+ * (g * inv)^2 in float64 lanes (sum_sq), the blocks' sums added in order
+ * (gradient by gradient, block by block): the same bits for any thread
+ * count, the blocks in parallel when they are at least two. When the
+ * gradients are too many to fit (more than GN_MAX_BLOCKS non-empty), one
+ * block per gradient, on one thread, in the same order. */
+#define GN_BLOCK      8192
+#define GN_MAX_BLOCKS 1024
+#define GN_LANES      8
+
+typedef float gn_vf __attribute__((vector_size(4 * GN_LANES)));
+typedef double gn_vd __attribute__((vector_size(8 * GN_LANES)));
+
+/* sum of (x[i] * inv)^2 (the product rounded to float32, as
+ * scaler.unscale_ leaves the gradient, squared and summed in float64): two
+ * accumulators of GN_LANES lanes over 2 GN_LANES elements a step, the tail
+ * zero-padded, the lanes added in order */
+GCC_HOT static double sum_sq(const float *x, int64_t n, float inv) {
+  gn_vd acc0 = {0}, acc1 = {0};
+  int64_t i = 0;
+  for (; i + 2 * GN_LANES <= n; i += 2 * GN_LANES) {
+    gn_vf u0, u1;
+    memcpy(&u0, x + i, sizeof u0);
+    memcpy(&u1, x + i + GN_LANES, sizeof u1);
+    const gn_vd d0 = __builtin_convertvector(u0 * inv, gn_vd);
+    const gn_vd d1 = __builtin_convertvector(u1 * inv, gn_vd);
+    acc0 += d0 * d0;
+    acc1 += d1 * d1;
+  }
+  for (; i < n; i += GN_LANES) {
+    gn_vf u = {0};
+    memcpy(&u, x + i, (size_t)(n - i < GN_LANES ? n - i : GN_LANES) * sizeof(float));
+    const gn_vd d = __builtin_convertvector(u * inv, gn_vd);
+    acc0 += d * d;
+  }
+  acc0 += acc1;
+  double s = 0.0;
+  for (int l = 0; l < GN_LANES; l++)
+    s += acc0[l];
+  return s;
+}
+
+typedef struct gn_job {
+  const gcc_kernel_args *a;
+  float inv;
+  int64_t block;
+  const int *tensor;     /* [blocks]: the input */
+  const int64_t *offset; /* [blocks]: the first element */
+  double *part;          /* [blocks] */
+} gn_job;
+
+static void gn_range(void *u, int part, int64_t b, int64_t e) {
+  const gn_job *j = u;
+  (void)part;
+  for (int64_t k = b; k < e; k++) {
+    const gcc_tensor *t = j->a->in[j->tensor[k]];
+    const int64_t n = t->numel - j->offset[k] < j->block ? t->numel - j->offset[k] : j->block;
+    j->part[k] = sum_sq((const float *)t->data + j->offset[k], n, j->inv);
+  }
+}
+
+gcc_status gcc_cpu_grad_norm(const gcc_kernel_args *a) {
+  int scaled = (int)a->node->av[GRAD_NORM_SCALED].i;
+  /* fp16 loss scaling: the unscaled gradients, g * inv_scale in float32 as
+   * scaler.unscale_ leaves them (inv 1 otherwise: g * 1 is g) */
+  float inv = scaled ? (float)(1.0 / (double)((const float *)a->in[0]->data)[0]) : 1.0f;
+  int64_t total = 0, nonempty = 0;
+  for (int k = scaled; k < a->n_in; k++) {
+    total += a->in[k]->numel;
+    nonempty += a->in[k]->numel > 0;
+  }
+  double ss = 0.0;
+  if (nonempty > GN_MAX_BLOCKS) {
+    for (int k = scaled; k < a->n_in; k++)
+      ss += sum_sq((const float *)a->in[k]->data, a->in[k]->numel, inv);
+  } else {
+    int64_t block = GN_BLOCK, blocks;
+    for (;; block *= 2) {
+      blocks = 0;
+      for (int k = scaled; k < a->n_in; k++)
+        blocks += (a->in[k]->numel + block - 1) / block;
+      if (blocks <= GN_MAX_BLOCKS)
+        break;
+    }
+    int tensor[GN_MAX_BLOCKS];
+    int64_t offset[GN_MAX_BLOCKS];
+    double part[GN_MAX_BLOCKS];
+    int64_t nb = 0;
+    for (int k = scaled; k < a->n_in; k++)
+      for (int64_t o = 0; o < a->in[k]->numel; o += block) {
+        tensor[nb] = k;
+        offset[nb++] = o;
+      }
+    gn_job j = {a, inv, block, tensor, offset, part};
+    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, total), nb, 1, gn_range, &j);
+    for (int64_t k = 0; k < nb; k++)
+      ss += part[k];
+  }
+  float norm = (float)sqrt(ss);
+  /* clip_coef = max_norm / (total_norm + 1e-6): Tensor.__rtruediv__ is
+   * reciprocal() * max_norm, each rounded to float32; clamp(max=1) keeps NaN */
+  float coef = (1.0f / (norm + 1e-6f)) * a->node->av[GRAD_NORM_MAX_NORM].f;
+  float *out = a->out[0]->data;
+  out[0] = norm;
+  out[1] = coef > 1.0f ? 1.0f : coef;
+  return GCC_OK;
+}
