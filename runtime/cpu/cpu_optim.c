@@ -223,38 +223,43 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
  * block per gradient, on one thread, in the same order. */
 #define GN_BLOCK      8192
 #define GN_MAX_BLOCKS 1024
-#define GN_LANES      8
+#define GN_LANES      4 /* float64 lanes of one accumulator: one ymm */
+
+/* arch=x86-64-v3 rather than cpu_optim.c's "avx2": GCC's "avx2" clone moved
+ * the float64 accumulators through the stack every step (measured). All
+ * clones give the same bits (ISO C: no FMA contraction). */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define GN_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define GN_HOT
+#endif
 
 typedef float gn_vf __attribute__((vector_size(4 * GN_LANES)));
 typedef double gn_vd __attribute__((vector_size(8 * GN_LANES)));
 
 /* sum of (x[i] * inv)^2 (the product rounded to float32, as
- * scaler.unscale_ leaves the gradient, squared and summed in float64): two
- * accumulators of GN_LANES lanes over 2 GN_LANES elements a step, the tail
- * zero-padded, the lanes added in order */
-GCC_HOT static double sum_sq(const float *x, int64_t n, float inv) {
-  gn_vd acc0 = {0}, acc1 = {0};
+ * scaler.unscale_ leaves the gradient, squared and summed in float64): four
+ * accumulators of GN_LANES lanes over 4 GN_LANES elements a step, the tail
+ * zero-padded into the first, the accumulators and then the lanes added in
+ * a fixed order */
+GN_HOT static double sum_sq(const float *x, int64_t n, float inv) {
+  gn_vd acc[4] = {{0}, {0}, {0}, {0}};
   int64_t i = 0;
-  for (; i + 2 * GN_LANES <= n; i += 2 * GN_LANES) {
-    gn_vf u0, u1;
-    memcpy(&u0, x + i, sizeof u0);
-    memcpy(&u1, x + i + GN_LANES, sizeof u1);
-    const gn_vd d0 = __builtin_convertvector(u0 * inv, gn_vd);
-    const gn_vd d1 = __builtin_convertvector(u1 * inv, gn_vd);
-    acc0 += d0 * d0;
-    acc1 += d1 * d1;
-  }
+  for (; i + 4 * GN_LANES <= n; i += 4 * GN_LANES)
+    for (int q = 0; q < 4; q++) {
+      gn_vf u;
+      memcpy(&u, x + i + q * GN_LANES, sizeof u);
+      const gn_vd d = __builtin_convertvector(u * inv, gn_vd);
+      acc[q] += d * d;
+    }
   for (; i < n; i += GN_LANES) {
     gn_vf u = {0};
     memcpy(&u, x + i, (size_t)(n - i < GN_LANES ? n - i : GN_LANES) * sizeof(float));
     const gn_vd d = __builtin_convertvector(u * inv, gn_vd);
-    acc0 += d * d;
+    acc[0] += d * d;
   }
-  acc0 += acc1;
-  double s = 0.0;
-  for (int l = 0; l < GN_LANES; l++)
-    s += acc0[l];
-  return s;
+  const gn_vd t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
 typedef struct gn_job {
