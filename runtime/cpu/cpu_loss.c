@@ -189,7 +189,10 @@ SCE_HOT static double row_sum_exp(const float *row, float *e, int64_t c, float *
   for (int64_t j = 0; j < c; j += GCC_VEXP_LANES) {
     const int64_t n = c - j < GCC_VEXP_LANES ? c - j : GCC_VEXP_LANES;
     gcc_vexp_f v = zero + m; /* the padding's exponent 0: masked below */
-    memcpy(&v, row + j, (size_t)n * sizeof(float));
+    if (n == GCC_VEXP_LANES) /* a constant size: a vector load, not rep movs */
+      memcpy(&v, row + j, sizeof v);
+    else
+      memcpy(&v, row + j, (size_t)n * sizeof(float));
     const gcc_vexp_f d = v - m;
     bad |= d != d;
     const gcc_vexp_i keep = d >= -87.0f; /* false for NaN and below -87 */
@@ -204,7 +207,9 @@ SCE_HOT static double row_sum_exp(const float *row, float *e, int64_t c, float *
         lane[l] = l;
       ev = (gcc_vexp_f)((lane < (int32_t)n) & (gcc_vexp_i)ev);
     }
-    if (e)
+    if (e && n == GCC_VEXP_LANES)
+      memcpy(e + j, &ev, sizeof ev);
+    else if (e)
       memcpy(e + j, &ev, (size_t)n * sizeof(float));
     acc += __builtin_convertvector(ev, sce_vd);
   }
