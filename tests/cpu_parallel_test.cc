@@ -4,7 +4,8 @@
 // a bias, a position table),
 // Transpose (last dim kept, last dim moved), SliceGrad (one cut dim: one
 // pass; two cut dims or a step: the general walk), Adam,
-// SoftmaxCrossEntropyGrad (rows) and ReduceSumTo's column sums (columns;
+// SoftmaxCrossEntropy (blocks of rows) and its gradient (rows), GradNorm
+// (blocks of the gradients) and ReduceSumTo's column sums (columns;
 // to a bias or to a trailing block such as a position table).
 //
 // Every case runs with 1, 2 and 3 threads on sizes over the parallel
@@ -20,8 +21,9 @@
 //   of operations exactly (ISO C/C++, no FMA contraction, sqrtf correctly
 //   rounded: the same operations give the same bits), and a non-finite
 //   result in the last part is reported once (the parts' flags combined);
-// - SoftmaxCrossEntropyGrad equals its float64 formula written out here in
-//   the kernel's order exactly (the same libm exp and float64 operations);
+// - SoftmaxCrossEntropy and its gradient (float32 exps, float64 sums) and
+//   GradNorm (fixed blocks) are within derived bounds of float64 math, at
+//   the sizes where they run on one thread too;
 // - Gelu's accuracy is tests/gelu_accuracy_test's (the same loops on one
 //   thread); here Y = X Phi(X) within its bound (16 + 2.5 x^2) u |y|, u =
 //   2^-24, against float64 erfc, as a check that the parts computed Gelu.
@@ -312,55 +314,223 @@ TEST(CpuParallel, AdamAnyThreadsAndNonFiniteInTheLastPart) {
   }
 }
 
-TEST(CpuParallel, SoftmaxCrossEntropyGradRowsAnyThreads) {
-  const int64_t n = 600, c = 84, ignore = -100;
+// SoftmaxCrossEntropy (mean, sum; with and without class weights, every
+// 7th row ignored) and its gradient over odd sizes against float64 math
+// (libm exp and log), 1, 2 and 3 threads bitwise equal. The bounds, u =
+// 2^-24, D = the row's largest minus its smallest logit (here <= 10, or
+// <= 80 in the wide case): the kernel's e_j = e^(x_j - max) in float32 has
+// x_j - max rounded (relative u |d_j|, so e_j off by |d_j| u) and the
+// polynomial's ~1 ulp plus the 2^k scaling (2u), so each e_j is within
+// (2 + D) u relatively and so is their float64 sum S (its own rounding
+// ~c 2^-53, negligible); log S is then off by (2 + D) u absolutely, and so
+// is each row's nll (max - x_y and the additions are float64). The loss:
+// the rows' weighted mean (or sum) of those, within (2 + D) u sum|w| / denom,
+// plus the float32 rounding of the result (u |loss|): asserted with 2 u
+// more per row (slack for the polynomial's measured 1-2 ulp).
+// The gradient's k-th element, scale p_k - [k = y] with scale = dL w_y /
+// denom: p_k = e_k * (float)(scale / S) (errors e_k (2 + D) u, S (2 + D) u,
+// the quotient's and the product's roundings u each: (6 + 2D) u |scale p_k|),
+// the label's element in float64 from e_y and S ((4 + 2D) u |scale p_y|),
+// then rounded to float32 (u |ref|): asserted within (8 + 2D) u |scale| p_k +
+// u |ref|.
+TEST(CpuParallel, SoftmaxCrossEntropyAndGradAgainstFloat64AnyThreads) {
+  const int64_t ignore = -100;
+  const double u = std::ldexp(1.0, -24);
+  struct Case {
+    int64_t n, c;
+    float lo, hi;
+  };
+  std::vector<Case> cases;
+  for (int64_t c : {1, 7, 84, 1000})
+    for (int64_t n : {1, 5, 300, 3000})
+      cases.push_back({n, c, -5.0f, 5.0f});
+  cases.push_back({700, 84, -40.0f, 40.0f}); // wide: exponents near the -87 clamp
+  unsigned seed = 100;
+  for (const Case &cs : cases)
+    for (int weighted : {0, 1})
+      for (const char *red : {"mean", "sum"}) {
+        const int64_t n = cs.n, c = cs.c;
+        SCOPED_TRACE("N " + std::to_string(n) + " C " + std::to_string(c) + " weights " +
+                     std::to_string(weighted) + " " + red + " range " + std::to_string(cs.hi));
+        gcc_attr av[2]{};
+        av[SCE_REDUCTION].type = GCC_ATTR_STRING;
+        av[SCE_REDUCTION].s = (char *)red;
+        av[SCE_IGNORE_INDEX].i = ignore;
+        gcc_node fwd = Node(GCC_OP_SOFTMAX_CROSS_ENTROPY, av, 2);
+        gcc_node bwd = Node(GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, av, 2);
+        std::vector<float> x = Data((size_t)(n * c), seed++, cs.lo, cs.hi);
+        std::vector<float> w = Data((size_t)c, seed++, 0.25f, 2.0f);
+        std::vector<int64_t> t((size_t)n);
+        std::mt19937 gen(seed++);
+        for (int64_t i = 0; i < n; i++)
+          t[(size_t)i] = n > 1 && i % 7 == 3 ? ignore : (int64_t)(gen() % (unsigned)c);
+        const bool mean = std::string(red) == "mean";
+        double wsum = 0, total = 0, bound = 0, wabs = 0;
+        std::vector<double> lse((size_t)n), dmax((size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+          const float *row = &x[(size_t)(i * c)];
+          double mx = row[0], mn = row[0];
+          for (int64_t k = 1; k < c; k++) {
+            mx = std::max(mx, (double)row[k]);
+            mn = std::min(mn, (double)row[k]);
+          }
+          double se = 0;
+          for (int64_t k = 0; k < c; k++)
+            se += std::exp((double)row[k] - mx);
+          lse[(size_t)i] = mx + std::log(se);
+          dmax[(size_t)i] = mx - mn;
+          const int64_t y = t[(size_t)i];
+          if (y == ignore)
+            continue;
+          const double wy = weighted ? (double)w[(size_t)y] : 1.0;
+          wsum += wy;
+          total += wy * (lse[(size_t)i] - row[y]);
+          wabs += wy * (4.0 + dmax[(size_t)i]);
+        }
+        const double denom = mean ? wsum : 1.0;
+        const double loss = total / denom;
+        bound = wabs * u / denom + u * std::fabs(loss);
+        const float dl = 0.75f;
+        gcc_shape ls = Shape({1}), xs = Shape({n, c}), ts = Shape({n}), ws = Shape({c});
+        std::vector<float> first_dx;
+        float first_loss = 0;
+        for (int threads : {1, 2, 3}) {
+          SCOPED_TRACE(std::to_string(threads) + " threads");
+          gcc_diag d{};
+          gcc_cpu_ctx ctx{};
+          ctx.max_threads = threads;
+          ctx.diag = &d;
+          ctx.source = "<test>";
+          float y = NAN;
+          std::vector<float> dx((size_t)(n * c), NAN);
+          gcc_tensor tl{GCC_DT_FLOAT32, ls, 1, (void *)&dl},
+              tx{GCC_DT_FLOAT32, xs, n * c, x.data()}, tt{GCC_DT_INT64, ts, n, t.data()},
+              tw{GCC_DT_FLOAT32, ws, c, w.data()}, ty{GCC_DT_FLOAT32, ls, 1, &y},
+              tdx{GCC_DT_FLOAT32, xs, n * c, dx.data()};
+          gcc_tensor *fin[3] = {&tx, &tt, &tw}, *fout[1] = {&ty};
+          gcc_kernel_args fa{&fwd, fin, 2 + weighted, fout, 1, &ctx, nullptr, 0, nullptr};
+          ASSERT_EQ(gcc_cpu_sce(&fa), GCC_OK) << d.msg;
+          gcc_tensor *bin[4] = {&tl, &tx, &tt, &tw}, *bout[1] = {&tdx};
+          gcc_kernel_args ba{&bwd, bin, 3 + weighted, bout, 1, &ctx, nullptr, 0, nullptr};
+          ASSERT_EQ(gcc_cpu_sce_grad(&ba), GCC_OK) << d.msg;
+          if (threads > 1) {
+            EXPECT_EQ(0, std::memcmp(&y, &first_loss, sizeof y)) << "loss: not 1 thread's bits";
+            EXPECT_EQ(0, std::memcmp(dx.data(), first_dx.data(), dx.size() * sizeof(float)))
+                << "gradient: not 1 thread's bits";
+            continue;
+          }
+          first_loss = y;
+          first_dx = dx;
+          if (n == 1 && t[0] == ignore)
+            continue;
+          EXPECT_NEAR(y, loss, bound);
+          int bad = 0;
+          for (int64_t i = 0; i < n; i++) {
+            const int64_t lab = t[(size_t)i];
+            const float *row = &x[(size_t)(i * c)];
+            const double scale =
+                lab == ignore ? 0.0 : dl * (weighted ? (double)w[(size_t)lab] : 1.0) / denom;
+            for (int64_t k = 0; k < c; k++) {
+              const double p = std::exp((double)row[k] - lse[(size_t)i]);
+              const double ref = scale * (p - (k == lab ? 1.0 : 0.0));
+              const double tol =
+                  (8.0 + 2.0 * dmax[(size_t)i]) * u * std::fabs(scale) * p + u * std::fabs(ref);
+              const double got = dx[(size_t)(i * c + k)];
+              if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+                ADD_FAILURE() << "dx[" << i << ", " << k << "] " << got << " vs " << ref
+                              << " (bound " << tol << ")";
+            }
+          }
+          EXPECT_EQ(bad, 0);
+        }
+      }
+}
+
+// A NaN logit makes its row's loss and gradient NaN (as e^NaN did), a -Inf
+// logit is a class of probability 0.
+TEST(CpuParallel, SoftmaxCrossEntropyNaNAndMinusInf) {
   gcc_attr av[2]{};
   av[SCE_REDUCTION].type = GCC_ATTR_STRING;
-  av[SCE_REDUCTION].s = (char *)"mean";
-  av[SCE_IGNORE_INDEX].i = ignore;
-  gcc_node nd = Node(GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, av, 2);
-  std::vector<float> x = Data((size_t)(n * c), 13, -5, 5);
-  std::vector<int64_t> t((size_t)n);
-  std::mt19937 gen(14);
-  for (int64_t i = 0; i < n; i++)
-    t[(size_t)i] = i % 7 == 3 ? ignore : (int64_t)(gen() % (unsigned)c);
-  float dl = 0.75f;
-  // the reference: mean over the rows not ignored
-  double wsum = 0;
-  for (int64_t y : t)
-    wsum += y != ignore;
-  std::vector<float> ref((size_t)(n * c), 0.0f);
-  for (int64_t i = 0; i < n; i++) {
-    if (t[(size_t)i] == ignore)
-      continue;
-    const float *row = &x[(size_t)(i * c)];
-    float mx = row[0];
-    for (int64_t k = 1; k < c; k++)
-      mx = row[k] > mx ? row[k] : mx;
-    double se = 0;
-    for (int64_t k = 0; k < c; k++)
-      se += std::exp((double)row[k] - mx);
-    double scale = (double)dl * 1.0 / wsum;
-    for (int64_t k = 0; k < c; k++)
-      ref[(size_t)(i * c + k)] =
-          (float)(scale * (std::exp((double)row[k] - mx) / se - (k == t[(size_t)i] ? 1.0 : 0.0)));
-  }
+  av[SCE_REDUCTION].s = (char *)"sum";
+  av[SCE_IGNORE_INDEX].i = -100;
+  gcc_node fwd = Node(GCC_OP_SOFTMAX_CROSS_ENTROPY, av, 2);
+  gcc_node bwd = Node(GCC_OP_SOFTMAX_CROSS_ENTROPY_GRAD, av, 2);
+  const int64_t n = 2, c = 20;
+  std::vector<float> x((size_t)(n * c), 0.0f);
+  x[17] = NAN;                    // row 0, in the padded tail block
+  x[(size_t)(c + 3)] = -INFINITY; // row 1
+  std::vector<int64_t> t = {1, 2};
   gcc_shape ls = Shape({1}), xs = Shape({n, c}), ts = Shape({n});
-  for (int threads : {1, 2, 3}) {
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    gcc_diag d{};
-    gcc_cpu_ctx ctx{};
-    ctx.max_threads = threads;
-    ctx.diag = &d;
-    ctx.source = "<test>";
-    std::vector<float> dx((size_t)(n * c), NAN);
-    gcc_tensor tl{GCC_DT_FLOAT32, ls, 1, &dl}, tx{GCC_DT_FLOAT32, xs, n * c, x.data()},
-        tt{GCC_DT_INT64, ts, n, t.data()}, ty{GCC_DT_FLOAT32, xs, n * c, dx.data()};
-    gcc_tensor *in[3] = {&tl, &tx, &tt}, *out[1] = {&ty};
-    gcc_kernel_args a{&nd, in, 3, out, 1, &ctx, nullptr, 0, nullptr};
-    ASSERT_EQ(gcc_cpu_sce_grad(&a), GCC_OK) << d.msg;
-    EXPECT_EQ(0, std::memcmp(dx.data(), ref.data(), ref.size() * sizeof(float)));
-  }
+  gcc_diag d{};
+  gcc_cpu_ctx ctx{};
+  ctx.max_threads = 1;
+  ctx.diag = &d;
+  ctx.source = "<test>";
+  float dl = 1.0f, y = 0.0f;
+  std::vector<float> dx((size_t)(n * c), 0.0f);
+  gcc_tensor tl{GCC_DT_FLOAT32, ls, 1, &dl}, tx{GCC_DT_FLOAT32, xs, n * c, x.data()},
+      tt{GCC_DT_INT64, ts, n, t.data()}, ty{GCC_DT_FLOAT32, ls, 1, &y},
+      tdx{GCC_DT_FLOAT32, xs, n * c, dx.data()};
+  gcc_tensor *fin[2] = {&tx, &tt}, *fout[1] = {&ty};
+  gcc_kernel_args fa{&fwd, fin, 2, fout, 1, &ctx, nullptr, 0, nullptr};
+  ASSERT_EQ(gcc_cpu_sce(&fa), GCC_OK) << d.msg;
+  EXPECT_TRUE(std::isnan(y));
+  gcc_tensor *bin[3] = {&tl, &tx, &tt}, *bout[1] = {&tdx};
+  gcc_kernel_args ba{&bwd, bin, 3, bout, 1, &ctx, nullptr, 0, nullptr};
+  ASSERT_EQ(gcc_cpu_sce_grad(&ba), GCC_OK) << d.msg;
+  for (int64_t k = 0; k < c; k++)
+    EXPECT_TRUE(std::isnan(dx[(size_t)k])) << k;
+  // row 1: 19 zeros and a -Inf: p = 1/19 except p_3 = 0 (exactly: e^-Inf is 0)
+  EXPECT_EQ(dx[(size_t)(c + 3)], 0.0f);
+  EXPECT_NEAR(dx[(size_t)(c + 2)], 1.0 / 19 - 1.0, 4e-7);
+  EXPECT_NEAR(dx[(size_t)(c + 5)], 1.0 / 19, 4e-8);
+}
+
+// GradNorm (clip_grad_norm_'s total norm and coefficient) over gradients of
+// odd sizes (below, at and over the kernel's 8192-element blocks), plain
+// and fp16-scaled (g * inv in float32 first), and over 1100 tiny gradients
+// (more than its 1024 blocks: the one-thread path), against float64: each
+// (g * inv) is the same float32 here, its square exact in float64, the
+// sum's rounding at most N 2^-53 relatively (N <= 4e5: < 5e-11), so the
+// float32 norm is the correctly rounded one or its neighbour: within 1 ulp
+// (2^-23 relatively). The coefficient: (1 / (norm + 1e-6)) * max_norm in
+// float32 from that norm: within 4 ulp. 1, 2 and 3 threads bitwise equal.
+TEST(CpuParallel, GradNormAgainstFloat64AnyThreads) {
+  std::vector<std::vector<int64_t>> sets = {
+      {1, 7, 84, 8191, 8192, 8193, 100003, 300000}, {5}, std::vector<int64_t>(1100, 3)};
+  unsigned seed = 500;
+  for (const auto &sizes : sets)
+    for (int scaled : {0, 1}) {
+      SCOPED_TRACE(std::to_string(sizes.size()) + " gradients, scaled " + std::to_string(scaled));
+      std::vector<std::vector<float>> in;
+      std::vector<gcc_shape> shapes;
+      if (scaled) {
+        in.push_back({1024.0f});
+        shapes.push_back(Shape({1}));
+      }
+      for (int64_t n : sizes) {
+        in.push_back(Data((size_t)n, seed++, -0.02f, 0.02f));
+        shapes.push_back(Shape({n}));
+      }
+      const float inv = scaled ? (float)(1.0 / 1024.0) : 1.0f;
+      double ss = 0;
+      for (size_t k = (size_t)scaled; k < in.size(); k++)
+        for (float g : in[k]) {
+          const double v = (double)(g * inv);
+          ss += v * v;
+        }
+      const double norm = std::sqrt(ss);
+      gcc_attr av[2]{};
+      av[GRAD_NORM_MAX_NORM].type = GCC_ATTR_FLOAT;
+      av[GRAD_NORM_MAX_NORM].f = 0.5f;
+      av[GRAD_NORM_SCALED].i = scaled;
+      gcc_node nd = Node(GCC_OP_GRAD_NORM, av, 2);
+      gcc_shape os = Shape({2});
+      std::vector<float> out = RunThreads(gcc_cpu_grad_norm, &nd, shapes, in, os);
+      EXPECT_NEAR(out[0], norm, std::ldexp(norm, -23));
+      const double coef = std::min(1.0, 0.5 / (norm + 1e-6));
+      EXPECT_NEAR(out[1], coef, 4 * std::ldexp(coef, -24));
+    }
 }
 
 TEST(CpuParallel, ReduceSumToColumnsAnyThreads) {

@@ -129,15 +129,6 @@ static void bcast_walk(const gcc_shape *out, const gcc_shape *a, const gcc_shape
   }
 }
 
-static gcc_status data_error(const gcc_kernel_args *a, const char *fmt, int64_t x, int64_t row,
-                             int64_t c) {
-  char msg[256];
-  snprintf(msg, sizeof msg, fmt, x, row, c);
-  return gcc_diag_set(a->ctx->diag, GCC_ERR_INVALID_ARGUMENT, "%s: node '%s' (%s): %s",
-                      a->ctx->source ? a->ctx->source : "<model>", a->node->name,
-                      gcc_op_name(a->node->op), msg);
-}
-
 /* ---- GEMM ------------------------------------------------------------- */
 
 /* When a second OpenBLAS thread pays off (bench/gemm_threads on 2 cores,
@@ -554,115 +545,7 @@ gcc_status gcc_cpu_reduce_sum_to(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
-/* ---- losses ----------------------------------------------------------- */
-
-static int64_t label_at(const gcc_tensor *t, int64_t i) {
-  return t->dtype == GCC_DT_INT64 ? ((const int64_t *)t->data)[i]
-                                  : (int64_t)((const int32_t *)t->data)[i];
-}
-
-/* Shared by forward and backward: checks labels, returns the weight sum
- * (the mean's denominator). */
-static gcc_status sce_prepare(const gcc_kernel_args *a, int first, double *wsum) {
-  const gcc_tensor *X = a->in[first], *T = a->in[first + 1];
-  const gcc_tensor *W = a->n_in > first + 2 ? a->in[first + 2] : NULL;
-  int64_t n = X->shape.dims[0], c = X->shape.dims[1];
-  int64_t ignore = a->node->av[SCE_IGNORE_INDEX].i;
-  double s = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t y = label_at(T, i);
-    if (y == ignore)
-      continue;
-    if (y < 0 || y >= c)
-      return data_error(a, "label %" PRId64 " in row %" PRId64 " is outside [0, %" PRId64 ")", y, i,
-                        c);
-    s += W ? (double)F32(W)[y] : 1.0;
-  }
-  *wsum = s;
-  return GCC_OK;
-}
-
-gcc_status gcc_cpu_sce(const gcc_kernel_args *a) {
-  const gcc_tensor *X = a->in[0], *T = a->in[1], *W = a->n_in > 2 ? a->in[2] : NULL;
-  int64_t n = X->shape.dims[0], c = X->shape.dims[1];
-  int64_t ignore = a->node->av[SCE_IGNORE_INDEX].i;
-  int mean = strcmp(a->node->av[SCE_REDUCTION].s, "mean") == 0;
-  double wsum;
-  GCC_TRY(sce_prepare(a, 0, &wsum));
-  double total = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t y = label_at(T, i);
-    if (y == ignore)
-      continue;
-    const float *row = F32(X) + i * c;
-    float mx = row[0];
-    for (int64_t j = 1; j < c; j++)
-      mx = row[j] > mx ? row[j] : mx;
-    double se = 0;
-    for (int64_t j = 0; j < c; j++)
-      se += exp((double)row[j] - mx);
-    double nll = log(se) + mx - row[y]; /* -log_softmax(x)[y] */
-    total += (W ? (double)F32(W)[y] : 1.0) * nll;
-  }
-  /* PyTorch: mean over zero samples (all ignored) is NaN */
-  F32(a->out[0])[0] = (float)(mean ? total / wsum : total);
-  return GCC_OK;
-}
-
-/* SoftmaxCrossEntropyGrad's rows over parts (cpu_parallel.h): each row's
- * e^(x - max) computed once into the part's float64 buffer (without one,
- * twice: the same values) */
-typedef struct sce_grad_job {
-  const gcc_tensor *X, *T, *W;
-  float *dx;
-  int64_t c, ignore;
-  double dl, denom; /* dL; wsum for the mean, else 1 */
-} sce_grad_job;
-
-static void sce_grad_range(void *u, int part, int64_t b, int64_t e) {
-  const sce_grad_job *j = u;
-  (void)part;
-  const int64_t c = j->c;
-  double *ex = malloc((size_t)c * sizeof *ex);
-  for (int64_t i = b; i < e; i++) {
-    int64_t y = label_at(j->T, i);
-    float *drow = j->dx + i * c;
-    if (y == j->ignore) {
-      memset(drow, 0, (size_t)c * sizeof *drow);
-      continue;
-    }
-    const float *row = F32(j->X) + i * c;
-    float mx = row[0];
-    for (int64_t k = 1; k < c; k++)
-      mx = row[k] > mx ? row[k] : mx;
-    double se = 0;
-    for (int64_t k = 0; k < c; k++) {
-      const double v = exp((double)row[k] - mx);
-      if (ex)
-        ex[k] = v;
-      se += v;
-    }
-    double scale = j->dl * (j->W ? (double)F32(j->W)[y] : 1.0) / j->denom;
-    for (int64_t k = 0; k < c; k++) {
-      double p = (ex ? ex[k] : exp((double)row[k] - mx)) / se;
-      drow[k] = (float)(scale * (p - (k == y ? 1.0 : 0.0)));
-    }
-  }
-  free(ex);
-}
-
-gcc_status gcc_cpu_sce_grad(const gcc_kernel_args *a) {
-  const gcc_tensor *X = a->in[1], *T = a->in[2], *W = a->n_in > 3 ? a->in[3] : NULL;
-  float dl = F32(a->in[0])[0];
-  int64_t n = X->shape.dims[0], c = X->shape.dims[1];
-  int mean = strcmp(a->node->av[SCE_REDUCTION].s, "mean") == 0;
-  double wsum;
-  GCC_TRY(sce_prepare(a, 1, &wsum));
-  sce_grad_job j = {
-      X, T, W, F32(a->out[0]), c, a->node->av[SCE_IGNORE_INDEX].i, (double)dl, mean ? wsum : 1.0};
-  gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n * c), n, 1, sce_grad_range, &j);
-  return GCC_OK;
-}
+/* ---- losses (SoftmaxCrossEntropy: cpu_loss.c) ------------------------ */
 
 gcc_status gcc_cpu_mse(const gcc_kernel_args *a) {
   const float *p = F32(a->in[0]), *t = F32(a->in[1]);
@@ -1579,31 +1462,7 @@ gcc_status gcc_cpu_amp_non_finite_check(const gcc_kernel_args *a) {
   return GCC_OK;
 }
 
-/* ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ---------------- */
-
-gcc_status gcc_cpu_grad_norm(const gcc_kernel_args *a) {
-  double ss = 0.0;
-  int scaled = (int)a->node->av[GRAD_NORM_SCALED].i;
-  /* fp16 loss scaling: the unscaled gradients, g * inv_scale in float32 as
-   * scaler.unscale_ leaves them (inv 1 otherwise: g * 1 is g) */
-  float inv = scaled ? (float)(1.0 / (double)F32(a->in[0])[0]) : 1.0f;
-  for (int k = scaled; k < a->n_in; k++) {
-    const float *x = F32(a->in[k]);
-    int64_t n = a->in[k]->numel;
-    for (int64_t i = 0; i < n; i++) {
-      double u = (double)(x[i] * inv);
-      ss += u * u;
-    }
-  }
-  float norm = (float)sqrt(ss);
-  /* clip_coef = max_norm / (total_norm + 1e-6): Tensor.__rtruediv__ is
-   * reciprocal() * max_norm, each rounded to float32; clamp(max=1) keeps NaN */
-  float coef = (1.0f / (norm + 1e-6f)) * a->node->av[GRAD_NORM_MAX_NORM].f;
-  float *out = F32(a->out[0]);
-  out[0] = norm;
-  out[1] = coef > 1.0f ? 1.0f : coef;
-  return GCC_OK;
-}
+/* ---- gradient clipping: GradNorm is in cpu_optim.c ------------------- */
 
 /* torch._amp_update_scale_ (aten/src/ATen/native/cuda/AmpKernels.cu),
  * in float32 as its kernel */

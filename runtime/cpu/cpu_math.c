@@ -13,6 +13,7 @@
 #include "graph/ops.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_parallel.h"
+#include "runtime/cpu/cpu_vexp.h"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define GCC_HOT    __attribute__((target_clones("avx2", "default")))
@@ -57,7 +58,7 @@
  * is 1e-31; the gradient 160 u); the x^2 part is the conditioning of
  * e^(-x^2 / 2) in float. NaN propagates through x. */
 #define GELU_CHUNK 256 /* the parts' alignment over threads */
-#define GELU_LANES 16
+#define GELU_LANES GCC_VEXP_LANES
 
 /* fp-contract=fast is GCC's function attribute; clang (the fuzzing build,
  * tools/fuzz.sh) has no such attribute and contracts within an expression
@@ -74,26 +75,11 @@
 #define GELU_HOT GELU_CONTRACT
 #endif
 
-typedef float gelu_vf __attribute__((vector_size(4 * GELU_LANES)));
-typedef int32_t gelu_vi __attribute__((vector_size(4 * GELU_LANES)));
-
-/* m ? a : b per lane, m a comparison's mask (all ones or all zeros) */
-#define GELU_SEL(m, a, b) ((gelu_vf)(((m) & (gelu_vi)(a)) | (~(m) & (gelu_vi)(b))))
-
-/* out = e^a for every lane of a in [-87, 0], ~1 ulp */
-#define GELU_EXP_LE0(out, a)                                                                       \
-  do {                                                                                             \
-    const gelu_vi k_ = __builtin_convertvector((a)*1.44269504088896341f - 0.5f, gelu_vi);          \
-    const gelu_vf kf_ = __builtin_convertvector(k_, gelu_vf);                                      \
-    gelu_vf r_ = (a)-kf_ * 0.693359375f;                                                           \
-    r_ = r_ - kf_ * -2.12194440e-4f;                                                               \
-    gelu_vf p_ = r_ * 1.9875691500e-4f + 1.3981999507e-3f;                                         \
-    p_ = p_ * r_ + 8.3334519073e-3f;                                                               \
-    p_ = p_ * r_ + 4.1665795894e-2f;                                                               \
-    p_ = p_ * r_ + 1.6666665459e-1f;                                                               \
-    p_ = p_ * r_ + 5.0000001201e-1f;                                                               \
-    (out) = (p_ * r_ * r_ + r_ + 1.0f) * (gelu_vf)((k_ + 127) * (1 << 23));                        \
-  } while (0)
+/* the generic vectors and e^a (a <= 0) of cpu_vexp.h */
+typedef gcc_vexp_f gelu_vf;
+typedef gcc_vexp_i gelu_vi;
+#define GELU_SEL     GCC_VEXP_SEL
+#define GELU_EXP_LE0 GCC_VEXP_LE0
 
 /* *cdf = Phi(x) and, with pdf, *pdf = phi(x) = e^(-x^2/2) / sqrt(2 pi), for
  * the GELU_LANES floats at xp (inlined into the clones: its own code would be

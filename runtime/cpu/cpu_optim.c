@@ -210,3 +210,120 @@ gcc_status gcc_cpu_adam(const gcc_kernel_args *a) {
   store_copy(a, p);
   return GCC_OK;
 }
+
+/* ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ---------------- */
+
+/* GradNorm's sum of squares over fixed blocks: every gradient cut into
+ * blocks of GN_BLOCK << m elements (m the smallest that makes at most
+ * GN_MAX_BLOCKS blocks in all; from the shapes only), each block's sum of
+ * (g * inv)^2 in float64 lanes (sum_sq), the blocks' sums added in order
+ * (gradient by gradient, block by block): the same bits for any thread
+ * count, the blocks in parallel when they are at least two. When the
+ * gradients are too many to fit (more than GN_MAX_BLOCKS non-empty), one
+ * block per gradient, on one thread, in the same order. */
+#define GN_BLOCK      8192
+#define GN_MAX_BLOCKS 1024
+#define GN_LANES      4 /* float64 lanes of one accumulator: one ymm */
+
+/* arch=x86-64-v3 rather than cpu_optim.c's "avx2": GCC's "avx2" clone moved
+ * the float64 accumulators through the stack every step (measured). All
+ * clones give the same bits (ISO C: no FMA contraction). */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define GN_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define GN_HOT
+#endif
+
+typedef float gn_vf __attribute__((vector_size(4 * GN_LANES)));
+typedef double gn_vd __attribute__((vector_size(8 * GN_LANES)));
+
+/* sum of (x[i] * inv)^2 (the product rounded to float32, as
+ * scaler.unscale_ leaves the gradient, squared and summed in float64): four
+ * accumulators of GN_LANES lanes over 4 GN_LANES elements a step, the tail
+ * zero-padded into the first, the accumulators and then the lanes added in
+ * a fixed order */
+GN_HOT static double sum_sq(const float *x, int64_t n, float inv) {
+  gn_vd acc[4] = {{0}, {0}, {0}, {0}};
+  int64_t i = 0;
+  for (; i + 4 * GN_LANES <= n; i += 4 * GN_LANES)
+    for (int q = 0; q < 4; q++) {
+      gn_vf u;
+      memcpy(&u, x + i + q * GN_LANES, sizeof u);
+      const gn_vd d = __builtin_convertvector(u * inv, gn_vd);
+      acc[q] += d * d;
+    }
+  for (; i < n; i += GN_LANES) {
+    gn_vf u = {0};
+    memcpy(&u, x + i, (size_t)(n - i < GN_LANES ? n - i : GN_LANES) * sizeof(float));
+    const gn_vd d = __builtin_convertvector(u * inv, gn_vd);
+    acc[0] += d * d;
+  }
+  const gn_vd t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+typedef struct gn_job {
+  const gcc_kernel_args *a;
+  float inv;
+  int64_t block;
+  const int *tensor;     /* [blocks]: the input */
+  const int64_t *offset; /* [blocks]: the first element */
+  double *part;          /* [blocks] */
+} gn_job;
+
+static void gn_range(void *u, int part, int64_t b, int64_t e) {
+  const gn_job *j = u;
+  (void)part;
+  for (int64_t k = b; k < e; k++) {
+    const gcc_tensor *t = j->a->in[j->tensor[k]];
+    const int64_t n = t->numel - j->offset[k] < j->block ? t->numel - j->offset[k] : j->block;
+    j->part[k] = sum_sq((const float *)t->data + j->offset[k], n, j->inv);
+  }
+}
+
+gcc_status gcc_cpu_grad_norm(const gcc_kernel_args *a) {
+  int scaled = (int)a->node->av[GRAD_NORM_SCALED].i;
+  /* fp16 loss scaling: the unscaled gradients, g * inv_scale in float32 as
+   * scaler.unscale_ leaves them (inv 1 otherwise: g * 1 is g) */
+  float inv = scaled ? (float)(1.0 / (double)((const float *)a->in[0]->data)[0]) : 1.0f;
+  int64_t total = 0, nonempty = 0;
+  for (int k = scaled; k < a->n_in; k++) {
+    total += a->in[k]->numel;
+    nonempty += a->in[k]->numel > 0;
+  }
+  double ss = 0.0;
+  if (nonempty > GN_MAX_BLOCKS) {
+    for (int k = scaled; k < a->n_in; k++)
+      ss += sum_sq((const float *)a->in[k]->data, a->in[k]->numel, inv);
+  } else {
+    int64_t block = GN_BLOCK, blocks;
+    for (;; block *= 2) {
+      blocks = 0;
+      for (int k = scaled; k < a->n_in; k++)
+        blocks += (a->in[k]->numel + block - 1) / block;
+      if (blocks <= GN_MAX_BLOCKS)
+        break;
+    }
+    int tensor[GN_MAX_BLOCKS];
+    int64_t offset[GN_MAX_BLOCKS];
+    double part[GN_MAX_BLOCKS];
+    int64_t nb = 0;
+    for (int k = scaled; k < a->n_in; k++)
+      for (int64_t o = 0; o < a->in[k]->numel; o += block) {
+        tensor[nb] = k;
+        offset[nb++] = o;
+      }
+    gn_job j = {a, inv, block, tensor, offset, part};
+    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, total), nb, 1, gn_range, &j);
+    for (int64_t k = 0; k < nb; k++)
+      ss += part[k];
+  }
+  float norm = (float)sqrt(ss);
+  /* clip_coef = max_norm / (total_norm + 1e-6): Tensor.__rtruediv__ is
+   * reciprocal() * max_norm, each rounded to float32; clamp(max=1) keeps NaN */
+  float coef = (1.0f / (norm + 1e-6f)) * a->node->av[GRAD_NORM_MAX_NORM].f;
+  float *out = a->out[0]->data;
+  out[0] = norm;
+  out[1] = coef > 1.0f ? 1.0f : coef;
+  return GCC_OK;
+}
