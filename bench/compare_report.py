@@ -222,8 +222,9 @@ def main(tmp):
         w("- environment: each side as its users run it. Nothing but the thread count is set on a "
           "peer's process: PyTorch and ONNX Runtime keep their own OpenMP / thread-pool wait "
           "behaviour (PyTorch's libgomp spins). gcc-train, gcc-run and the harnesses standing in "
-          "for them (mlp_bench, gcc_run_bench) set OMP_WAIT_POLICY=passive for themselves, as "
-          "they do for every user (cli/flags.h)")
+          "for them (mlp_bench, gcc_run_bench) set GOMP_SPINCOUNT=10000 (a short spin) for "
+          "themselves when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, as they do for "
+          "every user (cli/flags.h)")
     else:
         w(f"- environment: OMP_WAIT_POLICY={policy} was set by the caller for every side; "
           "otherwise as each side's users run it (nothing but the thread count set on a peer)")
