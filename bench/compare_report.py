@@ -291,7 +291,8 @@ def main(tmp):
             done.add(prof)
             w("")
             text = open(P(prof)).read() if os.path.exists(P(prof)) else "(no profile)"
-            w(text.strip())
+            # the traces' paths as `--keep DIR` names them, not this machine's temp folder
+            w(text.strip().replace(os.path.join(tmp, ""), "DIR/"))
         w("<!-- end of profiles -->")
     print("\n".join(out))
 
