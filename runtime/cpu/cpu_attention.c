@@ -8,24 +8,33 @@
  * K (D), e head dim of V and O (Dv). Q [B, H, Tq, D], K [B, H, Tk, D],
  * V [B, H, Tk, Dv], O [B, H, Tq, Dv], L [B, H, Tq], all row-major float32.
  *
- * Forward: one work item per (b, h, query block of BQ rows); OpenMP threads
- * take work items. For each key block of BK keys: S = (Q K^T) * scale
- * (+ mask, causal -Inf) into a tile, then the online softmax (the row max
- * m, the sum l and the output accumulator rescaled by exp(m_old - m_new))
- * and acc += P V. At the end O = acc / l and L = m + log(l). Keys after the
- * last visible one of a causal block are skipped, per group of MR = 4 rows
- * (and, in the backward's P^T dO and dS^T Q, each group of 4 keys starts at
- * the first row that sees it).
+ * Forward: one work item per (b, h, query block of BQ = 64 rows: a GPT's
+ * whole short context); OpenMP threads take work items. For each key block
+ * of BK = 64 keys: S = Q K^T into a tile (K^T packed once per key block and
+ * reused by the head's next query block), then per row two vector passes
+ * over whole 16-key groups: (1) S scale (with a mask, S scale + mask in a
+ * scalar pass first), -Inf on the causal diagonal's far side and past the
+ * row's keys, the row max m; (2) P = exp(S - m) and its
+ * sum, 0 on the -Inf keys. The online softmax rescales l and the output
+ * accumulator by exp(m_old - m_new) from the second key block on (the
+ * first writes them: no zeroing), acc += P V, and at the end O = acc / l,
+ * L = m + log(l). With one key block (tk <= BK) the accumulator is O
+ * itself. Keys after the last visible one of a causal block are skipped,
+ * per group of MR = 4 rows (rounded up to 16 keys in S and P; and, in the
+ * backward's P^T dO and dS^T Q, each group of 4 keys starts at the first
+ * row that sees it).
  *
  * Backward (deterministic, no atomics): pass 1, one work item per (b, h,
- * key block): for every query block that can see it, P = exp(S - L) is
- * recomputed, dV += P^T dO, dP = dO V^T, dS = P (dP - D_i) with
- * D_i = rowsum(dO * O), dK += dS^T Q; pass 2, one work item per (b, h,
- * query block): the same tiles, dQ += dS K. When the keys fit one block
- * (tk <= 64: a GPT's short context), one pass per (b, h) computes P and dS
- * once per query block and all three gradients from them. Every
- * accumulation runs in a fixed order inside one thread: the bits do not
- * depend on the thread count.
+ * key block): for every query block that can see it, P = exp(S scale - L)
+ * is recomputed (one vector pass per row over whole 16-key groups, 0 past
+ * the causal diagonal), dV += P^T dO, dP = dO V^T, dS = P (dP - D_i)
+ * scale with D_i = rowsum(dO * O) (the softmax scale folded into dS), dK +=
+ * dS^T Q; pass 2, one work item per (b, h, query block): the same tiles,
+ * dQ += dS K. When the keys fit one block (tk <= 64: a GPT's short
+ * context), one pass per (b, h) computes P and dS once per query block and
+ * all three gradients from them. Every accumulation runs in a fixed order
+ * inside one thread (the sums of 16 lanes in a fixed tree): the bits do
+ * not depend on the thread count.
  *
  * Dropout on the probabilities (training form, dropout_p > 0): element
  * (b, h, i, j) of P is multiplied by (kept ? 1 / (1 - p) : 0) with exactly
@@ -41,10 +50,12 @@
  * dP = dO V^T with V^T packed, P^T dO, dS^T Q, dS K) is one register-tiled
  * loop (mm_block: 4 rows x 32 columns of the result in 8 vector registers
  * over the whole reduction, each sum in order); exp is a Cephes-style
- * polynomial written in plain C (so it vectorises). The file is compiled
- * with FMA contraction: the AVX-512 clone fuses a * b + c, the AVX2 and
- * baseline clones do not, so their bits differ from each other (within the
- * tests' float64 bounds) but never from run to run or over thread counts.
+ * polynomial written with GCC's vector extensions on 16 lanes (row_exp),
+ * so every clone runs it vectorised without a scalar remainder. The file
+ * is compiled with FMA contraction: the AVX-512 clone fuses a * b + c, the
+ * AVX2 and baseline clones do not, so their bits differ from each other
+ * (within the tests' float64 bounds) but never from run to run or over
+ * thread counts.
  * oneDNN 2.6 has no SDPA primitive; its matmul on 32 x 64 tiles was not
  * used (bench/attention_bench measures this kernel against the unfused
  * MatMul -> Softmax -> MatMul plan).
@@ -69,7 +80,7 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-#define BQ 32 /* query rows per tile */
+#define BQ 64 /* query rows per tile */
 #define BK 64 /* keys per tile */
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
@@ -346,8 +357,38 @@ ATTN_INL void mm_block(float *restrict C, int64_t ldc, const int R, int64_t w,
     }
 }
 
+/* Halves of 16 floats: sums and maxima of x's lanes in a fixed tree order
+ * (lane l with l + 8, then l with l + 4, ...), 4 dependent steps instead of
+ * a 16-step chain. */
+typedef float attn_v8 __attribute__((vector_size(32), aligned(4)));
+typedef float attn_v4 __attribute__((vector_size(16), aligned(4)));
+typedef int32_t attn_i8v __attribute__((vector_size(32)));
+typedef int32_t attn_i4v __attribute__((vector_size(16)));
+ATTN_INL float hsum16(const float *restrict x) {
+  float y[8];
+  const attn_v8 a = *(const attn_v8 *)x + *(const attn_v8 *)(x + 8);
+  memcpy(y, &a, sizeof y);
+  const attn_v4 b = *(const attn_v4 *)y + *(const attn_v4 *)(y + 4);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* The largest of x's 16 lanes (none NaN), in hsum16's order (exact: the
+ * order does not change it). */
+ATTN_INL float hmax16(const float *restrict x) {
+  float y[8];
+  const attn_v8 x0 = *(const attn_v8 *)x, x1 = *(const attn_v8 *)(x + 8);
+  const attn_i8v c8 = x1 > x0;
+  const attn_v8 a = (attn_v8)(((attn_i8v)x1 & c8) | ((attn_i8v)x0 & ~c8));
+  memcpy(y, &a, sizeof y);
+  const attn_v4 y0 = *(const attn_v4 *)y, y1 = *(const attn_v4 *)(y + 4);
+  const attn_i4v c4 = y1 > y0;
+  const attn_v4 b = (attn_v4)(((attn_i4v)y1 & c4) | ((attn_i4v)y0 & ~c4));
+  const float u = b[2] > b[0] ? b[2] : b[0], v = b[3] > b[1] ? b[3] : b[1];
+  return v > u ? v : u;
+}
+
 /* sum_j a[j] (b ? b[j] : 1) for j < n: 16 partial sums (lane l takes j = l
- * mod 16, in order), then lanes 0 .. 15 in order: a fixed order. */
+ * mod 16, in order), then hsum16's tree: a fixed order. */
 ATTN_INL float row_dot(const float *restrict a, const float *restrict b, int64_t n) {
   v16 acc = {0};
   int64_t j = 0;
@@ -361,10 +402,7 @@ ATTN_INL float row_dot(const float *restrict a, const float *restrict b, int64_t
   memcpy(x, &acc, sizeof x);
   for (int64_t k = j; k < n; k++)
     x[k - j] += b ? a[k] * b[k] : a[k];
-  float sum = 0.0f;
-  for (int l = 0; l < VW; l++)
-    sum += x[l];
-  return sum;
+  return hsum16(x);
 }
 
 /* Lanes of a where c (a comparison's all-ones / zero lanes) is set, else
@@ -388,21 +426,26 @@ ATTN_INL float row_prep(float *restrict s, int64_t w, int64_t lim, float sc, flo
     *(v16 *)(s + j) = x;
     mv = ATTN_SEL(x > mv, x, mv);
   }
-  for (int l = 0; l < VW; l++)
-    m = mv[l] > m ? mv[l] : m;
-  return m;
+  float x[VW];
+  memcpy(x, &mv, sizeof x);
+  return hmax16(x);
 }
 
-/* s[j] = e^(s[j] - sub) for j < w (a multiple of 16), where s[j] - sub <= 0
- * (the scores less their row's max or logsumexp; -Inf for a masked key),
- * to ~1 ulp: exp_row's algorithm on 16 lanes at a time, no scalar
- * remainder. Returns the sum of the results: 16 partial sums (lane l
- * takes j = l mod 16, in order), then lanes 0 .. 15 in order. */
-ATTN_INL float row_exp(float *restrict s, int64_t w, float sub) {
+/* s[j] = e^(s[j] sc - sub) for j < lim, 0 for lim <= j < w (w a multiple
+ * of 16), where s[j] sc - sub <= 0 (the scores less their row's max or
+ * logsumexp; -Inf for a masked key), to ~1 ulp: exp_row's algorithm on 16
+ * lanes at a time, no scalar remainder. The forward passes row_prep's
+ * output (sc = 1, lim = w: exact), the backward the raw scores (one pass).
+ * Returns the sum of the results: 16 partial sums (lane l takes j = l mod
+ * 16, in order), then hsum16's tree. */
+ATTN_INL float row_exp(float *restrict s, int64_t w, int64_t lim, float sc, float sub) {
   typedef float v16a __attribute__((vector_size(64)));
+  const attn_i16v iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16 ninf = (v16){0} - INFINITY;
   v16 acc = {0};
   for (int64_t j = 0; j < w; j += VW) {
-    const v16 x = *(const v16 *)(s + j) - sub;
+    v16 x = *(const v16 *)(s + j) * sc - sub;
+    x = ATTN_SEL(iota + (int32_t)j < (int32_t)lim, x, ninf);
     const attn_i16v low = x < -87.0f;
     v16 xc = ATTN_SEL(low, (v16){0} - 87.0f, x);
     xc = ATTN_SEL(xc > 0.0f, (v16){0}, xc);
@@ -423,10 +466,9 @@ ATTN_INL float row_exp(float *restrict s, int64_t w, float sub) {
     *(v16 *)(s + j) = z;
     acc += z;
   }
-  float sum = 0.0f;
-  for (int l = 0; l < VW; l++)
-    sum += acc[l];
-  return sum;
+  float x[VW];
+  memcpy(x, &acc, sizeof x);
+  return hsum16(x);
 }
 
 /* mm_block over nr rows, MR at a time. */
@@ -476,8 +518,8 @@ static int64_t tile_keys(const tile *t) {
 /* s[i][j] = q_i . k_j for j < row_keys(i), rounded up to 16 columns (kt is
  * the key block transposed, zeros past nk); with a mask, s[i][j] =
  * s[i][j] scale + mask for j < row_keys(i) (a scalar pass: the vector
- * pass, row_prep, then multiplies by 1, exactly). Returns the factor
- * row_prep applies: scale, or 1 with a mask. */
+ * passes, row_prep and row_exp, then multiply by 1, exactly). Returns the factor
+ * they apply: scale, or 1 with a mask. */
 ATTN_INL float scores(const tile *t, const float *restrict kt, float *restrict s) {
   const gcc_attn_geo *g = t->g;
   const int64_t D = g->d;
@@ -651,7 +693,7 @@ ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const attn_io *p, int64_t i
           si[j] = 0.0f;
         continue;
       }
-      const float sum = row_exp(si, w, mx);
+      const float sum = row_exp(si, w, w, 1.0f, mx);
       if (first) {
         l[i] = sum;
       } else {
@@ -771,8 +813,7 @@ ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float 
       Ds[i] = 0.0f;
       continue;
     }
-    row_prep(si, w, row_lim(t, i), sc, -INFINITY);
-    row_exp(si, w, li);
+    row_exp(si, w, row_lim(t, i), sc, li);
     Ds[i] = row_dot(doi, oi, E) * scale;
   }
   /* dP = dO V^T, then dS = P (dP - D_i) */
