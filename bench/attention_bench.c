@@ -10,11 +10,14 @@
  * MatMuls (their gradient rule takes 2-D operands).
  *
  *   bazel run -c opt //bench:attention_bench -- [--threads N] [--reps N]
+ *       [--fused-only] [--shape I]
  *
  * Shapes: B=32 H=4 T=64 D=32 (the char-GPT goal of issue 31) and B=8 H=6
  * T=256 D=64 (nanoGPT's baby GPT at batch 8), each without and with the
  * causal mask. Each figure is the median of --reps runs (default 30) after
  * 3 warm-up runs, in milliseconds; the two plans alternate, run by run.
+ * --fused-only skips the unfused plan (its columns print "-"), --shape I
+ * (0 or 1) runs one shape only: for profiling the fused kernels.
  * Output: a markdown table on stdout.
  */
 #include <math.h>
@@ -148,14 +151,19 @@ static double run_ms(gcc_plan *p) {
 }
 
 int main(int argc, char **argv) {
-  int threads = 2, reps = 30;
+  int threads = 2, reps = 30, fused_only = 0, only = -1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
       threads = atoi(argv[++i]);
     else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
       reps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--fused-only") == 0)
+      fused_only = 1;
+    else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc)
+      only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: attention_bench [--threads N] [--reps N]\n");
+      fprintf(stderr,
+              "usage: attention_bench [--threads N] [--reps N] [--fused-only] [--shape I]\n");
       return 2;
     }
   }
@@ -166,6 +174,8 @@ int main(int argc, char **argv) {
   printf("| B | H | T | D | causal | unfused fwd | fused fwd | speed-up | fused fwd+bwd |\n");
   printf("|---|---|---|---|---|---|---|---|---|\n");
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    if (only >= 0 && (size_t)only != s)
+      continue;
     const int64_t B = shapes[s][0], H = shapes[s][1], T = shapes[s][2], D = shapes[s][3];
     size_t n = (size_t)(B * H * T * D);
     float *x[4];
@@ -188,12 +198,13 @@ int main(int argc, char **argv) {
       double *tu = malloc((size_t)reps * sizeof *tu), *tf = malloc((size_t)reps * sizeof *tf),
              *tt = malloc((size_t)reps * sizeof *tt);
       for (int w = 0; w < 3; w++) {
-        run_ms(pu);
+        if (!fused_only)
+          run_ms(pu);
         run_ms(pf);
         run_ms(pt);
       }
       for (int r = 0; r < reps; r++) { /* alternating */
-        tu[r] = run_ms(pu);
+        tu[r] = fused_only ? 0.0 : run_ms(pu);
         tf[r] = run_ms(pf);
         tt[r] = run_ms(pt);
       }
@@ -201,8 +212,13 @@ int main(int argc, char **argv) {
       qsort(tf, (size_t)reps, sizeof *tf, cmp_double);
       qsort(tt, (size_t)reps, sizeof *tt, cmp_double);
       double mu = tu[reps / 2], mf = tf[reps / 2], mt = tt[reps / 2];
-      printf("| %lld | %lld | %lld | %lld | %s | %.3f | %.3f | %.2fx | %.3f |\n", (long long)B,
-             (long long)H, (long long)T, (long long)D, causal ? "yes" : "no", mu, mf, mu / mf, mt);
+      if (fused_only)
+        printf("| %lld | %lld | %lld | %lld | %s | - | %.3f | - | %.3f |\n", (long long)B,
+               (long long)H, (long long)T, (long long)D, causal ? "yes" : "no", mf, mt);
+      else
+        printf("| %lld | %lld | %lld | %lld | %s | %.3f | %.3f | %.2fx | %.3f |\n", (long long)B,
+               (long long)H, (long long)T, (long long)D, causal ? "yes" : "no", mu, mf, mu / mf,
+               mt);
       fflush(stdout);
       free(tu);
       free(tf);

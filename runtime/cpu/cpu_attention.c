@@ -8,24 +8,33 @@
  * K (D), e head dim of V and O (Dv). Q [B, H, Tq, D], K [B, H, Tk, D],
  * V [B, H, Tk, Dv], O [B, H, Tq, Dv], L [B, H, Tq], all row-major float32.
  *
- * Forward: one work item per (b, h, query block of BQ rows); OpenMP threads
- * take work items. For each key block of BK keys: S = (Q K^T) * scale
- * (+ mask, causal -Inf) into a tile, then the online softmax (the row max
- * m, the sum l and the output accumulator rescaled by exp(m_old - m_new))
- * and acc += P V. At the end O = acc / l and L = m + log(l). Keys after the
- * last visible one of a causal block are skipped, per group of MR = 4 rows
- * (and, in the backward's P^T dO and dS^T Q, each group of 4 keys starts at
- * the first row that sees it).
+ * Forward: one work item per (b, h, query block of BQ = 64 rows: a GPT's
+ * whole short context); OpenMP threads take work items. For each key block
+ * of BK = 64 keys: S = Q K^T into a tile (K^T packed once per key block and
+ * reused by the head's next query block), then per row two vector passes
+ * over whole 16-key groups: (1) S scale (with a mask, S scale + mask in a
+ * scalar pass first), -Inf on the causal diagonal's far side and past the
+ * row's keys, the row max m; (2) P = exp(S - m) and its
+ * sum, 0 on the -Inf keys. The online softmax rescales l and the output
+ * accumulator by exp(m_old - m_new) from the second key block on (the
+ * first writes them: no zeroing), acc += P V, and at the end O = acc / l,
+ * L = m + log(l). With one key block (tk <= BK) the accumulator is O
+ * itself. Keys after the last visible one of a causal block are skipped,
+ * per group of MR = 4 rows (rounded up to 16 keys in S and P; and, in the
+ * backward's P^T dO and dS^T Q, each group of 4 keys starts at the first
+ * row that sees it).
  *
  * Backward (deterministic, no atomics): pass 1, one work item per (b, h,
- * key block): for every query block that can see it, P = exp(S - L) is
- * recomputed, dV += P^T dO, dP = dO V^T, dS = P (dP - D_i) with
- * D_i = rowsum(dO * O), dK += dS^T Q; pass 2, one work item per (b, h,
- * query block): the same tiles, dQ += dS K. When the keys fit one block
- * (tk <= 64: a GPT's short context), one pass per (b, h) computes P and dS
- * once per query block and all three gradients from them. Every
- * accumulation runs in a fixed order inside one thread: the bits do not
- * depend on the thread count.
+ * key block): for every query block that can see it, P = exp(S scale - L)
+ * is recomputed (one vector pass per row over whole 16-key groups, 0 past
+ * the causal diagonal), dV += P^T dO, dP = dO V^T, dS = P (dP - D_i)
+ * scale with D_i = rowsum(dO * O) (the softmax scale folded into dS), dK +=
+ * dS^T Q; pass 2, one work item per (b, h, query block): the same tiles,
+ * dQ += dS K. When the keys fit one block (tk <= 64: a GPT's short
+ * context), one pass per (b, h) computes P and dS once per query block and
+ * all three gradients from them. Every accumulation runs in a fixed order
+ * inside one thread (the sums of 16 lanes in a fixed tree): the bits do
+ * not depend on the thread count.
  *
  * Dropout on the probabilities (training form, dropout_p > 0): element
  * (b, h, i, j) of P is multiplied by (kept ? 1 / (1 - p) : 0) with exactly
@@ -41,10 +50,12 @@
  * dP = dO V^T with V^T packed, P^T dO, dS^T Q, dS K) is one register-tiled
  * loop (mm_block: 4 rows x 32 columns of the result in 8 vector registers
  * over the whole reduction, each sum in order); exp is a Cephes-style
- * polynomial written in plain C (so it vectorises). The file is compiled
- * with FMA contraction: the AVX-512 clone fuses a * b + c, the AVX2 and
- * baseline clones do not, so their bits differ from each other (within the
- * tests' float64 bounds) but never from run to run or over thread counts.
+ * polynomial written with GCC's vector extensions on 16 lanes (row_exp),
+ * so every clone runs it vectorised without a scalar remainder. The file
+ * is compiled with FMA contraction: the AVX-512 clone fuses a * b + c, the
+ * AVX2 and baseline clones do not, so their bits differ from each other
+ * (within the tests' float64 bounds) but never from run to run or over
+ * thread counts.
  * oneDNN 2.6 has no SDPA primitive; its matmul on 32 x 64 tiles was not
  * used (bench/attention_bench measures this kernel against the unfused
  * MatMul -> Softmax -> MatMul plan).
@@ -69,7 +80,7 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-#define BQ 32 /* query rows per tile */
+#define BQ 64 /* query rows per tile */
 #define BK 64 /* keys per tile */
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
@@ -346,26 +357,38 @@ ATTN_INL void mm_block(float *restrict C, int64_t ldc, const int R, int64_t w,
     }
 }
 
-/* The larger of m and the largest of s[0..n), 16 running maxima (the
- * comparison form of a scalar loop, so NaN is skipped as there; the maximum
- * is exact, so the grouping does not change it). */
-ATTN_INL float row_max(const float *restrict s, int64_t n, float m) {
-  float mv[VW];
-  for (int l = 0; l < VW; l++)
-    mv[l] = m;
-  int64_t j = 0;
-  for (; j + VW <= n; j += VW)
-    for (int l = 0; l < VW; l++)
-      mv[l] = s[j + l] > mv[l] ? s[j + l] : mv[l];
-  for (; j < n; j++)
-    m = s[j] > m ? s[j] : m;
-  for (int l = 0; l < VW; l++)
-    m = mv[l] > m ? mv[l] : m;
-  return m;
+/* Halves of 16 floats: sums and maxima of x's lanes in a fixed tree order
+ * (lane l with l + 8, then l with l + 4, ...), 4 dependent steps instead of
+ * a 16-step chain. */
+typedef float attn_v8 __attribute__((vector_size(32), aligned(4)));
+typedef float attn_v4 __attribute__((vector_size(16), aligned(4)));
+typedef int32_t attn_i8v __attribute__((vector_size(32)));
+typedef int32_t attn_i4v __attribute__((vector_size(16)));
+ATTN_INL float hsum16(const float *restrict x) {
+  float y[8];
+  const attn_v8 a = *(const attn_v8 *)x + *(const attn_v8 *)(x + 8);
+  memcpy(y, &a, sizeof y);
+  const attn_v4 b = *(const attn_v4 *)y + *(const attn_v4 *)(y + 4);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* The largest of x's 16 lanes (none NaN), in hsum16's order (exact: the
+ * order does not change it). */
+ATTN_INL float hmax16(const float *restrict x) {
+  float y[8];
+  const attn_v8 x0 = *(const attn_v8 *)x, x1 = *(const attn_v8 *)(x + 8);
+  const attn_i8v c8 = x1 > x0;
+  const attn_v8 a = (attn_v8)(((attn_i8v)x1 & c8) | ((attn_i8v)x0 & ~c8));
+  memcpy(y, &a, sizeof y);
+  const attn_v4 y0 = *(const attn_v4 *)y, y1 = *(const attn_v4 *)(y + 4);
+  const attn_i4v c4 = y1 > y0;
+  const attn_v4 b = (attn_v4)(((attn_i4v)y1 & c4) | ((attn_i4v)y0 & ~c4));
+  const float u = b[2] > b[0] ? b[2] : b[0], v = b[3] > b[1] ? b[3] : b[1];
+  return v > u ? v : u;
 }
 
 /* sum_j a[j] (b ? b[j] : 1) for j < n: 16 partial sums (lane l takes j = l
- * mod 16, in order), then lanes 0 .. 15 in order: a fixed order. */
+ * mod 16, in order), then hsum16's tree: a fixed order. */
 ATTN_INL float row_dot(const float *restrict a, const float *restrict b, int64_t n) {
   v16 acc = {0};
   int64_t j = 0;
@@ -379,10 +402,73 @@ ATTN_INL float row_dot(const float *restrict a, const float *restrict b, int64_t
   memcpy(x, &acc, sizeof x);
   for (int64_t k = j; k < n; k++)
     x[k - j] += b ? a[k] * b[k] : a[k];
-  float sum = 0.0f;
-  for (int l = 0; l < VW; l++)
-    sum += x[l];
-  return sum;
+  return hsum16(x);
+}
+
+/* Lanes of a where c (a comparison's all-ones / zero lanes) is set, else
+ * b's: bitwise, so every clone and clang compile it (a macro: a function
+ * taking v16 by value would change the ABI without AVX-512, -Wpsabi). */
+#define ATTN_SEL(c, a, b) ((v16)(((attn_i16v)(a) & (c)) | ((attn_i16v)(b) & ~(c))))
+
+/* The first pass over a row of scores, w (a multiple of 16) wide:
+ * s[j] = s[j] sc for j < lim, -Inf for lim <= j < w (the causal diagonal,
+ * the keys past the row's group and the tile); returns the larger of m and
+ * the largest s[j] (16 running maxima in the comparison form of a scalar
+ * loop, so NaN is skipped; the maximum is exact, so the grouping does not
+ * change it). */
+ATTN_INL float row_prep(float *restrict s, int64_t w, int64_t lim, float sc, float m) {
+  const attn_i16v iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16 ninf = (v16){0} - INFINITY;
+  v16 mv = (v16){0} + m;
+  for (int64_t j = 0; j < w; j += VW) {
+    v16 x = *(const v16 *)(s + j) * sc;
+    x = ATTN_SEL(iota + (int32_t)j < (int32_t)lim, x, ninf);
+    *(v16 *)(s + j) = x;
+    mv = ATTN_SEL(x > mv, x, mv);
+  }
+  float x[VW];
+  memcpy(x, &mv, sizeof x);
+  return hmax16(x);
+}
+
+/* s[j] = e^(s[j] sc - sub) for j < lim, 0 for lim <= j < w (w a multiple
+ * of 16), where s[j] sc - sub <= 0 (the scores less their row's max or
+ * logsumexp; -Inf for a masked key), to ~1 ulp: exp_row's algorithm on 16
+ * lanes at a time, no scalar remainder. The forward passes row_prep's
+ * output (sc = 1, lim = w: exact), the backward the raw scores (one pass).
+ * Returns the sum of the results: 16 partial sums (lane l takes j = l mod
+ * 16, in order), then hsum16's tree. */
+ATTN_INL float row_exp(float *restrict s, int64_t w, int64_t lim, float sc, float sub) {
+  typedef float v16a __attribute__((vector_size(64)));
+  const attn_i16v iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16 ninf = (v16){0} - INFINITY;
+  v16 acc = {0};
+  for (int64_t j = 0; j < w; j += VW) {
+    v16 x = *(const v16 *)(s + j) * sc - sub;
+    x = ATTN_SEL(iota + (int32_t)j < (int32_t)lim, x, ninf);
+    const attn_i16v low = x < -87.0f;
+    v16 xc = ATTN_SEL(low, (v16){0} - 87.0f, x);
+    xc = ATTN_SEL(xc > 0.0f, (v16){0}, xc);
+    const attn_i16v k =
+        __builtin_convertvector((v16a)(xc * 1.44269504088896341f - 0.5f), attn_i16v);
+    const v16 kf = (v16) __builtin_convertvector(k, v16a);
+    v16 r = xc - kf * 0.693359375f;
+    r = r - kf * -2.12194440e-4f;
+    v16 q = (v16){0} + 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    const v16 y = q * r * r + r + 1.0f;
+    const v16 e = y * (v16)((k + 127) << 23);
+    const v16 z = ATTN_SEL(low, (v16){0}, e);
+    *(v16 *)(s + j) = z;
+    acc += z;
+  }
+  float x[VW];
+  memcpy(x, &acc, sizeof x);
+  return hsum16(x);
 }
 
 /* mm_block over nr rows, MR at a time. */
@@ -429,34 +515,44 @@ static int64_t tile_keys(const tile *t) {
   return group_keys(t, 0, t->nq);
 }
 
-/* s[i][j] = (q_i . k_j) * scale (+ mask, -Inf where masked or after the
- * causal diagonal) for j < row_keys(i); kt is the key block transposed
- * (zeros past nk, so a group's keys round up to 16 columns). */
-ATTN_INL void scores(const tile *t, const float *restrict kt, float *restrict s) {
+/* s[i][j] = q_i . k_j for j < row_keys(i), rounded up to 16 columns (kt is
+ * the key block transposed, zeros past nk); with a mask, s[i][j] =
+ * s[i][j] scale + mask for j < row_keys(i) (a scalar pass: the vector
+ * passes, row_prep and row_exp, then multiply by 1, exactly). Returns the factor
+ * they apply: scale, or 1 with a mask. */
+ATTN_INL float scores(const tile *t, const float *restrict kt, float *restrict s) {
   const gcc_attn_geo *g = t->g;
   const int64_t D = g->d;
-  const float scale = g->scale;
   for (int64_t r = 0; r < t->nq; r += MR) {
     const int64_t nr = t->nq - r < MR ? t->nq - r : MR;
     const int64_t w = (group_keys(t, r, nr) + VW - 1) / VW * VW;
     mm(s + r * BK, BK, nr, w, t->q + (t->i0 + r) * t->ldq, t->ldq, 1, 0, D, kt, BK, 0);
   }
+  if (!t->mask)
+    return g->scale;
   for (int64_t i = 0; i < t->nq; i++) {
     float *restrict si = s + i * BK;
-    const int64_t n = row_keys(t, i);
-    if (t->mask) {
-      const int64_t sj = g->ms_j;
-      const float *m = t->mask + (t->i0 + i) * g->ms_i + t->j0 * sj;
-      for (int64_t j = 0; j < n; j++)
-        si[j] = si[j] * scale + m[j * sj];
-    } else {
-      for (int64_t j = 0; j < n; j++)
-        si[j] = si[j] * scale;
-    }
-    if (g->causal)
-      for (int64_t j = 0; j < n; j++)
-        si[j] = t->j0 + j > t->i0 + i ? -INFINITY : si[j];
+    const int64_t n = row_keys(t, i), sj = g->ms_j;
+    const float *m = t->mask + (t->i0 + i) * g->ms_i + t->j0 * sj;
+    for (int64_t j = 0; j < n; j++)
+      si[j] = si[j] * g->scale + m[j * sj];
   }
+  return 1.0f;
+}
+
+/* Row i's keys in the tile before the causal diagonal (all of its
+ * row_keys without is_causal): row_prep's lim. */
+static int64_t row_lim(const tile *t, int64_t i) {
+  const int64_t n = row_keys(t, i);
+  if (!t->g->causal)
+    return n;
+  const int64_t c = t->i0 + i - t->j0 + 1;
+  return c < 0 ? 0 : c < n ? c : n;
+}
+
+/* row_keys(i) rounded up to 16: the columns the row passes cover. */
+static int64_t row_width(const tile *t, int64_t i) {
+  return (row_keys(t, i) + VW - 1) / VW * VW;
 }
 
 /* The keys a causal row block [i0, i0 + nq) can see end at i0 + nq. */
@@ -555,61 +651,74 @@ static tile tile_of(const gcc_attn_geo *g, const attn_io *p, int64_t bh) {
 
 /* Forward work item `item` (b, h, query block). *packed names the key
  * block that kt holds (bh * blocks + block; -1: none): consecutive items of
- * one head reuse it (a copy, so the bits are the same either way). */
+ * one head reuse it (a copy, so the bits are the same either way). The
+ * first key block writes the accumulator (no zeroing, no rescaling); with
+ * one key block (tk <= BK) the accumulator is O itself. */
 ATTN_HOT static void fwd_item(const gcc_attn_geo *g, const attn_io *p, int64_t item,
                               float *restrict ws, int64_t *packed) {
   const int64_t nqb = (g->tq + BQ - 1) / BQ, bh = item / nqb, qb = item % nqb;
-  const int64_t D = g->d, E = g->dv;
+  const int64_t D = g->d, E = g->dv, nkb = (g->tk + BK - 1) / BK;
   tile t = tile_of(g, p, bh);
   t.i0 = qb * BQ;
   t.nq = g->tq - t.i0 < BQ ? g->tq - t.i0 : BQ;
-  float *s = ws, *kt = s + BQ * BK, *acc = kt + BK * D, *m = acc + BQ * E, *l = m + BQ;
-  for (int64_t i = 0; i < t.nq; i++) {
+  float *s = ws, *kt = s + BQ * BK, *m = kt + BK * D + BQ * E, *l = m + BQ;
+  float *o = p->o + head_at(&p->lo, g, bh) + t.i0 * t.ldo;
+  float *acc = nkb == 1 ? o : kt + BK * D;
+  const int64_t lda = nkb == 1 ? t.ldo : E;
+  const int64_t kend = keys_seen(g, t.i0, t.nq);
+  for (int64_t i = 0; i < t.nq; i++) { /* as no key at all (tk = 0) leaves them */
     m[i] = -INFINITY;
     l[i] = 0.0f;
   }
-  for (int64_t x = 0; x < t.nq * E; x++)
-    acc[x] = 0.0f;
-  const int64_t kend = keys_seen(g, t.i0, t.nq);
+  if (kend == 0)
+    for (int64_t i = 0; i < t.nq; i++)
+      for (int64_t e = 0; e < E; e++)
+        acc[i * lda + e] = 0.0f;
   for (t.j0 = 0; t.j0 < kend; t.j0 += BK) {
     t.nk = kend - t.j0 < BK ? kend - t.j0 : BK;
-    const int64_t nkb = (g->tk + BK - 1) / BK, tag = bh * nkb + t.j0 / BK;
+    const int64_t tag = bh * nkb + t.j0 / BK;
+    const int first = t.j0 == 0;
     if (*packed != tag) { /* the whole key block, also past a causal kend */
       pack_t(t.k + t.j0 * t.ldk, g->tk - t.j0 < BK ? g->tk - t.j0 : BK, D, t.ldk, kt);
       *packed = tag;
     }
-    scores(&t, kt, s);
+    const float sc = scores(&t, kt, s);
     for (int64_t i = 0; i < t.nq; i++) {
       float *restrict si = s + i * BK;
-      const int64_t n = row_keys(&t, i);
-      const float mx = row_max(si, n, m[i]);
+      const int64_t w = row_width(&t, i);
+      const float m0 = first ? -INFINITY : m[i];
+      const float mx = row_prep(si, w, row_lim(&t, i), sc, m0);
       if (mx == -INFINITY) { /* every key so far masked: nothing to add */
-        for (int64_t j = 0; j < n; j++)
+        for (int64_t j = 0; j < w; j++)
           si[j] = 0.0f;
         continue;
       }
-      const float corr = attn_exp1(m[i] - mx);
-      exp_row(si, n, mx);
-      l[i] = l[i] * corr + row_dot(si, NULL, n);
+      const float sum = row_exp(si, w, w, 1.0f, mx);
+      if (first) {
+        l[i] = sum;
+      } else {
+        const float corr = attn_exp1(m0 - mx);
+        l[i] = l[i] * corr + sum;
+        float *restrict ai = acc + i * lda;
+        for (int64_t e = 0; e < E; e++)
+          ai[e] *= corr;
+      }
       m[i] = mx;
-      float *restrict ai = acc + i * E;
-      for (int64_t e = 0; e < E; e++)
-        ai[e] *= corr;
       if (p->dr) { /* P's dropout, after its sum went into l */
         float f[BK];
+        const int64_t n = row_keys(&t, i);
         drop_factors(&t, t.i0 + i, f);
         for (int64_t j = 0; j < n; j++)
           si[j] = si[j] * f[j];
       }
     }
-    mm_nn(&t, acc, E, E, s, t.v + t.j0 * t.ldv, t.ldv, 1); /* acc += P V */
+    mm_nn(&t, acc, lda, E, s, t.v + t.j0 * t.ldv, t.ldv, !first); /* acc (+)= P V */
   }
-  float *o = p->o + head_at(&p->lo, g, bh) + t.i0 * t.ldo;
   float *lse = p->l + bh * g->tq + t.i0;
   for (int64_t i = 0; i < t.nq; i++) {
     const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
     for (int64_t e = 0; e < E; e++)
-      o[i * t.ldo + e] = acc[i * E + e] * inv;
+      o[i * t.ldo + e] = acc[i * lda + e] * inv;
     lse[i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
   }
 }
@@ -682,28 +791,30 @@ gcc_status gcc_cpu_attention_packed(const gcc_kernel_args *a) {
 /* ---- backward --------------------------------------------------------------- */
 
 /* The tile's P (in s, from L) and dS (in dp): P = exp(S - L_i) (0 on a row
- * with L = -Inf), dP = dO V^T, dS = P (dP - D_i), each row for its
- * row_keys. vt is the key block of V transposed; do_, o_ this head's dO and
- * O; l_ this head's L. */
+ * with L = -Inf), dP = dO V^T, dS = P (dP - D_i) scale (the softmax's
+ * scale folded into dS: dK and dQ are dS^T Q and dS K), each row for its
+ * row_width (P and dS 0 past its row_lim). vt is the key block of V
+ * transposed; do_, o_ this head's dO and O; l_ this head's L. */
 ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float *restrict kt,
                            const float *restrict l_, const float *restrict do_,
                            const float *restrict o_, float *restrict s, float *restrict dp) {
   const int64_t E = t->g->dv;
+  const float scale = t->g->scale;
   float Ds[BQ];
-  scores(t, kt, s);
+  const float sc = scores(t, kt, s);
   for (int64_t i = 0; i < t->nq; i++) {
-    const int64_t r = t->i0 + i, n = row_keys(t, i);
+    const int64_t r = t->i0 + i, w = row_width(t, i);
     const float li = l_[r];
     float *restrict si = s + i * BK;
     const float *restrict doi = do_ + r * t->ldo, *restrict oi = o_ + r * t->ldo;
     if (li == -INFINITY) { /* P = 0, dS = 0 */
-      for (int64_t j = 0; j < n; j++)
+      for (int64_t j = 0; j < w; j++)
         si[j] = 0.0f;
       Ds[i] = 0.0f;
       continue;
     }
-    exp_row(si, n, li);
-    Ds[i] = row_dot(doi, oi, E);
+    row_exp(si, w, row_lim(t, i), sc, li);
+    Ds[i] = row_dot(doi, oi, E) * scale;
   }
   /* dP = dO V^T, then dS = P (dP - D_i) */
   for (int64_t r = 0; r < t->nq; r += MR) {
@@ -720,18 +831,18 @@ ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float 
       float *restrict di = dp + i * BK;
       for (int64_t j = 0; j < n; j++) {
         const float dpij = di[j] * f[j];
-        di[j] = si[j] * (dpij - Ds[i]);
+        di[j] = si[j] * (dpij * scale - Ds[i]);
         si[j] = si[j] * f[j];
       }
     }
     return;
   }
   for (int64_t i = 0; i < t->nq; i++) {
-    const int64_t n = row_keys(t, i);
-    const float *restrict si = s + i * BK;
-    float *restrict di = dp + i * BK;
-    for (int64_t j = 0; j < n; j++)
-      di[j] = si[j] * (di[j] - Ds[i]);
+    const int64_t w = row_width(t, i);
+    const v16 *restrict si = (const v16 *)(s + i * BK);
+    v16 *restrict di = (v16 *)(dp + i * BK);
+    for (int64_t j = 0; j < w / VW; j++)
+      di[j] = si[j] * (di[j] * scale - Ds[i]);
   }
 }
 
@@ -769,7 +880,7 @@ ATTN_HOT static void bwd_kv_item(const gcc_attn_geo *g, const attn_io *p, int64_
     mm_tn(&t, dv, E, s, doh + t.i0 * t.ldo, t.ldo);  /* dV += P^T dO */
     mm_tn(&t, dk, D, dp, t.q + t.i0 * t.ldq, t.ldq); /* dK += dS^T Q */
   }
-  store_rows(p->dk + head_at(&p->lk, g, bh) + t.j0 * t.ldk, t.ldk, dk, t.nk, D, g->scale);
+  store_rows(p->dk + head_at(&p->lk, g, bh) + t.j0 * t.ldk, t.ldk, dk, t.nk, D, 1.0f);
   store_rows(p->dv + head_at(&p->lv, g, bh) + t.j0 * t.ldv, t.ldv, dv, t.nk, E, 1.0f);
 }
 
@@ -794,7 +905,7 @@ ATTN_HOT static void bwd_q_item(const gcc_attn_geo *g, const attn_io *p, int64_t
     probs_and_ds(&t, vt, kt, lh, doh, oh, s, dp);
     mm_nn(&t, dq, D, D, dp, t.k + t.j0 * t.ldk, t.ldk, 1); /* dQ += dS K */
   }
-  store_rows(p->dq + head_at(&p->lq, g, bh) + t.i0 * t.ldq, t.ldq, dq, t.nq, D, g->scale);
+  store_rows(p->dq + head_at(&p->lq, g, bh) + t.i0 * t.ldq, t.ldq, dq, t.nq, D, 1.0f);
 }
 
 /* One key block (tk <= BK, a GPT's short context): dK, dV and dQ of head bh
@@ -823,11 +934,8 @@ ATTN_HOT static void bwd_head_item(const gcc_attn_geo *g, const attn_io *p, int6
     mm_tn(&t, dv, E, s, doh + t.i0 * t.ldo, t.ldo);  /* dV += P^T dO */
     mm_tn(&t, dk, D, dp, t.q + t.i0 * t.ldq, t.ldq); /* dK += dS^T Q */
     mm_nn(&t, dqo, t.ldq, D, dp, t.k, t.ldk, 0);     /* dQ = dS K */
-    for (int64_t i = 0; i < t.nq; i++)
-      for (int64_t x = 0; x < D; x++)
-        dqo[i * t.ldq + x] = dqo[i * t.ldq + x] * g->scale;
   }
-  store_rows(p->dk + head_at(&p->lk, g, bh), t.ldk, dk, g->tk, D, g->scale);
+  store_rows(p->dk + head_at(&p->lk, g, bh), t.ldk, dk, g->tk, D, 1.0f);
   store_rows(p->dv + head_at(&p->lv, g, bh), t.ldv, dv, g->tk, E, 1.0f);
 }
 
