@@ -54,8 +54,8 @@ static int grads_of(const gcc_graph *g, int f, int *grads, int cap) {
     if (kRole[g->nodes[c].op] != R_GELU_GRAD)
       continue;
     const gcc_node *gr = &g->nodes[c];
-    if (gr->n_inputs != 2 || gr->inputs[1] != x || gr->inputs[0] == x ||
-        gr->device != n->device || gcc_gelu_is_tanh(gr) != gcc_gelu_is_tanh(n) || k == cap)
+    if (gr->n_inputs != 2 || gr->inputs[1] != x || gr->inputs[0] == x || gr->device != n->device ||
+        gcc_gelu_is_tanh(gr) != gcc_gelu_is_tanh(n) || k == cap)
       return 0;
     int seen = 0;
     for (int j = 0; j < k; j++)
