@@ -446,6 +446,20 @@ gcc_status gcc_graph_add_node(gcc_graph *g, const char *name, int op, const int 
   return GCC_OK;
 }
 
+void gcc_node_clear_attrs(gcc_graph *g, int node) {
+  gcc_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_attrs; k++)
+    attr_free(&n->attrs[k]);
+  free(n->attrs);
+  for (int k = 0; k < n->n_av; k++)
+    attr_free(&n->av[k]);
+  free(n->av);
+  n->attrs = NULL;
+  n->n_attrs = 0;
+  n->av = NULL;
+  n->n_av = 0;
+}
+
 static gcc_attr *attr_slot(gcc_graph *g, int node, const char *name) {
   gcc_node *n = &g->nodes[node];
   for (int k = 0; k < n->n_attrs; k++)

@@ -383,6 +383,10 @@ gcc_status gcc_node_set_ints(gcc_graph *g, int node, const char *name, const int
 gcc_status gcc_node_set_floats(gcc_graph *g, int node, const char *name, const float *v, int n);
 /* Attribute `name` as written, or NULL. */
 const gcc_attr *gcc_node_attr(const gcc_node *n, const char *name);
+/* Removes every attribute of `node`, as written and as resolved (a lowering
+ * pass that changes a node's op; gcc_op_resolve_attrs fills the new op's
+ * defaults). */
+void gcc_node_clear_attrs(gcc_graph *g, int node);
 
 gcc_status gcc_graph_add_input(gcc_graph *g, int value);
 gcc_status gcc_graph_add_output(gcc_graph *g, int value);

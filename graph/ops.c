@@ -130,7 +130,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 122, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 123, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_attr_spec kTriluAttrs[] = {B("upper", 1), I("k", 0)};
 static const gcc_attr_spec kArgAttrs[] = {I("axis", 0), B("keepdims", 1),
@@ -1507,6 +1507,21 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                                           "AttentionGrad of AttentionPacked: dQKV [..., 3 H D] "
                                           "= dQ, dK, dV of its thirds, packed as QKV (the "
                                           "Concat of their transposes back)"},
+    [GCC_OP_GELU_AUX] = {.name = "GeluAux",
+                         .min_inputs = 1,
+                         .max_inputs = 1,
+                         .n_outputs = 2,
+                         .input_names = "X",
+                         .attrs = kGeluAttrs,
+                         .n_attrs = COUNT(kGeluAttrs),
+                         .flags = GCC_OPF_INTERNAL,
+                         .shape = shape_gelu_aux,
+                         .flops = numel_out,
+                         .semantics =
+                             "Gelu's Y and, as a second output (cuBLASLt's GELU_AUX), its "
+                             "derivative D = dY/dX at X, the factor GeluGrad multiplies dY "
+                             "by (PyTorch gelu_backward with dY = 1), so that GeluGrad(dY, "
+                             "X) = dY * D bitwise; made by the CPU's gelu-aux lowering"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

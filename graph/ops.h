@@ -233,7 +233,8 @@ typedef struct gcc_op_desc {
   X(REDUCE_MIN, ReduceMin)                                                                         \
   X(REDUCE_MIN_GRAD, ReduceMinGrad)                                                                \
   X(ATTENTION_PACKED, AttentionPacked)                                                             \
-  X(ATTENTION_PACKED_GRAD, AttentionPackedGrad)
+  X(ATTENTION_PACKED_GRAD, AttentionPackedGrad)                                                    \
+  X(GELU_AUX, GeluAux)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,

@@ -149,6 +149,7 @@ double flops_attention_packed(const gcc_graph *g, int node);
 double flops_attention_packed_grad(const gcc_graph *g, int node);
 gcc_status shape_gelu(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_gelu_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_gelu_aux(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pow(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_pow_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_prelu(gcc_graph *g, int node, gcc_diag *d);

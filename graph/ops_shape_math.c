@@ -33,6 +33,15 @@ gcc_status shape_gelu_grad(gcc_graph *g, int node, gcc_diag *d) {
   return shape_elem_grad(g, node, d);
 }
 
+/* GeluAux (X): Y and D both X's dtype and shape. */
+gcc_status shape_gelu_aux(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(shape_gelu(g, node, d));
+  const gcc_value *y = &g->values[g->nodes[node].outputs[0]];
+  const gcc_shape s = y->shape;
+  set_out(g, node, 1, y->dtype, &s);
+  return GCC_OK;
+}
+
 /* Pow (A, B): one float dtype, broadcast. */
 gcc_status shape_pow(gcc_graph *g, int node, gcc_diag *d) {
   gcc_dtype dt;

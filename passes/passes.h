@@ -127,6 +127,9 @@ typedef struct gcc_options {
   /* 1: the packed-attention lowering leaves Attention's Slice / Reshape /
    * Transpose chains as they are (as GCC_CPU_PACKED_ATTENTION=0 does). */
   int no_packed_attention;
+  /* 1: the gelu-aux lowering leaves Gelu and GeluGrad as they are (as
+   * GCC_CPU_GELU_AUX=0 does). */
+  int no_gelu_aux;
   /* --layout (gcc_layout_choice; 0: auto) */
   int layout;
   /* Gradient accumulation (TRAIN; --grad-accum K): grad_accum K > 1
@@ -174,6 +177,16 @@ gcc_status gcc_pass_attention(gcc_graph *g, const struct gcc_options *opt, gcc_d
  * GCC_CPU_PACKED_ATTENTION=0 or opt->no_packed_attention. Errors: out of
  * memory. */
 gcc_status gcc_pass_packed_attention(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
+
+/* The gelu-aux lowering (passes/gelu_aux.c; a target's lowering pass,
+ * before fusion): where opt->target supports GeluAux on the Gelu node's
+ * device, a float32 Gelu(X) whose X is also read by GeluGrad(dY, X) nodes
+ * (autodiff's backward, same approximation and device) becomes
+ * Y, D = GeluAux(X), and each such GeluGrad becomes Mul(dY, D): the same
+ * bits, the derivative computed in the forward's pass instead of
+ * recomputing Phi and phi. Off under GCC_CPU_GELU_AUX=0 or
+ * opt->no_gelu_aux. Errors: out of memory. */
+gcc_status gcc_pass_gelu_aux(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
 
 /* Reverse-mode automatic differentiation (TRAIN only; no-op in EVAL):
  * builds the backward graph from the scalar loss named by the training

@@ -1,6 +1,6 @@
 // cpu_parallel_test: the CPU pointwise kernels whose elements (or rows) are
 // cut into contiguous parts over the plan's threads (runtime/cpu/
-// cpu_parallel.h): Gelu, GeluGrad, Add (same shape, a repeated row:
+// cpu_parallel.h): Gelu, GeluGrad, GeluAux, Mul (same shape), Add (same shape, a repeated row:
 // a bias, a position table),
 // Transpose (last dim kept, last dim moved), SliceGrad (one cut dim: one
 // pass; two cut dims or a step: the general walk), Adam,
@@ -159,6 +159,50 @@ TEST(CpuParallel, GeluAndGeluGradEitherFormAnyThreads) {
         ASSERT_NEAR(y[(size_t)i], ref, 64 * std::ldexp(1.0, -24) * (std::fabs(ref) + 1))
             << "x = " << v;
       }
+    }
+  }
+}
+
+// GeluAux (two outputs) on 1, 2 and 3 threads: Y and D bitwise the same for
+// every thread count, Y bitwise Gelu's, dY * D bitwise GeluGrad's (the same
+// operations: tests/gelu_accuracy_test); Mul of same-shape operands (the
+// backward the gelu-aux lowering makes) on parts: exactly the float product.
+TEST(CpuParallel, GeluAuxAndMulAnyThreads) {
+  const int64_t n = 100003;
+  gcc_shape s = Shape({n});
+  std::vector<float> x = Data((size_t)n, 11, -6.0f, 6.0f), dy = Data((size_t)n, 12, -1.0f, 1.0f);
+  for (const char *form : {"none", "tanh"}) {
+    SCOPED_TRACE(form);
+    gcc_attr av[1]{};
+    av[GELU_APPROXIMATE].type = GCC_ATTR_STRING;
+    av[GELU_APPROXIMATE].s = (char *)form;
+    gcc_node g = Node(GCC_OP_GELU, av, 1), gg = Node(GCC_OP_GELU_GRAD, av, 1),
+             ga = Node(GCC_OP_GELU_AUX, av, 1);
+    std::vector<float> y = RunThreads(gcc_cpu_gelu, &g, {s}, {x}, s);
+    std::vector<float> dx = RunThreads(gcc_cpu_gelu_grad, &gg, {s, s}, {dy, x}, s);
+    std::vector<float> y1, d1;
+    for (int threads : {1, 2, 3}) {
+      gcc_cpu_ctx ctx{};
+      ctx.max_threads = threads;
+      std::vector<float> ya((size_t)n, NAN), da((size_t)n, NAN);
+      gcc_tensor tx{GCC_DT_FLOAT32, s, n, x.data()}, ty{GCC_DT_FLOAT32, s, n, ya.data()},
+          td{GCC_DT_FLOAT32, s, n, da.data()};
+      gcc_tensor *in[1] = {&tx}, *out[2] = {&ty, &td};
+      gcc_kernel_args a{&ga, in, 1, out, 2, &ctx, nullptr, 0, nullptr};
+      ASSERT_EQ(gcc_cpu_gelu_aux(&a), GCC_OK);
+      if (threads == 1) {
+        y1 = ya, d1 = da;
+        continue;
+      }
+      EXPECT_EQ(0, std::memcmp(ya.data(), y1.data(), ya.size() * 4)) << threads << " threads";
+      EXPECT_EQ(0, std::memcmp(da.data(), d1.data(), da.size() * 4)) << threads << " threads";
+    }
+    EXPECT_EQ(0, std::memcmp(y1.data(), y.data(), y.size() * 4)) << "Y is not Gelu's";
+    gcc_node mul = Node(GCC_OP_MUL, nullptr, 0);
+    std::vector<float> m = RunThreads(gcc_cpu_mul, &mul, {s, s}, {dy, d1}, s);
+    for (int64_t i = 0; i < n; i++) {
+      ASSERT_EQ(m[(size_t)i], dy[(size_t)i] * d1[(size_t)i]) << i;
+      ASSERT_EQ(m[(size_t)i], dx[(size_t)i]) << "x = " << x[(size_t)i] << ": not GeluGrad's";
     }
   }
 }

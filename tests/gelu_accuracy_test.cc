@@ -149,4 +149,66 @@ TEST(GeluAccuracy, InfAndNaN) {
   EXPECT_TRUE(std::isnan(dx[3]));
 }
 
+// GeluAux (the CPU's gelu-aux lowering, passes/gelu_aux.c) against Gelu and
+// GeluGrad, both approximations, over the sweep and Inf / NaN: Y equals
+// Gelu's bits, and dY * D (one float product) GeluGrad's bits, for every x
+// (tolerance 0: the same operations in the same order; a NaN may differ
+// only in its payload).
+TEST(GeluAux, EqualsGeluAndGeluGradBitwise) {
+  std::vector<float> xs = Sweep(), dys(xs.size());
+  for (float v : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()})
+    xs.push_back(v);
+  dys.resize(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i)
+    dys[i] = (i % 2 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i % 97) / 64.0f);
+  for (const char *form : {"none", "tanh"}) {
+    SCOPED_TRACE(form);
+    gcc_attr av[1];
+    std::memset(av, 0, sizeof av);
+    av[0].type = GCC_ATTR_STRING;
+    av[0].s = const_cast<char *>(form);
+    gcc_node node;
+    std::memset(&node, 0, sizeof node);
+    node.av = av;
+    node.n_av = 1;
+    const int64_t n = static_cast<int64_t>(xs.size());
+    std::vector<float> y0(xs.size()), dx0(xs.size()), y1(xs.size()), d1(xs.size());
+    gcc_tensor x{}, dy{}, ty0{}, tdx0{}, ty1{}, td1{};
+    for (gcc_tensor *t : {&x, &dy, &ty0, &tdx0, &ty1, &td1}) {
+      t->dtype = GCC_DT_FLOAT32;
+      t->numel = n;
+    }
+    x.data = xs.data();
+    dy.data = dys.data();
+    ty0.data = y0.data();
+    tdx0.data = dx0.data();
+    ty1.data = y1.data();
+    td1.data = d1.data();
+    gcc_tensor *fin[1] = {&x}, *gin[2] = {&dy, &x}, *fo[1] = {&ty0}, *go[1] = {&tdx0},
+               *ao[2] = {&ty1, &td1};
+    gcc_kernel_args a{};
+    a.node = &node;
+    a.in = fin, a.n_in = 1, a.out = fo, a.n_out = 1;
+    ASSERT_EQ(gcc_cpu_gelu(&a), GCC_OK);
+    a.in = gin, a.n_in = 2, a.out = go;
+    ASSERT_EQ(gcc_cpu_gelu_grad(&a), GCC_OK);
+    a.in = fin, a.n_in = 1, a.out = ao, a.n_out = 2;
+    ASSERT_EQ(gcc_cpu_gelu_aux(&a), GCC_OK);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float dx1 = dys[i] * d1[i];
+      if (std::isnan(y0[i]))
+        EXPECT_TRUE(std::isnan(y1[i])) << "x " << xs[i];
+      else
+        EXPECT_EQ(std::memcmp(&y0[i], &y1[i], 4), 0)
+            << "x " << xs[i] << ": " << y0[i] << " " << y1[i];
+      if (std::isnan(dx0[i]))
+        EXPECT_TRUE(std::isnan(dx1)) << "x " << xs[i];
+      else
+        EXPECT_EQ(std::memcmp(&dx0[i], &dx1, 4), 0)
+            << "x " << xs[i] << ": " << dx0[i] << " " << dx1;
+    }
+  }
+}
+
 } // namespace

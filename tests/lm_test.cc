@@ -719,7 +719,8 @@ struct GradStore {
 // The loss and the parameter gradients of one batch (dropout 0), from a
 // gradients-only training plan on the CPU or on the host-emulated CUDA plan.
 void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
-                  std::map<std::string, std::vector<float>> *grads, bool packed = true) {
+                  std::map<std::string, std::vector<float>> *grads, bool packed = true,
+                  bool gelu_aux = true) {
   std::vector<int64_t> idx(kB * kT), tgt(kB * kT);
   for (int64_t i = 0; i < kB * kT; i++) {
     idx[i] = (i * 5 + i / kT) % kV;
@@ -730,6 +731,7 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
   o.batch_size = kB;
   o.opt.kind = GCC_OPT_NONE;
   o.no_packed_attention = packed ? 0 : 1;
+  o.no_gelu_aux = gelu_aux ? 0 : 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
   gcc_plan_config cfg{};
@@ -756,6 +758,8 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
     const gcc_graph *cg = gcc_plan_graph(p);
     EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED), cuda || !packed ? 0 : 2);
     EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED_GRAD), cuda || !packed ? 0 : 2);
+    EXPECT_EQ(CountOp(cg, GCC_OP_GELU_AUX), cuda || !gelu_aux ? 0 : 2);
+    EXPECT_EQ(CountOp(cg, GCC_OP_GELU_GRAD), cuda || !gelu_aux ? 2 : 0);
   }
   if (cuda) { // the attention and its gradient run as generated kernels on the device
     const gcc_graph *cg = gcc_plan_graph(p);
@@ -837,6 +841,30 @@ TEST(CharGpt, PackedAttentionGivesTheUnpackedPlansGradientsBitwise) {
   for (auto &kv : gp) {
     ASSERT_EQ(kv.second.size(), gu[kv.first].size()) << kv.first;
     EXPECT_EQ(kv.second, gu[kv.first]) << kv.first;
+  }
+}
+
+// The CPU plan with the gelu-aux lowering (GeluAux writing the derivative in
+// the forward, Mul(dY, D) in the backward; passes/gelu_aux.c) against the
+// same plan with Gelu and GeluGrad: one step's loss and every parameter
+// gradient bitwise equal (tolerance 0), with dropout 0.1: D is the factor
+// GeluGrad multiplies dY by, computed by the same operations
+// (GeluAux.EqualsGeluAndGeluGradBitwise in gelu_accuracy_test).
+TEST(CharGpt, GeluAuxGivesTheGeluGradPlansGradientsBitwise) {
+  gcc_graph *g = TinyGpt(0.1f);
+  ASSERT_NE(g, nullptr);
+  float la = NAN, lg = NAN;
+  std::map<std::string, std::vector<float>> ga, gg;
+  LossAndGrads(g, false, &la, &ga, true, true);
+  LossAndGrads(g, false, &lg, &gg, true, false);
+  gcc_graph_free(g);
+  EXPECT_EQ(la, lg);
+  EXPECT_TRUE(std::isfinite(la));
+  ASSERT_EQ(ga.size(), 52u / 2u + 2u) << "every parameter has a gradient";
+  ASSERT_EQ(gg.size(), ga.size());
+  for (auto &kv : ga) {
+    ASSERT_EQ(kv.second.size(), gg[kv.first].size()) << kv.first;
+    EXPECT_EQ(kv.second, gg[kv.first]) << kv.first;
   }
 }
 

@@ -668,6 +668,10 @@ void RunGradCase(const GradCase &c, uint64_t seed) {
   o.mode = GCC_MODE_TRAIN;
   o.batch_size = 1;
   o.opt.kind = GCC_OPT_NONE; // gradients only: no update node
+  // GeluGrad is what the Gelu cases check against finite differences; the
+  // CPU's gelu-aux lowering would make it GeluAux + Mul, which give its
+  // bits (GeluAux.EqualsGeluAndGeluGradBitwise, CharGpt.GeluAux*)
+  o.no_gelu_aux = 1;
   // device: zero-initialised = the CPU
   gcc_plan *plan_raw = nullptr;
   gcc_plan_config cfg{};
@@ -5482,6 +5486,10 @@ const Covered kCovered[] = {
     {GCC_OP_ATTENTION_PACKED_GRAD, "AttentionPackedGrad", kInternal,
      "AttentionPacked.EqualsAttentionOnTheSplitThirdsBitwise (tests/attention_test.cc); "
      "CharGpt.PackedAttention* (tests/lm_test.cc)"},
+    // bitwise equal to Gelu and GeluGrad (gradchecked above)
+    {GCC_OP_GELU_AUX, "GeluAux", kInternal,
+     "GeluAux.EqualsGeluAndGeluGradBitwise (tests/gelu_accuracy_test.cc); "
+     "CharGpt.GeluAuxGivesTheGeluGradPlansGradientsBitwise (tests/lm_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

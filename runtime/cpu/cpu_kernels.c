@@ -422,13 +422,28 @@ static gcc_status int_binary(const gcc_kernel_args *a, arith op) {
   return GCC_OK;
 }
 
+/* Sub, Mul and Div of same-shape operands over parts of elements
+ * (cpu_parallel.h): each element as on one thread */
+typedef struct bin_job {
+  arith op;
+  const float *a, *b;
+  float *y;
+} bin_job;
+
+static void bin_range(void *u, int part, int64_t b, int64_t e) {
+  const bin_job *j = u;
+  (void)part;
+  bin_loop(j->op, j->a + b, j->b + b, j->y + b, e - b);
+}
+
 static gcc_status binary(const gcc_kernel_args *a, arith op) {
   const gcc_tensor *A = a->in[0], *B = a->in[1];
   gcc_tensor *Y = a->out[0];
   if (Y->dtype != GCC_DT_FLOAT32)
     return int_binary(a, op);
   if (A->numel == Y->numel && B->numel == Y->numel) {
-    bin_loop(op, F32(A), F32(B), F32(Y), Y->numel);
+    bin_job j = {op, F32(A), F32(B), F32(Y)};
+    gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, Y->numel), Y->numel, 16, bin_range, &j);
   } else {
     bin_ctx c = {F32(Y), F32(A), F32(B), op};
     bcast_walk(&Y->shape, &A->shape, &B->shape, visit_bin, &c);

@@ -168,6 +168,9 @@ gcc_status gcc_cpu_amp_update_scale(const gcc_kernel_args *a);
  * approximations (`approximate`), as PyTorch's CPU GELU kernels. */
 gcc_status gcc_cpu_gelu(const gcc_kernel_args *a);
 gcc_status gcc_cpu_gelu_grad(const gcc_kernel_args *a);
+/* GeluAux (graph/ops.h): Y = Gelu(X) and D = GeluGrad(1, X), bit for bit as
+ * gcc_cpu_gelu and gcc_cpu_gelu_grad compute them (GeluGrad(dY, X) = dY * D). */
+gcc_status gcc_cpu_gelu_aux(const gcc_kernel_args *a);
 /* Erf (X) -> Y (erff) and ErfGrad (dY, X) -> dY * 2 / sqrt(pi) * exp(-X^2). */
 gcc_status gcc_cpu_erf(const gcc_kernel_args *a);
 gcc_status gcc_cpu_erf_grad(const gcc_kernel_args *a);

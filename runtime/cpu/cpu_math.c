@@ -54,9 +54,12 @@
  * or not), each within the bound. Error against float64
  * (tests/gelu_accuracy_test, which derives its bound for separate roundings;
  * a fused multiply-add rounds once where that counted two): within (16 +
- * 2.5 x^2) u relatively, u = 2^-24 (measured: 221 u at x = -11.6, where Phi
- * is 1e-31; the gradient 160 u); the x^2 part is the conditioning of
- * e^(-x^2 / 2) in float. NaN propagates through x. */
+ * 2.5 x^2) u relatively, u = 2^-24 (measured: 220 u at x = -11.6, where Phi
+ * is 1e-31; the gradient 35 u); the x^2 part is the conditioning of
+ * e^(-x^2 / 2) in float. NaN propagates through x. GeluAux computes Y and
+ * GeluGrad's factor D in one pass with the same operations: Gelu's Y and
+ * GeluGrad's dY * D bit for bit (phi's argument is taken from x, so that
+ * the compiler fuses z^2 into Phi's argument in all three loops alike). */
 #define GELU_CHUNK 256 /* the parts' alignment over threads */
 #define GELU_LANES GCC_VEXP_LANES
 
@@ -111,7 +114,11 @@ static inline __attribute__((always_inline)) void gelu_phi_vec(const float *xp, 
   const gelu_vf h = (gelu_vf)(ka & (gelu_vi)(0.5f * (t * e)));
   *cdf = GELU_SEL(sign != 0, h, 1.0f - h);
   if (pdf) {
-    const gelu_vf g = -z * z;
+    /* -x^2 / 2 from x, not -z^2: z^2 then keeps one reader (a), so the
+     * compiler fuses it into a's sum whether or not pdf is wanted, and Phi
+     * has the same bits in Gelu, GeluGrad and GeluAux (x^2 / 2 rounds once,
+     * z^2 twice) */
+    const gelu_vf g = -(x * x) * 0.5f;
     const gelu_vi kg = g > -87.0f;
     const gelu_vf gc = GELU_SEL(g >= -87.0f, g, zero - 87.0f); /* NaN -> -87, as a */
     gelu_vf eg;
@@ -189,11 +196,54 @@ GCC_HOT static void gelu_tanh_grad_loop(const float *restrict dy, const float *r
   }
 }
 
-/* Gelu and GeluGrad over parts of whole GELU_CHUNKs (cpu_parallel.h): every
- * element is computed as on one thread. */
+/* y = x Phi(x) and d = Phi(x) + x phi(x) over n floats: gelu_erf_loop's y and
+ * the factor gelu_erf_grad_loop multiplies dy by, the same operations (so
+ * the same bits) in one pass, the tail as there */
+GELU_HOT static void gelu_erf_aux_loop(const float *restrict x, float *restrict y,
+                                       float *restrict dd, int64_t n) {
+  float xb[GELU_LANES] = {0};
+  for (int64_t i = 0; i < n; i += GELU_LANES) {
+    const int64_t m = n - i < GELU_LANES ? n - i : GELU_LANES;
+    const float *xp = x + i;
+    if (m < GELU_LANES) {
+      memcpy(xb, xp, (size_t)m * sizeof *xb);
+      xp = xb;
+    }
+    gelu_vf c, pd, xv;
+    gelu_phi_vec(xp, &c, &pd);
+    memcpy(&xv, xp, sizeof xv);
+    const gelu_vf yv = xv * c, dv = c + xv * pd;
+    if (m < GELU_LANES) {
+      memcpy(xb, &yv, sizeof yv);
+      memcpy(y + i, xb, (size_t)m * sizeof *xb);
+      memcpy(xb, &dv, sizeof dv);
+      memcpy(dd + i, xb, (size_t)m * sizeof *xb);
+    } else {
+      memcpy(y + i, &yv, sizeof yv);
+      memcpy(dd + i, &dv, sizeof dv);
+    }
+  }
+}
+
+/* gelu_tanh_loop's y and gelu_tanh_grad_loop's factor of dy, as there */
+GCC_HOT static void gelu_tanh_aux_loop(const float *restrict x, float *restrict y,
+                                       float *restrict dd, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i], v2 = v * v;
+    y[i] = 0.5f * v * (1.0f + tanhf(GELU_BETA * (v + GELU_KAPPA * v * v * v)));
+    float t = tanhf(GELU_BETA * (v + GELU_KAPPA * v2 * v));
+    float left = 0.5f * v, right = 1.0f + t;
+    float dleft = 0.5f * right;
+    float dright = left * (1.0f - t * t) * GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * v2);
+    dd[i] = dleft + dright;
+  }
+}
+
+/* Gelu, GeluGrad and GeluAux over parts of whole GELU_CHUNKs
+ * (cpu_parallel.h): every element is computed as on one thread. */
 typedef struct gelu_job {
   const float *dy, *x;
-  float *y;
+  float *y, *d; /* d: GeluAux's derivative */
   int tanh_form;
 } gelu_job;
 
@@ -215,8 +265,17 @@ static void gelu_grad_range(void *u, int part, int64_t b, int64_t e) {
     gelu_erf_grad_loop(j->dy + b, j->x + b, j->y + b, e - b);
 }
 
+static void gelu_aux_range(void *u, int part, int64_t b, int64_t e) {
+  const gelu_job *j = u;
+  (void)part;
+  if (j->tanh_form)
+    gelu_tanh_aux_loop(j->x + b, j->y + b, j->d + b, e - b);
+  else
+    gelu_erf_aux_loop(j->x + b, j->y + b, j->d + b, e - b);
+}
+
 gcc_status gcc_cpu_gelu(const gcc_kernel_args *a) {
-  gelu_job j = {NULL, (const float *)a->in[0]->data, (float *)a->out[0]->data,
+  gelu_job j = {NULL, (const float *)a->in[0]->data, (float *)a->out[0]->data, NULL,
                 gcc_gelu_is_tanh(a->node)};
   const int64_t n = a->out[0]->numel;
   gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n), n, GELU_CHUNK, gelu_range, &j);
@@ -225,9 +284,18 @@ gcc_status gcc_cpu_gelu(const gcc_kernel_args *a) {
 
 gcc_status gcc_cpu_gelu_grad(const gcc_kernel_args *a) {
   gelu_job j = {(const float *)a->in[0]->data, (const float *)a->in[1]->data,
-                (float *)a->out[0]->data, gcc_gelu_is_tanh(a->node)};
+                (float *)a->out[0]->data, NULL, gcc_gelu_is_tanh(a->node)};
   const int64_t n = a->out[0]->numel;
   gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n), n, GELU_CHUNK, gelu_grad_range, &j);
+  return GCC_OK;
+}
+
+gcc_status gcc_cpu_gelu_aux(const gcc_kernel_args *a) {
+  gelu_job j = {NULL, (const float *)a->in[0]->data, (float *)a->out[0]->data,
+                (float *)a->out[1]->data, gcc_gelu_is_tanh(a->node)};
+  const int64_t n = a->out[0]->numel;
+  /* two outputs: the work of GeluGrad per element */
+  gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, 2 * n), n, GELU_CHUNK, gelu_aux_range, &j);
   return GCC_OK;
 }
 
