@@ -32,7 +32,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
   return gcc_gelu_is_tanh(n) ? GELU_GRAD_TANH : GELU_GRAD_ERF;
 }
 
-_Static_assert(GCC_OP_COUNT == 122, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 123, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -286,6 +286,13 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_ATTENTION_PACKED_GRAD] = {.kind = GCC_LOWER_NONE,
                                       .none = "internal: made by the CPU-only packed-attention "
                                               "lowering, with AttentionPacked"},
+    /* the CPU's one-pass LayerNorm backward (passes/layer_norm_grad.c) runs
+     * only where the target supports it: the generated LayerNormGrad
+     * kernels stay separate here */
+    [GCC_OP_LAYER_NORM_GRAD_ALL] = {.kind = GCC_LOWER_NONE,
+                                    .none = "internal: made by the CPU-only LayerNorm-backward "
+                                            "lowering; the generated LayerNormGrad kernels "
+                                            "(one per output) run here instead"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

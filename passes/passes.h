@@ -127,6 +127,9 @@ typedef struct gcc_options {
   /* 1: the packed-attention lowering leaves Attention's Slice / Reshape /
    * Transpose chains as they are (as GCC_CPU_PACKED_ATTENTION=0 does). */
   int no_packed_attention;
+  /* 1: the LayerNorm-backward lowering leaves the LayerNormGrad nodes as
+   * they are (as GCC_CPU_LN_GRAD_ALL=0 does). */
+  int no_ln_grad_all;
   /* --layout (gcc_layout_choice; 0: auto) */
   int layout;
   /* Gradient accumulation (TRAIN; --grad-accum K): grad_accum K > 1
@@ -174,6 +177,15 @@ gcc_status gcc_pass_attention(gcc_graph *g, const struct gcc_options *opt, gcc_d
  * GCC_CPU_PACKED_ATTENTION=0 or opt->no_packed_attention. Errors: out of
  * memory. */
 gcc_status gcc_pass_packed_attention(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
+
+/* The LayerNorm-backward lowering (passes/layer_norm_grad.c; a target's
+ * lowering pass): where opt->target supports LayerNormGradAll on their
+ * device, two or three LayerNormGrad nodes of one LayerNormalization (the
+ * same dY, X, Scale, axis, epsilon, device and phase; outputs dX, dScale,
+ * dB) become one LayerNormGradAll writing the same values (bitwise), in
+ * the place of the group's first node. Off under GCC_CPU_LN_GRAD_ALL=0 or
+ * opt->no_ln_grad_all. Errors: out of memory. */
+gcc_status gcc_pass_layer_norm_grad(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
 
 /* Reverse-mode automatic differentiation (TRAIN only; no-op in EVAL):
  * builds the backward graph from the scalar loss named by the training

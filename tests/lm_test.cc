@@ -719,7 +719,8 @@ struct GradStore {
 // The loss and the parameter gradients of one batch (dropout 0), from a
 // gradients-only training plan on the CPU or on the host-emulated CUDA plan.
 void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
-                  std::map<std::string, std::vector<float>> *grads, bool packed = true) {
+                  std::map<std::string, std::vector<float>> *grads, bool packed = true,
+                  bool ln_all = true) {
   std::vector<int64_t> idx(kB * kT), tgt(kB * kT);
   for (int64_t i = 0; i < kB * kT; i++) {
     idx[i] = (i * 5 + i / kT) % kV;
@@ -730,6 +731,7 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
   o.batch_size = kB;
   o.opt.kind = GCC_OPT_NONE;
   o.no_packed_attention = packed ? 0 : 1;
+  o.no_ln_grad_all = ln_all ? 0 : 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
   gcc_plan_config cfg{};
@@ -756,6 +758,10 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
     const gcc_graph *cg = gcc_plan_graph(p);
     EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED), cuda || !packed ? 0 : 2);
     EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED_GRAD), cuda || !packed ? 0 : 2);
+    // 5 LayerNorms (2 per layer and ln_f), each with dX, dScale and dB
+    const bool one = !cuda && ln_all;
+    EXPECT_EQ(CountOp(cg, GCC_OP_LAYER_NORM_GRAD_ALL), one ? 5 : 0);
+    EXPECT_EQ(CountOp(cg, GCC_OP_LAYER_NORM_GRAD), one ? 0 : 15);
   }
   if (cuda) { // the attention and its gradient run as generated kernels on the device
     const gcc_graph *cg = gcc_plan_graph(p);
@@ -837,6 +843,31 @@ TEST(CharGpt, PackedAttentionGivesTheUnpackedPlansGradientsBitwise) {
   for (auto &kv : gp) {
     ASSERT_EQ(kv.second.size(), gu[kv.first].size()) << kv.first;
     EXPECT_EQ(kv.second, gu[kv.first]) << kv.first;
+  }
+}
+
+// The CPU plan with one LayerNormGradAll per LayerNorm (dX, dScale and dB in
+// one pass; passes/layer_norm_grad.c) against the same plan with the three
+// LayerNormGrad nodes each: with dropout 0.1, one step's loss and every
+// parameter gradient are bitwise equal (tolerance 0): the one node runs the
+// three nodes' arithmetic in their order (LayerNorm.OneBackwardNode* in
+// layer_norm_test).
+TEST(CharGpt, OneNodeLayerNormBackwardGivesTheSameGradientsBitwise) {
+  gcc_graph *g = TinyGpt(0.1f);
+  ASSERT_NE(g, nullptr);
+  float l1 = NAN, l3 = NAN;
+  std::map<std::string, std::vector<float>> g1, g3;
+  LossAndGrads(g, false, &l1, &g1, true, true);
+  LossAndGrads(g, false, &l3, &g3, true, false);
+  gcc_graph_free(g);
+  EXPECT_EQ(l1, l3);
+  EXPECT_TRUE(std::isfinite(l1));
+  ASSERT_EQ(g1.size(), 52u / 2u + 2u) << "every parameter has a gradient";
+  ASSERT_EQ(g3.size(), g1.size());
+  for (auto &kv : g1) {
+    const std::vector<float> &a = kv.second, &b = g3[kv.first];
+    ASSERT_EQ(a.size(), b.size()) << kv.first;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << kv.first;
   }
 }
 
