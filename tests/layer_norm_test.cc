@@ -117,8 +117,9 @@ struct Case {
   int64_t axis = -1;
   double eps = 1e-5;
   // x_input: x a graph input (no dX wanted); no_bias: LayerNormalization
-  // without B (no dB)
-  bool x_input = false, no_bias = false;
+  // without B (no dB); residual: the loss on y + x (x's gradient the sum of
+  // LayerNorm's dX and the residual's)
+  bool x_input = false, no_bias = false, residual = false;
   std::vector<float> x, w, b, target;
   GraphPtr model;
 };
@@ -156,7 +157,9 @@ void BuildModel(Case *c) {
   gcc_build_set_int(bd, y_v, "axis", c->axis);
   gcc_build_set_float(bd, y_v, "epsilon", static_cast<float>(c->eps));
   int t = gcc_build_input(bd, "t", GCC_DT_FLOAT32, (int)c->xd.size(), c->xd.data());
-  int loss = gcc_build_mse(bd, "loss", y_v, t);
+  int sum[2] = {y_v, px};
+  int loss = gcc_build_mse(bd, "loss",
+                           c->residual ? gcc_build_op(bd, GCC_OP_ADD, "res", "s", sum, 2) : y_v, t);
   EXPECT_EQ(gcc_node_set_string(bd->g, bd->g->values[loss].producer, "reduction", "sum"), GCC_OK);
   gcc_build_output(bd, loss);
   gcc_build_training_spec ts = {};
@@ -276,6 +279,8 @@ void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r, bool fu
     for (int i = 0; i < cg->n_nodes; i++)
       if (cg->nodes[i].op == GCC_OP_LAYER_NORM_GRAD_ALL) {
         EXPECT_EQ(cg->nodes[i].n_outputs, wanted);
+        // the residual's gradient sum Add(dX, dS) goes into it
+        EXPECT_EQ(cg->nodes[i].n_inputs, c.residual ? 4 : 3);
       }
   }
   if (cuda) { // the LayerNormalization nodes run as generated kernels on the device
@@ -420,17 +425,23 @@ TEST(LayerNorm, ThreadCountDoesNotChangeTheBits) {
 
 // LayerNormGradAll (passes/layer_norm_grad.c) with the outputs a model
 // wants: all three, dScale and dB only (x a graph input: no dX), dX and
-// dScale only (no B). X [5, 61, 110]: rows of 110 (a partial 16-lane block
+// dScale only (no B), and all three with the loss on y + x (x's gradient
+// LayerNorm's dX + the residual's: the Add goes into LayerNormGradAll as
+// its input R). X [5, 61, 110]: rows of 110 (a partial 16-lane block
 // at the end), 305 rows in 61 chunks of 5 (rows not a multiple of the
 // kernels' 32-row blocks), 33,550 elements (past the one-thread threshold:
 // 2 threads split the chunks). Each gradient is bitwise the LayerNormGrad
 // node's of the plan without the lowering.
 TEST(LayerNorm, OneBackwardNodeGivesTheSeparateNodesBits) {
-  for (int variant = 0; variant < 3; variant++) {
+  for (int variant = 0; variant < 4; variant++) {
     Case c;
-    c.name = variant == 0 ? "all" : variant == 1 ? "x_input" : "no_bias";
+    c.name = variant == 0   ? "all"
+             : variant == 1 ? "x_input"
+             : variant == 2 ? "no_bias"
+                            : "residual";
     c.x_input = variant == 1;
     c.no_bias = variant == 2;
+    c.residual = variant == 3;
     c.xd = {5, 61, 110};
     c.nd = {110};
     uint32_t state = 777u + (uint32_t)variant;
