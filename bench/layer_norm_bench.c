@@ -1,7 +1,9 @@
 /*
  * layer_norm_bench.c - the CPU kernels of LayerNormalization and
  * LayerNormGrad (runtime/cpu/cpu_norm.c) on Transformer shapes: the forward,
- * dX, dScale and dB of X [rows, C] over its last axis, median of `reps`
+ * dX, dScale and dB of X [rows, C] over its last axis, then LayerNormGradAll
+ * (the three in one pass: "dX+dS+dB", the sum of the three nodes' times
+ * "3 nodes" beside it), median of `reps`
  * timed runs after a warm-up, at 1 and 2 threads (the plan's thread count),
  * with the bytes each moves at the least (X and Y; dY, X and dX; dY and X)
  * as GB/s. bench/torch_layer_norm.py times PyTorch's F.layer_norm and its
@@ -90,7 +92,17 @@ int main(int argc, char **argv) {
     gcc_build_output(bd, yv);
     gcc_graph *g = NULL;
     gcc_diag d = {0};
-    if (gcc_builder_finish(bd, &g, &d) != GCC_OK || gcc_infer_shapes(g, &d) != GCC_OK) {
+    /* and one LayerNormGradAll writing all three (the finished graph's
+     * value ids, found by name) */
+    int av[3], an = -1, ain[3];
+    if (gcc_builder_finish(bd, &g, &d) != GCC_OK ||
+        (ain[0] = ain[1] = gcc_graph_find(g, "x"), ain[2] = gcc_graph_find(g, "s")) < 0 ||
+        gcc_graph_add_temp(g, "all_dx", GCC_VALUE_ACTIVATION, &av[0], &d) != GCC_OK ||
+        gcc_graph_add_temp(g, "all_ds", GCC_VALUE_ACTIVATION, &av[1], &d) != GCC_OK ||
+        gcc_graph_add_temp(g, "all_db", GCC_VALUE_ACTIVATION, &av[2], &d) != GCC_OK ||
+        gcc_graph_add_node(g, "all", GCC_OP_LAYER_NORM_GRAD_ALL, ain, 3, av, 3, &an, &d) !=
+            GCC_OK ||
+        gcc_infer_shapes(g, &d) != GCC_OK) {
       fprintf(stderr, "layer_norm_bench: %s\n", d.msg);
       return 1;
     }
@@ -105,7 +117,7 @@ int main(int argc, char **argv) {
       gcc_tensor *fin[3] = {&tx, &ts, &tb}, *fout[1] = {&ty};
       gcc_kernel_args fa = {
           &g->nodes[g->values[yv].producer], fin, 3, fout, 1, &ctx, NULL, 0, NULL};
-      double t = median_run(gcc_cpu_layer_norm, &fa, reps);
+      double t = median_run(gcc_cpu_layer_norm, &fa, reps), three = 0;
       printf("%-40s %-8s %7d %10.3f %8.1f\n", bc->what, "forward", threads, 1e3 * t,
              2.0 * (double)n * 4 / t / 1e9);
       for (int k = 0; k < 3; k++) {
@@ -121,8 +133,22 @@ int main(int argc, char **argv) {
                : k == 1 ? "dScale"
                         : "dB",
                threads, 1e3 * t, bytes / t / 1e9);
+        three += t;
         free(w);
       }
+      printf("%-40s %-8s %7d %10.3f\n", bc->what, "3 nodes", threads, 1e3 * three);
+      size_t ws = gcc_cpu_layer_norm_grad_all_workspace(g, an);
+      void *w = ws ? malloc(ws) : NULL;
+      gcc_tensor tdb = tds;
+      float *db = malloc((size_t)cd * 4);
+      tdb.data = db;
+      gcc_tensor *gi[3] = {&tdy, &tx, &ts}, *go[3] = {&tdx, &tds, &tdb};
+      gcc_kernel_args ga = {&g->nodes[an], gi, 3, go, 3, &ctx, w, ws, NULL};
+      t = median_run(gcc_cpu_layer_norm_grad_all, &ga, reps);
+      printf("%-40s %-8s %7d %10.3f %8.1f\n", bc->what, "dX+dS+dB", threads, 1e3 * t,
+             (double)n * 4 * 3 / t / 1e9);
+      free(w);
+      free(db);
     }
     gcc_graph_free(g);
     free(x), free(dy), free(y), free(dx), free(s), free(b), free(ds);

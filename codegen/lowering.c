@@ -32,7 +32,7 @@ static const char *gelu_grad_expr(const gcc_node *n) {
   return gcc_gelu_is_tanh(n) ? GELU_GRAD_TANH : GELU_GRAD_ERF;
 }
 
-_Static_assert(GCC_OP_COUNT == 123, "a new op: add its CUDA lowering to kLowering");
+_Static_assert(GCC_OP_COUNT == 124, "a new op: add its CUDA lowering to kLowering");
 
 static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kind = GCC_LOWER_GEMM, .gemm_attrs = 1},
@@ -289,6 +289,13 @@ static const gcc_lowering kLowering[GCC_OP_COUNT] = {
     [GCC_OP_GELU_AUX] = {.kind = GCC_LOWER_NONE,
                          .none = "internal: made by the CPU-only gelu-aux lowering; the CUDA "
                                  "plan fuses Gelu and GeluGrad into their neighbours instead"},
+    /* the CPU's one-pass LayerNorm backward (passes/layer_norm_grad.c) runs
+     * only where the target supports it: the generated LayerNormGrad
+     * kernels stay separate here */
+    [GCC_OP_LAYER_NORM_GRAD_ALL] = {.kind = GCC_LOWER_NONE,
+                                    .none = "internal: made by the CPU-only LayerNorm-backward "
+                                            "lowering; the generated LayerNormGrad kernels "
+                                            "(one per output) run here instead"},
 };
 
 const gcc_lowering *gcc_lowering_of(int op) {

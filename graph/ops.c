@@ -101,6 +101,8 @@ static const gcc_attr_spec kLayerNormAttrs[] = {I("axis", -1), F("epsilon", 1e-5
                                                 I("stash_type", 1)};
 static const gcc_attr_spec kLayerNormGradAttrs[] = {I("axis", -1), F("epsilon", 1e-5f),
                                                     I("output", 0)};
+static const gcc_attr_spec kLayerNormGradAllAttrs[] = {I("axis", -1), F("epsilon", 1e-5f),
+                                                       I("outputs", 7)};
 _Static_assert((int)LN_AXIS == (int)LN_GRAD_AXIS && (int)LN_EPSILON == (int)LN_GRAD_EPSILON,
                "LayerNormalization and LayerNormGrad share axis and epsilon positions");
 static const gcc_attr_spec kCastAttrs[] = {{"to", GCC_ATTR_INT, 1, 0, 0, NULL, 0, 0}};
@@ -130,7 +132,7 @@ static const gcc_attr_spec kConvTransposeAttrs[] = {INTS("strides"),      INTS("
  * codegen/lowering.c, runtime/cuda/cuda_ops.c) until each table has been
  * given the op's entry; tests/op_tables_test checks that no entry is left
  * empty. */
-_Static_assert(GCC_OP_COUNT == 123, "a new op: add its entry to kOps (and to every per-op table)");
+_Static_assert(GCC_OP_COUNT == 124, "a new op: add its entry to kOps (and to every per-op table)");
 
 static const gcc_attr_spec kTriluAttrs[] = {B("upper", 1), I("k", 0)};
 static const gcc_attr_spec kArgAttrs[] = {I("axis", 0), B("keepdims", 1),
@@ -1522,6 +1524,24 @@ static const gcc_op_desc kOps[GCC_OP_COUNT] = {
                              "derivative D = dY/dX at X, the factor GeluGrad multiplies dY "
                              "by (PyTorch gelu_backward with dY = 1), so that GeluGrad(dY, "
                              "X) = dY * D bitwise; made by the CPU's gelu-aux lowering"},
+    [GCC_OP_LAYER_NORM_GRAD_ALL] = {.name = "LayerNormGradAll",
+                                    .min_inputs = 3,
+                                    .max_inputs = 4,
+                                    .n_outputs = 1,
+                                    .opt_outputs = 2,
+                                    .input_names = "dY, X, Scale, R",
+                                    .attrs = kLayerNormGradAllAttrs,
+                                    .n_attrs = COUNT(kLayerNormGradAllAttrs),
+                                    .flags = GCC_OPF_INTERNAL,
+                                    .shape = shape_layer_norm_grad_all,
+                                    .flops = flops_layer_norm,
+                                    .semantics =
+                                        "LayerNormGrad's outputs dX, dScale, dB (those named by "
+                                        "the bits 1, 2, 4 of `outputs`, in that order) from one "
+                                        "pass over dY and X (PyTorch native_layer_norm_backward "
+                                        "with its output_mask), dX plus R when R is given (the "
+                                        "residual stream's gradient, as Add(dX, R)); made by "
+                                        "the CPU's lowering (passes/layer_norm_grad.c)"},
 };
 
 /* Every id of GCC_OP_LIST must have its entry, and names must match. */

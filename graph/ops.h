@@ -234,7 +234,8 @@ typedef struct gcc_op_desc {
   X(REDUCE_MIN_GRAD, ReduceMinGrad)                                                                \
   X(ATTENTION_PACKED, AttentionPacked)                                                             \
   X(ATTENTION_PACKED_GRAD, AttentionPackedGrad)                                                    \
-  X(GELU_AUX, GeluAux)
+  X(GELU_AUX, GeluAux)                                                                             \
+  X(LAYER_NORM_GRAD_ALL, LayerNormGradAll)
 
 typedef enum gcc_op_id {
 #define GCC_OP_ENUM(id, name) GCC_OP_##id,
@@ -448,6 +449,16 @@ enum { SCALER_IN_SCALE, SCALER_IN_FOUND_INF, SCALER_IN_STEPS, SCALER_N_IN };
  * X; dScale and dB are sums over the rows. */
 enum { LN_AXIS, LN_EPSILON, LN_STASH_TYPE };
 enum { LN_GRAD_AXIS, LN_GRAD_EPSILON, LN_GRAD_OUTPUT };
+/* LayerNormGradAll (dY, X, Scale [, R]) -> the outputs named by the bits of
+ * `outputs` (1 dX, 2 dScale, 4 dB), in that order: the LayerNormGrad nodes
+ * of one LayerNormalization as one node, made by the CPU's lowering
+ * (passes/layer_norm_grad.c); each output bitwise LayerNormGrad's. With R
+ * (dX's shape, float32; passes/layer_norm_grad.c's residual form) dX = R +
+ * LayerNormGrad's dX (its float32 value, then the float32 add: Add's
+ * bits). axis and epsilon at LayerNormGrad's positions. */
+enum { LN_GRAD_ALL_OUTPUTS = LN_GRAD_EPSILON + 1 };
+enum { LN_GRAD_ALL_DX = 1, LN_GRAD_ALL_DSCALE = 2, LN_GRAD_ALL_DB = 4 };
+enum { LN_GRAD_ALL_IN_DY, LN_GRAD_ALL_IN_X, LN_GRAD_ALL_IN_SCALE, LN_GRAD_ALL_IN_R };
 enum { LN_OUT_Y, LN_OUT_MEAN, LN_OUT_INV_STD_DEV };
 
 /* The [rows, D] view of a LayerNormalization / LayerNormGrad node's X of

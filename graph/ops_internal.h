@@ -123,6 +123,7 @@ gcc_status shape_batch_norm(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_batch_norm_grad(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_layer_norm(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_layer_norm_grad(gcc_graph *g, int node, gcc_diag *d);
+gcc_status shape_layer_norm_grad_all(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_dropout(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_concat(gcc_graph *g, int node, gcc_diag *d);
 gcc_status shape_transpose(gcc_graph *g, int node, gcc_diag *d);

@@ -188,6 +188,41 @@ gcc_status shape_layer_norm_grad(gcc_graph *g, int node, gcc_diag *d) {
   return GCC_OK;
 }
 
+/* LayerNormGradAll (dY, X, Scale [, R]) -> dX [X's shape], dScale, dB
+ * [Scale's shape], float32: the outputs the bits of `outputs` name (1 dX, 2
+ * dScale, 4 dB), in that order; R float32 of X's shape, only with dX. */
+gcc_status shape_layer_norm_grad_all(gcc_graph *g, int node, gcc_diag *d) {
+  GCC_TRY(shape_relu_grad(g, node, d)); /* dY and X: float32, same shape */
+  gcc_value *x = in_val(g, node, LN_GRAD_ALL_IN_X), *r = in_val(g, node, LN_GRAD_ALL_IN_R);
+  int a = 0;
+  GCC_TRY(need_ln_axis(g, node, LN_GRAD_ALL_IN_X, &a, d));
+  GCC_TRY(need_ln_param(g, node, LN_GRAD_ALL_IN_SCALE, x, a, "Scale", d));
+  const int64_t mask = g->nodes[node].av[LN_GRAD_ALL_OUTPUTS].i;
+  const int n = (int)((mask & 1) + ((mask >> 1) & 1) + ((mask >> 2) & 1));
+  char desc[600];
+  if (mask < 1 || mask > 7 || n != g->nodes[node].n_outputs)
+    return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                        "%s: %s: outputs %" PRId64 " must name (bits 1 dX, 2 dScale, 4 dB) "
+                        "as many outputs as the node has (%d)",
+                        g->source, gcc_node_desc(g, node, desc, sizeof desc), mask,
+                        g->nodes[node].n_outputs);
+  if (r) {
+    GCC_TRY(need_dtype(g, node, LN_GRAD_ALL_IN_R, GCC_DT_FLOAT32, d));
+    if (!gcc_shape_equal(&r->shape, &x->shape))
+      return shape_err(g, node, d, "R and X differ in shape:", &r->shape, &x->shape);
+    if (!(mask & LN_GRAD_ALL_DX))
+      return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,
+                          "%s: %s: R is added to dX, which is not an output", g->source,
+                          gcc_node_desc(g, node, desc, sizeof desc));
+  }
+  gcc_shape xs = x->shape, ss = in_val(g, node, LN_GRAD_ALL_IN_SCALE)->shape;
+  int k = 0;
+  for (int bit = 0; bit < 3; bit++)
+    if (mask & (1 << bit))
+      set_out(g, node, k++, GCC_DT_FLOAT32, bit == 0 ? &xs : &ss);
+  return GCC_OK;
+}
+
 /* Dropout (X) -> Y: float32, any shape; ratio in [0, 1]. DropoutGrad (dY)
  * -> dX: the same. */
 gcc_status shape_dropout(gcc_graph *g, int node, gcc_diag *d) {

@@ -513,7 +513,7 @@ typedef struct export_entry {
 
 /* Every entry names its fields; a new op fails the _Static_assert until it
  * has one here (tests/op_tables_test checks none is left empty). */
-_Static_assert(GCC_OP_COUNT == 123, "a new op: add its ONNX mapping to kOnnxExport");
+_Static_assert(GCC_OP_COUNT == 124, "a new op: add its ONNX mapping to kOnnxExport");
 static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = MAP_A("Gemm", ex_gemm),
     [GCC_OP_MATMUL] = MAP("MatMul"),
@@ -653,6 +653,7 @@ static const export_entry kOnnxExport[GCC_OP_COUNT] = {
     [GCC_OP_GELU_AUX] = NONE("made from Gelu and GeluGrad by the CPU's gelu-aux lowering "
                              "(passes/gelu_aux.c) in a training plan, after every pass an "
                              "export sees; never in an exported graph"),
+    [GCC_OP_LAYER_NORM_GRAD_ALL] = TRAINING("the gradient of LayerNormalization"),
 };
 
 const gcc_onnx_export_op *gcc_onnx_export_op_of(int op) {

@@ -84,7 +84,7 @@ typedef struct ac_rule {
   int f32_from;
 } ac_rule;
 
-_Static_assert(GCC_OP_COUNT == 123, "a new op: add its autocast class to kAutocast");
+_Static_assert(GCC_OP_COUNT == 124, "a new op: add its autocast class to kAutocast");
 
 /* Convolutions (forward, data and filter gradients) and ConvTranspose are
  * LOW: cuDNN with 16-bit tensors and a float32 convolution descriptor
@@ -241,6 +241,7 @@ static const ac_rule kAutocast[GCC_OP_COUNT] = {
     [GCC_OP_ATTENTION_PACKED] = {AC_FP32, 0, 0},
     [GCC_OP_ATTENTION_PACKED_GRAD] = {AC_FP32, 0, 0},
     [GCC_OP_GELU_AUX] = {AC_FP32, 0, 0},
+    [GCC_OP_LAYER_NORM_GRAD_ALL] = {AC_FP32, 0, 0},
 };
 
 int gcc_autocast_is_cast_to(const gcc_node *n, gcc_dtype to) {

@@ -1204,7 +1204,7 @@ static gcc_status gcc_grad_nll(gcc_grad_ctx *c, int node, const int *dy, int *dx
  * (no rule, so nothing that depends on a parameter flows through them) */
 #define NOT_DIFFERENTIABLE "a comparison or logical op: its bool output is piecewise constant"
 
-_Static_assert(GCC_OP_COUNT == 123, "a new op: add its gradient rule to kGradRules");
+_Static_assert(GCC_OP_COUNT == 124, "a new op: add its gradient rule to kGradRules");
 
 static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.fn = gcc_grad_gemm},
@@ -1337,6 +1337,7 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
     [GCC_OP_ATTENTION_PACKED_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_GELU_AUX] = {.none = "made by a lowering pass after autodiff (its backward is the "
                                  "Mul of dY by its second output, made by the same pass)"},
+    [GCC_OP_LAYER_NORM_GRAD_ALL] = {.none = NO_GRAD_INTERNAL},
 };
 
 const gcc_grad_rule *gcc_grad_rule_of(int op) {

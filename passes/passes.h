@@ -130,6 +130,12 @@ typedef struct gcc_options {
   /* 1: the gelu-aux lowering leaves Gelu and GeluGrad as they are (as
    * GCC_CPU_GELU_AUX=0 does). */
   int no_gelu_aux;
+  /* 1: the LayerNorm-backward lowering leaves the LayerNormGrad nodes as
+   * they are (as GCC_CPU_LN_GRAD_ALL=0 does). */
+  int no_ln_grad_all;
+  /* 1: that lowering leaves the residual gradient's Add(dX, R) as it is
+   * (as GCC_CPU_LN_GRAD_RESIDUAL=0 does). No flag sets it. */
+  int no_ln_grad_residual;
   /* --layout (gcc_layout_choice; 0: auto) */
   int layout;
   /* Gradient accumulation (TRAIN; --grad-accum K): grad_accum K > 1
@@ -187,6 +193,18 @@ gcc_status gcc_pass_packed_attention(gcc_graph *g, const struct gcc_options *opt
  * recomputing Phi and phi. Off under GCC_CPU_GELU_AUX=0 or
  * opt->no_gelu_aux. Errors: out of memory. */
 gcc_status gcc_pass_gelu_aux(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
+
+/* The LayerNorm-backward lowering (passes/layer_norm_grad.c; a target's
+ * lowering pass): where opt->target supports LayerNormGradAll on their
+ * device, two or three LayerNormGrad nodes of one LayerNormalization (the
+ * same dY, X, Scale, axis, epsilon, device and phase; outputs dX, dScale,
+ * dB) become one LayerNormGradAll writing the same values (bitwise), in
+ * the place of the group's first node; an Add(dX, R) that is dX's only
+ * reader (the residual stream's gradient, R ready before the group) goes
+ * into it too (R its fourth input, dX + R its dX, Add's bits; off under
+ * GCC_CPU_LN_GRAD_RESIDUAL=0 or opt->no_ln_grad_residual). Off under
+ * GCC_CPU_LN_GRAD_ALL=0 or opt->no_ln_grad_all. Errors: out of memory. */
+gcc_status gcc_pass_layer_norm_grad(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
 
 /* Reverse-mode automatic differentiation (TRAIN only; no-op in EVAL):
  * builds the backward graph from the scalar loss named by the training

@@ -16,15 +16,16 @@ static int supports_op(int device, int op) {
   return GCC_DEV_IS_CUDA(device) ? gcc_cuda_supports_op(op) : gcc_cpu_supports_op(op);
 }
 
-/* packed-attention and gelu-aux before fusion: they rewrite nodes that
- * fusion's groups would otherwise index */
+/* packed-attention, gelu-aux and layer-norm-grad before fusion: they
+ * rewrite nodes that fusion's groups would otherwise index */
 static const gcc_pass kLowering[] = {{"packed-attention", gcc_pass_packed_attention},
                                      {"gelu-aux", gcc_pass_gelu_aux},
+                                     {"layer-norm-grad", gcc_pass_layer_norm_grad},
                                      {"fusion", gcc_pass_fusion}};
 
 static const gcc_target kTarget = {.supports_op = supports_op,
                                    .lower = kLowering,
-                                   .n_lower = sizeof kLowering / sizeof kLowering[0],
+                                   .n_lower = (int)(sizeof kLowering / sizeof kLowering[0]),
                                    .layout_class = gcc_cuda_layout_class};
 
 const gcc_target *gcc_default_target(void) {

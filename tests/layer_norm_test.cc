@@ -12,6 +12,9 @@
 //    kernels compiled from their CUDA C and run on the host).
 //  * Bitwise determinism: the CPU plan gives the same bits with 1 and 2
 //    threads, the host-emulated CUDA plan the same bits run after run.
+//  * The CPU's one backward node (LayerNormGradAll, passes/layer_norm_grad.c)
+//    gives the bits of the three LayerNormGrad nodes it replaces, with all
+//    three gradients wanted and with dX or dB not wanted.
 //  * Mixed precision: under --precision bf16 LayerNormalization and its
 //    gradient read and write float32, as torch.autocast runs layer_norm.
 //  * ONNX export and re-import of an inference graph with LayerNormalization
@@ -95,12 +98,28 @@ std::vector<float> Floats(const FixtureArray &a) {
   return std::vector<float>(a.f32(), a.f32() + a.numel());
 }
 
+// a and b hold the same bits (sizes too)
+bool SameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+int CountOp(const gcc_graph *g, int op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += g->nodes[i].op == op;
+  return n;
+}
+
 // One parity case: the model, and where its tensors live.
 struct Case {
   std::string name;
   std::vector<int64_t> xd, nd;
   int64_t axis = -1;
   double eps = 1e-5;
+  // x_input: x a graph input (no dX wanted); no_bias: LayerNormalization
+  // without B (no dB); residual: the loss on y + x (x's gradient the sum of
+  // LayerNorm's dX and the residual's)
+  bool x_input = false, no_bias = false, residual = false;
   std::vector<float> x, w, b, target;
   GraphPtr model;
 };
@@ -128,15 +147,19 @@ void MakeCase(const Fixture &fx, const std::string &name, Case *c) {
 void BuildModel(Case *c) {
   gcc_builder *bd = gcc_builder_new("layer_norm", 1);
   ASSERT_NE(bd, nullptr);
-  int px = gcc_build_param(bd, "x", (int)c->xd.size(), c->xd.data(), c->x.data());
+  int px = c->x_input ? gcc_build_input(bd, "x", GCC_DT_FLOAT32, (int)c->xd.size(), c->xd.data())
+                      : gcc_build_param(bd, "x", (int)c->xd.size(), c->xd.data(), c->x.data());
   int pw = gcc_build_param(bd, "weight", (int)c->nd.size(), c->nd.data(), c->w.data());
-  int pb = gcc_build_param(bd, "bias", (int)c->nd.size(), c->nd.data(), c->b.data());
+  int pb =
+      c->no_bias ? -1 : gcc_build_param(bd, "bias", (int)c->nd.size(), c->nd.data(), c->b.data());
   int in[3] = {px, pw, pb};
-  int y_v = gcc_build_op(bd, GCC_OP_LAYER_NORM, "ln", "y", in, 3);
+  int y_v = gcc_build_op(bd, GCC_OP_LAYER_NORM, "ln", "y", in, c->no_bias ? 2 : 3);
   gcc_build_set_int(bd, y_v, "axis", c->axis);
   gcc_build_set_float(bd, y_v, "epsilon", static_cast<float>(c->eps));
   int t = gcc_build_input(bd, "t", GCC_DT_FLOAT32, (int)c->xd.size(), c->xd.data());
-  int loss = gcc_build_mse(bd, "loss", y_v, t);
+  int sum[2] = {y_v, px};
+  int loss = gcc_build_mse(bd, "loss",
+                           c->residual ? gcc_build_op(bd, GCC_OP_ADD, "res", "s", sum, 2) : y_v, t);
   EXPECT_EQ(gcc_node_set_string(bd->g, bd->g->values[loss].producer, "reduction", "sum"), GCC_OK);
   gcc_build_output(bd, loss);
   gcc_build_training_spec ts = {};
@@ -207,9 +230,12 @@ struct Store {
 
 // Runs the case's training graph (gradients only) on the CPU with `threads`
 // threads, or on the host-emulated CUDA plan (cuda), `runs` times; *r holds
-// the last run's results, and every run must give the same bits.
-void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r) {
-  SCOPED_TRACE(c.name + (cuda ? " CUDA plan (host-emulated)" : " CPU plan"));
+// the last run's results, and every run must give the same bits. fused:
+// the CPU's LayerNormGradAll (passes/layer_norm_grad.c) makes the backward
+// one node; else the three LayerNormGrad nodes stay (no_ln_grad_all).
+void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r, bool fused = true) {
+  SCOPED_TRACE(c.name + (cuda ? " CUDA plan (host-emulated)" : " CPU plan") +
+               (fused ? "" : " without LayerNormGradAll"));
   static gcc_host_test::HostBackend *hb = new gcc_host_test::HostBackend();
   Store s;
   s.hb = cuda ? hb : nullptr;
@@ -218,6 +244,7 @@ void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r) {
   o.mode = GCC_MODE_TRAIN;
   o.batch_size = 1;
   o.opt.kind = GCC_OPT_NONE;
+  o.no_ln_grad_all = fused ? 0 : 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
   gcc_plan_config cfg{};
@@ -241,6 +268,21 @@ void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r) {
   PlanPtr plan(raw);
   ASSERT_EQ(st, GCC_OK) << d.msg;
   ASSERT_EQ(gcc_plan_bind_input(plan.get(), "t", c.target.data(), &d), GCC_OK) << d.msg;
+  if (c.x_input) {
+    ASSERT_EQ(gcc_plan_bind_input(plan.get(), "x", c.x.data(), &d), GCC_OK) << d.msg;
+  }
+  const int wanted = !c.x_input + 1 + !c.no_bias; // the gradients: dX, dScale, dB
+  if (!cuda) { // one LayerNormGradAll with every gradient wanted, or one LayerNormGrad each
+    const gcc_graph *cg = gcc_plan_graph(plan.get());
+    EXPECT_EQ(CountOp(cg, GCC_OP_LAYER_NORM_GRAD), fused ? 0 : wanted);
+    EXPECT_EQ(CountOp(cg, GCC_OP_LAYER_NORM_GRAD_ALL), fused ? 1 : 0);
+    for (int i = 0; i < cg->n_nodes; i++)
+      if (cg->nodes[i].op == GCC_OP_LAYER_NORM_GRAD_ALL) {
+        EXPECT_EQ(cg->nodes[i].n_outputs, wanted);
+        // the residual's gradient sum Add(dX, dS) goes into it
+        EXPECT_EQ(cg->nodes[i].n_inputs, c.residual ? 4 : 3);
+      }
+  }
   if (cuda) { // the LayerNormalization nodes run as generated kernels on the device
     const gcc_graph *cg = gcc_plan_graph(plan.get());
     int on_device = 0;
@@ -260,17 +302,19 @@ void RunPlan(const Case &c, bool cuda, int threads, int runs, Result *r) {
     const gcc_tensor *y = gcc_plan_tensor(plan.get(), "y");
     ASSERT_NE(y, nullptr);
     ASSERT_NE(y->data, nullptr);
-    ASSERT_EQ(s.grad.size(), 3u);
+    ASSERT_EQ(s.grad.size(), static_cast<size_t>(wanted));
     Result now;
     now.y.assign(static_cast<const float *>(y->data), static_cast<const float *>(y->data) + nx);
-    now.dx.assign(s.grad["x"], s.grad["x"] + nx);
+    if (!c.x_input)
+      now.dx.assign(s.grad["x"], s.grad["x"] + nx);
     now.dw.assign(s.grad["weight"], s.grad["weight"] + nw);
-    now.db.assign(s.grad["bias"], s.grad["bias"] + nw);
+    if (!c.no_bias)
+      now.db.assign(s.grad["bias"], s.grad["bias"] + nw);
     if (run > 0) {
       EXPECT_EQ(std::memcmp(now.y.data(), r->y.data(), nx * 4), 0) << "y differs in run " << run;
-      EXPECT_EQ(std::memcmp(now.dx.data(), r->dx.data(), nx * 4), 0) << "dx, run " << run;
-      EXPECT_EQ(std::memcmp(now.dw.data(), r->dw.data(), nw * 4), 0) << "dweight, run " << run;
-      EXPECT_EQ(std::memcmp(now.db.data(), r->db.data(), nw * 4), 0) << "dbias, run " << run;
+      EXPECT_TRUE(SameBits(now.dx, r->dx)) << "dx, run " << run;
+      EXPECT_TRUE(SameBits(now.dw, r->dw)) << "dweight, run " << run;
+      EXPECT_TRUE(SameBits(now.db, r->db)) << "dbias, run " << run;
     }
     *r = now;
   }
@@ -318,10 +362,16 @@ TEST(LayerNorm, MatchesPyTorchOnTheCpuAndTheHostEmulatedCudaPlan) {
     Case c;
     MakeCase(fx, name, &c);
     ASSERT_NE(c.model, nullptr);
-    Result cpu1, cpu2, cuda;
+    Result cpu1, cpu2, cuda, sep;
     RunPlan(c, false, 1, 2, &cpu1);
     RunPlan(c, false, 2, 2, &cpu2);
+    RunPlan(c, false, 1, 1, &sep, false);
     ExpectParity(fx, c, cpu1, "CPU");
+    // LayerNormGradAll: the three LayerNormGrad nodes' arithmetic in their
+    // order (runtime/cpu/cpu_norm.h), so their bits
+    EXPECT_TRUE(SameBits(cpu1.dx, sep.dx)) << name << ": dx differs from LayerNormGrad's";
+    EXPECT_TRUE(SameBits(cpu1.dw, sep.dw)) << name << ": dweight differs from LayerNormGrad's";
+    EXPECT_TRUE(SameBits(cpu1.db, sep.db)) << name << ": dbias differs from LayerNormGrad's";
     // the rows and the column sums' chunks are computed in the same order
     // whatever the split over threads
     EXPECT_EQ(cpu1.y, cpu2.y) << name << ": y differs between 1 and 2 threads";
@@ -360,15 +410,64 @@ TEST(LayerNorm, ThreadCountDoesNotChangeTheBits) {
   }
   BuildModel(&c);
   ASSERT_NE(c.model, nullptr);
-  Result r1, r2, r3;
+  Result r1, r2, r3, s2;
   RunPlan(c, false, 1, 1, &r1);
   RunPlan(c, false, 2, 2, &r2);
   RunPlan(c, false, 3, 1, &r3);
-  for (const Result *r : {&r2, &r3}) {
-    EXPECT_EQ(r1.y, r->y);
-    EXPECT_EQ(r1.dx, r->dx);
-    EXPECT_EQ(r1.dw, r->dw);
-    EXPECT_EQ(r1.db, r->db);
+  RunPlan(c, false, 2, 1, &s2, false); // the three LayerNormGrad nodes
+  for (const Result *r : {&r2, &r3, &s2}) {
+    EXPECT_TRUE(SameBits(r1.y, r->y));
+    EXPECT_TRUE(SameBits(r1.dx, r->dx));
+    EXPECT_TRUE(SameBits(r1.dw, r->dw));
+    EXPECT_TRUE(SameBits(r1.db, r->db));
+  }
+}
+
+// LayerNormGradAll (passes/layer_norm_grad.c) with the outputs a model
+// wants: all three, dScale and dB only (x a graph input: no dX), dX and
+// dScale only (no B), and all three with the loss on y + x (x's gradient
+// LayerNorm's dX + the residual's: the Add goes into LayerNormGradAll as
+// its input R). X [5, 61, 110]: rows of 110 (a partial 16-lane block
+// at the end), 305 rows in 61 chunks of 5 (rows not a multiple of the
+// kernels' 32-row blocks), 33,550 elements (past the one-thread threshold:
+// 2 threads split the chunks). Each gradient is bitwise the LayerNormGrad
+// node's of the plan without the lowering.
+TEST(LayerNorm, OneBackwardNodeGivesTheSeparateNodesBits) {
+  for (int variant = 0; variant < 4; variant++) {
+    Case c;
+    c.name = variant == 0   ? "all"
+             : variant == 1 ? "x_input"
+             : variant == 2 ? "no_bias"
+                            : "residual";
+    c.x_input = variant == 1;
+    c.no_bias = variant == 2;
+    c.residual = variant == 3;
+    c.xd = {5, 61, 110};
+    c.nd = {110};
+    uint32_t state = 777u + (uint32_t)variant;
+    auto next = [&state]() {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>(state >> 8) / 16777216.0f * 4.0f - 2.0f;
+    };
+    for (int i = 0; i < 5 * 61 * 110; i++) {
+      c.x.push_back(next());
+      c.target.push_back(next());
+    }
+    for (int i = 0; i < 110; i++) {
+      c.w.push_back(1.0f + 0.25f * next());
+      c.b.push_back(next());
+    }
+    BuildModel(&c);
+    ASSERT_NE(c.model, nullptr);
+    Result one, sep;
+    RunPlan(c, false, 2, 2, &one);
+    RunPlan(c, false, 2, 1, &sep, false);
+    EXPECT_EQ(one.dx.size(), c.x_input ? 0u : c.x.size()) << c.name;
+    EXPECT_EQ(one.db.size(), c.no_bias ? 0u : c.b.size()) << c.name;
+    EXPECT_TRUE(SameBits(one.y, sep.y)) << c.name;
+    EXPECT_TRUE(SameBits(one.dx, sep.dx)) << c.name;
+    EXPECT_TRUE(SameBits(one.dw, sep.dw)) << c.name;
+    EXPECT_TRUE(SameBits(one.db, sep.db)) << c.name;
   }
 }
 
@@ -421,16 +520,20 @@ TEST(LayerNorm, StaysFloat32UnderAutocast) {
     const gcc_node *n = &cg->nodes[i];
     if (n->op == GCC_OP_MATMUL || n->op == GCC_OP_GEMM)
       bf16_gemm += cg->values[n->outputs[0]].dtype == GCC_DT_BFLOAT16;
-    if (n->op != GCC_OP_LAYER_NORM && n->op != GCC_OP_LAYER_NORM_GRAD)
+    if (n->op != GCC_OP_LAYER_NORM && n->op != GCC_OP_LAYER_NORM_GRAD &&
+        n->op != GCC_OP_LAYER_NORM_GRAD_ALL)
       continue;
     n_ln++;
+    if (n->op == GCC_OP_LAYER_NORM_GRAD_ALL) {
+      EXPECT_EQ(n->n_outputs, 3) << "dX, dScale and dB";
+    }
     for (int k = 0; k < n->n_inputs; k++)
       EXPECT_EQ(cg->values[n->inputs[k]].dtype, GCC_DT_FLOAT32)
           << n->name << " input " << k << " '" << cg->values[n->inputs[k]].name << "'";
     for (int k = 0; k < n->n_outputs; k++)
       EXPECT_EQ(cg->values[n->outputs[k]].dtype, GCC_DT_FLOAT32) << n->name << " output " << k;
   }
-  EXPECT_EQ(n_ln, 4) << "the forward and dX, dScale, dB";
+  EXPECT_EQ(n_ln, 2) << "the forward and LayerNormGradAll (the CPU's one node for dX, dScale, dB)";
   EXPECT_GE(bf16_gemm, 1) << "the MatMul should compute in bfloat16";
 }
 

@@ -720,7 +720,7 @@ struct GradStore {
 // gradients-only training plan on the CPU or on the host-emulated CUDA plan.
 void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
                   std::map<std::string, std::vector<float>> *grads, bool packed = true,
-                  bool gelu_aux = true) {
+                  bool gelu_aux = true, bool ln_all = true, bool ln_residual = true) {
   std::vector<int64_t> idx(kB * kT), tgt(kB * kT);
   for (int64_t i = 0; i < kB * kT; i++) {
     idx[i] = (i * 5 + i / kT) % kV;
@@ -732,6 +732,8 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
   o.opt.kind = GCC_OPT_NONE;
   o.no_packed_attention = packed ? 0 : 1;
   o.no_gelu_aux = gelu_aux ? 0 : 1;
+  o.no_ln_grad_all = ln_all ? 0 : 1;
+  o.no_ln_grad_residual = ln_residual ? 0 : 1;
   FILE *quiet = std::fopen("/dev/null", "w");
   o.warn_file = quiet;
   gcc_plan_config cfg{};
@@ -760,6 +762,16 @@ void LossAndGrads(const gcc_graph *model, bool cuda, float *loss,
     EXPECT_EQ(CountOp(cg, GCC_OP_ATTENTION_PACKED_GRAD), cuda || !packed ? 0 : 2);
     EXPECT_EQ(CountOp(cg, GCC_OP_GELU_AUX), cuda || !gelu_aux ? 0 : 2);
     EXPECT_EQ(CountOp(cg, GCC_OP_GELU_GRAD), cuda || !gelu_aux ? 2 : 0);
+    // 5 LayerNorms (2 per layer and ln_f), each with dX, dScale and dB
+    const bool one = !cuda && ln_all;
+    EXPECT_EQ(CountOp(cg, GCC_OP_LAYER_NORM_GRAD_ALL), one ? 5 : 0);
+    EXPECT_EQ(CountOp(cg, GCC_OP_LAYER_NORM_GRAD), one ? 0 : 15);
+    // ln_1 and ln_2 of both layers: the residual stream's gradient sum
+    // (Add(dX, R)) goes in as R; ln_f's dX has no residual to add
+    int with_r = 0;
+    for (int i = 0; i < cg->n_nodes; i++)
+      with_r += cg->nodes[i].op == GCC_OP_LAYER_NORM_GRAD_ALL && cg->nodes[i].n_inputs == 4;
+    EXPECT_EQ(with_r, one && ln_residual ? 4 : 0);
   }
   if (cuda) { // the attention and its gradient run as generated kernels on the device
     const gcc_graph *cg = gcc_plan_graph(p);
@@ -865,6 +877,37 @@ TEST(CharGpt, GeluAuxGivesTheGeluGradPlansGradientsBitwise) {
   for (auto &kv : ga) {
     ASSERT_EQ(kv.second.size(), gg[kv.first].size()) << kv.first;
     EXPECT_EQ(kv.second, gg[kv.first]) << kv.first;
+  }
+}
+
+// The CPU plan with one LayerNormGradAll per LayerNorm (dX, dScale and dB in
+// one pass; passes/layer_norm_grad.c) against the same plan with the three
+// LayerNormGrad nodes each: with dropout 0.1, one step's loss and every
+// parameter gradient are bitwise equal (tolerance 0): the one node runs the
+// three nodes' arithmetic in their order (LayerNorm.OneBackwardNode* in
+// layer_norm_test), and with the residual's Add in it, Add's (dX rounded,
+// then + R). The same with the Adds kept.
+TEST(CharGpt, OneNodeLayerNormBackwardGivesTheSameGradientsBitwise) {
+  gcc_graph *g = TinyGpt(0.1f);
+  ASSERT_NE(g, nullptr);
+  float l1 = NAN, l3 = NAN, la = NAN;
+  std::map<std::string, std::vector<float>> g1, g3, ga;
+  LossAndGrads(g, false, &l1, &g1, true, true, true);
+  LossAndGrads(g, false, &l3, &g3, true, true, false);
+  LossAndGrads(g, false, &la, &ga, true, true, true, false);
+  gcc_graph_free(g);
+  EXPECT_EQ(l1, l3);
+  EXPECT_EQ(la, l3);
+  EXPECT_TRUE(std::isfinite(l1));
+  ASSERT_EQ(g1.size(), 52u / 2u + 2u) << "every parameter has a gradient";
+  ASSERT_EQ(g3.size(), g1.size());
+  ASSERT_EQ(ga.size(), g1.size());
+  for (auto &kv : g1) {
+    const std::vector<float> &a = kv.second, &b = g3[kv.first], &c = ga[kv.first];
+    ASSERT_EQ(a.size(), b.size()) << kv.first;
+    ASSERT_EQ(c.size(), b.size()) << kv.first;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << kv.first;
+    EXPECT_EQ(std::memcmp(c.data(), b.data(), c.size() * sizeof(float)), 0) << kv.first;
   }
 }
 

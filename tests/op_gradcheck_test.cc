@@ -3967,7 +3967,9 @@ TEST(LayerNormGrad, EveryAxisWithAndWithoutBias) {
       c.ref = [=](const Env &e) {
         return RefLayerNorm(e.at("X"), e.at("Scale"), has_b ? &e.at("B") : nullptr, axis, eps);
       };
-      c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD};
+      // the CPU plan's one node for dX, dScale (and dB) (passes/layer_norm_grad.c;
+      // the CUDA plan keeps LayerNormGrad's three)
+      c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD_ALL};
       c.cuda = seed == kSeeds[0];
       RunGradCase(c, seed);
     }
@@ -3992,7 +3994,7 @@ TEST(LayerNormGrad, LongRowsColumnSums) {
     return Op(b, GCC_OP_LAYER_NORM, "ln", {v.at("X"), v.at("Scale"), v.at("B")});
   };
   c.ref = [](const Env &e) { return RefLayerNorm(e.at("X"), e.at("Scale"), &e.at("B"), -1, 1e-5); };
-  c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD};
+  c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD_ALL}; // dScale and dB: one node on the CPU
   c.cuda = true;
   RunGradCase(c, 1);
 }
@@ -4008,7 +4010,7 @@ TEST(LayerNormGrad, LongRowsDx) {
     return Op(b, GCC_OP_LAYER_NORM, "ln", {v.at("X"), v.at("Scale")});
   };
   c.ref = [](const Env &e) { return RefLayerNorm(e.at("X"), e.at("Scale"), nullptr, -1, 1e-5); };
-  c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD};
+  c.bwd_ops = {GCC_OP_LAYER_NORM_GRAD}; // dX alone: LayerNormGrad (no group to merge)
   c.cuda = true;
   RunGradCase(c, 1);
 }
@@ -5490,6 +5492,9 @@ const Covered kCovered[] = {
     {GCC_OP_GELU_AUX, "GeluAux", kInternal,
      "GeluAux.EqualsGeluAndGeluGradBitwise (tests/gelu_accuracy_test.cc); "
      "CharGpt.GeluAuxGivesTheGeluGradPlansGradientsBitwise (tests/lm_test.cc)"},
+    {GCC_OP_LAYER_NORM_GRAD_ALL, "LayerNormGradAll", kInternal,
+     "LayerNorm.* (tests/layer_norm_test.cc: bitwise LayerNormGrad's outputs), "
+     "CharGpt.OneNodeLayerNormBackward* (tests/lm_test.cc)"},
 };
 
 TEST(OpCoverage, EveryOpOfTheTableHasATestHere) {

@@ -210,6 +210,48 @@ GCC_HOT static void rows_columns(const float *restrict dy, const float *restrict
   }
 }
 
+/* LayerNormGradAll's rows r0 .. r1 - 1 (r1 - r0 <= LN_ROW_BLOCK): the
+ * rows' statistics once (row_backward_stats with dX, whose mean and rstd
+ * are row_stats' bits: the same sums in the same lanes; row_stats without),
+ * then per row dX (+ R) as rows_backward and the dScale / dB column sums
+ * as rows_columns, added to ps / pb in row order. */
+GCC_HOT static void rows_all(const float *restrict dy, const float *restrict x,
+                             const float *restrict s, const float *r, float *dx, float *restrict ps,
+                             float *restrict pb, int64_t n, double eps, int64_t r0, int64_t r1) {
+  float st[LN_ROW_BLOCK][4];
+  for (int64_t q = r0; q < r1; q++) {
+    if (dx)
+      row_backward_stats(dy + q * n, x + q * n, s, n, eps, st[q - r0]);
+    else
+      row_stats(x + q * n, n, eps, &st[q - r0][0], &st[q - r0][2]);
+  }
+  for (int64_t q = r0; q < r1; q++) {
+    const float mu = st[q - r0][0], rstd = st[q - r0][2];
+    const float *restrict dyr = dy + q * n, *restrict xr = x + q * n;
+    if (dx) {
+      const float mg = st[q - r0][1], c = st[q - r0][3];
+      float *dxr = dx + q * n;
+      if (r) {
+        /* Add's bits: LayerNormGrad's float32 dX, then + R */
+        const float *rr = r + q * n;
+        for (int64_t i = 0; i < n; i++) {
+          const float v = rstd * (dyr[i] * s[i] - mg - (xr[i] - mu) * c);
+          dxr[i] = v + rr[i];
+        }
+      } else {
+        for (int64_t i = 0; i < n; i++)
+          dxr[i] = rstd * (dyr[i] * s[i] - mg - (xr[i] - mu) * c);
+      }
+    }
+    if (ps)
+      for (int64_t i = 0; i < n; i++)
+        ps[i] += dyr[i] * ((xr[i] - mu) * rstd);
+    if (pb)
+      for (int64_t i = 0; i < n; i++)
+        pb[i] += dyr[i];
+  }
+}
+
 /* The threads for `work` elements: one below 32 Ki (an OpenMP region costs
  * more than the loop), else the plan's. */
 static int threads_for(const gcc_kernel_args *a, int64_t work) {
@@ -302,6 +344,82 @@ gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a) {
     for (int64_t c = 0; c < chunks; c++)
       v += (double)part[c * n + j];
     out[j] = (float)v;
+  }
+  return GCC_OK;
+}
+
+/* LayerNormGradAll's outputs by the bits of `outputs`, in order. */
+static void grad_all_outputs(const gcc_kernel_args *a, float **dx, float **ds, float **db) {
+  const int64_t mask = a->node->av[LN_GRAD_ALL_OUTPUTS].i;
+  int k = 0;
+  *dx = mask & LN_GRAD_ALL_DX ? (float *)a->out[k++]->data : NULL;
+  *ds = mask & LN_GRAD_ALL_DSCALE ? (float *)a->out[k++]->data : NULL;
+  *db = mask & LN_GRAD_ALL_DB ? (float *)a->out[k++]->data : NULL;
+}
+
+size_t gcc_cpu_layer_norm_grad_all_workspace(const gcc_graph *g, int node) {
+  const gcc_node *nd = &g->nodes[node];
+  const int64_t mask = nd->av[LN_GRAD_ALL_OUTPUTS].i;
+  const int64_t sums = ((mask >> 1) & 1) + ((mask >> 2) & 1);
+  int64_t rows, n, chunks, per;
+  gcc_layer_norm_dims(&g->values[nd->inputs[LN_GRAD_ALL_IN_X]].shape, nd->av[LN_GRAD_AXIS].i, &rows,
+                      &n, NULL);
+  gcc_ln_chunks(rows, &chunks, &per);
+  return (size_t)(sums * chunks * n) * sizeof(float);
+}
+
+gcc_status gcc_cpu_layer_norm_grad_all(const gcc_kernel_args *a) {
+  const gcc_node *nd = a->node;
+  const float *dy = (const float *)a->in[LN_GRAD_ALL_IN_DY]->data;
+  const float *x = (const float *)a->in[LN_GRAD_ALL_IN_X]->data;
+  const float *s = (const float *)a->in[LN_GRAD_ALL_IN_SCALE]->data;
+  const float *r = a->n_in > LN_GRAD_ALL_IN_R && a->in[LN_GRAD_ALL_IN_R]
+                       ? (const float *)a->in[LN_GRAD_ALL_IN_R]->data
+                       : NULL;
+  float *dx, *ds, *db;
+  grad_all_outputs(a, &dx, &ds, &db);
+  int64_t rows, n;
+  gcc_layer_norm_dims(&a->in[LN_GRAD_ALL_IN_X]->shape, nd->av[LN_GRAD_AXIS].i, &rows, &n, NULL);
+  const double eps = nd->av[LN_GRAD_EPSILON].f;
+  int t = threads_for(a, rows * n);
+  (void)t;
+  /* the column sums' chunks as LayerNormGrad's (the cut depends on the
+   * shape only), each chunk's rows in blocks of LN_ROW_BLOCK */
+  int64_t chunks, per;
+  gcc_ln_chunks(rows, &chunks, &per);
+  float *ps = ds ? (float *)a->workspace : NULL;
+  float *pb = db ? (float *)a->workspace + (ds ? chunks * n : 0) : NULL;
+#pragma omp parallel for num_threads(t) schedule(static) if (t > 1)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t c1 = (c + 1) * per < rows ? (c + 1) * per : rows;
+    float *pc = ps ? ps + c * n : NULL, *bc = pb ? pb + c * n : NULL;
+    if (pc)
+      memset(pc, 0, (size_t)n * sizeof *pc);
+    if (bc)
+      memset(bc, 0, (size_t)n * sizeof *bc);
+    for (int64_t r0 = c * per; r0 < c1; r0 += LN_ROW_BLOCK)
+      rows_all(dy, x, s, r, dx, pc, bc, n, eps, r0,
+               r0 + LN_ROW_BLOCK < c1 ? r0 + LN_ROW_BLOCK : c1);
+  }
+  if (!ds && !db)
+    return GCC_OK;
+  /* the chunks added in chunk order per column in float64, as LayerNormGrad */
+  int tc = n * chunks < 32768 ? 1 : t;
+  (void)tc;
+#pragma omp parallel for num_threads(tc) schedule(static) if (tc > 1)
+  for (int64_t j = 0; j < n; j++) {
+    if (ds) {
+      double v = 0;
+      for (int64_t c = 0; c < chunks; c++)
+        v += (double)ps[c * n + j];
+      ds[j] = (float)v;
+    }
+    if (db) {
+      double v = 0;
+      for (int64_t c = 0; c < chunks; c++)
+        v += (double)pb[c * n + j];
+      db[j] = (float)v;
+    }
   }
   return GCC_OK;
 }

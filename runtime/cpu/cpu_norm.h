@@ -61,6 +61,17 @@ gcc_status gcc_cpu_layer_norm_grad(const gcc_kernel_args *a);
  * D); 0 for dX. */
 size_t gcc_cpu_layer_norm_grad_workspace(const gcc_graph *g, int node);
 
+/* LayerNormGradAll (dY, X, Scale [, R]) -> the outputs its `outputs` bits
+ * name (dX, dScale, dB; graph/ops.h): per chunk of rows (gcc_ln_chunks, as
+ * LayerNormGrad's column sums) the rows' statistics once, then dX and the
+ * chunk's dScale / dB column sums in the same pass over dY and X, the
+ * chunks then added as LayerNormGrad does. Each output is bitwise
+ * LayerNormGrad's (the same sums in the same lanes and order); with R, dX
+ * is LayerNormGrad's float32 dX + R (Add's bits). */
+gcc_status gcc_cpu_layer_norm_grad_all(const gcc_kernel_args *a);
+/* Bytes of the float32 partial sums (chunks x D per column sum wanted). */
+size_t gcc_cpu_layer_norm_grad_all_workspace(const gcc_graph *g, int node);
+
 #ifdef __cplusplus
 }
 #endif

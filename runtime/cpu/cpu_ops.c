@@ -14,7 +14,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/cpu_norm.h"
 
-_Static_assert(GCC_OP_COUNT == 123, "a new op: add its CPU kernel to kCpuOps");
+_Static_assert(GCC_OP_COUNT == 124, "a new op: add its CPU kernel to kCpuOps");
 
 static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_GEMM] = {.kernel = gcc_cpu_gemm, .prepare = gcc_cpu_dnnl_gemm_prepare},
@@ -159,6 +159,8 @@ static const gcc_cpu_op kCpuOps[GCC_OP_COUNT] = {
     [GCC_OP_ATTENTION_PACKED_GRAD] = {.kernel = gcc_cpu_attention_packed_grad,
                                       .workspace = gcc_cpu_attention_packed_workspace},
     [GCC_OP_GELU_AUX] = {.kernel = gcc_cpu_gelu_aux},
+    [GCC_OP_LAYER_NORM_GRAD_ALL] = {.kernel = gcc_cpu_layer_norm_grad_all,
+                                    .workspace = gcc_cpu_layer_norm_grad_all_workspace},
 };
 
 const gcc_cpu_op *gcc_cpu_op_of(int op) {
