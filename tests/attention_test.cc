@@ -35,6 +35,7 @@ extern "C" {
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "runtime/compile.h"
+#include "runtime/cpu/cpu_attention.h"
 #include "runtime/plan.h"
 }
 #include "tests/fixture.h"
@@ -291,6 +292,90 @@ TEST(Attention, CpuPlanIsBitwiseDeterministicOverRunsAndThreads) {
       }
     }
   }
+}
+
+// The kernels' 8-float forms (what a CPU with AVX2 but not AVX-512 runs;
+// gcc_cpu_attention_set_narrow(1) makes an AVX-512 machine run them too):
+// within the float64 bound of PyTorch's SDPA on the fixture's cases, and
+// bit for bit the machine's own forms, forward and backward, with and
+// without a mask, causal or not, over one and two key blocks. The sums are
+// grouped alike in both forms and both fuse multiply-adds, so the bits
+// agree (on an AVX2 machine both runs take the 8-float forms; on one
+// without AVX2, and in the ASan build, which has no ISA clones, neither
+// does, and the test says so).
+struct NarrowGuard {
+  ~NarrowGuard() { gcc_cpu_attention_set_narrow(0); }
+};
+
+TEST(Attention, Avx2FormsMatchPyTorchAndTheMachinesFormsBitwise) {
+  NarrowGuard guard;
+  gcc_test::Fixture fx;
+  std::string err;
+  ASSERT_TRUE(
+      gcc_test::Fixture::Load(gcc_test::Runfile("tests/fixtures/attention_sdpa.fix"), &fx, &err))
+      << err;
+  bool narrow = false;
+  for (int c = 0; fx.Has("c" + std::to_string(c) + ".q"); ++c) {
+    const std::string p = "c" + std::to_string(c) + ".";
+    const auto &q = fx.Get(p + "q"), &k = fx.Get(p + "k"), &v = fx.Get(p + "v"),
+               &dout = fx.Get(p + "do");
+    const double *attr = fx.Get(p + "attr").f64();
+    const bool causal = attr[0] != 0, has_mask = fx.Has(p + "mask");
+    GraphPtr g(FusedGraph(q.dims, k.dims, v.dims, has_mask, causal, static_cast<float>(attr[1])));
+    ASSERT_NE(g, nullptr);
+    std::vector<const void *> ins = {q.f32(), k.f32(), v.f32(), dout.f32()};
+    if (has_mask)
+      ins.push_back(fx.Get(p + "mask").f32());
+    std::vector<PlanOutput> own, n8;
+    gcc_cpu_attention_set_narrow(0);
+    ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &own, 2), "");
+    narrow = gcc_cpu_attention_set_narrow(1) != 0;
+    ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &n8, 2), "");
+    ASSERT_EQ(n8.size(), 5u);
+    const int64_t Tq = q.dims[2], Tk = k.dims[2], D = q.dims[3], E = v.dims[3];
+    const char *names[] = {"o", "dq", "dk", "dv"};
+    const int idx[] = {0, 2, 3, 4};
+    const int64_t terms[] = {D + Tk, D + E + Tk, D + E + Tq, D + Tq}; // as the test above
+    for (int t = 0; t < 4; ++t) {
+      const auto &ref = fx.Get(p + names[t]);
+      double mref = 0, e = MaxErr(n8[idx[t]].f32.data(), ref.f64(), ref.numel(), &mref);
+      EXPECT_LE(e, Bound(terms[t], mref)) << p << names[t] << ": 8-float forms against float64";
+    }
+    for (size_t t = 0; t < n8.size(); ++t)
+      EXPECT_EQ(std::memcmp(n8[t].f32.data(), own[t].f32.data(), n8[t].f32.size() * sizeof(float)),
+                0)
+          << p << "output " << t << ": the 8-float forms differ from the machine's own";
+  }
+  for (int64_t tk : {80, 48}) {
+    const Dims qd = {3, 4, 96, 32}, kd = {3, 4, tk, 32}, vd = {3, 4, tk, 24};
+    std::mt19937_64 r(11);
+    std::vector<float> q = Randn(r, Numel(qd)), k = Randn(r, Numel(kd)), v = Randn(r, Numel(vd)),
+                       dout = Randn(r, 3 * 4 * 96 * 24), mask = Randn(r, 96 * tk, 0.3f);
+    for (bool causal : {false, true}) {
+      for (bool has_mask : {false, true}) {
+        GraphPtr g(FusedGraph(qd, kd, vd, has_mask, causal, 0.0f));
+        ASSERT_NE(g, nullptr);
+        std::vector<const void *> ins = {q.data(), k.data(), v.data(), dout.data()};
+        if (has_mask)
+          ins.push_back(mask.data());
+        std::vector<PlanOutput> own, n8;
+        gcc_cpu_attention_set_narrow(0);
+        ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &own, 2), "");
+        gcc_cpu_attention_set_narrow(1);
+        ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &n8, 2), "");
+        ASSERT_EQ(n8.size(), 5u);
+        for (size_t t = 0; t < n8.size(); ++t)
+          EXPECT_EQ(
+              std::memcmp(n8[t].f32.data(), own[t].f32.data(), n8[t].f32.size() * sizeof(float)), 0)
+              << "output " << t << " (tk " << tk << ", causal " << causal << ", mask " << has_mask
+              << "): the 8-float forms differ from the machine's own";
+      }
+    }
+  }
+  std::printf("[attention] 8-float forms %s\n",
+              narrow ? "checked (this CPU has AVX2 and FMA)"
+                     : "not available here (a CPU without AVX2 and FMA, or a build without the "
+                       "ISA clones: ASan, not x86-64): both runs took the 16-float forms");
 }
 
 // Evaluation (what an inference plan runs): an Attention whose file says

@@ -51,11 +51,16 @@
  * loop (mm_block: 4 rows x 32 columns of the result in 8 vector registers
  * over the whole reduction, each sum in order); exp is a Cephes-style
  * polynomial written with GCC's vector extensions on 16 lanes (row_exp),
- * so every clone runs it vectorised without a scalar remainder. The file
- * is compiled with FMA contraction: the AVX-512 clone fuses a * b + c, the
- * AVX2 and baseline clones do not, so their bits differ from each other
- * (within the tests' float64 bounds) but never from run to run or over
- * thread counts.
+ * so every clone runs it vectorised without a scalar remainder. On a CPU
+ * with AVX2 and FMA but not AVX-512 the tile products, the row passes, dS
+ * and the key-block transposes run 8-float forms of their own (mm_block_v8
+ * and the functions beside it: GCC's 16-float vectors went through the
+ * stack in the "avx2" clone, 25-30x slower than the AVX-512 one; now about
+ * 2x, the vectors' width). The file is compiled with FMA contraction: the
+ * AVX-512 clone and the 8-float forms fuse a * b + c, the rest of the AVX2
+ * clone and the baseline clone do not, so results differ between kinds of
+ * machine (within the tests' float64 bounds) but never from run to run or
+ * over thread counts.
  * oneDNN 2.6 has no SDPA primitive; its matmul on 32 x 64 tiles was not
  * used (bench/attention_bench measures this kernel against the unfused
  * MatMul -> Softmax -> MatMul plan).
@@ -232,6 +237,157 @@ static void drop_of(const gcc_kernel_args *a, float p, int64_t key, attn_drop *d
  * aligned(4): loads and stores of any float address. */
 typedef float v16 __attribute__((vector_size(64), aligned(4)));
 #define VW 16
+/* Rows of a register tile: R x 32 columns, 2R accumulators (8 zmm). */
+#define MR 4
+
+/* The AVX2 machines' tile product (mm_block's contract, 16 columns a
+ * register tile): GCC builds mm_block's 16-float vectors through the stack
+ * in the AVX2 clone (its 2 x 4 accumulators are all 16 ymm registers, and
+ * each broadcast of A's element is assembled in memory), which made the
+ * clone 25-30x slower than the AVX-512 one. Here R x 16 columns are 2R ymm
+ * accumulators; each sum runs over c in order with a fused multiply-add, as
+ * in the AVX-512 clone, so the two give the same bits. A function of its
+ * own (target avx2,fma: target_clones' "avx2" clone has no FMA), called
+ * only where the CPU has both (attn_narrow). */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define ATTN_NARROW 1
+typedef float attn_v8f __attribute__((vector_size(32), aligned(4)));
+__attribute__((target("avx2,fma"), noinline)) static void
+mm_block_v8(float *restrict C, int64_t ldc, const int R, int64_t w, const float *restrict A,
+            int64_t ar, int64_t ac, int64_t c0, int64_t c1, const float *restrict B, int64_t ldb,
+            const int add) {
+  int64_t e = 0;
+  for (; e + 16 <= w; e += 16) {
+    attn_v8f x0[MR], x1[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+      x0[r] = x1[r] = (attn_v8f){0};
+    if (R == MR) {
+      for (int64_t c = c0; c < c1; c++) {
+        const attn_v8f b0 = *(const attn_v8f *)(B + c * ldb + e),
+                       b1 = *(const attn_v8f *)(B + c * ldb + e + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+          const float av = A[r * ar + c * ac];
+          x0[r] += av * b0;
+          x1[r] += av * b1;
+        }
+      }
+    } else if (R == 1) {
+      for (int64_t c = c0; c < c1; c++) {
+        const float av = A[c * ac];
+        x0[0] += av * *(const attn_v8f *)(B + c * ldb + e);
+        x1[0] += av * *(const attn_v8f *)(B + c * ldb + e + 8);
+      }
+    } else {
+      for (int64_t c = c0; c < c1; c++)
+        for (int r = 0; r < R; r++) {
+          const float av = A[r * ar + c * ac];
+          x0[r] += av * *(const attn_v8f *)(B + c * ldb + e);
+          x1[r] += av * *(const attn_v8f *)(B + c * ldb + e + 8);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+      attn_v8f *p0 = (attn_v8f *)(C + r * ldc + e), *p1 = (attn_v8f *)(C + r * ldc + e + 8);
+      *p0 = add ? *p0 + x0[r] : x0[r];
+      *p1 = add ? *p1 + x1[r] : x1[r];
+    }
+  }
+  for (; e < w; e++) /* the columns past the last multiple of 16 */
+    for (int r = 0; r < R; r++) {
+      float x = 0.0f;
+      for (int64_t c = c0; c < c1; c++)
+        x += A[r * ar + c * ac] * B[c * ldb + e];
+      C[r * ldc + e] = add ? C[r * ldc + e] + x : x;
+    }
+}
+
+/* 1 where the kernels run their 8-float forms (mm_block_v8 and the ones
+ * below): a CPU with AVX2 and FMA but not AVX-512, where target_clones
+ * picks the "avx2" clone; or any CPU with AVX2 and FMA after
+ * gcc_cpu_attention_set_narrow(1) (tests). -1: not yet known. */
+static int attn_narrow_mode = -1;
+
+static int attn_narrow(void) {
+  int v = __atomic_load_n(&attn_narrow_mode, __ATOMIC_RELAXED);
+  if (v < 0) { /* every thread computes the same value */
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        !__builtin_cpu_supports("avx512f");
+    __atomic_store_n(&attn_narrow_mode, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
+int gcc_cpu_attention_set_narrow(int on) {
+  int v = -1;
+  if (on > 0)
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  __atomic_store_n(&attn_narrow_mode, v, __ATOMIC_RELAXED);
+  return attn_narrow();
+}
+
+/* pack_t on AVX2 machines: 8 x 8 blocks transposed in registers (3 rounds
+ * of 8 two-register shuffles, round k swapping bit k of the row and column
+ * index), the edges by scalars. A copy: the same values as pack_t. */
+typedef int32_t attn_i8m __attribute__((vector_size(32)));
+#if defined(__clang__)
+#define attn_shuffle8(a, b, m)                                                                     \
+  ({                                                                                               \
+    const attn_i8m m_ = (m);                                                                       \
+    attn_v8f r_;                                                                                   \
+    for (int i_ = 0; i_ < 8; i_++)                                                                 \
+      r_[i_] = m_[i_] < 8 ? (a)[m_[i_]] : (b)[m_[i_] - 8];                                         \
+    r_;                                                                                            \
+  })
+#else
+#define attn_shuffle8(a, b, m) __builtin_shuffle(a, b, m)
+#endif
+__attribute__((target("avx2,fma"), noinline)) static void
+pack_t_v8(const float *restrict src, int64_t n, int64_t w, int64_t ld, float *restrict dst) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    int64_t c = 0;
+    for (; c + 8 <= w; c += 8) {
+      attn_v8f r[8];
+#pragma GCC unroll 8
+      for (int x = 0; x < 8; x++)
+        r[x] = *(const attn_v8f *)(src + (j + x) * ld + c);
+#define ATTN_TR8_ROUND(k, lo, hi)                                                                  \
+  _Pragma("GCC unroll 8") for (int x = 0; x < 8; x++) if (!(x & (k))) {                            \
+    const attn_v8f a = r[x], b = r[x + (k)];                                                       \
+    r[x] = attn_shuffle8(a, b, (attn_i8m)lo);                                                      \
+    r[x + (k)] = attn_shuffle8(a, b, (attn_i8m)hi);                                                \
+  }
+      ATTN_TR8_ROUND(4, ((attn_i8m){0, 1, 2, 3, 8, 9, 10, 11}),
+                     ((attn_i8m){4, 5, 6, 7, 12, 13, 14, 15}))
+      ATTN_TR8_ROUND(2, ((attn_i8m){0, 1, 8, 9, 4, 5, 12, 13}),
+                     ((attn_i8m){2, 3, 10, 11, 6, 7, 14, 15}))
+      ATTN_TR8_ROUND(1, ((attn_i8m){0, 8, 2, 10, 4, 12, 6, 14}),
+                     ((attn_i8m){1, 9, 3, 11, 5, 13, 7, 15}))
+#undef ATTN_TR8_ROUND
+#pragma GCC unroll 8
+      for (int x = 0; x < 8; x++)
+        *(attn_v8f *)(dst + (c + x) * BK + j) = r[x];
+    }
+    for (; c < w; c++)
+      for (int64_t x = j; x < j + 8; x++)
+        dst[c * BK + x] = src[x * ld + c];
+  }
+  for (; j < n; j++)
+    for (int64_t c = 0; c < w; c++)
+      dst[c * BK + j] = src[j * ld + c];
+  for (int64_t c = 0; c < w; c++) /* the columns past n: zeros (read as a product's padding) */
+    for (j = n; j < BK; j++)
+      dst[c * BK + j] = 0.0f;
+}
+#else
+#define ATTN_NARROW 0
+int gcc_cpu_attention_set_narrow(int on) {
+  (void)on;
+  return 0;
+}
+#endif
+
 /* kt[d][j] = K[j0 + j][d]: the key block transposed, BK wide; 16 x 16
  * blocks transposed in registers (4 rounds of 16 two-register shuffles:
  * round k swaps bit k of the row and column index), the edges by scalars. */
@@ -254,6 +410,12 @@ typedef int32_t attn_i16v __attribute__((vector_size(64)));
 #endif
 ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, int64_t ld,
                      float *restrict dst) {
+#if ATTN_NARROW
+  if (attn_narrow()) {
+    pack_t_v8(src, n, w, ld, dst);
+    return;
+  }
+#endif
   typedef attn_i16v i16v;
   int64_t j = 0;
   for (; j + VW <= n; j += VW) {
@@ -294,9 +456,6 @@ ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, int64_t ld
       dst[c * BK + j] = 0.0f;
 }
 
-/* Rows of a register tile: R x 32 columns, 2R accumulators (8 zmm). */
-#define MR 4
-
 /* The register-tiled product every tile uses:
  *   C[r][e] = (add ? C[r][e] : 0) + sum_{c0 <= c < c1} A[r ar + c ac] B[c][e]
  * for r < R, e < w (C's row stride ldc, B's ldb). The R x 32 block of C is
@@ -308,6 +467,12 @@ ATTN_INL void pack_t(const float *restrict src, int64_t n, int64_t w, int64_t ld
 ATTN_INL void mm_block(float *restrict C, int64_t ldc, const int R, int64_t w,
                        const float *restrict A, int64_t ar, int64_t ac, int64_t c0, int64_t c1,
                        const float *restrict B, int64_t ldb, const int add) {
+#if ATTN_NARROW
+  if (attn_narrow()) {
+    mm_block_v8(C, ldc, R, w, A, ar, ac, c0, c1, B, ldb, add);
+    return;
+  }
+#endif
   int64_t e = 0;
   for (; e + 2 * VW <= w; e += 2 * VW) {
     v16 x0[MR], x1[MR];
@@ -410,6 +575,75 @@ ATTN_INL float row_dot(const float *restrict a, const float *restrict b, int64_t
  * taking v16 by value would change the ABI without AVX-512, -Wpsabi). */
 #define ATTN_SEL(c, a, b) ((v16)(((attn_i16v)(a) & (c)) | ((attn_i16v)(b) & ~(c))))
 
+/* row_prep, row_exp and probs_and_ds's dS row on AVX2 machines (the
+ * "avx2" clone assembles their 16-float vectors, broadcasts and lane
+ * comparisons through the stack too): two 8-float halves per 16 columns,
+ * lane l of the 16 still taking j = l mod 16, so the sums and maxima are
+ * grouped as in the 16-lane passes; with FMA, as the AVX-512 clone
+ * contracts them, the same bits. */
+#if ATTN_NARROW
+typedef float attn_v8c __attribute__((vector_size(32)));
+#define ATTN_SEL8(c, a, b) ((attn_v8f)(((attn_i8m)(a) & (c)) | ((attn_i8m)(b) & ~(c))))
+__attribute__((target("avx2,fma"), noinline)) static float
+row_prep_v8(float *restrict s, int64_t w, int64_t lim, float sc, float m) {
+  const attn_i8m iota = {0, 1, 2, 3, 4, 5, 6, 7};
+  const attn_v8f ninf = (attn_v8f){0} - INFINITY;
+  attn_v8f mv[2] = {(attn_v8f){0} + m, (attn_v8f){0} + m};
+  for (int64_t j = 0; j < w; j += 8) {
+    attn_v8f x = *(const attn_v8f *)(s + j) * sc;
+    x = ATTN_SEL8(iota + (int32_t)j < (int32_t)lim, x, ninf);
+    *(attn_v8f *)(s + j) = x;
+    const int h = (int)(j >> 3 & 1);
+    mv[h] = ATTN_SEL8(x > mv[h], x, mv[h]);
+  }
+  float x[16];
+  memcpy(x, &mv[0], 32);
+  memcpy(x + 8, &mv[1], 32);
+  return hmax16(x);
+}
+
+__attribute__((target("avx2,fma"), noinline)) static float
+row_exp_v8(float *restrict s, int64_t w, int64_t lim, float sc, float sub) {
+  const attn_i8m iota = {0, 1, 2, 3, 4, 5, 6, 7};
+  const attn_v8f ninf = (attn_v8f){0} - INFINITY;
+  attn_v8f acc[2] = {{0}, {0}};
+  for (int64_t j = 0; j < w; j += 8) {
+    attn_v8f x = *(const attn_v8f *)(s + j) * sc - sub;
+    x = ATTN_SEL8(iota + (int32_t)j < (int32_t)lim, x, ninf);
+    const attn_i8m low = x < -87.0f;
+    attn_v8f xc = ATTN_SEL8(low, (attn_v8f){0} - 87.0f, x);
+    xc = ATTN_SEL8(xc > 0.0f, (attn_v8f){0}, xc);
+    const attn_i8m k =
+        __builtin_convertvector((attn_v8c)(xc * 1.44269504088896341f - 0.5f), attn_i8m);
+    const attn_v8f kf = (attn_v8f) __builtin_convertvector(k, attn_v8c);
+    attn_v8f r = xc - kf * 0.693359375f;
+    r = r - kf * -2.12194440e-4f;
+    attn_v8f q = (attn_v8f){0} + 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    const attn_v8f y = q * r * r + r + 1.0f;
+    const attn_v8f e = y * (attn_v8f)((k + 127) << 23);
+    const attn_v8f z = ATTN_SEL8(low, (attn_v8f){0}, e);
+    *(attn_v8f *)(s + j) = z;
+    acc[j >> 3 & 1] += z;
+  }
+  float x[16];
+  memcpy(x, &acc[0], 32);
+  memcpy(x + 8, &acc[1], 32);
+  return hsum16(x);
+}
+
+/* d[j] = p[j] (d[j] scale - ds) for j < w (a multiple of 16). */
+__attribute__((target("avx2,fma"), noinline)) static void
+ds_row_v8(const float *restrict p, float *restrict d, int64_t w, float scale, float ds) {
+  for (int64_t j = 0; j < w; j += 8)
+    *(attn_v8f *)(d + j) = *(const attn_v8f *)(p + j) * (*(const attn_v8f *)(d + j) * scale - ds);
+}
+#endif
+
 /* The first pass over a row of scores, w (a multiple of 16) wide:
  * s[j] = s[j] sc for j < lim, -Inf for lim <= j < w (the causal diagonal,
  * the keys past the row's group and the tile); returns the larger of m and
@@ -417,6 +651,10 @@ ATTN_INL float row_dot(const float *restrict a, const float *restrict b, int64_t
  * loop, so NaN is skipped; the maximum is exact, so the grouping does not
  * change it). */
 ATTN_INL float row_prep(float *restrict s, int64_t w, int64_t lim, float sc, float m) {
+#if ATTN_NARROW
+  if (attn_narrow())
+    return row_prep_v8(s, w, lim, sc, m);
+#endif
   const attn_i16v iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const v16 ninf = (v16){0} - INFINITY;
   v16 mv = (v16){0} + m;
@@ -439,6 +677,10 @@ ATTN_INL float row_prep(float *restrict s, int64_t w, int64_t lim, float sc, flo
  * Returns the sum of the results: 16 partial sums (lane l takes j = l mod
  * 16, in order), then hsum16's tree. */
 ATTN_INL float row_exp(float *restrict s, int64_t w, int64_t lim, float sc, float sub) {
+#if ATTN_NARROW
+  if (attn_narrow())
+    return row_exp_v8(s, w, lim, sc, sub);
+#endif
   typedef float v16a __attribute__((vector_size(64)));
   const attn_i16v iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const v16 ninf = (v16){0} - INFINITY;
@@ -837,6 +1079,13 @@ ATTN_INL void probs_and_ds(const tile *t, const float *restrict vt, const float 
     }
     return;
   }
+#if ATTN_NARROW
+  if (attn_narrow()) {
+    for (int64_t i = 0; i < t->nq; i++)
+      ds_row_v8(s + i * BK, dp + i * BK, row_width(t, i), scale, Ds[i]);
+    return;
+  }
+#endif
   for (int64_t i = 0; i < t->nq; i++) {
     const int64_t w = row_width(t, i);
     const v16 *restrict si = (const v16 *)(s + i * BK);
