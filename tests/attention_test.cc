@@ -35,7 +35,7 @@ extern "C" {
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "runtime/compile.h"
-#include "runtime/cpu/cpu_attention.h"
+#include "runtime/cpu/cpu_parallel.h"
 #include "runtime/plan.h"
 }
 #include "tests/fixture.h"
@@ -295,7 +295,7 @@ TEST(Attention, CpuPlanIsBitwiseDeterministicOverRunsAndThreads) {
 }
 
 // The kernels' 8-float forms (what a CPU with AVX2 but not AVX-512 runs;
-// gcc_cpu_attention_set_narrow(1) makes an AVX-512 machine run them too):
+// gcc_cpu_set_narrow_vectors(1) makes an AVX-512 machine run them too):
 // within the float64 bound of PyTorch's SDPA on the fixture's cases, and
 // bit for bit the machine's own forms, forward and backward, with and
 // without a mask, causal or not, over one and two key blocks. The sums are
@@ -304,7 +304,7 @@ TEST(Attention, CpuPlanIsBitwiseDeterministicOverRunsAndThreads) {
 // without AVX2, and in the ASan build, which has no ISA clones, neither
 // does, and the test says so).
 struct NarrowGuard {
-  ~NarrowGuard() { gcc_cpu_attention_set_narrow(0); }
+  ~NarrowGuard() { gcc_cpu_set_narrow_vectors(0); }
 };
 
 TEST(Attention, Avx2FormsMatchPyTorchAndTheMachinesFormsBitwise) {
@@ -327,9 +327,9 @@ TEST(Attention, Avx2FormsMatchPyTorchAndTheMachinesFormsBitwise) {
     if (has_mask)
       ins.push_back(fx.Get(p + "mask").f32());
     std::vector<PlanOutput> own, n8;
-    gcc_cpu_attention_set_narrow(0);
+    gcc_cpu_set_narrow_vectors(0);
     ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &own, 2), "");
-    narrow = gcc_cpu_attention_set_narrow(1) != 0;
+    narrow = gcc_cpu_set_narrow_vectors(1) != 0;
     ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &n8, 2), "");
     ASSERT_EQ(n8.size(), 5u);
     const int64_t Tq = q.dims[2], Tk = k.dims[2], D = q.dims[3], E = v.dims[3];
@@ -359,9 +359,9 @@ TEST(Attention, Avx2FormsMatchPyTorchAndTheMachinesFormsBitwise) {
         if (has_mask)
           ins.push_back(mask.data());
         std::vector<PlanOutput> own, n8;
-        gcc_cpu_attention_set_narrow(0);
+        gcc_cpu_set_narrow_vectors(0);
         ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &own, 2), "");
-        gcc_cpu_attention_set_narrow(1);
+        gcc_cpu_set_narrow_vectors(1);
         ASSERT_EQ(RunPlan(g.get(), ins, 1, false, &n8, 2), "");
         ASSERT_EQ(n8.size(), 5u);
         for (size_t t = 0; t < n8.size(); ++t)

@@ -38,6 +38,7 @@
 extern "C" {
 #include "graph/ir.h"
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/cpu_parallel.h"
 }
 
 namespace {
@@ -209,6 +210,81 @@ TEST(GeluAux, EqualsGeluAndGeluGradBitwise) {
             << "x " << xs[i] << ": " << dx0[i] << " " << dx1;
     }
   }
+}
+
+// The 8-float forms of the exact GELU's loops (what a CPU with AVX2 but not
+// AVX-512 runs; gcc_cpu_set_narrow_vectors(1) makes an AVX-512 machine run
+// them too) against the machine's own forms: Gelu, GeluGrad and GeluAux
+// bit for bit over the sweep, Inf and NaN (tolerance 0: every element goes
+// through the same operations, fused alike; a NaN may differ only in its
+// payload), at lengths whose tails are 0-15 elements past a multiple of 16.
+// So the float64 bounds above hold for the 8-float forms wherever they hold
+// for the machine's own. (On an AVX2 machine both runs take the 8-float
+// forms, and the tests above check them directly; in the ASan build,
+// which has no ISA clones, neither does, and the test says so.)
+struct NarrowGuard {
+  ~NarrowGuard() { gcc_cpu_set_narrow_vectors(0); }
+};
+
+TEST(GeluNarrow, EightFloatFormsEqualTheMachinesFormsBitwise) {
+  NarrowGuard guard;
+  std::vector<float> all = Sweep();
+  for (float v : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()})
+    all.push_back(v);
+  bool narrow = false;
+  for (size_t cut = 0; cut < 16; cut += 3) {
+    std::vector<float> xs(all.begin(), all.end() - static_cast<std::ptrdiff_t>(cut)),
+        dys(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i)
+      dys[i] = (i % 2 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i % 97) / 64.0f);
+    const int64_t n = static_cast<int64_t>(xs.size());
+    std::vector<float> out[2][4]; // [form][y, dx, aux y, aux d]
+    for (int f = 0; f < 2; ++f) {
+      const int on = gcc_cpu_set_narrow_vectors(f);
+      if (f == 1)
+        narrow = on != 0;
+      gcc_node node;
+      std::memset(&node, 0, sizeof node); // the exact GELU
+      for (auto &o : out[f])
+        o.assign(xs.size(), 0.0f);
+      gcc_tensor x{}, dy{}, t[4]{};
+      for (gcc_tensor *p : {&x, &dy, &t[0], &t[1], &t[2], &t[3]}) {
+        p->dtype = GCC_DT_FLOAT32;
+        p->numel = n;
+      }
+      x.data = xs.data();
+      dy.data = dys.data();
+      for (int k = 0; k < 4; ++k)
+        t[k].data = out[f][k].data();
+      gcc_tensor *fin[1] = {&x}, *gin[2] = {&dy, &x}, *fo[1] = {&t[0]}, *go[1] = {&t[1]},
+                 *ao[2] = {&t[2], &t[3]};
+      gcc_kernel_args a{};
+      a.node = &node;
+      a.in = fin, a.n_in = 1, a.out = fo, a.n_out = 1;
+      ASSERT_EQ(gcc_cpu_gelu(&a), GCC_OK);
+      a.in = gin, a.n_in = 2, a.out = go;
+      ASSERT_EQ(gcc_cpu_gelu_grad(&a), GCC_OK);
+      a.in = fin, a.n_in = 1, a.out = ao, a.n_out = 2;
+      ASSERT_EQ(gcc_cpu_gelu_aux(&a), GCC_OK);
+    }
+    const char *what[4] = {"Gelu", "GeluGrad", "GeluAux Y", "GeluAux D"};
+    for (int k = 0; k < 4; ++k) {
+      int bad = 0;
+      for (size_t i = 0; i < xs.size() && bad < 5; ++i) {
+        const float a = out[0][k][i], b = out[1][k][i];
+        if (std::isnan(a) ? !std::isnan(b) : std::memcmp(&a, &b, 4) != 0) {
+          ++bad;
+          ADD_FAILURE() << what[k] << " at x " << xs[i] << " (n " << n << "): 16-float form " << a
+                        << ", 8-float form " << b;
+        }
+      }
+    }
+  }
+  std::printf("[gelu] 8-float forms %s\n",
+              narrow ? "checked (this CPU has AVX2 and FMA)"
+                     : "not available here (a CPU without AVX2 and FMA, or a build without the "
+                       "ISA clones: ASan, not x86-64): both runs took the 16-float forms");
 }
 
 } // namespace

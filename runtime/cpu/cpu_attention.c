@@ -76,6 +76,7 @@
 #include "graph/ops.h"
 #include "graph/philox.h"
 #include "runtime/cpu/cpu_attention.h"
+#include "runtime/cpu/cpu_parallel.h"
 
 /* a * b + c as one fused multiply-add where the ISA has one (the AVX-512
  * clone): the products' sums are the kernel's flops. The bits differ from
@@ -302,28 +303,9 @@ mm_block_v8(float *restrict C, int64_t ldc, const int R, int64_t w, const float 
     }
 }
 
-/* 1 where the kernels run their 8-float forms (mm_block_v8 and the ones
- * below): a CPU with AVX2 and FMA but not AVX-512, where target_clones
- * picks the "avx2" clone; or any CPU with AVX2 and FMA after
- * gcc_cpu_attention_set_narrow(1) (tests). -1: not yet known. */
-static int attn_narrow_mode = -1;
-
+/* The 8-float forms run where gcc_cpu_narrow_vectors() says (cpu_parallel.h). */
 static int attn_narrow(void) {
-  int v = __atomic_load_n(&attn_narrow_mode, __ATOMIC_RELAXED);
-  if (v < 0) { /* every thread computes the same value */
-    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        !__builtin_cpu_supports("avx512f");
-    __atomic_store_n(&attn_narrow_mode, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
-
-int gcc_cpu_attention_set_narrow(int on) {
-  int v = -1;
-  if (on > 0)
-    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  __atomic_store_n(&attn_narrow_mode, v, __ATOMIC_RELAXED);
-  return attn_narrow();
+  return gcc_cpu_narrow_vectors();
 }
 
 /* pack_t on AVX2 machines: 8 x 8 blocks transposed in registers (3 rounds
@@ -382,10 +364,6 @@ pack_t_v8(const float *restrict src, int64_t n, int64_t w, int64_t ld, float *re
 }
 #else
 #define ATTN_NARROW 0
-int gcc_cpu_attention_set_narrow(int on) {
-  (void)on;
-  return 0;
-}
 #endif
 
 /* kt[d][j] = K[j0 + j][d]: the key block transposed, BK wide; 16 x 16

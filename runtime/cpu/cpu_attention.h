@@ -39,18 +39,6 @@ gcc_status gcc_cpu_attention_packed(const gcc_kernel_args *a);
 gcc_status gcc_cpu_attention_packed_grad(const gcc_kernel_args *a);
 size_t gcc_cpu_attention_packed_workspace(const gcc_graph *g, int node);
 
-/* Which forms of the kernels run. On a CPU with AVX2 and FMA but not
- * AVX-512 they compute in 8-float vectors (ymm registers) with fused
- * multiply-adds; elsewhere in 16-float ones (the AVX-512 build; the
- * baseline build on a CPU without AVX2). The two group every sum alike,
- * so on one machine they give the same bits. on = 1 makes the 8-float
- * forms run where the CPU has AVX2 and FMA (the tests check them on an
- * AVX-512 machine), on = 0 restores the machine's choice. Builds without
- * the ISA clones (AddressSanitizer, not x86-64) have only the 16-float
- * forms. Not to be called while a kernel runs. Returns 1 if the 8-float
- * forms now run. */
-int gcc_cpu_attention_set_narrow(int on);
-
 #ifdef __cplusplus
 }
 #endif

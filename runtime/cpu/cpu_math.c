@@ -78,109 +78,67 @@
 #define GELU_HOT GELU_CONTRACT
 #endif
 
-/* the generic vectors and e^a (a <= 0) of cpu_vexp.h */
-typedef gcc_vexp_f gelu_vf;
-typedef gcc_vexp_i gelu_vi;
-#define GELU_SEL     GCC_VEXP_SEL
-#define GELU_EXP_LE0 GCC_VEXP_LE0
+/* The exact GELU's loops (cpu_gelu_erf.h), twice: 16-float vectors in the
+ * x86-64-v4 / v3 / baseline clones (GELU_HOT), and 8-float ones for a CPU
+ * with AVX2 and FMA but not AVX-512 (cpu_parallel.h,
+ * gcc_cpu_narrow_vectors: the v3 clone's 16-float comparisons and
+ * selections were scalar, 5-6x slower than the v4 clone). Every element is
+ * computed alone by the same operations, fused alike, so the two forms give
+ * the same bits. */
+#define GE_F       gcc_vexp_f
+#define GE_I       gcc_vexp_i
+#define GE_LANES   GCC_VEXP_LANES
+#define GE_HOT     GELU_HOT
+#define GE_NAME(x) x##_16
+#include "runtime/cpu/cpu_gelu_erf.h"
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define GELU_NARROW 1
+#define GE_F        gcc_vexp_f8
+#define GE_I        gcc_vexp_i8
+#define GE_LANES    8
+#define GE_HOT      __attribute__((target("avx2,fma"))) GELU_CONTRACT
+#define GE_NAME(x)  x##_8
+#include "runtime/cpu/cpu_gelu_erf.h"
+#else
+#define GELU_NARROW 0
+#endif
 
-/* *cdf = Phi(x) and, with pdf, *pdf = phi(x) = e^(-x^2/2) / sqrt(2 pi), for
- * the GELU_LANES floats at xp (inlined into the clones: its own code would be
- * the baseline's) */
-static inline __attribute__((always_inline)) void gelu_phi_vec(const float *xp, gelu_vf *cdf,
-                                                               gelu_vf *pdf) {
-  const gelu_vf zero = {0};
-  const gelu_vi sign_bit = (gelu_vi){0} + INT32_MIN;
-  gelu_vf x;
-  memcpy(&x, xp, sizeof x);
-  const gelu_vi sign = (gelu_vi)x & sign_bit; /* x < 0 (or -0) */
-  gelu_vf z = (gelu_vf)((gelu_vi)x ^ sign) * SQRT1_2;
-  z = GELU_SEL(z > 10.0f, zero + 10.0f, z); /* NaN stays NaN: the results are NaN through x */
-  const gelu_vf t = 1.0f / (1.0f + 0.5f * z);
-  gelu_vf p = t * 0.17087277f - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  gelu_vf a = (t * p - 1.26551223f) - z * z; /* the small terms first */
-  const gelu_vi ka = a > -87.0f;
-  a = GELU_SEL(a >= -87.0f, a, zero - 87.0f); /* NaN -> -87: no NaN reaches the exp */
-  a = GELU_SEL(a > 0.0f, zero, a);
-  gelu_vf e;
-  GELU_EXP_LE0(e, a);
-  const gelu_vf h = (gelu_vf)(ka & (gelu_vi)(0.5f * (t * e)));
-  *cdf = GELU_SEL(sign != 0, h, 1.0f - h);
-  if (pdf) {
-    /* -x^2 / 2 from x, not -z^2: z^2 then keeps one reader (a), so the
-     * compiler fuses it into a's sum whether or not pdf is wanted, and Phi
-     * has the same bits in Gelu, GeluGrad and GeluAux (x^2 / 2 rounds once,
-     * z^2 twice) */
-    const gelu_vf g = -(x * x) * 0.5f;
-    const gelu_vi kg = g > -87.0f;
-    const gelu_vf gc = GELU_SEL(g >= -87.0f, g, zero - 87.0f); /* NaN -> -87, as a */
-    gelu_vf eg;
-    GELU_EXP_LE0(eg, gc);
-    *pdf = (gelu_vf)(kg & (gelu_vi)(INV_SQRT_2PI * eg));
+static void gelu_erf_loop(const float *restrict x, float *restrict y, int64_t n) {
+#if GELU_NARROW
+  if (gcc_cpu_narrow_vectors()) {
+    gelu_erf_loop_8(x, y, n);
+    return;
   }
+#endif
+  gelu_erf_loop_16(x, y, n);
 }
 
-/* y = x Phi(x) over n floats; the last n % GELU_LANES through a padded block */
-GELU_HOT static void gelu_erf_loop(const float *restrict x, float *restrict y, int64_t n) {
-  float xb[GELU_LANES] = {0};
-  for (int64_t i = 0; i < n; i += GELU_LANES) {
-    const int64_t m = n - i < GELU_LANES ? n - i : GELU_LANES;
-    const float *xp = x + i;
-    if (m < GELU_LANES) {
-      memcpy(xb, xp, (size_t)m * sizeof *xb);
-      xp = xb;
-    }
-    gelu_vf c, xv;
-    gelu_phi_vec(xp, &c, NULL);
-    memcpy(&xv, xp, sizeof xv);
-    xv = xv * c;
-    if (m < GELU_LANES) {
-      memcpy(xb, &xv, sizeof xv);
-      memcpy(y + i, xb, (size_t)m * sizeof *xb);
-    } else {
-      memcpy(y + i, &xv, sizeof xv);
-    }
+static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x,
+                               float *restrict dx, int64_t n) {
+#if GELU_NARROW
+  if (gcc_cpu_narrow_vectors()) {
+    gelu_erf_grad_loop_8(dy, x, dx, n);
+    return;
   }
+#endif
+  gelu_erf_grad_loop_16(dy, x, dx, n);
+}
+
+static void gelu_erf_aux_loop(const float *restrict x, float *restrict y, float *restrict dd,
+                              int64_t n) {
+#if GELU_NARROW
+  if (gcc_cpu_narrow_vectors()) {
+    gelu_erf_aux_loop_8(x, y, dd, n);
+    return;
+  }
+#endif
+  gelu_erf_aux_loop_16(x, y, dd, n);
 }
 
 GCC_HOT static void gelu_tanh_loop(const float *restrict x, float *restrict y, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     float v = x[i];
     y[i] = 0.5f * v * (1.0f + tanhf(GELU_BETA * (v + GELU_KAPPA * v * v * v)));
-  }
-}
-
-/* dx = dy (Phi(x) + x phi(x)) over n floats, the tail as gelu_erf_loop's */
-GELU_HOT static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x,
-                                        float *restrict dx, int64_t n) {
-  float xb[GELU_LANES] = {0}, db[GELU_LANES] = {0};
-  for (int64_t i = 0; i < n; i += GELU_LANES) {
-    const int64_t m = n - i < GELU_LANES ? n - i : GELU_LANES;
-    const float *xp = x + i, *dp = dy + i;
-    if (m < GELU_LANES) {
-      memcpy(xb, xp, (size_t)m * sizeof *xb);
-      memcpy(db, dp, (size_t)m * sizeof *db);
-      xp = xb;
-      dp = db;
-    }
-    gelu_vf c, pd, xv, dv;
-    gelu_phi_vec(xp, &c, &pd);
-    memcpy(&xv, xp, sizeof xv);
-    memcpy(&dv, dp, sizeof dv);
-    dv = dv * (c + xv * pd);
-    if (m < GELU_LANES) {
-      memcpy(db, &dv, sizeof dv);
-      memcpy(dx + i, db, (size_t)m * sizeof *db);
-    } else {
-      memcpy(dx + i, &dv, sizeof dv);
-    }
   }
 }
 
@@ -193,35 +151,6 @@ GCC_HOT static void gelu_tanh_grad_loop(const float *restrict dy, const float *r
     float dleft = 0.5f * right;
     float dright = left * (1.0f - t * t) * GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * v2);
     dx[i] = dy[i] * (dleft + dright);
-  }
-}
-
-/* y = x Phi(x) and d = Phi(x) + x phi(x) over n floats: gelu_erf_loop's y and
- * the factor gelu_erf_grad_loop multiplies dy by, the same operations (so
- * the same bits) in one pass, the tail as there */
-GELU_HOT static void gelu_erf_aux_loop(const float *restrict x, float *restrict y,
-                                       float *restrict dd, int64_t n) {
-  float xb[GELU_LANES] = {0};
-  for (int64_t i = 0; i < n; i += GELU_LANES) {
-    const int64_t m = n - i < GELU_LANES ? n - i : GELU_LANES;
-    const float *xp = x + i;
-    if (m < GELU_LANES) {
-      memcpy(xb, xp, (size_t)m * sizeof *xb);
-      xp = xb;
-    }
-    gelu_vf c, pd, xv;
-    gelu_phi_vec(xp, &c, &pd);
-    memcpy(&xv, xp, sizeof xv);
-    const gelu_vf yv = xv * c, dv = c + xv * pd;
-    if (m < GELU_LANES) {
-      memcpy(xb, &yv, sizeof yv);
-      memcpy(y + i, xb, (size_t)m * sizeof *xb);
-      memcpy(xb, &dv, sizeof dv);
-      memcpy(dd + i, xb, (size_t)m * sizeof *xb);
-    } else {
-      memcpy(y + i, &yv, sizeof yv);
-      memcpy(dd + i, &dv, sizeof dv);
-    }
   }
 }
 

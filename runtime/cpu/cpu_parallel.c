@@ -43,3 +43,34 @@ int gcc_cpu_parallel_for(int threads, int64_t n, int64_t align, gcc_cpu_range_fn
   }
   return parts;
 }
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+static int narrow_mode = -1; /* -1: not yet known */
+
+static int has_avx2_fma(void) {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+int gcc_cpu_narrow_vectors(void) {
+  int v = __atomic_load_n(&narrow_mode, __ATOMIC_RELAXED);
+  if (v < 0) { /* every thread computes the same value */
+    v = has_avx2_fma() && !__builtin_cpu_supports("avx512f");
+    __atomic_store_n(&narrow_mode, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
+int gcc_cpu_set_narrow_vectors(int on) {
+  __atomic_store_n(&narrow_mode, on > 0 ? has_avx2_fma() : -1, __ATOMIC_RELAXED);
+  return gcc_cpu_narrow_vectors();
+}
+#else
+int gcc_cpu_narrow_vectors(void) {
+  return 0;
+}
+
+int gcc_cpu_set_narrow_vectors(int on) {
+  (void)on;
+  return 0;
+}
+#endif
