@@ -43,6 +43,11 @@
 
 namespace {
 
+// Restores the machine's vector forms (cpu_parallel.h) at the end of a scope.
+struct NarrowGuard {
+  ~NarrowGuard() { gcc_cpu_set_narrow_vectors(0); }
+};
+
 using KernelFn = gcc_status (*)(const gcc_kernel_args *);
 
 gcc_shape Shape(const std::vector<int64_t> &dims) {
@@ -438,11 +443,16 @@ TEST(CpuParallel, SoftmaxCrossEntropyAndGradAgainstFloat64AnyThreads) {
         gcc_shape ls = Shape({1}), xs = Shape({n, c}), ts = Shape({n}), ws = Shape({c});
         std::vector<float> first_dx;
         float first_loss = 0;
-        for (int threads : {1, 2, 3}) {
-          SCOPED_TRACE(std::to_string(threads) + " threads");
+        // 0: one thread with the 8-float forms (gcc_cpu_set_narrow_vectors:
+        // what a CPU with AVX2 but not AVX-512 runs), 1 thread's bits too
+        for (int threads : {1, 2, 3, 0}) {
+          SCOPED_TRACE(threads ? std::to_string(threads) + " threads"
+                               : std::string("the 8-float forms"));
+          NarrowGuard narrow_guard;
+          gcc_cpu_set_narrow_vectors(threads == 0);
           gcc_diag d{};
           gcc_cpu_ctx ctx{};
-          ctx.max_threads = threads;
+          ctx.max_threads = threads ? threads : 1;
           ctx.diag = &d;
           ctx.source = "<test>";
           float y = NAN;
@@ -457,7 +467,7 @@ TEST(CpuParallel, SoftmaxCrossEntropyAndGradAgainstFloat64AnyThreads) {
           gcc_tensor *bin[4] = {&tl, &tx, &tt, &tw}, *bout[1] = {&tdx};
           gcc_kernel_args ba{&bwd, bin, 3 + weighted, bout, 1, &ctx, nullptr, 0, nullptr};
           ASSERT_EQ(gcc_cpu_sce_grad(&ba), GCC_OK) << d.msg;
-          if (threads > 1) {
+          if (threads != 1) {
             EXPECT_EQ(0, std::memcmp(&y, &first_loss, sizeof y)) << "loss: not 1 thread's bits";
             EXPECT_EQ(0, std::memcmp(dx.data(), first_dx.data(), dx.size() * sizeof(float)))
                 << "gradient: not 1 thread's bits";
@@ -491,8 +501,9 @@ TEST(CpuParallel, SoftmaxCrossEntropyAndGradAgainstFloat64AnyThreads) {
 }
 
 // A NaN logit makes its row's loss and gradient NaN (as e^NaN did), a -Inf
-// logit is a class of probability 0.
-TEST(CpuParallel, SoftmaxCrossEntropyNaNAndMinusInf) {
+// logit is a class of probability 0; in the machine's forms and the 8-float
+// ones.
+void SoftmaxCrossEntropyNaNAndMinusInfOnce() {
   gcc_attr av[2]{};
   av[SCE_REDUCTION].type = GCC_ATTR_STRING;
   av[SCE_REDUCTION].s = (char *)"sum";
@@ -528,6 +539,15 @@ TEST(CpuParallel, SoftmaxCrossEntropyNaNAndMinusInf) {
   EXPECT_EQ(dx[(size_t)(c + 3)], 0.0f);
   EXPECT_NEAR(dx[(size_t)(c + 2)], 1.0 / 19 - 1.0, 4e-7);
   EXPECT_NEAR(dx[(size_t)(c + 5)], 1.0 / 19, 4e-8);
+}
+
+TEST(CpuParallel, SoftmaxCrossEntropyNaNAndMinusInf) {
+  for (int narrow : {0, 1}) {
+    SCOPED_TRACE(narrow ? "the 8-float forms" : "the machine's forms");
+    NarrowGuard narrow_guard;
+    gcc_cpu_set_narrow_vectors(narrow);
+    SoftmaxCrossEntropyNaNAndMinusInfOnce();
+  }
 }
 
 // GradNorm (clip_grad_norm_'s total norm and coefficient) over gradients of

@@ -7,19 +7,19 @@
  * and the inclusion undefines them. No include guard: a template.
  */
 
-
 /* *cdf = Phi(x) and, with pdf, *pdf = phi(x) = e^(-x^2/2) / sqrt(2 pi), for
  * the GE_LANES floats at xp (inlined into the clones: its own code would be
  * the baseline's) */
 static inline __attribute__((always_inline)) void GE_NAME(gelu_phi_vec)(const float *xp, GE_F *cdf,
-                                                               GE_F *pdf) {
+                                                                        GE_F *pdf) {
   const GE_F zero = {0};
   const GE_I sign_bit = (GE_I){0} + INT32_MIN;
   GE_F x;
   memcpy(&x, xp, sizeof x);
   const GE_I sign = (GE_I)x & sign_bit; /* x < 0 (or -0) */
   GE_F z = (GE_F)((GE_I)x ^ sign) * SQRT1_2;
-  z = GCC_VEXP_SEL_T(GE_F, GE_I, z > 10.0f, zero + 10.0f, z); /* NaN stays NaN: the results are NaN through x */
+  /* NaN stays NaN: the results are NaN through x */
+  z = GCC_VEXP_SEL_T(GE_F, GE_I, z > 10.0f, zero + 10.0f, z);
   const GE_F t = 1.0f / (1.0f + 0.5f * z);
   GE_F p = t * 0.17087277f - 0.82215223f;
   p = p * t + 1.48851587f;
@@ -31,7 +31,8 @@ static inline __attribute__((always_inline)) void GE_NAME(gelu_phi_vec)(const fl
   p = p * t + 1.00002368f;
   GE_F a = (t * p - 1.26551223f) - z * z; /* the small terms first */
   const GE_I ka = a > -87.0f;
-  a = GCC_VEXP_SEL_T(GE_F, GE_I, a >= -87.0f, a, zero - 87.0f); /* NaN -> -87: no NaN reaches the exp */
+  /* NaN -> -87: no NaN reaches the exp */
+  a = GCC_VEXP_SEL_T(GE_F, GE_I, a >= -87.0f, a, zero - 87.0f);
   a = GCC_VEXP_SEL_T(GE_F, GE_I, a > 0.0f, zero, a);
   GE_F e;
   GCC_VEXP_LE0_T(GE_F, GE_I, e, a);
@@ -44,7 +45,8 @@ static inline __attribute__((always_inline)) void GE_NAME(gelu_phi_vec)(const fl
      * z^2 twice) */
     const GE_F g = -(x * x) * 0.5f;
     const GE_I kg = g > -87.0f;
-    const GE_F gc = GCC_VEXP_SEL_T(GE_F, GE_I, g >= -87.0f, g, zero - 87.0f); /* NaN -> -87, as a */
+    /* NaN -> -87, as a */
+    const GE_F gc = GCC_VEXP_SEL_T(GE_F, GE_I, g >= -87.0f, g, zero - 87.0f);
     GE_F eg;
     GCC_VEXP_LE0_T(GE_F, GE_I, eg, gc);
     *pdf = (GE_F)(kg & (GE_I)(INV_SQRT_2PI * eg));
@@ -76,7 +78,7 @@ GE_HOT static void GE_NAME(gelu_erf_loop)(const float *restrict x, float *restri
 
 /* dx = dy (Phi(x) + x phi(x)) over n floats, the tail as gelu_erf_loop's */
 GE_HOT static void GE_NAME(gelu_erf_grad_loop)(const float *restrict dy, const float *restrict x,
-                                        float *restrict dx, int64_t n) {
+                                               float *restrict dx, int64_t n) {
   float xb[GE_LANES] = {0}, db[GE_LANES] = {0};
   for (int64_t i = 0; i < n; i += GE_LANES) {
     const int64_t m = n - i < GE_LANES ? n - i : GE_LANES;
@@ -105,7 +107,7 @@ GE_HOT static void GE_NAME(gelu_erf_grad_loop)(const float *restrict dy, const f
  * the factor gelu_erf_grad_loop multiplies dy by, the same operations (so
  * the same bits) in one pass, the tail as there */
 GE_HOT static void GE_NAME(gelu_erf_aux_loop)(const float *restrict x, float *restrict y,
-                                       float *restrict dd, int64_t n) {
+                                              float *restrict dd, int64_t n) {
   float xb[GE_LANES] = {0};
   for (int64_t i = 0; i < n; i += GE_LANES) {
     const int64_t m = n - i < GE_LANES ? n - i : GE_LANES;
@@ -129,7 +131,6 @@ GE_HOT static void GE_NAME(gelu_erf_aux_loop)(const float *restrict x, float *re
     }
   }
 }
-
 
 #undef GE_F
 #undef GE_I
