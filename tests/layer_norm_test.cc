@@ -50,6 +50,7 @@ extern "C" {
 #include "onnx/export.h"
 #include "onnx/import.h"
 #include "passes/passes.h"
+#include "runtime/cpu/cpu_parallel.h"
 #include "runtime/plan.h"
 }
 #include "tests/fixture.h"
@@ -469,6 +470,60 @@ TEST(LayerNorm, OneBackwardNodeGivesTheSeparateNodesBits) {
     EXPECT_TRUE(SameBits(one.dw, sep.dw)) << c.name;
     EXPECT_TRUE(SameBits(one.db, sep.db)) << c.name;
   }
+}
+
+// The row sums' 8-float forms (what a CPU with AVX2 but not AVX-512 runs;
+// gcc_cpu_set_narrow_vectors(1) makes an AVX-512 machine run them too) give
+// the machine's own forms' bits: Y, dX, dScale and dB of rows of 384 (whole
+// 16-lane blocks) and of 110 (a partial block at the end), with
+// LayerNormGradAll (and the residual's R) and with the three LayerNormGrad
+// nodes, on 2 threads. (On an AVX2 machine both runs take the 8-float forms;
+// in the ASan build, which has no ISA clones, neither does.)
+struct NarrowGuard {
+  ~NarrowGuard() { gcc_cpu_set_narrow_vectors(0); }
+};
+
+TEST(LayerNorm, EightFloatFormsGiveTheMachinesFormsBits) {
+  NarrowGuard guard;
+  bool narrow = false;
+  for (int variant = 0; variant < 2; variant++) {
+    Case c;
+    c.name = variant == 0 ? "rows384" : "rows110_residual";
+    c.residual = variant == 1;
+    const int64_t d = variant == 0 ? 384 : 110, rows = variant == 0 ? 256 : 305;
+    c.xd = variant == 0 ? std::vector<int64_t>{4, 64, 384} : std::vector<int64_t>{5, 61, 110};
+    c.nd = {d};
+    uint32_t state = 4242u + (uint32_t)variant;
+    auto next = [&state]() {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>(state >> 8) / 16777216.0f * 4.0f - 2.0f;
+    };
+    for (int64_t i = 0; i < rows * d; i++) {
+      c.x.push_back(next());
+      c.target.push_back(next());
+    }
+    for (int64_t i = 0; i < d; i++) {
+      c.w.push_back(1.0f + 0.25f * next());
+      c.b.push_back(next());
+    }
+    BuildModel(&c);
+    ASSERT_NE(c.model, nullptr);
+    for (bool fused : {true, false}) {
+      Result own, n8;
+      gcc_cpu_set_narrow_vectors(0);
+      RunPlan(c, false, 2, 1, &own, fused);
+      narrow = gcc_cpu_set_narrow_vectors(1) != 0;
+      RunPlan(c, false, 2, 1, &n8, fused);
+      EXPECT_TRUE(SameBits(own.y, n8.y)) << c.name << " fused " << fused;
+      EXPECT_TRUE(SameBits(own.dx, n8.dx)) << c.name << " fused " << fused;
+      EXPECT_TRUE(SameBits(own.dw, n8.dw)) << c.name << " fused " << fused;
+      EXPECT_TRUE(SameBits(own.db, n8.db)) << c.name << " fused " << fused;
+    }
+  }
+  std::printf("[layer_norm] 8-float forms %s\n",
+              narrow ? "checked (this CPU has AVX2 and FMA)"
+                     : "not available here (a CPU without AVX2 and FMA, or a build without the "
+                       "ISA clones: ASan, not x86-64): both runs took the 16-float forms");
 }
 
 // x [4, 6] @ W [6, 8] (a bfloat16 GEMM under --precision bf16) ->

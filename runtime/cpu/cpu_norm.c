@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "graph/ops.h"
+#include "runtime/cpu/cpu_parallel.h"
 
 /* As runtime/cpu/cpu_math.c's GELU_HOT: the hot loops are compiled for
  * x86-64-v4 (AVX-512: one zmm per LN_LANES floats), x86-64-v3 (AVX2: two
@@ -55,10 +56,134 @@ static inline void add_tail(ln_vf *acc, int64_t m, const float *t) {
   acc[(m / LN_LANES) % 2] += v;
 }
 
+/* The row sums on a CPU with AVX2 but not AVX-512 (cpu_parallel.h,
+ * gcc_cpu_narrow_vectors): the x86-64-v3 clone kept its 16-float
+ * accumulators and broadcasts on the stack (LayerNormalization 1.74 ms and
+ * LayerNormGradAll 1.52 ms a GPT step there, 0.42 and 1.06 on AVX-512).
+ * Here each 16-lane vector is two 8-float halves (ymm) and every lane adds
+ * its terms in the same order, combined by combine's tree: the same bits.
+ * target("avx2"): no FMA instruction, as -std=c11 contracts nothing. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define LN_NARROW 1
+typedef float ln_w8 __attribute__((vector_size(32)));
+typedef float ln_w8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define LOAD8(p) (*(const ln_w8u *)(p))
+
+/* combine of the 16-lane chains acc[chain][half] */
+__attribute__((target("avx2"))) static inline float combine8(ln_w8 acc[2][2]) {
+  const ln_w8 v8 = (acc[0][0] + acc[1][0]) + (acc[0][1] + acc[1][1]);
+  ln_v4 l4, h4;
+  memcpy(&l4, &v8, sizeof l4);
+  memcpy(&h4, (const char *)&v8 + sizeof l4, sizeof h4);
+  const ln_v4 v4 = l4 + h4;
+  return (v4[0] + v4[2]) + (v4[1] + v4[3]);
+}
+
+/* add_tail: the 16 terms t to the chain of block m / 16 */
+__attribute__((target("avx2"))) static inline void add_tail8(ln_w8 acc[2][2], int64_t m,
+                                                             const float *t) {
+  const int k = (int)((m / LN_LANES) % 2);
+  acc[k][0] += LOAD8(t);
+  acc[k][1] += LOAD8(t + 8);
+}
+
+/* row_stats, as there */
+__attribute__((target("avx2"), noinline)) static void
+row_stats8(const float *restrict x, int64_t n, double eps, float *mean, float *rstd) {
+  const int64_t m = n - n % LN_LANES;
+  ln_w8 acc[2][2] = {{{0}, {0}}, {{0}, {0}}}, q[2][2] = {{{0}, {0}}, {{0}, {0}}};
+  for (int64_t i = 0; i < m; i += LN_LANES) {
+    const int k = (int)((i / LN_LANES) % 2);
+    acc[k][0] += LOAD8(x + i);
+    acc[k][1] += LOAD8(x + i + 8);
+  }
+  if (m < n) {
+    float t[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++)
+      t[k - m] = x[k];
+    add_tail8(acc, m, t);
+  }
+  const float mu = combine8(acc) / (float)n;
+  for (int64_t i = 0; i < m; i += LN_LANES) {
+    const int k = (int)((i / LN_LANES) % 2);
+    const ln_w8 t0 = LOAD8(x + i) - mu, t1 = LOAD8(x + i + 8) - mu;
+    q[k][0] += t0 * t0;
+    q[k][1] += t1 * t1;
+  }
+  if (m < n) {
+    float t[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++)
+      t[k - m] = (x[k] - mu) * (x[k] - mu);
+    add_tail8(q, m, t);
+  }
+  const float var = combine8(q) / (float)n;
+  *mean = mu;
+  *rstd = (float)(1.0 / sqrt((double)var + eps));
+}
+
+/* row_backward_stats, as there */
+__attribute__((target("avx2"), noinline)) static void
+row_backward_stats8(const float *restrict dy, const float *restrict x, const float *restrict s,
+                    int64_t n, double eps, float *st) {
+  const int64_t m = n - n % LN_LANES;
+  ln_w8 ax[2][2] = {{{0}, {0}}, {{0}, {0}}}, ag[2][2] = {{{0}, {0}}, {{0}, {0}}};
+  ln_w8 q[2][2] = {{{0}, {0}}, {{0}, {0}}}, agx[2][2] = {{{0}, {0}}, {{0}, {0}}};
+  for (int64_t i = 0; i < m; i += LN_LANES) {
+    const int k = (int)((i / LN_LANES) % 2);
+    for (int h = 0; h < 2; h++) {
+      ax[k][h] += LOAD8(x + i + 8 * h);
+      ag[k][h] += LOAD8(dy + i + 8 * h) * LOAD8(s + i + 8 * h);
+    }
+  }
+  if (m < n) {
+    float tx[LN_LANES] = {0}, tg[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++) {
+      tx[k - m] = x[k];
+      tg[k - m] = dy[k] * s[k];
+    }
+    add_tail8(ax, m, tx);
+    add_tail8(ag, m, tg);
+  }
+  const float mu = combine8(ax) / (float)n, mg = combine8(ag) / (float)n;
+  for (int64_t i = 0; i < m; i += LN_LANES) {
+    const int k = (int)((i / LN_LANES) % 2);
+    for (int h = 0; h < 2; h++) {
+      const ln_w8 t = LOAD8(x + i + 8 * h) - mu;
+      q[k][h] += t * t;
+      agx[k][h] += LOAD8(dy + i + 8 * h) * LOAD8(s + i + 8 * h) * t;
+    }
+  }
+  if (m < n) {
+    float tq[LN_LANES] = {0}, tgx[LN_LANES] = {0};
+    for (int64_t k = m; k < n; k++) {
+      const float t = x[k] - mu;
+      tq[k - m] = t * t;
+      tgx[k - m] = dy[k] * s[k] * t;
+    }
+    add_tail8(q, m, tq);
+    add_tail8(agx, m, tgx);
+  }
+  const float var = combine8(q) / (float)n;
+  const float rstd = (float)(1.0 / sqrt((double)var + eps));
+  st[0] = mu;
+  st[1] = mg;
+  st[2] = rstd;
+  st[3] = rstd * (rstd * (combine8(agx) / (float)n));
+}
+#else
+#define LN_NARROW 0
+#endif
+
 /* The row's mean and 1 / sqrt(biased variance + eps): two passes over the
  * row (the second from L1). */
 static inline __attribute__((always_inline)) void row_stats(const float *restrict x, int64_t n,
                                                             double eps, float *mean, float *rstd) {
+#if LN_NARROW
+  if (gcc_cpu_narrow_vectors()) {
+    row_stats8(x, n, eps, mean, rstd);
+    return;
+  }
+#endif
   const int64_t m = n - n % LN_LANES;
   ln_vf acc[2] = {{0}, {0}}, q[2] = {{0}, {0}};
   int64_t i = 0;
@@ -102,6 +227,12 @@ static inline __attribute__((always_inline)) void row_stats(const float *restric
 static inline __attribute__((always_inline)) void
 row_backward_stats(const float *restrict dy, const float *restrict x, const float *restrict s,
                    int64_t n, double eps, float *st) {
+#if LN_NARROW
+  if (gcc_cpu_narrow_vectors()) {
+    row_backward_stats8(dy, x, s, n, eps, st);
+    return;
+  }
+#endif
   const int64_t m = n - n % LN_LANES;
   ln_vf ax[2] = {{0}, {0}}, ag[2] = {{0}, {0}}, q[2] = {{0}, {0}}, agx[2] = {{0}, {0}};
   for (int64_t i = 0; i < m; i += LN_LANES) {
