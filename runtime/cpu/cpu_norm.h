@@ -14,7 +14,8 @@
  * row (from L1), rstd from it in float64 and rounded once. The kernels are
  * compiled for AVX-512, AVX2 and baseline x86-64, all three adding every
  * lane in the same order without FMA (GCC, -std=c11), so the ISA does not
- * change the bits. Threads: the plan's CPU thread count
+ * change the bits; on a CPU with AVX2 but not AVX-512 the row sums run as
+ * two 8-float halves per 16 lanes (cpu_parallel.h), the same bits too. Threads: the plan's CPU thread count
  * (gcc_cpu_ctx.max_threads) on the OpenMP pool oneDNN uses, rows split
  * between them; every row and every column sum is computed in
  * the same order whatever the split, so results are bitwise the same for

@@ -44,7 +44,8 @@ int gcc_cpu_pointwise_threads(const gcc_kernel_args *a, int64_t work);
 int gcc_cpu_parallel_for(int threads, int64_t n, int64_t align, gcc_cpu_range_fn fn, void *arg);
 
 /* 1 where the hand-written vector kernels run their 8-float forms (ymm
- * registers, fused multiply-adds; cpu_attention.c, cpu_math.c's exact GELU):
+ * registers; cpu_attention.c, cpu_math.c's exact GELU, cpu_loss.c's
+ * SoftmaxCrossEntropy and cpu_norm.c's LayerNorm row sums):
  * a CPU with AVX2 and FMA but not AVX-512F. Their 16-float forms, written
  * with GCC's generic vectors, are one zmm register per vector in the
  * AVX-512 clones, but in the AVX2 clones GCC assembles their comparisons,
@@ -53,7 +54,8 @@ int gcc_cpu_parallel_for(int threads, int64_t n, int64_t align, gcc_cpu_range_fn
  * vectors' width). 0 elsewhere: the 16-float forms (the baseline clones on
  * a CPU without AVX2), and always in builds without the ISA clones
  * (AddressSanitizer, not x86-64). Both forms group every sum alike and
- * fuse the same multiply-adds, so on one machine they give the same bits. */
+ * fuse the same multiply-adds (the attention and the GELU fuse them, the
+ * others none), so on one machine they give the same bits. */
 int gcc_cpu_narrow_vectors(void);
 /* For tests: on = 1 makes the 8-float forms run wherever the CPU has AVX2
  * and FMA (an AVX-512 machine too), on = 0 restores the machine's choice.
