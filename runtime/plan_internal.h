@@ -1,7 +1,7 @@
 /*
  * plan_internal.h - the plan runner's state (runtime/plan.c), shared with
- * the files that implement parts of plan.h (runtime/plan_info.c: queries and
- * input staging). Not a public interface.
+ * the files that implement parts of plan.h (runtime/plan_run.c: the steps;
+ * runtime/plan_info.c: queries and input staging). Not a public interface.
  */
 #ifndef GCC_RUNTIME_PLAN_INTERNAL_H
 #define GCC_RUNTIME_PLAN_INTERNAL_H
@@ -162,6 +162,38 @@ struct gcc_plan {
   shadow **shadows; /* float32 stand-ins of 16-bit operands of CPU nodes */
   int n_shadows;
 };
+
+/* The bytes of value v (its shape's elements times its dtype's size). */
+static inline size_t gcc_plan_value_bytes_(const gcc_graph *g, int v) {
+  return (size_t)gcc_shape_numel(&g->values[v].shape, NULL) * gcc_dtype_size(g->values[v].dtype);
+}
+
+/* GCC_KARG_FLAT_INPUTS: the node's inputs from its first gradient on lie one after another,
+ * each padded to GCC_ARENA_ALIGN (the gradient section); 1: AmpNonFiniteCheck's scratch first */
+static inline int gcc_plan_flat_first_(const gcc_graph *g, const gcc_node *n) {
+  return n->n_inputs > 1 && (n->inputs[0] < 0 || g->values[n->inputs[0]].kind != GCC_VALUE_GRAD);
+}
+
+/* Where value v lives for input slot `slot` (a per-step input's slot
+ * buffer, else its arena address); NULL for v < 0. */
+static inline void *gcc_plan_ptr_of_(const gcc_plan *p, int v, int slot) {
+  if (v < 0)
+    return NULL;
+  int k = p->slot_of[v];
+  return k >= 0 ? p->inputs[k].slot[slot] : p->addr[v];
+}
+
+/* plan.c: NVRTC through the caller's hook (cfg.compile): `source` as
+ * `program` into *out; GCC_ERR_UNSUPPORTED when the program links no
+ * kernel compiler (gcc-run) */
+gcc_status gcc_plan_compile_kernels_(const gcc_plan *p, const char *source, const char *program,
+                                     gcc_nvrtc_output *out, gcc_diag *d);
+
+/* plan.c: loads the image of `img` that the device runs (a cubin for
+ * sm_`arch` or PTX for compute_`arch`) into *module and looks up the
+ * kernels of ks into `kernels` */
+gcc_status gcc_plan_load_image_(gcc_plan *p, const gcc_kernel_set *ks, const gcc_nvrtc_output *img,
+                                int arch, void **module, void **kernels, gcc_diag *d);
 
 /* plan.c: a step's inputs for input slot `slot`: host -> pinned staging
  * (no copy when the caller wrote there: gcc_plan_input_staging) -> the

@@ -38,7 +38,7 @@ graph=(graph/*.c "$out/gen/graph/graph.pb-c.c")
 # CUDA: codegen's emitters only, for the shared lowering tables)
 train=(passes/*.c codegen/emit*.c codegen/fusion.c codegen/gemm_map.c codegen/kernel_image.c codegen/program_split.c
        codegen/lowering.c codegen/manifest.c runtime/compile.c runtime/placement_report.c
-       runtime/plan.c runtime/plan_info.c runtime/session.c runtime/device.c runtime/profile.c runtime/comm.c
+       runtime/plan.c runtime/plan_run.c runtime/plan_info.c runtime/session.c runtime/device.c runtime/profile.c runtime/comm.c
        runtime/cpu/*.c)
 declare -A srcs=(
   [model]="tests/fuzz/fuzz_model.c ${graph[*]}"
