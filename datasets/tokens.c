@@ -161,6 +161,40 @@ gcc_status gcc_tokens_offsets(const gcc_tokens *t, int split, int64_t B, int64_t
   return GCC_OK;
 }
 
+static gcc_status bad_id(const gcc_tokens *t, int split, int64_t index, int64_t id, int64_t vocab,
+                         gcc_diag *d) {
+  return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                      "%s: the token at index %" PRId64 " of the file is id %" PRId64
+                      ", but the model's vocabulary has %" PRId64 " tokens (0 to %" PRId64 ")",
+                      t->path[split], index, id, vocab, vocab - 1);
+}
+
+gcc_status gcc_tokens_check_ids(const gcc_tokens *t, int64_t vocab, gcc_diag *d) {
+  if (!t || vocab < 1)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "gcc_tokens_check_ids: no token set, or a vocabulary of %" PRId64 " tokens",
+                        vocab);
+  if (t->kind != GCC_TOKENS_BIN || vocab > UINT16_MAX)
+    return GCC_OK; /* text ids come from the file's own vocabulary; uint16 ids all fit */
+  enum { CHUNK = 64 * 1024 };
+  for (int split = 0; split < 2; split++) {
+    const uint16_t *p = t->bin[split];
+    const int64_t n = t->n[split];
+    for (int64_t c = 0; c < n; c += CHUNK) {
+      const int64_t e = n - c < CHUNK ? n : c + CHUNK;
+      uint16_t mx = 0;
+      for (int64_t i = c; i < e; i++) /* a branch-free maximum: vectorized */
+        mx = p[i] > mx ? p[i] : mx;
+      if (mx < vocab)
+        continue;
+      for (int64_t i = c; i < e; i++) /* the first offending id of the chunk */
+        if (p[i] >= vocab)
+          return bad_id(t, split, t->first[split] + i, p[i], vocab, d);
+    }
+  }
+  return GCC_OK;
+}
+
 gcc_status gcc_tokens_window(const gcc_tokens *t, int split, const int64_t *offsets, int64_t B,
                              int64_t T, int64_t vocab, int64_t *x, int64_t *y, gcc_diag *d) {
   int64_t n = t->n[split];
@@ -189,11 +223,7 @@ gcc_status gcc_tokens_window(const gcc_tokens *t, int split, const int64_t *offs
       for (int64_t i = 0; i <= T; i++) {
         int64_t id = i < T ? xb[i] : yb[T - 1];
         if (id >= vocab)
-          return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
-                              "%s: the token at index %" PRId64 " of the file is id %" PRId64
-                              ", but the model's vocabulary has %" PRId64 " tokens (0 to %" PRId64
-                              ")",
-                              t->path[split], t->first[split] + o + i, id, vocab, vocab - 1);
+          return bad_id(t, split, t->first[split] + o + i, id, vocab, d);
       }
   }
   return GCC_OK;

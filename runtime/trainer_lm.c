@@ -140,6 +140,8 @@ gcc_status gcc_lm_source_open(const gcc_graph *m, const gcc_train_config *cfg, g
                        "characters",
                        cfg->data_dir, lm->tok.vocab_size, m->source, t->n_vocab);
   }
+  if (s == GCC_OK) /* every id of a .bin data set, before the first step */
+    s = gcc_tokens_check_ids(&lm->tok, V, d);
   lm->B = cfg->batch_size;
   lm->K = cfg->grad_accum > 1 ? cfg->grad_accum : 1;
   lm->T = T;

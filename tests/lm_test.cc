@@ -540,6 +540,26 @@ TEST_F(LmCli, TrainsOnUint16TokenFiles) {
   EXPECT_TRUE(Has(r.err, dir + "/val.bin: the token at index 123 of the file is id 84, but the "
                                "model's vocabulary has 84 tokens"))
       << r.err;
+  // a bad id deep in a long train.bin, where a 1-step run's one window of 64
+  // would almost never reach (64 / 100,000): found before the first step,
+  // the first of two named, no output written
+  val[123] = 0;
+  ASSERT_TRUE(WriteFile(dir + "/val.bin", val.data(), val.size() * 2));
+  std::vector<uint16_t> lng(100000);
+  for (size_t i = 0; i < lng.size(); i++)
+    lng[i] = (uint16_t)(i * 7 % 84);
+  lng[99990] = 300;
+  lng[99995] = 84;
+  ASSERT_TRUE(WriteFile(dir + "/train.bin", lng.data(), lng.size() * 2));
+  const std::string out = tmp_.file("deep.pb");
+  r = Train({model_, "--dataset", "tokens", "--data", dir, "--max-steps", "1", "--batch-size", "1",
+             "--eval-batches", "1", "--device", "cpu", "--threads", "1", "--output", out});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r.err, dir + "/train.bin: the token at index 99990 of the file is id 300, but "
+                               "the model's vocabulary has 84 tokens (0 to 83)"))
+      << r.err;
+  EXPECT_FALSE(Has(r.out, "step 1")) << r.out;
+  EXPECT_FALSE(Exists(out));
 }
 
 TEST_F(LmCli, BadDataAndFlagsGiveClearErrors) {

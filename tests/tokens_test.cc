@@ -144,6 +144,59 @@ TEST(Tokens, BinFilesAreUint16IdsWithShiftedTargets) {
   gcc_tokens_close(&t); // closing twice is harmless
 }
 
+// gcc_tokens_check_ids: every id of both splits against the vocabulary, the
+// first offending one named with its index in the file, across the scan's
+// 64 Ki-token chunks and in a chunk's tail
+TEST(Tokens, CheckIdsFindsTheFirstIdPastTheVocabularyInEitherFile) {
+  TempDir dir;
+  std::vector<uint16_t> train(200000), val(1000);
+  for (size_t i = 0; i < train.size(); i++)
+    train[i] = (uint16_t)(i * 211 % 1000);
+  for (size_t i = 0; i < val.size(); i++)
+    val[i] = (uint16_t)(i % 1000);
+  WriteIds(dir.file("train.bin"), train);
+  WriteIds(dir.file("val.bin"), val);
+  gcc_tokens t;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_tokens_open_bin(dir.path().c_str(), &t, &d), GCC_OK) << Msg(d);
+  EXPECT_EQ(gcc_tokens_check_ids(&t, 1000, &d), GCC_OK) << Msg(d); // ids 0..999
+  EXPECT_EQ(gcc_tokens_check_ids(&t, 999, &d), GCC_ERR_INVALID_ARGUMENT);
+  // 211 i % 1000 == 999 first at i = 109 (211 * 109 = 22999)
+  EXPECT_NE(Msg(d).find(dir.file("train.bin") + ": the token at index 109 of the file is id 999, "
+                                                "but the model's vocabulary has 999 tokens"),
+            std::string::npos)
+      << Msg(d);
+  EXPECT_EQ(gcc_tokens_check_ids(&t, 0, &d), GCC_ERR_INVALID_ARGUMENT);
+  gcc_tokens_close(&t);
+  // ids past 1000: one in the third chunk (index 140000), one after it; one
+  // in the last partial chunk of val.bin
+  train[140000] = 5000;
+  train[150000] = 6000;
+  WriteIds(dir.file("train.bin"), train);
+  ASSERT_EQ(gcc_tokens_open_bin(dir.path().c_str(), &t, &d), GCC_OK) << Msg(d);
+  EXPECT_EQ(gcc_tokens_check_ids(&t, 1000, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Msg(d).find("train.bin: the token at index 140000 of the file is id 5000"),
+            std::string::npos)
+      << Msg(d);
+  EXPECT_EQ(gcc_tokens_check_ids(&t, 65535, &d), GCC_OK) << Msg(d);
+  gcc_tokens_close(&t);
+  train[140000] = train[150000] = 7;
+  val[999] = 1000;
+  WriteIds(dir.file("train.bin"), train);
+  WriteIds(dir.file("val.bin"), val);
+  ASSERT_EQ(gcc_tokens_open_bin(dir.path().c_str(), &t, &d), GCC_OK) << Msg(d);
+  EXPECT_EQ(gcc_tokens_check_ids(&t, 1000, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Msg(d).find(dir.file("val.bin") + ": the token at index 999 of the file is id 1000"),
+            std::string::npos)
+      << Msg(d);
+  gcc_tokens_close(&t);
+  // a text data set: its ids come from its own vocabulary
+  ASSERT_TRUE(WriteText(dir.file("t.txt"), "abcabcabcabc"));
+  ASSERT_EQ(gcc_tokens_open_text(dir.file("t.txt").c_str(), &t, &d), GCC_OK) << Msg(d);
+  EXPECT_EQ(gcc_tokens_check_ids(&t, 3, &d), GCC_OK) << Msg(d);
+  gcc_tokens_close(&t);
+}
+
 TEST(Tokens, BadFilesGiveErrorsNamingTheFile) {
   TempDir dir;
   gcc_tokens t;
