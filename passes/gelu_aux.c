@@ -11,8 +11,8 @@
  *   dX   = Mul(dY, D)
  *
  * cuBLASLt's GELU_AUX idea on the CPU: the forward computes Phi(x) for Y
- * anyway, and phi(x) costs one more exp there, while GeluGrad recomputed
- * both (the erfc polynomial, a division and two exps per element); the
+ * anyway, and phi(x) is its exp times a constant, while GeluGrad recomputed
+ * both (the erfc polynomial, a division and an exp per element); the
  * backward becomes a product. The bits are GeluGrad's: GeluAux's D is the
  * factor GeluGrad multiplies dY by, computed by the same operations
  * (runtime/cpu/cpu_math.c), rounded to float there too. X stays read by

@@ -32,13 +32,17 @@
 /* ---- exact GELU, vectorised ------------------------------------------------------
  * PyTorch's formulas, y = x Phi(x) and dx = dy (Phi(x) + x phi(x)), with
  * Phi(x) = 0.5 erfc(-x / sqrt 2) computed without libm's scalar erff: erfc
- * of z = |x| / sqrt 2 by Numerical Recipes' Chebyshev fit (erfcc: t = 1 /
- * (1 + z / 2), erfc(z) = t e^(-z^2 - 1.26551223 + t P9(t)), fractional error
- * < 1.2e-7 for every z >= 0, so Phi keeps its relative accuracy in the
- * negative tail), Phi = erfc / 2 for x < 0 and 1 - erfc / 2 otherwise; e^a
+ * of z = |x| / sqrt 2 (clamped to 10) as e^(-z^2) Q(t), t = 1 / (1 + z / 2),
+ * Q = erfcx a degree-9 polynomial in t fitted for relative error (3.2e-8 on
+ * t in [1/6, 1]: tools/fit_erfcx.py; the form of Numerical Recipes' erfcc,
+ * t e^(-z^2 - 1.27 + t P(t)), with its second exponential made part of the
+ * polynomial), so Phi keeps its relative accuracy in the negative tail;
+ * Phi = erfc / 2 for x < 0 and 1 - erfc / 2 otherwise, and e^(-z^2) =
+ * e^(-x^2 / 2) is also phi(x) sqrt(2 pi): one exp per element for Phi and
+ * phi together (GeluGrad, GeluAux), where the erfcc form took two. e^a
  * (a <= 0) is cpu_attention.c's: Cody-Waite reduction, Cephes' expf
- * polynomial, 2^k by the exponent bits, 0 below -87 (erfc then under
- * 1e-37: Phi 0, so that -Inf gives NaN as before).
+ * polynomial, 2^k by the exponent bits, 0 below -87 (|x| > 13.2, Phi then
+ * under 1e-39: 0, so that -Inf gives NaN as before).
  *
  * Written in GCC's generic vectors of GELU_LANES floats (one zmm in the
  * x86-64-v4 clone, two ymm in the x86-64-v3 one, four xmm in the baseline
@@ -52,14 +56,13 @@
  * (the tail through a padded block), so the bits do not depend on the element's
  * place, the thread count or the run; they may differ between the clones (FMA
  * or not), each within the bound. Error against float64
- * (tests/gelu_accuracy_test, which derives its bound for separate roundings;
- * a fused multiply-add rounds once where that counted two): within (16 +
- * 2.5 x^2) u relatively, u = 2^-24 (measured: 220 u at x = -11.6, where Phi
- * is 1e-31; the gradient 35 u); the x^2 part is the conditioning of
- * e^(-x^2 / 2) in float. NaN propagates through x. GeluAux computes Y and
- * GeluGrad's factor D in one pass with the same operations: Gelu's Y and
- * GeluGrad's dY * D bit for bit (phi's argument is taken from x, so that
- * the compiler fuses z^2 into Phi's argument in all three loops alike). */
+ * (tests/gelu_accuracy_test, which derives its bound): y within (17 +
+ * 0.5 x^2) u relatively, u = 2^-24 (measured: 36 u at x = -8.3; 220 u at
+ * x = -11.6 with the erfcc form), the gradient within (18 + 0.5 x^2) u of
+ * its terms' magnitudes (measured 34 u); the x^2 part is the conditioning
+ * of e^(-x^2 / 2) in float. NaN propagates through x. GeluAux computes Y
+ * and GeluGrad's factor D in one pass with the same operations: Gelu's Y
+ * and GeluGrad's dY * D bit for bit. */
 #define GELU_CHUNK 256 /* the parts' alignment over threads */
 #define GELU_LANES GCC_VEXP_LANES
 
