@@ -34,6 +34,7 @@
 // e^-87 (|x| > ~13.2) the kernel gives 0 (or -0): the references there are
 // under |x| e^-87 |dy| < 1e-35, the absolute floor.
 // The measured maxima are printed (in u); they are far under the bound.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -59,10 +60,20 @@ double SmallPhi(double x) {
   return std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
 }
 
-// Runs the Gelu (grad == false) or GeluGrad kernel on xs (dy = dys).
-std::vector<float> RunGelu(bool grad, const std::vector<float> &xs, const std::vector<float> &dys) {
+// Runs the Gelu (grad == false) or GeluGrad kernel on xs (dy = dys); form:
+// the 'approximate' attribute ("tanh"), or none (the exact GELU).
+std::vector<float> RunGelu(bool grad, const std::vector<float> &xs, const std::vector<float> &dys,
+                           const char *form = nullptr) {
   gcc_node node;
-  std::memset(&node, 0, sizeof node); // no 'approximate' attribute: the exact GELU
+  std::memset(&node, 0, sizeof node);
+  gcc_attr av[1];
+  std::memset(av, 0, sizeof av);
+  if (form) {
+    av[0].type = GCC_ATTR_STRING;
+    av[0].s = const_cast<char *>(form);
+    node.av = av;
+    node.n_av = 1;
+  }
   const int64_t n = static_cast<int64_t>(xs.size());
   std::vector<float> out(xs.size());
   gcc_tensor x{}, dy{}, y{};
@@ -157,6 +168,50 @@ TEST(GeluAccuracy, InfAndNaN) {
   EXPECT_TRUE(std::isnan(dx[3]));
 }
 
+// The tanh approximation (approximate='tanh': Cephes' tanhf in vectors,
+// cpu_gelu_erf.h) against float64 of PyTorch's formulas at the float input,
+// t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3):
+//   y = x/2 (1 + t),   D = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2).
+// Tolerance, in u = 2^-24, relative to the magnitude of the terms (1 + t
+// cancels as t -> -1, 1 - t^2 as |t| -> 1, in every float formula, PyTorch's
+// too): u from its four float operations is within 2.5 u |u|, which moves
+// tanh by (1 - t^2) 2.5 u |u| <= 1.2 u (u (1 - t^2) <= 0.45); tanh itself is
+// within 3 u |t| (Cephes' polynomial 2.2 u below |u| = 0.625; (1 - e) /
+// (1 + e) with e's 2 u above, 1 - e >= 0.71); so |t error| <= 4.2 u and 1 + t
+// is within 5 u (1 + |t|): y within 5.5 u of M = |x|/2 (1 + |t|), allowed
+// 8 u M. D: (1 + t)/2 as above; 1 - t^2 within 9 u (1 + t^2), the products
+// and the sum 3 u more: within 12 u of M' = (1 + |t|)/2 + |x|/2 (1 + t^2)
+// sqrt(2/pi) (1 + 3 0.044715 x^2), dx = dy D 0.5 u more, allowed 16 u M' |dy|.
+// The gradient is checked for |x| <= 1e18: above ~1.8e19 x^2 overflows in
+// float and D is NaN (0 * Inf), as in PyTorch's float32 gelu_backward.
+TEST(GeluAccuracy, TanhFormAgainstFloat64) {
+  std::vector<float> xs = Sweep(), dys(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i)
+    dys[i] = (i % 2 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i % 97) / 64.0f);
+  const std::vector<float> y = RunGelu(false, xs, dys, "tanh"), dx = RunGelu(true, xs, dys, "tanh");
+  const double beta = std::sqrt(2.0 / M_PI), kappa = 0.044715;
+  double worst_y = 0, worst_d = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], t = std::tanh(beta * (x + kappa * x * x * x));
+    const double want_y = 0.5 * x * (1 + t), m = 0.5 * std::fabs(x) * (1 + std::fabs(t));
+    const double err_y = std::fabs(y[i] - want_y);
+    ASSERT_LE(err_y, 8 * kU * m + 1e-38) << "x " << xs[i] << ": got " << y[i] << " want " << want_y;
+    if (m > 1e-30)
+      worst_y = std::max(worst_y, err_y / (kU * m));
+    if (std::fabs(x) > 1e18)
+      continue;
+    const double inner = beta * (1 + 3 * kappa * x * x);
+    const double d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * inner;
+    const double md = 0.5 * (1 + std::fabs(t)) + 0.5 * std::fabs(x) * (1 + t * t) * inner;
+    const double err_d = std::fabs(dx[i] - dys[i] * d);
+    ASSERT_LE(err_d, 16 * kU * md * std::fabs(dys[i]) + 1e-38)
+        << "x " << xs[i] << " dy " << dys[i] << ": got " << dx[i] << " want " << dys[i] * d;
+    worst_d = std::max(worst_d, err_d / (kU * md * std::fabs(dys[i])));
+  }
+  printf("GELU (tanh): max error %.2f u of |x|/2 (1 + |t|); gradient %.2f u of its terms\n",
+         worst_y, worst_d);
+}
+
 // GeluAux (the CPU's gelu-aux lowering, passes/gelu_aux.c) against Gelu and
 // GeluGrad, both approximations, over the sweep and Inf / NaN: Y equals
 // Gelu's bits, and dY * D (one float product) GeluGrad's bits, for every x
@@ -240,54 +295,64 @@ TEST(GeluNarrow, EightFloatFormsEqualTheMachinesFormsBitwise) {
                   std::numeric_limits<float>::quiet_NaN()})
     all.push_back(v);
   bool narrow = false;
-  for (size_t cut = 0; cut < 16; cut += 3) {
-    std::vector<float> xs(all.begin(), all.end() - static_cast<std::ptrdiff_t>(cut)),
-        dys(xs.size());
-    for (size_t i = 0; i < xs.size(); ++i)
-      dys[i] = (i % 2 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i % 97) / 64.0f);
-    const int64_t n = static_cast<int64_t>(xs.size());
-    std::vector<float> out[2][4]; // [form][y, dx, aux y, aux d]
-    for (int f = 0; f < 2; ++f) {
-      const int on = gcc_cpu_set_narrow_vectors(f);
-      if (f == 1)
-        narrow = on != 0;
-      gcc_node node;
-      std::memset(&node, 0, sizeof node); // the exact GELU
-      for (auto &o : out[f])
-        o.assign(xs.size(), 0.0f);
-      gcc_tensor x{}, dy{}, t[4]{};
-      for (gcc_tensor *p : {&x, &dy, &t[0], &t[1], &t[2], &t[3]}) {
-        p->dtype = GCC_DT_FLOAT32;
-        p->numel = n;
+  // the exact GELU (no attribute) and the tanh approximation
+  for (const char *approx : {static_cast<const char *>(nullptr), "tanh"})
+    for (size_t cut = 0; cut < 16; cut += 3) {
+      std::vector<float> xs(all.begin(), all.end() - static_cast<std::ptrdiff_t>(cut)),
+          dys(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i)
+        dys[i] = (i % 2 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(i % 97) / 64.0f);
+      const int64_t n = static_cast<int64_t>(xs.size());
+      std::vector<float> out[2][4]; // [form][y, dx, aux y, aux d]
+      for (int f = 0; f < 2; ++f) {
+        const int on = gcc_cpu_set_narrow_vectors(f);
+        if (f == 1)
+          narrow = on != 0;
+        gcc_node node;
+        std::memset(&node, 0, sizeof node);
+        gcc_attr av[1];
+        std::memset(av, 0, sizeof av);
+        if (approx) {
+          av[0].type = GCC_ATTR_STRING;
+          av[0].s = const_cast<char *>(approx);
+          node.av = av;
+          node.n_av = 1;
+        }
+        for (auto &o : out[f])
+          o.assign(xs.size(), 0.0f);
+        gcc_tensor x{}, dy{}, t[4]{};
+        for (gcc_tensor *p : {&x, &dy, &t[0], &t[1], &t[2], &t[3]}) {
+          p->dtype = GCC_DT_FLOAT32;
+          p->numel = n;
+        }
+        x.data = xs.data();
+        dy.data = dys.data();
+        for (int k = 0; k < 4; ++k)
+          t[k].data = out[f][k].data();
+        gcc_tensor *fin[1] = {&x}, *gin[2] = {&dy, &x}, *fo[1] = {&t[0]}, *go[1] = {&t[1]},
+                   *ao[2] = {&t[2], &t[3]};
+        gcc_kernel_args a{};
+        a.node = &node;
+        a.in = fin, a.n_in = 1, a.out = fo, a.n_out = 1;
+        ASSERT_EQ(gcc_cpu_gelu(&a), GCC_OK);
+        a.in = gin, a.n_in = 2, a.out = go;
+        ASSERT_EQ(gcc_cpu_gelu_grad(&a), GCC_OK);
+        a.in = fin, a.n_in = 1, a.out = ao, a.n_out = 2;
+        ASSERT_EQ(gcc_cpu_gelu_aux(&a), GCC_OK);
       }
-      x.data = xs.data();
-      dy.data = dys.data();
-      for (int k = 0; k < 4; ++k)
-        t[k].data = out[f][k].data();
-      gcc_tensor *fin[1] = {&x}, *gin[2] = {&dy, &x}, *fo[1] = {&t[0]}, *go[1] = {&t[1]},
-                 *ao[2] = {&t[2], &t[3]};
-      gcc_kernel_args a{};
-      a.node = &node;
-      a.in = fin, a.n_in = 1, a.out = fo, a.n_out = 1;
-      ASSERT_EQ(gcc_cpu_gelu(&a), GCC_OK);
-      a.in = gin, a.n_in = 2, a.out = go;
-      ASSERT_EQ(gcc_cpu_gelu_grad(&a), GCC_OK);
-      a.in = fin, a.n_in = 1, a.out = ao, a.n_out = 2;
-      ASSERT_EQ(gcc_cpu_gelu_aux(&a), GCC_OK);
-    }
-    const char *what[4] = {"Gelu", "GeluGrad", "GeluAux Y", "GeluAux D"};
-    for (int k = 0; k < 4; ++k) {
-      int bad = 0;
-      for (size_t i = 0; i < xs.size() && bad < 5; ++i) {
-        const float a = out[0][k][i], b = out[1][k][i];
-        if (std::isnan(a) ? !std::isnan(b) : std::memcmp(&a, &b, 4) != 0) {
-          ++bad;
-          ADD_FAILURE() << what[k] << " at x " << xs[i] << " (n " << n << "): 16-float form " << a
-                        << ", 8-float form " << b;
+      const char *what[4] = {"Gelu", "GeluGrad", "GeluAux Y", "GeluAux D"};
+      for (int k = 0; k < 4; ++k) {
+        int bad = 0;
+        for (size_t i = 0; i < xs.size() && bad < 5; ++i) {
+          const float a = out[0][k][i], b = out[1][k][i];
+          if (std::isnan(a) ? !std::isnan(b) : std::memcmp(&a, &b, 4) != 0) {
+            ++bad;
+            ADD_FAILURE() << what[k] << (approx ? " (tanh)" : "") << " at x " << xs[i] << " (n "
+                          << n << "): 16-float form " << a << ", 8-float form " << b;
+          }
         }
       }
     }
-  }
   std::printf("[gelu] 8-float forms %s\n",
               narrow ? "checked (this CPU has AVX2 and FMA)"
                      : "not available here (a CPU without AVX2 and FMA, or a build without the "
