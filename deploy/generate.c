@@ -26,8 +26,8 @@ static gcc_status logits_graph(const gcc_graph *model, gcc_graph **out, gcc_diag
                         "%s: --generate needs a gcc-train model whose training spec names the "
                         "input (token ids) and the prediction (logits (B, T, V))",
                         model->source);
-  gcc_graph *g;
-  GCC_TRY(gcc_graph_clone(model, &g, d));
+  gcc_graph *g; /* the weights stay the model's: bind_weights reads them in place */
+  GCC_TRY(gcc_graph_clone_borrowing_params(model, &g, d));
   const char *in_name = model->values[in].name;
   gcc_status s = gcc_graph_prune(g, &pred, 1, d);
   if (s == GCC_OK) {
@@ -254,7 +254,7 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
   GCC_TRY(logits_graph(model, &g, d));
   /* the shapes at batch 1 */
   gcc_graph *probe = NULL;
-  gcc_status s = gcc_graph_clone(g, &probe, d);
+  gcc_status s = gcc_graph_clone_borrowing_params(g, &probe, d);
   if (s == GCC_OK)
     s = gcc_graph_bind_batch(probe, 1, d);
   if (s == GCC_OK)

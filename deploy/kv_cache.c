@@ -232,7 +232,7 @@ gcc_status gcc_kv_decoder_build(const gcc_graph *logits_g, int64_t T, gcc_kv_dec
                                 gcc_diag *d) {
   memset(k, 0, sizeof *k);
   gcc_graph *g;
-  GCC_TRY(gcc_graph_clone(logits_g, &g, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(logits_g, &g, d));
   gcc_status s = rewrite(g, T, k, d);
   if (s != GCC_OK) {
     gcc_graph_free(g);

@@ -46,8 +46,9 @@ typedef struct gcc_kv_layer {
 } gcc_kv_layer;
 
 typedef struct gcc_kv_decoder {
-  gcc_graph *g; /* owned: inputs ids (1, 1), GCC_KV_POS_INPUT, GCC_KV_MASK_INPUT, the
-                   caches; outputs the logits (1, 1, V) then every layer's k_new, v_new */
+  gcc_graph *g; /* owned (but its parameters' data: logits_g's, borrowed): inputs ids
+                   (1, 1), GCC_KV_POS_INPUT, GCC_KV_MASK_INPUT, the caches; outputs the
+                   logits (1, 1, V) then every layer's k_new, v_new */
   int n_layers;
   gcc_kv_layer layer[GCC_KV_MAX_LAYERS];
 } gcc_kv_decoder;
@@ -57,7 +58,9 @@ typedef struct gcc_kv_decoder {
  * GCC_ERR_UNSUPPORTED with the reason when the model is not of that form
  * (no causal Attention, no constant position table, a shape that does not
  * follow): the caller samples with the full window then. Other errors:
- * out of memory. */
+ * out of memory. The decoder's graph reads the parameters' data of
+ * `logits_g` in place (gcc_graph_clone_borrowing_params): logits_g, or the
+ * graph it borrows them from, must outlive it. */
 gcc_status gcc_kv_decoder_build(const gcc_graph *logits_g, int64_t T, gcc_kv_decoder *out,
                                 gcc_diag *d);
 

@@ -39,7 +39,7 @@ static gcc_status kept_inference_graph(const gcc_graph *model, gcc_graph **out, 
   }
   gcc_graph *g, *probe = NULL;
   GCC_TRY(gcc_graph_clone(model, &g, d));
-  gcc_status s = gcc_graph_clone(g, &probe, d);
+  gcc_status s = gcc_graph_clone_borrowing_params(g, &probe, d);
   if (s == GCC_OK)
     s = gcc_graph_bind_batch(probe, 1, d);
   if (s == GCC_OK)
@@ -65,7 +65,7 @@ static gcc_status kept_inference_graph(const gcc_graph *model, gcc_graph **out, 
 static gcc_status probe_value(const gcc_graph *model, int v, int64_t batch, gcc_dtype *dtype,
                               gcc_shape *shape, gcc_diag *d) {
   gcc_graph *probe;
-  GCC_TRY(gcc_graph_clone(model, &probe, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(model, &probe, d));
   gcc_status s = gcc_graph_bind_batch(probe, batch, d);
   if (s == GCC_OK)
     s = gcc_infer_shapes(probe, d);
@@ -234,7 +234,7 @@ gcc_status gcc_inference_graph(const gcc_graph *model, gcc_graph **out, gcc_diag
     s = gcc_graph_toposort(g, d);
   if (s == GCC_OK) { /* shapes on a copy bound to batch 1: the graph keeps its -1 */
     gcc_graph *probe;
-    s = gcc_graph_clone(g, &probe, d);
+    s = gcc_graph_clone_borrowing_params(g, &probe, d);
     if (s == GCC_OK) {
       s = gcc_graph_bind_batch(probe, 1, d);
       if (s == GCC_OK)
@@ -275,7 +275,7 @@ gcc_status gcc_bundle_weights_16bit(const gcc_graph *ig, int precision, unsigned
   if (low == GCC_DT_FLOAT32)
     return GCC_OK;
   gcc_graph *probe;
-  GCC_TRY(gcc_graph_clone(ig, &probe, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(ig, &probe, d));
   gcc_options o = {0};
   o.mode = GCC_MODE_EVAL;
   o.batch_size = 1;

@@ -303,7 +303,8 @@ void gcc_graph_free(gcc_graph *g) {
   for (int i = 0; i < g->n_values; i++) {
     free(g->values[i].name);
     free(g->values[i].consumers);
-    free(g->values[i].data);
+    if (!g->values[i].data_borrowed)
+      free(g->values[i].data);
   }
   for (int i = 0; i < g->n_nodes; i++) {
     gcc_node *n = &g->nodes[i];
@@ -834,16 +835,22 @@ static gcc_status attr_copy(gcc_attr *dst, const gcc_attr *src) {
   return GCC_OK;
 }
 
-gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
+static gcc_status clone(const gcc_graph *g, int borrow_params, gcc_graph **out, gcc_diag *d) {
   gcc_graph *c = gcc_graph_new(g->name, g->source);
   if (!c)
     return oom(d, "clone");
   gcc_status s = GCC_OK;
   for (int i = 0; i < g->n_values && s == GCC_OK; i++) {
     const gcc_value *v = &g->values[i];
+    int borrow = borrow_params && v->kind == GCC_VALUE_PARAM && v->data;
     int idx;
-    s = gcc_graph_add_value(c, v->name, v->dtype, &v->shape, v->kind, v->data, v->data_bytes, &idx,
-                            d);
+    s = gcc_graph_add_value(c, v->name, v->dtype, &v->shape, v->kind, borrow ? NULL : v->data,
+                            borrow ? 0 : v->data_bytes, &idx, d);
+    if (s == GCC_OK && borrow) {
+      c->values[idx].data = v->data;
+      c->values[idx].data_bytes = v->data_bytes;
+      c->values[idx].data_borrowed = 1;
+    }
     if (s == GCC_OK) {
       c->values[idx].param_of = v->param_of;
       c->values[idx].state = v->state;
@@ -906,4 +913,25 @@ gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
   }
   *out = c;
   return GCC_OK;
+}
+
+gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
+  return clone(g, 0, out, d);
+}
+
+gcc_status gcc_graph_clone_borrowing_params(const gcc_graph *g, gcc_graph **out, gcc_diag *d) {
+  return clone(g, 1, out, d);
+}
+
+void gcc_graph_drop_param_data(gcc_graph *g) {
+  for (int i = 0; i < g->n_values; i++) {
+    gcc_value *v = &g->values[i];
+    if (v->kind != GCC_VALUE_PARAM)
+      continue;
+    if (!v->data_borrowed)
+      free(v->data);
+    v->data = NULL;
+    v->data_bytes = 0;
+    v->data_borrowed = 0;
+  }
 }

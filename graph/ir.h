@@ -141,6 +141,9 @@ typedef struct gcc_value {
   int n_consumers;
   void *data; /* PARAM/CONST: owned element data, row-major LE */
   size_t data_bytes;
+  /* 1: `data` is another graph's (gcc_graph_clone_borrowing_params), read
+   * only and never freed through this graph */
+  int data_borrowed;
   int param_of; /* GRAD/OPT_STATE: value index of the parameter, else -1 */
   /* PARAM only: a running statistic (BatchNormalization's running mean and
    * variance, PyTorch's buffers): persistent, saved, checkpointed and
@@ -358,6 +361,19 @@ void gcc_graph_free(gcc_graph *g);
 /* Deep copy (values, nodes, attributes, initializer data, training spec).
  * Fusion groups are not copied: fusion runs last, on the compiled copy. */
 gcc_status gcc_graph_clone(const gcc_graph *g, gcc_graph **out, gcc_diag *d);
+/* gcc_graph_clone, but the copy's PARAM values point at g's element data
+ * instead of copies of it (data_borrowed): read only, never freed through
+ * the copy, valid while g lives and is not changed. For a compile whose plan
+ * binds the parameters to storage of its own (a session's arena, a
+ * bundle's weights): the passes still read the values they fold (a
+ * one-element scale), and no second copy of the weights is made (GPT-2
+ * 124M: 498 MB a plan). Call gcc_graph_drop_param_data on the copy before g
+ * may go. */
+gcc_status gcc_graph_clone_borrowing_params(const gcc_graph *g, gcc_graph **out, gcc_diag *d);
+/* Forgets the element data of every PARAM value (data NULL, data_bytes 0;
+ * freed unless borrowed): a compiled graph's parameters live in the storage
+ * its plan binds (runtime/plan.h), not in the graph. */
+void gcc_graph_drop_param_data(gcc_graph *g);
 
 /* Index of the value called `name`, or -1. */
 int gcc_graph_find(const gcc_graph *g, const char *name);

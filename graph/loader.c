@@ -508,7 +508,7 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
   /* shape and dtype inference on a copy bound to the training batch size,
    * so that the model keeps its symbolic batch */
   gcc_graph *probe;
-  GCC_TRY(gcc_graph_clone(g, &probe, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(g, &probe, d));
   gcc_status s = gcc_graph_bind_batch(probe, g->training.present ? g->training.batch_size : 1, d);
   if (s == GCC_OK)
     s = gcc_infer_shapes(probe, d);
@@ -543,7 +543,7 @@ static gcc_status build_graph(gcc_graph *g, const Gcc__Model *m, gcc_diag *d) {
 static gcc_status prediction_rows(const gcc_graph *g, int64_t batch, gcc_dtype *dt, gcc_shape *pred,
                                   int64_t *input_rows, gcc_diag *d) {
   gcc_graph *probe;
-  GCC_TRY(gcc_graph_clone(g, &probe, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(g, &probe, d));
   gcc_status s = gcc_graph_bind_batch(probe, batch, d);
   if (s == GCC_OK)
     s = gcc_infer_shapes(probe, d);

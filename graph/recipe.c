@@ -268,7 +268,7 @@ static void fresh_name(const gcc_graph *g, const char *base, char *buf, size_t c
 static gcc_status shape_at(const gcc_graph *g, int v, int64_t batch, gcc_shape *out, gcc_dtype *dt,
                            gcc_diag *d) {
   gcc_graph *probe;
-  GCC_TRY(gcc_graph_clone(g, &probe, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(g, &probe, d));
   gcc_status s = gcc_graph_bind_batch(probe, batch, d);
   if (s == GCC_OK)
     s = gcc_infer_shapes(probe, d);

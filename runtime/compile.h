@@ -24,6 +24,8 @@ const gcc_target *gcc_default_target(void);
  * target) and plans the step arenas, keeping the values the host reads
  * after a step live to its end (the loss and prediction of a training
  * model, or the outputs of an inference graph, and their host copies).
+ * *out has no parameter data (its PARAM values' data is NULL): a plan binds
+ * the parameters to storage of its own, and the passes read the model's.
  * The caller frees *out and the plan. Errors: those of the passes and of
  * memory planning. */
 gcc_status gcc_compile_graph(const gcc_graph *model, const gcc_options *opt, gcc_graph **out,

@@ -173,7 +173,7 @@ static label_rule label_rule_of(const gcc_graph *m) {
   label_rule r = {-1, INT64_MIN};
   gcc_graph *g = NULL;
   gcc_diag d = {0};
-  if (gcc_graph_clone(m, &g, &d) != GCC_OK || gcc_infer_shapes(g, &d) != GCC_OK) {
+  if (gcc_graph_clone_borrowing_params(m, &g, &d) != GCC_OK || gcc_infer_shapes(g, &d) != GCC_OK) {
     gcc_graph_free(g);
     return r;
   }

@@ -63,7 +63,7 @@ int64_t gcc_lm_block_size(const gcc_lm_source *lm) {
 static gcc_status lm_shapes(const gcc_graph *m, gcc_value *in, gcc_value *tg, gcc_value *pred,
                             gcc_diag *d) {
   gcc_graph *g = NULL;
-  GCC_TRY(gcc_graph_clone(m, &g, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(m, &g, d));
   gcc_status s = gcc_graph_bind_batch(g, 1, d);
   if (s == GCC_OK)
     s = gcc_infer_shapes(g, d);

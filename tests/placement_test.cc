@@ -282,6 +282,59 @@ TEST(Placement, MlpOnCpuHasNoCopies) {
   }
 }
 
+// The compiled graph keeps no copy of the weights (gcc_compile_graph): a
+// plan binds every parameter to storage of its own, so each PARAM's data is
+// NULL there, the constants are the compiled graph's own copies, and the
+// model's weights are where and what they were, for the CPU and cuda:0,
+// training and inference.
+TEST(Placement, CompiledGraphHoldsNoCopyOfTheWeights) {
+  GraphPtr m = Mlp();
+  ASSERT_NE(m, nullptr);
+  std::map<std::string, std::pair<const void *, std::vector<unsigned char>>> before;
+  int params = 0;
+  for (int v = 0; v < m->n_values; v++) {
+    const gcc_value *val = &m->values[v];
+    if (!val->data)
+      continue;
+    params += val->kind == GCC_VALUE_PARAM;
+    const unsigned char *b = static_cast<const unsigned char *>(val->data);
+    before[val->name] = {val->data, std::vector<unsigned char>(b, b + val->data_bytes)};
+  }
+  ASSERT_EQ(params, 10); // 5 layers' weights and biases
+  for (int device : {kCpu, kCuda0})
+    for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL}) {
+      SCOPED_TRACE(std::string(device == kCpu ? "cpu" : "cuda:0") +
+                   (mode == GCC_MODE_TRAIN ? " train" : " eval"));
+      auto c = Compile(m.get(), Options(m.get(), device, mode));
+      ASSERT_EQ(c->status, GCC_OK) << c->diag.msg;
+      int seen = 0;
+      for (int v = 0; v < c->g->n_values; v++) {
+        const gcc_value *val = &c->g->values[v];
+        EXPECT_EQ(val->data_borrowed, 0) << val->name;
+        if (val->kind == GCC_VALUE_PARAM) {
+          seen++;
+          EXPECT_EQ(val->data, nullptr) << val->name;
+          EXPECT_EQ(val->data_bytes, 0u) << val->name;
+        } else if (val->data) {
+          auto it = before.find(val->name);
+          if (it != before.end()) {
+            EXPECT_NE(val->data, it->second.first) << val->name << ": the model's own bytes";
+          }
+        }
+      }
+      EXPECT_EQ(seen, params);
+    }
+  for (int v = 0; v < m->n_values; v++) {
+    const gcc_value *val = &m->values[v];
+    if (!val->data)
+      continue;
+    const auto &b = before.at(val->name);
+    EXPECT_EQ(val->data, b.first) << val->name;
+    ASSERT_EQ(val->data_bytes, b.second.size()) << val->name;
+    EXPECT_EQ(memcmp(val->data, b.second.data(), val->data_bytes), 0) << val->name;
+  }
+}
+
 // ---- 2. cuda:0 ---------------------------------------------------------------
 
 TEST(Placement, MlpOnCudaCopiesOnlyTheBatchAndTheLoss) {
