@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -613,6 +614,15 @@ gcc_status gcc_model_parse(const uint8_t *bytes, size_t size, const char *source
   if (s == GCC_OK)
     s = build_graph(g, m, d);
   gcc__model__free_unpacked(m, NULL);
+#ifdef __GLIBC__
+  /* The message's copies of the tensors were as large as the weights, and
+   * most of them sat in the heap below blocks the graph still holds (below
+   * glibc's mmap threshold, raised up to 32 MB by the first large free):
+   * glibc returns such memory to the system only from the heap's top, so
+   * it is given back here (gcc-train on GPT-2 124M's shape, batch 1: peak
+   * resident memory 4.46 -> 4.12 GB) */
+  malloc_trim(0);
+#endif
   if (s != GCC_OK) {
     gcc_graph_free(g);
     return s;
