@@ -762,9 +762,9 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
 static int write_outputs(const train_args *a, train_run *r, const predictions *preds) {
   gcc_diag d = {0};
   int rc = 0;
-  gcc_graph *trained = NULL;
+  gcc_graph *trained = NULL; /* the session's parameters in place: nothing steps past here */
   if ((!a->no_output || a->export_path || a->export_onnx_path) &&
-      gcc_session_export(r->s, &trained, &d) != GCC_OK) {
+      gcc_session_export_view(r->s, &trained, &d) != GCC_OK) {
     fprintf(stderr, "gcc-train: %s\n", d.msg);
     rc = EXIT_RUN;
   }

@@ -684,7 +684,21 @@ static void fill_tensor(Gcc__Tensor *t, const gcc_value *v, int64_t *dims) {
   t->raw_data.data = v->data;
 }
 
-gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size, gcc_diag *d) {
+/* Bytes the packer appends, to an output file as they come. */
+typedef struct outfile_sink {
+  ProtobufCBuffer base;
+  gcc_outfile *o;
+} outfile_sink;
+
+static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+  gcc_outfile_write(((outfile_sink *)b)->o, data, len);
+}
+
+/* The model message of `g`, packed into a malloc'ed buffer (*bytes, *size),
+ * or, with `o`, appended to that file as the packer makes it: a model is
+ * then written with no copy of its weights in memory. */
+static gcc_status serialize(const gcc_graph *g, gcc_outfile *o, uint8_t **bytes, size_t *size,
+                            gcc_diag *d) {
   writer w = {0};
   size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
   size_t n_attr = 1, n_names = 1;
@@ -908,6 +922,14 @@ gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size
     m.training = &ts;
   }
   size_t n = gcc__model__get_packed_size(&m);
+  if (o) {
+    outfile_sink sink = {{sink_append}, o};
+    size_t packed = gcc__model__pack_to_buffer(&m, &sink.base);
+    writer_free(&w);
+    if (packed != n)
+      return gcc_diag_set(d, GCC_ERR_INTERNAL, "serialize: packed %zu of %zu bytes", packed, n);
+    return GCC_OK;
+  }
   uint8_t *buf = malloc(n ? n : 1);
   if (!buf) {
     writer_free(&w);
@@ -928,11 +950,17 @@ gcc_status gcc_write_file_atomic(const char *path, const void *bytes, size_t siz
   return gcc_outfile_write_all(path, "", bytes, size, d);
 }
 
+gcc_status gcc_model_serialize(const gcc_graph *g, uint8_t **bytes, size_t *size, gcc_diag *d) {
+  return serialize(g, NULL, bytes, size, d);
+}
+
 gcc_status gcc_model_save(const gcc_graph *g, const char *path, gcc_diag *d) {
-  uint8_t *buf;
-  size_t n;
-  GCC_TRY(gcc_model_serialize(g, &buf, &n, d));
-  gcc_status s = gcc_write_file_atomic(path, buf, n, d);
-  free(buf);
-  return s;
+  gcc_outfile o;
+  GCC_TRY(gcc_outfile_open(&o, path, "", d));
+  gcc_status s = serialize(g, &o, NULL, NULL, d);
+  if (s != GCC_OK) {
+    gcc_outfile_abort(&o);
+    return s;
+  }
+  return gcc_outfile_commit(&o, d);
 }

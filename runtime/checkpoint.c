@@ -128,8 +128,8 @@ gcc_status gcc_checkpoint_write(const char *dir, gcc_session *s, const gcc_graph
   const void *arena;
   size_t arena_size;
   GCC_TRY(gcc_session_arena(s, &arena, &arena_size, d));
-  gcc_graph *trained;
-  GCC_TRY(gcc_session_export(s, &trained, d));
+  gcc_graph *trained; /* serialized and freed before the session runs on */
+  GCC_TRY(gcc_session_export_view(s, &trained, d));
   (void)model;
   uint8_t *mbytes;
   size_t msize;

@@ -852,13 +852,40 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
   return GCC_OK;
 }
 
-gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d) {
+gcc_status gcc_session_export_view(gcc_session *s, gcc_graph **out, gcc_diag *d) {
+  *out = NULL;
   GCC_TRY(download_arena(s, d));
   gcc_graph *g;
-  GCC_TRY(gcc_graph_clone(s->model, &g, d));
+  GCC_TRY(gcc_graph_clone_borrowing_params(s->model, &g, d));
   for (int i = 0; i < s->n_slots; i++) {
     const slot *sl = &s->slots[i];
-    memcpy(g->values[sl->param].data, sl->data, sl->numel * sizeof(float));
+    gcc_value *v = &g->values[sl->param];
+    v->data = sl->data;
+    v->data_bytes = sl->numel * sizeof(float);
+    v->data_borrowed = 1;
+  }
+  *out = g;
+  return GCC_OK;
+}
+
+gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d) {
+  gcc_graph *g;
+  GCC_TRY(gcc_session_export_view(s, &g, d));
+  for (int v = 0; v < g->n_values; v++) { /* every parameter: a copy of its own */
+    gcc_value *val = &g->values[v];
+    if (!val->data_borrowed)
+      continue;
+    void *own = malloc(val->data_bytes ? val->data_bytes : 1);
+    if (!own) {
+      size_t b = val->data_bytes;
+      gcc_graph_free(g);
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                          "out of memory: %zu bytes for parameter '%s' of the trained model", b,
+                          s->model->values[v].name);
+    }
+    memcpy(own, val->data, val->data_bytes);
+    val->data = own;
+    val->data_borrowed = 0;
   }
   *out = g;
   return GCC_OK;

@@ -313,6 +313,50 @@ TEST(GptExport, TrainsAsPyTorchWithTheTiedWeight) {
   EXPECT_EQ(Readers(back, "lm_head.weight"), 2) << "the .pb";
   EXPECT_EQ(Params(back).size(), 28u) << "the .pb";
   gcc_graph_free(back);
+  // the export without a copy of the weights (gcc_session_export_view, what
+  // gcc-train writes its model and checkpoints from): every parameter is the
+  // session's own bytes, the same as the copy's; the model it writes, streamed
+  // to the file by gcc_model_save, is the bytes gcc_model_serialize makes
+  {
+    gcc_graph *view = nullptr;
+    ASSERT_EQ(gcc_session_export_view(s, &view, &d), GCC_OK) << d.msg;
+    int borrowed = 0;
+    for (int v = 0; v < view->n_values; v++) {
+      const gcc_value *x = &view->values[v], *c = &trained->values[v];
+      ASSERT_STREQ(x->name, c->name);
+      if (x->kind != GCC_VALUE_PARAM) {
+        EXPECT_EQ(x->data_borrowed, 0) << x->name;
+        continue;
+      }
+      borrowed++;
+      float *own = nullptr;
+      int64_t n = 0;
+      ASSERT_EQ(gcc_session_param(s, x->name, &own, &n, &d), GCC_OK) << d.msg;
+      EXPECT_EQ(x->data, static_cast<void *>(own)) << x->name;
+      EXPECT_EQ(x->data_borrowed, 1) << x->name;
+      EXPECT_EQ(c->data_borrowed, 0) << x->name << ": gcc_session_export's own copy";
+      EXPECT_NE(c->data, x->data) << x->name;
+      ASSERT_EQ(x->data_bytes, (size_t)n * sizeof(float)) << x->name;
+      ASSERT_EQ(c->data_bytes, x->data_bytes) << x->name;
+      EXPECT_EQ(std::memcmp(c->data, x->data, x->data_bytes), 0) << x->name;
+    }
+    EXPECT_EQ(borrowed, 28);
+    uint8_t *vb = nullptr;
+    size_t vn = 0;
+    ASSERT_EQ(gcc_model_serialize(view, &vb, &vn, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_model_serialize(trained, &bytes, &size, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(vn, size);
+    EXPECT_EQ(std::memcmp(vb, bytes, size), 0);
+    gcc_test::TempDir dir("gpt_export");
+    ASSERT_FALSE(dir.path().empty());
+    ASSERT_EQ(gcc_model_save(view, dir.file("trained.pb").c_str(), &d), GCC_OK) << d.msg;
+    gcc_test::Bytes saved = gcc_test::ReadBytes(dir.file("trained.pb"));
+    ASSERT_EQ(saved.size(), size);
+    EXPECT_EQ(std::memcmp(saved.data(), bytes, size), 0) << "gcc_model_save streams the same bytes";
+    free(vb);
+    free(bytes);
+    gcc_graph_free(view); // the session's parameters stay: they are read below
+  }
   // the ONNX export of the inference model (idx -> logits) with the
   // trained weights: one initializer, read by both nodes again
   for (const std::string &p : params) {
