@@ -458,6 +458,16 @@ static int build_run(train_args *a, train_run *r) {
     return d.status == GCC_ERR_DEVICE || d.status == GCC_ERR_OUT_OF_MEMORY ? EXIT_DEVICE
                                                                            : EXIT_MODEL;
   }
+  /* the weights once: the model reads the session's (run_free frees the
+   * model after the session, and it is not read in between) */
+  if (gcc_session_lend_params(r->s, r->model, &d) != GCC_OK) {
+    fprintf(stderr, "gcc-train: %s\n", d.msg);
+    run_free(r);
+    return EXIT_RUN;
+  }
+#ifdef __GLIBC__
+  malloc_trim(0); /* the model's copies of the weights, freed into the heap */
+#endif
   if (a->resume_path) { /* the checkpoint, checked against this model and recipe */
     gcc_status rs = gcc_checkpoint_find(a->resume_path, &r->resume, stderr, &d);
     if (rs == GCC_OK)

@@ -868,6 +868,23 @@ gcc_status gcc_session_export_view(gcc_session *s, gcc_graph **out, gcc_diag *d)
   return GCC_OK;
 }
 
+gcc_status gcc_session_lend_params(gcc_session *s, gcc_graph *model, gcc_diag *d) {
+  if (model != s->model)
+    return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
+                        "%s: gcc_session_lend_params: not the model the session was created from",
+                        model->source);
+  for (int i = 0; i < s->n_slots; i++) {
+    const slot *sl = &s->slots[i];
+    gcc_value *v = &model->values[sl->param];
+    if (!v->data_borrowed)
+      free(v->data);
+    v->data = sl->data;
+    v->data_bytes = sl->numel * sizeof(float);
+    v->data_borrowed = 1;
+  }
+  return GCC_OK;
+}
+
 gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d) {
   gcc_graph *g;
   GCC_TRY(gcc_session_export_view(s, &g, d));

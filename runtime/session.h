@@ -214,6 +214,17 @@ gcc_status gcc_session_export(gcc_session *s, gcc_graph **out, gcc_diag *d);
  * gcc_session_export. */
 gcc_status gcc_session_export_view(gcc_session *s, gcc_graph **out, gcc_diag *d);
 
+/* Makes `model`'s parameters read the session's host arena in place, its
+ * own copies of them freed: the weights are held once (GPT-2 124M: 498 MB
+ * less). `model` must be the graph the session was created from. From then
+ * on its PARAM values hold the session's current parameters (on a GPU
+ * session: as of the last download, which gcc_session_export and
+ * gcc_session_export_view make), they are borrowed (graph/ir.h: freeing the
+ * model leaves them alone), and they must not be read after
+ * gcc_session_destroy. Errors: GCC_ERR_INVALID_ARGUMENT when `model` is not
+ * the session's. */
+gcc_status gcc_session_lend_params(gcc_session *s, gcc_graph *model, gcc_diag *d);
+
 /* The current value of parameter `name`: *data points at its numel floats
  * in the session's host arena (numel may be NULL), valid until the session
  * is destroyed. On a device session this waits for the device and

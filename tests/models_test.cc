@@ -209,6 +209,60 @@ std::vector<int64_t> Dims(const gcc_value *v) {
   return std::vector<int64_t>(v->shape.dims, v->shape.dims + v->shape.ndim);
 }
 
+// gcc_session_lend_params: the model's parameters become the session's
+// (the weights held once), follow its training, are refused for another
+// graph, and are left alone when the model is freed after the session (the
+// sanitizer build: no double free).
+TEST_F(MnistMlpTest, LendParamsMakesTheModelReadTheSessionsWeights) {
+  gcc_diag d = {};
+  gcc_session_options so = {};
+  so.threads = 1;
+  so.opt = g_->training.opt;
+  gcc_session *s = nullptr;
+  ASSERT_EQ(gcc_session_create(g_, &so, &s, &d), GCC_OK) << d.msg;
+  std::vector<std::vector<float>> before(g_->n_values);
+  for (int v = 0; v < g_->n_values; v++)
+    if (g_->values[v].kind == GCC_VALUE_PARAM) {
+      const float *f = static_cast<const float *>(g_->values[v].data);
+      before[v].assign(f, f + g_->values[v].data_bytes / sizeof(float));
+    }
+  gcc_graph *other = nullptr;
+  ASSERT_EQ(gcc_model_mnist_mlp(GCC_MNIST_MLP_SEED, &other, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_session_lend_params(s, other, &d), GCC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d.msg).find("not the model the session was created from"),
+            std::string::npos)
+      << d.msg;
+  gcc_graph_free(other);
+  ASSERT_EQ(gcc_session_lend_params(s, g_, &d), GCC_OK) << d.msg;
+  int params = 0;
+  for (int v = 0; v < g_->n_values; v++) {
+    const gcc_value *val = &g_->values[v];
+    if (val->kind != GCC_VALUE_PARAM)
+      continue;
+    params++;
+    float *own = nullptr;
+    int64_t n = 0;
+    ASSERT_EQ(gcc_session_param(s, val->name, &own, &n, &d), GCC_OK) << d.msg;
+    EXPECT_EQ(val->data, static_cast<void *>(own)) << val->name;
+    EXPECT_EQ(val->data_borrowed, 1) << val->name;
+    ASSERT_EQ(static_cast<size_t>(n), before[v].size()) << val->name;
+    EXPECT_EQ(std::memcmp(own, before[v].data(), before[v].size() * sizeof(float)), 0) << val->name;
+  }
+  EXPECT_EQ(params, 10);
+  const int64_t rows = 32;
+  std::vector<float> x(static_cast<size_t>(rows * 784), 0.25f);
+  std::vector<int64_t> y(rows, 3);
+  float loss = NAN;
+  ASSERT_EQ(gcc_session_train_step(s, x.data(), y.data(), rows, &loss, &d), GCC_OK) << d.msg;
+  int changed = 0;
+  for (int v = 0; v < g_->n_values; v++)
+    if (g_->values[v].kind == GCC_VALUE_PARAM)
+      changed +=
+          std::memcmp(g_->values[v].data, before[v].data(), before[v].size() * sizeof(float)) != 0;
+  EXPECT_GT(changed, 0) << "the model reads the trained weights";
+  gcc_session_destroy(s); // TearDown frees the model after it
+}
+
 TEST_F(MnistMlpTest, Structure) {
   const gcc_value *image = Value("image"), *label = Value("label");
   ASSERT_NE(image, nullptr);
