@@ -977,10 +977,16 @@ static gcc_status layout_and_allocate(gcc_plan *p, gcc_bind_fn bind, void *user,
   if (p->has_be)
     GCC_TRY(layout_device(p, d));
   char *base = p->dev;
-  /* the host arena of the CPU nodes, from the CPU backend */
-  if (p->cpu->alloc(p->cpu->self, p->mem.arena_bytes, &p->host_arena, d) != GCC_OK)
-    return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
-                        "out of memory: the per-step arena needs %zu bytes", p->mem.arena_bytes);
+  /* the host arena of the CPU nodes: the caller's shared one where the
+   * memory plan fits in it, else one of its own from the CPU backend */
+  if (p->cfg.shared_host_arena && p->mem.arena_bytes <= p->cfg.shared_host_arena_bytes) {
+    p->host_arena = p->cfg.shared_host_arena;
+  } else {
+    if (p->cpu->alloc(p->cpu->self, p->mem.arena_bytes, &p->host_arena, d) != GCC_OK)
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY,
+                          "out of memory: the per-step arena needs %zu bytes", p->mem.arena_bytes);
+    p->host_arena_owned = 1;
+  }
   for (int v = 0; v < nv; v++) {
     const gcc_value *val = &g->values[v];
     gcc_tensor *t = &p->tensors[v];
@@ -1085,8 +1091,10 @@ static gcc_status allocate_ring(gcc_plan *p, gcc_diag *d) {
       t->data = (char *)p->ring_host + (size_t)e * p->ring_stride + p->rb_off[k];
     }
   /* values computed on the host: copied after each step when several steps
-   * may be pending (with one entry, their tensor is the entry) */
-  if (p->ring > 1 && p->n_hrb > 0) {
+   * may be pending, or when another plan may reuse a training plan's arena
+   * before they are read (with one entry and an arena of its own, their
+   * tensor is the entry) */
+  if ((p->ring > 1 || (p->mode == GCC_MODE_TRAIN && p->cfg.share_host_arena)) && p->n_hrb > 0) {
     size_t stride = 0;
     for (int k = 0; k < p->n_hrb; k++)
       stride += (gcc_plan_value_bytes_(p->g, p->hrb[k]) + 63) / 64 * 64;
@@ -1274,7 +1282,7 @@ void gcc_plan_free(gcc_plan *p) {
   free(p->ptrs);
   free(p->hrb);
   free(p->hring);
-  if (p->host_arena)
+  if (p->host_arena && p->host_arena_owned)
     p->cpu->release(p->cpu->self, p->host_arena);
   free(p->waits);
   free(p->coll_ptrs);

@@ -139,6 +139,19 @@ typedef struct gcc_plan_config {
    * the plan's AllReduce nodes sum over (the all-reduce pass adds them when
    * the gcc_options' world_size > 1); NULL: no all-reduce. */
   struct gcc_comm *comm;
+  /* One step arena on the host for a caller's plans that run one at a time
+   * (a session's training and evaluation plans on the CPU: a step's values
+   * are dead once it returns). share_host_arena = 1: a training plan copies
+   * its host read-backs (the loss) out of the arena after each step, into
+   * the read-back ring as with several pending steps, so that another plan
+   * may reuse the arena before the loss is read. shared_host_arena: the
+   * arena (shared_host_arena_bytes long, GCC_ARENA_ALIGN-aligned) the plan
+   * runs in instead of one of its own when its memory plan fits (NULL: its
+   * own); the caller keeps it alive longer than the plan
+   * (gcc_plan_host_arena). */
+  int share_host_arena;
+  void *shared_host_arena;
+  size_t shared_host_arena_bytes;
 } gcc_plan_config;
 
 typedef struct gcc_plan gcc_plan;
@@ -232,6 +245,18 @@ const gcc_tensor *gcc_plan_readback(const gcc_plan *p, const char *name, int ent
  * computed on the device. NULL when the plan has neither (or on a device
  * error, which *d then describes). For inference plans (gcc-run). */
 const gcc_tensor *gcc_plan_host_tensor(gcc_plan *p, const char *name, gcc_diag *d);
+
+/* The step arena the plan runs in on the host (NULL when its memory plan
+ * needs none), *bytes of it used by its memory plan; *owned (may be NULL):
+ * 1 when gcc_plan_free releases it, 0 when it is the caller's
+ * (cfg.shared_host_arena, or taken). */
+void *gcc_plan_host_arena(const gcc_plan *p, size_t *bytes, int *owned);
+
+/* Hands the plan's own host step arena over (NULL, *bytes 0, when it has
+ * none of its own): the plan goes on running in it, gcc_plan_free leaves
+ * it, and the caller releases it (gcc_cpu_backend()'s release) after the
+ * plan and every plan given it as shared_host_arena are freed. */
+void *gcc_plan_take_host_arena(gcc_plan *p, size_t *bytes);
 
 /* Waits for all work of the plan. */
 gcc_status gcc_plan_sync(gcc_plan *p, gcc_diag *d);

@@ -50,6 +50,21 @@ const gcc_tensor *gcc_plan_tensor(const gcc_plan *p, const char *name) {
 const gcc_graph *gcc_plan_graph(const gcc_plan *p) {
   return p->g;
 }
+void *gcc_plan_host_arena(const gcc_plan *p, size_t *bytes, int *owned) {
+  *bytes = p->host_arena ? p->mem.arena_bytes : 0;
+  if (owned)
+    *owned = p->host_arena_owned;
+  return p->host_arena;
+}
+void *gcc_plan_take_host_arena(gcc_plan *p, size_t *bytes) {
+  if (!p->host_arena_owned) {
+    *bytes = 0;
+    return NULL;
+  }
+  *bytes = p->mem.arena_bytes;
+  p->host_arena_owned = 0;
+  return p->host_arena;
+}
 size_t gcc_plan_arena_bytes(const gcc_plan *p) {
   return p->mem.arena_bytes;
 }

@@ -113,6 +113,7 @@ struct gcc_plan {
   gcc_tensor *tensors; /* per value, for CPU nodes */
   gcc_tensor **ptrs;
   void *host_arena;
+  int host_arena_owned; /* 0: the caller's (cfg.shared_host_arena, or handed over) */
   gcc_cpu_ctx ctx;
   gcc_diag run_diag;
   int has_cpu_nodes, has_loss_kernel;

@@ -15,6 +15,7 @@
 #include "graph/half.h"
 #include "passes/memplan.h"
 #include "runtime/comm.h"
+#include "runtime/cpu/cpu_backend.h"
 
 #define MAX_PLANS 8
 
@@ -47,6 +48,12 @@ typedef struct pending {
 
 struct gcc_session {
   const gcc_graph *model;
+  /* On the CPU, the plans' step arenas (gcc_plan_config.share_host_arena):
+   * each the largest a plan needed when it was made; the plans made after
+   * it run in the last one where they fit */
+  void **host_arenas;
+  int n_host_arenas;
+  size_t host_arena_bytes;
   gcc_session_options opt;
   slot *slots;
   int n_slots;
@@ -320,6 +327,10 @@ void gcc_session_destroy(gcc_session *s) {
     return;
   for (int i = 0; i < s->n_plans; i++)
     gcc_plan_free(s->plans[i].plan);
+  const gcc_device_backend *cpu = gcc_cpu_backend();
+  for (int i = 0; i < s->n_host_arenas; i++) /* after every plan that ran in them */
+    cpu->release(cpu->self, s->host_arenas[i]);
+  free(s->host_arenas);
   if (s->dev_arena) {
     gcc_diag ignore = {0};
     s->opt.backend->sync(s->opt.backend->self, &ignore);
@@ -501,10 +512,30 @@ static gcc_status role_plan(gcc_session *s, gcc_mode mode, int64_t rows, int rol
                                                  : s->max_pend;
   cfg.threads = s->opt.threads;
   cfg.comm = mode == GCC_MODE_TRAIN ? s->opt.comm : NULL;
+  /* On the CPU the plans run one at a time and a step's values are dead
+   * when it returns: one step arena serves them all (PyTorch's caching
+   * allocator does as much). Device sessions: the CUDA plans' arenas are
+   * device allocations of their own. */
+  if (!s->on_device) {
+    cfg.share_host_arena = 1;
+    cfg.shared_host_arena = s->n_host_arenas ? s->host_arenas[s->n_host_arenas - 1] : NULL;
+    cfg.shared_host_arena_bytes = s->host_arena_bytes;
+  }
   gcc_plan *p;
   int profile = s->track != NULL; /* device plans: their launches timed with CUDA events */
   int64_t t0 = profile ? gcc_prof_now() : 0;
   GCC_TRY(gcc_plan_compile(s->model, &o, &cfg, bind_storage, s, &p, d));
+  size_t own_bytes = 0;
+  int owned = 0;
+  if (!s->on_device && gcc_plan_host_arena(p, &own_bytes, &owned) && owned &&
+      own_bytes > s->host_arena_bytes) {
+    void **a = realloc(s->host_arenas, (size_t)(s->n_host_arenas + 1) * sizeof *a);
+    if (a) { /* else the plan keeps it: later plans make their own */
+      s->host_arenas = a;
+      a[s->n_host_arenas++] = gcc_plan_take_host_arena(p, &own_bytes);
+      s->host_arena_bytes = own_bytes;
+    }
+  }
   gcc_plan_set_lr(p, s->lr);
   if (profile) {
     char label[64];

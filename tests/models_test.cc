@@ -263,6 +263,88 @@ TEST_F(MnistMlpTest, LendParamsMakesTheModelReadTheSessionsWeights) {
   gcc_session_destroy(s); // TearDown frees the model after it
 }
 
+// A session's CPU plans run in one step arena (gcc_plan_config.share_host_arena):
+// the evaluation plan in the training plan's, and a training step's loss is
+// copied out of it, so an evaluation run before that loss is collected
+// (one pending step: the read-back ring has one entry) changes neither the
+// loss nor anything after it. The reference collects first; both orders
+// must give the same bits.
+TEST_F(MnistMlpTest, PlansShareOneHostArenaAndAPendingLossSurvivesAnEvaluation) {
+  const int64_t rows = 64;
+  std::vector<float> x(static_cast<size_t>(rows * 784));
+  std::vector<int64_t> y(rows);
+  for (size_t i = 0; i < x.size(); i++)
+    x[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  for (int64_t r = 0; r < rows; r++)
+    y[r] = (r * 7) % 10;
+  struct Run {
+    std::vector<float> train, eval;
+  };
+  auto run = [&](bool eval_before_collect, Run *out) {
+    gcc_diag d = {};
+    gcc_session_options so = {};
+    so.threads = 1;
+    so.opt = g_->training.opt;
+    so.max_pending = 1;
+    gcc_session *s = nullptr;
+    ASSERT_EQ(gcc_session_create(g_, &so, &s, &d), GCC_OK) << d.msg;
+    gcc_plan *tp = nullptr, *ep = nullptr;
+    ASSERT_EQ(gcc_session_plan(s, GCC_MODE_TRAIN, rows, &tp, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_plan(s, GCC_MODE_EVAL, rows, &ep, &d), GCC_OK) << d.msg;
+    size_t tb = 0, eb = 0;
+    int towned = 1, eowned = 1;
+    const char *arena = static_cast<const char *>(gcc_plan_host_arena(tp, &tb, &towned));
+    ASSERT_NE(arena, nullptr);
+    EXPECT_EQ(gcc_plan_host_arena(ep, &eb, &eowned), arena) << "one arena for both plans";
+    EXPECT_EQ(towned, 0) << "the session's";
+    EXPECT_EQ(eowned, 0) << "the session's";
+    EXPECT_GT(eb, 0u);
+    EXPECT_LE(eb, tb);
+    for (int step = 0; step < 3; step++) {
+      ASSERT_EQ(gcc_session_train_step_async(s, x.data(), y.data(), rows, &d), GCC_OK) << d.msg;
+      // the pending loss is a copy, not the arena's value
+      const gcc_tensor *l = gcc_plan_readback(tp, g_->training.loss, 0);
+      ASSERT_NE(l, nullptr);
+      const char *at = static_cast<const char *>(l->data);
+      EXPECT_TRUE(at < arena || at >= arena + tb) << "the loss is read from the shared arena";
+      float loss = NAN, eval = NAN;
+      int n = 0;
+      int64_t ok = 0;
+      if (!eval_before_collect) {
+        ASSERT_EQ(gcc_session_collect_losses(s, &loss, 1, &n, &d), GCC_OK) << d.msg;
+      }
+      // another batch: its loss differs from the training batch's
+      ASSERT_EQ(gcc_session_eval_batch(s, x.data() + 784, y.data() + 1, rows - 1, &eval, &ok,
+                                       nullptr, &d),
+                GCC_OK)
+          << d.msg;
+      if (eval_before_collect) {
+        ASSERT_EQ(gcc_session_collect_losses(s, &loss, 1, &n, &d), GCC_OK) << d.msg;
+      }
+      ASSERT_EQ(n, 1);
+      out->train.push_back(loss);
+      out->eval.push_back(eval);
+    }
+    gcc_session_destroy(s);
+  };
+  Run ref, late;
+  run(false, &ref);
+  if (HasFatalFailure())
+    return;
+  run(true, &late);
+  if (HasFatalFailure())
+    return;
+  ASSERT_EQ(ref.train.size(), 3u);
+  for (size_t i = 0; i < 3; i++) {
+    EXPECT_TRUE(std::isfinite(ref.train[i]) && std::isfinite(ref.eval[i])) << i;
+    EXPECT_NE(ref.train[i], ref.eval[i]) << i << ": the two batches' losses must differ";
+    EXPECT_EQ(std::memcmp(&late.train[i], &ref.train[i], sizeof(float)), 0)
+        << "step " << i + 1 << ": " << late.train[i] << " against " << ref.train[i];
+    EXPECT_EQ(std::memcmp(&late.eval[i], &ref.eval[i], sizeof(float)), 0)
+        << "step " << i + 1 << ": " << late.eval[i] << " against " << ref.eval[i];
+  }
+}
+
 TEST_F(MnistMlpTest, Structure) {
   const gcc_value *image = Value("image"), *label = Value("label");
   ASSERT_NE(image, nullptr);
