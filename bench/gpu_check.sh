@@ -918,10 +918,14 @@ c_gpt() {
   "$MM" --char-gpt 12,12,768,1024,0,50257 "$W/gpt2.pb"
   py bench/random_tokens.py "$W/tokens" --vocab 50257
   : >"$W/records"
+  # --eval-batches 1 on both sides: gcc-train evaluates one batch after the
+  # last step (gpt_gcc), so PyTorch does too (outside its timed steps), and
+  # the peak memory of each side includes an evaluation
   local baby=(--layers 6 --heads 6 --embd 384 --block 256 --batch 64 --steps "$GPT_STEPS"
-              --warmup-steps "$GPT_WARMUP" --data data/shakespeare/input.txt)
+              --warmup-steps "$GPT_WARMUP" --data data/shakespeare/input.txt --eval-batches 1)
   local gpt2=(--layers 12 --heads 12 --embd 768 --block 1024 --batch "$GPT2_BATCH"
-              --steps "$GPT2_STEPS" --warmup-steps "$GPT_WARMUP" --random-tokens --vocab 50257)
+              --steps "$GPT2_STEPS" --warmup-steps "$GPT_WARMUP" --random-tokens --vocab 50257
+              --eval-batches 1)
   # untimed: NVRTC fills the kernel cache once per plan
   for prec in fp32 bf16; do
     timeout "$GPT_TIMEOUT" "$GT" "$W/baby.pb" --device cuda --precision "$prec" --batch-size 64 \
