@@ -6,7 +6,7 @@
 #
 #   bench/gpt_cpu_bench.sh [--threads N] [--runs N] [--steps N] [--warmup N]
 #                          [--venv DIR] [--gcc-train BIN]... [--no-compile]
-#                          [--keep DIR]
+#                          [--keep DIR] [--dropout P]
 #
 #   --threads N     threads on every side (default 2): gcc-train --threads;
 #                   torch.set_num_threads and OMP_NUM_THREADS
@@ -22,6 +22,11 @@
 #   --no-compile    leave torch.compile out (its compilation takes minutes on a
 #                   loaded 2-core machine)
 #   --keep DIR      keep the raw outputs (key=value files, traces) in DIR
+#   --dropout P     the network's dropout on both sides (default 0, the goal
+#                   row's; nanoGPT's baby GPT trains with 0.2): the
+#                   embeddings', the residuals' and the attention
+#                   probabilities' (gcc-train's fused attention, PyTorch's
+#                   scaled_dot_product_attention dropout_p)
 #
 # Both sides train the same network on data/shakespeare/input.txt with
 # nanoGPT's shakespeare_char recipe: gcc-train the model written by
@@ -29,8 +34,8 @@
 # bias=True, tied lm_head), PyTorch bench/torch_gpt.py (the same model.py
 # network and initialisation scheme); AdamW lr 1e-3 betas 0.9,0.99 weight
 # decay 0.1 on matrices, clip 1.0, warmup-cosine 100/5000/1e-4, batch 32,
-# block 64, dropout 0 on both sides (gcc-train's fused attention has no
-# attention dropout; with 0 the two networks compute the same function).
+# block 64, dropout --dropout on both sides (0: the two networks compute the
+# same function; above 0 each side draws its own masks).
 # Step time: the median over the timed steps of a run (gcc-train: the
 # `train step` spans of its --profile trace, which include the profiler's
 # timer calls, a cost PyTorch's side does not pay; PyTorch: perf_counter
@@ -50,9 +55,10 @@ VENV=${GCC_BENCH_VENV:-$HOME/.cache/gcc-train/bench-venv}
 BINS=()
 COMPILE=1
 KEEP=
+DROPOUT=0
 usage() {
   echo "usage: $0 [--threads N] [--runs N] [--steps N] [--warmup N] [--venv DIR]" \
-       "[--gcc-train BIN]... [--no-compile] [--keep DIR]" >&2
+       "[--gcc-train BIN]... [--no-compile] [--keep DIR] [--dropout P]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -65,12 +71,15 @@ while [ $# -gt 0 ]; do
     --gcc-train) BINS+=("${2:-}"); shift 2 || usage ;;
     --no-compile) COMPILE=; shift ;;
     --keep) KEEP=${2:-}; shift 2 || usage ;;
+    --dropout) DROPOUT=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
 for v in "$THREADS" "$RUNS" "$STEPS" "$WARMUP"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "gpt_cpu_bench.sh: '$v' is not a positive integer" >&2; exit 2; }
 done
+[[ "$DROPOUT" =~ ^(0|0?\.[0-9]+)$ ]] ||
+  { echo "gpt_cpu_bench.sh: --dropout '$DROPOUT' is not in [0, 1)" >&2; exit 2; }
 PY=$VENV/bin/python
 "$PY" -c 'import torch' 2>/dev/null ||
   { echo "gpt_cpu_bench.sh: $PY cannot import torch (make the venv with bench/compare.sh)" >&2; exit 1; }
@@ -95,7 +104,7 @@ else
   TMP=$(mktemp -d)
   trap 'rm -rf "$TMP"' EXIT
 fi
-"$MM" --char-gpt 4,4,128,64,0 "$TMP/gpt.pb" >&2
+"$MM" --char-gpt "4,4,128,64,$DROPOUT" "$TMP/gpt.pb" >&2
 uptime >"$TMP/load_before.txt"
 echo "gpt_cpu_bench.sh: load before: $(cat "$TMP/load_before.txt")" >&2
 export OMP_NUM_THREADS=$THREADS
@@ -115,7 +124,7 @@ side_torch() { # run index, name, extra flags
   echo "gpt_cpu_bench.sh: run $r: PyTorch $name ..." >&2
   /usr/bin/time -f "peak_rss_kb=%M" -o "$out.time" \
     "$PY" bench/torch_gpt.py --threads "$THREADS" --steps "$STEPS" --warmup-steps "$WARMUP" \
-    --data "$DATA" "$@" >"$out.txt"
+    --dropout "$DROPOUT" --data "$DATA" "$@" >"$out.txt"
 }
 
 for r in $(seq 1 "$RUNS"); do

@@ -1,15 +1,24 @@
 // philox_test: graph/philox.h's Philox-4x32-10 against the known-answer
 // vectors of Random123 (kat_vectors, "philox4x32 10": Salmon et al. 2011;
 // cuRAND's PHILOX4_32_10 is the same function), and the pieces of Dropout's
-// mask built on it (block layout, threshold, scale, node keys).
+// mask built on it (block layout, threshold, scale, node keys); and the CPU
+// kernels' words drawn many blocks at a time (runtime/cpu/cpu_philox.h)
+// against the scalar blocks, bit for bit, on every path the CPU runs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "graph/philox.h"
+
+extern "C" {
+#include "runtime/cpu/cpu_philox.h"
+}
 
 namespace {
 
@@ -83,6 +92,89 @@ TEST(Philox, CudaSourceIsTheSameCode) {
                         "0xCD9E8D57u", "0x9E3779B9u", "0xBB67AE85u"})
     EXPECT_NE(src.find(s), std::string::npos) << s << "\n" << src;
   EXPECT_EQ(src.find('#'), std::string::npos) << "no preprocessor line in the generated source";
+}
+
+unsigned ScalarWord(uint64_t key, int64_t w, int64_t step) {
+  unsigned r[4];
+  gcc_dropout_block(key, w / 4, step, r);
+  return r[w % 4];
+}
+
+// The paths this CPU runs, widest last; each test restores the machine's.
+std::vector<int> Paths() {
+  std::vector<int> p;
+  const int widest = gcc_cpu_set_philox_path(-1);
+  for (int k = GCC_PHILOX_SCALAR; k <= widest; k++)
+    p.push_back(k);
+  return p;
+}
+
+// Starts at every offset inside a block and past the counter's low word
+// wrapping (4 * 2^32 elements: q = 2^32, where lanes of one vector carry into
+// the high word), lengths around the 16- and 8-block groups; the word after
+// the last must stay untouched.
+TEST(Philox, CpuWordsAreTheScalarBlocksOnEveryPath) {
+  const uint64_t key = 0x0123456789abcdefull;
+  const int64_t step = (int64_t{1} << 33) + 77;
+  const int64_t starts[] = {
+      0, 1, 2, 3, 5, 63, 64, 65, (int64_t{4} << 32) - 37, (int64_t{4} << 32) - 400, 12345678901};
+  const int64_t lens[] = {0, 1, 3, 4, 5, 17, 31, 32, 33, 63, 64, 65, 100, 257, 1000};
+  for (int path : Paths()) {
+    ASSERT_EQ(gcc_cpu_set_philox_path(path), path);
+    std::vector<unsigned> out(1001);
+    for (int64_t w0 : starts)
+      for (int64_t n : lens) {
+        std::fill(out.begin(), out.end(), 0xeeeeeeeeu);
+        gcc_cpu_dropout_words(key, w0, n, step, out.data());
+        int64_t bad = -1;
+        for (int64_t i = 0; i < n && bad < 0; i++)
+          if (out[i] != ScalarWord(key, w0 + i, step))
+            bad = i;
+        EXPECT_EQ(bad, -1) << "path " << path << ", elements " << w0 << " + " << n;
+        EXPECT_EQ(out[n], 0xeeeeeeeeu) << "path " << path << " wrote past " << n << " words";
+      }
+  }
+  gcc_cpu_set_philox_path(-1);
+  RecordProperty("paths", (int)Paths().size());
+}
+
+// y = x * (word >= thr ? scale : 0) as the scalar kernel computed it (and x
+// times gcc_cpu_dropout_factors' factor), for
+// p = 0 (all kept), 0.2, 0.5 and 1 (none kept, scale 0), with signed zeros,
+// infinities and NaNs among x: the same bits.
+TEST(Philox, CpuDropoutApplyIsTheScalarProductBitwise) {
+  const uint64_t key = 0xfeedfacecafebeefull;
+  const int64_t step = 3, w0 = 4093, n = 3000;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; i++)
+    x[i] = std::sin(0.37f * (float)i) * (float)(1 + i % 7);
+  x[5] = -0.0f;
+  x[6] = std::numeric_limits<float>::infinity();
+  x[7] = -std::numeric_limits<float>::infinity();
+  x[8] = std::numeric_limits<float>::quiet_NaN();
+  for (int path : Paths()) {
+    gcc_cpu_set_philox_path(path);
+    for (float p : {0.0f, 0.2f, 0.5f, 1.0f}) {
+      const uint64_t thr = gcc_dropout_threshold(p);
+      const float scale = gcc_dropout_scale(p);
+      std::vector<float> want(n), got(n), inplace(x);
+      for (int64_t i = 0; i < n; i++)
+        want[i] = x[i] * ((uint64_t)ScalarWord(key, w0 + i, step) >= thr ? scale : 0.0f);
+      gcc_cpu_dropout_apply(x.data(), got.data(), w0, n, key, step, thr, scale);
+      gcc_cpu_dropout_apply(inplace.data(), inplace.data(), w0, n, key, step, thr, scale);
+      std::vector<float> f(n);
+      gcc_cpu_dropout_factors(key, w0, n, step, thr, scale, f.data());
+      for (int64_t i = 0; i < n; i++)
+        f[i] = x[i] * f[i];
+      EXPECT_EQ(std::memcmp(f.data(), want.data(), n * sizeof(float)), 0)
+          << "factors, path " << path << ", p " << p;
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0)
+          << "path " << path << ", p " << p;
+      EXPECT_EQ(std::memcmp(inplace.data(), want.data(), n * sizeof(float)), 0)
+          << "in place, path " << path << ", p " << p;
+    }
+  }
+  gcc_cpu_set_philox_path(-1);
 }
 
 } // namespace

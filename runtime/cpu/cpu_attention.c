@@ -39,7 +39,8 @@
  * Dropout on the probabilities (training form, dropout_p > 0): element
  * (b, h, i, j) of P is multiplied by (kept ? 1 / (1 - p) : 0) with exactly
  * Dropout's bits for the flat index ((b H + h) Tq + i) Tk + j of the
- * [B, H, Tq, Tk] probabilities (graph/philox.h), after the online softmax
+ * [B, H, Tq, Tk] probabilities (graph/philox.h; a row's words drawn 16
+ * blocks at a time, runtime/cpu/cpu_philox.h), after the online softmax
  * summed the un-dropped P into l (so L is the un-dropped logsumexp). The
  * backward redraws the mask per tile: dV += (mask P)^T dO, dP = mask (dO
  * V^T), dS = P (dP - D_i) with D_i of the dropped O. Without dropout the
@@ -75,6 +76,7 @@
 
 #include "graph/ops.h"
 #include "graph/philox.h"
+#include "runtime/cpu/cpu_philox.h"
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/cpu_parallel.h"
 
@@ -213,12 +215,7 @@ typedef struct tile {
 static void drop_factors(const tile *t, int64_t r, float *restrict f) {
   const attn_drop *dr = t->dr;
   const int64_t f0 = (t->bh * t->g->tq + r) * t->g->tk + t->j0;
-  const int64_t q0 = f0 / 4, q1 = (f0 + t->nk - 1) / 4, off = f0 - q0 * 4;
-  unsigned int w[BK + 8];
-  for (int64_t q = q0; q <= q1; q++)
-    gcc_dropout_block(dr->key, q, dr->step, w + (q - q0) * 4);
-  for (int64_t j = 0; j < t->nk; j++)
-    f[j] = (uint64_t)w[off + j] >= dr->thr ? dr->scale : 0.0f;
+  gcc_cpu_dropout_factors(dr->key, f0, t->nk, dr->step, dr->thr, dr->scale, f);
 }
 
 static void drop_of(const gcc_kernel_args *a, float p, int64_t key, attn_drop *dr) {

@@ -17,6 +17,7 @@
 #include "graph/philox.h"
 #include "runtime/comm.h"
 #include "runtime/cpu/cpu_parallel.h"
+#include "runtime/cpu/cpu_philox.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -795,18 +796,34 @@ gcc_status gcc_cpu_lrn_grad(const gcc_kernel_args *a) {
 
 /* BatchNormalization and BatchNormGrad: runtime/cpu/cpu_bnorm.c. */
 
-/* Y = X * (kept ? 1 / (1 - ratio) : 0) with the Philox mask of (key, step):
- * graph/philox.h, the code the generated CUDA kernel runs. */
-static void dropout_apply(const float *x, float *y, int64_t n, uint64_t key, int64_t step,
-                          float ratio) {
-  const uint64_t thr = gcc_dropout_threshold(ratio);
-  const float scale = gcc_dropout_scale(ratio);
-  for (int64_t q = 0; q * 4 < n; q++) {
-    unsigned int r[4];
-    gcc_dropout_block(key, q, step, r);
-    for (int64_t i = q * 4; i < q * 4 + 4 && i < n; i++)
-      y[i] = x[i] * ((uint64_t)r[i - q * 4] >= thr ? scale : 0.0f);
-  }
+/* Y = X * (kept ? 1 / (1 - ratio) : 0) with the Philox mask of (key, step)
+ * (graph/philox.h, the code the generated CUDA kernel runs), its words
+ * drawn many blocks at a time (cpu_philox.h), the elements split over the
+ * plan's threads: every element's factor is its own word's, so the bits do
+ * not depend on the cut. */
+typedef struct dropout_job {
+  const float *x;
+  float *y;
+  uint64_t key, thr;
+  int64_t step;
+  float scale;
+} dropout_job;
+
+static void dropout_range(void *u, int part, int64_t b, int64_t e) {
+  const dropout_job *j = u;
+  (void)part;
+  gcc_cpu_dropout_apply(j->x + b, j->y + b, b, e - b, j->key, j->step, j->thr, j->scale);
+}
+
+static void dropout_apply(const gcc_kernel_args *a, const float *x, float *y, int64_t n,
+                          uint64_t key, float ratio) {
+  dropout_job j = {x,
+                   y,
+                   key,
+                   gcc_dropout_threshold(ratio),
+                   a->ctx ? a->ctx->rng_step : 0,
+                   gcc_dropout_scale(ratio)};
+  gcc_cpu_parallel_for(gcc_cpu_pointwise_threads(a, n), n, 64, dropout_range, &j);
 }
 
 gcc_status gcc_cpu_dropout(const gcc_kernel_args *a) {
@@ -819,16 +836,14 @@ gcc_status gcc_cpu_dropout(const gcc_kernel_args *a) {
       memmove(y, x, (size_t)n * sizeof(float));
     return GCC_OK;
   }
-  dropout_apply(x, y, n, (uint64_t)nd->av[DROPOUT_KEY].i, a->ctx ? a->ctx->rng_step : 0,
-                nd->av[DROPOUT_RATIO].f);
+  dropout_apply(a, x, y, n, (uint64_t)nd->av[DROPOUT_KEY].i, nd->av[DROPOUT_RATIO].f);
   return GCC_OK;
 }
 
 gcc_status gcc_cpu_dropout_grad(const gcc_kernel_args *a) {
   const gcc_node *nd = a->node;
-  dropout_apply(F32(a->in[0]), F32(a->out[0]), a->out[0]->numel,
-                (uint64_t)nd->av[DROPOUT_GRAD_KEY].i, a->ctx ? a->ctx->rng_step : 0,
-                nd->av[DROPOUT_GRAD_RATIO].f);
+  dropout_apply(a, F32(a->in[0]), F32(a->out[0]), a->out[0]->numel,
+                (uint64_t)nd->av[DROPOUT_GRAD_KEY].i, nd->av[DROPOUT_GRAD_RATIO].f);
   return GCC_OK;
 }
 
