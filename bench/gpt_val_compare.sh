@@ -4,9 +4,11 @@
 # shakespeare_char recipe, and the validation losses compared (nanoGPT's
 # estimate_loss: the mean over --eval-batches random validation batches).
 #
-#   bench/gpt_val_compare.sh [--size L,H,C,T] [--batch B] [--steps N]
-#                            [--eval-every N] [--eval-batches K]
+#   bench/gpt_val_compare.sh [--size L,H,C,T] [--dropout P] [--batch B]
+#                            [--steps N] [--eval-every N] [--eval-batches K]
 #                            [--threads N] [--venv DIR] [--gcc-train BIN]
+#                            [--work-dir DIR [--checkpoint-every N]
+#                             [--side gcc|torch|both]]
 #
 #   --size L,H,C,T   layers, heads, width, block (default 4,4,128,64: the CPU
 #                    goal row's network; nanoGPT's baby GPT is 6,6,384,256)
@@ -14,8 +16,20 @@
 #   --steps N        optimizer steps (default 2000)
 #   --eval-every N   evaluation interval (default 500), and after the last step
 #   --eval-batches K validation batches per evaluation (default 200)
+#   --dropout P      dropout of the network (default 0; the baby GPT's is 0.2)
+#   --work-dir DIR   keep the model, both sides' logs and checkpoints in DIR and
+#                    resume: the baby GPT at batch 64 takes hours per side on a
+#                    2-core CPU, more than one sitting. Run the same command
+#                    again and each side continues from its newest checkpoint
+#                    (gcc-train --resume, torch_gpt.py --checkpoint: both
+#                    bitwise the uninterrupted run on the same machine and
+#                    threads); a side whose log has its last evaluation is not
+#                    run again. A DIR made with other arguments is refused.
+#   --checkpoint-every N  with --work-dir: steps between checkpoints (default 50)
+#   --side S         with --work-dir: run only gcc (gcc-train) or torch, then
+#                    compare if both logs are complete (default both)
 #
-# Both sides: dropout 0, AdamW lr 1e-3 betas 0.9,0.99 eps 1e-8 weight decay
+# Both sides: dropout --dropout, AdamW lr 1e-3 betas 0.9,0.99 eps 1e-8 weight decay
 # 0.1 on matrices, clip 1.0, warmup-cosine 100/5000/1e-4, the same model.py
 # network and initialisation scheme (not the same draws: each side draws its
 # own weights and batches, so the two curves differ by the seed-to-seed
@@ -31,11 +45,16 @@ STEPS=2000
 EVERY=500
 EVALB=200
 THREADS=2
+DROPOUT=0
+WORK=
+CKEVERY=50
+SIDE=both
 VENV=${GCC_BENCH_VENV:-$HOME/.cache/gcc-train/bench-venv}
 BIN=
 usage() {
-  echo "usage: $0 [--size L,H,C,T] [--batch B] [--steps N] [--eval-every N] [--eval-batches K]" \
-       "[--threads N] [--venv DIR] [--gcc-train BIN]" >&2
+  echo "usage: $0 [--size L,H,C,T] [--dropout P] [--batch B] [--steps N] [--eval-every N]" \
+       "[--eval-batches K] [--threads N] [--venv DIR] [--gcc-train BIN]" \
+       "[--work-dir DIR [--checkpoint-every N] [--side gcc|torch|both]]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -48,12 +67,20 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=${2:-}; shift 2 || usage ;;
     --venv) VENV=${2:-}; shift 2 || usage ;;
     --gcc-train) BIN=${2:-}; shift 2 || usage ;;
+    --dropout) DROPOUT=${2:-}; shift 2 || usage ;;
+    --work-dir) WORK=${2:-}; shift 2 || usage ;;
+    --checkpoint-every) CKEVERY=${2:-}; shift 2 || usage ;;
+    --side) SIDE=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
 [[ "$SIZE" =~ ^[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*$ ]] ||
   { echo "gpt_val_compare.sh: --size '$SIZE' is not L,H,C,T" >&2; exit 2; }
-for v in "$BATCH" "$STEPS" "$EVERY" "$EVALB" "$THREADS"; do
+[[ "$DROPOUT" =~ ^(0|0?\.[0-9]+)$ ]] ||
+  { echo "gpt_val_compare.sh: --dropout '$DROPOUT' is not in [0, 1)" >&2; exit 2; }
+case "$SIDE" in gcc|torch|both) ;; *) echo "gpt_val_compare.sh: --side '$SIDE' is not gcc, torch or both" >&2; exit 2 ;; esac
+[ -n "$WORK" ] || [ "$SIDE" = both ] || { echo "gpt_val_compare.sh: --side needs --work-dir" >&2; exit 2; }
+for v in "$BATCH" "$STEPS" "$EVERY" "$EVALB" "$THREADS" "$CKEVERY"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "gpt_val_compare.sh: '$v' is not a positive integer" >&2; exit 2; }
 done
 IFS=, read -r L H C T <<<"$SIZE"
@@ -70,25 +97,59 @@ if [ -z "$BIN" ]; then
 fi
 [ -x "$BIN" ] || { echo "gpt_val_compare.sh: --gcc-train $BIN: not an executable" >&2; exit 1; }
 MM=$(bazel info -c opt bazel-bin 2>/dev/null)/models/make_models
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-"$MM" --char-gpt "$L,$H,$C,$T,0" "$TMP/gpt.pb" >&2
+if [ -n "$WORK" ]; then
+  mkdir -p "$WORK"
+  ARGS="size=$SIZE dropout=$DROPOUT batch=$BATCH steps=$STEPS eval-every=$EVERY eval-batches=$EVALB threads=$THREADS"
+  if [ -f "$WORK/args" ]; then
+    [ "$(cat "$WORK/args")" = "$ARGS" ] ||
+      { echo "gpt_val_compare.sh: --work-dir $WORK was made with '$(cat "$WORK/args")', not '$ARGS'" >&2; exit 2; }
+  else
+    echo "$ARGS" >"$WORK/args"
+  fi
+  D=$WORK
+else
+  D=$(mktemp -d)
+  trap 'rm -rf "$D"' EXIT
+fi
+[ -f "$D/gpt.pb" ] || "$MM" --char-gpt "$L,$H,$C,$T,$DROPOUT" "$D/gpt.pb" >&2
 export OMP_NUM_THREADS=$THREADS
-echo "gpt_val_compare.sh: load before: $(uptime)" >&2
+finished() { [ -f "$1" ] && grep -q "^step $STEPS: train loss" "$1"; }
+# wall time of one side's sitting, appended to DIR/SIDE.wall (summed for the report)
+timed() {
+  local side=$1; shift
+  local t0; t0=$(date +%s.%N)
+  "$@"
+  echo "$(date +%s.%N) - $t0" | bc >>"$D/$side.wall"
+}
 
-start=$(date +%s.%N)
-"$BIN" "$TMP/gpt.pb" --device cpu --threads "$THREADS" --batch-size "$BATCH" --block-size "$T" \
-  --max-steps "$STEPS" --eval-every "$EVERY" --eval-batches "$EVALB" \
-  --lr-schedule warmup-cosine:100:5000:1e-4 --no-output --log-every 0 | tee "$TMP/gcc.txt" >&2
-gcc_s=$(echo "$(date +%s.%N) - $start" | bc)
-start=$(date +%s.%N)
-"$PY" bench/torch_gpt.py --threads "$THREADS" --layers "$L" --heads "$H" --embd "$C" --block "$T" \
-  --batch "$BATCH" --warmup-steps 0 --steps "$STEPS" --eval-every "$EVERY" --eval-batches "$EVALB" \
-  --data "$DATA" | tee "$TMP/torch.txt" >&2
-torch_s=$(echo "$(date +%s.%N) - $start" | bc)
+if [ "$SIDE" != torch ] && ! finished "$D/gcc.txt"; then
+  RESUME=()
+  if [ -n "$WORK" ]; then
+    RESUME=(--checkpoint-dir "$D/gcc-ckpt" --checkpoint-every "$CKEVERY")
+    compgen -G "$D/gcc-ckpt/ckpt-*.gcck" >/dev/null && RESUME+=(--resume "$D/gcc-ckpt")
+  fi
+  echo "gpt_val_compare.sh: gcc-train, load before: $(uptime)" >&2
+  timed gcc "$BIN" "$D/gpt.pb" --device cpu --threads "$THREADS" --batch-size "$BATCH" --block-size "$T" \
+    --max-steps "$STEPS" --eval-every "$EVERY" --eval-batches "$EVALB" \
+    --lr-schedule warmup-cosine:100:5000:1e-4 --no-output --log-every 0 "${RESUME[@]}" |
+    tee -a "$D/gcc.txt" >&2
+fi
+if [ "$SIDE" != gcc ] && ! finished "$D/torch.txt"; then
+  CK=()
+  [ -n "$WORK" ] && CK=(--checkpoint "$D/torch.ckpt" --checkpoint-every "$CKEVERY")
+  echo "gpt_val_compare.sh: PyTorch, load before: $(uptime)" >&2
+  timed torch "$PY" bench/torch_gpt.py --threads "$THREADS" --layers "$L" --heads "$H" --embd "$C" --block "$T" \
+    --dropout "$DROPOUT" --batch "$BATCH" --warmup-steps 0 --steps "$STEPS" --eval-every "$EVERY" \
+    --eval-batches "$EVALB" --data "$DATA" "${CK[@]}" | tee -a "$D/torch.txt" >&2
+fi
 echo "gpt_val_compare.sh: load after: $(uptime)" >&2
+for f in gcc torch; do
+  finished "$D/$f.txt" || { echo "gpt_val_compare.sh: $D/$f.txt has no step $STEPS yet: run again to go on" >&2; exit 0; }
+done
+gcc_s=$(paste -sd+ "$D/gcc.wall" | bc)
+torch_s=$(paste -sd+ "$D/torch.wall" | bc)
 
-python3 - "$TMP/gcc.txt" "$TMP/torch.txt" "$SIZE" "$BATCH" "$EVALB" "$gcc_s" "$torch_s" <<'PYEOF'
+python3 - "$D/gcc.txt" "$D/torch.txt" "$SIZE,$DROPOUT" "$BATCH" "$EVALB" "$gcc_s" "$torch_s" <<'PYEOF'
 import re, sys
 gcc, tor, size, batch, evalb, gs, ts = sys.argv[1:8]
 pat = re.compile(r"^step (\d+): train loss ([0-9.]+), val loss ([0-9.]+)")
@@ -98,7 +159,7 @@ g, t = curve(gcc), curve(tor)
 steps = sorted(set(g) & set(t))
 if not steps:
     sys.exit("gpt_val_compare.sh: no common evaluation step in the two outputs")
-print(f"char GPT {size} (L,H,C,T), batch {batch}, {evalb} validation batches per evaluation")
+print(f"char GPT {size} (L,H,C,T,dropout), batch {batch}, {evalb} validation batches per evaluation")
 print("| step | gcc-train val loss | PyTorch val loss | difference |")
 print("|---:|---:|---:|---:|")
 for s in steps:

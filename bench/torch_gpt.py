@@ -60,8 +60,10 @@ loss.item() waits for the GPU, so the wall time of a step is its GPU time.
 """
 import argparse
 import math
+import os
 import resource
 import statistics
+import sys
 import time
 
 import torch
@@ -142,6 +144,13 @@ def get_lr(it, lr=1e-3, warmup=100, decay_iters=5000, min_lr=1e-4):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
+def ckpt_args(a):
+    """The arguments a --checkpoint must have been written with to be resumed."""
+    keep = ("threads", "layers", "heads", "embd", "block", "batch", "dropout", "warmup_steps", "steps",
+            "data", "eval_every", "eval_batches", "precision", "random_tokens", "vocab")
+    return {k: getattr(a, k) for k in keep}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -161,7 +170,13 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--random-tokens", action="store_true")
     ap.add_argument("--vocab", type=int, default=None)
+    ap.add_argument("--checkpoint", default=None)
+    ap.add_argument("--checkpoint-every", type=int, default=100)
     a = ap.parse_args()
+    if a.checkpoint is not None and (a.device != "cpu" or a.compile):
+        ap.error("--checkpoint is for the long CPU runs (eager, --device cpu)")
+    if a.checkpoint_every < 1:
+        ap.error("--checkpoint-every must be positive")
     if a.vocab is not None and not a.random_tokens:
         ap.error("--vocab N goes with --random-tokens (a text file's vocabulary is its bytes)")
     if a.vocab is not None and a.vocab < 1:
@@ -228,7 +243,18 @@ def main():
     times = []
     first_loss = last_loss = None
     compile_s = None
-    for it in range(a.warmup_steps + a.steps):
+    start = 0
+    if a.checkpoint is not None and os.path.exists(a.checkpoint):
+        ck = torch.load(a.checkpoint, weights_only=False)
+        if ck["args"] != ckpt_args(a):
+            sys.exit(f"torch_gpt.py: --checkpoint {a.checkpoint}: written by a run with other arguments "
+                     f"({ck['args']}); remove it or pass the same ones")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        torch.set_rng_state(ck["rng"])
+        start, first_loss, last_loss = ck["step"], ck["first_loss"], ck["last_loss"]
+        print(f"resuming from {a.checkpoint}: step {start}", flush=True)
+    for it in range(start, a.warmup_steps + a.steps):
         t0 = time.perf_counter()
         x, y = get_batch()
         for g in opt.param_groups:
@@ -251,6 +277,15 @@ def main():
         done = it + 1
         if a.eval_batches and ((a.eval_every and done % a.eval_every == 0) or done == a.warmup_steps + a.steps):
             print(f"step {done}: train loss {lv:.4f}, val loss {estimate_val_loss():.4f}", flush=True)
+        if a.checkpoint is not None and (done % a.checkpoint_every == 0 or done == a.warmup_steps + a.steps):
+            tmp = a.checkpoint + ".tmp"
+            torch.save({"args": ckpt_args(a), "step": done, "model": model.state_dict(),
+                        "opt": opt.state_dict(), "rng": torch.get_rng_state(),
+                        "first_loss": first_loss, "last_loss": last_loss}, tmp)
+            os.replace(tmp, a.checkpoint)  # atomic: a killed run leaves the previous checkpoint
+    if not times:
+        print(f"step {a.warmup_steps + a.steps}: already done in {a.checkpoint}")
+        return
     med = statistics.median(times)
     print(f"step_ms={med * 1e3:.3f}")
     print(f"tokens_per_s={a.batch * a.block / med:.0f}")
