@@ -50,6 +50,14 @@ every --eval-every N steps and after the last step, printed as
 "step S: train loss L, val loss V" (gcc-train's own line); evaluation is
 outside the timed span of a step.
 
+--checkpoint FILE (bench/gpt_val_compare.sh --work-dir, for runs longer than
+a sitting): every --checkpoint-every N steps (default 100) and after the last,
+the model, the optimizer, the step and torch's RNG state (the batches' and the
+dropout masks' source) are written to FILE atomically; a run started with an
+existing FILE continues from it (bitwise the uninterrupted run on the same
+machine and threads) and one whose FILE holds the last step only says so. A
+FILE written with other arguments is refused. CPU only.
+
 Output: key=value lines: step_ms (median of the --steps timed steps after
 --warmup-steps), tokens_per_s (batch * block / median step), first_loss,
 last_loss, compile_s (with --compile), peak_rss_mb (getrusage ru_maxrss at the
