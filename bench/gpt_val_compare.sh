@@ -9,6 +9,8 @@
 #                            [--threads N] [--venv DIR] [--gcc-train BIN]
 #                            [--work-dir DIR [--checkpoint-every N]
 #                             [--side gcc|torch|both]]
+#                            [--device cpu|cuda] [--make-models BIN]
+#                            [--python EXE]
 #
 #   --size L,H,C,T   layers, heads, width, block (default 4,4,128,64: the CPU
 #                    goal row's network; nanoGPT's baby GPT is 6,6,384,256)
@@ -28,6 +30,17 @@
 #   --checkpoint-every N  with --work-dir: steps between checkpoints (default 50)
 #   --side S         with --work-dir: run only gcc (gcc-train) or torch, then
 #                    compare if both logs are complete (default both)
+#   --device D       cpu (default) or cuda: both sides train on the GPU
+#                    (gcc-train --device cuda, torch_gpt.py --device cuda: fp32,
+#                    TF32 off; minutes, so no --work-dir); bench/gpu_check.sh's
+#                    gpt_val check
+#   --make-models BIN, --python EXE  the make_models binary and the Python
+#                    with torch (defaults: Bazel's -c opt build, VENV's python);
+#                    with --gcc-train and --make-models nothing is built
+#
+# Exit status: 0 when the last evaluation's validation losses are within
+# 0.03 of each other (or, with --work-dir, a side is not done yet), 1 when
+# they are not or a run failed, 2 for bad arguments.
 #
 # Both sides: dropout --dropout, AdamW lr 1e-3 betas 0.9,0.99 eps 1e-8 weight decay
 # 0.1 on matrices, clip 1.0, warmup-cosine 100/5000/1e-4, the same model.py
@@ -49,12 +62,16 @@ DROPOUT=0
 WORK=
 CKEVERY=50
 SIDE=both
+DEVICE=cpu
+MMBIN=
+PYEXE=
 VENV=${GCC_BENCH_VENV:-$HOME/.cache/gcc-train/bench-venv}
 BIN=
 usage() {
   echo "usage: $0 [--size L,H,C,T] [--dropout P] [--batch B] [--steps N] [--eval-every N]" \
        "[--eval-batches K] [--threads N] [--venv DIR] [--gcc-train BIN]" \
-       "[--work-dir DIR [--checkpoint-every N] [--side gcc|torch|both]]" >&2
+       "[--work-dir DIR [--checkpoint-every N] [--side gcc|torch|both]]" \
+       "[--device cpu|cuda] [--make-models BIN] [--python EXE]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -71,6 +88,9 @@ while [ $# -gt 0 ]; do
     --work-dir) WORK=${2:-}; shift 2 || usage ;;
     --checkpoint-every) CKEVERY=${2:-}; shift 2 || usage ;;
     --side) SIDE=${2:-}; shift 2 || usage ;;
+    --device) DEVICE=${2:-}; shift 2 || usage ;;
+    --make-models) MMBIN=${2:-}; shift 2 || usage ;;
+    --python) PYEXE=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
@@ -80,23 +100,34 @@ done
   { echo "gpt_val_compare.sh: --dropout '$DROPOUT' is not in [0, 1)" >&2; exit 2; }
 case "$SIDE" in gcc|torch|both) ;; *) echo "gpt_val_compare.sh: --side '$SIDE' is not gcc, torch or both" >&2; exit 2 ;; esac
 [ -n "$WORK" ] || [ "$SIDE" = both ] || { echo "gpt_val_compare.sh: --side needs --work-dir" >&2; exit 2; }
+case "$DEVICE" in cpu|cuda) ;; *) echo "gpt_val_compare.sh: --device '$DEVICE' is not cpu or cuda" >&2; exit 2 ;; esac
+[ "$DEVICE" = cpu ] || [ -z "$WORK" ] ||
+  { echo "gpt_val_compare.sh: --work-dir is for CPU runs (a GPU run takes minutes)" >&2; exit 2; }
 for v in "$BATCH" "$STEPS" "$EVERY" "$EVALB" "$THREADS" "$CKEVERY"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "gpt_val_compare.sh: '$v' is not a positive integer" >&2; exit 2; }
 done
 IFS=, read -r L H C T <<<"$SIZE"
-PY=$VENV/bin/python
+PY=${PYEXE:-$VENV/bin/python}
 "$PY" -c 'import torch' 2>/dev/null ||
   { echo "gpt_val_compare.sh: $PY cannot import torch (make the venv with bench/compare.sh)" >&2; exit 1; }
+if [ "$DEVICE" = cuda ]; then
+  "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' ||
+    { echo "gpt_val_compare.sh: --device cuda: $PY's torch sees no GPU" >&2; exit 1; }
+fi
 DATA=data/shakespeare/input.txt
 [ -f "$DATA" ] || { echo "gpt_val_compare.sh: $DATA: no such file" >&2; exit 1; }
 
-bazel build -c opt //models:make_models >&2
+if [ -z "$MMBIN" ]; then
+  bazel build -c opt //models:make_models >&2
+  MMBIN=$(bazel info -c opt bazel-bin 2>/dev/null)/models/make_models
+fi
 if [ -z "$BIN" ]; then
   bazel build -c opt //:gcc-train >&2
   BIN=$(bazel info -c opt bazel-bin 2>/dev/null)/cli/gcc-train
 fi
 [ -x "$BIN" ] || { echo "gpt_val_compare.sh: --gcc-train $BIN: not an executable" >&2; exit 1; }
-MM=$(bazel info -c opt bazel-bin 2>/dev/null)/models/make_models
+[ -x "$MMBIN" ] || { echo "gpt_val_compare.sh: --make-models $MMBIN: not an executable" >&2; exit 1; }
+MM=$MMBIN
 if [ -n "$WORK" ]; then
   mkdir -p "$WORK"
   ARGS="size=$SIZE dropout=$DROPOUT batch=$BATCH steps=$STEPS eval-every=$EVERY eval-batches=$EVALB threads=$THREADS"
@@ -119,7 +150,7 @@ timed() {
   local side=$1; shift
   local t0; t0=$(date +%s.%N)
   "$@"
-  echo "$(date +%s.%N) - $t0" | bc >>"$D/$side.wall"
+  awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }' >>"$D/$side.wall"
 }
 
 if [ "$SIDE" != torch ] && ! finished "$D/gcc.txt"; then
@@ -129,7 +160,7 @@ if [ "$SIDE" != torch ] && ! finished "$D/gcc.txt"; then
     compgen -G "$D/gcc-ckpt/ckpt-*.gcck" >/dev/null && RESUME+=(--resume "$D/gcc-ckpt")
   fi
   echo "gpt_val_compare.sh: gcc-train, load before: $(uptime)" >&2
-  timed gcc "$BIN" "$D/gpt.pb" --device cpu --threads "$THREADS" --batch-size "$BATCH" --block-size "$T" \
+  timed gcc "$BIN" "$D/gpt.pb" --device "$DEVICE" --threads "$THREADS" --batch-size "$BATCH" --block-size "$T" \
     --max-steps "$STEPS" --eval-every "$EVERY" --eval-batches "$EVALB" \
     --lr-schedule warmup-cosine:100:5000:1e-4 --no-output --log-every 0 "${RESUME[@]}" |
     tee -a "$D/gcc.txt" >&2
@@ -138,7 +169,7 @@ if [ "$SIDE" != gcc ] && ! finished "$D/torch.txt"; then
   CK=()
   [ -n "$WORK" ] && CK=(--checkpoint "$D/torch.ckpt" --checkpoint-every "$CKEVERY")
   echo "gpt_val_compare.sh: PyTorch, load before: $(uptime)" >&2
-  timed torch "$PY" bench/torch_gpt.py --threads "$THREADS" --layers "$L" --heads "$H" --embd "$C" --block "$T" \
+  timed torch "$PY" bench/torch_gpt.py --device "$DEVICE" --threads "$THREADS" --layers "$L" --heads "$H" --embd "$C" --block "$T" \
     --dropout "$DROPOUT" --batch "$BATCH" --warmup-steps 0 --steps "$STEPS" --eval-every "$EVERY" \
     --eval-batches "$EVALB" --data "$DATA" "${CK[@]}" | tee -a "$D/torch.txt" >&2
 fi
@@ -146,8 +177,9 @@ echo "gpt_val_compare.sh: load after: $(uptime)" >&2
 for f in gcc torch; do
   finished "$D/$f.txt" || { echo "gpt_val_compare.sh: $D/$f.txt has no step $STEPS yet: run again to go on" >&2; exit 0; }
 done
-gcc_s=$(paste -sd+ "$D/gcc.wall" | bc)
-torch_s=$(paste -sd+ "$D/torch.wall" | bc)
+# (awk, not bc: the GPU machine has no bc)
+gcc_s=$(awk '{ s += $1 } END { print s }' "$D/gcc.wall")
+torch_s=$(awk '{ s += $1 } END { print s }' "$D/torch.wall")
 
 python3 - "$D/gcc.txt" "$D/torch.txt" "$SIZE,$DROPOUT" "$BATCH" "$EVALB" "$gcc_s" "$torch_s" <<'PYEOF'
 import re, sys
@@ -168,4 +200,5 @@ last = steps[-1]
 d = abs(g[last][1] - t[last][1])
 print(f"\nafter {last} steps: |difference| {d:.4f} ({'within' if d <= 0.03 else 'NOT within'} 0.03); "
       f"wall (evaluation included): gcc-train {float(gs):.0f} s, PyTorch {float(ts):.0f} s")
+sys.exit(0 if d <= 0.03 else 1)
 PYEOF

@@ -64,7 +64,11 @@
 #  gpt               issue 31's GPU rows: the baby GPT (6,6,384, block 256, batch
 #                    64) fp32 and bf16 against PyTorch eager (SDPA) and
 #                    torch.compile, GPT-2 124M's shape bf16 against eager;
-#                    steps/s, tokens/s, peak memory, one table (see c_gpt).
+#                    steps/s, tokens/s, peak memory, one table (see c_gpt);
+#  gpt_val           only when asked (--only gpt_val, or GPT_VAL=1): issue 31's
+#                    long-run check, the baby GPT at dropout 0.2 and batch 64
+#                    trained 2,000 steps by gcc-train and by PyTorch (fp32),
+#                    validation losses within 0.03 (see c_gpt_val).
 # Exits 1 when a check failed, 4 when there is no usable GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -959,6 +963,32 @@ c_gpt() {
   gpt_table "$W/records"
 }
 
+# issue 31's long-run check on a GPU (bench/gpt_val_compare.sh --device cuda):
+# nanoGPT's baby GPT as make_models writes it (6,6,384,256, dropout 0.2),
+# batch 64, nanoGPT's shakespeare_char recipe, 2,000 steps by gcc-train and
+# by PyTorch (bench/torch_gpt.py: fp32, TF32 off), nanoGPT's estimate_loss
+# (200 validation batches) every 500 steps; FAIL unless the last validation
+# losses are within 0.03. On a 2-core CPU this is hours per side; on an
+# H100-class GPU an estimated 4-8 minutes (not yet run on one), more than
+# the other checks' share of a session's device time: it runs only when
+# asked, --only gpt_val or GPT_VAL=1.
+GPT_VAL=${GPT_VAL:-}
+c_gpt_val() {
+  [ -n "$GPT_VAL" ] || [[ "${ONLY:-}" =~ gpt_val ]] ||
+    { echo "SKIP: minutes of GPU time; run it with --only gpt_val (or GPT_VAL=1)"; return 3; }
+  py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+    { echo "PyTorch with CUDA: not installed"; return 3; }
+  local MM=$BB/models/make_models
+  [ -x "$MM" ] || { echo "no $MM (a kit from before the gpt check: rebuild it)"; return 1; }
+  # the Python with PyTorch's library path (py), as an executable
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec python3 "$@"\n' \
+    "${PY_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" >"$W/python"
+  chmod +x "$W/python"
+  timeout 1200 bench/gpt_val_compare.sh --device cuda --size 6,6,384,256 --dropout 0.2 --batch 64 \
+    --steps 2000 --eval-every 500 --eval-batches 200 --gcc-train "$GT" --make-models "$MM" \
+    --python "$W/python"
+}
+
 run_check devices c_devices
 if grep -q '^FAIL devices' "$SUMMARY"; then
   cat "$SUMMARY"
@@ -982,6 +1012,7 @@ run_check torch_mlp c_torch_mlp
 run_check conv_algos c_conv_algos
 run_check resnet50 c_resnet50
 run_check gpt c_gpt
+run_check gpt_val c_gpt_val
 
 printf '\n== summary (logs in %s) ==\n' "$RES"
 cat "$SUMMARY"
