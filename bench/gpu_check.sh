@@ -451,6 +451,10 @@ self_test() {
       expect pass "$(basename "$f") compiles" python3 -c \
         'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$f"
     done
+    # the gpt_val check's script: parses, and refuses a GPU run with --work-dir
+    expect pass "gpt_val_compare.sh parses" bash -n bench/gpt_val_compare.sh
+    expect fail "gpt_val_compare.sh: --device cuda with --work-dir" \
+      bench/gpt_val_compare.sh --device cuda --work-dir "$T/gv"
     # the gpt check's token files: 10 and 5 uint16 ids below the vocabulary
     python3 bench/random_tokens.py "$T/tok" --vocab 7 --train 10 --val 5 >/dev/null
     expect pass "random_tokens.py: 10 + 5 uint16 ids in [0, 7)" python3 -c '
