@@ -890,8 +890,10 @@ static gcc_status layout_device(gcc_plan *p, gcc_diag *d) {
   size_t *const_off = p->const_off;
   /* device layout: arena | input slots | bit-masks | constants | bad label */
   size_t off = 0;
+  const size_t arena = p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0;
   p->off_arena = off;
-  off += up(p->mem.n_devices > p->device ? p->mem.device_bytes[p->device] : 0);
+  if (!p->cfg.share_device_arena) /* else an allocation of its own (device_arena below) */
+    off += up(arena);
   size_t *slot_off = p->slot_off =
       calloc((size_t)(p->n_inputs ? p->n_inputs : 1) * 2, sizeof *slot_off);
   if (!slot_off)
@@ -940,13 +942,28 @@ static gcc_status layout_device(gcc_plan *p, gcc_diag *d) {
   p->off_scratch = off;
   off += up(p->scratch_bytes);
   p->dev_bytes = off;
+  if (p->cfg.share_device_arena && arena > 0) {
+    /* the caller's arena where the memory plan fits, else one of the plan's own */
+    p->dev_arena_bytes = arena;
+    if (p->cfg.shared_device_arena && arena <= p->cfg.shared_device_arena_bytes) {
+      p->dev_arena = p->cfg.shared_device_arena;
+    } else {
+      gcc_status as = p->be.alloc(p->be.self, up(arena), &p->dev_arena, d);
+      if (as == GCC_ERR_OUT_OF_MEMORY)
+        return oom(p, up(arena), "the plan's device step arena", d);
+      if (as != GCC_OK)
+        return as;
+      p->dev_arena_owned = 1;
+    }
+  }
   gcc_status s = p->be.alloc(p->be.self, p->dev_bytes, &p->dev, d);
   if (s == GCC_ERR_OUT_OF_MEMORY || (s != GCC_OK && !p->dev)) {
     if (s == GCC_ERR_OUT_OF_MEMORY) {
       char what[160];
-      snprintf(what, sizeof what, "the plan's device arena (%zu bytes of it the cuDNN workspace)",
-               p->ws_bytes);
-      return oom(p, p->dev_bytes, p->ws_bytes ? what : "the plan's device arena", d);
+      const char *mem = p->cfg.share_device_arena ? "the plan's device memory beside its step arena"
+                                                  : "the plan's device arena";
+      snprintf(what, sizeof what, "%s (%zu bytes of it the cuDNN workspace)", mem, p->ws_bytes);
+      return oom(p, p->dev_bytes, p->ws_bytes ? what : mem, d);
     }
     return s;
   }
@@ -977,6 +994,8 @@ static gcc_status layout_and_allocate(gcc_plan *p, gcc_bind_fn bind, void *user,
   if (p->has_be)
     GCC_TRY(layout_device(p, d));
   char *base = p->dev;
+  /* the activations on the device: the arena apart (cfg.share_device_arena), or in `dev` */
+  char *dev_arena = p->dev_arena ? (char *)p->dev_arena : base ? base + p->off_arena : NULL;
   /* the host arena of the CPU nodes: the caller's shared one where the
    * memory plan fits in it, else one of its own from the CPU backend */
   if (p->cfg.shared_host_arena && p->mem.arena_bytes <= p->cfg.shared_host_arena_bytes) {
@@ -1001,7 +1020,7 @@ static gcc_status layout_and_allocate(gcc_plan *p, gcc_bind_fn bind, void *user,
       if (const_off[v])
         p->addr[v] = base + const_off[v];
       else if (p->mem.offset[v] >= 0)
-        p->addr[v] = cuda ? (void *)(base + p->off_arena + p->mem.offset[v])
+        p->addr[v] = cuda ? (void *)(dev_arena + p->mem.offset[v])
                           : (void *)((char *)p->host_arena + p->mem.offset[v]);
       break;
     case GCC_VALUE_CONST: p->addr[v] = cuda ? (void *)(base + const_off[v]) : val->data; break;
@@ -1238,6 +1257,8 @@ void gcc_plan_free(gcc_plan *p) {
     p->be.host_release(p->be.self, p->ring_host);
   if (p->dev)
     p->be.release(p->be.self, p->dev);
+  if (p->dev_arena && p->dev_arena_owned)
+    p->be.release(p->be.self, p->dev_arena);
   if (p->module)
     p->be.unload(p->be.self, p->module);
   for (int i = 0; i < p->n_modules; i++)

@@ -152,6 +152,23 @@ typedef struct gcc_plan_config {
   int share_host_arena;
   void *shared_host_arena;
   size_t shared_host_arena_bytes;
+  /* The same on a CUDA device (a session's plans on a GPU: they issue their
+   * steps on the backend's streams in order, so the kernels of the next plan
+   * run after the last one's step is done with its activations; PyTorch's
+   * caching allocator serves training and evaluation from one pool the same
+   * way). share_device_arena = 1: the plan's device step arena (the memory
+   * plan's activations) is an allocation apart from the plan's other device
+   * memory (input slots, constants, ReLU bit-masks, read-back ring, cuDNN
+   * workspace, scratch, all still the plan's own), so that the caller can
+   * take it over (gcc_plan_take_device_arena). shared_device_arena: the
+   * arena (shared_device_arena_bytes long, from cfg.device's alloc) the
+   * plan runs in instead of one of its own when its memory plan fits (NULL:
+   * its own); the caller keeps it alive longer than the plan. Values read
+   * after a step (the loss) are copied into the plan's read-back ring inside
+   * the step, so another plan may reuse the arena before they are read. */
+  int share_device_arena;
+  void *shared_device_arena;
+  size_t shared_device_arena_bytes;
 } gcc_plan_config;
 
 typedef struct gcc_plan gcc_plan;
@@ -258,6 +275,19 @@ void *gcc_plan_host_arena(const gcc_plan *p, size_t *bytes, int *owned);
  * plan and every plan given it as shared_host_arena are freed. */
 void *gcc_plan_take_host_arena(gcc_plan *p, size_t *bytes);
 
+/* The device step arena of a plan made with cfg.share_device_arena (NULL
+ * otherwise, or when its memory plan needs none on the device), *bytes of
+ * it used by its memory plan; *owned (may be NULL): 1 when gcc_plan_free
+ * releases it, 0 when it is the caller's (cfg.shared_device_arena, or
+ * taken). */
+void *gcc_plan_device_arena(const gcc_plan *p, size_t *bytes, int *owned);
+
+/* Hands the plan's own device step arena over (NULL, *bytes 0, when it has
+ * none of its own): the plan goes on running in it, gcc_plan_free leaves
+ * it, and the caller releases it (cfg.device's release) after the plan and
+ * every plan given it as shared_device_arena are freed. */
+void *gcc_plan_take_device_arena(gcc_plan *p, size_t *bytes);
+
 /* Waits for all work of the plan. */
 gcc_status gcc_plan_sync(gcc_plan *p, gcc_diag *d);
 
@@ -331,8 +361,10 @@ int gcc_plan_num_steps(const gcc_plan *p);
  * the device. */
 int gcc_plan_launches(const gcc_plan *p);
 int gcc_plan_copies(const gcc_plan *p);
-/* Bytes of the plan's device allocation (0 for a CPU plan), and of the
- * library workspace in it. */
+/* Bytes of the device memory the plan runs in (0 for a CPU plan): its
+ * allocation and its step arena (cfg.share_device_arena: apart, its own or
+ * shared, the bytes its memory plan uses of it); and of the library
+ * workspace in the allocation. */
 size_t gcc_plan_device_bytes(const gcc_plan *p);
 size_t gcc_plan_workspace_bytes(const gcc_plan *p);
 /* GEMM groups whose epilogue cuBLASLt did not offer, run as a plain GEMM and

@@ -65,6 +65,21 @@ void *gcc_plan_take_host_arena(gcc_plan *p, size_t *bytes) {
   p->host_arena_owned = 0;
   return p->host_arena;
 }
+void *gcc_plan_device_arena(const gcc_plan *p, size_t *bytes, int *owned) {
+  *bytes = p->dev_arena ? p->dev_arena_bytes : 0;
+  if (owned)
+    *owned = p->dev_arena_owned;
+  return p->dev_arena;
+}
+void *gcc_plan_take_device_arena(gcc_plan *p, size_t *bytes) {
+  if (!p->dev_arena_owned) {
+    *bytes = 0;
+    return NULL;
+  }
+  *bytes = p->dev_arena_bytes;
+  p->dev_arena_owned = 0;
+  return p->dev_arena;
+}
 size_t gcc_plan_arena_bytes(const gcc_plan *p) {
   return p->mem.arena_bytes;
 }
@@ -72,7 +87,7 @@ size_t gcc_plan_unshared_bytes(const gcc_plan *p) {
   return p->mem.total_bytes;
 }
 size_t gcc_plan_step_bytes(const gcc_plan *p) {
-  return p->has_be ? p->dev_bytes : p->mem.arena_bytes;
+  return p->has_be ? gcc_plan_device_bytes(p) : p->mem.arena_bytes;
 }
 int gcc_plan_num_steps(const gcc_plan *p) {
   return p->n_ops;
@@ -84,7 +99,7 @@ int gcc_plan_copies(const gcc_plan *p) {
   return p->copies;
 }
 size_t gcc_plan_device_bytes(const gcc_plan *p) {
-  return p->dev_bytes;
+  return p->dev_bytes + (p->dev_arena ? p->dev_arena_bytes : 0);
 }
 size_t gcc_plan_workspace_bytes(const gcc_plan *p) {
   return p->ws_bytes;

@@ -106,6 +106,12 @@ struct gcc_plan {
   gcc_tensor *rb_tensors;  /* ring * n_rb */
   void *dev;               /* the plan's device allocation */
   size_t dev_bytes;
+  /* cfg.share_device_arena: the device step arena, apart from `dev`
+   * (dev_arena_bytes of it the memory plan's); else NULL, the arena being
+   * at dev + off_arena */
+  void *dev_arena;
+  size_t dev_arena_bytes;
+  int dev_arena_owned; /* 0: the caller's (cfg.shared_device_arena, or handed over) */
   size_t off_arena, off_aux, off_const, off_bad;
   size_t *aux_off;     /* per group: offset of its bit-mask, or SIZE_MAX */
   void **addr;         /* per value: storage (device or host), NULL when none */

@@ -54,6 +54,11 @@ struct gcc_session {
   void **host_arenas;
   int n_host_arenas;
   size_t host_arena_bytes;
+  /* On a GPU, the same for the plans' device step arenas
+   * (gcc_plan_config.share_device_arena), allocated by opt.backend */
+  void **dev_step_arenas;
+  int n_dev_step_arenas;
+  size_t dev_step_arena_bytes;
   gcc_session_options opt;
   slot *slots;
   int n_slots;
@@ -331,6 +336,13 @@ void gcc_session_destroy(gcc_session *s) {
   for (int i = 0; i < s->n_host_arenas; i++) /* after every plan that ran in them */
     cpu->release(cpu->self, s->host_arenas[i]);
   free(s->host_arenas);
+  if (s->n_dev_step_arenas) { /* after every plan that ran in them, and their work */
+    gcc_diag ignore = {0};
+    s->opt.backend->sync(s->opt.backend->self, &ignore);
+    for (int i = 0; i < s->n_dev_step_arenas; i++)
+      s->opt.backend->release(s->opt.backend->self, s->dev_step_arenas[i]);
+  }
+  free(s->dev_step_arenas);
   if (s->dev_arena) {
     gcc_diag ignore = {0};
     s->opt.backend->sync(s->opt.backend->self, &ignore);
@@ -514,12 +526,18 @@ static gcc_status role_plan(gcc_session *s, gcc_mode mode, int64_t rows, int rol
   cfg.comm = mode == GCC_MODE_TRAIN ? s->opt.comm : NULL;
   /* On the CPU the plans run one at a time and a step's values are dead
    * when it returns: one step arena serves them all (PyTorch's caching
-   * allocator does as much). Device sessions: the CUDA plans' arenas are
-   * device allocations of their own. */
+   * allocator does as much). On a GPU the plans issue their steps on the
+   * backend's streams in order, so a step's activations are dead before
+   * the next plan's kernels run: one device step arena serves them too. */
   if (!s->on_device) {
     cfg.share_host_arena = 1;
     cfg.shared_host_arena = s->n_host_arenas ? s->host_arenas[s->n_host_arenas - 1] : NULL;
     cfg.shared_host_arena_bytes = s->host_arena_bytes;
+  } else {
+    cfg.share_device_arena = 1;
+    cfg.shared_device_arena =
+        s->n_dev_step_arenas ? s->dev_step_arenas[s->n_dev_step_arenas - 1] : NULL;
+    cfg.shared_device_arena_bytes = s->dev_step_arena_bytes;
   }
   gcc_plan *p;
   int profile = s->track != NULL; /* device plans: their launches timed with CUDA events */
@@ -534,6 +552,15 @@ static gcc_status role_plan(gcc_session *s, gcc_mode mode, int64_t rows, int rol
       s->host_arenas = a;
       a[s->n_host_arenas++] = gcc_plan_take_host_arena(p, &own_bytes);
       s->host_arena_bytes = own_bytes;
+    }
+  }
+  if (s->on_device && gcc_plan_device_arena(p, &own_bytes, &owned) && owned &&
+      own_bytes > s->dev_step_arena_bytes) {
+    void **a = realloc(s->dev_step_arenas, (size_t)(s->n_dev_step_arenas + 1) * sizeof *a);
+    if (a) { /* else the plan keeps it: later plans make their own */
+      s->dev_step_arenas = a;
+      a[s->n_dev_step_arenas++] = gcc_plan_take_device_arena(p, &own_bytes);
+      s->dev_step_arena_bytes = own_bytes;
     }
   }
   gcc_plan_set_lr(p, s->lr);

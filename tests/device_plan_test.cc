@@ -795,6 +795,95 @@ TEST_F(DevicePlan, TrainEvaluateTrainWithCudaGraphsMatchesTheCpu) {
   gcc_graph_free(g);
 }
 
+// A device session's plans run in one device step arena, as a CPU session's
+// do (and as PyTorch's caching allocator serves training and evaluation from
+// one pool): the session takes the first plan's arena over, a later plan
+// that fits runs in it, a larger one allocates its own, which the plans
+// after it share. Training steps left pending (two, with CUDA Graphs)
+// while evaluations run in the same arena keep their losses (the read-back
+// ring is the plan's own); every loss, evaluation and parameter is the CPU
+// session's.
+TEST_F(DevicePlan, PlansShareOneDeviceStepArenaAndTrainAsOnTheCpu) {
+  HostBackend hb;
+  gcc_graph *g = SmallMlp(GCC_OPT_SGD);
+  gcc_diag d{};
+  gcc_session *cpu = nullptr, *dev = nullptr;
+  gcc_session_options co = CpuOptions(g), dso = DeviceOptions(g, &hb, true, 2);
+  ASSERT_EQ(gcc_session_create(g, &co, &cpu, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_create(g, &dso, &dev, &d), GCC_OK) << d.msg;
+  const size_t before = hb.used;
+  gcc_plan *train = nullptr, *eval8 = nullptr, *eval400 = nullptr, *train4 = nullptr;
+  ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 8, &train, &d), GCC_OK) << d.msg;
+  ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_EVAL, 8, &eval8, &d), GCC_OK) << d.msg;
+  size_t tb = 0, eb = 0, bb = 0, sb = 0;
+  int town = -1, eown = -1, bown = -1;
+  void *ta = gcc_plan_device_arena(train, &tb, &town);
+  ASSERT_NE(ta, nullptr);
+  EXPECT_EQ(town, 0) << "the session took the training plan's arena over";
+  EXPECT_EQ(gcc_plan_device_arena(eval8, &eb, &eown), ta) << "the evaluation plan runs in it";
+  EXPECT_EQ(eown, 0);
+  EXPECT_LE(eb, tb);
+  // the device memory: the two plans' own allocations and one arena
+  EXPECT_EQ(hb.used - before, gcc_plan_device_bytes(train) - tb + gcc_plan_device_bytes(eval8) -
+                                  eb + ((tb + 255) / 256 * 256));
+  ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_EVAL, 400, &eval400, &d), GCC_OK) << d.msg;
+  void *ba = gcc_plan_device_arena(eval400, &bb, &bown);
+  ASSERT_NE(ba, nullptr);
+  EXPECT_NE(ba, ta)
+      << "an evaluation of 400 rows does not fit in the arena of a training step of 8";
+  EXPECT_GT(bb, tb);
+  EXPECT_EQ(bown, 0);
+  ASSERT_EQ(gcc_session_plan(dev, GCC_MODE_TRAIN, 4, &train4, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(gcc_plan_device_arena(train4, &sb, nullptr), ba) << "later plans run in the newest";
+
+  std::vector<float> cpu_losses, dev_losses;
+  uint32_t seed = 900;
+  auto evaluate = [&](int64_t rows) {
+    Batch e = MakeBatch(rows, 36, 5, seed++);
+    float l1 = 0, l2 = 0;
+    int64_t c1 = -2, c2 = -3;
+    const gcc_tensor *p1 = nullptr, *p2 = nullptr;
+    ASSERT_EQ(gcc_session_eval_batch(dev, e.x.data(), e.y.data(), rows, &l1, &c1, &p1, &d), GCC_OK)
+        << d.msg;
+    ASSERT_EQ(gcc_session_eval_batch(cpu, e.x.data(), e.y.data(), rows, &l2, &c2, &p2, &d), GCC_OK)
+        << d.msg;
+    EXPECT_NEAR(l1, l2, 1e-5 * std::max(1.0f, std::fabs(l2))) << "evaluation of " << rows;
+    EXPECT_EQ(c1, c2) << "evaluation of " << rows;
+  };
+  for (int round = 0; round < 3; round++)
+    for (int64_t rows : {8, 4}) {
+      // two training steps issued, then evaluations in the shared arena
+      // before their losses are collected
+      for (int k = 0; k < 2; k++) {
+        Batch b = MakeBatch(rows, 36, 5, seed++);
+        float l = 0;
+        ASSERT_EQ(gcc_session_train_step(cpu, b.x.data(), b.y.data(), rows, &l, &d), GCC_OK)
+            << d.msg;
+        cpu_losses.push_back(l);
+        ASSERT_EQ(gcc_session_train_step_async(dev, b.x.data(), b.y.data(), rows, &d), GCC_OK)
+            << d.msg;
+      }
+      evaluate(8);
+      evaluate(400);
+      float got[2] = {0, 0};
+      int n = 0;
+      ASSERT_EQ(gcc_session_collect_losses(dev, got, 2, &n, &d), GCC_OK) << d.msg;
+      ASSERT_EQ(n, 2);
+      dev_losses.insert(dev_losses.end(), got, got + 2);
+    }
+  ASSERT_EQ(dev_losses.size(), cpu_losses.size());
+  for (size_t i = 0; i < cpu_losses.size(); i++)
+    EXPECT_NEAR(dev_losses[i], cpu_losses[i], 1e-5 * std::max(1.0f, std::fabs(cpu_losses[i])))
+        << "step " << i;
+  ExpectSameParameters(g, dev, cpu, 1e-5);
+  gcc_session_destroy(dev);
+  gcc_session_destroy(cpu);
+  EXPECT_EQ(hb.used, 0u) << "device memory leaked";
+  EXPECT_TRUE(hb.graphs.empty()) << "CUDA Graphs leaked";
+  EXPECT_TRUE(hb.violations.empty()) << Violations(hb);
+  gcc_graph_free(g);
+}
+
 // Issue 21, bug 1: a plan evicted from the session's cache (more than 8
 // batch sizes) takes its graphs with it, before its memory goes; the plans
 // that stay keep replaying their own graphs.
