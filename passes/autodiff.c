@@ -641,6 +641,45 @@ static gcc_status differentiate(gcc_grad_ctx *c, int loss, const gcc_options *o,
   return st;
 }
 
+/* 1 when value v must keep its name: a graph output, or the training
+ * spec's loss or prediction (the trainer finds them by name). */
+static int named_outside(const gcc_graph *g, int v) {
+  for (int k = 0; k < g->n_outputs; k++)
+    if (g->outputs[k] == v)
+      return 1;
+  const char *name = g->values[v].name;
+  return name && ((g->training.loss && !strcmp(name, g->training.loss)) ||
+                  (g->training.prediction && !strcmp(name, g->training.prediction)));
+}
+
+/* Removes the nodes whose evaluation form is the identity
+ * (gcc_grad_rule.eval_identity: Dropout), their readers reading the node's
+ * input instead: in evaluation a Dropout is a copy of its input otherwise
+ * (a memmove of the activation on the CPU). */
+static gcc_status drop_eval_identities(gcc_graph *g, gcc_diag *d) {
+  char *dead = NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gcc_node *n = &g->nodes[i];
+    const gcc_grad_rule *rule = gcc_grad_rule_of(n->op);
+    if (!rule || !rule->eval_identity || n->n_inputs < 1 || n->n_outputs != 1 || n->inputs[0] < 0 ||
+        named_outside(g, n->outputs[0]))
+      continue;
+    int x = n->inputs[0], y = n->outputs[0];
+    if (!dead && !(dead = calloc((size_t)g->n_nodes, 1)))
+      return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (autodiff)");
+    dead[i] = 1;
+    for (int j = 0; j < g->n_nodes; j++)
+      for (int k = 0; k < g->nodes[j].n_inputs; k++)
+        if (g->nodes[j].inputs[k] == y)
+          g->nodes[j].inputs[k] = x;
+  }
+  if (!dead)
+    return GCC_OK;
+  gcc_status s = gcc_graph_remove_nodes(g, dead, d);
+  free(dead);
+  return s;
+}
+
 gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) {
   if (opt->mode != GCC_MODE_TRAIN) { /* the evaluation form of every node that has two */
     for (int i = 0; i < g->n_nodes; i++) {
@@ -648,7 +687,7 @@ gcc_status gcc_pass_autodiff(gcc_graph *g, const gcc_options *opt, gcc_diag *d) 
       if (rule && rule->eval)
         GCC_TRY(rule->eval(g, i, d));
     }
-    return GCC_OK;
+    return drop_eval_identities(g, d);
   }
   if (!g->training.present || !g->training.loss)
     return gcc_diag_set(d, GCC_ERR_INVALID_GRAPH,

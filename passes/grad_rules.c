@@ -1259,7 +1259,10 @@ static const gcc_grad_rule kGradRules[GCC_OP_COUNT] = {
                            .train = train_batch_norm,
                            .eval = eval_batch_norm},
     [GCC_OP_BATCH_NORM_GRAD] = {.none = NO_GRAD_INTERNAL},
-    [GCC_OP_DROPOUT] = {.fn = gcc_grad_dropout, .train = train_dropout, .eval = eval_dropout},
+    [GCC_OP_DROPOUT] = {.fn = gcc_grad_dropout,
+                        .train = train_dropout,
+                        .eval = eval_dropout,
+                        .eval_identity = 1},
     [GCC_OP_DROPOUT_GRAD] = {.none = NO_GRAD_INTERNAL},
     [GCC_OP_CAST] = {.none = "made by the autocast pass, after autodiff"},
     [GCC_OP_AMP_NON_FINITE_CHECK] = {.none = "fp16 loss scaling: made by autodiff, after the "

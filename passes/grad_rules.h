@@ -36,6 +36,11 @@ typedef struct gcc_grad_rule {
    * other mode), whatever the graph's builder set: evaluation never updates
    * state such as BatchNormalization's running statistics */
   gcc_train_fn eval;
+  /* with `eval`: in its evaluation form the node's one output is its input
+   * 0 (Dropout): autodiff removes the node and its readers read the input,
+   * as ONNX Runtime's Dropout elimination does, unless the output is a
+   * graph output or the training spec's loss or prediction */
+  unsigned char eval_identity;
 } gcc_grad_rule;
 
 /* The entry of op `op`; NULL when `op` is out of range. */

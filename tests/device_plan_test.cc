@@ -343,18 +343,24 @@ TEST_F(DevicePlan, CheckpointFromTheDeviceMirrorResumesBitwise) {
 // Dropout in training (issue 15): SmallMlp with a Dropout after each hidden
 // ReLU (ratios 0.5 and 0.25, 1-D per row and the whole [N, 16] tensor), its
 // masks keyed by the training spec's seed.
-gcc_graph *DropoutMlp(uint64_t seed) {
+// (with_dropout false: the same network, parameters and initial weights
+// without the two Dropouts)
+gcc_graph *DropoutMlp(uint64_t seed, bool with_dropout = true) {
   gcc_builder *b = gcc_builder_new("dropout_mlp", 11);
   int64_t xd[4] = {GCC_BATCH_DIM, 1, 6, 6}, yd[1] = {GCC_BATCH_DIM};
   int x = gcc_build_input(b, "image", GCC_DT_FLOAT32, 4, xd);
   int y = gcc_build_input(b, "label", GCC_DT_INT64, 1, yd);
   int h = gcc_build_flatten(b, "flatten", x, 1);
   h = gcc_build_relu(b, "relu1", gcc_build_linear(b, "fc1", h, 36, 24));
-  h = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &h, 1);
-  gcc_build_set_float(b, h, "ratio", 0.5f);
+  if (with_dropout) {
+    h = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &h, 1);
+    gcc_build_set_float(b, h, "ratio", 0.5f);
+  }
   h = gcc_build_relu(b, "relu2", gcc_build_linear(b, "fc2", h, 24, 16));
-  h = gcc_build_op(b, GCC_OP_DROPOUT, "drop2", "drop2.out", &h, 1);
-  gcc_build_set_float(b, h, "ratio", 0.25f);
+  if (with_dropout) {
+    h = gcc_build_op(b, GCC_OP_DROPOUT, "drop2", "drop2.out", &h, 1);
+    gcc_build_set_float(b, h, "ratio", 0.25f);
+  }
   int logits = gcc_build_linear(b, "fc3", h, 16, 5);
   int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
   gcc_build_output(b, loss);
@@ -376,6 +382,49 @@ TEST_F(DevicePlan, DropoutTrainsAsOnTheCpuAndIsNeverCaptured) {
   TrainAndCompare(g, /*graphs=*/true, /*pending=*/1, 6, 8, 5, &hb, 1e-5);
   EXPECT_EQ(hb.captures, 0);
   gcc_graph_free(g);
+}
+
+// Evaluation (nn.Module.eval()): the Dropouts leave the evaluation graph
+// (autodiff's Dropout elimination: no copy of the activation) and the
+// network evaluates as the one built without them, bitwise on one machine
+// (the same GEMMs on the same bytes), on the CPU and on the CUDA plan.
+TEST_F(DevicePlan, DropoutEvaluatesAsTheNetworkWithoutIt) {
+  for (bool device : {false, true}) {
+    SCOPED_TRACE(device ? "CUDA plan (host backend)" : "CPU");
+    HostBackend hb;
+    gcc_graph *g = DropoutMlp(77), *plain = DropoutMlp(77, /*with_dropout=*/false);
+    ASSERT_TRUE(g && plain);
+    gcc_diag d{};
+    gcc_session_options so = device ? DeviceOptions(g, &hb, false, 1) : CpuOptions(g);
+    gcc_session_options so2 = device ? DeviceOptions(plain, &hb, false, 1) : CpuOptions(plain);
+    gcc_session *s = nullptr, *s2 = nullptr;
+    ASSERT_EQ(gcc_session_create(g, &so, &s, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(gcc_session_create(plain, &so2, &s2, &d), GCC_OK) << d.msg;
+    gcc_plan *p = nullptr;
+    ASSERT_EQ(gcc_session_plan(s, GCC_MODE_EVAL, 20, &p, &d), GCC_OK) << d.msg;
+    const gcc_graph *eg = gcc_plan_graph(p);
+    int drops = 0;
+    for (int i = 0; i < eg->n_nodes; i++)
+      drops += eg->nodes[i].op == GCC_OP_DROPOUT;
+    EXPECT_EQ(drops, 0);
+    Batch e = MakeBatch(20, 36, 5, 999);
+    float l1 = 0, l2 = 0;
+    int64_t c1 = -2, c2 = -3;
+    const gcc_tensor *p1 = nullptr, *p2 = nullptr;
+    ASSERT_EQ(gcc_session_eval_batch(s, e.x.data(), e.y.data(), 20, &l1, &c1, &p1, &d), GCC_OK)
+        << d.msg;
+    ASSERT_EQ(gcc_session_eval_batch(s2, e.x.data(), e.y.data(), 20, &l2, &c2, &p2, &d), GCC_OK)
+        << d.msg;
+    EXPECT_EQ(std::memcmp(&l1, &l2, sizeof l1), 0) << l1 << " " << l2;
+    EXPECT_EQ(c1, c2);
+    ASSERT_TRUE(p1 && p2);
+    EXPECT_EQ(std::memcmp(p1->data, p2->data, 100 * sizeof(float)), 0);
+    gcc_session_destroy(s);
+    gcc_session_destroy(s2);
+    gcc_graph_free(g);
+    gcc_graph_free(plain);
+    EXPECT_EQ(hb.used, 0u) << "device memory leaked";
+  }
 }
 
 // Determinism: two runs with one seed give bitwise the same losses and

@@ -998,13 +998,61 @@ TEST(MemplanModels, DropoutPlansAreValid) {
         drops += g->nodes[i].op == GCC_OP_DROPOUT;
         grads += g->nodes[i].op == GCC_OP_DROPOUT_GRAD;
       }
-      EXPECT_EQ(drops, 1);
+      // in evaluation the Dropout is removed (autodiff's Dropout
+      // elimination): fc2 reads the ReLU's output
+      EXPECT_EQ(drops, mode == GCC_MODE_TRAIN ? 1 : 0);
       EXPECT_EQ(grads, mode == GCC_MODE_TRAIN ? 1 : 0);
+      if (mode == GCC_MODE_EVAL)
+        for (int i = 0; i < g->n_nodes; i++)
+          if (!strcmp(g->nodes[i].name, "fc2")) {
+            EXPECT_STREQ(g->values[g->nodes[i].inputs[0]].name, "relu1.out");
+          }
       std::vector<int> keep = HostReads(g, mode);
       keep.push_back(gcc_graph_find(g, g->training.loss));
       keep.push_back(gcc_graph_find(g, g->training.prediction));
       EXPECT_EQ(Join(Verify(g, keep.data(), (int)keep.size(), c.mem)), "");
     }
+}
+
+// A Dropout whose output is the training spec's prediction keeps its node in
+// evaluation (the trainer finds the prediction by name), as one writing a
+// graph output would; a second one behind it, read by nothing named, goes.
+TEST(MemplanModels, EvaluationKeepsADropoutWhoseOutputIsNamed) {
+  gcc_builder *b = gcc_builder_new("dropout_pred", 3);
+  int64_t xd[2] = {GCC_BATCH_DIM, 12}, yd[1] = {GCC_BATCH_DIM};
+  int x = gcc_build_input(b, "x", GCC_DT_FLOAT32, 2, xd);
+  int y = gcc_build_input(b, "y", GCC_DT_INT64, 1, yd);
+  int h = gcc_build_op(b, GCC_OP_DROPOUT, "drop0", "drop0.out", &x, 1);
+  gcc_build_set_float(b, h, "ratio", 0.1f);
+  int logits = gcc_build_linear(b, "fc", h, 12, 4);
+  logits = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &logits, 1);
+  gcc_build_set_float(b, logits, "ratio", 0.5f);
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.prediction = "drop1.out";
+  ts.input = "x";
+  ts.target = "y";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.1f;
+  ts.batch_size = 32;
+  ts.epochs = 1;
+  gcc_build_training(b, &ts);
+  gcc_graph *raw = nullptr;
+  gcc_diag d = {};
+  ASSERT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
+  GraphPtr model(raw);
+  gcc_options o = Options(raw, GCC_DEV_CPU, GCC_MODE_EVAL);
+  Compiled c;
+  ASSERT_EQ(gcc_compile_graph(raw, &o, &c.g, &c.mem, &d), GCC_OK) << d.msg;
+  std::vector<std::string> drops;
+  for (int i = 0; i < c.g->n_nodes; i++)
+    if (c.g->nodes[i].op == GCC_OP_DROPOUT)
+      drops.push_back(c.g->nodes[i].name);
+  EXPECT_EQ(drops, std::vector<std::string>{"drop1"});
+  std::vector<int> keep = HostReads(c.g, GCC_MODE_EVAL);
+  EXPECT_EQ(Join(Verify(c.g, keep.data(), (int)keep.size(), c.mem)), "");
 }
 
 // Conv workspaces: one per CPU convolution node, sized by the op, and the
