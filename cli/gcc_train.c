@@ -618,9 +618,11 @@ static gcc_status train(const train_args *a, train_run *r, predictions *preds, i
     fflush(stdout);
   }
 
-  if (a->resume_path && !quiet)
+  if (a->resume_path && !quiet) { /* flushed: a log file shows it while the run goes on */
     printf("resuming from %s: step %" PRId64 ", epoch %" PRId64 ", batch %" PRId64 "\n",
            r->resume.path, r->resume.step, r->resume.epoch + 1, r->resume.batch);
+    fflush(stdout);
+  }
   install_stop_handlers();
 
   gcc_train_config cfg = {0};
