@@ -46,19 +46,51 @@ typedef struct pending {
   int64_t mid_base;
 } pending;
 
+/* The step arenas the session took over from its plans: each the largest a
+ * plan needed when it was made; the plans made after it run in the last
+ * one where they fit. */
+typedef struct arena_pool {
+  void **a;
+  int n;
+  size_t bytes; /* the last one's */
+} arena_pool;
+
+/* The pool's last arena, NULL if none. */
+static void *pool_last(const arena_pool *pool) {
+  return pool->n ? pool->a[pool->n - 1] : NULL;
+}
+
+/* Takes plan p's own step arena into the pool (take: gcc_plan_take_host_arena
+ * or gcc_plan_take_device_arena) when it is larger than the pool's last;
+ * own_bytes: its size as gcc_plan_host_arena / gcc_plan_device_arena gave it.
+ * Out of memory, the plan keeps it (later plans make their own). */
+static void pool_adopt(arena_pool *pool, gcc_plan *p, size_t own_bytes,
+                       void *(*take)(gcc_plan *, size_t *)) {
+  if (own_bytes <= pool->bytes)
+    return;
+  void **a = realloc(pool->a, (size_t)(pool->n + 1) * sizeof *a);
+  if (!a)
+    return;
+  pool->a = a;
+  a[pool->n++] = take(p, &own_bytes);
+  pool->bytes = own_bytes;
+}
+
+/* Releases every arena of the pool through backend `be`. */
+static void pool_release(arena_pool *pool, const gcc_device_backend *be) {
+  for (int i = 0; i < pool->n; i++)
+    be->release(be->self, pool->a[i]);
+  free(pool->a);
+  *pool = (arena_pool){0};
+}
+
 struct gcc_session {
   const gcc_graph *model;
-  /* On the CPU, the plans' step arenas (gcc_plan_config.share_host_arena):
-   * each the largest a plan needed when it was made; the plans made after
-   * it run in the last one where they fit */
-  void **host_arenas;
-  int n_host_arenas;
-  size_t host_arena_bytes;
-  /* On a GPU, the same for the plans' device step arenas
-   * (gcc_plan_config.share_device_arena), allocated by opt.backend */
-  void **dev_step_arenas;
-  int n_dev_step_arenas;
-  size_t dev_step_arena_bytes;
+  /* On the CPU, the plans' step arenas (gcc_plan_config.share_host_arena) */
+  arena_pool host_arenas;
+  /* On a GPU, their device step arenas (gcc_plan_config.share_device_arena),
+   * allocated by opt.backend */
+  arena_pool dev_step_arenas;
   gcc_session_options opt;
   slot *slots;
   int n_slots;
@@ -332,17 +364,12 @@ void gcc_session_destroy(gcc_session *s) {
     return;
   for (int i = 0; i < s->n_plans; i++)
     gcc_plan_free(s->plans[i].plan);
-  const gcc_device_backend *cpu = gcc_cpu_backend();
-  for (int i = 0; i < s->n_host_arenas; i++) /* after every plan that ran in them */
-    cpu->release(cpu->self, s->host_arenas[i]);
-  free(s->host_arenas);
-  if (s->n_dev_step_arenas) { /* after every plan that ran in them, and their work */
+  pool_release(&s->host_arenas, gcc_cpu_backend()); /* after every plan that ran in them */
+  if (s->dev_step_arenas.n) { /* after every plan that ran in them, and their work */
     gcc_diag ignore = {0};
     s->opt.backend->sync(s->opt.backend->self, &ignore);
-    for (int i = 0; i < s->n_dev_step_arenas; i++)
-      s->opt.backend->release(s->opt.backend->self, s->dev_step_arenas[i]);
+    pool_release(&s->dev_step_arenas, s->opt.backend);
   }
-  free(s->dev_step_arenas);
   if (s->dev_arena) {
     gcc_diag ignore = {0};
     s->opt.backend->sync(s->opt.backend->self, &ignore);
@@ -531,13 +558,12 @@ static gcc_status role_plan(gcc_session *s, gcc_mode mode, int64_t rows, int rol
    * the next plan's kernels run: one device step arena serves them too. */
   if (!s->on_device) {
     cfg.share_host_arena = 1;
-    cfg.shared_host_arena = s->n_host_arenas ? s->host_arenas[s->n_host_arenas - 1] : NULL;
-    cfg.shared_host_arena_bytes = s->host_arena_bytes;
+    cfg.shared_host_arena = pool_last(&s->host_arenas);
+    cfg.shared_host_arena_bytes = s->host_arenas.bytes;
   } else {
     cfg.share_device_arena = 1;
-    cfg.shared_device_arena =
-        s->n_dev_step_arenas ? s->dev_step_arenas[s->n_dev_step_arenas - 1] : NULL;
-    cfg.shared_device_arena_bytes = s->dev_step_arena_bytes;
+    cfg.shared_device_arena = pool_last(&s->dev_step_arenas);
+    cfg.shared_device_arena_bytes = s->dev_step_arenas.bytes;
   }
   gcc_plan *p;
   int profile = s->track != NULL; /* device plans: their launches timed with CUDA events */
@@ -545,24 +571,10 @@ static gcc_status role_plan(gcc_session *s, gcc_mode mode, int64_t rows, int rol
   GCC_TRY(gcc_plan_compile(s->model, &o, &cfg, bind_storage, s, &p, d));
   size_t own_bytes = 0;
   int owned = 0;
-  if (!s->on_device && gcc_plan_host_arena(p, &own_bytes, &owned) && owned &&
-      own_bytes > s->host_arena_bytes) {
-    void **a = realloc(s->host_arenas, (size_t)(s->n_host_arenas + 1) * sizeof *a);
-    if (a) { /* else the plan keeps it: later plans make their own */
-      s->host_arenas = a;
-      a[s->n_host_arenas++] = gcc_plan_take_host_arena(p, &own_bytes);
-      s->host_arena_bytes = own_bytes;
-    }
-  }
-  if (s->on_device && gcc_plan_device_arena(p, &own_bytes, &owned) && owned &&
-      own_bytes > s->dev_step_arena_bytes) {
-    void **a = realloc(s->dev_step_arenas, (size_t)(s->n_dev_step_arenas + 1) * sizeof *a);
-    if (a) { /* else the plan keeps it: later plans make their own */
-      s->dev_step_arenas = a;
-      a[s->n_dev_step_arenas++] = gcc_plan_take_device_arena(p, &own_bytes);
-      s->dev_step_arena_bytes = own_bytes;
-    }
-  }
+  if (!s->on_device && gcc_plan_host_arena(p, &own_bytes, &owned) && owned)
+    pool_adopt(&s->host_arenas, p, own_bytes, gcc_plan_take_host_arena);
+  if (s->on_device && gcc_plan_device_arena(p, &own_bytes, &owned) && owned)
+    pool_adopt(&s->dev_step_arenas, p, own_bytes, gcc_plan_take_device_arena);
   gcc_plan_set_lr(p, s->lr);
   if (profile) {
     char label[64];
@@ -910,18 +922,27 @@ gcc_status gcc_session_eval_batch(gcc_session *s, const void *input, const void 
   return GCC_OK;
 }
 
+/* Points every PARAM value of g (the session's model or a clone of it) at
+ * its slot in the host arena, borrowed; free_own: free the copies the
+ * values held first. */
+static void borrow_slots(const gcc_session *s, gcc_graph *g, int free_own) {
+  for (int i = 0; i < s->n_slots; i++) {
+    const slot *sl = &s->slots[i];
+    gcc_value *v = &g->values[sl->param];
+    if (free_own && !v->data_borrowed)
+      free(v->data);
+    v->data = sl->data;
+    v->data_bytes = sl->numel * sizeof(float);
+    v->data_borrowed = 1;
+  }
+}
+
 gcc_status gcc_session_export_view(gcc_session *s, gcc_graph **out, gcc_diag *d) {
   *out = NULL;
   GCC_TRY(download_arena(s, d));
   gcc_graph *g;
   GCC_TRY(gcc_graph_clone_borrowing_params(s->model, &g, d));
-  for (int i = 0; i < s->n_slots; i++) {
-    const slot *sl = &s->slots[i];
-    gcc_value *v = &g->values[sl->param];
-    v->data = sl->data;
-    v->data_bytes = sl->numel * sizeof(float);
-    v->data_borrowed = 1;
-  }
+  borrow_slots(s, g, 0); /* the clone's PARAM values borrow the model's */
   *out = g;
   return GCC_OK;
 }
@@ -931,15 +952,7 @@ gcc_status gcc_session_lend_params(gcc_session *s, gcc_graph *model, gcc_diag *d
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "%s: gcc_session_lend_params: not the model the session was created from",
                         model->source);
-  for (int i = 0; i < s->n_slots; i++) {
-    const slot *sl = &s->slots[i];
-    gcc_value *v = &model->values[sl->param];
-    if (!v->data_borrowed)
-      free(v->data);
-    v->data = sl->data;
-    v->data_bytes = sl->numel * sizeof(float);
-    v->data_borrowed = 1;
-  }
+  borrow_slots(s, model, 1);
   return GCC_OK;
 }
 
