@@ -956,6 +956,29 @@ TEST(MemplanModels, CompiledPlansAreValidAndKeepWhatTheHostReads) {
         }
 }
 
+// Finishes builder b's classifier: the loss is the cross-entropy of logits
+// against the int64 labels y (inputs "x" and "y"), prediction the value so
+// named, SGD at 0.1, batch 32, one epoch; NULL (and a test failure) on error.
+gcc_graph *FinishClassifier(gcc_builder *b, int logits, int y, const char *prediction) {
+  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
+  gcc_build_output(b, loss);
+  gcc_build_training_spec ts = {};
+  ts.loss = "loss";
+  ts.prediction = prediction;
+  ts.input = "x";
+  ts.target = "y";
+  ts.opt.kind = GCC_OPT_SGD;
+  ts.opt.lr = 0.1f;
+  ts.batch_size = 32;
+  ts.epochs = 1;
+  ts.seed = 5;
+  gcc_build_training(b, &ts);
+  gcc_graph *raw = nullptr;
+  gcc_diag d = {};
+  EXPECT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
+  return raw;
+}
+
 // Dropout (issue 15) on both devices, in training (Dropout and DropoutGrad
 // kernels of their own, the mask redrawn in the backward) and evaluation
 // (the identity, fused on a GPU): the plans pass the verifier.
@@ -968,23 +991,10 @@ TEST(MemplanModels, DropoutPlansAreValid) {
   h = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &h, 1);
   gcc_build_set_float(b, h, "ratio", 0.5f);
   int logits = gcc_build_linear(b, "fc2", h, 16, 4);
-  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
-  gcc_build_output(b, loss);
-  gcc_build_training_spec ts = {};
-  ts.loss = "loss";
-  ts.prediction = "fc2.out";
-  ts.input = "x";
-  ts.target = "y";
-  ts.opt.kind = GCC_OPT_SGD;
-  ts.opt.lr = 0.1f;
-  ts.batch_size = 32;
-  ts.epochs = 1;
-  ts.seed = 5;
-  gcc_build_training(b, &ts);
-  gcc_graph *raw = nullptr;
-  gcc_diag d = {};
-  ASSERT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
+  gcc_graph *raw = FinishClassifier(b, logits, y, "fc2.out");
+  ASSERT_NE(raw, nullptr);
   GraphPtr model(raw);
+  gcc_diag d = {};
   for (int device : {GCC_DEV_CPU, GCC_DEV_CUDA(0)})
     for (gcc_mode mode : {GCC_MODE_TRAIN, GCC_MODE_EVAL}) {
       SCOPED_TRACE(std::string(device ? "cuda" : "cpu") +
@@ -1027,22 +1037,10 @@ TEST(MemplanModels, EvaluationKeepsADropoutWhoseOutputIsNamed) {
   int logits = gcc_build_linear(b, "fc", h, 12, 4);
   logits = gcc_build_op(b, GCC_OP_DROPOUT, "drop1", "drop1.out", &logits, 1);
   gcc_build_set_float(b, logits, "ratio", 0.5f);
-  int loss = gcc_build_cross_entropy(b, "loss", logits, y, -1);
-  gcc_build_output(b, loss);
-  gcc_build_training_spec ts = {};
-  ts.loss = "loss";
-  ts.prediction = "drop1.out";
-  ts.input = "x";
-  ts.target = "y";
-  ts.opt.kind = GCC_OPT_SGD;
-  ts.opt.lr = 0.1f;
-  ts.batch_size = 32;
-  ts.epochs = 1;
-  gcc_build_training(b, &ts);
-  gcc_graph *raw = nullptr;
-  gcc_diag d = {};
-  ASSERT_EQ(gcc_builder_finish(b, &raw, &d), GCC_OK) << d.msg;
+  gcc_graph *raw = FinishClassifier(b, logits, y, "drop1.out");
+  ASSERT_NE(raw, nullptr);
   GraphPtr model(raw);
+  gcc_diag d = {};
   gcc_options o = Options(raw, GCC_DEV_CPU, GCC_MODE_EVAL);
   Compiled c;
   ASSERT_EQ(gcc_compile_graph(raw, &o, &c.g, &c.mem, &d), GCC_OK) << d.msg;
