@@ -240,6 +240,48 @@ static gcc_status emit_token(const gcc_generate_options *o, const gcc_training *
   return o->emit(o->user, buf, (size_t)m, d);
 }
 
+/* The last tokens of the sequence: buf holds those at positions base ..
+ * len - 1 (cap slots, cap >= 2T: the last T are always there). */
+typedef struct token_window {
+  int64_t *buf, cap, base, len;
+} token_window;
+
+static void window_push(token_window *w, int64_t id) {
+  if (w->len - w->base == w->cap) { /* keep the newer half */
+    int64_t keep = w->cap / 2;
+    memmove(w->buf, w->buf + (w->cap - keep), (size_t)keep * sizeof *w->buf);
+    w->base += w->cap - keep;
+  }
+  w->buf[w->len - w->base] = id;
+  w->len++;
+}
+
+/* The token at position i (base <= i < len). */
+static int64_t window_at(const token_window *w, int64_t i) {
+  return w->buf[i - w->base];
+}
+
+/* gcc_generate_options.report: how the n_drawn tokens were computed
+ * (kv: the decoder was made; n_cached of them from its logits; len0 the
+ * prompt's tokens; why: the reason for no decoder). */
+static void write_report(const gcc_generate_options *o, int kv, int64_t n_cached, int64_t n_drawn,
+                         int64_t len0, int64_t T, const char *why) {
+  if (!kv)
+    snprintf(o->report, o->report_cap, "the whole window per token; %s", why);
+  else if (n_cached == n_drawn)
+    snprintf(o->report, o->report_cap, "KV cache (one position per run)");
+  else if (n_cached > 0)
+    snprintf(o->report, o->report_cap,
+             "KV cache (one position per run) for %" PRId64 " token%s, then the whole window "
+             "for %" PRId64 " (the context passed the block size %" PRId64 ")",
+             n_cached, n_cached == 1 ? "" : "s", n_drawn - n_cached, T);
+  else
+    snprintf(o->report, o->report_cap,
+             "the whole window per token: the prompt's %" PRId64 " tokens pass the block size "
+             "%" PRId64 " (no KV cache)",
+             len0, T);
+}
+
 gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, gcc_diag *d) {
   if (!model || !o || !o->emit)
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT, "gcc_generate: NULL argument");
@@ -296,34 +338,35 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
                      "--prompt: %s has no vocabulary (training.vocab: a model trained on "
                      "--dataset text) to encode it with",
                      model->source);
-  /* the sequence: the prompt's ids, then the samples */
-  int64_t cap = (int64_t)plen + o->n_new + 1, len = 0;
-  int64_t *seq = s == GCC_OK ? malloc((size_t)cap * sizeof *seq) : NULL;
+  /* the sequence: the prompt's ids, then the samples; only its last T are
+   * ever read, so it is kept in 2T slots (any --generate N, any prompt) */
   int id_of[256];
   for (int b = 0; b < 256; b++)
     id_of[b] = -1;
   for (int i = 0; i < t->n_vocab; i++)
     id_of[t->vocab[i]] = i;
-  if (s == GCC_OK && !seq)
-    s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%" PRId64 " tokens)", cap);
-  for (size_t i = 0; s == GCC_OK && i < plen; i++) {
-    int id = id_of[(unsigned char)prompt[i]];
-    if (id < 0)
+  for (size_t i = 0; s == GCC_OK && i < plen; i++)
+    if (id_of[(unsigned char)prompt[i]] < 0)
       s = gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                        "--prompt: byte %zu (0x%02x) is not in the model's vocabulary (%d bytes "
                        "of its training text)",
                        i, (unsigned char)prompt[i], t->n_vocab);
-    else
-      seq[len++] = id;
-  }
-  if (s == GCC_OK && len == 0) /* sample.py's start = "\n" */
-    seq[len++] = has_vocab && id_of['\n'] >= 0 ? id_of['\n'] : 0;
+  token_window seq = {0};
+  if (s == GCC_OK && !(seq.buf = malloc((size_t)(2 * T) * sizeof *seq.buf)))
+    s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (%" PRId64 " tokens)", 2 * T);
+  seq.cap = 2 * T;
+  for (size_t i = 0; s == GCC_OK && i < plen; i++)
+    window_push(&seq, id_of[(unsigned char)prompt[i]]);
+  if (s == GCC_OK && seq.len == 0) /* sample.py's start = "\n" */
+    window_push(&seq, has_vocab && id_of['\n'] >= 0 ? id_of['\n'] : 0);
   if (s == GCC_OK && plen > 0)
     s = o->emit(o->user, prompt, plen, d);
   else if (s == GCC_OK && has_vocab) {
-    char c = (char)t->vocab[seq[0]];
+    char c = (char)t->vocab[seq.buf[0]];
     s = o->emit(o->user, &c, 1, d);
   }
+  const int64_t len0 = seq.len;
+  int64_t n_cached = 0; /* tokens drawn from the decoder's logits */
   /* the plan: batch 1 on the CPU */
   gcc_plan *p = NULL;
   void *x = NULL;
@@ -355,8 +398,9 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
     /* the decoder while the context fits the window: the positions not
      * cached yet (the prompt's at the first token), one run each */
     const float *drow = NULL;
+    const int64_t len = seq.len;
     while (dc && len <= T && dc->cached < len && s == GCC_OK) {
-      drow = decoder_step(dc, seq[dc->cached], dc->cached, d);
+      drow = decoder_step(dc, window_at(&seq, dc->cached), dc->cached, d);
       if (!drow)
         s = d->status;
     }
@@ -366,7 +410,7 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
     if (!(drow && checked)) { /* the window: the first token's check, or past T */
       /* the last T tokens at positions 0 .. n-1; the rest token 0 */
       int64_t n = len < T ? len : T;
-      const int64_t *ctx = seq + len - n;
+      const int64_t *ctx = &seq.buf[len - n - seq.base];
       if (one_hot) {
         float *h = x;
         memset(h, 0, (size_t)(T * V) * sizeof *h);
@@ -416,18 +460,16 @@ gcc_status gcc_generate(const gcc_graph *model, const gcc_generate_options *o, g
     /* with a vocabulary, ids past it never occurred in training: not drawn */
     int64_t next = gcc_generate_pick(row, has_vocab ? t->n_vocab : V, o->temperature, o->top_k,
                                      uniform53(&rng), scratch);
-    seq[len++] = next;
+    n_cached += drow != NULL;
+    window_push(&seq, next);
     s = emit_token(o, t, has_vocab, next, d);
   }
   if (o->report)
-    snprintf(o->report, o->report_cap, "%s%s",
-             dc ? "KV cache (one position per run while the context fits the window)"
-                : "the whole window per token; ",
-             dc ? "" : why);
+    write_report(o, dc != NULL, n_cached, seq.len - len0, len0, T, why);
   decoder_free(dc);
   free(scratch);
   free(x);
-  free(seq);
+  free(seq.buf);
   gcc_plan_free(p);
   gcc_graph_free(g);
   return s;

@@ -22,7 +22,8 @@
  * whose other nodes mix positions fails that and keeps the window. Past T
  * tokens every position of the window changes (nanoGPT crops the context
  * to the last T tokens), so the window runs again for each token, as
- * nanoGPT without a cache.
+ * nanoGPT without a cache. Only the sequence's last T tokens are kept (in
+ * 2T slots): memory does not grow with N or the prompt's length.
  *
  * The model: a gcc-train model (.pb) whose training spec names the input
  * (int64 ids (B, T), or float32 one-hot rows (B, T, V)) and the prediction
@@ -59,8 +60,11 @@ typedef struct gcc_generate_options {
   gcc_status (*emit)(void *user, const char *bytes, size_t n, gcc_diag *d);
   void *user;
   int no_kv_cache; /* 1: run the whole window for every token */
-  /* When not NULL: which way the tokens were computed, one line (the KV
-   * cache, or the window and why), written at the end */
+  /* When not NULL: which way the tokens were computed, one line written at
+   * the end: "KV cache (one position per run)", with "for N tokens, then
+   * the whole window for M (the context passed the block size T)" when the
+   * run outgrew the block, or "the whole window per token" and why (the
+   * prompt longer than T, --no-kv-cache, a model without a decoder form) */
   char *report;
   size_t report_cap;
   /* When not NULL: called with each new token's logits (V floats, before

@@ -178,10 +178,10 @@ gcc_status SampleGpt(const gcc_graph *g, int64_t n, const char *prompt, bool kv_
 // (2 tokens) and 18 new tokens cross the window: tokens 1-6 come from the
 // decoder (the first one checked against the window), the rest from the
 // window (positions shift past T).
-TEST(Generate, TheKvCacheGivesTheWindowsLogits) {
+gcc_graph *ScaledGpt(gcc_diag *d) {
   gcc_graph *g = nullptr;
-  gcc_diag d = {};
-  ASSERT_EQ(gcc_model_char_gpt_sized(8, 8, 2, 2, 16, 0.0f, 7, &g, &d), GCC_OK) << d.msg;
+  if (gcc_model_char_gpt_sized(8, 8, 2, 2, 16, 0.0f, 7, &g, d) != GCC_OK)
+    return nullptr;
   for (int v = 0; v < g->n_values; v++) {
     gcc_value *val = &g->values[v];
     if (val->kind != GCC_VALUE_PARAM || std::strstr(val->name, "ln_"))
@@ -192,10 +192,20 @@ TEST(Generate, TheKvCacheGivesTheWindowsLogits) {
   }
   g->training.n_vocab = 8;
   std::memcpy(g->training.vocab, "\nabcdefg", 8);
+  return g;
+}
+
+TEST(Generate, TheKvCacheGivesTheWindowsLogits) {
+  gcc_diag d = {};
+  gcc_graph *g = ScaledGpt(&d);
+  ASSERT_NE(g, nullptr) << d.msg;
   Sampled kv, win;
   ASSERT_EQ(SampleGpt(g, 18, "ab", true, &kv, &d), GCC_OK) << d.msg;
   ASSERT_EQ(SampleGpt(g, 18, "ab", false, &win, &d), GCC_OK) << d.msg;
-  EXPECT_TRUE(Has(kv.report, "KV cache")) << kv.report;
+  // the decoder computes the tokens drawn at lengths 2 .. 8 (7), the window
+  // the 11 after
+  EXPECT_EQ(kv.report, "KV cache (one position per run) for 7 tokens, then the whole window for 11 "
+                       "(the context passed the block size 8)");
   EXPECT_TRUE(Has(win.report, "the whole window per token; --no-kv-cache")) << win.report;
   ASSERT_EQ(kv.logits.size(), 18u);
   ASSERT_EQ(win.logits.size(), 18u);
@@ -224,6 +234,34 @@ TEST(Generate, TheKvCacheGivesTheWindowsLogits) {
   EXPECT_TRUE(Has(bg.report, "the whole window per token; no KV cache: one-hot input rows"))
       << bg.report;
   gcc_graph_free(b);
+  gcc_graph_free(g);
+}
+
+// The sequence is kept in 2T slots (any --generate N, any prompt length):
+// 60 tokens from a 20-token prompt (T = 8) cross that buffer's shifts many
+// times, and the logits of every token are bitwise those of a fresh run
+// whose prompt is the 8 tokens before it (one window of the
+// same 8 ids: the same plan on the same bytes). A prompt longer than T
+// gets no KV cache, and the report says why.
+TEST(Generate, TheContextIsTheLastTTokensAtAnyLength) {
+  gcc_diag d = {};
+  gcc_graph *g = ScaledGpt(&d);
+  ASSERT_NE(g, nullptr) << d.msg;
+  const std::string prompt = "abcdefg\nabcdefg\nabca";
+  Sampled run;
+  ASSERT_EQ(SampleGpt(g, 60, prompt.c_str(), true, &run, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(run.report, "the whole window per token: the prompt's 20 tokens pass the block size 8 "
+                        "(no KV cache)");
+  ASSERT_EQ(run.text.size(), 80u);
+  ASSERT_EQ(run.logits.size(), 60u);
+  for (size_t k = 0; k < 60; k++) {
+    SCOPED_TRACE("token " + std::to_string(k));
+    std::string ctx = run.text.substr(prompt.size() + k - 8, 8);
+    Sampled one;
+    ASSERT_EQ(SampleGpt(g, 1, ctx.c_str(), true, &one, &d), GCC_OK) << d.msg;
+    ASSERT_EQ(one.logits.size(), 1u);
+    EXPECT_EQ(std::memcmp(one.logits[0].data(), run.logits[k].data(), 8 * sizeof(float)), 0);
+  }
   gcc_graph_free(g);
 }
 
@@ -478,9 +516,12 @@ TEST_F(LmCli, TrainsTheBuiltInGptAndGenerates) {
   ProcResult g = GccRun({out, "--generate", "12", "--prompt", "a", "--top-k", "1"});
   ASSERT_EQ(g.exit_code, 0) << g;
   // greedy sampling continues the cycle (measured val loss 0.004 at 60);
-  // the first 7 tokens through the KV cache (block 8), then the window
+  // the tokens drawn at lengths 1 .. 8 through the KV cache (block 8), then
+  // the window
   EXPECT_EQ(g.out, "abc\nabc\nabc\na\n");
-  EXPECT_TRUE(Has(g.err, "; KV cache (one position per run")) << g.err;
+  EXPECT_TRUE(Has(g.err, "; KV cache (one position per run) for 8 tokens, then the whole window "
+                         "for 4 (the context passed the block size 8))"))
+      << g.err;
   ProcResult w =
       GccRun({out, "--generate", "12", "--prompt", "a", "--top-k", "1", "--no-kv-cache"});
   ASSERT_EQ(w.exit_code, 0) << w;
