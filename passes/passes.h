@@ -206,7 +206,13 @@ gcc_status gcc_pass_gelu_aux(gcc_graph *g, const struct gcc_options *opt, gcc_di
  * GCC_CPU_LN_GRAD_ALL=0 or opt->no_ln_grad_all. Errors: out of memory. */
 gcc_status gcc_pass_layer_norm_grad(gcc_graph *g, const struct gcc_options *opt, gcc_diag *d);
 
-/* Reverse-mode automatic differentiation (TRAIN only; no-op in EVAL):
+/* Reverse-mode automatic differentiation (TRAIN). In every other mode it
+ * puts each node that has two forms in its evaluation form
+ * (BatchNormalization normalises with its running estimates, Dropout and
+ * the attention's dropout are off: passes/grad_rules.h `eval`), then
+ * removes the nodes whose evaluation form is the identity (Dropout:
+ * `eval_identity`), their readers reading the input, unless the output is
+ * a graph output or the training spec's loss or prediction. In TRAIN it
  * builds the backward graph from the scalar loss named by the training
  * spec, accumulating gradient contributions of values used more than once,
  * writes each parameter's gradient into a GRAD value "<param>.grad", then
