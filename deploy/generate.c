@@ -266,7 +266,9 @@ static int64_t window_at(const token_window *w, int64_t i) {
  * prompt's tokens; why: the reason for no decoder). */
 static void write_report(const gcc_generate_options *o, int kv, int64_t n_cached, int64_t n_drawn,
                          int64_t len0, int64_t T, const char *why) {
-  if (!kv)
+  if (n_drawn == 0) /* --generate 0: the prompt is echoed, no logits computed */
+    snprintf(o->report, o->report_cap, "no token drawn");
+  else if (!kv)
     snprintf(o->report, o->report_cap, "the whole window per token; %s", why);
   else if (n_cached == n_drawn)
     snprintf(o->report, o->report_cap, "KV cache (one position per run)");

@@ -64,7 +64,8 @@ typedef struct gcc_generate_options {
    * the end: "KV cache (one position per run)", with "for N tokens, then
    * the whole window for M (the context passed the block size T)" when the
    * run outgrew the block, or "the whole window per token" and why (the
-   * prompt longer than T, --no-kv-cache, a model without a decoder form) */
+   * prompt longer than T, --no-kv-cache, a model without a decoder form);
+   * "no token drawn" when n_new is 0 */
   char *report;
   size_t report_cap;
   /* When not NULL: called with each new token's logits (V floats, before

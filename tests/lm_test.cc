@@ -234,6 +234,13 @@ TEST(Generate, TheKvCacheGivesTheWindowsLogits) {
   EXPECT_TRUE(Has(bg.report, "the whole window per token; no KV cache: one-hot input rows"))
       << bg.report;
   gcc_graph_free(b);
+  // --generate 0 echoes the prompt and says that nothing was drawn (not
+  // which way tokens were computed: none were)
+  Sampled none;
+  ASSERT_EQ(SampleGpt(g, 0, "ab", true, &none, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(none.text, "ab");
+  EXPECT_EQ(none.report, "no token drawn");
+  EXPECT_TRUE(none.logits.empty());
   gcc_graph_free(g);
 }
 
