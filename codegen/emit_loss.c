@@ -19,6 +19,26 @@ static int rename_kernel(gcc_kernel_info *k, const char *suffix) {
   return 1;
 }
 
+/* Opens a loss group's last kernel, one block that sums the partial results
+ * in scratch into the forward node's loss: its signature (scratch, loss) and
+ * the group's nodes as a comment; `suffix` (or NULL) renames it. */
+static gcc_status open_loss_sum(emitter *e, int gi, int fwd, const char *suffix,
+                                gcc_kernel_info **kp, sig *sp) {
+  gcc_kernel_info *k = new_kernel(e, gi);
+  if (!k || (suffix && !rename_kernel(k, suffix)))
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  *sp = (sig){.k = k, .ok = 1};
+  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
+  param(e, sp, GCC_KARG_SCRATCH, -1, "const float*", "scratch");
+  param(e, sp, GCC_KARG_OUTPUT, e->g->nodes[fwd].outputs[0], "float*", "loss");
+  out(&e->src, ") {\n");
+  if (!sp->ok)
+    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
+  comment_nodes(e, &e->g->groups[gi]);
+  *kp = k;
+  return GCC_OK;
+}
+
 /* SoftmaxCrossEntropy (and its gradient) of a small batch of few classes
  * (C <= 32, N * C <= 16384: one SM's work of a few microseconds): one block,
  * a thread per row, the loss reduced in shared memory in a fixed order; one
@@ -238,17 +258,7 @@ gcc_status gcc_emit_sce(emitter *e, int gi, int fwd, int grad) {
     return GCC_OK;
 
   /* the loss: one block sums the rows' losses and weights */
-  k = new_kernel(e, gi);
-  if (!k)
-    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  s = (sig){.k = k, .ok = 1};
-  out(&e->src, "extern \"C\" __global__ void %s(", k->name);
-  param(e, &s, GCC_KARG_SCRATCH, -1, "const float*", "scratch");
-  param(e, &s, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "float*", "loss");
-  out(&e->src, ") {\n");
-  if (!s.ok)
-    return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-  comment_nodes(e, gr);
+  GCC_TRY(open_loss_sum(e, gi, fwd, NULL, &k, &s));
   out(&e->src,
       "  /* the %" PRId64 " rows' losses and weights (%s_rows) summed over %d lanes in a fixed "
       "tree, in float64 */\n"
@@ -403,17 +413,8 @@ gcc_status gcc_emit_mse(emitter *e, int gi, int fwd, int grad) {
     k->scratch_bytes = (size_t)parts * sizeof(double);
     emit_wrapper(e, k, s.types);
 
-    k = new_kernel(e, gi); /* the group's last kernel is named after it */
-    if (!k || (grad >= 0 && !rename_kernel(k, "_sum")))
-      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-    s = (sig){.k = k, .ok = 1};
-    out(&e->src, "extern \"C\" __global__ void %s(", k->name);
-    param(e, &s, GCC_KARG_SCRATCH, -1, "const float*", "scratch");
-    param(e, &s, GCC_KARG_OUTPUT, g->nodes[fwd].outputs[0], "float*", "loss");
-    out(&e->src, ") {\n");
-    if (!s.ok)
-      return gcc_diag_set(e->d, GCC_ERR_OUT_OF_MEMORY, "out of memory (codegen)");
-    comment_nodes(e, gr);
+    /* the group's last kernel is named after it */
+    GCC_TRY(open_loss_sum(e, gi, fwd, grad >= 0 ? "_sum" : NULL, &k, &s));
     out(&e->src,
         "  /* the %" PRId64 " partial sums (%s_parts) over %d lanes in a fixed tree */\n"
         "  const double *part = (const double *)scratch;\n"

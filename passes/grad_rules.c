@@ -990,22 +990,29 @@ gcc_status gcc_grad_layer_norm(gcc_grad_ctx *c, int node, const int *dy, int *dx
   return GCC_OK;
 }
 
-/* Gather: dX = GatherGrad(G, indices), zeros of data's shape with G's rows
- * added at their indices (a deterministic scatter-add); no gradient for the
- * indices (integers). */
-static gcc_status gcc_grad_gather(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+/* Gather and GatherElements: dX = GRAD_OP(G, indices) with X's shape and the
+ * node's axis (the attribute in slot `axis_slot`), zeros of data's shape with
+ * G's rows or elements added at their indices (a deterministic scatter-add);
+ * no gradient for the indices (integers). */
+static gcc_status scatter_add_grad(gcc_grad_ctx *c, int node, const int *dy, int *dx, int grad_op,
+                                   int axis_slot, gcc_diag *d) {
   gcc_graph *g = gcc_grad_graph(c);
   int X = g->nodes[node].inputs[0], I = g->nodes[node].inputs[1];
   if (dy[0] < 0 || !gcc_grad_wanted(c, X))
     return GCC_OK;
   const gcc_shape xs = g->values[X].shape;
-  int64_t axis = g->nodes[node].av[GATHER_AXIS].i;
+  int64_t axis = g->nodes[node].av[axis_slot].i;
   int in[2] = {dy[0], I}, n2;
-  GCC_TRY(emit(c, GCC_OP_GATHER_GRAD, node, "dX", in, 2, &n2, &dx[0], d));
+  GCC_TRY(emit(c, grad_op, node, "dX", in, 2, &n2, &dx[0], d));
   g = gcc_grad_graph(c);
   GCC_TRY(gcc_node_set_ints(g, n2, "shape", xs.dims, xs.ndim));
   GCC_TRY(gcc_node_set_int(g, n2, "axis", axis));
   return gcc_grad_finish(c, n2, d);
+}
+
+/* Gather: dX = GatherGrad(G, indices), G's rows added at their indices. */
+static gcc_status gcc_grad_gather(gcc_grad_ctx *c, int node, const int *dy, int *dx, gcc_diag *d) {
+  return scatter_add_grad(c, node, dy, dx, GCC_OP_GATHER_GRAD, GATHER_AXIS, d);
 }
 
 /* ReduceSumTo (the IR of an imported ReduceSum / ReduceMean over any axes):
@@ -1035,23 +1042,11 @@ static gcc_status gcc_grad_reduce_sum_to(gcc_grad_ctx *c, int node, const int *d
   return sum_to(c, node, "dX", ex, X, scale, &dx[0], d);
 }
 
-/* GatherElements: dX = GatherElementsGrad(G, indices), zeros of data's shape
- * with G's elements added at their indices in row-major order (a
- * deterministic scatter-add); no gradient for the indices. */
+/* GatherElements: dX = GatherElementsGrad(G, indices), G's elements added at
+ * their indices in row-major order. */
 static gcc_status gcc_grad_gather_elements(gcc_grad_ctx *c, int node, const int *dy, int *dx,
                                            gcc_diag *d) {
-  gcc_graph *g = gcc_grad_graph(c);
-  int X = g->nodes[node].inputs[0], I = g->nodes[node].inputs[1];
-  if (dy[0] < 0 || !gcc_grad_wanted(c, X))
-    return GCC_OK;
-  const gcc_shape xs = g->values[X].shape;
-  int64_t axis = g->nodes[node].av[GATHER_ELEMENTS_AXIS].i;
-  int in[2] = {dy[0], I}, n2;
-  GCC_TRY(emit(c, GCC_OP_GATHER_ELEMENTS_GRAD, node, "dX", in, 2, &n2, &dx[0], d));
-  g = gcc_grad_graph(c);
-  GCC_TRY(gcc_node_set_ints(g, n2, "shape", xs.dims, xs.ndim));
-  GCC_TRY(gcc_node_set_int(g, n2, "axis", axis));
-  return gcc_grad_finish(c, n2, d);
+  return scatter_add_grad(c, node, dy, dx, GCC_OP_GATHER_ELEMENTS_GRAD, GATHER_ELEMENTS_AXIS, d);
 }
 
 /* ReduceMin: dX = ReduceMinGrad(G, X, Y) with the same axes and keepdims

@@ -505,17 +505,24 @@ fail:
   return s;
 }
 
-static gcc_status build_conv_bwd_data(gcc_dnnl *dn, const void *desc, dnnl_primitive_attr_t attr,
-                                      dnnl_primitive_desc_t *pd, const char *what, gcc_diag *d) {
-  const gcc_dnnl_conv_desc *c = desc;
+/* A backward convolution's primitive descriptor: of the data (dX) or, with
+ * `weights`, of the weights and bias (dW, dB), with the forward one as hint. */
+static gcc_status build_conv_bwd(gcc_dnnl *dn, const gcc_dnnl_conv_desc *c, int weights,
+                                 dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd,
+                                 const char *what, gcc_diag *d) {
   gcc_status s = GCC_OK;
   dnnl_primitive_desc_t hint = NULL;
   conv_mds m;
   GCC_TRY(conv_mds_make(c, &m, what, d));
   GCC_TRY(conv_hint(dn, c, &hint, what, d));
   dnnl_convolution_desc_t cd;
-  DNNL_CALL(dnnl_dilated_convolution_backward_data_desc_init,
-            (&cd, dnnl_convolution_direct, &m.x, &m.w, &m.y, m.strides, m.dil, m.pad_l, m.pad_r));
+  if (weights)
+    DNNL_CALL(dnnl_dilated_convolution_backward_weights_desc_init,
+              (&cd, dnnl_convolution_direct, &m.x, &m.w, c->bias ? &m.b : NULL, &m.y, m.strides,
+               m.dil, m.pad_l, m.pad_r));
+  else
+    DNNL_CALL(dnnl_dilated_convolution_backward_data_desc_init,
+              (&cd, dnnl_convolution_direct, &m.x, &m.w, &m.y, m.strides, m.dil, m.pad_l, m.pad_r));
   DNNL_CALL(dnnl_primitive_desc_create, (pd, &cd, attr, dn->engine, hint));
 fail:
   if (hint)
@@ -523,23 +530,14 @@ fail:
   return s;
 }
 
+static gcc_status build_conv_bwd_data(gcc_dnnl *dn, const void *desc, dnnl_primitive_attr_t attr,
+                                      dnnl_primitive_desc_t *pd, const char *what, gcc_diag *d) {
+  return build_conv_bwd(dn, desc, 0, attr, pd, what, d);
+}
+
 static gcc_status build_conv_bwd_weights(gcc_dnnl *dn, const void *desc, dnnl_primitive_attr_t attr,
                                          dnnl_primitive_desc_t *pd, const char *what, gcc_diag *d) {
-  const gcc_dnnl_conv_desc *c = desc;
-  gcc_status s = GCC_OK;
-  dnnl_primitive_desc_t hint = NULL;
-  conv_mds m;
-  GCC_TRY(conv_mds_make(c, &m, what, d));
-  GCC_TRY(conv_hint(dn, c, &hint, what, d));
-  dnnl_convolution_desc_t cd;
-  DNNL_CALL(dnnl_dilated_convolution_backward_weights_desc_init,
-            (&cd, dnnl_convolution_direct, &m.x, &m.w, c->bias ? &m.b : NULL, &m.y, m.strides,
-             m.dil, m.pad_l, m.pad_r));
-  DNNL_CALL(dnnl_primitive_desc_create, (pd, &cd, attr, dn->engine, hint));
-fail:
-  if (hint)
-    dnnl_primitive_desc_destroy(hint);
-  return s;
+  return build_conv_bwd(dn, desc, 1, attr, pd, what, d);
 }
 
 static void conv_key(gcc_dnnl *dn, int kind, const gcc_dnnl_conv_desc *c, prim_key *k) {
