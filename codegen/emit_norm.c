@@ -5,6 +5,23 @@
  */
 #include "codegen/emit_internal.h"
 
+/* The lines of a Softmax-family node (its axis attribute, negative counted
+ * from the end): each `len` elements `inner` apart; line i starts at
+ * (i / inner) * len * inner + i % inner. */
+static void softmax_lines(const single *sk, int64_t *len, int64_t *inner, int64_t *lines) {
+  const gcc_shape *Y = sk->Y;
+  int64_t axis = sk->nd->av[SOFTMAX_AXIS].i, outer = 1;
+  if (axis < 0)
+    axis += Y->ndim;
+  *inner = 1;
+  for (int q = 0; q < axis; q++)
+    outer *= Y->dims[q];
+  for (int q = (int)axis + 1; q < Y->ndim; q++)
+    *inner *= Y->dims[q];
+  *len = Y->dims[axis];
+  *lines = outer * *inner;
+}
+
 /* Softmax and LogSoftmax: a block per line along the axis (lines
  * grid-stride over the blocks). The line's max and sum of exponentials are
  * reduced over BLOCK lanes (lane l takes elements l, l + BLOCK, ...; run by
@@ -15,16 +32,8 @@
 static gcc_status softmax_kernel(emitter *e, int gi, int ni, int is_log) {
   single sk;
   GCC_TRY(single_begin(e, gi, ni, &sk));
-  const gcc_node *nd = sk.nd;
-  const gcc_shape *Y = sk.Y;
-  int64_t axis = nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
-  if (axis < 0)
-    axis += Y->ndim;
-  for (int q = 0; q < axis; q++)
-    outer *= Y->dims[q];
-  for (int q = (int)axis + 1; q < Y->ndim; q++)
-    inner *= Y->dims[q];
-  int64_t len = Y->dims[axis], lines = outer * inner;
+  int64_t len, inner, lines;
+  softmax_lines(&sk, &len, &inner, &lines);
   out(&e->src,
       "  (void)stride;\n"
       "  __shared__ float s_m[%d];\n  __shared__ double s_r[%d];\n"
@@ -115,90 +124,68 @@ gcc_status gcc_emit_lrn_kernel(emitter *e, int gi, int ni) {
   return single_end(e, &sk, work);
 }
 
-/* LogSoftmaxGrad, dX = dY - exp(Y) * sum(dY) along the axis: a block per
- * line as the forward (lines grid-stride over the blocks); the line's sum of
- * dY over BLOCK lanes (lane l takes elements l, l + BLOCK, ...) in a fixed
- * tree, in float64 as the CPU kernel, so the bits do not depend on the
- * launch shape (1000 classes were one thread walking the line twice). */
-gcc_status gcc_emit_log_softmax_grad_kernel(emitter *e, int gi, int ni) {
+/* SoftmaxGrad, dX = Y * (dY - sum(dY * Y)), and LogSoftmaxGrad, dX = dY -
+ * exp(Y) * sum(dY), along the axis: a block per line as the forward (lines
+ * grid-stride over the blocks); the line's sum over BLOCK lanes (lane l
+ * takes elements l, l + BLOCK, ...) in a fixed tree, in float64 as the CPU
+ * kernels (gcc_cpu_softmax_grad), so the bits do not depend on the launch
+ * shape (1000 classes were one thread walking the line twice). */
+static gcc_status softmax_grad_kernel(emitter *e, int gi, int ni, int is_log) {
   single sk;
   GCC_TRY(single_begin(e, gi, ni, &sk));
-  const gcc_shape *Y = sk.Y;
-  int64_t axis = sk.nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
-  if (axis < 0)
-    axis += Y->ndim;
-  for (int q = 0; q < axis; q++)
-    outer *= Y->dims[q];
-  for (int q = (int)axis + 1; q < Y->ndim; q++)
-    inner *= Y->dims[q];
-  int64_t len = Y->dims[axis], lines = outer * inner;
-  /* in0 = dY, in1 = Y */
+  int64_t len, inner, lines;
+  softmax_lines(&sk, &len, &inner, &lines);
+  const char *r = is_log ? "sum" : "dot"; /* in0 = dY, in1 = Y */
   out(&e->src,
       "  (void)stride;\n"
       "  __shared__ double s_r[%d];\n"
       "  for (long long i = blockIdx.x; i < %" PRId64 "LL; i += gridDim.x) {\n"
       "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
       "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
-      "      double sum = 0.0;\n"
-      "      for (long long j = l; j < %" PRId64 "LL; j += %d) sum += (double)in0[base + j * "
-      "%" PRId64 "LL];\n"
-      "      s_r[l] = sum;\n"
+      "      double %s = 0.0;\n",
+      BLOCK, lines, inner, len * inner, inner, BLOCK, r);
+  if (is_log)
+    out(&e->src,
+        "      for (long long j = l; j < %" PRId64 "LL; j += %d) sum += (double)in0[base + j * "
+        "%" PRId64 "LL];\n",
+        len, BLOCK, inner);
+  else
+    out(&e->src,
+        "      for (long long j = l; j < %" PRId64 "LL; j += %d) { const long long o = base + j * "
+        "%" PRId64 "LL; dot += (double)in0[o] * (double)in1[o]; }\n",
+        len, BLOCK, inner);
+  out(&e->src,
+      "      s_r[l] = %s;\n"
       "    }\n"
       "    __syncthreads();\n"
       "    for (int h = %d; h > 0; h >>= 1) {\n"
       "      for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
       "      __syncthreads();\n"
       "    }\n"
-      "    const double sum = s_r[0];\n"
-      "    for (long long j = threadIdx.x; j < %" PRId64 "LL; j += blockDim.x) out0[base + j * "
-      "%" PRId64 "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - exp((double)in1[base + j "
-      "* %" PRId64 "LL]) * sum);\n"
-      "    __syncthreads();\n  }\n}\n",
-      BLOCK, lines, inner, len * inner, inner, BLOCK, len, BLOCK, inner, BLOCK / 2, len, inner,
-      inner, inner);
+      "    const double %s = s_r[0];\n",
+      r, BLOCK / 2, r);
+  if (is_log)
+    out(&e->src,
+        "    for (long long j = threadIdx.x; j < %" PRId64 "LL; j += blockDim.x) out0[base + j * "
+        "%" PRId64 "LL] = (float)((double)in0[base + j * %" PRId64 "LL] - exp((double)in1[base + "
+        "j * %" PRId64 "LL]) * sum);\n",
+        len, inner, inner, inner);
+  else
+    out(&e->src,
+        "    for (long long j = threadIdx.x; j < %" PRId64 "LL; j += blockDim.x) { const long long "
+        "o = base + j * %" PRId64 "LL; out0[o] = (float)((double)in1[o] * ((double)in0[o] - "
+        "dot)); }\n",
+        len, inner);
+  out(&e->src, "    __syncthreads();\n  }\n}\n");
   return single_end(e, &sk, lines * BLOCK);
 }
 
-/* SoftmaxGrad, dX = Y * (dY - sum(dY * Y)) along the axis: a block per line
- * as LogSoftmaxGrad; the line's dot product over BLOCK lanes in a fixed
- * tree, in float64 as the CPU kernel (gcc_cpu_softmax_grad), so the bits do
- * not depend on the launch shape. */
+gcc_status gcc_emit_log_softmax_grad_kernel(emitter *e, int gi, int ni) {
+  return softmax_grad_kernel(e, gi, ni, 1);
+}
+
 gcc_status gcc_emit_softmax_grad_kernel(emitter *e, int gi, int ni) {
-  single sk;
-  GCC_TRY(single_begin(e, gi, ni, &sk));
-  const gcc_shape *Y = sk.Y;
-  int64_t axis = sk.nd->av[SOFTMAX_AXIS].i, outer = 1, inner = 1;
-  if (axis < 0)
-    axis += Y->ndim;
-  for (int q = 0; q < axis; q++)
-    outer *= Y->dims[q];
-  for (int q = (int)axis + 1; q < Y->ndim; q++)
-    inner *= Y->dims[q];
-  int64_t len = Y->dims[axis], lines = outer * inner;
-  /* in0 = dY, in1 = Y */
-  out(&e->src,
-      "  (void)stride;\n"
-      "  __shared__ double s_r[%d];\n"
-      "  for (long long i = blockIdx.x; i < %" PRId64 "LL; i += gridDim.x) {\n"
-      "    const long long base = (i / %" PRId64 "LL) * %" PRId64 "LL + i %% %" PRId64 "LL;\n"
-      "    for (int l = threadIdx.x; l < %d; l += blockDim.x) {\n"
-      "      double dot = 0.0;\n"
-      "      for (long long j = l; j < %" PRId64 "LL; j += %d) { const long long o = base + j * "
-      "%" PRId64 "LL; dot += (double)in0[o] * (double)in1[o]; }\n"
-      "      s_r[l] = dot;\n"
-      "    }\n"
-      "    __syncthreads();\n"
-      "    for (int h = %d; h > 0; h >>= 1) {\n"
-      "      for (int l = threadIdx.x; l < h; l += blockDim.x) s_r[l] += s_r[l + h];\n"
-      "      __syncthreads();\n"
-      "    }\n"
-      "    const double dot = s_r[0];\n"
-      "    for (long long j = threadIdx.x; j < %" PRId64 "LL; j += blockDim.x) { const long long o "
-      "= base + j * %" PRId64 "LL; out0[o] = (float)((double)in1[o] * ((double)in0[o] - dot)); "
-      "}\n"
-      "    __syncthreads();\n  }\n}\n",
-      BLOCK, lines, inner, len * inner, inner, BLOCK, len, BLOCK, inner, BLOCK / 2, len, inner);
-  return single_end(e, &sk, lines * BLOCK);
+  return softmax_grad_kernel(e, gi, ni, 0);
 }
 
 gcc_status gcc_emit_lrn_grad_kernel(emitter *e, int gi, int ni) {
