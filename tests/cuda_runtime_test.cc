@@ -6,9 +6,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
-#include "runtime/cuda/cuda_check.h" // includes the CUDA headers: not inside extern "C"
+// both include the CUDA headers: not inside extern "C"
+#include "runtime/cuda/cublaslt_api.h"
+#include "runtime/cuda/cuda_check.h"
 extern "C" {
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/device.h"
@@ -39,6 +43,64 @@ std::string ListDevices() {
 gcc_status FailingCall(gcc_diag *d) {
   GCC_CUDA_CHECK(cudaSetDevice(100000)); // no such device, with or without a driver
   return GCC_OK;
+}
+
+// The process's mapped files (/proc/self/maps).
+std::string Maps() {
+  std::ifstream f("/proc/self/maps");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// First in the file, so that no other test has created a backend yet: the
+// program that links the CUDA backend has not loaded cuBLASLt (about 150 MB
+// resident), and gcc_cublaslt_load does.
+TEST(CudaRuntime, CublasLtIsLoadedOnlyWhenABackendAsksForIt) {
+  ASSERT_EQ(Maps().find("libcublasLt"), std::string::npos)
+      << "libcublasLt is loaded before any CUDA backend: is it linked again?";
+  EXPECT_STREQ(gcc_cublaslt_status_name(CUBLAS_STATUS_SUCCESS), "(cuBLASLt not loaded)");
+  const gcc_cublaslt_api *lt = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_cublaslt_load(&lt, &d), GCC_OK) << d.msg;
+  ASSERT_NE(lt, nullptr);
+  EXPECT_NE(Maps().find(GCC_CUBLASLT_SONAME), std::string::npos);
+  const gcc_cublaslt_api *again = nullptr;
+  ASSERT_EQ(gcc_cublaslt_load(&again, &d), GCC_OK) << d.msg;
+  EXPECT_EQ(again, lt); // one table per process
+}
+
+// The table's functions are the library's: its status names, and the
+// host-only descriptor calls (no GPU needed) of a 2 x 3 x 4 GEMM as
+// cuda_backend.c prepares one.
+TEST(CudaRuntime, CublasLtTableCallsTheLibrary) {
+  const gcc_cublaslt_api *lt = nullptr;
+  gcc_diag d{};
+  ASSERT_EQ(gcc_cublaslt_load(&lt, &d), GCC_OK) << d.msg;
+  EXPECT_STREQ(lt->cublasLtGetStatusName(CUBLAS_STATUS_NOT_SUPPORTED),
+               "CUBLAS_STATUS_NOT_SUPPORTED");
+  EXPECT_STREQ(gcc_cublaslt_status_name(CUBLAS_STATUS_INVALID_VALUE),
+               "CUBLAS_STATUS_INVALID_VALUE");
+  EXPECT_STRNE(gcc_cublaslt_status_string(CUBLAS_STATUS_INVALID_VALUE), "");
+  cublasLtMatmulDesc_t op = nullptr;
+  ASSERT_EQ(lt->cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  cublasOperation_t t = CUBLAS_OP_T;
+  EXPECT_EQ(lt->cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(lt->cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, 1),
+            CUBLAS_STATUS_INVALID_VALUE); // the library checks the size
+  cublasLtMatrixLayout_t a = nullptr;
+  ASSERT_EQ(lt->cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, 4, 2, 4), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreference_t pref = nullptr;
+  ASSERT_EQ(lt->cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  size_t ws = 1 << 20;
+  EXPECT_EQ(lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ws, sizeof ws),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(lt->cublasLtMatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(lt->cublasLtMatrixLayoutDestroy(a), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(lt->cublasLtMatmulDescDestroy(op), CUBLAS_STATUS_SUCCESS);
 }
 
 TEST(CudaRuntime, CheckMacroNamesTheCallTheErrorAndTheLine) {

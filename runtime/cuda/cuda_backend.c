@@ -15,6 +15,7 @@
 #include "codegen/lowering.h"
 #include "graph/ops.h"
 #include "runtime/comm.h"
+#include "runtime/cuda/cublaslt_api.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_conv.h"
@@ -28,6 +29,7 @@
 typedef struct lt_entry {
   gcc_colmajor_gemm g;
   gcc_gemm_operands ops;
+  const gcc_cublaslt_api *lt; /* the loaded library's functions */
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t a, b, c;
   cublasLtMatmulAlgo_t algo;
@@ -43,6 +45,7 @@ struct gcc_cuda_backend {
   int n_timers;
   cudaStream_t stream[2];
   cudaEvent_t events[MAX_EVENTS];
+  const gcc_cublaslt_api *lt_api; /* cuBLASLt's functions (cublaslt_api.h) */
   cublasLtHandle_t lt;
   void *workspace; /* cuBLASLt's: allocated once, freed only with the backend */
   /* cuDNN, created when the first plan with a convolution or pooling is
@@ -287,13 +290,13 @@ static void be_range_pop(void *self) {
 
 static void lt_free(lt_entry *e) {
   if (e->op)
-    cublasLtMatmulDescDestroy(e->op);
+    e->lt->cublasLtMatmulDescDestroy(e->op);
   if (e->a)
-    cublasLtMatrixLayoutDestroy(e->a);
+    e->lt->cublasLtMatrixLayoutDestroy(e->a);
   if (e->b)
-    cublasLtMatrixLayoutDestroy(e->b);
+    e->lt->cublasLtMatrixLayoutDestroy(e->b);
   if (e->c)
-    cublasLtMatrixLayoutDestroy(e->c);
+    e->lt->cublasLtMatrixLayoutDestroy(e->c);
   free(e);
 }
 
@@ -342,6 +345,8 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
   lt_entry *e = calloc(1, sizeof *e);
   if (!e)
     return gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "out of memory (cuBLASLt descriptor)");
+  const gcc_cublaslt_api *lt = b->lt_api;
+  e->lt = lt;
   e->g = *g;
   e->ops = *ops;
   gcc_status st = GCC_OK;
@@ -358,56 +363,57 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
     if (bs_ != CUBLAS_STATUS_SUCCESS) {                                                            \
       st = gcc_diag_set(                                                                           \
           d, bs_ == CUBLAS_STATUS_ALLOC_FAILED ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,           \
-          "%s failed: %s (%s) at %s:%d", #call, cublasGetStatusName(bs_),                          \
-          cublasGetStatusString(bs_), __FILE__, __LINE__);                                         \
+          "%s failed: %s (%s) at %s:%d", #call, lt->cublasLtGetStatusName(bs_),                    \
+          lt->cublasLtGetStatusString(bs_), __FILE__, __LINE__);                                   \
       break;                                                                                       \
     }                                                                                              \
   }
     /* float32 accumulation and scale type for every dtype (16-bit A/B/C/D:
      * torch.autocast's matmuls); TF32 multiplies only with --precision tf32 */
     cudaDataType_t ty = lt_type(g->dtype);
-    LT_TRY(cublasLtMatmulDescCreate(
+    LT_TRY(lt->cublasLtMatmulDescCreate(
         &e->op, g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     /* the bias or bias gradient in D's type, as cublasLt.h documents it
      * (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, _BIAS_POINTER; other types for
      * FP8 and IMMA kernels only): codegen/gemm_map.c maps no other */
     if (ops->bias && g->dtype != GCC_DT_FLOAT32)
-      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
-                                            sizeof ty));
-    LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+      LT_TRY(lt->cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty,
+                                                sizeof ty));
+    LT_TRY(lt->cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_TRY(lt->cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_TRY(
+        lt->cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (ops->bias)
-      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ops->bias,
-                                            sizeof ops->bias));
+      LT_TRY(lt->cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &ops->bias, sizeof ops->bias));
     if (ops->aux) {
-      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                            &ops->aux, sizeof ops->aux));
-      LT_TRY(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g->aux_ld,
-                                            sizeof g->aux_ld));
+      LT_TRY(lt->cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                &ops->aux, sizeof ops->aux));
+      LT_TRY(lt->cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                &g->aux_ld, sizeof g->aux_ld));
     }
     /* stored shapes: op(A) is m x k, so A is m x k (N) or k x m (T) */
-    LT_TRY(cublasLtMatrixLayoutCreate(&e->a, ty, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k,
-                                      g->lda));
-    LT_TRY(cublasLtMatrixLayoutCreate(&e->b, ty, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n,
-                                      g->ldb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&e->c, ty, g->m, g->n, g->ldd));
-    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    LT_TRY(lt->cublasLtMatrixLayoutCreate(&e->a, ty, g->trans_a ? g->k : g->m,
+                                          g->trans_a ? g->m : g->k, g->lda));
+    LT_TRY(lt->cublasLtMatrixLayoutCreate(&e->b, ty, g->trans_b ? g->n : g->k,
+                                          g->trans_b ? g->k : g->n, g->ldb));
+    LT_TRY(lt->cublasLtMatrixLayoutCreate(&e->c, ty, g->m, g->n, g->ldd));
+    LT_TRY(lt->cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = GCC_CUBLASLT_WORKSPACE;
     uint32_t al[4] = {ops->align_a, ops->align_b, g->c_value >= 0 ? ops->align_c : ops->align_d,
                       ops->align_d};
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                sizeof ws));
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                &al[0], sizeof al[0]));
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                &al[1], sizeof al[1]));
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                &al[2], sizeof al[2]));
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                &al[3], sizeof al[3]));
-    cublasStatus_t hs =
-        cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->a, e->b, e->c, e->c, pref, 1, &res, &found);
+    LT_TRY(lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof ws));
+    LT_TRY(lt->cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]));
+    LT_TRY(lt->cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]));
+    LT_TRY(lt->cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
+    LT_TRY(lt->cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]));
+    cublasStatus_t hs = lt->cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->a, e->b, e->c, e->c,
+                                                           pref, 1, &res, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED)
       found = 0; /* "no heuristic function available for current configuration" */
     else
@@ -422,7 +428,7 @@ static gcc_status be_gemm_prepare(void *self, const gcc_colmajor_gemm *g,
 #undef LT_TRY
   } while (0);
   if (pref)
-    cublasLtMatmulPreferenceDestroy(pref);
+    lt->cublasLtMatmulPreferenceDestroy(pref);
   if (st != GCC_OK) {
     lt_free(e);
     return st;
@@ -473,9 +479,9 @@ static gcc_status be_gemm(void *self, void *prepared, const void *a, const void 
    *    allocated during the capture.
    * The bias and aux pointers are fixed in the descriptor: the graph
    * replays them as captured, and the plan never moves them. */
-  GCC_CUBLAS_CHECK(cublasLtMatmul(b->lt, e->op, &g->alpha, a, e->a, bm, e->b, &beta, cp, e->c, dst,
-                                  e->c, &e->algo, b->workspace, GCC_CUBLASLT_WORKSPACE,
-                                  b->stream[GCC_STREAM_COMPUTE]));
+  GCC_CUBLAS_CHECK(e->lt->cublasLtMatmul(b->lt, e->op, &g->alpha, a, e->a, bm, e->b, &beta, cp,
+                                         e->c, dst, e->c, &e->algo, b->workspace,
+                                         GCC_CUBLASLT_WORKSPACE, b->stream[GCC_STREAM_COMPUTE]));
   return GCC_OK;
 }
 
@@ -812,11 +818,14 @@ gcc_status gcc_cuda_backend_create(int ordinal, gcc_cuda_backend **out, gcc_diag
                        (int)lim[i].a, cudaGetErrorName(e), cudaGetErrorString(e), __FILE__,
                        __LINE__);
   }
+  if (s == GCC_OK)
+    s = gcc_cublaslt_load(&b->lt_api, d);
   if (s == GCC_OK) {
-    cublasStatus_t bs = cublasLtCreate(&b->lt);
+    cublasStatus_t bs = b->lt_api->cublasLtCreate(&b->lt);
     if (bs != CUBLAS_STATUS_SUCCESS)
       s = gcc_diag_set(d, GCC_ERR_DEVICE, "cublasLtCreate failed: %s (%s) at %s:%d",
-                       cublasGetStatusName(bs), cublasGetStatusString(bs), __FILE__, __LINE__);
+                       b->lt_api->cublasLtGetStatusName(bs), b->lt_api->cublasLtGetStatusString(bs),
+                       __FILE__, __LINE__);
   }
   if (s == GCC_OK) {
     cudaError_t e = cudaMalloc(&b->workspace, GCC_CUBLASLT_WORKSPACE);
@@ -904,7 +913,7 @@ void gcc_cuda_backend_destroy(gcc_cuda_backend *b) {
   if (b->workspace)
     (void)cudaFree(b->workspace);
   if (b->lt)
-    (void)cublasLtDestroy(b->lt);
+    (void)b->lt_api->cublasLtDestroy(b->lt);
   for (int i = 0; i < 2; i++)
     if (b->stream[i])
       (void)cudaStreamDestroy(b->stream[i]);

@@ -26,14 +26,16 @@
           cudaGetErrorString(gcc_ce_), __FILE__, __LINE__);                                        \
   } while (0)
 
+/* For cuBLASLt calls through the loaded table (cublaslt_api.h, which the
+ * file that uses this macro includes): the status names come from it. */
 #define GCC_CUBLAS_CHECK(call)                                                                     \
   do {                                                                                             \
     cublasStatus_t gcc_bs_ = (call);                                                               \
     if (gcc_bs_ != CUBLAS_STATUS_SUCCESS)                                                          \
       return gcc_diag_set(                                                                         \
           d, gcc_bs_ == CUBLAS_STATUS_ALLOC_FAILED ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_DEVICE,       \
-          "%s failed: %s (%s) at %s:%d", #call, cublasGetStatusName(gcc_bs_),                      \
-          cublasGetStatusString(gcc_bs_), __FILE__, __LINE__);                                     \
+          "%s failed: %s (%s) at %s:%d", #call, gcc_cublaslt_status_name(gcc_bs_),                 \
+          gcc_cublaslt_status_string(gcc_bs_), __FILE__, __LINE__);                                \
   } while (0)
 
 #endif /* GCC_RUNTIME_CUDA_CHECK_H */
