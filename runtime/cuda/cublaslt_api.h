@@ -50,9 +50,9 @@ typedef struct gcc_cublaslt_api {
 
 /* The library file the loader opens first: "libcublasLt.so.13" for the
  * CUDA 13 headers. */
-#define GCC_CUBLASLT_SONAME_(major) "libcublasLt.so." #major
+#define GCC_CUBLASLT_SONAME_(major)  "libcublasLt.so." #major
 #define GCC_CUBLASLT_SONAME_X(major) GCC_CUBLASLT_SONAME_(major)
-#define GCC_CUBLASLT_SONAME GCC_CUBLASLT_SONAME_X(CUBLAS_VER_MAJOR)
+#define GCC_CUBLASLT_SONAME          GCC_CUBLASLT_SONAME_X(CUBLAS_VER_MAJOR)
 
 /* Loads cuBLASLt once per process (thread-safe) and sets *out to its
  * function table; later calls return the same table, or the same error.
