@@ -66,13 +66,15 @@ fi
 command -v bazel >/dev/null 2>&1 || die "bazel not on PATH after installing bazel-bootstrap"
 
 # CUDA 13 toolkit: not a Debian package; WORKSPACE's @cuda repository points at
-# /usr/local/cuda (headers, cudart, NVRTC, cuBLAS, cuDNN). No GPU is needed.
+# /usr/local/cuda (headers, cudart, NVRTC, cuBLASLt, cuDNN). No GPU is needed.
+# cudart and cuDNN are linked; NVRTC and cuBLASLt are loaded by their sonames
+# on first use (graph/dynlib.h), which the tests do.
 cuda_problems=()
 if [[ ! -d $CUDA_HOME_EXPECTED ]]; then
   cuda_problems+=("$CUDA_HOME_EXPECTED does not exist")
 fi
 for f in include/cuda_runtime.h include/nvrtc.h include/cublasLt.h include/cudnn.h \
-         lib64/libcudart.so lib64/libnvrtc.so lib64/libcublas.so lib64/libcublasLt.so lib64/libcudnn.so; do
+         lib64/libcudart.so lib64/libcudnn.so lib64/libnvrtc.so.13 lib64/libcublasLt.so.13; do
   if [[ -d $CUDA_HOME_EXPECTED && ! -e $CUDA_HOME_EXPECTED/$f ]]; then
     cuda_problems+=("missing $CUDA_HOME_EXPECTED/$f")
   fi
