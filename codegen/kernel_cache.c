@@ -4,8 +4,12 @@
  */
 #include "codegen/kernel_cache.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifndef GCC_NO_CUDA
+#include <nvrtc.h>
+#endif
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,15 +90,18 @@ static int sha256(const void *p, size_t n, unsigned char out[32]) {
 
 /* ---- key ---------------------------------------------------------------- */
 
-/* The size of the libnvrtc this process loaded (0 if unknown, and in a
- * CPU-only build): nvrtcVersion says 13.0 for every 13.0.x, the library file
- * differs between them. compute_key's gcc_nvrtc_version has loaded it. */
+/* The size of the libnvrtc this process loaded (0 if unknown): nvrtcVersion
+ * says 13.0 for every 13.0.x, the library file differs between them. */
 static uint64_t nvrtc_library_size(void) {
-  const char *file = gcc_nvrtc_library_file();
+#ifdef GCC_NO_CUDA /* --config=cpu_only: no NVRTC, nothing is compiled */
+  return 0;
+#else
+  Dl_info info;
   struct stat st;
-  if (file && stat(file, &st) == 0)
+  if (dladdr((void *)nvrtcVersion, &info) && info.dli_fname && stat(info.dli_fname, &st) == 0)
     return (uint64_t)st.st_size;
   return 0;
+#endif
 }
 
 static void to_hex(const unsigned char *b, size_t n, char *hex) {

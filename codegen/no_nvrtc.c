@@ -21,10 +21,6 @@ gcc_status gcc_nvrtc_version(int *major, int *minor) {
   return GCC_ERR_UNSUPPORTED;
 }
 
-const char *gcc_nvrtc_library_file(void) {
-  return NULL;
-}
-
 gcc_status gcc_nvrtc_check_arch(int sm, gcc_diag *d) {
   return gcc_diag_set(d, GCC_ERR_UNSUPPORTED, "sm_%d: %s", sm, NO_NVRTC);
 }

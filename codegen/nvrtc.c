@@ -11,80 +11,14 @@
  * fails loudly instead of producing an empty cache entry.
  */
 #include "codegen/nvrtc.h"
-#include "graph/dynlib.h"
 #include "graph/util.h"
 
-#include <cuda_runtime_api.h> /* CUDART_VERSION only */
 #include <nvrtc.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* ---- NVRTC, loaded on first use ------------------------------------------
- * The programs do not link libnvrtc: loading it costs about 30 MB resident
- * (1.2 -> 31.6 MB for the dlopen alone, NVRTC 13.0), which a run on the CPU
- * never uses. The first call of this file's functions loads it, once per
- * process, as runtime/cuda/cublaslt_api.c loads cuBLASLt. Each member of `nv`
- * is the NVRTC function of the same name, typed from nvrtc.h. */
-#define NVRTC_FUNCTIONS(X)                                                                         \
-  X(nvrtcGetErrorString)                                                                           \
-  X(nvrtcVersion)                                                                                  \
-  X(nvrtcGetNumSupportedArchs)                                                                     \
-  X(nvrtcGetSupportedArchs)                                                                        \
-  X(nvrtcCreateProgram)                                                                            \
-  X(nvrtcCompileProgram)                                                                           \
-  X(nvrtcGetProgramLogSize)                                                                        \
-  X(nvrtcGetProgramLog)                                                                            \
-  X(nvrtcGetPTXSize)                                                                               \
-  X(nvrtcGetPTX)                                                                                   \
-  X(nvrtcGetCUBINSize)                                                                             \
-  X(nvrtcGetCUBIN)                                                                                 \
-  X(nvrtcDestroyProgram)
-
-#define NVRTC_MEMBER(name) __typeof__(name) *name;
-static struct { NVRTC_FUNCTIONS(NVRTC_MEMBER) } nv;
-#undef NVRTC_MEMBER
-
-/* NVRTC's soname has the toolkit's major version: libnvrtc.so.13 for
- * CUDART_VERSION 13000 */
-#define NVRTC_MAJOR (CUDART_VERSION / 1000)
-
-static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
-static int nv_loaded;
-static char nv_why[1024]; /* the loader's error when !nv_loaded */
-static char nv_soname[32];
-static char nv_file[4096]; /* dladdr's name of the loaded library */
-
-static void nv_load(void) {
-  snprintf(nv_soname, sizeof nv_soname, "libnvrtc.so.%d", NVRTC_MAJOR);
-  void *h = gcc_dlopen_cuda(nv_soname, nv_why, sizeof nv_why);
-  if (!h)
-    return;
-#define NVRTC_RESOLVE(name) GCC_DLSYM_OR_RETURN(h, nv, name, nv_soname, nv_why)
-  NVRTC_FUNCTIONS(NVRTC_RESOLVE)
-#undef NVRTC_RESOLVE
-  Dl_info info;
-  if (dladdr((void *)nv.nvrtcVersion, &info) && info.dli_fname)
-    snprintf(nv_file, sizeof nv_file, "%s", info.dli_fname);
-  nv_loaded = 1;
-}
-
-/* Loads NVRTC on the first call; GCC_ERR_DEVICE naming the file and the
- * loader's reasons when it cannot. */
-static gcc_status nv_ready(gcc_diag *d) {
-  if (pthread_once(&nv_once, nv_load) != 0)
-    return gcc_diag_set(d, GCC_ERR_INTERNAL, "nvrtc: pthread_once failed loading NVRTC");
-  if (!nv_loaded)
-    return gcc_dlopen_error(d, "NVRTC", nv_soname, nv_why);
-  return GCC_OK;
-}
-
-const char *gcc_nvrtc_library_file(void) {
-  return nv_loaded && nv_file[0] ? nv_file : NULL;
-}
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -98,7 +32,7 @@ static gcc_status nvrtc_fail(nvrtcResult r, const char *call, const char *file, 
                              const char *program, gcc_diag *d) {
   gcc_status s = r == NVRTC_ERROR_OUT_OF_MEMORY ? GCC_ERR_OUT_OF_MEMORY : GCC_ERR_INTERNAL;
   return gcc_diag_set(d, s, "nvrtc: %s%s%s%s failed: %s (%d) at %s:%d", program ? "program '" : "",
-                      program ? program : "", program ? "': " : "", call, nv.nvrtcGetErrorString(r),
+                      program ? program : "", program ? "': " : "", call, nvrtcGetErrorString(r),
                       (int)r, file, line);
 }
 
@@ -123,8 +57,7 @@ static gcc_status nvrtc_fail(nvrtcResult r, const char *call, const char *file, 
 
 gcc_status gcc_nvrtc_version(int *major, int *minor) {
   int ma = 0, mi = 0;
-  GCC_TRY(nv_ready(NULL));
-  NVRTC_CHECK_RETURN(nv.nvrtcVersion(&ma, &mi), NULL);
+  NVRTC_CHECK_RETURN(nvrtcVersion(&ma, &mi), NULL);
   if (major)
     *major = ma;
   if (minor)
@@ -137,13 +70,12 @@ gcc_status gcc_nvrtc_check_arch(int sm, gcc_diag *d) {
     return gcc_diag_set(d, GCC_ERR_INVALID_ARGUMENT,
                         "nvrtc: sm_%d is not a GPU architecture (expected e.g. 80 for sm_80)", sm);
   int n = 0, major = 0, minor = 0;
-  GCC_TRY(nv_ready(d));
-  NVRTC_CHECK_RETURN(nv.nvrtcVersion(&major, &minor), d);
-  NVRTC_CHECK_RETURN(nv.nvrtcGetNumSupportedArchs(&n), d);
+  NVRTC_CHECK_RETURN(nvrtcVersion(&major, &minor), d);
+  NVRTC_CHECK_RETURN(nvrtcGetNumSupportedArchs(&n), d);
   if (n <= 0 || n > 256)
     return gcc_diag_set(d, GCC_ERR_INTERNAL, "nvrtc: nvrtcGetNumSupportedArchs gave %d archs", n);
   int archs[256];
-  NVRTC_CHECK_RETURN(nv.nvrtcGetSupportedArchs(archs), d);
+  NVRTC_CHECK_RETURN(nvrtcGetSupportedArchs(archs), d);
   int lo = archs[0], hi = archs[0];
   for (int i = 0; i < n; i++) {
     if (archs[i] == sm)
@@ -246,7 +178,7 @@ static gcc_status compile_error(nvrtcResult r, const char *source, const char *n
   msg_add(&m,
           "nvrtc: program '%s' failed to compile for sm_%d: %s (generated code that does not "
           "compile is a gcc-train bug)\n",
-          name, sm, nv.nvrtcGetErrorString(r));
+          name, sm, nvrtcGetErrorString(r));
   long seen[8];
   int n_seen = 0;
   size_t nl = strlen(name);
@@ -289,10 +221,10 @@ gcc_status gcc_nvrtc_compile(const char *source, const char *program_name, int s
   size_t log_size = 0, ptx_size = 0, cubin_size = 0;
   double t0 = now_seconds();
 
-  NVRTC_CHECK(nv.nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL));
-  nvrtcResult cr = nv.nvrtcCompileProgram(prog, o.n, o.v);
+  NVRTC_CHECK(nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL));
+  nvrtcResult cr = nvrtcCompileProgram(prog, o.n, o.v);
   /* the log, whatever the outcome: warnings on success, errors on failure */
-  NVRTC_CHECK(nv.nvrtcGetProgramLogSize(prog, &log_size));
+  NVRTC_CHECK(nvrtcGetProgramLogSize(prog, &log_size));
   out->log = malloc(log_size + 1);
   if (!out->log) {
     s = gcc_diag_set(d, GCC_ERR_OUT_OF_MEMORY, "nvrtc: program '%s': out of memory for the log",
@@ -301,7 +233,7 @@ gcc_status gcc_nvrtc_compile(const char *source, const char *program_name, int s
   }
   out->log[0] = '\0';
   if (log_size > 0)
-    NVRTC_CHECK(nv.nvrtcGetProgramLog(prog, out->log));
+    NVRTC_CHECK(nvrtcGetProgramLog(prog, out->log));
   out->log[log_size] = '\0';
   if (cr == NVRTC_ERROR_OUT_OF_MEMORY) {
     s = nvrtc_fail(cr, "nvrtcCompileProgram(prog, o.n, o.v)", __FILE__, __LINE__, name, d);
@@ -312,8 +244,8 @@ gcc_status gcc_nvrtc_compile(const char *source, const char *program_name, int s
     goto done;
   }
 
-  NVRTC_CHECK(nv.nvrtcGetPTXSize(prog, &ptx_size));
-  NVRTC_CHECK(nv.nvrtcGetCUBINSize(prog, &cubin_size));
+  NVRTC_CHECK(nvrtcGetPTXSize(prog, &ptx_size));
+  NVRTC_CHECK(nvrtcGetCUBINSize(prog, &cubin_size));
   if (ptx_size <= 1 || cubin_size == 0) {
     s = gcc_diag_set(d, GCC_ERR_INTERNAL,
                      "nvrtc: program '%s': NVRTC produced %zu bytes of PTX and %zu bytes of "
@@ -329,15 +261,15 @@ gcc_status gcc_nvrtc_compile(const char *source, const char *program_name, int s
                      name, ptx_size, cubin_size);
     goto done;
   }
-  NVRTC_CHECK(nv.nvrtcGetPTX(prog, out->ptx));
+  NVRTC_CHECK(nvrtcGetPTX(prog, out->ptx));
   out->ptx[ptx_size] = '\0'; /* NVRTC's size counts a NUL already */
   out->ptx_size = strlen(out->ptx);
-  NVRTC_CHECK(nv.nvrtcGetCUBIN(prog, (char *)out->cubin));
+  NVRTC_CHECK(nvrtcGetCUBIN(prog, (char *)out->cubin));
   out->cubin_size = cubin_size;
 
 done:
   if (prog) {
-    nvrtcResult dr = nv.nvrtcDestroyProgram(&prog);
+    nvrtcResult dr = nvrtcDestroyProgram(&prog);
     if (dr != NVRTC_SUCCESS && s == GCC_OK)
       s = nvrtc_fail(dr, "nvrtcDestroyProgram(&prog)", __FILE__, __LINE__, name, d);
   }

@@ -35,31 +35,17 @@ extern "C" {
 /* The NVRTC program name used when the caller gives none. */
 #define GCC_NVRTC_DEFAULT_PROGRAM_NAME "gcc_kernels.cu"
 
-/* NVRTC is not linked: the first call of gcc_nvrtc_version,
- * gcc_nvrtc_check_arch or gcc_nvrtc_compile loads libnvrtc.so.<CUDA major>
- * with dlopen (LD_LIBRARY_PATH, the program's run path, the ld.so cache,
- * then /usr/local/cuda/lib64), once per process; when it cannot, each of
- * them returns GCC_ERR_DEVICE with the paths tried and the loader's
- * reasons. */
-
-/* The NVRTC library's version (13, 0 for CUDA 13.0). Errors:
- * GCC_ERR_DEVICE when NVRTC cannot be loaded; GCC_ERR_INTERNAL if
- * nvrtcVersion fails. Either pointer may be NULL. */
+/* The NVRTC library's version (13, 0 for CUDA 13.0). Errors: none in
+ * practice; GCC_ERR_INTERNAL if nvrtcVersion fails. Either pointer may be
+ * NULL. */
 gcc_status gcc_nvrtc_version(int *major, int *minor);
-
-/* The file of the NVRTC library this process loaded, as the dynamic loader
- * names it; NULL before the first of the calls above, when NVRTC cannot be
- * loaded, and in a CPU-only build. (The kernel cache's key holds its size:
- * nvrtcVersion says 13.0 for every 13.0.x.) */
-const char *gcc_nvrtc_library_file(void);
 
 /* Checks that NVRTC can compile for sm_XX (sm = 10 * major + minor, e.g.
  * 80, 90). Errors: GCC_ERR_INVALID_ARGUMENT for an sm that is no
  * architecture number (<= 0 or > 1000); GCC_ERR_UNSUPPORTED naming sm_XX,
  * the NVRTC version and the supported list (older than the oldest supported
  * arch: "no longer supported"; newer than the newest: "too new"); GCC_ERR_
- * INTERNAL if NVRTC cannot list its archs; GCC_ERR_DEVICE when NVRTC cannot
- * be loaded. */
+ * INTERNAL if NVRTC cannot list its archs. */
 gcc_status gcc_nvrtc_check_arch(int sm, gcc_diag *d);
 
 /* The NVRTC options gcc_nvrtc_compile passes for sm_XX (part of the kernel

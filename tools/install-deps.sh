@@ -67,14 +67,14 @@ command -v bazel >/dev/null 2>&1 || die "bazel not on PATH after installing baze
 
 # CUDA 13 toolkit: not a Debian package; WORKSPACE's @cuda repository points at
 # /usr/local/cuda (headers, cudart, NVRTC, cuBLASLt, cuDNN). No GPU is needed.
-# cudart and cuDNN are linked; NVRTC and cuBLASLt are loaded by their sonames
-# on first use (graph/dynlib.h), which the tests do.
+# cudart, NVRTC and cuDNN are linked; cuBLASLt is loaded by its soname when a
+# CUDA backend is created (runtime/cuda/cublaslt_api.c), which a test does.
 cuda_problems=()
 if [[ ! -d $CUDA_HOME_EXPECTED ]]; then
   cuda_problems+=("$CUDA_HOME_EXPECTED does not exist")
 fi
 for f in include/cuda_runtime.h include/nvrtc.h include/cublasLt.h include/cudnn.h \
-         lib64/libcudart.so lib64/libcudnn.so lib64/libnvrtc.so.13 lib64/libcublasLt.so.13; do
+         lib64/libcudart.so lib64/libnvrtc.so lib64/libcudnn.so lib64/libcublasLt.so.13; do
   if [[ -d $CUDA_HOME_EXPECTED && ! -e $CUDA_HOME_EXPECTED/$f ]]; then
     cuda_problems+=("missing $CUDA_HOME_EXPECTED/$f")
   fi
